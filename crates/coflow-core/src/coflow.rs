@@ -1,0 +1,262 @@
+//! Coflows, their flows, the Varys size/width bins, and a whole workload.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::{Bytes, CoflowId, MIB, MachineId, Nanos};
+
+/// A coflow is short if its longest flow is under this size (Varys §7.1: 5 MB, taken as 5 MiB).
+pub const SHORT_LONGEST_FLOW: Bytes = Bytes(5 * MIB);
+/// A coflow is narrow if it has at most this many flows (Varys §7.1).
+pub const NARROW_MAX_FLOWS: usize = 50;
+
+/// One flow: `size` bytes from machine `src` to machine `dst`.
+///
+/// A flow whose `src` equals its `dst` is local: it crosses no port of the fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flow {
+    /// The sending machine (its ingress port).
+    pub src: MachineId,
+    /// The receiving machine (its egress port).
+    pub dst: MachineId,
+    /// The bytes to move.
+    pub size: Bytes,
+}
+
+impl Flow {
+    /// Whether the flow stays inside one machine.
+    pub fn is_local(&self) -> bool {
+        self.src == self.dst
+    }
+}
+
+/// A coflow: the flows of one communication stage, with its options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Coflow {
+    /// Its identifier, unique within a workload.
+    pub id: CoflowId,
+    /// When it arrives (becomes ready to schedule).
+    pub arrival: Nanos,
+    /// Its flows.
+    pub flows: Vec<Flow>,
+    /// A deadline, relative to arrival, if it has one.
+    pub deadline: Option<Nanos>,
+    /// Its weight (or priority) for weighted objectives; 1 by default.
+    pub weight: f64,
+    /// Coflows that must finish before this one may start.
+    pub parents: Vec<CoflowId>,
+    /// Whether the scheduler may know flow sizes up front.
+    pub sizes_known: bool,
+    /// A human name, if the trace gives one.
+    pub name: Option<String>,
+}
+
+impl Coflow {
+    /// A coflow with default options: no deadline, weight 1, no parents, sizes known.
+    pub fn new(id: CoflowId, arrival: Nanos, flows: Vec<Flow>) -> Coflow {
+        Coflow { id, arrival, flows, deadline: None, weight: 1.0, parents: Vec::new(), sizes_known: true, name: None }
+    }
+
+    /// Total bytes over all flows.
+    pub fn total_bytes(&self) -> Bytes {
+        self.flows.iter().map(|f| f.size).sum()
+    }
+
+    /// The size of its largest flow, the coflow's "length".
+    pub fn longest_flow(&self) -> Bytes {
+        self.flows.iter().map(|f| f.size).max().unwrap_or(Bytes::ZERO)
+    }
+
+    /// Its number of flows, the coflow's "width".
+    pub fn width(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Its Varys bin.
+    pub fn bin(&self) -> Bin {
+        Bin::of(self.longest_flow(), self.width())
+    }
+
+    /// Its minimum completion time alone on an empty big-switch fabric whose every port has
+    /// `port_bytes_per_sec` of capacity: the most loaded port's bytes over the port rate
+    /// (Varys Eq. 1 with every port free). Local flows cross no port.
+    pub fn isolated_cct(&self, machines: usize, port_bytes_per_sec: f64) -> Nanos {
+        let mut load = vec![0u64; 2 * machines];
+        for f in self.flows.iter().filter(|f| !f.is_local()) {
+            load[f.src.index()] += f.size.get();
+            load[machines + f.dst.index()] += f.size.get();
+        }
+        let max = load.into_iter().max().unwrap_or(0);
+        Nanos::from_secs_f64(max as f64 / port_bytes_per_sec)
+    }
+}
+
+/// The four coflow bins of Varys §7.1, by length (short: longest flow under 5 MiB) and width
+/// (narrow: at most 50 flows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bin {
+    /// Short and narrow.
+    SN,
+    /// Long and narrow.
+    LN,
+    /// Short and wide.
+    SW,
+    /// Long and wide.
+    LW,
+}
+
+impl Bin {
+    /// Every bin, in report order.
+    pub const ALL: [Bin; 4] = [Bin::SN, Bin::LN, Bin::SW, Bin::LW];
+
+    /// The bin of a coflow of this length and width.
+    pub fn of(longest: Bytes, width: usize) -> Bin {
+        let short = longest < SHORT_LONGEST_FLOW;
+        let narrow = width <= NARROW_MAX_FLOWS;
+        match (short, narrow) {
+            (true, true) => Bin::SN,
+            (false, true) => Bin::LN,
+            (true, false) => Bin::SW,
+            (false, false) => Bin::LW,
+        }
+    }
+
+    /// The short name, e.g. `"SN"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bin::SN => "SN",
+            Bin::LN => "LN",
+            Bin::SW => "SW",
+            Bin::LW => "LW",
+        }
+    }
+}
+
+impl fmt::Display for Bin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A whole workload: the machines of the fabric and the coflows to replay on it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Workload {
+    /// The number of machines; every flow endpoint is below it.
+    pub machines: u32,
+    /// The coflows, sorted by arrival then id.
+    pub coflows: Vec<Coflow>,
+}
+
+/// Why a [`Workload`] is not valid.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WorkloadError {
+    /// Two coflows share an id.
+    #[error("coflow id {0} appears more than once")]
+    DuplicateId(CoflowId),
+    /// A flow names a machine past the fabric.
+    #[error("coflow {coflow}: flow {flow} uses machine {machine}, but the fabric has {machines} machines")]
+    MachineOutOfRange {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The flow's index in the coflow.
+        flow: usize,
+        /// The machine named.
+        machine: MachineId,
+        /// The fabric size.
+        machines: u32,
+    },
+    /// A coflow names a parent that is not in the workload.
+    #[error("coflow {coflow} depends on unknown coflow {parent}")]
+    UnknownParent {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The parent named.
+        parent: CoflowId,
+    },
+    /// A weight is not a positive finite number.
+    #[error("coflow {0}: weight must be positive and finite")]
+    BadWeight(CoflowId),
+}
+
+impl Workload {
+    /// Builds a workload, sorting coflows by arrival (then id) and validating it.
+    pub fn new(machines: u32, mut coflows: Vec<Coflow>) -> Result<Workload, WorkloadError> {
+        coflows.sort_by_key(|c| (c.arrival, c.id));
+        let w = Workload { machines, coflows };
+        w.validate()?;
+        Ok(w)
+    }
+
+    /// Checks ids are unique, endpoints are inside the fabric, parents exist and weights are sane.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        let mut ids = BTreeSet::new();
+        for c in &self.coflows {
+            if !ids.insert(c.id) {
+                return Err(WorkloadError::DuplicateId(c.id));
+            }
+            if !(c.weight.is_finite() && c.weight > 0.0) {
+                return Err(WorkloadError::BadWeight(c.id));
+            }
+            for (i, f) in c.flows.iter().enumerate() {
+                for m in [f.src, f.dst] {
+                    if m.0 >= self.machines {
+                        return Err(WorkloadError::MachineOutOfRange {
+                            coflow: c.id,
+                            flow: i,
+                            machine: m,
+                            machines: self.machines,
+                        });
+                    }
+                }
+            }
+        }
+        for c in &self.coflows {
+            if let Some(p) = c.parents.iter().find(|p| !ids.contains(p)) {
+                return Err(WorkloadError::UnknownParent { coflow: c.id, parent: *p });
+            }
+        }
+        Ok(())
+    }
+
+    /// Total number of flows.
+    pub fn flow_count(&self) -> usize {
+        self.coflows.iter().map(|c| c.flows.len()).sum()
+    }
+
+    /// Total bytes.
+    pub fn total_bytes(&self) -> Bytes {
+        self.coflows.iter().map(|c| c.total_bytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(src: u32, dst: u32, mib: u64) -> Flow {
+        Flow { src: MachineId(src), dst: MachineId(dst), size: Bytes::mib(mib) }
+    }
+
+    #[test]
+    fn bins_follow_varys_thresholds() {
+        assert_eq!(Bin::of(Bytes(5 * MIB - 1), 50), Bin::SN);
+        assert_eq!(Bin::of(Bytes(5 * MIB), 50), Bin::LN);
+        assert_eq!(Bin::of(Bytes(1), 51), Bin::SW);
+        assert_eq!(Bin::of(Bytes(5 * MIB), 51), Bin::LW);
+    }
+
+    #[test]
+    fn isolated_cct_is_the_most_loaded_port() {
+        // Two flows into machine 2's egress: 3 MiB + 1 MiB at 1 MiB/s is 4 s.
+        let c = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 2, 3), flow(1, 2, 1), flow(3, 3, 100)]);
+        assert_eq!(c.isolated_cct(4, MIB as f64), Nanos::from_secs(4));
+    }
+
+    #[test]
+    fn workload_rejects_out_of_range_machines_and_duplicates() {
+        let c = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 5, 1)]);
+        assert!(matches!(Workload::new(4, vec![c.clone()]), Err(WorkloadError::MachineOutOfRange { .. })));
+        let ok = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 1)]);
+        assert_eq!(Workload::new(4, vec![ok.clone(), ok]), Err(WorkloadError::DuplicateId(CoflowId(1))));
+    }
+}

@@ -1,0 +1,314 @@
+//! Units that carry their dimension in the type: [`Bytes`], [`Nanos`] and [`Rate`].
+//!
+//! Simulated and scheduled time is integer nanoseconds, so that equal times compare equal and
+//! runs are reproducible to the byte.
+//! Rates are `f64` bytes per second, because the fluid model divides them freely.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+use std::str::FromStr;
+
+/// One mebibyte, 2^20 bytes: the "MB" of the coflow-benchmark trace format.
+pub const MIB: u64 = 1 << 20;
+
+/// A number of bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// Zero bytes.
+    pub const ZERO: Bytes = Bytes(0);
+
+    /// The raw count.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The count as `f64`, for fluid arithmetic.
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64
+    }
+
+    /// A count of mebibytes (2^20 bytes).
+    pub const fn mib(n: u64) -> Bytes {
+        Bytes(n * MIB)
+    }
+}
+
+impl Add for Bytes {
+    type Output = Bytes;
+    fn add(self, rhs: Bytes) -> Bytes {
+        Bytes(self.0 + rhs.0)
+    }
+}
+
+impl AddAssign for Bytes {
+    fn add_assign(&mut self, rhs: Bytes) {
+        self.0 += rhs.0;
+    }
+}
+
+impl std::iter::Sum for Bytes {
+    fn sum<I: Iterator<Item = Bytes>>(iter: I) -> Bytes {
+        Bytes(iter.map(|b| b.0).sum())
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0 as f64;
+        const UNITS: [(&str, f64); 4] =
+            [("TiB", (1u64 << 40) as f64), ("GiB", (1u64 << 30) as f64), ("MiB", (1u64 << 20) as f64), ("KiB", 1024.0)];
+        for (name, scale) in UNITS {
+            if b >= scale {
+                return write!(f, "{:.2} {name}", b / scale);
+            }
+        }
+        write!(f, "{} B", self.0)
+    }
+}
+
+/// A point in time or a duration, in integer nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Nanos(pub u64);
+
+impl Nanos {
+    /// Time zero.
+    pub const ZERO: Nanos = Nanos(0);
+    /// The largest representable time, used as "never".
+    pub const MAX: Nanos = Nanos(u64::MAX);
+
+    /// The raw count of nanoseconds.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// Whole milliseconds.
+    pub const fn from_millis(ms: u64) -> Nanos {
+        Nanos(ms * 1_000_000)
+    }
+
+    /// Whole seconds.
+    pub const fn from_secs(s: u64) -> Nanos {
+        Nanos(s * 1_000_000_000)
+    }
+
+    /// Seconds as `f64`, rounded to the nearest nanosecond; negative or NaN input gives zero
+    /// and values past the range saturate.
+    pub fn from_secs_f64(s: f64) -> Nanos {
+        let ns = (s * 1e9).round();
+        if ns.is_nan() || ns <= 0.0 {
+            Nanos::ZERO
+        } else if ns >= u64::MAX as f64 {
+            Nanos::MAX
+        } else {
+            Nanos(ns as u64)
+        }
+    }
+
+    /// This time in seconds.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+
+    /// `self - earlier`, or zero if `earlier` is later.
+    pub fn saturating_sub(self, earlier: Nanos) -> Nanos {
+        Nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// `self + d`, saturating at [`Nanos::MAX`].
+    pub fn saturating_add(self, d: Nanos) -> Nanos {
+        Nanos(self.0.saturating_add(d.0))
+    }
+}
+
+impl Add for Nanos {
+    type Output = Nanos;
+    fn add(self, rhs: Nanos) -> Nanos {
+        Nanos(self.0 + rhs.0)
+    }
+}
+
+impl Sub for Nanos {
+    type Output = Nanos;
+    fn sub(self, rhs: Nanos) -> Nanos {
+        debug_assert!(self.0 >= rhs.0, "time went backwards: {self:?} - {rhs:?}");
+        Nanos(self.0 - rhs.0)
+    }
+}
+
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3}s", self.as_secs_f64())
+    }
+}
+
+/// A transfer rate, in bytes per second.
+///
+/// Parsed from text with [`FromStr`]: a bare number is bytes per second, and a unit may follow:
+/// bits (`bps`, `Kbps`, `Mbps`, `Gbps`, `Tbps`, or `bit/s`, `Gbit/s`, `Gb/s`…, decimal
+/// prefixes) or bytes (`B/s`, `KB/s`, `MB/s`, `GB/s` decimal; `KiB/s`, `MiB/s`, `GiB/s`
+/// binary).
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Default)]
+pub struct Rate(f64);
+
+impl Rate {
+    /// No rate at all.
+    pub const ZERO: Rate = Rate(0.0);
+    /// 1 Gbit/s, the default port capacity: 125,000,000 bytes per second.
+    pub const GBPS: Rate = Rate(125_000_000.0);
+
+    /// A rate of `b` bytes per second. Panics on a negative or non-finite value, which is a bug.
+    pub fn from_bytes_per_sec(b: f64) -> Rate {
+        assert!(b.is_finite() && b >= 0.0, "invalid rate {b}");
+        Rate(b)
+    }
+
+    /// Bytes per second.
+    pub fn bytes_per_sec(self) -> f64 {
+        self.0
+    }
+
+    /// Bits per second.
+    pub fn bits_per_sec(self) -> f64 {
+        self.0 * 8.0
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bits = self.bits_per_sec();
+        const UNITS: [(&str, f64); 4] = [("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("Kbit/s", 1e3)];
+        for (name, scale) in UNITS {
+            if bits >= scale {
+                let v = bits / scale;
+                return if (v - v.round()).abs() < 1e-9 {
+                    write!(f, "{} {name}", v.round())
+                } else {
+                    write!(f, "{v:.3} {name}")
+                };
+            }
+        }
+        write!(f, "{bits} bit/s")
+    }
+}
+
+/// Why a rate could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseRateError {
+    /// The text was empty.
+    #[error("empty rate")]
+    Empty,
+    /// The number part did not parse.
+    #[error("bad number {0:?} in rate (expected e.g. 1Gbps, 128MiB/s or 125000000)")]
+    Number(String),
+    /// The unit is not one we know.
+    #[error(
+        "unknown rate unit {0:?} (expected bps, Kbps, Mbps, Gbps, Tbps, B/s, KB/s, MB/s, GB/s, KiB/s, MiB/s, GiB/s)"
+    )]
+    Unit(String),
+    /// The rate is zero, negative or not finite.
+    #[error("rate must be positive and finite, got {0:?}")]
+    NotPositive(String),
+}
+
+impl FromStr for Rate {
+    type Err = ParseRateError;
+
+    fn from_str(s: &str) -> Result<Rate, ParseRateError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(ParseRateError::Empty);
+        }
+        let split = s
+            .find(|c: char| {
+                !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '_' || c == '+' || c == '-')
+            })
+            .unwrap_or(s.len());
+        // A unit may start with `E` only as "EB", which we do not support, so the scan above is safe
+        // except for exponent letters directly followed by a unit, e.g. "1e9bps"; that parses as 1e9 bps.
+        let (num, unit) = s.split_at(split);
+        let num: f64 = num.replace('_', "").parse().map_err(|_| ParseRateError::Number(num.to_string()))?;
+        let scale = unit_scale(unit.trim()).ok_or_else(|| ParseRateError::Unit(unit.trim().to_string()))?;
+        let v = num * scale;
+        if !(v.is_finite() && v > 0.0) {
+            return Err(ParseRateError::NotPositive(s.to_string()));
+        }
+        Ok(Rate(v))
+    }
+}
+
+/// Bytes per second for one unit of `unit`.
+fn unit_scale(unit: &str) -> Option<f64> {
+    if unit.is_empty() {
+        return Some(1.0);
+    }
+    let lower = unit.to_ascii_lowercase();
+    let (prefix, rest) = match lower.chars().next()? {
+        'k' => (1e3, &unit[1..]),
+        'm' => (1e6, &unit[1..]),
+        'g' => (1e9, &unit[1..]),
+        't' => (1e12, &unit[1..]),
+        _ => (1.0, unit),
+    };
+    // Binary prefixes: "KiB/s", "MiB/s", ...
+    if let Some(after_i) = rest.strip_prefix('i') {
+        let binary = match prefix {
+            p if p == 1e3 => 1024.0,
+            p if p == 1e6 => 1024.0 * 1024.0,
+            p if p == 1e9 => 1024.0 * 1024.0 * 1024.0,
+            p if p == 1e12 => 1024.0f64.powi(4),
+            _ => return None,
+        };
+        return matches!(after_i, "B/s" | "Bps").then_some(binary);
+    }
+    match rest {
+        "bps" | "bit/s" | "b/s" | "bits/s" => Some(prefix / 8.0),
+        "B/s" | "Bps" => Some(prefix),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(s: &str) -> f64 {
+        s.parse::<Rate>().unwrap().bytes_per_sec()
+    }
+
+    #[test]
+    fn parses_the_documented_forms() {
+        assert_eq!(rate("1Gbps"), 125_000_000.0);
+        assert_eq!(rate("1 Gbit/s"), 125_000_000.0);
+        assert_eq!(rate("10Gb/s"), 1_250_000_000.0);
+        assert_eq!(rate("128MiB/s"), 128.0 * 1048576.0);
+        assert_eq!(rate("125000000"), 125_000_000.0);
+        assert_eq!(rate("100MB/s"), 100e6);
+        assert_eq!(rate("800Mbps"), 100e6);
+        assert_eq!(rate("1.5GiB/s"), 1.5 * 1073741824.0);
+        assert_eq!(rate("8bps"), 1.0);
+    }
+
+    #[test]
+    fn rejects_bad_rates() {
+        assert_eq!("".parse::<Rate>(), Err(ParseRateError::Empty));
+        assert!(matches!("fast".parse::<Rate>(), Err(ParseRateError::Number(_))));
+        assert!(matches!("1Gbpx".parse::<Rate>(), Err(ParseRateError::Unit(_))));
+        assert!(matches!("0".parse::<Rate>(), Err(ParseRateError::NotPositive(_))));
+        assert!(matches!("-5MB/s".parse::<Rate>(), Err(ParseRateError::NotPositive(_))));
+    }
+
+    #[test]
+    fn nanos_round_trip_seconds() {
+        assert_eq!(Nanos::from_secs_f64(1.5), Nanos(1_500_000_000));
+        assert_eq!(Nanos::from_secs_f64(-1.0), Nanos::ZERO);
+        assert_eq!(Nanos::from_millis(200).as_secs_f64(), 0.2);
+    }
+
+    #[test]
+    fn displays_rates_and_bytes() {
+        assert_eq!(Rate::GBPS.to_string(), "1 Gbit/s");
+        assert_eq!(Bytes::mib(5).to_string(), "5.00 MiB");
+    }
+}
