@@ -243,25 +243,18 @@ fn unit_scale(unit: &str) -> Option<f64> {
     if unit.is_empty() {
         return Some(1.0);
     }
-    let lower = unit.to_ascii_lowercase();
-    let (prefix, rest) = match lower.chars().next()? {
-        'k' => (1e3, &unit[1..]),
-        'm' => (1e6, &unit[1..]),
-        'g' => (1e9, &unit[1..]),
-        't' => (1e12, &unit[1..]),
-        _ => (1.0, unit),
+    // The power of 1000 (or of 1024 with an `i`) that the prefix letter stands for.
+    let (power, rest) = match unit.chars().next()?.to_ascii_lowercase() {
+        'k' => (1, &unit[1..]),
+        'm' => (2, &unit[1..]),
+        'g' => (3, &unit[1..]),
+        't' => (4, &unit[1..]),
+        _ => (0, unit),
     };
-    // Binary prefixes: "KiB/s", "MiB/s", ...
     if let Some(after_i) = rest.strip_prefix('i') {
-        let binary = match prefix {
-            p if p == 1e3 => 1024.0,
-            p if p == 1e6 => 1024.0 * 1024.0,
-            p if p == 1e9 => 1024.0 * 1024.0 * 1024.0,
-            p if p == 1e12 => 1024.0f64.powi(4),
-            _ => return None,
-        };
-        return matches!(after_i, "B/s" | "Bps").then_some(binary);
+        return (power > 0 && matches!(after_i, "B/s" | "Bps")).then(|| 1024f64.powi(power));
     }
+    let prefix = 1000f64.powi(power);
     match rest {
         "bps" | "bit/s" | "b/s" | "bits/s" => Some(prefix / 8.0),
         "B/s" | "Bps" => Some(prefix),
