@@ -1,0 +1,35 @@
+//! The `coflow` command.
+
+mod sim;
+mod trace;
+
+use clap::{Parser, Subcommand};
+
+/// Coflow scheduling: simulate policies on traces, and inspect or make traces.
+#[derive(Debug, Parser)]
+#[command(name = "coflow", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Replay a workload under scheduling policies and compare coflow completion times.
+    Sim(sim::SimArgs),
+    /// Inspect, convert and generate traces.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(args) => sim::run(args),
+        Command::Trace(cmd) => trace::run(cmd),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,263 @@
+//! `coflow sim`: replay a workload under several policies and print what the field compares.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use coflow_core::{Rate, Workload};
+use coflow_sched::policy;
+use coflow_sim::{SimConfig, SimResult, Summary, lower_bound_avg_cct, simulate_with_progress};
+use coflow_trace::synth;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+/// Options of `coflow sim`.
+#[derive(Debug, Args)]
+pub(crate) struct SimArgs {
+    /// A trace to replay (coflow-benchmark or JSON Lines); without one, a synthetic workload
+    /// shaped like the Facebook trace.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Comma-separated policies to run, or `all`.
+    #[arg(long, default_value = "all")]
+    policies: String,
+    /// The policy others are compared against.
+    #[arg(long, default_value = "fair")]
+    baseline: String,
+    /// Capacity of every port, e.g. 1Gbps, 128MiB/s or 125000000 (bytes per second).
+    #[arg(long, default_value = "1Gbps")]
+    port_rate: String,
+    /// Seed of the synthetic workload (and of anything random in a run).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Number of coflows of the synthetic workload.
+    #[arg(long)]
+    coflows: Option<usize>,
+    /// Number of machines of the synthetic workload.
+    #[arg(long)]
+    machines: Option<u32>,
+    /// Write the figures as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write one row per coflow and policy as CSV to this file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// How many policies to run at once (default: the machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// The validated form of [`SimArgs`].
+struct SimPlan {
+    workload: Workload,
+    source: String,
+    policies: Vec<&'static str>,
+    baseline: Option<&'static str>,
+    port_rate: Rate,
+    seed: u64,
+    threads: usize,
+}
+
+impl SimPlan {
+    fn from_args(a: &SimArgs) -> Result<SimPlan> {
+        let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
+        let policies = policy::parse_list(&a.policies).context("--policies")?;
+        if policies.is_empty() {
+            bail!("--policies names no policy");
+        }
+        let baseline = policy::parse_list(&a.baseline).context("--baseline")?.first().copied();
+        let (workload, source) = match &a.trace {
+            Some(p) => {
+                let w = coflow_trace::read_trace(p).with_context(|| format!("reading trace {}", p.display()))?;
+                (w, p.display().to_string())
+            }
+            None => {
+                let mut cfg = synth::SynthConfig { seed: a.seed, ..Default::default() };
+                if let Some(n) = a.coflows {
+                    cfg.coflows = n;
+                }
+                if let Some(m) = a.machines {
+                    cfg.machines = m;
+                }
+                let source =
+                    format!("synthetic (seed {}, {} coflows, {} machines)", cfg.seed, cfg.coflows, cfg.machines);
+                (synth::generate(&cfg), source)
+            }
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = a.threads.unwrap_or(cores).max(1);
+        Ok(SimPlan { workload, source, policies, baseline, port_rate, seed: a.seed, threads })
+    }
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+struct JsonReport<'a> {
+    workload: JsonWorkload<'a>,
+    port_rate_bytes_per_s: f64,
+    seed: u64,
+    baseline: Option<&'a str>,
+    lower_bound_avg_cct_s: f64,
+    results: &'a [Summary],
+}
+
+#[derive(Debug, Serialize)]
+struct JsonWorkload<'a> {
+    source: &'a str,
+    coflows: usize,
+    flows: usize,
+    machines: u32,
+    bytes: u64,
+}
+
+pub(crate) fn run(args: SimArgs) -> Result<()> {
+    let plan = SimPlan::from_args(&args)?;
+    let w = &plan.workload;
+    eprintln!(
+        "workload: {} — {} coflows, {} flows, {} machines; ports at {}",
+        plan.source,
+        w.coflows.len(),
+        w.flow_count(),
+        w.machines,
+        plan.port_rate
+    );
+
+    // The baseline runs too, even when not asked for, so that factors can be reported.
+    let mut to_run = plan.policies.clone();
+    if let Some(b) = plan.baseline
+        && !to_run.contains(&b)
+    {
+        to_run.push(b);
+    }
+    let started = Instant::now();
+    let runs = run_parallel(w, &to_run, plan.port_rate, plan.threads)?;
+    let wall = started.elapsed();
+
+    let baseline_avg = plan
+        .baseline
+        .and_then(|b| runs.iter().find(|(r, _)| r.policy == b).map(|(r, _)| Summary::of(r, None).avg_cct_s));
+    let shown: Vec<&(SimResult, f64)> =
+        runs.iter().filter(|(r, _)| plan.policies.contains(&r.policy.as_str())).collect();
+    let summaries: Vec<Summary> = shown.iter().map(|(r, _)| Summary::of(r, baseline_avg)).collect();
+    let bound = lower_bound_avg_cct(&runs[0].0);
+
+    print!("{}", table(&summaries, &shown.iter().map(|(_, s)| *s).collect::<Vec<_>>(), plan.baseline, bound));
+    eprintln!("simulated {} policies in {:.2} s wall time on {} threads", runs.len(), wall.as_secs_f64(), plan.threads);
+
+    if let Some(path) = &args.json {
+        let report = JsonReport {
+            workload: JsonWorkload {
+                source: &plan.source,
+                coflows: w.coflows.len(),
+                flows: w.flow_count(),
+                machines: w.machines,
+                bytes: w.total_bytes().get(),
+            },
+            port_rate_bytes_per_s: plan.port_rate.bytes_per_sec(),
+            seed: plan.seed,
+            baseline: plan.baseline,
+            lower_bound_avg_cct_s: bound,
+            results: &summaries,
+        };
+        let mut text = serde_json::to_string_pretty(&report)?;
+        text.push('\n');
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.csv {
+        let mut text = String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s\n");
+        for (r, _) in &shown {
+            for o in &r.outcomes {
+                let cct = o.cct().map_or(String::new(), |c| format!("{:.9}", c.as_secs_f64()));
+                let _ = writeln!(
+                    text,
+                    "{},{},{:.9},{},{},{},{}",
+                    r.policy,
+                    o.id,
+                    o.arrival.as_secs_f64(),
+                    o.bin,
+                    o.flows,
+                    o.bytes,
+                    cct
+                );
+            }
+        }
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+/// Runs each policy on its own thread, at most `threads` at once, and returns the results in
+/// the order asked with each one's wall time in seconds.
+fn run_parallel(
+    w: &Workload,
+    policies: &[&'static str],
+    port_rate: Rate,
+    threads: usize,
+) -> Result<Vec<(SimResult, f64)>> {
+    let cfg = SimConfig { port_rate, check_invariants: false };
+    let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let style = ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} coflows {elapsed}")
+        .expect("static template")
+        .progress_chars("=> ");
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<(SimResult, f64)>>> = Mutex::new(vec![None; policies.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(policies.len()) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&name) = policies.get(i) else { break };
+                    let bar = bars.add(ProgressBar::new(w.coflows.len() as u64));
+                    bar.set_style(style.clone());
+                    bar.set_prefix(name);
+                    let started = Instant::now();
+                    let sched = policy::by_name(name).expect("names were validated");
+                    let r = simulate_with_progress(w, sched, &cfg, &mut |done| bar.set_position(done as u64));
+                    bar.finish_and_clear();
+                    results.lock().expect("no panics while holding the lock")[i] =
+                        Some((r, started.elapsed().as_secs_f64()));
+                }
+            });
+        }
+    });
+    Ok(results.into_inner().expect("threads joined").into_iter().map(|r| r.expect("every policy ran")).collect())
+}
+
+fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bound: f64) -> String {
+    let mut t = String::new();
+    let vs = format!("vs {}", baseline.unwrap_or("-"));
+    let _ = writeln!(
+        t,
+        "{:<10} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8}",
+        "policy", "completed", "avg CCT s", "p50 s", "p95 s", "p99 s", "makespan s", vs, "vs bound", "wall s"
+    );
+    for (s, w) in summaries.iter().zip(wall) {
+        let factor = s.factor_vs_baseline.map_or("-".to_string(), |f| format!("{f:.2}x"));
+        let _ = writeln!(
+            t,
+            "{:<10} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3} {:>9} {:>8.2}x {:>8.2}",
+            s.policy,
+            format!("{}/{}", s.completed, s.coflows),
+            s.avg_cct_s,
+            s.p50_cct_s,
+            s.p95_cct_s,
+            s.p99_cct_s,
+            s.makespan_s,
+            factor,
+            s.bound_ratio,
+            w
+        );
+    }
+    let _ = writeln!(t, "lower bound (isolation, average of each coflow's Γ alone): {bound:.3} s");
+    t
+}

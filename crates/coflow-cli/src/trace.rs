@@ -1,0 +1,117 @@
+//! `coflow trace`: statistics, format conversion and synthetic generation.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use coflow_trace::{TraceFormat, synth};
+
+/// What to do with traces.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TraceCommand {
+    /// Print a trace's coflows, flows, bytes, machines and SN/LN/SW/LW bins.
+    Stats(StatsArgs),
+    /// Convert between the coflow-benchmark format and coflow JSON Lines.
+    Convert(ConvertArgs),
+    /// Write a seeded synthetic workload shaped like the Facebook trace.
+    Gen(GenArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    /// The trace; without one, the embedded synthetic workload.
+    path: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the synthetic workload when no trace is given.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConvertArgs {
+    /// The input trace (format detected from its extension or content).
+    input: PathBuf,
+    /// The output file.
+    output: PathBuf,
+    /// The output format; by default from the output's extension (.jsonl, else benchmark).
+    #[arg(long, value_enum)]
+    to: Option<Format>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GenArgs {
+    /// Where to write it.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// The seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many coflows.
+    #[arg(long)]
+    coflows: Option<usize>,
+    /// How many machines.
+    #[arg(long)]
+    machines: Option<u32>,
+    /// The output format; by default from the extension (.jsonl, else benchmark).
+    #[arg(long, value_enum)]
+    to: Option<Format>,
+}
+
+/// A trace format on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum Format {
+    /// The coflow-benchmark text format of the Facebook trace.
+    Benchmark,
+    /// coflow JSON Lines, which carries every option of the model.
+    Jsonl,
+}
+
+fn format_for(path: &std::path::Path, explicit: Option<Format>) -> TraceFormat {
+    match explicit {
+        Some(Format::Benchmark) => TraceFormat::Benchmark,
+        Some(Format::Jsonl) => TraceFormat::Jsonl,
+        None if path.extension().is_some_and(|e| e == "jsonl" || e == "json") => TraceFormat::Jsonl,
+        None => TraceFormat::Benchmark,
+    }
+}
+
+pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
+    match cmd {
+        TraceCommand::Stats(a) => {
+            let w = match &a.path {
+                Some(p) => coflow_trace::read_trace(p).with_context(|| format!("reading {}", p.display()))?,
+                None => synth::generate(&synth::SynthConfig { seed: a.seed, ..Default::default() }),
+            };
+            let stats = coflow_trace::stats(&w);
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&stats)?);
+            } else {
+                print!("{stats}");
+            }
+        }
+        TraceCommand::Convert(a) => {
+            let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
+            let format = format_for(&a.output, a.to);
+            coflow_trace::write_trace(&w, &a.output, format)
+                .with_context(|| format!("writing {}", a.output.display()))?;
+            eprintln!("wrote {} coflows to {}", w.coflows.len(), a.output.display());
+        }
+        TraceCommand::Gen(a) => {
+            let mut cfg = synth::SynthConfig { seed: a.seed, ..Default::default() };
+            if let Some(n) = a.coflows {
+                cfg.coflows = n;
+            }
+            if let Some(m) = a.machines {
+                cfg.machines = m;
+            }
+            let w = synth::generate(&cfg);
+            let format = format_for(&a.output, a.to);
+            coflow_trace::write_trace(&w, &a.output, format)
+                .with_context(|| format!("writing {}", a.output.display()))?;
+            eprintln!("wrote {} coflows ({} flows) to {}", w.coflows.len(), w.flow_count(), a.output.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,29 @@
+//! Coflow scheduling policies as pure, sans-I/O state machines.
+//!
+//! A policy is told what happened and answers with rates; it never reads a clock, sleeps, spawns
+//! or touches a socket. The trace simulator and the live coordinator drive the very same code.
+//!
+//! # Layout
+//! - `fabric`: [`Fabric`], the capacitated resources flows cross, and [`Route`].
+//! - `state`: what a policy reads ([`Input`]) and writes ([`Allocation`]), per [`ServiceModel`].
+//! - `scheduler`: the [`Scheduler`] trait.
+//! - `maxmin`: weighted max-min fair sharing by progressive filling.
+//! - `fair`, `varys`: the policies; [`policy`] builds one by its short name.
+
+#![warn(missing_docs)]
+
+mod fabric;
+mod fair;
+mod maxmin;
+mod scheduler;
+mod state;
+mod varys;
+
+pub mod policy;
+
+pub use fabric::{Fabric, ResourceId, Route};
+pub use fair::Fair;
+pub use maxmin::MaxMin;
+pub use scheduler::Scheduler;
+pub use state::{Allocation, CoflowState, GroupState, Input, RouteState, ServiceModel};
+pub use varys::{Varys, VarysConfig, bottleneck};

@@ -1,0 +1,39 @@
+//! Policies by short name, as every command line and config file selects them.
+
+use crate::scheduler::Scheduler;
+use crate::{Fair, Varys};
+
+/// The short names of every policy, in report order.
+pub const NAMES: &[&str] = &["varys", "fair"];
+
+/// No policy has this name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy {name:?}; known policies: {}", NAMES.join(", "))]
+pub struct UnknownPolicy {
+    /// The name asked for.
+    pub name: String,
+}
+
+/// A fresh instance of the policy called `name`, with the source's default parameters.
+pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
+    match name {
+        "varys" => Ok(Box::new(Varys::default())),
+        "fair" => Ok(Box::new(Fair::default())),
+        _ => Err(UnknownPolicy { name: name.to_string() }),
+    }
+}
+
+/// Parses a comma-separated list of policy names; `all` stands for every policy.
+pub fn parse_list(list: &str) -> Result<Vec<&'static str>, UnknownPolicy> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "all" {
+            out.extend_from_slice(NAMES);
+            continue;
+        }
+        let known = NAMES.iter().find(|&&n| n == name).ok_or_else(|| UnknownPolicy { name: name.to_string() })?;
+        out.push(*known);
+    }
+    out.dedup();
+    Ok(out)
+}

@@ -1,0 +1,325 @@
+//! `varys`: Smallest-Effective-Bottleneck-First ordering with MADD rates, work-conserving
+//! backfill and starvation freedom (Varys §5.3, Pseudocode 1).
+//!
+//! At every decision:
+//! 1. Each active coflow's effective bottleneck `Γ` is computed on its remaining bytes and the
+//!    ports' bandwidth (Eq. 1), and coflows are sorted by it (ties: earlier arrival, smaller id).
+//! 2. In that order, each coflow gets MADD on the bandwidth the coflows before it left: every flow
+//!    sends `remaining / Γ'` where `Γ'` is the coflow's bottleneck on the leftover, so all its
+//!    flows finish together and its bottleneck port fills. A coflow with a full port gets nothing.
+//! 3. Backfill (§5.3.4): in the same order, each flow (each group of a coflow's flows between one
+//!    pair of machines) is sped up by as much as both its ports still allow, so that no port stays
+//!    idle while a flow that crosses it could use it.
+//!
+//! Starvation freedom alternates a `T` interval of the above with a `δ` interval in which only the
+//! coflows that got no service during the `T` interval are served, as one coflow by MADD.
+//! The policy is called on arrivals, completions and its own `T`/`δ` timers.
+
+use std::collections::BTreeSet;
+
+use coflow_core::{CoflowId, Nanos};
+
+use crate::fabric::ResourceId;
+use crate::scheduler::Scheduler;
+use crate::state::{Allocation, CoflowState, Input, ServiceModel};
+
+/// A port with less than this fraction of its capacity left counts as full.
+const FULL: f64 = 1e-9;
+
+/// Parameters of [`Varys`]; the defaults are the paper's (§7.1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VarysConfig {
+    /// Whether to run the starvation-freedom intervals at all.
+    pub starvation_freedom: bool,
+    /// `T`: how long SEBF runs before starved coflows get a turn (2 s).
+    pub period: Nanos,
+    /// `δ`: how long the starved coflows' turn lasts (200 ms).
+    pub slot: Nanos,
+    /// Whether to backfill leftover bandwidth after MADD (work conservation).
+    pub backfill: bool,
+    /// After flows finish, reschedule at most once per this interval so that their bandwidth is
+    /// used again (`None`: only on coflow arrivals, completions and the `T`/`δ` timers, §6.2).
+    /// Default 100 ms, within the paper's `δ` scale.
+    pub flow_finish_gap: Option<Nanos>,
+}
+
+impl Default for VarysConfig {
+    fn default() -> Self {
+        VarysConfig {
+            starvation_freedom: true,
+            period: Nanos::from_secs(2),
+            slot: Nanos::from_millis(200),
+            backfill: true,
+            flow_finish_gap: Some(Nanos::from_millis(100)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No coflow in the system: no timer runs.
+    Idle,
+    /// Minimising CCT by SEBF until the given time.
+    Sebf(Nanos),
+    /// Serving the starved coflows until the given time.
+    Starved(Nanos),
+}
+
+/// SEBF + MADD + backfill + starvation freedom.
+#[derive(Debug)]
+pub struct Varys {
+    cfg: VarysConfig,
+    phase: Phase,
+    /// Coflows that received service during the current `T` interval.
+    served: BTreeSet<CoflowId>,
+    /// Coflows starved during the last `T` interval, served in the current `δ` interval.
+    starved: BTreeSet<CoflowId>,
+    /// Coflows given a positive rate by the previous decision, and when it was made.
+    last: (Nanos, Vec<CoflowId>),
+    scratch: Scratch,
+}
+
+/// Per-decision buffers, kept to avoid allocating on the hot path.
+#[derive(Debug, Default)]
+struct Scratch {
+    acc: Vec<f64>,
+    touched: Vec<ResourceId>,
+    /// Remaining bytes per resource of each participating coflow: `spans[k]` indexes `loads`.
+    loads: Vec<(ResourceId, f64)>,
+    spans: Vec<std::ops::Range<usize>>,
+    gamma: Vec<f64>,
+    members: Vec<usize>,
+    order: Vec<usize>,
+    left: Vec<f64>,
+}
+
+impl Varys {
+    /// A Varys scheduler with these parameters.
+    pub fn new(cfg: VarysConfig) -> Varys {
+        Varys {
+            cfg,
+            phase: Phase::Idle,
+            served: BTreeSet::new(),
+            starved: BTreeSet::new(),
+            last: (Nanos::ZERO, Vec::new()),
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// Moves the starvation-freedom phase forward to `now` and returns the time of its next turn.
+    fn advance_phase(&mut self, input: &Input<'_>) -> Option<Nanos> {
+        let now = input.now;
+        if !self.cfg.starvation_freedom {
+            return None;
+        }
+        if input.coflows.is_empty() {
+            self.phase = Phase::Idle;
+            self.served.clear();
+            self.starved.clear();
+            return None;
+        }
+        loop {
+            match self.phase {
+                Phase::Idle => {
+                    self.served.clear();
+                    self.phase = Phase::Sebf(now.saturating_add(self.cfg.period));
+                }
+                Phase::Sebf(end) if now >= end => {
+                    self.starved = input.coflows.iter().map(|c| c.id).filter(|id| !self.served.contains(id)).collect();
+                    self.served.clear();
+                    self.phase = if self.starved.is_empty() {
+                        Phase::Sebf(end.saturating_add(self.cfg.period))
+                    } else {
+                        Phase::Starved(end.saturating_add(self.cfg.slot))
+                    };
+                }
+                Phase::Starved(end) if now >= end => {
+                    self.starved.clear();
+                    self.served.clear();
+                    self.phase = Phase::Sebf(end.saturating_add(self.cfg.period));
+                }
+                Phase::Sebf(end) | Phase::Starved(end) => return Some(end),
+            }
+        }
+    }
+}
+
+impl Default for Varys {
+    fn default() -> Self {
+        Varys::new(VarysConfig::default())
+    }
+}
+
+impl Scheduler for Varys {
+    fn name(&self) -> &'static str {
+        "varys"
+    }
+
+    fn model(&self) -> ServiceModel {
+        ServiceModel::Proportional
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.cfg.flow_finish_gap
+    }
+
+    fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
+        self.served.remove(&coflow);
+        self.starved.remove(&coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        // The previous decision held from its time until now: its coflows were served.
+        if input.now > self.last.0 {
+            self.served.extend(self.last.1.drain(..));
+        }
+        let wake = self.advance_phase(input);
+
+        let s = &mut self.scratch;
+        s.members.clear();
+        match self.phase {
+            Phase::Starved(_) => {
+                s.members.extend((0..input.coflows.len()).filter(|&k| self.starved.contains(&input.coflows[k].id)))
+            }
+            _ => s.members.extend(0..input.coflows.len()),
+        }
+        let members = std::mem::take(&mut s.members);
+        remaining_loads(input, &members, s);
+        s.members = members;
+        s.left.clear();
+        s.left.extend_from_slice(input.fabric.capacities());
+        let cap = input.fabric.capacities();
+
+        // SEBF order on remaining bytes and the ports' bandwidth.
+        s.gamma.clear();
+        for span in &s.spans {
+            s.gamma.push(bottleneck(&s.loads[span.clone()], cap));
+        }
+        s.order.clear();
+        s.order.extend(0..s.members.len());
+        let (gamma, members) = (&s.gamma, &s.members);
+        s.order.sort_by(|&a, &b| {
+            let (ca, cb) = (&input.coflows[members[a]], &input.coflows[members[b]]);
+            gamma[a].total_cmp(&gamma[b]).then(ca.arrival.cmp(&cb.arrival)).then(ca.id.cmp(&cb.id))
+        });
+
+        if matches!(self.phase, Phase::Starved(_)) {
+            // All starved coflows as one: MADD over their union on the full ports.
+            let mut union = vec![0.0; cap.len()];
+            for span in &s.spans {
+                for &(r, b) in &s.loads[span.clone()] {
+                    union[r as usize] += b;
+                }
+            }
+            let union: Vec<(ResourceId, f64)> =
+                union.iter().enumerate().filter(|&(_, &b)| b > 0.0).map(|(r, &b)| (r as ResourceId, b)).collect();
+            let sigma = madd(&union, &mut s.left, cap);
+            for &k in &s.members {
+                set_coflow_rate(input, &input.coflows[k], sigma, out);
+            }
+        } else {
+            for &o in &s.order {
+                let sigma = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
+                set_coflow_rate(input, &input.coflows[s.members[o]], sigma, out);
+            }
+        }
+        if self.cfg.backfill {
+            for &o in &s.order {
+                backfill(input, &input.coflows[s.members[o]], &mut s.left, cap, out);
+            }
+        }
+
+        self.last.0 = input.now;
+        self.last.1.clear();
+        for &k in &s.members {
+            let c = &input.coflows[k];
+            if out.group_rate[c.groups.clone()].iter().any(|&r| r > 0.0) {
+                self.last.1.push(c.id);
+            }
+        }
+        wake
+    }
+}
+
+/// Fills `s.loads`/`s.spans` with each member coflow's remaining bytes per resource.
+fn remaining_loads(input: &Input<'_>, members: &[usize], s: &mut Scratch) {
+    s.acc.resize(input.fabric.resources(), 0.0);
+    s.loads.clear();
+    s.spans.clear();
+    for &k in members {
+        let c = &input.coflows[k];
+        for g in input.groups_of(c) {
+            if !g.is_active() {
+                continue;
+            }
+            for (r, b) in input.remaining_loads(g) {
+                if s.acc[r as usize] == 0.0 {
+                    s.touched.push(r);
+                }
+                s.acc[r as usize] += b;
+            }
+        }
+        let start = s.loads.len();
+        for r in s.touched.drain(..) {
+            s.loads.push((r, s.acc[r as usize]));
+            s.acc[r as usize] = 0.0;
+        }
+        s.spans.push(start..s.loads.len());
+    }
+}
+
+/// Varys Eq. 1: the time the most loaded resource needs for these bytes at these capacities.
+pub fn bottleneck(loads: &[(ResourceId, f64)], capacity: &[f64]) -> f64 {
+    loads.iter().map(|&(r, b)| b / capacity[r as usize]).fold(0.0, f64::max)
+}
+
+/// MADD on the leftover bandwidth `left`: the largest `σ = 1/Γ'` at which every flow can send
+/// `remaining × σ`; takes that bandwidth out of `left` and returns `σ` (zero when a port is full).
+fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f64]) -> f64 {
+    let mut gamma: f64 = 0.0;
+    for &(r, b) in loads {
+        let l = left[r as usize];
+        if l <= capacity[r as usize] * FULL {
+            return 0.0;
+        }
+        gamma = gamma.max(b / l);
+    }
+    if gamma <= 0.0 {
+        return 0.0;
+    }
+    let sigma = 1.0 / gamma;
+    for &(r, b) in loads {
+        left[r as usize] = (left[r as usize] - b * sigma).max(0.0);
+    }
+    sigma
+}
+
+fn set_coflow_rate(input: &Input<'_>, c: &CoflowState, sigma: f64, out: &mut Allocation) {
+    for (i, g) in c.groups.clone().zip(input.groups_of(c)) {
+        out.group_rate[i] = if g.is_active() { sigma } else { 0.0 };
+    }
+}
+
+/// Speeds up each group of `c` in its current ratios by what its ports have left.
+fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) {
+    for (i, g) in c.groups.clone().zip(input.groups_of(c)) {
+        if !g.is_active() {
+            continue;
+        }
+        let mut extra = f64::INFINITY;
+        for (r, b) in input.remaining_loads(g) {
+            let l = left[r as usize];
+            if l <= capacity[r as usize] * FULL {
+                extra = 0.0;
+                break;
+            }
+            extra = extra.min(l / b);
+        }
+        if extra > 0.0 && extra.is_finite() {
+            out.group_rate[i] += extra;
+            for (r, b) in input.remaining_loads(g) {
+                left[r as usize] = (left[r as usize] - b * extra).max(0.0);
+            }
+        }
+    }
+}

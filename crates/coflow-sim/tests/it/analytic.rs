@@ -1,0 +1,48 @@
+//! Cases whose answer follows from the model in one line.
+
+use crate::support::*;
+use coflow_core::Rate;
+
+#[test]
+fn one_flow_on_an_idle_fabric_takes_size_over_rate() {
+    for policy in coflow_sched::policy::NAMES {
+        // 125 MB at 1 Gbit/s is one second.
+        let c = coflow(
+            1,
+            0,
+            vec![coflow_core::Flow {
+                src: coflow_core::MachineId(0),
+                dst: coflow_core::MachineId(1),
+                size: coflow_core::Bytes(125_000_000),
+            }],
+        );
+        let r = run(policy, 2, Rate::GBPS, vec![c]);
+        assert_eq!(r.outcomes[0].cct(), Some(coflow_core::Nanos::from_secs(1)), "{policy}");
+    }
+}
+
+#[test]
+fn local_flows_cross_no_port() {
+    for policy in coflow_sched::policy::NAMES {
+        let r = run(policy, 2, unit_rate(), vec![coflow(1, 5, vec![flow(1, 1, 100)])]);
+        assert_eq!(r.outcomes[0].cct(), Some(coflow_core::Nanos::ZERO), "{policy}");
+    }
+}
+
+#[test]
+fn two_flows_out_of_one_port_share_it() {
+    // Under fairness two 2-unit flows from machine 0 each get half: both end at 4.
+    let r = run("fair", 3, unit_rate(), vec![coflow(1, 0, vec![flow(0, 1, 2)]), coflow(2, 0, vec![flow(0, 2, 2)])]);
+    assert_ms(&ccts_ms(&r), &[4.0, 4.0]);
+    // Varys serves one first (equal Γ: the smaller id) and the other after.
+    let r = run("varys", 3, unit_rate(), vec![coflow(1, 0, vec![flow(0, 1, 2)]), coflow(2, 0, vec![flow(0, 2, 2)])]);
+    assert_ms(&ccts_ms(&r), &[2.0, 4.0]);
+}
+
+#[test]
+fn a_later_arrival_preempts_under_sebf() {
+    // C1: 10 units from 0 at t=0. C2: 1 unit from 0 at t=2 has the smaller Γ and preempts:
+    // it ends at 3, and C1 at 11.
+    let r = run("varys", 3, unit_rate(), vec![coflow(1, 0, vec![flow(0, 1, 10)]), coflow(2, 2, vec![flow(0, 2, 1)])]);
+    assert_ms(&ccts_ms(&r), &[11.0, 1.0]);
+}

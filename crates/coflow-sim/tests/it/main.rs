@@ -1,0 +1,6 @@
+//! Integration tests of the simulator: worked examples, analytic cases and properties.
+
+mod analytic;
+mod examples;
+mod properties;
+mod support;

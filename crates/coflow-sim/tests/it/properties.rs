@@ -1,0 +1,66 @@
+//! Properties over random small instances. Every run checks, at every decision, that no port is
+//! allocated past its capacity and that each flow finishes with exactly its bytes delivered.
+
+use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
+use coflow_sched::policy;
+use coflow_sim::{SimConfig, Summary, simulate};
+use proptest::prelude::*;
+
+/// Varys with every coflow present at time 0 has never been seen above this multiple of fair
+/// sharing's average CCT on these instances; SEBF is a heuristic, not an optimum, so it can lose
+/// to fairness on some, but only by this much. The measured worst case is reported in
+/// ARCHITECTURE.md.
+const VARYS_OVER_FAIR_BOUND: f64 = 1.5;
+
+fn workload(max_machines: u32, max_coflows: usize, offline: bool) -> impl Strategy<Value = Workload> {
+    (2..=max_machines).prop_flat_map(move |m| {
+        let flow = (0..m, 0..m, 1u64..=64).prop_map(|(s, d, mib)| Flow {
+            src: MachineId(s),
+            dst: MachineId(d),
+            size: Bytes(mib << 20),
+        });
+        let coflow = (prop::collection::vec(flow, 1..6), 0u64..3000);
+        prop::collection::vec(coflow, 1..=max_coflows).prop_map(move |cs| {
+            let coflows = cs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (flows, at))| {
+                    Coflow::new(CoflowId(i as u64), if offline { Nanos::ZERO } else { Nanos::from_millis(at) }, flows)
+                })
+                .collect();
+            Workload::new(m, coflows).unwrap()
+        })
+    })
+}
+
+fn cfg() -> SimConfig {
+    SimConfig { port_rate: Rate::GBPS, check_invariants: true }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn every_coflow_finishes_within_capacity_and_deterministically(w in workload(6, 6, false)) {
+        for name in policy::NAMES {
+            let a = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            prop_assert!(a.outcomes.iter().all(|o| o.finish.is_some()), "{name}: a coflow never finished");
+            // No coflow beats its isolated bound.
+            for o in &a.outcomes {
+                prop_assert!(o.cct().unwrap().0 + 10 >= o.isolated.0, "{name}: coflow {} beat its bound", o.id);
+            }
+            let b = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            prop_assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn varys_offline_stays_within_the_bound_of_fair(w in workload(5, 6, true)) {
+        let varys = Summary::of(&simulate(&w, policy::by_name("varys").unwrap(), &cfg()), None);
+        let fair = Summary::of(&simulate(&w, policy::by_name("fair").unwrap(), &cfg()), None);
+        prop_assert!(
+            varys.avg_cct_s <= fair.avg_cct_s * VARYS_OVER_FAIR_BOUND + 1e-9,
+            "varys {} vs fair {}", varys.avg_cct_s, fair.avg_cct_s
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The one error type of this crate, [`TraceError`], and the [`Field`] of a benchmark line it names.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use coflow_core::{CoflowId, WorkloadError};
+
+/// Why a trace could not be read or written.
+///
+/// Every error about the content of a file names its 1-based line, so a user can open the file
+/// at the right place.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// A field of a coflow-benchmark line is missing, is not a number, or is out of range.
+    #[error("line {line}, field {field}: {message}")]
+    Syntax {
+        /// The 1-based line number.
+        line: usize,
+        /// The field of the line that is wrong.
+        field: Field,
+        /// What is wrong with it, quoting what was found.
+        message: String,
+    },
+    /// The header's coflow count differs from the number of coflow lines.
+    ///
+    /// When the file has fewer coflow lines than declared, `line` is the header's (1); when it has
+    /// more, `line` is the first extra coflow line.
+    #[error("line {line}: {}", coflow_count_message(*declared, *found))]
+    CoflowCount {
+        /// The line the error is reported at.
+        line: usize,
+        /// The count the header declares.
+        declared: usize,
+        /// The number of coflow lines the file has.
+        found: usize,
+    },
+    /// A coflow id appears on two lines.
+    #[error("line {line}, field id: coflow id {id} already appeared on line {first_line}")]
+    DuplicateId {
+        /// The line of the second occurrence.
+        line: usize,
+        /// The id.
+        id: CoflowId,
+        /// The line of the first occurrence.
+        first_line: usize,
+    },
+    /// A line of a JSON Lines trace is not valid JSON, does not have the expected fields, or
+    /// describes something the model does not allow.
+    #[error("line {line}{}: {message}", column.map(|c| format!(", column {c}")).unwrap_or_default())]
+    Json {
+        /// The 1-based line number.
+        line: usize,
+        /// The 1-based column, when the JSON parser gives one.
+        column: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file could not be opened, read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Writing to a stream failed.
+    #[error("cannot write the trace: {0}")]
+    Write(#[source] io::Error),
+    /// The workload breaks a rule of the model (checked by [`coflow_core::Workload::validate`]).
+    #[error(transparent)]
+    Invalid(#[from] WorkloadError),
+    /// A coflow cannot be written in the requested format without losing or changing something.
+    #[error("coflow {coflow} cannot be written in the coflow-benchmark format: {reason}")]
+    NotRepresentable {
+        /// The coflow.
+        coflow: CoflowId,
+        /// What the format cannot carry.
+        reason: String,
+    },
+}
+
+/// The message of [`TraceError::CoflowCount`].
+fn coflow_count_message(declared: usize, found: usize) -> String {
+    if found < declared {
+        format!(
+            "the header declares {declared} coflows but the file has only {found} coflow lines \
+             (is it truncated?)"
+        )
+    } else {
+        format!(
+            "the header declares {declared} coflows but the file has {found} coflow lines; this is the first extra one"
+        )
+    }
+}
+
+/// The field of a coflow-benchmark line that an error is about.
+///
+/// Mapper and reducer positions are 1-based, as in the format's `<mapper_1> … <mapper_m>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// The header line as a whole.
+    Header,
+    /// The header's port (machine) count.
+    Ports,
+    /// The header's coflow count.
+    CoflowCount,
+    /// A coflow's id.
+    Id,
+    /// A coflow's arrival time in milliseconds.
+    Arrival,
+    /// A coflow's mapper count `m`.
+    MapperCount,
+    /// The i-th mapper (1-based).
+    Mapper(usize),
+    /// A coflow's reducer count `r`.
+    ReducerCount,
+    /// The i-th reducer token `<port>:<MB>` as a whole (1-based).
+    Reducer(usize),
+    /// The port of the i-th reducer (1-based).
+    ReducerPort(usize),
+    /// The megabytes of the i-th reducer (1-based).
+    ReducerMb(usize),
+    /// Tokens after the last one the line's counts call for.
+    Trailing,
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Field::Header => f.write_str("header"),
+            Field::Ports => f.write_str("port count"),
+            Field::CoflowCount => f.write_str("coflow count"),
+            Field::Id => f.write_str("id"),
+            Field::Arrival => f.write_str("arrival"),
+            Field::MapperCount => f.write_str("mapper count"),
+            Field::Mapper(i) => write!(f, "mapper {i}"),
+            Field::ReducerCount => f.write_str("reducer count"),
+            Field::Reducer(i) => write!(f, "reducer {i}"),
+            Field::ReducerPort(i) => write!(f, "reducer {i} port"),
+            Field::ReducerMb(i) => write!(f, "reducer {i} MB"),
+            Field::Trailing => f.write_str("end of line"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_read_well() {
+        let e = TraceError::Syntax {
+            line: 7,
+            field: Field::Reducer(3),
+            message: "expected <port>:<MB>, got \"12\"".to_string(),
+        };
+        assert_eq!(e.to_string(), "line 7, field reducer 3: expected <port>:<MB>, got \"12\"");
+        let e = TraceError::CoflowCount { line: 1, declared: 5, found: 3 };
+        assert_eq!(
+            e.to_string(),
+            "line 1: the header declares 5 coflows but the file has only 3 coflow lines (is it truncated?)"
+        );
+        let e = TraceError::DuplicateId { line: 4, id: CoflowId(9), first_line: 2 };
+        assert_eq!(e.to_string(), "line 4, field id: coflow id 9 already appeared on line 2");
+    }
+}

@@ -1,0 +1,72 @@
+//! Format names, detection by file name and content, and reading and writing files.
+
+use std::path::{Path, PathBuf};
+
+use coflow_trace::{TraceError, TraceFormat, read_benchmark, read_jsonl, read_trace, write_trace};
+
+/// A fresh path in Cargo's scratch directory for integration tests.
+fn scratch(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("coflow-trace-format-{name}"));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+#[test]
+fn detects_by_extension() {
+    assert_eq!(TraceFormat::from_extension(Path::new("a/b.jsonl")), Some(TraceFormat::Jsonl));
+    assert_eq!(TraceFormat::from_extension(Path::new("b.JSON")), Some(TraceFormat::Jsonl));
+    assert_eq!(TraceFormat::from_extension(Path::new("FB2010-1Hr-150-0.txt")), Some(TraceFormat::Benchmark));
+    assert_eq!(TraceFormat::from_extension(Path::new("trace")), None);
+    assert_eq!(TraceFormat::from_extension(Path::new("trace.csv")), None);
+}
+
+#[test]
+fn sniffs_the_first_character() {
+    assert_eq!(TraceFormat::sniff("\n  {\"format\":\"coflow-jsonl\"}"), TraceFormat::Jsonl);
+    assert_eq!(TraceFormat::sniff("150 526\n"), TraceFormat::Benchmark);
+    assert_eq!(TraceFormat::sniff(""), TraceFormat::Benchmark);
+    assert_eq!(TraceFormat::sniff("\u{feff}{}"), TraceFormat::Jsonl);
+    // The extension wins over the content.
+    assert_eq!(TraceFormat::detect(Path::new("x.txt"), "{"), TraceFormat::Benchmark);
+    assert_eq!(TraceFormat::detect(Path::new("x.trace"), "{"), TraceFormat::Jsonl);
+}
+
+#[test]
+fn names_parse_and_display() {
+    for f in TraceFormat::ALL {
+        assert_eq!(f.to_string().parse::<TraceFormat>(), Ok(f));
+    }
+    assert_eq!("coflow-benchmark".parse::<TraceFormat>(), Ok(TraceFormat::Benchmark));
+    assert_eq!("JSONL".parse::<TraceFormat>(), Ok(TraceFormat::Jsonl));
+    let err = "csv".parse::<TraceFormat>().unwrap_err();
+    assert_eq!(err.to_string(), "unknown trace format \"csv\" (expected benchmark or jsonl)");
+}
+
+#[test]
+fn writes_and_reads_files_in_both_formats() {
+    let w = crate::small_workload();
+    for (name, format) in
+        [("a.txt", TraceFormat::Benchmark), ("a.jsonl", TraceFormat::Jsonl), ("noext", TraceFormat::Jsonl)]
+    {
+        let path = scratch(name);
+        write_trace(&w, &path, format).unwrap();
+        assert_eq!(read_trace(&path).unwrap(), w, "{name}");
+    }
+    assert_eq!(read_benchmark(&scratch_written("b.txt", &w, TraceFormat::Benchmark)).unwrap(), w);
+    assert_eq!(read_jsonl(&scratch_written("b.jsonl", &w, TraceFormat::Jsonl)).unwrap(), w);
+}
+
+/// Writes `w` to a fresh scratch file and returns its path.
+fn scratch_written(name: &str, w: &coflow_core::Workload, format: TraceFormat) -> PathBuf {
+    let path = scratch(name);
+    write_trace(w, &path, format).unwrap();
+    path
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let path = scratch("does-not-exist.txt");
+    let err = read_trace(&path).unwrap_err();
+    assert!(matches!(&err, TraceError::Io { path: p, .. } if *p == path));
+    assert!(err.to_string().contains("does-not-exist.txt"), "{err}");
+}
