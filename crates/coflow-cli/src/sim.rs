@@ -118,7 +118,7 @@ struct JsonWorkload<'a> {
 pub(crate) fn run(args: SimArgs) -> Result<()> {
     let plan = SimPlan::from_args(&args)?;
     let w = &plan.workload;
-    eprintln!(
+    println!(
         "workload: {} — {} coflows, {} flows, {} machines; ports at {}",
         plan.source,
         w.coflows.len(),

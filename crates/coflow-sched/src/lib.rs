@@ -25,5 +25,5 @@ pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;
 pub use maxmin::MaxMin;
 pub use scheduler::Scheduler;
-pub use state::{Allocation, CoflowState, GroupState, Input, RouteState, ServiceModel};
+pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 pub use varys::{Varys, VarysConfig, bottleneck};

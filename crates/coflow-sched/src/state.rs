@@ -5,14 +5,15 @@
 //! The Facebook trace has 706,000 flows but only 150 machines, and a policy's decisions are the
 //! same for many flows at once, so the state comes in aggregates that each service model defines:
 //!
-//! - [`ServiceModel::Proportional`]: each coflow is split into *groups*, its flows between one pair
-//!   of machines (in the coflow-benchmark traces, exactly one flow). A policy gives each group a
-//!   rate `σ` as a fraction of its remaining bytes per second: every flow of the group sends
-//!   `remaining × σ` bytes per second until the next decision. MADD (Varys §5.3.3) is exactly this
-//!   with one `σ = 1/Γ` for the whole coflow, and the backfill of §5.3.4 raises single groups.
-//!   A group's flows therefore keep remaining bytes proportional to their sizes, and the group is
-//!   described by one fraction `phi`; the driver brings `phi` forward lazily, so a flow that
-//!   finishes between decisions costs a heap pop, not a pass over every flow.
+//! - [`ServiceModel::Proportional`] (the MADD family): a coflow's flows between one pair of machines
+//!   form a *leg* (in the coflow-benchmark traces, exactly one flow). A policy gives each coflow a
+//!   rate `σ`, a fraction of remaining bytes per second that every one of its legs sends
+//!   (`remaining × σ` bytes per second until the next decision), and may add an extra `κ` to single
+//!   legs. MADD (Varys §5.3.3) is one `σ = 1/Γ` per coflow; the backfill of §5.3.4 is the extras.
+//!   Since `σ` shrinks every leg of a coflow by the same factor, the driver keeps a per-coflow
+//!   `scale` and stores loads and legs relative to it: a decision reads a coflow's remaining bytes
+//!   per resource without touching its legs, and only the few legs given an extra are followed one
+//!   by one. A coflow with 20,000 flows costs a decision no more than its ports do.
 //! - [`ServiceModel::Route`]: flows are pooled by route (source and destination) across coflows,
 //!   and a policy gives each route one per-flow rate in bytes per second. Per-flow fair sharing
 //!   needs nothing finer, since flows on one route see the same ports.
@@ -24,7 +25,7 @@ use crate::fabric::{Fabric, ResourceId, Route};
 /// How a policy allocates, and so how the driver keeps and aggregates the flows' state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServiceModel {
-    /// One rate per group, as a fraction of the group's remaining bytes per second.
+    /// One rate per coflow as a fraction of remaining bytes per second, plus extras for legs.
     Proportional,
     /// One per-flow rate per route, in bytes per second.
     Route,
@@ -41,30 +42,53 @@ pub struct CoflowState {
     pub deadline: Option<Nanos>,
     /// Its weight.
     pub weight: f64,
-    /// Its groups: a range of [`Input::groups`].
-    pub groups: std::ops::Range<usize>,
     /// Its flows that are not finished yet.
     pub active_flows: u32,
+    /// Multiplies the scaled values of [`Input::loads`] and [`LegState::scaled`] into bytes or
+    /// fractions remaining now.
+    pub scale: f64,
+    /// Its scaled remaining bytes on each resource it crosses: a range of [`Input::loads`].
+    pub loads: std::ops::Range<usize>,
+    /// Its legs: a range of [`Input::legs`], sorted by route.
+    pub legs: std::ops::Range<usize>,
+    /// Its legs grouped by the resource they leave through: a range of [`Input::senders`].
+    pub senders: std::ops::Range<usize>,
 }
 
 /// The flows of one coflow between one pair of machines.
 #[derive(Clone, Debug, PartialEq)]
-pub struct GroupState {
-    /// The fraction of the group's bytes that remains, in `[0, 1]`; zero once it finished.
-    pub phi: f64,
-    /// The group's original bytes on each resource it crosses: a range of [`Input::loads`].
-    pub loads: std::ops::Range<usize>,
-    /// The number of flows in the group.
+pub struct LegState {
+    /// The resources its flows cross.
+    pub route: Route,
+    /// The original bytes of its flows together.
+    pub bytes: f64,
+    /// The number of its flows.
     pub flows: u32,
     /// The original size of its largest flow, in bytes.
     pub longest: f64,
+    /// Its remaining fraction divided by its coflow's [`CoflowState::scale`]; zero once finished.
+    pub scaled: f64,
 }
 
-impl GroupState {
-    /// Whether the group still has bytes to send.
+impl LegState {
+    /// Whether the leg still has bytes to send.
     pub fn is_active(&self) -> bool {
-        self.phi > 0.0
+        self.scaled > 0.0
     }
+
+    /// Its remaining bytes, given its coflow.
+    pub fn remaining(&self, c: &CoflowState) -> f64 {
+        self.bytes * self.scaled * c.scale
+    }
+}
+
+/// The legs of one coflow that leave through one resource (a machine's ingress port).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sender {
+    /// The first resource of the legs' routes.
+    pub resource: ResourceId,
+    /// The legs: a range of [`Input::legs`].
+    pub legs: std::ops::Range<usize>,
 }
 
 /// A route with unfinished flows, as a [`ServiceModel::Route`] policy sees it.
@@ -87,36 +111,47 @@ pub struct Input<'a> {
     pub fabric: &'a Fabric,
     /// Active coflows in arrival order ([`ServiceModel::Proportional`] only; empty otherwise).
     pub coflows: &'a [CoflowState],
-    /// Groups, indexed by [`CoflowState::groups`].
-    pub groups: &'a [GroupState],
-    /// Per-resource original bytes, indexed by [`GroupState::loads`].
+    /// Legs, indexed by [`CoflowState::legs`] and [`Sender::legs`].
+    pub legs: &'a [LegState],
+    /// Senders, indexed by [`CoflowState::senders`].
+    pub senders: &'a [Sender],
+    /// Scaled remaining bytes per resource, indexed by [`CoflowState::loads`].
     pub loads: &'a [(ResourceId, f64)],
     /// Routes with unfinished flows ([`ServiceModel::Route`] only; empty otherwise).
     pub routes: &'a [RouteState],
 }
 
 impl<'a> Input<'a> {
-    /// The sender groups of one coflow.
-    pub fn groups_of(&self, c: &CoflowState) -> &'a [GroupState] {
-        &self.groups[c.groups.clone()]
+    /// One coflow's remaining bytes on each resource it crosses.
+    pub fn remaining_loads(&self, c: &CoflowState) -> impl Iterator<Item = (ResourceId, f64)> + 'a {
+        let scale = c.scale;
+        self.loads[c.loads.clone()].iter().map(move |&(r, b)| (r, b * scale))
     }
 
-    /// One group's remaining bytes on each resource it crosses.
-    pub fn remaining_loads(&self, g: &GroupState) -> impl Iterator<Item = (ResourceId, f64)> + 'a {
-        let phi = g.phi;
-        self.loads[g.loads.clone()].iter().map(move |&(r, b)| (r, b * phi))
+    /// One coflow's senders.
+    pub fn senders_of(&self, c: &CoflowState) -> &'a [Sender] {
+        &self.senders[c.senders.clone()]
+    }
+
+    /// One coflow's legs.
+    pub fn legs_of(&self, c: &CoflowState) -> &'a [LegState] {
+        &self.legs[c.legs.clone()]
     }
 }
 
 /// A policy's answer: the rates until the next decision.
 ///
-/// `group_rate[i]` is the rate of `Input::groups[i]` as a fraction of its remaining bytes per
-/// second, and `route_rate[i]` is the per-flow rate of `Input::routes[i]` in bytes per second.
-/// The driver sizes both vectors and zeroes them before every decision.
+/// `coflow_rate[k]` is the rate of `Input::coflows[k]` as a fraction of remaining bytes per second
+/// for each of its legs, `leg_extra` adds to single legs (by index into `Input::legs`), and
+/// `route_rate[i]` is the per-flow rate of `Input::routes[i]` in bytes per second.
+/// The driver resets it before every decision.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Allocation {
-    /// Per group: fraction of remaining bytes per second.
-    pub group_rate: Vec<f64>,
+    /// Per coflow: fraction of remaining bytes per second, for every leg.
+    pub coflow_rate: Vec<f64>,
+    /// Extra rate of single legs on top of their coflow's, as `(leg, fraction per second)`; each
+    /// leg at most once.
+    pub leg_extra: Vec<(usize, f64)>,
     /// Per route: bytes per second for each of its flows.
     pub route_rate: Vec<f64>,
 }
@@ -124,8 +159,9 @@ pub struct Allocation {
 impl Allocation {
     /// Clears and resizes for an input.
     pub fn reset(&mut self, input: &Input<'_>) {
-        self.group_rate.clear();
-        self.group_rate.resize(input.groups.len(), 0.0);
+        self.coflow_rate.clear();
+        self.coflow_rate.resize(input.coflows.len(), 0.0);
+        self.leg_extra.clear();
         self.route_rate.clear();
         self.route_rate.resize(input.routes.len(), 0.0);
     }
@@ -133,12 +169,21 @@ impl Allocation {
     /// The bytes per second this allocation puts on every resource.
     pub fn usage(&self, input: &Input<'_>) -> Vec<f64> {
         let mut used = vec![0.0; input.fabric.resources()];
-        for (i, g) in input.groups.iter().enumerate() {
-            let sigma = self.group_rate[i];
-            if sigma > 0.0 {
-                for (r, b) in input.remaining_loads(g) {
-                    used[r as usize] += b * sigma;
-                }
+        let mut owner = vec![0usize; input.legs.len()];
+        for (k, c) in input.coflows.iter().enumerate() {
+            let sigma = self.coflow_rate[k];
+            for (r, b) in input.remaining_loads(c) {
+                used[r as usize] += b * sigma;
+            }
+            for l in c.legs.clone() {
+                owner[l] = k;
+            }
+        }
+        for &(l, extra) in &self.leg_extra {
+            let leg = &input.legs[l];
+            let bytes = leg.remaining(&input.coflows[owner[l]]) * extra;
+            for &r in leg.route.hops() {
+                used[r as usize] += bytes;
             }
         }
         for (i, rt) in input.routes.iter().enumerate() {

@@ -83,7 +83,6 @@ pub struct Varys {
 #[derive(Debug, Default)]
 struct Scratch {
     acc: Vec<f64>,
-    touched: Vec<ResourceId>,
     /// Remaining bytes per resource of each participating coflow: `spans[k]` indexes `loads`.
     loads: Vec<(ResourceId, f64)>,
     spans: Vec<std::ops::Range<usize>>,
@@ -183,9 +182,13 @@ impl Scheduler for Varys {
             }
             _ => s.members.extend(0..input.coflows.len()),
         }
-        let members = std::mem::take(&mut s.members);
-        remaining_loads(input, &members, s);
-        s.members = members;
+        s.loads.clear();
+        s.spans.clear();
+        for &k in &s.members {
+            let start = s.loads.len();
+            s.loads.extend(input.remaining_loads(&input.coflows[k]));
+            s.spans.push(start..s.loads.len());
+        }
         s.left.clear();
         s.left.extend_from_slice(input.fabric.capacities());
         let cap = input.fabric.capacities();
@@ -205,66 +208,34 @@ impl Scheduler for Varys {
 
         if matches!(self.phase, Phase::Starved(_)) {
             // All starved coflows as one: MADD over their union on the full ports.
-            let mut union = vec![0.0; cap.len()];
-            for span in &s.spans {
-                for &(r, b) in &s.loads[span.clone()] {
-                    union[r as usize] += b;
-                }
+            s.acc.clear();
+            s.acc.resize(cap.len(), 0.0);
+            for &(r, b) in &s.loads {
+                s.acc[r as usize] += b;
             }
             let union: Vec<(ResourceId, f64)> =
-                union.iter().enumerate().filter(|&(_, &b)| b > 0.0).map(|(r, &b)| (r as ResourceId, b)).collect();
+                s.acc.iter().enumerate().filter(|&(_, &b)| b > 0.0).map(|(r, &b)| (r as ResourceId, b)).collect();
             let sigma = madd(&union, &mut s.left, cap);
             for &k in &s.members {
-                set_coflow_rate(input, &input.coflows[k], sigma, out);
+                out.coflow_rate[k] = sigma;
             }
         } else {
             for &o in &s.order {
-                let sigma = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
-                set_coflow_rate(input, &input.coflows[s.members[o]], sigma, out);
-            }
-        }
-        if self.cfg.backfill {
-            for &o in &s.order {
-                backfill(input, &input.coflows[s.members[o]], &mut s.left, cap, out);
+                out.coflow_rate[s.members[o]] = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
             }
         }
 
         self.last.0 = input.now;
         self.last.1.clear();
-        for &k in &s.members {
+        for &o in &s.order {
+            let k = s.members[o];
             let c = &input.coflows[k];
-            if out.group_rate[c.groups.clone()].iter().any(|&r| r > 0.0) {
+            let extras = if self.cfg.backfill { backfill(input, c, &mut s.left, cap, out) } else { 0 };
+            if out.coflow_rate[k] > 0.0 || extras > 0 {
                 self.last.1.push(c.id);
             }
         }
         wake
-    }
-}
-
-/// Fills `s.loads`/`s.spans` with each member coflow's remaining bytes per resource.
-fn remaining_loads(input: &Input<'_>, members: &[usize], s: &mut Scratch) {
-    s.acc.resize(input.fabric.resources(), 0.0);
-    s.loads.clear();
-    s.spans.clear();
-    for &k in members {
-        let c = &input.coflows[k];
-        for g in input.groups_of(c) {
-            if !g.is_active() {
-                continue;
-            }
-            for (r, b) in input.remaining_loads(g) {
-                if s.acc[r as usize] == 0.0 {
-                    s.touched.push(r);
-                }
-                s.acc[r as usize] += b;
-            }
-        }
-        let start = s.loads.len();
-        for r in s.touched.drain(..) {
-            s.loads.push((r, s.acc[r as usize]));
-            s.acc[r as usize] = 0.0;
-        }
-        s.spans.push(start..s.loads.len());
     }
 }
 
@@ -294,32 +265,39 @@ fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f64]) -> f64 
     sigma
 }
 
-fn set_coflow_rate(input: &Input<'_>, c: &CoflowState, sigma: f64, out: &mut Allocation) {
-    for (i, g) in c.groups.clone().zip(input.groups_of(c)) {
-        out.group_rate[i] = if g.is_active() { sigma } else { 0.0 };
-    }
-}
-
-/// Speeds up each group of `c` in its current ratios by what its ports have left.
-fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) {
-    for (i, g) in c.groups.clone().zip(input.groups_of(c)) {
-        if !g.is_active() {
-            continue;
-        }
-        let mut extra = f64::INFINITY;
-        for (r, b) in input.remaining_loads(g) {
-            let l = left[r as usize];
-            if l <= capacity[r as usize] * FULL {
-                extra = 0.0;
+/// Backfill: speeds up single legs of `c` by as much as every resource on their route has left,
+/// sender by sender; returns how many legs it sped up.
+///
+/// Every leg it touches fills one of its resources, so a decision hands out at most as many
+/// extras as the fabric has resources, and senders with a full port are skipped whole.
+fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) -> usize {
+    let mut extras = 0;
+    for sender in input.senders_of(c) {
+        let first = sender.resource as usize;
+        for l in sender.legs.clone() {
+            if left[first] <= capacity[first] * FULL {
                 break;
             }
-            extra = extra.min(l / b);
-        }
-        if extra > 0.0 && extra.is_finite() {
-            out.group_rate[i] += extra;
-            for (r, b) in input.remaining_loads(g) {
-                left[r as usize] = (left[r as usize] - b * extra).max(0.0);
+            let leg = &input.legs[l];
+            if !leg.is_active() {
+                continue;
+            }
+            let mut room = f64::INFINITY;
+            for &r in leg.route.hops() {
+                room = room.min(left[r as usize]);
+                if left[r as usize] <= capacity[r as usize] * FULL {
+                    room = 0.0;
+                }
+            }
+            let remaining = leg.remaining(c);
+            if room > 0.0 && room.is_finite() && remaining > 0.0 {
+                out.leg_extra.push((l, room / remaining));
+                for &r in leg.route.hops() {
+                    left[r as usize] = (left[r as usize] - room).max(0.0);
+                }
+                extras += 1;
             }
         }
     }
+    extras
 }

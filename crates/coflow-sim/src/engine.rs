@@ -11,13 +11,12 @@
 //! same event, and events at equal times are processed together.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
 
 use coflow_core::{Nanos, Rate, Workload};
-use coflow_sched::{
-    Allocation, CoflowState, Fabric, GroupState, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel,
-};
+use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel};
 
+use crate::legs::{Finished, LegModel, after};
 use crate::report::CoflowOutcome;
 
 /// How to run a simulation.
@@ -70,10 +69,6 @@ pub fn simulate_with_progress(
     e.finish()
 }
 
-/// A pair of machines' flows of one coflow while it is being admitted: bytes per resource, flow
-/// count, largest flow.
-type PairAcc = (BTreeMap<ResourceId, f64>, u32, f64);
-
 /// A route's flows, ordered by the clock reading at which each finishes.
 #[derive(Debug, Default)]
 struct RouteQueue {
@@ -113,20 +108,9 @@ struct Engine<'w> {
     pending: Vec<u32>,
     done: usize,
 
-    // Proportional model: active coflows, their sender groups and the groups' loads.
-    coflows: Vec<CoflowState>,
-    widx: Vec<usize>,
-    groups: Vec<GroupState>,
-    /// Each group's rate from the last decision and its planned finish time.
-    group_rate: Vec<f64>,
-    group_finish: Vec<Nanos>,
-    /// Planned group completions, `(finish, group)`; entries whose time no longer matches
-    /// `group_finish` are stale and skipped.
-    group_heap: BinaryHeap<Reverse<(Nanos, u32)>>,
-    /// The time up to which every group's `phi` is current. Groups are brought forward lazily,
-    /// only when a decision needs them, so a flow finishing costs `O(log n)`.
-    phi_time: Nanos,
-    loads: Vec<(ResourceId, f64)>,
+    // Proportional model: active coflows, their legs and scales.
+    prop: LegModel,
+    finished: Vec<Finished>,
 
     // Route model: routes with unfinished flows, their queues and planned head completions.
     routes: Vec<RouteState>,
@@ -155,14 +139,8 @@ impl<'w> Engine<'w> {
             finish: vec![None; n],
             pending: vec![0; n],
             done: 0,
-            coflows: Vec::new(),
-            widx: Vec::new(),
-            groups: Vec::new(),
-            group_rate: Vec::new(),
-            group_finish: Vec::new(),
-            group_heap: BinaryHeap::new(),
-            phi_time: Nanos::ZERO,
-            loads: Vec::new(),
+            prop: LegModel::default(),
+            finished: Vec::new(),
             routes: Vec::new(),
             queues: Vec::new(),
             route_of: HashMap::new(),
@@ -221,34 +199,8 @@ impl<'w> Engine<'w> {
         self.policy.handle_arrival(self.now, c.id);
         match self.model {
             ServiceModel::Proportional => {
-                // One group per pair of machines; sum its bytes per resource it crosses.
-                let mut by_pair: BTreeMap<(u32, u32), PairAcc> = BTreeMap::new();
-                for f in c.flows.iter().filter(|f| !f.is_local()) {
-                    let g = by_pair.entry((f.src.0, f.dst.0)).or_default();
-                    for &r in self.fabric.route(f.src, f.dst).hops() {
-                        *g.0.entry(r).or_default() += f.size.as_f64();
-                    }
-                    g.1 += 1;
-                    g.2 = g.2.max(f.size.as_f64());
-                }
-                let first = self.groups.len();
-                self.sync_phi();
-                for (_, (loads, flows, longest)) in by_pair {
-                    let start = self.loads.len();
-                    self.loads.extend(loads);
-                    self.groups.push(GroupState { phi: 1.0, loads: start..self.loads.len(), flows, longest });
-                    self.group_rate.push(0.0);
-                    self.group_finish.push(Nanos::MAX);
-                }
-                self.coflows.push(CoflowState {
-                    id: c.id,
-                    arrival: c.arrival,
-                    deadline: c.deadline,
-                    weight: c.weight,
-                    groups: first..self.groups.len(),
-                    active_flows: remote,
-                });
-                self.widx.push(k);
+                self.prop.sync(self.now);
+                self.prop.arrive(&self.fabric, c, k, remote);
             }
             ServiceModel::Route => {
                 for f in c.flows.iter().filter(|f| !f.is_local()) {
@@ -276,99 +228,15 @@ impl<'w> Engine<'w> {
     }
 
     fn complete_groups(&mut self) -> bool {
-        let mut any = false;
-        let mut finished_coflow = false;
-        while let Some(&Reverse((t, gi))) = self.group_heap.peek() {
-            if t > self.now {
-                break;
-            }
-            self.group_heap.pop();
-            let gi = gi as usize;
-            if self.group_finish[gi] != t {
-                continue;
-            }
-            if self.cfg.check_invariants {
-                let g = &self.groups[gi];
-                let dt = (self.now - self.phi_time).as_secs_f64();
-                let left = g.phi * (1.0 - self.group_rate[gi] * dt);
-                assert!(left.abs() < 1e-6, "group finished with {left} of its bytes left");
-            }
-            self.groups[gi].phi = 0.0;
-            self.group_finish[gi] = Nanos::MAX;
-            let ci = self.group_coflow(gi);
-            let c = &mut self.coflows[ci];
-            c.active_flows -= self.groups[gi].flows;
-            any = true;
-            if c.active_flows == 0 {
-                let k = self.widx[ci];
-                self.pending[k] = 0;
-                self.finish[k] = Some(self.now);
-                self.done += 1;
-                self.policy.handle_finished(self.now, c.id);
-                finished_coflow = true;
-            }
-        }
-        if finished_coflow {
-            self.sync_phi();
-            self.compact_groups();
+        self.prop.sync(self.now);
+        let any = self.prop.complete(self.cfg.check_invariants, &mut self.finished);
+        for (k, id) in self.finished.drain(..) {
+            self.pending[k] = 0;
+            self.finish[k] = Some(self.now);
+            self.done += 1;
+            self.policy.handle_finished(self.now, id);
         }
         any
-    }
-
-    /// The active coflow that owns group `gi`.
-    fn group_coflow(&self, gi: usize) -> usize {
-        self.coflows.partition_point(|c| c.groups.end <= gi)
-    }
-
-    /// Brings every group's remaining fraction forward to `now` at the last decision's rates.
-    fn sync_phi(&mut self) {
-        if self.now > self.phi_time {
-            let dt = (self.now - self.phi_time).as_secs_f64();
-            for (g, &sigma) in self.groups.iter_mut().zip(&self.group_rate) {
-                if sigma > 0.0 && g.phi > 0.0 {
-                    // A group due exactly now may round to zero or below; it stays active until
-                    // `complete` retires it at its finish time.
-                    g.phi = (g.phi * (1.0 - sigma * dt)).max(f64::MIN_POSITIVE);
-                }
-            }
-        }
-        self.phi_time = self.now;
-    }
-
-    /// Drops finished coflows and their groups, keeping the rest in order.
-    fn compact_groups(&mut self) {
-        let (mut groups, mut finish, mut rates, mut loads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut keep = Vec::with_capacity(self.coflows.len());
-        let mut widx = Vec::with_capacity(self.coflows.len());
-        for (c, &k) in self.coflows.iter().zip(&self.widx) {
-            if c.active_flows == 0 {
-                continue;
-            }
-            let first = groups.len();
-            for gi in c.groups.clone() {
-                let g = &self.groups[gi];
-                let start = loads.len();
-                loads.extend_from_slice(&self.loads[g.loads.clone()]);
-                groups.push(GroupState { loads: start..loads.len(), ..g.clone() });
-                finish.push(self.group_finish[gi]);
-                rates.push(self.group_rate[gi]);
-            }
-            keep.push(CoflowState { groups: first..groups.len(), ..c.clone() });
-            widx.push(k);
-        }
-        self.coflows = keep;
-        self.widx = widx;
-        self.groups = groups;
-        self.group_finish = finish;
-        self.group_rate = rates;
-        self.loads = loads;
-        // Group indices moved: re-plan the pending completions.
-        self.group_heap.clear();
-        for (i, &t) in self.group_finish.iter().enumerate() {
-            if t != Nanos::MAX {
-                self.group_heap.push(Reverse((t, i as u32)));
-            }
-        }
     }
 
     fn complete_routes(&mut self) -> bool {
@@ -416,16 +284,17 @@ impl<'w> Engine<'w> {
     }
 
     fn decide(&mut self) {
-        self.sync_phi();
+        self.prop.sync(self.now);
         for (rt, q) in self.routes.iter_mut().zip(&self.queues) {
             rt.min_remaining = q.heap.peek().map_or(0.0, |Reverse((t, _))| (t.0 - q.clock).max(0.0));
         }
         let input = Input {
             now: self.now,
             fabric: &self.fabric,
-            coflows: &self.coflows,
-            groups: &self.groups,
-            loads: &self.loads,
+            coflows: &self.prop.coflows,
+            legs: &self.prop.legs,
+            senders: &self.prop.senders,
+            loads: &self.prop.loads,
             routes: &self.routes,
         };
         self.alloc.reset(&input);
@@ -433,7 +302,13 @@ impl<'w> Engine<'w> {
         self.decisions += 1;
         self.last_decision = self.now;
 
-        for &r in self.alloc.group_rate.iter().chain(&self.alloc.route_rate) {
+        for &r in self
+            .alloc
+            .coflow_rate
+            .iter()
+            .chain(self.alloc.leg_extra.iter().map(|(_, k)| k))
+            .chain(&self.alloc.route_rate)
+        {
             assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
         }
         if self.cfg.check_invariants {
@@ -449,15 +324,7 @@ impl<'w> Engine<'w> {
             }
         }
         let now = self.now;
-        self.group_heap.clear();
-        for (i, g) in self.groups.iter().enumerate() {
-            let sigma = if g.phi > 0.0 { self.alloc.group_rate[i] } else { 0.0 };
-            self.group_rate[i] = sigma;
-            self.group_finish[i] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
-            if sigma > 0.0 {
-                self.group_heap.push(Reverse((self.group_finish[i], i as u32)));
-            }
-        }
+        self.prop.apply(&self.alloc);
         for (i, q) in self.queues.iter().enumerate() {
             let rate = self.alloc.route_rate[i];
             self.route_finish[i] = match q.heap.peek() {
@@ -472,7 +339,7 @@ impl<'w> Engine<'w> {
         if let Some(t) = self.wake {
             next = next.min(t);
         }
-        let groups = self.group_heap.peek().map_or(Nanos::MAX, |Reverse((t, _))| *t);
+        let groups = self.prop.next_time();
         let routes = self.route_finish.iter().copied().min().unwrap_or(Nanos::MAX);
         next.min(groups).min(routes)
     }
@@ -508,10 +375,4 @@ impl<'w> Engine<'w> {
             decisions: self.decisions,
         }
     }
-}
-
-/// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
-fn after(now: Nanos, secs: f64) -> Nanos {
-    let ns = (secs * 1e9).ceil();
-    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + (ns as u64).max(1)) }
 }

@@ -9,11 +9,13 @@
 //!
 //! # Layout
 //! - `engine`: the event loop, [`simulate`].
+//! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
 //! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`]).
 
 #![warn(missing_docs)]
 
 mod engine;
+mod legs;
 mod report;
 
 pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};

@@ -1,0 +1,288 @@
+//! The state of the proportional service model: active coflows, their legs, and per-coflow scales.
+//!
+//! Under a decision every leg of coflow `c` sends `remaining × σ_c` bytes per second, so all of them
+//! shrink by the same factor: `c.scale` carries it, and loads and legs are stored divided by it.
+//! Bringing the state forward to a new time therefore costs one multiplication per coflow, plus one
+//! update per leg that the decision gave an extra `κ` (backfill), which the policy keeps to at most
+//! one per resource.
+//! Completions sit in a heap: one entry per coflow (its legs without extra all finish together at
+//! `1/σ`) and one per leg with an extra.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use coflow_core::{Coflow, CoflowId, Nanos};
+use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Sender};
+
+/// Tags a heap entry as a leg rather than a coflow.
+const LEG: u32 = 1 << 31;
+
+/// A coflow that finished: its index in the workload and its id.
+pub(crate) type Finished = (usize, CoflowId);
+
+#[derive(Debug, Default)]
+pub(crate) struct LegModel {
+    pub(crate) coflows: Vec<CoflowState>,
+    pub(crate) legs: Vec<LegState>,
+    pub(crate) senders: Vec<Sender>,
+    pub(crate) loads: Vec<(ResourceId, f64)>,
+    /// Per coflow: its index in the workload, its rate in force, its planned finish.
+    widx: Vec<usize>,
+    rate: Vec<f64>,
+    /// Per coflow: its scale when the decision in force was made. Rates are constant in bytes per
+    /// second, so fractions fall linearly from there: `scale = scale_dec · (1 − σ·(t − t_dec))`.
+    scale_dec: Vec<f64>,
+    finish: Vec<Nanos>,
+    /// Per leg: its coflow, the index in `loads` of each of its hops, its planned finish when it
+    /// has an extra.
+    owner: Vec<u32>,
+    slots: Vec<[u32; 4]>,
+    leg_finish: Vec<Nanos>,
+    /// Legs with an extra in force: `(leg, κ, remaining fraction at the decision)`.
+    extra: Vec<(usize, f64, f64)>,
+    /// When the decision in force was made.
+    dec_time: Nanos,
+    heap: BinaryHeap<Reverse<(Nanos, u32)>>,
+    /// The time the state is current at.
+    time: Nanos,
+}
+
+impl LegModel {
+    /// Brings every coflow and leg forward to `now` at the rates in force.
+    pub(crate) fn sync(&mut self, now: Nanos) {
+        if now <= self.time {
+            return;
+        }
+        self.time = now;
+        let dt = (now - self.dec_time).as_secs_f64();
+        for ((c, &sigma), &dec) in self.coflows.iter_mut().zip(&self.rate).zip(&self.scale_dec) {
+            if sigma > 0.0 {
+                c.scale = (dec * (1.0 - sigma * dt)).max(0.0);
+            }
+        }
+        for &(l, kappa, phi_dec) in &self.extra {
+            let c = self.owner[l] as usize;
+            let scale = self.coflows[c].scale;
+            let leg = &mut self.legs[l];
+            if !leg.is_active() {
+                continue;
+            }
+            let phi = (phi_dec * (1.0 - (self.rate[c] + kappa) * dt)).max(0.0);
+            let scaled = if scale > 0.0 { (phi / scale).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
+            let delta = scaled - leg.scaled;
+            leg.scaled = scaled;
+            for &slot in &self.slots[l][..leg.route.hops().len()] {
+                let load = &mut self.loads[slot as usize].1;
+                *load = (*load + delta * leg.bytes).max(0.0);
+            }
+        }
+    }
+
+    /// Admits a coflow at the current time, with its flows that cross the fabric.
+    pub(crate) fn arrive(&mut self, fabric: &Fabric, c: &Coflow, k: usize, active_flows: u32) {
+        // One leg per pair of machines.
+        let mut pairs: BTreeMap<(u32, u32), (f64, u32, f64)> = BTreeMap::new();
+        for f in c.flows.iter().filter(|f| !f.is_local()) {
+            let p = pairs.entry((f.src.0, f.dst.0)).or_default();
+            p.0 += f.size.as_f64();
+            p.1 += 1;
+            p.2 = p.2.max(f.size.as_f64());
+        }
+        let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();
+        for (&(s, d), &(bytes, _, _)) in &pairs {
+            for &r in fabric.route(s.into(), d.into()).hops() {
+                *per_resource.entry(r).or_default() += bytes;
+            }
+        }
+        let load_start = self.loads.len();
+        let index: BTreeMap<ResourceId, u32> =
+            per_resource.keys().enumerate().map(|(i, &r)| (r, (load_start + i) as u32)).collect();
+        self.loads.extend(per_resource);
+
+        let ci = self.coflows.len() as u32;
+        let (leg_start, sender_start) = (self.legs.len(), self.senders.len());
+        for ((s, d), (bytes, flows, longest)) in pairs {
+            let route = fabric.route(s.into(), d.into());
+            let mut slots = [0u32; 4];
+            for (slot, r) in slots.iter_mut().zip(route.hops()) {
+                *slot = index[r];
+            }
+            let first = route.hops()[0];
+            let same_sender =
+                self.senders.len() > sender_start && self.senders.last().is_some_and(|sd| sd.resource == first);
+            if same_sender {
+                self.senders.last_mut().expect("checked above").legs.end += 1;
+            } else {
+                self.senders.push(Sender { resource: first, legs: self.legs.len()..self.legs.len() + 1 });
+            }
+            self.legs.push(LegState { route, bytes, flows, longest, scaled: 1.0 });
+            self.owner.push(ci);
+            self.slots.push(slots);
+            self.leg_finish.push(Nanos::MAX);
+        }
+        self.coflows.push(CoflowState {
+            id: c.id,
+            arrival: c.arrival,
+            deadline: c.deadline,
+            weight: c.weight,
+            active_flows,
+            scale: 1.0,
+            loads: load_start..self.loads.len(),
+            legs: leg_start..self.legs.len(),
+            senders: sender_start..self.senders.len(),
+        });
+        self.widx.push(k);
+        self.rate.push(0.0);
+        self.scale_dec.push(1.0);
+        self.finish.push(Nanos::MAX);
+    }
+
+    /// Puts a decision in force at the current time.
+    pub(crate) fn apply(&mut self, alloc: &Allocation) {
+        let now = self.time;
+        self.dec_time = now;
+        for &(l, _, _) in &self.extra {
+            self.leg_finish[l] = Nanos::MAX;
+        }
+        self.extra.clear();
+        self.heap.clear();
+        for (k, c) in self.coflows.iter().enumerate() {
+            let sigma = if c.active_flows > 0 { alloc.coflow_rate[k] } else { 0.0 };
+            self.rate[k] = sigma;
+            self.scale_dec[k] = c.scale;
+            self.finish[k] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
+            if sigma > 0.0 {
+                self.heap.push(Reverse((self.finish[k], k as u32)));
+            }
+        }
+        for &(l, kappa) in &alloc.leg_extra {
+            if kappa > 0.0 && self.legs[l].is_active() {
+                let c = self.owner[l] as usize;
+                let sigma = self.rate[c] + kappa;
+                self.extra.push((l, kappa, self.legs[l].scaled * self.coflows[c].scale));
+                self.leg_finish[l] = after(now, 1.0 / sigma);
+                self.heap.push(Reverse((self.leg_finish[l], l as u32 | LEG)));
+            }
+        }
+    }
+
+    /// The next planned completion.
+    pub(crate) fn next_time(&self) -> Nanos {
+        self.heap.peek().map_or(Nanos::MAX, |Reverse((t, _))| *t)
+    }
+
+    /// Retires every leg and coflow due at the current time; returns whether any leg finished,
+    /// and pushes finished coflows to `done`. `check` asserts each finishes with nothing left.
+    pub(crate) fn complete(&mut self, check: bool, done: &mut Vec<Finished>) -> bool {
+        let now = self.time;
+        let mut any = false;
+        let before = done.len();
+        while let Some(&Reverse((t, tag))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.heap.pop();
+            if tag & LEG != 0 {
+                let l = (tag & !LEG) as usize;
+                if self.leg_finish[l] != t || !self.legs[l].is_active() {
+                    continue;
+                }
+                let c = self.owner[l] as usize;
+                self.retire_leg(l, c, check);
+                any = true;
+                if self.coflows[c].active_flows == 0 {
+                    done.push((self.widx[c], self.coflows[c].id));
+                }
+            } else {
+                let c = tag as usize;
+                if self.finish[c] != t || self.coflows[c].active_flows == 0 {
+                    continue;
+                }
+                for l in self.coflows[c].legs.clone() {
+                    if self.legs[l].is_active() {
+                        self.retire_leg(l, c, check);
+                    }
+                }
+                any = true;
+                done.push((self.widx[c], self.coflows[c].id));
+            }
+        }
+        if done.len() > before {
+            self.compact();
+        }
+        any
+    }
+
+    fn retire_leg(&mut self, l: usize, c: usize, check: bool) {
+        let leg = &mut self.legs[l];
+        let coflow = &mut self.coflows[c];
+        if check {
+            let left = leg.scaled * coflow.scale;
+            assert!(left < 1e-6, "a leg of coflow {} finished with {left} of its bytes left", coflow.id);
+        }
+        for &slot in &self.slots[l][..leg.route.hops().len()] {
+            let load = &mut self.loads[slot as usize].1;
+            *load = (*load - leg.scaled * leg.bytes).max(0.0);
+        }
+        leg.scaled = 0.0;
+        self.leg_finish[l] = Nanos::MAX;
+        coflow.active_flows -= leg.flows;
+    }
+
+    /// Drops finished coflows with their legs, senders and loads, keeping the rest in order.
+    fn compact(&mut self) {
+        let mut m = LegModel { time: self.time, dec_time: self.dec_time, ..LegModel::default() };
+        let mut leg_map = vec![u32::MAX; self.legs.len()];
+        for (k, c) in self.coflows.iter().enumerate() {
+            if c.active_flows == 0 {
+                continue;
+            }
+            let ci = m.coflows.len() as u32;
+            let load_shift = m.loads.len() as i64 - c.loads.start as i64;
+            let leg_shift = m.legs.len() as i64 - c.legs.start as i64;
+            m.loads.extend_from_slice(&self.loads[c.loads.clone()]);
+            let sender_start = m.senders.len();
+            for s in &self.senders[c.senders.clone()] {
+                let legs = (s.legs.start as i64 + leg_shift) as usize..(s.legs.end as i64 + leg_shift) as usize;
+                m.senders.push(Sender { resource: s.resource, legs });
+            }
+            for l in c.legs.clone() {
+                leg_map[l] = m.legs.len() as u32;
+                m.legs.push(self.legs[l].clone());
+                m.owner.push(ci);
+                m.slots.push(self.slots[l].map(|s| (s as i64 + load_shift) as u32));
+                m.leg_finish.push(self.leg_finish[l]);
+            }
+            m.coflows.push(CoflowState {
+                loads: m.loads.len() - c.loads.len()..m.loads.len(),
+                legs: m.legs.len() - c.legs.len()..m.legs.len(),
+                senders: sender_start..m.senders.len(),
+                ..c.clone()
+            });
+            m.widx.push(self.widx[k]);
+            m.rate.push(self.rate[k]);
+            m.scale_dec.push(self.scale_dec[k]);
+            m.finish.push(self.finish[k]);
+        }
+        for &(l, kappa, phi_dec) in &self.extra {
+            if leg_map[l] != u32::MAX && self.legs[l].is_active() {
+                m.extra.push((leg_map[l] as usize, kappa, phi_dec));
+            }
+        }
+        for (k, &t) in m.finish.iter().enumerate() {
+            if t != Nanos::MAX {
+                m.heap.push(Reverse((t, k as u32)));
+            }
+        }
+        for &(l, _, _) in &m.extra {
+            m.heap.push(Reverse((m.leg_finish[l], l as u32 | LEG)));
+        }
+        *self = m;
+    }
+}
+
+/// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
+pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
+    let ns = (secs * 1e9).ceil();
+    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + (ns as u64).max(1)) }
+}
