@@ -6,11 +6,10 @@ use coflow_sched::policy;
 use coflow_sim::{SimConfig, Summary, simulate};
 use proptest::prelude::*;
 
-/// Varys with every coflow present at time 0 has never been seen above this multiple of fair
-/// sharing's average CCT on these instances; SEBF is a heuristic, not an optimum, so it can lose
-/// to fairness on some, but only by this much. The measured worst case is reported in
-/// ARCHITECTURE.md.
-const VARYS_OVER_FAIR_BOUND: f64 = 1.5;
+/// Varys with every coflow present at time 0 stays within this multiple of fair sharing's average
+/// CCT. SEBF is a heuristic, not an optimum, so it can lose to fairness on some instances: the
+/// worst seen over 20,000 random instances of this shape was 1.085 (ARCHITECTURE.md).
+const VARYS_OVER_FAIR_BOUND: f64 = 1.25;
 
 fn workload(max_machines: u32, max_coflows: usize, offline: bool) -> impl Strategy<Value = Workload> {
     (2..=max_machines).prop_flat_map(move |m| {
