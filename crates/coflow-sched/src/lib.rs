@@ -6,12 +6,15 @@
 //! # Layout
 //! - `fabric`: [`Fabric`], the capacitated resources flows cross, and [`Route`].
 //! - `state`: what a policy reads ([`Input`]) and writes ([`Allocation`]), per [`ServiceModel`].
-//! - `scheduler`: the [`Scheduler`] trait.
+//! - `scheduler`: the [`Scheduler`] trait, for policies that know flow sizes.
+//! - `blind`: [`BlindScheduler`] and [`BlindInput`], for policies that must not: no size is
+//!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
 //! - `fair`, `varys`: the policies; [`policy`] builds one by its short name.
 
 #![warn(missing_docs)]
 
+mod blind;
 mod fabric;
 mod fair;
 mod maxmin;
@@ -21,6 +24,7 @@ mod varys;
 
 pub mod policy;
 
+pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded};
 pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;
 pub use maxmin::MaxMin;

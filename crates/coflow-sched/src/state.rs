@@ -5,8 +5,9 @@
 //! The Facebook trace has 706,000 flows but only 150 machines, and a policy's decisions are the
 //! same for many flows at once, so the state comes in aggregates that each service model defines:
 //!
-//! - [`ServiceModel::Proportional`] (the MADD family): a coflow's flows between one pair of machines
-//!   form a *leg* (in the coflow-benchmark traces, exactly one flow). A policy gives each coflow a
+//! - [`ServiceModel::Proportional`] (the MADD family): a coflow's flows of one size between one pair
+//!   of machines form a *leg* (in the coflow-benchmark traces, exactly one flow); they are alike
+//!   under any policy. A policy gives each coflow a
 //!   rate `σ`, a fraction of remaining bytes per second that every one of its legs sends
 //!   (`remaining × σ` bytes per second until the next decision), and may add an extra `κ` to single
 //!   legs. MADD (Varys §5.3.3) is one `σ = 1/Γ` per coflow; the backfill of §5.3.4 is the extras.
@@ -55,7 +56,7 @@ pub struct CoflowState {
     pub senders: std::ops::Range<usize>,
 }
 
-/// The flows of one coflow between one pair of machines.
+/// The flows of one coflow of one size between one pair of machines.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LegState {
     /// The resources its flows cross.

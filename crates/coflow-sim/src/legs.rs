@@ -80,16 +80,14 @@ impl LegModel {
 
     /// Admits a coflow at the current time, with its flows that cross the fabric.
     pub(crate) fn arrive(&mut self, fabric: &Fabric, c: &Coflow, k: usize, active_flows: u32) {
-        // One leg per pair of machines.
-        let mut pairs: BTreeMap<(u32, u32), (f64, u32, f64)> = BTreeMap::new();
+        // One leg per pair of machines and flow size: its flows are alike under any policy.
+        let mut pairs: BTreeMap<(u32, u32, u64), u32> = BTreeMap::new();
         for f in c.flows.iter().filter(|f| !f.is_local()) {
-            let p = pairs.entry((f.src.0, f.dst.0)).or_default();
-            p.0 += f.size.as_f64();
-            p.1 += 1;
-            p.2 = p.2.max(f.size.as_f64());
+            *pairs.entry((f.src.0, f.dst.0, f.size.get())).or_default() += 1;
         }
         let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();
-        for (&(s, d), &(bytes, _, _)) in &pairs {
+        for (&(s, d, size), &flows) in &pairs {
+            let bytes = size as f64 * flows as f64;
             for &r in fabric.route(s.into(), d.into()).hops() {
                 *per_resource.entry(r).or_default() += bytes;
             }
@@ -101,7 +99,8 @@ impl LegModel {
 
         let ci = self.coflows.len() as u32;
         let (leg_start, sender_start) = (self.legs.len(), self.senders.len());
-        for ((s, d), (bytes, flows, longest)) in pairs {
+        for ((s, d, size), flows) in pairs {
+            let (bytes, longest) = (size as f64 * flows as f64, size as f64);
             let route = fabric.route(s.into(), d.into());
             let mut slots = [0u32; 4];
             for (slot, r) in slots.iter_mut().zip(route.hops()) {

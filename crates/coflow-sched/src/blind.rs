@@ -1,0 +1,237 @@
+//! The interface of policies that must not know flow sizes (Aalo's D-CLAS and its kin).
+//!
+//! A [`BlindScheduler`] reads a [`BlindInput`], which holds no flow size and no remaining byte
+//! count: only what a coordinator learns without being told sizes, namely each coflow's flows and
+//! routes, which of them have finished, and the bytes each coflow has sent as of the last progress
+//! report. Reports come every [`BlindScheduler::report_interval`], so a blind policy sees progress
+//! late, as the live system's coordinator does. Not being able to read sizes is a property of the
+//! types, not a convention: nothing reachable from a `BlindInput` carries one.
+
+use std::fmt;
+use std::ops::Range;
+
+use coflow_core::{CoflowId, Nanos};
+
+use crate::fabric::{Fabric, Route};
+use crate::scheduler::Scheduler;
+use crate::state::{Allocation, Input, ServiceModel};
+
+/// An active coflow as a blind policy sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlindCoflow {
+    /// Its id.
+    pub id: CoflowId,
+    /// When it arrived.
+    pub arrival: Nanos,
+    /// Its weight.
+    pub weight: f64,
+    /// Bytes it had sent at the last progress report.
+    pub sent: f64,
+    /// Its flows not finished yet.
+    pub active_flows: u32,
+    /// Its legs (alike flows between one pair of machines): a range of [`BlindInput::legs`].
+    pub legs: Range<usize>,
+}
+
+/// The flows of one coflow of one size between one pair of machines, without their size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlindLeg {
+    /// The resources its flows cross.
+    pub route: Route,
+    /// Its flows not finished yet.
+    pub active_flows: u32,
+}
+
+/// Everything a blind policy may read when it decides.
+#[derive(Clone, Copy, Debug)]
+pub struct BlindInput<'a> {
+    /// The time of the decision.
+    pub now: Nanos,
+    /// The fabric and each resource's capacity.
+    pub fabric: &'a Fabric,
+    /// Active coflows in arrival order.
+    pub coflows: &'a [BlindCoflow],
+    /// Legs, indexed by [`BlindCoflow::legs`].
+    pub legs: &'a [BlindLeg],
+}
+
+/// A blind policy's answer: the rate of each flow of each leg, in bytes per second.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlindAllocation {
+    /// Per leg of [`BlindInput::legs`]: bytes per second for each of its active flows.
+    pub leg_rate: Vec<f64>,
+}
+
+impl BlindAllocation {
+    /// Clears and resizes for an input.
+    pub fn reset(&mut self, input: &BlindInput<'_>) {
+        self.leg_rate.clear();
+        self.leg_rate.resize(input.legs.len(), 0.0);
+    }
+
+    /// The bytes per second this allocation puts on every resource.
+    pub fn usage(&self, input: &BlindInput<'_>) -> Vec<f64> {
+        let mut used = vec![0.0; input.fabric.resources()];
+        for (leg, &rate) in input.legs.iter().zip(&self.leg_rate) {
+            for &r in leg.route.hops() {
+                used[r as usize] += rate * leg.active_flows as f64;
+            }
+        }
+        used
+    }
+}
+
+/// A policy that decides without knowing flow sizes. Pure, like [`crate::Scheduler`].
+pub trait BlindScheduler: fmt::Debug + Send {
+    /// The policy's short name.
+    fn name(&self) -> &'static str;
+
+    /// How often the driver refreshes [`BlindCoflow::sent`] (the agents' report interval).
+    fn report_interval(&self) -> Nanos;
+
+    /// As [`crate::Scheduler::flow_finish_gap`].
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// A coflow arrived.
+    fn handle_arrival(&mut self, _now: Nanos, _coflow: CoflowId) {}
+
+    /// A coflow's last flow finished.
+    fn handle_finished(&mut self, _now: Nanos, _coflow: CoflowId) {}
+
+    /// Decides the rates until the next decision; returns when to decide again regardless.
+    fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos>;
+}
+
+/// Runs a [`BlindScheduler`] behind the [`Scheduler`] interface, so that every driver runs blind
+/// policies unchanged.
+///
+/// The adapter is the trusted side: it reads the driver's full [`Input`], hands the policy only a
+/// [`BlindInput`] (with `sent` refreshed once per report interval), and turns each per-flow rate
+/// back into a rate for the leg. A leg's flows have one size and one route, so they are alike.
+#[derive(Debug)]
+pub struct Blinded<B> {
+    inner: B,
+    coflows: Vec<BlindCoflow>,
+    legs: Vec<BlindLeg>,
+    alloc: BlindAllocation,
+    /// Bytes sent per coflow at the last report, and when the next report is due.
+    reported: std::collections::BTreeMap<CoflowId, f64>,
+    next_report: Nanos,
+}
+
+impl<B: BlindScheduler> Blinded<B> {
+    /// Wraps a blind policy.
+    pub fn new(inner: B) -> Blinded<B> {
+        Blinded {
+            inner,
+            coflows: Vec::new(),
+            legs: Vec::new(),
+            alloc: BlindAllocation::default(),
+            reported: std::collections::BTreeMap::new(),
+            next_report: Nanos::ZERO,
+        }
+    }
+}
+
+impl<B: BlindScheduler> Scheduler for Blinded<B> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> ServiceModel {
+        ServiceModel::Proportional
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.inner.flow_finish_gap()
+    }
+
+    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
+        self.reported.insert(coflow, 0.0);
+        self.inner.handle_arrival(now, coflow);
+    }
+
+    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+        self.reported.remove(&coflow);
+        self.inner.handle_finished(now, coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        if input.now >= self.next_report {
+            for c in input.coflows {
+                let sent = input.legs_of(c).iter().map(|l| l.bytes - l.remaining(c)).sum();
+                self.reported.insert(c.id, sent);
+            }
+            self.next_report = input.now.saturating_add(self.inner.report_interval());
+        }
+        self.coflows.clear();
+        self.legs.clear();
+        for c in input.coflows {
+            let first = self.legs.len();
+            for leg in input.legs_of(c) {
+                let active_flows = if leg.is_active() { leg.flows } else { 0 };
+                self.legs.push(BlindLeg { route: leg.route, active_flows });
+            }
+            self.coflows.push(BlindCoflow {
+                id: c.id,
+                arrival: c.arrival,
+                weight: c.weight,
+                sent: self.reported.get(&c.id).copied().unwrap_or(0.0),
+                active_flows: c.active_flows,
+                legs: first..self.legs.len(),
+            });
+        }
+        let blind = BlindInput { now: input.now, fabric: input.fabric, coflows: &self.coflows, legs: &self.legs };
+        self.alloc.reset(&blind);
+        let wake = self.inner.poll_allocation(&blind, &mut self.alloc);
+        let mut j = 0;
+        for c in input.coflows {
+            for l in c.legs.clone() {
+                let leg = &input.legs[l];
+                let rate = self.alloc.leg_rate[j] * leg.flows as f64;
+                j += 1;
+                let remaining = leg.remaining(c);
+                if leg.is_active() && rate > 0.0 && rate.is_finite() && remaining > 0.0 {
+                    out.leg_extra.push((l, rate / remaining));
+                }
+            }
+        }
+        wake
+    }
+}
+
+/// A blind policy for tests and as a reference: per-flow max-min fair sharing, which needs no
+/// sizes. Its results must equal [`crate::Fair`]'s, which checks the blind driver.
+#[derive(Debug, Default)]
+pub struct BlindFair {
+    solver: crate::MaxMin,
+    routes: Vec<Route>,
+    weights: Vec<f64>,
+}
+
+impl BlindScheduler for BlindFair {
+    fn name(&self) -> &'static str {
+        "fair-blind"
+    }
+
+    fn report_interval(&self) -> Nanos {
+        Nanos::from_millis(8)
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        Some(Nanos::ZERO)
+    }
+
+    fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
+        self.routes.clear();
+        self.weights.clear();
+        for leg in input.legs {
+            self.routes.push(leg.route);
+            self.weights.push(leg.active_flows as f64);
+        }
+        self.solver.solve(input.fabric.capacities(), &self.routes, &self.weights, &mut out.leg_rate);
+        None
+    }
+}
