@@ -30,4 +30,4 @@ pub use fair::Fair;
 pub use maxmin::MaxMin;
 pub use scheduler::Scheduler;
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
-pub use varys::{Varys, VarysConfig, bottleneck};
+pub use varys::{Order, Varys, VarysConfig, bottleneck};

@@ -1,10 +1,10 @@
 //! Policies by short name, as every command line and config file selects them.
 
 use crate::scheduler::Scheduler;
-use crate::{Fair, Varys};
+use crate::{Fair, Order, Varys, VarysConfig};
 
 /// The short names of every policy, in report order.
-pub const NAMES: &[&str] = &["varys", "fair"];
+pub const NAMES: &[&str] = &["varys", "scf", "ncf", "tcf", "fifo", "fair"];
 
 /// No policy has this name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +18,10 @@ pub struct UnknownPolicy {
 pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
     match name {
         "varys" => Ok(Box::new(Varys::default())),
+        "scf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Scf)))),
+        "ncf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Ncf)))),
+        "tcf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Tcf)))),
+        "fifo" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Fifo)))),
         "fair" => Ok(Box::new(Fair::default())),
         _ => Err(UnknownPolicy { name: name.to_string() }),
     }

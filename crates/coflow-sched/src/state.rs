@@ -43,6 +43,8 @@ pub struct CoflowState {
     pub deadline: Option<Nanos>,
     /// Its weight.
     pub weight: f64,
+    /// Its number of flows (its width), finished or not.
+    pub width: u32,
     /// Its flows that are not finished yet.
     pub active_flows: u32,
     /// Multiplies the scaled values of [`Input::loads`] and [`LegState::scaled`] into bytes or

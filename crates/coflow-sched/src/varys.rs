@@ -26,9 +26,41 @@ use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 /// A port with less than this fraction of its capacity left counts as full.
 const FULL: f64 = 1e-9;
 
+/// The order in which coflows get MADD and backfill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Smallest effective bottleneck first (Γ, Eq. 1): `varys`.
+    Sebf,
+    /// Shortest first: smallest remaining largest flow (`scf`).
+    Scf,
+    /// Narrowest first: fewest flows (`ncf`); width is a coflow's shape, so it is not updated as
+    /// flows finish (else backfill, finishing single flows, would reorder coflows).
+    Ncf,
+    /// Smallest total first: fewest remaining bytes (`tcf`).
+    Tcf,
+    /// Arrival order (`fifo`, Orchestra): a later coflow only ever uses what earlier ones leave,
+    /// so nothing is preempted.
+    Fifo,
+}
+
+impl Order {
+    /// The policy name this order goes by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Sebf => "varys",
+            Order::Scf => "scf",
+            Order::Ncf => "ncf",
+            Order::Tcf => "tcf",
+            Order::Fifo => "fifo",
+        }
+    }
+}
+
 /// Parameters of [`Varys`]; the defaults are the paper's (§7.1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VarysConfig {
+    /// The coflow order (SEBF for Varys itself).
+    pub order: Order,
     /// Whether to run the starvation-freedom intervals at all.
     pub starvation_freedom: bool,
     /// `T`: how long SEBF runs before starved coflows get a turn (2 s).
@@ -46,12 +78,21 @@ pub struct VarysConfig {
 impl Default for VarysConfig {
     fn default() -> Self {
         VarysConfig {
+            order: Order::Sebf,
             starvation_freedom: true,
             period: Nanos::from_secs(2),
             slot: Nanos::from_millis(200),
             backfill: true,
             flow_finish_gap: Some(Nanos::from_millis(100)),
         }
+    }
+}
+
+impl VarysConfig {
+    /// An ordering baseline of Varys §5.3.2 (or FIFO): the same MADD and backfill in another
+    /// order, without starvation freedom.
+    pub fn baseline(order: Order) -> VarysConfig {
+        VarysConfig { order, starvation_freedom: false, ..VarysConfig::default() }
     }
 }
 
@@ -90,6 +131,7 @@ struct Scratch {
     members: Vec<usize>,
     order: Vec<usize>,
     left: Vec<f64>,
+    served: Vec<bool>,
 }
 
 impl Varys {
@@ -151,7 +193,7 @@ impl Default for Varys {
 
 impl Scheduler for Varys {
     fn name(&self) -> &'static str {
-        "varys"
+        self.cfg.order.name()
     }
 
     fn model(&self) -> ServiceModel {
@@ -193,10 +235,18 @@ impl Scheduler for Varys {
         s.left.extend_from_slice(input.fabric.capacities());
         let cap = input.fabric.capacities();
 
-        // SEBF order on remaining bytes and the ports' bandwidth.
+        // The order key of each coflow: for SEBF, Γ on remaining bytes and the ports' bandwidth.
         s.gamma.clear();
-        for span in &s.spans {
-            s.gamma.push(bottleneck(&s.loads[span.clone()], cap));
+        for (span, &k) in s.spans.iter().zip(&s.members) {
+            let c = &input.coflows[k];
+            let loads = &s.loads[span.clone()];
+            s.gamma.push(match self.cfg.order {
+                Order::Sebf => bottleneck(loads, cap),
+                Order::Scf => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
+                Order::Ncf => c.width as f64,
+                Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
+                Order::Fifo => 0.0,
+            });
         }
         s.order.clear();
         s.order.extend(0..s.members.len());
@@ -206,6 +256,10 @@ impl Scheduler for Varys {
             gamma[a].total_cmp(&gamma[b]).then(ca.arrival.cmp(&cb.arrival)).then(ca.id.cmp(&cb.id))
         });
 
+        // Varys's two passes (Pseudocode 1): MADD for every coflow in order, then backfill.
+        // FIFO is strict priority instead: each coflow gets its MADD and its backfill before the
+        // next one gets anything, so a later coflow never takes bandwidth an earlier one uses.
+        let strict = self.cfg.order == Order::Fifo && !matches!(self.phase, Phase::Starved(_));
         if matches!(self.phase, Phase::Starved(_)) {
             // All starved coflows as one: MADD over their union on the full ports.
             s.acc.clear();
@@ -221,22 +275,41 @@ impl Scheduler for Varys {
             }
         } else {
             for &o in &s.order {
-                out.coflow_rate[s.members[o]] = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
+                let k = s.members[o];
+                out.coflow_rate[k] = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
+                if strict && self.cfg.backfill {
+                    backfill(input, &input.coflows[k], &mut s.left, cap, out);
+                }
+            }
+        }
+        if self.cfg.backfill && !strict {
+            for &o in &s.order {
+                backfill(input, &input.coflows[s.members[o]], &mut s.left, cap, out);
             }
         }
 
+        // Which coflows this decision serves, for starvation freedom.
         self.last.0 = input.now;
         self.last.1.clear();
-        for &o in &s.order {
-            let k = s.members[o];
-            let c = &input.coflows[k];
-            let extras = if self.cfg.backfill { backfill(input, c, &mut s.left, cap, out) } else { 0 };
-            if out.coflow_rate[k] > 0.0 || extras > 0 {
+        s.served.clear();
+        s.served.resize(input.coflows.len(), false);
+        for &(l, _) in &out.leg_extra {
+            if let Some(k) = input.coflows.iter().position(|c| c.legs.contains(&l)) {
+                s.served[k] = true;
+            }
+        }
+        for (k, c) in input.coflows.iter().enumerate() {
+            if out.coflow_rate[k] > 0.0 || s.served[k] {
                 self.last.1.push(c.id);
             }
         }
         wake
     }
+}
+
+/// A coflow's remaining bytes through one of its resources.
+fn sender_load(loads: &[(ResourceId, f64)], r: ResourceId) -> f64 {
+    loads.iter().find(|&&(x, _)| x == r).map_or(0.0, |&(_, b)| b)
 }
 
 /// Varys Eq. 1: the time the most loaded resource needs for these bytes at these capacities.
@@ -266,12 +339,11 @@ fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f64]) -> f64 
 }
 
 /// Backfill: speeds up single legs of `c` by as much as every resource on their route has left,
-/// sender by sender; returns how many legs it sped up.
+/// sender by sender.
 ///
 /// Every leg it touches fills one of its resources, so a decision hands out at most as many
 /// extras as the fabric has resources, and senders with a full port are skipped whole.
-fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) -> usize {
-    let mut extras = 0;
+fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) {
     for sender in input.senders_of(c) {
         let first = sender.resource as usize;
         for l in sender.legs.clone() {
@@ -295,9 +367,7 @@ fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f6
                 for &r in leg.route.hops() {
                     left[r as usize] = (left[r as usize] - room).max(0.0);
                 }
-                extras += 1;
             }
         }
     }
-    extras
 }

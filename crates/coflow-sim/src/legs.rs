@@ -124,6 +124,7 @@ impl LegModel {
             arrival: c.arrival,
             deadline: c.deadline,
             weight: c.weight,
+            width: c.flows.len() as u32,
             active_flows,
             scale: 1.0,
             loads: load_start..self.loads.len(),

@@ -124,5 +124,5 @@ fn facebook_trace_varys_beats_fair_by_at_least_2_2() {
 }
 
 fn coflow_sched_names() -> Vec<&'static str> {
-    vec!["varys", "fair"]
+    coflow_sched::policy::NAMES.to_vec()
 }

@@ -60,3 +60,67 @@ fn figure_5_under_fairness() {
     let r = run("fair", 8, unit_rate(), figure_5());
     assert_ms(&ccts_ms(&r), &[5.0, 3.0]);
 }
+
+/// The talk's ordering example (`001`, "Ordering Heuristic"): three coflows with lengths 3, 5, 6,
+/// widths 3, 2, 1, sizes 9, 10, 6 and bottlenecks 3, 10, 6. Those figures pin the layout down:
+/// C1 sends 3 units from each of ports P1, P2, P3; C2 sends two 5-unit flows from P1; C3 one
+/// 6-unit flow from P1 (egress ports all distinct). Machines 0, 1, 2 are P1, P2, P3.
+fn talk_ordering() -> Vec<coflow_core::Coflow> {
+    vec![
+        coflow(1, 0, vec![flow(0, 3, 3), flow(1, 4, 3), flow(2, 5, 3)]),
+        coflow(2, 0, vec![flow(0, 6, 5), flow(0, 7, 5)]),
+        coflow(3, 0, vec![flow(0, 8, 6)]),
+    ]
+}
+
+fn total_cct_ms(policy: &str) -> (Vec<f64>, f64) {
+    let ccts = ccts_ms(&run(policy, 9, unit_rate(), talk_ordering()));
+    let total = ccts.iter().sum();
+    (ccts, total)
+}
+
+#[test]
+fn talk_shortest_first_total_cct_35() {
+    // C1 (length 3) ends at 3, C2 (5) at 13, C3 (6) at 19.
+    let (ccts, total) = total_cct_ms("scf");
+    assert_ms(&ccts, &[3.0, 13.0, 19.0]);
+    assert!((total - 35.0).abs() < 1e-3);
+}
+
+#[test]
+fn talk_narrowest_first_total_cct_41() {
+    // C3 (width 1) first ends at 6; C2 (width 2) next on P1 ends at 16; C1's flows from P2 and P3
+    // are backfilled at once, but its flow from P1 waits for C2: C1 ends at 19.
+    let (ccts, total) = total_cct_ms("ncf");
+    assert_ms(&ccts, &[19.0, 16.0, 6.0]);
+    assert!((total - 41.0).abs() < 1e-3);
+}
+
+#[test]
+fn talk_smallest_first_total_cct_34() {
+    // C3 (size 6) ends at 6, C1 (9) at 9, C2 (10) at 19.
+    let (ccts, total) = total_cct_ms("tcf");
+    assert_ms(&ccts, &[9.0, 19.0, 6.0]);
+    assert!((total - 34.0).abs() < 1e-3);
+}
+
+#[test]
+fn talk_smallest_bottleneck_first_total_cct_31() {
+    // SEBF: C1 (Γ 3) ends at 3, C3 (6) at 9, C2 (10) at 19.
+    let (ccts, total) = total_cct_ms("varys");
+    assert_ms(&ccts, &[3.0, 19.0, 9.0]);
+    assert!((total - 31.0).abs() < 1e-3);
+}
+
+#[test]
+fn fifo_serves_in_arrival_order() {
+    // The talk's coflows arriving C2, C3, C1 one microsecond apart: C2 ends at 10, C3 at 16, C1's
+    // flows from P2 and P3 are backfilled at once, but its flow from P1 waits: it ends at 19.
+    let mut cs = talk_ordering();
+    cs[0].arrival = coflow_core::Nanos(2_000);
+    cs[2].arrival = coflow_core::Nanos(1_000);
+    let r = run("fifo", 9, unit_rate(), cs);
+    // Outcomes come in arrival order: C2, C3, C1. CCTs count from each one's arrival.
+    assert_eq!(r.outcomes.iter().map(|o| o.id.get()).collect::<Vec<_>>(), [2, 3, 1]);
+    assert_ms(&ccts_ms(&r), &[10.0, 16.0 - 0.001, 19.0 - 0.002]);
+}

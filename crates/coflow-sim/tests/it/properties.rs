@@ -2,7 +2,7 @@
 //! allocated past its capacity and that each flow finishes with exactly its bytes delivered.
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
-use coflow_sched::{BlindFair, Blinded, policy};
+use coflow_sched::{Allocation, BlindFair, Blinded, Input, Scheduler, ServiceModel, policy};
 use coflow_sim::{SimConfig, Summary, simulate};
 use proptest::prelude::*;
 
@@ -66,6 +66,14 @@ proptest! {
     }
 
     #[test]
+    fn fifo_never_preempts(w in workload(5, 5, false)) {
+        // Every decision FIFO makes gives the earlier coflows exactly what it would give them if
+        // no later coflow existed: a later arrival never takes bandwidth from an earlier one.
+        let r = simulate(&w, Box::new(PrefixCheck(policy::by_name("fifo").unwrap())), &cfg());
+        prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
+    }
+
+    #[test]
     fn varys_offline_stays_within_the_bound_of_fair(w in workload(5, 6, true)) {
         let varys = Summary::of(&simulate(&w, policy::by_name("varys").unwrap(), &cfg()), None);
         let fair = Summary::of(&simulate(&w, policy::by_name("fair").unwrap(), &cfg()), None);
@@ -73,5 +81,45 @@ proptest! {
             varys.avg_cct_s <= fair.avg_cct_s * VARYS_OVER_FAIR_BOUND + 1e-9,
             "varys {} vs fair {}", varys.avg_cct_s, fair.avg_cct_s
         );
+    }
+}
+
+/// Wraps `fifo` and, at every decision, decides again on each arrival-order prefix of the input,
+/// asserting that the prefix's coflows get the same rates.
+#[derive(Debug)]
+struct PrefixCheck(Box<dyn Scheduler>);
+
+impl Scheduler for PrefixCheck {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn model(&self) -> ServiceModel {
+        self.0.model()
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.0.flow_finish_gap()
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let wake = self.0.poll_allocation(input, out);
+        for (i, c) in input.coflows.iter().enumerate() {
+            // Coflows are in arrival order and own contiguous ranges, so a prefix is an input.
+            let prefix = Input {
+                coflows: &input.coflows[..=i],
+                legs: &input.legs[..c.legs.end],
+                senders: &input.senders[..c.senders.end],
+                loads: &input.loads[..c.loads.end],
+                ..*input
+            };
+            let mut alone = Allocation::default();
+            alone.reset(&prefix);
+            policy::by_name("fifo").unwrap().poll_allocation(&prefix, &mut alone);
+            assert_eq!(&out.coflow_rate[..=i], &alone.coflow_rate[..], "at {}", input.now);
+            let extras: Vec<_> = out.leg_extra.iter().filter(|(l, _)| *l < c.legs.end).copied().collect();
+            assert_eq!(extras, alone.leg_extra, "at {}", input.now);
+        }
+        wake
     }
 }
