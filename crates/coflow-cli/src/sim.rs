@@ -50,6 +50,13 @@ pub(crate) struct SimArgs {
     /// How many policies to run at once (default: the machine's cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Give every coflow a deadline: the trace's, or else one drawn as Varys §7.1 does,
+    /// Γ_empty·(1 + U(0, x)) and at least 200 ms, seeded by --seed.
+    #[arg(long)]
+    deadlines: bool,
+    /// The slack x of generated deadlines.
+    #[arg(long, default_value_t = 1.0, requires = "deadlines")]
+    deadline_x: f64,
 }
 
 /// The validated form of [`SimArgs`].
@@ -89,6 +96,13 @@ impl SimPlan {
                 (synth::generate(&cfg), source)
             }
         };
+        let mut workload = workload;
+        if a.deadlines {
+            if !(a.deadline_x.is_finite() && a.deadline_x >= 0.0) {
+                bail!("--deadline-x must be a non-negative number, got {}", a.deadline_x);
+            }
+            coflow_sim::assign_deadlines(&mut workload, port_rate, a.deadline_x, a.seed);
+        }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = a.threads.unwrap_or(cores).max(1);
         Ok(SimPlan { workload, source, policies, baseline, port_rate, seed: a.seed, threads })
@@ -169,20 +183,25 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.csv {
-        let mut text = String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s\n");
+        let mut text = String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s,rejected,deadline_s,met_deadline\n");
         for (r, _) in &shown {
             for o in &r.outcomes {
                 let cct = o.cct().map_or(String::new(), |c| format!("{:.9}", c.as_secs_f64()));
+                let deadline = o.deadline.map_or(String::new(), |d| format!("{:.9}", d.as_secs_f64()));
+                let met = o.met_deadline().map_or(String::new(), |m| m.to_string());
                 let _ = writeln!(
                     text,
-                    "{},{},{:.9},{},{},{},{}",
+                    "{},{},{:.9},{},{},{},{},{},{},{}",
                     r.policy,
                     o.id,
                     o.arrival.as_secs_f64(),
                     o.bin,
                     o.flows,
                     o.bytes,
-                    cct
+                    cct,
+                    o.rejected,
+                    deadline,
+                    met
                 );
             }
         }
@@ -238,14 +257,14 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bound: f64
     let vs = format!("vs {}", baseline.unwrap_or("-"));
     let _ = writeln!(
         t,
-        "{:<10} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8}",
+        "{:<16} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8}",
         "policy", "completed", "avg CCT s", "p50 s", "p95 s", "p99 s", "makespan s", vs, "vs bound", "wall s"
     );
     for (s, w) in summaries.iter().zip(wall) {
         let factor = s.factor_vs_baseline.map_or("-".to_string(), |f| format!("{f:.2}x"));
         let _ = writeln!(
             t,
-            "{:<10} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3} {:>9} {:>8.2}x {:>8.2}",
+            "{:<16} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3} {:>9} {:>8.2}x {:>8.2}",
             s.policy,
             format!("{}/{}", s.completed, s.coflows),
             s.avg_cct_s,
@@ -259,5 +278,24 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bound: f64
         );
     }
     let _ = writeln!(t, "lower bound (isolation, average of each coflow's Γ alone): {bound:.3} s");
+    if summaries.iter().any(|s| s.deadline_met_fraction.is_some()) {
+        let pct = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1}%", 100.0 * f));
+        let _ = writeln!(
+            t,
+            "\n{:<16} {:>13} {:>10} {:>20} {:>9}",
+            "deadlines", "met (of all)", "admitted", "met among admitted", "rejected"
+        );
+        for s in summaries {
+            let _ = writeln!(
+                t,
+                "{:<16} {:>13} {:>10} {:>20} {:>9}",
+                s.policy,
+                pct(s.deadline_met_fraction),
+                pct(s.admitted_fraction),
+                pct(s.met_among_admitted_fraction),
+                s.rejected
+            );
+        }
+    }
     t
 }

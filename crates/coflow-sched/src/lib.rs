@@ -10,11 +10,12 @@
 //! - `blind`: [`BlindScheduler`] and [`BlindInput`], for policies that must not: no size is
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
-//! - `fair`, `varys`: the policies; [`policy`] builds one by its short name.
+//! - `fair`, `varys`, `deadline`: the policies; [`policy`] builds one by its short name.
 
 #![warn(missing_docs)]
 
 mod blind;
+mod deadline;
 mod fabric;
 mod fair;
 mod maxmin;
@@ -25,6 +26,7 @@ mod varys;
 pub mod policy;
 
 pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded};
+pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;
 pub use maxmin::MaxMin;

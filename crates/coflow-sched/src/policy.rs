@@ -1,10 +1,10 @@
 //! Policies by short name, as every command line and config file selects them.
 
 use crate::scheduler::Scheduler;
-use crate::{Fair, Order, Varys, VarysConfig};
+use crate::{DeadlineMode, DeadlineScheduler, Fair, Order, Varys, VarysConfig};
 
 /// The short names of every policy, in report order.
-pub const NAMES: &[&str] = &["varys", "scf", "ncf", "tcf", "fifo", "fair"];
+pub const NAMES: &[&str] = &["varys", "varys-deadline", "vc", "scf", "ncf", "tcf", "fifo", "fair"];
 
 /// No policy has this name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +18,8 @@ pub struct UnknownPolicy {
 pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
     match name {
         "varys" => Ok(Box::new(Varys::default())),
+        "varys-deadline" => Ok(Box::new(DeadlineScheduler::new(DeadlineMode::Varys))),
+        "vc" => Ok(Box::new(DeadlineScheduler::new(DeadlineMode::VirtualCluster))),
         "scf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Scf)))),
         "ncf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Ncf)))),
         "tcf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Tcf)))),

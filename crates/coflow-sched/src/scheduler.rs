@@ -27,6 +27,16 @@ pub trait Scheduler: fmt::Debug + Send {
         None
     }
 
+    /// Whether the policy may reject coflows (admission control); reports then give the admitted
+    /// share.
+    fn admission_control(&self) -> bool {
+        false
+    }
+
+    /// Moves into `out` the coflows the policy rejected since the last call. The driver drops
+    /// them: they are reported as rejected, not as completed or late.
+    fn poll_rejected(&mut self, _out: &mut Vec<CoflowId>) {}
+
     /// A coflow arrived and its flows are known to the driver.
     fn handle_arrival(&mut self, _now: Nanos, _coflow: CoflowId) {}
 

@@ -24,7 +24,7 @@ use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
 /// A port with less than this fraction of its capacity left counts as full.
-const FULL: f64 = 1e-9;
+pub(crate) const FULL: f64 = 1e-9;
 
 /// The order in which coflows get MADD and backfill.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,7 +319,7 @@ pub fn bottleneck(loads: &[(ResourceId, f64)], capacity: &[f64]) -> f64 {
 
 /// MADD on the leftover bandwidth `left`: the largest `σ = 1/Γ'` at which every flow can send
 /// `remaining × σ`; takes that bandwidth out of `left` and returns `σ` (zero when a port is full).
-fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f64]) -> f64 {
+pub(crate) fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f64]) -> f64 {
     let mut gamma: f64 = 0.0;
     for &(r, b) in loads {
         let l = left[r as usize];
@@ -343,7 +343,7 @@ fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f64]) -> f64 
 ///
 /// Every leg it touches fills one of its resources, so a decision hands out at most as many
 /// extras as the fabric has resources, and senders with a full port are skipped whole.
-fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) {
+pub(crate) fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) {
     for sender in input.senders_of(c) {
         let first = sender.resource as usize;
         for l in sender.legs.clone() {

@@ -49,6 +49,8 @@ pub struct SimResult {
     pub events: u64,
     /// Times the policy was asked for an allocation.
     pub decisions: u64,
+    /// Whether the policy does admission control (and so may reject coflows).
+    pub admission_control: bool,
 }
 
 /// Replays `workload` under `policy`.
@@ -103,8 +105,11 @@ struct Engine<'w> {
     now: Nanos,
     next_arrival: usize,
     wake: Option<Nanos>,
-    /// Per workload coflow: when it finished, and how many of its flows are unfinished.
+    /// Per workload coflow: when it finished, whether a policy rejected it, and how many of its
+    /// flows are unfinished.
     finish: Vec<Option<Nanos>>,
+    rejected: Vec<bool>,
+    rejected_ids: Vec<coflow_core::CoflowId>,
     pending: Vec<u32>,
     done: usize,
 
@@ -137,6 +142,8 @@ impl<'w> Engine<'w> {
             next_arrival: 0,
             wake: None,
             finish: vec![None; n],
+            rejected: vec![false; n],
+            rejected_ids: Vec::new(),
             pending: vec![0; n],
             done: 0,
             prop: LegModel::default(),
@@ -301,6 +308,19 @@ impl<'w> Engine<'w> {
         self.wake = self.policy.poll_allocation(&input, &mut self.alloc).map(|t| t.max(Nanos(self.now.0 + 1)));
         self.decisions += 1;
         self.last_decision = self.now;
+        self.policy.poll_rejected(&mut self.rejected_ids);
+        if !self.rejected_ids.is_empty() {
+            assert!(self.model == ServiceModel::Proportional, "only proportional policies reject coflows");
+            for k in self.prop.reject(&self.rejected_ids) {
+                self.rejected[k] = true;
+                self.pending[k] = 0;
+                self.done += 1;
+            }
+            self.rejected_ids.clear();
+            // The allocation was made for an input that still held them: decide again without.
+            self.decide();
+            return;
+        }
 
         for &r in self
             .alloc
@@ -363,8 +383,10 @@ impl<'w> Engine<'w> {
             .w
             .coflows
             .iter()
-            .zip(&self.finish)
-            .map(|(c, &finish)| CoflowOutcome::new(c, finish, c.isolated_cct(self.w.machines as usize, port)))
+            .zip(self.finish.iter().zip(&self.rejected))
+            .map(|(c, (&finish, &rejected))| {
+                CoflowOutcome::new(c, finish, rejected, c.isolated_cct(self.w.machines as usize, port))
+            })
             .collect();
         let makespan = self.finish.iter().flatten().copied().max().unwrap_or(Nanos::ZERO);
         SimResult {
@@ -373,6 +395,7 @@ impl<'w> Engine<'w> {
             makespan,
             events: self.events,
             decisions: self.decisions,
+            admission_control: self.policy.admission_control(),
         }
     }
 }

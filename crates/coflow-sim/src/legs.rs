@@ -213,6 +213,21 @@ impl LegModel {
         any
     }
 
+    /// Drops coflows a policy rejected, unfinished; returns their workload indices.
+    pub(crate) fn reject(&mut self, ids: &[CoflowId]) -> Vec<usize> {
+        let mut dropped = Vec::new();
+        for (k, c) in self.coflows.iter_mut().enumerate() {
+            if ids.contains(&c.id) && c.active_flows > 0 {
+                c.active_flows = 0;
+                dropped.push(self.widx[k]);
+            }
+        }
+        if !dropped.is_empty() {
+            self.compact();
+        }
+        dropped
+    }
+
     fn retire_leg(&mut self, l: usize, c: usize, check: bool) {
         let leg = &mut self.legs[l];
         let coflow = &mut self.coflows[c];

@@ -8,15 +8,18 @@
 //! Everything runs on one thread and the same inputs give the same bytes out.
 //!
 //! # Layout
+//! - `deadlines`: experiment deadlines as Varys §7.1 draws them, [`assign_deadlines`].
 //! - `engine`: the event loop, [`simulate`].
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
 //! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`]).
 
 #![warn(missing_docs)]
 
+mod deadlines;
 mod engine;
 mod legs;
 mod report;
 
+pub use deadlines::{MIN_DEADLINE, assign_deadlines};
 pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};
 pub use report::{CoflowOutcome, Summary, lower_bound_avg_cct, percentile};

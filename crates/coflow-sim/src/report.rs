@@ -22,11 +22,15 @@ pub struct CoflowOutcome {
     pub bytes: u64,
     /// Its completion time alone on an empty fabric (Γ_empty).
     pub isolated: Nanos,
+    /// Its deadline relative to arrival, if it has one.
+    pub deadline: Option<Nanos>,
+    /// Whether admission control rejected it (it then never finishes).
+    pub rejected: bool,
 }
 
 impl CoflowOutcome {
-    /// The outcome of `c`, finished at `finish`, with isolated completion time `isolated`.
-    pub fn new(c: &Coflow, finish: Option<Nanos>, isolated: Nanos) -> CoflowOutcome {
+    /// The outcome of `c`: finished at `finish`, or rejected; `isolated` is its Γ_empty.
+    pub fn new(c: &Coflow, finish: Option<Nanos>, rejected: bool, isolated: Nanos) -> CoflowOutcome {
         CoflowOutcome {
             id: c.id,
             arrival: c.arrival,
@@ -35,7 +39,17 @@ impl CoflowOutcome {
             flows: c.flows.len(),
             bytes: c.total_bytes().get(),
             isolated,
+            deadline: c.deadline,
+            rejected,
         }
+    }
+
+    /// Whether it has a deadline and finished by it. Finish times are rounded up to the
+    /// nanosecond at every decision, so a coflow finishing exactly at its deadline may land a few
+    /// nanoseconds late: up to a microsecond counts as on time.
+    pub fn met_deadline(&self) -> Option<bool> {
+        let d = self.deadline?;
+        Some(self.cct().is_some_and(|c| c.0 <= d.0.saturating_add(1_000)))
     }
 
     /// Its coflow completion time, if it finished.
@@ -67,6 +81,14 @@ pub struct Summary {
     pub factor_vs_baseline: Option<f64>,
     /// Average CCT over the isolation lower bound's.
     pub bound_ratio: f64,
+    /// Coflows rejected by admission control.
+    pub rejected: usize,
+    /// Share of the coflows with a deadline that met it (rejected ones did not), if any has one.
+    pub deadline_met_fraction: Option<f64>,
+    /// Share of coflows admitted, for policies with admission control.
+    pub admitted_fraction: Option<f64>,
+    /// Share of the admitted coflows with a deadline that met it, for admission-control policies.
+    pub met_among_admitted_fraction: Option<f64>,
     /// Events the simulator processed.
     pub events: u64,
     /// Decisions the policy made.
@@ -91,10 +113,30 @@ impl Summary {
             makespan_s: r.makespan.as_secs_f64(),
             factor_vs_baseline: baseline_avg_cct_s.filter(|_| avg > 0.0).map(|b| b / avg),
             bound_ratio: if bound > 0.0 { avg / bound } else { f64::NAN },
+            rejected: r.outcomes.iter().filter(|o| o.rejected).count(),
+            deadline_met_fraction: fraction(r.outcomes.iter().filter_map(|o| o.met_deadline())),
+            admitted_fraction: r
+                .admission_control
+                .then(|| fraction(r.outcomes.iter().map(|o| !o.rejected)).unwrap_or(0.0)),
+            met_among_admitted_fraction: if r.admission_control {
+                fraction(r.outcomes.iter().filter(|o| !o.rejected).filter_map(|o| o.met_deadline()))
+            } else {
+                None
+            },
             events: r.events,
             decisions: r.decisions,
         }
     }
+}
+
+/// The share of `true` among the values, or `None` for no values.
+fn fraction(values: impl Iterator<Item = bool>) -> Option<f64> {
+    let (mut yes, mut all) = (0usize, 0usize);
+    for v in values {
+        all += 1;
+        yes += v as usize;
+    }
+    (all > 0).then(|| yes as f64 / all as f64)
 }
 
 /// The isolation lower bound: the average over coflows of each one's completion time alone on

@@ -46,3 +46,27 @@ fn a_later_arrival_preempts_under_sebf() {
     let r = run("varys", 3, unit_rate(), vec![coflow(1, 0, vec![flow(0, 1, 10)]), coflow(2, 2, vec![flow(0, 2, 1)])]);
     assert_ms(&ccts_ms(&r), &[11.0, 1.0]);
 }
+
+#[test]
+fn an_admitted_coflow_alone_is_backfilled_to_full_speed() {
+    // 1 MiB with a 200 ms deadline on an idle 1 Gbit/s fabric: admitted, guaranteed 1 MiB per
+    // 200 ms, and backfilled to the whole port: it ends after 8.39 ms, long before its deadline.
+    let mut c = coflow(1, 0, vec![flow(0, 1, 1)]);
+    c.deadline = Some(coflow_core::Nanos::from_millis(200));
+    for policy in ["varys-deadline", "varys"] {
+        let r = run(policy, 2, Rate::GBPS, vec![c.clone()]);
+        let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
+        assert!((cct - 1048576.0 / 125e6).abs() < 1e-6, "{policy}: {cct}");
+    }
+}
+
+#[test]
+fn backfill_speeds_an_admitted_coflow_up_as_a_whole() {
+    // Two 1-unit flows into one egress port, deadline 100 units: the guarantee is tiny, and
+    // backfill shares the port between the two flows so that both end at 2 units, rather than
+    // giving it all to one flow (ends at 1) while the other crawls at its guarantee.
+    let mut c = coflow(1, 0, vec![flow(0, 2, 1), flow(1, 2, 1)]);
+    c.deadline = Some(coflow_core::Nanos::from_millis(100));
+    let r = run("varys-deadline", 3, unit_rate(), vec![c]);
+    assert_ms(&ccts_ms(&r), &[2.0]);
+}

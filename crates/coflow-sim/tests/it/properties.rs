@@ -123,3 +123,62 @@ impl Scheduler for PrefixCheck {
         wake
     }
 }
+
+fn with_deadlines(mut w: Workload, x: f64) -> Workload {
+    coflow_sim::assign_deadlines(&mut w, Rate::GBPS, x, 7);
+    w
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn admitted_coflows_meet_their_deadlines(w in workload(5, 6, false), x in 0.0f64..2.0) {
+        let w = with_deadlines(w, x);
+        for name in ["varys-deadline", "vc"] {
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            for o in &r.outcomes {
+                if o.rejected {
+                    prop_assert!(o.finish.is_none());
+                } else {
+                    prop_assert_eq!(o.met_deadline(), Some(true), "{}: coflow {} admitted but late", name, o.id);
+                }
+            }
+            let s = Summary::of(&r, None);
+            prop_assert_eq!(s.met_among_admitted_fraction.unwrap_or(1.0), 1.0);
+        }
+    }
+
+    #[test]
+    fn a_coflow_that_fits_alone_is_admitted(w in workload(5, 1, true), x in 0.0f64..2.0) {
+        // Deadlines are never below Γ_empty, so a lone coflow on an empty fabric always fits.
+        let w = with_deadlines(w, x);
+        for name in ["varys-deadline", "vc"] {
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            prop_assert!(!r.outcomes[0].rejected, "{}", name);
+            prop_assert_eq!(r.outcomes[0].met_deadline(), Some(true));
+        }
+    }
+}
+
+#[test]
+fn deadlines_follow_varys_and_are_seeded() {
+    let c = |id, mib: u64| {
+        Coflow::new(
+            CoflowId(id),
+            Nanos::ZERO,
+            vec![Flow { src: MachineId(0), dst: MachineId(1), size: Bytes(mib << 20) }],
+        )
+    };
+    let w = Workload::new(2, vec![c(1, 1), c(2, 1000)]).unwrap();
+    let (mut a, mut b) = (w.clone(), w.clone());
+    coflow_sim::assign_deadlines(&mut a, Rate::GBPS, 1.0, 3);
+    coflow_sim::assign_deadlines(&mut b, Rate::GBPS, 1.0, 3);
+    assert_eq!(a, b);
+    // 1 MiB takes 8.4 ms alone: the 200 ms floor applies.
+    assert_eq!(a.coflows[0].deadline, Some(coflow_sim::MIN_DEADLINE));
+    // 1000 MiB takes 8.39 s alone: the deadline is between one and two times that.
+    let gamma = w.coflows[1].isolated_cct(2, Rate::GBPS.bytes_per_sec());
+    let d = a.coflows[1].deadline.unwrap();
+    assert!(d >= gamma && d.0 <= 2 * gamma.0, "{d} vs {gamma}");
+}

@@ -1,0 +1,215 @@
+//! Deadline policies: `varys-deadline` (Varys §5.4, Pseudocode 2) and its reservation baseline
+//! `vc` (the virtual-cluster abstraction of §7.3).
+//!
+//! Both admit a coflow on arrival only if it can meet its deadline without breaking a guarantee
+//! already given, and reject it otherwise; rejected coflows are reported through
+//! [`Scheduler::poll_rejected`] and dropped by the driver.
+//! An admitted coflow is never preempted: at every decision it first gets the minimum rates that
+//! finish it exactly at its deadline (MADD with `τ = D`: every flow sends `remaining / (D − now)`).
+//! - `varys-deadline` then backfills what is left, admitted coflows first, earliest deadline first
+//!   (each first as a whole, in its current ratios, then flow by flow), then coflows without a
+//!   deadline in SEBF order, so admitted coflows usually finish early.
+//! - `vc` reserves, for the coflow's whole life, the same rate `B = max_p load_p / D` on every
+//!   port it uses (a virtual non-blocking switch where all its machines talk at `B`), admits only if
+//!   every such port still has `B` unreserved, and does not backfill: a reservation scheme.
+//!
+//! Coflows without a deadline are never rejected: they are best effort, SEBF with MADD and backfill
+//! on what the guarantees leave.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use coflow_core::{CoflowId, Nanos};
+
+use crate::fabric::ResourceId;
+use crate::scheduler::Scheduler;
+use crate::state::{Allocation, Input, ServiceModel};
+use crate::varys::{FULL, backfill, bottleneck, madd};
+
+/// Which deadline policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadlineMode {
+    /// Varys §5.4: admission control on the minimum rates, MADD at the deadline, backfill.
+    Varys,
+    /// Virtual clusters: a uniform per-port reservation for the coflow's life, no backfill.
+    VirtualCluster,
+}
+
+/// `varys-deadline` or `vc`.
+#[derive(Debug)]
+pub struct DeadlineScheduler {
+    mode: DeadlineMode,
+    /// Admitted coflows with their absolute deadlines (and, for `vc`, their per-port reservation).
+    admitted: BTreeMap<CoflowId, Admitted>,
+    /// Coflows already decided on (admitted, rejected, or without a deadline).
+    seen: BTreeSet<CoflowId>,
+    rejected: Vec<CoflowId>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Admitted {
+    deadline: Nanos,
+    reservation: f64,
+}
+
+impl DeadlineScheduler {
+    /// A deadline scheduler of the given kind.
+    pub fn new(mode: DeadlineMode) -> DeadlineScheduler {
+        DeadlineScheduler { mode, admitted: BTreeMap::new(), seen: BTreeSet::new(), rejected: Vec::new() }
+    }
+}
+
+impl Scheduler for DeadlineScheduler {
+    fn name(&self) -> &'static str {
+        match self.mode {
+            DeadlineMode::Varys => "varys-deadline",
+            DeadlineMode::VirtualCluster => "vc",
+        }
+    }
+
+    fn model(&self) -> ServiceModel {
+        ServiceModel::Proportional
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        Some(Nanos::from_millis(100))
+    }
+
+    fn admission_control(&self) -> bool {
+        true
+    }
+
+    fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
+        for id in self.rejected.drain(..) {
+            self.seen.remove(&id);
+            out.push(id);
+        }
+    }
+
+    fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
+        self.admitted.remove(&coflow);
+        self.seen.remove(&coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let now = input.now;
+        let cap = input.fabric.capacities();
+        let mut left = cap.to_vec();
+        let loads: Vec<Vec<(ResourceId, f64)>> =
+            input.coflows.iter().map(|c| input.remaining_loads(c).collect()).collect();
+
+        // 1. Guarantees first: every admitted coflow gets MADD at its deadline.
+        let mut admitted: Vec<usize> =
+            (0..input.coflows.len()).filter(|&k| self.admitted.contains_key(&input.coflows[k].id)).collect();
+        admitted.sort_by_key(|&k| {
+            (self.admitted[&input.coflows[k].id].deadline, input.coflows[k].arrival, input.coflows[k].id)
+        });
+        for &k in &admitted {
+            let a = self.admitted[&input.coflows[k].id];
+            out.coflow_rate[k] = guarantee(&loads[k], a, now, &mut left, self.mode, cap);
+        }
+
+        // 2. Admission control for coflows seen for the first time, in arrival order.
+        for (k, c) in input.coflows.iter().enumerate() {
+            if !self.seen.insert(c.id) {
+                continue;
+            }
+            let Some(d) = c.deadline else { continue };
+            let deadline = c.arrival.saturating_add(d);
+            let time_left = deadline.saturating_sub(now).as_secs_f64();
+            let fits = match self.mode {
+                DeadlineMode::Varys => time_left > 0.0 && min_time(&loads[k], &left, cap) <= time_left,
+                DeadlineMode::VirtualCluster => {
+                    let b = loads[k].iter().map(|&(_, x)| x).fold(0.0, f64::max) / time_left.max(f64::MIN_POSITIVE);
+                    time_left > 0.0 && loads[k].iter().all(|&(r, _)| left[r as usize] >= b * (1.0 - 1e-12))
+                }
+            };
+            if fits {
+                let reservation = loads[k].iter().map(|&(_, x)| x).fold(0.0, f64::max) / time_left;
+                let a = Admitted { deadline, reservation };
+                self.admitted.insert(c.id, a);
+                out.coflow_rate[k] = guarantee(&loads[k], a, now, &mut left, self.mode, cap);
+                admitted.push(k);
+            } else {
+                self.rejected.push(c.id);
+            }
+        }
+
+        // 3. Coflows without a deadline are best effort: SEBF with MADD and backfill on what the
+        //    guarantees leave. Varys also backfills admitted coflows first, by deadline; virtual
+        //    clusters keep to their reservations.
+        {
+            let rejected: BTreeSet<CoflowId> = self.rejected.iter().copied().collect();
+            let mut best_effort: Vec<usize> = (0..input.coflows.len())
+                .filter(|&k| {
+                    let id = input.coflows[k].id;
+                    !self.admitted.contains_key(&id) && !rejected.contains(&id)
+                })
+                .collect();
+            best_effort.sort_by(|&a, &b| {
+                bottleneck(&loads[a], cap)
+                    .total_cmp(&bottleneck(&loads[b], cap))
+                    .then(input.coflows[a].id.cmp(&input.coflows[b].id))
+            });
+            for &k in &best_effort {
+                out.coflow_rate[k] = madd(&loads[k], &mut left, cap);
+            }
+            if self.mode == DeadlineMode::Varys {
+                // Earliest deadline first, including the coflows admitted just now.
+                admitted.sort_by_key(|&k| {
+                    (self.admitted[&input.coflows[k].id].deadline, input.coflows[k].arrival, input.coflows[k].id)
+                });
+                // Speed each admitted coflow up as a whole first (MADD on what is left, in its
+                // current ratios), so that its legs still finish together, then leg by leg.
+                for &k in &admitted {
+                    out.coflow_rate[k] += madd(&loads[k], &mut left, cap);
+                }
+                for &k in &admitted {
+                    backfill(input, &input.coflows[k], &mut left, cap, out);
+                }
+            }
+            for &k in &best_effort {
+                backfill(input, &input.coflows[k], &mut left, cap, out);
+            }
+        }
+        None
+    }
+}
+
+/// The time a coflow needs on the bandwidth `left` (Eq. 1 on what is left), infinite when one
+/// of its ports has nothing left.
+fn min_time(loads: &[(ResourceId, f64)], left: &[f64], cap: &[f64]) -> f64 {
+    let mut t: f64 = 0.0;
+    for &(r, b) in loads {
+        let l = left[r as usize];
+        if l <= cap[r as usize] * FULL {
+            return f64::INFINITY;
+        }
+        t = t.max(b / l);
+    }
+    t
+}
+
+/// Gives an admitted coflow its guaranteed rates and takes them out of `left`; returns its `σ`.
+fn guarantee(
+    loads: &[(ResourceId, f64)],
+    a: Admitted,
+    now: Nanos,
+    left: &mut [f64],
+    mode: DeadlineMode,
+    cap: &[f64],
+) -> f64 {
+    let time_left = a.deadline.saturating_sub(now).as_secs_f64();
+    if time_left <= 0.0 {
+        // Past its deadline (only through rounding): finish as fast as what is left allows.
+        return madd(loads, left, cap);
+    }
+    let sigma = 1.0 / time_left;
+    for &(r, b) in loads {
+        let used = match mode {
+            DeadlineMode::Varys => b * sigma,
+            DeadlineMode::VirtualCluster => a.reservation.max(b * sigma),
+        };
+        left[r as usize] = (left[r as usize] - used).max(0.0);
+    }
+    sigma
+}
