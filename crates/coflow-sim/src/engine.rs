@@ -108,6 +108,8 @@ struct Engine<'w> {
     /// Per workload coflow: when it finished, whether a policy rejected it, and how many of its
     /// flows are unfinished.
     finish: Vec<Option<Nanos>>,
+    /// Per workload coflow: the sum of its finished flows' completion times, in seconds.
+    flow_time: Vec<f64>,
     rejected: Vec<bool>,
     rejected_ids: Vec<coflow_core::CoflowId>,
     pending: Vec<u32>,
@@ -142,6 +144,7 @@ impl<'w> Engine<'w> {
             next_arrival: 0,
             wake: None,
             finish: vec![None; n],
+            flow_time: vec![0.0; n],
             rejected: vec![false; n],
             rejected_ids: Vec::new(),
             pending: vec![0; n],
@@ -236,7 +239,7 @@ impl<'w> Engine<'w> {
 
     fn complete_groups(&mut self) -> bool {
         self.prop.sync(self.now);
-        let any = self.prop.complete(self.cfg.check_invariants, &mut self.finished);
+        let any = self.prop.complete(self.cfg.check_invariants, &mut self.finished, &mut self.flow_time);
         for (k, id) in self.finished.drain(..) {
             self.pending[k] = 0;
             self.finish[k] = Some(self.now);
@@ -383,9 +386,11 @@ impl<'w> Engine<'w> {
             .w
             .coflows
             .iter()
-            .zip(self.finish.iter().zip(&self.rejected))
-            .map(|(c, (&finish, &rejected))| {
-                CoflowOutcome::new(c, finish, rejected, c.isolated_cct(self.w.machines as usize, port))
+            .zip(self.finish.iter().zip(&self.rejected).zip(&self.flow_time))
+            .map(|(c, ((&finish, &rejected), &flow_time))| {
+                let mut o = CoflowOutcome::new(c, finish, rejected, c.isolated_cct(self.w.machines as usize, port));
+                o.flow_time_s = flow_time;
+                o
             })
             .collect();
         let makespan = self.finish.iter().flatten().copied().max().unwrap_or(Nanos::ZERO);

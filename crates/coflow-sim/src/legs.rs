@@ -172,8 +172,10 @@ impl LegModel {
     }
 
     /// Retires every leg and coflow due at the current time; returns whether any leg finished,
-    /// and pushes finished coflows to `done`. `check` asserts each finishes with nothing left.
-    pub(crate) fn complete(&mut self, check: bool, done: &mut Vec<Finished>) -> bool {
+    /// pushes finished coflows to `done`, and adds each finished flow's completion time (seconds
+    /// since its coflow arrived) to `flow_time[workload index]`. `check` asserts each finishes
+    /// with nothing left.
+    pub(crate) fn complete(&mut self, check: bool, done: &mut Vec<Finished>, flow_time: &mut [f64]) -> bool {
         let now = self.time;
         let mut any = false;
         let before = done.len();
@@ -188,6 +190,7 @@ impl LegModel {
                     continue;
                 }
                 let c = self.owner[l] as usize;
+                flow_time[self.widx[c]] += self.legs[l].flows as f64 * (now - self.coflows[c].arrival).as_secs_f64();
                 self.retire_leg(l, c, check);
                 any = true;
                 if self.coflows[c].active_flows == 0 {
@@ -198,8 +201,10 @@ impl LegModel {
                 if self.finish[c] != t || self.coflows[c].active_flows == 0 {
                     continue;
                 }
+                let fct = (now - self.coflows[c].arrival).as_secs_f64();
                 for l in self.coflows[c].legs.clone() {
                     if self.legs[l].is_active() {
+                        flow_time[self.widx[c]] += self.legs[l].flows as f64 * fct;
                         self.retire_leg(l, c, check);
                     }
                 }

@@ -26,6 +26,9 @@ pub struct CoflowOutcome {
     pub deadline: Option<Nanos>,
     /// Whether admission control rejected it (it then never finishes).
     pub rejected: bool,
+    /// The sum over its finished flows of their completion times (from the coflow's arrival), in
+    /// seconds; local flows count zero.
+    pub flow_time_s: f64,
 }
 
 impl CoflowOutcome {
@@ -41,6 +44,7 @@ impl CoflowOutcome {
             isolated,
             deadline: c.deadline,
             rejected,
+            flow_time_s: 0.0,
         }
     }
 
