@@ -10,7 +10,7 @@
 //! - `blind`: [`BlindScheduler`] and [`BlindInput`], for policies that must not: no size is
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
-//! - `fair`, `varys`, `deadline`: the policies; [`policy`] builds one by its short name.
+//! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
 
 #![warn(missing_docs)]
 
@@ -19,6 +19,7 @@ mod deadline;
 mod fabric;
 mod fair;
 mod maxmin;
+mod priority;
 mod scheduler;
 mod state;
 mod varys;
@@ -30,6 +31,7 @@ pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;
 pub use maxmin::MaxMin;
+pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig, bottleneck};

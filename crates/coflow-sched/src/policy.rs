@@ -1,10 +1,10 @@
 //! Policies by short name, as every command line and config file selects them.
 
 use crate::scheduler::Scheduler;
-use crate::{DeadlineMode, DeadlineScheduler, Fair, Order, Varys, VarysConfig};
+use crate::{DeadlineMode, DeadlineScheduler, Fair, FlowOrder, FlowPriority, Order, Varys, VarysConfig};
 
 /// The short names of every policy, in report order.
-pub const NAMES: &[&str] = &["varys", "varys-deadline", "vc", "scf", "ncf", "tcf", "fifo", "fair"];
+pub const NAMES: &[&str] = &["varys", "varys-deadline", "vc", "scf", "ncf", "tcf", "fifo", "pfp", "edf", "fair"];
 
 /// No policy has this name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +24,8 @@ pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
         "ncf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Ncf)))),
         "tcf" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Tcf)))),
         "fifo" => Ok(Box::new(Varys::new(VarysConfig::baseline(Order::Fifo)))),
+        "pfp" => Ok(Box::new(FlowPriority::new(FlowOrder::SmallestRemaining))),
+        "edf" => Ok(Box::new(FlowPriority::new(FlowOrder::EarliestDeadline))),
         "fair" => Ok(Box::new(Fair::default())),
         _ => Err(UnknownPolicy { name: name.to_string() }),
     }

@@ -182,3 +182,62 @@ fn deadlines_follow_varys_and_are_seeded() {
     let d = a.coflows[1].deadline.unwrap();
     assert!(d >= gamma && d.0 <= 2 * gamma.0, "{d} vs {gamma}");
 }
+
+/// Shortest-remaining-time-first on one link of `rate` bytes per second, by brute force: the
+/// finish time of every job `(arrival, size)`; remaining sizes compare to the byte, and ties go to
+/// the earlier job in the list.
+fn srtf(jobs: &[(f64, f64)], rate: f64) -> Vec<f64> {
+    let mut left: Vec<f64> = jobs.iter().map(|j| j.1).collect();
+    let mut done = vec![f64::NAN; jobs.len()];
+    let mut t = 0.0f64;
+    loop {
+        let ready: Vec<usize> = (0..jobs.len()).filter(|&i| done[i].is_nan() && jobs[i].0 <= t).collect();
+        let next_arrival = jobs.iter().map(|j| j.0).filter(|&a| a > t).fold(f64::INFINITY, f64::min);
+        let Some(&i) = ready.iter().min_by(|&&a, &&b| left[a].round().total_cmp(&left[b].round()).then(a.cmp(&b))) else {
+            if next_arrival.is_finite() {
+                t = next_arrival;
+                continue;
+            }
+            return done;
+        };
+        let finish = t + left[i] / rate;
+        if finish <= next_arrival {
+            done[i] = finish;
+            t = finish;
+        } else {
+            left[i] -= (next_arrival - t) * rate;
+            t = next_arrival;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn pfp_is_srtf_on_a_single_link(jobs in prop::collection::vec((0u64..50, 1u64..40), 1..7)) {
+        // Every flow leaves machine 0 for a machine of its own, so only machine 0's ingress port
+        // is shared: a single link, where pFabric's smallest-remaining-first is SRTF. The link moves
+        // whole MiB per ms, so a distinct sub-MiB offset per flow rules out ties, whose outcome
+        // nanosecond rounding could flip.
+        let rate = Rate::from_bytes_per_sec((1u64 << 20) as f64 * 1000.0);
+        let coflows = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, &(at_ms, mib))| {
+                let size = (mib << 20) + 4096 * (i as u64 + 1);
+                let f = Flow { src: MachineId(0), dst: MachineId(1 + i as u32), size: Bytes(size) };
+                Coflow::new(CoflowId(i as u64), Nanos::from_millis(at_ms), vec![f])
+            })
+            .collect();
+        let w = Workload::new(1 + jobs.len() as u32, coflows).unwrap();
+        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true });
+        // The workload sorts coflows by arrival then id; brute-force the same list.
+        let sorted: Vec<(f64, f64)> = w.coflows.iter().map(|c| (c.arrival.as_secs_f64(), c.flows[0].size.as_f64())).collect();
+        let expected = srtf(&sorted, rate.bytes_per_sec());
+        for (o, e) in r.outcomes.iter().zip(expected) {
+            let got = o.finish.unwrap().as_secs_f64();
+            prop_assert!((got - e).abs() < 1e-6, "coflow {}: pfp {got}, SRTF {e}", o.id);
+        }
+    }
+}
