@@ -1,19 +1,26 @@
 //! Per-flow prioritization: `pfp` (pFabric/PDQ: smallest remaining flow first) and `edf`
 //! (earliest deadline first, the flows of a coflow carrying its deadline).
 //!
-//! Both are preemptive and work-conserving: at every decision, flows in priority order each get
-//! as much as every port on their route still has, so a flow either fills a port or is blocked by
-//! one. They decide again whenever a flow finishes.
+//! Both are preemptive and work-conserving: flows in priority order each get as much as every
+//! port on their route still has, so a flow either fills a port or is blocked by one. They decide
+//! again whenever a flow finishes or arrives.
 //!
-//! The priority of a flow that is not being served does not change, so the policy keeps every
-//! flow in a sorted set across decisions and re-keys only the flows it served last time: a decision
-//! costs the flows it scans, not a sort of all of them.
+//! When every port has the same capacity, as in the simulator, a served flow takes both its ports
+//! whole, so the allocation is a matching of flows to ports, and with a strict priority order the
+//! greedy matching is the unique *stable* one: no unserved flow has each of its ports free or held
+//! by a flow of lower priority. A flow's priority only changes while it is served, which does not
+//! change who is served, so the matching is kept across decisions and repaired only around the
+//! ports that changed (a flow finished or arrived): evicting a lower-priority holder frees its
+//! other port, which is repaired in turn. A decision costs the repair, not a pass over every flow.
+//! With unequal capacities the policy falls back to the full greedy pass.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use coflow_core::{CoflowId, Nanos};
 
+use crate::fabric::ResourceId;
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 use crate::varys::FULL;
@@ -27,39 +34,23 @@ pub enum FlowOrder {
     EarliestDeadline,
 }
 
-/// `pfp` or `edf`.
-#[derive(Debug)]
-pub struct FlowPriority {
-    order: FlowOrder,
-    /// Every unfinished leg of every coflow seen, by priority.
-    queue: BTreeSet<Key>,
-    /// Coflows whose legs are in the queue.
-    seen: BTreeSet<CoflowId>,
-    /// The keys of the legs served by the previous decision, whose priority may have changed.
-    served: Vec<Key>,
-    left: Vec<f64>,
-}
+/// A leg's stable name: its coflow (by arrival and id, the order of `Input::coflows`) and its
+/// offset among the coflow's legs.
+type LegId = (Nanos, CoflowId, u32);
 
-/// A leg's priority and its stable name: the coflow and the leg's offset in it.
+/// A leg's priority, smaller first, then its name.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Key {
     first: f64,
     second: f64,
-    arrival: Nanos,
-    coflow: CoflowId,
-    offset: u32,
+    id: LegId,
 }
 
 impl Eq for Key {}
 
 impl Ord for Key {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.first
-            .total_cmp(&other.first)
-            .then(self.second.total_cmp(&other.second))
-            .then(self.arrival.cmp(&other.arrival))
-            .then(self.coflow.cmp(&other.coflow))
-            .then(self.offset.cmp(&other.offset))
+        self.first.total_cmp(&other.first).then(self.second.total_cmp(&other.second)).then(self.id.cmp(&other.id))
     }
 }
 
@@ -69,14 +60,71 @@ impl PartialOrd for Key {
     }
 }
 
+#[derive(Clone, Copy, Debug)]
+struct Leg {
+    /// Its priority when last computed: current while it is not served.
+    key: Key,
+    hops: [ResourceId; 2],
+    served: bool,
+}
+
+/// `pfp` or `edf`.
+#[derive(Debug)]
+pub struct FlowPriority {
+    order: FlowOrder,
+    /// Every unfinished leg of every coflow seen, and those being served.
+    legs: BTreeMap<LegId, Leg>,
+    served: BTreeSet<LegId>,
+    /// Always take the full greedy pass (to check the repaired matching against it).
+    full_greedy: bool,
+    /// Whether `waiting` and `owner` hold the matching; false after a greedy pass.
+    matching: bool,
+    /// Coflows whose legs are known.
+    seen: BTreeSet<CoflowId>,
+    /// Unserved legs by route (their two ports) and priority; per port, the routes through it
+    /// that have waiting legs with each one's best waiting key; per port, the served leg holding it.
+    waiting: HashMap<[ResourceId; 2], BTreeSet<Key>, BuildHasherDefault<RouteHasher>>,
+    routes_at: Vec<BTreeMap<[ResourceId; 2], Key>>,
+    owner: Vec<Option<LegId>>,
+    /// Current keys of holders, memoized for one decision (`decision` counts decisions).
+    holder_key: Vec<(u64, Option<Key>)>,
+    decision: u64,
+    /// Ports whose holder or waiting legs changed and that must be repaired, each once.
+    dirty: Vec<ResourceId>,
+    is_dirty: Vec<bool>,
+    scratch: Vec<([ResourceId; 2], Key)>,
+    left: Vec<f64>,
+}
+
 impl FlowPriority {
     /// A per-flow priority scheduler.
     pub fn new(order: FlowOrder) -> FlowPriority {
-        FlowPriority { order, queue: BTreeSet::new(), seen: BTreeSet::new(), served: Vec::new(), left: Vec::new() }
+        FlowPriority {
+            order,
+            legs: BTreeMap::new(),
+            served: BTreeSet::new(),
+            full_greedy: false,
+            matching: true,
+            seen: BTreeSet::new(),
+            waiting: HashMap::default(),
+            routes_at: Vec::new(),
+            owner: Vec::new(),
+            holder_key: Vec::new(),
+            decision: 0,
+            dirty: Vec::new(),
+            is_dirty: Vec::new(),
+            scratch: Vec::new(),
+            left: Vec::new(),
+        }
     }
 
-    fn key(&self, c: &CoflowState, offset: usize, input: &Input<'_>) -> Key {
-        let leg = &input.legs[c.legs.start + offset];
+    /// The same policy, always deciding by the full greedy pass.
+    pub fn full_greedy(order: FlowOrder) -> FlowPriority {
+        FlowPriority { full_greedy: true, ..FlowPriority::new(order) }
+    }
+
+    fn key(&self, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
+        let leg = &input.legs[c.legs.start + offset as usize];
         // Flows are whole bytes: comparing to the byte keeps float noise from breaking ties,
         // which go to the earlier coflow.
         let per_flow = (leg.remaining(c) / leg.flows as f64).round();
@@ -87,13 +135,203 @@ impl FlowPriority {
                 (deadline, per_flow)
             }
         };
-        Key { first, second, arrival: c.arrival, coflow: c.id, offset: offset as u32 }
+        Key { first, second, id: (c.arrival, c.id, offset) }
+    }
+
+    /// The current key of a leg (its stored one is stale while it is served).
+    fn current_key(&self, id: LegId, input: &Input<'_>) -> Option<Key> {
+        let k = find(input, id)?;
+        Some(self.key(&input.coflows[k], id.2, input))
+    }
+
+    fn wait(&mut self, id: LegId) {
+        let leg = self.legs[&id];
+        let set = self.waiting.entry(leg.hops).or_default();
+        set.insert(leg.key);
+        let best = *set.first().expect("just inserted");
+        for r in leg.hops {
+            self.routes_at[r as usize].insert(leg.hops, best);
+        }
+    }
+
+    fn unwait(&mut self, id: LegId) {
+        let leg = self.legs[&id];
+        let Some(set) = self.waiting.get_mut(&leg.hops) else { return };
+        set.remove(&leg.key);
+        match set.first().copied() {
+            Some(best) => {
+                for r in leg.hops {
+                    self.routes_at[r as usize].insert(leg.hops, best);
+                }
+            }
+            None => {
+                self.waiting.remove(&leg.hops);
+                for r in leg.hops {
+                    self.routes_at[r as usize].remove(&leg.hops);
+                }
+            }
+        }
+    }
+
+    /// The current key of the leg holding port `r`, memoized for this decision.
+    fn holder(&mut self, r: ResourceId, input: &Input<'_>) -> Option<Key> {
+        let id = self.owner[r as usize]?;
+        let (when, key) = self.holder_key[r as usize];
+        if when == self.decision && key.is_some_and(|k| k.id == id) {
+            return key;
+        }
+        let key = self.current_key(id, input);
+        self.holder_key[r as usize] = (self.decision, key);
+        key
+    }
+
+    fn mark_dirty(&mut self, r: ResourceId) {
+        if !self.is_dirty[r as usize] {
+            self.is_dirty[r as usize] = true;
+            self.dirty.push(r);
+        }
+    }
+
+    /// Frees the ports of a leg that stops being served (finished or evicted).
+    fn release(&mut self, id: LegId) {
+        let hops = self.legs[&id].hops;
+        for r in hops {
+            if self.owner[r as usize] == Some(id) {
+                self.owner[r as usize] = None;
+                self.mark_dirty(r);
+            }
+        }
+    }
+
+    /// Repairs the matching until every dirty port is stable.
+    fn repair(&mut self, input: &Input<'_>) {
+        while let Some(p) = self.dirty.pop() {
+            self.is_dirty[p as usize] = false;
+            // The best waiting leg through p that may take both its ports: on each route through
+            // p, only the route's best waiting leg can be it.
+            let holder_p = self.holder(p, input);
+            let mut chosen: Option<Key> = None;
+            let mut routes = std::mem::take(&mut self.scratch);
+            routes.clear();
+            routes.extend(self.routes_at[p as usize].iter().map(|(&hops, &best)| (hops, best)));
+            for &(hops, best) in &routes {
+                if holder_p.is_some_and(|h| h < best) || chosen.is_some_and(|c| c < best) {
+                    continue;
+                }
+                let q = if hops[0] == p { hops[1] } else { hops[0] };
+                if self.holder(q, input).is_none_or(|h| h > best) {
+                    chosen = Some(best);
+                }
+            }
+            self.scratch = routes;
+            let Some(key) = chosen else { continue };
+            let id = key.id;
+            let hops = self.legs[&id].hops;
+            for r in hops {
+                if let Some(evicted) = self.owner[r as usize] {
+                    self.release(evicted);
+                    self.served.remove(&evicted);
+                    if let Some(key) = self.current_key(evicted, input) {
+                        let leg = self.legs.get_mut(&evicted).expect("held legs are known");
+                        leg.served = false;
+                        leg.key = key;
+                        self.wait(evicted);
+                    }
+                }
+            }
+            self.unwait(id);
+            self.legs.get_mut(&id).expect("waiting legs are known").served = true;
+            self.served.insert(id);
+            for r in hops {
+                self.owner[r as usize] = Some(id);
+            }
+        }
+    }
+
+    /// The full greedy pass, for fabrics whose ports differ in capacity.
+    fn greedy(&mut self, input: &Input<'_>, out: &mut Allocation) {
+        let cap = input.fabric.capacities();
+        self.left.clear();
+        self.left.extend_from_slice(cap);
+        let mut order: Vec<Key> = self.legs.keys().filter_map(|&id| self.current_key(id, input)).collect();
+        order.sort();
+        for key in order {
+            let Some(k) = find(input, key.id) else { continue };
+            let c = &input.coflows[k];
+            let l = c.legs.start + key.id.2 as usize;
+            let leg = &input.legs[l];
+            let room = leg
+                .route
+                .hops()
+                .iter()
+                .map(|&r| if self.left[r as usize] <= cap[r as usize] * FULL { 0.0 } else { self.left[r as usize] })
+                .fold(f64::INFINITY, f64::min);
+            if room > 0.0 && room.is_finite() {
+                out.leg_extra.push((l, room / leg.remaining(c)));
+                for &r in leg.route.hops() {
+                    self.left[r as usize] = (self.left[r as usize] - room).max(0.0);
+                }
+                self.served.insert(key.id);
+            }
+        }
+    }
+
+    /// Rebuilds the matching from scratch: every leg waits, every port is dirty.
+    fn rebuild(&mut self, input: &Input<'_>) {
+        self.waiting.clear();
+        for r in &mut self.routes_at {
+            r.clear();
+        }
+        self.owner.iter_mut().for_each(|o| *o = None);
+        self.served.clear();
+        let ids: Vec<LegId> = self.legs.keys().copied().collect();
+        for id in ids {
+            if let Some(key) = self.current_key(id, input) {
+                let leg = self.legs.get_mut(&id).expect("known");
+                leg.key = key;
+                leg.served = false;
+                self.wait(id);
+            }
+        }
+        for r in 0..self.owner.len() as ResourceId {
+            self.mark_dirty(r);
+        }
+        self.matching = true;
     }
 }
 
-/// The index in `input.coflows` of the coflow a key names, if it is still active.
-fn find(input: &Input<'_>, key: &Key) -> Option<usize> {
-    input.coflows.binary_search_by(|c| (c.arrival, c.id).cmp(&(key.arrival, key.coflow))).ok()
+/// A fast hasher for route keys (two small integers). Only lookups go through it, never the order
+/// of anything that reaches an output, so it keeps runs deterministic.
+#[derive(Debug, Default)]
+struct RouteHasher(u64);
+
+impl Hasher for RouteHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+/// The index in `input.coflows` of the coflow a leg belongs to, if it is still active.
+fn find(input: &Input<'_>, id: LegId) -> Option<usize> {
+    input.coflows.binary_search_by(|c| (c.arrival, c.id).cmp(&(id.0, id.1))).ok()
 }
 
 impl Scheduler for FlowPriority {
@@ -117,58 +355,70 @@ impl Scheduler for FlowPriority {
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        // Re-key the legs served last time; drop the finished ones.
-        for old in std::mem::take(&mut self.served) {
-            self.queue.remove(&old);
-            if let Some(k) = find(input, &old) {
+        let resources = input.fabric.resources();
+        self.routes_at.resize_with(resources, BTreeMap::new);
+        self.owner.resize(resources, None);
+        self.holder_key.resize(resources, (0, None));
+        self.is_dirty.resize(resources, false);
+        self.decision += 1;
+
+        // Served legs that finished free their ports.
+        let served: Vec<LegId> = self.served.iter().copied().collect();
+        for id in served {
+            let active = find(input, id).is_some_and(|k| {
                 let c = &input.coflows[k];
-                if input.legs[c.legs.start + old.offset as usize].is_active() {
-                    self.queue.insert(self.key(c, old.offset as usize, input));
+                input.legs[c.legs.start + id.2 as usize].is_active()
+            });
+            if !active {
+                if self.matching {
+                    self.release(id);
                 }
+                self.served.remove(&id);
+                self.legs.remove(&id);
             }
         }
-        // Queue the legs of coflows seen for the first time.
+        // Legs of coflows seen for the first time wait at their ports.
         for c in input.coflows {
-            if self.seen.insert(c.id) {
-                for offset in 0..c.legs.len() {
-                    if input.legs[c.legs.start + offset].is_active() {
-                        self.queue.insert(self.key(c, offset, input));
-                    }
+            if !self.seen.insert(c.id) {
+                continue;
+            }
+            for (offset, leg) in input.legs_of(c).iter().enumerate() {
+                let hops = leg.route.hops();
+                if !leg.is_active() || hops.len() != 2 {
+                    continue;
+                }
+                let key = self.key(c, offset as u32, input);
+                self.legs.insert(key.id, Leg { key, hops: [hops[0], hops[1]], served: false });
+                if self.matching {
+                    self.wait(key.id);
+                    self.mark_dirty(hops[0]);
+                    self.mark_dirty(hops[1]);
                 }
             }
         }
 
-        // Greedy in priority order until no port has room left.
         let cap = input.fabric.capacities();
-        self.left.clear();
-        self.left.extend_from_slice(cap);
-        let mut free = self.left.len();
-        for key in &self.queue {
-            if free < 2 {
-                break;
+        let uniform = cap.windows(2).all(|w| w[0] == w[1]);
+        if self.full_greedy || !uniform {
+            self.matching = false;
+            for r in self.dirty.drain(..) {
+                self.is_dirty[r as usize] = false;
             }
-            let Some(k) = find(input, key) else { continue };
+            self.served.clear();
+            self.greedy(input, out);
+            return None;
+        }
+        if !self.matching {
+            self.rebuild(input);
+        }
+        self.repair(input);
+        for &id in &self.served {
+            let leg = &self.legs[&id];
+            let Some(k) = find(input, id) else { continue };
             let c = &input.coflows[k];
-            let l = c.legs.start + key.offset as usize;
-            let leg = &input.legs[l];
-            let mut room = f64::INFINITY;
-            for &r in leg.route.hops() {
-                let x = self.left[r as usize];
-                room = room.min(if x <= cap[r as usize] * FULL { 0.0 } else { x });
-            }
-            if room <= 0.0 || !room.is_finite() {
-                continue;
-            }
-            out.leg_extra.push((l, room / leg.remaining(c)));
-            for &r in leg.route.hops() {
-                let x = &mut self.left[r as usize];
-                *x -= room;
-                if *x <= cap[r as usize] * FULL {
-                    *x = 0.0;
-                    free -= 1;
-                }
-            }
-            self.served.push(*key);
+            let l = c.legs.start + id.2 as usize;
+            let rate = leg.hops.iter().map(|&r| cap[r as usize]).fold(f64::INFINITY, f64::min);
+            out.leg_extra.push((l, rate / input.legs[l].remaining(c)));
         }
         None
     }

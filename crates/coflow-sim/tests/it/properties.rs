@@ -193,7 +193,8 @@ fn srtf(jobs: &[(f64, f64)], rate: f64) -> Vec<f64> {
     loop {
         let ready: Vec<usize> = (0..jobs.len()).filter(|&i| done[i].is_nan() && jobs[i].0 <= t).collect();
         let next_arrival = jobs.iter().map(|j| j.0).filter(|&a| a > t).fold(f64::INFINITY, f64::min);
-        let Some(&i) = ready.iter().min_by(|&&a, &&b| left[a].round().total_cmp(&left[b].round()).then(a.cmp(&b))) else {
+        let Some(&i) = ready.iter().min_by(|&&a, &&b| left[a].round().total_cmp(&left[b].round()).then(a.cmp(&b)))
+        else {
             if next_arrival.is_finite() {
                 t = next_arrival;
                 continue;
@@ -218,14 +219,15 @@ proptest! {
     fn pfp_is_srtf_on_a_single_link(jobs in prop::collection::vec((0u64..50, 1u64..40), 1..7)) {
         // Every flow leaves machine 0 for a machine of its own, so only machine 0's ingress port
         // is shared: a single link, where pFabric's smallest-remaining-first is SRTF. The link moves
-        // whole MiB per ms, so a distinct sub-MiB offset per flow rules out ties, whose outcome
-        // nanosecond rounding could flip.
+        // whole MiB per ms, so remaining sizes differ by sums of the flows' sub-MiB offsets; with
+        // distinct powers of two those sums are distinct, which rules out ties (whose outcome
+        // nanosecond rounding could flip).
         let rate = Rate::from_bytes_per_sec((1u64 << 20) as f64 * 1000.0);
         let coflows = jobs
             .iter()
             .enumerate()
             .map(|(i, &(at_ms, mib))| {
-                let size = (mib << 20) + 4096 * (i as u64 + 1);
+                let size = (mib << 20) + (4096 << i);
                 let f = Flow { src: MachineId(0), dst: MachineId(1 + i as u32), size: Bytes(size) };
                 Coflow::new(CoflowId(i as u64), Nanos::from_millis(at_ms), vec![f])
             })
@@ -238,6 +240,24 @@ proptest! {
         for (o, e) in r.outcomes.iter().zip(expected) {
             let got = o.finish.unwrap().as_secs_f64();
             prop_assert!((got - e).abs() < 1e-6, "coflow {}: pfp {got}, SRTF {e}", o.id);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn repaired_priority_matching_equals_the_full_greedy_pass(w in workload(6, 6, false)) {
+        use coflow_sched::{FlowOrder, FlowPriority};
+        let w = with_deadlines(w, 1.0);
+        for order in [FlowOrder::SmallestRemaining, FlowOrder::EarliestDeadline] {
+            let fast = simulate(&w, Box::new(FlowPriority::new(order)), &cfg());
+            let slow = simulate(&w, Box::new(FlowPriority::full_greedy(order)), &cfg());
+            for (a, b) in fast.outcomes.iter().zip(&slow.outcomes) {
+                let (a, b) = (a.finish.unwrap().0 as i64, b.finish.unwrap().0 as i64);
+                prop_assert!((a - b).abs() <= 1_000, "{order:?}: repaired {a} ns, greedy {b} ns");
+            }
         }
     }
 }
