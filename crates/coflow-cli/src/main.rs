@@ -1,6 +1,9 @@
 //! The `coflow` command.
 
+mod bench;
+mod plot;
 mod sim;
+mod sweep;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +23,8 @@ enum Command {
     /// Inspect, convert and generate traces.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// Measure simulator speed and policy decision time (against Varys's 17 ms).
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -27,6 +32,7 @@ fn main() {
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Trace(cmd) => trace::run(cmd),
+        Command::Bench(args) => bench::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

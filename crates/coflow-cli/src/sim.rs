@@ -2,13 +2,13 @@
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{Args, Subcommand};
 use coflow_core::{Rate, Workload};
 use coflow_sched::policy;
 use coflow_sim::{SimConfig, SimResult, Summary, lower_bound_avg_cct, simulate_with_progress};
@@ -16,9 +16,38 @@ use coflow_trace::synth;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
+use crate::{plot, sweep};
+
 /// Options of `coflow sim`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct SimArgs {
+    #[command(subcommand)]
+    command: Option<SimCommand>,
+    // Boxed, as is the sweep's: options are large and `coflow`'s command enum holds them.
+    #[command(flatten)]
+    common: Box<CommonArgs>,
+    /// Write one row per coflow and policy as CSV to this file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Draw the CCT distributions of all policies (log axis) and each one's improvement per bin
+    /// over the baseline into this file, SVG or PNG by its extension.
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
+    plot: Option<PathBuf>,
+}
+
+/// What `coflow sim` does instead of one replay.
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// Replay the workload's coflow mix with N coflows all present at once, for several N
+    /// (Varys §7.7).
+    #[command(long_about = sweep::LONG_ABOUT)]
+    Sweep(Box<sweep::SweepArgs>),
+}
+
+/// The options `coflow sim` and `coflow sim sweep` share.
+#[derive(Debug, Args)]
+pub(crate) struct CommonArgs {
     /// A trace to replay (coflow-benchmark or JSON Lines); without one, a synthetic workload
     /// shaped like the Facebook trace.
     #[arg(long)]
@@ -43,41 +72,45 @@ pub(crate) struct SimArgs {
     machines: Option<u32>,
     /// Write the figures as JSON to this file.
     #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write one row per coflow and policy as CSV to this file.
-    #[arg(long)]
-    csv: Option<PathBuf>,
-    /// How many policies to run at once (default: the machine's cores).
+    pub(crate) json: Option<PathBuf>,
+    /// How many simulations to run at once (default: the machine's cores).
     #[arg(long)]
     threads: Option<usize>,
     /// Give every coflow a deadline: the trace's, or else one drawn as Varys §7.1 does,
     /// Γ_empty·(1 + U(0, x)) and at least 200 ms, seeded by --seed.
     #[arg(long)]
-    deadlines: bool,
+    pub(crate) deadlines: bool,
     /// The slack x of generated deadlines.
     #[arg(long, default_value_t = 1.0, requires = "deadlines")]
-    deadline_x: f64,
+    pub(crate) deadline_x: f64,
 }
 
-/// The validated form of [`SimArgs`].
-struct SimPlan {
-    workload: Workload,
-    source: String,
-    policies: Vec<&'static str>,
-    baseline: Option<&'static str>,
-    port_rate: Rate,
-    seed: u64,
-    threads: usize,
+/// The validated form of [`CommonArgs`]: the workload (without generated deadlines) and the
+/// policies to run.
+pub(crate) struct SimPlan {
+    pub(crate) workload: Workload,
+    pub(crate) source: String,
+    /// The policies asked for, in report order.
+    pub(crate) policies: Vec<&'static str>,
+    pub(crate) baseline: Option<&'static str>,
+    pub(crate) port_rate: Rate,
+    pub(crate) seed: u64,
+    pub(crate) threads: usize,
+    /// The slack of generated deadlines, if every coflow gets one.
+    pub(crate) deadline_x: Option<f64>,
 }
 
 impl SimPlan {
-    fn from_args(a: &SimArgs) -> Result<SimPlan> {
+    pub(crate) fn from_args(a: &CommonArgs) -> Result<SimPlan> {
         let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
         let policies = policy::parse_list(&a.policies).context("--policies")?;
         if policies.is_empty() {
             bail!("--policies names no policy");
         }
         let baseline = policy::parse_list(&a.baseline).context("--baseline")?.first().copied();
+        if a.deadlines && !(a.deadline_x.is_finite() && a.deadline_x >= 0.0) {
+            bail!("--deadline-x must be a non-negative number, got {}", a.deadline_x);
+        }
         let (workload, source) = match &a.trace {
             Some(p) => {
                 let w = coflow_trace::read_trace(p).with_context(|| format!("reading trace {}", p.display()))?;
@@ -96,16 +129,54 @@ impl SimPlan {
                 (synth::generate(&cfg), source)
             }
         };
-        let mut workload = workload;
-        if a.deadlines {
-            if !(a.deadline_x.is_finite() && a.deadline_x >= 0.0) {
-                bail!("--deadline-x must be a non-negative number, got {}", a.deadline_x);
-            }
-            coflow_sim::assign_deadlines(&mut workload, port_rate, a.deadline_x, a.seed);
-        }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = a.threads.unwrap_or(cores).max(1);
-        Ok(SimPlan { workload, source, policies, baseline, port_rate, seed: a.seed, threads })
+        Ok(SimPlan {
+            workload,
+            source,
+            policies,
+            baseline,
+            port_rate,
+            seed: a.seed,
+            threads,
+            deadline_x: a.deadlines.then_some(a.deadline_x),
+        })
+    }
+
+    /// The policies to simulate: those asked for, then the baseline if it is not among them (it
+    /// runs anyway, so that factors can be reported).
+    pub(crate) fn to_run(&self) -> Vec<&'static str> {
+        let mut to_run = self.policies.clone();
+        if let Some(b) = self.baseline
+            && !to_run.contains(&b)
+        {
+            to_run.push(b);
+        }
+        to_run
+    }
+
+    /// The workload's line at the top of every report.
+    pub(crate) fn describe(&self) -> String {
+        let w = &self.workload;
+        format!(
+            "workload: {} — {} coflows, {} flows, {} machines; ports at {}",
+            self.source,
+            w.coflows.len(),
+            w.flow_count(),
+            w.machines,
+            self.port_rate
+        )
+    }
+
+    pub(crate) fn json_workload(&self) -> JsonWorkload<'_> {
+        let w = &self.workload;
+        JsonWorkload {
+            source: &self.source,
+            coflows: w.coflows.len(),
+            flows: w.flow_count(),
+            machines: w.machines,
+            bytes: w.total_bytes().get(),
+        }
     }
 }
 
@@ -121,7 +192,7 @@ struct JsonReport<'a> {
 }
 
 #[derive(Debug, Serialize)]
-struct JsonWorkload<'a> {
+pub(crate) struct JsonWorkload<'a> {
     source: &'a str,
     coflows: usize,
     flows: usize,
@@ -130,57 +201,42 @@ struct JsonWorkload<'a> {
 }
 
 pub(crate) fn run(args: SimArgs) -> Result<()> {
-    let plan = SimPlan::from_args(&args)?;
-    let w = &plan.workload;
-    println!(
-        "workload: {} — {} coflows, {} flows, {} machines; ports at {}",
-        plan.source,
-        w.coflows.len(),
-        w.flow_count(),
-        w.machines,
-        plan.port_rate
-    );
-
-    // The baseline runs too, even when not asked for, so that factors can be reported.
-    let mut to_run = plan.policies.clone();
-    if let Some(b) = plan.baseline
-        && !to_run.contains(&b)
-    {
-        to_run.push(b);
+    if let Some(SimCommand::Sweep(a)) = args.command {
+        return sweep::run(*a);
     }
+    if let Some(p) = &args.plot {
+        plot::Format::of(p)?;
+    }
+    let mut plan = SimPlan::from_args(&args.common)?;
+    if let Some(x) = plan.deadline_x {
+        coflow_sim::assign_deadlines(&mut plan.workload, plan.port_rate, x, plan.seed);
+    }
+    let w = &plan.workload;
+    println!("{}", plan.describe());
+
     let started = Instant::now();
-    let runs = run_parallel(w, &to_run, plan.port_rate, plan.threads)?;
+    let runs = run_parallel(w, &plan.to_run(), plan.port_rate, plan.threads)?;
     let wall = started.elapsed();
 
-    let baseline_avg = plan
-        .baseline
-        .and_then(|b| runs.iter().find(|(r, _)| r.policy == b).map(|(r, _)| Summary::of(r, None).avg_cct_s));
+    let baseline_run = plan.baseline.and_then(|b| runs.iter().find(|(r, _)| r.policy == b)).map(|(r, _)| r);
     let shown: Vec<&(SimResult, f64)> =
         runs.iter().filter(|(r, _)| plan.policies.contains(&r.policy.as_str())).collect();
-    let summaries: Vec<Summary> = shown.iter().map(|(r, _)| Summary::of(r, baseline_avg)).collect();
+    let summaries: Vec<Summary> = shown.iter().map(|(r, _)| Summary::against(r, baseline_run)).collect();
     let bound = lower_bound_avg_cct(&runs[0].0);
 
     print!("{}", table(&summaries, &shown.iter().map(|(_, s)| *s).collect::<Vec<_>>(), plan.baseline, bound));
     eprintln!("simulated {} policies in {:.2} s wall time on {} threads", runs.len(), wall.as_secs_f64(), plan.threads);
 
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.common.json {
         let report = JsonReport {
-            workload: JsonWorkload {
-                source: &plan.source,
-                coflows: w.coflows.len(),
-                flows: w.flow_count(),
-                machines: w.machines,
-                bytes: w.total_bytes().get(),
-            },
+            workload: plan.json_workload(),
             port_rate_bytes_per_s: plan.port_rate.bytes_per_sec(),
             seed: plan.seed,
             baseline: plan.baseline,
             lower_bound_avg_cct_s: bound,
             results: &summaries,
         };
-        let mut text = serde_json::to_string_pretty(&report)?;
-        text.push('\n');
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        write_json(path, &report)?;
     }
     if let Some(path) = &args.csv {
         let mut text = String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s,rejected,deadline_s,met_deadline\n");
@@ -207,13 +263,35 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         }
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &args.plot {
+        // The baseline's curve is drawn even when it was not asked for: it is the reference.
+        let base_summary =
+            baseline_run.filter(|b| !plan.policies.contains(&b.policy.as_str())).map(|b| Summary::against(b, Some(b)));
+        let mut fig_runs: Vec<(&SimResult, &Summary)> = shown.iter().map(|(r, _)| r).zip(&summaries).collect();
+        if let (Some(b), Some(s)) = (baseline_run, &base_summary) {
+            fig_runs.push((b, s));
+        }
+        let fig = plot::Figure {
+            title: format!("{} — ports at {}", plan.source, plan.port_rate),
+            runs: fig_runs,
+            baseline: plan.baseline,
+        };
+        plot::write(path, &fig)?;
+    }
     std::io::stdout().flush()?;
     Ok(())
 }
 
+/// Writes `report` as pretty JSON with a final newline.
+pub(crate) fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(report)?;
+    text.push('\n');
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 /// Runs each policy on its own thread, at most `threads` at once, and returns the results in
 /// the order asked with each one's wall time in seconds.
-fn run_parallel(
+pub(crate) fn run_parallel(
     w: &Workload,
     policies: &[&'static str],
     port_rate: Rate,
@@ -278,6 +356,7 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bound: f64
         );
     }
     let _ = writeln!(t, "lower bound (isolation, average of each coflow's Γ alone): {bound:.3} s");
+    t.push_str(&bin_table(summaries, baseline));
     if summaries.iter().any(|s| s.deadline_met_fraction.is_some()) {
         let pct = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1}%", 100.0 * f));
         let _ = writeln!(
@@ -298,4 +377,57 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bound: f64
         }
     }
     t
+}
+
+/// The per-bin table: each bin's average CCT and factor over the baseline, then the average flow
+/// completion time and the share of coflows the policy made slower than the baseline.
+fn bin_table(summaries: &[Summary], baseline: Option<&str>) -> String {
+    let mut t = String::new();
+    let Some(first) = summaries.first() else { return t };
+    let vs = format!("vs {}", baseline.unwrap_or("-"));
+    let _ = write!(t, "\n{:<16}", "by bin");
+    for b in &first.bins {
+        let _ = write!(t, " {:>19}", format!("{} ({} coflows)", b.bin, b.coflows));
+    }
+    let _ = write!(t, "\n{:<16}", "policy");
+    for _ in &first.bins {
+        let _ = write!(t, " {:>10} {:>8}", "avg CCT s", vs);
+    }
+    let _ = writeln!(t, " {:>10} {:>8}", "avg FCT s", "slower");
+    let factor = |f: Option<f64>| f.map_or("-".to_string(), factor_text);
+    for s in summaries {
+        let _ = write!(t, "{:<16}", s.policy);
+        for b in &s.bins {
+            let avg = if b.completed > 0 { format!("{:.3}", b.avg_cct_s) } else { "-".to_string() };
+            let _ = write!(t, " {:>10} {:>8}", avg, factor(b.factor_vs_baseline));
+        }
+        let slower = s.slower_than_baseline_fraction.map_or("-".to_string(), |f| format!("{:.1}%", 100.0 * f));
+        let _ = writeln!(t, " {:>10.3} {:>8}", s.avg_fct_s, slower);
+    }
+    if let Some(b) = baseline {
+        let _ =
+            writeln!(t, "slower: share of the coflows finished under both whose CCT exceeds {b}'s by more than 1 µs");
+    }
+    t
+}
+
+/// A factor with two decimals, or two significant digits below 0.1 so that a large slowdown does
+/// not print as `0.00x`.
+fn factor_text(f: f64) -> String {
+    let decimals = if f > 0.0 && f < 0.1 { (1 - f.log10().floor() as i32).min(6) as usize } else { 2 };
+    format!("{f:.decimals$}x")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::factor_text;
+
+    #[test]
+    fn small_factors_keep_two_significant_digits() {
+        assert_eq!(factor_text(1.523), "1.52x");
+        assert_eq!(factor_text(0.13), "0.13x");
+        assert_eq!(factor_text(0.0514), "0.051x");
+        assert_eq!(factor_text(0.00142), "0.0014x");
+        assert_eq!(factor_text(0.0), "0.00x");
+    }
 }

@@ -22,4 +22,6 @@ mod report;
 
 pub use deadlines::{MIN_DEADLINE, assign_deadlines};
 pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};
-pub use report::{CoflowOutcome, Summary, lower_bound_avg_cct, percentile};
+pub use report::{
+    BinSummary, CoflowOutcome, SLOWER_TOLERANCE, Summary, lower_bound_avg_cct, percentile, slower_fraction,
+};

@@ -73,6 +73,10 @@ pub struct Summary {
     pub completed: usize,
     /// Average CCT over finished coflows, in seconds.
     pub avg_cct_s: f64,
+    /// Average flow completion time (from its coflow's arrival) over the flows of finished
+    /// coflows, in seconds: their summed `flow_time_s` over their summed flows. Local flows count
+    /// zero.
+    pub avg_fct_s: f64,
     /// Median CCT, in seconds.
     pub p50_cct_s: f64,
     /// 95th percentile CCT, in seconds.
@@ -83,6 +87,10 @@ pub struct Summary {
     pub makespan_s: f64,
     /// Baseline average CCT over this policy's: above 1 means this policy is faster.
     pub factor_vs_baseline: Option<f64>,
+    /// Share of the coflows that finished under both this policy and the baseline that this policy
+    /// made slower: whose CCT here exceeds the baseline's by more than [`SLOWER_TOLERANCE`].
+    /// `None` without a baseline run (see [`Summary::against`]) or if no coflow finished under both.
+    pub slower_than_baseline_fraction: Option<f64>,
     /// Average CCT over the isolation lower bound's.
     pub bound_ratio: f64,
     /// Coflows rejected by admission control.
@@ -97,25 +105,60 @@ pub struct Summary {
     pub events: u64,
     /// Decisions the policy made.
     pub decisions: u64,
+    /// The same figures per Varys bin, in the order SN, LN, SW, LW (every bin, even empty ones).
+    pub bins: Vec<BinSummary>,
 }
+
+/// The figures of one Varys bin (Varys §7.1: short or long, narrow or wide) in one policy's run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BinSummary {
+    /// The bin's short name: `SN`, `LN`, `SW` or `LW`.
+    pub bin: &'static str,
+    /// Coflows of the workload in this bin.
+    pub coflows: usize,
+    /// Of them, coflows that finished.
+    pub completed: usize,
+    /// Average CCT over the bin's finished coflows, in seconds (0 if none).
+    pub avg_cct_s: f64,
+    /// 95th percentile CCT over the bin's finished coflows, in seconds (0 if none).
+    pub p95_cct_s: f64,
+    /// The baseline's average CCT in this bin over this policy's, each over its own finished
+    /// coflows of the bin, as the overall factor is; `None` without a baseline run or when either
+    /// finished none of the bin's coflows.
+    pub factor_vs_baseline: Option<f64>,
+}
+
+/// How much longer than the baseline's a coflow's CCT must be to count as slower: finish times
+/// are rounded up to the nanosecond at every decision, so equal schedules can differ by a few
+/// nanoseconds.
+pub const SLOWER_TOLERANCE: Nanos = Nanos(1_000);
 
 impl Summary {
     /// Summarises a run; `baseline_avg_cct_s` is the baseline policy's average CCT, if known.
+    /// Figures that need the baseline's coflows one by one (per-bin factors, the share made
+    /// slower) are left `None`: [`Summary::against`] fills them.
     pub fn of(r: &SimResult, baseline_avg_cct_s: Option<f64>) -> Summary {
         let mut ccts: Vec<f64> = r.outcomes.iter().filter_map(|o| o.cct()).map(Nanos::as_secs_f64).collect();
         ccts.sort_by(f64::total_cmp);
-        let avg = if ccts.is_empty() { 0.0 } else { ccts.iter().sum::<f64>() / ccts.len() as f64 };
+        let avg = mean(&ccts);
         let bound = lower_bound_avg_cct(r);
+        let (mut flow_time, mut flows) = (0.0, 0usize);
+        for o in r.outcomes.iter().filter(|o| o.finish.is_some()) {
+            flow_time += o.flow_time_s;
+            flows += o.flows;
+        }
         Summary {
             policy: r.policy.clone(),
             coflows: r.outcomes.len(),
             completed: ccts.len(),
             avg_cct_s: avg,
+            avg_fct_s: if flows > 0 { flow_time / flows as f64 } else { 0.0 },
             p50_cct_s: percentile(&ccts, 50.0),
             p95_cct_s: percentile(&ccts, 95.0),
             p99_cct_s: percentile(&ccts, 99.0),
             makespan_s: r.makespan.as_secs_f64(),
             factor_vs_baseline: baseline_avg_cct_s.filter(|_| avg > 0.0).map(|b| b / avg),
+            slower_than_baseline_fraction: None,
             bound_ratio: if bound > 0.0 { avg / bound } else { f64::NAN },
             rejected: r.outcomes.iter().filter(|o| o.rejected).count(),
             deadline_met_fraction: fraction(r.outcomes.iter().filter_map(|o| o.met_deadline())),
@@ -129,8 +172,71 @@ impl Summary {
             },
             events: r.events,
             decisions: r.decisions,
+            bins: Bin::ALL.iter().map(|&b| BinSummary::of(r, b)).collect(),
         }
     }
+
+    /// Summarises a run against the baseline policy's run of the same workload (`None`: no
+    /// baseline): the factors overall and per bin, and the share of coflows made slower.
+    ///
+    /// # Panics
+    /// If the two runs are not of the same workload (their coflows differ).
+    pub fn against(r: &SimResult, baseline: Option<&SimResult>) -> Summary {
+        let Some(base) = baseline else { return Summary::of(r, None) };
+        let b = Summary::of(base, None);
+        let mut s = Summary::of(r, Some(b.avg_cct_s));
+        for (mine, theirs) in s.bins.iter_mut().zip(&b.bins) {
+            if mine.completed > 0 && theirs.completed > 0 && mine.avg_cct_s > 0.0 {
+                mine.factor_vs_baseline = Some(theirs.avg_cct_s / mine.avg_cct_s);
+            }
+        }
+        s.slower_than_baseline_fraction = slower_fraction(r, base);
+        s
+    }
+}
+
+impl BinSummary {
+    /// The figures of bin `bin` in run `r`, with no factor.
+    fn of(r: &SimResult, bin: Bin) -> BinSummary {
+        let in_bin = r.outcomes.iter().filter(|o| o.bin == bin);
+        let mut ccts: Vec<f64> = in_bin.clone().filter_map(|o| o.cct()).map(Nanos::as_secs_f64).collect();
+        ccts.sort_by(f64::total_cmp);
+        BinSummary {
+            bin: bin.name(),
+            coflows: in_bin.count(),
+            completed: ccts.len(),
+            avg_cct_s: mean(&ccts),
+            p95_cct_s: percentile(&ccts, 95.0),
+            factor_vs_baseline: None,
+        }
+    }
+}
+
+/// The share of the coflows finished in both runs whose CCT in `r` exceeds the one in `baseline`
+/// by more than [`SLOWER_TOLERANCE`]; `None` if no coflow finished in both.
+///
+/// # Panics
+/// If the two runs are not of the same workload.
+pub fn slower_fraction(r: &SimResult, baseline: &SimResult) -> Option<f64> {
+    assert!(
+        r.outcomes.len() == baseline.outcomes.len()
+            && r.outcomes.iter().zip(&baseline.outcomes).all(|(a, b)| a.id == b.id),
+        "{} and {} ran different workloads",
+        r.policy,
+        baseline.policy
+    );
+    fraction(
+        r.outcomes
+            .iter()
+            .zip(&baseline.outcomes)
+            .filter_map(|(a, b)| Some((a.cct()?, b.cct()?)))
+            .map(|(a, b)| a > b.saturating_add(SLOWER_TOLERANCE)),
+    )
+}
+
+/// The mean of the values; 0 for none.
+fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
 }
 
 /// The share of `true` among the values, or `None` for no values.
@@ -159,4 +265,108 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Rate, Workload};
+    use coflow_sched::policy;
+
+    use super::*;
+    use crate::{SimConfig, simulate};
+
+    /// `n` flows of `bytes` each from `src` to `dst`.
+    fn flows(n: usize, src: u32, dst: u32, bytes: u64) -> Vec<Flow> {
+        vec![Flow { src: MachineId(src), dst: MachineId(dst), size: Bytes(bytes) }; n]
+    }
+
+    /// One coflow per bin, all at time 0, on 1 MiB/s ports; ids put the long ones first so that
+    /// FIFO makes the short ones wait:
+    /// - 1 (LN): one 8 MiB flow 0→1, and 2 (SN): one 1 MiB flow 0→1, share a port;
+    /// - 3 (LW): 52 flows of 5 MiB 2→3, and 4 (SW): 64 flows of 16 KiB 2→3, share a route.
+    fn run(name: &str) -> SimResult {
+        let c = |id, f| Coflow::new(CoflowId(id), Nanos::ZERO, f);
+        let w = Workload::new(
+            4,
+            vec![
+                c(1, flows(1, 0, 1, 8 * MIB)),
+                c(2, flows(1, 0, 1, MIB)),
+                c(3, flows(52, 2, 3, 5 * MIB)),
+                c(4, flows(64, 2, 3, MIB / 64)),
+            ],
+        )
+        .unwrap();
+        let cfg = SimConfig { port_rate: Rate::from_bytes_per_sec(MIB as f64), check_invariants: true };
+        simulate(&w, policy::by_name(name).unwrap(), &cfg)
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6 * b.abs().max(1.0)
+    }
+
+    fn bin<'a>(s: &'a Summary, name: &str) -> &'a BinSummary {
+        s.bins.iter().find(|b| b.bin == name).unwrap()
+    }
+
+    #[test]
+    fn bins_factors_and_slower_shares_match_the_hand_computation() {
+        // Fair: 2 ends at 2 s (half the port), 1 at 9 s; the 116 flows of 3 and 4 share the route,
+        // so 4's 16 KiB flows end at 116/64 = 1.8125 s and 3 at 261 s (261 MiB at 1 MiB/s).
+        // Varys (SEBF): 2 and 4 first, at 1 s; then 1 at 9 s and 3 at 261 s.
+        // FIFO (by id): 1 at 8 s, then 2 at 9 s; 3 at 260 s, then 4 at 261 s.
+        let (fair, varys, fifo) = (run("fair"), run("varys"), run("fifo"));
+        let ccts = |r: &SimResult| r.outcomes.iter().map(|o| o.cct().unwrap().as_secs_f64()).collect::<Vec<_>>();
+        for (r, expected) in
+            [(&fair, [9.0, 2.0, 261.0, 1.8125]), (&varys, [9.0, 1.0, 261.0, 1.0]), (&fifo, [8.0, 9.0, 260.0, 261.0])]
+        {
+            assert!(ccts(r).iter().zip(expected).all(|(a, e)| close(*a, e)), "{}: {:?}", r.policy, ccts(r));
+        }
+
+        let f = Summary::against(&fair, Some(&fair));
+        let v = Summary::against(&varys, Some(&fair));
+        let o = Summary::against(&fifo, Some(&fair));
+        assert!(close(v.factor_vs_baseline.unwrap(), (9.0 + 2.0 + 261.0 + 1.8125) / (9.0 + 1.0 + 261.0 + 1.0)));
+        assert!(close(o.factor_vs_baseline.unwrap(), 273.8125 / 538.0));
+        assert_eq!(f.slower_than_baseline_fraction, Some(0.0));
+        // Varys is never slower (1 and 3 tie with fair to the nanosecond rounding), FIFO makes 2
+        // and 4 slower.
+        assert_eq!(v.slower_than_baseline_fraction, Some(0.0));
+        assert_eq!(o.slower_than_baseline_fraction, Some(0.5));
+
+        for s in [&f, &v, &o] {
+            assert_eq!(s.bins.iter().map(|b| b.bin).collect::<Vec<_>>(), ["SN", "LN", "SW", "LW"]);
+            assert_eq!(s.bins.iter().map(|b| b.coflows).sum::<usize>(), s.coflows);
+            assert!(s.bins.iter().all(|b| b.coflows == 1 && b.completed == 1));
+            assert!(close(bin(s, "SN").avg_cct_s, bin(s, "SN").p95_cct_s));
+            assert!(close(bin(s, "LW").avg_cct_s, bin(s, "LW").p95_cct_s));
+        }
+        let factors = |s: &Summary| s.bins.iter().map(|b| b.factor_vs_baseline.unwrap()).collect::<Vec<_>>();
+        let expect = |s: &Summary, e: [f64; 4]| {
+            assert!(factors(s).iter().zip(e).all(|(a, e)| close(*a, e)), "{}: {:?}", s.policy, factors(s))
+        };
+        expect(&f, [1.0; 4]);
+        expect(&v, [2.0, 1.0, 1.8125, 1.0]);
+        expect(&o, [2.0 / 9.0, 9.0 / 8.0, 1.8125 / 261.0, 261.0 / 260.0]);
+
+        // Without a baseline run, nothing that needs one is filled.
+        let alone = Summary::of(&varys, None);
+        assert_eq!(alone.slower_than_baseline_fraction, None);
+        assert!(alone.bins.iter().all(|b| b.factor_vs_baseline.is_none()));
+    }
+
+    #[test]
+    fn average_fct_weighs_every_flow_of_finished_coflows() {
+        // Under varys every flow of a coflow ends with it (MADD): 1 + 9 + 64·1 + 52·261 seconds
+        // over 118 flows.
+        let v = Summary::of(&run("varys"), None);
+        assert!(close(v.avg_fct_s, (1.0 + 9.0 + 64.0 + 52.0 * 261.0) / 118.0), "{}", v.avg_fct_s);
+    }
+
+    #[test]
+    #[should_panic(expected = "different workloads")]
+    fn runs_of_different_workloads_do_not_compare() {
+        let mut other = run("fair");
+        other.outcomes.pop();
+        slower_fraction(&run("varys"), &other);
+    }
 }

@@ -50,6 +50,141 @@ fn sim_with_no_arguments_prints_a_table_for_every_policy() {
     assert!(report["lower_bound_avg_cct_s"].as_f64().unwrap() > 0.0);
     let rows = std::fs::read_to_string(&csv).unwrap().lines().count();
     assert_eq!(rows as u64, 1 + coflows * results.len() as u64);
+
+    // Per-bin figures: the four bins in order, adding up to the workload, each with a factor.
+    assert!(table.contains("by bin") && table.contains("avg FCT s"), "{table}");
+    for r in results {
+        let bins = r["bins"].as_array().unwrap();
+        let names: Vec<&str> = bins.iter().map(|b| b["bin"].as_str().unwrap()).collect();
+        assert_eq!(names, ["SN", "LN", "SW", "LW"], "{r}");
+        assert_eq!(bins.iter().map(|b| b["coflows"].as_u64().unwrap()).sum::<u64>(), coflows, "{r}");
+        assert_eq!(bins.iter().map(|b| b["completed"].as_u64().unwrap()).sum::<u64>(), coflows, "{r}");
+        for b in bins.iter().filter(|b| b["completed"].as_u64().unwrap() > 0) {
+            for key in ["avg_cct_s", "p95_cct_s", "factor_vs_baseline"] {
+                assert!(b[key].as_f64().is_some_and(|v| v > 0.0), "bin lacks {key}: {b}");
+            }
+        }
+        let slower = r["slower_than_baseline_fraction"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&slower), "{r}");
+        assert!(r["avg_fct_s"].as_f64().is_some(), "{r}");
+    }
+    let fair = results.iter().find(|r| r["policy"] == "fair").unwrap();
+    assert_eq!(fair["slower_than_baseline_fraction"], 0.0, "the baseline is never slower than itself");
+    assert!(fair["bins"].as_array().unwrap().iter().all(|b| b["completed"] == 0 || b["factor_vs_baseline"] == 1.0));
+    // The MADD family records flow completion times, and no flow outlasts the last coflow.
+    let varys = results.iter().find(|r| r["policy"] == "varys").unwrap();
+    let fct = varys["avg_fct_s"].as_f64().unwrap();
+    assert!(fct > 0.0 && fct <= varys["makespan_s"].as_f64().unwrap(), "{varys}");
+}
+
+#[test]
+fn sim_plots_cct_distributions_and_bin_improvements_as_svg_and_png() {
+    let svg = tmp("plot.svg");
+    let png_path = tmp("plot.png");
+    for path in [&svg, &png_path] {
+        let out =
+            coflow().args(["sim", "--coflows", "40", "--policies", "varys,fifo", "--plot"]).arg(path).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"), "not an SVG");
+    // Every policy, the baseline included, is named in the legend; the panels and bins are titled.
+    for needle in [">\nvarys\n<", ">\nfifo\n<", "fair (baseline)", "CDF", "per bin", "SN (", "LW (", "all (40)"] {
+        assert!(text.contains(needle), "the SVG lacks {needle:?}");
+    }
+
+    let bytes = std::fs::read(&png_path).unwrap();
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
+    let mut rgb = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut rgb).unwrap();
+    assert_eq!((info.width, info.height, info.color_type), (1500, 640, png::ColorType::Rgb));
+    // Drawn, not blank: the first policy's colour (bars and curve), black (axes, text and the
+    // baseline) and white background.
+    let count = |c: [u8; 3]| rgb.chunks(3).filter(|p| *p == c).count();
+    assert!(count([31, 119, 180]) > 500, "no varys-coloured pixels");
+    assert!(count([0, 0, 0]) > 2000, "no black pixels");
+    assert!(count([255, 255, 255]) > rgb.len() / 3 / 2, "not mostly white");
+}
+
+#[test]
+fn a_plot_must_be_svg_or_png_and_is_refused_before_simulating() {
+    let out = coflow().args(["sim", "--plot"]).arg(tmp("plot.pdf")).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(".svg or .png"), "{err}");
+    assert!(out.stdout.is_empty(), "printed results before refusing: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn sweep_prints_a_row_per_concurrency_and_writes_one_entry_per_n_and_policy() {
+    let json = tmp("sweep.json");
+    let out = coflow().args(["sim", "sweep", "--concurrent", "5,10", "--json"]).arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("improvement of average CCT over fair"), "{table}");
+    for n in ["5 ", "10 "] {
+        assert_eq!(table.lines().filter(|l| l.starts_with(n)).count(), 1, "no single row for N = {n}in\n{table}");
+    }
+    let header = table.lines().find(|l| l.starts_with("N ")).unwrap();
+    for policy in coflow_sched_names() {
+        assert!(header.split_whitespace().any(|c| c == policy), "no column for {policy} in\n{table}");
+    }
+
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2 * coflow_sched_names().len());
+    for n in [5, 10] {
+        for policy in coflow_sched_names() {
+            let r = results.iter().filter(|r| r["concurrent"] == n && r["policy"] == policy).collect::<Vec<_>>();
+            assert_eq!(r.len(), 1, "{n} {policy}");
+            let r = r[0];
+            assert_eq!(r["windows"], 5);
+            assert_eq!(r["coflows"], 5 * n, "{r}");
+            assert_eq!(r["completed"], 5 * n, "every coflow completes: {r}");
+            assert!(r["factor_vs_baseline"].as_f64().unwrap() > 0.0, "{r}");
+            let (lo, hi) =
+                (r["factor_vs_baseline_min"].as_f64().unwrap(), r["factor_vs_baseline_max"].as_f64().unwrap());
+            assert!(lo <= r["factor_vs_baseline"].as_f64().unwrap() && r["factor_vs_baseline"].as_f64().unwrap() <= hi);
+        }
+        let fair = results.iter().find(|r| r["concurrent"] == n && r["policy"] == "fair").unwrap();
+        assert!((fair["factor_vs_baseline"].as_f64().unwrap() - 1.0).abs() < 1e-12, "{fair}");
+    }
+    let windows = report["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 2);
+    assert_eq!(windows[1]["concurrent"], 10);
+    assert_eq!(windows[1]["starts"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn sweep_with_deadlines_reports_them_and_is_byte_identical_for_a_seed() {
+    let (a, b) = (tmp("sweep-a.json"), tmp("sweep-b.json"));
+    let mut tables = Vec::new();
+    for p in [&a, &b] {
+        let out = coflow()
+            .args(["sim", "sweep", "--concurrent", "8", "--windows", "3", "--policies", "varys-deadline,varys"])
+            .args(["--deadlines", "--seed", "5", "--json"])
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        tables.push(String::from_utf8(out.stdout).unwrap());
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_eq!(tables[0], tables[1]);
+    assert!(tables[0].contains("met their deadline"), "{}", tables[0]);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "the baseline runs but is not reported unless asked for");
+    let vd = results.iter().find(|r| r["policy"] == "varys-deadline").unwrap();
+    for key in ["deadline_met_fraction", "admitted_fraction", "met_among_admitted_fraction"] {
+        assert!(vd[key].as_f64().is_some_and(|f| (0.0..=1.0).contains(&f)), "{key}: {vd}");
+    }
+
+    let out = coflow().args(["sim", "sweep", "--concurrent", "5,100000"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--concurrent 100000"), "{err}");
 }
 
 #[test]

@@ -1,0 +1,344 @@
+//! `coflow sim sweep`: how the policies compare as more coflows share the fabric at once
+//! (Varys §7.7, Figures 13 and 14).
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use coflow_core::{Coflow, CoflowId, Nanos, Rate, Workload};
+use coflow_sched::policy;
+use coflow_sim::{SimConfig, Summary, assign_deadlines, simulate};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::sim::{CommonArgs, JsonWorkload, SimPlan, write_json};
+
+/// The method, as `coflow sim sweep --help` prints it.
+pub(crate) const LONG_ABOUT: &str = "\
+Replay the workload's coflow mix with N coflows all present at once, for each N of --concurrent \
+(Varys §7.7, Figures 13 and 14): an offline setting where load is the number of coflows that \
+compete, not their arrival times.
+
+How a workload of N concurrent coflows is built: for each N, --windows windows are drawn, each \
+from its own generator seeded by --seed, N and the window's index (so a window does not depend \
+on the other values of --concurrent). A window is N consecutive coflows of the trace (or of the \
+synthetic workload), starting at a uniformly drawn coflow: coflows that were live close together \
+in the trace, while the windows together sample its whole mix. Every coflow of a window is \
+released at time 0, in an order shuffled by the same generator and renumbered 0..N in that order \
+(the order breaks ties and decides admission for the deadline policies, and Varys randomised it \
+across runs); dependencies between coflows are dropped, and the fabric keeps the trace's machines. \
+With --deadlines, each window's coflows get deadlines drawn as `coflow sim` draws them, seeded \
+per window (a trace's own deadlines are kept).
+
+Every policy and the baseline run on every window. Each figure for an N and a policy is the mean \
+over the windows of that window's figure: the factor of improvement of average CCT over the \
+baseline (the JSON also gives its minimum and maximum), the average CCT and FCT, the share of \
+coflows made slower than under the baseline, and with --deadlines the share of coflows that met \
+their deadline, the share admitted and the share met among the admitted.";
+
+/// Options of `coflow sim sweep`.
+#[derive(Debug, Args)]
+pub(crate) struct SweepArgs {
+    /// Comma-separated numbers of coflows present at once, e.g. 10,20,50,100.
+    #[arg(long, value_delimiter = ',', required = true)]
+    concurrent: Vec<usize>,
+    /// How many windows (workloads) to draw per N; their figures are averaged.
+    #[arg(long, default_value_t = 5)]
+    windows: usize,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// One workload of the sweep.
+#[derive(Debug)]
+struct Window {
+    concurrent: usize,
+    /// The index in the source workload of its first coflow.
+    start: usize,
+    workload: Workload,
+}
+
+/// The `k`-th window of `n` concurrent coflows drawn from `w` (see [`LONG_ABOUT`]).
+fn window(w: &Workload, n: usize, k: usize, seed: u64, port_rate: Rate, deadline_x: Option<f64>) -> Window {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(((n as u64) << 32) | k as u64);
+    let start = rng.gen_range(0..=w.coflows.len() - n);
+    let mut picked: Vec<Coflow> = w.coflows[start..start + n].to_vec();
+    picked.shuffle(&mut rng);
+    for (i, c) in picked.iter_mut().enumerate() {
+        c.id = CoflowId(i as u64);
+        c.arrival = Nanos::ZERO;
+        c.parents.clear();
+    }
+    let mut workload = Workload::new(w.machines, picked).expect("a window of a valid workload is valid");
+    if let Some(x) = deadline_x {
+        assign_deadlines(&mut workload, port_rate, x, rng.r#gen());
+    }
+    Window { concurrent: n, start, workload }
+}
+
+/// The figures of one N and one policy, each the mean over the windows of that window's figure
+/// (`None` figures are left out of the mean; `None` if every window's is).
+#[derive(Debug, PartialEq, Serialize)]
+struct SweepResult {
+    concurrent: usize,
+    policy: &'static str,
+    windows: usize,
+    /// Coflows over all windows (`concurrent · windows`).
+    coflows: usize,
+    /// Of them, those that finished.
+    completed: usize,
+    avg_cct_s: f64,
+    avg_fct_s: f64,
+    factor_vs_baseline: Option<f64>,
+    factor_vs_baseline_min: Option<f64>,
+    factor_vs_baseline_max: Option<f64>,
+    slower_than_baseline_fraction: Option<f64>,
+    deadline_met_fraction: Option<f64>,
+    admitted_fraction: Option<f64>,
+    met_among_admitted_fraction: Option<f64>,
+}
+
+impl SweepResult {
+    fn of(concurrent: usize, policy: &'static str, s: &[Summary]) -> SweepResult {
+        let mean = |f: &dyn Fn(&Summary) -> Option<f64>| {
+            let v: Vec<f64> = s.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let factors = s.iter().filter_map(|s| s.factor_vs_baseline);
+        SweepResult {
+            concurrent,
+            policy,
+            windows: s.len(),
+            coflows: s.iter().map(|s| s.coflows).sum(),
+            completed: s.iter().map(|s| s.completed).sum(),
+            avg_cct_s: mean(&|s| Some(s.avg_cct_s)).unwrap_or(0.0),
+            avg_fct_s: mean(&|s| Some(s.avg_fct_s)).unwrap_or(0.0),
+            factor_vs_baseline: mean(&|s| s.factor_vs_baseline),
+            factor_vs_baseline_min: factors.clone().reduce(f64::min),
+            factor_vs_baseline_max: factors.reduce(f64::max),
+            slower_than_baseline_fraction: mean(&|s| s.slower_than_baseline_fraction),
+            deadline_met_fraction: mean(&|s| s.deadline_met_fraction),
+            admitted_fraction: mean(&|s| s.admitted_fraction),
+            met_among_admitted_fraction: mean(&|s| s.met_among_admitted_fraction),
+        }
+    }
+}
+
+/// The JSON report of a sweep.
+#[derive(Debug, Serialize)]
+struct SweepReport<'a> {
+    workload: JsonWorkload<'a>,
+    port_rate_bytes_per_s: f64,
+    seed: u64,
+    baseline: Option<&'a str>,
+    method: &'static str,
+    windows_per_n: usize,
+    deadline_x: Option<f64>,
+    /// Per N, the index in the workload of each window's first coflow.
+    windows: Vec<JsonWindows>,
+    results: &'a [SweepResult],
+}
+
+#[derive(Debug, Serialize)]
+struct JsonWindows {
+    concurrent: usize,
+    starts: Vec<usize>,
+}
+
+/// One line stating the method, printed and written to the JSON report.
+const METHOD: &str = "windows of N consecutive coflows from seeded random starts, all released at time 0 in a \
+                      seeded random order; figures are means over windows";
+
+pub(crate) fn run(args: SweepArgs) -> Result<()> {
+    let plan = SimPlan::from_args(&args.common)?;
+    let total = plan.workload.coflows.len();
+    let mut ns: Vec<usize> = Vec::new();
+    for &n in &args.concurrent {
+        if n == 0 || n > total {
+            bail!("--concurrent {n}: must be between 1 and the workload's {total} coflows");
+        }
+        if !ns.contains(&n) {
+            ns.push(n);
+        }
+    }
+    if args.windows == 0 {
+        bail!("--windows must be at least 1");
+    }
+    println!("{}", plan.describe());
+    println!("sweep: {} windows per N; {METHOD}", args.windows);
+
+    let windows: Vec<Window> = ns
+        .iter()
+        .flat_map(|&n| (0..args.windows).map(move |k| (n, k)))
+        .map(|(n, k)| window(&plan.workload, n, k, plan.seed, plan.port_rate, plan.deadline_x))
+        .collect();
+    let to_run = plan.to_run();
+    let cfg = SimConfig { port_rate: plan.port_rate, check_invariants: false };
+    let started = Instant::now();
+    let runs = parallel_map(windows.len() * to_run.len(), plan.threads, |j| {
+        let sched = policy::by_name(to_run[j % to_run.len()]).expect("names were validated");
+        simulate(&windows[j / to_run.len()].workload, sched, &cfg)
+    });
+    let wall = started.elapsed();
+
+    // Summaries per window, in the order of `to_run`.
+    let per_window: Vec<Vec<Summary>> = runs
+        .chunks(to_run.len())
+        .map(|rs| {
+            let base = plan.baseline.and_then(|b| rs.iter().find(|r| r.policy == b));
+            rs.iter().map(|r| Summary::against(r, base)).collect()
+        })
+        .collect();
+    let mut results = Vec::new();
+    for (i, &n) in ns.iter().enumerate() {
+        let of_n = &per_window[i * args.windows..(i + 1) * args.windows];
+        for (p, &name) in to_run.iter().enumerate().filter(|(_, name)| plan.policies.contains(name)) {
+            let s: Vec<Summary> = of_n.iter().map(|w| w[p].clone()).collect();
+            results.push(SweepResult::of(n, name, &s));
+        }
+    }
+
+    print!("{}", tables(&ns, &plan.policies, &results, plan.baseline, plan.deadline_x.is_some()));
+    eprintln!(
+        "simulated {} runs ({} windows × {} policies) in {:.2} s wall time on {} threads",
+        runs.len(),
+        windows.len(),
+        to_run.len(),
+        wall.as_secs_f64(),
+        plan.threads
+    );
+    if let Some(path) = &args.common.json {
+        let report = SweepReport {
+            workload: plan.json_workload(),
+            port_rate_bytes_per_s: plan.port_rate.bytes_per_sec(),
+            seed: plan.seed,
+            baseline: plan.baseline,
+            method: METHOD,
+            windows_per_n: args.windows,
+            deadline_x: plan.deadline_x,
+            windows: ns
+                .iter()
+                .map(|&n| JsonWindows {
+                    concurrent: n,
+                    starts: windows.iter().filter(|w| w.concurrent == n).map(|w| w.start).collect(),
+                })
+                .collect(),
+            results: &results,
+        };
+        write_json(path, &report)?;
+    }
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+/// The text report: a row per N and a column per policy, for the factor of improvement and, with
+/// deadlines, the share of coflows that met theirs.
+fn tables(ns: &[usize], policies: &[&str], results: &[SweepResult], baseline: Option<&str>, deadlines: bool) -> String {
+    let table = |title: &str, cell: &dyn Fn(&SweepResult) -> Option<String>| {
+        let mut t = String::new();
+        let width: Vec<usize> = policies.iter().map(|p| p.len().max(8)).collect();
+        let _ = write!(t, "\n{title}\n{:<8}", "N");
+        for (p, w) in policies.iter().zip(&width) {
+            let _ = write!(t, " {p:>w$}");
+        }
+        t.push('\n');
+        for &n in ns {
+            let _ = write!(t, "{n:<8}");
+            for (p, w) in policies.iter().zip(&width) {
+                let r = results.iter().find(|r| r.concurrent == n && r.policy == *p);
+                let c = r.and_then(cell).unwrap_or_else(|| "-".to_string());
+                let _ = write!(t, " {c:>w$}");
+            }
+            t.push('\n');
+        }
+        t
+    };
+    // A factor is over the coflows that finished: mark those of policies that rejected some.
+    let mark = |r: &SweepResult| if r.completed < r.coflows { "*" } else { "" };
+    let mut t =
+        table(&format!("improvement of average CCT over {} (mean over windows)", baseline.unwrap_or("-")), &|r| {
+            r.factor_vs_baseline.map(|f| format!("{f:.2}x{}", mark(r)))
+        });
+    if results.iter().any(|r| !mark(r).is_empty()) {
+        t.push_str("*: over the coflows that finished; admission control rejected the others\n");
+    }
+    if deadlines {
+        t.push_str(&table("coflows that met their deadline (mean over windows)", &|r| {
+            r.deadline_met_fraction.map(|f| format!("{:.1}%", 100.0 * f))
+        }));
+    } else {
+        t.push_str("(add --deadlines for the share of coflows that meet deadlines, Varys Figure 14)\n");
+    }
+    t
+}
+
+/// `f(0..jobs)` on up to `threads` threads, in order, with a progress bar on a terminal.
+fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let bar = ProgressBar::with_draw_target(
+        Some(jobs as u64),
+        if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() },
+    );
+    bar.set_style(
+        ProgressStyle::with_template("   sweep [{bar:40}] {pos}/{len} runs {elapsed}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<T>>> = Mutex::new((0..jobs).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(jobs) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= jobs {
+                        break;
+                    }
+                    let r = f(i);
+                    out.lock().expect("no panics while holding the lock")[i] = Some(r);
+                    bar.inc(1);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    out.into_inner().expect("threads joined").into_iter().map(|r| r.expect("every job ran")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use coflow_trace::synth;
+
+    use super::*;
+
+    #[test]
+    fn a_window_is_consecutive_coflows_released_together_in_a_seeded_order() {
+        let w = synth::generate(&synth::SynthConfig { seed: 4, coflows: 60, ..Default::default() });
+        let a = window(&w, 10, 0, 7, Rate::GBPS, None);
+        assert_eq!(a.workload, window(&w, 10, 0, 7, Rate::GBPS, None).workload, "seeded");
+        assert_ne!(a.workload, window(&w, 10, 1, 7, Rate::GBPS, None).workload, "windows differ");
+        assert_eq!(a.workload.coflows.len(), 10);
+        assert!(a.workload.coflows.iter().all(|c| c.arrival == Nanos::ZERO && c.deadline.is_none()));
+        // The same coflows (by their flows) as the trace's start..start+10, in some order.
+        let key = |c: &Coflow| format!("{:?}", c.flows);
+        let mut got: Vec<String> = a.workload.coflows.iter().map(key).collect();
+        let mut want: Vec<String> = w.coflows[a.start..a.start + 10].iter().map(key).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        let ids: Vec<u64> = a.workload.coflows.iter().map(|c| c.id.get()).collect();
+        assert_eq!(ids, (0..10).collect::<Vec<_>>());
+
+        let d = window(&w, 10, 0, 7, Rate::GBPS, Some(1.0));
+        assert!(d.workload.coflows.iter().all(|c| c.deadline.is_some()));
+        // The whole workload is one window.
+        assert_eq!(window(&w, 60, 3, 7, Rate::GBPS, None).start, 0);
+    }
+}
