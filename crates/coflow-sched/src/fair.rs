@@ -1,6 +1,5 @@
 //! `fair`: per-flow max-min fair sharing of every port, as TCP approximates. The main baseline.
 
-use crate::fabric::Route;
 use crate::maxmin::MaxMin;
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
@@ -9,9 +8,8 @@ use coflow_core::Nanos;
 /// Per-flow max-min fairness by progressive filling over every resource.
 #[derive(Debug, Default)]
 pub struct Fair {
+    /// Keeps the routes between decisions: they change far less often than their flow counts.
     solver: MaxMin,
-    routes: Vec<Route>,
-    weights: Vec<f64>,
 }
 
 impl Scheduler for Fair {
@@ -29,13 +27,9 @@ impl Scheduler for Fair {
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        self.routes.clear();
-        self.weights.clear();
-        for rt in input.routes {
-            self.routes.push(rt.route);
-            self.weights.push(rt.flows as f64);
-        }
-        self.solver.solve(input.fabric.capacities(), &self.routes, &self.weights, &mut out.route_rate);
+        let routes = input.routes;
+        let route = |i: usize| (&routes[i].route, routes[i].flows as f64);
+        self.solver.solve_by(input.fabric.capacities(), routes.len(), route, &mut out.route_rate);
         None
     }
 }

@@ -2,127 +2,437 @@
 //!
 //! Every route carries `weight` flows; all flows rise together until a resource fills, the
 //! flows crossing it freeze at that level, and the rest keep rising.
-//! A heap of resources keyed by their fill level makes one call `O(h·n log m)` for `n` routes of
-//! `h` hops over `m` resources.
+//!
+//! A resource's fill level, remaining capacity over unfrozen weight, never falls while others
+//! fill: a route frozen at level `l` takes `w·l` of capacity and `w` of weight from a resource
+//! whose level is at least `l`. So the heap of resources holds one entry per resource, keyed by
+//! its level when queued, which may since have risen; a popped resource whose level rose past the
+//! next key goes back in line. Every route's rate is the level of the first of its resources to
+//! fill, which is the lowest of its resources' fill levels (levels are kept from falling below
+//! the one before, which rounding could otherwise do by an ulp).
+//!
+//! A call is dominated by two passes over the routes (read the weights, write the rates). Between
+//! them, [`MaxMin`] fills resources in one of two layouts, both kept from call to call since
+//! routes change far less often than weights (a route comes with its first flow and goes with
+//! its last, while a weight changes whenever one of its flows arrives or finishes):
+//!
+//! - dense, when every route crosses exactly two resources, a "sender" below some split and a
+//!   "receiver" at or above it (the big switch: ingress, then egress). Weights sit in a sender ×
+//!   receiver matrix and its transpose, and filling a resource is one pass over a row: `O(m²)`
+//!   for `m` resources however many routes there are;
+//! - sparse, for anything else: a resource-to-route adjacency (CSR), rebuilt when the routes
+//!   change, and `O(h·n)` per call for `n` routes of `h` hops.
 
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::collections::binary_heap::PeekMut;
 
 use crate::fabric::{ResourceId, Route};
 
-/// Scratch space reused across calls, so that the hot path does not allocate.
+/// The solver: the layout of the last call's routes and scratch space reused across calls, so
+/// that the hot path does not allocate.
 #[derive(Debug, Default)]
 pub struct MaxMin {
+    /// The routes of the last call, their weights, and the number of resources.
+    routes: Vec<Route>,
+    weights: Vec<f64>,
+    resources: usize,
+    layout: Layout,
+    /// Dense layout: resources `0..split` send and `split..resources` receive; `wm` is the
+    /// sender-major weight matrix and `wt` its transpose; `ends` holds each route's two
+    /// resources, and `sum` each resource's total weight, which is summed again only for the
+    /// resources in `dirty`.
+    split: usize,
+    wm: Vec<f64>,
+    wt: Vec<f64>,
+    ends: Vec<[u32; 2]>,
+    sum: Vec<f64>,
+    dirty: Vec<bool>,
+    dirty_list: Vec<u32>,
+    /// Sparse layout: routes crossing each resource, `start[r]..start[r+1]` into `adj`.
+    start: Vec<u32>,
+    adj: Vec<u32>,
+    frozen: Vec<bool>,
+    /// What the current call changed: the routes that left their position, the positions that
+    /// got a new route, and those whose route kept its position but changed weight.
+    gone: Vec<Route>,
+    added: Vec<u32>,
+    reweighed: Vec<u32>,
+    /// Scratch: the positions whose route or weight differ from the last call's.
+    differ: Vec<u32>,
+    /// Per resource: capacity left, unfrozen weight, and the level at which it filled (infinite
+    /// if it did not); `last` is the level of the last resource to fill.
     rem: Vec<f64>,
     weight: Vec<f64>,
-    version: Vec<u32>,
-    frozen: Vec<bool>,
-    /// Routes crossing each resource, as a CSR adjacency: `start[r]..start[r+1]` into `adj`.
-    start: Vec<usize>,
-    adj: Vec<u32>,
-    heap: BinaryHeap<Level>,
+    level: Vec<f64>,
+    last: f64,
+    /// Resources by queued fill level: `Reverse((level bits, resource))`.
+    heap: BinaryHeap<Reverse<(u64, ResourceId)>>,
 }
 
-#[derive(Debug, PartialEq)]
-struct Level {
-    level: f64,
-    resource: ResourceId,
-    version: u32,
+/// Which layout the current routes are kept in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Layout {
+    /// Nothing built yet.
+    #[default]
+    None,
+    Dense,
+    Sparse,
 }
 
-impl Eq for Level {}
+/// A fill level as a heap key: the bits of a non-negative float order like the float.
+fn key(level: f64) -> u64 {
+    // Adding zero turns a negative zero positive.
+    (level.max(0.0) + 0.0).to_bits()
+}
 
-impl Ord for Level {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // A min-heap on level, ties broken by resource id for determinism.
-        other.level.total_cmp(&self.level).then_with(|| other.resource.cmp(&self.resource))
+/// What is left of capacity `rem` once `used` is taken, never below zero.
+fn take(rem: f64, used: f64) -> f64 {
+    let left = rem - used;
+    // Rather than `max`, whose care for NaN keeps it from vectorizing on plain x86-64.
+    if left > 0.0 { left } else { 0.0 }
+}
+
+/// The sum of `xs`, the weights of resources `first..`, with four running sums so that it
+/// vectorizes. Resource `r` goes to running sum `r % 4`, so that how far a row is padded with
+/// zeros at either end does not change the result by a rounding.
+fn sum(xs: &[f64], first: usize) -> f64 {
+    let mut acc = [0.0; 4];
+    let (head, body) = xs.split_at(((4 - first % 4) % 4).min(xs.len()));
+    for (j, &x) in head.iter().enumerate() {
+        acc[(first + j) % 4] += x;
     }
-}
-
-impl PartialOrd for Level {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+    let chunks = body.chunks_exact(4);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for k in 0..4 {
+            acc[k] += c[k];
+        }
     }
+    for (k, &x) in tail.iter().enumerate() {
+        acc[k] += x;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 impl MaxMin {
     /// Computes the max-min fair per-flow rate of every route and writes it into `rates`.
     ///
-    /// `routes[i]` carries `weights[i]` flows; `capacity[r]` is resource `r`'s bytes per second.
-    /// Local routes (crossing nothing) get an infinite rate.
+    /// `routes[i]` carries `weights[i] > 0` flows; `capacity[r]` is resource `r`'s bytes per
+    /// second. Local routes (crossing nothing) get an infinite rate.
     pub fn solve(&mut self, capacity: &[f64], routes: &[Route], weights: &[f64], rates: &mut [f64]) {
-        let m = capacity.len();
-        let n = routes.len();
-        debug_assert_eq!(weights.len(), n);
-        debug_assert_eq!(rates.len(), n);
-        self.rem.clear();
-        self.rem.extend_from_slice(capacity);
-        self.weight.clear();
-        self.weight.resize(m, 0.0);
-        self.version.clear();
-        self.version.resize(m, 0);
-        self.frozen.clear();
-        self.frozen.resize(n, false);
+        assert_eq!(weights.len(), routes.len(), "one weight per route");
+        self.solve_by(capacity, routes.len(), |i| (&routes[i], weights[i]), rates);
+    }
 
-        // Build the resource -> routes adjacency.
+    /// Like [`MaxMin::solve`], for `n` routes where `route(i)` gives route `i` and its weight.
+    ///
+    /// Costs least when the routes are those of the previous call in the same order, or differ
+    /// from them in a few positions.
+    pub fn solve_by<'a>(
+        &mut self,
+        capacity: &[f64],
+        n: usize,
+        route: impl Fn(usize) -> (&'a Route, f64),
+        rates: &mut [f64],
+    ) {
+        assert_eq!(rates.len(), n, "one rate per route");
+        let m = capacity.len();
+        if m != self.resources {
+            self.resources = m;
+            self.layout = Layout::None;
+        }
+        self.gone.clear();
+        self.added.clear();
+        self.reweighed.clear();
+        let old = self.routes.len();
+        let common = n.min(old);
+        // The positions the last call had: one test per route in the common case, where
+        // neither the route nor its weight changed. A dense layout compares the two ends, which
+        // it reads anyway, rather than whole routes.
+        let mut differ = std::mem::take(&mut self.differ);
+        differ.clear();
+        let (was, weights) = (&self.routes[..common], &self.weights[..common]);
+        if self.layout == Layout::Dense {
+            for (i, (&[s0, r0], &weight)) in self.ends[..common].iter().zip(weights).enumerate() {
+                let (rt, w) = route(i);
+                if !matches!(*rt.hops(), [s, r] if s == s0 && r == r0) || w != weight {
+                    differ.push(i as u32);
+                }
+            }
+        } else {
+            for (i, (was, &weight)) in was.iter().zip(weights).enumerate() {
+                let (rt, w) = route(i);
+                if rt != was || w != weight {
+                    differ.push(i as u32);
+                }
+            }
+        }
+        for &i in &differ {
+            let i = i as usize;
+            let (rt, w) = route(i);
+            if *rt != self.routes[i] {
+                self.gone.push(self.routes[i]);
+                self.added.push(i as u32);
+                self.routes[i] = *rt;
+            } else {
+                self.reweighed.push(i as u32);
+            }
+            self.weights[i] = w;
+        }
+        self.differ = differ;
+        for i in common..n {
+            let (rt, w) = route(i);
+            self.added.push(i as u32);
+            self.routes.push(*rt);
+            self.weights.push(w);
+        }
+        if n < old {
+            self.gone.extend_from_slice(&self.routes[n..]);
+            self.routes.truncate(n);
+            self.weights.truncate(n);
+        }
+
+        let kept = match self.layout {
+            Layout::Dense => {
+                self.added.iter().all(|&i| self.fits_dense(self.routes[i as usize])) && self.update_dense()
+            }
+            Layout::Sparse => self.added.is_empty() && self.gone.is_empty(),
+            Layout::None => false,
+        };
+        if !kept {
+            self.build();
+        }
+        match self.layout {
+            Layout::Dense => self.fill_dense(capacity, rates),
+            Layout::Sparse => self.fill_sparse(capacity, rates),
+            Layout::None => unreachable!("a layout was built"),
+        }
+    }
+
+    /// Whether `rt` has a place in the current dense layout.
+    fn fits_dense(&self, rt: Route) -> bool {
+        matches!(*rt.hops(), [s, r] if (s as usize) < self.split && self.split <= r as usize && (r as usize) < self.resources)
+    }
+
+    /// Lays the current routes out afresh: densely if every route goes from a sender to a
+    /// receiver and no two are the same, sparsely otherwise.
+    fn build(&mut self) {
+        let (mut last_sender, mut first_receiver) = (0, usize::MAX);
+        let two_hops = self.routes.iter().all(|rt| match *rt.hops() {
+            [s, r] => {
+                last_sender = last_sender.max(s as usize);
+                first_receiver = first_receiver.min(r as usize);
+                true
+            }
+            _ => false,
+        });
+        if !(two_hops
+            && last_sender < first_receiver
+            && first_receiver < self.resources
+            && self.build_dense(first_receiver))
+        {
+            self.build_sparse();
+        }
+    }
+
+    /// Lays the current routes out densely, with resources from `split` on receiving; fails if
+    /// two routes are the same.
+    fn build_dense(&mut self, split: usize) -> bool {
+        let m = self.resources;
+        self.split = split;
+        self.wm.clear();
+        self.wm.resize(split * (m - split), 0.0);
+        self.wt.clear();
+        self.wt.resize(split * (m - split), 0.0);
+        self.ends.clear();
+        self.ends.resize(self.routes.len(), [0; 2]);
+        self.dirty.clear();
+        self.dirty.resize(m, false);
+        self.dirty_list.clear();
+        self.added.clear();
+        self.added.extend(0..self.routes.len() as u32);
+        self.gone.clear();
+        self.reweighed.clear();
+        self.sum.clear();
+        self.sum.resize(m, 0.0);
+        self.update_dense()
+    }
+
+    /// Brings the dense layout up to date with what the current call changed; fails if a route
+    /// that came is one already there.
+    fn update_dense(&mut self) -> bool {
+        let (split, cols) = (self.split, self.resources - self.split);
+        self.layout = Layout::Dense;
+        self.ends.resize(self.routes.len(), [0; 2]);
+        // Routes that left take their weight with them. Then the routes that came are written,
+        // some of which may just have moved and been cleared as ones that left, and the new
+        // weights of those that stayed.
+        let gone = self.gone.iter().map(|rt| (rt.hops()[0], rt.hops()[1], 0.0, false));
+        let added = self.added.iter().map(|&i| (i, true));
+        let set = added.chain(self.reweighed.iter().map(|&i| (i, false))).map(|(i, came)| {
+            let (rt, w) = (self.routes[i as usize], self.weights[i as usize]);
+            self.ends[i as usize] = [rt.hops()[0], rt.hops()[1]];
+            (rt.hops()[0], rt.hops()[1], w, came)
+        });
+        for (s, r, w, came) in gone.chain(set) {
+            let (s, r) = (s as usize, r as usize);
+            let cell = &mut self.wm[s * cols + r - split];
+            if came && *cell != 0.0 {
+                return false;
+            }
+            *cell = w;
+            self.wt[(r - split) * split + s] = w;
+            for x in [s, r] {
+                if !self.dirty[x] {
+                    self.dirty[x] = true;
+                    self.dirty_list.push(x as u32);
+                }
+            }
+        }
+        true
+    }
+
+    /// Builds the resource-to-route adjacency of the current routes.
+    fn build_sparse(&mut self) {
+        let m = self.resources;
+        self.layout = Layout::Sparse;
         self.start.clear();
         self.start.resize(m + 1, 0);
-        for (i, rt) in routes.iter().enumerate() {
+        for rt in &self.routes {
             for &r in rt.hops() {
                 self.start[r as usize + 1] += 1;
-                self.weight[r as usize] += weights[i];
             }
         }
         for r in 0..m {
             self.start[r + 1] += self.start[r];
         }
         self.adj.clear();
-        self.adj.resize(self.start[m], 0);
-        let mut fill = self.start.clone();
-        for (i, rt) in routes.iter().enumerate() {
+        self.adj.resize(self.start[m] as usize, 0);
+        // `start[r]` serves as resource `r`'s fill cursor and ends at the next one's start;
+        // shifting back by one restores it.
+        for (i, rt) in self.routes.iter().enumerate() {
+            for &r in rt.hops() {
+                let c = &mut self.start[r as usize];
+                self.adj[*c as usize] = i as u32;
+                *c += 1;
+            }
+        }
+        self.start.copy_within(0..m, 1);
+        self.start[0] = 0;
+    }
+
+    /// Resets the per-resource state for `capacity`, with `weight` already summed, and queues
+    /// every resource that carries weight.
+    fn start_filling(&mut self, capacity: &[f64]) {
+        let m = capacity.len();
+        self.rem.clear();
+        self.rem.extend_from_slice(capacity);
+        self.level.clear();
+        self.level.resize(m, f64::INFINITY);
+        self.last = 0.0;
+        let mut queued = std::mem::take(&mut self.heap).into_vec();
+        queued.clear();
+        for r in 0..m {
+            if self.weight[r] > 0.0 {
+                queued.push(Reverse((key(self.rem[r] / self.weight[r]), r as ResourceId)));
+            }
+        }
+        self.heap = BinaryHeap::from(queued);
+    }
+
+    /// Pops the resource that fills next and its level, skipping those whose routes all froze
+    /// elsewhere, and records its level.
+    fn next_to_fill(&mut self) -> Option<(usize, f64)> {
+        while let Some(mut top) = self.heap.peek_mut() {
+            let Reverse((queued, resource)) = *top;
+            let r = resource as usize;
+            if self.weight[r] <= 1e-12 {
+                PeekMut::pop(top);
+                continue;
+            }
+            let level = self.rem[r] / self.weight[r];
+            if key(level) != queued {
+                // Its level rose since it was queued: back in line, which may still be first.
+                *top = Reverse((key(level), resource));
+                continue;
+            }
+            PeekMut::pop(top);
+            let level = level.max(self.last);
+            self.level[r] = level;
+            self.last = level;
+            return Some((r, level));
+        }
+        None
+    }
+
+    fn fill_dense(&mut self, capacity: &[f64], rates: &mut [f64]) {
+        let (m, split) = (self.resources, self.split);
+        let cols = m - split;
+        for &x in &self.dirty_list {
+            let x = x as usize;
+            self.sum[x] = if x < split {
+                sum(&self.wm[x * cols..(x + 1) * cols], split)
+            } else {
+                sum(&self.wt[(x - split) * split..(x - split + 1) * split], 0)
+            };
+            self.dirty[x] = false;
+        }
+        self.dirty_list.clear();
+        self.weight.clear();
+        self.weight.extend_from_slice(&self.sum);
+        self.start_filling(capacity);
+        while let Some((r, level)) = self.next_to_fill() {
+            // Every route of `r` whose other end has not filled freezes at `level`; updating
+            // the ends that did fill is harmless, as they are never looked at again.
+            let (row, rem, weight) = if r < split {
+                (&self.wm[r * cols..(r + 1) * cols], &mut self.rem[split..], &mut self.weight[split..])
+            } else {
+                let c = r - split;
+                (&self.wt[c * split..(c + 1) * split], &mut self.rem[..split], &mut self.weight[..split])
+            };
+            for ((x, y), &w) in rem.iter_mut().zip(weight.iter_mut()).zip(row) {
+                *x = take(*x, w * level);
+                *y -= w;
+            }
+        }
+        // A route froze when the first of its ends filled, at the lower level.
+        let level = &self.level[..];
+        for (rate, &[s, r]) in rates.iter_mut().zip(&self.ends) {
+            let (s, r) = (level[s as usize], level[r as usize]);
+            *rate = if s < r { s } else { r };
+        }
+    }
+
+    fn fill_sparse(&mut self, capacity: &[f64], rates: &mut [f64]) {
+        let (m, n) = (self.resources, self.routes.len());
+        self.weight.clear();
+        self.weight.resize(m, 0.0);
+        self.frozen.clear();
+        self.frozen.resize(n, false);
+        for (i, rt) in self.routes.iter().enumerate() {
             if rt.is_local() {
                 rates[i] = f64::INFINITY;
                 self.frozen[i] = true;
             }
             for &r in rt.hops() {
-                self.adj[fill[r as usize]] = i as u32;
-                fill[r as usize] += 1;
+                self.weight[r as usize] += self.weights[i];
             }
         }
-
-        self.heap.clear();
-        for r in 0..m {
-            if self.weight[r] > 0.0 {
-                self.heap.push(Level { level: self.rem[r] / self.weight[r], resource: r as ResourceId, version: 0 });
-            }
-        }
-        while let Some(Level { level, resource, version }) = self.heap.pop() {
-            let r = resource as usize;
-            if version != self.version[r] || self.weight[r] <= 0.0 {
-                continue;
-            }
-            // Resource r fills at `level`: freeze every unfrozen route crossing it.
-            let level = level.max(0.0);
+        self.start_filling(capacity);
+        while let Some((r, level)) = self.next_to_fill() {
             for k in self.start[r]..self.start[r + 1] {
-                let i = self.adj[k] as usize;
+                let i = self.adj[k as usize] as usize;
                 if self.frozen[i] {
                     continue;
                 }
                 self.frozen[i] = true;
                 rates[i] = level;
-                let w = weights[i];
-                for &h in routes[i].hops() {
+                let w = self.weights[i];
+                for &h in self.routes[i].hops() {
                     let h = h as usize;
-                    self.rem[h] = (self.rem[h] - w * level).max(0.0);
+                    self.rem[h] = take(self.rem[h], w * level);
                     self.weight[h] -= w;
-                    self.version[h] += 1;
-                    if h != r && self.weight[h] > 1e-12 {
-                        self.heap.push(Level {
-                            level: self.rem[h] / self.weight[h],
-                            resource: h as ResourceId,
-                            version: self.version[h],
-                        });
-                    }
                 }
             }
         }
@@ -132,6 +442,7 @@ impl MaxMin {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn two_flows_share_a_port_and_a_third_takes_the_rest() {
@@ -158,5 +469,176 @@ mod tests {
         let mut rates = [0.0; 2];
         MaxMin::default().solve(&[1.0; 3], &routes, &[3.0, 1.0], &mut rates);
         assert_eq!(rates, [0.25, 0.25]);
+    }
+
+    #[test]
+    fn layouts_follow_the_routes() {
+        let mut mm = MaxMin::default();
+        let mut rates = [0.0; 2];
+        let (a, b) = (Route::new(&[0, 2]), Route::new(&[1, 3]));
+        mm.solve(&[1.0; 4], &[a, b], &[1.0, 1.0], &mut rates);
+        assert_eq!(mm.layout, Layout::Dense);
+        // A route with three hops, or two routes that are the same, need the sparse layout.
+        mm.solve(&[1.0; 4], &[a, Route::new(&[1, 2, 3])], &[1.0, 1.0], &mut rates);
+        assert_eq!((mm.layout, rates), (Layout::Sparse, [0.5, 0.5]));
+        mm.solve(&[1.0; 4], &[a, b], &[1.0, 1.0], &mut rates);
+        assert_eq!((mm.layout, rates), (Layout::Dense, [1.0, 1.0]));
+        mm.solve(&[1.0; 4], &[a, a], &[1.0, 3.0], &mut rates);
+        assert_eq!((mm.layout, rates), (Layout::Sparse, [0.25, 0.25]));
+    }
+
+    /// Solves with the sparse layout whatever the routes.
+    fn solve_sparse(capacity: &[f64], routes: &[Route], weights: &[f64]) -> Vec<f64> {
+        let mut mm = MaxMin { resources: capacity.len(), ..MaxMin::default() };
+        mm.routes = routes.to_vec();
+        mm.weights = weights.to_vec();
+        mm.build_sparse();
+        let mut rates = vec![0.0; routes.len()];
+        mm.fill_sparse(capacity, &mut rates);
+        rates
+    }
+
+    /// Checks that `rates` are max-min fair: no resource carries more than its capacity, and
+    /// every route crosses a full resource on which no route gets a larger rate per flow.
+    fn assert_max_min_fair(
+        capacity: &[f64],
+        routes: &[Route],
+        weights: &[f64],
+        rates: &[f64],
+    ) -> Result<(), TestCaseError> {
+        let tol = |x: f64| 1e-9 * x.abs() + 1e-9;
+        let mut used = vec![0.0; capacity.len()];
+        for ((rt, &w), &rate) in routes.iter().zip(weights).zip(rates) {
+            if rt.is_local() {
+                prop_assert_eq!(rate, f64::INFINITY);
+            }
+            for &r in rt.hops() {
+                used[r as usize] += w * rate;
+            }
+        }
+        for (r, (&u, &cap)) in used.iter().zip(capacity).enumerate() {
+            prop_assert!(u <= cap + tol(cap), "resource {} carries {} over its capacity {}", r, u, cap);
+        }
+        for (i, (rt, &rate)) in routes.iter().zip(rates).enumerate() {
+            let bottleneck = rt.hops().iter().any(|&r| {
+                let full = used[r as usize] >= capacity[r as usize] - tol(capacity[r as usize]);
+                let top = routes.iter().zip(rates).all(|(o, &x)| !o.hops().contains(&r) || x <= rate + tol(rate));
+                full && top
+            });
+            prop_assert!(rt.is_local() || bottleneck, "route {} ({:?}) at {} has no bottleneck", i, rt, rate);
+        }
+        Ok(())
+    }
+
+    fn close(a: &[f64], b: &[f64]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()))
+    }
+
+    /// Capacities of `m` resources, some of them zero.
+    fn capacities(m: usize) -> impl Strategy<Value = Vec<f64>> {
+        prop::collection::vec(prop_oneof![1 => Just(0.0), 8 => 0.1f64..10.0], m)
+    }
+
+    /// Flow counts, and now and then a fraction.
+    fn weight() -> impl Strategy<Value = f64> {
+        prop_oneof![4 => (1u32..6).prop_map(f64::from), 1 => 0.1f64..3.0]
+    }
+
+    /// Any routes of up to four distinct resources among `m`, possibly local or repeated.
+    fn any_instance() -> impl Strategy<Value = (Vec<f64>, Vec<Route>, Vec<f64>)> {
+        (1usize..8).prop_flat_map(|m| {
+            let route = prop::sample::subsequence((0..m as u32).collect::<Vec<_>>(), 0..=m.min(4))
+                .prop_shuffle()
+                .prop_map(|hops| Route::new(&hops));
+            (capacities(m), prop::collection::vec((route, weight()), 0..12)).prop_map(|(capacity, rw)| {
+                let (routes, weights) = rw.into_iter().unzip();
+                (capacity, routes, weights)
+            })
+        })
+    }
+
+    /// Distinct routes from one of `n` senders to one of `n` receivers, as on the big switch.
+    fn switch_instance() -> impl Strategy<Value = (Vec<f64>, Vec<Route>, Vec<f64>)> {
+        (1u32..6).prop_flat_map(|n| {
+            let pairs = prop::collection::btree_map((0..n, n..2 * n), weight(), 0..(n * n) as usize);
+            (capacities(2 * n as usize), pairs).prop_map(|(capacity, pairs)| {
+                let (routes, weights) = pairs.into_iter().map(|((s, r), w)| (Route::new(&[s, r]), w)).unzip();
+                (capacity, routes, weights)
+            })
+        })
+    }
+
+    /// What happens to the routes between two decisions of a driver like the simulator's.
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A route's flow count changes.
+        Reweigh(usize, f64),
+        /// A route's last flow finishes: the last route takes its place.
+        Leave(usize),
+        /// A new route (if not there yet) with its first flows.
+        Come(Route, f64),
+    }
+
+    fn steps(n: u32) -> impl Strategy<Value = Vec<Step>> {
+        // Now and then a three-hop route, which needs the sparse layout until it leaves.
+        let route = prop_oneof![
+            8 => (0..n, n..2 * n).prop_map(|(s, r)| Route::new(&[s, r])),
+            1 => (0..n, n..2 * n).prop_map(move |(s, r)| Route::new(&[s, 2 * n, r])),
+        ];
+        let step = prop_oneof![
+            3 => (any::<prop::sample::Index>(), weight()).prop_map(|(i, w)| Step::Reweigh(i.index(usize::MAX), w)),
+            2 => any::<prop::sample::Index>().prop_map(|i| Step::Leave(i.index(usize::MAX))),
+            3 => (route, weight()).prop_map(|(rt, w)| Step::Come(rt, w)),
+        ];
+        prop::collection::vec(step, 1..40)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn any_routes_share_max_min_fairly((capacity, routes, weights) in any_instance()) {
+            let mut rates = vec![0.0; routes.len()];
+            MaxMin::default().solve(&capacity, &routes, &weights, &mut rates);
+            assert_max_min_fair(&capacity, &routes, &weights, &rates)?;
+        }
+
+        #[test]
+        fn the_dense_layout_agrees_with_the_sparse((capacity, routes, weights) in switch_instance()) {
+            let mut mm = MaxMin::default();
+            let mut rates = vec![0.0; routes.len()];
+            mm.solve(&capacity, &routes, &weights, &mut rates);
+            prop_assert!(routes.is_empty() || mm.layout == Layout::Dense);
+            assert_max_min_fair(&capacity, &routes, &weights, &rates)?;
+            let sparse = solve_sparse(&capacity, &routes, &weights);
+            prop_assert!(close(&rates, &sparse), "dense {:?}, sparse {:?}", rates, sparse);
+        }
+
+        #[test]
+        fn a_solver_kept_across_changes_agrees_with_a_fresh_one(
+            (n, capacity, steps) in (1u32..5).prop_flat_map(|n| (Just(n), capacities(2 * n as usize + 1), steps(n)))
+        ) {
+            let (mut kept, mut routes, mut weights) = (MaxMin::default(), Vec::new(), Vec::new());
+            for step in steps {
+                match step {
+                    Step::Reweigh(i, w) if !routes.is_empty() => weights[i % routes.len()] = w,
+                    Step::Leave(i) if !routes.is_empty() => {
+                        routes.swap_remove(i % routes.len());
+                        weights.swap_remove(i % weights.len());
+                    }
+                    Step::Come(rt, w) if !routes.contains(&rt) => {
+                        routes.push(rt);
+                        weights.push(w);
+                    }
+                    _ => {}
+                }
+                let mut rates = vec![0.0; routes.len()];
+                kept.solve(&capacity, &routes, &weights, &mut rates);
+                let mut fresh = vec![0.0; routes.len()];
+                MaxMin::default().solve(&capacity, &routes, &weights, &mut fresh);
+                prop_assert_eq!(&rates, &fresh, "after {} routes over {} machines", routes.len(), n);
+                assert_max_min_fair(&capacity, &routes, &weights, &rates)?;
+            }
+        }
     }
 }

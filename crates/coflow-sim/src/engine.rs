@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap};
 use coflow_core::{Nanos, Rate, Workload};
 use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel};
 
-use crate::legs::{Finished, LegModel, after};
+use crate::legs::{Finished, LegModel};
 use crate::report::CoflowOutcome;
 
 /// How to run a simulation.
@@ -71,11 +71,219 @@ pub fn simulate_with_progress(
     e.finish()
 }
 
-/// A route's flows, ordered by the clock reading at which each finishes.
+/// The route model's state: the routes with unfinished flows, in the order the policy sees them.
+///
+/// Kept by column, so that the passes a decision makes over every route touch only what they
+/// need. Clocks move lazily: every clock is current as of `time` and moves on at its route's
+/// rate, which only a decision changes, and a decision brings all of them forward first; in
+/// between, a route's clock at `now` is computed when needed.
+/// A route's finish is planned again only when its rate or its first flow changes, not at every
+/// decision, and is kept exact (in nanoseconds, as a float): rounding up to the next nanosecond
+/// happens once, for the earliest. Routes planned to finish by an event's time finish at it;
+/// as that time is less than a nanosecond past the earliest finish, the routes that may finish
+/// at the next event are noted while the earliest is found, and an event looks only at them.
 #[derive(Debug, Default)]
-struct RouteQueue {
-    clock: f64,
-    heap: BinaryHeap<Reverse<(Theta, u32)>>,
+struct RouteModel {
+    /// What the policy sees; `min_remaining` is brought up to date before every decision.
+    states: Vec<RouteState>,
+    /// Each route's flows, ordered by the clock reading at which each finishes, with the
+    /// workload index of its coflow.
+    queues: Vec<BinaryHeap<Reverse<(Theta, u32)>>>,
+    /// Each route's clock as of `time`, the reading at which its first flow finishes, its
+    /// per-flow rate from the last decision, and when its first flow finishes at that rate, in
+    /// nanoseconds (infinite at rate zero).
+    clock: Vec<f64>,
+    head: Vec<f64>,
+    rate: Vec<f64>,
+    finish: Vec<f64>,
+    /// Where each route sits in the columns.
+    index: HashMap<Route, usize>,
+    time: Nanos,
+    /// The earliest `finish`, unless a completion has changed plans since the last decision,
+    /// and every route planned to finish within a nanosecond of it (and maybe others).
+    next: Option<f64>,
+    due: Vec<u32>,
+    /// Scratch: the routes whose rate a decision changed.
+    changed: Vec<u32>,
+    /// Workload indices of the coflows whose flows the last `complete` finished, in order.
+    finished: Vec<u32>,
+}
+
+impl RouteModel {
+    /// Route `i`'s clock at `now`.
+    fn clock_at(&self, i: usize, now: Nanos) -> f64 {
+        // The same expression as `prepare`'s, so that both agree to the bit.
+        self.clock[i] + self.rate[i] * (now - self.time).as_secs_f64()
+    }
+
+    /// Adds a flow of `size` bytes of workload coflow `k` on `route` at `now`.
+    fn add_flow(&mut self, route: Route, size: f64, k: u32, now: Nanos) {
+        let i = *self.index.entry(route).or_insert_with(|| {
+            self.states.push(RouteState { route, flows: 0, min_remaining: 0.0 });
+            self.queues.push(BinaryHeap::new());
+            // Not served until a decision gives it a rate, so its clock may start at `time`.
+            self.clock.push(0.0);
+            self.head.push(f64::INFINITY);
+            self.rate.push(0.0);
+            self.finish.push(f64::INFINITY);
+            self.states.len() - 1
+        });
+        let clock = self.clock_at(i, now);
+        let theta = clock + size;
+        self.queues[i].push(Reverse((Theta(theta), k)));
+        self.states[i].flows += 1;
+        if theta < self.head[i] {
+            // An earlier first flow can only bring the route's finish, and so the earliest, closer.
+            self.head[i] = theta;
+            self.finish[i] = self.plan(i, clock, now.0 as f64);
+            if let Some(next) = self.next {
+                self.next = Some(next.min(self.finish[i]));
+                if self.finish[i] <= next + 1.0 && self.finish[i] < f64::INFINITY {
+                    self.due.push(i as u32);
+                }
+            }
+        }
+    }
+
+    /// When route `i`'s first flow finishes at its rate, its clock reading `clock` at `now_ns`.
+    fn plan(&self, i: usize, clock: f64, now_ns: f64) -> f64 {
+        let rate = self.rate[i];
+        if rate > 0.0 { now_ns + (self.head[i] - clock).max(0.0) / rate * 1e9 } else { f64::INFINITY }
+    }
+
+    /// The earliest planned finish.
+    fn earliest(&self) -> f64 {
+        self.next.unwrap_or_else(|| self.finish.iter().fold(f64::INFINITY, |a, &b| a.min(b)))
+    }
+
+    /// When the next flow finishes at the current rates, rounded up to the nanosecond, and at
+    /// least a nanosecond after `now`.
+    fn next_time(&self, now: Nanos) -> Nanos {
+        let t = self.earliest().ceil();
+        if t < u64::MAX as f64 { Nanos((t as u64).max(now.0 + 1)) } else { Nanos::MAX }
+    }
+
+    /// Finishes the flows due at `now`, recording their coflows in `finished`; returns whether
+    /// any did. Checks that each delivered exactly its bytes if `check`.
+    fn complete(&mut self, now: Nanos, check: bool) -> bool {
+        self.finished.clear();
+        let now_ns = now.0 as f64;
+        if self.earliest() > now_ns {
+            return false;
+        }
+        let mut due = std::mem::take(&mut self.due);
+        if self.next.is_some() {
+            due.sort_unstable();
+            due.dedup();
+            debug_assert!(
+                (0..self.finish.len()).all(|i| self.finish[i] > now_ns || due.binary_search(&(i as u32)).is_ok()),
+                "a route due at {now} was not noted"
+            );
+        } else {
+            due.clear();
+            due.extend((0..self.finish.len() as u32).filter(|&i| self.finish[i as usize] <= now_ns));
+        }
+        // From the last, as removing a route moves the last one into its place.
+        for &i in due.iter().rev() {
+            let i = i as usize;
+            if self.finish[i] > now_ns {
+                continue;
+            }
+            let clock = self.clock_at(i, now);
+            let q = &mut self.queues[i];
+            let mut first = true;
+            while let Some(&Reverse((Theta(theta), k))) = q.peek() {
+                let slack = theta - clock;
+                if !first && slack > 1e-9 * theta + 1e-6 {
+                    break;
+                }
+                if check {
+                    assert!(slack.abs() <= 1e-6 * theta.max(1.0), "flow finished with {slack} bytes left");
+                }
+                first = false;
+                q.pop();
+                self.states[i].flows -= 1;
+                self.finished.push(k);
+            }
+            self.head[i] = q.peek().map_or(f64::INFINITY, |Reverse((t, _))| t.0);
+            if self.states[i].flows == 0 {
+                self.remove(i);
+            } else {
+                self.finish[i] = self.plan(i, clock, now_ns);
+            }
+        }
+        due.clear();
+        self.due = due;
+        self.next = None;
+        true
+    }
+
+    /// Drops route `i`, moving the last route into its place.
+    fn remove(&mut self, i: usize) {
+        self.index.remove(&self.states[i].route);
+        self.states.swap_remove(i);
+        self.queues.swap_remove(i);
+        self.clock.swap_remove(i);
+        self.head.swap_remove(i);
+        self.rate.swap_remove(i);
+        self.finish.swap_remove(i);
+        if i < self.states.len() {
+            self.index.insert(self.states[i].route, i);
+        }
+    }
+
+    /// Brings every clock and every route's `min_remaining` forward to `now`, for a decision.
+    fn prepare(&mut self, now: Nanos) {
+        let dt = (now - self.time).as_secs_f64();
+        self.time = now;
+        let columns = self.states.iter_mut().zip(&mut self.clock).zip(&self.rate).zip(&self.head);
+        for (((st, clock), &rate), &head) in columns {
+            *clock += rate * dt;
+            st.min_remaining = (head - *clock).max(0.0);
+        }
+    }
+
+    /// Takes `policy`'s per-flow rates, one per route, from `now` on; the clocks must be at `now`.
+    fn apply(&mut self, rates: &[f64], now: Nanos, policy: &str) {
+        debug_assert_eq!(self.time, now);
+        // Only the routes whose rate changed are planned again. Which ones did is anybody's
+        // guess, so they are listed without a branch, sparing a misprediction for each.
+        debug_assert_eq!(rates.len(), self.rate.len(), "one rate per route");
+        let mut changed = std::mem::take(&mut self.changed);
+        // Only the first `k` entries are read, and each is written before.
+        changed.resize(changed.len().max(rates.len()), 0);
+        // `limit` is a nanosecond past the earliest finish so far.
+        let (mut k, mut next, mut limit) = (0, f64::INFINITY, f64::INFINITY);
+        self.due.clear();
+        let columns = self.rate.iter_mut().zip(rates).zip(&self.finish).enumerate();
+        for (i, ((old, &rate), &finish)) in columns {
+            let same = rate == *old;
+            changed[k] = i as u32;
+            k += !same as usize;
+            *old = rate;
+            if same & (finish <= limit) && finish < f64::INFINITY {
+                next = next.min(finish);
+                limit = next + 1.0;
+                self.due.push(i as u32);
+            }
+        }
+        let now_ns = now.0 as f64;
+        for &i in &changed[..k] {
+            let i = i as usize;
+            let rate = self.rate[i];
+            assert!(rate >= 0.0, "policy {policy} gave an invalid rate {rate}");
+            let finish = self.plan(i, self.clock[i], now_ns);
+            self.finish[i] = finish;
+            if finish <= limit && finish < f64::INFINITY {
+                next = next.min(finish);
+                limit = next + 1.0;
+                self.due.push(i as u32);
+            }
+        }
+        self.changed = changed;
+        self.due.retain(|&i| self.finish[i as usize] <= next + 1.0);
+        self.next = Some(next);
+    }
 }
 
 /// A finishing threshold on a route's clock, ordered totally.
@@ -119,11 +327,8 @@ struct Engine<'w> {
     prop: LegModel,
     finished: Vec<Finished>,
 
-    // Route model: routes with unfinished flows, their queues and planned head completions.
-    routes: Vec<RouteState>,
-    queues: Vec<RouteQueue>,
-    route_of: HashMap<Route, usize>,
-    route_finish: Vec<Nanos>,
+    // Route model: routes with unfinished flows, their queues, clocks and planned completions.
+    routes: RouteModel,
 
     alloc: Allocation,
     last_decision: Nanos,
@@ -151,10 +356,7 @@ impl<'w> Engine<'w> {
             done: 0,
             prop: LegModel::default(),
             finished: Vec::new(),
-            routes: Vec::new(),
-            queues: Vec::new(),
-            route_of: HashMap::new(),
-            route_finish: Vec::new(),
+            routes: RouteModel::default(),
             alloc: Allocation::default(),
             last_decision: Nanos::ZERO,
             events: 0,
@@ -214,16 +416,7 @@ impl<'w> Engine<'w> {
             }
             ServiceModel::Route => {
                 for f in c.flows.iter().filter(|f| !f.is_local()) {
-                    let route = self.fabric.route(f.src, f.dst);
-                    let i = *self.route_of.entry(route).or_insert_with(|| {
-                        self.routes.push(RouteState { route, flows: 0, min_remaining: 0.0 });
-                        self.queues.push(RouteQueue::default());
-                        self.route_finish.push(Nanos::MAX);
-                        self.routes.len() - 1
-                    });
-                    let q = &mut self.queues[i];
-                    q.heap.push(Reverse((Theta(q.clock + f.size.as_f64()), k as u32)));
-                    self.routes[i].flows += 1;
+                    self.routes.add_flow(self.fabric.route(f.src, f.dst), f.size.as_f64(), k as u32, self.now);
                 }
             }
         }
@@ -250,44 +443,14 @@ impl<'w> Engine<'w> {
     }
 
     fn complete_routes(&mut self) -> bool {
-        let mut any = false;
-        let mut i = self.routes.len();
-        while i > 0 {
-            i -= 1;
-            if self.route_finish[i] > self.now {
-                continue;
-            }
-            let q = &mut self.queues[i];
-            let mut first = true;
-            while let Some(&Reverse((Theta(theta), k))) = q.heap.peek() {
-                let slack = theta - q.clock;
-                if !first && slack > 1e-9 * theta + 1e-6 {
-                    break;
-                }
-                if self.cfg.check_invariants {
-                    assert!(slack.abs() <= 1e-6 * theta.max(1.0), "flow finished with {slack} bytes left");
-                }
-                first = false;
-                q.heap.pop();
-                self.routes[i].flows -= 1;
-                let k = k as usize;
-                self.pending[k] -= 1;
-                if self.pending[k] == 0 {
-                    self.finish[k] = Some(self.now);
-                    self.done += 1;
-                    self.policy.handle_finished(self.now, self.w.coflows[k].id);
-                }
-            }
-            any = true;
-            self.route_finish[i] = Nanos::MAX;
-            if self.routes[i].flows == 0 {
-                self.route_of.remove(&self.routes[i].route);
-                self.routes.swap_remove(i);
-                self.queues.swap_remove(i);
-                self.route_finish.swap_remove(i);
-                if i < self.routes.len() {
-                    self.route_of.insert(self.routes[i].route, i);
-                }
+        let any = self.routes.complete(self.now, self.cfg.check_invariants);
+        for &k in &self.routes.finished {
+            let k = k as usize;
+            self.pending[k] -= 1;
+            if self.pending[k] == 0 {
+                self.finish[k] = Some(self.now);
+                self.done += 1;
+                self.policy.handle_finished(self.now, self.w.coflows[k].id);
             }
         }
         any
@@ -295,9 +458,7 @@ impl<'w> Engine<'w> {
 
     fn decide(&mut self) {
         self.prop.sync(self.now);
-        for (rt, q) in self.routes.iter_mut().zip(&self.queues) {
-            rt.min_remaining = q.heap.peek().map_or(0.0, |Reverse((t, _))| (t.0 - q.clock).max(0.0));
-        }
+        self.routes.prepare(self.now);
         let input = Input {
             now: self.now,
             fabric: &self.fabric,
@@ -305,7 +466,7 @@ impl<'w> Engine<'w> {
             legs: &self.prop.legs,
             senders: &self.prop.senders,
             loads: &self.prop.loads,
-            routes: &self.routes,
+            routes: &self.routes.states,
         };
         self.alloc.reset(&input);
         self.wake = self.policy.poll_allocation(&input, &mut self.alloc).map(|t| t.max(Nanos(self.now.0 + 1)));
@@ -325,13 +486,8 @@ impl<'w> Engine<'w> {
             return;
         }
 
-        for &r in self
-            .alloc
-            .coflow_rate
-            .iter()
-            .chain(self.alloc.leg_extra.iter().map(|(_, k)| k))
-            .chain(&self.alloc.route_rate)
-        {
+        // Route rates are checked as the route model takes them.
+        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extra.iter().map(|(_, k)| k)) {
             assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
         }
         if self.cfg.check_invariants {
@@ -348,13 +504,7 @@ impl<'w> Engine<'w> {
         }
         let now = self.now;
         self.prop.apply(&self.alloc);
-        for (i, q) in self.queues.iter().enumerate() {
-            let rate = self.alloc.route_rate[i];
-            self.route_finish[i] = match q.heap.peek() {
-                Some(Reverse((t, _))) if rate > 0.0 => after(now, (t.0 - q.clock).max(0.0) / rate),
-                _ => Nanos::MAX,
-            };
-        }
+        self.routes.apply(&self.alloc.route_rate, now, self.policy.name());
     }
 
     fn next_event(&self) -> Nanos {
@@ -363,19 +513,13 @@ impl<'w> Engine<'w> {
             next = next.min(t);
         }
         let groups = self.prop.next_time();
-        let routes = self.route_finish.iter().copied().min().unwrap_or(Nanos::MAX);
+        let routes = self.routes.next_time(self.now);
         next.min(groups).min(routes)
     }
 
-    /// Moves every group and route forward to `to` at the current rates.
+    /// Moves time forward to `to`; groups and routes follow lazily.
     fn advance(&mut self, to: Nanos) {
         debug_assert!(to > self.now, "time must move forward");
-        let dt = (to - self.now).as_secs_f64();
-        for (q, &rate) in self.queues.iter_mut().zip(&self.alloc.route_rate) {
-            if rate > 0.0 {
-                q.clock += rate * dt;
-            }
-        }
         self.now = to;
         self.events += 1;
     }
