@@ -82,9 +82,10 @@ pub struct FlowPriority {
     /// Coflows whose legs are known.
     seen: BTreeSet<CoflowId>,
     /// Unserved legs by route (their two ports) and priority; per port, the routes through it
-    /// that have waiting legs with each one's best waiting key; per port, the served leg holding it.
+    /// that have waiting legs, ordered by each one's best waiting key; per port, the served leg
+    /// holding it.
     waiting: HashMap<[ResourceId; 2], BTreeSet<Key>, BuildHasherDefault<RouteHasher>>,
-    routes_at: Vec<BTreeMap<[ResourceId; 2], Key>>,
+    routes_at: Vec<BTreeSet<(Key, [ResourceId; 2])>>,
     owner: Vec<Option<LegId>>,
     /// Current keys of holders, memoized for one decision (`decision` counts decisions).
     holder_key: Vec<(u64, Option<Key>)>,
@@ -147,28 +148,36 @@ impl FlowPriority {
     fn wait(&mut self, id: LegId) {
         let leg = self.legs[&id];
         let set = self.waiting.entry(leg.hops).or_default();
+        let before = set.first().copied();
         set.insert(leg.key);
-        let best = *set.first().expect("just inserted");
-        for r in leg.hops {
-            self.routes_at[r as usize].insert(leg.hops, best);
-        }
+        let after = set.first().copied();
+        self.rebest(leg.hops, before, after);
     }
 
     fn unwait(&mut self, id: LegId) {
         let leg = self.legs[&id];
         let Some(set) = self.waiting.get_mut(&leg.hops) else { return };
+        let before = set.first().copied();
         set.remove(&leg.key);
-        match set.first().copied() {
-            Some(best) => {
-                for r in leg.hops {
-                    self.routes_at[r as usize].insert(leg.hops, best);
-                }
+        let after = set.first().copied();
+        if after.is_none() {
+            self.waiting.remove(&leg.hops);
+        }
+        self.rebest(leg.hops, before, after);
+    }
+
+    /// Keeps each port's routes ordered by their best waiting key.
+    fn rebest(&mut self, hops: [ResourceId; 2], before: Option<Key>, after: Option<Key>) {
+        if before == after {
+            return;
+        }
+        for r in hops {
+            let at = &mut self.routes_at[r as usize];
+            if let Some(b) = before {
+                at.remove(&(b, hops));
             }
-            None => {
-                self.waiting.remove(&leg.hops);
-                for r in leg.hops {
-                    self.routes_at[r as usize].remove(&leg.hops);
-                }
+            if let Some(a) = after {
+                at.insert((a, hops));
             }
         }
     }
@@ -207,20 +216,23 @@ impl FlowPriority {
     fn repair(&mut self, input: &Input<'_>) {
         while let Some(p) = self.dirty.pop() {
             self.is_dirty[p as usize] = false;
-            // The best waiting leg through p that may take both its ports: on each route through
-            // p, only the route's best waiting leg can be it.
+            // The best waiting leg through p that may take both its ports: it is the best of its
+            // route, so the routes through p are scanned best first, up to p's holder.
             let holder_p = self.holder(p, input);
             let mut chosen: Option<Key> = None;
             let mut routes = std::mem::take(&mut self.scratch);
             routes.clear();
-            routes.extend(self.routes_at[p as usize].iter().map(|(&hops, &best)| (hops, best)));
-            for &(hops, best) in &routes {
-                if holder_p.is_some_and(|h| h < best) || chosen.is_some_and(|c| c < best) {
-                    continue;
+            for &(best, hops) in &self.routes_at[p as usize] {
+                if holder_p.is_some_and(|h| h < best) {
+                    break;
                 }
+                routes.push((hops, best));
+            }
+            for &(hops, best) in &routes {
                 let q = if hops[0] == p { hops[1] } else { hops[0] };
                 if self.holder(q, input).is_none_or(|h| h > best) {
                     chosen = Some(best);
+                    break;
                 }
             }
             self.scratch = routes;
@@ -356,7 +368,7 @@ impl Scheduler for FlowPriority {
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let resources = input.fabric.resources();
-        self.routes_at.resize_with(resources, BTreeMap::new);
+        self.routes_at.resize_with(resources, BTreeSet::new);
         self.owner.resize(resources, None);
         self.holder_key.resize(resources, (0, None));
         self.is_dirty.resize(resources, false);
