@@ -446,6 +446,7 @@ impl<'w> Engine<'w> {
         let any = self.routes.complete(self.now, self.cfg.check_invariants);
         for &k in &self.routes.finished {
             let k = k as usize;
+            self.flow_time[k] += (self.now - self.w.coflows[k].arrival).as_secs_f64();
             self.pending[k] -= 1;
             if self.pending[k] == 0 {
                 self.finish[k] = Some(self.now);

@@ -18,6 +18,9 @@ fn figure_2a_per_flow_fairness_gives_average_cct_4() {
     // and ends at 3. Ingress 2: both 2-unit flows share and end at 4. Ingress 3: 4 units end at 4.
     let r = run("fair", 5, unit_rate(), figure_1());
     assert_ms(&ccts_ms(&r), &[4.0, 4.0]);
+    // Flows end at 2, 4, 4 (C1) and 3, 4 (C2): average FCT 3.4, as the figure says.
+    let fct_ms = 1e3 * r.outcomes.iter().map(|o| o.flow_time_s).sum::<f64>() / 5.0;
+    assert!((fct_ms - 3.4).abs() < 1e-3, "{fct_ms}");
 }
 
 #[test]
@@ -27,6 +30,9 @@ fn figure_2d_varys_finds_the_optimal_average_cct_3() {
     // MADD at Γ = 2, and backfill speeds the 1-unit flow up, so C1 ends at 4.
     let r = run("varys", 5, unit_rate(), figure_1());
     assert_ms(&ccts_ms(&r), &[4.0, 2.0]);
+    // Flows end at 3, 4, 4 (C1) and 2, 2 (C2): average FCT 3, as the figure's optimum.
+    let fct_ms = 1e3 * r.outcomes.iter().map(|o| o.flow_time_s).sum::<f64>() / 5.0;
+    assert!((fct_ms - 3.0).abs() < 1e-3, "{fct_ms}");
 }
 
 /// Varys Figure 5's situation: C2 is longer, wider and bigger than C1, yet its effective
