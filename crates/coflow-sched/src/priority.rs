@@ -93,7 +93,6 @@ pub struct FlowPriority {
     /// Ports whose holder or waiting legs changed and that must be repaired, each once.
     dirty: Vec<ResourceId>,
     is_dirty: Vec<bool>,
-    scratch: Vec<([ResourceId; 2], Key)>,
     left: Vec<f64>,
 }
 
@@ -114,7 +113,6 @@ impl FlowPriority {
             decision: 0,
             dirty: Vec::new(),
             is_dirty: Vec::new(),
-            scratch: Vec::new(),
             left: Vec::new(),
         }
     }
@@ -125,24 +123,12 @@ impl FlowPriority {
     }
 
     fn key(&self, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
-        let leg = &input.legs[c.legs.start + offset as usize];
-        // Flows are whole bytes: comparing to the byte keeps float noise from breaking ties,
-        // which go to the earlier coflow.
-        let per_flow = (leg.remaining(c) / leg.flows as f64).round();
-        let (first, second) = match self.order {
-            FlowOrder::SmallestRemaining => (per_flow, 0.0),
-            FlowOrder::EarliestDeadline => {
-                let deadline = c.deadline.map_or(f64::INFINITY, |d| c.arrival.saturating_add(d).as_secs_f64());
-                (deadline, per_flow)
-            }
-        };
-        Key { first, second, id: (c.arrival, c.id, offset) }
+        key_of(self.order, c, offset, input)
     }
 
     /// The current key of a leg (its stored one is stale while it is served).
     fn current_key(&self, id: LegId, input: &Input<'_>) -> Option<Key> {
-        let k = find(input, id)?;
-        Some(self.key(&input.coflows[k], id.2, input))
+        current_key_of(self.order, id, input)
     }
 
     fn wait(&mut self, id: LegId) {
@@ -182,18 +168,6 @@ impl FlowPriority {
         }
     }
 
-    /// The current key of the leg holding port `r`, memoized for this decision.
-    fn holder(&mut self, r: ResourceId, input: &Input<'_>) -> Option<Key> {
-        let id = self.owner[r as usize]?;
-        let (when, key) = self.holder_key[r as usize];
-        if when == self.decision && key.is_some_and(|k| k.id == id) {
-            return key;
-        }
-        let key = self.current_key(id, input);
-        self.holder_key[r as usize] = (self.decision, key);
-        key
-    }
-
     fn mark_dirty(&mut self, r: ResourceId) {
         if !self.is_dirty[r as usize] {
             self.is_dirty[r as usize] = true;
@@ -218,24 +192,19 @@ impl FlowPriority {
             self.is_dirty[p as usize] = false;
             // The best waiting leg through p that may take both its ports: it is the best of its
             // route, so the routes through p are scanned best first, up to p's holder.
-            let holder_p = self.holder(p, input);
+            let (order, decision) = (self.order, self.decision);
+            let holder_p = holder_of(order, &self.owner, &mut self.holder_key, decision, input, p);
             let mut chosen: Option<Key> = None;
-            let mut routes = std::mem::take(&mut self.scratch);
-            routes.clear();
             for &(best, hops) in &self.routes_at[p as usize] {
                 if holder_p.is_some_and(|h| h < best) {
                     break;
                 }
-                routes.push((hops, best));
-            }
-            for &(hops, best) in &routes {
                 let q = if hops[0] == p { hops[1] } else { hops[0] };
-                if self.holder(q, input).is_none_or(|h| h > best) {
+                if holder_of(order, &self.owner, &mut self.holder_key, decision, input, q).is_none_or(|h| h > best) {
                     chosen = Some(best);
                     break;
                 }
             }
-            self.scratch = routes;
             let Some(key) = chosen else { continue };
             let id = key.id;
             let hops = self.legs[&id].hops;
@@ -339,6 +308,47 @@ impl Hasher for RouteHasher {
     fn write_usize(&mut self, x: usize) {
         self.write_u64(x as u64);
     }
+}
+
+/// A leg's priority under `order`.
+fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
+    let leg = &input.legs[c.legs.start + offset as usize];
+    // Flows are whole bytes: comparing to the byte keeps float noise from breaking ties,
+    // which go to the earlier coflow.
+    let per_flow = (leg.remaining(c) / leg.flows as f64).round();
+    let (first, second) = match order {
+        FlowOrder::SmallestRemaining => (per_flow, 0.0),
+        FlowOrder::EarliestDeadline => {
+            let deadline = c.deadline.map_or(f64::INFINITY, |d| c.arrival.saturating_add(d).as_secs_f64());
+            (deadline, per_flow)
+        }
+    };
+    Key { first, second, id: (c.arrival, c.id, offset) }
+}
+
+/// The current key of a leg, if its coflow is still active.
+fn current_key_of(order: FlowOrder, id: LegId, input: &Input<'_>) -> Option<Key> {
+    let k = find(input, id)?;
+    Some(key_of(order, &input.coflows[k], id.2, input))
+}
+
+/// The current key of the leg holding port `r`, memoized for decision `decision`.
+fn holder_of(
+    order: FlowOrder,
+    owner: &[Option<LegId>],
+    memo: &mut [(u64, Option<Key>)],
+    decision: u64,
+    input: &Input<'_>,
+    r: ResourceId,
+) -> Option<Key> {
+    let id = owner[r as usize]?;
+    let (when, key) = memo[r as usize];
+    if when == decision && key.is_some_and(|k| k.id == id) {
+        return key;
+    }
+    let key = current_key_of(order, id, input);
+    memo[r as usize] = (decision, key);
+    key
 }
 
 /// The index in `input.coflows` of the coflow a leg belongs to, if it is still active.
