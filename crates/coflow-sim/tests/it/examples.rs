@@ -144,3 +144,64 @@ fn figure_2b_per_flow_prioritization_gives_average_fct_2_8() {
     let fct_ms = 1e3 * r.outcomes.iter().map(|o| o.flow_time_s).sum::<f64>() / flows as f64;
     assert!((fct_ms - 2.8).abs() < 1e-3, "{fct_ms}");
 }
+
+/// Orchestra's Weighted Shuffle Scheduling, as Varys Figure 2c applies it to both coflows at
+/// once: every port shares its capacity among the flows crossing it in proportion to their
+/// remaining bytes, so the flows of one port finish together. Not a policy we ship (Varys
+/// subsumes it with MADD); here only to check the figure.
+#[derive(Debug)]
+struct Wss;
+
+impl coflow_sched::Scheduler for Wss {
+    fn name(&self) -> &'static str {
+        "wss"
+    }
+
+    fn model(&self) -> coflow_sched::ServiceModel {
+        coflow_sched::ServiceModel::Proportional
+    }
+
+    fn flow_finish_gap(&self) -> Option<coflow_core::Nanos> {
+        Some(coflow_core::Nanos::ZERO)
+    }
+
+    fn poll_allocation(
+        &mut self,
+        input: &coflow_sched::Input<'_>,
+        out: &mut coflow_sched::Allocation,
+    ) -> Option<coflow_core::Nanos> {
+        let mut load = vec![0.0; input.fabric.resources()];
+        for c in input.coflows {
+            for (r, b) in input.remaining_loads(c) {
+                load[r as usize] += b;
+            }
+        }
+        for c in input.coflows {
+            for l in c.legs.clone() {
+                let leg = &input.legs[l];
+                if leg.is_active() {
+                    let share = leg
+                        .route
+                        .hops()
+                        .iter()
+                        .map(|&r| input.fabric.capacity(r) / load[r as usize])
+                        .fold(f64::INFINITY, f64::min);
+                    out.leg_extra.push((l, share));
+                }
+            }
+        }
+        None
+    }
+}
+
+#[test]
+fn figure_2c_weighted_shuffle_scheduling_gives_average_fct_3_6() {
+    // Port 1 shares between 1 and 2 units in proportion: both end at 3. Port 2's two 2-unit
+    // flows end at 4, port 3's 4 units at 4. FCT (3 + 4 + 4 + 3 + 4) / 5 = 3.6, CCT 4 and 4.
+    let w = coflow_core::Workload::new(5, figure_1()).unwrap();
+    let cfg = coflow_sim::SimConfig { port_rate: unit_rate(), check_invariants: true };
+    let r = coflow_sim::simulate(&w, Box::new(Wss), &cfg);
+    assert_ms(&ccts_ms(&r), &[4.0, 4.0]);
+    let fct_ms = 1e3 * r.outcomes.iter().map(|o| o.flow_time_s).sum::<f64>() / 5.0;
+    assert!((fct_ms - 3.6).abs() < 1e-3, "{fct_ms}");
+}
