@@ -1,8 +1,9 @@
 //! The event loop.
 //!
 //! Between two events every rate is constant, so the state moves in closed form:
-//! - a sender group (proportional model) with rate `σ` keeps a remaining fraction
-//!   `φ(t) = φ(t₀)·(1 − σ·(t − t₀))` and finishes at `t₀ + 1/σ`;
+//! - a leg (proportional model) given rate `σ` at a decision at `t₀` keeps a remaining fraction
+//!   `φ(t) = φ(t₀)·(1 − σ·(t − t₀))` and finishes at `t₀ + 1/σ`; all legs of a coflow without an
+//!   extra share one factor, so `legs::LegModel` moves a coflow at a time;
 //! - a route (route model) with per-flow rate `a` advances a clock `A(t) = A(t₀) + a·(t − t₀)`
 //!   shared by its flows, and a flow that joined when the clock read `A₀` with `s` bytes finishes
 //!   when the clock reaches `A₀ + s` (virtual time, as in fair queueing).
@@ -425,12 +426,12 @@ impl<'w> Engine<'w> {
     /// Finishes everything due at `now`; returns whether anything finished.
     fn complete(&mut self) -> bool {
         match self.model {
-            ServiceModel::Proportional => self.complete_groups(),
+            ServiceModel::Proportional => self.complete_legs(),
             ServiceModel::Route => self.complete_routes(),
         }
     }
 
-    fn complete_groups(&mut self) -> bool {
+    fn complete_legs(&mut self) -> bool {
         self.prop.sync(self.now);
         let any = self.prop.complete(self.cfg.check_invariants, &mut self.finished, &mut self.flow_time);
         for (k, id) in self.finished.drain(..) {
@@ -513,12 +514,12 @@ impl<'w> Engine<'w> {
         if let Some(t) = self.wake {
             next = next.min(t);
         }
-        let groups = self.prop.next_time();
+        let legs = self.prop.next_time();
         let routes = self.routes.next_time(self.now);
-        next.min(groups).min(routes)
+        next.min(legs).min(routes)
     }
 
-    /// Moves time forward to `to`; groups and routes follow lazily.
+    /// Moves time forward to `to`; legs and routes follow lazily.
     fn advance(&mut self, to: Nanos) {
         debug_assert!(to > self.now, "time must move forward");
         self.now = to;

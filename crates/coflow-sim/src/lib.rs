@@ -3,8 +3,9 @@
 //! Rates stay constant between events (an arrival, a completion, a policy timer) and the next
 //! event's time is computed exactly, in integer nanoseconds: there is no time step.
 //! The simulator keeps the flows' state in the aggregates the policy's
-//! [`ServiceModel`](coflow_sched::ServiceModel) defines (sender groups or routes), so an event
-//! costs time in the number of groups or routes alive, not in the number of flows.
+//! [`ServiceModel`](coflow_sched::ServiceModel) defines (legs of coflows, or routes), so an event
+//! costs time in the number of coflows, legs sped up by backfill, or routes alive, not in the
+//! number of flows.
 //! Everything runs on one thread and the same inputs give the same bytes out.
 //!
 //! # Layout
