@@ -123,6 +123,12 @@ fn mean_p99_ms(times: &[f64]) -> (f64, f64) {
 pub(crate) fn run(a: BenchArgs) -> Result<()> {
     let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
     let policies = policy::parse_list(&a.policies).context("--policies")?;
+    if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0) {
+        anyhow::bail!("--concurrent {n}: at least one coflow must be present");
+    }
+    if a.decisions == 0 {
+        anyhow::bail!("--decisions must be at least 1");
+    }
     let (workload, source) = match &a.trace {
         Some(p) => {
             (coflow_trace::read_trace(p).with_context(|| format!("reading {}", p.display()))?, p.display().to_string())

@@ -340,9 +340,10 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bound: f64
     );
     for (s, w) in summaries.iter().zip(wall) {
         let factor = s.factor_vs_baseline.map_or("-".to_string(), |f| format!("{f:.2}x"));
+        let vs_bound = if s.bound_ratio.is_finite() { format!("{:.2}x", s.bound_ratio) } else { "-".to_string() };
         let _ = writeln!(
             t,
-            "{:<16} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3} {:>9} {:>8.2}x {:>8.2}",
+            "{:<16} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3} {:>9} {:>9} {:>8.2}",
             s.policy,
             format!("{}/{}", s.completed, s.coflows),
             s.avg_cct_s,
@@ -351,7 +352,7 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bound: f64
             s.p99_cct_s,
             s.makespan_s,
             factor,
-            s.bound_ratio,
+            vs_bound,
             w
         );
     }

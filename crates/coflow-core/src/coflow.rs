@@ -28,6 +28,12 @@ impl Flow {
     pub fn is_local(&self) -> bool {
         self.src == self.dst
     }
+
+    /// Whether the flow has bytes to move across the fabric: it is not local and not empty.
+    /// Flows that do not are done as soon as their coflow arrives.
+    pub fn crosses_fabric(&self) -> bool {
+        !self.is_local() && self.size.get() > 0
+    }
 }
 
 /// A coflow: the flows of one communication stage, with its options.

@@ -20,6 +20,10 @@ use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Sch
 use crate::legs::{Finished, LegModel};
 use crate::report::CoflowOutcome;
 
+/// How many policy wake-ups in a row may pass with nothing moving and nothing left to arrive
+/// before the simulation gives up on the coflows still active.
+const MAX_IDLE_WAKES: u32 = 10_000;
+
 /// How to run a simulation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimConfig {
@@ -366,6 +370,9 @@ impl<'w> Engine<'w> {
     }
 
     fn run(&mut self, progress: &mut dyn FnMut(usize)) {
+        // Consecutive wake-ups at which nothing was moving and no coflow was left to arrive: a
+        // policy that keeps asking to decide while serving nothing would otherwise spin forever.
+        let mut idle_wakes = 0u32;
         loop {
             let mut changed = false;
             while self.next_arrival < self.w.coflows.len() && self.w.coflows[self.next_arrival].arrival <= self.now {
@@ -394,6 +401,17 @@ impl<'w> Engine<'w> {
             if next == Nanos::MAX {
                 break;
             }
+            let moving = self.prop.next_time() != Nanos::MAX || self.routes.next_time(self.now) != Nanos::MAX;
+            if moving || self.next_arrival < self.w.coflows.len() {
+                idle_wakes = 0;
+            } else {
+                idle_wakes += 1;
+                if idle_wakes > MAX_IDLE_WAKES {
+                    // The policy serves nothing and nothing else will happen: its coflows are
+                    // reported unfinished rather than simulated forever.
+                    break;
+                }
+            }
             self.advance(next);
         }
     }
@@ -401,10 +419,10 @@ impl<'w> Engine<'w> {
     /// Admits workload coflow `k` at `now`.
     fn arrive(&mut self, k: usize) {
         let c = &self.w.coflows[k];
-        let remote = c.flows.iter().filter(|f| !f.is_local()).count() as u32;
+        let remote = c.flows.iter().filter(|f| f.crosses_fabric()).count() as u32;
         self.pending[k] = remote;
         if remote == 0 {
-            // Every flow is local: nothing crosses the fabric, the coflow is done on arrival.
+            // No flow has bytes to move across the fabric: the coflow is done on arrival.
             self.finish[k] = Some(self.now);
             self.done += 1;
             return;
@@ -416,7 +434,7 @@ impl<'w> Engine<'w> {
                 self.prop.arrive(&self.fabric, c, k, remote);
             }
             ServiceModel::Route => {
-                for f in c.flows.iter().filter(|f| !f.is_local()) {
+                for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
                     self.routes.add_flow(self.fabric.route(f.src, f.dst), f.size.as_f64(), k as u32, self.now);
                 }
             }

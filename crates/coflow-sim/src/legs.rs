@@ -82,7 +82,7 @@ impl LegModel {
     pub(crate) fn arrive(&mut self, fabric: &Fabric, c: &Coflow, k: usize, active_flows: u32) {
         // One leg per pair of machines and flow size: its flows are alike under any policy.
         let mut pairs: BTreeMap<(u32, u32, u64), u32> = BTreeMap::new();
-        for f in c.flows.iter().filter(|f| !f.is_local()) {
+        for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
             *pairs.entry((f.src.0, f.dst.0, f.size.get())).or_default() += 1;
         }
         let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();

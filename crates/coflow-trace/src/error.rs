@@ -56,8 +56,9 @@ pub enum TraceError {
         /// What is wrong.
         message: String,
     },
-    /// A file could not be opened, read or written.
-    #[error("{}: {source}", path.display())]
+    /// A file could not be opened, read or written. The operating system's reason is the
+    /// error's source (so a chain printer shows it once).
+    #[error("cannot access {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -66,7 +67,7 @@ pub enum TraceError {
         source: io::Error,
     },
     /// Writing to a stream failed.
-    #[error("cannot write the trace: {0}")]
+    #[error("cannot write the trace")]
     Write(#[source] io::Error),
     /// The workload breaks a rule of the model (checked by [`coflow_core::Workload::validate`]).
     #[error(transparent)]

@@ -70,3 +70,18 @@ fn backfill_speeds_an_admitted_coflow_up_as_a_whole() {
     let r = run("varys-deadline", 3, unit_rate(), vec![c]);
     assert_ms(&ccts_ms(&r), &[2.0]);
 }
+
+#[test]
+fn empty_flows_finish_on_arrival_under_every_policy() {
+    // A 0-byte flow has nothing to move: its coflow is done on arrival, whatever the policy (a
+    // coflow whose every Γ is 0 used to be served never, and Varys's timers then spun forever).
+    for policy in coflow_sched::policy::NAMES {
+        let empty = coflow_core::Flow {
+            src: coflow_core::MachineId(0),
+            dst: coflow_core::MachineId(1),
+            size: coflow_core::Bytes(0),
+        };
+        let r = run(policy, 2, unit_rate(), vec![coflow(1, 3, vec![empty]), coflow(2, 3, vec![flow(0, 1, 2), empty])]);
+        assert_ms(&ccts_ms(&r), &[0.0, 2.0]);
+    }
+}
