@@ -21,6 +21,8 @@ use coflow_sched::{Allocation, Input, Scheduler, ServiceModel, policy};
 use coflow_sim::{SimConfig, SimResult, simulate};
 use coflow_trace::synth;
 
+use crate::workload::SynthArgs;
+
 /// The decision time Varys reported (§7.7).
 const VARYS_DECISION_MS: f64 = 17.0;
 
@@ -42,9 +44,10 @@ pub(crate) struct BenchArgs {
     /// Decisions to time at each concurrency.
     #[arg(long, default_value_t = 20)]
     decisions: usize,
-    /// Seed of the synthetic workloads.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// The synthetic workload replayed when no trace is given; its seed also seeds the
+    /// N-concurrent workloads.
+    #[command(flatten)]
+    synth: SynthArgs,
 }
 
 /// Times every decision of the policy it wraps into a shared list; after `limit` decisions it
@@ -133,7 +136,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         Some(p) => {
             (coflow_trace::read_trace(p).with_context(|| format!("reading {}", p.display()))?, p.display().to_string())
         }
-        None => (synth::generate(&synth::SynthConfig { seed: a.seed, ..Default::default() }), "synthetic".to_string()),
+        None => a.synth.generate()?,
     };
     let cfg = SimConfig { port_rate, check_invariants: false };
     let mut out = String::new();
@@ -176,7 +179,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         "policy", "N", "flows", "decide mean ms", "decide p99 ms", "below Varys"
     );
     for &n in &a.concurrent {
-        let w = concurrent_workload(n, a.seed);
+        let w = concurrent_workload(n, a.synth.seed);
         for &name in &policies {
             let (_, times) = Timed::run(name, &w, &cfg, Some(a.decisions))?;
             let (mean, p99) = mean_p99_ms(&times);

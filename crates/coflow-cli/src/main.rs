@@ -5,6 +5,7 @@ mod plot;
 mod sim;
 mod sweep;
 mod trace;
+mod workload;
 
 use clap::{Parser, Subcommand};
 

@@ -12,9 +12,10 @@ use clap::{Args, Subcommand};
 use coflow_core::{Rate, Workload};
 use coflow_sched::policy;
 use coflow_sim::{SimConfig, SimResult, Summary, lower_bound_avg_cct, simulate_with_progress};
-use coflow_trace::synth;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
+
+use crate::workload::SynthArgs;
 
 use crate::{plot, sweep};
 
@@ -61,15 +62,8 @@ pub(crate) struct CommonArgs {
     /// Capacity of every port, e.g. 1Gbps, 128MiB/s or 125000000 (bytes per second).
     #[arg(long, default_value = "1Gbps")]
     port_rate: String,
-    /// Seed of the synthetic workload (and of anything random in a run).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Number of coflows of the synthetic workload.
-    #[arg(long)]
-    coflows: Option<usize>,
-    /// Number of machines of the synthetic workload.
-    #[arg(long)]
-    machines: Option<u32>,
+    #[command(flatten)]
+    synth: SynthArgs,
     /// Write the figures as JSON to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
@@ -116,18 +110,7 @@ impl SimPlan {
                 let w = coflow_trace::read_trace(p).with_context(|| format!("reading trace {}", p.display()))?;
                 (w, p.display().to_string())
             }
-            None => {
-                let mut cfg = synth::SynthConfig { seed: a.seed, ..Default::default() };
-                if let Some(n) = a.coflows {
-                    cfg.coflows = n;
-                }
-                if let Some(m) = a.machines {
-                    cfg.machines = m;
-                }
-                let source =
-                    format!("synthetic (seed {}, {} coflows, {} machines)", cfg.seed, cfg.coflows, cfg.machines);
-                (synth::generate(&cfg), source)
-            }
+            None => a.synth.generate()?,
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = a.threads.unwrap_or(cores).max(1);
@@ -137,7 +120,7 @@ impl SimPlan {
             policies,
             baseline,
             port_rate,
-            seed: a.seed,
+            seed: a.synth.seed,
             threads,
             deadline_x: a.deadlines.then_some(a.deadline_x),
         })

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use coflow_trace::{TraceFormat, synth};
+use coflow_trace::TraceFormat;
+
+use crate::workload::SynthArgs;
 
 /// What to do with traces.
 #[derive(Debug, Subcommand)]
@@ -24,9 +26,9 @@ pub(crate) struct StatsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Seed of the synthetic workload when no trace is given.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// The synthetic workload, when no trace is given.
+    #[command(flatten)]
+    synth: SynthArgs,
 }
 
 #[derive(Debug, Args)]
@@ -45,15 +47,8 @@ pub(crate) struct GenArgs {
     /// Where to write it.
     #[arg(short, long)]
     output: PathBuf,
-    /// The seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// How many coflows.
-    #[arg(long)]
-    coflows: Option<usize>,
-    /// How many machines.
-    #[arg(long)]
-    machines: Option<u32>,
+    #[command(flatten)]
+    synth: SynthArgs,
     /// The output format; by default from the extension (.jsonl, else benchmark).
     #[arg(long, value_enum)]
     to: Option<Format>,
@@ -82,7 +77,7 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::Stats(a) => {
             let w = match &a.path {
                 Some(p) => coflow_trace::read_trace(p).with_context(|| format!("reading {}", p.display()))?,
-                None => synth::generate(&synth::SynthConfig { seed: a.seed, ..Default::default() }),
+                None => a.synth.generate()?.0,
             };
             let stats = coflow_trace::stats(&w);
             if a.json {
@@ -99,14 +94,7 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
             eprintln!("wrote {} coflows to {}", w.coflows.len(), a.output.display());
         }
         TraceCommand::Gen(a) => {
-            let mut cfg = synth::SynthConfig { seed: a.seed, ..Default::default() };
-            if let Some(n) = a.coflows {
-                cfg.coflows = n;
-            }
-            if let Some(m) = a.machines {
-                cfg.machines = m;
-            }
-            let w = synth::generate(&cfg);
+            let (w, _) = a.synth.generate()?;
             let format = format_for(&a.output, a.to);
             coflow_trace::write_trace(&w, &a.output, format)
                 .with_context(|| format!("writing {}", a.output.display()))?;

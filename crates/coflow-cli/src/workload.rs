@@ -1,0 +1,43 @@
+//! The embedded default workload: a seeded synthetic one shaped like the Facebook trace, with
+//! the options every command that can use it shares.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use coflow_core::Workload;
+use coflow_trace::synth;
+
+/// Options of the synthetic workload.
+#[derive(Debug, Args)]
+pub(crate) struct SynthArgs {
+    /// Seed of the synthetic workload (and of anything random in a run).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Number of coflows of the synthetic workload.
+    #[arg(long)]
+    pub(crate) coflows: Option<usize>,
+    /// Number of machines of the synthetic workload.
+    #[arg(long)]
+    pub(crate) machines: Option<u32>,
+}
+
+impl SynthArgs {
+    /// The generator's configuration these options describe, validated.
+    pub(crate) fn config(&self) -> Result<synth::SynthConfig> {
+        let mut cfg = synth::SynthConfig { seed: self.seed, ..Default::default() };
+        if let Some(n) = self.coflows {
+            cfg.coflows = n;
+        }
+        if let Some(m) = self.machines {
+            cfg.machines = m;
+        }
+        cfg.validate().context("synthetic workload (--coflows, --machines)")?;
+        Ok(cfg)
+    }
+
+    /// The workload, and a line saying what it is.
+    pub(crate) fn generate(&self) -> Result<(Workload, String)> {
+        let cfg = self.config()?;
+        let source = format!("synthetic (seed {}, {} coflows, {} machines)", cfg.seed, cfg.coflows, cfg.machines);
+        Ok((synth::generate(&cfg), source))
+    }
+}
