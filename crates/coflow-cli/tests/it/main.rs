@@ -204,6 +204,10 @@ fn bad_arguments_are_clear_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown policy \"nope\""), "{err}");
 
+    let out = coflow().args(["sim", "--machines", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "an error, not a panic");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least one machine"));
+
     let out = coflow().args(["sim", "--port-rate", "fast"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--port-rate"));
