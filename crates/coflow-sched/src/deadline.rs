@@ -139,17 +139,17 @@ impl Scheduler for DeadlineScheduler {
         //    clusters keep to their reservations.
         {
             let rejected: BTreeSet<CoflowId> = self.rejected.iter().copied().collect();
-            let mut best_effort: Vec<usize> = (0..input.coflows.len())
+            let best_effort: Vec<usize> = (0..input.coflows.len())
                 .filter(|&k| {
                     let id = input.coflows[k].id;
                     !self.admitted.contains_key(&id) && !rejected.contains(&id)
                 })
                 .collect();
-            best_effort.sort_by(|&a, &b| {
-                bottleneck(&loads[a], cap)
-                    .total_cmp(&bottleneck(&loads[b], cap))
-                    .then(input.coflows[a].id.cmp(&input.coflows[b].id))
-            });
+            // SEBF: Γ of each once, then the order (ties by id).
+            let mut keyed: Vec<(f64, CoflowId, usize)> =
+                best_effort.iter().map(|&k| (bottleneck(&loads[k], cap), input.coflows[k].id, k)).collect();
+            keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let best_effort: Vec<usize> = keyed.into_iter().map(|(_, _, k)| k).collect();
             for &k in &best_effort {
                 out.coflow_rate[k] = madd(&loads[k], &mut left, cap);
             }

@@ -260,6 +260,10 @@ impl Scheduler for Varys {
         // FIFO is strict priority instead: each coflow gets its MADD and its backfill before the
         // next one gets anything, so a later coflow never takes bandwidth an earlier one uses.
         let strict = self.cfg.order == Order::Fifo && !matches!(self.phase, Phase::Starved(_));
+        // Which coflows this decision serves, for starvation freedom: those with a rate, and those
+        // backfill gives an extra.
+        s.served.clear();
+        s.served.resize(input.coflows.len(), false);
         if matches!(self.phase, Phase::Starved(_)) {
             // All starved coflows as one: MADD over their union on the full ports.
             s.acc.clear();
@@ -278,26 +282,19 @@ impl Scheduler for Varys {
                 let k = s.members[o];
                 out.coflow_rate[k] = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
                 if strict && self.cfg.backfill {
-                    backfill(input, &input.coflows[k], &mut s.left, cap, out);
+                    s.served[k] = backfill(input, &input.coflows[k], &mut s.left, cap, out);
                 }
             }
         }
         if self.cfg.backfill && !strict {
             for &o in &s.order {
-                backfill(input, &input.coflows[s.members[o]], &mut s.left, cap, out);
+                let k = s.members[o];
+                s.served[k] = backfill(input, &input.coflows[k], &mut s.left, cap, out);
             }
         }
 
-        // Which coflows this decision serves, for starvation freedom.
         self.last.0 = input.now;
         self.last.1.clear();
-        s.served.clear();
-        s.served.resize(input.coflows.len(), false);
-        for &(l, _) in &out.leg_extra {
-            if let Some(k) = input.coflows.iter().position(|c| c.legs.contains(&l)) {
-                s.served[k] = true;
-            }
-        }
         for (k, c) in input.coflows.iter().enumerate() {
             if out.coflow_rate[k] > 0.0 || s.served[k] {
                 self.last.1.push(c.id);
@@ -339,11 +336,18 @@ pub(crate) fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f6
 }
 
 /// Backfill: speeds up single legs of `c` by as much as every resource on their route has left,
-/// sender by sender.
+/// sender by sender; returns whether it sped any up.
 ///
 /// Every leg it touches fills one of its resources, so a decision hands out at most as many
 /// extras as the fabric has resources, and senders with a full port are skipped whole.
-pub(crate) fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], capacity: &[f64], out: &mut Allocation) {
+pub(crate) fn backfill(
+    input: &Input<'_>,
+    c: &CoflowState,
+    left: &mut [f64],
+    capacity: &[f64],
+    out: &mut Allocation,
+) -> bool {
+    let mut any = false;
     for sender in input.senders_of(c) {
         let first = sender.resource as usize;
         for l in sender.legs.clone() {
@@ -367,7 +371,9 @@ pub(crate) fn backfill(input: &Input<'_>, c: &CoflowState, left: &mut [f64], cap
                 for &r in leg.route.hops() {
                     left[r as usize] = (left[r as usize] - room).max(0.0);
                 }
+                any = true;
             }
         }
     }
+    any
 }
