@@ -9,6 +9,7 @@
 //! Everything runs on one thread and the same inputs give the same bytes out.
 //!
 //! # Layout
+//! - `bounds`: lower bounds on the average CCT (isolation, per-port, LP relaxation), [`lower_bounds`].
 //! - `deadlines`: experiment deadlines as Varys §7.1 draws them, [`assign_deadlines`].
 //! - `engine`: the event loop, [`simulate`].
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
@@ -16,11 +17,13 @@
 
 #![warn(missing_docs)]
 
+mod bounds;
 mod deadlines;
 mod engine;
 mod legs;
 mod report;
 
+pub use bounds::{BoundConfig, LowerBounds, lower_bounds};
 pub use deadlines::{MIN_DEADLINE, assign_deadlines};
 pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};
 pub use report::{

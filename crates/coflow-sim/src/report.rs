@@ -91,7 +91,8 @@ pub struct Summary {
     /// made slower: whose CCT here exceeds the baseline's by more than [`SLOWER_TOLERANCE`].
     /// `None` without a baseline run (see [`Summary::against`]) or if no coflow finished under both.
     pub slower_than_baseline_fraction: Option<f64>,
-    /// Average CCT over the isolation lower bound's.
+    /// Average CCT over the lower bound's: the isolation bound's as [`Summary::of`] computes it,
+    /// the best of all bounds once the driver has called [`Summary::with_bound`].
     pub bound_ratio: f64,
     /// Coflows rejected by admission control.
     pub rejected: usize,
@@ -174,6 +175,13 @@ impl Summary {
             decisions: r.decisions,
             bins: Bin::ALL.iter().map(|&b| BinSummary::of(r, b)).collect(),
         }
+    }
+
+    /// The same summary with its bound ratio taken against `best_bound_avg_cct_s`, the best lower
+    /// bound on the average CCT (see [`lower_bounds`](crate::lower_bounds)).
+    pub fn with_bound(mut self, best_bound_avg_cct_s: f64) -> Summary {
+        self.bound_ratio = if best_bound_avg_cct_s > 0.0 { self.avg_cct_s / best_bound_avg_cct_s } else { f64::NAN };
+        self
     }
 
     /// Summarises a run against the baseline policy's run of the same workload (`None`: no

@@ -47,7 +47,17 @@ fn sim_with_no_arguments_prints_a_table_for_every_policy() {
         }
         assert_eq!(r["completed"].as_u64().unwrap(), coflows, "every coflow completes: {r}");
     }
-    assert!(report["lower_bound_avg_cct_s"].as_f64().unwrap() > 0.0);
+    // The best bound is the largest of the three, and every policy's ratio is against it.
+    let best = report["best_lower_bound_avg_cct_s"].as_f64().unwrap();
+    let bounds = &report["lower_bounds"];
+    let iso = bounds["isolation_avg_cct_s"].as_f64().unwrap();
+    let port = bounds["per_port_avg_cct_s"].as_f64().unwrap();
+    let lp = bounds["lp_avg_cct_s"].as_f64().unwrap();
+    assert!(iso > 0.0 && port >= iso && best == iso.max(port).max(lp), "{bounds}");
+    for r in results {
+        let (avg, ratio) = (r["avg_cct_s"].as_f64().unwrap(), r["bound_ratio"].as_f64().unwrap());
+        assert!((ratio - avg / best).abs() < 1e-9 && ratio >= 1.0, "{r}");
+    }
     let rows = std::fs::read_to_string(&csv).unwrap().lines().count();
     assert_eq!(rows as u64, 1 + coflows * results.len() as u64);
 

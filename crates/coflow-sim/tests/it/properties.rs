@@ -2,8 +2,8 @@
 //! allocated past its capacity and that each flow finishes with exactly its bytes delivered.
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, BlindFair, Blinded, Input, Scheduler, ServiceModel, policy};
-use coflow_sim::{SimConfig, Summary, simulate};
+use coflow_sched::{Allocation, BlindFair, Blinded, Fabric, Input, Scheduler, ServiceModel, policy};
+use coflow_sim::{BoundConfig, SimConfig, Summary, lower_bounds, simulate};
 use proptest::prelude::*;
 
 /// Varys with every coflow present at time 0 stays within this multiple of fair sharing's average
@@ -50,6 +50,31 @@ proptest! {
             }
             let b = simulate(&w, policy::by_name(name).unwrap(), &cfg());
             prop_assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn no_policy_beats_a_lower_bound(w in workload(5, 6, false), offline in any::<bool>()) {
+        let w = if offline {
+            let coflows = w.coflows.into_iter().map(|c| Coflow { arrival: Nanos::ZERO, ..c }).collect();
+            Workload::new(w.machines, coflows).unwrap()
+        } else {
+            w
+        };
+        let b = lower_bounds(&w, &Fabric::big_switch(w.machines, cfg().port_rate), &BoundConfig::default());
+        prop_assert!(b.lp_avg_cct_s.is_some(), "{}", b.lp_status);
+        prop_assert!(b.per_port_avg_cct_s >= b.isolation_avg_cct_s - 1e-12);
+        for name in policy::NAMES {
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            if r.outcomes.iter().any(|o| o.rejected) {
+                continue; // an average over fewer coflows is not comparable
+            }
+            let avg = Summary::of(&r, None).avg_cct_s;
+            for (bound, value) in
+                [("per-port", b.per_port_avg_cct_s), ("LP", b.lp_avg_cct_s.unwrap()), ("best", b.best_avg_cct_s)]
+            {
+                prop_assert!(avg >= value * (1.0 - 1e-6), "{name}: average CCT {avg} s under the {bound} bound {value} s");
+            }
         }
     }
 
