@@ -133,8 +133,10 @@ fn sweep_prints_a_row_per_concurrency_and_writes_one_entry_per_n_and_policy() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("improvement of average CCT over fair"), "{table}");
+    assert!(table.contains("over the best lower bound"), "{table}");
     for n in ["5 ", "10 "] {
-        assert_eq!(table.lines().filter(|l| l.starts_with(n)).count(), 1, "no single row for N = {n}in\n{table}");
+        // One row in the table of factors, one in the table of bound ratios.
+        assert_eq!(table.lines().filter(|l| l.starts_with(n)).count(), 2, "no row per table for N = {n}in\n{table}");
     }
     let header = table.lines().find(|l| l.starts_with("N ")).unwrap();
     for policy in coflow_sched_names() {
@@ -153,6 +155,7 @@ fn sweep_prints_a_row_per_concurrency_and_writes_one_entry_per_n_and_policy() {
             assert_eq!(r["coflows"], 5 * n, "{r}");
             assert_eq!(r["completed"], 5 * n, "every coflow completes: {r}");
             assert!(r["factor_vs_baseline"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["bound_ratio"].as_f64().unwrap() >= 1.0, "no policy beats a lower bound: {r}");
             let (lo, hi) =
                 (r["factor_vs_baseline_min"].as_f64().unwrap(), r["factor_vs_baseline_max"].as_f64().unwrap());
             assert!(lo <= r["factor_vs_baseline"].as_f64().unwrap() && r["factor_vs_baseline"].as_f64().unwrap() <= hi);
