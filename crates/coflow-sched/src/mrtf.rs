@@ -20,7 +20,7 @@ pub enum Intra {
     /// order, as Varys allocates.
     Madd,
     /// Largest Flow Group First (Siphon §3.2): a coflow's flow groups (its flows to one receiver)
-    /// are served largest remaining first, preemptively, each by MADD over the group on what the
+    /// are served largest (total size) first, preemptively, each by MADD over the group on what the
     /// groups and coflows before it left; then backfill in the same order.
     Lfgf,
 }
@@ -28,6 +28,16 @@ pub enum Intra {
 /// After flows finish, decide again at most this often, so that backfill reuses their bandwidth
 /// (as `VarysConfig::flow_finish_gap`).
 pub(crate) const FLOW_FINISH_GAP: Nanos = Nanos::from_millis(100);
+
+/// The flow-finish gap for an intra-coflow policy. LFGF plans legs one by one, and two legs of a
+/// group may end a nanosecond apart; the first decision then gives the other's last bytes a whole
+/// link, which would idle for the rest of a gap. So LFGF decides at every finished flow.
+pub(crate) fn flow_finish_gap(intra: Intra) -> Nanos {
+    match intra {
+        Intra::Madd => FLOW_FINISH_GAP,
+        Intra::Lfgf => Nanos::ZERO,
+    }
+}
 
 /// Minimum remaining time first on expected bandwidth.
 #[derive(Debug)]
@@ -79,7 +89,7 @@ impl Scheduler for Mrtf {
     }
 
     fn flow_finish_gap(&self) -> Option<Nanos> {
-        Some(FLOW_FINISH_GAP)
+        Some(flow_finish_gap(self.intra))
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
@@ -122,8 +132,8 @@ pub(crate) fn allocate(input: &Input<'_>, order: &[usize], intra: Intra, s: &mut
     }
 }
 
-/// A coflow's place in the LFGF plan: its index, its groups `(remaining bytes, receiver, first
-/// position in its legs)` largest first, its active legs sorted by receiver.
+/// A coflow's place in the LFGF plan: its index, its groups `(total bytes, receiver, first
+/// position in its legs)` largest first, its legs sorted by receiver.
 type Plan = (usize, Vec<(f64, u32, usize)>, Vec<usize>);
 
 /// Largest Flow Group First inside each coflow, coflows in `order`.
@@ -136,8 +146,10 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
     let mut plan: Vec<Plan> = Vec::with_capacity(order.len());
     for &k in order {
         let c = &input.coflows[k];
+        // Groups are ranked by their total size (the data their reducer will process), finished
+        // flows included, not by what is left: a group half sent is no less work to compute.
         s.legs.clear();
-        s.legs.extend(c.legs.clone().filter(|&l| input.legs[l].is_active()));
+        s.legs.extend(c.legs.clone());
         s.legs.sort_by_key(|&l| (input.legs[l].receiver, l));
         s.groups.clear();
         let mut i = 0;
@@ -146,7 +158,7 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
             let mut j = i;
             let mut bytes = 0.0;
             while j < s.legs.len() && input.legs[s.legs[j]].receiver == receiver {
-                bytes += input.legs[s.legs[j]].remaining(c);
+                bytes += input.legs[s.legs[j]].bytes;
                 j += 1;
             }
             s.groups.push((bytes, receiver.0, i));
@@ -165,7 +177,7 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
         for &(_, _, start) in groups {
             let members = group_legs(legs, start);
             s.loads.clear();
-            for &l in &members {
+            for &l in members.iter().filter(|&&l| input.legs[l].is_active()) {
                 let leg = &input.legs[l];
                 for &r in leg.route.hops() {
                     match s.loads.iter_mut().find(|(x, _)| *x == r) {
@@ -174,8 +186,8 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
                     }
                 }
             }
-            let sigma = madd(&s.loads, &mut s.left, cap);
-            for &l in &members {
+            let sigma = if s.loads.is_empty() { 0.0 } else { madd(&s.loads, &mut s.left, cap) };
+            for &l in members.iter().filter(|&&l| input.legs[l].is_active()) {
                 s.rate[l] += sigma;
             }
         }
@@ -186,6 +198,9 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
         for &(_, _, start) in groups {
             for l in group_legs(legs, start) {
                 let leg = &input.legs[l];
+                if !leg.is_active() {
+                    continue;
+                }
                 let mut room = f64::INFINITY;
                 for &r in leg.route.hops() {
                     let left = s.left[r as usize];

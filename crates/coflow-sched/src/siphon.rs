@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::fabric::ResourceId;
-use crate::mrtf::{FLOW_FINISH_GAP, Intra, Scratch, allocate, remaining_time, sort_by_key};
+use crate::mrtf::{Intra, Scratch, allocate, flow_finish_gap, remaining_time, sort_by_key};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
 use crate::wan::Bandwidth;
@@ -245,7 +245,7 @@ impl Scheduler for SiphonMc {
     }
 
     fn flow_finish_gap(&self) -> Option<Nanos> {
-        Some(FLOW_FINISH_GAP)
+        Some(flow_finish_gap(self.cfg.intra))
     }
 
     fn handle_arrival(&mut self, _now: Nanos, _coflow: CoflowId) {

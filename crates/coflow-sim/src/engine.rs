@@ -372,6 +372,8 @@ impl<'w> Engine<'w> {
         let start = w.coflows.first().map_or(Nanos::ZERO, |c| c.arrival);
         let mut fabric = wan.map_or_else(|| Fabric::big_switch(w.machines, cfg.port_rate), |c| c.fabric.clone());
         let weather = wan.map(|c| Weather::new(c, &mut fabric, start));
+        let mut prop = LegModel::default();
+        prop.track = wan.is_some();
         Engine {
             w,
             model: policy.model(),
@@ -387,7 +389,7 @@ impl<'w> Engine<'w> {
             rejected_ids: Vec::new(),
             pending: vec![0; n],
             done: 0,
-            prop: LegModel::default(),
+            prop,
             finished: Vec::new(),
             routes: RouteModel::default(),
             alloc: Allocation::default(),
@@ -602,7 +604,7 @@ impl<'w> Engine<'w> {
 
     fn finish(self) -> SimResult {
         let port = self.cfg.port_rate.bytes_per_sec();
-        let outcomes: Vec<CoflowOutcome> = self
+        let mut outcomes: Vec<CoflowOutcome> = self
             .w
             .coflows
             .iter()
@@ -618,6 +620,16 @@ impl<'w> Engine<'w> {
                 o
             })
             .collect();
+        for &(k, receiver, t) in &self.prop.leg_done {
+            let groups = &mut outcomes[k].groups;
+            match groups.iter_mut().find(|(r, _)| *r == receiver) {
+                Some(g) => g.1 = g.1.max(t),
+                None => groups.push((receiver, t)),
+            }
+        }
+        for o in &mut outcomes {
+            o.groups.sort();
+        }
         let makespan = self.finish.iter().flatten().copied().max().unwrap_or(Nanos::ZERO);
         SimResult {
             policy: self.policy.name().to_string(),

@@ -11,7 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use coflow_core::{Coflow, CoflowId, Nanos};
+use coflow_core::{Coflow, CoflowId, MachineId, Nanos};
 use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Route, Sender};
 
 /// Tags a heap entry as a leg rather than a coflow.
@@ -49,6 +49,10 @@ pub(crate) struct LegModel {
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
     /// The time the state is current at.
     time: Nanos,
+    /// Whether to record every leg's finish in `leg_done` (wide-area runs, for flow groups).
+    pub(crate) track: bool,
+    /// Finished legs: `(workload index, receiver, when)`.
+    pub(crate) leg_done: Vec<(usize, MachineId, Nanos)>,
 }
 
 impl LegModel {
@@ -269,12 +273,21 @@ impl LegModel {
         }
         leg.scaled = 0.0;
         self.leg_finish[l] = Nanos::MAX;
+        if self.track {
+            self.leg_done.push((self.widx[c], leg.receiver, self.time));
+        }
         coflow.active_flows -= leg.flows;
     }
 
     /// Drops finished coflows with their legs, senders and loads, keeping the rest in order.
     fn compact(&mut self) {
-        let mut m = LegModel { time: self.time, dec_time: self.dec_time, ..LegModel::default() };
+        let mut m = LegModel {
+            time: self.time,
+            dec_time: self.dec_time,
+            track: self.track,
+            leg_done: std::mem::take(&mut self.leg_done),
+            ..LegModel::default()
+        };
         let mut leg_map = vec![u32::MAX; self.legs.len()];
         for (k, c) in self.coflows.iter().enumerate() {
             if c.active_flows == 0 {
