@@ -12,7 +12,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_core::{Nanos, Workload};
-use coflow_sched::{Allocation, Bandwidth, Fabric, Input, Link, Scheduler, ServiceModel, SiphonConfig, SiphonMc, Wan};
+use coflow_sched::{
+    Allocation, Bandwidth, Fabric, Input, Intra, Link, Scheduler, Select, ServiceModel, SiphonConfig, SiphonMc, Wan,
+};
 use coflow_sim::{SimConfig, SimResult, WanConfig, WanSummary, simulate_wan};
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +44,30 @@ pub(crate) struct WanArgs {
     /// `redraw_ms`; 0 never redraws (capacities stay at their means).
     #[arg(long, value_name = "MS", requires = "wan")]
     redraw_ms: Option<u64>,
+    #[command(flatten)]
+    mc: McArgs,
+}
+
+/// Parameters of `siphon-mc` in wide-area runs (defaults: `SiphonConfig::default()`).
+#[derive(Debug, Args)]
+pub(crate) struct McArgs {
+    /// Most Monte Carlo rounds per search.
+    #[arg(long, default_value_t = SiphonConfig::default().rounds, requires = "wan")]
+    mc_rounds: u32,
+    /// Positions of the order searched; the rest follows MRTF on median bandwidth.
+    #[arg(long, default_value_t = SiphonConfig::default().depth, requires = "wan")]
+    mc_depth: usize,
+    /// Coflows (first by MRTF on medians) that may take the searched positions.
+    #[arg(long, default_value_t = SiphonConfig::default().breadth, requires = "wan")]
+    mc_breadth: usize,
+    /// Enforce the candidate of least mean total CCT over all rounds instead of the one best in
+    /// most rounds.
+    #[arg(long, requires = "wan")]
+    mc_mean_cost: bool,
+    /// One bandwidth draw per coflow and link, as the paper, instead of averaging one draw per
+    /// redraw interval the node is expected to last.
+    #[arg(long, requires = "wan")]
+    mc_one_draw: bool,
 }
 
 impl WanArgs {
@@ -93,6 +119,9 @@ struct NormalSpec {
 
 /// Bytes per second in a Gbit/s.
 const GBPS: f64 = 125_000_000.0;
+
+/// Policies whose allocation assumes every route is an ingress and an egress port.
+const BIG_SWITCH_ONLY: &[&str] = &["pfp", "edf"];
 
 /// The redraw interval when the topology names none.
 const DEFAULT_REDRAW_MS: u64 = 5_000;
@@ -215,20 +244,30 @@ struct JsonLink {
 /// baseline, and prints Siphon's figures.
 pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()> {
     let spec = a.wan.as_deref().expect("checked by the caller");
+    let skipped: Vec<&str> = plan.policies.iter().copied().filter(|p| BIG_SWITCH_ONLY.contains(p)).collect();
+    if !skipped.is_empty() {
+        eprintln!(
+            "skipping {}: they assume the big switch (a flow holds an ingress and an egress port)",
+            skipped.join(", ")
+        );
+    }
+    let policies: Vec<&'static str> = plan.policies.iter().copied().filter(|p| !skipped.contains(p)).collect();
+    if policies.is_empty() {
+        bail!("no policy left to run on the wide area");
+    }
     let (fabric, redraw) = load_topology(spec, plan.workload.machines, a.machines_per_dc, a.redraw_ms)?;
     let cfg = WanConfig { fabric, redraw, seed: plan.seed, multipath: a.multipath };
     println!("{}", plan.describe().split("; ports at").next().unwrap_or_default());
     println!("{}", describe(&cfg));
-    let mut to_run = plan.policies.clone();
+    let mut to_run = policies.clone();
     if !to_run.contains(&"mrtf") {
         to_run.push("mrtf");
     }
     let started = Instant::now();
-    let runs = run_parallel(&plan.workload, &to_run, &cfg, plan.seed, plan.threads);
+    let runs = run_parallel(&plan.workload, &to_run, &cfg, plan.seed, plan.threads, &a.mc);
     let wall = started.elapsed();
     let base = runs.iter().map(|(r, _)| r).find(|r| r.policy == "mrtf");
-    let shown: Vec<&(SimResult, f64)> =
-        runs.iter().filter(|(r, _)| plan.policies.contains(&r.policy.as_str())).collect();
+    let shown: Vec<&(SimResult, f64)> = runs.iter().filter(|(r, _)| policies.contains(&r.policy.as_str())).collect();
     let summaries: Vec<WanSummary> = shown.iter().map(|(r, _)| WanSummary::against(r, base)).collect();
     print!("{}", table(&summaries, &shown.iter().map(|(_, w)| *w).collect::<Vec<_>>()));
     eprintln!("simulated {} policies in {:.2} s wall time on {} threads", runs.len(), wall.as_secs_f64(), plan.threads);
@@ -269,7 +308,14 @@ fn describe(cfg: &WanConfig) -> String {
 
 /// Runs each policy on its own thread, at most `threads` at once; results in the order asked,
 /// each with its wall time in seconds.
-fn run_parallel(w: &Workload, policies: &[&str], cfg: &WanConfig, seed: u64, threads: usize) -> Vec<(SimResult, f64)> {
+fn run_parallel(
+    w: &Workload,
+    policies: &[&str],
+    cfg: &WanConfig,
+    seed: u64,
+    threads: usize,
+    mc: &McArgs,
+) -> Vec<(SimResult, f64)> {
     let sim = SimConfig { check_invariants: false, ..SimConfig::default() };
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<(SimResult, f64)>>> = Mutex::new(vec![None; policies.len()]);
@@ -280,7 +326,7 @@ fn run_parallel(w: &Workload, policies: &[&str], cfg: &WanConfig, seed: u64, thr
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&name) = policies.get(i) else { break };
                     let started = Instant::now();
-                    let sched = coflow_sched::policy::seeded(name, seed).expect("names were validated");
+                    let sched = build(name, seed, cfg.redraw, mc);
                     let r = simulate_wan(w, sched, &sim, cfg, &mut |_| {});
                     results.lock().expect("no panics while holding the lock")[i] =
                         Some((r, started.elapsed().as_secs_f64()));
@@ -289,6 +335,29 @@ fn run_parallel(w: &Workload, policies: &[&str], cfg: &WanConfig, seed: u64, thr
         }
     });
     results.into_inner().expect("threads joined").into_iter().map(|r| r.expect("every policy ran")).collect()
+}
+
+/// The policy `name`; `siphon-mc` knows how long a bandwidth draw holds (the redraw interval).
+fn build(name: &str, seed: u64, redraw: Nanos, mc: &McArgs) -> Box<dyn Scheduler> {
+    let coherence = (redraw != Nanos::MAX).then_some(redraw);
+    match name {
+        "siphon-mc" | "siphon-mc+lfgf" => {
+            let intra = if name.ends_with("+lfgf") { Intra::Lfgf } else { Intra::Madd };
+            let coherence = if mc.mc_one_draw { None } else { coherence };
+            let select = if mc.mc_mean_cost { Select::MeanCost } else { Select::Wins };
+            Box::new(SiphonMc::new(SiphonConfig {
+                seed,
+                intra,
+                coherence,
+                select,
+                rounds: mc.mc_rounds,
+                depth: mc.mc_depth,
+                breadth: mc.mc_breadth,
+                ..SiphonConfig::default()
+            }))
+        }
+        _ => coflow_sched::policy::seeded(name, seed).expect("names were validated"),
+    }
 }
 
 fn table(summaries: &[WanSummary], wall: &[f64]) -> String {

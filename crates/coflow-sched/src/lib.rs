@@ -39,7 +39,7 @@ pub use maxmin::MaxMin;
 pub use mrtf::{Intra, Mrtf};
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
-pub use siphon::{SiphonConfig, SiphonMc};
+pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig, bottleneck};
 pub use wan::{Bandwidth, Link, Wan, WanError};

@@ -29,16 +29,6 @@ pub enum Intra {
 /// (as `VarysConfig::flow_finish_gap`).
 pub(crate) const FLOW_FINISH_GAP: Nanos = Nanos::from_millis(100);
 
-/// The flow-finish gap for an intra-coflow policy. LFGF plans legs one by one, and two legs of a
-/// group may end a nanosecond apart; the first decision then gives the other's last bytes a whole
-/// link, which would idle for the rest of a gap. So LFGF decides at every finished flow.
-pub(crate) fn flow_finish_gap(intra: Intra) -> Nanos {
-    match intra {
-        Intra::Madd => FLOW_FINISH_GAP,
-        Intra::Lfgf => Nanos::ZERO,
-    }
-}
-
 /// Minimum remaining time first on expected bandwidth.
 #[derive(Debug)]
 pub struct Mrtf {
@@ -89,7 +79,7 @@ impl Scheduler for Mrtf {
     }
 
     fn flow_finish_gap(&self) -> Option<Nanos> {
-        Some(flow_finish_gap(self.intra))
+        Some(FLOW_FINISH_GAP)
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {

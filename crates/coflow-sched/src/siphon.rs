@@ -28,7 +28,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::fabric::ResourceId;
-use crate::mrtf::{Intra, Scratch, allocate, flow_finish_gap, remaining_time, sort_by_key};
+use crate::mrtf::{FLOW_FINISH_GAP, Intra, Scratch, allocate, remaining_time, sort_by_key};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
 use crate::wan::Bandwidth;
@@ -50,11 +50,40 @@ pub struct SiphonConfig {
     pub seed: u64,
     /// How bandwidth is shared inside a coflow.
     pub intra: Intra,
+    /// How long one bandwidth draw holds on a link (its coherence time), if known: a node
+    /// expected to last `k` such intervals draws its bandwidth as the mean of `k` draws (at most
+    /// [`MAX_DRAWS_PER_NODE`]). `None` (default): one draw per node, as the paper.
+    pub coherence: Option<Nanos>,
+    /// How the enforced candidate is chosen.
+    pub select: Select,
 }
+
+/// How `siphon-mc` picks the order it enforces from its rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Select {
+    /// The candidate that was best in most rounds (the paper's counter).
+    Wins,
+    /// The candidate of least total completion time averaged over the rounds (every round run,
+    /// no early termination).
+    MeanCost,
+}
+
+/// The most draws averaged for one node's bandwidth (see [`SiphonConfig::coherence`]).
+pub(crate) const MAX_DRAWS_PER_NODE: u32 = 16;
 
 impl Default for SiphonConfig {
     fn default() -> Self {
-        SiphonConfig { rounds: 256, batch: 32, depth: 2, breadth: 12, confidence: 0.95, seed: 0, intra: Intra::Madd }
+        SiphonConfig {
+            rounds: 256,
+            batch: 32,
+            depth: 2,
+            breadth: 12,
+            confidence: 0.95,
+            seed: 0,
+            intra: Intra::Madd,
+            coherence: None,
+            select: Select::Wins,
+        }
     }
 }
 
@@ -138,8 +167,39 @@ impl SiphonMc {
                 None => Bandwidth::Constant(fabric.capacity(r as ResourceId)),
             })
             .collect();
-        let problem = Problem { nodes: &nodes, dist: &dist, orders: &orders, resources: fabric.resources() };
+        // Draws per node: one, or as many coherence intervals as it is expected to last.
+        let draws: Vec<Vec<u32>> = nodes
+            .iter()
+            .map(|loads| {
+                loads
+                    .iter()
+                    .map(|&(r, b)| match self.cfg.coherence {
+                        Some(t) if t.0 > 0 => {
+                            let expected = b / dist[r as usize].mean() / t.as_secs_f64();
+                            (expected.ceil() as u32).clamp(1, MAX_DRAWS_PER_NODE)
+                        }
+                        _ => 1,
+                    })
+                    .collect()
+            })
+            .collect();
+        let problem =
+            Problem { nodes: &nodes, draws: &draws, dist: &dist, orders: &orders, resources: fabric.resources() };
 
+        if self.cfg.select == Select::MeanCost {
+            let stream = mix(self.cfg.seed ^ mix(self.searches));
+            let costs: Vec<Vec<f64>> =
+                (0..self.cfg.rounds).into_par_iter().map(|round| problem.costs(stream, round)).collect();
+            let mut total = vec![0.0; orders.len()];
+            for c in &costs {
+                for (t, x) in total.iter_mut().zip(c) {
+                    *t += x;
+                }
+            }
+            self.rounds_run += self.cfg.rounds as u64;
+            let best = (0..total.len()).fold(0, |b, i| if total[i] < total[b] { i } else { b });
+            return orders[best].clone();
+        }
         let mut alive: Vec<bool> = vec![true; orders.len()];
         let mut wins = vec![0u32; orders.len()];
         let mut done = 0u32;
@@ -183,22 +243,61 @@ impl Default for SiphonMc {
 struct Problem<'a> {
     /// Per coflow: its remaining bytes per resource.
     nodes: &'a [Vec<(ResourceId, f64)>],
+    /// Per node: how many draws its bandwidth averages.
+    draws: &'a [Vec<u32>],
     dist: &'a [Bandwidth],
     orders: &'a [Vec<usize>],
     resources: usize,
 }
 
 impl Problem<'_> {
+    /// Draws every node's duration and returns every candidate's total completion time.
+    fn costs(&self, stream: u64, round: u32) -> Vec<f64> {
+        let durations = self.durations(stream, round);
+        let mut busy = vec![0.0; self.resources];
+        self.orders
+            .iter()
+            .map(|order| {
+                busy.iter_mut().for_each(|b| *b = 0.0);
+                let mut cost = 0.0;
+                for &k in order {
+                    let mut end: f64 = 0.0;
+                    for (&(r, _), &d) in self.nodes[k].iter().zip(&durations[k]) {
+                        busy[r as usize] += d;
+                        end = end.max(busy[r as usize]);
+                    }
+                    cost += end;
+                }
+                cost
+            })
+            .collect()
+    }
+
+    /// Every node's duration in one round.
+    fn durations(&self, stream: u64, round: u32) -> Vec<Vec<f64>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(stream);
+        rng.set_stream(round as u64);
+        self.nodes
+            .iter()
+            .zip(self.draws)
+            .map(|(loads, draws)| {
+                loads
+                    .iter()
+                    .zip(draws)
+                    .map(|(&(r, b), &n)| {
+                        let d = &self.dist[r as usize];
+                        let bw = (0..n).map(|_| d.sample(&mut rng)).sum::<f64>() / n as f64;
+                        b / bw
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Draws every node's duration and returns the alive candidate of least total completion
     /// time (the first of equals).
     fn round(&self, stream: u64, round: u32, alive: &[bool]) -> usize {
-        let mut rng = ChaCha8Rng::seed_from_u64(stream);
-        rng.set_stream(round as u64);
-        let durations: Vec<Vec<f64>> = self
-            .nodes
-            .iter()
-            .map(|loads| loads.iter().map(|&(r, b)| b / self.dist[r as usize].sample(&mut rng)).collect())
-            .collect();
+        let durations = self.durations(stream, round);
         let mut busy = vec![0.0; self.resources];
         let mut best = (f64::INFINITY, usize::MAX);
         for (i, order) in self.orders.iter().enumerate() {
@@ -247,7 +346,7 @@ impl Scheduler for SiphonMc {
     }
 
     fn flow_finish_gap(&self) -> Option<Nanos> {
-        Some(flow_finish_gap(self.cfg.intra))
+        Some(FLOW_FINISH_GAP)
     }
 
     fn handle_arrival(&mut self, _now: Nanos, _coflow: CoflowId) {

@@ -362,6 +362,8 @@ struct Engine<'w> {
 
     // Wide area: the capacity draws in force, whether arrivals are water-filled, bytes relayed.
     weather: Option<Weather>,
+    /// Whether the capacities changed at `now`.
+    new_weather: bool,
     multipath: bool,
     relayed: f64,
 }
@@ -397,6 +399,7 @@ impl<'w> Engine<'w> {
             events: 0,
             decisions: 0,
             weather,
+            new_weather: false,
             multipath: wan.is_some_and(|c| c.multipath),
             relayed: 0.0,
         }
@@ -410,7 +413,8 @@ impl<'w> Engine<'w> {
             let mut changed = false;
             if let Some(weather) = &mut self.weather {
                 // New capacities: decide again, so nothing runs over them.
-                changed |= weather.update(&mut self.fabric, self.now);
+                self.new_weather = weather.update(&mut self.fabric, self.now);
+                changed |= self.new_weather;
             }
             while self.next_arrival < self.w.coflows.len() && self.w.coflows[self.next_arrival].arrival <= self.now {
                 self.arrive(self.next_arrival);
@@ -503,7 +507,11 @@ impl<'w> Engine<'w> {
 
     fn complete_legs(&mut self) -> bool {
         self.prop.sync(self.now);
-        let any = self.prop.complete(self.cfg.check_invariants, &mut self.finished, &mut self.flow_time);
+        let mut any = self.prop.complete(self.cfg.check_invariants, &mut self.finished, &mut self.flow_time);
+        if self.new_weather {
+            // A decision on new capacities is coming: legs due a nanosecond later end now.
+            any |= self.prop.retire_dust(&mut self.finished, &mut self.flow_time);
+        }
         for (k, id) in self.finished.drain(..) {
             self.pending[k] = 0;
             self.finish[k] = Some(self.now);

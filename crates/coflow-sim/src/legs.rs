@@ -245,6 +245,40 @@ impl LegModel {
         any
     }
 
+    /// Retires, as finished now, every leg left with less than `DUST` of its bytes: a leg planned
+    /// to end a nanosecond after a decision (finish times are rounded up) would otherwise hold a
+    /// whole link for its last femtobytes. Wide-area runs only, at capacity changes (which fall
+    /// on round times). Returns whether any leg was retired.
+    pub(crate) fn retire_dust(&mut self, done: &mut Vec<Finished>, flow_time: &mut [f64]) -> bool {
+        const DUST: f64 = 1e-12;
+        let now = self.time;
+        let before = done.len();
+        let mut any = false;
+        for c in 0..self.coflows.len() {
+            if self.coflows[c].active_flows == 0 {
+                continue;
+            }
+            let scale = self.coflows[c].scale;
+            for l in self.coflows[c].legs.clone() {
+                let leg = &self.legs[l];
+                if leg.is_active() && leg.scaled * scale < DUST {
+                    let fct = (now - self.coflows[c].arrival).as_secs_f64();
+                    flow_time[self.widx[c]] += leg.flows as f64 * fct;
+                    self.retire_leg(l, c, true);
+                    any = true;
+                }
+            }
+            if any && self.coflows[c].active_flows == 0 {
+                self.finish[c] = Nanos::MAX;
+                done.push((self.widx[c], self.coflows[c].id));
+            }
+        }
+        if done.len() > before {
+            self.compact();
+        }
+        any
+    }
+
     /// Drops coflows a policy rejected, unfinished; returns their workload indices.
     pub(crate) fn reject(&mut self, ids: &[CoflowId]) -> Vec<usize> {
         let mut dropped = Vec::new();

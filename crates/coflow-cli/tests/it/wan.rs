@@ -42,6 +42,11 @@ fn bad_topologies_are_clear_errors() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no link from datacenter 1 to 0"), "{err}");
+    let out = coflow().args(["sim", "--coflows", "5", "--wan", "default", "--policies", "mrtf,pfp"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipping pfp: they assume the big switch"));
+    let out = coflow().args(["sim", "--coflows", "5", "--wan", "default", "--policies", "edf"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no policy left"));
     let out = coflow().args(["sim", "--wan", "/nonexistent/topology.json"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("reading topology"));
 }

@@ -70,6 +70,7 @@ impl Scheduler for FirstDecision {
     }
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let wake = self.inner.poll_allocation(input, out);
+
         let mut seen = self.seen.lock().unwrap();
         if seen.is_empty() {
             seen.extend(input.coflows.iter().zip(&out.coflow_rate).map(|(c, &r)| (c.id, r)));
@@ -139,6 +140,7 @@ fn lfgf_finishes_the_two_reducer_job_earlier() {
     ];
     let group_bytes = |receiver: u32| job.iter().filter(|f| f.dst.0 == receiver).map(|f| f.size.as_f64()).sum::<f64>();
     let r = run("mrtf+lfgf", &fabric, vec![Coflow::new(CoflowId(1), Nanos::ZERO, job.clone())], false, 1);
+
     let groups = &r.outcomes[0].groups;
     let at = |m: u32| groups.iter().find(|(r, _)| r.0 == m).unwrap().1.as_secs_f64();
     assert!((at(2) - 3.0).abs() < 1e-6 && (at(3) - 5.0).abs() < 1e-6, "groups finish at 3 and 5: {groups:?}");
