@@ -448,7 +448,16 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
         for c in &mut w.coflows {
             c.arrival = Nanos::ZERO;
         }
-        let cfg = SiphonConfig { rounds: a.rounds, depth: a.depth, breadth: a.breadth, seed, ..Default::default() };
+        // As `coflow sim --wan` builds it: a draw holds for the redraw interval.
+        let coherence = (redraw != Nanos::MAX).then_some(redraw);
+        let cfg = SiphonConfig {
+            rounds: a.rounds,
+            depth: a.depth,
+            breadth: a.breadth,
+            seed,
+            coherence,
+            ..Default::default()
+        };
         let timed = FirstSearch { inner: SiphonMc::new(cfg), time_s: None, present: 0 };
         let probe = std::sync::Arc::new(Mutex::new(None));
         let wrapped = Probe { inner: timed, out: probe.clone() };
