@@ -222,7 +222,7 @@ fn bandwidth() -> impl Strategy<Value = Bandwidth> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(40))]
+    #![proptest_config(ProptestConfig::with_cases(200))]
 
     /// The wide-area policies (and Varys and fairness on the wide-area fabric) keep every link
     /// within its current capacity across capacity changes, deliver exactly every flow's bytes,
