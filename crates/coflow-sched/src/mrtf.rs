@@ -6,7 +6,9 @@
 //! served in that order, re-sorted at every decision; within a coflow the [`Intra`] policy
 //! decides: MADD and backfill as Varys does, or Largest Flow Group First.
 
-use coflow_core::Nanos;
+use std::collections::BTreeMap;
+
+use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
 use crate::scheduler::Scheduler;
@@ -97,8 +99,8 @@ pub(crate) struct Scratch {
     loads: Vec<(ResourceId, f64)>,
     left: Vec<f64>,
     rate: Vec<f64>,
-    groups: Vec<(f64, u32, usize)>,
-    legs: Vec<usize>,
+    /// LFGF: each active coflow's flow groups.
+    plans: BTreeMap<CoflowId, Groups>,
 }
 
 /// Serves the coflows of `input` in `order` (indices into `input.coflows`) with `intra` inside
@@ -122,9 +124,25 @@ pub(crate) fn allocate(input: &Input<'_>, order: &[usize], intra: Intra, s: &mut
     }
 }
 
-/// A coflow's place in the LFGF plan: its index, its groups `(total bytes, receiver, first
-/// position in its legs)` largest first, its legs sorted by receiver.
-type Plan = (usize, Vec<(f64, u32, usize)>, Vec<usize>);
+/// A coflow's flow groups, largest total first (ties: smaller receiver), each as its legs'
+/// offsets in the coflow's legs. Fixed for the coflow's life: its legs are set at arrival and
+/// groups are ranked by total size.
+type Groups = Vec<Vec<u32>>;
+
+/// The flow groups of `c`. Groups are ranked by their total size (the data their reducer will
+/// process), finished flows included, not by what is left: a group half sent is no less work
+/// to compute.
+fn groups_of(input: &Input<'_>, c: &CoflowState) -> Groups {
+    let mut by_receiver: BTreeMap<u32, (f64, Vec<u32>)> = BTreeMap::new();
+    for (i, leg) in input.legs_of(c).iter().enumerate() {
+        let g = by_receiver.entry(leg.receiver.0).or_default();
+        g.0 += leg.bytes;
+        g.1.push(i as u32);
+    }
+    let mut groups: Vec<(f64, u32, Vec<u32>)> = by_receiver.into_iter().map(|(r, (b, legs))| (b, r, legs)).collect();
+    groups.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    groups.into_iter().map(|g| g.2).collect()
+}
 
 /// Largest Flow Group First inside each coflow, coflows in `order`.
 fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocation) {
@@ -132,75 +150,62 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
     // Per leg: fraction of its remaining bytes per second, summed over both passes.
     s.rate.clear();
     s.rate.resize(input.legs.len(), 0.0);
-    // Each coflow's groups, largest remaining first (ties: smaller receiver), with their legs.
-    let mut plan: Vec<Plan> = Vec::with_capacity(order.len());
+    // Each coflow's groups, kept from earlier decisions; coflows gone are dropped.
+    let mut old = std::mem::take(&mut s.plans);
     for &k in order {
         let c = &input.coflows[k];
-        // Groups are ranked by their total size (the data their reducer will process), finished
-        // flows included, not by what is left: a group half sent is no less work to compute.
-        s.legs.clear();
-        s.legs.extend(c.legs.clone());
-        s.legs.sort_by_key(|&l| (input.legs[l].receiver, l));
-        s.groups.clear();
-        let mut i = 0;
-        while i < s.legs.len() {
-            let receiver = input.legs[s.legs[i]].receiver;
-            let mut j = i;
-            let mut bytes = 0.0;
-            while j < s.legs.len() && input.legs[s.legs[j]].receiver == receiver {
-                bytes += input.legs[s.legs[j]].bytes;
-                j += 1;
-            }
-            s.groups.push((bytes, receiver.0, i));
-            i = j;
-        }
-        s.groups.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        plan.push((k, s.groups.clone(), s.legs.clone()));
+        let groups = old.remove(&c.id).unwrap_or_else(|| groups_of(input, c));
+        s.plans.insert(c.id, groups);
     }
-    let group_legs = |legs: &[usize], start: usize| -> Vec<usize> {
-        let receiver = input.legs[legs[start]].receiver;
-        legs[start..].iter().copied().take_while(|&l| input.legs[l].receiver == receiver).collect()
-    };
+    let Scratch { plans, left, rate, loads, .. } = s;
     // Pass 1: MADD per group, in order.
-    for (k, groups, legs) in &plan {
-        let c = &input.coflows[*k];
-        for &(_, _, start) in groups {
-            let members = group_legs(legs, start);
-            s.loads.clear();
-            for &l in members.iter().filter(|&&l| input.legs[l].is_active()) {
-                let leg = &input.legs[l];
+    for &k in order {
+        let c = &input.coflows[k];
+        let base = c.legs.start;
+        for group in &plans[&c.id] {
+            loads.clear();
+            for &i in group {
+                let leg = &input.legs[base + i as usize];
+                if !leg.is_active() {
+                    continue;
+                }
                 for &r in leg.route.hops() {
-                    match s.loads.iter_mut().find(|(x, _)| *x == r) {
+                    match loads.iter_mut().find(|(x, _)| *x == r) {
                         Some(e) => e.1 += leg.remaining(c),
-                        None => s.loads.push((r, leg.remaining(c))),
+                        None => loads.push((r, leg.remaining(c))),
                     }
                 }
             }
-            let sigma = if s.loads.is_empty() { 0.0 } else { madd(&s.loads, &mut s.left, cap) };
-            for &l in members.iter().filter(|&&l| input.legs[l].is_active()) {
-                s.rate[l] += sigma;
+            let sigma = if loads.is_empty() { 0.0 } else { madd(loads, left, cap) };
+            for &i in group {
+                let l = base + i as usize;
+                if input.legs[l].is_active() {
+                    rate[l] += sigma;
+                }
             }
         }
     }
     // Pass 2: backfill leg by leg in the same order.
-    for (k, groups, legs) in &plan {
-        let c = &input.coflows[*k];
-        for &(_, _, start) in groups {
-            for l in group_legs(legs, start) {
+    for &k in order {
+        let c = &input.coflows[k];
+        let base = c.legs.start;
+        for group in &plans[&c.id] {
+            for &i in group {
+                let l = base + i as usize;
                 let leg = &input.legs[l];
                 if !leg.is_active() {
                     continue;
                 }
                 let mut room = f64::INFINITY;
                 for &r in leg.route.hops() {
-                    let left = s.left[r as usize];
-                    room = room.min(if left <= cap[r as usize] * FULL { 0.0 } else { left });
+                    let free = left[r as usize];
+                    room = room.min(if free <= cap[r as usize] * FULL { 0.0 } else { free });
                 }
                 let remaining = leg.remaining(c);
                 if room > 0.0 && room.is_finite() && remaining > 0.0 {
-                    s.rate[l] += room / remaining;
+                    rate[l] += room / remaining;
                     for &r in leg.route.hops() {
-                        s.left[r as usize] = (s.left[r as usize] - room).max(0.0);
+                        left[r as usize] = (left[r as usize] - room).max(0.0);
                     }
                 }
             }
