@@ -53,7 +53,7 @@ pub struct SiphonConfig {
     pub intra: Intra,
     /// How long one bandwidth draw holds on a link (its coherence time), if known: a node
     /// expected to last `k` such intervals draws its bandwidth as the mean of `k` draws (at most
-    /// [`MAX_DRAWS_PER_NODE`]). `None` (default): one draw per node, as the paper.
+    /// 16). `None` (default): one draw per node, as the paper.
     pub coherence: Option<Nanos>,
     /// How the enforced candidate is chosen.
     pub select: Select,
