@@ -5,6 +5,7 @@ mod plot;
 mod sim;
 mod sweep;
 mod trace;
+mod wan;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,8 @@ enum Command {
     Trace(trace::TraceCommand),
     /// Measure simulator speed and policy decision time (against Varys's 17 ms).
     Bench(bench::BenchArgs),
+    /// Time a siphon-mc Monte Carlo decision with N coflows present on a wide-area fabric.
+    WanBench(wan::BenchArgs),
 }
 
 fn main() {
@@ -34,6 +37,7 @@ fn main() {
         Command::Sim(args) => sim::run(args),
         Command::Trace(cmd) => trace::run(cmd),
         Command::Bench(args) => bench::run(args),
+        Command::WanBench(args) => wan::bench(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -35,6 +35,8 @@ pub(crate) struct SimArgs {
     /// over the baseline into this file, SVG or PNG by its extension.
     #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Option<PathBuf>,
+    #[command(flatten)]
+    wan: crate::wan::WanArgs,
 }
 
 /// What `coflow sim` does instead of one replay.
@@ -193,6 +195,9 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         plot::Format::of(p)?;
     }
     let mut plan = SimPlan::from_args(&args.common)?;
+    if args.wan.enabled() {
+        return crate::wan::run(&plan, &args.wan, args.common.json.as_deref());
+    }
     if let Some(x) = plan.deadline_x {
         coflow_sim::assign_deadlines(&mut plan.workload, plan.port_rate, x, plan.seed);
     }

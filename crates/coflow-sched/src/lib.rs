@@ -11,6 +11,8 @@
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
 //! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
+//! - `wan`: Siphon's wide-area topology ([`Wan`]) and link bandwidth distributions; `mrtf` and
+//!   `siphon`: its policies ([`Mrtf`], [`SiphonMc`]) with the intra-coflow option [`Intra`].
 
 #![warn(missing_docs)]
 
@@ -19,10 +21,13 @@ mod deadline;
 mod fabric;
 mod fair;
 mod maxmin;
+mod mrtf;
 mod priority;
 mod scheduler;
+mod siphon;
 mod state;
 mod varys;
+mod wan;
 
 pub mod policy;
 
@@ -31,7 +36,10 @@ pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;
 pub use maxmin::MaxMin;
+pub use mrtf::{Intra, Mrtf};
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
+pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig, bottleneck};
+pub use wan::{Bandwidth, Link, Wan, WanError};

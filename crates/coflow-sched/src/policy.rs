@@ -2,9 +2,14 @@
 
 use crate::scheduler::Scheduler;
 use crate::{DeadlineMode, DeadlineScheduler, Fair, FlowOrder, FlowPriority, Order, Varys, VarysConfig};
+use crate::{Intra, Mrtf, SiphonConfig, SiphonMc};
 
 /// The short names of every policy, in report order.
 pub const NAMES: &[&str] = &["varys", "varys-deadline", "vc", "scf", "ncf", "tcf", "fifo", "pfp", "edf", "fair"];
+
+/// The policies of the wide-area model (Siphon), not part of `all`: the Monte Carlo order and
+/// its baseline, each also with Largest Flow Group First inside coflows (`+lfgf`).
+pub const WAN_NAMES: &[&str] = &["siphon-mc", "mrtf", "siphon-mc+lfgf", "mrtf+lfgf"];
 
 /// No policy has this name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -27,7 +32,21 @@ pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
         "pfp" => Ok(Box::new(FlowPriority::new(FlowOrder::SmallestRemaining))),
         "edf" => Ok(Box::new(FlowPriority::new(FlowOrder::EarliestDeadline))),
         "fair" => Ok(Box::new(Fair::default())),
+        "siphon-mc" | "mrtf" | "siphon-mc+lfgf" | "mrtf+lfgf" => Ok(seeded(name, 0).expect("a wide-area name")),
         _ => Err(UnknownPolicy { name: name.to_string() }),
+    }
+}
+
+/// A fresh instance of the policy called `name`, whose randomness (if it has any) is seeded
+/// with `seed`: `siphon-mc` draws its Monte Carlo bandwidths from it. Other policies ignore it.
+pub fn seeded(name: &str, seed: u64) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
+    let intra = if name.ends_with("+lfgf") { Intra::Lfgf } else { Intra::Madd };
+    match name {
+        "siphon-mc" | "siphon-mc+lfgf" => {
+            Ok(Box::new(SiphonMc::new(SiphonConfig { seed, intra, ..Default::default() })))
+        }
+        "mrtf" | "mrtf+lfgf" => Ok(Box::new(Mrtf::new(intra))),
+        _ => by_name(name),
     }
 }
 
@@ -39,7 +58,11 @@ pub fn parse_list(list: &str) -> Result<Vec<&'static str>, UnknownPolicy> {
             out.extend_from_slice(NAMES);
             continue;
         }
-        let known = NAMES.iter().find(|&&n| n == name).ok_or_else(|| UnknownPolicy { name: name.to_string() })?;
+        let known = NAMES
+            .iter()
+            .chain(WAN_NAMES)
+            .find(|&&n| n == name)
+            .ok_or_else(|| UnknownPolicy { name: name.to_string() })?;
         out.push(*known);
     }
     out.dedup();

@@ -19,7 +19,7 @@
 //!   and a policy gives each route one per-flow rate in bytes per second. Per-flow fair sharing
 //!   needs nothing finer, since flows on one route see the same ports.
 
-use coflow_core::{CoflowId, Nanos};
+use coflow_core::{CoflowId, MachineId, Nanos};
 
 use crate::fabric::{Fabric, ResourceId, Route};
 
@@ -71,6 +71,8 @@ pub struct LegState {
     pub longest: f64,
     /// Its remaining fraction divided by its coflow's [`CoflowState::scale`]; zero once finished.
     pub scaled: f64,
+    /// The machine its flows go to: legs to one receiver form a flow group (Siphon §3.2).
+    pub receiver: MachineId,
 }
 
 impl LegState {

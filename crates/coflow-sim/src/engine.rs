@@ -17,8 +17,9 @@ use std::collections::{BinaryHeap, HashMap};
 use coflow_core::{Nanos, Rate, Workload};
 use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel};
 
-use crate::legs::{Finished, LegModel};
+use crate::legs::{Finished, LegModel, Split};
 use crate::report::CoflowOutcome;
+use crate::wan::{WanConfig, Weather};
 
 /// How many policy wake-ups in a row may pass with nothing moving and nothing left to arrive
 /// before the simulation gives up on the coflows still active.
@@ -56,6 +57,9 @@ pub struct SimResult {
     pub decisions: u64,
     /// Whether the policy does admission control (and so may reject coflows).
     pub admission_control: bool,
+    /// Bytes sent over multi-path detours (each crossed one more link than its direct route):
+    /// the extra wide-area traffic routing cost. Zero unless multi-path routing is on.
+    pub relayed_bytes: f64,
 }
 
 /// Replays `workload` under `policy`.
@@ -71,7 +75,23 @@ pub fn simulate_with_progress(
     cfg: &SimConfig,
     progress: &mut dyn FnMut(usize),
 ) -> SimResult {
-    let mut e = Engine::new(workload, policy, cfg);
+    let mut e = Engine::new(workload, policy, cfg, None);
+    e.run(progress);
+    e.finish()
+}
+
+/// Replays `workload` under `policy` on a wide-area fabric whose link capacities fluctuate
+/// (Siphon); `cfg.port_rate` is not used. Calls `progress` as [`simulate_with_progress`] does.
+pub fn simulate_wan(
+    workload: &Workload,
+    policy: Box<dyn Scheduler>,
+    cfg: &SimConfig,
+    wan: &WanConfig,
+    progress: &mut dyn FnMut(usize),
+) -> SimResult {
+    assert!(wan.fabric.wan_topology().is_some(), "simulate_wan needs a wide-area fabric");
+    assert!(wan.fabric.machines() >= workload.machines, "the topology places fewer machines than the workload has");
+    let mut e = Engine::new(workload, policy, cfg, Some(wan));
     e.run(progress);
     e.finish()
 }
@@ -339,18 +359,30 @@ struct Engine<'w> {
     last_decision: Nanos,
     events: u64,
     decisions: u64,
+
+    // Wide area: the capacity draws in force, whether arrivals are water-filled, bytes relayed.
+    weather: Option<Weather>,
+    /// Whether the capacities changed at `now`.
+    new_weather: bool,
+    multipath: bool,
+    relayed: f64,
 }
 
 impl<'w> Engine<'w> {
-    fn new(w: &'w Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig) -> Engine<'w> {
+    fn new(w: &'w Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig, wan: Option<&WanConfig>) -> Engine<'w> {
         let n = w.coflows.len();
+        let start = w.coflows.first().map_or(Nanos::ZERO, |c| c.arrival);
+        let mut fabric = wan.map_or_else(|| Fabric::big_switch(w.machines, cfg.port_rate), |c| c.fabric.clone());
+        let weather = wan.map(|c| Weather::new(c, &mut fabric, start));
+        let mut prop = LegModel::default();
+        prop.track = wan.is_some();
         Engine {
             w,
             model: policy.model(),
             policy,
             cfg: *cfg,
-            fabric: Fabric::big_switch(w.machines, cfg.port_rate),
-            now: w.coflows.first().map_or(Nanos::ZERO, |c| c.arrival),
+            fabric,
+            now: start,
             next_arrival: 0,
             wake: None,
             finish: vec![None; n],
@@ -359,13 +391,17 @@ impl<'w> Engine<'w> {
             rejected_ids: Vec::new(),
             pending: vec![0; n],
             done: 0,
-            prop: LegModel::default(),
+            prop,
             finished: Vec::new(),
             routes: RouteModel::default(),
             alloc: Allocation::default(),
             last_decision: Nanos::ZERO,
             events: 0,
             decisions: 0,
+            weather,
+            new_weather: false,
+            multipath: wan.is_some_and(|c| c.multipath),
+            relayed: 0.0,
         }
     }
 
@@ -375,6 +411,11 @@ impl<'w> Engine<'w> {
         let mut idle_wakes = 0u32;
         loop {
             let mut changed = false;
+            if let Some(weather) = &mut self.weather {
+                // New capacities: decide again, so nothing runs over them.
+                self.new_weather = weather.update(&mut self.fabric, self.now);
+                changed |= self.new_weather;
+            }
             while self.next_arrival < self.w.coflows.len() && self.w.coflows[self.next_arrival].arrival <= self.now {
                 self.arrive(self.next_arrival);
                 self.next_arrival += 1;
@@ -419,7 +460,9 @@ impl<'w> Engine<'w> {
     /// Admits workload coflow `k` at `now`.
     fn arrive(&mut self, k: usize) {
         let c = &self.w.coflows[k];
-        let remote = c.flows.iter().filter(|f| f.crosses_fabric()).count() as u32;
+        let fabric = &self.fabric;
+        let remote =
+            c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()).count() as u32;
         self.pending[k] = remote;
         if remote == 0 {
             // No flow has bytes to move across the fabric: the coflow is done on arrival.
@@ -431,10 +474,23 @@ impl<'w> Engine<'w> {
         match self.model {
             ServiceModel::Proportional => {
                 self.prop.sync(self.now);
-                self.prop.arrive(&self.fabric, c, k, remote);
+                let split = if self.multipath {
+                    let mut loads = vec![0.0; self.fabric.resources()];
+                    for c in &self.prop.coflows {
+                        for (r, b) in self.prop.loads[c.loads.clone()].iter().map(|&(r, b)| (r, b * c.scale)) {
+                            loads[r as usize] += b;
+                        }
+                    }
+                    let (split, relayed) = crate::wan::water_fill(&self.fabric, &loads, c);
+                    self.relayed += relayed;
+                    split
+                } else {
+                    Split::new()
+                };
+                self.prop.arrive(&self.fabric, c, k, &split);
             }
             ServiceModel::Route => {
-                for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
+                for f in c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()) {
                     self.routes.add_flow(self.fabric.route(f.src, f.dst), f.size.as_f64(), k as u32, self.now);
                 }
             }
@@ -451,7 +507,11 @@ impl<'w> Engine<'w> {
 
     fn complete_legs(&mut self) -> bool {
         self.prop.sync(self.now);
-        let any = self.prop.complete(self.cfg.check_invariants, &mut self.finished, &mut self.flow_time);
+        let mut any = self.prop.complete(self.cfg.check_invariants, &mut self.finished, &mut self.flow_time);
+        if self.new_weather {
+            // A decision on new capacities is coming: legs due a nanosecond later end now.
+            any |= self.prop.retire_dust(&mut self.finished, &mut self.flow_time);
+        }
         for (k, id) in self.finished.drain(..) {
             self.pending[k] = 0;
             self.finish[k] = Some(self.now);
@@ -534,6 +594,12 @@ impl<'w> Engine<'w> {
         }
         let legs = self.prop.next_time();
         let routes = self.routes.next_time(self.now);
+        // Capacities change only matter while something is active.
+        if let Some(weather) = &self.weather
+            && self.next_arrival > self.done
+        {
+            next = next.min(weather.next_change());
+        }
         next.min(legs).min(routes)
     }
 
@@ -546,17 +612,32 @@ impl<'w> Engine<'w> {
 
     fn finish(self) -> SimResult {
         let port = self.cfg.port_rate.bytes_per_sec();
-        let outcomes: Vec<CoflowOutcome> = self
+        let mut outcomes: Vec<CoflowOutcome> = self
             .w
             .coflows
             .iter()
             .zip(self.finish.iter().zip(&self.rejected).zip(&self.flow_time))
             .map(|(c, ((&finish, &rejected), &flow_time))| {
-                let mut o = CoflowOutcome::new(c, finish, rejected, c.isolated_cct(self.w.machines as usize, port));
+                let isolated = if self.weather.is_some() {
+                    crate::wan::isolated_cct(&self.fabric, c)
+                } else {
+                    c.isolated_cct(self.w.machines as usize, port)
+                };
+                let mut o = CoflowOutcome::new(c, finish, rejected, isolated);
                 o.flow_time_s = flow_time;
                 o
             })
             .collect();
+        for &(k, receiver, t) in &self.prop.leg_done {
+            let groups = &mut outcomes[k].groups;
+            match groups.iter_mut().find(|(r, _)| *r == receiver) {
+                Some(g) => g.1 = g.1.max(t),
+                None => groups.push((receiver, t)),
+            }
+        }
+        for o in &mut outcomes {
+            o.groups.sort();
+        }
         let makespan = self.finish.iter().flatten().copied().max().unwrap_or(Nanos::ZERO);
         SimResult {
             policy: self.policy.name().to_string(),
@@ -565,6 +646,7 @@ impl<'w> Engine<'w> {
             events: self.events,
             decisions: self.decisions,
             admission_control: self.policy.admission_control(),
+            relayed_bytes: self.relayed,
         }
     }
 }

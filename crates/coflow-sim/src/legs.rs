@@ -11,11 +11,15 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use coflow_core::{Coflow, CoflowId, Nanos};
-use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Sender};
+use coflow_core::{Coflow, CoflowId, MachineId, Nanos};
+use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Route, Sender};
 
 /// Tags a heap entry as a leg rather than a coflow.
 const LEG: u32 = 1 << 31;
+
+/// Per direct route, the detours that take part of an arriving coflow's bytes off it, with the
+/// fraction each takes.
+pub(crate) type Split = BTreeMap<Route, Vec<(Route, f64)>>;
 
 /// A coflow that finished: its index in the workload and its id.
 pub(crate) type Finished = (usize, CoflowId);
@@ -45,6 +49,10 @@ pub(crate) struct LegModel {
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
     /// The time the state is current at.
     time: Nanos,
+    /// Whether to record every leg's finish in `leg_done` (wide-area runs, for flow groups).
+    pub(crate) track: bool,
+    /// Finished legs: `(workload index, receiver, when)`.
+    pub(crate) leg_done: Vec<(usize, MachineId, Nanos)>,
 }
 
 impl LegModel {
@@ -78,17 +86,35 @@ impl LegModel {
         }
     }
 
-    /// Admits a coflow at the current time, with its flows that cross the fabric.
-    pub(crate) fn arrive(&mut self, fabric: &Fabric, c: &Coflow, k: usize, active_flows: u32) {
+    /// Admits a coflow at the current time, with its flows that cross the fabric; `split` sends
+    /// the given fraction of the bytes whose direct route is a key over each listed detour
+    /// instead (multi-path routing), each part a leg of its own.
+    pub(crate) fn arrive(&mut self, fabric: &Fabric, c: &Coflow, k: usize, split: &Split) {
         // One leg per pair of machines and flow size: its flows are alike under any policy.
         let mut pairs: BTreeMap<(u32, u32, u64), u32> = BTreeMap::new();
-        for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
+        for f in c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()) {
             *pairs.entry((f.src.0, f.dst.0, f.size.get())).or_default() += 1;
         }
-        let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();
+        // Each leg: its route, machines, flow size, the fraction of it taken, its flows.
+        let mut parts: Vec<(Route, u32, u32, u64, f64, u32)> = Vec::with_capacity(pairs.len());
         for (&(s, d, size), &flows) in &pairs {
-            let bytes = size as f64 * flows as f64;
-            for &r in fabric.route(s.into(), d.into()).hops() {
+            let route = fabric.route(s.into(), d.into());
+            let mut direct = 1.0;
+            for &(detour, alpha) in split.get(&route).map_or(&[][..], Vec::as_slice) {
+                parts.push((detour, s, d, size, alpha, flows));
+                direct -= alpha;
+            }
+            if direct > 1e-12 {
+                parts.push((route, s, d, size, direct, flows));
+            }
+        }
+        // Legs sorted by route (hop by hop), so that a sender's legs are contiguous; on the big
+        // switch this is the order of the machine pairs.
+        parts.sort_by(|a, b| a.0.hops().cmp(b.0.hops()).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+        let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();
+        for &(route, _, _, size, fraction, flows) in &parts {
+            let bytes = size as f64 * flows as f64 * fraction;
+            for &r in route.hops() {
                 *per_resource.entry(r).or_default() += bytes;
             }
         }
@@ -99,9 +125,10 @@ impl LegModel {
 
         let ci = self.coflows.len() as u32;
         let (leg_start, sender_start) = (self.legs.len(), self.senders.len());
-        for ((s, d, size), flows) in pairs {
-            let (bytes, longest) = (size as f64 * flows as f64, size as f64);
-            let route = fabric.route(s.into(), d.into());
+        let mut active_flows = 0;
+        for (route, _, d, size, fraction, flows) in parts {
+            let (bytes, longest) = (size as f64 * flows as f64 * fraction, size as f64 * fraction);
+            active_flows += flows;
             let mut slots = [0u32; 4];
             for (slot, r) in slots.iter_mut().zip(route.hops()) {
                 *slot = index[r];
@@ -114,7 +141,7 @@ impl LegModel {
             } else {
                 self.senders.push(Sender { resource: first, legs: self.legs.len()..self.legs.len() + 1 });
             }
-            self.legs.push(LegState { route, bytes, flows, longest, scaled: 1.0 });
+            self.legs.push(LegState { route, bytes, flows, longest, scaled: 1.0, receiver: d.into() });
             self.owner.push(ci);
             self.slots.push(slots);
             self.leg_finish.push(Nanos::MAX);
@@ -218,6 +245,40 @@ impl LegModel {
         any
     }
 
+    /// Retires, as finished now, every leg left with less than `DUST` of its bytes: a leg planned
+    /// to end a nanosecond after a decision (finish times are rounded up) would otherwise hold a
+    /// whole link for its last femtobytes. Wide-area runs only, at capacity changes (which fall
+    /// on round times). Returns whether any leg was retired.
+    pub(crate) fn retire_dust(&mut self, done: &mut Vec<Finished>, flow_time: &mut [f64]) -> bool {
+        const DUST: f64 = 1e-12;
+        let now = self.time;
+        let before = done.len();
+        let mut any = false;
+        for c in 0..self.coflows.len() {
+            if self.coflows[c].active_flows == 0 {
+                continue;
+            }
+            let scale = self.coflows[c].scale;
+            for l in self.coflows[c].legs.clone() {
+                let leg = &self.legs[l];
+                if leg.is_active() && leg.scaled * scale < DUST {
+                    let fct = (now - self.coflows[c].arrival).as_secs_f64();
+                    flow_time[self.widx[c]] += leg.flows as f64 * fct;
+                    self.retire_leg(l, c, true);
+                    any = true;
+                }
+            }
+            if any && self.coflows[c].active_flows == 0 {
+                self.finish[c] = Nanos::MAX;
+                done.push((self.widx[c], self.coflows[c].id));
+            }
+        }
+        if done.len() > before {
+            self.compact();
+        }
+        any
+    }
+
     /// Drops coflows a policy rejected, unfinished; returns their workload indices.
     pub(crate) fn reject(&mut self, ids: &[CoflowId]) -> Vec<usize> {
         let mut dropped = Vec::new();
@@ -246,12 +307,21 @@ impl LegModel {
         }
         leg.scaled = 0.0;
         self.leg_finish[l] = Nanos::MAX;
+        if self.track {
+            self.leg_done.push((self.widx[c], leg.receiver, self.time));
+        }
         coflow.active_flows -= leg.flows;
     }
 
     /// Drops finished coflows with their legs, senders and loads, keeping the rest in order.
     fn compact(&mut self) {
-        let mut m = LegModel { time: self.time, dec_time: self.dec_time, ..LegModel::default() };
+        let mut m = LegModel {
+            time: self.time,
+            dec_time: self.dec_time,
+            track: self.track,
+            leg_done: std::mem::take(&mut self.leg_done),
+            ..LegModel::default()
+        };
         let mut leg_map = vec![u32::MAX; self.legs.len()];
         for (k, c) in self.coflows.iter().enumerate() {
             if c.active_flows == 0 {

@@ -14,6 +14,7 @@
 //! - `engine`: the event loop, [`simulate`].
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
 //! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`]).
+//! - `wan`: wide-area runs ([`simulate_wan`], [`WanConfig`]): capacity redraws, multi-path.
 
 #![warn(missing_docs)]
 
@@ -22,10 +23,12 @@ mod deadlines;
 mod engine;
 mod legs;
 mod report;
+mod wan;
 
 pub use bounds::{BoundConfig, LowerBounds, lower_bounds};
 pub use deadlines::{MIN_DEADLINE, assign_deadlines};
-pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};
+pub use engine::{SimConfig, SimResult, simulate, simulate_wan, simulate_with_progress};
 pub use report::{
     BinSummary, CoflowOutcome, SLOWER_TOLERANCE, Summary, lower_bound_avg_cct, percentile, slower_fraction,
 };
+pub use wan::{SIZE_BINS, SizeBin, WanConfig, WanSummary, detour_fraction, draw};

@@ -1,6 +1,6 @@
 //! Per-coflow outcomes and the summary figures the field compares.
 
-use coflow_core::{Bin, Coflow, CoflowId, Nanos};
+use coflow_core::{Bin, Coflow, CoflowId, MachineId, Nanos};
 use serde::Serialize;
 
 use crate::SimResult;
@@ -29,6 +29,9 @@ pub struct CoflowOutcome {
     /// The sum over its finished flows of their completion times (from the coflow's arrival), in
     /// seconds; local flows count zero.
     pub flow_time_s: f64,
+    /// When each of its flow groups (its flows to one receiver, Siphon §3.2) finished, by
+    /// receiver: recorded in wide-area runs of proportional policies, empty otherwise.
+    pub groups: Vec<(MachineId, Nanos)>,
 }
 
 impl CoflowOutcome {
@@ -45,6 +48,7 @@ impl CoflowOutcome {
             deadline: c.deadline,
             rejected,
             flow_time_s: 0.0,
+            groups: Vec::new(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `coflow` binary, run as a user would.
 
 mod tidy;
+mod wan;
 
 use std::path::PathBuf;
 use std::process::Command;

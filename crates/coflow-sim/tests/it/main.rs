@@ -4,3 +4,4 @@ mod analytic;
 mod examples;
 mod properties;
 mod support;
+mod wan;

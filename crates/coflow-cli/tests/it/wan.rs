@@ -1,0 +1,71 @@
+//! End-to-end wide-area runs: `coflow sim --wan`, its report, and its errors.
+
+use super::{coflow, facebook_trace, tmp};
+
+#[test]
+fn wan_runs_report_siphon_figures_against_mrtf_and_reproduce_for_a_seed() {
+    let run = |name: &str| {
+        let json = tmp(name);
+        let out = coflow()
+            .args(["sim", "--coflows", "60", "--machines", "30", "--wan", "default", "--multipath"])
+            .args(["--policies", "siphon-mc,mrtf+lfgf", "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8(out.stdout).unwrap(), std::fs::read_to_string(&json).unwrap())
+    };
+    let (table, json) = run("wan-a.json");
+    for needle in ["siphon-mc", "mrtf+lfgf", "p90 s", "vs mrtf", "relayed GB", "by total size", "multi-path on"] {
+        assert!(table.contains(needle), "no {needle:?} in\n{table}");
+    }
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["baseline"], "mrtf");
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for r in results {
+        assert_eq!(r["completed"], 60, "{r}");
+        assert_eq!(r["bins"].as_array().unwrap().len(), 4, "{r}");
+        for key in ["avg_cct_s", "p90_cct_s", "factor_vs_baseline", "relayed_bytes"] {
+            assert!(r[key].is_number(), "{key} in {r}");
+        }
+    }
+    assert_eq!(run("wan-b.json").1, json, "same seed, same bytes");
+}
+
+#[test]
+fn bad_topologies_are_clear_errors() {
+    let path = tmp("bad-topology.json");
+    std::fs::write(&path, r#"{"datacenters": ["a", "b"], "links": [{"from": "a", "to": "b", "constant_gbps": 1}]}"#)
+        .unwrap();
+    let out = coflow().args(["sim", "--coflows", "5", "--machines", "4", "--wan"]).arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no link from datacenter 1 to 0"), "{err}");
+    let out = coflow().args(["sim", "--coflows", "5", "--wan", "default", "--policies", "mrtf,pfp"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipping pfp: they assume the big switch"));
+    let out = coflow().args(["sim", "--coflows", "5", "--wan", "default", "--policies", "edf"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no policy left"));
+    let out = coflow().args(["sim", "--wan", "/nonexistent/topology.json"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reading topology"));
+}
+
+#[test]
+fn the_facebook_trace_runs_on_the_default_wide_area() {
+    let Some(trace) = facebook_trace() else { return };
+    let json = tmp("fb-wan.json");
+    let out = coflow()
+        .args(["sim", "--wan", "default", "--policies", "siphon-mc,mrtf", "--trace"])
+        .arg(&trace)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in report["results"].as_array().unwrap() {
+        assert_eq!(r["completed"], 526, "{r}");
+    }
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+}

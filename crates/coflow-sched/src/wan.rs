@@ -1,0 +1,330 @@
+//! The wide-area model of Siphon (§3.1): datacenters whose machines' edges are never the
+//! bottleneck, joined by directed inter-datacenter links whose available bandwidth is a random
+//! variable.
+//!
+//! A [`Wan`] is a topology: datacenters, links, each link's [`Bandwidth`] distribution and the
+//! datacenter of every machine. [`Fabric::wan`](crate::Fabric::wan) turns it into a fabric whose
+//! resources are the links (resource `i` is link `i`): a flow between two datacenters crosses the
+//! direct link, a flow inside one crosses nothing. The fabric's capacities are the bandwidth
+//! available now; the driver redraws them from the distributions, and policies read both.
+
+use rand::Rng;
+
+use crate::fabric::{ResourceId, Route};
+
+/// The distribution of a link's available bandwidth, in bytes per second.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bandwidth {
+    /// Always the same.
+    Constant(f64),
+    /// Uniform between the two bounds.
+    Uniform(f64, f64),
+    /// Normal with this mean and standard deviation, redrawn below `min` (truncated).
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        sd: f64,
+        /// Smallest value drawn; draws below are redrawn (at most 64 times, then `min`).
+        min: f64,
+    },
+    /// Empirical: one of these measured samples, each equally likely (kept sorted).
+    Empirical(Vec<f64>),
+}
+
+/// A topology or bandwidth that cannot be used.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WanError {
+    /// A link names a datacenter that does not exist, or joins one to itself.
+    #[error("link {link}: datacenters {from} -> {to} are not two of the {dcs} datacenters")]
+    BadLink {
+        /// Index of the link.
+        link: usize,
+        /// Its source datacenter.
+        from: u32,
+        /// Its destination datacenter.
+        to: u32,
+        /// How many there are.
+        dcs: u32,
+    },
+    /// Two links join the same pair in the same direction.
+    #[error("two links from datacenter {from} to {to}")]
+    DuplicateLink {
+        /// Source datacenter.
+        from: u32,
+        /// Destination datacenter.
+        to: u32,
+    },
+    /// A bandwidth distribution is empty, not finite or not positive.
+    #[error("link {link}: {what}")]
+    BadBandwidth {
+        /// Index of the link.
+        link: usize,
+        /// What is wrong.
+        what: String,
+    },
+    /// A machine is placed in a datacenter that does not exist.
+    #[error("machine {machine} placed in datacenter {dc}, but there are {dcs}")]
+    BadPlacement {
+        /// The machine.
+        machine: u32,
+        /// Its datacenter.
+        dc: u32,
+        /// How many there are.
+        dcs: u32,
+    },
+    /// Two datacenters that exchange traffic have no direct link.
+    #[error("no link from datacenter {from} to {to}")]
+    MissingLink {
+        /// Source datacenter.
+        from: u32,
+        /// Destination datacenter.
+        to: u32,
+    },
+}
+
+impl Bandwidth {
+    /// Checks that every value is finite and positive; sorts empirical samples.
+    pub fn validate(mut self, link: usize) -> Result<Bandwidth, WanError> {
+        let bad = |what: String| WanError::BadBandwidth { link, what };
+        let ok = |v: f64| v.is_finite() && v > 0.0;
+        match &mut self {
+            Bandwidth::Constant(v) if !ok(*v) => return Err(bad(format!("bandwidth {v} is not positive"))),
+            Bandwidth::Uniform(lo, hi) if !(ok(*lo) && ok(*hi) && *lo <= *hi) => {
+                return Err(bad(format!("uniform bounds {lo}..{hi} are not positive and ordered")));
+            }
+            Bandwidth::Normal { mean, sd, min } if !(ok(*mean) && ok(*min) && sd.is_finite() && *sd >= 0.0) => {
+                return Err(bad(format!("normal mean {mean}, sd {sd}, min {min} are not positive")));
+            }
+            Bandwidth::Empirical(s) => {
+                if s.is_empty() {
+                    return Err(bad("no samples".to_string()));
+                }
+                if let Some(v) = s.iter().find(|&&v| !ok(v)) {
+                    return Err(bad(format!("sample {v} is not positive")));
+                }
+                s.sort_by(f64::total_cmp);
+            }
+            _ => {}
+        }
+        Ok(self)
+    }
+
+    /// Its expected value (for the normal, the untruncated mean: the truncation is meant to cut
+    /// only a negligible tail).
+    pub fn mean(&self) -> f64 {
+        match self {
+            Bandwidth::Constant(v) => *v,
+            Bandwidth::Uniform(lo, hi) => (lo + hi) / 2.0,
+            Bandwidth::Normal { mean, .. } => *mean,
+            Bandwidth::Empirical(s) => s.iter().sum::<f64>() / s.len() as f64,
+        }
+    }
+
+    /// Its median (for an even number of samples, the lower middle one).
+    pub fn median(&self) -> f64 {
+        match self {
+            Bandwidth::Empirical(s) => s[(s.len() - 1) / 2],
+            other => other.mean(),
+        }
+    }
+
+    /// One draw.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        match self {
+            Bandwidth::Constant(v) => *v,
+            Bandwidth::Uniform(lo, hi) => lo + (hi - lo) * rng.r#gen::<f64>(),
+            Bandwidth::Normal { mean, sd, min } => {
+                for _ in 0..64 {
+                    // Box-Muller; `1 - u` keeps the logarithm's argument in (0, 1].
+                    let (u1, u2) = (1.0 - rng.r#gen::<f64>(), rng.r#gen::<f64>());
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    let v = mean + sd * z;
+                    if v >= *min {
+                        return v;
+                    }
+                }
+                *min
+            }
+            Bandwidth::Empirical(s) => s[rng.gen_range(0..s.len())],
+        }
+    }
+}
+
+/// One directed inter-datacenter link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// The datacenter it leaves.
+    pub from: u32,
+    /// The datacenter it enters.
+    pub to: u32,
+    /// Its available bandwidth.
+    pub bandwidth: Bandwidth,
+}
+
+/// A wide-area topology: datacenters, directed links between them, and where machines live.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wan {
+    names: Vec<String>,
+    links: Vec<Link>,
+    /// Per ordered pair of datacenters `(a, b)` at `a * dcs + b`: the direct link.
+    direct: Vec<Option<ResourceId>>,
+    /// Per machine: its datacenter.
+    dc_of: Vec<u32>,
+}
+
+impl Wan {
+    /// A topology of the named datacenters and these links, with machine `m` in `dc_of[m]`.
+    /// Every pair of datacenters that hold machines must have a direct link both ways.
+    pub fn new(names: Vec<String>, links: Vec<Link>, dc_of: Vec<u32>) -> Result<Wan, WanError> {
+        let dcs = names.len() as u32;
+        let mut direct = vec![None; (dcs * dcs) as usize];
+        let mut checked = Vec::with_capacity(links.len());
+        for (i, l) in links.into_iter().enumerate() {
+            if l.from >= dcs || l.to >= dcs || l.from == l.to {
+                return Err(WanError::BadLink { link: i, from: l.from, to: l.to, dcs });
+            }
+            let slot = &mut direct[(l.from * dcs + l.to) as usize];
+            if slot.is_some() {
+                return Err(WanError::DuplicateLink { from: l.from, to: l.to });
+            }
+            *slot = Some(i as ResourceId);
+            checked.push(Link { bandwidth: l.bandwidth.validate(i)?, ..l });
+        }
+        if let Some((m, &dc)) = dc_of.iter().enumerate().find(|&(_, &d)| d >= dcs) {
+            return Err(WanError::BadPlacement { machine: m as u32, dc, dcs });
+        }
+        let mut used = vec![false; dcs as usize];
+        for &d in &dc_of {
+            used[d as usize] = true;
+        }
+        for a in 0..dcs {
+            for b in 0..dcs {
+                if a != b && used[a as usize] && used[b as usize] && direct[(a * dcs + b) as usize].is_none() {
+                    return Err(WanError::MissingLink { from: a, to: b });
+                }
+            }
+        }
+        Ok(Wan { names, links: checked, direct, dc_of })
+    }
+
+    /// `machines` machines spread over the datacenters in blocks of `per_dc` (machine `m` in
+    /// datacenter `m / per_dc`); `per_dc` `None` spreads them evenly (Siphon §5.3: blocks of
+    /// `ceil(machines / dcs)`).
+    pub fn spread(dcs: u32, machines: u32, per_dc: Option<u32>) -> Vec<u32> {
+        let per = per_dc.unwrap_or_else(|| machines.div_ceil(dcs.max(1))).max(1);
+        (0..machines).map(|m| (m / per).min(dcs.saturating_sub(1))).collect()
+    }
+
+    /// The number of datacenters.
+    pub fn dcs(&self) -> u32 {
+        self.names.len() as u32
+    }
+
+    /// A datacenter's name.
+    pub fn name(&self, dc: u32) -> &str {
+        &self.names[dc as usize]
+    }
+
+    /// The number of machines placed.
+    pub fn machines(&self) -> u32 {
+        self.dc_of.len() as u32
+    }
+
+    /// The links; link `i` is resource `i`.
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The datacenter machine `m` lives in.
+    pub fn dc_of(&self, m: u32) -> u32 {
+        self.dc_of[m as usize]
+    }
+
+    /// The direct link from datacenter `a` to `b`, if any.
+    pub fn link(&self, a: u32, b: u32) -> Option<ResourceId> {
+        if a == b { None } else { self.direct[(a * self.dcs() + b) as usize] }
+    }
+
+    /// The route between two datacenters: the direct link, or nothing inside one.
+    pub fn route(&self, a: u32, b: u32) -> Route {
+        match self.link(a, b) {
+            Some(l) => Route::new(&[l]),
+            None if a == b => Route::LOCAL,
+            None => panic!("no link from datacenter {a} to {b}; Wan::new checks every used pair has one"),
+        }
+    }
+
+    /// The two-hop detours from `a` to `b`: `(relay datacenter, its route)`, by relay.
+    pub fn detours(&self, a: u32, b: u32) -> impl Iterator<Item = (u32, Route)> + '_ {
+        (0..self.dcs())
+            .filter(move |&c| c != a && c != b)
+            .filter_map(move |c| Some((c, Route::new(&[self.link(a, c)?, self.link(c, b)?]))))
+    }
+
+    /// A link's name, e.g. `victoria->toronto`.
+    pub fn link_name(&self, r: ResourceId) -> String {
+        let l = &self.links[r as usize];
+        format!("{}->{}", self.name(l.from), self.name(l.to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn wan3() -> Wan {
+        let mut links = Vec::new();
+        for a in 0..3 {
+            for b in 0..3 {
+                if a != b {
+                    links.push(Link { from: a, to: b, bandwidth: Bandwidth::Constant(1.0 + a as f64) });
+                }
+            }
+        }
+        Wan::new(vec!["a".into(), "b".into(), "c".into()], links, Wan::spread(3, 7, None)).unwrap()
+    }
+
+    #[test]
+    fn machines_spread_in_even_blocks() {
+        assert_eq!(Wan::spread(3, 7, None), vec![0, 0, 0, 1, 1, 1, 2]);
+        assert_eq!(Wan::spread(3, 150, None).iter().filter(|&&d| d == 2).count(), 50);
+        assert_eq!(Wan::spread(2, 5, Some(1)), vec![0, 1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn routes_cross_the_direct_link_and_detours_two() {
+        let w = wan3();
+        assert!(w.route(1, 1).is_local());
+        assert_eq!(w.route(0, 2).hops(), &[w.link(0, 2).unwrap()]);
+        let d: Vec<_> = w.detours(0, 2).collect();
+        assert_eq!(d, vec![(1, Route::new(&[w.link(0, 1).unwrap(), w.link(1, 2).unwrap()]))]);
+        assert_eq!(w.link_name(w.link(2, 0).unwrap()), "c->a");
+    }
+
+    #[test]
+    fn invalid_topologies_are_errors() {
+        let l = |from, to| Link { from, to, bandwidth: Bandwidth::Constant(1.0) };
+        let names = || vec!["a".to_string(), "b".to_string()];
+        assert!(matches!(Wan::new(names(), vec![l(0, 0)], vec![]), Err(WanError::BadLink { .. })));
+        assert!(matches!(Wan::new(names(), vec![l(0, 1), l(0, 1)], vec![]), Err(WanError::DuplicateLink { .. })));
+        assert!(matches!(Wan::new(names(), vec![l(0, 1)], vec![0, 1]), Err(WanError::MissingLink { .. })));
+        assert!(matches!(Wan::new(names(), vec![l(0, 1), l(1, 0)], vec![2]), Err(WanError::BadPlacement { .. })));
+        let empty = Link { from: 0, to: 1, bandwidth: Bandwidth::Empirical(vec![]) };
+        assert!(matches!(Wan::new(names(), vec![empty], vec![]), Err(WanError::BadBandwidth { .. })));
+    }
+
+    #[test]
+    fn distributions_have_their_moments() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let e = Bandwidth::Empirical(vec![3.0, 1.0, 2.0, 10.0]).validate(0).unwrap();
+        assert_eq!((e.mean(), e.median()), (4.0, 2.0));
+        let n = Bandwidth::Normal { mean: 10.0, sd: 2.0, min: 1.0 };
+        let avg = (0..20_000).map(|_| n.sample(&mut rng)).sum::<f64>() / 20_000.0;
+        assert!((avg - 10.0).abs() < 0.1, "{avg}");
+        let u = Bandwidth::Uniform(2.0, 4.0);
+        assert!((0..1000).map(|_| u.sample(&mut rng)).all(|v| (2.0..=4.0).contains(&v)));
+    }
+}

@@ -1,0 +1,305 @@
+//! Wide-area runs (Siphon): fluctuating link capacities, multi-path detours, and the figures a
+//! wide-area run reports.
+//!
+//! - **Weather.** Time is cut into intervals of [`WanConfig::redraw`] from time zero; in interval
+//!   `g` every link's capacity is a draw from its distribution by a generator seeded with
+//!   `(seed, g)` alone, so every policy sees the very same capacities at the same times whatever
+//!   it does. A new interval is an event: the policy decides again on the new capacities, so no
+//!   allocation outlives the capacities it was made for.
+//! - **Multi-path** (§3.3): when a coflow arrives, its bytes are routed by water-filling over the
+//!   links' expected bandwidth: the link whose traffic (every active coflow's remaining bytes plus
+//!   the new coflow's) takes longest gives the fraction α of the new coflow's bytes on it, from
+//!   `D(1 − α)/B = (Dα + D')/B'`, to the least-loaded two-hop detour, and this repeats while the
+//!   longest time falls. Each flow is split at arrival into a direct part and detour parts, each
+//!   a leg of its own, so the fluid model stays exact; a detoured byte crosses two links, and the
+//!   bytes relayed are reported.
+
+use std::collections::BTreeMap;
+
+use coflow_core::{Coflow, Nanos};
+use coflow_sched::{Fabric, ResourceId, Route, Wan};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::legs::Split;
+use crate::{SimResult, percentile};
+
+/// How to run on a wide-area fabric.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WanConfig {
+    /// The fabric, from [`Fabric::wan`]; its capacities are redrawn during the run.
+    pub fabric: Fabric,
+    /// How often link capacities are redrawn (`Nanos::MAX`: never, they stay at their means).
+    pub redraw: Nanos,
+    /// Seeds the capacity draws.
+    pub seed: u64,
+    /// Whether arriving coflows are routed over detours by water-filling (proportional policies
+    /// only; per-flow policies keep direct routes).
+    pub multipath: bool,
+}
+
+/// The weather: which interval's capacities the fabric holds.
+#[derive(Debug)]
+pub(crate) struct Weather {
+    redraw: Nanos,
+    seed: u64,
+    interval: u64,
+}
+
+impl Weather {
+    pub(crate) fn new(cfg: &WanConfig, fabric: &mut Fabric, now: Nanos) -> Weather {
+        let mut w = Weather { redraw: cfg.redraw, seed: cfg.seed, interval: u64::MAX };
+        w.update(fabric, now);
+        w
+    }
+
+    /// Draws the capacities of the interval holding `now` if the fabric does not hold them yet;
+    /// returns whether they changed.
+    pub(crate) fn update(&mut self, fabric: &mut Fabric, now: Nanos) -> bool {
+        let g = if self.redraw == Nanos::MAX { 0 } else { now.0 / self.redraw.0.max(1) };
+        if g == self.interval {
+            return false;
+        }
+        self.interval = g;
+        let caps = draw(fabric.wan_topology().expect("a wide-area fabric"), self.seed, g);
+        for (r, c) in caps.into_iter().enumerate() {
+            fabric.set_capacity(r as ResourceId, c);
+        }
+        true
+    }
+
+    /// When the next interval starts.
+    pub(crate) fn next_change(&self) -> Nanos {
+        if self.redraw == Nanos::MAX {
+            return Nanos::MAX;
+        }
+        Nanos(self.interval.saturating_add(1).saturating_mul(self.redraw.0.max(1)))
+    }
+}
+
+/// Every link's capacity in interval `g`: a function of the seed and `g` alone.
+pub fn draw(wan: &Wan, seed: u64, g: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(g);
+    wan.links().iter().map(|l| l.bandwidth.sample(&mut rng)).collect()
+}
+
+/// One coflow's completion time alone on an empty wide-area fabric at the links' expected
+/// bandwidth: its most loaded link's bytes over that link's mean (Γ_empty of the wide area).
+pub(crate) fn isolated_cct(fabric: &Fabric, c: &Coflow) -> Nanos {
+    let mut load = vec![0.0; fabric.resources()];
+    for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
+        for &r in fabric.route(f.src, f.dst).hops() {
+            load[r as usize] += f.size.as_f64();
+        }
+    }
+    let t = load.iter().enumerate().map(|(r, &b)| b / fabric.expected_capacity(r as ResourceId)).fold(0.0, f64::max);
+    Nanos::from_secs_f64(t)
+}
+
+/// The balancing fraction of §3.3: moving `α` of the `d` bytes on a link of bandwidth `b` onto a
+/// path whose most loaded link holds `d2` bytes at bandwidth `b2` equalises
+/// `d(1 − α)/b = (dα + d2)/b2`; zero when the path is already slower.
+pub fn detour_fraction(d: f64, b: f64, d2: f64, b2: f64) -> f64 {
+    if d <= 0.0 {
+        return 0.0;
+    }
+    ((d * b2 - d2 * b) / (d * (b + b2))).clamp(0.0, 1.0)
+}
+
+/// Multi-path routing of an arriving coflow by water-filling (§3.3), on the links' expected
+/// bandwidth. `loads` holds every link's remaining bytes from the coflows already active.
+/// Returns, per direct route of the coflow, the detours and the fraction of its bytes each
+/// takes, and the bytes detoured (each crosses one link more than it would have).
+pub(crate) fn water_fill(fabric: &Fabric, loads: &[f64], c: &Coflow) -> (Split, f64) {
+    let Some(wan) = fabric.wan_topology() else { return (Split::new(), 0.0) };
+    let links = wan.links();
+    let bw: Vec<f64> = (0..links.len()).map(|r| fabric.expected_capacity(r as ResourceId)).collect();
+    let mut d = loads.to_vec();
+    // The new coflow's bytes on each link's direct route: the only ones that may move.
+    let mut own = vec![0.0; links.len()];
+    for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
+        let route = fabric.route(f.src, f.dst);
+        if let [l] = route.hops() {
+            own[*l as usize] += f.size.as_f64();
+            d[*l as usize] += f.size.as_f64();
+        }
+    }
+    let total = own.clone();
+    let mut moved: BTreeMap<(ResourceId, Route), f64> = BTreeMap::new();
+    let time = |d: &[f64], r: usize| d[r] / bw[r];
+    let longest = |d: &[f64]| (0..d.len()).map(|r| time(d, r)).fold(0.0, f64::max);
+    for _ in 0..4 * links.len() {
+        let before = longest(&d);
+        // The most loaded link (the first of equals).
+        let hot = (0..d.len()).fold(0, |best, r| if time(&d, r) > time(&d, best) { r } else { best });
+        if own[hot] <= 0.0 {
+            break;
+        }
+        let (from, to) = (links[hot].from, links[hot].to);
+        // The detour whose most loaded link is least loaded (the first of equals).
+        let best = wan
+            .detours(from, to)
+            .map(|(_, route)| {
+                let worst = route.hops().iter().map(|&r| time(&d, r as usize)).fold(0.0, f64::max);
+                (worst, route)
+            })
+            .fold(None, |best: Option<(f64, Route)>, x| match best {
+                Some(b) if b.0 <= x.0 => Some(b),
+                _ => Some(x),
+            });
+        let Some((_, route)) = best else { break };
+        // Balance against each hop; the tightest one decides.
+        let alpha = route
+            .hops()
+            .iter()
+            .map(|&r| detour_fraction(d[hot], bw[hot], d[r as usize], bw[r as usize]))
+            .fold(1.0, f64::min);
+        let bytes = (alpha * d[hot]).min(own[hot]);
+        if bytes <= 1e-9 * d[hot] {
+            break;
+        }
+        let mut next = d.clone();
+        next[hot] -= bytes;
+        for &r in route.hops() {
+            next[r as usize] += bytes;
+        }
+        if longest(&next) >= before * (1.0 - 1e-9) {
+            break;
+        }
+        d = next;
+        own[hot] -= bytes;
+        *moved.entry((hot as ResourceId, route)).or_default() += bytes;
+    }
+    let mut split = Split::new();
+    let mut relayed = 0.0;
+    for ((l, route), bytes) in moved {
+        relayed += bytes;
+        split.entry(Route::new(&[l])).or_default().push((route, bytes / total[l as usize]));
+    }
+    (split, relayed)
+}
+
+/// Upper bounds of Siphon's four size bins (§5.3 bins coflows by total size; the bounds are
+/// ours): under 10 MiB, under 100 MiB, under 1 GiB, and the rest.
+pub const SIZE_BINS: [(&str, u64); 4] =
+    [("<10MiB", 10 << 20), ("10-100MiB", 100 << 20), ("100MiB-1GiB", 1 << 30), (">=1GiB", u64::MAX)];
+
+/// The figures of a wide-area run (Siphon §5.3): average and 90th-percentile CCT, overall and per
+/// size bin, bytes relayed by detours, and factors against a baseline (`mrtf`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WanSummary {
+    /// The policy's short name.
+    pub policy: String,
+    /// Coflows in the workload.
+    pub coflows: usize,
+    /// Coflows that finished.
+    pub completed: usize,
+    /// Average CCT over finished coflows, in seconds.
+    pub avg_cct_s: f64,
+    /// 90th percentile CCT, in seconds.
+    pub p90_cct_s: f64,
+    /// The slowest coflow's CCT, in seconds.
+    pub max_cct_s: f64,
+    /// When the last coflow finished, in seconds.
+    pub makespan_s: f64,
+    /// Baseline average CCT over this policy's (above 1: this policy is faster).
+    pub factor_vs_baseline: Option<f64>,
+    /// Baseline p90 CCT over this policy's.
+    pub p90_factor_vs_baseline: Option<f64>,
+    /// Bytes sent over two-hop detours: the extra wide-area bytes multi-path routing costs.
+    pub relayed_bytes: f64,
+    /// Decisions the policy made.
+    pub decisions: u64,
+    /// Per size bin, smallest first.
+    pub bins: Vec<SizeBin>,
+}
+
+/// One size bin of a [`WanSummary`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SizeBin {
+    /// Its label, e.g. `10-100MiB`.
+    pub bin: &'static str,
+    /// Coflows of the workload in it.
+    pub coflows: usize,
+    /// Of them, finished.
+    pub completed: usize,
+    /// Their average CCT, in seconds.
+    pub avg_cct_s: f64,
+    /// Their 90th percentile CCT, in seconds.
+    pub p90_cct_s: f64,
+    /// Baseline average over this policy's, in this bin.
+    pub factor_vs_baseline: Option<f64>,
+}
+
+impl WanSummary {
+    /// The figures of `r`, with factors against `baseline` if given.
+    pub fn against(r: &SimResult, baseline: Option<&SimResult>) -> WanSummary {
+        let mut s = WanSummary::of(r);
+        if let Some(b) = baseline.map(WanSummary::of) {
+            let ratio = |theirs: f64, mine: f64| (mine > 0.0 && theirs > 0.0).then(|| theirs / mine);
+            s.factor_vs_baseline = ratio(b.avg_cct_s, s.avg_cct_s);
+            s.p90_factor_vs_baseline = ratio(b.p90_cct_s, s.p90_cct_s);
+            for (mine, theirs) in s.bins.iter_mut().zip(&b.bins) {
+                mine.factor_vs_baseline = ratio(theirs.avg_cct_s, mine.avg_cct_s);
+            }
+        }
+        s
+    }
+
+    fn of(r: &SimResult) -> WanSummary {
+        let ccts = |pick: &dyn Fn(u64) -> bool| {
+            let mut v: Vec<f64> =
+                r.outcomes.iter().filter(|o| pick(o.bytes)).filter_map(|o| o.cct()).map(|c| c.as_secs_f64()).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let avg = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        let all = ccts(&|_| true);
+        let mut lower = 0;
+        let bins = SIZE_BINS
+            .iter()
+            .map(|&(bin, upper)| {
+                let lo = lower;
+                lower = upper;
+                let v = ccts(&|b| b >= lo && b < upper);
+                SizeBin {
+                    bin,
+                    coflows: r.outcomes.iter().filter(|o| o.bytes >= lo && o.bytes < upper).count(),
+                    completed: v.len(),
+                    avg_cct_s: avg(&v),
+                    p90_cct_s: percentile(&v, 90.0),
+                    factor_vs_baseline: None,
+                }
+            })
+            .collect();
+        WanSummary {
+            policy: r.policy.clone(),
+            coflows: r.outcomes.len(),
+            completed: all.len(),
+            avg_cct_s: avg(&all),
+            p90_cct_s: percentile(&all, 90.0),
+            max_cct_s: all.last().copied().unwrap_or(0.0),
+            makespan_s: r.makespan.as_secs_f64(),
+            factor_vs_baseline: None,
+            p90_factor_vs_baseline: None,
+            relayed_bytes: r.relayed_bytes,
+            decisions: r.decisions,
+            bins,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fraction_balances_both_sides() {
+        // 300 bytes on a link of 1 B/s, a detour of 2 B/s already holding 60 bytes.
+        let a = detour_fraction(300.0, 1.0, 60.0, 2.0);
+        assert!((300.0 * (1.0 - a) / 1.0 - (300.0 * a + 60.0) / 2.0).abs() < 1e-9);
+        assert_eq!(detour_fraction(10.0, 1.0, 100.0, 1.0), 0.0);
+    }
+}
