@@ -9,6 +9,8 @@
 //! - `scheduler`: the [`Scheduler`] trait, for policies that know flow sizes.
 //! - `blind`: [`BlindScheduler`] and [`BlindInput`], for policies that must not: no size is
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
+//! - `snapshot`: [`Snapshot`], an [`Input`] rebuilt from live flows' remaining bytes, and per-flow
+//!   rates read back from an [`Allocation`] (the live coordinator's side of the interface).
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
 //! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
 
@@ -21,6 +23,7 @@ mod fair;
 mod maxmin;
 mod priority;
 mod scheduler;
+mod snapshot;
 mod state;
 mod varys;
 
@@ -33,5 +36,6 @@ pub use fair::Fair;
 pub use maxmin::MaxMin;
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
+pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig, bottleneck};
