@@ -75,7 +75,7 @@ impl ClusterToken {
     }
 }
 
-/// The server interceptor that refuses a call without the cluster's token; [`TokenCheck::outgoing`]
+/// The server interceptor that refuses a call without the cluster's token; [`TokenAttach`]
 /// is the client side, which attaches it.
 #[derive(Clone, Debug)]
 pub struct TokenCheck(pub ClusterToken);
@@ -90,12 +90,13 @@ impl Interceptor for TokenCheck {
     }
 }
 
-impl TokenCheck {
-    /// An interceptor for clients: attaches the token to every call.
-    pub fn outgoing(token: ClusterToken) -> impl Interceptor + Clone {
-        move |mut req: Request<()>| {
-            token.attach(&mut req);
-            Ok(req)
-        }
+/// The client interceptor that attaches the cluster's token to every call.
+#[derive(Clone, Debug)]
+pub struct TokenAttach(pub ClusterToken);
+
+impl Interceptor for TokenAttach {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        self.0.attach(&mut req);
+        Ok(req)
     }
 }

@@ -8,11 +8,14 @@
 //! - [`pb`]: the generated messages, clients and servers (package `coflow.v1`).
 //! - `msg`: validated domain types ([`DataId`], [`CoflowOptions`], [`PutSource`], ...) and their
 //!   conversions.
-//! - `auth`: the cluster token ([`ClusterToken`]) and the interceptors that attach and check it.
+//! - `metrics`: [`serve_metrics`], the tiny HTTP endpoint for Prometheus both services expose.
+//! - `auth`: the cluster token ([`ClusterToken`]) and the interceptors that attach
+//!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
 
 #![warn(missing_docs)]
 
 mod auth;
+mod metrics;
 mod msg;
 
 /// The generated protobuf messages and tonic stubs of package `coflow.v1`.
@@ -21,7 +24,8 @@ pub mod pb {
     tonic::include_proto!("coflow.v1");
 }
 
-pub use auth::{AUTHORIZATION, ClusterToken, TokenCheck, TokenError};
+pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError};
+pub use metrics::{Render, serve_metrics};
 pub use msg::{
     AgentRegistration, CoflowOptions, DataId, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN, MAX_PIECE_SIZE, ProtoError,
     PutAnnouncement, PutSource, Readiness, Registration,
