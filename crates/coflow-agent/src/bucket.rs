@@ -69,9 +69,10 @@ impl TokenBucket {
 }
 
 /// The burst a flow or port at `rate` may send at once: enough to cover a chunk and timer
-/// overshoot (10 ms at the rate), so that sleeping late does not lower the average.
+/// overshoot or a scheduling hiccup on a busy machine (50 ms at the rate), so that sending late
+/// does not lower the average.
 pub fn burst_for(rate: f64, chunk: usize) -> f64 {
-    (rate * 0.010).max(chunk as f64)
+    (rate * 0.050).max(chunk as f64)
 }
 
 #[cfg(test)]

@@ -29,6 +29,10 @@ pub struct AgentConfig {
     pub heartbeat_interval_ms: u64,
     /// Bytes moved per write on the data plane. Default 32 KiB.
     pub chunk_bytes: usize,
+    /// Kernel send and receive buffer of each data connection. Small, so that bytes already
+    /// handed to the kernel cannot outlive a rate change by long (on loopback the kernel would
+    /// otherwise buffer megabytes: hundreds of milliseconds at emulated NIC rates). Default 64 KiB.
+    pub socket_buffer_bytes: usize,
 }
 
 impl Default for AgentConfig {
@@ -44,6 +48,7 @@ impl Default for AgentConfig {
             port_rate_bps: 125_000_000.0,
             heartbeat_interval_ms: 100,
             chunk_bytes: 32 << 10,
+            socket_buffer_bytes: 64 << 10,
         }
     }
 }
@@ -70,6 +75,9 @@ impl AgentConfig {
         }
         if !(1024..=(4 << 20)).contains(&self.chunk_bytes) {
             return err("chunk_bytes", "must be 1 KiB to 4 MiB");
+        }
+        if !(4096..=(64 << 20)).contains(&self.socket_buffer_bytes) {
+            return err("socket_buffer_bytes", "must be 4 KiB to 64 MiB");
         }
         if !self.coordinator.starts_with("http://") && !self.coordinator.starts_with("https://") {
             return err("coordinator", "must be a URL such as http://127.0.0.1:7070");

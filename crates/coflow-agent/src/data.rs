@@ -88,6 +88,7 @@ async fn read_header(sock: &mut BufReader<TcpStream>, shared: &Shared) -> Result
 
 async fn send_piece(sock: TcpStream, shared: &Shared, mut shutdown: watch::Receiver<bool>) -> Result<(), AgentError> {
     sock.set_nodelay(true).ok();
+    socket2::SockRef::from(&sock).set_send_buffer_size(shared.config.socket_buffer_bytes).ok();
     let mut sock = BufReader::new(sock);
     let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut sock, shared)).await {
         Ok(Ok(h)) => h,
@@ -188,12 +189,18 @@ pub(crate) async fn fetch(
 ) -> Result<u64, AgentError> {
     let unreachable =
         |e: std::io::Error| AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() };
-    let sock = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
+    let target: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| AgentError::SourceUnreachable { addr: addr.to_string(), reason: "not an address".into() })?;
+    let socket = if target.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+        .map_err(unreachable)?;
+    socket.set_recv_buffer_size(shared.config.socket_buffer_bytes as u32).ok();
+    let sock = tokio::time::timeout(Duration::from_secs(5), socket.connect(target))
         .await
         .map_err(|_| AgentError::SourceUnreachable { addr: addr.to_string(), reason: "connect timed out".into() })?
         .map_err(unreachable)?;
     sock.set_nodelay(true).ok();
-    let mut sock = BufReader::with_capacity(256 << 10, sock);
+    let mut sock = BufReader::with_capacity(64 << 10, sock);
     let token = shared.token.as_bytes();
     let mut req = Vec::with_capacity(32 + token.len() + data_id.as_str().len());
     req.extend_from_slice(MAGIC);

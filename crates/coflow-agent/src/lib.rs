@@ -104,7 +104,7 @@ pub async fn run(
     let svc = tonic::service::interceptor::InterceptedService::new(svc, TokenCheck(token));
     let mut stop_serve = stop_rx.clone();
     let serve = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).serve_with_incoming_shutdown(
-        tokio_stream::wrappers::TcpListenerStream::new(listeners.grpc),
+        tonic::transport::server::TcpIncoming::from(listeners.grpc).with_nodelay(Some(true)),
         async move {
             let _ = stop_serve.wait_for(|&s| s).await;
         },

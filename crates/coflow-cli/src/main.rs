@@ -1,6 +1,7 @@
 //! The `coflow` command.
 
 mod bench;
+mod demo;
 mod plot;
 mod sim;
 mod sweep;
@@ -24,6 +25,9 @@ enum Command {
     /// Inspect, convert and generate traces.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// Run a coordinator and agents in this process and replay a workload with real bytes,
+    /// comparing measured CCTs with the simulator's.
+    Demo(demo::DemoArgs),
     /// Measure simulator speed and policy decision time (against Varys's 17 ms).
     Bench(bench::BenchArgs),
 }
@@ -34,6 +38,7 @@ fn main() {
         Command::Sim(args) => sim::run(args),
         Command::Trace(cmd) => trace::run(cmd),
         Command::Bench(args) => bench::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -156,7 +156,9 @@ struct FlowRec {
     src: MachineId,
     dst: MachineId,
     size: u64,
+    /// Bytes sent as of the source's last report, and when that report came.
     sent: u64,
+    sent_at: Nanos,
     released: bool,
     /// Served outside the policy: bypass, local, or rejected by admission control.
     unscheduled: bool,
@@ -345,6 +347,7 @@ impl Core {
                             && f.src == hb.machine
                         {
                             f.sent = f.sent.max(sent.min(f.size));
+                            f.sent_at = now;
                         }
                     }
                 }
@@ -406,6 +409,7 @@ impl Core {
                 dst: get.machine,
                 size,
                 sent: 0,
+                sent_at: now,
                 released: false,
                 unscheduled: false,
                 rate: 0.0,
@@ -655,7 +659,10 @@ impl Core {
             for &fid in &c.scheduled {
                 let f = &self.flows[&fid];
                 let size = (f.size as f64).max(1.0);
-                let remaining = (f.size.saturating_sub(f.sent) as f64).clamp(1.0, size);
+                // The last report, brought forward at the rate in force since (reports are a
+                // heartbeat old at most).
+                let moved = f.rate * now.saturating_sub(f.sent_at).as_secs_f64();
+                let remaining = (f.size.saturating_sub(f.sent) as f64 - moved).clamp(1.0, size);
                 flows.push(SnapshotFlow { src: f.src, dst: f.dst, size, remaining });
                 self.order.push(fid);
             }

@@ -69,7 +69,7 @@ pub async fn run(
     let svc = CoordinatorServer::with_interceptor(service::CoordinatorService { core: handle }, TokenCheck(token));
     let mut stop_rx2 = stop_rx.clone();
     let serve = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).serve_with_incoming_shutdown(
-        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
         async move {
             let _ = stop_rx2.wait_for(|&s| s).await;
         },

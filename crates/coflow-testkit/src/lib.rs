@@ -44,6 +44,7 @@ impl ClusterConfig {
                 bypass_threshold_bytes: 0,
                 heartbeat_interval_ms: 50,
                 agent_timeout_ms: 1000,
+                push_window_ms: 2,
                 ..CoordinatorConfig::default()
             },
             heartbeat_interval_ms: 50,
