@@ -2,7 +2,7 @@
 //! `proto/coflow/v1/coflow.proto`, and the hand-written conversions to validated domain types.
 //!
 //! This is the only crate that sees protobuf. Everything else takes the domain types of
-//! [`msg`], which [`TryFrom`] builds from a message, naming the field that is missing or wrong.
+//! `msg`, which [`TryFrom`] builds from a message, naming the field that is missing or wrong.
 //!
 //! # Layout
 //! - [`pb`]: the generated messages, clients and servers (package `coflow.v1`).
