@@ -74,13 +74,17 @@ pub async fn run(
             let _ = stop_rx2.wait_for(|&s| s).await;
         },
     );
-    let trigger = async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-        stop_tx
+    let mut serve = std::pin::pin!(serve);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let served = tokio::select! {
+        r = &mut serve => r,
+        _ = &mut shutdown => {
+            let _ = stop_tx.send(true);
+            serve.await
+        }
     };
-    let (served, stop_tx) = tokio::join!(serve, trigger);
-    drop(stop_tx);
+    // Also when the server failed on its own: the core and metrics tasks must end too.
+    let _ = stop_tx.send(true);
     let _ = core_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;
