@@ -222,3 +222,31 @@ async fn a_dead_agent_fails_its_flows_and_the_coordinator_carries_on() -> anyhow
     cluster.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_mid_get_ends_its_flow_and_the_piece_stays_readable() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, 2_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "p", content(5, 2_000_000)).await?;
+    let reducer = cluster.client(1).await?;
+    // At 2 MB/s the get would take a second; the client goes away after 300 ms.
+    let r = reducer.clone();
+    let get = tokio::spawn(async move { r.get(coflow, "p").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    get.abort();
+    let mut gone = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let st = c.status().await?;
+        if st.coflows.iter().filter(|k| k.coflow_id == coflow.0).all(|k| k.flows.is_empty()) {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the abandoned flow is still live at the coordinator");
+    assert!(reducer.get(coflow, "p").await? == content(5, 2_000_000), "the piece is still there for a retry");
+    cluster.shutdown().await;
+    Ok(())
+}
