@@ -31,6 +31,7 @@ impl AgentService {
 
 #[tonic::async_trait]
 impl Agent for AgentService {
+    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
@@ -60,6 +61,7 @@ impl Agent for AgentService {
 
     type GetStream = ReceiverStream<Result<pb::GetChunk, Status>>;
 
+    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);

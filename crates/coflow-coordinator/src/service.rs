@@ -95,6 +95,7 @@ type RateStream = Pin<Box<dyn Stream<Item = Result<pb::RateUpdate, Status>> + Se
 
 #[tonic::async_trait]
 impl Coordinator for CoordinatorService {
+    #[tracing::instrument(skip_all, fields(num_flows = req.get_ref().num_flows))]
     async fn register(&self, req: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
         let reg = Registration::try_from(req.into_inner()).map_err(invalid)?;
         let id = self.core.ask(|r| Event::Register(reg, r)).await.map_err(status)?;
@@ -116,6 +117,7 @@ impl Coordinator for CoordinatorService {
         Ok(Response::new(pb::SealResponse {}))
     }
 
+    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn announce_put(
         &self,
         req: Request<pb::AnnouncePutRequest>,
@@ -125,6 +127,7 @@ impl Coordinator for CoordinatorService {
         Ok(Response::new(pb::AnnouncePutResponse {}))
     }
 
+    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn announce_get(
         &self,
         req: Request<pb::AnnounceGetRequest>,
