@@ -36,6 +36,19 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             }
         };
         tracing::info!(machine = shared.config.machine, "registered with the coordinator");
+        // The coordinator's state is soft: after a restart it learns again what this agent holds.
+        for (coflow, data_id, size) in shared.store.list() {
+            let ann = pb::AnnouncePutRequest {
+                coflow_id: coflow.0,
+                data_id: data_id.as_str().to_string(),
+                machine_id: shared.config.machine,
+                size,
+                recovered: true,
+            };
+            if let Err(e) = coord.announce_put(ann).await {
+                tracing::warn!(%coflow, %data_id, status = %e.message(), "could not re-announce a piece");
+            }
+        }
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut last_tx, mut last_rx, mut last_at) =

@@ -50,6 +50,7 @@ impl Agent for AgentService {
             data_id: data_id.as_str().to_string(),
             machine_id: self.machine().0,
             size,
+            recovered: false,
         };
         if let Err(s) = self.shared.coordinator.clone().announce_put(ann).await {
             self.shared.store.remove(coflow, &data_id);

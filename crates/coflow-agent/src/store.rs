@@ -111,6 +111,12 @@ impl Store {
         self.pieces.lock().expect("store lock").get(&(coflow, data_id.clone())).cloned()
     }
 
+    /// Every piece held: coflow, name, size.
+    pub(crate) fn list(&self) -> Vec<(CoflowId, DataId, u64)> {
+        let p = self.pieces.lock().expect("store lock");
+        p.iter().map(|((c, d), piece)| (*c, d.clone(), piece.len())).collect()
+    }
+
     /// The number of pieces and their bytes.
     pub(crate) fn usage(&self) -> (usize, u64) {
         let p = self.pieces.lock().expect("store lock");

@@ -149,6 +149,25 @@ struct CoflowRec {
     width: u32,
 }
 
+impl CoflowRec {
+    fn new(reg: Registration, now: Nanos) -> CoflowRec {
+        CoflowRec {
+            reg,
+            puts: BTreeMap::new(),
+            sealed: false,
+            gets_seen: 0,
+            first_get: None,
+            held: Vec::new(),
+            scheduled: BTreeSet::new(),
+            arrival: now,
+            in_policy: false,
+            bypass: false,
+            large: false,
+            width: 0,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct FlowRec {
     coflow: CoflowId,
@@ -269,23 +288,7 @@ impl Core {
                 self.next_coflow += 1;
                 self.counters.coflows_registered += 1;
                 tracing::debug!(coflow = %id, name = %reg.options.name, num_flows = reg.num_flows, "registered");
-                self.coflows.insert(
-                    id,
-                    CoflowRec {
-                        reg,
-                        puts: BTreeMap::new(),
-                        sealed: false,
-                        gets_seen: 0,
-                        first_get: None,
-                        held: Vec::new(),
-                        scheduled: BTreeSet::new(),
-                        arrival: now,
-                        in_policy: false,
-                        bypass: false,
-                        large: false,
-                        width: 0,
-                    },
-                );
+                self.coflows.insert(id, CoflowRec::new(reg, now));
                 let _ = reply.send(Ok(id));
             }
             Event::Unregister(id, reply) => {
@@ -302,7 +305,7 @@ impl Core {
                 let _ = reply.send(r);
             }
             Event::Put(put, reply) => {
-                let _ = reply.send(self.put(put));
+                let _ = reply.send(self.put(now, put));
             }
             Event::Get(get, reply) => {
                 let _ = reply.send(self.get(now, get));
@@ -373,11 +376,27 @@ impl Core {
         }
     }
 
-    fn put(&mut self, put: PutAnnouncement) -> Result<(), CoordError> {
+    /// Coflow ids start above `base` (the service passes a clock reading, so that ids from before
+    /// a restart, which agents re-announce, do not collide with new ones).
+    pub fn set_id_base(&mut self, base: u64) {
+        self.next_coflow = self.next_coflow.max(base);
+    }
+
+    fn put(&mut self, now: Nanos, put: PutAnnouncement) -> Result<(), CoordError> {
         if !self.agents.get(&put.machine).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(put.machine));
         }
+        if put.recovered && !self.coflows.contains_key(&put.coflow) {
+            // Soft state: an agent that registered again re-announces what it holds.
+            tracing::info!(coflow = %put.coflow, "coflow adopted from an agent's re-announcement");
+            self.next_coflow = self.next_coflow.max(put.coflow.0 + 1);
+            self.coflows
+                .insert(put.coflow, CoflowRec::new(Registration { num_flows: 0, options: Default::default() }, now));
+        }
         let c = self.coflows.get_mut(&put.coflow).ok_or(CoordError::UnknownCoflow(put.coflow))?;
+        if put.recovered && c.puts.get(&put.data_id) == Some(&(put.machine, put.size)) {
+            return Ok(());
+        }
         if c.puts.contains_key(&put.data_id) {
             return Err(CoordError::DuplicateDataId { coflow: put.coflow, data_id: put.data_id });
         }

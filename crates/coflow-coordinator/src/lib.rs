@@ -54,7 +54,10 @@ pub async fn run(
     config.validate()?;
     let policy = coflow_sched::policy::by_name(&config.policy).expect("validated");
     tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), "coordinator starting");
-    let core = Core::new(config, policy);
+    let mut core = Core::new(config, policy);
+    // Ids from a previous run, which agents re-announce, must not collide with new ones.
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    core.set_id_base(secs << 20);
     let (handle, rx) = service::channel();
     let (stop_tx, stop_rx) = watch::channel(false);
     let core_task = tokio::spawn(service::core_loop(core, rx, stop_rx.clone()));

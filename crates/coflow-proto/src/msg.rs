@@ -195,6 +195,8 @@ pub struct PutAnnouncement {
     pub machine: MachineId,
     /// Its exact size.
     pub size: u64,
+    /// Re-announced after the coordinator restarted.
+    pub recovered: bool,
 }
 
 fn piece_size(field: &'static str, size: u64) -> Result<u64, ProtoError> {
@@ -213,6 +215,7 @@ impl TryFrom<pb::AnnouncePutRequest> for PutAnnouncement {
             data_id: DataId::new(r.data_id)?,
             machine: MachineId(r.machine_id),
             size: piece_size("size", r.size)?,
+            recovered: r.recovered,
         })
     }
 }
@@ -372,6 +375,7 @@ mod tests {
             data_id: "a".into(),
             machine_id: 0,
             size: u64::MAX,
+            recovered: false,
         })
         .unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "size", .. }), "{e}");

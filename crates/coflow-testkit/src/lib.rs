@@ -97,8 +97,27 @@ pub struct Cluster {
     pub agent_metrics: Vec<SocketAddr>,
     token: ClusterToken,
     root: PathBuf,
+    coordinator_config: CoordinatorConfig,
     coordinator: Option<Service>,
     agents: Vec<Option<Service>>,
+}
+
+fn start_coordinator(
+    cfg: CoordinatorConfig,
+    token: ClusterToken,
+    listener: TcpListener,
+    metrics: TcpListener,
+) -> Service {
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = rx.await;
+        };
+        if let Err(e) = coflow_coordinator::run(cfg, token, listener, Some(metrics), shutdown).await {
+            tracing::error!(error = %e, "coordinator failed");
+        }
+    });
+    Service { stop: Some(stop), task }
 }
 
 static CLUSTERS: AtomicU64 = AtomicU64::new(0);
@@ -120,17 +139,7 @@ impl Cluster {
         let metrics = local().await?;
         let coordinator_addr = listener.local_addr()?;
         let coordinator_metrics = metrics.local_addr()?;
-        let (stop, rx) = oneshot::channel::<()>();
-        let (ccfg, token) = (cfg.coordinator.clone(), cfg.token.clone());
-        let task = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = rx.await;
-            };
-            if let Err(e) = coflow_coordinator::run(ccfg, token, listener, Some(metrics), shutdown).await {
-                tracing::error!(error = %e, "coordinator failed");
-            }
-        });
-        let coordinator = Some(Service { stop: Some(stop), task });
+        let coordinator = Some(start_coordinator(cfg.coordinator.clone(), cfg.token.clone(), listener, metrics));
         let mut cluster = Cluster {
             coordinator_addr,
             agent_addrs: Vec::new(),
@@ -139,6 +148,7 @@ impl Cluster {
             agent_metrics: Vec::new(),
             token: cfg.token.clone(),
             root,
+            coordinator_config: cfg.coordinator.clone(),
             coordinator,
             agents: Vec::new(),
         };
@@ -199,6 +209,27 @@ impl Cluster {
     /// The cluster's token.
     pub fn token(&self) -> &ClusterToken {
         &self.token
+    }
+
+    /// Stops the coordinator and starts a fresh one on the same address: its state is gone, and
+    /// agents register again and re-announce the pieces they hold.
+    pub async fn restart_coordinator(&mut self) -> Result<(), ClusterError> {
+        if let Some(c) = self.coordinator.take() {
+            c.stop().await;
+        }
+        let mut listener = TcpListener::bind(self.coordinator_addr).await;
+        for _ in 0..50 {
+            if listener.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            listener = TcpListener::bind(self.coordinator_addr).await;
+        }
+        let metrics = local().await?;
+        self.coordinator_metrics = metrics.local_addr()?;
+        self.coordinator =
+            Some(start_coordinator(self.coordinator_config.clone(), self.token.clone(), listener?, metrics));
+        Ok(())
     }
 
     /// Stops agent `m` as if its machine died.

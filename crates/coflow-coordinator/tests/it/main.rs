@@ -60,7 +60,13 @@ impl Harness {
     }
 
     fn put(&mut self, coflow: CoflowId, id: &str, machine: u32, size: u64) -> Result<(), CoordError> {
-        let p = PutAnnouncement { coflow, data_id: DataId::new(id).unwrap(), machine: MachineId(machine), size };
+        let p = PutAnnouncement {
+            coflow,
+            data_id: DataId::new(id).unwrap(),
+            machine: MachineId(machine),
+            size,
+            recovered: false,
+        };
         ask(&mut self.core, self.now, |r| Event::Put(p, r))
     }
 

@@ -250,3 +250,31 @@ async fn a_client_that_hangs_up_mid_get_ends_its_flow_and_the_piece_stays_readab
     cluster.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_coordinator_restart_agents_re_announce_their_pieces() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(2, RATE, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "p", content(9, 300_000)).await?;
+    cluster.restart_coordinator().await?;
+    // The new coordinator knows nothing until the agents register again and re-announce.
+    let mut recovered = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Ok(st) = c.status().await
+            && st.agents.iter().filter(|a| a.alive).count() == 2
+            && st.coflows.iter().any(|k| k.coflow_id == coflow.0 && k.puts == 1)
+        {
+            recovered = true;
+            break;
+        }
+    }
+    assert!(recovered, "the coflow's piece was not re-announced");
+    assert!(cluster.client(1).await?.get(coflow, "p").await? == content(9, 300_000));
+    // New coflows get ids that do not collide with the recovered one.
+    assert_ne!(c.register(1, CoflowOptions::default()).await?, coflow);
+    cluster.shutdown().await;
+    Ok(())
+}
