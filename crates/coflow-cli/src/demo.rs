@@ -164,7 +164,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let mut results = Vec::new();
     println!();
     println!(
-        "{:<8} {:>9} {:>13} {:>13} {:>13} {:>13} {:>8} {:>7}",
+        "{:<14} {:>9} {:>13} {:>13} {:>13} {:>13} {:>8} {:>7}",
         "policy", "completed", "measured avg", "simulated avg", "measured p95", "simulated p95", "avg err", "wall"
     );
     for &p in &policies {
@@ -204,7 +204,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             wall_s: t.elapsed().as_secs_f64(),
         };
         println!(
-            "{:<8} {:>9} {:>12.3}s {:>12.3}s {:>12.3}s {:>12.3}s {:>7.1}% {:>6.1}s",
+            "{:<14} {:>9} {:>12.3}s {:>12.3}s {:>12.3}s {:>12.3}s {:>7.1}% {:>6.1}s",
             r.policy,
             format!("{}/{}", r.completed, r.coflows),
             r.measured_avg_cct_s,
