@@ -42,3 +42,7 @@ impl MachineId {
         self.0 as usize
     }
 }
+ident!(
+    /// One flow of the live system: one piece of data fetched by one get. Assigned by the coordinator.
+    FlowId(u64)
+);

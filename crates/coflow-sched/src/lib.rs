@@ -9,6 +9,8 @@
 //! - `scheduler`: the [`Scheduler`] trait, for policies that know flow sizes.
 //! - `blind`: [`BlindScheduler`] and [`BlindInput`], for policies that must not: no size is
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
+//! - `snapshot`: [`Snapshot`], an [`Input`] rebuilt from live flows' remaining bytes, and per-flow
+//!   rates read back from an [`Allocation`] (the live coordinator's side of the interface).
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
 //! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
 //! - `wan`: Siphon's wide-area topology ([`Wan`]) and link bandwidth distributions; `mrtf` and
@@ -25,6 +27,7 @@ mod mrtf;
 mod priority;
 mod scheduler;
 mod siphon;
+mod snapshot;
 mod state;
 mod varys;
 mod wan;
@@ -40,6 +43,7 @@ pub use mrtf::{Intra, Mrtf};
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
 pub use siphon::{Select, SiphonConfig, SiphonMc};
+pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig, bottleneck};
 pub use wan::{Bandwidth, Link, Wan, WanError};

@@ -245,7 +245,7 @@ fn mapper_count(c: &Coflow) -> Result<usize, TraceError> {
     if c.name.is_some() {
         return Err(not("it has a name, which the format cannot carry".to_string()));
     }
-    if c.arrival.get() % NANOS_PER_MS != 0 {
+    if !c.arrival.get().is_multiple_of(NANOS_PER_MS) {
         return Err(not(format!("its arrival {} ns is not a whole number of milliseconds", c.arrival.get())));
     }
     let n = c.flows.len();
@@ -253,7 +253,7 @@ fn mapper_count(c: &Coflow) -> Result<usize, TraceError> {
         return Err(not("it has no flows, and the format needs at least one mapper and one reducer".to_string()));
     }
     // Any mapper count that fits describes the same flows, so take the smallest.
-    let m = (1..=n).filter(|m| n % m == 0).find(|&m| is_product(&c.flows, m)).ok_or_else(|| {
+    let m = (1..=n).filter(|&m| n.is_multiple_of(m)).find(|&m| is_product(&c.flows, m)).ok_or_else(|| {
         not("its flows are not a full mapper × reducer product listed reducer by reducer, \
              with one size per reducer"
             .to_string())

@@ -279,3 +279,47 @@ fn facebook_trace_varys_beats_fair_by_at_least_2_2() {
 fn coflow_sched_names() -> Vec<&'static str> {
     coflow_sched::policy::NAMES.to_vec()
 }
+
+#[test]
+fn demo_replays_real_bytes_and_reports_measured_next_to_simulated() {
+    let json = tmp("demo.json");
+    let out = coflow()
+        .args([
+            "demo",
+            "--agents",
+            "4",
+            "--coflows",
+            "8",
+            "--total-bytes",
+            "20000000",
+            "--port-rate",
+            "200Mbps",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.lines().any(|l| l.starts_with("varys")) && table.lines().any(|l| l.starts_with("fair")), "{table}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for r in results {
+        assert_eq!(r["completed"], 8, "every coflow completed with its exact bytes: {r}");
+        assert_eq!(r["failed_gets"], 0);
+        for key in ["measured_avg_cct_s", "measured_p95_cct_s", "simulated_avg_cct_s"] {
+            assert!(r[key].as_f64().unwrap() > 0.0, "{key} in {r}");
+        }
+        assert!(r["policy"].is_string());
+    }
+}
+
+#[test]
+fn demo_rejects_bad_flags_with_the_flag_named() {
+    let out = coflow().args(["demo", "--port-rate", "fast"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--port-rate"));
+    let out = coflow().args(["demo", "--policies", "nope"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--policies"));
+}

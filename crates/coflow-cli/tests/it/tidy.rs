@@ -73,3 +73,51 @@ fn dependencies_point_inward() {
     assert!(!all["coflow-sched"].contains("coflow-sim"), "policies must not know the simulator");
     assert!(!all["coflow-sched"].contains("coflow-trace"), "policies must not know trace formats");
 }
+
+/// Each workspace crate's direct normal dependencies.
+fn direct() -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .map(|d| d["name"].as_str().unwrap().to_string())
+                .collect();
+            (p["name"].as_str().unwrap().to_string(), deps)
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_proto_crate_knows_protobuf() {
+    let direct = direct();
+    assert!(direct["coflow-proto"].contains("prost"), "the check is real: coflow-proto uses prost");
+    for (krate, deps) in &direct {
+        if krate != "coflow-proto" {
+            for banned in ["prost", "prost-types", "tonic-prost", "protox"] {
+                assert!(!deps.contains(banned), "{krate} depends on {banned}: only coflow-proto knows protobuf");
+            }
+        }
+    }
+    // The services reach each other only through the protocol, never through each other's crates.
+    for (a, b) in [
+        ("coflow-agent", "coflow-coordinator"),
+        ("coflow-coordinator", "coflow-agent"),
+        ("coflow-client", "coflow-coordinator"),
+        ("coflow-client", "coflow-agent"),
+    ] {
+        assert!(!direct[a].contains(b), "{a} depends on {b}");
+    }
+}

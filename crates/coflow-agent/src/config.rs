@@ -1,0 +1,87 @@
+//! The agent's configuration: TOML with documented defaults, overridden by flags, validated.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// How an agent runs.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// This machine's id in the cluster, 0-based. Default 0.
+    pub machine: u32,
+    /// The coordinator's gRPC address, e.g. `http://127.0.0.1:7070`. Default that.
+    pub coordinator: String,
+    /// gRPC listen address for local clients. Default `127.0.0.1:7071`.
+    pub listen: String,
+    /// Data-plane (TCP) listen address other agents fetch from. Default `127.0.0.1:7072`.
+    pub data_listen: String,
+    /// The address other agents should use to reach the data listener; default: its bound address.
+    pub data_advertise: Option<String>,
+    /// Prometheus `/metrics` listen address; none by default.
+    pub metrics_listen: Option<String>,
+    /// The only directory file-segment puts may read from. Default `./coflow-data`.
+    pub data_dir: PathBuf,
+    /// This machine's port capacity in bytes per second, for sending and for receiving, so that a
+    /// cluster can be emulated on one machine's loopback. Default 125,000,000 (1 Gbit/s).
+    pub port_rate_bps: f64,
+    /// How often to report to the coordinator. Default 100 ms.
+    pub heartbeat_interval_ms: u64,
+    /// Bytes moved per write on the data plane. Default 32 KiB.
+    pub chunk_bytes: usize,
+    /// Kernel send and receive buffer of each data connection. Small, so that bytes already
+    /// handed to the kernel cannot outlive a rate change by long (on loopback the kernel would
+    /// otherwise buffer megabytes: hundreds of milliseconds at emulated NIC rates). Default 64 KiB.
+    pub socket_buffer_bytes: usize,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            machine: 0,
+            coordinator: "http://127.0.0.1:7070".into(),
+            listen: "127.0.0.1:7071".into(),
+            data_listen: "127.0.0.1:7072".into(),
+            data_advertise: None,
+            metrics_listen: None,
+            data_dir: PathBuf::from("coflow-data"),
+            port_rate_bps: 125_000_000.0,
+            heartbeat_interval_ms: 100,
+            chunk_bytes: 32 << 10,
+            socket_buffer_bytes: 64 << 10,
+        }
+    }
+}
+
+/// A configuration value is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid agent config `{field}`: {reason}")]
+pub struct ConfigError {
+    /// The field.
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl AgentConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field, reason: &str| Err(ConfigError { field, reason: reason.into() });
+        if !(self.port_rate_bps.is_finite() && self.port_rate_bps >= 1000.0) {
+            return err("port_rate_bps", "must be at least 1000 bytes per second");
+        }
+        if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
+            return err("heartbeat_interval_ms", "must be 1 to 60000");
+        }
+        if !(1024..=(4 << 20)).contains(&self.chunk_bytes) {
+            return err("chunk_bytes", "must be 1 KiB to 4 MiB");
+        }
+        if !(4096..=(64 << 20)).contains(&self.socket_buffer_bytes) {
+            return err("socket_buffer_bytes", "must be 4 KiB to 64 MiB");
+        }
+        if !self.coordinator.starts_with("http://") && !self.coordinator.starts_with("https://") {
+            return err("coordinator", "must be a URL such as http://127.0.0.1:7070");
+        }
+        Ok(())
+    }
+}

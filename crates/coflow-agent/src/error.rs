@@ -1,0 +1,68 @@
+//! The agent's errors, and their one mapping to gRPC status.
+
+use coflow_core::CoflowId;
+use coflow_proto::{DataId, ProtoError};
+
+/// The metadata key that names an error's kind for clients (the same key the coordinator uses).
+pub const ERROR_KIND: &str = "coflow-error";
+
+/// What can go wrong at an agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// A request field is wrong.
+    #[error(transparent)]
+    Invalid(#[from] ProtoError),
+    /// A file-segment put names a path outside the data directory.
+    #[error("path {0:?} is outside the agent's data directory")]
+    PathEscapes(String),
+    /// A file-segment put names a file that cannot be read, or a segment past its end.
+    #[error("file segment: {0}")]
+    BadFile(String),
+    /// A piece of this name is already stored for the coflow.
+    #[error("coflow {coflow} already has data id {data_id}")]
+    DuplicateDataId {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The name.
+        data_id: DataId,
+    },
+    /// The source agent could not be reached or stopped answering.
+    #[error("agent at {addr} unreachable: {reason}")]
+    SourceUnreachable {
+        /// Its data address.
+        addr: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The source refused the fetch.
+    #[error("source agent refused the fetch: {0}")]
+    Refused(&'static str),
+    /// The bytes received do not match the checksum or the announced size.
+    #[error("piece corrupted in transit: {0}")]
+    Corrupted(String),
+    /// The coordinator refused or could not be reached.
+    #[error("coordinator: {}", .0.message())]
+    Coordinator(tonic::Status),
+    /// The agent is shutting down.
+    #[error("the agent is shutting down")]
+    ShuttingDown,
+}
+
+impl From<AgentError> for tonic::Status {
+    fn from(e: AgentError) -> tonic::Status {
+        let (mut status, kind) = match &e {
+            AgentError::Coordinator(s) => return s.clone(),
+            AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => {
+                (tonic::Status::invalid_argument(e.to_string()), "invalid")
+            }
+            AgentError::DuplicateDataId { .. } => (tonic::Status::already_exists(e.to_string()), "duplicate-data-id"),
+            AgentError::SourceUnreachable { .. } | AgentError::ShuttingDown => {
+                (tonic::Status::unavailable(e.to_string()), "agent-unreachable")
+            }
+            AgentError::Refused(_) => (tonic::Status::permission_denied(e.to_string()), "refused"),
+            AgentError::Corrupted(_) => (tonic::Status::data_loss(e.to_string()), "corrupted"),
+        };
+        status.metadata_mut().insert(ERROR_KIND, tonic::metadata::MetadataValue::from_static(kind));
+        status
+    }
+}

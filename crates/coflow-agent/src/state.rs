@@ -1,0 +1,120 @@
+//! What an agent's tasks share: its store, the rates the coordinator assigned, its port limiters
+//! and counters.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use coflow_core::{FlowId, Nanos};
+use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_proto::{ClusterToken, TokenAttach};
+use tokio::sync::watch;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::bucket::{Grant, TokenBucket, burst_for};
+use crate::config::AgentConfig;
+use crate::store::Store;
+
+/// A client of the coordinator that attaches the cluster token.
+pub(crate) type CoordClient = CoordinatorClient<InterceptedService<Channel, TokenAttach>>;
+
+/// The assigned rate of each flow this agent sends, in bytes per second; a flow not yet assigned
+/// waits at rate zero.
+#[derive(Debug, Default)]
+pub(crate) struct RateTable {
+    flows: Mutex<HashMap<FlowId, (watch::Sender<f64>, Instant)>>,
+}
+
+impl RateTable {
+    pub(crate) fn subscribe(&self, flow: FlowId) -> watch::Receiver<f64> {
+        let mut m = self.flows.lock().expect("rates lock");
+        m.entry(flow).or_insert_with(|| (watch::channel(0.0).0, Instant::now())).0.subscribe()
+    }
+
+    pub(crate) fn set(&self, flow: FlowId, rate: f64) {
+        let mut m = self.flows.lock().expect("rates lock");
+        m.entry(flow).or_insert_with(|| (watch::channel(0.0).0, Instant::now())).0.send_replace(rate);
+    }
+
+    pub(crate) fn remove(&self, flow: FlowId) {
+        self.flows.lock().expect("rates lock").remove(&flow);
+    }
+
+    /// Drops rates nobody has used for a minute (pushed after their flow ended).
+    pub(crate) fn collect_garbage(&self) {
+        let mut m = self.flows.lock().expect("rates lock");
+        m.retain(|_, (tx, at)| tx.receiver_count() > 0 || at.elapsed() < Duration::from_secs(60));
+    }
+}
+
+/// One direction of this machine's port, capped at its configured capacity.
+#[derive(Debug)]
+pub(crate) struct PortLimiter {
+    bucket: Mutex<TokenBucket>,
+}
+
+impl PortLimiter {
+    pub(crate) fn new(rate: f64, chunk: usize) -> PortLimiter {
+        PortLimiter { bucket: Mutex::new(TokenBucket::new(rate, burst_for(rate, chunk), Nanos::ZERO)) }
+    }
+
+    /// Waits until `n` bytes fit in the port's capacity.
+    pub(crate) async fn wait(&self, shared: &Shared, n: u64) {
+        loop {
+            let g = self.bucket.lock().expect("port lock").take(shared.now(), n);
+            match g {
+                Grant::Now | Grant::Paused => return,
+                Grant::Wait(d) => tokio::time::sleep(Duration::from_nanos(d.0)).await,
+            }
+        }
+    }
+}
+
+/// Everything an agent's tasks share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: AgentConfig,
+    pub(crate) token: ClusterToken,
+    pub(crate) store: Store,
+    pub(crate) rates: RateTable,
+    /// Bytes sent so far by each flow being sent, for heartbeats.
+    pub(crate) sending: Mutex<HashMap<FlowId, Arc<AtomicU64>>>,
+    pub(crate) tx_port: PortLimiter,
+    pub(crate) rx_port: PortLimiter,
+    pub(crate) tx_bytes: AtomicU64,
+    pub(crate) rx_bytes: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) get_failures: AtomicU64,
+    pub(crate) puts: AtomicU64,
+    pub(crate) coordinator: CoordClient,
+    epoch: Instant,
+}
+
+impl Shared {
+    pub(crate) fn new(config: AgentConfig, token: ClusterToken, coordinator: CoordClient) -> Shared {
+        let (rate, chunk) = (config.port_rate_bps, config.chunk_bytes);
+        Shared {
+            config,
+            token,
+            store: Store::default(),
+            rates: RateTable::default(),
+            sending: Mutex::new(HashMap::new()),
+            tx_port: PortLimiter::new(rate, chunk),
+            rx_port: PortLimiter::new(rate, chunk),
+            tx_bytes: AtomicU64::new(0),
+            rx_bytes: AtomicU64::new(0),
+            gets: AtomicU64::new(0),
+            get_failures: AtomicU64::new(0),
+            puts: AtomicU64::new(0),
+            coordinator,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Time since the agent started.
+    pub(crate) fn now(&self) -> Nanos {
+        Nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+}

@@ -1,0 +1,364 @@
+//! The live services as subcommands: `coflow coordinator`, `coflow agent`, `coflow status`, and
+//! `coflow bench-live` (control-message throughput and rate accuracy, in process over loopback).
+//! Each service command reads its TOML config, applies flag overrides, validates and runs the
+//! library's `run(config, listener, shutdown)` until Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use coflow_agent::{AgentConfig, AgentListeners};
+use coflow_client::{Client, ClientConfig, ClusterToken, CoflowOptions};
+use coflow_coordinator::CoordinatorConfig;
+use coflow_proto::pb;
+use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_testkit::{Cluster, ClusterConfig};
+use tokio::net::TcpListener;
+
+/// Where the cluster token comes from: `--token-file`, else `$COFLOW_TOKEN`. Never logged.
+#[derive(Debug, Args)]
+pub(crate) struct TokenArgs {
+    /// A file holding the cluster token (else the COFLOW_TOKEN environment variable).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    fn token(&self) -> Result<ClusterToken> {
+        if let Some(p) = &self.token_file {
+            return Ok(ClusterToken::from_file(p)?);
+        }
+        match std::env::var("COFLOW_TOKEN") {
+            Ok(t) => ClusterToken::new(&t).context("COFLOW_TOKEN"),
+            Err(_) => bail!("no cluster token: pass --token-file or set COFLOW_TOKEN"),
+        }
+    }
+}
+
+fn read_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
+    match path {
+        None => Ok(T::default()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")
+}
+
+async fn ctrl_c() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Options of `coflow coordinator`; flags override the TOML file.
+#[derive(Debug, Args)]
+pub(crate) struct CoordinatorArgs {
+    /// TOML config file (fields of `CoordinatorConfig`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// gRPC listen address.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Prometheus /metrics listen address.
+    #[arg(long)]
+    metrics_listen: Option<String>,
+    /// Scheduling policy.
+    #[arg(long)]
+    policy: Option<String>,
+    /// Bypass threshold in bytes (0: off).
+    #[arg(long)]
+    bypass_threshold_bytes: Option<u64>,
+    /// Rate push batching window in milliseconds.
+    #[arg(long)]
+    push_window_ms: Option<u64>,
+    #[command(flatten)]
+    token: TokenArgs,
+}
+
+pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
+    let mut cfg: CoordinatorConfig = read_toml(a.config.as_deref())?;
+    if let Some(v) = a.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = a.metrics_listen {
+        cfg.metrics_listen = Some(v);
+    }
+    if let Some(v) = a.policy {
+        cfg.policy = v;
+    }
+    if let Some(v) = a.bypass_threshold_bytes {
+        cfg.bypass_threshold_bytes = v;
+    }
+    if let Some(v) = a.push_window_ms {
+        cfg.push_window_ms = v;
+    }
+    cfg.validate()?;
+    let token = a.token.token()?;
+    runtime()?.block_on(async move {
+        let listener = TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
+        let metrics = match &cfg.metrics_listen {
+            Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding {m}"))?),
+            None => None,
+        };
+        coflow_coordinator::run(cfg, token, listener, metrics, ctrl_c()).await?;
+        Ok(())
+    })
+}
+
+/// Options of `coflow agent`; flags override the TOML file.
+#[derive(Debug, Args)]
+pub(crate) struct AgentArgs {
+    /// TOML config file (fields of `AgentConfig`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// This machine's id.
+    #[arg(long)]
+    machine: Option<u32>,
+    /// The coordinator's URL.
+    #[arg(long)]
+    coordinator: Option<String>,
+    /// gRPC listen address for local clients.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Data-plane listen address.
+    #[arg(long)]
+    data_listen: Option<String>,
+    /// Data-plane address other agents use.
+    #[arg(long)]
+    data_advertise: Option<String>,
+    /// Prometheus /metrics listen address.
+    #[arg(long)]
+    metrics_listen: Option<String>,
+    /// Directory file-segment puts are confined to.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Port capacity, e.g. `1Gbps`.
+    #[arg(long)]
+    port_rate: Option<String>,
+    #[command(flatten)]
+    token: TokenArgs,
+}
+
+pub(crate) fn agent(a: AgentArgs) -> Result<()> {
+    let mut cfg: AgentConfig = read_toml(a.config.as_deref())?;
+    if let Some(v) = a.machine {
+        cfg.machine = v;
+    }
+    if let Some(v) = a.coordinator {
+        cfg.coordinator = v;
+    }
+    if let Some(v) = a.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = a.data_listen {
+        cfg.data_listen = v;
+    }
+    if let Some(v) = a.data_advertise {
+        cfg.data_advertise = Some(v);
+    }
+    if let Some(v) = a.metrics_listen {
+        cfg.metrics_listen = Some(v);
+    }
+    if let Some(v) = a.data_dir {
+        cfg.data_dir = v;
+    }
+    if let Some(v) = a.port_rate {
+        let r: coflow_core::Rate = v.parse().with_context(|| format!("--port-rate {v:?}"))?;
+        cfg.port_rate_bps = r.bytes_per_sec();
+    }
+    cfg.validate()?;
+    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating {}", cfg.data_dir.display()))?;
+    let token = a.token.token()?;
+    runtime()?.block_on(async move {
+        let grpc = TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
+        let data = TcpListener::bind(&cfg.data_listen).await.with_context(|| format!("binding {}", cfg.data_listen))?;
+        let metrics = match &cfg.metrics_listen {
+            Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding {m}"))?),
+            None => None,
+        };
+        coflow_agent::run(cfg, token, AgentListeners { grpc, data, metrics }, ctrl_c()).await?;
+        Ok(())
+    })
+}
+
+/// Options of `coflow status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// The coordinator's URL.
+    #[arg(long, default_value = "http://127.0.0.1:7070")]
+    coordinator: String,
+    #[command(flatten)]
+    token: TokenArgs,
+}
+
+pub(crate) fn status(a: StatusArgs) -> Result<()> {
+    let token = a.token.token()?;
+    runtime()?.block_on(async move {
+        let c = Client::connect(ClientConfig::new(a.coordinator.clone(), a.coordinator.clone(), token)).await?;
+        let st = c.status().await.context("asking the coordinator")?;
+        print!("{}", render_status(&st));
+        Ok(())
+    })
+}
+
+fn render_status(st: &pb::StatusResponse) -> String {
+    let mut s = format!("policy {}\n\nagents:\n", st.policy);
+    for a in &st.agents {
+        s.push_str(&format!(
+            "  machine {:>3}  {:<21} {:<5} tx {:>12.0} B/s  rx {:>12.0} B/s\n",
+            a.machine_id,
+            a.data_addr,
+            if a.alive { "alive" } else { "dead" },
+            a.tx_bps,
+            a.rx_bps
+        ));
+    }
+    s.push_str(&format!("\ncoflows: {}\n", st.coflows.len()));
+    for c in &st.coflows {
+        s.push_str(&format!(
+            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}\n",
+            c.coflow_id,
+            c.name,
+            c.puts,
+            c.num_flows,
+            if c.bypass { " bypass" } else { "" },
+            c.flows.len()
+        ));
+        for f in &c.flows {
+            s.push_str(&format!(
+                "    flow {:>8} {:<24} {:>3} -> {:<3} {:>12}/{:<12} B  {:>12.0} B/s\n",
+                f.flow_id, f.data_id, f.src_machine_id, f.dst_machine_id, f.bytes_sent, f.size, f.rate_bps
+            ));
+        }
+    }
+    s
+}
+
+/// Options of `coflow bench-live`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchLiveArgs {
+    /// How long to send control messages, in seconds.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Concurrent senders (each an agent-like gRPC client on its own connection).
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+}
+
+/// Measures the coordinator's control-message throughput (heartbeats with flow progress, the
+/// most frequent message, and register/unregister pairs) over loopback gRPC, and the achieved
+/// against the assigned rate of fair-shared flows.
+pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
+    if !(a.seconds > 0.0 && a.seconds <= 600.0) || a.clients == 0 {
+        bail!("--seconds must be in (0, 600] and --clients at least 1");
+    }
+    runtime()?.block_on(async move {
+        let cluster = Cluster::start(ClusterConfig::new(4, 8_000_000.0, "varys")).await?;
+        let url = format!("http://{}", cluster.coordinator_addr);
+        let stop = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(AtomicU64::new(0));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..a.clients {
+            let channel = tonic::transport::Endpoint::from_shared(url.clone())?.tcp_nodelay(true).connect().await?;
+            let mut c = CoordinatorClient::with_interceptor(channel, coflow_proto::TokenAttach(cluster.token().clone()));
+            let (stop, count) = (stop.clone(), count.clone());
+            tasks.spawn(async move {
+                let mut k = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    k += 1;
+                    let ok = if k.is_multiple_of(4) {
+                        match c.register(pb::RegisterRequest { num_flows: 1, options: None }).await {
+                            Ok(r) => {
+                                let id = r.into_inner().coflow_id;
+                                c.unregister(pb::UnregisterRequest { coflow_id: id }).await.is_ok()
+                            }
+                            Err(_) => false,
+                        }
+                    } else {
+                        let flows = (0..8).map(|f| pb::FlowProgress { flow_id: f, bytes_sent: k }).collect();
+                        let hb = pb::HeartbeatRequest { machine_id: (i % 4) as u32, flows, tx_bps: 0.0, rx_bps: 0.0 };
+                        c.heartbeat(hb).await.is_ok()
+                    };
+                    if ok {
+                        count.fetch_add(if k.is_multiple_of(4) { 2 } else { 1 }, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        let t = Instant::now();
+        tokio::time::sleep(Duration::from_secs_f64(a.seconds)).await;
+        stop.store(true, Ordering::Relaxed);
+        let n = count.load(Ordering::Relaxed);
+        let dt = t.elapsed().as_secs_f64();
+        while tasks.join_next().await.is_some() {}
+        println!(
+            "control messages: {n} in {dt:.2}s = {:.0} messages/s ({} concurrent clients over loopback gRPC; Varys reported 4,000+/s)",
+            n as f64 / dt,
+            a.clients
+        );
+
+        // The core alone, without gRPC: the same heartbeat events handed to it in process.
+        let mut core = coflow_coordinator::Core::new(CoordinatorConfig::default(), coflow_sched::policy::by_name("varys")?);
+        let now = coflow_core::Nanos::from_secs(1);
+        for m in 0..4u32 {
+            let reg = coflow_proto::AgentRegistration {
+                machine: coflow_core::MachineId(m),
+                data_addr: format!("127.0.0.1:{}", 9000 + m).parse()?,
+                port_rate: 1e8,
+            };
+            let (tx, _rx) = tokio::sync::oneshot::channel();
+            core.handle(now, coflow_coordinator::Event::RegisterAgent(reg, tx));
+        }
+        let events = 1_000_000u64;
+        let t = Instant::now();
+        for k in 0..events {
+            let flows = (0..8).map(|f| (coflow_core::FlowId(f), k)).collect();
+            let hb = coflow_proto::Heartbeat { machine: coflow_core::MachineId((k % 4) as u32), flows, tx_bps: 0.0, rx_bps: 0.0 };
+            let (tx, _rx) = tokio::sync::oneshot::channel();
+            core.handle(now, coflow_coordinator::Event::Heartbeat(hb, tx));
+        }
+        let dt = t.elapsed().as_secs_f64();
+        println!("core event handling alone: {:.0} events/s (the gRPC stack, not the core, bounds the figure above)", events as f64 / dt);
+
+        // Rate accuracy: two flows from different senders into one receiver; fair gives each
+        // half of its port, enforced by each sender's token bucket.
+        let c = cluster.client(0).await?;
+        let coflow = c.register(2, CoflowOptions::default()).await?;
+        let size = 8_000_000usize;
+        cluster.client(0).await?.put(coflow, "a", vec![1; size]).await?;
+        cluster.client(1).await?.put(coflow, "b", vec![2; size]).await?;
+        let r = cluster.client(2).await?;
+        let measure = |id: &'static str| {
+            let r = r.clone();
+            async move {
+                let t0 = Instant::now();
+                let mut marks = Vec::new();
+                let mut n = 0u64;
+                r.get_with(coflow, id, |b| {
+                    n += b.len() as u64;
+                    marks.push((t0.elapsed().as_secs_f64(), n));
+                })
+                .await?;
+                let at = |s: f64| marks.iter().find(|&&(_, b)| b as f64 >= s * n as f64).copied().unwrap_or((0.0, 0));
+                let ((t1, b1), (t2, b2)) = (at(0.2), at(0.8));
+                anyhow::Ok((b2 - b1) as f64 / (t2 - t1).max(1e-9))
+            }
+        };
+        let (ra, rb) = tokio::join!(measure("a"), measure("b"));
+        let assigned = 4_000_000.0;
+        for (id, r) in [("a", ra?), ("b", rb?)] {
+            println!(
+                "flow {id}: assigned {assigned:.0} B/s, achieved {r:.0} B/s, error {:+.2}%",
+                (r - assigned) / assigned * 100.0
+            );
+        }
+        cluster.shutdown().await;
+        Ok(())
+    })
+}

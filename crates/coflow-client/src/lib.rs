@@ -1,0 +1,267 @@
+//! The Rust SDK of the coflow API.
+//!
+//! A framework registers a coflow with the coordinator, puts each piece of data at the agent
+//! on the machine that produced it, and gets pieces through the agent on the machine that needs
+//! them; the agents move the bytes at the rates the coordinator assigns.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), coflow_client::ClientError> {
+//! use coflow_client::{Client, ClientConfig, ClusterToken, CoflowOptions};
+//!
+//! let token = ClusterToken::new("s3cret").expect("a valid token");
+//! let mapper = Client::connect(ClientConfig::new("http://127.0.0.1:7070", "http://127.0.0.1:7071", token.clone())).await?;
+//! let reducer = Client::connect(ClientConfig::new("http://127.0.0.1:7070", "http://127.0.0.1:7081", token)).await?;
+//! let shuffle = mapper.register(1, CoflowOptions::default()).await?;
+//! mapper.put(shuffle, "map0-reduce0", b"hello".to_vec()).await?;
+//! let bytes = reducer.get(shuffle, "map0-reduce0").await?;
+//! assert_eq!(bytes, b"hello");
+//! mapper.unregister(shuffle).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Errors are typed ([`ClientError`]) so that a framework can map them to its own retry: for
+//! Spark, [`ClientError::NoSuchData`] and [`ClientError::AgentUnreachable`] are fetch failures.
+
+#![warn(missing_docs)]
+
+use std::time::Duration;
+
+use coflow_proto::pb;
+use coflow_proto::pb::agent_client::AgentClient;
+use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_proto::{DataId, TokenAttach};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+pub use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+pub use coflow_proto::{ClusterToken, CoflowOptions, Readiness};
+
+/// The metadata key in which services name an error's kind.
+const ERROR_KIND: &str = "coflow-error";
+
+/// What can go wrong, typed so that frameworks can retry.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    /// The coordinator knows no such coflow.
+    #[error("unknown coflow {0}")]
+    UnknownCoflow(CoflowId),
+    /// A piece of this name was already put for the coflow.
+    #[error("duplicate data id {data_id:?} in coflow {coflow}")]
+    DuplicateDataId {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The name.
+        data_id: String,
+    },
+    /// No piece of this name was put for the coflow, or its agent is gone.
+    #[error("no data id {data_id:?} in coflow {coflow}")]
+    NoSuchData {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The name.
+        data_id: String,
+    },
+    /// An agent (the local one or the piece's source) or the coordinator cannot be reached.
+    #[error("agent unreachable: {0}")]
+    AgentUnreachable(String),
+    /// The call took longer than the configured timeout.
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
+    /// The cluster token was refused.
+    #[error("refused: {0}")]
+    Unauthenticated(String),
+    /// The bytes did not arrive intact (checksum or size).
+    #[error("data corrupted: {0}")]
+    Corrupted(String),
+    /// A request was invalid; the message names the field.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// Anything else the services said.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ClientError {
+    fn from_status(s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
+        let kind = s.metadata().get(ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let msg = s.message().to_string();
+        match (kind, s.code()) {
+            ("unknown-coflow", _) => ClientError::UnknownCoflow(coflow),
+            ("duplicate-data-id", _) => ClientError::DuplicateDataId { coflow, data_id: data_id.to_string() },
+            ("no-such-data", _) => ClientError::NoSuchData { coflow, data_id: data_id.to_string() },
+            ("agent-unreachable", _) | (_, tonic::Code::Unavailable) => ClientError::AgentUnreachable(msg),
+            ("corrupted", _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
+            (_, tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => ClientError::Unauthenticated(msg),
+            (_, tonic::Code::InvalidArgument) => ClientError::Invalid(msg),
+            (_, tonic::Code::DeadlineExceeded) => ClientError::TimedOut(Duration::ZERO),
+            _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
+        }
+    }
+}
+
+/// Where the services are and how to reach them.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The coordinator's URL, e.g. `http://127.0.0.1:7070`.
+    pub coordinator: String,
+    /// The local agent's URL, e.g. `http://127.0.0.1:7071`.
+    pub agent: String,
+    /// The cluster token.
+    pub token: ClusterToken,
+    /// Timeout of control calls (register, put announcements); gets have none, as they last as
+    /// long as the schedule says. Default 30 s.
+    pub timeout: Duration,
+}
+
+impl ClientConfig {
+    /// A config with the default timeout.
+    pub fn new(coordinator: impl Into<String>, agent: impl Into<String>, token: ClusterToken) -> ClientConfig {
+        ClientConfig { coordinator: coordinator.into(), agent: agent.into(), token, timeout: Duration::from_secs(30) }
+    }
+}
+
+type Coord = CoordinatorClient<InterceptedService<Channel, TokenAttach>>;
+type Agent = AgentClient<InterceptedService<Channel, TokenAttach>>;
+
+/// A handle on the cluster, cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Client {
+    coord: Coord,
+    agent: Agent,
+    timeout: Duration,
+}
+
+fn endpoint(url: &str) -> Result<Endpoint, ClientError> {
+    Ok(Endpoint::from_shared(url.to_string())
+        .map_err(|e| ClientError::Invalid(format!("url {url:?}: {e}")))?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(5)))
+}
+
+impl Client {
+    /// Connects (lazily: the first call opens the connections).
+    pub async fn connect(cfg: ClientConfig) -> Result<Client, ClientError> {
+        let coord = CoordinatorClient::with_interceptor(
+            endpoint(&cfg.coordinator)?.connect_lazy(),
+            TokenAttach(cfg.token.clone()),
+        );
+        let agent = AgentClient::with_interceptor(endpoint(&cfg.agent)?.connect_lazy(), TokenAttach(cfg.token))
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30);
+        Ok(Client { coord, agent, timeout: cfg.timeout })
+    }
+
+    async fn timed<T>(&self, f: impl Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
+        tokio::time::timeout(self.timeout, f).await.map_err(|_| ClientError::TimedOut(self.timeout))?
+    }
+
+    /// Registers a coflow of `num_flows` pieces (or gets, with [`Readiness::AllGets`]).
+    pub async fn register(&self, num_flows: u32, options: CoflowOptions) -> Result<CoflowId, ClientError> {
+        let req = pb::RegisterRequest { num_flows, options: Some((&options).into()) };
+        let mut c = self.coord.clone();
+        self.timed(async {
+            let r = c.register(req).await.map_err(|s| ClientError::from_status(s, CoflowId(0), ""))?;
+            Ok(CoflowId(r.into_inner().coflow_id))
+        })
+        .await
+    }
+
+    /// Says no more puts will come for `coflow`.
+    pub async fn seal(&self, coflow: CoflowId) -> Result<(), ClientError> {
+        let mut c = self.coord.clone();
+        self.timed(async {
+            c.seal(pb::SealRequest { coflow_id: coflow.0 })
+                .await
+                .map_err(|s| ClientError::from_status(s, coflow, ""))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Removes a coflow.
+    pub async fn unregister(&self, coflow: CoflowId) -> Result<(), ClientError> {
+        let mut c = self.coord.clone();
+        self.timed(async {
+            c.unregister(pb::UnregisterRequest { coflow_id: coflow.0 })
+                .await
+                .map_err(|s| ClientError::from_status(s, coflow, ""))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Stores `content` as piece `data_id` of `coflow` at the local agent.
+    pub async fn put(&self, coflow: CoflowId, data_id: &str, content: Vec<u8>) -> Result<u64, ClientError> {
+        self.put_source(coflow, data_id, pb::put_request::Source::Content(content)).await
+    }
+
+    /// Stores a segment of a file in the local agent's data directory as piece `data_id`; the
+    /// caller may exit afterwards.
+    pub async fn put_file(
+        &self,
+        coflow: CoflowId,
+        data_id: &str,
+        path: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<u64, ClientError> {
+        let seg = pb::FileSegment { path: path.to_string(), offset, length };
+        self.put_source(coflow, data_id, pb::put_request::Source::File(seg)).await
+    }
+
+    async fn put_source(
+        &self,
+        coflow: CoflowId,
+        data_id: &str,
+        source: pb::put_request::Source,
+    ) -> Result<u64, ClientError> {
+        DataId::new(data_id).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let req = pb::PutRequest { coflow_id: coflow.0, data_id: data_id.to_string(), source: Some(source) };
+        let mut a = self.agent.clone();
+        self.timed(async {
+            let r = a.put(req).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?;
+            Ok(r.into_inner().size)
+        })
+        .await
+    }
+
+    /// Fetches piece `data_id` of `coflow` through the local agent, at the rate the coordinator
+    /// assigns. Returns exactly the bytes put, or an error.
+    pub async fn get(&self, coflow: CoflowId, data_id: &str) -> Result<Vec<u8>, ClientError> {
+        let mut out = Vec::new();
+        self.get_with(coflow, data_id, |chunk| out.extend_from_slice(chunk)).await?;
+        Ok(out)
+    }
+
+    /// Like [`Client::get`], but hands each chunk to `sink` as it arrives instead of collecting.
+    /// Returns the number of bytes.
+    pub async fn get_with(
+        &self,
+        coflow: CoflowId,
+        data_id: &str,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<u64, ClientError> {
+        DataId::new(data_id).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let req = pb::GetRequest { coflow_id: coflow.0, data_id: data_id.to_string() };
+        let mut a = self.agent.clone();
+        let err = |s| ClientError::from_status(s, coflow, data_id);
+        let mut stream = a.get(req).await.map_err(err)?.into_inner();
+        let mut n = 0u64;
+        while let Some(chunk) = stream.message().await.map_err(err)? {
+            n += chunk.data.len() as u64;
+            sink(&chunk.data);
+        }
+        Ok(n)
+    }
+
+    /// What the coordinator is doing: live coflows, their flows and rates, and agents.
+    pub async fn status(&self) -> Result<pb::StatusResponse, ClientError> {
+        let mut c = self.coord.clone();
+        self.timed(async {
+            let r = c.status(pb::StatusRequest {}).await.map_err(|s| ClientError::from_status(s, CoflowId(0), ""))?;
+            Ok(r.into_inner())
+        })
+        .await
+    }
+}

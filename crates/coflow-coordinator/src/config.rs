@@ -1,0 +1,77 @@
+//! The coordinator's configuration: a TOML file whose every field has a documented default,
+//! overridden by command-line flags, validated before start.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// How the coordinator runs.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoordinatorConfig {
+    /// gRPC listen address. Default `127.0.0.1:7070`.
+    pub listen: String,
+    /// Prometheus `/metrics` listen address; none by default.
+    pub metrics_listen: Option<String>,
+    /// The scheduling policy's short name (any of `coflow_sched::policy::NAMES`). Default `varys`.
+    pub policy: String,
+    /// Rate changes are pushed to agents at most once per window, batched. Default 5 ms.
+    pub push_window_ms: u64,
+    /// Coflows whose bottleneck (most bytes on one port) is under this bypass scheduling and go
+    /// at full speed. Default 25,000,000 bytes (Varys's 25 MB); 0 disables the bypass.
+    pub bypass_threshold_bytes: u64,
+    /// How often agents report. Default 100 ms.
+    pub heartbeat_interval_ms: u64,
+    /// An agent silent for this long is declared dead and its flows fail. Default 3 s.
+    pub agent_timeout_ms: u64,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            listen: "127.0.0.1:7070".into(),
+            metrics_listen: None,
+            policy: "varys".into(),
+            push_window_ms: 5,
+            bypass_threshold_bytes: 25_000_000,
+            heartbeat_interval_ms: 100,
+            agent_timeout_ms: 3000,
+        }
+    }
+}
+
+/// A configuration value is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid coordinator config `{field}`: {reason}")]
+pub struct ConfigError {
+    /// The field.
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl CoordinatorConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        coflow_sched::policy::by_name(&self.policy)
+            .map_err(|e| ConfigError { field: "policy", reason: e.to_string() })?;
+        if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
+            return Err(ConfigError { field: "heartbeat_interval_ms", reason: "must be 1 to 60000".into() });
+        }
+        if self.agent_timeout_ms < 2 * self.heartbeat_interval_ms {
+            return Err(ConfigError {
+                field: "agent_timeout_ms",
+                reason: "must be at least twice heartbeat_interval_ms".into(),
+            });
+        }
+        if self.push_window_ms > 10_000 {
+            return Err(ConfigError { field: "push_window_ms", reason: "must be at most 10000".into() });
+        }
+        Ok(())
+    }
+
+    /// The push window.
+    pub fn push_window(&self) -> Duration {
+        Duration::from_millis(self.push_window_ms)
+    }
+}

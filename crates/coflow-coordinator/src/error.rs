@@ -1,0 +1,73 @@
+//! The coordinator's errors, and their one mapping to gRPC status.
+
+use coflow_core::{CoflowId, FlowId, MachineId};
+use coflow_proto::{DataId, ProtoError};
+
+/// The metadata key that names an error's kind for clients, e.g. `unknown-coflow`.
+pub const ERROR_KIND: &str = "coflow-error";
+
+/// What can go wrong with a request to the coordinator.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CoordError {
+    /// No live coflow has this id.
+    #[error("unknown coflow {0}")]
+    UnknownCoflow(CoflowId),
+    /// A piece of this name was already put for the coflow.
+    #[error("coflow {coflow} already has data id {data_id}")]
+    DuplicateDataId {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The name.
+        data_id: DataId,
+    },
+    /// No piece of this name was put for the coflow (or its agent is gone).
+    #[error("coflow {coflow} has no data id {data_id}")]
+    NoSuchData {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The name.
+        data_id: DataId,
+    },
+    /// No live agent runs on this machine.
+    #[error("no live agent on machine {0}")]
+    AgentUnavailable(MachineId),
+    /// No live flow has this id.
+    #[error("unknown flow {0}")]
+    UnknownFlow(FlowId),
+    /// A request field is wrong.
+    #[error(transparent)]
+    Invalid(#[from] ProtoError),
+    /// The coordinator is shutting down.
+    #[error("the coordinator is shutting down")]
+    ShuttingDown,
+}
+
+impl CoordError {
+    /// The kind clients read from the [`ERROR_KIND`] metadata.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CoordError::UnknownCoflow(_) => "unknown-coflow",
+            CoordError::DuplicateDataId { .. } => "duplicate-data-id",
+            CoordError::NoSuchData { .. } => "no-such-data",
+            CoordError::AgentUnavailable(_) => "agent-unreachable",
+            CoordError::UnknownFlow(_) => "unknown-flow",
+            CoordError::Invalid(_) => "invalid",
+            CoordError::ShuttingDown => "shutting-down",
+        }
+    }
+}
+
+impl From<CoordError> for tonic::Status {
+    fn from(e: CoordError) -> tonic::Status {
+        let mut status = match &e {
+            CoordError::UnknownCoflow(_) | CoordError::NoSuchData { .. } | CoordError::UnknownFlow(_) => {
+                tonic::Status::not_found(e.to_string())
+            }
+            CoordError::DuplicateDataId { .. } => tonic::Status::already_exists(e.to_string()),
+            CoordError::AgentUnavailable(_) | CoordError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
+            CoordError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
+        };
+        status.metadata_mut().insert(ERROR_KIND, tonic::metadata::MetadataValue::from_static(e.kind()));
+        status
+    }
+}

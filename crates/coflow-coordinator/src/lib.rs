@@ -1,0 +1,97 @@
+//! The coordinator: one per cluster. It keeps the global view of coflows, flows and agents, runs
+//! the scheduling policy (the very code the simulator runs) on arrivals, completions and its
+//! timers, and pushes the changed rates to agents, batched.
+//!
+//! # Layout
+//! - `config`: [`CoordinatorConfig`], TOML with documented defaults, validated.
+//! - `core`: [`Core`], the sans-I/O state machine fed by the closed [`Event`] enum; tests drive it
+//!   in simulated time.
+//! - `service`: the tonic service and the one task that owns the core.
+//! - `error`: [`CoordError`] and its single mapping to gRPC status.
+
+#![warn(missing_docs)]
+
+mod config;
+mod core;
+mod error;
+mod service;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use coflow_proto::pb::coordinator_server::CoordinatorServer;
+use coflow_proto::{ClusterToken, TokenCheck};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use crate::config::{ConfigError, CoordinatorConfig};
+pub use crate::core::{
+    AgentView, CoflowView, Core, Counters, Event, FlowGrant, FlowView, RateBatch, Reply, StatusView,
+};
+pub use crate::error::{CoordError, ERROR_KIND};
+pub use crate::service::CoreHandle;
+
+/// Why the coordinator could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The gRPC server failed.
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves the coordinator on `listener` (and Prometheus text on `metrics`) until `shutdown`
+/// completes; then stops accepting, ends the core task and returns.
+pub async fn run(
+    config: CoordinatorConfig,
+    token: ClusterToken,
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    config.validate()?;
+    let policy = coflow_sched::policy::by_name(&config.policy).expect("validated");
+    tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), "coordinator starting");
+    let mut core = Core::new(config, policy);
+    // Ids from a previous run, which agents re-announce, must not collide with new ones.
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    core.set_id_base(secs << 20);
+    let (handle, rx) = service::channel();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let core_task = tokio::spawn(service::core_loop(core, rx, stop_rx.clone()));
+    let metrics_task = metrics.map(|l| {
+        let h = handle.clone();
+        let render: coflow_proto::Render = Arc::new(move || {
+            let h = h.clone();
+            Box::pin(async move { h.ask(Event::Metrics).await.unwrap_or_default() })
+        });
+        tokio::spawn(coflow_proto::serve_metrics(l, render, stop_rx.clone()))
+    });
+    let svc = CoordinatorServer::with_interceptor(service::CoordinatorService { core: handle }, TokenCheck(token));
+    let mut stop_rx2 = stop_rx.clone();
+    let serve = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).serve_with_incoming_shutdown(
+        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+        async move {
+            let _ = stop_rx2.wait_for(|&s| s).await;
+        },
+    );
+    let mut serve = std::pin::pin!(serve);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let served = tokio::select! {
+        r = &mut serve => r,
+        _ = &mut shutdown => {
+            let _ = stop_tx.send(true);
+            serve.await
+        }
+    };
+    // Also when the server failed on its own: the core and metrics tasks must end too.
+    let _ = stop_tx.send(true);
+    let _ = core_task.await;
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
+    tracing::info!("coordinator stopped");
+    Ok(served?)
+}

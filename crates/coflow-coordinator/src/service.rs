@@ -1,0 +1,228 @@
+//! The gRPC face of the coordinator, and the one task that owns [`Core`].
+//!
+//! Every RPC converts its message at the edge (naming a wrong field), sends one [`Event`] to the
+//! core task with a oneshot for the reply, and maps a [`CoordError`] to a status in one place.
+
+use std::pin::Pin;
+use std::time::Instant;
+
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+use coflow_proto::pb::coordinator_server::Coordinator;
+use coflow_proto::{AgentRegistration, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::core::{Core, Event, Reply, StatusView};
+use crate::error::CoordError;
+
+/// The handle RPCs use to reach the core task.
+#[derive(Clone, Debug)]
+pub struct CoreHandle {
+    tx: mpsc::Sender<Event>,
+}
+
+impl CoreHandle {
+    /// Sends an event built around a reply channel and waits for the reply.
+    pub async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Event) -> Result<T, CoordError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(make(reply)).await.map_err(|_| CoordError::ShuttingDown)?;
+        rx.await.map_err(|_| CoordError::ShuttingDown)?
+    }
+
+    /// Sends an event that has no reply.
+    pub async fn tell(&self, event: Event) -> Result<(), CoordError> {
+        self.tx.send(event).await.map_err(|_| CoordError::ShuttingDown)
+    }
+}
+
+/// Runs the core until `shutdown` turns true or every handle is gone.
+pub(crate) async fn core_loop(mut core: Core, mut rx: mpsc::Receiver<Event>, mut shutdown: watch::Receiver<bool>) {
+    let epoch = Instant::now();
+    let now = || Nanos(epoch.elapsed().as_nanos() as u64);
+    loop {
+        let wake = core.poll(now());
+        let sleep = async {
+            match wake {
+                Some(t) => {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(
+                        epoch + std::time::Duration::from_nanos(t.0),
+                    ))
+                    .await
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            ev = rx.recv() => {
+                let Some(ev) = ev else { break };
+                core.handle(now(), ev);
+                // Drain what queued meanwhile, so one decision covers a burst.
+                for _ in 0..4096 {
+                    match rx.try_recv() {
+                        Ok(ev) => core.handle(now(), ev),
+                        Err(_) => break,
+                    }
+                }
+            }
+            _ = sleep => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+/// Spawns nothing: builds the channel between RPCs and the core.
+pub(crate) fn channel() -> (CoreHandle, mpsc::Receiver<Event>) {
+    let (tx, rx) = mpsc::channel(65_536);
+    (CoreHandle { tx }, rx)
+}
+
+/// The tonic service.
+#[derive(Clone, Debug)]
+pub(crate) struct CoordinatorService {
+    pub(crate) core: CoreHandle,
+}
+
+fn status(e: CoordError) -> Status {
+    e.into()
+}
+
+fn invalid(e: coflow_proto::ProtoError) -> Status {
+    CoordError::Invalid(e).into()
+}
+
+type RateStream = Pin<Box<dyn Stream<Item = Result<pb::RateUpdate, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Coordinator for CoordinatorService {
+    #[tracing::instrument(skip_all, fields(num_flows = req.get_ref().num_flows))]
+    async fn register(&self, req: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
+        let reg = Registration::try_from(req.into_inner()).map_err(invalid)?;
+        let id = self.core.ask(|r| Event::Register(reg, r)).await.map_err(status)?;
+        Ok(Response::new(pb::RegisterResponse { coflow_id: id.0 }))
+    }
+
+    async fn unregister(
+        &self,
+        req: Request<pb::UnregisterRequest>,
+    ) -> Result<Response<pb::UnregisterResponse>, Status> {
+        let id = CoflowId(req.into_inner().coflow_id);
+        self.core.ask(|r| Event::Unregister(id, r)).await.map_err(status)?;
+        Ok(Response::new(pb::UnregisterResponse {}))
+    }
+
+    async fn seal(&self, req: Request<pb::SealRequest>) -> Result<Response<pb::SealResponse>, Status> {
+        let id = CoflowId(req.into_inner().coflow_id);
+        self.core.ask(|r| Event::Seal(id, r)).await.map_err(status)?;
+        Ok(Response::new(pb::SealResponse {}))
+    }
+
+    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
+    async fn announce_put(
+        &self,
+        req: Request<pb::AnnouncePutRequest>,
+    ) -> Result<Response<pb::AnnouncePutResponse>, Status> {
+        let put = PutAnnouncement::try_from(req.into_inner()).map_err(invalid)?;
+        self.core.ask(|r| Event::Put(put, r)).await.map_err(status)?;
+        Ok(Response::new(pb::AnnouncePutResponse {}))
+    }
+
+    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
+    async fn announce_get(
+        &self,
+        req: Request<pb::AnnounceGetRequest>,
+    ) -> Result<Response<pb::AnnounceGetResponse>, Status> {
+        let get = GetAnnouncement::try_from(req.into_inner()).map_err(invalid)?;
+        let g = self.core.ask(|r| Event::Get(get, r)).await.map_err(status)?;
+        Ok(Response::new(pb::AnnounceGetResponse {
+            flow_id: g.flow.0,
+            src_machine_id: g.src.0,
+            src_data_addr: g.src_data_addr.to_string(),
+            size: g.size,
+        }))
+    }
+
+    async fn flow_finished(
+        &self,
+        req: Request<pb::FlowFinishedRequest>,
+    ) -> Result<Response<pb::FlowFinishedResponse>, Status> {
+        let r = req.into_inner();
+        self.core.ask(|reply| Event::FlowFinished(FlowId(r.flow_id), r.ok, reply)).await.map_err(status)?;
+        Ok(Response::new(pb::FlowFinishedResponse {}))
+    }
+
+    async fn status(&self, _req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+        let v = self.core.ask(Event::Status).await.map_err(status)?;
+        Ok(Response::new(status_to_pb(v)))
+    }
+
+    async fn register_agent(
+        &self,
+        req: Request<pb::RegisterAgentRequest>,
+    ) -> Result<Response<pb::RegisterAgentResponse>, Status> {
+        let a = AgentRegistration::try_from(req.into_inner()).map_err(invalid)?;
+        self.core.ask(|r| Event::RegisterAgent(a, r)).await.map_err(status)?;
+        Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0 }))
+    }
+
+    async fn heartbeat(&self, req: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let hb = Heartbeat::try_from(req.into_inner()).map_err(invalid)?;
+        let known = self.core.ask(|r| Event::Heartbeat(hb, r)).await.map_err(status)?;
+        Ok(Response::new(pb::HeartbeatResponse { known }))
+    }
+
+    type WatchRatesStream = RateStream;
+
+    async fn watch_rates(&self, req: Request<pb::WatchRatesRequest>) -> Result<Response<RateStream>, Status> {
+        let machine = MachineId(req.into_inner().machine_id);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.core.tell(Event::Watch(machine, tx)).await.map_err(status)?;
+        let stream = tokio_stream::StreamExt::map(tokio_stream::wrappers::UnboundedReceiverStream::new(rx), |batch| {
+            Ok(pb::RateUpdate {
+                rates: batch.into_iter().map(|(f, r)| pb::FlowRate { flow_id: f.0, rate_bps: r }).collect(),
+            })
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+fn status_to_pb(v: StatusView) -> pb::StatusResponse {
+    pb::StatusResponse {
+        policy: v.policy,
+        coflows: v
+            .coflows
+            .into_iter()
+            .map(|c| pb::CoflowStatus {
+                coflow_id: c.id.0,
+                name: c.name,
+                num_flows: c.num_flows,
+                puts: c.puts,
+                bypass: c.bypass,
+                flows: c
+                    .flows
+                    .into_iter()
+                    .map(|f| pb::FlowStatus {
+                        flow_id: f.id.0,
+                        data_id: f.data_id,
+                        src_machine_id: f.src.0,
+                        dst_machine_id: f.dst.0,
+                        size: f.size,
+                        bytes_sent: f.sent,
+                        rate_bps: f.rate,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        agents: v
+            .agents
+            .into_iter()
+            .map(|a| pb::AgentStatus {
+                machine_id: a.machine.0,
+                data_addr: a.data_addr.to_string(),
+                alive: a.alive,
+                tx_bps: a.tx_bps,
+                rx_bps: a.rx_bps,
+            })
+            .collect(),
+    }
+}

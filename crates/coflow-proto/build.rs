@@ -1,0 +1,11 @@
+//! Compiles `proto/coflow/v1/coflow.proto` with protox (a protobuf compiler written in Rust), so
+//! the build needs no `protoc` installed, and generates prost messages and tonic stubs from it.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto");
+    let file = "coflow/v1/coflow.proto";
+    println!("cargo:rerun-if-changed={root}/{file}");
+    let fds = protox::compile([file], [root])?;
+    tonic_prost_build::configure().compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,32 @@
+//! The control plane's wire types: protobuf messages and gRPC stubs generated from
+//! `proto/coflow/v1/coflow.proto`, and the hand-written conversions to validated domain types.
+//!
+//! This is the only crate that sees protobuf. Everything else takes the domain types of
+//! `msg`, which [`TryFrom`] builds from a message, naming the field that is missing or wrong.
+//!
+//! # Layout
+//! - [`pb`]: the generated messages, clients and servers (package `coflow.v1`).
+//! - `msg`: validated domain types ([`DataId`], [`CoflowOptions`], [`PutSource`], ...) and their
+//!   conversions.
+//! - `metrics`: [`serve_metrics`], the tiny HTTP endpoint for Prometheus both services expose.
+//! - `auth`: the cluster token ([`ClusterToken`]) and the interceptors that attach
+//!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
+
+#![warn(missing_docs)]
+
+mod auth;
+mod metrics;
+mod msg;
+
+/// The generated protobuf messages and tonic stubs of package `coflow.v1`.
+#[allow(missing_docs, clippy::all, unreachable_pub)]
+pub mod pb {
+    tonic::include_proto!("coflow.v1");
+}
+
+pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError};
+pub use metrics::{Render, serve_metrics};
+pub use msg::{
+    AgentRegistration, CoflowOptions, DataId, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN, MAX_PIECE_SIZE, ProtoError,
+    PutAnnouncement, PutSource, Readiness, Registration,
+};

@@ -1,0 +1,405 @@
+//! Validated domain types for what crosses the control plane, and their conversions.
+//!
+//! A message from the network becomes a domain value only through [`TryFrom`], which checks
+//! sizes and ids and names the offending field; past that edge nothing needs to check again.
+
+use std::fmt;
+
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+
+use crate::pb;
+
+/// The longest data id accepted, in bytes.
+pub const MAX_DATA_ID_LEN: usize = 256;
+/// The largest piece accepted, in bytes (64 GiB).
+pub const MAX_PIECE_SIZE: u64 = 64 << 30;
+
+/// A message from the network is missing a field or has a wrong one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtoError {
+    /// A required field is absent.
+    #[error("missing field `{field}`")]
+    Missing {
+        /// The field's name.
+        field: &'static str,
+    },
+    /// A field's value is out of range or malformed.
+    #[error("invalid field `{field}`: {reason}")]
+    Invalid {
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ProtoError {
+    ProtoError::Invalid { field, reason: reason.into() }
+}
+
+/// The name of one piece of data within a coflow, e.g. `shuffle_3_map_7_reduce_2`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DataId(String);
+
+impl DataId {
+    /// Validates a data id: 1 to [`MAX_DATA_ID_LEN`] bytes, no control characters.
+    pub fn new(s: impl Into<String>) -> Result<DataId, ProtoError> {
+        let s = s.into();
+        if s.is_empty() {
+            return Err(invalid("data_id", "empty"));
+        }
+        if s.len() > MAX_DATA_ID_LEN {
+            return Err(invalid("data_id", format!("{} bytes, at most {MAX_DATA_ID_LEN}", s.len())));
+        }
+        if s.chars().any(char::is_control) {
+            return Err(invalid("data_id", "contains a control character"));
+        }
+        Ok(DataId(s))
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for DataId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for DataId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a coflow becomes schedulable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Readiness {
+    /// Each get is scheduled as it arrives: never waits, so reducers may run in waves.
+    #[default]
+    OnGet,
+    /// Gets wait until `num_flows` gets were seen or the timeout passed (Varys Pseudocode 3).
+    AllGets {
+        /// How long to wait for every get.
+        timeout: Nanos,
+    },
+}
+
+/// The options of a coflow at registration.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct CoflowOptions {
+    /// A human name.
+    pub name: String,
+    /// Deadline relative to registration.
+    pub deadline: Option<Nanos>,
+    /// Coflows that must finish first.
+    pub parents: Vec<CoflowId>,
+    /// The coflow's type, e.g. `shuffle`.
+    pub kind: String,
+    /// How it becomes schedulable.
+    pub readiness: Readiness,
+    /// Its weight (1 if not given).
+    pub weight: f64,
+}
+
+/// The default wait of [`Readiness::AllGets`] when the request gives none.
+const DEFAULT_READY_TIMEOUT: Nanos = Nanos::from_secs(10);
+
+impl TryFrom<pb::CoflowOptions> for CoflowOptions {
+    type Error = ProtoError;
+
+    fn try_from(o: pb::CoflowOptions) -> Result<Self, ProtoError> {
+        if o.name.len() > 256 {
+            return Err(invalid("options.name", "longer than 256 bytes"));
+        }
+        if o.kind.len() > 64 {
+            return Err(invalid("options.kind", "longer than 64 bytes"));
+        }
+        let weight = if o.weight == 0.0 { 1.0 } else { o.weight };
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(invalid("options.weight", format!("{} is not a positive number", o.weight)));
+        }
+        let readiness = match pb::Readiness::try_from(o.readiness) {
+            Ok(pb::Readiness::Unspecified | pb::Readiness::OnGet) => Readiness::OnGet,
+            Ok(pb::Readiness::AllGets) => Readiness::AllGets {
+                timeout: if o.ready_timeout_ms == 0 {
+                    DEFAULT_READY_TIMEOUT
+                } else {
+                    Nanos::from_millis(o.ready_timeout_ms.min(86_400_000))
+                },
+            },
+            Err(_) => return Err(invalid("options.readiness", format!("unknown value {}", o.readiness))),
+        };
+        Ok(CoflowOptions {
+            name: o.name,
+            deadline: (o.deadline_ms > 0).then(|| Nanos::from_millis(o.deadline_ms.min(86_400_000 * 365))),
+            parents: o.parents.into_iter().map(CoflowId).collect(),
+            kind: o.kind,
+            readiness,
+            weight,
+        })
+    }
+}
+
+impl From<&CoflowOptions> for pb::CoflowOptions {
+    fn from(o: &CoflowOptions) -> Self {
+        let (readiness, ready_timeout_ms) = match o.readiness {
+            Readiness::OnGet => (pb::Readiness::OnGet, 0),
+            Readiness::AllGets { timeout } => (pb::Readiness::AllGets, timeout.get() / 1_000_000),
+        };
+        pb::CoflowOptions {
+            name: o.name.clone(),
+            deadline_ms: o.deadline.map_or(0, |d| d.get() / 1_000_000),
+            parents: o.parents.iter().map(|p| p.0).collect(),
+            kind: o.kind.clone(),
+            readiness: readiness as i32,
+            ready_timeout_ms,
+            weight: o.weight,
+        }
+    }
+}
+
+/// A validated `RegisterRequest`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Registration {
+    /// Puts (or, waiting for all gets, gets) the coflow will have.
+    pub num_flows: u32,
+    /// Its options.
+    pub options: CoflowOptions,
+}
+
+impl TryFrom<pb::RegisterRequest> for Registration {
+    type Error = ProtoError;
+
+    fn try_from(r: pb::RegisterRequest) -> Result<Self, ProtoError> {
+        if r.num_flows > 10_000_000 {
+            return Err(invalid("num_flows", format!("{} is more than 10,000,000", r.num_flows)));
+        }
+        let options = r.options.map(CoflowOptions::try_from).transpose()?.unwrap_or_default();
+        let options = CoflowOptions { weight: if options.weight == 0.0 { 1.0 } else { options.weight }, ..options };
+        Ok(Registration { num_flows: r.num_flows, options })
+    }
+}
+
+/// A validated `AnnouncePutRequest`: a piece stored at an agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PutAnnouncement {
+    /// Its coflow.
+    pub coflow: CoflowId,
+    /// Its name.
+    pub data_id: DataId,
+    /// Where it is stored.
+    pub machine: MachineId,
+    /// Its exact size.
+    pub size: u64,
+    /// Re-announced after the coordinator restarted.
+    pub recovered: bool,
+}
+
+fn piece_size(field: &'static str, size: u64) -> Result<u64, ProtoError> {
+    if size > MAX_PIECE_SIZE {
+        return Err(invalid(field, format!("{size} bytes is more than {MAX_PIECE_SIZE}")));
+    }
+    Ok(size)
+}
+
+impl TryFrom<pb::AnnouncePutRequest> for PutAnnouncement {
+    type Error = ProtoError;
+
+    fn try_from(r: pb::AnnouncePutRequest) -> Result<Self, ProtoError> {
+        Ok(PutAnnouncement {
+            coflow: CoflowId(r.coflow_id),
+            data_id: DataId::new(r.data_id)?,
+            machine: MachineId(r.machine_id),
+            size: piece_size("size", r.size)?,
+            recovered: r.recovered,
+        })
+    }
+}
+
+/// A validated `AnnounceGetRequest`: a machine wants a piece.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GetAnnouncement {
+    /// Its coflow.
+    pub coflow: CoflowId,
+    /// The piece.
+    pub data_id: DataId,
+    /// The receiving machine.
+    pub machine: MachineId,
+}
+
+impl TryFrom<pb::AnnounceGetRequest> for GetAnnouncement {
+    type Error = ProtoError;
+
+    fn try_from(r: pb::AnnounceGetRequest) -> Result<Self, ProtoError> {
+        Ok(GetAnnouncement {
+            coflow: CoflowId(r.coflow_id),
+            data_id: DataId::new(r.data_id)?,
+            machine: MachineId(r.machine_id),
+        })
+    }
+}
+
+/// A validated `RegisterAgentRequest`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentRegistration {
+    /// The agent's machine.
+    pub machine: MachineId,
+    /// Its data listener, `host:port`.
+    pub data_addr: std::net::SocketAddr,
+    /// Its port capacity, bytes per second.
+    pub port_rate: f64,
+}
+
+/// The largest machine id accepted.
+const MAX_MACHINE: u32 = 1 << 16;
+
+impl TryFrom<pb::RegisterAgentRequest> for AgentRegistration {
+    type Error = ProtoError;
+
+    fn try_from(r: pb::RegisterAgentRequest) -> Result<Self, ProtoError> {
+        if r.machine_id >= MAX_MACHINE {
+            return Err(invalid("machine_id", format!("{} is not below {MAX_MACHINE}", r.machine_id)));
+        }
+        let data_addr = r.data_addr.parse().map_err(|e| invalid("data_addr", format!("{:?}: {e}", r.data_addr)))?;
+        if !(r.port_rate_bps.is_finite() && r.port_rate_bps > 0.0) {
+            return Err(invalid("port_rate_bps", format!("{} is not a positive rate", r.port_rate_bps)));
+        }
+        Ok(AgentRegistration { machine: MachineId(r.machine_id), data_addr, port_rate: r.port_rate_bps })
+    }
+}
+
+/// A validated `HeartbeatRequest`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Heartbeat {
+    /// The reporting agent.
+    pub machine: MachineId,
+    /// Bytes sent so far by each flow it is sending.
+    pub flows: Vec<(FlowId, u64)>,
+    /// Measured sending rate since the last report.
+    pub tx_bps: f64,
+    /// Measured receiving rate since the last report.
+    pub rx_bps: f64,
+}
+
+impl TryFrom<pb::HeartbeatRequest> for Heartbeat {
+    type Error = ProtoError;
+
+    fn try_from(r: pb::HeartbeatRequest) -> Result<Self, ProtoError> {
+        for (field, v) in [("tx_bps", r.tx_bps), ("rx_bps", r.rx_bps)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(invalid(field, format!("{v} is not a rate")));
+            }
+        }
+        if r.flows.len() > 1_000_000 {
+            return Err(invalid("flows", "more than 1,000,000 entries"));
+        }
+        Ok(Heartbeat {
+            machine: MachineId(r.machine_id),
+            flows: r.flows.into_iter().map(|f| (FlowId(f.flow_id), f.bytes_sent)).collect(),
+            tx_bps: r.tx_bps,
+            rx_bps: r.rx_bps,
+        })
+    }
+}
+
+/// Where the bytes of a put come from.
+#[derive(Clone, PartialEq)]
+pub enum PutSource {
+    /// Bytes in the request.
+    Content(Vec<u8>),
+    /// A segment of a file under the agent's data directory.
+    File {
+        /// The path, relative to the data directory.
+        path: String,
+        /// Where the segment starts.
+        offset: u64,
+        /// Its length.
+        length: u64,
+    },
+}
+
+impl fmt::Debug for PutSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PutSource::Content(b) => write!(f, "Content({} bytes)", b.len()),
+            PutSource::File { path, offset, length } => write!(f, "File({path:?} @{offset} +{length})"),
+        }
+    }
+}
+
+impl TryFrom<pb::put_request::Source> for PutSource {
+    type Error = ProtoError;
+
+    fn try_from(s: pb::put_request::Source) -> Result<Self, ProtoError> {
+        Ok(match s {
+            pb::put_request::Source::Content(b) => PutSource::Content(b),
+            pb::put_request::Source::File(f) => {
+                if f.path.is_empty() || f.path.len() > 4096 || f.path.contains('\0') {
+                    return Err(invalid("file.path", "must be 1 to 4096 bytes without NUL"));
+                }
+                piece_size("file.length", f.length)?;
+                if f.offset.checked_add(f.length).is_none() {
+                    return Err(invalid("file.offset", "offset + length overflows"));
+                }
+                PutSource::File { path: f.path, offset: f.offset, length: f.length }
+            }
+        })
+    }
+}
+
+impl From<PutSource> for pb::put_request::Source {
+    fn from(s: PutSource) -> Self {
+        match s {
+            PutSource::Content(b) => pb::put_request::Source::Content(b),
+            PutSource::File { path, offset, length } => {
+                pb::put_request::Source::File(pb::FileSegment { path, offset, length })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = DataId::new("").unwrap_err();
+        assert_eq!(e.to_string(), "invalid field `data_id`: empty");
+        let e = PutAnnouncement::try_from(pb::AnnouncePutRequest {
+            coflow_id: 1,
+            data_id: "a".into(),
+            machine_id: 0,
+            size: u64::MAX,
+            recovered: false,
+        })
+        .unwrap_err();
+        assert!(matches!(e, ProtoError::Invalid { field: "size", .. }), "{e}");
+        let e = AgentRegistration::try_from(pb::RegisterAgentRequest {
+            machine_id: 0,
+            data_addr: "nowhere".into(),
+            port_rate_bps: 1.0,
+        })
+        .unwrap_err();
+        assert!(matches!(e, ProtoError::Invalid { field: "data_addr", .. }), "{e}");
+        let e = CoflowOptions::try_from(pb::CoflowOptions { weight: -1.0, ..Default::default() }).unwrap_err();
+        assert!(matches!(e, ProtoError::Invalid { field: "options.weight", .. }), "{e}");
+    }
+
+    #[test]
+    fn options_round_trip() {
+        let o = CoflowOptions {
+            name: "q1".into(),
+            deadline: Some(Nanos::from_millis(1500)),
+            parents: vec![CoflowId(3)],
+            kind: "shuffle".into(),
+            readiness: Readiness::AllGets { timeout: Nanos::from_millis(250) },
+            weight: 2.0,
+        };
+        assert_eq!(CoflowOptions::try_from(pb::CoflowOptions::from(&o)).unwrap(), o);
+    }
+}
