@@ -11,6 +11,7 @@
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
 //! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
+//! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
 
 #![warn(missing_docs)]
 
@@ -21,6 +22,7 @@ mod fair;
 mod maxmin;
 mod priority;
 mod scheduler;
+mod sincronia;
 mod state;
 mod varys;
 
@@ -33,5 +35,6 @@ pub use fair::Fair;
 pub use maxmin::MaxMin;
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
+pub use sincronia::{Sincronia, bssi, order_cost};
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig, bottleneck};

@@ -4,7 +4,20 @@ use crate::scheduler::Scheduler;
 use crate::{DeadlineMode, DeadlineScheduler, Fair, FlowOrder, FlowPriority, Order, Varys, VarysConfig};
 
 /// The short names of every policy, in report order.
-pub const NAMES: &[&str] = &["varys", "varys-deadline", "vc", "scf", "ncf", "tcf", "fifo", "pfp", "edf", "fair"];
+pub const NAMES: &[&str] = &[
+    "varys",
+    "varys-deadline",
+    "vc",
+    "scf",
+    "ncf",
+    "tcf",
+    "fifo",
+    "pfp",
+    "edf",
+    "fair",
+    "sincronia",
+    "sincronia-madd",
+];
 
 /// No policy has this name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +40,8 @@ pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
         "pfp" => Ok(Box::new(FlowPriority::new(FlowOrder::SmallestRemaining))),
         "edf" => Ok(Box::new(FlowPriority::new(FlowOrder::EarliestDeadline))),
         "fair" => Ok(Box::new(Fair::default())),
+        "sincronia" => Ok(Box::new(crate::Sincronia::greedy())),
+        "sincronia-madd" => Ok(Box::new(crate::Sincronia::with_madd())),
         _ => Err(UnknownPolicy { name: name.to_string() }),
     }
 }

@@ -261,3 +261,61 @@ proptest! {
         }
     }
 }
+
+/// The best total weighted completion time over every order of the coflows on the ports'
+/// relaxation (each port serves the coflows one after another): a lower bound on any schedule of
+/// coflows released together.
+fn best_order_cost(w: &Workload, rate: f64) -> f64 {
+    let m = w.machines;
+    let loads: Vec<Vec<(u32, f64)>> = w
+        .coflows
+        .iter()
+        .map(|c| {
+            let mut per = std::collections::BTreeMap::new();
+            for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
+                *per.entry(f.src.0).or_insert(0.0) += f.size.as_f64();
+                *per.entry(m + f.dst.0).or_insert(0.0) += f.size.as_f64();
+            }
+            per.into_iter().collect()
+        })
+        .collect();
+    let weights: Vec<f64> = w.coflows.iter().map(|c| c.weight).collect();
+    let cap = vec![rate; 2 * m as usize];
+    fn permute(k: usize, p: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
+        if k == p.len() {
+            f(p);
+            return;
+        }
+        for i in k..p.len() {
+            p.swap(k, i);
+            permute(k + 1, p, f);
+            p.swap(k, i);
+        }
+    }
+    let mut best = f64::INFINITY;
+    let mut p: Vec<usize> = (0..weights.len()).collect();
+    permute(0, &mut p, &mut |o| best = best.min(coflow_sched::order_cost(o, &weights, &loads, &cap)));
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn sincronia_offline_is_within_four_times_the_best_order(
+        w in workload(4, 5, true),
+        weights in prop::collection::vec(1u32..=3, 5),
+    ) {
+        let mut w = w;
+        for (c, &x) in w.coflows.iter_mut().zip(&weights) {
+            c.weight = x as f64;
+        }
+        let bound = best_order_cost(&w, Rate::GBPS.bytes_per_sec());
+        for name in ["sincronia", "sincronia-madd"] {
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let total: f64 =
+                r.outcomes.iter().zip(&w.coflows).map(|(o, c)| c.weight * o.cct().unwrap().as_secs_f64()).sum();
+            prop_assert!(total <= 4.0 * bound * (1.0 + 1e-9), "{name}: total weighted CCT {total} vs best order {bound}");
+        }
+    }
+}
