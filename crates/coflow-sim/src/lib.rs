@@ -21,7 +21,7 @@ mod engine;
 mod legs;
 mod report;
 
-pub use deadlines::{MIN_DEADLINE, assign_deadlines};
+pub use deadlines::{MIN_DEADLINE, assign_deadlines, assign_deadlines_to_fraction};
 pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};
 pub use report::{
     BinSummary, CoflowOutcome, SLOWER_TOLERANCE, Summary, lower_bound_avg_cct, percentile, slower_fraction,
