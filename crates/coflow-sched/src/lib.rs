@@ -11,10 +11,12 @@
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
 //! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
+//! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`].
 //! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
 
 #![warn(missing_docs)]
 
+mod aalo;
 mod blind;
 mod deadline;
 mod fabric;
@@ -28,6 +30,7 @@ mod varys;
 
 pub mod policy;
 
+pub use aalo::{Aalo, AaloConfig};
 pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded};
 pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{Fabric, ResourceId, Route};

@@ -17,6 +17,7 @@ pub const NAMES: &[&str] = &[
     "fair",
     "sincronia",
     "sincronia-madd",
+    "aalo",
 ];
 
 /// No policy has this name.
@@ -42,6 +43,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
         "fair" => Ok(Box::new(Fair::default())),
         "sincronia" => Ok(Box::new(crate::Sincronia::greedy())),
         "sincronia-madd" => Ok(Box::new(crate::Sincronia::with_madd())),
+        "aalo" => Ok(Box::new(crate::Blinded::new(crate::Aalo::default()))),
         _ => Err(UnknownPolicy { name: name.to_string() }),
     }
 }
