@@ -12,6 +12,7 @@
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
 //! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
 //! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`].
+//! - `karuna`: [`Karuna`], minimal rates for deadline coflows, priority levels for the rest.
 //! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
 
 #![warn(missing_docs)]
@@ -21,6 +22,7 @@ mod blind;
 mod deadline;
 mod fabric;
 mod fair;
+mod karuna;
 mod maxmin;
 mod priority;
 mod scheduler;
@@ -35,6 +37,7 @@ pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, B
 pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;
+pub use karuna::{Karuna, KarunaConfig, Levels};
 pub use maxmin::MaxMin;
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;

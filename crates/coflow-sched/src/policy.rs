@@ -18,6 +18,7 @@ pub const NAMES: &[&str] = &[
     "sincronia",
     "sincronia-madd",
     "aalo",
+    "karuna",
 ];
 
 /// No policy has this name.
@@ -44,6 +45,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
         "sincronia" => Ok(Box::new(crate::Sincronia::greedy())),
         "sincronia-madd" => Ok(Box::new(crate::Sincronia::with_madd())),
         "aalo" => Ok(Box::new(crate::Blinded::new(crate::Aalo::default()))),
+        "karuna" => Ok(Box::new(crate::Karuna::default())),
         _ => Err(UnknownPolicy { name: name.to_string() }),
     }
 }

@@ -400,3 +400,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn karuna_meets_the_deadline_of_a_coflow_that_fits_alone_among_best_effort_ones(
+        w in workload(5, 6, false),
+        pick in 0usize..6,
+        x in 0.0f64..2.0,
+    ) {
+        // One coflow gets a deadline no tighter than its time alone on the empty fabric; the
+        // others have none. Karuna serves it first at the rate that finishes it at its deadline.
+        let mut w = w;
+        let k = pick % w.coflows.len();
+        let rate = Rate::GBPS.bytes_per_sec();
+        let gamma = w.coflows[k].isolated_cct(w.machines as usize, rate).as_secs_f64();
+        for (i, c) in w.coflows.iter_mut().enumerate() {
+            c.deadline = (i == k).then(|| Nanos::from_secs_f64(gamma * (1.0 + x)).max(Nanos(1)));
+        }
+        let r = simulate(&w, policy::by_name("karuna").unwrap(), &cfg());
+        prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
+        prop_assert_eq!(r.outcomes[k].met_deadline(), Some(true), "coflow {} missed its deadline", k);
+    }
+}
