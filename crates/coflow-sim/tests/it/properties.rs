@@ -419,8 +419,12 @@ proptest! {
         for (i, c) in w.coflows.iter_mut().enumerate() {
             c.deadline = (i == k).then(|| Nanos::from_secs_f64(gamma * (1.0 + x)).max(Nanos(1)));
         }
-        let r = simulate(&w, policy::by_name("karuna").unwrap(), &cfg());
-        prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
-        prop_assert_eq!(r.outcomes[k].met_deadline(), Some(true), "coflow {} missed its deadline", k);
+        // With known sizes (`karuna`) and with levels by bytes sent (sizes unknown).
+        let by_sent = coflow_sched::KarunaConfig { levels: coflow_sched::Levels::BySent, ..Default::default() };
+        for policy in [policy::by_name("karuna").unwrap(), Box::new(coflow_sched::Karuna::new(by_sent))] {
+            let r = simulate(&w, policy, &cfg());
+            prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
+            prop_assert_eq!(r.outcomes[k].met_deadline(), Some(true), "coflow {} missed its deadline", k);
+        }
     }
 }
