@@ -14,7 +14,7 @@ use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::{Fabric, Route};
 use crate::scheduler::Scheduler;
-use crate::state::{Allocation, Input, ServiceModel};
+use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
 /// An active coflow as a blind policy sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +53,9 @@ pub struct BlindInput<'a> {
     pub coflows: &'a [BlindCoflow],
     /// Legs, indexed by [`BlindCoflow::legs`].
     pub legs: &'a [BlindLeg],
+    /// When the next progress report is due: a decision from then on sees [`BlindCoflow::sent`]
+    /// refreshed, none before.
+    pub next_report: Nanos,
 }
 
 /// A blind policy's answer: the rate of each flow of each leg, in bytes per second.
@@ -60,12 +63,25 @@ pub struct BlindInput<'a> {
 pub struct BlindAllocation {
     /// Per leg of [`BlindInput::legs`]: bytes per second for each of its active flows.
     pub leg_rate: Vec<f64>,
+    /// The legs given a rate, each once, if the policy lists them: the driver then reads only
+    /// these, not every leg (with 100,000 legs alive, a scan per decision is most of its cost).
+    /// Left empty, every leg is read.
+    pub served: Vec<usize>,
 }
 
 impl BlindAllocation {
     /// Clears and resizes for an input.
     pub fn reset(&mut self, input: &BlindInput<'_>) {
-        self.leg_rate.clear();
+        if self.served.is_empty() {
+            self.leg_rate.clear();
+        } else {
+            for &l in &self.served {
+                if let Some(r) = self.leg_rate.get_mut(l) {
+                    *r = 0.0;
+                }
+            }
+            self.served.clear();
+        }
         self.leg_rate.resize(input.legs.len(), 0.0);
     }
 
@@ -118,6 +134,10 @@ pub struct Blinded<B> {
     alloc: BlindAllocation,
     /// Bytes sent per coflow at the last report, and when the next report is due.
     reported: std::collections::BTreeMap<CoflowId, f64>,
+    /// Each coflow's bytes over the fabric, counted on first sight.
+    total: std::collections::BTreeMap<CoflowId, f64>,
+    /// Scratch: whether each resource is one a coflow sends from.
+    sending: Vec<bool>,
     next_report: Nanos,
 }
 
@@ -130,6 +150,8 @@ impl<B: BlindScheduler> Blinded<B> {
             legs: Vec::new(),
             alloc: BlindAllocation::default(),
             reported: std::collections::BTreeMap::new(),
+            total: std::collections::BTreeMap::new(),
+            sending: Vec::new(),
             next_report: Nanos::ZERO,
         }
     }
@@ -155,47 +177,96 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
 
     fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
         self.reported.remove(&coflow);
+        self.total.remove(&coflow);
         self.inner.handle_finished(now, coflow);
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        // Bytes sent: a coflow's bytes, counted once, less what its senders have left.
         if input.now >= self.next_report {
             for c in input.coflows {
-                let sent = input.legs_of(c).iter().map(|l| l.bytes - l.remaining(c)).sum();
-                self.reported.insert(c.id, sent);
+                let total = *self.total.entry(c.id).or_insert_with(|| input.legs_of(c).iter().map(|l| l.bytes).sum());
+                self.sending.resize(input.fabric.resources(), false);
+                for sd in input.senders_of(c) {
+                    self.sending[sd.resource as usize] = true;
+                }
+                let remaining: f64 =
+                    input.remaining_loads(c).filter(|&(r, _)| self.sending[r as usize]).map(|(_, b)| b).sum();
+                for sd in input.senders_of(c) {
+                    self.sending[sd.resource as usize] = false;
+                }
+                self.reported.insert(c.id, (total - remaining).max(0.0));
             }
             self.next_report = input.now.saturating_add(self.inner.report_interval());
         }
-        self.coflows.clear();
-        self.legs.clear();
-        for c in input.coflows {
-            let first = self.legs.len();
-            for leg in input.legs_of(c) {
-                let active_flows = if leg.is_active() { leg.flows } else { 0 };
-                self.legs.push(BlindLeg { route: leg.route, active_flows });
+        // The blind legs change only when flows finish, which changes their coflow's count of
+        // active flows: with the same coflows as last time, only those coflows' legs are redone.
+        let same = self.coflows.len() == input.coflows.len()
+            && self.coflows.iter().zip(input.coflows).all(|(b, c)| b.id == c.id);
+        if same {
+            for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
+                if b.active_flows != c.active_flows {
+                    for (bl, leg) in self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c)) {
+                        bl.active_flows = if leg.is_active() { leg.flows } else { 0 };
+                    }
+                    b.active_flows = c.active_flows;
+                }
+                b.sent = self.reported.get(&c.id).copied().unwrap_or(0.0);
             }
-            self.coflows.push(BlindCoflow {
-                id: c.id,
-                arrival: c.arrival,
-                weight: c.weight,
-                sent: self.reported.get(&c.id).copied().unwrap_or(0.0),
-                active_flows: c.active_flows,
-                legs: first..self.legs.len(),
-            });
+        } else {
+            self.coflows.clear();
+            self.legs.clear();
+            for c in input.coflows {
+                let first = self.legs.len();
+                for leg in input.legs_of(c) {
+                    let active_flows = if leg.is_active() { leg.flows } else { 0 };
+                    self.legs.push(BlindLeg { route: leg.route, active_flows });
+                }
+                self.coflows.push(BlindCoflow {
+                    id: c.id,
+                    arrival: c.arrival,
+                    weight: c.weight,
+                    sent: self.reported.get(&c.id).copied().unwrap_or(0.0),
+                    active_flows: c.active_flows,
+                    legs: first..self.legs.len(),
+                });
+            }
         }
-        let blind = BlindInput { now: input.now, fabric: input.fabric, coflows: &self.coflows, legs: &self.legs };
+        let blind = BlindInput {
+            now: input.now,
+            fabric: input.fabric,
+            coflows: &self.coflows,
+            legs: &self.legs,
+            next_report: self.next_report,
+        };
         self.alloc.reset(&blind);
         let wake = self.inner.poll_allocation(&blind, &mut self.alloc);
-        let mut j = 0;
-        for c in input.coflows {
-            for l in c.legs.clone() {
-                let leg = &input.legs[l];
-                let rate = self.alloc.leg_rate[j] * leg.flows as f64;
-                j += 1;
-                let remaining = leg.remaining(c);
-                if leg.is_active() && rate > 0.0 && rate.is_finite() && remaining > 0.0 {
-                    out.leg_extra.push((l, rate / remaining));
+        let mut give = |b: &BlindCoflow, c: &CoflowState, j: usize, per_flow: f64| {
+            if !(per_flow > 0.0 && per_flow.is_finite()) {
+                return;
+            }
+            let l = c.legs.start + (j - b.legs.start);
+            let leg = &input.legs[l];
+            let remaining = leg.remaining(c);
+            if leg.is_active() && remaining > 0.0 {
+                out.leg_extra.push((l, per_flow * leg.flows as f64 / remaining));
+            }
+        };
+        if self.alloc.served.is_empty() {
+            for (b, c) in self.coflows.iter().zip(input.coflows) {
+                for j in b.legs.clone() {
+                    give(b, c, j, self.alloc.leg_rate[j]);
                 }
+            }
+        } else {
+            // Listed legs, in the order of the legs, so that the extras come out as a scan would.
+            self.alloc.served.sort_unstable();
+            let mut k = 0;
+            for &j in &self.alloc.served {
+                while self.coflows[k].legs.end <= j {
+                    k += 1;
+                }
+                give(&self.coflows[k], &input.coflows[k], j, self.alloc.leg_rate[j]);
             }
         }
         wake

@@ -15,17 +15,23 @@
 //! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
 //! - `wan`: Siphon's wide-area topology ([`Wan`]) and link bandwidth distributions; `mrtf` and
 //!   `siphon`: its policies ([`Mrtf`], [`SiphonMc`]) with the intra-coflow option [`Intra`].
+//! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`].
+//! - `karuna`: [`Karuna`], minimal rates for deadline coflows, priority levels for the rest.
+//! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
 
 #![warn(missing_docs)]
 
+mod aalo;
 mod blind;
 mod deadline;
 mod fabric;
 mod fair;
+mod karuna;
 mod maxmin;
 mod mrtf;
 mod priority;
 mod scheduler;
+mod sincronia;
 mod siphon;
 mod snapshot;
 mod state;
@@ -34,14 +40,17 @@ mod wan;
 
 pub mod policy;
 
+pub use aalo::{Aalo, AaloConfig};
 pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded};
 pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;
+pub use karuna::{Karuna, KarunaConfig, Levels};
 pub use maxmin::MaxMin;
 pub use mrtf::{Intra, Mrtf};
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
+pub use sincronia::{Sincronia, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};

@@ -5,7 +5,22 @@ use crate::{DeadlineMode, DeadlineScheduler, Fair, FlowOrder, FlowPriority, Orde
 use crate::{Intra, Mrtf, SiphonConfig, SiphonMc};
 
 /// The short names of every policy, in report order.
-pub const NAMES: &[&str] = &["varys", "varys-deadline", "vc", "scf", "ncf", "tcf", "fifo", "pfp", "edf", "fair"];
+pub const NAMES: &[&str] = &[
+    "varys",
+    "varys-deadline",
+    "vc",
+    "scf",
+    "ncf",
+    "tcf",
+    "fifo",
+    "pfp",
+    "edf",
+    "fair",
+    "sincronia",
+    "sincronia-madd",
+    "aalo",
+    "karuna",
+];
 
 /// The policies of the wide-area model (Siphon), not part of `all`: the Monte Carlo order and
 /// its baseline, each also with Largest Flow Group First inside coflows (`+lfgf`).
@@ -33,6 +48,10 @@ pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
         "edf" => Ok(Box::new(FlowPriority::new(FlowOrder::EarliestDeadline))),
         "fair" => Ok(Box::new(Fair::default())),
         "siphon-mc" | "mrtf" | "siphon-mc+lfgf" | "mrtf+lfgf" => Ok(seeded(name, 0).expect("a wide-area name")),
+        "sincronia" => Ok(Box::new(crate::Sincronia::greedy())),
+        "sincronia-madd" => Ok(Box::new(crate::Sincronia::with_madd())),
+        "aalo" => Ok(Box::new(crate::Blinded::new(crate::Aalo::default()))),
+        "karuna" => Ok(Box::new(crate::Karuna::default())),
         _ => Err(UnknownPolicy { name: name.to_string() }),
     }
 }

@@ -24,3 +24,19 @@ pub fn assign_deadlines(w: &mut Workload, port_rate: Rate, x: f64, seed: u64) {
         }
     }
 }
+
+/// Gives a seeded fraction of the coflows a deadline drawn as [`assign_deadlines`] draws them, and
+/// takes away any other coflow's: a mix of deadline and non-deadline coflows, as Karuna studies.
+/// Each coflow is picked independently with probability `fraction`; the same seed picks the same
+/// coflows and draws the same deadlines. A picked coflow with a deadline from the trace keeps it.
+pub fn assign_deadlines_to_fraction(w: &mut Workload, port_rate: Rate, x: f64, fraction: f64, seed: u64) {
+    assert!((0.0..=1.0).contains(&fraction), "the deadline fraction must be in [0, 1]");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d_1c_ed);
+    let picked: Vec<bool> = w.coflows.iter().map(|_| rng.gen_bool(fraction)).collect();
+    assign_deadlines(w, port_rate, x, seed);
+    for (c, &p) in w.coflows.iter_mut().zip(&picked) {
+        if !p {
+            c.deadline = None;
+        }
+    }
+}

@@ -65,7 +65,10 @@ impl LegModel {
         let dt = (now - self.dec_time).as_secs_f64();
         for ((c, &sigma), &dec) in self.coflows.iter_mut().zip(&self.rate).zip(&self.scale_dec) {
             if sigma > 0.0 {
-                c.scale = (dec * (1.0 - sigma * dt)).max(0.0);
+                // `σ·dt` can round to 1 a nanosecond before the finish, which is `1/σ` rounded up:
+                // a scale of zero there would leave the coflow with active legs and no bytes, so
+                // that no policy could ever finish it. A sliver stays until it finishes.
+                c.scale = (dec * (1.0 - sigma * dt)).max(dec * f64::EPSILON);
             }
         }
         for &(l, kappa, phi_dec) in &self.extra {

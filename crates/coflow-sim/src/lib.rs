@@ -26,7 +26,7 @@ mod report;
 mod wan;
 
 pub use bounds::{BoundConfig, LowerBounds, lower_bounds};
-pub use deadlines::{MIN_DEADLINE, assign_deadlines};
+pub use deadlines::{MIN_DEADLINE, assign_deadlines, assign_deadlines_to_fraction};
 pub use engine::{SimConfig, SimResult, simulate, simulate_wan, simulate_with_progress};
 pub use report::{
     BinSummary, CoflowOutcome, SLOWER_TOLERANCE, Summary, lower_bound_avg_cct, percentile, slower_fraction,

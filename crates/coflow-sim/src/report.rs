@@ -106,6 +106,9 @@ pub struct Summary {
     pub admitted_fraction: Option<f64>,
     /// Share of the admitted coflows with a deadline that met it, for admission-control policies.
     pub met_among_admitted_fraction: Option<f64>,
+    /// In a mix of coflows with and without deadlines, the average CCT of the finished coflows
+    /// without one, in seconds (`None` unless the workload has both kinds).
+    pub non_deadline_avg_cct_s: Option<f64>,
     /// Events the simulator processed.
     pub events: u64,
     /// Decisions the policy made.
@@ -175,6 +178,7 @@ impl Summary {
             } else {
                 None
             },
+            non_deadline_avg_cct_s: non_deadline_avg_cct(r),
             events: r.events,
             decisions: r.decisions,
             bins: Bin::ALL.iter().map(|&b| BinSummary::of(r, b)).collect(),
@@ -277,6 +281,18 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The average CCT of the finished coflows without a deadline, in seconds, when the run mixes
+/// coflows with and without deadlines.
+fn non_deadline_avg_cct(r: &SimResult) -> Option<f64> {
+    let with = r.outcomes.iter().filter(|o| o.deadline.is_some()).count();
+    if with == 0 || with == r.outcomes.len() {
+        return None;
+    }
+    let ccts: Vec<f64> =
+        r.outcomes.iter().filter(|o| o.deadline.is_none()).filter_map(|o| o.cct()).map(Nanos::as_secs_f64).collect();
+    Some(mean(&ccts))
 }
 
 #[cfg(test)]

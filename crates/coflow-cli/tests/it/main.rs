@@ -323,3 +323,50 @@ fn demo_rejects_bad_flags_with_the_flag_named() {
     let out = coflow().args(["demo", "--policies", "nope"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--policies"));
 }
+
+#[test]
+fn offline_releases_every_coflow_at_time_zero() {
+    let csv = tmp("offline.csv");
+    let out = coflow()
+        .args(["sim", "--coflows", "30", "--policies", "sincronia,varys", "--offline", "--csv"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("offline"), "{table}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let arrivals: Vec<&str> = text.lines().skip(1).map(|l| l.split(',').nth(2).unwrap()).collect();
+    assert_eq!(arrivals.len(), 60);
+    assert!(arrivals.iter().all(|a| a.parse::<f64>().unwrap() == 0.0), "{arrivals:?}");
+}
+
+#[test]
+fn a_deadline_fraction_mixes_deadline_and_best_effort_coflows() {
+    let json = tmp("mix.json");
+    let csv = tmp("mix.csv");
+    let out = coflow()
+        .args(["sim", "--coflows", "60", "--policies", "edf,varys-deadline", "--deadline-fraction", "0.5", "--json"])
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("non-deadline avg CCT s"), "{table}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in report["results"].as_array().unwrap() {
+        assert!(r["deadline_met_fraction"].as_f64().is_some(), "{r}");
+        assert!(r["non_deadline_avg_cct_s"].as_f64().is_some_and(|a| a > 0.0), "{r}");
+    }
+    // About half the coflows carry a deadline.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let edf: Vec<&str> = text.lines().filter(|l| l.starts_with("edf,")).collect();
+    let with = edf.iter().filter(|l| !l.split(',').nth(8).unwrap().is_empty()).count();
+    assert!((15..=45).contains(&with), "{with} of 60 coflows have a deadline");
+
+    let out = coflow().args(["sim", "--coflows", "10", "--deadline-fraction", "1.5"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--deadline-fraction"));
+}

@@ -286,3 +286,170 @@ proptest! {
         }
     }
 }
+
+/// The best total weighted completion time over every order of the coflows on the ports'
+/// relaxation (each port serves the coflows one after another): a lower bound on any schedule of
+/// coflows released together.
+fn best_order_cost(w: &Workload, rate: f64) -> f64 {
+    let m = w.machines;
+    let loads: Vec<Vec<(u32, f64)>> = w
+        .coflows
+        .iter()
+        .map(|c| {
+            let mut per = std::collections::BTreeMap::new();
+            for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
+                *per.entry(f.src.0).or_insert(0.0) += f.size.as_f64();
+                *per.entry(m + f.dst.0).or_insert(0.0) += f.size.as_f64();
+            }
+            per.into_iter().collect()
+        })
+        .collect();
+    let weights: Vec<f64> = w.coflows.iter().map(|c| c.weight).collect();
+    let cap = vec![rate; 2 * m as usize];
+    fn permute(k: usize, p: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
+        if k == p.len() {
+            f(p);
+            return;
+        }
+        for i in k..p.len() {
+            p.swap(k, i);
+            permute(k + 1, p, f);
+            p.swap(k, i);
+        }
+    }
+    let mut best = f64::INFINITY;
+    let mut p: Vec<usize> = (0..weights.len()).collect();
+    permute(0, &mut p, &mut |o| best = best.min(coflow_sched::order_cost(o, &weights, &loads, &cap)));
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn sincronia_offline_is_within_four_times_the_best_order(
+        w in workload(4, 5, true),
+        weights in prop::collection::vec(1u32..=3, 5),
+    ) {
+        let mut w = w;
+        for (c, &x) in w.coflows.iter_mut().zip(&weights) {
+            c.weight = x as f64;
+        }
+        let bound = best_order_cost(&w, Rate::GBPS.bytes_per_sec());
+        for name in ["sincronia", "sincronia-madd"] {
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let total: f64 =
+                r.outcomes.iter().zip(&w.coflows).map(|(o, c)| c.weight * o.cct().unwrap().as_secs_f64()).sum();
+            prop_assert!(total <= 4.0 * bound * (1.0 + 1e-9), "{name}: total weighted CCT {total} vs best order {bound}");
+        }
+    }
+}
+
+/// Wraps a policy and records, at its first decision, the bytes per second it gives each leg.
+#[derive(Debug)]
+struct FirstRates(Box<dyn Scheduler>, std::sync::Arc<std::sync::Mutex<Option<Vec<f64>>>>);
+
+impl Scheduler for FirstRates {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn model(&self) -> ServiceModel {
+        self.0.model()
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.0.flow_finish_gap()
+    }
+
+    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
+        self.0.handle_arrival(now, coflow);
+    }
+
+    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+        self.0.handle_finished(now, coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let wake = self.0.poll_allocation(input, out);
+        let mut first = self.1.lock().unwrap();
+        if first.is_none() {
+            let mut rates = vec![0.0; input.legs.len()];
+            for (k, c) in input.coflows.iter().enumerate() {
+                for l in c.legs.clone() {
+                    rates[l] += out.coflow_rate[k] * input.legs[l].remaining(c);
+                    if let Some(&(_, extra)) = out.leg_extra.iter().find(|(x, _)| *x == l) {
+                        rates[l] += extra * input.legs[l].remaining(c);
+                    }
+                }
+            }
+            *first = Some(rates);
+        }
+        wake
+    }
+}
+
+/// The bytes per second `name` gives each leg at its first decision on `w`.
+fn first_rates(name: &str, w: &Workload) -> Vec<f64> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    simulate(w, Box::new(FirstRates(policy::by_name(name).unwrap(), seen.clone())), &cfg());
+    seen.lock().unwrap().take().expect("a decision was made")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    #[test]
+    fn aalo_never_reads_a_size(w in workload(5, 5, true), factors in prop::collection::vec(1u64..=5, 30)) {
+        // The same coflows with other flow sizes (one flow per pair of machines, so that legs stay
+        // the same): aalo's first decision, made before any progress report, must not change.
+        let mut w = w;
+        for c in &mut w.coflows {
+            let mut seen = std::collections::BTreeSet::new();
+            c.flows.retain(|f| !f.is_local() && seen.insert((f.src, f.dst)));
+        }
+        w.coflows.retain(|c| !c.flows.is_empty());
+        prop_assume!(!w.coflows.is_empty());
+        let mut resized = w.clone();
+        let mut i = 0;
+        for c in &mut resized.coflows {
+            for f in &mut c.flows {
+                f.size = Bytes(f.size.get() * factors[i % factors.len()] + i as u64);
+                i += 1;
+            }
+        }
+        let (a, b) = (first_rates("aalo", &w), first_rates("aalo", &resized));
+        prop_assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            prop_assert!((x - y).abs() <= 1e-6 * x.abs().max(1.0), "{a:?} vs {b:?}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn karuna_meets_the_deadline_of_a_coflow_that_fits_alone_among_best_effort_ones(
+        w in workload(5, 6, false),
+        pick in 0usize..6,
+        x in 0.0f64..2.0,
+    ) {
+        // One coflow gets a deadline no tighter than its time alone on the empty fabric; the
+        // others have none. Karuna serves it first at the rate that finishes it at its deadline.
+        let mut w = w;
+        let k = pick % w.coflows.len();
+        let rate = Rate::GBPS.bytes_per_sec();
+        let gamma = w.coflows[k].isolated_cct(w.machines as usize, rate).as_secs_f64();
+        for (i, c) in w.coflows.iter_mut().enumerate() {
+            c.deadline = (i == k).then(|| Nanos::from_secs_f64(gamma * (1.0 + x)).max(Nanos(1)));
+        }
+        // With known sizes (`karuna`) and with levels by bytes sent (sizes unknown).
+        let by_sent = coflow_sched::KarunaConfig { levels: coflow_sched::Levels::BySent, ..Default::default() };
+        for policy in [policy::by_name("karuna").unwrap(), Box::new(coflow_sched::Karuna::new(by_sent))] {
+            let r = simulate(&w, policy, &cfg());
+            prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
+            prop_assert_eq!(r.outcomes[k].met_deadline(), Some(true), "coflow {} missed its deadline", k);
+        }
+    }
+}
