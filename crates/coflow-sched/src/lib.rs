@@ -50,7 +50,7 @@ pub use maxmin::MaxMin;
 pub use mrtf::{Intra, Mrtf};
 pub use priority::{FlowOrder, FlowPriority};
 pub use scheduler::Scheduler;
-pub use sincronia::{Sincronia, bssi, order_cost};
+pub use sincronia::{Sincronia, best_order_cost, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
 pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};

@@ -222,28 +222,30 @@ pub fn order_cost(order: &[usize], weights: &[f64], loads: &[Vec<(ResourceId, f6
     cost
 }
 
+/// The least [`order_cost`] over every order of the coflows, by brute force: `n!` orders, for
+/// checking heuristics on tiny instances (a handful of coflows), never for scheduling.
+pub fn best_order_cost(weights: &[f64], loads: &[Vec<(ResourceId, f64)>], capacity: &[f64]) -> f64 {
+    fn permute(k: usize, p: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
+        if k == p.len() {
+            f(p);
+            return;
+        }
+        for i in k..p.len() {
+            p.swap(k, i);
+            permute(k + 1, p, f);
+            p.swap(k, i);
+        }
+    }
+    let mut best = f64::INFINITY;
+    let mut p: Vec<usize> = (0..weights.len()).collect();
+    permute(0, &mut p, &mut |o| best = best.min(order_cost(o, weights, loads, capacity)));
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn best_order_cost(weights: &[f64], loads: &[Vec<(ResourceId, f64)>], cap: &[f64]) -> f64 {
-        fn permute(k: usize, p: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
-            if k == p.len() {
-                f(p);
-                return;
-            }
-            for i in k..p.len() {
-                p.swap(k, i);
-                permute(k + 1, p, f);
-                p.swap(k, i);
-            }
-        }
-        let mut best = f64::INFINITY;
-        let mut p: Vec<usize> = (0..weights.len()).collect();
-        permute(0, &mut p, &mut |o| best = best.min(order_cost(o, weights, loads, cap)));
-        best
-    }
 
     #[test]
     fn the_heavier_coflow_on_one_port_goes_last() {

@@ -306,21 +306,7 @@ fn best_order_cost(w: &Workload, rate: f64) -> f64 {
         .collect();
     let weights: Vec<f64> = w.coflows.iter().map(|c| c.weight).collect();
     let cap = vec![rate; 2 * m as usize];
-    fn permute(k: usize, p: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
-        if k == p.len() {
-            f(p);
-            return;
-        }
-        for i in k..p.len() {
-            p.swap(k, i);
-            permute(k + 1, p, f);
-            p.swap(k, i);
-        }
-    }
-    let mut best = f64::INFINITY;
-    let mut p: Vec<usize> = (0..weights.len()).collect();
-    permute(0, &mut p, &mut |o| best = best.min(coflow_sched::order_cost(o, &weights, &loads, &cap)));
-    best
+    coflow_sched::best_order_cost(&weights, &loads, &cap)
 }
 
 proptest! {
