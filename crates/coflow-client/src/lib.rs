@@ -62,6 +62,9 @@ pub enum ClientError {
         /// The name.
         data_id: String,
     },
+    /// The coflow was sealed: it takes no more puts.
+    #[error("coflow {0} is sealed")]
+    Sealed(CoflowId),
     /// An agent (the local one or the piece's source) or the coordinator cannot be reached.
     #[error("agent unreachable: {0}")]
     AgentUnreachable(String),
@@ -89,6 +92,7 @@ impl ClientError {
         match (kind, s.code()) {
             ("unknown-coflow", _) => ClientError::UnknownCoflow(coflow),
             ("duplicate-data-id", _) => ClientError::DuplicateDataId { coflow, data_id: data_id.to_string() },
+            ("sealed", _) => ClientError::Sealed(coflow),
             ("no-such-data", _) => ClientError::NoSuchData { coflow, data_id: data_id.to_string() },
             ("agent-unreachable", _) | (_, tonic::Code::Unavailable) => ClientError::AgentUnreachable(msg),
             ("corrupted", _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),

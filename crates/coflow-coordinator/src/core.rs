@@ -8,8 +8,9 @@
 //! Readiness: a coflow's pieces are announced by puts, each with its exact size, before any get;
 //! by default every get becomes a scheduled flow as it arrives, in its coflow's place in the
 //! order, so reducers that run in waves never wait on gets that will not come. A coflow
-//! registered with [`Readiness::AllGets`] holds its gets until `num_flows` were seen or its
-//! timeout passed (Varys Pseudocode 3).
+//! registered with [`Readiness::AllGets`] holds its gets until it expects no more (`num_flows`
+//! gets, or once the driver has sealed it, as many gets as pieces put; with `num_flows` 0 it
+//! waits for the seal) or its timeout passed (Varys Pseudocode 3). A sealed coflow takes no more puts: its shape is final.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -150,6 +151,20 @@ struct CoflowRec {
 }
 
 impl CoflowRec {
+    /// Whether, waiting for all gets, no more are expected: `num_flows` were seen, or the coflow
+    /// is sealed and as many gets as pieces put were seen. A coflow registered with `num_flows`
+    /// 0 (unknown) waits for its seal (or its timeout).
+    fn all_gets_in(&self) -> bool {
+        let expected = if self.sealed {
+            self.puts.len() as u32
+        } else if self.reg.num_flows > 0 {
+            self.reg.num_flows
+        } else {
+            return false;
+        };
+        self.gets_seen > 0 && self.gets_seen >= expected
+    }
+
     fn new(reg: Registration, now: Nanos) -> CoflowRec {
         CoflowRec {
             reg,
@@ -298,6 +313,10 @@ impl Core {
                 let r = match self.coflows.get_mut(&id) {
                     Some(c) => {
                         c.sealed = true;
+                        // Its gets may all be in already: the seal is what they waited for.
+                        if c.all_gets_in() {
+                            self.release(now, id);
+                        }
                         Ok(())
                     }
                     None => Err(CoordError::UnknownCoflow(id)),
@@ -400,6 +419,9 @@ impl Core {
         if c.puts.contains_key(&put.data_id) {
             return Err(CoordError::DuplicateDataId { coflow: put.coflow, data_id: put.data_id });
         }
+        if c.sealed && !put.recovered {
+            return Err(CoordError::Sealed(put.coflow));
+        }
         c.puts.insert(put.data_id, (put.machine, put.size));
         Ok(())
     }
@@ -437,7 +459,7 @@ impl Core {
         c.held.push(grant.flow);
         let ready = match c.reg.options.readiness {
             Readiness::OnGet => true,
-            Readiness::AllGets { timeout } => c.gets_seen >= c.reg.num_flows || now >= c.first_get.unwrap() + timeout,
+            Readiness::AllGets { timeout } => c.all_gets_in() || now >= c.first_get.unwrap() + timeout,
         };
         if ready {
             self.release(now, get.coflow);

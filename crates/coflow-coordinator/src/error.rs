@@ -28,6 +28,9 @@ pub enum CoordError {
         /// The name.
         data_id: DataId,
     },
+    /// The coflow was sealed: no more pieces may be put for it.
+    #[error("coflow {0} is sealed: no more puts")]
+    Sealed(CoflowId),
     /// No live agent runs on this machine.
     #[error("no live agent on machine {0}")]
     AgentUnavailable(MachineId),
@@ -49,6 +52,7 @@ impl CoordError {
             CoordError::UnknownCoflow(_) => "unknown-coflow",
             CoordError::DuplicateDataId { .. } => "duplicate-data-id",
             CoordError::NoSuchData { .. } => "no-such-data",
+            CoordError::Sealed(_) => "sealed",
             CoordError::AgentUnavailable(_) => "agent-unreachable",
             CoordError::UnknownFlow(_) => "unknown-flow",
             CoordError::Invalid(_) => "invalid",
@@ -64,6 +68,7 @@ impl From<CoordError> for tonic::Status {
                 tonic::Status::not_found(e.to_string())
             }
             CoordError::DuplicateDataId { .. } => tonic::Status::already_exists(e.to_string()),
+            CoordError::Sealed(_) => tonic::Status::failed_precondition(e.to_string()),
             CoordError::AgentUnavailable(_) | CoordError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
             CoordError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
         };

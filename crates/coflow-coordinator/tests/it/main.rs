@@ -186,6 +186,40 @@ fn waiting_for_all_gets_holds_flows_until_the_last_get_or_the_timeout() {
 }
 
 #[test]
+fn a_sealed_coflow_expects_one_get_per_piece_and_takes_no_more_puts() {
+    // Registered without knowing its number of flows (0), waiting for all gets: the driver's
+    // seal says the two pieces put are all there is, so the second get releases both.
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let opts = CoflowOptions { readiness: Readiness::AllGets { timeout: Nanos::from_secs(60) }, ..Default::default() };
+    let c = h.register(0, opts.clone());
+    h.put(c, "a", 0, 1000).unwrap();
+    h.put(c, "b", 0, 1000).unwrap();
+    ask(&mut h.core, h.now, |r| Event::Seal(c, r)).unwrap();
+    assert_eq!(h.put(c, "late", 0, 1000), Err(CoordError::Sealed(c)));
+    let fa = h.get(c, "a", 1).unwrap();
+    h.advance(100);
+    assert_eq!(last_rate(&h.drain(), fa.flow), None, "held: one piece is not asked for yet");
+    let fb = h.get(c, "b", 2).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert!(last_rate(&pushed, fa.flow).unwrap() > 0.0 && last_rate(&pushed, fb.flow).unwrap() > 0.0);
+
+    // Sealed after its gets are in: the seal itself releases them.
+    let d = h.register(0, opts);
+    h.put(d, "x", 1, 1000).unwrap();
+    let fx = h.get(d, "x", 2).unwrap();
+    h.advance(100);
+    assert_eq!(last_rate(&h.drain(), fx.flow), None);
+    ask(&mut h.core, h.now, |r| Event::Seal(d, r)).unwrap();
+    h.advance(0);
+    assert!(last_rate(&h.drain(), fx.flow).unwrap() > 0.0, "released by the seal");
+    assert_eq!(
+        ask(&mut h.core, h.now, |r| Event::Seal(CoflowId(999), r)),
+        Err(CoordError::UnknownCoflow(CoflowId(999)))
+    );
+}
+
+#[test]
 fn gets_are_scheduled_as_they_arrive_so_reducer_waves_proceed() {
     let mut h = Harness::new("varys", 4, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
     let c = h.register(4, CoflowOptions::default());
