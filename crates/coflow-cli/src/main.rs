@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod live;
+mod parallel;
 mod plot;
 mod sim;
 mod sweep;

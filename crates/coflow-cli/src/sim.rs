@@ -3,8 +3,6 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -15,6 +13,7 @@ use coflow_sim::{BoundConfig, LowerBounds, SimConfig, SimResult, Summary, lower_
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
+use crate::parallel::parallel_map;
 use crate::workload::SynthArgs;
 
 use crate::{plot, sweep};
@@ -325,28 +324,17 @@ pub(crate) fn run_parallel(
     let style = ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} coflows {elapsed}")
         .expect("static template")
         .progress_chars("=> ");
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<(SimResult, f64)>>> = Mutex::new(vec![None; policies.len()]);
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(policies.len()) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&name) = policies.get(i) else { break };
-                    let bar = bars.add(ProgressBar::new(w.coflows.len() as u64));
-                    bar.set_style(style.clone());
-                    bar.set_prefix(name);
-                    let started = Instant::now();
-                    let sched = policy::by_name(name).expect("names were validated");
-                    let r = simulate_with_progress(w, sched, &cfg, &mut |done| bar.set_position(done as u64));
-                    bar.finish_and_clear();
-                    results.lock().expect("no panics while holding the lock")[i] =
-                        Some((r, started.elapsed().as_secs_f64()));
-                }
-            });
-        }
-    });
-    Ok(results.into_inner().expect("threads joined").into_iter().map(|r| r.expect("every policy ran")).collect())
+    Ok(parallel_map(policies.len(), threads, |i| {
+        let name = policies[i];
+        let bar = bars.add(ProgressBar::new(w.coflows.len() as u64));
+        bar.set_style(style.clone());
+        bar.set_prefix(name);
+        let started = Instant::now();
+        let sched = policy::by_name(name).expect("names were validated");
+        let r = simulate_with_progress(w, sched, &cfg, &mut |done| bar.set_position(done as u64));
+        bar.finish_and_clear();
+        (r, started.elapsed().as_secs_f64())
+    }))
 }
 
 fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bounds: &LowerBounds) -> String {

@@ -3,8 +3,6 @@
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Result, bail};
@@ -293,7 +291,7 @@ fn tables(ns: &[usize], policies: &[&str], results: &[SweepResult], baseline: Op
     t
 }
 
-/// `f(0..jobs)` on up to `threads` threads, in order, with a progress bar on a terminal.
+/// [`parallel::parallel_map`](crate::parallel::parallel_map) with a progress bar on a terminal.
 fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let bar = ProgressBar::with_draw_target(
         Some(jobs as u64),
@@ -304,25 +302,13 @@ fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T + S
             .expect("static template")
             .progress_chars("=> "),
     );
-    let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<T>>> = Mutex::new((0..jobs).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(jobs) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= jobs {
-                        break;
-                    }
-                    let r = f(i);
-                    out.lock().expect("no panics while holding the lock")[i] = Some(r);
-                    bar.inc(1);
-                }
-            });
-        }
+    let out = crate::parallel::parallel_map(jobs, threads, |i| {
+        let r = f(i);
+        bar.inc(1);
+        r
     });
     bar.finish_and_clear();
-    out.into_inner().expect("threads joined").into_iter().map(|r| r.expect("every job ran")).collect()
+    out
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -18,6 +17,7 @@ use coflow_sched::{
 use coflow_sim::{SimConfig, SimResult, WanConfig, WanSummary, simulate_wan};
 use serde::{Deserialize, Serialize};
 
+use crate::parallel::parallel_map;
 use crate::sim::{SimPlan, write_json};
 
 /// The built-in topology (`--wan default`): three datacenters, as Siphon's inter-coflow testbed
@@ -317,24 +317,12 @@ fn run_parallel(
     mc: &McArgs,
 ) -> Vec<(SimResult, f64)> {
     let sim = SimConfig { check_invariants: false, ..SimConfig::default() };
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<(SimResult, f64)>>> = Mutex::new(vec![None; policies.len()]);
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(policies.len()) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&name) = policies.get(i) else { break };
-                    let started = Instant::now();
-                    let sched = build(name, seed, cfg.redraw, mc);
-                    let r = simulate_wan(w, sched, &sim, cfg, &mut |_| {});
-                    results.lock().expect("no panics while holding the lock")[i] =
-                        Some((r, started.elapsed().as_secs_f64()));
-                }
-            });
-        }
-    });
-    results.into_inner().expect("threads joined").into_iter().map(|r| r.expect("every policy ran")).collect()
+    parallel_map(policies.len(), threads, |i| {
+        let started = Instant::now();
+        let sched = build(policies[i], seed, cfg.redraw, mc);
+        let r = simulate_wan(w, sched, &sim, cfg, &mut |_| {});
+        (r, started.elapsed().as_secs_f64())
+    })
 }
 
 /// The policy `name`; `siphon-mc` knows how long a bandwidth draw holds (the redraw interval).

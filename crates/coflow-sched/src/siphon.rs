@@ -256,22 +256,27 @@ impl Problem<'_> {
     fn costs(&self, stream: u64, round: u32) -> Vec<f64> {
         let durations = self.durations(stream, round);
         let mut busy = vec![0.0; self.resources];
-        self.orders
-            .iter()
-            .map(|order| {
-                busy.iter_mut().for_each(|b| *b = 0.0);
-                let mut cost = 0.0;
-                for &k in order {
-                    let mut end: f64 = 0.0;
-                    for (&(r, _), &d) in self.nodes[k].iter().zip(&durations[k]) {
-                        busy[r as usize] += d;
-                        end = end.max(busy[r as usize]);
-                    }
-                    cost += end;
-                }
-                cost
-            })
-            .collect()
+        self.orders.iter().map(|order| self.order_cost(order, &durations, &mut busy, f64::INFINITY)).collect()
+    }
+
+    /// The total completion time of `order` when every link serves its coflows one after another
+    /// with the given node durations; stops adding once it reaches `cutoff` (the best so far),
+    /// returning a value at least `cutoff` then. `busy` is scratch, one entry per resource.
+    fn order_cost(&self, order: &[usize], durations: &[Vec<f64>], busy: &mut [f64], cutoff: f64) -> f64 {
+        busy.iter_mut().for_each(|b| *b = 0.0);
+        let mut cost = 0.0;
+        for &k in order {
+            let mut end: f64 = 0.0;
+            for (&(r, _), &d) in self.nodes[k].iter().zip(&durations[k]) {
+                busy[r as usize] += d;
+                end = end.max(busy[r as usize]);
+            }
+            cost += end;
+            if cost >= cutoff {
+                break;
+            }
+        }
+        cost
     }
 
     /// Every node's duration in one round.
@@ -305,19 +310,7 @@ impl Problem<'_> {
             if !alive[i] {
                 continue;
             }
-            busy.iter_mut().for_each(|b| *b = 0.0);
-            let mut cost = 0.0;
-            for &k in order {
-                let mut end: f64 = 0.0;
-                for (&(r, _), &d) in self.nodes[k].iter().zip(&durations[k]) {
-                    busy[r as usize] += d;
-                    end = end.max(busy[r as usize]);
-                }
-                cost += end;
-                if cost >= best.0 {
-                    break;
-                }
-            }
+            let cost = self.order_cost(order, &durations, &mut busy, best.0);
             if cost < best.0 {
                 best = (cost, i);
             }
