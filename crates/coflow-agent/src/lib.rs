@@ -102,23 +102,8 @@ pub async fn run(
     let svc =
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, TokenCheck(token));
-    let mut stop_serve = stop_rx.clone();
-    let serve = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).serve_with_incoming_shutdown(
-        tonic::transport::server::TcpIncoming::from(listeners.grpc).with_nodelay(Some(true)),
-        async move {
-            let _ = stop_serve.wait_for(|&s| s).await;
-        },
-    );
-    let mut serve = std::pin::pin!(serve);
-    let mut shutdown = std::pin::pin!(shutdown);
-    let served = tokio::select! {
-        r = &mut serve => r,
-        _ = &mut shutdown => {
-            let _ = stop_tx.send(true);
-            serve.await
-        }
-    };
-    let _ = stop_tx.send(true);
+    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc);
+    let served = coflow_proto::serve_until_stopped(router, listeners.grpc, &stop_tx, shutdown).await;
     let _ = data_task.await;
     let _ = link_task.await;
     if let Some(t) = metrics_task {

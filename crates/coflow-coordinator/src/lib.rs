@@ -70,24 +70,10 @@ pub async fn run(
         tokio::spawn(coflow_proto::serve_metrics(l, render, stop_rx.clone()))
     });
     let svc = CoordinatorServer::with_interceptor(service::CoordinatorService { core: handle }, TokenCheck(token));
-    let mut stop_rx2 = stop_rx.clone();
-    let serve = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).serve_with_incoming_shutdown(
-        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-        async move {
-            let _ = stop_rx2.wait_for(|&s| s).await;
-        },
-    );
-    let mut serve = std::pin::pin!(serve);
-    let mut shutdown = std::pin::pin!(shutdown);
-    let served = tokio::select! {
-        r = &mut serve => r,
-        _ = &mut shutdown => {
-            let _ = stop_tx.send(true);
-            serve.await
-        }
-    };
-    // Also when the server failed on its own: the core and metrics tasks must end too.
-    let _ = stop_tx.send(true);
+    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc);
+    // Returns with `stop` raised, also when the server failed on its own: the core and metrics
+    // tasks end too.
+    let served = coflow_proto::serve_until_stopped(router, listener, &stop_tx, shutdown).await;
     let _ = core_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;

@@ -17,6 +17,7 @@
 mod auth;
 mod metrics;
 mod msg;
+mod serve;
 
 /// The generated protobuf messages and tonic stubs of package `coflow.v1`.
 #[allow(missing_docs, clippy::all, unreachable_pub)]
@@ -30,3 +31,4 @@ pub use msg::{
     AgentRegistration, CoflowOptions, DataId, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN, MAX_PIECE_SIZE, ProtoError,
     PutAnnouncement, PutSource, Readiness, Registration,
 };
+pub use serve::serve_until_stopped;
