@@ -247,9 +247,8 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             }
             let l = c.legs.start + (j - b.legs.start);
             let leg = &input.legs[l];
-            let remaining = leg.remaining(c);
-            if leg.is_active() && remaining > 0.0 {
-                out.leg_extra.push((l, per_flow * leg.flows as f64 / remaining));
+            if leg.is_active() {
+                out.give_leg(l, per_flow * leg.flows as f64, leg.remaining(c));
             }
         };
         if self.alloc.served.is_empty() {

@@ -53,6 +53,6 @@ pub use scheduler::Scheduler;
 pub use sincronia::{Sincronia, best_order_cost, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
-pub use state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
+pub use state::{Allocation, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig, bottleneck};
 pub use wan::{Bandwidth, Link, Wan, WanError};

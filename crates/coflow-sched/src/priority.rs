@@ -248,7 +248,7 @@ impl FlowPriority {
                 .map(|&r| if self.left[r as usize] <= cap[r as usize] * FULL { 0.0 } else { self.left[r as usize] })
                 .fold(f64::INFINITY, f64::min);
             if room > 0.0 && room.is_finite() {
-                out.leg_extra.push((l, room / leg.remaining(c)));
+                out.give_leg(l, room, leg.remaining(c));
                 for &r in leg.route.hops() {
                     self.left[r as usize] = (self.left[r as usize] - room).max(0.0);
                 }
@@ -440,7 +440,7 @@ impl Scheduler for FlowPriority {
             let c = &input.coflows[k];
             let l = c.legs.start + id.2 as usize;
             let rate = leg.hops.iter().map(|&r| cap[r as usize]).fold(f64::INFINITY, f64::min);
-            out.leg_extra.push((l, rate / input.legs[l].remaining(c)));
+            out.give_leg(l, rate, input.legs[l].remaining(c));
         }
         None
     }

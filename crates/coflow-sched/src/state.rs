@@ -161,7 +161,23 @@ pub struct Allocation {
     pub route_rate: Vec<f64>,
 }
 
+/// The largest extra a leg is given, as a fraction of its remaining bytes per second: it finishes
+/// within a picosecond, which the driver's nanosecond clock cannot tell from at once.
+pub const MAX_LEG_EXTRA: f64 = 1e12;
+
 impl Allocation {
+    /// Gives leg `l`, with `remaining` bytes left, an extra `bytes_per_sec` on top of its coflow's
+    /// rate, stored as the fraction of its remaining bytes per second. A leg a hair from its
+    /// finish keeps a sliver of bytes until the driver's finish event retires it, and a rate over
+    /// that sliver would overflow to an infinite fraction: it is capped at [`MAX_LEG_EXTRA`], so
+    /// the leg then uses less than `bytes_per_sec`, never more. Nothing is given to a leg with
+    /// nothing left or for a rate that is not a positive number.
+    pub fn give_leg(&mut self, l: usize, bytes_per_sec: f64, remaining: f64) {
+        if bytes_per_sec > 0.0 && bytes_per_sec.is_finite() && remaining > 0.0 {
+            self.leg_extra.push((l, (bytes_per_sec / remaining).min(MAX_LEG_EXTRA)));
+        }
+    }
+
     /// Clears and resizes for an input.
     pub fn reset(&mut self, input: &Input<'_>) {
         self.coflow_rate.clear();

@@ -367,7 +367,7 @@ pub(crate) fn backfill(
             }
             let remaining = leg.remaining(c);
             if room > 0.0 && room.is_finite() && remaining > 0.0 {
-                out.leg_extra.push((l, room / remaining));
+                out.give_leg(l, room, remaining);
                 for &r in leg.route.hops() {
                     left[r as usize] = (left[r as usize] - room).max(0.0);
                 }

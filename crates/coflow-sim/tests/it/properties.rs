@@ -439,3 +439,22 @@ proptest! {
         }
     }
 }
+
+/// Found by `no_policy_beats_a_lower_bound`: three coflows at time 0 on five machines, where
+/// `aalo` once allocated an infinite rate on a port.
+#[test]
+fn aalo_never_allocates_past_capacity_on_a_found_instance() {
+    let f = |s, d, b| Flow { src: MachineId(s), dst: MachineId(d), size: Bytes(b) };
+    let c = |id, flows| Coflow::new(CoflowId(id), Nanos::ZERO, flows);
+    let w = Workload::new(
+        5,
+        vec![
+            c(0, vec![f(3, 0, 13_631_488), f(0, 4, 24_117_248), f(1, 2, 13_631_488)]),
+            c(1, vec![f(2, 1, 7_340_032)]),
+            c(2, vec![f(3, 2, 10_485_760)]),
+        ],
+    )
+    .unwrap();
+    let r = simulate(&w, policy::by_name("aalo").unwrap(), &cfg());
+    assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
+}
