@@ -38,9 +38,15 @@ pub enum Order {
     Ncf,
     /// Smallest total first: fewest remaining bytes (`tcf`).
     Tcf,
-    /// Arrival order (`fifo`, Orchestra): a later coflow only ever uses what earlier ones leave,
-    /// so nothing is preempted.
+    /// Arrival order (`fifo`, the FIFO baseline of Varys §7.4 and of its simulator): Varys's two
+    /// passes with arrival order as the order, MADD for each coflow on what earlier ones left,
+    /// then backfill. A later coflow never takes an earlier one's MADD share, only bandwidth
+    /// backfill would have given flows off the earlier coflow's bottleneck.
     Fifo,
+    /// Arrival order as strict priority (`fifo-strict`, Orchestra): each coflow gets its MADD and
+    /// its backfill before the next one gets anything, so a later coflow only ever uses what
+    /// earlier ones leave and nothing is preempted.
+    FifoStrict,
 }
 
 impl Order {
@@ -52,6 +58,7 @@ impl Order {
             Order::Ncf => "ncf",
             Order::Tcf => "tcf",
             Order::Fifo => "fifo",
+            Order::FifoStrict => "fifo-strict",
         }
     }
 }
@@ -245,7 +252,7 @@ impl Scheduler for Varys {
                 Order::Scf => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
                 Order::Ncf => c.width as f64,
                 Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
-                Order::Fifo => 0.0,
+                Order::Fifo | Order::FifoStrict => 0.0,
             });
         }
         s.order.clear();
@@ -257,9 +264,9 @@ impl Scheduler for Varys {
         });
 
         // Varys's two passes (Pseudocode 1): MADD for every coflow in order, then backfill.
-        // FIFO is strict priority instead: each coflow gets its MADD and its backfill before the
-        // next one gets anything, so a later coflow never takes bandwidth an earlier one uses.
-        let strict = self.cfg.order == Order::Fifo && !matches!(self.phase, Phase::Starved(_));
+        // Strict FIFO instead gives each coflow its MADD and its backfill before the next one gets
+        // anything, so a later coflow never takes bandwidth an earlier one uses.
+        let strict = self.cfg.order == Order::FifoStrict && !matches!(self.phase, Phase::Starved(_));
         // Which coflows this decision serves, for starvation freedom: those with a rate, and those
         // backfill gives an extra.
         s.served.clear();
