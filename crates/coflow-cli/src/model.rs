@@ -34,7 +34,13 @@ impl ModelArgs {
     /// The model asked for.
     pub(crate) fn model(&self) -> Result<Model> {
         let rules = match (&self.coflowsim_rules, self.model) {
-            (Some(list), _) => Some(Rules::parse(list).map_err(|e| anyhow::anyhow!("--coflowsim-rules: {e}"))?),
+            (Some(list), _) => {
+                let rules = Rules::parse(list).map_err(|e| anyhow::anyhow!("--coflowsim-rules: {e}"))?;
+                if rules.names().is_empty() {
+                    bail!("--coflowsim-rules names no rule; known rules: all, {}", Rules::NAMES.join(", "));
+                }
+                Some(rules)
+            }
             (None, ModelName::Coflowsim) => Some(Rules::all()),
             (None, ModelName::Exact) => None,
         };

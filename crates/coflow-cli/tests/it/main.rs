@@ -398,4 +398,8 @@ fn the_reference_model_runs_its_policies_and_refuses_the_others_by_name() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--coflowsim-rules") && err.contains("\"quanta\""), "{err}");
+
+    let out = coflow().args(["sim", "--coflowsim-rules", ",", "--coflows", "30"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--coflowsim-rules names no rule"));
 }
