@@ -166,10 +166,21 @@ fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
+/// A run's result, unless a signal is tearing the run down: then its errors (processes and
+/// links vanishing) are consequences, and the handler exits with 130 when done.
+fn settled(r: Result<()>) -> Result<()> {
+    if r.is_err() && coflow_testbed::state::interrupted() {
+        loop {
+            std::thread::park();
+        }
+    }
+    r
+}
+
 pub(crate) fn run(cmd: TestbedCommand) -> Result<()> {
     match cmd {
-        TestbedCommand::Run(a) => run_policies(a),
-        TestbedCommand::Faults(a) => run_faults(a),
+        TestbedCommand::Run(a) => settled(run_policies(a)),
+        TestbedCommand::Faults(a) => settled(run_faults(a)),
         TestbedCommand::Down(a) => down(a),
         TestbedCommand::Client(a) => {
             let token = coflow_client::ClusterToken::from_file(&a.token_file)?;

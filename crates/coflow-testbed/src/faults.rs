@@ -316,7 +316,7 @@ impl FaultReport {
     /// The report as a table.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<20} {:>4} {:>5} {:>5} {:<36} {:>4} {:>9} {:>10} {:>8} {:>8}\n",
+            "{:<20} {:>4} {:>5} {:>5} {:<48} {:>4} {:>9} {:>10} {:>8} {:>8}\n",
             "scenario",
             "host",
             "gets",
@@ -335,7 +335,7 @@ impl FaultReport {
                 r.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")
             };
             s.push_str(&format!(
-                "{:<20} {:>4} {:>5} {:>5} {:<36} {:>4} {:>9} {:>10} {:>8} {:>8}\n",
+                "{:<20} {:>4} {:>5} {:>5} {:<48} {:>4} {:>9} {:>10} {:>8} {:>8}\n",
                 r.name,
                 r.host,
                 r.gets,

@@ -126,7 +126,17 @@ fn is_ours(pid: u32, prefix: &str) -> bool {
 
 /// Sends `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to `pid`.
 pub(crate) fn signal(pid: u32, signal: &str) -> bool {
-    Command::new("kill").args(["-s", signal, &pid.to_string()]).status().is_ok_and(|s| s.success())
+    Command::new("kill")
+        .args(["-s", signal, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether a SIGINT or SIGTERM is tearing this process's runs down (it exits when done).
+pub fn interrupted() -> bool {
+    *CHANGES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Kills the run's processes, deletes its namespaces (which deletes the links in them) and

@@ -250,7 +250,8 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
-        if self.keep {
+        if self.keep || crate::state::interrupted() {
+            // Kept, or the signal handler is tearing it down.
             return;
         }
         if let Some(c) = self.cluster.take() {
