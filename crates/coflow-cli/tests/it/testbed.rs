@@ -53,22 +53,27 @@ fn leftovers(prefix: &str) -> Vec<String> {
     left
 }
 
-#[test]
-fn varys_and_tcp_replay_a_tiny_workload_exactly_and_leave_nothing() {
+/// Runs `coflow testbed ARGS --json F` and returns its stdout and the JSON it wrote, or `None`
+/// (having said why) where the testbed cannot run.
+fn testbed_json(args: &[&str], name: &str) -> Option<(String, serde_json::Value)> {
     if let Some(why) = cannot_run() {
         eprintln!("skipping: {why}");
-        return;
+        return None;
     }
-    let json = tmp("testbed-run.json");
-    let out = coflow()
-        .args(["testbed", "run", "--hosts", "3", "--link", "200Mbps", "--policies", "varys,tcp"])
-        .args(["--coflows", "6", "--total-bytes", "30000000", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let json = tmp(name);
+    let out = coflow().arg("testbed").args(args).arg("--json").arg(&json).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    Some((stdout, serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()))
+}
+
+#[test]
+fn varys_and_tcp_replay_a_tiny_workload_exactly_and_leave_nothing() {
+    let run = ["run", "--hosts", "3", "--link", "200Mbps", "--policies", "varys,tcp", "--coflows", "6"];
+    let Some((stdout, v)) = testbed_json(&[&run[..], &["--total-bytes", "30000000"]].concat(), "testbed-run.json")
+    else {
+        return;
+    };
     assert_eq!(v["hosts"], 3);
     assert_eq!(v["link_bps"], 2e8);
     let results = v["results"].as_array().unwrap();
@@ -96,20 +101,9 @@ fn varys_and_tcp_replay_a_tiny_workload_exactly_and_leave_nothing() {
 
 #[test]
 fn a_fault_scenario_accounts_for_every_get_and_leaves_nothing() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipping: {why}");
-        return;
-    }
-    let json = tmp("testbed-faults.json");
-    let out = coflow()
-        .args(["testbed", "faults", "--hosts", "3", "--link", "200Mbps", "--scenarios", "agent-kill"])
-        .args(["--coflows", "8", "--total-bytes", "40000000", "--fault-at", "0.3", "--get-timeout", "20", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let args = ["faults", "--hosts", "3", "--link", "200Mbps", "--scenarios", "agent-kill", "--coflows", "8"];
+    let more = ["--total-bytes", "40000000", "--fault-at", "0.3", "--get-timeout", "20"];
+    let Some((stdout, v)) = testbed_json(&[&args[..], &more[..]].concat(), "testbed-faults.json") else { return };
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "agent-kill");
     let failed: u64 = s["failed"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
