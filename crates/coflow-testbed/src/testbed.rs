@@ -157,7 +157,7 @@ impl Testbed {
             w.coflows.iter().map(|c| t0 + Duration::from_nanos((c.arrival - first).get())).collect();
         let mut plan = Vec::new();
         for (k, c) in w.coflows.iter().enumerate() {
-            for (i, f) in c.flows.iter().enumerate() {
+            for f in &c.flows {
                 plan.push(GetRecord {
                     coflow: k,
                     src: f.src.index(),
@@ -169,7 +169,6 @@ impl Testbed {
                     bytes: 0,
                     corrupted: 0,
                 });
-                let _ = i;
             }
         }
         let (tx, rx) = channel();
