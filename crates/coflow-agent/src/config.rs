@@ -25,6 +25,10 @@ pub struct AgentConfig {
     /// This machine's port capacity in bytes per second, for sending and for receiving, so that a
     /// cluster can be emulated on one machine's loopback. Default 125,000,000 (1 Gbit/s).
     pub port_rate_bps: f64,
+    /// Whether the agent enforces `port_rate_bps` itself (token buckets on its port). Default
+    /// true. False on a real or shaped network: the capacity is still registered with the
+    /// coordinator, the network enforces it, and a flow assigned the whole port is sent unpaced.
+    pub cap_port: bool,
     /// How often to report to the coordinator. Default 100 ms.
     pub heartbeat_interval_ms: u64,
     /// Bytes moved per write on the data plane. Default 32 KiB.
@@ -46,6 +50,7 @@ impl Default for AgentConfig {
             metrics_listen: None,
             data_dir: PathBuf::from("coflow-data"),
             port_rate_bps: 125_000_000.0,
+            cap_port: true,
             heartbeat_interval_ms: 100,
             chunk_bytes: 32 << 10,
             socket_buffer_bytes: 64 << 10,

@@ -142,6 +142,10 @@ async fn pace(
         let n = (chunk as u64).min(left);
         loop {
             let assigned = (*rate_rx.borrow_and_update()).min(port_rate);
+            if !shared.config.cap_port && assigned >= port_rate {
+                // The whole port, on a network that enforces it: as fast as the network lets it.
+                break;
+            }
             if assigned != bucket.rate() {
                 bucket.set_rate(shared.now(), assigned, burst_for(assigned, chunk));
             }

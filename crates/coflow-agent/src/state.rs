@@ -60,8 +60,12 @@ impl PortLimiter {
         PortLimiter { bucket: Mutex::new(TokenBucket::new(rate, burst_for(rate, chunk), Nanos::ZERO)) }
     }
 
-    /// Waits until `n` bytes fit in the port's capacity.
+    /// Waits until `n` bytes fit in the port's capacity (at once when the agent does not cap its
+    /// port).
     pub(crate) async fn wait(&self, shared: &Shared, n: u64) {
+        if !shared.config.cap_port {
+            return;
+        }
         loop {
             let g = self.bucket.lock().expect("port lock").take(shared.now(), n);
             match g {

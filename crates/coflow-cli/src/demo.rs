@@ -18,10 +18,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_client::{ClusterToken, CoflowOptions};
-use coflow_core::{Bytes, Coflow, Nanos, Rate, Workload};
+use coflow_core::{Nanos, Rate, Workload};
 use coflow_sim::{SimConfig, Summary, percentile, simulate};
 use coflow_testkit::{Cluster, ClusterConfig};
-use coflow_trace::synth::{self, SynthConfig};
 use serde::Serialize;
 
 /// Options of `coflow demo`.
@@ -37,11 +36,22 @@ pub(crate) struct DemoArgs {
     /// minute, and CCTs of seconds dwarf the few milliseconds of control latency).
     #[arg(long, default_value = "100Mbps")]
     port_rate: String,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// The replayed workload's options, shared by `coflow demo` and `coflow testbed`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkloadArgs {
     /// Replay this trace instead of the synthetic workload (coflow-benchmark or JSON Lines).
     #[arg(long)]
     workload: Option<PathBuf>,
     /// Scale flow sizes and arrival times together so that this many bytes cross the fabric
-    /// (default 600 MB for the synthetic workload; a trace file is replayed as is unless given).
+    /// (synthetic workload default: 600 MB in `coflow demo`, 1.2 GB in `coflow testbed run`,
+    /// 150 MB in `coflow testbed faults`; a trace file is replayed as is unless given).
     #[arg(long)]
     total_bytes: Option<u64>,
     /// Coflows of the synthetic workload.
@@ -53,9 +63,19 @@ pub(crate) struct DemoArgs {
     /// Target average port load of the synthetic workload.
     #[arg(long, default_value_t = 0.9)]
     load: f64,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    json: Option<PathBuf>,
+}
+
+impl WorkloadArgs {
+    /// What the options describe.
+    pub(crate) fn spec(&self) -> coflow_testbed::WorkloadSpec {
+        coflow_testbed::WorkloadSpec {
+            trace: self.workload.clone(),
+            total_bytes: self.total_bytes,
+            coflows: self.coflows,
+            seed: self.seed,
+            load: self.load,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -83,53 +103,9 @@ struct Report {
     wall_s: f64,
 }
 
-/// The synthetic demo workload: Facebook-shaped coflows on `agents` machines, lengths up to
-/// 64 MiB, at the target load.
-fn synthetic(args: &DemoArgs, port: Rate) -> Result<(Workload, String)> {
-    let mut cfg = SynthConfig {
-        seed: args.seed,
-        coflows: args.coflows,
-        machines: args.agents,
-        length_min: Bytes(16 << 10),
-        length_max: Bytes(64 << 20),
-        ..SynthConfig::default()
-    };
-    cfg.validate().context("synthetic workload (--coflows, --agents)")?;
-    cfg.mean_interarrival = cfg.interarrival_for_load(args.load, port);
-    let w = synth::generate(&cfg);
-    Ok((
-        w,
-        format!(
-            "synthetic (seed {}, {} coflows, {} machines, load {})",
-            args.seed, args.coflows, args.agents, args.load
-        ),
-    ))
-}
-
-fn fabric_bytes(w: &Workload) -> u64 {
-    w.coflows.iter().flat_map(|c| &c.flows).filter(|f| !f.is_local()).map(|f| f.size.get()).sum()
-}
-
-/// Scales sizes and arrivals by one factor so that `total` bytes cross the fabric.
-fn scale(w: &Workload, total: u64) -> Result<Workload> {
-    let k = total as f64 / fabric_bytes(w).max(1) as f64;
-    let coflows = w
-        .coflows
-        .iter()
-        .map(|c| {
-            let flows = c
-                .flows
-                .iter()
-                .map(|f| coflow_core::Flow { size: Bytes(((f.size.get() as f64 * k).round() as u64).max(1)), ..*f })
-                .collect();
-            Coflow { arrival: Nanos::from_secs_f64(c.arrival.as_secs_f64() * k), flows, ..c.clone() }
-        })
-        .collect();
-    Workload::new(w.machines, coflows).context("scaled workload")
-}
-
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let port: Rate = args.port_rate.parse().with_context(|| format!("--port-rate {:?}", args.port_rate))?;
+    crate::testbed::refuse_tcp(&args.policies, "demo")?;
     let policies = coflow_sched::policy::parse_list(&args.policies).context("--policies")?;
     if policies.is_empty() {
         bail!("--policies names no policy");
@@ -137,27 +113,14 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     if args.agents == 0 {
         bail!("--agents must be at least 1");
     }
-    let (mut w, mut source) = match &args.workload {
-        Some(p) => {
-            (coflow_trace::read_trace(p).with_context(|| format!("reading {}", p.display()))?, p.display().to_string())
-        }
-        None => synthetic(&args, port)?,
-    };
-    if w.machines > args.agents {
-        bail!("--agents {} is fewer than the workload's {} machines", args.agents, w.machines);
-    }
-    let total = args.total_bytes.or(if args.workload.is_none() { Some(600_000_000) } else { None });
-    if let Some(t) = total {
-        w = scale(&w, t)?;
-        source.push_str(&format!(", scaled to {t} fabric bytes"));
-    }
-    let w = Workload { machines: args.agents, ..w };
+    let (w, source) = coflow_testbed::workload::build(&args.workload.spec(), args.agents, port, 600_000_000)
+        .context("the workload (--workload, --total-bytes, --coflows, --seed, --load, --agents)")?;
     println!("coflow demo: {} agents on loopback, ports capped at {port}, {source}", args.agents);
     println!(
         "  {} coflows, {} flows, {:.0} MB across the fabric; bypass off (the simulator does not model it)",
         w.coflows.len(),
         w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
-        fabric_bytes(&w) as f64 / 1e6
+        coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
@@ -234,7 +197,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             port_rate_bytes_per_sec: port.bytes_per_sec(),
             workload: source,
             coflows: w.coflows.len(),
-            fabric_bytes: fabric_bytes(&w),
+            fabric_bytes: coflow_testbed::workload::fabric_bytes(&w),
             results,
             wall_s: wall,
         };
@@ -242,20 +205,6 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
-}
-
-/// The content of flow `i` of coflow `c`: cheap pseudo-random bytes, distinct per piece.
-fn piece(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 /// Replays the workload on a fresh cluster under `policy`; returns each coflow's measured CCT
@@ -276,7 +225,7 @@ async fn replay(w: &Workload, policy: &str, agents: u32, port: Rate) -> Result<(
         let mut sums = Vec::new();
         let mut puts = Vec::new();
         for (i, f) in c.flows.iter().enumerate() {
-            let bytes = piece((k as u64) << 32 | i as u64, f.size.get() as usize);
+            let bytes = coflow_testbed::workload::piece((k as u64) << 32 | i as u64, f.size.get() as usize);
             sums.push(crc32fast::hash(&bytes));
             let client = clients[f.src.index()].clone();
             puts.push(async move { client.put(id, &format!("f{i}"), bytes).await });

@@ -141,6 +141,9 @@ pub(crate) struct AgentArgs {
     /// Port capacity, e.g. `1Gbps`.
     #[arg(long)]
     port_rate: Option<String>,
+    /// Register the port capacity but do not enforce it (the network does).
+    #[arg(long)]
+    uncapped: bool,
     #[command(flatten)]
     token: TokenArgs,
 }
@@ -171,6 +174,9 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     if let Some(v) = a.port_rate {
         let r: coflow_core::Rate = v.parse().with_context(|| format!("--port-rate {v:?}"))?;
         cfg.port_rate_bps = r.bytes_per_sec();
+    }
+    if a.uncapped {
+        cfg.cap_port = false;
     }
     cfg.validate()?;
     std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating {}", cfg.data_dir.display()))?;

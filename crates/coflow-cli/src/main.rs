@@ -8,6 +8,7 @@ mod parallel;
 mod plot;
 mod sim;
 mod sweep;
+mod testbed;
 mod trace;
 mod wan;
 mod workload;
@@ -44,6 +45,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Time a siphon-mc Monte Carlo decision with N coflows present on a wide-area fabric.
     WanBench(wan::BenchArgs),
+    /// An emulated cluster: hosts in network namespaces, links shaped by tc, the real processes.
+    #[command(subcommand)]
+    Testbed(testbed::TestbedCommand),
 }
 
 fn main() {
@@ -65,6 +69,7 @@ fn main() {
         Command::Agent(args) => live::agent(args),
         Command::Status(args) => live::status(args),
         Command::BenchLive(args) => live::bench_live(args),
+        Command::Testbed(cmd) => testbed::run(cmd),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

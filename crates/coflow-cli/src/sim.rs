@@ -111,6 +111,7 @@ pub(crate) struct SimPlan {
 impl SimPlan {
     pub(crate) fn from_args(a: &CommonArgs) -> Result<SimPlan> {
         let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
+        crate::testbed::refuse_tcp(&a.policies, "sim")?;
         let policies = policy::parse_list(&a.policies).context("--policies")?;
         if policies.is_empty() {
             bail!("--policies names no policy");

@@ -5,6 +5,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// The coordinator-level mode in which no policy runs: every flow is sent as fast as the network
+/// lets it (the agents' port rate), and kernel TCP shares the links, the baseline of Varys's
+/// deployment (§7). It is not a `coflow_sched` policy: a simulator has no TCP, and there `fair`
+/// stands for it.
+pub const TCP: &str = "tcp";
+
 /// How the coordinator runs.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -13,7 +19,9 @@ pub struct CoordinatorConfig {
     pub listen: String,
     /// Prometheus `/metrics` listen address; none by default.
     pub metrics_listen: Option<String>,
-    /// The scheduling policy's short name (any of `coflow_sched::policy::NAMES`). Default `varys`.
+    /// The scheduling policy's short name (any of `coflow_sched::policy::NAMES`), or [`TCP`]:
+    /// no rates assigned, every flow at its sender's full port rate, the network shares the
+    /// links. Default `varys`.
     pub policy: String,
     /// Rate changes are pushed to agents at most once per window, batched. Default 5 ms.
     pub push_window_ms: u64,
@@ -53,8 +61,10 @@ pub struct ConfigError {
 impl CoordinatorConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        coflow_sched::policy::by_name(&self.policy)
-            .map_err(|e| ConfigError { field: "policy", reason: e.to_string() })?;
+        if self.policy != TCP {
+            coflow_sched::policy::by_name(&self.policy)
+                .map_err(|e| ConfigError { field: "policy", reason: e.to_string() })?;
+        }
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
             return Err(ConfigError { field: "heartbeat_interval_ms", reason: "must be 1 to 60000".into() });
         }

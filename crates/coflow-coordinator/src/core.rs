@@ -20,7 +20,7 @@ use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, Heartbeat, PutAnn
 use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::CoordinatorConfig;
+use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
 
 /// Where a reply goes.
@@ -252,6 +252,8 @@ pub struct Core {
     rates: Vec<f64>,
     rejected: Vec<CoflowId>,
     counters: Counters,
+    /// The `tcp` mode: every flow is unscheduled, at its sender's port rate.
+    tcp: bool,
 }
 
 /// A rate change smaller than this share of the old rate is not pushed.
@@ -260,6 +262,7 @@ const RATE_TOLERANCE: f64 = 0.005;
 impl Core {
     /// A coordinator with no coflows and no agents, running `policy`.
     pub fn new(cfg: CoordinatorConfig, policy: Box<dyn Scheduler>) -> Core {
+        let tcp = cfg.policy == TCP;
         Core {
             cfg,
             policy,
@@ -281,6 +284,7 @@ impl Core {
             rates: Vec::new(),
             rejected: Vec::new(),
             counters: Counters::default(),
+            tcp,
         }
     }
 
@@ -488,7 +492,7 @@ impl Core {
             c.bypass = bottleneck < threshold;
             c.large = !c.bypass;
         }
-        let bypass = c.bypass;
+        let bypass = c.bypass || self.tcp;
         for flow in held {
             let f = self.flows.get_mut(&flow).expect("held flows are live");
             f.released = true;
@@ -786,7 +790,7 @@ impl Core {
             }
         }
         StatusView {
-            policy: self.policy.name().to_string(),
+            policy: if self.tcp { TCP.to_string() } else { self.policy.name().to_string() },
             coflows: coflows.into_values().collect(),
             agents: self
                 .agents

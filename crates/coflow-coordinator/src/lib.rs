@@ -24,7 +24,7 @@ use coflow_proto::{ClusterToken, TokenCheck};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use crate::config::{ConfigError, CoordinatorConfig};
+pub use crate::config::{ConfigError, CoordinatorConfig, TCP};
 pub use crate::core::{
     AgentView, CoflowView, Core, Counters, Event, FlowGrant, FlowView, RateBatch, Reply, StatusView,
 };
@@ -52,7 +52,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     config.validate()?;
-    let policy = coflow_sched::policy::by_name(&config.policy).expect("validated");
+    // Under `tcp` no policy decides; `fair` stands by so that `Core` keeps one shape.
+    let name = if config.policy == TCP { "fair" } else { config.policy.as_str() };
+    let policy = coflow_sched::policy::by_name(name).expect("validated");
     tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), "coordinator starting");
     let mut core = Core::new(config, policy);
     // Ids from a previous run, which agents re-announce, must not collide with new ones.

@@ -264,6 +264,43 @@ fn small_coflows_bypass_the_policy_at_full_speed() {
 }
 
 #[test]
+fn tcp_assigns_no_rates_every_flow_goes_at_its_senders_port_rate() {
+    let cfg =
+        CoordinatorConfig { policy: coflow_coordinator::TCP.into(), bypass_threshold_bytes: 0, ..Default::default() };
+    cfg.validate().unwrap();
+    let mut h = Harness::new("fair", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    h.core = Core::new(cfg, coflow_sched::policy::by_name("fair").unwrap());
+    let mut rates = Vec::new();
+    for m in 0..3 {
+        let a = AgentRegistration {
+            machine: MachineId(m),
+            data_addr: format!("127.0.0.1:{}", 9000 + m).parse().unwrap(),
+            port_rate: CAP * f64::from(m + 1),
+        };
+        ask(&mut h.core, h.now, |r| Event::RegisterAgent(a, r)).unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        h.core.handle(h.now, Event::Watch(MachineId(m), tx));
+        rates.push(rx);
+    }
+    h.rates = rates;
+    h.drain();
+    // Two large coflows into one receiver: fair would halve its port, tcp leaves it to the network.
+    let a = h.register(1, CoflowOptions::default());
+    h.put(a, "a", 0, 1_000_000).unwrap();
+    let b = h.register(1, CoflowOptions::default());
+    h.put(b, "b", 1, 1_000_000).unwrap();
+    let fa = h.get(a, "a", 2).unwrap();
+    let fb = h.get(b, "b", 2).unwrap();
+    h.advance(10);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, fa.flow), Some(CAP));
+    assert_eq!(last_rate(&pushed, fb.flow), Some(2.0 * CAP));
+    assert_eq!(h.core.counters().decisions, 0, "no policy decides under tcp");
+    let st = ask(&mut h.core, h.now, Event::Status).unwrap();
+    assert_eq!(st.policy, "tcp");
+}
+
+#[test]
 fn errors_name_what_is_missing() {
     let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
     let c = h.register(1, CoflowOptions::default());

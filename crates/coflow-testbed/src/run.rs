@@ -1,0 +1,277 @@
+//! `coflow testbed run`: each policy on a fresh testbed, the workload replayed with real bytes,
+//! measured next to the simulator running the same workload, payload capacity and policy code
+//! (`fair` standing for `tcp`, which a simulator does not have).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use coflow_core::{Rate, Workload};
+use coflow_sim::{SimConfig, Summary, percentile, simulate};
+use serde::Serialize;
+
+use crate::client::Outcome;
+use crate::procs::ServiceConfig;
+use crate::testbed::{Replayed, Testbed};
+use crate::topology::{Topology, payload_rate};
+use crate::{TCP, TestbedError};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The hosts and links.
+    pub topology: Topology,
+    /// Policies (`coflow_sched` names or `tcp`), each on a fresh testbed.
+    pub policies: Vec<String>,
+    /// The workload, on the topology's machines.
+    pub workload: Workload,
+    /// What it is, for the report.
+    pub source: String,
+    /// The `coflow` binary.
+    pub exe: PathBuf,
+    /// The bound on each get.
+    pub get_bound: Duration,
+    /// Leave the last testbed up.
+    pub keep: bool,
+}
+
+/// One policy's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyResult {
+    /// The policy.
+    pub policy: String,
+    /// The policy simulated for comparison (`fair` for `tcp`).
+    pub simulated_policy: String,
+    /// Coflows replayed.
+    pub coflows: usize,
+    /// Coflows whose every get ended with exact bytes.
+    pub completed: usize,
+    /// Measured average CCT of completed coflows.
+    pub measured_avg_cct_s: f64,
+    /// Simulated average CCT (`None` when links differ in rate: the simulator's big switch has one).
+    pub simulated_avg_cct_s: Option<f64>,
+    /// Measured p95 CCT.
+    pub measured_p95_cct_s: f64,
+    /// Simulated p95 CCT.
+    pub simulated_p95_cct_s: Option<f64>,
+    /// Measured average over simulated, minus one.
+    pub avg_difference: Option<f64>,
+    /// Bytes delivered exactly as put.
+    pub bytes_verified: u64,
+    /// Bytes delivered wrong by gets that ended with success (must be 0).
+    pub corrupted: u64,
+    /// Gets that failed or hung.
+    pub failed_gets: usize,
+    /// Mean utilization of the hosts' links (both directions, wire bytes over link rate) while
+    /// some coflow was pending.
+    pub link_utilization: f64,
+    /// Wall time of this policy's testbed, setup to teardown.
+    pub wall_s: f64,
+}
+
+/// A factor measured and simulated.
+#[derive(Clone, Debug, Serialize)]
+pub struct Factor {
+    /// Baseline's average CCT over varys's, measured.
+    pub measured: f64,
+    /// The same, simulated.
+    pub simulated: Option<f64>,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// Hosts.
+    pub hosts: usize,
+    /// The links' rate, bits per second (of the first host's uplink when they differ).
+    pub link_bps: f64,
+    /// Payload bytes per second a link carries: what agents register and the simulator assumes.
+    pub port_capacity_bytes_per_sec: f64,
+    /// The workload.
+    pub workload: String,
+    /// Its coflows.
+    pub coflows: usize,
+    /// Its bytes across the fabric.
+    pub fabric_bytes: u64,
+    /// Per policy.
+    pub results: Vec<PolicyResult>,
+    /// `varys` over `tcp`, when both ran.
+    pub varys_over_tcp: Option<Factor>,
+    /// `varys` over `fair`, when both ran.
+    pub varys_over_fair: Option<Factor>,
+    /// Kernel TCP's measured average CCT over max-min's simulated one.
+    pub tcp_over_max_min: Option<f64>,
+    /// Total wall time.
+    pub wall_s: f64,
+}
+
+/// Mean utilization of all links over the sample intervals in which some coflow was pending.
+pub(crate) fn utilization(r: &Replayed, topology: &Topology) -> f64 {
+    let ends: Vec<Instant> = (0..r.starts.len())
+        .map(|k| r.gets.iter().filter(|g| g.coflow == k).filter_map(|g| g.end).max().unwrap_or(r.starts[k]))
+        .collect();
+    let pending = |t: Instant| r.starts.iter().zip(&ends).any(|(&s, &e)| s <= t && t <= e);
+    let capacity: f64 = topology.hosts.iter().map(|h| h.uplink.bytes_per_sec() + h.downlink.bytes_per_sec()).sum();
+    let (mut bytes, mut secs) = (0.0, 0.0);
+    for w in r.samples.windows(2) {
+        let ((a, x), (b, y)) = (&w[0], &w[1]);
+        let dt = b.duration_since(*a);
+        if !pending(*a + dt / 2) {
+            continue;
+        }
+        secs += dt.as_secs_f64();
+        bytes += x.iter().zip(y).map(|(p, q)| (q.0 - p.0 + q.1 - p.1) as f64).sum::<f64>();
+    }
+    if secs == 0.0 { 0.0 } else { bytes / (secs * capacity) }
+}
+
+/// The simulated policy standing for `policy`.
+pub fn simulated_policy(policy: &str) -> &str {
+    if policy == TCP { "fair" } else { policy }
+}
+
+/// Runs every policy; `progress` hears one line per step.
+pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunReport, TestbedError> {
+    let started = Instant::now();
+    let link = opts.topology.uniform_rate();
+    let port: Option<Rate> = link.map(payload_rate);
+    let mut results = Vec::new();
+    for (n, policy) in opts.policies.iter().enumerate() {
+        let sim_name = simulated_policy(policy);
+        let mut sim_ccts = Vec::new();
+        let sim = match port {
+            Some(p) => {
+                let sched = coflow_sched::policy::by_name(sim_name).map_err(|e| TestbedError::Setup(e.to_string()))?;
+                let out = simulate(&opts.workload, sched, &SimConfig { port_rate: p, check_invariants: false });
+                sim_ccts =
+                    out.outcomes.iter().map(|o| o.cct().map_or(f64::NAN, coflow_core::Nanos::as_secs_f64)).collect();
+                let s = Summary::of(&out, None);
+                Some((s.avg_cct_s, s.p95_cct_s))
+            }
+            None => None,
+        };
+        let t = Instant::now();
+        let svc = ServiceConfig { policy: policy.clone(), agent_timeout_ms: 3000 };
+        let mut tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
+        progress(&format!("{policy}: testbed {} up ({} hosts), map stage", tb.names.prefix, opts.topology.hosts.len()));
+        let ids = tb.prepare(&opts.workload)?;
+        progress(&format!("{policy}: replaying {} coflows", opts.workload.coflows.len()));
+        let (r, ()) = tb.replay(&opts.workload, &ids, opts.get_bound, |_| ())?;
+        if opts.keep && n + 1 == opts.policies.len() {
+            tb.keep();
+            progress(&format!("{policy}: testbed {} kept; `coflow testbed down` removes it", tb.names.prefix));
+        }
+        drop(tb);
+        if std::env::var_os("COFLOW_TESTBED_DEBUG").is_some() {
+            for (k, (c, m)) in opts.workload.coflows.iter().zip(r.ccts()).enumerate() {
+                progress(&format!(
+                    "coflow {k:>3} at {:>7.3}s flows {:>3} bytes {:>11} simulated {:>7.3}s measured {:>7.3}s",
+                    c.arrival.as_secs_f64(),
+                    c.flows.len(),
+                    c.total_bytes().get(),
+                    sim_ccts.get(k).copied().unwrap_or(f64::NAN),
+                    m.unwrap_or(f64::NAN)
+                ));
+            }
+        }
+        let mut ccts: Vec<f64> = r.ccts().into_iter().flatten().collect();
+        ccts.sort_by(f64::total_cmp);
+        let avg = ccts.iter().sum::<f64>() / ccts.len().max(1) as f64;
+        let exact = |o: &Outcome| *o == Outcome::Ok;
+        results.push(PolicyResult {
+            policy: policy.clone(),
+            simulated_policy: sim_name.to_string(),
+            coflows: opts.workload.coflows.len(),
+            completed: ccts.len(),
+            measured_avg_cct_s: avg,
+            simulated_avg_cct_s: sim.map(|s| s.0),
+            measured_p95_cct_s: percentile(&ccts, 95.0),
+            simulated_p95_cct_s: sim.map(|s| s.1),
+            avg_difference: sim.map(|s| avg / s.0 - 1.0),
+            bytes_verified: r.gets.iter().filter(|g| exact(&g.outcome)).map(|g| g.bytes).sum(),
+            corrupted: r.gets.iter().map(|g| g.corrupted).sum(),
+            failed_gets: r.gets.iter().filter(|g| !exact(&g.outcome) && g.outcome != Outcome::Corrupted).count(),
+            link_utilization: utilization(&r, &opts.topology),
+            wall_s: t.elapsed().as_secs_f64(),
+        });
+    }
+    let find = |p: &str| results.iter().find(|r| r.policy == p);
+    let factor = |base: &str| {
+        let (v, b) = (find("varys")?, find(base)?);
+        let simulated = match (v.simulated_avg_cct_s, b.simulated_avg_cct_s) {
+            (Some(v), Some(b)) => Some(b / v),
+            _ => None,
+        };
+        Some(Factor { measured: b.measured_avg_cct_s / v.measured_avg_cct_s, simulated })
+    };
+    let tcp_over_max_min = find(TCP).and_then(|t| Some(t.measured_avg_cct_s / t.simulated_avg_cct_s?));
+    Ok(RunReport {
+        hosts: opts.topology.hosts.len(),
+        link_bps: link.unwrap_or(opts.topology.hosts[0].uplink).bits_per_sec(),
+        port_capacity_bytes_per_sec: port.map_or(0.0, Rate::bytes_per_sec),
+        workload: opts.source.clone(),
+        coflows: opts.workload.coflows.len(),
+        fabric_bytes: crate::workload::fabric_bytes(&opts.workload),
+        varys_over_tcp: factor(TCP),
+        varys_over_fair: factor("fair"),
+        tcp_over_max_min,
+        results,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.3}s"))
+}
+
+impl RunReport {
+    /// The report as a table.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<8} {:>9} {:>12} {:>13} {:>12} {:>13} {:>7} {:>13} {:>9} {:>6} {:>7}\n",
+            "policy",
+            "completed",
+            "measured avg",
+            "simulated avg",
+            "measured p95",
+            "simulated p95",
+            "diff",
+            "bytes checked",
+            "corrupted",
+            "util",
+            "wall"
+        );
+        for r in &self.results {
+            s.push_str(&format!(
+                "{:<8} {:>9} {:>11.3}s {:>13} {:>11.3}s {:>13} {:>7} {:>13} {:>9} {:>5.0}% {:>6.1}s\n",
+                r.policy,
+                format!("{}/{}", r.completed, r.coflows),
+                r.measured_avg_cct_s,
+                format!("{} {}", if r.policy == TCP { "(fair)" } else { "" }, secs(r.simulated_avg_cct_s)).trim(),
+                r.measured_p95_cct_s,
+                secs(r.simulated_p95_cct_s),
+                r.avg_difference.map_or("-".into(), |d| format!("{:+.1}%", d * 100.0)),
+                r.bytes_verified,
+                r.corrupted,
+                r.link_utilization * 100.0,
+                r.wall_s
+            ));
+        }
+        let f = |x: &Option<Factor>, name: &str| {
+            x.as_ref().map(|x| {
+                format!(
+                    "varys over {name}, average CCT: {:.2}x measured{}\n",
+                    x.measured,
+                    x.simulated.map_or(String::new(), |s| format!(", {s:.2}x simulated"))
+                )
+            })
+        };
+        s.push('\n');
+        s.push_str(&f(&self.varys_over_tcp, "tcp").unwrap_or_default());
+        s.push_str(&f(&self.varys_over_fair, "fair").unwrap_or_default());
+        if let Some(t) = self.tcp_over_max_min {
+            s.push_str(&format!("kernel TCP over max-min (tcp measured / fair simulated): {t:.2}x\n"));
+        }
+        s.push_str(&format!("wall time {:.1}s\n", self.wall_s));
+        s
+    }
+}

@@ -1,0 +1,238 @@
+//! What a run created, recorded before it is created, in a state file per run
+//! (`/run/coflow-testbed/<prefix>.json`, or under the temporary directory when `/run` is not
+//! writable), so that `coflow testbed down` removes what a killed run left behind, and a
+//! SIGINT/SIGTERM tears the run down before the process exits.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::TestbedError;
+
+/// One run's record.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RunState {
+    /// The run's name prefix (`cfb` and six hex digits).
+    pub prefix: String,
+    /// The process that owns the run.
+    pub owner_pid: u32,
+    /// Network namespaces, in creation order.
+    pub namespaces: Vec<String>,
+    /// Processes started (each command line holds the prefix, checked before a kill).
+    pub pids: Vec<u32>,
+    /// Files: tokens, logs, data directories.
+    pub run_dir: PathBuf,
+}
+
+/// Where state files live.
+pub fn state_dir() -> PathBuf {
+    let run = Path::new("/run/coflow-testbed");
+    if std::fs::create_dir_all(run).is_ok() && is_writable(run) {
+        return run.to_path_buf();
+    }
+    std::env::temp_dir().join("coflow-testbed-state")
+}
+
+fn is_writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    let ok = std::fs::write(&probe, b"").is_ok();
+    let _ = std::fs::remove_file(probe);
+    ok
+}
+
+/// Serializes topology changes with the signal handler's teardown, so that a teardown never
+/// races a half-made change, and records that the process is being torn down.
+pub(crate) static CHANGES: Mutex<bool> = Mutex::new(false);
+
+/// State files of runs in this process, torn down on SIGINT/SIGTERM.
+static ACTIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// A live run's state, saved on every change.
+#[derive(Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    state: Mutex<RunState>,
+}
+
+impl StateFile {
+    /// Starts the record of a run.
+    pub fn create(prefix: &str, run_dir: &Path) -> Result<StateFile, TestbedError> {
+        let dir = state_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| TestbedError::io(&dir, e))?;
+        let path = dir.join(format!("{prefix}.json"));
+        let state = RunState {
+            prefix: prefix.to_string(),
+            owner_pid: std::process::id(),
+            run_dir: run_dir.to_path_buf(),
+            ..Default::default()
+        };
+        let f = StateFile { path, state: Mutex::new(state) };
+        f.save()?;
+        ACTIVE.lock().expect("active lock").push(f.path.clone());
+        Ok(f)
+    }
+
+    /// The run's prefix.
+    pub fn prefix(&self) -> String {
+        self.state.lock().expect("state lock").prefix.clone()
+    }
+
+    fn save(&self) -> Result<(), TestbedError> {
+        let text = serde_json::to_string_pretty(&*self.state.lock().expect("state lock")).expect("serializable");
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, text).map_err(|e| TestbedError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| TestbedError::io(&self.path, e))
+    }
+
+    /// Records a namespace about to be created.
+    pub fn add_namespace(&self, ns: &str) -> Result<(), TestbedError> {
+        self.state.lock().expect("state lock").namespaces.push(ns.to_string());
+        self.save()
+    }
+
+    /// Records a started process.
+    pub fn add_pid(&self, pid: u32) -> Result<(), TestbedError> {
+        self.state.lock().expect("state lock").pids.push(pid);
+        self.save()
+    }
+
+    /// Removes everything recorded and the record itself.
+    pub fn teardown(&self) -> Vec<String> {
+        let st = self.state.lock().expect("state lock").clone();
+        let removed = teardown(&st);
+        let _ = std::fs::remove_file(&self.path);
+        ACTIVE.lock().expect("active lock").retain(|p| p != &self.path);
+        removed
+    }
+
+    /// Leaves the run up (for `--keep`): `coflow testbed down` removes it later.
+    pub fn keep(&self) {
+        ACTIVE.lock().expect("active lock").retain(|p| p != &self.path);
+    }
+}
+
+fn cmdline(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(String::from_utf8_lossy(&raw).replace('\0', " "))
+}
+
+/// Whether process `pid` is one of the run's (its command line names the prefix).
+fn is_ours(pid: u32, prefix: &str) -> bool {
+    cmdline(pid).is_some_and(|c| c.contains(prefix))
+}
+
+/// Sends `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to `pid`.
+pub(crate) fn signal(pid: u32, signal: &str) -> bool {
+    Command::new("kill")
+        .args(["-s", signal, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether a SIGINT or SIGTERM is tearing this process's runs down (it exits when done).
+pub fn interrupted() -> bool {
+    *CHANGES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills the run's processes, deletes its namespaces (which deletes the links in them) and
+/// files; returns what it removed.
+fn teardown(st: &RunState) -> Vec<String> {
+    let mut removed = Vec::new();
+    let live: Vec<u32> = st.pids.iter().copied().filter(|&p| is_ours(p, &st.prefix)).collect();
+    for &p in &live {
+        signal(p, "CONT");
+        signal(p, "KILL");
+        removed.push(format!("process {p}"));
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    while live.iter().any(|&p| is_ours(p, &st.prefix)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let existing = crate::net::namespaces();
+    for ns in st.namespaces.iter().rev() {
+        if existing.contains(ns) {
+            let ok = Command::new("ip").args(["netns", "del", ns]).status().is_ok_and(|s| s.success());
+            if ok {
+                removed.push(format!("namespace {ns}"));
+            }
+        }
+    }
+    if st.run_dir.as_os_str().len() > 1
+        && st.run_dir.to_string_lossy().contains(&st.prefix)
+        && std::fs::remove_dir_all(&st.run_dir).is_ok()
+    {
+        removed.push(format!("directory {}", st.run_dir.display()));
+    }
+    removed
+}
+
+/// What `down` did.
+#[derive(Debug, Default)]
+pub struct DownReport {
+    /// Runs removed, with what was removed of each.
+    pub removed: Vec<(String, Vec<String>)>,
+    /// Runs left alone because their owner is alive, with its pid.
+    pub live: Vec<(String, u32)>,
+}
+
+/// Removes every run whose owner process is gone (all runs with `all`). A second call finds
+/// nothing to do.
+pub fn down(all: bool) -> Result<DownReport, TestbedError> {
+    let dir = state_dir();
+    let mut report = DownReport::default();
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Ok(report) };
+    let mut paths: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    paths.sort();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).map_err(|e| TestbedError::io(&path, e))?;
+        let st: RunState = serde_json::from_str(&text)
+            .map_err(|e| TestbedError::Setup(format!("state file {}: {e}", path.display())))?;
+        let owner_alive = st.owner_pid != std::process::id()
+            && cmdline(st.owner_pid).is_some_and(|c| c.contains("testbed") || c.contains("coflow"));
+        if owner_alive && !all {
+            report.live.push((st.prefix.clone(), st.owner_pid));
+            continue;
+        }
+        let removed = teardown(&st);
+        let _ = std::fs::remove_file(&path);
+        report.removed.push((st.prefix, removed));
+    }
+    Ok(report)
+}
+
+/// On SIGINT or SIGTERM, tears down this process's runs and exits with status 130: call once,
+/// early. The handler runs on its own thread.
+pub fn teardown_on_signal() {
+    std::thread::spawn(|| {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("signal runtime");
+        rt.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            let mut torn = CHANGES.lock().unwrap_or_else(|e| e.into_inner());
+            *torn = true;
+            let paths = ACTIVE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            for path in paths {
+                if let Ok(text) = std::fs::read_to_string(&path)
+                    && let Ok(st) = serde_json::from_str::<RunState>(&text)
+                {
+                    let removed = teardown(&st);
+                    let _ = std::fs::remove_file(&path);
+                    eprintln!("interrupted: removed testbed {} ({} items)", st.prefix, removed.len());
+                }
+            }
+            std::process::exit(130);
+        });
+    });
+}
