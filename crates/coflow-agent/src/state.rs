@@ -6,9 +6,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use coflow_core::{FlowId, Nanos};
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_proto::{ClusterToken, TokenAttach};
+use coflow_proto::{ClusterToken, DataId, TokenAttach};
 use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -72,6 +72,22 @@ impl PortLimiter {
     }
 }
 
+/// A remote get in progress at this (receiving) agent: what it needs to re-announce the flow to
+/// a restarted coordinator, and how to end it when the coordinator fails the flow.
+#[derive(Debug)]
+pub(crate) struct Receiving {
+    pub(crate) coflow: CoflowId,
+    pub(crate) data_id: DataId,
+    pub(crate) src: MachineId,
+    pub(crate) size: u64,
+    /// Bytes received and verified so far.
+    pub(crate) received: Arc<AtomicU64>,
+    /// The link epoch (registration) under which the coordinator last knew this flow.
+    pub(crate) epoch: u64,
+    /// Set to a reason to end the get.
+    pub(crate) cancel: watch::Sender<Option<String>>,
+}
+
 /// Everything an agent's tasks share.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -81,6 +97,13 @@ pub(crate) struct Shared {
     pub(crate) rates: RateTable,
     /// Bytes sent so far by each flow being sent, for heartbeats.
     pub(crate) sending: Mutex<HashMap<FlowId, Arc<AtomicU64>>>,
+    /// Remote gets in progress, by flow.
+    pub(crate) receiving: Mutex<HashMap<FlowId, Receiving>>,
+    /// How many times the agent registered with a coordinator (each restart of the coordinator
+    /// is a new epoch: flows of an older one are re-announced).
+    pub(crate) link_epoch: AtomicU64,
+    /// Data connections being served.
+    pub(crate) data_connections: AtomicU64,
     pub(crate) tx_port: PortLimiter,
     pub(crate) rx_port: PortLimiter,
     pub(crate) tx_bytes: AtomicU64,
@@ -94,13 +117,16 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: AgentConfig, token: ClusterToken, coordinator: CoordClient) -> Shared {
-        let (rate, chunk) = (config.port_rate_bps, config.chunk_bytes);
+        let (rate, chunk, max_stored) = (config.port_rate_bps, config.chunk_bytes, config.max_stored_bytes);
         Shared {
             config,
             token,
-            store: Store::default(),
+            store: Store::new(max_stored),
             rates: RateTable::default(),
             sending: Mutex::new(HashMap::new()),
+            receiving: Mutex::new(HashMap::new()),
+            link_epoch: AtomicU64::new(0),
+            data_connections: AtomicU64::new(0),
             tx_port: PortLimiter::new(rate, chunk),
             rx_port: PortLimiter::new(rate, chunk),
             tx_bytes: AtomicU64::new(0),
@@ -111,6 +137,11 @@ impl Shared {
             coordinator,
             epoch: Instant::now(),
         }
+    }
+
+    /// The data plane's idle timeout.
+    pub(crate) fn idle(&self) -> Duration {
+        Duration::from_millis(self.config.data_idle_timeout_ms)
     }
 
     /// Time since the agent started.
