@@ -44,6 +44,10 @@ pub struct AgentConfig {
     /// keepalives (frozen: the get fails `agent-unreachable`). Sources paused at rate zero send a
     /// keepalive every fifth of it. Default 5000 ms.
     pub data_idle_timeout_ms: u64,
+    /// A get whose bytes stopped while the coordinator has been unreachable this long fails
+    /// `agent-unreachable` (a restarted coordinator schedules it again well before). Default
+    /// 30000 ms.
+    pub coordinator_grace_ms: u64,
 }
 
 impl Default for AgentConfig {
@@ -63,6 +67,7 @@ impl Default for AgentConfig {
             max_stored_bytes: 4 << 30,
             max_data_connections: 1024,
             data_idle_timeout_ms: 5000,
+            coordinator_grace_ms: 30_000,
         }
     }
 }
@@ -98,6 +103,9 @@ impl AgentConfig {
         }
         if !(100..=3_600_000).contains(&self.data_idle_timeout_ms) {
             return err("data_idle_timeout_ms", "must be 100 to 3600000");
+        }
+        if !(100..=86_400_000).contains(&self.coordinator_grace_ms) {
+            return err("coordinator_grace_ms", "must be 100 to 86400000");
         }
         if !self.coordinator.starts_with("http://") && !self.coordinator.starts_with("https://") {
             return err("coordinator", "must be a URL such as http://127.0.0.1:7070");

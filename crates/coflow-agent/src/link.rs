@@ -33,6 +33,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             Ok(s) => s.into_inner(),
             Err(e) => {
                 tracing::warn!(status = %e.message(), "cannot register with the coordinator; retrying");
+                shared.link_lost();
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
                     _ = shutdown.changed() => return,
@@ -40,6 +41,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             }
         };
         let epoch = shared.link_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        *shared.link_down_since.lock().expect("link lock") = None;
         tracing::info!(machine = shared.config.machine, "registered with the coordinator");
         // The coordinator's state is soft: after a restart it learns again what this agent holds.
         for (coflow, data_id, size, reg) in shared.store.list() {
@@ -86,6 +88,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     }
                     _ => {
                         tracing::warn!("rate stream from the coordinator ended; registering again");
+                        shared.link_lost();
                         break;
                     }
                 },

@@ -117,6 +117,7 @@ impl Agent for AgentService {
         }
         // Ends when the transfer does, when the client hangs up (at once, whether or not bytes
         // are moving), when the coordinator fails the flow, or at shutdown.
+        let gone_received = received.clone();
         tokio::spawn(async move {
             let (chunks_tx, mut chunks_rx) = mpsc::channel::<Vec<u8>>(8);
             let (worker, id, addr, size) = (shared.clone(), data_id.clone(), grant.src_data_addr.clone(), grant.size);
@@ -149,6 +150,11 @@ impl Agent for AgentService {
                         Err(_) => std::future::pending().await,
                     }
                 } => Err(AgentError::SourceUnreachable { addr: grant.src_data_addr.clone(), reason }),
+                // A local get needs no coordinator to move its bytes.
+                _ = async { if local { std::future::pending().await } else { shared.coordinator_gone(&gone_received).await } } => Err(AgentError::SourceUnreachable {
+                    addr: grant.src_data_addr.clone(),
+                    reason: "the coordinator is unreachable and the flow stalled".into(),
+                }),
                 _ = stop.changed() => Err(AgentError::ShuttingDown),
             };
             shared.receiving.lock().expect("receiving lock").remove(&flow);

@@ -104,6 +104,8 @@ pub(crate) struct Shared {
     pub(crate) link_epoch: AtomicU64,
     /// Data connections being served.
     pub(crate) data_connections: AtomicU64,
+    /// Since when the link to the coordinator is down, if it is.
+    pub(crate) link_down_since: Mutex<Option<Instant>>,
     pub(crate) tx_port: PortLimiter,
     pub(crate) rx_port: PortLimiter,
     pub(crate) tx_bytes: AtomicU64,
@@ -127,6 +129,7 @@ impl Shared {
             receiving: Mutex::new(HashMap::new()),
             link_epoch: AtomicU64::new(0),
             data_connections: AtomicU64::new(0),
+            link_down_since: Mutex::new(None),
             tx_port: PortLimiter::new(rate, chunk),
             rx_port: PortLimiter::new(rate, chunk),
             tx_bytes: AtomicU64::new(0),
@@ -136,6 +139,28 @@ impl Shared {
             puts: AtomicU64::new(0),
             coordinator,
             epoch: Instant::now(),
+        }
+    }
+
+    /// Notes that the link to the coordinator broke (the first time since it was last up).
+    pub(crate) fn link_lost(&self) {
+        self.link_down_since.lock().expect("link lock").get_or_insert_with(Instant::now);
+    }
+
+    /// Completes when the coordinator has been unreachable for `coordinator_grace_ms` and
+    /// `received` has not grown for a second: a flow waiting for a coordinator that does not
+    /// come back.
+    pub(crate) async fn coordinator_gone(&self, received: &AtomicU64) {
+        let grace = Duration::from_millis(self.config.coordinator_grace_ms);
+        let mut last = received.load(std::sync::atomic::Ordering::Relaxed);
+        loop {
+            tokio::time::sleep(Duration::from_secs(1).min(grace)).await;
+            let now = received.load(std::sync::atomic::Ordering::Relaxed);
+            let down = self.link_down_since.lock().expect("link lock").is_some_and(|t| t.elapsed() >= grace);
+            if down && now == last {
+                return;
+            }
+            last = now;
         }
     }
 

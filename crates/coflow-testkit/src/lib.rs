@@ -236,6 +236,13 @@ impl Cluster {
         Ok(())
     }
 
+    /// Stops the coordinator for good (until [`Cluster::restart_coordinator`]).
+    pub async fn stop_coordinator(&mut self) {
+        if let Some(c) = self.coordinator.take() {
+            c.stop().await;
+        }
+    }
+
     /// Stops agent `m` as if its machine died.
     pub async fn kill_agent(&mut self, m: usize) {
         if let Some(s) = self.agents[m].take() {

@@ -68,6 +68,41 @@ async fn after_a_coordinator_restart_every_in_flight_get_finishes_with_exact_byt
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_waiting_for_a_coordinator_that_does_not_come_back_ends_after_the_grace() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(3, 4_000_000.0, "varys");
+    cfg.agent = AgentConfig { coordinator_grace_ms: 1000, data_idle_timeout_ms: 60_000, ..cfg.agent };
+    let mut cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let small = c.register(1, CoflowOptions::default()).await?;
+    let big = c.register(1, CoflowOptions::default()).await?;
+    c.put(small, "s", content(1, 6_000_000)).await?;
+    c.put(big, "b", content(2, 8_000_000)).await?;
+    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
+    let gb = tokio::spawn(async move { r1.get(big, "b").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gs = tokio::spawn(async move { r2.get(small, "s").await });
+    let mut held = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        if flow_rates(&c, big).await == [0.0] {
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the big flow should be paused");
+    cluster.stop_coordinator().await;
+    let t = Instant::now();
+    // The paused get ends after the grace; the one moving keeps its rate and completes.
+    let e = tokio::time::timeout(Duration::from_secs(10), gb).await??.unwrap_err();
+    assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.contains("coordinator is unreachable")), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(tokio::time::timeout(Duration::from_secs(10), gs).await??? == content(1, 6_000_000));
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// A source agent played by the test: it registers, heartbeats while `alive`, announces one
 /// piece, and answers fetches with the header and then nothing (or keepalives only).
 struct FakeSource {
