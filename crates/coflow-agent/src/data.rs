@@ -374,3 +374,121 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     }
     Ok(size)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AgentConfig;
+    use crate::store::Piece;
+    use coflow_proto::{ClusterToken, TokenAttach};
+
+    fn shared(chunk: usize) -> Arc<Shared> {
+        let token = ClusterToken::new("data-test").unwrap();
+        let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
+        let coordinator = coflow_proto::pb::coordinator_client::CoordinatorClient::with_interceptor(
+            channel,
+            TokenAttach(token.clone()),
+        );
+        let config = AgentConfig { chunk_bytes: chunk, data_idle_timeout_ms: 500, ..AgentConfig::default() };
+        Arc::new(Shared::new(config, token, coordinator))
+    }
+
+    fn bytes(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    fn frame(block: &[u8], crc: u32) -> Vec<u8> {
+        let mut f = vec![FRAME_DATA];
+        f.extend_from_slice(&(block.len() as u32).to_be_bytes());
+        f.extend_from_slice(block);
+        f.extend_from_slice(&crc.to_be_bytes());
+        f
+    }
+
+    /// Runs `fetch_over` against a peer that answers `response`; returns what reached the
+    /// client and how the fetch ended.
+    async fn fetch_against(response: Vec<u8>, size: u64) -> (Vec<Vec<u8>>, Result<u64, AgentError>) {
+        let s = shared(1024);
+        let (near, mut far) = tokio::io::duplex(1 << 20);
+        let peer = tokio::spawn(async move {
+            let mut req = [0u8; 64];
+            let _ = far.read(&mut req).await;
+            far.write_all(&response).await.unwrap();
+            // Then silence, with the connection open.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let (tx, mut rx) = mpsc::channel(64);
+        let id = DataId::new("p").unwrap();
+        let r = fetch_over(near, &s, "peer", CoflowId(1), FlowId(1), &id, size, &tx, &AtomicU64::new(0)).await;
+        drop(tx);
+        let mut got = Vec::new();
+        while let Some(c) = rx.recv().await {
+            got.push(c);
+        }
+        peer.abort();
+        (got, r)
+    }
+
+    fn ok_head(size: u64) -> Vec<u8> {
+        let mut h = vec![OK];
+        h.extend_from_slice(&size.to_be_bytes());
+        h
+    }
+
+    /// A block that fails its checksum never reaches the client: it holds the verified prefix
+    /// and the fetch fails `Corrupted`.
+    #[tokio::test]
+    async fn a_corrupted_block_is_caught_before_the_client_sees_it() {
+        let b = bytes(2048);
+        let mut resp = ok_head(2048);
+        resp.extend(frame(&b[..1024], crc32fast::hash(&b[..1024])));
+        resp.push(FRAME_KEEPALIVE);
+        let mut bad = b[1024..].to_vec();
+        bad[7] ^= 1;
+        resp.extend(frame(&bad, crc32fast::hash(&b[1024..])));
+        let (got, r) = fetch_against(resp, 2048).await;
+        assert!(matches!(r, Err(AgentError::Corrupted(_))), "{r:?}");
+        assert_eq!(got, vec![b[..1024].to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn an_error_frame_is_data_lost_and_silence_is_a_timeout() {
+        let mut resp = ok_head(2048);
+        resp.extend([FRAME_ERROR, DATA_LOST, 0, 4]);
+        resp.extend(b"gone");
+        let (_, r) = fetch_against(resp, 2048).await;
+        assert!(matches!(&r, Err(AgentError::DataLost(m)) if m == "gone"), "{r:?}");
+        let t = Instant::now();
+        let (_, r) = fetch_against(ok_head(2048), 2048).await;
+        assert!(matches!(r, Err(AgentError::SourceSilent { .. })), "{r:?}");
+        assert!(t.elapsed() >= Duration::from_millis(450) && t.elapsed() < Duration::from_secs(3));
+    }
+
+    /// Sender and receiver over an in-memory stream: the bytes arrive exactly, block by block.
+    #[tokio::test]
+    async fn a_piece_crosses_any_stream_exactly() {
+        let s = shared(1024);
+        let b = bytes(5000);
+        s.store.insert(CoflowId(1), DataId::new("p").unwrap(), Piece::memory(b.clone(), 1024)).unwrap();
+        s.rates.set(FlowId(1), 1e9);
+        let (near, far) = tokio::io::duplex(4096);
+        let (stop_tx, stop) = watch::channel(false);
+        let sender = {
+            let s = s.clone();
+            tokio::spawn(async move { send_piece(far, &s, stop).await })
+        };
+        let (tx, mut rx) = mpsc::channel(64);
+        let id = DataId::new("p").unwrap();
+        let n = fetch_over(near, &s, "peer", CoflowId(1), FlowId(1), &id, 5000, &tx, &AtomicU64::new(0)).await;
+        assert_eq!(n.unwrap(), 5000);
+        drop(tx);
+        let mut got = Vec::new();
+        while let Some(c) = rx.recv().await {
+            assert!(c.len() <= 1024);
+            got.extend(c);
+        }
+        assert_eq!(got, b);
+        sender.await.unwrap().unwrap();
+        drop(stop_tx);
+    }
+}
