@@ -284,6 +284,47 @@ pub(crate) async fn fetch(
     fetch_over(BufReader::with_capacity(64 << 10, sock), shared, addr, coflow, flow, data_id, size, out, received).await
 }
 
+enum Frame {
+    Keepalive,
+    /// A block whose checksum matched.
+    Data(Vec<u8>),
+    /// The source said the data is lost, or the frame is malformed or corrupted.
+    Failed(AgentError),
+}
+
+/// Reads one frame, checking a data block's checksum before anyone sees it.
+async fn read_frame<S: AsyncRead + Unpin>(sock: &mut S, left: u64) -> std::io::Result<Frame> {
+    Ok(match sock.read_u8().await? {
+        FRAME_KEEPALIVE => Frame::Keepalive,
+        FRAME_ERROR => {
+            let code = sock.read_u8().await?;
+            let len = sock.read_u16().await? as usize;
+            let mut msg = vec![0u8; len];
+            sock.read_exact(&mut msg).await?;
+            let msg = String::from_utf8_lossy(&msg).into_owned();
+            Frame::Failed(if code == DATA_LOST {
+                AgentError::DataLost(msg)
+            } else {
+                AgentError::Corrupted(format!("unknown error frame {code}: {msg}"))
+            })
+        }
+        FRAME_DATA => {
+            let n = sock.read_u32().await?;
+            if n == 0 || n > MAX_FRAME || u64::from(n) > left {
+                return Ok(Frame::Failed(AgentError::Corrupted(format!("a frame of {n} bytes with {left} to go"))));
+            }
+            let mut buf = vec![0u8; n as usize];
+            sock.read_exact(&mut buf).await?;
+            let sum = sock.read_u32().await?;
+            if sum != crc32fast::hash(&buf) {
+                return Ok(Frame::Failed(AgentError::Corrupted(format!("checksum mismatch with {left} bytes to go"))));
+            }
+            Frame::Data(buf)
+        }
+        other => Frame::Failed(AgentError::Corrupted(format!("unknown frame type {other}"))),
+    })
+}
+
 /// The receiving side of the protocol over any stream.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
@@ -336,38 +377,18 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let mut left = size;
     while left > 0 {
-        match within!(sock.read_u8()) {
-            FRAME_KEEPALIVE => continue,
-            FRAME_ERROR => {
-                let code = within!(sock.read_u8());
-                let len = within!(sock.read_u16()) as usize;
-                let mut msg = vec![0u8; len];
-                within!(sock.read_exact(&mut msg));
-                let msg = String::from_utf8_lossy(&msg).into_owned();
-                return Err(if code == DATA_LOST {
-                    AgentError::DataLost(msg)
-                } else {
-                    AgentError::Corrupted(format!("unknown error frame {code}: {msg}"))
-                });
-            }
-            FRAME_DATA => {}
-            other => return Err(AgentError::Corrupted(format!("unknown frame type {other}"))),
-        }
-        let n = within!(sock.read_u32());
-        if n == 0 || n > MAX_FRAME || u64::from(n) > left {
-            return Err(AgentError::Corrupted(format!("a frame of {n} bytes with {left} to go")));
-        }
-        let mut buf = vec![0u8; n as usize];
-        within!(sock.read_exact(&mut buf));
-        let sum = within!(sock.read_u32());
-        // Checked before the client sees a byte of it.
-        if sum != crc32fast::hash(&buf) {
-            return Err(AgentError::Corrupted(format!("checksum mismatch at byte {}", size - left)));
-        }
-        shared.rx_port.wait(shared, u64::from(n)).await;
-        left -= u64::from(n);
-        shared.rx_bytes.fetch_add(u64::from(n), Ordering::Relaxed);
-        received.fetch_add(u64::from(n), Ordering::Relaxed);
+        // One timer per frame: a frame must arrive whole within the idle timeout.
+        let frame = tokio::time::timeout(idle, read_frame(&mut sock, left)).await.map_err(|_| silent())?;
+        let buf = match frame.map_err(unreachable)? {
+            Frame::Keepalive => continue,
+            Frame::Data(buf) => buf,
+            Frame::Failed(e) => return Err(e),
+        };
+        let n = buf.len() as u64;
+        shared.rx_port.wait(shared, n).await;
+        left -= n;
+        shared.rx_bytes.fetch_add(n, Ordering::Relaxed);
+        received.fetch_add(n, Ordering::Relaxed);
         if out.send(buf).await.is_err() {
             return Err(AgentError::ClientDeparted);
         }
