@@ -151,7 +151,13 @@ impl Agent for AgentService {
                     }
                 } => Err(AgentError::SourceUnreachable { addr: grant.src_data_addr.clone(), reason }),
                 // A local get needs no coordinator to move its bytes.
-                _ = async { if local { std::future::pending().await } else { shared.coordinator_gone(&gone_received).await } } => Err(AgentError::SourceUnreachable {
+                _ = async {
+                    if local {
+                        std::future::pending().await
+                    } else {
+                        shared.coordinator_gone(&gone_received).await
+                    }
+                } => Err(AgentError::SourceUnreachable {
                     addr: grant.src_data_addr.clone(),
                     reason: "the coordinator is unreachable and the flow stalled".into(),
                 }),

@@ -264,7 +264,7 @@ pub struct Core {
     agents: BTreeMap<MachineId, AgentRec>,
     watchers: BTreeMap<MachineId, mpsc::UnboundedSender<RateBatch>>,
     notices: BTreeMap<MachineId, mpsc::UnboundedSender<Notice>>,
-    /// Ids below this were allocated by a previous coordinator (see [`Core::set_id_base`]).
+    /// The first coflow and flow id this coordinator allocates (see [`Core::set_id_base`]).
     id_base: u64,
     /// Failed flows by reason; timed-out ones are also counted in `timed_out`.
     failed: BTreeMap<String, u64>,
