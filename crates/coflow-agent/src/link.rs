@@ -128,14 +128,16 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
 }
 
 /// Re-announces the flows this agent receives that the current coordinator (registration
-/// `epoch`) does not know yet; those it refuses for good end.
+/// `epoch`) does not know yet; those it refuses for good end. Flows of an unregistered coflow
+/// are not re-announced (they would bring it back): they go on at their last rate, the full
+/// port rate unregistered coflows get.
 async fn recover_flows(shared: &Shared, coord: &mut CoordClient, epoch: u64) {
     let stale: Vec<(FlowId, pb::AnnounceGetRequest)> = shared
         .receiving
         .lock()
         .expect("receiving lock")
         .iter()
-        .filter(|(_, r)| r.epoch < epoch)
+        .filter(|(_, r)| r.epoch < epoch && !shared.store.is_dropped(r.coflow))
         .map(|(&f, r)| {
             let req = pb::AnnounceGetRequest {
                 coflow_id: r.coflow.0,

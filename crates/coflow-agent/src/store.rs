@@ -278,6 +278,11 @@ impl Store {
         }
     }
 
+    /// Whether the coordinator said the coflow was unregistered.
+    pub(crate) fn is_dropped(&self, coflow: CoflowId) -> bool {
+        self.inner.lock().expect("store lock").dropped.contains(&coflow)
+    }
+
     /// A piece, if held.
     pub(crate) fn get(&self, coflow: CoflowId, data_id: &DataId) -> Option<Piece> {
         self.inner.lock().expect("store lock").pieces.get(&(coflow, data_id.clone())).cloned()
