@@ -37,6 +37,21 @@ pub struct AgentConfig {
     /// handed to the kernel cannot outlive a rate change by long (on loopback the kernel would
     /// otherwise buffer megabytes: hundreds of milliseconds at emulated NIC rates). Default 64 KiB.
     pub socket_buffer_bytes: usize,
+    /// The most bytes of in-memory pieces the agent holds; a put beyond it fails
+    /// `limit-exceeded` (file segments stay on disk and do not count). Default 4 GiB.
+    pub max_stored_bytes: u64,
+    /// The most data connections served at once; one more is refused, and the get that opened it
+    /// fails `limit-exceeded`. Default 1024.
+    pub max_data_connections: usize,
+    /// A data connection on which nothing moves for this long is closed: a peer that does not
+    /// send its request, a receiver that stops reading, a source that sends neither bytes nor
+    /// keepalives (frozen: the get fails `agent-unreachable`). Sources paused at rate zero send a
+    /// keepalive every fifth of it. Default 5000 ms.
+    pub data_idle_timeout_ms: u64,
+    /// A get whose bytes stopped while the coordinator has been unreachable this long fails
+    /// `agent-unreachable` (a restarted coordinator schedules it again well before). Default
+    /// 30000 ms.
+    pub coordinator_grace_ms: u64,
 }
 
 impl Default for AgentConfig {
@@ -54,6 +69,10 @@ impl Default for AgentConfig {
             heartbeat_interval_ms: 100,
             chunk_bytes: 32 << 10,
             socket_buffer_bytes: 64 << 10,
+            max_stored_bytes: 4 << 30,
+            max_data_connections: 1024,
+            data_idle_timeout_ms: 5000,
+            coordinator_grace_ms: 30_000,
         }
     }
 }
@@ -83,6 +102,15 @@ impl AgentConfig {
         }
         if !(4096..=(64 << 20)).contains(&self.socket_buffer_bytes) {
             return err("socket_buffer_bytes", "must be 4 KiB to 64 MiB");
+        }
+        if self.max_data_connections == 0 {
+            return err("max_data_connections", "must be at least 1");
+        }
+        if !(100..=3_600_000).contains(&self.data_idle_timeout_ms) {
+            return err("data_idle_timeout_ms", "must be 100 to 3600000");
+        }
+        if !(100..=86_400_000).contains(&self.coordinator_grace_ms) {
+            return err("coordinator_grace_ms", "must be 100 to 86400000");
         }
         if !self.coordinator.starts_with("http://") && !self.coordinator.starts_with("https://") {
             return err("coordinator", "must be a URL such as http://127.0.0.1:7070");

@@ -37,15 +37,58 @@ pub enum AgentError {
     /// The source refused the fetch.
     #[error("source agent refused the fetch: {0}")]
     Refused(&'static str),
+    /// The source sent nothing, not even a keepalive, for the data plane's idle timeout: it is
+    /// frozen, or the network between the agents is.
+    #[error("agent at {addr} sent nothing for {secs} s")]
+    SourceSilent {
+        /// Its data address.
+        addr: String,
+        /// The idle timeout, seconds.
+        secs: f64,
+    },
     /// The bytes received do not match the checksum or the announced size.
     #[error("piece corrupted in transit: {0}")]
     Corrupted(String),
+    /// The source's stored copy changed, was truncated, removed or cannot be read since its put:
+    /// it can never come from this source (recompute it). The message names paths relative to
+    /// the data directory only.
+    #[error("data lost at the source: {0}")]
+    DataLost(String),
+    /// A configured limit was reached; the message names it.
+    #[error("limit reached: {0}")]
+    LimitExceeded(String),
+    /// The coflow was unregistered.
+    #[error("unknown coflow {0}")]
+    UnknownCoflow(CoflowId),
+    /// The local client hung up before its get ended.
+    #[error("the client departed")]
+    ClientDeparted,
     /// The coordinator refused or could not be reached.
     #[error("coordinator: {}", .0.message())]
     Coordinator(tonic::Status),
     /// The agent is shutting down.
     #[error("the agent is shutting down")]
     ShuttingDown,
+}
+
+impl AgentError {
+    /// Why a flow failed, as the coordinator counts it: the error kind, with `timed-out` for a
+    /// silent source and `client-departed` for a client that hung up.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AgentError::SourceSilent { .. } => "timed-out",
+            AgentError::ClientDeparted => "client-departed",
+            AgentError::Corrupted(_) => "corrupted",
+            AgentError::DataLost(_) => "data-lost",
+            AgentError::LimitExceeded(_) => "limit-exceeded",
+            AgentError::Refused(_) => "refused",
+            AgentError::ShuttingDown => "shutting-down",
+            AgentError::UnknownCoflow(_) => "unknown-coflow",
+            AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => "invalid",
+            AgentError::DuplicateDataId { .. } => "duplicate-data-id",
+            AgentError::SourceUnreachable { .. } | AgentError::Coordinator(_) => "agent-unreachable",
+        }
+    }
 }
 
 impl From<AgentError> for tonic::Status {
@@ -59,8 +102,14 @@ impl From<AgentError> for tonic::Status {
             AgentError::SourceUnreachable { .. } | AgentError::ShuttingDown => {
                 (tonic::Status::unavailable(e.to_string()), "agent-unreachable")
             }
+            AgentError::SourceSilent { .. } | AgentError::ClientDeparted => {
+                (tonic::Status::unavailable(e.to_string()), "agent-unreachable")
+            }
             AgentError::Refused(_) => (tonic::Status::permission_denied(e.to_string()), "refused"),
             AgentError::Corrupted(_) => (tonic::Status::data_loss(e.to_string()), "corrupted"),
+            AgentError::DataLost(_) => (tonic::Status::data_loss(e.to_string()), "data-lost"),
+            AgentError::LimitExceeded(_) => (tonic::Status::resource_exhausted(e.to_string()), "limit-exceeded"),
+            AgentError::UnknownCoflow(_) => (tonic::Status::not_found(e.to_string()), "unknown-coflow"),
         };
         status.metadata_mut().insert(ERROR_KIND, tonic::metadata::MetadataValue::from_static(kind));
         status

@@ -114,7 +114,7 @@ pub async fn run(
 }
 
 fn metrics(s: &state::Shared) -> String {
-    let (pieces, bytes) = s.store.usage();
+    let (pieces, bytes, memory) = s.store.usage();
     let sending = s.sending.lock().expect("sending lock").len();
     let mut out = String::new();
     let mut line = |name: &str, kind: &str, help: &str, v: f64| {
@@ -127,7 +127,12 @@ fn metrics(s: &state::Shared) -> String {
     line("gets_total", "counter", "Gets served to local clients.", s.gets.load(Ordering::Relaxed) as f64);
     line("get_failures_total", "counter", "Gets that failed.", s.get_failures.load(Ordering::Relaxed) as f64);
     line("pieces", "gauge", "Pieces held.", pieces as f64);
-    line("piece_bytes", "gauge", "Bytes held in pieces.", bytes as f64);
+    line("piece_bytes", "gauge", "Bytes of the pieces held (in memory and in file segments).", bytes as f64);
+    line("stored_bytes", "gauge", "Bytes of pieces held in memory (bounded by max_stored_bytes).", memory as f64);
+    let conns = s.data_connections.load(Ordering::Relaxed);
+    line("data_connections", "gauge", "Data connections being served.", conns as f64);
+    let receiving = s.receiving.lock().expect("receiving lock").len();
+    line("flows_receiving", "gauge", "Remote gets in progress.", receiving as f64);
     line("flows_sending", "gauge", "Flows being sent.", sending as f64);
     line("port_rate_bytes_per_second", "gauge", "Configured port capacity.", s.config.port_rate_bps);
     out

@@ -1,16 +1,20 @@
 //! The agent's link to the coordinator: registers, listens for rate changes, and reports
 //! progress and port utilization every heartbeat. Registers again whenever the coordinator
-//! forgets it (a restart) or the rate stream breaks.
+//! forgets it (a restart) or the rate stream breaks; then re-announces the pieces it holds (with
+//! their coflows' registrations) and the flows it is still receiving, so that a restarted
+//! coordinator schedules them again under their ids. Coflows the coordinator says are gone are
+//! forgotten.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use coflow_core::FlowId;
+use coflow_core::{CoflowId, FlowId};
 use coflow_proto::pb;
 use tokio::sync::watch;
 
-use crate::state::Shared;
+use crate::service::kind_of;
+use crate::state::{CoordClient, Shared};
 
 pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: watch::Receiver<bool>) {
     let every = Duration::from_millis(shared.config.heartbeat_interval_ms);
@@ -29,26 +33,37 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             Ok(s) => s.into_inner(),
             Err(e) => {
                 tracing::warn!(status = %e.message(), "cannot register with the coordinator; retrying");
+                shared.link_lost();
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
                     _ = shutdown.changed() => return,
                 }
             }
         };
+        let epoch = shared.link_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        *shared.link_down_since.lock().expect("link lock") = None;
         tracing::info!(machine = shared.config.machine, "registered with the coordinator");
         // The coordinator's state is soft: after a restart it learns again what this agent holds.
-        for (coflow, data_id, size) in shared.store.list() {
+        for (coflow, data_id, size, reg) in shared.store.list() {
             let ann = pb::AnnouncePutRequest {
                 coflow_id: coflow.0,
                 data_id: data_id.as_str().to_string(),
                 machine_id: shared.config.machine,
                 size,
                 recovered: true,
+                registration: reg.as_ref().map(Into::into),
             };
             if let Err(e) = coord.announce_put(ann).await {
-                tracing::warn!(%coflow, %data_id, status = %e.message(), "could not re-announce a piece");
+                if kind_of(&e) == "unknown-coflow" {
+                    // Unregistered while this agent was not listening: forget it now.
+                    let n = shared.store.drop_coflow(coflow);
+                    tracing::info!(%coflow, pieces = n, "coflow unregistered; pieces dropped");
+                } else {
+                    tracing::warn!(%coflow, %data_id, status = %e.message(), "could not re-announce a piece");
+                }
             }
         }
+        recover_flows(&shared, &mut coord, epoch).await;
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut last_tx, mut last_rx, mut last_at) =
@@ -61,9 +76,19 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                             let rate = if r.rate_bps.is_finite() && r.rate_bps >= 0.0 { r.rate_bps } else { 0.0 };
                             shared.rates.set(FlowId(r.flow_id), rate);
                         }
+                        for f in update.failed_flows {
+                            if let Some(r) = shared.receiving.lock().expect("receiving lock").get(&FlowId(f)) {
+                                r.cancel.send_replace(Some("the coordinator declared the source agent dead".into()));
+                            }
+                        }
+                        for c in update.dropped_coflows {
+                            let n = shared.store.drop_coflow(CoflowId(c));
+                            tracing::debug!(coflow = c, pieces = n, "coflow unregistered; pieces dropped");
+                        }
                     }
                     _ => {
                         tracing::warn!("rate stream from the coordinator ended; registering again");
+                        shared.link_lost();
                         break;
                     }
                 },
@@ -86,6 +111,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     };
                     (last_tx, last_rx, last_at) = (tx, rx, now);
                     shared.rates.collect_garbage();
+                    recover_flows(&shared, &mut coord, epoch).await;
                     match coord.heartbeat(hb).await {
                         Ok(r) if r.get_ref().known => {}
                         Ok(_) => {
@@ -96,6 +122,49 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     }
                 }
                 _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+/// Re-announces the flows this agent receives that the current coordinator (registration
+/// `epoch`) does not know yet; those it refuses for good end. Flows of an unregistered coflow
+/// are not re-announced (they would bring it back): they go on at their last rate, the full
+/// port rate unregistered coflows get.
+async fn recover_flows(shared: &Shared, coord: &mut CoordClient, epoch: u64) {
+    let stale: Vec<(FlowId, pb::AnnounceGetRequest)> = shared
+        .receiving
+        .lock()
+        .expect("receiving lock")
+        .iter()
+        .filter(|(_, r)| r.epoch < epoch && !shared.store.is_dropped(r.coflow))
+        .map(|(&f, r)| {
+            let req = pb::AnnounceGetRequest {
+                coflow_id: r.coflow.0,
+                data_id: r.data_id.as_str().to_string(),
+                machine_id: shared.config.machine,
+                recovered_flow_id: f.0,
+                recovered_src_machine_id: r.src.0,
+                recovered_size: r.size,
+                recovered_bytes_received: r.received.load(Ordering::Relaxed),
+            };
+            (f, req)
+        })
+        .collect();
+    for (flow, req) in stale {
+        let answer = coord.announce_get(req).await;
+        let mut receiving = shared.receiving.lock().expect("receiving lock");
+        let Some(r) = receiving.get_mut(&flow) else { continue };
+        match answer {
+            Ok(_) => {
+                r.epoch = epoch;
+                tracing::info!(%flow, "in-flight flow re-announced");
+            }
+            // The source is not back yet: try again next heartbeat (a source that never comes
+            // back stops sending keepalives, and the get ends at the idle timeout).
+            Err(e) if kind_of(&e) == "agent-unreachable" || e.code() == tonic::Code::Unavailable => {}
+            Err(e) => {
+                r.cancel.send_replace(Some(format!("the restarted coordinator refused the flow: {}", e.message())));
             }
         }
     }

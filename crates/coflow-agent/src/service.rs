@@ -3,18 +3,18 @@
 //! it to the client as it arrives.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::pb::agent_server::Agent;
-use coflow_proto::{DataId, PutSource, pb};
+use coflow_proto::{DataId, PutSource, Registration, pb};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::data;
 use crate::error::AgentError;
-use crate::state::Shared;
+use crate::state::{Receiving, Shared};
 use crate::store::{Piece, file_piece};
 
 #[derive(Clone, Debug)]
@@ -29,6 +29,11 @@ impl AgentService {
     }
 }
 
+/// The kind a coordinator error carries, if any.
+pub(crate) fn kind_of(s: &Status) -> &str {
+    s.metadata().get(crate::error::ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
 #[tonic::async_trait]
 impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
@@ -37,10 +42,15 @@ impl Agent for AgentService {
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
         let source = r.source.ok_or(AgentError::Invalid(coflow_proto::ProtoError::Missing { field: "source" }))?;
+        let block = self.shared.config.chunk_bytes;
         let piece = match PutSource::try_from(source).map_err(AgentError::from)? {
-            PutSource::Content(bytes) => Piece::Memory(Arc::new(bytes)),
+            PutSource::Content(bytes) => Piece::memory(bytes, block),
             PutSource::File { path, offset, length } => {
-                file_piece(&self.shared.config.data_dir, &path, offset, length)?
+                let dir = self.shared.config.data_dir.clone();
+                // Reads the segment once, to fix its checksums: off the async threads.
+                tokio::task::spawn_blocking(move || file_piece(&dir, &path, offset, length, block))
+                    .await
+                    .map_err(|e| AgentError::BadFile(e.to_string()))??
             }
         };
         let size = piece.len();
@@ -51,10 +61,18 @@ impl Agent for AgentService {
             machine_id: self.machine().0,
             size,
             recovered: false,
+            registration: None,
         };
-        if let Err(s) = self.shared.coordinator.clone().announce_put(ann).await {
-            self.shared.store.remove(coflow, &data_id);
-            return Err(AgentError::Coordinator(s).into());
+        match self.shared.coordinator.clone().announce_put(ann).await {
+            Ok(resp) => {
+                if let Some(reg) = resp.into_inner().registration.and_then(|r| Registration::try_from(r).ok()) {
+                    self.shared.store.learn(coflow, reg);
+                }
+            }
+            Err(s) => {
+                self.shared.store.remove(coflow, &data_id);
+                return Err(AgentError::Coordinator(s).into());
+            }
         }
         self.shared.puts.fetch_add(1, Ordering::Relaxed);
         Ok(Response::new(pb::PutResponse { size }))
@@ -72,27 +90,45 @@ impl Agent for AgentService {
             coflow_id: coflow.0,
             data_id: data_id.as_str().to_string(),
             machine_id: self.machine().0,
+            ..Default::default()
         };
+        // Read before the grant: a coordinator that restarts after granting is a later epoch.
+        let epoch = self.shared.link_epoch.load(Ordering::SeqCst);
         let grant =
             self.shared.coordinator.clone().announce_get(ann).await.map_err(AgentError::Coordinator)?.into_inner();
         let (tx, rx) = mpsc::channel(16);
         let shared = self.shared.clone();
         let mut stop = self.shutdown.clone();
-        // Ends when the transfer does, when the client hangs up (sends fail), or at shutdown.
+        let flow = FlowId(grant.flow_id);
+        let local = grant.src_machine_id == shared.config.machine;
+        let received = Arc::new(AtomicU64::new(0));
+        let (cancel, mut cancelled) = watch::channel(None::<String>);
+        if !local {
+            let rec = Receiving {
+                coflow,
+                data_id: data_id.clone(),
+                src: MachineId(grant.src_machine_id),
+                size: grant.size,
+                received: received.clone(),
+                epoch,
+                cancel,
+            };
+            shared.receiving.lock().expect("receiving lock").insert(flow, rec);
+        }
+        // Ends when the transfer does, when the client hangs up (at once, whether or not bytes
+        // are moving), when the coordinator fails the flow, or at shutdown.
+        let gone_received = received.clone();
         tokio::spawn(async move {
-            let flow = FlowId(grant.flow_id);
             let (chunks_tx, mut chunks_rx) = mpsc::channel::<Vec<u8>>(8);
-            let local = grant.src_machine_id == shared.config.machine;
             let (worker, id, addr, size) = (shared.clone(), data_id.clone(), grant.src_data_addr.clone(), grant.size);
             let work = async move {
                 if local {
                     stream_local(&worker, coflow, &id, size, &chunks_tx).await
                 } else {
-                    data::fetch(&worker, &addr, coflow, flow, &id, size, &chunks_tx).await
+                    data::fetch(&worker, &addr, coflow, flow, &id, size, &chunks_tx, &received).await
                 }
             };
             let client = tx.clone();
-            // Owns the chunk receiver, so a client that hangs up stops the fetch too.
             let forward = async move {
                 while let Some(c) = chunks_rx.recv().await {
                     if client.send(Ok(pb::GetChunk { data: c })).await.is_err() {
@@ -103,17 +139,42 @@ impl Agent for AgentService {
             };
             let result = tokio::select! {
                 (r, client_ok) = async { tokio::join!(work, forward) } => {
-                    if client_ok { r } else { Err(AgentError::ShuttingDown) }
+                    if client_ok { r } else { Err(AgentError::ClientDeparted) }
                 }
+                _ = tx.closed() => Err(AgentError::ClientDeparted),
+                reason = async {
+                    let said = cancelled.wait_for(Option::is_some).await.map(|r| r.clone());
+                    match said {
+                        Ok(r) => r.unwrap_or_default(),
+                        // A local get has no canceller.
+                        Err(_) => std::future::pending().await,
+                    }
+                } => Err(AgentError::SourceUnreachable { addr: grant.src_data_addr.clone(), reason }),
+                // A local get needs no coordinator to move its bytes.
+                _ = async {
+                    if local {
+                        std::future::pending().await
+                    } else {
+                        shared.coordinator_gone(&gone_received).await
+                    }
+                } => Err(AgentError::SourceUnreachable {
+                    addr: grant.src_data_addr.clone(),
+                    reason: "the coordinator is unreachable and the flow stalled".into(),
+                }),
                 _ = stop.changed() => Err(AgentError::ShuttingDown),
             };
+            shared.receiving.lock().expect("receiving lock").remove(&flow);
             let ok = result.is_ok();
+            let mut reason = String::new();
             if let Err(e) = result {
                 shared.get_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%coflow, %data_id, error = %e, "get failed");
-                let _ = tx.send(Err(e.into())).await;
+                reason = e.reason().to_string();
+                if !matches!(e, AgentError::ClientDeparted) {
+                    let _ = tx.send(Err(e.into())).await;
+                }
             }
-            let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: grant.size };
+            let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: grant.size, reason };
             if let Err(s) = shared.coordinator.clone().flow_finished(done).await {
                 tracing::debug!(%flow, status = %s.message(), "could not report flow end");
             }
@@ -122,7 +183,8 @@ impl Agent for AgentService {
     }
 }
 
-/// A piece held by this very agent crosses no port: it is read directly.
+/// A piece held by this very agent crosses no port: it is read directly, verified block by
+/// block, and handed on in chunks of up to 256 KiB.
 async fn stream_local(
     shared: &Shared,
     coflow: CoflowId,
@@ -134,15 +196,23 @@ async fn stream_local(
     if piece.len() != size {
         return Err(AgentError::Corrupted("local piece size differs from the announcement".into()));
     }
-    let mut reader = piece.reader().await?;
-    let mut left = size;
-    while left > 0 {
-        let mut buf = Vec::new();
-        let k = reader.next(&mut buf, shared.config.chunk_bytes.max(256 << 10)).await?;
-        left -= k as u64;
-        if out.send(buf).await.is_err() {
-            return Err(AgentError::ShuttingDown);
+    let mut reader = piece.reader(&shared.config.data_dir).await.inspect_err(warn_lost)?;
+    let mut block = Vec::new();
+    while reader.remaining() > 0 {
+        let mut chunk = Vec::new();
+        while reader.remaining() > 0 && chunk.len() < 256 << 10 {
+            reader.next_block(&mut block).await.inspect_err(warn_lost)?;
+            chunk.extend_from_slice(&block);
+        }
+        if out.send(chunk).await.is_err() {
+            return Err(AgentError::ClientDeparted);
         }
     }
     Ok(size)
+}
+
+fn warn_lost(e: &AgentError) {
+    if let AgentError::DataLost(msg) = e {
+        tracing::warn!(error = %msg, "stored piece lost");
+    }
 }

@@ -6,9 +6,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use coflow_core::{FlowId, Nanos};
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_proto::{ClusterToken, TokenAttach};
+use coflow_proto::{ClusterToken, DataId, TokenAttach};
 use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -76,6 +76,22 @@ impl PortLimiter {
     }
 }
 
+/// A remote get in progress at this (receiving) agent: what it needs to re-announce the flow to
+/// a restarted coordinator, and how to end it when the coordinator fails the flow.
+#[derive(Debug)]
+pub(crate) struct Receiving {
+    pub(crate) coflow: CoflowId,
+    pub(crate) data_id: DataId,
+    pub(crate) src: MachineId,
+    pub(crate) size: u64,
+    /// Bytes received and verified so far.
+    pub(crate) received: Arc<AtomicU64>,
+    /// The link epoch (registration) under which the coordinator last knew this flow.
+    pub(crate) epoch: u64,
+    /// Set to a reason to end the get.
+    pub(crate) cancel: watch::Sender<Option<String>>,
+}
+
 /// Everything an agent's tasks share.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -85,6 +101,15 @@ pub(crate) struct Shared {
     pub(crate) rates: RateTable,
     /// Bytes sent so far by each flow being sent, for heartbeats.
     pub(crate) sending: Mutex<HashMap<FlowId, Arc<AtomicU64>>>,
+    /// Remote gets in progress, by flow.
+    pub(crate) receiving: Mutex<HashMap<FlowId, Receiving>>,
+    /// How many times the agent registered with a coordinator (each restart of the coordinator
+    /// is a new epoch: flows of an older one are re-announced).
+    pub(crate) link_epoch: AtomicU64,
+    /// Data connections being served.
+    pub(crate) data_connections: AtomicU64,
+    /// Since when the link to the coordinator is down, if it is.
+    pub(crate) link_down_since: Mutex<Option<Instant>>,
     pub(crate) tx_port: PortLimiter,
     pub(crate) rx_port: PortLimiter,
     pub(crate) tx_bytes: AtomicU64,
@@ -98,13 +123,17 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: AgentConfig, token: ClusterToken, coordinator: CoordClient) -> Shared {
-        let (rate, chunk) = (config.port_rate_bps, config.chunk_bytes);
+        let (rate, chunk, max_stored) = (config.port_rate_bps, config.chunk_bytes, config.max_stored_bytes);
         Shared {
             config,
             token,
-            store: Store::default(),
+            store: Store::new(max_stored),
             rates: RateTable::default(),
             sending: Mutex::new(HashMap::new()),
+            receiving: Mutex::new(HashMap::new()),
+            link_epoch: AtomicU64::new(0),
+            data_connections: AtomicU64::new(0),
+            link_down_since: Mutex::new(None),
             tx_port: PortLimiter::new(rate, chunk),
             rx_port: PortLimiter::new(rate, chunk),
             tx_bytes: AtomicU64::new(0),
@@ -115,6 +144,33 @@ impl Shared {
             coordinator,
             epoch: Instant::now(),
         }
+    }
+
+    /// Notes that the link to the coordinator broke (the first time since it was last up).
+    pub(crate) fn link_lost(&self) {
+        self.link_down_since.lock().expect("link lock").get_or_insert_with(Instant::now);
+    }
+
+    /// Completes when the coordinator has been unreachable for `coordinator_grace_ms` and
+    /// `received` has not grown for a second: a flow waiting for a coordinator that does not
+    /// come back.
+    pub(crate) async fn coordinator_gone(&self, received: &AtomicU64) {
+        let grace = Duration::from_millis(self.config.coordinator_grace_ms);
+        let mut last = received.load(std::sync::atomic::Ordering::Relaxed);
+        loop {
+            tokio::time::sleep(Duration::from_secs(1).min(grace)).await;
+            let now = received.load(std::sync::atomic::Ordering::Relaxed);
+            let down = self.link_down_since.lock().expect("link lock").is_some_and(|t| t.elapsed() >= grace);
+            if down && now == last {
+                return;
+            }
+            last = now;
+        }
+    }
+
+    /// The data plane's idle timeout.
+    pub(crate) fn idle(&self) -> Duration {
+        Duration::from_millis(self.config.data_idle_timeout_ms)
     }
 
     /// Time since the agent started.

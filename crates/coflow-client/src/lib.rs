@@ -21,7 +21,13 @@
 //! ```
 //!
 //! Errors are typed ([`ClientError`]) so that a framework can map them to its own retry: for
-//! Spark, [`ClientError::NoSuchData`] and [`ClientError::AgentUnreachable`] are fetch failures.
+//! Spark, [`ClientError::NoSuchData`], [`ClientError::DataLost`] and
+//! [`ClientError::AgentUnreachable`] are fetch failures.
+//!
+//! Every get ends: with exactly the bytes put, or with a typed error. A streaming get
+//! ([`Client::get_with`]) hands the sink only bytes the receiving agent verified block by block
+//! against the checksums fixed at put; if the stream then ends in an error, the sink holds a
+//! verified prefix and the call returns the error, so the caller must discard what it got.
 
 #![warn(missing_docs)]
 
@@ -77,6 +83,15 @@ pub enum ClientError {
     /// The bytes did not arrive intact (checksum or size).
     #[error("data corrupted: {0}")]
     Corrupted(String),
+    /// The source's stored copy of the piece was changed, truncated, removed or cannot be read
+    /// since its put: it can never come from that source, so recompute it (a framework's fetch
+    /// failure). Bytes already handed to a [`Client::get_with`] sink were verified.
+    #[error("data lost: {0}")]
+    DataLost(String),
+    /// A configured limit of the cluster was reached (coflows, pieces per coflow, bytes stored
+    /// at an agent, data connections at an agent); the message names it.
+    #[error("limit exceeded: {0}")]
+    LimitExceeded(String),
     /// A request was invalid; the message names the field.
     #[error("invalid request: {0}")]
     Invalid(String),
@@ -94,6 +109,8 @@ impl ClientError {
             ("duplicate-data-id", _) => ClientError::DuplicateDataId { coflow, data_id: data_id.to_string() },
             ("sealed", _) => ClientError::Sealed(coflow),
             ("no-such-data", _) => ClientError::NoSuchData { coflow, data_id: data_id.to_string() },
+            ("data-lost", _) => ClientError::DataLost(msg),
+            ("limit-exceeded", _) | (_, tonic::Code::ResourceExhausted) => ClientError::LimitExceeded(msg),
             ("agent-unreachable", _) | (_, tonic::Code::Unavailable) => ClientError::AgentUnreachable(msg),
             ("corrupted", _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
             (_, tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => ClientError::Unauthenticated(msg),

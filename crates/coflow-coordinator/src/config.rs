@@ -32,6 +32,12 @@ pub struct CoordinatorConfig {
     pub heartbeat_interval_ms: u64,
     /// An agent silent for this long is declared dead and its flows fail. Default 3 s.
     pub agent_timeout_ms: u64,
+    /// The most coflows registered at once; a register beyond it fails `limit-exceeded`
+    /// (coflows adopted after a restart are never refused). Default 100,000.
+    pub max_coflows: usize,
+    /// The most pieces one coflow may have; a put beyond it fails `limit-exceeded`.
+    /// Default 1,000,000.
+    pub max_pieces_per_coflow: usize,
 }
 
 impl Default for CoordinatorConfig {
@@ -44,6 +50,8 @@ impl Default for CoordinatorConfig {
             bypass_threshold_bytes: 25_000_000,
             heartbeat_interval_ms: 100,
             agent_timeout_ms: 3000,
+            max_coflows: 100_000,
+            max_pieces_per_coflow: 1_000_000,
         }
     }
 }
@@ -73,6 +81,12 @@ impl CoordinatorConfig {
                 field: "agent_timeout_ms",
                 reason: "must be at least twice heartbeat_interval_ms".into(),
             });
+        }
+        if self.max_coflows == 0 {
+            return Err(ConfigError { field: "max_coflows", reason: "must be at least 1".into() });
+        }
+        if self.max_pieces_per_coflow == 0 {
+            return Err(ConfigError { field: "max_pieces_per_coflow", reason: "must be at least 1".into() });
         }
         if self.push_window_ms > 10_000 {
             return Err(ConfigError { field: "push_window_ms", reason: "must be at most 10000".into() });

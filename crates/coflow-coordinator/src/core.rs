@@ -16,7 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos, Rate};
-use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration};
+use coflow_proto::{
+    AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration,
+};
 use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
 use tokio::sync::{mpsc, oneshot};
 
@@ -29,6 +31,15 @@ pub type Reply<T> = oneshot::Sender<Result<T, CoordError>>;
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;
 
+/// What the coordinator tells an agent besides rates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// A flow this agent receives was failed (its source was declared dead): end the get.
+    FlowFailed(FlowId),
+    /// A coflow was unregistered: forget its pieces.
+    CoflowDropped(CoflowId),
+}
+
 /// What the coordinator is told: every trigger of work.
 #[derive(Debug)]
 pub enum Event {
@@ -38,18 +49,24 @@ pub enum Event {
     Unregister(CoflowId, Reply<()>),
     /// No more puts will come for a coflow.
     Seal(CoflowId, Reply<()>),
-    /// An agent stored a piece.
-    Put(PutAnnouncement, Reply<()>),
+    /// An agent stored a piece; the reply is the coflow's registration, for the agent to keep.
+    Put(PutAnnouncement, Reply<Registration>),
     /// An agent's client wants a piece.
     Get(GetAnnouncement, Reply<FlowGrant>),
+    /// A receiving agent re-announces a flow a previous coordinator granted (after a restart).
+    RecoverFlow(FlowRecovery, Reply<FlowGrant>),
     /// A receiving agent finished a flow (`ok`) or gave up on it.
     FlowFinished(FlowId, bool, Reply<()>),
+    /// A receiving agent gave up on a flow, for a reason (an error kind).
+    FlowFailed(FlowId, String, Reply<()>),
     /// An agent joins.
     RegisterAgent(AgentRegistration, Reply<()>),
     /// An agent reports; the reply says whether the coordinator knows it.
     Heartbeat(Heartbeat, Reply<bool>),
     /// An agent listens for its flows' rates; the current ones are sent at once.
     Watch(MachineId, mpsc::UnboundedSender<RateBatch>),
+    /// An agent listens for notices (failed flows, dropped coflows).
+    Notices(MachineId, mpsc::UnboundedSender<Notice>),
     /// Someone asks what is live.
     Status(Reply<StatusView>),
     /// Prometheus asks for the counters.
@@ -134,6 +151,8 @@ pub struct AgentView {
 #[derive(Debug)]
 struct CoflowRec {
     reg: Registration,
+    /// Adopted from a recovered flow before any re-announced put told its registration.
+    bare: bool,
     puts: BTreeMap<DataId, (MachineId, u64)>,
     sealed: bool,
     gets_seen: u32,
@@ -168,6 +187,7 @@ impl CoflowRec {
     fn new(reg: Registration, now: Nanos) -> CoflowRec {
         CoflowRec {
             reg,
+            bare: false,
             puts: BTreeMap::new(),
             sealed: false,
             gets_seen: 0,
@@ -226,6 +246,10 @@ pub struct Counters {
     pub flows_failed: u64,
     /// Coflows registered.
     pub coflows_registered: u64,
+    /// Flows re-announced by receiving agents after a restart and scheduled again.
+    pub flows_recovered: u64,
+    /// Coflows adopted from agents' re-announcements after a restart.
+    pub coflows_adopted: u64,
 }
 
 /// The coordinator's state and its policy.
@@ -239,6 +263,12 @@ pub struct Core {
     flows: BTreeMap<FlowId, FlowRec>,
     agents: BTreeMap<MachineId, AgentRec>,
     watchers: BTreeMap<MachineId, mpsc::UnboundedSender<RateBatch>>,
+    notices: BTreeMap<MachineId, mpsc::UnboundedSender<Notice>>,
+    /// The first coflow and flow id this coordinator allocates (see [`Core::set_id_base`]).
+    id_base: u64,
+    /// Failed flows by reason; timed-out ones are also counted in `timed_out`.
+    failed: BTreeMap<String, u64>,
+    timed_out: BTreeMap<&'static str, u64>,
     pending: BTreeMap<MachineId, BTreeMap<FlowId, f64>>,
     next_coflow: u64,
     next_flow: u64,
@@ -271,6 +301,10 @@ impl Core {
             flows: BTreeMap::new(),
             agents: BTreeMap::new(),
             watchers: BTreeMap::new(),
+            notices: BTreeMap::new(),
+            id_base: 1,
+            failed: BTreeMap::new(),
+            timed_out: BTreeMap::new(),
             pending: BTreeMap::new(),
             next_coflow: 1,
             next_flow: 1,
@@ -303,6 +337,11 @@ impl Core {
         self.counters.messages += 1;
         match event {
             Event::Register(reg, reply) => {
+                if self.coflows.len() >= self.cfg.max_coflows {
+                    let msg = format!("{} coflows registered (max_coflows)", self.coflows.len());
+                    let _ = reply.send(Err(CoordError::LimitExceeded(msg)));
+                    return;
+                }
                 let id = CoflowId(self.next_coflow);
                 self.next_coflow += 1;
                 self.counters.coflows_registered += 1;
@@ -333,14 +372,21 @@ impl Core {
             Event::Get(get, reply) => {
                 let _ = reply.send(self.get(now, get));
             }
+            Event::RecoverFlow(rec, reply) => {
+                let _ = reply.send(self.recover_flow(now, rec));
+            }
             Event::FlowFinished(flow, ok, reply) => {
-                let r = self.finish_flow(now, flow, ok);
+                let r = self.finish_flow(now, flow, if ok { None } else { Some("unspecified") });
+                let _ = reply.send(r);
+            }
+            Event::FlowFailed(flow, reason, reply) => {
+                let r = self.finish_flow(now, flow, Some(&reason));
                 let _ = reply.send(r);
             }
             Event::RegisterAgent(a, reply) => {
                 if self.agents.get(&a.machine).is_some_and(|old| old.alive) {
                     // Registering again means the agent restarted: what it held is gone.
-                    self.agent_lost(now, a.machine);
+                    self.agent_lost(now, a.machine, "agent-restarted");
                 }
                 tracing::info!(machine = %a.machine, data_addr = %a.data_addr, "agent registered");
                 self.agents.insert(
@@ -390,6 +436,9 @@ impl Core {
                     self.watchers.insert(machine, tx);
                 }
             }
+            Event::Notices(machine, tx) => {
+                self.notices.insert(machine, tx);
+            }
             Event::Status(reply) => {
                 let _ = reply.send(Ok(self.status()));
             }
@@ -399,26 +448,54 @@ impl Core {
         }
     }
 
-    /// Coflow ids start above `base` (the service passes a clock reading, so that ids from before
-    /// a restart, which agents re-announce, do not collide with new ones).
+    /// Coflow and flow ids start at `base` (the service passes a clock reading, so that ids from
+    /// before a restart, which agents re-announce, do not collide with new ones). An unknown id
+    /// from `base` up to the last one this coordinator allocated was unregistered (or ended)
+    /// here and is never adopted again; any other is a previous coordinator's, adopted, and new
+    /// ids are allocated above it.
     pub fn set_id_base(&mut self, base: u64) {
+        self.id_base = self.id_base.max(base);
         self.next_coflow = self.next_coflow.max(base);
+        self.next_flow = self.next_flow.max(base);
     }
 
-    fn put(&mut self, now: Nanos, put: PutAnnouncement) -> Result<(), CoordError> {
+    /// Adopts a coflow a previous coordinator registered, if `id` is from before this one.
+    fn adopt(&mut self, now: Nanos, id: CoflowId, reg: Option<Registration>) -> Result<(), CoordError> {
+        if self.coflows.contains_key(&id) {
+            return Ok(());
+        }
+        if (self.id_base..self.next_coflow).contains(&id.0) {
+            return Err(CoordError::UnknownCoflow(id));
+        }
+        self.next_coflow = self.next_coflow.max(id.0 + 1);
+        tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
+        self.counters.coflows_adopted += 1;
+        let bare = reg.is_none();
+        let mut c = CoflowRec::new(reg.unwrap_or(Registration { num_flows: 0, options: Default::default() }), now);
+        c.bare = bare;
+        self.coflows.insert(id, c);
+        Ok(())
+    }
+
+    fn put(&mut self, now: Nanos, put: PutAnnouncement) -> Result<Registration, CoordError> {
         if !self.agents.get(&put.machine).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(put.machine));
         }
-        if put.recovered && !self.coflows.contains_key(&put.coflow) {
+        if put.recovered {
             // Soft state: an agent that registered again re-announces what it holds.
-            tracing::info!(coflow = %put.coflow, "coflow adopted from an agent's re-announcement");
-            self.next_coflow = self.next_coflow.max(put.coflow.0 + 1);
-            self.coflows
-                .insert(put.coflow, CoflowRec::new(Registration { num_flows: 0, options: Default::default() }, now));
+            self.adopt(now, put.coflow, put.registration.clone())?;
         }
+        let max_pieces = self.cfg.max_pieces_per_coflow;
         let c = self.coflows.get_mut(&put.coflow).ok_or(CoordError::UnknownCoflow(put.coflow))?;
+        if put.recovered
+            && c.bare
+            && let Some(reg) = put.registration
+        {
+            c.reg = reg;
+            c.bare = false;
+        }
         if put.recovered && c.puts.get(&put.data_id) == Some(&(put.machine, put.size)) {
-            return Ok(());
+            return Ok(c.reg.clone());
         }
         if c.puts.contains_key(&put.data_id) {
             return Err(CoordError::DuplicateDataId { coflow: put.coflow, data_id: put.data_id });
@@ -426,8 +503,59 @@ impl Core {
         if c.sealed && !put.recovered {
             return Err(CoordError::Sealed(put.coflow));
         }
+        if c.puts.len() >= max_pieces && !put.recovered {
+            let msg = format!("coflow {} has {} pieces (max_pieces_per_coflow)", put.coflow, c.puts.len());
+            return Err(CoordError::LimitExceeded(msg));
+        }
         c.puts.insert(put.data_id, (put.machine, put.size));
-        Ok(())
+        Ok(c.reg.clone())
+    }
+
+    /// Schedules again a flow a previous coordinator granted, under its old id.
+    fn recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
+        let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
+        let grant = FlowGrant { flow: r.flow, src: r.src, src_data_addr: src_agent.data_addr, size: r.size };
+        if !self.agents.get(&r.dst).is_some_and(|a| a.alive) {
+            return Err(CoordError::AgentUnavailable(r.dst));
+        }
+        if let Some(f) = self.flows.get(&r.flow) {
+            // Re-announced twice, or a flow of this very coordinator: nothing to do.
+            return if f.src == r.src && f.dst == r.dst && f.coflow == r.coflow {
+                Ok(grant)
+            } else {
+                Err(CoordError::UnknownFlow(r.flow))
+            };
+        }
+        if (self.id_base..self.next_flow).contains(&r.flow.0) {
+            return Err(CoordError::UnknownFlow(r.flow));
+        }
+        self.adopt(now, r.coflow, None)?;
+        self.next_flow = self.next_flow.max(r.flow.0 + 1);
+        self.counters.flows_recovered += 1;
+        tracing::info!(flow = %r.flow, coflow = %r.coflow, received = r.received, "flow recovered");
+        let c = self.coflows.get_mut(&r.coflow).expect("adopted");
+        c.gets_seen += 1;
+        c.width += 1;
+        c.first_get.get_or_insert(now);
+        c.held.push(r.flow);
+        self.flows.insert(
+            r.flow,
+            FlowRec {
+                coflow: r.coflow,
+                data_id: r.data_id,
+                src: r.src,
+                dst: r.dst,
+                size: r.size,
+                sent: r.received,
+                sent_at: now,
+                released: false,
+                unscheduled: false,
+                rate: 0.0,
+            },
+        );
+        // It was released by the previous coordinator: it waits for nothing.
+        self.release(now, r.coflow);
+        Ok(grant)
     }
 
     fn get(&mut self, now: Nanos, get: GetAnnouncement) -> Result<FlowGrant, CoordError> {
@@ -514,13 +642,25 @@ impl Core {
         self.dirty = true;
     }
 
-    fn finish_flow(&mut self, now: Nanos, id: FlowId, ok: bool) -> Result<(), CoordError> {
+    /// Ends a flow: with every byte (`failure` none), or failed for a reason (an error kind).
+    fn finish_flow(&mut self, now: Nanos, id: FlowId, failure: Option<&str>) -> Result<(), CoordError> {
         let f = self.flows.remove(&id).ok_or(CoordError::UnknownFlow(id))?;
-        if ok {
-            self.counters.flows_finished += 1;
-        } else {
-            self.counters.flows_failed += 1;
-            tracing::warn!(flow = %id, coflow = %f.coflow, data_id = %f.data_id, "flow failed");
+        match failure {
+            None => self.counters.flows_finished += 1,
+            Some(reason) => {
+                self.counters.flows_failed += 1;
+                // Reasons come from agents: keep the label set small and printable.
+                let reason = if reason.len() <= 32 && reason.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+                    reason
+                } else {
+                    "other"
+                };
+                *self.failed.entry(reason.to_string()).or_default() += 1;
+                if reason == "timed-out" {
+                    *self.timed_out.entry("data-read").or_default() += 1;
+                }
+                tracing::warn!(flow = %id, coflow = %f.coflow, data_id = %f.data_id, reason, "flow failed");
+            }
         }
         if let Some(p) = self.pending.get_mut(&f.src) {
             p.remove(&id);
@@ -558,6 +698,9 @@ impl Core {
         }
         self.leave_policy(now, id);
         self.coflows.remove(&id);
+        // Every agent forgets the coflow's pieces (an agent that misses this notice is told
+        // `unknown-coflow` when it re-announces them, and forgets them then).
+        self.notices.retain(|_, tx| tx.send(Notice::CoflowDropped(id)).is_ok());
         // Flows still running finish unscheduled, at full speed, rather than hang.
         for (&fid, f) in self.flows.iter_mut().filter(|(_, f)| f.coflow == id) {
             f.unscheduled = true;
@@ -569,21 +712,31 @@ impl Core {
         Ok(())
     }
 
-    /// An agent died or restarted: the pieces it held are gone and its flows fail.
-    fn agent_lost(&mut self, now: Nanos, m: MachineId) {
-        tracing::warn!(machine = %m, "agent lost");
+    /// An agent died or restarted: the pieces it held are gone and its flows fail; the agents
+    /// receiving from it are told, so their gets end at once.
+    fn agent_lost(&mut self, now: Nanos, m: MachineId, reason: &'static str) {
+        tracing::warn!(machine = %m, reason, "agent lost");
         if let Some(a) = self.agents.get_mut(&m) {
             a.alive = false;
         }
         self.watchers.remove(&m);
+        self.notices.remove(&m);
         self.pending.remove(&m);
+        for (&id, f) in self.flows.iter().filter(|(_, f)| f.src == m && f.dst != m) {
+            if let Some(tx) = self.notices.get(&f.dst) {
+                let _ = tx.send(Notice::FlowFailed(id));
+            }
+            if reason == "agent-timed-out" {
+                *self.timed_out.entry("agent-heartbeat").or_default() += 1;
+            }
+        }
         for c in self.coflows.values_mut() {
             c.puts.retain(|_, &mut (at, _)| at != m);
         }
         let dead: Vec<FlowId> =
             self.flows.iter().filter(|(_, f)| f.src == m || f.dst == m).map(|(&id, _)| id).collect();
         for id in dead {
-            let _ = self.finish_flow(now, id, false);
+            let _ = self.finish_flow(now, id, Some(reason));
         }
         self.dirty = true;
     }
@@ -599,7 +752,7 @@ impl Core {
             .map(|(&m, _)| m)
             .collect();
         for m in lost {
-            self.agent_lost(now, m);
+            self.agent_lost(now, m, "agent-timed-out");
         }
         let mut next = Nanos::MAX;
         let waiting: Vec<(CoflowId, Nanos)> = self
@@ -821,10 +974,22 @@ impl Core {
         line("flows_finished_total", "counter", "Flows finished with every byte.", c.flows_finished as f64);
         line("flows_failed_total", "counter", "Flows that failed.", c.flows_failed as f64);
         line("coflows_registered_total", "counter", "Coflows registered.", c.coflows_registered as f64);
+        line("flows_recovered_total", "counter", "Flows re-announced after a restart.", c.flows_recovered as f64);
+        line("coflows_adopted_total", "counter", "Coflows adopted after a restart.", c.coflows_adopted as f64);
         line("live_coflows", "gauge", "Registered coflows.", self.coflows.len() as f64);
         line("scheduled_coflows", "gauge", "Coflows the policy schedules.", self.active.len() as f64);
         line("live_flows", "gauge", "Unfinished flows.", self.flows.len() as f64);
         line("agents_alive", "gauge", "Live agents.", alive as f64);
+        let mut labelled = |name: &str, help: &str, rows: Vec<(&str, u64)>| {
+            s.push_str(&format!("# HELP coflow_coordinator_{name} {help}\n# TYPE coflow_coordinator_{name} counter\n"));
+            for (reason, v) in rows {
+                s.push_str(&format!("coflow_coordinator_{name}{{reason=\"{reason}\"}} {v}\n"));
+            }
+        };
+        let failed = self.failed.iter().map(|(r, &v)| (r.as_str(), v)).collect();
+        labelled("flows_failed_by_reason_total", "Flows that failed, by reason (error kind).", failed);
+        let timed_out = self.timed_out.iter().map(|(&r, &v)| (r, v)).collect();
+        labelled("flows_timed_out_total", "Flows that failed on a timeout, by which one.", timed_out);
         s
     }
 }

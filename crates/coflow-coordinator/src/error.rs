@@ -43,6 +43,9 @@ pub enum CoordError {
     /// The coordinator is shutting down.
     #[error("the coordinator is shutting down")]
     ShuttingDown,
+    /// A configured limit was reached; the message names it.
+    #[error("limit reached: {0}")]
+    LimitExceeded(String),
 }
 
 impl CoordError {
@@ -57,6 +60,7 @@ impl CoordError {
             CoordError::UnknownFlow(_) => "unknown-flow",
             CoordError::Invalid(_) => "invalid",
             CoordError::ShuttingDown => "shutting-down",
+            CoordError::LimitExceeded(_) => "limit-exceeded",
         }
     }
 }
@@ -71,6 +75,7 @@ impl From<CoordError> for tonic::Status {
             CoordError::Sealed(_) => tonic::Status::failed_precondition(e.to_string()),
             CoordError::AgentUnavailable(_) | CoordError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
             CoordError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
+            CoordError::LimitExceeded(_) => tonic::Status::resource_exhausted(e.to_string()),
         };
         status.metadata_mut().insert(ERROR_KIND, tonic::metadata::MetadataValue::from_static(e.kind()));
         status

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 pub use crate::config::{ConfigError, CoordinatorConfig, TCP};
 pub use crate::core::{
-    AgentView, CoflowView, Core, Counters, Event, FlowGrant, FlowView, RateBatch, Reply, StatusView,
+    AgentView, CoflowView, Core, Counters, Event, FlowGrant, FlowView, Notice, RateBatch, Reply, StatusView,
 };
 pub use crate::error::{CoordError, ERROR_KIND};
 pub use crate::service::CoreHandle;
@@ -57,9 +57,11 @@ pub async fn run(
     let policy = coflow_sched::policy::by_name(name).expect("validated");
     tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), "coordinator starting");
     let mut core = Core::new(config, policy);
-    // Ids from a previous run, which agents re-announce, must not collide with new ones.
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    core.set_id_base(secs << 20);
+    // Coflow and flow ids from a previous run, which agents re-announce, must not collide with
+    // new ones: ids start at the clock in microseconds, so a previous run's ids are below unless
+    // it allocated more than one id per microsecond of its life.
+    let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+    core.set_id_base(micros as u64);
     let (handle, rx) = service::channel();
     let (stop_tx, stop_rx) = watch::channel(false);
     let core_task = tokio::spawn(service::core_loop(core, rx, stop_rx.clone()));

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_server::Coordinator;
-use coflow_proto::{AgentRegistration, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb};
+use coflow_proto::{AgentRegistration, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::core::{Core, Event, Reply, StatusView};
+use crate::core::{Core, Event, Notice, Reply, StatusView};
 use crate::error::CoordError;
 
 /// The handle RPCs use to reach the core task.
@@ -123,8 +123,8 @@ impl Coordinator for CoordinatorService {
         req: Request<pb::AnnouncePutRequest>,
     ) -> Result<Response<pb::AnnouncePutResponse>, Status> {
         let put = PutAnnouncement::try_from(req.into_inner()).map_err(invalid)?;
-        self.core.ask(|r| Event::Put(put, r)).await.map_err(status)?;
-        Ok(Response::new(pb::AnnouncePutResponse {}))
+        let reg = self.core.ask(|r| Event::Put(put, r)).await.map_err(status)?;
+        Ok(Response::new(pb::AnnouncePutResponse { registration: Some((&reg).into()) }))
     }
 
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
@@ -132,8 +132,14 @@ impl Coordinator for CoordinatorService {
         &self,
         req: Request<pb::AnnounceGetRequest>,
     ) -> Result<Response<pb::AnnounceGetResponse>, Status> {
-        let get = GetAnnouncement::try_from(req.into_inner()).map_err(invalid)?;
-        let g = self.core.ask(|r| Event::Get(get, r)).await.map_err(status)?;
+        let req = req.into_inner();
+        let g = match FlowRecovery::from_request(&req).map_err(invalid)? {
+            Some(rec) => self.core.ask(|r| Event::RecoverFlow(rec, r)).await.map_err(status)?,
+            None => {
+                let get = GetAnnouncement::try_from(req).map_err(invalid)?;
+                self.core.ask(|r| Event::Get(get, r)).await.map_err(status)?
+            }
+        };
         Ok(Response::new(pb::AnnounceGetResponse {
             flow_id: g.flow.0,
             src_machine_id: g.src.0,
@@ -147,7 +153,12 @@ impl Coordinator for CoordinatorService {
         req: Request<pb::FlowFinishedRequest>,
     ) -> Result<Response<pb::FlowFinishedResponse>, Status> {
         let r = req.into_inner();
-        self.core.ask(|reply| Event::FlowFinished(FlowId(r.flow_id), r.ok, reply)).await.map_err(status)?;
+        let flow = FlowId(r.flow_id);
+        if r.ok || r.reason.is_empty() {
+            self.core.ask(|reply| Event::FlowFinished(flow, r.ok, reply)).await.map_err(status)?;
+        } else {
+            self.core.ask(|reply| Event::FlowFailed(flow, r.reason, reply)).await.map_err(status)?;
+        }
         Ok(Response::new(pb::FlowFinishedResponse {}))
     }
 
@@ -176,13 +187,23 @@ impl Coordinator for CoordinatorService {
     async fn watch_rates(&self, req: Request<pb::WatchRatesRequest>) -> Result<Response<RateStream>, Status> {
         let machine = MachineId(req.into_inner().machine_id);
         let (tx, rx) = mpsc::unbounded_channel();
+        let (ntx, nrx) = mpsc::unbounded_channel();
+        self.core.tell(Event::Notices(machine, ntx)).await.map_err(status)?;
         self.core.tell(Event::Watch(machine, tx)).await.map_err(status)?;
-        let stream = tokio_stream::StreamExt::map(tokio_stream::wrappers::UnboundedReceiverStream::new(rx), |batch| {
+        use tokio_stream::StreamExt;
+        let rates = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(|batch| {
             Ok(pb::RateUpdate {
                 rates: batch.into_iter().map(|(f, r)| pb::FlowRate { flow_id: f.0, rate_bps: r }).collect(),
+                ..Default::default()
             })
         });
-        Ok(Response::new(Box::pin(stream)))
+        let notices = tokio_stream::wrappers::UnboundedReceiverStream::new(nrx).map(|n| {
+            Ok(match n {
+                Notice::FlowFailed(f) => pb::RateUpdate { failed_flows: vec![f.0], ..Default::default() },
+                Notice::CoflowDropped(c) => pb::RateUpdate { dropped_coflows: vec![c.0], ..Default::default() },
+            })
+        });
+        Ok(Response::new(Box::pin(rates.merge(notices))))
     }
 }
 

@@ -28,7 +28,7 @@ pub mod pb {
 pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError};
 pub use metrics::{Render, serve_metrics};
 pub use msg::{
-    AgentRegistration, CoflowOptions, DataId, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN, MAX_PIECE_SIZE, ProtoError,
-    PutAnnouncement, PutSource, Readiness, Registration,
+    AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN,
+    MAX_PIECE_SIZE, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
 };
 pub use serve::serve_until_stopped;

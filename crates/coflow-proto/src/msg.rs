@@ -184,6 +184,12 @@ impl TryFrom<pb::RegisterRequest> for Registration {
     }
 }
 
+impl From<&Registration> for pb::RegisterRequest {
+    fn from(r: &Registration) -> Self {
+        pb::RegisterRequest { num_flows: r.num_flows, options: Some((&r.options).into()) }
+    }
+}
+
 /// A validated `AnnouncePutRequest`: a piece stored at an agent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PutAnnouncement {
@@ -197,6 +203,8 @@ pub struct PutAnnouncement {
     pub size: u64,
     /// Re-announced after the coordinator restarted.
     pub recovered: bool,
+    /// With `recovered`: the coflow's registration as the agent learned it, if it did.
+    pub registration: Option<Registration>,
 }
 
 fn piece_size(field: &'static str, size: u64) -> Result<u64, ProtoError> {
@@ -216,6 +224,7 @@ impl TryFrom<pb::AnnouncePutRequest> for PutAnnouncement {
             machine: MachineId(r.machine_id),
             size: piece_size("size", r.size)?,
             recovered: r.recovered,
+            registration: r.registration.map(Registration::try_from).transpose()?,
         })
     }
 }
@@ -240,6 +249,48 @@ impl TryFrom<pb::AnnounceGetRequest> for GetAnnouncement {
             data_id: DataId::new(r.data_id)?,
             machine: MachineId(r.machine_id),
         })
+    }
+}
+
+/// A validated `AnnounceGetRequest` with `recovered_flow_id` set: a receiving agent re-announces
+/// a flow it is still fetching, granted by a previous coordinator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowRecovery {
+    /// The flow's id, as the previous coordinator granted it.
+    pub flow: FlowId,
+    /// Its coflow.
+    pub coflow: CoflowId,
+    /// The piece.
+    pub data_id: DataId,
+    /// The sending machine.
+    pub src: MachineId,
+    /// The receiving machine.
+    pub dst: MachineId,
+    /// The piece's size.
+    pub size: u64,
+    /// Bytes received so far.
+    pub received: u64,
+}
+
+impl FlowRecovery {
+    /// The recovery an `AnnounceGetRequest` carries, if any (`recovered_flow_id` nonzero).
+    pub fn from_request(r: &pb::AnnounceGetRequest) -> Result<Option<FlowRecovery>, ProtoError> {
+        if r.recovered_flow_id == 0 {
+            return Ok(None);
+        }
+        let size = piece_size("recovered_size", r.recovered_size)?;
+        if r.recovered_bytes_received > size {
+            return Err(invalid("recovered_bytes_received", format!("more than the size {size}")));
+        }
+        Ok(Some(FlowRecovery {
+            flow: FlowId(r.recovered_flow_id),
+            coflow: CoflowId(r.coflow_id),
+            data_id: DataId::new(r.data_id.clone())?,
+            src: MachineId(r.recovered_src_machine_id),
+            dst: MachineId(r.machine_id),
+            size,
+            received: r.recovered_bytes_received,
+        }))
     }
 }
 
@@ -376,6 +427,7 @@ mod tests {
             machine_id: 0,
             size: u64::MAX,
             recovered: false,
+            registration: None,
         })
         .unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "size", .. }), "{e}");

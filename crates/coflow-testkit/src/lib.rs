@@ -31,6 +31,9 @@ pub struct ClusterConfig {
     pub heartbeat_interval_ms: u64,
     /// The cluster token.
     pub token: ClusterToken,
+    /// Every agent's settings (limits, timeouts); its machine, addresses, data directory, port
+    /// rate and heartbeat interval are set per agent.
+    pub agent: AgentConfig,
 }
 
 impl ClusterConfig {
@@ -49,6 +52,7 @@ impl ClusterConfig {
             },
             heartbeat_interval_ms: 50,
             token: ClusterToken::new("testkit-token").expect("valid"),
+            agent: AgentConfig { data_idle_timeout_ms: 2000, ..AgentConfig::default() },
         }
     }
 }
@@ -164,7 +168,7 @@ impl Cluster {
                 data_dir: dir.clone(),
                 port_rate_bps: cfg.port_rate_bps,
                 heartbeat_interval_ms: cfg.heartbeat_interval_ms,
-                ..AgentConfig::default()
+                ..cfg.agent.clone()
             };
             cluster.data_dirs.push(dir);
             let (stop, rx) = oneshot::channel::<()>();
@@ -230,6 +234,13 @@ impl Cluster {
         self.coordinator =
             Some(start_coordinator(self.coordinator_config.clone(), self.token.clone(), listener?, metrics));
         Ok(())
+    }
+
+    /// Stops the coordinator for good (until [`Cluster::restart_coordinator`]).
+    pub async fn stop_coordinator(&mut self) {
+        if let Some(c) = self.coordinator.take() {
+            c.stop().await;
+        }
     }
 
     /// Stops agent `m` as if its machine died.

@@ -1,10 +1,11 @@
 //! The coordinator's event handling without a network, in simulated time, through the same
 //! [`Event`] enum the gRPC service sends.
 
-use coflow_coordinator::{CoordError, CoordinatorConfig, Core, Event, FlowGrant, RateBatch};
+use coflow_coordinator::{CoordError, CoordinatorConfig, Core, Event, FlowGrant, Notice, RateBatch};
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::{
-    AgentRegistration, CoflowOptions, DataId, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration,
+    AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness,
+    Registration,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -66,8 +67,9 @@ impl Harness {
             machine: MachineId(machine),
             size,
             recovered: false,
+            registration: None,
         };
-        ask(&mut self.core, self.now, |r| Event::Put(p, r))
+        ask(&mut self.core, self.now, |r| Event::Put(p, r)).map(|_| ())
     }
 
     fn get(&mut self, coflow: CoflowId, id: &str, machine: u32) -> Result<FlowGrant, CoordError> {
@@ -337,4 +339,133 @@ fn a_silent_agent_is_declared_dead_its_flows_fail_and_the_rest_goes_on() {
     // Progress reports move the remaining-bytes estimate: the flow alone gets the whole port.
     h.advance(0);
     assert_eq!(h.core.rate(fb.flow), Some(CAP));
+}
+
+fn metrics(core: &mut Core, now: Nanos) -> String {
+    ask(core, now, Event::Metrics).unwrap()
+}
+
+/// After a restart (ids of the previous coordinator lie below the new base), a receiver
+/// re-announces a flow the old coordinator held at rate zero: the new one schedules it under its
+/// old id, new flows never take that id, the coflow gets its options back from the source's
+/// re-announced put, and a coflow this coordinator never knew at or above its base is refused.
+#[test]
+fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    h.core.set_id_base(1000);
+    let old = CoflowId(5);
+    let rec = FlowRecovery {
+        flow: FlowId(999),
+        coflow: old,
+        data_id: DataId::new("p").unwrap(),
+        src: MachineId(0),
+        dst: MachineId(1),
+        size: 1000,
+        received: 400,
+    };
+    let g = ask(&mut h.core, h.now, |r| Event::RecoverFlow(rec.clone(), r)).unwrap();
+    assert_eq!((g.flow, g.src, g.size), (FlowId(999), MachineId(0), 1000));
+    h.advance(0);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, FlowId(999)), Some(CAP), "the recovered flow gets a rate");
+    // Twice is harmless.
+    assert!(ask(&mut h.core, h.now, |r| Event::RecoverFlow(rec.clone(), r)).is_ok());
+
+    // The source re-announces its piece with the registration it learned.
+    let options = CoflowOptions { name: "q7".into(), weight: 3.0, ..Default::default() };
+    let put = PutAnnouncement {
+        coflow: old,
+        data_id: DataId::new("p").unwrap(),
+        machine: MachineId(0),
+        size: 1000,
+        recovered: true,
+        registration: Some(Registration { num_flows: 4, options: options.clone() }),
+    };
+    let reg = ask(&mut h.core, h.now, |r| Event::Put(put, r)).unwrap();
+    assert_eq!((reg.num_flows, &reg.options), (4, &options));
+    let st = ask(&mut h.core, h.now, Event::Status).unwrap();
+    let c = st.coflows.iter().find(|c| c.id == old).unwrap();
+    assert_eq!((c.name.as_str(), c.num_flows), ("q7", 4), "adopted with its options");
+
+    // New ids are above every recovered one.
+    let fresh = h.register(1, CoflowOptions::default());
+    assert!(fresh.0 >= 1000);
+    h.put(fresh, "n", 2, 10).unwrap();
+    let g = h.get(fresh, "n", 1).unwrap();
+    assert!(g.flow.0 >= 1000 && g.flow != FlowId(999), "{:?}", g.flow);
+
+    // A coflow id this coordinator allocated and no longer knows was unregistered by it: its
+    // pieces are not adopted.
+    ask(&mut h.core, h.now, |r| Event::Unregister(fresh, r)).unwrap();
+    let zombie = PutAnnouncement {
+        coflow: fresh,
+        data_id: DataId::new("z").unwrap(),
+        machine: MachineId(0),
+        size: 10,
+        recovered: true,
+        registration: None,
+    };
+    assert_eq!(ask(&mut h.core, h.now, |r| Event::Put(zombie, r)), Err(CoordError::UnknownCoflow(fresh)));
+    let m = metrics(&mut h.core, h.now);
+    assert!(m.contains("coflow_coordinator_flows_recovered_total 1\n"), "{m}");
+    assert!(m.contains("coflow_coordinator_coflows_adopted_total 1\n"), "{m}");
+}
+
+/// Unregister tells every agent to forget the coflow; a source declared dead fails its flows
+/// and the receivers are told at once; failures are counted by reason.
+#[test]
+fn agents_are_told_of_dropped_coflows_and_failed_flows() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let mut notices = Vec::new();
+    for m in 0..3 {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        h.core.handle(h.now, Event::Notices(MachineId(m), tx));
+        notices.push(rx);
+    }
+    let a = h.register(1, CoflowOptions::default());
+    h.put(a, "p", 0, 1000).unwrap();
+    ask(&mut h.core, h.now, |r| Event::Unregister(a, r)).unwrap();
+    for rx in &mut notices {
+        assert_eq!(rx.try_recv(), Ok(Notice::CoflowDropped(a)));
+    }
+
+    let b = h.register(1, CoflowOptions::default());
+    h.put(b, "p", 0, 1000).unwrap();
+    let g = h.get(b, "p", 1).unwrap();
+    h.put(b, "q", 2, 1000).unwrap();
+    let g2 = h.get(b, "q", 1).unwrap();
+    ask(&mut h.core, h.now, |r| Event::FlowFailed(g2.flow, "data-lost".into(), r)).unwrap();
+    // Machine 0 goes silent; 1 and 2 keep reporting.
+    for _ in 0..40 {
+        h.now = h.now + Nanos::from_millis(100);
+        h.heartbeat(1, vec![]);
+        h.heartbeat(2, vec![]);
+        h.core.poll(h.now);
+    }
+    assert_eq!(notices[1].try_recv(), Ok(Notice::FlowFailed(g.flow)), "the receiver is told");
+    assert!(notices[2].try_recv().is_err());
+    let m = metrics(&mut h.core, h.now);
+    assert!(m.contains("flows_failed_by_reason_total{reason=\"agent-timed-out\"} 1\n"), "{m}");
+    assert!(m.contains("flows_failed_by_reason_total{reason=\"data-lost\"} 1\n"), "{m}");
+    assert!(m.contains("flows_timed_out_total{reason=\"agent-heartbeat\"} 1\n"), "{m}");
+}
+
+#[test]
+fn limits_on_coflows_and_pieces_are_typed_errors() {
+    let cfg = CoordinatorConfig { max_coflows: 2, max_pieces_per_coflow: 2, ..Default::default() };
+    let mut h = Harness::new("varys", 2, cfg);
+    let a = h.register(1, CoflowOptions::default());
+    let b = h.register(1, CoflowOptions::default());
+    let reg = Registration { num_flows: 1, options: CoflowOptions::default() };
+    let e = ask(&mut h.core, h.now, |r| Event::Register(reg.clone(), r)).unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_coflows")), "{e}");
+    assert_eq!(e.kind(), "limit-exceeded");
+    assert_eq!(tonic::Status::from(e).code(), tonic::Code::ResourceExhausted);
+    h.put(a, "1", 0, 10).unwrap();
+    h.put(a, "2", 0, 10).unwrap();
+    let e = h.put(a, "3", 0, 10).unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_pieces_per_coflow")), "{e}");
+    // Unregistering makes room.
+    ask(&mut h.core, h.now, |r| Event::Unregister(b, r)).unwrap();
+    assert!(ask(&mut h.core, h.now, |r| Event::Register(reg, r)).is_ok());
 }

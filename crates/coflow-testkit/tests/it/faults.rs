@@ -1,0 +1,414 @@
+//! Faults: a coordinator restart mid-transfer, a frozen or dead source, a client that departs,
+//! storage changed under an agent, unregister, and the limits. Every get ends, with exactly
+//! the bytes put or a typed error, within the bounds the README states.
+
+use std::time::{Duration, Instant};
+
+use coflow_agent::AgentConfig;
+use coflow_client::{Client, ClientError, CoflowId, CoflowOptions, Nanos, Readiness};
+use coflow_proto::pb;
+use coflow_testkit::{Cluster, ClusterConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{content, subscribe};
+
+/// The agent's Prometheus page.
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("metrics listener");
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// A gauge or counter's value on a scraped page (the first series of that name).
+fn value(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+}
+
+async fn flow_rates(c: &Client, coflow: CoflowId) -> Vec<f64> {
+    let st = c.status().await.unwrap();
+    st.coflows.iter().filter(|k| k.coflow_id == coflow.0).flat_map(|k| &k.flows).map(|f| f.rate_bps).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_coordinator_restart_every_in_flight_get_finishes_with_exact_bytes() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(3, 4_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    // Two coflows share machine 0's port: SEBF serves the smaller and holds the bigger at rate 0.
+    let small = c.register(1, CoflowOptions { name: "small".into(), ..Default::default() }).await?;
+    let big = c.register(1, CoflowOptions { name: "big".into(), ..Default::default() }).await?;
+    c.put(small, "s", content(1, 3_000_000)).await?;
+    c.put(big, "b", content(2, 5_000_000)).await?;
+    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
+    let gb = tokio::spawn(async move { r1.get(big, "b").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gs = tokio::spawn(async move { r2.get(small, "s").await });
+    let mut held = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        if flow_rates(&c, big).await == [0.0] && flow_rates(&c, small).await.iter().any(|&r| r > 0.0) {
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the big coflow's flow should wait at rate 0 before the restart");
+    cluster.restart_coordinator().await?;
+    let (b, s) = tokio::time::timeout(Duration::from_secs(30), async { (gb.await, gs.await) }).await?;
+    assert!(s?? == content(1, 3_000_000), "the small coflow's piece differs");
+    assert!(b?? == content(2, 5_000_000), "the big coflow's piece differs");
+    let page = scrape(cluster.coordinator_metrics).await;
+    assert!(value(&page, "coflow_coordinator_flows_recovered_total") >= 1.0, "{page}");
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_waiting_for_a_coordinator_that_does_not_come_back_ends_after_the_grace() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(3, 4_000_000.0, "varys");
+    cfg.agent = AgentConfig { coordinator_grace_ms: 1000, data_idle_timeout_ms: 60_000, ..cfg.agent };
+    let mut cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let small = c.register(1, CoflowOptions::default()).await?;
+    let big = c.register(1, CoflowOptions::default()).await?;
+    c.put(small, "s", content(1, 6_000_000)).await?;
+    c.put(big, "b", content(2, 8_000_000)).await?;
+    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
+    let gb = tokio::spawn(async move { r1.get(big, "b").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gs = tokio::spawn(async move { r2.get(small, "s").await });
+    let mut held = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        if flow_rates(&c, big).await == [0.0] {
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the big flow should be paused");
+    cluster.stop_coordinator().await;
+    let t = Instant::now();
+    // The paused get ends after the grace; the one moving keeps its rate and completes.
+    let e = tokio::time::timeout(Duration::from_secs(10), gb).await??.unwrap_err();
+    assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.contains("coordinator is unreachable")), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(tokio::time::timeout(Duration::from_secs(10), gs).await??? == content(1, 6_000_000));
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A source agent played by the test: it registers, heartbeats while `alive`, announces one
+/// piece, and answers fetches with the header and then nothing (or keepalives only).
+struct FakeSource {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    alive: tokio::sync::watch::Sender<bool>,
+}
+
+impl FakeSource {
+    async fn start(cluster: &Cluster, coflow: CoflowId, size: u64, keepalive: bool) -> anyhow::Result<FakeSource> {
+        let machine = 7;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let data_addr = listener.local_addr()?.to_string();
+        let channel =
+            tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.coordinator_addr))?.connect_lazy();
+        let mut coord = pb::coordinator_client::CoordinatorClient::with_interceptor(
+            channel,
+            coflow_proto::TokenAttach(cluster.token().clone()),
+        );
+        let reg = pb::RegisterAgentRequest { machine_id: machine, data_addr, port_rate_bps: 1e9 };
+        coord.register_agent(reg).await?;
+        let put = pb::AnnouncePutRequest {
+            coflow_id: coflow.0,
+            data_id: "p".into(),
+            machine_id: machine,
+            size,
+            ..Default::default()
+        };
+        coord.announce_put(put).await?;
+        let (alive, mut alive_rx) = tokio::sync::watch::channel(true);
+        let heartbeats = tokio::spawn(async move {
+            while *alive_rx.borrow_and_update() {
+                let hb = pb::HeartbeatRequest { machine_id: machine, ..Default::default() };
+                let _ = coord.heartbeat(hb).await;
+                let _ = tokio::time::timeout(Duration::from_millis(50), alive_rx.changed()).await;
+            }
+        });
+        let serving = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let mut req = [0u8; 512];
+                let _ = sock.read(&mut req).await;
+                let mut head = vec![0u8];
+                head.extend_from_slice(&size.to_be_bytes());
+                let _ = sock.write_all(&head).await;
+                if keepalive {
+                    held.push(tokio::spawn(async move {
+                        while sock.write_all(b"K").await.is_ok() {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                    }));
+                } else {
+                    held.push(tokio::spawn(async move {
+                        // Frozen: holds the connection open and says nothing.
+                        let _keep = sock;
+                        std::future::pending::<()>().await;
+                    }));
+                }
+            }
+        });
+        Ok(FakeSource { tasks: vec![heartbeats, serving], alive })
+    }
+
+    fn stop(self) {
+        let _ = self.alive.send(false);
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_source_fails_the_get_within_the_idle_timeout() -> anyhow::Result<()> {
+    subscribe();
+    // The source keeps heartbeating, so only the data plane's read timeout can end the get.
+    let cluster = Cluster::start(ClusterConfig::new(2, 50_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let fake = FakeSource::start(&cluster, coflow, 1_000_000, false).await?;
+    let t = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(15), cluster.client(1).await?.get(coflow, "p")).await?;
+    let e = got.unwrap_err();
+    assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.contains("sent nothing")), "{e}");
+    // The testkit's data_idle_timeout_ms is 2000.
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(5), "{took:?}");
+    fake.stop();
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_the_coordinator_fails_ends_the_waiting_get_at_once() -> anyhow::Result<()> {
+    subscribe();
+    // Keepalives keep the data connection alive and the idle timeout is long: only the
+    // coordinator's verdict (the source stopped heartbeating) can end the get.
+    let mut cfg = ClusterConfig::new(2, 50_000_000.0, "varys");
+    cfg.agent = AgentConfig { data_idle_timeout_ms: 60_000, ..cfg.agent };
+    let cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let fake = FakeSource::start(&cluster, coflow, 1_000_000, true).await?;
+    let r = cluster.client(1).await?;
+    let get = tokio::spawn(async move { r.get(coflow, "p").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = fake.alive.send(false);
+    let t = Instant::now();
+    let e = tokio::time::timeout(Duration::from_secs(15), get).await??.unwrap_err();
+    assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.contains("declared")), "{e}");
+    // The testkit's agent_timeout_ms is 1000.
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    fake.stop();
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_departs_from_a_paused_get_frees_the_task_and_connection_at_once() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(3, 2_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let small = c.register(1, CoflowOptions::default()).await?;
+    let big = c.register(1, CoflowOptions::default()).await?;
+    c.put(small, "s", content(1, 4_000_000)).await?;
+    c.put(big, "b", content(2, 8_000_000)).await?;
+    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
+    let gb = tokio::spawn(async move { r1.get(big, "b").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gs = tokio::spawn(async move { r2.get(small, "s").await });
+    // Wait until the big flow is held at rate 0: no chunk will come to notice the departure.
+    let mut held = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        if flow_rates(&c, big).await == [0.0] {
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the big flow should be paused");
+    assert_eq!(value(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_flows_sending"), 2.0);
+    gb.abort();
+    let t = Instant::now();
+    let mut freed = false;
+    while t.elapsed() < Duration::from_millis(1000) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (src, dst) = (scrape(cluster.agent_metrics[0]).await, scrape(cluster.agent_metrics[1]).await);
+        if value(&src, "coflow_agent_flows_sending") == 1.0
+            && value(&dst, "coflow_agent_flows_receiving") == 0.0
+            && flow_rates(&c, big).await.is_empty()
+        {
+            freed = true;
+            break;
+        }
+    }
+    assert!(freed, "the departed client's task, connection and flow are still there after 1 s");
+    assert!(gs.await?? == content(1, 4_000_000));
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_changed_after_a_put_is_data_lost_never_other_bytes() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, 50_000_000.0, "varys")).await?;
+    let dir = &cluster.data_dirs[0];
+    let file = content(3, 300_000);
+    std::fs::write(dir.join("out.data"), &file)?;
+    std::fs::write(dir.join("other.data"), &file)?;
+    let outside = dir.parent().unwrap().join("outside.data");
+    std::fs::write(&outside, content(4, 300_000))?;
+    let local = cluster.client(0).await?;
+    let remote = cluster.client(1).await?;
+    let coflow = local.register(3, CoflowOptions::default()).await?;
+    local.put_file(coflow, "flip", "out.data", 0, 300_000).await?;
+    local.put_file(coflow, "link", "other.data", 1000, 200_000).await?;
+    assert!(remote.get(coflow, "flip").await? == file);
+
+    let mut changed = file.clone();
+    for i in [10, 150_000, 299_999] {
+        changed[i] ^= 0x5a;
+    }
+    std::fs::write(dir.join("out.data"), &changed)?;
+    std::fs::remove_file(dir.join("other.data"))?;
+    std::os::unix::fs::symlink(&outside, dir.join("other.data"))?;
+    let root = dir.to_str().unwrap().to_string();
+    for (who, c) in [("remote", &remote), ("local", &local)] {
+        for id in ["flip", "link"] {
+            let e = c.get(coflow, id).await.unwrap_err();
+            assert!(matches!(&e, ClientError::DataLost(_)), "{who} {id}: {e}");
+            assert!(!e.to_string().contains(&root), "{who} {id}: the message names the data directory: {e}");
+        }
+    }
+    std::fs::write(dir.join("out.data"), &file[..1000])?;
+    let e = remote.get(coflow, "flip").await.unwrap_err();
+    assert!(matches!(&e, ClientError::DataLost(m) if m.contains("truncated")), "{e}");
+    std::fs::remove_file(dir.join("out.data"))?;
+    let e = remote.get(coflow, "flip").await.unwrap_err();
+    assert!(matches!(&e, ClientError::DataLost(m) if m.contains("removed")), "{e}");
+    let page = scrape(cluster.coordinator_metrics).await;
+    assert!(page.contains("flows_failed_by_reason_total{reason=\"data-lost\"}"), "{page}");
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflows() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(3, 50_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let gone = c.register(3, CoflowOptions { name: "gone".into(), ..Default::default() }).await?;
+    let options = CoflowOptions {
+        name: "kept".into(),
+        readiness: Readiness::AllGets { timeout: Nanos::from_millis(500) },
+        weight: 2.0,
+        ..Default::default()
+    };
+    let kept = c.register(2, options).await?;
+    std::fs::write(cluster.data_dirs[2].join("seg"), content(9, 1000))?;
+    for m in 0..3 {
+        let a = cluster.client(m).await?;
+        a.put(gone, &format!("g{m}"), content(m as u64, 2_000_000)).await?;
+    }
+    cluster.client(2).await?.put_file(gone, "file", "seg", 0, 1000).await?;
+    c.put(kept, "k", content(7, 1000)).await?;
+    let stored = |p: &str| value(p, "coflow_agent_stored_bytes");
+    assert_eq!(stored(&scrape(cluster.agent_metrics[1]).await), 2_000_000.0);
+    c.unregister(gone).await?;
+    let t = Instant::now();
+    let mut freed = false;
+    while t.elapsed() < Duration::from_secs(2) && !freed {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        freed = true;
+        for m in 0..3 {
+            let page = scrape(cluster.agent_metrics[m]).await;
+            let want = if m == 0 { 1000.0 } else { 0.0 };
+            freed &= stored(&page) == want && value(&page, "coflow_agent_pieces") == want / 1000.0;
+        }
+    }
+    assert!(freed, "the unregistered coflow's pieces are still held");
+    assert!(cluster.data_dirs[2].join("seg").exists(), "the user's file stays");
+
+    cluster.restart_coordinator().await?;
+    let mut back = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Ok(st) = c.status().await
+            && st.agents.iter().filter(|a| a.alive).count() == 3
+            && st.coflows.iter().any(|k| k.coflow_id == kept.0)
+        {
+            back = true;
+            assert!(st.coflows.iter().all(|k| k.coflow_id != gone.0), "the unregistered coflow came back");
+            let k = st.coflows.iter().find(|k| k.coflow_id == kept.0).unwrap();
+            assert_eq!((k.name.as_str(), k.num_flows), ("kept", 2), "the recovered coflow lost its options");
+            break;
+        }
+    }
+    assert!(back, "the live coflow was not recovered");
+    // It still waits for all gets: one of its two arrives, and the 500 ms timeout releases it.
+    let t = Instant::now();
+    assert!(cluster.client(1).await?.get(kept, "k").await? == content(7, 1000));
+    assert!(t.elapsed() >= Duration::from_millis(400), "released before the readiness timeout: {:?}", t.elapsed());
+    c.unregister(kept).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_limits_are_typed_errors_and_idle_connections_are_closed() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(2, 50_000_000.0, "varys");
+    cfg.agent = AgentConfig { max_stored_bytes: 1_000_000, max_data_connections: 2, ..cfg.agent };
+    let cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(2, CoflowOptions::default()).await?;
+    c.put(coflow, "a", content(1, 600_000)).await?;
+    let e = c.put(coflow, "b", content(2, 600_000)).await.unwrap_err();
+    assert!(matches!(&e, ClientError::LimitExceeded(m) if m.contains("max_stored_bytes")), "{e}");
+
+    let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = cluster.client(1).await?;
+    let e = r.get(coflow, "a").await.unwrap_err();
+    assert!(matches!(&e, ClientError::LimitExceeded(m) if m.contains("max_data_connections")), "{e}");
+    // The idle connections are closed at the idle timeout (2 s in the testkit).
+    let t = Instant::now();
+    for mut s in idle {
+        let mut b = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await?.unwrap_or(0);
+        assert!(n == 0 || b[0] == 3, "closed, or told bad request");
+    }
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(r.get(coflow, "a").await? == content(1, 600_000));
+    // Memory returns: unregister and the agent holds nothing.
+    c.unregister(coflow).await?;
+    let mut zero = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if value(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") == 0.0 {
+            zero = true;
+            break;
+        }
+    }
+    assert!(zero, "stored bytes did not return to zero");
+    cluster.shutdown().await;
+    Ok(())
+}
