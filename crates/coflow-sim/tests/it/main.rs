@@ -2,6 +2,7 @@
 
 mod analytic;
 mod examples;
+mod jobs;
 mod properties;
 mod support;
 mod wan;
