@@ -257,7 +257,8 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         write_json(path, &report)?;
     }
     if let Some(path) = &args.csv {
-        let mut text = String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s,rejected,deadline_s,met_deadline\n");
+        let mut text =
+            String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s,rejected,deadline_s,met_deadline,release_s\n");
         for (r, _) in &shown {
             for o in &r.outcomes {
                 let cct = o.cct().map_or(String::new(), |c| format!("{:.9}", c.as_secs_f64()));
@@ -265,7 +266,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
                 let met = o.met_deadline().map_or(String::new(), |m| m.to_string());
                 let _ = writeln!(
                     text,
-                    "{},{},{:.9},{},{},{},{},{},{},{}",
+                    "{},{},{:.9},{},{},{},{},{},{},{},{:.9}",
                     r.policy,
                     o.id,
                     o.arrival.as_secs_f64(),
@@ -275,7 +276,8 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
                     cct,
                     o.rejected,
                     deadline,
-                    met
+                    met,
+                    o.release.as_secs_f64()
                 );
             }
         }

@@ -331,6 +331,12 @@ pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()
     let shown: Vec<&(SimResult, f64)> = runs.iter().filter(|(r, _)| policies.contains(&r.policy.as_str())).collect();
     let summaries: Vec<WanSummary> = shown.iter().map(|(r, _)| WanSummary::against(r, base)).collect();
     print!("{}", table(&summaries, &shown.iter().map(|(_, w)| *w).collect::<Vec<_>>()));
+    if plan.workload.has_dependencies() {
+        println!("\n{:<16} {:>12} {:>12}", "jobs", "avg JCT s", "p95 JCT s");
+        for s in &summaries {
+            println!("{:<16} {:>12.3} {:>12.3}", s.policy, s.job_avg_jct_s, s.job_p95_jct_s);
+        }
+    }
     eprintln!("simulated {} policies in {:.2} s wall time on {} threads", runs.len(), wall.as_secs_f64(), plan.threads);
     if let Some(path) = json {
         let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");

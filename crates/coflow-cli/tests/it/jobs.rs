@@ -23,7 +23,8 @@ fn a_jsonl_trace_with_parents_reports_job_completion_times() {
         let json = tmp(&format!("chain-{offline}.json"));
         let mut cmd = coflow();
         cmd.args(["sim", "--policies", "varys,fair,aalo,aalo-job", "--port-rate", "1MiB/s", "--trace"]).arg(&trace);
-        cmd.arg("--json").arg(&json);
+        let csv = tmp(&format!("chain-{offline}.csv"));
+        cmd.arg("--json").arg(&json).arg("--csv").arg(&csv);
         if offline {
             cmd.arg("--offline");
         }
@@ -40,6 +41,11 @@ fn a_jsonl_trace_with_parents_reports_job_completion_times() {
             // CCTs count from release: 4, 2 and 1 s.
             assert!((r["avg_cct_s"].as_f64().unwrap() - 7.0 / 3.0).abs() < 1e-6, "{r}");
         }
+        // Coflow 2 waited for its parent: released at 4 s, its CCT counting from there.
+        let rows = std::fs::read_to_string(&csv).unwrap();
+        let row = rows.lines().find(|l| l.starts_with("varys,2,")).unwrap();
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!((cells[6], cells[10]), ("2.000000000", "4.000000000"), "{rows}");
         // Only the isolation bound holds when coflows wait for parents.
         assert!(report["lower_bounds"]["lp_status"].as_str().unwrap().starts_with("skipped"), "{report}");
     }
