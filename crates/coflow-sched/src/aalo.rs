@@ -269,6 +269,10 @@ impl BlindScheduler for Aalo {
         self.cfg.sync_interval
     }
 
+    fn job_aware(&self) -> bool {
+        self.cfg.job_aware
+    }
+
     fn flow_finish_gap(&self) -> Option<Nanos> {
         // The coordinator hears of finished flows with the agents' reports, so never sooner than
         // a sync interval.

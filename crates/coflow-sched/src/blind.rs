@@ -30,7 +30,8 @@ pub struct BlindCoflow {
     /// Its job (see [`CoflowState::job`]).
     pub job: CoflowId,
     /// Bytes its whole job had sent at the last progress report: the finished coflows of the job
-    /// (all their bytes, as seen when they finished) and the active ones (their `sent`).
+    /// (all their bytes, as seen when they finished) and the active ones (their `sent`). Equal to
+    /// `sent` unless the policy is [`BlindScheduler::job_aware`].
     pub job_sent: f64,
     /// Its flows not finished yet.
     pub active_flows: u32,
@@ -115,6 +116,12 @@ pub trait BlindScheduler: fmt::Debug + Send {
         None
     }
 
+    /// Whether the policy reads [`BlindCoflow::job_sent`]: only then does the adapter keep each
+    /// job's bytes after its coflows finish (one number per job, kept for the run).
+    fn job_aware(&self) -> bool {
+        false
+    }
+
     /// A coflow arrived.
     fn handle_arrival(&mut self, _now: Nanos, _coflow: CoflowId) {}
 
@@ -187,7 +194,9 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
 
     fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
         let sent = self.total.get(&coflow).or(self.reported.get(&coflow)).copied().unwrap_or(0.0);
-        if let Some(job) = self.job_of.remove(&coflow) {
+        if let Some(job) = self.job_of.remove(&coflow)
+            && self.inner.job_aware()
+        {
             *self.job_done.entry(job).or_default() += sent;
         }
         self.reported.remove(&coflow);
@@ -213,8 +222,11 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             }
             self.next_report = input.now.saturating_add(self.inner.report_interval());
         }
-        for c in input.coflows {
-            self.job_of.entry(c.id).or_insert(c.job);
+        let job_aware = self.inner.job_aware();
+        if job_aware {
+            for c in input.coflows {
+                self.job_of.entry(c.id).or_insert(c.job);
+            }
         }
         // The blind legs change only when flows finish, which changes their coflow's count of
         // active flows: with the same coflows as last time, only those coflows' legs are redone.
@@ -252,12 +264,18 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             }
         }
         // A job's bytes sent: its finished coflows' and its active ones' as last reported.
-        let mut job_sent: std::collections::BTreeMap<CoflowId, f64> = std::collections::BTreeMap::new();
-        for b in &self.coflows {
-            *job_sent.entry(b.job).or_insert_with(|| self.job_done.get(&b.job).copied().unwrap_or(0.0)) += b.sent;
-        }
-        for b in &mut self.coflows {
-            b.job_sent = job_sent[&b.job];
+        if job_aware {
+            let mut job_sent: std::collections::BTreeMap<CoflowId, f64> = std::collections::BTreeMap::new();
+            for b in &self.coflows {
+                *job_sent.entry(b.job).or_insert_with(|| self.job_done.get(&b.job).copied().unwrap_or(0.0)) += b.sent;
+            }
+            for b in &mut self.coflows {
+                b.job_sent = job_sent[&b.job];
+            }
+        } else {
+            for b in &mut self.coflows {
+                b.job_sent = b.sent;
+            }
         }
         let blind = BlindInput {
             now: input.now,
