@@ -21,6 +21,7 @@ use coflow_sched::{Allocation, Input, Scheduler, ServiceModel, policy};
 use coflow_sim::{SimConfig, SimResult, simulate};
 use coflow_trace::synth;
 
+use crate::model::Model;
 use crate::workload::SynthArgs;
 
 /// The decision time Varys reported (§7.7).
@@ -48,6 +49,8 @@ pub(crate) struct BenchArgs {
     /// N-concurrent workloads.
     #[command(flatten)]
     synth: SynthArgs,
+    #[command(flatten)]
+    model: crate::model::ModelArgs,
 }
 
 /// Times every decision of the policy it wraps into a shared list; after `limit` decisions it
@@ -62,9 +65,15 @@ struct Timed {
 
 impl Timed {
     /// Replays `w` under `name`, returning the result and every decision's wall time.
-    fn run(name: &str, w: &Workload, cfg: &SimConfig, limit: Option<usize>) -> Result<(SimResult, Vec<f64>)> {
+    fn run(
+        name: &str,
+        model: &Model,
+        w: &Workload,
+        cfg: &SimConfig,
+        limit: Option<usize>,
+    ) -> Result<(SimResult, Vec<f64>)> {
         let times_s = Arc::new(Mutex::new(Vec::new()));
-        let timed = Timed { inner: policy::by_name(name)?, times_s: times_s.clone(), limit, made: 0 };
+        let timed = Timed { inner: model.policy(name), times_s: times_s.clone(), limit, made: 0 };
         let r = simulate(w, Box::new(timed), cfg);
         let times = std::mem::take(&mut *times_s.lock().expect("no panic while held"));
         Ok((r, times))
@@ -126,6 +135,8 @@ fn mean_p99_ms(times: &[f64]) -> (f64, f64) {
 pub(crate) fn run(a: BenchArgs) -> Result<()> {
     let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
     let policies = policy::parse_list(&a.policies).context("--policies")?;
+    let model = a.model.model()?;
+    model.check(&policies)?;
     if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0) {
         anyhow::bail!("--concurrent {n}: at least one coflow must be present");
     }
@@ -138,6 +149,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         }
         None => a.synth.generate()?,
     };
+    let (workload, source) = (model.workload(workload), source + &model.describe());
     let cfg = SimConfig { port_rate, check_invariants: false };
     let mut out = String::new();
     let _ = writeln!(
@@ -153,7 +165,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     );
     for &name in &policies {
         let started = Instant::now();
-        let (r, times) = Timed::run(name, &workload, &cfg, None)?;
+        let (r, times) = Timed::run(name, &model, &workload, &cfg, None)?;
         let wall = started.elapsed().as_secs_f64();
         let (mean, p99) = mean_p99_ms(&times);
         let _ = writeln!(
@@ -179,9 +191,9 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         "policy", "N", "flows", "decide mean ms", "decide p99 ms", "below Varys"
     );
     for &n in &a.concurrent {
-        let w = concurrent_workload(n, a.synth.seed);
+        let w = model.workload(concurrent_workload(n, a.synth.seed));
         for &name in &policies {
-            let (_, times) = Timed::run(name, &w, &cfg, Some(a.decisions))?;
+            let (_, times) = Timed::run(name, &model, &w, &cfg, Some(a.decisions))?;
             let (mean, p99) = mean_p99_ms(&times);
             let _ = writeln!(
                 out,

@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod live;
+mod model;
 mod parallel;
 mod plot;
 mod sim;

@@ -13,6 +13,7 @@ use coflow_sim::{BoundConfig, LowerBounds, SimConfig, SimResult, Summary, lower_
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
+use crate::model::Model;
 use crate::parallel::parallel_map;
 use crate::workload::SynthArgs;
 
@@ -86,6 +87,8 @@ pub(crate) struct CommonArgs {
     /// The slack x of generated deadlines.
     #[arg(long, default_value_t = 1.0, requires = "deadlines")]
     pub(crate) deadline_x: f64,
+    #[command(flatten)]
+    model: crate::model::ModelArgs,
 }
 
 /// The validated form of [`CommonArgs`]: the workload (without generated deadlines) and the
@@ -101,6 +104,8 @@ pub(crate) struct SimPlan {
     pub(crate) threads: usize,
     /// The slack of generated deadlines, if every coflow gets one.
     pub(crate) deadline_x: Option<f64>,
+    /// Our exact model or the reference simulator's rules; the workload is already as it sees it.
+    pub(crate) model: Model,
 }
 
 impl SimPlan {
@@ -111,6 +116,9 @@ impl SimPlan {
             bail!("--policies names no policy");
         }
         let baseline = policy::parse_list(&a.baseline).context("--baseline")?.first().copied();
+        let model = a.model.model()?;
+        model.check(&policies)?;
+        model.check(baseline.as_slice()).context("--baseline")?;
         if a.deadlines && !(a.deadline_x.is_finite() && a.deadline_x >= 0.0) {
             bail!("--deadline-x must be a non-negative number, got {}", a.deadline_x);
         }
@@ -121,6 +129,7 @@ impl SimPlan {
             }
             None => a.synth.generate()?,
         };
+        let (workload, source) = (model.workload(workload), source + &model.describe());
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = a.threads.unwrap_or(cores).max(1);
         Ok(SimPlan {
@@ -132,6 +141,7 @@ impl SimPlan {
             seed: a.synth.seed,
             threads,
             deadline_x: a.deadlines.then_some(a.deadline_x),
+            model,
         })
     }
 
@@ -219,6 +229,9 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         plan.source.push_str(" (offline: every coflow released at time 0)");
     }
     if args.wan.enabled() {
+        if !plan.model.is_exact() {
+            bail!("--wan: the reference simulator's model (--model coflowsim) is a big switch only");
+        }
         return crate::wan::run(&plan, &args.wan, args.common.json.as_deref());
     }
     let w = &plan.workload;
@@ -229,7 +242,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     let (runs, bounds) = std::thread::scope(|s| {
         let bounds =
             s.spawn(|| lower_bounds(w, &Fabric::big_switch(w.machines, plan.port_rate), &BoundConfig::default()));
-        let runs = run_parallel(w, &plan.to_run(), plan.port_rate, plan.threads);
+        let runs = run_parallel(w, &plan.to_run(), &plan.model, plan.port_rate, plan.threads);
         (runs, bounds.join().expect("the bounds do not panic"))
     });
     let runs = runs?;
@@ -314,6 +327,7 @@ pub(crate) fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
 pub(crate) fn run_parallel(
     w: &Workload,
     policies: &[&'static str],
+    model: &Model,
     port_rate: Rate,
     threads: usize,
 ) -> Result<Vec<(SimResult, f64)>> {
@@ -332,8 +346,9 @@ pub(crate) fn run_parallel(
         bar.set_style(style.clone());
         bar.set_prefix(name);
         let started = Instant::now();
-        let sched = policy::by_name(name).expect("names were validated");
-        let r = simulate_with_progress(w, sched, &cfg, &mut |done| bar.set_position(done as u64));
+        let mut r = simulate_with_progress(w, model.policy(name), &cfg, &mut |done| bar.set_position(done as u64));
+        // A variant of the reference model reports under the name asked for.
+        r.policy = name.to_string();
         bar.finish_and_clear();
         (r, started.elapsed().as_secs_f64())
     }))

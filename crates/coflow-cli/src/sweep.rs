@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::Args;
 use coflow_core::{Coflow, CoflowId, Nanos, Rate, Workload};
-use coflow_sched::{Fabric, policy};
+use coflow_sched::Fabric;
 use coflow_sim::{BoundConfig, SimConfig, Summary, assign_deadlines, lower_bounds, simulate};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -187,8 +187,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
     let cfg = SimConfig { port_rate: plan.port_rate, check_invariants: false };
     let started = Instant::now();
     let runs = parallel_map(windows.len() * to_run.len(), plan.threads, |j| {
-        let sched = policy::by_name(to_run[j % to_run.len()]).expect("names were validated");
-        simulate(&windows[j / to_run.len()].workload, sched, &cfg)
+        let name = to_run[j % to_run.len()];
+        let mut r = simulate(&windows[j / to_run.len()].workload, plan.model.policy(name), &cfg);
+        r.policy = name.to_string();
+        r
     });
     let bounds = parallel_map(windows.len(), plan.threads, |k| {
         let w = &windows[k].workload;

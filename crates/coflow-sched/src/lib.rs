@@ -18,11 +18,14 @@
 //! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`].
 //! - `karuna`: [`Karuna`], minimal rates for deadline coflows, priority levels for the rest.
 //! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
+//! - `coflowsim`: the reference simulator's FAIR ([`PortFair`]), PFP ([`ReceiverScan`]) and DARK
+//!   ([`Dark`]), and [`FlowFinishGap`], its quantum.
 
 #![warn(missing_docs)]
 
 mod aalo;
 mod blind;
+mod coflowsim;
 mod deadline;
 mod fabric;
 mod fair;
@@ -42,6 +45,7 @@ pub mod policy;
 
 pub use aalo::{Aalo, AaloConfig};
 pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded};
+pub use coflowsim::{Dark, FlowFinishGap, PortFair, ReceiverScan};
 pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{Fabric, ResourceId, Route};
 pub use fair::Fair;

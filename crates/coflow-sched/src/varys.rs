@@ -15,7 +15,7 @@
 //! coflows that got no service during the `T` interval are served, as one coflow by MADD.
 //! The policy is called on arrivals, completions and its own `T`/`δ` timers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::{CoflowId, Nanos};
 
@@ -38,9 +38,15 @@ pub enum Order {
     Ncf,
     /// Smallest total first: fewest remaining bytes (`tcf`).
     Tcf,
-    /// Arrival order (`fifo`, Orchestra): a later coflow only ever uses what earlier ones leave,
-    /// so nothing is preempted.
+    /// Arrival order (`fifo`, the FIFO baseline of Varys §7.4 and of its simulator): Varys's two
+    /// passes with arrival order as the order, MADD for each coflow on what earlier ones left,
+    /// then backfill. A later coflow never takes an earlier one's MADD share, only bandwidth
+    /// backfill would have given flows off the earlier coflow's bottleneck.
     Fifo,
+    /// Arrival order as strict priority (`fifo-strict`, Orchestra): each coflow gets its MADD and
+    /// its backfill before the next one gets anything, so a later coflow only ever uses what
+    /// earlier ones leave and nothing is preempted.
+    FifoStrict,
 }
 
 impl Order {
@@ -52,6 +58,7 @@ impl Order {
             Order::Ncf => "ncf",
             Order::Tcf => "tcf",
             Order::Fifo => "fifo",
+            Order::FifoStrict => "fifo-strict",
         }
     }
 }
@@ -73,6 +80,11 @@ pub struct VarysConfig {
     /// used again (`None`: only on coflow arrivals, completions and the `T`/`δ` timers, §6.2).
     /// Default 100 ms, within the paper's `δ` scale.
     pub flow_finish_gap: Option<Nanos>,
+    /// The reference simulator's keys (CoflowSim): each coflow's order key is computed once, when
+    /// the policy first sees it, on its whole bytes (SEBF on the initial Γ, SCF on its largest
+    /// flow, NCF on the fewer of its senders and receivers, TCF on its total bytes), and backfill
+    /// goes in order of arrival plus initial Γ (its pseudo-deadline) instead of the policy's order.
+    pub static_keys: bool,
 }
 
 impl Default for VarysConfig {
@@ -84,6 +96,7 @@ impl Default for VarysConfig {
             slot: Nanos::from_millis(200),
             backfill: true,
             flow_finish_gap: Some(Nanos::from_millis(100)),
+            static_keys: false,
         }
     }
 }
@@ -117,6 +130,9 @@ pub struct Varys {
     starved: BTreeSet<CoflowId>,
     /// Coflows given a positive rate by the previous decision, and when it was made.
     last: (Nanos, Vec<CoflowId>),
+    /// With [`VarysConfig::static_keys`]: each coflow's order key and pseudo-deadline (arrival
+    /// plus initial Γ, in seconds), fixed when first seen.
+    fixed: BTreeMap<CoflowId, (f64, f64)>,
     scratch: Scratch,
 }
 
@@ -143,6 +159,7 @@ impl Varys {
             served: BTreeSet::new(),
             starved: BTreeSet::new(),
             last: (Nanos::ZERO, Vec::new()),
+            fixed: BTreeMap::new(),
             scratch: Scratch::default(),
         }
     }
@@ -207,6 +224,7 @@ impl Scheduler for Varys {
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.served.remove(&coflow);
         self.starved.remove(&coflow);
+        self.fixed.remove(&coflow);
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
@@ -240,12 +258,18 @@ impl Scheduler for Varys {
         for (span, &k) in s.spans.iter().zip(&s.members) {
             let c = &input.coflows[k];
             let loads = &s.loads[span.clone()];
+            if self.cfg.static_keys {
+                let order = self.cfg.order;
+                let (key, _) = *self.fixed.entry(c.id).or_insert_with(|| static_key(order, input, c, loads, cap));
+                s.gamma.push(key);
+                continue;
+            }
             s.gamma.push(match self.cfg.order {
                 Order::Sebf => bottleneck(loads, cap),
                 Order::Scf => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
                 Order::Ncf => c.width as f64,
                 Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
-                Order::Fifo => 0.0,
+                Order::Fifo | Order::FifoStrict => 0.0,
             });
         }
         s.order.clear();
@@ -257,9 +281,9 @@ impl Scheduler for Varys {
         });
 
         // Varys's two passes (Pseudocode 1): MADD for every coflow in order, then backfill.
-        // FIFO is strict priority instead: each coflow gets its MADD and its backfill before the
-        // next one gets anything, so a later coflow never takes bandwidth an earlier one uses.
-        let strict = self.cfg.order == Order::Fifo && !matches!(self.phase, Phase::Starved(_));
+        // Strict FIFO instead gives each coflow its MADD and its backfill before the next one gets
+        // anything, so a later coflow never takes bandwidth an earlier one uses.
+        let strict = self.cfg.order == Order::FifoStrict && !matches!(self.phase, Phase::Starved(_));
         // Which coflows this decision serves, for starvation freedom: those with a rate, and those
         // backfill gives an extra.
         s.served.clear();
@@ -287,6 +311,13 @@ impl Scheduler for Varys {
             }
         }
         if self.cfg.backfill && !strict {
+            if self.cfg.static_keys {
+                // The reference simulator's work conservation goes by pseudo-deadline.
+                let (members, fixed) = (&s.members, &self.fixed);
+                let due = |o: usize| fixed.get(&input.coflows[members[o]].id).map_or(f64::INFINITY, |f| f.1);
+                // Stable: ties keep the policy's order, as the reference's sort does.
+                s.order.sort_by(|&a, &b| due(a).total_cmp(&due(b)));
+            }
             for &o in &s.order {
                 let k = s.members[o];
                 s.served[k] = backfill(input, &input.coflows[k], &mut s.left, cap, out);
@@ -302,6 +333,30 @@ impl Scheduler for Varys {
         }
         wake
     }
+}
+
+/// A coflow's order key under the reference simulator's rules, computed on its whole bytes, and
+/// its pseudo-deadline: arrival plus its initial Γ, in seconds.
+fn static_key(
+    order: Order,
+    input: &Input<'_>,
+    c: &CoflowState,
+    loads: &[(ResourceId, f64)],
+    cap: &[f64],
+) -> (f64, f64) {
+    let gamma = bottleneck(loads, cap);
+    let legs = input.legs_of(c);
+    let key = match order {
+        Order::Sebf => gamma,
+        Order::Scf => legs.iter().map(|l| l.longest).fold(0.0, f64::max),
+        Order::Ncf => {
+            let receivers: BTreeSet<_> = legs.iter().map(|l| l.receiver).collect();
+            input.senders_of(c).len().min(receivers.len()) as f64
+        }
+        Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
+        Order::Fifo | Order::FifoStrict => 0.0,
+    };
+    (key, c.arrival.as_secs_f64() + gamma)
 }
 
 /// A coflow's remaining bytes through one of its resources.

@@ -9,6 +9,7 @@
 //! Everything runs on one thread and the same inputs give the same bytes out.
 //!
 //! # Layout
+//! - [`coflowsim`]: the reference simulator's model, rule by rule (`--model coflowsim`).
 //! - `bounds`: lower bounds on the average CCT (isolation, per-port, LP relaxation), [`lower_bounds`].
 //! - `deadlines`: experiment deadlines as Varys §7.1 draws them, [`assign_deadlines`].
 //! - `engine`: the event loop, [`simulate`].
@@ -19,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod bounds;
+pub mod coflowsim;
 mod deadlines;
 mod engine;
 mod legs;

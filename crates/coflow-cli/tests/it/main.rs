@@ -371,3 +371,36 @@ fn a_deadline_fraction_mixes_deadline_and_best_effort_coflows() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--deadline-fraction"));
 }
+
+#[test]
+fn the_reference_model_runs_its_policies_and_refuses_the_others_by_name() {
+    let json = tmp("coflowsim.json");
+    let list = "varys,fair,pfp,fifo,scf,ncf,tcf,aalo";
+    let out = coflow()
+        .args(["sim", "--model", "coflowsim", "--coflows", "30", "--policies", list, "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("(model: coflowsim, every rule)"), "{table}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    let names: Vec<&str> = results.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, list.split(',').collect::<Vec<_>>(), "rows go by the names asked for");
+    assert!(results.iter().all(|r| r["completed"] == 30), "{results:?}");
+
+    let out = coflow().args(["sim", "--model", "coflowsim", "--coflows", "30"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"varys-deadline\" has no counterpart in the reference simulator"), "{err}");
+
+    let out = coflow().args(["sim", "--coflowsim-rules", "epochs,quanta", "--coflows", "30"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--coflowsim-rules") && err.contains("\"quanta\""), "{err}");
+
+    let out = coflow().args(["sim", "--coflowsim-rules", ",", "--coflows", "30"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--coflowsim-rules names no rule"));
+}

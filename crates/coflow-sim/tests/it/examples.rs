@@ -132,6 +132,19 @@ fn fifo_serves_in_arrival_order() {
 }
 
 #[test]
+fn fifo_gives_a_later_coflow_what_backfill_would_have_sped_up_for_nothing() {
+    // C1 sends 4 units from P1 (its bottleneck, Γ = 4) and 1 unit from P2; C2, behind it, sends 2
+    // units from P2. Both passes in order (`fifo`): C1's MADD is 1 on P1 and 1/4 on P2, C2's MADD
+    // takes the 3/4 of P2 left and ends at 8/3; C1 still ends at 4. Strict priority
+    // (`fifo-strict`): C1's backfill takes all of P2 and its small flow ends at 1, which gains C1
+    // nothing (still 4); C2 starts at the next decision, C1's completion (flow-finish decisions
+    // are at most every 100 ms, far longer than this example), and ends at 6.
+    let cs = || vec![coflow(1, 0, vec![flow(0, 3, 4), flow(1, 4, 1)]), coflow(2, 0, vec![flow(1, 5, 2)])];
+    assert_ms(&ccts_ms(&run("fifo", 6, unit_rate(), cs())), &[4.0, 8.0 / 3.0]);
+    assert_ms(&ccts_ms(&run("fifo-strict", 6, unit_rate(), cs())), &[4.0, 6.0]);
+}
+
+#[test]
 fn figure_2b_per_flow_prioritization_gives_average_fct_2_8() {
     // Smallest flow first on each ingress port: port 1 serves C1's 1 unit (ends at 1), then C2's
     // 2 units (3); port 2 has two 2-unit flows, one ends at 2 and the other at 4; port 3's 4 units
