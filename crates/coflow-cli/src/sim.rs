@@ -126,7 +126,7 @@ impl SimPlan {
         let (workload, source) = match &a.trace {
             Some(p) => {
                 let w = coflow_trace::read_trace(p).with_context(|| format!("reading trace {}", p.display()))?;
-                (w, p.display().to_string())
+                a.synth.staged(w, p.display().to_string())
             }
             None => a.synth.generate()?,
         };
@@ -271,7 +271,8 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         write_json(path, &report)?;
     }
     if let Some(path) = &args.csv {
-        let mut text = String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s,rejected,deadline_s,met_deadline\n");
+        let mut text =
+            String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s,rejected,deadline_s,met_deadline,release_s\n");
         for (r, _) in &shown {
             for o in &r.outcomes {
                 let cct = o.cct().map_or(String::new(), |c| format!("{:.9}", c.as_secs_f64()));
@@ -279,7 +280,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
                 let met = o.met_deadline().map_or(String::new(), |m| m.to_string());
                 let _ = writeln!(
                     text,
-                    "{},{},{:.9},{},{},{},{},{},{},{}",
+                    "{},{},{:.9},{},{},{},{},{},{},{},{:.9}",
                     r.policy,
                     o.id,
                     o.arrival.as_secs_f64(),
@@ -289,7 +290,8 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
                     cct,
                     o.rejected,
                     deadline,
-                    met
+                    met,
+                    o.release.as_secs_f64()
                 );
             }
         }
@@ -380,6 +382,7 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bounds: &L
         );
     }
     t.push_str(&bounds_text(bounds));
+    t.push_str(&jobs_text(summaries));
     t.push_str(&bin_table(summaries, baseline));
     if summaries.iter().any(|s| s.deadline_met_fraction.is_some()) {
         let pct = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1}%", 100.0 * f));
@@ -408,11 +411,36 @@ fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bounds: &L
 pub(crate) fn bounds_text(b: &LowerBounds) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "lower bounds on the average CCT (vs bound: over the best, {:.3} s):", b.best_avg_cct_s);
-    let port = format!("per-port (SRPT on {})", b.per_port_resource.as_deref().unwrap_or("no port"));
+    let port = if b.lp_status.starts_with(coflow_sim::DEPENDENCIES_SKIP) {
+        "per-port (not with dependencies)".to_string()
+    } else {
+        format!("per-port (SRPT on {})", b.per_port_resource.as_deref().unwrap_or("no port"))
+    };
     let lp = b.lp_avg_cct_s.map_or("-".to_string(), |v| format!("{v:.3}"));
     let _ = writeln!(t, "  {:<38} {:>10.3} s", "isolation (each coflow's Γ alone)", b.isolation_avg_cct_s);
     let _ = writeln!(t, "  {port:<38} {:>10.3} s", b.per_port_avg_cct_s);
     let _ = writeln!(t, "  {:<38} {lp:>10} s  ({})", "LP relaxation of the ordering problem", b.lp_status);
+    t
+}
+
+/// With multi-stage jobs (some job holds more than one coflow), one line per policy: jobs
+/// completed and the average and p95 job completion time.
+pub(crate) fn jobs_text(summaries: &[Summary]) -> String {
+    let mut t = String::new();
+    if !summaries.iter().any(|s| s.jobs < s.coflows) {
+        return t;
+    }
+    let _ = writeln!(t, "\n{:<16} {:>11} {:>12} {:>12}", "jobs", "completed", "avg JCT s", "p95 JCT s");
+    for s in summaries {
+        let _ = writeln!(
+            t,
+            "{:<16} {:>11} {:>12.3} {:>12.3}",
+            s.policy,
+            format!("{}/{}", s.jobs_completed, s.jobs),
+            s.job_avg_jct_s,
+            s.job_p95_jct_s
+        );
+    }
     t
 }
 

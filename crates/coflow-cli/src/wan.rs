@@ -44,6 +44,16 @@ pub(crate) struct WanArgs {
     /// `redraw_ms`; 0 never redraws (capacities stay at their means).
     #[arg(long, value_name = "MS", requires = "wan")]
     redraw_ms: Option<u64>,
+    /// Per-connection bandwidth: every flow crossing a link gets its own throughput, drawn from
+    /// the link's distribution when it starts and held, which caps its rate; the link's capacity
+    /// still bounds their sum (proportional policies only).
+    #[arg(long, requires = "wan")]
+    per_connection: bool,
+    /// With per-connection bandwidth, redraw every connection's throughput every this many
+    /// milliseconds, overriding the topology's `connection_redraw_ms`; 0 holds it for the flow's
+    /// life (the default).
+    #[arg(long, value_name = "MS", requires = "wan")]
+    connection_redraw_ms: Option<u64>,
     #[command(flatten)]
     mc: McArgs,
 }
@@ -89,6 +99,23 @@ struct TopologyFile {
     machines_per_dc: Option<u32>,
     #[serde(default)]
     placement: Option<Vec<String>>,
+    #[serde(default)]
+    per_connection: bool,
+    #[serde(default)]
+    connection_redraw_ms: Option<u64>,
+}
+
+/// A parsed topology: the fabric, the capacity redraw interval, and per-connection bandwidth
+/// (`Some(redraw)`, `Nanos::MAX` to hold a connection's draw for its life) or none.
+pub(crate) type Topology = (Fabric, Nanos, Option<Nanos>);
+
+/// How the command line changes a topology file's per-connection settings.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ConnectionArgs {
+    /// `--per-connection`: on even if the file says nothing.
+    pub(crate) on: bool,
+    /// `--connection-redraw-ms`.
+    pub(crate) redraw_ms: Option<u64>,
 }
 
 /// One link: its ends and exactly one bandwidth distribution, in Gbit/s.
@@ -132,14 +159,15 @@ pub(crate) fn load_topology(
     machines: u32,
     per_dc: Option<u32>,
     redraw_ms: Option<u64>,
-) -> Result<(Fabric, Nanos)> {
+    conn: ConnectionArgs,
+) -> Result<Topology> {
     let (text, base) = if spec == "default" {
         (DEFAULT_TOPOLOGY.to_string(), None)
     } else {
         let p = Path::new(spec);
         (std::fs::read_to_string(p).with_context(|| format!("reading topology {spec}"))?, p.parent())
     };
-    parse_topology(&text, base, machines, per_dc, redraw_ms).with_context(|| format!("topology {spec}"))
+    parse_topology(&text, base, machines, per_dc, redraw_ms, conn).with_context(|| format!("topology {spec}"))
 }
 
 fn parse_topology(
@@ -148,7 +176,8 @@ fn parse_topology(
     machines: u32,
     per_dc: Option<u32>,
     redraw_ms: Option<u64>,
-) -> Result<(Fabric, Nanos)> {
+    conn: ConnectionArgs,
+) -> Result<Topology> {
     let f: TopologyFile = serde_json::from_str(text).context("parsing JSON")?;
     let dc = |name: &str| -> Result<u32> {
         f.datacenters
@@ -217,7 +246,15 @@ fn parse_topology(
         0 => Nanos::MAX,
         ms => Nanos::from_millis(ms),
     };
-    Ok((Fabric::wan(wan), redraw))
+    let per_connection = f.per_connection || conn.on;
+    if !per_connection && (f.connection_redraw_ms.is_some() || conn.redraw_ms.is_some()) {
+        bail!("connection_redraw_ms needs per-connection bandwidth (\"per_connection\": true or --per-connection)");
+    }
+    let per_connection = per_connection.then(|| match conn.redraw_ms.or(f.connection_redraw_ms).unwrap_or(0) {
+        0 => Nanos::MAX,
+        ms => Nanos::from_millis(ms),
+    });
+    Ok((Fabric::wan(wan), redraw, per_connection))
 }
 
 /// The JSON report of a wide-area run.
@@ -228,6 +265,8 @@ struct JsonReport<'a> {
     links: Vec<JsonLink>,
     redraw_ms: Option<u64>,
     multipath: bool,
+    per_connection: bool,
+    connection_redraw_ms: Option<u64>,
     seed: u64,
     baseline: &'static str,
     results: &'a [WanSummary],
@@ -255,8 +294,30 @@ pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()
     if policies.is_empty() {
         bail!("no policy left to run on the wide area");
     }
-    let (fabric, redraw) = load_topology(spec, plan.workload.machines, a.machines_per_dc, a.redraw_ms)?;
-    let cfg = WanConfig { fabric, redraw, seed: plan.seed, multipath: a.multipath };
+    let conn = ConnectionArgs { on: a.per_connection, redraw_ms: a.connection_redraw_ms };
+    let (fabric, redraw, per_connection) =
+        load_topology(spec, plan.workload.machines, a.machines_per_dc, a.redraw_ms, conn)?;
+    let cfg = WanConfig { fabric, redraw, seed: plan.seed, multipath: a.multipath, per_connection };
+    // Per-connection caps are per leg; route-model policies pool flows by route.
+    let pooled: Vec<&str> = if per_connection.is_some() {
+        policies
+            .iter()
+            .copied()
+            .filter(|p| coflow_sched::policy::by_name(p).is_ok_and(|s| s.model() == ServiceModel::Route))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !pooled.is_empty() {
+        eprintln!(
+            "skipping {}: per-connection bandwidth caps flows one by one, and they pool flows by route",
+            pooled.join(", ")
+        );
+    }
+    let policies: Vec<&'static str> = policies.into_iter().filter(|p| !pooled.contains(p)).collect();
+    if policies.is_empty() {
+        bail!("no policy left to run with per-connection bandwidth");
+    }
     println!("{}", plan.describe().split("; ports at").next().unwrap_or_default());
     println!("{}", describe(&cfg));
     let mut to_run = policies.clone();
@@ -270,6 +331,12 @@ pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()
     let shown: Vec<&(SimResult, f64)> = runs.iter().filter(|(r, _)| policies.contains(&r.policy.as_str())).collect();
     let summaries: Vec<WanSummary> = shown.iter().map(|(r, _)| WanSummary::against(r, base)).collect();
     print!("{}", table(&summaries, &shown.iter().map(|(_, w)| *w).collect::<Vec<_>>()));
+    if plan.workload.has_dependencies() {
+        println!("\n{:<16} {:>12} {:>12}", "jobs", "avg JCT s", "p95 JCT s");
+        for s in &summaries {
+            println!("{:<16} {:>12.3} {:>12.3}", s.policy, s.job_avg_jct_s, s.job_p95_jct_s);
+        }
+    }
     eprintln!("simulated {} policies in {:.2} s wall time on {} threads", runs.len(), wall.as_secs_f64(), plan.threads);
     if let Some(path) = json {
         let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");
@@ -285,6 +352,8 @@ pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()
                 .collect(),
             redraw_ms: (cfg.redraw != Nanos::MAX).then_some(cfg.redraw.0 / 1_000_000),
             multipath: cfg.multipath,
+            per_connection: cfg.per_connection.is_some(),
+            connection_redraw_ms: cfg.per_connection.filter(|&r| r != Nanos::MAX).map(|r| r.0 / 1_000_000),
             seed: plan.seed,
             baseline: "mrtf",
             results: &summaries,
@@ -303,6 +372,13 @@ fn describe(cfg: &WanConfig) -> String {
     }
     let redraw = if cfg.redraw == Nanos::MAX { "never".to_string() } else { format!("every {}", cfg.redraw) };
     let _ = write!(t, " capacities redrawn {redraw}; multi-path {}", if cfg.multipath { "on" } else { "off" });
+    match cfg.per_connection {
+        None => {}
+        Some(Nanos::MAX) => t.push_str("; per-connection bandwidth, held for each flow's life"),
+        Some(r) => {
+            let _ = write!(t, "; per-connection bandwidth, redrawn every {r}");
+        }
+    }
     t
 }
 
@@ -423,7 +499,7 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
     if a.coflows < 2 || a.repeat == 0 {
         bail!("--coflows must be at least 2 and --repeat at least 1");
     }
-    let (fabric, redraw) = load_topology(&a.wan, 150, None, None)?;
+    let (fabric, redraw, _) = load_topology(&a.wan, 150, None, None, ConnectionArgs::default())?;
     let mut times = Vec::new();
     let mut rounds = 0;
     for seed in 1..=a.repeat {
@@ -449,7 +525,7 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
         let timed = FirstSearch { inner: SiphonMc::new(cfg), time_s: None, present: 0 };
         let probe = std::sync::Arc::new(Mutex::new(None));
         let wrapped = Probe { inner: timed, out: probe.clone() };
-        let wan = WanConfig { fabric: fabric.clone(), redraw, seed, multipath: false };
+        let wan = WanConfig { fabric: fabric.clone(), redraw, seed, multipath: false, per_connection: None };
         simulate_wan(&w, Box::new(wrapped), &SimConfig::default(), &wan, &mut |_| {});
         let (t, present, r) = probe.lock().expect("no panic while held").take().context("no decision was made")?;
         if present != a.coflows {

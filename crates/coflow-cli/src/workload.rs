@@ -18,6 +18,11 @@ pub(crate) struct SynthArgs {
     /// Number of machines of the synthetic workload.
     #[arg(long)]
     pub(crate) machines: Option<u32>,
+    /// Group the coflows into multi-stage jobs of N coflows in arrival order: each later stage
+    /// depends on the one before (and sometimes the one before that), reads from its parents'
+    /// reducers and is released when they finish (seeded by --seed). 1: independent coflows.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) stages: usize,
 }
 
 impl SynthArgs {
@@ -38,6 +43,15 @@ impl SynthArgs {
     pub(crate) fn generate(&self) -> Result<(Workload, String)> {
         let cfg = self.config()?;
         let source = format!("synthetic (seed {}, {} coflows, {} machines)", cfg.seed, cfg.coflows, cfg.machines);
-        Ok((synth::generate(&cfg), source))
+        Ok(self.staged(synth::generate(&cfg), source))
+    }
+
+    /// `w` grouped into jobs of `--stages` coflows (unchanged for 1), with its description.
+    pub(crate) fn staged(&self, w: Workload, mut source: String) -> (Workload, String) {
+        if self.stages <= 1 {
+            return (w, source);
+        }
+        source.push_str(&format!(" (jobs of {} stages)", self.stages));
+        (synth::multi_stage(&w, self.stages, self.seed), source)
     }
 }

@@ -182,6 +182,9 @@ pub enum WorkloadError {
     /// A weight is not a positive finite number.
     #[error("coflow {0}: weight must be positive and finite")]
     BadWeight(CoflowId),
+    /// Following parents from a coflow leads back to it: its job is not a DAG.
+    #[error("coflow {0} depends on itself through its parents (a cycle)")]
+    Cycle(CoflowId),
 }
 
 impl Workload {
@@ -221,7 +224,76 @@ impl Workload {
                 return Err(WorkloadError::UnknownParent { coflow: c.id, parent: *p });
             }
         }
-        Ok(())
+        self.check_acyclic()
+    }
+
+    /// Whether any coflow names a parent.
+    pub fn has_dependencies(&self) -> bool {
+        self.coflows.iter().any(|c| !c.parents.is_empty())
+    }
+
+    /// Per coflow (by index), the indices of its parents; parents must exist (see [`Workload::validate`]).
+    pub fn parent_indices(&self) -> Vec<Vec<usize>> {
+        let index: std::collections::BTreeMap<CoflowId, usize> =
+            self.coflows.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        self.coflows.iter().map(|c| c.parents.iter().filter_map(|p| index.get(p).copied()).collect()).collect()
+    }
+
+    /// Per coflow (by index), its job: the index of the first coflow, in workload order, of its
+    /// connected component of the dependency graph (parents and children alike). A coflow without
+    /// parents or children is a job of its own.
+    pub fn jobs(&self) -> Vec<usize> {
+        // Union-find over the parent edges; each root ends as the smallest index of its set.
+        let mut root: Vec<usize> = (0..self.coflows.len()).collect();
+        fn find(root: &mut [usize], mut i: usize) -> usize {
+            while root[i] != i {
+                root[i] = root[root[i]];
+                i = root[i];
+            }
+            i
+        }
+        for (i, parents) in self.parent_indices().into_iter().enumerate() {
+            for p in parents {
+                let (a, b) = (find(&mut root, i), find(&mut root, p));
+                root[a.max(b)] = a.min(b);
+            }
+        }
+        (0..self.coflows.len()).map(|i| find(&mut root, i)).collect()
+    }
+
+    /// Errors with the first coflow, in workload order, that lies on a cycle of parents.
+    fn check_acyclic(&self) -> Result<(), WorkloadError> {
+        if !self.has_dependencies() {
+            return Ok(());
+        }
+        let parents = self.parent_indices();
+        // Kahn's algorithm: coflows whose parents all drain are on no cycle.
+        let mut waiting: Vec<usize> = parents.iter().map(Vec::len).collect();
+        let mut children = vec![Vec::new(); parents.len()];
+        for (i, ps) in parents.iter().enumerate() {
+            for &p in ps {
+                children[p].push(i);
+            }
+        }
+        let mut ready: Vec<usize> = (0..waiting.len()).filter(|&i| waiting[i] == 0).collect();
+        while let Some(i) = ready.pop() {
+            for &ch in &children[i] {
+                waiting[ch] -= 1;
+                if waiting[ch] == 0 {
+                    ready.push(ch);
+                }
+            }
+        }
+        // A coflow left waiting is on a cycle or below one; name one on the cycle: walk up
+        // waiting parents until a coflow repeats.
+        let Some(start) = waiting.iter().position(|&w| w > 0) else { return Ok(()) };
+        let mut seen = vec![false; waiting.len()];
+        let mut i = start;
+        while !seen[i] {
+            seen[i] = true;
+            i = *parents[i].iter().find(|&&p| waiting[p] > 0).expect("a waiting coflow has a waiting parent");
+        }
+        Err(WorkloadError::Cycle(self.coflows[i].id))
     }
 
     /// Total number of flows.
@@ -264,5 +336,43 @@ mod tests {
         assert!(matches!(Workload::new(4, vec![c.clone()]), Err(WorkloadError::MachineOutOfRange { .. })));
         let ok = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 1)]);
         assert_eq!(Workload::new(4, vec![ok.clone(), ok]), Err(WorkloadError::DuplicateId(CoflowId(1))));
+    }
+
+    fn with_parents(id: u64, parents: &[u64]) -> Coflow {
+        let mut c = Coflow::new(CoflowId(id), Nanos::ZERO, vec![flow(0, 1, 1)]);
+        c.parents = parents.iter().map(|&p| CoflowId(p)).collect();
+        c
+    }
+
+    #[test]
+    fn cycles_and_unknown_parents_name_the_coflow() {
+        let cycle = vec![with_parents(1, &[]), with_parents(2, &[1, 4]), with_parents(3, &[2]), with_parents(4, &[3])];
+        let err = Workload::new(2, cycle).unwrap_err();
+        assert!(matches!(err, WorkloadError::Cycle(CoflowId(2..=4))), "{err:?}");
+        assert!(err.to_string().contains("cycle"), "{err}");
+        assert_eq!(Workload::new(2, vec![with_parents(5, &[5])]), Err(WorkloadError::Cycle(CoflowId(5))));
+        let unknown = Workload::new(2, vec![with_parents(1, &[]), with_parents(2, &[9])]).unwrap_err();
+        assert_eq!(unknown, WorkloadError::UnknownParent { coflow: CoflowId(2), parent: CoflowId(9) });
+        assert_eq!(unknown.to_string(), "coflow 2 depends on unknown coflow 9");
+    }
+
+    #[test]
+    fn jobs_are_connected_components() {
+        // A diamond 1 -> {2, 3} -> 4, a chain 5 -> 6, and 7 alone.
+        let w = Workload::new(
+            2,
+            vec![
+                with_parents(1, &[]),
+                with_parents(2, &[1]),
+                with_parents(3, &[1]),
+                with_parents(4, &[2, 3]),
+                with_parents(5, &[]),
+                with_parents(6, &[5]),
+                with_parents(7, &[]),
+            ],
+        )
+        .unwrap();
+        assert_eq!(w.jobs(), vec![0, 0, 0, 0, 4, 4, 6]);
+        assert!(w.has_dependencies());
     }
 }

@@ -43,6 +43,10 @@ pub struct AaloConfig {
     /// After flows finish, decide again at most once per this interval, so that their ports are
     /// handed on (`None`: only on coflow arrivals, completions and threshold crossings).
     pub flow_finish_gap: Option<Nanos>,
+    /// Rank a coflow by the bytes its whole job has sent ([`BlindCoflow::job_sent`]) rather than
+    /// its own (the talk's job-aware D-CLAS, `aalo-job`): a later stage of a job that has already
+    /// moved much data does not jump ahead of small jobs.
+    pub job_aware: bool,
 }
 
 impl Default for AaloConfig {
@@ -53,6 +57,7 @@ impl Default for AaloConfig {
             factor: 10.0,
             sync_interval: Nanos::from_millis(8),
             flow_finish_gap: Some(Nanos::from_millis(40)),
+            job_aware: false,
         }
     }
 }
@@ -257,11 +262,15 @@ fn serve(c: &BlindCoflow, shape: &Shape, legs: &[BlindLeg], out: &mut BlindAlloc
 
 impl BlindScheduler for Aalo {
     fn name(&self) -> &'static str {
-        "aalo"
+        if self.cfg.job_aware { "aalo-job" } else { "aalo" }
     }
 
     fn report_interval(&self) -> Nanos {
         self.cfg.sync_interval
+    }
+
+    fn job_aware(&self) -> bool {
+        self.cfg.job_aware
     }
 
     fn flow_finish_gap(&self) -> Option<Nanos> {
@@ -288,7 +297,9 @@ impl BlindScheduler for Aalo {
 
         // Queues, and the order: by queue, then arrival (the input's order).
         self.queue.clear();
-        self.queue.extend(input.coflows.iter().map(|c| self.cfg.queue(c.sent)));
+        let job_aware = self.cfg.job_aware;
+        let attained = |c: &BlindCoflow| if job_aware { c.job_sent } else { c.sent };
+        self.queue.extend(input.coflows.iter().map(|c| self.cfg.queue(attained(c))));
         self.order.clear();
         self.order.extend(0..input.coflows.len());
         let queue = &self.queue;
@@ -353,14 +364,21 @@ impl BlindScheduler for Aalo {
 
         // Wake when a served coflow will have crossed its threshold, as the report will show:
         // predicted from the last report and the rates just given, not before the next report.
+        // Job-aware, a job's bytes grow at the rates of all its coflows.
+        let mut job_rate: BTreeMap<CoflowId, f64> = BTreeMap::new();
+        if job_aware {
+            for (c, &r) in input.coflows.iter().zip(&self.rate) {
+                *job_rate.entry(c.job).or_default() += r;
+            }
+        }
         let mut wake: Option<Nanos> = None;
         for (i, c) in input.coflows.iter().enumerate() {
             let threshold = self.cfg.threshold(self.queue[i]);
-            let rate = self.rate[i];
-            if !threshold.is_finite() || rate <= 0.0 {
+            let rate = if job_aware { job_rate[&c.job] } else { self.rate[i] };
+            if !threshold.is_finite() || rate <= 0.0 || self.rate[i] <= 0.0 {
                 continue;
             }
-            let secs = ((threshold - c.sent) / rate).max(0.0);
+            let secs = ((threshold - attained(c)) / rate).max(0.0);
             let at = input.now.saturating_add(Nanos::from_secs_f64(secs)).max(input.next_report);
             wake = Some(wake.map_or(at, |w| w.min(at)));
         }
@@ -375,6 +393,11 @@ mod tests {
     use coflow_core::{MachineId, Rate};
 
     fn decide(sent: &[f64], fabric: &Fabric) -> Vec<f64> {
+        decide_jobs(sent, sent, AaloConfig::default(), fabric)
+    }
+
+    /// Each coflow `i` has sent `sent[i]` and its job `job_sent[i]`, all on one route.
+    fn decide_jobs(sent: &[f64], job_sent: &[f64], cfg: AaloConfig, fabric: &Fabric) -> Vec<f64> {
         let route = fabric.route(MachineId(0), MachineId(1));
         let legs: Vec<BlindLeg> = sent.iter().map(|_| BlindLeg { route, active_flows: 1 }).collect();
         let coflows: Vec<BlindCoflow> = sent
@@ -385,6 +408,8 @@ mod tests {
                 arrival: Nanos::from_millis(i as u64),
                 weight: 1.0,
                 sent: s,
+                job: CoflowId(i as u64),
+                job_sent: job_sent[i],
                 active_flows: 1,
                 legs: i..i + 1,
             })
@@ -392,7 +417,7 @@ mod tests {
         let input = BlindInput { now: Nanos::ZERO, fabric, coflows: &coflows, legs: &legs, next_report: Nanos::ZERO };
         let mut out = BlindAllocation::default();
         out.reset(&input);
-        Aalo::new(AaloConfig::default()).poll_allocation(&input, &mut out);
+        Aalo::new(cfg).poll_allocation(&input, &mut out);
         out.leg_rate
     }
 
@@ -422,6 +447,19 @@ mod tests {
         // weight 10): the later one goes first, and the earlier one keeps 9/19 of the port.
         let fabric = Fabric::big_switch(2, Rate::from_bytes_per_sec(190.0));
         let rates = decide(&[20.0 * MIB as f64, 0.0], &fabric);
+        assert!((rates[0] - 90.0).abs() < 1e-9 && (rates[1] - 100.0).abs() < 1e-9, "{rates:?}");
+    }
+
+    #[test]
+    fn job_aware_ranks_by_the_jobs_bytes() {
+        // Both coflows have sent nothing themselves; the first one's job has sent 20 MiB (an
+        // earlier stage). Plain D-CLAS serves the first (arrival order in queue 0); job-aware
+        // D-CLAS puts it in queue 1, behind the second, which gets 10/19 of the port.
+        let fabric = Fabric::big_switch(2, Rate::from_bytes_per_sec(190.0));
+        let (sent, job_sent) = ([0.0, 0.0], [20.0 * MIB as f64, 0.0]);
+        assert_eq!(decide_jobs(&sent, &job_sent, AaloConfig::default(), &fabric), [190.0, 0.0]);
+        let cfg = AaloConfig { job_aware: true, ..Default::default() };
+        let rates = decide_jobs(&sent, &job_sent, cfg, &fabric);
         assert!((rates[0] - 90.0).abs() < 1e-9 && (rates[1] - 100.0).abs() < 1e-9, "{rates:?}");
     }
 }

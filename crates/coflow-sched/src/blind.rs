@@ -27,6 +27,12 @@ pub struct BlindCoflow {
     pub weight: f64,
     /// Bytes it had sent at the last progress report.
     pub sent: f64,
+    /// Its job (see [`CoflowState::job`]).
+    pub job: CoflowId,
+    /// Bytes its whole job had sent at the last progress report: the finished coflows of the job
+    /// (all their bytes, as seen when they finished) and the active ones (their `sent`). Equal to
+    /// `sent` unless the policy is [`BlindScheduler::job_aware`].
+    pub job_sent: f64,
     /// Its flows not finished yet.
     pub active_flows: u32,
     /// Its legs (alike flows between one pair of machines): a range of [`BlindInput::legs`].
@@ -110,6 +116,12 @@ pub trait BlindScheduler: fmt::Debug + Send {
         None
     }
 
+    /// Whether the policy reads [`BlindCoflow::job_sent`]: only then does the adapter keep each
+    /// job's bytes after its coflows finish (one number per job, kept for the run).
+    fn job_aware(&self) -> bool {
+        false
+    }
+
     /// A coflow arrived.
     fn handle_arrival(&mut self, _now: Nanos, _coflow: CoflowId) {}
 
@@ -139,6 +151,9 @@ pub struct Blinded<B> {
     /// Scratch: whether each resource is one a coflow sends from.
     sending: Vec<bool>,
     next_report: Nanos,
+    /// Each active coflow's job, and per job the bytes its finished coflows sent.
+    job_of: std::collections::BTreeMap<CoflowId, CoflowId>,
+    job_done: std::collections::BTreeMap<CoflowId, f64>,
 }
 
 impl<B: BlindScheduler> Blinded<B> {
@@ -153,6 +168,8 @@ impl<B: BlindScheduler> Blinded<B> {
             total: std::collections::BTreeMap::new(),
             sending: Vec::new(),
             next_report: Nanos::ZERO,
+            job_of: std::collections::BTreeMap::new(),
+            job_done: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -176,6 +193,12 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
     }
 
     fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+        let sent = self.total.get(&coflow).or(self.reported.get(&coflow)).copied().unwrap_or(0.0);
+        if let Some(job) = self.job_of.remove(&coflow)
+            && self.inner.job_aware()
+        {
+            *self.job_done.entry(job).or_default() += sent;
+        }
         self.reported.remove(&coflow);
         self.total.remove(&coflow);
         self.inner.handle_finished(now, coflow);
@@ -198,6 +221,12 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                 self.reported.insert(c.id, (total - remaining).max(0.0));
             }
             self.next_report = input.now.saturating_add(self.inner.report_interval());
+        }
+        let job_aware = self.inner.job_aware();
+        if job_aware {
+            for c in input.coflows {
+                self.job_of.entry(c.id).or_insert(c.job);
+            }
         }
         // The blind legs change only when flows finish, which changes their coflow's count of
         // active flows: with the same coflows as last time, only those coflows' legs are redone.
@@ -227,9 +256,25 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     arrival: c.arrival,
                     weight: c.weight,
                     sent: self.reported.get(&c.id).copied().unwrap_or(0.0),
+                    job: c.job,
+                    job_sent: 0.0,
                     active_flows: c.active_flows,
                     legs: first..self.legs.len(),
                 });
+            }
+        }
+        // A job's bytes sent: its finished coflows' and its active ones' as last reported.
+        if job_aware {
+            let mut job_sent: std::collections::BTreeMap<CoflowId, f64> = std::collections::BTreeMap::new();
+            for b in &self.coflows {
+                *job_sent.entry(b.job).or_insert_with(|| self.job_done.get(&b.job).copied().unwrap_or(0.0)) += b.sent;
+            }
+            for b in &mut self.coflows {
+                b.job_sent = job_sent[&b.job];
+            }
+        } else {
+            for b in &mut self.coflows {
+                b.job_sent = b.sent;
             }
         }
         let blind = BlindInput {

@@ -27,6 +27,10 @@ pub const NAMES: &[&str] = &[
 /// its baseline, each also with Largest Flow Group First inside coflows (`+lfgf`).
 pub const WAN_NAMES: &[&str] = &["siphon-mc", "mrtf", "siphon-mc+lfgf", "mrtf+lfgf"];
 
+/// Variants that need a workload with dependencies to differ from their base policy, not part of
+/// `all`: `aalo-job` ranks coflows by their job's bytes sent (job-aware D-CLAS).
+pub const JOB_NAMES: &[&str] = &["aalo-job"];
+
 /// No policy has this name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown policy {name:?}; known policies: {}", NAMES.join(", "))]
@@ -53,6 +57,10 @@ pub fn by_name(name: &str) -> Result<Box<dyn Scheduler>, UnknownPolicy> {
         "sincronia" => Ok(Box::new(crate::Sincronia::greedy())),
         "sincronia-madd" => Ok(Box::new(crate::Sincronia::with_madd())),
         "aalo" => Ok(Box::new(crate::Blinded::new(crate::Aalo::default()))),
+        "aalo-job" => Ok(Box::new(crate::Blinded::new(crate::Aalo::new(crate::AaloConfig {
+            job_aware: true,
+            ..Default::default()
+        })))),
         "karuna" => Ok(Box::new(crate::Karuna::default())),
         _ => Err(UnknownPolicy { name: name.to_string() }),
     }
@@ -82,6 +90,7 @@ pub fn parse_list(list: &str) -> Result<Vec<&'static str>, UnknownPolicy> {
         let known = NAMES
             .iter()
             .chain(WAN_NAMES)
+            .chain(JOB_NAMES)
             .find(|&&n| n == name)
             .ok_or_else(|| UnknownPolicy { name: name.to_string() })?;
         out.push(*known);

@@ -142,6 +142,8 @@ impl Snapshot {
                 self.coflows.push(CoflowState {
                     id: coflow.id,
                     arrival: coflow.arrival,
+                    // The live coordinator does not group coflows into jobs.
+                    job: coflow.id,
                     deadline: coflow.deadline,
                     weight: coflow.weight,
                     width: coflow.width,

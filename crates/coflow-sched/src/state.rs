@@ -37,8 +37,11 @@ pub enum ServiceModel {
 pub struct CoflowState {
     /// Its id.
     pub id: CoflowId,
-    /// When it arrived.
+    /// When it arrived (was released: with parents, once they had all finished).
     pub arrival: Nanos,
+    /// Its job: the id of the first coflow of its connected component of dependencies (its own
+    /// id when it has no parents and no children).
+    pub job: CoflowId,
     /// Its deadline relative to arrival, if any.
     pub deadline: Option<Nanos>,
     /// Its weight.

@@ -50,7 +50,8 @@ impl Default for BoundConfig {
 pub struct LowerBounds {
     /// The average Γ.
     pub isolation_avg_cct_s: f64,
-    /// The per-port bound of the best resource.
+    /// The per-port bound of the best resource (the isolation bound when the workload has
+    /// dependencies: see [`DEPENDENCIES_SKIP`]).
     pub per_port_avg_cct_s: f64,
     /// That resource's name (e.g. `out12`), if any resource carries traffic.
     pub per_port_resource: Option<String>,
@@ -108,6 +109,10 @@ impl Instance {
     }
 }
 
+/// How [`LowerBounds::lp_status`] starts when the workload has dependencies: then only the
+/// isolation bound holds, and the per-port one is reported equal to it.
+pub const DEPENDENCIES_SKIP: &str = "skipped: coflows wait for their parents";
+
 /// Computes the three bounds of `workload` on `fabric`.
 pub fn lower_bounds(workload: &Workload, fabric: &Fabric, cfg: &BoundConfig) -> LowerBounds {
     let inst = Instance::of(workload, fabric);
@@ -134,6 +139,18 @@ pub fn lower_bounds(workload: &Workload, fabric: &Fabric, cfg: &BoundConfig) -> 
     let isolation = total_gamma / n;
     let per_port = (total_gamma + best_gain) / n;
     let crossing = inst.jobs.iter().filter(|j| j.gamma_s > 0.0).count();
+    if workload.has_dependencies() {
+        // A coflow with parents is released when they finish, which the policy decides, and its
+        // CCT counts from then: bounds built on arrivals as releases do not hold, only Γ does.
+        return LowerBounds {
+            isolation_avg_cct_s: isolation,
+            per_port_avg_cct_s: isolation,
+            per_port_resource: None,
+            lp_avg_cct_s: None,
+            lp_status: format!("{DEPENDENCIES_SKIP}, so only the isolation bound holds"),
+            best_avg_cct_s: isolation,
+        };
+    }
     let (lp, lp_status) = if crossing == 0 {
         (Some(0.0), "solved: no coflow crosses the fabric".to_string())
     } else if crossing > cfg.lp_max_coflows {

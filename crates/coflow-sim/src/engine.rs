@@ -14,12 +14,12 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use coflow_core::{Nanos, Rate, Workload};
+use coflow_core::{Coflow, Nanos, Rate, Workload};
 use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel};
 
 use crate::legs::{Finished, LegModel, Split};
 use crate::report::CoflowOutcome;
-use crate::wan::{WanConfig, Weather};
+use crate::wan::{Connections, WanConfig, Weather};
 
 /// How many policy wake-ups in a row may pass with nothing moving and nothing left to arrive
 /// before the simulation gives up on the coflows still active.
@@ -347,6 +347,17 @@ struct Engine<'w> {
     rejected_ids: Vec<coflow_core::CoflowId>,
     pending: Vec<u32>,
     done: usize,
+    /// Coflows released and not yet finished or rejected.
+    live: usize,
+
+    // Dependencies: per workload coflow, its parents not finished yet, its children, when it was
+    // released (its arrival unless it waited for parents), and its job; coflows whose last parent
+    // just finished and whose arrival has passed, to release now.
+    parents_left: Vec<u32>,
+    children: Vec<Vec<u32>>,
+    release: Vec<Nanos>,
+    jobs: Vec<usize>,
+    ready: Vec<usize>,
 
     // Proportional model: active coflows, their legs and scales.
     prop: LegModel,
@@ -366,6 +377,8 @@ struct Engine<'w> {
     new_weather: bool,
     multipath: bool,
     relayed: f64,
+    /// Per-connection bandwidth: each leg's throughput cap, redrawn per interval.
+    connections: Option<Connections>,
 }
 
 impl<'w> Engine<'w> {
@@ -376,6 +389,21 @@ impl<'w> Engine<'w> {
         let weather = wan.map(|c| Weather::new(c, &mut fabric, start));
         let mut prop = LegModel::default();
         prop.track = wan.is_some();
+        let jobs = w.jobs();
+        let mut children = vec![Vec::new(); n];
+        let mut parents_left = vec![0u32; n];
+        if w.has_dependencies() {
+            prop.job_of = jobs.iter().map(|&j| w.coflows[j].id).collect();
+            for (k, parents) in w.parent_indices().into_iter().enumerate() {
+                parents_left[k] = parents.len() as u32;
+                for p in parents {
+                    children[p].push(k as u32);
+                }
+            }
+        }
+        let connections = wan.and_then(|c| c.per_connection.map(|redraw| Connections::new(c.seed, redraw)));
+        // Route-model policies pool flows by route; caps per connection apply to legs only.
+        prop.connections = connections.is_some() && policy.model() == ServiceModel::Proportional;
         Engine {
             w,
             model: policy.model(),
@@ -391,6 +419,12 @@ impl<'w> Engine<'w> {
             rejected_ids: Vec::new(),
             pending: vec![0; n],
             done: 0,
+            live: 0,
+            parents_left,
+            children,
+            release: w.coflows.iter().map(|c| c.arrival).collect(),
+            jobs,
+            ready: Vec::new(),
             prop,
             finished: Vec::new(),
             routes: RouteModel::default(),
@@ -402,6 +436,7 @@ impl<'w> Engine<'w> {
             new_weather: false,
             multipath: wan.is_some_and(|c| c.multipath),
             relayed: 0.0,
+            connections,
         }
     }
 
@@ -416,13 +451,32 @@ impl<'w> Engine<'w> {
                 self.new_weather = weather.update(&mut self.fabric, self.now);
                 changed |= self.new_weather;
             }
+            if self.prop.connections
+                && let Some(conns) = &mut self.connections
+                && conns.update(self.now)
+            {
+                // New connection caps: redraw every leg's and decide again.
+                conns.refresh(&self.fabric, &mut self.prop, 0);
+                changed = true;
+            }
             while self.next_arrival < self.w.coflows.len() && self.w.coflows[self.next_arrival].arrival <= self.now {
-                self.arrive(self.next_arrival);
+                // A coflow with parents still running waits for them (`ready`).
+                if self.parents_left[self.next_arrival] == 0 {
+                    self.arrive(self.next_arrival);
+                }
                 self.next_arrival += 1;
                 changed = true;
             }
             let before = self.done;
             let flows_finished = self.complete();
+            // Coflows whose parents have all finished are released now; those that finish on
+            // release may release others.
+            while !self.ready.is_empty() {
+                for k in std::mem::take(&mut self.ready) {
+                    self.arrive(k);
+                }
+                changed = true;
+            }
             if self.done != before {
                 progress(self.done);
                 changed = true;
@@ -443,6 +497,7 @@ impl<'w> Engine<'w> {
                 break;
             }
             let moving = self.prop.next_time() != Nanos::MAX || self.routes.next_time(self.now) != Nanos::MAX;
+            // Coflows held for parents that can never finish (a rejected ancestor) stay unfinished.
             if moving || self.next_arrival < self.w.coflows.len() {
                 idle_wakes = 0;
             } else {
@@ -457,19 +512,42 @@ impl<'w> Engine<'w> {
         }
     }
 
-    /// Admits workload coflow `k` at `now`.
+    /// A coflow finished (not rejected): its children whose parents have all finished and whose
+    /// arrival has passed are released at once.
+    fn on_finished(&mut self, k: usize) {
+        self.finish[k] = Some(self.now);
+        self.done += 1;
+        for i in 0..self.children[k].len() {
+            let ch = self.children[k][i] as usize;
+            self.parents_left[ch] -= 1;
+            if self.parents_left[ch] == 0 && ch < self.next_arrival {
+                self.ready.push(ch);
+            }
+        }
+    }
+
+    /// Admits (releases) workload coflow `k` at `now`: its arrival, or later if it waited for
+    /// parents, in which case it enters the policy with `now` as its arrival.
     fn arrive(&mut self, k: usize) {
-        let c = &self.w.coflows[k];
+        let w = self.w;
+        let released;
+        let c = if w.coflows[k].arrival == self.now {
+            &w.coflows[k]
+        } else {
+            released = Coflow { arrival: self.now, ..w.coflows[k].clone() };
+            &released
+        };
+        self.release[k] = self.now;
         let fabric = &self.fabric;
         let remote =
             c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()).count() as u32;
         self.pending[k] = remote;
         if remote == 0 {
             // No flow has bytes to move across the fabric: the coflow is done on arrival.
-            self.finish[k] = Some(self.now);
-            self.done += 1;
+            self.on_finished(k);
             return;
         }
+        self.live += 1;
         self.policy.handle_arrival(self.now, c.id);
         match self.model {
             ServiceModel::Proportional => {
@@ -487,7 +565,13 @@ impl<'w> Engine<'w> {
                 } else {
                     Split::new()
                 };
+                let first_leg = self.prop.legs.len();
                 self.prop.arrive(&self.fabric, c, k, &split);
+                if self.prop.connections
+                    && let Some(conns) = &self.connections
+                {
+                    conns.refresh(&self.fabric, &mut self.prop, first_leg);
+                }
             }
             ServiceModel::Route => {
                 for f in c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()) {
@@ -512,10 +596,10 @@ impl<'w> Engine<'w> {
             // A decision on new capacities is coming: legs due a nanosecond later end now.
             any |= self.prop.retire_dust(&mut self.finished, &mut self.flow_time);
         }
-        for (k, id) in self.finished.drain(..) {
+        for (k, id) in std::mem::take(&mut self.finished) {
             self.pending[k] = 0;
-            self.finish[k] = Some(self.now);
-            self.done += 1;
+            self.live -= 1;
+            self.on_finished(k);
             self.policy.handle_finished(self.now, id);
         }
         any
@@ -523,13 +607,13 @@ impl<'w> Engine<'w> {
 
     fn complete_routes(&mut self) -> bool {
         let any = self.routes.complete(self.now, self.cfg.check_invariants);
-        for &k in &self.routes.finished {
-            let k = k as usize;
-            self.flow_time[k] += (self.now - self.w.coflows[k].arrival).as_secs_f64();
+        for i in 0..self.routes.finished.len() {
+            let k = self.routes.finished[i] as usize;
+            self.flow_time[k] += (self.now - self.release[k]).as_secs_f64();
             self.pending[k] -= 1;
             if self.pending[k] == 0 {
-                self.finish[k] = Some(self.now);
-                self.done += 1;
+                self.live -= 1;
+                self.on_finished(k);
                 self.policy.handle_finished(self.now, self.w.coflows[k].id);
             }
         }
@@ -538,6 +622,7 @@ impl<'w> Engine<'w> {
 
     fn decide(&mut self) {
         self.prop.sync(self.now);
+        self.prop.renormalize();
         self.routes.prepare(self.now);
         let input = Input {
             now: self.now,
@@ -556,9 +641,11 @@ impl<'w> Engine<'w> {
         if !self.rejected_ids.is_empty() {
             assert!(self.model == ServiceModel::Proportional, "only proportional policies reject coflows");
             for k in self.prop.reject(&self.rejected_ids) {
+                // Its children are never released: their input never arrives.
                 self.rejected[k] = true;
                 self.pending[k] = 0;
                 self.done += 1;
+                self.live -= 1;
             }
             self.rejected_ids.clear();
             // The allocation was made for an input that still held them: decide again without.
@@ -569,6 +656,9 @@ impl<'w> Engine<'w> {
         // Route rates are checked as the route model takes them.
         for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extra.iter().map(|(_, k)| k)) {
             assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
+        }
+        if self.prop.connections {
+            crate::wan::cap_connections(&input, &self.prop.cap, &mut self.alloc, self.cfg.check_invariants);
         }
         if self.cfg.check_invariants {
             let used = self.alloc.usage(&input);
@@ -596,9 +686,14 @@ impl<'w> Engine<'w> {
         let routes = self.routes.next_time(self.now);
         // Capacities change only matter while something is active.
         if let Some(weather) = &self.weather
-            && self.next_arrival > self.done
+            && self.live > 0
         {
             next = next.min(weather.next_change());
+            if self.prop.connections
+                && let Some(conns) = &self.connections
+            {
+                next = next.min(conns.next_change());
+            }
         }
         next.min(legs).min(routes)
     }
@@ -628,6 +723,10 @@ impl<'w> Engine<'w> {
                 o
             })
             .collect();
+        for (k, o) in outcomes.iter_mut().enumerate() {
+            o.release = self.release[k];
+            o.job = self.jobs[k];
+        }
         for &(k, receiver, t) in &self.prop.leg_done {
             let groups = &mut outcomes[k].groups;
             match groups.iter_mut().find(|(r, _)| *r == receiver) {

@@ -39,7 +39,7 @@ pub(crate) struct LegModel {
     finish: Vec<Nanos>,
     /// Per leg: its coflow, the index in `loads` of each of its hops, its planned finish when it
     /// has an extra.
-    owner: Vec<u32>,
+    pub(crate) owner: Vec<u32>,
     slots: Vec<[u32; 4]>,
     leg_finish: Vec<Nanos>,
     /// Legs with an extra in force: `(leg, κ, remaining fraction at the decision)`.
@@ -53,6 +53,16 @@ pub(crate) struct LegModel {
     pub(crate) track: bool,
     /// Finished legs: `(workload index, receiver, when)`.
     pub(crate) leg_done: Vec<(usize, MachineId, Nanos)>,
+    /// Per workload coflow, its job (see `CoflowState::job`); empty: every coflow is its own.
+    pub(crate) job_of: Vec<CoflowId>,
+    /// Whether every flow is a leg of its own, a connection with its own throughput cap
+    /// (per-connection wide-area bandwidth), instead of alike flows sharing one leg.
+    pub(crate) connections: bool,
+    /// Per leg: which connection of its coflow it is (`flow index · 4 + part`, the part counting
+    /// multi-path detours first), and the cap on its bytes per second (infinite without
+    /// per-connection bandwidth).
+    pub(crate) conn: Vec<u32>,
+    pub(crate) cap: Vec<f64>,
 }
 
 impl LegModel {
@@ -93,29 +103,37 @@ impl LegModel {
     /// the given fraction of the bytes whose direct route is a key over each listed detour
     /// instead (multi-path routing), each part a leg of its own.
     pub(crate) fn arrive(&mut self, fabric: &Fabric, c: &Coflow, k: usize, split: &Split) {
-        // One leg per pair of machines and flow size: its flows are alike under any policy.
-        let mut pairs: BTreeMap<(u32, u32, u64), u32> = BTreeMap::new();
-        for f in c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()) {
-            *pairs.entry((f.src.0, f.dst.0, f.size.get())).or_default() += 1;
+        // One leg per pair of machines and flow size: its flows are alike under any policy. With
+        // per-connection bandwidth each flow has its own throughput, so each is a leg of its own
+        // (the key's last part, the flow's index, is 0 otherwise).
+        let mut pairs: BTreeMap<(u32, u32, u64, u32), u32> = BTreeMap::new();
+        for (i, f) in c.flows.iter().enumerate() {
+            if f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local() {
+                let idx = if self.connections { i as u32 } else { 0 };
+                *pairs.entry((f.src.0, f.dst.0, f.size.get(), idx)).or_default() += 1;
+            }
         }
-        // Each leg: its route, machines, flow size, the fraction of it taken, its flows.
-        let mut parts: Vec<(Route, u32, u32, u64, f64, u32)> = Vec::with_capacity(pairs.len());
-        for (&(s, d, size), &flows) in &pairs {
+        // Each leg: its route, machines, flow size, the fraction of it taken, its flows, its
+        // connection.
+        let mut parts: Vec<(Route, u32, u32, u64, f64, u32, u32)> = Vec::with_capacity(pairs.len());
+        for (&(s, d, size, idx), &flows) in &pairs {
             let route = fabric.route(s.into(), d.into());
             let mut direct = 1.0;
+            let mut part = 0;
             for &(detour, alpha) in split.get(&route).map_or(&[][..], Vec::as_slice) {
-                parts.push((detour, s, d, size, alpha, flows));
+                parts.push((detour, s, d, size, alpha, flows, idx.saturating_mul(4) + part.min(3)));
                 direct -= alpha;
+                part += 1;
             }
             if direct > 1e-12 {
-                parts.push((route, s, d, size, direct, flows));
+                parts.push((route, s, d, size, direct, flows, idx.saturating_mul(4) + part.min(3)));
             }
         }
         // Legs sorted by route (hop by hop), so that a sender's legs are contiguous; on the big
         // switch this is the order of the machine pairs.
-        parts.sort_by(|a, b| a.0.hops().cmp(b.0.hops()).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+        parts.sort_by(|a, b| a.0.hops().cmp(b.0.hops()).then((a.1, a.2, a.3, a.6).cmp(&(b.1, b.2, b.3, b.6))));
         let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();
-        for &(route, _, _, size, fraction, flows) in &parts {
+        for &(route, _, _, size, fraction, flows, _) in &parts {
             let bytes = size as f64 * flows as f64 * fraction;
             for &r in route.hops() {
                 *per_resource.entry(r).or_default() += bytes;
@@ -129,7 +147,7 @@ impl LegModel {
         let ci = self.coflows.len() as u32;
         let (leg_start, sender_start) = (self.legs.len(), self.senders.len());
         let mut active_flows = 0;
-        for (route, _, d, size, fraction, flows) in parts {
+        for (route, _, d, size, fraction, flows, conn) in parts {
             let (bytes, longest) = (size as f64 * flows as f64 * fraction, size as f64 * fraction);
             active_flows += flows;
             let mut slots = [0u32; 4];
@@ -148,10 +166,13 @@ impl LegModel {
             self.owner.push(ci);
             self.slots.push(slots);
             self.leg_finish.push(Nanos::MAX);
+            self.conn.push(conn);
+            self.cap.push(f64::INFINITY);
         }
         self.coflows.push(CoflowState {
             id: c.id,
             arrival: c.arrival,
+            job: self.job_of.get(k).copied().unwrap_or(c.id),
             deadline: c.deadline,
             weight: c.weight,
             width: c.flows.len() as u32,
@@ -165,6 +186,30 @@ impl LegModel {
         self.rate.push(0.0);
         self.scale_dec.push(1.0);
         self.finish.push(Nanos::MAX);
+    }
+
+    /// With per-connection caps, a coflow's legs held below its rate outlive its scale's fall to
+    /// a sliver at `1/σ`, and the sliver would compound decision after decision until the scaled
+    /// values overflow: before a decision, a coflow whose scale fell below 10⁻⁹ has its legs and
+    /// loads multiplied out and its scale reset to 1. Only with per-connection caps, so other runs
+    /// stay bit for bit as they were.
+    pub(crate) fn renormalize(&mut self) {
+        if !self.connections {
+            return;
+        }
+        for c in &mut self.coflows {
+            let s = c.scale;
+            if s >= 1e-9 || c.active_flows == 0 {
+                continue;
+            }
+            for leg in &mut self.legs[c.legs.clone()] {
+                leg.scaled *= s;
+            }
+            for load in &mut self.loads[c.loads.clone()] {
+                load.1 *= s;
+            }
+            c.scale = 1.0;
+        }
     }
 
     /// Puts a decision in force at the current time.
@@ -186,12 +231,15 @@ impl LegModel {
             }
         }
         for &(l, kappa) in &alloc.leg_extra {
-            if kappa > 0.0 && self.legs[l].is_active() {
+            // A negative extra is a per-connection cap holding a leg below its coflow's rate.
+            if kappa != 0.0 && self.legs[l].is_active() {
                 let c = self.owner[l] as usize;
                 let sigma = self.rate[c] + kappa;
                 self.extra.push((l, kappa, self.legs[l].scaled * self.coflows[c].scale));
-                self.leg_finish[l] = after(now, 1.0 / sigma);
-                self.heap.push(Reverse((self.leg_finish[l], l as u32 | LEG)));
+                self.leg_finish[l] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
+                if sigma > 0.0 {
+                    self.heap.push(Reverse((self.leg_finish[l], l as u32 | LEG)));
+                }
             }
         }
     }
@@ -233,13 +281,17 @@ impl LegModel {
                 }
                 let fct = (now - self.coflows[c].arrival).as_secs_f64();
                 for l in self.coflows[c].legs.clone() {
-                    if self.legs[l].is_active() {
+                    // A leg held below its coflow's rate by its connection's cap ends later.
+                    let later = self.leg_finish[l] != Nanos::MAX && self.leg_finish[l] > now;
+                    if self.legs[l].is_active() && !later {
                         flow_time[self.widx[c]] += self.legs[l].flows as f64 * fct;
                         self.retire_leg(l, c, check);
                     }
                 }
                 any = true;
-                done.push((self.widx[c], self.coflows[c].id));
+                if self.coflows[c].active_flows == 0 {
+                    done.push((self.widx[c], self.coflows[c].id));
+                }
             }
         }
         if done.len() > before {
@@ -323,6 +375,8 @@ impl LegModel {
             dec_time: self.dec_time,
             track: self.track,
             leg_done: std::mem::take(&mut self.leg_done),
+            job_of: std::mem::take(&mut self.job_of),
+            connections: self.connections,
             ..LegModel::default()
         };
         let mut leg_map = vec![u32::MAX; self.legs.len()];
@@ -345,6 +399,8 @@ impl LegModel {
                 m.owner.push(ci);
                 m.slots.push(self.slots[l].map(|s| (s as i64 + load_shift) as u32));
                 m.leg_finish.push(self.leg_finish[l]);
+                m.conn.push(self.conn[l]);
+                m.cap.push(self.cap[l]);
             }
             m.coflows.push(CoflowState {
                 loads: m.loads.len() - c.loads.len()..m.loads.len(),

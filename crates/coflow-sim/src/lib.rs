@@ -27,10 +27,10 @@ mod legs;
 mod report;
 mod wan;
 
-pub use bounds::{BoundConfig, LowerBounds, lower_bounds};
+pub use bounds::{BoundConfig, DEPENDENCIES_SKIP, LowerBounds, lower_bounds};
 pub use deadlines::{MIN_DEADLINE, assign_deadlines, assign_deadlines_to_fraction};
 pub use engine::{SimConfig, SimResult, simulate, simulate_wan, simulate_with_progress};
 pub use report::{
-    BinSummary, CoflowOutcome, SLOWER_TOLERANCE, Summary, lower_bound_avg_cct, percentile, slower_fraction,
+    BinSummary, CoflowOutcome, JobFigures, SLOWER_TOLERANCE, Summary, lower_bound_avg_cct, percentile, slower_fraction,
 };
-pub use wan::{SIZE_BINS, SizeBin, WanConfig, WanSummary, detour_fraction, draw};
+pub use wan::{SIZE_BINS, SizeBin, WanConfig, WanSummary, connection_draw, detour_fraction, draw};

@@ -12,6 +12,12 @@ pub struct CoflowOutcome {
     pub id: CoflowId,
     /// When it arrived.
     pub arrival: Nanos,
+    /// When it was released to the policy: its arrival, or later when it waited for its parents
+    /// to finish (never released if an ancestor was rejected; then it never finishes).
+    pub release: Nanos,
+    /// Its job: the workload index of the first coflow of its connected component of
+    /// dependencies (its own index without parents and children).
+    pub job: usize,
     /// When its last flow finished, if it did.
     pub finish: Option<Nanos>,
     /// Its Varys bin.
@@ -40,6 +46,8 @@ impl CoflowOutcome {
         CoflowOutcome {
             id: c.id,
             arrival: c.arrival,
+            release: c.arrival,
+            job: 0,
             finish,
             bin: c.bin(),
             flows: c.flows.len(),
@@ -60,9 +68,10 @@ impl CoflowOutcome {
         Some(self.cct().is_some_and(|c| c.0 <= d.0.saturating_add(1_000)))
     }
 
-    /// Its coflow completion time, if it finished.
+    /// Its coflow completion time, if it finished: from its release (its arrival unless it
+    /// waited for parents) to its last flow's finish.
     pub fn cct(&self) -> Option<Nanos> {
-        self.finish.map(|f| f.saturating_sub(self.arrival))
+        self.finish.map(|f| f.saturating_sub(self.release))
     }
 }
 
@@ -113,6 +122,16 @@ pub struct Summary {
     pub events: u64,
     /// Decisions the policy made.
     pub decisions: u64,
+    /// Jobs in the workload (connected components of its dependencies; a coflow without
+    /// parents or children is a job of its own).
+    pub jobs: usize,
+    /// Jobs all of whose coflows finished.
+    pub jobs_completed: usize,
+    /// Average job completion time over completed jobs, in seconds: a job's last coflow's
+    /// finish minus the earliest arrival among its coflows.
+    pub job_avg_jct_s: f64,
+    /// 95th percentile job completion time over completed jobs, in seconds.
+    pub job_p95_jct_s: f64,
     /// The same figures per Varys bin, in the order SN, LN, SW, LW (every bin, even empty ones).
     pub bins: Vec<BinSummary>,
 }
@@ -150,6 +169,7 @@ impl Summary {
         ccts.sort_by(f64::total_cmp);
         let avg = mean(&ccts);
         let bound = lower_bound_avg_cct(r);
+        let jobs = JobFigures::of(r);
         let (mut flow_time, mut flows) = (0.0, 0usize);
         for o in r.outcomes.iter().filter(|o| o.finish.is_some()) {
             flow_time += o.flow_time_s;
@@ -181,6 +201,10 @@ impl Summary {
             non_deadline_avg_cct_s: non_deadline_avg_cct(r),
             events: r.events,
             decisions: r.decisions,
+            jobs: jobs.jobs,
+            jobs_completed: jobs.completed,
+            job_avg_jct_s: jobs.avg_jct_s,
+            job_p95_jct_s: jobs.p95_jct_s,
             bins: Bin::ALL.iter().map(|&b| BinSummary::of(r, b)).collect(),
         }
     }
@@ -248,6 +272,51 @@ pub fn slower_fraction(r: &SimResult, baseline: &SimResult) -> Option<f64> {
             .filter_map(|(a, b)| Some((a.cct()?, b.cct()?)))
             .map(|(a, b)| a > b.saturating_add(SLOWER_TOLERANCE)),
     )
+}
+
+/// Job completion times of a run (see [`Summary::job_avg_jct_s`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobFigures {
+    /// Jobs in the workload.
+    pub jobs: usize,
+    /// Jobs all of whose coflows finished.
+    pub completed: usize,
+    /// Average JCT over completed jobs, in seconds (0 if none).
+    pub avg_jct_s: f64,
+    /// 95th percentile JCT over completed jobs, in seconds, by nearest rank (0 if none).
+    pub p95_jct_s: f64,
+    /// Each completed job's JCT, in seconds, by the workload index of its first coflow.
+    pub jct_s: Vec<(usize, f64)>,
+}
+
+impl JobFigures {
+    /// The job figures of run `r`.
+    pub fn of(r: &SimResult) -> JobFigures {
+        // Per job: earliest arrival, latest finish, whether every coflow finished.
+        let mut per: std::collections::BTreeMap<usize, (Nanos, Nanos, bool)> = std::collections::BTreeMap::new();
+        for o in &r.outcomes {
+            let e = per.entry(o.job).or_insert((o.arrival, Nanos::ZERO, true));
+            e.0 = e.0.min(o.arrival);
+            match o.finish {
+                Some(f) => e.1 = e.1.max(f),
+                None => e.2 = false,
+            }
+        }
+        let jct_s: Vec<(usize, f64)> = per
+            .iter()
+            .filter(|(_, e)| e.2)
+            .map(|(&j, &(start, end, _))| (j, end.saturating_sub(start).as_secs_f64()))
+            .collect();
+        let mut sorted: Vec<f64> = jct_s.iter().map(|&(_, t)| t).collect();
+        sorted.sort_by(f64::total_cmp);
+        JobFigures {
+            jobs: per.len(),
+            completed: sorted.len(),
+            avg_jct_s: mean(&sorted),
+            p95_jct_s: percentile(&sorted, 95.0),
+            jct_s,
+        }
+    }
 }
 
 /// The mean of the values; 0 for none.

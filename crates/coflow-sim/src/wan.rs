@@ -16,13 +16,13 @@
 
 use std::collections::BTreeMap;
 
-use coflow_core::{Coflow, Nanos};
-use coflow_sched::{Fabric, ResourceId, Route, Wan};
+use coflow_core::{Coflow, CoflowId, Nanos};
+use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, Wan};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::legs::Split;
+use crate::legs::{LegModel, Split};
 use crate::{SimResult, percentile};
 
 /// How to run on a wide-area fabric.
@@ -37,6 +37,108 @@ pub struct WanConfig {
     /// Whether arriving coflows are routed over detours by water-filling (proportional policies
     /// only; per-flow policies keep direct routes).
     pub multipath: bool,
+    /// Per-connection bandwidth (proportional policies only): `Some(redraw)` gives every flow
+    /// (each part of a split flow) its own throughput cap, drawn from its link's distribution when
+    /// it starts and redrawn every `redraw` (`Nanos::MAX`: held for its life); `None`: off.
+    pub per_connection: Option<Nanos>,
+}
+
+/// Per-connection bandwidth: which interval's caps the legs hold.
+#[derive(Debug)]
+pub(crate) struct Connections {
+    seed: u64,
+    redraw: Nanos,
+    interval: u64,
+}
+
+impl Connections {
+    pub(crate) fn new(seed: u64, redraw: Nanos) -> Connections {
+        Connections { seed, redraw, interval: 0 }
+    }
+
+    fn interval_at(&self, now: Nanos) -> u64 {
+        if self.redraw == Nanos::MAX { 0 } else { now.0 / self.redraw.0.max(1) }
+    }
+
+    /// Moves to the interval holding `now`; returns whether it is a new one.
+    pub(crate) fn update(&mut self, now: Nanos) -> bool {
+        let g = self.interval_at(now);
+        let new = g != self.interval;
+        self.interval = g;
+        new
+    }
+
+    /// When the next interval starts.
+    pub(crate) fn next_change(&self) -> Nanos {
+        if self.redraw == Nanos::MAX {
+            return Nanos::MAX;
+        }
+        Nanos(self.interval.saturating_add(1).saturating_mul(self.redraw.0.max(1)))
+    }
+
+    /// Draws the caps of legs `from..` for the current interval.
+    pub(crate) fn refresh(&self, fabric: &Fabric, prop: &mut LegModel, from: usize) {
+        let wan = fabric.wan_topology().expect("a wide-area fabric");
+        for l in from..prop.legs.len() {
+            let leg = &prop.legs[l];
+            let id = prop.coflows[prop.owner[l] as usize].id;
+            let per_flow = leg
+                .route
+                .hops()
+                .iter()
+                .map(|&r| connection_draw(wan, self.seed, id, prop.conn[l], r, self.interval))
+                .fold(f64::INFINITY, f64::min);
+            prop.cap[l] = per_flow * leg.flows as f64;
+        }
+    }
+}
+
+/// The throughput of connection `conn` (see [`WanConfig::per_connection`]) of coflow `coflow`
+/// on link `link` in redraw interval `interval`, in bytes per second: a draw from the link's
+/// distribution, a function of these arguments and the seed alone, so that every policy sees
+/// the same connections.
+pub fn connection_draw(wan: &Wan, seed: u64, coflow: CoflowId, conn: u32, link: ResourceId, interval: u64) -> f64 {
+    let key = [coflow.get(), u64::from(conn), u64::from(link)].iter().fold(mix(seed), |h, &v| mix(h ^ v));
+    let mut rng = ChaCha8Rng::seed_from_u64(key);
+    rng.set_stream(interval);
+    wan.links()[link as usize].bandwidth.sample(&mut rng)
+}
+
+/// SplitMix64's finaliser: a well-spread 64-bit hash.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Holds every active leg's rate under `alloc` to its connection cap `caps[leg]`: a leg that the
+/// policy gave more gets an extra that brings it down to the cap (negative if below its coflow's
+/// rate). The policy does not know the caps; what they leave unused stays unused until its next
+/// decision. With `check`, asserts that no leg then exceeds its cap.
+pub(crate) fn cap_connections(input: &Input<'_>, caps: &[f64], alloc: &mut Allocation, check: bool) {
+    let mut kappa = vec![0.0; input.legs.len()];
+    for &(l, k) in &alloc.leg_extra {
+        kappa[l] += k;
+    }
+    alloc.leg_extra.clear();
+    for (ci, c) in input.coflows.iter().enumerate() {
+        let sigma = alloc.coflow_rate[ci];
+        for l in c.legs.clone() {
+            let leg = &input.legs[l];
+            let (mut k, remaining) = (kappa[l], leg.remaining(c));
+            if leg.is_active() && remaining > 0.0 && (sigma + k) * remaining > caps[l] {
+                k = caps[l] / remaining - sigma;
+            }
+            if k != 0.0 {
+                alloc.leg_extra.push((l, k));
+            }
+            if check && leg.is_active() {
+                let rate = (sigma + k) * remaining;
+                assert!(rate <= caps[l] * (1.0 + 1e-9), "leg {l} sends {rate} B/s over its connection cap {}", caps[l]);
+            }
+        }
+    }
 }
 
 /// The weather: which interval's capacities the fabric holds.
@@ -212,6 +314,11 @@ pub struct WanSummary {
     pub relayed_bytes: f64,
     /// Decisions the policy made.
     pub decisions: u64,
+    /// Average job completion time over completed jobs, in seconds (see
+    /// [`Summary::job_avg_jct_s`](crate::Summary::job_avg_jct_s)).
+    pub job_avg_jct_s: f64,
+    /// 95th percentile job completion time, in seconds.
+    pub job_p95_jct_s: f64,
     /// Per size bin, smallest first.
     pub bins: Vec<SizeBin>,
 }
@@ -257,6 +364,7 @@ impl WanSummary {
         };
         let avg = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
         let all = ccts(&|_| true);
+        let jobs = crate::JobFigures::of(r);
         let mut lower = 0;
         let bins = SIZE_BINS
             .iter()
@@ -286,6 +394,8 @@ impl WanSummary {
             p90_factor_vs_baseline: None,
             relayed_bytes: r.relayed_bytes,
             decisions: r.decisions,
+            job_avg_jct_s: jobs.avg_jct_s,
+            job_p95_jct_s: jobs.p95_jct_s,
             bins,
         }
     }

@@ -238,6 +238,55 @@ pub fn generate(cfg: &SynthConfig) -> Workload {
     }
 }
 
+/// Groups a workload's coflows into multi-stage jobs of `stages` coflows each, in arrival order
+/// (the last job may be shorter), seeded by `seed`:
+/// - stage 0 keeps its flows; stage `s ≥ 1` depends on stage `s − 1` and, with probability 1/2
+///   when `s ≥ 2`, also on stage `s − 2`, so jobs are chains and small DAGs (a stage reading two
+///   earlier stages' outputs);
+/// - a later stage reads what its parents' reducers wrote: the sending machines of its flows are
+///   replaced by its parents' receiving machines (the `i`-th distinct sender by the `i mod n`-th
+///   of the `n` parent receivers), sizes and receivers unchanged;
+/// - every stage of a job arrives with its first stage (the job is submitted at once), so each
+///   later stage is released exactly when its parents have finished.
+///
+/// `stages` of 0 or 1 returns the workload unchanged.
+pub fn multi_stage(w: &Workload, stages: usize, seed: u64) -> Workload {
+    if stages <= 1 {
+        return w.clone();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6a6f_6273_7461_6765);
+    let mut coflows: Vec<Coflow> = w.coflows.clone();
+    for job in coflows.chunks_mut(stages) {
+        let arrival = job[0].arrival;
+        for s in 1..job.len() {
+            let mut parents = vec![s - 1];
+            if s >= 2 && rng.gen_bool(0.5) {
+                parents.push(s - 2);
+            }
+            let mut inputs: Vec<MachineId> = parents.iter().flat_map(|&p| job[p].flows.iter().map(|f| f.dst)).collect();
+            inputs.sort_unstable();
+            inputs.dedup();
+            let mut senders: Vec<MachineId> = job[s].flows.iter().map(|f| f.src).collect();
+            senders.sort_unstable();
+            senders.dedup();
+            let ids: Vec<CoflowId> = parents.iter().map(|&p| job[p].id).collect();
+            let c = &mut job[s];
+            c.arrival = arrival;
+            c.parents = ids;
+            if !inputs.is_empty() {
+                for f in &mut c.flows {
+                    let i = senders.binary_search(&f.src).expect("a sender of the coflow");
+                    f.src = inputs[i % inputs.len()];
+                }
+            }
+        }
+    }
+    match Workload::new(w.machines, coflows) {
+        Ok(w) => w,
+        Err(e) => unreachable!("grouping into jobs made an invalid workload: {e}"),
+    }
+}
+
 /// Draws a bin from the (unnormalized) probabilities `mix`.
 fn pick_bin(rng: &mut ChaCha8Rng, mix: &[f64; 4]) -> Bin {
     let mut x = rng.gen_range(0.0..mix.iter().sum::<f64>());
@@ -402,5 +451,34 @@ mod tests {
     fn log_uniform_int_pmf_sums_to_one() {
         let total: f64 = (1..=50).map(|k| log_uniform_int_pmf(k, 50)).sum();
         assert!((total - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn multi_stage_jobs_read_their_parents_outputs() {
+        let w = generate(&SynthConfig { coflows: 40, machines: 20, ..SynthConfig::default() });
+        let jobs = multi_stage(&w, 3, 7);
+        assert_eq!(jobs, multi_stage(&w, 3, 7), "seeded");
+        assert_eq!(multi_stage(&w, 1, 7), w);
+        assert_eq!(jobs.coflows.len(), 40);
+        assert_eq!(jobs.total_bytes(), w.total_bytes());
+        let by_id: std::collections::BTreeMap<CoflowId, &Coflow> = jobs.coflows.iter().map(|c| (c.id, c)).collect();
+        let (mut with_parents, mut two_parents) = (0, 0);
+        for c in &jobs.coflows {
+            with_parents += !c.parents.is_empty() as usize;
+            two_parents += (c.parents.len() == 2) as usize;
+            for p in &c.parents {
+                assert_eq!(by_id[p].arrival, c.arrival, "a job arrives at once");
+            }
+            if !c.parents.is_empty() {
+                let inputs: Vec<MachineId> =
+                    c.parents.iter().flat_map(|p| by_id[p].flows.iter().map(|f| f.dst)).collect();
+                assert!(c.flows.iter().all(|f| inputs.contains(&f.src)), "coflow {} reads its parents' reducers", c.id);
+            }
+        }
+        // 14 jobs of 3 stages (the last of 1): 26 later stages, some reading two earlier ones.
+        assert_eq!(with_parents, 26);
+        assert!(two_parents > 0 && two_parents < 13, "{two_parents}");
+        let job_count = jobs.jobs().iter().collect::<std::collections::BTreeSet<_>>().len();
+        assert_eq!(job_count, 14);
     }
 }

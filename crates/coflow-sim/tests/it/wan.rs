@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Workload};
 use coflow_sched::{Allocation, Bandwidth, Fabric, Input, Link, Scheduler, ServiceModel, Wan, policy};
-use coflow_sim::{SimConfig, SimResult, WanConfig, detour_fraction, simulate_wan};
+use coflow_sim::{SimConfig, SimResult, WanConfig, connection_draw, detour_fraction, draw, simulate_wan};
 use proptest::prelude::*;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -42,8 +42,20 @@ fn mesh(dcs: u32, placement: Vec<u32>, bw: impl Fn(u32, u32) -> Bandwidth) -> Fa
 }
 
 fn run(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, multipath: bool, seed: u64) -> SimResult {
+    run_with(name, fabric, coflows, multipath, seed, None)
+}
+
+/// As `run`, with per-connection bandwidth if `per_connection` (its redraw interval) is set.
+fn run_with(
+    name: &str,
+    fabric: &Fabric,
+    coflows: Vec<Coflow>,
+    multipath: bool,
+    seed: u64,
+    per_connection: Option<Nanos>,
+) -> SimResult {
     let w = Workload::new(fabric.machines(), coflows).expect("valid workload");
-    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::from_millis(200), seed, multipath };
+    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::from_millis(200), seed, multipath, per_connection };
     let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
     simulate_wan(&w, policy::seeded(name, seed).expect("known policy"), &sim, &cfg, &mut |_| {})
 }
@@ -84,7 +96,7 @@ fn served_first(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, seed: u64) ->
     let seen = Arc::new(Mutex::new(Vec::new()));
     let policy = FirstDecision { inner: policy::seeded(name, seed).unwrap(), seen: seen.clone() };
     let w = Workload::new(fabric.machines(), coflows).unwrap();
-    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed, multipath: false };
+    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed, multipath: false, per_connection: None };
     let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
     simulate_wan(&w, Box::new(policy), &sim, &cfg, &mut |_| {});
     let seen = seen.lock().unwrap();
@@ -180,6 +192,90 @@ fn multipath_detour_shortens_the_slowest_flow_by_the_computed_fraction() {
     }
 }
 
+/// Per-connection bandwidth, one flow alone: 60 MiB from dc0 to dc1 over a link whose bandwidth
+/// is 2 or 6 MiB/s. The link's capacity is one draw for the whole run; the flow's connection
+/// draws its own throughput from the same distribution, held for its life or redrawn every 4 s.
+/// It goes at the smaller of the two, interval by interval: computed here from the two draws.
+#[test]
+fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
+    let fabric = mesh(2, vec![0, 1], |_, _| Bandwidth::Empirical(vec![2.0, 6.0]));
+    let wan = fabric.wan_topology().unwrap();
+    let link = wan.link(0, 1).unwrap();
+    let (mut capped, mut redrawn_differs) = (0, 0);
+    for seed in 0..16 {
+        let capacity = draw(wan, seed, 0)[link as usize];
+        let conn = |g: u64| connection_draw(wan, seed, CoflowId(1), 0, link, g);
+        for (redraw, interval) in [(Nanos::MAX, f64::INFINITY), (Nanos::from_secs(4), 4.0)] {
+            let coflows = vec![Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 60.0)])];
+            let w = Workload::new(2, coflows).unwrap();
+            let cfg = WanConfig {
+                fabric: fabric.clone(),
+                redraw: Nanos::MAX,
+                seed,
+                multipath: false,
+                per_connection: Some(redraw),
+            };
+            let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
+            let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {});
+            // By hand: interval by interval at min(capacity, connection).
+            let (mut left, mut t, mut g) = (60.0 * MIB, 0.0, 0);
+            loop {
+                let rate = capacity.min(if interval.is_finite() { conn(g) } else { conn(0) });
+                if left <= rate * interval {
+                    t += left / rate;
+                    break;
+                }
+                left -= rate * interval;
+                t += interval;
+                g += 1;
+            }
+            let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
+            assert!((cct - t).abs() < 1e-6, "seed {seed}, redraw {redraw}: {cct} vs {t}");
+            capped += (cct > 60.0 * MIB / capacity + 1e-6) as usize;
+            redrawn_differs += (interval.is_finite() && (t - 60.0 * MIB / capacity.min(conn(0))).abs() > 1e-6) as usize;
+        }
+    }
+    // The cases are not vacuous: caps bind, and redrawing changes the outcome, for some seeds.
+    assert!(capped > 0 && redrawn_differs > 0, "{capped} {redrawn_differs}");
+}
+
+/// Flows alike in size between the same two machines are one leg without per-connection
+/// bandwidth, and separate connections with it: a coflow of two 30 MiB flows from machine 0 to
+/// machine 1 ends when the slower connection does.
+#[test]
+fn alike_flows_are_separate_connections() {
+    let fabric = mesh(2, vec![0, 1], |_, _| Bandwidth::Empirical(vec![1.0, 100.0]));
+    let wan = fabric.wan_topology().unwrap();
+    let link = wan.link(0, 1).unwrap();
+    let mut checked = 0;
+    for seed in 0..32 {
+        let capacity = draw(wan, seed, 0)[link as usize];
+        let caps = [0, 4].map(|conn| connection_draw(wan, seed, CoflowId(1), conn, link, 0));
+        // Wanted: a fast link and connections of unequal speed.
+        if capacity < 100.0 * MIB || caps[0] == caps[1] {
+            continue;
+        }
+        checked += 1;
+        let coflows = vec![Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 30.0), flow(0, 1, 30.0)])];
+        let w = Workload::new(2, coflows).unwrap();
+        let cfg = WanConfig {
+            fabric: fabric.clone(),
+            redraw: Nanos::MAX,
+            seed,
+            multipath: false,
+            per_connection: Some(Nanos::MAX),
+        };
+        let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
+        let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {});
+        // The slow connection (1 MiB/s) takes 30 s; the fast one is done long before.
+        let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
+        assert!((cct - 30.0).abs() < 1e-6, "seed {seed}: {cct}");
+        let fct = r.outcomes[0].flow_time_s;
+        assert!(fct < 30.0 + 1.0, "the fast connection finished early: {fct}");
+    }
+    assert!(checked > 0);
+}
+
 fn random_workload(seed: u64, coflows: usize, machines: u32) -> Vec<Coflow> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -248,6 +344,27 @@ proptest! {
             if !multipath || ["fair"].contains(&name) {
                 prop_assert_eq!(r.relayed_bytes, 0.0);
             }
+        }
+    }
+
+    /// With per-connection bandwidth, every leg stays within its connection's cap and every link
+    /// within its capacity (both asserted at every decision), and every coflow finishes.
+    #[test]
+    fn per_connection_runs_stay_within_every_cap_and_finish(
+        dcs in 2u32..=3,
+        links in prop::collection::vec(bandwidth(), 12),
+        seed in 0u64..1000,
+        coflows in 1usize..=6,
+        multipath: bool,
+        redraw_ms in prop_oneof![Just(u64::MAX), 100u64..2000],
+    ) {
+        let machines = dcs * 2;
+        let fabric = mesh(dcs, Wan::spread(dcs, machines, Some(2)), |a, b| links[(a * 3 + b) as usize % 12].clone());
+        let cs = random_workload(seed, coflows, machines);
+        let redraw = if redraw_ms == u64::MAX { Nanos::MAX } else { Nanos::from_millis(redraw_ms) };
+        for name in ["mrtf", "siphon-mc", "mrtf+lfgf", "varys"] {
+            let r = run_with(name, &fabric, cs.clone(), multipath, seed, Some(redraw));
+            prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()), "{name}: a coflow never finished");
         }
     }
 }

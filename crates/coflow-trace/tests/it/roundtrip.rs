@@ -52,7 +52,13 @@ fn benchmark_writer_keeps_whole_megabytes_as_written() {
 /// Asserts the benchmark writer refuses `c` (in a 4-machine workload), saying `needle`, and writes
 /// nothing.
 fn assert_not_representable(c: Coflow, needle: &str) {
-    let w = Workload::new(4, vec![c]).unwrap();
+    assert_not_representable_after(Vec::new(), c, needle);
+}
+
+/// As `assert_not_representable`, with representable coflows `before` in the workload too.
+fn assert_not_representable_after(mut before: Vec<Coflow>, c: Coflow, needle: &str) {
+    before.push(c);
+    let w = Workload::new(4, before).unwrap();
     let mut out = Vec::new();
     match write_benchmark(&w, &mut out) {
         Err(TraceError::NotRepresentable { coflow, reason }) => {
@@ -69,7 +75,9 @@ fn benchmark_writer_refuses_what_it_cannot_carry() {
     let base = Coflow::new(CoflowId(1), Nanos::from_millis(3), vec![flow(0, 1, MIB)]);
     assert_not_representable(Coflow { deadline: Some(Nanos::from_secs(1)), ..base.clone() }, "deadline");
     assert_not_representable(Coflow { weight: 2.0, ..base.clone() }, "weight");
-    assert_not_representable(Coflow { parents: vec![CoflowId(1)], id: CoflowId(1), ..base.clone() }, "parent");
+    // A coflow cannot be its own parent (a cycle): the parent is a representable coflow 0.
+    let parent = Coflow { id: CoflowId(0), ..base.clone() };
+    assert_not_representable_after(vec![parent], Coflow { parents: vec![CoflowId(0)], ..base.clone() }, "parent");
     assert_not_representable(Coflow { sizes_known: false, ..base.clone() }, "unknown");
     assert_not_representable(Coflow { name: Some("x".into()), ..base.clone() }, "name");
     assert_not_representable(Coflow { arrival: Nanos(1_500_000), ..base.clone() }, "milliseconds");
