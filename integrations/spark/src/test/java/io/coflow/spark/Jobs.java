@@ -111,14 +111,7 @@ final class Jobs {
 
       public Result run(SparkRun r, Path out) {
         int parts = 8;
-        JavaRDD<String> text = r.jsc.parallelize(range(parts), parts).flatMap(i -> {
-          Random rnd = new Random(1000 + i);
-          List<String> ws = new ArrayList<>();
-          for (int k = 0; k < words / parts; k++) {
-            ws.add("w" + (int) Math.floor(Math.pow(5000, rnd.nextDouble())));
-          }
-          return ws.iterator();
-        });
+        JavaRDD<String> text = r.jsc.parallelize(range(parts), parts).flatMap(i -> words(i, words / parts).iterator());
         List<String> rows = text.mapToPair(w -> new Tuple2<>(w, 1L))
             .reduceByKey(Long::sum, 6)
             .map(t -> t._1() + "\t" + t._2())
@@ -126,6 +119,27 @@ final class Jobs {
         return Result.rows(sorted(rows));
       }
     };
+  }
+
+  /** The words of one partition of the word count: a Zipf-like draw from 5,000 words. */
+  static List<String> words(int part, int n) {
+    Random rnd = new Random(1000 + part);
+    List<String> ws = new ArrayList<>(n);
+    for (int k = 0; k < n; k++) {
+      ws.add("w" + (int) Math.floor(Math.pow(5000, rnd.nextDouble())));
+    }
+    return ws;
+  }
+
+  /** The word count's rows computed in plain Java. */
+  static List<String> wordCountExpected(int words) {
+    java.util.TreeMap<String, Long> counts = new java.util.TreeMap<>();
+    for (int i = 0; i < 8; i++) {
+      for (String w : words(i, words / 8)) {
+        counts.merge(w, 1L, Long::sum);
+      }
+    }
+    return sorted(counts.entrySet().stream().map(e -> e.getKey() + "\t" + e.getValue()).toList());
   }
 
   /** A total sort of {@code records} records of 100 bytes (key and text): the serialized writer, 8 × 8. */
