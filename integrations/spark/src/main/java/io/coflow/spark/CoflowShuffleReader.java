@@ -2,6 +2,7 @@ package io.coflow.spark;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -197,8 +198,7 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
     private final Block block;
     private final Context.CancellableContext call;
     private final Iterator<GetChunk> chunks;
-    private com.google.protobuf.ByteString chunk = com.google.protobuf.ByteString.EMPTY;
-    private int pos;
+    private ByteBuffer chunk = ByteBuffer.allocate(0);
     private long bytes;
     private boolean ended;
 
@@ -229,15 +229,14 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
       if (len == 0) {
         return 0;
       }
-      while (pos >= chunk.size()) {
+      while (!chunk.hasRemaining()) {
         if (ended || !advance()) {
           ended = true;
           return -1;
         }
       }
-      int n = Math.min(len, chunk.size() - pos);
-      chunk.copyTo(b, pos, off, n);
-      pos += n;
+      int n = Math.min(len, chunk.remaining());
+      chunk.get(b, off, n);
       return n;
     }
 
@@ -247,9 +246,8 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
         if (!chunks.hasNext()) {
           return false;
         }
-        chunk = chunks.next().getData();
-        pos = 0;
-        bytes += chunk.size();
+        chunk = chunks.next().getData().asReadOnlyByteBuffer();
+        bytes += chunk.remaining();
         return true;
       } catch (StatusRuntimeException e) {
         if (CoflowChannels.unreachable(e)) {

@@ -37,7 +37,7 @@ final class ExecutorSide {
   final AgentGrpc.AgentFutureStub futures;
   private final Map<Integer, Long> coflows = new ConcurrentHashMap<>();
 
-  private ExecutorSide(SparkConf sparkConf, String appId, String executorId) {
+  ExecutorSide(SparkConf sparkConf, String appId, String executorId) {
     this.conf = CoflowConf.from(sparkConf);
     this.executorId = executorId;
     this.agent = conf.agentFor(executorId);
@@ -67,10 +67,15 @@ final class ExecutorSide {
   /** Ends this process's executor side: closes the channel and deletes this executor's files. */
   static synchronized void stop() {
     if (instance != null) {
-      CoflowChannels.close(instance.channel);
-      deleteTree(instance.ownDir);
+      instance.close();
       instance = null;
     }
+  }
+
+  /** Closes the channel and deletes this executor's files. */
+  void close() {
+    CoflowChannels.close(channel);
+    deleteTree(ownDir);
   }
 
   void track(int shuffleId, long coflowId) {

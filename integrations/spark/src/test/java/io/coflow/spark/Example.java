@@ -110,9 +110,13 @@ public final class Example {
     return js.append("  ]\n}\n").toString();
   }
 
-  /** Waits for the executors and warms them, so that the first job timed pays no start-up cost. */
+  /**
+   * Waits for the executors and warms them and the driver (class loading, the SQL planner's first
+   * use), so that the first job timed in either mode pays no start-up cost.
+   */
   static void warm(SparkRun run) {
     run.jsc.parallelize(Jobs.range(8), 8).mapToPair(i -> new Tuple2<>(i % 2, i)).reduceByKey(Integer::sum).count();
+    run.spark.range(0, 1000, 1, 4).selectExpr("id % 7 as k").groupBy("k").count().collectAsList();
   }
 
   /** The concurrent jobs' shuffle sizes in MiB: one small, one medium, one large, one huge. */

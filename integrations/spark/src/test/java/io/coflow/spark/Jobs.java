@@ -1,10 +1,12 @@
 package io.coflow.spark;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Random;
 import java.util.stream.Collectors;
@@ -55,19 +57,36 @@ final class Jobs {
         }
         return null;
       }
-      List<Path> a = parts(dir);
-      List<Path> b = parts(other.dir);
-      if (!a.stream().map(p -> p.getFileName().toString()).toList()
-          .equals(b.stream().map(p -> p.getFileName().toString()).toList())) {
-        return "output files differ: " + a + " against " + b;
-      }
-      for (int i = 0; i < a.size(); i++) {
-        long at = Files.mismatch(a.get(i), b.get(i));
-        if (at >= 0) {
-          return a.get(i).getFileName() + " differs at byte " + at;
+      // The output in order: the part files one after another (how Spark splits it may differ).
+      try (Stream<String> x = lines(dir); Stream<String> y = lines(other.dir)) {
+        Iterator<String> a = x.iterator();
+        Iterator<String> b = y.iterator();
+        for (long i = 0; a.hasNext() || b.hasNext(); i++) {
+          if (!a.hasNext() || !b.hasNext()) {
+            return "one output ends at line " + i + ", the other goes on";
+          }
+          String l = a.next();
+          String r = b.next();
+          if (!l.equals(r)) {
+            return "line " + i + ": " + l + " against " + r;
+          }
         }
       }
       return null;
+    }
+
+    private static Stream<String> lines(Path dir) throws IOException {
+      Stream<String> all = Stream.empty();
+      for (Path p : parts(dir)) {
+        all = Stream.concat(all, Stream.of(p).flatMap(f -> {
+          try {
+            return Files.lines(f);
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        }));
+      }
+      return all;
     }
 
     /** How many rows (lines) the result holds. */
