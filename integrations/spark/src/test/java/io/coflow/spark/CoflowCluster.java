@@ -175,6 +175,8 @@ final class CoflowCluster implements AutoCloseable {
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().put("COFLOW_TOKEN", token);
     pb.environment().put("RUST_LOG", "info");
+    // The logs go to files: no colour codes.
+    pb.environment().put("NO_COLOR", "1");
     pb.redirectErrorStream(true);
     pb.redirectOutput(work.resolve(name + ".log").toFile());
     return pb.start();

@@ -34,20 +34,22 @@ public final class Example {
     boolean concurrent = false;
     long sortRecords = 1_100_000;
     String portRate = null;
+    String modes = "varys,fair,spark";
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--json" -> json = value(args, ++i, "--json");
         case "--concurrent" -> concurrent = true;
         case "--sort-records" -> sortRecords = Long.parseLong(value(args, ++i, "--sort-records"));
         case "--port-rate" -> portRate = value(args, ++i, "--port-rate");
+        case "--modes" -> modes = value(args, ++i, "--modes");
         default -> throw new IllegalArgumentException("unknown argument " + args[i]
-            + " (usage: run-example [--json F] [--concurrent] [--sort-records N] [--port-rate R])");
+            + " (usage: run-example [--json F] [--concurrent [--modes varys,fair,spark]] [--sort-records N] [--port-rate R])");
       }
     }
     Path work = Path.of(System.getProperty("coflow.work", "target/example-work"));
     ExecutorSide.deleteTree(work);
     String out = concurrent
-        ? concurrent(work, portRate == null ? "10MB/s" : portRate)
+        ? concurrent(work, portRate == null ? "10MB/s" : portRate, modes.split(","))
         : jobs(work, sortRecords, portRate == null ? "400MB/s" : portRate);
     if (json != null) {
       Files.writeString(Path.of(json), out);
@@ -123,12 +125,11 @@ public final class Example {
   static final int[] CONCURRENT_MIB = {8, 16, 32, 64};
 
   /** Several jobs with concurrent shuffles under varys, fair and Spark's own shuffle. */
-  static String concurrent(Path work, String portRate) throws Exception {
+  static String concurrent(Path work, String portRate, String[] modes) throws Exception {
     Map<String, String> extra = Map.of("spark.scheduler.mode", "FAIR");
     String master = "local-cluster[2,2,1024]";
     StringBuilder js = new StringBuilder("{\n  \"port_rate\": \"" + portRate + "\",\n  \"concurrent\": [\n");
     System.out.printf("%-8s %-10s %10s %16s %12s%n", "shuffle", "job", "MiB", "shuffle read s", "JCT s");
-    String[] modes = {"varys", "fair", "spark"};
     for (int m = 0; m < modes.length; m++) {
       String mode = modes[m];
       Path dir = work.resolve("concurrent-" + mode);
