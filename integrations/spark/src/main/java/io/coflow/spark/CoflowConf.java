@@ -1,0 +1,158 @@
+package io.coflow.spark;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+
+import org.apache.spark.SparkConf;
+
+/**
+ * The plugin's configuration, read from the Spark configuration once per process.
+ *
+ * <p>Every key is documented in integrations/spark/README.md. An executor finds its local agent
+ * from {@code spark.coflow.agent.<executorId>} (several executors on one host, each with its own
+ * agent: tests and emulated clusters), else {@code spark.coflow.agent} (one agent per worker host,
+ * the real-cluster case); the data directory likewise.
+ */
+public final class CoflowConf {
+  public static final String PREFIX = "spark.coflow.";
+  public static final String COORDINATOR = PREFIX + "coordinator";
+  public static final String AGENT = PREFIX + "agent";
+  public static final String DATA_DIR = PREFIX + "dataDir";
+  public static final String TOKEN = PREFIX + "token";
+  public static final String TOKEN_FILE = PREFIX + "tokenFile";
+  public static final String TLS_CA = PREFIX + "tls.ca";
+  public static final String TLS_CERT = PREFIX + "tls.cert";
+  public static final String TLS_KEY = PREFIX + "tls.key";
+  public static final String REGISTER_TIMEOUT_MS = PREFIX + "registerTimeoutMs";
+  public static final String MAX_STREAMS = PREFIX + "reader.maxStreams";
+
+  /** The coordinator's gRPC address, {@code host:port}. */
+  public final String coordinator;
+  /** The cluster token, or null when TLS identities are used instead. */
+  public final String token;
+  /** PEM files for mutual TLS; all null for plaintext. */
+  public final String tlsCa;
+  public final String tlsCert;
+  public final String tlsKey;
+  /** How long registration may take before the shuffle falls back to Spark's own path. */
+  public final Duration registerTimeout;
+  /** How many block streams a reduce task keeps open at once. */
+  public final int maxStreams;
+
+  private final SparkConf conf;
+
+  private CoflowConf(SparkConf conf) {
+    this.conf = conf;
+    this.coordinator = stripScheme(required(conf, COORDINATOR));
+    this.token = readToken(conf);
+    this.tlsCa = conf.get(TLS_CA, null);
+    this.tlsCert = conf.get(TLS_CERT, null);
+    this.tlsKey = conf.get(TLS_KEY, null);
+    boolean anyTls = tlsCa != null || tlsCert != null || tlsKey != null;
+    boolean allTls = tlsCa != null && tlsCert != null && tlsKey != null;
+    if (anyTls && !allTls) {
+      throw new IllegalArgumentException(
+          "coflow: " + TLS_CA + ", " + TLS_CERT + " and " + TLS_KEY + " go together; set all three or none");
+    }
+    if (!allTls && token == null) {
+      throw new IllegalArgumentException(
+          "coflow: no credentials: set " + TOKEN + " or " + TOKEN_FILE + " (or the three " + PREFIX + "tls.* files)");
+    }
+    this.registerTimeout = Duration.ofMillis(positive(conf, REGISTER_TIMEOUT_MS, 10_000));
+    this.maxStreams = (int) positive(conf, MAX_STREAMS, 64);
+  }
+
+  /** Reads and validates the configuration; the error names the key. */
+  public static CoflowConf from(SparkConf conf) {
+    return new CoflowConf(conf);
+  }
+
+  /** Whether channels use mutual TLS. */
+  public boolean tls() {
+    return tlsCa != null;
+  }
+
+  /** The local agent of this executor: {@code spark.coflow.agent.<id>}, else {@code spark.coflow.agent}. */
+  public String agentFor(String executorId) {
+    return stripScheme(perExecutor(AGENT, executorId));
+  }
+
+  /** The local agent's data directory for this executor, resolved like {@link #agentFor}. */
+  public Path dataDirFor(String executorId) {
+    return Path.of(perExecutor(DATA_DIR, executorId));
+  }
+
+  private String perExecutor(String key, String executorId) {
+    String own = conf.get(key + "." + executorId, null);
+    if (own != null) {
+      return own;
+    }
+    String all = conf.get(key, null);
+    if (all == null) {
+      throw new IllegalArgumentException(
+          "coflow: executor " + executorId + " has no " + key + "." + executorId + " and no " + key);
+    }
+    return all;
+  }
+
+  private static String required(SparkConf conf, String key) {
+    String v = conf.get(key, null);
+    if (v == null || v.isBlank()) {
+      throw new IllegalArgumentException("coflow: " + key + " is not set");
+    }
+    return v.trim();
+  }
+
+  private static long positive(SparkConf conf, String key, long dflt) {
+    String v = conf.get(key, Long.toString(dflt));
+    try {
+      long n = Long.parseLong(v.trim());
+      if (n <= 0) {
+        throw new IllegalArgumentException("coflow: " + key + " must be positive, got " + v);
+      }
+      return n;
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("coflow: " + key + " is not a number: " + v, e);
+    }
+  }
+
+  private static String readToken(SparkConf conf) {
+    String t = conf.get(TOKEN, null);
+    String file = conf.get(TOKEN_FILE, null);
+    if (t != null && file != null) {
+      throw new IllegalArgumentException("coflow: set " + TOKEN + " or " + TOKEN_FILE + ", not both");
+    }
+    if (file != null) {
+      try {
+        t = Files.readString(Path.of(file), StandardCharsets.UTF_8);
+      } catch (IOException e) {
+        throw new IllegalArgumentException("coflow: " + TOKEN_FILE + ": cannot read " + file + ": " + e, e);
+      }
+    }
+    if (t == null) {
+      return null;
+    }
+    t = t.trim();
+    if (t.isEmpty()) {
+      throw new IllegalArgumentException("coflow: the cluster token (" + TOKEN + " / " + TOKEN_FILE + ") is empty");
+    }
+    return t;
+  }
+
+  /** Accepts {@code http://host:port} as well as {@code host:port}, as the coflow CLI does. */
+  static String stripScheme(String addr) {
+    String a = addr.trim();
+    for (String s : new String[] {"http://", "https://"}) {
+      if (a.startsWith(s)) {
+        a = a.substring(s.length());
+      }
+    }
+    if (a.endsWith("/")) {
+      a = a.substring(0, a.length() - 1);
+    }
+    return a;
+  }
+}

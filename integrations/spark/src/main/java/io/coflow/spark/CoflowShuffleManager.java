@@ -1,0 +1,166 @@
+package io.coflow.spark;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+import io.coflow.v1.CoflowOptions;
+import io.coflow.v1.CoordinatorGrpc;
+import io.coflow.v1.Readiness;
+import io.coflow.v1.RegisterRequest;
+import io.coflow.v1.UnregisterRequest;
+import io.grpc.ManagedChannel;
+import io.grpc.StatusRuntimeException;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.ShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleManager;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Spark's shuffles as coflows ({@code spark.shuffle.manager}). On the driver, every shuffle is
+ * registered as one coflow ({@code <app id>/shuffle-<id>}, width maps × reduces, scheduled as gets
+ * arrive) and its id travels in the handle. Writing is Spark's own sort shuffle, with map output
+ * placed by {@link CoflowShuffleDataIO}; reading is {@link CoflowShuffleReader}, through the local
+ * agent. When the coordinator cannot be reached at registration the shuffle stays on Spark's own
+ * path, and the log says so.
+ *
+ * <p>In {@code local[N]} one instance is both driver and executor, so nothing here branches on
+ * {@code isDriver} alone: the driver's part is whatever registered coflows, the executor's part is
+ * {@link ExecutorSide}, created on first use.
+ */
+public final class CoflowShuffleManager implements ShuffleManager {
+  private static final Logger LOG = LoggerFactory.getLogger(CoflowShuffleManager.class);
+
+  private final SortShuffleManager sort;
+  private final CoflowConf conf;
+  private final boolean isDriver;
+  private final Map<Integer, Long> coflows = new ConcurrentHashMap<>();
+  private ManagedChannel coordinator;
+  private CoordinatorGrpc.CoordinatorBlockingStub stub;
+
+  public CoflowShuffleManager(SparkConf conf, boolean isDriver) {
+    this.sort = new SortShuffleManager(conf);
+    this.conf = CoflowConf.from(conf);
+    this.isDriver = isDriver;
+    if (isDriver) {
+      this.coordinator = CoflowChannels.open(this.conf, this.conf.coordinator);
+      this.coordinator.getState(true); // connect now: the first shuffle should not pay for it
+      this.stub = CoordinatorGrpc.newBlockingStub(coordinator);
+    }
+  }
+
+  @Override
+  public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
+    ShuffleHandle inner = sort.registerShuffle(shuffleId, dependency);
+    if (stub == null) {
+      return inner;
+    }
+    long maps = dependency.rdd().partitions().length;
+    long reduces = dependency.partitioner().numPartitions();
+    String name = SparkEnv.get().conf().getAppId() + "/shuffle-" + shuffleId;
+    long width = Math.min(maps * reduces, 0xffff_ffffL);
+    RegisterRequest req = RegisterRequest.newBuilder()
+        .setNumFlows((int) width)
+        .setOptions(CoflowOptions.newBuilder()
+            .setName(name)
+            .setKind("shuffle")
+            .setReadiness(Readiness.READINESS_ON_GET))
+        .build();
+    long id;
+    try {
+      id = stub.withDeadlineAfter(conf.registerTimeout.toMillis(), TimeUnit.MILLISECONDS)
+          .register(req)
+          .getCoflowId();
+    } catch (StatusRuntimeException e) {
+      if (CoflowChannels.unreachable(e)) {
+        LOG.warn("coflow: coordinator {} unreachable registering {} ({}); this shuffle uses Spark's own path",
+            conf.coordinator, name, CoflowChannels.describe(e));
+        return inner;
+      }
+      throw new IllegalStateException("coflow: the coordinator " + conf.coordinator + " refused to register "
+          + name + ": " + CoflowChannels.describe(e), e);
+    }
+    coflows.put(shuffleId, id);
+    LOG.info("coflow: registered {} as coflow {} ({} maps x {} reduces)", name, id, maps, reduces);
+    return new CoflowShuffleHandle((BaseShuffleHandle<?, ?, ?>) inner, id);
+  }
+
+  @Override
+  public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
+      ShuffleWriteMetricsReporter metrics) {
+    if (handle instanceof CoflowShuffleHandle) {
+      CoflowShuffleHandle h = (CoflowShuffleHandle) handle;
+      ExecutorSide.get().track(h.shuffleId(), h.coflowId());
+      return sort.getWriter(h.inner(), mapId, context, metrics);
+    }
+    return sort.getWriter(handle, mapId, context, metrics);
+  }
+
+  @Override
+  public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
+      int startPartition, int endPartition, TaskContext context, ShuffleReadMetricsReporter metrics) {
+    if (handle instanceof CoflowShuffleHandle) {
+      return new CoflowShuffleReader<>((CoflowShuffleHandle) handle, startMapIndex, endMapIndex, startPartition,
+          endPartition, context, metrics, ExecutorSide.get());
+    }
+    return sort.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+  }
+
+  @Override
+  public boolean unregisterShuffle(int shuffleId) {
+    Long id = coflows.remove(shuffleId);
+    if (id != null) {
+      unregister(shuffleId, id);
+    }
+    ExecutorSide side = ExecutorSide.peek();
+    if (side != null) {
+      side.forget(shuffleId);
+    }
+    return sort.unregisterShuffle(shuffleId);
+  }
+
+  private void unregister(int shuffleId, long id) {
+    try {
+      stub.withDeadlineAfter(conf.registerTimeout.toMillis(), TimeUnit.MILLISECONDS)
+          .unregister(UnregisterRequest.newBuilder().setCoflowId(id).build());
+      LOG.info("coflow: unregistered coflow {} (shuffle {})", id, shuffleId);
+    } catch (StatusRuntimeException e) {
+      LOG.warn("coflow: unregistering coflow {} (shuffle {}): {}", id, shuffleId, CoflowChannels.describe(e));
+    }
+  }
+
+  @Override
+  public ShuffleBlockResolver shuffleBlockResolver() {
+    return sort.shuffleBlockResolver();
+  }
+
+  @Override
+  public void stop() {
+    // Spark may never call unregisterShuffle (it follows garbage collection): unregister the rest.
+    for (var e : coflows.entrySet()) {
+      unregister(e.getKey(), e.getValue());
+    }
+    coflows.clear();
+    if (coordinator != null) {
+      CoflowChannels.close(coordinator);
+    }
+    ExecutorSide.stop();
+    sort.stop();
+  }
+
+  @Override
+  public String toString() {
+    return "CoflowShuffleManager(" + (isDriver ? "driver" : "executor") + ", coordinator " + conf.coordinator + ")";
+  }
+}

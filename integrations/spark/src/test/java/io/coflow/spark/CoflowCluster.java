@@ -1,0 +1,241 @@
+package io.coflow.spark;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+
+/**
+ * A coflow cluster on loopback, from the built {@code coflow} binary: one coordinator and one agent
+ * per emulated machine, each agent with its own data directory and port cap. Executor {@code i} of a
+ * Spark {@code local-cluster} uses agent {@code i} ({@link #sparkConf}).
+ */
+final class CoflowCluster implements AutoCloseable {
+  final Path work;
+  final String token = "spark-it-" + UUID.randomUUID();
+  final String policy;
+  final int coordinatorPort;
+  final int coordinatorMetricsPort;
+  final List<Agent> agents = new ArrayList<>();
+  private final Path bin;
+  private final Process coordinator;
+
+  /** One agent process and its addresses. */
+  static final class Agent {
+    final int machine;
+    final int grpcPort;
+    final int dataPort;
+    final int metricsPort;
+    final Path dataDir;
+    Process process;
+
+    Agent(int machine, int grpcPort, int dataPort, int metricsPort, Path dataDir) {
+      this.machine = machine;
+      this.grpcPort = grpcPort;
+      this.dataPort = dataPort;
+      this.metricsPort = metricsPort;
+      this.dataDir = dataDir;
+    }
+  }
+
+  /**
+   * Starts a coordinator running {@code policy} and {@code machines} agents capped at
+   * {@code portRate} (e.g. {@code 400MB/s}), and waits until every agent has registered.
+   */
+  CoflowCluster(Path work, String policy, int machines, String portRate) throws IOException, InterruptedException {
+    this.bin = binary();
+    this.work = work;
+    this.policy = policy;
+    Files.createDirectories(work);
+    coordinatorPort = freePort();
+    coordinatorMetricsPort = freePort();
+    coordinator = start("coordinator", List.of(bin.toString(), "coordinator",
+        "--listen", "127.0.0.1:" + coordinatorPort,
+        "--metrics-listen", "127.0.0.1:" + coordinatorMetricsPort,
+        "--policy", policy,
+        // Every shuffle is scheduled, however small.
+        "--bypass-threshold-bytes", "0"));
+    waitForPort(coordinatorPort, coordinator);
+    for (int i = 0; i < machines; i++) {
+      Agent a = new Agent(i, freePort(), freePort(), freePort(), work.resolve("agent-" + i + "-data"));
+      Files.createDirectories(a.dataDir);
+      agents.add(a);
+      startAgent(a, portRate);
+    }
+    Instant deadline = Instant.now().plus(Duration.ofSeconds(30));
+    while (coordinatorMetric("agents_alive") < machines) {
+      if (Instant.now().isAfter(deadline)) {
+        throw new IOException("agents did not register within 30 s; see " + work);
+      }
+      Thread.sleep(100);
+    }
+  }
+
+  private void startAgent(Agent a, String portRate) throws IOException, InterruptedException {
+    a.process = start("agent-" + a.machine, List.of(bin.toString(), "agent",
+        "--machine", Integer.toString(a.machine),
+        "--coordinator", "http://127.0.0.1:" + coordinatorPort,
+        "--listen", "127.0.0.1:" + a.grpcPort,
+        "--data-listen", "127.0.0.1:" + a.dataPort,
+        "--metrics-listen", "127.0.0.1:" + a.metricsPort,
+        "--data-dir", a.dataDir.toString(),
+        "--port-rate", portRate));
+    waitForPort(a.grpcPort, a.process);
+  }
+
+  /** The built {@code coflow} binary: {@code -Dcoflow.bin}, else ../../target/release/coflow. */
+  static Path binary() {
+    String p = System.getProperty("coflow.bin");
+    Path bin = p != null ? Path.of(p) : Path.of("../../target/release/coflow");
+    if (!Files.isExecutable(bin)) {
+      throw new IllegalStateException("the coflow binary is missing at " + bin.toAbsolutePath()
+          + ": build it with `cargo build --release -p coflow-cli` (scripts/test-all spark does)");
+    }
+    return bin;
+  }
+
+  /** The Spark configuration that sends every shuffle through this cluster. */
+  Map<String, String> sparkConf() {
+    Map<String, String> c = new HashMap<>();
+    c.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
+    c.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
+    c.put(CoflowConf.COORDINATOR, "127.0.0.1:" + coordinatorPort);
+    c.put(CoflowConf.TOKEN, token);
+    for (Agent a : agents) {
+      c.put(CoflowConf.AGENT + "." + a.machine, "127.0.0.1:" + a.grpcPort);
+      c.put(CoflowConf.DATA_DIR + "." + a.machine, a.dataDir.toString());
+    }
+    return c;
+  }
+
+  /** Kills an agent at once (SIGKILL), as a machine failure would. */
+  void kill(int machine) throws InterruptedException {
+    Process p = agents.get(machine).process;
+    p.destroyForcibly();
+    p.waitFor();
+  }
+
+  /** A counter or gauge from the coordinator's /metrics. */
+  double coordinatorMetric(String name) throws IOException {
+    return metric(coordinatorMetricsPort, "coflow_coordinator_" + name);
+  }
+
+  /** A counter summed over the live agents' /metrics. */
+  double agentsMetric(String name) throws IOException {
+    double sum = 0;
+    for (Agent a : agents) {
+      if (a.process.isAlive()) {
+        sum += metric(a.metricsPort, "coflow_agent_" + name);
+      }
+    }
+    return sum;
+  }
+
+  /** {@code coflow status} against this cluster. */
+  String status() throws IOException, InterruptedException {
+    ProcessBuilder pb = new ProcessBuilder(bin.toString(), "status", "--coordinator",
+        "http://127.0.0.1:" + coordinatorPort);
+    pb.environment().put("COFLOW_TOKEN", token);
+    pb.redirectErrorStream(true);
+    Process p = pb.start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (p.waitFor() != 0) {
+      throw new IOException("coflow status failed: " + out);
+    }
+    return out;
+  }
+
+  private static double metric(int port, String name) throws IOException {
+    String text;
+    try (InputStream in = URI.create("http://127.0.0.1:" + port + "/metrics").toURL().openStream()) {
+      text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    }
+    for (String line : text.split("\n")) {
+      if (line.startsWith(name + " ") || line.startsWith(name + "{")) {
+        return Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+      }
+    }
+    throw new IOException("no metric " + name + " at port " + port);
+  }
+
+  private Process start(String name, List<String> cmd) throws IOException {
+    ProcessBuilder pb = new ProcessBuilder(cmd);
+    pb.environment().put("COFLOW_TOKEN", token);
+    pb.environment().put("RUST_LOG", "info");
+    // The logs go to files: no colour codes.
+    pb.environment().put("NO_COLOR", "1");
+    pb.redirectErrorStream(true);
+    pb.redirectOutput(work.resolve(name + ".log").toFile());
+    return pb.start();
+  }
+
+  private void waitForPort(int port, Process p) throws IOException, InterruptedException {
+    Instant deadline = Instant.now().plus(Duration.ofSeconds(30));
+    while (true) {
+      if (!p.isAlive()) {
+        throw new IOException("a coflow process exited with " + p.exitValue() + "; see the logs in " + work);
+      }
+      try (Socket s = new Socket()) {
+        s.connect(new InetSocketAddress("127.0.0.1", port), 200);
+        return;
+      } catch (IOException e) {
+        if (Instant.now().isAfter(deadline)) {
+          throw new IOException("nothing listens on port " + port + " after 30 s; see " + work, e);
+        }
+        Thread.sleep(50);
+      }
+    }
+  }
+
+  private static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    }
+  }
+
+  /** Stops every process (SIGTERM, then SIGKILL after 10 s). */
+  @Override
+  public void close() {
+    List<Process> all = new ArrayList<>();
+    for (Agent a : agents) {
+      all.add(a.process);
+    }
+    all.add(coordinator);
+    for (Process p : all) {
+      if (p != null) {
+        p.destroy();
+      }
+    }
+    for (Process p : all) {
+      if (p == null) {
+        continue;
+      }
+      try {
+        if (!p.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) {
+          p.destroyForcibly().waitFor();
+        }
+      } catch (InterruptedException e) {
+        p.destroyForcibly();
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "CoflowCluster(" + policy + ", " + agents.size() + " agents, " + work + File.separator + ")";
+  }
+}

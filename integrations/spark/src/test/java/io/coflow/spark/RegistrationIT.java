@@ -1,0 +1,62 @@
+package io.coflow.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.net.ServerSocket;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** What registration does when the coordinator is not there, or refuses. In {@code local[2]}: one JVM. */
+class RegistrationIT {
+  static final int WORDS = 100_000;
+
+  @Test
+  @Timeout(value = 3, unit = TimeUnit.MINUTES)
+  void an_unreachable_coordinator_leaves_the_shuffle_on_sparks_own_path() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("unreachable");
+    ExecutorSide.deleteTree(work);
+    int closed;
+    try (ServerSocket s = new ServerSocket(0)) {
+      closed = s.getLocalPort();
+    }
+    Map<String, String> conf = new HashMap<>();
+    conf.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
+    conf.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
+    conf.put(CoflowConf.COORDINATOR, "127.0.0.1:" + closed);
+    conf.put(CoflowConf.AGENT, "127.0.0.1:" + closed);
+    conf.put(CoflowConf.DATA_DIR, work.resolve("nowhere").toString());
+    conf.put(CoflowConf.TOKEN, "t");
+    conf.put(CoflowConf.REGISTER_TIMEOUT_MS, "2000");
+    try (SparkRun run = new SparkRun("unreachable-it", "local[2]", conf, Map.of(), work)) {
+      // The agent address is a closed port too: only Spark's own path can get this job through.
+      Jobs.Result got = Jobs.wordCount(WORDS).run(run, work);
+      assertNull(got.difference(Jobs.Result.rows(Jobs.wordCountExpected(WORDS))), "word count on the fallback path");
+    }
+  }
+
+  @Test
+  @Timeout(value = 3, unit = TimeUnit.MINUTES)
+  void a_coordinator_that_refuses_fails_the_job_with_its_reason() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("refused");
+    ExecutorSide.deleteTree(work);
+    try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 1, "1GB/s")) {
+      Map<String, String> conf = new HashMap<>(cluster.sparkConf());
+      conf.put(CoflowConf.TOKEN, "not-the-cluster-token");
+      try (SparkRun run = new SparkRun("refused-it", "local[2]", conf, Map.of(), work)) {
+        Exception e = assertThrows(Exception.class, () -> Jobs.wordCount(WORDS).run(run, work));
+        String msg = String.valueOf(e.getMessage());
+        assertTrue(msg.contains("coflow") && msg.contains("refused to register") && msg.contains("UNAUTHENTICATED"),
+            "a refusal names coflow, what was refused and why: " + e);
+        assertEquals(0.0, cluster.coordinatorMetric("coflows_registered_total"));
+      }
+    }
+  }
+}
