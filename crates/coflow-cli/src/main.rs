@@ -58,7 +58,9 @@ fn main() {
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour only on a terminal: logs redirected to a file carry no escape codes (NO_COLOR also turns it off).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Trace(cmd) => trace::run(cmd),

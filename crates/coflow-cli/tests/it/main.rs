@@ -29,6 +29,32 @@ fn facebook_trace() -> Option<PathBuf> {
 }
 
 #[test]
+fn logs_written_to_a_file_carry_no_colour_codes() {
+    let log = tmp("coordinator.log");
+    let mut child = coflow()
+        .args(["coordinator", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .env("COFLOW_TOKEN", "a-token-for-the-log-test")
+        .env_remove("NO_COLOR")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // The coordinator logs "coordinator starting" at once; wait for it (at most 20 s), then stop it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut text = String::new();
+    while std::time::Instant::now() < deadline {
+        text = std::fs::read_to_string(&log).unwrap();
+        if text.contains("coordinator starting") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(text.contains("coordinator starting"), "no start line in\n{text}");
+    assert!(!text.contains('\u{1b}'), "escape codes in a log file:\n{text:?}");
+}
+
+#[test]
 fn sim_with_no_arguments_prints_a_table_for_every_policy() {
     let json = tmp("default.json");
     let csv = tmp("default.csv");
