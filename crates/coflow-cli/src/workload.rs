@@ -37,7 +37,6 @@ impl SynthArgs {
     /// The workload, and a line saying what it is.
     pub(crate) fn generate(&self) -> Result<(Workload, String)> {
         let cfg = self.config()?;
-        let source = format!("synthetic (seed {}, {} coflows, {} machines)", cfg.seed, cfg.coflows, cfg.machines);
-        Ok((synth::generate(&cfg), source))
+        Ok((synth::generate(&cfg), cfg.describe()))
     }
 }
