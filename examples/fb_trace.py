@@ -29,5 +29,8 @@ print(table.round(3).to_string())
 bounds = report.lower_bounds
 print(f"lower bounds: isolation {bounds['isolation_avg_cct_s']:.2f} s, per-port {bounds['per_port_avg_cct_s']:.2f} s, "
       f"LP {bounds['lp_avg_cct_s']:.2f} s")
-report.plot(args.plot)
-print(f"plot: {args.plot}")
+try:
+    report.plot(args.plot)
+    print(f"plot: {args.plot}")
+except ImportError as e:
+    print(f"no plot: {e}")

@@ -11,7 +11,7 @@ import os
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, TypeVar
 
 from . import _coflow
-from .errors import CoflowError, from_kind
+from .errors import Invalid, from_kind
 
 __all__ = ["Client"]
 
@@ -60,7 +60,7 @@ class Client:
     @property
     def _c(self) -> _coflow.Client:
         if self._inner is None:
-            raise CoflowError("the client is closed", "invalid")
+            raise Invalid("the client is closed")
         return self._inner
 
     def register(

@@ -320,7 +320,9 @@ class Report:
         """One row per policy asked for (indexed by policy): the JSON report's ``results``."""
         import pandas as pd
 
-        return pd.DataFrame(self._data["results"]).set_index("policy", drop=False)
+        df = pd.DataFrame(self._data["results"])
+        df.index = pd.Index(df["policy"].tolist())
+        return df
 
     @property
     def coflows(self) -> "pd.DataFrame":
@@ -357,7 +359,8 @@ class Report:
         if self._results.baseline_csv is not None:
             rows = pd.concat([rows, pd.read_csv(io.StringIO(self._results.baseline_csv))], ignore_index=True)
         fig, (cdf, bins) = plt.subplots(1, 2, figsize=(15, 6.4))
-        fig.suptitle(f"{self._data['workload']['source']} — ports at {self._data['port_rate_bytes_per_s'] / 1.25e8:g} Gbit/s")
+        rate = self.describe.rsplit("; ports at ", 1)[-1]
+        fig.suptitle(f"{self._data['workload']['source']} — ports at {rate}")
         for policy, group in rows.groupby("policy", sort=False):
             cct = group["cct_s"].dropna().sort_values().to_numpy()
             if len(cct) == 0:

@@ -75,6 +75,13 @@ def test_each_error_is_its_typed_exception(cluster: Cluster) -> None:
     assert issubclass(coflow.Sealed, coflow.CoflowError)
 
 
+def test_a_closed_client_refuses_calls(cluster: Cluster) -> None:
+    c = cluster.client(0)
+    c.close()
+    with pytest.raises(coflow.Invalid, match="closed"):
+        c.register(1)
+
+
 def test_a_wrong_token_is_refused(cluster: Cluster) -> None:
     with cluster.client(0, token="not-the-token") as c:
         with pytest.raises(coflow.Unauthenticated):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
 from typing import List
 
@@ -64,6 +65,19 @@ def test_a_trace_file_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path
     csv = tmp_path / "cli.csv"
     subprocess.run([str(coflow_bin), "sim", *args, "--csv", str(csv)], check=True, capture_output=True)
     assert report.coflows.equals(pd.read_csv(csv))
+
+
+def test_policies_run_with_the_gil_released() -> None:
+    w = coflow.synthetic(coflows=300)
+    done: List[coflow.Report] = []
+    t = threading.Thread(target=lambda: done.append(coflow.simulate(w, policies=["varys", "aalo", "sincronia"])))
+    t.start()
+    spins = 0
+    while t.is_alive():
+        spins += 1
+    t.join()
+    # Holding the GIL, the simulation would leave this thread a handful of turns at most.
+    assert len(done) == 1 and spins > 10_000, spins
 
 
 def two_coflows_on_one_port() -> pd.DataFrame:
