@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import random
+import threading
+import time
 from typing import List
 
 import pytest
@@ -80,6 +83,21 @@ def test_a_closed_client_refuses_calls(cluster: Cluster) -> None:
     c.close()
     with pytest.raises(coflow.Invalid, match="closed"):
         c.register(1)
+
+
+def test_ctrl_c_interrupts_a_waiting_get(cluster: Cluster) -> None:
+    with cluster.client(0) as a, cluster.client(1) as b:
+        # All-gets readiness: a get waits until both gets arrived (or 30 s), and only one comes.
+        c = a.register(2, all_gets_timeout_s=30)
+        a.put(c, "p0", b"waits")
+        a.put(c, "p1", b"never fetched")
+        timer = threading.Timer(0.5, _thread.interrupt_main)
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            b.get(c, "p0")
+        assert time.monotonic() - started < 10
+        a.unregister(c)
 
 
 def test_a_wrong_token_is_refused(cluster: Cluster) -> None:
