@@ -427,8 +427,9 @@ pub fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T
 
 #[cfg(test)]
 mod tests {
-    use super::{Options, Spelling, parallel_map};
-    use coflow_core::Workload;
+    use super::{CSV_HEADER, Model, Options, Spelling, csv, parallel_map};
+    use crate::coflowsim::Rules;
+    use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Nanos, Workload};
 
     #[test]
     fn results_come_back_in_job_order_on_any_number_of_threads() {
@@ -457,5 +458,60 @@ mod tests {
         let opts = Options { port_rate: "1Gbps", policies: "varys,nope", ..opts };
         let kw = opts.plan(Spelling::Keyword, load).unwrap_err().0;
         assert!(kw.starts_with("policies: unknown policy \"nope\""), "{kw}");
+    }
+
+    /// Coflow 1 sends 1 MiB from machine 0 to 1 at time 0; coflow 2, arriving at 0 too, sends
+    /// 1 MiB the same way once coflow 1 has finished.
+    fn chain() -> Workload {
+        let flow = || vec![Flow { src: MachineId(0), dst: MachineId(1), size: Bytes(MIB) }];
+        let mut second = Coflow::new(CoflowId(2), Nanos::ZERO, flow());
+        second.parents = vec![CoflowId(1)];
+        Workload::new(2, vec![Coflow::new(CoflowId(1), Nanos::ZERO, flow()), second]).unwrap()
+    }
+
+    fn options(model: Model) -> Options<'static> {
+        Options {
+            policies: "varys",
+            baseline: "fair",
+            port_rate: "1MiB/s",
+            seed: 1,
+            threads: Some(1),
+            deadline_x: None,
+            model,
+        }
+    }
+
+    #[test]
+    fn csv_rows_give_the_cct_from_the_release_and_the_release_after_the_parents() {
+        let plan = options(Model::EXACT).plan(Spelling::Flag, || Ok::<_, super::PlanError>((chain(), String::new())));
+        let runs = plan.unwrap().run(&|_, _| Box::new(|_| {}));
+        let text = csv(runs.shown().map(|(r, _)| r));
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), CSV_HEADER.strip_suffix('\n'));
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        // Each coflow has the port to itself for 1 s: coflow 1 from 0 to 1 s, coflow 2 from 1 to 2 s.
+        for (row, release) in rows.iter().zip([0.0, 1.0]) {
+            assert_eq!(row.len(), 11, "{text}");
+            let cct: f64 = row[6].parse().unwrap();
+            let released: f64 = row[10].parse().unwrap();
+            assert!((cct - 1.0).abs() < 1e-6 && (released - release).abs() < 1e-6, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_reference_model_refuses_policies_it_lacks_and_keeps_the_names_asked_for() {
+        let model = Model(Some(Rules::all()));
+        let load = || Ok::<_, super::PlanError>((chain(), "chain".to_string()));
+        let e = Options { policies: "varys,sincronia", ..options(model) }.plan(Spelling::Keyword, load).unwrap_err().0;
+        assert!(e.starts_with("policies: ") && e.contains("sincronia"), "{e}");
+        let e = Options { baseline: "sincronia", ..options(model) }.plan(Spelling::Flag, load).unwrap_err().0;
+        assert!(e.starts_with("--baseline: --policies: ") && e.contains("sincronia"), "{e}");
+        let plan = Options { policies: "varys,fair", ..options(model) }.plan(Spelling::Flag, load).unwrap();
+        assert_eq!(plan.source, "chain (model: coflowsim, every rule)");
+        let runs = plan.run(&|_, _| Box::new(|_| {}));
+        let names: Vec<&str> = runs.runs.iter().map(|(r, _)| r.policy.as_str()).collect();
+        assert_eq!(names, ["varys", "fair"]);
+        assert_eq!(runs.baseline, Some(1));
     }
 }
