@@ -136,7 +136,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
     let policies = policy::parse_list(&a.policies).context("--policies")?;
     let model = a.model.model()?;
-    model.check(&policies)?;
+    model.check(&policies, coflow_sim::experiment::Spelling::Flag)?;
     if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0) {
         anyhow::bail!("--concurrent {n}: at least one coflow must be present");
     }

@@ -2,9 +2,8 @@
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use coflow_core::Workload;
-use coflow_sched::{Scheduler, policy};
-use coflow_sim::coflowsim::{self, Rules};
+use coflow_sim::coflowsim::Rules;
+pub(crate) use coflow_sim::experiment::Model;
 
 /// The model options `sim`, `sim sweep` and `bench` share.
 #[derive(Debug, Args)]
@@ -26,10 +25,6 @@ enum ModelName {
     Coflowsim,
 }
 
-/// The model of a run: ours, or the reference simulator's rules that are on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Model(Option<Rules>);
-
 impl ModelArgs {
     /// The model asked for.
     pub(crate) fn model(&self) -> Result<Model> {
@@ -45,49 +40,5 @@ impl ModelArgs {
             (None, ModelName::Exact) => None,
         };
         Ok(Model(rules))
-    }
-}
-
-impl Model {
-    /// Whether this is our exact model.
-    pub(crate) fn is_exact(&self) -> bool {
-        self.0.is_none()
-    }
-
-    /// Refuses policies the model has no counterpart for, naming the first.
-    pub(crate) fn check(&self, policies: &[&str]) -> Result<()> {
-        if let Some(rules) = &self.0 {
-            for &name in policies {
-                if let Err(e) = coflowsim::policy(name, rules) {
-                    bail!("--policies: {e}");
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The workload as the model sees it.
-    pub(crate) fn workload(&self, w: Workload) -> Workload {
-        match &self.0 {
-            Some(rules) => coflowsim::workload(&w, rules),
-            None => w,
-        }
-    }
-
-    /// A fresh instance of policy `name` under this model (names were checked).
-    pub(crate) fn policy(&self, name: &str) -> Box<dyn Scheduler> {
-        match &self.0 {
-            Some(rules) => coflowsim::policy(name, rules).expect("names were checked"),
-            None => policy::by_name(name).expect("names were validated"),
-        }
-    }
-
-    /// What the workload line says about the model, if anything.
-    pub(crate) fn describe(&self) -> String {
-        match &self.0 {
-            None => String::new(),
-            Some(r) if *r == Rules::all() => " (model: coflowsim, every rule)".to_string(),
-            Some(r) => format!(" (model: coflowsim rules {})", r.names().join(",")),
-        }
     }
 }

@@ -7,14 +7,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use coflow_core::{Rate, Workload};
-use coflow_sched::{Fabric, policy};
-use coflow_sim::{BoundConfig, LowerBounds, SimConfig, SimResult, Summary, lower_bounds, simulate_with_progress};
+use coflow_sim::experiment::{Options, Spelling};
+use coflow_sim::{LowerBounds, SimResult, Summary};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-use crate::model::Model;
-use crate::parallel::parallel_map;
 use crate::workload::SynthArgs;
 
 use crate::{plot, sweep};
@@ -93,116 +90,28 @@ pub(crate) struct CommonArgs {
 
 /// The validated form of [`CommonArgs`]: the workload (without generated deadlines) and the
 /// policies to run.
-pub(crate) struct SimPlan {
-    pub(crate) workload: Workload,
-    pub(crate) source: String,
-    /// The policies asked for, in report order.
-    pub(crate) policies: Vec<&'static str>,
-    pub(crate) baseline: Option<&'static str>,
-    pub(crate) port_rate: Rate,
-    pub(crate) seed: u64,
-    pub(crate) threads: usize,
-    /// The slack of generated deadlines, if every coflow gets one.
-    pub(crate) deadline_x: Option<f64>,
-    /// Our exact model or the reference simulator's rules; the workload is already as it sees it.
-    pub(crate) model: Model,
-}
+pub(crate) type SimPlan = coflow_sim::experiment::Plan;
+pub(crate) use coflow_sim::experiment::JsonWorkload;
 
-impl SimPlan {
-    pub(crate) fn from_args(a: &CommonArgs) -> Result<SimPlan> {
-        let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
-        crate::testbed::refuse_tcp(&a.policies, "sim")?;
-        let policies = policy::parse_list(&a.policies).context("--policies")?;
-        if policies.is_empty() {
-            bail!("--policies names no policy");
+/// The validated form of [`CommonArgs`].
+pub(crate) fn plan(a: &CommonArgs) -> Result<SimPlan> {
+    crate::testbed::refuse_tcp(&a.policies, "sim")?;
+    let options = Options {
+        policies: &a.policies,
+        baseline: &a.baseline,
+        port_rate: &a.port_rate,
+        seed: a.synth.seed,
+        threads: a.threads,
+        deadline_x: a.deadlines.then_some(a.deadline_x),
+        model: a.model.model()?,
+    };
+    options.plan(Spelling::Flag, || match &a.trace {
+        Some(p) => {
+            let w = coflow_trace::read_trace(p).with_context(|| format!("reading trace {}", p.display()))?;
+            Ok(a.synth.staged(w, p.display().to_string()))
         }
-        let baseline = policy::parse_list(&a.baseline).context("--baseline")?.first().copied();
-        let model = a.model.model()?;
-        model.check(&policies)?;
-        model.check(baseline.as_slice()).context("--baseline")?;
-        if a.deadlines && !(a.deadline_x.is_finite() && a.deadline_x >= 0.0) {
-            bail!("--deadline-x must be a non-negative number, got {}", a.deadline_x);
-        }
-        let (workload, source) = match &a.trace {
-            Some(p) => {
-                let w = coflow_trace::read_trace(p).with_context(|| format!("reading trace {}", p.display()))?;
-                a.synth.staged(w, p.display().to_string())
-            }
-            None => a.synth.generate()?,
-        };
-        let (workload, source) = (model.workload(workload), source + &model.describe());
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = a.threads.unwrap_or(cores).max(1);
-        Ok(SimPlan {
-            workload,
-            source,
-            policies,
-            baseline,
-            port_rate,
-            seed: a.synth.seed,
-            threads,
-            deadline_x: a.deadlines.then_some(a.deadline_x),
-            model,
-        })
-    }
-
-    /// The policies to simulate: those asked for, then the baseline if it is not among them (it
-    /// runs anyway, so that factors can be reported).
-    pub(crate) fn to_run(&self) -> Vec<&'static str> {
-        let mut to_run = self.policies.clone();
-        if let Some(b) = self.baseline
-            && !to_run.contains(&b)
-        {
-            to_run.push(b);
-        }
-        to_run
-    }
-
-    /// The workload's line at the top of every report.
-    pub(crate) fn describe(&self) -> String {
-        let w = &self.workload;
-        format!(
-            "workload: {} — {} coflows, {} flows, {} machines; ports at {}",
-            self.source,
-            w.coflows.len(),
-            w.flow_count(),
-            w.machines,
-            self.port_rate
-        )
-    }
-
-    pub(crate) fn json_workload(&self) -> JsonWorkload<'_> {
-        let w = &self.workload;
-        JsonWorkload {
-            source: &self.source,
-            coflows: w.coflows.len(),
-            flows: w.flow_count(),
-            machines: w.machines,
-            bytes: w.total_bytes().get(),
-        }
-    }
-}
-
-/// The JSON report.
-#[derive(Debug, Serialize)]
-struct JsonReport<'a> {
-    workload: JsonWorkload<'a>,
-    port_rate_bytes_per_s: f64,
-    seed: u64,
-    baseline: Option<&'a str>,
-    /// The best of the lower bounds, which every result's `bound_ratio` is against.
-    best_lower_bound_avg_cct_s: f64,
-    lower_bounds: &'a LowerBounds,
-    results: &'a [Summary],
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct JsonWorkload<'a> {
-    source: &'a str,
-    coflows: usize,
-    flows: usize,
-    machines: u32,
-    bytes: u64,
+        None => a.synth.generate(),
+    })
 }
 
 pub(crate) fn run(args: SimArgs) -> Result<()> {
@@ -212,96 +121,56 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     if let Some(p) = &args.plot {
         plot::Format::of(p)?;
     }
-    let mut plan = SimPlan::from_args(&args.common)?;
-    if let Some(x) = plan.deadline_x {
-        coflow_sim::assign_deadlines(&mut plan.workload, plan.port_rate, x, plan.seed);
-    }
-    if let Some(f) = args.deadline_fraction {
-        if !(0.0..=1.0).contains(&f) {
-            bail!("--deadline-fraction must be between 0 and 1, got {f}");
-        }
-        coflow_sim::assign_deadlines_to_fraction(&mut plan.workload, plan.port_rate, 1.0, f, plan.seed);
-        plan.source.push_str(&format!(" ({:.0}% of coflows with deadlines)", 100.0 * f));
-    }
-    if args.offline {
-        for c in &mut plan.workload.coflows {
-            c.arrival = coflow_core::Nanos::ZERO;
-        }
-        plan.source.push_str(" (offline: every coflow released at time 0)");
-    }
+    let mut plan = plan(&args.common)?;
+    plan.adjust_workload(args.deadline_fraction, args.offline, Spelling::Flag)?;
     if args.wan.enabled() {
         if !plan.model.is_exact() {
             bail!("--wan: the reference simulator's model (--model coflowsim) is a big switch only");
         }
         return crate::wan::run(&plan, &args.wan, args.common.json.as_deref());
     }
-    let w = &plan.workload;
     println!("{}", plan.describe());
 
     let started = Instant::now();
-    // The bounds (an LP among them) are computed beside the simulations, not after them.
-    let (runs, bounds) = std::thread::scope(|s| {
-        let bounds =
-            s.spawn(|| lower_bounds(w, &Fabric::big_switch(w.machines, plan.port_rate), &BoundConfig::default()));
-        let runs = run_parallel(w, &plan.to_run(), &plan.model, plan.port_rate, plan.threads);
-        (runs, bounds.join().expect("the bounds do not panic"))
+    let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
     });
-    let runs = runs?;
+    let style = ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} coflows {elapsed}")
+        .expect("static template")
+        .progress_chars("=> ");
+    let runs = plan.run(&|name, coflows| {
+        let bar = Bar(bars.add(ProgressBar::new(coflows as u64)));
+        bar.0.set_style(style.clone());
+        bar.0.set_prefix(name.to_string());
+        Box::new(move |done| bar.0.set_position(done as u64))
+    });
     let wall = started.elapsed();
 
-    let baseline_run = plan.baseline.and_then(|b| runs.iter().find(|(r, _)| r.policy == b)).map(|(r, _)| r);
-    let shown: Vec<&(SimResult, f64)> =
-        runs.iter().filter(|(r, _)| plan.policies.contains(&r.policy.as_str())).collect();
-    let summaries: Vec<Summary> =
-        shown.iter().map(|(r, _)| Summary::against(r, baseline_run).with_bound(bounds.best_avg_cct_s)).collect();
-
-    print!("{}", table(&summaries, &shown.iter().map(|(_, s)| *s).collect::<Vec<_>>(), plan.baseline, &bounds));
-    eprintln!("simulated {} policies in {:.2} s wall time on {} threads", runs.len(), wall.as_secs_f64(), plan.threads);
+    let summaries = &runs.summaries;
+    let shown: Vec<&(SimResult, f64)> = runs.shown().collect();
+    print!("{}", table(summaries, &shown.iter().map(|(_, s)| *s).collect::<Vec<_>>(), plan.baseline, &runs.bounds));
+    eprintln!(
+        "simulated {} policies in {:.2} s wall time on {} threads",
+        runs.runs.len(),
+        wall.as_secs_f64(),
+        plan.threads
+    );
 
     if let Some(path) = &args.common.json {
-        let report = JsonReport {
-            workload: plan.json_workload(),
-            port_rate_bytes_per_s: plan.port_rate.bytes_per_sec(),
-            seed: plan.seed,
-            baseline: plan.baseline,
-            best_lower_bound_avg_cct_s: bounds.best_avg_cct_s,
-            lower_bounds: &bounds,
-            results: &summaries,
-        };
-        write_json(path, &report)?;
+        std::fs::write(path, plan.report_json(&runs)).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.csv {
-        let mut text =
-            String::from("policy,coflow,arrival_s,bin,flows,bytes,cct_s,rejected,deadline_s,met_deadline,release_s\n");
-        for (r, _) in &shown {
-            for o in &r.outcomes {
-                let cct = o.cct().map_or(String::new(), |c| format!("{:.9}", c.as_secs_f64()));
-                let deadline = o.deadline.map_or(String::new(), |d| format!("{:.9}", d.as_secs_f64()));
-                let met = o.met_deadline().map_or(String::new(), |m| m.to_string());
-                let _ = writeln!(
-                    text,
-                    "{},{},{:.9},{},{},{},{},{},{},{},{:.9}",
-                    r.policy,
-                    o.id,
-                    o.arrival.as_secs_f64(),
-                    o.bin,
-                    o.flows,
-                    o.bytes,
-                    cct,
-                    o.rejected,
-                    deadline,
-                    met,
-                    o.release.as_secs_f64()
-                );
-            }
-        }
+        let text = coflow_sim::experiment::csv(shown.iter().map(|(r, _)| r));
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.plot {
+        let baseline_run = runs.baseline_run();
         // The baseline's curve is drawn even when it was not asked for: it is the reference.
         let base_summary =
             baseline_run.filter(|b| !plan.policies.contains(&b.policy.as_str())).map(|b| Summary::against(b, Some(b)));
-        let mut fig_runs: Vec<(&SimResult, &Summary)> = shown.iter().map(|(r, _)| r).zip(&summaries).collect();
+        let mut fig_runs: Vec<(&SimResult, &Summary)> = shown.iter().map(|(r, _)| r).zip(summaries).collect();
         if let (Some(b), Some(s)) = (baseline_run, &base_summary) {
             fig_runs.push((b, s));
         }
@@ -318,41 +187,17 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
 
 /// Writes `report` as pretty JSON with a final newline.
 pub(crate) fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(report)?;
-    text.push('\n');
+    let text = coflow_sim::experiment::pretty_json(report);
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Runs each policy on its own thread, at most `threads` at once, and returns the results in
-/// the order asked with each one's wall time in seconds.
-pub(crate) fn run_parallel(
-    w: &Workload,
-    policies: &[&'static str],
-    model: &Model,
-    port_rate: Rate,
-    threads: usize,
-) -> Result<Vec<(SimResult, f64)>> {
-    let cfg = SimConfig { port_rate, check_invariants: false };
-    let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    });
-    let style = ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} coflows {elapsed}")
-        .expect("static template")
-        .progress_chars("=> ");
-    Ok(parallel_map(policies.len(), threads, |i| {
-        let name = policies[i];
-        let bar = bars.add(ProgressBar::new(w.coflows.len() as u64));
-        bar.set_style(style.clone());
-        bar.set_prefix(name);
-        let started = Instant::now();
-        let mut r = simulate_with_progress(w, model.policy(name), &cfg, &mut |done| bar.set_position(done as u64));
-        // A variant of the reference model reports under the name asked for.
-        r.policy = name.to_string();
-        bar.finish_and_clear();
-        (r, started.elapsed().as_secs_f64())
-    }))
+/// A progress bar that clears itself when its policy ends.
+struct Bar(ProgressBar);
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
 }
 
 fn table(summaries: &[Summary], wall: &[f64], baseline: Option<&str>, bounds: &LowerBounds) -> String {

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::sim::{CommonArgs, JsonWorkload, SimPlan, write_json};
+use crate::sim::{CommonArgs, JsonWorkload, write_json};
 
 /// The method, as `coflow sim sweep --help` prints it.
 pub(crate) const LONG_ABOUT: &str = "\
@@ -161,7 +161,7 @@ const METHOD: &str = "windows of N consecutive coflows from seeded random starts
                       seeded random order; figures are means over windows";
 
 pub(crate) fn run(args: SweepArgs) -> Result<()> {
-    let plan = SimPlan::from_args(&args.common)?;
+    let plan = crate::sim::plan(&args.common)?;
     let total = plan.workload.coflows.len();
     let mut ns: Vec<usize> = Vec::new();
     for &n in &args.concurrent {

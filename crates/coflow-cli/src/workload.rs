@@ -42,8 +42,7 @@ impl SynthArgs {
     /// The workload, and a line saying what it is.
     pub(crate) fn generate(&self) -> Result<(Workload, String)> {
         let cfg = self.config()?;
-        let source = format!("synthetic (seed {}, {} coflows, {} machines)", cfg.seed, cfg.coflows, cfg.machines);
-        Ok(self.staged(synth::generate(&cfg), source))
+        Ok(self.staged(synth::generate(&cfg), cfg.describe()))
     }
 
     /// `w` grouped into jobs of `--stages` coflows (unchanged for 1), with its description.

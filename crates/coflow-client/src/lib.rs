@@ -263,17 +263,24 @@ impl Client {
         data_id: &str,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<u64, ClientError> {
+        let mut chunks = self.get_chunks(coflow, data_id).await?;
+        let mut n = 0u64;
+        while let Some(chunk) = chunks.next().await? {
+            n += chunk.len() as u64;
+            sink(&chunk);
+        }
+        Ok(n)
+    }
+
+    /// Like [`Client::get`], but returns the chunks as they arrive, one [`Chunks::next`] at a
+    /// time, so that a caller in another runtime (the Python package's iterators) pulls at its
+    /// own pace and the transfer waits for it.
+    pub async fn get_chunks(&self, coflow: CoflowId, data_id: &str) -> Result<Chunks, ClientError> {
         DataId::new(data_id).map_err(|e| ClientError::Invalid(e.to_string()))?;
         let req = pb::GetRequest { coflow_id: coflow.0, data_id: data_id.to_string() };
         let mut a = self.agent.clone();
-        let err = |s| ClientError::from_status(s, coflow, data_id);
-        let mut stream = a.get(req).await.map_err(err)?.into_inner();
-        let mut n = 0u64;
-        while let Some(chunk) = stream.message().await.map_err(err)? {
-            n += chunk.data.len() as u64;
-            sink(&chunk.data);
-        }
-        Ok(n)
+        let stream = a.get(req).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?.into_inner();
+        Ok(Chunks { stream, coflow, data_id: data_id.to_string() })
     }
 
     /// What the coordinator is doing: live coflows, their flows and rates, and agents.
@@ -284,5 +291,23 @@ impl Client {
             Ok(r.into_inner())
         })
         .await
+    }
+}
+
+/// A piece arriving chunk by chunk ([`Client::get_chunks`]).
+#[derive(Debug)]
+pub struct Chunks {
+    stream: tonic::Streaming<pb::GetChunk>,
+    coflow: CoflowId,
+    data_id: String,
+}
+
+impl Chunks {
+    /// The next chunk, or `None` once the piece is complete.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, ClientError> {
+        match self.stream.message().await {
+            Ok(chunk) => Ok(chunk.map(|c| c.data)),
+            Err(s) => Err(ClientError::from_status(s, self.coflow, &self.data_id)),
+        }
     }
 }

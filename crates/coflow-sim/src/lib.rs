@@ -13,6 +13,7 @@
 //! - `bounds`: lower bounds on the average CCT (isolation, per-port, LP relaxation), [`lower_bounds`].
 //! - `deadlines`: experiment deadlines as Varys §7.1 draws them, [`assign_deadlines`].
 //! - `engine`: the event loop, [`simulate`].
+//! - [`experiment`]: several policies on one workload in parallel, and their report.
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
 //! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`]).
 //! - `wan`: wide-area runs ([`simulate_wan`], [`WanConfig`]): capacity redraws, multi-path.
@@ -23,6 +24,7 @@ mod bounds;
 pub mod coflowsim;
 mod deadlines;
 mod engine;
+pub mod experiment;
 mod legs;
 mod report;
 mod wan;

@@ -114,6 +114,11 @@ pub enum SynthError {
 }
 
 impl SynthConfig {
+    /// What the workload this config generates is, as reports name it.
+    pub fn describe(&self) -> String {
+        format!("synthetic (seed {}, {} coflows, {} machines)", self.seed, self.coflows, self.machines)
+    }
+
     /// Checks the parameters; [`generate`] requires a valid config.
     pub fn validate(&self) -> Result<(), SynthError> {
         if self.machines == 0 {

@@ -72,6 +72,8 @@ fn dependencies_point_inward() {
     assert!(!all["coflow-core"].iter().any(|d| d.starts_with("coflow-")), "coflow-core depends on nothing of ours");
     assert!(!all["coflow-sched"].contains("coflow-sim"), "policies must not know the simulator");
     assert!(!all["coflow-sched"].contains("coflow-trace"), "policies must not know trace formats");
+    assert!(all["coflow-py"].contains("coflow-sim"), "the check is real: the Python extension uses the simulator");
+    assert!(!all["coflow-py"].contains("coflow-cli"), "the Python extension shares libraries, not the CLI");
 }
 
 /// Each workspace crate's direct normal dependencies.

@@ -1,0 +1,457 @@
+//! `coflow._coflow`: the Rust side of the `coflow` Python package (python/).
+//!
+//! It exposes the simulator through [`coflow_sim::experiment`] (the same plan, parallel runs and
+//! JSON report as `coflow sim`) and the SDK through [`coflow_client`] on a tokio runtime owned
+//! by the extension.
+//! Every call that waits (a simulation, a remote call) releases the GIL.
+//! The typed Python layer (`python/coflow/`) wraps this module: it maps [`ServiceError`]'s kind to
+//! the exception classes, builds workloads from Python data, and turns reports into DataFrames.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use coflow_client::{ClientConfig, ClientError, ClusterToken, CoflowId, CoflowOptions, Nanos, Readiness};
+use coflow_core::Workload;
+use coflow_sim::experiment::{Model, Options, PlanError, Spelling};
+use coflow_trace::TraceFormat;
+use pyo3::exceptions::{PyNotImplementedError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use tokio::runtime::Runtime;
+
+pyo3::create_exception!(
+    _coflow,
+    ServiceError,
+    pyo3::exceptions::PyException,
+    "What a coflow service (or the connection to it) reported: args are (kind, message)."
+);
+
+/// A workload and the line naming it in reports.
+#[pyclass(name = "Workload", module = "coflow._coflow", frozen)]
+#[derive(Debug)]
+struct PyWorkload {
+    workload: Workload,
+    source: String,
+}
+
+#[pymethods]
+impl PyWorkload {
+    /// The number of machines.
+    #[getter]
+    fn machines(&self) -> u32 {
+        self.workload.machines
+    }
+
+    /// The number of coflows.
+    #[getter]
+    fn coflows(&self) -> usize {
+        self.workload.coflows.len()
+    }
+
+    /// The number of flows.
+    #[getter]
+    fn flows(&self) -> usize {
+        self.workload.flow_count()
+    }
+
+    /// The bytes of all flows.
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.workload.total_bytes().get()
+    }
+
+    /// What the workload is (a trace's path, the generator's parameters, or the caller's name).
+    #[getter]
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The workload in the `coflow-jsonl` format.
+    fn to_jsonl(&self) -> PyResult<String> {
+        let mut out = Vec::new();
+        TraceFormat::Jsonl.write(&self.workload, &mut out).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        String::from_utf8(out).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+/// Reads a trace (coflow-benchmark or JSON Lines); `source` in reports is `path` as given.
+#[pyfunction]
+fn read_trace(path: &str) -> PyResult<PyWorkload> {
+    let workload = coflow_trace::read_trace(std::path::Path::new(path))
+        .map_err(|e| PyValueError::new_err(format!("reading trace {path}: {e}")))?;
+    Ok(PyWorkload { workload, source: path.to_string() })
+}
+
+/// The synthetic workload shaped like the Facebook trace, as `coflow sim` generates it.
+#[pyfunction]
+#[pyo3(signature = (seed = 1, coflows = None, machines = None))]
+fn synthetic(seed: u64, coflows: Option<usize>, machines: Option<u32>) -> PyResult<PyWorkload> {
+    let mut cfg = coflow_trace::synth::SynthConfig { seed, ..Default::default() };
+    if let Some(n) = coflows {
+        cfg.coflows = n;
+    }
+    if let Some(m) = machines {
+        cfg.machines = m;
+    }
+    cfg.validate().map_err(|e| PyValueError::new_err(format!("synthetic workload (coflows, machines): {e}")))?;
+    Ok(PyWorkload { workload: coflow_trace::synth::generate(&cfg), source: cfg.describe() })
+}
+
+/// A workload from `coflow-jsonl` text (which the Python layer writes from lists and DataFrames).
+#[pyfunction]
+fn parse_workload(text: &str, source: String) -> PyResult<PyWorkload> {
+    let workload = coflow_trace::parse_jsonl(text).map_err(|e| PyValueError::new_err(format!("workload: {e}")))?;
+    Ok(PyWorkload { workload, source })
+}
+
+/// What one `simulate` call returns to the Python layer.
+#[pyclass(name = "Results", module = "coflow._coflow", frozen, get_all)]
+#[derive(Debug)]
+struct PyResults {
+    /// The JSON report, byte for byte as `coflow sim --json` writes it.
+    json: String,
+    /// One row per coflow and policy asked for, as `coflow sim --csv` writes it.
+    csv: String,
+    /// The baseline's rows when it ran without being asked for (the plot's reference curve).
+    baseline_csv: Option<String>,
+    /// The workload's line at the top of the report.
+    describe: String,
+    /// Each run's wall time in seconds, by policy, in run order.
+    wall_s: Vec<(String, f64)>,
+}
+
+/// Replays `workload` under `policies` (comma-separated, or `all`) on up to `threads` threads
+/// with the GIL released; options are validated as `coflow sim` validates its flags and errors
+/// name them by their keyword.
+#[pyfunction]
+#[pyo3(signature = (workload, policies, port_rate, baseline, deadline_x, deadline_fraction, offline, seed, threads))]
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    py: Python<'_>,
+    workload: &PyWorkload,
+    policies: &str,
+    port_rate: &str,
+    baseline: &str,
+    deadline_x: Option<f64>,
+    deadline_fraction: Option<f64>,
+    offline: bool,
+    seed: u64,
+    threads: Option<usize>,
+) -> PyResult<PyResults> {
+    let options = Options { policies, baseline, port_rate, seed, threads, deadline_x, model: Model::EXACT };
+    let plan =
+        options.plan(Spelling::Keyword, || Ok::<_, PlanError>((workload.workload.clone(), workload.source.clone())));
+    let mut plan = plan.map_err(|e| PyValueError::new_err(e.0))?;
+    plan.adjust_workload(deadline_fraction, offline, Spelling::Keyword).map_err(|e| PyValueError::new_err(e.0))?;
+    let runs = py.detach(|| plan.run(&|_, _| Box::new(|_| {})));
+    let csv = coflow_sim::experiment::csv(runs.shown().map(|(r, _)| r));
+    let baseline_csv = runs
+        .baseline_run()
+        .filter(|b| !plan.policies.contains(&b.policy.as_str()))
+        .map(|b| coflow_sim::experiment::csv([b]));
+    Ok(PyResults {
+        json: plan.report_json(&runs),
+        csv,
+        baseline_csv,
+        describe: plan.describe(),
+        wall_s: runs.runs.iter().map(|(r, w)| (r.policy.clone(), *w)).collect(),
+    })
+}
+
+/// The kind the services name an error by (the Python layer maps it to an exception class).
+fn service_error(e: &ClientError) -> PyErr {
+    let kind = match e {
+        ClientError::UnknownCoflow(_) => "unknown-coflow",
+        ClientError::DuplicateDataId { .. } => "duplicate-data-id",
+        ClientError::NoSuchData { .. } => "no-such-data",
+        ClientError::Sealed(_) => "sealed",
+        ClientError::AgentUnreachable(_) => "agent-unreachable",
+        ClientError::TimedOut(_) => "timed-out",
+        ClientError::Unauthenticated(_) => "unauthenticated",
+        ClientError::Corrupted(_) => "corrupted",
+        ClientError::DataLost(_) => "data-lost",
+        ClientError::LimitExceeded(_) => "limit-exceeded",
+        ClientError::Invalid(_) => "invalid",
+        ClientError::Other(_) => "other",
+    };
+    ServiceError::new_err((kind, e.to_string()))
+}
+
+/// The tokio runtime of this process, made on first use and made anew in a forked child (whose
+/// copy of the parent's runtime has no threads).
+fn runtime() -> PyResult<Arc<Runtime>> {
+    static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().map_err(|_| PyRuntimeError::new_err("the client runtime's lock is poisoned"))?;
+    if let Some((owner, rt)) = slot.as_ref()
+        && *owner == pid
+    {
+        return Ok(rt.clone());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("coflow-client")
+        .enable_all()
+        .build()
+        .map_err(|e| PyOSError::new_err(format!("starting the client runtime: {e}")))?;
+    // A parent's runtime copied by fork cannot be shut down here (its threads are not in this
+    // process): it is left alone rather than dropped.
+    if let Some(inherited) = slot.take() {
+        std::mem::forget(inherited);
+    }
+    let rt = Arc::new(rt);
+    *slot = Some((pid, rt.clone()));
+    Ok(rt)
+}
+
+/// Runs `fut` on `rt` with the GIL released, waking every 100 ms to let Python handle signals
+/// (Ctrl-C cancels the call).
+fn wait<T: Send + 'static>(
+    py: Python<'_>,
+    rt: &Runtime,
+    fut: impl Future<Output = Result<T, ClientError>> + Send + 'static,
+) -> PyResult<T> {
+    let mut task = rt.spawn(fut);
+    loop {
+        let done =
+            py.detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut task).await }));
+        match done {
+            Ok(Ok(result)) => return result.map_err(|e| service_error(&e)),
+            Ok(Err(join)) => return Err(PyRuntimeError::new_err(format!("the call failed: {join}"))),
+            Err(_elapsed) => {
+                if let Err(e) = py.check_signals() {
+                    task.abort();
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// A connection to a coflow cluster: the coordinator and the local agent.
+#[pyclass(name = "Client", module = "coflow._coflow", frozen)]
+#[derive(Debug)]
+struct PyClient {
+    client: coflow_client::Client,
+    rt: Arc<Runtime>,
+}
+
+/// The client configuration for mutual TLS.
+///
+/// FIXME(tls): once the TLS work lands, this becomes
+/// `Ok(cfg.with_tls(coflow_client::TlsFiles { ca, cert, key }))`.
+fn with_tls(_cfg: ClientConfig, _ca: PathBuf, _cert: PathBuf, _key: PathBuf) -> PyResult<ClientConfig> {
+    Err(PyNotImplementedError::new_err(
+        "tls=(ca, cert, key): mutual TLS arrives with the TLS work in coflow-client; use token= until then",
+    ))
+}
+
+#[pymethods]
+impl PyClient {
+    #[new]
+    #[pyo3(signature = (coordinator, agent, token = None, tls = None, timeout_s = None))]
+    fn new(
+        py: Python<'_>,
+        coordinator: String,
+        agent: String,
+        token: Option<&str>,
+        tls: Option<(PathBuf, PathBuf, PathBuf)>,
+        timeout_s: Option<f64>,
+    ) -> PyResult<PyClient> {
+        let token = match token {
+            Some(t) => ClusterToken::new(t).map_err(|e| PyValueError::new_err(format!("token: {e}")))?,
+            None if tls.is_some() => ClusterToken::new("tls").expect("a valid placeholder"),
+            None => {
+                return Err(PyValueError::new_err(
+                    "token: give the cluster token (or set COFLOW_TOKEN), or tls=(ca, cert, key)",
+                ));
+            }
+        };
+        let mut cfg = ClientConfig::new(coordinator, agent, token);
+        if let Some(t) = timeout_s {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(PyValueError::new_err(format!("timeout_s must be a positive number of seconds, got {t}")));
+            }
+            cfg.timeout = Duration::from_secs_f64(t);
+        }
+        if let Some((ca, cert, key)) = tls {
+            cfg = with_tls(cfg, ca, cert, key)?;
+        }
+        let rt = runtime()?;
+        let client = wait(py, &rt, coflow_client::Client::connect(cfg))?;
+        Ok(PyClient { client, rt })
+    }
+
+    /// Registers a coflow of `num_flows` pieces; returns its id.
+    #[pyo3(signature = (num_flows, name = String::new(), kind = String::new(), deadline_s = None, parents = Vec::new(), weight = 1.0, all_gets_timeout_s = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn register(
+        &self,
+        py: Python<'_>,
+        num_flows: u32,
+        name: String,
+        kind: String,
+        deadline_s: Option<f64>,
+        parents: Vec<u64>,
+        weight: f64,
+        all_gets_timeout_s: Option<f64>,
+    ) -> PyResult<u64> {
+        let secs = |field: &str, s: f64| {
+            if s.is_finite() && s >= 0.0 {
+                Ok(Nanos::from_secs_f64(s))
+            } else {
+                Err(PyValueError::new_err(format!("{field} must be a non-negative number of seconds, got {s}")))
+            }
+        };
+        let readiness = match all_gets_timeout_s {
+            Some(t) => Readiness::AllGets { timeout: secs("all_gets_timeout_s", t)? },
+            None => Readiness::OnGet,
+        };
+        let options = CoflowOptions {
+            name,
+            deadline: deadline_s.map(|d| secs("deadline_s", d)).transpose()?,
+            parents: parents.into_iter().map(CoflowId).collect(),
+            kind,
+            readiness,
+            weight,
+        };
+        let c = self.client.clone();
+        wait(py, &self.rt, async move { c.register(num_flows, options).await.map(|id| id.0) })
+    }
+
+    /// Stores `data` as piece `data_id` of `coflow` at the local agent; returns its size.
+    fn put(&self, py: Python<'_>, coflow: u64, data_id: String, data: &[u8]) -> PyResult<u64> {
+        let (c, content) = (self.client.clone(), data.to_vec());
+        wait(py, &self.rt, async move { c.put(CoflowId(coflow), &data_id, content).await })
+    }
+
+    /// Stores `length` bytes at `offset` of `path` (relative to the agent's data directory) as
+    /// piece `data_id`; returns its size.
+    fn put_file(
+        &self,
+        py: Python<'_>,
+        coflow: u64,
+        data_id: String,
+        path: String,
+        offset: u64,
+        length: u64,
+    ) -> PyResult<u64> {
+        let c = self.client.clone();
+        wait(py, &self.rt, async move { c.put_file(CoflowId(coflow), &data_id, &path, offset, length).await })
+    }
+
+    /// Fetches piece `data_id` of `coflow` through the local agent.
+    fn get<'py>(&self, py: Python<'py>, coflow: u64, data_id: String) -> PyResult<Bound<'py, PyBytes>> {
+        let c = self.client.clone();
+        let bytes = wait(py, &self.rt, async move { c.get(CoflowId(coflow), &data_id).await })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Starts fetching piece `data_id` of `coflow`; the chunks come one `next` call at a time.
+    fn get_stream(&self, py: Python<'_>, coflow: u64, data_id: String) -> PyResult<PyChunks> {
+        let c = self.client.clone();
+        let chunks = wait(py, &self.rt, async move { c.get_chunks(CoflowId(coflow), &data_id).await })?;
+        Ok(PyChunks { chunks: Arc::new(tokio::sync::Mutex::new(Some(chunks))), rt: self.rt.clone() })
+    }
+
+    /// Says no more puts will come for `coflow`.
+    fn seal(&self, py: Python<'_>, coflow: u64) -> PyResult<()> {
+        let c = self.client.clone();
+        wait(py, &self.rt, async move { c.seal(CoflowId(coflow)).await })
+    }
+
+    /// Removes `coflow`.
+    fn unregister(&self, py: Python<'_>, coflow: u64) -> PyResult<()> {
+        let c = self.client.clone();
+        wait(py, &self.rt, async move { c.unregister(CoflowId(coflow)).await })
+    }
+
+    /// What the coordinator is doing, as nested dicts and lists.
+    fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.client.clone();
+        let s = wait(py, &self.rt, async move { c.status().await })?;
+        let out = PyDict::new(py);
+        out.set_item("policy", &s.policy)?;
+        let coflows = PyList::empty(py);
+        for c in &s.coflows {
+            let d = PyDict::new(py);
+            d.set_item("coflow", c.coflow_id)?;
+            d.set_item("name", &c.name)?;
+            d.set_item("num_flows", c.num_flows)?;
+            d.set_item("puts", c.puts)?;
+            d.set_item("bypass", c.bypass)?;
+            let flows = PyList::empty(py);
+            for f in &c.flows {
+                let fd = PyDict::new(py);
+                fd.set_item("flow", f.flow_id)?;
+                fd.set_item("data_id", &f.data_id)?;
+                fd.set_item("src", f.src_machine_id)?;
+                fd.set_item("dst", f.dst_machine_id)?;
+                fd.set_item("size", f.size)?;
+                fd.set_item("bytes_sent", f.bytes_sent)?;
+                fd.set_item("rate_bps", f.rate_bps)?;
+                flows.append(fd)?;
+            }
+            d.set_item("flows", flows)?;
+            coflows.append(d)?;
+        }
+        out.set_item("coflows", coflows)?;
+        let agents = PyList::empty(py);
+        for a in &s.agents {
+            let d = PyDict::new(py);
+            d.set_item("machine", a.machine_id)?;
+            d.set_item("data_addr", &a.data_addr)?;
+            d.set_item("alive", a.alive)?;
+            d.set_item("tx_bps", a.tx_bps)?;
+            d.set_item("rx_bps", a.rx_bps)?;
+            agents.append(d)?;
+        }
+        out.set_item("agents", agents)?;
+        Ok(out)
+    }
+}
+
+/// The chunks of one piece, pulled one at a time (the transfer waits for the reader).
+#[pyclass(name = "Chunks", module = "coflow._coflow", frozen)]
+#[derive(Debug)]
+struct PyChunks {
+    chunks: Arc<tokio::sync::Mutex<Option<coflow_client::Chunks>>>,
+    rt: Arc<Runtime>,
+}
+
+#[pymethods]
+impl PyChunks {
+    /// The next chunk, or `None` once the piece is complete.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let chunks = self.chunks.clone();
+        let chunk = wait(py, &self.rt, async move {
+            let mut slot = chunks.lock().await;
+            let Some(c) = slot.as_mut() else { return Ok(None) };
+            let next = c.next().await;
+            if !matches!(next, Ok(Some(_))) {
+                // Finished or failed: the stream is released now, not when Python collects it.
+                *slot = None;
+            }
+            next
+        })?;
+        Ok(chunk.map(|b| PyBytes::new(py, &b)))
+    }
+}
+
+/// The extension module.
+#[pymodule]
+fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ServiceError", m.py().get_type::<ServiceError>())?;
+    m.add_class::<PyWorkload>()?;
+    m.add_class::<PyResults>()?;
+    m.add_class::<PyClient>()?;
+    m.add_class::<PyChunks>()?;
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(synthetic, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
+    Ok(())
+}

@@ -1,0 +1,54 @@
+"""coflow: coflow scheduling from Python.
+
+- The simulator: :func:`simulate` replays a workload (:func:`read_trace`, :func:`synthetic`, or
+  :func:`workload` from lists or a pandas DataFrame) under scheduling policies and returns a
+  :class:`Report` (pandas DataFrames, the JSON of ``coflow sim``, a matplotlib plot).
+- The SDK: :class:`Client` (and :class:`coflow.aio.Client`) registers coflows and puts and gets
+  their data through a live cluster; errors are :class:`CoflowError` subclasses.
+"""
+
+from . import aio
+from .client import Client
+from .errors import (
+    AgentUnreachable,
+    CoflowError,
+    Corrupted,
+    DataLost,
+    DuplicateDataId,
+    Invalid,
+    LimitExceeded,
+    NoSuchData,
+    PermissionDenied,
+    Sealed,
+    TimedOut,
+    Unauthenticated,
+    UnknownCoflow,
+)
+from .sim import POLICIES, Coflow, Flow, Report, Workload, read_trace, simulate, synthetic, workload
+
+__all__ = [
+    "AgentUnreachable",
+    "Client",
+    "Coflow",
+    "CoflowError",
+    "Corrupted",
+    "DataLost",
+    "DuplicateDataId",
+    "Flow",
+    "Invalid",
+    "LimitExceeded",
+    "NoSuchData",
+    "POLICIES",
+    "PermissionDenied",
+    "Report",
+    "Sealed",
+    "TimedOut",
+    "Unauthenticated",
+    "UnknownCoflow",
+    "Workload",
+    "aio",
+    "read_trace",
+    "simulate",
+    "synthetic",
+    "workload",
+]

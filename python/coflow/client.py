@@ -1,0 +1,133 @@
+"""The SDK: register coflows, put and get their data through the local agent.
+
+:class:`Client` wraps the Rust SDK (``coflow-client``) through the extension, on a tokio runtime
+the extension owns; every call releases the GIL while it waits, so threads of a Python framework
+run their puts and gets side by side.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, TypeVar
+
+from . import _coflow
+from .errors import Invalid, from_kind
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+TlsFiles = Tuple[str, str, str]
+
+
+def _call(f: Callable[..., T], *args: Any) -> T:
+    """Calls into the extension, raising the exception class of the service's error kind."""
+    try:
+        return f(*args)
+    except _coflow.ServiceError as e:
+        kind, message = e.args
+        raise from_kind(kind, message) from None
+
+
+class Client:
+    """A connection to a coflow cluster: the coordinator and the agent on this machine.
+
+    ``token`` is the cluster token (default: the ``COFLOW_TOKEN`` environment variable);
+    ``tls=(ca, cert, key)`` names the PEM files of mutual TLS instead.
+    ``timeout_s`` bounds control calls (register, put, seal); gets last as long as the schedule
+    says. Connections open on the first call. Usable as a context manager.
+    """
+
+    def __init__(
+        self,
+        coordinator: str = "http://127.0.0.1:7070",
+        agent: str = "http://127.0.0.1:7071",
+        token: Optional[str] = None,
+        tls: Optional[TlsFiles] = None,
+        timeout_s: Optional[float] = None,
+    ) -> None:
+        if token is None and tls is None:
+            token = os.environ.get("COFLOW_TOKEN")
+        tls_paths = None if tls is None else tuple(str(p) for p in tls)
+        if tls_paths is not None and len(tls_paths) != 3:
+            raise ValueError("tls: expected (ca, cert, key)")
+        self.coordinator = coordinator
+        self.agent = agent
+        self._inner: Optional[_coflow.Client] = _call(
+            _coflow.Client, coordinator, agent, token, tls_paths, timeout_s
+        )
+
+    @property
+    def _c(self) -> _coflow.Client:
+        if self._inner is None:
+            raise Invalid("the client is closed")
+        return self._inner
+
+    def register(
+        self,
+        num_flows: int,
+        name: str = "",
+        kind: str = "",
+        deadline_s: Optional[float] = None,
+        parents: Sequence[int] = (),
+        weight: float = 1.0,
+        all_gets_timeout_s: Optional[float] = None,
+    ) -> int:
+        """Registers a coflow of ``num_flows`` pieces and returns its id.
+
+        ``all_gets_timeout_s`` makes gets wait until every one of them arrived (or that long),
+        so the coflow is scheduled whole; ``deadline_s`` is relative to registration.
+        """
+        return _call(
+            self._c.register, num_flows, name, kind, deadline_s, list(parents), weight, all_gets_timeout_s
+        )
+
+    def put(self, coflow: int, data_id: str, data: bytes) -> int:
+        """Stores ``data`` as piece ``data_id`` of ``coflow`` at the local agent; returns its size."""
+        return _call(self._c.put, coflow, data_id, bytes(data))
+
+    def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
+        """Stores ``length`` bytes at ``offset`` of ``path`` (relative to the agent's data
+        directory) as piece ``data_id``; the caller may exit afterwards. Returns its size."""
+        return _call(self._c.put_file, coflow, data_id, str(path), offset, length)
+
+    def get(self, coflow: int, data_id: str) -> bytes:
+        """Fetches piece ``data_id`` of ``coflow``, at the rate the coordinator assigns: exactly
+        the bytes put, or an exception."""
+        return _call(self._c.get, coflow, data_id)
+
+    def get_stream(self, coflow: int, data_id: str) -> Iterator[bytes]:
+        """Fetches piece ``data_id`` of ``coflow`` chunk by chunk; the transfer waits for the
+        reader. Errors arise from the iteration."""
+        chunks = _call(self._c.get_stream, coflow, data_id)
+        while True:
+            chunk = _call(chunks.next)
+            if chunk is None:
+                return
+            yield chunk
+
+    def seal(self, coflow: int) -> None:
+        """Says no more puts will come for ``coflow``."""
+        _call(self._c.seal, coflow)
+
+    def unregister(self, coflow: int) -> None:
+        """Removes ``coflow``."""
+        _call(self._c.unregister, coflow)
+
+    def status(self) -> Dict[str, Any]:
+        """What the coordinator is doing: its policy, live coflows with their flows and rates,
+        and agents."""
+        return _call(self._c.status)
+
+    def close(self) -> None:
+        """Drops the connections; later calls raise."""
+        self._inner = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client(coordinator={self.coordinator!r}, agent={self.agent!r})"

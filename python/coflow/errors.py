@@ -1,0 +1,122 @@
+"""The exceptions of the SDK, one class per error kind the coflow services name."""
+
+from __future__ import annotations
+
+from typing import Dict, Type
+
+
+class CoflowError(Exception):
+    """Anything a coflow service (or the connection to it) reported.
+
+    ``kind`` is the service's name for the error (e.g. ``"no-such-data"``); an error of a kind
+    this package does not know is a plain :class:`CoflowError` carrying that kind.
+    """
+
+    KIND = "other"
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind: str = kind if kind is not None else self.KIND
+        self.message: str = message
+
+
+class UnknownCoflow(CoflowError):
+    """The coordinator knows no such coflow."""
+
+    KIND = "unknown-coflow"
+
+
+class DuplicateDataId(CoflowError):
+    """A piece of this name was already put for the coflow."""
+
+    KIND = "duplicate-data-id"
+
+
+class NoSuchData(CoflowError):
+    """No piece of this name was put for the coflow, or its agent is gone."""
+
+    KIND = "no-such-data"
+
+
+class AgentUnreachable(CoflowError):
+    """An agent (the local one or the piece's source) or the coordinator cannot be reached."""
+
+    KIND = "agent-unreachable"
+
+
+class TimedOut(CoflowError):
+    """The call took longer than the client's timeout."""
+
+    KIND = "timed-out"
+
+
+class Corrupted(CoflowError):
+    """The bytes did not arrive intact (checksum or size)."""
+
+    KIND = "corrupted"
+
+
+class Sealed(CoflowError):
+    """The coflow was sealed: it takes no more puts."""
+
+    KIND = "sealed"
+
+
+class Unauthenticated(CoflowError):
+    """The cluster token (or certificate) was refused."""
+
+    KIND = "unauthenticated"
+
+
+class Invalid(CoflowError):
+    """A request was invalid; the message names the field."""
+
+    KIND = "invalid"
+
+
+class DataLost(CoflowError):
+    """The source's stored copy of a piece was changed, truncated, removed or cannot be read since
+    its put: it can never come from that source, so recompute it."""
+
+    KIND = "data-lost"
+
+
+class LimitExceeded(CoflowError):
+    """A configured limit of the cluster was reached (coflows, pieces per coflow, bytes stored at an
+    agent, data connections at an agent); the message names it."""
+
+    KIND = "limit-exceeded"
+
+
+class PermissionDenied(CoflowError):
+    """The caller's identity may not do this."""
+
+    KIND = "permission-denied"
+
+
+_BY_KIND: Dict[str, Type[CoflowError]] = {
+    cls.KIND: cls
+    for cls in (
+        UnknownCoflow,
+        DuplicateDataId,
+        NoSuchData,
+        AgentUnreachable,
+        TimedOut,
+        Corrupted,
+        Sealed,
+        Unauthenticated,
+        Invalid,
+        DataLost,
+        LimitExceeded,
+        PermissionDenied,
+    )
+}
+
+
+def from_kind(kind: str, message: str) -> CoflowError:
+    """The exception for an error of ``kind``: its class, or :class:`CoflowError` for a kind this
+    package does not know."""
+    cls = _BY_KIND.get(kind)
+    if cls is None:
+        return CoflowError(message, kind)
+    return cls(message)

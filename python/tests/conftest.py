@@ -1,0 +1,132 @@
+"""Fixtures: the `coflow` binary built from this checkout, and clusters of its processes on
+127.0.0.1 (a coordinator and agents on free ports, data directories in tmp_path), torn down at
+the end of the test or module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import pytest
+
+import coflow
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "python-tests-token"
+
+
+@pytest.fixture(scope="session")
+def coflow_bin() -> Path:
+    """`target/release/coflow` (scripts/test-all builds it before running pytest)."""
+    path = REPO / "target" / "release" / "coflow"
+    if not path.exists():
+        subprocess.run(["cargo", "build", "--release", "-p", "coflow-cli"], cwd=REPO, check=True)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port} within 20 s: {log.read_text()}")
+
+
+class Cluster:
+    """A coordinator and agents, each a `coflow` process."""
+
+    def __init__(self, binary: Path, root: Path, agents: int, port_rate: str = "1Gbps") -> None:
+        self.binary = binary
+        self.root = root
+        self.procs: List[subprocess.Popen] = []
+        self.agent_procs: List[subprocess.Popen] = []
+        self.env = {**os.environ, "COFLOW_TOKEN": TOKEN, "RUST_LOG": "warn"}
+        port = free_port()
+        self.coordinator = f"http://127.0.0.1:{port}"
+        log = root / "coordinator.log"
+        proc = self._spawn(["coordinator", "--listen", f"127.0.0.1:{port}", "--policy", "varys"], log)
+        wait_for_port(port, proc, "the coordinator", log)
+        self.agents: List[str] = []
+        for m in range(agents):
+            grpc, data = free_port(), free_port()
+            data_dir = root / f"agent{m}"
+            data_dir.mkdir(parents=True, exist_ok=True)
+            log = root / f"agent{m}.log"
+            args = [
+                "agent",
+                "--machine", str(m),
+                "--coordinator", self.coordinator,
+                "--listen", f"127.0.0.1:{grpc}",
+                "--data-listen", f"127.0.0.1:{data}",
+                "--data-dir", str(data_dir),
+                "--port-rate", port_rate,
+            ]  # fmt: skip
+            proc = self._spawn(args, log)
+            self.agent_procs.append(proc)
+            wait_for_port(grpc, proc, f"agent {m}", log)
+            self.agents.append(f"http://127.0.0.1:{grpc}")
+        # Every agent has registered with the coordinator before the test starts.
+        deadline = time.monotonic() + 20
+        with self.client(0) as c:
+            while sum(a["alive"] for a in c.status()["agents"]) < agents:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("agents did not register within 20 s")
+                time.sleep(0.05)
+
+    def _spawn(self, args: List[str], log: Path) -> subprocess.Popen:
+        out = open(log, "wb")
+        proc = subprocess.Popen([str(self.binary), *args], env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        self.procs.append(proc)
+        return proc
+
+    def client(self, machine: int, token: Optional[str] = TOKEN, **kwargs: object) -> coflow.Client:
+        return coflow.Client(self.coordinator, self.agents[machine], token=token, **kwargs)  # type: ignore[arg-type]
+
+    def kill_agent(self, machine: int) -> None:
+        p = self.agent_procs[machine]
+        p.kill()
+        p.wait(timeout=10)
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cluster(coflow_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Two agents behind one coordinator, shared by a module's tests."""
+    c = Cluster(coflow_bin, tmp_path_factory.mktemp("cluster"), agents=2)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def own_cluster(coflow_bin: Path, tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster of two agents for one test (which may kill an agent)."""
+    c = Cluster(coflow_bin, tmp_path, agents=2)
+    yield c
+    c.stop()

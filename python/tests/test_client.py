@@ -1,0 +1,154 @@
+"""The SDK against a coordinator and agents started from the built binary."""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import random
+import threading
+import time
+from typing import List
+
+import pytest
+
+import coflow
+from coflow.errors import from_kind
+
+from conftest import Cluster
+
+
+def test_a_shuffle_moves_exact_bytes(cluster: Cluster) -> None:
+    rng = random.Random(13)
+    mappers, reducers = 2, 2
+    pieces = {(m, r): bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 200_000))) for m in range(2) for r in range(2)}
+    with cluster.client(0) as m0, cluster.client(1) as m1:
+        clients = [m0, m1]
+        shuffle = m0.register(mappers * reducers, name="py-shuffle", kind="shuffle")
+        for (m, r), data in pieces.items():
+            assert clients[m].put(shuffle, f"map{m}-reduce{r}", data) == len(data)
+        m0.seal(shuffle)
+        live = [c for c in m0.status()["coflows"] if c["coflow"] == shuffle]
+        assert live and live[0]["name"] == "py-shuffle" and live[0]["puts"] == 4
+        for (m, r), data in pieces.items():
+            # Reducer r runs on machine r: half the pieces cross machines, half are local.
+            assert clients[r].get(shuffle, f"map{m}-reduce{r}") == data
+        m0.unregister(shuffle)
+
+
+def test_a_streaming_get_yields_the_bytes_in_chunks(cluster: Cluster) -> None:
+    data = random.Random(5).randbytes(3 << 20)
+    with cluster.client(0) as a, cluster.client(1) as b:
+        c = a.register(1)
+        a.put(c, "big", data)
+        chunks: List[bytes] = list(b.get_stream(c, "big"))
+        assert len(chunks) > 1
+        assert b"".join(chunks) == data
+        a.unregister(c)
+
+
+def test_put_file_reads_from_the_agents_data_directory(cluster: Cluster) -> None:
+    (cluster.root / "agent0" / "part.bin").write_bytes(b"0123456789")
+    with cluster.client(0) as a, cluster.client(1) as b:
+        c = a.register(1)
+        assert a.put_file(c, "seg", "part.bin", length=4, offset=3) == 4
+        assert b.get(c, "seg") == b"3456"
+        a.unregister(c)
+
+
+def test_each_error_is_its_typed_exception(cluster: Cluster) -> None:
+    with cluster.client(0) as a, cluster.client(1) as b:
+        c = a.register(2)
+        a.put(c, "x", b"one")
+        with pytest.raises(coflow.DuplicateDataId):
+            a.put(c, "x", b"two")
+        with pytest.raises(coflow.NoSuchData) as e:
+            b.get(c, "missing")
+        assert e.value.kind == "no-such-data"
+        with pytest.raises(coflow.Invalid):
+            a.put(c, "", b"no name")
+        a.seal(c)
+        with pytest.raises(coflow.Sealed):
+            a.put(c, "y", b"late")
+        a.unregister(c)
+        with pytest.raises(coflow.UnknownCoflow):
+            a.seal(c)
+        with pytest.raises(coflow.UnknownCoflow):
+            a.put(987654321, "z", b"nobody")
+    # Every typed error is a CoflowError.
+    assert issubclass(coflow.Sealed, coflow.CoflowError)
+
+
+def test_a_closed_client_refuses_calls(cluster: Cluster) -> None:
+    c = cluster.client(0)
+    c.close()
+    with pytest.raises(coflow.Invalid, match="closed"):
+        c.register(1)
+
+
+def test_ctrl_c_interrupts_a_waiting_get(cluster: Cluster) -> None:
+    with cluster.client(0) as a, cluster.client(1) as b:
+        # All-gets readiness: a get waits until both gets arrived (or 30 s), and only one comes.
+        c = a.register(2, all_gets_timeout_s=30)
+        a.put(c, "p0", b"waits")
+        a.put(c, "p1", b"never fetched")
+        timer = threading.Timer(0.5, _thread.interrupt_main)
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            b.get(c, "p0")
+        assert time.monotonic() - started < 10
+        a.unregister(c)
+
+
+def test_a_wrong_token_is_refused(cluster: Cluster) -> None:
+    with cluster.client(0, token="not-the-token") as c:
+        with pytest.raises(coflow.Unauthenticated):
+            c.register(1)
+
+
+def test_a_dead_agent_is_unreachable(own_cluster: Cluster) -> None:
+    with own_cluster.client(0) as a, own_cluster.client(1) as b:
+        c = a.register(1)
+        own_cluster.kill_agent(1)
+        with pytest.raises(coflow.AgentUnreachable):
+            b.put(c, "p", b"bytes")
+
+
+def test_the_asyncio_client_puts_and_gets(cluster: Cluster) -> None:
+    async def main() -> None:
+        async with coflow.aio.Client(cluster.coordinator, cluster.agents[0], token="python-tests-token") as a:
+            async with coflow.aio.Client(cluster.coordinator, cluster.agents[1], token="python-tests-token") as b:
+                c = await a.register(2)
+                data = random.Random(9).randbytes(1 << 20)
+                await asyncio.gather(a.put(c, "p0", data), a.put(c, "p1", data[::-1]))
+                got = await asyncio.gather(b.get(c, "p0"), b.get(c, "p1"))
+                assert got == [data, data[::-1]]
+                streamed = [chunk async for chunk in b.get_stream(c, "p0")]
+                assert b"".join(streamed) == data
+                with pytest.raises(coflow.NoSuchData):
+                    await b.get(c, "p2")
+                await a.unregister(c)
+
+    asyncio.run(main())
+
+
+def test_tls_is_refused_until_the_tls_work_lands(cluster: Cluster) -> None:
+    with pytest.raises(NotImplementedError, match="tls"):
+        coflow.Client(cluster.coordinator, cluster.agents[0], tls=("ca.pem", "cert.pem", "key.pem"))
+
+
+def test_the_token_comes_from_the_environment(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COFLOW_TOKEN", "python-tests-token")
+    with coflow.Client(cluster.coordinator, cluster.agents[0]) as c:
+        assert c.status()["policy"] == "varys"
+    monkeypatch.delenv("COFLOW_TOKEN")
+    with pytest.raises(ValueError, match="token"):
+        coflow.Client(cluster.coordinator, cluster.agents[0])
+
+
+def test_unknown_kinds_are_coflow_errors_with_the_kind() -> None:
+    e = from_kind("brand-new-kind", "something new")
+    assert type(e) is coflow.CoflowError and e.kind == "brand-new-kind"
+    assert isinstance(from_kind("data-lost", "gone"), coflow.DataLost)
+    assert isinstance(from_kind("limit-exceeded", "full"), coflow.LimitExceeded)
+    assert isinstance(from_kind("permission-denied", "no"), coflow.PermissionDenied)

@@ -1,0 +1,176 @@
+"""The simulator from Python: parity with `coflow sim --json` to the byte, workloads from Python
+data against hand-computed CCTs, and errors that name the option or field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+from typing import List
+
+import pandas as pd
+import pytest
+
+import coflow
+
+
+def cli_json(coflow_bin: Path, tmp_path: Path, args: List[str]) -> str:
+    out = tmp_path / "cli.json"
+    run = subprocess.run([str(coflow_bin), "sim", *args, "--json", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return out.read_text()
+
+
+def test_the_embedded_workload_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
+    expected = cli_json(coflow_bin, tmp_path, ["--coflows", "80", "--policies", "varys,fair,sincronia,aalo"])
+    report = coflow.simulate(coflow.synthetic(coflows=80), policies=["varys", "fair", "sincronia", "aalo"])
+    assert report.to_json() == expected
+    assert list(report.summary["policy"]) == ["varys", "fair", "sincronia", "aalo"]
+
+
+def test_default_synthetic_average_ccts_match_the_cli(coflow_bin: Path, tmp_path: Path) -> None:
+    expected = json.loads(cli_json(coflow_bin, tmp_path, ["--policies", "varys,fair"]))
+    summary = coflow.simulate(coflow.synthetic(), policies=["varys", "fair"]).summary
+    for r in expected["results"]:
+        assert summary.loc[r["policy"], "avg_cct_s"] == r["avg_cct_s"]
+
+
+def test_deadlines_offline_and_a_baseline_not_asked_for_match_the_cli(coflow_bin: Path, tmp_path: Path) -> None:
+    args = ["--coflows", "40", "--seed", "3", "--policies", "edf,varys-deadline", "--deadline-fraction", "0.5"]
+    expected = cli_json(coflow_bin, tmp_path, [*args, "--offline"])
+    report = coflow.simulate(
+        coflow.synthetic(seed=3, coflows=40),
+        policies="edf,varys-deadline",
+        deadline_fraction=0.5,
+        offline=True,
+        seed=3,
+    )
+    assert report.to_json() == expected
+    # The CSV's rows are the policies asked for; the baseline's come only to the plot.
+    assert set(report.coflows["policy"]) == {"edf", "varys-deadline"}
+    expected = cli_json(coflow_bin, tmp_path, ["--coflows", "30", "--deadlines", "--policies", "varys-deadline"])
+    report = coflow.simulate(coflow.synthetic(coflows=30), policies=["varys-deadline"], deadlines=True)
+    assert report.to_json() == expected
+
+
+def test_a_trace_file_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
+    # coflow-benchmark: "machines coflows", then per coflow: id arrival_ms mappers... reducers:MB...
+    trace = tmp_path / "small.txt"
+    trace.write_text("4 3\n1 0 2 0 1 2 2:10.0 3:4.0\n2 5 1 3 1 0:25.0\n3 20 2 1 2 1 3:1.5\n")
+    args = ["--trace", str(trace), "--policies", "varys,fair,scf", "--port-rate", "128MiB/s"]
+    expected = cli_json(coflow_bin, tmp_path, args)
+    report = coflow.simulate(coflow.read_trace(str(trace)), policies=["varys", "fair", "scf"], port_rate="128MiB/s")
+    assert report.to_json() == expected
+    csv = tmp_path / "cli.csv"
+    subprocess.run([str(coflow_bin), "sim", *args, "--csv", str(csv)], check=True, capture_output=True)
+    assert report.coflows.equals(pd.read_csv(csv))
+
+
+def test_policies_run_with_the_gil_released() -> None:
+    w = coflow.synthetic(coflows=300)
+    done: List[coflow.Report] = []
+    t = threading.Thread(target=lambda: done.append(coflow.simulate(w, policies=["varys", "aalo", "sincronia"])))
+    t.start()
+    spins = 0
+    while t.is_alive():
+        spins += 1
+    t.join()
+    # Holding the GIL, the simulation would leave this thread a handful of turns at most.
+    assert len(done) == 1 and spins > 10_000, spins
+
+
+def two_coflows_on_one_port() -> pd.DataFrame:
+    # Coflow 1: 125 MB from machine 0 to 1; coflow 2: 62.5 MB from machine 0 to 2; both at t=0.
+    return pd.DataFrame(
+        {
+            "coflow": [1, 2],
+            "arrival": [0.0, 0.0],
+            "src": [0, 0],
+            "dst": [1, 2],
+            "bytes": [125_000_000, 62_500_000],
+        }
+    )
+
+
+def test_a_dataframe_workload_gives_hand_computed_ccts() -> None:
+    one = pd.DataFrame({"coflow": [7], "arrival": [2.5], "src": [0], "dst": [1], "bytes": [125_000_000]})
+    report = coflow.simulate(one, policies=["varys"], baseline="varys")
+    # 125 MB at 1 Gbit/s (125 MB/s) takes one second.
+    assert report.summary.loc["varys", "avg_cct_s"] == pytest.approx(1.0, abs=1e-9)
+    assert report.coflows.loc[0, "arrival_s"] == pytest.approx(2.5)
+
+    report = coflow.simulate(two_coflows_on_one_port(), policies=["varys", "fair"])
+    cct = report.coflows.set_index(["policy", "coflow"])["cct_s"]
+    # Varys: the smaller coflow first at the full port (0.5 s), then the larger (1 s more).
+    assert cct[("varys", 2)] == pytest.approx(0.5, abs=1e-6)
+    assert cct[("varys", 1)] == pytest.approx(1.5, abs=1e-6)
+    # Fair: halves of the port until the smaller finishes (62.5 MB at 62.5 MB/s), then the rest.
+    assert cct[("fair", 2)] == pytest.approx(1.0, abs=1e-6)
+    assert cct[("fair", 1)] == pytest.approx(1.5, abs=1e-6)
+    assert report.summary.loc["varys", "factor_vs_baseline"] == pytest.approx(1.25 / 1.0, abs=1e-6)
+
+
+def test_lists_of_coflows_and_dataframes_give_the_same_workload() -> None:
+    listed = coflow.workload(
+        [
+            coflow.Coflow(1, 0.0, [coflow.Flow(0, 1, 125_000_000)]),
+            {"id": 2, "arrival": 0.0, "flows": [(0, 2, 62_500_000)], "deadline": 4.0},
+        ]
+    )
+    df = two_coflows_on_one_port()
+    df["deadline"] = [None, 4.0]
+    framed = coflow.workload(df)
+    assert listed.to_jsonl() == framed.to_jsonl()
+    assert (listed.machines, listed.coflows, listed.flows, listed.bytes) == (3, 2, 2, 187_500_000)
+    back = framed.to_dataframe()
+    assert list(back["bytes"]) == [125_000_000, 62_500_000]
+    assert back["deadline"].iloc[1] == pytest.approx(4.0)
+
+
+def test_bad_options_and_workloads_are_errors_naming_the_field() -> None:
+    w = coflow.synthetic(coflows=5)
+    with pytest.raises(ValueError, match=r'^policies: unknown policy "nope"'):
+        coflow.simulate(w, policies=["varys", "nope"])
+    with pytest.raises(ValueError, match=r'^port_rate "fast"'):
+        coflow.simulate(w, port_rate="fast")
+    with pytest.raises(ValueError, match=r"^baseline: unknown policy"):
+        coflow.simulate(w, baseline="slowest")
+    with pytest.raises(ValueError, match=r"^deadline_fraction must be between 0 and 1"):
+        coflow.simulate(w, deadline_fraction=1.5)
+    with pytest.raises(ValueError, match=r"^deadline_x must be a non-negative number"):
+        coflow.simulate(w, deadlines=True, deadline_x=-1.0)
+    with pytest.raises(ValueError, match=r"at least one machine"):
+        coflow.synthetic(machines=0)
+    df = two_coflows_on_one_port()
+    with pytest.raises(ValueError, match=r"no column 'bytes'"):
+        coflow.workload(df.drop(columns=["bytes"]))
+    bad = df.copy()
+    bad.loc[1, "bytes"] = -5
+    with pytest.raises(ValueError, match=r"^coflow 2 flow 0: bytes"):
+        coflow.workload(bad)
+    with pytest.raises(ValueError, match=r"^coflow 1: arrival"):
+        coflow.workload([{"id": 1, "arrival": "soon", "flows": []}])
+    with pytest.raises(ValueError, match=r"^machines: a flow's endpoint is machine 2"):
+        coflow.workload(df, machines=2)
+    with pytest.raises(ValueError, match=r"^workload: .*duplicate|^workload: .*id"):
+        coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)]}, {"id": 1, "arrival": 1, "flows": [(0, 1, 5)]}])
+
+def test_a_bad_trace_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 1\n1 0 1 0 1 5\n")
+    with pytest.raises(ValueError, match=r"line 2"):
+        coflow.read_trace(bad)
+    with pytest.raises(ValueError, match=r"nowhere"):
+        coflow.read_trace(tmp_path / "nowhere.txt")
+
+
+def test_the_plot_draws_every_policy_and_the_baseline(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    report = coflow.simulate(coflow.synthetic(coflows=40), policies=["varys", "scf"])
+    out = tmp_path / "plot.png"
+    fig = report.plot(out)
+    assert out.stat().st_size > 10_000
+    cdf, bins = fig.axes
+    assert [l.get_label() for l in cdf.get_lines()] == ["varys", "scf", "fair"]
+    assert len(bins.patches) == 2 * len(report.summary.loc["varys", "bins"])
