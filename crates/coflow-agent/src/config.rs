@@ -33,6 +33,14 @@ pub struct AgentConfig {
     /// handed to the kernel cannot outlive a rate change by long (on loopback the kernel would
     /// otherwise buffer megabytes: hundreds of milliseconds at emulated NIC rates). Default 64 KiB.
     pub socket_buffer_bytes: usize,
+    /// The cluster CA's certificate: with `tls_cert` and `tls_key`, every connection of this agent
+    /// (gRPC served and made, data plane both ways) is mutual TLS, and no token is needed. The
+    /// coordinator URL is then `https://`. None by default (token mode).
+    pub tls_ca: Option<PathBuf>,
+    /// This agent's certificate (role `coflow://agent/N` for its machine `N`).
+    pub tls_cert: Option<PathBuf>,
+    /// This agent's private key.
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for AgentConfig {
@@ -49,6 +57,9 @@ impl Default for AgentConfig {
             heartbeat_interval_ms: 100,
             chunk_bytes: 32 << 10,
             socket_buffer_bytes: 64 << 10,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -79,9 +90,18 @@ impl AgentConfig {
         if !(4096..=(64 << 20)).contains(&self.socket_buffer_bytes) {
             return err("socket_buffer_bytes", "must be 4 KiB to 64 MiB");
         }
+        if self.tls_files()?.is_some() && !self.coordinator.starts_with("https://") {
+            return err("coordinator", "must be an https:// URL with TLS, such as https://127.0.0.1:7070");
+        }
         if !self.coordinator.starts_with("http://") && !self.coordinator.starts_with("https://") {
-            return err("coordinator", "must be a URL such as http://127.0.0.1:7070");
+            return err("coordinator", "must be a URL such as http://127.0.0.1:7070 (https:// with TLS)");
         }
         Ok(())
+    }
+
+    /// The TLS files, if TLS is configured; an error names the one missing.
+    pub fn tls_files(&self) -> Result<Option<coflow_proto::TlsFiles>, ConfigError> {
+        coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
+            .map_err(|e| ConfigError { field: "tls_ca, tls_cert, tls_key", reason: e.to_string() })
     }
 }

@@ -1,6 +1,9 @@
-//! The data plane: agents fetch pieces from each other over TCP.
+//! The data plane: agents fetch pieces from each other over TCP, or with TLS over mutual TLS
+//! 1.3 where the source accepts agents' certificates only and the receiver accepts only the
+//! certificate of the agent the coordinator named as the source.
 //!
-//! Request (receiver to sender): magic `CFD1`, token length (u16) and token, coflow id (u64),
+//! Request (receiver to sender): magic `CFD1`, token length (u16) and token (empty with TLS,
+//! where it is not checked), coflow id (u64),
 //! flow id (u64), data id length (u16) and data id; integers big-endian.
 //! Response: a status byte (0 ok, 1 wrong token, 2 no such piece, 3 bad request), the size (u64),
 //! the bytes, and their CRC-32 (u32). The sender paces the bytes with the flow's token bucket
@@ -10,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use coflow_core::{CoflowId, FlowId};
+use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::{DataId, MAX_DATA_ID_LEN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -40,7 +43,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
                 let shared = shared.clone();
                 let stop = shutdown.clone();
                 conns.spawn(async move {
-                    if let Err(e) = send_piece(sock, &shared, stop).await {
+                    if let Err(e) = accept_and_send(sock, peer, &shared, stop).await {
                         tracing::debug!(%peer, error = %e, "fetch ended early");
                     }
                 });
@@ -52,13 +55,31 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
     conns.shutdown().await;
 }
 
+/// Sends a piece on an accepted connection, after the TLS handshake in TLS mode.
+async fn accept_and_send(
+    sock: TcpStream,
+    peer: std::net::SocketAddr,
+    shared: &Shared,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    sock.set_nodelay(true).ok();
+    socket2::SockRef::from(&sock).set_send_buffer_size(shared.config.socket_buffer_bytes).ok();
+    match shared.security.tls() {
+        None => send_piece(sock, shared, shutdown).await,
+        Some(tls) => match coflow_proto::accept_agent(tls, sock, peer).await {
+            Some((stream, _)) => send_piece(stream, shared, shutdown).await,
+            None => Err(AgentError::Refused("not an agent of this cluster")),
+        },
+    }
+}
+
 struct Header {
     coflow: CoflowId,
     flow: FlowId,
     data_id: DataId,
 }
 
-async fn read_header(sock: &mut BufReader<TcpStream>, shared: &Shared) -> Result<Header, u8> {
+async fn read_header<S: AsyncRead + Unpin>(sock: &mut BufReader<S>, shared: &Shared) -> Result<Header, u8> {
     let mut magic = [0u8; 4];
     sock.read_exact(&mut magic).await.map_err(|_| BAD_REQUEST)?;
     if &magic != MAGIC {
@@ -70,7 +91,9 @@ async fn read_header(sock: &mut BufReader<TcpStream>, shared: &Shared) -> Result
     }
     let mut token = vec![0u8; tlen];
     sock.read_exact(&mut token).await.map_err(|_| BAD_REQUEST)?;
-    if !shared.token.matches(&token) {
+    if let Some(t) = shared.security.token()
+        && !t.matches(&token)
+    {
         return Err(BAD_TOKEN);
     }
     let coflow = CoflowId(sock.read_u64().await.map_err(|_| BAD_REQUEST)?);
@@ -86,9 +109,11 @@ async fn read_header(sock: &mut BufReader<TcpStream>, shared: &Shared) -> Result
     Ok(Header { coflow, flow, data_id })
 }
 
-async fn send_piece(sock: TcpStream, shared: &Shared, mut shutdown: watch::Receiver<bool>) -> Result<(), AgentError> {
-    sock.set_nodelay(true).ok();
-    socket2::SockRef::from(&sock).set_send_buffer_size(shared.config.socket_buffer_bytes).ok();
+async fn send_piece<S: AsyncRead + AsyncWrite + Unpin>(
+    sock: S,
+    shared: &Shared,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
     let mut sock = BufReader::new(sock);
     let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut sock, shared)).await {
         Ok(Ok(h)) => h,
@@ -122,8 +147,8 @@ fn unreachable_peer(who: &str, e: std::io::Error) -> AgentError {
 }
 
 /// Sends the piece's bytes and checksum at the flow's assigned rate and within the port's.
-async fn pace(
-    sock: &mut TcpStream,
+async fn pace<S: AsyncWrite + Unpin>(
+    sock: &mut S,
     shared: &Shared,
     piece: &crate::store::Piece,
     flow: FlowId,
@@ -178,9 +203,11 @@ async fn pace(
 
 /// Fetches a piece from the agent at `addr`, sending each chunk to `out` as it arrives (so the
 /// piece is never buffered whole) and checking size and checksum.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn fetch(
     shared: &Shared,
     addr: &str,
+    src: MachineId,
     coflow: CoflowId,
     flow: FlowId,
     data_id: &DataId,
@@ -200,8 +227,33 @@ pub(crate) async fn fetch(
         .map_err(|_| AgentError::SourceUnreachable { addr: addr.to_string(), reason: "connect timed out".into() })?
         .map_err(unreachable)?;
     sock.set_nodelay(true).ok();
+    match shared.security.tls() {
+        None => fetch_over(sock, shared, addr, coflow, flow, data_id, size, out).await,
+        Some(tls) => {
+            let sock = coflow_proto::connect_agent(tls, sock, src.0)
+                .await
+                .map_err(|reason| AgentError::SourceUnreachable { addr: addr.to_string(), reason })?;
+            fetch_over(sock, shared, addr, coflow, flow, data_id, size, out).await
+        }
+    }
+}
+
+/// The fetch on an established connection.
+#[allow(clippy::too_many_arguments)]
+async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
+    sock: S,
+    shared: &Shared,
+    addr: &str,
+    coflow: CoflowId,
+    flow: FlowId,
+    data_id: &DataId,
+    size: u64,
+    out: &mpsc::Sender<Vec<u8>>,
+) -> Result<u64, AgentError> {
+    let unreachable =
+        |e: std::io::Error| AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() };
     let mut sock = BufReader::with_capacity(64 << 10, sock);
-    let token = shared.token.as_bytes();
+    let token = shared.security.token().map_or(&[][..], |t| t.as_bytes());
     let mut req = Vec::with_capacity(32 + token.len() + data_id.as_str().len());
     req.extend_from_slice(MAGIC);
     req.extend_from_slice(&(token.len() as u16).to_be_bytes());
@@ -211,6 +263,7 @@ pub(crate) async fn fetch(
     req.extend_from_slice(&(data_id.as_str().len() as u16).to_be_bytes());
     req.extend_from_slice(data_id.as_str().as_bytes());
     sock.get_mut().write_all(&req).await.map_err(unreachable)?;
+    sock.get_mut().flush().await.map_err(unreachable)?;
     let status = sock.read_u8().await.map_err(unreachable)?;
     let announced = sock.read_u64().await.map_err(unreachable)?;
     match status {

@@ -33,6 +33,7 @@ impl AgentService {
 impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
+        coflow_proto::authorize(&req, "put", coflow_proto::Peer::may_use_api)?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -51,6 +52,7 @@ impl Agent for AgentService {
             machine_id: self.machine().0,
             size,
             recovered: false,
+            session: self.shared.session(),
         };
         if let Err(s) = self.shared.coordinator.clone().announce_put(ann).await {
             self.shared.store.remove(coflow, &data_id);
@@ -64,6 +66,7 @@ impl Agent for AgentService {
 
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
+        coflow_proto::authorize(&req, "get", coflow_proto::Peer::may_use_api)?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -72,6 +75,7 @@ impl Agent for AgentService {
             coflow_id: coflow.0,
             data_id: data_id.as_str().to_string(),
             machine_id: self.machine().0,
+            session: self.shared.session(),
         };
         let grant =
             self.shared.coordinator.clone().announce_get(ann).await.map_err(AgentError::Coordinator)?.into_inner();
@@ -84,11 +88,12 @@ impl Agent for AgentService {
             let (chunks_tx, mut chunks_rx) = mpsc::channel::<Vec<u8>>(8);
             let local = grant.src_machine_id == shared.config.machine;
             let (worker, id, addr, size) = (shared.clone(), data_id.clone(), grant.src_data_addr.clone(), grant.size);
+            let src = MachineId(grant.src_machine_id);
             let work = async move {
                 if local {
                     stream_local(&worker, coflow, &id, size, &chunks_tx).await
                 } else {
-                    data::fetch(&worker, &addr, coflow, flow, &id, size, &chunks_tx).await
+                    data::fetch(&worker, &addr, src, coflow, flow, &id, size, &chunks_tx).await
                 }
             };
             let client = tx.clone();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use coflow_core::{FlowId, Nanos};
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_proto::{ClusterToken, TokenAttach};
+use coflow_proto::{Security, TokenAttach};
 use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -17,7 +17,7 @@ use crate::bucket::{Grant, TokenBucket, burst_for};
 use crate::config::AgentConfig;
 use crate::store::Store;
 
-/// A client of the coordinator that attaches the cluster token.
+/// A client of the coordinator that attaches the cluster token (in token mode).
 pub(crate) type CoordClient = CoordinatorClient<InterceptedService<Channel, TokenAttach>>;
 
 /// The assigned rate of each flow this agent sends, in bytes per second; a flow not yet assigned
@@ -76,7 +76,9 @@ impl PortLimiter {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: AgentConfig,
-    pub(crate) token: ClusterToken,
+    pub(crate) security: Security,
+    /// The session the coordinator gave this agent's registration (0 before the first).
+    pub(crate) session: AtomicU64,
     pub(crate) store: Store,
     pub(crate) rates: RateTable,
     /// Bytes sent so far by each flow being sent, for heartbeats.
@@ -93,11 +95,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: AgentConfig, token: ClusterToken, coordinator: CoordClient) -> Shared {
+    pub(crate) fn new(config: AgentConfig, security: Security, coordinator: CoordClient) -> Shared {
         let (rate, chunk) = (config.port_rate_bps, config.chunk_bytes);
         Shared {
             config,
-            token,
+            security,
+            session: AtomicU64::new(0),
             store: Store::default(),
             rates: RateTable::default(),
             sending: Mutex::new(HashMap::new()),
@@ -111,6 +114,11 @@ impl Shared {
             coordinator,
             epoch: Instant::now(),
         }
+    }
+
+    /// The session to carry in agent calls.
+    pub(crate) fn session(&self) -> u64 {
+        self.session.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Time since the agent started.

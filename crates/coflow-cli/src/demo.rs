@@ -56,6 +56,9 @@ pub(crate) struct DemoArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Run the cluster over mutual TLS (certificates made in a temporary directory).
+    #[arg(long)]
+    tls: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -152,7 +155,11 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         source.push_str(&format!(", scaled to {t} fabric bytes"));
     }
     let w = Workload { machines: args.agents, ..w };
-    println!("coflow demo: {} agents on loopback, ports capped at {port}, {source}", args.agents);
+    println!(
+        "coflow demo: {} agents on loopback{}, ports capped at {port}, {source}",
+        args.agents,
+        if args.tls { " over mutual TLS" } else { "" }
+    );
     println!(
         "  {} coflows, {} flows, {:.0} MB across the fabric; bypass off (the simulator does not model it)",
         w.coflows.len(),
@@ -172,7 +179,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             simulate(&w, coflow_sched::policy::by_name(p)?, &SimConfig { port_rate: port, check_invariants: false });
         let s = Summary::of(&sim, None);
         let t = Instant::now();
-        let (ccts, failed) = rt.block_on(replay(&w, p, args.agents, port))?;
+        let (ccts, failed) = rt.block_on(replay(&w, p, args.agents, port, args.tls))?;
         if std::env::var_os("COFLOW_DEMO_DEBUG").is_some() {
             for (o, m) in sim.outcomes.iter().zip(&ccts) {
                 let c = w.coflows.iter().find(|c| c.id == o.id).expect("same workload");
@@ -260,9 +267,10 @@ fn piece(seed: u64, len: usize) -> Vec<u8> {
 
 /// Replays the workload on a fresh cluster under `policy`; returns each coflow's measured CCT
 /// (seconds; `None` if a get failed) and the number of failed gets.
-async fn replay(w: &Workload, policy: &str, agents: u32, port: Rate) -> Result<(Vec<Option<f64>>, usize)> {
+async fn replay(w: &Workload, policy: &str, agents: u32, port: Rate, tls: bool) -> Result<(Vec<Option<f64>>, usize)> {
     let mut cfg = ClusterConfig::new(agents, port.bytes_per_sec(), policy);
     cfg.token = ClusterToken::new("coflow-demo")?;
+    cfg.tls = tls;
     let cluster = Cluster::start(cfg).await.context("starting the demo cluster")?;
     let mut clients = Vec::new();
     for m in 0..agents as usize {

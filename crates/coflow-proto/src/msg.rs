@@ -376,6 +376,7 @@ mod tests {
             machine_id: 0,
             size: u64::MAX,
             recovered: false,
+            ..Default::default()
         })
         .unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "size", .. }), "{e}");
@@ -383,6 +384,7 @@ mod tests {
             machine_id: 0,
             data_addr: "nowhere".into(),
             port_rate_bps: 1.0,
+            ..Default::default()
         })
         .unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "data_addr", .. }), "{e}");

@@ -3,6 +3,7 @@
 
 mod live;
 mod rates;
+mod tls;
 
 use coflow_client::CoflowId;
 
