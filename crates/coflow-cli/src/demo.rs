@@ -56,7 +56,8 @@ pub(crate) struct DemoArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Run the cluster over mutual TLS (certificates made in a temporary directory).
+    /// Run the cluster over mutual TLS (certificates made in a temporary directory). Not the
+    /// default: on a shared 2-core machine it added about 40% to the measured CCTs (README).
     #[arg(long)]
     tls: bool,
 }

@@ -141,3 +141,20 @@ fn a_cluster_started_with_certs_serves_tls_clients_and_refuses_plaintext_ones() 
     drop((_agent, _coord));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn demo_runs_over_tls_with_every_coflow_complete() {
+    let json = tmp("demo-tls.json");
+    let out = coflow()
+        .args(["demo", "--tls", "--policies", "varys", "--agents", "4", "--coflows", "6"])
+        .args(["--total-bytes", "8000000", "--port-rate", "200Mbps", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("over mutual TLS"));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &report["results"][0];
+    assert_eq!(r["completed"], 6, "every coflow completed with its exact bytes: {r}");
+    assert_eq!(r["failed_gets"], 0);
+}
