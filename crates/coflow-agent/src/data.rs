@@ -1,6 +1,9 @@
-//! The data plane: agents fetch pieces from each other over TCP.
+//! The data plane: agents fetch pieces from each other over TCP, or with TLS over mutual TLS
+//! 1.3 where the source accepts agents' certificates only and the receiver accepts only the
+//! certificate of the agent the coordinator named as the source.
 //!
-//! Request (receiver to sender): magic `CFD2`, token length (u16) and token, coflow id (u64),
+//! Request (receiver to sender): magic `CFD2`, token length (u16) and token (empty with TLS,
+//! where it is not checked), coflow id (u64),
 //! flow id (u64), data id length (u16) and data id; integers big-endian.
 //! Response: a status byte (0 ok, 1 wrong token, 2 no such piece, 3 bad request, 4 busy: the
 //! source's `max_data_connections` is reached) and the size (u64); then, after ok, frames:
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use coflow_core::{CoflowId, FlowId};
+use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::{DataId, MAX_DATA_ID_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -62,7 +65,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
                     Ok(slot) => {
                         conns.spawn(async move {
                             shared.data_connections.fetch_add(1, Ordering::Relaxed);
-                            if let Err(e) = send_piece(sock, &shared, stop).await {
+                            if let Err(e) = accept_and_send(sock, peer, &shared, stop).await {
                                 tracing::debug!(%peer, error = %e, "fetch ended early");
                             }
                             shared.data_connections.fetch_sub(1, Ordering::Relaxed);
@@ -71,7 +74,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
                     }
                     Err(_) => {
                         tracing::debug!(%peer, "data connection refused: max_data_connections reached");
-                        conns.spawn(refuse_busy(sock));
+                        conns.spawn(async move { refuse_busy(sock, peer, &shared).await });
                     }
                 }
             }
@@ -84,7 +87,18 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
 
 /// Says "busy" and drains what the peer sent for a moment, so that it reads the status rather
 /// than a reset.
-async fn refuse_busy(mut sock: TcpStream) {
+async fn refuse_busy(sock: TcpStream, peer: std::net::SocketAddr, shared: &Shared) {
+    match shared.security.tls() {
+        None => say_busy(sock).await,
+        Some(tls) => {
+            if let Some((stream, _)) = coflow_proto::accept_agent(tls, sock, peer).await {
+                say_busy(stream).await;
+            }
+        }
+    }
+}
+
+async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         sock.write_all(&[BUSY, 0, 0, 0, 0, 0, 0, 0, 0]).await?;
         sock.shutdown().await?;
@@ -93,6 +107,22 @@ async fn refuse_busy(mut sock: TcpStream) {
         Ok::<_, std::io::Error>(())
     })
     .await;
+}
+
+/// Sends a piece on an accepted connection, after the TLS handshake in TLS mode.
+async fn accept_and_send(
+    sock: TcpStream,
+    peer: std::net::SocketAddr,
+    shared: &Shared,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    match shared.security.tls() {
+        None => send_piece(sock, shared, shutdown).await,
+        Some(tls) => match coflow_proto::accept_agent(tls, sock, peer).await {
+            Some((stream, _)) => send_piece(stream, shared, shutdown).await,
+            None => Err(AgentError::Refused("not an agent of this cluster")),
+        },
+    }
 }
 
 struct Header {
@@ -113,7 +143,9 @@ async fn read_header<S: AsyncRead + Unpin>(sock: &mut S, shared: &Shared) -> Res
     }
     let mut token = vec![0u8; tlen];
     sock.read_exact(&mut token).await.map_err(|_| BAD_REQUEST)?;
-    if !shared.token.matches(&token) {
+    if let Some(t) = shared.security.token()
+        && !t.matches(&token)
+    {
         return Err(BAD_TOKEN);
     }
     let coflow = CoflowId(sock.read_u64().await.map_err(|_| BAD_REQUEST)?);
@@ -265,6 +297,7 @@ async fn pace<W: AsyncWrite + Unpin>(
 pub(crate) async fn fetch(
     shared: &Shared,
     addr: &str,
+    src: MachineId,
     coflow: CoflowId,
     flow: FlowId,
     data_id: &DataId,
@@ -285,7 +318,29 @@ pub(crate) async fn fetch(
         .map_err(|_| AgentError::SourceUnreachable { addr: addr.to_string(), reason: "connect timed out".into() })?
         .map_err(unreachable)?;
     sock.set_nodelay(true).ok();
-    fetch_over(BufReader::with_capacity(64 << 10, sock), shared, addr, coflow, flow, data_id, size, out, received).await
+    match shared.security.tls() {
+        None => {
+            fetch_over(
+                BufReader::with_capacity(64 << 10, sock),
+                shared,
+                addr,
+                coflow,
+                flow,
+                data_id,
+                size,
+                out,
+                received,
+            )
+            .await
+        }
+        Some(tls) => {
+            let sock = coflow_proto::connect_agent(tls, sock, src.0)
+                .await
+                .map_err(|reason| AgentError::SourceUnreachable { addr: addr.to_string(), reason })?;
+            let sock = BufReader::with_capacity(64 << 10, sock);
+            fetch_over(sock, shared, addr, coflow, flow, data_id, size, out, received).await
+        }
+    }
 }
 
 enum Frame {
@@ -352,7 +407,7 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
             tokio::time::timeout(idle, $e).await.map_err(|_| silent())?.map_err(unreachable)?
         };
     }
-    let token = shared.token.as_bytes();
+    let token = shared.security.token().map_or(&[][..], |t| t.as_bytes());
     let mut req = Vec::with_capacity(32 + token.len() + data_id.as_str().len());
     req.extend_from_slice(MAGIC);
     req.extend_from_slice(&(token.len() as u16).to_be_bytes());
@@ -405,17 +460,17 @@ mod tests {
     use super::*;
     use crate::config::AgentConfig;
     use crate::store::Piece;
-    use coflow_proto::{ClusterToken, TokenAttach};
+    use coflow_proto::{ClusterToken, Security, TokenAttach};
 
     fn shared(chunk: usize) -> Arc<Shared> {
         let token = ClusterToken::new("data-test").unwrap();
         let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
         let coordinator = coflow_proto::pb::coordinator_client::CoordinatorClient::with_interceptor(
             channel,
-            TokenAttach(token.clone()),
+            TokenAttach::new(Some(token.clone())),
         );
         let config = AgentConfig { chunk_bytes: chunk, data_idle_timeout_ms: 500, ..AgentConfig::default() };
-        Arc::new(Shared::new(config, token, coordinator))
+        Arc::new(Shared::new(config, Security::Token(token), coordinator))
     }
 
     fn bytes(n: usize) -> Vec<u8> {
