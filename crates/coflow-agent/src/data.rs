@@ -91,7 +91,9 @@ async fn refuse_busy(sock: TcpStream, peer: std::net::SocketAddr, shared: &Share
     match shared.security.tls() {
         None => say_busy(sock).await,
         Some(tls) => {
-            if let Some((stream, _)) = coflow_proto::accept_agent(tls, sock, peer).await {
+            if let Ok(Some((stream, _))) =
+                tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await
+            {
                 say_busy(stream).await;
             }
         }
@@ -109,7 +111,8 @@ async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S) {
     .await;
 }
 
-/// Sends a piece on an accepted connection, after the TLS handshake in TLS mode.
+/// Sends a piece on an accepted connection, after the TLS handshake in TLS mode (which, like
+/// every read, waits at most the idle timeout).
 async fn accept_and_send(
     sock: TcpStream,
     peer: std::net::SocketAddr,
@@ -118,9 +121,10 @@ async fn accept_and_send(
 ) -> Result<(), AgentError> {
     match shared.security.tls() {
         None => send_piece(sock, shared, shutdown).await,
-        Some(tls) => match coflow_proto::accept_agent(tls, sock, peer).await {
-            Some((stream, _)) => send_piece(stream, shared, shutdown).await,
-            None => Err(AgentError::Refused("not an agent of this cluster")),
+        Some(tls) => match tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await {
+            Ok(Some((stream, _))) => send_piece(stream, shared, shutdown).await,
+            Ok(None) => Err(AgentError::Refused("not an agent of this cluster")),
+            Err(_) => Err(AgentError::Refused("no TLS handshake within the idle timeout")),
         },
     }
 }
@@ -334,8 +338,10 @@ pub(crate) async fn fetch(
             .await
         }
         Some(tls) => {
-            let sock = coflow_proto::connect_agent(tls, sock, src.0)
+            let idle = shared.idle();
+            let sock = tokio::time::timeout(idle, coflow_proto::connect_agent(tls, sock, src.0))
                 .await
+                .map_err(|_| AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() })?
                 .map_err(|reason| AgentError::SourceUnreachable { addr: addr.to_string(), reason })?;
             let sock = BufReader::with_capacity(64 << 10, sock);
             fetch_over(sock, shared, addr, coflow, flow, data_id, size, out, received).await
