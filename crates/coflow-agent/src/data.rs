@@ -429,7 +429,8 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     match status {
         OK => {}
         BAD_TOKEN => return Err(AgentError::Refused("wrong cluster token")),
-        NO_PIECE => return Err(AgentError::Refused("the source agent no longer holds the piece")),
+        // The source restarted (its memory is gone) or dropped the coflow: recompute the piece.
+        NO_PIECE => return Err(AgentError::DataLost("the source agent no longer holds the piece".into())),
         BUSY => {
             return Err(AgentError::LimitExceeded(format!(
                 "the source agent at {addr} serves its max_data_connections already"
@@ -551,6 +552,26 @@ mod tests {
     }
 
     /// Sender and receiver over an in-memory stream: the bytes arrive exactly, block by block.
+    /// A source that no longer holds the piece (it restarted and lost its memory, which with
+    /// sessions it reaches while the coordinator still names it) is data lost, to recompute, not
+    /// a refusal the SDK would report as a credentials problem.
+    #[tokio::test]
+    async fn a_source_without_the_piece_is_data_lost() {
+        let (got, r) = fetch_against(vec![NO_PIECE, 0, 0, 0, 0, 0, 0, 0, 0], 2048).await;
+        assert!(got.is_empty());
+        let e = r.unwrap_err();
+        assert!(matches!(&e, AgentError::DataLost(m) if m.contains("no longer holds")), "{e}");
+        assert_eq!(e.reason(), "data-lost");
+    }
+
+    /// An agent without a session tells its clients to retry, as `agent-unreachable`.
+    #[test]
+    fn not_registered_is_retryable() {
+        let s = tonic::Status::from(AgentError::NotRegistered);
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        assert_eq!(s.metadata().get(crate::error::ERROR_KIND).unwrap().to_str().unwrap(), "agent-unreachable");
+    }
+
     #[tokio::test]
     async fn a_piece_crosses_any_stream_exactly() {
         let s = shared(1024);

@@ -27,6 +27,12 @@ impl AgentService {
     fn machine(&self) -> MachineId {
         MachineId(self.shared.config.machine)
     }
+
+    /// Refuses a client call, as retryable, until the agent has a session: before it, the
+    /// coordinator would refuse the agent's announcements (another session may still be live).
+    fn registered(&self) -> Result<(), AgentError> {
+        if self.shared.session() == 0 { Err(AgentError::NotRegistered) } else { Ok(()) }
+    }
 }
 
 /// The kind a coordinator error carries, if any.
@@ -39,6 +45,7 @@ impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
         coflow_proto::authorize(&req, "put", coflow_proto::Peer::may_use_api)?;
+        self.registered()?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -85,6 +92,7 @@ impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
         coflow_proto::authorize(&req, "get", coflow_proto::Peer::may_use_api)?;
+        self.registered()?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -197,7 +205,10 @@ async fn stream_local(
     size: u64,
     out: &mpsc::Sender<Vec<u8>>,
 ) -> Result<u64, AgentError> {
-    let piece = shared.store.get(coflow, data_id).ok_or(AgentError::Refused("the piece is no longer held locally"))?;
+    let piece = shared
+        .store
+        .get(coflow, data_id)
+        .ok_or_else(|| AgentError::DataLost("the piece is no longer held locally".into()))?;
     if piece.len() != size {
         return Err(AgentError::Corrupted("local piece size differs from the announcement".into()));
     }
