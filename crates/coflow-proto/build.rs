@@ -2,10 +2,12 @@
 //! the build needs no `protoc` installed, and generates prost messages and tonic stubs from it.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto");
+    // Read at run time, not baked in at compile time: a build script compiled in another
+    // checkout (a copied target directory) must still read this checkout's proto.
+    let root = format!("{}/../../proto", std::env::var("CARGO_MANIFEST_DIR")?);
     let file = "coflow/v1/coflow.proto";
     println!("cargo:rerun-if-changed={root}/{file}");
-    let fds = protox::compile([file], [root])?;
+    let fds = protox::compile([file], [&root])?;
     tonic_prost_build::configure().compile_fds(fds)?;
     Ok(())
 }

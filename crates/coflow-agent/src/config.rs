@@ -52,6 +52,14 @@ pub struct AgentConfig {
     /// `agent-unreachable` (a restarted coordinator schedules it again well before). Default
     /// 30000 ms.
     pub coordinator_grace_ms: u64,
+    /// The cluster CA's certificate: with `tls_cert` and `tls_key`, every connection of this agent
+    /// (gRPC served and made, data plane both ways) is mutual TLS, and no token is needed. The
+    /// coordinator URL is then `https://`. None by default (token mode).
+    pub tls_ca: Option<PathBuf>,
+    /// This agent's certificate (role `coflow://agent/N` for its machine `N`).
+    pub tls_cert: Option<PathBuf>,
+    /// This agent's private key.
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for AgentConfig {
@@ -73,6 +81,9 @@ impl Default for AgentConfig {
             max_data_connections: 1024,
             data_idle_timeout_ms: 5000,
             coordinator_grace_ms: 30_000,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -112,9 +123,18 @@ impl AgentConfig {
         if !(100..=86_400_000).contains(&self.coordinator_grace_ms) {
             return err("coordinator_grace_ms", "must be 100 to 86400000");
         }
+        if self.tls_files()?.is_some() && !self.coordinator.starts_with("https://") {
+            return err("coordinator", "must be an https:// URL with TLS, such as https://127.0.0.1:7070");
+        }
         if !self.coordinator.starts_with("http://") && !self.coordinator.starts_with("https://") {
-            return err("coordinator", "must be a URL such as http://127.0.0.1:7070");
+            return err("coordinator", "must be a URL such as http://127.0.0.1:7070 (https:// with TLS)");
         }
         Ok(())
+    }
+
+    /// The TLS files, if TLS is configured; an error names the one missing.
+    pub fn tls_files(&self) -> Result<Option<coflow_proto::TlsFiles>, ConfigError> {
+        coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
+            .map_err(|e| ConfigError { field: "tls_ca, tls_cert, tls_key", reason: e.to_string() })
     }
 }

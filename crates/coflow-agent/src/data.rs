@@ -1,6 +1,9 @@
-//! The data plane: agents fetch pieces from each other over TCP.
+//! The data plane: agents fetch pieces from each other over TCP, or with TLS over mutual TLS
+//! 1.3 where the source accepts agents' certificates only and the receiver accepts only the
+//! certificate of the agent the coordinator named as the source.
 //!
-//! Request (receiver to sender): magic `CFD2`, token length (u16) and token, coflow id (u64),
+//! Request (receiver to sender): magic `CFD2`, token length (u16) and token (empty with TLS,
+//! where it is not checked), coflow id (u64),
 //! flow id (u64), data id length (u16) and data id; integers big-endian.
 //! Response: a status byte (0 ok, 1 wrong token, 2 no such piece, 3 bad request, 4 busy: the
 //! source's `max_data_connections` is reached) and the size (u64); then, after ok, frames:
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use coflow_core::{CoflowId, FlowId};
+use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::{DataId, MAX_DATA_ID_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -62,7 +65,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
                     Ok(slot) => {
                         conns.spawn(async move {
                             shared.data_connections.fetch_add(1, Ordering::Relaxed);
-                            if let Err(e) = send_piece(sock, &shared, stop).await {
+                            if let Err(e) = accept_and_send(sock, peer, &shared, stop).await {
                                 tracing::debug!(%peer, error = %e, "fetch ended early");
                             }
                             shared.data_connections.fetch_sub(1, Ordering::Relaxed);
@@ -71,7 +74,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
                     }
                     Err(_) => {
                         tracing::debug!(%peer, "data connection refused: max_data_connections reached");
-                        conns.spawn(refuse_busy(sock));
+                        conns.spawn(async move { refuse_busy(sock, peer, &shared).await });
                     }
                 }
             }
@@ -84,7 +87,20 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
 
 /// Says "busy" and drains what the peer sent for a moment, so that it reads the status rather
 /// than a reset.
-async fn refuse_busy(mut sock: TcpStream) {
+async fn refuse_busy(sock: TcpStream, peer: std::net::SocketAddr, shared: &Shared) {
+    match shared.security.tls() {
+        None => say_busy(sock).await,
+        Some(tls) => {
+            if let Ok(Some((stream, _))) =
+                tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await
+            {
+                say_busy(stream).await;
+            }
+        }
+    }
+}
+
+async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         sock.write_all(&[BUSY, 0, 0, 0, 0, 0, 0, 0, 0]).await?;
         sock.shutdown().await?;
@@ -93,6 +109,24 @@ async fn refuse_busy(mut sock: TcpStream) {
         Ok::<_, std::io::Error>(())
     })
     .await;
+}
+
+/// Sends a piece on an accepted connection, after the TLS handshake in TLS mode (which, like
+/// every read, waits at most the idle timeout).
+async fn accept_and_send(
+    sock: TcpStream,
+    peer: std::net::SocketAddr,
+    shared: &Shared,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    match shared.security.tls() {
+        None => send_piece(sock, shared, shutdown).await,
+        Some(tls) => match tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await {
+            Ok(Some((stream, _))) => send_piece(stream, shared, shutdown).await,
+            Ok(None) => Err(AgentError::Refused("not an agent of this cluster")),
+            Err(_) => Err(AgentError::Refused("no TLS handshake within the idle timeout")),
+        },
+    }
 }
 
 struct Header {
@@ -113,7 +147,9 @@ async fn read_header<S: AsyncRead + Unpin>(sock: &mut S, shared: &Shared) -> Res
     }
     let mut token = vec![0u8; tlen];
     sock.read_exact(&mut token).await.map_err(|_| BAD_REQUEST)?;
-    if !shared.token.matches(&token) {
+    if let Some(t) = shared.security.token()
+        && !t.matches(&token)
+    {
         return Err(BAD_TOKEN);
     }
     let coflow = CoflowId(sock.read_u64().await.map_err(|_| BAD_REQUEST)?);
@@ -265,6 +301,7 @@ async fn pace<W: AsyncWrite + Unpin>(
 pub(crate) async fn fetch(
     shared: &Shared,
     addr: &str,
+    src: MachineId,
     coflow: CoflowId,
     flow: FlowId,
     data_id: &DataId,
@@ -285,7 +322,31 @@ pub(crate) async fn fetch(
         .map_err(|_| AgentError::SourceUnreachable { addr: addr.to_string(), reason: "connect timed out".into() })?
         .map_err(unreachable)?;
     sock.set_nodelay(true).ok();
-    fetch_over(BufReader::with_capacity(64 << 10, sock), shared, addr, coflow, flow, data_id, size, out, received).await
+    match shared.security.tls() {
+        None => {
+            fetch_over(
+                BufReader::with_capacity(64 << 10, sock),
+                shared,
+                addr,
+                coflow,
+                flow,
+                data_id,
+                size,
+                out,
+                received,
+            )
+            .await
+        }
+        Some(tls) => {
+            let idle = shared.idle();
+            let sock = tokio::time::timeout(idle, coflow_proto::connect_agent(tls, sock, src.0))
+                .await
+                .map_err(|_| AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() })?
+                .map_err(|reason| AgentError::SourceUnreachable { addr: addr.to_string(), reason })?;
+            let sock = BufReader::with_capacity(64 << 10, sock);
+            fetch_over(sock, shared, addr, coflow, flow, data_id, size, out, received).await
+        }
+    }
 }
 
 enum Frame {
@@ -352,7 +413,7 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
             tokio::time::timeout(idle, $e).await.map_err(|_| silent())?.map_err(unreachable)?
         };
     }
-    let token = shared.token.as_bytes();
+    let token = shared.security.token().map_or(&[][..], |t| t.as_bytes());
     let mut req = Vec::with_capacity(32 + token.len() + data_id.as_str().len());
     req.extend_from_slice(MAGIC);
     req.extend_from_slice(&(token.len() as u16).to_be_bytes());
@@ -368,7 +429,8 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     match status {
         OK => {}
         BAD_TOKEN => return Err(AgentError::Refused("wrong cluster token")),
-        NO_PIECE => return Err(AgentError::Refused("the source agent no longer holds the piece")),
+        // The source restarted (its memory is gone) or dropped the coflow: recompute the piece.
+        NO_PIECE => return Err(AgentError::DataLost("the source agent no longer holds the piece".into())),
         BUSY => {
             return Err(AgentError::LimitExceeded(format!(
                 "the source agent at {addr} serves its max_data_connections already"
@@ -405,17 +467,17 @@ mod tests {
     use super::*;
     use crate::config::AgentConfig;
     use crate::store::Piece;
-    use coflow_proto::{ClusterToken, TokenAttach};
+    use coflow_proto::{ClusterToken, Security, TokenAttach};
 
     fn shared(chunk: usize) -> Arc<Shared> {
         let token = ClusterToken::new("data-test").unwrap();
         let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
         let coordinator = coflow_proto::pb::coordinator_client::CoordinatorClient::with_interceptor(
             channel,
-            TokenAttach(token.clone()),
+            TokenAttach::new(Some(token.clone())),
         );
         let config = AgentConfig { chunk_bytes: chunk, data_idle_timeout_ms: 500, ..AgentConfig::default() };
-        Arc::new(Shared::new(config, token, coordinator))
+        Arc::new(Shared::new(config, Security::Token(token), coordinator))
     }
 
     fn bytes(n: usize) -> Vec<u8> {
@@ -490,6 +552,26 @@ mod tests {
     }
 
     /// Sender and receiver over an in-memory stream: the bytes arrive exactly, block by block.
+    /// A source that no longer holds the piece (it restarted and lost its memory, which with
+    /// sessions it reaches while the coordinator still names it) is data lost, to recompute, not
+    /// a refusal the SDK would report as a credentials problem.
+    #[tokio::test]
+    async fn a_source_without_the_piece_is_data_lost() {
+        let (got, r) = fetch_against(vec![NO_PIECE, 0, 0, 0, 0, 0, 0, 0, 0], 2048).await;
+        assert!(got.is_empty());
+        let e = r.unwrap_err();
+        assert!(matches!(&e, AgentError::DataLost(m) if m.contains("no longer holds")), "{e}");
+        assert_eq!(e.reason(), "data-lost");
+    }
+
+    /// An agent without a session tells its clients to retry, as `agent-unreachable`.
+    #[test]
+    fn not_registered_is_retryable() {
+        let s = tonic::Status::from(AgentError::NotRegistered);
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        assert_eq!(s.metadata().get(crate::error::ERROR_KIND).unwrap().to_str().unwrap(), "agent-unreachable");
+    }
+
     #[tokio::test]
     async fn a_piece_crosses_any_stream_exactly() {
         let s = shared(1024);

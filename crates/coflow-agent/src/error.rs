@@ -69,6 +69,10 @@ pub enum AgentError {
     /// The agent is shutting down.
     #[error("the agent is shutting down")]
     ShuttingDown,
+    /// The agent has no session with the coordinator yet (it just started; in token mode a
+    /// restarted agent waits until its previous registration has timed out): retry shortly.
+    #[error("the agent is not registered with the coordinator yet")]
+    NotRegistered,
 }
 
 impl AgentError {
@@ -86,7 +90,9 @@ impl AgentError {
             AgentError::UnknownCoflow(_) => "unknown-coflow",
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => "invalid",
             AgentError::DuplicateDataId { .. } => "duplicate-data-id",
-            AgentError::SourceUnreachable { .. } | AgentError::Coordinator(_) => "agent-unreachable",
+            AgentError::SourceUnreachable { .. } | AgentError::Coordinator(_) | AgentError::NotRegistered => {
+                "agent-unreachable"
+            }
         }
     }
 }
@@ -99,7 +105,7 @@ impl From<AgentError> for tonic::Status {
                 (tonic::Status::invalid_argument(e.to_string()), "invalid")
             }
             AgentError::DuplicateDataId { .. } => (tonic::Status::already_exists(e.to_string()), "duplicate-data-id"),
-            AgentError::SourceUnreachable { .. } | AgentError::ShuttingDown => {
+            AgentError::SourceUnreachable { .. } | AgentError::ShuttingDown | AgentError::NotRegistered => {
                 (tonic::Status::unavailable(e.to_string()), "agent-unreachable")
             }
             AgentError::SourceSilent { .. } | AgentError::ClientDeparted => {

@@ -28,9 +28,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use coflow_proto::Security;
 use coflow_proto::pb::agent_server::AgentServer;
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_proto::{ClusterToken, TokenAttach, TokenCheck};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -59,33 +59,42 @@ pub enum RunError {
     /// The configuration is wrong.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The gRPC server failed, or the coordinator address is malformed.
+    /// The gRPC server failed.
     #[error("gRPC: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The coordinator URL is malformed or does not fit the mode (https:// with TLS).
+    #[error("coordinator: {0}")]
+    Coordinator(String),
     /// A listener has no address.
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
 }
 
 /// Runs an agent until `shutdown` completes; then stops its servers and tasks and returns.
+/// `security` is the cluster token, or the agent's TLS identity ([`Security`]).
 pub async fn run(
     config: AgentConfig,
-    token: ClusterToken,
+    security: impl Into<Security>,
     listeners: AgentListeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     config.validate()?;
+    let security = security.into();
     let data_addr = match &config.data_advertise {
         Some(a) => a.clone(),
         None => listeners.data.local_addr()?.to_string(),
     };
-    let channel = tonic::transport::Endpoint::from_shared(config.coordinator.clone())?
+    let channel = security
+        .endpoint(&config.coordinator)
+        .map_err(RunError::Coordinator)?
         .tcp_nodelay(true)
         .connect_timeout(std::time::Duration::from_secs(5))
         .connect_lazy();
-    let coordinator = CoordinatorClient::with_interceptor(channel, TokenAttach(token.clone()));
-    tracing::info!(machine = config.machine, data_addr = %data_addr, "agent starting");
-    let shared = Arc::new(state::Shared::new(config, token.clone(), coordinator));
+    let coordinator = CoordinatorClient::with_interceptor(channel, security.attach());
+    tracing::info!(machine = config.machine, data_addr = %data_addr, tls = security.tls().is_some(), "agent starting");
+    let authenticate = security.authenticate();
+    let tls = security.tls().cloned();
+    let shared = Arc::new(state::Shared::new(config, security, coordinator));
     let (stop_tx, stop_rx) = watch::channel(false);
 
     let data_task = tokio::spawn(data::serve(listeners.data, shared.clone(), stop_rx.clone()));
@@ -101,9 +110,9 @@ pub async fn run(
     let svc = service::AgentService { shared: shared.clone(), shutdown: stop_rx.clone() };
     let svc =
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let svc = tonic::service::interceptor::InterceptedService::new(svc, TokenCheck(token));
+    let svc = tonic::service::interceptor::InterceptedService::new(svc, authenticate);
     let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc);
-    let served = coflow_proto::serve_until_stopped(router, listeners.grpc, &stop_tx, shutdown).await;
+    let served = coflow_proto::serve_until_stopped(router, listeners.grpc, tls.as_ref(), &stop_tx, shutdown).await;
     let _ = data_task.await;
     let _ = link_task.await;
     if let Some(t) = metrics_task {

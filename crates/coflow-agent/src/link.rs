@@ -24,10 +24,12 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             machine_id: shared.config.machine,
             data_addr: data_addr.clone(),
             port_rate_bps: shared.config.port_rate_bps,
+            session: shared.session(),
         };
         let registered = async {
-            coord.register_agent(reg).await?;
-            coord.watch_rates(pb::WatchRatesRequest { machine_id: shared.config.machine }).await
+            let session = coord.register_agent(reg).await?.into_inner().session;
+            shared.session.store(session, Ordering::Relaxed);
+            coord.watch_rates(pb::WatchRatesRequest { machine_id: shared.config.machine, session }).await
         };
         let mut stream = match registered.await {
             Ok(s) => s.into_inner(),
@@ -52,6 +54,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                 size,
                 recovered: true,
                 registration: reg.as_ref().map(Into::into),
+                session: shared.session(),
             };
             if let Err(e) = coord.announce_put(ann).await {
                 if kind_of(&e) == "unknown-coflow" {
@@ -108,6 +111,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                         flows,
                         tx_bps: (tx - last_tx) as f64 / dt,
                         rx_bps: (rx - last_rx) as f64 / dt,
+                        session: shared.session(),
                     };
                     (last_tx, last_rx, last_at) = (tx, rx, now);
                     shared.rates.collect_garbage();
@@ -147,6 +151,7 @@ async fn recover_flows(shared: &Shared, coord: &mut CoordClient, epoch: u64) {
                 recovered_src_machine_id: r.src.0,
                 recovered_size: r.size,
                 recovered_bytes_received: r.received.load(Ordering::Relaxed),
+                session: shared.session(),
             };
             (f, req)
         })

@@ -27,6 +27,12 @@ impl AgentService {
     fn machine(&self) -> MachineId {
         MachineId(self.shared.config.machine)
     }
+
+    /// Refuses a client call, as retryable, until the agent has a session: before it, the
+    /// coordinator would refuse the agent's announcements (another session may still be live).
+    fn registered(&self) -> Result<(), AgentError> {
+        if self.shared.session() == 0 { Err(AgentError::NotRegistered) } else { Ok(()) }
+    }
 }
 
 /// The kind a coordinator error carries, if any.
@@ -38,6 +44,8 @@ pub(crate) fn kind_of(s: &Status) -> &str {
 impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
+        coflow_proto::authorize(&req, "put", coflow_proto::Peer::may_use_api)?;
+        self.registered()?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -62,6 +70,7 @@ impl Agent for AgentService {
             size,
             recovered: false,
             registration: None,
+            session: self.shared.session(),
         };
         match self.shared.coordinator.clone().announce_put(ann).await {
             Ok(resp) => {
@@ -82,6 +91,8 @@ impl Agent for AgentService {
 
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
+        coflow_proto::authorize(&req, "get", coflow_proto::Peer::may_use_api)?;
+        self.registered()?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -90,6 +101,7 @@ impl Agent for AgentService {
             coflow_id: coflow.0,
             data_id: data_id.as_str().to_string(),
             machine_id: self.machine().0,
+            session: self.shared.session(),
             ..Default::default()
         };
         // Read before the grant: a coordinator that restarts after granting is a later epoch.
@@ -121,11 +133,12 @@ impl Agent for AgentService {
         tokio::spawn(async move {
             let (chunks_tx, mut chunks_rx) = mpsc::channel::<Vec<u8>>(8);
             let (worker, id, addr, size) = (shared.clone(), data_id.clone(), grant.src_data_addr.clone(), grant.size);
+            let src = MachineId(grant.src_machine_id);
             let work = async move {
                 if local {
                     stream_local(&worker, coflow, &id, size, &chunks_tx).await
                 } else {
-                    data::fetch(&worker, &addr, coflow, flow, &id, size, &chunks_tx, &received).await
+                    data::fetch(&worker, &addr, src, coflow, flow, &id, size, &chunks_tx, &received).await
                 }
             };
             let client = tx.clone();
@@ -192,7 +205,10 @@ async fn stream_local(
     size: u64,
     out: &mpsc::Sender<Vec<u8>>,
 ) -> Result<u64, AgentError> {
-    let piece = shared.store.get(coflow, data_id).ok_or(AgentError::Refused("the piece is no longer held locally"))?;
+    let piece = shared
+        .store
+        .get(coflow, data_id)
+        .ok_or_else(|| AgentError::DataLost("the piece is no longer held locally".into()))?;
     if piece.len() != size {
         return Err(AgentError::Corrupted("local piece size differs from the announcement".into()));
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_proto::{ClusterToken, DataId, TokenAttach};
+use coflow_proto::{DataId, Security, TokenAttach};
 use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -17,7 +17,7 @@ use crate::bucket::{Grant, TokenBucket, burst_for};
 use crate::config::AgentConfig;
 use crate::store::Store;
 
-/// A client of the coordinator that attaches the cluster token.
+/// A client of the coordinator that attaches the cluster token (in token mode).
 pub(crate) type CoordClient = CoordinatorClient<InterceptedService<Channel, TokenAttach>>;
 
 /// The assigned rate of each flow this agent sends, in bytes per second; a flow not yet assigned
@@ -96,7 +96,9 @@ pub(crate) struct Receiving {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: AgentConfig,
-    pub(crate) token: ClusterToken,
+    pub(crate) security: Security,
+    /// The session the coordinator gave this agent's registration (0 before the first).
+    pub(crate) session: AtomicU64,
     pub(crate) store: Store,
     pub(crate) rates: RateTable,
     /// Bytes sent so far by each flow being sent, for heartbeats.
@@ -122,11 +124,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: AgentConfig, token: ClusterToken, coordinator: CoordClient) -> Shared {
+    pub(crate) fn new(config: AgentConfig, security: Security, coordinator: CoordClient) -> Shared {
         let (rate, chunk, max_stored) = (config.port_rate_bps, config.chunk_bytes, config.max_stored_bytes);
         Shared {
             config,
-            token,
+            security,
+            session: AtomicU64::new(0),
             store: Store::new(max_stored),
             rates: RateTable::default(),
             sending: Mutex::new(HashMap::new()),
@@ -171,6 +174,11 @@ impl Shared {
     /// The data plane's idle timeout.
     pub(crate) fn idle(&self) -> Duration {
         Duration::from_millis(self.config.data_idle_timeout_ms)
+    }
+
+    /// The session to carry in agent calls.
+    pub(crate) fn session(&self) -> u64 {
+        self.session.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Time since the agent started.

@@ -41,6 +41,10 @@ pub(crate) struct DemoArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Run the cluster over mutual TLS (certificates made in a temporary directory). Not the
+    /// default: on a shared 2-core machine it added about 40% to the measured CCTs (README).
+    #[arg(long)]
+    tls: bool,
 }
 
 /// The replayed workload's options, shared by `coflow demo` and `coflow testbed`.
@@ -115,7 +119,11 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     }
     let (w, source) = coflow_testbed::workload::build(&args.workload.spec(), args.agents, port, 600_000_000)
         .context("the workload (--workload, --total-bytes, --coflows, --seed, --load, --agents)")?;
-    println!("coflow demo: {} agents on loopback, ports capped at {port}, {source}", args.agents);
+    println!(
+        "coflow demo: {} agents on loopback{}, ports capped at {port}, {source}",
+        args.agents,
+        if args.tls { " over mutual TLS" } else { "" }
+    );
     println!(
         "  {} coflows, {} flows, {:.0} MB across the fabric; bypass off (the simulator does not model it)",
         w.coflows.len(),
@@ -135,7 +143,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             simulate(&w, coflow_sched::policy::by_name(p)?, &SimConfig { port_rate: port, check_invariants: false });
         let s = Summary::of(&sim, None);
         let t = Instant::now();
-        let (ccts, failed) = rt.block_on(replay(&w, p, args.agents, port))?;
+        let (ccts, failed) = rt.block_on(replay(&w, p, args.agents, port, args.tls))?;
         if std::env::var_os("COFLOW_DEMO_DEBUG").is_some() {
             for (o, m) in sim.outcomes.iter().zip(&ccts) {
                 let c = w.coflows.iter().find(|c| c.id == o.id).expect("same workload");
@@ -209,9 +217,10 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
 
 /// Replays the workload on a fresh cluster under `policy`; returns each coflow's measured CCT
 /// (seconds; `None` if a get failed) and the number of failed gets.
-async fn replay(w: &Workload, policy: &str, agents: u32, port: Rate) -> Result<(Vec<Option<f64>>, usize)> {
+async fn replay(w: &Workload, policy: &str, agents: u32, port: Rate, tls: bool) -> Result<(Vec<Option<f64>>, usize)> {
     let mut cfg = ClusterConfig::new(agents, port.bytes_per_sec(), policy);
     cfg.token = ClusterToken::new("coflow-demo")?;
+    cfg.tls = tls;
     let cluster = Cluster::start(cfg).await.context("starting the demo cluster")?;
     let mut clients = Vec::new();
     for m in 0..agents as usize {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_agent::{AgentConfig, AgentListeners};
-use coflow_client::{Client, ClientConfig, ClusterToken, CoflowOptions};
+use coflow_client::{Client, ClientConfig, ClusterToken, CoflowOptions, TlsFiles};
 use coflow_coordinator::CoordinatorConfig;
 use coflow_proto::pb;
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
@@ -35,6 +35,39 @@ impl TokenArgs {
             Ok(t) => ClusterToken::new(&t).context("COFLOW_TOKEN"),
             Err(_) => bail!("no cluster token: pass --token-file or set COFLOW_TOKEN"),
         }
+    }
+}
+
+/// Mutual TLS files; with them no token is needed. Each overrides the TOML field of its name.
+#[derive(Debug, Args)]
+pub(crate) struct TlsArgs {
+    /// The cluster CA's certificate (from `coflow certs init`).
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// This member's certificate (from `coflow certs issue`).
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// This member's private key.
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// Puts the flags given over the config's fields.
+    fn apply(self, ca: &mut Option<PathBuf>, cert: &mut Option<PathBuf>, key: &mut Option<PathBuf>) {
+        for (flag, field) in [(self.tls_ca, ca), (self.tls_cert, cert), (self.tls_key, key)] {
+            if flag.is_some() {
+                *field = flag;
+            }
+        }
+    }
+}
+
+/// TLS if configured (the token is then not read), else the token.
+fn security(files: Option<TlsFiles>, token: &TokenArgs) -> Result<coflow_proto::Security> {
+    match files {
+        Some(f) => Ok(coflow_proto::TlsContext::load(&f)?.into()),
+        None => Ok(token.token()?.into()),
     }
 }
 
@@ -79,6 +112,8 @@ pub(crate) struct CoordinatorArgs {
     push_window_ms: Option<u64>,
     #[command(flatten)]
     token: TokenArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
@@ -98,8 +133,9 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     if let Some(v) = a.push_window_ms {
         cfg.push_window_ms = v;
     }
+    a.tls.apply(&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key);
     cfg.validate()?;
-    let token = a.token.token()?;
+    let token = security(cfg.tls_files()?, &a.token)?;
     runtime()?.block_on(async move {
         let listener = TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
         let metrics = match &cfg.metrics_listen {
@@ -146,6 +182,8 @@ pub(crate) struct AgentArgs {
     uncapped: bool,
     #[command(flatten)]
     token: TokenArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 pub(crate) fn agent(a: AgentArgs) -> Result<()> {
@@ -178,9 +216,10 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     if a.uncapped {
         cfg.cap_port = false;
     }
+    a.tls.apply(&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key);
     cfg.validate()?;
     std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating {}", cfg.data_dir.display()))?;
-    let token = a.token.token()?;
+    let token = security(cfg.tls_files()?, &a.token)?;
     runtime()?.block_on(async move {
         let grpc = TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
         let data = TcpListener::bind(&cfg.data_listen).await.with_context(|| format!("binding {}", cfg.data_listen))?;
@@ -196,17 +235,25 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
 /// Options of `coflow status`.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// The coordinator's URL.
-    #[arg(long, default_value = "http://127.0.0.1:7070")]
-    coordinator: String,
+    /// The coordinator's URL (default http://127.0.0.1:7070, https:// with TLS).
+    #[arg(long)]
+    coordinator: Option<String>,
     #[command(flatten)]
     token: TokenArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 pub(crate) fn status(a: StatusArgs) -> Result<()> {
-    let token = a.token.token()?;
+    let files = TlsFiles::from_parts("--tls-", a.tls.tls_ca, a.tls.tls_cert, a.tls.tls_key)?;
+    let scheme = if files.is_some() { "https" } else { "http" };
+    let url = a.coordinator.unwrap_or_else(|| format!("{scheme}://127.0.0.1:7070"));
+    let cfg = match files {
+        Some(f) => ClientConfig::tls(url.clone(), url, f),
+        None => ClientConfig::new(url.clone(), url, a.token.token()?),
+    };
     runtime()?.block_on(async move {
-        let c = Client::connect(ClientConfig::new(a.coordinator.clone(), a.coordinator.clone(), token)).await?;
+        let c = Client::connect(cfg).await?;
         let st = c.status().await.context("asking the coordinator")?;
         print!("{}", render_status(&st));
         Ok(())
@@ -272,7 +319,20 @@ pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..a.clients {
             let channel = tonic::transport::Endpoint::from_shared(url.clone())?.tcp_nodelay(true).connect().await?;
-            let mut c = CoordinatorClient::with_interceptor(channel, coflow_proto::TokenAttach(cluster.token().clone()));
+            let mut c = CoordinatorClient::with_interceptor(
+                channel,
+                coflow_proto::TokenAttach::new(Some(cluster.token().clone())),
+            );
+            // Each sender heartbeats for a machine of its own, registered first: heartbeats must
+            // carry the session of the machine's registration.
+            let machine_id = 100 + i as u32;
+            let reg = pb::RegisterAgentRequest {
+                machine_id,
+                data_addr: format!("127.0.0.1:{}", 9000 + i),
+                port_rate_bps: 1e8,
+                session: 0,
+            };
+            let session = c.register_agent(reg).await?.into_inner().session;
             let (stop, count) = (stop.clone(), count.clone());
             tasks.spawn(async move {
                 let mut k = 0u64;
@@ -288,7 +348,7 @@ pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
                         }
                     } else {
                         let flows = (0..8).map(|f| pb::FlowProgress { flow_id: f, bytes_sent: k }).collect();
-                        let hb = pb::HeartbeatRequest { machine_id: (i % 4) as u32, flows, tx_bps: 0.0, rx_bps: 0.0 };
+                        let hb = pb::HeartbeatRequest { machine_id, flows, tx_bps: 0.0, rx_bps: 0.0, session };
                         c.heartbeat(hb).await.is_ok()
                     };
                     if ok {

@@ -1,6 +1,7 @@
 //! The `coflow` command.
 
 mod bench;
+mod certs;
 mod demo;
 mod live;
 mod model;
@@ -39,6 +40,9 @@ enum Command {
     Agent(live::AgentArgs),
     /// Show live coflows, their flows and current rates, and agents.
     Status(live::StatusArgs),
+    /// Make the cluster CA and certificates for mutual TLS.
+    #[command(subcommand)]
+    Certs(certs::CertsCommand),
     /// Measure the coordinator's control-message throughput and achieved vs assigned rates.
     BenchLive(live::BenchLiveArgs),
     /// Measure simulator speed and policy decision time (against Varys's 17 ms).
@@ -70,6 +74,7 @@ fn main() {
         Command::Coordinator(args) => live::coordinator(args),
         Command::Agent(args) => live::agent(args),
         Command::Status(args) => live::status(args),
+        Command::Certs(cmd) => certs::run(cmd),
         Command::BenchLive(args) => live::bench_live(args),
         Command::Testbed(cmd) => testbed::run(cmd),
     };

@@ -28,6 +28,20 @@
 //! ([`Client::get_with`]) hands the sink only bytes the receiving agent verified block by block
 //! against the checksums fixed at put; if the stream then ends in an error, the sink holds a
 //! verified prefix and the call returns the error, so the caller must discard what it got.
+//!
+//! In a TLS cluster, give the client its certificate (issued by `coflow certs issue DIR --client
+//! NAME`) and use `https://` URLs:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), coflow_client::ClientError> {
+//! use coflow_client::{Client, ClientConfig, TlsFiles};
+//!
+//! let files = TlsFiles { ca: "certs/ca.crt".into(), cert: "certs/client-spark.crt".into(), key: "certs/client-spark.key".into() };
+//! let cfg = ClientConfig::tls("https://127.0.0.1:7070", "https://127.0.0.1:7071", files);
+//! let client = Client::connect(cfg).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 
@@ -36,12 +50,12 @@ use std::time::Duration;
 use coflow_proto::pb;
 use coflow_proto::pb::agent_client::AgentClient;
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_proto::{DataId, TokenAttach};
+use coflow_proto::{DataId, Security, TlsContext, TokenAttach};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 pub use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
-pub use coflow_proto::{ClusterToken, CoflowOptions, Readiness};
+pub use coflow_proto::{ClusterToken, CoflowOptions, Readiness, TlsFiles};
 
 /// The metadata key in which services name an error's kind.
 const ERROR_KIND: &str = "coflow-error";
@@ -80,6 +94,10 @@ pub enum ClientError {
     /// The cluster token was refused.
     #[error("refused: {0}")]
     Unauthenticated(String),
+    /// The caller's role may not make this call (e.g. a client certificate registering an
+    /// agent, or an agent call for a machine under another session).
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
     /// The bytes did not arrive intact (checksum or size).
     #[error("data corrupted: {0}")]
     Corrupted(String),
@@ -113,6 +131,7 @@ impl ClientError {
             ("limit-exceeded", _) | (_, tonic::Code::ResourceExhausted) => ClientError::LimitExceeded(msg),
             ("agent-unreachable", _) | (_, tonic::Code::Unavailable) => ClientError::AgentUnreachable(msg),
             ("corrupted", _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
+            ("permission-denied", _) => ClientError::PermissionDenied(msg),
             (_, tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => ClientError::Unauthenticated(msg),
             (_, tonic::Code::InvalidArgument) => ClientError::Invalid(msg),
             (_, tonic::Code::DeadlineExceeded) => ClientError::TimedOut(Duration::ZERO),
@@ -126,19 +145,56 @@ impl ClientError {
 pub struct ClientConfig {
     /// The coordinator's URL, e.g. `http://127.0.0.1:7070`.
     pub coordinator: String,
-    /// The local agent's URL, e.g. `http://127.0.0.1:7071`.
+    /// The local agent's URL, e.g. `http://127.0.0.1:7071` (`https://` with TLS).
     pub agent: String,
-    /// The cluster token.
-    pub token: ClusterToken,
+    /// The cluster token (token mode); not needed with TLS.
+    pub token: Option<ClusterToken>,
+    /// The client's TLS files (CA, certificate, key): with them every connection is mutual TLS
+    /// and the URLs are `https://`.
+    pub tls: Option<TlsFiles>,
     /// Timeout of control calls (register, put announcements); gets have none, as they last as
     /// long as the schedule says. Default 30 s.
     pub timeout: Duration,
 }
 
 impl ClientConfig {
-    /// A config with the default timeout.
+    /// A token-mode config with the default timeout.
     pub fn new(coordinator: impl Into<String>, agent: impl Into<String>, token: ClusterToken) -> ClientConfig {
-        ClientConfig { coordinator: coordinator.into(), agent: agent.into(), token, timeout: Duration::from_secs(30) }
+        ClientConfig {
+            coordinator: coordinator.into(),
+            agent: agent.into(),
+            token: Some(token),
+            tls: None,
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// A TLS config (no token) with the default timeout; the URLs are `https://`.
+    pub fn tls(coordinator: impl Into<String>, agent: impl Into<String>, files: TlsFiles) -> ClientConfig {
+        ClientConfig {
+            coordinator: coordinator.into(),
+            agent: agent.into(),
+            token: None,
+            tls: Some(files),
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The same config over TLS with these files (the token, if any, is then not sent).
+    pub fn with_tls(mut self, files: TlsFiles) -> ClientConfig {
+        self.tls = Some(files);
+        self
+    }
+
+    /// How the client authenticates: loads and checks the TLS files if any.
+    fn security(&self) -> Result<Security, ClientError> {
+        match (&self.tls, &self.token) {
+            (Some(files), _) => {
+                Ok(Security::Tls(TlsContext::load(files).map_err(|e| ClientError::Invalid(e.to_string()))?))
+            }
+            (None, Some(t)) => Ok(Security::Token(t.clone())),
+            (None, None) => Err(ClientError::Invalid("neither a cluster token nor TLS files".into())),
+        }
     }
 }
 
@@ -153,21 +209,19 @@ pub struct Client {
     timeout: Duration,
 }
 
-fn endpoint(url: &str) -> Result<Endpoint, ClientError> {
-    Ok(Endpoint::from_shared(url.to_string())
-        .map_err(|e| ClientError::Invalid(format!("url {url:?}: {e}")))?
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(5)))
+fn endpoint(security: &Security, url: &str) -> Result<Endpoint, ClientError> {
+    Ok(security.endpoint(url).map_err(ClientError::Invalid)?.tcp_nodelay(true).connect_timeout(Duration::from_secs(5)))
 }
 
 impl Client {
     /// Connects (lazily: the first call opens the connections).
     pub async fn connect(cfg: ClientConfig) -> Result<Client, ClientError> {
+        let security = cfg.security()?;
         let coord = CoordinatorClient::with_interceptor(
-            endpoint(&cfg.coordinator)?.connect_lazy(),
-            TokenAttach(cfg.token.clone()),
+            endpoint(&security, &cfg.coordinator)?.connect_lazy(),
+            security.attach(),
         );
-        let agent = AgentClient::with_interceptor(endpoint(&cfg.agent)?.connect_lazy(), TokenAttach(cfg.token))
+        let agent = AgentClient::with_interceptor(endpoint(&security, &cfg.agent)?.connect_lazy(), security.attach())
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30);
         Ok(Client { coord, agent, timeout: cfg.timeout })

@@ -1,6 +1,7 @@
 //! The coordinator's configuration: a TOML file whose every field has a documented default,
 //! overridden by command-line flags, validated before start.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -38,6 +39,13 @@ pub struct CoordinatorConfig {
     /// The most pieces one coflow may have; a put beyond it fails `limit-exceeded`.
     /// Default 1,000,000.
     pub max_pieces_per_coflow: usize,
+    /// The cluster CA's certificate: with `tls_cert` and `tls_key`, the coordinator serves mutual
+    /// TLS only (and needs no token). None by default (token mode).
+    pub tls_ca: Option<PathBuf>,
+    /// The coordinator's certificate (role `coflow://coordinator`), signed by `tls_ca`.
+    pub tls_cert: Option<PathBuf>,
+    /// The coordinator's private key.
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for CoordinatorConfig {
@@ -52,6 +60,9 @@ impl Default for CoordinatorConfig {
             agent_timeout_ms: 3000,
             max_coflows: 100_000,
             max_pieces_per_coflow: 1_000_000,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -91,7 +102,14 @@ impl CoordinatorConfig {
         if self.push_window_ms > 10_000 {
             return Err(ConfigError { field: "push_window_ms", reason: "must be at most 10000".into() });
         }
+        self.tls_files()?;
         Ok(())
+    }
+
+    /// The TLS files, if TLS is configured; an error names the one missing.
+    pub fn tls_files(&self) -> Result<Option<coflow_proto::TlsFiles>, ConfigError> {
+        coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
+            .map_err(|e| ConfigError { field: "tls_ca, tls_cert, tls_key", reason: e.to_string() })
     }
 
     /// The push window.

@@ -7,6 +7,7 @@
 //! - `core`: [`Core`], the sans-I/O state machine fed by the closed [`Event`] enum; tests drive it
 //!   in simulated time.
 //! - `service`: the tonic service and the one task that owns the core.
+//! - `identity`: who may make which call (roles from certificates, agent sessions).
 //! - `error`: [`CoordError`] and its single mapping to gRPC status.
 
 #![warn(missing_docs)]
@@ -14,13 +15,14 @@
 mod config;
 mod core;
 mod error;
+mod identity;
 mod service;
 
 use std::future::Future;
 use std::sync::Arc;
 
+use coflow_proto::Security;
 use coflow_proto::pb::coordinator_server::CoordinatorServer;
-use coflow_proto::{ClusterToken, TokenCheck};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -44,18 +46,20 @@ pub enum RunError {
 
 /// Serves the coordinator on `listener` (and Prometheus text on `metrics`) until `shutdown`
 /// completes; then stops accepting, ends the core task and returns.
+/// `security` is the cluster token, or the coordinator's TLS identity ([`Security`]).
 pub async fn run(
     config: CoordinatorConfig,
-    token: ClusterToken,
+    security: impl Into<Security>,
     listener: TcpListener,
     metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     config.validate()?;
+    let security = security.into();
     // Under `tcp` no policy decides; `fair` stands by so that `Core` keeps one shape.
     let name = if config.policy == TCP { "fair" } else { config.policy.as_str() };
     let policy = coflow_sched::policy::by_name(name).expect("validated");
-    tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), "coordinator starting");
+    tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), tls = security.tls().is_some(), "coordinator starting");
     let mut core = Core::new(config, policy);
     // Coflow and flow ids from a previous run, which agents re-announce, must not collide with
     // new ones: ids start at the clock in microseconds, so a previous run's ids are below unless
@@ -73,11 +77,12 @@ pub async fn run(
         });
         tokio::spawn(coflow_proto::serve_metrics(l, render, stop_rx.clone()))
     });
-    let svc = CoordinatorServer::with_interceptor(service::CoordinatorService { core: handle }, TokenCheck(token));
+    let svc = service::CoordinatorService { core: handle, sessions: Default::default() };
+    let svc = CoordinatorServer::with_interceptor(svc, security.authenticate());
     let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc);
     // Returns with `stop` raised, also when the server failed on its own: the core and metrics
     // tasks end too.
-    let served = coflow_proto::serve_until_stopped(router, listener, &stop_tx, shutdown).await;
+    let served = coflow_proto::serve_until_stopped(router, listener, security.tls(), &stop_tx, shutdown).await;
     let _ = core_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;

@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status};
 
 use crate::core::{Core, Event, Notice, Reply, StatusView};
 use crate::error::CoordError;
+use crate::identity::{Sessions, as_agent, as_client, as_some_agent};
 
 /// The handle RPCs use to reach the core task.
 #[derive(Clone, Debug)]
@@ -81,6 +82,7 @@ pub(crate) fn channel() -> (CoreHandle, mpsc::Receiver<Event>) {
 #[derive(Clone, Debug)]
 pub(crate) struct CoordinatorService {
     pub(crate) core: CoreHandle,
+    pub(crate) sessions: std::sync::Arc<Sessions>,
 }
 
 fn status(e: CoordError) -> Status {
@@ -97,6 +99,7 @@ type RateStream = Pin<Box<dyn Stream<Item = Result<pb::RateUpdate, Status>> + Se
 impl Coordinator for CoordinatorService {
     #[tracing::instrument(skip_all, fields(num_flows = req.get_ref().num_flows))]
     async fn register(&self, req: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
+        as_client(&req)?;
         let reg = Registration::try_from(req.into_inner()).map_err(invalid)?;
         let id = self.core.ask(|r| Event::Register(reg, r)).await.map_err(status)?;
         Ok(Response::new(pb::RegisterResponse { coflow_id: id.0 }))
@@ -106,12 +109,14 @@ impl Coordinator for CoordinatorService {
         &self,
         req: Request<pb::UnregisterRequest>,
     ) -> Result<Response<pb::UnregisterResponse>, Status> {
+        as_client(&req)?;
         let id = CoflowId(req.into_inner().coflow_id);
         self.core.ask(|r| Event::Unregister(id, r)).await.map_err(status)?;
         Ok(Response::new(pb::UnregisterResponse {}))
     }
 
     async fn seal(&self, req: Request<pb::SealRequest>) -> Result<Response<pb::SealResponse>, Status> {
+        as_client(&req)?;
         let id = CoflowId(req.into_inner().coflow_id);
         self.core.ask(|r| Event::Seal(id, r)).await.map_err(status)?;
         Ok(Response::new(pb::SealResponse {}))
@@ -122,6 +127,9 @@ impl Coordinator for CoordinatorService {
         &self,
         req: Request<pb::AnnouncePutRequest>,
     ) -> Result<Response<pb::AnnouncePutResponse>, Status> {
+        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
+        as_agent(&req, machine)?;
+        self.sessions.check(MachineId(machine), session).await?;
         let put = PutAnnouncement::try_from(req.into_inner()).map_err(invalid)?;
         let reg = self.core.ask(|r| Event::Put(put, r)).await.map_err(status)?;
         Ok(Response::new(pb::AnnouncePutResponse { registration: Some((&reg).into()) }))
@@ -132,6 +140,9 @@ impl Coordinator for CoordinatorService {
         &self,
         req: Request<pb::AnnounceGetRequest>,
     ) -> Result<Response<pb::AnnounceGetResponse>, Status> {
+        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
+        as_agent(&req, machine)?;
+        self.sessions.check(MachineId(machine), session).await?;
         let req = req.into_inner();
         let g = match FlowRecovery::from_request(&req).map_err(invalid)? {
             Some(rec) => self.core.ask(|r| Event::RecoverFlow(rec, r)).await.map_err(status)?,
@@ -152,6 +163,7 @@ impl Coordinator for CoordinatorService {
         &self,
         req: Request<pb::FlowFinishedRequest>,
     ) -> Result<Response<pb::FlowFinishedResponse>, Status> {
+        as_some_agent(&req)?;
         let r = req.into_inner();
         let flow = FlowId(r.flow_id);
         if r.ok || r.reason.is_empty() {
@@ -171,12 +183,22 @@ impl Coordinator for CoordinatorService {
         &self,
         req: Request<pb::RegisterAgentRequest>,
     ) -> Result<Response<pb::RegisterAgentResponse>, Status> {
+        let (machine, claimed) = (req.get_ref().machine_id, req.get_ref().session);
+        as_agent(&req, machine)?;
+        let certified = coflow_proto::Peer::of(&req).is_some_and(coflow_proto::Peer::is_certified);
+        let remote = req.remote_addr();
         let a = AgentRegistration::try_from(req.into_inner()).map_err(invalid)?;
-        self.core.ask(|r| Event::RegisterAgent(a, r)).await.map_err(status)?;
-        Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0 }))
+        let session = self
+            .sessions
+            .register(&self.core, a.machine, claimed, certified, remote, |r| Event::RegisterAgent(a, r))
+            .await?;
+        Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0, session }))
     }
 
     async fn heartbeat(&self, req: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
+        as_agent(&req, machine)?;
+        self.sessions.check(MachineId(machine), session).await?;
         let hb = Heartbeat::try_from(req.into_inner()).map_err(invalid)?;
         let known = self.core.ask(|r| Event::Heartbeat(hb, r)).await.map_err(status)?;
         Ok(Response::new(pb::HeartbeatResponse { known }))
@@ -185,7 +207,10 @@ impl Coordinator for CoordinatorService {
     type WatchRatesStream = RateStream;
 
     async fn watch_rates(&self, req: Request<pb::WatchRatesRequest>) -> Result<Response<RateStream>, Status> {
-        let machine = MachineId(req.into_inner().machine_id);
+        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
+        as_agent(&req, machine)?;
+        let machine = MachineId(machine);
+        self.sessions.check(machine, session).await?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (ntx, nrx) = mpsc::unbounded_channel();
         self.core.tell(Event::Notices(machine, ntx)).await.map_err(status)?;

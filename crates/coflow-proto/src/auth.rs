@@ -1,5 +1,9 @@
 //! The shared cluster token: attached to every RPC as `authorization: Bearer <token>` and checked
 //! by an interceptor on every server. Its `Debug` never shows the secret, so it is never logged.
+//!
+//! Token mode is for trusted networks: the token crosses the network in clear text (gRPC
+//! metadata and the data plane's request header), and anyone who holds it may act as any member
+//! of the cluster. Mutual TLS (`tls`) is the mode for anything else.
 
 use std::fmt;
 use std::path::Path;
@@ -90,13 +94,23 @@ impl Interceptor for TokenCheck {
     }
 }
 
-/// The client interceptor that attaches the cluster's token to every call.
+/// The client interceptor that attaches the cluster's token to every call (none with TLS,
+/// where the certificate authenticates).
 #[derive(Clone, Debug)]
-pub struct TokenAttach(pub ClusterToken);
+pub struct TokenAttach(Option<ClusterToken>);
+
+impl TokenAttach {
+    /// Attaches `token`, if any.
+    pub fn new(token: Option<ClusterToken>) -> TokenAttach {
+        TokenAttach(token)
+    }
+}
 
 impl Interceptor for TokenAttach {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        self.0.attach(&mut req);
+        if let Some(t) = &self.0 {
+            t.attach(&mut req);
+        }
         Ok(req)
     }
 }

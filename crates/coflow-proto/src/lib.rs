@@ -11,13 +11,18 @@
 //! - `metrics`: [`serve_metrics`], the tiny HTTP endpoint for Prometheus both services expose.
 //! - `auth`: the cluster token ([`ClusterToken`]) and the interceptors that attach
 //!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
+//! - `tls`: mutual TLS and roles in certificates: [`Security`] (token or TLS), [`TlsContext`],
+//!   [`Role`], the [`Authenticate`] interceptor and [`authorize`], the [`RefusalLog`].
+//! - [`certs`]: making the cluster CA and members' certificates (`coflow certs`).
 
 #![warn(missing_docs)]
 
 mod auth;
+pub mod certs;
 mod metrics;
 mod msg;
 mod serve;
+mod tls;
 
 /// The generated protobuf messages and tonic stubs of package `coflow.v1`.
 #[allow(missing_docs, clippy::all, unreachable_pub)]
@@ -32,3 +37,7 @@ pub use msg::{
     MAX_PIECE_SIZE, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
 };
 pub use serve::serve_until_stopped;
+pub use tls::{
+    Authenticate, ERROR_KIND, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError,
+    TlsFiles, accept, accept_agent, authorize, connect_agent, peer_role, permission_denied, valid_client_name,
+};

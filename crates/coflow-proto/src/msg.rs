@@ -427,7 +427,7 @@ mod tests {
             machine_id: 0,
             size: u64::MAX,
             recovered: false,
-            registration: None,
+            ..Default::default()
         })
         .unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "size", .. }), "{e}");
@@ -435,6 +435,7 @@ mod tests {
             machine_id: 0,
             data_addr: "nowhere".into(),
             port_rate_bps: 1.0,
+            ..Default::default()
         })
         .unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "data_addr", .. }), "{e}");

@@ -1,5 +1,7 @@
 //! An in-process cluster on loopback: a coordinator and N agents on `127.0.0.1:0`, each agent
-//! with its own data directory and port cap. Tests and `coflow demo` use it.
+//! with its own data directory and port cap, in token mode or (with [`ClusterConfig::tls`])
+//! mutual TLS with certificates made for it in a temporary directory. Tests and `coflow demo`
+//! use it.
 //!
 //! # Layout
 //! One module: [`Cluster`] and [`ClusterConfig`].
@@ -7,13 +9,15 @@
 #![warn(missing_docs)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use coflow_agent::{AgentConfig, AgentListeners};
-use coflow_client::{Client, ClientConfig, ClientError, ClusterToken};
+use coflow_client::{Client, ClientConfig, ClientError, ClusterToken, TlsFiles};
 use coflow_coordinator::CoordinatorConfig;
+use coflow_proto::certs::{CertAuthority, CertError, Subject};
+use coflow_proto::{Security, TlsContext, TlsError};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -34,6 +38,9 @@ pub struct ClusterConfig {
     /// Every agent's settings (limits, timeouts); its machine, addresses, data directory, port
     /// rate and heartbeat interval are set per agent.
     pub agent: AgentConfig,
+    /// Mutual TLS instead of the token: a CA and certificates for the coordinator, each agent
+    /// and a client named `testkit` are made in the cluster's temporary directory.
+    pub tls: bool,
 }
 
 impl ClusterConfig {
@@ -53,7 +60,14 @@ impl ClusterConfig {
             heartbeat_interval_ms: 50,
             token: ClusterToken::new("testkit-token").expect("valid"),
             agent: AgentConfig { data_idle_timeout_ms: 2000, ..AgentConfig::default() },
+            tls: false,
         }
+    }
+
+    /// The same over mutual TLS.
+    pub fn with_tls(mut self) -> ClusterConfig {
+        self.tls = true;
+        self
     }
 }
 
@@ -69,6 +83,12 @@ pub enum ClusterError {
     /// Agents did not register in time.
     #[error("agents did not all register within 10 s")]
     NotReady,
+    /// Certificates could not be made.
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    /// Certificates could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 #[derive(Debug)]
@@ -101,17 +121,15 @@ pub struct Cluster {
     pub agent_metrics: Vec<SocketAddr>,
     token: ClusterToken,
     root: PathBuf,
+    /// The certificates' directory, with TLS.
+    tls_dir: Option<PathBuf>,
+    coordinator_security: Security,
     coordinator_config: CoordinatorConfig,
     coordinator: Option<Service>,
     agents: Vec<Option<Service>>,
 }
 
-fn start_coordinator(
-    cfg: CoordinatorConfig,
-    token: ClusterToken,
-    listener: TcpListener,
-    metrics: TcpListener,
-) -> Service {
+fn start_coordinator(cfg: CoordinatorConfig, token: Security, listener: TcpListener, metrics: TcpListener) -> Service {
     let (stop, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let shutdown = async move {
@@ -122,6 +140,25 @@ fn start_coordinator(
         }
     });
     Service { stop: Some(stop), task }
+}
+
+/// The TLS files of `STEM` (e.g. `agent-3`) in the certificates' directory `dir`.
+pub fn files(dir: &Path, stem: &str) -> TlsFiles {
+    TlsFiles { ca: dir.join("ca.crt"), cert: dir.join(format!("{stem}.crt")), key: dir.join(format!("{stem}.key")) }
+}
+
+/// A CA and certificates for a loopback cluster of `agents` agents in `dir`: the coordinator,
+/// each agent (at 127.0.0.1) and a client named `testkit`.
+pub fn make_certs(dir: &Path, agents: u32) -> Result<PathBuf, CertError> {
+    let ca = CertAuthority::generate()?;
+    ca.write(dir, true)?;
+    let host = vec!["127.0.0.1".to_string()];
+    let mut subjects = vec![Subject::Coordinator { hosts: host.clone() }, Subject::Client { name: "testkit".into() }];
+    subjects.extend((0..agents).map(|machine| Subject::Agent { machine, hosts: host.clone() }));
+    for s in subjects {
+        ca.issue(&s)?.write(dir, &s.file_stem(), true)?;
+    }
+    Ok(dir.to_path_buf())
 }
 
 static CLUSTERS: AtomicU64 = AtomicU64::new(0);
@@ -139,11 +176,21 @@ impl Cluster {
             CLUSTERS.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&root)?;
+        let tls_dir = if cfg.tls { Some(make_certs(&root.join("certs"), cfg.agents)?) } else { None };
+        let security = |stem: &str| -> Result<Security, ClusterError> {
+            Ok(match &tls_dir {
+                Some(d) => Security::Tls(TlsContext::load(&files(d, stem))?),
+                None => Security::Token(cfg.token.clone()),
+            })
+        };
+        let scheme = if cfg.tls { "https" } else { "http" };
         let listener = local().await?;
         let metrics = local().await?;
         let coordinator_addr = listener.local_addr()?;
         let coordinator_metrics = metrics.local_addr()?;
-        let coordinator = Some(start_coordinator(cfg.coordinator.clone(), cfg.token.clone(), listener, metrics));
+        let coordinator_security = security("coordinator")?;
+        let coordinator =
+            Some(start_coordinator(cfg.coordinator.clone(), coordinator_security.clone(), listener, metrics));
         let mut cluster = Cluster {
             coordinator_addr,
             agent_addrs: Vec::new(),
@@ -152,6 +199,8 @@ impl Cluster {
             agent_metrics: Vec::new(),
             token: cfg.token.clone(),
             root,
+            tls_dir: tls_dir.clone(),
+            coordinator_security,
             coordinator_config: cfg.coordinator.clone(),
             coordinator,
             agents: Vec::new(),
@@ -164,7 +213,7 @@ impl Cluster {
             cluster.agent_metrics.push(metrics.local_addr()?);
             let acfg = AgentConfig {
                 machine: m,
-                coordinator: format!("http://{coordinator_addr}"),
+                coordinator: format!("{scheme}://{coordinator_addr}"),
                 data_dir: dir.clone(),
                 port_rate_bps: cfg.port_rate_bps,
                 heartbeat_interval_ms: cfg.heartbeat_interval_ms,
@@ -172,7 +221,7 @@ impl Cluster {
             };
             cluster.data_dirs.push(dir);
             let (stop, rx) = oneshot::channel::<()>();
-            let token = cfg.token.clone();
+            let token = security(&format!("agent-{m}"))?;
             let task = tokio::spawn(async move {
                 let shutdown = async move {
                     let _ = rx.await;
@@ -200,14 +249,41 @@ impl Cluster {
         self.client_with_token(m, self.token.clone()).await
     }
 
-    /// A client on machine `m` that presents `token`.
+    /// A client on machine `m` that presents `token` (in a token-mode cluster).
     pub async fn client_with_token(&self, m: usize, token: ClusterToken) -> Result<Client, ClientError> {
-        let cfg = ClientConfig::new(
-            format!("http://{}", self.coordinator_addr),
-            format!("http://{}", self.agent_addrs[m]),
-            token,
-        );
+        let mut cfg = self.client_config(m);
+        cfg.token = Some(token);
         Client::connect(cfg).await
+    }
+
+    /// The configuration of a client on machine `m`: the cluster's token, or with TLS the
+    /// certificate of client `testkit`.
+    pub fn client_config(&self, m: usize) -> ClientConfig {
+        let (coordinator, agent) = (self.coordinator_url(), self.agent_url(m));
+        match &self.tls_dir {
+            Some(d) => ClientConfig::tls(coordinator, agent, files(d, "client-testkit")),
+            None => ClientConfig::new(coordinator, agent, self.token.clone()),
+        }
+    }
+
+    /// The coordinator's URL (`https://` with TLS).
+    pub fn coordinator_url(&self) -> String {
+        format!("{}://{}", self.scheme(), self.coordinator_addr)
+    }
+
+    /// Agent `m`'s gRPC URL (`https://` with TLS).
+    pub fn agent_url(&self, m: usize) -> String {
+        format!("{}://{}", self.scheme(), self.agent_addrs[m])
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls_dir.is_some() { "https" } else { "http" }
+    }
+
+    /// The directory of the cluster's CA and certificates (`ca.crt`, `ca.key`, `coordinator.*`,
+    /// `agent-N.*`, `client-testkit.*`), with TLS.
+    pub fn tls_dir(&self) -> Option<&Path> {
+        self.tls_dir.as_deref()
     }
 
     /// The cluster's token.
@@ -231,8 +307,12 @@ impl Cluster {
         }
         let metrics = local().await?;
         self.coordinator_metrics = metrics.local_addr()?;
-        self.coordinator =
-            Some(start_coordinator(self.coordinator_config.clone(), self.token.clone(), listener?, metrics));
+        self.coordinator = Some(start_coordinator(
+            self.coordinator_config.clone(),
+            self.coordinator_security.clone(),
+            listener?,
+            metrics,
+        ));
         Ok(())
     }
 

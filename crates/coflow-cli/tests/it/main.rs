@@ -1,5 +1,6 @@
 //! End-to-end tests of the `coflow` binary, run as a user would.
 
+mod certs;
 mod jobs;
 mod testbed;
 mod tidy;

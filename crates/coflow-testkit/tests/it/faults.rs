@@ -119,22 +119,24 @@ impl FakeSource {
             tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.coordinator_addr))?.connect_lazy();
         let mut coord = pb::coordinator_client::CoordinatorClient::with_interceptor(
             channel,
-            coflow_proto::TokenAttach(cluster.token().clone()),
+            coflow_proto::TokenAttach::new(Some(cluster.token().clone())),
         );
-        let reg = pb::RegisterAgentRequest { machine_id: machine, data_addr, port_rate_bps: 1e9 };
-        coord.register_agent(reg).await?;
+        // A new machine gets a session; every later agent call carries it.
+        let reg = pb::RegisterAgentRequest { machine_id: machine, data_addr, port_rate_bps: 1e9, session: 0 };
+        let session = coord.register_agent(reg).await?.into_inner().session;
         let put = pb::AnnouncePutRequest {
             coflow_id: coflow.0,
             data_id: "p".into(),
             machine_id: machine,
             size,
+            session,
             ..Default::default()
         };
         coord.announce_put(put).await?;
         let (alive, mut alive_rx) = tokio::sync::watch::channel(true);
         let heartbeats = tokio::spawn(async move {
             while *alive_rx.borrow_and_update() {
-                let hb = pb::HeartbeatRequest { machine_id: machine, ..Default::default() };
+                let hb = pb::HeartbeatRequest { machine_id: machine, session, ..Default::default() };
                 let _ = coord.heartbeat(hb).await;
                 let _ = tokio::time::timeout(Duration::from_millis(50), alive_rx.changed()).await;
             }

@@ -4,6 +4,7 @@
 mod faults;
 mod live;
 mod rates;
+mod tls;
 
 use coflow_client::CoflowId;
 

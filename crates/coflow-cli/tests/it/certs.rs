@@ -1,0 +1,160 @@
+//! `coflow certs` and a cluster of real processes started with its certificates.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{coflow, tmp};
+
+fn run_ok(args: &[&str], dir: &Path) -> String {
+    let out = coflow().args(args).arg(dir).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn certs_init_and_issue_write_the_files_and_refuse_to_overwrite() {
+    let dir = tmp("certs-files");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = coflow().args(["certs", "init"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out =
+        coflow().args(["certs", "issue"]).arg(&dir).args(["--coordinator", "127.0.0.1,coord.local"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("coflow://coordinator"));
+    let out =
+        coflow().args(["certs", "issue"]).arg(&dir).args(["--agent", "3", "--host", "127.0.0.1"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--client", "spark"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["ca", "coordinator", "agent-3", "client-spark"] {
+        assert!(dir.join(format!("{f}.crt")).is_file(), "{f}.crt");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(format!("{f}.key"))).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{f}.key");
+        }
+    }
+    let before = std::fs::read(dir.join("client-spark.key")).unwrap();
+    let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--client", "spark"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(dir.join("client-spark.key")).unwrap(), before, "refused: the key is unchanged");
+    let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--client", "spark", "--force"]).output().unwrap();
+    assert!(out.status.success());
+    assert_ne!(std::fs::read(dir.join("client-spark.key")).unwrap(), before, "forced: a new key");
+    // Bad input names the input.
+    let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--client", "a/b"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("client name"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--agent", "1"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--host"), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills its process when dropped, so a failing test leaves nothing running.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_cluster_started_with_certs_serves_tls_clients_and_refuses_plaintext_ones() {
+    let dir = tmp("certs-cluster");
+    let _ = std::fs::remove_dir_all(&dir);
+    run_ok(&["certs", "init"], &dir);
+    run_ok(&["certs", "issue", "--coordinator", "127.0.0.1"], &dir);
+    run_ok(&["certs", "issue", "--agent", "0", "--host", "127.0.0.1"], &dir);
+    run_ok(&["certs", "issue", "--client", "ops"], &dir);
+    let f = |name: &str| dir.join(name).display().to_string();
+    let (cport, aport, dport) = (free_port(), free_port(), free_port());
+    let curl = format!("https://127.0.0.1:{cport}");
+    let data_dir = dir.join("data");
+    let _coord = Killed(
+        coflow()
+            .args(["coordinator", "--listen", &format!("127.0.0.1:{cport}")])
+            .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("coordinator.crt"), "--tls-key", &f("coordinator.key")])
+            .env_remove("COFLOW_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let _agent = Killed(
+        coflow()
+            .args(["agent", "--machine", "0", "--coordinator", &curl])
+            .args(["--listen", &format!("127.0.0.1:{aport}"), "--data-listen", &format!("127.0.0.1:{dport}")])
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("agent-0.crt"), "--tls-key", &f("agent-0.key")])
+            .env_remove("COFLOW_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let tls_status = || {
+        coflow()
+            .args(["status", "--coordinator", &curl])
+            .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("client-ops.crt"), "--tls-key", &f("client-ops.key")])
+            .env_remove("COFLOW_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let started = Instant::now();
+    loop {
+        let out = tls_status();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && text.contains("alive") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no live agent over TLS: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Plaintext, and a client certificate of another CA, are refused.
+    let out = coflow()
+        .args(["status", "--coordinator", &format!("http://127.0.0.1:{cport}")])
+        .env("COFLOW_TOKEN", "anything")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a plaintext status was answered");
+    let other = dir.join("other");
+    run_ok(&["certs", "init"], &other);
+    run_ok(&["certs", "issue", "--client", "ops"], &other);
+    let g = |name: &str| other.join(name).display().to_string();
+    let out = coflow()
+        .args(["status", "--coordinator", &curl])
+        .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &g("client-ops.crt"), "--tls-key", &g("client-ops.key")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a client of another CA was answered");
+    drop((_agent, _coord));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn demo_runs_over_tls_with_every_coflow_complete() {
+    let json = tmp("demo-tls.json");
+    let out = coflow()
+        .args(["demo", "--tls", "--policies", "varys", "--agents", "4", "--coflows", "6"])
+        .args(["--total-bytes", "8000000", "--port-rate", "200Mbps", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("over mutual TLS"));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &report["results"][0];
+    assert_eq!(r["completed"], 6, "every coflow completed with its exact bytes: {r}");
+    assert_eq!(r["failed_gets"], 0);
+}

@@ -1,0 +1,787 @@
+//! Identity: mutual TLS 1.3 with certificates from one cluster CA, and the roles those
+//! certificates carry.
+//!
+//! Every certificate the cluster issues carries exactly one subject alternative name URI that
+//! says who holds it:
+//! - `coflow://coordinator`: the coordinator;
+//! - `coflow://agent/N`: the agent of machine `N`, the only holder that may register machine
+//!   `N`, heartbeat for it, announce its puts and gets, watch its rates, and open or accept its
+//!   data connections;
+//! - `coflow://client/NAME`: a framework's client, which may use the coflow API only (register,
+//!   put, get, unregister, seal, status).
+//!
+//! Both sides of every connection verify the other against the cluster CA (a plaintext peer, or
+//! one signed by another CA, fails the handshake); a server then reads the caller's [`Role`]
+//! from its certificate and the services decide with [`Peer`] what it may do. In TLS mode the
+//! cluster token is not needed: the certificate and its key are the secret, and one secret per
+//! member (revocable by reissuing the CA) is what a TLS deployment wants anyway.
+//!
+//! Refused handshakes are logged at warn once per peer address and kind of refusal
+//! ([`RefusalLog`]), so a peer that retries in a loop cannot flood the log.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+use crate::auth::{AUTHORIZATION, ClusterToken};
+
+/// The metadata key in which services name an error's kind (`coflow-error`).
+pub const ERROR_KIND: &str = "coflow-error";
+
+/// How long a peer may take to finish its TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The three PEM files a member of a TLS cluster needs: the cluster CA's certificate, its own
+/// certificate and its own private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The cluster CA's certificate (`ca.crt`).
+    pub ca: PathBuf,
+    /// This member's certificate, signed by the CA.
+    pub cert: PathBuf,
+    /// This member's private key (PKCS#8 PEM).
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// The three files, or an error naming the flag or field that is missing when only some are
+    /// given (`prefix` is e.g. `--tls-` or `tls_`); `None` when none is given.
+    pub fn from_parts(
+        prefix: &str,
+        ca: Option<PathBuf>,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+    ) -> Result<Option<TlsFiles>, TlsError> {
+        match (ca, cert, key) {
+            (None, None, None) => Ok(None),
+            (Some(ca), Some(cert), Some(key)) => Ok(Some(TlsFiles { ca, cert, key })),
+            (ca, cert, _) => {
+                let missing = if ca.is_none() {
+                    "ca"
+                } else if cert.is_none() {
+                    "cert"
+                } else {
+                    "key"
+                };
+                Err(TlsError::Incomplete(format!("{prefix}{missing}")))
+            }
+        }
+    }
+}
+
+/// Who a certificate says its holder is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The coordinator.
+    Coordinator,
+    /// The agent of this machine.
+    Agent(u32),
+    /// A framework's client of this name.
+    Client(String),
+}
+
+/// The URI scheme of role names.
+const SCHEME: &str = "coflow://";
+
+impl Role {
+    /// The role's URI, e.g. `coflow://agent/7`.
+    pub fn uri(&self) -> String {
+        match self {
+            Role::Coordinator => format!("{SCHEME}coordinator"),
+            Role::Agent(m) => format!("{SCHEME}agent/{m}"),
+            Role::Client(name) => format!("{SCHEME}client/{name}"),
+        }
+    }
+
+    /// Parses a role URI; `None` if it is not one.
+    pub fn from_uri(uri: &str) -> Option<Role> {
+        let rest = uri.strip_prefix(SCHEME)?;
+        if rest == "coordinator" {
+            return Some(Role::Coordinator);
+        }
+        if let Some(m) = rest.strip_prefix("agent/") {
+            if m.is_empty() || m.len() > 10 || !m.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            return m.parse().ok().map(Role::Agent);
+        }
+        let name = rest.strip_prefix("client/")?;
+        valid_client_name(name).then(|| Role::Client(name.to_string()))
+    }
+
+    /// The role named in a certificate: its one `coflow://` subject alternative name URI.
+    pub fn from_cert(der: &[u8]) -> Result<Role, TlsError> {
+        let bad = |why: &str| TlsError::NoRole(why.to_string());
+        let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| bad(&format!("not X.509: {e}")))?;
+        let san = cert
+            .subject_alternative_name()
+            .map_err(|e| bad(&format!("subject alternative names: {e}")))?
+            .ok_or_else(|| bad("no subject alternative names"))?;
+        let mut roles = san.value.general_names.iter().filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::URI(u) if u.starts_with(SCHEME) => Some(*u),
+            _ => None,
+        });
+        let uri = roles.next().ok_or_else(|| bad("no coflow:// URI"))?;
+        if roles.next().is_some() {
+            return Err(bad("more than one coflow:// URI"));
+        }
+        Role::from_uri(uri).ok_or_else(|| bad(&format!("malformed role {uri:?}")))
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.uri())
+    }
+}
+
+/// Whether `name` may name a client: 1 to 64 of `A-Z a-z 0-9 . _ -`, so that it is also a
+/// safe file name.
+pub fn valid_client_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+/// What can go wrong setting TLS up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Only some of the three files were given.
+    #[error("TLS needs a CA, a certificate and a key: `{0}` is missing")]
+    Incomplete(String),
+    /// A file could not be read.
+    #[error("cannot read {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A file is not what it should be.
+    #[error("{path}: {reason}")]
+    Bad {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A certificate names no role.
+    #[error("certificate has no coflow role: {0}")]
+    NoRole(String),
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+fn bad(path: &Path, reason: impl fmt::Display) -> TlsError {
+    TlsError::Bad { path: path.display().to_string(), reason: reason.to_string() }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|e| TlsError::File { path: path.display().to_string(), reason: e.to_string() })
+}
+
+/// The rustls provider everything here uses: ring (no C toolchain beyond `cc`, unlike aws-lc).
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A member's loaded TLS identity: the CA it trusts, its certificate chain and key, the role its
+/// certificate names, and the log of refused peers it shares with its servers.
+#[derive(Clone)]
+pub struct TlsContext {
+    pem: Arc<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+    role: Role,
+    refusals: Arc<RefusalLog>,
+    grpc_server: Arc<rustls::ServerConfig>,
+    data_server: Arc<rustls::ServerConfig>,
+    data_client: Arc<rustls::ClientConfig>,
+}
+
+impl fmt::Debug for TlsContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsContext").field("role", &self.role).finish_non_exhaustive()
+    }
+}
+
+impl TlsContext {
+    /// Loads and checks the three files: the CA parses, the certificate names a role, the key
+    /// parses.
+    pub fn load(files: &TlsFiles) -> Result<TlsContext, TlsError> {
+        let (ca, cert, key) = (read(&files.ca)?, read(&files.cert)?, read(&files.key)?);
+        TlsContext::from_pem(&ca, &cert, &key).map_err(|(which, reason)| {
+            let path = match which {
+                0 => &files.ca,
+                1 => &files.cert,
+                _ => &files.key,
+            };
+            bad(path, reason)
+        })
+    }
+
+    /// The same from PEM text; the error says which of the three (0, 1, 2) is wrong.
+    fn from_pem(ca: &[u8], cert: &[u8], key: &[u8]) -> Result<TlsContext, (u8, String)> {
+        let mut roots = RootCertStore::empty();
+        let mut n = 0;
+        for c in CertificateDer::pem_slice_iter(ca) {
+            let c = c.map_err(|e| (0, format!("not a PEM certificate: {e}")))?;
+            roots.add(c).map_err(|e| (0, format!("not a CA certificate: {e}")))?;
+            n += 1;
+        }
+        if n == 0 {
+            return Err((0, "no certificate in the file".into()));
+        }
+        let chain = CertificateDer::pem_slice_iter(cert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| (1, format!("not a PEM certificate: {e}")))?;
+        let leaf = chain.first().ok_or((1, "no certificate in the file".to_string()))?;
+        let role = Role::from_cert(leaf).map_err(|e| (1, e.to_string()))?;
+        let private = PrivateKeyDer::from_pem_slice(key).map_err(|e| (2, format!("not a PEM private key: {e}")))?;
+        let roots = Arc::new(roots);
+        let configs = (|| {
+            Ok::<_, TlsError>((
+                server_config(&roots, &chain, &private, &[b"h2"])?,
+                server_config(&roots, &chain, &private, &[])?,
+                data_client_config(&roots, &chain, &private)?,
+            ))
+        })();
+        let (grpc_server, data_server, data_client) =
+            configs.map_err(|e| (2, format!("does not go with the certificate: {e}")))?;
+        Ok(TlsContext {
+            pem: Arc::new((ca.to_vec(), cert.to_vec(), key.to_vec())),
+            role,
+            refusals: Arc::new(RefusalLog::default()),
+            grpc_server,
+            data_server,
+            data_client,
+        })
+    }
+
+    /// The role this member's own certificate names.
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+
+    /// The log of refused peers.
+    pub fn refusals(&self) -> &Arc<RefusalLog> {
+        &self.refusals
+    }
+
+    /// The gRPC server configuration: TLS 1.3 only, the peer must present a certificate signed
+    /// by the cluster CA, ALPN `h2`.
+    pub fn grpc_server_config(&self) -> Arc<rustls::ServerConfig> {
+        self.grpc_server.clone()
+    }
+
+    /// The data plane's server configuration: as gRPC's, without ALPN.
+    pub fn data_server_config(&self) -> Arc<rustls::ServerConfig> {
+        self.data_server.clone()
+    }
+
+    /// The data plane's client configuration: TLS 1.3, presenting this member's certificate,
+    /// and accepting a server whose certificate chains to the cluster CA and names an agent (the
+    /// host name is not checked: which agent it must be is checked after the handshake with
+    /// [`peer_role`]).
+    pub fn data_client_config(&self) -> Arc<rustls::ClientConfig> {
+        self.data_client.clone()
+    }
+
+    /// tonic's client TLS settings: trust the cluster CA, present this member's certificate,
+    /// check the server's host name against the URL's.
+    pub fn channel_config(&self) -> tonic::transport::ClientTlsConfig {
+        let (ca, cert, key) = &*self.pem;
+        tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+            .identity(tonic::transport::Identity::from_pem(cert, key))
+    }
+}
+
+fn server_config(
+    roots: &Arc<RootCertStore>,
+    chain: &[CertificateDer<'static>],
+    key: &PrivateKeyDer<'static>,
+    alpn: &[&[u8]],
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain.to_vec(), key.clone_key())?;
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(cfg))
+}
+
+fn data_client_config(
+    roots: &Arc<RootCertStore>,
+    chain: &[CertificateDer<'static>],
+    key: &PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let verifier = AgentServerVerifier { roots: roots.clone(), algs: provider().signature_verification_algorithms };
+    let cfg = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_client_auth_cert(chain.to_vec(), key.clone_key())?;
+    Ok(Arc::new(cfg))
+}
+
+/// Checks a data-plane server: chained to the cluster CA, naming an agent.
+#[derive(Debug)]
+struct AgentServerVerifier {
+    roots: Arc<RootCertStore>,
+    algs: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for AgentServerVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.algs.all,
+        )?;
+        match Role::from_cert(end_entity) {
+            Ok(Role::Agent(_)) => Ok(ServerCertVerified::assertion()),
+            _ => Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure)),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algs.supported_schemes()
+    }
+}
+
+/// The role of the peer of an established connection, from its verified certificate.
+pub fn peer_role(certs: Option<&[CertificateDer<'_>]>) -> Option<Role> {
+    certs.and_then(|c| c.first()).and_then(|c| Role::from_cert(c).ok())
+}
+
+/// Why a peer was refused, for the log: each kind is logged once per peer address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// It did not speak TLS (a plaintext client), or sent garbage.
+    NotTls,
+    /// Its certificate is not signed by the cluster CA, or it presented none.
+    BadCertificate,
+    /// It refused our certificate (it trusts another CA).
+    RejectedUs,
+    /// Its certificate's role may not do what it asked.
+    WrongRole,
+    /// The handshake timed out or failed otherwise.
+    Handshake,
+}
+
+impl Refusal {
+    fn describe(self) -> &'static str {
+        match self {
+            Refusal::NotTls => "not TLS (a plaintext peer?)",
+            Refusal::BadCertificate => "certificate missing or not signed by the cluster CA",
+            Refusal::RejectedUs => "the peer does not trust this member's certificate (another CA?)",
+            Refusal::WrongRole => "the certificate's role may not do this",
+            Refusal::Handshake => "TLS handshake failed",
+        }
+    }
+
+    /// Classifies a failed server-side handshake.
+    pub fn of_handshake(e: &std::io::Error) -> Refusal {
+        match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+            Some(rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateHandshakeMessage { .. })
+            | Some(rustls::Error::InappropriateMessage { .. }) => Refusal::NotTls,
+            Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented) => {
+                Refusal::BadCertificate
+            }
+            Some(rustls::Error::AlertReceived(_)) => Refusal::RejectedUs,
+            _ => Refusal::Handshake,
+        }
+    }
+}
+
+/// The peers refused so far, by address and kind: the first refusal of each is logged at warn,
+/// the rest at debug. Bounded: past 4,096 entries it starts afresh.
+#[derive(Debug, Default)]
+pub struct RefusalLog {
+    seen: Mutex<HashSet<(IpAddr, Refusal)>>,
+}
+
+impl RefusalLog {
+    /// Records that `peer` was refused on `what` (e.g. "gRPC", "data plane"), logging it if it is
+    /// the first refusal of this kind for this address. Returns whether it was logged at warn.
+    pub fn refuse(&self, peer: SocketAddr, what: &str, kind: Refusal, detail: &dyn fmt::Display) -> bool {
+        let first = {
+            let mut seen = self.seen.lock().expect("refusal log lock");
+            if seen.len() >= 4096 {
+                seen.clear();
+            }
+            seen.insert((peer.ip(), kind))
+        };
+        if first {
+            tracing::warn!(%peer, %detail, "refused a {what} connection: {} (further refusals of this peer are logged at debug)", kind.describe());
+        } else {
+            tracing::debug!(%peer, %detail, "refused a {what} connection: {}", kind.describe());
+        }
+        first
+    }
+}
+
+/// Accepts TLS on `sock` within [`HANDSHAKE_TIMEOUT`], logging a refusal once per peer.
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    sock: S,
+    peer: SocketAddr,
+    what: &str,
+    refusals: &RefusalLog,
+) -> Option<tokio_rustls::server::TlsStream<S>> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(sock)).await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            refusals.refuse(peer, what, Refusal::of_handshake(&e), &e);
+            None
+        }
+        Err(_) => {
+            refusals.refuse(peer, what, Refusal::Handshake, &"timed out");
+            None
+        }
+    }
+}
+
+/// The data plane's server side: accepts TLS on `sock` and checks that the peer is an agent;
+/// refusals are logged once per peer. Returns the stream and the peer's machine.
+pub async fn accept_agent<S: AsyncRead + AsyncWrite + Unpin>(
+    tls: &TlsContext,
+    sock: S,
+    peer: SocketAddr,
+) -> Option<(tokio_rustls::server::TlsStream<S>, u32)> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.data_server_config());
+    let stream = accept(&acceptor, sock, peer, "data plane", &tls.refusals).await?;
+    match peer_role(stream.get_ref().1.peer_certificates()) {
+        Some(Role::Agent(m)) => Some((stream, m)),
+        other => {
+            let who = other.map_or_else(|| "no role".to_string(), |r| r.uri());
+            tls.refusals.refuse(peer, "data plane", Refusal::WrongRole, &format!("{who} is not an agent"));
+            None
+        }
+    }
+}
+
+/// The data plane's client side: TLS to the agent of `machine` over `sock`, refusing a server
+/// whose certificate is not that agent's.
+pub async fn connect_agent<S: AsyncRead + AsyncWrite + Unpin>(
+    tls: &TlsContext,
+    sock: S,
+    machine: u32,
+) -> Result<tokio_rustls::client::TlsStream<S>, String> {
+    let connector = tokio_rustls::TlsConnector::from(tls.data_client_config());
+    // The name is only sent (SNI); the verifier checks the role instead.
+    let name = ServerName::try_from(format!("agent-{machine}.coflow")).map_err(|e| e.to_string())?;
+    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, sock))
+        .await
+        .map_err(|_| "TLS handshake timed out".to_string())?
+        .map_err(|e| format!("TLS handshake: {e}"))?;
+    match peer_role(stream.get_ref().1.peer_certificates()) {
+        Some(Role::Agent(m)) if m == machine => Ok(stream),
+        other => Err(format!(
+            "the source's certificate names {}, not agent {machine}",
+            other.map_or_else(|| "no role".to_string(), |r| r.uri())
+        )),
+    }
+}
+
+/// Accepts TCP connections and completes their TLS handshakes concurrently (a slow or silent
+/// peer does not hold up the others), handing established streams to tonic. Ends when `stop`
+/// turns true or tonic drops the stream.
+pub(crate) fn incoming(
+    listener: tokio::net::TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    refusals: Arc<RefusalLog>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (
+    tokio_stream::wrappers::ReceiverStream<Result<tokio_rustls::server::TlsStream<TcpStream>, std::io::Error>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let task = tokio::spawn(async move {
+        let mut handshakes = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((sock, peer)) = accepted else { continue };
+                    sock.set_nodelay(true).ok();
+                    let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
+                    handshakes.spawn(async move {
+                        if let Some(s) = accept(&acceptor, sock, peer, "gRPC", &refusals).await {
+                            let _ = tx.send(Ok(s)).await;
+                        }
+                    });
+                }
+                Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
+                _ = tx.closed() => break,
+                _ = stop.wait_for(|&s| s) => break,
+            }
+        }
+        handshakes.shutdown().await;
+    });
+    (tokio_stream::wrappers::ReceiverStream::new(rx), task)
+}
+
+/// How a cluster authenticates its members: a shared token (for trusted networks: the token
+/// crosses the network in clear text and anyone holding it may act as any member), or mutual
+/// TLS with roles in certificates.
+#[derive(Clone, Debug)]
+pub enum Security {
+    /// The shared token.
+    Token(ClusterToken),
+    /// Mutual TLS.
+    Tls(TlsContext),
+}
+
+impl From<ClusterToken> for Security {
+    fn from(t: ClusterToken) -> Security {
+        Security::Token(t)
+    }
+}
+
+impl From<TlsContext> for Security {
+    fn from(t: TlsContext) -> Security {
+        Security::Tls(t)
+    }
+}
+
+impl Security {
+    /// The token, in token mode.
+    pub fn token(&self) -> Option<&ClusterToken> {
+        match self {
+            Security::Token(t) => Some(t),
+            Security::Tls(_) => None,
+        }
+    }
+
+    /// The TLS identity, in TLS mode.
+    pub fn tls(&self) -> Option<&TlsContext> {
+        match self {
+            Security::Tls(t) => Some(t),
+            Security::Token(_) => None,
+        }
+    }
+
+    /// The URL scheme its gRPC endpoints use: `https` with TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls().is_some() { "https" } else { "http" }
+    }
+
+    /// The server interceptor that authenticates every call and records who made it.
+    pub fn authenticate(&self) -> Authenticate {
+        match self {
+            Security::Token(t) => Authenticate { token: Some(t.clone()), log: None },
+            Security::Tls(t) => Authenticate { token: None, log: Some(t.refusals.clone()) },
+        }
+    }
+
+    /// The client interceptor that attaches the token (in token mode; nothing with TLS).
+    pub fn attach(&self) -> crate::TokenAttach {
+        crate::TokenAttach::new(self.token().cloned())
+    }
+
+    /// A gRPC endpoint for `url` (http:// in token mode, https:// with TLS), with TLS configured.
+    pub fn endpoint(&self, url: &str) -> Result<tonic::transport::Endpoint, String> {
+        let want = self.scheme();
+        if !url.starts_with(&format!("{want}://")) {
+            return Err(format!(
+                "url {url:?} must start with {want}:// ({})",
+                if want == "https" { "TLS is on" } else { "TLS is off" }
+            ));
+        }
+        let ep = tonic::transport::Endpoint::from_shared(url.to_string()).map_err(|e| format!("url {url:?}: {e}"))?;
+        match self {
+            Security::Token(_) => Ok(ep),
+            Security::Tls(t) => ep.tls_config(t.channel_config()).map_err(|e| format!("url {url:?}: {e}")),
+        }
+    }
+}
+
+/// Who made a call, as authenticated: put in each request's extensions by [`Authenticate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// A holder of the cluster token: anyone.
+    Token,
+    /// A TLS peer with this role.
+    Tls(Role),
+}
+
+impl Peer {
+    /// The caller of `req`, if it was authenticated.
+    pub fn of<T>(req: &Request<T>) -> Option<&Peer> {
+        req.extensions().get::<Peer>()
+    }
+
+    /// Whether the caller may use the coflow API (a client, or anyone in token mode).
+    pub fn may_use_api(&self) -> bool {
+        matches!(self, Peer::Token | Peer::Tls(Role::Client(_)))
+    }
+
+    /// Whether the caller may act for the agent of `machine`.
+    pub fn may_act_as_agent(&self, machine: u32) -> bool {
+        match self {
+            Peer::Token => true,
+            Peer::Tls(Role::Agent(m)) => *m == machine,
+            Peer::Tls(_) => false,
+        }
+    }
+
+    /// Whether the caller is some agent.
+    pub fn is_agent(&self) -> bool {
+        matches!(self, Peer::Token | Peer::Tls(Role::Agent(_)))
+    }
+
+    /// Whether the caller's identity is proven by a certificate (not just a shared token).
+    pub fn is_certified(&self) -> bool {
+        matches!(self, Peer::Tls(_))
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Peer::Token => f.write_str("a token holder"),
+            Peer::Tls(r) => write!(f, "{r}"),
+        }
+    }
+}
+
+/// A PERMISSION_DENIED status of error kind `permission-denied`.
+pub fn permission_denied(message: impl Into<String>) -> Status {
+    let mut s = Status::permission_denied(message);
+    s.metadata_mut().insert(ERROR_KIND, MetadataValue::from_static("permission-denied"));
+    s
+}
+
+/// Checks that the caller of `req` passes `allowed`; else logs it (once per peer address) and
+/// returns a `permission-denied` status naming `action`.
+pub fn authorize<T>(req: &Request<T>, action: &str, allowed: impl FnOnce(&Peer) -> bool) -> Result<(), Status> {
+    let Some(peer) = Peer::of(req) else {
+        return Err(Status::unauthenticated("the call was not authenticated"));
+    };
+    if allowed(peer) {
+        return Ok(());
+    }
+    if let (Some(addr), Some(log)) = (req.remote_addr(), req.extensions().get::<Arc<RefusalLog>>()) {
+        log.refuse(addr, "gRPC", Refusal::WrongRole, &format!("{peer} may not {action}"));
+    }
+    Err(permission_denied(format!("{peer} may not {action}")))
+}
+
+/// The server interceptor: in token mode it checks the token; with TLS the handshake already
+/// verified the certificate, and it reads the caller's role from it. Either way it records the
+/// caller as a [`Peer`] in the request's extensions (and, with TLS, the refusal log, for
+/// [`authorize`]).
+#[derive(Clone, Debug)]
+pub struct Authenticate {
+    token: Option<ClusterToken>,
+    log: Option<Arc<RefusalLog>>,
+}
+
+impl Interceptor for Authenticate {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        let peer = match &self.token {
+            Some(token) => match req.metadata().get(AUTHORIZATION) {
+                Some(v) if v.as_bytes().strip_prefix(b"Bearer ").is_some_and(|t| token.matches(t)) => Peer::Token,
+                Some(_) => return Err(Status::unauthenticated("wrong cluster token")),
+                None => return Err(Status::unauthenticated("missing cluster token")),
+            },
+            None => {
+                let certs = req.peer_certs();
+                let role = peer_role(certs.as_deref().map(|c| c.as_slice()))
+                    .ok_or_else(|| Status::unauthenticated("no certificate with a coflow role"))?;
+                Peer::Tls(role)
+            }
+        };
+        req.extensions_mut().insert(peer);
+        if let Some(log) = &self.log {
+            req.extensions_mut().insert(log.clone());
+        }
+        Ok(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_uris_round_trip_and_malformed_ones_are_refused() {
+        for r in [Role::Coordinator, Role::Agent(0), Role::Agent(u32::MAX), Role::Client("spark-1.a_b".into())] {
+            assert_eq!(Role::from_uri(&r.uri()), Some(r));
+        }
+        for bad in [
+            "coflow://agent/",
+            "coflow://agent/-1",
+            "coflow://agent/+1",
+            "coflow://agent/4294967296",
+            "coflow://agent/1/2",
+            "coflow://client/",
+            "coflow://client/..",
+            "coflow://client/a b",
+            "coflow://client/a/b",
+            "coflow://coordinator/x",
+            "https://coordinator",
+        ] {
+            assert_eq!(Role::from_uri(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn partial_tls_flags_name_the_missing_one() {
+        let p = |s: &str| Some(PathBuf::from(s));
+        assert!(TlsFiles::from_parts("--tls-", None, None, None).unwrap().is_none());
+        let e = TlsFiles::from_parts("--tls-", p("a"), None, p("c")).unwrap_err();
+        assert!(e.to_string().contains("--tls-cert"), "{e}");
+        let e = TlsFiles::from_parts("tls_", p("a"), p("b"), None).unwrap_err();
+        assert!(e.to_string().contains("tls_key"), "{e}");
+    }
+}

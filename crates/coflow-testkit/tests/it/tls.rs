@@ -1,0 +1,348 @@
+//! Identity: a TLS cluster moves exact bytes; plaintext peers, peers signed by another CA and
+//! callers whose certificate's role does not fit are refused (and logged once per peer); in
+//! token mode a machine's session guards it against other registrations and heartbeats.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use coflow_client::{Client, ClientConfig, ClientError, CoflowOptions};
+use coflow_proto::certs::{CertAuthority, Subject};
+use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_proto::{Security, TlsContext, pb};
+use coflow_testkit::{Cluster, ClusterConfig, files};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{content, subscribe, tag};
+
+const RATE: f64 = 50_000_000.0;
+
+/// A directory with a second CA and, signed by it, a client `testkit` and agents 0..3, under
+/// the same names as the cluster's own.
+fn other_ca(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("coflow-other-ca-{name}-{}", std::process::id()));
+    let ca = CertAuthority::generate()?;
+    ca.write(&dir, true)?;
+    let host = vec!["127.0.0.1".to_string()];
+    let mut subjects = vec![Subject::Client { name: "testkit".into() }];
+    subjects.extend((0..3).map(|machine| Subject::Agent { machine, hosts: host.clone() }));
+    for s in subjects {
+        ca.issue(&s)?.write(&dir, &s.file_stem(), true)?;
+    }
+    Ok(dir)
+}
+
+/// A raw coordinator client under the identity `stem` of the certificates in `dir`, trusting
+/// the cluster's CA.
+async fn raw(
+    cluster: &Cluster,
+    dir: &Path,
+    stem: &str,
+) -> anyhow::Result<CoordinatorClient<tonic::transport::Channel>> {
+    let mut f = files(dir, stem);
+    f.ca = cluster.tls_dir().expect("a TLS cluster").join("ca.crt");
+    let sec = Security::Tls(TlsContext::load(&f)?);
+    let channel = sec.endpoint(&cluster.coordinator_url()).map_err(anyhow::Error::msg)?.connect_lazy();
+    Ok(CoordinatorClient::new(channel))
+}
+
+fn kind(s: &tonic::Status) -> &str {
+    s.metadata().get("coflow-error").and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+fn assert_denied<T: std::fmt::Debug>(r: Result<T, tonic::Status>, what: &str) {
+    let s = r.expect_err(what);
+    assert_eq!(s.code(), tonic::Code::PermissionDenied, "{what}: {s:?}");
+    assert_eq!(kind(&s), "permission-denied", "{what}: {s:?}");
+}
+
+fn register_agent(machine_id: u32, session: u64) -> pb::RegisterAgentRequest {
+    pb::RegisterAgentRequest { machine_id, data_addr: "127.0.0.1:9".into(), port_rate_bps: 1e6, session }
+}
+
+fn heartbeat(machine_id: u32, session: u64) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest { machine_id, flows: Vec::new(), tx_bps: 0.0, rx_bps: 0.0, session }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_shuffle_delivers_exactly_the_bytes_put() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(4, RATE, "varys").with_tls()).await?;
+    assert!(cluster.coordinator_url().starts_with("https://"));
+    let c = cluster.client(0).await?;
+    let coflow = c.register(4, CoflowOptions { name: "tls-shuffle".into(), ..Default::default() }).await?;
+    for m in 0..2u64 {
+        let mapper = cluster.client(m as usize).await?;
+        for r in 0..2u64 {
+            let len = 150_000 + (m * 2 + r) as usize * 33_333;
+            mapper.put(coflow, &format!("m{m}-r{r}"), content(tag(coflow, m, r), len)).await?;
+        }
+    }
+    let mut gets = Vec::new();
+    for r in 0..2u64 {
+        let reducer = cluster.client(2 + r as usize).await?;
+        for m in 0..2u64 {
+            let reducer = reducer.clone();
+            gets.push(tokio::spawn(async move { (m, r, reducer.get(coflow, &format!("m{m}-r{r}")).await) }));
+        }
+    }
+    for g in gets {
+        let (m, r, got) = g.await?;
+        let len = 150_000 + (m * 2 + r) as usize * 33_333;
+        assert!(got? == content(tag(coflow, m, r), len), "piece m{m}-r{r} differs");
+    }
+    c.unregister(coflow).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Over TLS the data plane keeps i10a's bounds: a source at `max_data_connections` says busy
+/// inside the handshake (the get fails `limit-exceeded`, not a handshake error), and a peer that
+/// never starts its handshake is closed at the idle timeout (2 s in the testkit), not later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_a_busy_source_is_limit_exceeded_and_a_silent_peer_is_closed_at_the_idle_timeout() -> anyhow::Result<()>
+{
+    subscribe();
+    let mut cfg = ClusterConfig::new(2, RATE, "varys").with_tls();
+    cfg.agent.max_data_connections = 2;
+    let idle_ms = cfg.agent.data_idle_timeout_ms;
+    let cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "a", content(1, 300_000)).await?;
+    let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = cluster.client(1).await?;
+    let e = r.get(coflow, "a").await.unwrap_err();
+    assert!(matches!(&e, ClientError::LimitExceeded(m) if m.contains("max_data_connections")), "{e}");
+    let t = std::time::Instant::now();
+    for mut s in idle {
+        let mut b = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(8), s.read(&mut b)).await?.unwrap_or(0);
+        assert_eq!(n, 0, "a peer without a handshake gets nothing but the close");
+    }
+    let waited = t.elapsed();
+    assert!(waited < Duration::from_millis(idle_ms + 1500), "closed after {waited:?}, idle timeout {idle_ms} ms");
+    assert!(r.get(coflow, "a").await? == content(1, 300_000));
+    c.unregister(coflow).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Log lines, captured by a subscriber scoped to this thread (the test's current-thread
+/// runtime runs every task of the cluster on it).
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_plaintext_client_is_refused_and_the_refusal_logged_once() -> anyhow::Result<()> {
+    let logs = Captured::default();
+    let w = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || w.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
+    // The same cluster, asked in clear text: every try is refused.
+    let plain = ClientConfig::new(
+        format!("http://{}", cluster.coordinator_addr),
+        format!("http://{}", cluster.agent_addrs[0]),
+        cluster.token().clone(),
+    );
+    let plain = Client::connect(plain).await?;
+    for _ in 0..4 {
+        let e = plain.register(1, CoflowOptions::default()).await.unwrap_err();
+        assert!(matches!(e, ClientError::AgentUnreachable(_) | ClientError::Other(_)), "{e}");
+    }
+    // The TLS client still works.
+    cluster.client(0).await?.register(1, CoflowOptions::default()).await?;
+    let text = logs.text();
+    let refusals: Vec<&str> = text.lines().filter(|l| l.contains("refused a gRPC connection")).collect();
+    assert_eq!(refusals.len(), 1, "one warning for four refused connections from one address:\n{text}");
+    assert!(refusals[0].contains("WARN") && refusals[0].contains("not TLS"), "{}", refusals[0]);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, RATE, "varys").with_tls()).await?;
+    let other = other_ca("refused")?;
+    let real_ca = cluster.tls_dir().unwrap().join("ca.crt");
+
+    // A client with a certificate of the other CA, trusting either CA.
+    for trust in [real_ca.clone(), other.join("ca.crt")] {
+        let f = coflow_client::TlsFiles { ca: trust, ..files(&other, "client-testkit") };
+        let c = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(0), f)).await?;
+        assert!(c.register(1, CoflowOptions::default()).await.is_err(), "coordinator accepted a foreign client");
+        assert!(c.put(coflow_client::CoflowId(1), "x", vec![1]).await.is_err(), "agent accepted a foreign client");
+    }
+
+    // An agent of the other CA (machine 2, trusting the real CA) never joins.
+    let dir = std::env::temp_dir().join(format!("coflow-foreign-agent-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut f = files(&other, "agent-2");
+    f.ca = real_ca.clone();
+    let acfg = coflow_agent::AgentConfig {
+        machine: 2,
+        coordinator: cluster.coordinator_url(),
+        data_dir: dir.clone(),
+        heartbeat_interval_ms: 50,
+        ..Default::default()
+    };
+    let listeners = coflow_agent::AgentListeners {
+        grpc: tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+        data: tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+        metrics: None,
+    };
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let foreign = tokio::spawn(coflow_agent::run(acfg, TlsContext::load(&f)?, listeners, async move {
+        let _ = rx.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let st = cluster.client(0).await?.status().await?;
+    assert!(st.agents.iter().all(|a| a.machine_id != 2), "a foreign agent registered: {:?}", st.agents);
+    let _ = stop.send(());
+    foreign.await??;
+
+    // The data plane: a foreign agent, and a client of the cluster's own CA, fetching from agent
+    // 0 get nothing.
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "secret", vec![42; 1000]).await?;
+    let data_addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let own = cluster.tls_dir().unwrap().to_path_buf();
+    for (dir, stem) in [(&other, "agent-1"), (&own, "client-testkit")] {
+        let mut f = files(dir, stem);
+        f.ca = real_ca.clone();
+        let ctx = TlsContext::load(&f)?;
+        let sock = tokio::net::TcpStream::connect(&data_addr).await?;
+        let got = match coflow_proto::connect_agent(&ctx, sock, 0).await {
+            Err(_) => Vec::new(),
+            Ok(mut s) => {
+                let mut req = b"CFD2".to_vec();
+                req.extend_from_slice(&0u16.to_be_bytes());
+                req.extend_from_slice(&coflow.0.to_be_bytes());
+                req.extend_from_slice(&1u64.to_be_bytes());
+                req.extend_from_slice(&6u16.to_be_bytes());
+                req.extend_from_slice(b"secret");
+                let _ = s.write_all(&req).await;
+                let _ = s.flush().await;
+                let mut resp = Vec::new();
+                let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut resp)).await;
+                resp
+            }
+        };
+        assert!(got.is_empty(), "{stem} of {} got {} bytes from the data plane", dir.display(), got.len());
+    }
+    // The cluster's own agents still move bytes.
+    assert!(cluster.client(1).await?.get(coflow, "secret").await? == vec![42; 1000]);
+    cluster.shutdown().await;
+    let _ = std::fs::remove_dir_all(&other);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(3, RATE, "varys").with_tls()).await?;
+    let own = cluster.tls_dir().unwrap().to_path_buf();
+
+    // A client certificate may not make agent calls.
+    let mut client = raw(&cluster, &own, "client-testkit").await?;
+    assert_denied(client.register_agent(register_agent(0, 0)).await, "client RegisterAgent");
+    assert_denied(client.heartbeat(heartbeat(0, 0)).await, "client Heartbeat");
+    assert_denied(client.watch_rates(pb::WatchRatesRequest { machine_id: 0, session: 0 }).await, "client WatchRates");
+
+    // Agent 1's certificate may not register, heartbeat or announce for machine 2 (or 0).
+    let mut agent1 = raw(&cluster, &own, "agent-1").await?;
+    assert_denied(agent1.register_agent(register_agent(2, 0)).await, "agent 1 registering machine 2");
+    assert_denied(agent1.heartbeat(heartbeat(0, 0)).await, "agent 1 heartbeating for machine 0");
+    let put = pb::AnnouncePutRequest {
+        coflow_id: 1,
+        data_id: "x".into(),
+        machine_id: 2,
+        size: 1,
+        recovered: false,
+        session: 0,
+        ..Default::default()
+    };
+    assert_denied(agent1.announce_put(put).await, "agent 1 announcing a put on machine 2");
+    // ... nor use the coflow API, which the SDK reports as PermissionDenied.
+    let f = files(&own, "agent-1");
+    let as_agent = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(1), f)).await?;
+    let e = as_agent.register(1, CoflowOptions::default()).await.unwrap_err();
+    assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
+    let e = as_agent.put(coflow_client::CoflowId(1), "x", vec![1]).await.unwrap_err();
+    assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
+
+    // Every machine is still registered and alive.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let st = cluster.client(0).await?.status().await?;
+    assert_eq!(st.agents.iter().filter(|a| a.alive).count(), 3, "{:?}", st.agents);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_token_mode_another_session_cannot_take_over_or_keep_alive_a_machine() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(3, RATE, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let piece = content(11, 500_000);
+    cluster.client(1).await?.put(coflow, "p", piece.clone()).await?;
+
+    let channel = tonic::transport::Endpoint::from_shared(cluster.coordinator_url())?.connect().await?;
+    let mut rogue =
+        CoordinatorClient::with_interceptor(channel, coflow_proto::TokenAttach::new(Some(cluster.token().clone())));
+    // A second registration of live machine 1 is refused, and so are calls under no session.
+    assert_denied(rogue.register_agent(register_agent(1, 0)).await, "re-registering live machine 1");
+    assert_denied(rogue.heartbeat(heartbeat(1, 0)).await, "heartbeat without the session");
+    assert_denied(
+        rogue.watch_rates(pb::WatchRatesRequest { machine_id: 1, session: 0 }).await,
+        "taking over the rate stream",
+    );
+    // The machine kept its piece.
+    assert!(cluster.client(2).await?.get(coflow, "p").await? == piece, "machine 1's piece is gone");
+
+    // A stopped agent is not kept alive by someone else's heartbeats.
+    cluster.kill_agent(1).await;
+    for _ in 0..30 {
+        let _ = rogue.heartbeat(heartbeat(1, 0)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let st = c.status().await?;
+    let m1 = st.agents.iter().find(|a| a.machine_id == 1).expect("machine 1 known");
+    assert!(!m1.alive, "machine 1 kept alive by another session's heartbeats");
+    // Once it is dead, a new registration is accepted (a restarted agent).
+    let reg = rogue.register_agent(register_agent(1, 0)).await?.into_inner();
+    assert_ne!(reg.session, 0);
+    cluster.shutdown().await;
+    Ok(())
+}
