@@ -51,16 +51,28 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path) -> No
 class Cluster:
     """A coordinator and agents, each a `coflow` process."""
 
-    def __init__(self, binary: Path, root: Path, agents: int, port_rate: str = "1Gbps") -> None:
+    def __init__(self, binary: Path, root: Path, agents: int, port_rate: str = "1Gbps", tls: bool = False) -> None:
         self.binary = binary
         self.root = root
         self.procs: List[subprocess.Popen] = []
         self.agent_procs: List[subprocess.Popen] = []
         self.env = {**os.environ, "COFLOW_TOKEN": TOKEN, "RUST_LOG": "warn"}
+        self.certs = root / "certs"
+        self.tls = tls
+        if tls:
+            # One cluster CA, and a certificate per member made by `coflow certs`, as the README's recipe does.
+            self._certs("init", str(self.certs))
+            self._certs("issue", str(self.certs), "--coordinator", "127.0.0.1")
+            for m in range(agents):
+                self._certs("issue", str(self.certs), "--agent", str(m), "--host", "127.0.0.1")
+            self._certs("issue", str(self.certs), "--client", "pytest")
+        scheme = "https" if tls else "http"
         port = free_port()
-        self.coordinator = f"http://127.0.0.1:{port}"
+        self.coordinator = f"{scheme}://127.0.0.1:{port}"
         log = root / "coordinator.log"
-        proc = self._spawn(["coordinator", "--listen", f"127.0.0.1:{port}", "--policy", "varys"], log)
+        proc = self._spawn(
+            ["coordinator", "--listen", f"127.0.0.1:{port}", "--policy", "varys", *self._tls_flags("coordinator")], log
+        )
         wait_for_port(port, proc, "the coordinator", log)
         self.agents: List[str] = []
         for m in range(agents):
@@ -76,11 +88,12 @@ class Cluster:
                 "--data-listen", f"127.0.0.1:{data}",
                 "--data-dir", str(data_dir),
                 "--port-rate", port_rate,
+                *self._tls_flags(f"agent-{m}"),
             ]  # fmt: skip
             proc = self._spawn(args, log)
             self.agent_procs.append(proc)
             wait_for_port(grpc, proc, f"agent {m}", log)
-            self.agents.append(f"http://127.0.0.1:{grpc}")
+            self.agents.append(f"{scheme}://127.0.0.1:{grpc}")
         # Every agent has registered with the coordinator before the test starts.
         deadline = time.monotonic() + 20
         with self.client(0) as c:
@@ -88,6 +101,20 @@ class Cluster:
                 if time.monotonic() > deadline:
                     raise RuntimeError("agents did not register within 20 s")
                 time.sleep(0.05)
+
+    def _certs(self, *args: str) -> None:
+        subprocess.run([str(self.binary), "certs", *args], check=True, capture_output=True)
+
+    def _tls_flags(self, member: str) -> List[str]:
+        if not self.tls:
+            return []
+        c = self.certs
+        return ["--tls-ca", str(c / "ca.crt"), "--tls-cert", str(c / f"{member}.crt"), "--tls-key", str(c / f"{member}.key")]
+
+    def tls_files(self, member: str) -> tuple:
+        """(ca, cert, key) of a member of this cluster, e.g. `client-pytest` or `agent-0`."""
+        c = self.certs
+        return (c / "ca.crt", c / f"{member}.crt", c / f"{member}.key")
 
     def _spawn(self, args: List[str], log: Path) -> subprocess.Popen:
         out = open(log, "wb")
@@ -97,6 +124,9 @@ class Cluster:
         return proc
 
     def client(self, machine: int, token: Optional[str] = TOKEN, **kwargs: object) -> coflow.Client:
+        if self.tls and "tls" not in kwargs:
+            kwargs["tls"] = self.tls_files("client-pytest")
+            token = None
         return coflow.Client(self.coordinator, self.agents[machine], token=token, **kwargs)  # type: ignore[arg-type]
 
     def kill_agent(self, machine: int) -> None:
@@ -128,5 +158,13 @@ def cluster(coflow_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def own_cluster(coflow_bin: Path, tmp_path: Path) -> Iterator[Cluster]:
     """A cluster of two agents for one test (which may kill an agent)."""
     c = Cluster(coflow_bin, tmp_path, agents=2)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def tls_cluster(coflow_bin: Path, tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster of two agents over mutual TLS, with certificates from `coflow certs`."""
+    c = Cluster(coflow_bin, tmp_path, agents=2, tls=True)
     yield c
     c.stop()

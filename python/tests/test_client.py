@@ -132,9 +132,28 @@ def test_the_asyncio_client_puts_and_gets(cluster: Cluster) -> None:
     asyncio.run(main())
 
 
-def test_tls_is_refused_until_the_tls_work_lands(cluster: Cluster) -> None:
-    with pytest.raises(NotImplementedError, match="tls"):
-        coflow.Client(cluster.coordinator, cluster.agents[0], tls=("ca.pem", "cert.pem", "key.pem"))
+def test_over_mutual_tls_bytes_are_exact_and_only_members_in_their_role_get_in(tls_cluster: Cluster) -> None:
+    data = random.Random(21).randbytes(2 << 20)
+    with tls_cluster.client(0) as a, tls_cluster.client(1) as b:
+        c = a.register(1, name="over-tls")
+        a.put(c, "p", data)
+        assert b.get(c, "p") == data
+        assert b"".join(b.get_stream(c, "p")) == data
+        a.unregister(c)
+    # A plaintext client with the token: refused (the services speak only TLS).
+    plain = tls_cluster.coordinator.replace("https://", "http://")
+    with pytest.raises(coflow.CoflowError):
+        with coflow.Client(plain, tls_cluster.agents[0].replace("https://", "http://"), token="python-tests-token") as p:
+            p.register(1)
+    # An agent's certificate may not use the coflow API: a client's role only.
+    with tls_cluster.client(0, tls=tls_cluster.tls_files("agent-0")) as impostor:
+        with pytest.raises(coflow.PermissionDenied):
+            impostor.register(1)
+
+
+def test_tls_files_must_exist(cluster: Cluster) -> None:
+    with pytest.raises(coflow.CoflowError):
+        coflow.Client(cluster.coordinator, cluster.agents[0], tls=("no-ca.pem", "no-cert.pem", "no-key.pem"))
 
 
 def test_the_token_comes_from_the_environment(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:

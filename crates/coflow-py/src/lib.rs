@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use coflow_client::{ClientConfig, ClientError, ClusterToken, CoflowId, CoflowOptions, Nanos, Readiness};
+use coflow_client::{ClientConfig, ClientError, ClusterToken, CoflowId, CoflowOptions, Nanos, Readiness, TlsFiles};
 use coflow_core::Workload;
 use coflow_sim::experiment::{Model, Options, PlanError, Spelling};
 use coflow_trace::TraceFormat;
-use pyo3::exceptions::{PyNotImplementedError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tokio::runtime::Runtime;
@@ -173,6 +173,7 @@ fn service_error(e: &ClientError) -> PyErr {
         ClientError::Corrupted(_) => "corrupted",
         ClientError::DataLost(_) => "data-lost",
         ClientError::LimitExceeded(_) => "limit-exceeded",
+        ClientError::PermissionDenied(_) => "permission-denied",
         ClientError::Invalid(_) => "invalid",
         ClientError::Other(_) => "other",
     };
@@ -238,16 +239,6 @@ struct PyClient {
     rt: Arc<Runtime>,
 }
 
-/// The client configuration for mutual TLS.
-///
-/// FIXME(tls): once the TLS work lands, this becomes
-/// `Ok(cfg.with_tls(coflow_client::TlsFiles { ca, cert, key }))`.
-fn with_tls(_cfg: ClientConfig, _ca: PathBuf, _cert: PathBuf, _key: PathBuf) -> PyResult<ClientConfig> {
-    Err(PyNotImplementedError::new_err(
-        "tls=(ca, cert, key): mutual TLS arrives with the TLS work in coflow-client; use token= until then",
-    ))
-}
-
 #[pymethods]
 impl PyClient {
     #[new]
@@ -260,24 +251,24 @@ impl PyClient {
         tls: Option<(PathBuf, PathBuf, PathBuf)>,
         timeout_s: Option<f64>,
     ) -> PyResult<PyClient> {
-        let token = match token {
-            Some(t) => ClusterToken::new(t).map_err(|e| PyValueError::new_err(format!("token: {e}")))?,
-            None if tls.is_some() => ClusterToken::new("tls").expect("a valid placeholder"),
-            None => {
+        // Mutual TLS needs no token (each member has its own key); token mode needs the token.
+        let mut cfg = match (token, tls) {
+            (_, Some((ca, cert, key))) => ClientConfig::tls(coordinator, agent, TlsFiles { ca, cert, key }),
+            (Some(t), None) => {
+                let token = ClusterToken::new(t).map_err(|e| PyValueError::new_err(format!("token: {e}")))?;
+                ClientConfig::new(coordinator, agent, token)
+            }
+            (None, None) => {
                 return Err(PyValueError::new_err(
                     "token: give the cluster token (or set COFLOW_TOKEN), or tls=(ca, cert, key)",
                 ));
             }
         };
-        let mut cfg = ClientConfig::new(coordinator, agent, token);
         if let Some(t) = timeout_s {
             if !(t.is_finite() && t > 0.0) {
                 return Err(PyValueError::new_err(format!("timeout_s must be a positive number of seconds, got {t}")));
             }
             cfg.timeout = Duration::from_secs_f64(t);
-        }
-        if let Some((ca, cert, key)) = tls {
-            cfg = with_tls(cfg, ca, cert, key)?;
         }
         let rt = runtime()?;
         let client = wait(py, &rt, coflow_client::Client::connect(cfg))?;

@@ -143,10 +143,10 @@ fn a_cluster_started_with_certs_serves_tls_clients_and_refuses_plaintext_ones() 
 }
 
 #[test]
-fn demo_runs_over_tls_with_every_coflow_complete() {
+fn demo_runs_over_tls_by_default_with_every_coflow_complete() {
     let json = tmp("demo-tls.json");
     let out = coflow()
-        .args(["demo", "--tls", "--policies", "varys", "--agents", "4", "--coflows", "6"])
+        .args(["demo", "--policies", "varys", "--agents", "4", "--coflows", "6"])
         .args(["--total-bytes", "8000000", "--port-rate", "200Mbps", "--json"])
         .arg(&json)
         .output()
