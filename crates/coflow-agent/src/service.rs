@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::pb::agent_server::Agent;
@@ -32,6 +33,74 @@ impl AgentService {
     /// coordinator would refuse the agent's announcements (another session may still be live).
     fn registered(&self) -> Result<(), AgentError> {
         if self.shared.session() == 0 { Err(AgentError::NotRegistered) } else { Ok(()) }
+    }
+
+    /// Asks the coordinator for a get's flow, and the link epoch the grant belongs to.
+    ///
+    /// A coordinator that is away (restarting: its address refuses connections, or this agent
+    /// has not registered with it yet) is waited for, with backoff, for at most
+    /// `coordinator_grace_ms`: transfers keep going while the coordinator is away, and a get
+    /// issued meanwhile starts once it is back instead of failing at once; a coordinator that has
+    /// just started answers "not yet" (`UNAVAILABLE` without an error kind) for what agents may
+    /// still be re-announcing, which is waited for the same way. Every other answer (a typed
+    /// error such as `no-such-data`) is returned as it is.
+    async fn announce_get(
+        &self,
+        coflow: CoflowId,
+        data_id: &DataId,
+    ) -> Result<(u64, pb::AnnounceGetResponse), AgentError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.shared.config.coordinator_grace_ms);
+        let mut backoff = Duration::from_millis(20);
+        let started = std::time::Instant::now();
+        loop {
+            let session = self.shared.session();
+            let attempt = async {
+                self.registered()?;
+                let ann = pb::AnnounceGetRequest {
+                    coflow_id: coflow.0,
+                    data_id: data_id.as_str().to_string(),
+                    machine_id: self.machine().0,
+                    session,
+                    ..Default::default()
+                };
+                // Read before the grant: a coordinator that restarts after granting is a later epoch.
+                let epoch = self.shared.link_epoch.load(Ordering::SeqCst);
+                let grant = self.shared.coordinator.clone().announce_get(ann).await.map_err(AgentError::Coordinator)?;
+                Ok((epoch, grant.into_inner()))
+            }
+            .await;
+            match attempt {
+                // A registration that changed while the call was out (the coordinator restarted
+                // and this agent registered again) is retried under the new session.
+                // `permission-denied` for this agent's own machine can only be such a race (its
+                // new session not stored yet when the answer came): retried for a short while.
+                Err(e)
+                    if (coordinator_away(&e)
+                        || self.shared.session() != session
+                        || (session_race(&e) && started.elapsed() < Duration::from_secs(2)))
+                        && tokio::time::Instant::now() + backoff < deadline =>
+                {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Whether the coordinator refused this agent's session (see [`AgentService::announce_get`]).
+fn session_race(e: &AgentError) -> bool {
+    matches!(e, AgentError::Coordinator(s) if kind_of(s) == "permission-denied")
+}
+
+/// Whether an error says the coordinator is away (not that it answered): this agent is not
+/// registered with it, or the call did not reach it (a transport error carries no error kind).
+fn coordinator_away(e: &AgentError) -> bool {
+    match e {
+        AgentError::NotRegistered => true,
+        AgentError::Coordinator(s) => s.code() == tonic::Code::Unavailable && kind_of(s).is_empty(),
+        _ => false,
     }
 }
 
@@ -92,22 +161,11 @@ impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
         coflow_proto::authorize(&req, "get", coflow_proto::Peer::may_use_api)?;
-        self.registered()?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
         self.shared.gets.fetch_add(1, Ordering::Relaxed);
-        let ann = pb::AnnounceGetRequest {
-            coflow_id: coflow.0,
-            data_id: data_id.as_str().to_string(),
-            machine_id: self.machine().0,
-            session: self.shared.session(),
-            ..Default::default()
-        };
-        // Read before the grant: a coordinator that restarts after granting is a later epoch.
-        let epoch = self.shared.link_epoch.load(Ordering::SeqCst);
-        let grant =
-            self.shared.coordinator.clone().announce_get(ann).await.map_err(AgentError::Coordinator)?.into_inner();
+        let (epoch, grant) = self.announce_get(coflow, &data_id).await?;
         let (tx, rx) = mpsc::channel(16);
         let shared = self.shared.clone();
         let mut stop = self.shutdown.clone();

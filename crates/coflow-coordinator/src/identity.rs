@@ -58,6 +58,11 @@ impl Sessions {
         self.keys.hash_one((n, std::time::SystemTime::now())) | 1
     }
 
+    /// Whether `machine` has registered with this coordinator.
+    pub(crate) async fn knows(&self, machine: MachineId) -> bool {
+        self.live.lock().await.contains_key(&machine)
+    }
+
     /// Checks that an agent call for `machine` carries its live session (any call passes for a
     /// machine without one: the core then says it does not know it, and the agent registers).
     pub(crate) async fn check(&self, machine: MachineId, session: u64) -> Result<(), Status> {

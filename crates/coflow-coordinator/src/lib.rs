@@ -60,6 +60,10 @@ pub async fn run(
     let name = if config.policy == TCP { "fair" } else { config.policy.as_str() };
     let policy = coflow_sched::policy::by_name(name).expect("validated");
     tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), tls = security.tls().is_some(), "coordinator starting");
+    // Agents hear of a restart when their rate stream breaks, then register again (every 500 ms)
+    // and re-announce what they hold, one piece per call; three agent timeouts leave a loaded
+    // agent with many pieces time to finish.
+    let recovering_until = std::time::Instant::now() + std::time::Duration::from_millis(3 * config.agent_timeout_ms);
     let mut core = Core::new(config, policy);
     // Coflow and flow ids from a previous run, which agents re-announce, must not collide with
     // new ones: ids start at the clock in microseconds, so a previous run's ids are below unless
@@ -77,7 +81,12 @@ pub async fn run(
         });
         tokio::spawn(coflow_proto::serve_metrics(l, render, stop_rx.clone()))
     });
-    let svc = service::CoordinatorService { core: handle, sessions: Default::default() };
+    let svc = service::CoordinatorService {
+        core: handle,
+        sessions: Default::default(),
+        recovering_until,
+        restarted: Default::default(),
+    };
     let svc = CoordinatorServer::with_interceptor(svc, security.authenticate());
     let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc);
     // Returns with `stop` raised, also when the server failed on its own: the core and metrics

@@ -83,6 +83,14 @@ pub(crate) fn channel() -> (CoreHandle, mpsc::Receiver<Event>) {
 pub(crate) struct CoordinatorService {
     pub(crate) core: CoreHandle,
     pub(crate) sessions: std::sync::Arc<Sessions>,
+    /// Until when agents may still be re-announcing what they hold after a restart: then a get
+    /// for a coflow, piece or source not heard of yet is "not yet", a retryable `UNAVAILABLE`
+    /// without an error kind that the asking agent waits out, rather than a `no-such-data` that
+    /// would tell a framework to recompute.
+    pub(crate) recovering_until: Instant,
+    /// Whether this start is a restart: an agent registered carrying a session from a previous
+    /// coordinator. A fresh cluster (every agent registering with none) has no recovery window.
+    pub(crate) restarted: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn status(e: CoordError) -> Status {
@@ -143,12 +151,30 @@ impl Coordinator for CoordinatorService {
         let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
         as_agent(&req, machine)?;
         self.sessions.check(MachineId(machine), session).await?;
+        if session != 0 && !self.sessions.knows(MachineId(machine)).await {
+            // A session from a previous coordinator: this is a restart, and the agent has not
+            // registered again yet; it retries once it has.
+            self.restarted.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(Status::unavailable(format!("machine {machine} has not registered with this coordinator yet")));
+        }
         let req = req.into_inner();
         let g = match FlowRecovery::from_request(&req).map_err(invalid)? {
             Some(rec) => self.core.ask(|r| Event::RecoverFlow(rec, r)).await.map_err(status)?,
             None => {
                 let get = GetAnnouncement::try_from(req).map_err(invalid)?;
-                self.core.ask(|r| Event::Get(get, r)).await.map_err(status)?
+                match self.core.ask(|r| Event::Get(get, r)).await {
+                    Ok(g) => g,
+                    Err(
+                        e @ (CoordError::UnknownCoflow(_)
+                        | CoordError::NoSuchData { .. }
+                        | CoordError::AgentUnavailable(_)),
+                    ) if self.restarted.load(std::sync::atomic::Ordering::Relaxed)
+                        && Instant::now() < self.recovering_until =>
+                    {
+                        return Err(Status::unavailable(format!("the coordinator has just started: {e}; retry")));
+                    }
+                    Err(e) => return Err(status(e)),
+                }
             }
         };
         Ok(Response::new(pb::AnnounceGetResponse {
@@ -185,6 +211,9 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::RegisterAgentResponse>, Status> {
         let (machine, claimed) = (req.get_ref().machine_id, req.get_ref().session);
         as_agent(&req, machine)?;
+        if claimed != 0 {
+            self.restarted.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let certified = coflow_proto::Peer::of(&req).is_some_and(coflow_proto::Peer::is_certified);
         let remote = req.remote_addr();
         let a = AgentRegistration::try_from(req.into_inner()).map_err(invalid)?;

@@ -36,6 +36,28 @@ async fn flow_rates(c: &Client, coflow: CoflowId) -> Vec<f64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_issued_while_the_coordinator_is_away_starts_once_it_is_back() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(2, 20_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions { name: "across".into(), ..Default::default() }).await?;
+    c.put(coflow, "p", content(3, 2_000_000)).await?;
+    cluster.stop_coordinator().await;
+    // The get reaches its agent while no coordinator answers: it waits (within the agent's
+    // coordinator_grace_ms) instead of failing agent-unreachable, and after the restart the new
+    // coordinator answers "not yet" until the source agent has re-announced the piece.
+    let r = cluster.client(1).await?;
+    let get = tokio::spawn(async move { r.get(coflow, "p").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!get.is_finished(), "the get should wait for the coordinator, not fail");
+    cluster.restart_coordinator().await?;
+    let got = tokio::time::timeout(Duration::from_secs(20), get).await???;
+    assert!(got == content(3, 2_000_000), "the piece differs");
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_coordinator_restart_every_in_flight_get_finishes_with_exact_bytes() -> anyhow::Result<()> {
     subscribe();
     let mut cluster = Cluster::start(ClusterConfig::new(3, 4_000_000.0, "varys")).await?;
