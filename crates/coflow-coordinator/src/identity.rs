@@ -58,19 +58,20 @@ impl Sessions {
         self.keys.hash_one((n, std::time::SystemTime::now())) | 1
     }
 
-    /// Whether `machine` has registered with this coordinator.
-    pub(crate) async fn knows(&self, machine: MachineId) -> bool {
-        self.live.lock().await.contains_key(&machine)
-    }
-
     /// Checks that an agent call for `machine` carries its live session (any call passes for a
     /// machine without one: the core then says it does not know it, and the agent registers).
     pub(crate) async fn check(&self, machine: MachineId, session: u64) -> Result<(), Status> {
+        self.check_known(machine, session).await.map(|_| ())
+    }
+
+    /// [`Sessions::check`], and whether `machine` has registered with this coordinator at all,
+    /// under one lock.
+    pub(crate) async fn check_known(&self, machine: MachineId, session: u64) -> Result<bool, Status> {
         match self.live.lock().await.get(&machine) {
             Some(&s) if s != session => {
                 Err(permission_denied(format!("machine {machine} is registered under another session")))
             }
-            _ => Ok(()),
+            known => Ok(known.is_some()),
         }
     }
 

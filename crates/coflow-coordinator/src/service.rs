@@ -150,8 +150,8 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::AnnounceGetResponse>, Status> {
         let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
         as_agent(&req, machine)?;
-        self.sessions.check(MachineId(machine), session).await?;
-        if session != 0 && !self.sessions.knows(MachineId(machine)).await {
+        let known = self.sessions.check_known(MachineId(machine), session).await?;
+        if session != 0 && !known {
             // A session from a previous coordinator: this is a restart, and the agent has not
             // registered again yet; it retries once it has.
             self.restarted.store(true, std::sync::atomic::Ordering::Relaxed);
