@@ -149,7 +149,8 @@ impl fmt::Display for Bin {
 pub struct Workload {
     /// The number of machines; every flow endpoint is below it.
     pub machines: u32,
-    /// The coflows, sorted by arrival then id.
+    /// The coflows, sorted by arrival then id (coflows that a transform releases together, as
+    /// [`Workload::release_at_zero`], keep their order).
     pub coflows: Vec<Coflow>,
 }
 
@@ -305,6 +306,36 @@ impl Workload {
     pub fn total_bytes(&self) -> Bytes {
         self.coflows.iter().map(|c| c.total_bytes()).sum()
     }
+
+    /// Releases every coflow at time 0 (the offline setting of the ordering literature),
+    /// keeping their order, so that coflows that arrived earlier still come first among equals.
+    /// Dependencies are kept: a child still waits for its parents.
+    pub fn release_at_zero(&mut self) {
+        for c in &mut self.coflows {
+            c.arrival = Nanos::ZERO;
+        }
+    }
+
+    /// The workload with every flow size and arrival time multiplied by `k`, which keeps the
+    /// load: sizes are rounded to the byte and stay at least 1, arrivals to the nanosecond.
+    pub fn scaled(&self, k: f64) -> Result<Workload, WorkloadError> {
+        let coflows = self
+            .coflows
+            .iter()
+            .map(|c| {
+                let flows = c
+                    .flows
+                    .iter()
+                    .map(|f| Flow { size: Bytes(((f.size.get() as f64 * k).round() as u64).max(1)), ..*f });
+                Coflow {
+                    arrival: Nanos::from_secs_f64(c.arrival.as_secs_f64() * k),
+                    flows: flows.collect(),
+                    ..c.clone()
+                }
+            })
+            .collect();
+        Workload::new(self.machines, coflows)
+    }
 }
 
 #[cfg(test)]
@@ -354,6 +385,36 @@ mod tests {
         let unknown = Workload::new(2, vec![with_parents(1, &[]), with_parents(2, &[9])]).unwrap_err();
         assert_eq!(unknown, WorkloadError::UnknownParent { coflow: CoflowId(2), parent: CoflowId(9) });
         assert_eq!(unknown.to_string(), "coflow 2 depends on unknown coflow 9");
+    }
+
+    #[test]
+    fn release_at_zero_keeps_the_order_and_the_dependencies() {
+        let at = |id: u64, ms: u64| Coflow::new(CoflowId(id), Nanos::from_millis(ms), vec![flow(0, 1, 1)]);
+        let mut child = at(1, 30);
+        child.parents = vec![CoflowId(7)];
+        let mut w = Workload::new(2, vec![at(7, 10), at(3, 20), child]).unwrap();
+        w.release_at_zero();
+        assert!(w.coflows.iter().all(|c| c.arrival == Nanos::ZERO));
+        let ids: Vec<u64> = w.coflows.iter().map(|c| c.id.get()).collect();
+        assert_eq!(ids, [7, 3, 1], "the arrival order, not the id order");
+        assert_eq!(w.coflows[2].parents, [CoflowId(7)]);
+        assert_eq!(w.validate(), Ok(()));
+    }
+
+    #[test]
+    fn scaling_multiplies_sizes_and_arrivals_alike() {
+        let c = |id: u64, ms: u64, sizes: &[u64]| {
+            let flows = sizes.iter().map(|&b| Flow { src: MachineId(0), dst: MachineId(1), size: Bytes(b) }).collect();
+            Coflow::new(CoflowId(id), Nanos::from_millis(ms), flows)
+        };
+        let w = Workload::new(2, vec![c(1, 0, &[1_000, 3]), c(2, 400, &[10])]).unwrap();
+        let half = w.scaled(0.25).unwrap();
+        let sizes: Vec<Vec<u64>> =
+            half.coflows.iter().map(|c| c.flows.iter().map(|f| f.size.get()).collect()).collect();
+        // 3 × 0.25 rounds to 1 byte; no flow shrinks to nothing.
+        assert_eq!(sizes, [vec![250, 1], vec![3]]);
+        assert_eq!(half.coflows[1].arrival, Nanos::from_millis(100));
+        assert_eq!(w.scaled(1.0).unwrap(), w);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use coflow_core::{Bytes, Coflow, Nanos, Rate, Workload};
+use coflow_core::{Bytes, Rate, Workload};
 use coflow_trace::synth::{self, SynthConfig};
 
 use crate::TestbedError;
@@ -34,19 +34,7 @@ pub fn fabric_bytes(w: &Workload) -> u64 {
 /// stays the same).
 pub fn scale(w: &Workload, total: u64) -> Result<Workload, TestbedError> {
     let k = total as f64 / fabric_bytes(w).max(1) as f64;
-    let coflows = w
-        .coflows
-        .iter()
-        .map(|c| {
-            let flows = c
-                .flows
-                .iter()
-                .map(|f| coflow_core::Flow { size: Bytes(((f.size.get() as f64 * k).round() as u64).max(1)), ..*f })
-                .collect();
-            Coflow { arrival: Nanos::from_secs_f64(c.arrival.as_secs_f64() * k), flows, ..c.clone() }
-        })
-        .collect();
-    Workload::new(w.machines, coflows).map_err(|e| TestbedError::Workload(format!("scaled workload: {e}")))
+    w.scaled(k).map_err(|e| TestbedError::Workload(format!("scaled workload: {e}")))
 }
 
 /// Builds the workload on `machines` machines with ports of `port`: the synthetic one
