@@ -150,7 +150,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         None => a.synth.generate()?,
     };
     let (workload, source) = (model.workload(workload), source + &model.describe());
-    let cfg = SimConfig { port_rate, check_invariants: false };
+    let cfg = SimConfig::big_switch(port_rate);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -214,8 +214,6 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
 /// `n` coflows shaped like the Facebook trace on 150 machines, all released at time 0.
 fn concurrent_workload(n: usize, seed: u64) -> Workload {
     let mut w = synth::generate(&synth::SynthConfig { seed, coflows: n, machines: 150, ..Default::default() });
-    for c in &mut w.coflows {
-        c.arrival = Nanos::ZERO;
-    }
+    w.release_at_zero();
     Workload::new(w.machines, w.coflows).expect("a generated workload is valid")
 }

@@ -23,6 +23,8 @@ use coflow_sim::{SimConfig, Summary, percentile, simulate};
 use coflow_testkit::{Cluster, ClusterConfig};
 use serde::Serialize;
 
+use crate::workload::WorkloadArgs;
+
 /// Options of `coflow demo`.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
@@ -46,41 +48,6 @@ pub(crate) struct DemoArgs {
     /// measured CCT (README).
     #[arg(long)]
     plaintext: bool,
-}
-
-/// The replayed workload's options, shared by `coflow demo` and `coflow testbed`.
-#[derive(Debug, Args)]
-pub(crate) struct WorkloadArgs {
-    /// Replay this trace instead of the synthetic workload (coflow-benchmark or JSON Lines).
-    #[arg(long)]
-    workload: Option<PathBuf>,
-    /// Scale flow sizes and arrival times together so that this many bytes cross the fabric
-    /// (synthetic workload default: 600 MB in `coflow demo`, 1.2 GB in `coflow testbed run`,
-    /// 150 MB in `coflow testbed faults`; a trace file is replayed as is unless given).
-    #[arg(long)]
-    total_bytes: Option<u64>,
-    /// Coflows of the synthetic workload.
-    #[arg(long, default_value_t = 40)]
-    coflows: usize,
-    /// Seed of the synthetic workload.
-    #[arg(long, default_value_t = 7)]
-    seed: u64,
-    /// Target average port load of the synthetic workload.
-    #[arg(long, default_value_t = 0.9)]
-    load: f64,
-}
-
-impl WorkloadArgs {
-    /// What the options describe.
-    pub(crate) fn spec(&self) -> coflow_testbed::WorkloadSpec {
-        coflow_testbed::WorkloadSpec {
-            trace: self.workload.clone(),
-            total_bytes: self.total_bytes,
-            coflows: self.coflows,
-            seed: self.seed,
-            load: self.load,
-        }
-    }
 }
 
 #[derive(Debug, Serialize)]
@@ -110,7 +77,7 @@ struct Report {
 
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let port: Rate = args.port_rate.parse().with_context(|| format!("--port-rate {:?}", args.port_rate))?;
-    crate::testbed::refuse_tcp(&args.policies, "demo")?;
+    crate::policies::refuse_tcp(&args.policies, "demo")?;
     let policies = coflow_sched::policy::parse_list(&args.policies).context("--policies")?;
     if policies.is_empty() {
         bail!("--policies names no policy");
@@ -140,8 +107,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         "policy", "completed", "measured avg", "simulated avg", "measured p95", "simulated p95", "avg err", "wall"
     );
     for &p in &policies {
-        let sim =
-            simulate(&w, coflow_sched::policy::by_name(p)?, &SimConfig { port_rate: port, check_invariants: false });
+        let sim = simulate(&w, coflow_sched::policy::by_name(p)?, &SimConfig::big_switch(port));
         let s = Summary::of(&sim, None);
         let t = Instant::now();
         let (ccts, failed) = rt.block_on(replay(&w, p, args.agents, port, !args.plaintext))?;

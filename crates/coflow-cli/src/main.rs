@@ -1,4 +1,10 @@
 //! The `coflow` command.
+//!
+//! Each command has a module (`sim`, `sweep`, `trace`, `demo`, `live`, `certs`, `bench`,
+//! `wan_bench`, `testbed`) that parses its options and prints; only this file dispatches to them.
+//! The options and printing several commands share live in modules that are no command
+//! (`plan`, `table`, `wan`, `workload`, `model`, `policies`, `parallel`, `plot`), and a command's
+//! module imports no other command's (a test in `tests/it/tidy.rs` checks it).
 
 mod bench;
 mod certs;
@@ -6,15 +12,19 @@ mod demo;
 mod live;
 mod model;
 mod parallel;
+mod plan;
 mod plot;
+mod policies;
 mod sim;
 mod sweep;
+mod table;
 mod testbed;
 mod trace;
 mod wan;
+mod wan_bench;
 mod workload;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 /// Coflow scheduling: simulate policies on traces, and inspect or make traces.
 #[derive(Debug, Parser)]
@@ -27,7 +37,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Replay a workload under scheduling policies and compare coflow completion times.
-    Sim(sim::SimArgs),
+    Sim(SimCli),
     /// Inspect, convert and generate traces.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
@@ -48,10 +58,29 @@ enum Command {
     /// Measure simulator speed and policy decision time (against Varys's 17 ms).
     Bench(bench::BenchArgs),
     /// Time a siphon-mc Monte Carlo decision with N coflows present on a wide-area fabric.
-    WanBench(wan::BenchArgs),
+    WanBench(wan_bench::BenchArgs),
     /// An emulated cluster: hosts in network namespaces, links shaped by tc, the real processes.
     #[command(subcommand)]
     Testbed(testbed::TestbedCommand),
+}
+
+/// `coflow sim`: one replay, or a sweep.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct SimCli {
+    #[command(subcommand)]
+    command: Option<SimCommand>,
+    #[command(flatten)]
+    args: sim::SimArgs,
+}
+
+/// What `coflow sim` does instead of one replay.
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// Replay the workload's coflow mix with N coflows all present at once, for several N
+    /// (Varys §7.7).
+    #[command(long_about = sweep::LONG_ABOUT)]
+    Sweep(Box<sweep::SweepArgs>),
 }
 
 fn main() {
@@ -66,10 +95,11 @@ fn main() {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
     let result = match cli.command {
-        Command::Sim(args) => sim::run(args),
+        Command::Sim(SimCli { command: Some(SimCommand::Sweep(a)), .. }) => sweep::run(*a),
+        Command::Sim(SimCli { command: None, args }) => sim::run(args),
         Command::Trace(cmd) => trace::run(cmd),
         Command::Bench(args) => bench::run(args),
-        Command::WanBench(args) => wan::bench(args),
+        Command::WanBench(args) => wan_bench::bench(args),
         Command::Demo(args) => demo::run(args),
         Command::Coordinator(args) => live::coordinator(args),
         Command::Agent(args) => live::agent(args),

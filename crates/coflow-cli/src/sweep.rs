@@ -7,16 +7,13 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use coflow_core::{Coflow, CoflowId, Nanos, Rate, Workload};
 use coflow_sched::Fabric;
-use coflow_sim::{BoundConfig, SimConfig, Summary, assign_deadlines, lower_bounds, simulate};
+use coflow_sim::experiment::{JsonWorkload, Window, window};
+use coflow_sim::{BoundConfig, SimConfig, Summary, lower_bounds, simulate};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::sim::{CommonArgs, JsonWorkload, write_json};
+use crate::plan::{CommonArgs, write_json};
 
 /// The method, as `coflow sim sweep --help` prints it.
 pub(crate) const LONG_ABOUT: &str = "\
@@ -54,34 +51,6 @@ pub(crate) struct SweepArgs {
     windows: usize,
     #[command(flatten)]
     common: CommonArgs,
-}
-
-/// One workload of the sweep.
-#[derive(Debug)]
-struct Window {
-    concurrent: usize,
-    /// The index in the source workload of its first coflow.
-    start: usize,
-    workload: Workload,
-}
-
-/// The `k`-th window of `n` concurrent coflows drawn from `w` (see [`LONG_ABOUT`]).
-fn window(w: &Workload, n: usize, k: usize, seed: u64, port_rate: Rate, deadline_x: Option<f64>) -> Window {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(((n as u64) << 32) | k as u64);
-    let start = rng.gen_range(0..=w.coflows.len() - n);
-    let mut picked: Vec<Coflow> = w.coflows[start..start + n].to_vec();
-    picked.shuffle(&mut rng);
-    for (i, c) in picked.iter_mut().enumerate() {
-        c.id = CoflowId(i as u64);
-        c.arrival = Nanos::ZERO;
-        c.parents.clear();
-    }
-    let mut workload = Workload::new(w.machines, picked).expect("a window of a valid workload is valid");
-    if let Some(x) = deadline_x {
-        assign_deadlines(&mut workload, port_rate, x, rng.r#gen());
-    }
-    Window { concurrent: n, start, workload }
 }
 
 /// The figures of one N and one policy, each the mean over the windows of that window's figure
@@ -161,7 +130,7 @@ const METHOD: &str = "windows of N consecutive coflows from seeded random starts
                       seeded random order; figures are means over windows";
 
 pub(crate) fn run(args: SweepArgs) -> Result<()> {
-    let plan = crate::sim::plan(&args.common)?;
+    let plan = crate::plan::plan(&args.common)?;
     let total = plan.workload.coflows.len();
     let mut ns: Vec<usize> = Vec::new();
     for &n in &args.concurrent {
@@ -184,7 +153,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
         .map(|(n, k)| window(&plan.workload, n, k, plan.seed, plan.port_rate, plan.deadline_x))
         .collect();
     let to_run = plan.to_run();
-    let cfg = SimConfig { port_rate: plan.port_rate, check_invariants: false };
+    let cfg = SimConfig::big_switch(plan.port_rate);
     let started = Instant::now();
     let runs = parallel_map(windows.len() * to_run.len(), plan.threads, |j| {
         let name = to_run[j % to_run.len()];
@@ -311,35 +280,4 @@ fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T + S
     });
     bar.finish_and_clear();
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use coflow_trace::synth;
-
-    use super::*;
-
-    #[test]
-    fn a_window_is_consecutive_coflows_released_together_in_a_seeded_order() {
-        let w = synth::generate(&synth::SynthConfig { seed: 4, coflows: 60, ..Default::default() });
-        let a = window(&w, 10, 0, 7, Rate::GBPS, None);
-        assert_eq!(a.workload, window(&w, 10, 0, 7, Rate::GBPS, None).workload, "seeded");
-        assert_ne!(a.workload, window(&w, 10, 1, 7, Rate::GBPS, None).workload, "windows differ");
-        assert_eq!(a.workload.coflows.len(), 10);
-        assert!(a.workload.coflows.iter().all(|c| c.arrival == Nanos::ZERO && c.deadline.is_none()));
-        // The same coflows (by their flows) as the trace's start..start+10, in some order.
-        let key = |c: &Coflow| format!("{:?}", c.flows);
-        let mut got: Vec<String> = a.workload.coflows.iter().map(key).collect();
-        let mut want: Vec<String> = w.coflows[a.start..a.start + 10].iter().map(key).collect();
-        got.sort();
-        want.sort();
-        assert_eq!(got, want);
-        let ids: Vec<u64> = a.workload.coflows.iter().map(|c| c.id.get()).collect();
-        assert_eq!(ids, (0..10).collect::<Vec<_>>());
-
-        let d = window(&w, 10, 0, 7, Rate::GBPS, Some(1.0));
-        assert!(d.workload.coflows.iter().all(|c| c.deadline.is_some()));
-        // The whole workload is one window.
-        assert_eq!(window(&w, 60, 3, 7, Rate::GBPS, None).start, 0);
-    }
 }

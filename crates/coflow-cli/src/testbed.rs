@@ -13,24 +13,7 @@ use coflow_testbed::run::RunOptions;
 use coflow_testbed::topology::payload_rate;
 use coflow_testbed::{TCP, Topology, WorkloadSpec};
 
-use crate::demo::WorkloadArgs;
-
-/// Refuses `tcp` where no network shapes traffic, saying why and what stands for it.
-pub(crate) fn refuse_tcp(policies: &str, whence: &str) -> Result<()> {
-    if policies.split(',').any(|p| p.trim() == TCP) {
-        match whence {
-            "sim" => bail!(
-                "`tcp` is not a policy of the simulator: kernel TCP sharing is what `fair` (max-min) models there; \
-                 `coflow testbed run --policies tcp` measures the real thing"
-            ),
-            _ => bail!(
-                "`tcp` needs a network that shapes traffic, and `coflow demo` runs on loopback with no shaping; \
-                 use `coflow testbed run --policies tcp` (or `fair`, its max-min counterpart, here)"
-            ),
-        }
-    }
-    Ok(())
-}
+use crate::workload::WorkloadArgs;
 
 /// The testbed's subcommands.
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,8 @@
-//! The embedded default workload: a seeded synthetic one shaped like the Facebook trace, with
-//! the options every command that can use it shares.
+//! Workload options the commands share: the embedded default workload (a seeded synthetic one
+//! shaped like the Facebook trace) of `sim`, `bench` and `trace`, and the replayed workload of
+//! `demo` and `testbed`.
+
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -52,5 +55,40 @@ impl SynthArgs {
         }
         source.push_str(&format!(" (jobs of {} stages)", self.stages));
         (synth::multi_stage(&w, self.stages, self.seed), source)
+    }
+}
+
+/// The replayed workload's options, shared by `coflow demo` and `coflow testbed`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkloadArgs {
+    /// Replay this trace instead of the synthetic workload (coflow-benchmark or JSON Lines).
+    #[arg(long)]
+    workload: Option<PathBuf>,
+    /// Scale flow sizes and arrival times together so that this many bytes cross the fabric
+    /// (synthetic workload default: 600 MB in `coflow demo`, 1.2 GB in `coflow testbed run`,
+    /// 150 MB in `coflow testbed faults`; a trace file is replayed as is unless given).
+    #[arg(long)]
+    total_bytes: Option<u64>,
+    /// Coflows of the synthetic workload.
+    #[arg(long, default_value_t = 40)]
+    coflows: usize,
+    /// Seed of the synthetic workload.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Target average port load of the synthetic workload.
+    #[arg(long, default_value_t = 0.9)]
+    load: f64,
+}
+
+impl WorkloadArgs {
+    /// What the options describe.
+    pub(crate) fn spec(&self) -> coflow_testbed::WorkloadSpec {
+        coflow_testbed::WorkloadSpec {
+            trace: self.workload.clone(),
+            total_bytes: self.total_bytes,
+            coflows: self.coflows,
+            seed: self.seed,
+            load: self.load,
+        }
     }
 }

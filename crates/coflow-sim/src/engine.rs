@@ -25,20 +25,36 @@ use crate::wan::{Connections, WanConfig, Weather};
 /// before the simulation gives up on the coflows still active.
 const MAX_IDLE_WAKES: u32 = 10_000;
 
-/// How to run a simulation.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// How to run a simulation: on the big switch (the default), or on a wide area.
+#[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
-    /// Capacity of every ingress and egress port (default 1 Gbit/s).
+    /// Capacity of every ingress and egress port of the big switch (default 1 Gbit/s); not used
+    /// on a wide area.
     pub port_rate: Rate,
     /// Check at every decision that no resource is allocated past its capacity and that every
     /// finishing flow has delivered exactly its bytes; panics on a violation (a bug). Costs time
     /// in the number of flows, so it is meant for tests.
     pub check_invariants: bool,
+    /// Run on this wide-area fabric (Siphon: links whose capacities fluctuate, multi-path)
+    /// instead of the big switch.
+    pub wan: Option<WanConfig>,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { port_rate: Rate::GBPS, check_invariants: false }
+        SimConfig { port_rate: Rate::GBPS, check_invariants: false, wan: None }
+    }
+}
+
+impl SimConfig {
+    /// The big switch with ports of `port_rate`, invariants unchecked.
+    pub fn big_switch(port_rate: Rate) -> SimConfig {
+        SimConfig { port_rate, ..SimConfig::default() }
+    }
+
+    /// The wide area `wan`, invariants unchecked.
+    pub fn wide_area(wan: WanConfig) -> SimConfig {
+        SimConfig { wan: Some(wan), ..SimConfig::default() }
     }
 }
 
@@ -60,38 +76,30 @@ pub struct SimResult {
     /// Bytes sent over multi-path detours (each crossed one more link than its direct route):
     /// the extra wide-area traffic routing cost. Zero unless multi-path routing is on.
     pub relayed_bytes: f64,
+    /// Whether it ran on a wide area ([`SimConfig::wan`]) rather than the big switch.
+    pub wide_area: bool,
 }
 
-/// Replays `workload` under `policy`.
+/// Replays `workload` under `policy` on the fabric `cfg` names.
+///
+/// # Panics
+/// On a wide area whose topology places fewer machines than the workload has.
 pub fn simulate(workload: &Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig) -> SimResult {
     simulate_with_progress(workload, policy, cfg, &mut |_| {})
 }
 
-/// Replays `workload` under `policy`, calling `progress` with the number of finished coflows
-/// whenever it changes.
+/// [`simulate`], calling `progress` with the number of finished coflows whenever it changes.
 pub fn simulate_with_progress(
     workload: &Workload,
     policy: Box<dyn Scheduler>,
     cfg: &SimConfig,
     progress: &mut dyn FnMut(usize),
 ) -> SimResult {
-    let mut e = Engine::new(workload, policy, cfg, None);
-    e.run(progress);
-    e.finish()
-}
-
-/// Replays `workload` under `policy` on a wide-area fabric whose link capacities fluctuate
-/// (Siphon); `cfg.port_rate` is not used. Calls `progress` as [`simulate_with_progress`] does.
-pub fn simulate_wan(
-    workload: &Workload,
-    policy: Box<dyn Scheduler>,
-    cfg: &SimConfig,
-    wan: &WanConfig,
-    progress: &mut dyn FnMut(usize),
-) -> SimResult {
-    assert!(wan.fabric.wan_topology().is_some(), "simulate_wan needs a wide-area fabric");
-    assert!(wan.fabric.machines() >= workload.machines, "the topology places fewer machines than the workload has");
-    let mut e = Engine::new(workload, policy, cfg, Some(wan));
+    if let Some(wan) = &cfg.wan {
+        assert!(wan.fabric.wan_topology().is_some(), "a wide-area run needs a wide-area fabric");
+        assert!(wan.fabric.machines() >= workload.machines, "the topology places fewer machines than the workload has");
+    }
+    let mut e = Engine::new(workload, policy, cfg, cfg.wan.as_ref());
     e.run(progress);
     e.finish()
 }
@@ -408,7 +416,7 @@ impl<'w> Engine<'w> {
             w,
             model: policy.model(),
             policy,
-            cfg: *cfg,
+            cfg: cfg.clone(),
             fabric,
             now: start,
             next_arrival: 0,
@@ -746,6 +754,7 @@ impl<'w> Engine<'w> {
             decisions: self.decisions,
             admission_control: self.policy.admission_control(),
             relayed_bytes: self.relayed,
+            wide_area: self.weather.is_some(),
         }
     }
 }

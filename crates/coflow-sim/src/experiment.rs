@@ -3,23 +3,29 @@
 //!
 //! The options arrive as the user typed them ([`Options`]); errors name the option in the
 //! caller's [`Spelling`] (`--port-rate` on the command line, `port_rate` in Python).
-//! A [`Plan`] is the validated form with its workload; [`Plan::run`] simulates the policies on
-//! up to [`Plan::threads`] threads beside the lower bounds, and [`Plan::report_json`] and
-//! [`csv`] render what it found.
+//! A [`Plan`] is the validated form with its workload, on the big switch or (with
+//! [`Plan::on_wide_area`]) on a wide area; [`Plan::run`] simulates the policies on up to
+//! [`Plan::threads`] threads (beside the lower bounds on the big switch), and
+//! [`Plan::report_json`] and [`csv`] render what it found.
+//! [`window`] draws the workloads of `coflow sim sweep`.
 
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use coflow_core::{Nanos, Rate, Workload};
+use coflow_core::{Coflow, CoflowId, Nanos, Rate, Workload};
 use coflow_sched::{Fabric, Scheduler, policy};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::coflowsim::{self, Rules};
+use crate::topology::GBPS;
 use crate::{
-    BoundConfig, LowerBounds, SimConfig, SimResult, Summary, assign_deadlines, assign_deadlines_to_fraction,
-    lower_bounds, simulate_with_progress,
+    BoundConfig, LowerBounds, SimConfig, SimResult, SizeBin, Summary, WanConfig, assign_deadlines,
+    assign_deadlines_to_fraction, lower_bounds, simulate_with_progress,
 };
 
 /// How errors name an option.
@@ -146,7 +152,21 @@ pub struct Plan {
     pub deadline_x: Option<f64>,
     /// Our exact model or the reference simulator's rules; the workload is already as it sees it.
     pub model: Model,
+    /// The wide area the policies run on, if not the big switch.
+    pub wide_area: Option<WideAreaPlan>,
 }
+
+/// A wide-area run: the topology as the user named it, and the run's configuration.
+#[derive(Clone, Debug)]
+pub struct WideAreaPlan {
+    /// The topology's name as given (`default` or a path), as the report states it.
+    pub topology: String,
+    /// The fabric, its capacity draws, multi-path and per-connection settings.
+    pub config: WanConfig,
+}
+
+/// The baseline of wide-area runs: Siphon's, minimum remaining time first.
+pub const WIDE_AREA_BASELINE: &str = "mrtf";
 
 impl Options<'_> {
     /// Validates the options (the policies against the model too), then loads the workload with
@@ -192,6 +212,7 @@ impl Options<'_> {
             threads: self.threads.unwrap_or(cores).max(1),
             deadline_x: self.deadline_x,
             model: self.model,
+            wide_area: None,
         })
     }
 }
@@ -201,8 +222,8 @@ impl Options<'_> {
 pub struct Runs {
     /// Every run, in [`Plan::to_run`] order, each with its wall time in seconds.
     pub runs: Vec<(SimResult, f64)>,
-    /// The lower bounds on the average CCT.
-    pub bounds: LowerBounds,
+    /// The lower bounds on the average CCT (on the big switch only).
+    pub bounds: Option<LowerBounds>,
     /// Indices into `runs` of the policies asked for, in report order.
     pub shown: Vec<usize>,
     /// The index into `runs` of the baseline's run.
@@ -249,9 +270,7 @@ impl Plan {
             self.source.push_str(&format!(" ({:.0}% of coflows with deadlines)", 100.0 * f));
         }
         if offline {
-            for c in &mut self.workload.coflows {
-                c.arrival = Nanos::ZERO;
-            }
+            self.workload.release_at_zero();
             self.source.push_str(" (offline: every coflow released at time 0)");
         }
         Ok(())
@@ -269,17 +288,36 @@ impl Plan {
         to_run
     }
 
-    /// The workload's line at the top of every report.
+    /// Runs the policies on the wide area `config` (named `topology` in reports) instead of the
+    /// big switch, against [`WIDE_AREA_BASELINE`]; the policies asked for are kept (the caller
+    /// leaves out those that cannot serve a wide area).
+    pub fn on_wide_area(&mut self, topology: String, config: WanConfig) {
+        self.baseline = Some(WIDE_AREA_BASELINE);
+        self.wide_area = Some(WideAreaPlan { topology, config });
+    }
+
+    /// The configuration each run simulates with.
+    pub fn sim_config(&self) -> SimConfig {
+        match &self.wide_area {
+            None => SimConfig::big_switch(self.port_rate),
+            Some(wa) => SimConfig::wide_area(wa.config.clone()),
+        }
+    }
+
+    /// The lines at the top of every report: the workload's, and the wide area's if any.
     pub fn describe(&self) -> String {
         let w = &self.workload;
-        format!(
-            "workload: {} — {} coflows, {} flows, {} machines; ports at {}",
+        let workload = format!(
+            "workload: {} — {} coflows, {} flows, {} machines",
             self.source,
             w.coflows.len(),
             w.flow_count(),
-            w.machines,
-            self.port_rate
-        )
+            w.machines
+        );
+        match &self.wide_area {
+            None => format!("{workload}; ports at {}", self.port_rate),
+            Some(wa) => format!("{workload}\n{}", describe_wide_area(&wa.config)),
+        }
     }
 
     /// The workload as reports describe it.
@@ -294,49 +332,181 @@ impl Plan {
         }
     }
 
-    /// Simulates every policy of [`Plan::to_run`] on up to [`Plan::threads`] threads, the lower
-    /// bounds (an LP among them) beside them; `progress` is called as each policy starts with its
-    /// name and the number of coflows.
+    /// Simulates every policy of [`Plan::to_run`] as [`Plan::model`] builds it; see
+    /// [`Plan::run_with`].
     pub fn run(&self, progress: &(dyn Fn(&str, usize) -> Progress + Sync)) -> Runs {
+        self.run_with(progress, &|name| self.model.policy(name))
+    }
+
+    /// Simulates every policy of [`Plan::to_run`], each a fresh instance from `policy`, on up to
+    /// [`Plan::threads`] threads, the lower bounds (an LP among them) beside them on the big
+    /// switch; `progress` is called as each policy starts with its name and the number of
+    /// coflows.
+    pub fn run_with(
+        &self,
+        progress: &(dyn Fn(&str, usize) -> Progress + Sync),
+        policy: &(dyn Fn(&str) -> Box<dyn Scheduler> + Sync),
+    ) -> Runs {
         let w = &self.workload;
         let to_run = self.to_run();
-        let cfg = SimConfig { port_rate: self.port_rate, check_invariants: false };
+        let cfg = self.sim_config();
         let (runs, bounds) = std::thread::scope(|s| {
-            let bounds =
-                s.spawn(|| lower_bounds(w, &Fabric::big_switch(w.machines, self.port_rate), &BoundConfig::default()));
+            let bounds = self.wide_area.is_none().then(|| {
+                s.spawn(|| lower_bounds(w, &Fabric::big_switch(w.machines, self.port_rate), &BoundConfig::default()))
+            });
             let runs = parallel_map(to_run.len(), self.threads, |i| {
                 let name = to_run[i];
                 let mut bar = progress(name, w.coflows.len());
                 let started = Instant::now();
-                let mut r = simulate_with_progress(w, self.model.policy(name), &cfg, &mut |done| bar(done));
+                let mut r = simulate_with_progress(w, policy(name), &cfg, &mut |done| bar(done));
                 // A variant of the reference model reports under the name asked for.
                 r.policy = name.to_string();
                 drop(bar);
                 (r, started.elapsed().as_secs_f64())
             });
-            (runs, bounds.join().expect("the bounds do not panic"))
+            (runs, bounds.map(|b| b.join().expect("the bounds do not panic")))
         });
         let baseline = self.baseline.and_then(|b| runs.iter().position(|(r, _)| r.policy == b));
         let shown: Vec<usize> =
             (0..runs.len()).filter(|&i| self.policies.contains(&runs[i].0.policy.as_str())).collect();
         let base_run = baseline.map(|i| &runs[i].0);
-        let summaries =
-            shown.iter().map(|&i| Summary::against(&runs[i].0, base_run).with_bound(bounds.best_avg_cct_s)).collect();
+        let summaries = shown
+            .iter()
+            .map(|&i| {
+                let s = Summary::against(&runs[i].0, base_run);
+                match &bounds {
+                    Some(b) => s.with_bound(b.best_avg_cct_s),
+                    None => s,
+                }
+            })
+            .collect();
         Runs { runs, bounds, shown, baseline, summaries }
     }
 
     /// The JSON report of `runs`: pretty, with a final newline.
+    ///
+    /// # Panics
+    /// If `runs` did not come from this plan's [`Plan::run`] (a big-switch report needs bounds).
     pub fn report_json(&self, runs: &Runs) -> String {
-        let report = JsonReport {
+        let Some(wa) = &self.wide_area else {
+            let bounds = runs.bounds.as_ref().expect("a big-switch run has bounds");
+            return pretty_json(&JsonReport {
+                workload: self.json_workload(),
+                port_rate_bytes_per_s: self.port_rate.bytes_per_sec(),
+                seed: self.seed,
+                baseline: self.baseline,
+                best_lower_bound_avg_cct_s: bounds.best_avg_cct_s,
+                lower_bounds: bounds,
+                results: &runs.summaries,
+            });
+        };
+        let cfg = &wa.config;
+        let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");
+        pretty_json(&JsonWideAreaReport {
             workload: self.json_workload(),
-            port_rate_bytes_per_s: self.port_rate.bytes_per_sec(),
+            topology: &wa.topology,
+            links: (0..wan.links().len())
+                .map(|r| JsonLink {
+                    name: wan.link_name(r as u32),
+                    mean_gbps: wan.links()[r].bandwidth.mean() / GBPS,
+                    median_gbps: wan.links()[r].bandwidth.median() / GBPS,
+                })
+                .collect(),
+            redraw_ms: (cfg.redraw != Nanos::MAX).then_some(cfg.redraw.0 / 1_000_000),
+            multipath: cfg.multipath,
+            per_connection: cfg.per_connection.is_some(),
+            connection_redraw_ms: cfg.per_connection.filter(|&r| r != Nanos::MAX).map(|r| r.0 / 1_000_000),
             seed: self.seed,
             baseline: self.baseline,
-            best_lower_bound_avg_cct_s: runs.bounds.best_avg_cct_s,
-            lower_bounds: &runs.bounds,
-            results: &runs.summaries,
-        };
-        pretty_json(&report)
+            results: runs.summaries.iter().map(JsonWideAreaResult::of).collect(),
+        })
+    }
+}
+
+/// The line describing a wide area: its links' mean bandwidths, how often they are redrawn,
+/// multi-path and per-connection bandwidth.
+fn describe_wide_area(cfg: &WanConfig) -> String {
+    use std::fmt::Write as _;
+    let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");
+    let mut t = String::new();
+    let _ = write!(t, "wide area: {} datacenters;", wan.dcs());
+    for (r, l) in wan.links().iter().enumerate() {
+        let _ = write!(t, " {} {:.1} Gbit/s;", wan.link_name(r as u32), l.bandwidth.mean() / GBPS);
+    }
+    let redraw = if cfg.redraw == Nanos::MAX { "never".to_string() } else { format!("every {}", cfg.redraw) };
+    let _ = write!(t, " capacities redrawn {redraw}; multi-path {}", if cfg.multipath { "on" } else { "off" });
+    match cfg.per_connection {
+        None => {}
+        Some(Nanos::MAX) => t.push_str("; per-connection bandwidth, held for each flow's life"),
+        Some(r) => {
+            let _ = write!(t, "; per-connection bandwidth, redrawn every {r}");
+        }
+    }
+    t
+}
+
+/// The JSON report of a wide-area run.
+#[derive(Debug, Serialize)]
+struct JsonWideAreaReport<'a> {
+    workload: JsonWorkload<'a>,
+    topology: &'a str,
+    links: Vec<JsonLink>,
+    redraw_ms: Option<u64>,
+    multipath: bool,
+    per_connection: bool,
+    connection_redraw_ms: Option<u64>,
+    seed: u64,
+    baseline: Option<&'a str>,
+    results: Vec<JsonWideAreaResult<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonLink {
+    name: String,
+    mean_gbps: f64,
+    median_gbps: f64,
+}
+
+/// One policy's row of a wide-area report: Siphon's figures, in the layout wide-area reports
+/// have had since before [`Summary`] carried them.
+#[derive(Debug, Serialize)]
+struct JsonWideAreaResult<'a> {
+    policy: &'a str,
+    coflows: usize,
+    completed: usize,
+    avg_cct_s: f64,
+    p90_cct_s: f64,
+    max_cct_s: f64,
+    makespan_s: f64,
+    factor_vs_baseline: Option<f64>,
+    p90_factor_vs_baseline: Option<f64>,
+    relayed_bytes: f64,
+    decisions: u64,
+    job_avg_jct_s: f64,
+    job_p95_jct_s: f64,
+    bins: &'a [SizeBin],
+}
+
+impl<'a> JsonWideAreaResult<'a> {
+    fn of(s: &'a Summary) -> JsonWideAreaResult<'a> {
+        let wa = s.wide_area.as_ref().expect("a wide-area run's summary has wide-area figures");
+        JsonWideAreaResult {
+            policy: &s.policy,
+            coflows: s.coflows,
+            completed: s.completed,
+            avg_cct_s: s.avg_cct_s,
+            p90_cct_s: wa.p90_cct_s,
+            max_cct_s: wa.max_cct_s,
+            makespan_s: s.makespan_s,
+            // Siphon's factors need both averages above 0; `Summary`'s is 0 when the baseline's is.
+            factor_vs_baseline: s.factor_vs_baseline.filter(|&f| f > 0.0),
+            p90_factor_vs_baseline: wa.p90_factor_vs_baseline,
+            relayed_bytes: wa.relayed_bytes,
+            decisions: s.decisions,
+            job_avg_jct_s: s.job_avg_jct_s,
+            job_p95_jct_s: s.job_p95_jct_s,
+            bins: &wa.bins,
+        }
     }
 }
 
@@ -403,6 +573,46 @@ pub struct JsonWorkload<'a> {
     bytes: u64,
 }
 
+/// One workload of `coflow sim sweep`: `concurrent` coflows all present at once.
+#[derive(Debug)]
+pub struct Window {
+    /// How many coflows it holds.
+    pub concurrent: usize,
+    /// The index in the source workload of its first coflow.
+    pub start: usize,
+    /// The coflows, renumbered `0..concurrent` and released at time 0.
+    pub workload: Workload,
+}
+
+/// The `k`-th window of `n` concurrent coflows drawn from `w`: from a generator seeded by `seed`,
+/// `n` and `k` (so a window does not depend on the other values of `n`), `n` consecutive coflows
+/// from a uniformly drawn start, shuffled, renumbered `0..n` in that order, released at time 0,
+/// without their dependencies; with `deadline_x`, each gets a deadline drawn as
+/// [`assign_deadlines`] draws it, seeded by the same generator.
+///
+/// # Panics
+/// If `n` is 0 or more than `w` has coflows.
+pub fn window(w: &Workload, n: usize, k: usize, seed: u64, port_rate: Rate, deadline_x: Option<f64>) -> Window {
+    assert!(n >= 1 && n <= w.coflows.len(), "a window of {n} of {} coflows", w.coflows.len());
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(((n as u64) << 32) | k as u64);
+    let start = rng.gen_range(0..=w.coflows.len() - n);
+    let mut picked: Vec<Coflow> = w.coflows[start..start + n].to_vec();
+    picked.shuffle(&mut rng);
+    for (i, c) in picked.iter_mut().enumerate() {
+        c.id = CoflowId(i as u64);
+        c.parents.clear();
+    }
+    let mut workload = Workload { machines: w.machines, coflows: picked };
+    // Released together, they keep the shuffled order, which is also the order of their ids.
+    workload.release_at_zero();
+    workload.validate().expect("a window of a valid workload is valid");
+    if let Some(x) = deadline_x {
+        assign_deadlines(&mut workload, port_rate, x, rng.r#gen());
+    }
+    Window { concurrent: n, start, workload }
+}
+
 /// `f(0)`, …, `f(jobs - 1)` on up to `threads` scoped threads, each idle thread taking the next
 /// job; the results come back in job order, whatever order the jobs finished in.
 pub fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -430,6 +640,33 @@ mod tests {
     use super::{CSV_HEADER, Model, Options, Spelling, csv, parallel_map};
     use crate::coflowsim::Rules;
     use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Nanos, Workload};
+
+    #[test]
+    fn a_window_is_consecutive_coflows_released_together_in_a_seeded_order() {
+        use super::window;
+        use coflow_core::Rate;
+        use coflow_trace::synth;
+        let w = synth::generate(&synth::SynthConfig { seed: 4, coflows: 60, ..Default::default() });
+        let a = window(&w, 10, 0, 7, Rate::GBPS, None);
+        assert_eq!(a.workload, window(&w, 10, 0, 7, Rate::GBPS, None).workload, "seeded");
+        assert_ne!(a.workload, window(&w, 10, 1, 7, Rate::GBPS, None).workload, "windows differ");
+        assert_eq!(a.workload.coflows.len(), 10);
+        assert!(a.workload.coflows.iter().all(|c| c.arrival == Nanos::ZERO && c.deadline.is_none()));
+        // The same coflows (by their flows) as the trace's start..start+10, in some order.
+        let key = |c: &Coflow| format!("{:?}", c.flows);
+        let mut got: Vec<String> = a.workload.coflows.iter().map(key).collect();
+        let mut want: Vec<String> = w.coflows[a.start..a.start + 10].iter().map(key).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        let ids: Vec<u64> = a.workload.coflows.iter().map(|c| c.id.get()).collect();
+        assert_eq!(ids, (0..10).collect::<Vec<_>>());
+
+        let d = window(&w, 10, 0, 7, Rate::GBPS, Some(1.0));
+        assert!(d.workload.coflows.iter().all(|c| c.deadline.is_some()));
+        // The whole workload is one window.
+        assert_eq!(window(&w, 60, 3, 7, Rate::GBPS, None).start, 0);
+    }
 
     #[test]
     fn results_come_back_in_job_order_on_any_number_of_threads() {
@@ -497,6 +734,37 @@ mod tests {
             let released: f64 = row[10].parse().unwrap();
             assert!((cct - 1.0).abs() < 1e-6 && (released - release).abs() < 1e-6, "{text}");
         }
+    }
+
+    #[test]
+    fn a_wide_area_plan_runs_against_mrtf_and_reports_siphons_figures() {
+        // Two datacenters joined by 1 MiB/s links both ways; machine 0 in one, machine 1 in the other.
+        let mib_per_s_in_gbps = MIB as f64 / crate::topology::GBPS;
+        let text = format!(
+            r#"{{"datacenters": ["a", "b"], "redraw_ms": 0, "links": [
+            {{"from": "a", "to": "b", "constant_gbps": {mib_per_s_in_gbps}}},
+            {{"from": "b", "to": "a", "constant_gbps": {mib_per_s_in_gbps}}}]}}"#
+        );
+        let topology = crate::topology::Topology::from_json(&text, None).unwrap();
+        let load = || Ok::<_, super::PlanError>((chain(), "chain".to_string()));
+        let mut plan = options(Model::EXACT).plan(Spelling::Flag, load).unwrap();
+        plan.on_wide_area("two.json".into(), topology.config(2, 1, &Default::default()).unwrap());
+        assert_eq!(plan.to_run(), ["varys", "mrtf"], "the baseline is mrtf, whatever was asked");
+        assert!(plan.describe().ends_with("capacities redrawn never; multi-path off"), "{}", plan.describe());
+        let runs = plan.run_with(&|_, _| Box::new(|_| {}), &|name| coflow_sched::policy::seeded(name, 1).unwrap());
+        assert!(runs.bounds.is_none(), "the lower bounds are the big switch's");
+        let s = &runs.summaries[0];
+        // Each coflow has the link to itself for 1 s: coflow 2 is released when coflow 1 ends.
+        let wa = s.wide_area.as_ref().expect("a wide-area run");
+        assert!((s.avg_cct_s - 1.0).abs() < 1e-6 && (wa.max_cct_s - 1.0).abs() < 1e-6, "{s:?}");
+        assert!((s.factor_vs_baseline.unwrap() - 1.0).abs() < 1e-6 && wa.relayed_bytes == 0.0, "{s:?}");
+        assert_eq!(wa.bins.iter().map(|b| b.coflows).collect::<Vec<_>>(), [2, 0, 0, 0]);
+        let report: serde_json::Value = serde_json::from_str(&plan.report_json(&runs)).unwrap();
+        assert_eq!(report["topology"], "two.json");
+        assert_eq!(report["baseline"], "mrtf");
+        let keys: Vec<&str> = report["results"][0].as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), 14, "Siphon's figures only: {keys:?}");
+        assert!(keys.contains(&"p90_factor_vs_baseline") && !keys.contains(&"bound_ratio"), "{keys:?}");
     }
 
     #[test]

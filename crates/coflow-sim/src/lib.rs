@@ -12,11 +12,13 @@
 //! - [`coflowsim`]: the reference simulator's model, rule by rule (`--model coflowsim`).
 //! - `bounds`: lower bounds on the average CCT (isolation, per-port, LP relaxation), [`lower_bounds`].
 //! - `deadlines`: experiment deadlines as Varys §7.1 draws them, [`assign_deadlines`].
-//! - `engine`: the event loop, [`simulate`].
+//! - `engine`: the event loop, [`simulate`] on the fabric [`SimConfig`] names.
 //! - [`experiment`]: several policies on one workload in parallel, and their report.
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
-//! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`]).
-//! - `wan`: wide-area runs ([`simulate_wan`], [`WanConfig`]): capacity redraws, multi-path.
+//! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`], with
+//!   Siphon's [`WideArea`] figures for wide-area runs).
+//! - [`topology`]: the wide-area topology file and its validation, giving a [`WanConfig`].
+//! - `wan`: wide-area runs ([`WanConfig`]): capacity redraws, multi-path.
 
 #![warn(missing_docs)]
 
@@ -27,12 +29,14 @@ mod engine;
 pub mod experiment;
 mod legs;
 mod report;
+pub mod topology;
 mod wan;
 
 pub use bounds::{BoundConfig, DEPENDENCIES_SKIP, LowerBounds, lower_bounds};
 pub use deadlines::{MIN_DEADLINE, assign_deadlines, assign_deadlines_to_fraction};
-pub use engine::{SimConfig, SimResult, simulate, simulate_wan, simulate_with_progress};
+pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};
 pub use report::{
-    BinSummary, CoflowOutcome, JobFigures, SLOWER_TOLERANCE, Summary, lower_bound_avg_cct, percentile, slower_fraction,
+    BinSummary, CoflowOutcome, JobFigures, SIZE_BINS, SLOWER_TOLERANCE, SizeBin, Summary, WideArea,
+    lower_bound_avg_cct, percentile, slower_fraction,
 };
-pub use wan::{SIZE_BINS, SizeBin, WanConfig, WanSummary, connection_draw, detour_fraction, draw};
+pub use wan::{WanConfig, connection_draw, detour_fraction, draw};

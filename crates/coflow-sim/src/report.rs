@@ -134,6 +134,89 @@ pub struct Summary {
     pub job_p95_jct_s: f64,
     /// The same figures per Varys bin, in the order SN, LN, SW, LW (every bin, even empty ones).
     pub bins: Vec<BinSummary>,
+    /// Siphon's figures, for a run on a wide area ([`SimResult::wide_area`]); `None` on the big
+    /// switch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wide_area: Option<WideArea>,
+}
+
+/// The figures of a wide-area run beyond the common ones (Siphon §5.3): the 90th-percentile and
+/// the largest CCT, bytes relayed by detours, and the figures per size bin.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WideArea {
+    /// 90th percentile CCT, in seconds.
+    pub p90_cct_s: f64,
+    /// The slowest coflow's CCT, in seconds.
+    pub max_cct_s: f64,
+    /// Baseline p90 CCT over this policy's.
+    pub p90_factor_vs_baseline: Option<f64>,
+    /// Bytes sent over two-hop detours: the extra wide-area bytes multi-path routing costs.
+    pub relayed_bytes: f64,
+    /// Per size bin ([`SIZE_BINS`]), smallest first.
+    pub bins: Vec<SizeBin>,
+}
+
+/// Upper bounds of Siphon's four size bins (§5.3 bins coflows by total size; the bounds are
+/// ours): under 10 MiB, under 100 MiB, under 1 GiB, and the rest.
+pub const SIZE_BINS: [(&str, u64); 4] =
+    [("<10MiB", 10 << 20), ("10-100MiB", 100 << 20), ("100MiB-1GiB", 1 << 30), (">=1GiB", u64::MAX)];
+
+/// One size bin of [`WideArea`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SizeBin {
+    /// Its label, e.g. `10-100MiB`.
+    pub bin: &'static str,
+    /// Coflows of the workload in it.
+    pub coflows: usize,
+    /// Of them, finished.
+    pub completed: usize,
+    /// Their average CCT, in seconds.
+    pub avg_cct_s: f64,
+    /// Their 90th percentile CCT, in seconds.
+    pub p90_cct_s: f64,
+    /// Baseline average over this policy's, in this bin.
+    pub factor_vs_baseline: Option<f64>,
+}
+
+impl WideArea {
+    /// The figures of `r`, with no factor.
+    fn of(r: &SimResult, ccts: &[f64]) -> WideArea {
+        let mut lower = 0;
+        let bins = SIZE_BINS
+            .iter()
+            .map(|&(bin, upper)| {
+                let lo = lower;
+                lower = upper;
+                let in_bin = r.outcomes.iter().filter(|o| o.bytes >= lo && o.bytes < upper);
+                let mut v: Vec<f64> = in_bin.clone().filter_map(|o| o.cct()).map(Nanos::as_secs_f64).collect();
+                v.sort_by(f64::total_cmp);
+                SizeBin {
+                    bin,
+                    coflows: in_bin.count(),
+                    completed: v.len(),
+                    avg_cct_s: mean(&v),
+                    p90_cct_s: percentile(&v, 90.0),
+                    factor_vs_baseline: None,
+                }
+            })
+            .collect();
+        WideArea {
+            p90_cct_s: percentile(ccts, 90.0),
+            max_cct_s: ccts.last().copied().unwrap_or(0.0),
+            p90_factor_vs_baseline: None,
+            relayed_bytes: r.relayed_bytes,
+            bins,
+        }
+    }
+
+    /// Fills the factors against the baseline's figures (a factor needs both sides above 0).
+    fn against(&mut self, base: &WideArea) {
+        let ratio = |theirs: f64, mine: f64| (mine > 0.0 && theirs > 0.0).then(|| theirs / mine);
+        self.p90_factor_vs_baseline = ratio(base.p90_cct_s, self.p90_cct_s);
+        for (mine, theirs) in self.bins.iter_mut().zip(&base.bins) {
+            mine.factor_vs_baseline = ratio(theirs.avg_cct_s, mine.avg_cct_s);
+        }
+    }
 }
 
 /// The figures of one Varys bin (Varys §7.1: short or long, narrow or wide) in one policy's run.
@@ -206,6 +289,7 @@ impl Summary {
             job_avg_jct_s: jobs.avg_jct_s,
             job_p95_jct_s: jobs.p95_jct_s,
             bins: Bin::ALL.iter().map(|&b| BinSummary::of(r, b)).collect(),
+            wide_area: r.wide_area.then(|| WideArea::of(r, &ccts)),
         }
     }
 
@@ -231,6 +315,9 @@ impl Summary {
             }
         }
         s.slower_than_baseline_fraction = slower_fraction(r, base);
+        if let (Some(mine), Some(theirs)) = (&mut s.wide_area, &b.wide_area) {
+            mine.against(theirs);
+        }
         s
     }
 }
@@ -393,7 +480,11 @@ mod tests {
             ],
         )
         .unwrap();
-        let cfg = SimConfig { port_rate: Rate::from_bytes_per_sec(MIB as f64), check_invariants: true };
+        let cfg = SimConfig {
+            port_rate: Rate::from_bytes_per_sec(MIB as f64),
+            check_invariants: true,
+            ..SimConfig::default()
+        };
         simulate(&w, policy::by_name(name).unwrap(), &cfg)
     }
 

@@ -13,6 +13,8 @@
 //!   longest time falls. Each flow is split at arrival into a direct part and detour parts, each
 //!   a leg of its own, so the fluid model stays exact; a detoured byte crosses two links, and the
 //!   bytes relayed are reported.
+//!
+//! The figures a wide-area run reports are [`Summary::wide_area`](crate::Summary::wide_area).
 
 use std::collections::BTreeMap;
 
@@ -20,10 +22,8 @@ use coflow_core::{Coflow, CoflowId, Nanos};
 use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, Wan};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
 
 use crate::legs::{LegModel, Split};
-use crate::{SimResult, percentile};
 
 /// How to run on a wide-area fabric.
 #[derive(Clone, Debug, PartialEq)]
@@ -281,124 +281,6 @@ pub(crate) fn water_fill(fabric: &Fabric, loads: &[f64], c: &Coflow) -> (Split, 
         split.entry(Route::new(&[l])).or_default().push((route, bytes / total[l as usize]));
     }
     (split, relayed)
-}
-
-/// Upper bounds of Siphon's four size bins (§5.3 bins coflows by total size; the bounds are
-/// ours): under 10 MiB, under 100 MiB, under 1 GiB, and the rest.
-pub const SIZE_BINS: [(&str, u64); 4] =
-    [("<10MiB", 10 << 20), ("10-100MiB", 100 << 20), ("100MiB-1GiB", 1 << 30), (">=1GiB", u64::MAX)];
-
-/// The figures of a wide-area run (Siphon §5.3): average and 90th-percentile CCT, overall and per
-/// size bin, bytes relayed by detours, and factors against a baseline (`mrtf`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct WanSummary {
-    /// The policy's short name.
-    pub policy: String,
-    /// Coflows in the workload.
-    pub coflows: usize,
-    /// Coflows that finished.
-    pub completed: usize,
-    /// Average CCT over finished coflows, in seconds.
-    pub avg_cct_s: f64,
-    /// 90th percentile CCT, in seconds.
-    pub p90_cct_s: f64,
-    /// The slowest coflow's CCT, in seconds.
-    pub max_cct_s: f64,
-    /// When the last coflow finished, in seconds.
-    pub makespan_s: f64,
-    /// Baseline average CCT over this policy's (above 1: this policy is faster).
-    pub factor_vs_baseline: Option<f64>,
-    /// Baseline p90 CCT over this policy's.
-    pub p90_factor_vs_baseline: Option<f64>,
-    /// Bytes sent over two-hop detours: the extra wide-area bytes multi-path routing costs.
-    pub relayed_bytes: f64,
-    /// Decisions the policy made.
-    pub decisions: u64,
-    /// Average job completion time over completed jobs, in seconds (see
-    /// [`Summary::job_avg_jct_s`](crate::Summary::job_avg_jct_s)).
-    pub job_avg_jct_s: f64,
-    /// 95th percentile job completion time, in seconds.
-    pub job_p95_jct_s: f64,
-    /// Per size bin, smallest first.
-    pub bins: Vec<SizeBin>,
-}
-
-/// One size bin of a [`WanSummary`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SizeBin {
-    /// Its label, e.g. `10-100MiB`.
-    pub bin: &'static str,
-    /// Coflows of the workload in it.
-    pub coflows: usize,
-    /// Of them, finished.
-    pub completed: usize,
-    /// Their average CCT, in seconds.
-    pub avg_cct_s: f64,
-    /// Their 90th percentile CCT, in seconds.
-    pub p90_cct_s: f64,
-    /// Baseline average over this policy's, in this bin.
-    pub factor_vs_baseline: Option<f64>,
-}
-
-impl WanSummary {
-    /// The figures of `r`, with factors against `baseline` if given.
-    pub fn against(r: &SimResult, baseline: Option<&SimResult>) -> WanSummary {
-        let mut s = WanSummary::of(r);
-        if let Some(b) = baseline.map(WanSummary::of) {
-            let ratio = |theirs: f64, mine: f64| (mine > 0.0 && theirs > 0.0).then(|| theirs / mine);
-            s.factor_vs_baseline = ratio(b.avg_cct_s, s.avg_cct_s);
-            s.p90_factor_vs_baseline = ratio(b.p90_cct_s, s.p90_cct_s);
-            for (mine, theirs) in s.bins.iter_mut().zip(&b.bins) {
-                mine.factor_vs_baseline = ratio(theirs.avg_cct_s, mine.avg_cct_s);
-            }
-        }
-        s
-    }
-
-    fn of(r: &SimResult) -> WanSummary {
-        let ccts = |pick: &dyn Fn(u64) -> bool| {
-            let mut v: Vec<f64> =
-                r.outcomes.iter().filter(|o| pick(o.bytes)).filter_map(|o| o.cct()).map(|c| c.as_secs_f64()).collect();
-            v.sort_by(f64::total_cmp);
-            v
-        };
-        let avg = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
-        let all = ccts(&|_| true);
-        let jobs = crate::JobFigures::of(r);
-        let mut lower = 0;
-        let bins = SIZE_BINS
-            .iter()
-            .map(|&(bin, upper)| {
-                let lo = lower;
-                lower = upper;
-                let v = ccts(&|b| b >= lo && b < upper);
-                SizeBin {
-                    bin,
-                    coflows: r.outcomes.iter().filter(|o| o.bytes >= lo && o.bytes < upper).count(),
-                    completed: v.len(),
-                    avg_cct_s: avg(&v),
-                    p90_cct_s: percentile(&v, 90.0),
-                    factor_vs_baseline: None,
-                }
-            })
-            .collect();
-        WanSummary {
-            policy: r.policy.clone(),
-            coflows: r.outcomes.len(),
-            completed: all.len(),
-            avg_cct_s: avg(&all),
-            p90_cct_s: percentile(&all, 90.0),
-            max_cct_s: all.last().copied().unwrap_or(0.0),
-            makespan_s: r.makespan.as_secs_f64(),
-            factor_vs_baseline: None,
-            p90_factor_vs_baseline: None,
-            relayed_bytes: r.relayed_bytes,
-            decisions: r.decisions,
-            job_avg_jct_s: jobs.avg_jct_s,
-            job_p95_jct_s: jobs.p95_jct_s,
-            bins,
-        }
-    }
 }
 
 #[cfg(test)]

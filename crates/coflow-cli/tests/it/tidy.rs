@@ -123,3 +123,72 @@ fn only_the_proto_crate_knows_protobuf() {
         assert!(!direct[a].contains(b), "{a} depends on {b}");
     }
 }
+
+/// The modules of `coflow-cli` that are no command: options and printing several commands share.
+/// Any other module is a command's, and no module may import a command's module but its own.
+const SHARED: &[&str] = &["model", "parallel", "plan", "plot", "policies", "table", "wan", "workload"];
+
+/// Every module `text` names through a `crate::` path, `crate::{a, b::C}` groups included.
+fn crate_paths(text: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    let mut found = BTreeSet::new();
+    for (i, _) in text.match_indices("crate::") {
+        // `coflow_crate::` or `my_crate::` are other paths.
+        if text[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // The first identifier of each top-level item of the group.
+            let (mut depth, mut start) = (0, true);
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => start = true,
+                    c if start && !c.is_whitespace() => {
+                        found.insert(ident(&group[j..]));
+                        start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.insert(ident(rest));
+        }
+    }
+    found.retain(|m| !m.is_empty());
+    found
+}
+
+#[test]
+fn no_cli_module_imports_another_commands_module() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut modules = BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        if path.extension().is_some_and(|e| e == "rs") && name != "main" {
+            modules.insert(name, std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    for shared in SHARED {
+        assert!(modules.contains_key(*shared), "SHARED names {shared}, which is no module of src/");
+    }
+    // The parser is real: known imports are found.
+    assert!(crate_paths(&modules["sim"]).contains("plan"), "sim.rs uses the shared plan");
+    assert_eq!(
+        crate_paths("use crate::{plot, table::{a, b}, wan};\nx = crate::sim::run(); my_crate::demo"),
+        ["plot", "sim", "table", "wan"].iter().map(|s| s.to_string()).collect()
+    );
+    let mut wrong = Vec::new();
+    for (name, text) in &modules {
+        for used in crate_paths(text) {
+            if used != *name && !SHARED.contains(&used.as_str()) && modules.contains_key(&used) {
+                wrong.push(format!("src/{name}.rs uses crate::{used}, another command's module"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "move what is shared into a module that is no command:\n{}", wrong.join("\n"));
+}

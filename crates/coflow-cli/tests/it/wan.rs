@@ -69,3 +69,27 @@ fn the_facebook_trace_runs_on_the_default_wide_area() {
     }
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
 }
+
+#[test]
+fn wan_runs_write_one_csv_row_per_coflow_and_policy_matching_the_json() {
+    let (csv, json) = (tmp("wan-rows.csv"), tmp("wan-rows.json"));
+    let out = coflow()
+        .args(["sim", "--coflows", "20", "--machines", "12", "--wan", "default", "--policies", "varys", "--csv"])
+        .arg(&csv)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(coflow_sim::experiment::CSV_HEADER.trim_end()));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // Only the policies asked for, as on the big switch: the baseline `mrtf` runs but is not shown.
+    assert_eq!(rows.len(), 20, "{text}");
+    assert!(rows.iter().all(|r| r[0] == "varys" && r.len() == 11), "{text}");
+    let ccts: Vec<f64> = rows.iter().map(|r| r[6].parse().unwrap()).collect();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let avg = report["results"][0]["avg_cct_s"].as_f64().unwrap();
+    assert!((ccts.iter().sum::<f64>() / 20.0 - avg).abs() < 1e-6, "{avg} against {ccts:?}");
+}

@@ -33,7 +33,7 @@ fn workload(max_machines: u32, max_coflows: usize, offline: bool) -> impl Strate
 }
 
 fn cfg() -> SimConfig {
-    SimConfig { port_rate: Rate::GBPS, check_invariants: true }
+    SimConfig { port_rate: Rate::GBPS, check_invariants: true, ..SimConfig::default() }
 }
 
 proptest! {
@@ -280,7 +280,7 @@ proptest! {
             })
             .collect();
         let w = Workload::new(1 + jobs.len() as u32, coflows).unwrap();
-        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true });
+        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() });
         // The workload sorts coflows by arrival then id; brute-force the same list.
         let sorted: Vec<(f64, f64)> = w.coflows.iter().map(|c| (c.arrival.as_secs_f64(), c.flows[0].size.as_f64())).collect();
         let expected = srtf(&sorted, rate.bytes_per_sec());

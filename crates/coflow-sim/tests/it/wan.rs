@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Workload};
 use coflow_sched::{Allocation, Bandwidth, Fabric, Input, Link, Scheduler, ServiceModel, Wan, policy};
-use coflow_sim::{SimConfig, SimResult, WanConfig, connection_draw, detour_fraction, draw, simulate_wan};
+use coflow_sim::{SimConfig, SimResult, WanConfig, connection_draw, detour_fraction, draw, simulate};
 use proptest::prelude::*;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -56,8 +56,8 @@ fn run_with(
 ) -> SimResult {
     let w = Workload::new(fabric.machines(), coflows).expect("valid workload");
     let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::from_millis(200), seed, multipath, per_connection };
-    let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
-    simulate_wan(&w, policy::seeded(name, seed).expect("known policy"), &sim, &cfg, &mut |_| {})
+    let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+    simulate(&w, policy::seeded(name, seed).expect("known policy"), &sim)
 }
 
 /// Records the coflow rates of the first decision of the policy it wraps.
@@ -97,8 +97,8 @@ fn served_first(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, seed: u64) ->
     let policy = FirstDecision { inner: policy::seeded(name, seed).unwrap(), seen: seen.clone() };
     let w = Workload::new(fabric.machines(), coflows).unwrap();
     let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed, multipath: false, per_connection: None };
-    let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
-    simulate_wan(&w, Box::new(policy), &sim, &cfg, &mut |_| {});
+    let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+    simulate(&w, Box::new(policy), &sim);
     let seen = seen.lock().unwrap();
     let served: Vec<CoflowId> = seen.iter().filter(|(_, r)| *r > 0.0).map(|(id, _)| *id).collect();
     assert_eq!(served.len(), 1, "{name}: one coflow first, the other only backfilled: {seen:?}");
@@ -215,8 +215,8 @@ fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
                 multipath: false,
                 per_connection: Some(redraw),
             };
-            let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
-            let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {});
+            let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+            let r = simulate(&w, policy::seeded("mrtf", seed).unwrap(), &sim);
             // By hand: interval by interval at min(capacity, connection).
             let (mut left, mut t, mut g) = (60.0 * MIB, 0.0, 0);
             loop {
@@ -265,8 +265,8 @@ fn alike_flows_are_separate_connections() {
             multipath: false,
             per_connection: Some(Nanos::MAX),
         };
-        let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
-        let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {});
+        let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+        let r = simulate(&w, policy::seeded("mrtf", seed).unwrap(), &sim);
         // The slow connection (1 MiB/s) takes 30 s; the fast one is done long before.
         let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
         assert!((cct - 30.0).abs() < 1e-6, "seed {seed}: {cct}");

@@ -1,0 +1,457 @@
+//! The wide-area topology file (JSON, documented in `docs/wan-topology.md`), its validation, and
+//! the [`WanConfig`] a run on it uses.
+//!
+//! Reading is in two steps, because a file does not know the workload it will carry:
+//! [`Topology::from_json`] (or [`Topology::from_path`], [`Topology::named`]) checks everything
+//! the file says on its own (one bandwidth distribution per link, datacenter names, sample
+//! files), then [`Topology::config`] places the workload's machines, applies what the caller
+//! overrides (the command line's `--machines-per-dc`, `--redraw-ms`, `--per-connection`), and
+//! builds the [`Wan`] and its fabric.
+//! Every error names the field (or the file and line) it is about.
+
+use std::path::{Path, PathBuf};
+
+use coflow_core::Nanos;
+use coflow_sched::{Bandwidth, Fabric, Link, Wan, WanError};
+use serde::Deserialize;
+
+use crate::WanConfig;
+
+/// The built-in topology (`--wan default`): three datacenters, as Siphon's inter-coflow testbed
+/// (Victoria, Toronto, Montreal), with links of unequal means and unequal spreads, sized so that
+/// the Facebook trace spread evenly over them loads each link to about 0.5–0.7 on average.
+pub const DEFAULT_TOPOLOGY: &str = include_str!("../../../docs/wan-default.json");
+
+/// Bytes per second in a Gbit/s, the unit of the file's bandwidths.
+pub const GBPS: f64 = 125_000_000.0;
+
+/// The redraw interval when neither the file nor the caller names one, in milliseconds.
+pub const DEFAULT_REDRAW_MS: u64 = 5_000;
+
+/// A topology that cannot be used; the message names the field, or the file and line.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum TopologyError {
+    /// A file could not be read.
+    #[error("reading {what} {}: {message}", path.display())]
+    Read {
+        /// `topology` or `samples`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// Not JSON of the documented shape (serde's message names the field, line and column).
+    #[error("parsing JSON: {0}")]
+    Json(String),
+    /// `datacenters` is empty.
+    #[error("datacenters: none given")]
+    NoDatacenters,
+    /// A name that is not one of `datacenters`.
+    #[error("{field}: no datacenter {name:?}")]
+    UnknownDatacenter {
+        /// Where the name is, e.g. `links[2].from` or `placement[7]`.
+        field: String,
+        /// The name.
+        name: String,
+    },
+    /// A link with no bandwidth distribution or more than one.
+    #[error(
+        "links[{link}] ({from} -> {to}): give exactly one bandwidth distribution of constant_gbps, uniform_gbps, \
+         normal_gbps, samples_gbps, samples_file"
+    )]
+    Distribution {
+        /// Index of the link.
+        link: usize,
+        /// Its source datacenter, as named.
+        from: String,
+        /// Its destination datacenter, as named.
+        to: String,
+    },
+    /// A line of a samples file that is not a number.
+    #[error("{} line {line}: not a number: {text:?}", path.display())]
+    Sample {
+        /// The samples file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What it holds.
+        text: String,
+    },
+    /// `placement` names fewer machines than the workload has.
+    #[error("placement names {named} machines, the workload has {machines}")]
+    PlacementTooShort {
+        /// Machines `placement` names.
+        named: usize,
+        /// Machines of the workload.
+        machines: u32,
+    },
+    /// `machines_per_dc` (or its override) is zero.
+    #[error("machines_per_dc: must be at least 1")]
+    ZeroMachinesPerDc,
+    /// `machines_per_dc` machines in every datacenter are fewer than the workload's.
+    #[error("machines_per_dc: {per_dc} machines per datacenter in {dcs} datacenters cannot hold {machines} machines")]
+    TooFewPlaces {
+        /// Machines per datacenter.
+        per_dc: u32,
+        /// Datacenters.
+        dcs: u32,
+        /// Machines of the workload.
+        machines: u32,
+    },
+    /// `connection_redraw_ms` without per-connection bandwidth.
+    #[error("connection_redraw_ms needs per-connection bandwidth (\"per_connection\": true or --per-connection)")]
+    RedrawWithoutConnections,
+    /// The links and placement do not make a topology (a missing link, a bad distribution).
+    #[error(transparent)]
+    Wan(#[from] WanError),
+}
+
+/// A topology file, read and checked on its own (see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    /// Datacenter names; a datacenter's index is its position.
+    pub datacenters: Vec<String>,
+    /// Directed links with their distributions, in bytes per second, in file order.
+    pub links: Vec<Link>,
+    /// `redraw_ms`: how often capacities are redrawn (`0`: never), if the file says.
+    pub redraw_ms: Option<u64>,
+    /// `machines_per_dc`, if the file says.
+    pub machines_per_dc: Option<u32>,
+    /// `placement`: every machine's datacenter, if the file says.
+    pub placement: Option<Vec<u32>>,
+    /// `per_connection`.
+    pub per_connection: bool,
+    /// `connection_redraw_ms`, if the file says.
+    pub connection_redraw_ms: Option<u64>,
+}
+
+/// What the caller sets beside the file; each `Some` (or `true`) wins over the file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Machines in blocks of N per datacenter, over the file's placement.
+    pub machines_per_dc: Option<u32>,
+    /// The capacity redraw interval in milliseconds (`0`: never).
+    pub redraw_ms: Option<u64>,
+    /// Per-connection bandwidth on, even if the file says nothing.
+    pub per_connection: bool,
+    /// The connection redraw interval in milliseconds (`0`: held for a flow's life).
+    pub connection_redraw_ms: Option<u64>,
+}
+
+/// The file's shape.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopologyFile {
+    datacenters: Vec<String>,
+    links: Vec<LinkSpec>,
+    #[serde(default)]
+    redraw_ms: Option<u64>,
+    #[serde(default)]
+    machines_per_dc: Option<u32>,
+    #[serde(default)]
+    placement: Option<Vec<String>>,
+    #[serde(default)]
+    per_connection: bool,
+    #[serde(default)]
+    connection_redraw_ms: Option<u64>,
+}
+
+/// One link: its ends and exactly one bandwidth distribution, in Gbit/s.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkSpec {
+    from: String,
+    to: String,
+    #[serde(default)]
+    constant_gbps: Option<f64>,
+    #[serde(default)]
+    uniform_gbps: Option<[f64; 2]>,
+    #[serde(default)]
+    normal_gbps: Option<NormalSpec>,
+    #[serde(default)]
+    samples_gbps: Option<Vec<f64>>,
+    #[serde(default)]
+    samples_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NormalSpec {
+    mean: f64,
+    sd: f64,
+    min: f64,
+}
+
+/// `ms` as an interval, `0` meaning never (`Nanos::MAX`).
+fn interval(ms: u64) -> Nanos {
+    if ms == 0 { Nanos::MAX } else { Nanos::from_millis(ms) }
+}
+
+impl Topology {
+    /// `default` (the embedded [`DEFAULT_TOPOLOGY`]) or the file at path `spec`.
+    pub fn named(spec: &str) -> Result<Topology, TopologyError> {
+        if spec == "default" { Topology::from_json(DEFAULT_TOPOLOGY, None) } else { Topology::from_path(spec) }
+    }
+
+    /// The topology file at `path`; its `samples_file`s are relative to its directory.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<Topology, TopologyError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Read {
+            what: "topology",
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Topology::from_json(&text, path.parent())
+    }
+
+    /// The topology in `text`; relative `samples_file`s are read from `base` (the working
+    /// directory if `None`).
+    pub fn from_json(text: &str, base: Option<&Path>) -> Result<Topology, TopologyError> {
+        let f: TopologyFile = serde_json::from_str(text).map_err(|e| TopologyError::Json(e.to_string()))?;
+        let dc = |field: String, name: &str| -> Result<u32, TopologyError> {
+            f.datacenters
+                .iter()
+                .position(|d| d == name)
+                .map(|i| i as u32)
+                .ok_or_else(|| TopologyError::UnknownDatacenter { field, name: name.to_string() })
+        };
+        let mut links = Vec::new();
+        for (i, l) in f.links.iter().enumerate() {
+            let set = [
+                l.constant_gbps.is_some(),
+                l.uniform_gbps.is_some(),
+                l.normal_gbps.is_some(),
+                l.samples_gbps.is_some(),
+                l.samples_file.is_some(),
+            ];
+            if set.iter().filter(|&&s| s).count() != 1 {
+                return Err(TopologyError::Distribution { link: i, from: l.from.clone(), to: l.to.clone() });
+            }
+            let bandwidth = if let Some(v) = l.constant_gbps {
+                Bandwidth::Constant(v * GBPS)
+            } else if let Some([lo, hi]) = l.uniform_gbps {
+                Bandwidth::Uniform(lo * GBPS, hi * GBPS)
+            } else if let Some(n) = &l.normal_gbps {
+                Bandwidth::Normal { mean: n.mean * GBPS, sd: n.sd * GBPS, min: n.min * GBPS }
+            } else if let Some(s) = &l.samples_gbps {
+                Bandwidth::Empirical(s.iter().map(|v| v * GBPS).collect())
+            } else {
+                let rel = l.samples_file.as_ref().expect("checked: one is set");
+                Bandwidth::Empirical(samples(&base.map_or_else(|| rel.clone(), |b| b.join(rel)))?)
+            };
+            let from = dc(format!("links[{i}].from"), &l.from)?;
+            let to = dc(format!("links[{i}].to"), &l.to)?;
+            links.push(Link { from, to, bandwidth });
+        }
+        if f.datacenters.is_empty() {
+            return Err(TopologyError::NoDatacenters);
+        }
+        let placement = match &f.placement {
+            Some(p) => Some(
+                p.iter().enumerate().map(|(m, d)| dc(format!("placement[{m}]"), d)).collect::<Result<Vec<u32>, _>>()?,
+            ),
+            None => None,
+        };
+        Ok(Topology {
+            datacenters: f.datacenters,
+            links,
+            redraw_ms: f.redraw_ms,
+            machines_per_dc: f.machines_per_dc,
+            placement,
+            per_connection: f.per_connection,
+            connection_redraw_ms: f.connection_redraw_ms,
+        })
+    }
+
+    /// The topology with `machines` machines placed: by `machines_per_dc` (the override's, then
+    /// the file's), else by the file's `placement`, else spread evenly (Siphon §5.3).
+    pub fn wan(&self, machines: u32, machines_per_dc: Option<u32>) -> Result<Wan, TopologyError> {
+        let dcs = self.datacenters.len() as u32;
+        let placement = match (&self.placement, machines_per_dc.or(self.machines_per_dc)) {
+            (Some(p), None) => {
+                if (p.len() as u32) < machines {
+                    return Err(TopologyError::PlacementTooShort { named: p.len(), machines });
+                }
+                p.clone()
+            }
+            (_, Some(0)) => return Err(TopologyError::ZeroMachinesPerDc),
+            (_, per) => {
+                if let Some(n) = per
+                    && u64::from(n) * u64::from(dcs) < u64::from(machines)
+                {
+                    return Err(TopologyError::TooFewPlaces { per_dc: n, dcs, machines });
+                }
+                Wan::spread(dcs, machines, per)
+            }
+        };
+        Ok(Wan::new(self.datacenters.clone(), self.links.clone(), placement)?)
+    }
+
+    /// The configuration of a run of a workload of `machines` machines on this topology, its
+    /// capacity draws seeded by `seed`, with `overrides` applied; multi-path routing is off.
+    pub fn config(&self, machines: u32, seed: u64, overrides: &Overrides) -> Result<WanConfig, TopologyError> {
+        let wan = self.wan(machines, overrides.machines_per_dc)?;
+        let redraw = interval(overrides.redraw_ms.or(self.redraw_ms).unwrap_or(DEFAULT_REDRAW_MS));
+        // The command line may turn on what the file leaves off, so these are checked together.
+        let per_connection = self.per_connection || overrides.per_connection;
+        if !per_connection && (overrides.connection_redraw_ms.is_some() || self.connection_redraw_ms.is_some()) {
+            return Err(TopologyError::RedrawWithoutConnections);
+        }
+        let per_connection =
+            per_connection.then(|| interval(overrides.connection_redraw_ms.or(self.connection_redraw_ms).unwrap_or(0)));
+        Ok(WanConfig { fabric: Fabric::wan(wan), redraw, seed, multipath: false, per_connection })
+    }
+}
+
+/// The samples of a `samples_file`, in bytes per second: one number in Gbit/s per line; blank
+/// lines and lines starting with `#` are skipped.
+fn samples(path: &Path) -> Result<Vec<f64>, TopologyError> {
+    let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Read {
+        what: "samples",
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let mut samples = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#')) {
+        let v: f64 = line.trim().parse().map_err(|_| TopologyError::Sample {
+            path: path.to_path_buf(),
+            line: n + 1,
+            text: line.to_string(),
+        })?;
+        samples.push(v * GBPS);
+    }
+    Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = r#"{"datacenters": ["a", "b"], "links": [
+        {"from": "a", "to": "b", "constant_gbps": 1},
+        {"from": "b", "to": "a", "uniform_gbps": [1, 3]}]}"#;
+
+    fn err(text: &str) -> TopologyError {
+        Topology::from_json(text, None).unwrap_err()
+    }
+
+    #[test]
+    fn the_default_topology_reads_and_spreads_machines_evenly() {
+        let t = Topology::named("default").unwrap();
+        assert_eq!(t.datacenters, ["victoria", "toronto", "montreal"]);
+        assert_eq!(t.links.len(), 6);
+        assert_eq!(t.redraw_ms, Some(5_000));
+        let cfg = t.config(150, 3, &Overrides::default()).unwrap();
+        let wan = cfg.fabric.wan_topology().unwrap();
+        assert_eq!((wan.dc_of(0), wan.dc_of(49), wan.dc_of(50), wan.dc_of(149)), (0, 0, 1, 2));
+        assert_eq!(cfg.redraw, Nanos::from_millis(5_000));
+        assert_eq!((cfg.seed, cfg.multipath, cfg.per_connection), (3, false, None));
+        // victoria -> toronto: normal, mean 16 Gbit/s.
+        assert_eq!(wan.links()[0].bandwidth.mean(), 16.0 * GBPS);
+    }
+
+    #[test]
+    fn bandwidths_are_read_in_gbps() {
+        let t = Topology::from_json(TWO, None).unwrap();
+        assert_eq!(t.links[0], Link { from: 0, to: 1, bandwidth: Bandwidth::Constant(GBPS) });
+        assert_eq!(t.links[1], Link { from: 1, to: 0, bandwidth: Bandwidth::Uniform(GBPS, 3.0 * GBPS) });
+    }
+
+    #[test]
+    fn overrides_win_over_the_file() {
+        let t = Topology::from_json(
+            r#"{"datacenters": ["a", "b"], "redraw_ms": 100, "machines_per_dc": 2, "links": [
+            {"from": "a", "to": "b", "constant_gbps": 1}, {"from": "b", "to": "a", "constant_gbps": 1}]}"#,
+            None,
+        )
+        .unwrap();
+        let file = t.config(4, 1, &Overrides::default()).unwrap();
+        assert_eq!(file.redraw, Nanos::from_millis(100));
+        assert_eq!(file.fabric.wan_topology().unwrap().dc_of(2), 1);
+        let o = Overrides {
+            machines_per_dc: Some(4),
+            redraw_ms: Some(0),
+            per_connection: true,
+            connection_redraw_ms: Some(20),
+        };
+        let cli = t.config(4, 1, &o).unwrap();
+        assert_eq!(cli.redraw, Nanos::MAX, "0 never redraws");
+        assert_eq!(cli.fabric.wan_topology().unwrap().dc_of(3), 0);
+        assert_eq!(cli.per_connection, Some(Nanos::from_millis(20)));
+        let held = t.config(4, 1, &Overrides { per_connection: true, ..Overrides::default() }).unwrap();
+        assert_eq!(held.per_connection, Some(Nanos::MAX), "held for the flow's life");
+        assert_eq!(
+            t.config(4, 1, &Overrides { connection_redraw_ms: Some(5), ..Overrides::default() }),
+            Err(TopologyError::RedrawWithoutConnections)
+        );
+    }
+
+    #[test]
+    fn placement_names_every_machines_datacenter() {
+        let text = TWO.replacen('{', r#"{"placement": ["b", "a", "b"], "#, 1);
+        let t = Topology::from_json(&text, None).unwrap();
+        assert_eq!(t.placement, Some(vec![1, 0, 1]));
+        let wan = t.wan(3, None).unwrap();
+        assert_eq!((wan.dc_of(0), wan.dc_of(1), wan.dc_of(2)), (1, 0, 1));
+        assert_eq!(t.wan(4, None).unwrap_err(), TopologyError::PlacementTooShort { named: 3, machines: 4 });
+        // --machines-per-dc wins over the placement.
+        assert_eq!(t.wan(4, Some(2)).unwrap().dc_of(3), 1);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = err(r#"{"datacenters": ["a"], "links": [], "wires": 1}"#);
+        assert!(matches!(&e, TopologyError::Json(m) if m.contains("wires")), "{e}");
+        let e = err(r#"{"datacenters": ["a"]}"#);
+        assert!(e.to_string().contains("missing field `links`"), "{e}");
+        assert_eq!(err(r#"{"datacenters": [], "links": []}"#), TopologyError::NoDatacenters);
+        let e = err(r#"{"datacenters": ["a", "b"], "links": [{"from": "a", "to": "c", "constant_gbps": 1}]}"#);
+        assert_eq!(e.to_string(), r#"links[0].to: no datacenter "c""#);
+        let e = err(r#"{"datacenters": ["a", "b"], "links": [{"from": "a", "to": "b"}]}"#);
+        assert_eq!(e, TopologyError::Distribution { link: 0, from: "a".into(), to: "b".into() });
+        let e = err(r#"{"datacenters": ["a", "b"], "links": [
+            {"from": "a", "to": "b", "constant_gbps": 1, "samples_gbps": [1]}]}"#);
+        assert!(e.to_string().starts_with("links[0] (a -> b): give exactly one bandwidth distribution"), "{e}");
+        let e = err(&TWO.replacen('{', r#"{"placement": ["a", "z"], "#, 1));
+        assert_eq!(e.to_string(), r#"placement[1]: no datacenter "z""#);
+        // Both depend on what the caller overrides, so they are checked when the run is configured.
+        let zero = Topology::from_json(&TWO.replacen('{', r#"{"machines_per_dc": 0, "#, 1), None).unwrap();
+        assert_eq!(zero.config(2, 1, &Overrides::default()).unwrap_err(), TopologyError::ZeroMachinesPerDc);
+        assert!(zero.config(2, 1, &Overrides { machines_per_dc: Some(1), ..Overrides::default() }).is_ok());
+        let redraw = Topology::from_json(&TWO.replacen('{', r#"{"connection_redraw_ms": 9, "#, 1), None).unwrap();
+        let e = redraw.config(2, 1, &Overrides::default()).unwrap_err();
+        assert_eq!(e, TopologyError::RedrawWithoutConnections);
+        let on = redraw.config(2, 1, &Overrides { per_connection: true, ..Overrides::default() }).unwrap();
+        assert_eq!(on.per_connection, Some(Nanos::from_millis(9)), "--per-connection turns the file's setting on");
+        let t = Topology::from_json(TWO, None).unwrap();
+        assert_eq!(t.wan(5, Some(2)).unwrap_err(), TopologyError::TooFewPlaces { per_dc: 2, dcs: 2, machines: 5 });
+        assert_eq!(t.wan(5, Some(0)).unwrap_err(), TopologyError::ZeroMachinesPerDc);
+        // A missing link is the topology's own check.
+        let one_way = r#"{"datacenters": ["a", "b"], "links": [{"from": "a", "to": "b", "constant_gbps": 1}]}"#;
+        let e = Topology::from_json(one_way, None).unwrap().wan(4, None).unwrap_err();
+        assert!(matches!(e, TopologyError::Wan(WanError::MissingLink { from: 1, to: 0 })), "{e}");
+        assert!(e.to_string().contains("no link from datacenter 1 to 0"), "{e}");
+        let e = Topology::from_path("/nonexistent/topology.json").unwrap_err();
+        assert!(e.to_string().starts_with("reading topology /nonexistent/topology.json: "), "{e}");
+    }
+
+    #[test]
+    fn samples_files_are_relative_to_the_topology_and_checked_line_by_line() {
+        let dir = std::env::temp_dir().join(format!("coflow-topology-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ab.txt"), "# a comment\n2\n\n4\n").unwrap();
+        let text = r#"{"datacenters": ["a", "b"], "links": [
+            {"from": "a", "to": "b", "samples_file": "ab.txt"}, {"from": "b", "to": "a", "constant_gbps": 1}]}"#;
+        std::fs::write(dir.join("t.json"), text).unwrap();
+        let t = Topology::from_path(dir.join("t.json")).unwrap();
+        assert_eq!(t.links[0].bandwidth, Bandwidth::Empirical(vec![2.0 * GBPS, 4.0 * GBPS]));
+        std::fs::write(dir.join("ab.txt"), "2\nfast\n").unwrap();
+        let e = Topology::from_path(dir.join("t.json")).unwrap_err();
+        assert_eq!(e, TopologyError::Sample { path: dir.join("ab.txt"), line: 2, text: "fast".into() });
+        std::fs::remove_file(dir.join("ab.txt")).unwrap();
+        let e = Topology::from_path(dir.join("t.json")).unwrap_err();
+        assert!(e.to_string().starts_with(&format!("reading samples {}", dir.join("ab.txt").display())), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
