@@ -579,3 +579,150 @@ fn an_agent_that_registers_again_starts_afresh() {
     h.advance(10);
     assert_eq!(last_rate(&h.drain(), g.flow), Some(CAP), "its new stream carries its rates");
 }
+
+/// A small seeded generator, so the random drive below replays from its seed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Random inputs, many of them wrong (unknown ids, dead machines, duplicate pieces), under
+/// several policies: the core answers each without panicking, sends rates only to agents that
+/// watch and never above a port's rate, and after `handle_timeout(now)` never asks to run again
+/// at or before `now` (the service would spin). Rates may pass a port's by a rounding error.
+#[test]
+fn random_inputs_keep_the_core_sound() {
+    const MACHINES: u32 = 4;
+    for seed in 1..=60u64 {
+        let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let policy = ["varys", "fair", "varys-deadline", "aalo", "sincronia"][(seed % 5) as usize];
+        let bypass = if seed % 2 == 0 { 0 } else { 3000 };
+        let cfg = CoordinatorConfig {
+            bypass_threshold_bytes: bypass,
+            agent_timeout_ms: 1000,
+            max_coflows: 6,
+            max_pieces_per_coflow: 4,
+            ..Default::default()
+        };
+        let mut h = Harness::new(policy, MACHINES, cfg);
+        let mut watching: Vec<bool> = vec![true; MACHINES as usize];
+        let (mut coflows, mut flows): (Vec<CoflowId>, Vec<FlowId>) = (Vec::new(), Vec::new());
+        for step in 0..1500 {
+            let at = format!("seed {seed}, step {step}, policy {policy}");
+            let coflow = |rng: &mut XorShift, coflows: &[CoflowId]| {
+                if coflows.is_empty() || rng.below(8) == 0 {
+                    CoflowId(999_999)
+                } else {
+                    coflows[rng.below(coflows.len() as u64) as usize]
+                }
+            };
+            let machine = MachineId(rng.below(u64::from(MACHINES) + 1) as u32);
+            match rng.below(11) {
+                0 => {
+                    let readiness = if rng.below(2) == 0 {
+                        Readiness::OnGet
+                    } else {
+                        Readiness::AllGets { timeout: Nanos::from_millis(50) }
+                    };
+                    let deadline = (rng.below(3) == 0).then(|| Nanos::from_millis(100 + rng.below(5000)));
+                    let options = CoflowOptions { readiness, deadline, ..Default::default() };
+                    if let Ok(id) =
+                        h.core.handle_register(h.now, Registration { num_flows: rng.below(4) as u32, options })
+                    {
+                        coflows.push(id);
+                    }
+                }
+                1 | 2 => {
+                    let c = coflow(&mut rng, &coflows);
+                    let id = format!("p{}", rng.below(5));
+                    let _ = h.put(c, &id, machine.0, 1 + rng.below(5000));
+                }
+                3 | 4 => {
+                    let c = coflow(&mut rng, &coflows);
+                    let id = format!("p{}", rng.below(5));
+                    if let Ok(g) = h.get(c, &id, machine.0) {
+                        assert!(!flows.contains(&g.flow), "{at}: a flow id granted twice");
+                        flows.push(g.flow);
+                    }
+                }
+                5 if !flows.is_empty() => {
+                    let f = flows.swap_remove(rng.below(flows.len() as u64) as usize);
+                    let outcome = if rng.below(3) == 0 {
+                        FlowOutcome::Failed("data-lost".into())
+                    } else {
+                        FlowOutcome::Completed
+                    };
+                    let _ = h.core.handle_flow_finished(h.now, f, outcome);
+                }
+                6 => {
+                    let c = coflow(&mut rng, &coflows);
+                    if rng.below(2) == 0 {
+                        let _ = h.core.handle_seal(h.now, c);
+                    } else if h.core.handle_unregister(h.now, c).is_ok() {
+                        coflows.retain(|&x| x != c);
+                    }
+                }
+                7 => {
+                    let progress = flows.iter().map(|&f| (f, rng.below(6000))).collect();
+                    h.heartbeat(machine.0, progress);
+                }
+                8 if machine.0 < MACHINES => match rng.below(3) {
+                    0 => {
+                        let a = AgentRegistration {
+                            machine,
+                            data_addr: format!("127.0.0.1:{}", 9000 + machine.0).parse().unwrap(),
+                            port_rate: CAP,
+                        };
+                        h.core.handle_register_agent(h.now, a);
+                    }
+                    1 => {
+                        h.core.handle_unwatch(machine);
+                        watching[machine.0 as usize] = false;
+                    }
+                    _ => {
+                        for &(_, r) in &h.core.handle_watch(h.now, machine) {
+                            assert!((0.0..=CAP * (1.0 + 1e-12)).contains(&r), "{at}: rate {r}");
+                        }
+                        watching[machine.0 as usize] = true;
+                    }
+                },
+                _ => {
+                    h.now = h.now + Nanos::from_millis(rng.below(200));
+                    // Machine 3 stays silent now and then, so it is declared dead.
+                    for m in 0..MACHINES - u32::from(rng.below(4) == 0) {
+                        h.heartbeat(m, vec![]);
+                    }
+                    h.core.handle_timeout(h.now);
+                    if let Some(t) = h.core.poll_timeout() {
+                        assert!(t > h.now, "{at}: asked to run again at {t:?}, now {:?}", h.now);
+                    }
+                }
+            }
+            while let Some(t) = h.core.poll_transmit() {
+                match t {
+                    Transmit::Rates(m, batch) => {
+                        assert!(watching[m.0 as usize], "{at}: rates for {m}, which does not watch");
+                        for (_, r) in batch {
+                            assert!((0.0..=CAP * (1.0 + 1e-12)).contains(&r), "{at}: rate {r}");
+                        }
+                    }
+                    Transmit::Notice(m, _) => assert!(watching[m.0 as usize], "{at}: a notice for {m}"),
+                    Transmit::EndWatch(m) => {
+                        assert!(watching[m.0 as usize], "{at}: ends {m}'s stream, which is not open");
+                        watching[m.0 as usize] = false;
+                    }
+                }
+            }
+            let st = h.core.status();
+            assert_eq!(st.coflows.len(), h.core.live_coflows(), "{at}");
+            assert!(h.core.scheduled_coflows() <= h.core.live_coflows(), "{at}");
+            assert!(st.coflows.iter().map(|c| c.flows.len()).sum::<usize>() <= h.core.live_flows(), "{at}");
+        }
+    }
+}
