@@ -378,16 +378,14 @@ pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
                 data_addr: format!("127.0.0.1:{}", 9000 + m).parse()?,
                 port_rate: 1e8,
             };
-            let (tx, _rx) = tokio::sync::oneshot::channel();
-            core.handle(now, coflow_coordinator::Event::RegisterAgent(reg, tx));
+            core.handle_register_agent(now, reg);
         }
         let events = 1_000_000u64;
         let t = Instant::now();
         for k in 0..events {
             let flows = (0..8).map(|f| (coflow_core::FlowId(f), k)).collect();
             let hb = coflow_proto::Heartbeat { machine: coflow_core::MachineId((k % 4) as u32), flows, tx_bps: 0.0, rx_bps: 0.0 };
-            let (tx, _rx) = tokio::sync::oneshot::channel();
-            core.handle(now, coflow_coordinator::Event::Heartbeat(hb, tx));
+            core.handle_heartbeat(now, hb);
         }
         let dt = t.elapsed().as_secs_f64();
         println!("core event handling alone: {:.0} events/s (the gRPC stack, not the core, bounds the figure above)", events as f64 / dt);

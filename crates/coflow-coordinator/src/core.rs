@@ -1,9 +1,12 @@
-//! The coordinator's state machine: one closed [`Event`] enum in, rate pushes out.
+//! The coordinator's state machine, in the shape of quinn-proto's `Connection`: typed
+//! `handle_*` methods take `now` and an input and return what the caller must answer;
+//! [`Core::handle_timeout`] runs what is due; [`Core::poll_timeout`] says when that is next and
+//! [`Core::poll_transmit`] hands out what must be sent (rate batches and notices per agent).
 //!
-//! It owns the policy instance (the very code the simulator runs) and never reads a clock:
-//! `now` comes with every call, so tests drive it in simulated time through the same events
-//! the gRPC service sends. Replies go back on oneshot channels and rate pushes on unbounded
-//! channels, both of which work without a runtime.
+//! It owns the policy instance (the very code the simulator runs), reads no clock, holds no
+//! channel and does no I/O: the service converts its clock to [`Nanos`] at the edge and owns
+//! every channel, task and timer, so tests drive the core in simulated time by calling it and
+//! asserting on what it returns.
 //!
 //! Readiness: a coflow's pieces are announced by puts, each with its exact size, before any get;
 //! by default every get becomes a scheduled flow as it arrives, in its coflow's place in the
@@ -11,22 +14,23 @@
 //! registered with [`Readiness::AllGets`] holds its gets until it expects no more (`num_flows`
 //! gets, or once the driver has sealed it, as many gets as pieces put; with `num_flows` 0 it
 //! waits for the seal) or its timeout passed (Varys Pseudocode 3). A sealed coflow takes no more puts: its shape is final.
+//! No answer waits for readiness: a get is granted at once and its flow holds at rate 0 until
+//! released, so the core keeps no pending replies.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+// A socket address is a value, not I/O: `core::net` is there without the standard library.
+use ::core::net::SocketAddr;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos, Rate};
 use coflow_proto::{
     AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration,
 };
 use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
-use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
-
-/// Where a reply goes.
-pub type Reply<T> = oneshot::Sender<Result<T, CoordError>>;
+use crate::views::{AgentView, CoflowView, FlowView};
 
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;
@@ -40,37 +44,36 @@ pub enum Notice {
     CoflowDropped(CoflowId),
 }
 
-/// What the coordinator is told: every trigger of work.
-#[derive(Debug)]
-pub enum Event {
-    /// A framework registers a coflow.
-    Register(Registration, Reply<CoflowId>),
-    /// A framework is done with a coflow.
-    Unregister(CoflowId, Reply<()>),
-    /// No more puts will come for a coflow.
-    Seal(CoflowId, Reply<()>),
-    /// An agent stored a piece; the reply is the coflow's registration, for the agent to keep.
-    Put(PutAnnouncement, Reply<Registration>),
-    /// An agent's client wants a piece.
-    Get(GetAnnouncement, Reply<FlowGrant>),
-    /// A receiving agent re-announces a flow a previous coordinator granted (after a restart).
-    RecoverFlow(FlowRecovery, Reply<FlowGrant>),
-    /// A receiving agent finished a flow (`ok`) or gave up on it.
-    FlowFinished(FlowId, bool, Reply<()>),
-    /// A receiving agent gave up on a flow, for a reason (an error kind).
-    FlowFailed(FlowId, String, Reply<()>),
-    /// An agent joins.
-    RegisterAgent(AgentRegistration, Reply<()>),
-    /// An agent reports; the reply says whether the coordinator knows it.
-    Heartbeat(Heartbeat, Reply<bool>),
-    /// An agent listens for its flows' rates; the current ones are sent at once.
-    Watch(MachineId, mpsc::UnboundedSender<RateBatch>),
-    /// An agent listens for notices (failed flows, dropped coflows).
-    Notices(MachineId, mpsc::UnboundedSender<Notice>),
-    /// Someone asks what is live.
-    Status(Reply<StatusView>),
-    /// Prometheus asks for the counters.
-    Metrics(Reply<String>),
+/// What the core has for the service to send to agents watching their rates, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transmit {
+    /// Rate changes for one agent's outgoing flows.
+    Rates(MachineId, RateBatch),
+    /// A notice for one agent.
+    Notice(MachineId, Notice),
+    /// The agent was declared lost: end its rate stream, so it registers again.
+    EndWatch(MachineId),
+}
+
+/// How a receiving agent reports the end of a flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlowOutcome {
+    /// Every byte arrived.
+    Completed,
+    /// The receiver gave up, for a reason: the error kind it saw, e.g. `data-lost`.
+    Failed(String),
+}
+
+impl FlowOutcome {
+    /// The outcome of a `FlowFinished` report: `ok`, or failed for `reason` (`unspecified` when
+    /// the report gives none).
+    pub fn from_report(ok: bool, reason: String) -> FlowOutcome {
+        match (ok, reason.is_empty()) {
+            (true, _) => FlowOutcome::Completed,
+            (false, true) => FlowOutcome::Failed("unspecified".into()),
+            (false, false) => FlowOutcome::Failed(reason),
+        }
+    }
 }
 
 /// What a get is told: the flow and where to fetch it.
@@ -86,66 +89,29 @@ pub struct FlowGrant {
     pub size: u64,
 }
 
-/// A snapshot of live state, for `coflow status`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StatusView {
-    /// The policy.
-    pub policy: String,
-    /// Live coflows by id.
-    pub coflows: Vec<CoflowView>,
-    /// Known agents.
-    pub agents: Vec<AgentView>,
+/// How a coflow's released flows are served. One value, so that a coflow cannot be both
+/// bypassed and scheduled, or scheduled while out of the policy with flows in it.
+#[derive(Debug)]
+enum CoflowState {
+    /// Nothing released yet (its gets, if any, wait for readiness): its size is not judged.
+    Held,
+    /// Small (its bottleneck under `bypass_threshold_bytes`): its flows go unscheduled, at port
+    /// rate. Judged again at each release, since later gets may make it large.
+    Bypassed,
+    /// Large, or no bypass threshold: the policy schedules its flows, for good. In the policy
+    /// while it has unfinished scheduled flows.
+    Scheduled(Option<InPolicy>),
+    /// Refused by the policy's admission control: its flows go unscheduled, for good.
+    Rejected,
 }
 
-/// One live coflow.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CoflowView {
-    /// Its id.
-    pub id: CoflowId,
-    /// Its name.
-    pub name: String,
-    /// Its announced `num_flows`.
-    pub num_flows: u32,
-    /// Pieces put so far.
-    pub puts: u32,
-    /// Whether it bypasses scheduling.
-    pub bypass: bool,
-    /// Its unfinished flows: id, data id, source, destination, size, bytes sent, rate.
-    pub flows: Vec<FlowView>,
-}
-
-/// One unfinished flow.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FlowView {
-    /// Its id.
-    pub id: FlowId,
-    /// Its piece.
-    pub data_id: String,
-    /// Sender.
-    pub src: MachineId,
-    /// Receiver.
-    pub dst: MachineId,
-    /// Size.
-    pub size: u64,
-    /// Bytes sent as last reported.
-    pub sent: u64,
-    /// Assigned rate, bytes per second.
-    pub rate: f64,
-}
-
-/// One agent.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AgentView {
-    /// Its machine.
-    pub machine: MachineId,
-    /// Its data listener.
-    pub data_addr: SocketAddr,
-    /// Whether it is alive.
-    pub alive: bool,
-    /// Its last reported sending rate.
-    pub tx_bps: f64,
-    /// Its last reported receiving rate.
-    pub rx_bps: f64,
+/// A coflow the policy holds.
+#[derive(Debug)]
+struct InPolicy {
+    /// When it last entered the policy (its key in [`Core`]'s active set).
+    arrival: Nanos,
+    /// Its released, unfinished flows the policy schedules; never empty.
+    flows: BTreeSet<FlowId>,
 }
 
 #[derive(Debug)]
@@ -157,15 +123,10 @@ struct CoflowRec {
     sealed: bool,
     gets_seen: u32,
     first_get: Option<Nanos>,
-    /// Flows created by gets but held until the coflow is ready.
+    /// Flows created by gets but held until the coflow is ready. Usually only before the first
+    /// release, but a seal or a recovered put may raise the gets expected after it.
     held: Vec<FlowId>,
-    /// Released flows the policy schedules, unfinished.
-    scheduled: BTreeSet<FlowId>,
-    /// When it last entered the policy.
-    arrival: Nanos,
-    in_policy: bool,
-    bypass: bool,
-    large: bool,
+    state: CoflowState,
     width: u32,
 }
 
@@ -184,7 +145,7 @@ impl CoflowRec {
         self.gets_seen > 0 && self.gets_seen >= expected
     }
 
-    fn new(reg: Registration, now: Nanos) -> CoflowRec {
+    fn new(reg: Registration) -> CoflowRec {
         CoflowRec {
             reg,
             bare: false,
@@ -193,14 +154,37 @@ impl CoflowRec {
             gets_seen: 0,
             first_get: None,
             held: Vec::new(),
-            scheduled: BTreeSet::new(),
-            arrival: now,
-            in_policy: false,
-            bypass: false,
-            large: false,
+            state: CoflowState::Held,
             width: 0,
         }
     }
+
+    /// When its held flows are released whatever else happens, if it waits for all gets.
+    fn ready_deadline(&self) -> Option<Nanos> {
+        match (self.reg.options.readiness, self.first_get) {
+            (Readiness::AllGets { timeout }, Some(first)) if !self.held.is_empty() => {
+                Some(first.saturating_add(timeout))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether it is served outside the policy (what `coflow status` shows as bypass).
+    fn bypassed(&self) -> bool {
+        matches!(self.state, CoflowState::Bypassed | CoflowState::Rejected)
+    }
+}
+
+/// Where a flow stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlowState {
+    /// Waiting for its coflow to be ready: no rate.
+    Held,
+    /// The policy sets its rate.
+    Scheduled,
+    /// Served outside the policy, at its sender's port rate: bypassed, local, rejected by
+    /// admission control, unregistered while running, or any flow under `tcp`.
+    Unscheduled,
 }
 
 #[derive(Debug)]
@@ -213,9 +197,7 @@ struct FlowRec {
     /// Bytes sent as of the source's last report, and when that report came.
     sent: u64,
     sent_at: Nanos,
-    released: bool,
-    /// Served outside the policy: bypass, local, or rejected by admission control.
-    unscheduled: bool,
+    state: FlowState,
     rate: f64,
 }
 
@@ -262,8 +244,10 @@ pub struct Core {
     active: BTreeSet<(Nanos, CoflowId)>,
     flows: BTreeMap<FlowId, FlowRec>,
     agents: BTreeMap<MachineId, AgentRec>,
-    watchers: BTreeMap<MachineId, mpsc::UnboundedSender<RateBatch>>,
-    notices: BTreeMap<MachineId, mpsc::UnboundedSender<Notice>>,
+    /// Agents whose rate stream is open: rates and notices go to them.
+    watching: BTreeSet<MachineId>,
+    /// What is to be sent, in order, until [`Core::poll_transmit`] takes it.
+    outbox: VecDeque<Transmit>,
     /// The first coflow and flow id this coordinator allocates (see [`Core::set_id_base`]).
     id_base: u64,
     /// Failed flows by reason; timed-out ones are also counted in `timed_out`.
@@ -272,6 +256,8 @@ pub struct Core {
     pending: BTreeMap<MachineId, BTreeMap<FlowId, f64>>,
     next_coflow: u64,
     next_flow: u64,
+    /// The latest `now` the core was given.
+    now: Nanos,
     dirty: bool,
     wake: Option<Nanos>,
     last_decision: Nanos,
@@ -300,14 +286,15 @@ impl Core {
             active: BTreeSet::new(),
             flows: BTreeMap::new(),
             agents: BTreeMap::new(),
-            watchers: BTreeMap::new(),
-            notices: BTreeMap::new(),
+            watching: BTreeSet::new(),
+            outbox: VecDeque::new(),
             id_base: 1,
             failed: BTreeMap::new(),
             timed_out: BTreeMap::new(),
             pending: BTreeMap::new(),
             next_coflow: 1,
             next_flow: 1,
+            now: Nanos::ZERO,
             dirty: false,
             wake: None,
             last_decision: Nanos::ZERO,
@@ -332,120 +319,216 @@ impl Core {
         self.flows.get(&flow).map(|f| f.rate)
     }
 
-    /// Handles one event at `now`. Call [`Core::poll`] after a batch of events.
-    pub fn handle(&mut self, now: Nanos, event: Event) {
+    /// The policy's name, or `tcp`.
+    pub fn policy_name(&self) -> &str {
+        if self.tcp { TCP } else { self.policy.name() }
+    }
+
+    /// Whether a live agent runs on `machine`.
+    pub fn agent_alive(&self, machine: MachineId) -> bool {
+        self.agents.get(&machine).is_some_and(|a| a.alive)
+    }
+
+    /// Every registered coflow, by id, without its flows.
+    pub fn coflows(&self) -> impl Iterator<Item = CoflowView> + '_ {
+        self.coflows.iter().map(|(&id, c)| CoflowView {
+            id,
+            name: c.reg.options.name.clone(),
+            num_flows: c.reg.num_flows,
+            puts: c.puts.len() as u32,
+            bypass: c.bypassed(),
+            flows: Vec::new(),
+        })
+    }
+
+    /// Every unfinished flow, by id, with its coflow.
+    pub fn flows(&self) -> impl Iterator<Item = (CoflowId, FlowView)> + '_ {
+        self.flows.iter().map(|(&id, f)| {
+            let view = FlowView {
+                id,
+                data_id: f.data_id.to_string(),
+                src: f.src,
+                dst: f.dst,
+                size: f.size,
+                sent: f.sent,
+                rate: f.rate,
+            };
+            (f.coflow, view)
+        })
+    }
+
+    /// Every agent that registered, by machine.
+    pub fn agents(&self) -> impl Iterator<Item = AgentView> + '_ {
+        self.agents.iter().map(|(&machine, a)| AgentView {
+            machine,
+            data_addr: a.data_addr,
+            alive: a.alive,
+            tx_bps: a.tx_bps,
+            rx_bps: a.rx_bps,
+        })
+    }
+
+    /// Failed flows by reason.
+    pub fn failures(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+        self.failed.iter().map(|(r, &v)| (r.as_str(), v))
+    }
+
+    /// Flows failed on a timeout, by which timeout.
+    pub fn timeouts(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+        self.timed_out.iter().map(|(&r, &v)| (r, v))
+    }
+
+    /// How many coflows are registered.
+    pub fn live_coflows(&self) -> usize {
+        self.coflows.len()
+    }
+
+    /// How many coflows the policy schedules now.
+    pub fn scheduled_coflows(&self) -> usize {
+        self.active.len()
+    }
+
+    /// How many flows are unfinished.
+    pub fn live_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// How many agents are alive.
+    pub fn agents_alive(&self) -> usize {
+        self.agents.values().filter(|a| a.alive).count()
+    }
+
+    /// Notes one input at `now`.
+    fn input(&mut self, now: Nanos) {
         self.counters.messages += 1;
-        match event {
-            Event::Register(reg, reply) => {
-                if self.coflows.len() >= self.cfg.max_coflows {
-                    let msg = format!("{} coflows registered (max_coflows)", self.coflows.len());
-                    let _ = reply.send(Err(CoordError::LimitExceeded(msg)));
-                    return;
+        self.now = self.now.max(now);
+    }
+
+    /// A framework registers a coflow.
+    pub fn handle_register(&mut self, now: Nanos, reg: Registration) -> Result<CoflowId, CoordError> {
+        self.input(now);
+        if self.coflows.len() >= self.cfg.max_coflows {
+            let msg = format!("{} coflows registered (max_coflows)", self.coflows.len());
+            return Err(CoordError::LimitExceeded(msg));
+        }
+        let id = CoflowId(self.next_coflow);
+        self.next_coflow += 1;
+        self.counters.coflows_registered += 1;
+        tracing::debug!(coflow = %id, name = %reg.options.name, num_flows = reg.num_flows, "registered");
+        self.coflows.insert(id, CoflowRec::new(reg));
+        Ok(id)
+    }
+
+    /// A framework is done with a coflow: every agent is told to forget its pieces, and its
+    /// flows still running finish unscheduled, at full speed, rather than hang.
+    pub fn handle_unregister(&mut self, now: Nanos, id: CoflowId) -> Result<(), CoordError> {
+        self.input(now);
+        if !self.coflows.contains_key(&id) {
+            return Err(CoordError::UnknownCoflow(id));
+        }
+        self.leave_policy(now, id);
+        self.coflows.remove(&id);
+        // An agent that misses this notice is told `unknown-coflow` when it re-announces the
+        // pieces, and forgets them then.
+        for &m in &self.watching {
+            self.outbox.push_back(Transmit::Notice(m, Notice::CoflowDropped(id)));
+        }
+        let running: Vec<FlowId> = self.flows.iter().filter(|(_, f)| f.coflow == id).map(|(&fid, _)| fid).collect();
+        for fid in running {
+            self.serve_unscheduled(fid);
+        }
+        Ok(())
+    }
+
+    /// No more puts will come for a coflow.
+    pub fn handle_seal(&mut self, now: Nanos, id: CoflowId) -> Result<(), CoordError> {
+        self.input(now);
+        let c = self.coflows.get_mut(&id).ok_or(CoordError::UnknownCoflow(id))?;
+        c.sealed = true;
+        // Its gets may all be in already: the seal is what they waited for.
+        if c.all_gets_in() {
+            self.release(now, id);
+        }
+        Ok(())
+    }
+
+    /// A receiving agent finished a flow, or gave up on it.
+    pub fn handle_flow_finished(&mut self, now: Nanos, flow: FlowId, outcome: FlowOutcome) -> Result<(), CoordError> {
+        self.input(now);
+        match outcome {
+            FlowOutcome::Completed => self.finish_flow(now, flow, None),
+            FlowOutcome::Failed(reason) => self.finish_flow(now, flow, Some(&reason)),
+        }
+    }
+
+    /// An agent joins (again: then what it held is gone).
+    pub fn handle_register_agent(&mut self, now: Nanos, a: AgentRegistration) {
+        self.input(now);
+        if self.agent_alive(a.machine) {
+            // Registering again means the agent restarted: what it held is gone.
+            self.agent_lost(now, a.machine, "agent-restarted");
+        }
+        tracing::info!(machine = %a.machine, data_addr = %a.data_addr, "agent registered");
+        self.agents.insert(
+            a.machine,
+            AgentRec {
+                data_addr: a.data_addr,
+                port_rate: a.port_rate,
+                alive: true,
+                last_seen: now,
+                tx_bps: 0.0,
+                rx_bps: 0.0,
+            },
+        );
+        self.dirty = true;
+    }
+
+    /// An agent reports; the answer says whether the coordinator knows it (if not, it must
+    /// register again).
+    pub fn handle_heartbeat(&mut self, now: Nanos, hb: Heartbeat) -> bool {
+        self.input(now);
+        let known = match self.agents.get_mut(&hb.machine) {
+            Some(a) if a.alive => {
+                a.last_seen = now;
+                a.tx_bps = hb.tx_bps;
+                a.rx_bps = hb.rx_bps;
+                true
+            }
+            _ => false,
+        };
+        if known {
+            for (id, sent) in hb.flows {
+                if let Some(f) = self.flows.get_mut(&id)
+                    && f.src == hb.machine
+                {
+                    f.sent = f.sent.max(sent.min(f.size));
+                    f.sent_at = now;
                 }
-                let id = CoflowId(self.next_coflow);
-                self.next_coflow += 1;
-                self.counters.coflows_registered += 1;
-                tracing::debug!(coflow = %id, name = %reg.options.name, num_flows = reg.num_flows, "registered");
-                self.coflows.insert(id, CoflowRec::new(reg, now));
-                let _ = reply.send(Ok(id));
-            }
-            Event::Unregister(id, reply) => {
-                let _ = reply.send(self.unregister(now, id));
-            }
-            Event::Seal(id, reply) => {
-                let r = match self.coflows.get_mut(&id) {
-                    Some(c) => {
-                        c.sealed = true;
-                        // Its gets may all be in already: the seal is what they waited for.
-                        if c.all_gets_in() {
-                            self.release(now, id);
-                        }
-                        Ok(())
-                    }
-                    None => Err(CoordError::UnknownCoflow(id)),
-                };
-                let _ = reply.send(r);
-            }
-            Event::Put(put, reply) => {
-                let _ = reply.send(self.put(now, put));
-            }
-            Event::Get(get, reply) => {
-                let _ = reply.send(self.get(now, get));
-            }
-            Event::RecoverFlow(rec, reply) => {
-                let _ = reply.send(self.recover_flow(now, rec));
-            }
-            Event::FlowFinished(flow, ok, reply) => {
-                let r = self.finish_flow(now, flow, if ok { None } else { Some("unspecified") });
-                let _ = reply.send(r);
-            }
-            Event::FlowFailed(flow, reason, reply) => {
-                let r = self.finish_flow(now, flow, Some(&reason));
-                let _ = reply.send(r);
-            }
-            Event::RegisterAgent(a, reply) => {
-                if self.agents.get(&a.machine).is_some_and(|old| old.alive) {
-                    // Registering again means the agent restarted: what it held is gone.
-                    self.agent_lost(now, a.machine, "agent-restarted");
-                }
-                tracing::info!(machine = %a.machine, data_addr = %a.data_addr, "agent registered");
-                self.agents.insert(
-                    a.machine,
-                    AgentRec {
-                        data_addr: a.data_addr,
-                        port_rate: a.port_rate,
-                        alive: true,
-                        last_seen: now,
-                        tx_bps: 0.0,
-                        rx_bps: 0.0,
-                    },
-                );
-                self.dirty = true;
-                let _ = reply.send(Ok(()));
-            }
-            Event::Heartbeat(hb, reply) => {
-                let known = match self.agents.get_mut(&hb.machine) {
-                    Some(a) if a.alive => {
-                        a.last_seen = now;
-                        a.tx_bps = hb.tx_bps;
-                        a.rx_bps = hb.rx_bps;
-                        true
-                    }
-                    _ => false,
-                };
-                if known {
-                    for (id, sent) in hb.flows {
-                        if let Some(f) = self.flows.get_mut(&id)
-                            && f.src == hb.machine
-                        {
-                            f.sent = f.sent.max(sent.min(f.size));
-                            f.sent_at = now;
-                        }
-                    }
-                }
-                let _ = reply.send(Ok(known));
-            }
-            Event::Watch(machine, tx) => {
-                let current: RateBatch = self
-                    .flows
-                    .iter()
-                    .filter(|(_, f)| f.src == machine && f.released)
-                    .map(|(&id, f)| (id, f.rate))
-                    .collect();
-                if tx.send(current).is_ok() {
-                    self.watchers.insert(machine, tx);
-                }
-            }
-            Event::Notices(machine, tx) => {
-                self.notices.insert(machine, tx);
-            }
-            Event::Status(reply) => {
-                let _ = reply.send(Ok(self.status()));
-            }
-            Event::Metrics(reply) => {
-                let _ = reply.send(Ok(self.metrics()));
             }
         }
+        known
+    }
+
+    /// An agent opens its rate stream: from now on its rates and notices are transmitted; the
+    /// answer is every rate in force for its outgoing flows, to send at once.
+    pub fn handle_watch(&mut self, now: Nanos, machine: MachineId) -> RateBatch {
+        self.input(now);
+        self.watching.insert(machine);
+        self.flows
+            .iter()
+            .filter(|(_, f)| f.src == machine && f.state != FlowState::Held)
+            .map(|(&id, f)| (id, f.rate))
+            .collect()
+    }
+
+    /// The agent's rate stream closed: transmit nothing more to it.
+    pub fn handle_unwatch(&mut self, machine: MachineId) {
+        self.watching.remove(&machine);
+    }
+
+    /// What must be sent next, if anything, in the order it arose.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.outbox.pop_front()
     }
 
     /// Coflow and flow ids start at `base` (the service passes a clock reading, so that ids from
@@ -460,7 +543,7 @@ impl Core {
     }
 
     /// Adopts a coflow a previous coordinator registered, if `id` is from before this one.
-    fn adopt(&mut self, now: Nanos, id: CoflowId, reg: Option<Registration>) -> Result<(), CoordError> {
+    fn adopt(&mut self, id: CoflowId, reg: Option<Registration>) -> Result<(), CoordError> {
         if self.coflows.contains_key(&id) {
             return Ok(());
         }
@@ -471,19 +554,22 @@ impl Core {
         tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
         self.counters.coflows_adopted += 1;
         let bare = reg.is_none();
-        let mut c = CoflowRec::new(reg.unwrap_or(Registration { num_flows: 0, options: Default::default() }), now);
+        let mut c = CoflowRec::new(reg.unwrap_or(Registration { num_flows: 0, options: Default::default() }));
         c.bare = bare;
         self.coflows.insert(id, c);
         Ok(())
     }
 
-    fn put(&mut self, now: Nanos, put: PutAnnouncement) -> Result<Registration, CoordError> {
+    /// An agent stored a piece (or re-announces one after a restart); the answer is the coflow's
+    /// registration, for the agent to keep.
+    pub fn handle_put(&mut self, now: Nanos, put: PutAnnouncement) -> Result<Registration, CoordError> {
+        self.input(now);
         if !self.agents.get(&put.machine).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(put.machine));
         }
         if put.recovered {
             // Soft state: an agent that registered again re-announces what it holds.
-            self.adopt(now, put.coflow, put.registration.clone())?;
+            self.adopt(put.coflow, put.registration.clone())?;
         }
         let max_pieces = self.cfg.max_pieces_per_coflow;
         let c = self.coflows.get_mut(&put.coflow).ok_or(CoordError::UnknownCoflow(put.coflow))?;
@@ -511,8 +597,10 @@ impl Core {
         Ok(c.reg.clone())
     }
 
-    /// Schedules again a flow a previous coordinator granted, under its old id.
-    fn recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
+    /// A receiving agent re-announces a flow a previous coordinator granted: it is scheduled
+    /// again under its old id.
+    pub fn handle_recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
+        self.input(now);
         let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
         let grant = FlowGrant { flow: r.flow, src: r.src, src_data_addr: src_agent.data_addr, size: r.size };
         if !self.agents.get(&r.dst).is_some_and(|a| a.alive) {
@@ -529,7 +617,7 @@ impl Core {
         if (self.id_base..self.next_flow).contains(&r.flow.0) {
             return Err(CoordError::UnknownFlow(r.flow));
         }
-        self.adopt(now, r.coflow, None)?;
+        self.adopt(r.coflow, None)?;
         self.next_flow = self.next_flow.max(r.flow.0 + 1);
         self.counters.flows_recovered += 1;
         tracing::info!(flow = %r.flow, coflow = %r.coflow, received = r.received, "flow recovered");
@@ -548,8 +636,7 @@ impl Core {
                 size: r.size,
                 sent: r.received,
                 sent_at: now,
-                released: false,
-                unscheduled: false,
+                state: FlowState::Held,
                 rate: 0.0,
             },
         );
@@ -558,7 +645,10 @@ impl Core {
         Ok(grant)
     }
 
-    fn get(&mut self, now: Nanos, get: GetAnnouncement) -> Result<FlowGrant, CoordError> {
+    /// An agent's client wants a piece: the answer is the flow and where to fetch it, at once,
+    /// even while the flow is held for its coflow's readiness.
+    pub fn handle_get(&mut self, now: Nanos, get: GetAnnouncement) -> Result<FlowGrant, CoordError> {
+        self.input(now);
         let c = self.coflows.get_mut(&get.coflow).ok_or(CoordError::UnknownCoflow(get.coflow))?;
         let &(src, size) = c
             .puts
@@ -583,8 +673,7 @@ impl Core {
                 size,
                 sent: 0,
                 sent_at: now,
-                released: false,
-                unscheduled: false,
+                state: FlowState::Held,
                 rate: 0.0,
             },
         );
@@ -599,7 +688,8 @@ impl Core {
         Ok(grant)
     }
 
-    /// Moves a coflow's held flows into service.
+    /// Moves a coflow's held flows into service: judged small, they bypass the policy; else
+    /// the policy schedules them (local flows and every flow under `tcp` go unscheduled).
     fn release(&mut self, now: Nanos, id: CoflowId) {
         let threshold = self.cfg.bypass_threshold_bytes as f64;
         let Some(c) = self.coflows.get_mut(&id) else { return };
@@ -607,39 +697,53 @@ impl Core {
         if held.is_empty() {
             return;
         }
-        // The bottleneck: most bytes on one port, over every piece put and every flow asked for.
-        if threshold > 0.0 && !c.large {
-            let mut port: BTreeMap<(bool, MachineId), f64> = BTreeMap::new();
-            for &(m, size) in c.puts.values() {
-                *port.entry((false, m)).or_default() += size as f64;
-            }
-            for f in self.flows.values().filter(|f| f.coflow == id) {
-                *port.entry((true, f.dst)).or_default() += f.size as f64;
-            }
-            let bottleneck = port.values().fold(0.0f64, |a, &b| a.max(b));
-            c.bypass = bottleneck < threshold;
-            c.large = !c.bypass;
+        if matches!(c.state, CoflowState::Held | CoflowState::Bypassed) {
+            let small = threshold > 0.0 && {
+                // The bottleneck: most bytes on one port, over every piece put and every flow
+                // asked for.
+                let mut port: BTreeMap<(bool, MachineId), f64> = BTreeMap::new();
+                for &(m, size) in c.puts.values() {
+                    *port.entry((false, m)).or_default() += size as f64;
+                }
+                for f in self.flows.values().filter(|f| f.coflow == id) {
+                    *port.entry((true, f.dst)).or_default() += f.size as f64;
+                }
+                port.values().fold(0.0f64, |a, &b| a.max(b)) < threshold
+            };
+            c.state = if small { CoflowState::Bypassed } else { CoflowState::Scheduled(None) };
         }
-        let bypass = c.bypass || self.tcp;
-        for flow in held {
-            let f = self.flows.get_mut(&flow).expect("held flows are live");
-            f.released = true;
-            if bypass || f.src == f.dst {
-                f.unscheduled = true;
-                let cap = self.agents.get(&f.src).map_or(0.0, |a| a.port_rate);
-                f.rate = cap;
-                self.pending.entry(f.src).or_default().insert(flow, cap);
-            } else {
-                c.scheduled.insert(flow);
+        let by_policy = !self.tcp && matches!(c.state, CoflowState::Scheduled(_));
+        let flows = &mut self.flows;
+        let (scheduled, unscheduled): (Vec<FlowId>, Vec<FlowId>) =
+            held.into_iter().partition(|f| by_policy && flows[f].src != flows[f].dst);
+        if let CoflowState::Scheduled(in_policy) = &mut c.state
+            && !scheduled.is_empty()
+        {
+            for f in &scheduled {
+                flows.get_mut(f).expect("held flows are live").state = FlowState::Scheduled;
+            }
+            match in_policy {
+                Some(p) => p.flows.extend(scheduled),
+                None => {
+                    *in_policy = Some(InPolicy { arrival: now, flows: scheduled.into_iter().collect() });
+                    self.active.insert((now, id));
+                    self.policy.handle_arrival(now, id);
+                }
             }
         }
-        if !c.in_policy && !c.scheduled.is_empty() {
-            c.in_policy = true;
-            c.arrival = now;
-            self.active.insert((now, id));
-            self.policy.handle_arrival(now, id);
+        for f in unscheduled {
+            self.serve_unscheduled(f);
         }
         self.dirty = true;
+    }
+
+    /// Serves a flow outside the policy, at its sender's port rate: the one place that does,
+    /// for bypassed, local, rejected and unregistered coflows' flows and every flow under `tcp`.
+    fn serve_unscheduled(&mut self, id: FlowId) {
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        f.state = FlowState::Unscheduled;
+        f.rate = self.agents.get(&f.src).map_or(0.0, |a| a.port_rate);
+        self.pending.entry(f.src).or_default().insert(id, f.rate);
     }
 
     /// Ends a flow: with every byte (`failure` none), or failed for a reason (an error kind).
@@ -667,8 +771,9 @@ impl Core {
         }
         let Some(c) = self.coflows.get_mut(&f.coflow) else { return Ok(()) };
         c.held.retain(|&h| h != id);
-        if c.scheduled.remove(&id) {
-            if c.scheduled.is_empty() {
+        let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
+        if p.flows.remove(&id) {
+            if p.flows.is_empty() {
                 self.leave_policy(now, f.coflow);
             } else if let Some(gap) = self.policy.flow_finish_gap() {
                 let due = self.last_decision.saturating_add(gap);
@@ -684,32 +789,13 @@ impl Core {
 
     fn leave_policy(&mut self, now: Nanos, id: CoflowId) {
         let Some(c) = self.coflows.get_mut(&id) else { return };
-        if c.in_policy {
-            c.in_policy = false;
-            self.active.remove(&(c.arrival, id));
+        if let CoflowState::Scheduled(in_policy) = &mut c.state
+            && let Some(p) = in_policy.take()
+        {
+            self.active.remove(&(p.arrival, id));
             self.policy.handle_finished(now, id);
             self.dirty = true;
         }
-    }
-
-    fn unregister(&mut self, now: Nanos, id: CoflowId) -> Result<(), CoordError> {
-        if !self.coflows.contains_key(&id) {
-            return Err(CoordError::UnknownCoflow(id));
-        }
-        self.leave_policy(now, id);
-        self.coflows.remove(&id);
-        // Every agent forgets the coflow's pieces (an agent that misses this notice is told
-        // `unknown-coflow` when it re-announces them, and forgets them then).
-        self.notices.retain(|_, tx| tx.send(Notice::CoflowDropped(id)).is_ok());
-        // Flows still running finish unscheduled, at full speed, rather than hang.
-        for (&fid, f) in self.flows.iter_mut().filter(|(_, f)| f.coflow == id) {
-            f.unscheduled = true;
-            f.released = true;
-            let cap = self.agents.get(&f.src).map_or(0.0, |a| a.port_rate);
-            f.rate = cap;
-            self.pending.entry(f.src).or_default().insert(fid, cap);
-        }
-        Ok(())
     }
 
     /// An agent died or restarted: the pieces it held are gone and its flows fail; the agents
@@ -719,12 +805,13 @@ impl Core {
         if let Some(a) = self.agents.get_mut(&m) {
             a.alive = false;
         }
-        self.watchers.remove(&m);
-        self.notices.remove(&m);
+        if self.watching.remove(&m) {
+            self.outbox.push_back(Transmit::EndWatch(m));
+        }
         self.pending.remove(&m);
         for (&id, f) in self.flows.iter().filter(|(_, f)| f.src == m && f.dst != m) {
-            if let Some(tx) = self.notices.get(&f.dst) {
-                let _ = tx.send(Notice::FlowFailed(id));
+            if self.watching.contains(&f.dst) {
+                self.outbox.push_back(Transmit::Notice(f.dst, Notice::FlowFailed(id)));
             }
             if reason == "agent-timed-out" {
                 *self.timed_out.entry("agent-heartbeat").or_default() += 1;
@@ -742,8 +829,9 @@ impl Core {
     }
 
     /// Runs what is due at `now`: agent timeouts, readiness timeouts, a decision, the push of
-    /// changed rates. Returns when to be polled again if nothing else happens.
-    pub fn poll(&mut self, now: Nanos) -> Option<Nanos> {
+    /// changed rates (then [`Core::poll_transmit`] has them).
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.now = self.now.max(now);
         let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms);
         let lost: Vec<MachineId> = self
             .agents
@@ -754,56 +842,58 @@ impl Core {
         for m in lost {
             self.agent_lost(now, m, "agent-timed-out");
         }
-        let mut next = Nanos::MAX;
-        let waiting: Vec<(CoflowId, Nanos)> = self
+        let ready: Vec<CoflowId> = self
             .coflows
             .iter()
-            .filter(|(_, c)| !c.held.is_empty())
-            .filter_map(|(&id, c)| match c.reg.options.readiness {
-                Readiness::AllGets { timeout } => Some((id, c.first_get.unwrap_or(now) + timeout)),
-                Readiness::OnGet => None,
-            })
+            .filter(|(_, c)| c.ready_deadline().is_some_and(|due| now >= due))
+            .map(|(&id, _)| id)
             .collect();
-        for (id, due) in waiting {
-            if now >= due {
-                self.release(now, id);
-            } else {
-                next = next.min(due);
-            }
+        for id in ready {
+            self.release(now, id);
         }
         if self.dirty || self.wake.is_some_and(|w| w <= now) {
             self.decide(now);
         }
-        if let Some(w) = self.wake {
-            next = next.min(w);
+        if !self.pending.is_empty() && now >= self.flush_due() {
+            self.flush(now);
+        }
+    }
+
+    /// When [`Core::handle_timeout`] must run next, if nothing else happens: at once after an
+    /// input that calls for a decision, else the earliest of the policy's wake-up, a readiness
+    /// timeout, the end of the push window with rates waiting, and an agent's timeout.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let mut next = self.wake.unwrap_or(Nanos::MAX);
+        if self.dirty {
+            next = next.min(self.now);
+        }
+        for due in self.coflows.values().filter_map(CoflowRec::ready_deadline) {
+            next = next.min(due);
         }
         if !self.pending.is_empty() {
-            let due = self.last_flush.saturating_add(Nanos::from_millis(self.cfg.push_window_ms));
-            if now >= due {
-                self.flush(now);
-            } else {
-                next = next.min(due);
-            }
+            next = next.min(self.flush_due());
         }
-        if self.agents.values().any(|a| a.alive) {
-            next = next.min(now + Nanos::from_millis(self.cfg.heartbeat_interval_ms));
+        // Declared dead once silent for longer than the timeout: one nanosecond after it.
+        let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms).saturating_add(Nanos(1));
+        for a in self.agents.values().filter(|a| a.alive) {
+            next = next.min(a.last_seen.saturating_add(timeout));
         }
         (next < Nanos::MAX).then_some(next)
+    }
+
+    fn flush_due(&self) -> Nanos {
+        self.last_flush.saturating_add(Nanos::from_millis(self.cfg.push_window_ms))
     }
 
     fn flush(&mut self, now: Nanos) {
         self.last_flush = now;
         for (m, batch) in std::mem::take(&mut self.pending) {
-            if batch.is_empty() {
+            if batch.is_empty() || !self.watching.contains(&m) {
                 continue;
             }
-            if let Some(tx) = self.watchers.get(&m) {
-                self.counters.pushes += 1;
-                self.counters.rate_changes += batch.len() as u64;
-                if tx.send(batch.into_iter().collect()).is_err() {
-                    self.watchers.remove(&m);
-                }
-            }
+            self.counters.pushes += 1;
+            self.counters.rate_changes += batch.len() as u64;
+            self.outbox.push_back(Transmit::Rates(m, batch.into_iter().collect()));
         }
     }
 
@@ -818,8 +908,8 @@ impl Core {
         let mut sched_rx: BTreeMap<MachineId, f64> = BTreeMap::new();
         let mut unsched_tx = BTreeSet::new();
         let mut unsched_rx = BTreeSet::new();
-        for f in self.flows.values().filter(|f| f.released) {
-            if f.unscheduled {
+        for f in self.flows.values().filter(|f| f.state != FlowState::Held) {
+            if f.state == FlowState::Unscheduled {
                 unsched_tx.insert(f.src);
                 unsched_rx.insert(f.dst);
             } else {
@@ -853,8 +943,9 @@ impl Core {
         let mut flows = Vec::new();
         for &(_, id) in &self.active {
             let c = &self.coflows[&id];
+            let CoflowState::Scheduled(Some(p)) = &c.state else { unreachable!("active coflows are in the policy") };
             flows.clear();
-            for &fid in &c.scheduled {
+            for &fid in &p.flows {
                 let f = &self.flows[&fid];
                 let size = (f.size as f64).max(1.0);
                 // The last report, brought forward at the rate in force since (reports are a
@@ -866,7 +957,7 @@ impl Core {
             }
             let spec = SnapshotCoflow {
                 id,
-                arrival: c.arrival,
+                arrival: p.arrival,
                 deadline: c.reg.options.deadline,
                 weight: c.reg.options.weight,
                 width: c.width,
@@ -895,101 +986,12 @@ impl Core {
         for id in std::mem::take(&mut self.rejected) {
             tracing::info!(coflow = %id, "rejected by admission control; served unscheduled");
             let Some(c) = self.coflows.get_mut(&id) else { continue };
-            c.bypass = true;
-            c.large = true;
-            let flows = std::mem::take(&mut c.scheduled);
-            if c.in_policy {
-                c.in_policy = false;
-                self.active.remove(&(c.arrival, id));
-            }
-            for fid in flows {
-                let f = self.flows.get_mut(&fid).expect("scheduled flows are live");
-                f.unscheduled = true;
-                f.rate = self.agents.get(&f.src).map_or(0.0, |a| a.port_rate);
-                self.pending.entry(f.src).or_default().insert(fid, f.rate);
+            if let CoflowState::Scheduled(Some(p)) = std::mem::replace(&mut c.state, CoflowState::Rejected) {
+                self.active.remove(&(p.arrival, id));
+                for fid in p.flows {
+                    self.serve_unscheduled(fid);
+                }
             }
         }
-    }
-
-    fn status(&self) -> StatusView {
-        let mut coflows: BTreeMap<CoflowId, CoflowView> = self
-            .coflows
-            .iter()
-            .map(|(&id, c)| {
-                (
-                    id,
-                    CoflowView {
-                        id,
-                        name: c.reg.options.name.clone(),
-                        num_flows: c.reg.num_flows,
-                        puts: c.puts.len() as u32,
-                        bypass: c.bypass,
-                        flows: Vec::new(),
-                    },
-                )
-            })
-            .collect();
-        for (&id, f) in &self.flows {
-            if let Some(c) = coflows.get_mut(&f.coflow) {
-                c.flows.push(FlowView {
-                    id,
-                    data_id: f.data_id.to_string(),
-                    src: f.src,
-                    dst: f.dst,
-                    size: f.size,
-                    sent: f.sent,
-                    rate: f.rate,
-                });
-            }
-        }
-        StatusView {
-            policy: if self.tcp { TCP.to_string() } else { self.policy.name().to_string() },
-            coflows: coflows.into_values().collect(),
-            agents: self
-                .agents
-                .iter()
-                .map(|(&machine, a)| AgentView {
-                    machine,
-                    data_addr: a.data_addr,
-                    alive: a.alive,
-                    tx_bps: a.tx_bps,
-                    rx_bps: a.rx_bps,
-                })
-                .collect(),
-        }
-    }
-
-    fn metrics(&self) -> String {
-        let c = &self.counters;
-        let alive = self.agents.values().filter(|a| a.alive).count();
-        let mut s = String::new();
-        let mut line = |name: &str, kind: &str, help: &str, v: f64| {
-            s.push_str(&format!("# HELP coflow_coordinator_{name} {help}\n# TYPE coflow_coordinator_{name} {kind}\n"));
-            s.push_str(&format!("coflow_coordinator_{name} {v}\n"));
-        };
-        line("messages_total", "counter", "Control messages handled.", c.messages as f64);
-        line("decisions_total", "counter", "Policy decisions.", c.decisions as f64);
-        line("rate_pushes_total", "counter", "Rate batches pushed to agents.", c.pushes as f64);
-        line("rate_changes_total", "counter", "Flow rate changes pushed.", c.rate_changes as f64);
-        line("flows_finished_total", "counter", "Flows finished with every byte.", c.flows_finished as f64);
-        line("flows_failed_total", "counter", "Flows that failed.", c.flows_failed as f64);
-        line("coflows_registered_total", "counter", "Coflows registered.", c.coflows_registered as f64);
-        line("flows_recovered_total", "counter", "Flows re-announced after a restart.", c.flows_recovered as f64);
-        line("coflows_adopted_total", "counter", "Coflows adopted after a restart.", c.coflows_adopted as f64);
-        line("live_coflows", "gauge", "Registered coflows.", self.coflows.len() as f64);
-        line("scheduled_coflows", "gauge", "Coflows the policy schedules.", self.active.len() as f64);
-        line("live_flows", "gauge", "Unfinished flows.", self.flows.len() as f64);
-        line("agents_alive", "gauge", "Live agents.", alive as f64);
-        let mut labelled = |name: &str, help: &str, rows: Vec<(&str, u64)>| {
-            s.push_str(&format!("# HELP coflow_coordinator_{name} {help}\n# TYPE coflow_coordinator_{name} counter\n"));
-            for (reason, v) in rows {
-                s.push_str(&format!("coflow_coordinator_{name}{{reason=\"{reason}\"}} {v}\n"));
-            }
-        };
-        let failed = self.failed.iter().map(|(r, &v)| (r.as_str(), v)).collect();
-        labelled("flows_failed_by_reason_total", "Flows that failed, by reason (error kind).", failed);
-        let timed_out = self.timed_out.iter().map(|(&r, &v)| (r, v)).collect();
-        labelled("flows_timed_out_total", "Flows that failed on a timeout, by which one.", timed_out);
-        s
     }
 }

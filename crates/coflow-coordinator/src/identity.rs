@@ -24,8 +24,7 @@ use coflow_proto::{Peer, Refusal, RefusalLog, permission_denied};
 use tokio::sync::Mutex;
 use tonic::{Request, Status};
 
-use crate::core::Event;
-use crate::service::CoreHandle;
+use crate::service::{CoreHandle, Event, Reply};
 
 /// The live session of each registered machine.
 #[derive(Debug, Default)]
@@ -85,14 +84,13 @@ impl Sessions {
         claimed: u64,
         certified: bool,
         remote: Option<std::net::SocketAddr>,
-        register: impl FnOnce(crate::core::Reply<()>) -> Event,
+        register: impl FnOnce(Reply<()>) -> Event,
     ) -> Result<u64, Status> {
         let mut live = self.live.lock().await;
         let session = match live.get(&machine) {
             Some(&s) if s == claimed => s,
             Some(_) if !certified => {
-                let st = core.ask(Event::Status).await.map_err(Status::from)?;
-                if st.agents.iter().any(|a| a.machine == machine && a.alive) {
+                if core.ask(|r| Event::AgentAlive(machine, r)).await.map_err(Status::from)? {
                     let msg = format!(
                         "machine {machine} is live under another session; an agent that restarted may register \
                          once it has timed out"

@@ -4,9 +4,13 @@
 //!
 //! # Layout
 //! - `config`: [`CoordinatorConfig`], TOML with documented defaults, validated.
-//! - `core`: [`Core`], the sans-I/O state machine fed by the closed [`Event`] enum; tests drive it
-//!   in simulated time.
-//! - `service`: the tonic service and the one task that owns the core.
+//! - `core`: [`Core`], the sans-I/O state machine: typed `handle_*` inputs that take `now` and
+//!   return the answer, `poll_transmit` (rate batches and notices per agent) and `poll_timeout`;
+//!   no clock, channel or task, so tests drive it in simulated time by calling it.
+//! - `views`: what the coordinator shows of itself, read from the core: [`StatusView`] and the
+//!   Prometheus text.
+//! - `service`: the tonic service and the one task that owns the core, with every channel and
+//!   timer.
 //! - `identity`: who may make which call (roles from certificates, agent sessions).
 //! - `error`: [`CoordError`] and its single mapping to gRPC status.
 
@@ -17,6 +21,7 @@ mod core;
 mod error;
 mod identity;
 mod service;
+mod views;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,11 +32,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use crate::config::{ConfigError, CoordinatorConfig, TCP};
-pub use crate::core::{
-    AgentView, CoflowView, Core, Counters, Event, FlowGrant, FlowView, Notice, RateBatch, Reply, StatusView,
-};
+pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
 pub use crate::error::{CoordError, ERROR_KIND};
-pub use crate::service::CoreHandle;
+pub use crate::views::{AgentView, CoflowView, FlowView, StatusView};
 
 /// Why the coordinator could not run.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +80,7 @@ pub async fn run(
         let h = handle.clone();
         let render: coflow_proto::Render = Arc::new(move || {
             let h = h.clone();
-            Box::pin(async move { h.ask(Event::Metrics).await.unwrap_or_default() })
+            Box::pin(async move { h.ask(service::Event::Metrics).await.unwrap_or_default() })
         });
         tokio::spawn(coflow_proto::serve_metrics(l, render, stop_rx.clone()))
     });

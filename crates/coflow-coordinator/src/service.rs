@@ -2,7 +2,12 @@
 //!
 //! Every RPC converts its message at the edge (naming a wrong field), sends one [`Event`] to the
 //! core task with a oneshot for the reply, and maps a [`CoordError`] to a status in one place.
+//! Every channel, task and timer of the coordinator lives here: the core task reads the clock,
+//! hands each event to the core's `handle_*` method with `now`, sends what
+//! [`Core::poll_transmit`] gives on the agents' rate streams, and sleeps until
+//! [`Core::poll_timeout`].
 
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::time::Instant;
 
@@ -13,26 +18,65 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::core::{Core, Event, Notice, Reply, StatusView};
+use crate::core::{Core, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
 use crate::error::CoordError;
 use crate::identity::{Sessions, as_agent, as_client, as_some_agent};
+use crate::views::StatusView;
+
+/// Where a reply goes.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, CoordError>>;
+
+/// An agent's rate stream, as the core task feeds it.
+type RateTx = mpsc::UnboundedSender<pb::RateUpdate>;
+
+/// What the core task is told: every trigger of work from an RPC, each with where its answer
+/// goes.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A framework registers a coflow.
+    Register(Registration, Reply<CoflowId>),
+    /// A framework is done with a coflow.
+    Unregister(CoflowId, Reply<()>),
+    /// No more puts will come for a coflow.
+    Seal(CoflowId, Reply<()>),
+    /// An agent stored a piece; the reply is the coflow's registration, for the agent to keep.
+    Put(PutAnnouncement, Reply<Registration>),
+    /// An agent's client wants a piece.
+    Get(GetAnnouncement, Reply<FlowGrant>),
+    /// A receiving agent re-announces a flow a previous coordinator granted (after a restart).
+    RecoverFlow(FlowRecovery, Reply<FlowGrant>),
+    /// A receiving agent finished a flow or gave up on it.
+    FlowFinished(FlowId, FlowOutcome, Reply<()>),
+    /// An agent joins.
+    RegisterAgent(AgentRegistration, Reply<()>),
+    /// An agent reports; the reply says whether the coordinator knows it.
+    Heartbeat(Heartbeat, Reply<bool>),
+    /// An agent listens for its flows' rates and notices; the current rates are sent at once.
+    Watch(MachineId, RateTx),
+    /// Whether a live agent runs on a machine.
+    AgentAlive(MachineId, Reply<bool>),
+    /// Someone asks what is live.
+    Status(Reply<StatusView>),
+    /// Prometheus asks for the counters.
+    Metrics(Reply<String>),
+}
 
 /// The handle RPCs use to reach the core task.
 #[derive(Clone, Debug)]
-pub struct CoreHandle {
+pub(crate) struct CoreHandle {
     tx: mpsc::Sender<Event>,
 }
 
 impl CoreHandle {
     /// Sends an event built around a reply channel and waits for the reply.
-    pub async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Event) -> Result<T, CoordError> {
+    pub(crate) async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Event) -> Result<T, CoordError> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(make(reply)).await.map_err(|_| CoordError::ShuttingDown)?;
         rx.await.map_err(|_| CoordError::ShuttingDown)?
     }
 
     /// Sends an event that has no reply.
-    pub async fn tell(&self, event: Event) -> Result<(), CoordError> {
+    pub(crate) async fn tell(&self, event: Event) -> Result<(), CoordError> {
         self.tx.send(event).await.map_err(|_| CoordError::ShuttingDown)
     }
 }
@@ -41,8 +85,12 @@ impl CoreHandle {
 pub(crate) async fn core_loop(mut core: Core, mut rx: mpsc::Receiver<Event>, mut shutdown: watch::Receiver<bool>) {
     let epoch = Instant::now();
     let now = || Nanos(epoch.elapsed().as_nanos() as u64);
+    // The open rate stream of each watching agent.
+    let mut streams: BTreeMap<MachineId, RateTx> = BTreeMap::new();
     loop {
-        let wake = core.poll(now());
+        core.handle_timeout(now());
+        transmit(&mut core, &mut streams);
+        let wake = core.poll_timeout();
         let sleep = async {
             match wake {
                 Some(t) => {
@@ -57,11 +105,11 @@ pub(crate) async fn core_loop(mut core: Core, mut rx: mpsc::Receiver<Event>, mut
         tokio::select! {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
-                core.handle(now(), ev);
+                dispatch(&mut core, now(), ev, &mut streams);
                 // Drain what queued meanwhile, so one decision covers a burst.
                 for _ in 0..4096 {
                     match rx.try_recv() {
-                        Ok(ev) => core.handle(now(), ev),
+                        Ok(ev) => dispatch(&mut core, now(), ev, &mut streams),
                         Err(_) => break,
                     }
                 }
@@ -69,6 +117,76 @@ pub(crate) async fn core_loop(mut core: Core, mut rx: mpsc::Receiver<Event>, mut
             _ = sleep => {}
             _ = shutdown.changed() => break,
         }
+    }
+}
+
+/// Hands one event to the core, sends its answer where it goes, then what the core has for the
+/// agents: at once, so that a lost agent's stream ends before the stream it opens next is kept.
+fn dispatch(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<MachineId, RateTx>) {
+    answer(core, now, event, streams);
+    transmit(core, streams);
+}
+
+fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<MachineId, RateTx>) {
+    // A dropped reply is an RPC that went away meanwhile: nothing to do.
+    match event {
+        Event::Register(reg, reply) => drop(reply.send(core.handle_register(now, reg))),
+        Event::Unregister(id, reply) => drop(reply.send(core.handle_unregister(now, id))),
+        Event::Seal(id, reply) => drop(reply.send(core.handle_seal(now, id))),
+        Event::Put(put, reply) => drop(reply.send(core.handle_put(now, put))),
+        Event::Get(get, reply) => drop(reply.send(core.handle_get(now, get))),
+        Event::RecoverFlow(rec, reply) => drop(reply.send(core.handle_recover_flow(now, rec))),
+        Event::FlowFinished(flow, outcome, reply) => drop(reply.send(core.handle_flow_finished(now, flow, outcome))),
+        Event::RegisterAgent(a, reply) => {
+            core.handle_register_agent(now, a);
+            drop(reply.send(Ok(())));
+        }
+        Event::Heartbeat(hb, reply) => drop(reply.send(Ok(core.handle_heartbeat(now, hb)))),
+        Event::Watch(machine, tx) => {
+            let current = core.handle_watch(now, machine);
+            if tx.send(rates(current)).is_ok() {
+                streams.insert(machine, tx);
+            } else {
+                streams.remove(&machine);
+                core.handle_unwatch(machine);
+            }
+        }
+        Event::AgentAlive(machine, reply) => drop(reply.send(Ok(core.agent_alive(machine)))),
+        Event::Status(reply) => drop(reply.send(Ok(core.status()))),
+        Event::Metrics(reply) => drop(reply.send(Ok(core.metrics()))),
+    }
+}
+
+/// Sends what the core has for the agents; a stream found closed is reported back.
+fn transmit(core: &mut Core, streams: &mut BTreeMap<MachineId, RateTx>) {
+    while let Some(t) = core.poll_transmit() {
+        let (machine, update) = match t {
+            Transmit::Rates(m, batch) => (m, rates(batch)),
+            Transmit::Notice(m, Notice::FlowFailed(f)) => {
+                (m, pb::RateUpdate { failed_flows: vec![f.0], ..Default::default() })
+            }
+            Transmit::Notice(m, Notice::CoflowDropped(c)) => {
+                (m, pb::RateUpdate { dropped_coflows: vec![c.0], ..Default::default() })
+            }
+            Transmit::EndWatch(m) => {
+                // Dropping the sender ends the agent's stream.
+                streams.remove(&m);
+                continue;
+            }
+        };
+        if let Some(tx) = streams.get(&machine)
+            && tx.send(update).is_err()
+        {
+            streams.remove(&machine);
+            core.handle_unwatch(machine);
+        }
+    }
+}
+
+fn rates(batch: RateBatch) -> pb::RateUpdate {
+    pb::RateUpdate {
+        rates: batch.into_iter().map(|(f, r)| pb::FlowRate { flow_id: f.0, rate_bps: r }).collect(),
+        ..Default::default()
     }
 }
 
@@ -191,12 +309,8 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::FlowFinishedResponse>, Status> {
         as_some_agent(&req)?;
         let r = req.into_inner();
-        let flow = FlowId(r.flow_id);
-        if r.ok || r.reason.is_empty() {
-            self.core.ask(|reply| Event::FlowFinished(flow, r.ok, reply)).await.map_err(status)?;
-        } else {
-            self.core.ask(|reply| Event::FlowFailed(flow, r.reason, reply)).await.map_err(status)?;
-        }
+        let (flow, outcome) = (FlowId(r.flow_id), FlowOutcome::from_report(r.ok, r.reason));
+        self.core.ask(|reply| Event::FlowFinished(flow, outcome, reply)).await.map_err(status)?;
         Ok(Response::new(pb::FlowFinishedResponse {}))
     }
 
@@ -241,23 +355,9 @@ impl Coordinator for CoordinatorService {
         let machine = MachineId(machine);
         self.sessions.check(machine, session).await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let (ntx, nrx) = mpsc::unbounded_channel();
-        self.core.tell(Event::Notices(machine, ntx)).await.map_err(status)?;
         self.core.tell(Event::Watch(machine, tx)).await.map_err(status)?;
         use tokio_stream::StreamExt;
-        let rates = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(|batch| {
-            Ok(pb::RateUpdate {
-                rates: batch.into_iter().map(|(f, r)| pb::FlowRate { flow_id: f.0, rate_bps: r }).collect(),
-                ..Default::default()
-            })
-        });
-        let notices = tokio_stream::wrappers::UnboundedReceiverStream::new(nrx).map(|n| {
-            Ok(match n {
-                Notice::FlowFailed(f) => pb::RateUpdate { failed_flows: vec![f.0], ..Default::default() },
-                Notice::CoflowDropped(c) => pb::RateUpdate { dropped_coflows: vec![c.0], ..Default::default() },
-            })
-        });
-        Ok(Response::new(Box::pin(rates.merge(notices))))
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(Ok))))
     }
 }
 

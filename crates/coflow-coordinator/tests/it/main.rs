@@ -1,63 +1,57 @@
-//! The coordinator's event handling without a network, in simulated time, through the same
-//! [`Event`] enum the gRPC service sends.
+//! The coordinator's core without a network, in simulated time: each test calls the core's
+//! `handle_*` methods with `now`, then `handle_timeout`, and asserts on what they return and on
+//! what `poll_transmit` and `poll_timeout` give; no channel, no runtime.
 
-use coflow_coordinator::{CoordError, CoordinatorConfig, Core, Event, FlowGrant, Notice, RateBatch};
+use coflow_coordinator::{CoordError, CoordinatorConfig, Core, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::{
     AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness,
     Registration,
 };
-use tokio::sync::{mpsc, oneshot};
 
 const CAP: f64 = 100.0;
 
-/// A core with agents on `machines` machines of capacity `CAP`, each watching its rates.
+/// A core with agents on `machines` machines, each watching its rates, and what the core has
+/// transmitted to each, not yet looked at.
 struct Harness {
     core: Core,
     now: Nanos,
-    rates: Vec<mpsc::UnboundedReceiver<RateBatch>>,
-}
-
-fn ask<T: std::fmt::Debug>(
-    core: &mut Core,
-    now: Nanos,
-    make: impl FnOnce(oneshot::Sender<Result<T, CoordError>>) -> Event,
-) -> Result<T, CoordError> {
-    let (tx, mut rx) = oneshot::channel();
-    core.handle(now, make(tx));
-    rx.try_recv().expect("the core replies at once")
+    rates: Vec<Vec<RateBatch>>,
+    notices: Vec<Vec<Notice>>,
+    ended: Vec<MachineId>,
 }
 
 impl Harness {
     fn new(policy: &str, machines: u32, cfg: CoordinatorConfig) -> Harness {
         let cfg = CoordinatorConfig { policy: policy.into(), ..cfg };
-        let mut core = Core::new(cfg, coflow_sched::policy::by_name(policy).unwrap());
+        let core = Core::new(cfg, coflow_sched::policy::by_name(policy).unwrap());
+        Harness::with_core(core, &vec![CAP; machines as usize])
+    }
+
+    /// `core` with one agent per entry of `port_rates`, registered and watching.
+    fn with_core(mut core: Core, port_rates: &[f64]) -> Harness {
         let now = Nanos::from_secs(1);
-        let mut rates = Vec::new();
-        for m in 0..machines {
-            let a = AgentRegistration {
-                machine: MachineId(m),
-                data_addr: format!("127.0.0.1:{}", 9000 + m).parse().unwrap(),
-                port_rate: CAP,
-            };
-            ask(&mut core, now, |r| Event::RegisterAgent(a, r)).unwrap();
-            let (tx, rx) = mpsc::unbounded_channel();
-            core.handle(now, Event::Watch(MachineId(m), tx));
-            rates.push(rx);
+        let (mut rates, mut notices) = (Vec::new(), Vec::new());
+        for (m, &port_rate) in port_rates.iter().enumerate() {
+            let machine = MachineId(m as u32);
+            let a =
+                AgentRegistration { machine, data_addr: format!("127.0.0.1:{}", 9000 + m).parse().unwrap(), port_rate };
+            core.handle_register_agent(now, a);
+            rates.push(vec![core.handle_watch(now, machine)]);
+            notices.push(Vec::new());
         }
-        let mut h = Harness { core, now, rates };
+        let mut h = Harness { core, now, rates, notices, ended: Vec::new() };
         h.drain();
         h
     }
 
     fn advance(&mut self, ms: u64) {
         self.now = self.now + Nanos::from_millis(ms);
-        self.core.poll(self.now);
+        self.core.handle_timeout(self.now);
     }
 
     fn register(&mut self, num_flows: u32, options: CoflowOptions) -> CoflowId {
-        let reg = Registration { num_flows, options };
-        ask(&mut self.core, self.now, |r| Event::Register(reg, r)).unwrap()
+        self.core.handle_register(self.now, Registration { num_flows, options }).unwrap()
     }
 
     fn put(&mut self, coflow: CoflowId, id: &str, machine: u32, size: u64) -> Result<(), CoordError> {
@@ -69,36 +63,49 @@ impl Harness {
             recovered: false,
             registration: None,
         };
-        ask(&mut self.core, self.now, |r| Event::Put(p, r)).map(|_| ())
+        self.core.handle_put(self.now, p).map(|_| ())
     }
 
     fn get(&mut self, coflow: CoflowId, id: &str, machine: u32) -> Result<FlowGrant, CoordError> {
         let g = GetAnnouncement { coflow, data_id: DataId::new(id).unwrap(), machine: MachineId(machine) };
-        ask(&mut self.core, self.now, |r| Event::Get(g, r))
+        self.core.handle_get(self.now, g)
     }
 
     fn finish(&mut self, flow: FlowId) {
-        ask(&mut self.core, self.now, |r| Event::FlowFinished(flow, true, r)).unwrap();
+        self.core.handle_flow_finished(self.now, flow, FlowOutcome::Completed).unwrap();
     }
 
     fn heartbeat(&mut self, machine: u32, flows: Vec<(FlowId, u64)>) -> bool {
         let hb = Heartbeat { machine: MachineId(machine), flows, tx_bps: 0.0, rx_bps: 0.0 };
-        ask(&mut self.core, self.now, |r| Event::Heartbeat(hb, r)).unwrap()
+        self.core.handle_heartbeat(self.now, hb)
     }
 
-    /// Every rate pushed so far, per machine, in order.
-    fn drain(&mut self) -> Vec<Vec<RateBatch>> {
-        self.rates
-            .iter_mut()
-            .map(|rx| {
-                let mut v = Vec::new();
-                while let Ok(b) = rx.try_recv() {
-                    v.push(b);
-                }
-                v
-            })
-            .collect()
+    /// Sorts what the core has transmitted since the last call by machine and kind.
+    fn collect(&mut self) {
+        while let Some(t) = self.core.poll_transmit() {
+            match t {
+                Transmit::Rates(m, batch) => self.rates[m.0 as usize].push(batch),
+                Transmit::Notice(m, n) => self.notices[m.0 as usize].push(n),
+                Transmit::EndWatch(m) => self.ended.push(m),
+            }
+        }
     }
+
+    /// Every rate batch transmitted since the last drain, per machine, in order.
+    fn drain(&mut self) -> Vec<Vec<RateBatch>> {
+        self.collect();
+        self.rates.iter_mut().map(std::mem::take).collect()
+    }
+
+    /// Every notice transmitted to `machine` since the last look, in order.
+    fn notices(&mut self, machine: u32) -> Vec<Notice> {
+        self.collect();
+        std::mem::take(&mut self.notices[machine as usize])
+    }
+}
+
+fn by_name(policy: &str) -> Box<dyn coflow_sched::Scheduler> {
+    coflow_sched::policy::by_name(policy).unwrap()
 }
 
 fn last_rate(pushed: &[Vec<RateBatch>], flow: FlowId) -> Option<f64> {
@@ -196,7 +203,7 @@ fn a_sealed_coflow_expects_one_get_per_piece_and_takes_no_more_puts() {
     let c = h.register(0, opts.clone());
     h.put(c, "a", 0, 1000).unwrap();
     h.put(c, "b", 0, 1000).unwrap();
-    ask(&mut h.core, h.now, |r| Event::Seal(c, r)).unwrap();
+    h.core.handle_seal(h.now, c).unwrap();
     assert_eq!(h.put(c, "late", 0, 1000), Err(CoordError::Sealed(c)));
     let fa = h.get(c, "a", 1).unwrap();
     h.advance(100);
@@ -212,13 +219,10 @@ fn a_sealed_coflow_expects_one_get_per_piece_and_takes_no_more_puts() {
     let fx = h.get(d, "x", 2).unwrap();
     h.advance(100);
     assert_eq!(last_rate(&h.drain(), fx.flow), None);
-    ask(&mut h.core, h.now, |r| Event::Seal(d, r)).unwrap();
+    h.core.handle_seal(h.now, d).unwrap();
     h.advance(0);
     assert!(last_rate(&h.drain(), fx.flow).unwrap() > 0.0, "released by the seal");
-    assert_eq!(
-        ask(&mut h.core, h.now, |r| Event::Seal(CoflowId(999), r)),
-        Err(CoordError::UnknownCoflow(CoflowId(999)))
-    );
+    assert_eq!(h.core.handle_seal(h.now, CoflowId(999)), Err(CoordError::UnknownCoflow(CoflowId(999))));
 }
 
 #[test]
@@ -261,7 +265,7 @@ fn small_coflows_bypass_the_policy_at_full_speed() {
     let pushed = h.drain();
     assert_eq!(last_rate(&pushed, fs.flow), Some(CAP), "bypass: full port speed");
     assert_eq!(last_rate(&pushed, fb.flow), Some(CAP), "the scheduled coflow is not preempted by it");
-    let st = ask(&mut h.core, h.now, Event::Status).unwrap();
+    let st = h.core.status();
     assert!(st.coflows.iter().any(|c| c.id == small && c.bypass));
 }
 
@@ -270,22 +274,8 @@ fn tcp_assigns_no_rates_every_flow_goes_at_its_senders_port_rate() {
     let cfg =
         CoordinatorConfig { policy: coflow_coordinator::TCP.into(), bypass_threshold_bytes: 0, ..Default::default() };
     cfg.validate().unwrap();
-    let mut h = Harness::new("fair", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
-    h.core = Core::new(cfg, coflow_sched::policy::by_name("fair").unwrap());
-    let mut rates = Vec::new();
-    for m in 0..3 {
-        let a = AgentRegistration {
-            machine: MachineId(m),
-            data_addr: format!("127.0.0.1:{}", 9000 + m).parse().unwrap(),
-            port_rate: CAP * f64::from(m + 1),
-        };
-        ask(&mut h.core, h.now, |r| Event::RegisterAgent(a, r)).unwrap();
-        let (tx, rx) = mpsc::unbounded_channel();
-        h.core.handle(h.now, Event::Watch(MachineId(m), tx));
-        rates.push(rx);
-    }
-    h.rates = rates;
-    h.drain();
+    let port_rates: Vec<f64> = (1..=3).map(|m| CAP * f64::from(m)).collect();
+    let mut h = Harness::with_core(Core::new(cfg, by_name("fair")), &port_rates);
     // Two large coflows into one receiver: fair would halve its port, tcp leaves it to the network.
     let a = h.register(1, CoflowOptions::default());
     h.put(a, "a", 0, 1_000_000).unwrap();
@@ -298,7 +288,7 @@ fn tcp_assigns_no_rates_every_flow_goes_at_its_senders_port_rate() {
     assert_eq!(last_rate(&pushed, fa.flow), Some(CAP));
     assert_eq!(last_rate(&pushed, fb.flow), Some(2.0 * CAP));
     assert_eq!(h.core.counters().decisions, 0, "no policy decides under tcp");
-    let st = ask(&mut h.core, h.now, Event::Status).unwrap();
+    let st = h.core.status();
     assert_eq!(st.policy, "tcp");
 }
 
@@ -311,7 +301,7 @@ fn errors_name_what_is_missing() {
     assert!(matches!(h.put(c, "a", 1, 1).unwrap_err(), CoordError::DuplicateDataId { .. }));
     assert!(matches!(h.get(c, "zz", 1).unwrap_err(), CoordError::NoSuchData { .. }));
     assert_eq!(h.put(c, "b", 7, 1).unwrap_err(), CoordError::AgentUnavailable(MachineId(7)));
-    let e = ask(&mut h.core, h.now, |r| Event::FlowFinished(FlowId(12345), true, r)).unwrap_err();
+    let e = h.core.handle_flow_finished(h.now, FlowId(12345), FlowOutcome::Completed).unwrap_err();
     assert_eq!(e, CoordError::UnknownFlow(FlowId(12345)));
 }
 
@@ -341,10 +331,6 @@ fn a_silent_agent_is_declared_dead_its_flows_fail_and_the_rest_goes_on() {
     assert_eq!(h.core.rate(fb.flow), Some(CAP));
 }
 
-fn metrics(core: &mut Core, now: Nanos) -> String {
-    ask(core, now, Event::Metrics).unwrap()
-}
-
 /// After a restart (ids of the previous coordinator lie below the new base), a receiver
 /// re-announces a flow the old coordinator held at rate zero: the new one schedules it under its
 /// old id, new flows never take that id, the coflow gets its options back from the source's
@@ -363,13 +349,13 @@ fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
         size: 1000,
         received: 400,
     };
-    let g = ask(&mut h.core, h.now, |r| Event::RecoverFlow(rec.clone(), r)).unwrap();
+    let g = h.core.handle_recover_flow(h.now, rec.clone()).unwrap();
     assert_eq!((g.flow, g.src, g.size), (FlowId(999), MachineId(0), 1000));
     h.advance(0);
     let pushed = h.drain();
     assert_eq!(last_rate(&pushed, FlowId(999)), Some(CAP), "the recovered flow gets a rate");
     // Twice is harmless.
-    assert!(ask(&mut h.core, h.now, |r| Event::RecoverFlow(rec.clone(), r)).is_ok());
+    assert!(h.core.handle_recover_flow(h.now, rec).is_ok());
 
     // The source re-announces its piece with the registration it learned.
     let options = CoflowOptions { name: "q7".into(), weight: 3.0, ..Default::default() };
@@ -381,9 +367,9 @@ fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
         recovered: true,
         registration: Some(Registration { num_flows: 4, options: options.clone() }),
     };
-    let reg = ask(&mut h.core, h.now, |r| Event::Put(put, r)).unwrap();
+    let reg = h.core.handle_put(h.now, put).unwrap();
     assert_eq!((reg.num_flows, &reg.options), (4, &options));
-    let st = ask(&mut h.core, h.now, Event::Status).unwrap();
+    let st = h.core.status();
     let c = st.coflows.iter().find(|c| c.id == old).unwrap();
     assert_eq!((c.name.as_str(), c.num_flows), ("q7", 4), "adopted with its options");
 
@@ -396,7 +382,7 @@ fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
 
     // A coflow id this coordinator allocated and no longer knows was unregistered by it: its
     // pieces are not adopted.
-    ask(&mut h.core, h.now, |r| Event::Unregister(fresh, r)).unwrap();
+    h.core.handle_unregister(h.now, fresh).unwrap();
     let zombie = PutAnnouncement {
         coflow: fresh,
         data_id: DataId::new("z").unwrap(),
@@ -405,8 +391,8 @@ fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
         recovered: true,
         registration: None,
     };
-    assert_eq!(ask(&mut h.core, h.now, |r| Event::Put(zombie, r)), Err(CoordError::UnknownCoflow(fresh)));
-    let m = metrics(&mut h.core, h.now);
+    assert_eq!(h.core.handle_put(h.now, zombie), Err(CoordError::UnknownCoflow(fresh)));
+    let m = h.core.metrics();
     assert!(m.contains("coflow_coordinator_flows_recovered_total 1\n"), "{m}");
     assert!(m.contains("coflow_coordinator_coflows_adopted_total 1\n"), "{m}");
 }
@@ -416,17 +402,11 @@ fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
 #[test]
 fn agents_are_told_of_dropped_coflows_and_failed_flows() {
     let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
-    let mut notices = Vec::new();
-    for m in 0..3 {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        h.core.handle(h.now, Event::Notices(MachineId(m), tx));
-        notices.push(rx);
-    }
     let a = h.register(1, CoflowOptions::default());
     h.put(a, "p", 0, 1000).unwrap();
-    ask(&mut h.core, h.now, |r| Event::Unregister(a, r)).unwrap();
-    for rx in &mut notices {
-        assert_eq!(rx.try_recv(), Ok(Notice::CoflowDropped(a)));
+    h.core.handle_unregister(h.now, a).unwrap();
+    for m in 0..3 {
+        assert_eq!(h.notices(m), [Notice::CoflowDropped(a)], "machine {m}");
     }
 
     let b = h.register(1, CoflowOptions::default());
@@ -434,17 +414,18 @@ fn agents_are_told_of_dropped_coflows_and_failed_flows() {
     let g = h.get(b, "p", 1).unwrap();
     h.put(b, "q", 2, 1000).unwrap();
     let g2 = h.get(b, "q", 1).unwrap();
-    ask(&mut h.core, h.now, |r| Event::FlowFailed(g2.flow, "data-lost".into(), r)).unwrap();
+    h.core.handle_flow_finished(h.now, g2.flow, FlowOutcome::Failed("data-lost".into())).unwrap();
     // Machine 0 goes silent; 1 and 2 keep reporting.
     for _ in 0..40 {
         h.now = h.now + Nanos::from_millis(100);
         h.heartbeat(1, vec![]);
         h.heartbeat(2, vec![]);
-        h.core.poll(h.now);
+        h.core.handle_timeout(h.now);
     }
-    assert_eq!(notices[1].try_recv(), Ok(Notice::FlowFailed(g.flow)), "the receiver is told");
-    assert!(notices[2].try_recv().is_err());
-    let m = metrics(&mut h.core, h.now);
+    assert_eq!(h.notices(1), [Notice::FlowFailed(g.flow)], "the receiver is told");
+    assert!(h.notices(2).is_empty());
+    assert_eq!(h.ended, [MachineId(0)], "the dead agent's rate stream ends");
+    let m = h.core.metrics();
     assert!(m.contains("flows_failed_by_reason_total{reason=\"agent-timed-out\"} 1\n"), "{m}");
     assert!(m.contains("flows_failed_by_reason_total{reason=\"data-lost\"} 1\n"), "{m}");
     assert!(m.contains("flows_timed_out_total{reason=\"agent-heartbeat\"} 1\n"), "{m}");
@@ -457,7 +438,7 @@ fn limits_on_coflows_and_pieces_are_typed_errors() {
     let a = h.register(1, CoflowOptions::default());
     let b = h.register(1, CoflowOptions::default());
     let reg = Registration { num_flows: 1, options: CoflowOptions::default() };
-    let e = ask(&mut h.core, h.now, |r| Event::Register(reg.clone(), r)).unwrap_err();
+    let e = h.core.handle_register(h.now, reg.clone()).unwrap_err();
     assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_coflows")), "{e}");
     assert_eq!(e.kind(), "limit-exceeded");
     assert_eq!(tonic::Status::from(e).code(), tonic::Code::ResourceExhausted);
@@ -466,6 +447,282 @@ fn limits_on_coflows_and_pieces_are_typed_errors() {
     let e = h.put(a, "3", 0, 10).unwrap_err();
     assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_pieces_per_coflow")), "{e}");
     // Unregistering makes room.
-    ask(&mut h.core, h.now, |r| Event::Unregister(b, r)).unwrap();
-    assert!(ask(&mut h.core, h.now, |r| Event::Register(reg, r)).is_ok());
+    h.core.handle_unregister(h.now, b).unwrap();
+    assert!(h.core.handle_register(h.now, reg).is_ok());
+}
+
+/// The core says when it must run next: an agent's timeout when idle (one nanosecond past it,
+/// when silence exceeds it), a readiness timeout, at once after an input that calls for a
+/// decision, and the end of the push window while rates wait; nothing is sent before.
+#[test]
+fn the_core_says_when_it_must_run_next() {
+    let cfg = CoordinatorConfig {
+        bypass_threshold_bytes: 0,
+        agent_timeout_ms: 1000,
+        push_window_ms: 20,
+        ..Default::default()
+    };
+    let mut h = Harness::new("fair", 3, cfg);
+    let t0 = h.now;
+    assert_eq!(h.core.poll_timeout(), Some(t0), "agents joined: decide at once");
+    h.advance(0);
+    let agent_due = |last_seen: Nanos| last_seen + Nanos::from_millis(1000) + Nanos(1);
+    assert_eq!(h.core.poll_timeout(), Some(agent_due(t0)), "idle: the agents' timeouts");
+
+    h.advance(500);
+    for m in 0..3 {
+        assert!(h.heartbeat(m, vec![]));
+    }
+    let reported = h.now;
+    assert_eq!(h.core.poll_timeout(), Some(agent_due(reported)), "heartbeats put the timeouts off");
+
+    // A get held for readiness: due at its coflow's timeout, and held until then.
+    let opts =
+        CoflowOptions { readiness: Readiness::AllGets { timeout: Nanos::from_millis(300) }, ..Default::default() };
+    let c = h.register(2, opts);
+    h.put(c, "a", 0, 1000).unwrap();
+    let fa = h.get(c, "a", 1).unwrap();
+    assert_eq!(h.core.poll_timeout(), Some(h.now + Nanos::from_millis(300)));
+    h.advance(299);
+    assert_eq!(last_rate(&h.drain(), fa.flow), None, "held");
+    h.advance(1);
+    assert_eq!(last_rate(&h.drain(), fa.flow), Some(CAP), "released at the timeout, pushed at once");
+    let flushed = h.now;
+
+    // Another coflow inside the push window: decided at once, pushed when the window ends.
+    h.advance(5);
+    let d = h.register(1, CoflowOptions::default());
+    h.put(d, "x", 2, 1000).unwrap();
+    let fx = h.get(d, "x", 1).unwrap();
+    assert_eq!(h.core.poll_timeout(), Some(h.now), "a release calls for a decision at once");
+    h.core.handle_timeout(h.now);
+    assert_eq!(h.core.poll_timeout(), Some(flushed + Nanos::from_millis(20)), "the push window");
+    assert_eq!(h.core.poll_transmit(), None, "nothing sent inside the window");
+    h.now = flushed + Nanos::from_millis(20);
+    h.core.handle_timeout(h.now);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, fa.flow), Some(CAP / 2.0));
+    assert_eq!(last_rate(&pushed, fx.flow), Some(CAP / 2.0));
+
+    // An agent silent for exactly the timeout is alive; one nanosecond more and it is not.
+    let due = h.core.poll_timeout().unwrap();
+    assert_eq!(due, agent_due(reported), "the heartbeats at 500 ms were the last");
+    h.now = due - Nanos(1);
+    h.core.handle_timeout(h.now);
+    h.collect();
+    assert!(h.ended.is_empty(), "silent for exactly the timeout: alive");
+    assert!(h.heartbeat(2, vec![]));
+    h.now = due;
+    h.core.handle_timeout(h.now);
+    h.collect();
+    assert_eq!(h.ended, [MachineId(0), MachineId(1)], "silent past the timeout: declared dead");
+}
+
+/// A coflow the policy's admission control refuses is served unscheduled at its sender's port
+/// rate, shown as bypassing, and stays so: a later flow of it is not scheduled either.
+#[test]
+fn a_rejected_coflow_is_served_unscheduled_for_good() {
+    let mut h =
+        Harness::new("varys-deadline", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    // 10,000 bytes at 100 bytes/s take 100 s: a 1 s deadline cannot be met.
+    let opts = CoflowOptions { deadline: Some(Nanos::from_secs(1)), ..Default::default() };
+    let c = h.register(2, opts);
+    h.put(c, "a", 0, 10_000).unwrap();
+    h.put(c, "b", 1, 10_000).unwrap();
+    let fa = h.get(c, "a", 2).unwrap();
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), fa.flow), Some(CAP), "served at port rate");
+    assert_eq!(h.core.scheduled_coflows(), 0, "out of the policy");
+    assert!(h.core.status().coflows.iter().any(|v| v.id == c && v.bypass));
+    let fb = h.get(c, "b", 2).unwrap();
+    h.advance(10);
+    assert_eq!(last_rate(&h.drain(), fb.flow), Some(CAP), "its later flow too");
+    assert_eq!(h.core.scheduled_coflows(), 0);
+    h.finish(fa.flow);
+    h.finish(fb.flow);
+    assert_eq!(h.core.counters().flows_finished, 2);
+}
+
+#[test]
+fn a_flow_report_names_its_outcome() {
+    assert_eq!(FlowOutcome::from_report(true, String::new()), FlowOutcome::Completed);
+    assert_eq!(FlowOutcome::from_report(true, "data-lost".into()), FlowOutcome::Completed);
+    assert_eq!(FlowOutcome::from_report(false, String::new()), FlowOutcome::Failed("unspecified".into()));
+    assert_eq!(FlowOutcome::from_report(false, "data-lost".into()), FlowOutcome::Failed("data-lost".into()));
+}
+
+/// An agent that registers again has restarted: its rate stream ends, the pieces it held are
+/// gone, its flows fail as `agent-restarted` and their receivers are told; the stream it opens
+/// next carries its rates again.
+#[test]
+fn an_agent_that_registers_again_starts_afresh() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let c = h.register(2, CoflowOptions::default());
+    h.put(c, "a", 0, 1000).unwrap();
+    let g = h.get(c, "a", 1).unwrap();
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), g.flow), Some(CAP));
+    let again =
+        AgentRegistration { machine: MachineId(0), data_addr: "127.0.0.1:9100".parse().unwrap(), port_rate: CAP };
+    h.core.handle_register_agent(h.now, again);
+    h.collect();
+    assert_eq!(h.ended, [MachineId(0)], "its old stream ends");
+    assert_eq!(h.notices(1), [Notice::FlowFailed(g.flow)], "the receiver is told");
+    assert_eq!(h.core.rate(g.flow), None);
+    assert!(matches!(h.get(c, "a", 1), Err(CoordError::NoSuchData { .. })), "its pieces are gone");
+    let m = h.core.metrics();
+    assert!(m.contains("flows_failed_by_reason_total{reason=\"agent-restarted\"} 1\n"), "{m}");
+
+    assert!(h.core.handle_watch(h.now, MachineId(0)).is_empty(), "nothing in force for it");
+    h.put(c, "b", 0, 1000).unwrap();
+    let g = h.get(c, "b", 2).unwrap();
+    h.advance(10);
+    assert_eq!(last_rate(&h.drain(), g.flow), Some(CAP), "its new stream carries its rates");
+}
+
+/// A small seeded generator, so the random drive below replays from its seed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Random inputs, many of them wrong (unknown ids, dead machines, duplicate pieces), under
+/// several policies: the core answers each without panicking, sends rates only to agents that
+/// watch and never above a port's rate, and after `handle_timeout(now)` never asks to run again
+/// at or before `now` (the service would spin). Rates may pass a port's by a rounding error.
+#[test]
+fn random_inputs_keep_the_core_sound() {
+    const MACHINES: u32 = 4;
+    for seed in 1..=60u64 {
+        let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let policy = ["varys", "fair", "varys-deadline", "aalo", "sincronia"][(seed % 5) as usize];
+        let bypass = if seed % 2 == 0 { 0 } else { 3000 };
+        let cfg = CoordinatorConfig {
+            bypass_threshold_bytes: bypass,
+            agent_timeout_ms: 1000,
+            max_coflows: 6,
+            max_pieces_per_coflow: 4,
+            ..Default::default()
+        };
+        let mut h = Harness::new(policy, MACHINES, cfg);
+        let mut watching: Vec<bool> = vec![true; MACHINES as usize];
+        let (mut coflows, mut flows): (Vec<CoflowId>, Vec<FlowId>) = (Vec::new(), Vec::new());
+        for step in 0..1500 {
+            let at = format!("seed {seed}, step {step}, policy {policy}");
+            let coflow = |rng: &mut XorShift, coflows: &[CoflowId]| {
+                if coflows.is_empty() || rng.below(8) == 0 {
+                    CoflowId(999_999)
+                } else {
+                    coflows[rng.below(coflows.len() as u64) as usize]
+                }
+            };
+            let machine = MachineId(rng.below(u64::from(MACHINES) + 1) as u32);
+            match rng.below(11) {
+                0 => {
+                    let readiness = if rng.below(2) == 0 {
+                        Readiness::OnGet
+                    } else {
+                        Readiness::AllGets { timeout: Nanos::from_millis(50) }
+                    };
+                    let deadline = (rng.below(3) == 0).then(|| Nanos::from_millis(100 + rng.below(5000)));
+                    let options = CoflowOptions { readiness, deadline, ..Default::default() };
+                    if let Ok(id) =
+                        h.core.handle_register(h.now, Registration { num_flows: rng.below(4) as u32, options })
+                    {
+                        coflows.push(id);
+                    }
+                }
+                1 | 2 => {
+                    let c = coflow(&mut rng, &coflows);
+                    let id = format!("p{}", rng.below(5));
+                    let _ = h.put(c, &id, machine.0, 1 + rng.below(5000));
+                }
+                3 | 4 => {
+                    let c = coflow(&mut rng, &coflows);
+                    let id = format!("p{}", rng.below(5));
+                    if let Ok(g) = h.get(c, &id, machine.0) {
+                        assert!(!flows.contains(&g.flow), "{at}: a flow id granted twice");
+                        flows.push(g.flow);
+                    }
+                }
+                5 if !flows.is_empty() => {
+                    let f = flows.swap_remove(rng.below(flows.len() as u64) as usize);
+                    let outcome = if rng.below(3) == 0 {
+                        FlowOutcome::Failed("data-lost".into())
+                    } else {
+                        FlowOutcome::Completed
+                    };
+                    let _ = h.core.handle_flow_finished(h.now, f, outcome);
+                }
+                6 => {
+                    let c = coflow(&mut rng, &coflows);
+                    if rng.below(2) == 0 {
+                        let _ = h.core.handle_seal(h.now, c);
+                    } else if h.core.handle_unregister(h.now, c).is_ok() {
+                        coflows.retain(|&x| x != c);
+                    }
+                }
+                7 => {
+                    let progress = flows.iter().map(|&f| (f, rng.below(6000))).collect();
+                    h.heartbeat(machine.0, progress);
+                }
+                8 if machine.0 < MACHINES => match rng.below(3) {
+                    0 => {
+                        let a = AgentRegistration {
+                            machine,
+                            data_addr: format!("127.0.0.1:{}", 9000 + machine.0).parse().unwrap(),
+                            port_rate: CAP,
+                        };
+                        h.core.handle_register_agent(h.now, a);
+                    }
+                    1 => {
+                        h.core.handle_unwatch(machine);
+                        watching[machine.0 as usize] = false;
+                    }
+                    _ => {
+                        for &(_, r) in &h.core.handle_watch(h.now, machine) {
+                            assert!((0.0..=CAP * (1.0 + 1e-12)).contains(&r), "{at}: rate {r}");
+                        }
+                        watching[machine.0 as usize] = true;
+                    }
+                },
+                _ => {
+                    h.now = h.now + Nanos::from_millis(rng.below(200));
+                    // Machine 3 stays silent now and then, so it is declared dead.
+                    for m in 0..MACHINES - u32::from(rng.below(4) == 0) {
+                        h.heartbeat(m, vec![]);
+                    }
+                    h.core.handle_timeout(h.now);
+                    if let Some(t) = h.core.poll_timeout() {
+                        assert!(t > h.now, "{at}: asked to run again at {t:?}, now {:?}", h.now);
+                    }
+                }
+            }
+            while let Some(t) = h.core.poll_transmit() {
+                match t {
+                    Transmit::Rates(m, batch) => {
+                        assert!(watching[m.0 as usize], "{at}: rates for {m}, which does not watch");
+                        for (_, r) in batch {
+                            assert!((0.0..=CAP * (1.0 + 1e-12)).contains(&r), "{at}: rate {r}");
+                        }
+                    }
+                    Transmit::Notice(m, _) => assert!(watching[m.0 as usize], "{at}: a notice for {m}"),
+                    Transmit::EndWatch(m) => {
+                        assert!(watching[m.0 as usize], "{at}: ends {m}'s stream, which is not open");
+                        watching[m.0 as usize] = false;
+                    }
+                }
+            }
+            let st = h.core.status();
+            assert_eq!(st.coflows.len(), h.core.live_coflows(), "{at}");
+            assert!(h.core.scheduled_coflows() <= h.core.live_coflows(), "{at}");
+            assert!(st.coflows.iter().map(|c| c.flows.len()).sum::<usize>() <= h.core.live_flows(), "{at}");
+        }
+    }
 }
