@@ -591,7 +591,7 @@ impl Scheduler for Probe {
         self.inner.time_s = Some(t);
         self.inner.present = input.coflows.len();
         out.coflow_rate.iter_mut().for_each(|r| *r = 0.0);
-        out.leg_extra.clear();
+        out.clear_leg_extras();
         *self.out.lock().expect("no panic while held") = Some((t, self.inner.present, self.inner.inner.searches().1));
         None
     }

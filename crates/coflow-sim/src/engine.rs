@@ -654,7 +654,7 @@ impl<'w> Engine<'w> {
         }
 
         // Route rates are checked as the route model takes them.
-        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extra.iter().map(|(_, k)| k)) {
+        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extras().iter().map(|(_, k)| k)) {
             assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
         }
         if self.prop.connections {

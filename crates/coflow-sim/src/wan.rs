@@ -118,10 +118,10 @@ fn mix(mut z: u64) -> u64 {
 /// decision. With `check`, asserts that no leg then exceeds its cap.
 pub(crate) fn cap_connections(input: &Input<'_>, caps: &[f64], alloc: &mut Allocation, check: bool) {
     let mut kappa = vec![0.0; input.legs.len()];
-    for &(l, k) in &alloc.leg_extra {
+    for &(l, k) in alloc.leg_extras() {
         kappa[l] += k;
     }
-    alloc.leg_extra.clear();
+    alloc.clear_leg_extras();
     for (ci, c) in input.coflows.iter().enumerate() {
         let sigma = alloc.coflow_rate[ci];
         for l in c.legs.clone() {
@@ -130,9 +130,7 @@ pub(crate) fn cap_connections(input: &Input<'_>, caps: &[f64], alloc: &mut Alloc
             if leg.is_active() && remaining > 0.0 && (sigma + k) * remaining > caps[l] {
                 k = caps[l] / remaining - sigma;
             }
-            if k != 0.0 {
-                alloc.leg_extra.push((l, k));
-            }
+            alloc.hold_leg(l, k);
             if check && leg.is_active() {
                 let rate = (sigma + k) * remaining;
                 assert!(rate <= caps[l] * (1.0 + 1e-9), "leg {l} sends {rate} B/s over its connection cap {}", caps[l]);
