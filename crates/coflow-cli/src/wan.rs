@@ -13,7 +13,7 @@ use clap::Args;
 use coflow_core::{Nanos, Workload};
 use coflow_sched::policy::{MonteCarlo, Needs, Params, Unservable};
 use coflow_sched::{
-    Allocation, Bandwidth, Fabric, Input, Link, Scheduler, Select, ServiceModel, SiphonConfig, SiphonMc, Wan,
+    Allocation, Bandwidth, Fabric, Input, Intra, Link, Scheduler, Select, ServiceModel, SiphonConfig, SiphonMc, Wan,
 };
 use coflow_sim::{SimConfig, SimResult, WanConfig, WanSummary, simulate_wan};
 use serde::{Deserialize, Serialize};
@@ -513,16 +513,9 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
             c.arrival = Nanos::ZERO;
         }
         // As `coflow sim --wan` builds it: a draw holds for the redraw interval.
-        let coherence = (redraw != Nanos::MAX).then_some(redraw);
-        let cfg = SiphonConfig {
-            rounds: a.rounds,
-            depth: a.depth,
-            breadth: a.breadth,
-            seed,
-            coherence,
-            ..Default::default()
-        };
-        let timed = FirstSearch { inner: SiphonMc::new(cfg), time_s: None, present: 0 };
+        let mc = MonteCarlo { rounds: a.rounds, depth: a.depth, breadth: a.breadth, ..MonteCarlo::default() };
+        let params = Params { seed, redraw: (redraw != Nanos::MAX).then_some(redraw), mc };
+        let timed = FirstSearch { inner: SiphonMc::new(params.siphon_config(Intra::Madd)), time_s: None, present: 0 };
         let probe = std::sync::Arc::new(Mutex::new(None));
         let wrapped = Probe { inner: timed, out: probe.clone() };
         let wan = WanConfig { fabric: fabric.clone(), redraw, seed, multipath: false, per_connection: None };

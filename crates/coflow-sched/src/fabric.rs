@@ -50,8 +50,9 @@ impl Route {
 }
 
 /// Which resources exist, what they are called and what capacity to expect of them, and which a
-/// flow crosses: one implementation per kind of fabric.
-pub trait Topology: fmt::Debug + Send + Sync + 'static {
+/// flow crosses: one implementation per kind of fabric. It is [`Any`], so that
+/// [`Fabric::topology`] can hand out the concrete type to the few that need it.
+pub trait Topology: Any + fmt::Debug + Send + Sync {
     /// The kind of fabric, as messages name it: `big switch`, `wide area`.
     fn kind(&self) -> &'static str;
 
@@ -78,9 +79,6 @@ pub trait Topology: fmt::Debug + Send + Sync + 'static {
     fn median_capacity(&self, _r: ResourceId, now: f64) -> f64 {
         now
     }
-
-    /// Itself, so that [`Fabric::topology`] can hand out the concrete type.
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// The non-blocking big switch of Varys §2.2: resource `i` is machine `i`'s ingress port and
@@ -131,10 +129,6 @@ impl Topology for BigSwitch {
     fn resource_name(&self, r: ResourceId) -> String {
         if r < self.machines { format!("in{r}") } else { format!("out{}", r - self.machines) }
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// A topology and the capacity of every resource now, in bytes per second.
@@ -159,7 +153,8 @@ impl Fabric {
     /// The topology, if it is a `T`: `fabric.topology::<BigSwitch>()` for the ports of a machine,
     /// `fabric.topology::<Wan>()` for the links' bandwidth distributions.
     pub fn topology<T: Topology>(&self) -> Option<&T> {
-        self.topology.as_any().downcast_ref::<T>()
+        let any: &dyn Any = &*self.topology;
+        any.downcast_ref::<T>()
     }
 
     /// The kind of fabric, as messages name it ([`Topology::kind`]).

@@ -173,18 +173,26 @@ const fn entry(name: &'static str, summary: &'static str, build: fn(&Params) -> 
     }
 }
 
-/// `siphon-mc` with this intra-coflow policy: the seed, the redraw interval and the search.
+impl Params {
+    /// `siphon-mc`'s configuration with this intra-coflow policy: the seed, the redraw interval
+    /// (a draw holds for it, unless [`MonteCarlo::one_draw`]) and the search options.
+    pub fn siphon_config(&self, intra: Intra) -> SiphonConfig {
+        SiphonConfig {
+            seed: self.seed,
+            intra,
+            coherence: if self.mc.one_draw { None } else { self.redraw },
+            select: self.mc.select,
+            rounds: self.mc.rounds,
+            depth: self.mc.depth,
+            breadth: self.mc.breadth,
+            ..SiphonConfig::default()
+        }
+    }
+}
+
+/// `siphon-mc` with this intra-coflow policy.
 fn siphon_mc(p: &Params, intra: Intra) -> Box<dyn Scheduler> {
-    Box::new(SiphonMc::new(SiphonConfig {
-        seed: p.seed,
-        intra,
-        coherence: if p.mc.one_draw { None } else { p.redraw },
-        select: p.mc.select,
-        rounds: p.mc.rounds,
-        depth: p.mc.depth,
-        breadth: p.mc.breadth,
-        ..SiphonConfig::default()
-    }))
+    Box::new(SiphonMc::new(p.siphon_config(intra)))
 }
 
 const MC: &[Param] = &[Param::Seed, Param::Redraw, Param::MonteCarlo];

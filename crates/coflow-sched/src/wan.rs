@@ -8,8 +8,6 @@
 //! flow between two datacenters crosses the direct link, a flow inside one crosses nothing. The fabric's capacities are the bandwidth
 //! available now; the driver redraws them from the distributions, and policies read both.
 
-use std::any::Any;
-
 use coflow_core::MachineId;
 use rand::Rng;
 
@@ -302,10 +300,6 @@ impl Topology for Wan {
     /// The link's bandwidth distribution's median.
     fn median_capacity(&self, r: ResourceId, _now: f64) -> f64 {
         self.links[r as usize].bandwidth.median()
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

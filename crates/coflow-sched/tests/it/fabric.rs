@@ -2,8 +2,6 @@
 //! oversubscribed core, as a test builds it here) is one implementation of [`Topology`], and every
 //! policy that serves any fabric runs on it unchanged, within its capacities.
 
-use std::any::Any;
-
 use coflow_core::{CoflowId, MachineId, Nanos};
 use coflow_sched::policy::{Needs, Params, REGISTRY};
 use coflow_sched::{
@@ -65,10 +63,6 @@ impl Topology for Racks {
             (false, 0) => format!("rack{}-up", (r - 2 * m) / 2),
             (false, _) => format!("rack{}-down", (r - 2 * m) / 2),
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

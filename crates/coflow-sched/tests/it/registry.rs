@@ -150,3 +150,17 @@ fn the_readme_check_reads_both_tables_and_only_their_first_cells() {
     let got: Vec<String> = readme_policies(md).into_iter().collect();
     assert_eq!(got, ["a", "b", "e"]);
 }
+
+#[test]
+fn siphon_mc_is_configured_from_the_params() {
+    let mc = MonteCarlo { rounds: 64, depth: 3, breadth: 5, select: Select::MeanCost, one_draw: false };
+    let redraw = Some(Nanos::from_millis(250));
+    let cfg = Params { seed: 3, redraw, mc }.siphon_config(coflow_sched::Intra::Lfgf);
+    assert_eq!((cfg.seed, cfg.coherence, cfg.rounds, cfg.depth, cfg.breadth), (3, redraw, 64, 3, 5));
+    assert_eq!((cfg.select, cfg.intra), (Select::MeanCost, coflow_sched::Intra::Lfgf));
+    let one =
+        Params { seed: 3, redraw, mc: MonteCarlo { one_draw: true, ..mc } }.siphon_config(coflow_sched::Intra::Madd);
+    assert_eq!(one.coherence, None, "one draw per node, whatever the redraw interval");
+    // The defaults are SiphonConfig's.
+    assert_eq!(Params::default().siphon_config(coflow_sched::Intra::Madd), coflow_sched::SiphonConfig::default());
+}

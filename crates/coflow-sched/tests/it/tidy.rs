@@ -7,6 +7,7 @@
 //! skipped. The one documented exception (ARCHITECTURE.md, "coflow-sched does no I/O") is
 //! `siphon-mc`'s Monte Carlo rounds on rayon's pool, in `siphon.rs` alone.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// What the pure cores must not name: a clock, the file system, sockets, threads, tokio.
@@ -252,12 +253,11 @@ fn coflow_sched_reads_no_clock_and_does_no_io() {
 #[test]
 fn the_coordinators_core_reads_no_clock_and_does_no_io() {
     let found = check_dir(&crate_src("coflow-coordinator"), COORDINATOR_SHELL);
-    let mut named: Vec<(String, &str)> = found
+    let named: BTreeSet<(String, &str)> = found
         .iter()
         .map(|v| (Path::new(&v.file).file_name().unwrap().to_string_lossy().into_owned(), v.name))
         .collect();
-    named.dedup();
-    let today: Vec<(String, &str)> = COORDINATOR_TODAY.iter().map(|&(f, n)| (f.to_string(), n)).collect();
+    let today: BTreeSet<(String, &str)> = COORDINATOR_TODAY.iter().map(|&(f, n)| (f.to_string(), n)).collect();
     assert_eq!(
         named,
         today,
