@@ -68,8 +68,8 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     let runs = match &plan.wide_area {
         None => plan.run(&progress),
         Some(wa) => {
-            let redraw = wa.config.redraw;
-            plan.run_with(&progress, &|name| wan::build(name, plan.seed, redraw, &args.wan.mc))
+            let params = wan::params(plan.seed, wa.config.redraw, &args.wan.mc);
+            plan.run_with(&progress, &|name| coflow_sched::policy::build(name, &params).expect("names were validated"))
         }
     };
     let wall = started.elapsed();

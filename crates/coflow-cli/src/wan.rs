@@ -7,7 +7,8 @@
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_core::Nanos;
-use coflow_sched::{Intra, Scheduler, Select, ServiceModel, SiphonConfig, SiphonMc};
+use coflow_sched::policy::{MonteCarlo, Needs, Params, Unservable};
+use coflow_sched::{Select, ServiceModel};
 use coflow_sim::WanConfig;
 use coflow_sim::experiment::Plan;
 use coflow_sim::topology::{Overrides, Topology, TopologyError};
@@ -74,9 +75,6 @@ impl WanArgs {
     }
 }
 
-/// Policies whose allocation assumes every route is an ingress and an egress port.
-const BIG_SWITCH_ONLY: &[&str] = &["pfp", "edf"];
-
 /// The configuration of a run of `machines` machines on the topology `spec` (`default` or a
 /// path); errors name the topology, as reading it does.
 pub(crate) fn load(spec: &str, machines: u32, seed: u64, overrides: &Overrides) -> Result<WanConfig> {
@@ -88,22 +86,11 @@ pub(crate) fn load(spec: &str, machines: u32, seed: u64, overrides: &Overrides) 
 
 /// Turns `plan` into a wide-area one as `a` asks (the topology loaded, placed on the workload's
 /// machines and overridden by the flags), leaving out with a note the policies that cannot run
-/// there; the caller runs it with [`build`].
+/// there; the caller builds its policies with [`params`].
 pub(crate) fn plan_wide_area(plan: &mut Plan, a: &WanArgs) -> Result<()> {
     let spec = a.wan.as_deref().expect("checked by the caller");
     if !plan.model.is_exact() {
         bail!("--wan: the reference simulator's model (--model coflowsim) is a big switch only");
-    }
-    let skipped: Vec<&str> = plan.policies.iter().copied().filter(|p| BIG_SWITCH_ONLY.contains(p)).collect();
-    if !skipped.is_empty() {
-        eprintln!(
-            "skipping {}: they assume the big switch (a flow holds an ingress and an egress port)",
-            skipped.join(", ")
-        );
-    }
-    let policies: Vec<&'static str> = plan.policies.iter().copied().filter(|p| !skipped.contains(p)).collect();
-    if policies.is_empty() {
-        bail!("no policy left to run on the wide area");
     }
     let overrides = Overrides {
         machines_per_dc: a.machines_per_dc,
@@ -113,6 +100,25 @@ pub(crate) fn plan_wide_area(plan: &mut Plan, a: &WanArgs) -> Result<()> {
     };
     let mut cfg = load(spec, plan.workload.machines, plan.seed, &overrides)?;
     cfg.multipath = a.multipath;
+    // The registry says which policies cannot serve the wide area; they are skipped, grouped by
+    // what they assume.
+    let refused: Vec<Unservable> =
+        plan.policies.iter().filter_map(|p| coflow_sched::policy::check_serves(p, &cfg.fabric).err()).collect();
+    let mut needs: Vec<Needs> = Vec::new();
+    for u in &refused {
+        if !needs.contains(&u.needs) {
+            needs.push(u.needs);
+        }
+    }
+    for need in needs {
+        let names: Vec<&str> = refused.iter().filter(|u| u.needs == need).map(|u| u.policy.as_str()).collect();
+        eprintln!("skipping {}: they assume {}", names.join(", "), need.assumption());
+    }
+    let policies: Vec<&'static str> =
+        plan.policies.iter().copied().filter(|p| !refused.iter().any(|u| u.policy == *p)).collect();
+    if policies.is_empty() {
+        bail!("no policy left to run on the wide area");
+    }
     // Per-connection caps are per leg; route-model policies pool flows by route.
     let pooled: Vec<&str> = if cfg.per_connection.is_some() {
         policies
@@ -137,25 +143,18 @@ pub(crate) fn plan_wide_area(plan: &mut Plan, a: &WanArgs) -> Result<()> {
     Ok(())
 }
 
-/// The policy `name`; `siphon-mc` knows how long a bandwidth draw holds (the redraw interval).
-pub(crate) fn build(name: &str, seed: u64, redraw: Nanos, mc: &McArgs) -> Box<dyn Scheduler> {
-    let coherence = (redraw != Nanos::MAX).then_some(redraw);
-    match name {
-        "siphon-mc" | "siphon-mc+lfgf" => {
-            let intra = if name.ends_with("+lfgf") { Intra::Lfgf } else { Intra::Madd };
-            let coherence = if mc.mc_one_draw { None } else { coherence };
-            let select = if mc.mc_mean_cost { Select::MeanCost } else { Select::Wins };
-            Box::new(SiphonMc::new(SiphonConfig {
-                seed,
-                intra,
-                coherence,
-                select,
-                rounds: mc.mc_rounds,
-                depth: mc.mc_depth,
-                breadth: mc.mc_breadth,
-                ..SiphonConfig::default()
-            }))
-        }
-        _ => coflow_sched::policy::seeded(name, seed).expect("names were validated"),
+/// The registry's parameters of a wide-area run: `siphon-mc` knows how long a bandwidth draw
+/// holds (the redraw interval) and takes the Monte Carlo options.
+pub(crate) fn params(seed: u64, redraw: Nanos, mc: &McArgs) -> Params {
+    Params {
+        seed,
+        redraw: (redraw != Nanos::MAX).then_some(redraw),
+        mc: MonteCarlo {
+            rounds: mc.mc_rounds,
+            depth: mc.mc_depth,
+            breadth: mc.mc_breadth,
+            select: if mc.mc_mean_cost { Select::MeanCost } else { Select::Wins },
+            one_draw: mc.mc_one_draw,
+        },
     }
 }

@@ -7,7 +7,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_core::Nanos;
-use coflow_sched::{Allocation, Input, Scheduler, ServiceModel, SiphonConfig, SiphonMc};
+use coflow_sched::policy::{MonteCarlo, Params};
+use coflow_sched::{Allocation, Input, Intra, Scheduler, ServiceModel, SiphonConfig, SiphonMc};
 use coflow_sim::topology::Overrides;
 use coflow_sim::{SimConfig, simulate};
 
@@ -54,21 +55,14 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
         w.coflows.truncate(a.coflows);
         w.release_at_zero();
         // As `coflow sim --wan` builds it: a draw holds for the redraw interval.
-        let coherence = (redraw != Nanos::MAX).then_some(redraw);
-        let cfg = SiphonConfig {
-            rounds: a.rounds,
-            depth: a.depth,
-            breadth: a.breadth,
-            seed,
-            coherence,
-            ..Default::default()
-        };
-        let timed = FirstSearch { inner: SiphonMc::new(cfg), time_s: None, present: 0 };
+        let mc = MonteCarlo { rounds: a.rounds, depth: a.depth, breadth: a.breadth, ..MonteCarlo::default() };
+        let params = Params { seed, redraw: (redraw != Nanos::MAX).then_some(redraw), mc };
+        let timed = FirstSearch { inner: SiphonMc::new(params.siphon_config(Intra::Madd)), time_s: None, present: 0 };
         let probe = std::sync::Arc::new(Mutex::new(None));
         let wrapped = Probe { inner: timed, out: probe.clone() };
         // The weather is seeded as the search is; per-connection bandwidth stays off.
         let wan = coflow_sim::WanConfig { seed, per_connection: None, ..base.clone() };
-        simulate(&w, Box::new(wrapped), &SimConfig::wide_area(wan));
+        simulate(&w, Box::new(wrapped), &SimConfig::wide_area(wan))?;
         let (t, present, r) = probe.lock().expect("no panic while held").take().context("no decision was made")?;
         if present != a.coflows {
             bail!("{present} coflows present at the first decision, expected {}", a.coflows);
@@ -133,7 +127,7 @@ impl Scheduler for Probe {
         self.inner.time_s = Some(t);
         self.inner.present = input.coflows.len();
         out.coflow_rate.iter_mut().for_each(|r| *r = 0.0);
-        out.leg_extra.clear();
+        out.clear_leg_extras();
         *self.out.lock().expect("no panic while held") = Some((t, self.inner.present, self.inner.inner.searches().1));
         None
     }

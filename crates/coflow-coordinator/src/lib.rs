@@ -31,7 +31,7 @@ use coflow_proto::pb::coordinator_server::CoordinatorServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use crate::config::{ConfigError, CoordinatorConfig, TCP};
+pub use crate::config::{ConfigError, CoordinatorConfig, TCP, check_policy};
 pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
 pub use crate::error::{CoordError, ERROR_KIND};
 pub use crate::views::{AgentView, CoflowView, FlowView, StatusView};

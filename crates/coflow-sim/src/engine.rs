@@ -15,7 +15,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use coflow_core::{Coflow, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel};
+use coflow_sched::policy::{self, Unservable};
+use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel, Wan};
 
 use crate::legs::{Finished, LegModel, Split};
 use crate::report::CoflowOutcome;
@@ -80,11 +81,12 @@ pub struct SimResult {
     pub wide_area: bool,
 }
 
-/// Replays `workload` under `policy` on the fabric `cfg` names.
+/// Replays `workload` under `policy` on the fabric `cfg` names; a policy that cannot serve that
+/// fabric (the registry says so) is refused, not run.
 ///
 /// # Panics
 /// On a wide area whose topology places fewer machines than the workload has.
-pub fn simulate(workload: &Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig) -> SimResult {
+pub fn simulate(workload: &Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig) -> Result<SimResult, Unservable> {
     simulate_with_progress(workload, policy, cfg, &mut |_| {})
 }
 
@@ -94,14 +96,15 @@ pub fn simulate_with_progress(
     policy: Box<dyn Scheduler>,
     cfg: &SimConfig,
     progress: &mut dyn FnMut(usize),
-) -> SimResult {
+) -> Result<SimResult, Unservable> {
     if let Some(wan) = &cfg.wan {
-        assert!(wan.fabric.wan_topology().is_some(), "a wide-area run needs a wide-area fabric");
+        assert!(wan.fabric.topology::<Wan>().is_some(), "a wide-area run needs a wide-area fabric");
         assert!(wan.fabric.machines() >= workload.machines, "the topology places fewer machines than the workload has");
+        policy::check_serves(policy.name(), &wan.fabric)?;
     }
     let mut e = Engine::new(workload, policy, cfg, cfg.wan.as_ref());
     e.run(progress);
-    e.finish()
+    Ok(e.finish())
 }
 
 /// The route model's state: the routes with unfinished flows, in the order the policy sees them.
@@ -662,7 +665,7 @@ impl<'w> Engine<'w> {
         }
 
         // Route rates are checked as the route model takes them.
-        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extra.iter().map(|(_, k)| k)) {
+        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extras().iter().map(|(_, k)| k)) {
             assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
         }
         if self.prop.connections {

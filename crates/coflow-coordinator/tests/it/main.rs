@@ -2,6 +2,8 @@
 //! `handle_*` methods with `now`, then `handle_timeout`, and asserts on what they return and on
 //! what `poll_transmit` and `poll_timeout` give; no channel, no runtime.
 
+mod policy;
+
 use coflow_coordinator::{CoordError, CoordinatorConfig, Core, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::{
