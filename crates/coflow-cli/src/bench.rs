@@ -74,7 +74,7 @@ impl Timed {
     ) -> Result<(SimResult, Vec<f64>)> {
         let times_s = Arc::new(Mutex::new(Vec::new()));
         let timed = Timed { inner: model.policy(name), times_s: times_s.clone(), limit, made: 0 };
-        let r = simulate(w, Box::new(timed), cfg);
+        let r = simulate(w, Box::new(timed), cfg)?;
         let times = std::mem::take(&mut *times_s.lock().expect("no panic while held"));
         Ok((r, times))
     }

@@ -157,7 +157,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
     let started = Instant::now();
     let runs = parallel_map(windows.len() * to_run.len(), plan.threads, |j| {
         let name = to_run[j % to_run.len()];
-        let mut r = simulate(&windows[j / to_run.len()].workload, plan.model.policy(name), &cfg);
+        let mut r = simulate(&windows[j / to_run.len()].workload, plan.model.policy(name), &cfg)
+            .expect("every policy serves the big switch");
         r.policy = name.to_string();
         r
     });

@@ -46,17 +46,17 @@ pub(crate) struct WanArgs {
     pub(crate) mc: McArgs,
 }
 
-/// Parameters of `siphon-mc` in wide-area runs (defaults: `SiphonConfig::default()`).
+/// Parameters of `siphon-mc` in wide-area runs (defaults: `MonteCarlo::default()`).
 #[derive(Debug, Args)]
 pub(crate) struct McArgs {
     /// Most Monte Carlo rounds per search.
-    #[arg(long, default_value_t = SiphonConfig::default().rounds, requires = "wan")]
+    #[arg(long, default_value_t = MonteCarlo::default().rounds, requires = "wan")]
     mc_rounds: u32,
     /// Positions of the order searched; the rest follows MRTF on median bandwidth.
-    #[arg(long, default_value_t = SiphonConfig::default().depth, requires = "wan")]
+    #[arg(long, default_value_t = MonteCarlo::default().depth, requires = "wan")]
     mc_depth: usize,
     /// Coflows (first by MRTF on medians) that may take the searched positions.
-    #[arg(long, default_value_t = SiphonConfig::default().breadth, requires = "wan")]
+    #[arg(long, default_value_t = MonteCarlo::default().breadth, requires = "wan")]
     mc_breadth: usize,
     /// Enforce the candidate of least mean total CCT over all rounds instead of the one best in
     /// most rounds.
@@ -139,7 +139,7 @@ pub(crate) fn plan_wide_area(plan: &mut Plan, a: &WanArgs) -> Result<()> {
     if plan.policies.is_empty() {
         bail!("no policy left to run with per-connection bandwidth");
     }
-    plan.on_wide_area(spec.to_string(), cfg);
+    plan.on_wide_area(spec.to_string(), cfg)?;
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use coflow_core::{Coflow, CoflowId, Nanos, Rate, Workload};
-use coflow_sched::{Fabric, Scheduler, policy};
+use coflow_sched::{Fabric, Scheduler, Wan, policy};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -291,9 +291,17 @@ impl Plan {
     /// Runs the policies on the wide area `config` (named `topology` in reports) instead of the
     /// big switch, against [`WIDE_AREA_BASELINE`]; the policies asked for are kept (the caller
     /// leaves out those that cannot serve a wide area).
-    pub fn on_wide_area(&mut self, topology: String, config: WanConfig) {
+    ///
+    /// # Errors
+    /// A policy of the plan that cannot serve the wide area (the registry says which), before
+    /// anything changes: the caller leaves such policies out first.
+    pub fn on_wide_area(&mut self, topology: String, config: WanConfig) -> Result<(), policy::Unservable> {
+        for name in &self.policies {
+            policy::check_serves(name, &config.fabric)?;
+        }
         self.baseline = Some(WIDE_AREA_BASELINE);
         self.wide_area = Some(WideAreaPlan { topology, config });
+        Ok(())
     }
 
     /// The configuration each run simulates with.
@@ -358,7 +366,8 @@ impl Plan {
                 let name = to_run[i];
                 let mut bar = progress(name, w.coflows.len());
                 let started = Instant::now();
-                let mut r = simulate_with_progress(w, policy(name), &cfg, &mut |done| bar(done));
+                let mut r = simulate_with_progress(w, policy(name), &cfg, &mut |done| bar(done))
+                    .expect("on_wide_area refused the policies that cannot serve the fabric");
                 // A variant of the reference model reports under the name asked for.
                 r.policy = name.to_string();
                 drop(bar);
@@ -401,7 +410,7 @@ impl Plan {
             });
         };
         let cfg = &wa.config;
-        let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");
+        let wan = cfg.fabric.topology::<Wan>().expect("a wide-area fabric");
         pretty_json(&JsonWideAreaReport {
             workload: self.json_workload(),
             topology: &wa.topology,
@@ -427,7 +436,7 @@ impl Plan {
 /// multi-path and per-connection bandwidth.
 fn describe_wide_area(cfg: &WanConfig) -> String {
     use std::fmt::Write as _;
-    let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");
+    let wan = cfg.fabric.topology::<Wan>().expect("a wide-area fabric");
     let mut t = String::new();
     let _ = write!(t, "wide area: {} datacenters;", wan.dcs());
     for (r, l) in wan.links().iter().enumerate() {
@@ -748,7 +757,7 @@ mod tests {
         let topology = crate::topology::Topology::from_json(&text, None).unwrap();
         let load = || Ok::<_, super::PlanError>((chain(), "chain".to_string()));
         let mut plan = options(Model::EXACT).plan(Spelling::Flag, load).unwrap();
-        plan.on_wide_area("two.json".into(), topology.config(2, 1, &Default::default()).unwrap());
+        plan.on_wide_area("two.json".into(), topology.config(2, 1, &Default::default()).unwrap()).unwrap();
         assert_eq!(plan.to_run(), ["varys", "mrtf"], "the baseline is mrtf, whatever was asked");
         assert!(plan.describe().ends_with("capacities redrawn never; multi-path off"), "{}", plan.describe());
         let runs = plan.run_with(&|_, _| Box::new(|_| {}), &|name| coflow_sched::policy::seeded(name, 1).unwrap());

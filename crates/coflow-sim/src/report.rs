@@ -485,7 +485,7 @@ mod tests {
             check_invariants: true,
             ..SimConfig::default()
         };
-        simulate(&w, policy::by_name(name).unwrap(), &cfg)
+        simulate(&w, policy::by_name(name).unwrap(), &cfg).unwrap()
     }
 
     fn close(a: f64, b: f64) -> bool {

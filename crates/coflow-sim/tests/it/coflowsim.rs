@@ -12,7 +12,7 @@ use crate::support::*;
 fn run_with(policy: &str, rules: Rules, machines: u32, rate: Rate, coflows: Vec<Coflow>) -> SimResult {
     let w = coflowsim::workload(&Workload::new(machines, coflows).unwrap(), &rules);
     let cfg = SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() };
-    simulate(&w, coflowsim::policy(policy, &rules).unwrap(), &cfg)
+    simulate(&w, coflowsim::policy(policy, &rules).unwrap(), &cfg).unwrap()
 }
 
 /// 1 MiB per second: sizes in MiB are times in seconds.
@@ -210,12 +210,12 @@ proptest! {
         // Capacity and exact delivery are checked at every decision (`check_invariants`).
         let cfg = SimConfig { port_rate: Rate::GBPS, check_invariants: true, ..SimConfig::default() };
         for name in coflowsim::POLICIES {
-            let a = simulate(&t, coflowsim::policy(name, &rules).unwrap(), &cfg);
+            let a = simulate(&t, coflowsim::policy(name, &rules).unwrap(), &cfg).unwrap();
             prop_assert!(a.outcomes.iter().all(|o| o.finish.is_some()), "{name} under {names:?}: a coflow never finished");
             for o in &a.outcomes {
                 prop_assert!(o.cct().unwrap().0 + 10 >= o.isolated.0, "{name}: coflow {} beat its bound", o.id);
             }
-            let b = simulate(&t, coflowsim::policy(name, &rules).unwrap(), &cfg);
+            let b = simulate(&t, coflowsim::policy(name, &rules).unwrap(), &cfg).unwrap();
             prop_assert_eq!(a, b);
         }
     }

@@ -214,7 +214,7 @@ fn figure_2c_weighted_shuffle_scheduling_gives_average_fct_3_6() {
     let w = coflow_core::Workload::new(5, figure_1()).unwrap();
     let cfg =
         coflow_sim::SimConfig { port_rate: unit_rate(), check_invariants: true, ..coflow_sim::SimConfig::default() };
-    let r = coflow_sim::simulate(&w, Box::new(Wss), &cfg);
+    let r = coflow_sim::simulate(&w, Box::new(Wss), &cfg).unwrap();
     assert_ms(&ccts_ms(&r), &[4.0, 4.0]);
     let fct_ms = 1e3 * r.outcomes.iter().map(|o| o.flow_time_s).sum::<f64>() / 5.0;
     assert!((fct_ms - 3.6).abs() < 1e-3, "{fct_ms}");

@@ -110,8 +110,8 @@ fn dependencies_replay_identically() {
     let w = Workload::new(4, chain()).unwrap();
     let cfg = SimConfig { port_rate: unit_rate(), check_invariants: true, ..SimConfig::default() };
     for name in ["varys", "fair", "aalo-job"] {
-        let a = simulate(&w, policy::by_name(name).unwrap(), &cfg);
-        let b = simulate(&w, policy::by_name(name).unwrap(), &cfg);
+        let a = simulate(&w, policy::by_name(name).unwrap(), &cfg).unwrap();
+        let b = simulate(&w, policy::by_name(name).unwrap(), &cfg).unwrap();
         assert_eq!(a, b, "{name}");
     }
 }

@@ -42,13 +42,13 @@ proptest! {
     #[test]
     fn every_coflow_finishes_within_capacity_and_deterministically(w in workload(6, 6, false)) {
         for name in policy::NAMES {
-            let a = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let a = simulate(&w, policy::by_name(name).unwrap(), &cfg()).unwrap();
             prop_assert!(a.outcomes.iter().all(|o| o.finish.is_some()), "{name}: a coflow never finished");
             // No coflow beats its isolated bound.
             for o in &a.outcomes {
                 prop_assert!(o.cct().unwrap().0 + 10 >= o.isolated.0, "{name}: coflow {} beat its bound", o.id);
             }
-            let b = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let b = simulate(&w, policy::by_name(name).unwrap(), &cfg()).unwrap();
             prop_assert_eq!(a, b);
         }
     }
@@ -65,7 +65,7 @@ proptest! {
         prop_assert!(b.lp_avg_cct_s.is_some(), "{}", b.lp_status);
         prop_assert!(b.per_port_avg_cct_s >= b.isolation_avg_cct_s - 1e-12);
         for name in policy::NAMES {
-            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg()).unwrap();
             if r.outcomes.iter().any(|o| o.rejected) {
                 continue; // an average over fewer coflows is not comparable
             }
@@ -82,8 +82,8 @@ proptest! {
     fn a_blind_policy_runs_through_the_blind_interface_unchanged(w in workload(5, 5, false)) {
         // Max-min fairness needs no sizes: run through the blind interface, it must give what
         // `fair` gives, coflow by coflow, up to the nanosecond rounding of event times.
-        let blind = simulate(&w, Box::new(Blinded::new(BlindFair::default())), &cfg());
-        let fair = simulate(&w, policy::by_name("fair").unwrap(), &cfg());
+        let blind = simulate(&w, Box::new(Blinded::new(BlindFair::default())), &cfg()).unwrap();
+        let fair = simulate(&w, policy::by_name("fair").unwrap(), &cfg()).unwrap();
         for (b, f) in blind.outcomes.iter().zip(&fair.outcomes) {
             let (b, f) = (b.cct().unwrap().0 as i64, f.cct().unwrap().0 as i64);
             prop_assert!((b - f).abs() <= 1_000, "blind {b} ns vs fair {f} ns");
@@ -95,7 +95,7 @@ proptest! {
         // Every decision `fifo` makes gives the earlier coflows exactly the MADD rates it would
         // give them if no later coflow existed: a later arrival takes only what backfill would
         // have given flows off an earlier coflow's bottleneck.
-        let r = simulate(&w, Box::new(PrefixCheck { name: "fifo", extras: false, inner: policy::by_name("fifo").unwrap() }), &cfg());
+        let r = simulate(&w, Box::new(PrefixCheck { name: "fifo", extras: false, inner: policy::by_name("fifo").unwrap() }), &cfg()).unwrap();
         prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
         // So the coflow at the head of the order finishes exactly as if alone on the fabric:
         // its MADD fills its bottleneck port from its arrival on.
@@ -109,14 +109,14 @@ proptest! {
         // Every decision `fifo-strict` makes gives the earlier coflows exactly what it would give
         // them if no later coflow existed, backfill included: a later arrival never takes
         // bandwidth from an earlier one.
-        let r = simulate(&w, Box::new(PrefixCheck { name: "fifo-strict", extras: true, inner: policy::by_name("fifo-strict").unwrap() }), &cfg());
+        let r = simulate(&w, Box::new(PrefixCheck { name: "fifo-strict", extras: true, inner: policy::by_name("fifo-strict").unwrap() }), &cfg()).unwrap();
         prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
     }
 
     #[test]
     fn varys_offline_stays_within_the_bound_of_fair(w in workload(5, 6, true)) {
-        let varys = Summary::of(&simulate(&w, policy::by_name("varys").unwrap(), &cfg()), None);
-        let fair = Summary::of(&simulate(&w, policy::by_name("fair").unwrap(), &cfg()), None);
+        let varys = Summary::of(&simulate(&w, policy::by_name("varys").unwrap(), &cfg()).unwrap(), None);
+        let fair = Summary::of(&simulate(&w, policy::by_name("fair").unwrap(), &cfg()).unwrap(), None);
         prop_assert!(
             varys.avg_cct_s <= fair.avg_cct_s * VARYS_OVER_FAIR_BOUND + 1e-9,
             "varys {} vs fair {}", varys.avg_cct_s, fair.avg_cct_s
@@ -183,7 +183,7 @@ proptest! {
     fn admitted_coflows_meet_their_deadlines(w in workload(5, 6, false), x in 0.0f64..2.0) {
         let w = with_deadlines(w, x);
         for name in ["varys-deadline", "vc"] {
-            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg()).unwrap();
             for o in &r.outcomes {
                 if o.rejected {
                     prop_assert!(o.finish.is_none());
@@ -201,7 +201,7 @@ proptest! {
         // Deadlines are never below Γ_empty, so a lone coflow on an empty fabric always fits.
         let w = with_deadlines(w, x);
         for name in ["varys-deadline", "vc"] {
-            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg()).unwrap();
             prop_assert!(!r.outcomes[0].rejected, "{}", name);
             prop_assert_eq!(r.outcomes[0].met_deadline(), Some(true));
         }
@@ -280,7 +280,7 @@ proptest! {
             })
             .collect();
         let w = Workload::new(1 + jobs.len() as u32, coflows).unwrap();
-        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() });
+        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() }).unwrap();
         // The workload sorts coflows by arrival then id; brute-force the same list.
         let sorted: Vec<(f64, f64)> = w.coflows.iter().map(|c| (c.arrival.as_secs_f64(), c.flows[0].size.as_f64())).collect();
         let expected = srtf(&sorted, rate.bytes_per_sec());
@@ -299,8 +299,8 @@ proptest! {
         use coflow_sched::{FlowOrder, FlowPriority};
         let w = with_deadlines(w, 1.0);
         for order in [FlowOrder::SmallestRemaining, FlowOrder::EarliestDeadline] {
-            let fast = simulate(&w, Box::new(FlowPriority::new(order)), &cfg());
-            let slow = simulate(&w, Box::new(FlowPriority::full_greedy(order)), &cfg());
+            let fast = simulate(&w, Box::new(FlowPriority::new(order)), &cfg()).unwrap();
+            let slow = simulate(&w, Box::new(FlowPriority::full_greedy(order)), &cfg()).unwrap();
             for (a, b) in fast.outcomes.iter().zip(&slow.outcomes) {
                 let (a, b) = (a.finish.unwrap().0 as i64, b.finish.unwrap().0 as i64);
                 prop_assert!((a - b).abs() <= 1_000, "{order:?}: repaired {a} ns, greedy {b} ns");
@@ -345,7 +345,7 @@ proptest! {
         }
         let bound = best_order_cost(&w, Rate::GBPS.bytes_per_sec());
         for name in ["sincronia", "sincronia-madd"] {
-            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg());
+            let r = simulate(&w, policy::by_name(name).unwrap(), &cfg()).unwrap();
             let total: f64 =
                 r.outcomes.iter().zip(&w.coflows).map(|(o, c)| c.weight * o.cct().unwrap().as_secs_f64()).sum();
             prop_assert!(total <= 4.0 * bound * (1.0 + 1e-9), "{name}: total weighted CCT {total} vs best order {bound}");
@@ -400,7 +400,7 @@ impl Scheduler for FirstRates {
 /// The bytes per second `name` gives each leg at its first decision on `w`.
 fn first_rates(name: &str, w: &Workload) -> Vec<f64> {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    simulate(w, Box::new(FirstRates(policy::by_name(name).unwrap(), seen.clone())), &cfg());
+    simulate(w, Box::new(FirstRates(policy::by_name(name).unwrap(), seen.clone())), &cfg()).unwrap();
     seen.lock().unwrap().take().expect("a decision was made")
 }
 
@@ -455,7 +455,7 @@ proptest! {
         // With known sizes (`karuna`) and with levels by bytes sent (sizes unknown).
         let by_sent = coflow_sched::KarunaConfig { levels: coflow_sched::Levels::BySent, ..Default::default() };
         for policy in [policy::by_name("karuna").unwrap(), Box::new(coflow_sched::Karuna::new(by_sent))] {
-            let r = simulate(&w, policy, &cfg());
+            let r = simulate(&w, policy, &cfg()).unwrap();
             prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
             prop_assert_eq!(r.outcomes[k].met_deadline(), Some(true), "coflow {} missed its deadline", k);
         }
@@ -477,6 +477,6 @@ fn aalo_never_allocates_past_capacity_on_a_found_instance() {
         ],
     )
     .unwrap();
-    let r = simulate(&w, policy::by_name("aalo").unwrap(), &cfg());
+    let r = simulate(&w, policy::by_name("aalo").unwrap(), &cfg()).unwrap();
     assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
 }

@@ -25,7 +25,7 @@ pub(crate) fn coflow(id: u64, at_ms: u64, flows: Vec<Flow>) -> Coflow {
 pub(crate) fn run(policy: &str, machines: u32, rate: Rate, coflows: Vec<Coflow>) -> SimResult {
     let w = Workload::new(machines, coflows).expect("valid workload");
     let cfg = SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() };
-    simulate(&w, policy::by_name(policy).expect("known policy"), &cfg)
+    simulate(&w, policy::by_name(policy).expect("known policy"), &cfg).unwrap()
 }
 
 /// The CCT of each coflow in milliseconds, in workload order; panics if one did not finish.

@@ -57,7 +57,7 @@ fn run_with(
     let w = Workload::new(fabric.machines(), coflows).expect("valid workload");
     let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::from_millis(200), seed, multipath, per_connection };
     let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
-    simulate(&w, policy::seeded(name, seed).expect("known policy"), &sim)
+    simulate(&w, policy::seeded(name, seed).expect("known policy"), &sim).unwrap()
 }
 
 /// Records the coflow rates of the first decision of the policy it wraps.
@@ -378,10 +378,10 @@ fn a_policy_that_cannot_serve_the_wide_area_is_refused_by_name() {
     let coflows = random_workload(3, 8, 6);
     let w = Workload::new(fabric.machines(), coflows).unwrap();
     let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed: 1, multipath: false, per_connection: None };
-    let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
+    let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
     let mut refused = Vec::new();
     for e in policy::REGISTRY {
-        match simulate_wan(&w, e.build(&policy::Params::seeded(1)), &sim, &cfg, &mut |_| {}) {
+        match simulate(&w, e.build(&policy::Params::seeded(1)), &sim) {
             Ok(r) => {
                 assert!(e.serves(&fabric), "{} was run", e.name);
                 assert!(
