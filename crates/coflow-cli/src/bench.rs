@@ -150,7 +150,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         None => a.synth.generate()?,
     };
     let (workload, source) = (model.workload(workload), source + &model.describe());
-    let cfg = SimConfig { port_rate, check_invariants: false };
+    let cfg = SimConfig { port_rate, check_invariants: false, from_scratch: false };
     let mut out = String::new();
     let _ = writeln!(
         out,

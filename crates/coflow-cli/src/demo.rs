@@ -140,8 +140,11 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         "policy", "completed", "measured avg", "simulated avg", "measured p95", "simulated p95", "avg err", "wall"
     );
     for &p in &policies {
-        let sim =
-            simulate(&w, coflow_sched::policy::by_name(p)?, &SimConfig { port_rate: port, check_invariants: false });
+        let sim = simulate(
+            &w,
+            coflow_sched::policy::by_name(p)?,
+            &SimConfig { port_rate: port, check_invariants: false, from_scratch: false },
+        );
         let s = Summary::of(&sim, None);
         let t = Instant::now();
         let (ccts, failed) = rt.block_on(replay(&w, p, args.agents, port, !args.plaintext))?;

@@ -184,7 +184,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
         .map(|(n, k)| window(&plan.workload, n, k, plan.seed, plan.port_rate, plan.deadline_x))
         .collect();
     let to_run = plan.to_run();
-    let cfg = SimConfig { port_rate: plan.port_rate, check_invariants: false };
+    let cfg = SimConfig { port_rate: plan.port_rate, check_invariants: false, from_scratch: false };
     let started = Instant::now();
     let runs = parallel_map(windows.len() * to_run.len(), plan.threads, |j| {
         let name = to_run[j % to_run.len()];

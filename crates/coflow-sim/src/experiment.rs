@@ -300,7 +300,7 @@ impl Plan {
     pub fn run(&self, progress: &(dyn Fn(&str, usize) -> Progress + Sync)) -> Runs {
         let w = &self.workload;
         let to_run = self.to_run();
-        let cfg = SimConfig { port_rate: self.port_rate, check_invariants: false };
+        let cfg = SimConfig { port_rate: self.port_rate, check_invariants: false, from_scratch: false };
         let (runs, bounds) = std::thread::scope(|s| {
             let bounds =
                 s.spawn(|| lower_bounds(w, &Fabric::big_switch(w.machines, self.port_rate), &BoundConfig::default()));

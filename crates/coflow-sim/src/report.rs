@@ -393,7 +393,8 @@ mod tests {
             ],
         )
         .unwrap();
-        let cfg = SimConfig { port_rate: Rate::from_bytes_per_sec(MIB as f64), check_invariants: true };
+        let cfg =
+            SimConfig { port_rate: Rate::from_bytes_per_sec(MIB as f64), check_invariants: true, from_scratch: false };
         simulate(&w, policy::by_name(name).unwrap(), &cfg)
     }
 

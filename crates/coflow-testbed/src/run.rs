@@ -141,7 +141,11 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
         let sim = match port {
             Some(p) => {
                 let sched = coflow_sched::policy::by_name(sim_name).map_err(|e| TestbedError::Setup(e.to_string()))?;
-                let out = simulate(&opts.workload, sched, &SimConfig { port_rate: p, check_invariants: false });
+                let out = simulate(
+                    &opts.workload,
+                    sched,
+                    &SimConfig { port_rate: p, check_invariants: false, from_scratch: false },
+                );
                 sim_ccts =
                     out.outcomes.iter().map(|o| o.cct().map_or(f64::NAN, coflow_core::Nanos::as_secs_f64)).collect();
                 let s = Summary::of(&out, None);

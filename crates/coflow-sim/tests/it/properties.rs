@@ -2,7 +2,7 @@
 //! allocated past its capacity and that each flow finishes with exactly its bytes delivered.
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, BlindFair, Blinded, Fabric, Input, Scheduler, ServiceModel, policy};
+use coflow_sched::{Allocation, BlindFair, Blinded, Changes, Fabric, Input, Scheduler, ServiceModel, policy};
 use coflow_sim::{BoundConfig, SimConfig, Summary, lower_bounds, simulate};
 use proptest::prelude::*;
 
@@ -33,7 +33,7 @@ fn workload(max_machines: u32, max_coflows: usize, offline: bool) -> impl Strate
 }
 
 fn cfg() -> SimConfig {
-    SimConfig { port_rate: Rate::GBPS, check_invariants: true }
+    SimConfig { port_rate: Rate::GBPS, check_invariants: true, from_scratch: false }
 }
 
 proptest! {
@@ -156,6 +156,8 @@ impl Scheduler for PrefixCheck {
                 legs: &input.legs[..c.legs.end],
                 senders: &input.senders[..c.senders.end],
                 loads: &input.loads[..c.loads.end],
+                // A fresh policy has seen nothing.
+                changes: Changes::everything(),
                 ..*input
             };
             let mut alone = Allocation::default();
@@ -280,7 +282,7 @@ proptest! {
             })
             .collect();
         let w = Workload::new(1 + jobs.len() as u32, coflows).unwrap();
-        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true });
+        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true, from_scratch: false });
         // The workload sorts coflows by arrival then id; brute-force the same list.
         let sorted: Vec<(f64, f64)> = w.coflows.iter().map(|c| (c.arrival.as_secs_f64(), c.flows[0].size.as_f64())).collect();
         let expected = srtf(&sorted, rate.bytes_per_sec());
