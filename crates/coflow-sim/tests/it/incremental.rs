@@ -213,11 +213,13 @@ impl Scheduler for FreshCheck {
         let mut fresh = Allocation::default();
         fresh.reset(&fresh_input);
         let fresh_wake = policy::by_name(self.name).unwrap().poll_allocation(&fresh_input, &mut fresh);
-        let (mut a, mut b) = (out.clone(), fresh);
         // The order of extras is the policy's business; the set of them is the decision.
-        a.leg_extra.sort_by_key(|x| x.0);
-        b.leg_extra.sort_by_key(|x| x.0);
-        assert_eq!(a, b, "{}: decision {} at {} differs from a fresh policy's", self.name, self.checked, input.now);
+        let (mut a, mut b) = (out.leg_extras().to_vec(), fresh.leg_extras().to_vec());
+        a.sort_by_key(|x| x.0);
+        b.sort_by_key(|x| x.0);
+        let what = format!("{}: decision {} at {} differs from a fresh policy's", self.name, self.checked, input.now);
+        assert_eq!(a, b, "{what}");
+        assert_eq!((&out.coflow_rate, &out.route_rate), (&fresh.coflow_rate, &fresh.route_rate), "{what}");
         assert_eq!(wake, fresh_wake);
         self.checked += 1;
         wake
