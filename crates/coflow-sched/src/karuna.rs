@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use coflow_core::{CoflowId, MIB, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::kernel::{backfill, madd};
+use crate::kernel::{LiveLegs, backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
@@ -84,13 +84,15 @@ pub struct Karuna {
     cfg: KarunaConfig,
     /// Deadline coflows given their minimal rates by the last decision.
     committed: BTreeSet<CoflowId>,
+    /// Every coflow's unfinished legs, for backfill.
+    live: LiveLegs,
 }
 
 impl Karuna {
     /// Karuna with these parameters.
     pub fn new(cfg: KarunaConfig) -> Karuna {
         assert!(cfg.level_count >= 1 && cfg.first_threshold > 0.0 && cfg.factor > 1.0, "invalid Karuna parameters");
-        Karuna { cfg, committed: BTreeSet::new() }
+        Karuna { cfg, committed: BTreeSet::new(), live: LiveLegs::default() }
     }
 }
 
@@ -118,6 +120,7 @@ impl Scheduler for Karuna {
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let now = input.now;
+        self.live.update(input);
         let cap = input.fabric.capacities();
         let mut left = cap.to_vec();
         let loads: Vec<Vec<(ResourceId, f64)>> =
@@ -182,10 +185,10 @@ impl Scheduler for Karuna {
         }
         // 3. Work conservation: leftover bandwidth flow by flow, non-deadline coflows first.
         for &(_, _, k) in &rest {
-            backfill(input, &input.coflows[k], &mut left, cap, out);
+            backfill(input, &input.coflows[k], self.live.of(k), &mut left, cap, out);
         }
         for &(_, k) in &urgent {
-            backfill(input, &input.coflows[k], &mut left, cap, out);
+            backfill(input, &input.coflows[k], self.live.of(k), &mut left, cap, out);
         }
         // Decide again when the first of the others' deadlines passes: it then joins the levels.
         late.iter().filter_map(|&k| deadline_of(&input.coflows[k])).min()
