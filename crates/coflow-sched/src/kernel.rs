@@ -222,6 +222,22 @@ pub(crate) struct LiveCoflow<'a> {
 }
 
 impl<'a> LiveCoflow<'a> {
+    /// The listed legs of `c` (every unfinished one, perhaps some finished), as indices into
+    /// [`Input::legs`], in order.
+    pub(crate) fn legs(&self, c: &CoflowState) -> impl Iterator<Item = usize> + 'a {
+        let base = c.legs.start;
+        self.offsets.iter().map(move |&o| base + o as usize)
+    }
+
+    /// The bytes `c` has left, summed over its legs in order as over all of them: a leg not
+    /// listed has finished and adds exactly zero. `None` when no leg is listed.
+    pub(crate) fn remaining(&self, input: &Input<'_>, c: &CoflowState) -> Option<f64> {
+        if self.offsets.is_empty() {
+            return None;
+        }
+        Some(self.legs(c).map(|l| input.legs[l].remaining(c)).sum())
+    }
+
     /// The listed legs of the coflow's `i`-th sender, as offsets among its legs in order, and
     /// their receivers (empty unless every route has two resources).
     fn sender(&self, i: usize) -> (&'a [u32], &'a [ResourceId]) {

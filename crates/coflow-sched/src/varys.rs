@@ -268,7 +268,13 @@ impl Scheduler for Varys {
             }
             s.gamma.push(match self.cfg.order {
                 Order::Sebf => bottleneck(loads, cap),
-                Order::Scf => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
+                // Over the listed legs: one not listed has finished and gives zero.
+                Order::Scf => match self.live.of(k) {
+                    Some(live) => {
+                        live.legs(c).map(|l| input.legs[l].longest * input.legs[l].scaled * c.scale).fold(0.0, f64::max)
+                    }
+                    None => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
+                },
                 Order::Ncf => c.width as f64,
                 Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
                 Order::Fifo | Order::FifoStrict => 0.0,
