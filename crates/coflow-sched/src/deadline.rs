@@ -173,11 +173,11 @@ impl Scheduler for DeadlineScheduler {
                     out.coflow_rate[k] += madd(&loads[k], &mut left, cap);
                 }
                 for &k in &admitted {
-                    backfill(input, &input.coflows[k], self.live.of(k), &mut left, cap, out);
+                    backfill(input, k, Some(&mut self.live), &mut left, cap, out);
                 }
             }
             for &k in &best_effort {
-                backfill(input, &input.coflows[k], self.live.of(k), &mut left, cap, out);
+                backfill(input, k, Some(&mut self.live), &mut left, cap, out);
             }
         }
         None

@@ -158,7 +158,7 @@ impl Scheduler for Karuna {
                 _ => {
                     let bytes =
                         *self.bytes.entry(c.id).or_insert_with(|| input.legs_of(c).iter().map(|l| l.bytes).sum());
-                    let remaining = match self.live.of(k).and_then(|live| live.remaining(input, c)) {
+                    let remaining = match self.live.get(input, k).and_then(|live| live.remaining(input, c)) {
                         Some(r) => r,
                         None => input.legs_of(c).iter().map(|l| l.remaining(c)).sum(),
                     };
@@ -209,10 +209,10 @@ impl Scheduler for Karuna {
         }
         // 3. Work conservation: leftover bandwidth flow by flow, non-deadline coflows first.
         for &(_, _, k) in &rest {
-            backfill(input, &input.coflows[k], self.live.of(k), left, cap, out);
+            backfill(input, k, Some(&mut self.live), left, cap, out);
         }
         for &(_, k) in &urgent {
-            backfill(input, &input.coflows[k], self.live.of(k), left, cap, out);
+            backfill(input, k, Some(&mut self.live), left, cap, out);
         }
         // Decide again when the first of the others' deadlines passes: it then joins the levels.
         late.iter().filter_map(|&k| deadline_of(&input.coflows[k])).min()

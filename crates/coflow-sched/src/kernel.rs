@@ -47,23 +47,29 @@ pub(crate) fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f6
     sigma
 }
 
-/// Backfill: speeds up single legs of `c` by as much as every resource on their route has left,
-/// sender by sender; returns whether it sped any up.
+/// Backfill: speeds up single legs of coflow `k` of the input by as much as every resource on
+/// their route has left, sender by sender; returns whether it sped any up.
 ///
 /// Every leg it touches fills one of its resources, so a decision hands out at most as many
 /// extras as the fabric has resources, and senders with a full port are skipped whole.
-/// `live` ([`LiveLegs::of`]) lists at least every unfinished leg of `c` in order, with the second
-/// resource of each on two-hop routes: a leg whose receiver is full, or that finished, is then
-/// passed over without reading it. `None` visits every leg. A finished leg or one with a full
-/// resource gets nothing either way, so the result is the same.
+/// `live` ([`LiveLegs`]) lists at least every unfinished leg of the coflow in order, with the
+/// second resource of each on two-hop routes: a leg whose receiver is full, or that finished, is
+/// then passed over without reading it. `None` visits every leg. A finished leg or one with a
+/// full resource gets nothing either way, so the result is the same.
 pub(crate) fn backfill(
     input: &Input<'_>,
-    c: &CoflowState,
-    live: Option<LiveCoflow<'_>>,
+    k: usize,
+    live: Option<&mut LiveLegs>,
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
 ) -> bool {
+    let c = &input.coflows[k];
+    // Senders whose port is full are skipped whole; with none left, neither is the list built.
+    if input.senders_of(c).iter().all(|sd| left[sd.resource as usize] <= capacity[sd.resource as usize] * FULL) {
+        return false;
+    }
+    let live = live.and_then(|l| l.get(input, k));
     let mut any = false;
     for (i, sender) in input.senders_of(c).iter().enumerate() {
         let first = sender.resource as usize;
@@ -152,7 +158,9 @@ const DEAD: ResourceId = ResourceId::MAX;
 /// ([`Changes::legs_finished`](crate::state::Changes::legs_finished)) are marked, and the list is
 /// rebuilt once half the flows it was built over have finished. A finished leg never comes back,
 /// so the list always holds every unfinished leg. [`Changes::everything`] rebuilds every list,
-/// since the driver may have rebuilt the input.
+/// since the driver may have rebuilt the input. A list is built the first time it is asked for
+/// ([`LiveLegs::get`]): with 10,000 coflows present, most never reach backfill with a sender
+/// that has room.
 ///
 /// [`Changes::everything`]: crate::state::Changes::everything
 #[derive(Debug, Default)]
@@ -176,14 +184,22 @@ struct Live {
     bounds: Vec<u32>,
     /// The coflow's unfinished flows when the list was last built.
     flows: u32,
+    /// Whether the list was built at all.
+    built: bool,
 }
 
 impl Live {
-    fn of(input: &Input<'_>, c: &CoflowState) -> Live {
-        let mut live =
-            Live { arrival: c.arrival, id: c.id, offsets: Vec::new(), tails: Vec::new(), bounds: Vec::new(), flows: 0 };
-        live.build(input, c);
-        live
+    /// A list not built yet.
+    fn of(c: &CoflowState) -> Live {
+        Live {
+            arrival: c.arrival,
+            id: c.id,
+            offsets: Vec::new(),
+            tails: Vec::new(),
+            bounds: Vec::new(),
+            flows: 0,
+            built: false,
+        }
     }
 
     /// Lists the coflow's unfinished legs sender by sender.
@@ -210,6 +226,7 @@ impl Live {
             self.tails.clear();
         }
         self.flows = c.active_flows;
+        self.built = true;
     }
 }
 
@@ -270,7 +287,7 @@ impl LiveLegs {
                 Some(live) => live,
                 None => {
                     same = false;
-                    Live::of(input, c)
+                    Live::of(c)
                 }
             };
             self.coflows.push(live);
@@ -292,15 +309,20 @@ impl LiveLegs {
             }
         }
         for (live, c) in self.coflows.iter_mut().zip(input.coflows) {
-            if c.active_flows * 2 < live.flows {
+            if live.built && c.active_flows * 2 < live.flows {
                 live.build(input, c);
             }
         }
     }
 
-    /// The list of `input.coflows[k]` (after [`LiveLegs::update`] on that input).
-    pub(crate) fn of(&self, k: usize) -> Option<LiveCoflow<'_>> {
-        self.coflows.get(k).map(|l| LiveCoflow { offsets: &l.offsets, tails: &l.tails, bounds: &l.bounds })
+    /// The list of `input.coflows[k]`, built if it was not (after [`LiveLegs::update`] on that
+    /// input).
+    pub(crate) fn get(&mut self, input: &Input<'_>, k: usize) -> Option<LiveCoflow<'_>> {
+        let live = self.coflows.get_mut(k)?;
+        if !live.built {
+            live.build(input, &input.coflows[k]);
+        }
+        Some(LiveCoflow { offsets: &live.offsets, tails: &live.tails, bounds: &live.bounds })
     }
 }
 
@@ -352,12 +374,12 @@ mod tests {
     }
 
     /// Backfills every coflow in order on `left`, with or without the lists.
-    fn backfill_all(input: &Input<'_>, live: Option<&LiveLegs>, mut left: Vec<f64>) -> (Allocation, Vec<f64>) {
+    fn backfill_all(input: &Input<'_>, mut live: Option<&mut LiveLegs>, mut left: Vec<f64>) -> (Allocation, Vec<f64>) {
         let cap = input.fabric.capacities().to_vec();
         let mut out = Allocation::default();
         out.reset(input);
-        for (k, c) in input.coflows.iter().enumerate() {
-            backfill(input, c, live.and_then(|l| l.of(k)), &mut left, &cap, &mut out);
+        for k in 0..input.coflows.len() {
+            backfill(input, k, live.as_deref_mut(), &mut left, &cap, &mut out);
         }
         (out, left)
     }
@@ -375,6 +397,10 @@ mod tests {
             let snap = snapshot(&fabric, &coflows);
             let first = snap.input(Nanos::ZERO, &fabric);
             live.update(&first);
+            // Built now, so that the legs finishing below are marked rather than left out.
+            for k in 0..first.coflows.len() {
+                live.get(&first, k);
+            }
             // The same legs in the same places, some of them finished since the first decision.
             let mut legs = first.legs.to_vec();
             let mut changes = Changes::default();
@@ -389,14 +415,14 @@ mod tests {
             let input = Input { now: Nanos(1), changes: &changes, legs: &legs, ..first };
             live.update(&input);
             let (every, every_left) = backfill_all(&input, None, left.clone());
-            let (listed, listed_left) = backfill_all(&input, Some(&live), left.clone());
+            let (listed, listed_left) = backfill_all(&input, Some(&mut live), left.clone());
             prop_assert_eq!(&every, &listed);
             prop_assert_eq!(every_left, listed_left);
             // And from scratch, the lists rebuilt.
             let mut fresh = LiveLegs::default();
             let input = Input { changes: Changes::everything(), ..input };
             fresh.update(&input);
-            let (rebuilt, _) = backfill_all(&input, Some(&fresh), left);
+            let (rebuilt, _) = backfill_all(&input, Some(&mut fresh), left);
             prop_assert_eq!(&every, &rebuilt);
         }
     }

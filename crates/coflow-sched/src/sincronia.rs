@@ -128,7 +128,7 @@ impl Scheduler for Sincronia {
             if free == 0 {
                 break;
             }
-            if backfill(input, &input.coflows[k], self.live.of(k), &mut self.left, cap, out) {
+            if backfill(input, k, Some(&mut self.live), &mut self.left, cap, out) {
                 free = self.left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
             }
         }

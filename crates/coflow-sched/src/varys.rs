@@ -269,7 +269,7 @@ impl Scheduler for Varys {
             s.gamma.push(match self.cfg.order {
                 Order::Sebf => bottleneck(loads, cap),
                 // Over the listed legs: one not listed has finished and gives zero.
-                Order::Scf => match self.live.of(k) {
+                Order::Scf => match self.live.get(input, k) {
                     Some(live) => {
                         live.legs(c).map(|l| input.legs[l].longest * input.legs[l].scaled * c.scale).fold(0.0, f64::max)
                     }
@@ -314,7 +314,7 @@ impl Scheduler for Varys {
                 let k = s.members[o];
                 out.coflow_rate[k] = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
                 if strict && self.cfg.backfill {
-                    s.served[k] = backfill(input, &input.coflows[k], self.live.of(k), &mut s.left, cap, out);
+                    s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
                 }
             }
         }
@@ -328,7 +328,7 @@ impl Scheduler for Varys {
             }
             for &o in &s.order {
                 let k = s.members[o];
-                s.served[k] = backfill(input, &input.coflows[k], self.live.of(k), &mut s.left, cap, out);
+                s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
             }
         }
 
