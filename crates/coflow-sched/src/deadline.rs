@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::kernel::{FULL, backfill, bottleneck, madd};
+use crate::kernel::{FULL, LiveLegs, backfill, bottleneck, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
 
@@ -43,6 +43,8 @@ pub struct DeadlineScheduler {
     /// Coflows already decided on (admitted, rejected, or without a deadline).
     seen: BTreeSet<CoflowId>,
     rejected: Vec<CoflowId>,
+    /// Every coflow's unfinished legs, for backfill.
+    live: LiveLegs,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -54,7 +56,13 @@ struct Admitted {
 impl DeadlineScheduler {
     /// A deadline scheduler of the given kind.
     pub fn new(mode: DeadlineMode) -> DeadlineScheduler {
-        DeadlineScheduler { mode, admitted: BTreeMap::new(), seen: BTreeSet::new(), rejected: Vec::new() }
+        DeadlineScheduler {
+            mode,
+            admitted: BTreeMap::new(),
+            seen: BTreeSet::new(),
+            rejected: Vec::new(),
+            live: LiveLegs::default(),
+        }
     }
 }
 
@@ -92,6 +100,7 @@ impl Scheduler for DeadlineScheduler {
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let now = input.now;
+        self.live.update(input);
         let cap = input.fabric.capacities();
         let mut left = cap.to_vec();
         let loads: Vec<Vec<(ResourceId, f64)>> =
@@ -164,11 +173,11 @@ impl Scheduler for DeadlineScheduler {
                     out.coflow_rate[k] += madd(&loads[k], &mut left, cap);
                 }
                 for &k in &admitted {
-                    backfill(input, &input.coflows[k], &mut left, cap, out);
+                    backfill(input, k, Some(&mut self.live), &mut left, cap, out);
                 }
             }
             for &k in &best_effort {
-                backfill(input, &input.coflows[k], &mut left, cap, out);
+                backfill(input, k, Some(&mut self.live), &mut left, cap, out);
             }
         }
         None

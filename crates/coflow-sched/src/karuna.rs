@@ -18,12 +18,12 @@
 //! has passed it has missed and is served as a non-deadline coflow, so a hopeless coflow stops
 //! taking bandwidth from the others.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::kernel::{backfill, madd};
+use crate::kernel::{LiveLegs, backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
@@ -84,13 +84,22 @@ pub struct Karuna {
     cfg: KarunaConfig,
     /// Deadline coflows given their minimal rates by the last decision.
     committed: BTreeSet<CoflowId>,
+    /// Every coflow's unfinished legs, for backfill and its bytes left.
+    live: LiveLegs,
+    /// Each coflow's total bytes, summed once (dropped when the driver rebuilds its input).
+    bytes: BTreeMap<CoflowId, f64>,
+    /// Per-decision buffers: every coflow's remaining bytes per resource (`spans[k]` indexes
+    /// `loads`), and the bandwidth left.
+    loads: Vec<(ResourceId, f64)>,
+    spans: Vec<std::ops::Range<usize>>,
+    left: Vec<f64>,
 }
 
 impl Karuna {
     /// Karuna with these parameters.
     pub fn new(cfg: KarunaConfig) -> Karuna {
         assert!(cfg.level_count >= 1 && cfg.first_threshold > 0.0 && cfg.factor > 1.0, "invalid Karuna parameters");
-        Karuna { cfg, committed: BTreeSet::new() }
+        Karuna { cfg, ..Karuna::default() }
     }
 }
 
@@ -114,14 +123,28 @@ impl Scheduler for Karuna {
 
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.committed.remove(&coflow);
+        self.bytes.remove(&coflow);
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let now = input.now;
+        self.live.update(input);
+        if input.changes.everything {
+            self.bytes.clear();
+        }
         let cap = input.fabric.capacities();
-        let mut left = cap.to_vec();
-        let loads: Vec<Vec<(ResourceId, f64)>> =
-            input.coflows.iter().map(|c| input.remaining_loads(c).collect()).collect();
+        let left = &mut self.left;
+        left.clear();
+        left.extend_from_slice(cap);
+        self.loads.clear();
+        self.spans.clear();
+        for c in input.coflows {
+            let start = self.loads.len();
+            self.loads.extend(input.remaining_loads(c));
+            self.spans.push(start..self.loads.len());
+        }
+        let (all, spans) = (&self.loads, &self.spans);
+        let loads = |k: usize| &all[spans[k].clone()];
 
         // Deadline coflows still before their deadline, earliest first; the others are ranked by
         // level, then (sizes known) smallest remaining, then arrival.
@@ -133,8 +156,12 @@ impl Scheduler for Karuna {
                 // nanosecond: it stays first until then.
                 Some(d) if d > now || self.committed.contains(&c.id) => urgent.push((d, k)),
                 _ => {
-                    let bytes: f64 = input.legs_of(c).iter().map(|l| l.bytes).sum();
-                    let remaining: f64 = input.legs_of(c).iter().map(|l| l.remaining(c)).sum();
+                    let bytes =
+                        *self.bytes.entry(c.id).or_insert_with(|| input.legs_of(c).iter().map(|l| l.bytes).sum());
+                    let remaining = match self.live.get(input, k).and_then(|live| live.remaining(input, c)) {
+                        Some(r) => r,
+                        None => input.legs_of(c).iter().map(|l| l.remaining(c)).sum(),
+                    };
                     let (level, within) = match self.cfg.levels {
                         Levels::BySize => (self.cfg.level(bytes), remaining),
                         Levels::BySent => (self.cfg.level(bytes - remaining), 0.0),
@@ -154,13 +181,13 @@ impl Scheduler for Karuna {
             if d <= now {
                 // Given its minimal rates before, it finishes at its deadline rounded up to the
                 // nanosecond: as fast as it can.
-                out.coflow_rate[k] = madd(&loads[k], &mut left, cap);
+                out.coflow_rate[k] = madd(loads(k), left, cap);
                 continue;
             }
             let sigma = 1.0 / (d - now).as_secs_f64();
-            let fits = loads[k].iter().all(|&(r, b)| b * sigma <= left[r as usize] * (1.0 + 1e-12));
+            let fits = loads(k).iter().all(|&(r, b)| b * sigma <= left[r as usize] * (1.0 + 1e-12));
             if fits {
-                for &(r, b) in &loads[k] {
+                for &(r, b) in loads(k) {
                     left[r as usize] = (left[r as usize] - b * sigma).max(0.0);
                 }
                 out.coflow_rate[k] = sigma;
@@ -174,18 +201,18 @@ impl Scheduler for Karuna {
         //    earliest deadline first, above every non-deadline coflow.
         late.sort_by_key(|&k| (deadline_of(&input.coflows[k]), k));
         for &k in &late {
-            out.coflow_rate[k] = madd(&loads[k], &mut left, cap);
+            out.coflow_rate[k] = madd(loads(k), left, cap);
         }
         // 2. Non-deadline coflows by level, each by MADD on what is left.
         for &(_, _, k) in &rest {
-            out.coflow_rate[k] = madd(&loads[k], &mut left, cap);
+            out.coflow_rate[k] = madd(loads(k), left, cap);
         }
         // 3. Work conservation: leftover bandwidth flow by flow, non-deadline coflows first.
         for &(_, _, k) in &rest {
-            backfill(input, &input.coflows[k], &mut left, cap, out);
+            backfill(input, k, Some(&mut self.live), left, cap, out);
         }
         for &(_, k) in &urgent {
-            backfill(input, &input.coflows[k], &mut left, cap, out);
+            backfill(input, k, Some(&mut self.live), left, cap, out);
         }
         // Decide again when the first of the others' deadlines passes: it then joins the levels.
         late.iter().filter_map(|&k| deadline_of(&input.coflows[k])).min()

@@ -8,7 +8,8 @@
 //!   [`Topology`] interface that says which resources a flow crosses, with the [`BigSwitch`].
 //! - `kernel`: MADD, backfill and the effective bottleneck ([`bottleneck`]), the allocation steps
 //!   of the MADD family.
-//! - `state`: what a policy reads ([`Input`]) and writes ([`Allocation`]), per [`ServiceModel`].
+//! - `state`: what a policy reads ([`Input`], with the [`Changes`] since its last decision) and
+//!   writes ([`Allocation`]), per [`ServiceModel`].
 //! - `scheduler`: the [`Scheduler`] trait, for policies that know flow sizes.
 //! - `blind`: [`BlindScheduler`] and [`BlindInput`], for policies that must not: no size is
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
@@ -65,6 +66,6 @@ pub use scheduler::Scheduler;
 pub use sincronia::{Sincronia, best_order_cost, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
-pub use state::{Allocation, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel};
+pub use state::{Allocation, Changes, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig};
 pub use wan::{Bandwidth, Link, Wan, WanError};

@@ -117,7 +117,7 @@ pub(crate) fn allocate(input: &Input<'_>, order: &[usize], intra: Intra, s: &mut
                 out.coflow_rate[k] = madd(&s.loads, &mut s.left, cap);
             }
             for &k in order {
-                backfill(input, &input.coflows[k], &mut s.left, cap, out);
+                backfill(input, k, None, &mut s.left, cap, out);
             }
         }
         Intra::Lfgf => lfgf(input, order, s, out),

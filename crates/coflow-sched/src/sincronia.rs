@@ -22,7 +22,7 @@
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::kernel::{FULL, backfill, madd};
+use crate::kernel::{FULL, LiveLegs, backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
 
@@ -43,6 +43,8 @@ pub struct Sincronia {
     loads: Vec<Vec<(ResourceId, f64)>>,
     weights: Vec<f64>,
     left: Vec<f64>,
+    /// Every coflow's unfinished legs, for backfill.
+    live: LiveLegs,
 }
 
 impl Sincronia {
@@ -93,6 +95,7 @@ impl Scheduler for Sincronia {
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        self.live.update(input);
         // The order is kept between arrivals and completions; it names every active coflow.
         self.position.clear();
         if !self.stale {
@@ -125,7 +128,7 @@ impl Scheduler for Sincronia {
             if free == 0 {
                 break;
             }
-            if backfill(input, &input.coflows[k], &mut self.left, cap, out) {
+            if backfill(input, k, Some(&mut self.live), &mut self.left, cap, out) {
                 free = self.left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
             }
         }

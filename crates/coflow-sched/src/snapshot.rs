@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use coflow_core::{CoflowId, MachineId, Nanos};
 
 use crate::fabric::{Fabric, ResourceId, Route};
-use crate::state::{Allocation, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
+use crate::state::{Allocation, Changes, CoflowState, Input, LegState, RouteState, Sender, ServiceModel};
 
 /// A coflow of the snapshot.
 #[derive(Clone, Debug, PartialEq)]
@@ -165,10 +165,12 @@ impl Snapshot {
         self.legs.is_empty() && self.routes.is_empty()
     }
 
-    /// What the policy reads.
+    /// What the policy reads. The snapshot is rebuilt at every decision, so its changes are
+    /// [`Changes::everything`].
     pub fn input<'a>(&'a self, now: Nanos, fabric: &'a Fabric) -> Input<'a> {
         Input {
             now,
+            changes: Changes::everything(),
             fabric,
             coflows: &self.coflows,
             legs: &self.legs,

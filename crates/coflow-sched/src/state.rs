@@ -110,11 +110,97 @@ pub struct RouteState {
     pub min_remaining: f64,
 }
 
+/// What changed in the [`Input`] since the policy's previous decision, so that a policy that keeps
+/// its own state between decisions can update it at the cost of what changed.
+///
+/// Between two decisions the input moves in two ways. Time passes under the allocation in force:
+/// remaining bytes fall (scales, scaled legs, loads, `min_remaining`), and nothing else moves;
+/// these are never listed, since every served coflow or route changes so. And events happen:
+/// those are listed here, each list in the order the driver saw them.
+///
+/// **Invariant** (checked by a property over every policy): a policy given these lists decides
+/// exactly as the same policy does when every decision comes with [`Changes::everything`] set.
+/// Incremental bookkeeping is an optimisation, never a change of behaviour.
+///
+/// When [`Changes::everything`] is set the lists are empty and mean nothing: the policy must take
+/// every coflow, leg, route and capacity as possibly new and find what changed from the input
+/// itself (as every policy did before this interface). Drivers set it at the first decision, when
+/// they rebuild the input (the coordinator's [`crate::Snapshot`]), and in a from-scratch mode.
+/// A policy keeps the decisions of its own history (an order kept between arrivals, a queue a
+/// coflow was demoted to) either way; what it may drop and rebuild is what it derived from
+/// earlier inputs.
+///
+/// Stable names: input indices shift when coflows leave, so coflows are named by [`CoflowId`],
+/// legs by `(coflow, offset among its legs)` (the offset is `l − CoflowState::legs.start`, which
+/// never changes while the coflow is active), and routes by their [`Route`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Changes {
+    /// Take everything as new; the lists below are empty.
+    pub everything: bool,
+    /// Coflows that entered the input (arrived or were released), in arrival order. Each is
+    /// active in the input of this decision.
+    pub arrived: Vec<CoflowId>,
+    /// Coflows that left the input: finished, or dropped after the policy rejected them
+    /// ([`crate::Scheduler::poll_rejected`]). None of them is in the input of this decision. A
+    /// coflow that arrived and finished between two decisions is in both lists.
+    pub finished: Vec<CoflowId>,
+    /// ([`ServiceModel::Proportional`]) Legs that finished, as `(coflow, offset among its legs)`,
+    /// including legs of coflows listed in `finished`. Each leg at most once: a finished leg
+    /// never comes back. Legs of rejected coflows are not listed (they did not finish).
+    pub legs_finished: Vec<(CoflowId, u32)>,
+    /// ([`ServiceModel::Route`]) Routes whose set of unfinished flows changed (flows joined or
+    /// finished), including routes that appeared in or left [`Input::routes`]; sorted, each once.
+    /// A route not listed has the same flows as at the previous decision, at the same index
+    /// unless a route before it left (indices shift: look routes up by value).
+    pub routes: Vec<Route>,
+    /// Whether any resource's capacity changed (wide-area weather).
+    pub capacities: bool,
+}
+
+/// [`Changes`] with `everything` set, for drivers that do not track changes.
+static EVERYTHING: Changes = Changes {
+    everything: true,
+    arrived: Vec::new(),
+    finished: Vec::new(),
+    legs_finished: Vec::new(),
+    routes: Vec::new(),
+    capacities: false,
+};
+
+impl Changes {
+    /// Changes that say "take everything as new".
+    pub fn everything() -> &'static Changes {
+        &EVERYTHING
+    }
+
+    /// Empties the lists and clears `everything`, after a decision has read them.
+    pub fn clear(&mut self) {
+        self.everything = false;
+        self.arrived.clear();
+        self.finished.clear();
+        self.legs_finished.clear();
+        self.routes.clear();
+        self.capacities = false;
+    }
+
+    /// Whether nothing is listed and `everything` is not set: only time passed.
+    pub fn is_empty(&self) -> bool {
+        !self.everything
+            && !self.capacities
+            && self.arrived.is_empty()
+            && self.finished.is_empty()
+            && self.legs_finished.is_empty()
+            && self.routes.is_empty()
+    }
+}
+
 /// Everything a policy may read when it decides. Built by the driver at every decision.
 #[derive(Clone, Copy, Debug)]
 pub struct Input<'a> {
     /// The time of the decision.
     pub now: Nanos,
+    /// What changed since the policy's previous decision.
+    pub changes: &'a Changes,
     /// The fabric and each resource's capacity available to scheduled traffic.
     pub fabric: &'a Fabric,
     /// Active coflows in arrival order ([`ServiceModel::Proportional`] only; empty otherwise).

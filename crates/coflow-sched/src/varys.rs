@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::kernel::{backfill, bottleneck, madd};
+use crate::kernel::{LiveLegs, backfill, bottleneck, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
@@ -131,6 +131,8 @@ pub struct Varys {
     /// With [`VarysConfig::static_keys`]: each coflow's order key and pseudo-deadline (arrival
     /// plus initial Γ, in seconds), fixed when first seen.
     fixed: BTreeMap<CoflowId, (f64, f64)>,
+    /// Every coflow's unfinished legs, for backfill.
+    live: LiveLegs,
     scratch: Scratch,
 }
 
@@ -158,6 +160,7 @@ impl Varys {
             starved: BTreeSet::new(),
             last: (Nanos::ZERO, Vec::new()),
             fixed: BTreeMap::new(),
+            live: LiveLegs::default(),
             scratch: Scratch::default(),
         }
     }
@@ -231,6 +234,7 @@ impl Scheduler for Varys {
             self.served.extend(self.last.1.drain(..));
         }
         let wake = self.advance_phase(input);
+        self.live.update(input);
 
         let s = &mut self.scratch;
         s.members.clear();
@@ -264,7 +268,13 @@ impl Scheduler for Varys {
             }
             s.gamma.push(match self.cfg.order {
                 Order::Sebf => bottleneck(loads, cap),
-                Order::Scf => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
+                // Over the listed legs: one not listed has finished and gives zero.
+                Order::Scf => match self.live.get(input, k) {
+                    Some(live) => {
+                        live.legs(c).map(|l| input.legs[l].longest * input.legs[l].scaled * c.scale).fold(0.0, f64::max)
+                    }
+                    None => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
+                },
                 Order::Ncf => c.width as f64,
                 Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
                 Order::Fifo | Order::FifoStrict => 0.0,
@@ -304,7 +314,7 @@ impl Scheduler for Varys {
                 let k = s.members[o];
                 out.coflow_rate[k] = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
                 if strict && self.cfg.backfill {
-                    s.served[k] = backfill(input, &input.coflows[k], &mut s.left, cap, out);
+                    s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
                 }
             }
         }
@@ -318,7 +328,7 @@ impl Scheduler for Varys {
             }
             for &o in &s.order {
                 let k = s.members[o];
-                s.served[k] = backfill(input, &input.coflows[k], &mut s.left, cap, out);
+                s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
             }
         }
 

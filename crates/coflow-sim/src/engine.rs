@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use coflow_core::{Coflow, Nanos, Rate, Workload};
 use coflow_sched::policy::{self, Unservable};
-use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel, Wan};
+use coflow_sched::{Allocation, Changes, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel, Wan};
 
 use crate::legs::{Finished, LegModel, Split};
 use crate::report::CoflowOutcome;
@@ -39,11 +39,15 @@ pub struct SimConfig {
     /// Run on this wide-area fabric (Siphon: links whose capacities fluctuate, multi-path)
     /// instead of the big switch.
     pub wan: Option<WanConfig>,
+    /// Tell the policy at every decision to take everything as new ([`Changes::everything`])
+    /// instead of what changed since its last decision. The results must not differ (a property
+    /// test checks it for every policy); the decisions cost more. For tests and `coflow bench`.
+    pub from_scratch: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { port_rate: Rate::GBPS, check_invariants: false, wan: None }
+        SimConfig { port_rate: Rate::GBPS, check_invariants: false, wan: None, from_scratch: false }
     }
 }
 
@@ -143,6 +147,8 @@ struct RouteModel {
     changed: Vec<u32>,
     /// Workload indices of the coflows whose flows the last `complete` finished, in order.
     finished: Vec<u32>,
+    /// Routes whose flows changed since the last decision (see `Changes::routes`), unsorted.
+    touched: Vec<Route>,
 }
 
 impl RouteModel {
@@ -164,6 +170,7 @@ impl RouteModel {
             self.finish.push(f64::INFINITY);
             self.states.len() - 1
         });
+        self.touched.push(route);
         let clock = self.clock_at(i, now);
         let theta = clock + size;
         self.queues[i].push(Reverse((Theta(theta), k)));
@@ -225,6 +232,7 @@ impl RouteModel {
             if self.finish[i] > now_ns {
                 continue;
             }
+            self.touched.push(self.states[i].route);
             let clock = self.clock_at(i, now);
             let q = &mut self.queues[i];
             let mut first = true;
@@ -369,6 +377,8 @@ struct Engine<'w> {
     release: Vec<Nanos>,
     jobs: Vec<usize>,
     ready: Vec<usize>,
+    /// Whether any coflow has parents.
+    deps: bool,
 
     // Proportional model: active coflows, their legs and scales.
     prop: LegModel,
@@ -377,6 +387,9 @@ struct Engine<'w> {
     // Route model: routes with unfinished flows, their queues, clocks and planned completions.
     routes: RouteModel,
 
+    /// What changed since the policy's last decision: filled as events happen, handed over and
+    /// cleared at each decision.
+    changes: Changes,
     alloc: Allocation,
     last_decision: Nanos,
     events: u64,
@@ -436,9 +449,12 @@ impl<'w> Engine<'w> {
             release: w.coflows.iter().map(|c| c.arrival).collect(),
             jobs,
             ready: Vec::new(),
+            deps: w.has_dependencies(),
             prop,
             finished: Vec::new(),
             routes: RouteModel::default(),
+            // The first decision takes everything as new.
+            changes: Changes { everything: true, ..Changes::default() },
             alloc: Allocation::default(),
             last_decision: Nanos::ZERO,
             events: 0,
@@ -461,6 +477,7 @@ impl<'w> Engine<'w> {
                 // New capacities: decide again, so nothing runs over them.
                 self.new_weather = weather.update(&mut self.fabric, self.now);
                 changed |= self.new_weather;
+                self.changes.capacities |= self.new_weather;
             }
             if self.prop.connections
                 && let Some(conns) = &mut self.connections
@@ -471,9 +488,14 @@ impl<'w> Engine<'w> {
                 changed = true;
             }
             while self.next_arrival < self.w.coflows.len() && self.w.coflows[self.next_arrival].arrival <= self.now {
-                // A coflow with parents still running waits for them (`ready`).
+                // A coflow with parents still running waits for them (`ready`). With dependencies,
+                // arrivals join the coflows released now, after completions (see `release_ready`).
                 if self.parents_left[self.next_arrival] == 0 {
-                    self.arrive(self.next_arrival);
+                    if self.deps {
+                        self.ready.push(self.next_arrival);
+                    } else {
+                        self.arrive(self.next_arrival);
+                    }
                 }
                 self.next_arrival += 1;
                 changed = true;
@@ -482,10 +504,8 @@ impl<'w> Engine<'w> {
             let flows_finished = self.complete();
             // Coflows whose parents have all finished are released now; those that finish on
             // release may release others.
-            while !self.ready.is_empty() {
-                for k in std::mem::take(&mut self.ready) {
-                    self.arrive(k);
-                }
+            if !self.ready.is_empty() {
+                self.release_ready();
                 changed = true;
             }
             if self.done != before {
@@ -537,6 +557,35 @@ impl<'w> Engine<'w> {
         }
     }
 
+    /// Releases the coflows in `ready` at `now`, in the order of their ids.
+    ///
+    /// Policies see active coflows ordered by arrival and then id (`Input::coflows`), and a
+    /// released coflow's arrival is its release: coflows arriving now and children whose parents
+    /// finished now all have `now` as their arrival, so they enter by id. Those with nothing to
+    /// send finish on release and may release others first.
+    fn release_ready(&mut self) {
+        let mut live = Vec::new();
+        while !self.ready.is_empty() {
+            for k in std::mem::take(&mut self.ready) {
+                if self.remote_flows(&self.w.coflows[k]) == 0 {
+                    self.arrive(k);
+                } else {
+                    live.push(k);
+                }
+            }
+        }
+        live.sort_by_key(|&k| self.w.coflows[k].id);
+        for k in live {
+            self.arrive(k);
+        }
+    }
+
+    /// The flows of `c` that cross the fabric.
+    fn remote_flows(&self, c: &Coflow) -> u32 {
+        let fabric = &self.fabric;
+        c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()).count() as u32
+    }
+
     /// Admits (releases) workload coflow `k` at `now`: its arrival, or later if it waited for
     /// parents, in which case it enters the policy with `now` as its arrival.
     fn arrive(&mut self, k: usize) {
@@ -549,9 +598,8 @@ impl<'w> Engine<'w> {
             &released
         };
         self.release[k] = self.now;
+        let remote = self.remote_flows(c);
         let fabric = &self.fabric;
-        let remote =
-            c.flows.iter().filter(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()).count() as u32;
         self.pending[k] = remote;
         if remote == 0 {
             // No flow has bytes to move across the fabric: the coflow is done on arrival.
@@ -560,6 +608,7 @@ impl<'w> Engine<'w> {
         }
         self.live += 1;
         self.policy.handle_arrival(self.now, c.id);
+        self.changes.arrived.push(c.id);
         match self.model {
             ServiceModel::Proportional => {
                 self.prop.sync(self.now);
@@ -612,7 +661,9 @@ impl<'w> Engine<'w> {
             self.live -= 1;
             self.on_finished(k);
             self.policy.handle_finished(self.now, id);
+            self.changes.finished.push(id);
         }
+        self.changes.legs_finished.append(&mut self.prop.legs_finished);
         any
     }
 
@@ -626,6 +677,7 @@ impl<'w> Engine<'w> {
                 self.live -= 1;
                 self.on_finished(k);
                 self.policy.handle_finished(self.now, self.w.coflows[k].id);
+                self.changes.finished.push(self.w.coflows[k].id);
             }
         }
         any
@@ -633,10 +685,25 @@ impl<'w> Engine<'w> {
 
     fn decide(&mut self) {
         self.prop.sync(self.now);
-        self.prop.renormalize();
+        // Renormalised scales round remaining bytes differently: take them as new.
+        self.changes.everything |= self.prop.renormalize();
         self.routes.prepare(self.now);
+        if self.cfg.from_scratch {
+            self.changes.everything = true;
+        }
+        if self.changes.everything {
+            self.changes.clear();
+            self.changes.everything = true;
+            self.routes.touched.clear();
+        } else {
+            let routes = &mut self.changes.routes;
+            routes.append(&mut self.routes.touched);
+            routes.sort_unstable();
+            routes.dedup();
+        }
         let input = Input {
             now: self.now,
+            changes: &self.changes,
             fabric: &self.fabric,
             coflows: &self.prop.coflows,
             legs: &self.prop.legs,
@@ -651,8 +718,11 @@ impl<'w> Engine<'w> {
         self.policy.poll_rejected(&mut self.rejected_ids);
         if !self.rejected_ids.is_empty() {
             assert!(self.model == ServiceModel::Proportional, "only proportional policies reject coflows");
+            // The next decision is told that they left.
+            self.changes.clear();
             for k in self.prop.reject(&self.rejected_ids) {
                 // Its children are never released: their input never arrives.
+                self.changes.finished.push(self.w.coflows[k].id);
                 self.rejected[k] = true;
                 self.pending[k] = 0;
                 self.done += 1;
@@ -686,6 +756,7 @@ impl<'w> Engine<'w> {
         let now = self.now;
         self.prop.apply(&self.alloc);
         self.routes.apply(&self.alloc.route_rate, now, self.policy.name());
+        self.changes.clear();
     }
 
     fn next_event(&self) -> Nanos {

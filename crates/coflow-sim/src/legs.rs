@@ -63,6 +63,9 @@ pub(crate) struct LegModel {
     /// per-connection bandwidth).
     pub(crate) conn: Vec<u32>,
     pub(crate) cap: Vec<f64>,
+    /// Legs finished since the driver last took them, as `(coflow, offset among its legs)`
+    /// (`Changes::legs_finished`).
+    pub(crate) legs_finished: Vec<(CoflowId, u32)>,
 }
 
 impl LegModel {
@@ -193,10 +196,12 @@ impl LegModel {
     /// values overflow: before a decision, a coflow whose scale fell below 10⁻⁹ has its legs and
     /// loads multiplied out and its scale reset to 1. Only with per-connection caps, so other runs
     /// stay bit for bit as they were.
-    pub(crate) fn renormalize(&mut self) {
+    /// Returns whether any coflow was renormalised.
+    pub(crate) fn renormalize(&mut self) -> bool {
         if !self.connections {
-            return;
+            return false;
         }
+        let mut any = false;
         for c in &mut self.coflows {
             let s = c.scale;
             if s >= 1e-9 || c.active_flows == 0 {
@@ -209,7 +214,9 @@ impl LegModel {
                 load.1 *= s;
             }
             c.scale = 1.0;
+            any = true;
         }
+        any
     }
 
     /// Puts a decision in force at the current time.
@@ -362,6 +369,7 @@ impl LegModel {
         }
         leg.scaled = 0.0;
         self.leg_finish[l] = Nanos::MAX;
+        self.legs_finished.push((coflow.id, (l - coflow.legs.start) as u32));
         if self.track {
             self.leg_done.push((self.widx[c], leg.receiver, self.time));
         }
@@ -377,6 +385,7 @@ impl LegModel {
             leg_done: std::mem::take(&mut self.leg_done),
             job_of: std::mem::take(&mut self.job_of),
             connections: self.connections,
+            legs_finished: std::mem::take(&mut self.legs_finished),
             ..LegModel::default()
         };
         let mut leg_map = vec![u32::MAX; self.legs.len()];

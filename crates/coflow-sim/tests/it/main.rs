@@ -3,6 +3,7 @@
 mod analytic;
 mod coflowsim;
 mod examples;
+mod incremental;
 mod jobs;
 mod properties;
 mod support;

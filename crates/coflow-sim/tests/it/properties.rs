@@ -2,7 +2,7 @@
 //! allocated past its capacity and that each flow finishes with exactly its bytes delivered.
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, BlindFair, Blinded, Fabric, Input, Scheduler, ServiceModel, policy};
+use coflow_sched::{Allocation, BlindFair, Blinded, Changes, Fabric, Input, Scheduler, ServiceModel, policy};
 use coflow_sim::{BoundConfig, SimConfig, Summary, lower_bounds, simulate};
 use proptest::prelude::*;
 
@@ -156,6 +156,8 @@ impl Scheduler for PrefixCheck {
                 legs: &input.legs[..c.legs.end],
                 senders: &input.senders[..c.senders.end],
                 loads: &input.loads[..c.loads.end],
+                // A fresh policy has seen nothing.
+                changes: Changes::everything(),
                 ..*input
             };
             let mut alone = Allocation::default();

@@ -1,0 +1,370 @@
+//! Incremental decisions equal decisions from scratch.
+//!
+//! A policy is told what changed since its last decision (`Changes`) and may keep its own state
+//! to decide at the cost of what changed. That must never change what it decides: for every
+//! policy, on random instances, a simulation whose decisions are incremental gives exactly the
+//! same result as one told at every decision to take everything as new (`SimConfig::from_scratch`).
+//! The incremental run also checks, at every decision, that the engine's `Changes` are exactly
+//! the difference between the input and the previous one, so a policy can trust them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
+use coflow_sched::{Allocation, Bandwidth, Fabric, Input, Link, Route, Scheduler, ServiceModel, Wan, policy};
+use coflow_sim::{SimConfig, SimResult, WanConfig, simulate};
+use rand::{Rng, SeedableRng};
+
+/// What the instance holds besides flows.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    machines: u32,
+    coflows: usize,
+    max_flows: usize,
+    deadlines: bool,
+    dependencies: bool,
+}
+
+const SMALL: Shape = Shape { machines: 5, coflows: 8, max_flows: 5, deadlines: false, dependencies: false };
+const MEDIUM: Shape = Shape { machines: 16, coflows: 60, max_flows: 24, deadlines: false, dependencies: false };
+
+fn workload(seed: u64, s: Shape) -> Workload {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let coflows = (0..s.coflows)
+        .map(|i| {
+            let flows = (0..rng.gen_range(1..=s.max_flows))
+                .map(|_| Flow {
+                    src: MachineId(rng.gen_range(0..s.machines)),
+                    dst: MachineId(rng.gen_range(0..s.machines)),
+                    // Some sizes repeat, so that alike flows share legs and ties happen.
+                    size: Bytes(rng.gen_range(1u64..=32) << 19),
+                })
+                .collect();
+            let mut c = Coflow::new(CoflowId(i as u64), Nanos::from_millis(rng.gen_range(0..3000)), flows);
+            if s.deadlines && rng.gen_bool(0.6) {
+                c.deadline = Some(Nanos::from_millis(rng.gen_range(50..4000)));
+            }
+            if s.dependencies && i > 0 && rng.gen_bool(0.3) {
+                c.parents.push(CoflowId(rng.gen_range(0..i as u64)));
+            }
+            c
+        })
+        .collect();
+    Workload::new(s.machines, coflows).expect("a valid workload")
+}
+
+fn cfg(from_scratch: bool) -> SimConfig {
+    SimConfig { port_rate: Rate::GBPS, check_invariants: true, from_scratch, ..SimConfig::default() }
+}
+
+/// Every name a policy can be built by that runs on the big switch.
+fn big_switch_names() -> impl Iterator<Item = &'static str> {
+    policy::NAMES.iter().chain(policy::JOB_NAMES).chain(policy::WAN_NAMES).copied()
+}
+
+fn big_switch_pair(name: &str, w: &Workload) -> (SimResult, SimResult) {
+    let incremental = simulate(w, Box::new(ChangesCheck::new(policy::by_name(name).unwrap())), &cfg(false)).unwrap();
+    let scratch = simulate(w, policy::by_name(name).unwrap(), &cfg(true)).unwrap();
+    (incremental, scratch)
+}
+
+fn assert_same(name: &str, what: &str, incremental: &SimResult, scratch: &SimResult) {
+    assert!(incremental.decisions > 0, "{name} on {what}: no decision was made");
+    // Whole results: every coflow's finish, rejection and flow times, and the counts of events
+    // and decisions, to the bit.
+    assert_eq!(incremental, scratch, "{name} on {what}: incremental and from-scratch decisions differ");
+}
+
+#[test]
+fn incremental_equals_scratch_on_the_big_switch() {
+    for seed in 0..6 {
+        for (label, shape) in [("small", SMALL), ("medium", MEDIUM)] {
+            let w = workload(seed, shape);
+            for name in big_switch_names() {
+                let (a, b) = big_switch_pair(name, &w);
+                assert_same(name, &format!("{label} instance {seed}"), &a, &b);
+            }
+        }
+    }
+}
+
+#[test]
+fn incremental_equals_scratch_with_deadlines_and_dependencies() {
+    for seed in 0..6 {
+        for (label, shape) in [
+            ("deadlines", Shape { deadlines: true, ..MEDIUM }),
+            ("dependencies", Shape { dependencies: true, ..MEDIUM }),
+            ("both, small", Shape { deadlines: true, dependencies: true, ..SMALL }),
+        ] {
+            let w = workload(100 + seed, shape);
+            for name in big_switch_names() {
+                let (a, b) = big_switch_pair(name, &w);
+                assert_same(name, &format!("{label} instance {seed}"), &a, &b);
+            }
+        }
+    }
+    // The deadline instances are not vacuous: some coflows are rejected by admission control.
+    let w = workload(100, Shape { deadlines: true, ..MEDIUM });
+    let r = simulate(&w, policy::by_name("varys-deadline").unwrap(), &cfg(false)).unwrap();
+    assert!(r.outcomes.iter().any(|o| o.rejected), "no coflow was rejected");
+}
+
+/// A full mesh of `dcs` datacenters with machines spread over them, links of fluctuating
+/// bandwidth.
+fn mesh(dcs: u32, machines: u32, seed: u64) -> Fabric {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mib = (1u64 << 20) as f64;
+    let mut links = Vec::new();
+    for from in 0..dcs {
+        for to in 0..dcs {
+            if from != to {
+                let lo = rng.gen_range(5.0..60.0) * mib;
+                links.push(Link { from, to, bandwidth: Bandwidth::Uniform(lo, lo * 3.0) });
+            }
+        }
+    }
+    let names = (0..dcs).map(|d| format!("dc{d}")).collect();
+    Fabric::new(Wan::new(names, links, Wan::spread(dcs, machines, None)).expect("a valid topology"))
+}
+
+/// The policies that serve the wide area: all but those that assume a flow holds exactly an
+/// ingress and an egress port.
+fn wide_area_names() -> impl Iterator<Item = &'static str> {
+    big_switch_names().filter(|n| !["pfp", "edf"].contains(n))
+}
+
+#[test]
+fn incremental_equals_scratch_on_the_wide_area() {
+    for seed in 0..4 {
+        let shape = Shape { machines: 8, coflows: 20, max_flows: 8, deadlines: seed % 2 == 1, dependencies: false };
+        let w = workload(200 + seed, shape);
+        for multipath in [false, true] {
+            for per_connection in [None, Some(Nanos::from_millis(300))] {
+                let wan = WanConfig {
+                    fabric: mesh(3, shape.machines, seed),
+                    redraw: Nanos::from_millis(200),
+                    seed,
+                    multipath,
+                    per_connection,
+                };
+                // FIXME: with deadlines on the wide area, `varys-deadline` and `vc` keep their
+                // reservations when a link's capacity falls and allocate past it (a capacity
+                // check fails whether decisions are incremental or not); until they re-admit on
+                // capacity changes they run here on instances without deadlines only.
+                let reserving = |n: &str| ["varys-deadline", "vc"].contains(&n);
+                for name in wide_area_names().filter(|n| !(shape.deadlines && reserving(n))) {
+                    let inc = ChangesCheck::new(policy::seeded(name, seed).unwrap());
+                    let a = simulate(&w, Box::new(inc), &SimConfig { wan: Some(wan.clone()), ..cfg(false) }).unwrap();
+                    let b = simulate(
+                        &w,
+                        policy::seeded(name, seed).unwrap(),
+                        &SimConfig { wan: Some(wan.clone()), ..cfg(true) },
+                    )
+                    .unwrap();
+                    let what = format!("wide-area instance {seed}, multipath {multipath}, {per_connection:?}");
+                    assert_same(name, &what, &a, &b);
+                }
+            }
+        }
+    }
+}
+
+/// At every decision of `pfp`, `edf` and `fair`, whose decisions depend on the input alone (no
+/// order or queue kept from earlier inputs), the policy deciding after the changes decides as a
+/// fresh instance of it does on the same input.
+#[test]
+fn a_decision_after_changes_equals_a_fresh_policys() {
+    for seed in 0..4 {
+        let w = workload(300 + seed, Shape { deadlines: true, ..MEDIUM });
+        for name in ["pfp", "edf", "fair"] {
+            let check = FreshCheck { name, inner: policy::by_name(name).unwrap(), checked: 0 };
+            let r = simulate(&w, Box::new(check), &cfg(false)).unwrap();
+            assert!(r.outcomes.iter().all(|o| o.finish.is_some()), "{name}: a coflow never finished");
+        }
+    }
+}
+
+/// Wraps a policy and compares each of its decisions with a fresh instance's on the same input.
+#[derive(Debug)]
+struct FreshCheck {
+    name: &'static str,
+    inner: Box<dyn Scheduler>,
+    checked: u64,
+}
+
+impl Scheduler for FreshCheck {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> ServiceModel {
+        self.inner.model()
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.inner.flow_finish_gap()
+    }
+
+    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
+        self.inner.handle_arrival(now, coflow);
+    }
+
+    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+        self.inner.handle_finished(now, coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let wake = self.inner.poll_allocation(input, out);
+        let fresh_input = Input { changes: coflow_sched::Changes::everything(), ..*input };
+        let mut fresh = Allocation::default();
+        fresh.reset(&fresh_input);
+        let fresh_wake = policy::by_name(self.name).unwrap().poll_allocation(&fresh_input, &mut fresh);
+        // The order of extras is the policy's business; the set of them is the decision.
+        let (mut a, mut b) = (out.leg_extras().to_vec(), fresh.leg_extras().to_vec());
+        a.sort_by_key(|x| x.0);
+        b.sort_by_key(|x| x.0);
+        let what = format!("{}: decision {} at {} differs from a fresh policy's", self.name, self.checked, input.now);
+        assert_eq!(a, b, "{what}");
+        assert_eq!((&out.coflow_rate, &out.route_rate), (&fresh.coflow_rate, &fresh.route_rate), "{what}");
+        assert_eq!(wake, fresh_wake);
+        self.checked += 1;
+        wake
+    }
+}
+
+/// Wraps a policy and checks, at every decision, that the input's `Changes` say exactly how it
+/// differs from the previous input.
+#[derive(Debug)]
+struct ChangesCheck {
+    inner: Box<dyn Scheduler>,
+    prev: Option<Seen>,
+    /// Since the last decision: the coflows the driver announced by `handle_arrival`, and those
+    /// it announced by `handle_finished` or the policy rejected.
+    arrived: Vec<CoflowId>,
+    finished: Vec<CoflowId>,
+}
+
+/// What an input held, by stable names.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    coflows: BTreeSet<CoflowId>,
+    /// Every leg of every active coflow, and whether it is active.
+    legs: BTreeMap<(CoflowId, u32), bool>,
+    routes: BTreeMap<Route, u32>,
+    capacities: Vec<f64>,
+}
+
+impl Seen {
+    fn of(input: &Input<'_>) -> Seen {
+        let mut legs = BTreeMap::new();
+        for c in input.coflows {
+            for (offset, leg) in input.legs_of(c).iter().enumerate() {
+                legs.insert((c.id, offset as u32), leg.is_active());
+            }
+        }
+        Seen {
+            coflows: input.coflows.iter().map(|c| c.id).collect(),
+            legs,
+            routes: input.routes.iter().map(|r| (r.route, r.flows)).collect(),
+            capacities: input.fabric.capacities().to_vec(),
+        }
+    }
+}
+
+impl ChangesCheck {
+    fn new(inner: Box<dyn Scheduler>) -> ChangesCheck {
+        ChangesCheck { inner, prev: None, arrived: Vec::new(), finished: Vec::new() }
+    }
+
+    fn check(&self, input: &Input<'_>, now: &Seen) {
+        let ch = input.changes;
+        let Some(prev) = &self.prev else {
+            assert!(ch.everything, "the first decision must take everything as new");
+            return;
+        };
+        if ch.everything {
+            assert!(ch.arrived.is_empty() && ch.finished.is_empty() && ch.legs_finished.is_empty());
+            assert!(ch.routes.is_empty() && !ch.capacities);
+            return;
+        }
+        let at = input.now;
+        let arrived: BTreeSet<CoflowId> = ch.arrived.iter().copied().collect();
+        let finished: BTreeSet<CoflowId> = ch.finished.iter().copied().collect();
+        assert_eq!(arrived.len(), ch.arrived.len(), "a coflow arrived twice at {at}");
+        assert_eq!(finished.len(), ch.finished.len(), "a coflow finished twice at {at}");
+        // The lists say what the `handle_*` calls and the rejections said, in the same order.
+        assert_eq!(ch.arrived, self.arrived, "arrivals at {at}");
+        assert_eq!(ch.finished, self.finished, "departures at {at}");
+        if self.inner.model() == ServiceModel::Proportional {
+            // The route model lists no coflows in its input; the lists are the driver's.
+            let expected: BTreeSet<CoflowId> =
+                prev.coflows.union(&arrived).filter(|c| !finished.contains(c)).copied().collect();
+            assert_eq!(expected, now.coflows, "coflows at {at}: {ch:?}");
+        }
+        // Legs: one listed iff it was active (or new) and is no longer.
+        let listed: BTreeSet<(CoflowId, u32)> = ch.legs_finished.iter().copied().collect();
+        assert_eq!(listed.len(), ch.legs_finished.len(), "a leg finished twice at {at}");
+        for (&id, &active) in &now.legs {
+            let before = prev.legs.get(&id).copied().unwrap_or(true);
+            assert_eq!(before && !active, listed.contains(&id), "leg {id:?} at {at}: {ch:?}");
+        }
+        for id in &listed {
+            assert!(!now.legs.get(id).copied().unwrap_or(false), "leg {id:?} listed but active at {at}");
+            assert!(prev.legs.get(id).copied().unwrap_or(true), "leg {id:?} listed twice over decisions at {at}");
+            assert!(prev.coflows.contains(&id.0) || arrived.contains(&id.0), "leg of an unknown coflow at {at}");
+        }
+        // Routes: sorted, each once, and every route whose flows changed is listed.
+        assert!(ch.routes.windows(2).all(|w| w[0] < w[1]), "routes not sorted or repeated at {at}");
+        let keys: BTreeSet<Route> = prev.routes.keys().chain(now.routes.keys()).copied().collect();
+        for r in keys {
+            if prev.routes.get(&r) != now.routes.get(&r) {
+                assert!(ch.routes.binary_search(&r).is_ok(), "route {r:?} changed unlisted at {at}");
+            }
+        }
+        if prev.capacities != now.capacities {
+            assert!(ch.capacities, "capacities changed unlisted at {at}");
+        }
+    }
+}
+
+impl Scheduler for ChangesCheck {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> ServiceModel {
+        self.inner.model()
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.inner.flow_finish_gap()
+    }
+
+    fn admission_control(&self) -> bool {
+        self.inner.admission_control()
+    }
+
+    fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
+        let before = out.len();
+        self.inner.poll_rejected(out);
+        self.finished.extend_from_slice(&out[before..]);
+    }
+
+    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
+        self.arrived.push(coflow);
+        self.inner.handle_arrival(now, coflow);
+    }
+
+    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+        self.finished.push(coflow);
+        self.inner.handle_finished(now, coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let seen = Seen::of(input);
+        self.check(input, &seen);
+        self.arrived.clear();
+        self.finished.clear();
+        self.prev = Some(seen);
+        self.inner.poll_allocation(input, out)
+    }
+}
