@@ -11,8 +11,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_core::{Nanos, Workload};
+use coflow_sched::policy::{MonteCarlo, Needs, Params, Unservable};
 use coflow_sched::{
-    Allocation, Bandwidth, Fabric, Input, Intra, Link, Scheduler, Select, ServiceModel, SiphonConfig, SiphonMc, Wan,
+    Allocation, Bandwidth, Fabric, Input, Link, Scheduler, Select, ServiceModel, SiphonConfig, SiphonMc, Wan,
 };
 use coflow_sim::{SimConfig, SimResult, WanConfig, WanSummary, simulate_wan};
 use serde::{Deserialize, Serialize};
@@ -147,9 +148,6 @@ struct NormalSpec {
 /// Bytes per second in a Gbit/s.
 const GBPS: f64 = 125_000_000.0;
 
-/// Policies whose allocation assumes every route is an ingress and an egress port.
-const BIG_SWITCH_ONLY: &[&str] = &["pfp", "edf"];
-
 /// The redraw interval when the topology names none.
 const DEFAULT_REDRAW_MS: u64 = 5_000;
 
@@ -254,7 +252,7 @@ fn parse_topology(
         0 => Nanos::MAX,
         ms => Nanos::from_millis(ms),
     });
-    Ok((Fabric::wan(wan), redraw, per_connection))
+    Ok((Fabric::new(wan), redraw, per_connection))
 }
 
 /// The JSON report of a wide-area run.
@@ -283,20 +281,28 @@ struct JsonLink {
 /// baseline, and prints Siphon's figures.
 pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()> {
     let spec = a.wan.as_deref().expect("checked by the caller");
-    let skipped: Vec<&str> = plan.policies.iter().copied().filter(|p| BIG_SWITCH_ONLY.contains(p)).collect();
-    if !skipped.is_empty() {
-        eprintln!(
-            "skipping {}: they assume the big switch (a flow holds an ingress and an egress port)",
-            skipped.join(", ")
-        );
-    }
-    let policies: Vec<&'static str> = plan.policies.iter().copied().filter(|p| !skipped.contains(p)).collect();
-    if policies.is_empty() {
-        bail!("no policy left to run on the wide area");
-    }
     let conn = ConnectionArgs { on: a.per_connection, redraw_ms: a.connection_redraw_ms };
     let (fabric, redraw, per_connection) =
         load_topology(spec, plan.workload.machines, a.machines_per_dc, a.redraw_ms, conn)?;
+    // The registry says which policies cannot serve the wide area; they are skipped, grouped by
+    // what they assume.
+    let refused: Vec<Unservable> =
+        plan.policies.iter().filter_map(|p| coflow_sched::policy::check_serves(p, &fabric).err()).collect();
+    let mut needs: Vec<Needs> = Vec::new();
+    for u in &refused {
+        if !needs.contains(&u.needs) {
+            needs.push(u.needs);
+        }
+    }
+    for need in needs {
+        let names: Vec<&str> = refused.iter().filter(|u| u.needs == need).map(|u| u.policy.as_str()).collect();
+        eprintln!("skipping {}: they assume {}", names.join(", "), need.assumption());
+    }
+    let policies: Vec<&'static str> =
+        plan.policies.iter().copied().filter(|p| !refused.iter().any(|u| u.policy == *p)).collect();
+    if policies.is_empty() {
+        bail!("no policy left to run on the wide area");
+    }
     let cfg = WanConfig { fabric, redraw, seed: plan.seed, multipath: a.multipath, per_connection };
     // Per-connection caps are per leg; route-model policies pool flows by route.
     let pooled: Vec<&str> = if per_connection.is_some() {
@@ -339,7 +345,7 @@ pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()
     }
     eprintln!("simulated {} policies in {:.2} s wall time on {} threads", runs.len(), wall.as_secs_f64(), plan.threads);
     if let Some(path) = json {
-        let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");
+        let wan = cfg.fabric.topology::<Wan>().expect("a wide-area fabric");
         let report = JsonReport {
             workload: plan.json_workload(),
             topology: spec,
@@ -364,7 +370,7 @@ pub(crate) fn run(plan: &SimPlan, a: &WanArgs, json: Option<&Path>) -> Result<()
 }
 
 fn describe(cfg: &WanConfig) -> String {
-    let wan = cfg.fabric.wan_topology().expect("a wide-area fabric");
+    let wan = cfg.fabric.topology::<Wan>().expect("a wide-area fabric");
     let mut t = String::new();
     let _ = write!(t, "wide area: {} datacenters;", wan.dcs());
     for (r, l) in wan.links().iter().enumerate() {
@@ -396,32 +402,26 @@ fn run_parallel(
     parallel_map(policies.len(), threads, |i| {
         let started = Instant::now();
         let sched = build(policies[i], seed, cfg.redraw, mc);
-        let r = simulate_wan(w, sched, &sim, cfg, &mut |_| {});
+        let r = simulate_wan(w, sched, &sim, cfg, &mut |_| {}).expect("refused policies were skipped");
         (r, started.elapsed().as_secs_f64())
     })
 }
 
-/// The policy `name`; `siphon-mc` knows how long a bandwidth draw holds (the redraw interval).
+/// The policy `name` from the registry; `siphon-mc` knows how long a bandwidth draw holds (the
+/// redraw interval) and takes the Monte Carlo options.
 fn build(name: &str, seed: u64, redraw: Nanos, mc: &McArgs) -> Box<dyn Scheduler> {
-    let coherence = (redraw != Nanos::MAX).then_some(redraw);
-    match name {
-        "siphon-mc" | "siphon-mc+lfgf" => {
-            let intra = if name.ends_with("+lfgf") { Intra::Lfgf } else { Intra::Madd };
-            let coherence = if mc.mc_one_draw { None } else { coherence };
-            let select = if mc.mc_mean_cost { Select::MeanCost } else { Select::Wins };
-            Box::new(SiphonMc::new(SiphonConfig {
-                seed,
-                intra,
-                coherence,
-                select,
-                rounds: mc.mc_rounds,
-                depth: mc.mc_depth,
-                breadth: mc.mc_breadth,
-                ..SiphonConfig::default()
-            }))
-        }
-        _ => coflow_sched::policy::seeded(name, seed).expect("names were validated"),
-    }
+    let params = Params {
+        seed,
+        redraw: (redraw != Nanos::MAX).then_some(redraw),
+        mc: MonteCarlo {
+            rounds: mc.mc_rounds,
+            depth: mc.mc_depth,
+            breadth: mc.mc_breadth,
+            select: if mc.mc_mean_cost { Select::MeanCost } else { Select::Wins },
+            one_draw: mc.mc_one_draw,
+        },
+    };
+    coflow_sched::policy::build(name, &params).expect("names were validated")
 }
 
 fn table(summaries: &[WanSummary], wall: &[f64]) -> String {
@@ -526,7 +526,7 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
         let probe = std::sync::Arc::new(Mutex::new(None));
         let wrapped = Probe { inner: timed, out: probe.clone() };
         let wan = WanConfig { fabric: fabric.clone(), redraw, seed, multipath: false, per_connection: None };
-        simulate_wan(&w, Box::new(wrapped), &SimConfig::default(), &wan, &mut |_| {});
+        simulate_wan(&w, Box::new(wrapped), &SimConfig::default(), &wan, &mut |_| {})?;
         let (t, present, r) = probe.lock().expect("no panic while held").take().context("no decision was made")?;
         if present != a.coflows {
             bail!("{present} coflows present at the first decision, expected {}", a.coflows);
@@ -591,7 +591,7 @@ impl Scheduler for Probe {
         self.inner.time_s = Some(t);
         self.inner.present = input.coflows.len();
         out.coflow_rate.iter_mut().for_each(|r| *r = 0.0);
-        out.leg_extra.clear();
+        out.clear_leg_extras();
         *self.out.lock().expect("no panic while held") = Some((t, self.inner.present, self.inner.inner.searches().1));
         None
     }

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use coflow_core::Rate;
+use coflow_sched::Fabric;
 use serde::Deserialize;
 
 /// The coordinator-level mode in which no policy runs: every flow is sent as fast as the network
@@ -20,7 +22,7 @@ pub struct CoordinatorConfig {
     pub listen: String,
     /// Prometheus `/metrics` listen address; none by default.
     pub metrics_listen: Option<String>,
-    /// The scheduling policy's short name (any of `coflow_sched::policy::NAMES`), or [`TCP`]:
+    /// The scheduling policy's short name (any name of `coflow_sched::policy::REGISTRY`), or [`TCP`]:
     /// no rates assigned, every flow at its sender's full port rate, the network shares the
     /// links. Default `varys`.
     pub policy: String,
@@ -67,6 +69,14 @@ impl Default for CoordinatorConfig {
     }
 }
 
+/// Refuses policy `name` on `fabric` if it cannot serve it (the registry's
+/// [`coflow_sched::policy::check_serves`]): the error names the policy and the fabric.
+/// [`CoordinatorConfig::validate`] checks the configured policy against the coordinator's fabric,
+/// a big switch of the agents' ports.
+pub fn check_policy(name: &str, fabric: &Fabric) -> Result<(), ConfigError> {
+    coflow_sched::policy::check_serves(name, fabric).map_err(|e| ConfigError { field: "policy", reason: e.to_string() })
+}
+
 /// A configuration value is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid coordinator config `{field}`: {reason}")]
@@ -81,8 +91,10 @@ impl CoordinatorConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.policy != TCP {
-            coflow_sched::policy::by_name(&self.policy)
+            coflow_sched::policy::entry_of(&self.policy)
                 .map_err(|e| ConfigError { field: "policy", reason: e.to_string() })?;
+            // The coordinator schedules a big switch of its agents' ports.
+            check_policy(&self.policy, &Fabric::big_switch(1, Rate::from_bytes_per_sec(1.0)))?;
         }
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
             return Err(ConfigError { field: "heartbeat_interval_ms", reason: "must be 1 to 60000".into() });

@@ -19,7 +19,7 @@ use coflow_core::{CoflowId, FlowId, MachineId, Nanos, Rate};
 use coflow_proto::{
     AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration,
 };
-use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
+use coflow_sched::{Allocation, BigSwitch, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{CoordinatorConfig, TCP};
@@ -809,7 +809,8 @@ impl Core {
 
     fn fabric(&self) -> Fabric {
         let machines = self.agents.keys().next_back().map_or(1, |m| m.0 + 1);
-        let mut fabric = Fabric::big_switch(machines, Rate::from_bytes_per_sec(1.0));
+        let ports = BigSwitch::new(machines, Rate::from_bytes_per_sec(1.0));
+        let mut fabric = Fabric::new(ports);
         for r in 0..fabric.resources() as u32 {
             fabric.set_capacity(r, 0.0);
         }
@@ -833,8 +834,8 @@ impl Core {
             };
             let tx = others(a.tx_bps, sched_tx.get(&m), unsched_tx.contains(&m));
             let rx = others(a.rx_bps, sched_rx.get(&m), unsched_rx.contains(&m));
-            fabric.set_capacity(fabric.ingress(m), (a.port_rate - tx).max(0.1 * a.port_rate));
-            fabric.set_capacity(fabric.egress(m), (a.port_rate - rx).max(0.1 * a.port_rate));
+            fabric.set_capacity(ports.ingress(m), (a.port_rate - tx).max(0.1 * a.port_rate));
+            fabric.set_capacity(ports.egress(m), (a.port_rate - rx).max(0.1 * a.port_rate));
         }
         fabric
     }

@@ -26,7 +26,7 @@ use coflow_proto::pb::coordinator_server::CoordinatorServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use crate::config::{ConfigError, CoordinatorConfig, TCP};
+pub use crate::config::{ConfigError, CoordinatorConfig, TCP, check_policy};
 pub use crate::core::{
     AgentView, CoflowView, Core, Counters, Event, FlowGrant, FlowView, Notice, RateBatch, Reply, StatusView,
 };

@@ -26,7 +26,7 @@ use coflow_core::{CoflowId, MIB, Nanos};
 
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindScheduler};
 use crate::fabric::ResourceId;
-use crate::varys::FULL;
+use crate::kernel::FULL;
 
 /// Parameters of [`Aalo`]; the defaults are the and the talk's: `K = 10` queues, first
 /// threshold `A = 10 MiB`, growth `E = 10`, progress every 8 ms.

@@ -22,9 +22,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
+use crate::kernel::FULL;
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
-use crate::varys::FULL;
 
 /// The reference's FAIR: per-port equal shares over every active flow.
 #[derive(Debug)]

@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
+use crate::kernel::{FULL, backfill, bottleneck, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
-use crate::varys::{FULL, backfill, bottleneck, madd};
 
 /// Which deadline policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

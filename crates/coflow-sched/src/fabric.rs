@@ -1,16 +1,20 @@
-//! The fabric: a set of capacitated resources that every flow crosses.
+//! The fabric: a set of capacitated resources that every flow crosses, and the [`Topology`] that
+//! says which.
 //!
-//! Two topologies: the non-blocking big switch of Varys §2.2, where machine `i` owns an ingress
-//! (sending) port and an egress (receiving) port, and the wide-area fabric of Siphon
-//! ([`Wan`]), whose resources are directed inter-datacenter links.
-//! Policies and the simulator only ever see resources and routes, so an oversubscribed rack
-//! uplink or a wide-area link is a new resource kind here, not a new simulator.
+//! A topology names the resources, gives each its first capacity and says which ones a flow
+//! between two machines crosses; the [`Fabric`] holds one behind that interface with the
+//! resources' current capacities. Policies and the simulator only ever see resources and routes.
+//! Two topologies exist: the non-blocking [`BigSwitch`] of Varys §2.2, where machine `i` owns an
+//! ingress (sending) port and an egress (receiving) port, and Siphon's wide area
+//! ([`crate::Wan`]), whose resources are directed inter-datacenter links. Another (racks with an
+//! oversubscribed core, a testbed's sites) is one more implementation of [`Topology`], with no
+//! change here, in the policies or in the simulator.
 
+use std::any::Any;
+use std::fmt;
 use std::sync::Arc;
 
 use coflow_core::{MachineId, Rate};
-
-use crate::wan::Wan;
 
 /// Index of one capacitated resource (a port, an uplink, a link).
 pub type ResourceId = u32;
@@ -45,60 +49,53 @@ impl Route {
     }
 }
 
-/// The topology and the capacity of every resource, in bytes per second.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fabric {
-    machines: u32,
-    capacity: Vec<f64>,
-    /// The wide-area topology, if this is one (else the big switch).
-    wan: Option<Arc<Wan>>,
-}
-
-impl Fabric {
-    /// A non-blocking big switch of `machines` machines whose every port runs at `port_rate`.
-    /// Resource `i` is machine `i`'s ingress port and resource `machines + i` its egress port.
-    pub fn big_switch(machines: u32, port_rate: Rate) -> Fabric {
-        Fabric { machines, capacity: vec![port_rate.bytes_per_sec(); 2 * machines as usize], wan: None }
-    }
-
-    /// A wide-area fabric (Siphon §3.1): resource `i` is the topology's link `i`, at first at its
-    /// bandwidth's mean; a flow between datacenters crosses their direct link, a flow inside one
-    /// crosses nothing.
-    pub fn wan(wan: Wan) -> Fabric {
-        let capacity = wan.links().iter().map(|l| l.bandwidth.mean()).collect();
-        Fabric { machines: wan.machines(), capacity, wan: Some(Arc::new(wan)) }
-    }
-
-    /// The wide-area topology, if this fabric is one.
-    pub fn wan_topology(&self) -> Option<&Wan> {
-        self.wan.as_deref()
-    }
-
-    /// The capacity a resource is expected to have: its bandwidth distribution's mean on a
-    /// wide-area fabric, else its capacity.
-    pub fn expected_capacity(&self, r: ResourceId) -> f64 {
-        match &self.wan {
-            Some(w) => w.links()[r as usize].bandwidth.mean(),
-            None => self.capacity[r as usize],
-        }
-    }
-
-    /// The median capacity of a resource (its capacity on the big switch).
-    pub fn median_capacity(&self, r: ResourceId) -> f64 {
-        match &self.wan {
-            Some(w) => w.links()[r as usize].bandwidth.median(),
-            None => self.capacity[r as usize],
-        }
-    }
+/// Which resources exist, what they are called and what capacity to expect of them, and which a
+/// flow crosses: one implementation per kind of fabric.
+pub trait Topology: fmt::Debug + Send + Sync + 'static {
+    /// The kind of fabric, as messages name it: `big switch`, `wide area`.
+    fn kind(&self) -> &'static str;
 
     /// The number of machines.
-    pub fn machines(&self) -> u32 {
-        self.machines
+    fn machines(&self) -> u32;
+
+    /// Every resource's capacity at first, in bytes per second, indexed by [`ResourceId`]: its
+    /// length is the number of resources.
+    fn initial_capacities(&self) -> Vec<f64>;
+
+    /// The resources a flow from `src` to `dst` crosses.
+    fn route(&self, src: MachineId, dst: MachineId) -> Route;
+
+    /// A human name for a resource, e.g. `in7` or `dc0->dc1`.
+    fn resource_name(&self, r: ResourceId) -> String;
+
+    /// The capacity resource `r` is expected to have, given that it has `now` (a fluctuating
+    /// link's mean). By default what it has now.
+    fn expected_capacity(&self, _r: ResourceId, now: f64) -> f64 {
+        now
     }
 
-    /// The number of resources.
-    pub fn resources(&self) -> usize {
-        self.capacity.len()
+    /// The median capacity of resource `r`, given that it has `now`. By default what it has now.
+    fn median_capacity(&self, _r: ResourceId, now: f64) -> f64 {
+        now
+    }
+
+    /// Itself, so that [`Fabric::topology`] can hand out the concrete type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// The non-blocking big switch of Varys §2.2: resource `i` is machine `i`'s ingress port and
+/// resource `machines + i` its egress port; a flow crosses its sender's ingress and its
+/// receiver's egress, a flow inside one machine crosses nothing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BigSwitch {
+    machines: u32,
+    port_rate: Rate,
+}
+
+impl BigSwitch {
+    /// A big switch of `machines` machines whose every port runs at `port_rate`.
+    pub fn new(machines: u32, port_rate: Rate) -> BigSwitch {
+        BigSwitch { machines, port_rate }
     }
 
     /// Machine `m`'s ingress (sending) port.
@@ -112,13 +109,88 @@ impl Fabric {
         debug_assert!(m.0 < self.machines);
         self.machines + m.0
     }
+}
+
+impl Topology for BigSwitch {
+    fn kind(&self) -> &'static str {
+        "big switch"
+    }
+
+    fn machines(&self) -> u32 {
+        self.machines
+    }
+
+    fn initial_capacities(&self) -> Vec<f64> {
+        vec![self.port_rate.bytes_per_sec(); 2 * self.machines as usize]
+    }
+
+    fn route(&self, src: MachineId, dst: MachineId) -> Route {
+        if src == dst { Route::LOCAL } else { Route::new(&[self.ingress(src), self.egress(dst)]) }
+    }
+
+    fn resource_name(&self, r: ResourceId) -> String {
+        if r < self.machines { format!("in{r}") } else { format!("out{}", r - self.machines) }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A topology and the capacity of every resource now, in bytes per second.
+#[derive(Clone, Debug)]
+pub struct Fabric {
+    capacity: Vec<f64>,
+    topology: Arc<dyn Topology>,
+}
+
+impl Fabric {
+    /// A fabric of this topology, every resource at its initial capacity.
+    pub fn new(topology: impl Topology) -> Fabric {
+        Fabric { capacity: topology.initial_capacities(), topology: Arc::new(topology) }
+    }
+
+    /// A non-blocking big switch of `machines` machines whose every port runs at `port_rate`
+    /// ([`BigSwitch`]).
+    pub fn big_switch(machines: u32, port_rate: Rate) -> Fabric {
+        Fabric::new(BigSwitch::new(machines, port_rate))
+    }
+
+    /// The topology, if it is a `T`: `fabric.topology::<BigSwitch>()` for the ports of a machine,
+    /// `fabric.topology::<Wan>()` for the links' bandwidth distributions.
+    pub fn topology<T: Topology>(&self) -> Option<&T> {
+        self.topology.as_any().downcast_ref::<T>()
+    }
+
+    /// The kind of fabric, as messages name it ([`Topology::kind`]).
+    pub fn kind(&self) -> &'static str {
+        self.topology.kind()
+    }
+
+    /// The capacity a resource is expected to have ([`Topology::expected_capacity`]): a
+    /// fluctuating link's mean, else its capacity.
+    pub fn expected_capacity(&self, r: ResourceId) -> f64 {
+        self.topology.expected_capacity(r, self.capacity[r as usize])
+    }
+
+    /// The median capacity of a resource ([`Topology::median_capacity`]).
+    pub fn median_capacity(&self, r: ResourceId) -> f64 {
+        self.topology.median_capacity(r, self.capacity[r as usize])
+    }
+
+    /// The number of machines.
+    pub fn machines(&self) -> u32 {
+        self.topology.machines()
+    }
+
+    /// The number of resources.
+    pub fn resources(&self) -> usize {
+        self.capacity.len()
+    }
 
     /// The resources a flow from `src` to `dst` crosses; none when they are the same machine.
     pub fn route(&self, src: MachineId, dst: MachineId) -> Route {
-        if let Some(w) = &self.wan {
-            return w.route(w.dc_of(src.0), w.dc_of(dst.0));
-        }
-        if src == dst { Route::LOCAL } else { Route::new(&[self.ingress(src), self.egress(dst)]) }
+        self.topology.route(src, dst)
     }
 
     /// A resource's capacity in bytes per second.
@@ -137,11 +209,18 @@ impl Fabric {
         self.capacity[r as usize] = bytes_per_sec;
     }
 
-    /// A human name for a resource, e.g. `in7` or `out3`.
+    /// A human name for a resource, e.g. `in7` or `out3` ([`Topology::resource_name`]).
     pub fn resource_name(&self, r: ResourceId) -> String {
-        if let Some(w) = &self.wan {
-            return w.link_name(r);
-        }
-        if r < self.machines { format!("in{r}") } else { format!("out{}", r - self.machines) }
+        self.topology.resource_name(r)
+    }
+}
+
+impl PartialEq for Fabric {
+    /// The same capacities on the same topology: one shared instance, or two whose every field
+    /// is equal (topologies are plain data, so their `Debug` forms are equal exactly then).
+    fn eq(&self, other: &Fabric) -> bool {
+        self.capacity == other.capacity
+            && (Arc::ptr_eq(&self.topology, &other.topology)
+                || format!("{:?}", self.topology) == format!("{:?}", other.topology))
     }
 }

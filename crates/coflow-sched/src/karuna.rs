@@ -23,9 +23,9 @@ use std::collections::BTreeSet;
 use coflow_core::{CoflowId, MIB, Nanos};
 
 use crate::fabric::ResourceId;
+use crate::kernel::{backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
-use crate::varys::{backfill, madd};
 
 /// What the non-deadline levels are keyed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,10 @@
 //! or touches a socket. The trace simulator and the live coordinator drive the very same code.
 //!
 //! # Layout
-//! - `fabric`: [`Fabric`], the capacitated resources flows cross, and [`Route`].
+//! - `fabric`: [`Fabric`], the capacitated resources flows cross, [`Route`], and the
+//!   [`Topology`] interface that says which resources a flow crosses, with the [`BigSwitch`].
+//! - `kernel`: MADD, backfill and the effective bottleneck ([`bottleneck`]), the allocation steps
+//!   of the MADD family.
 //! - `state`: what a policy reads ([`Input`], with the [`Changes`] since its last decision) and
 //!   writes ([`Allocation`]), per [`ServiceModel`].
 //! - `scheduler`: the [`Scheduler`] trait, for policies that know flow sizes.
@@ -13,7 +16,9 @@
 //! - `snapshot`: [`Snapshot`], an [`Input`] rebuilt from live flows' remaining bytes, and per-flow
 //!   rates read back from an [`Allocation`] (the live coordinator's side of the interface).
 //! - `maxmin`: weighted max-min fair sharing by progressive filling.
-//! - `fair`, `varys`, `deadline`, `priority`: the policies; [`policy`] builds one by its short name.
+//! - `fair`, `varys`, `deadline`, `priority`: the policies.
+//! - `registry`, read through [`policy`]: every policy by its short name, with its summary,
+//!   parameters, the fabrics it serves and its constructor.
 //! - `wan`: Siphon's wide-area topology ([`Wan`]) and link bandwidth distributions; `mrtf` and
 //!   `siphon`: its policies ([`Mrtf`], [`SiphonMc`]) with the intra-coflow option [`Intra`].
 //! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`].
@@ -31,9 +36,11 @@ mod deadline;
 mod fabric;
 mod fair;
 mod karuna;
+mod kernel;
 mod maxmin;
 mod mrtf;
 mod priority;
+mod registry;
 mod scheduler;
 mod sincronia;
 mod siphon;
@@ -48,9 +55,10 @@ pub use aalo::{Aalo, AaloConfig};
 pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded};
 pub use coflowsim::{Dark, FlowFinishGap, PortFair, ReceiverScan};
 pub use deadline::{DeadlineMode, DeadlineScheduler};
-pub use fabric::{Fabric, ResourceId, Route};
+pub use fabric::{BigSwitch, Fabric, ResourceId, Route, Topology};
 pub use fair::Fair;
 pub use karuna::{Karuna, KarunaConfig, Levels};
+pub use kernel::bottleneck;
 pub use maxmin::MaxMin;
 pub use mrtf::{Intra, Mrtf};
 pub use priority::{FlowOrder, FlowPriority};
@@ -59,5 +67,5 @@ pub use sincronia::{Sincronia, best_order_cost, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
 pub use state::{Allocation, Changes, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel};
-pub use varys::{Order, Varys, VarysConfig, bottleneck};
+pub use varys::{Order, Varys, VarysConfig};
 pub use wan::{Bandwidth, Link, Wan, WanError};

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
+use crate::kernel::{FULL, backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
-use crate::varys::{FULL, backfill, madd};
 
 /// How bandwidth is shared inside a coflow, once the order of coflows is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,7 +203,8 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
                 }
                 let remaining = leg.remaining(c);
                 if room > 0.0 && room.is_finite() && remaining > 0.0 {
-                    rate[l] += room / remaining;
+                    // Capped as every extra: a leg a hair from its finish gets no infinite rate.
+                    rate[l] += Allocation::leg_fraction(room, remaining);
                     for &r in leg.route.hops() {
                         left[r as usize] = (left[r as usize] - room).max(0.0);
                     }
@@ -212,8 +213,41 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
         }
     }
     for (l, &rate) in s.rate.iter().enumerate() {
-        if rate > 0.0 {
-            out.leg_extra.push((l, rate));
-        }
+        out.give_leg_fraction(l, rate);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coflow_core::{CoflowId, MachineId, Rate};
+
+    use super::*;
+    use crate::fabric::Fabric;
+    use crate::snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
+    use crate::state::MAX_LEG_EXTRA;
+
+    #[test]
+    fn lfgf_caps_the_extras_of_a_leg_a_hair_from_its_finish() {
+        // One leg with a micro-byte left on an idle 1 GB/s port: its group's MADD alone would be
+        // 1e15 of the leg per second, and backfill adds what else the port has.
+        let fabric = Fabric::big_switch(2, Rate::from_bytes_per_sec(1e9));
+        let c = SnapshotCoflow { id: CoflowId(1), arrival: Nanos::ZERO, deadline: None, weight: 1.0, width: 2 };
+        let flows = [
+            SnapshotFlow { src: MachineId(0), dst: MachineId(1), size: 100.0, remaining: 1e-6 },
+            SnapshotFlow { src: MachineId(1), dst: MachineId(0), size: 100.0, remaining: 50.0 },
+        ];
+        let mut snap = Snapshot::default();
+        snap.clear(ServiceModel::Proportional);
+        snap.push_coflow(&fabric, &c, &flows);
+        let input = snap.input(Nanos::ZERO, &fabric);
+        let mut out = Allocation::default();
+        out.reset(&input);
+        Mrtf::new(Intra::Lfgf).poll_allocation(&input, &mut out);
+        let extras = out.leg_extras();
+        assert_eq!(extras.len(), 2, "{extras:?}");
+        assert!(extras.iter().all(|&(_, k)| k > 0.0 && k <= MAX_LEG_EXTRA), "{extras:?}");
+        assert!(extras.iter().any(|&(_, k)| k == MAX_LEG_EXTRA), "the nearly finished leg is capped: {extras:?}");
+        // The other leg gets its port: 1 GB/s over 50 bytes.
+        assert!(extras.iter().any(|&(_, k)| (k - 2e7).abs() < 1.0), "{extras:?}");
     }
 }

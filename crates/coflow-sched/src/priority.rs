@@ -21,9 +21,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
+use crate::kernel::FULL;
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
-use crate::varys::FULL;
 
 /// What orders flows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

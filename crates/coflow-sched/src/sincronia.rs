@@ -22,9 +22,9 @@
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
+use crate::kernel::{FULL, backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
-use crate::varys::{FULL, backfill, madd};
 
 /// How soon after flows finish `sincronia` decides again, so that their ports are used again.
 /// Varys waits 100 ms (`VarysConfig::flow_finish_gap`); the greedy allocation leaves a freed port

@@ -32,7 +32,7 @@ use crate::fabric::ResourceId;
 use crate::mrtf::{FLOW_FINISH_GAP, Intra, Scratch, allocate, remaining_time, sort_by_key};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
-use crate::wan::Bandwidth;
+use crate::wan::{Bandwidth, Wan};
 
 /// Parameters of [`SiphonMc`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -163,7 +163,7 @@ impl SiphonMc {
         let nodes: Vec<Vec<(ResourceId, f64)>> =
             input.coflows.iter().map(|c| input.remaining_loads(c).collect()).collect();
         let dist: Vec<Bandwidth> = (0..fabric.resources())
-            .map(|r| match fabric.wan_topology() {
+            .map(|r| match fabric.topology::<Wan>() {
                 Some(w) => w.links()[r].bandwidth.clone(),
                 None => Bandwidth::Constant(fabric.capacity(r as ResourceId)),
             })

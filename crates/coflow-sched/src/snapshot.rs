@@ -185,7 +185,7 @@ impl Snapshot {
     pub fn flow_rates(&self, alloc: &Allocation, out: &mut Vec<f64>) {
         out.clear();
         let mut extra = vec![0.0; self.legs.len()];
-        for &(l, kappa) in &alloc.leg_extra {
+        for &(l, kappa) in alloc.leg_extras() {
             extra[l] += kappa;
         }
         let model = self.model.expect("clear() before flow_rates()");

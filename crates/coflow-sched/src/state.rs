@@ -236,16 +236,18 @@ impl<'a> Input<'a> {
 /// A policy's answer: the rates until the next decision.
 ///
 /// `coflow_rate[k]` is the rate of `Input::coflows[k]` as a fraction of remaining bytes per second
-/// for each of its legs, `leg_extra` adds to single legs (by index into `Input::legs`), and
-/// `route_rate[i]` is the per-flow rate of `Input::routes[i]` in bytes per second.
+/// for each of its legs, the extras ([`Allocation::leg_extras`]) add to single legs (by index into
+/// `Input::legs`), and `route_rate[i]` is the per-flow rate of `Input::routes[i]` in bytes per
+/// second.
 /// The driver resets it before every decision.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Allocation {
     /// Per coflow: fraction of remaining bytes per second, for every leg.
     pub coflow_rate: Vec<f64>,
     /// Extra rate of single legs on top of their coflow's, as `(leg, fraction per second)`; each
-    /// leg at most once.
-    pub leg_extra: Vec<(usize, f64)>,
+    /// leg at most once. Private: written only through the capped [`Allocation::give_leg`] and its
+    /// variants, read through [`Allocation::leg_extras`].
+    leg_extra: Vec<(usize, f64)>,
     /// Per route: bytes per second for each of its flows.
     pub route_rate: Vec<f64>,
 }
@@ -262,9 +264,49 @@ impl Allocation {
     /// the leg then uses less than `bytes_per_sec`, never more. Nothing is given to a leg with
     /// nothing left or for a rate that is not a positive number.
     pub fn give_leg(&mut self, l: usize, bytes_per_sec: f64, remaining: f64) {
+        self.give_leg_fraction(l, Allocation::leg_fraction(bytes_per_sec, remaining));
+    }
+
+    /// The extra fraction of its remaining bytes per second that [`Allocation::give_leg`] would
+    /// give a leg with `remaining` bytes left for `bytes_per_sec`: capped at [`MAX_LEG_EXTRA`],
+    /// zero for a leg with nothing left or a rate that is not a positive number. For a policy
+    /// that sums a leg's extras over several passes before giving them.
+    pub fn leg_fraction(bytes_per_sec: f64, remaining: f64) -> f64 {
         if bytes_per_sec > 0.0 && bytes_per_sec.is_finite() && remaining > 0.0 {
-            self.leg_extra.push((l, (bytes_per_sec / remaining).min(MAX_LEG_EXTRA)));
+            (bytes_per_sec / remaining).min(MAX_LEG_EXTRA)
+        } else {
+            0.0
         }
+    }
+
+    /// Gives leg `l` an extra `fraction` of its remaining bytes per second, capped at
+    /// [`MAX_LEG_EXTRA`]; nothing for a fraction that is not a positive number.
+    pub fn give_leg_fraction(&mut self, l: usize, fraction: f64) {
+        if fraction > 0.0 && !fraction.is_nan() {
+            self.leg_extra.push((l, fraction.min(MAX_LEG_EXTRA)));
+        }
+    }
+
+    /// The driver's side: sets leg `l`'s extra to `fraction`, which may be negative to hold the
+    /// leg below its coflow's rate (a per-connection cap the policy does not know), and is capped
+    /// at [`MAX_LEG_EXTRA`] as every extra. Call [`Allocation::clear_leg_extras`] first: each leg
+    /// at most once.
+    pub fn hold_leg(&mut self, l: usize, fraction: f64) {
+        debug_assert!(!fraction.is_nan(), "leg {l} held at NaN");
+        if fraction != 0.0 {
+            self.leg_extra.push((l, fraction.min(MAX_LEG_EXTRA)));
+        }
+    }
+
+    /// The extras, as `(leg, fraction per second)` in the order they were given; each leg at most
+    /// once.
+    pub fn leg_extras(&self) -> &[(usize, f64)] {
+        &self.leg_extra
+    }
+
+    /// Takes every extra back.
+    pub fn clear_leg_extras(&mut self) {
+        self.leg_extra.clear();
     }
 
     /// Clears and resizes for an input.
@@ -302,5 +344,33 @@ impl Allocation {
             }
         }
         used
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_extra_is_capped_and_only_positive_numbers_are_given() {
+        let mut a = Allocation::default();
+        // 1 GB/s over a micro-byte left would be 1e15 of the leg per second.
+        a.give_leg(0, 1e9, 1e-6);
+        a.give_leg_fraction(1, f64::INFINITY);
+        a.give_leg(2, 10.0, 4.0);
+        a.give_leg_fraction(3, -1.0);
+        a.give_leg_fraction(4, f64::NAN);
+        a.give_leg(5, 1.0, 0.0);
+        a.give_leg(6, f64::INFINITY, 1.0);
+        assert_eq!(a.leg_extras(), &[(0, MAX_LEG_EXTRA), (1, MAX_LEG_EXTRA), (2, 2.5)]);
+        assert_eq!(Allocation::leg_fraction(1e9, 1e-6), MAX_LEG_EXTRA);
+        assert_eq!(Allocation::leg_fraction(10.0, 4.0), 2.5);
+        assert_eq!(Allocation::leg_fraction(-1.0, 4.0), 0.0);
+        // The driver may hold a leg below its coflow's rate, never above the cap.
+        a.clear_leg_extras();
+        a.hold_leg(7, -0.5);
+        a.hold_leg(8, 1e20);
+        a.hold_leg(9, 0.0);
+        assert_eq!(a.leg_extras(), &[(7, -0.5), (8, MAX_LEG_EXTRA)]);
     }
 }

@@ -2,15 +2,18 @@
 //! bottleneck, joined by directed inter-datacenter links whose available bandwidth is a random
 //! variable.
 //!
-//! A [`Wan`] is a topology: datacenters, links, each link's [`Bandwidth`] distribution and the
-//! datacenter of every machine. [`Fabric::wan`](crate::Fabric::wan) turns it into a fabric whose
-//! resources are the links (resource `i` is link `i`): a flow between two datacenters crosses the
-//! direct link, a flow inside one crosses nothing. The fabric's capacities are the bandwidth
+//! A [`Wan`] is a [`Topology`]: datacenters, links, each link's [`Bandwidth`] distribution and
+//! the datacenter of every machine. [`Fabric::new`](crate::Fabric::new) turns it into a fabric
+//! whose resources are the links (resource `i` is link `i`, at first at its bandwidth's mean): a
+//! flow between two datacenters crosses the direct link, a flow inside one crosses nothing. The fabric's capacities are the bandwidth
 //! available now; the driver redraws them from the distributions, and policies read both.
 
+use std::any::Any;
+
+use coflow_core::MachineId;
 use rand::Rng;
 
-use crate::fabric::{ResourceId, Route};
+use crate::fabric::{ResourceId, Route, Topology};
 
 /// The distribution of a link's available bandwidth, in bytes per second.
 #[derive(Clone, Debug, PartialEq)]
@@ -266,6 +269,43 @@ impl Wan {
     pub fn link_name(&self, r: ResourceId) -> String {
         let l = &self.links[r as usize];
         format!("{}->{}", self.name(l.from), self.name(l.to))
+    }
+}
+
+impl Topology for Wan {
+    fn kind(&self) -> &'static str {
+        "wide area"
+    }
+
+    fn machines(&self) -> u32 {
+        self.dc_of.len() as u32
+    }
+
+    fn initial_capacities(&self) -> Vec<f64> {
+        self.links.iter().map(|l| l.bandwidth.mean()).collect()
+    }
+
+    fn route(&self, src: MachineId, dst: MachineId) -> Route {
+        // The inherent `Wan::route`, between the machines' datacenters.
+        Wan::route(self, self.dc_of(src.0), self.dc_of(dst.0))
+    }
+
+    fn resource_name(&self, r: ResourceId) -> String {
+        self.link_name(r)
+    }
+
+    /// The link's bandwidth distribution's mean.
+    fn expected_capacity(&self, r: ResourceId, _now: f64) -> f64 {
+        self.links[r as usize].bandwidth.mean()
+    }
+
+    /// The link's bandwidth distribution's median.
+    fn median_capacity(&self, r: ResourceId, _now: f64) -> f64 {
+        self.links[r as usize].bandwidth.median()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 

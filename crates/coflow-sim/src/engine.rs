@@ -15,7 +15,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use coflow_core::{Coflow, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, Changes, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel};
+use coflow_sched::policy::{self, Unservable};
+use coflow_sched::{Allocation, Changes, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel, Wan};
 
 use crate::legs::{Finished, LegModel, Split};
 use crate::report::CoflowOutcome;
@@ -86,18 +87,20 @@ pub fn simulate_with_progress(
 
 /// Replays `workload` under `policy` on a wide-area fabric whose link capacities fluctuate
 /// (Siphon); `cfg.port_rate` is not used. Calls `progress` as [`simulate_with_progress`] does.
+/// A policy that cannot serve the fabric (the registry says so) is refused, not run.
 pub fn simulate_wan(
     workload: &Workload,
     policy: Box<dyn Scheduler>,
     cfg: &SimConfig,
     wan: &WanConfig,
     progress: &mut dyn FnMut(usize),
-) -> SimResult {
-    assert!(wan.fabric.wan_topology().is_some(), "simulate_wan needs a wide-area fabric");
+) -> Result<SimResult, Unservable> {
+    assert!(wan.fabric.topology::<Wan>().is_some(), "simulate_wan needs a wide-area fabric");
     assert!(wan.fabric.machines() >= workload.machines, "the topology places fewer machines than the workload has");
+    policy::check_serves(policy.name(), &wan.fabric)?;
     let mut e = Engine::new(workload, policy, cfg, Some(wan));
     e.run(progress);
-    e.finish()
+    Ok(e.finish())
 }
 
 /// The route model's state: the routes with unfinished flows, in the order the policy sees them.
@@ -724,7 +727,7 @@ impl<'w> Engine<'w> {
         }
 
         // Route rates are checked as the route model takes them.
-        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extra.iter().map(|(_, k)| k)) {
+        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extras().iter().map(|(_, k)| k)) {
             assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
         }
         if self.prop.connections {

@@ -237,7 +237,7 @@ impl LegModel {
                 self.heap.push(Reverse((self.finish[k], k as u32)));
             }
         }
-        for &(l, kappa) in &alloc.leg_extra {
+        for &(l, kappa) in alloc.leg_extras() {
             // A negative extra is a per-connection cap holding a leg below its coflow's rate.
             if kappa != 0.0 && self.legs[l].is_active() {
                 let c = self.owner[l] as usize;

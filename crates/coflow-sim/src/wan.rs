@@ -28,7 +28,7 @@ use crate::{SimResult, percentile};
 /// How to run on a wide-area fabric.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WanConfig {
-    /// The fabric, from [`Fabric::wan`]; its capacities are redrawn during the run.
+    /// The fabric, a [`Wan`] in [`Fabric::new`]; its capacities are redrawn during the run.
     pub fabric: Fabric,
     /// How often link capacities are redrawn (`Nanos::MAX`: never, they stay at their means).
     pub redraw: Nanos,
@@ -78,7 +78,7 @@ impl Connections {
 
     /// Draws the caps of legs `from..` for the current interval.
     pub(crate) fn refresh(&self, fabric: &Fabric, prop: &mut LegModel, from: usize) {
-        let wan = fabric.wan_topology().expect("a wide-area fabric");
+        let wan = fabric.topology::<Wan>().expect("a wide-area fabric");
         for l in from..prop.legs.len() {
             let leg = &prop.legs[l];
             let id = prop.coflows[prop.owner[l] as usize].id;
@@ -118,10 +118,10 @@ fn mix(mut z: u64) -> u64 {
 /// decision. With `check`, asserts that no leg then exceeds its cap.
 pub(crate) fn cap_connections(input: &Input<'_>, caps: &[f64], alloc: &mut Allocation, check: bool) {
     let mut kappa = vec![0.0; input.legs.len()];
-    for &(l, k) in &alloc.leg_extra {
+    for &(l, k) in alloc.leg_extras() {
         kappa[l] += k;
     }
-    alloc.leg_extra.clear();
+    alloc.clear_leg_extras();
     for (ci, c) in input.coflows.iter().enumerate() {
         let sigma = alloc.coflow_rate[ci];
         for l in c.legs.clone() {
@@ -130,9 +130,7 @@ pub(crate) fn cap_connections(input: &Input<'_>, caps: &[f64], alloc: &mut Alloc
             if leg.is_active() && remaining > 0.0 && (sigma + k) * remaining > caps[l] {
                 k = caps[l] / remaining - sigma;
             }
-            if k != 0.0 {
-                alloc.leg_extra.push((l, k));
-            }
+            alloc.hold_leg(l, k);
             if check && leg.is_active() {
                 let rate = (sigma + k) * remaining;
                 assert!(rate <= caps[l] * (1.0 + 1e-9), "leg {l} sends {rate} B/s over its connection cap {}", caps[l]);
@@ -164,7 +162,7 @@ impl Weather {
             return false;
         }
         self.interval = g;
-        let caps = draw(fabric.wan_topology().expect("a wide-area fabric"), self.seed, g);
+        let caps = draw(fabric.topology::<Wan>().expect("a wide-area fabric"), self.seed, g);
         for (r, c) in caps.into_iter().enumerate() {
             fabric.set_capacity(r as ResourceId, c);
         }
@@ -215,7 +213,7 @@ pub fn detour_fraction(d: f64, b: f64, d2: f64, b2: f64) -> f64 {
 /// Returns, per direct route of the coflow, the detours and the fraction of its bytes each
 /// takes, and the bytes detoured (each crosses one link more than it would have).
 pub(crate) fn water_fill(fabric: &Fabric, loads: &[f64], c: &Coflow) -> (Split, f64) {
-    let Some(wan) = fabric.wan_topology() else { return (Split::new(), 0.0) };
+    let Some(wan) = fabric.topology::<Wan>() else { return (Split::new(), 0.0) };
     let links = wan.links();
     let bw: Vec<f64> = (0..links.len()).map(|r| fabric.expected_capacity(r as ResourceId)).collect();
     let mut d = loads.to_vec();

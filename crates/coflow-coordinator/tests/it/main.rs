@@ -1,6 +1,8 @@
 //! The coordinator's event handling without a network, in simulated time, through the same
 //! [`Event`] enum the gRPC service sends.
 
+mod policy;
+
 use coflow_coordinator::{CoordError, CoordinatorConfig, Core, Event, FlowGrant, Notice, RateBatch};
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::{

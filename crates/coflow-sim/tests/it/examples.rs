@@ -199,7 +199,7 @@ impl coflow_sched::Scheduler for Wss {
                         .iter()
                         .map(|&r| input.fabric.capacity(r) / load[r as usize])
                         .fold(f64::INFINITY, f64::min);
-                    out.leg_extra.push((l, share));
+                    out.give_leg_fraction(l, share);
                 }
             }
         }

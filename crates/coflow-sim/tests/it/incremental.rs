@@ -56,9 +56,14 @@ fn cfg(from_scratch: bool) -> SimConfig {
     SimConfig { port_rate: Rate::GBPS, check_invariants: true, from_scratch }
 }
 
-/// Every name a policy can be built by that runs on the big switch.
-fn big_switch_names() -> impl Iterator<Item = &'static str> {
-    policy::NAMES.iter().chain(policy::JOB_NAMES).chain(policy::WAN_NAMES).copied()
+/// Every policy of the registry that serves `fabric`.
+fn names_serving(fabric: &Fabric) -> Vec<&'static str> {
+    policy::REGISTRY.iter().filter(|e| e.serves(fabric)).map(|e| e.name).collect()
+}
+
+/// Every policy of the registry that serves the big switch.
+fn big_switch_names() -> Vec<&'static str> {
+    names_serving(&Fabric::big_switch(2, Rate::GBPS))
 }
 
 fn big_switch_pair(name: &str, w: &Workload) -> (SimResult, SimResult) {
@@ -123,13 +128,7 @@ fn mesh(dcs: u32, machines: u32, seed: u64) -> Fabric {
         }
     }
     let names = (0..dcs).map(|d| format!("dc{d}")).collect();
-    Fabric::wan(Wan::new(names, links, Wan::spread(dcs, machines, None)).expect("a valid topology"))
-}
-
-/// The policies that serve the wide area: all but those that assume a flow holds exactly an
-/// ingress and an egress port.
-fn wide_area_names() -> impl Iterator<Item = &'static str> {
-    big_switch_names().filter(|n| !["pfp", "edf"].contains(n))
+    Fabric::new(Wan::new(names, links, Wan::spread(dcs, machines, None)).expect("a valid topology"))
 }
 
 #[test]
@@ -151,10 +150,11 @@ fn incremental_equals_scratch_on_the_wide_area() {
                 // check fails whether decisions are incremental or not); until they re-admit on
                 // capacity changes they run here on instances without deadlines only.
                 let reserving = |n: &str| ["varys-deadline", "vc"].contains(&n);
-                for name in wide_area_names().filter(|n| !(shape.deadlines && reserving(n))) {
+                for name in names_serving(&wan.fabric).into_iter().filter(|n| !(shape.deadlines && reserving(n))) {
                     let inc = ChangesCheck::new(policy::seeded(name, seed).unwrap());
-                    let a = simulate_wan(&w, Box::new(inc), &cfg(false), &wan, &mut |_| {});
-                    let b = simulate_wan(&w, policy::seeded(name, seed).unwrap(), &cfg(true), &wan, &mut |_| {});
+                    let a = simulate_wan(&w, Box::new(inc), &cfg(false), &wan, &mut |_| {}).expect("served");
+                    let b = simulate_wan(&w, policy::seeded(name, seed).unwrap(), &cfg(true), &wan, &mut |_| {})
+                        .expect("served");
                     let what = format!("wide-area instance {seed}, multipath {multipath}, {per_connection:?}");
                     assert_same(name, &what, &a, &b);
                 }
@@ -213,11 +213,21 @@ impl Scheduler for FreshCheck {
         let mut fresh = Allocation::default();
         fresh.reset(&fresh_input);
         let fresh_wake = policy::by_name(self.name).unwrap().poll_allocation(&fresh_input, &mut fresh);
-        let (mut a, mut b) = (out.clone(), fresh);
         // The order of extras is the policy's business; the set of them is the decision.
-        a.leg_extra.sort_by_key(|x| x.0);
-        b.leg_extra.sort_by_key(|x| x.0);
-        assert_eq!(a, b, "{}: decision {} at {} differs from a fresh policy's", self.name, self.checked, input.now);
+        let extras = |a: &Allocation| {
+            let mut x = a.leg_extras().to_vec();
+            x.sort_by_key(|e| e.0);
+            x
+        };
+        assert_eq!(extras(out), extras(&fresh), "{}: extras differ at {}", self.name, input.now);
+        assert_eq!(
+            (&out.coflow_rate, &out.route_rate),
+            (&fresh.coflow_rate, &fresh.route_rate),
+            "{}: decision {} at {} differs from a fresh policy's",
+            self.name,
+            self.checked,
+            input.now
+        );
         assert_eq!(wake, fresh_wake);
         self.checked += 1;
         wake

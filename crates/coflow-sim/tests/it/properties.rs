@@ -165,8 +165,8 @@ impl Scheduler for PrefixCheck {
             policy::by_name(self.name).unwrap().poll_allocation(&prefix, &mut alone);
             assert_eq!(&out.coflow_rate[..=i], &alone.coflow_rate[..], "at {}", input.now);
             if self.extras {
-                let extras: Vec<_> = out.leg_extra.iter().filter(|(l, _)| *l < c.legs.end).copied().collect();
-                assert_eq!(extras, alone.leg_extra, "at {}", input.now);
+                let extras: Vec<_> = out.leg_extras().iter().filter(|(l, _)| *l < c.legs.end).copied().collect();
+                assert_eq!(extras, alone.leg_extras(), "at {}", input.now);
             }
         }
         wake
@@ -388,7 +388,7 @@ impl Scheduler for FirstRates {
             for (k, c) in input.coflows.iter().enumerate() {
                 for l in c.legs.clone() {
                     rates[l] += out.coflow_rate[k] * input.legs[l].remaining(c);
-                    if let Some(&(_, extra)) = out.leg_extra.iter().find(|(x, _)| *x == l) {
+                    if let Some(&(_, extra)) = out.leg_extras().iter().find(|(x, _)| *x == l) {
                         rates[l] += extra * input.legs[l].remaining(c);
                     }
                 }

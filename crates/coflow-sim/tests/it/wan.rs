@@ -38,7 +38,7 @@ fn mesh(dcs: u32, placement: Vec<u32>, bw: impl Fn(u32, u32) -> Bandwidth) -> Fa
         }
     }
     let names = (0..dcs).map(|d| format!("dc{d}")).collect();
-    Fabric::wan(Wan::new(names, links, placement).expect("a valid topology"))
+    Fabric::new(Wan::new(names, links, placement).expect("a valid topology"))
 }
 
 fn run(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, multipath: bool, seed: u64) -> SimResult {
@@ -58,6 +58,7 @@ fn run_with(
     let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::from_millis(200), seed, multipath, per_connection };
     let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
     simulate_wan(&w, policy::seeded(name, seed).expect("known policy"), &sim, &cfg, &mut |_| {})
+        .expect("serves the wide area")
 }
 
 /// Records the coflow rates of the first decision of the policy it wraps.
@@ -98,7 +99,7 @@ fn served_first(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, seed: u64) ->
     let w = Workload::new(fabric.machines(), coflows).unwrap();
     let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed, multipath: false, per_connection: None };
     let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
-    simulate_wan(&w, Box::new(policy), &sim, &cfg, &mut |_| {});
+    simulate_wan(&w, Box::new(policy), &sim, &cfg, &mut |_| {}).expect("serves the wide area");
     let seen = seen.lock().unwrap();
     let served: Vec<CoflowId> = seen.iter().filter(|(_, r)| *r > 0.0).map(|(id, _)| *id).collect();
     assert_eq!(served.len(), 1, "{name}: one coflow first, the other only backfilled: {seen:?}");
@@ -119,7 +120,7 @@ fn figure_1_monte_carlo_prefers_the_coflow_likely_to_be_short() {
         (1, 2) => Bandwidth::Uniform(9.0, 11.0),
         _ => Bandwidth::Constant(10.0),
     });
-    let means: Vec<f64> = fabric.wan_topology().unwrap().links().iter().map(|l| l.bandwidth.mean() / MIB).collect();
+    let means: Vec<f64> = fabric.topology::<Wan>().unwrap().links().iter().map(|l| l.bandwidth.mean() / MIB).collect();
     assert!(means.iter().all(|&m| (m - 10.0).abs() < 1e-9), "equal means: {means:?}");
     let a = |id| Coflow::new(CoflowId(id), Nanos::ZERO, vec![flow(0, 2, 100.0), flow(1, 2, 1.0)]);
     let b = |id| Coflow::new(CoflowId(id), Nanos::ZERO, vec![flow(0, 2, 1.0), flow(1, 2, 100.0)]);
@@ -199,7 +200,7 @@ fn multipath_detour_shortens_the_slowest_flow_by_the_computed_fraction() {
 #[test]
 fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
     let fabric = mesh(2, vec![0, 1], |_, _| Bandwidth::Empirical(vec![2.0, 6.0]));
-    let wan = fabric.wan_topology().unwrap();
+    let wan = fabric.topology::<Wan>().unwrap();
     let link = wan.link(0, 1).unwrap();
     let (mut capped, mut redrawn_differs) = (0, 0);
     for seed in 0..16 {
@@ -216,7 +217,7 @@ fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
                 per_connection: Some(redraw),
             };
             let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
-            let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {});
+            let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {}).unwrap();
             // By hand: interval by interval at min(capacity, connection).
             let (mut left, mut t, mut g) = (60.0 * MIB, 0.0, 0);
             loop {
@@ -245,7 +246,7 @@ fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
 #[test]
 fn alike_flows_are_separate_connections() {
     let fabric = mesh(2, vec![0, 1], |_, _| Bandwidth::Empirical(vec![1.0, 100.0]));
-    let wan = fabric.wan_topology().unwrap();
+    let wan = fabric.topology::<Wan>().unwrap();
     let link = wan.link(0, 1).unwrap();
     let mut checked = 0;
     for seed in 0..32 {
@@ -266,7 +267,7 @@ fn alike_flows_are_separate_connections() {
             per_connection: Some(Nanos::MAX),
         };
         let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
-        let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {});
+        let r = simulate_wan(&w, policy::seeded("mrtf", seed).unwrap(), &sim, &cfg, &mut |_| {}).unwrap();
         // The slow connection (1 MiB/s) takes 30 s; the fast one is done long before.
         let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
         assert!((cct - 30.0).abs() < 1e-6, "seed {seed}: {cct}");
@@ -367,4 +368,37 @@ proptest! {
             prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()), "{name}: a coflow never finished");
         }
     }
+}
+
+/// Every policy of the registry either serves the wide area (every coflow finishes or, with
+/// admission control, is rejected) or is refused before it runs, by a typed error naming it and
+/// the fabric: `pfp` used to serve nothing until the engine's idle limit stopped it.
+#[test]
+fn a_policy_that_cannot_serve_the_wide_area_is_refused_by_name() {
+    let fabric = mesh(3, Wan::spread(3, 6, None), |_, _| Bandwidth::Constant(8.0));
+    let coflows = random_workload(3, 8, 6);
+    let w = Workload::new(fabric.machines(), coflows).unwrap();
+    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed: 1, multipath: false, per_connection: None };
+    let sim = SimConfig { check_invariants: true, ..SimConfig::default() };
+    let mut refused = Vec::new();
+    for e in policy::REGISTRY {
+        match simulate_wan(&w, e.build(&policy::Params::seeded(1)), &sim, &cfg, &mut |_| {}) {
+            Ok(r) => {
+                assert!(e.serves(&fabric), "{} was run", e.name);
+                assert!(
+                    r.outcomes.iter().all(|o| o.finish.is_some() || o.rejected),
+                    "{} left coflows unserved",
+                    e.name
+                );
+            }
+            Err(err) => {
+                assert!(!e.serves(&fabric), "{} was refused: {err}", e.name);
+                assert_eq!((err.policy.as_str(), err.fabric), (e.name, "wide area"));
+                let msg = err.to_string();
+                assert!(msg.contains(&format!("{:?}", e.name)) && msg.contains("wide area"), "{msg}");
+                refused.push(e.name);
+            }
+        }
+    }
+    assert!(refused.contains(&"pfp") && refused.contains(&"edf"), "{refused:?}");
 }
