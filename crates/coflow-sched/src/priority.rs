@@ -88,7 +88,9 @@ pub struct FlowPriority {
     /// that have waiting legs, ordered by each one's best waiting key; per port, the served leg
     /// holding it.
     waiting: HashMap<[ResourceId; 2], BTreeSet<Key>, BuildHasherDefault<RouteHasher>>,
-    routes_at: Vec<BTreeSet<(Key, [ResourceId; 2])>>,
+    /// (Sorted vectors rather than trees: a port has a route per other port at most, and a repair
+    /// scans them in order, which a vector does without chasing pointers.)
+    routes_at: Vec<Vec<(Key, [ResourceId; 2])>>,
     owner: Vec<Option<LegId>>,
     /// Current keys of holders, memoized for one decision (`decision` counts decisions).
     holder_key: Vec<(u64, Option<Key>)>,
@@ -163,11 +165,15 @@ impl FlowPriority {
         }
         for r in hops {
             let at = &mut self.routes_at[r as usize];
-            if let Some(b) = before {
-                at.remove(&(b, hops));
+            if let Some(b) = before
+                && let Ok(i) = at.binary_search(&(b, hops))
+            {
+                at.remove(i);
             }
-            if let Some(a) = after {
-                at.insert((a, hops));
+            if let Some(a) = after
+                && let Err(i) = at.binary_search(&(a, hops))
+            {
+                at.insert(i, (a, hops));
             }
         }
     }
@@ -407,7 +413,7 @@ impl Scheduler for FlowPriority {
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let resources = input.fabric.resources();
-        self.routes_at.resize_with(resources, BTreeSet::new);
+        self.routes_at.resize_with(resources, Vec::new);
         self.owner.resize(resources, None);
         self.holder_key.resize(resources, (0, None));
         self.is_dirty.resize(resources, false);
