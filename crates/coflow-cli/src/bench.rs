@@ -4,24 +4,23 @@
 //! - a whole replay per policy: events per second of simulated work, and the wall time of every
 //!   decision (mean, p99);
 //! - decisions with N coflows present at once (a synthetic workload shaped like the Facebook
-//!   trace, every coflow released at time 0): the wall time of the first decisions, next to the
-//!   17 ms Varys reported per decision (§7.7, "scheduling latency").
+//!   trace, every coflow released at time 0): the wall time of the first decisions from scratch
+//!   and told what changed, side by side, next to the 17 ms Varys reported per decision (§7.7,
+//!   "scheduling latency").
 //!
-//! The clock is read here, around the policy, never inside the policy or the simulator.
+//! The measuring is `coflow_sim::bench`'s; this module parses, builds workloads and prints.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use coflow_core::{CoflowId, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, Input, Scheduler, ServiceModel, policy};
-use coflow_sim::{SimConfig, SimResult, simulate};
+use coflow_core::{Rate, Workload};
+use coflow_sched::policy;
+use coflow_sim::SimConfig;
+use coflow_sim::bench::{BenchReport, bench_policy};
 use coflow_trace::synth;
 
-use crate::model::Model;
 use crate::workload::SynthArgs;
 
 /// The decision time Varys reported (§7.7).
@@ -42,94 +41,19 @@ pub(crate) struct BenchArgs {
     /// Numbers of coflows present at once for the decision-latency measurement.
     #[arg(long, default_value = "1000,10000", value_delimiter = ',')]
     concurrent: Vec<usize>,
-    /// Decisions to time at each concurrency.
+    /// Decisions to time at each concurrency, in each mode (after the first, which takes
+    /// everything as new in both).
     #[arg(long, default_value_t = 20)]
     decisions: usize,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// The synthetic workload replayed when no trace is given; its seed also seeds the
     /// N-concurrent workloads.
     #[command(flatten)]
     synth: SynthArgs,
     #[command(flatten)]
     model: crate::model::ModelArgs,
-}
-
-/// Times every decision of the policy it wraps into a shared list; after `limit` decisions it
-/// stops deciding (zero rates, no wake-up), which ends a simulation early.
-#[derive(Debug)]
-struct Timed {
-    inner: Box<dyn Scheduler>,
-    times_s: Arc<Mutex<Vec<f64>>>,
-    limit: Option<usize>,
-    made: usize,
-}
-
-impl Timed {
-    /// Replays `w` under `name`, returning the result and every decision's wall time.
-    fn run(
-        name: &str,
-        model: &Model,
-        w: &Workload,
-        cfg: &SimConfig,
-        limit: Option<usize>,
-    ) -> Result<(SimResult, Vec<f64>)> {
-        let times_s = Arc::new(Mutex::new(Vec::new()));
-        let timed = Timed { inner: model.policy(name), times_s: times_s.clone(), limit, made: 0 };
-        let r = simulate(w, Box::new(timed), cfg)?;
-        let times = std::mem::take(&mut *times_s.lock().expect("no panic while held"));
-        Ok((r, times))
-    }
-}
-
-impl Scheduler for Timed {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn model(&self) -> ServiceModel {
-        self.inner.model()
-    }
-
-    fn flow_finish_gap(&self) -> Option<Nanos> {
-        self.inner.flow_finish_gap()
-    }
-
-    fn admission_control(&self) -> bool {
-        self.inner.admission_control()
-    }
-
-    fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
-        self.inner.poll_rejected(out)
-    }
-
-    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
-        self.inner.handle_arrival(now, coflow)
-    }
-
-    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
-        self.inner.handle_finished(now, coflow)
-    }
-
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        if self.limit.is_some_and(|l| self.made >= l) {
-            return None;
-        }
-        let started = Instant::now();
-        let wake = self.inner.poll_allocation(input, out);
-        let elapsed = started.elapsed().as_secs_f64();
-        self.made += 1;
-        self.times_s.lock().expect("no panic while held").push(elapsed);
-        wake
-    }
-}
-
-fn mean_p99_ms(times: &[f64]) -> (f64, f64) {
-    if times.is_empty() {
-        return (0.0, 0.0);
-    }
-    let mut sorted = times.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
-    (mean * 1e3, coflow_sim::percentile(&sorted, 99.0) * 1e3)
 }
 
 pub(crate) fn run(a: BenchArgs) -> Result<()> {
@@ -151,6 +75,24 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     };
     let (workload, source) = (model.workload(workload), source + &model.describe());
     let cfg = SimConfig::big_switch(port_rate);
+    let concurrent: Vec<Workload> =
+        a.concurrent.iter().map(|&n| model.workload(concurrent_workload(n, a.synth.seed))).collect();
+    let mut report = BenchReport::default();
+    for &name in &policies {
+        let build = || model.policy(name);
+        report.policies.push(bench_policy(name, &build, &workload, &concurrent, a.decisions, &cfg)?);
+    }
+    print!("{}", render(&report, &source, &workload, port_rate));
+    if let Some(path) = &a.json {
+        let json = serde_json::to_string_pretty(&report).context("rendering the report")?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The report as tables: the replay per policy, then the decision times at each concurrency,
+/// from scratch and incremental side by side.
+fn render(report: &BenchReport, source: &str, workload: &Workload, port_rate: Rate) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -163,52 +105,48 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         "{:<16} {:>10} {:>10} {:>10} {:>12} {:>14} {:>14}",
         "policy", "events", "decisions", "wall s", "events/s", "decide mean ms", "decide p99 ms"
     );
-    for &name in &policies {
-        let started = Instant::now();
-        let (r, times) = Timed::run(name, &model, &workload, &cfg, None)?;
-        let wall = started.elapsed().as_secs_f64();
-        let (mean, p99) = mean_p99_ms(&times);
+    for p in &report.policies {
         let _ = writeln!(
             out,
             "{:<16} {:>10} {:>10} {:>10.2} {:>12.0} {:>14.4} {:>14.4}",
-            name,
-            r.events,
-            r.decisions,
-            wall,
-            r.events as f64 / wall,
-            mean,
-            p99
+            p.policy,
+            p.events,
+            p.decisions,
+            p.replay_wall_s,
+            p.events as f64 / p.replay_wall_s.max(1e-9),
+            p.decide_mean_ms,
+            p.decide_p99_ms
         );
     }
+    let decisions = report.policies.iter().flat_map(|p| &p.concurrency).map(|c| c.decisions).max().unwrap_or(0);
     let _ = writeln!(
         out,
-        "\ndecision time with N coflows present at once (first {} decisions; Varys: {VARYS_DECISION_MS} ms)",
-        a.decisions
+        "\ndecision time with N coflows present at once, from scratch and told what changed (up to {decisions} \
+         decisions after the first; Varys: {VARYS_DECISION_MS} ms)"
     );
     let _ = writeln!(
         out,
-        "{:<16} {:>8} {:>10} {:>14} {:>14} {:>16}",
-        "policy", "N", "flows", "decide mean ms", "decide p99 ms", "below Varys"
+        "{:<16} {:>8} {:>10} {:>12} {:>12} {:>12} {:>12} {:>8} {:>12}",
+        "policy", "N", "flows", "scratch mean", "scratch p99", "incr mean", "incr p99", "gain", "below Varys"
     );
-    for &n in &a.concurrent {
-        let w = model.workload(concurrent_workload(n, a.synth.seed));
-        for &name in &policies {
-            let (_, times) = Timed::run(name, &model, &w, &cfg, Some(a.decisions))?;
-            let (mean, p99) = mean_p99_ms(&times);
+    for p in &report.policies {
+        for c in &p.concurrency {
             let _ = writeln!(
                 out,
-                "{:<16} {:>8} {:>10} {:>14.3} {:>14.3} {:>15.0}x",
-                name,
-                n,
-                w.flow_count(),
-                mean,
-                p99,
-                VARYS_DECISION_MS / mean.max(1e-9)
+                "{:<16} {:>8} {:>10} {:>12.3} {:>12.3} {:>12.3} {:>12.3} {:>7.1}x {:>11.0}x",
+                p.policy,
+                c.coflows,
+                c.flows,
+                c.scratch_mean_ms,
+                c.scratch_p99_ms,
+                c.incremental_mean_ms,
+                c.incremental_p99_ms,
+                c.scratch_mean_ms / c.incremental_mean_ms.max(1e-9),
+                VARYS_DECISION_MS / c.incremental_mean_ms.max(1e-9)
             );
         }
     }
-    print!("{out}");
-    Ok(())
+    out
 }
 
 /// `n` coflows shaped like the Facebook trace on 150 machines, all released at time 0.

@@ -72,20 +72,25 @@ struct Leg {
 #[derive(Debug)]
 pub struct FlowPriority {
     order: FlowOrder,
-    /// Every unfinished leg of every coflow seen, and those being served.
-    legs: BTreeMap<LegId, Leg>,
+    /// Every unfinished leg of every coflow seen (hashed: looked up at every repair step, never
+    /// iterated in an order that reaches an output), and those being served.
+    legs: HashMap<LegId, Leg, BuildHasherDefault<RouteHasher>>,
     served: BTreeSet<LegId>,
     /// Always take the full greedy pass (to check the repaired matching against it).
     full_greedy: bool,
     /// Whether `waiting` and `owner` hold the matching; false after a greedy pass.
     matching: bool,
-    /// Coflows whose legs are known.
-    seen: BTreeSet<CoflowId>,
+    /// Coflows whose legs are known, with their arrival (the first part of their legs' names).
+    seen: BTreeMap<CoflowId, Nanos>,
+    /// Whether every resource has the same capacity, as of the last capacity change.
+    uniform: bool,
     /// Unserved legs by route (their two ports) and priority; per port, the routes through it
     /// that have waiting legs, ordered by each one's best waiting key; per port, the served leg
     /// holding it.
     waiting: HashMap<[ResourceId; 2], BTreeSet<Key>, BuildHasherDefault<RouteHasher>>,
-    routes_at: Vec<BTreeSet<(Key, [ResourceId; 2])>>,
+    /// (Sorted vectors rather than trees: a port has a route per other port at most, and a repair
+    /// scans them in order, which a vector does without chasing pointers.)
+    routes_at: Vec<Vec<(Key, [ResourceId; 2])>>,
     owner: Vec<Option<LegId>>,
     /// Current keys of holders, memoized for one decision (`decision` counts decisions).
     holder_key: Vec<(u64, Option<Key>)>,
@@ -101,11 +106,12 @@ impl FlowPriority {
     pub fn new(order: FlowOrder) -> FlowPriority {
         FlowPriority {
             order,
-            legs: BTreeMap::new(),
+            legs: HashMap::default(),
             served: BTreeSet::new(),
             full_greedy: false,
             matching: true,
-            seen: BTreeSet::new(),
+            seen: BTreeMap::new(),
+            uniform: true,
             waiting: HashMap::default(),
             routes_at: Vec::new(),
             owner: Vec::new(),
@@ -159,11 +165,15 @@ impl FlowPriority {
         }
         for r in hops {
             let at = &mut self.routes_at[r as usize];
-            if let Some(b) = before {
-                at.remove(&(b, hops));
+            if let Some(b) = before
+                && let Ok(i) = at.binary_search(&(b, hops))
+            {
+                at.remove(i);
             }
-            if let Some(a) = after {
-                at.insert((a, hops));
+            if let Some(a) = after
+                && let Err(i) = at.binary_search(&(a, hops))
+            {
+                at.insert(i, (a, hops));
             }
         }
     }
@@ -257,6 +267,35 @@ impl FlowPriority {
         }
     }
 
+    /// A served leg finished (or its coflow left): it frees its ports and is forgotten.
+    fn finish_leg(&mut self, id: LegId) {
+        if self.matching {
+            self.release(id);
+        }
+        self.served.remove(&id);
+        self.legs.remove(&id);
+    }
+
+    /// The legs of a coflow seen for the first time wait at their ports.
+    fn admit(&mut self, c: &CoflowState, input: &Input<'_>) {
+        if self.seen.insert(c.id, c.arrival).is_some() {
+            return;
+        }
+        for (offset, leg) in input.legs_of(c).iter().enumerate() {
+            let hops = leg.route.hops();
+            if !leg.is_active() || hops.len() != 2 {
+                continue;
+            }
+            let key = self.key(c, offset as u32, input);
+            self.legs.insert(key.id, Leg { key, hops: [hops[0], hops[1]], served: false });
+            if self.matching {
+                self.wait(key.id);
+                self.mark_dirty(hops[0]);
+                self.mark_dirty(hops[1]);
+            }
+        }
+    }
+
     /// Rebuilds the matching from scratch: every leg waits, every port is dirty.
     fn rebuild(&mut self, input: &Input<'_>) {
         self.waiting.clear();
@@ -281,8 +320,8 @@ impl FlowPriority {
     }
 }
 
-/// A fast hasher for route keys (two small integers). Only lookups go through it, never the order
-/// of anything that reaches an output, so it keeps runs deterministic.
+/// A fast hasher for route keys (two small integers) and leg names. Only lookups go through it,
+/// never the order of anything that reaches an output, so it keeps runs deterministic.
 #[derive(Debug, Default)]
 struct RouteHasher(u64);
 
@@ -372,55 +411,69 @@ impl Scheduler for FlowPriority {
         Some(Nanos::ZERO)
     }
 
-    fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
-        self.seen.remove(&coflow);
-    }
-
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let resources = input.fabric.resources();
-        self.routes_at.resize_with(resources, BTreeSet::new);
+        self.routes_at.resize_with(resources, Vec::new);
         self.owner.resize(resources, None);
         self.holder_key.resize(resources, (0, None));
         self.is_dirty.resize(resources, false);
         self.decision += 1;
 
-        // Served legs that finished free their ports.
-        let served: Vec<LegId> = self.served.iter().copied().collect();
-        for id in served {
-            let active = find(input, id).is_some_and(|k| {
-                let c = &input.coflows[k];
-                input.legs[c.legs.start + id.2 as usize].is_active()
-            });
-            if !active {
-                if self.matching {
-                    self.release(id);
+        let changes = input.changes;
+        if changes.everything {
+            // Served legs that finished free their ports.
+            let served: Vec<LegId> = self.served.iter().copied().collect();
+            for id in served {
+                let active = find(input, id).is_some_and(|k| {
+                    let c = &input.coflows[k];
+                    input.legs[c.legs.start + id.2 as usize].is_active()
+                });
+                if !active {
+                    self.finish_leg(id);
                 }
-                self.served.remove(&id);
-                self.legs.remove(&id);
             }
-        }
-        // Legs of coflows seen for the first time wait at their ports.
-        for c in input.coflows {
-            if !self.seen.insert(c.id) {
-                continue;
+            // Legs of coflows seen for the first time wait at their ports.
+            for c in input.coflows {
+                self.admit(c, input);
             }
-            for (offset, leg) in input.legs_of(c).iter().enumerate() {
-                let hops = leg.route.hops();
-                if !leg.is_active() || hops.len() != 2 {
-                    continue;
+            // Coflows that left are forgotten.
+            if self.seen.len() > input.coflows.len() {
+                self.seen.retain(|&id, &mut arrival| find(input, (arrival, id, 0)).is_some());
+            }
+        } else {
+            // Only served legs move, so only they finish; a finished coflow's legs are listed.
+            for &(coflow, offset) in &changes.legs_finished {
+                if let Some(&arrival) = self.seen.get(&coflow) {
+                    let id = (arrival, coflow, offset);
+                    if self.served.contains(&id) {
+                        self.finish_leg(id);
+                    }
                 }
-                let key = self.key(c, offset as u32, input);
-                self.legs.insert(key.id, Leg { key, hops: [hops[0], hops[1]], served: false });
-                if self.matching {
-                    self.wait(key.id);
-                    self.mark_dirty(hops[0]);
-                    self.mark_dirty(hops[1]);
+            }
+            for c in &changes.finished {
+                self.seen.remove(c);
+            }
+            // Arrivals are the latest coflows, at the end of the input, unless they left again.
+            let mut new = changes.arrived.len();
+            for &c in &changes.finished {
+                new -= changes.arrived.contains(&c) as usize;
+            }
+            for c in input.coflows.iter().rev() {
+                if new == 0 {
+                    break;
+                }
+                if changes.arrived.contains(&c.id) {
+                    new -= 1;
+                    self.admit(c, input);
                 }
             }
         }
 
         let cap = input.fabric.capacities();
-        let uniform = cap.windows(2).all(|w| w[0] == w[1]);
+        if changes.everything || changes.capacities {
+            self.uniform = cap.windows(2).all(|w| w[0] == w[1]);
+        }
+        let uniform = self.uniform;
         if self.full_greedy || !uniform {
             self.matching = false;
             for r in self.dirty.drain(..) {
@@ -435,12 +488,12 @@ impl Scheduler for FlowPriority {
         }
         self.repair(input);
         for &id in &self.served {
-            let leg = &self.legs[&id];
             let Some(k) = find(input, id) else { continue };
             let c = &input.coflows[k];
             let l = c.legs.start + id.2 as usize;
-            let rate = leg.hops.iter().map(|&r| cap[r as usize]).fold(f64::INFINITY, f64::min);
-            out.give_leg(l, rate, input.legs[l].remaining(c));
+            let leg = &input.legs[l];
+            let rate = leg.route.hops().iter().map(|&r| cap[r as usize]).fold(f64::INFINITY, f64::min);
+            out.give_leg(l, rate, leg.remaining(c));
         }
         None
     }

@@ -9,6 +9,7 @@
 //! Everything runs on one thread and the same inputs give the same bytes out.
 //!
 //! # Layout
+//! - [`mod@bench`]: decision times, incremental and from scratch side by side ([`bench::bench_policy`]).
 //! - [`coflowsim`]: the reference simulator's model, rule by rule (`--model coflowsim`).
 //! - `bounds`: lower bounds on the average CCT (isolation, per-port, LP relaxation), [`lower_bounds`].
 //! - `deadlines`: experiment deadlines as Varys §7.1 draws them, [`assign_deadlines`].
@@ -22,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 mod bounds;
 pub mod coflowsim;
 mod deadlines;

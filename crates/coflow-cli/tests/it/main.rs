@@ -432,3 +432,37 @@ fn the_reference_model_runs_its_policies_and_refuses_the_others_by_name() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--coflowsim-rules names no rule"));
 }
+
+#[test]
+fn bench_json_has_every_policy_with_scratch_and_incremental_times_at_each_concurrency() {
+    let json = tmp("bench.json");
+    let out = coflow()
+        .args(["bench", "--coflows", "30", "--machines", "10", "--policies", "pfp,fair,aalo", "--concurrent", "40,80"])
+        .args(["--decisions", "3", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("scratch mean") && stdout.contains("incr mean"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let policies = v["policies"].as_array().expect("a policies list");
+    let names: Vec<&str> = policies.iter().map(|p| p["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pfp", "fair", "aalo"]);
+    for p in policies {
+        assert!(p["replay_wall_s"].as_f64().unwrap() >= 0.0, "{p}");
+        assert!(p["events"].as_u64().unwrap() > 0 && p["decisions"].as_u64().unwrap() > 0, "{p}");
+        let conc = p["concurrency"].as_array().expect("a concurrency list");
+        let coflows: Vec<u64> = conc.iter().map(|c| c["coflows"].as_u64().unwrap()).collect();
+        assert_eq!(coflows, [40, 80], "{p}");
+        for c in conc {
+            for field in ["scratch_mean_ms", "scratch_p99_ms", "incremental_mean_ms", "incremental_p99_ms"] {
+                let x = c[field].as_f64().unwrap_or_else(|| panic!("{field} missing in {c}"));
+                assert!(x >= 0.0 && x.is_finite(), "{field} = {x}");
+            }
+            // p99 is one of the times, never below their mean.
+            let le = |a: &str, b: &str| c[a].as_f64().unwrap() <= c[b].as_f64().unwrap() + 1e-12;
+            assert!(le("scratch_mean_ms", "scratch_p99_ms") && le("incremental_mean_ms", "incremental_p99_ms"), "{c}");
+        }
+    }
+}

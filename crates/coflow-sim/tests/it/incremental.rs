@@ -56,9 +56,14 @@ fn cfg(from_scratch: bool) -> SimConfig {
     SimConfig { port_rate: Rate::GBPS, check_invariants: true, from_scratch, ..SimConfig::default() }
 }
 
-/// Every name a policy can be built by that runs on the big switch.
-fn big_switch_names() -> impl Iterator<Item = &'static str> {
-    policy::NAMES.iter().chain(policy::JOB_NAMES).chain(policy::WAN_NAMES).copied()
+/// Every policy of the registry that serves `fabric`.
+fn names_serving(fabric: &Fabric) -> Vec<&'static str> {
+    policy::REGISTRY.iter().filter(|e| e.serves(fabric)).map(|e| e.name).collect()
+}
+
+/// Every policy of the registry that serves the big switch.
+fn big_switch_names() -> Vec<&'static str> {
+    names_serving(&Fabric::big_switch(2, Rate::GBPS))
 }
 
 fn big_switch_pair(name: &str, w: &Workload) -> (SimResult, SimResult) {
@@ -126,12 +131,6 @@ fn mesh(dcs: u32, machines: u32, seed: u64) -> Fabric {
     Fabric::new(Wan::new(names, links, Wan::spread(dcs, machines, None)).expect("a valid topology"))
 }
 
-/// The policies that serve the wide area: all but those that assume a flow holds exactly an
-/// ingress and an egress port.
-fn wide_area_names() -> impl Iterator<Item = &'static str> {
-    big_switch_names().filter(|n| !["pfp", "edf"].contains(n))
-}
-
 #[test]
 fn incremental_equals_scratch_on_the_wide_area() {
     for seed in 0..4 {
@@ -151,7 +150,7 @@ fn incremental_equals_scratch_on_the_wide_area() {
                 // check fails whether decisions are incremental or not); until they re-admit on
                 // capacity changes they run here on instances without deadlines only.
                 let reserving = |n: &str| ["varys-deadline", "vc"].contains(&n);
-                for name in wide_area_names().filter(|n| !(shape.deadlines && reserving(n))) {
+                for name in names_serving(&wan.fabric).into_iter().filter(|n| !(shape.deadlines && reserving(n))) {
                     let inc = ChangesCheck::new(policy::seeded(name, seed).unwrap());
                     let a = simulate(&w, Box::new(inc), &SimConfig { wan: Some(wan.clone()), ..cfg(false) }).unwrap();
                     let b = simulate(
@@ -219,12 +218,20 @@ impl Scheduler for FreshCheck {
         fresh.reset(&fresh_input);
         let fresh_wake = policy::by_name(self.name).unwrap().poll_allocation(&fresh_input, &mut fresh);
         // The order of extras is the policy's business; the set of them is the decision.
-        let (mut a, mut b) = (out.leg_extras().to_vec(), fresh.leg_extras().to_vec());
-        a.sort_by_key(|x| x.0);
-        b.sort_by_key(|x| x.0);
-        let what = format!("{}: decision {} at {} differs from a fresh policy's", self.name, self.checked, input.now);
-        assert_eq!(a, b, "{what}");
-        assert_eq!((&out.coflow_rate, &out.route_rate), (&fresh.coflow_rate, &fresh.route_rate), "{what}");
+        let extras = |a: &Allocation| {
+            let mut x = a.leg_extras().to_vec();
+            x.sort_by_key(|e| e.0);
+            x
+        };
+        assert_eq!(extras(out), extras(&fresh), "{}: extras differ at {}", self.name, input.now);
+        assert_eq!(
+            (&out.coflow_rate, &out.route_rate),
+            (&fresh.coflow_rate, &fresh.route_rate),
+            "{}: decision {} at {} differs from a fresh policy's",
+            self.name,
+            self.checked,
+            input.now
+        );
         assert_eq!(wake, fresh_wake);
         self.checked += 1;
         wake
