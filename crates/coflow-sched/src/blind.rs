@@ -230,14 +230,19 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         }
         // The blind legs change only when flows finish, which changes their coflow's count of
         // active flows: with the same coflows on the same routes as last time, only those
-        // coflows' legs are redone. (A coordinator's coflow gains flows while it is scheduled and
-        // drops finished ones, so its routes may change under the same id.)
+        // coflows' legs are redone. A driver that tracks changes keeps a coflow's legs for its
+        // life; one that rebuilds its input (`Changes::everything`: the coordinator's coflow gains
+        // flows while it is scheduled and drops finished ones) may change its routes under the
+        // same id, so only then are the routes compared too.
+        let rebuilt = input.changes.everything;
         let same = self.coflows.len() == input.coflows.len()
             && self.coflows.iter().zip(input.coflows).all(|(b, c)| {
-                let legs = input.legs_of(c);
                 b.id == c.id
-                    && b.legs.len() == legs.len()
-                    && self.legs[b.legs.clone()].iter().zip(legs).all(|(bl, l)| bl.route == l.route)
+                    && (!rebuilt || {
+                        let legs = input.legs_of(c);
+                        b.legs.len() == legs.len()
+                            && self.legs[b.legs.clone()].iter().zip(legs).all(|(bl, l)| bl.route == l.route)
+                    })
             });
         if same {
             for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
