@@ -130,6 +130,13 @@ fn metrics(s: &state::Shared) -> String {
         out.push_str(&format!("# HELP coflow_agent_{name} {help}\n# TYPE coflow_agent_{name} {kind}\n"));
         out.push_str(&format!("coflow_agent_{name}{{machine=\"{}\"}} {v}\n", s.config.machine));
     };
+    let registered = if s.session() == 0 { 0.0 } else { 1.0 };
+    line(
+        "registered",
+        "gauge",
+        "1 once the agent holds a session with the coordinator (it serves clients).",
+        registered,
+    );
     line("tx_bytes_total", "counter", "Bytes sent to other agents.", s.tx_bytes.load(Ordering::Relaxed) as f64);
     line("rx_bytes_total", "counter", "Bytes received from other agents.", s.rx_bytes.load(Ordering::Relaxed) as f64);
     line("puts_total", "counter", "Pieces put.", s.puts.load(Ordering::Relaxed) as f64);

@@ -236,12 +236,25 @@ impl Cluster {
         let client = cluster.client(0).await?;
         for _ in 0..200 {
             let st = client.status().await?;
-            if st.agents.iter().filter(|a| a.alive).count() == cfg.agents as usize {
+            // The coordinator counts an agent alive as it answers its registration; the agent
+            // serves clients once it has read that answer.
+            if st.agents.iter().filter(|a| a.alive).count() == cfg.agents as usize && cluster.agents_registered().await
+            {
                 return Ok(cluster);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Err(ClusterError::NotReady)
+    }
+
+    /// Whether every agent holds a session with the coordinator, by its metrics page.
+    async fn agents_registered(&self) -> bool {
+        for &addr in &self.agent_metrics {
+            if !scrape(addr).await.lines().any(|l| l.starts_with("coflow_agent_registered{") && l.ends_with(" 1")) {
+                return false;
+            }
+        }
+        true
     }
 
     /// A client on machine `m` (its local agent is agent `m`).
@@ -342,4 +355,16 @@ impl Cluster {
         }
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// The Prometheus page at `addr`, or nothing if it cannot be read.
+pub async fn scrape(addr: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut out = String::new();
+    if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await
+        && s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.is_ok()
+    {
+        let _ = s.read_to_string(&mut out).await;
+    }
+    out
 }

@@ -7,19 +7,10 @@ use std::time::{Duration, Instant};
 use coflow_agent::AgentConfig;
 use coflow_client::{Client, ClientError, CoflowId, CoflowOptions, Nanos, Readiness};
 use coflow_proto::pb;
-use coflow_testkit::{Cluster, ClusterConfig};
+use coflow_testkit::{Cluster, ClusterConfig, scrape};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{content, subscribe};
-
-/// The agent's Prometheus page.
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("metrics listener");
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
-}
 
 /// A gauge or counter's value on a scraped page (the first series of that name).
 fn value(page: &str, name: &str) -> f64 {
