@@ -26,6 +26,42 @@ async fn flow_rates(c: &Client, coflow: CoflowId) -> Vec<f64> {
     st.coflows.iter().filter(|k| k.coflow_id == coflow.0).flat_map(|k| &k.flows).map(|f| f.rate_bps).collect()
 }
 
+/// Two coflows put on machine 0, the big one got from machine 1 and then the small one from
+/// machine 2: SEBF serves the small one and holds the big one's flow at rate 0 behind it.
+struct HeldBehind {
+    /// The client on machine 0, the source.
+    c: Client,
+    big: CoflowId,
+    /// The gets in flight, of the small and of the big coflow.
+    gs: tokio::task::JoinHandle<Result<Vec<u8>, ClientError>>,
+    gb: tokio::task::JoinHandle<Result<Vec<u8>, ClientError>>,
+}
+
+/// Sets up [`HeldBehind`] with pieces of `small_bytes` (`content(1, ..)`) and `big_bytes`
+/// (`content(2, ..)`), and fails unless the big flow is held at rate 0 while the small one moves
+/// within a second.
+async fn big_held_behind_small(cluster: &Cluster, small_bytes: usize, big_bytes: usize) -> anyhow::Result<HeldBehind> {
+    let c = cluster.client(0).await?;
+    let small = c.register(1, CoflowOptions { name: "small".into(), ..Default::default() }).await?;
+    let big = c.register(1, CoflowOptions { name: "big".into(), ..Default::default() }).await?;
+    c.put(small, "s", content(1, small_bytes)).await?;
+    c.put(big, "b", content(2, big_bytes)).await?;
+    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
+    let gb = tokio::spawn(async move { r1.get(big, "b").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gs = tokio::spawn(async move { r2.get(small, "s").await });
+    let mut held = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        if flow_rates(&c, big).await == [0.0] && flow_rates(&c, small).await.iter().any(|&r| r > 0.0) {
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the big coflow's flow should wait at rate 0 behind the small one's");
+    Ok(HeldBehind { c, big, gs, gb })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_issued_while_the_coordinator_is_away_starts_once_it_is_back() -> anyhow::Result<()> {
     subscribe();
@@ -52,25 +88,8 @@ async fn a_get_issued_while_the_coordinator_is_away_starts_once_it_is_back() -> 
 async fn after_a_coordinator_restart_every_in_flight_get_finishes_with_exact_bytes() -> anyhow::Result<()> {
     subscribe();
     let mut cluster = Cluster::start(ClusterConfig::new(3, 4_000_000.0, "varys")).await?;
-    let c = cluster.client(0).await?;
     // Two coflows share machine 0's port: SEBF serves the smaller and holds the bigger at rate 0.
-    let small = c.register(1, CoflowOptions { name: "small".into(), ..Default::default() }).await?;
-    let big = c.register(1, CoflowOptions { name: "big".into(), ..Default::default() }).await?;
-    c.put(small, "s", content(1, 3_000_000)).await?;
-    c.put(big, "b", content(2, 5_000_000)).await?;
-    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
-    let gb = tokio::spawn(async move { r1.get(big, "b").await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let gs = tokio::spawn(async move { r2.get(small, "s").await });
-    let mut held = false;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        if flow_rates(&c, big).await == [0.0] && flow_rates(&c, small).await.iter().any(|&r| r > 0.0) {
-            held = true;
-            break;
-        }
-    }
-    assert!(held, "the big coflow's flow should wait at rate 0 before the restart");
+    let HeldBehind { gs, gb, .. } = big_held_behind_small(&cluster, 3_000_000, 5_000_000).await?;
     cluster.restart_coordinator().await?;
     let (b, s) = tokio::time::timeout(Duration::from_secs(30), async { (gb.await, gs.await) }).await?;
     assert!(s?? == content(1, 3_000_000), "the small coflow's piece differs");
@@ -87,24 +106,7 @@ async fn a_flow_waiting_for_a_coordinator_that_does_not_come_back_ends_after_the
     let mut cfg = ClusterConfig::new(3, 4_000_000.0, "varys");
     cfg.agent = AgentConfig { coordinator_grace_ms: 1000, data_idle_timeout_ms: 60_000, ..cfg.agent };
     let mut cluster = Cluster::start(cfg).await?;
-    let c = cluster.client(0).await?;
-    let small = c.register(1, CoflowOptions::default()).await?;
-    let big = c.register(1, CoflowOptions::default()).await?;
-    c.put(small, "s", content(1, 6_000_000)).await?;
-    c.put(big, "b", content(2, 8_000_000)).await?;
-    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
-    let gb = tokio::spawn(async move { r1.get(big, "b").await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let gs = tokio::spawn(async move { r2.get(small, "s").await });
-    let mut held = false;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        if flow_rates(&c, big).await == [0.0] {
-            held = true;
-            break;
-        }
-    }
-    assert!(held, "the big flow should be paused");
+    let HeldBehind { gs, gb, .. } = big_held_behind_small(&cluster, 6_000_000, 8_000_000).await?;
     cluster.stop_coordinator().await;
     let t = Instant::now();
     // The paused get ends after the grace; the one moving keeps its rate and completes.
@@ -237,25 +239,7 @@ async fn a_flow_the_coordinator_fails_ends_the_waiting_get_at_once() -> anyhow::
 async fn a_client_that_departs_from_a_paused_get_frees_the_task_and_connection_at_once() -> anyhow::Result<()> {
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(3, 2_000_000.0, "varys")).await?;
-    let c = cluster.client(0).await?;
-    let small = c.register(1, CoflowOptions::default()).await?;
-    let big = c.register(1, CoflowOptions::default()).await?;
-    c.put(small, "s", content(1, 4_000_000)).await?;
-    c.put(big, "b", content(2, 8_000_000)).await?;
-    let (r1, r2) = (cluster.client(1).await?, cluster.client(2).await?);
-    let gb = tokio::spawn(async move { r1.get(big, "b").await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let gs = tokio::spawn(async move { r2.get(small, "s").await });
-    // Wait until the big flow is held at rate 0: no chunk will come to notice the departure.
-    let mut held = false;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        if flow_rates(&c, big).await == [0.0] {
-            held = true;
-            break;
-        }
-    }
-    assert!(held, "the big flow should be paused");
+    let HeldBehind { c, big, gs, gb, .. } = big_held_behind_small(&cluster, 4_000_000, 8_000_000).await?;
     assert_eq!(value(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_flows_sending"), 2.0);
     gb.abort();
     let t = Instant::now();
