@@ -42,8 +42,8 @@ pub(crate) struct LegModel {
     pub(crate) owner: Vec<u32>,
     slots: Vec<[u32; 4]>,
     leg_finish: Vec<Nanos>,
-    /// Legs with an extra in force: `(leg, κ, remaining fraction at the decision)`.
-    extra: Vec<(usize, f64, f64)>,
+    /// Legs with an extra in force, in the order the decision gave them.
+    extra: Vec<Extra>,
     /// When the decision in force was made.
     dec_time: Nanos,
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
@@ -66,6 +66,24 @@ pub(crate) struct LegModel {
     /// Legs finished since the driver last took them, as `(coflow, offset among its legs)`
     /// (`Changes::legs_finished`).
     pub(crate) legs_finished: Vec<(CoflowId, u32)>,
+    /// Scratch for `compact`.
+    shift: Vec<Option<(usize, usize, usize)>>,
+}
+
+/// A leg with an extra in force, with what [`LegModel::sync`] reads at every event kept together:
+/// the leg, its coflow (index), that coflow's rate `σ` and scale at the decision, `σ + κ`, the
+/// leg's remaining fraction at the decision, its bytes, and the indices in `loads` of its hops.
+#[derive(Clone, Copy, Debug)]
+struct Extra {
+    leg: usize,
+    coflow: usize,
+    sigma: f64,
+    scale_dec: f64,
+    speed: f64,
+    phi_dec: f64,
+    bytes: f64,
+    hops: usize,
+    slots: [u32; 4],
 }
 
 impl LegModel {
@@ -84,20 +102,24 @@ impl LegModel {
                 c.scale = (dec * (1.0 - sigma * dt)).max(dec * f64::EPSILON);
             }
         }
-        for &(l, kappa, phi_dec) in &self.extra {
-            let c = self.owner[l] as usize;
-            let scale = self.coflows[c].scale;
-            let leg = &mut self.legs[l];
+        for e in &self.extra {
+            let leg = &mut self.legs[e.leg];
             if !leg.is_active() {
                 continue;
             }
-            let phi = (phi_dec * (1.0 - (self.rate[c] + kappa) * dt)).max(0.0);
+            // The coflow's scale as above, computed again from the same values.
+            let scale = if e.sigma > 0.0 {
+                (e.scale_dec * (1.0 - e.sigma * dt)).max(e.scale_dec * f64::EPSILON)
+            } else {
+                self.coflows[e.coflow].scale
+            };
+            let phi = (e.phi_dec * (1.0 - e.speed * dt)).max(0.0);
             let scaled = if scale > 0.0 { (phi / scale).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
             let delta = scaled - leg.scaled;
             leg.scaled = scaled;
-            for &slot in &self.slots[l][..leg.route.hops().len()] {
+            for &slot in &e.slots[..e.hops] {
                 let load = &mut self.loads[slot as usize].1;
-                *load = (*load + delta * leg.bytes).max(0.0);
+                *load = (*load + delta * e.bytes).max(0.0);
             }
         }
     }
@@ -223,8 +245,8 @@ impl LegModel {
     pub(crate) fn apply(&mut self, alloc: &Allocation) {
         let now = self.time;
         self.dec_time = now;
-        for &(l, _, _) in &self.extra {
-            self.leg_finish[l] = Nanos::MAX;
+        for e in &self.extra {
+            self.leg_finish[e.leg] = Nanos::MAX;
         }
         self.extra.clear();
         self.heap.clear();
@@ -242,7 +264,18 @@ impl LegModel {
             if kappa != 0.0 && self.legs[l].is_active() {
                 let c = self.owner[l] as usize;
                 let sigma = self.rate[c] + kappa;
-                self.extra.push((l, kappa, self.legs[l].scaled * self.coflows[c].scale));
+                let leg = &self.legs[l];
+                self.extra.push(Extra {
+                    leg: l,
+                    coflow: c,
+                    sigma: self.rate[c],
+                    scale_dec: self.scale_dec[c],
+                    speed: sigma,
+                    phi_dec: leg.scaled * self.coflows[c].scale,
+                    bytes: leg.bytes,
+                    hops: leg.route.hops().len(),
+                    slots: self.slots[l],
+                });
                 self.leg_finish[l] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
                 if sigma > 0.0 {
                     self.heap.push(Reverse((self.leg_finish[l], l as u32 | LEG)));
@@ -376,66 +409,110 @@ impl LegModel {
         coflow.active_flows -= leg.flows;
     }
 
-    /// Drops finished coflows with their legs, senders and loads, keeping the rest in order.
+    /// Drops finished coflows with their legs, senders and loads, keeping the rest in order, in
+    /// place: what comes before the first finished coflow stays where it is, so a coflow that
+    /// finishes soon after it arrived (the usual case) moves only the few coflows that arrived
+    /// after it.
     fn compact(&mut self) {
-        let mut m = LegModel {
-            time: self.time,
-            dec_time: self.dec_time,
-            track: self.track,
-            leg_done: std::mem::take(&mut self.leg_done),
-            job_of: std::mem::take(&mut self.job_of),
-            connections: self.connections,
-            legs_finished: std::mem::take(&mut self.legs_finished),
-            ..LegModel::default()
-        };
-        let mut leg_map = vec![u32::MAX; self.legs.len()];
-        for (k, c) in self.coflows.iter().enumerate() {
+        let Some(first) = self.coflows.iter().position(|c| c.active_flows == 0) else { return };
+        // Per coflow from `first` on: how far back it, its legs and its loads move, or `None`
+        // when it is dropped.
+        let mut shift = std::mem::take(&mut self.shift);
+        shift.clear();
+        let (mut kc, mut at, mut load_at) = (first, self.coflows[first].legs.start, self.coflows[first].loads.start);
+        for (k, c) in self.coflows.iter().enumerate().skip(first) {
             if c.active_flows == 0 {
+                shift.push(None);
+            } else {
+                shift.push(Some((k - kc, c.legs.start - at, c.loads.start - load_at)));
+                kc += 1;
+                at += c.legs.len();
+                load_at += c.loads.len();
+            }
+        }
+        // Extras of legs that stay, in order, at their new places.
+        let legs = &self.legs;
+        self.extra.retain_mut(|e| {
+            let moved = if e.coflow < first { Some((0, 0, 0)) } else { shift[e.coflow - first] };
+            match moved {
+                Some((dc, dl, dd)) if legs[e.leg].is_active() => {
+                    e.coflow -= dc;
+                    e.leg -= dl;
+                    for slot in &mut e.slots[..e.hops] {
+                        *slot -= dd as u32;
+                    }
+                    true
+                }
+                _ => false,
+            }
+        });
+        let (mut kc, mut kl, mut kd, mut ks) = {
+            let c = &self.coflows[first];
+            (first, c.legs.start, c.loads.start, c.senders.start)
+        };
+        for k in first..self.coflows.len() {
+            if shift[k - first].is_none() {
                 continue;
             }
-            let ci = m.coflows.len() as u32;
-            let load_shift = m.loads.len() as i64 - c.loads.start as i64;
-            let leg_shift = m.legs.len() as i64 - c.legs.start as i64;
-            m.loads.extend_from_slice(&self.loads[c.loads.clone()]);
-            let sender_start = m.senders.len();
-            for s in &self.senders[c.senders.clone()] {
-                let legs = (s.legs.start as i64 + leg_shift) as usize..(s.legs.end as i64 + leg_shift) as usize;
-                m.senders.push(Sender { resource: s.resource, legs });
+            let (legs, loads, senders) =
+                (self.coflows[k].legs.clone(), self.coflows[k].loads.clone(), self.coflows[k].senders.clone());
+            let (leg_shift, load_shift) = (legs.start - kl, loads.start - kd);
+            for (j, l) in legs.clone().enumerate() {
+                self.legs.swap(kl + j, l);
             }
-            for l in c.legs.clone() {
-                leg_map[l] = m.legs.len() as u32;
-                m.legs.push(self.legs[l].clone());
-                m.owner.push(ci);
-                m.slots.push(self.slots[l].map(|s| (s as i64 + load_shift) as u32));
-                m.leg_finish.push(self.leg_finish[l]);
-                m.conn.push(self.conn[l]);
-                m.cap.push(self.cap[l]);
+            self.owner.copy_within(legs.clone(), kl);
+            self.owner[kl..kl + legs.len()].fill(kc as u32);
+            self.slots.copy_within(legs.clone(), kl);
+            for slot in &mut self.slots[kl..kl + legs.len()] {
+                *slot = slot.map(|s| s - load_shift as u32);
             }
-            m.coflows.push(CoflowState {
-                loads: m.loads.len() - c.loads.len()..m.loads.len(),
-                legs: m.legs.len() - c.legs.len()..m.legs.len(),
-                senders: sender_start..m.senders.len(),
-                ..c.clone()
-            });
-            m.widx.push(self.widx[k]);
-            m.rate.push(self.rate[k]);
-            m.scale_dec.push(self.scale_dec[k]);
-            m.finish.push(self.finish[k]);
+            self.leg_finish.copy_within(legs.clone(), kl);
+            self.conn.copy_within(legs.clone(), kl);
+            self.cap.copy_within(legs.clone(), kl);
+            self.loads.copy_within(loads.clone(), kd);
+            for (j, i) in senders.clone().enumerate() {
+                self.senders.swap(ks + j, i);
+                let s = &mut self.senders[ks + j];
+                s.legs = s.legs.start - leg_shift..s.legs.end - leg_shift;
+            }
+            self.coflows.swap(kc, k);
+            let c = &mut self.coflows[kc];
+            c.legs = kl..kl + legs.len();
+            c.loads = kd..kd + loads.len();
+            c.senders = ks..ks + senders.len();
+            self.widx[kc] = self.widx[k];
+            self.rate[kc] = self.rate[k];
+            self.scale_dec[kc] = self.scale_dec[k];
+            self.finish[kc] = self.finish[k];
+            kc += 1;
+            kl += legs.len();
+            kd += loads.len();
+            ks += senders.len();
         }
-        for &(l, kappa, phi_dec) in &self.extra {
-            if leg_map[l] != u32::MAX && self.legs[l].is_active() {
-                m.extra.push((leg_map[l] as usize, kappa, phi_dec));
-            }
-        }
-        for (k, &t) in m.finish.iter().enumerate() {
+        self.coflows.truncate(kc);
+        self.widx.truncate(kc);
+        self.rate.truncate(kc);
+        self.scale_dec.truncate(kc);
+        self.finish.truncate(kc);
+        self.legs.truncate(kl);
+        self.owner.truncate(kl);
+        self.slots.truncate(kl);
+        self.leg_finish.truncate(kl);
+        self.conn.truncate(kl);
+        self.cap.truncate(kl);
+        self.loads.truncate(kd);
+        self.senders.truncate(ks);
+        self.shift = shift;
+        // The heap again, without the entries of what left or went stale.
+        self.heap.clear();
+        for (k, &t) in self.finish.iter().enumerate() {
             if t != Nanos::MAX {
-                m.heap.push(Reverse((t, k as u32)));
+                self.heap.push(Reverse((t, k as u32)));
             }
         }
-        for &(l, _, _) in &m.extra {
-            m.heap.push(Reverse((m.leg_finish[l], l as u32 | LEG)));
+        for e in &self.extra {
+            self.heap.push(Reverse((self.leg_finish[e.leg], e.leg as u32 | LEG)));
         }
-        *self = m;
     }
 }
 
