@@ -383,9 +383,11 @@ impl Unfinished {
             }
             slot => slot.insert(fresh(legs)),
         };
-        // The exact sum rounds each of its n terms twice and each addition once.
+        // The exact sum rounds each of its n terms twice and each addition once: relatively,
+        // and by at most the least subnormal where terms underflow.
         let rel = (legs.len() as f64 + 16.0) * ROUNDING;
-        (c.scale * (a.q - a.err) * (1.0 - rel), c.scale * (a.q + a.err) * (1.0 + rel))
+        let dust = (legs.len() as f64 + 16.0) * f64::from_bits(1);
+        (c.scale * (a.q - a.err) * (1.0 - rel) - dust, c.scale * (a.q + a.err) * (1.0 + rel) + dust)
     }
 
     /// The bytes `input.coflows[k]` has left: the sum of its legs' remaining bytes, in order.
