@@ -22,10 +22,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
-use crate::fabric::ResourceId;
+use crate::fabric::{BigSwitch, ResourceId};
 use crate::kernel::{LiveLegs, backfill, madd};
 use crate::scheduler::Scheduler;
-use crate::state::{Allocation, CoflowState, Input, ServiceModel};
+use crate::state::{Allocation, CoflowState, Input, LegState, ServiceModel};
 
 /// What the non-deadline levels are keyed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +88,10 @@ pub struct Karuna {
     live: LiveLegs,
     /// Each coflow's total bytes, summed once (dropped when the driver rebuilds its input).
     bytes: BTreeMap<CoflowId, f64>,
+    /// Each coflow's unfinished legs, for the bytes it has left (see [`Unfinished`]).
+    unfinished: Unfinished,
+    /// Per-decision buffer: the non-deadline coflows' levels and how many coflows each holds.
+    per_level: Vec<u32>,
     /// Per-decision buffers: every coflow's remaining bytes per resource (`spans[k]` indexes
     /// `loads`), and the bandwidth left.
     loads: Vec<(ResourceId, f64)>,
@@ -132,6 +136,7 @@ impl Scheduler for Karuna {
         if input.changes.everything {
             self.bytes.clear();
         }
+        self.unfinished.update(input);
         let cap = input.fabric.capacities();
         let left = &mut self.left;
         left.clear();
@@ -158,15 +163,58 @@ impl Scheduler for Karuna {
                 _ => {
                     let bytes =
                         *self.bytes.entry(c.id).or_insert_with(|| input.legs_of(c).iter().map(|l| l.bytes).sum());
-                    let remaining = match self.live.get(input, k).and_then(|live| live.remaining(input, c)) {
-                        Some(r) => r,
-                        None => input.legs_of(c).iter().map(|l| l.remaining(c)).sum(),
-                    };
-                    let (level, within) = match self.cfg.levels {
-                        Levels::BySize => (self.cfg.level(bytes), remaining),
-                        Levels::BySent => (self.cfg.level(bytes - remaining), 0.0),
-                    };
-                    rest.push((level, within, k));
+                    match self.cfg.levels {
+                        // The bytes left are read below, and only where they decide something.
+                        Levels::BySize => rest.push((self.cfg.level(bytes), f64::NAN, k)),
+                        Levels::BySent => {
+                            let remaining = match self.live.get(input, k).and_then(|live| live.remaining(input, c)) {
+                                Some(r) => r,
+                                None => input.legs_of(c).iter().map(|l| l.remaining(c)).sum(),
+                            };
+                            rest.push((self.cfg.level(bytes - remaining), 0.0, k));
+                        }
+                    }
+                }
+            }
+        }
+        if self.cfg.levels == Levels::BySize {
+            // Inside a level the smallest remaining coflow goes first; a coflow alone in its level
+            // is placed by its level, and the sum over its legs is not needed.
+            self.per_level.clear();
+            self.per_level.resize(self.cfg.level_count, 0);
+            for &(level, _, _) in &rest {
+                self.per_level[level] += 1;
+            }
+            let shared = |level: usize| self.per_level[level] > 1;
+            if input.changes.everything || input.fabric.topology::<BigSwitch>().is_none() {
+                for (level, within, k) in &mut rest {
+                    if shared(*level) {
+                        *within = self.unfinished.exact(input, *k);
+                    }
+                }
+            } else {
+                // Intervals first, by level and lower end; exact sums only where two overlap.
+                let mut near: Vec<(usize, f64, f64, usize)> = Vec::new();
+                for (i, &(level, _, k)) in rest.iter().enumerate() {
+                    if shared(level) {
+                        let (lo, hi) = self.unfinished.bounds(input, k);
+                        near.push((level, lo, hi, i));
+                    }
+                }
+                near.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+                let mut reach = f64::NEG_INFINITY;
+                for j in 0..near.len() {
+                    let (level, lo, hi, i) = near[j];
+                    if j > 0 && near[j - 1].0 != level {
+                        reach = f64::NEG_INFINITY;
+                    }
+                    let before = lo <= reach;
+                    let after = near.get(j + 1).is_some_and(|n| n.0 == level && n.1 <= hi);
+                    reach = reach.max(hi);
+                    let k = rest[i].2;
+                    // An interval disjoint from every other of its level orders as the exact
+                    // sum it holds would.
+                    rest[i].1 = if before || after { self.unfinished.exact(input, k) } else { lo };
                 }
             }
         }
@@ -208,20 +256,221 @@ impl Scheduler for Karuna {
             out.coflow_rate[k] = madd(loads(k), left, cap);
         }
         // 3. Work conservation: leftover bandwidth flow by flow, non-deadline coflows first.
-        for &(_, _, k) in &rest {
-            backfill(input, k, Some(&mut self.live), left, cap, out);
-        }
-        for &(_, k) in &urgent {
-            backfill(input, k, Some(&mut self.live), left, cap, out);
+        for k in rest.iter().map(|r| r.2).chain(urgent.iter().map(|u| u.1)) {
+            let given = out.leg_extras().len();
+            if backfill(input, k, Some(&mut self.live), left, cap, out) {
+                let c = &input.coflows[k];
+                let offsets = out.leg_extras()[given..].iter().map(|&(l, _)| (l - c.legs.start) as u32);
+                self.unfinished.moved(c.id, offsets);
+            }
         }
         // Decide again when the first of the others' deadlines passes: it then joins the levels.
         late.iter().filter_map(|&k| deadline_of(&input.coflows[k])).min()
     }
 }
 
+/// Each coflow's bytes left, kept from decision to decision, so that ordering a level costs what
+/// changed rather than a sum over every leg of every coflow.
+///
+/// The order inside a level needs the bytes left only where two coflows are close. So each
+/// coflow keeps `Q`, the sum of its legs' `bytes × scaled`, with a bound on its error: the bytes
+/// left are `scale × Q` up to the rounding of the sum, an interval that a decision reads in
+/// constant time. Between two decisions a leg's scaled value moves only when it had an extra or
+/// finished ([`Changes`]: the coflow's rate moves its scale alone); on the big switch the extras
+/// are exactly those the policy gave (the driver holds legs back only on the wide area), so `Q`
+/// follows them leg by leg, and is summed again when its error bound grows. Coflows whose
+/// intervals overlap another's in the same level are then given their exact bytes left, the sum
+/// over their legs in order as a decision from scratch computes it; the others are ordered by
+/// their intervals, which are disjoint, so the order is the same as with exact sums everywhere.
+///
+/// The exact sum visits only unfinished legs: a coflow's list holds offsets among its legs, in
+/// order, of at least every unfinished leg, and drops the legs found finished when it is read.
+/// Adding a finished leg's exact zero to a sum of non-negative terms changes nothing once the
+/// first unfinished leg is in, so the sum has the bits of the sum over every leg.
+/// [`Changes::everything`] drops every entry, since the driver may have rebuilt its input.
+///
+/// [`Changes`]: crate::state::Changes
+/// [`Changes::everything`]: crate::state::Changes::everything
+#[derive(Debug, Default)]
+struct Unfinished {
+    entries: BTreeMap<CoflowId, Entry>,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    /// Offsets of at least every unfinished leg, in order (built at the first exact sum).
+    legs: Option<Vec<u32>>,
+    /// `Q` and what keeps it current, once asked for.
+    approx: Option<Approx>,
+}
+
+#[derive(Debug)]
+struct Approx {
+    /// `Σ bytes × scaled` over the coflow's legs, and a bound on its distance to the exact sum.
+    q: f64,
+    err: f64,
+    /// Each leg's scaled value as `q` counts it.
+    scaled: Vec<f64>,
+    /// Offsets of legs whose scaled value may have moved since: given an extra, or finished.
+    moved: Vec<u32>,
+    /// The coflow's scale at the last read: it only falls, unless the driver renormalised.
+    scale: f64,
+}
+
+/// Twice the unit roundoff of `f64`: each rounding below counts for at most this share.
+const ROUNDING: f64 = 2.3e-16;
+
+/// `Q` is summed again once its error bound passes this share of it.
+const MAX_DRIFT: f64 = 1e-9;
+
+impl Unfinished {
+    /// Drops the entries of coflows that left, or every entry when the changes say so, and notes
+    /// the legs that finished.
+    fn update(&mut self, input: &Input<'_>) {
+        if input.changes.everything {
+            self.entries.clear();
+            return;
+        }
+        for id in &input.changes.finished {
+            self.entries.remove(id);
+        }
+        for &(id, offset) in &input.changes.legs_finished {
+            self.moved(id, std::iter::once(offset));
+        }
+    }
+
+    /// Legs of coflow `id` (offsets among its legs) whose scaled values may move before the next
+    /// decision (given an extra) or moved (finished).
+    fn moved(&mut self, id: CoflowId, offsets: impl Iterator<Item = u32>) {
+        if let Some(e) = self.entries.get_mut(&id)
+            && let Some(a) = &mut e.approx
+        {
+            a.moved.extend(offsets);
+            // A coflow not read for many decisions is summed again rather than followed.
+            if a.moved.len() > a.scaled.len() {
+                e.approx = None;
+            }
+        }
+    }
+
+    /// An interval that holds [`Unfinished::exact`] of `input.coflows[k]`, on the big switch
+    /// and with the changes since the previous decision only.
+    fn bounds(&mut self, input: &Input<'_>, k: usize) -> (f64, f64) {
+        let c = &input.coflows[k];
+        let legs = input.legs_of(c);
+        let e = self.entries.entry(c.id).or_default();
+        let fresh = |legs: &[LegState]| {
+            let scaled: Vec<f64> = legs.iter().map(|l| l.scaled).collect();
+            let q: f64 = legs.iter().map(|l| l.bytes * l.scaled).sum();
+            // Recursive summation of n rounded products: within (n + 1) roundings of the sum.
+            let err = (legs.len() as f64 + 2.0) * ROUNDING * q;
+            Approx { q, err, scaled, moved: Vec::new(), scale: c.scale }
+        };
+        let a = match &mut e.approx {
+            Some(a) if c.scale <= a.scale && a.scaled.len() == legs.len() => {
+                for o in a.moved.drain(..) {
+                    let o = o as usize;
+                    let d = legs[o].bytes * (legs[o].scaled - a.scaled[o]);
+                    a.scaled[o] = legs[o].scaled;
+                    a.q += d;
+                    a.err += ROUNDING * (d.abs() + a.q.abs());
+                }
+                if a.err > MAX_DRIFT * a.q {
+                    *a = fresh(legs);
+                }
+                a.scale = c.scale;
+                a
+            }
+            slot => slot.insert(fresh(legs)),
+        };
+        // The exact sum rounds each of its n terms twice and each addition once: relatively,
+        // and by at most the least subnormal where terms underflow.
+        let rel = (legs.len() as f64 + 16.0) * ROUNDING;
+        let dust = (legs.len() as f64 + 16.0) * f64::from_bits(1);
+        (c.scale * (a.q - a.err) * (1.0 - rel) - dust, c.scale * (a.q + a.err) * (1.0 + rel) + dust)
+    }
+
+    /// The bytes `input.coflows[k]` has left: the sum of its legs' remaining bytes, in order.
+    fn exact(&mut self, input: &Input<'_>, k: usize) -> f64 {
+        let c = &input.coflows[k];
+        let legs = input.legs_of(c);
+        let list = self.entries.entry(c.id).or_default().legs.get_or_insert_with(|| {
+            legs.iter().enumerate().filter(|(_, l)| l.is_active()).map(|(o, _)| o as u32).collect()
+        });
+        // One pass: drop the legs that finished, sum the others in order.
+        let mut sum: Option<f64> = None;
+        list.retain(|&o| {
+            let leg = &legs[o as usize];
+            if !leg.is_active() {
+                return false;
+            }
+            let r = leg.remaining(c);
+            sum = Some(sum.map_or(r, |s| s + r));
+            true
+        });
+        // Nothing left: the sum over every leg, whose zeros carry their sign.
+        sum.unwrap_or_else(|| legs.iter().map(|l| l.remaining(c)).sum())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use coflow_core::{MachineId, Rate};
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::fabric::Fabric;
+    use crate::snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
+    use crate::state::Changes;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The interval a decision reads holds the exact sum, before and after legs move (given
+        /// extras or finished) and the scale falls.
+        #[test]
+        fn the_bounds_hold_the_exact_bytes_left(
+            flows in prop::collection::vec((0u32..6, 0u32..6, 1u32..=1000, 1u32..=1000), 1..=40),
+            moves in prop::collection::vec((0usize..40, 0u32..=4), 0..=20),
+            scale in 1u32..=1000,
+        ) {
+            let fabric = Fabric::big_switch(6, Rate::from_bytes_per_sec(1e6));
+            let mut snap = Snapshot::default();
+            snap.clear(ServiceModel::Proportional);
+            let c = SnapshotCoflow { id: CoflowId(7), arrival: Nanos::ZERO, deadline: None, weight: 1.0, width: 1 };
+            let flows: Vec<SnapshotFlow> = flows
+                .iter()
+                .map(|&(s, d, size, left)| {
+                    let size = f64::from(size) * 1e4;
+                    SnapshotFlow { src: MachineId(s), dst: MachineId(d), size, remaining: size * f64::from(left) / 1e3 }
+                })
+                .collect();
+            snap.push_coflow(&fabric, &c, &flows);
+            let first = snap.input(Nanos::ZERO, &fabric);
+            prop_assume!(first.coflows.len() == 1 && !first.coflows[0].legs.is_empty());
+            let changes = Changes::default();
+            let mut legs = first.legs.to_vec();
+            let mut coflows = first.coflows.to_vec();
+            let mut u = Unfinished::default();
+            for round in 0..3 {
+                let input = Input { changes: &changes, legs: &legs, coflows: &coflows, ..first };
+                let (lo, hi) = u.bounds(&input, 0);
+                let exact = u.exact(&input, 0);
+                prop_assert!(lo <= exact && exact <= hi, "round {round}: {exact} outside [{lo}, {hi}]");
+                // Some legs move (a quarter step each, or finish), and the scale falls.
+                let range = coflows[0].legs.clone();
+                let mut moved = Vec::new();
+                for &(l, step) in &moves {
+                    let o = l % range.len();
+                    let leg = &mut legs[range.start + o];
+                    leg.scaled = if step == 0 { 0.0 } else { leg.scaled * f64::from(step) / 4.0 };
+                    moved.push(o as u32);
+                }
+                u.moved(CoflowId(7), moved.into_iter());
+                coflows[0].scale *= f64::from(scale) / 1000.0;
+            }
+        }
+    }
 
     #[test]
     fn levels_split_at_exponentially_spaced_thresholds() {

@@ -45,6 +45,8 @@ pub struct Sincronia {
     left: Vec<f64>,
     /// Every coflow's unfinished legs, for backfill.
     live: LiveLegs,
+    /// Scratch: one coflow's remaining bytes per resource.
+    buf: Vec<(ResourceId, f64)>,
 }
 
 impl Sincronia {
@@ -118,9 +120,9 @@ impl Scheduler for Sincronia {
         self.left.extend_from_slice(cap);
         if self.madd {
             for &k in &self.position {
-                let c = &input.coflows[k];
-                let loads: Vec<(ResourceId, f64)> = input.remaining_loads(c).collect();
-                out.coflow_rate[k] = madd(&loads, &mut self.left, cap);
+                self.buf.clear();
+                self.buf.extend(input.remaining_loads(&input.coflows[k]));
+                out.coflow_rate[k] = madd(&self.buf, &mut self.left, cap);
             }
         }
         let mut free = self.left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
