@@ -63,13 +63,14 @@ pub struct BlindInput<'a> {
     /// When the next progress report is due: a decision from then on sees [`BlindCoflow::sent`]
     /// refreshed, none before.
     pub next_report: Nanos,
-    /// Take every coflow and leg as possibly new (as [`crate::Changes::everything`]);
-    /// `legs_finished` is then empty.
+    /// Take every coflow and leg as possibly new: the adapter rebuilt its legs (at the first
+    /// decision, when coflows came or left without the driver saying which, or when a coflow's
+    /// routes changed). `legs_finished` then means nothing.
     pub everything: bool,
     /// Otherwise, the legs that finished since the previous decision, of coflows in `coflows`
-    /// that were also in the previous decision's input, as `(coflow, offset among its legs, index
-    /// into legs)`: a policy that keeps state per coflow updates it from these, and takes a coflow
-    /// it has not seen before whole.
+    /// (it may list legs of coflows new to this decision, which the policy has not seen), as
+    /// `(coflow, offset among its legs, index into legs)`: a policy that keeps state per coflow
+    /// updates it from these, and takes a coflow it has not seen before whole.
     pub legs_finished: &'a [(CoflowId, u32, usize)],
 }
 
@@ -313,12 +314,24 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     })
             });
         let spliced = !same && !rebuilt && self.splice(input);
+        // Whether the policy must take every coflow's legs as new: only when they were rebuilt
+        // here; otherwise it is told which legs finished.
+        let mut everything = false;
+        self.legs_finished.clear();
         if same || spliced {
             if rebuilt {
+                // Not told what changed, but the same coflows on the same routes: the legs of a
+                // coflow whose count of active flows changed are compared one by one.
                 for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
                     if b.active_flows != c.active_flows {
-                        for (bl, leg) in self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c)) {
-                            bl.active_flows = if leg.is_active() { leg.flows } else { 0 };
+                        let legs = self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c));
+                        for (j, (bl, leg)) in legs.enumerate() {
+                            let active_flows = if leg.is_active() { leg.flows } else { 0 };
+                            if bl.active_flows > 0 && active_flows == 0 {
+                                self.legs_finished.push((b.id, j as u32, b.legs.start + j));
+                            }
+                            everything |= bl.active_flows == 0 && active_flows > 0;
+                            bl.active_flows = active_flows;
                         }
                     }
                 }
@@ -335,6 +348,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                 b.sent = self.reported.get(&c.id).copied().unwrap_or(0.0);
             }
         } else {
+            everything = true;
             self.coflows.clear();
             self.legs.clear();
             self.index.clear();
@@ -360,7 +374,6 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         }
         // The finished legs of the coflows in the input, for the policy (coflows that arrived since
         // the previous decision are listed too: the policy has not seen them, and skips them).
-        self.legs_finished.clear();
         if !rebuilt {
             for &(id, j) in &input.changes.legs_finished {
                 if let Some(&k) = self.index.get(&id) {
@@ -388,7 +401,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             coflows: &self.coflows,
             legs: &self.legs,
             next_report: self.next_report,
-            everything: rebuilt,
+            everything,
             legs_finished: &self.legs_finished,
         };
         self.alloc.reset(&blind);
