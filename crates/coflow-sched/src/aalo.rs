@@ -20,7 +20,6 @@
 //! and checked against the report).
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
@@ -89,70 +88,134 @@ impl AaloConfig {
 #[derive(Debug, Default)]
 pub struct Aalo {
     cfg: AaloConfig,
-    /// Each active coflow's legs grouped by sender and the resources its active legs cross,
-    /// redone only when its count of active flows changes (a leg's route never does).
+    /// Each active coflow's active legs grouped by sender and the resources they cross, built when
+    /// the coflow is first seen (or at a decision that takes everything as new) and kept as its
+    /// legs finish (a leg's route never changes).
     shapes: BTreeMap<CoflowId, Shape>,
     /// Scratch, per decision.
     queue: Vec<usize>,
     order: Vec<usize>,
     rate: Vec<f64>,
-    /// Per queue and resource (`q · resources + r`): whether the queue uses it, then its share left.
+    /// Per queue and resource (`q · resources + r`): whether the queue uses it, then its share
+    /// left. Only the slots listed in `touched` are set, and they are cleared after the decision.
     share: Vec<f64>,
     present: Vec<bool>,
+    touched: Vec<usize>,
     total_weight: Vec<f64>,
     left: Vec<f64>,
-    seen: Vec<u8>,
+    /// Scratch, one count per resource, all zero between uses.
+    count: Vec<u32>,
+    count2: Vec<u32>,
+    open: Vec<ResourceId>,
+}
+
+/// A run of consecutive legs of a coflow with the same first resource.
+#[derive(Debug, Default)]
+struct Group {
+    /// The first resource of the run's legs.
+    sender: ResourceId,
+    /// Whether every leg of the run (finished or not) crosses exactly two resources: then the legs
+    /// are sorted by the second.
+    two_hop: bool,
+    /// The run's active legs, as offsets among the coflow's legs, ascending.
+    legs: Vec<u32>,
+    /// For a two-resource run, the second resource of each of `legs`.
+    receivers: Vec<ResourceId>,
 }
 
 #[derive(Debug, Default)]
 struct Shape {
-    active_flows: u32,
-    /// Runs of consecutive legs with the same first resource, as offsets into the coflow's legs,
-    /// and whether all of them cross exactly two resources (then they are sorted by the second).
-    groups: Vec<(ResourceId, Range<usize>, bool)>,
-    /// The resources its active legs cross, sorted.
-    resources: Vec<ResourceId>,
-    /// The second resources of its active two-resource legs (receivers), sorted.
-    receivers: Vec<ResourceId>,
+    /// Its legs in runs by first resource, in leg order; a run stays (empty) when its legs finish.
+    groups: Vec<Group>,
+    /// The index of the run after the last one that is not a two-resource run (0 if none).
+    last_multi: usize,
+    /// Per leg offset, its run in `groups` (`u32::MAX` for a leg that crosses nothing).
+    group_of: Vec<u32>,
+    /// The resources its active legs cross, sorted, each with how many active legs cross it.
+    resources: Vec<(ResourceId, u32)>,
+    /// The second resources of its active two-resource legs (receivers), sorted, with counts.
+    receivers: Vec<(ResourceId, u32)>,
 }
 
 impl Shape {
-    /// The shape of `c`; `seen` is scratch, one byte per resource, all zero, left so.
-    fn of(c: &BlindCoflow, legs: &[BlindLeg], seen: &mut [u8]) -> Shape {
+    /// The shape of `c`; `count` and `count2` are scratch, one per resource, all zero, left so.
+    fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32], count2: &mut [u32]) -> Shape {
         let legs = &legs[c.legs.clone()];
-        let mut groups: Vec<(ResourceId, Range<usize>, bool)> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
+        let mut group_of = Vec::with_capacity(legs.len());
         let mut resources = Vec::new();
         let mut receivers = Vec::new();
+        let mut last_end = usize::MAX;
         for (j, leg) in legs.iter().enumerate() {
-            let Some(&first) = leg.route.hops().first() else { continue };
-            let two_hop = leg.route.hops().len() == 2;
+            let hops = leg.route.hops();
+            let Some(&first) = hops.first() else {
+                group_of.push(u32::MAX);
+                continue;
+            };
+            let two_hop = hops.len() == 2;
             match groups.last_mut() {
-                Some((r, range, both)) if *r == first && range.end == j => {
-                    range.end = j + 1;
-                    *both &= two_hop;
-                }
-                _ => groups.push((first, j..j + 1, two_hop)),
+                Some(g) if g.sender == first && last_end == j => g.two_hop &= two_hop,
+                _ => groups.push(Group { sender: first, two_hop, legs: Vec::new(), receivers: Vec::new() }),
             }
+            last_end = j + 1;
+            group_of.push((groups.len() - 1) as u32);
             if leg.active_flows > 0 {
-                for (h, &r) in leg.route.hops().iter().enumerate() {
-                    // Bit 0: a resource of the coflow's; bit 1: a receiver of a two-resource leg.
-                    if seen[r as usize] & 1 == 0 {
-                        seen[r as usize] |= 1;
+                groups.last_mut().expect("just pushed").legs.push(j as u32);
+                for (h, &r) in hops.iter().enumerate() {
+                    if count[r as usize] == 0 {
                         resources.push(r);
                     }
-                    if h == 1 && leg.route.hops().len() == 2 && seen[r as usize] & 2 == 0 {
-                        seen[r as usize] |= 2;
-                        receivers.push(r);
+                    count[r as usize] += 1;
+                    if h == 1 && hops.len() == 2 {
+                        if count2[r as usize] == 0 {
+                            receivers.push(r);
+                        }
+                        count2[r as usize] += 1;
                     }
                 }
             }
         }
-        for &r in &resources {
-            seen[r as usize] = 0;
+        for g in &mut groups {
+            if g.two_hop {
+                g.receivers.extend(g.legs.iter().map(|&j| legs[j as usize].route.hops()[1]));
+            }
         }
         resources.sort_unstable();
         receivers.sort_unstable();
-        Shape { active_flows: c.active_flows, groups, resources, receivers }
+        let resources = resources.into_iter().map(|r| (r, std::mem::take(&mut count[r as usize]))).collect();
+        let receivers = receivers.into_iter().map(|r| (r, std::mem::take(&mut count2[r as usize]))).collect();
+        let last_multi = groups.iter().rposition(|g| !g.two_hop).map_or(0, |g| g + 1);
+        Shape { groups, last_multi, group_of, resources, receivers }
+    }
+
+    /// Leg `j` (an offset among the coflow's legs, active until now), on `route`, finished.
+    fn finish(&mut self, j: u32, route: &crate::fabric::Route) {
+        let hops = route.hops();
+        let Some(&g) = self.group_of.get(j as usize) else { return };
+        if g == u32::MAX {
+            return;
+        }
+        let group = &mut self.groups[g as usize];
+        let Ok(pos) = group.legs.binary_search(&j) else { return };
+        group.legs.remove(pos);
+        if group.two_hop {
+            group.receivers.remove(pos);
+        }
+        for (h, &r) in hops.iter().enumerate() {
+            Shape::decrement(&mut self.resources, r);
+            if h == 1 && hops.len() == 2 {
+                Shape::decrement(&mut self.receivers, r);
+            }
+        }
+    }
+
+    fn decrement(counts: &mut Vec<(ResourceId, u32)>, r: ResourceId) {
+        if let Ok(i) = counts.binary_search_by_key(&r, |&(x, _)| x) {
+            counts[i].1 -= 1;
+            if counts[i].1 == 0 {
+                counts.remove(i);
+            }
+        }
     }
 }
 
@@ -214,47 +277,93 @@ fn serve_leg(l: usize, legs: &[BlindLeg], out: &mut BlindAllocation, pool: &mut 
     room
 }
 
-/// Hands out the pool to each leg of `c` in turn, sender by sender and in route order, as much as
-/// every resource of its route allows; a sender with no room is skipped whole. Returns the bytes
-/// per second given to the coflow.
+/// The first index from `from` on where `xs` (sorted) holds `x` or more, found by galloping: the
+/// cost grows with the log of the distance, not of the length.
+fn gallop(xs: &[ResourceId], from: usize, x: ResourceId) -> usize {
+    let (mut lo, mut hi, mut step) = (from, from, 1);
+    while hi < xs.len() && xs[hi] < x {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    lo + xs[lo..hi.min(xs.len())].partition_point(|&y| y < x)
+}
+
+/// Hands out the pool to each active leg of `c` in turn, sender by sender and in route order, as
+/// much as every resource of its route allows; a sender with no room is skipped whole. Returns the
+/// bytes per second given to the coflow. `open` is scratch.
 ///
-/// A wide coflow has many legs per sender and most of its receivers are often full, so when a
-/// sender's legs all cross two resources and few of the coflow's resources have room, its legs
-/// towards those are found by binary search rather than by a scan: the same legs in the same order.
-fn serve(c: &BlindCoflow, shape: &Shape, legs: &[BlindLeg], out: &mut BlindAllocation, pool: &mut Pool<'_>) -> f64 {
+/// A wide coflow has many legs per sender and most of its receivers are often full. A leg whose
+/// receiver is full gets nothing, and a full resource stays full for the rest of the pass, so when
+/// a sender's legs all cross two resources (sorted by the second), only its legs towards the
+/// coflow's receivers that had room when its first such sender was reached are visited: the sorted
+/// list of those and the sender's receivers are merged by galloping, at the cost of the shorter of
+/// the two, and receivers found full leave the list. The same legs get the same rates in the same
+/// order as a scan of every leg.
+fn serve(
+    c: &BlindCoflow,
+    shape: &Shape,
+    legs: &[BlindLeg],
+    out: &mut BlindAllocation,
+    pool: &mut Pool<'_>,
+    open: &mut Vec<ResourceId>,
+) -> f64 {
     let mut given = 0.0;
-    let mut open: Vec<ResourceId> = Vec::new();
+    open.clear();
     let mut open_known = false;
-    for &(sender, ref range, two_hop) in &shape.groups {
-        if pool.room(sender) == 0.0 {
+    let mut stale = 0;
+    for (g, group) in shape.groups.iter().enumerate() {
+        if group.legs.is_empty() || pool.room(group.sender) == 0.0 {
             continue;
         }
-        if two_hop && !open_known {
-            open.extend(shape.receivers.iter().copied().filter(|&r| pool.room(r) > 0.0));
-            open_known = true;
+        let sender = group.sender;
+        if !group.two_hop {
+            for &j in &group.legs {
+                if pool.room(sender) == 0.0 {
+                    break;
+                }
+                given += serve_leg(c.legs.start + j as usize, legs, out, pool);
+            }
+            continue;
         }
-        let group = &legs[c.legs.start + range.start..c.legs.start + range.end];
-        if two_hop && open.len() * 8 < group.len() {
-            for &r in &open {
-                if pool.room(sender) == 0.0 {
-                    break;
+        if !open_known {
+            open.extend(shape.receivers.iter().map(|&(r, _)| r).filter(|&r| pool.room(r) > 0.0));
+            open_known = true;
+        } else if stale * 2 > open.len() {
+            open.retain(|&r| pool.room(r) > 0.0);
+            stale = 0;
+        }
+        // Every receiver full, and only two-resource runs left: nothing more to give.
+        if open.is_empty() && g >= shape.last_multi {
+            break;
+        }
+        let receivers = &group.receivers;
+        let (mut a, mut b) = (0, 0);
+        while a < open.len() && b < receivers.len() {
+            if pool.room(sender) == 0.0 {
+                break;
+            }
+            let r = open[a];
+            if receivers[b] < r {
+                b = gallop(receivers, b, r);
+                continue;
+            }
+            if receivers[b] > r {
+                a = gallop(open, a, receivers[b]);
+                continue;
+            }
+            if pool.room(r) == 0.0 {
+                stale += 1;
+                while b < receivers.len() && receivers[b] == r {
+                    b += 1;
                 }
-                if r == sender || pool.room(r) == 0.0 {
-                    continue;
-                }
-                let mut j = group.partition_point(|leg| leg.route.hops()[1] < r);
-                while j < group.len() && group[j].route.hops()[1] == r {
-                    given += serve_leg(c.legs.start + range.start + j, legs, out, pool);
-                    j += 1;
+            } else {
+                while b < receivers.len() && receivers[b] == r {
+                    given += serve_leg(c.legs.start + group.legs[b] as usize, legs, out, pool);
+                    b += 1;
                 }
             }
-        } else {
-            for j in range.clone() {
-                if pool.room(sender) == 0.0 {
-                    break;
-                }
-                given += serve_leg(c.legs.start + j, legs, out, pool);
-            }
+            a += 1;
         }
     }
     given
@@ -287,11 +396,23 @@ impl BlindScheduler for Aalo {
         let cap = input.fabric.capacities();
         let resources = cap.len();
         let k = self.cfg.queues;
-        self.seen.resize(resources, 0);
+        self.count.resize(resources, 0);
+        self.count2.resize(resources, 0);
+        // Shapes: all rebuilt when everything is new; otherwise the legs that finished leave the
+        // shapes of coflows seen before, and coflows seen for the first time get theirs.
+        if input.everything {
+            self.shapes.clear();
+        } else {
+            for &(id, j, l) in input.legs_finished {
+                if let Some(shape) = self.shapes.get_mut(&id) {
+                    shape.finish(j, &input.legs[l].route);
+                }
+            }
+        }
         for c in input.coflows {
-            let shape = self.shapes.entry(c.id).or_default();
-            if shape.groups.is_empty() || shape.active_flows != c.active_flows {
-                *shape = Shape::of(c, input.legs, &mut self.seen);
+            if !self.shapes.contains_key(&c.id) {
+                let shape = Shape::of(c, input.legs, &mut self.count, &mut self.count2);
+                self.shapes.insert(c.id, shape);
             }
         }
 
@@ -307,31 +428,26 @@ impl BlindScheduler for Aalo {
         self.rate.clear();
         self.rate.resize(input.coflows.len(), 0.0);
 
-        // Each port's share per queue present there.
-        self.present.clear();
+        // Each port's share per queue present there (only the slots of queues present are set).
         self.present.resize(k * resources, false);
+        self.share.resize(k * resources, 0.0);
+        self.touched.clear();
         self.total_weight.clear();
         self.total_weight.resize(resources, 0.0);
         for (i, c) in input.coflows.iter().enumerate() {
             let q = self.queue[i];
-            for &r in &self.shapes[&c.id].resources {
+            for &(r, _) in &self.shapes[&c.id].resources {
                 let slot = q * resources + r as usize;
                 if !self.present[slot] {
                     self.present[slot] = true;
+                    self.touched.push(slot);
                     self.total_weight[r as usize] += self.cfg.weight(q);
                 }
             }
         }
-        self.share.clear();
-        self.share.resize(k * resources, 0.0);
-        for q in 0..k {
-            let w = self.cfg.weight(q);
-            for (r, (&c, &total)) in cap.iter().zip(&self.total_weight).enumerate() {
-                let slot = q * resources + r;
-                if self.present[slot] {
-                    self.share[slot] = c * w / total;
-                }
-            }
+        for &slot in &self.touched {
+            let (q, r) = (slot / resources, slot % resources);
+            self.share[slot] = cap[r] * self.cfg.weight(q) / self.total_weight[r];
         }
 
         // Pass 1: inside each queue's shares, first come first served, flow by flow.
@@ -347,7 +463,11 @@ impl BlindScheduler for Aalo {
                 mirror: Some(&mut self.left),
                 open: &mut unused,
             };
-            self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool);
+            self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
+        }
+        for &slot in &self.touched {
+            self.present[slot] = false;
+            self.share[slot] = 0.0;
         }
 
         // Pass 2: what the shares left unused, in the same order, so that no port idles while a
@@ -359,7 +479,7 @@ impl BlindScheduler for Aalo {
             }
             let c = &input.coflows[i];
             let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open };
-            self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool);
+            self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
         }
 
         // Wake when a served coflow will have crossed its threshold, as the report will show:
@@ -414,7 +534,15 @@ mod tests {
                 legs: i..i + 1,
             })
             .collect();
-        let input = BlindInput { now: Nanos::ZERO, fabric, coflows: &coflows, legs: &legs, next_report: Nanos::ZERO };
+        let input = BlindInput {
+            now: Nanos::ZERO,
+            fabric,
+            coflows: &coflows,
+            legs: &legs,
+            next_report: Nanos::ZERO,
+            everything: true,
+            legs_finished: &[],
+        };
         let mut out = BlindAllocation::default();
         out.reset(&input);
         Aalo::new(cfg).poll_allocation(&input, &mut out);

@@ -57,11 +57,21 @@ pub struct BlindInput<'a> {
     pub fabric: &'a Fabric,
     /// Active coflows in arrival order.
     pub coflows: &'a [BlindCoflow],
-    /// Legs, indexed by [`BlindCoflow::legs`].
+    /// Legs, indexed by [`BlindCoflow::legs`]. It may also hold legs of coflows that have left,
+    /// with no active flows, in no coflow's range: read legs through the coflows.
     pub legs: &'a [BlindLeg],
     /// When the next progress report is due: a decision from then on sees [`BlindCoflow::sent`]
     /// refreshed, none before.
     pub next_report: Nanos,
+    /// Take every coflow and leg as possibly new: the adapter rebuilt its legs (at the first
+    /// decision, when coflows came or left without the driver saying which, or when a coflow's
+    /// routes changed). `legs_finished` then means nothing.
+    pub everything: bool,
+    /// Otherwise, the legs that finished since the previous decision, of coflows in `coflows`
+    /// (it may list legs of coflows new to this decision, which the policy has not seen), as
+    /// `(coflow, offset among its legs, index into legs)`: a policy that keeps state per coflow
+    /// updates it from these, and takes a coflow it has not seen before whole.
+    pub legs_finished: &'a [(CoflowId, u32, usize)],
 }
 
 /// A blind policy's answer: the rate of each flow of each leg, in bytes per second.
@@ -154,6 +164,12 @@ pub struct Blinded<B> {
     /// Each active coflow's job, and per job the bytes its finished coflows sent.
     job_of: std::collections::BTreeMap<CoflowId, CoflowId>,
     job_done: std::collections::BTreeMap<CoflowId, f64>,
+    /// Each coflow's index in `coflows`, and the legs that finished, for [`BlindInput`].
+    index: std::collections::BTreeMap<CoflowId, usize>,
+    legs_finished: Vec<(CoflowId, u32, usize)>,
+    /// Legs in `legs` of coflows no longer in `coflows` (left in place until they are as many as
+    /// the live ones).
+    dropped: usize,
 }
 
 impl<B: BlindScheduler> Blinded<B> {
@@ -170,7 +186,60 @@ impl<B: BlindScheduler> Blinded<B> {
             next_report: Nanos::ZERO,
             job_of: std::collections::BTreeMap::new(),
             job_done: std::collections::BTreeMap::new(),
+            index: std::collections::BTreeMap::new(),
+            legs_finished: Vec::new(),
+            dropped: 0,
         }
+    }
+}
+
+impl<B: BlindScheduler> Blinded<B> {
+    /// Told what changed (not [`crate::Changes::everything`]): drops the coflows that left and
+    /// appends those that arrived, with their legs as they are now, leaving the legs of the others
+    /// in place. Returns false, having changed nothing that a rebuild does not redo, when the
+    /// input is not the previous coflows less those that left followed by new ones, or when the
+    /// dropped legs outnumber the live ones (then a rebuild compacts them).
+    fn splice(&mut self, input: &Input<'_>) -> bool {
+        let finished = &input.changes.finished;
+        let mut dropped = 0;
+        let legs = &mut self.legs;
+        self.coflows.retain(|b| {
+            let keep = !finished.contains(&b.id);
+            if !keep {
+                dropped += b.legs.len();
+                for leg in &mut legs[b.legs.clone()] {
+                    leg.active_flows = 0;
+                }
+            }
+            keep
+        });
+        self.dropped += dropped;
+        if self.coflows.len() > input.coflows.len()
+            || !self.coflows.iter().zip(input.coflows).all(|(b, c)| b.id == c.id)
+            || self.dropped * 2 > self.legs.len()
+        {
+            return false;
+        }
+        for c in &input.coflows[self.coflows.len()..] {
+            let first = self.legs.len();
+            for leg in input.legs_of(c) {
+                let active_flows = if leg.is_active() { leg.flows } else { 0 };
+                self.legs.push(BlindLeg { route: leg.route, active_flows });
+            }
+            self.coflows.push(BlindCoflow {
+                id: c.id,
+                arrival: c.arrival,
+                weight: c.weight,
+                sent: 0.0,
+                job: c.job,
+                job_sent: 0.0,
+                active_flows: c.active_flows,
+                legs: first..self.legs.len(),
+            });
+        }
+        self.index.clear();
+        self.index.extend(self.coflows.iter().enumerate().map(|(k, b)| (b.id, k)));
+        true
     }
 }
 
@@ -244,25 +313,53 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                             && self.legs[b.legs.clone()].iter().zip(legs).all(|(bl, l)| bl.route == l.route)
                     })
             });
-        if same {
-            for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
-                if b.active_flows != c.active_flows {
-                    for (bl, leg) in self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c)) {
-                        bl.active_flows = if leg.is_active() { leg.flows } else { 0 };
+        let spliced = !same && !rebuilt && self.splice(input);
+        // Whether the policy must take every coflow's legs as new: only when they were rebuilt
+        // here; otherwise it is told which legs finished.
+        let mut everything = false;
+        self.legs_finished.clear();
+        if same || spliced {
+            if rebuilt {
+                // Not told what changed, but the same coflows on the same routes: the legs of a
+                // coflow whose count of active flows changed are compared one by one.
+                for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
+                    if b.active_flows != c.active_flows {
+                        let legs = self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c));
+                        for (j, (bl, leg)) in legs.enumerate() {
+                            let active_flows = if leg.is_active() { leg.flows } else { 0 };
+                            if bl.active_flows > 0 && active_flows == 0 {
+                                self.legs_finished.push((b.id, j as u32, b.legs.start + j));
+                            }
+                            everything |= bl.active_flows == 0 && active_flows > 0;
+                            bl.active_flows = active_flows;
+                        }
                     }
-                    b.active_flows = c.active_flows;
                 }
+            } else {
+                // Told which legs finished: only those change (a finished leg never comes back).
+                for &(id, j) in &input.changes.legs_finished {
+                    if let Some(&k) = self.index.get(&id) {
+                        self.legs[self.coflows[k].legs.start + j as usize].active_flows = 0;
+                    }
+                }
+            }
+            for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
+                b.active_flows = c.active_flows;
                 b.sent = self.reported.get(&c.id).copied().unwrap_or(0.0);
             }
         } else {
+            everything = true;
             self.coflows.clear();
             self.legs.clear();
+            self.index.clear();
+            self.dropped = 0;
             for c in input.coflows {
                 let first = self.legs.len();
                 for leg in input.legs_of(c) {
                     let active_flows = if leg.is_active() { leg.flows } else { 0 };
                     self.legs.push(BlindLeg { route: leg.route, active_flows });
                 }
+                self.index.insert(c.id, self.coflows.len());
                 self.coflows.push(BlindCoflow {
                     id: c.id,
                     arrival: c.arrival,
@@ -273,6 +370,15 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     active_flows: c.active_flows,
                     legs: first..self.legs.len(),
                 });
+            }
+        }
+        // The finished legs of the coflows in the input, for the policy (coflows that arrived since
+        // the previous decision are listed too: the policy has not seen them, and skips them).
+        if !rebuilt {
+            for &(id, j) in &input.changes.legs_finished {
+                if let Some(&k) = self.index.get(&id) {
+                    self.legs_finished.push((id, j, self.coflows[k].legs.start + j as usize));
+                }
             }
         }
         // A job's bytes sent: its finished coflows' and its active ones' as last reported.
@@ -295,6 +401,8 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             coflows: &self.coflows,
             legs: &self.legs,
             next_report: self.next_report,
+            everything,
+            legs_finished: &self.legs_finished,
         };
         self.alloc.reset(&blind);
         let wake = self.inner.poll_allocation(&blind, &mut self.alloc);
@@ -336,6 +444,7 @@ pub struct BlindFair {
     solver: crate::MaxMin,
     routes: Vec<Route>,
     weights: Vec<f64>,
+    rates: Vec<f64>,
 }
 
 impl BlindScheduler for BlindFair {
@@ -354,11 +463,21 @@ impl BlindScheduler for BlindFair {
     fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
         self.routes.clear();
         self.weights.clear();
-        for leg in input.legs {
-            self.routes.push(leg.route);
-            self.weights.push(leg.active_flows as f64);
+        for c in input.coflows {
+            for leg in &input.legs[c.legs.clone()] {
+                self.routes.push(leg.route);
+                self.weights.push(leg.active_flows as f64);
+            }
         }
-        self.solver.solve(input.fabric.capacities(), &self.routes, &self.weights, &mut out.leg_rate);
+        self.rates.clear();
+        self.rates.resize(self.routes.len(), 0.0);
+        self.solver.solve(input.fabric.capacities(), &self.routes, &self.weights, &mut self.rates);
+        let mut rates = self.rates.iter();
+        for c in input.coflows {
+            for (slot, &rate) in out.leg_rate[c.legs.clone()].iter_mut().zip(&mut rates) {
+                *slot = rate;
+            }
+        }
         None
     }
 }
