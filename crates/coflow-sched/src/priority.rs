@@ -52,6 +52,9 @@ struct Key {
 
 impl Eq for Key {}
 
+/// Above every leg's key (a positive NaN orders above infinity): the key of a free port.
+const FREE: Key = Key { first: f64::NAN, second: f64::NAN, id: (Nanos::MAX, CoflowId(u64::MAX), u32::MAX) };
+
 impl Ord for Key {
     fn cmp(&self, other: &Self) -> Ordering {
         self.first.total_cmp(&other.first).then(self.second.total_cmp(&other.second)).then(self.id.cmp(&other.id))
@@ -98,8 +101,10 @@ pub struct FlowPriority {
     /// scans them in order, which a vector does without chasing pointers.)
     routes_at: Vec<Vec<(Key, [ResourceId; 2])>>,
     owner: Vec<Option<Holder>>,
-    /// Current keys of holders, memoized for one decision (`decision` counts decisions).
-    holder_key: Vec<(u64, Option<Key>)>,
+    /// Per port, the current key of its holder ([`FREE`] if none), valid while `holder_at` holds
+    /// the number of the decision (`decision` counts them): computed when first needed in one.
+    holder_key: Vec<Key>,
+    holder_at: Vec<u64>,
     decision: u64,
     /// Ports whose holder or waiting legs changed and that must be repaired, by a lower bound of
     /// the key that may take them (their best waiting route), smallest first; `queued` holds each
@@ -124,6 +129,7 @@ impl FlowPriority {
             routes_at: Vec::new(),
             owner: Vec::new(),
             holder_key: Vec::new(),
+            holder_at: Vec::new(),
             decision: 0,
             dirty: BinaryHeap::new(),
             queued: Vec::new(),
@@ -172,15 +178,27 @@ impl FlowPriority {
         }
         for r in hops {
             let at = &mut self.routes_at[r as usize];
-            if let Some(b) = before
-                && let Ok(i) = at.binary_search(&(b, hops))
-            {
-                at.remove(i);
-            }
-            if let Some(a) = after
-                && let Err(i) = at.binary_search(&(a, hops))
-            {
-                at.insert(i, (a, hops));
+            match (before.map(|b| at.binary_search(&(b, hops))), after) {
+                // The route moves within the port's list: only the entries between shift.
+                (Some(Ok(i)), Some(a)) => {
+                    let j = at.binary_search(&(a, hops)).unwrap_or_else(|j| j);
+                    if j > i {
+                        at[i..j].rotate_left(1);
+                        at[j - 1] = (a, hops);
+                    } else {
+                        at[j..=i].rotate_right(1);
+                        at[j] = (a, hops);
+                    }
+                }
+                (Some(Ok(i)), None) => {
+                    at.remove(i);
+                }
+                (_, Some(a)) => {
+                    if let Err(j) = at.binary_search(&(a, hops)) {
+                        at.insert(j, (a, hops));
+                    }
+                }
+                (_, None) => {}
             }
         }
     }
@@ -201,6 +219,7 @@ impl FlowPriority {
         for r in hops {
             if self.owner[r as usize].is_some_and(|h| h.id == id) {
                 self.owner[r as usize] = None;
+                (self.holder_key[r as usize], self.holder_at[r as usize]) = (FREE, self.decision);
                 if !taken.contains(&r) {
                     self.mark_dirty(r);
                 }
@@ -212,18 +231,36 @@ impl FlowPriority {
     /// of lower priority), with its route. It is the best of its route, so the routes through `p`
     /// are scanned best first, up to `p`'s holder.
     fn candidate(&mut self, p: ResourceId, input: &Input<'_>) -> Option<(Key, [ResourceId; 2])> {
-        let (order, decision) = (self.order, self.decision);
-        let holder_p = holder_of(order, &mut self.owner, &mut self.holder_key, decision, input, p);
-        for &(best, hops) in &self.routes_at[p as usize] {
-            if holder_p.is_some_and(|h| h < best) {
+        let holder_p = self.holder(p, input);
+        for i in 0..self.routes_at[p as usize].len() {
+            let (best, hops) = self.routes_at[p as usize][i];
+            if holder_p < best {
                 return None;
             }
             let q = if hops[0] == p { hops[1] } else { hops[0] };
-            if holder_of(order, &mut self.owner, &mut self.holder_key, decision, input, q).is_none_or(|h| h > best) {
+            if self.holder(q, input) > best {
                 return Some((best, hops));
             }
         }
         None
+    }
+
+    /// The current key of the leg holding port `r`, [`FREE`] if none.
+    #[inline]
+    fn holder(&mut self, r: ResourceId, input: &Input<'_>) -> Key {
+        let r = r as usize;
+        if self.holder_at[r] != self.decision {
+            self.holder_at[r] = self.decision;
+            self.holder_key[r] = self.owner[r]
+                .as_mut()
+                .and_then(|h| {
+                    let k = resolve(input, h.id, h.k)?;
+                    h.k = k;
+                    Some(key_of(self.order, &input.coflows[k], h.id.2, input))
+                })
+                .unwrap_or(FREE);
+        }
+        self.holder_key[r]
     }
 
     /// Repairs the matching until every dirty port is stable, taking ports best candidate first.
@@ -234,8 +271,8 @@ impl FlowPriority {
             }
             self.queued[p as usize] = None;
             let Some((key, hops)) = self.candidate(p, input) else { continue };
-            if key != bound {
-                // Not the best of the queue yet: back in at its own key.
+            if key != bound && self.dirty.peek().is_some_and(|Reverse((next, _))| *next < key) {
+                // Not the best of the queue: back in at its own key.
                 self.queued[p as usize] = Some(key);
                 self.dirty.push(Reverse((key, p)));
                 continue;
@@ -260,7 +297,7 @@ impl FlowPriority {
         self.served.insert(key.id, hops);
         for r in hops {
             self.owner[r as usize] = Some(Holder { id: key.id, hops, k: usize::MAX });
-            self.holder_key[r as usize] = (self.decision, Some(key));
+            (self.holder_key[r as usize], self.holder_at[r as usize]) = (key, self.decision);
         }
     }
 
@@ -330,6 +367,7 @@ impl FlowPriority {
             r.clear();
         }
         self.owner.iter_mut().for_each(|o| *o = None);
+        self.holder_at.iter_mut().for_each(|t| *t = 0);
         self.served.clear();
         self.dirty.clear();
         self.queued.iter_mut().for_each(|q| *q = None);
@@ -397,28 +435,6 @@ fn current_key_of(order: FlowOrder, id: LegId, input: &Input<'_>) -> Option<Key>
     Some(key_of(order, &input.coflows[k], id.2, input))
 }
 
-/// The current key of the leg holding port `r`, memoized for decision `decision`.
-fn holder_of(
-    order: FlowOrder,
-    owner: &mut [Option<Holder>],
-    memo: &mut [(u64, Option<Key>)],
-    decision: u64,
-    input: &Input<'_>,
-    r: ResourceId,
-) -> Option<Key> {
-    let holder = owner[r as usize].as_mut()?;
-    let (when, key) = memo[r as usize];
-    if when == decision && key.is_some_and(|k| k.id == holder.id) {
-        return key;
-    }
-    let key = resolve(input, holder.id, holder.k).map(|k| {
-        holder.k = k;
-        key_of(order, &input.coflows[k], holder.id.2, input)
-    });
-    memo[r as usize] = (decision, key);
-    key
-}
-
 /// The index in `input.coflows` of the coflow a leg belongs to, if it is still active, trying
 /// `hint` first.
 fn resolve(input: &Input<'_>, id: LegId, hint: usize) -> Option<usize> {
@@ -453,7 +469,8 @@ impl Scheduler for FlowPriority {
         let resources = input.fabric.resources();
         self.routes_at.resize_with(resources, Vec::new);
         self.owner.resize(resources, None);
-        self.holder_key.resize(resources, (0, None));
+        self.holder_key.resize(resources, FREE);
+        self.holder_at.resize(resources, 0);
         self.queued.resize(resources, None);
         self.decision += 1;
 
@@ -525,9 +542,15 @@ impl Scheduler for FlowPriority {
         }
         self.repair(input);
         for (&id, hops) in &self.served {
-            let holder = self.owner[hops[0] as usize].as_mut().expect("a served leg holds its ports");
-            let Some(k) = resolve(input, id, holder.k) else { continue };
-            holder.k = k;
+            let hint = self.owner[hops[0] as usize].expect("a served leg holds its ports").k;
+            let Some(k) = resolve(input, id, hint) else { continue };
+            if k != hint {
+                for r in *hops {
+                    if let Some(h) = self.owner[r as usize].as_mut() {
+                        h.k = k;
+                    }
+                }
+            }
             let c = &input.coflows[k];
             let l = c.legs.start + id.2 as usize;
             let leg = &input.legs[l];
