@@ -232,13 +232,25 @@ impl FlowPriority {
     /// are scanned best first, up to `p`'s holder.
     fn candidate(&mut self, p: ResourceId, input: &Input<'_>) -> Option<(Key, [ResourceId; 2])> {
         let holder_p = self.holder(p, input);
-        for i in 0..self.routes_at[p as usize].len() {
-            let (best, hops) = self.routes_at[p as usize][i];
+        let decision = self.decision;
+        for &(best, hops) in &self.routes_at[p as usize] {
             if holder_p < best {
                 return None;
             }
-            let q = if hops[0] == p { hops[1] } else { hops[0] };
-            if self.holder(q, input) > best {
+            let q = (hops[0] ^ hops[1] ^ p) as usize;
+            // The scan's hot path: the holder's key is usually known already in this decision.
+            let holder_q = if self.holder_at[q] == decision {
+                self.holder_key[q]
+            } else {
+                refresh(
+                    self.order,
+                    &mut self.owner[q],
+                    (&mut self.holder_key[q], &mut self.holder_at[q]),
+                    decision,
+                    input,
+                )
+            };
+            if holder_q > best {
                 return Some((best, hops));
             }
         }
@@ -246,21 +258,12 @@ impl FlowPriority {
     }
 
     /// The current key of the leg holding port `r`, [`FREE`] if none.
-    #[inline]
     fn holder(&mut self, r: ResourceId, input: &Input<'_>) -> Key {
         let r = r as usize;
-        if self.holder_at[r] != self.decision {
-            self.holder_at[r] = self.decision;
-            self.holder_key[r] = self.owner[r]
-                .as_mut()
-                .and_then(|h| {
-                    let k = resolve(input, h.id, h.k)?;
-                    h.k = k;
-                    Some(key_of(self.order, &input.coflows[k], h.id.2, input))
-                })
-                .unwrap_or(FREE);
+        if self.holder_at[r] == self.decision {
+            return self.holder_key[r];
         }
-        self.holder_key[r]
+        refresh(self.order, &mut self.owner[r], (&mut self.holder_key[r], &mut self.holder_at[r]), self.decision, input)
     }
 
     /// Repairs the matching until every dirty port is stable, taking ports best candidate first.
@@ -433,6 +436,27 @@ fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> 
 fn current_key_of(order: FlowOrder, id: LegId, input: &Input<'_>) -> Option<Key> {
     let k = find(input, id)?;
     Some(key_of(order, &input.coflows[k], id.2, input))
+}
+
+/// Computes the current key of a port's holder (`FREE` if none) and memoizes it for `decision`.
+#[cold]
+fn refresh(
+    order: FlowOrder,
+    holder: &mut Option<Holder>,
+    (key, at): (&mut Key, &mut u64),
+    decision: u64,
+    input: &Input<'_>,
+) -> Key {
+    *at = decision;
+    *key = holder
+        .as_mut()
+        .and_then(|h| {
+            let k = resolve(input, h.id, h.k)?;
+            h.k = k;
+            Some(key_of(order, &input.coflows[k], h.id.2, input))
+        })
+        .unwrap_or(FREE);
+    *key
 }
 
 /// The index in `input.coflows` of the coflow a leg belongs to, if it is still active, trying
