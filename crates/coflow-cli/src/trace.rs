@@ -17,6 +17,25 @@ pub(crate) enum TraceCommand {
     Convert(ConvertArgs),
     /// Write a seeded synthetic workload shaped like the Facebook trace.
     Gen(GenArgs),
+    /// Make each machine (rack) of a trace several machines, each task on one of its rack's.
+    Spread(SpreadArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SpreadArgs {
+    /// The input trace, at rack level (as the Facebook trace: 150 racks).
+    input: PathBuf,
+    /// The output file.
+    output: PathBuf,
+    /// Machines per rack (20 makes the Facebook trace's 150 racks its 3,000 machines).
+    #[arg(long, default_value_t = 20)]
+    per_rack: u32,
+    /// Seed of the placement of tasks on their rack's machines.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The output format; by default from the output's extension (.jsonl, else benchmark).
+    #[arg(long, value_enum)]
+    to: Option<Format>,
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +111,14 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
             coflow_trace::write_trace(&w, &a.output, format)
                 .with_context(|| format!("writing {}", a.output.display()))?;
             eprintln!("wrote {} coflows to {}", w.coflows.len(), a.output.display());
+        }
+        TraceCommand::Spread(a) => {
+            let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
+            let w = coflow_sim::spread::spread_tasks(&w, a.per_rack, a.seed)?;
+            let format = format_for(&a.output, a.to);
+            coflow_trace::write_trace(&w, &a.output, format)
+                .with_context(|| format!("writing {}", a.output.display()))?;
+            eprintln!("wrote {} coflows on {} machines to {}", w.coflows.len(), w.machines, a.output.display());
         }
         TraceCommand::Gen(a) => {
             let (w, _) = a.synth.generate()?;

@@ -18,6 +18,8 @@
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
 //! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`], with
 //!   Siphon's [`WideArea`] figures for wide-area runs).
+//! - [`spread`]: a rack-level trace's tasks spread over each rack's machines (the Varys paper's
+//!   task-level replay on 3,000 machines).
 //! - [`topology`]: the wide-area topology file and its validation, giving a [`WanConfig`].
 //! - `wan`: wide-area runs ([`WanConfig`]): capacity redraws, multi-path.
 
@@ -31,6 +33,7 @@ mod engine;
 pub mod experiment;
 mod legs;
 mod report;
+pub mod spread;
 pub mod topology;
 mod wan;
 
