@@ -15,6 +15,8 @@
 //! apart move together.
 
 use coflow_core::{Coflow, CoflowId, Flow, MachineId, Workload, WorkloadError};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// Why a workload cannot be spread.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -45,8 +47,9 @@ pub fn spread_tasks(w: &Workload, per_rack: u32, seed: u64) -> Result<Workload, 
         return Err(SpreadError::NoMachines);
     }
     let machines = w.machines.checked_mul(per_rack).ok_or(SpreadError::TooMany { racks: w.machines, per_rack })?;
-    let mut rng = SplitMix(seed);
-    let mut place = |rack: MachineId| MachineId(rack.0 * per_rack + (rng.next() % u64::from(per_rack)) as u32);
+    // The crate's seeded generator, as the deadlines and the sweep's windows draw.
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut place = |rack: MachineId| MachineId(rack.0 * per_rack + rng.gen_range(0..per_rack));
     let mut coflows = Vec::with_capacity(w.coflows.len());
     for c in &w.coflows {
         let m = mapper_count(c).ok_or(SpreadError::NotTasks(c.id))?;
@@ -70,19 +73,6 @@ fn mapper_count(c: &Coflow) -> Option<usize> {
             .chunks(m)
             .all(|block| block.iter().zip(&c.flows[..m]).all(|(f, first)| f.src == first.src && f.dst == block[0].dst))
     })
-}
-
-/// SplitMix64: a small seeded generator whose sequence no dependency's version can change.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 #[cfg(test)]
