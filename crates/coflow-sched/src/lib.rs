@@ -62,7 +62,7 @@ pub use kernel::bottleneck;
 pub use maxmin::MaxMin;
 pub use mrtf::{Intra, Mrtf};
 pub use priority::{FlowOrder, FlowPriority};
-pub use scheduler::Scheduler;
+pub use scheduler::{Hooked, Hooks, Scheduler};
 pub use sincronia::{Sincronia, best_order_cost, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};

@@ -48,3 +48,166 @@ pub trait Scheduler: fmt::Debug + Send {
     /// nothing happens (its timers), or `None`.
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos>;
 }
+
+/// What a [`Hooked`] policy does beside the policy it wraps: it hears what the driver tells the
+/// policy and may wrap its decisions (to time them, check them, or stop them). Every method
+/// defaults to passing through, so `()` hooks nothing.
+pub trait Hooks: fmt::Debug + Send {
+    /// The driver tells the policy that `coflow` arrived (heard just before the policy hears it).
+    fn arrival(&mut self, _now: Nanos, _coflow: CoflowId) {}
+
+    /// The driver tells the policy that `coflow` finished (heard just before the policy hears it).
+    fn finished(&mut self, _now: Nanos, _coflow: CoflowId) {}
+
+    /// The policy handed the driver these rejected coflows (heard after it handed them).
+    fn rejected(&mut self, _coflows: &[CoflowId]) {}
+
+    /// Makes the decision: by default the policy's own, untouched.
+    fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        policy.poll_allocation(input, out)
+    }
+}
+
+impl Hooks for () {}
+
+/// A policy with [`Hooks`] beside it: every method of [`Scheduler`] is forwarded to the policy
+/// (those with a default too, so that a wrapped policy's admission control and flow-finish gap
+/// hold), and the hooks hear what it is told and make its decisions.
+///
+/// The one forwarding wrapper of the workspace: the benchmark's timer and the tests' checks are
+/// hooks, so none of them can forget a method of the trait.
+#[derive(Debug)]
+pub struct Hooked<H> {
+    /// The policy wrapped.
+    pub policy: Box<dyn Scheduler>,
+    /// What runs beside it.
+    pub hooks: H,
+}
+
+impl<H: Hooks> Hooked<H> {
+    /// `policy` with `hooks` beside it.
+    pub fn new(policy: Box<dyn Scheduler>, hooks: H) -> Hooked<H> {
+        Hooked { policy, hooks }
+    }
+}
+
+impl<H: Hooks> Scheduler for Hooked<H> {
+    fn name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    fn model(&self) -> ServiceModel {
+        self.policy.model()
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.policy.flow_finish_gap()
+    }
+
+    fn admission_control(&self) -> bool {
+        self.policy.admission_control()
+    }
+
+    fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
+        let before = out.len();
+        self.policy.poll_rejected(out);
+        self.hooks.rejected(&out[before..]);
+    }
+
+    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
+        self.hooks.arrival(now, coflow);
+        self.policy.handle_arrival(now, coflow);
+    }
+
+    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+        self.hooks.finished(now, coflow);
+        self.policy.handle_finished(now, coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        self.hooks.decide(self.policy.as_mut(), input, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coflow_core::{CoflowId, MachineId, Nanos, Rate};
+
+    use super::{Hooked, Scheduler};
+    use crate::fabric::Fabric;
+    use crate::snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
+    use crate::state::{Allocation, Input, ServiceModel};
+
+    /// A policy that answers every method of the trait with something other than its default,
+    /// and records what it was told.
+    #[derive(Debug, Default)]
+    struct Loud {
+        told: Vec<(&'static str, Nanos, CoflowId)>,
+    }
+
+    impl Scheduler for Loud {
+        fn name(&self) -> &'static str {
+            "loud"
+        }
+
+        fn model(&self) -> ServiceModel {
+            ServiceModel::Route
+        }
+
+        fn flow_finish_gap(&self) -> Option<Nanos> {
+            Some(Nanos(7))
+        }
+
+        fn admission_control(&self) -> bool {
+            true
+        }
+
+        fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
+            out.push(CoflowId(41));
+        }
+
+        fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
+            self.told.push(("arrival", now, coflow));
+        }
+
+        fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+            self.told.push(("finished", now, coflow));
+        }
+
+        fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+            out.route_rate.iter_mut().for_each(|r| *r = 3.0);
+            Some(input.now + Nanos(5))
+        }
+    }
+
+    /// Everything the driver can read of a policy, or see it do, after one of each call.
+    fn observe(p: &mut dyn Scheduler) -> impl PartialEq + std::fmt::Debug + use<> {
+        let fabric = Fabric::big_switch(2, Rate::GBPS);
+        let mut snap = Snapshot::default();
+        snap.clear(ServiceModel::Route);
+        let c = SnapshotCoflow { id: CoflowId(1), arrival: Nanos::ZERO, deadline: None, weight: 1.0, width: 1 };
+        let flow = SnapshotFlow { src: MachineId(0), dst: MachineId(1), size: 1e6, remaining: 1e6 };
+        snap.push_coflow(&fabric, &c, &[flow]);
+        let input = snap.input(Nanos(100), &fabric);
+        let mut out = Allocation::default();
+        out.reset(&input);
+        p.handle_arrival(Nanos(1), CoflowId(1));
+        p.handle_finished(Nanos(2), CoflowId(1));
+        let mut rejected = vec![CoflowId(9)];
+        p.poll_rejected(&mut rejected);
+        let wake = p.poll_allocation(&input, &mut out);
+        (p.name(), p.model(), p.flow_finish_gap(), p.admission_control(), rejected, wake, out.route_rate)
+    }
+
+    #[test]
+    fn a_hooked_policy_answers_every_method_as_the_policy_alone() {
+        let mut alone = Loud::default();
+        let seen = observe(&mut alone);
+        let mut hooked = Hooked::new(Box::new(Loud::default()), ());
+        assert_eq!(observe(&mut hooked), seen);
+        // It was told what the policy alone was told.
+        let told = format!("{:?}", hooked.policy);
+        assert_eq!(told, format!("{alone:?}"));
+        assert!(told.contains("arrival") && told.contains("finished"), "{told}");
+    }
+}

@@ -12,9 +12,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use coflow_core::{CoflowId, Nanos, Workload};
+use coflow_core::{Nanos, Workload};
 use coflow_sched::policy::Unservable;
-use coflow_sched::{Allocation, Input, Scheduler, ServiceModel};
+use coflow_sched::{Allocation, Hooked, Hooks, Input, Scheduler};
 use serde::Serialize;
 
 use crate::engine::{SimConfig, SimResult, simulate};
@@ -132,57 +132,28 @@ fn timed(
     limit: Option<usize>,
 ) -> Result<(SimResult, Vec<f64>), Unservable> {
     let times_s = Arc::new(Mutex::new(Vec::new()));
-    let timed = Timed { inner: policy, times_s: times_s.clone(), skip, limit, made: 0 };
+    let timed = Hooked::new(policy, Timed { times_s: times_s.clone(), skip, limit, made: 0 });
     let r = simulate(w, Box::new(timed), cfg)?;
     let times = std::mem::take(&mut *times_s.lock().expect("no panic while held"));
     Ok((r, times))
 }
 
-/// Times the decisions of the policy it wraps into a shared list.
+/// Times the decisions of the policy it is hooked to into a shared list.
 #[derive(Debug)]
 struct Timed {
-    inner: Box<dyn Scheduler>,
     times_s: Arc<Mutex<Vec<f64>>>,
     skip: usize,
     limit: Option<usize>,
     made: usize,
 }
 
-impl Scheduler for Timed {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn model(&self) -> ServiceModel {
-        self.inner.model()
-    }
-
-    fn flow_finish_gap(&self) -> Option<Nanos> {
-        self.inner.flow_finish_gap()
-    }
-
-    fn admission_control(&self) -> bool {
-        self.inner.admission_control()
-    }
-
-    fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
-        self.inner.poll_rejected(out);
-    }
-
-    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
-        self.inner.handle_arrival(now, coflow);
-    }
-
-    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
-        self.inner.handle_finished(now, coflow);
-    }
-
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+impl Hooks for Timed {
+    fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         if self.limit.is_some_and(|l| self.made >= l) {
             return None;
         }
         let started = Instant::now();
-        let wake = self.inner.poll_allocation(input, out);
+        let wake = policy.poll_allocation(input, out);
         let elapsed = started.elapsed().as_secs_f64();
         self.made += 1;
         if self.made > self.skip {

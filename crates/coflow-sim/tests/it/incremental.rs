@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, Bandwidth, Fabric, Input, Link, Route, Scheduler, ServiceModel, Wan, policy};
+use coflow_sched::{
+    Allocation, Bandwidth, Fabric, Hooked, Hooks, Input, Link, Route, Scheduler, ServiceModel, Wan, policy,
+};
 use coflow_sim::{SimConfig, SimResult, WanConfig, simulate};
 use rand::{Rng, SeedableRng};
 
@@ -113,6 +115,21 @@ fn incremental_equals_scratch_with_deadlines_and_dependencies() {
     assert!(r.outcomes.iter().any(|o| o.rejected), "no coflow was rejected");
 }
 
+/// The one forwarding wrapper (`Hooked`) with no hooks changes nothing: every policy, admission
+/// control and flow-finish gaps included, gives through it the result it gives alone.
+#[test]
+fn a_policy_hooked_to_nothing_gives_its_own_result() {
+    let w = workload(100, Shape { deadlines: true, ..MEDIUM });
+    for name in big_switch_names() {
+        let alone = simulate(&w, policy::by_name(name).unwrap(), &cfg(false)).unwrap();
+        let hooked = simulate(&w, Box::new(Hooked::new(policy::by_name(name).unwrap(), ())), &cfg(false)).unwrap();
+        assert_eq!(hooked, alone, "{name} through Hooked");
+        if policy::by_name(name).unwrap().admission_control() {
+            assert!(hooked.outcomes.iter().any(|o| o.rejected), "{name}: no coflow was rejected");
+        }
+    }
+}
+
 /// A full mesh of `dcs` datacenters with machines spread over them, links of fluctuating
 /// bandwidth.
 fn mesh(dcs: u32, machines: u32, seed: u64) -> Fabric {
@@ -175,44 +192,23 @@ fn a_decision_after_changes_equals_a_fresh_policys() {
     for seed in 0..4 {
         let w = workload(300 + seed, Shape { deadlines: true, ..MEDIUM });
         for name in ["pfp", "edf", "fair"] {
-            let check = FreshCheck { name, inner: policy::by_name(name).unwrap(), checked: 0 };
+            let check = Hooked::new(policy::by_name(name).unwrap(), FreshCheck { name, checked: 0 });
             let r = simulate(&w, Box::new(check), &cfg(false)).unwrap();
             assert!(r.outcomes.iter().all(|o| o.finish.is_some()), "{name}: a coflow never finished");
         }
     }
 }
 
-/// Wraps a policy and compares each of its decisions with a fresh instance's on the same input.
+/// Compares each decision of the policy it is hooked to with a fresh instance's on the same input.
 #[derive(Debug)]
 struct FreshCheck {
     name: &'static str,
-    inner: Box<dyn Scheduler>,
     checked: u64,
 }
 
-impl Scheduler for FreshCheck {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn model(&self) -> ServiceModel {
-        self.inner.model()
-    }
-
-    fn flow_finish_gap(&self) -> Option<Nanos> {
-        self.inner.flow_finish_gap()
-    }
-
-    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
-        self.inner.handle_arrival(now, coflow);
-    }
-
-    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
-        self.inner.handle_finished(now, coflow);
-    }
-
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        let wake = self.inner.poll_allocation(input, out);
+impl Hooks for FreshCheck {
+    fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let wake = policy.poll_allocation(input, out);
         let fresh_input = Input { changes: coflow_sched::Changes::everything(), ..*input };
         let mut fresh = Allocation::default();
         fresh.reset(&fresh_input);
@@ -238,11 +234,10 @@ impl Scheduler for FreshCheck {
     }
 }
 
-/// Wraps a policy and checks, at every decision, that the input's `Changes` say exactly how it
-/// differs from the previous input.
+/// Checks, at every decision of the policy it is hooked to, that the input's `Changes` say
+/// exactly how it differs from the previous input.
 #[derive(Debug)]
 struct ChangesCheck {
-    inner: Box<dyn Scheduler>,
     prev: Option<Seen>,
     /// Since the last decision: the coflows the driver announced by `handle_arrival`, and those
     /// it announced by `handle_finished` or the policy rejected.
@@ -278,11 +273,11 @@ impl Seen {
 }
 
 impl ChangesCheck {
-    fn new(inner: Box<dyn Scheduler>) -> ChangesCheck {
-        ChangesCheck { inner, prev: None, arrived: Vec::new(), finished: Vec::new() }
+    fn new(policy: Box<dyn Scheduler>) -> Hooked<ChangesCheck> {
+        Hooked::new(policy, ChangesCheck { prev: None, arrived: Vec::new(), finished: Vec::new() })
     }
 
-    fn check(&self, input: &Input<'_>, now: &Seen) {
+    fn check(&self, model: ServiceModel, input: &Input<'_>, now: &Seen) {
         let ch = input.changes;
         let Some(prev) = &self.prev else {
             assert!(ch.everything, "the first decision must take everything as new");
@@ -301,7 +296,7 @@ impl ChangesCheck {
         // The lists say what the `handle_*` calls and the rejections said, in the same order.
         assert_eq!(ch.arrived, self.arrived, "arrivals at {at}");
         assert_eq!(ch.finished, self.finished, "departures at {at}");
-        if self.inner.model() == ServiceModel::Proportional {
+        if model == ServiceModel::Proportional {
             // The route model lists no coflows in its input; the lists are the driver's.
             let expected: BTreeSet<CoflowId> =
                 prev.coflows.union(&arrived).filter(|c| !finished.contains(c)).copied().collect();
@@ -333,45 +328,25 @@ impl ChangesCheck {
     }
 }
 
-impl Scheduler for ChangesCheck {
-    fn name(&self) -> &'static str {
-        self.inner.name()
+impl Hooks for ChangesCheck {
+    fn rejected(&mut self, coflows: &[CoflowId]) {
+        self.finished.extend_from_slice(coflows);
     }
 
-    fn model(&self) -> ServiceModel {
-        self.inner.model()
-    }
-
-    fn flow_finish_gap(&self) -> Option<Nanos> {
-        self.inner.flow_finish_gap()
-    }
-
-    fn admission_control(&self) -> bool {
-        self.inner.admission_control()
-    }
-
-    fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
-        let before = out.len();
-        self.inner.poll_rejected(out);
-        self.finished.extend_from_slice(&out[before..]);
-    }
-
-    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
+    fn arrival(&mut self, _now: Nanos, coflow: CoflowId) {
         self.arrived.push(coflow);
-        self.inner.handle_arrival(now, coflow);
     }
 
-    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+    fn finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.finished.push(coflow);
-        self.inner.handle_finished(now, coflow);
     }
 
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+    fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let seen = Seen::of(input);
-        self.check(input, &seen);
+        self.check(policy.model(), input, &seen);
         self.arrived.clear();
         self.finished.clear();
         self.prev = Some(seen);
-        self.inner.poll_allocation(input, out)
+        policy.poll_allocation(input, out)
     }
 }

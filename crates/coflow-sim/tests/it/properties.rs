@@ -2,7 +2,7 @@
 //! allocated past its capacity and that each flow finishes with exactly its bytes delivered.
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Rate, Workload};
-use coflow_sched::{Allocation, BlindFair, Blinded, Changes, Fabric, Input, Scheduler, ServiceModel, policy};
+use coflow_sched::{Allocation, BlindFair, Blinded, Changes, Fabric, Hooked, Hooks, Input, Scheduler, policy};
 use coflow_sim::{BoundConfig, SimConfig, Summary, lower_bounds, simulate};
 use proptest::prelude::*;
 
@@ -95,7 +95,7 @@ proptest! {
         // Every decision `fifo` makes gives the earlier coflows exactly the MADD rates it would
         // give them if no later coflow existed: a later arrival takes only what backfill would
         // have given flows off an earlier coflow's bottleneck.
-        let r = simulate(&w, Box::new(PrefixCheck { name: "fifo", extras: false, inner: policy::by_name("fifo").unwrap() }), &cfg()).unwrap();
+        let r = simulate(&w, Box::new(Hooked::new(policy::by_name("fifo").unwrap(), PrefixCheck { name: "fifo", extras: false })), &cfg()).unwrap();
         prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
         // So the coflow at the head of the order finishes exactly as if alone on the fabric:
         // its MADD fills its bottleneck port from its arrival on.
@@ -109,7 +109,7 @@ proptest! {
         // Every decision `fifo-strict` makes gives the earlier coflows exactly what it would give
         // them if no later coflow existed, backfill included: a later arrival never takes
         // bandwidth from an earlier one.
-        let r = simulate(&w, Box::new(PrefixCheck { name: "fifo-strict", extras: true, inner: policy::by_name("fifo-strict").unwrap() }), &cfg()).unwrap();
+        let r = simulate(&w, Box::new(Hooked::new(policy::by_name("fifo-strict").unwrap(), PrefixCheck { name: "fifo-strict", extras: true })), &cfg()).unwrap();
         prop_assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
     }
 
@@ -124,31 +124,18 @@ proptest! {
     }
 }
 
-/// Wraps a FIFO policy and, at every decision, decides again on each arrival-order prefix of the
+/// Hooked to a FIFO policy, decides again at every decision on each arrival-order prefix of the
 /// input, asserting that the prefix's coflows get the same rates (and, with `extras`, the same
 /// backfill).
 #[derive(Debug)]
 struct PrefixCheck {
     name: &'static str,
     extras: bool,
-    inner: Box<dyn Scheduler>,
 }
 
-impl Scheduler for PrefixCheck {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn model(&self) -> ServiceModel {
-        self.inner.model()
-    }
-
-    fn flow_finish_gap(&self) -> Option<Nanos> {
-        self.inner.flow_finish_gap()
-    }
-
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        let wake = self.inner.poll_allocation(input, out);
+impl Hooks for PrefixCheck {
+    fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let wake = policy.poll_allocation(input, out);
         for (i, c) in input.coflows.iter().enumerate() {
             // Coflows are in arrival order and own contiguous ranges, so a prefix is an input.
             let prefix = Input {
@@ -355,34 +342,14 @@ proptest! {
     }
 }
 
-/// Wraps a policy and records, at its first decision, the bytes per second it gives each leg.
+/// Hooked to a policy, records at its first decision the bytes per second it gives each leg.
 #[derive(Debug)]
-struct FirstRates(Box<dyn Scheduler>, std::sync::Arc<std::sync::Mutex<Option<Vec<f64>>>>);
+struct FirstRates(std::sync::Arc<std::sync::Mutex<Option<Vec<f64>>>>);
 
-impl Scheduler for FirstRates {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    fn model(&self) -> ServiceModel {
-        self.0.model()
-    }
-
-    fn flow_finish_gap(&self) -> Option<Nanos> {
-        self.0.flow_finish_gap()
-    }
-
-    fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
-        self.0.handle_arrival(now, coflow);
-    }
-
-    fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
-        self.0.handle_finished(now, coflow);
-    }
-
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        let wake = self.0.poll_allocation(input, out);
-        let mut first = self.1.lock().unwrap();
+impl Hooks for FirstRates {
+    fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let wake = policy.poll_allocation(input, out);
+        let mut first = self.0.lock().unwrap();
         if first.is_none() {
             let mut rates = vec![0.0; input.legs.len()];
             for (k, c) in input.coflows.iter().enumerate() {
@@ -402,7 +369,7 @@ impl Scheduler for FirstRates {
 /// The bytes per second `name` gives each leg at its first decision on `w`.
 fn first_rates(name: &str, w: &Workload) -> Vec<f64> {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    simulate(w, Box::new(FirstRates(policy::by_name(name).unwrap(), seen.clone())), &cfg()).unwrap();
+    simulate(w, Box::new(Hooked::new(policy::by_name(name).unwrap(), FirstRates(seen.clone()))), &cfg()).unwrap();
     seen.lock().unwrap().take().expect("a decision was made")
 }
 

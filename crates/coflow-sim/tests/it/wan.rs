@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Workload};
-use coflow_sched::{Allocation, Bandwidth, Fabric, Input, Link, Scheduler, ServiceModel, Wan, policy};
+use coflow_sched::{Allocation, Bandwidth, Fabric, Hooked, Hooks, Input, Link, Scheduler, Wan, policy};
 use coflow_sim::{SimConfig, SimResult, WanConfig, connection_draw, detour_fraction, draw, simulate};
 use proptest::prelude::*;
 
@@ -60,29 +60,15 @@ fn run_with(
     simulate(&w, policy::seeded(name, seed).expect("known policy"), &sim).unwrap()
 }
 
-/// Records the coflow rates of the first decision of the policy it wraps.
+/// Records the coflow rates of the first decision of the policy it is hooked to.
 #[derive(Debug)]
 struct FirstDecision {
-    inner: Box<dyn Scheduler>,
     seen: Arc<Mutex<Vec<(CoflowId, f64)>>>,
 }
 
-impl Scheduler for FirstDecision {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn model(&self) -> ServiceModel {
-        self.inner.model()
-    }
-    fn handle_arrival(&mut self, now: Nanos, c: CoflowId) {
-        self.inner.handle_arrival(now, c)
-    }
-    fn handle_finished(&mut self, now: Nanos, c: CoflowId) {
-        self.inner.handle_finished(now, c)
-    }
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        let wake = self.inner.poll_allocation(input, out);
-
+impl Hooks for FirstDecision {
+    fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let wake = policy.poll_allocation(input, out);
         let mut seen = self.seen.lock().unwrap();
         if seen.is_empty() {
             seen.extend(input.coflows.iter().zip(&out.coflow_rate).map(|(c, &r)| (c.id, r)));
@@ -94,7 +80,7 @@ impl Scheduler for FirstDecision {
 /// The coflow the policy serves first (MADD, `σ > 0`) when both are present.
 fn served_first(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, seed: u64) -> CoflowId {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let policy = FirstDecision { inner: policy::seeded(name, seed).unwrap(), seen: seen.clone() };
+    let policy = Hooked::new(policy::seeded(name, seed).unwrap(), FirstDecision { seen: seen.clone() });
     let w = Workload::new(fabric.machines(), coflows).unwrap();
     let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed, multipath: false, per_connection: None };
     let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
