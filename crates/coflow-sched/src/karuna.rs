@@ -18,7 +18,7 @@
 //! has passed it has missed and is served as a non-deadline coflow, so a hopeless coflow stops
 //! taking bandwidth from the others.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, btree_map};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
@@ -189,7 +189,7 @@ impl Scheduler for Karuna {
             if input.changes.everything || input.fabric.topology::<BigSwitch>().is_none() {
                 for (level, within, k) in &mut rest {
                     if shared(*level) {
-                        *within = self.unfinished.exact(input, *k);
+                        *within = exact(&mut self.live, input, *k);
                     }
                 }
             } else {
@@ -214,7 +214,7 @@ impl Scheduler for Karuna {
                     let k = rest[i].2;
                     // An interval disjoint from every other of its level orders as the exact
                     // sum it holds would.
-                    rest[i].1 = if before || after { self.unfinished.exact(input, k) } else { lo };
+                    rest[i].1 = if before || after { exact(&mut self.live, input, k) } else { lo };
                 }
             }
         }
@@ -283,25 +283,15 @@ impl Scheduler for Karuna {
 /// over their legs in order as a decision from scratch computes it; the others are ordered by
 /// their intervals, which are disjoint, so the order is the same as with exact sums everywhere.
 ///
-/// The exact sum visits only unfinished legs: a coflow's list holds offsets among its legs, in
-/// order, of at least every unfinished leg, and drops the legs found finished when it is read.
-/// Adding a finished leg's exact zero to a sum of non-negative terms changes nothing once the
-/// first unfinished leg is in, so the sum has the bits of the sum over every leg.
+/// The exact sum ([`exact`]) visits only unfinished legs, through the kernel's [`LiveLegs`].
 /// [`Changes::everything`] drops every entry, since the driver may have rebuilt its input.
 ///
 /// [`Changes`]: crate::state::Changes
 /// [`Changes::everything`]: crate::state::Changes::everything
 #[derive(Debug, Default)]
 struct Unfinished {
-    entries: BTreeMap<CoflowId, Entry>,
-}
-
-#[derive(Debug, Default)]
-struct Entry {
-    /// Offsets of at least every unfinished leg, in order (built at the first exact sum).
-    legs: Option<Vec<u32>>,
-    /// `Q` and what keeps it current, once asked for.
-    approx: Option<Approx>,
+    /// `Q` and what keeps it current, per coflow once asked for.
+    entries: BTreeMap<CoflowId, Approx>,
 }
 
 #[derive(Debug)]
@@ -342,23 +332,20 @@ impl Unfinished {
     /// Legs of coflow `id` (offsets among its legs) whose scaled values may move before the next
     /// decision (given an extra) or moved (finished).
     fn moved(&mut self, id: CoflowId, offsets: impl Iterator<Item = u32>) {
-        if let Some(e) = self.entries.get_mut(&id)
-            && let Some(a) = &mut e.approx
-        {
+        if let Some(a) = self.entries.get_mut(&id) {
             a.moved.extend(offsets);
             // A coflow not read for many decisions is summed again rather than followed.
             if a.moved.len() > a.scaled.len() {
-                e.approx = None;
+                self.entries.remove(&id);
             }
         }
     }
 
-    /// An interval that holds [`Unfinished::exact`] of `input.coflows[k]`, on the big switch
+    /// An interval that holds [`exact`] of `input.coflows[k]`, on the big switch
     /// and with the changes since the previous decision only.
     fn bounds(&mut self, input: &Input<'_>, k: usize) -> (f64, f64) {
         let c = &input.coflows[k];
         let legs = input.legs_of(c);
-        let e = self.entries.entry(c.id).or_default();
         let fresh = |legs: &[LegState]| {
             let scaled: Vec<f64> = legs.iter().map(|l| l.scaled).collect();
             let q: f64 = legs.iter().map(|l| l.bytes * l.scaled).sum();
@@ -366,8 +353,11 @@ impl Unfinished {
             let err = (legs.len() as f64 + 2.0) * ROUNDING * q;
             Approx { q, err, scaled, moved: Vec::new(), scale: c.scale }
         };
-        let a = match &mut e.approx {
-            Some(a) if c.scale <= a.scale && a.scaled.len() == legs.len() => {
+        let a = match self.entries.entry(c.id) {
+            btree_map::Entry::Occupied(slot)
+                if c.scale <= slot.get().scale && slot.get().scaled.len() == legs.len() =>
+            {
+                let a = slot.into_mut();
                 for o in a.moved.drain(..) {
                     let o = o as usize;
                     let d = legs[o].bytes * (legs[o].scaled - a.scaled[o]);
@@ -381,7 +371,12 @@ impl Unfinished {
                 a.scale = c.scale;
                 a
             }
-            slot => slot.insert(fresh(legs)),
+            btree_map::Entry::Occupied(slot) => {
+                let a = slot.into_mut();
+                *a = fresh(legs);
+                a
+            }
+            btree_map::Entry::Vacant(slot) => slot.insert(fresh(legs)),
         };
         // The exact sum rounds each of its n terms twice and each addition once: relatively,
         // and by at most the least subnormal where terms underflow.
@@ -389,28 +384,29 @@ impl Unfinished {
         let dust = (legs.len() as f64 + 16.0) * f64::from_bits(1);
         (c.scale * (a.q - a.err) * (1.0 - rel) - dust, c.scale * (a.q + a.err) * (1.0 + rel) + dust)
     }
+}
 
-    /// The bytes `input.coflows[k]` has left: the sum of its legs' remaining bytes, in order.
-    fn exact(&mut self, input: &Input<'_>, k: usize) -> f64 {
-        let c = &input.coflows[k];
-        let legs = input.legs_of(c);
-        let list = self.entries.entry(c.id).or_default().legs.get_or_insert_with(|| {
-            legs.iter().enumerate().filter(|(_, l)| l.is_active()).map(|(o, _)| o as u32).collect()
-        });
-        // One pass: drop the legs that finished, sum the others in order.
-        let mut sum: Option<f64> = None;
-        list.retain(|&o| {
-            let leg = &legs[o as usize];
-            if !leg.is_active() {
-                return false;
+/// The bytes `input.coflows[k]` has left: the sum of its legs' remaining bytes, in order, over
+/// the unfinished legs `live` lists (after [`LiveLegs::update`] on this input).
+///
+/// The list holds at least every unfinished leg, in order; the finished ones it still holds are
+/// passed over. Adding a finished leg's exact zero to a sum of non-negative terms changes nothing
+/// once the first unfinished leg is in, so the sum has the bits of the sum over every leg.
+fn exact(live: &mut LiveLegs, input: &Input<'_>, k: usize) -> f64 {
+    let c = &input.coflows[k];
+    let legs = input.legs_of(c);
+    let mut sum: Option<f64> = None;
+    if let Some(list) = live.get(input, k) {
+        for l in list.legs(c) {
+            let leg = &input.legs[l];
+            if leg.is_active() {
+                let r = leg.remaining(c);
+                sum = Some(sum.map_or(r, |s| s + r));
             }
-            let r = leg.remaining(c);
-            sum = Some(sum.map_or(r, |s| s + r));
-            true
-        });
-        // Nothing left: the sum over every leg, whose zeros carry their sign.
-        sum.unwrap_or_else(|| legs.iter().map(|l| l.remaining(c)).sum())
+        }
     }
+    // Nothing left: the sum over every leg, whose zeros carry their sign.
+    sum.unwrap_or_else(|| legs.iter().map(|l| l.remaining(c)).sum())
 }
 
 #[cfg(test)]
@@ -452,11 +448,16 @@ mod tests {
             let mut legs = first.legs.to_vec();
             let mut coflows = first.coflows.to_vec();
             let mut u = Unfinished::default();
+            let mut live = LiveLegs::default();
             for round in 0..3 {
                 let input = Input { changes: &changes, legs: &legs, coflows: &coflows, ..first };
+                live.update(&input);
                 let (lo, hi) = u.bounds(&input, 0);
-                let exact = u.exact(&input, 0);
-                prop_assert!(lo <= exact && exact <= hi, "round {round}: {exact} outside [{lo}, {hi}]");
+                let sum = exact(&mut live, &input, 0);
+                prop_assert!(lo <= sum && sum <= hi, "round {round}: {sum} outside [{lo}, {hi}]");
+                // Over the unfinished legs the kernel lists, the bits of the sum over every leg.
+                let every: f64 = input.legs_of(&coflows[0]).iter().map(|l| l.remaining(&coflows[0])).sum();
+                prop_assert_eq!(sum.to_bits(), every.to_bits(), "round {}", round);
                 // Some legs move (a quarter step each, or finish), and the scale falls.
                 let range = coflows[0].legs.clone();
                 let mut moved = Vec::new();
