@@ -364,17 +364,18 @@ impl Plan {
             });
             // Longest first, so that the threads end together: a policy that decides again
             // after every finished flow (gap zero) replays far more decisions than one that waits
-            // 100 ms or only decides at arrivals and completions (`None`). Results come back in
-            // the plan's order whatever the order they ran in.
-            let gap = |i: usize| policy(to_run[i]).flow_finish_gap().unwrap_or(Nanos::MAX);
-            let mut schedule: Vec<(Nanos, usize)> = (0..to_run.len()).map(|i| (gap(i), i)).collect();
-            schedule.sort_unstable();
+            // 100 ms or only decides at arrivals and completions (`None`). Each policy is built
+            // once, its gap read from the instance that then runs. Results come back in the
+            // plan's order whatever the order they ran in.
+            let (schedule, instances) = longest_first(to_run.iter().map(|&name| policy(name)).collect());
             let mut runs = parallel_map(to_run.len(), self.threads, |j| {
-                let i = schedule[j].1;
+                let i = schedule[j];
                 let name = to_run[i];
+                let instance = instances[i].lock().expect("each instance is taken once").take();
+                let instance = instance.expect("each instance runs once");
                 let mut bar = progress(name, w.coflows.len());
                 let started = Instant::now();
-                let mut r = simulate_with_progress(w, policy(name), &cfg, &mut |done| bar(done))
+                let mut r = simulate_with_progress(w, instance, &cfg, &mut |done| bar(done))
                     .expect("on_wide_area refused the policies that cannot serve the fabric");
                 // A variant of the reference model reports under the name asked for.
                 r.policy = name.to_string();
@@ -440,6 +441,19 @@ impl Plan {
             results: runs.summaries.iter().map(JsonWideAreaResult::of).collect(),
         })
     }
+}
+
+/// A policy built and waiting for the thread that runs it.
+type Ready = Mutex<Option<Box<dyn Scheduler>>>;
+
+/// The order to run `policies` in, longest first by their flow-finish gap (gap zero first,
+/// `None` last, ties in the given order), as indices into `policies`, and each policy ready to
+/// be taken by the thread that runs it.
+fn longest_first(policies: Vec<Box<dyn Scheduler>>) -> (Vec<usize>, Vec<Ready>) {
+    let mut schedule: Vec<(Nanos, usize)> =
+        policies.iter().enumerate().map(|(i, p)| (p.flow_finish_gap().unwrap_or(Nanos::MAX), i)).collect();
+    schedule.sort_unstable();
+    (schedule.into_iter().map(|(_, i)| i).collect(), policies.into_iter().map(|p| Mutex::new(Some(p))).collect())
 }
 
 /// The line describing a wide area: its links' mean bandwidths, how often they are redrawn,
@@ -656,6 +670,8 @@ pub fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::{CSV_HEADER, Model, Options, Spelling, csv, parallel_map};
     use crate::coflowsim::Rules;
     use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Nanos, Workload};
@@ -784,6 +800,34 @@ mod tests {
         let keys: Vec<&str> = report["results"][0].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys.len(), 14, "Siphon's figures only: {keys:?}");
         assert!(keys.contains(&"p90_factor_vs_baseline") && !keys.contains(&"bound_ratio"), "{keys:?}");
+    }
+
+    #[test]
+    fn each_policy_is_built_once_and_the_longest_run_first() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // fair (gap zero), sincronia (10 ms), aalo (40 ms), vc and varys (100 ms), asked for in
+        // another order.
+        let load = || Ok::<_, super::PlanError>((chain(), "chain".to_string()));
+        let plan =
+            Options { policies: "vc,aalo,fair,varys,sincronia", ..options(Model::EXACT) }.plan(Spelling::Flag, load);
+        let plan = plan.unwrap();
+        let built = AtomicUsize::new(0);
+        let started = Mutex::new(Vec::new());
+        let runs = plan.run_with(
+            &|name, _| {
+                started.lock().unwrap().push(name.to_string());
+                Box::new(|_| {})
+            },
+            &|name| {
+                built.fetch_add(1, Ordering::Relaxed);
+                coflow_sched::policy::by_name(name).unwrap()
+            },
+        );
+        assert_eq!(built.load(Ordering::Relaxed), 5, "one instance per policy");
+        let longest_first = ["fair", "sincronia", "aalo", "vc", "varys"];
+        assert_eq!(*started.lock().unwrap(), longest_first, "on one thread, ties in the plan's order");
+        let names: Vec<&str> = runs.runs.iter().map(|(r, _)| r.policy.as_str()).collect();
+        assert_eq!(names, ["vc", "aalo", "fair", "varys", "sincronia"], "results in the plan's order");
     }
 
     #[test]
