@@ -117,8 +117,6 @@ struct Group {
     /// Whether every leg of the run (finished or not) crosses exactly two resources: then the legs
     /// are sorted by the second.
     two_hop: bool,
-    /// How many of the run's legs are active.
-    active: u32,
     /// Not a two-resource run: its active legs, as offsets among the coflow's legs, ascending.
     legs: Vec<u32>,
     /// A two-resource run: the offset of its first leg; its legs, finished or not, are the next
@@ -141,12 +139,15 @@ struct Group {
 struct Shape {
     /// Its legs in runs by first resource, in leg order; a run stays (empty) when its legs finish.
     groups: Vec<Group>,
+    /// Per run, its first resource and how many of its legs are active: what a pass reads of every
+    /// run, apart, so that skipping runs reads little.
+    runs: Vec<(ResourceId, u32)>,
     /// The index of the run after the last one that is not a two-resource run (0 if none).
     last_multi: usize,
     /// Per leg offset, its run in `groups` (`u32::MAX` for a leg that crosses nothing).
     group_of: Vec<u32>,
-    /// Per leg offset, whether it was active when the shape was built and has not finished since.
-    counted: Vec<u64>,
+    /// Per leg offset, its active flows: as when the shape was built, and zero once it finished.
+    flows: Vec<u32>,
     /// The resources its active legs cross, sorted, each with how many active legs cross it.
     resources: Vec<(ResourceId, u32)>,
     /// The second resources of its two-resource legs (receivers) when it was built, sorted.
@@ -178,7 +179,7 @@ impl Shape {
         let legs = &legs[c.legs.clone()];
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of = Vec::with_capacity(legs.len());
-        let mut counted = vec![0; words(legs.len())];
+        let mut flows = vec![0; legs.len()];
         let mut resources = Vec::new();
         let mut receivers = Vec::new();
         let mut last_end = usize::MAX;
@@ -199,10 +200,8 @@ impl Shape {
                 receivers.push(hops[1]);
             }
             if leg.active_flows > 0 {
-                set_bit(&mut counted, j as u32);
-                let g = groups.last_mut().expect("just pushed");
-                g.legs.push(j as u32);
-                g.active += 1;
+                flows[j] = leg.active_flows;
+                groups.last_mut().expect("just pushed").legs.push(j as u32);
                 for &r in hops {
                     if count[r as usize] == 0 {
                         resources.push(r);
@@ -248,27 +247,33 @@ impl Shape {
             }
         }
         let last_multi = groups.iter().rposition(|g| !g.two_hop).map_or(0, |g| g + 1);
-        Shape { groups, last_multi, group_of, counted, resources, receivers, receiver_legs }
+        let mut runs: Vec<(ResourceId, u32)> = groups.iter().map(|g| (g.sender, 0)).collect();
+        for (j, &g) in group_of.iter().enumerate() {
+            if g != u32::MAX && flows[j] > 0 {
+                runs[g as usize].1 += 1;
+            }
+        }
+        Shape { groups, runs, last_multi, group_of, flows, resources, receivers, receiver_legs }
     }
 
     /// Leg `j` (an offset among the coflow's legs, whose first is `legs[0]`) finished.
     fn finish(&mut self, j: u32, legs: &[BlindLeg]) {
         let Some(&g) = self.group_of.get(j as usize) else { return };
-        if g == u32::MAX || !bit(&self.counted, j) {
+        if g == u32::MAX || self.flows[j as usize] == 0 {
             return;
         }
-        clear_bit(&mut self.counted, j);
+        self.flows[j as usize] = 0;
         let route = &legs[j as usize].route;
         let hops = route.hops();
         let group = &mut self.groups[g as usize];
-        group.active -= 1;
+        self.runs[g as usize].1 -= 1;
         if group.two_hop {
             let i = self.receivers.binary_search(&hops[1]).expect("a receiver of the coflow") as u32;
             self.receiver_legs[i as usize] -= 1;
             if !group.live.is_empty() {
                 let k = group.dist.binary_search(&i).expect("a receiver of the run");
                 let (a, b) = (group.first[k], group.first[k + 1]);
-                if !(a..b).any(|m| legs[(group.start + m) as usize].active_flows > 0) {
+                if !(a..b).any(|m| self.flows[(group.start + m) as usize] > 0) {
                     clear_bit(&mut group.live, i);
                 }
             }
@@ -348,6 +353,28 @@ fn serve_leg(l: usize, legs: &[BlindLeg], out: &mut BlindAllocation, pool: &mut 
     room
 }
 
+/// [`serve_leg`] for a leg with `flows` active flows from `sender` to `receiver` only.
+fn serve_two(
+    l: usize,
+    flows: u32,
+    sender: ResourceId,
+    receiver: ResourceId,
+    out: &mut BlindAllocation,
+    pool: &mut Pool<'_>,
+) -> f64 {
+    let room = f64::INFINITY.min(pool.room(sender)).min(pool.room(receiver));
+    if !(room > 0.0 && room.is_finite()) {
+        return 0.0;
+    }
+    if out.leg_rate[l] == 0.0 {
+        out.served.push(l);
+    }
+    out.leg_rate[l] += room / flows as f64;
+    pool.take(sender, room);
+    pool.take(receiver, room);
+    room
+}
+
 /// Hands out the pool to each active leg of `c` in turn, sender by sender and in route order, as
 /// much as every resource of its route allows; a sender with no room is skipped whole. Returns the
 /// bytes per second given to the coflow. `open` is scratch.
@@ -370,11 +397,11 @@ fn serve(
     let mut given = 0.0;
     let mut open_known = false;
     let mut open_count = 0usize;
-    for (g, group) in shape.groups.iter().enumerate() {
-        if group.active == 0 || pool.room(group.sender) == 0.0 {
+    for (g, &(sender, active)) in shape.runs.iter().enumerate() {
+        if active == 0 || pool.room(sender) == 0.0 {
             continue;
         }
-        let sender = group.sender;
+        let group = &shape.groups[g];
         if !group.two_hop {
             for &j in &group.legs {
                 if pool.room(sender) == 0.0 {
@@ -409,7 +436,10 @@ fn serve(
             let r = shape.receivers[i as usize];
             if pool.room(r) > 0.0 {
                 for m in group.first[k]..group.first[k + 1] {
-                    given += serve_leg(base + m as usize, legs, out, pool);
+                    let flows = shape.flows[(group.start + m) as usize];
+                    if flows > 0 {
+                        given += serve_two(base + m as usize, flows, sender, r, out, pool);
+                    }
                 }
                 if pool.room(r) > 0.0 {
                     return pool.room(sender) > 0.0;
