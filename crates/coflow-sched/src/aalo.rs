@@ -88,9 +88,9 @@ impl AaloConfig {
 #[derive(Debug, Default)]
 pub struct Aalo {
     cfg: AaloConfig,
-    /// Each active coflow's active legs grouped by sender and the resources they cross, built when
-    /// the coflow is first seen (or at a decision that takes everything as new) and kept as its
-    /// legs finish (a leg's route never changes).
+    /// Each active coflow's legs grouped by sender and the resources its active legs cross, built
+    /// when the coflow is first seen (or at a decision that takes everything as new) and kept as
+    /// its legs finish (a leg's route never changes).
     shapes: BTreeMap<CoflowId, Shape>,
     /// Scratch, per decision.
     queue: Vec<usize>,
@@ -105,8 +105,8 @@ pub struct Aalo {
     left: Vec<f64>,
     /// Scratch, one count per resource, all zero between uses.
     count: Vec<u32>,
-    count2: Vec<u32>,
-    open: Vec<ResourceId>,
+    /// Scratch: a coflow's receivers with room, as a bit set.
+    open: Vec<u64>,
 }
 
 /// A run of consecutive legs of a coflow with the same first resource.
@@ -117,32 +117,69 @@ struct Group {
     /// Whether every leg of the run (finished or not) crosses exactly two resources: then the legs
     /// are sorted by the second.
     two_hop: bool,
-    /// The run's active legs, as offsets among the coflow's legs, ascending.
+    /// Not a two-resource run: its active legs, as offsets among the coflow's legs, ascending.
     legs: Vec<u32>,
-    /// For a two-resource run, the second resource of each of `legs`.
-    receivers: Vec<ResourceId>,
+    /// A two-resource run: the offset of its first leg; its legs, finished or not, are the next
+    /// `first.last()` ones.
+    start: u32,
+    /// A two-resource run: the receivers its legs go to, as indices into [`Shape::receivers`],
+    /// ascending, each once.
+    dist: Vec<u32>,
+    /// A two-resource run: where the legs to `dist[k]` begin, relative to `start`, and after the
+    /// last one, where they end.
+    first: Vec<u32>,
+    /// A two-resource run with more receivers than `64 ×` the words of a receiver set: `dist` as a
+    /// bit set over the coflow's receivers, and the receivers some active leg of the run goes to.
+    /// Empty otherwise (then `dist` is walked).
+    all: Vec<u64>,
+    live: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
 struct Shape {
     /// Its legs in runs by first resource, in leg order; a run stays (empty) when its legs finish.
     groups: Vec<Group>,
+    /// Per run, its first resource and how many of its legs are active: what a pass reads of every
+    /// run, apart, so that skipping runs reads little.
+    runs: Vec<(ResourceId, u32)>,
     /// The index of the run after the last one that is not a two-resource run (0 if none).
     last_multi: usize,
     /// Per leg offset, its run in `groups` (`u32::MAX` for a leg that crosses nothing).
     group_of: Vec<u32>,
+    /// Per leg offset, its active flows: as when the shape was built, and zero once it finished.
+    flows: Vec<u32>,
     /// The resources its active legs cross, sorted, each with how many active legs cross it.
     resources: Vec<(ResourceId, u32)>,
-    /// The second resources of its active two-resource legs (receivers), sorted, with counts.
-    receivers: Vec<(ResourceId, u32)>,
+    /// The second resources of its two-resource legs (receivers) when it was built, sorted.
+    receivers: Vec<ResourceId>,
+    /// Per receiver, how many active two-resource legs go to it.
+    receiver_legs: Vec<u32>,
+}
+
+/// Words of a bit set of `n` bits.
+fn words(n: usize) -> usize {
+    n.div_ceil(64)
+}
+
+fn bit(set: &[u64], i: u32) -> bool {
+    set[(i / 64) as usize] & (1 << (i % 64)) != 0
+}
+
+fn set_bit(set: &mut [u64], i: u32) {
+    set[(i / 64) as usize] |= 1 << (i % 64);
+}
+
+fn clear_bit(set: &mut [u64], i: u32) {
+    set[(i / 64) as usize] &= !(1 << (i % 64));
 }
 
 impl Shape {
-    /// The shape of `c`; `count` and `count2` are scratch, one per resource, all zero, left so.
-    fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32], count2: &mut [u32]) -> Shape {
+    /// The shape of `c`; `count` is scratch, one per resource, all zero, left so.
+    fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32]) -> Shape {
         let legs = &legs[c.legs.clone()];
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of = Vec::with_capacity(legs.len());
+        let mut flows = vec![0; legs.len()];
         let mut resources = Vec::new();
         let mut receivers = Vec::new();
         let mut last_end = usize::MAX;
@@ -155,57 +192,96 @@ impl Shape {
             let two_hop = hops.len() == 2;
             match groups.last_mut() {
                 Some(g) if g.sender == first && last_end == j => g.two_hop &= two_hop,
-                _ => groups.push(Group { sender: first, two_hop, legs: Vec::new(), receivers: Vec::new() }),
+                _ => groups.push(Group { sender: first, two_hop, start: j as u32, ..Group::default() }),
             }
             last_end = j + 1;
             group_of.push((groups.len() - 1) as u32);
+            if two_hop {
+                receivers.push(hops[1]);
+            }
             if leg.active_flows > 0 {
+                flows[j] = leg.active_flows;
                 groups.last_mut().expect("just pushed").legs.push(j as u32);
-                for (h, &r) in hops.iter().enumerate() {
+                for &r in hops {
                     if count[r as usize] == 0 {
                         resources.push(r);
                     }
                     count[r as usize] += 1;
-                    if h == 1 && hops.len() == 2 {
-                        if count2[r as usize] == 0 {
-                            receivers.push(r);
-                        }
-                        count2[r as usize] += 1;
+                }
+            }
+        }
+        resources.sort_unstable();
+        let resources = resources.into_iter().map(|r| (r, std::mem::take(&mut count[r as usize]))).collect();
+        receivers.sort_unstable();
+        receivers.dedup();
+        let mut receiver_legs = vec![0; receivers.len()];
+        let n = words(receivers.len());
+        for (g, group) in groups.iter_mut().enumerate() {
+            if !group.two_hop {
+                continue;
+            }
+            let end = group_of[group.start as usize..].iter().take_while(|&&x| x == g as u32).count();
+            for m in 0..end as u32 {
+                let leg = &legs[(group.start + m) as usize];
+                let i = receivers.binary_search(&leg.route.hops()[1]).expect("listed above") as u32;
+                if group.dist.last() != Some(&i) {
+                    group.dist.push(i);
+                    group.first.push(m);
+                }
+                if leg.active_flows > 0 {
+                    receiver_legs[i as usize] += 1;
+                }
+            }
+            group.first.push(end as u32);
+            group.legs = Vec::new();
+            if n <= group.dist.len() {
+                group.all = vec![0; n];
+                group.live = vec![0; n];
+                for (k, &i) in group.dist.iter().enumerate() {
+                    set_bit(&mut group.all, i);
+                    let (a, b) = (group.first[k], group.first[k + 1]);
+                    if (a..b).any(|m| legs[(group.start + m) as usize].active_flows > 0) {
+                        set_bit(&mut group.live, i);
                     }
                 }
             }
         }
-        for g in &mut groups {
-            if g.two_hop {
-                g.receivers.extend(g.legs.iter().map(|&j| legs[j as usize].route.hops()[1]));
+        let last_multi = groups.iter().rposition(|g| !g.two_hop).map_or(0, |g| g + 1);
+        let mut runs: Vec<(ResourceId, u32)> = groups.iter().map(|g| (g.sender, 0)).collect();
+        for (j, &g) in group_of.iter().enumerate() {
+            if g != u32::MAX && flows[j] > 0 {
+                runs[g as usize].1 += 1;
             }
         }
-        resources.sort_unstable();
-        receivers.sort_unstable();
-        let resources = resources.into_iter().map(|r| (r, std::mem::take(&mut count[r as usize]))).collect();
-        let receivers = receivers.into_iter().map(|r| (r, std::mem::take(&mut count2[r as usize]))).collect();
-        let last_multi = groups.iter().rposition(|g| !g.two_hop).map_or(0, |g| g + 1);
-        Shape { groups, last_multi, group_of, resources, receivers }
+        Shape { groups, runs, last_multi, group_of, flows, resources, receivers, receiver_legs }
     }
 
-    /// Leg `j` (an offset among the coflow's legs, active until now), on `route`, finished.
-    fn finish(&mut self, j: u32, route: &crate::fabric::Route) {
-        let hops = route.hops();
+    /// Leg `j` (an offset among the coflow's legs, whose first is `legs[0]`) finished.
+    fn finish(&mut self, j: u32, legs: &[BlindLeg]) {
         let Some(&g) = self.group_of.get(j as usize) else { return };
-        if g == u32::MAX {
+        if g == u32::MAX || self.flows[j as usize] == 0 {
             return;
         }
+        self.flows[j as usize] = 0;
+        let route = &legs[j as usize].route;
+        let hops = route.hops();
         let group = &mut self.groups[g as usize];
-        let Ok(pos) = group.legs.binary_search(&j) else { return };
-        group.legs.remove(pos);
+        self.runs[g as usize].1 -= 1;
         if group.two_hop {
-            group.receivers.remove(pos);
-        }
-        for (h, &r) in hops.iter().enumerate() {
-            Shape::decrement(&mut self.resources, r);
-            if h == 1 && hops.len() == 2 {
-                Shape::decrement(&mut self.receivers, r);
+            let i = self.receivers.binary_search(&hops[1]).expect("a receiver of the coflow") as u32;
+            self.receiver_legs[i as usize] -= 1;
+            if !group.live.is_empty() {
+                let k = group.dist.binary_search(&i).expect("a receiver of the run");
+                let (a, b) = (group.first[k], group.first[k + 1]);
+                if !(a..b).any(|m| self.flows[(group.start + m) as usize] > 0) {
+                    clear_bit(&mut group.live, i);
+                }
             }
+        } else if let Ok(pos) = group.legs.binary_search(&j) {
+            group.legs.remove(pos);
+        }
+        for &r in hops {
+            Shape::decrement(&mut self.resources, r);
         }
     }
 
@@ -277,16 +353,26 @@ fn serve_leg(l: usize, legs: &[BlindLeg], out: &mut BlindAllocation, pool: &mut 
     room
 }
 
-/// The first index from `from` on where `xs` (sorted) holds `x` or more, found by galloping: the
-/// cost grows with the log of the distance, not of the length.
-fn gallop(xs: &[ResourceId], from: usize, x: ResourceId) -> usize {
-    let (mut lo, mut hi, mut step) = (from, from, 1);
-    while hi < xs.len() && xs[hi] < x {
-        lo = hi + 1;
-        hi += step;
-        step *= 2;
+/// [`serve_leg`] for a leg with `flows` active flows from `sender` to `receiver` only.
+fn serve_two(
+    l: usize,
+    flows: u32,
+    sender: ResourceId,
+    receiver: ResourceId,
+    out: &mut BlindAllocation,
+    pool: &mut Pool<'_>,
+) -> f64 {
+    let room = f64::INFINITY.min(pool.room(sender)).min(pool.room(receiver));
+    if !(room > 0.0 && room.is_finite()) {
+        return 0.0;
     }
-    lo + xs[lo..hi.min(xs.len())].partition_point(|&y| y < x)
+    if out.leg_rate[l] == 0.0 {
+        out.served.push(l);
+    }
+    out.leg_rate[l] += room / flows as f64;
+    pool.take(sender, room);
+    pool.take(receiver, room);
+    room
 }
 
 /// Hands out the pool to each active leg of `c` in turn, sender by sender and in route order, as
@@ -296,27 +382,26 @@ fn gallop(xs: &[ResourceId], from: usize, x: ResourceId) -> usize {
 /// A wide coflow has many legs per sender and most of its receivers are often full. A leg whose
 /// receiver is full gets nothing, and a full resource stays full for the rest of the pass, so when
 /// a sender's legs all cross two resources (sorted by the second), only its legs towards the
-/// coflow's receivers that had room when its first such sender was reached are visited: the sorted
-/// list of those and the sender's receivers are merged by galloping, at the cost of the shorter of
-/// the two, and receivers found full leave the list. The same legs get the same rates in the same
-/// order as a scan of every leg.
+/// coflow's receivers that still have room are visited: those receivers are a bit set, taken
+/// out as they fill, and a sender's receivers are walked, or, when the sender sends to many,
+/// met with it word by word. The same legs get the same rates in the same order as a scan of
+/// every leg.
 fn serve(
     c: &BlindCoflow,
     shape: &Shape,
     legs: &[BlindLeg],
     out: &mut BlindAllocation,
     pool: &mut Pool<'_>,
-    open: &mut Vec<ResourceId>,
+    open: &mut Vec<u64>,
 ) -> f64 {
     let mut given = 0.0;
-    open.clear();
     let mut open_known = false;
-    let mut stale = 0;
-    for (g, group) in shape.groups.iter().enumerate() {
-        if group.legs.is_empty() || pool.room(group.sender) == 0.0 {
+    let mut open_count = 0usize;
+    for (g, &(sender, active)) in shape.runs.iter().enumerate() {
+        if active == 0 || pool.room(sender) == 0.0 {
             continue;
         }
-        let sender = group.sender;
+        let group = &shape.groups[g];
         if !group.two_hop {
             for &j in &group.legs {
                 if pool.room(sender) == 0.0 {
@@ -327,43 +412,63 @@ fn serve(
             continue;
         }
         if !open_known {
-            open.extend(shape.receivers.iter().map(|&(r, _)| r).filter(|&r| pool.room(r) > 0.0));
+            open.clear();
+            open.resize(words(shape.receivers.len()), 0);
+            for (i, (&r, &n)) in shape.receivers.iter().zip(&shape.receiver_legs).enumerate() {
+                if n > 0 && pool.room(r) > 0.0 {
+                    set_bit(open, i as u32);
+                    open_count += 1;
+                }
+            }
             open_known = true;
-        } else if stale * 2 > open.len() {
-            open.retain(|&r| pool.room(r) > 0.0);
-            stale = 0;
         }
         // Every receiver full, and only two-resource runs left: nothing more to give.
-        if open.is_empty() && g >= shape.last_multi {
-            break;
-        }
-        let receivers = &group.receivers;
-        let (mut a, mut b) = (0, 0);
-        while a < open.len() && b < receivers.len() {
-            if pool.room(sender) == 0.0 {
+        if open_count == 0 {
+            if g >= shape.last_multi {
                 break;
             }
-            let r = open[a];
-            if receivers[b] < r {
-                b = gallop(receivers, b, r);
-                continue;
-            }
-            if receivers[b] > r {
-                a = gallop(open, a, receivers[b]);
-                continue;
-            }
-            if pool.room(r) == 0.0 {
-                stale += 1;
-                while b < receivers.len() && receivers[b] == r {
-                    b += 1;
+            continue;
+        }
+        let base = c.legs.start + group.start as usize;
+        // The legs of the run to receiver `i`, its `k`-th: served in turn; false once the sender
+        // is full.
+        let mut visit = |i: u32, k: usize, open: &mut Vec<u64>, pool: &mut Pool<'_>| {
+            let r = shape.receivers[i as usize];
+            if pool.room(r) > 0.0 {
+                for m in group.first[k]..group.first[k + 1] {
+                    let flows = shape.flows[(group.start + m) as usize];
+                    if flows > 0 {
+                        given += serve_two(base + m as usize, flows, sender, r, out, pool);
+                    }
                 }
-            } else {
-                while b < receivers.len() && receivers[b] == r {
-                    given += serve_leg(c.legs.start + group.legs[b] as usize, legs, out, pool);
-                    b += 1;
+                if pool.room(r) > 0.0 {
+                    return pool.room(sender) > 0.0;
                 }
             }
-            a += 1;
+            clear_bit(open, i);
+            open_count -= 1;
+            pool.room(sender) > 0.0
+        };
+        if group.live.is_empty() {
+            for (k, &i) in group.dist.iter().enumerate() {
+                if bit(open, i) && !visit(i, k, open, pool) {
+                    break;
+                }
+            }
+        } else {
+            let mut rank = 0;
+            'words: for w in 0..group.live.len() {
+                let mut x = group.live[w] & open[w];
+                while x != 0 {
+                    let b = x.trailing_zeros();
+                    x &= x - 1;
+                    let k = rank + (group.all[w] & ((1u64 << b) - 1)).count_ones() as usize;
+                    if !visit(w as u32 * 64 + b, k, open, pool) {
+                        break 'words;
+                    }
+                }
+                rank += group.all[w].count_ones() as usize;
+            }
         }
     }
     given
@@ -397,7 +502,6 @@ impl BlindScheduler for Aalo {
         let resources = cap.len();
         let k = self.cfg.queues;
         self.count.resize(resources, 0);
-        self.count2.resize(resources, 0);
         // Shapes: all rebuilt when everything is new; otherwise the legs that finished leave the
         // shapes of coflows seen before, and coflows seen for the first time get theirs.
         if input.everything {
@@ -405,15 +509,21 @@ impl BlindScheduler for Aalo {
         } else {
             for &(id, j, l) in input.legs_finished {
                 if let Some(shape) = self.shapes.get_mut(&id) {
-                    shape.finish(j, &input.legs[l].route);
+                    shape.finish(j, &input.legs[l - j as usize..]);
                 }
             }
         }
         for c in input.coflows {
             if !self.shapes.contains_key(&c.id) {
-                let shape = Shape::of(c, input.legs, &mut self.count, &mut self.count2);
+                let shape = Shape::of(c, input.legs, &mut self.count);
                 self.shapes.insert(c.id, shape);
             }
+        }
+        // Coflows that left without being said finished: forgotten, so that one coming back under
+        // the same id is taken whole.
+        if self.shapes.len() > input.coflows.len() {
+            let present: std::collections::BTreeSet<CoflowId> = input.coflows.iter().map(|c| c.id).collect();
+            self.shapes.retain(|id, _| present.contains(id));
         }
 
         // Queues, and the order: by queue, then arrival (the input's order).
@@ -531,6 +641,7 @@ mod tests {
                 job: CoflowId(i as u64),
                 job_sent: job_sent[i],
                 active_flows: 1,
+                width: 1,
                 legs: i..i + 1,
             })
             .collect();
@@ -547,6 +658,84 @@ mod tests {
         out.reset(&input);
         Aalo::new(cfg).poll_allocation(&input, &mut out);
         out.leg_rate
+    }
+
+    /// A coflow of `legs` (sender, second resource or none, third or none, flows), sorted by route
+    /// as the drivers sort them, over 400 resources of capacity 100.
+    fn coflow(spec: &[(u32, Option<u32>, Option<u32>, u32)]) -> (BlindCoflow, Vec<BlindLeg>) {
+        let mut legs: Vec<BlindLeg> = spec
+            .iter()
+            .map(|&(s, r, t, active_flows)| {
+                let hops: Vec<ResourceId> = std::iter::once(s).chain(r).chain(r.and(t)).collect();
+                BlindLeg { route: crate::fabric::Route::new(&hops), active_flows }
+            })
+            .collect();
+        legs.sort_by(|a, b| a.route.hops().cmp(b.route.hops()));
+        let c = BlindCoflow {
+            id: CoflowId(0),
+            arrival: Nanos::ZERO,
+            weight: 1.0,
+            sent: 0.0,
+            job: CoflowId(0),
+            job_sent: 0.0,
+            active_flows: legs.iter().map(|l| l.active_flows).sum(),
+            width: legs.len() as u32,
+            legs: 0..legs.len(),
+        };
+        (c, legs)
+    }
+
+    /// `serve` on `shape`, and a scan that offers every leg of the coflow in turn, from the same
+    /// pool: the same rates, in the same order, to the bit.
+    fn serve_is_a_scan(c: &BlindCoflow, shape: &Shape, legs: &[BlindLeg], avail: &[f64]) {
+        let cap = vec![100.0; avail.len()];
+        let run = |fast: bool| {
+            let (mut avail, mut left, mut open) = (avail.to_vec(), avail.to_vec(), usize::MAX);
+            let mut out = BlindAllocation { leg_rate: vec![0.0; legs.len()], served: Vec::new() };
+            let mut pool = Pool { cap: &cap, avail: &mut avail, base: 0, mirror: Some(&mut left), open: &mut open };
+            let given = if fast {
+                serve(c, shape, legs, &mut out, &mut pool, &mut Vec::new())
+            } else {
+                c.legs.clone().map(|l| serve_leg(l, legs, &mut out, &mut pool)).sum()
+            };
+            let bits = |xs: &[f64]| xs.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            (given.to_bits(), bits(&out.leg_rate), out.served, bits(&avail), bits(&left))
+        };
+        assert_eq!(run(true), run(false));
+    }
+
+    proptest::proptest! {
+        /// Senders with many receivers (more than a word of them) and with few, several legs to one
+        /// receiver, finished legs, three-resource routes, second resources that are also senders
+        /// (as on a wide area), and ports full, nearly full or free: `serve` gives what a scan of
+        /// every leg gives, before and after legs finish (the shape kept, and rebuilt).
+        #[test]
+        fn serving_a_coflow_equals_a_scan_of_its_legs(
+            spec in proptest::collection::vec(
+                (0u32..6, proptest::option::weighted(0.97, 3u32..400), proptest::option::weighted(0.05, 3u32..400), 0u32..4),
+                1..600,
+            ),
+            avail in proptest::collection::vec(
+                proptest::prop_oneof![proptest::strategy::Just(0.0), 0.0..5.0, 5.0..100.0],
+                400,
+            ),
+            finish in proptest::collection::vec(proptest::bool::ANY, 600),
+        ) {
+            let (c, mut legs) = coflow(&spec);
+            let mut count = vec![0; 400];
+            let mut shape = Shape::of(&c, &legs, &mut count);
+            serve_is_a_scan(&c, &shape, &legs, &avail);
+            for (j, &done) in finish.iter().enumerate().take(legs.len()) {
+                if done && legs[j].active_flows > 0 {
+                    legs[j].active_flows = 0;
+                    shape.finish(j as u32, &legs);
+                }
+            }
+            serve_is_a_scan(&c, &shape, &legs, &avail);
+            let fresh = Shape::of(&c, &legs, &mut count);
+            proptest::prop_assert_eq!(&shape.resources, &fresh.resources);
+            serve_is_a_scan(&c, &fresh, &legs, &avail);
+        }
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct BlindCoflow {
     pub job_sent: f64,
     /// Its flows not finished yet.
     pub active_flows: u32,
+    /// Its flows, finished or not (see [`CoflowState::width`]).
+    pub width: u32,
     /// Its legs (alike flows between one pair of machines): a range of [`BlindInput::legs`].
     pub legs: Range<usize>,
 }
@@ -63,14 +65,16 @@ pub struct BlindInput<'a> {
     /// When the next progress report is due: a decision from then on sees [`BlindCoflow::sent`]
     /// refreshed, none before.
     pub next_report: Nanos,
-    /// Take every coflow and leg as possibly new: the adapter rebuilt its legs (at the first
-    /// decision, when coflows came or left without the driver saying which, or when a coflow's
-    /// routes changed). `legs_finished` then means nothing.
+    /// Take every coflow and leg as possibly new: the adapter rebuilt its legs (when the coflows
+    /// seen before are not kept in the same order, when a coflow's
+    /// routes changed, when a finished leg has flows again, or to compact the legs of coflows that
+    /// left). `legs_finished` then means nothing.
     pub everything: bool,
     /// Otherwise, the legs that finished since the previous decision, of coflows in `coflows`
     /// (it may list legs of coflows new to this decision, which the policy has not seen), as
     /// `(coflow, offset among its legs, index into legs)`: a policy that keeps state per coflow
-    /// updates it from these, and takes a coflow it has not seen before whole.
+    /// updates it from these, takes a coflow that was not in the previous decision's `coflows`
+    /// whole, and forgets those that are no longer in `coflows`.
     pub legs_finished: &'a [(CoflowId, u32, usize)],
 }
 
@@ -194,17 +198,37 @@ impl<B: BlindScheduler> Blinded<B> {
 }
 
 impl<B: BlindScheduler> Blinded<B> {
-    /// Told what changed (not [`crate::Changes::everything`]): drops the coflows that left and
-    /// appends those that arrived, with their legs as they are now, leaving the legs of the others
-    /// in place. Returns false, having changed nothing that a rebuild does not redo, when the
-    /// input is not the previous coflows less those that left followed by new ones, or when the
-    /// dropped legs outnumber the live ones (then a rebuild compacts them).
+    /// Whether coflow `c` of a rebuilt input has the legs `b` had, on the same routes. With as many
+    /// flows as before and as many of them active, it has the same ones (a driver that rebuilds
+    /// its input drops finished flows and counts new ones in the width), so its routes are not
+    /// compared one by one.
+    fn same_legs(&self, b: &BlindCoflow, c: &CoflowState, input: &Input<'_>) -> bool {
+        let legs = input.legs_of(c);
+        b.legs.len() == legs.len()
+            && ((b.width == c.width && b.active_flows == c.active_flows)
+                || self.legs[b.legs.clone()].iter().zip(legs).all(|(bl, l)| bl.route == l.route))
+    }
+
+    /// Drops the coflows that left and appends those that arrived, with their legs as they are
+    /// now, leaving the legs of the others in place. The coflows that left are those the driver
+    /// lists, or, not told what changed ([`crate::Changes::everything`]), those missing from the
+    /// input, whose coflows must then be in the same order and on the same routes as before.
+    /// Returns false, having changed nothing that a rebuild does not redo, when the input is not
+    /// the previous coflows less those that left followed by new ones, when a kept coflow's routes
+    /// changed, or when the dropped legs outnumber the live ones (then a rebuild compacts them).
     fn splice(&mut self, input: &Input<'_>) -> bool {
-        let finished = &input.changes.finished;
+        let (finished, rebuilt) = (&input.changes.finished, input.changes.everything);
         let mut dropped = 0;
         let legs = &mut self.legs;
+        let mut next = 0;
         self.coflows.retain(|b| {
-            let keep = !finished.contains(&b.id);
+            let keep = if rebuilt {
+                let here = input.coflows.get(next).is_some_and(|c| c.id == b.id);
+                next += usize::from(here);
+                here
+            } else {
+                !finished.contains(&b.id)
+            };
             if !keep {
                 dropped += b.legs.len();
                 for leg in &mut legs[b.legs.clone()] {
@@ -217,6 +241,14 @@ impl<B: BlindScheduler> Blinded<B> {
         if self.coflows.len() > input.coflows.len()
             || !self.coflows.iter().zip(input.coflows).all(|(b, c)| b.id == c.id)
             || self.dropped * 2 > self.legs.len()
+        {
+            return false;
+        }
+        // Not told what changed, a coflow seen before must be where it was, on the same routes: one
+        // that moved would look new here but not to the policy.
+        if rebuilt
+            && (!self.coflows.iter().zip(input.coflows).all(|(b, c)| self.same_legs(b, c, input))
+                || input.coflows[self.coflows.len()..].iter().any(|c| self.index.contains_key(&c.id)))
         {
             return false;
         }
@@ -234,6 +266,7 @@ impl<B: BlindScheduler> Blinded<B> {
                 job: c.job,
                 job_sent: 0.0,
                 active_flows: c.active_flows,
+                width: c.width,
                 legs: first..self.legs.len(),
             });
         }
@@ -305,25 +338,22 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         // same id, so only then are the routes compared too.
         let rebuilt = input.changes.everything;
         let same = self.coflows.len() == input.coflows.len()
-            && self.coflows.iter().zip(input.coflows).all(|(b, c)| {
-                b.id == c.id
-                    && (!rebuilt || {
-                        let legs = input.legs_of(c);
-                        b.legs.len() == legs.len()
-                            && self.legs[b.legs.clone()].iter().zip(legs).all(|(bl, l)| bl.route == l.route)
-                    })
-            });
-        let spliced = !same && !rebuilt && self.splice(input);
+            && self
+                .coflows
+                .iter()
+                .zip(input.coflows)
+                .all(|(b, c)| b.id == c.id && (!rebuilt || self.same_legs(b, c, input)));
+        let spliced = !same && self.splice(input);
         // Whether the policy must take every coflow's legs as new: only when they were rebuilt
         // here; otherwise it is told which legs finished.
         let mut everything = false;
         self.legs_finished.clear();
         if same || spliced {
             if rebuilt {
-                // Not told what changed, but the same coflows on the same routes: the legs of a
-                // coflow whose count of active flows changed are compared one by one.
+                // Not told what changed, but the coflows seen before on the same routes: the legs
+                // of a coflow whose count of active flows changed are compared one by one.
                 for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
-                    if b.active_flows != c.active_flows {
+                    if b.active_flows != c.active_flows || b.width != c.width {
                         let legs = self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c));
                         for (j, (bl, leg)) in legs.enumerate() {
                             let active_flows = if leg.is_active() { leg.flows } else { 0 };
@@ -345,6 +375,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             }
             for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
                 b.active_flows = c.active_flows;
+                b.width = c.width;
                 b.sent = self.reported.get(&c.id).copied().unwrap_or(0.0);
             }
         } else {
@@ -368,6 +399,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     job: c.job,
                     job_sent: 0.0,
                     active_flows: c.active_flows,
+                    width: c.width,
                     legs: first..self.legs.len(),
                 });
             }
@@ -479,5 +511,94 @@ impl BlindScheduler for BlindFair {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
+    use crate::{Aalo, AaloConfig};
+    use coflow_core::{MachineId, Rate};
+
+    /// Aalo, recording whether each decision took everything as new.
+    #[derive(Debug)]
+    struct Spy {
+        inner: Aalo,
+        everything: Vec<bool>,
+    }
+
+    impl BlindScheduler for Spy {
+        fn name(&self) -> &'static str {
+            "spy"
+        }
+
+        fn report_interval(&self) -> Nanos {
+            self.inner.report_interval()
+        }
+
+        fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
+            self.inner.handle_finished(now, coflow);
+        }
+
+        fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
+            self.everything.push(input.everything);
+            self.inner.poll_allocation(input, out)
+        }
+    }
+
+    /// Coflow `id` of flows `(src, dst, remaining)`, each of 100 bytes, on machines 0 to 7.
+    type Spec = (u64, Vec<(u32, u32, f64)>);
+
+    /// The input a coordinator builds from these coflows (every decision from scratch), decided by
+    /// `policy`.
+    fn decide(policy: &mut dyn Scheduler, coflows: &[Spec]) -> Allocation {
+        let fabric = Fabric::big_switch(8, Rate::from_bytes_per_sec(100.0));
+        let mut snapshot = Snapshot::default();
+        snapshot.clear(ServiceModel::Proportional);
+        for (id, flows) in coflows {
+            let coflow = SnapshotCoflow {
+                id: CoflowId(*id),
+                arrival: Nanos::from_millis(*id),
+                deadline: None,
+                weight: 1.0,
+                width: flows.len() as u32,
+            };
+            let flows: Vec<SnapshotFlow> = flows
+                .iter()
+                .map(|&(s, d, remaining)| SnapshotFlow { src: MachineId(s), dst: MachineId(d), size: 100.0, remaining })
+                .collect();
+            snapshot.push_coflow(&fabric, &coflow, &flows);
+        }
+        let mut out = Allocation::default();
+        policy.poll_allocation(&snapshot.input(Nanos::ZERO, &fabric), &mut out);
+        out
+    }
+
+    #[test]
+    fn a_rebuilt_input_keeps_the_coflows_seen_before() {
+        let a: Spec = (1, vec![(0, 4, 100.0), (0, 5, 50.0), (1, 4, 10.0)]);
+        let b: Spec = (2, vec![(1, 5, 100.0), (2, 6, 100.0)]);
+        let c: Spec = (3, vec![(2, 4, 30.0), (3, 7, 100.0)]);
+        let d: Spec = (4, vec![(0, 6, 100.0), (3, 4, 100.0)]);
+        let a_less: Spec = (1, vec![(0, 4, 100.0), (1, 4, 10.0)]);
+        let c_less: Spec = (3, vec![(3, 7, 100.0)]);
+        // Decisions, and whether the policy must take everything as new at each: the first (all new
+        // to both, so nothing to rebuild); B leaves and D arrives (kept); C loses a flow and moves after D (rebuilt: it would look new); A loses a
+        // flow, so its legs changed (rebuilt); D leaves (kept); B comes back (kept, and new).
+        let steps: Vec<(Vec<Spec>, bool)> = vec![
+            (vec![a.clone(), b.clone(), c.clone()], false),
+            (vec![a.clone(), c, d.clone()], false),
+            (vec![a, d.clone(), c_less.clone()], true),
+            (vec![a_less.clone(), d, c_less.clone()], true),
+            (vec![a_less.clone(), c_less.clone()], false),
+            (vec![a_less, c_less, b], false),
+        ];
+        let mut kept = Blinded::new(Spy { inner: Aalo::new(AaloConfig::default()), everything: Vec::new() });
+        for (k, (coflows, everything)) in steps.iter().enumerate() {
+            let fresh = decide(&mut Blinded::new(Aalo::new(AaloConfig::default())), coflows);
+            assert_eq!(decide(&mut kept, coflows), fresh, "decision {k}");
+            assert_eq!(kept.inner.everything.last(), Some(everything), "decision {k}");
+        }
     }
 }
