@@ -19,7 +19,7 @@
 //! With unequal capacities the policy falls back to the full greedy pass.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use coflow_core::{CoflowId, Nanos};
@@ -42,22 +42,28 @@ pub enum FlowOrder {
 /// offset among the coflow's legs.
 type LegId = (Nanos, CoflowId, u32);
 
-/// A leg's priority, smaller first, then its name.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A leg's priority, smaller first, then its name. The two numbers are kept as [`ordered`] makes
+/// them, integers in the order of `f64::total_cmp`, so that the repair's scans compare keys with
+/// integer comparisons, and only as far as the first difference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {
-    first: f64,
-    second: f64,
+    first: i64,
+    second: i64,
     id: LegId,
 }
 
-impl Eq for Key {}
+/// Above every leg's key (as a positive NaN orders above infinity): the key of a free port.
+const FREE: Key = Key { first: i64::MAX, second: i64::MAX, id: (Nanos::MAX, CoflowId(u64::MAX), u32::MAX) };
 
-/// Above every leg's key (a positive NaN orders above infinity): the key of a free port.
-const FREE: Key = Key { first: f64::NAN, second: f64::NAN, id: (Nanos::MAX, CoflowId(u64::MAX), u32::MAX) };
+/// `x` as an integer whose order is `f64::total_cmp`'s order of the numbers.
+fn ordered(x: f64) -> i64 {
+    let bits = x.to_bits() as i64;
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
+}
 
 impl Ord for Key {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.first.total_cmp(&other.first).then(self.second.total_cmp(&other.second)).then(self.id.cmp(&other.id))
+        self.first.cmp(&other.first).then_with(|| self.second.cmp(&other.second)).then_with(|| self.id.cmp(&other.id))
     }
 }
 
@@ -96,7 +102,9 @@ pub struct FlowPriority {
     /// Unserved legs by route (their two ports) and priority; per port, the routes through it
     /// that have waiting legs, ordered by each one's best waiting key; per port, the served leg
     /// holding it.
-    waiting: HashMap<[ResourceId; 2], BTreeSet<Key>, BuildHasherDefault<RouteHasher>>,
+    /// (Each route's waiting legs are a vector sorted worst first, so that serving its best, the
+    /// usual change, pops its last; a route keeps its vector while it has no waiting legs.)
+    waiting: HashMap<[ResourceId; 2], Vec<Key>, BuildHasherDefault<RouteHasher>>,
     /// (Sorted vectors rather than trees: a port has a route per other port at most, and a repair
     /// scans them in order, which a vector does without chasing pointers.)
     routes_at: Vec<Vec<(Key, [ResourceId; 2])>>,
@@ -106,11 +114,22 @@ pub struct FlowPriority {
     holder_key: Vec<Key>,
     holder_at: Vec<u64>,
     decision: u64,
+    /// The last decision told to take everything as new: a holder's key computed since then and
+    /// before this decision is stale but an upper bound of its current key, since a served leg's
+    /// remaining bytes only fall (and with them its key) while it holds its ports. A route whose
+    /// best key is above that bound at its other port stays blocked there, without computing the
+    /// holder's key again: most of the routes a repair scans are.
+    trusted: u64,
     /// Ports whose holder or waiting legs changed and that must be repaired, by a lower bound of
     /// the key that may take them (their best waiting route), smallest first; `queued` holds each
     /// port's smallest entry (larger ones are stale and skipped).
     dirty: BinaryHeap<Reverse<(Key, ResourceId)>>,
     queued: Vec<Option<Key>>,
+    /// Per port put back in the queue at its candidate's key (another port had a better one), that
+    /// candidate with its route: when the port comes out again at that key, the candidate is
+    /// still its best if both its ports are still held by worse legs (see [`FlowPriority::repair`]),
+    /// which saves scanning the port's routes again.
+    deferred: Vec<Option<(Key, [ResourceId; 2])>>,
     left: Vec<f64>,
 }
 
@@ -131,8 +150,10 @@ impl FlowPriority {
             holder_key: Vec::new(),
             holder_at: Vec::new(),
             decision: 0,
+            trusted: 0,
             dirty: BinaryHeap::new(),
             queued: Vec::new(),
+            deferred: Vec::new(),
             left: Vec::new(),
         }
     }
@@ -154,20 +175,23 @@ impl FlowPriority {
     /// A leg with priority `key` waits on route `hops`.
     fn wait(&mut self, key: Key, hops: [ResourceId; 2]) {
         let set = self.waiting.entry(hops).or_default();
-        let before = set.first().copied();
-        set.insert(key);
-        let after = set.first().copied();
+        let before = set.last().copied();
+        let at = set.partition_point(|k| *k > key);
+        debug_assert!(set.get(at) != Some(&key), "a leg waits twice");
+        set.insert(at, key);
+        let after = set.last().copied();
         self.rebest(hops, before, after);
     }
 
     fn unwait(&mut self, key: Key, hops: [ResourceId; 2]) {
         let Some(set) = self.waiting.get_mut(&hops) else { return };
-        let before = set.first().copied();
-        set.remove(&key);
-        let after = set.first().copied();
-        if after.is_none() {
-            self.waiting.remove(&hops);
+        let before = set.last().copied();
+        if before == Some(key) {
+            set.pop();
+        } else if let Ok(at) = set.binary_search_by(|k| key.cmp(k)) {
+            set.remove(at);
         }
+        let after = set.last().copied();
         self.rebest(hops, before, after);
     }
 
@@ -238,9 +262,13 @@ impl FlowPriority {
                 return None;
             }
             let q = (hops[0] ^ hops[1] ^ p) as usize;
-            // The scan's hot path: the holder's key is usually known already in this decision.
+            // The scan's hot path: the holder's key, or a bound of it, is usually known already.
+            let known = self.holder_key[q];
+            if known < best && self.holder_at[q] > self.trusted {
+                continue;
+            }
             let holder_q = if self.holder_at[q] == decision {
-                self.holder_key[q]
+                known
             } else {
                 refresh(
                     self.order,
@@ -267,19 +295,37 @@ impl FlowPriority {
     }
 
     /// Repairs the matching until every dirty port is stable, taking ports best candidate first.
+    ///
+    /// A port whose candidate is not the best of the queue goes back in at the candidate's key,
+    /// and the candidate is kept. When the port comes out again at that key, the candidate is
+    /// still the port's best if both its ports are still held by worse legs: a better leg through
+    /// the port that was blocked at its other port `q` can only have been freed by `q`'s holder
+    /// leaving, which queued `q` below that leg's key, so `q` was repaired first and either took
+    /// a leg no worse (blocking the route again) or took the port itself (which the check sees);
+    /// a better leg joining a route through the port was evicted there by a leg served since,
+    /// which holds one of the route's two ports with a key below the candidate's (also seen).
+    /// In every other case the port's routes are scanned again.
     fn repair(&mut self, input: &Input<'_>) {
         while let Some(Reverse((bound, p))) = self.dirty.pop() {
             if self.queued[p as usize] != Some(bound) {
                 continue;
             }
             self.queued[p as usize] = None;
-            let Some((key, hops)) = self.candidate(p, input) else { continue };
+            let kept = self.deferred[p as usize].take().filter(|&(key, hops)| {
+                key == bound && {
+                    let q = hops[0] ^ hops[1] ^ p;
+                    self.holder(p, input) > key && self.holder(q, input) > key
+                }
+            });
+            let Some((key, hops)) = kept.or_else(|| self.candidate(p, input)) else { continue };
             if key != bound && self.dirty.peek().is_some_and(|Reverse((next, _))| *next < key) {
                 // Not the best of the queue: back in at its own key.
                 self.queued[p as usize] = Some(key);
+                self.deferred[p as usize] = Some((key, hops));
                 self.dirty.push(Reverse((key, p)));
                 continue;
             }
+            debug_assert_eq!(self.waiting.get(&hops).and_then(|set| set.last()), Some(&key), "a stale candidate");
             self.serve(key, hops, input);
         }
     }
@@ -374,6 +420,7 @@ impl FlowPriority {
         self.served.clear();
         self.dirty.clear();
         self.queued.iter_mut().for_each(|q| *q = None);
+        self.deferred.iter_mut().for_each(|d| *d = None);
         let legs: Vec<(LegId, [ResourceId; 2])> = self.legs.iter().map(|(&id, &hops)| (id, hops)).collect();
         for (id, hops) in legs {
             if let Some(key) = self.current_key(id, input) {
@@ -421,7 +468,7 @@ fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> 
     let leg = &input.legs[c.legs.start + offset as usize];
     // Flows are whole bytes: comparing to the byte keeps float noise from breaking ties,
     // which go to the earlier coflow.
-    let per_flow = (leg.remaining(c) / leg.flows as f64).round();
+    let per_flow = round(leg.remaining(c) / leg.flows as f64);
     let (first, second) = match order {
         FlowOrder::SmallestRemaining => (per_flow, 0.0),
         FlowOrder::EarliestDeadline => {
@@ -429,7 +476,21 @@ fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> 
             (deadline, per_flow)
         }
     };
-    Key { first, second, id: (c.arrival, c.id, offset) }
+    Key { first: ordered(first), second: ordered(second), id: (c.arrival, c.id, offset) }
+}
+
+/// `x.round()`, without a call into the C library where the target has no rounding instruction (the
+/// default x86-64 one): below 2⁵², truncating a positive number to an integer `t` and back is
+/// exact and so is `x − t`, which decides the rounding as `round` does (halves away from zero), so
+/// this is `round` to the bit; elsewhere `round` itself.
+fn round(x: f64) -> f64 {
+    const EXACT: f64 = (1u64 << 52) as f64;
+    if x > 0.0 && x < EXACT {
+        let t = x as u64 as f64;
+        if x - t >= 0.5 { t + 1.0 } else { t }
+    } else {
+        x.round()
+    }
 }
 
 /// The current key of a leg, if its coflow is still active.
@@ -496,10 +557,12 @@ impl Scheduler for FlowPriority {
         self.holder_key.resize(resources, FREE);
         self.holder_at.resize(resources, 0);
         self.queued.resize(resources, None);
+        self.deferred.resize(resources, None);
         self.decision += 1;
 
         let changes = input.changes;
         if changes.everything {
+            self.trusted = self.decision;
             // Served legs that finished free their ports.
             let served: Vec<LegId> = self.served.keys().copied().collect();
             for id in served {
@@ -557,6 +620,7 @@ impl Scheduler for FlowPriority {
             self.matching = false;
             self.dirty.clear();
             self.queued.iter_mut().for_each(|q| *q = None);
+            self.deferred.iter_mut().for_each(|d| *d = None);
             self.served.clear();
             self.greedy(input, out);
             return None;
@@ -717,45 +781,82 @@ mod tests {
     type Instance = (Vec<Vec<(u32, u32, u32)>>, Vec<Option<u64>>, Vec<Vec<u8>>);
 
     fn instance() -> impl Strategy<Value = Instance> {
-        let flow = (0u32..4, 0u32..4, 1u32..=6);
+        instance_on(4, 6, 24)
+    }
+
+    /// An instance on `machines` machines with up to `coflows` coflows of as many flows, over up
+    /// to `steps` steps.
+    fn instance_on(machines: u32, coflows: usize, steps: usize) -> impl Strategy<Value = Instance> {
+        let flow = (0..machines, 0..machines, 1u32..=6);
         (
-            prop::collection::vec(prop::collection::vec(flow, 1..=6), 1..=6),
-            prop::collection::vec(prop::option::of(1u64..=3), 6),
-            prop::collection::vec(prop::collection::vec(0u8..=4, 4), 1..=24),
+            prop::collection::vec(prop::collection::vec(flow, 1..=coflows), 1..=coflows),
+            prop::collection::vec(prop::option::of(1u64..=3), coflows),
+            prop::collection::vec(prop::collection::vec(0u8..=4, 4), 1..=steps),
         )
+    }
+
+    /// Replays an instance, checking at every decision, under both orders, that the matching
+    /// repaired from what changed equals the full greedy pass over everything.
+    fn check_repaired(machines: u32, (coflows, deadlines, steps): Instance) -> Result<(), TestCaseError> {
+        for order in [FlowOrder::SmallestRemaining, FlowOrder::EarliestDeadline] {
+            let mut w = World::new(machines);
+            let mut fast = FlowPriority::new(order);
+            let mut next = 0;
+            for (step, moves) in steps.iter().enumerate() {
+                if next < coflows.len() && (step % 2 == 0 || w.coflows.is_empty()) {
+                    let flows: Vec<(u32, u32, f64)> =
+                        coflows[next].iter().map(|&(s, d, b)| (s, d, f64::from(b) * 100.0)).collect();
+                    w.arrive(next as u64, deadlines[next], &flows);
+                    next += 1;
+                }
+                let extras = w.decide(&mut fast, false);
+                let slow = w.decide(&mut FlowPriority::full_greedy(order), true);
+                prop_assert_eq!(&extras, &slow, "{:?} at step {}", order, step);
+                w.changes.clear();
+                for (i, &(l, _)) in extras.iter().enumerate() {
+                    // Quarters of what is left, so that keys cross each other and tie.
+                    let left = w.legs[l].scaled * f64::from(4 - moves[i % moves.len()]) / 4.0;
+                    if left != w.legs[l].scaled {
+                        w.send(l, left);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn round_is_the_standard_round_at_the_edges() {
+        for x in [0.0, -0.0, 0.49999999999999994, 0.5, 1.5, 2.5, 4503599627370495.5, 4503599627370496.0, 1e300, -2.5] {
+            assert_eq!(round(x).to_bits(), x.round().to_bits(), "round({x})");
+        }
+        assert!(round(f64::NAN).is_nan());
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(400))]
 
+        /// To the bit, on any number (keys are made with it).
+        #[test]
+        fn round_is_the_standard_round(bits in any::<u64>(), bytes in 0.0f64..1e10, flows in 1u32..1000) {
+            let x = f64::from_bits(bits);
+            prop_assert!(round(x).to_bits() == x.round().to_bits() || x.is_nan());
+            let y = bytes / f64::from(flows);
+            prop_assert_eq!(round(y).to_bits(), y.round().to_bits());
+        }
+
         /// The matching repaired from what changed equals the full greedy pass over everything,
         /// at every decision, under both orders.
         #[test]
-        fn repaired_matching_equals_the_greedy_pass((coflows, deadlines, steps) in instance()) {
-            for order in [FlowOrder::SmallestRemaining, FlowOrder::EarliestDeadline] {
-                let mut w = World::new(4);
-                let mut fast = FlowPriority::new(order);
-                let mut next = 0;
-                for (step, moves) in steps.iter().enumerate() {
-                    if next < coflows.len() && (step % 2 == 0 || w.coflows.is_empty()) {
-                        let flows: Vec<(u32, u32, f64)> =
-                            coflows[next].iter().map(|&(s, d, b)| (s, d, f64::from(b) * 100.0)).collect();
-                        w.arrive(next as u64, deadlines[next], &flows);
-                        next += 1;
-                    }
-                    let extras = w.decide(&mut fast, false);
-                    let slow = w.decide(&mut FlowPriority::full_greedy(order), true);
-                    prop_assert_eq!(&extras, &slow, "{:?} at step {}", order, step);
-                    w.changes.clear();
-                    for (i, &(l, _)) in extras.iter().enumerate() {
-                        // Quarters of what is left, so that keys cross each other and tie.
-                        let left = w.legs[l].scaled * f64::from(4 - moves[i % moves.len()]) / 4.0;
-                        if left != w.legs[l].scaled {
-                            w.send(l, left);
-                        }
-                    }
-                }
-            }
+        fn repaired_matching_equals_the_greedy_pass(instance in instance()) {
+            check_repaired(4, instance)?;
+        }
+
+        /// The same on more ports with more coflows, where a port has many routes: candidates
+        /// put back in the queue and kept, and holders' keys bounded from an earlier decision.
+        #[test]
+        fn repaired_matching_equals_the_greedy_pass_on_more_ports(instance in instance_on(8, 12, 48)) {
+            check_repaired(8, instance)?;
         }
     }
 }

@@ -249,14 +249,17 @@ impl LegModel {
             self.leg_finish[e.leg] = Nanos::MAX;
         }
         self.extra.clear();
-        self.heap.clear();
+        // The heap is built whole from its entries, in linear time: they are unique (a coflow or a
+        // leg each), so the order it pops them in does not depend on how it was built.
+        let mut heap = std::mem::take(&mut self.heap).into_vec();
+        heap.clear();
         for (k, c) in self.coflows.iter().enumerate() {
             let sigma = if c.active_flows > 0 { alloc.coflow_rate[k] } else { 0.0 };
             self.rate[k] = sigma;
             self.scale_dec[k] = c.scale;
             self.finish[k] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
             if sigma > 0.0 {
-                self.heap.push(Reverse((self.finish[k], k as u32)));
+                heap.push(Reverse((self.finish[k], k as u32)));
             }
         }
         for &(l, kappa) in alloc.leg_extras() {
@@ -278,10 +281,11 @@ impl LegModel {
                 });
                 self.leg_finish[l] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
                 if sigma > 0.0 {
-                    self.heap.push(Reverse((self.leg_finish[l], l as u32 | LEG)));
+                    heap.push(Reverse((self.leg_finish[l], l as u32 | LEG)));
                 }
             }
         }
+        self.heap = BinaryHeap::from(heap);
     }
 
     /// The next planned completion.
@@ -518,6 +522,60 @@ impl LegModel {
 
 /// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
 pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
-    let ns = (secs * 1e9).ceil();
+    let ns = ceil(secs * 1e9);
     if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + (ns as u64).max(1)) }
+}
+
+/// `x.ceil()`, without a call into the C library where the target has no rounding instruction (the
+/// default x86-64 one): below 2⁵², where a number can have a fraction, truncating to an integer
+/// and back is exact, so this is `ceil` to the bit; elsewhere `ceil` itself.
+fn ceil(x: f64) -> f64 {
+    const EXACT: f64 = (1u64 << 52) as f64;
+    if x > 0.0 && x < EXACT {
+        let t = x as u64 as f64;
+        if t < x { t + 1.0 } else { t }
+    } else {
+        x.ceil()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn ceil_is_the_standard_ceil_at_the_edges() {
+        let edges = [
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            0.5,
+            1.0,
+            1.0 + f64::EPSILON,
+            2.5,
+            4503599627370495.5,
+            4503599627370496.0,
+            4503599627370497.0,
+            1e300,
+            -1.5,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        for x in edges {
+            assert_eq!(ceil(x).to_bits(), x.ceil().to_bits(), "ceil({x})");
+        }
+        assert!(ceil(f64::NAN).is_nan());
+    }
+
+    proptest! {
+        /// To the bit, on any number (finish times are computed with it).
+        #[test]
+        fn ceil_is_the_standard_ceil(bits in any::<u64>(), secs in 0.0f64..1e7) {
+            let x = f64::from_bits(bits);
+            prop_assert!(ceil(x).to_bits() == x.ceil().to_bits() || x.is_nan());
+            prop_assert_eq!(ceil(secs * 1e9).to_bits(), (secs * 1e9).ceil().to_bits());
+        }
+    }
 }
