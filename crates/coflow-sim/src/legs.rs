@@ -66,6 +66,13 @@ pub(crate) struct LegModel {
     /// Legs finished since the driver last took them, as `(coflow, offset among its legs)`
     /// (`Changes::legs_finished`).
     pub(crate) legs_finished: Vec<(CoflowId, u32)>,
+    /// Scratch of `arrive`, kept so that an arrival does not allocate: the arriving coflow's
+    /// leg keys, and per resource its bytes and its index in `loads` (zero and `u32::MAX`
+    /// between calls), with the resources it touched.
+    keys: Vec<(u32, u32, u64, u32)>,
+    resource_bytes: Vec<f64>,
+    resource_slot: Vec<u32>,
+    touched: Vec<ResourceId>,
     /// Scratch for `compact`.
     shift: Vec<Option<(usize, usize, usize)>>,
 }
@@ -131,17 +138,21 @@ impl LegModel {
         // One leg per pair of machines and flow size: its flows are alike under any policy. With
         // per-connection bandwidth each flow has its own throughput, so each is a leg of its own
         // (the key's last part, the flow's index, is 0 otherwise).
-        let mut pairs: BTreeMap<(u32, u32, u64, u32), u32> = BTreeMap::new();
+        // Grouped by sorting the keys and counting runs: the legs come out in key order.
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
         for (i, f) in c.flows.iter().enumerate() {
             if f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local() {
                 let idx = if self.connections { i as u32 } else { 0 };
-                *pairs.entry((f.src.0, f.dst.0, f.size.get(), idx)).or_default() += 1;
+                keys.push((f.src.0, f.dst.0, f.size.get(), idx));
             }
         }
+        keys.sort_unstable();
         // Each leg: its route, machines, flow size, the fraction of it taken, its flows, its
         // connection.
-        let mut parts: Vec<(Route, u32, u32, u64, f64, u32, u32)> = Vec::with_capacity(pairs.len());
-        for (&(s, d, size, idx), &flows) in &pairs {
+        let mut parts: Vec<(Route, u32, u32, u64, f64, u32, u32)> = Vec::with_capacity(keys.len());
+        for run in keys.chunk_by(|a, b| a == b) {
+            let ((s, d, size, idx), flows) = (run[0], run.len() as u32);
             let route = fabric.route(s.into(), d.into());
             let mut direct = 1.0;
             let mut part = 0;
@@ -157,17 +168,31 @@ impl LegModel {
         // Legs sorted by route (hop by hop), so that a sender's legs are contiguous; on the big
         // switch this is the order of the machine pairs.
         parts.sort_by(|a, b| a.0.hops().cmp(b.0.hops()).then((a.1, a.2, a.3, a.6).cmp(&(b.1, b.2, b.3, b.6))));
-        let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();
+        // Each resource's bytes, summed in the legs' order, and the coflow's resources in
+        // ascending order, each with its index in `loads`. The per-resource scratch is all zero
+        // between calls.
+        if self.resource_bytes.len() < fabric.resources() {
+            self.resource_bytes.resize(fabric.resources(), 0.0);
+            self.resource_slot.resize(fabric.resources(), u32::MAX);
+        }
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.clear();
         for &(route, _, _, size, fraction, flows, _) in &parts {
             let bytes = size as f64 * flows as f64 * fraction;
             for &r in route.hops() {
-                *per_resource.entry(r).or_default() += bytes;
+                if self.resource_slot[r as usize] == u32::MAX {
+                    self.resource_slot[r as usize] = 0;
+                    touched.push(r);
+                }
+                self.resource_bytes[r as usize] += bytes;
             }
         }
+        touched.sort_unstable();
         let load_start = self.loads.len();
-        let index: BTreeMap<ResourceId, u32> =
-            per_resource.keys().enumerate().map(|(i, &r)| (r, (load_start + i) as u32)).collect();
-        self.loads.extend(per_resource);
+        for (i, &r) in touched.iter().enumerate() {
+            self.resource_slot[r as usize] = (load_start + i) as u32;
+            self.loads.push((r, std::mem::take(&mut self.resource_bytes[r as usize])));
+        }
 
         let ci = self.coflows.len() as u32;
         let (leg_start, sender_start) = (self.legs.len(), self.senders.len());
@@ -176,8 +201,8 @@ impl LegModel {
             let (bytes, longest) = (size as f64 * flows as f64 * fraction, size as f64 * fraction);
             active_flows += flows;
             let mut slots = [0u32; 4];
-            for (slot, r) in slots.iter_mut().zip(route.hops()) {
-                *slot = index[r];
+            for (slot, &r) in slots.iter_mut().zip(route.hops()) {
+                *slot = self.resource_slot[r as usize];
             }
             let first = route.hops()[0];
             let same_sender =
@@ -194,6 +219,11 @@ impl LegModel {
             self.conn.push(conn);
             self.cap.push(f64::INFINITY);
         }
+        for &r in &touched {
+            self.resource_slot[r as usize] = u32::MAX;
+        }
+        self.touched = touched;
+        self.keys = keys;
         self.coflows.push(CoflowState {
             id: c.id,
             arrival: c.arrival,
@@ -541,6 +571,7 @@ fn ceil(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use coflow_core::Flow;
     use proptest::prelude::*;
 
     use super::*;
@@ -569,7 +600,70 @@ mod tests {
         assert!(ceil(f64::NAN).is_nan());
     }
 
+    /// What `arrive` must build for a coflow on the big switch, grouped the plain way: one leg per
+    /// (sender, receiver, size) with its flow count, in that order, and each resource's bytes
+    /// summed in the legs' order, resources ascending.
+    #[allow(clippy::type_complexity)]
+    fn grouped(fabric: &Fabric, flows: &[Flow]) -> (Vec<(u32, u32, f64, u32)>, Vec<(ResourceId, f64)>) {
+        let mut pairs: BTreeMap<(u32, u32, u64), u32> = BTreeMap::new();
+        for f in flows.iter().filter(|f| f.crosses_fabric()) {
+            *pairs.entry((f.src.0, f.dst.0, f.size.get())).or_default() += 1;
+        }
+        let mut loads: BTreeMap<ResourceId, f64> = BTreeMap::new();
+        let mut legs = Vec::new();
+        for (&(s, d, size), &n) in &pairs {
+            let bytes = size as f64 * n as f64;
+            for &r in fabric.route(MachineId(s), MachineId(d)).hops() {
+                *loads.entry(r).or_default() += bytes;
+            }
+            legs.push((s, d, bytes, n));
+        }
+        (legs, loads.into_iter().collect())
+    }
+
     proptest! {
+        /// Coflow after coflow (so that the scratch kept between arrivals must be clean), the legs
+        /// and loads `arrive` builds are those of the plain grouping, to the bit, and each leg's
+        /// load slots point at its own resources.
+        #[test]
+        fn arrive_groups_alike_flows_into_legs(
+            coflows in proptest::collection::vec(
+                proptest::collection::vec((0u32..6, 0u32..6, prop_oneof![Just(0u64), 1u64..4, 1u64..1_000_000]), 0..40),
+                1..6,
+            ),
+        ) {
+            let fabric = Fabric::big_switch(6, coflow_core::Rate::GBPS);
+            let mut model = LegModel::default();
+            for (k, flows) in coflows.iter().enumerate() {
+                let flows: Vec<Flow> = flows
+                    .iter()
+                    .map(|&(s, d, size)| Flow { src: MachineId(s), dst: MachineId(d), size: coflow_core::Bytes(size) })
+                    .collect();
+                let c = Coflow::new(CoflowId(k as u64), Nanos::ZERO, flows.clone());
+                model.arrive(&fabric, &c, k, &Split::new());
+                let state = &model.coflows[k];
+                let (legs, loads) = grouped(&fabric, &flows);
+                let got: Vec<_> = model.legs[state.legs.clone()]
+                    .iter()
+                    .map(|l| {
+                        let [s, d] = *l.route.hops() else { panic!("a big-switch route has two hops") };
+                        (s, d - 6, l.bytes, l.flows)
+                    })
+                    .collect();
+                prop_assert_eq!(got, legs);
+                let got_loads = &model.loads[state.loads.clone()];
+                prop_assert_eq!(got_loads.len(), loads.len());
+                for (a, b) in got_loads.iter().zip(&loads) {
+                    prop_assert_eq!((a.0, a.1.to_bits()), (b.0, b.1.to_bits()));
+                }
+                for i in state.legs.clone() {
+                    for (h, &r) in model.legs[i].route.hops().iter().enumerate() {
+                        prop_assert_eq!(model.loads[model.slots[i][h] as usize].0, r);
+                    }
+                }
+            }
+        }
+
         /// To the bit, on any number (finish times are computed with it).
         #[test]
         fn ceil_is_the_standard_ceil(bits in any::<u64>(), secs in 0.0f64..1e7) {
