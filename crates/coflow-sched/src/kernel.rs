@@ -76,12 +76,10 @@ pub(crate) fn backfill(
         return false;
     }
     match live {
-        None => give(input, c, None, None, left, capacity, out),
+        None => give(input, c, None, left, capacity, out),
         Some(l) => {
-            // Which resources had room when last looked at, where that names them all.
-            let open = (left.len() <= 64 * WORDS).then_some(l.open);
             let list = l.get(input, k);
-            let any = give(input, c, list, open.as_ref(), left, capacity, out);
+            let any = give(input, c, list, left, capacity, out);
             if any {
                 l.room_changed();
             }
@@ -90,13 +88,11 @@ pub(crate) fn backfill(
     }
 }
 
-/// [`backfill`]'s gifts to coflow `c`, over its listed legs or (`None`) all of them. `open`: a
-/// superset of the resources with room, every one of them named (see [`LiveLegs::sender_room`]).
+/// [`backfill`]'s gifts to coflow `c`, over its listed legs or (`None`) all of them.
 fn give(
     input: &Input<'_>,
     c: &CoflowState,
     live: Option<LiveCoflow<'_>>,
-    open: Option<&Mask>,
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
@@ -112,44 +108,9 @@ fn give(
             Some(live) => {
                 let base = c.legs.start;
                 let (offsets, tails) = live.sender(i);
-                let searched = open.filter(|o| {
-                    // Looking up each open receiver costs about its count times the halvings of
-                    // the sender's legs; reading them all, their count.
-                    let n = o.iter().map(|w| w.count_ones() as usize).sum::<usize>();
-                    let halvings = (usize::BITS - tails.len().leading_zeros()) as usize;
-                    live.sorted && !tails.is_empty() && n * halvings < tails.len()
-                });
                 if tails.is_empty() {
                     let legs = offsets.iter().map(|&o| base + o as usize);
                     backfill_sender(input, c, first, legs, left, capacity, out)
-                } else if let Some(open) = searched {
-                    // The legs to receivers that had room, found by receiver: those to the others
-                    // have a full receiver now. Receivers ascend with the legs, so they are visited
-                    // in the same order as below.
-                    let receivers = live.receivers(i);
-                    let mut any = false;
-                    let mut from = 0;
-                    'receivers: for (w, &word) in open.iter().enumerate() {
-                        let mut word = word;
-                        while word != 0 {
-                            let d = (w * 64 + word.trailing_zeros() as usize) as ResourceId;
-                            word &= word - 1;
-                            let start = from + receivers[from..].partition_point(|&t| t < d);
-                            let end = start + receivers[start..].partition_point(|&t| t == d);
-                            from = end;
-                            for j in start..end {
-                                if tails[j] == DEAD || left[d as usize] <= capacity[d as usize] * FULL {
-                                    continue;
-                                }
-                                if left[first] <= capacity[first] * FULL {
-                                    break 'receivers;
-                                }
-                                let leg = std::iter::once(base + offsets[j] as usize);
-                                any |= backfill_sender(input, c, first, leg, left, capacity, out);
-                            }
-                        }
-                    }
-                    any
                 } else {
                     let mut any = false;
                     for (&o, &t) in offsets.iter().zip(tails) {
@@ -282,10 +243,6 @@ struct Live {
     /// With `offsets` when every route has two resources (else empty): each leg's second
     /// resource, or [`DEAD`] once the leg finished.
     tails: Vec<ResourceId>,
-    /// `tails` as built, before any leg was marked finished.
-    receivers: Vec<ResourceId>,
-    /// Whether `receivers` ascend within each sender (legs sorted by route, as drivers keep them).
-    sorted: bool,
     /// Where each of the coflow's senders starts in `offsets`, and where the last one ends.
     bounds: Vec<u32>,
     /// The coflow's unfinished flows when the list was last built.
@@ -310,8 +267,6 @@ impl Live {
             id: c.id,
             offsets: Vec::new(),
             tails: Vec::new(),
-            receivers: Vec::new(),
-            sorted: false,
             bounds: Vec::new(),
             flows: 0,
             built: false,
@@ -359,9 +314,7 @@ impl Live {
         if !two_hop {
             self.tails.clear();
         }
-        self.receivers.clone_from(&self.tails);
-        self.sorted = !self.receivers.is_empty()
-            && self.bounds.windows(2).all(|b| self.receivers[b[0] as usize..b[1] as usize].is_sorted());
+        self.flows = c.active_flows;
         self.built = true;
     }
 }
@@ -371,8 +324,6 @@ impl Live {
 pub(crate) struct LiveCoflow<'a> {
     offsets: &'a [u32],
     tails: &'a [ResourceId],
-    receivers: &'a [ResourceId],
-    sorted: bool,
     bounds: &'a [u32],
 }
 
@@ -399,12 +350,6 @@ impl<'a> LiveCoflow<'a> {
         let range = self.bounds[i] as usize..self.bounds[i + 1] as usize;
         let tails = if self.tails.is_empty() { &[][..] } else { &self.tails[range.clone()] };
         (&self.offsets[range], tails)
-    }
-
-    /// The receivers of the coflow's `i`-th sender's listed legs, finished or not (when
-    /// [`LiveCoflow::sender`] gives any).
-    fn receivers(&self, i: usize) -> &'a [ResourceId] {
-        &self.receivers[self.bounds[i] as usize..self.bounds[i + 1] as usize]
     }
 }
 
@@ -552,13 +497,7 @@ impl LiveLegs {
         if !live.built {
             live.build(input, &input.coflows[k]);
         }
-        Some(LiveCoflow {
-            offsets: &live.offsets,
-            tails: &live.tails,
-            receivers: &live.receivers,
-            sorted: live.sorted,
-            bounds: &live.bounds,
-        })
+        Some(LiveCoflow { offsets: &live.offsets, tails: &live.tails, bounds: &live.bounds })
     }
 }
 
@@ -586,17 +525,6 @@ mod tests {
         )
     }
 
-    /// As [`instance`] on 40 machines: up to 300 flows per coflow from 3 senders, most
-    /// resources full.
-    fn wide() -> impl Strategy<Value = Instance> {
-        let flow = (0u32..3, 0u32..40, 1u32..=4);
-        (
-            prop::collection::vec(prop::collection::vec(flow, 1..=300), 1..=4),
-            prop::collection::vec(any::<bool>(), 64),
-            prop::collection::vec(prop_oneof![12 => Just(0u32), 1 => 1u32..=4], 80),
-        )
-    }
-
     fn snapshot(fabric: &Fabric, coflows: &[Vec<(u32, u32, u32)>]) -> Snapshot {
         let mut snap = Snapshot::default();
         snap.clear(crate::state::ServiceModel::Proportional);
@@ -620,48 +548,6 @@ mod tests {
         snap
     }
 
-    /// Backfill over the live lists, kept through a decision after which some legs finished
-    /// (marked from `Changes::legs_finished`), gives what visiting every leg gives.
-    fn backfill_over_live_legs_is_backfill_over_every_leg(
-        machines: u32,
-        (coflows, ends, room): Instance,
-    ) -> Result<(), TestCaseError> {
-        let fabric = Fabric::big_switch(machines, Rate::from_bytes_per_sec(100.0));
-        let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
-        let mut live = LiveLegs::default();
-        let snap = snapshot(&fabric, &coflows);
-        let first = snap.input(Nanos::ZERO, &fabric);
-        live.update(&first);
-        // Built now, so that the legs finishing below are marked rather than left out.
-        for k in 0..first.coflows.len() {
-            live.get(&first, k);
-        }
-        // The same legs in the same places, some of them finished since the first decision.
-        let mut legs = first.legs.to_vec();
-        let mut changes = Changes::default();
-        for c in first.coflows {
-            for l in c.legs.clone() {
-                if ends[l % ends.len()] {
-                    legs[l].scaled = 0.0;
-                    changes.legs_finished.push((c.id, (l - c.legs.start) as u32));
-                }
-            }
-        }
-        let input = Input { now: Nanos(1), changes: &changes, legs: &legs, ..first };
-        live.update(&input);
-        let (every, every_left) = backfill_all(&input, None, left.clone());
-        let (listed, listed_left) = backfill_all(&input, Some(&mut live), left.clone());
-        prop_assert_eq!(&every, &listed);
-        prop_assert_eq!(every_left, listed_left);
-        // And from scratch, the lists rebuilt.
-        let mut fresh = LiveLegs::default();
-        let input = Input { changes: Changes::everything(), ..input };
-        fresh.update(&input);
-        let (rebuilt, _) = backfill_all(&input, Some(&mut fresh), left);
-        prop_assert_eq!(&every, &rebuilt);
-        Ok(())
-    }
-
     /// Backfills every coflow in order on `left`, with or without the lists.
     fn backfill_all(input: &Input<'_>, mut live: Option<&mut LiveLegs>, mut left: Vec<f64>) -> (Allocation, Vec<f64>) {
         let cap = input.fabric.capacities().to_vec();
@@ -676,17 +562,43 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
-        /// Backfill over the live lists equals backfill over every leg, on a small fabric.
+        /// Backfill over the live lists, kept through a decision after which some legs
+        /// finished (marked from `Changes::legs_finished`), gives what visiting every leg gives.
         #[test]
-        fn backfill_over_live_legs_equals_backfill_over_every_leg(instance in instance()) {
-            backfill_over_live_legs_is_backfill_over_every_leg(5, instance)?;
-        }
-
-        /// The same where senders have many legs and few receivers have room, so that backfill
-        /// looks up the open receivers rather than reading every leg.
-        #[test]
-        fn backfill_looking_up_open_receivers_equals_backfill_over_every_leg(instance in wide()) {
-            backfill_over_live_legs_is_backfill_over_every_leg(40, instance)?;
+        fn backfill_over_live_legs_equals_backfill_over_every_leg((coflows, ends, room) in instance()) {
+            let fabric = Fabric::big_switch(5, Rate::from_bytes_per_sec(100.0));
+            let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
+            let mut live = LiveLegs::default();
+            let snap = snapshot(&fabric, &coflows);
+            let first = snap.input(Nanos::ZERO, &fabric);
+            live.update(&first);
+            // Built now, so that the legs finishing below are marked rather than left out.
+            for k in 0..first.coflows.len() {
+                live.get(&first, k);
+            }
+            // The same legs in the same places, some of them finished since the first decision.
+            let mut legs = first.legs.to_vec();
+            let mut changes = Changes::default();
+            for c in first.coflows {
+                for l in c.legs.clone() {
+                    if ends[l % ends.len()] {
+                        legs[l].scaled = 0.0;
+                        changes.legs_finished.push((c.id, (l - c.legs.start) as u32));
+                    }
+                }
+            }
+            let input = Input { now: Nanos(1), changes: &changes, legs: &legs, ..first };
+            live.update(&input);
+            let (every, every_left) = backfill_all(&input, None, left.clone());
+            let (listed, listed_left) = backfill_all(&input, Some(&mut live), left.clone());
+            prop_assert_eq!(&every, &listed);
+            prop_assert_eq!(every_left, listed_left);
+            // And from scratch, the lists rebuilt.
+            let mut fresh = LiveLegs::default();
+            let input = Input { changes: Changes::everything(), ..input };
+            fresh.update(&input);
+            let (rebuilt, _) = backfill_all(&input, Some(&mut fresh), left);
+            prop_assert_eq!(&every, &rebuilt);
         }
 
         /// Γ from a coflow's largest scaled load, as `varys` keeps it, is Γ over each of its
