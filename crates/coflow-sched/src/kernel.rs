@@ -177,6 +177,10 @@ const DEAD: ResourceId = ResourceId::MAX;
 /// Words of a [`Mask`].
 const WORDS: usize = 8;
 
+/// Up to this many senders or resources, a coflow's ports are read rather than its masks: looking
+/// at which resources have room again, after every coflow that took bandwidth, would cost more.
+const FEW: usize = 8;
+
 /// A set of resources as bits, resource `r` at bit `r mod 512`: exact on fabrics of at most 512
 /// resources (the Facebook trace's big switch has 300), a superset beyond.
 type Mask = [u64; WORDS];
@@ -424,8 +428,12 @@ impl LiveLegs {
     }
 
     /// Whether any sender of `input.coflows[k]` may have room in `left`: `false` only when none
-    /// has. `left` must be the decision's one vector of bandwidth left, which only shrinks.
+    /// has (always `true` for a coflow with a few senders). `left` must be the decision's one vector of bandwidth left, which only shrinks.
     pub(crate) fn sender_room(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> bool {
+        // A few senders are read as fast as the set is looked at again: say nothing.
+        if input.coflows.get(k).is_none_or(|c| c.senders.len() <= FEW) {
+            return true;
+        }
         self.look(left, capacity);
         let Some(live) = self.coflows.get_mut(k) else { return true };
         if !live.masked {
@@ -435,10 +443,11 @@ impl LiveLegs {
     }
 
     /// Whether some resource of `input.coflows[k]` is surely full in `left` (then [`madd`] gives
-    /// it nothing): `false` when none is, or when the fabric has too many resources to tell.
+    /// it nothing): `false` when none is, or when the coflow has a few resources or the fabric
+    /// too many to tell.
     /// `left` as for [`LiveLegs::sender_room`].
     pub(crate) fn has_full(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> bool {
-        if left.len() > 64 * WORDS {
+        if left.len() > 64 * WORDS || input.coflows.get(k).is_none_or(|c| c.loads.len() <= FEW) {
             return false;
         }
         self.look(left, capacity);
@@ -621,10 +630,11 @@ mod tests {
         /// since they last looked.
         #[test]
         fn room_masks_tell_what_the_ports_tell(
-            (coflows, _, room) in instance(),
-            takes in prop::collection::vec((0usize..10, 0u32..=4), 0..40),
+            coflows in prop::collection::vec(prop::collection::vec((0u32..12, 0u32..12, 1u32..=4), 1..=40), 1..=5),
+            room in prop::collection::vec(prop_oneof![3 => Just(0u32), 1 => 1u32..=4], 24),
+            takes in prop::collection::vec((0usize..24, 0u32..=4), 0..40),
         ) {
-            let fabric = Fabric::big_switch(5, Rate::from_bytes_per_sec(100.0));
+            let fabric = Fabric::big_switch(12, Rate::from_bytes_per_sec(100.0));
             let cap = fabric.capacities().to_vec();
             let snap = snapshot(&fabric, &coflows);
             let input = snap.input(Nanos::ZERO, &fabric);
@@ -645,8 +655,13 @@ mod tests {
                         prop_assert!(!sender, "coflow {k}: no room at a sender that has some");
                     }
                     live.room_changed();
-                    prop_assert_eq!(live.has_full(&input, k, &left, &cap), full);
-                    prop_assert_eq!(live.sender_room(&input, k, &left, &cap), sender);
+                    // Exact where the masks are read.
+                    if c.loads.len() > FEW {
+                        prop_assert_eq!(live.has_full(&input, k, &left, &cap), full);
+                    }
+                    if c.senders.len() > FEW {
+                        prop_assert_eq!(live.sender_room(&input, k, &left, &cap), sender);
+                    }
                     if let Some((r, q)) = takes.next() {
                         left[r] = (left[r] - f64::from(q) * 25.0).max(0.0);
                     }
