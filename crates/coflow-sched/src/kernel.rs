@@ -59,17 +59,44 @@ pub(crate) fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f6
 pub(crate) fn backfill(
     input: &Input<'_>,
     k: usize,
-    live: Option<&mut LiveLegs>,
+    mut live: Option<&mut LiveLegs>,
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
 ) -> bool {
     let c = &input.coflows[k];
+    // A coflow none of whose senders had room when the lists last looked has none now.
+    if let Some(l) = live.as_deref_mut()
+        && !l.sender_room(input, k, left, capacity)
+    {
+        return false;
+    }
     // Senders whose port is full are skipped whole; with none left, neither is the list built.
     if input.senders_of(c).iter().all(|sd| left[sd.resource as usize] <= capacity[sd.resource as usize] * FULL) {
         return false;
     }
-    let live = live.and_then(|l| l.get(input, k));
+    match live {
+        None => give(input, c, None, left, capacity, out),
+        Some(l) => {
+            let list = l.get(input, k);
+            let any = give(input, c, list, left, capacity, out);
+            if any {
+                l.room_changed();
+            }
+            any
+        }
+    }
+}
+
+/// [`backfill`]'s gifts to coflow `c`, over its listed legs or (`None`) all of them.
+fn give(
+    input: &Input<'_>,
+    c: &CoflowState,
+    live: Option<LiveCoflow<'_>>,
+    left: &mut [f64],
+    capacity: &[f64],
+    out: &mut Allocation,
+) -> bool {
     let mut any = false;
     for (i, sender) in input.senders_of(c).iter().enumerate() {
         let first = sender.resource as usize;
@@ -147,6 +174,28 @@ fn backfill_sender(
 /// Marks a finished leg in [`Live::tails`].
 const DEAD: ResourceId = ResourceId::MAX;
 
+/// Words of a [`Mask`].
+const WORDS: usize = 8;
+
+/// Up to this many senders or resources, a coflow's ports are read rather than its masks: looking
+/// at which resources have room again, after every coflow that took bandwidth, would cost more.
+const FEW: usize = 8;
+
+/// A set of resources as bits, resource `r` at bit `r mod 512`: exact on fabrics of at most 512
+/// resources (the Facebook trace's big switch has 300), a superset beyond.
+type Mask = [u64; WORDS];
+
+/// The word and bit of resource `r` in a [`Mask`].
+fn bit(r: ResourceId) -> (usize, u64) {
+    let r = r as usize % (64 * WORDS);
+    (r / 64, 1 << (r % 64))
+}
+
+/// Whether two masks share a bit.
+fn meet(a: &Mask, b: &Mask) -> bool {
+    a.iter().zip(b).any(|(x, y)| x & y != 0)
+}
+
 /// The unfinished legs of every coflow of the input, kept by a policy from one decision to the
 /// next, for [`backfill`].
 ///
@@ -162,6 +211,19 @@ const DEAD: ResourceId = ResourceId::MAX;
 /// ([`LiveLegs::get`]): with 10,000 coflows present, most never reach backfill with a sender
 /// that has room.
 ///
+/// Per coflow it also keeps, for the decision's passes over every coflow, what lets them pass over
+/// a coflow without reading its ports:
+/// - the set of its senders and of all its resources, as [`Mask`]s, against the set of resources
+///   that had room when last looked ([`LiveLegs::sender_room`], [`LiveLegs::has_full`]). Within
+///   a decision room only shrinks (MADD and backfill only take bandwidth out of `left`), so a
+///   resource full then is full now, and a resource with room now had room then: both tests
+///   are exact whenever the set was last looked at, and it is looked at again only after this
+///   decision took bandwidth ([`LiveLegs::room_changed`]);
+/// - a value the policy derived from the coflow's scaled loads or legs ([`LiveLegs::memo`]),
+///   kept until the driver may have changed them: legs finished, or the coflow was served
+///   ([`LiveLegs::served`]);
+/// - its place in the policy's previous order ([`LiveLegs::rank`]), to sort from.
+///
 /// [`Changes::everything`]: crate::state::Changes::everything
 #[derive(Debug, Default)]
 pub(crate) struct LiveLegs {
@@ -169,6 +231,11 @@ pub(crate) struct LiveLegs {
     coflows: Vec<Live>,
     /// `(id, index in coflows)`, sorted by id, for the finished legs.
     by_id: Vec<(CoflowId, u32)>,
+    /// The resources that had room when last looked at in this decision.
+    open: Mask,
+    /// Whether `open` must be looked at again: at the start of a decision and after bandwidth
+    /// was taken.
+    stale: bool,
 }
 
 #[derive(Debug)]
@@ -186,6 +253,14 @@ struct Live {
     flows: u32,
     /// Whether the list was built at all.
     built: bool,
+    /// Its senders, and every resource it crosses (once `masked`).
+    senders: Mask,
+    resources: Mask,
+    masked: bool,
+    /// [`LiveLegs::memo`].
+    memo: Option<f64>,
+    /// [`LiveLegs::rank`].
+    rank: u32,
 }
 
 impl Live {
@@ -199,7 +274,25 @@ impl Live {
             bounds: Vec::new(),
             flows: 0,
             built: false,
+            senders: [0; WORDS],
+            resources: [0; WORDS],
+            masked: false,
+            memo: None,
+            rank: u32::MAX,
         }
+    }
+
+    /// Sets the masks of the coflow's senders and resources.
+    fn mask(&mut self, input: &Input<'_>, c: &CoflowState) {
+        for sd in input.senders_of(c) {
+            let (w, b) = bit(sd.resource);
+            self.senders[w] |= b;
+        }
+        for &(r, _) in &input.loads[c.loads.clone()] {
+            let (w, b) = bit(r);
+            self.resources[w] |= b;
+        }
+        self.masked = true;
     }
 
     /// Lists the coflow's unfinished legs sender by sender.
@@ -274,33 +367,38 @@ impl LiveLegs {
         if changes.everything {
             self.coflows.clear();
         }
-        // Both are in the input's order, (arrival, id), and the kept lists are a subsequence of
-        // the input's coflows plus those that left: one merge.
-        let before = self.coflows.len();
-        let mut same = true;
-        let mut old = std::mem::take(&mut self.coflows).into_iter().peekable();
-        for c in input.coflows {
-            while old.next_if(|l| (l.arrival, l.id) < (c.arrival, c.id)).is_some() {
-                same = false;
+        let same = self.coflows.len() == input.coflows.len()
+            && self.coflows.iter().zip(input.coflows).all(|(l, c)| l.id == c.id);
+        if !same && changes.arrived.is_empty() && !changes.everything {
+            // Only departures: the lists of the coflows still in, kept in place. Should a coflow
+            // of the input have no list, every list is started again.
+            let mut next = input.coflows.iter().peekable();
+            self.coflows.retain(|l| next.next_if(|c| c.id == l.id).is_some());
+            if next.peek().is_some() {
+                self.coflows.clear();
+                self.coflows.extend(input.coflows.iter().map(Live::of));
             }
-            let live = match old.next_if(|l| l.id == c.id) {
-                Some(live) => live,
-                None => {
-                    same = false;
-                    Live::of(c)
-                }
-            };
-            self.coflows.push(live);
+        } else if !same {
+            // Both are in the input's order, (arrival, id), and the kept lists are a subsequence
+            // of the input's coflows plus those that left: one merge.
+            let mut old =
+                std::mem::replace(&mut self.coflows, Vec::with_capacity(input.coflows.len())).into_iter().peekable();
+            for c in input.coflows {
+                while old.next_if(|l| (l.arrival, l.id) < (c.arrival, c.id)).is_some() {}
+                self.coflows.push(old.next_if(|l| l.id == c.id).unwrap_or_else(|| Live::of(c)));
+            }
         }
-        if !same || old.next().is_some() || before != self.coflows.len() {
+        if !same {
             self.by_id.clear();
             self.by_id.extend(self.coflows.iter().enumerate().map(|(k, l)| (l.id, k as u32)));
             self.by_id.sort_unstable();
         }
+        self.stale = true;
         if !changes.everything {
             for &(id, offset) in &changes.legs_finished {
                 let Ok(i) = self.by_id.binary_search_by(|&(x, _)| x.cmp(&id)) else { continue };
                 let live = &mut self.coflows[self.by_id[i].1 as usize];
+                live.memo = None;
                 if let Ok(j) = live.offsets.binary_search(&offset)
                     && !live.tails.is_empty()
                 {
@@ -312,6 +410,92 @@ impl LiveLegs {
             if live.built && c.active_flows * 2 < live.flows {
                 live.build(input, c);
             }
+        }
+    }
+
+    /// Looks at which resources have room again if bandwidth was taken since it last did.
+    fn look(&mut self, left: &[f64], capacity: &[f64]) {
+        if self.stale {
+            self.open = [0; WORDS];
+            for (r, (&l, &c)) in left.iter().zip(capacity).enumerate() {
+                if l > c * FULL {
+                    let (w, b) = bit(r as ResourceId);
+                    self.open[w] |= b;
+                }
+            }
+            self.stale = false;
+        }
+    }
+
+    /// Whether any sender of `input.coflows[k]` may have room in `left`: `false` only when none
+    /// has (always `true` for a coflow with a few senders). `left` must be the decision's one vector of bandwidth left, which only shrinks.
+    pub(crate) fn sender_room(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> bool {
+        // A few senders are read as fast as the set is looked at again: say nothing.
+        if input.coflows.get(k).is_none_or(|c| c.senders.len() <= FEW) {
+            return true;
+        }
+        self.look(left, capacity);
+        let Some(live) = self.coflows.get_mut(k) else { return true };
+        if !live.masked {
+            live.mask(input, &input.coflows[k]);
+        }
+        meet(&live.senders, &self.open)
+    }
+
+    /// Whether some resource of `input.coflows[k]` is surely full in `left` (then [`madd`] gives
+    /// it nothing): `false` when none is, or when the coflow has a few resources or the fabric
+    /// too many to tell.
+    /// `left` as for [`LiveLegs::sender_room`].
+    pub(crate) fn has_full(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> bool {
+        if left.len() > 64 * WORDS || input.coflows.get(k).is_none_or(|c| c.loads.len() <= FEW) {
+            return false;
+        }
+        self.look(left, capacity);
+        let Some(live) = self.coflows.get_mut(k) else { return false };
+        if !live.masked {
+            live.mask(input, &input.coflows[k]);
+        }
+        live.resources.iter().zip(&self.open).any(|(x, o)| x & !o != 0)
+    }
+
+    /// Says that this decision took bandwidth out of `left` since [`LiveLegs::sender_room`] or
+    /// [`LiveLegs::has_full`] last looked (they stay exact without it, only less sharp).
+    pub(crate) fn room_changed(&mut self) {
+        self.stale = true;
+    }
+
+    /// The value the policy last stored for `input.coflows[k]` with [`LiveLegs::set_memo`], if
+    /// its scaled loads and legs cannot have changed since: none of its legs finished and it was
+    /// not [`LiveLegs::served`]. A policy that reads it must mark every coflow it serves.
+    pub(crate) fn memo(&self, k: usize) -> Option<f64> {
+        self.coflows.get(k).and_then(|l| l.memo)
+    }
+
+    /// Stores a value derived from `input.coflows[k]`'s scaled loads or legs ([`LiveLegs::memo`]).
+    pub(crate) fn set_memo(&mut self, k: usize, value: f64) {
+        if let Some(l) = self.coflows.get_mut(k) {
+            l.memo = Some(value);
+        }
+    }
+
+    /// Says that the decision just made gives `input.coflows[k]` a rate or an extra: the driver
+    /// then changes its scale, and may change its scaled loads and legs, so its memo is dropped.
+    pub(crate) fn served(&mut self, k: usize) {
+        if let Some(l) = self.coflows.get_mut(k) {
+            l.memo = None;
+        }
+    }
+
+    /// `input.coflows[k]`'s place in the order last stored with [`LiveLegs::set_rank`]
+    /// (`u32::MAX` for none): a hint to sort from, never trusted for the result.
+    pub(crate) fn rank(&self, k: usize) -> u32 {
+        self.coflows.get(k).map_or(u32::MAX, |l| l.rank)
+    }
+
+    /// Stores `input.coflows[k]`'s place in the policy's order.
+    pub(crate) fn set_rank(&mut self, k: usize, rank: u32) {
+        if let Some(l) = self.coflows.get_mut(k) {
+            l.rank = rank;
         }
     }
 
@@ -424,6 +608,65 @@ mod tests {
             fresh.update(&input);
             let (rebuilt, _) = backfill_all(&input, Some(&mut fresh), left);
             prop_assert_eq!(&every, &rebuilt);
+        }
+
+        /// Γ from a coflow's largest scaled load, as `varys` keeps it, is Γ over each of its
+        /// scaled loads to the bit when every resource has one capacity.
+        #[test]
+        fn bottleneck_from_the_largest_scaled_load_is_exact(
+            loads in prop::collection::vec((0u32..6, 0.0f64..1e10), 0..12),
+            scale in 1e-15f64..=1.0,
+            c in 1e-3f64..1e12,
+        ) {
+            let cap = vec![c; 6];
+            let remaining: Vec<(ResourceId, f64)> = loads.iter().map(|&(r, b)| (r, b * scale)).collect();
+            let peak = loads.iter().map(|&(_, b)| b).fold(0.0, f64::max);
+            prop_assert_eq!((peak * scale / c).to_bits(), bottleneck(&remaining, &cap).to_bits());
+        }
+
+        /// The masks tell which coflows have a full resource or a sender with room as reading
+        /// every port does: exactly once told that room changed, and soundly (never a full
+        /// resource that has room, never no room where a sender has some) when room only shrank
+        /// since they last looked.
+        #[test]
+        fn room_masks_tell_what_the_ports_tell(
+            coflows in prop::collection::vec(prop::collection::vec((0u32..12, 0u32..12, 1u32..=4), 1..=40), 1..=5),
+            room in prop::collection::vec(prop_oneof![3 => Just(0u32), 1 => 1u32..=4], 24),
+            takes in prop::collection::vec((0usize..24, 0u32..=4), 0..40),
+        ) {
+            let fabric = Fabric::big_switch(12, Rate::from_bytes_per_sec(100.0));
+            let cap = fabric.capacities().to_vec();
+            let snap = snapshot(&fabric, &coflows);
+            let input = snap.input(Nanos::ZERO, &fabric);
+            let mut live = LiveLegs::default();
+            live.update(&input);
+            let mut left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
+            let mut takes = takes.into_iter();
+            for _ in 0..3 {
+                for k in 0..input.coflows.len() {
+                    let c = &input.coflows[k];
+                    let is_full = |r: ResourceId| left[r as usize] <= cap[r as usize] * FULL;
+                    let full = input.loads[c.loads.clone()].iter().any(|&(r, _)| is_full(r));
+                    let sender = input.senders_of(c).iter().any(|sd| !is_full(sd.resource));
+                    if live.has_full(&input, k, &left, &cap) {
+                        prop_assert!(full, "coflow {k}: a full resource that has room");
+                    }
+                    if !live.sender_room(&input, k, &left, &cap) {
+                        prop_assert!(!sender, "coflow {k}: no room at a sender that has some");
+                    }
+                    live.room_changed();
+                    // Exact where the masks are read.
+                    if c.loads.len() > FEW {
+                        prop_assert_eq!(live.has_full(&input, k, &left, &cap), full);
+                    }
+                    if c.senders.len() > FEW {
+                        prop_assert_eq!(live.sender_room(&input, k, &left, &cap), sender);
+                    }
+                    if let Some((r, q)) = takes.next() {
+                        left[r] = (left[r] - f64::from(q) * 25.0).max(0.0);
+                    }
+                }
+            }
         }
     }
 }

@@ -131,8 +131,10 @@ pub struct Varys {
     /// With [`VarysConfig::static_keys`]: each coflow's order key and pseudo-deadline (arrival
     /// plus initial Γ, in seconds), fixed when first seen.
     fixed: BTreeMap<CoflowId, (f64, f64)>,
-    /// Every coflow's unfinished legs, for backfill.
+    /// Every coflow's unfinished legs, for backfill, with its kept key and rank.
     live: LiveLegs,
+    /// How many coflows the previous order ranked.
+    ranked: usize,
     scratch: Scratch,
 }
 
@@ -146,6 +148,11 @@ struct Scratch {
     gamma: Vec<f64>,
     members: Vec<usize>,
     order: Vec<usize>,
+    /// The previous order's coflows by their rank, and those without one, to sort from.
+    slots: Vec<u32>,
+    rest: Vec<usize>,
+    /// One coflow's loads, for MADD when they are not all copied.
+    buf: Vec<(ResourceId, f64)>,
     left: Vec<f64>,
     served: Vec<bool>,
 }
@@ -161,6 +168,7 @@ impl Varys {
             last: (Nanos::ZERO, Vec::new()),
             fixed: BTreeMap::new(),
             live: LiveLegs::default(),
+            ranked: 0,
             scratch: Scratch::default(),
         }
     }
@@ -244,49 +252,111 @@ impl Scheduler for Varys {
             }
             _ => s.members.extend(0..input.coflows.len()),
         }
+        let starved = matches!(self.phase, Phase::Starved(_));
+        let cap = input.fabric.capacities();
+        // With one capacity `C` on every resource, Γ is the coflow's largest scaled load `B` times
+        // its scale over `C`: `x ↦ x·scale/C` rounds monotonically, so the largest of the rounded
+        // per-resource times is the rounded time of `B`, to the bit. `B` moves only when the
+        // coflow is served or a leg of it finishes, so it is kept between decisions.
+        let uniform = cap.first().is_some_and(|&c0| c0 > 0.0 && c0.is_finite() && cap.iter().all(|&x| x == c0));
+        // Every coflow's loads are copied out only where a key or the starved union reads them all.
+        let copy = starved
+            || self.cfg.static_keys
+            || match self.cfg.order {
+                Order::Sebf => !uniform,
+                Order::Tcf => true,
+                Order::Scf | Order::Ncf | Order::Fifo | Order::FifoStrict => false,
+            };
         s.loads.clear();
         s.spans.clear();
-        for &k in &s.members {
-            let start = s.loads.len();
-            s.loads.extend(input.remaining_loads(&input.coflows[k]));
-            s.spans.push(start..s.loads.len());
+        if copy {
+            for &k in &s.members {
+                let start = s.loads.len();
+                s.loads.extend(input.remaining_loads(&input.coflows[k]));
+                s.spans.push(start..s.loads.len());
+            }
         }
         s.left.clear();
-        s.left.extend_from_slice(input.fabric.capacities());
-        let cap = input.fabric.capacities();
+        s.left.extend_from_slice(cap);
 
         // The order key of each coflow: for SEBF, Γ on remaining bytes and the ports' bandwidth.
         s.gamma.clear();
-        for (span, &k) in s.spans.iter().zip(&s.members) {
+        for (o, &k) in s.members.iter().enumerate() {
             let c = &input.coflows[k];
-            let loads = &s.loads[span.clone()];
             if self.cfg.static_keys {
-                let order = self.cfg.order;
+                let (order, loads) = (self.cfg.order, &s.loads[s.spans[o].clone()]);
                 let (key, _) = *self.fixed.entry(c.id).or_insert_with(|| static_key(order, input, c, loads, cap));
                 s.gamma.push(key);
                 continue;
             }
             s.gamma.push(match self.cfg.order {
-                Order::Sebf => bottleneck(loads, cap),
-                // Over the listed legs: one not listed has finished and gives zero.
-                Order::Scf => match self.live.get(input, k) {
-                    Some(live) => {
-                        live.legs(c).map(|l| input.legs[l].longest * input.legs[l].scaled * c.scale).fold(0.0, f64::max)
-                    }
-                    None => input.legs_of(c).iter().map(|l| l.longest * l.scaled * c.scale).fold(0.0, f64::max),
-                },
+                Order::Sebf if uniform => {
+                    let peak = self.live.memo(k).unwrap_or_else(|| {
+                        let peak = input.loads[c.loads.clone()].iter().map(|&(_, b)| b).fold(0.0, f64::max);
+                        self.live.set_memo(k, peak);
+                        peak
+                    });
+                    peak * c.scale / cap[0]
+                }
+                Order::Sebf => bottleneck(&s.loads[s.spans[o].clone()], cap),
+                // The largest remaining flow: the largest scaled one, kept as `B` above, times the
+                // scale (`x ↦ x·scale` rounds monotonically too).
+                Order::Scf => {
+                    let top = match self.live.memo(k) {
+                        Some(top) => top,
+                        None => {
+                            // Over the listed legs: one not listed has finished and gives zero.
+                            let top = match self.live.get(input, k) {
+                                Some(live) => live
+                                    .legs(c)
+                                    .map(|l| input.legs[l].longest * input.legs[l].scaled)
+                                    .fold(0.0, f64::max),
+                                None => input.legs_of(c).iter().map(|l| l.longest * l.scaled).fold(0.0, f64::max),
+                            };
+                            self.live.set_memo(k, top);
+                            top
+                        }
+                    };
+                    top * c.scale
+                }
                 Order::Ncf => c.width as f64,
-                Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
+                Order::Tcf => {
+                    let loads = &s.loads[s.spans[o].clone()];
+                    input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum()
+                }
                 Order::Fifo | Order::FifoStrict => 0.0,
             });
         }
+        // Sorted from the previous decision's order, which most keys keep (only served coflows'
+        // move): the order is total, so where the sort starts from changes nothing but its cost.
         s.order.clear();
-        s.order.extend(0..s.members.len());
+        if starved {
+            s.order.extend(0..s.members.len());
+        } else {
+            let n = s.members.len();
+            s.slots.clear();
+            s.slots.resize(n.max(self.ranked), u32::MAX);
+            s.rest.clear();
+            for k in 0..n {
+                match s.slots.get_mut(self.live.rank(k) as usize) {
+                    Some(slot) if *slot == u32::MAX => *slot = k as u32,
+                    _ => s.rest.push(k),
+                }
+            }
+            s.order.extend(s.slots.iter().filter(|&&k| k != u32::MAX).map(|&k| k as usize));
+            s.order.extend_from_slice(&s.rest);
+        }
         let (gamma, members) = (&s.gamma, &s.members);
         s.order.sort_by(|&a, &b| {
             let (ca, cb) = (&input.coflows[members[a]], &input.coflows[members[b]]);
             gamma[a].total_cmp(&gamma[b]).then(ca.arrival.cmp(&cb.arrival)).then(ca.id.cmp(&cb.id))
         });
+        if !starved {
+            for (rank, &o) in s.order.iter().enumerate() {
+                self.live.set_rank(s.members[o], rank as u32);
+            }
+            self.ranked = s.order.len();
+        }
 
         // Varys's two passes (Pseudocode 1): MADD for every coflow in order, then backfill.
         // Strict FIFO instead gives each coflow its MADD and its backfill before the next one gets
@@ -312,7 +382,20 @@ impl Scheduler for Varys {
         } else {
             for &o in &s.order {
                 let k = s.members[o];
-                out.coflow_rate[k] = madd(&s.loads[s.spans[o].clone()], &mut s.left, cap);
+                // A coflow with a full resource gets nothing from MADD: found without its loads.
+                let sigma = if self.live.has_full(input, k, &s.left, cap) {
+                    0.0
+                } else if copy {
+                    madd(&s.loads[s.spans[o].clone()], &mut s.left, cap)
+                } else {
+                    s.buf.clear();
+                    s.buf.extend(input.remaining_loads(&input.coflows[k]));
+                    madd(&s.buf, &mut s.left, cap)
+                };
+                if sigma > 0.0 {
+                    self.live.room_changed();
+                }
+                out.coflow_rate[k] = sigma;
                 if strict && self.cfg.backfill {
                     s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
                 }
@@ -337,6 +420,8 @@ impl Scheduler for Varys {
         for (k, c) in input.coflows.iter().enumerate() {
             if out.coflow_rate[k] > 0.0 || s.served[k] {
                 self.last.1.push(c.id);
+                // The driver moves its scale, and its loads and legs if it has an extra.
+                self.live.served(k);
             }
         }
         wake
