@@ -128,7 +128,7 @@ struct Group {
     /// A two-resource run: where the legs to `dist[k]` begin, relative to `start`, and after the
     /// last one, where they end.
     first: Vec<u32>,
-    /// A two-resource run with more receivers than `64 ×` the words of a receiver set: `dist` as a
+    /// A two-resource run with at least as many receivers as a receiver set has words: `dist` as a
     /// bit set over the coflow's receivers, and the receivers some active leg of the run goes to.
     /// Empty otherwise (then `dist` is walked).
     all: Vec<u64>,
@@ -641,7 +641,6 @@ mod tests {
                 job: CoflowId(i as u64),
                 job_sent: job_sent[i],
                 active_flows: 1,
-                width: 1,
                 legs: i..i + 1,
             })
             .collect();
@@ -679,7 +678,6 @@ mod tests {
             job: CoflowId(0),
             job_sent: 0.0,
             active_flows: legs.iter().map(|l| l.active_flows).sum(),
-            width: legs.len() as u32,
             legs: 0..legs.len(),
         };
         (c, legs)

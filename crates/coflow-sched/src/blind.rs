@@ -35,8 +35,6 @@ pub struct BlindCoflow {
     pub job_sent: f64,
     /// Its flows not finished yet.
     pub active_flows: u32,
-    /// Its flows, finished or not (see [`CoflowState::width`]).
-    pub width: u32,
     /// Its legs (alike flows between one pair of machines): a range of [`BlindInput::legs`].
     pub legs: Range<usize>,
 }
@@ -198,15 +196,13 @@ impl<B: BlindScheduler> Blinded<B> {
 }
 
 impl<B: BlindScheduler> Blinded<B> {
-    /// Whether coflow `c` of a rebuilt input has the legs `b` had, on the same routes. With as many
-    /// flows as before and as many of them active, it has the same ones (a driver that rebuilds
-    /// its input drops finished flows and counts new ones in the width), so its routes are not
-    /// compared one by one.
+    /// Whether coflow `c` of a rebuilt input has the legs `b` had, on the same routes in the same
+    /// places. The routes are compared one by one: counts of flows cannot tell, since a driver
+    /// that rebuilds its input may swap a flow for one on another route (the coordinator counts a
+    /// flow in the width when it is asked for and adds it to the input only when it is released).
     fn same_legs(&self, b: &BlindCoflow, c: &CoflowState, input: &Input<'_>) -> bool {
         let legs = input.legs_of(c);
-        b.legs.len() == legs.len()
-            && ((b.width == c.width && b.active_flows == c.active_flows)
-                || self.legs[b.legs.clone()].iter().zip(legs).all(|(bl, l)| bl.route == l.route))
+        b.legs.len() == legs.len() && self.legs[b.legs.clone()].iter().zip(legs).all(|(bl, l)| bl.route == l.route)
     }
 
     /// Drops the coflows that left and appends those that arrived, with their legs as they are
@@ -266,7 +262,6 @@ impl<B: BlindScheduler> Blinded<B> {
                 job: c.job,
                 job_sent: 0.0,
                 active_flows: c.active_flows,
-                width: c.width,
                 legs: first..self.legs.len(),
             });
         }
@@ -350,19 +345,19 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         self.legs_finished.clear();
         if same || spliced {
             if rebuilt {
-                // Not told what changed, but the coflows seen before on the same routes: the legs
-                // of a coflow whose count of active flows changed are compared one by one.
+                // Not told what changed, but the coflows seen before on the same routes: their legs
+                // are compared one by one. A leg that finished is listed; one that came back or
+                // lost only some of its flows is a change the policy is never told of leg by leg
+                // (it keeps per-leg counts), so it takes everything as new.
                 for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
-                    if b.active_flows != c.active_flows || b.width != c.width {
-                        let legs = self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c));
-                        for (j, (bl, leg)) in legs.enumerate() {
-                            let active_flows = if leg.is_active() { leg.flows } else { 0 };
-                            if bl.active_flows > 0 && active_flows == 0 {
-                                self.legs_finished.push((b.id, j as u32, b.legs.start + j));
-                            }
-                            everything |= bl.active_flows == 0 && active_flows > 0;
-                            bl.active_flows = active_flows;
+                    let legs = self.legs[b.legs.clone()].iter_mut().zip(input.legs_of(c));
+                    for (j, (bl, leg)) in legs.enumerate() {
+                        let active_flows = if leg.is_active() { leg.flows } else { 0 };
+                        if bl.active_flows > 0 && active_flows == 0 {
+                            self.legs_finished.push((b.id, j as u32, b.legs.start + j));
                         }
+                        everything |= active_flows > 0 && bl.active_flows != active_flows;
+                        bl.active_flows = active_flows;
                     }
                 }
             } else {
@@ -375,7 +370,6 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             }
             for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
                 b.active_flows = c.active_flows;
-                b.width = c.width;
                 b.sent = self.reported.get(&c.id).copied().unwrap_or(0.0);
             }
         } else {
@@ -399,7 +393,6 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     job: c.job,
                     job_sent: 0.0,
                     active_flows: c.active_flows,
-                    width: c.width,
                     legs: first..self.legs.len(),
                 });
             }
@@ -577,22 +570,33 @@ mod tests {
 
     #[test]
     fn a_rebuilt_input_keeps_the_coflows_seen_before() {
+        // Coflows in arrival order (a coflow's id is its arrival in milliseconds), as a driver
+        // gives them.
         let a: Spec = (1, vec![(0, 4, 100.0), (0, 5, 50.0), (1, 4, 10.0)]);
         let b: Spec = (2, vec![(1, 5, 100.0), (2, 6, 100.0)]);
         let c: Spec = (3, vec![(2, 4, 30.0), (3, 7, 100.0)]);
         let d: Spec = (4, vec![(0, 6, 100.0), (3, 4, 100.0)]);
+        let e: Spec = (5, vec![(1, 7, 100.0)]);
         let a_less: Spec = (1, vec![(0, 4, 100.0), (1, 4, 10.0)]);
         let c_less: Spec = (3, vec![(3, 7, 100.0)]);
-        // Decisions, and whether the policy must take everything as new at each: the first (all new
-        // to both, so nothing to rebuild); B leaves and D arrives (kept); C loses a flow and moves after D (rebuilt: it would look new); A loses a
-        // flow, so its legs changed (rebuilt); D leaves (kept); B comes back (kept, and new).
+        // C's one flow swapped for one on another route, as many flows and as many active: what
+        // the coordinator gives when a flow finishes and a held one is released before the next
+        // decision.
+        let c_swapped: Spec = (3, vec![(3, 6, 100.0)]);
+        // Decisions, and whether the policy must take everything as new at each: the first (all
+        // new to both, so nothing to rebuild); B leaves and D arrives (kept); C leaves (kept); C
+        // comes back before D, where it would look new to the adapter but not to the policy
+        // (rebuilt); A and C lose a flow, so their legs changed (rebuilt); D leaves (kept); C's
+        // flow is swapped (rebuilt); E arrives (kept, and new).
         let steps: Vec<(Vec<Spec>, bool)> = vec![
-            (vec![a.clone(), b.clone(), c.clone()], false),
-            (vec![a.clone(), c, d.clone()], false),
-            (vec![a, d.clone(), c_less.clone()], true),
-            (vec![a_less.clone(), d, c_less.clone()], true),
-            (vec![a_less.clone(), c_less.clone()], false),
-            (vec![a_less, c_less, b], false),
+            (vec![a.clone(), b, c.clone()], false),
+            (vec![a.clone(), c.clone(), d.clone()], false),
+            (vec![a.clone(), d.clone()], false),
+            (vec![a, c, d.clone()], true),
+            (vec![a_less.clone(), c_less.clone(), d], true),
+            (vec![a_less.clone(), c_less], false),
+            (vec![a_less.clone(), c_swapped.clone()], true),
+            (vec![a_less, c_swapped, e], false),
         ];
         let mut kept = Blinded::new(Spy { inner: Aalo::new(AaloConfig::default()), everything: Vec::new() });
         for (k, (coflows, everything)) in steps.iter().enumerate() {

@@ -167,10 +167,7 @@ impl Scheduler for Karuna {
                         // The bytes left are read below, and only where they decide something.
                         Levels::BySize => rest.push((self.cfg.level(bytes), f64::NAN, k)),
                         Levels::BySent => {
-                            let remaining = match self.live.get(input, k).and_then(|live| live.remaining(input, c)) {
-                                Some(r) => r,
-                                None => input.legs_of(c).iter().map(|l| l.remaining(c)).sum(),
-                            };
+                            let remaining = exact(&mut self.live, input, k);
                             rest.push((self.cfg.level(bytes - remaining), 0.0, k));
                         }
                     }
@@ -387,26 +384,14 @@ impl Unfinished {
 }
 
 /// The bytes `input.coflows[k]` has left: the sum of its legs' remaining bytes, in order, over
-/// the unfinished legs `live` lists (after [`LiveLegs::update`] on this input).
-///
-/// The list holds at least every unfinished leg, in order; the finished ones it still holds are
-/// passed over. Adding a finished leg's exact zero to a sum of non-negative terms changes nothing
-/// once the first unfinished leg is in, so the sum has the bits of the sum over every leg.
+/// the unfinished legs `live` lists (after [`LiveLegs::update`] on this input), which has the bits
+/// of the sum over every leg (see `LiveCoflow::remaining`); over every leg when none is listed.
 fn exact(live: &mut LiveLegs, input: &Input<'_>, k: usize) -> f64 {
     let c = &input.coflows[k];
-    let legs = input.legs_of(c);
-    let mut sum: Option<f64> = None;
-    if let Some(list) = live.get(input, k) {
-        for l in list.legs(c) {
-            let leg = &input.legs[l];
-            if leg.is_active() {
-                let r = leg.remaining(c);
-                sum = Some(sum.map_or(r, |s| s + r));
-            }
-        }
+    match live.get(input, k).and_then(|list| list.remaining(input, c)) {
+        Some(r) => r,
+        None => input.legs_of(c).iter().map(|l| l.remaining(c)).sum(),
     }
-    // Nothing left: the sum over every leg, whose zeros carry their sign.
-    sum.unwrap_or_else(|| legs.iter().map(|l| l.remaining(c)).sum())
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //!   of the MADD family.
 //! - `state`: what a policy reads ([`Input`], with the [`Changes`] since its last decision) and
 //!   writes ([`Allocation`]), per [`ServiceModel`].
-//! - `scheduler`: the [`Scheduler`] trait, for policies that know flow sizes.
+//! - `scheduler`: the [`Scheduler`] trait, for policies that know flow sizes, and [`Hooked`], a
+//!   policy with [`Hooks`] beside it that hear what it is told and wrap its decisions.
 //! - `blind`: [`BlindScheduler`] and [`BlindInput`], for policies that must not: no size is
 //!   reachable from what they read. [`Blinded`] runs one behind the [`Scheduler`] interface.
 //! - `snapshot`: [`Snapshot`], an [`Input`] rebuilt from live flows' remaining bytes, and per-flow

@@ -74,8 +74,8 @@ impl Hooks for () {}
 /// (those with a default too, so that a wrapped policy's admission control and flow-finish gap
 /// hold), and the hooks hear what it is told and make its decisions.
 ///
-/// The one forwarding wrapper of the workspace: the benchmark's timer and the tests' checks are
-/// hooks, so none of them can forget a method of the trait.
+/// The forwarding wrapper of the simulator's benchmark and the tests: the benchmark's timer and
+/// their checks are hooks, so none of them can forget a method of the trait.
 #[derive(Debug)]
 pub struct Hooked<H> {
     /// The policy wrapped.

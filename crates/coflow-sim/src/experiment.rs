@@ -371,7 +371,7 @@ impl Plan {
             let mut runs = parallel_map(to_run.len(), self.threads, |j| {
                 let i = schedule[j];
                 let name = to_run[i];
-                let instance = instances[i].lock().expect("each instance is taken once").take();
+                let instance = instances[i].lock().expect("no run panicked holding an instance").take();
                 let instance = instance.expect("each instance runs once");
                 let mut bar = progress(name, w.coflows.len());
                 let started = Instant::now();
