@@ -514,10 +514,7 @@ impl BlindScheduler for Aalo {
             }
         }
         for c in input.coflows {
-            if !self.shapes.contains_key(&c.id) {
-                let shape = Shape::of(c, input.legs, &mut self.count);
-                self.shapes.insert(c.id, shape);
-            }
+            self.shapes.entry(c.id).or_insert_with(|| Shape::of(c, input.legs, &mut self.count));
         }
         // Coflows that left without being said finished: forgotten, so that one coming back under
         // the same id is taken whole.

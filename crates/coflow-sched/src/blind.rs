@@ -362,9 +362,13 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                 }
             } else {
                 // Told which legs finished: only those change (a finished leg never comes back).
+                // They are listed for the policy, those of coflows that arrived since the previous
+                // decision too: the policy has not seen them, and skips them.
                 for &(id, j) in &input.changes.legs_finished {
                     if let Some(&k) = self.index.get(&id) {
-                        self.legs[self.coflows[k].legs.start + j as usize].active_flows = 0;
+                        let l = self.coflows[k].legs.start + j as usize;
+                        self.legs[l].active_flows = 0;
+                        self.legs_finished.push((id, j, l));
                     }
                 }
             }
@@ -395,15 +399,6 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     active_flows: c.active_flows,
                     legs: first..self.legs.len(),
                 });
-            }
-        }
-        // The finished legs of the coflows in the input, for the policy (coflows that arrived since
-        // the previous decision are listed too: the policy has not seen them, and skips them).
-        if !rebuilt {
-            for &(id, j) in &input.changes.legs_finished {
-                if let Some(&k) = self.index.get(&id) {
-                    self.legs_finished.push((id, j, self.coflows[k].legs.start + j as usize));
-                }
             }
         }
         // A job's bytes sent: its finished coflows' and its active ones' as last reported.

@@ -88,7 +88,7 @@ pub struct Karuna {
     live: LiveLegs,
     /// Each coflow's total bytes, summed once (dropped when the driver rebuilds its input).
     bytes: BTreeMap<CoflowId, f64>,
-    /// Each coflow's unfinished legs, for the bytes it has left (see [`Unfinished`]).
+    /// Each coflow's bytes left, as an interval kept between decisions (see [`Unfinished`]).
     unfinished: Unfinished,
     /// Per-decision buffer: the non-deadline coflows' levels and how many coflows each holds.
     per_level: Vec<u32>,

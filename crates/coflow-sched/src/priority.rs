@@ -18,7 +18,7 @@
 //! matching, since it is the unique stable one.
 //! With unequal capacities the policy falls back to the full greedy pass.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -44,8 +44,9 @@ type LegId = (Nanos, CoflowId, u32);
 
 /// A leg's priority, smaller first, then its name. The two numbers are kept as [`ordered`] makes
 /// them, integers in the order of `f64::total_cmp`, so that the repair's scans compare keys with
-/// integer comparisons, and only as far as the first difference.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// integer comparisons, and only as far as the first difference (the derived order, field by
+/// field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     first: i64,
     second: i64,
@@ -59,18 +60,6 @@ const FREE: Key = Key { first: i64::MAX, second: i64::MAX, id: (Nanos::MAX, Cofl
 fn ordered(x: f64) -> i64 {
     let bits = x.to_bits() as i64;
     bits ^ (((bits >> 63) as u64) >> 1) as i64
-}
-
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.first.cmp(&other.first).then_with(|| self.second.cmp(&other.second)).then_with(|| self.id.cmp(&other.id))
-    }
-}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 /// The served leg holding a port: its name, its ports, and where its coflow was in the input when
@@ -267,17 +256,13 @@ impl FlowPriority {
             if known < best && self.holder_at[q] > self.trusted {
                 continue;
             }
-            let holder_q = if self.holder_at[q] == decision {
-                known
-            } else {
-                refresh(
-                    self.order,
-                    &mut self.owner[q],
-                    (&mut self.holder_key[q], &mut self.holder_at[q]),
-                    decision,
-                    input,
-                )
-            };
+            let holder_q = current_holder(
+                self.order,
+                &mut self.owner[q],
+                (&mut self.holder_key[q], &mut self.holder_at[q]),
+                decision,
+                input,
+            );
             if holder_q > best {
                 return Some((best, hops));
             }
@@ -288,10 +273,13 @@ impl FlowPriority {
     /// The current key of the leg holding port `r`, [`FREE`] if none.
     fn holder(&mut self, r: ResourceId, input: &Input<'_>) -> Key {
         let r = r as usize;
-        if self.holder_at[r] == self.decision {
-            return self.holder_key[r];
-        }
-        refresh(self.order, &mut self.owner[r], (&mut self.holder_key[r], &mut self.holder_at[r]), self.decision, input)
+        current_holder(
+            self.order,
+            &mut self.owner[r],
+            (&mut self.holder_key[r], &mut self.holder_at[r]),
+            self.decision,
+            input,
+        )
     }
 
     /// Repairs the matching until every dirty port is stable, taking ports best candidate first.
@@ -497,6 +485,19 @@ fn round(x: f64) -> f64 {
 fn current_key_of(order: FlowOrder, id: LegId, input: &Input<'_>) -> Option<Key> {
     let k = find(input, id)?;
     Some(key_of(order, &input.coflows[k], id.2, input))
+}
+
+/// The current key of a port's holder (`FREE` if none): the memo if it is of `decision`, else
+/// [`refresh`]ed.
+#[inline]
+fn current_holder(
+    order: FlowOrder,
+    holder: &mut Option<Holder>,
+    (key, at): (&mut Key, &mut u64),
+    decision: u64,
+    input: &Input<'_>,
+) -> Key {
+    if *at == decision { *key } else { refresh(order, holder, (key, at), decision, input) }
 }
 
 /// Computes the current key of a port's holder (`FREE` if none) and memoizes it for `decision`.

@@ -361,12 +361,12 @@ impl Scheduler for Varys {
         // Varys's two passes (Pseudocode 1): MADD for every coflow in order, then backfill.
         // Strict FIFO instead gives each coflow its MADD and its backfill before the next one gets
         // anything, so a later coflow never takes bandwidth an earlier one uses.
-        let strict = self.cfg.order == Order::FifoStrict && !matches!(self.phase, Phase::Starved(_));
+        let strict = self.cfg.order == Order::FifoStrict && !starved;
         // Which coflows this decision serves, for starvation freedom: those with a rate, and those
         // backfill gives an extra.
         s.served.clear();
         s.served.resize(input.coflows.len(), false);
-        if matches!(self.phase, Phase::Starved(_)) {
+        if starved {
             // All starved coflows as one: MADD over their union on the full ports.
             s.acc.clear();
             s.acc.resize(cap.len(), 0.0);
