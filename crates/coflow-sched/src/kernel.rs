@@ -78,7 +78,7 @@ pub(crate) fn backfill(
     match live {
         None => give(input, c, None, left, capacity, out),
         Some(l) => {
-            let list = l.get(input, k);
+            let list = l.get_with_room(input, k, left, capacity);
             let any = give(input, c, list, left, capacity, out);
             if any {
                 l.room_changed();
@@ -98,6 +98,8 @@ fn give(
     out: &mut Allocation,
 ) -> bool {
     let mut any = false;
+    // The resources with room, as far as this coflow's gifts have told: cleared as they fill.
+    let mut open = live.map_or(NONE, |l| *l.open);
     for (i, sender) in input.senders_of(c).iter().enumerate() {
         let first = sender.resource as usize;
         if left[first] <= capacity[first] * FULL {
@@ -111,6 +113,8 @@ fn give(
                 if tails.is_empty() {
                     let legs = offsets.iter().map(|&o| base + o as usize);
                     backfill_sender(input, c, first, legs, left, capacity, out)
+                } else if let Some(receivers) = live.receivers(i) {
+                    give_to_open(input, c, first, (offsets, tails), &receivers, &mut open, left, capacity, out)
                 } else {
                     let mut any = false;
                     for (&o, &t) in offsets.iter().zip(tails) {
@@ -128,6 +132,59 @@ fn give(
                 }
             }
         };
+    }
+    any
+}
+
+/// [`give`] on one sender of `c` (port `first`) with many listed legs: only the legs whose
+/// receiver is in `mask` (the sender's receivers) and in `open` (a superset of the resources with
+/// room, from which it clears those it finds full) are visited, receiver by receiver in
+/// increasing order, which is the legs' order since they are sorted by route ([`Live::build`]
+/// checks it). A receiver with room and an unfinished leg gets a gift that fills it or the
+/// sender, so the visits cost about what the gifts do. `legs` are the sender's listed offsets
+/// and receivers (a leg marked [`DEAD`] finished).
+///
+/// It visits, in the same order, exactly the legs the plain scan gives to: those it passes over
+/// have a full receiver or finished, and the scan passes over them too.
+#[allow(clippy::too_many_arguments)]
+fn give_to_open(
+    input: &Input<'_>,
+    c: &CoflowState,
+    first: usize,
+    (offsets, tails): (&[u32], &[ResourceId]),
+    receivers: &Receivers<'_>,
+    open: &mut Mask,
+    left: &mut [f64],
+    capacity: &[f64],
+    out: &mut Allocation,
+) -> bool {
+    let base = c.legs.start;
+    let mut any = false;
+    let listed = receivers.listed;
+    for (w, (&m, o)) in receivers.live.iter().zip(open).enumerate() {
+        let mut bits = m & *o;
+        while bits != 0 {
+            let b = bits & bits.wrapping_neg();
+            bits ^= b;
+            let r = (w * 64) as ResourceId + b.trailing_zeros();
+            if left[r as usize] <= capacity[r as usize] * FULL {
+                *o &= !b;
+                continue;
+            }
+            for j in receivers.start(r, w, b)..listed.len() {
+                if listed[j] != r || left[r as usize] <= capacity[r as usize] * FULL {
+                    break;
+                }
+                if tails[j] == DEAD {
+                    continue;
+                }
+                if left[first] <= capacity[first] * FULL {
+                    return any;
+                }
+                let leg = std::iter::once(base + offsets[j] as usize);
+                any |= backfill_sender(input, c, first, leg, left, capacity, out);
+            }
+        }
     }
     any
 }
@@ -181,6 +238,10 @@ const WORDS: usize = 8;
 /// at which resources have room again, after every coflow that took bandwidth, would cost more.
 const FEW: usize = 8;
 
+/// From this many listed legs on, a sender's legs are found from its receivers with room
+/// ([`give_to_open`]) rather than scanned.
+const MANY: usize = 16;
+
 /// A set of resources as bits, resource `r` at bit `r mod 512`: exact on fabrics of at most 512
 /// resources (the Facebook trace's big switch has 300), a superset beyond.
 type Mask = [u64; WORDS];
@@ -190,6 +251,9 @@ fn bit(r: ResourceId) -> (usize, u64) {
     let r = r as usize % (64 * WORDS);
     (r / 64, 1 << (r % 64))
 }
+
+/// The empty set.
+const NONE: Mask = [0; WORDS];
 
 /// Whether two masks share a bit.
 fn meet(a: &Mask, b: &Mask) -> bool {
@@ -247,6 +311,16 @@ struct Live {
     /// With `offsets` when every route has two resources (else empty): each leg's second
     /// resource, or [`DEAD`] once the leg finished.
     tails: Vec<ResourceId>,
+    /// With `offsets`, when every route has two resources, each sender's legs are sorted by
+    /// receiver and the fabric has at most 512 resources (else empty): each leg's receiver as
+    /// listed (never [`DEAD`]), and per sender the set of the receivers of its listed legs that
+    /// have not finished (a receiver leaves it once every listed leg to it is [`DEAD`]).
+    receivers: Vec<ResourceId>,
+    receiver_masks: Vec<Mask>,
+    /// With `receiver_masks`, when no sender has two listed legs to one receiver: per sender the
+    /// set of its listed receivers as built, whose bits below a receiver count the legs before
+    /// its leg.
+    receiver_sets: Vec<Mask>,
     /// Where each of the coflow's senders starts in `offsets`, and where the last one ends.
     bounds: Vec<u32>,
     /// The coflow's unfinished flows when the list was last built.
@@ -271,6 +345,9 @@ impl Live {
             id: c.id,
             offsets: Vec::new(),
             tails: Vec::new(),
+            receivers: Vec::new(),
+            receiver_masks: Vec::new(),
+            receiver_sets: Vec::new(),
             bounds: Vec::new(),
             flows: 0,
             built: false,
@@ -293,6 +370,23 @@ impl Live {
             self.resources[w] |= b;
         }
         self.masked = true;
+    }
+
+    /// Drops the receiver of listed leg `j`, just marked [`DEAD`], from its sender's set when no
+    /// other listed leg of that sender goes there.
+    fn forget_receiver(&mut self, j: usize) {
+        if self.receiver_masks.is_empty() {
+            return;
+        }
+        let i = self.bounds.partition_point(|&b| b as usize <= j) - 1;
+        let (start, end) = (self.bounds[i] as usize, self.bounds[i + 1] as usize);
+        let r = self.receivers[j];
+        let from = start + self.receivers[start..end].partition_point(|&x| x < r);
+        let to = from + self.receivers[from..end].partition_point(|&x| x == r);
+        if self.tails[from..to].iter().all(|&t| t == DEAD) {
+            let (w, b) = bit(r);
+            self.receiver_masks[i][w] &= !b;
+        }
     }
 
     /// Lists the coflow's unfinished legs sender by sender.
@@ -318,8 +412,58 @@ impl Live {
         if !two_hop {
             self.tails.clear();
         }
+        self.receivers.clear();
+        self.receiver_masks.clear();
+        self.receiver_sets.clear();
+        let wide = self.bounds.windows(2).any(|b| (b[1] - b[0]) as usize >= MANY);
+        if wide && !self.tails.is_empty() && input.fabric.capacities().len() <= 64 * WORDS {
+            // Legs are sorted by route, so a sender's are by receiver; a driver that broke that
+            // rule gets the plain scan.
+            let sorted = self.bounds.windows(2).all(|b| self.tails[b[0] as usize..b[1] as usize].is_sorted());
+            if sorted {
+                self.receivers.extend_from_slice(&self.tails);
+                for b in self.bounds.windows(2) {
+                    let mut m: Mask = [0; WORDS];
+                    for &r in &self.tails[b[0] as usize..b[1] as usize] {
+                        let (w, x) = bit(r);
+                        m[w] |= x;
+                    }
+                    self.receiver_masks.push(m);
+                }
+                let unique = self.bounds.windows(2).all(|b| {
+                    let range = b[0] as usize..b[1] as usize;
+                    self.tails[range].windows(2).all(|t| t[0] < t[1])
+                });
+                if unique {
+                    self.receiver_sets.clone_from(&self.receiver_masks);
+                }
+            }
+        }
         self.flows = c.active_flows;
         self.built = true;
+    }
+}
+
+/// One sender's receivers in a [`LiveCoflow`].
+struct Receivers<'a> {
+    /// Each listed leg's receiver, sorted.
+    listed: &'a [ResourceId],
+    /// The receivers of its unfinished listed legs (or more).
+    live: &'a Mask,
+    /// When no two listed legs go to one receiver, the set of `listed`.
+    each_once: Option<&'a Mask>,
+}
+
+impl Receivers<'_> {
+    /// Where the legs to receiver `r` (bit `b` of word `w`) start among the listed ones.
+    fn start(&self, r: ResourceId, w: usize, b: u64) -> usize {
+        match self.each_once {
+            Some(set) => {
+                let before: u32 = set[..w].iter().map(|x| x.count_ones()).sum();
+                (before + (set[w] & (b - 1)).count_ones()) as usize
+            }
+            None => self.listed.partition_point(|&x| x < r),
+        }
     }
 }
 
@@ -329,6 +473,11 @@ pub(crate) struct LiveCoflow<'a> {
     offsets: &'a [u32],
     tails: &'a [ResourceId],
     bounds: &'a [u32],
+    receivers: &'a [ResourceId],
+    receiver_masks: &'a [Mask],
+    receiver_sets: &'a [Mask],
+    /// A superset of the resources with room, when `receiver_masks` is not empty.
+    open: &'a Mask,
 }
 
 impl<'a> LiveCoflow<'a> {
@@ -354,6 +503,21 @@ impl<'a> LiveCoflow<'a> {
         let range = self.bounds[i] as usize..self.bounds[i + 1] as usize;
         let tails = if self.tails.is_empty() { &[][..] } else { &self.tails[range.clone()] };
         (&self.offsets[range], tails)
+    }
+
+    /// The `i`-th sender's listed receivers (sorted), the set of those with an unfinished leg,
+    /// and the set of all of them when each has one leg, if kept, for [`give_to_open`] (for a
+    /// sender with many listed legs).
+    fn receivers(&self, i: usize) -> Option<Receivers<'a>> {
+        let range = self.bounds[i] as usize..self.bounds[i + 1] as usize;
+        if self.receiver_masks.is_empty() || range.len() < MANY {
+            return None;
+        }
+        Some(Receivers {
+            listed: &self.receivers[range],
+            live: &self.receiver_masks[i],
+            each_once: self.receiver_sets.get(i),
+        })
     }
 }
 
@@ -403,6 +567,7 @@ impl LiveLegs {
                     && !live.tails.is_empty()
                 {
                     live.tails[j] = DEAD;
+                    live.forget_receiver(j);
                 }
             }
         }
@@ -506,7 +671,37 @@ impl LiveLegs {
         if !live.built {
             live.build(input, &input.coflows[k]);
         }
-        Some(LiveCoflow { offsets: &live.offsets, tails: &live.tails, bounds: &live.bounds })
+        Some(LiveCoflow {
+            offsets: &live.offsets,
+            tails: &live.tails,
+            bounds: &live.bounds,
+            receivers: &[],
+            receiver_masks: &[],
+            receiver_sets: &[],
+            open: &NONE,
+        })
+    }
+
+    /// [`LiveLegs::get`], with the set of resources with room in `left` (the decision's one
+    /// vector of bandwidth left, which only shrinks) when the list keeps its receivers.
+    fn get_with_room(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> Option<LiveCoflow<'_>> {
+        let live = self.coflows.get_mut(k)?;
+        if !live.built {
+            live.build(input, &input.coflows[k]);
+        }
+        if !live.receiver_masks.is_empty() {
+            self.look(left, capacity);
+        }
+        let live = &self.coflows[k];
+        Some(LiveCoflow {
+            offsets: &live.offsets,
+            tails: &live.tails,
+            bounds: &live.bounds,
+            receivers: &live.receivers,
+            receiver_masks: &live.receiver_masks,
+            receiver_sets: &live.receiver_sets,
+            open: &self.open,
+        })
     }
 }
 
@@ -568,6 +763,48 @@ mod tests {
         (out, left)
     }
 
+    /// Backfill with lists kept through a decision after which the legs `ends` picks (by index,
+    /// modulo its length) finished, and with lists built from scratch, against visiting every leg.
+    fn check_backfill(
+        fabric: &Fabric,
+        coflows: &[Vec<(u32, u32, u32)>],
+        ends: &[bool],
+        left: Vec<f64>,
+    ) -> Result<(), TestCaseError> {
+        let mut live = LiveLegs::default();
+        let snap = snapshot(fabric, coflows);
+        let first = snap.input(Nanos::ZERO, fabric);
+        live.update(&first);
+        // Built now, so that the legs finishing below are marked rather than left out.
+        for k in 0..first.coflows.len() {
+            live.get(&first, k);
+        }
+        // The same legs in the same places, some of them finished since the first decision.
+        let mut legs = first.legs.to_vec();
+        let mut changes = Changes::default();
+        for c in first.coflows {
+            for l in c.legs.clone() {
+                if ends[l % ends.len()] {
+                    legs[l].scaled = 0.0;
+                    changes.legs_finished.push((c.id, (l - c.legs.start) as u32));
+                }
+            }
+        }
+        let input = Input { now: Nanos(1), changes: &changes, legs: &legs, ..first };
+        live.update(&input);
+        let (every, every_left) = backfill_all(&input, None, left.clone());
+        let (listed, listed_left) = backfill_all(&input, Some(&mut live), left.clone());
+        prop_assert_eq!(&every, &listed);
+        prop_assert_eq!(every_left, listed_left);
+        // And from scratch, the lists rebuilt.
+        let mut fresh = LiveLegs::default();
+        let input = Input { changes: Changes::everything(), ..input };
+        fresh.update(&input);
+        let (rebuilt, _) = backfill_all(&input, Some(&mut fresh), left);
+        prop_assert_eq!(&every, &rebuilt);
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -577,37 +814,34 @@ mod tests {
         fn backfill_over_live_legs_equals_backfill_over_every_leg((coflows, ends, room) in instance()) {
             let fabric = Fabric::big_switch(5, Rate::from_bytes_per_sec(100.0));
             let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
-            let mut live = LiveLegs::default();
-            let snap = snapshot(&fabric, &coflows);
-            let first = snap.input(Nanos::ZERO, &fabric);
-            live.update(&first);
-            // Built now, so that the legs finishing below are marked rather than left out.
-            for k in 0..first.coflows.len() {
-                live.get(&first, k);
-            }
-            // The same legs in the same places, some of them finished since the first decision.
-            let mut legs = first.legs.to_vec();
-            let mut changes = Changes::default();
-            for c in first.coflows {
-                for l in c.legs.clone() {
-                    if ends[l % ends.len()] {
-                        legs[l].scaled = 0.0;
-                        changes.legs_finished.push((c.id, (l - c.legs.start) as u32));
+            check_backfill(&fabric, &coflows, &ends, left)?;
+        }
+
+        /// The same with senders of many legs, found from their receivers with room: each
+        /// receiver once (one flow per pair), or some several times (flows of several sizes).
+        #[test]
+        fn backfill_from_receivers_with_room_equals_backfill_over_every_leg(
+            (coflows, ends, room) in (
+                prop::collection::vec(prop::collection::vec((0u32..3, 3u32..40, 1u32..=4), 1..=90), 1..=4),
+                prop::collection::vec(prop_oneof![3 => Just(false), 1 => Just(true)], 64),
+                prop::collection::vec(prop_oneof![2 => Just(0u32), 1 => 1u32..=4], 80),
+            ),
+            two_sizes in any::<bool>(),
+        ) {
+            let fabric = Fabric::big_switch(40, Rate::from_bytes_per_sec(100.0));
+            // One flow per pair unless asked: then each receiver has one leg per sender.
+            let coflows: Vec<Vec<(u32, u32, u32)>> = coflows
+                .into_iter()
+                .map(|mut flows| {
+                    if !two_sizes {
+                        let mut seen = std::collections::HashSet::new();
+                        flows.retain(|&(s, d, _)| seen.insert((s, d)));
                     }
-                }
-            }
-            let input = Input { now: Nanos(1), changes: &changes, legs: &legs, ..first };
-            live.update(&input);
-            let (every, every_left) = backfill_all(&input, None, left.clone());
-            let (listed, listed_left) = backfill_all(&input, Some(&mut live), left.clone());
-            prop_assert_eq!(&every, &listed);
-            prop_assert_eq!(every_left, listed_left);
-            // And from scratch, the lists rebuilt.
-            let mut fresh = LiveLegs::default();
-            let input = Input { changes: Changes::everything(), ..input };
-            fresh.update(&input);
-            let (rebuilt, _) = backfill_all(&input, Some(&mut fresh), left);
-            prop_assert_eq!(&every, &rebuilt);
+                    flows
+                })
+                .collect();
+            let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
+            check_backfill(&fabric, &coflows, &ends, left)?;
         }
 
         /// Γ from a coflow's largest scaled load, as `varys` keeps it, is Γ over each of its

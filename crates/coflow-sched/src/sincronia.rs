@@ -120,9 +120,18 @@ impl Scheduler for Sincronia {
         self.left.extend_from_slice(cap);
         if self.madd {
             for &k in &self.position {
+                // A coflow with a full resource gets nothing from MADD: found without its loads.
+                if self.live.has_full(input, k, &self.left, cap) {
+                    out.coflow_rate[k] = 0.0;
+                    continue;
+                }
                 self.buf.clear();
                 self.buf.extend(input.remaining_loads(&input.coflows[k]));
-                out.coflow_rate[k] = madd(&self.buf, &mut self.left, cap);
+                let sigma = madd(&self.buf, &mut self.left, cap);
+                if sigma > 0.0 {
+                    self.live.room_changed();
+                }
+                out.coflow_rate[k] = sigma;
             }
         }
         let mut free = self.left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
