@@ -228,6 +228,15 @@ fn backfill_sender(
     any
 }
 
+/// Where the largest stored with [`LiveLegs::set_memo`] was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Witness {
+    /// At the leg with this offset among the coflow's legs.
+    Leg(u32),
+    /// At this resource.
+    Resource(ResourceId),
+}
+
 /// Marks a finished leg in [`Live::tails`].
 const DEAD: ResourceId = ResourceId::MAX;
 
@@ -283,9 +292,12 @@ fn meet(a: &Mask, b: &Mask) -> bool {
 ///   resource full then is full now, and a resource with room now had room then: both tests
 ///   are exact whenever the set was last looked at, and it is looked at again only after this
 ///   decision took bandwidth ([`LiveLegs::room_changed`]);
-/// - a value the policy derived from the coflow's scaled loads or legs ([`LiveLegs::memo`]),
-///   kept until the driver may have changed them: legs finished, or the coflow was served
-///   ([`LiveLegs::served`]);
+/// - the largest of the coflow's scaled loads or of a value of each leg that falls as its bytes
+///   do ([`LiveLegs::memo`]), with where it was found ([`Witness`]), kept until the driver may
+///   have changed it: legs were sent apart from the coflow's rate
+///   ([`Changes::reshaped`](crate::state::Changes::reshaped)), or the leg found, or a leg
+///   crossing the resource found, finished (a finished leg's value and loads only fall, and
+///   the largest stays where it was found);
 /// - its place in the policy's previous order ([`LiveLegs::rank`]), to sort from.
 ///
 /// [`Changes::everything`]: crate::state::Changes::everything
@@ -332,7 +344,7 @@ struct Live {
     resources: Mask,
     masked: bool,
     /// [`LiveLegs::memo`].
-    memo: Option<f64>,
+    memo: Option<(f64, Witness)>,
     /// [`LiveLegs::rank`].
     rank: u32,
 }
@@ -561,13 +573,29 @@ impl LiveLegs {
         if !changes.everything {
             for &(id, offset) in &changes.legs_finished {
                 let Ok(i) = self.by_id.binary_search_by(|&(x, _)| x.cmp(&id)) else { continue };
-                let live = &mut self.coflows[self.by_id[i].1 as usize];
-                live.memo = None;
+                let k = self.by_id[i].1 as usize;
+                let live = &mut self.coflows[k];
+                // The largest stays where it was found unless the finished leg is there.
+                let kept = match live.memo {
+                    Some((_, Witness::Leg(o))) => o != offset,
+                    Some((_, Witness::Resource(r))) => input.coflows.get(k).is_some_and(|c| {
+                        input.legs.get(c.legs.start + offset as usize).is_some_and(|l| !l.route.hops().contains(&r))
+                    }),
+                    None => false,
+                };
+                if !kept {
+                    live.memo = None;
+                }
                 if let Ok(j) = live.offsets.binary_search(&offset)
                     && !live.tails.is_empty()
                 {
                     live.tails[j] = DEAD;
                     live.forget_receiver(j);
+                }
+            }
+            for id in &changes.reshaped {
+                if let Ok(i) = self.by_id.binary_search_by(|(x, _)| x.cmp(id)) {
+                    self.coflows[self.by_id[i].1 as usize].memo = None;
                 }
             }
         }
@@ -629,25 +657,19 @@ impl LiveLegs {
         self.stale = true;
     }
 
-    /// The value the policy last stored for `input.coflows[k]` with [`LiveLegs::set_memo`], if
-    /// its scaled loads and legs cannot have changed since: none of its legs finished and it was
-    /// not [`LiveLegs::served`]. A policy that reads it must mark every coflow it serves.
+    /// The largest the policy last stored for `input.coflows[k]` with [`LiveLegs::set_memo`], if
+    /// it cannot have changed since: the driver did not list the coflow as reshaped, and no leg
+    /// finished where the largest was found.
     pub(crate) fn memo(&self, k: usize) -> Option<f64> {
-        self.coflows.get(k).and_then(|l| l.memo)
+        self.coflows.get(k).and_then(|l| l.memo).map(|(v, _)| v)
     }
 
-    /// Stores a value derived from `input.coflows[k]`'s scaled loads or legs ([`LiveLegs::memo`]).
-    pub(crate) fn set_memo(&mut self, k: usize, value: f64) {
+    /// Stores the largest of `input.coflows[k]`'s scaled loads (found at a resource) or of a
+    /// value of each leg that only falls as its scaled bytes do (found at a leg, by its offset
+    /// among the coflow's legs), for [`LiveLegs::memo`].
+    pub(crate) fn set_memo(&mut self, k: usize, value: f64, at: Witness) {
         if let Some(l) = self.coflows.get_mut(k) {
-            l.memo = Some(value);
-        }
-    }
-
-    /// Says that the decision just made gives `input.coflows[k]` a rate or an extra: the driver
-    /// then changes its scale, and may change its scaled loads and legs, so its memo is dropped.
-    pub(crate) fn served(&mut self, k: usize) {
-        if let Some(l) = self.coflows.get_mut(k) {
-            l.memo = None;
+            l.memo = Some((value, at));
         }
     }
 
@@ -803,6 +825,38 @@ mod tests {
         let (rebuilt, _) = backfill_all(&input, Some(&mut fresh), left);
         prop_assert_eq!(&every, &rebuilt);
         Ok(())
+    }
+
+    /// A kept largest survives a leg finishing elsewhere and nothing else: not the leg or a leg
+    /// crossing the resource where it was found finishing, not its coflow reshaped.
+    #[test]
+    fn a_kept_largest_goes_when_where_it_was_found_changes() {
+        let fabric = Fabric::big_switch(4, Rate::from_bytes_per_sec(100.0));
+        // One coflow, three legs: 0→2, 0→3, 1→3 (sorted by route), resources 0..4 ingress.
+        let snap = snapshot(&fabric, &[vec![(0, 2, 1), (0, 3, 2), (1, 3, 3)]]);
+        let input = snap.input(Nanos::ZERO, &fabric);
+        let id = input.coflows[0].id;
+        let egress = |m: u32| fabric.route(MachineId(0), MachineId(m)).hops()[1];
+        let after = |live: &mut LiveLegs, changes: &Changes| {
+            live.update(&Input { changes, ..input });
+            live.memo(0)
+        };
+        let finished = |offset: u32| Changes { legs_finished: vec![(id, offset)], ..Changes::default() };
+        let mut live = LiveLegs::default();
+        live.update(&input);
+        // Found at leg 2: legs 0 and 1 finishing keep it, leg 2 finishing drops it.
+        live.set_memo(0, 7.0, Witness::Leg(2));
+        assert_eq!(after(&mut live, &finished(0)), Some(7.0));
+        assert_eq!(after(&mut live, &finished(1)), Some(7.0));
+        assert_eq!(after(&mut live, &finished(2)), None);
+        // Found at receiver 3's port: leg 0 (to 2) keeps it, leg 1 (to 3) drops it.
+        live.set_memo(0, 5.0, Witness::Resource(egress(3)));
+        assert_eq!(after(&mut live, &finished(0)), Some(5.0));
+        assert_eq!(after(&mut live, &finished(1)), None);
+        // Reshaped: dropped whatever the witness.
+        live.set_memo(0, 5.0, Witness::Leg(u32::MAX));
+        assert_eq!(after(&mut live, &Changes::default()), Some(5.0));
+        assert_eq!(after(&mut live, &Changes { reshaped: vec![id], ..Changes::default() }), None);
     }
 
     proptest! {

@@ -115,7 +115,9 @@ pub struct RouteState {
 ///
 /// Between two decisions the input moves in two ways. Time passes under the allocation in force:
 /// remaining bytes fall (scales, scaled legs, loads, `min_remaining`), and nothing else moves;
-/// these are never listed, since every served coflow or route changes so. And events happen:
+/// these are never listed, since every served coflow or route changes so, except which coflows'
+/// scaled legs and loads moved ([`Changes::reshaped`]): under its rate `σ` alone a coflow's
+/// scale falls and its scaled values stay. And events happen:
 /// those are listed here, each list in the order the driver saw them.
 ///
 /// **Invariant** (checked by a property over every policy): a policy given these lists decides
@@ -148,6 +150,12 @@ pub struct Changes {
     /// including legs of coflows listed in `finished`. Each leg at most once: a finished leg
     /// never comes back. Legs of rejected coflows are not listed (they did not finish).
     pub legs_finished: Vec<(CoflowId, u32)>,
+    /// ([`ServiceModel::Proportional`]) Coflows some of whose legs were sent at another rate
+    /// than their coflow's `σ` since the previous decision (an extra, or a driver's
+    /// per-connection cap), so that their scaled legs and loads moved; every other coflow's
+    /// scaled legs and loads are as they were at the previous decision (legs that finished
+    /// aside), only its scale fell. Each coflow at most once.
+    pub reshaped: Vec<CoflowId>,
     /// ([`ServiceModel::Route`]) Routes whose set of unfinished flows changed (flows joined or
     /// finished), including routes that appeared in or left [`Input::routes`]; sorted, each once.
     /// A route not listed has the same flows as at the previous decision, at the same index
@@ -163,6 +171,7 @@ static EVERYTHING: Changes = Changes {
     arrived: Vec::new(),
     finished: Vec::new(),
     legs_finished: Vec::new(),
+    reshaped: Vec::new(),
     routes: Vec::new(),
     capacities: false,
 };
@@ -179,6 +188,7 @@ impl Changes {
         self.arrived.clear();
         self.finished.clear();
         self.legs_finished.clear();
+        self.reshaped.clear();
         self.routes.clear();
         self.capacities = false;
     }
@@ -190,6 +200,7 @@ impl Changes {
             && self.arrived.is_empty()
             && self.finished.is_empty()
             && self.legs_finished.is_empty()
+            && self.reshaped.is_empty()
             && self.routes.is_empty()
     }
 }

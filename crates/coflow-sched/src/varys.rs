@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::kernel::{LiveLegs, backfill, bottleneck, madd};
+use crate::kernel::{LiveLegs, Witness, backfill, bottleneck, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
@@ -256,8 +256,8 @@ impl Scheduler for Varys {
         let cap = input.fabric.capacities();
         // With one capacity `C` on every resource, Γ is the coflow's largest scaled load `B` times
         // its scale over `C`: `x ↦ x·scale/C` rounds monotonically, so the largest of the rounded
-        // per-resource times is the rounded time of `B`, to the bit. `B` moves only when the
-        // coflow is served or a leg of it finishes, so it is kept between decisions.
+        // per-resource times is the rounded time of `B`, to the bit. `B` moves only when a leg
+        // of the coflow is sent apart from its rate or finishes, so it is kept between decisions.
         let uniform = cap.first().is_some_and(|&c0| c0 > 0.0 && c0.is_finite() && cap.iter().all(|&x| x == c0));
         // Every coflow's loads are copied out only where a key or the starved union reads them all.
         let copy = starved
@@ -292,8 +292,9 @@ impl Scheduler for Varys {
             s.gamma.push(match self.cfg.order {
                 Order::Sebf if uniform => {
                     let peak = self.live.memo(k).unwrap_or_else(|| {
-                        let peak = input.loads[c.loads.clone()].iter().map(|&(_, b)| b).fold(0.0, f64::max);
-                        self.live.set_memo(k, peak);
+                        let loads = input.loads[c.loads.clone()].iter().map(|&(r, b)| (b, Witness::Resource(r)));
+                        let (peak, at) = largest(loads);
+                        self.live.set_memo(k, peak, at);
                         peak
                     });
                     peak * c.scale / cap[0]
@@ -306,14 +307,15 @@ impl Scheduler for Varys {
                         Some(top) => top,
                         None => {
                             // Over the listed legs: one not listed has finished and gives zero.
-                            let top = match self.live.get(input, k) {
-                                Some(live) => live
-                                    .legs(c)
-                                    .map(|l| input.legs[l].longest * input.legs[l].scaled)
-                                    .fold(0.0, f64::max),
-                                None => input.legs_of(c).iter().map(|l| l.longest * l.scaled).fold(0.0, f64::max),
+                            let flow = |l: usize| {
+                                let leg = &input.legs[l];
+                                (leg.longest * leg.scaled, Witness::Leg((l - c.legs.start) as u32))
                             };
-                            self.live.set_memo(k, top);
+                            let (top, at) = match self.live.get(input, k) {
+                                Some(live) => largest(live.legs(c).map(flow)),
+                                None => largest(c.legs.clone().map(flow)),
+                            };
+                            self.live.set_memo(k, top, at);
                             top
                         }
                     };
@@ -420,12 +422,23 @@ impl Scheduler for Varys {
         for (k, c) in input.coflows.iter().enumerate() {
             if out.coflow_rate[k] > 0.0 || s.served[k] {
                 self.last.1.push(c.id);
-                // The driver moves its scale, and its loads and legs if it has an extra.
-                self.live.served(k);
             }
         }
         wake
     }
+}
+
+/// The largest of non-negative `values` and where the first of it is; zero, found nowhere, for
+/// none (a zero stays the largest whatever finishes). Equal to the bit to folding with
+/// `f64::max` from zero.
+fn largest(values: impl Iterator<Item = (f64, Witness)>) -> (f64, Witness) {
+    let mut best = (0.0, Witness::Leg(u32::MAX));
+    for (v, at) in values {
+        if v > best.0 {
+            best = (v, at);
+        }
+    }
+    best
 }
 
 /// A coflow's order key under the reference simulator's rules, computed on its whole bytes, and

@@ -685,6 +685,7 @@ impl<'w> Engine<'w> {
 
     fn decide(&mut self) {
         self.prop.sync(self.now);
+        self.prop.reshaped(&mut self.changes.reshaped);
         // Renormalised scales round remaining bytes differently: take them as new.
         self.changes.everything |= self.prop.renormalize();
         self.routes.prepare(self.now);

@@ -131,6 +131,15 @@ impl LegModel {
         }
     }
 
+    /// Lists the coflows of which a leg was sent at other than its coflow's rate since the last
+    /// decision (`Changes::reshaped`): those of the extras in force, each once.
+    pub(crate) fn reshaped(&self, out: &mut Vec<CoflowId>) {
+        let start = out.len();
+        out.extend(self.extra.iter().map(|e| self.coflows[e.coflow].id));
+        out[start..].sort_unstable();
+        out.dedup();
+    }
+
     /// Admits a coflow at the current time, with its flows that cross the fabric; `split` sends
     /// the given fraction of the bytes whose direct route is a key over each listed detour
     /// instead (multi-path routing), each part a leg of its own.
