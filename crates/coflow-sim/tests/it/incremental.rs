@@ -251,21 +251,31 @@ struct Seen {
     coflows: BTreeSet<CoflowId>,
     /// Every leg of every active coflow, and whether it is active.
     legs: BTreeMap<(CoflowId, u32), bool>,
+    /// Every leg's scaled value and resources, and every coflow's scaled load on each resource,
+    /// as bits.
+    scaled: BTreeMap<(CoflowId, u32), (u64, Vec<u32>)>,
+    loads: BTreeMap<(CoflowId, u32), u64>,
     routes: BTreeMap<Route, u32>,
     capacities: Vec<f64>,
 }
 
 impl Seen {
     fn of(input: &Input<'_>) -> Seen {
-        let mut legs = BTreeMap::new();
+        let (mut legs, mut scaled, mut loads) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         for c in input.coflows {
             for (offset, leg) in input.legs_of(c).iter().enumerate() {
                 legs.insert((c.id, offset as u32), leg.is_active());
+                scaled.insert((c.id, offset as u32), (leg.scaled.to_bits(), leg.route.hops().to_vec()));
+            }
+            for &(r, b) in &input.loads[c.loads.clone()] {
+                loads.insert((c.id, r), b.to_bits());
             }
         }
         Seen {
             coflows: input.coflows.iter().map(|c| c.id).collect(),
             legs,
+            scaled,
+            loads,
             routes: input.routes.iter().map(|r| (r.route, r.flows)).collect(),
             capacities: input.fabric.capacities().to_vec(),
         }
@@ -285,6 +295,7 @@ impl ChangesCheck {
         };
         if ch.everything {
             assert!(ch.arrived.is_empty() && ch.finished.is_empty() && ch.legs_finished.is_empty());
+            assert!(ch.reshaped.is_empty());
             assert!(ch.routes.is_empty() && !ch.capacities);
             return;
         }
@@ -313,6 +324,30 @@ impl ChangesCheck {
             assert!(!now.legs.get(id).copied().unwrap_or(false), "leg {id:?} listed but active at {at}");
             assert!(prev.legs.get(id).copied().unwrap_or(true), "leg {id:?} listed twice over decisions at {at}");
             assert!(prev.coflows.contains(&id.0) || arrived.contains(&id.0), "leg of an unknown coflow at {at}");
+        }
+        // A coflow not listed as reshaped kept every scaled value but those of its finished legs
+        // and its loads where they cross (under its rate alone only its scale fell).
+        let reshaped: BTreeSet<CoflowId> = ch.reshaped.iter().copied().collect();
+        assert_eq!(reshaped.len(), ch.reshaped.len(), "a coflow reshaped twice at {at}");
+        let crossed: BTreeSet<(CoflowId, u32)> = listed
+            .iter()
+            .flat_map(|&(c, o)| now.scaled.get(&(c, o)).into_iter().flat_map(move |l| l.1.iter().map(move |&r| (c, r))))
+            .collect();
+        for (&(c, o), (bits, _)) in &now.scaled {
+            if !reshaped.contains(&c)
+                && !listed.contains(&(c, o))
+                && let Some((before, _)) = prev.scaled.get(&(c, o))
+            {
+                assert_eq!(before, bits, "leg {:?} of a coflow not reshaped moved at {at}", (c, o));
+            }
+        }
+        for (&(c, r), bits) in &now.loads {
+            if !reshaped.contains(&c)
+                && !crossed.contains(&(c, r))
+                && let Some(before) = prev.loads.get(&(c, r))
+            {
+                assert_eq!(before, bits, "load of {c:?} on {r} moved, not reshaped, at {at}");
+            }
         }
         // Routes: sorted, each once, and every route whose flows changed is listed.
         assert!(ch.routes.windows(2).all(|w| w[0] < w[1]), "routes not sorted or repeated at {at}");
