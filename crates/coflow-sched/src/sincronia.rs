@@ -129,7 +129,7 @@ impl Scheduler for Sincronia {
                 self.buf.extend(input.remaining_loads(&input.coflows[k]));
                 let sigma = madd(&self.buf, &mut self.left, cap);
                 if sigma > 0.0 {
-                    self.live.room_changed();
+                    self.live.took(self.buf.iter().map(|&(r, _)| r), &self.left, cap);
                 }
                 out.coflow_rate[k] = sigma;
             }

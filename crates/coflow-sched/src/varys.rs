@@ -395,7 +395,8 @@ impl Scheduler for Varys {
                     madd(&s.buf, &mut s.left, cap)
                 };
                 if sigma > 0.0 {
-                    self.live.room_changed();
+                    let loads = if copy { &s.loads[s.spans[o].clone()] } else { &s.buf[..] };
+                    self.live.took(loads.iter().map(|&(r, _)| r), &s.left, cap);
                 }
                 out.coflow_rate[k] = sigma;
                 if strict && self.cfg.backfill {
