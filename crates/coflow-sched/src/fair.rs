@@ -26,6 +26,10 @@ impl Scheduler for Fair {
         Some(Nanos::ZERO)
     }
 
+    fn reads_min_remaining(&self) -> bool {
+        false
+    }
+
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let routes = input.routes;
         let route = |i: usize| (&routes[i].route, routes[i].flows as f64);
