@@ -274,6 +274,8 @@ impl RouteModel {
         self.finish.swap_remove(i);
         if i < self.states.len() {
             self.index.insert(self.states[i].route, i);
+            // It moved: the policy is told (see `Changes::routes`).
+            self.touched.push(self.states[i].route);
         }
     }
 

@@ -251,7 +251,8 @@ struct Seen {
     coflows: BTreeSet<CoflowId>,
     /// Every leg of every active coflow, and whether it is active.
     legs: BTreeMap<(CoflowId, u32), bool>,
-    routes: BTreeMap<Route, u32>,
+    /// Every route's flows and index.
+    routes: BTreeMap<Route, (u32, usize)>,
     capacities: Vec<f64>,
 }
 
@@ -266,7 +267,7 @@ impl Seen {
         Seen {
             coflows: input.coflows.iter().map(|c| c.id).collect(),
             legs,
-            routes: input.routes.iter().map(|r| (r.route, r.flows)).collect(),
+            routes: input.routes.iter().enumerate().map(|(i, r)| (r.route, (r.flows, i))).collect(),
             capacities: input.fabric.capacities().to_vec(),
         }
     }
@@ -314,7 +315,7 @@ impl ChangesCheck {
             assert!(prev.legs.get(id).copied().unwrap_or(true), "leg {id:?} listed twice over decisions at {at}");
             assert!(prev.coflows.contains(&id.0) || arrived.contains(&id.0), "leg of an unknown coflow at {at}");
         }
-        // Routes: sorted, each once, and every route whose flows changed is listed.
+        // Routes: sorted, each once, and every route whose flows or index changed is listed.
         assert!(ch.routes.windows(2).all(|w| w[0] < w[1]), "routes not sorted or repeated at {at}");
         let keys: BTreeSet<Route> = prev.routes.keys().chain(now.routes.keys()).copied().collect();
         for r in keys {
