@@ -144,8 +144,9 @@ struct RouteModel {
     /// and every route planned to finish within a nanosecond of it (and maybe others).
     next: Option<f64>,
     due: Vec<u32>,
-    /// Scratch: the routes whose rate a decision changed.
+    /// Scratch: the routes whose rate a decision changed, and those noted as maybe due.
     changed: Vec<u32>,
+    noted: Vec<u32>,
     /// Workload indices of the coflows whose flows the last `complete` finished, in order.
     finished: Vec<u32>,
     /// Routes whose flows changed since the last decision (see `Changes::routes`), unsorted.
@@ -309,9 +310,8 @@ impl RouteModel {
         // nothing (a call would have it spill what it holds in registers). A route is due either
         // with its rate kept or with one planned again, so `n` entries are room enough.
         changed.resize(changed.len().max(n), 0);
-        let mut due = std::mem::take(&mut self.due);
-        due.clear();
-        due.resize(n, 0);
+        let mut due = std::mem::take(&mut self.noted);
+        due.resize(due.len().max(n), 0);
         // `limit` is a nanosecond past the earliest finish so far.
         let (mut k, mut d, mut next, mut limit) = (0, 0, f64::INFINITY, f64::INFINITY);
         let (clock, rate, finish) = (&mut self.clock[..n], &mut self.rate[..n], &self.finish[..n]);
@@ -350,9 +350,9 @@ impl RouteModel {
             }
         }
         self.changed = changed;
-        due.truncate(d);
-        due.retain(|&i| self.finish[i as usize] <= next + 1.0);
-        self.due = due;
+        self.due.clear();
+        self.due.extend(due[..d].iter().filter(|&&i| self.finish[i as usize] <= next + 1.0));
+        self.noted = due;
         self.next = Some(next);
     }
 }
