@@ -11,10 +11,12 @@
 //! fill, which is the lowest of its resources' fill levels (levels are kept from falling below
 //! the one before, which rounding could otherwise do by an ulp).
 //!
-//! A call is dominated by two passes over the routes (read the weights, write the rates). Between
-//! them, [`MaxMin`] fills resources in one of two layouts, both kept from call to call since
-//! routes change far less often than weights (a route comes with its first flow and goes with
-//! its last, while a weight changes whenever one of its flows arrives or finishes):
+//! A call is dominated by two passes over the routes (read the weights, write the rates), the
+//! first of which a caller that knows which routes changed spares ([`MaxMin::solve_listed`], in
+//! the dense layout). Between them, [`MaxMin`] fills resources in one of two layouts, both kept
+//! from call to call since routes change far less often than weights (a route comes with its
+//! first flow and goes with its last, while a weight changes whenever one of its flows arrives
+//! or finishes):
 //!
 //! - dense, when every route crosses exactly two resources, a "sender" below some split and a
 //!   "receiver" at or above it (the big switch: ingress, then egress). Weights sit in a sender ×
