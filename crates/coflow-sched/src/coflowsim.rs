@@ -340,6 +340,10 @@ impl Scheduler for FlowFinishGap {
         self.inner.admission_control()
     }
 
+    fn reads_min_remaining(&self) -> bool {
+        self.inner.reads_min_remaining()
+    }
+
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
         self.inner.poll_rejected(out)
     }

@@ -26,10 +26,16 @@ impl Scheduler for Fair {
         Some(Nanos::ZERO)
     }
 
+    fn reads_min_remaining(&self) -> bool {
+        false
+    }
+
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let routes = input.routes;
         let route = |i: usize| (&routes[i].route, routes[i].flows as f64);
-        self.solver.solve_by(input.fabric.capacities(), routes.len(), route, &mut out.route_rate);
+        // Every route whose flows or position changed is listed, unless everything is new.
+        let listed = (!input.changes.everything).then_some(&input.changes.routes[..]);
+        self.solver.solve_listed(input.fabric.capacities(), routes.len(), route, listed, &mut out.route_rate);
         None
     }
 }

@@ -5,16 +5,18 @@
 //!
 //! A resource's fill level, remaining capacity over unfrozen weight, never falls while others
 //! fill: a route frozen at level `l` takes `w·l` of capacity and `w` of weight from a resource
-//! whose level is at least `l`. So the heap of resources holds one entry per resource, keyed by
-//! its level when queued, which may since have risen; a popped resource whose level rose past the
-//! next key goes back in line. Every route's rate is the level of the first of its resources to
+//! whose level is at least `l`. So the queue of resources holds one entry per resource, keyed by
+//! its level when queued, which may since have risen; a resource first in line whose level rose
+//! past its key goes back in line. Every route's rate is the level of the first of its resources to
 //! fill, which is the lowest of its resources' fill levels (levels are kept from falling below
 //! the one before, which rounding could otherwise do by an ulp).
 //!
-//! A call is dominated by two passes over the routes (read the weights, write the rates). Between
-//! them, [`MaxMin`] fills resources in one of two layouts, both kept from call to call since
-//! routes change far less often than weights (a route comes with its first flow and goes with
-//! its last, while a weight changes whenever one of its flows arrives or finishes):
+//! A call is dominated by two passes over the routes (read the weights, write the rates), the
+//! first of which a caller that knows which routes changed spares ([`MaxMin::solve_listed`], in
+//! the dense layout). Between them, [`MaxMin`] fills resources in one of two layouts, both kept
+//! from call to call since routes change far less often than weights (a route comes with its
+//! first flow and goes with its last, while a weight changes whenever one of its flows arrives
+//! or finishes):
 //!
 //! - dense, when every route crosses exactly two resources, a "sender" below some split and a
 //!   "receiver" at or above it (the big switch: ingress, then egress). Weights sit in a sender ×
@@ -22,10 +24,6 @@
 //!   for `m` resources however many routes there are;
 //! - sparse, for anything else: a resource-to-route adjacency (CSR), rebuilt when the routes
 //!   change, and `O(h·n)` per call for `n` routes of `h` hops.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::collections::binary_heap::PeekMut;
 
 use crate::fabric::{ResourceId, Route};
 
@@ -46,6 +44,9 @@ pub struct MaxMin {
     wm: Vec<f64>,
     wt: Vec<f64>,
     ends: Vec<[u32; 2]>,
+    /// Dense layout: per sender × receiver, one past the position of the route between them in
+    /// the last call (zero if none), to find a listed route's position without a scan.
+    at: Vec<u32>,
     sum: Vec<f64>,
     dirty: Vec<bool>,
     dirty_list: Vec<u32>,
@@ -66,8 +67,74 @@ pub struct MaxMin {
     weight: Vec<f64>,
     level: Vec<f64>,
     last: f64,
-    /// Resources by queued fill level: `Reverse((level bits, resource))`.
-    heap: BinaryHeap<Reverse<(u64, ResourceId)>>,
+    /// Resources by queued fill level.
+    queue: Queue,
+}
+
+/// The resources in line to fill, first the one of least key, and of those the least resource:
+/// a winner tree over resources, which replaces a resource's key at the cost of the path from its
+/// leaf to the root, with no branch on the comparisons (a binary heap's sifting takes one per
+/// level, which goes either way).
+#[derive(Debug, Default)]
+struct Queue {
+    /// A power of two, at least the number of resources: the first leaf.
+    leaves: usize,
+    /// Each resource's key, `OUT` once out of line, and `OUT` for the leaves past the last
+    /// resource.
+    key: Vec<u64>,
+    /// `first[v]` is the first in line in the subtree of node `v` (`1` is the root, `v`'s
+    /// children are `2v` and `2v + 1`, and the leaves are `leaves..2·leaves`).
+    first: Vec<u32>,
+}
+
+/// The key of a resource out of line, above every fill level's.
+const OUT: u64 = u64::MAX;
+
+impl Queue {
+    /// Resets the queue to `m` resources with keys `key(r)`.
+    fn reset(&mut self, m: usize, key: impl Fn(usize) -> u64) {
+        self.leaves = m.next_power_of_two();
+        self.key.clear();
+        self.key.extend((0..m).map(key));
+        self.key.resize(self.leaves, OUT);
+        self.first.clear();
+        self.first.resize(self.leaves, 0);
+        self.first.extend(0..self.leaves as u32);
+        for v in (1..self.leaves).rev() {
+            self.first[v] = self.better(self.first[2 * v], self.first[2 * v + 1]);
+        }
+    }
+
+    /// Of `a` and `b`, the first in line, `a` on equal keys (`a`'s subtree lies left of `b`'s,
+    /// so it holds the lesser resources).
+    fn better(&self, a: u32, b: u32) -> u32 {
+        if self.key[b as usize] < self.key[a as usize] { b } else { a }
+    }
+
+    /// The first in line and its key, if any is in line.
+    fn first(&self) -> Option<(usize, u64)> {
+        let r = self.first[1] as usize;
+        (self.key[r] != OUT).then_some((r, self.key[r]))
+    }
+
+    /// Gives resource `r` key `k` (`OUT` takes it out of line).
+    fn set(&mut self, r: usize, k: u64) {
+        self.key[r] = k;
+        // Up the path from `r`'s leaf, carrying the first in line of the subtree below: each
+        // step compares it with the first of the sibling subtree, which the path does not
+        // change, so that the loads do not wait on one another.
+        let (mut v, mut best, mut best_key) = (self.leaves + r, r as u32, k);
+        while v > 1 {
+            let other = self.first[v ^ 1];
+            let other_key = self.key[other as usize];
+            // On equal keys the left one wins; `v` is a right child when odd.
+            let take = (other_key < best_key) | ((other_key == best_key) & (v & 1 == 1));
+            best = if take { other } else { best };
+            best_key = if take { other_key } else { best_key };
+            v /= 2;
+            self.first[v] = best;
+        }
+    }
 }
 
 /// Which layout the current routes are kept in.
@@ -136,6 +203,22 @@ impl MaxMin {
         route: impl Fn(usize) -> (&'a Route, f64),
         rates: &mut [f64],
     ) {
+        self.solve_listed(capacity, n, route, None, rates);
+    }
+
+    /// Like [`MaxMin::solve_by`], told which routes may differ from the previous call: with
+    /// `Some(listed)`, a position whose route or weight differs from the previous call's is that
+    /// of a route in `listed` in the previous call, or past the previous call's last (as with
+    /// [`crate::Changes::routes`], which lists every route whose flows or position changed).
+    /// The positions are then found without a pass over the routes, when the layout allows it.
+    pub fn solve_listed<'a>(
+        &mut self,
+        capacity: &[f64],
+        n: usize,
+        route: impl Fn(usize) -> (&'a Route, f64),
+        listed: Option<&[Route]>,
+        rates: &mut [f64],
+    ) {
         assert_eq!(rates.len(), n, "one rate per route");
         let m = capacity.len();
         if m != self.resources {
@@ -153,7 +236,22 @@ impl MaxMin {
         let mut differ = std::mem::take(&mut self.differ);
         differ.clear();
         let (was, weights) = (&self.routes[..common], &self.weights[..common]);
-        if self.layout == Layout::Dense {
+        if let (Layout::Dense, Some(listed)) = (self.layout, listed) {
+            for rt in listed {
+                if let [s, r] = *rt.hops()
+                    && self.fits_dense(*rt)
+                {
+                    let p = self.at[self.cell(s, r)] as usize;
+                    // Those that do not differ after all are passed over below.
+                    if p != 0 && p <= common {
+                        differ.push(p as u32 - 1);
+                    }
+                }
+            }
+            // In the order a scan would find them.
+            differ.sort_unstable();
+            differ.dedup();
+        } else if self.layout == Layout::Dense {
             for (i, (&[s0, r0], &weight)) in self.ends[..common].iter().zip(weights).enumerate() {
                 let (rt, w) = route(i);
                 if !matches!(*rt.hops(), [s, r] if s == s0 && r == r0) || w != weight {
@@ -171,6 +269,9 @@ impl MaxMin {
         for &i in &differ {
             let i = i as usize;
             let (rt, w) = route(i);
+            if *rt == self.routes[i] && w == self.weights[i] {
+                continue;
+            }
             if *rt != self.routes[i] {
                 self.gone.push(self.routes[i]);
                 self.added.push(i as u32);
@@ -215,6 +316,11 @@ impl MaxMin {
         matches!(*rt.hops(), [s, r] if (s as usize) < self.split && self.split <= r as usize && (r as usize) < self.resources)
     }
 
+    /// Where the route from sender `s` to receiver `r` sits in the dense matrix `wm` (and `at`).
+    fn cell(&self, s: ResourceId, r: ResourceId) -> usize {
+        s as usize * (self.resources - self.split) + r as usize - self.split
+    }
+
     /// Lays the current routes out afresh: densely if every route goes from a sender to a
     /// receiver and no two are the same, sparsely otherwise.
     fn build(&mut self) {
@@ -245,6 +351,8 @@ impl MaxMin {
         self.wm.resize(split * (m - split), 0.0);
         self.wt.clear();
         self.wt.resize(split * (m - split), 0.0);
+        self.at.clear();
+        self.at.resize(split * (m - split), 0);
         self.ends.clear();
         self.ends.resize(self.routes.len(), [0; 2]);
         self.dirty.clear();
@@ -268,20 +376,21 @@ impl MaxMin {
         // Routes that left take their weight with them. Then the routes that came are written,
         // some of which may just have moved and been cleared as ones that left, and the new
         // weights of those that stayed.
-        let gone = self.gone.iter().map(|rt| (rt.hops()[0], rt.hops()[1], 0.0, false));
+        let gone = self.gone.iter().map(|rt| (rt.hops()[0], rt.hops()[1], 0.0, false, 0));
         let added = self.added.iter().map(|&i| (i, true));
         let set = added.chain(self.reweighed.iter().map(|&i| (i, false))).map(|(i, came)| {
             let (rt, w) = (self.routes[i as usize], self.weights[i as usize]);
             self.ends[i as usize] = [rt.hops()[0], rt.hops()[1]];
-            (rt.hops()[0], rt.hops()[1], w, came)
+            (rt.hops()[0], rt.hops()[1], w, came, i + 1)
         });
-        for (s, r, w, came) in gone.chain(set) {
+        for (s, r, w, came, at) in gone.chain(set) {
             let (s, r) = (s as usize, r as usize);
             let cell = &mut self.wm[s * cols + r - split];
             if came && *cell != 0.0 {
                 return false;
             }
             *cell = w;
+            self.at[s * cols + r - split] = at;
             self.wt[(r - split) * split + s] = w;
             for x in [s, r] {
                 if !self.dirty[x] {
@@ -331,33 +440,25 @@ impl MaxMin {
         self.level.clear();
         self.level.resize(m, f64::INFINITY);
         self.last = 0.0;
-        let mut queued = std::mem::take(&mut self.heap).into_vec();
-        queued.clear();
-        for r in 0..m {
-            if self.weight[r] > 0.0 {
-                queued.push(Reverse((key(self.rem[r] / self.weight[r]), r as ResourceId)));
-            }
-        }
-        self.heap = BinaryHeap::from(queued);
+        let (rem, weight) = (&self.rem, &self.weight);
+        self.queue.reset(m, |r| if weight[r] > 0.0 { key(rem[r] / weight[r]) } else { OUT });
     }
 
     /// Pops the resource that fills next and its level, skipping those whose routes all froze
     /// elsewhere, and records its level.
     fn next_to_fill(&mut self) -> Option<(usize, f64)> {
-        while let Some(mut top) = self.heap.peek_mut() {
-            let Reverse((queued, resource)) = *top;
-            let r = resource as usize;
+        while let Some((r, queued)) = self.queue.first() {
             if self.weight[r] <= 1e-12 {
-                PeekMut::pop(top);
+                self.queue.set(r, OUT);
                 continue;
             }
             let level = self.rem[r] / self.weight[r];
             if key(level) != queued {
                 // Its level rose since it was queued: back in line, which may still be first.
-                *top = Reverse((key(level), resource));
+                self.queue.set(r, key(level));
                 continue;
             }
-            PeekMut::pop(top);
+            self.queue.set(r, OUT);
             let level = level.max(self.last);
             self.level[r] = level;
             self.last = level;
@@ -619,6 +720,8 @@ mod tests {
             (n, capacity, steps) in (1u32..5).prop_flat_map(|n| (Just(n), capacities(2 * n as usize + 1), steps(n)))
         ) {
             let (mut kept, mut routes, mut weights) = (MaxMin::default(), Vec::new(), Vec::new());
+            // A solver told which routes changed, as a driver's `Changes` does.
+            let (mut told, mut was): (MaxMin, Vec<(Route, f64)>) = (MaxMin::default(), Vec::new());
             for step in steps {
                 match step {
                     Step::Reweigh(i, w) if !routes.is_empty() => weights[i % routes.len()] = w,
@@ -637,6 +740,18 @@ mod tests {
                 let mut fresh = vec![0.0; routes.len()];
                 MaxMin::default().solve(&capacity, &routes, &weights, &mut fresh);
                 prop_assert_eq!(&rates, &fresh, "after {} routes over {} machines", routes.len(), n);
+                // Listed: every route that left, came, moved or changed weight.
+                let now: Vec<(Route, f64)> = routes.iter().copied().zip(weights.iter().copied()).collect();
+                let mut listed: Vec<Route> = (0..was.len().max(now.len()))
+                    .filter(|&i| was.get(i) != now.get(i))
+                    .flat_map(|i| was.get(i).into_iter().chain(now.get(i)).map(|&(rt, _)| rt))
+                    .collect();
+                listed.sort_unstable();
+                listed.dedup();
+                let mut rates_told = vec![0.0; routes.len()];
+                told.solve_listed(&capacity, routes.len(), |i| (&routes[i], weights[i]), Some(&listed), &mut rates_told);
+                prop_assert_eq!(&rates_told, &fresh, "told {:?}", listed);
+                was = now;
                 assert_max_min_fair(&capacity, &routes, &weights, &rates)?;
             }
         }

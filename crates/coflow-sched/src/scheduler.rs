@@ -33,6 +33,13 @@ pub trait Scheduler: fmt::Debug + Send {
         false
     }
 
+    /// Whether the policy reads [`RouteState::min_remaining`](crate::RouteState::min_remaining)
+    /// ([`ServiceModel::Route`] only). A driver may leave it unset for a policy that does not:
+    /// keeping it current costs a pass over every route at every decision.
+    fn reads_min_remaining(&self) -> bool {
+        true
+    }
+
     /// Moves into `out` the coflows the policy rejected since the last call. The driver drops
     /// them: they are reported as rejected, not as completed or late.
     fn poll_rejected(&mut self, _out: &mut Vec<CoflowId>) {}
@@ -108,6 +115,10 @@ impl<H: Hooks> Scheduler for Hooked<H> {
         self.policy.admission_control()
     }
 
+    fn reads_min_remaining(&self) -> bool {
+        self.policy.reads_min_remaining()
+    }
+
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
         let before = out.len();
         self.policy.poll_rejected(out);
@@ -162,6 +173,10 @@ mod tests {
             true
         }
 
+        fn reads_min_remaining(&self) -> bool {
+            false
+        }
+
         fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
             out.push(CoflowId(41));
         }
@@ -196,7 +211,16 @@ mod tests {
         let mut rejected = vec![CoflowId(9)];
         p.poll_rejected(&mut rejected);
         let wake = p.poll_allocation(&input, &mut out);
-        (p.name(), p.model(), p.flow_finish_gap(), p.admission_control(), rejected, wake, out.route_rate)
+        (
+            p.name(),
+            p.model(),
+            p.flow_finish_gap(),
+            p.admission_control(),
+            p.reads_min_remaining(),
+            rejected,
+            wake,
+            out.route_rate,
+        )
     }
 
     #[test]

@@ -157,9 +157,9 @@ pub struct Changes {
     /// aside), only its scale fell. Each coflow at most once.
     pub reshaped: Vec<CoflowId>,
     /// ([`ServiceModel::Route`]) Routes whose set of unfinished flows changed (flows joined or
-    /// finished), including routes that appeared in or left [`Input::routes`]; sorted, each once.
-    /// A route not listed has the same flows as at the previous decision, at the same index
-    /// unless a route before it left (indices shift: look routes up by value).
+    /// finished), including routes that appeared in or left [`Input::routes`], and routes that
+    /// moved to another index there; sorted, each once. A route not listed has the same flows
+    /// at the same index as at the previous decision.
     pub routes: Vec<Route>,
     /// Whether any resource's capacity changed (wide-area weather).
     pub capacities: bool,

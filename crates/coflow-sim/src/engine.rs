@@ -115,8 +115,8 @@ pub fn simulate_with_progress(
 ///
 /// Kept by column, so that the passes a decision makes over every route touch only what they
 /// need. Clocks move lazily: every clock is current as of `time` and moves on at its route's
-/// rate, which only a decision changes, and a decision brings all of them forward first; in
-/// between, a route's clock at `now` is computed when needed.
+/// rate, which only a decision changes, and applying a decision brings all of them forward in the
+/// pass that takes the new rates; in between, a route's clock at `now` is computed when needed.
 /// A route's finish is planned again only when its rate or its first flow changes, not at every
 /// decision, and is kept exact (in nanoseconds, as a float): rounding up to the next nanosecond
 /// happens once, for the earliest. Routes planned to finish by an event's time finish at it;
@@ -124,7 +124,8 @@ pub fn simulate_with_progress(
 /// at the next event are noted while the earliest is found, and an event looks only at them.
 #[derive(Debug, Default)]
 struct RouteModel {
-    /// What the policy sees; `min_remaining` is brought up to date before every decision.
+    /// What the policy sees; `min_remaining` is brought up to date before every decision of a
+    /// policy that reads it.
     states: Vec<RouteState>,
     /// Each route's flows, ordered by the clock reading at which each finishes, with the
     /// workload index of its coflow.
@@ -143,8 +144,9 @@ struct RouteModel {
     /// and every route planned to finish within a nanosecond of it (and maybe others).
     next: Option<f64>,
     due: Vec<u32>,
-    /// Scratch: the routes whose rate a decision changed.
+    /// Scratch: the routes whose rate a decision changed, and those noted as maybe due.
     changed: Vec<u32>,
+    noted: Vec<u32>,
     /// Workload indices of the coflows whose flows the last `complete` finished, in order.
     finished: Vec<u32>,
     /// Routes whose flows changed since the last decision (see `Changes::routes`), unsorted.
@@ -273,42 +275,64 @@ impl RouteModel {
         self.finish.swap_remove(i);
         if i < self.states.len() {
             self.index.insert(self.states[i].route, i);
+            // It moved: the policy is told (see `Changes::routes`).
+            self.touched.push(self.states[i].route);
         }
     }
 
-    /// Brings every clock and every route's `min_remaining` forward to `now`, for a decision.
-    fn prepare(&mut self, now: Nanos) {
+    /// Brings every route's `min_remaining` forward to `now`, for a decision, if `sizes` (the
+    /// policy reads them); the clocks move on when the decision is applied.
+    fn prepare(&mut self, now: Nanos, sizes: bool) {
+        if !sizes {
+            return;
+        }
+        let dt = (now - self.time).as_secs_f64();
+        let columns = self.states.iter_mut().zip(&self.clock).zip(&self.rate).zip(&self.head);
+        for (((st, &clock), &rate), &head) in columns {
+            // `apply`'s clock, to the bit.
+            st.min_remaining = (head - (clock + rate * dt)).max(0.0);
+        }
+    }
+
+    /// Takes `policy`'s per-flow rates, one per route, from `now` on, first bringing every clock
+    /// forward to `now` at the rate it had.
+    // Kept out of `Engine::decide`, whose other work would crowd its loop's registers.
+    #[inline(never)]
+    fn apply(&mut self, rates: &[f64], now: Nanos, policy: &str) {
         let dt = (now - self.time).as_secs_f64();
         self.time = now;
-        let columns = self.states.iter_mut().zip(&mut self.clock).zip(&self.rate).zip(&self.head);
-        for (((st, clock), &rate), &head) in columns {
-            *clock += rate * dt;
-            st.min_remaining = (head - *clock).max(0.0);
-        }
-    }
-
-    /// Takes `policy`'s per-flow rates, one per route, from `now` on; the clocks must be at `now`.
-    fn apply(&mut self, rates: &[f64], now: Nanos, policy: &str) {
-        debug_assert_eq!(self.time, now);
         // Only the routes whose rate changed are planned again. Which ones did is anybody's
         // guess, so they are listed without a branch, sparing a misprediction for each.
-        debug_assert_eq!(rates.len(), self.rate.len(), "one rate per route");
+        let n = self.rate.len();
+        assert_eq!(rates.len(), n, "one rate per route");
         let mut changed = std::mem::take(&mut self.changed);
-        // Only the first `k` entries are read, and each is written before.
-        changed.resize(changed.len().max(rates.len()), 0);
+        // Both lists are written by position into room made beforehand, so that the loop calls
+        // nothing (a call would have it spill what it holds in registers). A route is due either
+        // with its rate kept or with one planned again, so `n` entries are room enough.
+        changed.resize(changed.len().max(n), 0);
+        let mut due = std::mem::take(&mut self.noted);
+        due.resize(due.len().max(n), 0);
         // `limit` is a nanosecond past the earliest finish so far.
-        let (mut k, mut next, mut limit) = (0, f64::INFINITY, f64::INFINITY);
-        self.due.clear();
-        let columns = self.rate.iter_mut().zip(rates).zip(&self.finish).enumerate();
-        for (i, ((old, &rate), &finish)) in columns {
-            let same = rate == *old;
+        let (mut k, mut d, mut next, mut limit) = (0, 0, f64::INFINITY, f64::INFINITY);
+        let (clock, rate, finish) = (&mut self.clock[..n], &mut self.rate[..n], &self.finish[..n]);
+        for i in 0..n {
+            let (old, new) = (rate[i], rates[i]);
+            clock[i] += old * dt;
+            rate[i] = new;
+            // Compared as bits, on which x86-64 selects without a branch (it branches on a float
+            // comparison). That differs from `==` only for a zero against a negative zero, which
+            // plans the route's finish again to the same infinity, and for a NaN, which fails
+            // when planned.
+            let same = new.to_bits() == old.to_bits();
             changed[k] = i as u32;
             k += !same as usize;
-            *old = rate;
-            if same & (finish <= limit) && finish < f64::INFINITY {
-                next = next.min(finish);
+            // A route planned again below is left out here.
+            let f = f64::from_bits(std::hint::select_unpredictable(same, finish[i].to_bits(), f64::INFINITY.to_bits()));
+            if f <= limit && f < f64::INFINITY {
+                next = next.min(f);
                 limit = next + 1.0;
-                self.due.push(i as u32);
+                due[d] = i as u32;
+                d += 1;
             }
         }
         let now_ns = now.0 as f64;
@@ -321,11 +345,14 @@ impl RouteModel {
             if finish <= limit && finish < f64::INFINITY {
                 next = next.min(finish);
                 limit = next + 1.0;
-                self.due.push(i as u32);
+                due[d] = i as u32;
+                d += 1;
             }
         }
         self.changed = changed;
-        self.due.retain(|&i| self.finish[i as usize] <= next + 1.0);
+        self.due.clear();
+        self.due.extend(due[..d].iter().filter(|&&i| self.finish[i as usize] <= next + 1.0));
+        self.noted = due;
         self.next = Some(next);
     }
 }
@@ -688,7 +715,7 @@ impl<'w> Engine<'w> {
         self.prop.reshaped(&mut self.changes.reshaped);
         // Renormalised scales round remaining bytes differently: take them as new.
         self.changes.everything |= self.prop.renormalize();
-        self.routes.prepare(self.now);
+        self.routes.prepare(self.now, self.policy.reads_min_remaining());
         if self.cfg.from_scratch {
             self.changes.everything = true;
         }

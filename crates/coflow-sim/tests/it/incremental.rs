@@ -255,7 +255,8 @@ struct Seen {
     /// as bits.
     scaled: BTreeMap<(CoflowId, u32), (u64, Vec<u32>)>,
     loads: BTreeMap<(CoflowId, u32), u64>,
-    routes: BTreeMap<Route, u32>,
+    /// Every route's flows and index.
+    routes: BTreeMap<Route, (u32, usize)>,
     capacities: Vec<f64>,
 }
 
@@ -276,7 +277,7 @@ impl Seen {
             legs,
             scaled,
             loads,
-            routes: input.routes.iter().map(|r| (r.route, r.flows)).collect(),
+            routes: input.routes.iter().enumerate().map(|(i, r)| (r.route, (r.flows, i))).collect(),
             capacities: input.fabric.capacities().to_vec(),
         }
     }
@@ -349,7 +350,7 @@ impl ChangesCheck {
                 assert_eq!(before, bits, "load of {c:?} on {r} moved, not reshaped, at {at}");
             }
         }
-        // Routes: sorted, each once, and every route whose flows changed is listed.
+        // Routes: sorted, each once, and every route whose flows or index changed is listed.
         assert!(ch.routes.windows(2).all(|w| w[0] < w[1]), "routes not sorted or repeated at {at}");
         let keys: BTreeSet<Route> = prev.routes.keys().chain(now.routes.keys()).copied().collect();
         for r in keys {
