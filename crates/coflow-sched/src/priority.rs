@@ -71,6 +71,15 @@ struct Holder {
     k: usize,
 }
 
+/// A port's scan, put back in the queue at its candidate's key: the candidate's index in the
+/// port's routes, and the port's change count then.
+#[derive(Clone, Copy, Debug)]
+struct Deferred {
+    key: Key,
+    at: usize,
+    changes: u32,
+}
+
 /// `pfp` or `edf`.
 #[derive(Debug)]
 pub struct FlowPriority {
@@ -114,11 +123,14 @@ pub struct FlowPriority {
     /// port's smallest entry (larger ones are stale and skipped).
     dirty: BinaryHeap<Reverse<(Key, ResourceId)>>,
     queued: Vec<Option<Key>>,
-    /// Per port put back in the queue at its candidate's key (another port had a better one), that
-    /// candidate with its route: when the port comes out again at that key, the candidate is
-    /// still its best if both its ports are still held by worse legs (see [`FlowPriority::repair`]),
-    /// which saves scanning the port's routes again.
-    deferred: Vec<Option<(Key, [ResourceId; 2])>>,
+    /// Per port put back in the queue at its candidate's key (another port had a better one), where
+    /// its scan stopped: when the port comes out again at that key with the same holder, the
+    /// routes before its candidate are still blocked (see [`FlowPriority::repair`]), so the scan
+    /// resumes at the candidate instead of starting again.
+    deferred: Vec<Option<Deferred>>,
+    /// Per port, how many times its holder changed (wrapping): tells a deferred scan whether the
+    /// port's holder, and with it the port's routes, stayed the same.
+    port_changes: Vec<u32>,
     left: Vec<f64>,
 }
 
@@ -143,6 +155,7 @@ impl FlowPriority {
             dirty: BinaryHeap::new(),
             queued: Vec::new(),
             deferred: Vec::new(),
+            port_changes: Vec::new(),
             left: Vec::new(),
         }
     }
@@ -232,6 +245,7 @@ impl FlowPriority {
         for r in hops {
             if self.owner[r as usize].is_some_and(|h| h.id == id) {
                 self.owner[r as usize] = None;
+                self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
                 (self.holder_key[r as usize], self.holder_at[r as usize]) = (FREE, self.decision);
                 if !taken.contains(&r) {
                     self.mark_dirty(r);
@@ -241,12 +255,13 @@ impl FlowPriority {
     }
 
     /// The best waiting leg through `p` that may take both its ports (each free or held by a leg
-    /// of lower priority), with its route. It is the best of its route, so the routes through `p`
-    /// are scanned best first, up to `p`'s holder.
-    fn candidate(&mut self, p: ResourceId, input: &Input<'_>) -> Option<(Key, [ResourceId; 2])> {
+    /// of lower priority), with its route and the route's index among `p`'s. It is the best of its
+    /// route, so the routes through `p` are scanned best first, up to `p`'s holder, from the
+    /// index `from` (the routes before it known to be blocked).
+    fn candidate(&mut self, p: ResourceId, from: usize, input: &Input<'_>) -> Option<(Key, [ResourceId; 2], usize)> {
         let holder_p = self.holder(p, input);
         let decision = self.decision;
-        for &(best, hops) in &self.routes_at[p as usize] {
+        for (i, &(best, hops)) in self.routes_at[p as usize].iter().enumerate().skip(from) {
             if holder_p < best {
                 return None;
             }
@@ -264,7 +279,7 @@ impl FlowPriority {
                 input,
             );
             if holder_q > best {
-                return Some((best, hops));
+                return Some((best, hops, i));
             }
         }
         None
@@ -285,31 +300,29 @@ impl FlowPriority {
     /// Repairs the matching until every dirty port is stable, taking ports best candidate first.
     ///
     /// A port whose candidate is not the best of the queue goes back in at the candidate's key,
-    /// and the candidate is kept. When the port comes out again at that key, the candidate is
-    /// still the port's best if both its ports are still held by worse legs: a better leg through
-    /// the port that was blocked at its other port `q` can only have been freed by `q`'s holder
-    /// leaving, which queued `q` below that leg's key, so `q` was repaired first and either took
-    /// a leg no worse (blocking the route again) or took the port itself (which the check sees);
-    /// a better leg joining a route through the port was evicted there by a leg served since,
-    /// which holds one of the route's two ports with a key below the candidate's (also seen).
-    /// In every other case the port's routes are scanned again.
+    /// and where its scan stopped is kept. When the port comes out again at that key with the same
+    /// holder, its routes are the same (a route through it gains or loses a waiting leg only when
+    /// a leg takes or leaves the port) and those before the candidate are still blocked: a better
+    /// leg through the port that was blocked at its other port `q` can only have been freed by
+    /// `q`'s holder leaving, which queued `q` below that leg's key, so `q` was repaired first and
+    /// either took a leg no worse (blocking the route again) or took the port itself (which
+    /// changes its holder). So the scan resumes at the candidate, which is still the port's best
+    /// if its other port is still held by a worse leg. If the holder changed, the port's routes
+    /// are scanned again from the start.
     fn repair(&mut self, input: &Input<'_>) {
         while let Some(Reverse((bound, p))) = self.dirty.pop() {
             if self.queued[p as usize] != Some(bound) {
                 continue;
             }
             self.queued[p as usize] = None;
-            let kept = self.deferred[p as usize].take().filter(|&(key, hops)| {
-                key == bound && {
-                    let q = hops[0] ^ hops[1] ^ p;
-                    self.holder(p, input) > key && self.holder(q, input) > key
-                }
-            });
-            let Some((key, hops)) = kept.or_else(|| self.candidate(p, input)) else { continue };
+            let changes = self.port_changes[p as usize];
+            let from =
+                self.deferred[p as usize].take().filter(|d| d.key == bound && d.changes == changes).map_or(0, |d| d.at);
+            let Some((key, hops, at)) = self.candidate(p, from, input) else { continue };
             if key != bound && self.dirty.peek().is_some_and(|Reverse((next, _))| *next < key) {
                 // Not the best of the queue: back in at its own key.
                 self.queued[p as usize] = Some(key);
-                self.deferred[p as usize] = Some((key, hops));
+                self.deferred[p as usize] = Some(Deferred { key, at, changes });
                 self.dirty.push(Reverse((key, p)));
                 continue;
             }
@@ -334,6 +347,7 @@ impl FlowPriority {
         self.served.insert(key.id, hops);
         for r in hops {
             self.owner[r as usize] = Some(Holder { id: key.id, hops, k: usize::MAX });
+            self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
             (self.holder_key[r as usize], self.holder_at[r as usize]) = (key, self.decision);
         }
     }
@@ -559,6 +573,7 @@ impl Scheduler for FlowPriority {
         self.holder_at.resize(resources, 0);
         self.queued.resize(resources, None);
         self.deferred.resize(resources, None);
+        self.port_changes.resize(resources, 0);
         self.decision += 1;
 
         let changes = input.changes;
