@@ -84,10 +84,9 @@ struct Deferred {
 #[derive(Debug)]
 pub struct FlowPriority {
     order: FlowOrder,
-    /// Every unfinished leg of every coflow seen, with its ports (hashed: never iterated in an order
-    /// that reaches an output; only the full greedy pass and a rebuild read it), and those being
-    /// served, in the order of the input.
-    legs: HashMap<LegId, [ResourceId; 2], BuildHasherDefault<RouteHasher>>,
+    /// The legs being served, with their ports, in the order of the input. (The legs it schedules
+    /// are the input's active legs that cross two ports: only served legs move, so only they
+    /// finish, and the full greedy pass and a rebuild read the rest from the input.)
     served: BTreeMap<LegId, [ResourceId; 2]>,
     /// Always take the full greedy pass (to check the repaired matching against it).
     full_greedy: bool,
@@ -139,7 +138,6 @@ impl FlowPriority {
     pub fn new(order: FlowOrder) -> FlowPriority {
         FlowPriority {
             order,
-            legs: HashMap::default(),
             served: BTreeMap::new(),
             full_greedy: false,
             matching: true,
@@ -167,11 +165,6 @@ impl FlowPriority {
 
     fn key(&self, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
         key_of(self.order, c, offset, input)
-    }
-
-    /// The current key of a leg (its stored one is stale while it is served).
-    fn current_key(&self, id: LegId, input: &Input<'_>) -> Option<Key> {
-        current_key_of(self.order, id, input)
     }
 
     /// A leg with priority `key` waits on route `hops`.
@@ -357,10 +350,16 @@ impl FlowPriority {
         let cap = input.fabric.capacities();
         self.left.clear();
         self.left.extend_from_slice(cap);
-        let mut order: Vec<Key> = self.legs.keys().filter_map(|&id| self.current_key(id, input)).collect();
-        order.sort();
-        for key in order {
-            let Some(k) = find(input, key.id) else { continue };
+        let mut order: Vec<(Key, usize)> = Vec::new();
+        for (k, c) in input.coflows.iter().enumerate() {
+            for (offset, leg) in input.legs_of(c).iter().enumerate() {
+                if leg.is_active() && leg.route.hops().len() == 2 {
+                    order.push((self.key(c, offset as u32, input), k));
+                }
+            }
+        }
+        order.sort_unstable();
+        for (key, k) in order {
             let c = &input.coflows[k];
             let l = c.legs.start + key.id.2 as usize;
             let leg = &input.legs[l];
@@ -375,7 +374,8 @@ impl FlowPriority {
                 for &r in leg.route.hops() {
                     self.left[r as usize] = (self.left[r as usize] - room).max(0.0);
                 }
-                self.served.insert(key.id, self.legs[&key.id]);
+                let hops = leg.route.hops();
+                self.served.insert(key.id, [hops[0], hops[1]]);
             }
         }
     }
@@ -387,7 +387,6 @@ impl FlowPriority {
         {
             self.release(id, hops, [ResourceId::MAX; 2]);
         }
-        self.legs.remove(&id);
     }
 
     /// The legs of a coflow seen for the first time wait at their ports.
@@ -402,7 +401,6 @@ impl FlowPriority {
             }
             let key = self.key(c, offset as u32, input);
             let hops = [hops[0], hops[1]];
-            self.legs.insert(key.id, hops);
             if self.matching {
                 self.wait(key, hops);
                 self.mark_dirty(hops[0]);
@@ -423,10 +421,13 @@ impl FlowPriority {
         self.dirty.clear();
         self.queued.iter_mut().for_each(|q| *q = None);
         self.deferred.iter_mut().for_each(|d| *d = None);
-        let legs: Vec<(LegId, [ResourceId; 2])> = self.legs.iter().map(|(&id, &hops)| (id, hops)).collect();
-        for (id, hops) in legs {
-            if let Some(key) = self.current_key(id, input) {
-                self.wait(key, hops);
+        for c in input.coflows {
+            for (offset, leg) in input.legs_of(c).iter().enumerate() {
+                if let &[a, b] = leg.route.hops()
+                    && leg.is_active()
+                {
+                    self.wait(self.key(c, offset as u32, input), [a, b]);
+                }
             }
         }
         for r in 0..self.owner.len() as ResourceId {
@@ -493,12 +494,6 @@ fn round(x: f64) -> f64 {
     } else {
         x.round()
     }
-}
-
-/// The current key of a leg, if its coflow is still active.
-fn current_key_of(order: FlowOrder, id: LegId, input: &Input<'_>) -> Option<Key> {
-    let k = find(input, id)?;
-    Some(key_of(order, &input.coflows[k], id.2, input))
 }
 
 /// The current key of a port's holder (`FREE` if none): the memo if it is of `decision`, else
@@ -657,9 +652,8 @@ impl Scheduler for FlowPriority {
             }
             let c = &input.coflows[k];
             let l = c.legs.start + id.2 as usize;
-            let leg = &input.legs[l];
-            let rate = leg.route.hops().iter().map(|&r| cap[r as usize]).fold(f64::INFINITY, f64::min);
-            out.give_leg(l, rate, leg.remaining(c));
+            let rate = f64::INFINITY.min(cap[hops[0] as usize]).min(cap[hops[1] as usize]);
+            out.give_leg(l, rate, input.legs[l].remaining(c));
         }
         None
     }
