@@ -389,23 +389,39 @@ impl FlowPriority {
         }
     }
 
-    /// The legs of a coflow seen for the first time wait at their ports.
+    /// The legs of a coflow seen for the first time wait at their ports. Legs on one route usually
+    /// come together (the input sorts a coflow's legs by route): each run of them joins its route's
+    /// waiting legs at once, and the route's place at its ports is updated once.
     fn admit(&mut self, c: &CoflowState, input: &Input<'_>) {
-        if self.seen.insert(c.id, c.arrival).is_some() {
+        if self.seen.insert(c.id, c.arrival).is_some() || !self.matching {
             return;
         }
-        for (offset, leg) in input.legs_of(c).iter().enumerate() {
-            let hops = leg.route.hops();
-            if !leg.is_active() || hops.len() != 2 {
-                continue;
+        let legs = input.legs_of(c);
+        let mut i = 0;
+        while i < legs.len() {
+            let hops = legs[i].route.hops();
+            let run = i + legs[i..].iter().take_while(|l| l.route.hops() == hops).count();
+            if let &[a, b] = hops {
+                let hops = [a, b];
+                let set = self.waiting.entry(hops).or_default();
+                let before = set.last().copied();
+                let waiting = set.len();
+                for (offset, leg) in legs.iter().enumerate().take(run).skip(i) {
+                    if leg.is_active() {
+                        set.push(key_of(self.order, c, offset as u32, input));
+                    }
+                }
+                let added = set.len() - waiting;
+                if added > 0 {
+                    // Worst first (keys are unique).
+                    set.sort_unstable_by(|a, b| b.cmp(a));
+                    let after = set.last().copied();
+                    self.rebest(hops, before, after);
+                    self.mark_dirty(a);
+                    self.mark_dirty(b);
+                }
             }
-            let key = self.key(c, offset as u32, input);
-            let hops = [hops[0], hops[1]];
-            if self.matching {
-                self.wait(key, hops);
-                self.mark_dirty(hops[0]);
-                self.mark_dirty(hops[1]);
-            }
+            i = run;
         }
     }
 
@@ -485,11 +501,12 @@ fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> 
 /// `x.round()`, without a call into the C library where the target has no rounding instruction (the
 /// default x86-64 one): below 2⁵², truncating a positive number to an integer `t` and back is
 /// exact and so is `x − t`, which decides the rounding as `round` does (halves away from zero), so
-/// this is `round` to the bit; elsewhere `round` itself.
+/// this is `round` to the bit; elsewhere `round` itself. (Through `i64`, which the target converts
+/// in one instruction each way, where `u64` takes several.)
 fn round(x: f64) -> f64 {
     const EXACT: f64 = (1u64 << 52) as f64;
     if x > 0.0 && x < EXACT {
-        let t = x as u64 as f64;
+        let t = x as i64 as f64;
         if x - t >= 0.5 { t + 1.0 } else { t }
     } else {
         x.round()

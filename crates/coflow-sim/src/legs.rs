@@ -376,22 +376,24 @@ impl LegModel {
             };
             let leg = &self.legs[l];
             let c = e.coflow;
-            let sigma = self.rate[c] + kappa;
-            let finish = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
-            if finish != e.finish {
-                self.leg_finish[l] = finish;
-                if finish != Nanos::MAX {
-                    self.heap.push(Reverse((finish, l as u32 | LEG)));
-                }
-            }
             new.push(Extra {
                 sigma: self.rate[c],
                 scale_dec: self.scale_dec[c],
-                speed: sigma,
+                speed: self.rate[c] + kappa,
                 phi_dec: leg.scaled * self.coflows[c].scale,
-                finish,
                 ..e
             });
+        }
+        // The finishes in a loop of their own, which overlaps their divisions.
+        for e in &mut new {
+            let finish = if e.speed > 0.0 { after(now, 1.0 / e.speed) } else { Nanos::MAX };
+            if finish != e.finish {
+                e.finish = finish;
+                self.leg_finish[e.leg] = finish;
+                if finish != Nanos::MAX {
+                    self.heap.push(Reverse((finish, e.leg as u32 | LEG)));
+                }
+            }
         }
         if sorted {
             for e in &old[j..] {
@@ -704,16 +706,24 @@ impl LegModel {
 /// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
 pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
     let ns = ceil(secs * 1e9);
-    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + (ns as u64).max(1)) }
+    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
+}
+
+/// `x as u64` for a whole number `x`, through `i64` below 2⁶³ (one instruction there, where `u64`
+/// takes several), so the same number.
+fn whole(x: f64) -> u64 {
+    const SIGNED: f64 = (1u64 << 63) as f64;
+    if (0.0..SIGNED).contains(&x) { x as i64 as u64 } else { x as u64 }
 }
 
 /// `x.ceil()`, without a call into the C library where the target has no rounding instruction (the
 /// default x86-64 one): below 2⁵², where a number can have a fraction, truncating to an integer
-/// and back is exact, so this is `ceil` to the bit; elsewhere `ceil` itself.
+/// and back is exact, so this is `ceil` to the bit; elsewhere `ceil` itself. (Through `i64`, which
+/// the target converts in one instruction each way, where `u64` takes several.)
 fn ceil(x: f64) -> f64 {
     const EXACT: f64 = (1u64 << 52) as f64;
     if x > 0.0 && x < EXACT {
-        let t = x as u64 as f64;
+        let t = x as i64 as f64;
         if t < x { t + 1.0 } else { t }
     } else {
         x.ceil()
@@ -747,6 +757,12 @@ mod tests {
         ];
         for x in edges {
             assert_eq!(ceil(x).to_bits(), x.ceil().to_bits(), "ceil({x})");
+            if !x.is_nan() {
+                assert_eq!(whole(x.ceil()), x.ceil() as u64, "whole({x})");
+            }
+        }
+        for x in [9223372036854775807.0, 9223372036854775808.0, 18446744073709551615.0, 1e20] {
+            assert_eq!(whole(x), x as u64, "whole({x})");
         }
         assert!(ceil(f64::NAN).is_nan());
     }
@@ -813,6 +829,15 @@ mod tests {
                     }
                 }
             }
+        }
+
+        /// The same number as the plain conversion, on any number `after` can give it.
+        #[test]
+        fn whole_is_the_plain_conversion(bits in any::<u64>(), n in any::<u64>()) {
+            let x = f64::from_bits(bits).ceil();
+            prop_assert_eq!(whole(x), x as u64);
+            let y = n as f64;
+            prop_assert_eq!(whole(y), y as u64);
         }
 
         /// To the bit, on any number (finish times are computed with it).
