@@ -364,24 +364,33 @@ impl LegModel {
                     j += 1;
                 }
                 if j < old.len() && old[j].leg == l {
-                    kept = Some(old[j]);
+                    kept = Some(j);
                     j += 1;
                 }
             } else {
                 self.leg_mark[l] = mark;
             }
-            let e = match kept {
-                Some(e) => e,
+            // Field by field from where they are (copying a whole kept entry through the stack and
+            // reading it back in other widths stalls).
+            let (c, bytes, hops, slots, finish) = match kept {
+                Some(i) => {
+                    let o = &old[i];
+                    (o.coflow, o.bytes, o.hops, o.slots, o.finish)
+                }
                 None => self.new_extra(l),
             };
             let leg = &self.legs[l];
-            let c = e.coflow;
             new.push(Extra {
+                leg: l,
+                coflow: c,
                 sigma: self.rate[c],
                 scale_dec: self.scale_dec[c],
                 speed: self.rate[c] + kappa,
                 phi_dec: leg.scaled * self.coflows[c].scale,
-                ..e
+                bytes,
+                hops,
+                slots,
+                finish,
             });
         }
         // The finishes in a loop of their own, which overlaps their divisions.
@@ -411,25 +420,14 @@ impl LegModel {
         self.spare = old;
     }
 
-    /// What an extra keeps of leg `l` between decisions (the rest is filled in by `apply`). Out of
-    /// line, so that the usual case, a leg that keeps its extra, does not load these scattered
-    /// fields at all.
+    /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops, load slots and
+    /// planned finish. Out of line, so that the usual case, a leg that keeps its extra, does not
+    /// load these scattered fields at all.
     #[cold]
     #[inline(never)]
-    fn new_extra(&self, l: usize) -> Extra {
+    fn new_extra(&self, l: usize) -> (usize, f64, usize, [u32; 4], Nanos) {
         let leg = &self.legs[l];
-        Extra {
-            leg: l,
-            coflow: self.owner[l] as usize,
-            sigma: 0.0,
-            scale_dec: 0.0,
-            speed: 0.0,
-            phi_dec: 0.0,
-            bytes: leg.bytes,
-            hops: leg.route.hops().len(),
-            slots: self.slots[l],
-            finish: self.leg_finish[l],
-        }
+        (self.owner[l] as usize, leg.bytes, leg.route.hops().len(), self.slots[l], self.leg_finish[l])
     }
 
     /// Whether a heap entry is the planned finish of a coflow or leg still active.
