@@ -71,14 +71,22 @@ struct Holder {
     k: usize,
 }
 
+/// A port's scan, put back in the queue at its candidate's key: the candidate's index in the
+/// port's routes, and the port's change count then.
+#[derive(Clone, Copy, Debug)]
+struct Deferred {
+    key: Key,
+    at: usize,
+    changes: u32,
+}
+
 /// `pfp` or `edf`.
 #[derive(Debug)]
 pub struct FlowPriority {
     order: FlowOrder,
-    /// Every unfinished leg of every coflow seen, with its ports (hashed: never iterated in an order
-    /// that reaches an output; only the full greedy pass and a rebuild read it), and those being
-    /// served, in the order of the input.
-    legs: HashMap<LegId, [ResourceId; 2], BuildHasherDefault<RouteHasher>>,
+    /// The legs being served, with their ports, in the order of the input. (The legs it schedules
+    /// are the input's active legs that cross two ports: only served legs move, so only they
+    /// finish, and the full greedy pass and a rebuild read the rest from the input.)
     served: BTreeMap<LegId, [ResourceId; 2]>,
     /// Always take the full greedy pass (to check the repaired matching against it).
     full_greedy: bool,
@@ -114,11 +122,14 @@ pub struct FlowPriority {
     /// port's smallest entry (larger ones are stale and skipped).
     dirty: BinaryHeap<Reverse<(Key, ResourceId)>>,
     queued: Vec<Option<Key>>,
-    /// Per port put back in the queue at its candidate's key (another port had a better one), that
-    /// candidate with its route: when the port comes out again at that key, the candidate is
-    /// still its best if both its ports are still held by worse legs (see [`FlowPriority::repair`]),
-    /// which saves scanning the port's routes again.
-    deferred: Vec<Option<(Key, [ResourceId; 2])>>,
+    /// Per port put back in the queue at its candidate's key (another port had a better one), where
+    /// its scan stopped: when the port comes out again at that key with the same holder, the
+    /// routes before its candidate are still blocked (see [`FlowPriority::repair`]), so the scan
+    /// resumes at the candidate instead of starting again.
+    deferred: Vec<Option<Deferred>>,
+    /// Per port, how many times its holder changed (wrapping): tells a deferred scan whether the
+    /// port's holder, and with it the port's routes, stayed the same.
+    port_changes: Vec<u32>,
     left: Vec<f64>,
 }
 
@@ -127,7 +138,6 @@ impl FlowPriority {
     pub fn new(order: FlowOrder) -> FlowPriority {
         FlowPriority {
             order,
-            legs: HashMap::default(),
             served: BTreeMap::new(),
             full_greedy: false,
             matching: true,
@@ -143,6 +153,7 @@ impl FlowPriority {
             dirty: BinaryHeap::new(),
             queued: Vec::new(),
             deferred: Vec::new(),
+            port_changes: Vec::new(),
             left: Vec::new(),
         }
     }
@@ -154,11 +165,6 @@ impl FlowPriority {
 
     fn key(&self, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
         key_of(self.order, c, offset, input)
-    }
-
-    /// The current key of a leg (its stored one is stale while it is served).
-    fn current_key(&self, id: LegId, input: &Input<'_>) -> Option<Key> {
-        current_key_of(self.order, id, input)
     }
 
     /// A leg with priority `key` waits on route `hops`.
@@ -232,6 +238,7 @@ impl FlowPriority {
         for r in hops {
             if self.owner[r as usize].is_some_and(|h| h.id == id) {
                 self.owner[r as usize] = None;
+                self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
                 (self.holder_key[r as usize], self.holder_at[r as usize]) = (FREE, self.decision);
                 if !taken.contains(&r) {
                     self.mark_dirty(r);
@@ -241,12 +248,13 @@ impl FlowPriority {
     }
 
     /// The best waiting leg through `p` that may take both its ports (each free or held by a leg
-    /// of lower priority), with its route. It is the best of its route, so the routes through `p`
-    /// are scanned best first, up to `p`'s holder.
-    fn candidate(&mut self, p: ResourceId, input: &Input<'_>) -> Option<(Key, [ResourceId; 2])> {
+    /// of lower priority), with its route and the route's index among `p`'s. It is the best of its
+    /// route, so the routes through `p` are scanned best first, up to `p`'s holder, from the
+    /// index `from` (the routes before it known to be blocked).
+    fn candidate(&mut self, p: ResourceId, from: usize, input: &Input<'_>) -> Option<(Key, [ResourceId; 2], usize)> {
         let holder_p = self.holder(p, input);
         let decision = self.decision;
-        for &(best, hops) in &self.routes_at[p as usize] {
+        for (i, &(best, hops)) in self.routes_at[p as usize].iter().enumerate().skip(from) {
             if holder_p < best {
                 return None;
             }
@@ -264,7 +272,7 @@ impl FlowPriority {
                 input,
             );
             if holder_q > best {
-                return Some((best, hops));
+                return Some((best, hops, i));
             }
         }
         None
@@ -285,31 +293,29 @@ impl FlowPriority {
     /// Repairs the matching until every dirty port is stable, taking ports best candidate first.
     ///
     /// A port whose candidate is not the best of the queue goes back in at the candidate's key,
-    /// and the candidate is kept. When the port comes out again at that key, the candidate is
-    /// still the port's best if both its ports are still held by worse legs: a better leg through
-    /// the port that was blocked at its other port `q` can only have been freed by `q`'s holder
-    /// leaving, which queued `q` below that leg's key, so `q` was repaired first and either took
-    /// a leg no worse (blocking the route again) or took the port itself (which the check sees);
-    /// a better leg joining a route through the port was evicted there by a leg served since,
-    /// which holds one of the route's two ports with a key below the candidate's (also seen).
-    /// In every other case the port's routes are scanned again.
+    /// and where its scan stopped is kept. When the port comes out again at that key with the same
+    /// holder, its routes are the same (a route through it gains or loses a waiting leg only when
+    /// a leg takes or leaves the port) and those before the candidate are still blocked: a better
+    /// leg through the port that was blocked at its other port `q` can only have been freed by
+    /// `q`'s holder leaving, which queued `q` below that leg's key, so `q` was repaired first and
+    /// either took a leg no worse (blocking the route again) or took the port itself (which
+    /// changes its holder). So the scan resumes at the candidate, which is still the port's best
+    /// if its other port is still held by a worse leg. If the holder changed, the port's routes
+    /// are scanned again from the start.
     fn repair(&mut self, input: &Input<'_>) {
         while let Some(Reverse((bound, p))) = self.dirty.pop() {
             if self.queued[p as usize] != Some(bound) {
                 continue;
             }
             self.queued[p as usize] = None;
-            let kept = self.deferred[p as usize].take().filter(|&(key, hops)| {
-                key == bound && {
-                    let q = hops[0] ^ hops[1] ^ p;
-                    self.holder(p, input) > key && self.holder(q, input) > key
-                }
-            });
-            let Some((key, hops)) = kept.or_else(|| self.candidate(p, input)) else { continue };
+            let changes = self.port_changes[p as usize];
+            let from =
+                self.deferred[p as usize].take().filter(|d| d.key == bound && d.changes == changes).map_or(0, |d| d.at);
+            let Some((key, hops, at)) = self.candidate(p, from, input) else { continue };
             if key != bound && self.dirty.peek().is_some_and(|Reverse((next, _))| *next < key) {
                 // Not the best of the queue: back in at its own key.
                 self.queued[p as usize] = Some(key);
-                self.deferred[p as usize] = Some((key, hops));
+                self.deferred[p as usize] = Some(Deferred { key, at, changes });
                 self.dirty.push(Reverse((key, p)));
                 continue;
             }
@@ -334,6 +340,7 @@ impl FlowPriority {
         self.served.insert(key.id, hops);
         for r in hops {
             self.owner[r as usize] = Some(Holder { id: key.id, hops, k: usize::MAX });
+            self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
             (self.holder_key[r as usize], self.holder_at[r as usize]) = (key, self.decision);
         }
     }
@@ -343,10 +350,16 @@ impl FlowPriority {
         let cap = input.fabric.capacities();
         self.left.clear();
         self.left.extend_from_slice(cap);
-        let mut order: Vec<Key> = self.legs.keys().filter_map(|&id| self.current_key(id, input)).collect();
-        order.sort();
-        for key in order {
-            let Some(k) = find(input, key.id) else { continue };
+        let mut order: Vec<(Key, usize)> = Vec::new();
+        for (k, c) in input.coflows.iter().enumerate() {
+            for (offset, leg) in input.legs_of(c).iter().enumerate() {
+                if leg.is_active() && leg.route.hops().len() == 2 {
+                    order.push((self.key(c, offset as u32, input), k));
+                }
+            }
+        }
+        order.sort_unstable();
+        for (key, k) in order {
             let c = &input.coflows[k];
             let l = c.legs.start + key.id.2 as usize;
             let leg = &input.legs[l];
@@ -361,7 +374,8 @@ impl FlowPriority {
                 for &r in leg.route.hops() {
                     self.left[r as usize] = (self.left[r as usize] - room).max(0.0);
                 }
-                self.served.insert(key.id, self.legs[&key.id]);
+                let hops = leg.route.hops();
+                self.served.insert(key.id, [hops[0], hops[1]]);
             }
         }
     }
@@ -373,27 +387,41 @@ impl FlowPriority {
         {
             self.release(id, hops, [ResourceId::MAX; 2]);
         }
-        self.legs.remove(&id);
     }
 
-    /// The legs of a coflow seen for the first time wait at their ports.
+    /// The legs of a coflow seen for the first time wait at their ports. Legs on one route usually
+    /// come together (the input sorts a coflow's legs by route): each run of them joins its route's
+    /// waiting legs at once, and the route's place at its ports is updated once.
     fn admit(&mut self, c: &CoflowState, input: &Input<'_>) {
-        if self.seen.insert(c.id, c.arrival).is_some() {
+        if self.seen.insert(c.id, c.arrival).is_some() || !self.matching {
             return;
         }
-        for (offset, leg) in input.legs_of(c).iter().enumerate() {
-            let hops = leg.route.hops();
-            if !leg.is_active() || hops.len() != 2 {
-                continue;
+        let legs = input.legs_of(c);
+        let mut i = 0;
+        while i < legs.len() {
+            let hops = legs[i].route.hops();
+            let run = i + legs[i..].iter().take_while(|l| l.route.hops() == hops).count();
+            if let &[a, b] = hops {
+                let hops = [a, b];
+                let set = self.waiting.entry(hops).or_default();
+                let before = set.last().copied();
+                let waiting = set.len();
+                for (offset, leg) in legs.iter().enumerate().take(run).skip(i) {
+                    if leg.is_active() {
+                        set.push(key_of(self.order, c, offset as u32, input));
+                    }
+                }
+                let added = set.len() - waiting;
+                if added > 0 {
+                    // Worst first (keys are unique).
+                    set.sort_unstable_by(|a, b| b.cmp(a));
+                    let after = set.last().copied();
+                    self.rebest(hops, before, after);
+                    self.mark_dirty(a);
+                    self.mark_dirty(b);
+                }
             }
-            let key = self.key(c, offset as u32, input);
-            let hops = [hops[0], hops[1]];
-            self.legs.insert(key.id, hops);
-            if self.matching {
-                self.wait(key, hops);
-                self.mark_dirty(hops[0]);
-                self.mark_dirty(hops[1]);
-            }
+            i = run;
         }
     }
 
@@ -409,10 +437,13 @@ impl FlowPriority {
         self.dirty.clear();
         self.queued.iter_mut().for_each(|q| *q = None);
         self.deferred.iter_mut().for_each(|d| *d = None);
-        let legs: Vec<(LegId, [ResourceId; 2])> = self.legs.iter().map(|(&id, &hops)| (id, hops)).collect();
-        for (id, hops) in legs {
-            if let Some(key) = self.current_key(id, input) {
-                self.wait(key, hops);
+        for c in input.coflows {
+            for (offset, leg) in input.legs_of(c).iter().enumerate() {
+                if let &[a, b] = leg.route.hops()
+                    && leg.is_active()
+                {
+                    self.wait(self.key(c, offset as u32, input), [a, b]);
+                }
             }
         }
         for r in 0..self.owner.len() as ResourceId {
@@ -470,21 +501,16 @@ fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> 
 /// `x.round()`, without a call into the C library where the target has no rounding instruction (the
 /// default x86-64 one): below 2⁵², truncating a positive number to an integer `t` and back is
 /// exact and so is `x − t`, which decides the rounding as `round` does (halves away from zero), so
-/// this is `round` to the bit; elsewhere `round` itself.
+/// this is `round` to the bit; elsewhere `round` itself. (Through `i64`, which the target converts
+/// in one instruction each way, where `u64` takes several.)
 fn round(x: f64) -> f64 {
     const EXACT: f64 = (1u64 << 52) as f64;
     if x > 0.0 && x < EXACT {
-        let t = x as u64 as f64;
+        let t = x as i64 as f64;
         if x - t >= 0.5 { t + 1.0 } else { t }
     } else {
         x.round()
     }
-}
-
-/// The current key of a leg, if its coflow is still active.
-fn current_key_of(order: FlowOrder, id: LegId, input: &Input<'_>) -> Option<Key> {
-    let k = find(input, id)?;
-    Some(key_of(order, &input.coflows[k], id.2, input))
 }
 
 /// The current key of a port's holder (`FREE` if none): the memo if it is of `decision`, else
@@ -559,6 +585,7 @@ impl Scheduler for FlowPriority {
         self.holder_at.resize(resources, 0);
         self.queued.resize(resources, None);
         self.deferred.resize(resources, None);
+        self.port_changes.resize(resources, 0);
         self.decision += 1;
 
         let changes = input.changes;
@@ -642,9 +669,8 @@ impl Scheduler for FlowPriority {
             }
             let c = &input.coflows[k];
             let l = c.legs.start + id.2 as usize;
-            let leg = &input.legs[l];
-            let rate = leg.route.hops().iter().map(|&r| cap[r as usize]).fold(f64::INFINITY, f64::min);
-            out.give_leg(l, rate, leg.remaining(c));
+            let rate = f64::INFINITY.min(cap[hops[0] as usize]).min(cap[hops[1] as usize]);
+            out.give_leg(l, rate, input.legs[l].remaining(c));
         }
         None
     }

@@ -7,6 +7,12 @@
 //! one per resource.
 //! Completions sit in a heap: one entry per coflow (its legs without extra all finish together at
 //! `1/σ`) and one per leg with an extra.
+//! A decision touches only what it rates: the coflows with a rate (before or after it) and the legs
+//! with an extra. The heap is kept between decisions, and a finish that a decision moves is pushed
+//! again while its old entry stays behind, stale: an entry counts only while it is the planned
+//! finish of a coflow or leg still active, so stale ones are skipped when they come out, never
+//! left on top (the next event is always a real one), and the heap is rebuilt when they outnumber
+//! the live ones.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -42,8 +48,20 @@ pub(crate) struct LegModel {
     pub(crate) owner: Vec<u32>,
     slots: Vec<[u32; 4]>,
     leg_finish: Vec<Nanos>,
-    /// Legs with an extra in force, in the order the decision gave them.
+    /// Legs with an extra in force, in the order the decision gave them, and whether that order
+    /// is ascending.
     extra: Vec<Extra>,
+    extra_sorted: bool,
+    /// Coflows with a rate in force (indices, ascending).
+    rated: Vec<u32>,
+    /// The vectors of the decision before, kept so that a decision does not allocate.
+    spare_rated: Vec<u32>,
+    spare: Vec<Extra>,
+    /// Scratch of `apply`: per coflow and per leg, the number of the decision that last rated it
+    /// (`applied` counts them), to tell what the decision in force no longer rates.
+    coflow_mark: Vec<u64>,
+    leg_mark: Vec<u64>,
+    applied: u64,
     /// When the decision in force was made.
     dec_time: Nanos,
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
@@ -91,6 +109,8 @@ struct Extra {
     bytes: f64,
     hops: usize,
     slots: [u32; 4],
+    /// Its planned finish (`Nanos::MAX` if none), as in `leg_finish`.
+    finish: Nanos,
 }
 
 impl LegModel {
@@ -101,13 +121,13 @@ impl LegModel {
         }
         self.time = now;
         let dt = (now - self.dec_time).as_secs_f64();
-        for ((c, &sigma), &dec) in self.coflows.iter_mut().zip(&self.rate).zip(&self.scale_dec) {
-            if sigma > 0.0 {
-                // `σ·dt` can round to 1 a nanosecond before the finish, which is `1/σ` rounded up:
-                // a scale of zero there would leave the coflow with active legs and no bytes, so
-                // that no policy could ever finish it. A sliver stays until it finishes.
-                c.scale = (dec * (1.0 - sigma * dt)).max(dec * f64::EPSILON);
-            }
+        for &k in &self.rated {
+            let k = k as usize;
+            let (sigma, dec) = (self.rate[k], self.scale_dec[k]);
+            // `σ·dt` can round to 1 a nanosecond before the finish, which is `1/σ` rounded up: a
+            // scale of zero there would leave the coflow with active legs and no bytes, so that no
+            // policy could ever finish it. A sliver stays until it finishes.
+            self.coflows[k].scale = (dec * (1.0 - sigma * dt)).max(dec * f64::EPSILON);
         }
         for e in &self.extra {
             let leg = &mut self.legs[e.leg];
@@ -281,47 +301,180 @@ impl LegModel {
     }
 
     /// Puts a decision in force at the current time.
+    ///
+    /// Only what the decision rates, or the one before rated, is touched: a coflow without a rate
+    /// keeps no planned finish and its scale does not move, so its state is already right. A
+    /// finish that moved is pushed to the heap again; one that did not keeps its entry.
     pub(crate) fn apply(&mut self, alloc: &Allocation) {
         let now = self.time;
         self.dec_time = now;
-        for e in &self.extra {
-            self.leg_finish[e.leg] = Nanos::MAX;
+        self.applied += 1;
+        let mark = self.applied;
+        if self.coflow_mark.len() < self.coflows.len() {
+            self.coflow_mark.resize(self.coflows.len(), 0);
         }
-        self.extra.clear();
-        // The heap is built whole from its entries, in linear time: they are unique (a coflow or a
-        // leg each), so the order it pops them in does not depend on how it was built.
-        let mut heap = std::mem::take(&mut self.heap).into_vec();
-        heap.clear();
-        for (k, c) in self.coflows.iter().enumerate() {
-            let sigma = if c.active_flows > 0 { alloc.coflow_rate[k] } else { 0.0 };
-            self.rate[k] = sigma;
-            self.scale_dec[k] = c.scale;
-            self.finish[k] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
-            if sigma > 0.0 {
-                heap.push(Reverse((self.finish[k], k as u32)));
+        let old_rated = std::mem::take(&mut self.rated);
+        let mut rated = std::mem::take(&mut self.spare_rated);
+        rated.clear();
+        for (k, &sigma) in alloc.coflow_rate.iter().enumerate() {
+            if sigma > 0.0 && self.coflows[k].active_flows > 0 {
+                self.rate[k] = sigma;
+                self.scale_dec[k] = self.coflows[k].scale;
+                let finish = after(now, 1.0 / sigma);
+                if finish != self.finish[k] {
+                    self.finish[k] = finish;
+                    self.heap.push(Reverse((finish, k as u32)));
+                }
+                rated.push(k as u32);
+                self.coflow_mark[k] = mark;
             }
         }
-        for &(l, kappa) in alloc.leg_extras() {
+        // Coflows rated before and not now lose their rate and their finish.
+        for &k in &old_rated {
+            let k = k as usize;
+            if self.coflow_mark[k] != mark {
+                self.rate[k] = 0.0;
+                self.finish[k] = Nanos::MAX;
+            }
+        }
+        self.rated = rated;
+        self.spare_rated = old_rated;
+        self.apply_extras(alloc.leg_extras(), now);
+        if self.heap.len() > 2 * (self.rated.len() + self.extra.len()) + 64 {
+            self.rebuild_heap();
+        }
+        self.settle();
+    }
+
+    /// Puts the decision's extras in force (after the coflows' rates). A leg that keeps its extra
+    /// keeps what its old entry knows of it (its coflow, bytes and load slots), found by walking
+    /// both lists in step when both are in ascending order of legs (as a policy that gives extras
+    /// in the order of the input does), which saves looking up the leg's scattered fields again.
+    fn apply_extras(&mut self, extras: &[(usize, f64)], now: Nanos) {
+        let old = std::mem::take(&mut self.extra);
+        let mut new = std::mem::take(&mut self.spare);
+        new.clear();
+        let sorted = self.extra_sorted && extras.windows(2).all(|w| w[0].0 < w[1].0);
+        if !sorted && self.leg_mark.len() < self.legs.len() {
+            self.leg_mark.resize(self.legs.len(), 0);
+        }
+        let mark = self.applied;
+        let mut j = 0;
+        for &(l, kappa) in extras {
             // A negative extra is a per-connection cap holding a leg below its coflow's rate.
-            if kappa != 0.0 && self.legs[l].is_active() {
-                let c = self.owner[l] as usize;
-                let sigma = self.rate[c] + kappa;
-                let leg = &self.legs[l];
-                self.extra.push(Extra {
-                    leg: l,
-                    coflow: c,
-                    sigma: self.rate[c],
-                    scale_dec: self.scale_dec[c],
-                    speed: sigma,
-                    phi_dec: leg.scaled * self.coflows[c].scale,
-                    bytes: leg.bytes,
-                    hops: leg.route.hops().len(),
-                    slots: self.slots[l],
-                });
-                self.leg_finish[l] = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
-                if sigma > 0.0 {
-                    heap.push(Reverse((self.leg_finish[l], l as u32 | LEG)));
+            if kappa == 0.0 || !self.legs[l].is_active() {
+                continue;
+            }
+            let mut kept = None;
+            if sorted {
+                while j < old.len() && old[j].leg < l {
+                    // No longer given an extra.
+                    self.leg_finish[old[j].leg] = Nanos::MAX;
+                    j += 1;
                 }
+                if j < old.len() && old[j].leg == l {
+                    kept = Some(j);
+                    j += 1;
+                }
+            } else {
+                self.leg_mark[l] = mark;
+            }
+            // Field by field from where they are (copying a whole kept entry through the stack and
+            // reading it back in other widths stalls).
+            let (c, bytes, hops, slots, finish) = match kept {
+                Some(i) => {
+                    let o = &old[i];
+                    (o.coflow, o.bytes, o.hops, o.slots, o.finish)
+                }
+                None => self.new_extra(l),
+            };
+            let leg = &self.legs[l];
+            new.push(Extra {
+                leg: l,
+                coflow: c,
+                sigma: self.rate[c],
+                scale_dec: self.scale_dec[c],
+                speed: self.rate[c] + kappa,
+                phi_dec: leg.scaled * self.coflows[c].scale,
+                bytes,
+                hops,
+                slots,
+                finish,
+            });
+        }
+        // The finishes in a loop of their own, which overlaps their divisions.
+        for e in &mut new {
+            let finish = if e.speed > 0.0 { after(now, 1.0 / e.speed) } else { Nanos::MAX };
+            if finish != e.finish {
+                e.finish = finish;
+                self.leg_finish[e.leg] = finish;
+                if finish != Nanos::MAX {
+                    self.heap.push(Reverse((finish, e.leg as u32 | LEG)));
+                }
+            }
+        }
+        if sorted {
+            for e in &old[j..] {
+                self.leg_finish[e.leg] = Nanos::MAX;
+            }
+        } else {
+            for e in &old {
+                if self.leg_mark[e.leg] != mark {
+                    self.leg_finish[e.leg] = Nanos::MAX;
+                }
+            }
+        }
+        self.extra = new;
+        self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
+        self.spare = old;
+    }
+
+    /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops, load slots and
+    /// planned finish. Out of line, so that the usual case, a leg that keeps its extra, does not
+    /// load these scattered fields at all.
+    #[cold]
+    #[inline(never)]
+    fn new_extra(&self, l: usize) -> (usize, f64, usize, [u32; 4], Nanos) {
+        let leg = &self.legs[l];
+        (self.owner[l] as usize, leg.bytes, leg.route.hops().len(), self.slots[l], self.leg_finish[l])
+    }
+
+    /// Whether a heap entry is the planned finish of a coflow or leg still active.
+    fn live(&self, t: Nanos, tag: u32) -> bool {
+        if tag & LEG != 0 {
+            let l = (tag & !LEG) as usize;
+            self.leg_finish[l] == t && self.legs[l].is_active()
+        } else {
+            let c = tag as usize;
+            self.finish[c] == t && self.coflows[c].active_flows > 0
+        }
+    }
+
+    /// Drops stale entries off the top of the heap, so that it shows the next real completion.
+    fn settle(&mut self) {
+        while let Some(&Reverse((t, tag))) = self.heap.peek() {
+            if self.live(t, tag) {
+                break;
+            }
+            self.heap.pop();
+        }
+    }
+
+    /// The heap again, with only the planned finishes in force, in linear time (the entries are
+    /// unique, so the order they come out in does not depend on how it was built).
+    fn rebuild_heap(&mut self) {
+        let mut heap = std::mem::take(&mut self.heap).into_vec();
+        heap.clear();
+        for &k in &self.rated {
+            let t = self.finish[k as usize];
+            if t != Nanos::MAX {
+                heap.push(Reverse((t, k)));
+            }
+        }
+        for e in &self.extra {
+            let t = self.leg_finish[e.leg];
+            if t != Nanos::MAX {
+                heap.push(Reverse((t, e.leg as u32 | LEG)));
             }
         }
         self.heap = BinaryHeap::from(heap);
@@ -380,6 +533,7 @@ impl LegModel {
         if done.len() > before {
             self.compact();
         }
+        self.settle();
         any
     }
 
@@ -414,6 +568,7 @@ impl LegModel {
         if done.len() > before {
             self.compact();
         }
+        self.settle();
         any
     }
 
@@ -428,6 +583,7 @@ impl LegModel {
         }
         if !dropped.is_empty() {
             self.compact();
+            self.settle();
         }
         dropped
     }
@@ -546,32 +702,35 @@ impl LegModel {
         self.loads.truncate(kd);
         self.senders.truncate(ks);
         self.shift = shift;
-        // The heap again, without the entries of what left or went stale.
-        self.heap.clear();
-        for (k, &t) in self.finish.iter().enumerate() {
-            if t != Nanos::MAX {
-                self.heap.push(Reverse((t, k as u32)));
-            }
-        }
-        for e in &self.extra {
-            self.heap.push(Reverse((self.leg_finish[e.leg], e.leg as u32 | LEG)));
-        }
+        // The rated coflows at their new places, and the heap again, without the entries of what
+        // left or went stale.
+        self.rated.clear();
+        self.rated.extend((0..kc as u32).filter(|&k| self.rate[k as usize] > 0.0));
+        self.rebuild_heap();
     }
 }
 
 /// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
 pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
     let ns = ceil(secs * 1e9);
-    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + (ns as u64).max(1)) }
+    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
+}
+
+/// `x as u64` for a whole number `x`, through `i64` below 2⁶³ (one instruction there, where `u64`
+/// takes several), so the same number.
+fn whole(x: f64) -> u64 {
+    const SIGNED: f64 = (1u64 << 63) as f64;
+    if (0.0..SIGNED).contains(&x) { x as i64 as u64 } else { x as u64 }
 }
 
 /// `x.ceil()`, without a call into the C library where the target has no rounding instruction (the
 /// default x86-64 one): below 2⁵², where a number can have a fraction, truncating to an integer
-/// and back is exact, so this is `ceil` to the bit; elsewhere `ceil` itself.
+/// and back is exact, so this is `ceil` to the bit; elsewhere `ceil` itself. (Through `i64`, which
+/// the target converts in one instruction each way, where `u64` takes several.)
 fn ceil(x: f64) -> f64 {
     const EXACT: f64 = (1u64 << 52) as f64;
     if x > 0.0 && x < EXACT {
-        let t = x as u64 as f64;
+        let t = x as i64 as f64;
         if t < x { t + 1.0 } else { t }
     } else {
         x.ceil()
@@ -605,6 +764,12 @@ mod tests {
         ];
         for x in edges {
             assert_eq!(ceil(x).to_bits(), x.ceil().to_bits(), "ceil({x})");
+            if !x.is_nan() {
+                assert_eq!(whole(x.ceil()), x.ceil() as u64, "whole({x})");
+            }
+        }
+        for x in [9223372036854775807.0, 9223372036854775808.0, 18446744073709551615.0, 1e20] {
+            assert_eq!(whole(x), x as u64, "whole({x})");
         }
         assert!(ceil(f64::NAN).is_nan());
     }
@@ -671,6 +836,15 @@ mod tests {
                     }
                 }
             }
+        }
+
+        /// The same number as the plain conversion, on any number `after` can give it.
+        #[test]
+        fn whole_is_the_plain_conversion(bits in any::<u64>(), n in any::<u64>()) {
+            let x = f64::from_bits(bits).ceil();
+            prop_assert_eq!(whole(x), x as u64);
+            let y = n as f64;
+            prop_assert_eq!(whole(y), y as u64);
         }
 
         /// To the bit, on any number (finish times are computed with it).
