@@ -144,8 +144,9 @@ fn give(
 /// room, from which it clears those it finds full) are visited, receiver by receiver in
 /// increasing order, which is the legs' order since they are sorted by route ([`Live::build`]
 /// checks it). A receiver with room and an unfinished leg gets a gift that fills it or the
-/// sender, so the visits cost about what the gifts do. `legs` are the sender's listed offsets
-/// and receivers (a leg marked [`DEAD`] finished).
+/// sender, so the visits cost about what the gifts do. `(offsets, tails)` are the sender's
+/// listed legs and their receivers (a leg marked [`DEAD`] finished), `receivers` its
+/// [`Receivers`], `open` a copy of [`LiveLegs`]'s set, sharpened as receivers are found full.
 ///
 /// It visits, in the same order, exactly the legs the plain scan gives to: those it passes over
 /// have a full receiver or finished, and the scan passes over them too.
@@ -234,7 +235,8 @@ fn backfill_sender(
 /// Where the largest stored with [`LiveLegs::set_memo`] was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Witness {
-    /// At the leg with this offset among the coflow's legs.
+    /// At the leg with this offset among the coflow's legs; `u32::MAX` (no leg) for a largest
+    /// of zero, loads' or legs', which stays the largest whatever finishes.
     Leg(u32),
     /// At this resource.
     Resource(ResourceId),
@@ -300,8 +302,9 @@ fn meet(a: &Mask, b: &Mask) -> bool {
 ///   do ([`LiveLegs::memo`]), with where it was found ([`Witness`]), kept until the driver may
 ///   have changed it: legs were sent apart from the coflow's rate
 ///   ([`Changes::reshaped`](crate::state::Changes::reshaped)), or the leg found, or a leg
-///   crossing the resource found, finished (a finished leg's value and loads only fall, and
-///   the largest stays where it was found);
+///   crossing the resource found, finished (in a coflow not reshaped a finished leg's value
+///   falls to zero and the loads on its route only fall, so the largest stays where it was
+///   found);
 /// - its place in the policy's previous order ([`LiveLegs::rank`]), to sort from.
 ///
 /// [`Changes::everything`]: crate::state::Changes::everything

@@ -154,7 +154,10 @@ pub struct Changes {
     /// than their coflow's `σ` since the previous decision (an extra, or a driver's
     /// per-connection cap), so that their scaled legs and loads moved; every other coflow's
     /// scaled legs and loads are as they were at the previous decision (legs that finished
-    /// aside), only its scale fell. Each coflow at most once.
+    /// aside: their scaled value is zero and the loads on their routes only fell), only its
+    /// scale fell. Each coflow at most once. A driver that lists what changed must list every
+    /// such coflow, also one whose leg with an extra has finished since: policies keep values
+    /// derived from the others' scaled legs and loads on this word (`varys`'s keys).
     pub reshaped: Vec<CoflowId>,
     /// ([`ServiceModel::Route`]) Routes whose set of unfinished flows changed (flows joined or
     /// finished), including routes that appeared in or left [`Input::routes`], and routes that

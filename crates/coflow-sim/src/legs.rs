@@ -52,6 +52,10 @@ pub(crate) struct LegModel {
     /// is ascending.
     extra: Vec<Extra>,
     extra_sorted: bool,
+    /// The coflows of the extras the last decision put in force, sorted, each once: kept by id,
+    /// so that an extra dropped since (its leg finished, `compact` moved its coflow) still counts
+    /// (`Changes::reshaped`).
+    extra_ids: Vec<CoflowId>,
     /// Coflows with a rate in force (indices, ascending).
     rated: Vec<u32>,
     /// The vectors of the decision before, kept so that a decision does not allocate.
@@ -152,12 +156,10 @@ impl LegModel {
     }
 
     /// Lists the coflows of which a leg was sent at other than its coflow's rate since the last
-    /// decision (`Changes::reshaped`): those of the extras in force, each once.
+    /// decision (`Changes::reshaped`): those of the extras that decision put in force, each once,
+    /// also when the leg has finished since.
     pub(crate) fn reshaped(&self, out: &mut Vec<CoflowId>) {
-        let start = out.len();
-        out.extend(self.extra.iter().map(|e| self.coflows[e.coflow].id));
-        out[start..].sort_unstable();
-        out.dedup();
+        out.extend_from_slice(&self.extra_ids);
     }
 
     /// Admits a coflow at the current time, with its flows that cross the fabric; `split` sends
@@ -427,6 +429,10 @@ impl LegModel {
         self.extra = new;
         self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
         self.spare = old;
+        self.extra_ids.clear();
+        self.extra_ids.extend(self.extra.iter().map(|e| self.coflows[e.coflow].id));
+        self.extra_ids.sort_unstable();
+        self.extra_ids.dedup();
     }
 
     /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops, load slots and
