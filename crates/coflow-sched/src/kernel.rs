@@ -408,6 +408,21 @@ impl Live {
         }
     }
 
+    /// The list as a [`LiveCoflow`], with its receivers and `open` (the set of resources with
+    /// room) if given.
+    fn list<'a>(&'a self, open: Option<&'a Mask>) -> LiveCoflow<'a> {
+        let none = open.is_none();
+        LiveCoflow {
+            offsets: &self.offsets,
+            tails: &self.tails,
+            bounds: &self.bounds,
+            receivers: if none { &[] } else { &self.receivers },
+            receiver_masks: if none { &[] } else { &self.receiver_masks },
+            receiver_sets: if none { &[] } else { &self.receiver_sets },
+            open: open.unwrap_or(&NONE),
+        }
+    }
+
     /// Lists the coflow's unfinished legs sender by sender.
     fn build(&mut self, input: &Input<'_>, c: &CoflowState) {
         self.offsets.clear();
@@ -713,41 +728,26 @@ impl LiveLegs {
     /// The list of `input.coflows[k]`, built if it was not (after [`LiveLegs::update`] on that
     /// input).
     pub(crate) fn get(&mut self, input: &Input<'_>, k: usize) -> Option<LiveCoflow<'_>> {
-        let live = self.coflows.get_mut(k)?;
-        if !live.built {
-            live.build(input, &input.coflows[k]);
-        }
-        Some(LiveCoflow {
-            offsets: &live.offsets,
-            tails: &live.tails,
-            bounds: &live.bounds,
-            receivers: &[],
-            receiver_masks: &[],
-            receiver_sets: &[],
-            open: &NONE,
-        })
+        self.built(input, k)?;
+        Some(self.coflows[k].list(None))
     }
 
     /// [`LiveLegs::get`], with the set of resources with room in `left` (the decision's one
     /// vector of bandwidth left, which only shrinks) when the list keeps its receivers.
     fn get_with_room(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> Option<LiveCoflow<'_>> {
+        if self.built(input, k)? {
+            self.look(left, capacity);
+        }
+        Some(self.coflows[k].list(Some(&self.open)))
+    }
+
+    /// Builds `input.coflows[k]`'s list if it was not; whether it keeps its receivers.
+    fn built(&mut self, input: &Input<'_>, k: usize) -> Option<bool> {
         let live = self.coflows.get_mut(k)?;
         if !live.built {
             live.build(input, &input.coflows[k]);
         }
-        if !live.receiver_masks.is_empty() {
-            self.look(left, capacity);
-        }
-        let live = &self.coflows[k];
-        Some(LiveCoflow {
-            offsets: &live.offsets,
-            tails: &live.tails,
-            bounds: &live.bounds,
-            receivers: &live.receivers,
-            receiver_masks: &live.receiver_masks,
-            receiver_sets: &live.receiver_sets,
-            open: &self.open,
-        })
+        Some(!live.receiver_masks.is_empty())
     }
 }
 
