@@ -6,6 +6,9 @@
 //! [`Scheduler::poll_rejected`] and dropped by the driver.
 //! An admitted coflow is never preempted: at every decision it first gets the minimum rates that
 //! finish it exactly at its deadline (MADD with `τ = D`: every flow sends `remaining / (D − now)`).
+//! Where capacity falls after admission (a wide-area link), the guarantees are kept earliest
+//! deadline first as far as capacity goes, and a coflow past that gets what is left and may miss
+//! its deadline: never more than a resource carries.
 //! - `varys-deadline` then backfills what is left, admitted coflows first, earliest deadline first
 //!   (each first as a whole, in its current ratios, then flow by flow), then coflows without a
 //!   deadline in SEBF order, so admitted coflows usually finish early.
@@ -212,13 +215,94 @@ fn guarantee(
         // Past its deadline (only through rounding): finish as fast as what is left allows.
         return madd(loads, left, cap);
     }
-    let sigma = 1.0 / time_left;
+    let used = |b: f64, sigma: f64| match mode {
+        DeadlineMode::Varys => b * sigma,
+        DeadlineMode::VirtualCluster => a.reservation.max(b * sigma),
+    };
+    let mut sigma = 1.0 / time_left;
+    // Admission makes the guarantees fit together on the capacities of the time. Where a
+    // capacity falls later (a wide-area link), they may no longer fit: the coflows are guaranteed
+    // earliest deadline first (the caller's order) as far as what is left goes, and one that no
+    // longer fits gets the largest rate that does, and may miss its deadline. On fixed
+    // capacities the guarantees always fit but for rounding, far below the slack.
+    if loads.iter().any(|&(r, b)| used(b, sigma) > left[r as usize] + cap[r as usize] * SHORTFALL) {
+        sigma = loads.iter().map(|&(r, b)| left[r as usize] / b).fold(sigma, f64::min);
+    }
     for &(r, b) in loads {
-        let used = match mode {
-            DeadlineMode::Varys => b * sigma,
-            DeadlineMode::VirtualCluster => a.reservation.max(b * sigma),
-        };
-        left[r as usize] = (left[r as usize] - used).max(0.0);
+        left[r as usize] = (left[r as usize] - used(b, sigma)).max(0.0);
     }
     sigma
+}
+
+/// The share of a resource's capacity by which the guarantees may exceed what is left before a
+/// guarantee is cut to fit: a billion times the rounding of the rates, a thousandth of the
+/// driver's check that nothing is allocated over capacity.
+const SHORTFALL: f64 = 1e-9;
+
+#[cfg(test)]
+mod tests {
+    use coflow_core::{MachineId, Rate};
+
+    use super::*;
+    use crate::fabric::{BigSwitch, Fabric};
+    use crate::snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
+
+    /// Each flow's rate in bytes per second when `policy` decides at `now` on `fabric`, for
+    /// coflows of one flow each: `(id, src, dst, bytes, deadline in seconds)`, arrived at zero.
+    fn decide(
+        policy: &mut DeadlineScheduler,
+        fabric: &Fabric,
+        now: Nanos,
+        coflows: &[(u64, u32, u32, f64, u64)],
+    ) -> Vec<f64> {
+        let mut snapshot = Snapshot::default();
+        snapshot.clear(ServiceModel::Proportional);
+        for &(id, src, dst, bytes, deadline) in coflows {
+            let coflow = SnapshotCoflow {
+                id: CoflowId(id),
+                arrival: Nanos::ZERO,
+                deadline: Some(Nanos::from_secs(deadline)),
+                weight: 1.0,
+                width: 1,
+            };
+            let flow = SnapshotFlow { src: MachineId(src), dst: MachineId(dst), size: bytes, remaining: bytes };
+            snapshot.push_coflow(fabric, &coflow, &[flow]);
+        }
+        let input = snapshot.input(now, fabric);
+        let mut out = Allocation::default();
+        out.reset(&input);
+        policy.poll_allocation(&input, &mut out);
+        let mut rejected = Vec::new();
+        policy.poll_rejected(&mut rejected);
+        assert!(rejected.is_empty(), "{}: rejected {rejected:?}", policy.name());
+        let mut rates = Vec::new();
+        snapshot.flow_rates(&out, &mut rates);
+        rates
+    }
+
+    #[test]
+    fn guarantees_that_no_longer_fit_a_fallen_capacity_go_earliest_deadline_first() {
+        for mode in [DeadlineMode::Varys, DeadlineMode::VirtualCluster] {
+            let mut policy = DeadlineScheduler::new(mode);
+            let switch = BigSwitch::new(4, Rate::from_bytes_per_sec(100.0));
+            let into_2 = switch.egress(MachineId(2));
+            let mut fabric = Fabric::new(switch);
+            // A needs 100 B in 2 s (50 B/s), B 80 B in 4 s (20 B/s), both into machine 2: both fit
+            // its 100 B/s and are admitted.
+            let coflows = [(1, 0, 2, 100.0, 2), (2, 1, 2, 80.0, 4)];
+            let rates = decide(&mut policy, &fabric, Nanos::ZERO, &coflows);
+            assert!(rates.iter().sum::<f64>() <= 100.0 * (1.0 + 1e-12), "{mode:?}: {rates:?}");
+            // Machine 2's port falls to 60 B/s: A, the earlier deadline, keeps its 50 B/s, and B
+            // gets the 10 B/s left instead of its 20.
+            fabric.set_capacity(into_2, 60.0);
+            let rates = decide(&mut policy, &fabric, Nanos::ZERO, &coflows);
+            assert!((rates[0] - 50.0).abs() < 1e-9, "{mode:?}: A at {rates:?}");
+            assert!((rates[1] - 10.0).abs() < 1e-9, "{mode:?}: B at {rates:?}");
+            // Down to 40 B/s: A gets what is left, all of it, and B nothing.
+            fabric.set_capacity(into_2, 40.0);
+            let rates = decide(&mut policy, &fabric, Nanos::ZERO, &coflows);
+            assert!((rates[0] - 40.0).abs() < 1e-9, "{mode:?}: A at {rates:?}");
+            assert_eq!(rates[1], 0.0, "{mode:?}: B at {rates:?}");
+        }
+    }
 }

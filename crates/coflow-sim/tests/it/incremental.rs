@@ -162,12 +162,7 @@ fn incremental_equals_scratch_on_the_wide_area() {
                     multipath,
                     per_connection,
                 };
-                // FIXME: with deadlines on the wide area, `varys-deadline` and `vc` keep their
-                // reservations when a link's capacity falls and allocate past it (a capacity
-                // check fails whether decisions are incremental or not); until they re-admit on
-                // capacity changes they run here on instances without deadlines only.
-                let reserving = |n: &str| ["varys-deadline", "vc"].contains(&n);
-                for name in names_serving(&wan.fabric).into_iter().filter(|n| !(shape.deadlines && reserving(n))) {
+                for name in names_serving(&wan.fabric) {
                     let inc = ChangesCheck::new(policy::seeded(name, seed).unwrap());
                     let a = simulate(&w, Box::new(inc), &SimConfig { wan: Some(wan.clone()), ..cfg(false) }).unwrap();
                     let b = simulate(
