@@ -61,11 +61,16 @@ pub(crate) struct LegModel {
     /// The vectors of the decision before, kept so that a decision does not allocate.
     spare_rated: Vec<u32>,
     spare: Vec<Extra>,
-    /// Scratch of `apply`: per coflow and per leg, the number of the decision that last rated it
-    /// (`applied` counts them), to tell what the decision in force no longer rates.
+    /// Scratch of `apply`: per coflow, the number of the decision that last rated it (`applied`
+    /// counts them), to tell what the decision in force no longer rates.
     coflow_mark: Vec<u64>,
-    leg_mark: Vec<u64>,
     applied: u64,
+    /// Per leg: where its extra sits in `extra`, if it has one (stale values are harmless: an
+    /// entry counts only when the extra there is that leg's), so that a decision that gives
+    /// extras in no order of legs finds what a leg's kept extra knows without its scattered fields.
+    extra_at: Vec<u32>,
+    /// Per coflow: the number of the decision that last listed it in `extra_ids`.
+    id_mark: Vec<u64>,
     /// When the decision in force was made.
     dec_time: Nanos,
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
@@ -357,10 +362,9 @@ impl LegModel {
         let mut new = std::mem::take(&mut self.spare);
         new.clear();
         let sorted = self.extra_sorted && extras.windows(2).all(|w| w[0].0 < w[1].0);
-        if !sorted && self.leg_mark.len() < self.legs.len() {
-            self.leg_mark.resize(self.legs.len(), 0);
+        if !sorted && self.extra_at.len() < self.legs.len() {
+            self.extra_at.resize(self.legs.len(), u32::MAX);
         }
-        let mark = self.applied;
         let mut j = 0;
         for &(l, kappa) in extras {
             // A negative extra is a per-connection cap holding a leg below its coflow's rate.
@@ -379,7 +383,11 @@ impl LegModel {
                     j += 1;
                 }
             } else {
-                self.leg_mark[l] = mark;
+                let at = self.extra_at[l] as usize;
+                if at < old.len() && old[at].leg == l {
+                    kept = Some(at);
+                }
+                self.extra_at[l] = new.len() as u32;
             }
             // Field by field from where they are (copying a whole kept entry through the stack and
             // reading it back in other widths stalls).
@@ -420,8 +428,11 @@ impl LegModel {
                 self.leg_finish[e.leg] = Nanos::MAX;
             }
         } else {
+            // A leg given an extra again points at its new entry; one that was not points at its
+            // old place, where the new list holds another leg or nothing.
             for e in &old {
-                if self.leg_mark[e.leg] != mark {
+                let at = self.extra_at[e.leg] as usize;
+                if at >= new.len() || new[at].leg != e.leg {
                     self.leg_finish[e.leg] = Nanos::MAX;
                 }
             }
@@ -429,8 +440,18 @@ impl LegModel {
         self.extra = new;
         self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
         self.spare = old;
+        // Each coflow once, then sorted: fewer to sort than the extras.
+        if self.id_mark.len() < self.coflows.len() {
+            self.id_mark.resize(self.coflows.len(), 0);
+        }
+        let mark = self.applied;
         self.extra_ids.clear();
-        self.extra_ids.extend(self.extra.iter().map(|e| self.coflows[e.coflow].id));
+        for e in &self.extra {
+            if self.id_mark[e.coflow] != mark {
+                self.id_mark[e.coflow] = mark;
+                self.extra_ids.push(self.coflows[e.coflow].id);
+            }
+        }
         self.extra_ids.sort_unstable();
         self.extra_ids.dedup();
     }
@@ -651,6 +672,11 @@ impl LegModel {
                 _ => false,
             }
         });
+        for (i, e) in self.extra.iter().enumerate() {
+            if let Some(at) = self.extra_at.get_mut(e.leg) {
+                *at = i as u32;
+            }
+        }
         let (mut kc, mut kl, mut kd, mut ks) = {
             let c = &self.coflows[first];
             (first, c.legs.start, c.loads.start, c.senders.start)
@@ -718,8 +744,18 @@ impl LegModel {
 
 /// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
 pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
-    let ns = ceil(secs * 1e9);
-    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
+    const EXACT: f64 = (1u64 << 52) as f64;
+    let x = secs * 1e9;
+    if x > 0.0 && x < EXACT {
+        // `ceil` and `whole` below in integers: truncating is exact here, and the ceiling is at
+        // least 1 and at most 2⁵², a whole number that converts back to itself.
+        let t = x as i64;
+        let ns = t + i64::from((t as f64) < x);
+        if ns as f64 >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + ns as u64) }
+    } else {
+        let ns = ceil(x);
+        if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
+    }
 }
 
 /// `x as u64` for a whole number `x`, through `i64` below 2⁶³ (one instruction there, where `u64`
@@ -851,6 +887,21 @@ mod tests {
             prop_assert_eq!(whole(x), x as u64);
             let y = n as f64;
             prop_assert_eq!(whole(y), y as u64);
+        }
+
+        /// The same instant as the plain formula (`now` plus the seconds in nanoseconds rounded up,
+        /// at least one, saturating), on any number of seconds and any time.
+        #[test]
+        fn after_is_the_plain_formula(bits in any::<u64>(), secs in 0.0f64..1e7, now in any::<u64>(), t in 0u64..1u64 << 45) {
+            let plain = |now: Nanos, secs: f64| {
+                let ns = (secs * 1e9).ceil();
+                if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + (ns as u64).max(1)) }
+            };
+            for s in [f64::from_bits(bits), secs, 1.0 / secs] {
+                for n in [Nanos(now), Nanos(t), Nanos(u64::MAX - t)] {
+                    prop_assert_eq!(after(n, s), plain(n, s), "after({:?}, {})", n, s);
+                }
+            }
         }
 
         /// To the bit, on any number (finish times are computed with it).
