@@ -65,10 +65,14 @@ pub(crate) struct LegModel {
     /// counts them), to tell what the decision in force no longer rates.
     coflow_mark: Vec<u64>,
     applied: u64,
-    /// Per leg: where its extra sits in `extra`, if it has one (stale values are harmless: an
-    /// entry counts only when the extra there is that leg's), so that a decision that gives
-    /// extras in no order of legs finds what a leg's kept extra knows without its scattered fields.
+    /// Per leg: where its extra sits in `extra`, if it has one, so that a decision that gives
+    /// extras in no order of legs finds what a leg's kept extra knows without its scattered
+    /// fields. A value counts only when the entry there is that leg's; while `extra_indexed`,
+    /// every entry of `extra` is where its leg's value says, so a leg found nowhere has no extra.
     extra_at: Vec<u32>,
+    extra_indexed: bool,
+    /// Scratch of `apply_extras`: per entry of the extras before, whether the decision kept it.
+    taken: Vec<bool>,
     /// Per coflow: the number of the decision that last listed it in `extra_ids`.
     id_mark: Vec<u64>,
     /// When the decision in force was made.
@@ -354,16 +358,27 @@ impl LegModel {
     }
 
     /// Puts the decision's extras in force (after the coflows' rates). A leg that keeps its extra
-    /// keeps what its old entry knows of it (its coflow, bytes and load slots), found by walking
-    /// both lists in step when both are in ascending order of legs (as a policy that gives extras
-    /// in the order of the input does), which saves looking up the leg's scattered fields again.
+    /// keeps what its old entry knows of it (its coflow, bytes, load slots and planned finish),
+    /// found by walking both lists in step when both are in ascending order of legs (as a policy
+    /// that gives extras in the order of the input does), or else through `extra_at` (as for a
+    /// policy that gives them in its order of priority), which saves looking up the leg's
+    /// scattered fields again; a leg without an extra before has no planned finish to look up.
     fn apply_extras(&mut self, extras: &[(usize, f64)], now: Nanos) {
         let old = std::mem::take(&mut self.extra);
         let mut new = std::mem::take(&mut self.spare);
         new.clear();
         let sorted = self.extra_sorted && extras.windows(2).all(|w| w[0].0 < w[1].0);
-        if !sorted && self.extra_at.len() < self.legs.len() {
-            self.extra_at.resize(self.legs.len(), u32::MAX);
+        if !sorted {
+            if self.extra_at.len() < self.legs.len() {
+                self.extra_at.resize(self.legs.len(), u32::MAX);
+            }
+            if !self.extra_indexed {
+                for (i, e) in old.iter().enumerate() {
+                    self.extra_at[e.leg] = i as u32;
+                }
+            }
+            self.taken.clear();
+            self.taken.resize(old.len(), false);
         }
         let mut j = 0;
         for &(l, kappa) in extras {
@@ -386,17 +401,29 @@ impl LegModel {
                 let at = self.extra_at[l] as usize;
                 if at < old.len() && old[at].leg == l {
                     kept = Some(at);
+                    self.taken[at] = true;
+                } else if at < new.len() && new[at].leg == l {
+                    // Given twice (policies give each leg once): as the first time.
+                    kept = Some(usize::MAX);
                 }
                 self.extra_at[l] = new.len() as u32;
             }
             // Field by field from where they are (copying a whole kept entry through the stack and
             // reading it back in other widths stalls).
             let (c, bytes, hops, slots, finish) = match kept {
+                Some(usize::MAX) => {
+                    let (c, bytes, hops, slots) = self.new_extra(l);
+                    (c, bytes, hops, slots, self.leg_finish[l])
+                }
                 Some(i) => {
                     let o = &old[i];
                     (o.coflow, o.bytes, o.hops, o.slots, o.finish)
                 }
-                None => self.new_extra(l),
+                // Not in force before, so no planned finish (`leg_finish` is `MAX`).
+                None => {
+                    let (c, bytes, hops, slots) = self.new_extra(l);
+                    (c, bytes, hops, slots, Nanos::MAX)
+                }
             };
             let leg = &self.legs[l];
             new.push(Extra {
@@ -428,15 +455,16 @@ impl LegModel {
                 self.leg_finish[e.leg] = Nanos::MAX;
             }
         } else {
-            // A leg given an extra again points at its new entry; one that was not points at its
-            // old place, where the new list holds another leg or nothing.
-            for e in &old {
+            // Not kept: dropped, unless its leg was given twice before and once now (then it
+            // points at its new entry).
+            for (e, _) in old.iter().zip(&self.taken).filter(|&(_, &taken)| !taken) {
                 let at = self.extra_at[e.leg] as usize;
                 if at >= new.len() || new[at].leg != e.leg {
                     self.leg_finish[e.leg] = Nanos::MAX;
                 }
             }
         }
+        self.extra_indexed = !sorted;
         self.extra = new;
         self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
         self.spare = old;
@@ -456,14 +484,14 @@ impl LegModel {
         self.extra_ids.dedup();
     }
 
-    /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops, load slots and
-    /// planned finish. Out of line, so that the usual case, a leg that keeps its extra, does not
-    /// load these scattered fields at all.
+    /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops and load slots.
+    /// Out of line, so that the usual case, a leg that keeps its extra, does not load these
+    /// scattered fields at all.
     #[cold]
     #[inline(never)]
-    fn new_extra(&self, l: usize) -> (usize, f64, usize, [u32; 4], Nanos) {
+    fn new_extra(&self, l: usize) -> (usize, f64, usize, [u32; 4]) {
         let leg = &self.legs[l];
-        (self.owner[l] as usize, leg.bytes, leg.route.hops().len(), self.slots[l], self.leg_finish[l])
+        (self.owner[l] as usize, leg.bytes, leg.route.hops().len(), self.slots[l])
     }
 
     /// Whether a heap entry is the planned finish of a coflow or leg still active.
@@ -672,9 +700,9 @@ impl LegModel {
                 _ => false,
             }
         });
-        for (i, e) in self.extra.iter().enumerate() {
-            if let Some(at) = self.extra_at.get_mut(e.leg) {
-                *at = i as u32;
+        if self.extra_indexed {
+            for (i, e) in self.extra.iter().enumerate() {
+                self.extra_at[e.leg] = i as u32;
             }
         }
         let (mut kc, mut kl, mut kd, mut ks) = {
