@@ -109,8 +109,9 @@ pub(crate) struct LegModel {
 }
 
 /// A leg with an extra in force, with what [`LegModel::sync`] reads at every event kept together:
-/// the leg, its coflow (index), that coflow's rate `σ` and scale at the decision, `σ + κ`, the
-/// leg's remaining fraction at the decision, its bytes, and the indices in `loads` of its hops.
+/// the leg, its coflow (index), that coflow's rate `σ` and scale at the decision (which is its
+/// scale until the next decision when it has no rate: only rated coflows' scales move), `σ + κ`,
+/// the leg's remaining fraction at the decision, its bytes, and the indices in `loads` of its hops.
 #[derive(Clone, Copy, Debug)]
 struct Extra {
     leg: usize,
@@ -147,19 +148,28 @@ impl LegModel {
             if !leg.is_active() {
                 continue;
             }
-            // The coflow's scale as above, computed again from the same values.
+            // The coflow's scale as above, computed again from the same values; without a rate it
+            // stays as it was at the decision, which `scale_dec` holds then.
             let scale = if e.sigma > 0.0 {
                 (e.scale_dec * (1.0 - e.sigma * dt)).max(e.scale_dec * f64::EPSILON)
             } else {
-                self.coflows[e.coflow].scale
+                e.scale_dec
             };
             let phi = (e.phi_dec * (1.0 - e.speed * dt)).max(0.0);
             let scaled = if scale > 0.0 { (phi / scale).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
             let delta = scaled - leg.scaled;
             leg.scaled = scaled;
-            for &slot in &e.slots[..e.hops] {
-                let load = &mut self.loads[slot as usize].1;
+            let loads = &mut self.loads;
+            let mut update = |slot: u32| {
+                let load = &mut loads[slot as usize].1;
                 *load = (*load + delta * e.bytes).max(0.0);
+            };
+            // Two hops (every leg on the big switch) without the loop.
+            if let &[a, b] = &e.slots[..e.hops] {
+                update(a);
+                update(b);
+            } else {
+                e.slots[..e.hops].iter().for_each(|&slot| update(slot));
             }
         }
     }
@@ -430,7 +440,7 @@ impl LegModel {
                 leg: l,
                 coflow: c,
                 sigma: self.rate[c],
-                scale_dec: self.scale_dec[c],
+                scale_dec: if self.rate[c] > 0.0 { self.scale_dec[c] } else { self.coflows[c].scale },
                 speed: self.rate[c] + kappa,
                 phi_dec: leg.scaled * self.coflows[c].scale,
                 bytes,
@@ -905,6 +915,70 @@ mod tests {
                         prop_assert_eq!(model.loads[model.slots[i][h] as usize].0, r);
                     }
                 }
+            }
+        }
+
+        /// Decision after decision, with extras given in leg order or in any other, kept, dropped
+        /// and new: every extra in force plans its finish at `after(decision, 1/(σ + κ))`, a leg
+        /// without one plans none, the list is the extras given in their order, its index points
+        /// every extra at its own entry, and the heap shows the earliest planned finish.
+        #[test]
+        fn extras_in_any_order_plan_exact_finishes(
+            decisions in proptest::collection::vec(
+                (
+                    proptest::collection::vec((0usize..64, 1e-3f64..10.0), 0..24),
+                    any::<bool>(),
+                    0u64..2_000_000,
+                    prop_oneof![Just(0.0), 1e-3f64..1.0],
+                ),
+                1..16,
+            ),
+        ) {
+            let fabric = Fabric::big_switch(6, coflow_core::Rate::GBPS);
+            let mut model = LegModel::default();
+            for (k, size) in [(0u64, 1_000_000_000u64), (1, 2_000_000_000)] {
+                let flows: Vec<Flow> = (0..6)
+                    .flat_map(|s| (0..6).filter(move |&d| d != s).map(move |d| (s, d)))
+                    .map(|(s, d)| Flow { src: MachineId(s), dst: MachineId(d), size: coflow_core::Bytes(size) })
+                    .collect();
+                model.arrive(&fabric, &Coflow::new(CoflowId(k), Nanos::ZERO, flows), k as usize, &Split::new());
+            }
+            let n = model.legs.len();
+            let mut now = Nanos::ZERO;
+            for (extras, sorted, dt, sigma) in decisions {
+                now = Nanos(now.0 + dt + 1);
+                model.sync(now);
+                let mut given: Vec<(usize, f64)> = Vec::new();
+                for (l, kappa) in extras {
+                    if given.iter().all(|&(g, _)| g != l % n) {
+                        given.push((l % n, kappa));
+                    }
+                }
+                if sorted {
+                    given.sort_by_key(|&(l, _)| l);
+                }
+                let mut alloc = Allocation::default();
+                alloc.coflow_rate = vec![sigma, 0.0];
+                for &(l, kappa) in &given {
+                    alloc.give_leg_fraction(l, kappa);
+                }
+                model.apply(&alloc);
+                let legs: Vec<usize> = model.extra.iter().map(|e| e.leg).collect();
+                prop_assert_eq!(legs, given.iter().map(|&(l, _)| l).collect::<Vec<_>>());
+                let mut next = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
+                for (i, (e, &(l, kappa))) in model.extra.iter().zip(&given).enumerate() {
+                    let speed = model.rate[model.owner[l] as usize] + kappa;
+                    prop_assert_eq!(e.finish, after(now, 1.0 / speed));
+                    prop_assert_eq!(model.leg_finish[l], e.finish);
+                    if model.extra_indexed {
+                        prop_assert_eq!(model.extra_at[l] as usize, i);
+                    }
+                    next = next.min(e.finish);
+                }
+                for l in (0..n).filter(|l| given.iter().all(|&(g, _)| g != *l)) {
+                    prop_assert_eq!(model.leg_finish[l], Nanos::MAX);
+                }
+                prop_assert_eq!(model.next_time(), next);
             }
         }
 
