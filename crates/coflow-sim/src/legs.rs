@@ -440,7 +440,9 @@ impl LegModel {
                 leg: l,
                 coflow: c,
                 sigma: self.rate[c],
-                scale_dec: if self.rate[c] > 0.0 { self.scale_dec[c] } else { self.coflows[c].scale },
+                // Its scale now: `scale_dec[c]` when rated (set just above), its scale until
+                // the next decision when not.
+                scale_dec: self.coflows[c].scale,
                 speed: self.rate[c] + kappa,
                 phi_dec: leg.scaled * self.coflows[c].scale,
                 bytes,
