@@ -61,11 +61,20 @@ pub(crate) struct LegModel {
     /// The vectors of the decision before, kept so that a decision does not allocate.
     spare_rated: Vec<u32>,
     spare: Vec<Extra>,
-    /// Scratch of `apply`: per coflow and per leg, the number of the decision that last rated it
-    /// (`applied` counts them), to tell what the decision in force no longer rates.
+    /// Scratch of `apply`: per coflow, the number of the decision that last rated it (`applied`
+    /// counts them), to tell what the decision in force no longer rates.
     coflow_mark: Vec<u64>,
-    leg_mark: Vec<u64>,
     applied: u64,
+    /// Per leg: where its extra sits in `extra`, if it has one, so that a decision that gives
+    /// extras in no order of legs finds what a leg's kept extra knows without its scattered
+    /// fields. A value counts only when the entry there is that leg's; while `extra_indexed`,
+    /// every entry of `extra` is where its leg's value says, so a leg found nowhere has no extra.
+    extra_at: Vec<u32>,
+    extra_indexed: bool,
+    /// Scratch of `apply_extras`: per entry of the extras before, whether the decision kept it.
+    taken: Vec<bool>,
+    /// Per coflow: the number of the decision that last listed it in `extra_ids`.
+    id_mark: Vec<u64>,
     /// When the decision in force was made.
     dec_time: Nanos,
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
@@ -100,8 +109,9 @@ pub(crate) struct LegModel {
 }
 
 /// A leg with an extra in force, with what [`LegModel::sync`] reads at every event kept together:
-/// the leg, its coflow (index), that coflow's rate `σ` and scale at the decision, `σ + κ`, the
-/// leg's remaining fraction at the decision, its bytes, and the indices in `loads` of its hops.
+/// the leg, its coflow (index), that coflow's rate `σ` and scale at the decision (which is its
+/// scale until the next decision when it has no rate: only rated coflows' scales move), `σ + κ`,
+/// the leg's remaining fraction at the decision, its bytes, and the indices in `loads` of its hops.
 #[derive(Clone, Copy, Debug)]
 struct Extra {
     leg: usize,
@@ -138,19 +148,28 @@ impl LegModel {
             if !leg.is_active() {
                 continue;
             }
-            // The coflow's scale as above, computed again from the same values.
+            // The coflow's scale as above, computed again from the same values; without a rate it
+            // stays as it was at the decision, which `scale_dec` holds then.
             let scale = if e.sigma > 0.0 {
                 (e.scale_dec * (1.0 - e.sigma * dt)).max(e.scale_dec * f64::EPSILON)
             } else {
-                self.coflows[e.coflow].scale
+                e.scale_dec
             };
             let phi = (e.phi_dec * (1.0 - e.speed * dt)).max(0.0);
             let scaled = if scale > 0.0 { (phi / scale).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
             let delta = scaled - leg.scaled;
             leg.scaled = scaled;
-            for &slot in &e.slots[..e.hops] {
-                let load = &mut self.loads[slot as usize].1;
+            let loads = &mut self.loads;
+            let mut update = |slot: u32| {
+                let load = &mut loads[slot as usize].1;
                 *load = (*load + delta * e.bytes).max(0.0);
+            };
+            // Two hops (every leg on the big switch) without the loop.
+            if let &[a, b] = &e.slots[..e.hops] {
+                update(a);
+                update(b);
+            } else {
+                e.slots[..e.hops].iter().for_each(|&slot| update(slot));
             }
         }
     }
@@ -349,18 +368,28 @@ impl LegModel {
     }
 
     /// Puts the decision's extras in force (after the coflows' rates). A leg that keeps its extra
-    /// keeps what its old entry knows of it (its coflow, bytes and load slots), found by walking
-    /// both lists in step when both are in ascending order of legs (as a policy that gives extras
-    /// in the order of the input does), which saves looking up the leg's scattered fields again.
+    /// keeps what its old entry knows of it (its coflow, bytes, load slots and planned finish),
+    /// found by walking both lists in step when both are in ascending order of legs (as a policy
+    /// that gives extras in the order of the input does), or else through `extra_at` (as for a
+    /// policy that gives them in its order of priority), which saves looking up the leg's
+    /// scattered fields again; a leg without an extra before has no planned finish to look up.
     fn apply_extras(&mut self, extras: &[(usize, f64)], now: Nanos) {
         let old = std::mem::take(&mut self.extra);
         let mut new = std::mem::take(&mut self.spare);
         new.clear();
         let sorted = self.extra_sorted && extras.windows(2).all(|w| w[0].0 < w[1].0);
-        if !sorted && self.leg_mark.len() < self.legs.len() {
-            self.leg_mark.resize(self.legs.len(), 0);
+        if !sorted {
+            if self.extra_at.len() < self.legs.len() {
+                self.extra_at.resize(self.legs.len(), u32::MAX);
+            }
+            if !self.extra_indexed {
+                for (i, e) in old.iter().enumerate() {
+                    self.extra_at[e.leg] = i as u32;
+                }
+            }
+            self.taken.clear();
+            self.taken.resize(old.len(), false);
         }
-        let mark = self.applied;
         let mut j = 0;
         for &(l, kappa) in extras {
             // A negative extra is a per-connection cap holding a leg below its coflow's rate.
@@ -379,23 +408,41 @@ impl LegModel {
                     j += 1;
                 }
             } else {
-                self.leg_mark[l] = mark;
+                let at = self.extra_at[l] as usize;
+                if at < old.len() && old[at].leg == l {
+                    kept = Some(at);
+                    self.taken[at] = true;
+                } else if at < new.len() && new[at].leg == l {
+                    // Given twice (policies give each leg once): as the first time.
+                    kept = Some(usize::MAX);
+                }
+                self.extra_at[l] = new.len() as u32;
             }
             // Field by field from where they are (copying a whole kept entry through the stack and
             // reading it back in other widths stalls).
             let (c, bytes, hops, slots, finish) = match kept {
+                Some(usize::MAX) => {
+                    let (c, bytes, hops, slots) = self.new_extra(l);
+                    (c, bytes, hops, slots, self.leg_finish[l])
+                }
                 Some(i) => {
                     let o = &old[i];
                     (o.coflow, o.bytes, o.hops, o.slots, o.finish)
                 }
-                None => self.new_extra(l),
+                // Not in force before, so no planned finish (`leg_finish` is `MAX`).
+                None => {
+                    let (c, bytes, hops, slots) = self.new_extra(l);
+                    (c, bytes, hops, slots, Nanos::MAX)
+                }
             };
             let leg = &self.legs[l];
             new.push(Extra {
                 leg: l,
                 coflow: c,
                 sigma: self.rate[c],
-                scale_dec: self.scale_dec[c],
+                // Its scale now: `scale_dec[c]` when rated (set just above), its scale until
+                // the next decision when not.
+                scale_dec: self.coflows[c].scale,
                 speed: self.rate[c] + kappa,
                 phi_dec: leg.scaled * self.coflows[c].scale,
                 bytes,
@@ -420,29 +467,43 @@ impl LegModel {
                 self.leg_finish[e.leg] = Nanos::MAX;
             }
         } else {
-            for e in &old {
-                if self.leg_mark[e.leg] != mark {
+            // Not kept: dropped, unless its leg was given twice before and once now (then it
+            // points at its new entry).
+            for (e, _) in old.iter().zip(&self.taken).filter(|&(_, &taken)| !taken) {
+                let at = self.extra_at[e.leg] as usize;
+                if at >= new.len() || new[at].leg != e.leg {
                     self.leg_finish[e.leg] = Nanos::MAX;
                 }
             }
         }
+        self.extra_indexed = !sorted;
         self.extra = new;
         self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
         self.spare = old;
+        // Each coflow once, then sorted: fewer to sort than the extras.
+        if self.id_mark.len() < self.coflows.len() {
+            self.id_mark.resize(self.coflows.len(), 0);
+        }
+        let mark = self.applied;
         self.extra_ids.clear();
-        self.extra_ids.extend(self.extra.iter().map(|e| self.coflows[e.coflow].id));
+        for e in &self.extra {
+            if self.id_mark[e.coflow] != mark {
+                self.id_mark[e.coflow] = mark;
+                self.extra_ids.push(self.coflows[e.coflow].id);
+            }
+        }
         self.extra_ids.sort_unstable();
         self.extra_ids.dedup();
     }
 
-    /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops, load slots and
-    /// planned finish. Out of line, so that the usual case, a leg that keeps its extra, does not
-    /// load these scattered fields at all.
+    /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops and load slots.
+    /// Out of line, so that the usual case, a leg that keeps its extra, does not load these
+    /// scattered fields at all.
     #[cold]
     #[inline(never)]
-    fn new_extra(&self, l: usize) -> (usize, f64, usize, [u32; 4], Nanos) {
+    fn new_extra(&self, l: usize) -> (usize, f64, usize, [u32; 4]) {
         let leg = &self.legs[l];
-        (self.owner[l] as usize, leg.bytes, leg.route.hops().len(), self.slots[l], self.leg_finish[l])
+        (self.owner[l] as usize, leg.bytes, leg.route.hops().len(), self.slots[l])
     }
 
     /// Whether a heap entry is the planned finish of a coflow or leg still active.
@@ -651,6 +712,11 @@ impl LegModel {
                 _ => false,
             }
         });
+        if self.extra_indexed {
+            for (i, e) in self.extra.iter().enumerate() {
+                self.extra_at[e.leg] = i as u32;
+            }
+        }
         let (mut kc, mut kl, mut kd, mut ks) = {
             let c = &self.coflows[first];
             (first, c.legs.start, c.loads.start, c.senders.start)
@@ -718,8 +784,18 @@ impl LegModel {
 
 /// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
 pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
-    let ns = ceil(secs * 1e9);
-    if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
+    const EXACT: f64 = (1u64 << 52) as f64;
+    let x = secs * 1e9;
+    if x > 0.0 && x < EXACT {
+        // `ceil` and `whole` below in integers: truncating is exact here, and the ceiling is at
+        // least 1 and at most 2⁵², a whole number that converts back to itself.
+        let t = x as i64;
+        let ns = t + i64::from((t as f64) < x);
+        if ns as f64 >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + ns as u64) }
+    } else {
+        let ns = ceil(x);
+        if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
+    }
 }
 
 /// `x as u64` for a whole number `x`, through `i64` below 2⁶³ (one instruction there, where `u64`
@@ -844,6 +920,70 @@ mod tests {
             }
         }
 
+        /// Decision after decision, with extras given in leg order or in any other, kept, dropped
+        /// and new: every extra in force plans its finish at `after(decision, 1/(σ + κ))`, a leg
+        /// without one plans none, the list is the extras given in their order, its index points
+        /// every extra at its own entry, and the heap shows the earliest planned finish.
+        #[test]
+        fn extras_in_any_order_plan_exact_finishes(
+            decisions in proptest::collection::vec(
+                (
+                    proptest::collection::vec((0usize..64, 1e-3f64..10.0), 0..24),
+                    any::<bool>(),
+                    0u64..2_000_000,
+                    prop_oneof![Just(0.0), 1e-3f64..1.0],
+                ),
+                1..16,
+            ),
+        ) {
+            let fabric = Fabric::big_switch(6, coflow_core::Rate::GBPS);
+            let mut model = LegModel::default();
+            for (k, size) in [(0u64, 1_000_000_000u64), (1, 2_000_000_000)] {
+                let flows: Vec<Flow> = (0..6)
+                    .flat_map(|s| (0..6).filter(move |&d| d != s).map(move |d| (s, d)))
+                    .map(|(s, d)| Flow { src: MachineId(s), dst: MachineId(d), size: coflow_core::Bytes(size) })
+                    .collect();
+                model.arrive(&fabric, &Coflow::new(CoflowId(k), Nanos::ZERO, flows), k as usize, &Split::new());
+            }
+            let n = model.legs.len();
+            let mut now = Nanos::ZERO;
+            for (extras, sorted, dt, sigma) in decisions {
+                now = Nanos(now.0 + dt + 1);
+                model.sync(now);
+                let mut given: Vec<(usize, f64)> = Vec::new();
+                for (l, kappa) in extras {
+                    if given.iter().all(|&(g, _)| g != l % n) {
+                        given.push((l % n, kappa));
+                    }
+                }
+                if sorted {
+                    given.sort_by_key(|&(l, _)| l);
+                }
+                let mut alloc = Allocation::default();
+                alloc.coflow_rate = vec![sigma, 0.0];
+                for &(l, kappa) in &given {
+                    alloc.give_leg_fraction(l, kappa);
+                }
+                model.apply(&alloc);
+                let legs: Vec<usize> = model.extra.iter().map(|e| e.leg).collect();
+                prop_assert_eq!(legs, given.iter().map(|&(l, _)| l).collect::<Vec<_>>());
+                let mut next = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
+                for (i, (e, &(l, kappa))) in model.extra.iter().zip(&given).enumerate() {
+                    let speed = model.rate[model.owner[l] as usize] + kappa;
+                    prop_assert_eq!(e.finish, after(now, 1.0 / speed));
+                    prop_assert_eq!(model.leg_finish[l], e.finish);
+                    if model.extra_indexed {
+                        prop_assert_eq!(model.extra_at[l] as usize, i);
+                    }
+                    next = next.min(e.finish);
+                }
+                for l in (0..n).filter(|l| given.iter().all(|&(g, _)| g != *l)) {
+                    prop_assert_eq!(model.leg_finish[l], Nanos::MAX);
+                }
+                prop_assert_eq!(model.next_time(), next);
+            }
+        }
+
         /// The same number as the plain conversion, on any number `after` can give it.
         #[test]
         fn whole_is_the_plain_conversion(bits in any::<u64>(), n in any::<u64>()) {
@@ -851,6 +991,21 @@ mod tests {
             prop_assert_eq!(whole(x), x as u64);
             let y = n as f64;
             prop_assert_eq!(whole(y), y as u64);
+        }
+
+        /// The same instant as the plain formula (`now` plus the seconds in nanoseconds rounded up,
+        /// at least one, saturating), on any number of seconds and any time.
+        #[test]
+        fn after_is_the_plain_formula(bits in any::<u64>(), secs in 0.0f64..1e7, now in any::<u64>(), t in 0u64..1u64 << 45) {
+            let plain = |now: Nanos, secs: f64| {
+                let ns = (secs * 1e9).ceil();
+                if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + (ns as u64).max(1)) }
+            };
+            for s in [f64::from_bits(bits), secs, 1.0 / secs] {
+                for n in [Nanos(now), Nanos(t), Nanos(u64::MAX - t)] {
+                    prop_assert_eq!(after(n, s), plain(n, s), "after({:?}, {})", n, s);
+                }
+            }
         }
 
         /// To the bit, on any number (finish times are computed with it).
