@@ -72,26 +72,31 @@ pub(crate) fn backfill(
         return false;
     }
     // Senders whose port is full are skipped whole; with none left, neither is the list built.
-    if input.senders_of(c).iter().all(|sd| left[sd.resource as usize] <= capacity[sd.resource as usize] * FULL) {
+    // The lists' answer above, for a coflow of many senders, already said some may have room.
+    let asked = live.is_some() && c.senders.len() > FEW;
+    if !asked
+        && input.senders_of(c).iter().all(|sd| left[sd.resource as usize] <= capacity[sd.resource as usize] * FULL)
+    {
         return false;
     }
+    let mut filled = NONE;
     match live {
-        None => give(input, c, None, left, capacity, out),
+        None => give(input, c, None, left, capacity, out, &mut filled),
         Some(l) => {
-            let before = out.leg_extras().len();
             let list = l.get_with_room(input, k, left, capacity);
-            let any = give(input, c, list, left, capacity, out);
+            let any = give(input, c, list, left, capacity, out, &mut filled);
             if any {
-                // Only the routes of the legs just given an extra lost bandwidth.
-                let hops = out.leg_extras()[before..].iter().flat_map(|&(j, _)| input.legs[j].route.hops());
-                l.took(hops.copied(), left, capacity);
+                // Only the routes of the legs just given an extra lost bandwidth, and those of
+                // their resources that are full now were filled by one of the gifts.
+                l.filled(&filled, left);
             }
             any
         }
     }
 }
 
-/// [`backfill`]'s gifts to coflow `c`, over its listed legs or (`None`) all of them.
+/// [`backfill`]'s gifts to coflow `c`, over its listed legs or (`None`) all of them; adds to
+/// `filled` the resources a gift filled.
 fn give(
     input: &Input<'_>,
     c: &CoflowState,
@@ -99,6 +104,7 @@ fn give(
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
+    filled: &mut Mask,
 ) -> bool {
     let mut any = false;
     // The resources with room, as far as this coflow's gifts have told: cleared as they fill.
@@ -109,15 +115,16 @@ fn give(
             continue;
         }
         any |= match live {
-            None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out),
+            None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out, filled),
             Some(live) => {
                 let base = c.legs.start;
                 let (offsets, tails) = live.sender(i);
                 if tails.is_empty() {
                     let legs = offsets.iter().map(|&o| base + o as usize);
-                    backfill_sender(input, c, first, legs, left, capacity, out)
+                    backfill_sender(input, c, first, legs, left, capacity, out, filled)
                 } else if let Some(receivers) = live.receivers(i) {
-                    give_to_open(input, c, first, (offsets, tails), &receivers, &mut open, left, capacity, out)
+                    let listed = (offsets, tails);
+                    give_to_open(input, c, first, listed, &receivers, &mut open, left, capacity, out, filled)
                 } else {
                     let mut any = false;
                     for (&o, &t) in offsets.iter().zip(tails) {
@@ -128,8 +135,7 @@ fn give(
                         if left[first] <= capacity[first] * FULL {
                             break;
                         }
-                        any |=
-                            backfill_sender(input, c, first, std::iter::once(base + o as usize), left, capacity, out);
+                        any |= give_one(input, c, base + o as usize, left, capacity, out, filled);
                     }
                     any
                 }
@@ -161,11 +167,15 @@ fn give_to_open(
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
+    filled: &mut Mask,
 ) -> bool {
     let base = c.legs.start;
     let mut any = false;
     let listed = receivers.listed;
-    for (w, (&m, o)) in receivers.live.iter().zip(open).enumerate() {
+    let mut counted = Counted::default();
+    // Only the words that hold resources (the lists are kept for at most 512).
+    let words = capacity.len().div_ceil(64).min(WORDS);
+    for (w, (&m, o)) in receivers.live[..words].iter().zip(&mut open[..words]).enumerate() {
         let mut bits = m & *o;
         while bits != 0 {
             let b = bits & bits.wrapping_neg();
@@ -175,7 +185,18 @@ fn give_to_open(
                 *o &= !b;
                 continue;
             }
-            for j in receivers.start(r, w, b)..listed.len() {
+            if let Some(set) = receivers.each_once {
+                // One listed leg to `r`, and it is the one the scan below would find. Its
+                // receiver being in `live` says it was not reported finished; were it, it would
+                // be inactive and get nothing, and a full sender gives nothing to any other.
+                if left[first] <= capacity[first] * FULL {
+                    return any;
+                }
+                let j = counted.rank(set, w, b);
+                any |= give_one(input, c, base + offsets[j] as usize, left, capacity, out, filled);
+                continue;
+            }
+            for j in listed.partition_point(|&x| x < r)..listed.len() {
                 if listed[j] != r || left[r as usize] <= capacity[r as usize] * FULL {
                     break;
                 }
@@ -185,8 +206,7 @@ fn give_to_open(
                 if left[first] <= capacity[first] * FULL {
                     return any;
                 }
-                let leg = std::iter::once(base + offsets[j] as usize);
-                any |= backfill_sender(input, c, first, leg, left, capacity, out);
+                any |= give_one(input, c, base + offsets[j] as usize, left, capacity, out, filled);
             }
         }
     }
@@ -195,6 +215,7 @@ fn give_to_open(
 
 /// [`backfill`] on the given legs of one sender of `c`, whose port is resource `first`, in
 /// order, until that port is full.
+#[allow(clippy::too_many_arguments)]
 fn backfill_sender(
     input: &Input<'_>,
     c: &CoflowState,
@@ -203,33 +224,55 @@ fn backfill_sender(
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
+    filled: &mut Mask,
 ) -> bool {
     let mut any = false;
     for l in legs {
         if left[first] <= capacity[first] * FULL {
             break;
         }
-        let leg = &input.legs[l];
-        if !leg.is_active() {
-            continue;
-        }
-        let mut room = f64::INFINITY;
-        for &r in leg.route.hops() {
-            room = room.min(left[r as usize]);
-            if left[r as usize] <= capacity[r as usize] * FULL {
-                room = 0.0;
-            }
-        }
-        let remaining = leg.remaining(c);
-        if room > 0.0 && room.is_finite() && remaining > 0.0 {
-            out.give_leg(l, room, remaining);
-            for &r in leg.route.hops() {
-                left[r as usize] = (left[r as usize] - room).max(0.0);
-            }
-            any = true;
-        }
+        any |= give_one(input, c, l, left, capacity, out, filled);
     }
     any
+}
+
+/// [`backfill_sender`]'s gift to leg `l` of `c`: as much as every resource on its route has
+/// left, nothing if it finished or one of them is full; whether it gave. The resources it fills
+/// join `filled`.
+#[inline(always)]
+fn give_one(
+    input: &Input<'_>,
+    c: &CoflowState,
+    l: usize,
+    left: &mut [f64],
+    capacity: &[f64],
+    out: &mut Allocation,
+    filled: &mut Mask,
+) -> bool {
+    let leg = &input.legs[l];
+    if !leg.is_active() {
+        return false;
+    }
+    let mut room = f64::INFINITY;
+    for &r in leg.route.hops() {
+        room = room.min(left[r as usize]);
+        if left[r as usize] <= capacity[r as usize] * FULL {
+            room = 0.0;
+        }
+    }
+    let remaining = leg.remaining(c);
+    if room > 0.0 && room.is_finite() && remaining > 0.0 {
+        out.give_leg(l, room, remaining);
+        for &r in leg.route.hops() {
+            left[r as usize] = (left[r as usize] - room).max(0.0);
+            if left[r as usize] <= capacity[r as usize] * FULL {
+                let (w, b) = bit(r);
+                filled[w] |= b;
+            }
+        }
+        return true;
+    }
+    false
 }
 
 /// Where the largest stored with [`LiveLegs::set_memo`] was found.
@@ -488,16 +531,24 @@ struct Receivers<'a> {
     each_once: Option<&'a Mask>,
 }
 
-impl Receivers<'_> {
-    /// Where the legs to receiver `r` (bit `b` of word `w`) start among the listed ones.
-    fn start(&self, r: ResourceId, w: usize, b: u64) -> usize {
-        match self.each_once {
-            Some(set) => {
-                let before: u32 = set[..w].iter().map(|x| x.count_ones()).sum();
-                (before + (set[w] & (b - 1)).count_ones()) as usize
-            }
-            None => self.listed.partition_point(|&x| x < r),
+/// How many members the words of a set before `words` hold, counted as a visit of the set in
+/// increasing order reaches them, so that each word is counted once per visit.
+#[derive(Default)]
+struct Counted {
+    words: usize,
+    before: u32,
+}
+
+impl Counted {
+    /// The rank in `set` of its member at bit `b` of word `w`, for members asked for in
+    /// increasing order: where a receiver's one leg is among the listed ones, when
+    /// [`Receivers::each_once`] is that set.
+    fn rank(&mut self, set: &Mask, w: usize, b: u64) -> usize {
+        while self.words < w {
+            self.before += set[self.words].count_ones();
+            self.words += 1;
         }
+        (self.before + (set[w] & (b - 1)).count_ones()) as usize
     }
 }
 
@@ -642,6 +693,17 @@ impl LiveLegs {
         }
     }
 
+    /// How many resources have room in `left` (as for [`LiveLegs::sender_room`]), or more when
+    /// bandwidth was taken without telling [`LiveLegs::took`] since the set was last looked at:
+    /// never fewer, so that none counts as surely full while it has room.
+    pub(crate) fn free(&mut self, left: &[f64], capacity: &[f64]) -> usize {
+        if left.len() > 64 * WORDS {
+            return left.iter().zip(capacity).filter(|&(l, c)| *l > c * FULL).count();
+        }
+        self.look(left, capacity);
+        self.open.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
     /// Whether any sender of `input.coflows[k]` may have room in `left`: `false` only when none
     /// has (always `true` for a coflow with a few senders). `left` must be the decision's one vector of bandwidth left, which only shrinks.
     pub(crate) fn sender_room(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> bool {
@@ -693,6 +755,22 @@ impl LiveLegs {
                 let (w, b) = bit(r);
                 self.open[w] &= !b;
             }
+        }
+    }
+
+    /// [`LiveLegs::took`] for bandwidth taken by gifts alone, told by the set `filled` of
+    /// resources full in `left` that holds every full resource of their routes: those leave the
+    /// set of resources with room, as `took` over the routes would have them leave it.
+    fn filled(&mut self, filled: &Mask, left: &[f64]) {
+        if self.stale {
+            return;
+        }
+        if left.len() > 64 * WORDS {
+            self.stale = true;
+            return;
+        }
+        for (o, f) in self.open.iter_mut().zip(filled) {
+            *o &= !f;
         }
     }
 
@@ -841,6 +919,10 @@ mod tests {
         let (every, every_left) = backfill_all(&input, None, left.clone());
         let (listed, listed_left) = backfill_all(&input, Some(&mut live), left.clone());
         prop_assert_eq!(&every, &listed);
+        // Told of every take since they looked, the lists count the resources with room exactly.
+        let cap = input.fabric.capacities();
+        let free = listed_left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
+        prop_assert_eq!(live.free(&listed_left, cap), free);
         prop_assert_eq!(every_left, listed_left);
         // And from scratch, the lists rebuilt.
         let mut fresh = LiveLegs::default();
