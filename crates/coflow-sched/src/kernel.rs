@@ -16,7 +16,7 @@
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::state::{Allocation, CoflowState, Input};
+use crate::state::{Allocation, CoflowState, Input, Sender};
 
 /// A port with less than this fraction of its capacity left counts as full.
 pub(crate) const FULL: f64 = 1e-9;
@@ -109,40 +109,73 @@ fn give(
     let mut any = false;
     // The resources with room, as far as this coflow's gifts have told: cleared as they fill.
     let mut open = live.map_or(NONE, |l| *l.open);
-    for (i, sender) in input.senders_of(c).iter().enumerate() {
-        let first = sender.resource as usize;
-        if left[first] <= capacity[first] * FULL {
-            continue;
-        }
-        any |= match live {
-            None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out, filled),
-            Some(live) => {
-                let base = c.legs.start;
-                let (offsets, tails) = live.sender(i);
-                if tails.is_empty() {
-                    let legs = offsets.iter().map(|&o| base + o as usize);
-                    backfill_sender(input, c, first, legs, left, capacity, out, filled)
-                } else if let Some(receivers) = live.receivers(i) {
-                    let listed = (offsets, tails);
-                    give_to_open(input, c, first, listed, &receivers, &mut open, left, capacity, out, filled)
-                } else {
-                    let mut any = false;
-                    for (&o, &t) in offsets.iter().zip(tails) {
-                        // A finished leg (`DEAD`) or a full receiver: nothing to give.
-                        if t == DEAD || left[t as usize] <= capacity[t as usize] * FULL {
-                            continue;
-                        }
-                        if left[first] <= capacity[first] * FULL {
-                            break;
-                        }
-                        any |= give_one(input, c, base + o as usize, left, capacity, out, filled);
-                    }
-                    any
-                }
+    let senders = input.senders_of(c);
+    if let Some(set) = live.and_then(|l| l.sender_set) {
+        // The senders are sorted by port, one each: those in `open` (a superset of the ports
+        // with room), in increasing order, are every sender with room, in order.
+        let words = capacity.len().div_ceil(64).min(WORDS);
+        for w in 0..words {
+            let mut bits = set.set[w] & open[w];
+            while bits != 0 {
+                let b = bits & bits.wrapping_neg();
+                bits ^= b;
+                let i = set.rank(w, b);
+                any |= give_sender(input, c, (i, &senders[i]), live, &mut open, left, capacity, out, filled);
             }
-        };
+        }
+        return any;
+    }
+    for sender in senders.iter().enumerate() {
+        any |= give_sender(input, c, sender, live, &mut open, left, capacity, out, filled);
     }
     any
+}
+
+/// [`give`] on the `i`-th sender of `c`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn give_sender(
+    input: &Input<'_>,
+    c: &CoflowState,
+    (i, sender): (usize, &Sender),
+    live: Option<LiveCoflow<'_>>,
+    open: &mut Mask,
+    left: &mut [f64],
+    capacity: &[f64],
+    out: &mut Allocation,
+    filled: &mut Mask,
+) -> bool {
+    let first = sender.resource as usize;
+    if left[first] <= capacity[first] * FULL {
+        return false;
+    }
+    match live {
+        None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out, filled),
+        Some(live) => {
+            let base = c.legs.start;
+            let (offsets, tails) = live.sender(i);
+            if tails.is_empty() {
+                let legs = offsets.iter().map(|&o| base + o as usize);
+                backfill_sender(input, c, first, legs, left, capacity, out, filled)
+            } else if let Some(receivers) = live.receivers(i) {
+                let listed = (offsets, tails);
+                give_to_open(input, c, first, listed, &receivers, open, left, capacity, out, filled)
+            } else {
+                let mut any = false;
+                for (&o, &t) in offsets.iter().zip(tails) {
+                    // A finished leg (`DEAD`) or a full receiver: nothing to give.
+                    if t == DEAD || left[t as usize] <= capacity[t as usize] * FULL {
+                        continue;
+                    }
+                    if left[first] <= capacity[first] * FULL {
+                        break;
+                    }
+                    any |= give_one(input, c, base + o as usize, left, capacity, out, filled);
+                }
+                any
+            }
+        }
+    }
 }
 
 /// [`give`] on one sender of `c` (port `first`) with many listed legs: only the legs whose
@@ -172,7 +205,6 @@ fn give_to_open(
     let base = c.legs.start;
     let mut any = false;
     let listed = receivers.listed;
-    let mut counted = Counted::default();
     // Only the words that hold resources (the lists are kept for at most 512).
     let words = capacity.len().div_ceil(64).min(WORDS);
     for (w, (&m, o)) in receivers.live[..words].iter().zip(&mut open[..words]).enumerate() {
@@ -192,7 +224,7 @@ fn give_to_open(
                 if left[first] <= capacity[first] * FULL {
                     return any;
                 }
-                let j = counted.rank(set, w, b);
+                let j = set.rank(w, b);
                 any |= give_one(input, c, base + offsets[j] as usize, left, capacity, out, filled);
                 continue;
             }
@@ -382,7 +414,10 @@ struct Live {
     /// With `receiver_masks`, when no sender has two listed legs to one receiver: per sender the
     /// set of its listed receivers as built, whose bits below a receiver count the legs before
     /// its leg.
-    receiver_sets: Vec<Mask>,
+    receiver_sets: Vec<Ranked>,
+    /// With `receiver_masks`, when the coflow has more than [`FEW`] senders and they are sorted
+    /// by port, one each: the set of their ports.
+    sender_set: Option<Ranked>,
     /// Where each of the coflow's senders starts in `offsets`, and where the last one ends.
     bounds: Vec<u32>,
     /// The coflow's unfinished flows when the list was last built.
@@ -410,6 +445,7 @@ impl Live {
             receivers: Vec::new(),
             receiver_masks: Vec::new(),
             receiver_sets: Vec::new(),
+            sender_set: None,
             bounds: Vec::new(),
             flows: 0,
             built: false,
@@ -462,6 +498,7 @@ impl Live {
             receivers: if none { &[] } else { &self.receivers },
             receiver_masks: if none { &[] } else { &self.receiver_masks },
             receiver_sets: if none { &[] } else { &self.receiver_sets },
+            sender_set: if none { None } else { self.sender_set.as_ref() },
             open: open.unwrap_or(&NONE),
         }
     }
@@ -492,6 +529,7 @@ impl Live {
         self.receivers.clear();
         self.receiver_masks.clear();
         self.receiver_sets.clear();
+        self.sender_set = None;
         let wide = self.bounds.windows(2).any(|b| (b[1] - b[0]) as usize >= MANY);
         if wide && !self.tails.is_empty() && input.fabric.capacities().len() <= 64 * WORDS {
             // Legs are sorted by route, so a sender's are by receiver; a driver that broke that
@@ -512,7 +550,16 @@ impl Live {
                     self.tails[range].windows(2).all(|t| t[0] < t[1])
                 });
                 if unique {
-                    self.receiver_sets.clone_from(&self.receiver_masks);
+                    self.receiver_sets.extend(self.receiver_masks.iter().map(Ranked::of));
+                }
+                let senders = input.senders_of(c);
+                if senders.len() > FEW && senders.windows(2).all(|s| s[0].resource < s[1].resource) {
+                    let mut m = NONE;
+                    for sd in senders {
+                        let (w, b) = bit(sd.resource);
+                        m[w] |= b;
+                    }
+                    self.sender_set = Some(Ranked::of(&m));
                 }
             }
         }
@@ -528,27 +575,30 @@ struct Receivers<'a> {
     /// The receivers of its unfinished listed legs (or more).
     live: &'a Mask,
     /// When no two listed legs go to one receiver, the set of `listed`.
-    each_once: Option<&'a Mask>,
+    each_once: Option<&'a Ranked>,
 }
 
-/// How many members the words of a set before `words` hold, counted as a visit of the set in
-/// increasing order reaches them, so that each word is counted once per visit.
-#[derive(Default)]
-struct Counted {
-    words: usize,
-    before: u32,
+/// A set of resources, with how many members the words before each word hold.
+#[derive(Clone, Debug)]
+struct Ranked {
+    set: Mask,
+    before: [u32; WORDS],
 }
 
-impl Counted {
-    /// The rank in `set` of its member at bit `b` of word `w`, for members asked for in
-    /// increasing order: where a receiver's one leg is among the listed ones, when
-    /// [`Receivers::each_once`] is that set.
-    fn rank(&mut self, set: &Mask, w: usize, b: u64) -> usize {
-        while self.words < w {
-            self.before += set[self.words].count_ones();
-            self.words += 1;
+impl Ranked {
+    /// `set`, with its counts.
+    fn of(set: &Mask) -> Ranked {
+        let mut before = [0; WORDS];
+        for w in 1..WORDS {
+            before[w] = before[w - 1] + set[w - 1].count_ones();
         }
-        (self.before + (set[w] & (b - 1)).count_ones()) as usize
+        Ranked { set: *set, before }
+    }
+
+    /// The rank of its member at bit `b` of word `w`: where a receiver's one leg is among the
+    /// listed ones, when [`Receivers::each_once`] is this set.
+    fn rank(&self, w: usize, b: u64) -> usize {
+        (self.before[w] + (self.set[w] & (b - 1)).count_ones()) as usize
     }
 }
 
@@ -560,7 +610,9 @@ pub(crate) struct LiveCoflow<'a> {
     bounds: &'a [u32],
     receivers: &'a [ResourceId],
     receiver_masks: &'a [Mask],
-    receiver_sets: &'a [Mask],
+    receiver_sets: &'a [Ranked],
+    /// [`Live::sender_set`], when `open` is given.
+    sender_set: Option<&'a Ranked>,
     /// A superset of the resources with room, when `receiver_masks` is not empty.
     open: &'a Mask,
 }
@@ -1000,6 +1052,24 @@ mod tests {
                     flows
                 })
                 .collect();
+            let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
+            check_backfill(&fabric, &coflows, &ends, left)?;
+        }
+
+        /// The same with coflows of many senders, found from the ports with room (some senders
+        /// of many legs, so that the lists keep their receivers).
+        #[test]
+        fn backfill_from_senders_with_room_equals_backfill_over_every_leg(
+            (coflows, ends, room) in (
+                prop::collection::vec(
+                    prop::collection::vec((prop_oneof![0u32..2, 0u32..20], 20u32..40, 1u32..=4), 1..=120),
+                    1..=4,
+                ),
+                prop::collection::vec(prop_oneof![3 => Just(false), 1 => Just(true)], 64),
+                prop::collection::vec(prop_oneof![2 => Just(0u32), 1 => 1u32..=4], 80),
+            ),
+        ) {
+            let fabric = Fabric::big_switch(40, Rate::from_bytes_per_sec(100.0));
             let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
             check_backfill(&fabric, &coflows, &ends, left)?;
         }
