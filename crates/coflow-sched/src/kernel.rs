@@ -16,7 +16,7 @@
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::state::{Allocation, CoflowState, Input, Sender};
+use crate::state::{Allocation, CoflowState, Input};
 
 /// A port with less than this fraction of its capacity left counts as full.
 pub(crate) const FULL: f64 = 1e-9;
@@ -72,11 +72,7 @@ pub(crate) fn backfill(
         return false;
     }
     // Senders whose port is full are skipped whole; with none left, neither is the list built.
-    // The lists' answer above, for a coflow of many senders, already said some may have room.
-    let asked = live.is_some() && c.senders.len() > FEW;
-    if !asked
-        && input.senders_of(c).iter().all(|sd| left[sd.resource as usize] <= capacity[sd.resource as usize] * FULL)
-    {
+    if input.senders_of(c).iter().all(|sd| left[sd.resource as usize] <= capacity[sd.resource as usize] * FULL) {
         return false;
     }
     let mut filled = NONE;
@@ -109,73 +105,40 @@ fn give(
     let mut any = false;
     // The resources with room, as far as this coflow's gifts have told: cleared as they fill.
     let mut open = live.map_or(NONE, |l| *l.open);
-    let senders = input.senders_of(c);
-    if let Some(set) = live.and_then(|l| l.sender_set) {
-        // The senders are sorted by port, one each: those in `open` (a superset of the ports
-        // with room), in increasing order, are every sender with room, in order.
-        let words = capacity.len().div_ceil(64).min(WORDS);
-        for w in 0..words {
-            let mut bits = set.set[w] & open[w];
-            while bits != 0 {
-                let b = bits & bits.wrapping_neg();
-                bits ^= b;
-                let i = set.rank(w, b);
-                any |= give_sender(input, c, (i, &senders[i]), live, &mut open, left, capacity, out, filled);
-            }
+    for (i, sender) in input.senders_of(c).iter().enumerate() {
+        let first = sender.resource as usize;
+        if left[first] <= capacity[first] * FULL {
+            continue;
         }
-        return any;
-    }
-    for sender in senders.iter().enumerate() {
-        any |= give_sender(input, c, sender, live, &mut open, left, capacity, out, filled);
+        any |= match live {
+            None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out, filled),
+            Some(live) => {
+                let base = c.legs.start;
+                let (offsets, tails) = live.sender(i);
+                if tails.is_empty() {
+                    let legs = offsets.iter().map(|&o| base + o as usize);
+                    backfill_sender(input, c, first, legs, left, capacity, out, filled)
+                } else if let Some(receivers) = live.receivers(i) {
+                    let listed = (offsets, tails);
+                    give_to_open(input, c, first, listed, &receivers, &mut open, left, capacity, out, filled)
+                } else {
+                    let mut any = false;
+                    for (&o, &t) in offsets.iter().zip(tails) {
+                        // A finished leg (`DEAD`) or a full receiver: nothing to give.
+                        if t == DEAD || left[t as usize] <= capacity[t as usize] * FULL {
+                            continue;
+                        }
+                        if left[first] <= capacity[first] * FULL {
+                            break;
+                        }
+                        any |= give_one(input, c, base + o as usize, left, capacity, out, filled);
+                    }
+                    any
+                }
+            }
+        };
     }
     any
-}
-
-/// [`give`] on the `i`-th sender of `c`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn give_sender(
-    input: &Input<'_>,
-    c: &CoflowState,
-    (i, sender): (usize, &Sender),
-    live: Option<LiveCoflow<'_>>,
-    open: &mut Mask,
-    left: &mut [f64],
-    capacity: &[f64],
-    out: &mut Allocation,
-    filled: &mut Mask,
-) -> bool {
-    let first = sender.resource as usize;
-    if left[first] <= capacity[first] * FULL {
-        return false;
-    }
-    match live {
-        None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out, filled),
-        Some(live) => {
-            let base = c.legs.start;
-            let (offsets, tails) = live.sender(i);
-            if tails.is_empty() {
-                let legs = offsets.iter().map(|&o| base + o as usize);
-                backfill_sender(input, c, first, legs, left, capacity, out, filled)
-            } else if let Some(receivers) = live.receivers(i) {
-                let listed = (offsets, tails);
-                give_to_open(input, c, first, listed, &receivers, open, left, capacity, out, filled)
-            } else {
-                let mut any = false;
-                for (&o, &t) in offsets.iter().zip(tails) {
-                    // A finished leg (`DEAD`) or a full receiver: nothing to give.
-                    if t == DEAD || left[t as usize] <= capacity[t as usize] * FULL {
-                        continue;
-                    }
-                    if left[first] <= capacity[first] * FULL {
-                        break;
-                    }
-                    any |= give_one(input, c, base + o as usize, left, capacity, out, filled);
-                }
-                any
-            }
-        }
-    }
 }
 
 /// [`give`] on one sender of `c` (port `first`) with many listed legs: only the legs whose
@@ -415,9 +378,6 @@ struct Live {
     /// set of its listed receivers as built, whose bits below a receiver count the legs before
     /// its leg.
     receiver_sets: Vec<Ranked>,
-    /// With `receiver_masks`, when the coflow has more than [`FEW`] senders and they are sorted
-    /// by port, one each: the set of their ports.
-    sender_set: Option<Ranked>,
     /// Where each of the coflow's senders starts in `offsets`, and where the last one ends.
     bounds: Vec<u32>,
     /// The coflow's unfinished flows when the list was last built.
@@ -445,7 +405,6 @@ impl Live {
             receivers: Vec::new(),
             receiver_masks: Vec::new(),
             receiver_sets: Vec::new(),
-            sender_set: None,
             bounds: Vec::new(),
             flows: 0,
             built: false,
@@ -498,7 +457,6 @@ impl Live {
             receivers: if none { &[] } else { &self.receivers },
             receiver_masks: if none { &[] } else { &self.receiver_masks },
             receiver_sets: if none { &[] } else { &self.receiver_sets },
-            sender_set: if none { None } else { self.sender_set.as_ref() },
             open: open.unwrap_or(&NONE),
         }
     }
@@ -529,7 +487,6 @@ impl Live {
         self.receivers.clear();
         self.receiver_masks.clear();
         self.receiver_sets.clear();
-        self.sender_set = None;
         let wide = self.bounds.windows(2).any(|b| (b[1] - b[0]) as usize >= MANY);
         if wide && !self.tails.is_empty() && input.fabric.capacities().len() <= 64 * WORDS {
             // Legs are sorted by route, so a sender's are by receiver; a driver that broke that
@@ -551,15 +508,6 @@ impl Live {
                 });
                 if unique {
                     self.receiver_sets.extend(self.receiver_masks.iter().map(Ranked::of));
-                }
-                let senders = input.senders_of(c);
-                if senders.len() > FEW && senders.windows(2).all(|s| s[0].resource < s[1].resource) {
-                    let mut m = NONE;
-                    for sd in senders {
-                        let (w, b) = bit(sd.resource);
-                        m[w] |= b;
-                    }
-                    self.sender_set = Some(Ranked::of(&m));
                 }
             }
         }
@@ -611,8 +559,6 @@ pub(crate) struct LiveCoflow<'a> {
     receivers: &'a [ResourceId],
     receiver_masks: &'a [Mask],
     receiver_sets: &'a [Ranked],
-    /// [`Live::sender_set`], when `open` is given.
-    sender_set: Option<&'a Ranked>,
     /// A superset of the resources with room, when `receiver_masks` is not empty.
     open: &'a Mask,
 }
@@ -1056,10 +1002,10 @@ mod tests {
             check_backfill(&fabric, &coflows, &ends, left)?;
         }
 
-        /// The same with coflows of many senders, found from the ports with room (some senders
-        /// of many legs, so that the lists keep their receivers).
+        /// The same with coflows of many senders (some of many legs, so that the lists keep
+        /// their receivers).
         #[test]
-        fn backfill_from_senders_with_room_equals_backfill_over_every_leg(
+        fn backfill_over_many_senders_equals_backfill_over_every_leg(
             (coflows, ends, room) in (
                 prop::collection::vec(
                     prop::collection::vec((prop_oneof![0u32..2, 0u32..20], 20u32..40, 1u32..=4), 1..=120),
