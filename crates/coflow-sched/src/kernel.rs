@@ -75,23 +75,24 @@ pub(crate) fn backfill(
     if input.senders_of(c).iter().all(|sd| left[sd.resource as usize] <= capacity[sd.resource as usize] * FULL) {
         return false;
     }
+    let mut filled = NONE;
     match live {
-        None => give(input, c, None, left, capacity, out),
+        None => give(input, c, None, left, capacity, out, &mut filled),
         Some(l) => {
-            let before = out.leg_extras().len();
             let list = l.get_with_room(input, k, left, capacity);
-            let any = give(input, c, list, left, capacity, out);
+            let any = give(input, c, list, left, capacity, out, &mut filled);
             if any {
-                // Only the routes of the legs just given an extra lost bandwidth.
-                let hops = out.leg_extras()[before..].iter().flat_map(|&(j, _)| input.legs[j].route.hops());
-                l.took(hops.copied(), left, capacity);
+                // Only the routes of the legs just given an extra lost bandwidth, and those of
+                // their resources that are full now were filled by one of the gifts.
+                l.filled(&filled, left);
             }
             any
         }
     }
 }
 
-/// [`backfill`]'s gifts to coflow `c`, over its listed legs or (`None`) all of them.
+/// [`backfill`]'s gifts to coflow `c`, over its listed legs or (`None`) all of them; adds to
+/// `filled` the resources a gift filled.
 fn give(
     input: &Input<'_>,
     c: &CoflowState,
@@ -99,6 +100,7 @@ fn give(
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
+    filled: &mut Mask,
 ) -> bool {
     let mut any = false;
     // The resources with room, as far as this coflow's gifts have told: cleared as they fill.
@@ -109,15 +111,16 @@ fn give(
             continue;
         }
         any |= match live {
-            None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out),
+            None => backfill_sender(input, c, first, sender.legs.clone(), left, capacity, out, filled),
             Some(live) => {
                 let base = c.legs.start;
                 let (offsets, tails) = live.sender(i);
                 if tails.is_empty() {
                     let legs = offsets.iter().map(|&o| base + o as usize);
-                    backfill_sender(input, c, first, legs, left, capacity, out)
+                    backfill_sender(input, c, first, legs, left, capacity, out, filled)
                 } else if let Some(receivers) = live.receivers(i) {
-                    give_to_open(input, c, first, (offsets, tails), &receivers, &mut open, left, capacity, out)
+                    let listed = (offsets, tails);
+                    give_to_open(input, c, first, listed, &receivers, &mut open, left, capacity, out, filled)
                 } else {
                     let mut any = false;
                     for (&o, &t) in offsets.iter().zip(tails) {
@@ -128,8 +131,7 @@ fn give(
                         if left[first] <= capacity[first] * FULL {
                             break;
                         }
-                        any |=
-                            backfill_sender(input, c, first, std::iter::once(base + o as usize), left, capacity, out);
+                        any |= give_one(input, c, base + o as usize, left, capacity, out, filled);
                     }
                     any
                 }
@@ -161,11 +163,14 @@ fn give_to_open(
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
+    filled: &mut Mask,
 ) -> bool {
     let base = c.legs.start;
     let mut any = false;
     let listed = receivers.listed;
-    for (w, (&m, o)) in receivers.live.iter().zip(open).enumerate() {
+    // Only the words that hold resources (the lists are kept for at most 512).
+    let words = capacity.len().div_ceil(64).min(WORDS);
+    for (w, (&m, o)) in receivers.live[..words].iter().zip(&mut open[..words]).enumerate() {
         let mut bits = m & *o;
         while bits != 0 {
             let b = bits & bits.wrapping_neg();
@@ -175,7 +180,18 @@ fn give_to_open(
                 *o &= !b;
                 continue;
             }
-            for j in receivers.start(r, w, b)..listed.len() {
+            if let Some(set) = receivers.each_once {
+                // One listed leg to `r`, and it is the one the scan below would find. Its
+                // receiver being in `live` says it was not reported finished; were it, it would
+                // be inactive and get nothing, and a full sender gives nothing to any other.
+                if left[first] <= capacity[first] * FULL {
+                    return any;
+                }
+                let j = set.rank(w, b);
+                any |= give_one(input, c, base + offsets[j] as usize, left, capacity, out, filled);
+                continue;
+            }
+            for j in listed.partition_point(|&x| x < r)..listed.len() {
                 if listed[j] != r || left[r as usize] <= capacity[r as usize] * FULL {
                     break;
                 }
@@ -185,8 +201,7 @@ fn give_to_open(
                 if left[first] <= capacity[first] * FULL {
                     return any;
                 }
-                let leg = std::iter::once(base + offsets[j] as usize);
-                any |= backfill_sender(input, c, first, leg, left, capacity, out);
+                any |= give_one(input, c, base + offsets[j] as usize, left, capacity, out, filled);
             }
         }
     }
@@ -195,6 +210,7 @@ fn give_to_open(
 
 /// [`backfill`] on the given legs of one sender of `c`, whose port is resource `first`, in
 /// order, until that port is full.
+#[allow(clippy::too_many_arguments)]
 fn backfill_sender(
     input: &Input<'_>,
     c: &CoflowState,
@@ -203,33 +219,55 @@ fn backfill_sender(
     left: &mut [f64],
     capacity: &[f64],
     out: &mut Allocation,
+    filled: &mut Mask,
 ) -> bool {
     let mut any = false;
     for l in legs {
         if left[first] <= capacity[first] * FULL {
             break;
         }
-        let leg = &input.legs[l];
-        if !leg.is_active() {
-            continue;
-        }
-        let mut room = f64::INFINITY;
-        for &r in leg.route.hops() {
-            room = room.min(left[r as usize]);
-            if left[r as usize] <= capacity[r as usize] * FULL {
-                room = 0.0;
-            }
-        }
-        let remaining = leg.remaining(c);
-        if room > 0.0 && room.is_finite() && remaining > 0.0 {
-            out.give_leg(l, room, remaining);
-            for &r in leg.route.hops() {
-                left[r as usize] = (left[r as usize] - room).max(0.0);
-            }
-            any = true;
-        }
+        any |= give_one(input, c, l, left, capacity, out, filled);
     }
     any
+}
+
+/// [`backfill_sender`]'s gift to leg `l` of `c`: as much as every resource on its route has
+/// left, nothing if it finished or one of them is full; whether it gave. The resources it fills
+/// join `filled`.
+#[inline(always)]
+fn give_one(
+    input: &Input<'_>,
+    c: &CoflowState,
+    l: usize,
+    left: &mut [f64],
+    capacity: &[f64],
+    out: &mut Allocation,
+    filled: &mut Mask,
+) -> bool {
+    let leg = &input.legs[l];
+    if !leg.is_active() {
+        return false;
+    }
+    let mut room = f64::INFINITY;
+    for &r in leg.route.hops() {
+        room = room.min(left[r as usize]);
+        if left[r as usize] <= capacity[r as usize] * FULL {
+            room = 0.0;
+        }
+    }
+    let remaining = leg.remaining(c);
+    if room > 0.0 && room.is_finite() && remaining > 0.0 {
+        out.give_leg(l, room, remaining);
+        for &r in leg.route.hops() {
+            left[r as usize] = (left[r as usize] - room).max(0.0);
+            if left[r as usize] <= capacity[r as usize] * FULL {
+                let (w, b) = bit(r);
+                filled[w] |= b;
+            }
+        }
+        return true;
+    }
+    false
 }
 
 /// Where the largest stored with [`LiveLegs::set_memo`] was found.
@@ -339,7 +377,7 @@ struct Live {
     /// With `receiver_masks`, when no sender has two listed legs to one receiver: per sender the
     /// set of its listed receivers as built, whose bits below a receiver count the legs before
     /// its leg.
-    receiver_sets: Vec<Mask>,
+    receiver_sets: Vec<Ranked>,
     /// Where each of the coflow's senders starts in `offsets`, and where the last one ends.
     bounds: Vec<u32>,
     /// The coflow's unfinished flows when the list was last built.
@@ -469,7 +507,7 @@ impl Live {
                     self.tails[range].windows(2).all(|t| t[0] < t[1])
                 });
                 if unique {
-                    self.receiver_sets.clone_from(&self.receiver_masks);
+                    self.receiver_sets.extend(self.receiver_masks.iter().map(Ranked::of));
                 }
             }
         }
@@ -485,19 +523,30 @@ struct Receivers<'a> {
     /// The receivers of its unfinished listed legs (or more).
     live: &'a Mask,
     /// When no two listed legs go to one receiver, the set of `listed`.
-    each_once: Option<&'a Mask>,
+    each_once: Option<&'a Ranked>,
 }
 
-impl Receivers<'_> {
-    /// Where the legs to receiver `r` (bit `b` of word `w`) start among the listed ones.
-    fn start(&self, r: ResourceId, w: usize, b: u64) -> usize {
-        match self.each_once {
-            Some(set) => {
-                let before: u32 = set[..w].iter().map(|x| x.count_ones()).sum();
-                (before + (set[w] & (b - 1)).count_ones()) as usize
-            }
-            None => self.listed.partition_point(|&x| x < r),
+/// A set of resources, with how many members the words before each word hold.
+#[derive(Clone, Debug)]
+struct Ranked {
+    set: Mask,
+    before: [u32; WORDS],
+}
+
+impl Ranked {
+    /// `set`, with its counts.
+    fn of(set: &Mask) -> Ranked {
+        let mut before = [0; WORDS];
+        for w in 1..WORDS {
+            before[w] = before[w - 1] + set[w - 1].count_ones();
         }
+        Ranked { set: *set, before }
+    }
+
+    /// The rank of its member at bit `b` of word `w`: where a receiver's one leg is among the
+    /// listed ones, when [`Receivers::each_once`] is this set.
+    fn rank(&self, w: usize, b: u64) -> usize {
+        (self.before[w] + (self.set[w] & (b - 1)).count_ones()) as usize
     }
 }
 
@@ -509,7 +558,7 @@ pub(crate) struct LiveCoflow<'a> {
     bounds: &'a [u32],
     receivers: &'a [ResourceId],
     receiver_masks: &'a [Mask],
-    receiver_sets: &'a [Mask],
+    receiver_sets: &'a [Ranked],
     /// A superset of the resources with room, when `receiver_masks` is not empty.
     open: &'a Mask,
 }
@@ -642,6 +691,17 @@ impl LiveLegs {
         }
     }
 
+    /// How many resources have room in `left` (as for [`LiveLegs::sender_room`]), or more when
+    /// bandwidth was taken without telling [`LiveLegs::took`] since the set was last looked at:
+    /// never fewer, so that none counts as surely full while it has room.
+    pub(crate) fn free(&mut self, left: &[f64], capacity: &[f64]) -> usize {
+        if left.len() > 64 * WORDS {
+            return left.iter().zip(capacity).filter(|&(l, c)| *l > c * FULL).count();
+        }
+        self.look(left, capacity);
+        self.open.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
     /// Whether any sender of `input.coflows[k]` may have room in `left`: `false` only when none
     /// has (always `true` for a coflow with a few senders). `left` must be the decision's one vector of bandwidth left, which only shrinks.
     pub(crate) fn sender_room(&mut self, input: &Input<'_>, k: usize, left: &[f64], capacity: &[f64]) -> bool {
@@ -693,6 +753,22 @@ impl LiveLegs {
                 let (w, b) = bit(r);
                 self.open[w] &= !b;
             }
+        }
+    }
+
+    /// [`LiveLegs::took`] for bandwidth taken by gifts alone, told by the set `filled` of
+    /// resources full in `left` that holds every full resource of their routes: those leave the
+    /// set of resources with room, as `took` over the routes would have them leave it.
+    fn filled(&mut self, filled: &Mask, left: &[f64]) {
+        if self.stale {
+            return;
+        }
+        if left.len() > 64 * WORDS {
+            self.stale = true;
+            return;
+        }
+        for (o, f) in self.open.iter_mut().zip(filled) {
+            *o &= !f;
         }
     }
 
@@ -841,6 +917,10 @@ mod tests {
         let (every, every_left) = backfill_all(&input, None, left.clone());
         let (listed, listed_left) = backfill_all(&input, Some(&mut live), left.clone());
         prop_assert_eq!(&every, &listed);
+        // Told of every take since they looked, the lists count the resources with room exactly.
+        let cap = input.fabric.capacities();
+        let free = listed_left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
+        prop_assert_eq!(live.free(&listed_left, cap), free);
         prop_assert_eq!(every_left, listed_left);
         // And from scratch, the lists rebuilt.
         let mut fresh = LiveLegs::default();
@@ -918,6 +998,24 @@ mod tests {
                     flows
                 })
                 .collect();
+            let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
+            check_backfill(&fabric, &coflows, &ends, left)?;
+        }
+
+        /// The same with coflows of many senders (some of many legs, so that the lists keep
+        /// their receivers).
+        #[test]
+        fn backfill_over_many_senders_equals_backfill_over_every_leg(
+            (coflows, ends, room) in (
+                prop::collection::vec(
+                    prop::collection::vec((prop_oneof![0u32..2, 0u32..20], 20u32..40, 1u32..=4), 1..=120),
+                    1..=4,
+                ),
+                prop::collection::vec(prop_oneof![3 => Just(false), 1 => Just(true)], 64),
+                prop::collection::vec(prop_oneof![2 => Just(0u32), 1 => 1u32..=4], 80),
+            ),
+        ) {
+            let fabric = Fabric::big_switch(40, Rate::from_bytes_per_sec(100.0));
             let left: Vec<f64> = room.iter().map(|&q| f64::from(q) * 25.0).collect();
             check_backfill(&fabric, &coflows, &ends, left)?;
         }

@@ -22,7 +22,7 @@
 use coflow_core::{CoflowId, Nanos};
 
 use crate::fabric::ResourceId;
-use crate::kernel::{FULL, LiveLegs, backfill, madd};
+use crate::kernel::{LiveLegs, backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
 
@@ -134,13 +134,14 @@ impl Scheduler for Sincronia {
                 out.coflow_rate[k] = sigma;
             }
         }
-        let mut free = self.left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
+        // Every take was told to the lists, so their set of resources with room is exact.
+        let mut free = self.live.free(&self.left, cap);
         for &k in &self.position {
             if free == 0 {
                 break;
             }
             if backfill(input, k, Some(&mut self.live), &mut self.left, cap, out) {
-                free = self.left.iter().zip(cap).filter(|&(l, c)| *l > c * FULL).count();
+                free = self.live.free(&self.left, cap);
             }
         }
         None
