@@ -21,6 +21,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Deref;
 
 use coflow_core::{CoflowId, Nanos};
 
@@ -87,7 +88,9 @@ pub struct FlowPriority {
     /// The legs being served, with their ports, in the order of the input. (The legs it schedules
     /// are the input's active legs that cross two ports: only served legs move, so only they
     /// finish, and the full greedy pass and a rebuild read the rest from the input.)
-    served: BTreeMap<LegId, [ResourceId; 2]>,
+    /// (A sorted vector rather than a tree: it is walked whole at every decision, and it holds a
+    /// leg per two ports at most.)
+    served: Served,
     /// Always take the full greedy pass (to check the repaired matching against it).
     full_greedy: bool,
     /// Whether `waiting` and `owner` hold the matching; false after a greedy pass.
@@ -138,7 +141,7 @@ impl FlowPriority {
     pub fn new(order: FlowOrder) -> FlowPriority {
         FlowPriority {
             order,
-            served: BTreeMap::new(),
+            served: Served::default(),
             full_greedy: false,
             matching: true,
             seen: BTreeMap::new(),
@@ -330,7 +333,7 @@ impl FlowPriority {
         for r in hops {
             if let Some(evicted) = self.owner[r as usize] {
                 self.release(evicted.id, evicted.hops, hops);
-                self.served.remove(&evicted.id);
+                self.served.remove(evicted.id);
                 if let Some(k) = resolve(input, evicted.id, evicted.k) {
                     self.wait(key_of(self.order, &input.coflows[k], evicted.id.2, input), evicted.hops);
                 }
@@ -375,14 +378,15 @@ impl FlowPriority {
                     self.left[r as usize] = (self.left[r as usize] - room).max(0.0);
                 }
                 let hops = leg.route.hops();
-                self.served.insert(key.id, [hops[0], hops[1]]);
+                self.served.0.push((key.id, [hops[0], hops[1]]));
             }
         }
+        self.served.0.sort_unstable_by_key(|s| s.0);
     }
 
     /// A served leg finished (or its coflow left): it frees its ports and is forgotten.
     fn finish_leg(&mut self, id: LegId) {
-        if let Some(hops) = self.served.remove(&id)
+        if let Some(hops) = self.served.remove(id)
             && self.matching
         {
             self.release(id, hops, [ResourceId::MAX; 2]);
@@ -413,8 +417,12 @@ impl FlowPriority {
                 }
                 let added = set.len() - waiting;
                 if added > 0 {
-                    // Worst first (keys are unique).
-                    set.sort_unstable_by(|a, b| b.cmp(a));
+                    // Worst first (keys are unique): the new keys sorted, then merged with the
+                    // sorted ones (a stable sort merges two runs in one pass).
+                    set[waiting..].sort_unstable_by(|a, b| b.cmp(a));
+                    if waiting > 0 && set[waiting - 1] < set[waiting] {
+                        set.sort_by(|a, b| b.cmp(a));
+                    }
                     let after = set.last().copied();
                     self.rebest(hops, before, after);
                     self.mark_dirty(a);
@@ -450,6 +458,43 @@ impl FlowPriority {
             self.mark_dirty(r);
         }
         self.matching = true;
+    }
+}
+
+/// Legs with their ports, sorted by leg.
+#[derive(Debug, Default)]
+struct Served(Vec<(LegId, [ResourceId; 2])>);
+
+impl Served {
+    fn find(&self, id: LegId) -> Result<usize, usize> {
+        self.0.binary_search_by(|s| s.0.cmp(&id))
+    }
+
+    fn contains(&self, id: LegId) -> bool {
+        self.find(id).is_ok()
+    }
+
+    fn insert(&mut self, id: LegId, hops: [ResourceId; 2]) {
+        match self.find(id) {
+            Ok(i) => self.0[i].1 = hops,
+            Err(i) => self.0.insert(i, (id, hops)),
+        }
+    }
+
+    fn remove(&mut self, id: LegId) -> Option<[ResourceId; 2]> {
+        self.find(id).ok().map(|i| self.0.remove(i).1)
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl Deref for Served {
+    type Target = [(LegId, [ResourceId; 2])];
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
@@ -592,7 +637,7 @@ impl Scheduler for FlowPriority {
         if changes.everything {
             self.trusted = self.decision;
             // Served legs that finished free their ports.
-            let served: Vec<LegId> = self.served.keys().copied().collect();
+            let served: Vec<LegId> = self.served.iter().map(|s| s.0).collect();
             for id in served {
                 let active = find(input, id).is_some_and(|k| {
                     let c = &input.coflows[k];
@@ -615,7 +660,7 @@ impl Scheduler for FlowPriority {
             for &(coflow, offset) in &changes.legs_finished {
                 if let Some(&arrival) = self.seen.get(&coflow) {
                     let id = (arrival, coflow, offset);
-                    if self.served.contains_key(&id) {
+                    if self.served.contains(id) {
                         self.finish_leg(id);
                     }
                 }
@@ -657,11 +702,11 @@ impl Scheduler for FlowPriority {
             self.rebuild(input);
         }
         self.repair(input);
-        for (&id, hops) in &self.served {
+        for &(id, hops) in self.served.iter() {
             let hint = self.owner[hops[0] as usize].expect("a served leg holds its ports").k;
             let Some(k) = resolve(input, id, hint) else { continue };
             if k != hint {
-                for r in *hops {
+                for r in hops {
                     if let Some(h) = self.owner[r as usize].as_mut() {
                         h.k = k;
                     }
