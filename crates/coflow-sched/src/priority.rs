@@ -69,7 +69,17 @@ fn ordered(x: f64) -> i64 {
 struct Holder {
     id: LegId,
     hops: [ResourceId; 2],
+    route: u32,
     k: usize,
+}
+
+/// A route in a port's list ([`FlowPriority::routes_at`]): its best waiting key, its number
+/// ([`FlowPriority::route_of`]) and its other port.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    best: Key,
+    route: u32,
+    other: ResourceId,
 }
 
 /// A port's scan, put back in the queue at its candidate's key: the candidate's index in the
@@ -99,15 +109,19 @@ pub struct FlowPriority {
     seen: BTreeMap<CoflowId, Nanos>,
     /// Whether every resource has the same capacity, as of the last capacity change.
     uniform: bool,
-    /// Unserved legs by route (their two ports) and priority; per port, the routes through it
-    /// that have waiting legs, ordered by each one's best waiting key; per port, the served leg
-    /// holding it.
+    /// Routes (their two ports) by number, numbered as first seen, and back: legs that wait
+    /// again and legs served name their route by number, so that only a coflow's arrival looks
+    /// its routes up by ports.
+    route_of: HashMap<[ResourceId; 2], u32, BuildHasherDefault<RouteHasher>>,
+    route_hops: Vec<[ResourceId; 2]>,
+    /// Unserved legs by route (number) and priority; per port, the routes through it that have
+    /// waiting legs, ordered by each one's best waiting key; per port, the served leg holding it.
     /// (Each route's waiting legs are a vector sorted worst first, so that serving its best, the
     /// usual change, pops its last; a route keeps its vector while it has no waiting legs.)
-    waiting: HashMap<[ResourceId; 2], Vec<Key>, BuildHasherDefault<RouteHasher>>,
+    waiting: Vec<Vec<Key>>,
     /// (Sorted vectors rather than trees: a port has a route per other port at most, and a repair
     /// scans them in order, which a vector does without chasing pointers.)
-    routes_at: Vec<Vec<(Key, [ResourceId; 2])>>,
+    routes_at: Vec<Vec<Entry>>,
     owner: Vec<Option<Holder>>,
     /// Per port, the current key of its holder ([`FREE`] if none), valid while `holder_at` holds
     /// the number of the decision (`decision` counts them): computed when first needed in one.
@@ -146,7 +160,9 @@ impl FlowPriority {
             matching: true,
             seen: BTreeMap::new(),
             uniform: true,
-            waiting: HashMap::default(),
+            route_of: HashMap::default(),
+            route_hops: Vec::new(),
+            waiting: Vec::new(),
             routes_at: Vec::new(),
             owner: Vec::new(),
             holder_key: Vec::new(),
@@ -170,19 +186,30 @@ impl FlowPriority {
         key_of(self.order, c, offset, input)
     }
 
-    /// A leg with priority `key` waits on route `hops`.
-    fn wait(&mut self, key: Key, hops: [ResourceId; 2]) {
-        let set = self.waiting.entry(hops).or_default();
+    /// The number of route `hops`, given one if it has none yet.
+    fn route(&mut self, hops: [ResourceId; 2]) -> u32 {
+        let next = self.route_hops.len() as u32;
+        let route = *self.route_of.entry(hops).or_insert(next);
+        if route == next {
+            self.route_hops.push(hops);
+            self.waiting.push(Vec::new());
+        }
+        route
+    }
+
+    /// A leg with priority `key` waits on route `route`.
+    fn wait(&mut self, key: Key, route: u32) {
+        let set = &mut self.waiting[route as usize];
         let before = set.last().copied();
         let at = set.partition_point(|k| *k > key);
         debug_assert!(set.get(at) != Some(&key), "a leg waits twice");
         set.insert(at, key);
         let after = set.last().copied();
-        self.rebest(hops, before, after);
+        self.rebest(route, before, after);
     }
 
-    fn unwait(&mut self, key: Key, hops: [ResourceId; 2]) {
-        let Some(set) = self.waiting.get_mut(&hops) else { return };
+    fn unwait(&mut self, key: Key, route: u32) {
+        let set = &mut self.waiting[route as usize];
         let before = set.last().copied();
         if before == Some(key) {
             set.pop();
@@ -190,34 +217,39 @@ impl FlowPriority {
             set.remove(at);
         }
         let after = set.last().copied();
-        self.rebest(hops, before, after);
+        self.rebest(route, before, after);
     }
 
-    /// Keeps each port's routes ordered by their best waiting key.
-    fn rebest(&mut self, hops: [ResourceId; 2], before: Option<Key>, after: Option<Key>) {
+    /// Keeps each port's routes ordered by their best waiting key (keys are unique, so a key
+    /// alone places a route).
+    fn rebest(&mut self, route: u32, before: Option<Key>, after: Option<Key>) {
         if before == after {
             return;
         }
-        for r in hops {
+        let hops = self.route_hops[route as usize];
+        for (r, other) in [(hops[0], hops[1]), (hops[1], hops[0])] {
             let at = &mut self.routes_at[r as usize];
-            match (before.map(|b| at.binary_search(&(b, hops))), after) {
-                // The route moves within the port's list: only the entries between shift.
+            let entry = |best| Entry { best, route, other };
+            match (before.map(|b| at.binary_search_by(|e| e.best.cmp(&b))), after) {
+                // The route moves within the port's list: only the entries between shift, and its
+                // new place is on the side it moves to.
                 (Some(Ok(i)), Some(a)) => {
-                    let j = at.binary_search(&(a, hops)).unwrap_or_else(|j| j);
-                    if j > i {
+                    if a > at[i].best {
+                        let j = i + 1 + at[i + 1..].partition_point(|e| e.best < a);
                         at[i..j].rotate_left(1);
-                        at[j - 1] = (a, hops);
+                        at[j - 1] = entry(a);
                     } else {
+                        let j = at[..i].partition_point(|e| e.best < a);
                         at[j..=i].rotate_right(1);
-                        at[j] = (a, hops);
+                        at[j] = entry(a);
                     }
                 }
                 (Some(Ok(i)), None) => {
                     at.remove(i);
                 }
                 (_, Some(a)) => {
-                    if let Err(j) = at.binary_search(&(a, hops)) {
-                        at.insert(j, (a, hops));
+                    if let Err(j) = at.binary_search_by(|e| e.best.cmp(&a)) {
+                        at.insert(j, entry(a));
                     }
                 }
                 (_, None) => {}
@@ -228,7 +260,7 @@ impl FlowPriority {
     /// Queues port `r` for repair, unless it already is at a key no larger; a port through which
     /// nothing waits has nothing to repair.
     fn mark_dirty(&mut self, r: ResourceId) {
-        let Some(&(bound, _)) = self.routes_at[r as usize].first() else { return };
+        let Some(&Entry { best: bound, .. }) = self.routes_at[r as usize].first() else { return };
         if self.queued[r as usize].is_none_or(|q| bound < q) {
             self.queued[r as usize] = Some(bound);
             self.dirty.push(Reverse((bound, r)));
@@ -254,14 +286,14 @@ impl FlowPriority {
     /// of lower priority), with its route and the route's index among `p`'s. It is the best of its
     /// route, so the routes through `p` are scanned best first, up to `p`'s holder, from the
     /// index `from` (the routes before it known to be blocked).
-    fn candidate(&mut self, p: ResourceId, from: usize, input: &Input<'_>) -> Option<(Key, [ResourceId; 2], usize)> {
+    fn candidate(&mut self, p: ResourceId, from: usize, input: &Input<'_>) -> Option<(Key, u32, usize)> {
         let holder_p = self.holder(p, input);
         let decision = self.decision;
-        for (i, &(best, hops)) in self.routes_at[p as usize].iter().enumerate().skip(from) {
+        for (i, &Entry { best, route, other }) in self.routes_at[p as usize].iter().enumerate().skip(from) {
             if holder_p < best {
                 return None;
             }
-            let q = (hops[0] ^ hops[1] ^ p) as usize;
+            let q = other as usize;
             // The scan's hot path: the holder's key, or a bound of it, is usually known already.
             let known = self.holder_key[q];
             if known < best && self.holder_at[q] > self.trusted {
@@ -275,7 +307,7 @@ impl FlowPriority {
                 input,
             );
             if holder_q > best {
-                return Some((best, hops, i));
+                return Some((best, route, i));
             }
         }
         None
@@ -314,7 +346,7 @@ impl FlowPriority {
             let changes = self.port_changes[p as usize];
             let from =
                 self.deferred[p as usize].take().filter(|d| d.key == bound && d.changes == changes).map_or(0, |d| d.at);
-            let Some((key, hops, at)) = self.candidate(p, from, input) else { continue };
+            let Some((key, route, at)) = self.candidate(p, from, input) else { continue };
             if key != bound && self.dirty.peek().is_some_and(|Reverse((next, _))| *next < key) {
                 // Not the best of the queue: back in at its own key.
                 self.queued[p as usize] = Some(key);
@@ -322,27 +354,28 @@ impl FlowPriority {
                 self.dirty.push(Reverse((key, p)));
                 continue;
             }
-            debug_assert_eq!(self.waiting.get(&hops).and_then(|set| set.last()), Some(&key), "a stale candidate");
-            self.serve(key, hops, input);
+            debug_assert_eq!(self.waiting[route as usize].last(), Some(&key), "a stale candidate");
+            self.serve(key, route, input);
         }
     }
 
     /// Leg `key` takes both its ports, evicting their holders: each frees its other port and waits
     /// again with its current key.
-    fn serve(&mut self, key: Key, hops: [ResourceId; 2], input: &Input<'_>) {
+    fn serve(&mut self, key: Key, route: u32, input: &Input<'_>) {
+        let hops = self.route_hops[route as usize];
         for r in hops {
             if let Some(evicted) = self.owner[r as usize] {
                 self.release(evicted.id, evicted.hops, hops);
                 self.served.remove(evicted.id);
                 if let Some(k) = resolve(input, evicted.id, evicted.k) {
-                    self.wait(key_of(self.order, &input.coflows[k], evicted.id.2, input), evicted.hops);
+                    self.wait(key_of(self.order, &input.coflows[k], evicted.id.2, input), evicted.route);
                 }
             }
         }
-        self.unwait(key, hops);
+        self.unwait(key, route);
         self.served.insert(key.id, hops);
         for r in hops {
-            self.owner[r as usize] = Some(Holder { id: key.id, hops, k: usize::MAX });
+            self.owner[r as usize] = Some(Holder { id: key.id, hops, route, k: usize::MAX });
             self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
             (self.holder_key[r as usize], self.holder_at[r as usize]) = (key, self.decision);
         }
@@ -406,8 +439,8 @@ impl FlowPriority {
             let hops = legs[i].route.hops();
             let run = i + legs[i..].iter().take_while(|l| l.route.hops() == hops).count();
             if let &[a, b] = hops {
-                let hops = [a, b];
-                let set = self.waiting.entry(hops).or_default();
+                let route = self.route([a, b]);
+                let set = &mut self.waiting[route as usize];
                 let before = set.last().copied();
                 let waiting = set.len();
                 for (offset, leg) in legs.iter().enumerate().take(run).skip(i) {
@@ -424,7 +457,7 @@ impl FlowPriority {
                         set.sort_by(|a, b| b.cmp(a));
                     }
                     let after = set.last().copied();
-                    self.rebest(hops, before, after);
+                    self.rebest(route, before, after);
                     self.mark_dirty(a);
                     self.mark_dirty(b);
                 }
@@ -435,7 +468,9 @@ impl FlowPriority {
 
     /// Rebuilds the matching from scratch: every leg waits, every port is dirty.
     fn rebuild(&mut self, input: &Input<'_>) {
-        self.waiting.clear();
+        for set in &mut self.waiting {
+            set.clear();
+        }
         for r in &mut self.routes_at {
             r.clear();
         }
@@ -450,7 +485,8 @@ impl FlowPriority {
                 if let &[a, b] = leg.route.hops()
                     && leg.is_active()
                 {
-                    self.wait(self.key(c, offset as u32, input), [a, b]);
+                    let route = self.route([a, b]);
+                    self.wait(self.key(c, offset as u32, input), route);
                 }
             }
         }
