@@ -18,8 +18,7 @@
 //! matching, since it is the unique stable one.
 //! With unequal capacities the policy falls back to the full greedy pass.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
 
@@ -135,10 +134,8 @@ pub struct FlowPriority {
     /// holder's key again: most of the routes a repair scans are.
     trusted: u64,
     /// Ports whose holder or waiting legs changed and that must be repaired, by a lower bound of
-    /// the key that may take them (their best waiting route), smallest first; `queued` holds each
-    /// port's smallest entry (larger ones are stale and skipped).
-    dirty: BinaryHeap<Reverse<(Key, ResourceId)>>,
-    queued: Vec<Option<Key>>,
+    /// the key that may take them (their best waiting route), smallest first, each once.
+    dirty: PortQueue,
     /// Per port put back in the queue at its candidate's key (another port had a better one), where
     /// its scan stopped: when the port comes out again at that key with the same holder, the
     /// routes before its candidate are still blocked (see [`FlowPriority::repair`]), so the scan
@@ -169,8 +166,7 @@ impl FlowPriority {
             holder_at: Vec::new(),
             decision: 0,
             trusted: 0,
-            dirty: BinaryHeap::new(),
-            queued: Vec::new(),
+            dirty: PortQueue::default(),
             deferred: Vec::new(),
             port_changes: Vec::new(),
             left: Vec::new(),
@@ -261,10 +257,7 @@ impl FlowPriority {
     /// nothing waits has nothing to repair.
     fn mark_dirty(&mut self, r: ResourceId) {
         let Some(&Entry { best: bound, .. }) = self.routes_at[r as usize].first() else { return };
-        if self.queued[r as usize].is_none_or(|q| bound < q) {
-            self.queued[r as usize] = Some(bound);
-            self.dirty.push(Reverse((bound, r)));
-        }
+        self.dirty.lower(r, bound);
     }
 
     /// Frees the ports of a leg that stops being served (finished or evicted), except those in
@@ -338,22 +331,22 @@ impl FlowPriority {
     /// if its other port is still held by a worse leg. If the holder changed, the port's routes
     /// are scanned again from the start.
     fn repair(&mut self, input: &Input<'_>) {
-        while let Some(Reverse((bound, p))) = self.dirty.pop() {
-            if self.queued[p as usize] != Some(bound) {
-                continue;
-            }
-            self.queued[p as usize] = None;
+        while let Some((bound, p)) = self.dirty.peek() {
             let changes = self.port_changes[p as usize];
             let from =
                 self.deferred[p as usize].take().filter(|d| d.key == bound && d.changes == changes).map_or(0, |d| d.at);
-            let Some((key, route, at)) = self.candidate(p, from, input) else { continue };
-            if key != bound && self.dirty.peek().is_some_and(|Reverse((next, _))| *next < key) {
-                // Not the best of the queue: back in at its own key.
-                self.queued[p as usize] = Some(key);
+            let Some((key, route, at)) = self.candidate(p, from, input) else {
+                self.dirty.pop();
+                continue;
+            };
+            if key != bound && self.dirty.next_key().is_some_and(|next| next < key) {
+                // Not the best of the queue: back in at its own key (above `bound`, since the
+                // next is at least `bound`).
                 self.deferred[p as usize] = Some(Deferred { key, at, changes });
-                self.dirty.push(Reverse((key, p)));
+                self.dirty.raise_first(key);
                 continue;
             }
+            self.dirty.pop();
             debug_assert_eq!(self.waiting[route as usize].last(), Some(&key), "a stale candidate");
             self.serve(key, route, input);
         }
@@ -478,7 +471,6 @@ impl FlowPriority {
         self.holder_at.iter_mut().for_each(|t| *t = 0);
         self.served.clear();
         self.dirty.clear();
-        self.queued.iter_mut().for_each(|q| *q = None);
         self.deferred.iter_mut().for_each(|d| *d = None);
         for c in input.coflows {
             for (offset, leg) in input.legs_of(c).iter().enumerate() {
@@ -494,6 +486,112 @@ impl FlowPriority {
             self.mark_dirty(r);
         }
         self.matching = true;
+    }
+}
+
+/// A queue of ports by key, smallest first (ties by port), each port at most once: a binary heap
+/// of ports with each one's place and key, so that a port queued again at a smaller key moves up
+/// instead of leaving a stale entry, and the first port put back at a larger key moves down
+/// instead of leaving and coming back.
+#[derive(Debug, Default)]
+struct PortQueue {
+    heap: Vec<ResourceId>,
+    /// Per port, its index in `heap`, or `OUT` if not queued.
+    place: Vec<u32>,
+    key: Vec<Key>,
+}
+
+impl PortQueue {
+    const OUT: u32 = u32::MAX;
+
+    fn resize(&mut self, ports: usize) {
+        self.place.resize(ports, PortQueue::OUT);
+        self.key.resize(ports, FREE);
+    }
+
+    fn clear(&mut self) {
+        for &r in &self.heap {
+            self.place[r as usize] = PortQueue::OUT;
+        }
+        self.heap.clear();
+    }
+
+    fn before(&self, a: ResourceId, b: ResourceId) -> bool {
+        (self.key[a as usize], a) < (self.key[b as usize], b)
+    }
+
+    fn put(&mut self, i: usize, r: ResourceId) {
+        self.heap[i] = r;
+        self.place[r as usize] = i as u32;
+    }
+
+    /// Queues port `r` at `key`, or moves it to `key` if queued at a larger one.
+    fn lower(&mut self, r: ResourceId, key: Key) {
+        let mut i = match self.place[r as usize] {
+            PortQueue::OUT => {
+                self.heap.push(r);
+                self.heap.len() - 1
+            }
+            i if key < self.key[r as usize] => i as usize,
+            _ => return,
+        };
+        self.key[r as usize] = key;
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            let up = self.heap[parent];
+            if !self.before(r, up) {
+                break;
+            }
+            self.put(i, up);
+            i = parent;
+        }
+        self.put(i, r);
+    }
+
+    /// Moves the entry at `i` down to its place.
+    fn sink(&mut self, mut i: usize) {
+        let r = self.heap[i];
+        loop {
+            let mut child = 2 * i + 1;
+            if child >= self.heap.len() {
+                break;
+            }
+            if child + 1 < self.heap.len() && self.before(self.heap[child + 1], self.heap[child]) {
+                child += 1;
+            }
+            let down = self.heap[child];
+            if !self.before(down, r) {
+                break;
+            }
+            self.put(i, down);
+            i = child;
+        }
+        self.put(i, r);
+    }
+
+    /// The first port, with its key.
+    fn peek(&self) -> Option<(Key, ResourceId)> {
+        self.heap.first().map(|&r| (self.key[r as usize], r))
+    }
+
+    /// The smallest key after the first port's (one of its two children's).
+    fn next_key(&self) -> Option<Key> {
+        self.heap.get(1..self.heap.len().min(3)).and_then(|c| c.iter().map(|&r| self.key[r as usize]).min())
+    }
+
+    /// Puts the first port back at `key`, no smaller than its own.
+    fn raise_first(&mut self, key: Key) {
+        self.key[self.heap[0] as usize] = key;
+        self.sink(0);
+    }
+
+    /// Takes the first port off the queue.
+    fn pop(&mut self) {
+        let r = self.heap.swap_remove(0);
+        self.place[r as usize] = PortQueue::OUT;
+        if !self.heap.is_empty() {
+            self.sink(0);
+        }
     }
 }
 
@@ -664,7 +762,7 @@ impl Scheduler for FlowPriority {
         self.owner.resize(resources, None);
         self.holder_key.resize(resources, FREE);
         self.holder_at.resize(resources, 0);
-        self.queued.resize(resources, None);
+        self.dirty.resize(resources);
         self.deferred.resize(resources, None);
         self.port_changes.resize(resources, 0);
         self.decision += 1;
@@ -728,7 +826,6 @@ impl Scheduler for FlowPriority {
         if self.full_greedy || !uniform {
             self.matching = false;
             self.dirty.clear();
-            self.queued.iter_mut().for_each(|q| *q = None);
             self.deferred.iter_mut().for_each(|d| *d = None);
             self.served.clear();
             self.greedy(input, out);
