@@ -282,14 +282,16 @@ impl FlowPriority {
     fn candidate(&mut self, p: ResourceId, from: usize, input: &Input<'_>) -> Option<(Key, u32, usize)> {
         let holder_p = self.holder(p, input);
         let decision = self.decision;
-        for (i, &Entry { best, route, other }) in self.routes_at[p as usize].iter().enumerate().skip(from) {
-            if holder_p < best {
+        let routes = &self.routes_at[p as usize];
+        // (Entries and keys by reference: the scan copies no key but the one it returns.)
+        for (i, e) in routes.iter().enumerate().skip(from) {
+            let best = &e.best;
+            if holder_p < *best {
                 return None;
             }
-            let q = other as usize;
+            let q = e.other as usize;
             // The scan's hot path: the holder's key, or a bound of it, is usually known already.
-            let known = self.holder_key[q];
-            if known < best && self.holder_at[q] > self.trusted {
+            if self.holder_key[q] < *best && self.holder_at[q] > self.trusted {
                 continue;
             }
             let holder_q = current_holder(
@@ -299,8 +301,8 @@ impl FlowPriority {
                 decision,
                 input,
             );
-            if holder_q > best {
-                return Some((best, route, i));
+            if holder_q > *best {
+                return Some((*best, e.route, i));
             }
         }
         None
@@ -847,7 +849,8 @@ impl Scheduler for FlowPriority {
             }
             let c = &input.coflows[k];
             let l = c.legs.start + id.2 as usize;
-            let rate = f64::INFINITY.min(cap[hops[0] as usize]).min(cap[hops[1] as usize]);
+            // Every port has the same capacity here, the smaller of the two.
+            let rate = cap[hops[0] as usize];
             out.give_leg(l, rate, input.legs[l].remaining(c));
         }
         None
