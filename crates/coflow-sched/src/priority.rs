@@ -18,6 +18,7 @@
 //! matching, since it is the unique stable one.
 //! With unequal capacities the policy falls back to the full greedy pass.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
@@ -341,7 +342,7 @@ impl FlowPriority {
                 self.dirty.pop();
                 continue;
             };
-            if key != bound && self.dirty.next_key().is_some_and(|next| next < key) {
+            if key != bound && self.dirty.next_key().is_some_and(|next| *next < key) {
                 // Not the best of the queue: back in at its own key (above `bound`, since the
                 // next is at least `bound`).
                 self.deferred[p as usize] = Some(Deferred { key, at, changes });
@@ -518,8 +519,14 @@ impl PortQueue {
         self.heap.clear();
     }
 
+    /// Whether port `a` comes before port `b` (keys compared in place: copying them into tuples
+    /// costs more than the comparison).
+    #[inline]
     fn before(&self, a: ResourceId, b: ResourceId) -> bool {
-        (self.key[a as usize], a) < (self.key[b as usize], b)
+        match self.key[a as usize].cmp(&self.key[b as usize]) {
+            Ordering::Equal => a < b,
+            o => o == Ordering::Less,
+        }
     }
 
     fn put(&mut self, i: usize, r: ResourceId) {
@@ -577,8 +584,8 @@ impl PortQueue {
     }
 
     /// The smallest key after the first port's (one of its two children's).
-    fn next_key(&self) -> Option<Key> {
-        self.heap.get(1..self.heap.len().min(3)).and_then(|c| c.iter().map(|&r| self.key[r as usize]).min())
+    fn next_key(&self) -> Option<&Key> {
+        self.heap.get(1..self.heap.len().min(3)).and_then(|c| c.iter().map(|&r| &self.key[r as usize]).min())
     }
 
     /// Puts the first port back at `key`, no smaller than its own.
