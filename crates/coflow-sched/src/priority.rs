@@ -536,7 +536,7 @@ impl PortQueue {
 
     /// Queues port `r` at `key`, or moves it to `key` if queued at a larger one.
     fn lower(&mut self, r: ResourceId, key: Key) {
-        let mut i = match self.place[r as usize] {
+        let i = match self.place[r as usize] {
             PortQueue::OUT => {
                 self.heap.push(r);
                 self.heap.len() - 1
@@ -545,6 +545,12 @@ impl PortQueue {
             _ => return,
         };
         self.key[r as usize] = key;
+        self.rise(i);
+    }
+
+    /// Moves the entry at `i` up to its place.
+    fn rise(&mut self, mut i: usize) {
+        let r = self.heap[i];
         while i > 0 {
             let parent = (i - 1) / 2;
             let up = self.heap[parent];
@@ -557,25 +563,28 @@ impl PortQueue {
         self.put(i, r);
     }
 
-    /// Moves the entry at `i` down to its place.
-    fn sink(&mut self, mut i: usize) {
-        let r = self.heap[i];
-        loop {
-            let mut child = 2 * i + 1;
-            if child >= self.heap.len() {
-                break;
-            }
-            if child + 1 < self.heap.len() && self.before(self.heap[child + 1], self.heap[child]) {
+    /// Moves the first entry down to its place: the hole it leaves goes down to the bottom by the
+    /// smaller child (one comparison a level), and the entry rises from there (usually not far: it
+    /// is the queue's last or a port put back at a larger key), as the standard library's heap does.
+    fn sink(&mut self) {
+        let r = self.heap[0];
+        let n = self.heap.len();
+        let mut i = 0;
+        let mut child = 1;
+        while child + 1 < n {
+            if self.before(self.heap[child + 1], self.heap[child]) {
                 child += 1;
             }
-            let down = self.heap[child];
-            if !self.before(down, r) {
-                break;
-            }
-            self.put(i, down);
+            self.put(i, self.heap[child]);
+            i = child;
+            child = 2 * i + 1;
+        }
+        if child + 1 == n {
+            self.put(i, self.heap[child]);
             i = child;
         }
         self.put(i, r);
+        self.rise(i);
     }
 
     /// The first port, with its key.
@@ -591,7 +600,7 @@ impl PortQueue {
     /// Puts the first port back at `key`, no smaller than its own.
     fn raise_first(&mut self, key: Key) {
         self.key[self.heap[0] as usize] = key;
-        self.sink(0);
+        self.sink();
     }
 
     /// Takes the first port off the queue.
@@ -599,7 +608,7 @@ impl PortQueue {
         let r = self.heap.swap_remove(0);
         self.place[r as usize] = PortQueue::OUT;
         if !self.heap.is_empty() {
-            self.sink(0);
+            self.sink();
         }
     }
 }
