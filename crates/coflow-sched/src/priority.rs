@@ -18,9 +18,10 @@
 //! matching, since it is the unique stable one.
 //! With unequal capacities the policy falls back to the full greedy pass.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Deref;
 
 use coflow_core::{CoflowId, Nanos};
 
@@ -68,7 +69,17 @@ fn ordered(x: f64) -> i64 {
 struct Holder {
     id: LegId,
     hops: [ResourceId; 2],
+    route: u32,
     k: usize,
+}
+
+/// A route in a port's list ([`FlowPriority::routes_at`]): its best waiting key, its number
+/// ([`FlowPriority::route_of`]) and its other port.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    best: Key,
+    route: u32,
+    other: ResourceId,
 }
 
 /// A port's scan, put back in the queue at its candidate's key: the candidate's index in the
@@ -87,7 +98,9 @@ pub struct FlowPriority {
     /// The legs being served, with their ports, in the order of the input. (The legs it schedules
     /// are the input's active legs that cross two ports: only served legs move, so only they
     /// finish, and the full greedy pass and a rebuild read the rest from the input.)
-    served: BTreeMap<LegId, [ResourceId; 2]>,
+    /// (A sorted vector rather than a tree: it is walked whole at every decision, and it holds a
+    /// leg per two ports at most.)
+    served: Served,
     /// Always take the full greedy pass (to check the repaired matching against it).
     full_greedy: bool,
     /// Whether `waiting` and `owner` hold the matching; false after a greedy pass.
@@ -96,15 +109,19 @@ pub struct FlowPriority {
     seen: BTreeMap<CoflowId, Nanos>,
     /// Whether every resource has the same capacity, as of the last capacity change.
     uniform: bool,
-    /// Unserved legs by route (their two ports) and priority; per port, the routes through it
-    /// that have waiting legs, ordered by each one's best waiting key; per port, the served leg
-    /// holding it.
+    /// Routes (their two ports) by number, numbered as first seen, and back: legs that wait
+    /// again and legs served name their route by number, so that only a coflow's arrival looks
+    /// its routes up by ports.
+    route_of: HashMap<[ResourceId; 2], u32, BuildHasherDefault<RouteHasher>>,
+    route_hops: Vec<[ResourceId; 2]>,
+    /// Unserved legs by route (number) and priority; per port, the routes through it that have
+    /// waiting legs, ordered by each one's best waiting key; per port, the served leg holding it.
     /// (Each route's waiting legs are a vector sorted worst first, so that serving its best, the
     /// usual change, pops its last; a route keeps its vector while it has no waiting legs.)
-    waiting: HashMap<[ResourceId; 2], Vec<Key>, BuildHasherDefault<RouteHasher>>,
+    waiting: Vec<Vec<Key>>,
     /// (Sorted vectors rather than trees: a port has a route per other port at most, and a repair
     /// scans them in order, which a vector does without chasing pointers.)
-    routes_at: Vec<Vec<(Key, [ResourceId; 2])>>,
+    routes_at: Vec<Vec<Entry>>,
     owner: Vec<Option<Holder>>,
     /// Per port, the current key of its holder ([`FREE`] if none), valid while `holder_at` holds
     /// the number of the decision (`decision` counts them): computed when first needed in one.
@@ -118,10 +135,8 @@ pub struct FlowPriority {
     /// holder's key again: most of the routes a repair scans are.
     trusted: u64,
     /// Ports whose holder or waiting legs changed and that must be repaired, by a lower bound of
-    /// the key that may take them (their best waiting route), smallest first; `queued` holds each
-    /// port's smallest entry (larger ones are stale and skipped).
-    dirty: BinaryHeap<Reverse<(Key, ResourceId)>>,
-    queued: Vec<Option<Key>>,
+    /// the key that may take them (their best waiting route), smallest first, each once.
+    dirty: PortQueue,
     /// Per port put back in the queue at its candidate's key (another port had a better one), where
     /// its scan stopped: when the port comes out again at that key with the same holder, the
     /// routes before its candidate are still blocked (see [`FlowPriority::repair`]), so the scan
@@ -138,20 +153,21 @@ impl FlowPriority {
     pub fn new(order: FlowOrder) -> FlowPriority {
         FlowPriority {
             order,
-            served: BTreeMap::new(),
+            served: Served::default(),
             full_greedy: false,
             matching: true,
             seen: BTreeMap::new(),
             uniform: true,
-            waiting: HashMap::default(),
+            route_of: HashMap::default(),
+            route_hops: Vec::new(),
+            waiting: Vec::new(),
             routes_at: Vec::new(),
             owner: Vec::new(),
             holder_key: Vec::new(),
             holder_at: Vec::new(),
             decision: 0,
             trusted: 0,
-            dirty: BinaryHeap::new(),
-            queued: Vec::new(),
+            dirty: PortQueue::default(),
             deferred: Vec::new(),
             port_changes: Vec::new(),
             left: Vec::new(),
@@ -167,19 +183,30 @@ impl FlowPriority {
         key_of(self.order, c, offset, input)
     }
 
-    /// A leg with priority `key` waits on route `hops`.
-    fn wait(&mut self, key: Key, hops: [ResourceId; 2]) {
-        let set = self.waiting.entry(hops).or_default();
+    /// The number of route `hops`, given one if it has none yet.
+    fn route(&mut self, hops: [ResourceId; 2]) -> u32 {
+        let next = self.route_hops.len() as u32;
+        let route = *self.route_of.entry(hops).or_insert(next);
+        if route == next {
+            self.route_hops.push(hops);
+            self.waiting.push(Vec::new());
+        }
+        route
+    }
+
+    /// A leg with priority `key` waits on route `route`.
+    fn wait(&mut self, key: Key, route: u32) {
+        let set = &mut self.waiting[route as usize];
         let before = set.last().copied();
         let at = set.partition_point(|k| *k > key);
         debug_assert!(set.get(at) != Some(&key), "a leg waits twice");
         set.insert(at, key);
         let after = set.last().copied();
-        self.rebest(hops, before, after);
+        self.rebest(route, before, after);
     }
 
-    fn unwait(&mut self, key: Key, hops: [ResourceId; 2]) {
-        let Some(set) = self.waiting.get_mut(&hops) else { return };
+    fn unwait(&mut self, key: Key, route: u32) {
+        let set = &mut self.waiting[route as usize];
         let before = set.last().copied();
         if before == Some(key) {
             set.pop();
@@ -187,34 +214,39 @@ impl FlowPriority {
             set.remove(at);
         }
         let after = set.last().copied();
-        self.rebest(hops, before, after);
+        self.rebest(route, before, after);
     }
 
-    /// Keeps each port's routes ordered by their best waiting key.
-    fn rebest(&mut self, hops: [ResourceId; 2], before: Option<Key>, after: Option<Key>) {
+    /// Keeps each port's routes ordered by their best waiting key (keys are unique, so a key
+    /// alone places a route).
+    fn rebest(&mut self, route: u32, before: Option<Key>, after: Option<Key>) {
         if before == after {
             return;
         }
-        for r in hops {
+        let hops = self.route_hops[route as usize];
+        for (r, other) in [(hops[0], hops[1]), (hops[1], hops[0])] {
             let at = &mut self.routes_at[r as usize];
-            match (before.map(|b| at.binary_search(&(b, hops))), after) {
-                // The route moves within the port's list: only the entries between shift.
+            let entry = |best| Entry { best, route, other };
+            match (before.map(|b| at.binary_search_by(|e| e.best.cmp(&b))), after) {
+                // The route moves within the port's list: only the entries between shift, and its
+                // new place is on the side it moves to.
                 (Some(Ok(i)), Some(a)) => {
-                    let j = at.binary_search(&(a, hops)).unwrap_or_else(|j| j);
-                    if j > i {
+                    if a > at[i].best {
+                        let j = i + 1 + at[i + 1..].partition_point(|e| e.best < a);
                         at[i..j].rotate_left(1);
-                        at[j - 1] = (a, hops);
+                        at[j - 1] = entry(a);
                     } else {
+                        let j = at[..i].partition_point(|e| e.best < a);
                         at[j..=i].rotate_right(1);
-                        at[j] = (a, hops);
+                        at[j] = entry(a);
                     }
                 }
                 (Some(Ok(i)), None) => {
                     at.remove(i);
                 }
                 (_, Some(a)) => {
-                    if let Err(j) = at.binary_search(&(a, hops)) {
-                        at.insert(j, (a, hops));
+                    if let Err(j) = at.binary_search_by(|e| e.best.cmp(&a)) {
+                        at.insert(j, entry(a));
                     }
                 }
                 (_, None) => {}
@@ -225,11 +257,8 @@ impl FlowPriority {
     /// Queues port `r` for repair, unless it already is at a key no larger; a port through which
     /// nothing waits has nothing to repair.
     fn mark_dirty(&mut self, r: ResourceId) {
-        let Some(&(bound, _)) = self.routes_at[r as usize].first() else { return };
-        if self.queued[r as usize].is_none_or(|q| bound < q) {
-            self.queued[r as usize] = Some(bound);
-            self.dirty.push(Reverse((bound, r)));
-        }
+        let Some(&Entry { best: bound, .. }) = self.routes_at[r as usize].first() else { return };
+        self.dirty.lower(r, bound);
     }
 
     /// Frees the ports of a leg that stops being served (finished or evicted), except those in
@@ -251,17 +280,19 @@ impl FlowPriority {
     /// of lower priority), with its route and the route's index among `p`'s. It is the best of its
     /// route, so the routes through `p` are scanned best first, up to `p`'s holder, from the
     /// index `from` (the routes before it known to be blocked).
-    fn candidate(&mut self, p: ResourceId, from: usize, input: &Input<'_>) -> Option<(Key, [ResourceId; 2], usize)> {
+    fn candidate(&mut self, p: ResourceId, from: usize, input: &Input<'_>) -> Option<(Key, u32, usize)> {
         let holder_p = self.holder(p, input);
         let decision = self.decision;
-        for (i, &(best, hops)) in self.routes_at[p as usize].iter().enumerate().skip(from) {
-            if holder_p < best {
+        let routes = &self.routes_at[p as usize];
+        // (Entries and keys by reference: the scan copies no key but the one it returns.)
+        for (i, e) in routes.iter().enumerate().skip(from) {
+            let best = &e.best;
+            if holder_p < *best {
                 return None;
             }
-            let q = (hops[0] ^ hops[1] ^ p) as usize;
+            let q = e.other as usize;
             // The scan's hot path: the holder's key, or a bound of it, is usually known already.
-            let known = self.holder_key[q];
-            if known < best && self.holder_at[q] > self.trusted {
+            if self.holder_key[q] < *best && self.holder_at[q] > self.trusted {
                 continue;
             }
             let holder_q = current_holder(
@@ -271,8 +302,8 @@ impl FlowPriority {
                 decision,
                 input,
             );
-            if holder_q > best {
-                return Some((best, hops, i));
+            if holder_q > *best {
+                return Some((*best, e.route, i));
             }
         }
         None
@@ -303,43 +334,44 @@ impl FlowPriority {
     /// if its other port is still held by a worse leg. If the holder changed, the port's routes
     /// are scanned again from the start.
     fn repair(&mut self, input: &Input<'_>) {
-        while let Some(Reverse((bound, p))) = self.dirty.pop() {
-            if self.queued[p as usize] != Some(bound) {
-                continue;
-            }
-            self.queued[p as usize] = None;
+        while let Some((bound, p)) = self.dirty.peek() {
             let changes = self.port_changes[p as usize];
             let from =
                 self.deferred[p as usize].take().filter(|d| d.key == bound && d.changes == changes).map_or(0, |d| d.at);
-            let Some((key, hops, at)) = self.candidate(p, from, input) else { continue };
-            if key != bound && self.dirty.peek().is_some_and(|Reverse((next, _))| *next < key) {
-                // Not the best of the queue: back in at its own key.
-                self.queued[p as usize] = Some(key);
+            let Some((key, route, at)) = self.candidate(p, from, input) else {
+                self.dirty.pop();
+                continue;
+            };
+            if key != bound && self.dirty.next_key().is_some_and(|next| *next < key) {
+                // Not the best of the queue: back in at its own key (above `bound`, since the
+                // next is at least `bound`).
                 self.deferred[p as usize] = Some(Deferred { key, at, changes });
-                self.dirty.push(Reverse((key, p)));
+                self.dirty.raise_first(key);
                 continue;
             }
-            debug_assert_eq!(self.waiting.get(&hops).and_then(|set| set.last()), Some(&key), "a stale candidate");
-            self.serve(key, hops, input);
+            self.dirty.pop();
+            debug_assert_eq!(self.waiting[route as usize].last(), Some(&key), "a stale candidate");
+            self.serve(key, route, input);
         }
     }
 
     /// Leg `key` takes both its ports, evicting their holders: each frees its other port and waits
     /// again with its current key.
-    fn serve(&mut self, key: Key, hops: [ResourceId; 2], input: &Input<'_>) {
+    fn serve(&mut self, key: Key, route: u32, input: &Input<'_>) {
+        let hops = self.route_hops[route as usize];
         for r in hops {
             if let Some(evicted) = self.owner[r as usize] {
                 self.release(evicted.id, evicted.hops, hops);
-                self.served.remove(&evicted.id);
+                self.served.remove(evicted.id);
                 if let Some(k) = resolve(input, evicted.id, evicted.k) {
-                    self.wait(key_of(self.order, &input.coflows[k], evicted.id.2, input), evicted.hops);
+                    self.wait(key_of(self.order, &input.coflows[k], evicted.id.2, input), evicted.route);
                 }
             }
         }
-        self.unwait(key, hops);
+        self.unwait(key, route);
         self.served.insert(key.id, hops);
         for r in hops {
-            self.owner[r as usize] = Some(Holder { id: key.id, hops, k: usize::MAX });
+            self.owner[r as usize] = Some(Holder { id: key.id, hops, route, k: usize::MAX });
             self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
             (self.holder_key[r as usize], self.holder_at[r as usize]) = (key, self.decision);
         }
@@ -375,14 +407,15 @@ impl FlowPriority {
                     self.left[r as usize] = (self.left[r as usize] - room).max(0.0);
                 }
                 let hops = leg.route.hops();
-                self.served.insert(key.id, [hops[0], hops[1]]);
+                self.served.0.push((key.id, [hops[0], hops[1]]));
             }
         }
+        self.served.0.sort_unstable_by_key(|s| s.0);
     }
 
     /// A served leg finished (or its coflow left): it frees its ports and is forgotten.
     fn finish_leg(&mut self, id: LegId) {
-        if let Some(hops) = self.served.remove(&id)
+        if let Some(hops) = self.served.remove(id)
             && self.matching
         {
             self.release(id, hops, [ResourceId::MAX; 2]);
@@ -402,8 +435,8 @@ impl FlowPriority {
             let hops = legs[i].route.hops();
             let run = i + legs[i..].iter().take_while(|l| l.route.hops() == hops).count();
             if let &[a, b] = hops {
-                let hops = [a, b];
-                let set = self.waiting.entry(hops).or_default();
+                let route = self.route([a, b]);
+                let set = &mut self.waiting[route as usize];
                 let before = set.last().copied();
                 let waiting = set.len();
                 for (offset, leg) in legs.iter().enumerate().take(run).skip(i) {
@@ -413,10 +446,14 @@ impl FlowPriority {
                 }
                 let added = set.len() - waiting;
                 if added > 0 {
-                    // Worst first (keys are unique).
-                    set.sort_unstable_by(|a, b| b.cmp(a));
+                    // Worst first (keys are unique): the new keys sorted, then merged with the
+                    // sorted ones (a stable sort merges two runs in one pass).
+                    set[waiting..].sort_unstable_by(|a, b| b.cmp(a));
+                    if waiting > 0 && set[waiting - 1] < set[waiting] {
+                        set.sort_by(|a, b| b.cmp(a));
+                    }
                     let after = set.last().copied();
-                    self.rebest(hops, before, after);
+                    self.rebest(route, before, after);
                     self.mark_dirty(a);
                     self.mark_dirty(b);
                 }
@@ -427,7 +464,9 @@ impl FlowPriority {
 
     /// Rebuilds the matching from scratch: every leg waits, every port is dirty.
     fn rebuild(&mut self, input: &Input<'_>) {
-        self.waiting.clear();
+        for set in &mut self.waiting {
+            set.clear();
+        }
         for r in &mut self.routes_at {
             r.clear();
         }
@@ -435,14 +474,14 @@ impl FlowPriority {
         self.holder_at.iter_mut().for_each(|t| *t = 0);
         self.served.clear();
         self.dirty.clear();
-        self.queued.iter_mut().for_each(|q| *q = None);
         self.deferred.iter_mut().for_each(|d| *d = None);
         for c in input.coflows {
             for (offset, leg) in input.legs_of(c).iter().enumerate() {
                 if let &[a, b] = leg.route.hops()
                     && leg.is_active()
                 {
-                    self.wait(self.key(c, offset as u32, input), [a, b]);
+                    let route = self.route([a, b]);
+                    self.wait(self.key(c, offset as u32, input), route);
                 }
             }
         }
@@ -450,6 +489,164 @@ impl FlowPriority {
             self.mark_dirty(r);
         }
         self.matching = true;
+    }
+}
+
+/// A queue of ports by key, smallest first (ties by port), each port at most once: a binary heap
+/// of ports with each one's place and key, so that a port queued again at a smaller key moves up
+/// instead of leaving a stale entry, and the first port put back at a larger key moves down
+/// instead of leaving and coming back.
+#[derive(Debug, Default)]
+struct PortQueue {
+    heap: Vec<ResourceId>,
+    /// Per port, its index in `heap`, or `OUT` if not queued.
+    place: Vec<u32>,
+    key: Vec<Key>,
+}
+
+impl PortQueue {
+    const OUT: u32 = u32::MAX;
+
+    fn resize(&mut self, ports: usize) {
+        self.place.resize(ports, PortQueue::OUT);
+        self.key.resize(ports, FREE);
+    }
+
+    fn clear(&mut self) {
+        for &r in &self.heap {
+            self.place[r as usize] = PortQueue::OUT;
+        }
+        self.heap.clear();
+    }
+
+    /// Whether port `a` comes before port `b` (keys compared in place: copying them into tuples
+    /// costs more than the comparison).
+    #[inline]
+    fn before(&self, a: ResourceId, b: ResourceId) -> bool {
+        match self.key[a as usize].cmp(&self.key[b as usize]) {
+            Ordering::Equal => a < b,
+            o => o == Ordering::Less,
+        }
+    }
+
+    fn put(&mut self, i: usize, r: ResourceId) {
+        self.heap[i] = r;
+        self.place[r as usize] = i as u32;
+    }
+
+    /// Queues port `r` at `key`, or moves it to `key` if queued at a larger one.
+    fn lower(&mut self, r: ResourceId, key: Key) {
+        let i = match self.place[r as usize] {
+            PortQueue::OUT => {
+                self.heap.push(r);
+                self.heap.len() - 1
+            }
+            i if key < self.key[r as usize] => i as usize,
+            _ => return,
+        };
+        self.key[r as usize] = key;
+        self.rise(i);
+    }
+
+    /// Moves the entry at `i` up to its place.
+    fn rise(&mut self, mut i: usize) {
+        let r = self.heap[i];
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            let up = self.heap[parent];
+            if !self.before(r, up) {
+                break;
+            }
+            self.put(i, up);
+            i = parent;
+        }
+        self.put(i, r);
+    }
+
+    /// Moves the first entry down to its place: the hole it leaves goes down to the bottom by the
+    /// smaller child (one comparison a level), and the entry rises from there (usually not far: it
+    /// is the queue's last or a port put back at a larger key), as the standard library's heap does.
+    fn sink(&mut self) {
+        let r = self.heap[0];
+        let n = self.heap.len();
+        let mut i = 0;
+        let mut child = 1;
+        while child + 1 < n {
+            if self.before(self.heap[child + 1], self.heap[child]) {
+                child += 1;
+            }
+            self.put(i, self.heap[child]);
+            i = child;
+            child = 2 * i + 1;
+        }
+        if child + 1 == n {
+            self.put(i, self.heap[child]);
+            i = child;
+        }
+        self.put(i, r);
+        self.rise(i);
+    }
+
+    /// The first port, with its key.
+    fn peek(&self) -> Option<(Key, ResourceId)> {
+        self.heap.first().map(|&r| (self.key[r as usize], r))
+    }
+
+    /// The smallest key after the first port's (one of its two children's).
+    fn next_key(&self) -> Option<&Key> {
+        self.heap.get(1..self.heap.len().min(3)).and_then(|c| c.iter().map(|&r| &self.key[r as usize]).min())
+    }
+
+    /// Puts the first port back at `key`, no smaller than its own.
+    fn raise_first(&mut self, key: Key) {
+        self.key[self.heap[0] as usize] = key;
+        self.sink();
+    }
+
+    /// Takes the first port off the queue.
+    fn pop(&mut self) {
+        let r = self.heap.swap_remove(0);
+        self.place[r as usize] = PortQueue::OUT;
+        if !self.heap.is_empty() {
+            self.sink();
+        }
+    }
+}
+
+/// Legs with their ports, sorted by leg.
+#[derive(Debug, Default)]
+struct Served(Vec<(LegId, [ResourceId; 2])>);
+
+impl Served {
+    fn find(&self, id: LegId) -> Result<usize, usize> {
+        self.0.binary_search_by(|s| s.0.cmp(&id))
+    }
+
+    fn contains(&self, id: LegId) -> bool {
+        self.find(id).is_ok()
+    }
+
+    fn insert(&mut self, id: LegId, hops: [ResourceId; 2]) {
+        match self.find(id) {
+            Ok(i) => self.0[i].1 = hops,
+            Err(i) => self.0.insert(i, (id, hops)),
+        }
+    }
+
+    fn remove(&mut self, id: LegId) -> Option<[ResourceId; 2]> {
+        self.find(id).ok().map(|i| self.0.remove(i).1)
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl Deref for Served {
+    type Target = [(LegId, [ResourceId; 2])];
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
@@ -583,7 +780,7 @@ impl Scheduler for FlowPriority {
         self.owner.resize(resources, None);
         self.holder_key.resize(resources, FREE);
         self.holder_at.resize(resources, 0);
-        self.queued.resize(resources, None);
+        self.dirty.resize(resources);
         self.deferred.resize(resources, None);
         self.port_changes.resize(resources, 0);
         self.decision += 1;
@@ -592,7 +789,7 @@ impl Scheduler for FlowPriority {
         if changes.everything {
             self.trusted = self.decision;
             // Served legs that finished free their ports.
-            let served: Vec<LegId> = self.served.keys().copied().collect();
+            let served: Vec<LegId> = self.served.iter().map(|s| s.0).collect();
             for id in served {
                 let active = find(input, id).is_some_and(|k| {
                     let c = &input.coflows[k];
@@ -615,7 +812,7 @@ impl Scheduler for FlowPriority {
             for &(coflow, offset) in &changes.legs_finished {
                 if let Some(&arrival) = self.seen.get(&coflow) {
                     let id = (arrival, coflow, offset);
-                    if self.served.contains_key(&id) {
+                    if self.served.contains(id) {
                         self.finish_leg(id);
                     }
                 }
@@ -647,7 +844,6 @@ impl Scheduler for FlowPriority {
         if self.full_greedy || !uniform {
             self.matching = false;
             self.dirty.clear();
-            self.queued.iter_mut().for_each(|q| *q = None);
             self.deferred.iter_mut().for_each(|d| *d = None);
             self.served.clear();
             self.greedy(input, out);
@@ -657,11 +853,11 @@ impl Scheduler for FlowPriority {
             self.rebuild(input);
         }
         self.repair(input);
-        for (&id, hops) in &self.served {
+        for &(id, hops) in self.served.iter() {
             let hint = self.owner[hops[0] as usize].expect("a served leg holds its ports").k;
             let Some(k) = resolve(input, id, hint) else { continue };
             if k != hint {
-                for r in *hops {
+                for r in hops {
                     if let Some(h) = self.owner[r as usize].as_mut() {
                         h.k = k;
                     }
@@ -669,7 +865,8 @@ impl Scheduler for FlowPriority {
             }
             let c = &input.coflows[k];
             let l = c.legs.start + id.2 as usize;
-            let rate = f64::INFINITY.min(cap[hops[0] as usize]).min(cap[hops[1] as usize]);
+            // Every port has the same capacity here, the smaller of the two.
+            let rate = cap[hops[0] as usize];
             out.give_leg(l, rate, input.legs[l].remaining(c));
         }
         None
