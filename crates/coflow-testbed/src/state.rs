@@ -190,9 +190,8 @@ pub fn down(all: bool) -> Result<DownReport, TestbedError> {
         entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
     paths.sort();
     for path in paths {
-        let text = std::fs::read_to_string(&path).map_err(|e| TestbedError::io(&path, e))?;
-        let st: RunState = serde_json::from_str(&text)
-            .map_err(|e| TestbedError::Setup(format!("state file {}: {e}", path.display())))?;
+        // A run that ends while this looks removes its own state file: nothing left to do for it.
+        let Some(st) = read_run(&path)? else { continue };
         let owner_alive = st.owner_pid != std::process::id()
             && cmdline(st.owner_pid).is_some_and(|c| c.contains("testbed") || c.contains("coflow"));
         if owner_alive && !all {
@@ -204,6 +203,19 @@ pub fn down(all: bool) -> Result<DownReport, TestbedError> {
         report.removed.push((st.prefix, removed));
     }
     Ok(report)
+}
+
+/// The run a state file records; `None` if the file is gone (its run ended and removed it since
+/// the directory was listed). A file that cannot be read or parsed is an error naming it.
+fn read_run(path: &Path) -> Result<Option<RunState>, TestbedError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(TestbedError::io(path, e)),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| TestbedError::Setup(format!("state file {}: {e}", path.display())))
 }
 
 /// On SIGINT or SIGTERM, tears down this process's runs and exits with status 130: call once,
@@ -235,4 +247,21 @@ pub fn teardown_on_signal() {
             std::process::exit(130);
         });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_file_gone_since_the_listing_is_skipped_and_a_bad_one_named() {
+        let dir = std::env::temp_dir().join(format!("coflow-testbed-read-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(read_run(&dir.join("gone.json")).unwrap().is_none());
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, "{\"prefix\": ").unwrap();
+        let err = read_run(&bad).unwrap_err().to_string();
+        assert!(err.contains("bad.json"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
