@@ -6,9 +6,10 @@
 //! [`Scheduler::poll_rejected`] and dropped by the driver.
 //! An admitted coflow is never preempted: at every decision it first gets the minimum rates that
 //! finish it exactly at its deadline (MADD with `τ = D`: every flow sends `remaining / (D − now)`).
-//! Where capacity falls after admission (a wide-area link), the guarantees are kept earliest
-//! deadline first as far as capacity goes, and a coflow past that gets what is left and may miss
-//! its deadline: never more than a resource carries.
+//! Where the guarantees stop fitting after admission (a wide-area link's capacity fell, or a
+//! coflow fell behind its guarantee), they are kept earliest deadline first as far as capacity
+//! goes, and a coflow past that gets what is left and may miss its deadline: never more than a
+//! resource carries.
 //! - `varys-deadline` then backfills what is left, admitted coflows first, earliest deadline first
 //!   (each first as a whole, in its current ratios, then flow by flow), then coflows without a
 //!   deadline in SEBF order, so admitted coflows usually finish early.
@@ -220,11 +221,13 @@ fn guarantee(
         DeadlineMode::VirtualCluster => a.reservation.max(b * sigma),
     };
     let mut sigma = 1.0 / time_left;
-    // Admission makes the guarantees fit together on the capacities of the time. Where a
-    // capacity falls later (a wide-area link), they may no longer fit: the coflows are guaranteed
-    // earliest deadline first (the caller's order) as far as what is left goes, and one that no
-    // longer fits gets the largest rate that does, and may miss its deadline. On fixed
-    // capacities the guarantees always fit but for rounding, far below the slack.
+    // Admission makes the guarantees fit together on the capacities of the time. They may stop
+    // fitting later: where a capacity falls (a wide-area link), and where a coflow fell behind
+    // its guarantee (cut after such a fall, or held below it by per-connection caps), so that
+    // `remaining / (D − now)` grew. Then the coflows are guaranteed earliest deadline first (the
+    // caller's order) as far as what is left goes, and one that no longer fits gets the largest
+    // rate that does, and may miss its deadline. On capacities that never change and without
+    // per-connection caps, the guarantees always fit but for rounding, far below the slack.
     if loads.iter().any(|&(r, b)| used(b, sigma) > left[r as usize] + cap[r as usize] * SHORTFALL) {
         sigma = loads.iter().map(|&(r, b)| left[r as usize] / b).fold(sigma, f64::min);
     }
