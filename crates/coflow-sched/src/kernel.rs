@@ -743,17 +743,14 @@ impl LiveLegs {
         if self.stale {
             return;
         }
-        if left.len() > 64 * WORDS {
-            // A bit stands for several resources: only a look at all of them can clear it.
-            self.stale = true;
-            return;
-        }
+        let mut full = NONE;
         for r in resources {
             if left[r as usize] <= capacity[r as usize] * FULL {
                 let (w, b) = bit(r);
-                self.open[w] &= !b;
+                full[w] |= b;
             }
         }
+        self.filled(&full, left);
     }
 
     /// [`LiveLegs::took`] for bandwidth taken by gifts alone, told by the set `filled` of
@@ -764,6 +761,7 @@ impl LiveLegs {
             return;
         }
         if left.len() > 64 * WORDS {
+            // A bit stands for several resources: only a look at all of them can clear it.
             self.stale = true;
             return;
         }

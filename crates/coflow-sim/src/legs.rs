@@ -493,7 +493,6 @@ impl LegModel {
             }
         }
         self.extra_ids.sort_unstable();
-        self.extra_ids.dedup();
     }
 
     /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops and load slots.
