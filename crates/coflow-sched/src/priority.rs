@@ -39,9 +39,28 @@ pub enum FlowOrder {
     EarliestDeadline,
 }
 
-/// A leg's stable name: its coflow (by arrival and id, the order of `Input::coflows`) and its
-/// offset among the coflow's legs.
-type LegId = (Nanos, CoflowId, u32);
+/// A leg's stable name: its coflow's number ([`FlowPriority::seen`]: in the order of
+/// `Input::coflows`, by arrival and id) in the high 32 bits, its offset among the coflow's legs in
+/// the low ones, so that names order as the input does and compare in one instruction.
+type LegId = u64;
+
+/// A coflow's name in the input: its arrival and id, the order of `Input::coflows`.
+type CoflowName = (Nanos, CoflowId);
+
+/// The name of leg `offset` of coflow number `number`.
+fn leg_id(number: u32, offset: u32) -> LegId {
+    (u64::from(number) << 32) | u64::from(offset)
+}
+
+/// A leg's coflow number.
+fn number_of(id: LegId) -> u32 {
+    (id >> 32) as u32
+}
+
+/// A leg's offset among its coflow's legs.
+fn offset_of(id: LegId) -> u32 {
+    id as u32
+}
 
 /// A leg's priority, smaller first, then its name. The two numbers are kept as [`ordered`] makes
 /// them, integers in the order of `f64::total_cmp`, so that the repair's scans compare keys with
@@ -55,7 +74,7 @@ struct Key {
 }
 
 /// Above every leg's key (as a positive NaN orders above infinity): the key of a free port.
-const FREE: Key = Key { first: i64::MAX, second: i64::MAX, id: (Nanos::MAX, CoflowId(u64::MAX), u32::MAX) };
+const FREE: Key = Key { first: i64::MAX, second: i64::MAX, id: LegId::MAX };
 
 /// `x` as an integer whose order is `f64::total_cmp`'s order of the numbers.
 fn ordered(x: f64) -> i64 {
@@ -63,11 +82,13 @@ fn ordered(x: f64) -> i64 {
     bits ^ (((bits >> 63) as u64) >> 1) as i64
 }
 
-/// The served leg holding a port: its name, its ports, and where its coflow was in the input when
-/// last looked up (a hint: indices shift as coflows leave, so it is checked before use).
+/// The served leg holding a port: its name, its coflow's, its ports, and where its coflow was in
+/// the input when last looked up (a hint: indices shift as coflows leave, so it is checked before
+/// use).
 #[derive(Clone, Copy, Debug)]
 struct Holder {
     id: LegId,
+    coflow: CoflowName,
     hops: [ResourceId; 2],
     route: u32,
     k: usize,
@@ -105,8 +126,15 @@ pub struct FlowPriority {
     full_greedy: bool,
     /// Whether `waiting` and `owner` hold the matching; false after a greedy pass.
     matching: bool,
-    /// Coflows whose legs are known, with their arrival (the first part of their legs' names).
-    seen: BTreeMap<CoflowId, Nanos>,
+    /// Coflows whose legs are known, with their number (the high part of their legs' names).
+    /// Numbers are given as coflows are first seen, in the order of the input, so that they order
+    /// as the names do: coflows arrive after those already present (their arrival is now), and
+    /// should one come before a coflow already numbered, every coflow is numbered again and the
+    /// matching rebuilt.
+    seen: BTreeMap<CoflowId, u32>,
+    /// The numbered coflows' names by number, which is also by name.
+    numbered: Vec<(u32, CoflowName)>,
+    next_number: u32,
     /// Whether every resource has the same capacity, as of the last capacity change.
     uniform: bool,
     /// Routes (their two ports) by number, numbered as first seen, and back: legs that wait
@@ -157,6 +185,8 @@ impl FlowPriority {
             full_greedy: false,
             matching: true,
             seen: BTreeMap::new(),
+            numbered: Vec::new(),
+            next_number: 0,
             uniform: true,
             route_of: HashMap::default(),
             route_hops: Vec::new(),
@@ -179,8 +209,50 @@ impl FlowPriority {
         FlowPriority { full_greedy: true, ..FlowPriority::new(order) }
     }
 
+    /// The key of a coflow's leg, its coflow looked up by id (for the passes over every leg).
     fn key(&self, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
-        key_of(self.order, c, offset, input)
+        key_of(self.order, c, self.seen[&c.id], offset, input)
+    }
+
+    /// Numbers coflow `c` if it has no number yet; returns its number, and whether it is new.
+    /// A coflow that comes before the last numbered one in the input's order (or a number
+    /// overflowing) numbers every coflow of the input again, in order, and rebuilds the matching.
+    fn number(&mut self, c: &CoflowState, input: &Input<'_>) -> (u32, bool) {
+        if let Some(&number) = self.seen.get(&c.id) {
+            return (number, false);
+        }
+        let name = (c.arrival, c.id);
+        if self.numbered.last().is_some_and(|&(_, last)| last >= name) || self.next_number == u32::MAX {
+            self.seen.clear();
+            self.numbered.clear();
+            for (number, c) in input.coflows.iter().enumerate() {
+                self.seen.insert(c.id, number as u32);
+                self.numbered.push((number as u32, (c.arrival, c.id)));
+            }
+            self.next_number = input.coflows.len() as u32;
+            self.matching = false;
+            return (self.seen[&c.id], true);
+        }
+        let number = self.next_number;
+        self.next_number += 1;
+        self.seen.insert(c.id, number);
+        self.numbered.push((number, name));
+        (number, true)
+    }
+
+    /// The name of the coflow numbered `number`, if it is still known.
+    fn name_of(&self, number: u32) -> Option<CoflowName> {
+        let at = self.numbered.binary_search_by_key(&number, |&(n, _)| n).ok()?;
+        Some(self.numbered[at].1)
+    }
+
+    /// Forgets coflow `id`.
+    fn forget(&mut self, id: CoflowId) {
+        if let Some(number) = self.seen.remove(&id)
+            && let Ok(at) = self.numbered.binary_search_by_key(&number, |&(n, _)| n)
+        {
+            self.numbered.remove(at);
+        }
     }
 
     /// The number of route `hops`, given one if it has none yet.
@@ -363,15 +435,17 @@ impl FlowPriority {
             if let Some(evicted) = self.owner[r as usize] {
                 self.release(evicted.id, evicted.hops, hops);
                 self.served.remove(evicted.id);
-                if let Some(k) = resolve(input, evicted.id, evicted.k) {
-                    self.wait(key_of(self.order, &input.coflows[k], evicted.id.2, input), evicted.route);
+                if let Some(k) = resolve(input, evicted.coflow, evicted.k) {
+                    let (number, offset) = (number_of(evicted.id), offset_of(evicted.id));
+                    self.wait(key_of(self.order, &input.coflows[k], number, offset, input), evicted.route);
                 }
             }
         }
         self.unwait(key, route);
         self.served.insert(key.id, hops);
+        let coflow = self.name_of(number_of(key.id)).expect("a waiting leg's coflow is known");
         for r in hops {
-            self.owner[r as usize] = Some(Holder { id: key.id, hops, route, k: usize::MAX });
+            self.owner[r as usize] = Some(Holder { id: key.id, coflow, hops, route, k: usize::MAX });
             self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
             (self.holder_key[r as usize], self.holder_at[r as usize]) = (key, self.decision);
         }
@@ -393,7 +467,7 @@ impl FlowPriority {
         order.sort_unstable();
         for (key, k) in order {
             let c = &input.coflows[k];
-            let l = c.legs.start + key.id.2 as usize;
+            let l = c.legs.start + offset_of(key.id) as usize;
             let leg = &input.legs[l];
             let room = leg
                 .route
@@ -426,7 +500,8 @@ impl FlowPriority {
     /// come together (the input sorts a coflow's legs by route): each run of them joins its route's
     /// waiting legs at once, and the route's place at its ports is updated once.
     fn admit(&mut self, c: &CoflowState, input: &Input<'_>) {
-        if self.seen.insert(c.id, c.arrival).is_some() || !self.matching {
+        let (number, new) = self.number(c, input);
+        if !new || !self.matching {
             return;
         }
         let legs = input.legs_of(c);
@@ -441,7 +516,7 @@ impl FlowPriority {
                 let waiting = set.len();
                 for (offset, leg) in legs.iter().enumerate().take(run).skip(i) {
                     if leg.is_active() {
-                        set.push(key_of(self.order, c, offset as u32, input));
+                        set.push(key_of(self.order, c, number, offset as u32, input));
                     }
                 }
                 let added = set.len() - waiting;
@@ -613,7 +688,7 @@ impl PortQueue {
     }
 }
 
-/// Legs with their ports, sorted by leg.
+/// Legs with their ports, sorted by leg (which is the input's order).
 #[derive(Debug, Default)]
 struct Served(Vec<(LegId, [ResourceId; 2])>);
 
@@ -680,7 +755,7 @@ impl Hasher for RouteHasher {
 }
 
 /// A leg's priority under `order`.
-fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
+fn key_of(order: FlowOrder, c: &CoflowState, number: u32, offset: u32, input: &Input<'_>) -> Key {
     let leg = &input.legs[c.legs.start + offset as usize];
     // Flows are whole bytes: comparing to the byte keeps float noise from breaking ties,
     // which go to the earlier coflow.
@@ -692,7 +767,7 @@ fn key_of(order: FlowOrder, c: &CoflowState, offset: u32, input: &Input<'_>) -> 
             (deadline, per_flow)
         }
     };
-    Key { first: ordered(first), second: ordered(second), id: (c.arrival, c.id, offset) }
+    Key { first: ordered(first), second: ordered(second), id: leg_id(number, offset) }
 }
 
 /// `x.round()`, without a call into the C library where the target has no rounding instruction (the
@@ -736,9 +811,9 @@ fn refresh(
     *key = holder
         .as_mut()
         .and_then(|h| {
-            let k = resolve(input, h.id, h.k)?;
+            let k = resolve(input, h.coflow, h.k)?;
             h.k = k;
-            Some(key_of(order, &input.coflows[k], h.id.2, input))
+            Some(key_of(order, &input.coflows[k], number_of(h.id), offset_of(h.id), input))
         })
         .unwrap_or(FREE);
     *key
@@ -746,16 +821,16 @@ fn refresh(
 
 /// The index in `input.coflows` of the coflow a leg belongs to, if it is still active, trying
 /// `hint` first.
-fn resolve(input: &Input<'_>, id: LegId, hint: usize) -> Option<usize> {
+fn resolve(input: &Input<'_>, name: CoflowName, hint: usize) -> Option<usize> {
     match input.coflows.get(hint) {
-        Some(c) if (c.arrival, c.id) == (id.0, id.1) => Some(hint),
-        _ => find(input, id),
+        Some(c) if (c.arrival, c.id) == name => Some(hint),
+        _ => find(input, name),
     }
 }
 
-/// The index in `input.coflows` of the coflow a leg belongs to, if it is still active.
-fn find(input: &Input<'_>, id: LegId) -> Option<usize> {
-    input.coflows.binary_search_by(|c| (c.arrival, c.id).cmp(&(id.0, id.1))).ok()
+/// The index in `input.coflows` of a coflow, if it is still active.
+fn find(input: &Input<'_>, name: CoflowName) -> Option<usize> {
+    input.coflows.binary_search_by(|c| (c.arrival, c.id).cmp(&name)).ok()
 }
 
 impl Scheduler for FlowPriority {
@@ -791,9 +866,9 @@ impl Scheduler for FlowPriority {
             // Served legs that finished free their ports.
             let served: Vec<LegId> = self.served.iter().map(|s| s.0).collect();
             for id in served {
-                let active = find(input, id).is_some_and(|k| {
+                let active = self.name_of(number_of(id)).and_then(|name| find(input, name)).is_some_and(|k| {
                     let c = &input.coflows[k];
-                    input.legs[c.legs.start + id.2 as usize].is_active()
+                    input.legs[c.legs.start + offset_of(id) as usize].is_active()
                 });
                 if !active {
                     self.finish_leg(id);
@@ -805,34 +880,36 @@ impl Scheduler for FlowPriority {
             }
             // Coflows that left are forgotten.
             if self.seen.len() > input.coflows.len() {
-                self.seen.retain(|&id, &mut arrival| find(input, (arrival, id, 0)).is_some());
+                self.numbered.retain(|&(_, name)| find(input, name).is_some());
+                let numbered = &self.numbered;
+                self.seen.retain(|_, number| numbered.binary_search_by_key(number, |&(n, _)| n).is_ok());
             }
         } else {
             // Only served legs move, so only they finish; a finished coflow's legs are listed.
             for &(coflow, offset) in &changes.legs_finished {
-                if let Some(&arrival) = self.seen.get(&coflow) {
-                    let id = (arrival, coflow, offset);
+                if let Some(&number) = self.seen.get(&coflow) {
+                    let id = leg_id(number, offset);
                     if self.served.contains(id) {
                         self.finish_leg(id);
                     }
                 }
             }
-            for c in &changes.finished {
-                self.seen.remove(c);
+            for &c in &changes.finished {
+                self.forget(c);
             }
-            // Arrivals are the latest coflows, at the end of the input, unless they left again.
+            // Arrivals are the latest coflows, at the end of the input, unless they left again:
+            // found from the end, numbered from the first (every coflow after it is known).
             let mut new = changes.arrived.len();
             for &c in &changes.finished {
                 new -= changes.arrived.contains(&c) as usize;
             }
-            for c in input.coflows.iter().rev() {
-                if new == 0 {
-                    break;
-                }
-                if changes.arrived.contains(&c.id) {
-                    new -= 1;
-                    self.admit(c, input);
-                }
+            let mut first = input.coflows.len();
+            while new > 0 && first > 0 {
+                first -= 1;
+                new -= changes.arrived.contains(&input.coflows[first].id) as usize;
+            }
+            for c in &input.coflows[first..] {
+                self.admit(c, input);
             }
         }
 
@@ -854,8 +931,9 @@ impl Scheduler for FlowPriority {
         }
         self.repair(input);
         for &(id, hops) in self.served.iter() {
-            let hint = self.owner[hops[0] as usize].expect("a served leg holds its ports").k;
-            let Some(k) = resolve(input, id, hint) else { continue };
+            let holder = self.owner[hops[0] as usize].expect("a served leg holds its ports");
+            let (hint, name) = (holder.k, holder.coflow);
+            let Some(k) = resolve(input, name, hint) else { continue };
             if k != hint {
                 for r in hops {
                     if let Some(h) = self.owner[r as usize].as_mut() {
@@ -864,7 +942,7 @@ impl Scheduler for FlowPriority {
                 }
             }
             let c = &input.coflows[k];
-            let l = c.legs.start + id.2 as usize;
+            let l = c.legs.start + offset_of(id) as usize;
             // Every port has the same capacity here, the smaller of the two.
             let rate = cap[hops[0] as usize];
             out.give_leg(l, rate, input.legs[l].remaining(c));
@@ -901,8 +979,14 @@ mod tests {
             }
         }
 
-        /// Coflow `id` arrives with one-flow legs `(src, dst, bytes)`.
+        /// Coflow `id` arrives with one-flow legs `(src, dst, bytes)`, at time `id`.
         fn arrive(&mut self, id: u64, deadline: Option<u64>, flows: &[(u32, u32, f64)]) {
+            self.arrive_at(id, Nanos(id), deadline, flows);
+        }
+
+        /// Coflow `id` arrives at `arrival`, which may come before coflows already present (the
+        /// input stays sorted by arrival and id).
+        fn arrive_at(&mut self, id: u64, arrival: Nanos, deadline: Option<u64>, flows: &[(u32, u32, f64)]) {
             let start = self.legs.len();
             let mut flows = flows.to_vec();
             flows.sort_by_key(|&(s, d, _)| self.fabric.route(MachineId(s), MachineId(d)));
@@ -917,19 +1001,23 @@ mod tests {
                     receiver: MachineId(d),
                 });
             }
-            self.coflows.push(CoflowState {
-                id: CoflowId(id),
-                arrival: Nanos(id),
-                job: CoflowId(id),
-                deadline: deadline.map(|d| Nanos::from_secs_f64(d as f64)),
-                weight: 1.0,
-                width: flows.len() as u32,
-                active_flows: flows.len() as u32,
-                scale: 1.0,
-                loads: 0..0,
-                legs: start..self.legs.len(),
-                senders: 0..0,
-            });
+            let at = self.coflows.partition_point(|c| (c.arrival, c.id) < (arrival, CoflowId(id)));
+            self.coflows.insert(
+                at,
+                CoflowState {
+                    id: CoflowId(id),
+                    arrival,
+                    job: CoflowId(id),
+                    deadline: deadline.map(|d| Nanos::from_secs_f64(d as f64)),
+                    weight: 1.0,
+                    width: flows.len() as u32,
+                    active_flows: flows.len() as u32,
+                    scale: 1.0,
+                    loads: 0..0,
+                    legs: start..self.legs.len(),
+                    senders: 0..0,
+                },
+            );
             self.changes.arrived.push(CoflowId(id));
         }
 
@@ -1001,8 +1089,9 @@ mod tests {
 
     /// A random instance: coflows (flows as source, destination, size) arriving one per step
     /// in turn, and per step, for each served leg, how far it moves (0: not at all, 4: it
-    /// finishes).
-    type Instance = (Vec<Vec<(u32, u32, u32)>>, Vec<Option<u64>>, Vec<Vec<u8>>);
+    /// finishes); per coflow, its deadline and how far its arrival time falls behind its turn
+    /// (so that it may come before coflows already present, or tie with one).
+    type Instance = (Vec<Vec<(u32, u32, u32)>>, Vec<(Option<u64>, u64)>, Vec<Vec<u8>>);
 
     fn instance() -> impl Strategy<Value = Instance> {
         instance_on(4, 6, 24)
@@ -1014,14 +1103,14 @@ mod tests {
         let flow = (0..machines, 0..machines, 1u32..=6);
         (
             prop::collection::vec(prop::collection::vec(flow, 1..=coflows), 1..=coflows),
-            prop::collection::vec(prop::option::of(1u64..=3), coflows),
+            prop::collection::vec((prop::option::of(1u64..=3), prop_oneof![3 => Just(0u64), 1 => 1u64..=4]), coflows),
             prop::collection::vec(prop::collection::vec(0u8..=4, 4), 1..=steps),
         )
     }
 
     /// Replays an instance, checking at every decision, under both orders, that the matching
     /// repaired from what changed equals the full greedy pass over everything.
-    fn check_repaired(machines: u32, (coflows, deadlines, steps): Instance) -> Result<(), TestCaseError> {
+    fn check_repaired(machines: u32, (coflows, timing, steps): Instance) -> Result<(), TestCaseError> {
         for order in [FlowOrder::SmallestRemaining, FlowOrder::EarliestDeadline] {
             let mut w = World::new(machines);
             let mut fast = FlowPriority::new(order);
@@ -1030,7 +1119,9 @@ mod tests {
                 if next < coflows.len() && (step % 2 == 0 || w.coflows.is_empty()) {
                     let flows: Vec<(u32, u32, f64)> =
                         coflows[next].iter().map(|&(s, d, b)| (s, d, f64::from(b) * 100.0)).collect();
-                    w.arrive(next as u64, deadlines[next], &flows);
+                    let (deadline, behind) = timing[next];
+                    let arrival = Nanos((2 * next as u64).saturating_sub(behind));
+                    w.arrive_at(next as u64, arrival, deadline, &flows);
                     next += 1;
                 }
                 let extras = w.decide(&mut fast, false);
