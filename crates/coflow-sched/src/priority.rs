@@ -300,16 +300,17 @@ impl FlowPriority {
             let at = &mut self.routes_at[r as usize];
             let entry = |best| Entry { best, route, other };
             match (before.map(|b| at.binary_search_by(|e| e.best.cmp(&b))), after) {
-                // The route moves within the port's list: only the entries between shift, and its
-                // new place is on the side it moves to.
+                // The route moves within the port's list: only the entries between shift (one
+                // move over its old entry, which is written anew), and its new place is on the
+                // side it moves to.
                 (Some(Ok(i)), Some(a)) => {
                     if a > at[i].best {
                         let j = i + 1 + at[i + 1..].partition_point(|e| e.best < a);
-                        at[i..j].rotate_left(1);
+                        at.copy_within(i + 1..j, i);
                         at[j - 1] = entry(a);
                     } else {
                         let j = at[..i].partition_point(|e| e.best < a);
-                        at[j..=i].rotate_right(1);
+                        at.copy_within(j..i, j + 1);
                         at[j] = entry(a);
                     }
                 }
