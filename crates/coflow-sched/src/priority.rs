@@ -103,6 +103,16 @@ struct Entry {
     other: ResourceId,
 }
 
+/// The key of a port's holder as of decision `at` (a memo; see [`FlowPriority::trusted`] for
+/// when an older one still bounds it). Aligned so that a scan's look at a port reads one cache
+/// line.
+#[derive(Clone, Copy, Debug)]
+#[repr(align(32))]
+struct Held {
+    key: Key,
+    at: u64,
+}
+
 /// A port's scan, put back in the queue at its candidate's key: the candidate's index in the
 /// port's routes, and the port's change count then.
 #[derive(Clone, Copy, Debug)]
@@ -151,10 +161,9 @@ pub struct FlowPriority {
     /// scans them in order, which a vector does without chasing pointers.)
     routes_at: Vec<Vec<Entry>>,
     owner: Vec<Option<Holder>>,
-    /// Per port, the current key of its holder ([`FREE`] if none), valid while `holder_at` holds
-    /// the number of the decision (`decision` counts them): computed when first needed in one.
-    holder_key: Vec<Key>,
-    holder_at: Vec<u64>,
+    /// Per port, the current key of its holder ([`FREE`] if none), valid while it is of this
+    /// decision (`decision` counts them): computed when first needed in one.
+    held: Vec<Held>,
     decision: u64,
     /// The last decision told to take everything as new: a holder's key computed since then and
     /// before this decision is stale but an upper bound of its current key, since a served leg's
@@ -193,8 +202,7 @@ impl FlowPriority {
             waiting: Vec::new(),
             routes_at: Vec::new(),
             owner: Vec::new(),
-            holder_key: Vec::new(),
-            holder_at: Vec::new(),
+            held: Vec::new(),
             decision: 0,
             trusted: 0,
             dirty: PortQueue::default(),
@@ -341,7 +349,7 @@ impl FlowPriority {
             if self.owner[r as usize].is_some_and(|h| h.id == id) {
                 self.owner[r as usize] = None;
                 self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
-                (self.holder_key[r as usize], self.holder_at[r as usize]) = (FREE, self.decision);
+                self.held[r as usize] = Held { key: FREE, at: self.decision };
                 if !taken.contains(&r) {
                     self.mark_dirty(r);
                 }
@@ -365,16 +373,10 @@ impl FlowPriority {
             }
             let q = e.other as usize;
             // The scan's hot path: the holder's key, or a bound of it, is usually known already.
-            if self.holder_key[q] < *best && self.holder_at[q] > self.trusted {
+            if self.held[q].key < *best && self.held[q].at > self.trusted {
                 continue;
             }
-            let holder_q = current_holder(
-                self.order,
-                &mut self.owner[q],
-                (&mut self.holder_key[q], &mut self.holder_at[q]),
-                decision,
-                input,
-            );
+            let holder_q = current_holder(self.order, &mut self.owner[q], &mut self.held[q], decision, input);
             if holder_q > *best {
                 return Some((*best, e.route, i));
             }
@@ -385,13 +387,7 @@ impl FlowPriority {
     /// The current key of the leg holding port `r`, [`FREE`] if none.
     fn holder(&mut self, r: ResourceId, input: &Input<'_>) -> Key {
         let r = r as usize;
-        current_holder(
-            self.order,
-            &mut self.owner[r],
-            (&mut self.holder_key[r], &mut self.holder_at[r]),
-            self.decision,
-            input,
-        )
+        current_holder(self.order, &mut self.owner[r], &mut self.held[r], self.decision, input)
     }
 
     /// Repairs the matching until every dirty port is stable, taking ports best candidate first.
@@ -448,7 +444,7 @@ impl FlowPriority {
         for r in hops {
             self.owner[r as usize] = Some(Holder { id: key.id, coflow, hops, route, k: usize::MAX });
             self.port_changes[r as usize] = self.port_changes[r as usize].wrapping_add(1);
-            (self.holder_key[r as usize], self.holder_at[r as usize]) = (key, self.decision);
+            self.held[r as usize] = Held { key, at: self.decision };
         }
     }
 
@@ -547,7 +543,7 @@ impl FlowPriority {
             r.clear();
         }
         self.owner.iter_mut().for_each(|o| *o = None);
-        self.holder_at.iter_mut().for_each(|t| *t = 0);
+        self.held.iter_mut().for_each(|h| h.at = 0);
         self.served.clear();
         self.dirty.clear();
         self.deferred.iter_mut().for_each(|d| *d = None);
@@ -569,15 +565,15 @@ impl FlowPriority {
 }
 
 /// A queue of ports by key, smallest first (ties by port), each port at most once: a binary heap
-/// of ports with each one's place and key, so that a port queued again at a smaller key moves up
-/// instead of leaving a stale entry, and the first port put back at a larger key moves down
-/// instead of leaving and coming back.
+/// of ports with their keys, and each port's place, so that a port queued again at a smaller key
+/// moves up instead of leaving a stale entry, and the first port put back at a larger key moves
+/// down instead of leaving and coming back. (The keys sit in the heap beside their ports, so that
+/// a comparison reads two neighbouring entries rather than two ports' keys elsewhere.)
 #[derive(Debug, Default)]
 struct PortQueue {
-    heap: Vec<ResourceId>,
+    heap: Vec<(Key, ResourceId)>,
     /// Per port, its index in `heap`, or `OUT` if not queued.
     place: Vec<u32>,
-    key: Vec<Key>,
 }
 
 impl PortQueue {
@@ -585,70 +581,65 @@ impl PortQueue {
 
     fn resize(&mut self, ports: usize) {
         self.place.resize(ports, PortQueue::OUT);
-        self.key.resize(ports, FREE);
     }
 
     fn clear(&mut self) {
-        for &r in &self.heap {
+        for &(_, r) in &self.heap {
             self.place[r as usize] = PortQueue::OUT;
         }
         self.heap.clear();
     }
 
-    /// Whether port `a` comes before port `b` (keys compared in place: copying them into tuples
-    /// costs more than the comparison).
+    /// Whether entry `a` comes before entry `b`.
     #[inline]
-    fn before(&self, a: ResourceId, b: ResourceId) -> bool {
-        match self.key[a as usize].cmp(&self.key[b as usize]) {
-            Ordering::Equal => a < b,
+    fn before(a: &(Key, ResourceId), b: &(Key, ResourceId)) -> bool {
+        match a.0.cmp(&b.0) {
+            Ordering::Equal => a.1 < b.1,
             o => o == Ordering::Less,
         }
     }
 
-    fn put(&mut self, i: usize, r: ResourceId) {
-        self.heap[i] = r;
-        self.place[r as usize] = i as u32;
+    fn put(&mut self, i: usize, entry: (Key, ResourceId)) {
+        self.place[entry.1 as usize] = i as u32;
+        self.heap[i] = entry;
     }
 
     /// Queues port `r` at `key`, or moves it to `key` if queued at a larger one.
     fn lower(&mut self, r: ResourceId, key: Key) {
         let i = match self.place[r as usize] {
             PortQueue::OUT => {
-                self.heap.push(r);
+                self.heap.push((key, r));
                 self.heap.len() - 1
             }
-            i if key < self.key[r as usize] => i as usize,
+            i if key < self.heap[i as usize].0 => i as usize,
             _ => return,
         };
-        self.key[r as usize] = key;
-        self.rise(i);
+        self.rise(i, (key, r));
     }
 
-    /// Moves the entry at `i` up to its place.
-    fn rise(&mut self, mut i: usize) {
-        let r = self.heap[i];
+    /// Puts `entry` at `i` or above, where it belongs.
+    fn rise(&mut self, mut i: usize, entry: (Key, ResourceId)) {
         while i > 0 {
             let parent = (i - 1) / 2;
-            let up = self.heap[parent];
-            if !self.before(r, up) {
+            if !PortQueue::before(&entry, &self.heap[parent]) {
                 break;
             }
-            self.put(i, up);
+            self.put(i, self.heap[parent]);
             i = parent;
         }
-        self.put(i, r);
+        self.put(i, entry);
     }
 
-    /// Moves the first entry down to its place: the hole it leaves goes down to the bottom by the
-    /// smaller child (one comparison a level), and the entry rises from there (usually not far: it
-    /// is the queue's last or a port put back at a larger key), as the standard library's heap does.
-    fn sink(&mut self) {
-        let r = self.heap[0];
+    /// Puts `entry` in the first place and moves it down to its place: the hole it leaves goes
+    /// down to the bottom by the smaller child (one comparison a level), and the entry rises from
+    /// there (usually not far: it is the queue's last or a port put back at a larger key), as the
+    /// standard library's heap does.
+    fn sink(&mut self, entry: (Key, ResourceId)) {
         let n = self.heap.len();
         let mut i = 0;
         let mut child = 1;
         while child + 1 < n {
-            if self.before(self.heap[child + 1], self.heap[child]) {
+            if PortQueue::before(&self.heap[child + 1], &self.heap[child]) {
                 child += 1;
             }
             self.put(i, self.heap[child]);
@@ -659,32 +650,31 @@ impl PortQueue {
             self.put(i, self.heap[child]);
             i = child;
         }
-        self.put(i, r);
-        self.rise(i);
+        self.rise(i, entry);
     }
 
     /// The first port, with its key.
     fn peek(&self) -> Option<(Key, ResourceId)> {
-        self.heap.first().map(|&r| (self.key[r as usize], r))
+        self.heap.first().copied()
     }
 
     /// The smallest key after the first port's (one of its two children's).
     fn next_key(&self) -> Option<&Key> {
-        self.heap.get(1..self.heap.len().min(3)).and_then(|c| c.iter().map(|&r| &self.key[r as usize]).min())
+        self.heap.get(1..self.heap.len().min(3)).and_then(|c| c.iter().map(|e| &e.0).min())
     }
 
     /// Puts the first port back at `key`, no smaller than its own.
     fn raise_first(&mut self, key: Key) {
-        self.key[self.heap[0] as usize] = key;
-        self.sink();
+        let r = self.heap[0].1;
+        self.sink((key, r));
     }
 
     /// Takes the first port off the queue.
     fn pop(&mut self) {
-        let r = self.heap.swap_remove(0);
+        let (_, r) = self.heap.swap_remove(0);
         self.place[r as usize] = PortQueue::OUT;
-        if !self.heap.is_empty() {
-            self.sink();
+        if let Some(&last) = self.heap.first() {
+            self.sink(last);
         }
     }
 }
@@ -792,24 +782,18 @@ fn round(x: f64) -> f64 {
 fn current_holder(
     order: FlowOrder,
     holder: &mut Option<Holder>,
-    (key, at): (&mut Key, &mut u64),
+    held: &mut Held,
     decision: u64,
     input: &Input<'_>,
 ) -> Key {
-    if *at == decision { *key } else { refresh(order, holder, (key, at), decision, input) }
+    if held.at == decision { held.key } else { refresh(order, holder, held, decision, input) }
 }
 
 /// Computes the current key of a port's holder (`FREE` if none) and memoizes it for `decision`.
 #[cold]
-fn refresh(
-    order: FlowOrder,
-    holder: &mut Option<Holder>,
-    (key, at): (&mut Key, &mut u64),
-    decision: u64,
-    input: &Input<'_>,
-) -> Key {
-    *at = decision;
-    *key = holder
+fn refresh(order: FlowOrder, holder: &mut Option<Holder>, held: &mut Held, decision: u64, input: &Input<'_>) -> Key {
+    held.at = decision;
+    held.key = holder
         .as_mut()
         .and_then(|h| {
             let k = resolve(input, h.coflow, h.k)?;
@@ -817,7 +801,7 @@ fn refresh(
             Some(key_of(order, &input.coflows[k], number_of(h.id), offset_of(h.id), input))
         })
         .unwrap_or(FREE);
-    *key
+    held.key
 }
 
 /// The index in `input.coflows` of the coflow a leg belongs to, if it is still active, trying
@@ -854,8 +838,7 @@ impl Scheduler for FlowPriority {
         let resources = input.fabric.resources();
         self.routes_at.resize_with(resources, Vec::new);
         self.owner.resize(resources, None);
-        self.holder_key.resize(resources, FREE);
-        self.holder_at.resize(resources, 0);
+        self.held.resize(resources, Held { key: FREE, at: 0 });
         self.dirty.resize(resources);
         self.deferred.resize(resources, None);
         self.port_changes.resize(resources, 0);
