@@ -183,6 +183,15 @@ pub struct FlowPriority {
     /// port's holder, and with it the port's routes, stayed the same.
     port_changes: Vec<u32>,
     left: Vec<f64>,
+    /// Scratch of `admit`: the routes an arriving coflow's legs join, each once, with the best
+    /// waiting key each had before; per route, the admission that last listed it (`admissions`
+    /// counts them); the changes to the ports' lists; the entries being merged into one.
+    joined: Vec<(u32, Option<Key>)>,
+    joined_at: Vec<u64>,
+    admissions: u64,
+    moves: Vec<(ResourceId, Option<Key>, Entry)>,
+    merging: Vec<Entry>,
+    gone: Vec<usize>,
 }
 
 impl FlowPriority {
@@ -209,6 +218,12 @@ impl FlowPriority {
             deferred: Vec::new(),
             port_changes: Vec::new(),
             left: Vec::new(),
+            joined: Vec::new(),
+            joined_at: Vec::new(),
+            admissions: 0,
+            moves: Vec::new(),
+            merging: Vec::new(),
+            gone: Vec::new(),
         }
     }
 
@@ -305,33 +320,7 @@ impl FlowPriority {
         }
         let hops = self.route_hops[route as usize];
         for (r, other) in [(hops[0], hops[1]), (hops[1], hops[0])] {
-            let at = &mut self.routes_at[r as usize];
-            let entry = |best| Entry { best, route, other };
-            match (before.map(|b| at.binary_search_by(|e| e.best.cmp(&b))), after) {
-                // The route moves within the port's list: only the entries between shift (one
-                // move over its old entry, which is written anew), and its new place is on the
-                // side it moves to.
-                (Some(Ok(i)), Some(a)) => {
-                    if a > at[i].best {
-                        let j = i + 1 + at[i + 1..].partition_point(|e| e.best < a);
-                        at.copy_within(i + 1..j, i);
-                        at[j - 1] = entry(a);
-                    } else {
-                        let j = at[..i].partition_point(|e| e.best < a);
-                        at.copy_within(j..i, j + 1);
-                        at[j] = entry(a);
-                    }
-                }
-                (Some(Ok(i)), None) => {
-                    at.remove(i);
-                }
-                (_, Some(a)) => {
-                    if let Err(j) = at.binary_search_by(|e| e.best.cmp(&a)) {
-                        at.insert(j, entry(a));
-                    }
-                }
-                (_, None) => {}
-            }
+            relist_one(&mut self.routes_at[r as usize], before, after.map(|best| Entry { best, route, other }));
         }
     }
 
@@ -495,12 +484,16 @@ impl FlowPriority {
 
     /// The legs of a coflow seen for the first time wait at their ports. Legs on one route usually
     /// come together (the input sorts a coflow's legs by route): each run of them joins its route's
-    /// waiting legs at once, and the route's place at its ports is updated once.
+    /// waiting legs at once. Then each port's list takes the routes whose best changed all at
+    /// once, in one pass over it (a wide coflow joins as many routes at a port as it has machines
+    /// on the other side, each of which would otherwise shift half the list).
     fn admit(&mut self, c: &CoflowState, input: &Input<'_>) {
         let (number, new) = self.number(c, input);
         if !new || !self.matching {
             return;
         }
+        self.admissions += 1;
+        self.joined.clear();
         let legs = input.legs_of(c);
         let mut i = 0;
         while i < legs.len() {
@@ -516,21 +509,89 @@ impl FlowPriority {
                         set.push(key_of(self.order, c, number, offset as u32, input));
                     }
                 }
-                let added = set.len() - waiting;
-                if added > 0 {
+                if set.len() > waiting {
                     // Worst first (keys are unique): the new keys sorted, then merged with the
                     // sorted ones (a stable sort merges two runs in one pass).
                     set[waiting..].sort_unstable_by(|a, b| b.cmp(a));
                     if waiting > 0 && set[waiting - 1] < set[waiting] {
                         set.sort_by(|a, b| b.cmp(a));
                     }
-                    let after = set.last().copied();
-                    self.rebest(route, before, after);
-                    self.mark_dirty(a);
-                    self.mark_dirty(b);
+                    if self.joined_at.len() < self.waiting.len() {
+                        self.joined_at.resize(self.waiting.len(), 0);
+                    }
+                    // A route met again (its legs not together) keeps the best it had first.
+                    if self.joined_at[route as usize] != self.admissions {
+                        self.joined_at[route as usize] = self.admissions;
+                        self.joined.push((route, before));
+                    }
                 }
             }
             i = run;
+        }
+        self.moves.clear();
+        for &(route, before) in &self.joined {
+            let after = *self.waiting[route as usize].last().expect("a route joined has waiting legs");
+            if before != Some(after) {
+                let [a, b] = self.route_hops[route as usize];
+                self.moves.push((a, before, Entry { best: after, route, other: b }));
+                self.moves.push((b, before, Entry { best: after, route, other: a }));
+            }
+        }
+        self.moves.sort_unstable_by_key(|m| m.0);
+        let mut moves = std::mem::take(&mut self.moves);
+        for group in moves.chunk_by(|x, y| x.0 == y.0) {
+            self.relist(group);
+        }
+        moves.clear();
+        self.moves = moves;
+        for k in 0..self.joined.len() {
+            let [a, b] = self.route_hops[self.joined[k].0 as usize];
+            self.mark_dirty(a);
+            self.mark_dirty(b);
+        }
+    }
+
+    /// Moves routes within one port's list at once: each change is the port, the key a route was
+    /// listed at (if it was), and its new entry. A single change moves one entry; several take
+    /// their old entries out in one pass, then merge the new ones in from the end, so that every
+    /// entry shifts once at most.
+    fn relist(&mut self, changes: &[(ResourceId, Option<Key>, Entry)]) {
+        let list = &mut self.routes_at[changes[0].0 as usize];
+        if let &[(_, before, entry)] = changes {
+            relist_one(list, before, Some(entry));
+            return;
+        }
+        // Out: the old entries' places, in order, and the entries between them closed up.
+        let gone = &mut self.gone;
+        gone.clear();
+        gone.extend(changes.iter().filter_map(|&(_, before, _)| {
+            let b = before?;
+            list.binary_search_by(|e| e.best.cmp(&b)).ok()
+        }));
+        gone.sort_unstable();
+        gone.dedup();
+        if let Some(&first) = gone.first() {
+            let mut w = first;
+            for (k, &g) in gone.iter().enumerate() {
+                let end = gone.get(k + 1).copied().unwrap_or(list.len());
+                list.copy_within(g + 1..end, w);
+                w += end - g - 1;
+            }
+            list.truncate(w);
+        }
+        // In: from the largest new entry down, the block of old entries above it moves up past
+        // the new entries still to place.
+        let new = &mut self.merging;
+        new.clear();
+        new.extend(changes.iter().map(|c| c.2));
+        new.sort_unstable_by_key(|e| e.best);
+        let mut i = list.len();
+        list.resize(i + new.len(), new[0]);
+        for (j, e) in new.iter().enumerate().rev() {
+            let at = list[..i].partition_point(|x| x.best < e.best);
+            list.copy_within(at..i, at + j + 1);
+            list[at + j] = *e;
+            i = at;
         }
     }
 
@@ -561,6 +622,35 @@ impl FlowPriority {
             self.mark_dirty(r);
         }
         self.matching = true;
+    }
+}
+
+/// Moves a route within a port's list (sorted by key): from where it is listed at `before` (if it
+/// is) to `after`'s place (or out, if it has no waiting leg left). Only the entries between shift
+/// (one move over its old entry, which is written anew), and its new place is on the side it
+/// moves to.
+fn relist_one(list: &mut Vec<Entry>, before: Option<Key>, after: Option<Entry>) {
+    match (before.map(|b| list.binary_search_by(|e| e.best.cmp(&b))), after) {
+        (Some(Ok(i)), Some(a)) => {
+            if a.best > list[i].best {
+                let j = i + 1 + list[i + 1..].partition_point(|e| e.best < a.best);
+                list.copy_within(i + 1..j, i);
+                list[j - 1] = a;
+            } else {
+                let j = list[..i].partition_point(|e| e.best < a.best);
+                list.copy_within(j..i, j + 1);
+                list[j] = a;
+            }
+        }
+        (Some(Ok(i)), None) => {
+            list.remove(i);
+        }
+        (_, Some(a)) => {
+            if let Err(j) = list.binary_search_by(|e| e.best.cmp(&a.best)) {
+                list.insert(j, a);
+            }
+        }
+        (_, None) => {}
     }
 }
 
@@ -965,15 +1055,25 @@ mod tests {
 
         /// Coflow `id` arrives with one-flow legs `(src, dst, bytes)`, at time `id`.
         fn arrive(&mut self, id: u64, deadline: Option<u64>, flows: &[(u32, u32, f64)]) {
-            self.arrive_at(id, Nanos(id), deadline, flows);
+            self.arrive_at(id, Nanos(id), deadline, flows, true);
         }
 
         /// Coflow `id` arrives at `arrival`, which may come before coflows already present (the
-        /// input stays sorted by arrival and id).
-        fn arrive_at(&mut self, id: u64, arrival: Nanos, deadline: Option<u64>, flows: &[(u32, u32, f64)]) {
+        /// input stays sorted by arrival and id), with its legs sorted by route as the simulator
+        /// gives them, or in the order given (legs of one route apart).
+        fn arrive_at(
+            &mut self,
+            id: u64,
+            arrival: Nanos,
+            deadline: Option<u64>,
+            flows: &[(u32, u32, f64)],
+            sorted: bool,
+        ) {
             let start = self.legs.len();
             let mut flows = flows.to_vec();
-            flows.sort_by_key(|&(s, d, _)| self.fabric.route(MachineId(s), MachineId(d)));
+            if sorted {
+                flows.sort_by_key(|&(s, d, _)| self.fabric.route(MachineId(s), MachineId(d)));
+            }
             for &(s, d, bytes) in &flows {
                 let route = self.fabric.route(MachineId(s), MachineId(d));
                 self.legs.push(LegState {
@@ -1073,9 +1173,10 @@ mod tests {
 
     /// A random instance: coflows (flows as source, destination, size) arriving one per step
     /// in turn, and per step, for each served leg, how far it moves (0: not at all, 4: it
-    /// finishes); per coflow, its deadline and how far its arrival time falls behind its turn
-    /// (so that it may come before coflows already present, or tie with one).
-    type Instance = (Vec<Vec<(u32, u32, u32)>>, Vec<(Option<u64>, u64)>, Vec<Vec<u8>>);
+    /// finishes); per coflow, its deadline, how far its arrival time falls behind its turn (so
+    /// that it may come before coflows already present, or tie with one), and whether its legs
+    /// come sorted by route.
+    type Instance = (Vec<Vec<(u32, u32, u32)>>, Vec<(Option<u64>, u64, bool)>, Vec<Vec<u8>>);
 
     fn instance() -> impl Strategy<Value = Instance> {
         instance_on(4, 6, 24)
@@ -1087,7 +1188,10 @@ mod tests {
         let flow = (0..machines, 0..machines, 1u32..=6);
         (
             prop::collection::vec(prop::collection::vec(flow, 1..=coflows), 1..=coflows),
-            prop::collection::vec((prop::option::of(1u64..=3), prop_oneof![3 => Just(0u64), 1 => 1u64..=4]), coflows),
+            prop::collection::vec(
+                (prop::option::of(1u64..=3), prop_oneof![3 => Just(0u64), 1 => 1u64..=4], prop::bool::weighted(0.75)),
+                coflows,
+            ),
             prop::collection::vec(prop::collection::vec(0u8..=4, 4), 1..=steps),
         )
     }
@@ -1103,9 +1207,9 @@ mod tests {
                 if next < coflows.len() && (step % 2 == 0 || w.coflows.is_empty()) {
                     let flows: Vec<(u32, u32, f64)> =
                         coflows[next].iter().map(|&(s, d, b)| (s, d, f64::from(b) * 100.0)).collect();
-                    let (deadline, behind) = timing[next];
+                    let (deadline, behind, sorted) = timing[next];
                     let arrival = Nanos((2 * next as u64).saturating_sub(behind));
-                    w.arrive_at(next as u64, arrival, deadline, &flows);
+                    w.arrive_at(next as u64, arrival, deadline, &flows, sorted);
                     next += 1;
                 }
                 let extras = w.decide(&mut fast, false);
