@@ -762,9 +762,17 @@ impl<'w> Engine<'w> {
             return;
         }
 
-        // Route rates are checked as the route model takes them.
-        for &r in self.alloc.coflow_rate.iter().chain(self.alloc.leg_extras().iter().map(|(_, k)| k)) {
-            assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
+        // Route rates are checked as the route model takes them. Every rate at once first, in two
+        // plain passes without a branch per rate (`r >= 0.0` is false for a NaN), and only on a
+        // failure again one by one, to name the first invalid rate.
+        let valid = |ok: bool, r: f64| ok & (r >= 0.0);
+        let rates = &self.alloc.coflow_rate;
+        if !(rates.iter().fold(true, |ok, &r| valid(ok, r))
+            && self.alloc.leg_extras().iter().fold(true, |ok, &(_, r)| valid(ok, r)))
+        {
+            for &r in rates.iter().chain(self.alloc.leg_extras().iter().map(|(_, k)| k)) {
+                assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
+            }
         }
         if self.prop.connections {
             crate::wan::cap_connections(&input, &self.prop.cap, &mut self.alloc, self.cfg.check_invariants);

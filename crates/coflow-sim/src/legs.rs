@@ -112,17 +112,18 @@ pub(crate) struct LegModel {
 /// the leg, its coflow (index), that coflow's rate `σ` and scale at the decision (which is its
 /// scale until the next decision when it has no rate: only rated coflows' scales move), `σ + κ`,
 /// the leg's remaining fraction at the decision, its bytes, and the indices in `loads` of its hops.
+/// Indices are `u32` (legs already are, in heap tags), so that an entry takes 80 bytes.
 #[derive(Clone, Copy, Debug)]
 struct Extra {
-    leg: usize,
-    coflow: usize,
+    leg: u32,
+    coflow: u32,
+    hops: u32,
+    slots: [u32; 4],
     sigma: f64,
     scale_dec: f64,
     speed: f64,
     phi_dec: f64,
     bytes: f64,
-    hops: usize,
-    slots: [u32; 4],
     /// Its planned finish (`Nanos::MAX` if none), as in `leg_finish`.
     finish: Nanos,
 }
@@ -143,8 +144,9 @@ impl LegModel {
             // policy could ever finish it. A sliver stays until it finishes.
             self.coflows[k].scale = (dec * (1.0 - sigma * dt)).max(dec * f64::EPSILON);
         }
+        let (legs, loads) = (&mut self.legs, &mut self.loads);
         for e in &self.extra {
-            let leg = &mut self.legs[e.leg];
+            let leg = &mut legs[e.leg as usize];
             if !leg.is_active() {
                 continue;
             }
@@ -157,19 +159,19 @@ impl LegModel {
             };
             let phi = (e.phi_dec * (1.0 - e.speed * dt)).max(0.0);
             let scaled = if scale > 0.0 { (phi / scale).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
-            let delta = scaled - leg.scaled;
+            // The same product for every hop, so computed once.
+            let moved = (scaled - leg.scaled) * e.bytes;
             leg.scaled = scaled;
-            let loads = &mut self.loads;
             let mut update = |slot: u32| {
                 let load = &mut loads[slot as usize].1;
-                *load = (*load + delta * e.bytes).max(0.0);
+                *load = (*load + moved).max(0.0);
             };
             // Two hops (every leg on the big switch) without the loop.
-            if let &[a, b] = &e.slots[..e.hops] {
-                update(a);
-                update(b);
+            if e.hops == 2 {
+                update(e.slots[0]);
+                update(e.slots[1]);
             } else {
-                e.slots[..e.hops].iter().for_each(|&slot| update(slot));
+                e.slots[..e.hops as usize].iter().for_each(|&slot| update(slot));
             }
         }
     }
@@ -377,47 +379,125 @@ impl LegModel {
         let old = std::mem::take(&mut self.extra);
         let mut new = std::mem::take(&mut self.spare);
         new.clear();
+        if self.id_mark.len() < self.coflows.len() {
+            self.id_mark.resize(self.coflows.len(), 0);
+        }
+        self.extra_ids.clear();
         let sorted = self.extra_sorted && extras.windows(2).all(|w| w[0].0 < w[1].0);
-        if !sorted {
-            if self.extra_at.len() < self.legs.len() {
-                self.extra_at.resize(self.legs.len(), u32::MAX);
+        if sorted {
+            self.merge_in_order(extras, &old, &mut new, now);
+        } else {
+            self.place_in_any_order(extras, &old, &mut new, now);
+        }
+        self.extra_indexed = !sorted;
+        self.extra = new;
+        self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
+        self.spare = old;
+        // Each coflow once (marked as its extras were put in force), then sorted: fewer to sort
+        // than the extras.
+        self.extra_ids.sort_unstable();
+    }
+
+    /// `apply_extras` for extras given in ascending order of legs, as those before are: both
+    /// lists walked in step, in one pass that also plans each finish and lists each coflow once
+    /// (a policy that serves the same legs decision after decision, `pfp` and `edf`, comes here
+    /// with nearly every extra kept).
+    fn merge_in_order(&mut self, extras: &[(usize, f64)], old: &[Extra], new: &mut Vec<Extra>, now: Nanos) {
+        let mark = self.applied;
+        new.reserve(extras.len());
+        // What the pass reads and writes, borrowed apart, so that it is not looked up through
+        // `self` again after each write.
+        let (legs, owner, slots) = (&self.legs[..], &self.owner[..], &self.slots[..]);
+        let (rate, coflows) = (&self.rate[..], &self.coflows[..]);
+        let (leg_finish, id_mark) = (&mut self.leg_finish[..], &mut self.id_mark[..]);
+        let (heap, ids) = (&mut self.heap, &mut self.extra_ids);
+        let mut j = 0;
+        for &(l, kappa) in extras {
+            // A negative extra is a per-connection cap holding a leg below its coflow's rate.
+            if kappa == 0.0 || !legs[l].is_active() {
+                continue;
             }
-            if !self.extra_indexed {
-                for (i, e) in old.iter().enumerate() {
-                    self.extra_at[e.leg] = i as u32;
+            while let Some(o) = old.get(j)
+                && (o.leg as usize) < l
+            {
+                // No longer given an extra.
+                leg_finish[o.leg as usize] = Nanos::MAX;
+                j += 1;
+            }
+            // Field by field from where they are (copying a whole kept entry through the stack and
+            // reading it back in other widths stalls).
+            let (c, bytes, hops, at, finish) = match old.get(j) {
+                Some(o) if o.leg as usize == l => {
+                    j += 1;
+                    (o.coflow, o.bytes, o.hops, o.slots, o.finish)
+                }
+                // Not in force before, so no planned finish (`leg_finish` is `MAX`).
+                _ => {
+                    let (c, bytes, hops, at) = new_extra(legs, owner, slots, l);
+                    (c, bytes, hops, at, Nanos::MAX)
+                }
+            };
+            let k = c as usize;
+            let (sigma, scale) = (rate[k], coflows[k].scale);
+            let speed = sigma + kappa;
+            let planned = if speed > 0.0 { after(now, 1.0 / speed) } else { Nanos::MAX };
+            if planned != finish {
+                leg_finish[l] = planned;
+                if planned != Nanos::MAX {
+                    heap.push(Reverse((planned, l as u32 | LEG)));
                 }
             }
-            self.taken.clear();
-            self.taken.resize(old.len(), false);
+            if id_mark[k] != mark {
+                id_mark[k] = mark;
+                ids.push(coflows[k].id);
+            }
+            new.push(Extra {
+                leg: l as u32,
+                coflow: c,
+                hops,
+                slots: at,
+                sigma,
+                // Its scale now: `scale_dec[c]` when rated (set just before), its scale until
+                // the next decision when not.
+                scale_dec: scale,
+                speed,
+                phi_dec: legs[l].scaled * scale,
+                bytes,
+                finish: planned,
+            });
         }
-        let mut j = 0;
+        for o in &old[j..] {
+            leg_finish[o.leg as usize] = Nanos::MAX;
+        }
+    }
+
+    /// `apply_extras` for extras in any other order: a kept extra is found through `extra_at`.
+    fn place_in_any_order(&mut self, extras: &[(usize, f64)], old: &[Extra], new: &mut Vec<Extra>, now: Nanos) {
+        if self.extra_at.len() < self.legs.len() {
+            self.extra_at.resize(self.legs.len(), u32::MAX);
+        }
+        if !self.extra_indexed {
+            for (i, e) in old.iter().enumerate() {
+                self.extra_at[e.leg as usize] = i as u32;
+            }
+        }
+        self.taken.clear();
+        self.taken.resize(old.len(), false);
         for &(l, kappa) in extras {
             // A negative extra is a per-connection cap holding a leg below its coflow's rate.
             if kappa == 0.0 || !self.legs[l].is_active() {
                 continue;
             }
             let mut kept = None;
-            if sorted {
-                while j < old.len() && old[j].leg < l {
-                    // No longer given an extra.
-                    self.leg_finish[old[j].leg] = Nanos::MAX;
-                    j += 1;
-                }
-                if j < old.len() && old[j].leg == l {
-                    kept = Some(j);
-                    j += 1;
-                }
-            } else {
-                let at = self.extra_at[l] as usize;
-                if at < old.len() && old[at].leg == l {
-                    kept = Some(at);
-                    self.taken[at] = true;
-                } else if at < new.len() && new[at].leg == l {
-                    // Given twice (policies give each leg once): as the first time.
-                    kept = Some(usize::MAX);
-                }
-                self.extra_at[l] = new.len() as u32;
+            let at = self.extra_at[l] as usize;
+            if at < old.len() && old[at].leg as usize == l {
+                kept = Some(at);
+                self.taken[at] = true;
+            } else if at < new.len() && new[at].leg as usize == l {
+                // Given twice (policies give each leg once): as the first time.
+                kept = Some(usize::MAX);
             }
+            self.extra_at[l] = new.len() as u32;
             // Field by field from where they are (copying a whole kept entry through the stack and
             // reading it back in other widths stalls).
             let (c, bytes, hops, slots, finish) = match kept {
@@ -435,74 +515,55 @@ impl LegModel {
                     (c, bytes, hops, slots, Nanos::MAX)
                 }
             };
+            let k = c as usize;
             let leg = &self.legs[l];
             new.push(Extra {
-                leg: l,
+                leg: l as u32,
                 coflow: c,
-                sigma: self.rate[c],
-                // Its scale now: `scale_dec[c]` when rated (set just above), its scale until
-                // the next decision when not.
-                scale_dec: self.coflows[c].scale,
-                speed: self.rate[c] + kappa,
-                phi_dec: leg.scaled * self.coflows[c].scale,
-                bytes,
                 hops,
                 slots,
+                sigma: self.rate[k],
+                // Its scale now: `scale_dec[c]` when rated (set just before), its scale until
+                // the next decision when not.
+                scale_dec: self.coflows[k].scale,
+                speed: self.rate[k] + kappa,
+                phi_dec: leg.scaled * self.coflows[k].scale,
+                bytes,
                 finish,
             });
         }
         // The finishes in a loop of their own, which overlaps their divisions.
-        for e in &mut new {
+        for e in new.iter_mut() {
             let finish = if e.speed > 0.0 { after(now, 1.0 / e.speed) } else { Nanos::MAX };
             if finish != e.finish {
                 e.finish = finish;
-                self.leg_finish[e.leg] = finish;
+                self.leg_finish[e.leg as usize] = finish;
                 if finish != Nanos::MAX {
-                    self.heap.push(Reverse((finish, e.leg as u32 | LEG)));
+                    self.heap.push(Reverse((finish, e.leg | LEG)));
                 }
             }
         }
-        if sorted {
-            for e in &old[j..] {
-                self.leg_finish[e.leg] = Nanos::MAX;
+        // Not kept: dropped, unless its leg was given twice before and once now (then it points
+        // at its new entry).
+        for (e, _) in old.iter().zip(&self.taken).filter(|&(_, &taken)| !taken) {
+            let at = self.extra_at[e.leg as usize] as usize;
+            if at >= new.len() || new[at].leg != e.leg {
+                self.leg_finish[e.leg as usize] = Nanos::MAX;
             }
-        } else {
-            // Not kept: dropped, unless its leg was given twice before and once now (then it
-            // points at its new entry).
-            for (e, _) in old.iter().zip(&self.taken).filter(|&(_, &taken)| !taken) {
-                let at = self.extra_at[e.leg] as usize;
-                if at >= new.len() || new[at].leg != e.leg {
-                    self.leg_finish[e.leg] = Nanos::MAX;
-                }
-            }
-        }
-        self.extra_indexed = !sorted;
-        self.extra = new;
-        self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
-        self.spare = old;
-        // Each coflow once, then sorted: fewer to sort than the extras.
-        if self.id_mark.len() < self.coflows.len() {
-            self.id_mark.resize(self.coflows.len(), 0);
         }
         let mark = self.applied;
-        self.extra_ids.clear();
-        for e in &self.extra {
-            if self.id_mark[e.coflow] != mark {
-                self.id_mark[e.coflow] = mark;
-                self.extra_ids.push(self.coflows[e.coflow].id);
+        for e in new.iter() {
+            let k = e.coflow as usize;
+            if self.id_mark[k] != mark {
+                self.id_mark[k] = mark;
+                self.extra_ids.push(self.coflows[k].id);
             }
         }
-        self.extra_ids.sort_unstable();
     }
 
-    /// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops and load slots.
-    /// Out of line, so that the usual case, a leg that keeps its extra, does not load these
-    /// scattered fields at all.
-    #[cold]
-    #[inline(never)]
-    fn new_extra(&self, l: usize) -> (usize, f64, usize, [u32; 4]) {
-        let leg = &self.legs[l];
-        (self.owner[l] as usize, leg.bytes, leg.route.hops().len(), self.slots[l])
+    /// What an extra keeps of leg `l` between decisions (see `new_extra`).
+    fn new_extra(&self, l: usize) -> (u32, f64, u32, [u32; 4]) {
+        new_extra(&self.legs, &self.owner, &self.slots, l)
     }
 
     /// Whether a heap entry is the planned finish of a coflow or leg still active.
@@ -538,9 +599,9 @@ impl LegModel {
             }
         }
         for e in &self.extra {
-            let t = self.leg_finish[e.leg];
+            let t = self.leg_finish[e.leg as usize];
             if t != Nanos::MAX {
-                heap.push(Reverse((t, e.leg as u32 | LEG)));
+                heap.push(Reverse((t, e.leg | LEG)));
             }
         }
         self.heap = BinaryHeap::from(heap);
@@ -698,12 +759,13 @@ impl LegModel {
         // Extras of legs that stay, in order, at their new places.
         let legs = &self.legs;
         self.extra.retain_mut(|e| {
-            let moved = if e.coflow < first { Some((0, 0, 0)) } else { shift[e.coflow - first] };
+            let k = e.coflow as usize;
+            let moved = if k < first { Some((0, 0, 0)) } else { shift[k - first] };
             match moved {
-                Some((dc, dl, dd)) if legs[e.leg].is_active() => {
-                    e.coflow -= dc;
-                    e.leg -= dl;
-                    for slot in &mut e.slots[..e.hops] {
+                Some((dc, dl, dd)) if legs[e.leg as usize].is_active() => {
+                    e.coflow -= dc as u32;
+                    e.leg -= dl as u32;
+                    for slot in &mut e.slots[..e.hops as usize] {
                         *slot -= dd as u32;
                     }
                     true
@@ -713,7 +775,7 @@ impl LegModel {
         });
         if self.extra_indexed {
             for (i, e) in self.extra.iter().enumerate() {
-                self.extra_at[e.leg] = i as u32;
+                self.extra_at[e.leg as usize] = i as u32;
             }
         }
         let (mut kc, mut kl, mut kd, mut ks) = {
@@ -781,16 +843,29 @@ impl LegModel {
     }
 }
 
+/// What an extra keeps of leg `l` between decisions: its coflow, bytes, hops and load slots.
+/// Out of line, so that the usual case, a leg that keeps its extra, does not load these scattered
+/// fields at all.
+#[cold]
+#[inline(never)]
+fn new_extra(legs: &[LegState], owner: &[u32], slots: &[[u32; 4]], l: usize) -> (u32, f64, u32, [u32; 4]) {
+    let leg = &legs[l];
+    (owner[l], leg.bytes, leg.route.hops().len() as u32, slots[l])
+}
+
 /// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
 pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
     const EXACT: f64 = (1u64 << 52) as f64;
     let x = secs * 1e9;
     if x > 0.0 && x < EXACT {
-        // `ceil` and `whole` below in integers: truncating is exact here, and the ceiling is at
-        // least 1 and at most 2⁵², a whole number that converts back to itself.
-        let t = x as i64;
-        let ns = t + i64::from((t as f64) < x);
-        if ns as f64 >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + ns as u64) }
+        // The ceiling (at least 1, at most 2⁵²) without a conversion instruction and its fix-ups
+        // for numbers out of range: adding 2⁵² rounds `x` to the whole number `r` nearest it (the
+        // sum lies where floats are one apart), which its bits count past 2⁵²'s, and `x` above
+        // `r` (by at most a half) has the ceiling `r + 1`.
+        let big = x + EXACT;
+        let ns = big.to_bits() - EXACT.to_bits() + u64::from(big - EXACT < x);
+        // Through `i64`, exact below 2⁶³, which the target converts in one instruction.
+        if ns as i64 as f64 >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + ns) }
     } else {
         let ns = ceil(x);
         if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
@@ -921,8 +996,10 @@ mod tests {
 
         /// Decision after decision, with extras given in leg order or in any other, kept, dropped
         /// and new: every extra in force plans its finish at `after(decision, 1/(σ + κ))`, a leg
-        /// without one plans none, the list is the extras given in their order, its index points
-        /// every extra at its own entry, and the heap shows the earliest planned finish.
+        /// without one plans none, the list is the extras given in their order, each entry holds
+        /// its leg's values of now (as a fresh one would), its index points every extra at its
+        /// own entry, the coflows listed as reshaped are the extras' coflows, and the heap shows
+        /// the earliest planned finish.
         #[test]
         fn extras_in_any_order_plan_exact_finishes(
             decisions in proptest::collection::vec(
@@ -964,7 +1041,7 @@ mod tests {
                     alloc.give_leg_fraction(l, kappa);
                 }
                 model.apply(&alloc);
-                let legs: Vec<usize> = model.extra.iter().map(|e| e.leg).collect();
+                let legs: Vec<usize> = model.extra.iter().map(|e| e.leg as usize).collect();
                 prop_assert_eq!(legs, given.iter().map(|&(l, _)| l).collect::<Vec<_>>());
                 let mut next = if sigma > 0.0 { after(now, 1.0 / sigma) } else { Nanos::MAX };
                 for (i, (e, &(l, kappa))) in model.extra.iter().zip(&given).enumerate() {
@@ -979,6 +1056,25 @@ mod tests {
                 for l in (0..n).filter(|l| given.iter().all(|&(g, _)| g != *l)) {
                     prop_assert_eq!(model.leg_finish[l], Nanos::MAX);
                 }
+                // What each extra carries, kept or new, is its own leg's and coflow's now, and
+                // the coflows listed as reshaped are those of the extras, each once.
+                let mut ids = Vec::new();
+                for (e, &(l, kappa)) in model.extra.iter().zip(&given) {
+                    let c = model.owner[l] as usize;
+                    let scale = model.coflows[c].scale;
+                    prop_assert_eq!(e.coflow as usize, c);
+                    prop_assert_eq!(e.bytes.to_bits(), model.legs[l].bytes.to_bits());
+                    prop_assert_eq!(e.hops as usize, model.legs[l].route.hops().len());
+                    prop_assert_eq!(e.slots, model.slots[l]);
+                    prop_assert_eq!(e.sigma.to_bits(), model.rate[c].to_bits());
+                    prop_assert_eq!(e.scale_dec.to_bits(), scale.to_bits());
+                    prop_assert_eq!(e.speed.to_bits(), (model.rate[c] + kappa).to_bits());
+                    prop_assert_eq!(e.phi_dec.to_bits(), (model.legs[l].scaled * scale).to_bits());
+                    ids.push(model.coflows[c].id);
+                }
+                ids.sort_unstable();
+                ids.dedup();
+                prop_assert_eq!(&model.extra_ids, &ids);
                 prop_assert_eq!(model.next_time(), next);
             }
         }
