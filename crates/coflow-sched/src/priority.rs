@@ -232,11 +232,6 @@ impl FlowPriority {
         FlowPriority { full_greedy: true, ..FlowPriority::new(order) }
     }
 
-    /// The key of a coflow's leg, its coflow looked up by id (for the passes over every leg).
-    fn key(&self, c: &CoflowState, offset: u32, input: &Input<'_>) -> Key {
-        key_of(self.order, c, self.seen[&c.id], offset, input)
-    }
-
     /// Numbers coflow `c` if it has no number yet; returns its number, and whether it is new.
     /// A coflow that comes before the last numbered one in the input's order (or a number
     /// overflowing) numbers every coflow of the input again, in order, and rebuilds the matching.
@@ -444,9 +439,10 @@ impl FlowPriority {
         self.left.extend_from_slice(cap);
         let mut order: Vec<(Key, usize)> = Vec::new();
         for (k, c) in input.coflows.iter().enumerate() {
+            let number = self.seen[&c.id];
             for (offset, leg) in input.legs_of(c).iter().enumerate() {
                 if leg.is_active() && leg.route.hops().len() == 2 {
-                    order.push((self.key(c, offset as u32, input), k));
+                    order.push((key_of(self.order, c, number, offset as u32, input), k));
                 }
             }
         }
@@ -609,12 +605,13 @@ impl FlowPriority {
         self.dirty.clear();
         self.deferred.iter_mut().for_each(|d| *d = None);
         for c in input.coflows {
+            let number = self.seen[&c.id];
             for (offset, leg) in input.legs_of(c).iter().enumerate() {
                 if let &[a, b] = leg.route.hops()
                     && leg.is_active()
                 {
                     let route = self.route([a, b]);
-                    self.wait(self.key(c, offset as u32, input), route);
+                    self.wait(key_of(self.order, c, number, offset as u32, input), route);
                 }
             }
         }
@@ -680,7 +677,8 @@ impl PortQueue {
         self.heap.clear();
     }
 
-    /// Whether entry `a` comes before entry `b`.
+    /// Whether entry `a` comes before entry `b`: the tuples' order, written out (the derived
+    /// `<` on a tuple goes through `partial_cmp` and counts 0.4% more of `pfp`'s instructions).
     #[inline]
     fn before(a: &(Key, ResourceId), b: &(Key, ResourceId)) -> bool {
         match a.0.cmp(&b.0) {

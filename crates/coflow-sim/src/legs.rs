@@ -502,7 +502,7 @@ impl LegModel {
             // reading it back in other widths stalls).
             let (c, bytes, hops, slots, finish) = match kept {
                 Some(usize::MAX) => {
-                    let (c, bytes, hops, slots) = self.new_extra(l);
+                    let (c, bytes, hops, slots) = new_extra(&self.legs, &self.owner, &self.slots, l);
                     (c, bytes, hops, slots, self.leg_finish[l])
                 }
                 Some(i) => {
@@ -511,7 +511,7 @@ impl LegModel {
                 }
                 // Not in force before, so no planned finish (`leg_finish` is `MAX`).
                 None => {
-                    let (c, bytes, hops, slots) = self.new_extra(l);
+                    let (c, bytes, hops, slots) = new_extra(&self.legs, &self.owner, &self.slots, l);
                     (c, bytes, hops, slots, Nanos::MAX)
                 }
             };
@@ -559,11 +559,6 @@ impl LegModel {
                 self.extra_ids.push(self.coflows[k].id);
             }
         }
-    }
-
-    /// What an extra keeps of leg `l` between decisions (see `new_extra`).
-    fn new_extra(&self, l: usize) -> (u32, f64, u32, [u32; 4]) {
-        new_extra(&self.legs, &self.owner, &self.slots, l)
     }
 
     /// Whether a heap entry is the planned finish of a coflow or leg still active.

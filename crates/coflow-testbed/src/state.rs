@@ -236,9 +236,7 @@ pub fn teardown_on_signal() {
             *torn = true;
             let paths = ACTIVE.lock().unwrap_or_else(|e| e.into_inner()).clone();
             for path in paths {
-                if let Ok(text) = std::fs::read_to_string(&path)
-                    && let Ok(st) = serde_json::from_str::<RunState>(&text)
-                {
+                if let Ok(Some(st)) = read_run(&path) {
                     let removed = teardown(&st);
                     let _ = std::fs::remove_file(&path);
                     eprintln!("interrupted: removed testbed {} ({} items)", st.prefix, removed.len());
