@@ -8,6 +8,7 @@
 """
 
 from . import aio
+from ._coflow import __version__
 from .client import Client
 from .errors import (
     AgentUnreachable,
@@ -46,6 +47,7 @@ __all__ = [
     "Unauthenticated",
     "UnknownCoflow",
     "Workload",
+    "__version__",
     "aio",
     "read_trace",
     "simulate",

@@ -51,7 +51,15 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path) -> No
 class Cluster:
     """A coordinator and agents, each a `coflow` process."""
 
-    def __init__(self, binary: Path, root: Path, agents: int, port_rate: str = "1Gbps", tls: bool = False) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        root: Path,
+        agents: int,
+        port_rate: str = "1Gbps",
+        tls: bool = False,
+        coordinator_args: Optional[List[str]] = None,
+    ) -> None:
         self.binary = binary
         self.root = root
         self.procs: List[subprocess.Popen] = []
@@ -67,12 +75,13 @@ class Cluster:
                 self._certs("issue", str(self.certs), "--agent", str(m), "--host", "127.0.0.1")
             self._certs("issue", str(self.certs), "--client", "pytest")
         scheme = "https" if tls else "http"
-        port = free_port()
+        port, http = free_port(), free_port()
         self.coordinator = f"{scheme}://127.0.0.1:{port}"
+        # The coordinator's HTTP listener: /metrics, the probes and the web page.
+        self.http = f"http://127.0.0.1:{http}"
         log = root / "coordinator.log"
-        proc = self._spawn(
-            ["coordinator", "--listen", f"127.0.0.1:{port}", "--policy", "varys", *self._tls_flags("coordinator")], log
-        )
+        args = ["coordinator", "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{http}", "--policy", "varys"]
+        proc = self._spawn([*args, *(coordinator_args or []), *self._tls_flags("coordinator")], log)
         wait_for_port(port, proc, "the coordinator", log)
         self.agents: List[str] = []
         for m in range(agents):

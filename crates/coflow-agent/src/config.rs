@@ -8,8 +8,10 @@ use serde::Deserialize;
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
-    /// This machine's id in the cluster, 0-based. Default 0.
-    pub machine: u32,
+    /// This machine's id in the cluster. None by default: the id the agent's certificate names
+    /// (TLS), else the one kept in `data_dir/machine-id`, else one the coordinator assigns (kept
+    /// there for the next start). Never 0 by default. Set, it must agree with the certificate.
+    pub machine: Option<u32>,
     /// The coordinator's gRPC address, e.g. `http://127.0.0.1:7070`. Default that.
     pub coordinator: String,
     /// gRPC listen address for local clients. Default `127.0.0.1:7071`.
@@ -65,7 +67,7 @@ pub struct AgentConfig {
 impl Default for AgentConfig {
     fn default() -> Self {
         AgentConfig {
-            machine: 0,
+            machine: None,
             coordinator: "http://127.0.0.1:7070".into(),
             listen: "127.0.0.1:7071".into(),
             data_listen: "127.0.0.1:7072".into(),
@@ -130,6 +132,11 @@ impl AgentConfig {
             return err("coordinator", "must be a URL such as http://127.0.0.1:7070 (https:// with TLS)");
         }
         Ok(())
+    }
+
+    /// This machine's id, once [`crate::run`] has resolved it.
+    pub(crate) fn machine_id(&self) -> u32 {
+        self.machine.expect("the machine id is resolved before the agent runs")
     }
 
     /// The TLS files, if TLS is configured; an error names the one missing.

@@ -11,6 +11,8 @@
 //! - `data`: the TCP data plane, sending (paced) and fetching (checked).
 //! - `service`: the gRPC service local clients call.
 //! - `link`: registration, rate stream and heartbeats to the coordinator.
+//! - `membership`: which machine the agent is (certificate, flag, kept file, or assigned), and
+//!   deregistering at a clean stop.
 //! - `state`: what the tasks share.
 
 #![warn(missing_docs)]
@@ -20,6 +22,7 @@ mod config;
 mod data;
 mod error;
 mod link;
+mod membership;
 mod service;
 mod state;
 mod store;
@@ -31,13 +34,20 @@ use std::sync::atomic::Ordering;
 use coflow_proto::Security;
 use coflow_proto::pb::agent_server::AgentServer;
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_telemetry::prometheus_client::metrics::histogram::Histogram;
+use coflow_telemetry::{Health, Metrics, Sample, Value};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tonic_health::ServingStatus;
 
 pub use crate::bucket::{Grant, TokenBucket, burst_for};
 pub use crate::config::{AgentConfig, ConfigError};
 pub use crate::error::{AgentError, ERROR_KIND};
+pub use crate::membership::MACHINE_ID_FILE;
 pub use crate::store::confine;
+
+/// The agent's gRPC service name, as `grpc.health.v1` reports it.
+pub const SERVICE_NAME: &str = "coflow.v1.Agent";
 
 /// The largest gRPC message an agent accepts (a put of in-memory bytes): 1 GiB.
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
@@ -68,12 +78,18 @@ pub enum RunError {
     /// A listener has no address.
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
+    /// The machine id cannot be settled.
+    #[error("machine id: {0}")]
+    Machine(String),
 }
 
-/// Runs an agent until `shutdown` completes; then stops its servers and tasks and returns.
+/// Runs an agent until `shutdown` completes; then stops its servers and tasks, deregisters from
+/// the coordinator and returns. Its HTTP listener serves `/metrics`, `/healthz` and `/readyz`
+/// (ready: registered with the coordinator and its link up), and its gRPC listener
+/// `grpc.health.v1` with the same readiness.
 /// `security` is the cluster token, or the agent's TLS identity ([`Security`]).
 pub async fn run(
-    config: AgentConfig,
+    mut config: AgentConfig,
     security: impl Into<Security>,
     listeners: AgentListeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -91,7 +107,16 @@ pub async fn run(
         .connect_timeout(std::time::Duration::from_secs(5))
         .connect_lazy();
     let coordinator = CoordinatorClient::with_interceptor(channel, security.attach());
-    tracing::info!(machine = config.machine, data_addr = %data_addr, tls = security.tls().is_some(), "agent starting");
+    let mut shutdown = Box::pin(shutdown);
+    let machine = tokio::select! {
+        m = membership::resolve(&config, &security, coordinator.clone()) => m?,
+        _ = &mut shutdown => {
+            tracing::info!("agent stopped before it had a machine id");
+            return Ok(());
+        }
+    };
+    config.machine = Some(machine);
+    tracing::info!(machine, data_addr = %data_addr, tls = security.tls().is_some(), "agent starting");
     let authenticate = security.authenticate();
     let tls = security.tls().cloned();
     let shared = Arc::new(state::Shared::new(config, security, coordinator));
@@ -99,57 +124,122 @@ pub async fn run(
 
     let data_task = tokio::spawn(data::serve(listeners.data, shared.clone(), stop_rx.clone()));
     let link_task = tokio::spawn(link::run(shared.clone(), data_addr, stop_rx.clone()));
+    let mut registry = Metrics::new("agent", env!("CARGO_PKG_VERSION"));
+    let get_control = Histogram::new(coflow_telemetry::exponential_buckets(1e-5, 2.0, 21));
+    registry.registry("agent").register(
+        "get_control_seconds",
+        "A get's control path: from the get reaching the agent to the coordinator's grant of its flow",
+        get_control.clone(),
+    );
+    let registry = Arc::new(registry);
+    let health = Health::new("not registered with the coordinator yet");
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let readiness_task = tokio::spawn(track_readiness(shared.clone(), health.clone(), reporter, stop_rx.clone()));
     let metrics_task = listeners.metrics.map(|l| {
         let s = shared.clone();
-        let render: coflow_proto::Render = Arc::new(move || {
-            let s = s.clone();
-            Box::pin(async move { metrics(&s) })
+        let scrape: coflow_telemetry::Scrape = Arc::new(move || {
+            let (s, registry) = (s.clone(), registry.clone());
+            Box::pin(async move {
+                registry.snapshot().set(samples(&s));
+                registry.encode()
+            })
         });
-        tokio::spawn(coflow_proto::serve_metrics(l, render, stop_rx.clone()))
+        tokio::spawn(coflow_telemetry::serve(l, coflow_telemetry::router(scrape, health.clone()), stop_rx.clone()))
     });
-    let svc = service::AgentService { shared: shared.clone(), shutdown: stop_rx.clone() };
+    let svc = service::AgentService { shared: shared.clone(), shutdown: stop_rx.clone(), get_control };
     let svc =
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, authenticate);
-    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc);
+    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);
     let served = coflow_proto::serve_until_stopped(router, listeners.grpc, tls.as_ref(), &stop_tx, shutdown).await;
+    let _ = readiness_task.await;
     let _ = data_task.await;
     let _ = link_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;
     }
+    membership::deregister(&mut shared.coordinator.clone(), machine, shared.session()).await;
     tracing::info!("agent stopped");
     Ok(served?)
 }
 
-fn metrics(s: &state::Shared) -> String {
+/// The counters and gauges, read at each scrape.
+fn samples(s: &state::Shared) -> Vec<Sample> {
     let (pieces, bytes, memory) = s.store.usage();
     let sending = s.sending.lock().expect("sending lock").len();
-    let mut out = String::new();
-    let mut line = |name: &str, kind: &str, help: &str, v: f64| {
-        out.push_str(&format!("# HELP coflow_agent_{name} {help}\n# TYPE coflow_agent_{name} {kind}\n"));
-        out.push_str(&format!("coflow_agent_{name}{{machine=\"{}\"}} {v}\n", s.config.machine));
-    };
-    let registered = if s.session() == 0 { 0.0 } else { 1.0 };
-    line(
-        "registered",
-        "gauge",
-        "1 once the agent holds a session with the coordinator (it serves clients).",
-        registered,
-    );
-    line("tx_bytes_total", "counter", "Bytes sent to other agents.", s.tx_bytes.load(Ordering::Relaxed) as f64);
-    line("rx_bytes_total", "counter", "Bytes received from other agents.", s.rx_bytes.load(Ordering::Relaxed) as f64);
-    line("puts_total", "counter", "Pieces put.", s.puts.load(Ordering::Relaxed) as f64);
-    line("gets_total", "counter", "Gets served to local clients.", s.gets.load(Ordering::Relaxed) as f64);
-    line("get_failures_total", "counter", "Gets that failed.", s.get_failures.load(Ordering::Relaxed) as f64);
-    line("pieces", "gauge", "Pieces held.", pieces as f64);
-    line("piece_bytes", "gauge", "Bytes of the pieces held (in memory and in file segments).", bytes as f64);
-    line("stored_bytes", "gauge", "Bytes of pieces held in memory (bounded by max_stored_bytes).", memory as f64);
-    let conns = s.data_connections.load(Ordering::Relaxed);
-    line("data_connections", "gauge", "Data connections being served.", conns as f64);
     let receiving = s.receiving.lock().expect("receiving lock").len();
-    line("flows_receiving", "gauge", "Remote gets in progress.", receiving as f64);
-    line("flows_sending", "gauge", "Flows being sent.", sending as f64);
-    line("port_rate_bytes_per_second", "gauge", "Configured port capacity.", s.config.port_rate_bps);
-    out
+    let count = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let int = |v: usize| Value::Int(v as u64);
+    let machine = s.config.machine_id().to_string();
+    [
+        Sample::gauge(
+            "registered",
+            "1 once the agent holds a session with the coordinator (it serves clients).",
+            Value::Int(u64::from(s.session() != 0)),
+        ),
+        Sample::counter("tx_bytes", "Bytes sent to other agents.", count(&s.tx_bytes)),
+        Sample::counter("rx_bytes", "Bytes received from other agents.", count(&s.rx_bytes)),
+        Sample::counter("puts", "Pieces put.", count(&s.puts)),
+        Sample::counter("gets", "Gets served to local clients.", count(&s.gets)),
+        Sample::counter("get_failures", "Gets that failed.", count(&s.get_failures)),
+        Sample::gauge("pieces", "Pieces held.", int(pieces)),
+        Sample::gauge("piece_bytes", "Bytes of the pieces held (in memory and in file segments).", Value::Int(bytes)),
+        Sample::gauge(
+            "stored_bytes",
+            "Bytes of pieces held in memory (bounded by max_stored_bytes).",
+            Value::Int(memory),
+        ),
+        Sample::gauge(
+            "data_connections",
+            "Data connections being served.",
+            Value::Int(s.data_connections.load(Ordering::Relaxed)),
+        ),
+        Sample::gauge("flows_receiving", "Remote gets in progress.", int(receiving)),
+        Sample::gauge("flows_sending", "Flows being sent.", int(sending)),
+        Sample::gauge("port_rate_bytes_per_second", "Configured port capacity.", Value::Float(s.config.port_rate_bps)),
+    ]
+    .into_iter()
+    .map(|x| x.with("machine", machine.clone()))
+    .collect()
+}
+
+/// Whether the agent is ready: registered with the coordinator and its link up.
+fn readiness(s: &state::Shared) -> Result<(), &'static str> {
+    if s.session() == 0 {
+        Err("not registered with the coordinator yet")
+    } else if s.link_down_since.lock().expect("link lock").is_some() {
+        Err("the link to the coordinator is down")
+    } else {
+        Ok(())
+    }
+}
+
+/// Keeps `/readyz` and `grpc.health.v1` up to date with [`readiness`] until `stop`.
+async fn track_readiness(
+    s: Arc<state::Shared>,
+    health: Arc<Health>,
+    reporter: tonic_health::server::HealthReporter,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(s.config.heartbeat_interval_ms.min(500)));
+    let mut last = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|&s| s) => break,
+        }
+        let now = readiness(&s);
+        if last != Some(now) {
+            health.set(now.is_ok(), now.err().unwrap_or(""));
+            let status = if now.is_ok() { ServingStatus::Serving } else { ServingStatus::NotServing };
+            for name in ["", SERVICE_NAME] {
+                reporter.set_service_status(name, status).await;
+            }
+            last = Some(now);
+        }
+    }
+    health.set(false, "stopping");
+    for name in ["", SERVICE_NAME] {
+        reporter.set_service_status(name, ServingStatus::NotServing).await;
+    }
 }

@@ -21,7 +21,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
     let mut coord = shared.coordinator.clone();
     loop {
         let reg = pb::RegisterAgentRequest {
-            machine_id: shared.config.machine,
+            machine_id: shared.config.machine_id(),
             data_addr: data_addr.clone(),
             port_rate_bps: shared.config.port_rate_bps,
             session: shared.session(),
@@ -29,7 +29,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         let registered = async {
             let session = coord.register_agent(reg).await?.into_inner().session;
             shared.session.store(session, Ordering::Relaxed);
-            coord.watch_rates(pb::WatchRatesRequest { machine_id: shared.config.machine, session }).await
+            coord.watch_rates(pb::WatchRatesRequest { machine_id: shared.config.machine_id(), session }).await
         };
         let mut stream = match registered.await {
             Ok(s) => s.into_inner(),
@@ -44,13 +44,13 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         };
         let epoch = shared.link_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         *shared.link_down_since.lock().expect("link lock") = None;
-        tracing::info!(machine = shared.config.machine, "registered with the coordinator");
+        tracing::info!(machine = shared.config.machine_id(), "registered with the coordinator");
         // The coordinator's state is soft: after a restart it learns again what this agent holds.
         for (coflow, data_id, size, reg) in shared.store.list() {
             let ann = pb::AnnouncePutRequest {
                 coflow_id: coflow.0,
                 data_id: data_id.as_str().to_string(),
-                machine_id: shared.config.machine,
+                machine_id: shared.config.machine_id(),
                 size,
                 recovered: true,
                 registration: reg.as_ref().map(Into::into),
@@ -107,7 +107,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                         .map(|(f, p)| pb::FlowProgress { flow_id: f.0, bytes_sent: p.load(Ordering::Relaxed) })
                         .collect();
                     let hb = pb::HeartbeatRequest {
-                        machine_id: shared.config.machine,
+                        machine_id: shared.config.machine_id(),
                         flows,
                         tx_bps: (tx - last_tx) as f64 / dt,
                         rx_bps: (rx - last_rx) as f64 / dt,
@@ -146,7 +146,7 @@ async fn recover_flows(shared: &Shared, coord: &mut CoordClient, epoch: u64) {
             let req = pb::AnnounceGetRequest {
                 coflow_id: r.coflow.0,
                 data_id: r.data_id.as_str().to_string(),
-                machine_id: shared.config.machine,
+                machine_id: shared.config.machine_id(),
                 recovered_flow_id: f.0,
                 recovered_src_machine_id: r.src.0,
                 recovered_size: r.size,

@@ -22,11 +22,13 @@ use crate::store::{Piece, file_piece};
 pub(crate) struct AgentService {
     pub(crate) shared: Arc<Shared>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// A get's control path, observed at each grant.
+    pub(crate) get_control: coflow_telemetry::prometheus_client::metrics::histogram::Histogram,
 }
 
 impl AgentService {
     fn machine(&self) -> MachineId {
-        MachineId(self.shared.config.machine)
+        MachineId(self.shared.config.machine_id())
     }
 
     /// Refuses a client call, as retryable, until the agent has a session: before it, the
@@ -165,12 +167,14 @@ impl Agent for AgentService {
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
         self.shared.gets.fetch_add(1, Ordering::Relaxed);
+        let asked = std::time::Instant::now();
         let (epoch, grant) = self.announce_get(coflow, &data_id).await?;
+        self.get_control.observe(asked.elapsed().as_secs_f64());
         let (tx, rx) = mpsc::channel(16);
         let shared = self.shared.clone();
         let mut stop = self.shutdown.clone();
         let flow = FlowId(grant.flow_id);
-        let local = grant.src_machine_id == shared.config.machine;
+        let local = grant.src_machine_id == shared.config.machine_id();
         let received = Arc::new(AtomicU64::new(0));
         let (cancel, mut cancelled) = watch::channel(None::<String>);
         if !local {

@@ -1,7 +1,10 @@
-//! The live services as subcommands: `coflow coordinator`, `coflow agent`, `coflow status`, and
-//! `coflow bench-live` (control-message throughput and rate accuracy, in process over loopback).
+//! The live services as subcommands: `coflow coordinator`, `coflow agent`, `coflow status` (its
+//! own submodule, `status`), and `coflow bench-live` (control-message throughput and rate
+//! accuracy, in process over loopback).
 //! Each service command reads its TOML config, applies flag overrides, validates and runs the
-//! library's `run(config, listener, shutdown)` until Ctrl-C.
+//! library's `run(config, listener, shutdown)` until SIGTERM or SIGINT.
+
+pub(crate) mod status;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_agent::{AgentConfig, AgentListeners};
-use coflow_client::{Client, ClientConfig, ClusterToken, CoflowOptions, TlsFiles};
+use coflow_client::{ClusterToken, CoflowOptions, TlsFiles};
 use coflow_coordinator::CoordinatorConfig;
 use coflow_proto::pb;
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
@@ -22,12 +25,12 @@ use tokio::net::TcpListener;
 #[derive(Debug, Args)]
 pub(crate) struct TokenArgs {
     /// A file holding the cluster token (else the COFLOW_TOKEN environment variable).
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_TOKEN_FILE")]
     token_file: Option<PathBuf>,
 }
 
 impl TokenArgs {
-    fn token(&self) -> Result<ClusterToken> {
+    pub(crate) fn token(&self) -> Result<ClusterToken> {
         if let Some(p) = &self.token_file {
             return Ok(ClusterToken::from_file(p)?);
         }
@@ -42,14 +45,14 @@ impl TokenArgs {
 #[derive(Debug, Args)]
 pub(crate) struct TlsArgs {
     /// The cluster CA's certificate (from `coflow certs init`).
-    #[arg(long)]
-    tls_ca: Option<PathBuf>,
+    #[arg(long, env = "COFLOW_TLS_CA")]
+    pub(crate) tls_ca: Option<PathBuf>,
     /// This member's certificate (from `coflow certs issue`).
-    #[arg(long)]
-    tls_cert: Option<PathBuf>,
+    #[arg(long, env = "COFLOW_TLS_CERT")]
+    pub(crate) tls_cert: Option<PathBuf>,
     /// This member's private key.
-    #[arg(long)]
-    tls_key: Option<PathBuf>,
+    #[arg(long, env = "COFLOW_TLS_KEY")]
+    pub(crate) tls_key: Option<PathBuf>,
 }
 
 impl TlsArgs {
@@ -81,34 +84,45 @@ fn read_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> R
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")
 }
 
-async fn ctrl_c() {
-    let _ = tokio::signal::ctrl_c().await;
+/// Resolves on SIGTERM (what systemd and Kubernetes send to stop a service) or SIGINT (Ctrl-C),
+/// logging which; the service then stops cleanly.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        // Without signal handlers the service runs until killed.
+        return std::future::pending().await;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    tracing::info!(signal = name, "stopping");
 }
 
 /// Options of `coflow coordinator`; flags override the TOML file.
 #[derive(Debug, Args)]
 pub(crate) struct CoordinatorArgs {
     /// TOML config file (fields of `CoordinatorConfig`).
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_CONFIG")]
     config: Option<PathBuf>,
     /// gRPC listen address.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_LISTEN")]
     listen: Option<String>,
     /// Prometheus /metrics listen address.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_METRICS_LISTEN")]
     metrics_listen: Option<String>,
     /// Scheduling policy.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_POLICY")]
     policy: Option<String>,
     /// Bypass threshold in bytes (0: off).
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_BYPASS_THRESHOLD_BYTES")]
     bypass_threshold_bytes: Option<u64>,
     /// Rate push batching window in milliseconds.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_PUSH_WINDOW_MS")]
     push_window_ms: Option<u64>,
     #[command(flatten)]
     token: TokenArgs,
@@ -142,7 +156,7 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
             Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding {m}"))?),
             None => None,
         };
-        coflow_coordinator::run(cfg, token, listener, metrics, ctrl_c()).await?;
+        coflow_coordinator::run(cfg, token, listener, metrics, stop_signal()).await?;
         Ok(())
     })
 }
@@ -151,34 +165,35 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
 #[derive(Debug, Args)]
 pub(crate) struct AgentArgs {
     /// TOML config file (fields of `AgentConfig`).
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_CONFIG")]
     config: Option<PathBuf>,
-    /// This machine's id.
-    #[arg(long)]
+    /// This machine's id (default: the certificate's, else kept in the data directory, else
+    /// assigned by the coordinator).
+    #[arg(long, env = "COFLOW_MACHINE")]
     machine: Option<u32>,
     /// The coordinator's URL.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_COORDINATOR")]
     coordinator: Option<String>,
     /// gRPC listen address for local clients.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_LISTEN")]
     listen: Option<String>,
     /// Data-plane listen address.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_DATA_LISTEN")]
     data_listen: Option<String>,
     /// Data-plane address other agents use.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_DATA_ADVERTISE")]
     data_advertise: Option<String>,
     /// Prometheus /metrics listen address.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_METRICS_LISTEN")]
     metrics_listen: Option<String>,
     /// Directory file-segment puts are confined to.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Port capacity, e.g. `1Gbps`.
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_PORT_RATE")]
     port_rate: Option<String>,
     /// Register the port capacity but do not enforce it (the network does).
-    #[arg(long)]
+    #[arg(long, env = "COFLOW_UNCAPPED")]
     uncapped: bool,
     #[command(flatten)]
     token: TokenArgs,
@@ -189,7 +204,7 @@ pub(crate) struct AgentArgs {
 pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     let mut cfg: AgentConfig = read_toml(a.config.as_deref())?;
     if let Some(v) = a.machine {
-        cfg.machine = v;
+        cfg.machine = Some(v);
     }
     if let Some(v) = a.coordinator {
         cfg.coordinator = v;
@@ -227,70 +242,9 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
             Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding {m}"))?),
             None => None,
         };
-        coflow_agent::run(cfg, token, AgentListeners { grpc, data, metrics }, ctrl_c()).await?;
+        coflow_agent::run(cfg, token, AgentListeners { grpc, data, metrics }, stop_signal()).await?;
         Ok(())
     })
-}
-
-/// Options of `coflow status`.
-#[derive(Debug, Args)]
-pub(crate) struct StatusArgs {
-    /// The coordinator's URL (default http://127.0.0.1:7070, https:// with TLS).
-    #[arg(long)]
-    coordinator: Option<String>,
-    #[command(flatten)]
-    token: TokenArgs,
-    #[command(flatten)]
-    tls: TlsArgs,
-}
-
-pub(crate) fn status(a: StatusArgs) -> Result<()> {
-    let files = TlsFiles::from_parts("--tls-", a.tls.tls_ca, a.tls.tls_cert, a.tls.tls_key)?;
-    let scheme = if files.is_some() { "https" } else { "http" };
-    let url = a.coordinator.unwrap_or_else(|| format!("{scheme}://127.0.0.1:7070"));
-    let cfg = match files {
-        Some(f) => ClientConfig::tls(url.clone(), url, f),
-        None => ClientConfig::new(url.clone(), url, a.token.token()?),
-    };
-    runtime()?.block_on(async move {
-        let c = Client::connect(cfg).await?;
-        let st = c.status().await.context("asking the coordinator")?;
-        print!("{}", render_status(&st));
-        Ok(())
-    })
-}
-
-fn render_status(st: &pb::StatusResponse) -> String {
-    let mut s = format!("policy {}\n\nagents:\n", st.policy);
-    for a in &st.agents {
-        s.push_str(&format!(
-            "  machine {:>3}  {:<21} {:<5} tx {:>12.0} B/s  rx {:>12.0} B/s\n",
-            a.machine_id,
-            a.data_addr,
-            if a.alive { "alive" } else { "dead" },
-            a.tx_bps,
-            a.rx_bps
-        ));
-    }
-    s.push_str(&format!("\ncoflows: {}\n", st.coflows.len()));
-    for c in &st.coflows {
-        s.push_str(&format!(
-            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}\n",
-            c.coflow_id,
-            c.name,
-            c.puts,
-            c.num_flows,
-            if c.bypass { " bypass" } else { "" },
-            c.flows.len()
-        ));
-        for f in &c.flows {
-            s.push_str(&format!(
-                "    flow {:>8} {:<24} {:>3} -> {:<3} {:>12}/{:<12} B  {:>12.0} B/s\n",
-                f.flow_id, f.data_id, f.src_machine_id, f.dst_machine_id, f.bytes_sent, f.size, f.rate_bps
-            ));
-        }
-    }
-    s
 }
 
 /// Options of `coflow bench-live`.

@@ -9,6 +9,8 @@
 mod bench;
 mod certs;
 mod demo;
+#[cfg(test)]
+mod doc_commands;
 mod live;
 mod model;
 mod parallel;
@@ -30,8 +32,20 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "coflow", version, about)]
 struct Cli {
+    /// How logs are written to stderr: `text`, or `json` (one object per line, for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "COFLOW_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The format of the log lines on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines, coloured on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -49,7 +63,7 @@ enum Command {
     /// Run an agent (one per machine).
     Agent(live::AgentArgs),
     /// Show live coflows, their flows and current rates, and agents.
-    Status(live::StatusArgs),
+    Status(live::status::StatusArgs),
     /// Make the cluster CA and certificates for mutual TLS.
     #[command(subcommand)]
     Certs(certs::CertsCommand),
@@ -93,7 +107,11 @@ fn main() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
     // Colour only on a terminal: logs redirected to a file carry no escape codes (NO_COLOR also turns it off).
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(ansi).init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let result = match cli.command {
         Command::Sim(SimCli { command: Some(SimCommand::Sweep(a)), .. }) => sweep::run(*a),
         Command::Sim(SimCli { command: None, args }) => sim::run(args),
@@ -103,7 +121,7 @@ fn main() {
         Command::Demo(args) => demo::run(args),
         Command::Coordinator(args) => live::coordinator(args),
         Command::Agent(args) => live::agent(args),
-        Command::Status(args) => live::status(args),
+        Command::Status(args) => live::status::run(args),
         Command::Certs(cmd) => certs::run(cmd),
         Command::BenchLive(args) => live::bench_live(args),
         Command::Testbed(cmd) => testbed::run(cmd),

@@ -55,6 +55,22 @@ pub enum Transmit {
     EndWatch(MachineId),
 }
 
+/// What the core measured, for the service's histograms (times from the `now` it was given).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Observation {
+    /// Rate changes waited this long, from the decision that made them to their push (the push
+    /// window's batching).
+    PushDelay(Nanos),
+    /// A scheduled coflow's flows all finished, this long after its first get; `bin` is its Varys
+    /// bin by the pieces put (short: the largest under 5 MiB; narrow: at most 50 pieces).
+    Completed {
+        /// Its bin.
+        bin: coflow_core::Bin,
+        /// Its coflow completion time.
+        cct: Nanos,
+    },
+}
+
 /// How a receiving agent reports the end of a flow.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FlowOutcome {
@@ -248,6 +264,10 @@ pub struct Core {
     watching: BTreeSet<MachineId>,
     /// What is to be sent, in order, until [`Core::poll_transmit`] takes it.
     outbox: VecDeque<Transmit>,
+    /// Measurements for the service's histograms, pulled by [`Core::poll_observation`].
+    observations: VecDeque<Observation>,
+    /// Since when rate changes wait to be pushed.
+    pending_since: Option<Nanos>,
     /// The first coflow and flow id this coordinator allocates (see [`Core::set_id_base`]).
     id_base: u64,
     /// Failed flows by reason; timed-out ones are also counted in `timed_out`.
@@ -288,6 +308,8 @@ impl Core {
             agents: BTreeMap::new(),
             watching: BTreeSet::new(),
             outbox: VecDeque::new(),
+            observations: VecDeque::new(),
+            pending_since: None,
             id_base: 1,
             failed: BTreeMap::new(),
             timed_out: BTreeMap::new(),
@@ -337,6 +359,9 @@ impl Core {
             num_flows: c.reg.num_flows,
             puts: c.puts.len() as u32,
             bypass: c.bypassed(),
+            bytes: c.puts.values().map(|&(_, size)| size).sum(),
+            age: c.first_get.map(|t| self.now.saturating_sub(t)),
+            deadline: c.reg.options.deadline,
             flows: Vec::new(),
         })
     }
@@ -365,6 +390,8 @@ impl Core {
             alive: a.alive,
             tx_bps: a.tx_bps,
             rx_bps: a.rx_bps,
+            port_rate: a.port_rate,
+            silent: self.now.saturating_sub(a.last_seen),
         })
     }
 
@@ -483,6 +510,14 @@ impl Core {
         self.dirty = true;
     }
 
+    /// An agent leaves (it stops cleanly): like a lost agent, at once rather than at its timeout.
+    pub fn handle_deregister_agent(&mut self, now: Nanos, machine: MachineId) {
+        self.input(now);
+        if self.agent_alive(machine) {
+            self.agent_lost(now, machine, "agent-departed");
+        }
+    }
+
     /// An agent reports; the answer says whether the coordinator knows it (if not, it must
     /// register again).
     pub fn handle_heartbeat(&mut self, now: Nanos, hb: Heartbeat) -> bool {
@@ -524,6 +559,11 @@ impl Core {
     /// The agent's rate stream closed: transmit nothing more to it.
     pub fn handle_unwatch(&mut self, machine: MachineId) {
         self.watching.remove(&machine);
+    }
+
+    /// The next measurement for the service's histograms, if any, in the order they arose.
+    pub fn poll_observation(&mut self) -> Option<Observation> {
+        self.observations.pop_front()
     }
 
     /// What must be sent next, if anything, in the order it arose.
@@ -774,6 +814,11 @@ impl Core {
         let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
         if p.flows.remove(&id) {
             if p.flows.is_empty() {
+                if let Some(first) = c.first_get {
+                    let longest = c.puts.values().map(|&(_, size)| size).max().unwrap_or(0);
+                    let bin = coflow_core::Bin::of(coflow_core::Bytes(longest), c.puts.len());
+                    self.observations.push_back(Observation::Completed { bin, cct: now.saturating_sub(first) });
+                }
                 self.leave_policy(now, f.coflow);
             } else if let Some(gap) = self.policy.flow_finish_gap() {
                 let due = self.last_decision.saturating_add(gap);
@@ -854,6 +899,9 @@ impl Core {
         if self.dirty || self.wake.is_some_and(|w| w <= now) {
             self.decide(now);
         }
+        if !self.pending.is_empty() {
+            self.pending_since.get_or_insert(now);
+        }
         if !self.pending.is_empty() && now >= self.flush_due() {
             self.flush(now);
         }
@@ -887,6 +935,9 @@ impl Core {
 
     fn flush(&mut self, now: Nanos) {
         self.last_flush = now;
+        if let Some(since) = self.pending_since.take() {
+            self.observations.push_back(Observation::PushDelay(now.saturating_sub(since)));
+        }
         for (m, batch) in std::mem::take(&mut self.pending) {
             if batch.is_empty() || !self.watching.contains(&m) {
                 continue;

@@ -8,10 +8,12 @@
 //!   return the answer, `poll_transmit` (rate batches and notices per agent) and `poll_timeout`;
 //!   no clock, channel or task, so tests drive it in simulated time by calling it.
 //! - `views`: what the coordinator shows of itself, read from the core: [`StatusView`] and the
-//!   Prometheus text.
+//!   counters and gauges.
+//! - `telemetry`: its HTTP face (metrics with histograms, health, readiness, the live web page).
 //! - `service`: the tonic service and the one task that owns the core, with every channel and
 //!   timer.
 //! - `identity`: who may make which call (roles from certificates, agent sessions).
+//! - `membership`: machine ids for agents that ask for one, and agents leaving.
 //! - `error`: [`CoordError`] and its single mapping to gRPC status.
 
 #![warn(missing_docs)]
@@ -20,7 +22,9 @@ mod config;
 mod core;
 mod error;
 mod identity;
+mod membership;
 mod service;
+mod telemetry;
 mod views;
 
 use std::future::Future;
@@ -32,9 +36,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use crate::config::{ConfigError, CoordinatorConfig, TCP, check_policy};
-pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
+pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, Observation, RateBatch, Transmit};
 pub use crate::error::{CoordError, ERROR_KIND};
+pub use crate::telemetry::status_json;
 pub use crate::views::{AgentView, CoflowView, FlowView, StatusView};
+
+/// The coordinator's gRPC service name, as `grpc.health.v1` reports it.
+pub const SERVICE_NAME: &str = "coflow.v1.Coordinator";
 
 /// Why the coordinator could not run.
 #[derive(Debug, thiserror::Error)]
@@ -47,8 +55,9 @@ pub enum RunError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves the coordinator on `listener` (and Prometheus text on `metrics`) until `shutdown`
-/// completes; then stops accepting, ends the core task and returns.
+/// Serves the coordinator on `listener` (and, on `metrics`, `/metrics`, `/healthz`, `/readyz` and
+/// the live web page) until `shutdown` completes; then stops accepting, ends the core task and
+/// returns. gRPC also serves `grpc.health.v1` (`coflow.v1.Coordinator` and the server as a whole).
 /// `security` is the cluster token, or the coordinator's TLS identity ([`Security`]).
 pub async fn run(
     config: CoordinatorConfig,
@@ -62,11 +71,13 @@ pub async fn run(
     // Under `tcp` no policy decides; `fair` stands by so that `Core` keeps one shape.
     let name = if config.policy == TCP { "fair" } else { config.policy.as_str() };
     let policy = coflow_sched::policy::by_name(name).expect("validated");
+    let policy_label = config.policy.clone();
     tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), tls = security.tls().is_some(), "coordinator starting");
     // Agents hear of a restart when their rate stream breaks, then register again (every 500 ms)
     // and re-announce what they hold, one piece per call; three agent timeouts leave a loaded
     // agent with many pieces time to finish.
     let recovering_until = std::time::Instant::now() + std::time::Duration::from_millis(3 * config.agent_timeout_ms);
+    let config_agent_timeout_ms = config.agent_timeout_ms;
     let mut core = Core::new(config, policy);
     // Coflow and flow ids from a previous run, which agents re-announce, must not collide with
     // new ones: ids start at the clock in microseconds, so a previous run's ids are below unless
@@ -75,26 +86,48 @@ pub async fn run(
     core.set_id_base(micros as u64);
     let (handle, rx) = service::channel();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let core_task = tokio::spawn(service::core_loop(core, rx, stop_rx.clone()));
+    let (registry, observer) = telemetry::metrics(&policy_label);
+    let core_task = tokio::spawn(service::core_loop(core, rx, stop_rx.clone(), observer));
+    let health = coflow_telemetry::Health::new("starting");
     let metrics_task = metrics.map(|l| {
-        let h = handle.clone();
-        let render: coflow_proto::Render = Arc::new(move || {
-            let h = h.clone();
-            Box::pin(async move { h.ask(service::Event::Metrics).await.unwrap_or_default() })
+        let (h1, h2) = (handle.clone(), handle.clone());
+        let samples: telemetry::Ask<_> = Arc::new(move || {
+            let h = h1.clone();
+            Box::pin(async move { h.ask(service::Event::Metrics).await.ok() })
         });
-        tokio::spawn(coflow_proto::serve_metrics(l, render, stop_rx.clone()))
+        let status: telemetry::Ask<_> = Arc::new(move || {
+            let h = h2.clone();
+            Box::pin(async move { h.ask(service::Event::Status).await.ok() })
+        });
+        let router = telemetry::router(samples, status, Arc::new(registry), health.clone());
+        tokio::spawn(coflow_telemetry::serve(l, router, stop_rx.clone()))
     });
+    let (reporter, health_service) = tonic_health::server::health_reporter();
     let svc = service::CoordinatorService {
         core: handle,
         sessions: Default::default(),
         recovering_until,
         restarted: Default::default(),
+        assignments: Arc::new(membership::Assignments::new(std::time::Duration::from_millis(config_agent_timeout_ms))),
     };
     let svc = CoordinatorServer::with_interceptor(svc, security.authenticate());
-    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc);
+    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);
+    // Ready once the listener serves (it is bound, so calls queue until then); not ready from the
+    // moment a stop is asked.
+    for name in ["", SERVICE_NAME] {
+        reporter.set_service_status(name, tonic_health::ServingStatus::Serving).await;
+    }
+    health.set(true, "");
+    let stopping = async move {
+        shutdown.await;
+        health.set(false, "stopping");
+        for name in ["", SERVICE_NAME] {
+            reporter.set_service_status(name, tonic_health::ServingStatus::NotServing).await;
+        }
+    };
     // Returns with `stop` raised, also when the server failed on its own: the core and metrics
     // tasks end too.
-    let served = coflow_proto::serve_until_stopped(router, listener, security.tls(), &stop_tx, shutdown).await;
+    let served = coflow_proto::serve_until_stopped(router, listener, security.tls(), &stop_tx, stopping).await;
     let _ = core_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;

@@ -51,14 +51,16 @@ pub(crate) enum Event {
     RegisterAgent(AgentRegistration, Reply<()>),
     /// An agent reports; the reply says whether the coordinator knows it.
     Heartbeat(Heartbeat, Reply<bool>),
+    /// An agent leaves.
+    Deregister(MachineId, Reply<()>),
     /// An agent listens for its flows' rates and notices; the current rates are sent at once.
     Watch(MachineId, RateTx),
     /// Whether a live agent runs on a machine.
     AgentAlive(MachineId, Reply<bool>),
     /// Someone asks what is live.
     Status(Reply<StatusView>),
-    /// Prometheus asks for the counters.
-    Metrics(Reply<String>),
+    /// Prometheus asks for the counters and gauges.
+    Metrics(Reply<Vec<coflow_telemetry::Sample>>),
 }
 
 /// The handle RPCs use to reach the core task.
@@ -82,13 +84,25 @@ impl CoreHandle {
 }
 
 /// Runs the core until `shutdown` turns true or every handle is gone.
-pub(crate) async fn core_loop(mut core: Core, mut rx: mpsc::Receiver<Event>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn core_loop(
+    mut core: Core,
+    mut rx: mpsc::Receiver<Event>,
+    mut shutdown: watch::Receiver<bool>,
+    observer: crate::telemetry::Observer,
+) {
     let epoch = Instant::now();
     let now = || Nanos(epoch.elapsed().as_nanos() as u64);
     // The open rate stream of each watching agent.
     let mut streams: BTreeMap<MachineId, RateTx> = BTreeMap::new();
     loop {
+        let (decisions, started) = (core.counters().decisions, Instant::now());
         core.handle_timeout(now());
+        if core.counters().decisions != decisions {
+            observer.decision(started.elapsed());
+        }
+        while let Some(o) = core.poll_observation() {
+            observer.observe(o);
+        }
         transmit(&mut core, &mut streams);
         let wake = core.poll_timeout();
         let sleep = async {
@@ -142,6 +156,10 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<Mach
             drop(reply.send(Ok(())));
         }
         Event::Heartbeat(hb, reply) => drop(reply.send(Ok(core.handle_heartbeat(now, hb)))),
+        Event::Deregister(machine, reply) => {
+            core.handle_deregister_agent(now, machine);
+            drop(reply.send(Ok(())));
+        }
         Event::Watch(machine, tx) => {
             let current = core.handle_watch(now, machine);
             if tx.send(rates(current)).is_ok() {
@@ -153,7 +171,7 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<Mach
         }
         Event::AgentAlive(machine, reply) => drop(reply.send(Ok(core.agent_alive(machine)))),
         Event::Status(reply) => drop(reply.send(Ok(core.status()))),
-        Event::Metrics(reply) => drop(reply.send(Ok(core.metrics()))),
+        Event::Metrics(reply) => drop(reply.send(Ok(core.samples()))),
     }
 }
 
@@ -209,6 +227,8 @@ pub(crate) struct CoordinatorService {
     /// Whether this start is a restart: an agent registered carrying a session from a previous
     /// coordinator. A fresh cluster (every agent registering with none) has no recovery window.
     pub(crate) restarted: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Machine ids given to agents that asked for one.
+    pub(crate) assignments: std::sync::Arc<crate::membership::Assignments>,
 }
 
 fn status(e: CoordError) -> Status {
@@ -345,6 +365,36 @@ impl Coordinator for CoordinatorService {
         let hb = Heartbeat::try_from(req.into_inner()).map_err(invalid)?;
         let known = self.core.ask(|r| Event::Heartbeat(hb, r)).await.map_err(status)?;
         Ok(Response::new(pb::HeartbeatResponse { known }))
+    }
+
+    async fn assign_machine(
+        &self,
+        req: Request<pb::AssignMachineRequest>,
+    ) -> Result<Response<pb::AssignMachineResponse>, Status> {
+        as_some_agent(&req)?;
+        if coflow_proto::Peer::of(&req).is_some_and(coflow_proto::Peer::is_certified) {
+            return Err(Status::failed_precondition(
+                "with TLS, an agent's machine id is the one its certificate names",
+            ));
+        }
+        let known = || async {
+            let view = self.core.ask(Event::Status).await.map_err(Status::from)?;
+            Ok(view.agents.iter().map(|a| a.machine.0).collect())
+        };
+        let machine_id = self.assignments.assign(&req.get_ref().host, known).await?;
+        Ok(Response::new(pb::AssignMachineResponse { machine_id }))
+    }
+
+    async fn deregister_agent(
+        &self,
+        req: Request<pb::DeregisterAgentRequest>,
+    ) -> Result<Response<pb::DeregisterAgentResponse>, Status> {
+        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
+        as_agent(&req, machine)?;
+        self.sessions.check(MachineId(machine), session).await?;
+        self.core.ask(|r| Event::Deregister(MachineId(machine), r)).await.map_err(status)?;
+        tracing::info!(machine, "agent deregistered");
+        Ok(Response::new(pb::DeregisterAgentResponse {}))
     }
 
     type WatchRatesStream = RateStream;

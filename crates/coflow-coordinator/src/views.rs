@@ -1,11 +1,12 @@
-//! What the coordinator shows of itself: the live view for `coflow status` and the Prometheus
-//! text for `/metrics`, both read from [`Core`] through its plain accessors.
+//! What the coordinator shows of itself: the live view for `coflow status` and the web page, and
+//! the counters and gauges for `/metrics`, all read from [`Core`] through its plain accessors.
 
 use ::core::net::SocketAddr;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
-use coflow_core::{CoflowId, FlowId, MachineId};
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+pub(crate) use coflow_telemetry::Sample;
+use coflow_telemetry::{Metrics, Value};
 
 use crate::core::Core;
 
@@ -33,6 +34,12 @@ pub struct CoflowView {
     pub puts: u32,
     /// Whether it is served outside the policy (bypassed, or rejected by admission control).
     pub bypass: bool,
+    /// Bytes of the pieces put.
+    pub bytes: u64,
+    /// How long since its first get (its arrival, from which its CCT counts), if it had one.
+    pub age: Option<Nanos>,
+    /// Its deadline, counted from its first get, if it has one.
+    pub deadline: Option<Nanos>,
     /// Its unfinished flows: id, data id, source, destination, size, bytes sent, rate.
     pub flows: Vec<FlowView>,
 }
@@ -69,6 +76,10 @@ pub struct AgentView {
     pub tx_bps: f64,
     /// Its last reported receiving rate.
     pub rx_bps: f64,
+    /// Its port's capacity, bytes per second.
+    pub port_rate: f64,
+    /// How long since it was last heard from.
+    pub silent: Nanos,
 }
 
 impl Core {
@@ -87,38 +98,47 @@ impl Core {
         }
     }
 
-    /// The counters and gauges in Prometheus text format.
-    pub fn metrics(&self) -> String {
+    /// The counters and gauges, read at each scrape (the histograms are the service's).
+    pub fn samples(&self) -> Vec<Sample> {
         let c = self.counters();
-        let mut s = String::new();
-        let mut line = |name: &str, kind: &str, help: &str, v: f64| {
-            let _ = write!(
-                s,
-                "# HELP coflow_coordinator_{name} {help}\n# TYPE coflow_coordinator_{name} {kind}\n\
-                 coflow_coordinator_{name} {v}\n"
-            );
-        };
-        line("messages_total", "counter", "Control messages handled.", c.messages as f64);
-        line("decisions_total", "counter", "Policy decisions.", c.decisions as f64);
-        line("rate_pushes_total", "counter", "Rate batches pushed to agents.", c.pushes as f64);
-        line("rate_changes_total", "counter", "Flow rate changes pushed.", c.rate_changes as f64);
-        line("flows_finished_total", "counter", "Flows finished with every byte.", c.flows_finished as f64);
-        line("flows_failed_total", "counter", "Flows that failed.", c.flows_failed as f64);
-        line("coflows_registered_total", "counter", "Coflows registered.", c.coflows_registered as f64);
-        line("flows_recovered_total", "counter", "Flows re-announced after a restart.", c.flows_recovered as f64);
-        line("coflows_adopted_total", "counter", "Coflows adopted after a restart.", c.coflows_adopted as f64);
-        line("live_coflows", "gauge", "Registered coflows.", self.live_coflows() as f64);
-        line("scheduled_coflows", "gauge", "Coflows the policy schedules.", self.scheduled_coflows() as f64);
-        line("live_flows", "gauge", "Unfinished flows.", self.live_flows() as f64);
-        line("agents_alive", "gauge", "Live agents.", self.agents_alive() as f64);
-        let mut labelled = |name: &str, help: &str, rows: &mut dyn Iterator<Item = (&str, u64)>| {
-            let _ = write!(s, "# HELP coflow_coordinator_{name} {help}\n# TYPE coflow_coordinator_{name} counter\n");
-            for (reason, v) in rows {
-                let _ = writeln!(s, "coflow_coordinator_{name}{{reason=\"{reason}\"}} {v}");
-            }
-        };
-        labelled("flows_failed_by_reason_total", "Flows that failed, by reason (error kind).", &mut self.failures());
-        labelled("flows_timed_out_total", "Flows that failed on a timeout, by which one.", &mut self.timeouts());
-        s
+        let int = |v: usize| Value::Int(v as u64);
+        let mut out = vec![
+            Sample::counter("messages", "Control messages handled.", c.messages),
+            Sample::counter("decisions", "Policy decisions.", c.decisions),
+            Sample::counter("rate_pushes", "Rate batches pushed to agents.", c.pushes),
+            Sample::counter("rate_changes", "Flow rate changes pushed.", c.rate_changes),
+            Sample::counter("flows_finished", "Flows finished with every byte.", c.flows_finished),
+            Sample::counter("flows_failed", "Flows that failed.", c.flows_failed),
+            Sample::counter("coflows_registered", "Coflows registered.", c.coflows_registered),
+            Sample::counter("flows_recovered", "Flows re-announced after a restart.", c.flows_recovered),
+            Sample::counter("coflows_adopted", "Coflows adopted after a restart.", c.coflows_adopted),
+            Sample::gauge("live_coflows", "Registered coflows.", int(self.live_coflows())),
+            Sample::gauge("scheduled_coflows", "Coflows the policy schedules.", int(self.scheduled_coflows())),
+            Sample::gauge("live_flows", "Unfinished flows.", int(self.live_flows())),
+            Sample::gauge("agents_alive", "Live agents.", int(self.agents_alive())),
+        ];
+        // The reasons the coordinator gives itself are listed at 0 from the start, so that each
+        // series exists before its first failure (reasons agents report join as they come).
+        let mut failed: BTreeMap<&str, u64> =
+            ["agent-departed", "agent-restarted", "agent-timed-out"].map(|r| (r, 0)).into();
+        failed.extend(self.failures());
+        for (reason, v) in failed {
+            let help = "Flows that failed, by reason (error kind).";
+            out.push(Sample::counter("flows_failed_by_reason", help, v).with("reason", reason));
+        }
+        let mut timed_out: BTreeMap<&str, u64> = ["agent-heartbeat", "data-read"].map(|r| (r, 0)).into();
+        timed_out.extend(self.timeouts());
+        for (reason, v) in timed_out {
+            let help = "Flows that failed on a timeout, by which one.";
+            out.push(Sample::counter("flows_timed_out", help, v).with("reason", reason));
+        }
+        out
+    }
+
+    /// The counters and gauges as Prometheus text (without the service's histograms).
+    pub fn metrics(&self) -> String {
+        let m = Metrics::new("coordinator", env!("CARGO_PKG_VERSION"));
+        m.snapshot().set(self.samples());
+        m.encode()
     }
 }

@@ -8,7 +8,6 @@
 //! - [`pb`]: the generated messages, clients and servers (package `coflow.v1`).
 //! - `msg`: validated domain types ([`DataId`], [`CoflowOptions`], [`PutSource`], ...) and their
 //!   conversions.
-//! - `metrics`: [`serve_metrics`], the tiny HTTP endpoint for Prometheus both services expose.
 //! - `auth`: the cluster token ([`ClusterToken`]) and the interceptors that attach
 //!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
 //! - `tls`: mutual TLS and roles in certificates: [`Security`] (token or TLS), [`TlsContext`],
@@ -19,7 +18,6 @@
 
 mod auth;
 pub mod certs;
-mod metrics;
 mod msg;
 mod serve;
 mod tls;
@@ -31,7 +29,6 @@ pub mod pb {
 }
 
 pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError};
-pub use metrics::{Render, serve_metrics};
 pub use msg::{
     AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN,
     MAX_PIECE_SIZE, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,

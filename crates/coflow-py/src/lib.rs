@@ -444,5 +444,7 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_workload, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
+    // The workspace version, the same that `coflow --version` prints.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -212,7 +212,7 @@ impl Cluster {
             cluster.agent_addrs.push(grpc.local_addr()?);
             cluster.agent_metrics.push(metrics.local_addr()?);
             let acfg = AgentConfig {
-                machine: m,
+                machine: Some(m),
                 coordinator: format!("{scheme}://{coordinator_addr}"),
                 data_dir: dir.clone(),
                 port_rate_bps: cfg.port_rate_bps,

@@ -3,6 +3,7 @@
 
 mod faults;
 mod live;
+mod ops;
 mod rates;
 mod tls;
 

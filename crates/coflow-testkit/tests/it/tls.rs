@@ -208,7 +208,7 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
     let mut f = files(&other, "agent-2");
     f.ca = real_ca.clone();
     let acfg = coflow_agent::AgentConfig {
-        machine: 2,
+        machine: Some(2),
         coordinator: cluster.coordinator_url(),
         data_dir: dir.clone(),
         heartbeat_interval_ms: 50,

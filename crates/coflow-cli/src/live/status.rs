@@ -1,0 +1,199 @@
+//! `coflow status`: what the coordinator shows of the cluster, in human units (rates in bits per
+//! second, sizes in binary units), as JSON (`--json`, raw numbers: bytes and bytes per second),
+//! or refreshed every few seconds (`--watch`).
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use coflow_client::{Client, ClientConfig, TlsFiles};
+use coflow_core::{Bytes, Rate};
+use coflow_proto::pb;
+
+use super::{TlsArgs, TokenArgs, runtime};
+
+/// Options of `coflow status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// The coordinator's URL (default http://127.0.0.1:7070, https:// with TLS).
+    #[arg(long, env = "COFLOW_COORDINATOR")]
+    coordinator: Option<String>,
+    /// Print JSON (bytes and bytes per second as numbers) instead of a table.
+    #[arg(long, env = "COFLOW_JSON")]
+    json: bool,
+    /// Print again every SECONDS seconds until interrupted (default 2).
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2", env = "COFLOW_WATCH")]
+    watch: Option<f64>,
+    #[command(flatten)]
+    token: TokenArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+pub(crate) fn run(a: StatusArgs) -> Result<()> {
+    if let Some(s) = a.watch
+        && !(0.1..=3600.0).contains(&s)
+    {
+        anyhow::bail!("--watch must be 0.1 to 3600 seconds, not {s}");
+    }
+    let files = TlsFiles::from_parts("--tls-", a.tls.tls_ca, a.tls.tls_cert, a.tls.tls_key)?;
+    let scheme = if files.is_some() { "https" } else { "http" };
+    let url = a.coordinator.unwrap_or_else(|| format!("{scheme}://127.0.0.1:7070"));
+    let cfg = match files {
+        Some(f) => ClientConfig::tls(url.clone(), url, f),
+        None => ClientConfig::new(url.clone(), url, a.token.token()?),
+    };
+    let clear = a.watch.is_some() && !a.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    runtime()?.block_on(async move {
+        let c = Client::connect(cfg).await?;
+        loop {
+            let st = c.status().await.context("asking the coordinator")?;
+            let text = if a.json { format!("{}\n", serde_json::to_string(&json(&st))?) } else { render(&st) };
+            if clear {
+                // Home the cursor and clear the screen, so the table redraws in place.
+                print!("\x1b[H\x1b[2J");
+            }
+            print!("{text}");
+            let Some(every) = a.watch else { return Ok(()) };
+            if !a.json {
+                println!();
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs_f64(every)) => {}
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
+    })
+}
+
+fn rate(bps: f64) -> String {
+    if bps > 0.0 { Rate::from_bytes_per_sec(bps).to_string() } else { "0".into() }
+}
+
+/// The table: agents, then coflows with their flows.
+pub(crate) fn render(st: &pb::StatusResponse) -> String {
+    let mut s = format!("policy {}\n\nagents: {}\n", st.policy, st.agents.len());
+    for a in &st.agents {
+        s.push_str(&format!(
+            "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}\n",
+            a.machine_id,
+            a.data_addr,
+            if a.alive { "alive" } else { "dead" },
+            rate(a.tx_bps),
+            rate(a.rx_bps)
+        ));
+    }
+    s.push_str(&format!("\ncoflows: {}\n", st.coflows.len()));
+    for c in &st.coflows {
+        let (size, sent): (u64, u64) = c.flows.iter().fold((0, 0), |(a, b), f| (a + f.size, b + f.bytes_sent));
+        let now: f64 = c.flows.iter().map(|f| f.rate_bps).sum();
+        s.push_str(&format!(
+            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}\n",
+            c.coflow_id,
+            c.name,
+            c.puts,
+            c.num_flows,
+            if c.bypass { " bypass" } else { "" },
+            c.flows.len(),
+            Bytes(sent),
+            Bytes(size),
+            rate(now)
+        ));
+        for f in &c.flows {
+            s.push_str(&format!(
+                "    flow {:>8} {:<24} {:>3} -> {:<3} {:>11} of {:<11} {:>14}\n",
+                f.flow_id,
+                f.data_id,
+                f.src_machine_id,
+                f.dst_machine_id,
+                Bytes(f.bytes_sent).to_string(),
+                Bytes(f.size).to_string(),
+                rate(f.rate_bps)
+            ));
+        }
+    }
+    s
+}
+
+/// The same as JSON, numbers raw (bytes, bytes per second).
+pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
+    serde_json::json!({
+        "policy": st.policy,
+        "agents": st.agents.iter().map(|a| serde_json::json!({
+            "machine": a.machine_id,
+            "data_addr": a.data_addr,
+            "alive": a.alive,
+            "tx_bytes_per_second": a.tx_bps,
+            "rx_bytes_per_second": a.rx_bps,
+        })).collect::<Vec<_>>(),
+        "coflows": st.coflows.iter().map(|c| serde_json::json!({
+            "id": c.coflow_id,
+            "name": c.name,
+            "num_flows": c.num_flows,
+            "puts": c.puts,
+            "bypass": c.bypass,
+            "flows": c.flows.iter().map(|f| serde_json::json!({
+                "id": f.flow_id,
+                "data_id": f.data_id,
+                "src": f.src_machine_id,
+                "dst": f.dst_machine_id,
+                "size_bytes": f.size,
+                "sent_bytes": f.bytes_sent,
+                "rate_bytes_per_second": f.rate_bps,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> pb::StatusResponse {
+        pb::StatusResponse {
+            policy: "varys".into(),
+            agents: vec![pb::AgentStatus {
+                machine_id: 1,
+                data_addr: "10.0.0.1:7072".into(),
+                alive: true,
+                tx_bps: 12_500_000.0,
+                rx_bps: 0.0,
+            }],
+            coflows: vec![pb::CoflowStatus {
+                coflow_id: 7,
+                name: "stage-3".into(),
+                num_flows: 2,
+                puts: 2,
+                bypass: false,
+                flows: vec![pb::FlowStatus {
+                    flow_id: 9,
+                    data_id: "m0-r1".into(),
+                    src_machine_id: 1,
+                    dst_machine_id: 2,
+                    size: 3 << 20,
+                    bytes_sent: 1 << 20,
+                    rate_bps: 125_000_000.0,
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn the_table_is_in_human_units() {
+        let t = render(&example());
+        // 12,500,000 B/s is 100 Mbit/s; 125,000,000 B/s is 1 Gbit/s; 1 of 3 MiB sent.
+        assert!(t.contains("alive  tx     100 Mbit/s"), "{t}");
+        assert!(t.contains("1.00 MiB of 3.00 MiB"), "{t}");
+        assert!(t.contains("at 1 Gbit/s"), "{t}");
+        assert!(t.contains("rx              0"), "{t}");
+    }
+
+    #[test]
+    fn the_json_keeps_raw_numbers() {
+        let j = json(&example());
+        assert_eq!(j["coflows"][0]["flows"][0]["size_bytes"], 3u64 << 20);
+        assert_eq!(j["coflows"][0]["flows"][0]["rate_bytes_per_second"], 125_000_000.0);
+        assert_eq!(j["agents"][0]["tx_bytes_per_second"], 12_500_000.0);
+        assert_eq!(j["policy"], "varys");
+    }
+}

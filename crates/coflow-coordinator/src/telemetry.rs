@@ -1,0 +1,165 @@
+//! The coordinator's HTTP face: `/metrics` (histograms the service observes, counters and gauges
+//! read from the core at each scrape), `/healthz` and `/readyz`, and the live web page (`/`, which
+//! reads `/api/status` and `/metrics`).
+//!
+//! Histograms: decision time (wall time of a `handle_timeout` that decided, by policy), the
+//! rate-push delay (from the decision that changed a rate to the push of its batch), and CCT (by
+//! policy and Varys bin, from a scheduled coflow's first get to the end of its last flow).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::header;
+use axum::routing::get;
+use coflow_telemetry::prometheus_client::metrics::family::Family;
+use coflow_telemetry::prometheus_client::metrics::histogram::Histogram;
+use coflow_telemetry::{Health, Metrics, Scrape, exponential_buckets};
+
+use crate::core::Observation;
+use crate::views::{Sample, StatusView};
+
+type Labels = Vec<(&'static str, String)>;
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// The web page: plain HTML and a little JavaScript, no build step.
+const PAGE: &str = include_str!("web/index.html");
+
+/// The service's histograms; cheap to clone (they share their counts).
+#[derive(Clone, Debug)]
+pub(crate) struct Observer {
+    policy: String,
+    decision: Histograms,
+    push_delay: Histogram,
+    cct: Histograms,
+}
+
+fn seconds(d: coflow_core::Nanos) -> f64 {
+    d.0 as f64 / 1e9
+}
+
+impl Observer {
+    /// One decision took `d`.
+    pub(crate) fn decision(&self, d: Duration) {
+        self.decision.get_or_create(&vec![("policy", self.policy.clone())]).observe(d.as_secs_f64());
+    }
+
+    /// What the core measured.
+    pub(crate) fn observe(&self, o: Observation) {
+        match o {
+            Observation::PushDelay(d) => self.push_delay.observe(seconds(d)),
+            Observation::Completed { bin, cct } => self
+                .cct
+                .get_or_create(&vec![("policy", self.policy.clone()), ("bin", bin.name().to_string())])
+                .observe(seconds(cct)),
+        }
+    }
+}
+
+/// The coordinator's metrics and its observer, for `policy`.
+pub(crate) fn metrics(policy: &str) -> (Metrics, Observer) {
+    let mut m = Metrics::new("coordinator", env!("CARGO_PKG_VERSION"));
+    // 10 µs to about 10 s; 1 ms to about 17 min.
+    let fast: fn() -> Histogram = || Histogram::new(exponential_buckets(1e-5, 2.0, 21));
+    let slow: fn() -> Histogram = || Histogram::new(exponential_buckets(1e-3, 2.0, 21));
+    let o = Observer {
+        policy: policy.to_string(),
+        decision: Family::new_with_constructor(fast),
+        push_delay: fast(),
+        cct: Family::new_with_constructor(slow),
+    };
+    let r = m.registry("coordinator");
+    r.register("decision_seconds", "Wall time of one policy decision, by policy", o.decision.clone());
+    r.register(
+        "rate_push_delay_seconds",
+        "Time from a decision that changed rates to the push of their batch to agents",
+        o.push_delay.clone(),
+    );
+    r.register(
+        "cct_seconds",
+        "Coflow completion time, from a scheduled coflow's first get to the end of its last flow, by policy and Varys bin",
+        o.cct.clone(),
+    );
+    (m, o)
+}
+
+/// Asks the core task for something (its counters and gauges, its live view); `None` once it
+/// has stopped.
+pub(crate) type Ask<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Option<T>> + Send>> + Send + Sync>;
+
+/// `/metrics`, `/healthz`, `/readyz`, `/api/status` and the web page.
+pub(crate) fn router(
+    samples: Ask<Vec<Sample>>,
+    status: Ask<StatusView>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+) -> Router {
+    let scrape: Scrape = Arc::new(move || {
+        let (samples, metrics) = (samples.clone(), metrics.clone());
+        Box::pin(async move {
+            if let Some(s) = samples().await {
+                metrics.snapshot().set(s);
+            }
+            metrics.encode()
+        })
+    });
+    coflow_telemetry::router(scrape, health)
+        .route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) }))
+        .route(
+            "/api/status",
+            get(move || {
+                let status = status.clone();
+                async move {
+                    let body = match status().await {
+                        Some(v) => status_json(&v).to_string(),
+                        None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),
+                    };
+                    ([(header::CONTENT_TYPE, "application/json")], body)
+                }
+            }),
+        )
+}
+
+/// The live view as the web page reads it: numbers raw (bytes, bytes per second, seconds).
+pub fn status_json(v: &StatusView) -> serde_json::Value {
+    let coflows: Vec<_> = v
+        .coflows
+        .iter()
+        .map(|c| {
+            let size: u64 = c.flows.iter().map(|f| f.size).sum();
+            let sent: u64 = c.flows.iter().map(|f| f.sent).sum();
+            let rate: f64 = c.flows.iter().map(|f| f.rate).sum();
+            serde_json::json!({
+                "id": c.id.0,
+                "name": c.name,
+                "width": c.num_flows.max(c.puts),
+                "bytes": c.bytes,
+                "flows": c.flows.len(),
+                "in_flight_bytes": size,
+                "in_flight_sent_bytes": sent,
+                "rate": rate,
+                "age_seconds": c.age.map(seconds),
+                "deadline_seconds": c.deadline.map(seconds),
+                "bypass": c.bypass,
+            })
+        })
+        .collect();
+    let agents: Vec<_> = v
+        .agents
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "machine": a.machine.0,
+                "data_addr": a.data_addr.to_string(),
+                "alive": a.alive,
+                "tx": a.tx_bps,
+                "rx": a.rx_bps,
+                "port_rate": a.port_rate,
+                "silent_seconds": seconds(a.silent),
+            })
+        })
+        .collect();
+    serde_json::json!({ "policy": v.policy, "coflows": coflows, "agents": agents })
+}

@@ -1,0 +1,21 @@
+//! What the services show of themselves over HTTP: Prometheus metrics through the official
+//! client library (`prometheus-client`), liveness and readiness, and any pages a service adds
+//! (the coordinator's web page), served by axum on one listener until shutdown.
+//!
+//! # Layout
+//! - `metrics`: [`Metrics`], a service's registry with `coflow_build_info`; [`Sample`]s, the
+//!   counters and gauges a service reads from its state at each scrape ([`Snapshot`]); histogram
+//!   buckets; [`reference()`], the metrics reference page generated from an encoded registry.
+//! - `http`: [`Health`] (ready or not), [`router`] (`/metrics`, `/healthz`, `/readyz`) and
+//!   [`serve`].
+
+#![warn(missing_docs)]
+
+mod http;
+mod metrics;
+
+pub use http::{Health, Scrape, router, serve};
+pub use metrics::{
+    CONTENT_TYPE, Kind, Metrics, Sample, Snapshot, Value, exponential_buckets, parse_families, reference,
+};
+pub use prometheus_client;

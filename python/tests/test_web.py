@@ -1,0 +1,104 @@
+"""The coordinator's live web page in a real browser: headless Chromium (Debian's chromium and
+chromium-driver, driven by selenium) loads it from a running cluster of `coflow` processes while
+a coflow moves, and the test reads what it shows: the policy, the agents, the coflow listed with a
+rate, its progress and the refresh counter moving, then the completion in the CCT histogram. A
+screenshot is kept at target/web-page.png."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from conftest import REPO, Cluster
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    # No sandbox as root, and no background traffic: this machine reaches no network.
+    for flag in [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ]:
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(20)
+    yield driver
+    driver.quit()
+
+
+def wait(what: str, check, seconds: float = 20.0):
+    deadline = time.monotonic() + seconds
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the page never showed {what}")
+        time.sleep(0.1)
+
+
+def test_the_live_page_shows_coflows_rates_agents_and_histograms(coflow_bin: Path, tmp_path: Path, browser) -> None:
+    # Ports capped at 2 MB/s and no bypass: a 6 MB piece takes about 3 s, scheduled by the policy.
+    cluster = Cluster(coflow_bin, tmp_path, agents=2, port_rate="16Mbps", coordinator_args=["--bypass-threshold-bytes", "0"])
+    try:
+        with cluster.client(0) as c, cluster.client(1) as r:
+            coflow = c.register(1, name="web-shuffle")
+            c.put(coflow, "piece", bytes(6_000_000))
+            got = {}
+            reader = threading.Thread(target=lambda: got.setdefault("data", r.get(coflow, "piece")))
+            reader.start()
+            browser.get(cluster.http + "/")
+            assert wait("the policy", lambda: browser.find_element(By.ID, "policy").text == "varys")
+            row = wait(
+                "the coflow with a rate",
+                lambda: [
+                    tr for tr in browser.find_elements(By.CSS_SELECTOR, "#coflows tr")
+                    if "web-shuffle" in tr.text and "bit/s" in tr.find_element(By.CLASS_NAME, "rate").text
+                ],
+            )[0]
+            assert row.get_attribute("data-coflow") == str(coflow)
+            cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+            assert cells[2] == "1" and cells[3] == "5.7 MiB", cells  # width 1, 6,000,000 bytes
+            agents = browser.find_elements(By.CSS_SELECTOR, "#agents tr")
+            assert [a.get_attribute("data-machine") for a in agents] == ["0", "1"]
+            assert all("alive" in a.text for a in agents)
+            # Live: the refresh counter and the coflow's progress move while the bytes flow.
+            first = int(browser.find_element(By.ID, "updated").get_attribute("data-refreshes"))
+            progress = lambda: next(
+                (tr.find_elements(By.TAG_NAME, "td")[4].text for tr in browser.find_elements(By.CSS_SELECTOR, "#coflows tr")
+                 if "web-shuffle" in tr.text), None)  # fmt: skip
+            p0 = progress()
+            wait("another refresh", lambda: int(browser.find_element(By.ID, "updated").get_attribute("data-refreshes")) > first)
+            wait("the progress moving", lambda: progress() not in (None, p0))
+            (REPO / "target").mkdir(exist_ok=True)
+            browser.save_screenshot(str(REPO / "target" / "web-page.png"))
+            reader.join(timeout=30)
+            assert got["data"] == bytes(6_000_000)
+            # The completion reaches the CCT histogram; decisions were timed.
+            wait("the completion", lambda: browser.find_element(By.ID, "cct-summary").text.startswith("1 observed"))
+            assert "observed, mean" in browser.find_element(By.ID, "decision-summary").text
+            c.unregister(coflow)
+            wait("no coflow", lambda: browser.find_element(By.ID, "coflow-count").text == "0")
+    finally:
+        cluster.stop()
