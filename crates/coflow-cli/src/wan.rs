@@ -1,7 +1,7 @@
 //! The wide-area options of `coflow sim` (`--wan` and the flags that go with it), and the policy
 //! instances a wide-area run uses.
 //!
-//! The topology file (JSON, documented in `docs/wan-topology.md`) is the library's
+//! The topology file (JSON, documented in `docs/src/guide/wan-topology.md`) is the library's
 //! (`coflow_sim::topology`); `default` is the embedded three-datacenter topology.
 
 use anyhow::{Context, Result, bail};
@@ -16,7 +16,7 @@ use coflow_sim::topology::{Overrides, Topology, TopologyError};
 /// Options of wide-area runs.
 #[derive(Debug, Args)]
 pub(crate) struct WanArgs {
-    /// Replay on a wide-area fabric: a topology file (JSON, see docs/wan-topology.md) or
+    /// Replay on a wide-area fabric: a topology file (JSON, see docs/src/guide/wan-topology.md) or
     /// `default` (three datacenters with unequal, fluctuating links). Reports Siphon's figures
     /// against `mrtf`.
     #[arg(long, value_name = "FILE|default")]

@@ -1,4 +1,4 @@
-//! The wide-area topology file (JSON, documented in `docs/wan-topology.md`), its validation, and
+//! The wide-area topology file (JSON, documented in `docs/src/guide/wan-topology.md`), its validation, and
 //! the [`WanConfig`] a run on it uses.
 //!
 //! Reading is in two steps, because a file does not know the workload it will carry:

@@ -1,6 +1,6 @@
 //! Trace readers and writers, and a synthetic workload generator, all producing coflow-core types.
 //!
-//! Two file formats are supported, both described precisely in `docs/trace-formats.md`:
+//! Two file formats are supported, both described precisely in `docs/src/guide/traces.md`:
 //! - **coflow-benchmark**, the text format of the public Facebook trace
 //!   (`FB2010-1Hr-150-0.txt`): [`parse_benchmark`], [`read_benchmark`], [`write_benchmark`].
 //! - **coflow-jsonl**, a JSON Lines format of our own that carries everything the model has

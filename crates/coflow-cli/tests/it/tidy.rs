@@ -192,3 +192,142 @@ fn no_cli_module_imports_another_commands_module() {
     }
     assert!(wrong.is_empty(), "move what is shared into a module that is no command:\n{}", wrong.join("\n"));
 }
+
+/// The top-level modules of a crate's `src/` (files, or folders with a `mod.rs`) with the text
+/// of each (a folder's files together), `lib.rs` and `main.rs` aside.
+fn modules_of(src: &std::path::Path) -> BTreeMap<String, String> {
+    let mut modules = BTreeMap::new();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        if path.is_dir() {
+            let mut text = String::new();
+            for f in std::fs::read_dir(&path).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|e| e == "rs") {
+                    text.push_str(&std::fs::read_to_string(&f).unwrap());
+                }
+            }
+            modules.insert(name, text);
+        } else if path.extension().is_some_and(|e| e == "rs") && name != "lib" && name != "main" {
+            modules.insert(name, std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    modules
+}
+
+/// The circles of a graph: each strongly connected component of more than one node, its members
+/// sorted (Tarjan's algorithm, small graphs only).
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    fn reach(edges: &BTreeMap<String, BTreeSet<String>>, from: &str) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(n) = stack.pop() {
+            for m in edges.get(&n).into_iter().flatten() {
+                if seen.insert(m.clone()) {
+                    stack.push(m.clone());
+                }
+            }
+        }
+        seen
+    }
+    let reachable: BTreeMap<&String, BTreeSet<String>> = edges.keys().map(|n| (n, reach(edges, n))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for (n, r) in &reachable {
+        if !r.contains(*n) || out.iter().any(|c| c.contains(n)) {
+            continue;
+        }
+        let mut circle: Vec<String> =
+            reachable.iter().filter(|(m, rm)| r.contains(**m) && rm.contains(*n)).map(|(m, _)| (*m).clone()).collect();
+        circle.sort();
+        if circle.len() > 1 {
+            out.push(circle);
+        }
+    }
+    out
+}
+
+/// Circles known today, each to be broken (FIXME): the test fails when one is gone, so that the
+/// list shrinks with the code.
+const KNOWN_CIRCLES: &[&str] =
+    &["coflow-coordinator: core, views", "coflow-coordinator: identity, service", "coflow-testbed: net, state"];
+
+#[test]
+fn no_import_circles_between_modules() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = BTreeSet::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let krate = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let modules = modules_of(&src);
+        let edges: BTreeMap<String, BTreeSet<String>> = modules
+            .iter()
+            .map(|(name, text)| {
+                let used = crate_paths(text).into_iter().filter(|m| m != name && modules.contains_key(m)).collect();
+                (name.clone(), used)
+            })
+            .collect();
+        for circle in circles(&edges) {
+            found.insert(format!("{krate}: {}", circle.join(", ")));
+        }
+    }
+    let known: BTreeSet<String> = KNOWN_CIRCLES.iter().map(|s| s.to_string()).collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    let gone: Vec<_> = known.difference(&found).collect();
+    assert!(new.is_empty(), "modules that import each other, directly or through others: {new:?}");
+    assert!(gone.is_empty(), "circles broken (take them off KNOWN_CIRCLES): {gone:?}");
+}
+
+#[test]
+fn the_circle_finder_finds_circles_and_only_them() {
+    let graph = |pairs: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in pairs {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+            g.entry(b.to_string()).or_default();
+        }
+        g
+    };
+    assert_eq!(circles(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])), [["a", "b", "c"]]);
+    assert!(circles(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+}
+
+/// The crates that speak the protocol: the protocol itself, the SDK, and the two services' gRPC
+/// faces. Every other crate goes through the SDK or a service's library, never through messages.
+const SPEAKS_PROTOBUF: &[&str] = &["coflow-proto", "coflow-client", "coflow-coordinator", "coflow-agent"];
+/// Crates that still name protobuf messages today (FIXME: `coflow bench-live`'s load generator
+/// builds them by hand in the CLI); the test fails when one no longer does.
+const KNOWN_PROTOBUF_USERS: &[&str] = &["coflow-cli"];
+
+#[test]
+fn protobuf_messages_appear_only_where_the_protocol_is_spoken() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut users = BTreeSet::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let krate = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let mut texts = Vec::new();
+        for sub in ["src", "benches"] {
+            if let Ok(files) = std::fs::read_dir(dir.join(sub)) {
+                for f in files.flatten() {
+                    if f.path().extension().is_some_and(|e| e == "rs") {
+                        texts.push(std::fs::read_to_string(f.path()).unwrap());
+                    }
+                }
+            }
+        }
+        if texts.iter().any(|t| t.contains("coflow_proto::pb") || t.contains("pb::")) {
+            users.insert(krate);
+        }
+    }
+    assert!(users.contains("coflow-client"), "the check is real: the SDK speaks protobuf");
+    let allowed: BTreeSet<&str> = SPEAKS_PROTOBUF.iter().chain(KNOWN_PROTOBUF_USERS).copied().collect();
+    let wrong: Vec<_> = users.iter().filter(|u| !allowed.contains(u.as_str())).collect();
+    assert!(wrong.is_empty(), "crates naming protobuf messages outside the protocol's edge: {wrong:?}");
+    let gone: Vec<_> = KNOWN_PROTOBUF_USERS.iter().filter(|k| !users.contains(**k)).collect();
+    assert!(gone.is_empty(), "no longer naming protobuf (take them off KNOWN_PROTOBUF_USERS): {gone:?}");
+}

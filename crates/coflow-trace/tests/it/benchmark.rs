@@ -211,7 +211,7 @@ fn errors_report_the_first_bad_line() {
 
 #[test]
 fn the_documented_example() {
-    // The example of docs/trace-formats.md.
+    // The example of docs/src/guide/traces.md.
     let w = parse_benchmark("6 2\n1 0 1 2 1 5:1.0\n2 120 2 0 1 2 1:2.0 3:7.5\n").unwrap();
     assert_eq!(w.machines, 6);
     assert_eq!(w.coflows[0].flows, [flow(2, 5, 1_048_576)]);

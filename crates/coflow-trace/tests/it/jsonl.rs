@@ -160,7 +160,7 @@ fn duplicate_coflow_id() {
 
 #[test]
 fn the_documented_example() {
-    // The example of docs/trace-formats.md.
+    // The example of docs/src/guide/traces.md.
     let text = r#"{"format":"coflow-jsonl","version":1,"machines":4}
 {"id":1,"arrival_ns":0,"flows":[{"src":0,"dst":2,"bytes":524288},{"src":1,"dst":2,"bytes":524288}]}
 {"id":2,"arrival_ns":10000000,"flows":[{"src":3,"dst":1,"bytes":6291456}],"deadline_ns":500000000,"weight":2.0,"parents":[1],"sizes_known":false,"name":"reduce stage"}
