@@ -26,7 +26,10 @@ pub struct CoordinatorConfig {
     /// no rates assigned, every flow at its sender's full port rate, the network shares the
     /// links. Default `varys`.
     pub policy: String,
-    /// Rate changes are pushed to agents at most once per window, batched. Default 5 ms.
+    /// Rate changes are pushed to agents at most once per window, batched. Default 0: pushed
+    /// after every decision, so that a new flow's first rate never waits; what a burst of events
+    /// changes is batched anyway, since the coordinator decides once for all the events that
+    /// queued while it was busy.
     pub push_window_ms: u64,
     /// Coflows whose bottleneck (most bytes on one port) is under this bypass scheduling and go
     /// at full speed. Default 25,000,000 bytes (Varys's 25 MB); 0 disables the bypass.
@@ -56,7 +59,7 @@ impl Default for CoordinatorConfig {
             listen: "127.0.0.1:7070".into(),
             metrics_listen: None,
             policy: "varys".into(),
-            push_window_ms: 5,
+            push_window_ms: 0,
             bypass_threshold_bytes: 25_000_000,
             heartbeat_interval_ms: 100,
             agent_timeout_ms: 3000,

@@ -210,9 +210,8 @@ struct FlowRec {
     src: MachineId,
     dst: MachineId,
     size: u64,
-    /// Bytes sent as of the source's last report, and when that report came.
+    /// Bytes sent as of the source's last report.
     sent: u64,
-    sent_at: Nanos,
     state: FlowState,
     rate: f64,
 }
@@ -537,7 +536,6 @@ impl Core {
                     && f.src == hb.machine
                 {
                     f.sent = f.sent.max(sent.min(f.size));
-                    f.sent_at = now;
                 }
             }
         }
@@ -675,7 +673,6 @@ impl Core {
                 dst: r.dst,
                 size: r.size,
                 sent: r.received,
-                sent_at: now,
                 state: FlowState::Held,
                 rate: 0.0,
             },
@@ -712,7 +709,6 @@ impl Core {
                 dst: get.machine,
                 size,
                 sent: 0,
-                sent_at: now,
                 state: FlowState::Held,
                 rate: 0.0,
             },
@@ -1000,10 +996,12 @@ impl Core {
             for &fid in &p.flows {
                 let f = &self.flows[&fid];
                 let size = (f.size as f64).max(1.0);
-                // The last report, brought forward at the rate in force since (reports are a
-                // heartbeat old at most).
-                let moved = f.rate * now.saturating_sub(f.sent_at).as_secs_f64();
-                let remaining = (f.size.saturating_sub(f.sent) as f64 - moved).clamp(1.0, size);
+                // What the last report says is left, not brought forward at the assigned rate:
+                // a flow that has not started yet or runs below its rate would look nearly done,
+                // and a smallest-first policy would then give it whole ports that others need
+                // for as long as a heartbeat. A report is at most a heartbeat old, so a flow
+                // looks at most a heartbeat's bytes bigger than it is.
+                let remaining = (f.size.saturating_sub(f.sent) as f64).clamp(1.0, size);
                 flows.push(SnapshotFlow { src: f.src, dst: f.dst, size, remaining });
                 self.order.push(fid);
             }

@@ -137,14 +137,41 @@ fn varys_serves_the_smaller_coflow_first_and_pushes_only_changes() {
     assert_eq!(pushed[0].len(), 1, "one batch to machine 0");
     assert!(pushed[2].is_empty(), "nothing for a machine that sends nothing");
 
-    // The small coflow finishes: the big one gets the port back at the next push window.
+    // The small coflow finishes: the big one gets the port back at once (no push window by
+    // default).
     h.finish(fs.flow);
     h.advance(0);
-    assert!(h.drain().iter().all(Vec::is_empty), "held for the push window after the last push");
-    h.advance(5);
     let pushed = h.drain();
     assert_eq!(last_rate(&pushed, fb.flow), Some(CAP));
     assert_eq!(h.core.counters().flows_finished, 1);
+}
+
+/// A flow's remaining bytes are what its source last reported, not that report brought forward
+/// at the assigned rate: a flow that has not moved (its receiver never connected, or it runs
+/// below its rate) must not look nearly done, or SEBF would keep giving it the whole port.
+#[test]
+fn a_flow_that_reports_no_progress_does_not_look_nearly_done() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let big = h.register(1, CoflowOptions::default());
+    h.put(big, "b", 0, 10_000).unwrap();
+    let fb = h.get(big, "b", 2).unwrap();
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), fb.flow), Some(CAP));
+    // 99.5 s at 100 B/s would have moved 9,950 of its 10,000 bytes; its source has not
+    // started it (a source reports a flow once its receiver has connected).
+    for _ in 0..199 {
+        h.advance(500);
+        for m in 0..3 {
+            assert!(h.heartbeat(m, vec![]));
+        }
+    }
+    let small = h.register(1, CoflowOptions::default());
+    h.put(small, "s", 1, 1_000).unwrap();
+    let fs = h.get(small, "s", 2).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, fs.flow), Some(CAP), "the small coflow (10 s) goes before the big one (100 s left)");
+    assert_eq!(last_rate(&pushed, fb.flow), Some(0.0));
 }
 
 #[test]
