@@ -93,8 +93,11 @@ pub struct Reply {
     pub corrupted: u64,
     /// The error's text.
     pub message: String,
-    /// Seconds from the request's arrival to its end.
+    /// Seconds from the request's arrival to its end (for a get, its last byte at the client).
     pub elapsed_s: f64,
+    /// For a get: seconds from the request's arrival to its first verified bytes at the client.
+    #[serde(default)]
+    pub first_byte_s: Option<f64>,
 }
 
 /// The kind of a client error: its variant's name.
@@ -103,44 +106,52 @@ fn kind(e: &coflow_client::ClientError) -> String {
     d.split(|c: char| !c.is_alphanumeric()).next().unwrap_or("Other").to_string()
 }
 
-async fn handle(client: &Client, op: Op) -> (Outcome, u64, u64, u64, String) {
-    let fail = |e: coflow_client::ClientError| (Outcome::Failed(kind(&e)), 0, 0, 0, e.to_string());
+/// What a request came to: its outcome, a value, bytes delivered, bytes wrong, the error's text
+/// and, for a get, when its first bytes came.
+type Handled = (Outcome, u64, u64, u64, String, Option<Duration>);
+
+async fn handle(client: &Client, op: Op) -> Handled {
+    let fail = |e: coflow_client::ClientError| (Outcome::Failed(kind(&e)), 0, 0, 0, e.to_string(), None);
     match op {
         Op::Register { num_flows, name } => {
             match client.register(num_flows, CoflowOptions { name, ..Default::default() }).await {
-                Ok(id) => (Outcome::Ok, id.0, 0, 0, String::new()),
+                Ok(id) => (Outcome::Ok, id.0, 0, 0, String::new(), None),
                 Err(e) => fail(e),
             }
         }
         Op::Put { coflow, data_id, size, seed } => {
             match client.put(CoflowId(coflow), &data_id, piece(seed, size as usize)).await {
-                Ok(_) => (Outcome::Ok, 0, 0, 0, String::new()),
+                Ok(_) => (Outcome::Ok, 0, 0, 0, String::new(), None),
                 Err(e) => fail(e),
             }
         }
         Op::Get { coflow, data_id, size, seed, timeout_ms } => {
             let mut check = Checker::new(seed);
+            let (asked, mut first) = (Instant::now(), None);
             let got = tokio::time::timeout(
                 Duration::from_millis(timeout_ms),
-                client.get_with(CoflowId(coflow), &data_id, |b| check.update(b)),
+                client.get_with(CoflowId(coflow), &data_id, |b| {
+                    first.get_or_insert_with(|| asked.elapsed());
+                    check.update(b)
+                }),
             )
             .await;
             match got {
-                Err(_) => (Outcome::Hung, 0, check.seen, 0, format!("no end within {timeout_ms} ms")),
-                Ok(Err(e)) => (Outcome::Failed(kind(&e)), 0, check.seen, 0, e.to_string()),
+                Err(_) => (Outcome::Hung, 0, check.seen, 0, format!("no end within {timeout_ms} ms"), first),
+                Ok(Err(e)) => (Outcome::Failed(kind(&e)), 0, check.seen, 0, e.to_string(), first),
                 Ok(Ok(_)) => {
                     let bad = check.corrupted(size);
                     let o = if bad == 0 { Outcome::Ok } else { Outcome::Corrupted };
-                    (o, 0, check.seen, bad, String::new())
+                    (o, 0, check.seen, bad, String::new(), first)
                 }
             }
         }
         Op::Unregister { coflow } => match client.unregister(CoflowId(coflow)).await {
-            Ok(()) => (Outcome::Ok, 0, 0, 0, String::new()),
+            Ok(()) => (Outcome::Ok, 0, 0, 0, String::new(), None),
             Err(e) => fail(e),
         },
         Op::Agents => match client.status().await {
-            Ok(st) => (Outcome::Ok, st.agents.iter().filter(|a| a.alive).count() as u64, 0, 0, String::new()),
+            Ok(st) => (Outcome::Ok, st.agents.iter().filter(|a| a.alive).count() as u64, 0, 0, String::new(), None),
             Err(e) => fail(e),
         },
     }
@@ -191,8 +202,10 @@ pub fn serve(coordinator: &str, agent: &str, token: ClusterToken) -> Result<(), 
                     let (client, tx) = (client.clone(), tx.clone());
                     tasks.spawn(async move {
                         let t = Instant::now();
-                        let (outcome, value, bytes, corrupted, message) = handle(&client, req.op).await;
-                        let _ = tx.send(Reply { id: req.id, outcome, value, bytes, corrupted, message, elapsed_s: t.elapsed().as_secs_f64() });
+                        let (outcome, value, bytes, corrupted, message, first) = handle(&client, req.op).await;
+                        let elapsed_s = t.elapsed().as_secs_f64();
+                        let first_byte_s = first.map(|d| d.as_secs_f64());
+                        let _ = tx.send(Reply { id: req.id, outcome, value, bytes, corrupted, message, elapsed_s, first_byte_s });
                     });
                 }
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}

@@ -164,13 +164,15 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
         drop(tb);
         if std::env::var_os("COFLOW_TESTBED_DEBUG").is_some() {
             for (k, (c, m)) in opts.workload.coflows.iter().zip(r.ccts()).enumerate() {
+                let first = r.gets.iter().filter(|g| g.coflow == k).filter_map(|g| g.first_byte_s).fold(0.0, f64::max);
                 progress(&format!(
-                    "coflow {k:>3} at {:>7.3}s flows {:>3} bytes {:>11} simulated {:>7.3}s measured {:>7.3}s",
+                    "coflow {k:>3} at {:>7.3}s flows {:>3} bytes {:>11} simulated {:>7.3}s measured {:>7.3}s (slowest first byte {:.3}s)",
                     c.arrival.as_secs_f64(),
                     c.flows.len(),
                     c.total_bytes().get(),
                     sim_ccts.get(k).copied().unwrap_or(f64::NAN),
-                    m.unwrap_or(f64::NAN)
+                    m.unwrap_or(f64::NAN),
+                    first
                 ));
             }
         }

@@ -50,6 +50,10 @@ pub struct GetRecord {
     pub bytes: u64,
     /// Bytes delivered wrong by a get that ended with success.
     pub corrupted: u64,
+    /// Seconds from the get's arrival at its client to its first verified bytes there.
+    pub first_byte_s: Option<f64>,
+    /// Seconds from the get's arrival at its client to its end there.
+    pub last_byte_s: Option<f64>,
 }
 
 /// What a replay measured.
@@ -168,6 +172,8 @@ impl Testbed {
                     end: None,
                     bytes: 0,
                     corrupted: 0,
+                    first_byte_s: None,
+                    last_byte_s: None,
                 });
             }
         }
@@ -239,6 +245,8 @@ impl Testbed {
                     gets[idx].end = Some(a.at);
                     gets[idx].bytes = a.reply.bytes;
                     gets[idx].corrupted = a.reply.corrupted;
+                    gets[idx].first_byte_s = a.reply.first_byte_s;
+                    gets[idx].last_byte_s = Some(a.reply.elapsed_s);
                 }
             }
             (gets, samples, r)
