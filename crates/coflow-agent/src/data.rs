@@ -2,30 +2,26 @@
 //! 1.3 where the source accepts agents' certificates only and the receiver accepts only the
 //! certificate of the agent the coordinator named as the source.
 //!
-//! Request (receiver to sender): magic `CFD2`, token length (u16) and token (empty with TLS,
-//! where it is not checked), coflow id (u64),
-//! flow id (u64), data id length (u16) and data id; integers big-endian.
-//! Response: a status byte (0 ok, 1 wrong token, 2 no such piece, 3 bad request, 4 busy: the
-//! source's `max_data_connections` is reached) and the size (u64); then, after ok, frames:
-//! - `D`, length (u32), that many bytes, their CRC-32 (u32): one block of the piece, checked at
-//!   the source against the CRC fixed at put and by the receiver before it hands the bytes on;
-//! - `K`: a keepalive, sent while the flow waits (rate zero, or tokens), so that silence means
-//!   a frozen source;
-//! - `E`, a code (u8: 5 data lost) and a message (u16 length, UTF-8): the source's stored copy
-//!   changed or cannot be read, and the transfer ends.
+//! The bytes on the wire are the pure codec's (`wire`); this module moves them between sockets
+//! and the codec. A receiver keeps its connections to a source warm in a [`Pool`] and sends the
+//! next fetch on one that is idle, so a fetch costs no connection set-up (nor TLS handshake) once
+//! two agents have spoken; the source serves fetches on a connection one after another.
 //!
 //! The sender paces the blocks with the flow's token bucket (the coordinator's rate) and its
 //! port's (the configured capacity). Either side closes a connection on which nothing moves for
-//! `data_idle_timeout_ms`; the sender also stops at once when the receiver hangs up.
-//! Both directions are generic over `AsyncRead + AsyncWrite`, so the sockets may be wrapped.
+//! `data_idle_timeout_ms` (a source waiting for the next request too; receivers drop warm
+//! connections idle for half of it, so they never reuse one the source is about to close); the
+//! sender also stops at once when the receiver hangs up. Both directions are generic over
+//! `AsyncRead + AsyncWrite`, so the sockets may be wrapped.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId, MachineId};
-use coflow_proto::{DataId, MAX_DATA_ID_LEN};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use coflow_proto::DataId;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -33,23 +29,115 @@ use tokio::task::JoinSet;
 use crate::bucket::{Grant, burst_for};
 use crate::error::AgentError;
 use crate::state::Shared;
+use crate::wire::{self, Frame, Request, Status, WireError};
 
-const MAGIC: &[u8; 4] = b"CFD2";
-const OK: u8 = 0;
-const BAD_TOKEN: u8 = 1;
-const NO_PIECE: u8 = 2;
-const BAD_REQUEST: u8 = 3;
-const BUSY: u8 = 4;
-const DATA_LOST: u8 = 5;
+/// A byte stream of the data plane: TCP, or TLS over TCP.
+pub(crate) trait DataStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> DataStream for T {}
 
-const FRAME_DATA: u8 = b'D';
-const FRAME_KEEPALIVE: u8 = b'K';
-const FRAME_ERROR: u8 = b'E';
+/// The most idle connections kept per source.
+const POOLED_PER_SOURCE: usize = 16;
 
-/// The largest data frame accepted (the largest `chunk_bytes`).
-const MAX_FRAME: u32 = 4 << 20;
+/// One side of a connection and the bytes read from it that the codec has not consumed yet.
+#[derive(Debug)]
+pub(crate) struct Reader<R> {
+    io: R,
+    buf: Vec<u8>,
+    pos: usize,
+}
 
-/// Accepts fetches until shutdown, at most `max_data_connections` at once.
+impl<R: AsyncRead + Unpin> Reader<R> {
+    pub(crate) fn new(io: R) -> Reader<R> {
+        Reader { io, buf: Vec::with_capacity(64 << 10), pos: 0 }
+    }
+
+    /// What is buffered and not consumed.
+    fn pending(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+    }
+
+    /// Reads more bytes into the buffer; 0 at the end of the stream. Cancel-safe.
+    async fn read_more(&mut self) -> std::io::Result<usize> {
+        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.reserve(64 << 10);
+        self.io.read_buf(&mut self.buf).await
+    }
+
+    /// The next request, or `None` if the peer closed the connection between requests.
+    async fn request(&mut self) -> Result<Option<Request>, ReadError> {
+        loop {
+            if let Some((req, n)) = Request::decode(self.pending())? {
+                self.consume(n);
+                return Ok(Some(req));
+            }
+            if self.read_more().await? == 0 {
+                return if self.pending().is_empty() { Ok(None) } else { Err(ReadError::Closed) };
+            }
+        }
+    }
+
+    /// A response head.
+    async fn head(&mut self) -> Result<(Status, u64), ReadError> {
+        while self.pending().len() < wire::HEAD_LEN {
+            if self.read_more().await? == 0 {
+                return Err(ReadError::Closed);
+            }
+        }
+        let head: [u8; wire::HEAD_LEN] = self.pending()[..wire::HEAD_LEN].try_into().expect("checked");
+        self.consume(wire::HEAD_LEN);
+        Ok(wire::decode_head(&head)?)
+    }
+
+    /// The next frame of a piece with `left` bytes to go, a data frame's bytes copied out
+    /// (unchecked).
+    async fn frame(&mut self, left: u64) -> Result<OwnedFrame, ReadError> {
+        loop {
+            if let Some((frame, n)) = wire::decode_frame(self.pending(), left)? {
+                let owned = match frame {
+                    Frame::Data { bytes, crc } => OwnedFrame::Data(bytes.to_vec(), crc),
+                    Frame::Keepalive => OwnedFrame::Keepalive,
+                    Frame::Error { code, message } => OwnedFrame::Error(code, message),
+                };
+                self.consume(n);
+                return Ok(owned);
+            }
+            if self.read_more().await? == 0 {
+                return Err(ReadError::Closed);
+            }
+        }
+    }
+}
+
+/// A frame read, owning its bytes.
+enum OwnedFrame {
+    Data(Vec<u8>, u32),
+    Keepalive,
+    Error(u8, String),
+}
+
+/// Why bytes could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the connection closed")]
+    Closed,
+    #[error(transparent)]
+    Wire(#[from] WireError),
+}
+
+/// Accepts fetches until shutdown, at most `max_data_connections` connections at once.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let mut conns = JoinSet::new();
     let slots = Arc::new(Semaphore::new(shared.config.max_data_connections));
@@ -102,7 +190,7 @@ async fn refuse_busy(sock: TcpStream, peer: std::net::SocketAddr, shared: &Share
 
 async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        sock.write_all(&[BUSY, 0, 0, 0, 0, 0, 0, 0, 0]).await?;
+        sock.write_all(&wire::encode_head(Status::Busy, 0)).await?;
         sock.shutdown().await?;
         let mut sink = [0u8; 1024];
         while sock.read(&mut sink).await? > 0 {}
@@ -111,7 +199,7 @@ async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S) {
     .await;
 }
 
-/// Sends a piece on an accepted connection, after the TLS handshake in TLS mode (which, like
+/// Serves fetches on an accepted connection, after the TLS handshake in TLS mode (which, like
 /// every read, waits at most the idle timeout).
 async fn accept_and_send(
     sock: TcpStream,
@@ -120,49 +208,13 @@ async fn accept_and_send(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
     match shared.security.tls() {
-        None => send_piece(sock, shared, shutdown).await,
+        None => send_pieces(sock, shared, shutdown).await,
         Some(tls) => match tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await {
-            Ok(Some((stream, _))) => send_piece(stream, shared, shutdown).await,
+            Ok(Some((stream, _))) => send_pieces(stream, shared, shutdown).await,
             Ok(None) => Err(AgentError::Refused("not an agent of this cluster")),
             Err(_) => Err(AgentError::Refused("no TLS handshake within the idle timeout")),
         },
     }
-}
-
-struct Header {
-    coflow: CoflowId,
-    flow: FlowId,
-    data_id: DataId,
-}
-
-async fn read_header<S: AsyncRead + Unpin>(sock: &mut S, shared: &Shared) -> Result<Header, u8> {
-    let mut magic = [0u8; 4];
-    sock.read_exact(&mut magic).await.map_err(|_| BAD_REQUEST)?;
-    if &magic != MAGIC {
-        return Err(BAD_REQUEST);
-    }
-    let tlen = sock.read_u16().await.map_err(|_| BAD_REQUEST)? as usize;
-    if tlen > 512 {
-        return Err(BAD_REQUEST);
-    }
-    let mut token = vec![0u8; tlen];
-    sock.read_exact(&mut token).await.map_err(|_| BAD_REQUEST)?;
-    if let Some(t) = shared.security.token()
-        && !t.matches(&token)
-    {
-        return Err(BAD_TOKEN);
-    }
-    let coflow = CoflowId(sock.read_u64().await.map_err(|_| BAD_REQUEST)?);
-    let flow = FlowId(sock.read_u64().await.map_err(|_| BAD_REQUEST)?);
-    let dlen = sock.read_u16().await.map_err(|_| BAD_REQUEST)? as usize;
-    if dlen > MAX_DATA_ID_LEN {
-        return Err(BAD_REQUEST);
-    }
-    let mut id = vec![0u8; dlen];
-    sock.read_exact(&mut id).await.map_err(|_| BAD_REQUEST)?;
-    let id = String::from_utf8(id).map_err(|_| BAD_REQUEST)?;
-    let data_id = DataId::new(id).map_err(|_| BAD_REQUEST)?;
-    Ok(Header { coflow, flow, data_id })
 }
 
 fn peer_gone(e: std::io::Error) -> AgentError {
@@ -177,58 +229,63 @@ async fn write_within<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8], idle: Dura
     }
 }
 
-/// Serves one fetch on `sock`.
-pub(crate) async fn send_piece<S>(
+/// Serves the fetches of one connection, one after another, until the receiver closes it, sends
+/// no request for the idle timeout, or a fetch fails.
+pub(crate) async fn send_pieces<S: DataStream>(
     sock: S,
     shared: &Shared,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<(), AgentError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
-{
+) -> Result<(), AgentError> {
     let idle = shared.idle();
-    let mut sock = BufReader::new(sock);
-    let header = match tokio::time::timeout(idle, read_header(&mut sock, shared)).await {
-        Ok(Ok(h)) => h,
-        Ok(Err(code)) => {
-            let _ = write_within(&mut sock, &[code, 0, 0, 0, 0, 0, 0, 0, 0], idle).await;
-            return Err(AgentError::Refused(if code == BAD_TOKEN { "wrong cluster token" } else { "bad request" }));
+    let (rd, mut wr) = tokio::io::split(sock);
+    let mut rd = Reader::new(rd);
+    loop {
+        let req = match tokio::time::timeout(idle, rd.request()).await {
+            Ok(Ok(Some(req))) => req,
+            // Closed between fetches, or idle: the receiver's pool no longer holds it.
+            Ok(Ok(None)) | Err(_) => return Ok(()),
+            Ok(Err(e)) => {
+                let _ = write_within(&mut wr, &wire::encode_head(Status::BadRequest, 0), idle).await;
+                tracing::debug!(error = %e, "bad data request");
+                return Err(AgentError::Refused("bad request"));
+            }
+        };
+        if let Some(t) = shared.security.token()
+            && !t.matches(&req.token)
+        {
+            let _ = write_within(&mut wr, &wire::encode_head(Status::BadToken, 0), idle).await;
+            return Err(AgentError::Refused("wrong cluster token"));
         }
-        Err(_) => return Err(AgentError::Refused("header timeout")),
-    };
-    let Some(piece) = shared.store.get(header.coflow, &header.data_id) else {
-        let _ = write_within(&mut sock, &[NO_PIECE, 0, 0, 0, 0, 0, 0, 0, 0], idle).await;
-        return Err(AgentError::Refused("no such piece"));
-    };
-    let mut head = [0u8; 9];
-    head[0] = OK;
-    head[1..].copy_from_slice(&piece.len().to_be_bytes());
-    write_within(&mut sock, &head, idle).await?;
-
-    let (mut rd, mut wr) = tokio::io::split(sock);
-    // The receiver sends nothing after its request: a read that returns means it hung up.
-    let hung_up = async move {
-        let mut b = [0u8; 1];
-        let _ = rd.read(&mut b).await;
-    };
-    let progress = Arc::new(AtomicU64::new(0));
-    shared.sending.lock().expect("sending lock").insert(header.flow, progress.clone());
-    let result = tokio::select! {
-        r = pace(&mut wr, shared, &piece, header.flow, &progress, &mut shutdown) => r,
-        _ = hung_up => Err(AgentError::SourceUnreachable { addr: "receiver".into(), reason: "hung up".into() }),
-    };
-    shared.sending.lock().expect("sending lock").remove(&header.flow);
-    shared.rates.remove(header.flow);
-    if let Err(AgentError::DataLost(msg)) = &result {
-        tracing::warn!(coflow = %header.coflow, data_id = %header.data_id, error = %msg, "stored piece lost");
-        let msg = &msg.as_bytes()[..msg.len().min(1024)];
-        let mut frame = vec![FRAME_ERROR, DATA_LOST];
-        frame.extend_from_slice(&(msg.len() as u16).to_be_bytes());
-        frame.extend_from_slice(msg);
-        let _ = write_within(&mut wr, &frame, idle).await;
-        let _ = wr.flush().await;
+        let Some(piece) = shared.store.get(req.coflow, &req.data_id) else {
+            let _ = write_within(&mut wr, &wire::encode_head(Status::NoPiece, 0), idle).await;
+            return Err(AgentError::Refused("no such piece"));
+        };
+        tracing::debug!(target: "coflow::path", flow = req.flow.0, "request");
+        write_within(&mut wr, &wire::encode_head(Status::Ok, piece.len()), idle).await?;
+        let progress = Arc::new(AtomicU64::new(0));
+        shared.sending.lock().expect("sending lock").insert(req.flow, progress.clone());
+        // The receiver sends nothing while a piece is on its way: a read that returns means it
+        // hung up (or broke the protocol), and the piece is abandoned.
+        let result = tokio::select! {
+            biased;
+            r = pace(&mut wr, shared, &piece, req.flow, &progress, &mut shutdown) => r,
+            _ = rd.read_more() => Err(AgentError::SourceUnreachable { addr: "receiver".into(), reason: "hung up".into() }),
+        };
+        shared.sending.lock().expect("sending lock").remove(&req.flow);
+        shared.rates.remove(req.flow);
+        match result {
+            Ok(()) => {}
+            Err(AgentError::DataLost(msg)) => {
+                tracing::warn!(coflow = %req.coflow, data_id = %req.data_id, error = %msg, "stored piece lost");
+                let mut frame = Vec::new();
+                wire::encode_error(Status::DataLost, &msg, &mut frame);
+                let _ = write_within(&mut wr, &frame, idle).await;
+                let _ = wr.flush().await;
+                return Err(AgentError::DataLost(msg));
+            }
+            Err(e) => return Err(e),
+        }
     }
-    result
 }
 
 /// Sends the piece's blocks at the flow's assigned rate and within the port's, with keepalives
@@ -268,7 +325,7 @@ async fn pace<W: AsyncWrite + Unpin>(
                 Grant::Paused => None,
             };
             if last_write.elapsed() >= keepalive {
-                write_within(sock, &[FRAME_KEEPALIVE], idle).await?;
+                write_within(sock, &wire::KEEPALIVE, idle).await?;
                 sock.flush().await.map_err(peer_gone)?;
                 last_write = Instant::now();
             }
@@ -280,12 +337,12 @@ async fn pace<W: AsyncWrite + Unpin>(
             }
         }
         shared.tx_port.wait(shared, n).await;
+        if progress.load(Ordering::Relaxed) == 0 {
+            tracing::debug!(target: "coflow::path", flow = flow.0, "first-write");
+        }
         let crc = reader.next_block(&mut buf).await?;
         frame.clear();
-        frame.push(FRAME_DATA);
-        frame.extend_from_slice(&(buf.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&buf);
-        frame.extend_from_slice(&crc.to_be_bytes());
+        wire::encode_data(&buf, crc, &mut frame);
         write_within(sock, &frame, idle).await?;
         last_write = Instant::now();
         progress.fetch_add(buf.len() as u64, Ordering::Relaxed);
@@ -295,20 +352,51 @@ async fn pace<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Fetches a piece from the agent at `addr`, sending each verified block to `out` as it arrives
-/// (so the piece is never buffered whole) and counting it in `received`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn fetch(
-    shared: &Shared,
-    addr: &str,
-    src: MachineId,
-    coflow: CoflowId,
-    flow: FlowId,
-    data_id: &DataId,
-    size: u64,
-    out: &mpsc::Sender<Vec<u8>>,
-    received: &AtomicU64,
-) -> Result<u64, AgentError> {
+/// A warm connection to a source, idle since `since`.
+type Warm = (Instant, Reader<Box<dyn DataStream>>);
+
+/// The receiving side's idle connections to other agents, by source machine and address (a
+/// connection verified for one machine serves only that machine).
+#[derive(Default)]
+pub(crate) struct Pool {
+    idle: Mutex<HashMap<(MachineId, String), Vec<Warm>>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n: usize = self.idle.lock().map(|m| m.values().map(Vec::len).sum()).unwrap_or(0);
+        f.debug_struct("Pool").field("idle", &n).finish()
+    }
+}
+
+impl Pool {
+    /// An idle connection to `src` at `addr` that the source will not close for a while yet
+    /// (idle for less than `max_idle`); older ones are dropped.
+    fn take(&self, src: MachineId, addr: &str, max_idle: Duration) -> Option<Reader<Box<dyn DataStream>>> {
+        let mut idle = self.idle.lock().expect("pool lock");
+        let list = idle.get_mut(&(src, addr.to_string()))?;
+        list.retain(|(since, _)| since.elapsed() < max_idle);
+        list.pop().map(|(_, c)| c)
+    }
+
+    /// Keeps a connection whose fetch ended cleanly for the next fetch from `src`.
+    fn put(&self, src: MachineId, addr: &str, conn: Reader<Box<dyn DataStream>>) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        let list = idle.entry((src, addr.to_string())).or_default();
+        if list.len() < POOLED_PER_SOURCE {
+            list.push((Instant::now(), conn));
+        }
+    }
+
+    /// Idle connections held.
+    pub(crate) fn len(&self) -> usize {
+        self.idle.lock().expect("pool lock").values().map(Vec::len).sum()
+    }
+}
+
+/// A fresh connection to the agent of `src` at `addr` (TLS when configured, checking that the
+/// peer is that agent).
+async fn connect(shared: &Shared, addr: &str, src: MachineId) -> Result<Reader<Box<dyn DataStream>>, AgentError> {
     let unreachable =
         |e: std::io::Error| AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() };
     let target: std::net::SocketAddr = addr
@@ -322,80 +410,30 @@ pub(crate) async fn fetch(
         .map_err(|_| AgentError::SourceUnreachable { addr: addr.to_string(), reason: "connect timed out".into() })?
         .map_err(unreachable)?;
     sock.set_nodelay(true).ok();
-    match shared.security.tls() {
-        None => {
-            fetch_over(
-                BufReader::with_capacity(64 << 10, sock),
-                shared,
-                addr,
-                coflow,
-                flow,
-                data_id,
-                size,
-                out,
-                received,
-            )
-            .await
-        }
+    let io: Box<dyn DataStream> = match shared.security.tls() {
+        None => Box::new(sock),
         Some(tls) => {
             let idle = shared.idle();
-            let sock = tokio::time::timeout(idle, coflow_proto::connect_agent(tls, sock, src.0))
+            let stream = tokio::time::timeout(idle, coflow_proto::connect_agent(tls, sock, src.0))
                 .await
                 .map_err(|_| AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() })?
                 .map_err(|reason| AgentError::SourceUnreachable { addr: addr.to_string(), reason })?;
-            let sock = BufReader::with_capacity(64 << 10, sock);
-            fetch_over(sock, shared, addr, coflow, flow, data_id, size, out, received).await
+            Box::new(stream)
         }
-    }
+    };
+    Ok(Reader::new(io))
 }
 
-enum Frame {
-    Keepalive,
-    /// A block whose checksum matched.
-    Data(Vec<u8>),
-    /// The source said the data is lost, or the frame is malformed or corrupted.
-    Failed(AgentError),
-}
-
-/// Reads one frame, checking a data block's checksum before anyone sees it.
-async fn read_frame<S: AsyncRead + Unpin>(sock: &mut S, left: u64) -> std::io::Result<Frame> {
-    Ok(match sock.read_u8().await? {
-        FRAME_KEEPALIVE => Frame::Keepalive,
-        FRAME_ERROR => {
-            let code = sock.read_u8().await?;
-            let len = sock.read_u16().await? as usize;
-            let mut msg = vec![0u8; len];
-            sock.read_exact(&mut msg).await?;
-            let msg = String::from_utf8_lossy(&msg).into_owned();
-            Frame::Failed(if code == DATA_LOST {
-                AgentError::DataLost(msg)
-            } else {
-                AgentError::Corrupted(format!("unknown error frame {code}: {msg}"))
-            })
-        }
-        FRAME_DATA => {
-            let n = sock.read_u32().await?;
-            if n == 0 || n > MAX_FRAME || u64::from(n) > left {
-                return Ok(Frame::Failed(AgentError::Corrupted(format!("a frame of {n} bytes with {left} to go"))));
-            }
-            let mut buf = vec![0u8; n as usize];
-            sock.read_exact(&mut buf).await?;
-            let sum = sock.read_u32().await?;
-            if sum != crc32fast::hash(&buf) {
-                return Ok(Frame::Failed(AgentError::Corrupted(format!("checksum mismatch with {left} bytes to go"))));
-            }
-            Frame::Data(buf)
-        }
-        other => Frame::Failed(AgentError::Corrupted(format!("unknown frame type {other}"))),
-    })
-}
-
-/// The receiving side of the protocol over any stream.
+/// Fetches a piece from the agent at `addr`, sending each verified block to `out` as it arrives
+/// (so the piece is never buffered whole) and counting it in `received`. The fetch goes on a
+/// warm connection to that agent if one is idle (one the source closed meanwhile is replaced by a
+/// fresh one, as no byte of the piece had come), and the connection is kept warm after a clean
+/// end.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
-    mut sock: S,
+pub(crate) async fn fetch(
     shared: &Shared,
     addr: &str,
+    src: MachineId,
     coflow: CoflowId,
     flow: FlowId,
     data_id: &DataId,
@@ -403,60 +441,137 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     out: &mpsc::Sender<Vec<u8>>,
     received: &AtomicU64,
 ) -> Result<u64, AgentError> {
-    let idle = shared.idle();
-    let unreachable =
-        |e: std::io::Error| AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() };
-    let silent = || AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() };
-    // Every read waits at most the idle timeout.
-    macro_rules! within {
-        ($e:expr) => {
-            tokio::time::timeout(idle, $e).await.map_err(|_| silent())?.map_err(unreachable)?
+    let max_idle = shared.idle() / 2;
+    let request = Request {
+        token: shared.security.token().map_or_else(Vec::new, |t| t.as_bytes().to_vec()),
+        coflow,
+        flow,
+        data_id: data_id.clone(),
+    };
+    loop {
+        let (mut conn, warm) = match shared.pool.take(src, addr, max_idle) {
+            Some(c) => (c, true),
+            None => (connect(shared, addr, src).await?, false),
         };
+        match fetch_over(&mut conn, shared, addr, &request, size, out, received).await {
+            Ok(n) => {
+                shared.pool.put(src, addr, conn);
+                return Ok(n);
+            }
+            Err(Fetch::Stale) if warm => continue,
+            Err(Fetch::Stale) => {
+                return Err(AgentError::SourceUnreachable {
+                    addr: addr.to_string(),
+                    reason: "closed the connection".into(),
+                });
+            }
+            Err(Fetch::Failed(e)) => return Err(e),
+        }
     }
-    let token = shared.security.token().map_or(&[][..], |t| t.as_bytes());
-    let mut req = Vec::with_capacity(32 + token.len() + data_id.as_str().len());
-    req.extend_from_slice(MAGIC);
-    req.extend_from_slice(&(token.len() as u16).to_be_bytes());
-    req.extend_from_slice(token);
-    req.extend_from_slice(&coflow.0.to_be_bytes());
-    req.extend_from_slice(&flow.0.to_be_bytes());
-    req.extend_from_slice(&(data_id.as_str().len() as u16).to_be_bytes());
-    req.extend_from_slice(data_id.as_str().as_bytes());
-    within!(sock.write_all(&req));
-    within!(sock.flush());
-    let status = within!(sock.read_u8());
-    let announced = within!(sock.read_u64());
+}
+
+/// How a fetch on one connection failed.
+pub(crate) enum Fetch {
+    /// The connection ended before the source answered: on a warm connection, the source closed
+    /// it while idle, and a fresh one may serve the fetch.
+    Stale,
+    /// The fetch failed.
+    Failed(AgentError),
+}
+
+impl From<AgentError> for Fetch {
+    fn from(e: AgentError) -> Fetch {
+        Fetch::Failed(e)
+    }
+}
+
+/// The receiving side of one fetch over `conn`.
+pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Reader<S>,
+    shared: &Shared,
+    addr: &str,
+    request: &Request,
+    size: u64,
+    out: &mpsc::Sender<Vec<u8>>,
+    received: &AtomicU64,
+) -> Result<u64, Fetch> {
+    let idle = shared.idle();
+    let flow = request.flow;
+    let failed = |e: ReadError| match e {
+        ReadError::Io(e) => AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() },
+        ReadError::Closed => {
+            AgentError::SourceUnreachable { addr: addr.to_string(), reason: "closed the connection".into() }
+        }
+        ReadError::Wire(e) => AgentError::Corrupted(e.to_string()),
+    };
+    let silent = || AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() };
+    let mut req = Vec::with_capacity(64);
+    request.encode(&mut req);
+    let sent = tokio::time::timeout(idle, async {
+        conn.io.write_all(&req).await?;
+        conn.io.flush().await
+    })
+    .await
+    .map_err(|_| silent())?;
+    tracing::debug!(target: "coflow::path", flow = flow.0, "requested");
+    let head = match sent {
+        Ok(()) => tokio::time::timeout(idle, conn.head()).await.map_err(|_| silent())?,
+        Err(e) => Err(ReadError::Io(e)),
+    };
+    let (status, announced) = match head {
+        Ok(h) => h,
+        Err(ReadError::Io(_) | ReadError::Closed) => return Err(Fetch::Stale),
+        Err(e) => return Err(failed(e).into()),
+    };
     match status {
-        OK => {}
-        BAD_TOKEN => return Err(AgentError::Refused("wrong cluster token")),
+        Status::Ok => {}
+        Status::BadToken => return Err(AgentError::Refused("wrong cluster token").into()),
         // The source restarted (its memory is gone) or dropped the coflow: recompute the piece.
-        NO_PIECE => return Err(AgentError::DataLost("the source agent no longer holds the piece".into())),
-        BUSY => {
+        Status::NoPiece => {
+            return Err(AgentError::DataLost("the source agent no longer holds the piece".into()).into());
+        }
+        Status::Busy => {
             return Err(AgentError::LimitExceeded(format!(
                 "the source agent at {addr} serves its max_data_connections already"
-            )));
+            ))
+            .into());
         }
-        _ => return Err(AgentError::Refused("bad request")),
+        Status::BadRequest | Status::DataLost => return Err(AgentError::Refused("bad request").into()),
     }
     if announced != size {
-        return Err(AgentError::Corrupted(format!("source announces {announced} bytes, coordinator said {size}")));
+        return Err(
+            AgentError::Corrupted(format!("source announces {announced} bytes, coordinator said {size}")).into()
+        );
     }
     let mut left = size;
     while left > 0 {
         // One timer per frame: a frame must arrive whole within the idle timeout.
-        let frame = tokio::time::timeout(idle, read_frame(&mut sock, left)).await.map_err(|_| silent())?;
-        let buf = match frame.map_err(unreachable)? {
-            Frame::Keepalive => continue,
-            Frame::Data(buf) => buf,
-            Frame::Failed(e) => return Err(e),
+        let frame = tokio::time::timeout(idle, conn.frame(left)).await.map_err(|_| silent())?.map_err(failed)?;
+        let buf = match frame {
+            OwnedFrame::Keepalive => continue,
+            OwnedFrame::Data(buf, crc) => {
+                if crc != crc32fast::hash(&buf) {
+                    return Err(AgentError::Corrupted(format!("checksum mismatch with {left} bytes to go")).into());
+                }
+                buf
+            }
+            OwnedFrame::Error(code, msg) if code == Status::DataLost as u8 => {
+                return Err(AgentError::DataLost(msg).into());
+            }
+            OwnedFrame::Error(code, msg) => {
+                return Err(AgentError::Corrupted(format!("unknown error frame {code}: {msg}")).into());
+            }
         };
         let n = buf.len() as u64;
+        if left == size {
+            tracing::debug!(target: "coflow::path", flow = flow.0, "first-byte");
+        }
         shared.rx_port.wait(shared, n).await;
         left -= n;
         shared.rx_bytes.fetch_add(n, Ordering::Relaxed);
         received.fetch_add(n, Ordering::Relaxed);
         if out.send(buf).await.is_err() {
-            return Err(AgentError::ClientDeparted);
+            return Err(AgentError::ClientDeparted.into());
         }
     }
     Ok(size)
@@ -485,11 +600,18 @@ mod tests {
     }
 
     fn frame(block: &[u8], crc: u32) -> Vec<u8> {
-        let mut f = vec![FRAME_DATA];
-        f.extend_from_slice(&(block.len() as u32).to_be_bytes());
-        f.extend_from_slice(block);
-        f.extend_from_slice(&crc.to_be_bytes());
+        let mut f = Vec::new();
+        wire::encode_data(block, crc, &mut f);
         f
+    }
+
+    fn request(s: &Shared, flow: u64, id: &str) -> Request {
+        Request {
+            token: s.security.token().unwrap().as_bytes().to_vec(),
+            coflow: CoflowId(1),
+            flow: FlowId(flow),
+            data_id: DataId::new(id).unwrap(),
+        }
     }
 
     /// Runs `fetch_over` against a peer that answers `response`; returns what reached the
@@ -505,8 +627,12 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
         let (tx, mut rx) = mpsc::channel(64);
-        let id = DataId::new("p").unwrap();
-        let r = fetch_over(near, &s, "peer", CoflowId(1), FlowId(1), &id, size, &tx, &AtomicU64::new(0)).await;
+        let mut conn = Reader::new(near);
+        let r = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "p"), size, &tx, &AtomicU64::new(0)).await;
+        let r = r.map_err(|e| match e {
+            Fetch::Stale => AgentError::Refused("stale"),
+            Fetch::Failed(e) => e,
+        });
         drop(tx);
         let mut got = Vec::new();
         while let Some(c) = rx.recv().await {
@@ -517,9 +643,7 @@ mod tests {
     }
 
     fn ok_head(size: u64) -> Vec<u8> {
-        let mut h = vec![OK];
-        h.extend_from_slice(&size.to_be_bytes());
-        h
+        wire::encode_head(Status::Ok, size).to_vec()
     }
 
     /// A block that fails its checksum never reaches the client: it holds the verified prefix
@@ -529,7 +653,7 @@ mod tests {
         let b = bytes(2048);
         let mut resp = ok_head(2048);
         resp.extend(frame(&b[..1024], crc32fast::hash(&b[..1024])));
-        resp.push(FRAME_KEEPALIVE);
+        resp.extend(wire::KEEPALIVE);
         let mut bad = b[1024..].to_vec();
         bad[7] ^= 1;
         resp.extend(frame(&bad, crc32fast::hash(&b[1024..])));
@@ -541,8 +665,7 @@ mod tests {
     #[tokio::test]
     async fn an_error_frame_is_data_lost_and_silence_is_a_timeout() {
         let mut resp = ok_head(2048);
-        resp.extend([FRAME_ERROR, DATA_LOST, 0, 4]);
-        resp.extend(b"gone");
+        wire::encode_error(Status::DataLost, "gone", &mut resp);
         let (_, r) = fetch_against(resp, 2048).await;
         assert!(matches!(&r, Err(AgentError::DataLost(m)) if m == "gone"), "{r:?}");
         let t = Instant::now();
@@ -551,17 +674,26 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(450) && t.elapsed() < Duration::from_secs(3));
     }
 
-    /// Sender and receiver over an in-memory stream: the bytes arrive exactly, block by block.
     /// A source that no longer holds the piece (it restarted and lost its memory, which with
     /// sessions it reaches while the coordinator still names it) is data lost, to recompute, not
     /// a refusal the SDK would report as a credentials problem.
     #[tokio::test]
     async fn a_source_without_the_piece_is_data_lost() {
-        let (got, r) = fetch_against(vec![NO_PIECE, 0, 0, 0, 0, 0, 0, 0, 0], 2048).await;
+        let (got, r) = fetch_against(wire::encode_head(Status::NoPiece, 0).to_vec(), 2048).await;
         assert!(got.is_empty());
         let e = r.unwrap_err();
         assert!(matches!(&e, AgentError::DataLost(m) if m.contains("no longer holds")), "{e}");
         assert_eq!(e.reason(), "data-lost");
+    }
+
+    /// A frame that claims more bytes than the piece has left is corruption, not a wait.
+    #[tokio::test]
+    async fn a_frame_past_the_piece_is_corruption() {
+        let mut resp = ok_head(10);
+        resp.extend(frame(&bytes(20), crc32fast::hash(&bytes(20))));
+        let (got, r) = fetch_against(resp, 10).await;
+        assert!(got.is_empty());
+        assert!(matches!(r, Err(AgentError::Corrupted(_))), "{r:?}");
     }
 
     /// An agent without a session tells its clients to retry, as `agent-unreachable`.
@@ -572,30 +704,78 @@ mod tests {
         assert_eq!(s.metadata().get(crate::error::ERROR_KIND).unwrap().to_str().unwrap(), "agent-unreachable");
     }
 
+    /// Several pieces cross one connection one after another, exactly, block by block; a piece
+    /// the source does not hold ends the connection.
     #[tokio::test]
-    async fn a_piece_crosses_any_stream_exactly() {
+    async fn pieces_cross_one_connection_one_after_another() {
         let s = shared(1024);
-        let b = bytes(5000);
-        s.store.insert(CoflowId(1), DataId::new("p").unwrap(), Piece::memory(b.clone(), 1024)).unwrap();
+        let (a, b) = (bytes(5000), bytes(3000).into_iter().rev().collect::<Vec<u8>>());
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(a.clone(), 1024)).unwrap();
+        s.store.insert(CoflowId(1), DataId::new("b").unwrap(), Piece::memory(b.clone(), 1024)).unwrap();
         s.rates.set(FlowId(1), 1e9);
+        s.rates.set(FlowId(2), 1e9);
         let (near, far) = tokio::io::duplex(4096);
         let (stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_piece(far, &s, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, stop).await })
         };
-        let (tx, mut rx) = mpsc::channel(64);
-        let id = DataId::new("p").unwrap();
-        let n = fetch_over(near, &s, "peer", CoflowId(1), FlowId(1), &id, 5000, &tx, &AtomicU64::new(0)).await;
-        assert_eq!(n.unwrap(), 5000);
-        drop(tx);
-        let mut got = Vec::new();
-        while let Some(c) = rx.recv().await {
-            assert!(c.len() <= 1024);
-            got.extend(c);
+        let mut conn = Reader::new(near);
+        for (flow, id, want) in [(1, "a", &a), (2, "b", &b)] {
+            let (tx, mut rx) = mpsc::channel(64);
+            let got =
+                fetch_over(&mut conn, &s, "peer", &request(&s, flow, id), want.len() as u64, &tx, &AtomicU64::new(0))
+                    .await;
+            assert_eq!(got.ok(), Some(want.len() as u64));
+            drop(tx);
+            let mut bytes = Vec::new();
+            while let Some(c) = rx.recv().await {
+                assert!(c.len() <= 1024);
+                bytes.extend(c);
+            }
+            assert_eq!(&bytes, want);
         }
-        assert_eq!(got, b);
-        sender.await.unwrap().unwrap();
+        let (tx, _rx) = mpsc::channel(64);
+        let missing = fetch_over(&mut conn, &s, "peer", &request(&s, 3, "c"), 10, &tx, &AtomicU64::new(0)).await;
+        assert!(matches!(missing, Err(Fetch::Failed(AgentError::DataLost(_)))));
+        assert!(matches!(sender.await.unwrap(), Err(AgentError::Refused("no such piece"))));
         drop(stop_tx);
+    }
+
+    /// A receiver that hangs up mid-piece stops the source at once, and a request with the wrong
+    /// token is refused.
+    #[tokio::test]
+    async fn the_source_stops_when_the_receiver_hangs_up_and_refuses_a_wrong_token() {
+        let s = shared(1024);
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(1 << 20), 1024)).unwrap();
+        // Paused: the piece would never end by itself.
+        s.rates.set(FlowId(1), 0.0);
+        let (near, far) = tokio::io::duplex(4096);
+        let (_stop_tx, stop) = watch::channel(false);
+        let sender = {
+            let s = s.clone();
+            tokio::spawn(async move { send_pieces(far, &s, stop).await })
+        };
+        let mut conn = Reader::new(near);
+        let mut req = Vec::new();
+        request(&s, 1, "a").encode(&mut req);
+        conn.io.write_all(&req).await.unwrap();
+        assert_eq!(conn.head().await.unwrap(), (Status::Ok, 1 << 20));
+        drop(conn);
+        let ended = tokio::time::timeout(Duration::from_secs(2), sender).await.expect("stops at once").unwrap();
+        assert!(matches!(ended, Err(AgentError::SourceUnreachable { .. })), "{ended:?}");
+
+        let (near, far) = tokio::io::duplex(4096);
+        let (_stop_tx, stop) = watch::channel(false);
+        let sender = {
+            let s = s.clone();
+            tokio::spawn(async move { send_pieces(far, &s, stop).await })
+        };
+        let mut conn = Reader::new(near);
+        let mut req = Vec::new();
+        Request { token: b"wrong".to_vec(), ..request(&s, 1, "a") }.encode(&mut req);
+        conn.io.write_all(&req).await.unwrap();
+        assert_eq!(conn.head().await.unwrap().0, Status::BadToken);
+        assert!(matches!(sender.await.unwrap(), Err(AgentError::Refused("wrong cluster token"))));
     }
 }

@@ -8,7 +8,8 @@
 //! - `config`: [`AgentConfig`], TOML with documented defaults, validated.
 //! - `bucket`: [`TokenBucket`], the pure rate limiter (takes `now`).
 //! - `store`: pieces and the data-directory confinement of file paths.
-//! - `data`: the TCP data plane, sending (paced) and fetching (checked).
+//! - `wire`: the data plane's wire format, a pure codec over byte buffers.
+//! - `data`: the TCP data plane, sending (paced) and fetching (checked) over warm connections.
 //! - `service`: the gRPC service local clients call.
 //! - `link`: registration, rate stream and heartbeats to the coordinator.
 //! - `membership`: which machine the agent is (certificate, flag, kept file, or assigned), and
@@ -26,6 +27,7 @@ mod membership;
 mod service;
 mod state;
 mod store;
+mod wire;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -193,6 +195,11 @@ fn samples(s: &state::Shared) -> Vec<Sample> {
             "data_connections",
             "Data connections being served.",
             Value::Int(s.data_connections.load(Ordering::Relaxed)),
+        ),
+        Sample::gauge(
+            "warm_connections",
+            "Idle data connections to other agents, kept for the next fetch.",
+            int(s.pool.len()),
         ),
         Sample::gauge("flows_receiving", "Remote gets in progress.", int(receiving)),
         Sample::gauge("flows_sending", "Flows being sent.", int(sending)),

@@ -77,6 +77,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     Ok(Some(update)) => {
                         for r in update.rates {
                             let rate = if r.rate_bps.is_finite() && r.rate_bps >= 0.0 { r.rate_bps } else { 0.0 };
+                            tracing::debug!(target: "coflow::path", flow = r.flow_id, rate, "rate");
                             shared.rates.set(FlowId(r.flow_id), rate);
                         }
                         for f in update.failed_flows {

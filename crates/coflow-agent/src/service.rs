@@ -167,9 +167,11 @@ impl Agent for AgentService {
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
         self.shared.gets.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), "get");
         let asked = std::time::Instant::now();
         let (epoch, grant) = self.announce_get(coflow, &data_id).await?;
         self.get_control.observe(asked.elapsed().as_secs_f64());
+        tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), flow = grant.flow_id, "granted");
         let (tx, rx) = mpsc::channel(16);
         let shared = self.shared.clone();
         let mut stop = self.shutdown.clone();

@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     pub(crate) session: AtomicU64,
     pub(crate) store: Store,
     pub(crate) rates: RateTable,
+    /// Warm data connections to other agents, for the fetches of local gets.
+    pub(crate) pool: crate::data::Pool,
     /// Bytes sent so far by each flow being sent, for heartbeats.
     pub(crate) sending: Mutex<HashMap<FlowId, Arc<AtomicU64>>>,
     /// Remote gets in progress, by flow.
@@ -132,6 +134,7 @@ impl Shared {
             session: AtomicU64::new(0),
             store: Store::new(max_stored),
             rates: RateTable::default(),
+            pool: crate::data::Pool::default(),
             sending: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
             link_epoch: AtomicU64::new(0),

@@ -148,7 +148,13 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<Mach
         Event::Unregister(id, reply) => drop(reply.send(core.handle_unregister(now, id))),
         Event::Seal(id, reply) => drop(reply.send(core.handle_seal(now, id))),
         Event::Put(put, reply) => drop(reply.send(core.handle_put(now, put))),
-        Event::Get(get, reply) => drop(reply.send(core.handle_get(now, get))),
+        Event::Get(get, reply) => {
+            let grant = core.handle_get(now, get);
+            if let Ok(g) = &grant {
+                tracing::debug!(target: "coflow::path", flow = g.flow.0, "grant");
+            }
+            drop(reply.send(grant))
+        }
         Event::RecoverFlow(rec, reply) => drop(reply.send(core.handle_recover_flow(now, rec))),
         Event::FlowFinished(flow, outcome, reply) => drop(reply.send(core.handle_flow_finished(now, flow, outcome))),
         Event::RegisterAgent(a, reply) => {
@@ -202,6 +208,9 @@ fn transmit(core: &mut Core, streams: &mut BTreeMap<MachineId, RateTx>) {
 }
 
 fn rates(batch: RateBatch) -> pb::RateUpdate {
+    for (f, r) in &batch {
+        tracing::debug!(target: "coflow::path", flow = f.0, rate = r, "push");
+    }
     pb::RateUpdate {
         rates: batch.into_iter().map(|(f, r)| pb::FlowRate { flow_id: f.0, rate_bps: r }).collect(),
         ..Default::default()
