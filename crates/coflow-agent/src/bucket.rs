@@ -53,6 +53,12 @@ impl TokenBucket {
         self.tokens = self.tokens.min(burst);
     }
 
+    /// Adds `bytes` of credit, up to the burst.
+    pub fn credit(&mut self, now: Nanos, bytes: f64) {
+        self.refill(now);
+        self.tokens = (self.tokens + bytes.max(0.0)).min(self.burst);
+    }
+
     /// Asks for `n` bytes at `now` (`n` at most the burst).
     pub fn take(&mut self, now: Nanos, n: u64) -> Grant {
         self.refill(now);

@@ -14,9 +14,8 @@
 //! sender also stops at once when the receiver hangs up. Both directions are generic over
 //! `AsyncRead + AsyncWrite`, so the sockets may be wrapped.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId, MachineId};
@@ -27,115 +26,13 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::bucket::{Grant, burst_for};
+use crate::conn::{DataStream, OwnedFrame, ReadError, Reader};
 use crate::error::AgentError;
 use crate::state::Shared;
-use crate::wire::{self, Frame, Request, Status, WireError};
+use crate::wire::{self, Request, Status};
 
-/// A byte stream of the data plane: TCP, or TLS over TCP.
-pub(crate) trait DataStream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> DataStream for T {}
-
-/// The most idle connections kept per source.
-const POOLED_PER_SOURCE: usize = 16;
-
-/// One side of a connection and the bytes read from it that the codec has not consumed yet.
-#[derive(Debug)]
-pub(crate) struct Reader<R> {
-    io: R,
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-impl<R: AsyncRead + Unpin> Reader<R> {
-    pub(crate) fn new(io: R) -> Reader<R> {
-        Reader { io, buf: Vec::with_capacity(64 << 10), pos: 0 }
-    }
-
-    /// What is buffered and not consumed.
-    fn pending(&self) -> &[u8] {
-        &self.buf[self.pos..]
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.pos += n;
-        if self.pos == self.buf.len() {
-            self.buf.clear();
-            self.pos = 0;
-        }
-    }
-
-    /// Reads more bytes into the buffer; 0 at the end of the stream. Cancel-safe.
-    async fn read_more(&mut self) -> std::io::Result<usize> {
-        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
-        self.buf.reserve(64 << 10);
-        self.io.read_buf(&mut self.buf).await
-    }
-
-    /// The next request, or `None` if the peer closed the connection between requests.
-    async fn request(&mut self) -> Result<Option<Request>, ReadError> {
-        loop {
-            if let Some((req, n)) = Request::decode(self.pending())? {
-                self.consume(n);
-                return Ok(Some(req));
-            }
-            if self.read_more().await? == 0 {
-                return if self.pending().is_empty() { Ok(None) } else { Err(ReadError::Closed) };
-            }
-        }
-    }
-
-    /// A response head.
-    async fn head(&mut self) -> Result<(Status, u64), ReadError> {
-        while self.pending().len() < wire::HEAD_LEN {
-            if self.read_more().await? == 0 {
-                return Err(ReadError::Closed);
-            }
-        }
-        let head: [u8; wire::HEAD_LEN] = self.pending()[..wire::HEAD_LEN].try_into().expect("checked");
-        self.consume(wire::HEAD_LEN);
-        Ok(wire::decode_head(&head)?)
-    }
-
-    /// The next frame of a piece with `left` bytes to go, a data frame's bytes copied out
-    /// (unchecked).
-    async fn frame(&mut self, left: u64) -> Result<OwnedFrame, ReadError> {
-        loop {
-            if let Some((frame, n)) = wire::decode_frame(self.pending(), left)? {
-                let owned = match frame {
-                    Frame::Data { bytes, crc } => OwnedFrame::Data(bytes.to_vec(), crc),
-                    Frame::Keepalive => OwnedFrame::Keepalive,
-                    Frame::Error { code, message } => OwnedFrame::Error(code, message),
-                };
-                self.consume(n);
-                return Ok(owned);
-            }
-            if self.read_more().await? == 0 {
-                return Err(ReadError::Closed);
-            }
-        }
-    }
-}
-
-/// A frame read, owning its bytes.
-enum OwnedFrame {
-    Data(Vec<u8>, u32),
-    Keepalive,
-    Error(u8, String),
-}
-
-/// Why bytes could not be read.
-#[derive(Debug, thiserror::Error)]
-enum ReadError {
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("the connection closed")]
-    Closed,
-    #[error(transparent)]
-    Wire(#[from] WireError),
-}
+/// The granularity of the sender's timers.
+const TIMER_STEP: Duration = Duration::from_millis(1);
 
 /// Accepts fetches until shutdown, at most `max_data_connections` connections at once.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
@@ -308,6 +205,7 @@ async fn pace<W: AsyncWrite + Unpin>(
     let mut buf = Vec::with_capacity(block);
     let mut frame = Vec::with_capacity(block + 9);
     let mut last_write = Instant::now();
+    let mut started = false;
     while reader.remaining() > 0 {
         let n = reader.next_len();
         loop {
@@ -318,6 +216,13 @@ async fn pace<W: AsyncWrite + Unpin>(
             }
             if assigned != bucket.rate() {
                 bucket.set_rate(shared.now(), assigned, burst_for(assigned, block));
+                if !started && assigned > 0.0 {
+                    // The sender's timer has millisecond steps: a first block that would take less
+                    // than a millisecond at this rate would otherwise wait a whole one. The flow
+                    // starts with a millisecond of credit; its average rate is unchanged.
+                    started = true;
+                    bucket.credit(shared.now(), assigned * TIMER_STEP.as_secs_f64());
+                }
             }
             let wait = match bucket.take(shared.now(), n) {
                 Grant::Now => break,
@@ -350,48 +255,6 @@ async fn pace<W: AsyncWrite + Unpin>(
     }
     sock.flush().await.map_err(peer_gone)?;
     Ok(())
-}
-
-/// A warm connection to a source, idle since `since`.
-type Warm = (Instant, Reader<Box<dyn DataStream>>);
-
-/// The receiving side's idle connections to other agents, by source machine and address (a
-/// connection verified for one machine serves only that machine).
-#[derive(Default)]
-pub(crate) struct Pool {
-    idle: Mutex<HashMap<(MachineId, String), Vec<Warm>>>,
-}
-
-impl std::fmt::Debug for Pool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n: usize = self.idle.lock().map(|m| m.values().map(Vec::len).sum()).unwrap_or(0);
-        f.debug_struct("Pool").field("idle", &n).finish()
-    }
-}
-
-impl Pool {
-    /// An idle connection to `src` at `addr` that the source will not close for a while yet
-    /// (idle for less than `max_idle`); older ones are dropped.
-    fn take(&self, src: MachineId, addr: &str, max_idle: Duration) -> Option<Reader<Box<dyn DataStream>>> {
-        let mut idle = self.idle.lock().expect("pool lock");
-        let list = idle.get_mut(&(src, addr.to_string()))?;
-        list.retain(|(since, _)| since.elapsed() < max_idle);
-        list.pop().map(|(_, c)| c)
-    }
-
-    /// Keeps a connection whose fetch ended cleanly for the next fetch from `src`.
-    fn put(&self, src: MachineId, addr: &str, conn: Reader<Box<dyn DataStream>>) {
-        let mut idle = self.idle.lock().expect("pool lock");
-        let list = idle.entry((src, addr.to_string())).or_default();
-        if list.len() < POOLED_PER_SOURCE {
-            list.push((Instant::now(), conn));
-        }
-    }
-
-    /// Idle connections held.
-    pub(crate) fn len(&self) -> usize {
-        self.idle.lock().expect("pool lock").values().map(Vec::len).sum()
-    }
 }
 
 /// A fresh connection to the agent of `src` at `addr` (TLS when configured, checking that the

@@ -121,3 +121,8 @@ impl From<AgentError> for tonic::Status {
         status
     }
 }
+
+/// The kind a coordinator error carries, if any.
+pub(crate) fn kind_of(s: &tonic::Status) -> &str {
+    s.metadata().get(ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("")
+}

@@ -9,9 +9,15 @@
 //! - `bucket`: [`TokenBucket`], the pure rate limiter (takes `now`).
 //! - `store`: pieces and the data-directory confinement of file paths.
 //! - `wire`: the data plane's wire format, a pure codec over byte buffers.
+//! - `conn`: a data connection with its read buffer, and the pool of warm ones.
 //! - `data`: the TCP data plane, sending (paced) and fetching (checked) over warm connections.
 //! - `service`: the gRPC service local clients call.
-//! - `link`: registration, rate stream and heartbeats to the coordinator.
+//! - `session`: the agent's side of its session with the coordinator, which its tasks speak
+//!   through, batched per frame.
+//! - `link`: registration and the session with the coordinator (announcements, flow ends,
+//!   heartbeats out; answers, rates and notices in), batched per frame.
+//! - `phantom`: [`Phantom`], the agent's side of the session without an agent, for benchmarks
+//!   and tests.
 //! - `membership`: which machine the agent is (certificate, flag, kept file, or assigned), and
 //!   deregistering at a clean stop.
 //! - `state`: what the tasks share.
@@ -20,11 +26,14 @@
 
 mod bucket;
 mod config;
+mod conn;
 mod data;
 mod error;
 mod link;
 mod membership;
+mod phantom;
 mod service;
+mod session;
 mod state;
 mod store;
 mod wire;
@@ -46,6 +55,7 @@ pub use crate::bucket::{Grant, TokenBucket, burst_for};
 pub use crate::config::{AgentConfig, ConfigError};
 pub use crate::error::{AgentError, ERROR_KIND};
 pub use crate::membership::MACHINE_ID_FILE;
+pub use crate::phantom::{Phantom, PhantomGrant};
 pub use crate::store::confine;
 
 /// The agent's gRPC service name, as `grpc.health.v1` reports it.

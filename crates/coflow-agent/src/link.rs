@@ -1,9 +1,11 @@
-//! The agent's link to the coordinator: registers, listens for rate changes, and reports
-//! progress and port utilization every heartbeat. Registers again whenever the coordinator
-//! forgets it (a restart) or the rate stream breaks; then re-announces the pieces it holds (with
+//! The agent's link to the coordinator: registers, then keeps one session stream on which it
+//! sends its announcements (a piece stored, a piece wanted), flow ends and heartbeats, and
+//! receives the answers, its flows' rates and notices. Registers again whenever the session ends
+//! (the coordinator restarted, or forgot this agent); then re-announces the pieces it holds (with
 //! their coflows' registrations) and the flows it is still receiving, so that a restarted
 //! coordinator schedules them again under their ids. Coflows the coordinator says are gone are
 //! forgotten.
+//! What the rest of the agent sends goes through the session's [`crate::session::Link`].
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,17 +13,24 @@ use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId};
 use coflow_proto::pb;
+use coflow_proto::pb::agent_message::Body;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
-use crate::service::kind_of;
-use crate::state::{CoordClient, Shared};
+use crate::error::kind_of;
+use crate::session::Batches;
+use crate::state::Shared;
+
+/// How long the agent waits for an answer to a re-announcement.
+const REANNOUNCE_DEADLINE: Duration = Duration::from_secs(10);
 
 pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: watch::Receiver<bool>) {
     let every = Duration::from_millis(shared.config.heartbeat_interval_ms);
     let mut coord = shared.coordinator.clone();
+    let machine_id = shared.config.machine_id();
     loop {
         let reg = pb::RegisterAgentRequest {
-            machine_id: shared.config.machine_id(),
+            machine_id,
             data_addr: data_addr.clone(),
             port_rate_bps: shared.config.port_rate_bps,
             session: shared.session(),
@@ -29,11 +38,14 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         let registered = async {
             let session = coord.register_agent(reg).await?.into_inner().session;
             shared.session.store(session, Ordering::Relaxed);
-            coord.watch_rates(pb::WatchRatesRequest { machine_id: shared.config.machine_id(), session }).await
+            let open = pb::AgentBatch { machine_id, session, messages: Vec::new() };
+            let outbound = Batches::new(open, shared.link.open());
+            coord.agent_session(outbound).await
         };
         let mut stream = match registered.await {
             Ok(s) => s.into_inner(),
             Err(e) => {
+                shared.link.close();
                 tracing::warn!(status = %e.message(), "cannot register with the coordinator; retrying");
                 shared.link_lost();
                 tokio::select! {
@@ -44,29 +56,34 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         };
         let epoch = shared.link_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         *shared.link_down_since.lock().expect("link lock") = None;
-        tracing::info!(machine = shared.config.machine_id(), "registered with the coordinator");
+        tracing::info!(machine = machine_id, "registered with the coordinator");
         // The coordinator's state is soft: after a restart it learns again what this agent holds.
+        // Re-announcements wait for answers that come on this very session, so they run beside
+        // the loop that reads it; they end with it.
+        let mut recovery = JoinSet::new();
         for (coflow, data_id, size, reg) in shared.store.list() {
-            let ann = pb::AnnouncePutRequest {
-                coflow_id: coflow.0,
-                data_id: data_id.as_str().to_string(),
-                machine_id: shared.config.machine_id(),
-                size,
-                recovered: true,
-                registration: reg.as_ref().map(Into::into),
-                session: shared.session(),
-            };
-            if let Err(e) = coord.announce_put(ann).await {
-                if kind_of(&e) == "unknown-coflow" {
-                    // Unregistered while this agent was not listening: forget it now.
-                    let n = shared.store.drop_coflow(coflow);
-                    tracing::info!(%coflow, pieces = n, "coflow unregistered; pieces dropped");
-                } else {
-                    tracing::warn!(%coflow, %data_id, status = %e.message(), "could not re-announce a piece");
+            let shared = shared.clone();
+            recovery.spawn(async move {
+                let ann = pb::AnnouncePutRequest {
+                    coflow_id: coflow.0,
+                    data_id: data_id.as_str().to_string(),
+                    machine_id,
+                    size,
+                    recovered: true,
+                    registration: reg.as_ref().map(Into::into),
+                };
+                if let Err(e) = shared.link.call(Body::Put(ann), REANNOUNCE_DEADLINE).await {
+                    if kind_of(&e) == "unknown-coflow" {
+                        // Unregistered while this agent was not listening: forget it now.
+                        let n = shared.store.drop_coflow(coflow);
+                        tracing::info!(%coflow, pieces = n, "coflow unregistered; pieces dropped");
+                    } else {
+                        tracing::warn!(%coflow, %data_id, status = %e.message(), "could not re-announce a piece");
+                    }
                 }
-            }
+            });
         }
-        recover_flows(&shared, &mut coord, epoch).await;
+        recover_flows(&shared, epoch, &mut recovery);
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut last_tx, mut last_rx, mut last_at) =
@@ -74,25 +91,16 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         loop {
             tokio::select! {
                 msg = stream.message() => match msg {
-                    Ok(Some(update)) => {
-                        for r in update.rates {
-                            let rate = if r.rate_bps.is_finite() && r.rate_bps >= 0.0 { r.rate_bps } else { 0.0 };
-                            tracing::debug!(target: "coflow::path", flow = r.flow_id, rate, "rate");
-                            shared.rates.set(FlowId(r.flow_id), rate);
+                    Ok(Some(batch)) => {
+                        for r in batch.replies {
+                            shared.link.answer(r);
                         }
-                        for f in update.failed_flows {
-                            if let Some(r) = shared.receiving.lock().expect("receiving lock").get(&FlowId(f)) {
-                                r.cancel.send_replace(Some("the coordinator declared the source agent dead".into()));
-                            }
-                        }
-                        for c in update.dropped_coflows {
-                            let n = shared.store.drop_coflow(CoflowId(c));
-                            tracing::debug!(coflow = c, pieces = n, "coflow unregistered; pieces dropped");
+                        if let Some(update) = batch.update {
+                            apply(&shared, update);
                         }
                     }
                     _ => {
-                        tracing::warn!("rate stream from the coordinator ended; registering again");
-                        shared.link_lost();
+                        tracing::warn!("the session with the coordinator ended; registering again");
                         break;
                     }
                 },
@@ -108,35 +116,54 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                         .map(|(f, p)| pb::FlowProgress { flow_id: f.0, bytes_sent: p.load(Ordering::Relaxed) })
                         .collect();
                     let hb = pb::HeartbeatRequest {
-                        machine_id: shared.config.machine_id(),
+                        machine_id,
                         flows,
                         tx_bps: (tx - last_tx) as f64 / dt,
                         rx_bps: (rx - last_rx) as f64 / dt,
-                        session: shared.session(),
                     };
                     (last_tx, last_rx, last_at) = (tx, rx, now);
                     shared.rates.collect_garbage();
-                    recover_flows(&shared, &mut coord, epoch).await;
-                    match coord.heartbeat(hb).await {
-                        Ok(r) if r.get_ref().known => {}
-                        Ok(_) => {
-                            tracing::warn!("the coordinator does not know this agent; registering again");
-                            break;
-                        }
-                        Err(e) => tracing::debug!(status = %e.message(), "heartbeat failed"),
+                    shared.link.tell(Body::Heartbeat(hb));
+                    if recovery.is_empty() {
+                        recover_flows(&shared, epoch, &mut recovery);
                     }
                 }
-                _ = shutdown.changed() => return,
+                Some(_) = recovery.join_next(), if !recovery.is_empty() => {}
+                _ = shutdown.changed() => {
+                    shared.link.close();
+                    return;
+                }
             }
         }
+        shared.link.close();
+        shared.link_lost();
     }
 }
 
-/// Re-announces the flows this agent receives that the current coordinator (registration
-/// `epoch`) does not know yet; those it refuses for good end. Flows of an unregistered coflow
-/// are not re-announced (they would bring it back): they go on at their last rate, the full
-/// port rate unregistered coflows get.
-async fn recover_flows(shared: &Shared, coord: &mut CoordClient, epoch: u64) {
+/// Applies what the coordinator pushed: rates of the flows this agent sends, flows it receives
+/// that failed, coflows dropped.
+fn apply(shared: &Shared, update: pb::RateUpdate) {
+    for r in update.rates {
+        let rate = if r.rate_bps.is_finite() && r.rate_bps >= 0.0 { r.rate_bps } else { 0.0 };
+        tracing::debug!(target: "coflow::path", flow = r.flow_id, rate, "rate");
+        shared.rates.set(FlowId(r.flow_id), rate);
+    }
+    for f in update.failed_flows {
+        if let Some(r) = shared.receiving.lock().expect("receiving lock").get(&FlowId(f)) {
+            r.cancel.send_replace(Some("the coordinator declared the source agent dead".into()));
+        }
+    }
+    for c in update.dropped_coflows {
+        let n = shared.store.drop_coflow(CoflowId(c));
+        tracing::debug!(coflow = c, pieces = n, "coflow unregistered; pieces dropped");
+    }
+}
+
+/// Re-announces, beside the session's loop, the flows this agent receives that the current
+/// coordinator (registration `epoch`) does not know yet; those it refuses for good end. Flows of
+/// an unregistered coflow are not re-announced (they would bring it back): they go on at their
+/// last rate, the full port rate unregistered coflows get.
+fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
     let stale: Vec<(FlowId, pb::AnnounceGetRequest)> = shared
         .receiving
         .lock()
@@ -152,26 +179,31 @@ async fn recover_flows(shared: &Shared, coord: &mut CoordClient, epoch: u64) {
                 recovered_src_machine_id: r.src.0,
                 recovered_size: r.size,
                 recovered_bytes_received: r.received.load(Ordering::Relaxed),
-                session: shared.session(),
             };
             (f, req)
         })
         .collect();
     for (flow, req) in stale {
-        let answer = coord.announce_get(req).await;
-        let mut receiving = shared.receiving.lock().expect("receiving lock");
-        let Some(r) = receiving.get_mut(&flow) else { continue };
-        match answer {
-            Ok(_) => {
-                r.epoch = epoch;
-                tracing::info!(%flow, "in-flight flow re-announced");
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            let answer = shared.link.call(Body::Get(req), REANNOUNCE_DEADLINE).await;
+            let mut receiving = shared.receiving.lock().expect("receiving lock");
+            let Some(r) = receiving.get_mut(&flow) else { return };
+            match answer {
+                Ok(_) => {
+                    r.epoch = epoch;
+                    tracing::info!(%flow, "in-flight flow re-announced");
+                }
+                // The source is not back yet, or the coordinator did not answer: try again next
+                // heartbeat (a source that never comes back stops sending keepalives, and the get
+                // ends at the idle timeout).
+                Err(e)
+                    if kind_of(&e) == "agent-unreachable"
+                        || matches!(e.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {}
+                Err(e) => {
+                    r.cancel.send_replace(Some(format!("the restarted coordinator refused the flow: {}", e.message())));
+                }
             }
-            // The source is not back yet: try again next heartbeat (a source that never comes
-            // back stops sending keepalives, and the get ends at the idle timeout).
-            Err(e) if kind_of(&e) == "agent-unreachable" || e.code() == tonic::Code::Unavailable => {}
-            Err(e) => {
-                r.cancel.send_replace(Some(format!("the restarted coordinator refused the flow: {}", e.message())));
-            }
-        }
+        });
     }
 }

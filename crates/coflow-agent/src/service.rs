@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use coflow_core::{CoflowId, FlowId, MachineId};
+use coflow_proto::pb::agent_message::Body;
 use coflow_proto::pb::agent_server::Agent;
 use coflow_proto::{DataId, PutSource, Registration, pb};
 use tokio::sync::{mpsc, watch};
@@ -14,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::data;
-use crate::error::AgentError;
+use crate::error::{AgentError, kind_of};
 use crate::state::{Receiving, Shared};
 use crate::store::{Piece, file_piece};
 
@@ -62,13 +63,18 @@ impl AgentService {
                     coflow_id: coflow.0,
                     data_id: data_id.as_str().to_string(),
                     machine_id: self.machine().0,
-                    session,
                     ..Default::default()
                 };
                 // Read before the grant: a coordinator that restarts after granting is a later epoch.
                 let epoch = self.shared.link_epoch.load(Ordering::SeqCst);
-                let grant = self.shared.coordinator.clone().announce_get(ann).await.map_err(AgentError::Coordinator)?;
-                Ok((epoch, grant.into_inner()))
+                let left =
+                    deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(100));
+                match self.shared.link.call(Body::Get(ann), left).await.map_err(AgentError::Coordinator)? {
+                    pb::agent_reply::Result::Get(grant) => Ok((epoch, grant)),
+                    _ => Err(AgentError::Coordinator(tonic::Status::internal(
+                        "the coordinator answered a get with another reply",
+                    ))),
+                }
             }
             .await;
             match attempt {
@@ -106,11 +112,6 @@ fn coordinator_away(e: &AgentError) -> bool {
     }
 }
 
-/// The kind a coordinator error carries, if any.
-pub(crate) fn kind_of(s: &Status) -> &str {
-    s.metadata().get(crate::error::ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("")
-}
-
 #[tonic::async_trait]
 impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
@@ -141,13 +142,17 @@ impl Agent for AgentService {
             size,
             recovered: false,
             registration: None,
-            session: self.shared.session(),
         };
-        match self.shared.coordinator.clone().announce_put(ann).await {
-            Ok(resp) => {
-                if let Some(reg) = resp.into_inner().registration.and_then(|r| Registration::try_from(r).ok()) {
+        let deadline = Duration::from_millis(self.shared.config.coordinator_grace_ms);
+        match self.shared.link.call(Body::Put(ann), deadline).await {
+            Ok(pb::agent_reply::Result::Put(resp)) => {
+                if let Some(reg) = resp.registration.and_then(|r| Registration::try_from(r).ok()) {
                     self.shared.store.learn(coflow, reg);
                 }
+            }
+            Ok(_) => {
+                self.shared.store.remove(coflow, &data_id);
+                return Err(tonic::Status::internal("the coordinator answered a put with another reply"));
             }
             Err(s) => {
                 self.shared.store.remove(coflow, &data_id);
@@ -252,8 +257,8 @@ impl Agent for AgentService {
                 }
             }
             let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: grant.size, reason };
-            if let Err(s) = shared.coordinator.clone().flow_finished(done).await {
-                tracing::debug!(%flow, status = %s.message(), "could not report flow end");
+            if !shared.link.tell(Body::Finished(done)) {
+                tracing::debug!(%flow, "no session with the coordinator: the flow's end is reported when one opens");
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))

@@ -102,7 +102,9 @@ pub(crate) struct Shared {
     pub(crate) store: Store,
     pub(crate) rates: RateTable,
     /// Warm data connections to other agents, for the fetches of local gets.
-    pub(crate) pool: crate::data::Pool,
+    pub(crate) pool: crate::conn::Pool,
+    /// The session with the coordinator.
+    pub(crate) link: crate::session::Link,
     /// Bytes sent so far by each flow being sent, for heartbeats.
     pub(crate) sending: Mutex<HashMap<FlowId, Arc<AtomicU64>>>,
     /// Remote gets in progress, by flow.
@@ -134,7 +136,8 @@ impl Shared {
             session: AtomicU64::new(0),
             store: Store::new(max_stored),
             rates: RateTable::default(),
-            pool: crate::data::Pool::default(),
+            pool: crate::conn::Pool::default(),
+            link: crate::session::Link::default(),
             sending: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
             link_epoch: AtomicU64::new(0),

@@ -1,24 +1,19 @@
 //! The live services as subcommands: `coflow coordinator`, `coflow agent`, `coflow status` (its
-//! own submodule, `status`), and `coflow bench-live` (control-message throughput and rate
-//! accuracy, in process over loopback).
+//! own submodule, `status`), and `coflow bench-live` (the control path, control throughput,
+//! decisions and rate accuracy, in process over loopback).
 //! Each service command reads its TOML config, applies flag overrides, validates and runs the
 //! library's `run(config, listener, shutdown)` until SIGTERM or SIGINT.
 
 pub(crate) mod status;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use coflow_agent::{AgentConfig, AgentListeners};
-use coflow_client::{ClusterToken, CoflowOptions, TlsFiles};
+use coflow_client::{ClusterToken, TlsFiles};
 use coflow_coordinator::CoordinatorConfig;
-use coflow_proto::pb;
-use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_testkit::{Cluster, ClusterConfig};
 use tokio::net::TcpListener;
 
 /// Where the cluster token comes from: `--token-file`, else `$COFLOW_TOKEN`. Never logged.
@@ -250,133 +245,59 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
 /// Options of `coflow bench-live`.
 #[derive(Debug, Args)]
 pub(crate) struct BenchLiveArgs {
-    /// How long to send control messages, in seconds.
+    /// How long the control-throughput load runs, in seconds.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Concurrent senders (each an agent-like gRPC client on its own connection).
-    #[arg(long, default_value_t = 32)]
-    clients: usize,
+    /// Phantom agents driving the load (in pairs).
+    #[arg(long, default_value_t = 8)]
+    phantoms: u32,
+    /// Flows each phantom pair keeps in flight.
+    #[arg(long, default_value_t = 8)]
+    window: usize,
+    /// Control messages a second offered while the control path is measured under load.
+    #[arg(long, default_value_t = 100_000.0)]
+    load_rate: f64,
+    /// Gets measured at each level of coflows present (1, 100 and 1,000).
+    #[arg(long, default_value_t = 1000)]
+    gets: usize,
+    /// Over mutual TLS (certificates made for the run) rather than the cluster token.
+    #[arg(long)]
+    tls: bool,
+    /// Write the report as JSON to this file (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
-/// Measures the coordinator's control-message throughput (heartbeats with flow progress, the
-/// most frequent message, and register/unregister pairs) over loopback gRPC, and the achieved
-/// against the assigned rate of fair-shared flows.
+/// Measures the live system in this process over loopback (`coflow_testkit::bench`) and prints
+/// what it measured.
 pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
-    if !(a.seconds > 0.0 && a.seconds <= 600.0) || a.clients == 0 {
-        bail!("--seconds must be in (0, 600] and --clients at least 1");
+    if !(a.seconds > 0.0 && a.seconds <= 600.0) {
+        bail!("--seconds must be in (0, 600]");
     }
-    runtime()?.block_on(async move {
-        let cluster = Cluster::start(ClusterConfig::new(4, 8_000_000.0, "varys")).await?;
-        let url = format!("http://{}", cluster.coordinator_addr);
-        let stop = Arc::new(AtomicBool::new(false));
-        let count = Arc::new(AtomicU64::new(0));
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..a.clients {
-            let channel = tonic::transport::Endpoint::from_shared(url.clone())?.tcp_nodelay(true).connect().await?;
-            let mut c = CoordinatorClient::with_interceptor(
-                channel,
-                coflow_proto::TokenAttach::new(Some(cluster.token().clone())),
-            );
-            // Each sender heartbeats for a machine of its own, registered first: heartbeats must
-            // carry the session of the machine's registration.
-            let machine_id = 100 + i as u32;
-            let reg = pb::RegisterAgentRequest {
-                machine_id,
-                data_addr: format!("127.0.0.1:{}", 9000 + i),
-                port_rate_bps: 1e8,
-                session: 0,
-            };
-            let session = c.register_agent(reg).await?.into_inner().session;
-            let (stop, count) = (stop.clone(), count.clone());
-            tasks.spawn(async move {
-                let mut k = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    k += 1;
-                    let ok = if k.is_multiple_of(4) {
-                        match c.register(pb::RegisterRequest { num_flows: 1, options: None }).await {
-                            Ok(r) => {
-                                let id = r.into_inner().coflow_id;
-                                c.unregister(pb::UnregisterRequest { coflow_id: id }).await.is_ok()
-                            }
-                            Err(_) => false,
-                        }
-                    } else {
-                        let flows = (0..8).map(|f| pb::FlowProgress { flow_id: f, bytes_sent: k }).collect();
-                        let hb = pb::HeartbeatRequest { machine_id, flows, tx_bps: 0.0, rx_bps: 0.0, session };
-                        c.heartbeat(hb).await.is_ok()
-                    };
-                    if ok {
-                        count.fetch_add(if k.is_multiple_of(4) { 2 } else { 1 }, Ordering::Relaxed);
-                    }
-                }
-            });
+    if a.phantoms < 2 || a.window == 0 || a.gets == 0 {
+        bail!("--phantoms must be at least 2, --window and --gets at least 1");
+    }
+    if !(a.load_rate.is_finite() && a.load_rate > 0.0) {
+        bail!("--load-rate must be a positive number of messages a second");
+    }
+    let cfg = coflow_testkit::bench::LiveBench {
+        load: Duration::from_secs_f64(a.seconds),
+        phantoms: a.phantoms,
+        window: a.window,
+        load_rate: a.load_rate,
+        gets: a.gets,
+        tls: a.tls,
+        ..Default::default()
+    };
+    let report = coflow_testkit::bench::run(&cfg)?;
+    match a.json.as_deref() {
+        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(&report)?),
+        Some(p) => {
+            std::fs::write(p, serde_json::to_string_pretty(&report)? + "\n")
+                .with_context(|| format!("writing {}", p.display()))?;
+            print!("{}", report.table());
         }
-        let t = Instant::now();
-        tokio::time::sleep(Duration::from_secs_f64(a.seconds)).await;
-        stop.store(true, Ordering::Relaxed);
-        let n = count.load(Ordering::Relaxed);
-        let dt = t.elapsed().as_secs_f64();
-        while tasks.join_next().await.is_some() {}
-        println!(
-            "control messages: {n} in {dt:.2}s = {:.0} messages/s ({} concurrent clients over loopback gRPC; Varys reported 4,000+/s)",
-            n as f64 / dt,
-            a.clients
-        );
-
-        // The core alone, without gRPC: the same heartbeat events handed to it in process.
-        let mut core = coflow_coordinator::Core::new(CoordinatorConfig::default(), coflow_sched::policy::by_name("varys")?);
-        let now = coflow_core::Nanos::from_secs(1);
-        for m in 0..4u32 {
-            let reg = coflow_proto::AgentRegistration {
-                machine: coflow_core::MachineId(m),
-                data_addr: format!("127.0.0.1:{}", 9000 + m).parse()?,
-                port_rate: 1e8,
-            };
-            core.handle_register_agent(now, reg);
-        }
-        let events = 1_000_000u64;
-        let t = Instant::now();
-        for k in 0..events {
-            let flows = (0..8).map(|f| (coflow_core::FlowId(f), k)).collect();
-            let hb = coflow_proto::Heartbeat { machine: coflow_core::MachineId((k % 4) as u32), flows, tx_bps: 0.0, rx_bps: 0.0 };
-            core.handle_heartbeat(now, hb);
-        }
-        let dt = t.elapsed().as_secs_f64();
-        println!("core event handling alone: {:.0} events/s (the gRPC stack, not the core, bounds the figure above)", events as f64 / dt);
-
-        // Rate accuracy: two flows from different senders into one receiver; fair gives each
-        // half of its port, enforced by each sender's token bucket.
-        let c = cluster.client(0).await?;
-        let coflow = c.register(2, CoflowOptions::default()).await?;
-        let size = 8_000_000usize;
-        cluster.client(0).await?.put(coflow, "a", vec![1; size]).await?;
-        cluster.client(1).await?.put(coflow, "b", vec![2; size]).await?;
-        let r = cluster.client(2).await?;
-        let measure = |id: &'static str| {
-            let r = r.clone();
-            async move {
-                let t0 = Instant::now();
-                let mut marks = Vec::new();
-                let mut n = 0u64;
-                r.get_with(coflow, id, |b| {
-                    n += b.len() as u64;
-                    marks.push((t0.elapsed().as_secs_f64(), n));
-                })
-                .await?;
-                let at = |s: f64| marks.iter().find(|&&(_, b)| b as f64 >= s * n as f64).copied().unwrap_or((0.0, 0));
-                let ((t1, b1), (t2, b2)) = (at(0.2), at(0.8));
-                anyhow::Ok((b2 - b1) as f64 / (t2 - t1).max(1e-9))
-            }
-        };
-        let (ra, rb) = tokio::join!(measure("a"), measure("b"));
-        let assigned = 4_000_000.0;
-        for (id, r) in [("a", ra?), ("b", rb?)] {
-            println!(
-                "flow {id}: assigned {assigned:.0} B/s, achieved {r:.0} B/s, error {:+.2}%",
-                (r - assigned) / assigned * 100.0
-            );
-        }
-        cluster.shutdown().await;
-        Ok(())
-    })
+        None => print!("{}", report.table()),
+    }
+    Ok(())
 }

@@ -478,9 +478,21 @@ impl Core {
         Ok(())
     }
 
-    /// A receiving agent finished a flow, or gave up on it.
-    pub fn handle_flow_finished(&mut self, now: Nanos, flow: FlowId, outcome: FlowOutcome) -> Result<(), CoordError> {
+    /// The receiving agent (`by`) finished a flow, or gave up on it. Only the flow's receiver may
+    /// end it: a report from any other machine is refused and changes nothing.
+    pub fn handle_flow_finished(
+        &mut self,
+        now: Nanos,
+        by: MachineId,
+        flow: FlowId,
+        outcome: FlowOutcome,
+    ) -> Result<(), CoordError> {
         self.input(now);
+        match self.flows.get(&flow) {
+            None => return Err(CoordError::UnknownFlow(flow)),
+            Some(f) if f.dst != by => return Err(CoordError::NotTheReceiver { flow, machine: by }),
+            Some(_) => {}
+        }
         match outcome {
             FlowOutcome::Completed => self.finish_flow(now, flow, None),
             FlowOutcome::Failed(reason) => self.finish_flow(now, flow, Some(&reason)),

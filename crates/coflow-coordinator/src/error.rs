@@ -46,6 +46,14 @@ pub enum CoordError {
     /// A configured limit was reached; the message names it.
     #[error("limit reached: {0}")]
     LimitExceeded(String),
+    /// A machine reported the end of a flow it does not receive.
+    #[error("machine {machine} does not receive flow {flow}")]
+    NotTheReceiver {
+        /// The flow.
+        flow: FlowId,
+        /// The machine that reported it.
+        machine: MachineId,
+    },
 }
 
 impl CoordError {
@@ -61,6 +69,7 @@ impl CoordError {
             CoordError::Invalid(_) => "invalid",
             CoordError::ShuttingDown => "shutting-down",
             CoordError::LimitExceeded(_) => "limit-exceeded",
+            CoordError::NotTheReceiver { .. } => "permission-denied",
         }
     }
 }
@@ -76,6 +85,7 @@ impl From<CoordError> for tonic::Status {
             CoordError::AgentUnavailable(_) | CoordError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
             CoordError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
             CoordError::LimitExceeded(_) => tonic::Status::resource_exhausted(e.to_string()),
+            CoordError::NotTheReceiver { .. } => tonic::Status::permission_denied(e.to_string()),
         };
         status.metadata_mut().insert(ERROR_KIND, tonic::metadata::MetadataValue::from_static(e.kind()));
         status

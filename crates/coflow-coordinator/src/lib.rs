@@ -109,6 +109,7 @@ pub async fn run(
         recovering_until,
         restarted: Default::default(),
         assignments: Arc::new(membership::Assignments::new(std::time::Duration::from_millis(config_agent_timeout_ms))),
+        stop: stop_rx.clone(),
     };
     let svc = CoordinatorServer::with_interceptor(svc, security.authenticate());
     let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);

@@ -1,14 +1,18 @@
 //! The gRPC face of the coordinator, and the one task that owns [`Core`].
 //!
 //! Every RPC converts its message at the edge (naming a wrong field), sends one [`Event`] to the
-//! core task with a oneshot for the reply, and maps a [`CoordError`] to a status in one place.
-//! Every channel, task and timer of the coordinator lives here: the core task reads the clock,
-//! hands each event to the core's `handle_*` method with `now`, sends what
-//! [`Core::poll_transmit`] gives on the agents' rate streams, and sleeps until
-//! [`Core::poll_timeout`].
+//! core task, and maps a [`CoordError`] to a status in one place. An agent speaks on one session
+//! stream: a reader task per session validates what the agent sends and hands each batch to the
+//! core task as one event; the core task answers each announcement and pushes rates and notices
+//! straight into the session's outbound queue, which the response stream drains, merging what
+//! queued into one frame. Every channel, task and timer of the coordinator lives here: the core
+//! task reads the clock, hands each event to the core's `handle_*` method with `now`, sends what
+//! [`Core::poll_transmit`] gives, and sleeps until [`Core::poll_timeout`].
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
@@ -16,9 +20,9 @@ use coflow_proto::pb::coordinator_server::Coordinator;
 use coflow_proto::{AgentRegistration, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::Stream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
-use crate::core::{Core, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
+use crate::core::{Core, FlowOutcome, Notice, RateBatch, Transmit};
 use crate::error::CoordError;
 use crate::identity::{Sessions, as_agent, as_client, as_some_agent};
 use crate::views::StatusView;
@@ -26,11 +30,11 @@ use crate::views::StatusView;
 /// Where a reply goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, CoordError>>;
 
-/// An agent's rate stream, as the core task feeds it.
-type RateTx = mpsc::UnboundedSender<pb::RateUpdate>;
+/// An agent's session, as the core task feeds it.
+type SessionTx = mpsc::UnboundedSender<pb::CoordinatorBatch>;
 
-/// What the core task is told: every trigger of work from an RPC, each with where its answer
-/// goes.
+/// What the core task is told: every trigger of work from an RPC or a session, each with where
+/// its answer goes.
 #[derive(Debug)]
 pub(crate) enum Event {
     /// A framework registers a coflow.
@@ -39,28 +43,39 @@ pub(crate) enum Event {
     Unregister(CoflowId, Reply<()>),
     /// No more puts will come for a coflow.
     Seal(CoflowId, Reply<()>),
-    /// An agent stored a piece; the reply is the coflow's registration, for the agent to keep.
-    Put(PutAnnouncement, Reply<Registration>),
-    /// An agent's client wants a piece.
-    Get(GetAnnouncement, Reply<FlowGrant>),
-    /// A receiving agent re-announces a flow a previous coordinator granted (after a restart).
-    RecoverFlow(FlowRecovery, Reply<FlowGrant>),
-    /// A receiving agent finished a flow or gave up on it.
-    FlowFinished(FlowId, FlowOutcome, Reply<()>),
     /// An agent joins.
     RegisterAgent(AgentRegistration, Reply<()>),
-    /// An agent reports; the reply says whether the coordinator knows it.
-    Heartbeat(Heartbeat, Reply<bool>),
     /// An agent leaves.
     Deregister(MachineId, Reply<()>),
-    /// An agent listens for its flows' rates and notices; the current rates are sent at once.
-    Watch(MachineId, RateTx),
+    /// An agent opened a session (numbered, to tell it from a later one): its current rates are
+    /// sent at once, and from then on its answers, rates and notices.
+    Open(MachineId, u64, SessionTx),
+    /// What an agent sent on a session, in order.
+    Agent(MachineId, u64, Vec<AgentMsg>),
+    /// An agent's session ended.
+    Closed(MachineId, u64),
     /// Whether a live agent runs on a machine.
     AgentAlive(MachineId, Reply<bool>),
     /// Someone asks what is live.
     Status(Reply<StatusView>),
     /// Prometheus asks for the counters and gauges.
     Metrics(Reply<Vec<coflow_telemetry::Sample>>),
+}
+
+/// One validated message of an agent's session.
+#[derive(Debug)]
+pub(crate) enum AgentMsg {
+    /// The agent stored a piece; the reply is the coflow's registration, for the agent to keep.
+    Put(u64, PutAnnouncement),
+    /// The agent's client wants a piece. `recovering`: the coordinator has just restarted, so
+    /// what is not known yet may still be re-announced, and is answered "not yet".
+    Get(u64, GetAnnouncement, bool),
+    /// The agent re-announces a flow a previous coordinator granted (after a restart).
+    Recover(u64, FlowRecovery),
+    /// The agent finished receiving a flow, or gave up on it.
+    Finished(FlowId, FlowOutcome),
+    /// The agent reports progress and port use.
+    Heartbeat(Heartbeat),
 }
 
 /// The handle RPCs use to reach the core task.
@@ -83,6 +98,9 @@ impl CoreHandle {
     }
 }
 
+/// The open session of each agent, by machine: its number and its outbound queue.
+type Open = BTreeMap<MachineId, (u64, SessionTx)>;
+
 /// Runs the core until `shutdown` turns true or every handle is gone.
 pub(crate) async fn core_loop(
     mut core: Core,
@@ -92,8 +110,7 @@ pub(crate) async fn core_loop(
 ) {
     let epoch = Instant::now();
     let now = || Nanos(epoch.elapsed().as_nanos() as u64);
-    // The open rate stream of each watching agent.
-    let mut streams: BTreeMap<MachineId, RateTx> = BTreeMap::new();
+    let mut streams: Open = BTreeMap::new();
     loop {
         let (decisions, started) = (core.counters().decisions, Instant::now());
         core.handle_timeout(now());
@@ -136,43 +153,74 @@ pub(crate) async fn core_loop(
 
 /// Hands one event to the core, sends its answer where it goes, then what the core has for the
 /// agents: at once, so that a lost agent's stream ends before the stream it opens next is kept.
-fn dispatch(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<MachineId, RateTx>) {
+fn dispatch(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
     answer(core, now, event, streams);
     transmit(core, streams);
 }
 
-fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<MachineId, RateTx>) {
+/// Sends `batch` on `machine`'s session; a session found closed is forgotten.
+fn send(core: &mut Core, streams: &mut Open, machine: MachineId, batch: pb::CoordinatorBatch) {
+    if let Some((_, tx)) = streams.get(&machine)
+        && tx.send(batch).is_err()
+    {
+        streams.remove(&machine);
+        core.handle_unwatch(machine);
+    }
+}
+
+/// The answer to one announcement, as the agent reads it.
+fn reply(request_id: u64, result: Result<pb::agent_reply::Result, CoordError>) -> pb::CoordinatorBatch {
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => pb::agent_reply::Result::Failure(failure(&e)),
+    };
+    pb::CoordinatorBatch { replies: vec![pb::AgentReply { request_id, result: Some(result) }], update: None }
+}
+
+/// A [`CoordError`] as a session carries it: the status code it maps to, its kind and message.
+fn failure(e: &CoordError) -> pb::Failure {
+    let code = Status::from(e.clone()).code() as i32;
+    pb::Failure { code, kind: e.kind().to_string(), message: e.to_string() }
+}
+
+fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
     // A dropped reply is an RPC that went away meanwhile: nothing to do.
     match event {
         Event::Register(reg, reply) => drop(reply.send(core.handle_register(now, reg))),
         Event::Unregister(id, reply) => drop(reply.send(core.handle_unregister(now, id))),
         Event::Seal(id, reply) => drop(reply.send(core.handle_seal(now, id))),
-        Event::Put(put, reply) => drop(reply.send(core.handle_put(now, put))),
-        Event::Get(get, reply) => {
-            let grant = core.handle_get(now, get);
-            if let Ok(g) = &grant {
-                tracing::debug!(target: "coflow::path", flow = g.flow.0, "grant");
-            }
-            drop(reply.send(grant))
-        }
-        Event::RecoverFlow(rec, reply) => drop(reply.send(core.handle_recover_flow(now, rec))),
-        Event::FlowFinished(flow, outcome, reply) => drop(reply.send(core.handle_flow_finished(now, flow, outcome))),
         Event::RegisterAgent(a, reply) => {
             core.handle_register_agent(now, a);
             drop(reply.send(Ok(())));
         }
-        Event::Heartbeat(hb, reply) => drop(reply.send(Ok(core.handle_heartbeat(now, hb)))),
         Event::Deregister(machine, reply) => {
             core.handle_deregister_agent(now, machine);
             drop(reply.send(Ok(())));
         }
-        Event::Watch(machine, tx) => {
+        Event::Open(machine, sid, tx) => {
             let current = core.handle_watch(now, machine);
-            if tx.send(rates(current)).is_ok() {
-                streams.insert(machine, tx);
+            let update = pb::CoordinatorBatch { replies: Vec::new(), update: Some(rates(current)) };
+            // A later session of the machine replaces an earlier one, whose stream then ends.
+            if tx.send(update).is_ok() {
+                streams.insert(machine, (sid, tx));
             } else {
                 streams.remove(&machine);
                 core.handle_unwatch(machine);
+            }
+        }
+        Event::Closed(machine, sid) => {
+            if streams.get(&machine).is_some_and(|(s, _)| *s == sid) {
+                streams.remove(&machine);
+                core.handle_unwatch(machine);
+            }
+        }
+        Event::Agent(machine, sid, msgs) => {
+            // What a replaced session still sends is not this machine's any more.
+            if streams.get(&machine).is_none_or(|(s, _)| *s != sid) {
+                return;
+            }
+            for msg in msgs {
+                agent_msg(core, now, machine, msg, streams);
             }
         }
         Event::AgentAlive(machine, reply) => drop(reply.send(Ok(core.agent_alive(machine)))),
@@ -181,8 +229,77 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut BTreeMap<Mach
     }
 }
 
+/// One message of `machine`'s session, applied to the core, and the answer sent back.
+fn agent_msg(core: &mut Core, now: Nanos, machine: MachineId, msg: AgentMsg, streams: &mut Open) {
+    use pb::agent_reply::Result as R;
+    match msg {
+        AgentMsg::Put(id, put) => {
+            let r = core
+                .handle_put(now, put)
+                .map(|reg| R::Put(pb::AnnouncePutResponse { registration: Some((&reg).into()) }));
+            send(core, streams, machine, reply(id, r));
+        }
+        AgentMsg::Get(id, get, recovering) => {
+            let batch = match core.handle_get(now, get) {
+                Ok(g) => {
+                    tracing::debug!(target: "coflow::path", flow = g.flow.0, "grant");
+                    reply(id, Ok(R::Get(grant(&g))))
+                }
+                Err(
+                    e
+                    @ (CoordError::UnknownCoflow(_) | CoordError::NoSuchData { .. } | CoordError::AgentUnavailable(_)),
+                ) if recovering => {
+                    // "Not yet": a retryable UNAVAILABLE without an error kind.
+                    let f = pb::Failure {
+                        code: tonic::Code::Unavailable as i32,
+                        kind: String::new(),
+                        message: format!("the coordinator has just started: {e}; retry"),
+                    };
+                    pb::CoordinatorBatch {
+                        replies: vec![pb::AgentReply { request_id: id, result: Some(R::Failure(f)) }],
+                        update: None,
+                    }
+                }
+                Err(e) => reply(id, Err(e)),
+            };
+            send(core, streams, machine, batch);
+        }
+        AgentMsg::Recover(id, rec) => {
+            let r = core.handle_recover_flow(now, rec).map(|g| R::Get(grant(&g)));
+            send(core, streams, machine, reply(id, r));
+        }
+        AgentMsg::Finished(flow, outcome) => {
+            if let Err(e) = core.handle_flow_finished(now, machine, flow, outcome) {
+                // An unknown flow is one this coordinator failed already, or one of a previous
+                // run's; a refused one is logged.
+                match e {
+                    CoordError::UnknownFlow(_) => tracing::debug!(%machine, error = %e, "flow end ignored"),
+                    _ => tracing::warn!(%machine, error = %e, "flow end refused"),
+                }
+            }
+        }
+        AgentMsg::Heartbeat(hb) => {
+            if !core.handle_heartbeat(now, hb) {
+                // Not known (declared dead, or this coordinator restarted): ending the session
+                // makes the agent register again.
+                streams.remove(&machine);
+                core.handle_unwatch(machine);
+            }
+        }
+    }
+}
+
+fn grant(g: &crate::core::FlowGrant) -> pb::AnnounceGetResponse {
+    pb::AnnounceGetResponse {
+        flow_id: g.flow.0,
+        src_machine_id: g.src.0,
+        src_data_addr: g.src_data_addr.to_string(),
+        size: g.size,
+    }
+}
+
 /// Sends what the core has for the agents; a stream found closed is reported back.
-fn transmit(core: &mut Core, streams: &mut BTreeMap<MachineId, RateTx>) {
+fn transmit(core: &mut Core, streams: &mut Open) {
     while let Some(t) = core.poll_transmit() {
         let (machine, update) = match t {
             Transmit::Rates(m, batch) => (m, rates(batch)),
@@ -198,12 +315,7 @@ fn transmit(core: &mut Core, streams: &mut BTreeMap<MachineId, RateTx>) {
                 continue;
             }
         };
-        if let Some(tx) = streams.get(&machine)
-            && tx.send(update).is_err()
-        {
-            streams.remove(&machine);
-            core.handle_unwatch(machine);
-        }
+        send(core, streams, machine, pb::CoordinatorBatch { replies: Vec::new(), update: Some(update) });
     }
 }
 
@@ -223,6 +335,48 @@ pub(crate) fn channel() -> (CoreHandle, mpsc::Receiver<Event>) {
     (CoreHandle { tx }, rx)
 }
 
+/// The most messages merged into one outbound frame, so that one frame stays small.
+const MAX_MERGED: usize = 1024;
+
+/// The coordinator's side of a session: what the core task queued for the agent, merged into
+/// one batch per frame (whatever queued while the previous frame was being sent).
+struct Outbound {
+    rx: mpsc::UnboundedReceiver<pb::CoordinatorBatch>,
+}
+
+/// Appends `more` to `batch`, keeping the order in which the agent applies them.
+fn merge(batch: &mut pb::CoordinatorBatch, more: pb::CoordinatorBatch) {
+    batch.replies.extend(more.replies);
+    if let Some(m) = more.update {
+        let u = batch.update.get_or_insert_with(Default::default);
+        u.rates.extend(m.rates);
+        u.failed_flows.extend(m.failed_flows);
+        u.dropped_coflows.extend(m.dropped_coflows);
+    }
+}
+
+impl Stream for Outbound {
+    type Item = Result<pb::CoordinatorBatch, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut batch = match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(b)) => b,
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        for _ in 0..MAX_MERGED {
+            match self.rx.try_recv() {
+                Ok(more) => merge(&mut batch, more),
+                Err(_) => break,
+            }
+        }
+        Poll::Ready(Some(Ok(batch)))
+    }
+}
+
+/// Numbers sessions, so that the core tells a session from the one that replaced it.
+static SESSIONS: AtomicU64 = AtomicU64::new(1);
+
 /// The tonic service.
 #[derive(Clone, Debug)]
 pub(crate) struct CoordinatorService {
@@ -238,6 +392,8 @@ pub(crate) struct CoordinatorService {
     pub(crate) restarted: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Machine ids given to agents that asked for one.
     pub(crate) assignments: std::sync::Arc<crate::membership::Assignments>,
+    /// Raised when the coordinator stops: session readers end.
+    pub(crate) stop: watch::Receiver<bool>,
 }
 
 fn status(e: CoordError) -> Status {
@@ -248,7 +404,108 @@ fn invalid(e: coflow_proto::ProtoError) -> Status {
     CoordError::Invalid(e).into()
 }
 
-type RateStream = Pin<Box<dyn Stream<Item = Result<pb::RateUpdate, Status>> + Send>>;
+type SessionStream = Pin<Box<dyn Stream<Item = Result<pb::CoordinatorBatch, Status>> + Send>>;
+
+impl CoordinatorService {
+    /// Whether a get for what is not known yet is "not yet" (the coordinator has just restarted).
+    fn recovering(&self) -> bool {
+        self.restarted.load(Ordering::Relaxed) && Instant::now() < self.recovering_until
+    }
+
+    /// Validates one message of `machine`'s session: what the core is to apply, or the failure
+    /// to answer at once.
+    fn validate(&self, machine: MachineId, m: pb::AgentMessage) -> Result<Option<AgentMsg>, pb::Failure> {
+        use pb::agent_message::Body;
+        let refuse = |e: CoordError| failure(&e);
+        let not_yours = |what: &str, claimed: u32| {
+            let msg = format!("a session of machine {machine} may not {what} for machine {claimed}");
+            pb::Failure { code: tonic::Code::PermissionDenied as i32, kind: "permission-denied".into(), message: msg }
+        };
+        let id = m.request_id;
+        Ok(Some(match m.body {
+            None => return Err(refuse(CoordError::Invalid(coflow_proto::ProtoError::Missing { field: "body" }))),
+            Some(Body::Put(p)) => {
+                if p.machine_id != machine.0 {
+                    return Err(not_yours("announce a piece", p.machine_id));
+                }
+                AgentMsg::Put(id, PutAnnouncement::try_from(p).map_err(|e| refuse(e.into()))?)
+            }
+            Some(Body::Get(g)) => {
+                if g.machine_id != machine.0 {
+                    return Err(not_yours("announce a get", g.machine_id));
+                }
+                match FlowRecovery::from_request(&g).map_err(|e| refuse(e.into()))? {
+                    Some(rec) => AgentMsg::Recover(id, rec),
+                    None => {
+                        let get = GetAnnouncement::try_from(g).map_err(|e| refuse(e.into()))?;
+                        AgentMsg::Get(id, get, self.recovering())
+                    }
+                }
+            }
+            Some(Body::Finished(f)) => AgentMsg::Finished(FlowId(f.flow_id), FlowOutcome::from_report(f.ok, f.reason)),
+            Some(Body::Heartbeat(h)) => {
+                if h.machine_id != machine.0 {
+                    return Err(not_yours("report", h.machine_id));
+                }
+                match Heartbeat::try_from(h) {
+                    Ok(hb) => AgentMsg::Heartbeat(hb),
+                    Err(e) => {
+                        tracing::debug!(%machine, error = %e, "malformed heartbeat ignored");
+                        return Ok(None);
+                    }
+                }
+            }
+        }))
+    }
+}
+
+/// Reads an agent's session until it ends (or the coordinator stops), handing each batch to the
+/// core as one event; a malformed message is answered at once, a batch claiming another session
+/// ends the stream.
+async fn read_session(
+    svc: CoordinatorService,
+    machine: MachineId,
+    sid: u64,
+    session: u64,
+    first: Vec<pb::AgentMessage>,
+    mut inbound: Streaming<pb::AgentBatch>,
+    out: SessionTx,
+) {
+    let mut stop = svc.stop.clone();
+    let mut next = Some(first);
+    loop {
+        let msgs = match next.take() {
+            Some(m) => m,
+            None => tokio::select! {
+                b = inbound.message() => match b {
+                    Ok(Some(b)) if (b.machine_id == 0 && b.session == 0) || (b.machine_id == machine.0 && b.session == session) => b.messages,
+                    Ok(Some(_)) => {
+                        tracing::warn!(%machine, "a session batch named another machine or session; session ended");
+                        break;
+                    }
+                    _ => break,
+                },
+                _ = stop.changed() => break,
+            },
+        };
+        let mut valid = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            let id = m.request_id;
+            match svc.validate(machine, m) {
+                Ok(Some(v)) => valid.push(v),
+                Ok(None) => {}
+                Err(f) => {
+                    let r = pb::AgentReply { request_id: id, result: Some(pb::agent_reply::Result::Failure(f)) };
+                    let _ = out.send(pb::CoordinatorBatch { replies: vec![r], update: None });
+                }
+            }
+        }
+        if !valid.is_empty() && svc.core.tell(Event::Agent(machine, sid, valid)).await.is_err() {
+            break;
+        }
+    }
+    let _ = svc.core.tell(Event::Closed(machine, sid)).await;
+}
 
 #[tonic::async_trait]
 impl Coordinator for CoordinatorService {
@@ -277,72 +534,6 @@ impl Coordinator for CoordinatorService {
         Ok(Response::new(pb::SealResponse {}))
     }
 
-    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
-    async fn announce_put(
-        &self,
-        req: Request<pb::AnnouncePutRequest>,
-    ) -> Result<Response<pb::AnnouncePutResponse>, Status> {
-        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
-        as_agent(&req, machine)?;
-        self.sessions.check(MachineId(machine), session).await?;
-        let put = PutAnnouncement::try_from(req.into_inner()).map_err(invalid)?;
-        let reg = self.core.ask(|r| Event::Put(put, r)).await.map_err(status)?;
-        Ok(Response::new(pb::AnnouncePutResponse { registration: Some((&reg).into()) }))
-    }
-
-    #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
-    async fn announce_get(
-        &self,
-        req: Request<pb::AnnounceGetRequest>,
-    ) -> Result<Response<pb::AnnounceGetResponse>, Status> {
-        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
-        as_agent(&req, machine)?;
-        let known = self.sessions.check_known(MachineId(machine), session).await?;
-        if session != 0 && !known {
-            // A session from a previous coordinator: this is a restart, and the agent has not
-            // registered again yet; it retries once it has.
-            self.restarted.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Err(Status::unavailable(format!("machine {machine} has not registered with this coordinator yet")));
-        }
-        let req = req.into_inner();
-        let g = match FlowRecovery::from_request(&req).map_err(invalid)? {
-            Some(rec) => self.core.ask(|r| Event::RecoverFlow(rec, r)).await.map_err(status)?,
-            None => {
-                let get = GetAnnouncement::try_from(req).map_err(invalid)?;
-                match self.core.ask(|r| Event::Get(get, r)).await {
-                    Ok(g) => g,
-                    Err(
-                        e @ (CoordError::UnknownCoflow(_)
-                        | CoordError::NoSuchData { .. }
-                        | CoordError::AgentUnavailable(_)),
-                    ) if self.restarted.load(std::sync::atomic::Ordering::Relaxed)
-                        && Instant::now() < self.recovering_until =>
-                    {
-                        return Err(Status::unavailable(format!("the coordinator has just started: {e}; retry")));
-                    }
-                    Err(e) => return Err(status(e)),
-                }
-            }
-        };
-        Ok(Response::new(pb::AnnounceGetResponse {
-            flow_id: g.flow.0,
-            src_machine_id: g.src.0,
-            src_data_addr: g.src_data_addr.to_string(),
-            size: g.size,
-        }))
-    }
-
-    async fn flow_finished(
-        &self,
-        req: Request<pb::FlowFinishedRequest>,
-    ) -> Result<Response<pb::FlowFinishedResponse>, Status> {
-        as_some_agent(&req)?;
-        let r = req.into_inner();
-        let (flow, outcome) = (FlowId(r.flow_id), FlowOutcome::from_report(r.ok, r.reason));
-        self.core.ask(|reply| Event::FlowFinished(flow, outcome, reply)).await.map_err(status)?;
-        Ok(Response::new(pb::FlowFinishedResponse {}))
-    }
-
     async fn status(&self, _req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
         let v = self.core.ask(Event::Status).await.map_err(status)?;
         Ok(Response::new(status_to_pb(v)))
@@ -355,7 +546,7 @@ impl Coordinator for CoordinatorService {
         let (machine, claimed) = (req.get_ref().machine_id, req.get_ref().session);
         as_agent(&req, machine)?;
         if claimed != 0 {
-            self.restarted.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.restarted.store(true, Ordering::Relaxed);
         }
         let certified = coflow_proto::Peer::of(&req).is_some_and(coflow_proto::Peer::is_certified);
         let remote = req.remote_addr();
@@ -367,13 +558,29 @@ impl Coordinator for CoordinatorService {
         Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0, session }))
     }
 
-    async fn heartbeat(&self, req: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
-        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
-        as_agent(&req, machine)?;
-        self.sessions.check(MachineId(machine), session).await?;
-        let hb = Heartbeat::try_from(req.into_inner()).map_err(invalid)?;
-        let known = self.core.ask(|r| Event::Heartbeat(hb, r)).await.map_err(status)?;
-        Ok(Response::new(pb::HeartbeatResponse { known }))
+    type AgentSessionStream = SessionStream;
+
+    async fn agent_session(&self, req: Request<Streaming<pb::AgentBatch>>) -> Result<Response<SessionStream>, Status> {
+        as_some_agent(&req)?;
+        let (meta, ext, mut inbound) = req.into_parts();
+        let caller = Request::from_parts(meta, ext, ());
+        let first = inbound
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("a session opens with a batch naming its machine and session"))?;
+        as_agent(&caller, first.machine_id)?;
+        let machine = MachineId(first.machine_id);
+        if !self.sessions.check_known(machine, first.session).await? {
+            // A session of a previous coordinator, or none: the agent registers (again) first.
+            return Err(Status::unavailable(format!("machine {machine} has not registered with this coordinator")));
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sid = SESSIONS.fetch_add(1, Ordering::Relaxed);
+        self.core.tell(Event::Open(machine, sid, tx.clone())).await.map_err(status)?;
+        // Ends with the agent's stream or the coordinator's stop; the response stream ends when
+        // the core drops the session's sender.
+        tokio::spawn(read_session(self.clone(), machine, sid, first.session, first.messages, inbound, tx));
+        Ok(Response::new(Box::pin(Outbound { rx })))
     }
 
     async fn assign_machine(
@@ -404,19 +611,6 @@ impl Coordinator for CoordinatorService {
         self.core.ask(|r| Event::Deregister(MachineId(machine), r)).await.map_err(status)?;
         tracing::info!(machine, "agent deregistered");
         Ok(Response::new(pb::DeregisterAgentResponse {}))
-    }
-
-    type WatchRatesStream = RateStream;
-
-    async fn watch_rates(&self, req: Request<pb::WatchRatesRequest>) -> Result<Response<RateStream>, Status> {
-        let (machine, session) = (req.get_ref().machine_id, req.get_ref().session);
-        as_agent(&req, machine)?;
-        let machine = MachineId(machine);
-        self.sessions.check(machine, session).await?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.core.tell(Event::Watch(machine, tx)).await.map_err(status)?;
-        use tokio_stream::StreamExt;
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(Ok))))
     }
 }
 

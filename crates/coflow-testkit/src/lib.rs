@@ -4,9 +4,15 @@
 //! use it.
 //!
 //! # Layout
-//! One module: [`Cluster`] and [`ClusterConfig`].
+//! - this file: [`Cluster`] and [`ClusterConfig`];
+//! - `path`: a `tracing` layer recording the steps of each get, to see where its time goes;
+//! - `bench`: the live system's benchmark (`coflow bench-live`): the control path, control
+//!   throughput through phantom agents, decisions, rate accuracy.
 
 #![warn(missing_docs)]
+
+pub mod bench;
+pub mod path;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -302,6 +308,18 @@ impl Cluster {
     /// The cluster's token.
     pub fn token(&self) -> &ClusterToken {
         &self.token
+    }
+
+    /// The credentials of an agent for `machine`, which need not run: the token, or with TLS a
+    /// certificate for that machine (issued by the cluster's CA on first use).
+    pub fn agent_security(&self, machine: u32) -> Result<Security, ClusterError> {
+        let Some(dir) = &self.tls_dir else { return Ok(Security::Token(self.token.clone())) };
+        let stem = format!("agent-{machine}");
+        if !dir.join(format!("{stem}.crt")).exists() {
+            let subject = Subject::Agent { machine, hosts: vec!["127.0.0.1".to_string()] };
+            coflow_proto::certs::issue(dir, &subject, false)?;
+        }
+        Ok(Security::Tls(TlsContext::load(&files(dir, &stem))?))
     }
 
     /// Stops the coordinator and starts a fresh one on the same address: its state is gone, and

@@ -18,6 +18,8 @@ const CAP: f64 = 100.0;
 struct Harness {
     core: Core,
     now: Nanos,
+    /// Each granted flow's receiving machine.
+    receivers: std::collections::BTreeMap<FlowId, MachineId>,
     rates: Vec<Vec<RateBatch>>,
     notices: Vec<Vec<Notice>>,
     ended: Vec<MachineId>,
@@ -42,7 +44,7 @@ impl Harness {
             rates.push(vec![core.handle_watch(now, machine)]);
             notices.push(Vec::new());
         }
-        let mut h = Harness { core, now, rates, notices, ended: Vec::new() };
+        let mut h = Harness { core, now, receivers: Default::default(), rates, notices, ended: Vec::new() };
         h.drain();
         h
     }
@@ -70,11 +72,21 @@ impl Harness {
 
     fn get(&mut self, coflow: CoflowId, id: &str, machine: u32) -> Result<FlowGrant, CoordError> {
         let g = GetAnnouncement { coflow, data_id: DataId::new(id).unwrap(), machine: MachineId(machine) };
-        self.core.handle_get(self.now, g)
+        let grant = self.core.handle_get(self.now, g);
+        if let Ok(g) = &grant {
+            self.receivers.insert(g.flow, MachineId(machine));
+        }
+        grant
+    }
+
+    /// The end of `flow` as its receiver reports it.
+    fn end(&mut self, flow: FlowId, outcome: FlowOutcome) -> Result<(), CoordError> {
+        let by = self.receivers.get(&flow).copied().unwrap_or(MachineId(0));
+        self.core.handle_flow_finished(self.now, by, flow, outcome)
     }
 
     fn finish(&mut self, flow: FlowId) {
-        self.core.handle_flow_finished(self.now, flow, FlowOutcome::Completed).unwrap();
+        self.end(flow, FlowOutcome::Completed).unwrap();
     }
 
     fn heartbeat(&mut self, machine: u32, flows: Vec<(FlowId, u64)>) -> bool {
@@ -330,8 +342,28 @@ fn errors_name_what_is_missing() {
     assert!(matches!(h.put(c, "a", 1, 1).unwrap_err(), CoordError::DuplicateDataId { .. }));
     assert!(matches!(h.get(c, "zz", 1).unwrap_err(), CoordError::NoSuchData { .. }));
     assert_eq!(h.put(c, "b", 7, 1).unwrap_err(), CoordError::AgentUnavailable(MachineId(7)));
-    let e = h.core.handle_flow_finished(h.now, FlowId(12345), FlowOutcome::Completed).unwrap_err();
+    let e = h.end(FlowId(12345), FlowOutcome::Completed).unwrap_err();
     assert_eq!(e, CoordError::UnknownFlow(FlowId(12345)));
+}
+
+/// Only a flow's receiver may end it: a report from its source or a bystander is refused and
+/// the flow stays live, with its rate.
+#[test]
+fn only_the_receiver_ends_a_flow() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    h.advance(0);
+    for by in [0, 2] {
+        let e = h.core.handle_flow_finished(h.now, MachineId(by), g.flow, FlowOutcome::Completed).unwrap_err();
+        assert_eq!(e, CoordError::NotTheReceiver { flow: g.flow, machine: MachineId(by) });
+        assert_eq!(e.kind(), "permission-denied");
+    }
+    assert_eq!(h.core.counters().flows_finished, 0);
+    assert_eq!(h.core.status().coflows[0].flows.len(), 1, "the flow is still live");
+    h.finish(g.flow);
+    assert_eq!(h.core.counters().flows_finished, 1);
 }
 
 #[test]
@@ -443,7 +475,7 @@ fn agents_are_told_of_dropped_coflows_and_failed_flows() {
     let g = h.get(b, "p", 1).unwrap();
     h.put(b, "q", 2, 1000).unwrap();
     let g2 = h.get(b, "q", 1).unwrap();
-    h.core.handle_flow_finished(h.now, g2.flow, FlowOutcome::Failed("data-lost".into())).unwrap();
+    h.end(g2.flow, FlowOutcome::Failed("data-lost".into())).unwrap();
     // Machine 0 goes silent; 1 and 2 keep reporting.
     for _ in 0..40 {
         h.now = h.now + Nanos::from_millis(100);
@@ -687,7 +719,7 @@ fn random_inputs_keep_the_core_sound() {
                     } else {
                         FlowOutcome::Completed
                     };
-                    let _ = h.core.handle_flow_finished(h.now, f, outcome);
+                    let _ = h.end(f, outcome);
                 }
                 6 => {
                     let c = coflow(&mut rng, &coflows);

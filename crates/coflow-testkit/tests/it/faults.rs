@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use coflow_agent::AgentConfig;
 use coflow_client::{Client, ClientError, CoflowId, CoflowOptions, Nanos, Readiness};
-use coflow_proto::pb;
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -118,11 +117,12 @@ async fn a_flow_waiting_for_a_coordinator_that_does_not_come_back_ends_after_the
     Ok(())
 }
 
-/// A source agent played by the test: it registers, heartbeats while `alive`, announces one
-/// piece, and answers fetches with the header and then nothing (or keepalives only).
+/// A source agent played by the test: a phantom agent (registered, heartbeating until silenced)
+/// announces one piece, and a listener answers fetches with the header and then nothing (or
+/// keepalives only).
 struct FakeSource {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-    alive: tokio::sync::watch::Sender<bool>,
+    phantom: Option<coflow_agent::Phantom>,
+    serving: tokio::task::JoinHandle<()>,
 }
 
 impl FakeSource {
@@ -130,32 +130,17 @@ impl FakeSource {
         let machine = 7;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let data_addr = listener.local_addr()?.to_string();
-        let channel =
-            tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.coordinator_addr))?.connect_lazy();
-        let mut coord = pb::coordinator_client::CoordinatorClient::with_interceptor(
-            channel,
-            coflow_proto::TokenAttach::new(Some(cluster.token().clone())),
-        );
-        // A new machine gets a session; every later agent call carries it.
-        let reg = pb::RegisterAgentRequest { machine_id: machine, data_addr, port_rate_bps: 1e9, session: 0 };
-        let session = coord.register_agent(reg).await?.into_inner().session;
-        let put = pb::AnnouncePutRequest {
-            coflow_id: coflow.0,
-            data_id: "p".into(),
-            machine_id: machine,
-            size,
-            session,
-            ..Default::default()
-        };
-        coord.announce_put(put).await?;
-        let (alive, mut alive_rx) = tokio::sync::watch::channel(true);
-        let heartbeats = tokio::spawn(async move {
-            while *alive_rx.borrow_and_update() {
-                let hb = pb::HeartbeatRequest { machine_id: machine, session, ..Default::default() };
-                let _ = coord.heartbeat(hb).await;
-                let _ = tokio::time::timeout(Duration::from_millis(50), alive_rx.changed()).await;
-            }
-        });
+        let phantom = coflow_agent::Phantom::connect(
+            &cluster.coordinator_url(),
+            &cluster.agent_security(machine)?,
+            machine,
+            &data_addr,
+            1e9,
+            Duration::from_millis(50),
+            Duration::from_secs(5),
+        )
+        .await?;
+        phantom.put(coflow, "p", size).await?;
         let serving = tokio::spawn(async move {
             let mut held = Vec::new();
             while let Ok((mut sock, _)) = listener.accept().await {
@@ -179,14 +164,19 @@ impl FakeSource {
                 }
             }
         });
-        Ok(FakeSource { tasks: vec![heartbeats, serving], alive })
+        Ok(FakeSource { phantom: Some(phantom), serving })
     }
 
-    fn stop(self) {
-        let _ = self.alive.send(false);
-        for t in self.tasks {
-            t.abort();
+    /// The source stops heartbeating (its session ends); its data connections stay.
+    async fn silence(&mut self) {
+        if let Some(p) = self.phantom.take() {
+            p.close().await;
         }
+    }
+
+    async fn stop(mut self) {
+        self.silence().await;
+        self.serving.abort();
     }
 }
 
@@ -205,7 +195,7 @@ async fn a_frozen_source_fails_the_get_within_the_idle_timeout() -> anyhow::Resu
     // The testkit's data_idle_timeout_ms is 2000.
     let took = t.elapsed();
     assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(5), "{took:?}");
-    fake.stop();
+    fake.stop().await;
     cluster.shutdown().await;
     Ok(())
 }
@@ -220,17 +210,17 @@ async fn a_flow_the_coordinator_fails_ends_the_waiting_get_at_once() -> anyhow::
     let cluster = Cluster::start(cfg).await?;
     let c = cluster.client(0).await?;
     let coflow = c.register(1, CoflowOptions::default()).await?;
-    let fake = FakeSource::start(&cluster, coflow, 1_000_000, true).await?;
+    let mut fake = FakeSource::start(&cluster, coflow, 1_000_000, true).await?;
     let r = cluster.client(1).await?;
     let get = tokio::spawn(async move { r.get(coflow, "p").await });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = fake.alive.send(false);
+    fake.silence().await;
     let t = Instant::now();
     let e = tokio::time::timeout(Duration::from_secs(15), get).await??.unwrap_err();
     assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.contains("declared")), "{e}");
     // The testkit's agent_timeout_ms is 1000.
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
-    fake.stop();
+    fake.stop().await;
     cluster.shutdown().await;
     Ok(())
 }

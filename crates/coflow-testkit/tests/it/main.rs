@@ -5,6 +5,7 @@ mod faults;
 mod live;
 mod ops;
 mod rates;
+mod session;
 mod tls;
 
 use coflow_client::CoflowId;

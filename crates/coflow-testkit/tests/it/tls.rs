@@ -10,7 +10,7 @@ use std::time::Duration;
 use coflow_client::{Client, ClientConfig, ClientError, CoflowOptions};
 use coflow_proto::certs::{CertAuthority, Subject};
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
-use coflow_proto::{Security, TlsContext, pb};
+use coflow_proto::{Security, TlsContext, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, files};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -33,18 +33,17 @@ fn other_ca(name: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// A raw coordinator client: the token attached in token mode, nothing with TLS.
+type Raw = CoordinatorClient<tonic::service::interceptor::InterceptedService<tonic::transport::Channel, TokenAttach>>;
+
 /// A raw coordinator client under the identity `stem` of the certificates in `dir`, trusting
 /// the cluster's CA.
-async fn raw(
-    cluster: &Cluster,
-    dir: &Path,
-    stem: &str,
-) -> anyhow::Result<CoordinatorClient<tonic::transport::Channel>> {
+async fn raw(cluster: &Cluster, dir: &Path, stem: &str) -> anyhow::Result<Raw> {
     let mut f = files(dir, stem);
     f.ca = cluster.tls_dir().expect("a TLS cluster").join("ca.crt");
     let sec = Security::Tls(TlsContext::load(&f)?);
     let channel = sec.endpoint(&cluster.coordinator_url()).map_err(anyhow::Error::msg)?.connect_lazy();
-    Ok(CoordinatorClient::new(channel))
+    Ok(CoordinatorClient::with_interceptor(channel, TokenAttach::new(None)))
 }
 
 fn kind(s: &tonic::Status) -> &str {
@@ -61,8 +60,25 @@ fn register_agent(machine_id: u32, session: u64) -> pb::RegisterAgentRequest {
     pb::RegisterAgentRequest { machine_id, data_addr: "127.0.0.1:9".into(), port_rate_bps: 1e6, session }
 }
 
-fn heartbeat(machine_id: u32, session: u64) -> pb::HeartbeatRequest {
-    pb::HeartbeatRequest { machine_id, flows: Vec::new(), tx_bps: 0.0, rx_bps: 0.0, session }
+/// An open agent session: what to send on it (the sender), and what the coordinator sends.
+type Session = (tokio::sync::mpsc::Sender<pb::AgentBatch>, tonic::Streaming<pb::CoordinatorBatch>);
+
+/// Opens an agent session for `machine_id` under `session`, its first batch carrying `messages`.
+async fn open(
+    c: &mut Raw,
+    machine_id: u32,
+    session: u64,
+    messages: Vec<pb::AgentMessage>,
+) -> Result<Session, tonic::Status> {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tx.send(pb::AgentBatch { machine_id, session, messages }).await.expect("open");
+    let inbound = c.agent_session(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
+    Ok((tx, inbound))
+}
+
+fn heartbeat(machine_id: u32) -> pb::AgentMessage {
+    let hb = pb::HeartbeatRequest { machine_id, ..Default::default() };
+    pb::AgentMessage { request_id: 0, body: Some(pb::agent_message::Body::Heartbeat(hb)) }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,23 +292,36 @@ async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
     // A client certificate may not make agent calls.
     let mut client = raw(&cluster, &own, "client-testkit").await?;
     assert_denied(client.register_agent(register_agent(0, 0)).await, "client RegisterAgent");
-    assert_denied(client.heartbeat(heartbeat(0, 0)).await, "client Heartbeat");
-    assert_denied(client.watch_rates(pb::WatchRatesRequest { machine_id: 0, session: 0 }).await, "client WatchRates");
+    assert_denied(open(&mut client, 0, 0, vec![heartbeat(0)]).await, "client AgentSession");
 
-    // Agent 1's certificate may not register, heartbeat or announce for machine 2 (or 0).
+    // Agent 1's certificate may not register or open a session for machine 2 (or 0), nor open
+    // machine 1's session without its live session id.
     let mut agent1 = raw(&cluster, &own, "agent-1").await?;
     assert_denied(agent1.register_agent(register_agent(2, 0)).await, "agent 1 registering machine 2");
-    assert_denied(agent1.heartbeat(heartbeat(0, 0)).await, "agent 1 heartbeating for machine 0");
-    let put = pb::AnnouncePutRequest {
-        coflow_id: 1,
-        data_id: "x".into(),
-        machine_id: 2,
-        size: 1,
-        recovered: false,
-        session: 0,
-        ..Default::default()
+    assert_denied(open(&mut agent1, 0, 0, vec![heartbeat(0)]).await, "agent 1 opening machine 0's session");
+    assert_denied(open(&mut agent1, 1, 0, vec![heartbeat(1)]).await, "agent 1 without machine 1's session");
+    // Inside its own session an agent may not announce for another machine: that message alone is
+    // refused, by its request id.
+    cluster.agent_security(5)?;
+    let mut agent5 = raw(&cluster, &own, "agent-5").await?;
+    let session = agent5.register_agent(register_agent(5, 0)).await?.into_inner().session;
+    let put =
+        pb::AnnouncePutRequest { coflow_id: 1, data_id: "x".into(), machine_id: 2, size: 1, ..Default::default() };
+    let msg = pb::AgentMessage { request_id: 42, body: Some(pb::agent_message::Body::Put(put)) };
+    let (_keep, mut inbound) = open(&mut agent5, 5, session, vec![msg]).await?;
+    let refused = loop {
+        let batch = inbound.message().await?.expect("the session stays open");
+        if let Some(r) = batch.replies.into_iter().find(|r| r.request_id == 42) {
+            break r;
+        }
     };
-    assert_denied(agent1.announce_put(put).await, "agent 1 announcing a put on machine 2");
+    match refused.result {
+        Some(pb::agent_reply::Result::Failure(f)) => {
+            assert_eq!(f.kind, "permission-denied", "{f:?}");
+            assert_eq!(f.code, tonic::Code::PermissionDenied as i32);
+        }
+        other => panic!("a put for machine 2 in machine 5's session was answered {other:?}"),
+    }
     // ... nor use the coflow API, which the SDK reports as PermissionDenied.
     let f = files(&own, "agent-1");
     let as_agent = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(1), f)).await?;
@@ -301,10 +330,10 @@ async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
     let e = as_agent.put(coflow_client::CoflowId(1), "x", vec![1]).await.unwrap_err();
     assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
 
-    // Every machine is still registered and alive.
+    // Every machine of the cluster is still registered and alive.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let st = cluster.client(0).await?.status().await?;
-    assert_eq!(st.agents.iter().filter(|a| a.alive).count(), 3, "{:?}", st.agents);
+    assert_eq!(st.agents.iter().filter(|a| a.alive && a.machine_id < 3).count(), 3, "{:?}", st.agents);
     cluster.shutdown().await;
     Ok(())
 }
@@ -319,22 +348,18 @@ async fn in_token_mode_another_session_cannot_take_over_or_keep_alive_a_machine(
     cluster.client(1).await?.put(coflow, "p", piece.clone()).await?;
 
     let channel = tonic::transport::Endpoint::from_shared(cluster.coordinator_url())?.connect().await?;
-    let mut rogue =
-        CoordinatorClient::with_interceptor(channel, coflow_proto::TokenAttach::new(Some(cluster.token().clone())));
-    // A second registration of live machine 1 is refused, and so are calls under no session.
+    let mut rogue: Raw = CoordinatorClient::with_interceptor(channel, TokenAttach::new(Some(cluster.token().clone())));
+    // A second registration of live machine 1 is refused, and so is its session under no session
+    // id (which would take over its rates and keep it alive).
     assert_denied(rogue.register_agent(register_agent(1, 0)).await, "re-registering live machine 1");
-    assert_denied(rogue.heartbeat(heartbeat(1, 0)).await, "heartbeat without the session");
-    assert_denied(
-        rogue.watch_rates(pb::WatchRatesRequest { machine_id: 1, session: 0 }).await,
-        "taking over the rate stream",
-    );
+    assert_denied(open(&mut rogue, 1, 0, vec![heartbeat(1)]).await, "taking over the session");
     // The machine kept its piece.
     assert!(cluster.client(2).await?.get(coflow, "p").await? == piece, "machine 1's piece is gone");
 
     // A stopped agent is not kept alive by someone else's heartbeats.
     cluster.kill_agent(1).await;
     for _ in 0..30 {
-        let _ = rogue.heartbeat(heartbeat(1, 0)).await;
+        let _ = open(&mut rogue, 1, 0, vec![heartbeat(1)]).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let st = c.status().await?;

@@ -1,0 +1,172 @@
+//! A phantom agent: it speaks an agent's side of the protocol with the coordinator (registers a
+//! machine, opens its session, announces puts and gets, reports progress and flow ends) but
+//! stores and moves no byte. The control-plane benchmark drives a coordinator with phantoms,
+//! and tests use one to act as an agent would, or as one must not.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use coflow_core::{CoflowId, FlowId, MachineId};
+use coflow_proto::pb::agent_message::Body;
+use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_proto::{Security, pb};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::Status;
+
+use crate::session::{Batches, Link};
+use crate::state::CoordClient;
+
+/// What a phantom is told for a get: the flow and where its bytes would come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhantomGrant {
+    /// The flow.
+    pub flow: FlowId,
+    /// Its source machine.
+    pub src: MachineId,
+    /// The piece's size.
+    pub size: u64,
+}
+
+/// An agent's session without an agent behind it.
+#[derive(Debug)]
+pub struct Phantom {
+    machine: MachineId,
+    link: Arc<Link>,
+    rates: Arc<Mutex<HashMap<FlowId, f64>>>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    deadline: Duration,
+}
+
+impl Phantom {
+    /// Registers `machine` (data address `data_addr`, port capacity `port_rate_bps`) with the
+    /// coordinator at `url` and opens its session; it heartbeats every `heartbeat` (with no
+    /// progress) so that the coordinator keeps it alive, and answers wait at most `deadline`.
+    pub async fn connect(
+        url: &str,
+        security: &Security,
+        machine: u32,
+        data_addr: &str,
+        port_rate_bps: f64,
+        heartbeat: Duration,
+        deadline: Duration,
+    ) -> Result<Phantom, Status> {
+        let channel = security
+            .endpoint(url)
+            .map_err(Status::invalid_argument)?
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .map_err(|e| Status::unavailable(format!("coordinator at {url}: {e}")))?;
+        let mut coord: CoordClient = CoordinatorClient::with_interceptor(channel, security.attach());
+        let reg = pb::RegisterAgentRequest {
+            machine_id: machine,
+            data_addr: data_addr.to_string(),
+            port_rate_bps,
+            session: 0,
+        };
+        let session = coord.register_agent(reg).await?.into_inner().session;
+        let link = Arc::new(Link::default());
+        let open = pb::AgentBatch { machine_id: machine, session, messages: Vec::new() };
+        let mut inbound = coord.agent_session(Batches::new(open, link.open())).await?.into_inner();
+        let rates: Arc<Mutex<HashMap<FlowId, f64>>> = Arc::default();
+        let (stop, mut stopped) = watch::channel(false);
+        let task = {
+            let (link, rates) = (link.clone(), rates.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(heartbeat);
+                loop {
+                    tokio::select! {
+                        batch = inbound.message() => match batch {
+                            Ok(Some(b)) => {
+                                for r in b.replies {
+                                    link.answer(r);
+                                }
+                                if let Some(u) = b.update {
+                                    let mut rates = rates.lock().expect("rates lock");
+                                    for r in u.rates {
+                                        rates.insert(FlowId(r.flow_id), r.rate_bps);
+                                    }
+                                }
+                            }
+                            _ => break,
+                        },
+                        _ = tick.tick() => {
+                            let hb = pb::HeartbeatRequest { machine_id: machine, ..Default::default() };
+                            link.tell(Body::Heartbeat(hb));
+                        }
+                        _ = stopped.changed() => break,
+                    }
+                }
+                link.close();
+            })
+        };
+        Ok(Phantom { machine: MachineId(machine), link, rates, stop, task, deadline })
+    }
+
+    /// The phantom's machine.
+    pub fn machine(&self) -> MachineId {
+        self.machine
+    }
+
+    /// Announces a piece of `size` bytes stored on this machine.
+    pub async fn put(&self, coflow: CoflowId, data_id: &str, size: u64) -> Result<(), Status> {
+        let ann = pb::AnnouncePutRequest {
+            coflow_id: coflow.0,
+            data_id: data_id.to_string(),
+            machine_id: self.machine.0,
+            size,
+            recovered: false,
+            registration: None,
+        };
+        self.link.call(Body::Put(ann), self.deadline).await.map(|_| ())
+    }
+
+    /// Announces a get of a piece on this machine: the coordinator's grant.
+    pub async fn get(&self, coflow: CoflowId, data_id: &str) -> Result<PhantomGrant, Status> {
+        let ann = pb::AnnounceGetRequest {
+            coflow_id: coflow.0,
+            data_id: data_id.to_string(),
+            machine_id: self.machine.0,
+            ..Default::default()
+        };
+        match self.link.call(Body::Get(ann), self.deadline).await? {
+            pb::agent_reply::Result::Get(g) => {
+                Ok(PhantomGrant { flow: FlowId(g.flow_id), src: MachineId(g.src_machine_id), size: g.size })
+            }
+            _ => Err(Status::internal("the coordinator answered a get with another reply")),
+        }
+    }
+
+    /// Reports the end of a flow this machine receives.
+    pub fn finished(&self, flow: FlowId, ok: bool) {
+        let reason = if ok { String::new() } else { "client-departed".into() };
+        let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: 0, reason };
+        self.link.tell(Body::Finished(done));
+    }
+
+    /// Reports progress of flows this machine sends.
+    pub fn heartbeat(&self, flows: &[(FlowId, u64)]) {
+        let flows = flows.iter().map(|&(f, sent)| pb::FlowProgress { flow_id: f.0, bytes_sent: sent }).collect();
+        let hb = pb::HeartbeatRequest { machine_id: self.machine.0, flows, tx_bps: 0.0, rx_bps: 0.0 };
+        self.link.tell(Body::Heartbeat(hb));
+    }
+
+    /// The last rate the coordinator pushed for a flow this machine sends.
+    pub fn rate(&self, flow: FlowId) -> Option<f64> {
+        self.rates.lock().expect("rates lock").get(&flow).copied()
+    }
+
+    /// Whether the session is still open.
+    pub fn is_open(&self) -> bool {
+        !self.task.is_finished()
+    }
+
+    /// Ends the session and waits for its task.
+    pub async fn close(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}

@@ -1,0 +1,155 @@
+//! The agent's side of its session with the coordinator, as every task of the agent (and a
+//! [`crate::Phantom`]) speaks through it: [`Link::call`] sends an announcement and waits for its
+//! answer (within a deadline), [`Link::tell`] sends a message that has none. Both only queue:
+//! [`Batches`], the session's outbound stream, sends whatever queued as one batch per frame.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use coflow_proto::pb;
+use coflow_proto::pb::agent_message::Body;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::Stream;
+use tonic::Status;
+
+/// The answer to an announcement: the grant or registration, or the coordinator's refusal.
+pub(crate) type Answer = Result<pb::agent_reply::Result, Status>;
+
+/// The most messages sent in one frame.
+const MAX_BATCH: usize = 1024;
+
+/// The agent's side of its session with the coordinator, shared by its tasks.
+#[derive(Debug, Default)]
+pub(crate) struct Link {
+    /// The open session's outbound queue; none while the agent has no session.
+    out: Mutex<Option<mpsc::UnboundedSender<pb::AgentMessage>>>,
+    /// Announcements waiting for their answer, by request id.
+    pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    /// Flow ends told while no session was open, sent when the next one opens.
+    unsent: Mutex<Vec<pb::AgentMessage>>,
+    next: AtomicU64,
+}
+
+/// A refusal the coordinator sent on the session, as a status with its error kind.
+fn refusal(f: pb::Failure) -> Status {
+    let mut meta = tonic::metadata::MetadataMap::new();
+    if !f.kind.is_empty()
+        && let Ok(v) = f.kind.parse()
+    {
+        meta.insert(crate::error::ERROR_KIND, v);
+    }
+    Status::with_metadata(tonic::Code::from_i32(f.code), f.message, meta)
+}
+
+impl Link {
+    /// Sends an announcement and waits at most `deadline` for its answer. Without an open
+    /// session, or when the session ends first, the answer is `UNAVAILABLE` without an error
+    /// kind: the coordinator is away (callers wait for it within their grace).
+    pub(crate) async fn call(&self, body: Body, deadline: Duration) -> Answer {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().expect("pending lock").insert(id, tx);
+        let sent = match &*self.out.lock().expect("link lock") {
+            Some(out) => out.send(pb::AgentMessage { request_id: id, body: Some(body) }).is_ok(),
+            None => false,
+        };
+        let answer = if sent {
+            match tokio::time::timeout(deadline, rx).await {
+                Ok(Ok(a)) => a,
+                Ok(Err(_)) => Err(Status::unavailable("the session with the coordinator ended")),
+                Err(_) => Err(Status::deadline_exceeded(format!(
+                    "the coordinator did not answer within {} ms",
+                    deadline.as_millis()
+                ))),
+            }
+        } else {
+            Err(Status::unavailable("no session with the coordinator"))
+        };
+        self.pending.lock().expect("pending lock").remove(&id);
+        answer
+    }
+
+    /// Sends a message that has no answer; false when no session is open (a flow end is then
+    /// sent when the next session opens).
+    pub(crate) fn tell(&self, body: Body) -> bool {
+        let keep = matches!(body, Body::Finished(_));
+        let msg = pb::AgentMessage { request_id: 0, body: Some(body) };
+        let sent = match &*self.out.lock().expect("link lock") {
+            Some(out) => out.send(msg.clone()).is_ok(),
+            None => false,
+        };
+        if !sent && keep {
+            self.unsent.lock().expect("unsent lock").push(msg);
+        }
+        sent
+    }
+
+    /// Opens a session: from now on messages queue for it.
+    pub(crate) fn open(&self) -> mpsc::UnboundedReceiver<pb::AgentMessage> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for msg in self.unsent.lock().expect("unsent lock").drain(..) {
+            let _ = tx.send(msg);
+        }
+        *self.out.lock().expect("link lock") = Some(tx);
+        rx
+    }
+
+    /// Closes the session: announcements waiting for an answer get "the coordinator is away".
+    pub(crate) fn close(&self) {
+        *self.out.lock().expect("link lock") = None;
+        for (_, tx) in self.pending.lock().expect("pending lock").drain() {
+            let _ = tx.send(Err(Status::unavailable("the session with the coordinator ended")));
+        }
+    }
+
+    /// Hands an answer to the announcement waiting for it (if it has not given up).
+    pub(crate) fn answer(&self, r: pb::AgentReply) {
+        let Some(tx) = self.pending.lock().expect("pending lock").remove(&r.request_id) else { return };
+        let answer = match r.result {
+            Some(pb::agent_reply::Result::Failure(f)) => Err(refusal(f)),
+            Some(other) => Ok(other),
+            None => Err(Status::internal("an empty answer from the coordinator")),
+        };
+        let _ = tx.send(answer);
+    }
+}
+
+/// A session's outbound stream: the opening batch (machine and session), then whatever queued,
+/// as one batch per frame.
+pub(crate) struct Batches {
+    open: Option<pb::AgentBatch>,
+    rx: mpsc::UnboundedReceiver<pb::AgentMessage>,
+}
+
+impl Batches {
+    /// The stream of a session opened with `open`, sending what queues on `rx`.
+    pub(crate) fn new(open: pb::AgentBatch, rx: mpsc::UnboundedReceiver<pb::AgentMessage>) -> Batches {
+        Batches { open: Some(open), rx }
+    }
+}
+
+impl Stream for Batches {
+    type Item = pb::AgentBatch;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<pb::AgentBatch>> {
+        let mut batch = match self.open.take() {
+            Some(b) => b,
+            None => match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(m)) => pb::AgentBatch { messages: vec![m], ..Default::default() },
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            },
+        };
+        while batch.messages.len() < MAX_BATCH {
+            match self.rx.try_recv() {
+                Ok(m) => batch.messages.push(m),
+                Err(_) => break,
+            }
+        }
+        Poll::Ready(Some(batch))
+    }
+}
