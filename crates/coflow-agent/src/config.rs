@@ -29,7 +29,9 @@ pub struct AgentConfig {
     pub port_rate_bps: f64,
     /// Whether the agent enforces `port_rate_bps` itself (token buckets on its port). Default
     /// true. False on a real or shaped network: the capacity is still registered with the
-    /// coordinator, the network enforces it, and a flow assigned the whole port is sent unpaced.
+    /// coordinator and the network enforces it. Either way each scheduled flow is paced at its
+    /// assigned rate (so that the flows a policy gives a link never queue on it); flows served
+    /// outside the policy go as fast as the port (or the network) lets them.
     pub cap_port: bool,
     /// How often to report to the coordinator. Default 100 ms.
     pub heartbeat_interval_ms: u64,

@@ -209,11 +209,12 @@ async fn pace<W: AsyncWrite + Unpin>(
     while reader.remaining() > 0 {
         let n = reader.next_len();
         loop {
-            let assigned = (*rate_rx.borrow_and_update()).min(port_rate);
-            if !shared.config.cap_port && assigned >= port_rate {
-                // The whole port, on a network that enforces it: as fast as the network lets it.
+            let pushed = *rate_rx.borrow_and_update();
+            if pushed.is_infinite() {
+                // Served outside the policy: as fast as the network (and the port cap) lets it.
                 break;
             }
+            let assigned = pushed.min(port_rate);
             if assigned != bucket.rate() {
                 bucket.set_rate(shared.now(), assigned, burst_for(assigned, block));
                 if !started && assigned > 0.0 {

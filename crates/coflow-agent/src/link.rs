@@ -144,7 +144,8 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
 /// that failed, coflows dropped.
 fn apply(shared: &Shared, update: pb::RateUpdate) {
     for r in update.rates {
-        let rate = if r.rate_bps.is_finite() && r.rate_bps >= 0.0 { r.rate_bps } else { 0.0 };
+        // Infinite: not paced (a flow the coordinator serves outside its policy).
+        let rate = if r.rate_bps >= 0.0 { r.rate_bps } else { 0.0 };
         tracing::debug!(target: "coflow::path", flow = r.flow_id, rate, "rate");
         shared.rates.set(FlowId(r.flow_id), rate);
     }

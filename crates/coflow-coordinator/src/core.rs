@@ -216,6 +216,15 @@ struct FlowRec {
     rate: f64,
 }
 
+impl FlowRec {
+    /// The rate its source is told: its assigned rate, or for a flow served outside the policy
+    /// `f64::INFINITY`, "not paced: as fast as the network (and the agent's port cap) lets it".
+    /// Its `rate` is then its sender's port rate, which the coordinator counts as its use.
+    fn pushed_rate(&self) -> f64 {
+        if self.state == FlowState::Unscheduled { f64::INFINITY } else { self.rate }
+    }
+}
+
 #[derive(Debug)]
 struct AgentRec {
     data_addr: SocketAddr,
@@ -562,7 +571,7 @@ impl Core {
         self.flows
             .iter()
             .filter(|(_, f)| f.src == machine && f.state != FlowState::Held)
-            .map(|(&id, f)| (id, f.rate))
+            .map(|(&id, f)| (id, f.pushed_rate()))
             .collect()
     }
 
@@ -791,7 +800,7 @@ impl Core {
         let Some(f) = self.flows.get_mut(&id) else { return };
         f.state = FlowState::Unscheduled;
         f.rate = self.agents.get(&f.src).map_or(0.0, |a| a.port_rate);
-        self.pending.entry(f.src).or_default().insert(id, f.rate);
+        self.pending.entry(f.src).or_default().insert(id, f.pushed_rate());
     }
 
     /// Ends a flow: with every byte (`failure` none), or failed for a reason (an error kind).

@@ -14,12 +14,14 @@
 //! - `workload`: the replayed workload, its scaling and the content of pieces.
 //! - `testbed`: one testbed up, a replay on it, torn down when dropped.
 //! - `run`: `coflow testbed run`, policies measured next to the simulator.
+//! - `fidelity`: measured against simulated CCT coflow by coflow, summarized by bin.
 //! - `faults`: `coflow testbed faults`, the five fault scenarios.
 
 #![warn(missing_docs)]
 
 pub mod client;
 pub mod faults;
+pub mod fidelity;
 pub mod net;
 pub mod procs;
 pub mod run;

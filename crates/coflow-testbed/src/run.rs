@@ -10,6 +10,7 @@ use coflow_sim::{SimConfig, Summary, percentile, simulate};
 use serde::Serialize;
 
 use crate::client::Outcome;
+use crate::fidelity::{CoflowFidelity, GroupFidelity, coflow_row, groups, main_source};
 use crate::procs::ServiceConfig;
 use crate::testbed::{Replayed, Testbed};
 use crate::topology::{Topology, payload_rate};
@@ -66,6 +67,13 @@ pub struct PolicyResult {
     pub link_utilization: f64,
     /// Wall time of this policy's testbed, setup to teardown.
     pub wall_s: f64,
+    /// Measured against simulated CCT per group of coflows (bins, and those under 1 MB), with
+    /// the control path their gets saw (none when links differ: no simulation to compare with).
+    pub groups: Vec<GroupFidelity>,
+    /// The bin that adds most to the difference between the averages.
+    pub difference_from: Option<String>,
+    /// Each coflow, measured and simulated.
+    pub per_coflow: Vec<CoflowFidelity>,
 }
 
 /// A factor measured and simulated.
@@ -176,7 +184,29 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
                 ));
             }
         }
-        let mut ccts: Vec<f64> = r.ccts().into_iter().flatten().collect();
+        let measured = r.ccts();
+        let mut first_bytes: Vec<Vec<f64>> = vec![Vec::new(); opts.workload.coflows.len()];
+        for g in &r.gets {
+            if let Some(f) = g.first_byte_s {
+                first_bytes[g.coflow].push(f);
+            }
+        }
+        let per_coflow: Vec<CoflowFidelity> = if sim.is_some() {
+            opts.workload
+                .coflows
+                .iter()
+                .enumerate()
+                .map(|(k, c)| {
+                    let slowest = first_bytes[k].iter().copied().reduce(f64::max);
+                    coflow_row(k, c, measured[k], sim_ccts[k], slowest)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let groups = groups(&per_coflow, &first_bytes);
+        let difference_from = main_source(&groups).map(|g| g.group.clone());
+        let mut ccts: Vec<f64> = measured.iter().flatten().copied().collect();
         ccts.sort_by(f64::total_cmp);
         let avg = ccts.iter().sum::<f64>() / ccts.len().max(1) as f64;
         let exact = |o: &Outcome| *o == Outcome::Ok;
@@ -195,6 +225,9 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             failed_gets: r.gets.iter().filter(|g| !exact(&g.outcome) && g.outcome != Outcome::Corrupted).count(),
             link_utilization: utilization(&r, &opts.topology),
             wall_s: t.elapsed().as_secs_f64(),
+            groups,
+            difference_from,
+            per_coflow,
         });
     }
     let find = |p: &str| results.iter().find(|r| r.policy == p);
@@ -259,6 +292,38 @@ impl RunReport {
                 r.wall_s
             ));
         }
+        for r in self.results.iter().filter(|r| !r.groups.is_empty()) {
+            s.push_str(&format!(
+                "\n{}: measured minus simulated CCT by group{}\n",
+                r.policy,
+                r.difference_from.as_ref().map_or(String::new(), |b| format!(" (most of the difference: {b})"))
+            ));
+            s.push_str(&format!(
+                "  {:<11} {:>7} {:>12} {:>12} {:>10} {:>14} {:>15} {:>15}\n",
+                "group",
+                "coflows",
+                "median err",
+                "p95 err",
+                "median rel",
+                "share of avg",
+                "first byte p50",
+                "first byte p99"
+            ));
+            for g in &r.groups {
+                s.push_str(&format!(
+                    "  {:<11} {:>7} {:>10.1}ms {:>10.1}ms {:>+9.1}% {:>12.1}ms {:>13.1}ms {:>13.1}ms\n",
+                    g.group,
+                    g.coflows,
+                    g.median_error_ms,
+                    g.p95_error_ms,
+                    g.median_relative_error * 100.0,
+                    g.share_of_avg_difference_ms,
+                    g.first_byte_p50_ms,
+                    g.first_byte_p99_ms
+                ));
+            }
+        }
+        s.push('\n');
         let f = |x: &Option<Factor>, name: &str| {
             x.as_ref().map(|x| {
                 format!(

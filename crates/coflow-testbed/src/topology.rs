@@ -118,9 +118,13 @@ impl Topology {
     }
 }
 
-/// TCP payload bytes per Ethernet frame at MTU 1500 (IPv4, TCP with timestamps: 1448 of 1514
-/// bytes that `htb` counts). The agents' port capacity is what a link carries of payload.
-pub const PAYLOAD_SHARE: f64 = 1448.0 / 1514.0;
+/// The share of a link's rate that carries TCP payload when both its directions carry data, as a
+/// shuffle's links do: each full frame at MTU 1500 (IPv4, TCP with timestamps) is 1514 bytes that
+/// `htb` counts for 1448 of payload, and the link also carries the acknowledgements of the data
+/// flowing the other way (a 66-byte frame for every two segments with delayed acknowledgements,
+/// 33 bytes a frame). The agents' port capacity, and the simulator's, is what a link carries of
+/// payload.
+pub const PAYLOAD_SHARE: f64 = 1448.0 / (1514.0 + 33.0);
 
 /// The payload capacity of a link shaped at `link`: what the agents register and the simulator
 /// assumes.
@@ -165,6 +169,7 @@ mod tests {
         assert_eq!(t.uniform_rate(), Some(r));
         assert_eq!(t.hosts[2].name, "h2");
         assert!(Topology::uniform(0, r).is_err());
-        assert!((payload_rate(r).bytes_per_sec() - 12.5e6 * 1448.0 / 1514.0).abs() < 1e-6);
+        // 1448 bytes of payload for each 1514-byte frame and half a 66-byte acknowledgement.
+        assert!((payload_rate(r).bytes_per_sec() - 12.5e6 * 1448.0 / 1547.0).abs() < 1e-6);
     }
 }
