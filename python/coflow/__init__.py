@@ -12,6 +12,7 @@ from ._coflow import __version__
 from .client import Client
 from .errors import (
     AgentUnreachable,
+    ClientDeparted,
     CoflowError,
     Corrupted,
     DataLost,
@@ -20,16 +21,20 @@ from .errors import (
     LimitExceeded,
     NoSuchData,
     PermissionDenied,
+    Refused,
     Sealed,
+    ShuttingDown,
     TimedOut,
     Unauthenticated,
     UnknownCoflow,
+    UnknownFlow,
 )
 from .sim import POLICIES, Coflow, Flow, Report, Workload, read_trace, simulate, synthetic, workload
 
 __all__ = [
     "AgentUnreachable",
     "Client",
+    "ClientDeparted",
     "Coflow",
     "CoflowError",
     "Corrupted",
@@ -41,11 +46,14 @@ __all__ = [
     "NoSuchData",
     "POLICIES",
     "PermissionDenied",
+    "Refused",
     "Report",
     "Sealed",
+    "ShuttingDown",
     "TimedOut",
     "Unauthenticated",
     "UnknownCoflow",
+    "UnknownFlow",
     "Workload",
     "__version__",
     "aio",

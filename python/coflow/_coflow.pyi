@@ -2,6 +2,7 @@
 from typing import Any, Dict, List, Optional, Tuple
 
 POLICIES: List[str]
+ERROR_KINDS: List[str]
 __version__: str
 
 class ServiceError(Exception): ...

@@ -94,21 +94,51 @@ class PermissionDenied(CoflowError):
     KIND = "permission-denied"
 
 
+class UnknownFlow(CoflowError):
+    """No live flow has this id."""
+
+    KIND = "unknown-flow"
+
+
+class ShuttingDown(CoflowError):
+    """The service is stopping."""
+
+    KIND = "shutting-down"
+
+
+class Refused(CoflowError):
+    """A source agent refused a fetch (a wrong token or a malformed request)."""
+
+    KIND = "refused"
+
+
+class ClientDeparted(CoflowError):
+    """The client hung up before its get ended."""
+
+    KIND = "client-departed"
+
+
+# One class per kind of the protocol's ErrorKind (``coflow._coflow.ERROR_KINDS``; a test checks
+# that they agree).
 _BY_KIND: Dict[str, Type[CoflowError]] = {
     cls.KIND: cls
     for cls in (
         UnknownCoflow,
         DuplicateDataId,
         NoSuchData,
-        AgentUnreachable,
-        TimedOut,
-        Corrupted,
         Sealed,
-        Unauthenticated,
+        AgentUnreachable,
+        UnknownFlow,
         Invalid,
-        DataLost,
+        ShuttingDown,
         LimitExceeded,
         PermissionDenied,
+        Unauthenticated,
+        Refused,
+        Corrupted,
+        DataLost,
+        TimedOut,
+        ClientDeparted,
     )
 }
 

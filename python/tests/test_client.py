@@ -79,6 +79,16 @@ def test_each_error_is_its_typed_exception(cluster: Cluster) -> None:
     assert issubclass(coflow.Sealed, coflow.CoflowError)
 
 
+def test_every_error_kind_of_the_protocol_has_its_class() -> None:
+    from coflow import _coflow, errors
+
+    assert sorted(errors._BY_KIND) == sorted(_coflow.ERROR_KINDS)
+    for kind in _coflow.ERROR_KINDS:
+        e = from_kind(kind, "m")
+        assert type(e) is not coflow.CoflowError and e.kind == kind
+    assert type(from_kind("something-new", "m")) is coflow.CoflowError
+
+
 def test_a_closed_client_refuses_calls(cluster: Cluster) -> None:
     c = cluster.client(0)
     c.close()

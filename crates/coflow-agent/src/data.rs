@@ -446,7 +446,7 @@ mod tests {
     use super::*;
     use crate::config::AgentConfig;
     use crate::store::Piece;
-    use coflow_proto::{ClusterToken, Security, TokenAttach};
+    use coflow_proto::{ClusterToken, ErrorKind, Security, TokenAttach};
 
     fn shared(chunk: usize) -> Arc<Shared> {
         let token = ClusterToken::new("data-test").unwrap();
@@ -547,7 +547,7 @@ mod tests {
         assert!(got.is_empty());
         let e = r.unwrap_err();
         assert!(matches!(&e, AgentError::DataLost(m) if m.contains("no longer holds")), "{e}");
-        assert_eq!(e.reason(), "data-lost");
+        assert_eq!(e.kind(), ErrorKind::DataLost);
     }
 
     /// A frame that claims more bytes than the piece has left is corruption, not a wait.
@@ -565,7 +565,7 @@ mod tests {
     fn not_registered_is_retryable() {
         let s = tonic::Status::from(AgentError::NotRegistered);
         assert_eq!(s.code(), tonic::Code::Unavailable);
-        assert_eq!(s.metadata().get(crate::error::ERROR_KIND).unwrap().to_str().unwrap(), "agent-unreachable");
+        assert_eq!(ErrorKind::of(&s), Some(ErrorKind::AgentUnreachable));
     }
 
     /// Several pieces cross one connection one after another, exactly, block by block; a piece

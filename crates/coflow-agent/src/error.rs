@@ -1,10 +1,7 @@
 //! The agent's errors, and their one mapping to gRPC status.
 
 use coflow_core::CoflowId;
-use coflow_proto::{DataId, ProtoError};
-
-/// The metadata key that names an error's kind for clients (the same key the coordinator uses).
-pub const ERROR_KIND: &str = "coflow-error";
+use coflow_proto::{DataId, ErrorKind, ProtoError};
 
 /// What can go wrong at an agent.
 #[derive(Debug, thiserror::Error)]
@@ -76,22 +73,22 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    /// Why a flow failed, as the coordinator counts it: the error kind, with `timed-out` for a
-    /// silent source and `client-departed` for a client that hung up.
-    pub fn reason(&self) -> &'static str {
+    /// Why a flow failed, as clients and the coordinator count it: the error kind, with
+    /// `timed-out` for a silent source and `client-departed` for a client that hung up.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            AgentError::SourceSilent { .. } => "timed-out",
-            AgentError::ClientDeparted => "client-departed",
-            AgentError::Corrupted(_) => "corrupted",
-            AgentError::DataLost(_) => "data-lost",
-            AgentError::LimitExceeded(_) => "limit-exceeded",
-            AgentError::Refused(_) => "refused",
-            AgentError::ShuttingDown => "shutting-down",
-            AgentError::UnknownCoflow(_) => "unknown-coflow",
-            AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => "invalid",
-            AgentError::DuplicateDataId { .. } => "duplicate-data-id",
+            AgentError::SourceSilent { .. } => ErrorKind::TimedOut,
+            AgentError::ClientDeparted => ErrorKind::ClientDeparted,
+            AgentError::Corrupted(_) => ErrorKind::Corrupted,
+            AgentError::DataLost(_) => ErrorKind::DataLost,
+            AgentError::LimitExceeded(_) => ErrorKind::LimitExceeded,
+            AgentError::Refused(_) => ErrorKind::Refused,
+            AgentError::ShuttingDown => ErrorKind::ShuttingDown,
+            AgentError::UnknownCoflow(_) => ErrorKind::UnknownCoflow,
+            AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => ErrorKind::Invalid,
+            AgentError::DuplicateDataId { .. } => ErrorKind::DuplicateDataId,
             AgentError::SourceUnreachable { .. } | AgentError::Coordinator(_) | AgentError::NotRegistered => {
-                "agent-unreachable"
+                ErrorKind::AgentUnreachable
             }
         }
     }
@@ -99,30 +96,28 @@ impl AgentError {
 
 impl From<AgentError> for tonic::Status {
     fn from(e: AgentError) -> tonic::Status {
-        let (mut status, kind) = match &e {
+        let code = match &e {
             AgentError::Coordinator(s) => return s.clone(),
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => {
-                (tonic::Status::invalid_argument(e.to_string()), "invalid")
+                tonic::Code::InvalidArgument
             }
-            AgentError::DuplicateDataId { .. } => (tonic::Status::already_exists(e.to_string()), "duplicate-data-id"),
-            AgentError::SourceUnreachable { .. } | AgentError::ShuttingDown | AgentError::NotRegistered => {
-                (tonic::Status::unavailable(e.to_string()), "agent-unreachable")
-            }
-            AgentError::SourceSilent { .. } | AgentError::ClientDeparted => {
-                (tonic::Status::unavailable(e.to_string()), "agent-unreachable")
-            }
-            AgentError::Refused(_) => (tonic::Status::permission_denied(e.to_string()), "refused"),
-            AgentError::Corrupted(_) => (tonic::Status::data_loss(e.to_string()), "corrupted"),
-            AgentError::DataLost(_) => (tonic::Status::data_loss(e.to_string()), "data-lost"),
-            AgentError::LimitExceeded(_) => (tonic::Status::resource_exhausted(e.to_string()), "limit-exceeded"),
-            AgentError::UnknownCoflow(_) => (tonic::Status::not_found(e.to_string()), "unknown-coflow"),
+            AgentError::DuplicateDataId { .. } => tonic::Code::AlreadyExists,
+            AgentError::SourceUnreachable { .. }
+            | AgentError::ShuttingDown
+            | AgentError::NotRegistered
+            | AgentError::SourceSilent { .. }
+            | AgentError::ClientDeparted => tonic::Code::Unavailable,
+            AgentError::Refused(_) => tonic::Code::PermissionDenied,
+            AgentError::Corrupted(_) | AgentError::DataLost(_) => tonic::Code::DataLoss,
+            AgentError::LimitExceeded(_) => tonic::Code::ResourceExhausted,
+            AgentError::UnknownCoflow(_) => tonic::Code::NotFound,
         };
-        status.metadata_mut().insert(ERROR_KIND, tonic::metadata::MetadataValue::from_static(kind));
-        status
+        // What a client sees of a silent source or a departed client is that the source or the
+        // agent cannot be reached; the coordinator counts them by their own kind.
+        let kind = match e.kind() {
+            ErrorKind::TimedOut | ErrorKind::ClientDeparted | ErrorKind::ShuttingDown => ErrorKind::AgentUnreachable,
+            k => k,
+        };
+        kind.status(code, e.to_string())
     }
-}
-
-/// The kind a coordinator error carries, if any.
-pub(crate) fn kind_of(s: &tonic::Status) -> &str {
-    s.metadata().get(ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("")
 }

@@ -53,10 +53,11 @@ use tonic_health::ServingStatus;
 
 pub use crate::bucket::{Grant, TokenBucket, burst_for};
 pub use crate::config::{AgentConfig, ConfigError};
-pub use crate::error::{AgentError, ERROR_KIND};
+pub use crate::error::AgentError;
 pub use crate::membership::MACHINE_ID_FILE;
 pub use crate::phantom::{Phantom, PhantomGrant};
 pub use crate::store::confine;
+pub use coflow_proto::{ERROR_KIND, ErrorKind};
 
 /// The agent's gRPC service name, as `grpc.health.v1` reports it.
 pub const SERVICE_NAME: &str = "coflow.v1.Agent";

@@ -12,12 +12,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId};
-use coflow_proto::pb;
 use coflow_proto::pb::agent_message::Body;
+use coflow_proto::{ErrorKind, pb};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::error::kind_of;
 use crate::session::Batches;
 use crate::state::Shared;
 
@@ -73,7 +72,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     registration: reg.as_ref().map(Into::into),
                 };
                 if let Err(e) = shared.link.call(Body::Put(ann), REANNOUNCE_DEADLINE).await {
-                    if kind_of(&e) == "unknown-coflow" {
+                    if ErrorKind::of(&e) == Some(ErrorKind::UnknownCoflow) {
                         // Unregistered while this agent was not listening: forget it now.
                         let n = shared.store.drop_coflow(coflow);
                         tracing::info!(%coflow, pieces = n, "coflow unregistered; pieces dropped");
@@ -199,7 +198,7 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                 // heartbeat (a source that never comes back stops sending keepalives, and the get
                 // ends at the idle timeout).
                 Err(e)
-                    if kind_of(&e) == "agent-unreachable"
+                    if ErrorKind::of(&e) == Some(ErrorKind::AgentUnreachable)
                         || matches!(e.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {}
                 Err(e) => {
                     r.cancel.send_replace(Some(format!("the restarted coordinator refused the flow: {}", e.message())));

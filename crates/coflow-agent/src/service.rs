@@ -9,13 +9,13 @@ use std::time::Duration;
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::pb::agent_message::Body;
 use coflow_proto::pb::agent_server::Agent;
-use coflow_proto::{DataId, PutSource, Registration, pb};
+use coflow_proto::{DataId, ErrorKind, PutSource, Registration, pb};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::data;
-use crate::error::{AgentError, kind_of};
+use crate::error::AgentError;
 use crate::state::{Receiving, Shared};
 use crate::store::{Piece, file_piece};
 
@@ -99,7 +99,7 @@ impl AgentService {
 
 /// Whether the coordinator refused this agent's session (see [`AgentService::announce_get`]).
 fn session_race(e: &AgentError) -> bool {
-    matches!(e, AgentError::Coordinator(s) if kind_of(s) == "permission-denied")
+    matches!(e, AgentError::Coordinator(s) if ErrorKind::of(s) == Some(ErrorKind::PermissionDenied))
 }
 
 /// Whether an error says the coordinator is away (not that it answered): this agent is not
@@ -107,7 +107,7 @@ fn session_race(e: &AgentError) -> bool {
 fn coordinator_away(e: &AgentError) -> bool {
     match e {
         AgentError::NotRegistered => true,
-        AgentError::Coordinator(s) => s.code() == tonic::Code::Unavailable && kind_of(s).is_empty(),
+        AgentError::Coordinator(s) => s.code() == tonic::Code::Unavailable && ErrorKind::of(s).is_none(),
         _ => false,
     }
 }
@@ -251,7 +251,7 @@ impl Agent for AgentService {
             if let Err(e) = result {
                 shared.get_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%coflow, %data_id, error = %e, "get failed");
-                reason = e.reason().to_string();
+                reason = e.kind().as_str().to_string();
                 if !matches!(e, AgentError::ClientDeparted) {
                     let _ = tx.send(Err(e.into())).await;
                 }

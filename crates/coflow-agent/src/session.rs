@@ -36,13 +36,11 @@ pub(crate) struct Link {
 
 /// A refusal the coordinator sent on the session, as a status with its error kind.
 fn refusal(f: pb::Failure) -> Status {
-    let mut meta = tonic::metadata::MetadataMap::new();
-    if !f.kind.is_empty()
-        && let Ok(v) = f.kind.parse()
-    {
-        meta.insert(crate::error::ERROR_KIND, v);
+    let mut s = Status::new(tonic::Code::from_i32(f.code), f.message);
+    if let Some(kind) = coflow_proto::ErrorKind::from_pb(f.kind) {
+        kind.attach(&mut s);
     }
-    Status::with_metadata(tonic::Code::from_i32(f.code), f.message, meta)
+    s
 }
 
 impl Link {

@@ -55,10 +55,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 pub use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
-pub use coflow_proto::{ClusterToken, CoflowOptions, Readiness, TlsFiles};
-
-/// The metadata key in which services name an error's kind.
-const ERROR_KIND: &str = "coflow-error";
+pub use coflow_proto::{ClusterToken, CoflowOptions, ErrorKind, Readiness, TlsFiles};
 
 /// What can go wrong, typed so that frameworks can retry.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -120,23 +117,46 @@ pub enum ClientError {
 
 impl ClientError {
     fn from_status(s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
-        let kind = s.metadata().get(ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("");
+        use coflow_proto::ErrorKind as K;
         let msg = s.message().to_string();
-        match (kind, s.code()) {
-            ("unknown-coflow", _) => ClientError::UnknownCoflow(coflow),
-            ("duplicate-data-id", _) => ClientError::DuplicateDataId { coflow, data_id: data_id.to_string() },
-            ("sealed", _) => ClientError::Sealed(coflow),
-            ("no-such-data", _) => ClientError::NoSuchData { coflow, data_id: data_id.to_string() },
-            ("data-lost", _) => ClientError::DataLost(msg),
-            ("limit-exceeded", _) | (_, tonic::Code::ResourceExhausted) => ClientError::LimitExceeded(msg),
-            ("agent-unreachable", _) | (_, tonic::Code::Unavailable) => ClientError::AgentUnreachable(msg),
-            ("corrupted", _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
-            ("permission-denied", _) => ClientError::PermissionDenied(msg),
-            (_, tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => ClientError::Unauthenticated(msg),
-            (_, tonic::Code::InvalidArgument) => ClientError::Invalid(msg),
-            (_, tonic::Code::DeadlineExceeded) => ClientError::TimedOut(Duration::ZERO),
+        match (K::of(&s), s.code()) {
+            (Some(K::UnknownCoflow), _) => ClientError::UnknownCoflow(coflow),
+            (Some(K::DuplicateDataId), _) => ClientError::DuplicateDataId { coflow, data_id: data_id.to_string() },
+            (Some(K::Sealed), _) => ClientError::Sealed(coflow),
+            (Some(K::NoSuchData), _) => ClientError::NoSuchData { coflow, data_id: data_id.to_string() },
+            (Some(K::DataLost), _) => ClientError::DataLost(msg),
+            (Some(K::LimitExceeded), _) | (_, tonic::Code::ResourceExhausted) => ClientError::LimitExceeded(msg),
+            (Some(K::AgentUnreachable | K::ShuttingDown), _) | (_, tonic::Code::Unavailable) => {
+                ClientError::AgentUnreachable(msg)
+            }
+            (Some(K::Corrupted), _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
+            (Some(K::PermissionDenied), _) => ClientError::PermissionDenied(msg),
+            (Some(K::Unauthenticated | K::Refused), _)
+            | (_, tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => ClientError::Unauthenticated(msg),
+            (Some(K::Invalid), _) | (_, tonic::Code::InvalidArgument) => ClientError::Invalid(msg),
+            (Some(K::TimedOut), _) | (_, tonic::Code::DeadlineExceeded) => ClientError::TimedOut(Duration::ZERO),
             _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
         }
+    }
+
+    /// The kind the services would name this error by; none for [`ClientError::Other`].
+    pub fn kind(&self) -> Option<coflow_proto::ErrorKind> {
+        use coflow_proto::ErrorKind as K;
+        Some(match self {
+            ClientError::UnknownCoflow(_) => K::UnknownCoflow,
+            ClientError::DuplicateDataId { .. } => K::DuplicateDataId,
+            ClientError::NoSuchData { .. } => K::NoSuchData,
+            ClientError::Sealed(_) => K::Sealed,
+            ClientError::AgentUnreachable(_) => K::AgentUnreachable,
+            ClientError::TimedOut(_) => K::TimedOut,
+            ClientError::Unauthenticated(_) => K::Unauthenticated,
+            ClientError::Corrupted(_) => K::Corrupted,
+            ClientError::DataLost(_) => K::DataLost,
+            ClientError::LimitExceeded(_) => K::LimitExceeded,
+            ClientError::PermissionDenied(_) => K::PermissionDenied,
+            ClientError::Invalid(_) => K::Invalid,
+            ClientError::Other(_) => return None,
+        })
     }
 }
 

@@ -1,10 +1,7 @@
 //! The coordinator's errors, and their one mapping to gRPC status.
 
 use coflow_core::{CoflowId, FlowId, MachineId};
-use coflow_proto::{DataId, ProtoError};
-
-/// The metadata key that names an error's kind for clients, e.g. `unknown-coflow`.
-pub const ERROR_KIND: &str = "coflow-error";
+use coflow_proto::{DataId, ErrorKind, ProtoError};
 
 /// What can go wrong with a request to the coordinator.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -57,19 +54,19 @@ pub enum CoordError {
 }
 
 impl CoordError {
-    /// The kind clients read from the [`ERROR_KIND`] metadata.
-    pub fn kind(&self) -> &'static str {
+    /// The kind clients read (the `coflow-error` metadata, a session's `Failure`).
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            CoordError::UnknownCoflow(_) => "unknown-coflow",
-            CoordError::DuplicateDataId { .. } => "duplicate-data-id",
-            CoordError::NoSuchData { .. } => "no-such-data",
-            CoordError::Sealed(_) => "sealed",
-            CoordError::AgentUnavailable(_) => "agent-unreachable",
-            CoordError::UnknownFlow(_) => "unknown-flow",
-            CoordError::Invalid(_) => "invalid",
-            CoordError::ShuttingDown => "shutting-down",
-            CoordError::LimitExceeded(_) => "limit-exceeded",
-            CoordError::NotTheReceiver { .. } => "permission-denied",
+            CoordError::UnknownCoflow(_) => ErrorKind::UnknownCoflow,
+            CoordError::DuplicateDataId { .. } => ErrorKind::DuplicateDataId,
+            CoordError::NoSuchData { .. } => ErrorKind::NoSuchData,
+            CoordError::Sealed(_) => ErrorKind::Sealed,
+            CoordError::AgentUnavailable(_) => ErrorKind::AgentUnreachable,
+            CoordError::UnknownFlow(_) => ErrorKind::UnknownFlow,
+            CoordError::Invalid(_) => ErrorKind::Invalid,
+            CoordError::ShuttingDown => ErrorKind::ShuttingDown,
+            CoordError::LimitExceeded(_) => ErrorKind::LimitExceeded,
+            CoordError::NotTheReceiver { .. } => ErrorKind::PermissionDenied,
         }
     }
 }
@@ -87,7 +84,7 @@ impl From<CoordError> for tonic::Status {
             CoordError::LimitExceeded(_) => tonic::Status::resource_exhausted(e.to_string()),
             CoordError::NotTheReceiver { .. } => tonic::Status::permission_denied(e.to_string()),
         };
-        status.metadata_mut().insert(ERROR_KIND, tonic::metadata::MetadataValue::from_static(e.kind()));
+        e.kind().attach(&mut status);
         status
     }
 }

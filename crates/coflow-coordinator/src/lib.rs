@@ -37,9 +37,10 @@ use tokio::sync::watch;
 
 pub use crate::config::{ConfigError, CoordinatorConfig, TCP, check_policy};
 pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, Observation, RateBatch, Transmit};
-pub use crate::error::{CoordError, ERROR_KIND};
+pub use crate::error::CoordError;
 pub use crate::telemetry::status_json;
 pub use crate::views::{AgentView, CoflowView, FlowView, StatusView};
+pub use coflow_proto::{ERROR_KIND, ErrorKind};
 
 /// The coordinator's gRPC service name, as `grpc.health.v1` reports it.
 pub const SERVICE_NAME: &str = "coflow.v1.Coordinator";

@@ -180,7 +180,7 @@ fn reply(request_id: u64, result: Result<pb::agent_reply::Result, CoordError>) -
 /// A [`CoordError`] as a session carries it: the status code it maps to, its kind and message.
 fn failure(e: &CoordError) -> pb::Failure {
     let code = Status::from(e.clone()).code() as i32;
-    pb::Failure { code, kind: e.kind().to_string(), message: e.to_string() }
+    pb::Failure { code, kind: e.kind().to_pb() as i32, message: e.to_string() }
 }
 
 fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
@@ -252,7 +252,7 @@ fn agent_msg(core: &mut Core, now: Nanos, machine: MachineId, msg: AgentMsg, str
                     // "Not yet": a retryable UNAVAILABLE without an error kind.
                     let f = pb::Failure {
                         code: tonic::Code::Unavailable as i32,
-                        kind: String::new(),
+                        kind: pb::ErrorKind::Unspecified as i32,
                         message: format!("the coordinator has just started: {e}; retry"),
                     };
                     pb::CoordinatorBatch {
@@ -419,7 +419,11 @@ impl CoordinatorService {
         let refuse = |e: CoordError| failure(&e);
         let not_yours = |what: &str, claimed: u32| {
             let msg = format!("a session of machine {machine} may not {what} for machine {claimed}");
-            pb::Failure { code: tonic::Code::PermissionDenied as i32, kind: "permission-denied".into(), message: msg }
+            pb::Failure {
+                code: tonic::Code::PermissionDenied as i32,
+                kind: coflow_proto::ErrorKind::PermissionDenied.to_pb() as i32,
+                message: msg,
+            }
         };
         let id = m.request_id;
         Ok(Some(match m.body {

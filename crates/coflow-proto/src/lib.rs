@@ -8,6 +8,7 @@
 //! - [`pb`]: the generated messages, clients and servers (package `coflow.v1`).
 //! - `msg`: validated domain types ([`DataId`], [`CoflowOptions`], [`PutSource`], ...) and their
 //!   conversions.
+//! - `kind`: [`ErrorKind`], the one table of error kinds the services name their errors by.
 //! - `auth`: the cluster token ([`ClusterToken`]) and the interceptors that attach
 //!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
 //! - `tls`: mutual TLS and roles in certificates: [`Security`] (token or TLS), [`TlsContext`],
@@ -18,6 +19,7 @@
 
 mod auth;
 pub mod certs;
+mod kind;
 mod msg;
 mod serve;
 mod tls;
@@ -29,12 +31,13 @@ pub mod pb {
 }
 
 pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError};
+pub use kind::{ERROR_KIND, ErrorKind, UnknownKind};
 pub use msg::{
     AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN,
     MAX_PIECE_SIZE, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
 };
 pub use serve::serve_until_stopped;
 pub use tls::{
-    Authenticate, ERROR_KIND, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError,
-    TlsFiles, accept, accept_agent, authorize, connect_agent, peer_role, permission_denied, valid_client_name,
+    Authenticate, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError, TlsFiles, accept,
+    accept_agent, authorize, connect_agent, peer_role, permission_denied, valid_client_name,
 };

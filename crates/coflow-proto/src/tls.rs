@@ -34,14 +34,10 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
 use crate::auth::{AUTHORIZATION, ClusterToken};
-
-/// The metadata key in which services name an error's kind (`coflow-error`).
-pub const ERROR_KIND: &str = "coflow-error";
 
 /// How long a peer may take to finish its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -696,9 +692,7 @@ impl fmt::Display for Peer {
 
 /// A PERMISSION_DENIED status of error kind `permission-denied`.
 pub fn permission_denied(message: impl Into<String>) -> Status {
-    let mut s = Status::permission_denied(message);
-    s.metadata_mut().insert(ERROR_KIND, MetadataValue::from_static("permission-denied"));
-    s
+    crate::ErrorKind::PermissionDenied.status(tonic::Code::PermissionDenied, message)
 }
 
 /// Checks that the caller of `req` passes `allowed`; else logs it (once per peer address) and

@@ -162,21 +162,7 @@ fn simulate(
 
 /// The kind the services name an error by (the Python layer maps it to an exception class).
 fn service_error(e: &ClientError) -> PyErr {
-    let kind = match e {
-        ClientError::UnknownCoflow(_) => "unknown-coflow",
-        ClientError::DuplicateDataId { .. } => "duplicate-data-id",
-        ClientError::NoSuchData { .. } => "no-such-data",
-        ClientError::Sealed(_) => "sealed",
-        ClientError::AgentUnreachable(_) => "agent-unreachable",
-        ClientError::TimedOut(_) => "timed-out",
-        ClientError::Unauthenticated(_) => "unauthenticated",
-        ClientError::Corrupted(_) => "corrupted",
-        ClientError::DataLost(_) => "data-lost",
-        ClientError::LimitExceeded(_) => "limit-exceeded",
-        ClientError::PermissionDenied(_) => "permission-denied",
-        ClientError::Invalid(_) => "invalid",
-        ClientError::Other(_) => "other",
-    };
+    let kind = e.kind().map_or("other", |k| k.as_str());
     ServiceError::new_err((kind, e.to_string()))
 }
 
@@ -444,6 +430,8 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_workload, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
+    // The one table of error kinds (the protocol's `ErrorKind`), which `coflow.errors` maps.
+    m.add("ERROR_KINDS", coflow_client::ErrorKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>())?;
     // The workspace version, the same that `coflow --version` prints.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

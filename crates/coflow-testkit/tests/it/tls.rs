@@ -317,7 +317,7 @@ async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
     };
     match refused.result {
         Some(pb::agent_reply::Result::Failure(f)) => {
-            assert_eq!(f.kind, "permission-denied", "{f:?}");
+            assert_eq!(f.kind, pb::ErrorKind::PermissionDenied as i32, "{f:?}");
             assert_eq!(f.code, tonic::Code::PermissionDenied as i32);
         }
         other => panic!("a put for machine 2 in machine 5's session was answered {other:?}"),
