@@ -32,8 +32,7 @@ pub(crate) struct BenchArgs {
     /// A trace to replay (default: the embedded synthetic workload).
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Policies to measure.
-    #[arg(long, default_value = "varys,fair")]
+    #[arg(long, default_value = "varys,fair", help = crate::policies::help("Policies to measure, comma-separated"))]
     policies: String,
     /// Port capacity.
     #[arg(long, default_value = "128MiB/s")]
@@ -45,8 +44,8 @@ pub(crate) struct BenchArgs {
     /// everything as new in both).
     #[arg(long, default_value_t = 20)]
     decisions: usize,
-    /// Also write the figures as JSON to this file.
-    #[arg(long)]
+    /// Also write the figures as JSON to this file (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// The synthetic workload replayed when no trace is given; its seed also seeds the
     /// N-concurrent workloads.
@@ -57,6 +56,7 @@ pub(crate) struct BenchArgs {
 }
 
 pub(crate) fn run(a: BenchArgs) -> Result<()> {
+    crate::output::check(a.json.as_deref())?;
     let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
     let policies = policy::parse_list(&a.policies).context("--policies")?;
     let model = a.model.model()?;
@@ -82,10 +82,9 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         let build = || model.policy(name);
         report.policies.push(bench_policy(name, &build, &workload, &concurrent, a.decisions, &cfg)?);
     }
-    print!("{}", render(&report, &source, &workload, port_rate));
+    crate::output::human(&render(&report, &source, &workload, port_rate), &[a.json.as_deref()]);
     if let Some(path) = &a.json {
-        let json = serde_json::to_string_pretty(&report).context("rendering the report")?;
-        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+        crate::output::json(path, &report)?;
     }
     Ok(())
 }

@@ -23,13 +23,17 @@ use coflow_sim::{SimConfig, Summary, percentile, simulate};
 use coflow_testkit::{Cluster, ClusterConfig};
 use serde::Serialize;
 
+use crate::output::say;
 use crate::workload::WorkloadArgs;
 
 /// Options of `coflow demo`.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// Policies to run, comma-separated (each runs the same code as in `coflow sim`).
-    #[arg(long, default_value = "varys,fair")]
+    #[arg(
+        long,
+        default_value = "varys,fair",
+        help = crate::policies::help("Policies to run, comma-separated (each the same code as in `coflow sim`)")
+    )]
     policies: String,
     /// Number of agents (machines).
     #[arg(long, default_value_t = 8)]
@@ -40,8 +44,8 @@ pub(crate) struct DemoArgs {
     port_rate: String,
     #[command(flatten)]
     workload: WorkloadArgs,
-    /// Write the results as JSON here.
-    #[arg(long)]
+    /// Write the results as JSON to this file (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Run the cluster with the shared token in clear instead of mutual TLS. TLS (certificates
     /// made in a temporary directory) is the default: on a quiet machine it cost about 3% of the
@@ -76,6 +80,8 @@ struct Report {
 }
 
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
+    crate::output::check(args.json.as_deref())?;
+    let outs = &[args.json.as_deref()];
     let port: Rate = args.port_rate.parse().with_context(|| format!("--port-rate {:?}", args.port_rate))?;
     crate::policies::refuse_tcp(&args.policies, "demo")?;
     let policies = coflow_sched::policy::parse_list(&args.policies).context("--policies")?;
@@ -86,13 +92,15 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         bail!("--agents must be at least 1");
     }
     let (w, source) = coflow_testbed::workload::build(&args.workload.spec(), args.agents, port, 600_000_000)
-        .context("the workload (--workload, --total-bytes, --coflows, --seed, --load, --agents)")?;
-    println!(
+        .context("the workload (--trace, --total-bytes, --coflows, --seed, --load, --agents)")?;
+    say!(
+        outs,
         "coflow demo: {} agents on loopback{}, ports capped at {port}, {source}",
         args.agents,
         if args.plaintext { " with the token in clear" } else { " over mutual TLS" }
     );
-    println!(
+    say!(
+        outs,
         "  {} coflows, {} flows, {:.0} MB across the fabric; bypass off (the simulator does not model it)",
         w.coflows.len(),
         w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
@@ -101,10 +109,18 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
     let mut results = Vec::new();
-    println!();
-    println!(
+    say!(outs);
+    say!(
+        outs,
         "{:<14} {:>9} {:>13} {:>13} {:>13} {:>13} {:>8} {:>7}",
-        "policy", "completed", "measured avg", "simulated avg", "measured p95", "simulated p95", "avg err", "wall"
+        "policy",
+        "completed",
+        "measured avg",
+        "simulated avg",
+        "measured p95",
+        "simulated p95",
+        "avg err",
+        "wall"
     );
     for &p in &policies {
         let sim = simulate(&w, coflow_sched::policy::by_name(p)?, &SimConfig::big_switch(port))?;
@@ -115,7 +131,8 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             for (o, m) in sim.outcomes.iter().zip(&ccts) {
                 let c = w.coflows.iter().find(|c| c.id == o.id).expect("same workload");
                 let sim_cct = o.cct().map_or(f64::NAN, Nanos::as_secs_f64);
-                println!(
+                say!(
+                    outs,
                     "  coflow {:>3} at {:>7.3}s flows {:>3} bytes {:>11} simulated {:>7.3}s measured {:>7.3}s",
                     o.id,
                     c.arrival.as_secs_f64(),
@@ -141,7 +158,8 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             avg_error: (avg - s.avg_cct_s) / s.avg_cct_s,
             wall_s: t.elapsed().as_secs_f64(),
         };
-        println!(
+        say!(
+            outs,
             "{:<14} {:>9} {:>12.3}s {:>12.3}s {:>12.3}s {:>12.3}s {:>7.1}% {:>6.1}s",
             r.policy,
             format!("{}/{}", r.completed, r.coflows),
@@ -155,17 +173,18 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         results.push(r);
     }
     let wall = started.elapsed().as_secs_f64();
-    println!();
+    say!(outs);
     if let (Some(v), Some(f)) =
         (results.iter().find(|r| r.policy == "varys"), results.iter().find(|r| r.policy == "fair"))
     {
-        println!(
+        say!(
+            outs,
             "varys vs fair, average CCT: {:.2}x measured, {:.2}x simulated",
             f.measured_avg_cct_s / v.measured_avg_cct_s,
             f.simulated_avg_cct_s / v.simulated_avg_cct_s
         );
     }
-    println!("wall time {wall:.1}s");
+    say!(outs, "wall time {wall:.1}s");
     if let Some(path) = &args.json {
         let report = Report {
             agents: args.agents,
@@ -176,8 +195,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             results,
             wall_s: wall,
         };
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::output::json(path, &report)?;
     }
     Ok(())
 }

@@ -289,15 +289,11 @@ pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
         tls: a.tls,
         ..Default::default()
     };
+    crate::output::check(a.json.as_deref())?;
     let report = coflow_testkit::bench::run(&cfg)?;
-    match a.json.as_deref() {
-        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(&report)?),
-        Some(p) => {
-            std::fs::write(p, serde_json::to_string_pretty(&report)? + "\n")
-                .with_context(|| format!("writing {}", p.display()))?;
-            print!("{}", report.table());
-        }
-        None => print!("{}", report.table()),
+    crate::output::human(&report.table(), &[a.json.as_deref()]);
+    if let Some(p) = &a.json {
+        crate::output::json(p, &report)?;
     }
     Ok(())
 }

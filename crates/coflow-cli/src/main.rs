@@ -3,7 +3,7 @@
 //! Each command has a module (`sim`, `sweep`, `trace`, `demo`, `live`, `certs`, `bench`,
 //! `wan_bench`, `testbed`) that parses its options and prints; only this file dispatches to them.
 //! The options and printing several commands share live in modules that are no command
-//! (`plan`, `table`, `wan`, `workload`, `model`, `policies`, `parallel`, `plot`), and a command's
+//! (`plan`, `table`, `wan`, `workload`, `model`, `policies`, `parallel`, `plot`, `output`), and a command's
 //! module imports no other command's (a test in `tests/it/tidy.rs` checks it).
 
 mod bench;
@@ -13,6 +13,7 @@ mod demo;
 mod doc_commands;
 mod live;
 mod model;
+mod output;
 mod parallel;
 mod plan;
 mod plot;
@@ -28,7 +29,8 @@ mod workload;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Coflow scheduling: simulate policies on traces, and inspect or make traces.
+/// Coflow scheduling: simulate policies on traces, run the live system (coordinator, agents,
+/// status), measure it on loopback or on an emulated cluster, and inspect or make traces.
 #[derive(Debug, Parser)]
 #[command(name = "coflow", version, about)]
 struct Cli {
@@ -76,6 +78,12 @@ enum Command {
     /// An emulated cluster: hosts in network namespaces, links shaped by tc, the real processes.
     #[command(subcommand)]
     Testbed(testbed::TestbedCommand),
+    /// Print a completion script for a shell (e.g. `coflow completions bash > /etc/bash_completion.d/coflow`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `coflow sim`: one replay, or a sweep.
@@ -125,6 +133,14 @@ fn main() {
         Command::Certs(cmd) => certs::run(cmd),
         Command::BenchLive(args) => live::bench_live(args),
         Command::Testbed(cmd) => testbed::run(cmd),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "coflow", &mut script);
+            // A closed pipe (`| head`) is not an error worth a message.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+            Ok(())
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

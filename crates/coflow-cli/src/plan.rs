@@ -17,8 +17,7 @@ pub(crate) struct CommonArgs {
     /// shaped like the Facebook trace.
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Comma-separated policies to run, or `all`.
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", help = crate::policies::help("Comma-separated policies to run, or `all`"))]
     policies: String,
     /// The policy others are compared against.
     #[arg(long, default_value = "fair")]
@@ -28,8 +27,8 @@ pub(crate) struct CommonArgs {
     port_rate: String,
     #[command(flatten)]
     synth: SynthArgs,
-    /// Write the figures as JSON to this file.
-    #[arg(long)]
+    /// Write the figures as JSON to this file (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
     /// How many simulations to run at once (default: the machine's cores).
     #[arg(long)]
@@ -67,12 +66,7 @@ pub(crate) fn plan(a: &CommonArgs) -> Result<Plan> {
     })
 }
 
-/// Writes `report` as pretty JSON with a final newline.
+/// Writes `report` as pretty JSON with a final newline (`-`: standard output).
 pub(crate) fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
-    write(path, &coflow_sim::experiment::pretty_json(report))
-}
-
-/// Writes `text` to `path`, naming the file on failure.
-pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    crate::output::write(path, &coflow_sim::experiment::pretty_json(report))
 }

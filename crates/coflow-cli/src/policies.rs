@@ -1,4 +1,5 @@
-//! Checks on the policy lists commands take, beyond the names the library knows.
+//! The policy lists commands take: their help, which names every policy of the registry, and
+//! checks beyond the names the library knows.
 
 use anyhow::{Result, bail};
 use coflow_testbed::TCP;
@@ -18,4 +19,14 @@ pub(crate) fn refuse_tcp(policies: &str, whence: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The help of a `--policies` option: `what`, then every name the registry has.
+pub(crate) fn help(what: &str) -> String {
+    let names = |list: &[&str]| list.join(", ");
+    format!(
+        "{what}. Policies: {} (`all`); wide-area only: {}",
+        names(coflow_sched::policy::NAMES),
+        names(coflow_sched::policy::WAN_NAMES)
+    )
 }

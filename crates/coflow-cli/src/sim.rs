@@ -11,8 +11,8 @@ use coflow_sim::experiment::{Progress, Spelling};
 use coflow_sim::{SimResult, Summary};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::plan::{CommonArgs, write};
-use crate::{plot, table, wan};
+use crate::plan::CommonArgs;
+use crate::{output, plot, table, wan};
 
 /// Options of `coflow sim`.
 #[derive(Debug, Args)]
@@ -43,12 +43,16 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     if let Some(p) = &args.plot {
         plot::Format::of(p)?;
     }
+    let outputs = [args.common.json.as_deref(), args.csv.as_deref(), args.plot.as_deref()];
+    for p in outputs {
+        output::check(p)?;
+    }
     let mut plan = crate::plan::plan(&args.common)?;
     plan.adjust_workload(args.deadline_fraction, args.offline, Spelling::Flag)?;
     if args.wan.enabled() {
         wan::plan_wide_area(&mut plan, &args.wan)?;
     }
-    println!("{}", plan.describe());
+    output::human(&format!("{}\n", plan.describe()), &outputs);
 
     let started = Instant::now();
     let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
@@ -77,7 +81,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     let summaries = &runs.summaries;
     let shown: Vec<&(SimResult, f64)> = runs.shown().collect();
     let walls: Vec<f64> = shown.iter().map(|(_, s)| *s).collect();
-    print!("{}", table::table(summaries, &walls, plan.baseline, runs.bounds.as_ref()));
+    output::human(&table::table(summaries, &walls, plan.baseline, runs.bounds.as_ref()), &outputs);
     eprintln!(
         "simulated {} policies in {:.2} s wall time on {} threads",
         runs.runs.len(),
@@ -86,10 +90,10 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     );
 
     if let Some(path) = &args.common.json {
-        write(path, &plan.report_json(&runs))?;
+        output::write(path, &plan.report_json(&runs))?;
     }
     if let Some(path) = &args.csv {
-        write(path, &coflow_sim::experiment::csv(shown.iter().map(|(r, _)| r)))?;
+        output::write(path, &coflow_sim::experiment::csv(shown.iter().map(|(r, _)| r)))?;
     }
     if let Some(path) = &args.plot {
         let baseline_run = runs.baseline_run();

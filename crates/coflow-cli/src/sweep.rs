@@ -130,6 +130,8 @@ const METHOD: &str = "windows of N consecutive coflows from seeded random starts
                       seeded random order; figures are means over windows";
 
 pub(crate) fn run(args: SweepArgs) -> Result<()> {
+    crate::output::check(args.common.json.as_deref())?;
+    let outs = &[args.common.json.as_deref()];
     let plan = crate::plan::plan(&args.common)?;
     let total = plan.workload.coflows.len();
     let mut ns: Vec<usize> = Vec::new();
@@ -144,8 +146,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
     if args.windows == 0 {
         bail!("--windows must be at least 1");
     }
-    println!("{}", plan.describe());
-    println!("sweep: {} windows per N; {METHOD}", args.windows);
+    crate::output::say!(outs, "{}", plan.describe());
+    crate::output::say!(outs, "sweep: {} windows per N; {METHOD}", args.windows);
 
     let windows: Vec<Window> = ns
         .iter()
@@ -186,7 +188,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
         }
     }
 
-    print!("{}", tables(&ns, &plan.policies, &results, plan.baseline, plan.deadline_x.is_some()));
+    crate::output::human(&tables(&ns, &plan.policies, &results, plan.baseline, plan.deadline_x.is_some()), outs);
     eprintln!(
         "simulated {} runs ({} windows × {} policies) in {:.2} s wall time on {} threads",
         runs.len(),

@@ -65,9 +65,11 @@ impl TopologyArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     topology: TopologyArgs,
-    /// Policies, comma-separated: `tcp` (no rates assigned, kernel TCP shares the links) or any
-    /// policy of `coflow sim`.
-    #[arg(long, default_value = "varys,fair,tcp")]
+    #[arg(
+        long,
+        default_value = "varys,fair,tcp",
+        help = crate::policies::help("Policies, comma-separated: `tcp` (no rates assigned, kernel TCP shares the links) or any policy of `coflow sim`")
+    )]
     policies: String,
     #[command(flatten)]
     workload: WorkloadArgs,
@@ -142,11 +144,10 @@ fn workload(a: &WorkloadArgs, t: &Topology, default_total: u64) -> Result<(coflo
 }
 
 fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> Result<()> {
-    if let Some(p) = path {
-        std::fs::write(p, serde_json::to_string_pretty(v)? + "\n")
-            .with_context(|| format!("writing {}", p.display()))?;
+    match path {
+        Some(p) => crate::output::json(p, v),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A run's result, unless a signal is tearing the run down: then its errors (processes and
@@ -173,6 +174,7 @@ pub(crate) fn run(cmd: TestbedCommand) -> Result<()> {
 }
 
 fn run_policies(a: RunArgs) -> Result<()> {
+    crate::output::check(a.json.as_deref())?;
     let topology = a.topology.topology()?;
     let policies: Vec<String> =
         a.policies.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
@@ -203,13 +205,14 @@ fn run_policies(a: RunArgs) -> Result<()> {
         coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
     let opts = RunOptions { topology, policies, workload: w, source, exe, get_bound, keep: a.keep };
-    let report = coflow_testbed::run::run(&opts, &mut |line| println!("  {line}"))?;
-    println!();
-    print!("{}", report.table());
+    let outputs = [a.json.as_deref()];
+    let report = coflow_testbed::run::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
+    crate::output::human(&format!("\n{}", report.table()), &outputs);
     write_json(&a.json, &report)
 }
 
 fn run_faults(a: FaultArgs) -> Result<()> {
+    crate::output::check(a.json.as_deref())?;
     let topology = a.topology.topology()?;
     let scenarios = match &a.scenarios {
         None => Scenario::ALL.to_vec(),
@@ -228,9 +231,9 @@ fn run_faults(a: FaultArgs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the coflow binary")?;
     println!("coflow testbed faults: {} hosts, {source}, varys", topology.hosts.len());
     let opts = FaultOptions { topology, workload: w, source, exe, scenarios, get_bound, fault_at };
-    let report = faults::run(&opts, &mut |line| println!("  {line}"))?;
-    println!();
-    print!("{}", report.table());
+    let outputs = [a.json.as_deref()];
+    let report = faults::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
+    crate::output::human(&format!("\n{}", report.table()), &outputs);
     write_json(&a.json, &report)
 }
 

@@ -42,9 +42,9 @@ pub(crate) struct SpreadArgs {
 pub(crate) struct StatsArgs {
     /// The trace; without one, the embedded synthetic workload.
     path: Option<PathBuf>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    /// Write the statistics as JSON to this file instead of a table (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// The synthetic workload, when no trace is given.
     #[command(flatten)]
     synth: SynthArgs,
@@ -99,10 +99,9 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
                 None => a.synth.generate()?.0,
             };
             let stats = coflow_trace::stats(&w);
-            if a.json {
-                println!("{}", serde_json::to_string_pretty(&stats)?);
-            } else {
-                print!("{stats}");
+            match &a.json {
+                Some(p) => crate::output::json(p, &stats)?,
+                None => print!("{stats}"),
             }
         }
         TraceCommand::Convert(a) => {

@@ -24,14 +24,14 @@ pub(crate) struct BenchArgs {
     /// The topology (as `coflow sim --wan`).
     #[arg(long, default_value = "default")]
     wan: String,
-    /// Monte Carlo rounds per search.
-    #[arg(long, default_value_t = SiphonConfig::default().rounds)]
+    /// Monte Carlo rounds per search (as `coflow sim --mc-rounds`).
+    #[arg(long = "mc-rounds", alias = "rounds", default_value_t = SiphonConfig::default().rounds)]
     rounds: u32,
-    /// Search depth.
-    #[arg(long, default_value_t = SiphonConfig::default().depth)]
+    /// Search depth (as `coflow sim --mc-depth`).
+    #[arg(long = "mc-depth", alias = "depth", default_value_t = SiphonConfig::default().depth)]
     depth: usize,
-    /// Coflows that may take the searched positions.
-    #[arg(long, default_value_t = SiphonConfig::default().breadth)]
+    /// Coflows that may take the searched positions (as `coflow sim --mc-breadth`).
+    #[arg(long = "mc-breadth", alias = "breadth", default_value_t = SiphonConfig::default().breadth)]
     breadth: usize,
 }
 

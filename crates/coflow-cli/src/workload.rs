@@ -62,18 +62,19 @@ impl SynthArgs {
 #[derive(Debug, Args)]
 pub(crate) struct WorkloadArgs {
     /// Replay this trace instead of the synthetic workload (coflow-benchmark or JSON Lines).
-    #[arg(long)]
-    workload: Option<PathBuf>,
-    /// Scale flow sizes and arrival times together so that this many bytes cross the fabric
-    /// (synthetic workload default: 600 MB in `coflow demo`, 1.2 GB in `coflow testbed run`,
-    /// 150 MB in `coflow testbed faults`; a trace file is replayed as is unless given).
-    #[arg(long)]
-    total_bytes: Option<u64>,
+    #[arg(long, alias = "workload", value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Scale flow sizes and arrival times together so that this many bytes cross the fabric,
+    /// e.g. `600MB` (synthetic workload default: 600 MB in `coflow demo`, 1.2 GB in `coflow
+    /// testbed run`, 150 MB in `coflow testbed faults`; a trace file is replayed as is unless
+    /// given).
+    #[arg(long, value_name = "SIZE")]
+    total_bytes: Option<coflow_core::Bytes>,
     /// Coflows of the synthetic workload.
     #[arg(long, default_value_t = 40)]
     coflows: usize,
     /// Seed of the synthetic workload.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Target average port load of the synthetic workload.
     #[arg(long, default_value_t = 0.9)]
@@ -84,8 +85,8 @@ impl WorkloadArgs {
     /// What the options describe.
     pub(crate) fn spec(&self) -> coflow_testbed::WorkloadSpec {
         coflow_testbed::WorkloadSpec {
-            trace: self.workload.clone(),
-            total_bytes: self.total_bytes,
+            trace: self.trace.clone(),
+            total_bytes: self.total_bytes.map(coflow_core::Bytes::get),
             coflows: self.coflows,
             seed: self.seed,
             load: self.load,

@@ -20,4 +20,4 @@ mod units;
 
 pub use coflow::{Bin, Coflow, Flow, NARROW_MAX_FLOWS, SHORT_LONGEST_FLOW, Workload, WorkloadError};
 pub use ident::{CoflowId, FlowId, MachineId};
-pub use units::{Bytes, MIB, Nanos, ParseRateError, Rate};
+pub use units::{Bytes, MIB, Nanos, ParseBytesError, ParseRateError, Rate};

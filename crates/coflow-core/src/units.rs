@@ -35,6 +35,51 @@ impl Bytes {
     }
 }
 
+/// Why a size could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseBytesError {
+    /// The number part did not parse, or the size is negative or not finite.
+    #[error("bad size {0:?} (expected e.g. 600MB, 1.5GiB, 64KiB or 600000000)")]
+    Number(String),
+    /// The unit is not one we know.
+    #[error("unknown size unit {0:?} (expected B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")]
+    Unit(String),
+}
+
+impl FromStr for Bytes {
+    type Err = ParseBytesError;
+
+    /// A size: a number of bytes, or a number and a unit (`KB`, `MB`, `GB`, `TB` decimal; `KiB`,
+    /// `MiB`, `GiB`, `TiB` binary; in either case), with or without a space;
+    /// rounded to the nearest byte.
+    fn from_str(s: &str) -> Result<Bytes, ParseBytesError> {
+        let s = s.trim();
+        let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let n: f64 = num.replace('_', "").parse().map_err(|_| ParseBytesError::Number(s.to_string()))?;
+        let unit = unit.trim();
+        let (power, rest) = match unit.chars().next().map(|c| c.to_ascii_lowercase()) {
+            Some('k') => (1, &unit[1..]),
+            Some('m') => (2, &unit[1..]),
+            Some('g') => (3, &unit[1..]),
+            Some('t') => (4, &unit[1..]),
+            _ => (0, unit),
+        };
+        // A size is in bytes whatever the case of its `B` (a rate's `bps` is refused).
+        let scale = match rest.to_ascii_lowercase().as_str() {
+            "" | "b" if power == 0 => 1.0,
+            "b" => 1000f64.powi(power),
+            "ib" if power > 0 => 1024f64.powi(power),
+            _ => return Err(ParseBytesError::Unit(unit.to_string())),
+        };
+        let v = (n * scale).round();
+        if !(v.is_finite() && v >= 0.0 && v <= u64::MAX as f64) {
+            return Err(ParseBytesError::Number(s.to_string()));
+        }
+        Ok(Bytes(v as u64))
+    }
+}
+
 impl Add for Bytes {
     type Output = Bytes;
     fn add(self, rhs: Bytes) -> Bytes {
@@ -268,6 +313,22 @@ mod tests {
 
     fn rate(s: &str) -> f64 {
         s.parse::<Rate>().unwrap().bytes_per_sec()
+    }
+
+    #[test]
+    fn sizes_parse_with_and_without_units() {
+        let b = |s: &str| s.parse::<Bytes>().map(Bytes::get);
+        assert_eq!(b("600000000"), Ok(600_000_000));
+        assert_eq!(b("600MB"), Ok(600_000_000));
+        assert_eq!(b("600 MB"), Ok(600_000_000));
+        assert_eq!(b("1.2GB"), Ok(1_200_000_000));
+        assert_eq!(b("64KiB"), Ok(65_536));
+        assert_eq!(b("1mib"), Ok(1 << 20));
+        assert_eq!(b("7B"), Ok(7));
+        assert!(matches!(b("600 furlongs"), Err(ParseBytesError::Unit(_))));
+        assert!(matches!(b("MB"), Err(ParseBytesError::Number(_))));
+        assert!(matches!(b("-5MB"), Err(ParseBytesError::Number(_))));
+        assert!(matches!(b("1Mbps"), Err(ParseBytesError::Unit(_))), "a rate is not a size");
     }
 
     #[test]

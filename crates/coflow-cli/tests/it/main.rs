@@ -273,7 +273,7 @@ fn trace_gen_stats_and_convert_round_trip() {
     let back = tmp("back.txt");
     assert!(coflow().args(["trace", "convert"]).arg(&generated).arg(&jsonl).status().unwrap().success());
     assert!(coflow().args(["trace", "convert"]).arg(&jsonl).arg(&back).status().unwrap().success());
-    let stats = |p: &PathBuf| coflow().args(["trace", "stats", "--json"]).arg(p).output().unwrap().stdout;
+    let stats = |p: &PathBuf| coflow().args(["trace", "stats", "--json", "-"]).arg(p).output().unwrap().stdout;
     assert_eq!(stats(&generated), stats(&back));
     let text = String::from_utf8(coflow().args(["trace", "stats"]).arg(&generated).output().unwrap().stdout).unwrap();
     for bin in ["SN", "LN", "SW", "LW"] {
@@ -342,6 +342,51 @@ fn demo_replays_real_bytes_and_reports_measured_next_to_simulated() {
             assert!(r[key].as_f64().unwrap() > 0.0, "{key} in {r}");
         }
         assert!(r["policy"].is_string());
+    }
+}
+
+/// `--json -` puts the report alone on standard output (the table goes to standard error), and
+/// an output that cannot be written fails before the run, naming it.
+#[test]
+fn json_goes_to_stdout_with_a_dash_and_a_bad_path_fails_at_once() {
+    let out = coflow().args(["sim", "--coflows", "20", "--policies", "varys,fair", "--json", "-"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("standard output is the JSON report");
+    assert!(v.get("results").is_some() || v.get("policies").is_some(), "{v}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("varys"), "the table went to standard error");
+    for cmd in [
+        vec!["sim", "--coflows", "20", "--json"],
+        vec!["sim", "--coflows", "20", "--csv"],
+        vec!["bench", "--coflows", "20", "--json"],
+        vec!["trace", "stats", "--json"],
+    ] {
+        let t = std::time::Instant::now();
+        let out = coflow().args(&cmd).arg("/nonexistent-dir/out.json").output().unwrap();
+        assert!(!out.status.success(), "{cmd:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("/nonexistent-dir/out.json"), "{cmd:?}: {err}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{cmd:?} failed only after {:?}", t.elapsed());
+    }
+    let stats = tmp("stats.json");
+    assert!(coflow().args(["trace", "stats", "--json"]).arg(&stats).status().unwrap().success());
+    assert!(std::fs::read_to_string(&stats).unwrap().contains("\"coflows\""));
+}
+
+/// Sizes take units, and every shell gets its completions.
+#[test]
+fn sizes_take_units_and_completions_are_printed() {
+    // The size parses; the run then stops at the next check.
+    let out = coflow().args(["demo", "--total-bytes", "600MB", "--agents", "0"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--agents"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = coflow().args(["demo", "--total-bytes", "600 furlongs"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--total-bytes"));
+    for shell in ["bash", "zsh", "fish"] {
+        let out = coflow().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("bench-live"), "{shell}");
+    }
+    let help = String::from_utf8(coflow().args(["sim", "--help"]).output().unwrap().stdout).unwrap();
+    for name in coflow_sched_names() {
+        assert!(help.contains(name), "`coflow sim --help` does not list {name}");
     }
 }
 
