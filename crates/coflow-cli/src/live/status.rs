@@ -70,9 +70,18 @@ fn rate(bps: f64) -> String {
     if bps > 0.0 { Rate::from_bytes_per_sec(bps).to_string() } else { "0".into() }
 }
 
+/// `text` safe to print on a terminal: control characters (an escape sequence in a coflow's
+/// name, say) are shown escaped, as Rust writes them, instead of acting on the terminal.
+fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 /// The table: agents, then coflows with their flows.
 pub(crate) fn render(st: &pb::StatusResponse) -> String {
-    let mut s = format!("policy {}\n\nagents: {}\n", st.policy, st.agents.len());
+    let mut s = format!("policy {}\n\nagents: {}\n", printable(&st.policy), st.agents.len());
     for a in &st.agents {
         s.push_str(&format!(
             "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}\n",
@@ -90,7 +99,7 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
         s.push_str(&format!(
             "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}\n",
             c.coflow_id,
-            c.name,
+            printable(&c.name),
             c.puts,
             c.num_flows,
             if c.bypass { " bypass" } else { "" },
@@ -103,7 +112,7 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             s.push_str(&format!(
                 "    flow {:>8} {:<24} {:>3} -> {:<3} {:>11} of {:<11} {:>14}\n",
                 f.flow_id,
-                f.data_id,
+                printable(&f.data_id),
                 f.src_machine_id,
                 f.dst_machine_id,
                 Bytes(f.bytes_sent).to_string(),
@@ -176,6 +185,18 @@ mod tests {
                 }],
             }],
         }
+    }
+
+    /// A name carrying a terminal escape sequence prints escaped, never raw.
+    #[test]
+    fn names_cannot_drive_the_terminal() {
+        let mut st = example();
+        st.coflows[0].name = "evil\u{1b}[2J\u{7}".into();
+        st.coflows[0].flows[0].data_id = "x\ry".into();
+        let t = render(&st);
+        assert!(!t.contains('\u{1b}') && !t.contains('\u{7}') && !t.contains('\r'), "{t:?}");
+        assert!(t.contains("evil\\u{1b}[2J\\u{7}"), "{t}");
+        assert!(t.contains("x\\ry"), "{t}");
     }
 
     #[test]
