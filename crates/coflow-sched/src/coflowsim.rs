@@ -13,6 +13,8 @@
 //!   flows there)`; queues move only at arrivals and departures, a coflow one queue at a time,
 //!   each time to the back.
 //! - [`FlowFinishGap`]: any policy, deciding after finished flows at most once per quantum.
+//! - `PortShares`: its per-port equal shares of what is left, as DARK gives them inside a
+//!   coflow.
 //!
 //! Its coflow-level policies (FIFO, SCF, NCF, LCF, SEBF) are [`Varys`](crate::Varys) with
 //! [`VarysConfig::static_keys`](crate::VarysConfig::static_keys) and no flow-finish decisions.
@@ -207,8 +209,9 @@ pub struct Dark {
     queues: [Vec<CoflowId>; DARK_QUEUES],
     queue_of: BTreeMap<CoflowId, usize>,
     free: Vec<f64>,
-    flows_at: Vec<f64>,
-    used: Vec<f64>,
+    /// One coflow's legs, as `(coflow, leg)`, for [`PortShares::give`].
+    legs: Vec<(usize, usize)>,
+    shares: PortShares,
 }
 
 impl Dark {
@@ -266,45 +269,83 @@ impl Scheduler for Dark {
         let cap = input.fabric.capacities();
         self.free.clear();
         self.free.extend_from_slice(cap);
-        self.flows_at.resize(cap.len(), 0.0);
-        self.used.resize(cap.len(), 0.0);
         for queue in &self.queues {
             for id in queue {
                 let Some(&k) = index.get(id) else { continue };
                 let c = &input.coflows[k];
-                let open = |r: ResourceId| self.free[r as usize] > cap[r as usize] * FULL;
-                let legs = input.legs_of(c);
-                for leg in legs.iter().filter(|l| l.is_active() && l.route.hops().iter().all(|&r| open(r))) {
-                    for &r in leg.route.hops() {
-                        self.flows_at[r as usize] += leg.flows as f64;
-                    }
-                }
-                for (offset, leg) in legs.iter().enumerate() {
-                    let hops = leg.route.hops();
-                    if !leg.is_active() || hops.is_empty() || !hops.iter().all(|&r| open(r)) {
-                        continue;
-                    }
-                    let per_flow = hops
-                        .iter()
-                        .map(|&r| self.free[r as usize] / self.flows_at[r as usize])
-                        .fold(f64::INFINITY, f64::min);
-                    let rate = per_flow * leg.flows as f64;
-                    out.give_leg(c.legs.start + offset, rate, leg.remaining(c));
-                    for &r in hops {
-                        self.used[r as usize] += rate;
-                    }
-                }
-                for leg in legs {
-                    for &r in leg.route.hops() {
-                        let r = r as usize;
-                        self.free[r] = (self.free[r] - self.used[r]).max(0.0);
-                        self.used[r] = 0.0;
-                        self.flows_at[r] = 0.0;
-                    }
-                }
+                self.legs.clear();
+                self.legs.extend(c.legs.clone().map(|l| (k, l)));
+                self.shares.give(input, &self.legs, &mut self.free, cap, out);
             }
         }
         None
+    }
+}
+
+/// The reference's per-port equal shares of what is left (its `updateRatesFairShare`, which
+/// DARK runs on one coflow at a time): every flow whose resources all have room gets the least,
+/// over its resources, of what the resource has left divided by the flows counted there, and the
+/// sum is then taken out of what is left. These are equal shares per port, not max-min: what a
+/// flow cannot use at one resource is not passed on to the others there.
+#[derive(Debug, Default)]
+pub(crate) struct PortShares {
+    flows_at: Vec<f64>,
+    used: Vec<f64>,
+}
+
+impl PortShares {
+    /// Gives the active ones of `legs` (`(coflow, leg)` as indices into the input) their shares
+    /// of `left` through [`Allocation::give_leg`] and takes them out of `left`; says whether it
+    /// gave any. Each leg must be listed once.
+    pub(crate) fn give(
+        &mut self,
+        input: &Input<'_>,
+        legs: &[(usize, usize)],
+        left: &mut [f64],
+        cap: &[f64],
+        out: &mut Allocation,
+    ) -> bool {
+        self.flows_at.resize(cap.len(), 0.0);
+        self.used.resize(cap.len(), 0.0);
+        let counted = |left: &[f64], l: usize| {
+            let leg = &input.legs[l];
+            leg.is_active() && leg.route.hops().iter().all(|&r| left[r as usize] > cap[r as usize] * FULL)
+        };
+        for &(_, l) in legs {
+            if counted(left, l) {
+                for &r in input.legs[l].route.hops() {
+                    self.flows_at[r as usize] += input.legs[l].flows as f64;
+                }
+            }
+        }
+        let mut any = false;
+        for &(k, l) in legs {
+            let leg = &input.legs[l];
+            let hops = leg.route.hops();
+            if hops.is_empty() || !counted(left, l) {
+                continue;
+            }
+            // Read from `left` as it was before the pass: `used` is taken out after it.
+            let per_flow =
+                hops.iter().map(|&r| left[r as usize] / self.flows_at[r as usize]).fold(f64::INFINITY, f64::min);
+            let rate = per_flow * leg.flows as f64;
+            if rate > 0.0 {
+                out.give_leg(l, rate, leg.remaining(&input.coflows[k]));
+                for &r in hops {
+                    self.used[r as usize] += rate;
+                }
+                any = true;
+            }
+        }
+        for &(_, l) in legs {
+            for &r in input.legs[l].route.hops() {
+                let r = r as usize;
+                left[r] = (left[r] - self.used[r]).max(0.0);
+                self.used[r] = 0.0;
+                self.flows_at[r] = 0.0;
+            }
+        }
+        any
     }
 }
 
