@@ -14,10 +14,13 @@
 //!   each time to the back.
 //! - [`FlowFinishGap`]: any policy, deciding after finished flows at most once per quantum.
 //! - `PortShares`: its per-port equal shares of what is left, as DARK gives them inside a
-//!   coflow.
+//!   coflow and its coflow-level policies to the coflows whose MADD it skipped.
 //!
 //! Its coflow-level policies (FIFO, SCF, NCF, LCF, SEBF) are [`Varys`](crate::Varys) with
-//! [`VarysConfig::static_keys`](crate::VarysConfig::static_keys) and no flow-finish decisions.
+//! [`VarysConfig::static_keys`](crate::VarysConfig::static_keys),
+//! [`VarysConfig::loaded_ports_block`](crate::VarysConfig::loaded_ports_block),
+//! [`VarysConfig::blocked_share`](crate::VarysConfig::blocked_share) and no flow-finish
+//! decisions.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -275,7 +278,7 @@ impl Scheduler for Dark {
                 let c = &input.coflows[k];
                 self.legs.clear();
                 self.legs.extend(c.legs.clone().map(|l| (k, l)));
-                self.shares.give(input, &self.legs, &mut self.free, cap, out);
+                self.shares.give(input, &self.legs, &mut self.free, cap, out, None);
             }
         }
         None
@@ -283,10 +286,11 @@ impl Scheduler for Dark {
 }
 
 /// The reference's per-port equal shares of what is left (its `updateRatesFairShare`, which
-/// DARK runs on one coflow at a time): every flow whose resources all have room gets the least,
-/// over its resources, of what the resource has left divided by the flows counted there, and the
-/// sum is then taken out of what is left. These are equal shares per port, not max-min: what a
-/// flow cannot use at one resource is not passed on to the others there.
+/// DARK runs on one coflow at a time, and its coflow-level policies on all the coflows whose
+/// MADD it skipped, together): every flow whose resources all have room gets the least, over its
+/// resources, of what the resource has left divided by the flows counted there, and the sum is
+/// then taken out of what is left. These are equal shares per port, not max-min: what a flow
+/// cannot use at one resource is not passed on to the others there.
 #[derive(Debug, Default)]
 pub(crate) struct PortShares {
     flows_at: Vec<f64>,
@@ -295,8 +299,8 @@ pub(crate) struct PortShares {
 
 impl PortShares {
     /// Gives the active ones of `legs` (`(coflow, leg)` as indices into the input) their shares
-    /// of `left` through [`Allocation::give_leg`] and takes them out of `left`; says whether it
-    /// gave any. Each leg must be listed once.
+    /// of `left` through [`Allocation::give_leg`] and takes them out of `left`; marks in `served`
+    /// the coflows it gave to, and says whether it gave any. Each leg must be listed once.
     pub(crate) fn give(
         &mut self,
         input: &Input<'_>,
@@ -304,6 +308,7 @@ impl PortShares {
         left: &mut [f64],
         cap: &[f64],
         out: &mut Allocation,
+        mut served: Option<&mut [bool]>,
     ) -> bool {
         self.flows_at.resize(cap.len(), 0.0);
         self.used.resize(cap.len(), 0.0);
@@ -333,6 +338,9 @@ impl PortShares {
                 out.give_leg(l, rate, leg.remaining(&input.coflows[k]));
                 for &r in hops {
                     self.used[r as usize] += rate;
+                }
+                if let Some(served) = served.as_deref_mut() {
+                    served[k] = true;
                 }
                 any = true;
             }

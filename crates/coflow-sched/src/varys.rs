@@ -19,8 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::{CoflowId, Nanos};
 
+use crate::coflowsim::PortShares;
 use crate::fabric::ResourceId;
-use crate::kernel::{LiveLegs, Witness, backfill, bottleneck, madd};
+use crate::kernel::{LiveLegs, NO_BYTES, Witness, backfill, bottleneck, madd, madd_on_loaded};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
@@ -83,6 +84,14 @@ pub struct VarysConfig {
     /// flow, NCF on the fewer of its senders and receivers, TCF on its total bytes), and backfill
     /// goes in order of arrival plus initial Γ (its pseudo-deadline) instead of the policy's order.
     pub static_keys: bool,
+    /// The reference simulator's first step of work conservation: before backfill, every coflow
+    /// MADD gave nothing because one of its resources was full shares what MADD left, all of them
+    /// together, every flow whose resources all have room getting, per resource, an equal share
+    /// of what the resource has left among the flows counted there (its `updateRatesFairShare`).
+    pub blocked_share: bool,
+    /// The reference simulator's MADD: only a full resource where a coflow still has bytes
+    /// blocks it. Otherwise a full resource where its legs have all finished blocks it too.
+    pub loaded_ports_block: bool,
 }
 
 impl Default for VarysConfig {
@@ -95,6 +104,8 @@ impl Default for VarysConfig {
             backfill: true,
             flow_finish_gap: Some(Nanos::from_millis(100)),
             static_keys: false,
+            blocked_share: false,
+            loaded_ports_block: false,
         }
     }
 }
@@ -131,6 +142,8 @@ pub struct Varys {
     /// With [`VarysConfig::static_keys`]: each coflow's order key and pseudo-deadline (arrival
     /// plus initial Γ, in seconds), fixed when first seen.
     fixed: BTreeMap<CoflowId, (f64, f64)>,
+    /// With [`VarysConfig::blocked_share`]: the shares of the coflows MADD skipped.
+    shares: PortShares,
     /// Every coflow's unfinished legs, for backfill, with its kept key and rank.
     live: LiveLegs,
     /// How many coflows the previous order ranked.
@@ -155,6 +168,10 @@ struct Scratch {
     buf: Vec<(ResourceId, f64)>,
     left: Vec<f64>,
     served: Vec<bool>,
+    /// The legs of the coflows MADD skipped, as `(coflow, leg)`.
+    blocked: Vec<(usize, usize)>,
+    /// Per resource, whether the coflow at hand has bytes there; all clear between uses.
+    marks: Vec<bool>,
 }
 
 impl Varys {
@@ -167,6 +184,7 @@ impl Varys {
             starved: BTreeSet::new(),
             last: (Nanos::ZERO, Vec::new()),
             fixed: BTreeMap::new(),
+            shares: PortShares::default(),
             live: LiveLegs::default(),
             ranked: 0,
             scratch: Scratch::default(),
@@ -384,8 +402,13 @@ impl Scheduler for Varys {
         } else {
             for &o in &s.order {
                 let k = s.members[o];
-                // A coflow with a full resource gets nothing from MADD: found without its loads.
-                let sigma = if self.live.has_full(input, k, &s.left, cap) {
+                let sigma = if self.cfg.loaded_ports_block {
+                    // Only where it has bytes: the masks know no loads, so its legs are read.
+                    s.buf.clear();
+                    s.buf.extend(input.remaining_loads(&input.coflows[k]));
+                    madd_where_loaded(input, k, &mut self.live, &s.buf, &mut s.marks, &mut s.left, cap)
+                } else if self.live.has_full(input, k, &s.left, cap) {
+                    // A coflow with a full resource gets nothing from MADD: found without its loads.
                     0.0
                 } else if copy {
                     madd(&s.loads[s.spans[o].clone()], &mut s.left, cap)
@@ -395,7 +418,8 @@ impl Scheduler for Varys {
                     madd(&s.buf, &mut s.left, cap)
                 };
                 if sigma > 0.0 {
-                    let loads = if copy { &s.loads[s.spans[o].clone()] } else { &s.buf[..] };
+                    let loads =
+                        if copy && !self.cfg.loaded_ports_block { &s.loads[s.spans[o].clone()] } else { &s.buf[..] };
                     self.live.took(loads.iter().map(|&(r, _)| r), &s.left, cap);
                 }
                 out.coflow_rate[k] = sigma;
@@ -403,6 +427,25 @@ impl Scheduler for Varys {
                     s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
                 }
             }
+        }
+        // The reference's fair share of what MADD left among the coflows it skipped.
+        let shared = self.cfg.blocked_share && !starved && !strict && {
+            s.blocked.clear();
+            for &o in &s.order {
+                let k = s.members[o];
+                if out.coflow_rate[k] > 0.0 {
+                    continue;
+                }
+                let c = &input.coflows[k];
+                match self.live.get(input, k) {
+                    Some(list) => s.blocked.extend(list.legs(c).map(|l| (k, l))),
+                    None => s.blocked.extend(c.legs.clone().map(|l| (k, l))),
+                }
+            }
+            self.shares.give(input, &s.blocked, &mut s.left, cap, out, Some(&mut s.served))
+        };
+        if shared {
+            self.live.took((0..cap.len()).map(|r| r as ResourceId), &s.left, cap);
         }
         if self.cfg.backfill && !strict {
             if self.cfg.static_keys {
@@ -414,8 +457,12 @@ impl Scheduler for Varys {
             }
             for &o in &s.order {
                 let k = s.members[o];
-                s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
+                s.served[k] |= backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
             }
+        }
+        if shared {
+            // Backfill may have sped up a leg the fair share gave to.
+            out.merge_leg_extras();
         }
 
         self.last.0 = input.now;
@@ -440,6 +487,39 @@ fn largest(values: impl Iterator<Item = (f64, Witness)>) -> (f64, Witness) {
         }
     }
     best
+}
+
+/// MADD for `input.coflows[k]`, whose remaining `loads` these are, blocked only by a full
+/// resource where one of its unfinished legs (`live` lists them) still has bytes. `marks` is
+/// clear, and is left so.
+fn madd_where_loaded(
+    input: &Input<'_>,
+    k: usize,
+    live: &mut LiveLegs,
+    loads: &[(ResourceId, f64)],
+    marks: &mut Vec<bool>,
+    left: &mut [f64],
+    cap: &[f64],
+) -> f64 {
+    let c = &input.coflows[k];
+    marks.resize(cap.len(), false);
+    let mut mark = |l: usize| {
+        let leg = &input.legs[l];
+        if leg.is_active() && leg.remaining(c) > NO_BYTES {
+            for &r in leg.route.hops() {
+                marks[r as usize] = true;
+            }
+        }
+    };
+    match live.get(input, k) {
+        Some(list) => list.legs(c).for_each(&mut mark),
+        None => c.legs.clone().for_each(&mut mark),
+    }
+    let sigma = madd_on_loaded(loads, marks, left, cap);
+    for &(r, _) in loads {
+        marks[r as usize] = false;
+    }
+    sigma
 }
 
 /// A coflow's order key under the reference simulator's rules, computed on its whole bytes, and

@@ -22,6 +22,10 @@
 //!   most once per 8-unit quantum.
 //! - `keys`: static order keys (SEBF on the initial Γ, SCF on the largest flow, NCF on
 //!   `min(nM, nR)`, TCF, its LCF, on total bytes) and backfill in order of arrival plus initial Γ.
+//! - `blocking`: a coflow's MADD is skipped only for a full port where it still has bytes (not
+//!   for one where its flows have all finished).
+//! - `share`: before backfill, the coflows MADD skipped because a resource of theirs was full
+//!   share what MADD left, per-port equal shares over all their flows together.
 //! - `fair`, `pfp`, `dark`: its FAIR ([`PortFair`]), PFP ([`ReceiverScan`]) and DARK ([`Dark`])
 //!   in place of `fair`, `pfp` and `aalo`.
 
@@ -57,6 +61,10 @@ pub struct Rules {
     pub timing: bool,
     /// Static order keys and backfill by pseudo-deadline.
     pub keys: bool,
+    /// Only a full port where a coflow still has bytes skips its MADD.
+    pub blocking: bool,
+    /// Per-port equal shares of what MADD left for the coflows it skipped, before backfill.
+    pub share: bool,
     /// Its FAIR for `fair`.
     pub fair: bool,
     /// Its PFP for `pfp`.
@@ -95,8 +103,9 @@ impl fmt::Display for NoCounterpart {
 impl std::error::Error for NoCounterpart {}
 
 impl Rules {
-    /// Every rule's name, in the order the README attributes them.
-    pub const NAMES: &[&str] = &["epochs", "clock", "rounding", "ports", "timing", "keys", "fair", "pfp", "dark"];
+    /// Every rule's name, in the order the book's page on the reference model lists them.
+    pub const NAMES: &[&str] =
+        &["epochs", "clock", "rounding", "ports", "timing", "keys", "blocking", "share", "fair", "pfp", "dark"];
 
     /// Every rule on: the reference simulator's model.
     pub fn all() -> Rules {
@@ -107,6 +116,8 @@ impl Rules {
             ports: true,
             timing: true,
             keys: true,
+            blocking: true,
+            share: true,
             fair: true,
             pfp: true,
             dark: true,
@@ -125,6 +136,8 @@ impl Rules {
                 "ports" => r.ports = true,
                 "timing" => r.timing = true,
                 "keys" => r.keys = true,
+                "blocking" => r.blocking = true,
+                "share" => r.share = true,
                 "fair" => r.fair = true,
                 "pfp" => r.pfp = true,
                 "dark" => r.dark = true,
@@ -143,6 +156,8 @@ impl Rules {
             self.ports,
             self.timing,
             self.keys,
+            self.blocking,
+            self.share,
             self.fair,
             self.pfp,
             self.dark,
@@ -230,6 +245,8 @@ pub fn policy(name: &str, rules: &Rules) -> Result<Box<dyn Scheduler>, NoCounter
             cfg.flow_finish_gap = None;
         }
         cfg.static_keys = rules.keys;
+        cfg.blocked_share = rules.share;
+        cfg.loaded_ports_block = rules.blocking;
         Box::new(Varys::new(cfg))
     };
     let flow_level = |p: Box<dyn Scheduler>| -> Box<dyn Scheduler> {
