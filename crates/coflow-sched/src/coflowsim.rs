@@ -15,11 +15,14 @@
 //! - [`FlowFinishGap`]: any policy, deciding after finished flows at most once per quantum.
 //! - `PortShares`: its per-port equal shares of what is left, as DARK gives them inside a
 //!   coflow and its coflow-level policies to the coflows whose MADD it skipped.
+//! - `JavaRandom`: `java.util.Random`, from which it draws its deadline multipliers.
 //!
 //! Its coflow-level policies (FIFO, SCF, NCF, LCF, SEBF) are [`Varys`](crate::Varys) with
 //! [`VarysConfig::static_keys`](crate::VarysConfig::static_keys),
 //! [`VarysConfig::loaded_ports_block`](crate::VarysConfig::loaded_ports_block),
-//! [`VarysConfig::blocked_share`](crate::VarysConfig::blocked_share) and no flow-finish
+//! [`VarysConfig::blocked_share`](crate::VarysConfig::blocked_share),
+//! [`VarysConfig::lcf_insertion`](crate::VarysConfig::lcf_insertion),
+//! [`VarysConfig::deadline_jitter`](crate::VarysConfig::deadline_jitter) and no flow-finish
 //! decisions.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -357,6 +360,38 @@ impl PortShares {
     }
 }
 
+/// `java.util.Random`, the 48-bit linear congruential generator the reference draws its
+/// deadline multipliers from, to the bit: the seed scrambled with `0x5DEECE66D`, and a double
+/// made of 26 and 27 bits of two steps.
+#[derive(Clone, Debug)]
+pub(crate) struct JavaRandom {
+    seed: u64,
+}
+
+const JAVA_MULTIPLIER: u64 = 0x5_DEEC_E66D;
+const JAVA_ADDEND: u64 = 0xB;
+const JAVA_MASK: u64 = (1 << 48) - 1;
+
+impl JavaRandom {
+    /// `new Random(seed)`.
+    pub(crate) fn new(seed: u64) -> JavaRandom {
+        JavaRandom { seed: (seed ^ JAVA_MULTIPLIER) & JAVA_MASK }
+    }
+
+    /// `next(bits)`: the top `bits` of the next 48-bit state.
+    fn next(&mut self, bits: u32) -> u64 {
+        self.seed = self.seed.wrapping_mul(JAVA_MULTIPLIER).wrapping_add(JAVA_ADDEND) & JAVA_MASK;
+        self.seed >> (48 - bits)
+    }
+
+    /// `nextDouble()`: uniform in `[0, 1)` on a grid of `2^-53`.
+    pub(crate) fn next_double(&mut self) -> f64 {
+        let hi = self.next(26);
+        let lo = self.next(27);
+        ((hi << 27) + lo) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
 /// Any policy, but after finished flows deciding again at most once per `gap` (the reference's
 /// quantum): a finished flow's bandwidth waits for the next quantum.
 #[derive(Debug)]
@@ -407,5 +442,21 @@ impl Scheduler for FlowFinishGap {
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         self.inner.poll_allocation(input, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference's first deadline multipliers, `1 + new Random(17).nextDouble()`, as Java
+    /// prints the draws.
+    #[test]
+    fn java_random_draws_what_java_draws() {
+        let mut g = JavaRandom::new(17);
+        let draws: Vec<f64> = (0..3).map(|_| g.next_double()).collect();
+        assert_eq!(draws, [0.7323115139597316, 0.6973704783607497, 0.08295611145017068]);
+        let mut g = JavaRandom::new(0);
+        assert_eq!(g.next_double(), 0.730967787376657);
     }
 }

@@ -140,7 +140,7 @@ fn static_sebf_keys_let_a_smaller_coflow_preempt_one_that_has_nearly_finished() 
 
 /// The reference's rules of its coflow-level policies (every rule that is not of the workload
 /// or of another policy).
-const POLICY_RULES: &str = "timing,keys,blocking,share";
+const POLICY_RULES: &str = "timing,keys,blocking,share,lcf,jitter";
 
 /// [`POLICY_RULES`] without `rule`.
 fn policy_rules_but(rule: &str) -> Rules {
@@ -214,6 +214,19 @@ fn the_share_among_skipped_coflows_is_blind_to_their_order() {
 }
 
 #[test]
+fn lcf_places_a_coflow_against_what_those_placed_before_have_left() {
+    // C1: 0 -> 1, 20 MiB, from 0. C2: 0 -> 2, 15 MiB, from 10 s, when C1 has 10 left.
+    // The reference places C2 after C1 (15 is not less than 10) and keeps it there: C1 ends at
+    // 20, C2 at 35. [20, 25].
+    // On total bytes C2 (15) goes before C1 (20): C2 ends at 25 and C1 at 35. [35, 15].
+    let cs = || vec![coflow(1, 0, vec![flow(0, 1, 20)]), coflow(2, 10_000, vec![flow(0, 2, 15)])];
+    assert_secs(&secs(&run_with("tcf", rules(POLICY_RULES), 3, mib_per_sec(), cs())), &[20.0, 25.0]);
+    assert_secs(&secs(&run_with("tcf", policy_rules_but("lcf"), 3, mib_per_sec(), cs())), &[35.0, 15.0]);
+    // Our exact model orders on remaining bytes at every decision, and agrees here.
+    assert_secs(&secs(&run_with("tcf", Rules::default(), 3, mib_per_sec(), cs())), &[20.0, 25.0]);
+}
+
+#[test]
 fn only_a_full_port_where_a_coflow_still_has_bytes_skips_its_madd() {
     // X: 1 -> 4, 10 MiB, from 0 (Γ 10). Y: 0 -> 2 (1) and 1 -> 3 (8), from 4 s (Γ 8, before X).
     // Z: 5 -> 2 (2), from 6 s (Γ 2, first).
@@ -231,6 +244,29 @@ fn only_a_full_port_where_a_coflow_still_has_bytes_skips_its_madd() {
     };
     assert_secs(&secs(&run_with("varys", rules(POLICY_RULES), 6, mib_per_sec(), cs())), &[18.0, 8.0, 2.0]);
     assert_secs(&secs(&run_with("varys", policy_rules_but("blocking"), 6, mib_per_sec(), cs())), &[18.0, 10.0, 2.0]);
+}
+
+#[test]
+fn the_deadline_multiplier_can_reorder_backfill() {
+    // C1: 0 -> 1 (1 MiB), 2 -> 3 (2); Γ 2. C2: 6 -> 7 (10), apart. C3: 0 -> 4 (3), 2 -> 5 (1);
+    // Γ 3. MADD gives C1 1/2 and 1 (sender 2 full), so C3 is skipped, and 1/2 of sender 0 is
+    // left for backfill.
+    // Pseudo-deadlines arrival + Γ: C1 (2) before C3 (3): C1's 0 -> 1 takes the 1/2 and ends at 1,
+    // then sender 0 idles until C1 departs at 2; C3 has 3 + 1 left, Γ 3: it ends at 5.
+    // With the reference's multipliers, 1 + U from `Random(17)` in arrival order (1.732, 1.697,
+    // 1.083), C3 (3.25) goes before C1 (3.46): C3's 0 -> 4 takes the 1/2 and has 2 left at 2,
+    // with 1 on 2 -> 5: Γ 2, C3 ends at 4.
+    let cs = || {
+        vec![
+            coflow(1, 0, vec![flow(0, 1, 1), flow(2, 3, 2)]),
+            coflow(2, 0, vec![flow(6, 7, 10)]),
+            coflow(3, 0, vec![flow(0, 4, 3), flow(2, 5, 1)]),
+        ]
+    };
+    assert_secs(&secs(&run_with("varys", rules("timing,keys"), 8, mib_per_sec(), cs())), &[2.0, 10.0, 5.0]);
+    assert_secs(&secs(&run_with("varys", rules("timing,keys,jitter"), 8, mib_per_sec(), cs())), &[2.0, 10.0, 4.0]);
+    // Without `keys` backfill goes in the policy's order, and the multiplier changes nothing.
+    assert_secs(&secs(&run_with("varys", rules("timing,jitter"), 8, mib_per_sec(), cs())), &[2.0, 10.0, 5.0]);
 }
 
 #[test]
