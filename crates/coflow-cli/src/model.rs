@@ -14,9 +14,17 @@ pub(crate) struct ModelArgs {
     #[arg(long, value_enum, default_value_t = ModelName::Exact)]
     model: ModelName,
     /// Only these of the reference simulator's rules, comma-separated (implies --model
-    /// coflowsim): epochs, clock, rounding, ports, timing, keys, fair, pfp, dark, or all.
-    #[arg(long, value_name = "RULES")]
+    /// coflowsim); the help names them from `Rules::NAMES`.
+    #[arg(long, value_name = "RULES", help = rules_help())]
     coflowsim_rules: Option<String>,
+}
+
+/// The help of `--coflowsim-rules`, with every rule's name.
+fn rules_help() -> String {
+    format!(
+        "Only these of the reference simulator's rules, comma-separated (implies --model coflowsim): {}, or all",
+        Rules::NAMES.join(", ")
+    )
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -13,9 +13,17 @@
 //!   flows there)`; queues move only at arrivals and departures, a coflow one queue at a time,
 //!   each time to the back.
 //! - [`FlowFinishGap`]: any policy, deciding after finished flows at most once per quantum.
+//! - `PortShares`: its per-port equal shares of what is left, as DARK gives them inside a
+//!   coflow and its coflow-level policies to the coflows whose MADD it skipped.
+//! - `JavaRandom`: `java.util.Random`, from which it draws its deadline multipliers.
 //!
 //! Its coflow-level policies (FIFO, SCF, NCF, LCF, SEBF) are [`Varys`](crate::Varys) with
-//! [`VarysConfig::static_keys`](crate::VarysConfig::static_keys) and no flow-finish decisions.
+//! [`VarysConfig::static_keys`](crate::VarysConfig::static_keys),
+//! [`VarysConfig::loaded_ports_block`](crate::VarysConfig::loaded_ports_block),
+//! [`VarysConfig::blocked_share`](crate::VarysConfig::blocked_share),
+//! [`VarysConfig::lcf_insertion`](crate::VarysConfig::lcf_insertion),
+//! [`VarysConfig::deadline_jitter`](crate::VarysConfig::deadline_jitter) and no flow-finish
+//! decisions.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -207,8 +215,9 @@ pub struct Dark {
     queues: [Vec<CoflowId>; DARK_QUEUES],
     queue_of: BTreeMap<CoflowId, usize>,
     free: Vec<f64>,
-    flows_at: Vec<f64>,
-    used: Vec<f64>,
+    /// One coflow's legs, as `(coflow, leg)`, for [`PortShares::give`].
+    legs: Vec<(usize, usize)>,
+    shares: PortShares,
 }
 
 impl Dark {
@@ -266,45 +275,120 @@ impl Scheduler for Dark {
         let cap = input.fabric.capacities();
         self.free.clear();
         self.free.extend_from_slice(cap);
-        self.flows_at.resize(cap.len(), 0.0);
-        self.used.resize(cap.len(), 0.0);
         for queue in &self.queues {
             for id in queue {
                 let Some(&k) = index.get(id) else { continue };
                 let c = &input.coflows[k];
-                let open = |r: ResourceId| self.free[r as usize] > cap[r as usize] * FULL;
-                let legs = input.legs_of(c);
-                for leg in legs.iter().filter(|l| l.is_active() && l.route.hops().iter().all(|&r| open(r))) {
-                    for &r in leg.route.hops() {
-                        self.flows_at[r as usize] += leg.flows as f64;
-                    }
-                }
-                for (offset, leg) in legs.iter().enumerate() {
-                    let hops = leg.route.hops();
-                    if !leg.is_active() || hops.is_empty() || !hops.iter().all(|&r| open(r)) {
-                        continue;
-                    }
-                    let per_flow = hops
-                        .iter()
-                        .map(|&r| self.free[r as usize] / self.flows_at[r as usize])
-                        .fold(f64::INFINITY, f64::min);
-                    let rate = per_flow * leg.flows as f64;
-                    out.give_leg(c.legs.start + offset, rate, leg.remaining(c));
-                    for &r in hops {
-                        self.used[r as usize] += rate;
-                    }
-                }
-                for leg in legs {
-                    for &r in leg.route.hops() {
-                        let r = r as usize;
-                        self.free[r] = (self.free[r] - self.used[r]).max(0.0);
-                        self.used[r] = 0.0;
-                        self.flows_at[r] = 0.0;
-                    }
-                }
+                self.legs.clear();
+                self.legs.extend(c.legs.clone().map(|l| (k, l)));
+                self.shares.give(input, &self.legs, &mut self.free, cap, out, None);
             }
         }
         None
+    }
+}
+
+/// The reference's per-port equal shares of what is left (its `updateRatesFairShare`, which
+/// DARK runs on one coflow at a time, and its coflow-level policies on all the coflows whose
+/// MADD it skipped, together): every flow whose resources all have room gets the least, over its
+/// resources, of what the resource has left divided by the flows counted there, and the sum is
+/// then taken out of what is left. These are equal shares per port, not max-min: what a flow
+/// cannot use at one resource is not passed on to the others there.
+#[derive(Debug, Default)]
+pub(crate) struct PortShares {
+    flows_at: Vec<f64>,
+    used: Vec<f64>,
+}
+
+impl PortShares {
+    /// Gives the active ones of `legs` (`(coflow, leg)` as indices into the input) their shares
+    /// of `left` through [`Allocation::give_leg`] and takes them out of `left`; marks in `served`
+    /// the coflows it gave to, and says whether it gave any. Each leg must be listed once.
+    pub(crate) fn give(
+        &mut self,
+        input: &Input<'_>,
+        legs: &[(usize, usize)],
+        left: &mut [f64],
+        cap: &[f64],
+        out: &mut Allocation,
+        mut served: Option<&mut [bool]>,
+    ) -> bool {
+        self.flows_at.resize(cap.len(), 0.0);
+        self.used.resize(cap.len(), 0.0);
+        let counted = |left: &[f64], l: usize| {
+            let leg = &input.legs[l];
+            leg.is_active() && leg.route.hops().iter().all(|&r| left[r as usize] > cap[r as usize] * FULL)
+        };
+        for &(_, l) in legs {
+            if counted(left, l) {
+                for &r in input.legs[l].route.hops() {
+                    self.flows_at[r as usize] += input.legs[l].flows as f64;
+                }
+            }
+        }
+        let mut any = false;
+        for &(k, l) in legs {
+            let leg = &input.legs[l];
+            let hops = leg.route.hops();
+            if hops.is_empty() || !counted(left, l) {
+                continue;
+            }
+            // Read from `left` as it was before the pass: `used` is taken out after it.
+            let per_flow =
+                hops.iter().map(|&r| left[r as usize] / self.flows_at[r as usize]).fold(f64::INFINITY, f64::min);
+            let rate = per_flow * leg.flows as f64;
+            if rate > 0.0 {
+                out.give_leg(l, rate, leg.remaining(&input.coflows[k]));
+                for &r in hops {
+                    self.used[r as usize] += rate;
+                }
+                if let Some(served) = served.as_deref_mut() {
+                    served[k] = true;
+                }
+                any = true;
+            }
+        }
+        for &(_, l) in legs {
+            for &r in input.legs[l].route.hops() {
+                let r = r as usize;
+                left[r] = (left[r] - self.used[r]).max(0.0);
+                self.used[r] = 0.0;
+                self.flows_at[r] = 0.0;
+            }
+        }
+        any
+    }
+}
+
+/// `java.util.Random`, the 48-bit linear congruential generator the reference draws its
+/// deadline multipliers from, to the bit: the seed scrambled with `0x5DEECE66D`, and a double
+/// made of 26 and 27 bits of two steps.
+#[derive(Clone, Debug)]
+pub(crate) struct JavaRandom {
+    seed: u64,
+}
+
+const JAVA_MULTIPLIER: u64 = 0x5_DEEC_E66D;
+const JAVA_ADDEND: u64 = 0xB;
+const JAVA_MASK: u64 = (1 << 48) - 1;
+
+impl JavaRandom {
+    /// `new Random(seed)`.
+    pub(crate) fn new(seed: u64) -> JavaRandom {
+        JavaRandom { seed: (seed ^ JAVA_MULTIPLIER) & JAVA_MASK }
+    }
+
+    /// `next(bits)`: the top `bits` of the next 48-bit state.
+    fn next(&mut self, bits: u32) -> u64 {
+        self.seed = self.seed.wrapping_mul(JAVA_MULTIPLIER).wrapping_add(JAVA_ADDEND) & JAVA_MASK;
+        self.seed >> (48 - bits)
+    }
+
+    /// `nextDouble()`: uniform in `[0, 1)` on a grid of `2^-53`.
+    pub(crate) fn next_double(&mut self) -> f64 {
+        let hi = self.next(26);
+        let lo = self.next(27);
+        ((hi << 27) + lo) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
 
@@ -358,5 +442,21 @@ impl Scheduler for FlowFinishGap {
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         self.inner.poll_allocation(input, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference's first deadline multipliers, `1 + new Random(17).nextDouble()`, as Java
+    /// prints the draws.
+    #[test]
+    fn java_random_draws_what_java_draws() {
+        let mut g = JavaRandom::new(17);
+        let draws: Vec<f64> = (0..3).map(|_| g.next_double()).collect();
+        assert_eq!(draws, [0.7323115139597316, 0.6973704783607497, 0.08295611145017068]);
+        let mut g = JavaRandom::new(0);
+        assert_eq!(g.next_double(), 0.730967787376657);
     }
 }

@@ -47,6 +47,37 @@ pub(crate) fn madd(loads: &[(ResourceId, f64)], left: &mut [f64], capacity: &[f6
     sigma
 }
 
+/// A leg with fewer remaining bytes than this counts as finished for [`madd_on_loaded`]: one a
+/// hair from its finish (the reference simulator's `ZERO`, in bytes).
+pub(crate) const NO_BYTES: f64 = 1e-3;
+
+/// [`madd`] as the reference simulator has it: only a full resource where the coflow still has
+/// bytes (`loaded`, per resource, from its unfinished legs) blocks it; a resource where its legs
+/// have all finished takes no part, whatever residue its load keeps.
+pub(crate) fn madd_on_loaded(loads: &[(ResourceId, f64)], loaded: &[bool], left: &mut [f64], capacity: &[f64]) -> f64 {
+    let mut gamma: f64 = 0.0;
+    for &(r, b) in loads {
+        if !loaded[r as usize] {
+            continue;
+        }
+        let l = left[r as usize];
+        if l <= capacity[r as usize] * FULL {
+            return 0.0;
+        }
+        gamma = gamma.max(b / l);
+    }
+    if gamma <= 0.0 {
+        return 0.0;
+    }
+    let sigma = 1.0 / gamma;
+    for &(r, b) in loads {
+        if loaded[r as usize] {
+            left[r as usize] = (left[r as usize] - b * sigma).max(0.0);
+        }
+    }
+    sigma
+}
+
 /// Backfill: speeds up single legs of coflow `k` of the input by as much as every resource on
 /// their route has left, sender by sender; returns whether it sped any up.
 ///

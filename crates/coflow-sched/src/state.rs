@@ -318,6 +318,19 @@ impl Allocation {
         &self.leg_extra
     }
 
+    /// Sums the extras given to one leg in several passes into one, so that each leg has at
+    /// most one again (capped at [`MAX_LEG_EXTRA`]); the extras end up in order of legs.
+    pub(crate) fn merge_leg_extras(&mut self) {
+        self.leg_extra.sort_by_key(|&(l, _)| l);
+        self.leg_extra.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = (kept.1 + later.1).min(MAX_LEG_EXTRA);
+            }
+            same
+        });
+    }
+
     /// Takes every extra back.
     pub fn clear_leg_extras(&mut self) {
         self.leg_extra.clear();
@@ -386,5 +399,16 @@ mod tests {
         a.hold_leg(8, 1e20);
         a.hold_leg(9, 0.0);
         assert_eq!(a.leg_extras(), &[(7, -0.5), (8, MAX_LEG_EXTRA)]);
+    }
+
+    #[test]
+    fn extras_given_to_one_leg_in_two_passes_merge_into_one() {
+        let mut a = Allocation::default();
+        a.give_leg(3, 1.0, 4.0);
+        a.give_leg(1, 2.0, 4.0);
+        a.give_leg(3, 2.0, 4.0);
+        a.give_leg_fraction(1, MAX_LEG_EXTRA);
+        a.merge_leg_extras();
+        assert_eq!(a.leg_extras(), &[(1, MAX_LEG_EXTRA), (3, 0.75)]);
     }
 }

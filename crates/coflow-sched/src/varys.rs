@@ -19,8 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::{CoflowId, Nanos};
 
+use crate::coflowsim::{JavaRandom, PortShares};
 use crate::fabric::ResourceId;
-use crate::kernel::{LiveLegs, Witness, backfill, bottleneck, madd};
+use crate::kernel::{LiveLegs, NO_BYTES, Witness, backfill, bottleneck, madd, madd_on_loaded};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, ServiceModel};
 
@@ -83,6 +84,22 @@ pub struct VarysConfig {
     /// flow, NCF on the fewer of its senders and receivers, TCF on its total bytes), and backfill
     /// goes in order of arrival plus initial Γ (its pseudo-deadline) instead of the policy's order.
     pub static_keys: bool,
+    /// The reference simulator's first step of work conservation: before backfill, every coflow
+    /// MADD gave nothing because one of its resources was full shares what MADD left, all of them
+    /// together, every flow whose resources all have room getting, per resource, an equal share
+    /// of what the resource has left among the flows counted there (its `updateRatesFairShare`).
+    pub blocked_share: bool,
+    /// The reference simulator's LCF, with [`Order::Tcf`]: a coflow takes its place in the order
+    /// once, when first seen, before the first coflow already placed whose *remaining* bytes
+    /// exceed its total (after those equal to it), and keeps it.
+    pub lcf_insertion: bool,
+    /// With [`VarysConfig::static_keys`], the reference simulator's deadline multiplier: the
+    /// pseudo-deadline is arrival plus initial Γ times `1 + U`, `U` uniform in `[0, 1)` drawn
+    /// from `java.util.Random(seed)` for each coflow in the order they are first seen.
+    pub deadline_jitter: Option<u64>,
+    /// The reference simulator's MADD: only a full resource where a coflow still has bytes
+    /// blocks it. Otherwise a full resource where its legs have all finished blocks it too.
+    pub loaded_ports_block: bool,
 }
 
 impl Default for VarysConfig {
@@ -95,6 +112,10 @@ impl Default for VarysConfig {
             backfill: true,
             flow_finish_gap: Some(Nanos::from_millis(100)),
             static_keys: false,
+            blocked_share: false,
+            lcf_insertion: false,
+            deadline_jitter: None,
+            loaded_ports_block: false,
         }
     }
 }
@@ -129,8 +150,14 @@ pub struct Varys {
     /// Coflows given a positive rate by the previous decision, and when it was made.
     last: (Nanos, Vec<CoflowId>),
     /// With [`VarysConfig::static_keys`]: each coflow's order key and pseudo-deadline (arrival
-    /// plus initial Γ, in seconds), fixed when first seen.
+    /// plus initial Γ times its multiplier, in seconds), fixed when first seen.
     fixed: BTreeMap<CoflowId, (f64, f64)>,
+    /// With [`VarysConfig::deadline_jitter`]: the generator of the multipliers.
+    jitter: Option<JavaRandom>,
+    /// With [`VarysConfig::lcf_insertion`]: the coflows in the order they were placed in.
+    placed: Vec<CoflowId>,
+    /// With [`VarysConfig::blocked_share`]: the shares of the coflows MADD skipped.
+    shares: PortShares,
     /// Every coflow's unfinished legs, for backfill, with its kept key and rank.
     live: LiveLegs,
     /// How many coflows the previous order ranked.
@@ -155,6 +182,14 @@ struct Scratch {
     buf: Vec<(ResourceId, f64)>,
     left: Vec<f64>,
     served: Vec<bool>,
+    /// The legs of the coflows MADD skipped, as `(coflow, leg)`.
+    blocked: Vec<(usize, usize)>,
+    /// Per coflow of the input, its place in [`Varys::placed`], and the input's coflows by id.
+    place: Vec<u32>,
+    by_id: Vec<(CoflowId, usize)>,
+    /// Per resource, a mark: a sender of the coflow at hand (for LCF), or a resource where it
+    /// has bytes (for MADD); all clear between uses.
+    marks: Vec<bool>,
 }
 
 impl Varys {
@@ -167,6 +202,9 @@ impl Varys {
             starved: BTreeSet::new(),
             last: (Nanos::ZERO, Vec::new()),
             fixed: BTreeMap::new(),
+            jitter: cfg.deadline_jitter.map(JavaRandom::new),
+            placed: Vec::new(),
+            shares: PortShares::default(),
             live: LiveLegs::default(),
             ranked: 0,
             scratch: Scratch::default(),
@@ -234,6 +272,9 @@ impl Scheduler for Varys {
         self.served.remove(&coflow);
         self.starved.remove(&coflow);
         self.fixed.remove(&coflow);
+        if self.cfg.lcf_insertion {
+            self.placed.retain(|&c| c != coflow);
+        }
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
@@ -285,7 +326,12 @@ impl Scheduler for Varys {
             let c = &input.coflows[k];
             if self.cfg.static_keys {
                 let (order, loads) = (self.cfg.order, &s.loads[s.spans[o].clone()]);
-                let (key, _) = *self.fixed.entry(c.id).or_insert_with(|| static_key(order, input, c, loads, cap));
+                let jitter = &mut self.jitter;
+                let (key, _) = *self.fixed.entry(c.id).or_insert_with(|| {
+                    let (key, gamma) = static_key(order, input, c, loads, cap);
+                    let multiplier = jitter.as_mut().map_or(1.0, |g| 1.0 + g.next_double());
+                    (key, c.arrival.as_secs_f64() + gamma * multiplier)
+                });
                 s.gamma.push(key);
                 continue;
             }
@@ -328,6 +374,12 @@ impl Scheduler for Varys {
                 }
                 Order::Fifo | Order::FifoStrict => 0.0,
             });
+        }
+        if self.cfg.lcf_insertion && self.cfg.order == Order::Tcf && !starved {
+            place_lcf(&mut self.placed, input, s);
+            for (o, &k) in s.members.iter().enumerate() {
+                s.gamma[o] = f64::from(s.place[k]);
+            }
         }
         // Sorted from the previous decision's order, which most keys keep (only served coflows'
         // move): the order is total, so where the sort starts from changes nothing but its cost.
@@ -384,8 +436,13 @@ impl Scheduler for Varys {
         } else {
             for &o in &s.order {
                 let k = s.members[o];
-                // A coflow with a full resource gets nothing from MADD: found without its loads.
-                let sigma = if self.live.has_full(input, k, &s.left, cap) {
+                let sigma = if self.cfg.loaded_ports_block {
+                    // Only where it has bytes: the masks know no loads, so its legs are read.
+                    s.buf.clear();
+                    s.buf.extend(input.remaining_loads(&input.coflows[k]));
+                    madd_where_loaded(input, k, &mut self.live, &s.buf, &mut s.marks, &mut s.left, cap)
+                } else if self.live.has_full(input, k, &s.left, cap) {
+                    // A coflow with a full resource gets nothing from MADD: found without its loads.
                     0.0
                 } else if copy {
                     madd(&s.loads[s.spans[o].clone()], &mut s.left, cap)
@@ -395,7 +452,8 @@ impl Scheduler for Varys {
                     madd(&s.buf, &mut s.left, cap)
                 };
                 if sigma > 0.0 {
-                    let loads = if copy { &s.loads[s.spans[o].clone()] } else { &s.buf[..] };
+                    let loads =
+                        if copy && !self.cfg.loaded_ports_block { &s.loads[s.spans[o].clone()] } else { &s.buf[..] };
                     self.live.took(loads.iter().map(|&(r, _)| r), &s.left, cap);
                 }
                 out.coflow_rate[k] = sigma;
@@ -403,6 +461,25 @@ impl Scheduler for Varys {
                     s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
                 }
             }
+        }
+        // The reference's fair share of what MADD left among the coflows it skipped.
+        let shared = self.cfg.blocked_share && !starved && !strict && {
+            s.blocked.clear();
+            for &o in &s.order {
+                let k = s.members[o];
+                if out.coflow_rate[k] > 0.0 {
+                    continue;
+                }
+                let c = &input.coflows[k];
+                match self.live.get(input, k) {
+                    Some(list) => s.blocked.extend(list.legs(c).map(|l| (k, l))),
+                    None => s.blocked.extend(c.legs.clone().map(|l| (k, l))),
+                }
+            }
+            self.shares.give(input, &s.blocked, &mut s.left, cap, out, Some(&mut s.served))
+        };
+        if shared {
+            self.live.took((0..cap.len()).map(|r| r as ResourceId), &s.left, cap);
         }
         if self.cfg.backfill && !strict {
             if self.cfg.static_keys {
@@ -414,8 +491,12 @@ impl Scheduler for Varys {
             }
             for &o in &s.order {
                 let k = s.members[o];
-                s.served[k] = backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
+                s.served[k] |= backfill(input, k, Some(&mut self.live), &mut s.left, cap, out);
             }
+        }
+        if shared {
+            // Backfill may have sped up a leg the fair share gave to.
+            out.merge_leg_extras();
         }
 
         self.last.0 = input.now;
@@ -442,8 +523,98 @@ fn largest(values: impl Iterator<Item = (f64, Witness)>) -> (f64, Witness) {
     best
 }
 
+/// The reference simulator's LCF order: every coflow of the input not placed yet, in input
+/// order, is placed before the first placed coflow whose remaining bytes exceed its own (which
+/// are its total when first seen), after those with as many; `s.place` then holds each input
+/// coflow's place.
+fn place_lcf(placed: &mut Vec<CoflowId>, input: &Input<'_>, s: &mut Scratch) {
+    s.by_id.clear();
+    s.by_id.extend(input.coflows.iter().enumerate().map(|(k, c)| (c.id, k)));
+    s.by_id.sort_unstable();
+    let find = |by_id: &[(CoflowId, usize)], id: CoflowId| {
+        by_id.binary_search_by(|&(x, _)| x.cmp(&id)).ok().map(|i| by_id[i].1)
+    };
+    // A coflow that left without the policy being told is no longer in the way.
+    placed.retain(|&id| find(&s.by_id, id).is_some());
+    let n = input.coflows.len();
+    s.place.clear();
+    s.place.resize(n, u32::MAX);
+    for (i, &id) in placed.iter().enumerate() {
+        if let Some(k) = find(&s.by_id, id) {
+            s.place[k] = i as u32;
+        }
+    }
+    if placed.len() < n {
+        s.marks.resize(input.fabric.capacities().len(), false);
+        let mut remaining: Vec<f64> = Vec::with_capacity(n);
+        for &id in placed.iter() {
+            let k = find(&s.by_id, id).expect("kept above");
+            remaining.push(total_remaining(input, &input.coflows[k], &mut s.marks));
+        }
+        for (k, c) in input.coflows.iter().enumerate() {
+            if s.place[k] != u32::MAX {
+                continue;
+            }
+            let total = total_remaining(input, c, &mut s.marks);
+            let at = remaining.iter().position(|&r| total < r).unwrap_or(remaining.len());
+            remaining.insert(at, total);
+            placed.insert(at, c.id);
+        }
+        for (i, &id) in placed.iter().enumerate() {
+            s.place[find(&s.by_id, id).expect("placed from the input")] = i as u32;
+        }
+    }
+}
+
+/// A coflow's remaining bytes: its loads on its senders' resources. `marks` is clear, and is
+/// left so.
+fn total_remaining(input: &Input<'_>, c: &CoflowState, marks: &mut [bool]) -> f64 {
+    let senders = input.senders_of(c);
+    for sd in senders {
+        marks[sd.resource as usize] = true;
+    }
+    let total = input.remaining_loads(c).filter(|&(r, _)| marks[r as usize]).map(|(_, b)| b).sum();
+    for sd in senders {
+        marks[sd.resource as usize] = false;
+    }
+    total
+}
+
+/// MADD for `input.coflows[k]`, whose remaining `loads` these are, blocked only by a full
+/// resource where one of its unfinished legs (`live` lists them) still has bytes. `marks` is
+/// clear, and is left so.
+fn madd_where_loaded(
+    input: &Input<'_>,
+    k: usize,
+    live: &mut LiveLegs,
+    loads: &[(ResourceId, f64)],
+    marks: &mut Vec<bool>,
+    left: &mut [f64],
+    cap: &[f64],
+) -> f64 {
+    let c = &input.coflows[k];
+    marks.resize(cap.len(), false);
+    let mut mark = |l: usize| {
+        let leg = &input.legs[l];
+        if leg.is_active() && leg.remaining(c) > NO_BYTES {
+            for &r in leg.route.hops() {
+                marks[r as usize] = true;
+            }
+        }
+    };
+    match live.get(input, k) {
+        Some(list) => list.legs(c).for_each(&mut mark),
+        None => c.legs.clone().for_each(&mut mark),
+    }
+    let sigma = madd_on_loaded(loads, marks, left, cap);
+    for &(r, _) in loads {
+        marks[r as usize] = false;
+    }
+    sigma
+}
+
 /// A coflow's order key under the reference simulator's rules, computed on its whole bytes, and
-/// its pseudo-deadline: arrival plus its initial Γ, in seconds.
+/// its initial Γ, in seconds (its pseudo-deadline is arrival plus Γ times a multiplier).
 fn static_key(
     order: Order,
     input: &Input<'_>,
@@ -463,7 +634,7 @@ fn static_key(
         Order::Tcf => input.senders_of(c).iter().map(|sd| sender_load(loads, sd.resource)).sum(),
         Order::Fifo | Order::FifoStrict => 0.0,
     };
-    (key, c.arrival.as_secs_f64() + gamma)
+    (key, gamma)
 }
 
 /// A coflow's remaining bytes through one of its resources.

@@ -22,6 +22,14 @@
 //!   most once per 8-unit quantum.
 //! - `keys`: static order keys (SEBF on the initial Γ, SCF on the largest flow, NCF on
 //!   `min(nM, nR)`, TCF, its LCF, on total bytes) and backfill in order of arrival plus initial Γ.
+//! - `blocking`: a coflow's MADD is skipped only for a full port where it still has bytes (not
+//!   for one where its flows have all finished).
+//! - `share`: before backfill, the coflows MADD skipped because a resource of theirs was full
+//!   share what MADD left, per-port equal shares over all their flows together.
+//! - `lcf`: `tcf` places a coflow once, when it arrives, before the first coflow whose
+//!   *remaining* bytes exceed its total, and never moves it.
+//! - `jitter`: the pseudo-deadline of `keys` multiplies Γ by `1 + U[0, 1)`, drawn from
+//!   `java.util.Random(17)` for each coflow in arrival order.
 //! - `fair`, `pfp`, `dark`: its FAIR ([`PortFair`]), PFP ([`ReceiverScan`]) and DARK ([`Dark`])
 //!   in place of `fair`, `pfp` and `aalo`.
 
@@ -41,6 +49,8 @@ pub const UNITS_PER_SEC: u64 = 1024;
 pub const EPOCH_UNITS: u64 = 10_240;
 /// A quantum, in units: the time to move 1 MiB at 128 MiB per second.
 pub const QUANTUM_UNITS: u64 = 8;
+/// The seed of the reference's deadline multipliers (`new Random(17)`).
+pub const DEADLINE_SEED: u64 = 17;
 
 /// Which of the reference simulator's rules are on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,6 +67,14 @@ pub struct Rules {
     pub timing: bool,
     /// Static order keys and backfill by pseudo-deadline.
     pub keys: bool,
+    /// Only a full port where a coflow still has bytes skips its MADD.
+    pub blocking: bool,
+    /// Per-port equal shares of what MADD left for the coflows it skipped, before backfill.
+    pub share: bool,
+    /// LCF places a coflow once, against the remaining bytes of those placed before.
+    pub lcf: bool,
+    /// Pseudo-deadlines with Γ times `1 + U[0, 1)` from `java.util.Random(17)`.
+    pub jitter: bool,
     /// Its FAIR for `fair`.
     pub fair: bool,
     /// Its PFP for `pfp`.
@@ -95,8 +113,11 @@ impl fmt::Display for NoCounterpart {
 impl std::error::Error for NoCounterpart {}
 
 impl Rules {
-    /// Every rule's name, in the order the README attributes them.
-    pub const NAMES: &[&str] = &["epochs", "clock", "rounding", "ports", "timing", "keys", "fair", "pfp", "dark"];
+    /// Every rule's name, in the order the book's page on the reference model lists them.
+    pub const NAMES: &[&str] = &[
+        "epochs", "clock", "rounding", "ports", "timing", "keys", "blocking", "share", "lcf", "jitter", "fair", "pfp",
+        "dark",
+    ];
 
     /// Every rule on: the reference simulator's model.
     pub fn all() -> Rules {
@@ -107,6 +128,10 @@ impl Rules {
             ports: true,
             timing: true,
             keys: true,
+            blocking: true,
+            share: true,
+            lcf: true,
+            jitter: true,
             fair: true,
             pfp: true,
             dark: true,
@@ -125,6 +150,10 @@ impl Rules {
                 "ports" => r.ports = true,
                 "timing" => r.timing = true,
                 "keys" => r.keys = true,
+                "blocking" => r.blocking = true,
+                "share" => r.share = true,
+                "lcf" => r.lcf = true,
+                "jitter" => r.jitter = true,
                 "fair" => r.fair = true,
                 "pfp" => r.pfp = true,
                 "dark" => r.dark = true,
@@ -143,6 +172,10 @@ impl Rules {
             self.ports,
             self.timing,
             self.keys,
+            self.blocking,
+            self.share,
+            self.lcf,
+            self.jitter,
             self.fair,
             self.pfp,
             self.dark,
@@ -230,6 +263,10 @@ pub fn policy(name: &str, rules: &Rules) -> Result<Box<dyn Scheduler>, NoCounter
             cfg.flow_finish_gap = None;
         }
         cfg.static_keys = rules.keys;
+        cfg.blocked_share = rules.share;
+        cfg.lcf_insertion = rules.lcf;
+        cfg.deadline_jitter = rules.jitter.then_some(DEADLINE_SEED);
+        cfg.loaded_ports_block = rules.blocking;
         Box::new(Varys::new(cfg))
     };
     let flow_level = |p: Box<dyn Scheduler>| -> Box<dyn Scheduler> {

@@ -477,6 +477,12 @@ fn the_reference_model_runs_its_policies_and_refuses_the_others_by_name() {
     let out = coflow().args(["sim", "--coflowsim-rules", ",", "--coflows", "30"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--coflowsim-rules names no rule"));
+
+    // The help names every rule.
+    let out = coflow().args(["sim", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let names = coflow_sim::coflowsim::Rules::NAMES.join(", ");
+    assert!(help.contains(&format!("(implies --model coflowsim): {names}, or all")), "{help}");
 }
 
 #[test]

@@ -138,18 +138,135 @@ fn static_sebf_keys_let_a_smaller_coflow_preempt_one_that_has_nearly_finished() 
     assert_secs(&secs(&run_with("varys", rules("timing,keys"), 3, mib_per_sec(), cs())), &[15.0, 5.0]);
 }
 
+/// The reference's rules of its coflow-level policies (every rule that is not of the workload
+/// or of another policy).
+const POLICY_RULES: &str = "timing,keys,blocking,share,lcf,jitter";
+
+/// [`POLICY_RULES`] without `rule`.
+fn policy_rules_but(rule: &str) -> Rules {
+    let names: Vec<&str> = POLICY_RULES.split(',').filter(|&n| n != rule).collect();
+    rules(&names.join(","))
+}
+
 #[test]
 fn coflow_level_policies_reallocate_only_at_coflow_arrivals_and_departures() {
     // C1 (A: 0 -> 1, 1 MiB; B: 2 -> 3, 2 MiB; Γ 2) goes before C2 (D: 0 -> 4, 4 MiB; E: 2 -> 5,
-    // 1 MiB; Γ 4). MADD gives A 1/2 and B all of sender 2, so C2's MADD is blocked there; backfill
-    // gives A the other 1/2 of sender 0, so A ends at 1. Our model decides then (100 ms after the
-    // last decision has passed) and backfills D on sender 0; at 2 C1 is done, C2 has 3 + 1 left at
-    // Γ 3: it ends at 5. Under the rule sender 0 idles from 1 to C1's departure at 2, and C2's
-    // 4 + 1 take until 6.
+    // 1 MiB; Γ 4). MADD gives A 1/2 and B all of sender 2, so C2's MADD is blocked there.
+    // Our model gives the other 1/2 of sender 0 to A by backfill, so A ends at 1, decides then
+    // (100 ms after the last decision has passed) and backfills D on sender 0; at 2 C1 is done,
+    // C2 has 3 + 1 left at Γ 3: it ends at 5.
+    // With `timing` alone sender 0 idles from A's end at 1 to C1's departure at 2, and C2's 4 + 1
+    // take until 6.
+    // The reference has that timing too, but gives the 1/2 to D before backfill (`share`, whose
+    // worked case this is): sender 0 never idles, A ends at 2 with B, D has 3 left at 2 and C2
+    // ends at 5.
     let cs =
         || vec![coflow(1, 0, vec![flow(0, 1, 1), flow(2, 3, 2)]), coflow(2, 0, vec![flow(0, 4, 4), flow(2, 5, 1)])];
     assert_secs(&secs(&run_with("varys", Rules::default(), 6, mib_per_sec(), cs())), &[2.0, 5.0]);
     assert_secs(&secs(&run_with("varys", rules("timing"), 6, mib_per_sec(), cs())), &[2.0, 6.0]);
+    assert_secs(&secs(&run_with("varys", policy_rules_but("share"), 6, mib_per_sec(), cs())), &[2.0, 6.0]);
+    assert_secs(&secs(&run_with("varys", rules(POLICY_RULES), 6, mib_per_sec(), cs())), &[2.0, 5.0]);
+}
+
+#[test]
+fn coflows_madd_skipped_share_what_it_left_before_backfill() {
+    // Senders 0, 1; receivers 2, 3, 4. C1: 0 -> 2 and 1 -> 2 of 2 MiB, 0 -> 3 and 1 -> 3 of 1
+    // (Γ 4, receiver 2). C2: 0 -> 2 and 1 -> 2 of 1, 0 -> 4 and 1 -> 4 of 4 (Γ 8, receiver 4).
+    // At 0 MADD gives C1's flows into 2 1/2 each and into 3 1/4 each: senders 0 and 1 have 1/4
+    // left, receiver 2 none, so C2's MADD is skipped.
+    // The reference then shares what is left among C2's flows whose ports have room: 0 -> 4 and
+    // 1 -> 4, min(1/4 / 1, 1 / 2) = 1/4 each. C1 ends at 4; C2 has 1 + 1 left into 2 and 3 + 3
+    // into 4, Γ 6: MADD gives the flows into 4 1/2 each (they end at 10) and backfill makes the
+    // flows into 2 end at 6. [4, 10].
+    // Without the share, backfill in pseudo-deadline order gives the 1/4s to C1's flows into 3,
+    // which end at 2, and the senders idle until C1 departs at 4; C2's flows into 4 then have 4
+    // each at 1/2 and end at 12. [4, 12].
+    let cs = || {
+        vec![
+            coflow(1, 0, vec![flow(0, 2, 2), flow(1, 2, 2), flow(0, 3, 1), flow(1, 3, 1)]),
+            coflow(2, 0, vec![flow(0, 2, 1), flow(1, 2, 1), flow(0, 4, 4), flow(1, 4, 4)]),
+        ]
+    };
+    assert_secs(&secs(&run_with("varys", rules(POLICY_RULES), 5, mib_per_sec(), cs())), &[4.0, 10.0]);
+    assert_secs(&secs(&run_with("varys", policy_rules_but("share"), 5, mib_per_sec(), cs())), &[4.0, 12.0]);
+    assert_secs(&secs(&run_with("varys", rules("timing,keys,share"), 5, mib_per_sec(), cs())), &[4.0, 10.0]);
+}
+
+#[test]
+fn the_share_among_skipped_coflows_is_blind_to_their_order() {
+    // Senders 0, 1; receivers 2, 3, 4. C1: 0 -> 2 (2 MiB, Γ 2). C2: 0 -> 3, 1 -> 3 (2 each, Γ 4).
+    // C3: 0 -> 4, 1 -> 4 (4 each, Γ 8). C1's MADD fills sender 0, so C2 and C3 are skipped.
+    // The reference shares sender 1 between 1 -> 3 and 1 -> 4, 1/2 each, whatever their order.
+    // At 2 C1 ends; C2 has 2 + 1 left (Γ 3: 2/3 and 1/3), then C3 (4 + 3 left) gets Γ 12 on the
+    // 1/3 and 2/3 left: 1/3 and 1/4, and backfill raises 1 -> 4 to 2/3. At 5 C2 ends; C3 has 3 + 1
+    // left at Γ 4 and ends at 9. [2, 5, 9].
+    // Without the share backfill gives all of sender 1 to C2's 1 -> 3 (earlier pseudo-deadline):
+    // C2 ends at 4 and C3 at 10. [2, 4, 10]: the same total, shared otherwise.
+    let cs = || {
+        vec![
+            coflow(1, 0, vec![flow(0, 2, 2)]),
+            coflow(2, 0, vec![flow(0, 3, 2), flow(1, 3, 2)]),
+            coflow(3, 0, vec![flow(0, 4, 4), flow(1, 4, 4)]),
+        ]
+    };
+    assert_secs(&secs(&run_with("varys", rules(POLICY_RULES), 5, mib_per_sec(), cs())), &[2.0, 5.0, 9.0]);
+    assert_secs(&secs(&run_with("varys", policy_rules_but("share"), 5, mib_per_sec(), cs())), &[2.0, 4.0, 10.0]);
+}
+
+#[test]
+fn lcf_places_a_coflow_against_what_those_placed_before_have_left() {
+    // C1: 0 -> 1, 20 MiB, from 0. C2: 0 -> 2, 15 MiB, from 10 s, when C1 has 10 left.
+    // The reference places C2 after C1 (15 is not less than 10) and keeps it there: C1 ends at
+    // 20, C2 at 35. [20, 25].
+    // On total bytes C2 (15) goes before C1 (20): C2 ends at 25 and C1 at 35. [35, 15].
+    let cs = || vec![coflow(1, 0, vec![flow(0, 1, 20)]), coflow(2, 10_000, vec![flow(0, 2, 15)])];
+    assert_secs(&secs(&run_with("tcf", rules(POLICY_RULES), 3, mib_per_sec(), cs())), &[20.0, 25.0]);
+    assert_secs(&secs(&run_with("tcf", policy_rules_but("lcf"), 3, mib_per_sec(), cs())), &[35.0, 15.0]);
+    // Our exact model orders on remaining bytes at every decision, and agrees here.
+    assert_secs(&secs(&run_with("tcf", Rules::default(), 3, mib_per_sec(), cs())), &[20.0, 25.0]);
+}
+
+#[test]
+fn only_a_full_port_where_a_coflow_still_has_bytes_skips_its_madd() {
+    // X: 1 -> 4, 10 MiB, from 0 (Γ 10). Y: 0 -> 2 (1) and 1 -> 3 (8), from 4 s (Γ 8, before X).
+    // Z: 5 -> 2 (2), from 6 s (Γ 2, first).
+    // At 4 Y's MADD takes sender 1 (1 -> 3 at 1); backfill ends Y's 0 -> 2 at 5. At 6 Z's MADD
+    // fills receiver 2, where Y has finished.
+    // The reference gives Y its MADD all the same: 1 -> 3 (6 left) at 1 ends at 12. [18, 8, 2].
+    // If receiver 2 blocks Y, X's MADD takes sender 1 from 6 to Z's end at 8, and Y's 6 left end
+    // at 14. [18, 10, 2].
+    let cs = || {
+        vec![
+            coflow(1, 0, vec![flow(1, 4, 10)]),
+            coflow(2, 4_000, vec![flow(0, 2, 1), flow(1, 3, 8)]),
+            coflow(3, 6_000, vec![flow(5, 2, 2)]),
+        ]
+    };
+    assert_secs(&secs(&run_with("varys", rules(POLICY_RULES), 6, mib_per_sec(), cs())), &[18.0, 8.0, 2.0]);
+    assert_secs(&secs(&run_with("varys", policy_rules_but("blocking"), 6, mib_per_sec(), cs())), &[18.0, 10.0, 2.0]);
+}
+
+#[test]
+fn the_deadline_multiplier_can_reorder_backfill() {
+    // C1: 0 -> 1 (1 MiB), 2 -> 3 (2); Γ 2. C2: 6 -> 7 (10), apart. C3: 0 -> 4 (3), 2 -> 5 (1);
+    // Γ 3. MADD gives C1 1/2 and 1 (sender 2 full), so C3 is skipped, and 1/2 of sender 0 is
+    // left for backfill.
+    // Pseudo-deadlines arrival + Γ: C1 (2) before C3 (3): C1's 0 -> 1 takes the 1/2 and ends at 1,
+    // then sender 0 idles until C1 departs at 2; C3 has 3 + 1 left, Γ 3: it ends at 5.
+    // With the reference's multipliers, 1 + U from `Random(17)` in arrival order (1.732, 1.697,
+    // 1.083), C3 (3.25) goes before C1 (3.46): C3's 0 -> 4 takes the 1/2 and has 2 left at 2,
+    // with 1 on 2 -> 5: Γ 2, C3 ends at 4.
+    let cs = || {
+        vec![
+            coflow(1, 0, vec![flow(0, 1, 1), flow(2, 3, 2)]),
+            coflow(2, 0, vec![flow(6, 7, 10)]),
+            coflow(3, 0, vec![flow(0, 4, 3), flow(2, 5, 1)]),
+        ]
+    };
+    assert_secs(&secs(&run_with("varys", rules("timing,keys"), 8, mib_per_sec(), cs())), &[2.0, 10.0, 5.0]);
+    assert_secs(&secs(&run_with("varys", rules("timing,keys,jitter"), 8, mib_per_sec(), cs())), &[2.0, 10.0, 4.0]);
+    // Without `keys` backfill goes in the policy's order, and the multiplier changes nothing.
+    assert_secs(&secs(&run_with("varys", rules("timing,jitter"), 8, mib_per_sec(), cs())), &[2.0, 10.0, 5.0]);
 }
 
 #[test]
@@ -216,7 +333,11 @@ proptest! {
                 prop_assert!(o.cct().unwrap().0 + 10 >= o.isolated.0, "{name}: coflow {} beat its bound", o.id);
             }
             let b = simulate(&t, coflowsim::policy(name, &rules).unwrap(), &cfg).unwrap();
-            prop_assert_eq!(a, b);
+            prop_assert_eq!(&a, &b);
+            // Incremental decisions equal decisions from scratch.
+            let scratch = SimConfig { from_scratch: true, ..cfg.clone() };
+            let c = simulate(&t, coflowsim::policy(name, &rules).unwrap(), &scratch).unwrap();
+            prop_assert_eq!(&a, &c, "{} under {:?}: incremental and from-scratch decisions differ", name, names);
         }
     }
 }
