@@ -210,8 +210,12 @@ struct FlowRec {
     src: MachineId,
     dst: MachineId,
     size: u64,
-    /// Bytes sent as of the source's last report.
+    /// Bytes sent as of the source's last report of it, and when that came (none yet: the
+    /// source has not started it).
     sent: u64,
+    reported_at: Option<Nanos>,
+    /// Since when `rate` is in force.
+    rate_since: Nanos,
     state: FlowState,
     rate: f64,
 }
@@ -557,6 +561,7 @@ impl Core {
                     && f.src == hb.machine
                 {
                     f.sent = f.sent.max(sent.min(f.size));
+                    f.reported_at = Some(now);
                 }
             }
         }
@@ -694,6 +699,8 @@ impl Core {
                 dst: r.dst,
                 size: r.size,
                 sent: r.received,
+                reported_at: None,
+                rate_since: now,
                 state: FlowState::Held,
                 rate: 0.0,
             },
@@ -730,6 +737,8 @@ impl Core {
                 dst: get.machine,
                 size,
                 sent: 0,
+                reported_at: None,
+                rate_since: now,
                 state: FlowState::Held,
                 rate: 0.0,
             },
@@ -1006,6 +1015,7 @@ impl Core {
             return;
         }
         self.counters.decisions += 1;
+        let heartbeat = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
         let fabric = self.fabric();
         self.snapshot.clear(self.policy.model());
         self.order.clear();
@@ -1017,12 +1027,20 @@ impl Core {
             for &fid in &p.flows {
                 let f = &self.flows[&fid];
                 let size = (f.size as f64).max(1.0);
-                // What the last report says is left, not brought forward at the assigned rate:
-                // a flow that has not started yet or runs below its rate would look nearly done,
-                // and a smallest-first policy would then give it whole ports that others need
-                // for as long as a heartbeat. A report is at most a heartbeat old, so a flow
-                // looks at most a heartbeat's bytes bigger than it is.
-                let remaining = (f.size.saturating_sub(f.sent) as f64).clamp(1.0, size);
+                // What the last report says is left, brought forward at the rate in force since
+                // the later of that report and the rate's last change, for at most a heartbeat
+                // (the next report is due by then). A flow its source has not reported yet is
+                // not brought forward: it may not have started (its receiver still connecting),
+                // and a flow believed nearly done would get whole ports from a smallest-first
+                // policy that others need.
+                let moved = match f.reported_at {
+                    Some(at) => {
+                        let since = now.saturating_sub(at.max(f.rate_since)).min(heartbeat);
+                        f.rate * since.as_secs_f64()
+                    }
+                    None => 0.0,
+                };
+                let remaining = (f.size.saturating_sub(f.sent) as f64 - moved).clamp(1.0, size);
                 flows.push(SnapshotFlow { src: f.src, dst: f.dst, size, remaining });
                 self.order.push(fid);
             }
@@ -1048,6 +1066,7 @@ impl Core {
             };
             if changed {
                 f.rate = rate;
+                f.rate_since = now;
                 self.pending.entry(f.src).or_default().insert(fid, rate);
             }
         }

@@ -186,6 +186,32 @@ fn a_flow_that_reports_no_progress_does_not_look_nearly_done() {
     assert_eq!(last_rate(&pushed, fb.flow), Some(0.0));
 }
 
+/// A flow its source reports is brought forward at its rate since the report, for at most a
+/// heartbeat: 9,000 of 10,000 bytes reported, then 90 ms at 100 B/s make 991 bytes left, so a
+/// newcomer of 995 bytes on the same port waits behind it (from the report alone, 1,000 bytes
+/// left, it would go first).
+#[test]
+fn a_reported_flow_is_brought_forward_at_its_rate_for_at_most_a_heartbeat() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let big = h.register(1, CoflowOptions::default());
+    h.put(big, "b", 0, 10_000).unwrap();
+    let fb = h.get(big, "b", 2).unwrap();
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), fb.flow), Some(CAP));
+    assert!(h.heartbeat(0, vec![(fb.flow, 9_000)]));
+    for m in 1..3 {
+        assert!(h.heartbeat(m, vec![]));
+    }
+    h.advance(90);
+    let small = h.register(1, CoflowOptions::default());
+    h.put(small, "s", 1, 995).unwrap();
+    let fs = h.get(small, "s", 2).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, fs.flow).unwrap_or(0.0), 0.0, "991 bytes left go first: {pushed:?}");
+    assert_eq!(last_rate(&pushed, fb.flow), None, "the big flow keeps its rate");
+}
+
 #[test]
 fn rate_pushes_are_batched_over_the_window() {
     let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, push_window_ms: 20, ..Default::default() };
