@@ -473,7 +473,7 @@ async fn read_session(
     session: u64,
     first: Vec<pb::AgentMessage>,
     mut inbound: Streaming<pb::AgentBatch>,
-    out: SessionTx,
+    out: mpsc::WeakUnboundedSender<pb::CoordinatorBatch>,
 ) {
     let mut stop = svc.stop.clone();
     let mut next = Some(first);
@@ -500,7 +500,9 @@ async fn read_session(
                 Ok(None) => {}
                 Err(f) => {
                     let r = pb::AgentReply { request_id: id, result: Some(pb::agent_reply::Result::Failure(f)) };
-                    let _ = out.send(pb::CoordinatorBatch { replies: vec![r], update: None });
+                    if let Some(out) = out.upgrade() {
+                        let _ = out.send(pb::CoordinatorBatch { replies: vec![r], update: None });
+                    }
                 }
             }
         }
@@ -580,10 +582,12 @@ impl Coordinator for CoordinatorService {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let sid = SESSIONS.fetch_add(1, Ordering::Relaxed);
-        self.core.tell(Event::Open(machine, sid, tx.clone())).await.map_err(status)?;
-        // Ends with the agent's stream or the coordinator's stop; the response stream ends when
-        // the core drops the session's sender.
-        tokio::spawn(read_session(self.clone(), machine, sid, first.session, first.messages, inbound, tx));
+        // Ends with the agent's stream or the coordinator's stop. The response stream ends when
+        // the core drops the session's sender (the machine was declared dead or forgotten), so
+        // the reader holds it weakly: the agent sees the end and registers again.
+        let weak = tx.downgrade();
+        self.core.tell(Event::Open(machine, sid, tx)).await.map_err(status)?;
+        tokio::spawn(read_session(self.clone(), machine, sid, first.session, first.messages, inbound, weak));
         Ok(Response::new(Box::pin(Outbound { rx })))
     }
 

@@ -100,3 +100,31 @@ fn the_live_benchmark_measures_every_part() {
         assert!((rate.achieved_bps / rate.assigned_bps - 1.0).abs() < 0.1, "{rate:?}");
     }
 }
+
+/// A machine that falls silent is declared dead at the agent timeout (1 s here), and its
+/// session ends then, so that the agent registers again as soon as it answers (a frozen agent
+/// that kept a dead session would stay dead after it resumed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_machine_s_session_ends_when_it_is_declared_dead() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 1e6, "varys")).await?;
+    let silent = Phantom::connect(
+        &cluster.coordinator_url(),
+        &cluster.agent_security(20)?,
+        20,
+        "127.0.0.1:9020",
+        1e6,
+        Duration::from_secs(3600),
+        Duration::from_secs(5),
+    )
+    .await?;
+    let mut waited = Duration::ZERO;
+    while silent.is_open() && waited < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += Duration::from_millis(50);
+    }
+    assert!(!silent.is_open(), "the session of a machine declared dead is still open after {waited:?}");
+    silent.close().await;
+    cluster.shutdown().await;
+    Ok(())
+}
