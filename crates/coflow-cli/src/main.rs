@@ -3,7 +3,7 @@
 //! Each command has a module (`sim`, `sweep`, `trace`, `demo`, `live`, `certs`, `bench`,
 //! `wan_bench`, `testbed`) that parses its options and prints; only this file dispatches to them.
 //! The options and printing several commands share live in modules that are no command
-//! (`plan`, `table`, `wan`, `workload`, `model`, `policies`, `parallel`, `plot`, `output`), and a command's
+//! (`plan`, `table`, `wan`, `workload`, `model`, `policies`, `plot`, `output`), and a command's
 //! module imports no other command's (a test in `tests/it/tidy.rs` checks it).
 
 mod bench;
@@ -14,7 +14,6 @@ mod doc_commands;
 mod live;
 mod model;
 mod output;
-mod parallel;
 mod plan;
 mod plot;
 mod policies;

@@ -1,12 +1,11 @@
-//! The run plan `coflow sim` and `coflow sim sweep` share: their common options, validated into
-//! the library's [`Plan`], and the JSON file they write.
+//! The options `coflow sim` and `coflow sim sweep` share, turned into the library's
+//! [`Config`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use coflow_sim::experiment::{Options, Plan, Spelling};
-use serde::Serialize;
+use coflow_sim::experiment::{Config, WorkloadSource};
 
 use crate::workload::SynthArgs;
 
@@ -44,29 +43,26 @@ pub(crate) struct CommonArgs {
     model: crate::model::ModelArgs,
 }
 
-/// The validated form of [`CommonArgs`]: the workload (without generated deadlines) and the
-/// policies to run.
-pub(crate) fn plan(a: &CommonArgs) -> Result<Plan> {
-    crate::policies::refuse_tcp(&a.policies, "sim")?;
-    let options = Options {
-        policies: &a.policies,
-        baseline: &a.baseline,
-        port_rate: &a.port_rate,
-        seed: a.synth.seed,
-        threads: a.threads,
-        deadline_x: a.deadlines.then_some(a.deadline_x),
-        model: a.model.model()?,
-    };
-    options.plan(Spelling::Flag, || match &a.trace {
-        Some(p) => {
-            let w = coflow_trace::read_trace(p).with_context(|| format!("reading trace {}", p.display()))?;
-            Ok(a.synth.staged(w, p.display().to_string()))
-        }
-        None => a.synth.generate(),
-    })
-}
-
-/// Writes `report` as pretty JSON with a final newline (`-`: standard output).
-pub(crate) fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
-    crate::output::write(path, &coflow_sim::experiment::pretty_json(report))
+impl CommonArgs {
+    /// The experiment these options describe (one replay on the big switch; the caller adds the
+    /// rest).
+    pub(crate) fn config(&self) -> Result<Config> {
+        crate::policies::refuse_tcp(&self.policies, "sim")?;
+        let workload = match &self.trace {
+            Some(p) => WorkloadSource::Trace(p.clone()),
+            None => WorkloadSource::Synthetic { coflows: self.synth.coflows, machines: self.synth.machines },
+        };
+        Ok(Config {
+            workload,
+            stages: self.synth.stages,
+            policies: self.policies.clone(),
+            baseline: self.baseline.clone(),
+            port_rate: self.port_rate.clone(),
+            seed: self.synth.seed,
+            threads: self.threads,
+            deadline_x: self.deadlines.then_some(self.deadline_x),
+            model: self.model.model()?,
+            ..Config::default()
+        })
+    }
 }

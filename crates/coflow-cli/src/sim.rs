@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
-use coflow_sim::experiment::{Progress, Spelling};
+use coflow_sim::experiment::{Config, Progress, Spelling};
 use coflow_sim::{SimResult, Summary};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -47,10 +47,15 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     for p in outputs {
         output::check(p)?;
     }
-    let mut plan = crate::plan::plan(&args.common)?;
-    plan.adjust_workload(args.deadline_fraction, args.offline, Spelling::Flag)?;
-    if args.wan.enabled() {
-        wan::plan_wide_area(&mut plan, &args.wan)?;
+    let config = Config {
+        deadline_fraction: args.deadline_fraction,
+        offline: args.offline,
+        wide_area: args.wan.spec(),
+        ..args.common.config()?
+    };
+    let plan = config.plan(Spelling::Flag)?;
+    for note in &plan.notes {
+        eprintln!("{note}");
     }
     output::human(&format!("{}\n", plan.describe()), &outputs);
 
@@ -69,13 +74,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         bar.0.set_prefix(name.to_string());
         Box::new(move |done| bar.0.set_position(done as u64))
     };
-    let runs = match &plan.wide_area {
-        None => plan.run(&progress),
-        Some(wa) => {
-            let params = wan::params(plan.seed, wa.config.redraw, &args.wan.mc);
-            plan.run_with(&progress, &|name| coflow_sched::policy::build(name, &params).expect("names were validated"))
-        }
-    };
+    let runs = plan.run(&progress);
     let wall = started.elapsed();
 
     let summaries = &runs.summaries;

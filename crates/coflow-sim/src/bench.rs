@@ -162,3 +162,110 @@ impl Hooks for Timed {
         wake
     }
 }
+
+/// What [`siphon_search`] times: `siphon-mc`'s first decision (a full search) with `coflows`
+/// coflows present on the wide area `topology`, once per workload seed `1..=repeat`.
+#[derive(Clone, Debug)]
+pub struct SearchBench {
+    /// Coflows present at the timed decision (at least 2).
+    pub coflows: usize,
+    /// Decisions to time, each on a different workload seed (at least 1).
+    pub repeat: u64,
+    /// The topology, as [`crate::experiment::WideAreaSpec::topology`] names it.
+    pub topology: String,
+    /// The search's parameters (the selection and draws as given).
+    pub mc: coflow_sched::policy::MonteCarlo,
+}
+
+/// What [`siphon_search`] measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchTimes {
+    /// Each search's wall time in seconds, sorted.
+    pub times_s: Vec<f64>,
+    /// Monte Carlo rounds per search, on average.
+    pub rounds_per_search: f64,
+}
+
+/// Times the first decision of `siphon-mc` with every coflow present, on FB-shaped synthetic
+/// workloads of 150 machines whose coflows all arrive at time 0 (keeping the first that cross the
+/// wide area), each workload and the weather seeded by the repetition. Errors name the options in
+/// `spelling`.
+pub fn siphon_search(
+    spec: &SearchBench,
+    spelling: crate::experiment::Spelling,
+) -> Result<SearchTimes, crate::experiment::ExperimentError> {
+    use crate::experiment::{PlanError, load_topology, wide_area_params};
+    use coflow_sched::{Intra, SiphonMc};
+    if spec.coflows < 2 || spec.repeat == 0 {
+        let (c, r) = (spelling.name("coflows"), spelling.name("repeat"));
+        return Err(PlanError(format!("{c} must be at least 2 and {r} at least 1")).into());
+    }
+    let base = load_topology(&spec.topology, 150, 0, &crate::topology::Overrides::default())?;
+    let (fabric, redraw) = (&base.fabric, base.redraw);
+    let mut times = Vec::new();
+    let mut rounds = 0;
+    for seed in 1..=spec.repeat {
+        // More than needed, keeping the first that cross the wide area (some are all local).
+        let synth =
+            coflow_trace::synth::SynthConfig { seed, coflows: 2 * spec.coflows, machines: 150, ..Default::default() };
+        let mut w = coflow_trace::synth::generate(&synth);
+        w.coflows.retain(|c| c.flows.iter().any(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()));
+        w.coflows.truncate(spec.coflows);
+        w.release_at_zero();
+        // As a wide-area experiment builds it: a draw holds for the redraw interval.
+        let params = wide_area_params(seed, redraw, spec.mc);
+        let out = Arc::new(Mutex::new(None));
+        let probe = FirstSearch { inner: SiphonMc::new(params.siphon_config(Intra::Madd)), out: out.clone() };
+        // The weather is seeded as the search is; per-connection bandwidth stays off.
+        let wan = crate::WanConfig { seed, per_connection: None, ..base.clone() };
+        simulate(&w, Box::new(probe), &SimConfig::wide_area(wan)).expect("siphon-mc serves the wide area");
+        let taken = out.lock().expect("no panic while held").take();
+        let Some((t, present, r)) = taken else {
+            return Err(PlanError("no decision was made".to_string()).into());
+        };
+        if present != spec.coflows {
+            let msg = format!("{present} coflows present at the first decision, expected {}", spec.coflows);
+            return Err(PlanError(msg).into());
+        }
+        times.push(t);
+        rounds += r;
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(SearchTimes { times_s: times, rounds_per_search: rounds as f64 / spec.repeat as f64 })
+}
+
+/// Times the first decision of the `siphon-mc` it holds and hands out (seconds, coflows present,
+/// rounds run), then serves nothing, which ends the run.
+#[derive(Debug)]
+struct FirstSearch {
+    inner: coflow_sched::SiphonMc,
+    out: Arc<Mutex<Option<(f64, usize, u64)>>>,
+}
+
+impl Scheduler for FirstSearch {
+    fn name(&self) -> &'static str {
+        "siphon-mc"
+    }
+
+    fn model(&self) -> coflow_sched::ServiceModel {
+        coflow_sched::ServiceModel::Proportional
+    }
+
+    fn handle_arrival(&mut self, now: Nanos, coflow: coflow_core::CoflowId) {
+        self.inner.handle_arrival(now, coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        let mut slot = self.out.lock().expect("no panic while held");
+        if slot.is_some() {
+            return None;
+        }
+        let started = Instant::now();
+        self.inner.poll_allocation(input, out);
+        let t = started.elapsed().as_secs_f64();
+        out.coflow_rate.iter_mut().for_each(|r| *r = 0.0);
+        out.clear_leg_extras();
+        *slot = Some((t, input.coflows.len(), self.inner.searches().1));
+        None
+    }
+}

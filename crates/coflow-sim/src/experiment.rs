@@ -1,24 +1,29 @@
-//! Experiments: one workload replayed under several policies at once, as `coflow sim` and the
-//! Python package run it, and the report they both write.
+//! The front door: one workload replayed under several policies at once, or swept over windows
+//! of N coflows, as `coflow sim`, `coflow sim sweep` and the Python package run it, and the
+//! reports they all write.
 //!
-//! The options arrive as the user typed them ([`Options`]); errors name the option in the
-//! caller's [`Spelling`] (`--port-rate` on the command line, `port_rate` in Python).
-//! A [`Plan`] is the validated form with its workload, on the big switch or (with
-//! [`Plan::on_wide_area`]) on a wide area; [`Plan::run`] simulates the policies on up to
-//! [`Plan::threads`] threads (beside the lower bounds on the big switch), and
-//! [`Plan::report_json`] and [`csv`] render what it found.
-//! [`window`] draws the workloads of `coflow sim sweep`.
+//! A [`Config`] holds the experiment as the user gave it (workload, fabric, policies, model,
+//! stages, deadlines, sweep, seed); errors name the option in the caller's [`Spelling`]
+//! (`--port-rate` on the command line, `port_rate` in Python).
+//! [`Config::plan`] validates it into a [`Plan`], with its workload, on the big switch or on a
+//! wide area; [`Plan::run`] simulates the policies on up to [`Plan::threads`] threads (beside the
+//! lower bounds on the big switch), and [`Plan::report_json`] and [`csv`] render what it found;
+//! [`Plan::sweep`] runs a sweep ([`sweep`]).
+
+mod config;
+pub mod sweep;
+
+pub use config::{Config, ExperimentError, WideAreaSpec, WorkloadSource, load_topology, wide_area_params};
+pub use sweep::{Sweep, SweepSpec, Window, window};
 
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use coflow_core::{Coflow, CoflowId, Nanos, Rate, Workload};
+use coflow_core::{Nanos, Rate, Workload};
+use coflow_sched::policy::Params;
 use coflow_sched::{Fabric, Scheduler, Wan, policy};
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::coflowsim::{self, Rules};
@@ -58,25 +63,6 @@ impl fmt::Display for PlanError {
 }
 
 impl std::error::Error for PlanError {}
-
-/// The options of an experiment, as typed.
-#[derive(Clone, Debug)]
-pub struct Options<'a> {
-    /// Comma-separated policies, or `all`.
-    pub policies: &'a str,
-    /// The policy others are compared against (runs even when not asked for).
-    pub baseline: &'a str,
-    /// Capacity of every port, e.g. `1Gbps`.
-    pub port_rate: &'a str,
-    /// Seed of anything random in the run.
-    pub seed: u64,
-    /// How many simulations run at once; `None`: the machine's cores.
-    pub threads: Option<usize>,
-    /// The slack x of deadlines given to every coflow, if every coflow gets one.
-    pub deadline_x: Option<f64>,
-    /// Our exact model or the reference simulator's rules.
-    pub model: Model,
-}
 
 /// The model of a run: ours (exact arrivals and sizes, decisions when anything changes), or the
 /// reference simulator's (CoflowSim's) rules that are on.
@@ -131,7 +117,7 @@ impl Model {
     }
 }
 
-/// The validated form of [`Options`] with the workload (without generated deadlines).
+/// The validated form of a [`Config`], with its workload.
 #[derive(Clone, Debug)]
 pub struct Plan {
     /// The workload.
@@ -154,6 +140,8 @@ pub struct Plan {
     pub model: Model,
     /// The wide area the policies run on, if not the big switch.
     pub wide_area: Option<WideAreaPlan>,
+    /// What validation left out and why (policies that cannot serve a wide area), one line each.
+    pub notes: Vec<String>,
 }
 
 /// A wide-area run: the topology as the user named it, and the run's configuration.
@@ -163,59 +151,12 @@ pub struct WideAreaPlan {
     pub topology: String,
     /// The fabric, its capacity draws, multi-path and per-connection settings.
     pub config: WanConfig,
+    /// The policies' parameters (the seed, the redraw interval, `siphon-mc`'s search).
+    pub params: Params,
 }
 
 /// The baseline of wide-area runs: Siphon's, minimum remaining time first.
 pub const WIDE_AREA_BASELINE: &str = "mrtf";
-
-impl Options<'_> {
-    /// Validates the options (the policies against the model too), then loads the workload with
-    /// `load` (only if they hold) and gives the plan with the workload as the model sees it.
-    pub fn plan<E: From<PlanError>>(
-        &self,
-        spelling: Spelling,
-        load: impl FnOnce() -> Result<(Workload, String), E>,
-    ) -> Result<Plan, E> {
-        let name = |o: &str| spelling.name(o);
-        let port_rate: Rate = self
-            .port_rate
-            .parse()
-            .map_err(|e| PlanError(format!("{} {:?}: {e}", name("port_rate"), self.port_rate)))?;
-        let policies =
-            policy::parse_list(self.policies).map_err(|e| PlanError(format!("{}: {e}", name("policies"))))?;
-        if policies.is_empty() {
-            return Err(PlanError(format!("{} names no policy", name("policies"))).into());
-        }
-        let baseline = policy::parse_list(self.baseline)
-            .map_err(|e| PlanError(format!("{}: {e}", name("baseline"))))?
-            .first()
-            .copied();
-        self.model.check(&policies, spelling)?;
-        self.model
-            .check(baseline.as_slice(), spelling)
-            .map_err(|e| PlanError(format!("{}: {}", name("baseline"), e.0)))?;
-        if let Some(x) = self.deadline_x
-            && !(x.is_finite() && x >= 0.0)
-        {
-            return Err(PlanError(format!("{} must be a non-negative number, got {x}", name("deadline_x"))).into());
-        }
-        let (workload, source) = load()?;
-        let (workload, source) = (self.model.workload(workload), source + &self.model.describe());
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Ok(Plan {
-            workload,
-            source,
-            policies,
-            baseline,
-            port_rate,
-            seed: self.seed,
-            threads: self.threads.unwrap_or(cores).max(1),
-            deadline_x: self.deadline_x,
-            model: self.model,
-            wide_area: None,
-        })
-    }
-}
 
 /// The results of [`Plan::run`].
 #[derive(Debug)]
@@ -250,22 +191,11 @@ pub type Progress = Box<dyn FnMut(usize)>;
 impl Plan {
     /// Prepares the workload of a single replay: deadlines for every coflow (if asked), for a
     /// seeded fraction of them, and every coflow released at time 0 (`offline`); the source says so.
-    pub fn adjust_workload(
-        &mut self,
-        deadline_fraction: Option<f64>,
-        offline: bool,
-        spelling: Spelling,
-    ) -> Result<(), PlanError> {
+    fn adjust_workload(&mut self, deadline_fraction: Option<f64>, offline: bool) {
         if let Some(x) = self.deadline_x {
             assign_deadlines(&mut self.workload, self.port_rate, x, self.seed);
         }
         if let Some(f) = deadline_fraction {
-            if !(0.0..=1.0).contains(&f) {
-                return Err(PlanError(format!(
-                    "{} must be between 0 and 1, got {f}",
-                    spelling.name("deadline_fraction")
-                )));
-            }
             assign_deadlines_to_fraction(&mut self.workload, self.port_rate, 1.0, f, self.seed);
             self.source.push_str(&format!(" ({:.0}% of coflows with deadlines)", 100.0 * f));
         }
@@ -273,7 +203,6 @@ impl Plan {
             self.workload.release_at_zero();
             self.source.push_str(" (offline: every coflow released at time 0)");
         }
-        Ok(())
     }
 
     /// The policies to simulate: those asked for, then the baseline if it is not among them (it
@@ -295,12 +224,17 @@ impl Plan {
     /// # Errors
     /// A policy of the plan that cannot serve the wide area (the registry says which), before
     /// anything changes: the caller leaves such policies out first.
-    pub fn on_wide_area(&mut self, topology: String, config: WanConfig) -> Result<(), policy::Unservable> {
+    pub fn on_wide_area(
+        &mut self,
+        topology: String,
+        config: WanConfig,
+        params: Params,
+    ) -> Result<(), policy::Unservable> {
         for name in &self.policies {
             policy::check_serves(name, &config.fabric)?;
         }
         self.baseline = Some(WIDE_AREA_BASELINE);
-        self.wide_area = Some(WideAreaPlan { topology, config });
+        self.wide_area = Some(WideAreaPlan { topology, config, params });
         Ok(())
     }
 
@@ -340,10 +274,13 @@ impl Plan {
         }
     }
 
-    /// Simulates every policy of [`Plan::to_run`] as [`Plan::model`] builds it; see
-    /// [`Plan::run_with`].
+    /// Simulates every policy of [`Plan::to_run`], as [`Plan::model`] builds it on the big
+    /// switch or with the wide area's parameters; see [`Plan::run_with`].
     pub fn run(&self, progress: &(dyn Fn(&str, usize) -> Progress + Sync)) -> Runs {
-        self.run_with(progress, &|name| self.model.policy(name))
+        match &self.wide_area {
+            None => self.run_with(progress, &|name| self.model.policy(name)),
+            Some(wa) => self.run_with(progress, &|name| policy::build(name, &wa.params).expect("names were validated")),
+        }
     }
 
     /// Simulates every policy of [`Plan::to_run`], each a fresh instance from `policy`, on up to
@@ -606,46 +543,6 @@ pub struct JsonWorkload<'a> {
     bytes: u64,
 }
 
-/// One workload of `coflow sim sweep`: `concurrent` coflows all present at once.
-#[derive(Debug)]
-pub struct Window {
-    /// How many coflows it holds.
-    pub concurrent: usize,
-    /// The index in the source workload of its first coflow.
-    pub start: usize,
-    /// The coflows, renumbered `0..concurrent` and released at time 0.
-    pub workload: Workload,
-}
-
-/// The `k`-th window of `n` concurrent coflows drawn from `w`: from a generator seeded by `seed`,
-/// `n` and `k` (so a window does not depend on the other values of `n`), `n` consecutive coflows
-/// from a uniformly drawn start, shuffled, renumbered `0..n` in that order, released at time 0,
-/// without their dependencies; with `deadline_x`, each gets a deadline drawn as
-/// [`assign_deadlines`] draws it, seeded by the same generator.
-///
-/// # Panics
-/// If `n` is 0 or more than `w` has coflows.
-pub fn window(w: &Workload, n: usize, k: usize, seed: u64, port_rate: Rate, deadline_x: Option<f64>) -> Window {
-    assert!(n >= 1 && n <= w.coflows.len(), "a window of {n} of {} coflows", w.coflows.len());
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(((n as u64) << 32) | k as u64);
-    let start = rng.gen_range(0..=w.coflows.len() - n);
-    let mut picked: Vec<Coflow> = w.coflows[start..start + n].to_vec();
-    picked.shuffle(&mut rng);
-    for (i, c) in picked.iter_mut().enumerate() {
-        c.id = CoflowId(i as u64);
-        c.parents.clear();
-    }
-    let mut workload = Workload { machines: w.machines, coflows: picked };
-    // Released together, they keep the shuffled order, which is also the order of their ids.
-    workload.release_at_zero();
-    workload.validate().expect("a window of a valid workload is valid");
-    if let Some(x) = deadline_x {
-        assign_deadlines(&mut workload, port_rate, x, rng.r#gen());
-    }
-    Window { concurrent: n, start, workload }
-}
-
 /// `f(0)`, …, `f(jobs - 1)` on up to `threads` scoped threads, each idle thread taking the next
 /// job; the results come back in job order, whatever order the jobs finished in.
 pub fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -672,7 +569,7 @@ pub fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T
 mod tests {
     use std::sync::Mutex;
 
-    use super::{CSV_HEADER, Model, Options, Spelling, csv, parallel_map};
+    use super::{CSV_HEADER, Config, ExperimentError, Model, Spelling, WorkloadSource, csv, parallel_map};
     use crate::coflowsim::Rules;
     use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Nanos, Workload};
 
@@ -711,25 +608,51 @@ mod tests {
         assert!(parallel_map(0, 2, |i| i).is_empty());
     }
 
+    /// The message of the error `config` plans into.
+    fn refusal(config: &Config, spelling: Spelling) -> String {
+        config.plan(spelling).map(|_| ()).unwrap_err().chain()
+    }
+
     #[test]
     fn errors_name_the_option_in_the_callers_spelling() {
-        let opts = Options {
-            policies: "varys",
-            baseline: "fair",
-            port_rate: "fast",
-            seed: 1,
-            threads: None,
-            deadline_x: None,
-            model: super::Model::EXACT,
-        };
-        let load = || Ok::<_, super::PlanError>((Workload { machines: 1, coflows: vec![] }, String::new()));
-        let flag = opts.plan(Spelling::Flag, load).unwrap_err().0;
+        let empty =
+            WorkloadSource::Given { workload: Workload { machines: 1, coflows: vec![] }, source: String::new() };
+        let opts = Config { policies: "varys".into(), port_rate: "fast".into(), workload: empty, ..Config::default() };
+        let flag = refusal(&opts, Spelling::Flag);
         assert!(flag.starts_with("--port-rate \"fast\": "), "{flag}");
-        let kw = opts.plan(Spelling::Keyword, load).unwrap_err().0;
+        let kw = refusal(&opts, Spelling::Keyword);
         assert!(kw.starts_with("port_rate \"fast\": "), "{kw}");
-        let opts = Options { port_rate: "1Gbps", policies: "varys,nope", ..opts };
-        let kw = opts.plan(Spelling::Keyword, load).unwrap_err().0;
+        let opts = Config { port_rate: "1Gbps".into(), policies: "varys,nope".into(), ..opts };
+        let kw = refusal(&opts, Spelling::Keyword);
         assert!(kw.starts_with("policies: unknown policy \"nope\""), "{kw}");
+        let opts = Config { policies: "varys".into(), deadline_fraction: Some(1.5), ..opts };
+        assert!(refusal(&opts, Spelling::Flag).starts_with("--deadline-fraction must be between 0 and 1"));
+        let opts = Config { deadline_fraction: None, stages: 0, ..opts };
+        assert_eq!(refusal(&opts, Spelling::Keyword), "stages must be at least 1");
+    }
+
+    #[test]
+    fn a_missing_trace_is_not_found_and_named() {
+        let path = std::env::temp_dir().join("coflow-no-such-trace.txt");
+        let e = Config { workload: WorkloadSource::Trace(path.clone()), ..Config::default() }
+            .plan(Spelling::Keyword)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(e, ExperimentError::Trace { .. }) && e.is_not_found(), "{e:?}");
+        assert!(e.chain().starts_with(&format!("reading trace {}: ", path.display())), "{}", e.chain());
+    }
+
+    #[test]
+    fn the_synthetic_workload_is_seeded_and_grouped_into_jobs_as_asked() {
+        let synth = WorkloadSource::Synthetic { coflows: Some(30), machines: Some(10) };
+        let config = Config { workload: synth, policies: "varys".into(), seed: 3, ..Config::default() };
+        let plan = config.plan(Spelling::Flag).unwrap();
+        assert_eq!(plan.source, "synthetic (seed 3, 30 coflows, 10 machines)");
+        assert_eq!((plan.workload.coflows.len(), plan.workload.machines), (30, 10));
+        assert!(plan.workload.coflows.iter().all(|c| c.parents.is_empty()));
+        let staged = Config { stages: 3, ..config }.plan(Spelling::Flag).unwrap();
+        assert_eq!(staged.source, "synthetic (seed 3, 30 coflows, 10 machines) (jobs of 3 stages)");
+        assert!(staged.workload.coflows.iter().any(|c| !c.parents.is_empty()), "later stages have parents");
     }
 
     /// Coflow 1 sends 1 MiB from machine 0 to 1 at time 0; coflow 2, arriving at 0 too, sends
@@ -741,21 +664,20 @@ mod tests {
         Workload::new(2, vec![Coflow::new(CoflowId(1), Nanos::ZERO, flow()), second]).unwrap()
     }
 
-    fn options(model: Model) -> Options<'static> {
-        Options {
-            policies: "varys",
-            baseline: "fair",
-            port_rate: "1MiB/s",
-            seed: 1,
+    fn options(model: Model) -> Config {
+        Config {
+            workload: WorkloadSource::Given { workload: chain(), source: "chain".into() },
+            policies: "varys".into(),
+            port_rate: "1MiB/s".into(),
             threads: Some(1),
-            deadline_x: None,
             model,
+            ..Config::default()
         }
     }
 
     #[test]
     fn csv_rows_give_the_cct_from_the_release_and_the_release_after_the_parents() {
-        let plan = options(Model::EXACT).plan(Spelling::Flag, || Ok::<_, super::PlanError>((chain(), String::new())));
+        let plan = options(Model::EXACT).plan(Spelling::Flag);
         let runs = plan.unwrap().run(&|_, _| Box::new(|_| {}));
         let text = csv(runs.shown().map(|(r, _)| r));
         let mut lines = text.lines();
@@ -781,12 +703,12 @@ mod tests {
             {{"from": "b", "to": "a", "constant_gbps": {mib_per_s_in_gbps}}}]}}"#
         );
         let topology = crate::topology::Topology::from_json(&text, None).unwrap();
-        let load = || Ok::<_, super::PlanError>((chain(), "chain".to_string()));
-        let mut plan = options(Model::EXACT).plan(Spelling::Flag, load).unwrap();
-        plan.on_wide_area("two.json".into(), topology.config(2, 1, &Default::default()).unwrap()).unwrap();
+        let mut plan = options(Model::EXACT).plan(Spelling::Flag).unwrap();
+        let params = coflow_sched::policy::Params::seeded(1);
+        plan.on_wide_area("two.json".into(), topology.config(2, 1, &Default::default()).unwrap(), params).unwrap();
         assert_eq!(plan.to_run(), ["varys", "mrtf"], "the baseline is mrtf, whatever was asked");
         assert!(plan.describe().ends_with("capacities redrawn never; multi-path off"), "{}", plan.describe());
-        let runs = plan.run_with(&|_, _| Box::new(|_| {}), &|name| coflow_sched::policy::seeded(name, 1).unwrap());
+        let runs = plan.run(&|_, _| Box::new(|_| {}));
         assert!(runs.bounds.is_none(), "the lower bounds are the big switch's");
         let s = &runs.summaries[0];
         // Each coflow has the link to itself for 1 s: coflow 2 is released when coflow 1 ends.
@@ -807,9 +729,8 @@ mod tests {
         use std::sync::atomic::{AtomicUsize, Ordering};
         // fair (gap zero), sincronia (10 ms), aalo (40 ms), vc and varys (100 ms), asked for in
         // another order.
-        let load = || Ok::<_, super::PlanError>((chain(), "chain".to_string()));
         let plan =
-            Options { policies: "vc,aalo,fair,varys,sincronia", ..options(Model::EXACT) }.plan(Spelling::Flag, load);
+            Config { policies: "vc,aalo,fair,varys,sincronia".into(), ..options(Model::EXACT) }.plan(Spelling::Flag);
         let plan = plan.unwrap();
         let built = AtomicUsize::new(0);
         let started = Mutex::new(Vec::new());
@@ -833,12 +754,16 @@ mod tests {
     #[test]
     fn the_reference_model_refuses_policies_it_lacks_and_keeps_the_names_asked_for() {
         let model = Model(Some(Rules::all()));
-        let load = || Ok::<_, super::PlanError>((chain(), "chain".to_string()));
-        let e = Options { policies: "varys,sincronia", ..options(model) }.plan(Spelling::Keyword, load).unwrap_err().0;
+        let e = refusal(&Config { policies: "varys,sincronia".into(), ..options(model) }, Spelling::Keyword);
         assert!(e.starts_with("policies: ") && e.contains("sincronia"), "{e}");
-        let e = Options { baseline: "sincronia", ..options(model) }.plan(Spelling::Flag, load).unwrap_err().0;
+        let e = refusal(&Config { baseline: "sincronia".into(), ..options(model) }, Spelling::Flag);
         assert!(e.starts_with("--baseline: --policies: ") && e.contains("sincronia"), "{e}");
-        let plan = Options { policies: "varys,fair", ..options(model) }.plan(Spelling::Flag, load).unwrap();
+        let e = refusal(
+            &Config { wide_area: Some(super::WideAreaSpec::named("default")), ..options(model) },
+            Spelling::Flag,
+        );
+        assert!(e.starts_with("--wan: ") && e.contains("big switch only"), "{e}");
+        let plan = Config { policies: "varys,fair".into(), ..options(model) }.plan(Spelling::Flag).unwrap();
         assert_eq!(plan.source, "chain (model: coflowsim, every rule)");
         let runs = plan.run(&|_, _| Box::new(|_| {}));
         let names: Vec<&str> = runs.runs.iter().map(|(r, _)| r.policy.as_str()).collect();

@@ -90,13 +90,6 @@ fn change(program: &str, args: &[&str]) -> Result<String, TestbedError> {
     r
 }
 
-/// The network namespaces that exist.
-pub fn namespaces() -> Vec<String> {
-    cmd("ip", &["netns", "list"])
-        .map(|s| s.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect())
-        .unwrap_or_default()
-}
-
 /// Whether this process can build testbeds: root, with `ip` and `tc`; else why not.
 pub fn preflight() -> Result<(), String> {
     let uid = std::fs::read_to_string("/proc/self/status")

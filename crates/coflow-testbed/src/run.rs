@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use coflow_core::{Rate, Workload};
-use coflow_sim::{SimConfig, Summary, percentile, simulate};
+use coflow_sim::percentile;
 use serde::Serialize;
 
 use crate::client::Outcome;
@@ -148,12 +148,8 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
         let mut sim_ccts = Vec::new();
         let sim = match port {
             Some(p) => {
-                let sched = coflow_sched::policy::by_name(sim_name).map_err(|e| TestbedError::Setup(e.to_string()))?;
-                let out = simulate(&opts.workload, sched, &SimConfig::big_switch(p))
-                    .map_err(|e| TestbedError::Setup(e.to_string()))?;
-                sim_ccts =
-                    out.outcomes.iter().map(|o| o.cct().map_or(f64::NAN, coflow_core::Nanos::as_secs_f64)).collect();
-                let s = Summary::of(&out, None);
+                let s = crate::workload::simulated(&opts.workload, sim_name, p)?;
+                sim_ccts = s.ccts;
                 Some((s.avg_cct_s, s.p95_cct_s))
             }
             None => None,

@@ -153,7 +153,7 @@ fn teardown(st: &RunState) -> Vec<String> {
     while live.iter().any(|&p| is_ours(p, &st.prefix)) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let existing = crate::net::namespaces();
+    let existing = namespaces();
     for ns in st.namespaces.iter().rev() {
         if existing.contains(ns) {
             let ok = Command::new("ip").args(["netns", "del", ns]).status().is_ok_and(|s| s.success());
@@ -245,6 +245,23 @@ pub fn teardown_on_signal() {
             std::process::exit(130);
         });
     });
+}
+
+/// The network namespaces of this machine, by name (none if `ip` cannot list them).
+fn namespaces() -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::net::{self, Names};
 use crate::procs::{Cluster, ServiceConfig};
 use crate::state::StateFile;
 use crate::topology::Topology;
+use crate::workload::{data_id, piece_seed};
 
 /// A testbed that is up.
 #[derive(Debug)]
@@ -87,11 +88,6 @@ impl Replayed {
     }
 }
 
-/// The seed of flow `i` of coflow `k`'s content.
-fn seed(k: usize, i: usize) -> u64 {
-    (k as u64) << 32 | i as u64
-}
-
 impl Testbed {
     /// Builds a testbed for `topology` running `svc`, with the `coflow` binary `exe`.
     pub fn up(topology: &Topology, exe: &Path, svc: &ServiceConfig) -> Result<Testbed, TestbedError> {
@@ -135,7 +131,7 @@ impl Testbed {
         let mut puts = Vec::new();
         for (k, c) in w.coflows.iter().enumerate() {
             for (i, f) in c.flows.iter().enumerate() {
-                let op = Op::Put { coflow: ids[k], data_id: format!("f{i}"), size: f.size.get(), seed: seed(k, i) };
+                let op = Op::Put { coflow: ids[k], data_id: data_id(i), size: f.size.get(), seed: piece_seed(k, i) };
                 puts.push((f.src.index(), op));
             }
         }
@@ -205,9 +201,9 @@ impl Testbed {
                     for (i, f) in c.flows.iter().enumerate() {
                         let op = Op::Get {
                             coflow: ids[k],
-                            data_id: format!("f{i}"),
+                            data_id: data_id(i),
                             size: f.size.get(),
-                            seed: seed(k, i),
+                            seed: piece_seed(k, i),
                             timeout_ms: bound.as_millis() as u64,
                         };
                         let at = Instant::now();

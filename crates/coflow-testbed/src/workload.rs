@@ -91,6 +91,39 @@ pub fn build(
     Ok((Workload { machines, ..w }, source))
 }
 
+/// The seed of the content of flow `flow` of the `coflow`-th coflow of a replayed workload: every
+/// replay (the testbed's and `coflow demo`'s) puts and checks the same bytes.
+pub fn piece_seed(coflow: usize, flow: usize) -> u64 {
+    (coflow as u64) << 32 | flow as u64
+}
+
+/// The data id a replay puts flow `flow` of a coflow under.
+pub fn data_id(flow: usize) -> String {
+    format!("f{flow}")
+}
+
+/// What the simulator predicts for a replay: the same workload, rates and policy code.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Simulated {
+    /// Average CCT over the coflows that finished, in seconds.
+    pub avg_cct_s: f64,
+    /// Their 95th percentile CCT, in seconds.
+    pub p95_cct_s: f64,
+    /// Each coflow's CCT in seconds, in workload order (NaN if it did not finish).
+    pub ccts: Vec<f64>,
+}
+
+/// Simulates `w` under `policy` on a big switch of ports at `port`, as a replay compares itself
+/// with.
+pub fn simulated(w: &Workload, policy: &str, port: Rate) -> Result<Simulated, TestbedError> {
+    let sched = coflow_sched::policy::by_name(policy).map_err(|e| TestbedError::Setup(e.to_string()))?;
+    let out = coflow_sim::simulate(w, sched, &coflow_sim::SimConfig::big_switch(port))
+        .map_err(|e| TestbedError::Setup(e.to_string()))?;
+    let ccts = out.outcomes.iter().map(|o| o.cct().map_or(f64::NAN, coflow_core::Nanos::as_secs_f64)).collect();
+    let s = coflow_sim::Summary::of(&out, None);
+    Ok(Simulated { avg_cct_s: s.avg_cct_s, p95_cct_s: s.p95_cct_s, ccts })
+}
+
 /// The content of a piece, as a stream: xorshift64 words from `seed`, little-endian.
 #[derive(Clone, Debug)]
 pub struct PieceStream {

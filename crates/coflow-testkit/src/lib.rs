@@ -7,12 +7,15 @@
 //! - this file: [`Cluster`] and [`ClusterConfig`];
 //! - `path`: a `tracing` layer recording the steps of each get, to see where its time goes;
 //! - `bench`: the live system's benchmark (`coflow bench-live`): the control path, control
-//!   throughput through phantom agents, decisions, rate accuracy.
+//!   throughput through phantom agents, decisions, rate accuracy;
+//! - `replay`: a workload replayed with real bytes under a policy, measured against the
+//!   simulator (`coflow demo`), as the testbed replays it.
 
 #![warn(missing_docs)]
 
 pub mod bench;
 pub mod path;
+pub mod replay;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,371 @@
+//! The front door's configuration: everything an experiment needs, as the user gave it
+//! ([`Config`]), and its validation into a [`Plan`] (the workload loaded or generated, grouped
+//! into jobs, seen by the model, given deadlines, placed on a wide area if asked).
+//!
+//! The command line and the Python package fill the same [`Config`]; only how errors name the
+//! options differs ([`Spelling`]).
+
+use std::path::PathBuf;
+
+use coflow_core::{Rate, Workload};
+use coflow_sched::ServiceModel;
+use coflow_sched::policy::{self, MonteCarlo, Needs, Params, Unservable};
+use coflow_trace::{TraceError, synth};
+
+use super::{Model, Plan, PlanError, Spelling, SweepSpec};
+use crate::topology::{Overrides, Topology, TopologyError};
+
+/// Where an experiment's workload comes from.
+#[derive(Clone, Debug)]
+pub enum WorkloadSource {
+    /// A trace file (coflow-benchmark or JSON Lines, told apart by content).
+    Trace(PathBuf),
+    /// The seeded synthetic generator, shaped like the Facebook trace (seeded by
+    /// [`Config::seed`]); `None` keeps the generator's default.
+    Synthetic {
+        /// How many coflows.
+        coflows: Option<usize>,
+        /// How many machines.
+        machines: Option<u32>,
+    },
+    /// A workload already in memory, and what it is as reports name it.
+    Given {
+        /// The workload.
+        workload: Workload,
+        /// What it is.
+        source: String,
+    },
+}
+
+/// A wide-area run: the topology and what may override it.
+#[derive(Clone, Debug)]
+pub struct WideAreaSpec {
+    /// A topology file (JSON) or `default` (the embedded three-datacenter topology).
+    pub topology: String,
+    /// What overrides the file (placement, redraw intervals, per-connection bandwidth).
+    pub overrides: Overrides,
+    /// Route part of each arriving coflow's bytes over two-hop detours.
+    pub multipath: bool,
+    /// `siphon-mc`'s search.
+    pub mc: MonteCarlo,
+}
+
+impl WideAreaSpec {
+    /// The embedded topology with nothing overridden.
+    pub fn named(topology: impl Into<String>) -> WideAreaSpec {
+        WideAreaSpec {
+            topology: topology.into(),
+            overrides: Overrides::default(),
+            multipath: false,
+            mc: MonteCarlo::default(),
+        }
+    }
+}
+
+/// An experiment as the user asked for it; [`Config::plan`] validates it.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The workload.
+    pub workload: WorkloadSource,
+    /// Group the coflows into multi-stage jobs of this many coflows in arrival order (1:
+    /// independent coflows).
+    pub stages: usize,
+    /// Comma-separated policies, or `all`.
+    pub policies: String,
+    /// The policy others are compared against (runs even when not asked for); a wide area's is
+    /// always `mrtf`.
+    pub baseline: String,
+    /// Capacity of every port, e.g. `1Gbps`.
+    pub port_rate: String,
+    /// Seed of the synthetic workload and of anything random in the run.
+    pub seed: u64,
+    /// How many simulations run at once; `None`: the machine's cores.
+    pub threads: Option<usize>,
+    /// The slack x of deadlines given to every coflow, if every coflow gets one.
+    pub deadline_x: Option<f64>,
+    /// Give a seeded fraction of the coflows a deadline (x = 1), and none to the others.
+    pub deadline_fraction: Option<f64>,
+    /// Release every coflow at time 0.
+    pub offline: bool,
+    /// Our exact model or the reference simulator's rules.
+    pub model: Model,
+    /// The wide area the policies run on, if not the big switch.
+    pub wide_area: Option<WideAreaSpec>,
+    /// Windows of N coflows present at once instead of one replay.
+    pub sweep: Option<SweepSpec>,
+}
+
+impl Default for Config {
+    /// The synthetic workload under every policy against `fair` on ports of 1 Gbit/s, seed 1.
+    fn default() -> Config {
+        Config {
+            workload: WorkloadSource::Synthetic { coflows: None, machines: None },
+            stages: 1,
+            policies: "all".to_string(),
+            baseline: "fair".to_string(),
+            port_rate: "1Gbps".to_string(),
+            seed: 1,
+            threads: None,
+            deadline_x: None,
+            deadline_fraction: None,
+            offline: false,
+            model: Model::EXACT,
+            wide_area: None,
+            sweep: None,
+        }
+    }
+}
+
+/// Why an experiment cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// An option does not hold; the message names it.
+    #[error(transparent)]
+    Option(#[from] PlanError),
+    /// The trace cannot be read.
+    #[error("reading trace {}", path.display())]
+    Trace {
+        /// The trace's path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: TraceError,
+    },
+    /// The topology cannot be read.
+    #[error(transparent)]
+    TopologyRead(TopologyError),
+    /// The topology does not hold for this workload or these options.
+    #[error("topology {spec}")]
+    Topology {
+        /// The topology as named.
+        spec: String,
+        /// Why.
+        #[source]
+        source: TopologyError,
+    },
+}
+
+impl ExperimentError {
+    /// Whether a file the experiment reads does not exist.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            ExperimentError::Trace { source: TraceError::Io { source, .. }, .. } => {
+                source.kind() == std::io::ErrorKind::NotFound
+            }
+            _ => false,
+        }
+    }
+
+    /// The message with its causes, `a: b: c`.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
+    }
+}
+
+/// The topology `spec` (`default` or a path) configured for `machines` machines; errors name the
+/// topology, as reading it does.
+pub fn load_topology(
+    spec: &str,
+    machines: u32,
+    seed: u64,
+    overrides: &Overrides,
+) -> Result<crate::WanConfig, ExperimentError> {
+    let topology = Topology::named(spec).map_err(|e| match e {
+        e @ TopologyError::Read { .. } => ExperimentError::TopologyRead(e),
+        source => ExperimentError::Topology { spec: spec.to_string(), source },
+    })?;
+    topology
+        .config(machines, seed, overrides)
+        .map_err(|source| ExperimentError::Topology { spec: spec.to_string(), source })
+}
+
+/// The registry's parameters of a wide-area run: `siphon-mc` knows how long a bandwidth draw
+/// holds (the redraw interval) and takes the Monte Carlo options.
+pub fn wide_area_params(seed: u64, redraw: coflow_core::Nanos, mc: MonteCarlo) -> Params {
+    Params { seed, redraw: (redraw != coflow_core::Nanos::MAX).then_some(redraw), mc }
+}
+
+impl Config {
+    /// Validates the options (the policies against the model too), then loads or generates the
+    /// workload (only if they hold) and gives the plan: the workload grouped into jobs, as the
+    /// model sees it, with deadlines and releases as asked (a sweep draws its deadlines per
+    /// window), on the wide area if one is asked for.
+    pub fn plan(&self, spelling: Spelling) -> Result<Plan, ExperimentError> {
+        let name = |o: &str| spelling.name(o);
+        let port_rate: Rate = self
+            .port_rate
+            .parse()
+            .map_err(|e| PlanError(format!("{} {:?}: {e}", name("port_rate"), self.port_rate)))?;
+        let policies =
+            policy::parse_list(&self.policies).map_err(|e| PlanError(format!("{}: {e}", name("policies"))))?;
+        if policies.is_empty() {
+            return Err(PlanError(format!("{} names no policy", name("policies"))).into());
+        }
+        let baseline = policy::parse_list(&self.baseline)
+            .map_err(|e| PlanError(format!("{}: {e}", name("baseline"))))?
+            .first()
+            .copied();
+        self.model.check(&policies, spelling)?;
+        self.model
+            .check(baseline.as_slice(), spelling)
+            .map_err(|e| PlanError(format!("{}: {}", name("baseline"), e.0)))?;
+        if let Some(x) = self.deadline_x
+            && !(x.is_finite() && x >= 0.0)
+        {
+            return Err(PlanError(format!("{} must be a non-negative number, got {x}", name("deadline_x"))).into());
+        }
+        if let Some(f) = self.deadline_fraction
+            && !(0.0..=1.0).contains(&f)
+        {
+            return Err(PlanError(format!("{} must be between 0 and 1, got {f}", name("deadline_fraction"))).into());
+        }
+        if self.stages == 0 {
+            return Err(PlanError(format!("{} must be at least 1", name("stages"))).into());
+        }
+        if self.wide_area.is_some() && !self.model.is_exact() {
+            return Err(PlanError(format!(
+                "{}: the reference simulator's model ({} coflowsim) is a big switch only",
+                name("wan"),
+                name("model")
+            ))
+            .into());
+        }
+        if let Some(sweep) = &self.sweep {
+            let refuse = |what: &str| PlanError(format!("a sweep takes no {what}"));
+            if self.wide_area.is_some() {
+                return Err(refuse(&name("wan")).into());
+            }
+            if self.deadline_fraction.is_some() {
+                return Err(refuse(&name("deadline_fraction")).into());
+            }
+            if self.offline {
+                return Err(refuse(&format!("{} (every window is released at time 0)", name("offline"))).into());
+            }
+            if sweep.windows == 0 {
+                return Err(PlanError(format!("{} must be at least 1", name("windows"))).into());
+            }
+        }
+        let (workload, source) = self.load()?;
+        let (workload, source) = (self.model.workload(workload), source + &self.model.describe());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut plan = Plan {
+            workload,
+            source,
+            policies,
+            baseline,
+            port_rate,
+            seed: self.seed,
+            threads: self.threads.unwrap_or(cores).max(1),
+            deadline_x: self.deadline_x,
+            model: self.model,
+            wide_area: None,
+            notes: Vec::new(),
+        };
+        if let Some(sweep) = &self.sweep {
+            let total = plan.workload.coflows.len();
+            if let Some(n) = sweep.concurrent.iter().find(|&&n| n == 0 || n > total) {
+                return Err(PlanError(format!(
+                    "{} {n}: must be between 1 and the workload's {total} coflows",
+                    name("concurrent")
+                ))
+                .into());
+            }
+            if sweep.concurrent.is_empty() {
+                return Err(PlanError(format!("{} names no number of coflows", name("concurrent"))).into());
+            }
+            return Ok(plan);
+        }
+        plan.adjust_workload(self.deadline_fraction, self.offline);
+        if let Some(spec) = &self.wide_area {
+            plan.place_on_wide_area(spec)?;
+        }
+        Ok(plan)
+    }
+
+    /// The workload and what it is, grouped into jobs of [`Config::stages`].
+    fn load(&self) -> Result<(Workload, String), ExperimentError> {
+        let (w, source) = match &self.workload {
+            WorkloadSource::Trace(path) => {
+                let w = coflow_trace::read_trace(path)
+                    .map_err(|source| ExperimentError::Trace { path: path.clone(), source })?;
+                (w, path.display().to_string())
+            }
+            WorkloadSource::Synthetic { coflows, machines } => {
+                let mut cfg = synth::SynthConfig { seed: self.seed, ..Default::default() };
+                if let Some(n) = coflows {
+                    cfg.coflows = *n;
+                }
+                if let Some(m) = machines {
+                    cfg.machines = *m;
+                }
+                cfg.validate().map_err(|e| PlanError(format!("synthetic workload: {e}")))?;
+                (synth::generate(&cfg), cfg.describe())
+            }
+            WorkloadSource::Given { workload, source } => (workload.clone(), source.clone()),
+        };
+        if self.stages <= 1 {
+            return Ok((w, source));
+        }
+        let source = format!("{source} (jobs of {} stages)", self.stages);
+        Ok((synth::multi_stage(&w, self.stages, self.seed), source))
+    }
+}
+
+impl Plan {
+    /// Places the plan on the wide area `spec` asks for (the topology loaded, placed on the
+    /// workload's machines and overridden), leaving out, with a note, the policies that cannot run
+    /// there.
+    fn place_on_wide_area(&mut self, spec: &WideAreaSpec) -> Result<(), ExperimentError> {
+        let mut cfg = load_topology(&spec.topology, self.workload.machines, self.seed, &spec.overrides)?;
+        cfg.multipath = spec.multipath;
+        // The registry says which policies cannot serve the wide area; they are skipped, grouped
+        // by what they assume.
+        let refused: Vec<Unservable> =
+            self.policies.iter().filter_map(|p| policy::check_serves(p, &cfg.fabric).err()).collect();
+        let mut needs: Vec<Needs> = Vec::new();
+        for u in &refused {
+            if !needs.contains(&u.needs) {
+                needs.push(u.needs);
+            }
+        }
+        for need in needs {
+            let names: Vec<&str> = refused.iter().filter(|u| u.needs == need).map(|u| u.policy.as_str()).collect();
+            self.notes.push(format!("skipping {}: they assume {}", names.join(", "), need.assumption()));
+        }
+        let policies: Vec<&'static str> =
+            self.policies.iter().copied().filter(|p| !refused.iter().any(|u| u.policy == *p)).collect();
+        if policies.is_empty() {
+            return Err(PlanError("no policy left to run on the wide area".to_string()).into());
+        }
+        // Per-connection caps are per leg; route-model policies pool flows by route.
+        let pooled: Vec<&str> = if cfg.per_connection.is_some() {
+            policies
+                .iter()
+                .copied()
+                .filter(|p| policy::by_name(p).is_ok_and(|s| s.model() == ServiceModel::Route))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !pooled.is_empty() {
+            self.notes.push(format!(
+                "skipping {}: per-connection bandwidth caps flows one by one, and they pool flows by route",
+                pooled.join(", ")
+            ));
+        }
+        self.policies = policies.into_iter().filter(|p| !pooled.contains(p)).collect();
+        if self.policies.is_empty() {
+            return Err(PlanError("no policy left to run with per-connection bandwidth".to_string()).into());
+        }
+        let params = wide_area_params(self.seed, cfg.redraw, spec.mc);
+        self.on_wide_area(spec.topology.clone(), cfg, params).expect("the policies that cannot serve it were left out");
+        Ok(())
+    }
+}
