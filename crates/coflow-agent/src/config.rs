@@ -1,4 +1,7 @@
 //! The agent's configuration: TOML with documented defaults, overridden by flags, validated.
+//! Durations, sizes and rates take their unit under the field's name without its suffix
+//! (`heartbeat_interval = "100ms"`, `max_stored = "100MB"`, `port_rate = "1Gbps"`); a bare number keeps
+//! the unit of the suffixed name (`coflow_core::config`).
 
 use std::path::PathBuf;
 
@@ -26,6 +29,7 @@ pub struct AgentConfig {
     pub data_dir: PathBuf,
     /// This machine's port capacity in bytes per second, for sending and for receiving, so that a
     /// cluster can be emulated on one machine's loopback. Default 125,000,000 (1 Gbit/s).
+    #[serde(alias = "port_rate", deserialize_with = "coflow_core::config::bytes_per_sec")]
     pub port_rate_bps: f64,
     /// Whether the agent enforces `port_rate_bps` itself (token buckets on its port). Default
     /// true. False on a real or shaped network: the capacity is still registered with the
@@ -34,15 +38,19 @@ pub struct AgentConfig {
     /// outside the policy go as fast as the port (or the network) lets them.
     pub cap_port: bool,
     /// How often to report to the coordinator. Default 100 ms.
+    #[serde(alias = "heartbeat_interval", deserialize_with = "coflow_core::config::millis")]
     pub heartbeat_interval_ms: u64,
     /// Bytes moved per write on the data plane. Default 32 KiB.
+    #[serde(alias = "chunk", deserialize_with = "coflow_core::config::bytes_usize")]
     pub chunk_bytes: usize,
     /// Kernel send and receive buffer of each data connection. Small, so that bytes already
     /// handed to the kernel cannot outlive a rate change by long (on loopback the kernel would
     /// otherwise buffer megabytes: hundreds of milliseconds at emulated NIC rates). Default 64 KiB.
+    #[serde(alias = "socket_buffer", deserialize_with = "coflow_core::config::bytes_usize")]
     pub socket_buffer_bytes: usize,
     /// The most bytes of in-memory pieces the agent holds; a put beyond it fails
     /// `limit-exceeded` (file segments stay on disk and do not count). Default 4 GiB.
+    #[serde(alias = "max_stored", deserialize_with = "coflow_core::config::bytes")]
     pub max_stored_bytes: u64,
     /// The most data connections served at once; one more is refused, and the get that opened it
     /// fails `limit-exceeded`. Default 1024.
@@ -51,10 +59,12 @@ pub struct AgentConfig {
     /// send its request, a receiver that stops reading, a source that sends neither bytes nor
     /// keepalives (frozen: the get fails `agent-unreachable`). Sources paused at rate zero send a
     /// keepalive every fifth of it. Default 5000 ms.
+    #[serde(alias = "data_idle_timeout", deserialize_with = "coflow_core::config::millis")]
     pub data_idle_timeout_ms: u64,
     /// A get whose bytes stopped while the coordinator has been unreachable this long fails
     /// `agent-unreachable` (a restarted coordinator schedules it again well before). Default
     /// 30000 ms.
+    #[serde(alias = "coordinator_grace", deserialize_with = "coflow_core::config::millis")]
     pub coordinator_grace_ms: u64,
     /// The cluster CA's certificate: with `tls_cert` and `tls_key`, every connection of this agent
     /// (gRPC served and made, data plane both ways) is mutual TLS, and no token is needed. The

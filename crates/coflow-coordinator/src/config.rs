@@ -1,5 +1,8 @@
 //! The coordinator's configuration: a TOML file whose every field has a documented default,
 //! overridden by command-line flags, validated before start.
+//! Durations, sizes and rates take their unit under the field's name without its suffix
+//! (`agent_timeout = "3s"`, `max_stored = "100MB"`, `port_rate = "1Gbps"`); a bare number keeps
+//! the unit of the suffixed name (`coflow_core::config`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,13 +33,17 @@ pub struct CoordinatorConfig {
     /// after every decision, so that a new flow's first rate never waits; what a burst of events
     /// changes is batched anyway, since the coordinator decides once for all the events that
     /// queued while it was busy.
+    #[serde(alias = "push_window", deserialize_with = "coflow_core::config::millis")]
     pub push_window_ms: u64,
     /// Coflows whose bottleneck (most bytes on one port) is under this bypass scheduling and go
     /// at full speed. Default 25,000,000 bytes (Varys's 25 MB); 0 disables the bypass.
+    #[serde(alias = "bypass_threshold", deserialize_with = "coflow_core::config::bytes")]
     pub bypass_threshold_bytes: u64,
     /// How often agents report. Default 100 ms.
+    #[serde(alias = "heartbeat_interval", deserialize_with = "coflow_core::config::millis")]
     pub heartbeat_interval_ms: u64,
     /// An agent silent for this long is declared dead and its flows fail. Default 3 s.
+    #[serde(alias = "agent_timeout", deserialize_with = "coflow_core::config::millis")]
     pub agent_timeout_ms: u64,
     /// The most coflows registered at once; a register beyond it fails `limit-exceeded`
     /// (coflows adopted after a restart are never refused). Default 100,000.

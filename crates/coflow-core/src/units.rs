@@ -182,6 +182,45 @@ impl Sub for Nanos {
     }
 }
 
+/// Why a duration did not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseDurationError {
+    /// The number part did not parse, or the duration is negative, not finite or too long.
+    #[error("bad duration {0:?} (expected e.g. 3s, 100ms, 250us, 2m or 1.5h)")]
+    Number(String),
+    /// The unit is missing or not one we know.
+    #[error("unknown duration unit in {0:?} (expected ns, us, ms, s, m or h)")]
+    Unit(String),
+}
+
+impl FromStr for Nanos {
+    type Err = ParseDurationError;
+
+    /// A duration: a number and a unit (`ns`, `us` or `µs`, `ms`, `s`, `m`, `h`), with or without
+    /// a space; rounded to the nearest nanosecond. A bare number is refused: its unit would be a
+    /// guess.
+    fn from_str(s: &str) -> Result<Nanos, ParseDurationError> {
+        let s = s.trim();
+        let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let n: f64 = num.replace('_', "").parse().map_err(|_| ParseDurationError::Number(s.to_string()))?;
+        let scale = match unit.trim() {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" | "min" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(ParseDurationError::Unit(s.to_string())),
+        };
+        let v = (n * scale).round();
+        if !(v.is_finite() && v >= 0.0 && v < u64::MAX as f64) {
+            return Err(ParseDurationError::Number(s.to_string()));
+        }
+        Ok(Nanos(v as u64))
+    }
+}
+
 impl fmt::Display for Nanos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:.3}s", self.as_secs_f64())
@@ -309,6 +348,19 @@ fn unit_scale(unit: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn durations_parse_with_their_units_and_bare_numbers_are_refused() {
+        use super::{Nanos, ParseDurationError};
+        assert_eq!("3s".parse::<Nanos>(), Ok(Nanos::from_millis(3000)));
+        assert_eq!("100 ms".parse::<Nanos>(), Ok(Nanos::from_millis(100)));
+        assert_eq!("1.5h".parse::<Nanos>(), Ok(Nanos(5_400_000_000_000)));
+        assert_eq!("250us".parse::<Nanos>(), Ok(Nanos(250_000)));
+        assert_eq!("2m".parse::<Nanos>(), Ok(Nanos(120_000_000_000)));
+        assert_eq!("3000".parse::<Nanos>(), Err(ParseDurationError::Unit("3000".into())));
+        assert_eq!("3x".parse::<Nanos>(), Err(ParseDurationError::Unit("3x".into())));
+        assert_eq!("-1s".parse::<Nanos>(), Err(ParseDurationError::Number("-1s".into())));
+    }
     use super::*;
 
     fn rate(s: &str) -> f64 {

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `coflow` binary, run as a user would.
 
 mod certs;
+mod config;
 mod docs;
 mod jobs;
 mod testbed;

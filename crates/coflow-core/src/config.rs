@@ -1,0 +1,88 @@
+//! Fields of configuration files that take a unit: a duration field (`agent_timeout_ms = 3000`)
+//! also takes a string with its unit (`"3s"`), a size field a size (`"100MB"`), a rate field a
+//! rate (`"1Gbps"`); used with serde's `deserialize_with`, beside an alias without the unit
+//! suffix (`agent_timeout = "3s"`), so that both spellings name one field.
+//!
+//! A bare number keeps the unit of the field's name (milliseconds, bytes, bytes per second), so
+//! files written before units were accepted read the same.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserializer;
+use serde::de::{Error, Visitor};
+
+use crate::{Bytes, Nanos, Rate};
+
+/// A number in the field's own unit, or a string parsed with its unit by `parse`.
+struct Field<T> {
+    expecting: &'static str,
+    parse: fn(&str) -> Result<T, String>,
+    number: fn(f64) -> Option<T>,
+    out: PhantomData<T>,
+}
+
+impl<T> Visitor<'_> for Field<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+
+    fn visit_u64<E: Error>(self, v: u64) -> Result<T, E> {
+        self.visit_f64(v as f64)
+    }
+
+    fn visit_i64<E: Error>(self, v: i64) -> Result<T, E> {
+        self.visit_f64(v as f64)
+    }
+
+    fn visit_f64<E: Error>(self, v: f64) -> Result<T, E> {
+        (self.number)(v).ok_or_else(|| E::custom(format!("{v} is not {}", self.expecting)))
+    }
+
+    fn visit_str<E: Error>(self, v: &str) -> Result<T, E> {
+        (self.parse)(v).map_err(E::custom)
+    }
+}
+
+fn whole(v: f64) -> Option<u64> {
+    (v >= 0.0 && v.fract() == 0.0 && v <= u64::MAX as f64).then_some(v as u64)
+}
+
+/// A duration in milliseconds: a number of milliseconds, or a string with its unit (`"3s"`).
+pub fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    d.deserialize_any(Field {
+        expecting: "a duration: a number of milliseconds or a string with its unit, e.g. \"3s\" or \"100ms\"",
+        parse: |s| s.parse::<Nanos>().map(|n| n.0.div_ceil(1_000_000)).map_err(|e| e.to_string()),
+        number: whole,
+        out: PhantomData,
+    })
+}
+
+/// A size in bytes: a number of bytes, or a string with its unit (`"100MB"`, `"4GiB"`).
+pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    d.deserialize_any(Field {
+        expecting: "a size: a number of bytes or a string with its unit, e.g. \"100MB\" or \"64KiB\"",
+        parse: |s| s.parse::<Bytes>().map(Bytes::get).map_err(|e| e.to_string()),
+        number: whole,
+        out: PhantomData,
+    })
+}
+
+/// [`bytes`] for a `usize` field.
+pub fn bytes_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let b = bytes(d)?;
+    usize::try_from(b).map_err(|_| D::Error::custom(format!("{b} bytes is too large")))
+}
+
+/// A rate in bytes per second: a number of bytes per second, or a string with its unit
+/// (`"1Gbps"`, `"125MB/s"`).
+pub fn bytes_per_sec<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    d.deserialize_any(Field {
+        expecting: "a rate: a number of bytes per second or a string with its unit, e.g. \"1Gbps\"",
+        parse: |s| s.parse::<Rate>().map(Rate::bytes_per_sec).map_err(|e| e.to_string()),
+        number: |v| (v.is_finite() && v >= 0.0).then_some(v),
+        out: PhantomData,
+    })
+}
