@@ -18,8 +18,7 @@ use clap::Args;
 use coflow_core::{Rate, Workload};
 use coflow_sched::policy;
 use coflow_sim::SimConfig;
-use coflow_sim::bench::{BenchReport, bench_policy};
-use coflow_trace::synth;
+use coflow_sim::bench::{BenchReport, bench_policy, concurrent_workload};
 
 use crate::workload::SynthArgs;
 
@@ -146,11 +145,4 @@ fn render(report: &BenchReport, source: &str, workload: &Workload, port_rate: Ra
         }
     }
     out
-}
-
-/// `n` coflows shaped like the Facebook trace on 150 machines, all released at time 0.
-fn concurrent_workload(n: usize, seed: u64) -> Workload {
-    let mut w = synth::generate(&synth::SynthConfig { seed, coflows: n, machines: 150, ..Default::default() });
-    w.release_at_zero();
-    Workload::new(w.machines, w.coflows).expect("a generated workload is valid")
 }

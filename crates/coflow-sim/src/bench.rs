@@ -163,6 +163,15 @@ impl Hooks for Timed {
     }
 }
 
+/// `n` coflows shaped like the Facebook trace on 150 machines, all released at time 0: the
+/// workload of a decision-time measurement with `n` coflows present, seeded by `seed`.
+pub fn concurrent_workload(n: usize, seed: u64) -> Workload {
+    let cfg = coflow_trace::synth::SynthConfig { seed, coflows: n, machines: 150, ..Default::default() };
+    let mut w = coflow_trace::synth::generate(&cfg);
+    w.release_at_zero();
+    Workload::new(w.machines, w.coflows).expect("a generated workload is valid")
+}
+
 /// What [`siphon_search`] times: `siphon-mc`'s first decision (a full search) with `coflows`
 /// coflows present on the wide area `topology`, once per workload seed `1..=repeat`.
 #[derive(Clone, Debug)]
