@@ -29,7 +29,7 @@ from .errors import (
     UnknownCoflow,
     UnknownFlow,
 )
-from .sim import POLICIES, Coflow, Flow, Report, Workload, read_trace, simulate, synthetic, workload
+from .sim import POLICIES, Coflow, Flow, Report, Workload, read_trace, simulate, sweep, synthetic, workload
 
 __all__ = [
     "AgentUnreachable",
@@ -59,6 +59,7 @@ __all__ = [
     "aio",
     "read_trace",
     "simulate",
+    "sweep",
     "synthetic",
     "workload",
 ]

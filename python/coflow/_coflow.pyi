@@ -1,5 +1,5 @@
 # Type stubs of the extension module (crates/coflow-py).
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 POLICIES: List[str]
 ERROR_KINDS: List[str]
@@ -21,6 +21,9 @@ class Results:
     baseline_csv: Optional[str]
     describe: str
     wall_s: List[Tuple[str, float]]
+    notes: List[str]
+    kind: str
+    tables: str
 
 class Chunks:
     def next(self) -> Optional[bytes]: ...
@@ -65,4 +68,10 @@ def simulate(
     offline: bool,
     seed: int,
     threads: Optional[int],
+    stages: int = 1,
+    model_name: str = "exact",
+    coflowsim_rules: Optional[str] = None,
+    wan: Optional[Dict[str, Any]] = None,
+    sweep: Optional[Tuple[List[int], int]] = None,
+    progress: Optional[Callable[[int, int], None]] = None,
 ) -> Results: ...

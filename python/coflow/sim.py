@@ -6,10 +6,13 @@ The runs, the lower bounds and the report are those of ``coflow sim`` (the same 
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import os
+import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _coflow
 
@@ -26,6 +29,7 @@ __all__ = [
     "synthetic",
     "workload",
     "simulate",
+    "sweep",
     "POLICIES",
 ]
 
@@ -127,7 +131,8 @@ class Workload:
 def read_trace(path: Any) -> Workload:
     """Reads a trace file: the coflow-benchmark format (the Facebook trace) or ``coflow-jsonl``.
 
-    Errors (:class:`ValueError`) name the line.
+    Errors (:class:`ValueError`) name the line; a file that does not exist raises
+    :class:`FileNotFoundError`.
     """
     return Workload(_coflow.read_trace(str(path)))
 
@@ -316,30 +321,75 @@ class Report:
         return self._data["baseline"]
 
     @property
+    def kind(self) -> str:
+        """``"replay"`` (the big switch), ``"wide_area"`` or ``"sweep"``: the report's layout."""
+        return self._results.kind
+
+    @property
     def summary(self) -> "pd.DataFrame":
-        """One row per policy asked for (indexed by policy): the JSON report's ``results``."""
+        """One row per policy asked for (indexed by policy; by N and policy for a sweep): the JSON
+        report's ``results`` (:attr:`bins` has the per-bin figures as a frame of their own)."""
         import pandas as pd
 
         df = pd.DataFrame(self._data["results"])
-        df.index = pd.Index(df["policy"].tolist())
+        if self.kind == "sweep":
+            df.index = pd.MultiIndex.from_arrays([df["concurrent"].tolist(), df["policy"].tolist()], names=["N", "policy"])
+        else:
+            df.index = pd.Index(df["policy"].tolist())
         return df
 
     @property
-    def coflows(self) -> "pd.DataFrame":
-        """One row per coflow and policy asked for: ``coflow sim --csv``'s fields."""
+    def bins(self) -> "pd.DataFrame":
+        """One row per policy and bin (Varys's SN, LN, SW, LW on the big switch; Siphon's size
+        bins on a wide area): the policy, the bin and the bin's figures, as a tidy frame."""
         import pandas as pd
 
+        rows = [{"policy": r["policy"], **b} for r in self._data["results"] for b in r.get("bins", [])]
+        return pd.DataFrame(rows)
+
+    @property
+    def coflows(self) -> "pd.DataFrame":
+        """One row per coflow and policy asked for: ``coflow sim --csv``'s fields (none for a
+        sweep)."""
+        import pandas as pd
+
+        if not self._results.csv:
+            return pd.DataFrame()
         return pd.read_csv(io.StringIO(self._results.csv), keep_default_na=True)
 
     @property
-    def lower_bounds(self) -> Dict[str, Any]:
-        """The lower bounds on the average CCT (isolation, per-port, LP relaxation) and the best."""
-        return dict(self._data["lower_bounds"])
+    def lower_bounds(self) -> Optional[Dict[str, Any]]:
+        """The lower bounds on the average CCT (isolation, per-port, LP relaxation) and the best;
+        ``None`` on a wide area or for a sweep."""
+        bounds = self._data.get("lower_bounds")
+        return None if bounds is None else dict(bounds)
 
     @property
     def wall_s(self) -> Dict[str, float]:
         """Each policy's wall time in seconds."""
         return dict(self._results.wall_s)
+
+    @property
+    def tables(self) -> str:
+        """A sweep's text tables, as ``coflow sim sweep`` prints them (empty otherwise)."""
+        return self._results.tables
+
+    def _repr_html_(self) -> str:
+        """The summary as an HTML table, for notebooks."""
+        results = self._data["results"]
+        columns = [k for k in (results[0] if results else {}) if k != "bins" and not isinstance(results[0][k], (dict, list))]
+
+        def cell(v: Any) -> str:
+            if v is None:
+                return "–"
+            if isinstance(v, float):
+                return f"{v:.4g}"
+            return html.escape(str(v))
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in columns) + "</tr>" for r in results)
+        caption = html.escape(self.describe).replace("\n", "<br>")
+        return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def plot(self, path: Any = None) -> "Figure":
         """Draws what ``coflow sim --plot`` draws: each policy's CCT distribution (log axis), the
@@ -393,10 +443,92 @@ class Report:
         return f"Report({self.describe!r})"
 
 
+def _port_rate(value: Any) -> str:
+    """``port_rate`` as the library parses it: a string with its unit, or a number of bytes per
+    second."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"port_rate: expected a rate such as '1Gbps' or a number of bytes per second, got {value!r}")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")
+    return str(int(value))
+
+
+def _workload_arg(workload: Any) -> Workload:
+    """A :class:`Workload`, or a path to a trace (``FileNotFoundError`` if there is none), or
+    Python data."""
+    if isinstance(workload, (str, os.PathLike)):
+        return read_trace(workload)
+    return _make_workload(workload)
+
+
+def _progress_bar(show: bool, what: str) -> Tuple[Optional[Callable[[int, int], None]], Callable[[], None]]:
+    """A callback drawing a tqdm bar (a notebook widget in a notebook), and what closes it; no
+    bar without tqdm or when ``show`` is false."""
+    if not show:
+        return None, lambda: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None, lambda: None
+    bar = tqdm(total=None, desc=what, unit=" units", leave=False)
+
+    def update(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        bar.update(done - bar.n)
+
+    return update, bar.close
+
+
+def _wan_options(
+    wan: Optional[str],
+    machines_per_dc: Optional[int],
+    multipath: bool,
+    redraw_ms: Optional[int],
+    per_connection: bool,
+    connection_redraw_ms: Optional[int],
+    mc: Optional[Mapping[str, Any]],
+) -> Optional[Dict[str, Any]]:
+    if wan is None:
+        given = {
+            "machines_per_dc": machines_per_dc,
+            "redraw_ms": redraw_ms,
+            "connection_redraw_ms": connection_redraw_ms,
+            "mc": mc,
+        }
+        named = [k for k, v in given.items() if v is not None] + [
+            k for k, v in (("multipath", multipath), ("per_connection", per_connection)) if v
+        ]
+        if named:
+            raise ValueError(f"{named[0]}: only for a wide-area run (give wan='default' or a topology file)")
+        return None
+    mc = dict(mc or {})
+    known = {"rounds", "depth", "breadth", "mean_cost", "one_draw"}
+    unknown = set(mc) - known
+    if unknown:
+        raise ValueError(f"mc: unknown option {sorted(unknown)[0]!r}; known: {', '.join(sorted(known))}")
+    return {
+        "topology": str(wan),
+        "machines_per_dc": machines_per_dc,
+        "multipath": bool(multipath),
+        "redraw_ms": redraw_ms,
+        "per_connection": bool(per_connection),
+        "connection_redraw_ms": connection_redraw_ms,
+        "mc_rounds": mc.get("rounds"),
+        "mc_depth": mc.get("depth"),
+        "mc_breadth": mc.get("breadth"),
+        "mc_mean_cost": bool(mc.get("mean_cost", False)),
+        "mc_one_draw": bool(mc.get("one_draw", False)),
+    }
+
+
 def simulate(
-    workload: WorkloadLike,
+    workload: Union[WorkloadLike, str, "os.PathLike[str]"],
     policies: Union[str, Sequence[str]] = ("varys", "fair"),
-    port_rate: str = "1Gbps",
+    port_rate: Union[str, int, float] = "1Gbps",
     baseline: str = "fair",
     deadlines: bool = False,
     deadline_x: float = 1.0,
@@ -405,29 +537,106 @@ def simulate(
     wan: Optional[str] = None,
     seed: int = 1,
     threads: Optional[int] = None,
+    model: str = "exact",
+    coflowsim_rules: Optional[str] = None,
+    stages: int = 1,
+    machines_per_dc: Optional[int] = None,
+    multipath: bool = False,
+    redraw_ms: Optional[int] = None,
+    per_connection: bool = False,
+    connection_redraw_ms: Optional[int] = None,
+    mc: Optional[Mapping[str, Any]] = None,
+    progress: bool = True,
 ) -> Report:
     """Replays ``workload`` under each of ``policies`` (a list, a comma-separated string, or
     ``"all"``), in parallel with the GIL released, as ``coflow sim`` does with the same options.
 
+    ``workload`` is a :class:`Workload`, Python data (see :func:`workload`) or a trace's path
+    (``FileNotFoundError`` if it does not exist). ``port_rate`` is a rate with its unit
+    (``"1Gbps"``) or a number of bytes per second.
     ``baseline`` runs too (factors are against it); ``deadlines`` gives every coflow a deadline
     (the trace's, or drawn with slack ``deadline_x``), ``deadline_fraction`` a seeded fraction of
-    them; ``offline`` releases every coflow at time 0. Errors (:class:`ValueError`) name the option.
+    them; ``offline`` releases every coflow at time 0; ``stages`` groups coflows into jobs of that
+    many stages (``--stages``); ``model="coflowsim"`` (or ``coflowsim_rules``) runs the reference
+    simulator's model (``--model``, ``--coflowsim-rules``).
+    ``wan`` (``"default"`` or a topology file) runs on a wide area against ``mrtf``, with
+    ``machines_per_dc``, ``multipath``, ``redraw_ms``, ``per_connection``,
+    ``connection_redraw_ms`` and ``mc`` (``rounds``, ``depth``, ``breadth``, ``mean_cost``,
+    ``one_draw``) as ``coflow sim``'s flags of those names.
+    ``progress`` draws a bar while it runs when tqdm is installed; Ctrl-C stops the call.
+    Errors (:class:`ValueError`) name the option.
     """
-    if wan is not None:
-        raise NotImplementedError("wan=: wide-area runs are not in the Python package yet; use `coflow sim --wan`")
-    w = _make_workload(workload)
+    w = _workload_arg(workload)
     names = policies if isinstance(policies, str) else ",".join(policies)
     if deadline_fraction is not None and deadlines:
         raise ValueError("deadline_fraction: give either deadlines=True or deadline_fraction, not both")
-    results = _coflow.simulate(
-        w._inner,
-        names,
-        port_rate,
-        baseline,
-        deadline_x if deadlines else None,
-        deadline_fraction,
-        offline,
-        seed,
-        threads,
-    )
+    wan_options = _wan_options(wan, machines_per_dc, multipath, redraw_ms, per_connection, connection_redraw_ms, mc)
+    update, close = _progress_bar(progress, "simulate")
+    try:
+        results = _coflow.simulate(
+            w._inner,
+            names,
+            _port_rate(port_rate),
+            baseline,
+            deadline_x if deadlines else None,
+            deadline_fraction,
+            offline,
+            seed,
+            threads,
+            stages=stages,
+            model_name=model,
+            coflowsim_rules=coflowsim_rules,
+            wan=wan_options,
+            progress=update,
+        )
+    finally:
+        close()
+    for note in results.notes:
+        warnings.warn(note, stacklevel=2)
+    return Report(results)
+
+
+def sweep(
+    workload: Union[WorkloadLike, str, "os.PathLike[str]"],
+    concurrent: Sequence[int],
+    windows: int = 5,
+    policies: Union[str, Sequence[str]] = ("varys", "fair"),
+    port_rate: Union[str, int, float] = "1Gbps",
+    baseline: str = "fair",
+    deadlines: bool = False,
+    deadline_x: float = 1.0,
+    seed: int = 1,
+    threads: Optional[int] = None,
+    model: str = "exact",
+    coflowsim_rules: Optional[str] = None,
+    stages: int = 1,
+    progress: bool = True,
+) -> Report:
+    """Replays the workload's coflow mix with N coflows all present at once, for each N of
+    ``concurrent``, on ``windows`` windows per N, as ``coflow sim sweep`` does with the same
+    options; the report's ``summary`` has one row per N and policy, each figure a mean over the
+    windows."""
+    w = _workload_arg(workload)
+    names = policies if isinstance(policies, str) else ",".join(policies)
+    ns = [_count(n, "concurrent") for n in concurrent]
+    update, close = _progress_bar(progress, "sweep")
+    try:
+        results = _coflow.simulate(
+            w._inner,
+            names,
+            _port_rate(port_rate),
+            baseline,
+            deadline_x if deadlines else None,
+            None,
+            False,
+            seed,
+            threads,
+            stages=stages,
+            model_name=model,
+            coflowsim_rules=coflowsim_rules,
+            sweep=(ns, _count(windows, "windows")),
+            progress=update,
+        )
+    finally:
+        close()
     return Report(results)

@@ -161,8 +161,10 @@ def test_a_bad_trace_is_an_error_naming_the_line(tmp_path: Path) -> None:
     bad.write_text("2 1\n1 0 1 0 1 5\n")
     with pytest.raises(ValueError, match=r"line 2"):
         coflow.read_trace(bad)
-    with pytest.raises(ValueError, match=r"nowhere"):
+    with pytest.raises(FileNotFoundError, match=r"nowhere"):
         coflow.read_trace(tmp_path / "nowhere.txt")
+    with pytest.raises(FileNotFoundError, match=r"^reading trace .*nowhere"):
+        coflow.simulate(tmp_path / "nowhere.txt")
 
 
 def test_the_plot_draws_every_policy_and_the_baseline(tmp_path: Path) -> None:
@@ -174,3 +176,97 @@ def test_the_plot_draws_every_policy_and_the_baseline(tmp_path: Path) -> None:
     cdf, bins = fig.axes
     assert [l.get_label() for l in cdf.get_lines()] == ["varys", "scf", "fair"]
     assert len(bins.patches) == 2 * len(report.summary.loc["varys", "bins"])
+
+
+def test_the_wide_area_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
+    args = ["--coflows", "40", "--policies", "mrtf,siphon-mc,varys,pfp", "--wan", "default", "--multipath"]
+    expected = cli_json(coflow_bin, tmp_path, [*args, "--mc-rounds", "8"])
+    with pytest.warns(UserWarning, match=r"^skipping pfp: they assume the big switch"):
+        report = coflow.simulate(
+            coflow.synthetic(coflows=40),
+            policies="mrtf,siphon-mc,varys,pfp",
+            wan="default",
+            multipath=True,
+            mc={"rounds": 8},
+        )
+    assert report.to_json() == expected
+    assert report.kind == "wide_area" and report.baseline == "mrtf" and report.lower_bounds is None
+    assert set(report.bins["bin"]) == {"<10MiB", "10-100MiB", "100MiB-1GiB", ">=1GiB"}
+    with pytest.raises(ValueError, match=r"^multipath: only for a wide-area run"):
+        coflow.simulate(coflow.synthetic(coflows=5), multipath=True)
+
+
+def test_the_reference_model_and_stages_give_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
+    expected = cli_json(coflow_bin, tmp_path, ["--coflows", "60", "--policies", "varys,scf", "--model", "coflowsim"])
+    report = coflow.simulate(coflow.synthetic(coflows=60), policies="varys,scf", model="coflowsim")
+    assert report.to_json() == expected
+    args = ["--coflows", "60", "--seed", "2", "--policies", "varys,aalo-job", "--stages", "3"]
+    expected = cli_json(coflow_bin, tmp_path, args)
+    report = coflow.simulate(coflow.synthetic(seed=2, coflows=60), policies="varys,aalo-job", stages=3, seed=2)
+    assert report.to_json() == expected
+    assert "(jobs of 3 stages)" in report.data["workload"]["source"]
+    with pytest.raises(ValueError, match=r"^model: expected"):
+        coflow.simulate(coflow.synthetic(coflows=5), model="approximate")
+    with pytest.raises(ValueError, match=r"^policies: .*sincronia"):
+        coflow.simulate(coflow.synthetic(coflows=5), policies="sincronia", model="coflowsim")
+
+
+def test_a_sweep_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    args = ["sim", "sweep", "--coflows", "60", "--concurrent", "10,20", "--windows", "2", "--policies", "varys,sincronia"]
+    run = subprocess.run([str(coflow_bin), *args, "--deadlines", "--json", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    report = coflow.sweep(
+        coflow.synthetic(coflows=60), concurrent=[10, 20], windows=2, policies=["varys", "sincronia"], deadlines=True
+    )
+    assert report.to_json() == out.read_text()
+    assert report.kind == "sweep"
+    assert list(report.summary.index) == [(10, "varys"), (10, "sincronia"), (20, "varys"), (20, "sincronia")]
+    assert "improvement of average CCT over fair" in report.tables
+    with pytest.raises(ValueError, match=r"^concurrent 61: must be between 1 and the workload's 60 coflows"):
+        coflow.sweep(coflow.synthetic(coflows=60), concurrent=[61])
+
+
+def test_a_numeric_port_rate_is_bytes_per_second() -> None:
+    w = coflow.synthetic(coflows=30)
+    assert coflow.simulate(w, port_rate=125_000_000).to_json() == coflow.simulate(w, port_rate="1Gbps").to_json()
+    with pytest.raises(ValueError, match=r"^port_rate: a number of bytes per second must be whole"):
+        coflow.simulate(w, port_rate=1.5)
+
+
+def test_a_report_renders_as_html_and_has_a_tidy_frame_per_bin() -> None:
+    report = coflow.simulate(coflow.synthetic(coflows=30), policies=["varys", "fair"], baseline="fair")
+    page = report._repr_html_()
+    assert page.startswith("<table>") and page.count("<tr>") == 3, page
+    assert "<th>avg_cct_s</th>" in page and "<td>varys</td>" in page
+    bins = report.bins
+    assert list(bins.columns[:2]) == ["policy", "bin"] and len(bins) == 2 * 4
+    by = bins.set_index(["policy", "bin"])
+    for r in report.data["results"]:
+        for b in r["bins"]:
+            assert by.loc[(r["policy"], b["bin"]), "coflows"] == b["coflows"]
+    assert coflow.__version__ == coflow._coflow.__version__ and coflow.__version__[0].isdigit()
+
+
+def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
+    from coflow import _coflow
+
+    w = coflow.synthetic(coflows=60)
+    seen: List[tuple] = []
+    _coflow.simulate(w._inner, "varys,fair", "1Gbps", "fair", None, None, False, 1, 1, progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1] == (2 * 60, 2 * 60), seen[-3:]
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:])), "progress only moves forward"
+
+    import _thread
+    import time
+
+    big = coflow.synthetic(coflows=600, machines=150)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        coflow.simulate(big, policies="fair,sincronia,aalo", threads=1, progress=False)
+    elapsed = time.monotonic() - started
+    timer.cancel()
+    # The call returns within a tick of the signal, long before the runs could end.
+    assert elapsed < 2.0, elapsed

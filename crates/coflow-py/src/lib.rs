@@ -9,14 +9,19 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use coflow_client::{ClientConfig, ClientError, ClusterToken, CoflowId, CoflowOptions, Nanos, Readiness, TlsFiles};
 use coflow_core::Workload;
-use coflow_sim::experiment::{Model, Options, PlanError, Spelling};
+use coflow_sched::Select;
+use coflow_sched::policy::MonteCarlo;
+use coflow_sim::coflowsim::Rules;
+use coflow_sim::experiment::{Config, ExperimentError, Model, Spelling, SweepSpec, WideAreaSpec, WorkloadSource};
+use coflow_sim::topology::Overrides;
 use coflow_trace::TraceFormat;
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tokio::runtime::Runtime;
@@ -80,7 +85,7 @@ impl PyWorkload {
 #[pyfunction]
 fn read_trace(path: &str) -> PyResult<PyWorkload> {
     let workload = coflow_trace::read_trace(std::path::Path::new(path))
-        .map_err(|e| PyValueError::new_err(format!("reading trace {path}: {e}")))?;
+        .map_err(|source| experiment_error(&ExperimentError::Trace { path: PathBuf::from(path), source }))?;
     Ok(PyWorkload { workload, source: path.to_string() })
 }
 
@@ -110,23 +115,104 @@ fn parse_workload(text: &str, source: String) -> PyResult<PyWorkload> {
 #[pyclass(name = "Results", module = "coflow._coflow", frozen, get_all)]
 #[derive(Debug)]
 struct PyResults {
-    /// The JSON report, byte for byte as `coflow sim --json` writes it.
+    /// The JSON report, byte for byte as `coflow sim --json` (or `coflow sim sweep --json`)
+    /// writes it.
     json: String,
-    /// One row per coflow and policy asked for, as `coflow sim --csv` writes it.
+    /// One row per coflow and policy asked for, as `coflow sim --csv` writes it (a sweep's is
+    /// empty).
     csv: String,
     /// The baseline's rows when it ran without being asked for (the plot's reference curve).
     baseline_csv: Option<String>,
-    /// The workload's line at the top of the report.
+    /// The lines at the top of the report (the workload's, and the wide area's if any).
     describe: String,
-    /// Each run's wall time in seconds, by policy, in run order.
+    /// Each run's wall time in seconds, by policy, in run order (a sweep's is empty).
     wall_s: Vec<(String, f64)>,
+    /// What validation left out and why (policies that cannot serve a wide area).
+    notes: Vec<String>,
+    /// `replay`, `wide_area` or `sweep`: the report's layout.
+    kind: &'static str,
+    /// The sweep's text tables (empty for a replay).
+    tables: String,
+}
+
+/// The wide-area options of `simulate`, as the Python layer passes them (`None`: the topology's
+/// or the search's default).
+#[derive(Debug, FromPyObject)]
+#[pyo3(from_item_all)]
+struct WanOptions {
+    topology: String,
+    machines_per_dc: Option<u32>,
+    multipath: bool,
+    redraw_ms: Option<u64>,
+    per_connection: bool,
+    connection_redraw_ms: Option<u64>,
+    mc_rounds: Option<u32>,
+    mc_depth: Option<usize>,
+    mc_breadth: Option<usize>,
+    mc_mean_cost: bool,
+    mc_one_draw: bool,
+}
+
+impl WanOptions {
+    fn spec(self) -> WideAreaSpec {
+        let d = MonteCarlo::default();
+        WideAreaSpec {
+            topology: self.topology,
+            overrides: Overrides {
+                machines_per_dc: self.machines_per_dc,
+                redraw_ms: self.redraw_ms,
+                per_connection: self.per_connection,
+                connection_redraw_ms: self.connection_redraw_ms,
+            },
+            multipath: self.multipath,
+            mc: MonteCarlo {
+                rounds: self.mc_rounds.unwrap_or(d.rounds),
+                depth: self.mc_depth.unwrap_or(d.depth),
+                breadth: self.mc_breadth.unwrap_or(d.breadth),
+                select: if self.mc_mean_cost { Select::MeanCost } else { Select::Wins },
+                one_draw: self.mc_one_draw,
+            },
+        }
+    }
+}
+
+/// The model `model` (`exact` or `coflowsim`) and `coflowsim_rules` (comma-separated, implies
+/// `coflowsim`) name.
+fn model(model: &str, rules: Option<&str>) -> PyResult<Model> {
+    let rules = match (rules, model) {
+        (Some(list), "exact" | "coflowsim") => {
+            let rules = Rules::parse(list).map_err(|e| PyValueError::new_err(format!("coflowsim_rules: {e}")))?;
+            if rules.names().is_empty() {
+                let known = Rules::NAMES.join(", ");
+                return Err(PyValueError::new_err(format!("coflowsim_rules names no rule; known rules: all, {known}")));
+            }
+            Some(rules)
+        }
+        (None, "coflowsim") => Some(Rules::all()),
+        (None, "exact") => None,
+        (_, other) => {
+            return Err(PyValueError::new_err(format!("model: expected \"exact\" or \"coflowsim\", got {other:?}")));
+        }
+    };
+    Ok(Model(rules))
+}
+
+/// A workload error as Python raises it: `FileNotFoundError` for a trace that does not exist,
+/// `ValueError` for the rest, naming the option or the file.
+fn experiment_error(e: &ExperimentError) -> PyErr {
+    if e.is_not_found() { PyFileNotFoundError::new_err(e.chain()) } else { PyValueError::new_err(e.chain()) }
 }
 
 /// Replays `workload` under `policies` (comma-separated, or `all`) on up to `threads` threads
-/// with the GIL released; options are validated as `coflow sim` validates its flags and errors
-/// name them by their keyword.
+/// with the GIL released, on the big switch or the wide area `wan`, or sweeps it over windows of
+/// `sweep = (concurrent, windows)`; options are validated as `coflow sim` validates its flags and
+/// errors name them by their keyword. `progress(done, total)` is called about every 100 ms
+/// while it runs; Ctrl-C (any pending signal) raises at once and leaves the runs to end unseen.
 #[pyfunction]
-#[pyo3(signature = (workload, policies, port_rate, baseline, deadline_x, deadline_fraction, offline, seed, threads))]
+#[pyo3(signature = (
+    workload, policies, port_rate, baseline, deadline_x, deadline_fraction, offline, seed, threads,
+    stages = 1, model_name = "exact", coflowsim_rules = None, wan = None, sweep = None, progress = None
+))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -139,25 +225,98 @@ fn simulate(
     offline: bool,
     seed: u64,
     threads: Option<usize>,
+    stages: usize,
+    model_name: &str,
+    coflowsim_rules: Option<&str>,
+    wan: Option<WanOptions>,
+    sweep: Option<(Vec<usize>, usize)>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<PyResults> {
-    let options = Options { policies, baseline, port_rate, seed, threads, deadline_x, model: Model::EXACT };
-    let plan =
-        options.plan(Spelling::Keyword, || Ok::<_, PlanError>((workload.workload.clone(), workload.source.clone())));
-    let mut plan = plan.map_err(|e| PyValueError::new_err(e.0))?;
-    plan.adjust_workload(deadline_fraction, offline, Spelling::Keyword).map_err(|e| PyValueError::new_err(e.0))?;
-    let runs = py.detach(|| plan.run(&|_, _| Box::new(|_| {})));
-    let csv = coflow_sim::experiment::csv(runs.shown().map(|(r, _)| r));
-    let baseline_csv = runs
-        .baseline_run()
-        .filter(|b| !plan.policies.contains(&b.policy.as_str()))
-        .map(|b| coflow_sim::experiment::csv([b]));
-    Ok(PyResults {
-        json: plan.report_json(&runs),
-        csv,
-        baseline_csv,
-        describe: plan.describe(),
-        wall_s: runs.runs.iter().map(|(r, w)| (r.policy.clone(), *w)).collect(),
-    })
+    let config = Config {
+        workload: WorkloadSource::Given { workload: workload.workload.clone(), source: workload.source.clone() },
+        stages,
+        policies: policies.to_string(),
+        baseline: baseline.to_string(),
+        port_rate: port_rate.to_string(),
+        seed,
+        threads,
+        deadline_x,
+        deadline_fraction,
+        offline,
+        model: model(model_name, coflowsim_rules)?,
+        wide_area: wan.map(WanOptions::spec),
+        sweep: sweep.map(|(concurrent, windows)| SweepSpec { concurrent, windows }),
+    };
+    let plan = py.detach(|| config.plan(Spelling::Keyword)).map_err(|e| experiment_error(&e))?;
+    let done = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let total;
+    // The runs go on a thread of their own, so that this one can report progress and hear Ctrl-C.
+    if let Some(spec) = config.sweep {
+        let mut ns = spec.concurrent.clone();
+        ns.sort_unstable();
+        ns.dedup();
+        total = ns.len() * spec.windows * plan.to_run().len();
+        let count = done.clone();
+        std::thread::spawn(move || {
+            let sweep = plan.sweep(&spec, &|| {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+            let _ = tx.send(PyResults {
+                json: sweep.report_json(&plan),
+                csv: String::new(),
+                baseline_csv: None,
+                describe: plan.describe(),
+                wall_s: Vec::new(),
+                notes: plan.notes.clone(),
+                kind: "sweep",
+                tables: sweep.tables(&plan),
+            });
+        });
+    } else {
+        total = plan.workload.coflows.len() * plan.to_run().len();
+        let count = done.clone();
+        std::thread::spawn(move || {
+            let runs = plan.run(&|_, _| {
+                let count = count.clone();
+                let mut seen = 0;
+                Box::new(move |n| {
+                    count.fetch_add(n.saturating_sub(seen), Ordering::Relaxed);
+                    seen = seen.max(n);
+                })
+            });
+            let csv = coflow_sim::experiment::csv(runs.shown().map(|(r, _)| r));
+            let baseline_csv = runs
+                .baseline_run()
+                .filter(|b| !plan.policies.contains(&b.policy.as_str()))
+                .map(|b| coflow_sim::experiment::csv([b]));
+            let _ = tx.send(PyResults {
+                json: plan.report_json(&runs),
+                csv,
+                baseline_csv,
+                describe: plan.describe(),
+                wall_s: runs.runs.iter().map(|(r, w)| (r.policy.clone(), *w)).collect(),
+                notes: plan.notes.clone(),
+                kind: if plan.wide_area.is_some() { "wide_area" } else { "replay" },
+                tables: String::new(),
+            });
+        });
+    }
+    // `detach` wants what it borrows to be `Sync`; only this thread ever receives.
+    let rx = Mutex::new(rx);
+    loop {
+        let got = py.detach(|| rx.lock().expect("only this thread receives").recv_timeout(Duration::from_millis(100)));
+        if let Some(p) = &progress {
+            p.call1(py, (done.load(Ordering::Relaxed).min(total), total))?;
+        }
+        match got {
+            Ok(results) => return Ok(results),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err("the simulation ended without a report"));
+            }
+        }
+    }
 }
 
 /// The kind the services name an error by (the Python layer maps it to an exception class).
