@@ -66,12 +66,7 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     if a.decisions == 0 {
         anyhow::bail!("--decisions must be at least 1");
     }
-    let (workload, source) = match &a.trace {
-        Some(p) => {
-            (coflow_trace::read_trace(p).with_context(|| format!("reading {}", p.display()))?, p.display().to_string())
-        }
-        None => a.synth.generate()?,
-    };
+    let (workload, source) = a.synth.load(a.trace.as_deref())?;
     let (workload, source) = (model.workload(workload), source + &model.describe());
     let cfg = SimConfig::big_switch(port_rate);
     let concurrent: Vec<Workload> =

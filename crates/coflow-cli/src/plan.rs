@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use coflow_sim::experiment::{Config, WorkloadSource};
+use coflow_sim::experiment::Config;
 
 use crate::workload::SynthArgs;
 
@@ -48,12 +48,8 @@ impl CommonArgs {
     /// rest).
     pub(crate) fn config(&self) -> Result<Config> {
         crate::policies::refuse_tcp(&self.policies, "sim")?;
-        let workload = match &self.trace {
-            Some(p) => WorkloadSource::Trace(p.clone()),
-            None => WorkloadSource::Synthetic { coflows: self.synth.coflows, machines: self.synth.machines },
-        };
         Ok(Config {
-            workload,
+            workload: self.synth.source(self.trace.as_deref()),
             stages: self.synth.stages,
             policies: self.policies.clone(),
             baseline: self.baseline.clone(),

@@ -94,10 +94,7 @@ fn format_for(path: &std::path::Path, explicit: Option<Format>) -> TraceFormat {
 pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
     match cmd {
         TraceCommand::Stats(a) => {
-            let w = match &a.path {
-                Some(p) => coflow_trace::read_trace(p).with_context(|| format!("reading {}", p.display()))?,
-                None => a.synth.generate()?.0,
-            };
+            let (w, _) = a.synth.load(a.path.as_deref())?;
             let stats = coflow_trace::stats(&w);
             match &a.json {
                 Some(p) => crate::output::json(p, &stats)?,
@@ -120,7 +117,7 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
             eprintln!("wrote {} coflows on {} machines to {}", w.coflows.len(), w.machines, a.output.display());
         }
         TraceCommand::Gen(a) => {
-            let (w, _) = a.synth.generate()?;
+            let (w, _) = a.synth.load(None)?;
             let format = format_for(&a.output, a.to);
             coflow_trace::write_trace(&w, &a.output, format)
                 .with_context(|| format!("writing {}", a.output.display()))?;

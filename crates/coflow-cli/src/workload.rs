@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use coflow_core::Workload;
-use coflow_trace::synth;
+use coflow_sim::experiment::{Spelling, WorkloadSource};
 
 /// Options of the synthetic workload.
 #[derive(Debug, Args)]
@@ -29,32 +29,18 @@ pub(crate) struct SynthArgs {
 }
 
 impl SynthArgs {
-    /// The generator's configuration these options describe, validated.
-    pub(crate) fn config(&self) -> Result<synth::SynthConfig> {
-        let mut cfg = synth::SynthConfig { seed: self.seed, ..Default::default() };
-        if let Some(n) = self.coflows {
-            cfg.coflows = n;
+    /// The trace at `trace`, or else the synthetic workload these options describe.
+    pub(crate) fn source(&self, trace: Option<&std::path::Path>) -> WorkloadSource {
+        match trace {
+            Some(p) => WorkloadSource::Trace(p.to_path_buf()),
+            None => WorkloadSource::Synthetic { coflows: self.coflows, machines: self.machines },
         }
-        if let Some(m) = self.machines {
-            cfg.machines = m;
-        }
-        cfg.validate().context("synthetic workload (--coflows, --machines)")?;
-        Ok(cfg)
     }
 
-    /// The workload, and a line saying what it is.
-    pub(crate) fn generate(&self) -> Result<(Workload, String)> {
-        let cfg = self.config()?;
-        Ok(self.staged(synth::generate(&cfg), cfg.describe()))
-    }
-
-    /// `w` grouped into jobs of `--stages` coflows (unchanged for 1), with its description.
-    pub(crate) fn staged(&self, w: Workload, mut source: String) -> (Workload, String) {
-        if self.stages <= 1 {
-            return (w, source);
-        }
-        source.push_str(&format!(" (jobs of {} stages)", self.stages));
-        (synth::multi_stage(&w, self.stages, self.seed), source)
+    /// The workload (the trace at `trace`, or else the synthetic one), grouped into jobs of
+    /// `--stages`, and a line saying what it is.
+    pub(crate) fn load(&self, trace: Option<&std::path::Path>) -> Result<(Workload, String)> {
+        Ok(self.source(trace).load(self.seed, self.stages, Spelling::Flag)?)
     }
 }
 

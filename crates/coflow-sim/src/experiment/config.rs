@@ -252,7 +252,7 @@ impl Config {
                 return Err(PlanError(format!("{} must be at least 1", name("windows"))).into());
             }
         }
-        let (workload, source) = self.load()?;
+        let (workload, source) = self.workload.load(self.seed, self.stages, spelling)?;
         let (workload, source) = (self.model.workload(workload), source + &self.model.describe());
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut plan = Plan {
@@ -288,33 +288,40 @@ impl Config {
         }
         Ok(plan)
     }
+}
 
-    /// The workload and what it is, grouped into jobs of [`Config::stages`].
-    fn load(&self) -> Result<(Workload, String), ExperimentError> {
-        let (w, source) = match &self.workload {
+impl WorkloadSource {
+    /// The workload and what it is: the trace read, the synthetic workload generated with `seed`,
+    /// or the workload given; grouped into jobs of `stages` coflows (seeded by `seed`) unless
+    /// `stages` is 1. Errors name the options in `spelling`.
+    pub fn load(&self, seed: u64, stages: usize, spelling: Spelling) -> Result<(Workload, String), ExperimentError> {
+        let (w, source) = match self {
             WorkloadSource::Trace(path) => {
                 let w = coflow_trace::read_trace(path)
                     .map_err(|source| ExperimentError::Trace { path: path.clone(), source })?;
                 (w, path.display().to_string())
             }
             WorkloadSource::Synthetic { coflows, machines } => {
-                let mut cfg = synth::SynthConfig { seed: self.seed, ..Default::default() };
+                let mut cfg = synth::SynthConfig { seed, ..Default::default() };
                 if let Some(n) = coflows {
                     cfg.coflows = *n;
                 }
                 if let Some(m) = machines {
                     cfg.machines = *m;
                 }
-                cfg.validate().map_err(|e| PlanError(format!("synthetic workload: {e}")))?;
+                cfg.validate().map_err(|e| {
+                    let (c, m) = (spelling.name("coflows"), spelling.name("machines"));
+                    PlanError(format!("synthetic workload ({c}, {m}): {e}"))
+                })?;
                 (synth::generate(&cfg), cfg.describe())
             }
             WorkloadSource::Given { workload, source } => (workload.clone(), source.clone()),
         };
-        if self.stages <= 1 {
+        if stages <= 1 {
             return Ok((w, source));
         }
-        let source = format!("{source} (jobs of {} stages)", self.stages);
-        Ok((synth::multi_stage(&w, self.stages, self.seed), source))
+        let source = format!("{source} (jobs of {stages} stages)");
+        Ok((synth::multi_stage(&w, stages, seed), source))
     }
 }
 
