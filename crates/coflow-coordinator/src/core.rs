@@ -30,7 +30,7 @@ use coflow_sched::{Allocation, BigSwitch, Fabric, Scheduler, Snapshot, SnapshotC
 
 use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
-use crate::views::{AgentView, CoflowView, FlowView};
+use crate::status::{AgentView, CoflowView, FlowView};
 
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;

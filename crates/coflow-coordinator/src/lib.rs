@@ -7,7 +7,8 @@
 //! - `core`: [`Core`], the sans-I/O state machine: typed `handle_*` inputs that take `now` and
 //!   return the answer, `poll_transmit` (rate batches and notices per agent) and `poll_timeout`;
 //!   no clock, channel or task, so tests drive it in simulated time by calling it.
-//! - `views`: what the coordinator shows of itself, read from the core: [`StatusView`] and the
+//! - `status`: the live view's types ([`StatusView`] and the coflows, flows and agents in it).
+//! - `views`: what the coordinator shows of itself, read from the core: the live view and the
 //!   counters and gauges.
 //! - `telemetry`: its HTTP face (metrics with histograms, health, readiness, the live web page).
 //! - `service`: the tonic service and the one task that owns the core, with every channel and
@@ -24,6 +25,7 @@ mod error;
 mod identity;
 mod membership;
 mod service;
+mod status;
 mod telemetry;
 mod views;
 
@@ -38,8 +40,8 @@ use tokio::sync::watch;
 pub use crate::config::{ConfigError, CoordinatorConfig, TCP, check_policy};
 pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, Observation, RateBatch, Transmit};
 pub use crate::error::CoordError;
+pub use crate::status::{AgentView, CoflowView, FlowView, StatusView};
 pub use crate::telemetry::status_json;
-pub use crate::views::{AgentView, CoflowView, FlowView, StatusView};
 pub use coflow_proto::{ERROR_KIND, ErrorKind};
 
 /// The coordinator's gRPC service name, as `grpc.health.v1` reports it.

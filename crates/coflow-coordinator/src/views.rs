@@ -1,86 +1,15 @@
 //! What the coordinator shows of itself: the live view for `coflow status` and the web page, and
 //! the counters and gauges for `/metrics`, all read from [`Core`] through its plain accessors.
 
-use ::core::net::SocketAddr;
 use std::collections::BTreeMap;
 
-use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+use coflow_core::CoflowId;
 pub(crate) use coflow_telemetry::Sample;
 use coflow_telemetry::{Metrics, Value};
 
 use crate::core::Core;
-
-/// A snapshot of live state, for `coflow status`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StatusView {
-    /// The policy.
-    pub policy: String,
-    /// Live coflows by id.
-    pub coflows: Vec<CoflowView>,
-    /// Known agents.
-    pub agents: Vec<AgentView>,
-}
-
-/// One live coflow.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CoflowView {
-    /// Its id.
-    pub id: CoflowId,
-    /// Its name.
-    pub name: String,
-    /// Its announced `num_flows`.
-    pub num_flows: u32,
-    /// Pieces put so far.
-    pub puts: u32,
-    /// Whether it is served outside the policy (bypassed, or rejected by admission control).
-    pub bypass: bool,
-    /// Bytes of the pieces put.
-    pub bytes: u64,
-    /// How long since its first get (its arrival, from which its CCT counts), if it had one.
-    pub age: Option<Nanos>,
-    /// Its deadline, counted from its first get, if it has one.
-    pub deadline: Option<Nanos>,
-    /// Its unfinished flows: id, data id, source, destination, size, bytes sent, rate.
-    pub flows: Vec<FlowView>,
-}
-
-/// One unfinished flow.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FlowView {
-    /// Its id.
-    pub id: FlowId,
-    /// Its piece.
-    pub data_id: String,
-    /// Sender.
-    pub src: MachineId,
-    /// Receiver.
-    pub dst: MachineId,
-    /// Size.
-    pub size: u64,
-    /// Bytes sent as last reported.
-    pub sent: u64,
-    /// Assigned rate, bytes per second.
-    pub rate: f64,
-}
-
-/// One agent.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AgentView {
-    /// Its machine.
-    pub machine: MachineId,
-    /// Its data listener.
-    pub data_addr: SocketAddr,
-    /// Whether it is alive.
-    pub alive: bool,
-    /// Its last reported sending rate.
-    pub tx_bps: f64,
-    /// Its last reported receiving rate.
-    pub rx_bps: f64,
-    /// Its port's capacity, bytes per second.
-    pub port_rate: f64,
-    /// How long since it was last heard from.
-    pub silent: Nanos,
-}
+use crate::status::CoflowView;
+pub(crate) use crate::status::StatusView;
 
 impl Core {
     /// What is live: coflows with their unfinished flows, and agents.
