@@ -66,6 +66,7 @@ impl Phantom {
             data_addr: data_addr.to_string(),
             port_rate_bps,
             session: 0,
+            incarnation: 0,
         };
         let session = coord.register_agent(reg).await?.into_inner().session;
         let link = Arc::new(Link::default());

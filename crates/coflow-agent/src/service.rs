@@ -211,9 +211,15 @@ impl Agent for AgentService {
                 }
             };
             let client = tx.clone();
+            // A client that takes no chunk for the data idle timeout (it stopped reading) is
+            // treated as gone: the get ends and its flow's rate is freed at the coordinator.
+            let idle = shared.idle();
             let forward = async move {
                 while let Some(c) = chunks_rx.recv().await {
-                    if client.send(Ok(pb::GetChunk { data: c })).await.is_err() {
+                    if !matches!(
+                        tokio::time::timeout(idle, client.send(Ok(pb::GetChunk { data: c }))).await,
+                        Ok(Ok(()))
+                    ) {
                         return false;
                     }
                 }
