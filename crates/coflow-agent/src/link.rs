@@ -23,16 +23,24 @@ use crate::state::Shared;
 /// How long the agent waits for an answer to a re-announcement.
 const REANNOUNCE_DEADLINE: Duration = Duration::from_secs(10);
 
+/// How long the agent waits for its registration and its session to open: a coordinator that
+/// accepts the connection but does not answer (its process is paused) is tried again.
+const REGISTER_DEADLINE: Duration = Duration::from_secs(5);
+
 pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: watch::Receiver<bool>) {
     let every = Duration::from_millis(shared.config.heartbeat_interval_ms);
     let mut coord = shared.coordinator.clone();
     let machine_id = shared.config.machine_id();
+    // When this process started: of two processes claiming one machine, the later one wins.
+    let incarnation =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
     loop {
         let reg = pb::RegisterAgentRequest {
             machine_id,
             data_addr: data_addr.clone(),
             port_rate_bps: shared.config.port_rate_bps,
             session: shared.session(),
+            incarnation,
         };
         let registered = async {
             let session = coord.register_agent(reg).await?.into_inner().session;
@@ -41,8 +49,20 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             let outbound = Batches::new(open, shared.link.open());
             coord.agent_session(outbound).await
         };
+        let registered = async {
+            tokio::time::timeout(REGISTER_DEADLINE, registered).await.unwrap_or_else(|_| {
+                Err(tonic::Status::unavailable("the coordinator did not answer the registration in time"))
+            })
+        };
         let mut stream = match registered.await {
             Ok(s) => s.into_inner(),
+            Err(e) if e.code() == tonic::Code::Aborted => {
+                // A process that started later holds this machine: this one stops claiming it.
+                shared.link.close();
+                shared.link_lost();
+                tracing::error!(status = %e.message(), "another agent process holds this machine; not registering again");
+                return;
+            }
             Err(e) => {
                 shared.link.close();
                 tracing::warn!(status = %e.message(), "cannot register with the coordinator; retrying");

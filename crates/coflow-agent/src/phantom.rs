@@ -66,6 +66,7 @@ impl Phantom {
             data_addr: data_addr.to_string(),
             port_rate_bps,
             session: 0,
+            incarnation: 0,
         };
         let session = coord.register_agent(reg).await?.into_inner().session;
         let link = Arc::new(Link::default());
@@ -122,6 +123,56 @@ impl Phantom {
             registration: None,
         };
         self.link.call(Body::Put(ann), self.deadline).await.map(|_| ())
+    }
+
+    /// Re-announces a piece of `size` bytes this machine holds, as an agent does after it
+    /// registered again, with the coflow's registration as the agent learned it (if it did).
+    pub async fn put_recovered(
+        &self,
+        coflow: CoflowId,
+        data_id: &str,
+        size: u64,
+        registration: Option<pb::RegisterRequest>,
+    ) -> Result<pb::RegisterRequest, Status> {
+        let ann = pb::AnnouncePutRequest {
+            coflow_id: coflow.0,
+            data_id: data_id.to_string(),
+            machine_id: self.machine.0,
+            size,
+            recovered: true,
+            registration,
+        };
+        match self.link.call(Body::Put(ann), self.deadline).await? {
+            pb::agent_reply::Result::Put(p) => Ok(p.registration.unwrap_or_default()),
+            _ => Err(Status::internal("the coordinator answered a put with another reply")),
+        }
+    }
+
+    /// Re-announces a flow this machine receives, as granted by a previous coordinator: its id,
+    /// coflow, piece, source machine and size.
+    pub async fn recover_flow(
+        &self,
+        flow: FlowId,
+        coflow: CoflowId,
+        data_id: &str,
+        src: MachineId,
+        size: u64,
+    ) -> Result<PhantomGrant, Status> {
+        let ann = pb::AnnounceGetRequest {
+            coflow_id: coflow.0,
+            data_id: data_id.to_string(),
+            machine_id: self.machine.0,
+            recovered_flow_id: flow.0,
+            recovered_src_machine_id: src.0,
+            recovered_size: size,
+            recovered_bytes_received: 0,
+        };
+        match self.link.call(Body::Get(ann), self.deadline).await? {
+            pb::agent_reply::Result::Get(g) => {
+                Ok(PhantomGrant { flow: FlowId(g.flow_id), src: MachineId(g.src_machine_id), size: g.size })
+            }
+            _ => Err(Status::internal("the coordinator answered a get with another reply")),
+        }
     }
 
     /// Announces a get of a piece on this machine: the coordinator's grant.

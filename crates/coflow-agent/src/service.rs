@@ -69,7 +69,7 @@ impl AgentService {
                 let epoch = self.shared.link_epoch.load(Ordering::SeqCst);
                 let left =
                     deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(100));
-                match self.shared.link.call(Body::Get(ann), left).await.map_err(AgentError::Coordinator)? {
+                match self.shared.link.call(Body::Get(ann), left).await.map_err(unanswered)? {
                     pb::agent_reply::Result::Get(grant) => Ok((epoch, grant)),
                     _ => Err(AgentError::Coordinator(tonic::Status::internal(
                         "the coordinator answered a get with another reply",
@@ -95,6 +95,16 @@ impl AgentService {
             }
         }
     }
+}
+
+/// A coordinator's answer that did not come within its deadline is `agent-unreachable`
+/// (retryable), like a coordinator that cannot be reached; any other answer is kept as it is.
+fn unanswered(s: tonic::Status) -> AgentError {
+    if s.code() == tonic::Code::DeadlineExceeded && ErrorKind::of(&s).is_none() {
+        let msg = format!("the coordinator did not answer in time: {}", s.message());
+        return AgentError::Coordinator(ErrorKind::AgentUnreachable.status(tonic::Code::Unavailable, msg));
+    }
+    AgentError::Coordinator(s)
 }
 
 /// Whether the coordinator refused this agent's session (see [`AgentService::announce_get`]).
@@ -156,7 +166,7 @@ impl Agent for AgentService {
             }
             Err(s) => {
                 self.shared.store.remove(coflow, &data_id);
-                return Err(AgentError::Coordinator(s).into());
+                return Err(unanswered(s).into());
             }
         }
         self.shared.puts.fetch_add(1, Ordering::Relaxed);
@@ -211,9 +221,15 @@ impl Agent for AgentService {
                 }
             };
             let client = tx.clone();
+            // A client that takes no chunk for the data idle timeout (it stopped reading) is
+            // treated as gone: the get ends and its flow's rate is freed at the coordinator.
+            let idle = shared.idle();
             let forward = async move {
                 while let Some(c) = chunks_rx.recv().await {
-                    if client.send(Ok(pb::GetChunk { data: c })).await.is_err() {
+                    if !matches!(
+                        tokio::time::timeout(idle, client.send(Ok(pb::GetChunk { data: c }))).await,
+                        Ok(Ok(()))
+                    ) {
                         return false;
                     }
                 }

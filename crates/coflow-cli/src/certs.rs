@@ -18,14 +18,14 @@ pub(crate) enum CertsCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Issue a certificate signed by DIR's CA: DIR/coordinator.{crt,key}, DIR/agent-N.{crt,key}
-    /// or DIR/client-NAME.{crt,key}.
+    /// Issue a certificate signed by DIR's CA: DIR/coordinator.{crt,key}, DIR/agent-N.{crt,key},
+    /// DIR/client-NAME.{crt,key} or DIR/admin.{crt,key}.
     Issue(IssueArgs),
 }
 
 /// Options of `coflow certs issue`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("whom").required(true).args(["coordinator", "agent", "client"])))]
+#[command(group(clap::ArgGroup::new("whom").required(true).args(["coordinator", "agent", "client", "admin"])))]
 pub(crate) struct IssueArgs {
     /// The certificates' directory (holding ca.crt and ca.key).
     dir: PathBuf,
@@ -42,6 +42,9 @@ pub(crate) struct IssueArgs {
     /// For a client named NAME (letters, digits, '.', '_', '-').
     #[arg(long, value_name = "NAME")]
     client: Option<String>,
+    /// For the operator (role coflow://admin): a client that may unregister or seal any coflow.
+    #[arg(long)]
+    admin: bool,
     /// Overwrite existing files.
     #[arg(long)]
     force: bool,
@@ -58,13 +61,14 @@ pub(crate) fn run(cmd: CertsCommand) -> Result<()> {
             if a.host.is_some() && a.agent.is_none() {
                 bail!("--host goes with --agent (the coordinator's host is --coordinator HOST)");
             }
-            let subject = match (a.coordinator, a.agent, a.client) {
-                (Some(h), None, None) => Subject::Coordinator { hosts: hosts(&h) },
-                (None, Some(machine), None) => {
+            let subject = match (a.coordinator, a.agent, a.client, a.admin) {
+                (Some(h), None, None, false) => Subject::Coordinator { hosts: hosts(&h) },
+                (None, Some(machine), None, false) => {
                     Subject::Agent { machine, hosts: hosts(a.host.as_deref().unwrap_or_default()) }
                 }
-                (None, None, Some(name)) => Subject::Client { name },
-                _ => bail!("give one of --coordinator, --agent, --client"),
+                (None, None, Some(name), false) => Subject::Client { name },
+                (None, None, None, true) => Subject::Admin,
+                _ => bail!("give one of --coordinator, --agent, --client, --admin"),
             };
             let written = certs::issue(&a.dir, &subject, a.force)?;
             println!("issued {}", subject.role());

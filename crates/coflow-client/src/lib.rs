@@ -253,7 +253,11 @@ impl Client {
 
     /// Registers a coflow of `num_flows` pieces (or gets, with [`Readiness::AllGets`]).
     pub async fn register(&self, num_flows: u32, options: CoflowOptions) -> Result<CoflowId, ClientError> {
-        let req = pb::RegisterRequest { num_flows, options: Some((&options).into()) };
+        let req = pb::RegisterRequest {
+            num_flows: u64::from(num_flows),
+            options: Some((&options).into()),
+            ..Default::default()
+        };
         let mut c = self.coord.clone();
         self.timed(async {
             let r = c.register(req).await.map_err(|s| ClientError::from_status(s, CoflowId(0), ""))?;
@@ -357,11 +361,30 @@ impl Client {
         Ok(Chunks { stream, coflow, data_id: data_id.to_string() })
     }
 
-    /// What the coordinator is doing: live coflows, their flows and rates, and agents.
+    /// What the coordinator is doing: live coflows, their flows and rates, and agents, every
+    /// page of it (each page within gRPC's message limit) merged into one answer.
     pub async fn status(&self) -> Result<pb::StatusResponse, ClientError> {
+        let mut all = self.status_page(0, 0).await?;
+        let mut after = all.next_after_coflow_id;
+        while after != 0 {
+            let page = self.status_page(after, 0).await?;
+            all.coflows.extend(page.coflows);
+            all.flows_omitted += page.flows_omitted;
+            // Ids grow page by page; a page that does not move on ends the walk.
+            after = if page.next_after_coflow_id > after { page.next_after_coflow_id } else { 0 };
+        }
+        all.next_after_coflow_id = 0;
+        Ok(all)
+    }
+
+    /// One page of [`Client::status`]: the coflows after `after_coflow_id` (0: from the first,
+    /// with the agents), at most `max_coflows` (0: the coordinator's page size); the answer's
+    /// `next_after_coflow_id` is where the next page starts, 0 after the last.
+    pub async fn status_page(&self, after_coflow_id: u64, max_coflows: u32) -> Result<pb::StatusResponse, ClientError> {
         let mut c = self.coord.clone();
         self.timed(async {
-            let r = c.status(pb::StatusRequest {}).await.map_err(|s| ClientError::from_status(s, CoflowId(0), ""))?;
+            let req = pb::StatusRequest { after_coflow_id, max_coflows };
+            let r = c.status(req).await.map_err(|s| ClientError::from_status(s, CoflowId(0), ""))?;
             Ok(r.into_inner())
         })
         .await

@@ -42,14 +42,16 @@ pub struct CoordinatorConfig {
     /// How often agents report. Default 100 ms.
     #[serde(alias = "heartbeat_interval", deserialize_with = "coflow_core::config::millis")]
     pub heartbeat_interval_ms: u64,
-    /// An agent silent for this long is declared dead and its flows fail. Default 3 s.
+    /// An agent silent for this long is declared dead and its flows fail (silence while the
+    /// coordinator itself did not run does not count). Three of it after the start are the
+    /// restart window, in which agents' re-announcements may be adopted. Default 3 s.
     #[serde(alias = "agent_timeout", deserialize_with = "coflow_core::config::millis")]
     pub agent_timeout_ms: u64,
-    /// The most coflows registered at once; a register beyond it fails `limit-exceeded`
-    /// (coflows adopted after a restart are never refused). Default 100,000.
+    /// The most coflows registered at once; a register, or an adoption after a restart, beyond it
+    /// fails `limit-exceeded`. Default 100,000.
     pub max_coflows: usize,
-    /// The most pieces one coflow may have; a put beyond it fails `limit-exceeded`.
-    /// Default 1,000,000.
+    /// The most pieces one coflow may have; a put (also one re-announced after a restart) beyond
+    /// it fails `limit-exceeded`. Default 1,000,000.
     pub max_pieces_per_coflow: usize,
     /// The cluster CA's certificate: with `tls_cert` and `tls_key`, the coordinator serves mutual
     /// TLS only (and needs no token). None by default (token mode).

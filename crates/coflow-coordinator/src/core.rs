@@ -32,6 +32,22 @@ use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
 use crate::status::{AgentView, CoflowView, FlowView};
 
+/// The identity of the operator, who may unregister or seal any coflow.
+pub const ADMIN: &str = "coflow://admin";
+
+/// Why an unknown id re-announced is not adopted.
+enum Refusal {
+    /// Not below the id base: not a previous coordinator's; the next id to lift `next` to, if
+    /// within the headroom.
+    NotIssued(Option<u64>),
+    /// The restart window has closed.
+    Closed,
+}
+
+fn closed(id: CoflowId) -> String {
+    format!("coflow {id}: re-announced coflows are adopted only in the restart window")
+}
+
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;
 
@@ -132,9 +148,8 @@ struct InPolicy {
 
 #[derive(Debug)]
 struct CoflowRec {
+    /// Its registration, with its owner and nonce.
     reg: Registration,
-    /// Adopted from a recovered flow before any re-announced put told its registration.
-    bare: bool,
     puts: BTreeMap<DataId, (MachineId, u64)>,
     sealed: bool,
     gets_seen: u32,
@@ -164,7 +179,6 @@ impl CoflowRec {
     fn new(reg: Registration) -> CoflowRec {
         CoflowRec {
             reg,
-            bare: false,
             puts: BTreeMap::new(),
             sealed: false,
             gets_seen: 0,
@@ -260,6 +274,12 @@ pub struct Counters {
     pub flows_recovered: u64,
     /// Coflows adopted from agents' re-announcements after a restart.
     pub coflows_adopted: u64,
+    /// Re-announcements refused (outside the restart window, inconsistent, or naming an id this
+    /// coordinator could not adopt).
+    pub recoveries_refused: u64,
+    /// Times the core found it had not run for longer than it asked (its process was paused):
+    /// agents' silence over such a gap is not held against them.
+    pub pauses: u64,
 }
 
 /// The coordinator's state and its policy.
@@ -302,15 +322,36 @@ pub struct Core {
     counters: Counters,
     /// The `tcp` mode: every flow is unscheduled, at its sender's port rate.
     tcp: bool,
+    /// Until when re-announced (recovered) coflows and flows of a previous coordinator may be
+    /// adopted: three agent timeouts from the core's time zero, its start.
+    recovery_until: Nanos,
+    /// Coflows unregistered lately, oldest first (bounded), never adopted again.
+    unregistered: VecDeque<CoflowId>,
+    unregistered_set: BTreeSet<CoflowId>,
+    /// When the core last asked to run at the latest (after its last [`Core::handle_timeout`]).
+    due: Nanos,
+    /// Keys the coflows' nonces.
+    nonces: std::hash::RandomState,
 }
 
 /// A rate change smaller than this share of the old rate is not pushed.
 const RATE_TOLERANCE: f64 = 0.005;
 
+/// How many unregistered coflow ids the core remembers, to refuse their re-announcement.
+const REMEMBERED_UNREGISTERED: usize = 65_536;
+
+/// How far above its id base an id an agent re-announces may lift the next ids (a year in
+/// microseconds): ids are the clock in microseconds at start, so an id above the base that this
+/// coordinator did not issue is a previous run's under a clock set back (or a forgery); it is
+/// never adopted, but new ids go above it, so that no id names two coflows, and a forged id
+/// cannot wrap the counter.
+const ID_HEADROOM: u64 = 365 * 86_400 * 1_000_000;
+
 impl Core {
     /// A coordinator with no coflows and no agents, running `policy`.
     pub fn new(cfg: CoordinatorConfig, policy: Box<dyn Scheduler>) -> Core {
         let tcp = cfg.policy == TCP;
+        let cfg_agent_timeout = cfg.agent_timeout_ms;
         Core {
             cfg,
             policy,
@@ -340,7 +381,23 @@ impl Core {
             rejected: Vec::new(),
             counters: Counters::default(),
             tcp,
+            recovery_until: Nanos::from_millis(3 * cfg_agent_timeout),
+            unregistered: VecDeque::new(),
+            unregistered_set: BTreeSet::new(),
+            due: Nanos::MAX,
+            nonces: std::hash::RandomState::new(),
         }
+    }
+
+    /// Whether `now` is inside the restart window, in which re-announced coflows and flows of a
+    /// previous coordinator may be adopted.
+    pub fn in_restart_window(&self, now: Nanos) -> bool {
+        now < self.recovery_until
+    }
+
+    /// Sets when the restart window closes (by default three agent timeouts after time zero).
+    pub fn set_restart_window(&mut self, until: Nanos) {
+        self.recovery_until = until;
     }
 
     /// The counters so far.
@@ -365,7 +422,13 @@ impl Core {
 
     /// Every registered coflow, by id, without its flows.
     pub fn coflows(&self) -> impl Iterator<Item = CoflowView> + '_ {
-        self.coflows.iter().map(|(&id, c)| CoflowView {
+        self.coflows_after(CoflowId(0))
+    }
+
+    /// The registered coflows with an id above `after`, by id, without their flows.
+    pub fn coflows_after(&self, after: CoflowId) -> impl Iterator<Item = CoflowView> + '_ {
+        use std::ops::Bound;
+        self.coflows.range((Bound::Excluded(after), Bound::Unbounded)).map(|(&id, c)| CoflowView {
             id,
             name: c.reg.options.name.clone(),
             num_flows: c.reg.num_flows,
@@ -440,33 +503,83 @@ impl Core {
     /// Notes one input at `now`.
     fn input(&mut self, now: Nanos) {
         self.counters.messages += 1;
+        self.clock(now);
+    }
+
+    /// Takes `now` as the latest time. A `now` later than the core asked to run by more than a
+    /// quarter of the agent timeout means the core did not run meanwhile (its process was
+    /// paused, or starved): the agents could not be heard over that gap, so each alive agent's
+    /// silence is counted from the core's last run rather than from its last report.
+    fn clock(&mut self, now: Nanos) {
+        let slack = Nanos::from_millis(self.cfg.agent_timeout_ms / 4);
+        if now > self.due.saturating_add(slack) && now > self.now {
+            let gap = now - self.now;
+            self.counters.pauses += 1;
+            tracing::warn!(
+                gap_ms = gap.get() / 1_000_000,
+                "the coordinator did not run for a while; agents' silence over the gap is not counted"
+            );
+            for a in self.agents.values_mut().filter(|a| a.alive) {
+                a.last_seen = a.last_seen.saturating_add(gap).min(now);
+            }
+        }
         self.now = self.now.max(now);
     }
 
-    /// A framework registers a coflow.
-    pub fn handle_register(&mut self, now: Nanos, reg: Registration) -> Result<CoflowId, CoordError> {
+    /// Whether `by` may change (unregister, seal) coflow `c`: its owner, the admin, or anyone
+    /// when it has no owner (registered in token mode).
+    fn may_change(c: &CoflowRec, by: &str) -> bool {
+        c.reg.owner.is_empty() || c.reg.owner == by || by == ADMIN
+    }
+
+    /// The nonce of a coflow this coordinator registers.
+    fn nonce(&self, id: CoflowId) -> u64 {
+        use std::hash::BuildHasher;
+        self.nonces.hash_one(id.0) | 1
+    }
+
+    /// Remembers that `id` was unregistered, so that it is never adopted again.
+    fn forget(&mut self, id: CoflowId) {
+        if self.unregistered_set.insert(id) {
+            self.unregistered.push_back(id);
+            if self.unregistered.len() > REMEMBERED_UNREGISTERED
+                && let Some(old) = self.unregistered.pop_front()
+            {
+                self.unregistered_set.remove(&old);
+            }
+        }
+    }
+
+    /// A framework registers a coflow; it belongs to `reg.owner` (the caller's identity, which
+    /// the service sets).
+    pub fn handle_register(&mut self, now: Nanos, mut reg: Registration) -> Result<CoflowId, CoordError> {
         self.input(now);
         if self.coflows.len() >= self.cfg.max_coflows {
             let msg = format!("{} coflows registered (max_coflows)", self.coflows.len());
             return Err(CoordError::LimitExceeded(msg));
         }
         let id = CoflowId(self.next_coflow);
-        self.next_coflow += 1;
+        self.next_coflow =
+            self.next_coflow.checked_add(1).ok_or_else(|| CoordError::LimitExceeded("coflow ids exhausted".into()))?;
+        reg.nonce = self.nonce(id);
         self.counters.coflows_registered += 1;
         tracing::debug!(coflow = %id, name = %reg.options.name, num_flows = reg.num_flows, "registered");
         self.coflows.insert(id, CoflowRec::new(reg));
         Ok(id)
     }
 
-    /// A framework is done with a coflow: every agent is told to forget its pieces, and its
-    /// flows still running finish unscheduled, at full speed, rather than hang.
-    pub fn handle_unregister(&mut self, now: Nanos, id: CoflowId) -> Result<(), CoordError> {
+    /// A framework (`by`: the caller's identity) is done with a coflow: every agent is told to
+    /// forget its pieces, and its flows still running finish unscheduled, at full speed, rather
+    /// than hang. Only its owner or the admin may.
+    pub fn handle_unregister(&mut self, now: Nanos, by: &str, id: CoflowId) -> Result<(), CoordError> {
         self.input(now);
-        if !self.coflows.contains_key(&id) {
-            return Err(CoordError::UnknownCoflow(id));
+        let c = self.coflows.get(&id).ok_or(CoordError::UnknownCoflow(id))?;
+        if !Self::may_change(c, by) {
+            return Err(CoordError::NotTheOwner { coflow: id, caller: by.to_string() });
         }
         self.leave_policy(now, id);
         self.coflows.remove(&id);
+        self.forget(id);
         // An agent that misses this notice is told `unknown-coflow` when it re-announces the
         // pieces, and forgets them then.
         for &m in &self.watching {
@@ -479,10 +592,14 @@ impl Core {
         Ok(())
     }
 
-    /// No more puts will come for a coflow.
-    pub fn handle_seal(&mut self, now: Nanos, id: CoflowId) -> Result<(), CoordError> {
+    /// No more puts will come for a coflow (`by`: the caller's identity; its owner or the admin
+    /// only).
+    pub fn handle_seal(&mut self, now: Nanos, by: &str, id: CoflowId) -> Result<(), CoordError> {
         self.input(now);
         let c = self.coflows.get_mut(&id).ok_or(CoordError::UnknownCoflow(id))?;
+        if !Self::may_change(c, by) {
+            return Err(CoordError::NotTheOwner { coflow: id, caller: by.to_string() });
+        }
         c.sealed = true;
         // Its gets may all be in already: the seal is what they waited for.
         if c.all_gets_in() {
@@ -595,55 +712,95 @@ impl Core {
         self.outbox.pop_front()
     }
 
-    /// Coflow and flow ids start at `base` (the service passes a clock reading, so that ids from
-    /// before a restart, which agents re-announce, do not collide with new ones). An unknown id
-    /// from `base` up to the last one this coordinator allocated was unregistered (or ended)
-    /// here and is never adopted again; any other is a previous coordinator's, adopted, and new
-    /// ids are allocated above it.
+    /// Coflow and flow ids start at `base` (the service passes the clock in microseconds, so
+    /// that a previous coordinator's ids, which agents re-announce, lie below). Only an id below
+    /// the base may be adopted from a re-announcement; an unknown id from `base` up to the last
+    /// one this coordinator allocated was unregistered (or ended) here and is never adopted
+    /// again; an id above that was never issued here (a clock set back, or a forgery): it is not
+    /// adopted, but lifts the next ids above it (by at most [`ID_HEADROOM`] above the base).
     pub fn set_id_base(&mut self, base: u64) {
         self.id_base = self.id_base.max(base);
         self.next_coflow = self.next_coflow.max(base);
         self.next_flow = self.next_flow.max(base);
     }
 
-    /// Adopts a coflow a previous coordinator registered, if `id` is from before this one.
-    fn adopt(&mut self, id: CoflowId, reg: Option<Registration>) -> Result<(), CoordError> {
-        if self.coflows.contains_key(&id) {
-            return Ok(());
+    /// Refuses a re-announcement, counting it.
+    fn refuse<T>(&mut self, e: CoordError) -> Result<T, CoordError> {
+        self.counters.recoveries_refused += 1;
+        tracing::debug!(error = %e, "re-announcement refused");
+        Err(e)
+    }
+
+    /// Whether an unknown id re-announced may be adopted: issued by a previous coordinator (below
+    /// the base), not unregistered here, within the restart window. An id at or above the base
+    /// this coordinator did not issue lifts `next` above it (within the headroom).
+    fn adoptable(&self, now: Nanos, id: u64, next: u64) -> Result<(), Refusal> {
+        if id >= self.id_base {
+            let lift = (id >= next && id < self.id_base.saturating_add(ID_HEADROOM)).then(|| id + 1);
+            return Err(Refusal::NotIssued(lift));
         }
-        if (self.id_base..self.next_coflow).contains(&id.0) {
-            return Err(CoordError::UnknownCoflow(id));
+        if !self.in_restart_window(now) {
+            return Err(Refusal::Closed);
         }
-        self.next_coflow = self.next_coflow.max(id.0 + 1);
-        tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
-        self.counters.coflows_adopted += 1;
-        let bare = reg.is_none();
-        let mut c = CoflowRec::new(reg.unwrap_or(Registration { num_flows: 0, options: Default::default() }));
-        c.bare = bare;
-        self.coflows.insert(id, c);
         Ok(())
     }
 
-    /// An agent stored a piece (or re-announces one after a restart); the answer is the coflow's
-    /// registration, for the agent to keep.
+    /// Adopts a coflow a previous coordinator registered, from a piece's re-announcement with its
+    /// registration: within the restart window, below the id base, never one unregistered here,
+    /// and within `max_coflows`.
+    fn adopt(&mut self, now: Nanos, id: CoflowId, reg: Option<Registration>) -> Result<(), CoordError> {
+        if self.unregistered_set.contains(&id) {
+            return self.refuse(CoordError::UnknownCoflow(id));
+        }
+        match self.adoptable(now, id.0, self.next_coflow) {
+            Ok(()) => {}
+            Err(Refusal::NotIssued(lift)) => {
+                if let Some(next) = lift {
+                    self.next_coflow = self.next_coflow.max(next);
+                }
+                return self.refuse(CoordError::UnknownCoflow(id));
+            }
+            Err(Refusal::Closed) => return self.refuse(CoordError::NotRecoverable(closed(id))),
+        }
+        let Some(reg) = reg else {
+            return self
+                .refuse(CoordError::NotRecoverable(format!("coflow {id} is re-announced without its registration")));
+        };
+        if self.coflows.len() >= self.cfg.max_coflows {
+            let msg = format!("{} coflows registered (max_coflows): coflow {id} not adopted", self.coflows.len());
+            return self.refuse(CoordError::LimitExceeded(msg));
+        }
+        tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
+        self.counters.coflows_adopted += 1;
+        self.coflows.insert(id, CoflowRec::new(reg));
+        Ok(())
+    }
+
+    /// An agent stored a piece (or re-announces one it holds, after it registered again); the
+    /// answer is the coflow's registration, for the agent to keep. A re-announced piece joins a
+    /// coflow the coordinator knows only with that coflow's nonce (it was told of the coflow),
+    /// and a coflow it does not know only by adoption ([`Core::set_id_base`]); either way within
+    /// `max_pieces_per_coflow`, but not refused for the seal (its piece was there before).
     pub fn handle_put(&mut self, now: Nanos, put: PutAnnouncement) -> Result<Registration, CoordError> {
         self.input(now);
         if !self.agents.get(&put.machine).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(put.machine));
         }
         if put.recovered {
-            // Soft state: an agent that registered again re-announces what it holds.
-            self.adopt(put.coflow, put.registration.clone())?;
+            match self.coflows.get(&put.coflow) {
+                Some(c) => {
+                    let nonce = put.registration.as_ref().map_or(0, |r| r.nonce);
+                    if nonce == 0 || nonce != c.reg.nonce {
+                        let msg =
+                            format!("a piece re-announced into coflow {} does not carry its registration", put.coflow);
+                        return self.refuse(CoordError::NotRecoverable(msg));
+                    }
+                }
+                None => self.adopt(now, put.coflow, put.registration.clone())?,
+            }
         }
         let max_pieces = self.cfg.max_pieces_per_coflow;
         let c = self.coflows.get_mut(&put.coflow).ok_or(CoordError::UnknownCoflow(put.coflow))?;
-        if put.recovered
-            && c.bare
-            && let Some(reg) = put.registration
-        {
-            c.reg = reg;
-            c.bare = false;
-        }
         if put.recovered && c.puts.get(&put.data_id) == Some(&(put.machine, put.size)) {
             return Ok(c.reg.clone());
         }
@@ -653,7 +810,7 @@ impl Core {
         if c.sealed && !put.recovered {
             return Err(CoordError::Sealed(put.coflow));
         }
-        if c.puts.len() >= max_pieces && !put.recovered {
+        if c.puts.len() >= max_pieces {
             let msg = format!("coflow {} has {} pieces (max_pieces_per_coflow)", put.coflow, c.puts.len());
             return Err(CoordError::LimitExceeded(msg));
         }
@@ -662,7 +819,10 @@ impl Core {
     }
 
     /// A receiving agent re-announces a flow a previous coordinator granted: it is scheduled
-    /// again under its old id.
+    /// again under its old id, if it is consistent: within the restart window, an id below the
+    /// base, of a coflow known here whose piece its source holds at the size it names. Before
+    /// the source has re-announced the piece the answer is `unknown-coflow` or `no-such-data`
+    /// (which the service tells as "not yet" inside the window).
     pub fn handle_recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
         self.input(now);
         let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
@@ -672,20 +832,43 @@ impl Core {
         }
         if let Some(f) = self.flows.get(&r.flow) {
             // Re-announced twice, or a flow of this very coordinator: nothing to do.
-            return if f.src == r.src && f.dst == r.dst && f.coflow == r.coflow {
+            return if f.src == r.src && f.dst == r.dst && f.coflow == r.coflow && f.size == r.size {
                 Ok(grant)
             } else {
-                Err(CoordError::UnknownFlow(r.flow))
+                self.refuse(CoordError::UnknownFlow(r.flow))
             };
         }
         if (self.id_base..self.next_flow).contains(&r.flow.0) {
-            return Err(CoordError::UnknownFlow(r.flow));
+            return self.refuse(CoordError::UnknownFlow(r.flow));
         }
-        self.adopt(r.coflow, None)?;
+        match self.adoptable(now, r.flow.0, self.next_flow) {
+            Ok(()) => {}
+            Err(Refusal::NotIssued(lift)) => {
+                if let Some(next) = lift {
+                    self.next_flow = self.next_flow.max(next);
+                }
+                return self.refuse(CoordError::UnknownFlow(r.flow));
+            }
+            Err(Refusal::Closed) => {
+                return self.refuse(CoordError::NotRecoverable(format!(
+                    "flow {}: recovered flows are adopted only in the restart window",
+                    r.flow
+                )));
+            }
+        }
+        if r.coflow.0 >= self.id_base {
+            // A coflow of this coordinator's cannot hold a previous coordinator's flow.
+            return self.refuse(CoordError::UnknownCoflow(r.coflow));
+        }
+        let Some(c) = self.coflows.get(&r.coflow) else { return Err(CoordError::UnknownCoflow(r.coflow)) };
+        if c.puts.get(&r.data_id) != Some(&(r.src, r.size)) {
+            // Not (yet) re-announced by its source, or not at that size.
+            return Err(CoordError::NoSuchData { coflow: r.coflow, data_id: r.data_id });
+        }
         self.next_flow = self.next_flow.max(r.flow.0 + 1);
         self.counters.flows_recovered += 1;
         tracing::info!(flow = %r.flow, coflow = %r.coflow, received = r.received, "flow recovered");
-        let c = self.coflows.get_mut(&r.coflow).expect("adopted");
+        let c = self.coflows.get_mut(&r.coflow).expect("known");
         c.gets_seen += 1;
         c.width += 1;
         c.first_get.get_or_insert(now);
@@ -902,7 +1085,7 @@ impl Core {
     /// Runs what is due at `now`: agent timeouts, readiness timeouts, a decision, the push of
     /// changed rates (then [`Core::poll_transmit`] has them).
     pub fn handle_timeout(&mut self, now: Nanos) {
-        self.now = self.now.max(now);
+        self.clock(now);
         let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms);
         let lost: Vec<MachineId> = self
             .agents
@@ -931,6 +1114,7 @@ impl Core {
         if !self.pending.is_empty() && now >= self.flush_due() {
             self.flush(now);
         }
+        self.due = self.poll_timeout().unwrap_or(Nanos::MAX);
     }
 
     /// When [`Core::handle_timeout`] must run next, if nothing else happens: at once after an

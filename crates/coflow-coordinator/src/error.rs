@@ -43,6 +43,18 @@ pub enum CoordError {
     /// A configured limit was reached; the message names it.
     #[error("limit reached: {0}")]
     LimitExceeded(String),
+    /// A caller that neither owns a coflow nor is the admin asked to change it.
+    #[error("coflow {coflow} belongs to another identity than {caller:?}")]
+    NotTheOwner {
+        /// The coflow.
+        coflow: CoflowId,
+        /// The caller's identity.
+        caller: String,
+    },
+    /// A re-announcement (a recovered piece or flow) was refused: outside the restart window,
+    /// inconsistent, or without what it must carry; the message says which.
+    #[error("re-announcement refused: {0}")]
+    NotRecoverable(String),
     /// A machine reported the end of a flow it does not receive.
     #[error("machine {machine} does not receive flow {flow}")]
     NotTheReceiver {
@@ -63,10 +75,12 @@ impl CoordError {
             CoordError::Sealed(_) => ErrorKind::Sealed,
             CoordError::AgentUnavailable(_) => ErrorKind::AgentUnreachable,
             CoordError::UnknownFlow(_) => ErrorKind::UnknownFlow,
-            CoordError::Invalid(_) => ErrorKind::Invalid,
+            CoordError::Invalid(e) => e.kind(),
             CoordError::ShuttingDown => ErrorKind::ShuttingDown,
             CoordError::LimitExceeded(_) => ErrorKind::LimitExceeded,
-            CoordError::NotTheReceiver { .. } => ErrorKind::PermissionDenied,
+            CoordError::NotTheReceiver { .. } | CoordError::NotTheOwner { .. } | CoordError::NotRecoverable(_) => {
+                ErrorKind::PermissionDenied
+            }
         }
     }
 }
@@ -80,9 +94,13 @@ impl From<CoordError> for tonic::Status {
             CoordError::DuplicateDataId { .. } => tonic::Status::already_exists(e.to_string()),
             CoordError::Sealed(_) => tonic::Status::failed_precondition(e.to_string()),
             CoordError::AgentUnavailable(_) | CoordError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
+            CoordError::Invalid(ProtoError::TooMany { .. }) | CoordError::LimitExceeded(_) => {
+                tonic::Status::resource_exhausted(e.to_string())
+            }
             CoordError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
-            CoordError::LimitExceeded(_) => tonic::Status::resource_exhausted(e.to_string()),
-            CoordError::NotTheReceiver { .. } => tonic::Status::permission_denied(e.to_string()),
+            CoordError::NotTheReceiver { .. } | CoordError::NotTheOwner { .. } | CoordError::NotRecoverable(_) => {
+                tonic::Status::permission_denied(e.to_string())
+            }
         };
         e.kind().attach(&mut status);
         status

@@ -11,6 +11,11 @@
 //!   agent restarted and lost its session. In token mode a restarted agent waits until its old
 //!   registration times out (`agent_timeout_ms`).
 //!
+//! - Of two processes that claim one machine, the one that started later (its registration's
+//!   `incarnation`) wins: a registration from an earlier one while the later one holds the
+//!   machine is refused with `ABORTED`, which tells it to stop, so that the two do not replace
+//!   each other in turn.
+//!
 //! Sessions are not secrets: in token mode they cross the network in clear text like the token,
 //! so they guard against accidents and stale agents, not against a token holder who reads the
 //! traffic.
@@ -29,7 +34,8 @@ use crate::service::{CoreHandle, Event, Reply};
 /// The live session of each registered machine.
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
-    live: Mutex<HashMap<MachineId, u64>>,
+    /// Each machine's live session and the incarnation (process start) that holds it.
+    live: Mutex<HashMap<MachineId, (u64, u64)>>,
     keys: RandomState,
     issued: AtomicU64,
     refusals: RefusalLog,
@@ -67,7 +73,7 @@ impl Sessions {
     /// under one lock.
     pub(crate) async fn check_known(&self, machine: MachineId, session: u64) -> Result<bool, Status> {
         match self.live.lock().await.get(&machine) {
-            Some(&s) if s != session => {
+            Some(&(s, _)) if s != session => {
                 Err(permission_denied(format!("machine {machine} is registered under another session")))
             }
             known => Ok(known.is_some()),
@@ -76,19 +82,30 @@ impl Sessions {
 
     /// Registers `machine` (with the core, via `register`) for a caller that claims `claimed`:
     /// refused while another session of the machine is live, unless the caller's certificate
-    /// proves it is that machine's agent. Returns the session the agent is to carry.
+    /// proves it is that machine's agent; refused with `ABORTED` (stop) when a process that
+    /// started later (`incarnation`, 0 for unknown) holds the machine. Returns the session the
+    /// agent is to carry.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn register(
         &self,
         core: &CoreHandle,
         machine: MachineId,
         claimed: u64,
+        incarnation: u64,
         certified: bool,
         remote: Option<std::net::SocketAddr>,
         register: impl FnOnce(Reply<()>) -> Event,
     ) -> Result<u64, Status> {
         let mut live = self.live.lock().await;
+        if let Some(&(_, newer)) = live.get(&machine)
+            && incarnation != 0
+            && incarnation < newer
+        {
+            let msg = format!("machine {machine} is held by an agent process that started later; this one must stop");
+            return Err(coflow_proto::ErrorKind::PermissionDenied.status(tonic::Code::Aborted, msg));
+        }
         let session = match live.get(&machine) {
-            Some(&s) if s == claimed => s,
+            Some(&(s, _)) if s == claimed => s,
             Some(_) if !certified => {
                 if core.ask(|r| Event::AgentAlive(machine, r)).await.map_err(Status::from)? {
                     let msg = format!(
@@ -108,7 +125,8 @@ impl Sessions {
             _ => self.fresh(),
         };
         core.ask(register).await.map_err(Status::from)?;
-        live.insert(machine, session);
+        let incarnation = live.get(&machine).map_or(incarnation, |&(_, i)| i.max(incarnation));
+        live.insert(machine, (session, incarnation));
         Ok(session)
     }
 }

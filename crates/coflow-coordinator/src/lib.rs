@@ -38,9 +38,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use crate::config::{ConfigError, CoordinatorConfig, TCP, check_policy};
+pub use crate::core::ADMIN;
 pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, Observation, RateBatch, Transmit};
 pub use crate::error::CoordError;
-pub use crate::status::{AgentView, CoflowView, FlowView, StatusView};
+pub use crate::status::{AgentView, CoflowView, FlowView, STATUS_PAGE_BYTES, StatusPage, StatusView};
 pub use crate::telemetry::status_json;
 pub use coflow_proto::{ERROR_KIND, ErrorKind};
 
@@ -114,7 +115,7 @@ pub async fn run(
         assignments: Arc::new(membership::Assignments::new(std::time::Duration::from_millis(config_agent_timeout_ms))),
         stop: stop_rx.clone(),
     };
-    let svc = CoordinatorServer::with_interceptor(svc, security.authenticate());
+    let svc = coflow_proto::TypedErrors(CoordinatorServer::with_interceptor(svc, security.authenticate()));
     let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);
     // Ready once the listener serves (it is bound, so calls queue until then); not ready from the
     // moment a stop is asked.

@@ -25,7 +25,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::core::{Core, FlowOutcome, Notice, RateBatch, Transmit};
 use crate::error::CoordError;
 use crate::identity::{Sessions, as_agent, as_client, as_some_agent};
-use crate::views::StatusView;
+use crate::status::{StatusPage, StatusView};
 
 /// Where a reply goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, CoordError>>;
@@ -39,10 +39,10 @@ type SessionTx = mpsc::UnboundedSender<pb::CoordinatorBatch>;
 pub(crate) enum Event {
     /// A framework registers a coflow.
     Register(Registration, Reply<CoflowId>),
-    /// A framework is done with a coflow.
-    Unregister(CoflowId, Reply<()>),
-    /// No more puts will come for a coflow.
-    Seal(CoflowId, Reply<()>),
+    /// A framework (the caller's identity) is done with a coflow.
+    Unregister(CoflowId, String, Reply<()>),
+    /// No more puts will come for a coflow (the caller's identity).
+    Seal(CoflowId, String, Reply<()>),
     /// An agent joins.
     RegisterAgent(AgentRegistration, Reply<()>),
     /// An agent leaves.
@@ -56,8 +56,10 @@ pub(crate) enum Event {
     Closed(MachineId, u64),
     /// Whether a live agent runs on a machine.
     AgentAlive(MachineId, Reply<bool>),
-    /// Someone asks what is live.
+    /// Someone asks what is live: everything (the web page).
     Status(Reply<StatusView>),
+    /// Someone asks one page of what is live: coflows after an id, at most so many.
+    StatusPage(CoflowId, usize, Reply<StatusPage>),
     /// Prometheus asks for the counters and gauges.
     Metrics(Reply<Vec<coflow_telemetry::Sample>>),
 }
@@ -187,8 +189,8 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
     // A dropped reply is an RPC that went away meanwhile: nothing to do.
     match event {
         Event::Register(reg, reply) => drop(reply.send(core.handle_register(now, reg))),
-        Event::Unregister(id, reply) => drop(reply.send(core.handle_unregister(now, id))),
-        Event::Seal(id, reply) => drop(reply.send(core.handle_seal(now, id))),
+        Event::Unregister(id, by, reply) => drop(reply.send(core.handle_unregister(now, &by, id))),
+        Event::Seal(id, by, reply) => drop(reply.send(core.handle_seal(now, &by, id))),
         Event::RegisterAgent(a, reply) => {
             core.handle_register_agent(now, a);
             drop(reply.send(Ok(())));
@@ -225,6 +227,7 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
         }
         Event::AgentAlive(machine, reply) => drop(reply.send(Ok(core.agent_alive(machine)))),
         Event::Status(reply) => drop(reply.send(Ok(core.status()))),
+        Event::StatusPage(after, max, reply) => drop(reply.send(Ok(core.status_page(after, max)))),
         Event::Metrics(reply) => drop(reply.send(Ok(core.samples()))),
     }
 }
@@ -248,25 +251,23 @@ fn agent_msg(core: &mut Core, now: Nanos, machine: MachineId, msg: AgentMsg, str
                 Err(
                     e
                     @ (CoordError::UnknownCoflow(_) | CoordError::NoSuchData { .. } | CoordError::AgentUnavailable(_)),
-                ) if recovering => {
-                    // "Not yet": a retryable UNAVAILABLE without an error kind.
-                    let f = pb::Failure {
-                        code: tonic::Code::Unavailable as i32,
-                        kind: pb::ErrorKind::Unspecified as i32,
-                        message: format!("the coordinator has just started: {e}; retry"),
-                    };
-                    pb::CoordinatorBatch {
-                        replies: vec![pb::AgentReply { request_id: id, result: Some(R::Failure(f)) }],
-                        update: None,
-                    }
-                }
+                ) if recovering => not_yet(id, &e),
                 Err(e) => reply(id, Err(e)),
             };
             send(core, streams, machine, batch);
         }
         AgentMsg::Recover(id, rec) => {
-            let r = core.handle_recover_flow(now, rec).map(|g| R::Get(grant(&g)));
-            send(core, streams, machine, reply(id, r));
+            let batch = match core.handle_recover_flow(now, rec) {
+                Ok(g) => reply(id, Ok(R::Get(grant(&g)))),
+                // Inside the restart window the source may not have re-announced its piece yet.
+                Err(e @ (CoordError::UnknownCoflow(_) | CoordError::NoSuchData { .. }))
+                    if core.in_restart_window(now) =>
+                {
+                    not_yet(id, &e)
+                }
+                Err(e) => reply(id, Err(e)),
+            };
+            send(core, streams, machine, batch);
         }
         AgentMsg::Finished(flow, outcome) => {
             if let Err(e) = core.handle_flow_finished(now, machine, flow, outcome) {
@@ -287,6 +288,18 @@ fn agent_msg(core: &mut Core, now: Nanos, machine: MachineId, msg: AgentMsg, str
             }
         }
     }
+}
+
+/// "Not yet": a retryable UNAVAILABLE without an error kind, for what agents may still be
+/// re-announcing after a restart.
+fn not_yet(request_id: u64, e: &CoordError) -> pb::CoordinatorBatch {
+    let f = pb::Failure {
+        code: tonic::Code::Unavailable as i32,
+        kind: pb::ErrorKind::Unspecified as i32,
+        message: format!("the coordinator has just started: {e}; retry"),
+    };
+    let result = Some(pb::agent_reply::Result::Failure(f));
+    pb::CoordinatorBatch { replies: vec![pb::AgentReply { request_id, result }], update: None }
 }
 
 fn grant(g: &crate::core::FlowGrant) -> pb::AnnounceGetResponse {
@@ -396,6 +409,14 @@ pub(crate) struct CoordinatorService {
     pub(crate) stop: watch::Receiver<bool>,
 }
 
+/// The most coflows one status page holds.
+const STATUS_PAGE: usize = 1000;
+
+/// The identity of a caller, which owns what it registers (see [`coflow_proto::Peer::identity`]).
+fn caller<T>(req: &Request<T>) -> String {
+    coflow_proto::Peer::of(req).map(coflow_proto::Peer::identity).unwrap_or_default()
+}
+
 fn status(e: CoordError) -> Status {
     e.into()
 }
@@ -463,6 +484,10 @@ impl CoordinatorService {
     }
 }
 
+/// The most messages one batch of an agent's session may carry (an agent sends at most 1,024);
+/// those past it are refused `limit-exceeded`.
+const MAX_BATCH_MESSAGES: usize = 4096;
+
 /// Reads an agent's session until it ends (or the coordinator stops), handing each batch to the
 /// core as one event; a malformed message is answered at once, a batch claiming another session
 /// ends the stream.
@@ -492,10 +517,16 @@ async fn read_session(
                 _ = stop.changed() => break,
             },
         };
-        let mut valid = Vec::with_capacity(msgs.len());
-        for m in msgs {
+        let mut valid = Vec::with_capacity(msgs.len().min(MAX_BATCH_MESSAGES));
+        for (i, m) in msgs.into_iter().enumerate() {
             let id = m.request_id;
-            match svc.validate(machine, m) {
+            let checked = if i < MAX_BATCH_MESSAGES {
+                svc.validate(machine, m)
+            } else {
+                let e = coflow_proto::ProtoError::TooMany { field: "messages", count: i + 1, max: MAX_BATCH_MESSAGES };
+                Err(failure(&CoordError::Invalid(e)))
+            };
+            match checked {
                 Ok(Some(v)) => valid.push(v),
                 Ok(None) => {}
                 Err(f) => {
@@ -518,7 +549,9 @@ impl Coordinator for CoordinatorService {
     #[tracing::instrument(skip_all, fields(num_flows = req.get_ref().num_flows))]
     async fn register(&self, req: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
         as_client(&req)?;
-        let reg = Registration::try_from(req.into_inner()).map_err(invalid)?;
+        let owner = caller(&req);
+        let mut reg = Registration::try_from(req.into_inner()).map_err(invalid)?;
+        reg.owner = owner;
         let id = self.core.ask(|r| Event::Register(reg, r)).await.map_err(status)?;
         Ok(Response::new(pb::RegisterResponse { coflow_id: id.0 }))
     }
@@ -528,28 +561,37 @@ impl Coordinator for CoordinatorService {
         req: Request<pb::UnregisterRequest>,
     ) -> Result<Response<pb::UnregisterResponse>, Status> {
         as_client(&req)?;
+        let by = caller(&req);
         let id = CoflowId(req.into_inner().coflow_id);
-        self.core.ask(|r| Event::Unregister(id, r)).await.map_err(status)?;
+        self.core.ask(|r| Event::Unregister(id, by, r)).await.map_err(status)?;
         Ok(Response::new(pb::UnregisterResponse {}))
     }
 
     async fn seal(&self, req: Request<pb::SealRequest>) -> Result<Response<pb::SealResponse>, Status> {
         as_client(&req)?;
+        let by = caller(&req);
         let id = CoflowId(req.into_inner().coflow_id);
-        self.core.ask(|r| Event::Seal(id, r)).await.map_err(status)?;
+        self.core.ask(|r| Event::Seal(id, by, r)).await.map_err(status)?;
         Ok(Response::new(pb::SealResponse {}))
     }
 
-    async fn status(&self, _req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
-        let v = self.core.ask(Event::Status).await.map_err(status)?;
-        Ok(Response::new(status_to_pb(v)))
+    async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+        let r = req.into_inner();
+        let max = if r.max_coflows == 0 { STATUS_PAGE } else { (r.max_coflows as usize).min(STATUS_PAGE) };
+        let page =
+            self.core.ask(|reply| Event::StatusPage(CoflowId(r.after_coflow_id), max, reply)).await.map_err(status)?;
+        let mut resp = status_to_pb(page.view);
+        resp.next_after_coflow_id = page.next.map_or(0, |c| c.0);
+        resp.flows_omitted = page.flows_omitted;
+        Ok(Response::new(resp))
     }
 
     async fn register_agent(
         &self,
         req: Request<pb::RegisterAgentRequest>,
     ) -> Result<Response<pb::RegisterAgentResponse>, Status> {
-        let (machine, claimed) = (req.get_ref().machine_id, req.get_ref().session);
+        let (machine, claimed, incarnation) =
+            (req.get_ref().machine_id, req.get_ref().session, req.get_ref().incarnation);
         as_agent(&req, machine)?;
         if claimed != 0 {
             self.restarted.store(true, Ordering::Relaxed);
@@ -559,7 +601,7 @@ impl Coordinator for CoordinatorService {
         let a = AgentRegistration::try_from(req.into_inner()).map_err(invalid)?;
         let session = self
             .sessions
-            .register(&self.core, a.machine, claimed, certified, remote, |r| Event::RegisterAgent(a, r))
+            .register(&self.core, a.machine, claimed, incarnation, certified, remote, |r| Event::RegisterAgent(a, r))
             .await?;
         Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0, session }))
     }
@@ -660,5 +702,7 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
                 rx_bps: a.rx_bps,
             })
             .collect(),
+        next_after_coflow_id: 0,
+        flows_omitted: 0,
     }
 }

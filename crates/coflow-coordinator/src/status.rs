@@ -16,6 +16,20 @@ pub struct StatusView {
     pub agents: Vec<AgentView>,
 }
 
+/// One page of [`StatusView`]: coflows after an id, within a budget.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatusPage {
+    /// The page: the policy, its coflows with their flows, and on the first page the agents.
+    pub view: StatusView,
+    /// The last coflow of the page, when more follow.
+    pub next: Option<CoflowId>,
+    /// Flows of the page's coflows left out for the budget.
+    pub flows_omitted: u64,
+}
+
+/// What one status page may hold, in estimated encoded bytes: well under gRPC's 4 MB limit.
+pub const STATUS_PAGE_BYTES: usize = 2 << 20;
+
 /// One live coflow.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CoflowView {

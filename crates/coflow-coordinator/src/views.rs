@@ -8,8 +8,8 @@ pub(crate) use coflow_telemetry::Sample;
 use coflow_telemetry::{Metrics, Value};
 
 use crate::core::Core;
-use crate::status::CoflowView;
 pub(crate) use crate::status::StatusView;
+use crate::status::{AgentView, CoflowView, STATUS_PAGE_BYTES, StatusPage};
 
 impl Core {
     /// What is live: coflows with their unfinished flows, and agents.
@@ -27,6 +27,60 @@ impl Core {
         }
     }
 
+    /// One page of what is live: up to `max_coflows` coflows with an id above `after`, by id, with
+    /// their unfinished flows, within [`STATUS_PAGE_BYTES`] (a coflow whose flows alone pass it
+    /// comes with those that fit, the rest counted as omitted); the agents on the first page.
+    pub fn status_page(&self, after: CoflowId, max_coflows: usize) -> StatusPage {
+        let first = after == CoflowId(0);
+        let agents: Vec<AgentView> = if first { self.agents().collect() } else { Vec::new() };
+        let mut budget = STATUS_PAGE_BYTES.saturating_sub(agents.len() * 64);
+        let mut coflows: BTreeMap<CoflowId, CoflowView> = BTreeMap::new();
+        let mut more = None;
+        let mut sizes: BTreeMap<CoflowId, usize> = BTreeMap::new();
+        let candidates: Vec<CoflowView> = self.coflows_after(after).take(max_coflows.max(1) + 1).collect();
+        let last = candidates.get(max_coflows.max(1).min(candidates.len()).saturating_sub(1)).map(|c| c.id);
+        if let Some(last) = last {
+            for (coflow, flow) in self.flows() {
+                if coflow > after && coflow <= last {
+                    *sizes.entry(coflow).or_default() += 64 + flow.data_id.len();
+                }
+            }
+        }
+        let mut omit_from = None;
+        for (i, c) in candidates.into_iter().enumerate() {
+            let cost = 48 + c.name.len() + sizes.get(&c.id).copied().unwrap_or(0);
+            if i >= max_coflows.max(1) || (!coflows.is_empty() && cost > budget) {
+                more = coflows.keys().next_back().copied();
+                break;
+            }
+            if cost > budget {
+                // Alone on its page and too big: it comes with the flows that fit.
+                omit_from = Some((c.id, budget.saturating_sub(48 + c.name.len())));
+            }
+            budget = budget.saturating_sub(cost);
+            coflows.insert(c.id, c);
+        }
+        let mut flows_omitted = 0;
+        let mut room = omit_from.map(|(_, r)| r);
+        for (coflow, flow) in self.flows() {
+            let Some(c) = coflows.get_mut(&coflow) else { continue };
+            if omit_from.is_some_and(|(id, _)| id == coflow) {
+                let cost = 64 + flow.data_id.len();
+                match room.as_mut() {
+                    Some(r) if *r >= cost => *r -= cost,
+                    _ => {
+                        flows_omitted += 1;
+                        continue;
+                    }
+                }
+            }
+            c.flows.push(flow);
+        }
+        let view =
+            StatusView { policy: self.policy_name().to_string(), coflows: coflows.into_values().collect(), agents };
+        StatusPage { view, next: more, flows_omitted }
+    }
+
     /// The counters and gauges, read at each scrape (the histograms are the service's).
     pub fn samples(&self) -> Vec<Sample> {
         let c = self.counters();
@@ -41,6 +95,8 @@ impl Core {
             Sample::counter("coflows_registered", "Coflows registered.", c.coflows_registered),
             Sample::counter("flows_recovered", "Flows re-announced after a restart.", c.flows_recovered),
             Sample::counter("coflows_adopted", "Coflows adopted after a restart.", c.coflows_adopted),
+            Sample::counter("recoveries_refused", "Re-announcements refused.", c.recoveries_refused),
+            Sample::counter("pauses", "Times the coordinator found it had not run for a while.", c.pauses),
             Sample::gauge("live_coflows", "Registered coflows.", int(self.live_coflows())),
             Sample::gauge("scheduled_coflows", "Coflows the policy schedules.", int(self.scheduled_coflows())),
             Sample::gauge("live_flows", "Unfinished flows.", int(self.live_flows())),

@@ -68,6 +68,8 @@ pub enum Subject {
         /// Its name (letters, digits, `.`, `_`, `-`).
         name: String,
     },
+    /// The operator (`coflow://admin`): a client that may unregister or seal any coflow.
+    Admin,
 }
 
 impl Subject {
@@ -77,6 +79,7 @@ impl Subject {
             Subject::Coordinator { .. } => Role::Coordinator,
             Subject::Agent { machine, .. } => Role::Agent(*machine),
             Subject::Client { name } => Role::Client(name.clone()),
+            Subject::Admin => Role::Admin,
         }
     }
 
@@ -86,13 +89,14 @@ impl Subject {
             Subject::Coordinator { .. } => "coordinator".into(),
             Subject::Agent { machine, .. } => format!("agent-{machine}"),
             Subject::Client { name } => format!("client-{name}"),
+            Subject::Admin => "admin".into(),
         }
     }
 
     fn hosts(&self) -> &[String] {
         match self {
             Subject::Coordinator { hosts } | Subject::Agent { hosts, .. } => hosts,
-            Subject::Client { .. } => &[],
+            Subject::Client { .. } | Subject::Admin => &[],
         }
     }
 
@@ -103,7 +107,7 @@ impl Subject {
         {
             return invalid("client name", name, "must be 1 to 64 of letters, digits, '.', '_', '-'");
         }
-        if !matches!(self, Subject::Client { .. }) && self.hosts().is_empty() {
+        if !matches!(self, Subject::Client { .. } | Subject::Admin) && self.hosts().is_empty() {
             return invalid("host", "", "a server certificate needs at least one host name or address");
         }
         for h in self.hosts() {
@@ -257,7 +261,7 @@ impl CertAuthority {
         params.extended_key_usages = match subject {
             Subject::Coordinator { .. } => vec![ExtendedKeyUsagePurpose::ServerAuth],
             Subject::Agent { .. } => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
-            Subject::Client { .. } => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Subject::Client { .. } | Subject::Admin => vec![ExtendedKeyUsagePurpose::ClientAuth],
         };
         params.use_authority_key_identifier_extension = true;
         validity(&mut params, 5);
@@ -297,6 +301,7 @@ mod tests {
             Subject::Coordinator { hosts: vec!["127.0.0.1".into(), "coord.example".into()] },
             Subject::Agent { machine: 7, hosts: vec!["::1".into()] },
             Subject::Client { name: "spark".into() },
+            Subject::Admin,
         ];
         for s in &subjects {
             let written = issue(&dir, s, false).unwrap();

@@ -34,9 +34,9 @@ pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError}
 pub use kind::{ERROR_KIND, ErrorKind, UnknownKind};
 pub use msg::{
     AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN,
-    MAX_PIECE_SIZE, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
+    MAX_HEARTBEAT_FLOWS, MAX_PARENTS, MAX_PIECE_SIZE, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
 };
-pub use serve::serve_until_stopped;
+pub use serve::{TypedErrors, serve_until_stopped};
 pub use tls::{
     Authenticate, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError, TlsFiles, accept,
     accept_agent, authorize, connect_agent, peer_role, permission_denied, valid_client_name,

@@ -13,6 +13,12 @@ use crate::pb;
 pub const MAX_DATA_ID_LEN: usize = 256;
 /// The largest piece accepted, in bytes (64 GiB).
 pub const MAX_PIECE_SIZE: u64 = 64 << 30;
+/// The most parents a coflow may name.
+pub const MAX_PARENTS: usize = 1024;
+/// The most flows one heartbeat may report.
+pub const MAX_HEARTBEAT_FLOWS: usize = 1_000_000;
+/// The longest owner identity accepted, in bytes.
+const MAX_OWNER_LEN: usize = 128;
 
 /// A message from the network is missing a field or has a wrong one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +37,31 @@ pub enum ProtoError {
         /// What is wrong.
         reason: String,
     },
+    /// A repeated field holds more entries than its limit.
+    #[error("field `{field}` has {count} entries, more than the limit of {max}")]
+    TooMany {
+        /// The field's name.
+        field: &'static str,
+        /// How many it holds.
+        count: usize,
+        /// The most it may hold.
+        max: usize,
+    },
+}
+
+impl ProtoError {
+    /// The kind a caller is told: `limit-exceeded` for a list over its limit, else `invalid`.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            ProtoError::TooMany { .. } => crate::ErrorKind::LimitExceeded,
+            _ => crate::ErrorKind::Invalid,
+        }
+    }
+}
+
+/// Refuses a repeated field of `count` entries past `max`.
+fn at_most(field: &'static str, count: usize, max: usize) -> Result<(), ProtoError> {
+    if count > max { Err(ProtoError::TooMany { field, count, max }) } else { Ok(()) }
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ProtoError {
@@ -118,6 +149,7 @@ impl TryFrom<pb::CoflowOptions> for CoflowOptions {
         if o.kind.len() > 64 {
             return Err(invalid("options.kind", "longer than 64 bytes"));
         }
+        at_most("options.parents", o.parents.len(), MAX_PARENTS)?;
         let weight = if o.weight == 0.0 { 1.0 } else { o.weight };
         if !(weight.is_finite() && weight > 0.0) {
             return Err(invalid("options.weight", format!("{} is not a positive number", o.weight)));
@@ -163,30 +195,47 @@ impl From<&CoflowOptions> for pb::CoflowOptions {
 }
 
 /// A validated `RegisterRequest`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct Registration {
     /// Puts (or, waiting for all gets, gets) the coflow will have.
     pub num_flows: u32,
     /// Its options.
     pub options: CoflowOptions,
+    /// The identity that registered it (a client certificate's role URI; empty in token mode,
+    /// where every token holder is one identity). The coordinator sets it from the caller.
+    pub owner: String,
+    /// The number the coordinator drew for the coflow (0 until it did), which a re-announced
+    /// piece must carry to be taken into a coflow the coordinator knows.
+    pub nonce: u64,
 }
+
+/// The most `num_flows` a registration may announce.
+const MAX_NUM_FLOWS: u64 = 10_000_000;
 
 impl TryFrom<pb::RegisterRequest> for Registration {
     type Error = ProtoError;
 
     fn try_from(r: pb::RegisterRequest) -> Result<Self, ProtoError> {
-        if r.num_flows > 10_000_000 {
+        if r.num_flows > MAX_NUM_FLOWS {
             return Err(invalid("num_flows", format!("{} is more than 10,000,000", r.num_flows)));
+        }
+        if r.owner.len() > MAX_OWNER_LEN || r.owner.chars().any(char::is_control) {
+            return Err(invalid("owner", format!("at most {MAX_OWNER_LEN} bytes without control characters")));
         }
         let options = r.options.map(CoflowOptions::try_from).transpose()?.unwrap_or_default();
         let options = CoflowOptions { weight: if options.weight == 0.0 { 1.0 } else { options.weight }, ..options };
-        Ok(Registration { num_flows: r.num_flows, options })
+        Ok(Registration { num_flows: r.num_flows as u32, options, owner: r.owner, nonce: r.nonce })
     }
 }
 
 impl From<&Registration> for pb::RegisterRequest {
     fn from(r: &Registration) -> Self {
-        pb::RegisterRequest { num_flows: r.num_flows, options: Some((&r.options).into()) }
+        pb::RegisterRequest {
+            num_flows: u64::from(r.num_flows),
+            options: Some((&r.options).into()),
+            owner: r.owner.clone(),
+            nonce: r.nonce,
+        }
     }
 }
 
@@ -345,9 +394,7 @@ impl TryFrom<pb::HeartbeatRequest> for Heartbeat {
                 return Err(invalid(field, format!("{v} is not a rate")));
             }
         }
-        if r.flows.len() > 1_000_000 {
-            return Err(invalid("flows", "more than 1,000,000 entries"));
-        }
+        at_most("flows", r.flows.len(), MAX_HEARTBEAT_FLOWS)?;
         Ok(Heartbeat {
             machine: MachineId(r.machine_id),
             flows: r.flows.into_iter().map(|f| (FlowId(f.flow_id), f.bytes_sent)).collect(),
@@ -441,6 +488,34 @@ mod tests {
         assert!(matches!(e, ProtoError::Invalid { field: "data_addr", .. }), "{e}");
         let e = CoflowOptions::try_from(pb::CoflowOptions { weight: -1.0, ..Default::default() }).unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "options.weight", .. }), "{e}");
+    }
+
+    /// A number past its range is refused, not truncated: `num_flows` of 2^32 + 3 would be 3 as
+    /// a 32-bit field.
+    #[test]
+    fn a_num_flows_past_its_range_is_refused_not_truncated() {
+        for n in [(1u64 << 32) + 3, MAX_NUM_FLOWS + 1, u64::MAX] {
+            let e = Registration::try_from(pb::RegisterRequest { num_flows: n, ..Default::default() }).unwrap_err();
+            assert!(matches!(e, ProtoError::Invalid { field: "num_flows", .. }), "{n}: {e}");
+            assert_eq!(e.kind(), crate::ErrorKind::Invalid);
+        }
+        let r = Registration::try_from(pb::RegisterRequest { num_flows: MAX_NUM_FLOWS, ..Default::default() }).unwrap();
+        assert_eq!(u64::from(r.num_flows), MAX_NUM_FLOWS);
+    }
+
+    /// Lists past their limit are `limit-exceeded`, at the limit they pass.
+    #[test]
+    fn lists_past_their_limit_are_limit_exceeded() {
+        let opts = |n: usize| pb::CoflowOptions { parents: vec![7; n], ..Default::default() };
+        assert_eq!(CoflowOptions::try_from(opts(MAX_PARENTS)).unwrap().parents.len(), MAX_PARENTS);
+        let e = CoflowOptions::try_from(opts(MAX_PARENTS + 1)).unwrap_err();
+        assert_eq!(e, ProtoError::TooMany { field: "options.parents", count: MAX_PARENTS + 1, max: MAX_PARENTS });
+        assert_eq!(e.kind(), crate::ErrorKind::LimitExceeded);
+        let hb = pb::HeartbeatRequest {
+            flows: vec![pb::FlowProgress::default(); MAX_HEARTBEAT_FLOWS + 1],
+            ..Default::default()
+        };
+        assert_eq!(Heartbeat::try_from(hb).unwrap_err().kind(), crate::ErrorKind::LimitExceeded);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Serving a gRPC router until shutdown, the same way in every service.
+//! Serving a gRPC router until shutdown, the same way in every service, and [`TypedErrors`], which
+//! names the error kind of the refusals tonic makes before a service runs.
 
 use std::future::Future;
 
@@ -48,4 +49,61 @@ pub async fn serve_until_stopped(
         let _ = task.await;
     }
     served
+}
+
+/// A gRPC service whose transport-level refusals name their error kind: tonic answers a request
+/// it cannot decode with `INTERNAL` and one over the message size limit with `OUT_OF_RANGE`,
+/// without the `coflow-error` entry; this wrapper turns the first into `INVALID_ARGUMENT`
+/// (`invalid`) and the second into `RESOURCE_EXHAUSTED` (`limit-exceeded`). Only answers that
+/// carry their status in the headers (every refusal of a unary call) are rewritten; the
+/// service's own answers already name their kind and are left alone.
+#[derive(Clone, Debug)]
+pub struct TypedErrors<S>(pub S);
+
+/// The kind and code a refusal tonic made before the service ran stands for, if any.
+fn retyped(headers: &tonic::codegen::http::HeaderMap) -> Option<(crate::ErrorKind, tonic::Code)> {
+    if headers.contains_key(crate::ERROR_KIND) {
+        return None;
+    }
+    let code = headers.get("grpc-status")?.to_str().ok()?.parse::<i32>().ok()?;
+    let message = headers.get("grpc-message").and_then(|m| m.to_str().ok()).unwrap_or("");
+    match tonic::Code::from_i32(code) {
+        // prost's "failed to decode Protobuf message: ...", percent-encoded.
+        tonic::Code::Internal if message.contains("decode") => {
+            Some((crate::ErrorKind::Invalid, tonic::Code::InvalidArgument))
+        }
+        tonic::Code::OutOfRange => Some((crate::ErrorKind::LimitExceeded, tonic::Code::ResourceExhausted)),
+        _ => None,
+    }
+}
+
+impl<S, B, R> tonic::codegen::Service<tonic::codegen::http::Request<B>> for TypedErrors<S>
+where
+    S: tonic::codegen::Service<tonic::codegen::http::Request<B>, Response = tonic::codegen::http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = tonic::codegen::BoxFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: tonic::codegen::http::Request<B>) -> Self::Future {
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let mut resp = fut.await?;
+            if let Some((kind, code)) = retyped(resp.headers()) {
+                let h = resp.headers_mut();
+                h.insert("grpc-status", (code as i32).into());
+                h.insert(crate::ERROR_KIND, tonic::codegen::http::HeaderValue::from_static(kind.as_str()));
+            }
+            Ok(resp)
+        })
+    }
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for TypedErrors<S> {
+    const NAME: &'static str = S::NAME;
 }

@@ -8,7 +8,10 @@
 //!   `N`, heartbeat for it, announce its puts and gets, watch its rates, and open or accept its
 //!   data connections;
 //! - `coflow://client/NAME`: a framework's client, which may use the coflow API only (register,
-//!   put, get, unregister, seal, status).
+//!   put, get, unregister, seal, status); a coflow belongs to the client that registered it, and
+//!   only that client may unregister or seal it;
+//! - `coflow://admin`: an operator, who may use the coflow API and unregister or seal any
+//!   coflow.
 //!
 //! Both sides of every connection verify the other against the cluster CA (a plaintext peer, or
 //! one signed by another CA, fails the handshake); a server then reads the caller's [`Role`]
@@ -89,6 +92,8 @@ pub enum Role {
     Agent(u32),
     /// A framework's client of this name.
     Client(String),
+    /// An operator: a client that may unregister or seal any coflow.
+    Admin,
 }
 
 /// The URI scheme of role names.
@@ -101,6 +106,7 @@ impl Role {
             Role::Coordinator => format!("{SCHEME}coordinator"),
             Role::Agent(m) => format!("{SCHEME}agent/{m}"),
             Role::Client(name) => format!("{SCHEME}client/{name}"),
+            Role::Admin => format!("{SCHEME}admin"),
         }
     }
 
@@ -109,6 +115,9 @@ impl Role {
         let rest = uri.strip_prefix(SCHEME)?;
         if rest == "coordinator" {
             return Some(Role::Coordinator);
+        }
+        if rest == "admin" {
+            return Some(Role::Admin);
         }
         if let Some(m) = rest.strip_prefix("agent/") {
             if m.is_empty() || m.len() > 10 || !m.bytes().all(|b| b.is_ascii_digit()) {
@@ -656,9 +665,19 @@ impl Peer {
         req.extensions().get::<Peer>()
     }
 
-    /// Whether the caller may use the coflow API (a client, or anyone in token mode).
+    /// Whether the caller may use the coflow API (a client or the admin, or anyone in token
+    /// mode).
     pub fn may_use_api(&self) -> bool {
-        matches!(self, Peer::Token | Peer::Tls(Role::Client(_)))
+        matches!(self, Peer::Token | Peer::Tls(Role::Client(_) | Role::Admin))
+    }
+
+    /// The identity that owns what this caller registers: its certificate's role URI, or empty
+    /// for a token holder (in token mode every token holder is one identity).
+    pub fn identity(&self) -> String {
+        match self {
+            Peer::Token => String::new(),
+            Peer::Tls(r) => r.uri(),
+        }
     }
 
     /// Whether the caller may act for the agent of `machine`.
@@ -749,7 +768,9 @@ mod tests {
 
     #[test]
     fn role_uris_round_trip_and_malformed_ones_are_refused() {
-        for r in [Role::Coordinator, Role::Agent(0), Role::Agent(u32::MAX), Role::Client("spark-1.a_b".into())] {
+        for r in
+            [Role::Coordinator, Role::Agent(0), Role::Agent(u32::MAX), Role::Client("spark-1.a_b".into()), Role::Admin]
+        {
             assert_eq!(Role::from_uri(&r.uri()), Some(r));
         }
         for bad in [
@@ -763,6 +784,7 @@ mod tests {
             "coflow://client/a b",
             "coflow://client/a/b",
             "coflow://coordinator/x",
+            "coflow://admin/x",
             "https://coordinator",
         ] {
             assert_eq!(Role::from_uri(bad), None, "{bad}");

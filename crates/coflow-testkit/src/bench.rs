@@ -582,8 +582,12 @@ pub fn core_decisions(n: usize) -> f64 {
         core.handle_watch(now, MachineId(m));
     }
     let flow = |core: &mut Core, now: Nanos, k: usize, size: u64| {
-        let c =
-            core.handle_register(now, Registration { num_flows: 1, options: CoflowOptions::default() }).expect("room");
+        let c = core
+            .handle_register(
+                now,
+                Registration { num_flows: 1, options: CoflowOptions::default(), ..Default::default() },
+            )
+            .expect("room");
         let (src, dst) = (MachineId(k as u32 % machines), MachineId((k as u32 + 1 + k as u32 / machines) % machines));
         let dst = if dst == src { MachineId((src.0 + 1) % machines) } else { dst };
         let data_id = DataId::new("p").expect("valid");
@@ -620,7 +624,7 @@ pub fn core_decisions(n: usize) -> f64 {
         core.handle_timeout(now);
         core.handle_flow_finished(now, dst, f, FlowOutcome::Completed).expect("its receiver");
         core.handle_timeout(now);
-        core.handle_unregister(now, c).expect("registered");
+        core.handle_unregister(now, "", c).expect("registered");
         while core.poll_transmit().is_some() {}
         k += 1;
     }

@@ -184,6 +184,7 @@ mod tests {
                     rate_bps: 125_000_000.0,
                 }],
             }],
+            ..Default::default()
         }
     }
 

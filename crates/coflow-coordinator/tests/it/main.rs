@@ -55,7 +55,7 @@ impl Harness {
     }
 
     fn register(&mut self, num_flows: u32, options: CoflowOptions) -> CoflowId {
-        self.core.handle_register(self.now, Registration { num_flows, options }).unwrap()
+        self.core.handle_register(self.now, Registration { num_flows, options, ..Default::default() }).unwrap()
     }
 
     fn put(&mut self, coflow: CoflowId, id: &str, machine: u32, size: u64) -> Result<(), CoordError> {
@@ -270,7 +270,7 @@ fn a_sealed_coflow_expects_one_get_per_piece_and_takes_no_more_puts() {
     let c = h.register(0, opts.clone());
     h.put(c, "a", 0, 1000).unwrap();
     h.put(c, "b", 0, 1000).unwrap();
-    h.core.handle_seal(h.now, c).unwrap();
+    h.core.handle_seal(h.now, "", c).unwrap();
     assert_eq!(h.put(c, "late", 0, 1000), Err(CoordError::Sealed(c)));
     let fa = h.get(c, "a", 1).unwrap();
     h.advance(100);
@@ -286,10 +286,10 @@ fn a_sealed_coflow_expects_one_get_per_piece_and_takes_no_more_puts() {
     let fx = h.get(d, "x", 2).unwrap();
     h.advance(100);
     assert_eq!(last_rate(&h.drain(), fx.flow), None);
-    h.core.handle_seal(h.now, d).unwrap();
+    h.core.handle_seal(h.now, "", d).unwrap();
     h.advance(0);
     assert!(last_rate(&h.drain(), fx.flow).unwrap() > 0.0, "released by the seal");
-    assert_eq!(h.core.handle_seal(h.now, CoflowId(999)), Err(CoordError::UnknownCoflow(CoflowId(999))));
+    assert_eq!(h.core.handle_seal(h.now, "", CoflowId(999)), Err(CoordError::UnknownCoflow(CoflowId(999))));
 }
 
 #[test]
@@ -418,47 +418,70 @@ fn a_silent_agent_is_declared_dead_its_flows_fail_and_the_rest_goes_on() {
     assert_eq!(h.core.rate(fb.flow), Some(CAP));
 }
 
-/// After a restart (ids of the previous coordinator lie below the new base), a receiver
-/// re-announces a flow the old coordinator held at rate zero: the new one schedules it under its
-/// old id, new flows never take that id, the coflow gets its options back from the source's
-/// re-announced put, and a coflow this coordinator never knew at or above its base is refused.
+/// A piece re-announced by its holder, as an agent that registered again sends it.
+fn recovered(
+    coflow: CoflowId,
+    id: &str,
+    machine: u32,
+    size: u64,
+    registration: Option<Registration>,
+) -> PutAnnouncement {
+    PutAnnouncement {
+        coflow,
+        data_id: DataId::new(id).unwrap(),
+        machine: MachineId(machine),
+        size,
+        recovered: true,
+        registration,
+    }
+}
+
+/// A flow re-announced by its receiver `dst`.
+fn recovery(flow: u64, coflow: CoflowId, src: u32, dst: u32, size: u64) -> FlowRecovery {
+    FlowRecovery {
+        flow: FlowId(flow),
+        coflow,
+        data_id: DataId::new("p").unwrap(),
+        src: MachineId(src),
+        dst: MachineId(dst),
+        size,
+        received: 400,
+    }
+}
+
+/// The registration a previous coordinator handed its agents.
+fn old_registration() -> Registration {
+    let options = CoflowOptions { name: "q7".into(), weight: 3.0, ..Default::default() };
+    Registration { num_flows: 4, options, owner: "coflow://client/a".into(), nonce: 77 }
+}
+
+/// After a restart (ids of the previous coordinator lie below the new base), inside the restart
+/// window: a receiver's flow is adopted only once its source has re-announced the piece it names,
+/// at that size; then it is scheduled under its old id, new ids never take it, the coflow keeps
+/// its options and owner, and neither a coflow this coordinator unregistered nor one it adopted
+/// and then unregistered comes back.
 #[test]
-fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
+fn a_restarted_core_adopts_only_consistent_re_announcements() {
     let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
     h.core.set_id_base(1000);
+    assert!(h.core.in_restart_window(h.now));
     let old = CoflowId(5);
-    let rec = FlowRecovery {
-        flow: FlowId(999),
-        coflow: old,
-        data_id: DataId::new("p").unwrap(),
-        src: MachineId(0),
-        dst: MachineId(1),
-        size: 1000,
-        received: 400,
-    };
+    let rec = recovery(999, old, 0, 1, 1000);
+    // The source has not re-announced yet: not yet.
+    assert_eq!(h.core.handle_recover_flow(h.now, rec.clone()), Err(CoordError::UnknownCoflow(old)));
+    let reg = h.core.handle_put(h.now, recovered(old, "p", 0, 1000, Some(old_registration()))).unwrap();
+    assert_eq!(reg, old_registration(), "adopted with its options, owner and nonce");
+    // Inconsistent claims: another size, another source.
+    for bad in [recovery(999, old, 0, 1, 64 << 30), recovery(999, old, 2, 1, 1000)] {
+        assert!(matches!(h.core.handle_recover_flow(h.now, bad), Err(CoordError::NoSuchData { .. })));
+    }
     let g = h.core.handle_recover_flow(h.now, rec.clone()).unwrap();
     assert_eq!((g.flow, g.src, g.size), (FlowId(999), MachineId(0), 1000));
     h.advance(0);
-    let pushed = h.drain();
-    assert_eq!(last_rate(&pushed, FlowId(999)), Some(CAP), "the recovered flow gets a rate");
-    // Twice is harmless.
+    assert_eq!(last_rate(&h.drain(), FlowId(999)), Some(CAP), "the recovered flow gets a rate");
+    // Twice is harmless; another receiver claiming it is not.
     assert!(h.core.handle_recover_flow(h.now, rec).is_ok());
-
-    // The source re-announces its piece with the registration it learned.
-    let options = CoflowOptions { name: "q7".into(), weight: 3.0, ..Default::default() };
-    let put = PutAnnouncement {
-        coflow: old,
-        data_id: DataId::new("p").unwrap(),
-        machine: MachineId(0),
-        size: 1000,
-        recovered: true,
-        registration: Some(Registration { num_flows: 4, options: options.clone() }),
-    };
-    let reg = h.core.handle_put(h.now, put).unwrap();
-    assert_eq!((reg.num_flows, &reg.options), (4, &options));
-    let st = h.core.status();
-    let c = st.coflows.iter().find(|c| c.id == old).unwrap();
-    assert_eq!((c.name.as_str(), c.num_flows), ("q7", 4), "adopted with its options");
+    assert!(h.core.handle_recover_flow(h.now, recovery(999, old, 0, 2, 1000)).is_err());
 
     // New ids are above every recovered one.
     let fresh = h.register(1, CoflowOptions::default());
@@ -467,21 +490,157 @@ fn a_restarted_core_schedules_recovered_flows_under_their_ids() {
     let g = h.get(fresh, "n", 1).unwrap();
     assert!(g.flow.0 >= 1000 && g.flow != FlowId(999), "{:?}", g.flow);
 
-    // A coflow id this coordinator allocated and no longer knows was unregistered by it: its
-    // pieces are not adopted.
-    h.core.handle_unregister(h.now, fresh).unwrap();
-    let zombie = PutAnnouncement {
-        coflow: fresh,
-        data_id: DataId::new("z").unwrap(),
-        machine: MachineId(0),
-        size: 10,
-        recovered: true,
-        registration: None,
-    };
+    // Neither a coflow of this coordinator nor an adopted one is revived once unregistered.
+    h.core.handle_unregister(h.now, "", fresh).unwrap();
+    let zombie = recovered(fresh, "z", 0, 10, None);
     assert_eq!(h.core.handle_put(h.now, zombie), Err(CoordError::UnknownCoflow(fresh)));
+    h.core.handle_unregister(h.now, "coflow://client/a", old).unwrap();
+    let again = recovered(old, "q", 2, 10, Some(old_registration()));
+    assert_eq!(h.core.handle_put(h.now, again), Err(CoordError::UnknownCoflow(old)));
     let m = h.core.metrics();
     assert!(m.contains("coflow_coordinator_flows_recovered_total 1\n"), "{m}");
     assert!(m.contains("coflow_coordinator_coflows_adopted_total 1\n"), "{m}");
+}
+
+/// Past the restart window nothing is adopted (a phantom recovery is refused with
+/// `permission-denied`); a re-announced piece joins a coflow the coordinator knows only with that
+/// coflow's nonce, which the put's answer gave the agent that holds it.
+#[test]
+fn past_the_restart_window_nothing_is_adopted() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    h.core.set_id_base(1000);
+    let c = h.register(2, CoflowOptions::default());
+    h.core.set_restart_window(h.now);
+    assert!(!h.core.in_restart_window(h.now));
+    let e = h.core.handle_put(h.now, recovered(CoflowId(5), "p", 0, 1000, Some(old_registration()))).unwrap_err();
+    assert!(matches!(e, CoordError::NotRecoverable(_)), "{e}");
+    assert_eq!(e.kind().as_str(), "permission-denied");
+    h.put(c, "a", 0, 10).unwrap();
+    let e = h.core.handle_recover_flow(h.now, recovery(500, CoflowId(5), 0, 1, 1000)).unwrap_err();
+    assert!(matches!(e, CoordError::NotRecoverable(_)), "{e}");
+    // A flow re-announced into a known coflow with a forged 64 GiB size is refused too.
+    let forged = FlowRecovery { data_id: DataId::new("a").unwrap(), ..recovery(500, c, 0, 1, 64 << 30) };
+    assert!(h.core.handle_recover_flow(h.now, forged).is_err());
+    assert_eq!(h.core.live_flows(), 0);
+
+    // Into a known coflow: not without its nonce; with it (the agent registered again), yes,
+    // also once the coflow is sealed, since the piece was there before.
+    let reg = h.core.handle_put(h.now, PutAnnouncement { recovered: false, ..recovered(c, "b", 1, 10, None) }).unwrap();
+    h.core.handle_seal(h.now, "", c).unwrap();
+    let forged = Registration { nonce: reg.nonce ^ 2, ..reg.clone() };
+    for wrong in [None, Some(forged)] {
+        let e = h.core.handle_put(h.now, recovered(c, "x", 2, 10, wrong)).unwrap_err();
+        assert!(matches!(e, CoordError::NotRecoverable(_)), "{e}");
+    }
+    h.core.handle_register_agent(
+        h.now,
+        AgentRegistration { machine: MachineId(1), data_addr: "127.0.0.1:9001".parse().unwrap(), port_rate: CAP },
+    );
+    assert!(matches!(h.get(c, "b", 2), Err(CoordError::NoSuchData { .. })), "its pieces went with its restart");
+    h.core.handle_put(h.now, recovered(c, "b", 1, 10, Some(reg))).unwrap();
+    assert!(h.get(c, "b", 2).is_ok(), "re-announced with its registration, it is back");
+    let m = h.core.metrics();
+    assert!(m.contains("coflow_coordinator_recoveries_refused_total 5\n"), "{m}");
+}
+
+/// Ids: only an id below the base is adopted; one above it that this coordinator never issued
+/// (a previous run's under a clock set back) is refused but lifts the next ids above it, so no
+/// id names two coflows; one far above it (2^64 - 2) neither is adopted nor lifts the counter,
+/// so ids never wrap.
+#[test]
+fn re_announced_ids_never_wrap_or_name_two_coflows() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    h.core.set_id_base(1000);
+    let reg = Some(old_registration());
+    let far = CoflowId(u64::MAX - 1);
+    assert_eq!(h.core.handle_put(h.now, recovered(far, "p", 0, 10, reg.clone())), Err(CoordError::UnknownCoflow(far)));
+    assert!(h.core.handle_recover_flow(h.now, recovery(u64::MAX - 1, CoflowId(5), 0, 1, 10)).is_err());
+    let a = h.register(1, CoflowOptions::default());
+    assert_eq!(a, CoflowId(1000), "not lifted by an id far above the base");
+    h.put(a, "p", 0, 10).unwrap();
+    assert_eq!(h.get(a, "p", 1).unwrap().flow, FlowId(1000));
+
+    // A previous run's coflow 1500 and flow 1700, under a clock set back.
+    let back = CoflowId(1500);
+    assert_eq!(h.core.handle_put(h.now, recovered(back, "p", 0, 10, reg)), Err(CoordError::UnknownCoflow(back)));
+    assert!(h.core.handle_recover_flow(h.now, recovery(1700, back, 0, 1, 10)).is_err());
+    let b = h.register(1, CoflowOptions::default());
+    assert!(b.0 > 1500, "{b:?}");
+    h.put(b, "p", 0, 10).unwrap();
+    assert!(h.get(b, "p", 1).unwrap().flow.0 > 1700);
+    assert_eq!(h.core.live_coflows(), 2, "nothing adopted");
+}
+
+/// Limits hold for adopted coflows and pieces as for new ones.
+#[test]
+fn limits_hold_for_adopted_coflows_and_pieces() {
+    let cfg = CoordinatorConfig { max_coflows: 2, max_pieces_per_coflow: 2, ..Default::default() };
+    let mut h = Harness::new("varys", 3, cfg);
+    h.core.set_id_base(1000);
+    h.register(1, CoflowOptions::default());
+    let reg = Some(old_registration());
+    h.core.handle_put(h.now, recovered(CoflowId(5), "1", 0, 10, reg.clone())).unwrap();
+    h.core.handle_put(h.now, recovered(CoflowId(5), "2", 1, 10, reg.clone())).unwrap();
+    let e = h.core.handle_put(h.now, recovered(CoflowId(5), "3", 2, 10, reg.clone())).unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_pieces_per_coflow")), "{e}");
+    let e = h.core.handle_put(h.now, recovered(CoflowId(6), "1", 0, 10, reg)).unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_coflows")), "{e}");
+    assert_eq!(h.core.live_coflows(), 2);
+}
+
+/// A coflow belongs to the identity that registered it: another may neither unregister nor seal
+/// it; the owner and the admin may; a coflow registered in token mode (no owner) is anyone's.
+#[test]
+fn only_the_owner_or_the_admin_changes_a_coflow() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
+    let owned = |h: &mut Harness, owner: &str| {
+        let reg = Registration { num_flows: 1, owner: owner.into(), ..Default::default() };
+        h.core.handle_register(h.now, reg).unwrap()
+    };
+    let (a, b) = ("coflow://client/a", "coflow://client/b");
+    let c = owned(&mut h, a);
+    for e in [h.core.handle_unregister(h.now, b, c).unwrap_err(), h.core.handle_seal(h.now, b, c).unwrap_err()] {
+        assert!(matches!(e, CoordError::NotTheOwner { .. }), "{e}");
+        assert_eq!(e.kind().as_str(), "permission-denied");
+        assert_eq!(tonic::Status::from(e).code(), tonic::Code::PermissionDenied);
+    }
+    assert_eq!(h.core.live_coflows(), 1, "refused: still there");
+    h.core.handle_seal(h.now, a, c).unwrap();
+    h.core.handle_unregister(h.now, a, c).unwrap();
+    let c = owned(&mut h, a);
+    h.core.handle_unregister(h.now, coflow_coordinator::ADMIN, c).unwrap();
+    let c = owned(&mut h, "");
+    h.core.handle_unregister(h.now, b, c).unwrap();
+    assert_eq!(h.core.live_coflows(), 0);
+}
+
+/// A core that did not run for 10 s (its process was stopped) finds every agent silent past the
+/// timeout, but not through their fault: none is declared dead for the gap, and one that stays
+/// silent afterwards is declared dead a timeout later.
+#[test]
+fn a_pause_of_the_coordinator_is_not_an_agent_s_death() {
+    let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, agent_timeout_ms: 1000, ..Default::default() };
+    let mut h = Harness::new("varys", 3, cfg);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    h.advance(0);
+    h.drain();
+    h.now = h.now + Nanos::from_secs(10);
+    // The first thing the core hears after the pause: machine 2's heartbeat, queued meanwhile.
+    assert!(h.heartbeat(2, vec![]));
+    h.core.handle_timeout(h.now);
+    h.collect();
+    assert!(h.ended.is_empty(), "no agent is dead for the coordinator's own pause: {:?}", h.ended);
+    assert!(h.core.rate(g.flow).is_some(), "the flow lives");
+    assert_eq!(h.core.counters().pauses, 1);
+    // Machines 0 and 1 stay silent from here on, with the core running: dead a timeout later.
+    for _ in 0..12 {
+        h.advance(100);
+        h.heartbeat(2, vec![]);
+    }
+    h.collect();
+    assert_eq!(h.ended, [MachineId(0), MachineId(1)]);
 }
 
 /// Unregister tells every agent to forget the coflow; a source declared dead fails its flows
@@ -491,7 +650,7 @@ fn agents_are_told_of_dropped_coflows_and_failed_flows() {
     let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
     let a = h.register(1, CoflowOptions::default());
     h.put(a, "p", 0, 1000).unwrap();
-    h.core.handle_unregister(h.now, a).unwrap();
+    h.core.handle_unregister(h.now, "", a).unwrap();
     for m in 0..3 {
         assert_eq!(h.notices(m), [Notice::CoflowDropped(a)], "machine {m}");
     }
@@ -524,7 +683,7 @@ fn limits_on_coflows_and_pieces_are_typed_errors() {
     let mut h = Harness::new("varys", 2, cfg);
     let a = h.register(1, CoflowOptions::default());
     let b = h.register(1, CoflowOptions::default());
-    let reg = Registration { num_flows: 1, options: CoflowOptions::default() };
+    let reg = Registration { num_flows: 1, options: CoflowOptions::default(), ..Default::default() };
     let e = h.core.handle_register(h.now, reg.clone()).unwrap_err();
     assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_coflows")), "{e}");
     assert_eq!(e.kind().as_str(), "limit-exceeded");
@@ -534,7 +693,7 @@ fn limits_on_coflows_and_pieces_are_typed_errors() {
     let e = h.put(a, "3", 0, 10).unwrap_err();
     assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_pieces_per_coflow")), "{e}");
     // Unregistering makes room.
-    h.core.handle_unregister(h.now, b).unwrap();
+    h.core.handle_unregister(h.now, "", b).unwrap();
     assert!(h.core.handle_register(h.now, reg).is_ok());
 }
 
@@ -720,9 +879,10 @@ fn random_inputs_keep_the_core_sound() {
                     };
                     let deadline = (rng.below(3) == 0).then(|| Nanos::from_millis(100 + rng.below(5000)));
                     let options = CoflowOptions { readiness, deadline, ..Default::default() };
-                    if let Ok(id) =
-                        h.core.handle_register(h.now, Registration { num_flows: rng.below(4) as u32, options })
-                    {
+                    if let Ok(id) = h.core.handle_register(
+                        h.now,
+                        Registration { num_flows: rng.below(4) as u32, options, ..Default::default() },
+                    ) {
                         coflows.push(id);
                     }
                 }
@@ -751,8 +911,8 @@ fn random_inputs_keep_the_core_sound() {
                 6 => {
                     let c = coflow(&mut rng, &coflows);
                     if rng.below(2) == 0 {
-                        let _ = h.core.handle_seal(h.now, c);
-                    } else if h.core.handle_unregister(h.now, c).is_ok() {
+                        let _ = h.core.handle_seal(h.now, "", c);
+                    } else if h.core.handle_unregister(h.now, "", c).is_ok() {
                         coflows.retain(|&x| x != c);
                     }
                 }

@@ -57,7 +57,13 @@ fn assert_denied<T: std::fmt::Debug>(r: Result<T, tonic::Status>, what: &str) {
 }
 
 fn register_agent(machine_id: u32, session: u64) -> pb::RegisterAgentRequest {
-    pb::RegisterAgentRequest { machine_id, data_addr: "127.0.0.1:9".into(), port_rate_bps: 1e6, session }
+    pb::RegisterAgentRequest {
+        machine_id,
+        data_addr: "127.0.0.1:9".into(),
+        port_rate_bps: 1e6,
+        session,
+        ..Default::default()
+    }
 }
 
 /// An open agent session: what to send on it (the sender), and what the coordinator sends.

@@ -69,9 +69,10 @@ public final class CoflowShuffleManager implements ShuffleManager {
     long maps = dependency.rdd().partitions().length;
     long reduces = dependency.partitioner().numPartitions();
     String name = SparkEnv.get().conf().getAppId() + "/shuffle-" + shuffleId;
-    long width = Math.min(maps * reduces, 0xffff_ffffL);
+    // The coordinator accepts at most 10,000,000 flows per coflow (a larger value is refused).
+    long width = Math.min(maps * reduces, 10_000_000L);
     RegisterRequest req = RegisterRequest.newBuilder()
-        .setNumFlows((int) width)
+        .setNumFlows(width)
         .setOptions(CoflowOptions.newBuilder()
             .setName(name)
             .setKind("shuffle")

@@ -1,0 +1,292 @@
+//! Members with valid credentials acting as they must not, against a live coordinator: a phantom
+//! agent announcing recoveries that are none, a client changing another's coflow, malformed,
+//! oversize and over-long requests, a get that stops reading, an older agent process claiming
+//! its machine back, and a status at a scale past gRPC's message limit.
+
+use std::time::{Duration, Instant};
+
+use coflow_agent::Phantom;
+use coflow_client::{Client, ClientConfig, ClientError, CoflowId, CoflowOptions};
+use coflow_core::{FlowId, MachineId};
+use coflow_proto::certs::Subject;
+use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_proto::{Security, TokenAttach, pb};
+use coflow_testkit::{Cluster, ClusterConfig, files, scrape};
+use prost::Message;
+
+use crate::{content, subscribe};
+
+fn kind(s: &tonic::Status) -> &str {
+    s.metadata().get("coflow-error").and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+fn gauge(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+}
+
+async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
+    Ok(Phantom::connect(
+        &cluster.coordinator_url(),
+        &cluster.agent_security(machine)?,
+        machine,
+        &format!("127.0.0.1:{}", 9000 + machine),
+        1e6,
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+    )
+    .await?)
+}
+
+/// Waits until the coordinator's restart window (three agent timeouts from its start) closed.
+async fn past_the_restart_window(started: Instant, cfg: &ClusterConfig) {
+    let window = Duration::from_millis(3 * cfg.coordinator.agent_timeout_ms + 300);
+    tokio::time::sleep(window.saturating_sub(started.elapsed())).await;
+}
+
+/// Over TLS, an agent's certificate cannot make a phantom recovery: a 64 GiB flow claimed into
+/// another client's coflow is never scheduled (inside the restart window it is "not yet", since
+/// no source holds such a piece; past it `permission-denied`), a coflow id of 2^64 - 2 does not
+/// wrap the ids, nothing is adopted past the window, and the victim's get is served exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phantom_recovery_is_refused_and_the_victim_is_served() -> anyhow::Result<()> {
+    subscribe();
+    let started = Instant::now();
+    let cfg = ClusterConfig::new(2, 20e6, "varys").with_tls();
+    let cluster = Cluster::start(cfg.clone()).await?;
+    let client = cluster.client(0).await?;
+    let victim = client.register(1, CoflowOptions { name: "victim".into(), ..Default::default() }).await?;
+    let bytes = content(victim.0, 300_000);
+    client.put(victim, "p", bytes.clone()).await?;
+    let evil = phantom(&cluster, 10).await?;
+    let live = |page: &str| gauge(page, "coflow_coordinator_live_flows");
+    let claim = || evil.recover_flow(FlowId(5), victim, "p", MachineId(0), 64 << 30);
+    let e = claim().await.expect_err("inside the window: not yet");
+    assert_eq!((e.code(), kind(&e)), (tonic::Code::Unavailable, ""), "{e:?}");
+    assert_eq!(live(&scrape(cluster.coordinator_metrics).await), 0.0, "the phantom flow is not scheduled");
+
+    past_the_restart_window(started, &cfg).await;
+    let e = claim().await.expect_err("past the window");
+    assert_eq!(kind(&e), "permission-denied", "{e:?}");
+    let e = evil.put_recovered(CoflowId(5), "x", 1 << 30, Some(pb::RegisterRequest::default())).await.unwrap_err();
+    assert_eq!(kind(&e), "permission-denied", "{e:?}");
+    let e = evil.put_recovered(CoflowId(u64::MAX - 1), "x", 10, None).await.unwrap_err();
+    assert_eq!(kind(&e), "unknown-coflow", "{e:?}");
+    let e = evil.put_recovered(victim, "x", 10, None).await.unwrap_err();
+    assert_eq!(kind(&e), "permission-denied", "into a live coflow without its registration: {e:?}");
+    let next = client.register(1, CoflowOptions::default()).await?;
+    assert!(next.0 > victim.0 && next.0 < u64::MAX / 2, "ids go on from the clock, unwrapped: {next:?}");
+    let page = scrape(cluster.coordinator_metrics).await;
+    assert_eq!(gauge(&page, "coflow_coordinator_live_coflows"), 2.0, "nothing adopted");
+    assert!(gauge(&page, "coflow_coordinator_recoveries_refused_total") >= 4.0);
+
+    let got = tokio::time::timeout(Duration::from_secs(10), cluster.client(1).await?.get(victim, "p")).await??;
+    assert!(got == bytes, "the victim's get is served exactly");
+    evil.close().await;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A client configuration under another identity of the cluster's CA: a client `NAME`, or the
+/// admin.
+fn identity(cluster: &Cluster, subject: &Subject) -> anyhow::Result<ClientConfig> {
+    let dir = cluster.tls_dir().expect("a TLS cluster");
+    coflow_proto::certs::issue(dir, subject, true)?;
+    Ok(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(0), files(dir, &subject.file_stem())))
+}
+
+/// Over TLS a coflow belongs to the client that registered it: another client's unregister and
+/// seal are refused (`permission-denied`) and change nothing; the admin may seal it, its owner
+/// unregister it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_client_may_not_unregister_or_seal_a_coflow() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys").with_tls()).await?;
+    let owner = cluster.client(0).await?;
+    let other = Client::connect(identity(&cluster, &Subject::Client { name: "other".into() })?).await?;
+    let admin = Client::connect(identity(&cluster, &Subject::Admin)?).await?;
+    let c = owner.register(2, CoflowOptions::default()).await?;
+    for refused in [other.unregister(c).await, other.seal(c).await] {
+        assert!(matches!(refused, Err(ClientError::PermissionDenied(_))), "{refused:?}");
+    }
+    owner.put(c, "a", vec![1; 10]).await?;
+    admin.seal(c).await?;
+    assert!(matches!(owner.put(c, "b", vec![1; 10]).await, Err(ClientError::Sealed(_))));
+    let mine = other.register(1, CoflowOptions::default()).await?;
+    other.unregister(mine).await?;
+    owner.unregister(c).await?;
+    assert_eq!(owner.status().await?.coflows.len(), 0);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Bytes sent as they are, and received as they come: a codec for requests no client would make.
+#[derive(Clone, Copy, Debug, Default)]
+struct Raw;
+
+impl tonic::codec::Codec for Raw {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = Raw;
+    type Decoder = Raw;
+
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+impl tonic::codec::Encoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Vec<u8>, dst: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        use prost::bytes::BufMut;
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use prost::bytes::Buf;
+        let mut out = vec![0; src.remaining()];
+        src.copy_to_slice(&mut out);
+        Ok(Some(out))
+    }
+}
+
+/// Sends `body` as a `Register` call, with the cluster's token.
+async fn register_raw(cluster: &Cluster, body: Vec<u8>) -> tonic::Status {
+    let channel = tonic::transport::Endpoint::from_shared(cluster.coordinator_url()).unwrap().connect().await.unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel).max_encoding_message_size(64 << 20);
+    grpc.ready().await.unwrap();
+    let mut req = tonic::Request::new(body);
+    cluster.token().attach(&mut req);
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/coflow.v1.Coordinator/Register");
+    grpc.unary(req, path, Raw).await.expect_err("refused")
+}
+
+/// Malformed and oversize requests and lists past their limit get a typed error: `invalid` for
+/// bytes that are no protobuf and for a `num_flows` past 2^32 (never truncated), `limit-exceeded`
+/// for a message past 4 MB (4,000,000 parents) and for 2,000 parents; the coordinator goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_oversize_requests_get_typed_errors() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys")).await?;
+    let reg = |num_flows: u64, parents: usize| {
+        let options = pb::CoflowOptions { parents: vec![1; parents], ..Default::default() };
+        pb::RegisterRequest { num_flows, options: Some(options), ..Default::default() }.encode_to_vec()
+    };
+    for (body, code, want) in [
+        (vec![0xff, 0xff, 0xff, 0xff], tonic::Code::InvalidArgument, "invalid"),
+        (reg((1 << 32) + 3, 0), tonic::Code::InvalidArgument, "invalid"),
+        (reg(1, 2_000), tonic::Code::ResourceExhausted, "limit-exceeded"),
+        (reg(1, 4_000_000), tonic::Code::ResourceExhausted, "limit-exceeded"),
+        (vec![0; 5 << 20], tonic::Code::ResourceExhausted, "limit-exceeded"),
+    ] {
+        let len = body.len();
+        let s = register_raw(&cluster, body).await;
+        assert_eq!((s.code(), kind(&s)), (code, want), "{len} bytes: {s:?}");
+    }
+    let c = cluster.client(0).await?;
+    c.register(1, CoflowOptions::default()).await?;
+    assert_eq!(c.status().await?.coflows.len(), 1, "only the valid registration took");
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A client that opens a get and never reads: within the data idle timeout (2 s here) the get
+/// ends and the coordinator frees its flow, while the client still holds the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, 20e6, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "big", content(9, 48 << 20)).await?;
+    let reader = cluster.client(1).await?;
+    let stalled = reader.get_chunks(coflow, "big").await?;
+    let live = || async { gauge(&scrape(cluster.coordinator_metrics).await, "coflow_coordinator_live_flows") };
+    let opened = Instant::now();
+    while live().await == 0.0 && opened.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(live().await, 1.0, "the flow is live");
+    while live().await > 0.0 && opened.elapsed() < Duration::from_secs(8) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(live().await, 0.0, "the stalled get's flow is still live after {:?}", opened.elapsed());
+    drop(stalled);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Of two processes claiming one machine, the one that started later wins: the older one's
+/// registration is refused with ABORTED, which tells it to stop, instead of replacing the newer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_agent_process_is_told_to_stop() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys").with_tls()).await?;
+    let Security::Tls(tls) = cluster.agent_security(20)? else { unreachable!("a TLS cluster") };
+    let channel =
+        Security::Tls(tls).endpoint(&cluster.coordinator_url()).map_err(anyhow::Error::msg)?.connect().await?;
+    let mut c = CoordinatorClient::with_interceptor(channel, TokenAttach::new(None));
+    let reg = |incarnation: u64| pb::RegisterAgentRequest {
+        machine_id: 20,
+        data_addr: "127.0.0.1:9020".into(),
+        port_rate_bps: 1e6,
+        session: 0,
+        incarnation,
+    };
+    c.register_agent(reg(2_000)).await?;
+    let s = c.register_agent(reg(1_000)).await.expect_err("an older process");
+    assert_eq!((s.code(), kind(&s)), (tonic::Code::Aborted, "permission-denied"), "{s:?}");
+    c.register_agent(reg(3_000)).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// `coflow status` works with more live coflows than fit one 4 MB message (17,000 with 250-byte
+/// names, about 4.5 MB): the coordinator pages, the client merges the pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_works_past_the_message_limit() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys")).await?;
+    let c = cluster.client(0).await?;
+    const N: usize = 17_000;
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..32 {
+        let c = c.clone();
+        tasks.spawn(async move {
+            for i in (t..N).step_by(32) {
+                let name = format!("{i:0>250}");
+                c.register(1, CoflowOptions { name, ..Default::default() }).await?;
+            }
+            Ok::<_, ClientError>(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    let first = c.status_page(0, 0).await?;
+    assert!(first.coflows.len() < N && first.next_after_coflow_id != 0, "{} coflows on page one", first.coflows.len());
+    assert!(first.encoded_len() < 4 << 20);
+    let st = c.status().await?;
+    assert_eq!(st.coflows.len(), N);
+    let mut ids: Vec<u64> = st.coflows.iter().map(|c| c.coflow_id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), N, "each coflow once, in order");
+    assert_eq!(st.agents.len(), 1);
+    cluster.shutdown().await;
+    Ok(())
+}
