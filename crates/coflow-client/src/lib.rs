@@ -233,6 +233,9 @@ fn endpoint(security: &Security, url: &str) -> Result<Endpoint, ClientError> {
     Ok(security.endpoint(url).map_err(ClientError::Invalid)?.tcp_nodelay(true).connect_timeout(Duration::from_secs(5)))
 }
 
+/// The size of the chunks [`Client::put`] streams a piece's bytes in.
+pub const PUT_CHUNK_BYTES: usize = 1 << 20;
+
 impl Client {
     /// Connects (lazily: the first call opens the connections).
     pub async fn connect(cfg: ClientConfig) -> Result<Client, ClientError> {
@@ -286,9 +289,30 @@ impl Client {
         .await
     }
 
-    /// Stores `content` as piece `data_id` of `coflow` at the local agent.
+    /// Stores `content` as piece `data_id` of `coflow` at the local agent. The bytes are
+    /// streamed in chunks of [`PUT_CHUNK_BYTES`] after a first message that states their size,
+    /// which the agent reserves against its memory limit before it accepts any of them.
     pub async fn put(&self, coflow: CoflowId, data_id: &str, content: Vec<u8>) -> Result<u64, ClientError> {
-        self.put_source(coflow, data_id, pb::put_request::Source::Content(content)).await
+        DataId::new(data_id).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let size = content.len() as u64;
+        let n = content.len().div_ceil(PUT_CHUNK_BYTES).max(1);
+        let id = data_id.to_string();
+        let chunks = tokio_stream::iter((0..n).map(move |i| {
+            let data = content
+                [(i * PUT_CHUNK_BYTES).min(content.len())..((i + 1) * PUT_CHUNK_BYTES).min(content.len())]
+                .to_vec();
+            if i == 0 {
+                pb::PutChunk { coflow_id: coflow.0, data_id: id.clone(), size, data }
+            } else {
+                pb::PutChunk { data, ..Default::default() }
+            }
+        }));
+        let mut a = self.agent.clone();
+        self.timed(async {
+            let r = a.put_stream(chunks).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?;
+            Ok(r.into_inner().size)
+        })
+        .await
     }
 
     /// Stores a segment of a file in the local agent's data directory as piece `data_id`; the
@@ -354,7 +378,7 @@ impl Client {
         let req = pb::GetRequest { coflow_id: coflow.0, data_id: data_id.to_string() };
         let mut a = self.agent.clone();
         let stream = a.get(req).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?.into_inner();
-        Ok(Chunks { stream, coflow, data_id: data_id.to_string() })
+        Ok(Chunks { stream, coflow, data_id: data_id.to_string(), size: None, received: 0 })
     }
 
     /// What the coordinator is doing: live coflows, their flows and rates, and agents.
@@ -374,14 +398,46 @@ pub struct Chunks {
     stream: tonic::Streaming<pb::GetChunk>,
     coflow: CoflowId,
     data_id: String,
+    /// The piece's size, as the agent's first message states it.
+    size: Option<u64>,
+    received: u64,
 }
 
 impl Chunks {
-    /// The next chunk, or `None` once the piece is complete.
+    /// The next chunk, or `None` once the piece is complete: exactly as many bytes as the agent
+    /// said the piece holds. A stream that ends early (or runs over) is an error, never a short
+    /// piece taken for a whole one.
     pub async fn next(&mut self) -> Result<Option<Vec<u8>>, ClientError> {
-        match self.stream.message().await {
-            Ok(chunk) => Ok(chunk.map(|c| c.data)),
-            Err(s) => Err(ClientError::from_status(s, self.coflow, &self.data_id)),
+        loop {
+            let chunk = match self.stream.message().await {
+                Ok(chunk) => chunk,
+                Err(s) => return Err(ClientError::from_status(s, self.coflow, &self.data_id)),
+            };
+            let Some(chunk) = chunk else {
+                return match self.size {
+                    Some(size) if size == self.received => Ok(None),
+                    Some(size) => Err(ClientError::AgentUnreachable(format!(
+                        "the agent's stream ended after {} of the piece's {size} bytes",
+                        self.received
+                    ))),
+                    None => {
+                        Err(ClientError::AgentUnreachable("the agent's stream ended before the piece's size".into()))
+                    }
+                };
+            };
+            if let Some(size) = chunk.piece_size {
+                self.size.get_or_insert(size);
+            }
+            let Some(size) = self.size else {
+                return Err(ClientError::Corrupted("the agent sent bytes before the piece's size".into()));
+            };
+            self.received += chunk.data.len() as u64;
+            if self.received > size {
+                return Err(ClientError::Corrupted(format!("more bytes than the piece's {size}")));
+            }
+            if !chunk.data.is_empty() {
+                return Ok(Some(chunk.data));
+            }
         }
     }
 }

@@ -30,6 +30,24 @@ fn facebook_trace() -> Option<PathBuf> {
     }
 }
 
+/// A log that cannot be written (stderr on a full disk: `/dev/full`) never panics and never
+/// changes the answer: a command that fails still ends with its own exit code, 1, not a panic's.
+#[test]
+fn a_log_on_a_full_disk_never_changes_the_answer() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipping: no /dev/full");
+        return;
+    };
+    let out = coflow()
+        .args(["status", "--coordinator", "http://127.0.0.1:1"])
+        .env("COFLOW_TOKEN", "a-token-for-the-full-disk-test")
+        .env("RUST_LOG", "trace")
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
 #[test]
 fn logs_written_to_a_file_carry_no_colour_codes() {
     let log = tmp("coordinator.log");

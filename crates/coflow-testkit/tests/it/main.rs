@@ -1,6 +1,7 @@
 //! Loopback integration tests: a coordinator, several agents and clients in one process on
 //! `127.0.0.1:0`.
 
+mod capability;
 mod faults;
 mod live;
 mod ops;
