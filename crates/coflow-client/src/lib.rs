@@ -441,3 +441,69 @@ impl Chunks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coflow_proto::pb::agent_server::{Agent as AgentApi, AgentServer};
+    use tonic::{Request, Response, Status, Streaming};
+
+    /// An agent that answers every get with the messages it was made with, then ends the stream
+    /// with OK: as an agent whose get task died (its log on a full disk) would.
+    struct Truncating(Vec<pb::GetChunk>);
+
+    #[tonic::async_trait]
+    impl AgentApi for Truncating {
+        async fn put(&self, _: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
+            Err(Status::unimplemented("put"))
+        }
+
+        type GetStream = tokio_stream::Iter<std::vec::IntoIter<Result<pb::GetChunk, Status>>>;
+
+        async fn get(&self, _: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
+            let msgs: Vec<Result<pb::GetChunk, Status>> = self.0.iter().cloned().map(Ok).collect();
+            Ok(Response::new(tokio_stream::iter(msgs)))
+        }
+
+        async fn put_stream(&self, _: Request<Streaming<pb::PutChunk>>) -> Result<Response<pb::PutResponse>, Status> {
+            Err(Status::unimplemented("put_stream"))
+        }
+    }
+
+    async fn get_from(msgs: Vec<pb::GetChunk>) -> Result<Vec<u8>, ClientError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(AgentServer::new(Truncating(msgs)))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let token = ClusterToken::new("client-test-token").unwrap();
+        let c =
+            Client::connect(ClientConfig::new("http://127.0.0.1:9", format!("http://{addr}"), token)).await.unwrap();
+        let got = c.get(CoflowId(1), "p").await;
+        server.abort();
+        got
+    }
+
+    fn chunk(data: &[u8], size: Option<u64>) -> pb::GetChunk {
+        pb::GetChunk { data: data.to_vec(), piece_size: size }
+    }
+
+    /// A get ends OK with exactly the piece's bytes, never fewer: a stream that ends early, runs
+    /// over, or never states the size is an error even though it closed with OK.
+    #[tokio::test]
+    async fn a_get_checks_the_length_end_to_end() {
+        let whole = get_from(vec![chunk(&[], Some(5)), chunk(b"hel", None), chunk(b"lo", None)]).await;
+        assert_eq!(whole.unwrap(), b"hello");
+        assert_eq!(get_from(vec![chunk(&[], Some(0))]).await.unwrap(), b"", "an empty piece");
+        let short = get_from(vec![chunk(&[], Some(500_000)), chunk(b"hel", None)]).await.unwrap_err();
+        assert!(matches!(&short, ClientError::AgentUnreachable(m) if m.contains("3 of the piece's 500000")), "{short}");
+        let nothing = get_from(vec![chunk(&[], Some(500_000))]).await.unwrap_err();
+        assert!(matches!(nothing, ClientError::AgentUnreachable(_)), "{nothing}");
+        let no_size = get_from(vec![]).await.unwrap_err();
+        assert!(matches!(no_size, ClientError::AgentUnreachable(_)), "{no_size}");
+        let over = get_from(vec![chunk(b"hel", Some(2))]).await.unwrap_err();
+        assert!(matches!(over, ClientError::Corrupted(_)), "{over}");
+    }
+}
