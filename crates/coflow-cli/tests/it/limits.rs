@@ -58,6 +58,8 @@ fn puts_beyond_the_memory_limit_are_refused_before_their_bytes() {
             .args(["--listen", &format!("127.0.0.1:{aport}"), "--data-listen", &format!("127.0.0.1:{dport}")])
             .arg("--config")
             .arg(&config)
+            .arg("--data-dir")
+            .arg(tmp("limits-data"))
             .env("COFLOW_TOKEN", token)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
