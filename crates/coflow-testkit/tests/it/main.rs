@@ -26,7 +26,7 @@ pub(crate) fn content(tag: u64, len: usize) -> Vec<u8> {
 }
 
 pub(crate) fn tag(coflow: CoflowId, m: u64, r: u64) -> u64 {
-    coflow.0 * 1_000_000 + m * 1000 + r
+    coflow.0.wrapping_mul(1_000_000).wrapping_add(m * 1000 + r)
 }
 
 /// Logs to the test output, so that a failing test shows its trace.
