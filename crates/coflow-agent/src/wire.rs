@@ -416,4 +416,73 @@ mod tests {
         assert_eq!(got.len(), MAX_ERROR_LEN);
         assert!(message.starts_with(&got));
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn any_request() -> impl Strategy<Value = Request> {
+            (
+                proptest::collection::vec(any::<u8>(), 0..=MAX_TOKEN_LEN),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<[u8; TICKET_LEN]>(),
+                "[a-zA-Z0-9_./-]{1,64}",
+            )
+                .prop_map(|(token, coflow, flow, dst, ticket, id)| Request {
+                    token,
+                    coflow: CoflowId(coflow),
+                    flow: FlowId(flow),
+                    dst: MachineId(dst),
+                    ticket,
+                    data_id: DataId::new(id).unwrap(),
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// Every request decodes to itself, whatever follows it.
+            #[test]
+            fn any_request_round_trips(req in any_request(), tail in proptest::collection::vec(any::<u8>(), 0..16)) {
+                let mut bytes = Vec::new();
+                req.encode(&mut bytes);
+                let n = bytes.len();
+                bytes.extend_from_slice(&tail);
+                prop_assert_eq!(Request::decode(&bytes), Ok(Some((req, n))));
+            }
+
+            /// Arbitrary bytes after the magic never panic the decoder; whatever it accepts
+            /// encodes back to exactly the bytes it consumed.
+            #[test]
+            fn arbitrary_requests_decode_or_fail_cleanly(body in proptest::collection::vec(any::<u8>(), 0..700)) {
+                let mut bytes = MAGIC.to_vec();
+                bytes.extend_from_slice(&body);
+                if let Ok(Some((req, n))) = Request::decode(&bytes) {
+                    let mut again = Vec::new();
+                    req.encode(&mut again);
+                    prop_assert_eq!(&again[..], &bytes[..n]);
+                }
+            }
+
+            /// Arbitrary bytes never panic the frame decoder; a frame it accepts lies within the
+            /// bytes and, for data, within what the piece has left.
+            #[test]
+            fn arbitrary_frames_decode_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..600), left in 0u64..1024) {
+                if let Ok(Some((frame, n))) = decode_frame(&bytes, left) {
+                    prop_assert!(n <= bytes.len());
+                    if let Frame::Data { bytes: block, .. } = frame {
+                        prop_assert!(!block.is_empty() && block.len() as u64 <= left);
+                    }
+                }
+                if bytes.len() >= HEAD_LEN {
+                    let head: [u8; HEAD_LEN] = bytes[..HEAD_LEN].try_into().unwrap();
+                    if let Ok((status, size)) = decode_head(&head) {
+                        prop_assert_eq!(encode_head(status, size), head);
+                    }
+                }
+            }
+        }
+    }
 }
