@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::DataId;
+use coflow_proto::ticket::Ticket;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -105,9 +106,9 @@ async fn accept_and_send(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
     match shared.security.tls() {
-        None => send_pieces(sock, shared, shutdown).await,
+        None => send_pieces(sock, shared, None, shutdown).await,
         Some(tls) => match tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await {
-            Ok(Some((stream, _))) => send_pieces(stream, shared, shutdown).await,
+            Ok(Some((stream, machine))) => send_pieces(stream, shared, Some(MachineId(machine)), shutdown).await,
             Ok(None) => Err(AgentError::Refused("not an agent of this cluster")),
             Err(_) => Err(AgentError::Refused("no TLS handshake within the idle timeout")),
         },
@@ -126,11 +127,30 @@ async fn write_within<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8], idle: Dura
     }
 }
 
+/// Why a request may not attach to its flow, if it may not: its ticket is not the flow's under
+/// this agent's flow keys, the requester's certificate (with TLS, `peer`) is not the receiving
+/// agent the ticket names, or the flow attached already. Checked before the piece is looked up,
+/// so a refusal tells nothing of the piece.
+fn admit(shared: &Shared, req: &Request, peer: Option<MachineId>) -> Result<(), &'static str> {
+    if !shared.flow_keys.verify(req) {
+        return Err("not the flow's ticket");
+    }
+    if shared.security.tls().is_some() && peer != Some(req.dst) {
+        return Err("the certificate is not the receiving agent's");
+    }
+    if !shared.attached.attach(req.ticket) {
+        return Err("the flow is attached already");
+    }
+    Ok(())
+}
+
 /// Serves the fetches of one connection, one after another, until the receiver closes it, sends
-/// no request for the idle timeout, or a fetch fails.
+/// no request for the idle timeout, or a fetch fails. `peer` is the machine the requester's
+/// certificate names, with TLS.
 pub(crate) async fn send_pieces<S: DataStream>(
     sock: S,
     shared: &Shared,
+    peer: Option<MachineId>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
     let idle = shared.idle();
@@ -152,6 +172,11 @@ pub(crate) async fn send_pieces<S: DataStream>(
         {
             let _ = write_within(&mut wr, &wire::encode_head(Status::BadToken, 0), idle).await;
             return Err(AgentError::Refused("wrong cluster token"));
+        }
+        if let Err(why) = admit(shared, &req, peer) {
+            let _ = write_within(&mut wr, &wire::encode_head(Status::Denied, 0), idle).await;
+            tracing::warn!(flow = req.flow.0, coflow = %req.coflow, ?peer, why, "data request denied");
+            return Err(AgentError::PermissionDenied(why));
         }
         let Some(piece) = shared.store.get(req.coflow, &req.data_id) else {
             let _ = write_within(&mut wr, &wire::encode_head(Status::NoPiece, 0), idle).await;
@@ -238,7 +263,9 @@ async fn pace<W: AsyncWrite + Unpin>(
             let nap = wait.unwrap_or(keepalive).min(keepalive.saturating_sub(last_write.elapsed()));
             tokio::select! {
                 _ = tokio::time::sleep(nap) => {}
-                _ = rate_rx.changed() => {}
+                // A rate table entry dropped under the flow leaves it at its last rate (and never
+                // wakes it in a loop).
+                Ok(()) = rate_rx.changed() => {}
                 _ = shutdown.changed() => return Err(AgentError::ShuttingDown),
             }
         }
@@ -300,6 +327,7 @@ pub(crate) async fn fetch(
     src: MachineId,
     coflow: CoflowId,
     flow: FlowId,
+    ticket: Ticket,
     data_id: &DataId,
     size: u64,
     out: &mpsc::Sender<Vec<u8>>,
@@ -310,6 +338,8 @@ pub(crate) async fn fetch(
         token: shared.security.token().map_or_else(Vec::new, |t| t.as_bytes().to_vec()),
         coflow,
         flow,
+        dst: MachineId(shared.config.machine_id()),
+        ticket,
         data_id: data_id.clone(),
     };
     loop {
@@ -390,6 +420,7 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     match status {
         Status::Ok => {}
         Status::BadToken => return Err(AgentError::Refused("wrong cluster token").into()),
+        Status::Denied => return Err(AgentError::PermissionDenied("the source refused the flow's ticket").into()),
         // The source restarted (its memory is gone) or dropped the coflow: recompute the piece.
         Status::NoPiece => {
             return Err(AgentError::DataLost("the source agent no longer holds the piece".into()).into());
@@ -446,6 +477,7 @@ mod tests {
     use super::*;
     use crate::config::AgentConfig;
     use crate::store::Piece;
+    use coflow_proto::ticket::FlowKey;
     use coflow_proto::{ClusterToken, ErrorKind, Security, TokenAttach};
 
     fn shared(chunk: usize) -> Arc<Shared> {
@@ -456,7 +488,14 @@ mod tests {
             TokenAttach::new(Some(token.clone())),
         );
         let config = AgentConfig { chunk_bytes: chunk, data_idle_timeout_ms: 500, ..AgentConfig::default() };
-        Arc::new(Shared::new(config, Security::Token(token), coordinator))
+        let s = Shared::new(config, Security::Token(token), coordinator);
+        s.flow_keys.learn(key());
+        Arc::new(s)
+    }
+
+    /// The flow key the coordinator would have told the source.
+    fn key() -> FlowKey {
+        FlowKey::new(&[7; coflow_proto::ticket::FLOW_KEY_LEN]).unwrap()
     }
 
     fn bytes(n: usize) -> Vec<u8> {
@@ -469,11 +508,14 @@ mod tests {
         f
     }
 
+    /// A request for flow `flow` of piece `id` of coflow 1 to machine 2, with its ticket.
     fn request(s: &Shared, flow: u64, id: &str) -> Request {
         Request {
             token: s.security.token().unwrap().as_bytes().to_vec(),
             coflow: CoflowId(1),
             flow: FlowId(flow),
+            dst: MachineId(2),
+            ticket: key().ticket(FlowId(flow), CoflowId(1), id, MachineId(2)),
             data_id: DataId::new(id).unwrap(),
         }
     }
@@ -582,7 +624,7 @@ mod tests {
         let (stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
         };
         let mut conn = Reader::new(near);
         for (flow, id, want) in [(1, "a", &a), (2, "b", &b)] {
@@ -618,7 +660,7 @@ mod tests {
         let (_stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
         };
         let mut conn = Reader::new(near);
         let mut req = Vec::new();
@@ -633,7 +675,7 @@ mod tests {
         let (_stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
         };
         let mut conn = Reader::new(near);
         let mut req = Vec::new();
@@ -641,5 +683,82 @@ mod tests {
         conn.io.write_all(&req).await.unwrap();
         assert_eq!(conn.head().await.unwrap().0, Status::BadToken);
         assert!(matches!(sender.await.unwrap(), Err(AgentError::Refused("wrong cluster token"))));
+    }
+
+    /// Sends `req` on a fresh connection to a source serving `s` and returns the response head
+    /// and how the source ended the connection.
+    async fn ask(s: &Arc<Shared>, req: &Request) -> ((Status, u64), Result<(), AgentError>) {
+        let (near, far) = tokio::io::duplex(1 << 16);
+        let (_stop_tx, stop) = watch::channel(false);
+        let sender = {
+            let s = s.clone();
+            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
+        };
+        let mut conn = Reader::new(near);
+        let mut bytes = Vec::new();
+        req.encode(&mut bytes);
+        conn.io.write_all(&bytes).await.unwrap();
+        let head = conn.head().await.unwrap();
+        drop(conn);
+        (head, tokio::time::timeout(Duration::from_secs(2), sender).await.expect("ends").unwrap())
+    }
+
+    /// A flow is served only with its ticket: a forged one, one for another flow, piece or
+    /// receiver, is denied with a size of 0 (whether or not the piece exists); a flow attaches
+    /// once, and a hijacker's second attach is denied without touching the real one.
+    #[tokio::test]
+    async fn a_flow_is_served_once_and_only_with_its_ticket() {
+        let s = shared(1024);
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024)).unwrap();
+        s.rates.set(FlowId(1), 1e9);
+        let denied = |r: &Result<(), AgentError>| matches!(r, Err(AgentError::PermissionDenied(_)));
+        for forged in [
+            Request { ticket: [0; 16], ..request(&s, 1, "a") },
+            Request { flow: FlowId(2), ..request(&s, 1, "a") },
+            Request { dst: MachineId(3), ..request(&s, 1, "a") },
+            Request { data_id: DataId::new("missing").unwrap(), ..request(&s, 1, "a") },
+        ] {
+            let (head, end) = ask(&s, &forged).await;
+            assert_eq!(head, (Status::Denied, 0), "{forged:?}");
+            assert!(denied(&end), "{end:?}");
+        }
+        // The real receiver attaches and gets the piece, over a connection that stays open.
+        let (near, far) = tokio::io::duplex(1 << 16);
+        let (_stop_tx, stop) = watch::channel(false);
+        let sender = {
+            let s = s.clone();
+            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
+        };
+        let mut conn = Reader::new(near);
+        let (tx, mut rx) = mpsc::channel(64);
+        let got = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "a"), 5000, &tx, &AtomicU64::new(0)).await;
+        assert_eq!(got.ok(), Some(5000));
+        drop(tx);
+        let mut n = 0;
+        while let Some(c) = rx.recv().await {
+            n += c.len();
+        }
+        assert_eq!(n, 5000);
+        // The same flow again, on another connection: denied, and the real one's connection is
+        // still served.
+        let (head, end) = ask(&s, &request(&s, 1, "a")).await;
+        assert_eq!(head, (Status::Denied, 0));
+        assert!(denied(&end), "{end:?}");
+        s.rates.set(FlowId(4), 1e9);
+        let (tx, _rx) = mpsc::channel(64);
+        let again = fetch_over(&mut conn, &s, "peer", &request(&s, 4, "a"), 5000, &tx, &AtomicU64::new(0)).await;
+        assert_eq!(again.ok(), Some(5000));
+        drop(conn);
+        assert!(sender.await.unwrap().is_ok());
+    }
+
+    /// With no flow key (not registered yet), nothing is served.
+    #[tokio::test]
+    async fn a_source_without_a_key_serves_nothing() {
+        let s = shared(1024);
+        *s.flow_keys.keys_for_test() = Default::default();
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024)).unwrap();
+        let (head, _) = ask(&s, &request(&s, 1, "a")).await;
+        assert_eq!(head, (Status::Denied, 0));
     }
 }

@@ -34,6 +34,10 @@ pub enum AgentError {
     /// The source refused the fetch.
     #[error("source agent refused the fetch: {0}")]
     Refused(&'static str),
+    /// A flow was asked for without its capability: a ticket that is not the flow's, a flow
+    /// attached already, or (with TLS) a requester that is not the receiver the grant names.
+    #[error("permission denied: {0}")]
+    PermissionDenied(&'static str),
     /// The source sent nothing, not even a keepalive, for the data plane's idle timeout: it is
     /// frozen, or the network between the agents is.
     #[error("agent at {addr} sent nothing for {secs} s")]
@@ -83,6 +87,7 @@ impl AgentError {
             AgentError::DataLost(_) => ErrorKind::DataLost,
             AgentError::LimitExceeded(_) => ErrorKind::LimitExceeded,
             AgentError::Refused(_) => ErrorKind::Refused,
+            AgentError::PermissionDenied(_) => ErrorKind::PermissionDenied,
             AgentError::ShuttingDown => ErrorKind::ShuttingDown,
             AgentError::UnknownCoflow(_) => ErrorKind::UnknownCoflow,
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => ErrorKind::Invalid,
@@ -107,7 +112,7 @@ impl From<AgentError> for tonic::Status {
             | AgentError::NotRegistered
             | AgentError::SourceSilent { .. }
             | AgentError::ClientDeparted => tonic::Code::Unavailable,
-            AgentError::Refused(_) => tonic::Code::PermissionDenied,
+            AgentError::Refused(_) | AgentError::PermissionDenied(_) => tonic::Code::PermissionDenied,
             AgentError::Corrupted(_) | AgentError::DataLost(_) => tonic::Code::DataLoss,
             AgentError::LimitExceeded(_) => tonic::Code::ResourceExhausted,
             AgentError::UnknownCoflow(_) => tonic::Code::NotFound,

@@ -62,8 +62,11 @@ pub use coflow_proto::{ERROR_KIND, ErrorKind};
 /// The agent's gRPC service name, as `grpc.health.v1` reports it.
 pub const SERVICE_NAME: &str = "coflow.v1.Agent";
 
-/// The largest gRPC message an agent accepts (a put of in-memory bytes): 1 GiB.
-pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
+/// The largest gRPC message an agent accepts: 8 MiB. A unary put of in-memory bytes carries at
+/// most that much (gRPC buffers a whole message before the agent sees it, so its size cannot be
+/// refused before its bytes come); larger pieces are streamed (`PutStream`), their size stated
+/// and reserved first.
+pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
 
 /// The listeners an agent serves on.
 #[derive(Debug)]

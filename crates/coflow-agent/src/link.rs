@@ -43,7 +43,12 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             incarnation,
         };
         let registered = async {
-            let session = coord.register_agent(reg).await?.into_inner().session;
+            let answer = coord.register_agent(reg).await?.into_inner();
+            let session = answer.session;
+            match coflow_proto::ticket::FlowKey::new(&answer.flow_key) {
+                Some(key) => shared.flow_keys.learn(key),
+                None => tracing::warn!("the coordinator sent no flow key: this agent can serve no flow"),
+            }
             shared.session.store(session, Ordering::Relaxed);
             let open = pb::AgentBatch { machine_id, session, messages: Vec::new() };
             let outbound = Batches::new(open, shared.link.open());

@@ -27,6 +27,8 @@ pub struct PhantomGrant {
     pub src: MachineId,
     /// The piece's size.
     pub size: u64,
+    /// The flow's ticket (empty if the coordinator sent none).
+    pub ticket: [u8; coflow_proto::ticket::TICKET_LEN],
 }
 
 /// An agent's session without an agent behind it.
@@ -169,7 +171,8 @@ impl Phantom {
         };
         match self.link.call(Body::Get(ann), self.deadline).await? {
             pb::agent_reply::Result::Get(g) => {
-                Ok(PhantomGrant { flow: FlowId(g.flow_id), src: MachineId(g.src_machine_id), size: g.size })
+                let ticket = g.ticket.as_slice().try_into().unwrap_or_default();
+                Ok(PhantomGrant { flow: FlowId(g.flow_id), src: MachineId(g.src_machine_id), size: g.size, ticket })
             }
             _ => Err(Status::internal("the coordinator answered a get with another reply")),
         }
@@ -185,7 +188,8 @@ impl Phantom {
         };
         match self.link.call(Body::Get(ann), self.deadline).await? {
             pb::agent_reply::Result::Get(g) => {
-                Ok(PhantomGrant { flow: FlowId(g.flow_id), src: MachineId(g.src_machine_id), size: g.size })
+                let ticket = g.ticket.as_slice().try_into().unwrap_or_default();
+                Ok(PhantomGrant { flow: FlowId(g.flow_id), src: MachineId(g.src_machine_id), size: g.size, ticket })
             }
             _ => Err(Status::internal("the coordinator answered a get with another reply")),
         }

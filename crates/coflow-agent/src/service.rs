@@ -12,7 +12,7 @@ use coflow_proto::pb::agent_server::Agent;
 use coflow_proto::{DataId, ErrorKind, PutSource, Registration, pb};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::data;
 use crate::error::AgentError;
@@ -107,6 +107,43 @@ fn unanswered(s: tonic::Status) -> AgentError {
     AgentError::Coordinator(s)
 }
 
+impl AgentService {
+    /// Announces a piece just stored; it is forgotten again if the coordinator refuses it.
+    async fn announce_put(
+        &self,
+        coflow: CoflowId,
+        data_id: DataId,
+        size: u64,
+    ) -> Result<Response<pb::PutResponse>, Status> {
+        let ann = pb::AnnouncePutRequest {
+            coflow_id: coflow.0,
+            data_id: data_id.as_str().to_string(),
+            machine_id: self.machine().0,
+            size,
+            recovered: false,
+            registration: None,
+        };
+        let deadline = Duration::from_millis(self.shared.config.coordinator_grace_ms);
+        match self.shared.link.call(Body::Put(ann), deadline).await {
+            Ok(pb::agent_reply::Result::Put(resp)) => {
+                if let Some(reg) = resp.registration.and_then(|r| Registration::try_from(r).ok()) {
+                    self.shared.store.learn(coflow, reg);
+                }
+            }
+            Ok(_) => {
+                self.shared.store.remove(coflow, &data_id);
+                return Err(tonic::Status::internal("the coordinator answered a put with another reply"));
+            }
+            Err(s) => {
+                self.shared.store.remove(coflow, &data_id);
+                return Err(unanswered(s).into());
+            }
+        }
+        self.shared.puts.fetch_add(1, Ordering::Relaxed);
+        Ok(Response::new(pb::PutResponse { size }))
+    }
+}
+
 /// Whether the coordinator refused this agent's session (see [`AgentService::announce_get`]).
 fn session_race(e: &AgentError) -> bool {
     matches!(e, AgentError::Coordinator(s) if ErrorKind::of(s) == Some(ErrorKind::PermissionDenied))
@@ -145,32 +182,57 @@ impl Agent for AgentService {
         };
         let size = piece.len();
         self.shared.store.insert(coflow, data_id.clone(), piece)?;
-        let ann = pb::AnnouncePutRequest {
-            coflow_id: coflow.0,
-            data_id: data_id.as_str().to_string(),
-            machine_id: self.machine().0,
-            size,
-            recovered: false,
-            registration: None,
+        self.announce_put(coflow, data_id, size).await
+    }
+
+    /// A put of bytes streamed in chunks: the size its first message states is reserved against
+    /// `max_stored_bytes` before a byte is accepted, and the bytes are gathered into the piece's
+    /// one buffer as they come (each message within the data idle timeout).
+    #[tracing::instrument(skip_all)]
+    async fn put_stream(&self, req: Request<Streaming<pb::PutChunk>>) -> Result<Response<pb::PutResponse>, Status> {
+        coflow_proto::authorize(&req, "put", coflow_proto::Peer::may_use_api)?;
+        self.registered()?;
+        let idle = self.shared.idle();
+        let mut stream = req.into_inner();
+        let silent = || {
+            AgentError::Invalid(coflow_proto::ProtoError::Invalid {
+                field: "chunks",
+                reason: format!("none arrived for {} ms", idle.as_millis()),
+            })
         };
-        let deadline = Duration::from_millis(self.shared.config.coordinator_grace_ms);
-        match self.shared.link.call(Body::Put(ann), deadline).await {
-            Ok(pb::agent_reply::Result::Put(resp)) => {
-                if let Some(reg) = resp.registration.and_then(|r| Registration::try_from(r).ok()) {
-                    self.shared.store.learn(coflow, reg);
-                }
+        let first = tokio::time::timeout(idle, stream.message())
+            .await
+            .map_err(|_| silent())??
+            .ok_or(AgentError::Invalid(coflow_proto::ProtoError::Missing { field: "first chunk" }))?;
+        let coflow = CoflowId(first.coflow_id);
+        let data_id = DataId::new(first.data_id).map_err(AgentError::from)?;
+        let size = first.size;
+        let wrong = |reason: String| AgentError::Invalid(coflow_proto::ProtoError::Invalid { field: "size", reason });
+        if size > coflow_proto::MAX_PIECE_SIZE {
+            return Err(wrong(format!("{size} bytes is more than {}", coflow_proto::MAX_PIECE_SIZE)).into());
+        }
+        let reservation = self.shared.store.reserve(coflow, &data_id, size)?;
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(size as usize)
+            .map_err(|_| AgentError::LimitExceeded(format!("the agent cannot allocate {size} bytes for the piece")))?;
+        let mut chunk = first.data;
+        loop {
+            if (bytes.len() + chunk.len()) as u64 > size {
+                return Err(wrong(format!("more bytes than the {size} stated")).into());
             }
-            Ok(_) => {
-                self.shared.store.remove(coflow, &data_id);
-                return Err(tonic::Status::internal("the coordinator answered a put with another reply"));
-            }
-            Err(s) => {
-                self.shared.store.remove(coflow, &data_id);
-                return Err(unanswered(s).into());
+            bytes.extend_from_slice(&chunk);
+            match tokio::time::timeout(idle, stream.message()).await.map_err(|_| silent())?? {
+                Some(c) => chunk = c.data,
+                None => break,
             }
         }
-        self.shared.puts.fetch_add(1, Ordering::Relaxed);
-        Ok(Response::new(pb::PutResponse { size }))
+        if bytes.len() as u64 != size {
+            return Err(wrong(format!("the stream ended after {} of the {size} bytes stated", bytes.len())).into());
+        }
+        let piece = Piece::memory(bytes, self.shared.config.chunk_bytes);
+        self.shared.store.insert_reserved(reservation, piece)?;
+        self.announce_put(coflow, data_id, size).await
     }
 
     type GetStream = ReceiverStream<Result<pb::GetChunk, Status>>;
@@ -213,23 +275,30 @@ impl Agent for AgentService {
             let (chunks_tx, mut chunks_rx) = mpsc::channel::<Vec<u8>>(8);
             let (worker, id, addr, size) = (shared.clone(), data_id.clone(), grant.src_data_addr.clone(), grant.size);
             let src = MachineId(grant.src_machine_id);
+            // A grant without a ticket of the right length is refused by the source.
+            let ticket = grant.ticket.as_slice().try_into().unwrap_or([0; coflow_proto::ticket::TICKET_LEN]);
             let work = async move {
                 if local {
                     stream_local(&worker, coflow, &id, size, &chunks_tx).await
                 } else {
-                    data::fetch(&worker, &addr, src, coflow, flow, &id, size, &chunks_tx, &received).await
+                    data::fetch(&worker, &addr, src, coflow, flow, ticket, &id, size, &chunks_tx, &received).await
                 }
             };
             let client = tx.clone();
-            // A client that takes no chunk for the data idle timeout (it stopped reading) is
-            // treated as gone: the get ends and its flow's rate is freed at the coordinator.
+            // The first message states the piece's size, which the client checks the stream
+            // against. A client that takes no message for the data idle timeout has stopped
+            // reading: its get fails (and the flow's end is reported, which frees its rate).
             let idle = shared.idle();
             let forward = async move {
+                let deliver = |m: pb::GetChunk| {
+                    let client = client.clone();
+                    async move { matches!(tokio::time::timeout(idle, client.send(Ok(m))).await, Ok(Ok(()))) }
+                };
+                if !deliver(pb::GetChunk { data: Vec::new(), piece_size: Some(size) }).await {
+                    return false;
+                }
                 while let Some(c) = chunks_rx.recv().await {
-                    if !matches!(
-                        tokio::time::timeout(idle, client.send(Ok(pb::GetChunk { data: c }))).await,
-                        Ok(Ok(()))
-                    ) {
+                    if !deliver(pb::GetChunk { data: c, piece_size: None }).await {
                         return false;
                     }
                 }

@@ -1,13 +1,14 @@
 //! What an agent's tasks share: its store, the rates the coordinator assigned, its port limiters
 //! and counters.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
+use coflow_proto::ticket::{FlowKey, Ticket};
 use coflow_proto::{DataId, Security, TokenAttach};
 use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
@@ -46,6 +47,60 @@ impl RateTable {
     pub(crate) fn collect_garbage(&self) {
         let mut m = self.flows.lock().expect("rates lock");
         m.retain(|_, (tx, at)| tx.receiver_count() > 0 || at.elapsed() < Duration::from_secs(60));
+    }
+}
+
+/// The flow keys this agent checks tickets with, as a source: its current registration's and
+/// the one before (a grant made just before it registered again still serves).
+#[derive(Debug, Default)]
+pub(crate) struct FlowKeys {
+    keys: Mutex<VecDeque<FlowKey>>,
+}
+
+impl FlowKeys {
+    /// Keeps the key of a new registration.
+    pub(crate) fn learn(&self, key: FlowKey) {
+        let mut keys = self.keys.lock().expect("keys lock");
+        keys.push_front(key);
+        keys.truncate(2);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn keys_for_test(&self) -> std::sync::MutexGuard<'_, VecDeque<FlowKey>> {
+        self.keys.lock().expect("keys lock")
+    }
+
+    /// Whether `req`'s ticket is its flow's under one of the keys.
+    pub(crate) fn verify(&self, req: &crate::wire::Request) -> bool {
+        let keys = self.keys.lock().expect("keys lock");
+        keys.iter().any(|k| k.verify(req.flow, req.coflow, req.data_id.as_str(), req.dst, &req.ticket))
+    }
+}
+
+/// The flows served so far, by ticket: a flow attaches once. The most recent [`ATTACHED_MEMORY`]
+/// are remembered (a ticket older than that belongs to a flow long finished).
+#[derive(Debug, Default)]
+pub(crate) struct Attached {
+    inner: Mutex<(HashSet<Ticket>, VecDeque<Ticket>)>,
+}
+
+/// How many attached flows a source remembers.
+const ATTACHED_MEMORY: usize = 1 << 18;
+
+impl Attached {
+    /// Attaches a flow; false if it was attached already.
+    pub(crate) fn attach(&self, ticket: Ticket) -> bool {
+        let mut s = self.inner.lock().expect("attached lock");
+        if !s.0.insert(ticket) {
+            return false;
+        }
+        s.1.push_back(ticket);
+        if s.1.len() > ATTACHED_MEMORY
+            && let Some(old) = s.1.pop_front()
+        {
+            s.0.remove(&old);
+        }
+        true
     }
 }
 
@@ -109,6 +164,10 @@ pub(crate) struct Shared {
     pub(crate) sending: Mutex<HashMap<FlowId, Arc<AtomicU64>>>,
     /// Remote gets in progress, by flow.
     pub(crate) receiving: Mutex<HashMap<FlowId, Receiving>>,
+    /// The keys this agent checks flow tickets with, as a source.
+    pub(crate) flow_keys: FlowKeys,
+    /// The flows this agent served, as a source: each attaches once.
+    pub(crate) attached: Attached,
     /// How many times the agent registered with a coordinator (each restart of the coordinator
     /// is a new epoch: flows of an older one are re-announced).
     pub(crate) link_epoch: AtomicU64,
@@ -140,6 +199,8 @@ impl Shared {
             link: crate::session::Link::default(),
             sending: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
+            flow_keys: FlowKeys::default(),
+            attached: Attached::default(),
             link_epoch: AtomicU64::new(0),
             data_connections: AtomicU64::new(0),
             link_down_since: Mutex::new(None),

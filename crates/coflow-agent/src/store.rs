@@ -4,10 +4,14 @@
 //!
 //! A piece's content is fixed at put: a CRC-32 of every block (the agent's `chunk_bytes`) is
 //! computed then, over the bytes or over the file segment as it was, and every block is checked
-//! against it when it is read, before it leaves the agent. A file segment is re-resolved at
-//! every read: its path must still canonicalize to the same place inside the data directory, and
-//! the opened file must be the very file (device and inode) checked at put, so a file replaced
-//! by a symlink, renamed over, changed, truncated or removed is `DataLost`, never other bytes.
+//! against it when it is read, before it leaves the agent. A file segment is opened, at put and
+//! again at every read, relative to the data directory without following a link at any step
+//! (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or one `openat` per component with
+//! `O_NOFOLLOW` where the kernel has no `openat2`), non-blocking, and only a regular file is
+//! read: a path that meets a symlink anywhere, even one swapped in while it is opened, is
+//! refused, and a FIFO or device is refused at once rather than blocking a thread. At a read the
+//! opened file must be the very file (device and inode) checked at put, so a file replaced by a
+//! symlink, renamed over, changed, truncated or removed is `DataLost`, never other bytes.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{Read, Seek};
@@ -26,10 +30,8 @@ enum Source {
     Memory(Arc<Vec<u8>>),
     /// A segment of a file, confined to the data directory.
     File {
-        /// The path as the client gave it (relative to the data directory), for messages.
+        /// The path as the client gave it, relative to the data directory.
         relative: String,
-        /// The canonical path at put.
-        path: PathBuf,
         /// Where the segment starts.
         offset: u64,
         /// The file's identity at put: device and inode.
@@ -90,10 +92,10 @@ impl Piece {
     pub(crate) async fn reader(&self, data_dir: &Path) -> Result<PieceReader, AgentError> {
         let file = match &self.source {
             Source::Memory(_) => None,
-            Source::File { relative, path, offset, identity: id } => {
-                let (dir, relative, path, offset, id, end) =
-                    (data_dir.to_path_buf(), relative.clone(), path.clone(), *offset, *id, offset + self.len);
-                let f = tokio::task::spawn_blocking(move || reopen(&dir, &relative, &path, offset, id, end))
+            Source::File { relative, offset, identity: id } => {
+                let (dir, relative, offset, id, end) =
+                    (data_dir.to_path_buf(), relative.clone(), *offset, *id, offset + self.len);
+                let f = tokio::task::spawn_blocking(move || reopen(&dir, &relative, offset, id, end))
                     .await
                     .map_err(|e| AgentError::DataLost(format!("opening the segment: {e}")))??;
                 Some(tokio::fs::File::from_std(f))
@@ -103,24 +105,16 @@ impl Piece {
     }
 }
 
-/// Opens a file segment's file again at get time: same canonical path inside the data
-/// directory, same file as at put, still long enough, positioned at the segment.
-fn reopen(
-    data_dir: &Path,
-    relative: &str,
-    path: &Path,
-    offset: u64,
-    id: (u64, u64),
-    end: u64,
-) -> Result<std::fs::File, AgentError> {
+/// Opens a file segment's file again at get time, as at put ([`open_beneath`]): the same file
+/// as at put, still long enough, positioned at the segment.
+fn reopen(data_dir: &Path, relative: &str, offset: u64, id: (u64, u64), end: u64) -> Result<std::fs::File, AgentError> {
     let lost = |what: &str| AgentError::DataLost(format!("file {relative:?} {what} since it was put"));
-    let now = data_dir.join(relative).canonicalize().map_err(|_| lost("was removed or became unreadable"))?;
-    if now != path {
-        return Err(lost("now resolves elsewhere (moved, or replaced by a symlink)"));
-    }
-    let mut f = std::fs::File::open(path).map_err(|_| lost("became unreadable"))?;
-    let meta = f.metadata().map_err(|_| lost("became unreadable"))?;
-    if !meta.is_file() || identity(&meta) != id {
+    let (mut f, meta) = match open_beneath(data_dir, relative) {
+        Ok(f) => f,
+        Err(AgentError::PathEscapes(_)) => return Err(lost("now resolves through a symlink")),
+        Err(_) => return Err(lost("was removed, replaced or became unreadable")),
+    };
+    if identity(&meta) != id {
         return Err(lost("was replaced by another file"));
     }
     if meta.len() < end {
@@ -203,6 +197,28 @@ struct Inner {
     registrations: HashMap<CoflowId, Registration>,
     dropped: HashSet<CoflowId>,
     dropped_order: VecDeque<CoflowId>,
+    /// Pieces being streamed in, whose bytes `memory_bytes` counts already.
+    reserved: HashSet<(CoflowId, DataId)>,
+}
+
+/// Memory reserved for a piece being streamed in ([`Store::reserve`]); released when dropped
+/// unless the piece was stored.
+#[derive(Debug)]
+pub(crate) struct Reservation<'a> {
+    store: &'a Store,
+    key: (CoflowId, DataId),
+    size: u64,
+    done: bool,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut s = self.store.inner.lock().expect("store lock");
+            s.memory_bytes -= self.size;
+            s.reserved.remove(&self.key);
+        }
+    }
 }
 
 /// How many unregistered coflow ids an agent remembers (to refuse their late puts).
@@ -224,15 +240,57 @@ impl Store {
         if s.pieces.contains_key(&(coflow, data_id.clone())) {
             return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
+        if s.reserved.contains(&(coflow, data_id.clone())) {
+            return Err(AgentError::DuplicateDataId { coflow, data_id });
+        }
         let add = piece.memory_bytes();
-        if s.memory_bytes + add > self.max_memory_bytes {
+        self.fits(&s, add)?;
+        s.memory_bytes += add;
+        s.pieces.insert((coflow, data_id), piece);
+        Ok(())
+    }
+
+    /// Reserves `size` bytes of memory for a piece about to be streamed in, before its bytes
+    /// come: refused, like [`Store::insert`], for a coflow known to be unregistered, a name taken
+    /// (or being put), and bytes beyond the memory limit. Released when dropped unless the piece
+    /// is stored with [`Store::insert_reserved`].
+    pub(crate) fn reserve(&self, coflow: CoflowId, data_id: &DataId, size: u64) -> Result<Reservation<'_>, AgentError> {
+        let mut s = self.inner.lock().expect("store lock");
+        let key = (coflow, data_id.clone());
+        if s.dropped.contains(&coflow) {
+            return Err(AgentError::UnknownCoflow(coflow));
+        }
+        if s.pieces.contains_key(&key) || s.reserved.contains(&key) {
+            return Err(AgentError::DuplicateDataId { coflow, data_id: data_id.clone() });
+        }
+        self.fits(&s, size)?;
+        s.memory_bytes += size;
+        s.reserved.insert(key.clone());
+        Ok(Reservation { store: self, key, size, done: false })
+    }
+
+    /// Stores a piece in the memory reserved for it.
+    pub(crate) fn insert_reserved(&self, mut r: Reservation<'_>, piece: Piece) -> Result<(), AgentError> {
+        debug_assert_eq!(piece.memory_bytes(), r.size, "a reservation holds its piece's bytes");
+        let mut s = self.inner.lock().expect("store lock");
+        r.done = true;
+        s.reserved.remove(&r.key);
+        if s.dropped.contains(&r.key.0) {
+            s.memory_bytes -= r.size;
+            return Err(AgentError::UnknownCoflow(r.key.0));
+        }
+        s.memory_bytes = s.memory_bytes - r.size + piece.memory_bytes();
+        s.pieces.insert(r.key.clone(), piece);
+        Ok(())
+    }
+
+    fn fits(&self, s: &Inner, add: u64) -> Result<(), AgentError> {
+        if s.memory_bytes.saturating_add(add) > self.max_memory_bytes {
             return Err(AgentError::LimitExceeded(format!(
                 "the agent holds {} bytes in memory; {add} more would pass max_stored_bytes {}",
                 s.memory_bytes, self.max_memory_bytes
             )));
         }
-        s.memory_bytes += add;
-        s.pieces.insert((coflow, data_id), piece);
         Ok(())
     }
 
@@ -316,6 +374,79 @@ pub fn confine(data_dir: &Path, relative: &str) -> Result<PathBuf, AgentError> {
     Ok(full)
 }
 
+/// Opens `relative` inside `data_dir` for reading without following a link at any step and
+/// without blocking (a FIFO does not wait for a writer), and returns it with its metadata if it
+/// is a regular file. A path that is absolute, has `..`, or meets a symlink is `PathEscapes`;
+/// anything that is not a regular file (FIFO, device, socket, directory) is `BadFile`, at once.
+/// Blocking (a file system call): call it off the async runtime.
+pub(crate) fn open_beneath(data_dir: &Path, relative: &str) -> Result<(std::fs::File, std::fs::Metadata), AgentError> {
+    use rustix::fs::{Mode, OFlags};
+    let rel = Path::new(relative);
+    if relative.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
+        return Err(AgentError::PathEscapes(relative.to_string()));
+    }
+    let bad = |e: rustix::io::Errno| AgentError::BadFile(format!("{relative:?}: {}", std::io::Error::from(e)));
+    let escapes = |e: rustix::io::Errno| match e {
+        // A symlink on the way (ELOOP), or a way out of the directory (EXDEV).
+        rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => AgentError::PathEscapes(relative.to_string()),
+        // O_NOFOLLOW | O_DIRECTORY on a symlink may say "not a directory" instead.
+        e => bad(e),
+    };
+    let dir = rustix::fs::open(data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))?;
+    let file = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let fd = match open_beneath_at2(&dir, rel, file) {
+        Some(r) => r.map_err(escapes)?,
+        None => {
+            // No openat2: one component at a time, never following a link.
+            let parts: Vec<&std::ffi::OsStr> = rel
+                .components()
+                .filter_map(|c| match c {
+                    Component::Normal(p) => Some(p),
+                    _ => None,
+                })
+                .collect();
+            let (last, dirs) = parts.split_last().ok_or_else(|| AgentError::PathEscapes(relative.to_string()))?;
+            let mut at = dir;
+            for part in dirs {
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                at = rustix::fs::openat(&at, *part, flags, Mode::empty()).map_err(escapes)?;
+            }
+            rustix::fs::openat(&at, *last, file | OFlags::NOFOLLOW, Mode::empty()).map_err(escapes)?
+        }
+    };
+    let f = std::fs::File::from(fd);
+    let meta = f.metadata().map_err(|e| AgentError::BadFile(format!("{relative:?}: {e}")))?;
+    if !meta.is_file() {
+        return Err(AgentError::BadFile(format!("{relative:?} is not a regular file")));
+    }
+    Ok((f, meta))
+}
+
+/// `openat2` beneath `dir` without symlinks; `None` where the kernel does not have it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn open_beneath_at2(
+    dir: &rustix::fd::OwnedFd,
+    rel: &Path,
+    flags: rustix::fs::OFlags,
+) -> Option<rustix::io::Result<rustix::fd::OwnedFd>> {
+    use rustix::fs::ResolveFlags;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    match rustix::fs::openat2(dir, rel, flags, rustix::fs::Mode::empty(), resolve) {
+        Err(rustix::io::Errno::NOSYS) => None,
+        r => Some(r),
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn open_beneath_at2(
+    _dir: &rustix::fd::OwnedFd,
+    _rel: &Path,
+    _flags: rustix::fs::OFlags,
+) -> Option<rustix::io::Result<rustix::fd::OwnedFd>> {
+    None
+}
+
 /// Checks a file segment, reads it once to checksum its blocks, and makes it a piece.
 /// Blocking: call it off the async runtime.
 pub(crate) fn file_piece(
@@ -325,13 +456,8 @@ pub(crate) fn file_piece(
     length: u64,
     block: usize,
 ) -> Result<Piece, AgentError> {
-    let path = confine(data_dir, relative)?;
     let bad = |e: std::io::Error| AgentError::BadFile(format!("{relative:?}: {e}"));
-    let mut f = std::fs::File::open(&path).map_err(bad)?;
-    let meta = f.metadata().map_err(bad)?;
-    if !meta.is_file() {
-        return Err(AgentError::BadFile(format!("{relative:?} is not a regular file")));
-    }
+    let (mut f, meta) = open_beneath(data_dir, relative)?;
     if offset + length > meta.len() {
         return Err(AgentError::BadFile(format!(
             "segment {offset}+{length} runs past the end of {relative:?} ({} bytes)",
@@ -349,7 +475,7 @@ pub(crate) fn file_piece(
         left -= n as u64;
     }
     Ok(Piece {
-        source: Source::File { relative: relative.to_string(), path, offset, identity: identity(&meta) },
+        source: Source::File { relative: relative.to_string(), offset, identity: identity(&meta) },
         len: length,
         block: block as u64,
         crcs: crcs.into(),
@@ -374,16 +500,84 @@ mod tests {
         std::fs::write(dir.join("sub/piece"), b"hello").unwrap();
         std::fs::write(base.join("secret"), b"no").unwrap();
         assert!(confine(&dir, "sub/piece").is_ok());
+        for bad in ["../secret", "/etc/passwd", "sub/../../secret", ""] {
+            assert!(matches!(file_piece(&dir, bad, 0, 1, 4), Err(AgentError::PathEscapes(_))), "{bad}");
+        }
         for bad in ["../secret", "/etc/passwd", "sub/../../secret"] {
             assert!(matches!(confine(&dir, bad), Err(AgentError::PathEscapes(_))), "{bad}");
         }
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::symlink(base.join("secret"), dir.join("link")).unwrap();
-            assert!(matches!(confine(&dir, "link"), Err(AgentError::PathEscapes(_))));
+        // A symlink anywhere on the way is refused, even one that stays inside the directory.
+        std::os::unix::fs::symlink(base.join("secret"), dir.join("link")).unwrap();
+        std::os::unix::fs::symlink(dir.join("sub"), dir.join("inner")).unwrap();
+        assert!(matches!(confine(&dir, "link"), Err(AgentError::PathEscapes(_))));
+        for bad in ["link", "inner/piece"] {
+            let e = file_piece(&dir, bad, 0, 1, 4).unwrap_err();
+            assert!(matches!(e, AgentError::PathEscapes(_)), "{bad}: {e}");
         }
+        assert!(matches!(file_piece(&dir, "sub", 0, 1, 4), Err(AgentError::BadFile(m)) if m.contains("regular")));
         assert!(matches!(file_piece(&dir, "sub/piece", 3, 5, 4), Err(AgentError::BadFile(_))));
         assert_eq!(file_piece(&dir, "sub/piece", 1, 4, 4).unwrap().len(), 4);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A FIFO in the data directory is refused at once, at put, with a typed error: no thread
+    /// waits for a writer.
+    #[test]
+    fn a_fifo_is_refused_at_once() {
+        let base = scratch("fifo");
+        let dir = base.join("data");
+        let d = std::fs::File::open(&dir).unwrap();
+        rustix::fs::mknodat(&d, "fifo", rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR, 0)
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d2 = dir.clone();
+        std::thread::spawn(move || tx.send(file_piece(&d2, "fifo", 0, 1, 4).map(|p| p.len())));
+        let r = rx.recv_timeout(std::time::Duration::from_secs(2)).expect("a FIFO put returns at once");
+        assert!(matches!(&r, Err(AgentError::BadFile(m)) if m.contains("not a regular file")), "{r:?}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A directory swapped with a symlink to an outside directory (renameat2 exchange) while
+    /// puts and reads run: no put captures, and no read serves, a byte of the outside file, in
+    /// at least 1,000 tries.
+    #[tokio::test]
+    async fn a_symlink_swapped_in_never_serves_an_outside_byte() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let base = scratch("swap");
+        let dir = base.join("data");
+        std::fs::create_dir_all(dir.join("d")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        let (inside, outside) = (vec![b'A'; 4096], vec![b'B'; 4096]);
+        std::fs::write(dir.join("d/f"), &inside).unwrap();
+        std::fs::write(base.join("outside/f"), &outside).unwrap();
+        std::os::unix::fs::symlink(base.join("outside"), dir.join("l")).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (stop, dir) = (stop.clone(), dir.clone());
+            std::thread::spawn(move || {
+                let d = std::fs::File::open(&dir).unwrap();
+                let mut swaps = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    rustix::fs::renameat_with(&d, "d", &d, "l", rustix::fs::RenameFlags::EXCHANGE).unwrap();
+                    swaps += 1;
+                }
+                swaps
+            })
+        };
+        let (mut tries, mut served) = (0, 0);
+        let inside_crc = crc32fast::hash(&inside[..1024]);
+        while tries < 1000 || served == 0 {
+            tries += 1;
+            let Ok(piece) = file_piece(&dir, "d/f", 0, 4096, 1024) else { continue };
+            assert!(piece.crcs.iter().all(|&c| c == inside_crc), "a put captured the outside file");
+            if let Ok(bytes) = read_all(&piece, &dir).await {
+                assert_eq!(bytes, inside, "a read served other bytes");
+                served += 1;
+            }
+            assert!(tries < 100_000, "no put ever succeeded");
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(swapper.join().unwrap() > 0);
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -4,9 +4,12 @@
 //!
 //! One connection carries one fetch at a time, and fetches one after another (the receiver keeps
 //! a warm connection per source and reuses it):
-//! - **Request** (receiver to source): magic `CFD3`, token length (u16) and token (empty with
-//!   TLS, where it is not checked), coflow id (u64), flow id (u64), data id length (u16) and data
-//!   id (UTF-8); integers big-endian.
+//! - **Request** (receiver to source): magic `CFD4`, token length (u16) and token (empty with
+//!   TLS, where it is not checked), coflow id (u64), flow id (u64), the receiving machine (u32),
+//!   the flow's ticket (16 bytes, the capability the coordinator granted the receiver), data id
+//!   length (u16) and data id (UTF-8); integers big-endian.
+//! - A refusal (any status but [`Status::Ok`]) carries a size of 0: it never tells whether the
+//!   piece exists, nor how large it is.
 //! - **Response head** (source to receiver): a status byte ([`Status`]) and the piece's size
 //!   (u64). After [`Status::Ok`], frames follow until the piece's bytes are all sent; then the
 //!   connection waits for the next request. After any other status the source closes it.
@@ -15,11 +18,12 @@
 //!   frozen source; `E`, a code (u8, [`Status::DataLost`]) and a message (u16 length, UTF-8): the
 //!   source's stored copy changed or cannot be read, and the connection ends.
 
-use coflow_core::{CoflowId, FlowId};
+use coflow_core::{CoflowId, FlowId, MachineId};
+use coflow_proto::ticket::{TICKET_LEN, Ticket};
 use coflow_proto::{DataId, MAX_DATA_ID_LEN};
 
 /// The request's magic, which names the protocol's version.
-pub(crate) const MAGIC: &[u8; 4] = b"CFD3";
+pub(crate) const MAGIC: &[u8; 4] = b"CFD4";
 
 /// The longest token a request may carry.
 pub(crate) const MAX_TOKEN_LEN: usize = 512;
@@ -52,6 +56,9 @@ pub(crate) enum Status {
     Busy = 4,
     /// The source's stored copy cannot be read (in an error frame).
     DataLost = 5,
+    /// The request's ticket is not the flow's, the flow is attached already, or (with TLS) the
+    /// requester is not the receiving agent the ticket names.
+    Denied = 6,
 }
 
 impl Status {
@@ -63,6 +70,7 @@ impl Status {
             3 => Status::BadRequest,
             4 => Status::Busy,
             5 => Status::DataLost,
+            6 => Status::Denied,
             _ => return None,
         })
     }
@@ -112,6 +120,10 @@ pub(crate) struct Request {
     pub(crate) coflow: CoflowId,
     /// The flow the coordinator granted.
     pub(crate) flow: FlowId,
+    /// The receiving machine, as the grant names it.
+    pub(crate) dst: MachineId,
+    /// The flow's ticket, from the grant.
+    pub(crate) ticket: Ticket,
     /// The piece.
     pub(crate) data_id: DataId,
 }
@@ -130,6 +142,8 @@ impl Request {
         out.extend_from_slice(&self.token);
         out.extend_from_slice(&self.coflow.0.to_be_bytes());
         out.extend_from_slice(&self.flow.0.to_be_bytes());
+        out.extend_from_slice(&self.dst.0.to_be_bytes());
+        out.extend_from_slice(&self.ticket);
         let id = self.data_id.as_str().as_bytes();
         out.extend_from_slice(&(id.len() as u16).to_be_bytes());
         out.extend_from_slice(id);
@@ -150,7 +164,9 @@ impl Request {
         let mut at = 6 + tlen;
         let Some(coflow) = be::<8>(buf, at).map(u64::from_be_bytes) else { return Ok(None) };
         let Some(flow) = be::<8>(buf, at + 8).map(u64::from_be_bytes) else { return Ok(None) };
-        at += 16;
+        let Some(dst) = be::<4>(buf, at + 16).map(u32::from_be_bytes) else { return Ok(None) };
+        let Some(ticket) = be::<TICKET_LEN>(buf, at + 20) else { return Ok(None) };
+        at += 20 + TICKET_LEN;
         let Some(dlen) = be::<2>(buf, at).map(u16::from_be_bytes) else { return Ok(None) };
         let dlen = usize::from(dlen);
         if dlen > MAX_DATA_ID_LEN {
@@ -161,7 +177,9 @@ impl Request {
         let id = std::str::from_utf8(id).map_err(|e| WireError::BadDataId(e.to_string()))?;
         let data_id = DataId::new(id.to_string()).map_err(|e| WireError::BadDataId(e.to_string()))?;
         let token = buf[6..6 + tlen].to_vec();
-        Ok(Some((Request { token, coflow: CoflowId(coflow), flow: FlowId(flow), data_id }, at + dlen)))
+        let request =
+            Request { token, coflow: CoflowId(coflow), flow: FlowId(flow), dst: MachineId(dst), ticket, data_id };
+        Ok(Some((request, at + dlen)))
     }
 }
 
@@ -277,6 +295,8 @@ mod tests {
             token: b"s3cret".to_vec(),
             coflow: CoflowId(7),
             flow: FlowId(u64::MAX - 1),
+            dst: MachineId(3),
+            ticket: [0xa5; TICKET_LEN],
             data_id: DataId::new("map-3/reduce-1").unwrap(),
         }
     }
@@ -298,14 +318,14 @@ mod tests {
     #[test]
     fn malformed_requests_are_typed_errors_as_soon_as_they_show() {
         assert_eq!(Request::decode(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
-        assert_eq!(Request::decode(b"CFD2"), Err(WireError::BadMagic), "an older version");
+        assert_eq!(Request::decode(b"CFD3"), Err(WireError::BadMagic), "an older version");
         assert_eq!(Request::decode(b"X"), Err(WireError::BadMagic), "the first wrong byte suffices");
         let mut long_token = MAGIC.to_vec();
         long_token.extend_from_slice(&513u16.to_be_bytes());
         assert!(matches!(Request::decode(&long_token), Err(WireError::TooLong { field: "token", .. })));
         let mut bytes = Vec::new();
         Request { token: vec![], ..request() }.encode(&mut bytes);
-        let at = 4 + 2 + 16;
+        let at = 4 + 2 + 16 + 4 + TICKET_LEN;
         bytes[at..at + 2].copy_from_slice(&(MAX_DATA_ID_LEN as u16 + 1).to_be_bytes());
         assert!(matches!(Request::decode(&bytes[..at + 2]), Err(WireError::TooLong { field: "data id", .. })));
         let mut bad_id = Vec::new();
@@ -325,7 +345,7 @@ mod tests {
 
     #[test]
     fn heads_round_trip_and_unknown_statuses_are_errors() {
-        for s in [Status::Ok, Status::BadToken, Status::NoPiece, Status::BadRequest, Status::Busy] {
+        for s in [Status::Ok, Status::BadToken, Status::NoPiece, Status::BadRequest, Status::Busy, Status::Denied] {
             assert_eq!(decode_head(&encode_head(s, 1 << 40)), Ok((s, 1 << 40)));
         }
         let mut head = encode_head(Status::Ok, 3);
@@ -395,5 +415,74 @@ mod tests {
         let Frame::Error { message: got, .. } = frame else { panic!("{frame:?}") };
         assert_eq!(got.len(), MAX_ERROR_LEN);
         assert!(message.starts_with(&got));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn any_request() -> impl Strategy<Value = Request> {
+            (
+                proptest::collection::vec(any::<u8>(), 0..=MAX_TOKEN_LEN),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<[u8; TICKET_LEN]>(),
+                "[a-zA-Z0-9_./-]{1,64}",
+            )
+                .prop_map(|(token, coflow, flow, dst, ticket, id)| Request {
+                    token,
+                    coflow: CoflowId(coflow),
+                    flow: FlowId(flow),
+                    dst: MachineId(dst),
+                    ticket,
+                    data_id: DataId::new(id).unwrap(),
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// Every request decodes to itself, whatever follows it.
+            #[test]
+            fn any_request_round_trips(req in any_request(), tail in proptest::collection::vec(any::<u8>(), 0..16)) {
+                let mut bytes = Vec::new();
+                req.encode(&mut bytes);
+                let n = bytes.len();
+                bytes.extend_from_slice(&tail);
+                prop_assert_eq!(Request::decode(&bytes), Ok(Some((req, n))));
+            }
+
+            /// Arbitrary bytes after the magic never panic the decoder; whatever it accepts
+            /// encodes back to exactly the bytes it consumed.
+            #[test]
+            fn arbitrary_requests_decode_or_fail_cleanly(body in proptest::collection::vec(any::<u8>(), 0..700)) {
+                let mut bytes = MAGIC.to_vec();
+                bytes.extend_from_slice(&body);
+                if let Ok(Some((req, n))) = Request::decode(&bytes) {
+                    let mut again = Vec::new();
+                    req.encode(&mut again);
+                    prop_assert_eq!(&again[..], &bytes[..n]);
+                }
+            }
+
+            /// Arbitrary bytes never panic the frame decoder; a frame it accepts lies within the
+            /// bytes and, for data, within what the piece has left.
+            #[test]
+            fn arbitrary_frames_decode_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..600), left in 0u64..1024) {
+                if let Ok(Some((frame, n))) = decode_frame(&bytes, left) {
+                    prop_assert!(n <= bytes.len());
+                    if let Frame::Data { bytes: block, .. } = frame {
+                        prop_assert!(!block.is_empty() && block.len() as u64 <= left);
+                    }
+                }
+                if bytes.len() >= HEAD_LEN {
+                    let head: [u8; HEAD_LEN] = bytes[..HEAD_LEN].try_into().unwrap();
+                    if let Ok((status, size)) = decode_head(&head) {
+                        prop_assert_eq!(encode_head(status, size), head);
+                    }
+                }
+            }
+        }
     }
 }

@@ -26,6 +26,8 @@ mod wan;
 mod wan_bench;
 mod workload;
 
+use std::io::Write as _;
+
 use clap::{Args, Parser, Subcommand};
 
 /// Coflow scheduling: simulate policies on traces, run the live system (coordinator, agents,
@@ -114,7 +116,12 @@ fn main() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
     // Colour only on a terminal: logs redirected to a file carry no escape codes (NO_COLOR also turns it off).
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A log line that cannot be written (a full disk, a closed pipe) is dropped: it never panics,
+    // and so never changes an answer.
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| Lossy(std::io::stderr()))
+        .log_internal_errors(false);
     match cli.log_format {
         LogFormat::Text => logs.with_ansi(ansi).init(),
         LogFormat::Json => logs.json().init(),
@@ -142,7 +149,22 @@ fn main() {
         }
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        let _ = writeln!(std::io::stderr(), "error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// A writer that drops what it cannot write: logging never fails, nor panics.
+struct Lossy<W>(W);
+
+impl<W: std::io::Write> std::io::Write for Lossy<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = self.0.write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
     }
 }

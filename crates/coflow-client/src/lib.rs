@@ -233,6 +233,9 @@ fn endpoint(security: &Security, url: &str) -> Result<Endpoint, ClientError> {
     Ok(security.endpoint(url).map_err(ClientError::Invalid)?.tcp_nodelay(true).connect_timeout(Duration::from_secs(5)))
 }
 
+/// The size of the chunks [`Client::put`] streams a piece's bytes in.
+pub const PUT_CHUNK_BYTES: usize = 1 << 20;
+
 impl Client {
     /// Connects (lazily: the first call opens the connections).
     pub async fn connect(cfg: ClientConfig) -> Result<Client, ClientError> {
@@ -290,9 +293,30 @@ impl Client {
         .await
     }
 
-    /// Stores `content` as piece `data_id` of `coflow` at the local agent.
+    /// Stores `content` as piece `data_id` of `coflow` at the local agent. The bytes are
+    /// streamed in chunks of [`PUT_CHUNK_BYTES`] after a first message that states their size,
+    /// which the agent reserves against its memory limit before it accepts any of them.
     pub async fn put(&self, coflow: CoflowId, data_id: &str, content: Vec<u8>) -> Result<u64, ClientError> {
-        self.put_source(coflow, data_id, pb::put_request::Source::Content(content)).await
+        DataId::new(data_id).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let size = content.len() as u64;
+        let n = content.len().div_ceil(PUT_CHUNK_BYTES).max(1);
+        let id = data_id.to_string();
+        let chunks = tokio_stream::iter((0..n).map(move |i| {
+            let data = content
+                [(i * PUT_CHUNK_BYTES).min(content.len())..((i + 1) * PUT_CHUNK_BYTES).min(content.len())]
+                .to_vec();
+            if i == 0 {
+                pb::PutChunk { coflow_id: coflow.0, data_id: id.clone(), size, data }
+            } else {
+                pb::PutChunk { data, ..Default::default() }
+            }
+        }));
+        let mut a = self.agent.clone();
+        self.timed(async {
+            let r = a.put_stream(chunks).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?;
+            Ok(r.into_inner().size)
+        })
+        .await
     }
 
     /// Stores a segment of a file in the local agent's data directory as piece `data_id`; the
@@ -358,7 +382,7 @@ impl Client {
         let req = pb::GetRequest { coflow_id: coflow.0, data_id: data_id.to_string() };
         let mut a = self.agent.clone();
         let stream = a.get(req).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?.into_inner();
-        Ok(Chunks { stream, coflow, data_id: data_id.to_string() })
+        Ok(Chunks { stream, coflow, data_id: data_id.to_string(), size: None, received: 0 })
     }
 
     /// What the coordinator is doing: live coflows, their flows and rates, and agents, every
@@ -397,14 +421,112 @@ pub struct Chunks {
     stream: tonic::Streaming<pb::GetChunk>,
     coflow: CoflowId,
     data_id: String,
+    /// The piece's size, as the agent's first message states it.
+    size: Option<u64>,
+    received: u64,
 }
 
 impl Chunks {
-    /// The next chunk, or `None` once the piece is complete.
+    /// The next chunk, or `None` once the piece is complete: exactly as many bytes as the agent
+    /// said the piece holds. A stream that ends early (or runs over) is an error, never a short
+    /// piece taken for a whole one.
     pub async fn next(&mut self) -> Result<Option<Vec<u8>>, ClientError> {
-        match self.stream.message().await {
-            Ok(chunk) => Ok(chunk.map(|c| c.data)),
-            Err(s) => Err(ClientError::from_status(s, self.coflow, &self.data_id)),
+        loop {
+            let chunk = match self.stream.message().await {
+                Ok(chunk) => chunk,
+                Err(s) => return Err(ClientError::from_status(s, self.coflow, &self.data_id)),
+            };
+            let Some(chunk) = chunk else {
+                return match self.size {
+                    Some(size) if size == self.received => Ok(None),
+                    Some(size) => Err(ClientError::AgentUnreachable(format!(
+                        "the agent's stream ended after {} of the piece's {size} bytes",
+                        self.received
+                    ))),
+                    None => {
+                        Err(ClientError::AgentUnreachable("the agent's stream ended before the piece's size".into()))
+                    }
+                };
+            };
+            if let Some(size) = chunk.piece_size {
+                self.size.get_or_insert(size);
+            }
+            let Some(size) = self.size else {
+                return Err(ClientError::Corrupted("the agent sent bytes before the piece's size".into()));
+            };
+            self.received += chunk.data.len() as u64;
+            if self.received > size {
+                return Err(ClientError::Corrupted(format!("more bytes than the piece's {size}")));
+            }
+            if !chunk.data.is_empty() {
+                return Ok(Some(chunk.data));
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coflow_proto::pb::agent_server::{Agent as AgentApi, AgentServer};
+    use tonic::{Request, Response, Status, Streaming};
+
+    /// An agent that answers every get with the messages it was made with, then ends the stream
+    /// with OK: as an agent whose get task died (its log on a full disk) would.
+    struct Truncating(Vec<pb::GetChunk>);
+
+    #[tonic::async_trait]
+    impl AgentApi for Truncating {
+        async fn put(&self, _: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
+            Err(Status::unimplemented("put"))
+        }
+
+        type GetStream = tokio_stream::Iter<std::vec::IntoIter<Result<pb::GetChunk, Status>>>;
+
+        async fn get(&self, _: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
+            let msgs: Vec<Result<pb::GetChunk, Status>> = self.0.iter().cloned().map(Ok).collect();
+            Ok(Response::new(tokio_stream::iter(msgs)))
+        }
+
+        async fn put_stream(&self, _: Request<Streaming<pb::PutChunk>>) -> Result<Response<pb::PutResponse>, Status> {
+            Err(Status::unimplemented("put_stream"))
+        }
+    }
+
+    async fn get_from(msgs: Vec<pb::GetChunk>) -> Result<Vec<u8>, ClientError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(AgentServer::new(Truncating(msgs)))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let token = ClusterToken::new("client-test-token").unwrap();
+        let c =
+            Client::connect(ClientConfig::new("http://127.0.0.1:9", format!("http://{addr}"), token)).await.unwrap();
+        let got = c.get(CoflowId(1), "p").await;
+        server.abort();
+        got
+    }
+
+    fn chunk(data: &[u8], size: Option<u64>) -> pb::GetChunk {
+        pb::GetChunk { data: data.to_vec(), piece_size: size }
+    }
+
+    /// A get ends OK with exactly the piece's bytes, never fewer: a stream that ends early, runs
+    /// over, or never states the size is an error even though it closed with OK.
+    #[tokio::test]
+    async fn a_get_checks_the_length_end_to_end() {
+        let whole = get_from(vec![chunk(&[], Some(5)), chunk(b"hel", None), chunk(b"lo", None)]).await;
+        assert_eq!(whole.unwrap(), b"hello");
+        assert_eq!(get_from(vec![chunk(&[], Some(0))]).await.unwrap(), b"", "an empty piece");
+        let short = get_from(vec![chunk(&[], Some(500_000)), chunk(b"hel", None)]).await.unwrap_err();
+        assert!(matches!(&short, ClientError::AgentUnreachable(m) if m.contains("3 of the piece's 500000")), "{short}");
+        let nothing = get_from(vec![chunk(&[], Some(500_000))]).await.unwrap_err();
+        assert!(matches!(nothing, ClientError::AgentUnreachable(_)), "{nothing}");
+        let no_size = get_from(vec![]).await.unwrap_err();
+        assert!(matches!(no_size, ClientError::AgentUnreachable(_)), "{no_size}");
+        let over = get_from(vec![chunk(b"hel", Some(2))]).await.unwrap_err();
+        assert!(matches!(over, ClientError::Corrupted(_)), "{over}");
     }
 }

@@ -119,6 +119,8 @@ pub struct FlowGrant {
     pub src_data_addr: SocketAddr,
     /// The piece's size.
     pub size: u64,
+    /// The flow's capability, told to the receiver only (see [`coflow_proto::ticket`]).
+    pub ticket: coflow_proto::ticket::Ticket,
 }
 
 /// How a coflow's released flows are served. One value, so that a coflow cannot be both
@@ -332,6 +334,8 @@ pub struct Core {
     due: Nanos,
     /// Keys the coflows' nonces.
     nonces: std::hash::RandomState,
+    /// The secret flow tickets and agents' flow keys derive from, drawn at start.
+    tickets: coflow_proto::ticket::Tickets,
 }
 
 /// A rate change smaller than this share of the old rate is not pushed.
@@ -386,6 +390,7 @@ impl Core {
             unregistered_set: BTreeSet::new(),
             due: Nanos::MAX,
             nonces: std::hash::RandomState::new(),
+            tickets: coflow_proto::ticket::Tickets::generate(),
         }
     }
 
@@ -398,6 +403,11 @@ impl Core {
     /// Sets when the restart window closes (by default three agent timeouts after time zero).
     pub fn set_restart_window(&mut self, until: Nanos) {
         self.recovery_until = until;
+    }
+
+    /// What this coordinator issues flow tickets with (an agent's flow key comes from it).
+    pub fn tickets(&self) -> &coflow_proto::ticket::Tickets {
+        &self.tickets
     }
 
     /// The counters so far.
@@ -826,7 +836,8 @@ impl Core {
     pub fn handle_recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
         self.input(now);
         let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
-        let grant = FlowGrant { flow: r.flow, src: r.src, src_data_addr: src_agent.data_addr, size: r.size };
+        let ticket = self.tickets.issue(r.src, r.flow, r.coflow, r.data_id.as_str(), r.dst);
+        let grant = FlowGrant { flow: r.flow, src: r.src, src_data_addr: src_agent.data_addr, size: r.size, ticket };
         if !self.agents.get(&r.dst).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(r.dst));
         }
@@ -906,7 +917,9 @@ impl Core {
         if !self.agents.get(&get.machine).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(get.machine));
         }
-        let grant = FlowGrant { flow: FlowId(self.next_flow), src, src_data_addr: src_agent.data_addr, size };
+        let flow = FlowId(self.next_flow);
+        let ticket = self.tickets.issue(src, flow, get.coflow, get.data_id.as_str(), get.machine);
+        let grant = FlowGrant { flow, src, src_data_addr: src_agent.data_addr, size, ticket };
         self.next_flow += 1;
         c.gets_seen += 1;
         c.width += 1;

@@ -91,6 +91,7 @@ pub async fn run(
     let (handle, rx) = service::channel();
     let (stop_tx, stop_rx) = watch::channel(false);
     let (registry, observer) = telemetry::metrics(&policy_label);
+    let tickets = core.tickets().clone();
     let core_task = tokio::spawn(service::core_loop(core, rx, stop_rx.clone(), observer));
     let health = coflow_telemetry::Health::new("starting");
     let metrics_task = metrics.map(|l| {
@@ -114,6 +115,7 @@ pub async fn run(
         restarted: Default::default(),
         assignments: Arc::new(membership::Assignments::new(std::time::Duration::from_millis(config_agent_timeout_ms))),
         stop: stop_rx.clone(),
+        tickets,
     };
     let svc = coflow_proto::TypedErrors(CoordinatorServer::with_interceptor(svc, security.authenticate()));
     let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);

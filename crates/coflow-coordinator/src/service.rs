@@ -308,6 +308,7 @@ fn grant(g: &crate::core::FlowGrant) -> pb::AnnounceGetResponse {
         src_machine_id: g.src.0,
         src_data_addr: g.src_data_addr.to_string(),
         size: g.size,
+        ticket: g.ticket.to_vec(),
     }
 }
 
@@ -407,6 +408,8 @@ pub(crate) struct CoordinatorService {
     pub(crate) assignments: std::sync::Arc<crate::membership::Assignments>,
     /// Raised when the coordinator stops: session readers end.
     pub(crate) stop: watch::Receiver<bool>,
+    /// Derives the flow key each agent is told at registration (the core issues the tickets).
+    pub(crate) tickets: coflow_proto::ticket::Tickets,
 }
 
 /// The most coflows one status page holds.
@@ -599,11 +602,13 @@ impl Coordinator for CoordinatorService {
         let certified = coflow_proto::Peer::of(&req).is_some_and(coflow_proto::Peer::is_certified);
         let remote = req.remote_addr();
         let a = AgentRegistration::try_from(req.into_inner()).map_err(invalid)?;
+        let a_machine = a.machine;
         let session = self
             .sessions
             .register(&self.core, a.machine, claimed, incarnation, certified, remote, |r| Event::RegisterAgent(a, r))
             .await?;
-        Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0, session }))
+        let flow_key = self.tickets.key_of(a_machine).to_vec();
+        Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0, session, flow_key }))
     }
 
     type AgentSessionStream = SessionStream;

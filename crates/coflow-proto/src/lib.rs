@@ -13,6 +13,7 @@
 //!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
 //! - `tls`: mutual TLS and roles in certificates: [`Security`] (token or TLS), [`TlsContext`],
 //!   [`Role`], the [`Authenticate`] interceptor and [`authorize`], the [`RefusalLog`].
+//! - [`ticket`]: flow tickets, the capabilities that let a receiving agent fetch a flow.
 //! - [`certs`]: making the cluster CA and members' certificates (`coflow certs`).
 
 #![warn(missing_docs)]
@@ -22,6 +23,7 @@ pub mod certs;
 mod kind;
 mod msg;
 mod serve;
+pub mod ticket;
 mod tls;
 
 /// The generated protobuf messages and tonic stubs of package `coflow.v1`.

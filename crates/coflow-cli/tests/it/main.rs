@@ -4,6 +4,7 @@ mod certs;
 mod config;
 mod docs;
 mod jobs;
+mod limits;
 mod testbed;
 mod tidy;
 mod wan;
@@ -29,6 +30,24 @@ fn facebook_trace() -> Option<PathBuf> {
         eprintln!("skipping: ../shared/traces/FB2010-1Hr-150-0.txt not found");
         None
     }
+}
+
+/// A log that cannot be written (stderr on a full disk: `/dev/full`) never panics and never
+/// changes the answer: a command that fails still ends with its own exit code, 1, not a panic's.
+#[test]
+fn a_log_on_a_full_disk_never_changes_the_answer() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipping: no /dev/full");
+        return;
+    };
+    let out = coflow()
+        .args(["status", "--coordinator", "http://127.0.0.1:1"])
+        .env("COFLOW_TOKEN", "a-token-for-the-full-disk-test")
+        .env("RUST_LOG", "trace")
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
 
 #[test]

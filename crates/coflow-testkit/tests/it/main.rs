@@ -2,6 +2,7 @@
 //! `127.0.0.1:0`.
 
 mod abuse;
+mod capability;
 mod faults;
 mod live;
 mod ops;

@@ -266,10 +266,12 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
         let got = match coflow_proto::connect_agent(&ctx, sock, 0).await {
             Err(_) => Vec::new(),
             Ok(mut s) => {
-                let mut req = b"CFD3".to_vec();
+                let mut req = b"CFD4".to_vec();
                 req.extend_from_slice(&0u16.to_be_bytes());
                 req.extend_from_slice(&coflow.0.to_be_bytes());
                 req.extend_from_slice(&1u64.to_be_bytes());
+                req.extend_from_slice(&0u32.to_be_bytes());
+                req.extend_from_slice(&[0; 16]);
                 req.extend_from_slice(&6u16.to_be_bytes());
                 req.extend_from_slice(b"secret");
                 let _ = s.write_all(&req).await;

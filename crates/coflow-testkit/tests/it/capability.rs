@@ -1,0 +1,134 @@
+//! Flows as capabilities, over mutual TLS: a source serves a flow only to the receiving agent
+//! the grant names and only with the flow's ticket, once; an ungranted flow id, a stolen ticket
+//! presented under another agent's certificate and a second attach are denied without a size,
+//! and the real gets complete exactly. A client that stops reading its get has the flow failed
+//! within the data idle timeout, and the coordinator frees its rate.
+
+use std::time::Duration;
+
+use coflow_agent::Phantom;
+use coflow_client::CoflowOptions;
+use coflow_proto::TlsContext;
+use coflow_testkit::{Cluster, ClusterConfig, files};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{content, subscribe};
+
+const RATE: f64 = 50_000_000.0;
+
+/// Sends one data request to the agent of machine 0 at `addr` under `ctx` and returns the
+/// response head's status and size, and how many bytes came after it (within a second).
+async fn ask(
+    ctx: &TlsContext,
+    addr: &str,
+    coflow: u64,
+    flow: u64,
+    dst: u32,
+    ticket: &[u8; 16],
+    id: &str,
+) -> anyhow::Result<(u8, u64, usize)> {
+    let sock = tokio::net::TcpStream::connect(addr).await?;
+    let mut s = coflow_proto::connect_agent(ctx, sock, 0).await.map_err(anyhow::Error::msg)?;
+    let mut req = b"CFD4".to_vec();
+    req.extend_from_slice(&0u16.to_be_bytes());
+    req.extend_from_slice(&coflow.to_be_bytes());
+    req.extend_from_slice(&flow.to_be_bytes());
+    req.extend_from_slice(&dst.to_be_bytes());
+    req.extend_from_slice(ticket);
+    req.extend_from_slice(&(id.len() as u16).to_be_bytes());
+    req.extend_from_slice(id.as_bytes());
+    s.write_all(&req).await?;
+    s.flush().await?;
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head).await?;
+    let mut rest = vec![0u8; 1 << 20];
+    let mut after = 0;
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(1), s.read(&mut rest)).await {
+        if n == 0 {
+            break;
+        }
+        after += n;
+    }
+    Ok((head[0], u64::from_be_bytes(head[1..].try_into()?), after))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_is_served_only_to_its_receiver_with_its_ticket_once() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(3, RATE, "varys").with_tls()).await?;
+    let own = cluster.tls_dir().unwrap().to_path_buf();
+    let c = cluster.client(0).await?;
+    let coflow = c.register(3, CoflowOptions::default()).await?;
+    let piece = content(77, 100_000);
+    c.put(coflow, "secret", piece.clone()).await?;
+    let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let agent1 = TlsContext::load(&files(&own, "agent-1"))?;
+    const DENIED: u8 = 6;
+
+    // An agent's certificate with a flow id it was never granted: denied, no size.
+    let got = ask(&agent1, &addr, coflow.0, 1 << 40, 1, &[0; 16], "secret").await?;
+    assert_eq!(got, (DENIED, 0, 0), "an ungranted flow");
+
+    // A flow granted to machine 5: its ticket under agent 1's certificate is denied ...
+    let security5 = cluster.agent_security(5)?;
+    let p5 = Phantom::connect(
+        &cluster.coordinator_url(),
+        &security5,
+        5,
+        "127.0.0.1:9",
+        RATE,
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+    )
+    .await?;
+    let grant = p5.get(coflow, "secret").await?;
+    assert_eq!(grant.size, 100_000);
+    assert_ne!(grant.ticket, [0; 16], "the grant carries a ticket");
+    let stolen = ask(&agent1, &addr, coflow.0, grant.flow.0, 5, &grant.ticket, "secret").await?;
+    assert_eq!(stolen, (DENIED, 0, 0), "a stolen ticket under another certificate");
+    let forged = ask(&agent1, &addr, coflow.0, grant.flow.0, 1, &grant.ticket, "secret").await?;
+    assert_eq!(forged, (DENIED, 0, 0), "the ticket for another receiver");
+    // ... under machine 5's own it is served, once: a second attach is denied.
+    let agent5 = security5.tls().expect("TLS").clone();
+    let (status, size, after) = ask(&agent5, &addr, coflow.0, grant.flow.0, 5, &grant.ticket, "secret").await?;
+    assert_eq!((status, size), (0, 100_000), "the receiver named in the grant");
+    assert!(after > 0, "bytes follow");
+    let again = ask(&agent5, &addr, coflow.0, grant.flow.0, 5, &grant.ticket, "secret").await?;
+    assert_eq!(again, (DENIED, 0, 0), "a second attach");
+    p5.finished(grant.flow, true);
+
+    // The cluster's own gets are exact.
+    for m in 1..3 {
+        assert!(cluster.client(m).await?.get(coflow, "secret").await? == piece, "agent {m}'s get");
+    }
+    p5.close().await;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A get whose client never reads: the receiving agent fails it within the data idle timeout
+/// (2 s in the testkit) and reports the flow's end, so the coordinator no longer holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_whose_client_stops_reading_is_failed_and_its_flow_freed() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, 20_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "big", content(5, 40_000_000)).await?;
+    let reader = cluster.client(1).await?;
+    // Opened, and never read.
+    let stalled = reader.get_chunks(coflow, "big").await?;
+    let flows = || async {
+        let st = c.status().await?;
+        anyhow::Ok(st.coflows.iter().filter(|x| x.coflow_id == coflow.0).map(|x| x.flows.len()).sum::<usize>())
+    };
+    assert_eq!(flows().await?, 1, "the flow is live");
+    let started = std::time::Instant::now();
+    while flows().await? > 0 {
+        assert!(started.elapsed() < Duration::from_secs(8), "the stalled flow still holds its rate");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(stalled);
+    cluster.shutdown().await;
+    Ok(())
+}
