@@ -3,6 +3,7 @@
 mod certs;
 mod docs;
 mod jobs;
+mod spark;
 mod testbed;
 mod tidy;
 mod wan;
