@@ -67,6 +67,22 @@ public final class CoflowConf {
     this.maxStreams = (int) positive(conf, MAX_STREAMS, 64);
   }
 
+  /** Spark's key for the shuffle's data IO, which must name {@link CoflowShuffleDataIO}. */
+  public static final String DATA_IO = "spark.shuffle.sort.io.plugin.class";
+
+  /**
+   * Fails unless the shuffle's data IO is the plugin's: with the manager alone, map output would
+   * go to local disk while reducers ask the agents. The error names the missing key and value.
+   */
+  public static void requireDataIO(SparkConf conf) {
+    String io = conf.get(DATA_IO, null);
+    String want = CoflowShuffleDataIO.class.getName();
+    if (!want.equals(io == null ? null : io.trim())) {
+      throw new IllegalArgumentException("coflow: spark.shuffle.manager=" + CoflowShuffleManager.class.getName()
+          + " needs " + DATA_IO + "=" + want + " (it is " + (io == null ? "not set" : io) + ")");
+    }
+  }
+
   /** Reads and validates the configuration; the error names the key. */
   public static CoflowConf from(SparkConf conf) {
     return new CoflowConf(conf);

@@ -48,6 +48,17 @@ class CoflowConfTest {
   }
 
   @Test
+  void the_manager_without_its_data_io_fails_naming_the_key() {
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> CoflowConf.requireDataIO(base()));
+    assertTrue(e.getMessage().contains(CoflowConf.DATA_IO + "=" + CoflowShuffleDataIO.class.getName()),
+        e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> CoflowConf.requireDataIO(
+        base().set(CoflowConf.DATA_IO, "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO")));
+    CoflowConf.requireDataIO(base().set(CoflowConf.DATA_IO, CoflowShuffleDataIO.class.getName()));
+  }
+
+  @Test
   void a_missing_agent_names_the_keys_to_set() {
     CoflowConf conf = CoflowConf.from(base());
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> conf.agentFor("3"));
