@@ -1,4 +1,4 @@
-//! `coflow testbed run|faults|down`: an emulated cluster in network namespaces (the library
+//! `coflow testbed run|faults|spark|down`: an emulated cluster in network namespaces (the library
 //! `coflow-testbed`); this module parses and prints. `coflow testbed client` is the hidden
 //! client each host runs inside its namespace.
 
@@ -24,6 +24,10 @@ pub(crate) enum TestbedCommand {
     /// Inject faults (agent killed or frozen, coordinator restarted, link down, rate halved)
     /// under load and count what every get did (needs root).
     Faults(FaultArgs),
+    /// A Spark standalone cluster on the hosts: jobs made from the workload's coflows, and named
+    /// jobs, through the coflow plugin under each policy and on Spark's own shuffle (needs root;
+    /// `scripts/spark-dist` prepares Spark and the plugin).
+    Spark(SparkArgs),
     /// Remove what killed runs left behind (namespaces, links, processes, files).
     Down(DownArgs),
     /// The client a host runs inside its namespace (JSON lines on stdin and stdout).
@@ -107,6 +111,45 @@ pub(crate) struct FaultArgs {
     json: Option<PathBuf>,
 }
 
+/// Options of `coflow testbed spark`.
+#[derive(Debug, Args)]
+pub(crate) struct SparkArgs {
+    /// Hosts on the switch (one Spark worker, executor and agent each).
+    #[arg(long, default_value_t = 5)]
+    hosts: usize,
+    /// Every link's rate, both ways.
+    #[arg(long, default_value = "50Mbps")]
+    link: String,
+    /// Modes, comma-separated: `spark` (Spark's own shuffle) or a coordinator policy (or `tcp`)
+    /// for jobs through the plugin.
+    #[arg(long, default_value = "spark,fair,varys")]
+    modes: String,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Arrival times of the workload's coflows are divided by this.
+    #[arg(long, default_value_t = 2.0)]
+    compress_arrivals: f64,
+    /// Task slots per executor.
+    #[arg(long, default_value_t = 4)]
+    executor_cores: u32,
+    /// Each executor's heap, as Spark spells it.
+    #[arg(long, default_value = "768m")]
+    executor_memory: String,
+    /// Records (100 bytes each) of the named sort job.
+    #[arg(long, default_value_t = 400_000)]
+    sort_records: u64,
+    /// The bound on each mode's Spark application, in seconds.
+    #[arg(long, default_value_t = 900.0)]
+    timeout: f64,
+    /// Where `scripts/spark-dist` put Spark, the plugin and the driver (default
+    /// `$COFLOW_SPARK_DIST`, else `~/.cache/coflow/spark-dist`).
+    #[arg(long)]
+    spark_dist: Option<PathBuf>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
 /// Options of `coflow testbed down`.
 #[derive(Debug, Args)]
 pub(crate) struct DownArgs {
@@ -165,6 +208,7 @@ pub(crate) fn run(cmd: TestbedCommand) -> Result<()> {
     match cmd {
         TestbedCommand::Run(a) => settled(run_policies(a)),
         TestbedCommand::Faults(a) => settled(run_faults(a)),
+        TestbedCommand::Spark(a) => settled(run_spark(a)),
         TestbedCommand::Down(a) => down(a),
         TestbedCommand::Client(a) => {
             let token = coflow_client::ClusterToken::from_file(&a.token_file)?;
@@ -233,6 +277,60 @@ fn run_faults(a: FaultArgs) -> Result<()> {
     let opts = FaultOptions { topology, workload: w, source, exe, scenarios, get_bound, fault_at };
     let outputs = [a.json.as_deref()];
     let report = faults::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
+    crate::output::human(&format!("\n{}", report.table()), &outputs);
+    write_json(&a.json, &report)
+}
+
+fn run_spark(a: SparkArgs) -> Result<()> {
+    use coflow_testbed::spark::{SPARK, SparkDist, SparkOptions};
+    crate::output::check(a.json.as_deref())?;
+    let r: Rate = a.link.parse().with_context(|| format!("--link {:?}", a.link))?;
+    let topology = Topology::uniform(a.hosts, r).context("--hosts/--link")?;
+    let modes: Vec<String> = a.modes.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+    if modes.is_empty() {
+        bail!("--modes names no mode");
+    }
+    for m in &modes {
+        if m != SPARK && m != TCP {
+            coflow_sched::policy::by_name(m).context("--modes")?;
+        }
+    }
+    if a.executor_cores == 0 || a.executor_cores > 64 {
+        bail!("--executor-cores must be 1 to 64, got {}", a.executor_cores);
+    }
+    coflow_testbed::spark::spark_size_mb(&a.executor_memory).context("--executor-memory")?;
+    let (w, source) = workload(&a.workload, &topology, 300_000_000)?;
+    let timeout = seconds(a.timeout, "--timeout")?;
+    let dist = SparkDist::at(&a.spark_dist.clone().unwrap_or_else(SparkDist::default_dir))?;
+    preflight()?;
+    coflow_testbed::teardown_on_signal();
+    let exe = std::env::current_exe().context("finding the coflow binary")?;
+    println!(
+        "coflow testbed spark: {} hosts at {r} (one Spark worker, executor of {} cores and {}, agent each), {source}",
+        topology.hosts.len(),
+        a.executor_cores,
+        a.executor_memory
+    );
+    println!(
+        "  {} coflows as jobs, arrivals compressed {}x, plus 4 named jobs; each mode on a fresh testbed",
+        w.coflows.len(),
+        a.compress_arrivals
+    );
+    let opts = SparkOptions {
+        topology,
+        modes,
+        workload: w,
+        source,
+        compression: a.compress_arrivals,
+        executor_cores: a.executor_cores,
+        executor_memory: a.executor_memory,
+        sort_records: a.sort_records,
+        timeout,
+        exe,
+        dist,
+    };
+    let outputs = [a.json.as_deref()];
+    let report = coflow_testbed::spark::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
     crate::output::human(&format!("\n{}", report.table()), &outputs);
     write_json(&a.json, &report)
 }

@@ -16,6 +16,8 @@
 //! - `run`: `coflow testbed run`, policies measured next to the simulator.
 //! - `fidelity`: measured against simulated CCT coflow by coflow, summarized by bin.
 //! - `faults`: `coflow testbed faults`, the five fault scenarios.
+//! - `spark`: `coflow testbed spark`, a Spark standalone cluster on the hosts, jobs from the
+//!   workload through the plugin and on Spark's own shuffle.
 
 #![warn(missing_docs)]
 
@@ -25,6 +27,7 @@ pub mod fidelity;
 pub mod net;
 pub mod procs;
 pub mod run;
+pub mod spark;
 pub mod state;
 pub mod testbed;
 pub mod topology;

@@ -14,7 +14,9 @@ import org.apache.spark.SparkConf;
  * <p>Every key is documented in integrations/spark/README.md. An executor finds its local agent
  * from {@code spark.coflow.agent.<executorId>} (several executors on one host, each with its own
  * agent: tests and emulated clusters), else {@code spark.coflow.agent} (one agent per worker host,
- * the real-cluster case); the data directory likewise.
+ * the real-cluster case); the data directory likewise. Both may name environment variables of the
+ * executor's process as {@code ${env:NAME}}, expanded where the executor runs (a worker that knows
+ * its own agent's directory passes it to its executors in its environment).
  */
 public final class CoflowConf {
   public static final String PREFIX = "spark.coflow.";
@@ -65,6 +67,22 @@ public final class CoflowConf {
     this.maxStreams = (int) positive(conf, MAX_STREAMS, 64);
   }
 
+  /** Spark's key for the shuffle's data IO, which must name {@link CoflowShuffleDataIO}. */
+  public static final String DATA_IO = "spark.shuffle.sort.io.plugin.class";
+
+  /**
+   * Fails unless the shuffle's data IO is the plugin's: with the manager alone, map output would
+   * go to local disk while reducers ask the agents. The error names the missing key and value.
+   */
+  public static void requireDataIO(SparkConf conf) {
+    String io = conf.get(DATA_IO, null);
+    String want = CoflowShuffleDataIO.class.getName();
+    if (!want.equals(io == null ? null : io.trim())) {
+      throw new IllegalArgumentException("coflow: spark.shuffle.manager=" + CoflowShuffleManager.class.getName()
+          + " needs " + DATA_IO + "=" + want + " (it is " + (io == null ? "not set" : io) + ")");
+    }
+  }
+
   /** Reads and validates the configuration; the error names the key. */
   public static CoflowConf from(SparkConf conf) {
     return new CoflowConf(conf);
@@ -77,12 +95,12 @@ public final class CoflowConf {
 
   /** The local agent of this executor: {@code spark.coflow.agent.<id>}, else {@code spark.coflow.agent}. */
   public String agentFor(String executorId) {
-    return stripScheme(perExecutor(AGENT, executorId));
+    return stripScheme(expandEnv(perExecutor(AGENT, executorId), System.getenv()));
   }
 
   /** The local agent's data directory for this executor, resolved like {@link #agentFor}. */
   public Path dataDirFor(String executorId) {
-    return Path.of(perExecutor(DATA_DIR, executorId));
+    return Path.of(expandEnv(perExecutor(DATA_DIR, executorId), System.getenv()));
   }
 
   private String perExecutor(String key, String executorId) {
@@ -96,6 +114,33 @@ public final class CoflowConf {
           "coflow: executor " + executorId + " has no " + key + "." + executorId + " and no " + key);
     }
     return all;
+  }
+
+  /**
+   * Replaces every {@code ${env:NAME}} in {@code value} by the variable's value in {@code env}; a
+   * variable that is not set is an error naming it.
+   */
+  static String expandEnv(String value, java.util.Map<String, String> env) {
+    StringBuilder out = new StringBuilder();
+    int at = 0;
+    while (true) {
+      int start = value.indexOf("${env:", at);
+      if (start < 0) {
+        return out.append(value, at, value.length()).toString();
+      }
+      int end = value.indexOf('}', start);
+      if (end < 0) {
+        throw new IllegalArgumentException("coflow: unterminated ${env:...} in " + value);
+      }
+      String name = value.substring(start + 6, end);
+      String v = env.get(name);
+      if (name.isEmpty() || v == null) {
+        throw new IllegalArgumentException(
+            "coflow: " + value + " names the environment variable " + name + ", which this executor does not have");
+      }
+      out.append(value, at, start).append(v);
+      at = end + 1;
+    }
   }
 
   private static String required(SparkConf conf, String key) {

@@ -50,6 +50,7 @@ public final class CoflowShuffleManager implements ShuffleManager {
   private CoordinatorGrpc.CoordinatorBlockingStub stub;
 
   public CoflowShuffleManager(SparkConf conf, boolean isDriver) {
+    CoflowConf.requireDataIO(conf);
     this.sort = new SortShuffleManager(conf);
     this.conf = CoflowConf.from(conf);
     this.isDriver = isDriver;

@@ -36,6 +36,29 @@ class CoflowConfTest {
   }
 
   @Test
+  void env_references_expand_in_the_executors_environment() {
+    java.util.Map<String, String> env = java.util.Map.of("DIR", "/data/h3", "PORT", "7171");
+    assertEquals("/data/h3/coflow", CoflowConf.expandEnv("${env:DIR}/coflow", env));
+    assertEquals("127.0.0.1:7171", CoflowConf.expandEnv("127.0.0.1:${env:PORT}", env));
+    assertEquals("/plain", CoflowConf.expandEnv("/plain", env));
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> CoflowConf.expandEnv("${env:NOPE}/x", env));
+    assertTrue(e.getMessage().contains("NOPE"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> CoflowConf.expandEnv("${env:DIR", env));
+  }
+
+  @Test
+  void the_manager_without_its_data_io_fails_naming_the_key() {
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> CoflowConf.requireDataIO(base()));
+    assertTrue(e.getMessage().contains(CoflowConf.DATA_IO + "=" + CoflowShuffleDataIO.class.getName()),
+        e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> CoflowConf.requireDataIO(
+        base().set(CoflowConf.DATA_IO, "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO")));
+    CoflowConf.requireDataIO(base().set(CoflowConf.DATA_IO, CoflowShuffleDataIO.class.getName()));
+  }
+
+  @Test
   void a_missing_agent_names_the_keys_to_set() {
     CoflowConf conf = CoflowConf.from(base());
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> conf.agentFor("3"));

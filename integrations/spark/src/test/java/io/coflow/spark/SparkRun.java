@@ -77,6 +77,13 @@ final class SparkRun implements AutoCloseable {
     spark.sparkContext().addSparkListener(listener);
   }
 
+  /** Wraps an application started elsewhere (the testbed's driver, {@link TestbedMix}). */
+  SparkRun(SparkSession spark) {
+    this.spark = spark;
+    this.jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    spark.sparkContext().addSparkListener(listener);
+  }
+
   /** The shaded plugin jar the executors load: {@code -Dcoflow.plugin.jar}. */
   static String pluginJar() {
     String p = System.getProperty("coflow.plugin.jar");
