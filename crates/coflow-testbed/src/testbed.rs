@@ -95,7 +95,8 @@ fn seed(k: usize, i: usize) -> u64 {
 impl Testbed {
     /// Builds a testbed for `topology` running `svc`, with the `coflow` binary `exe`.
     pub fn up(topology: &Topology, exe: &Path, svc: &ServiceConfig) -> Result<Testbed, TestbedError> {
-        let names = Names::fresh();
+        let dc_of = if topology.wan.is_some() { topology.dc_of() } else { Vec::new() };
+        let names = Names { dc_of, ..Names::fresh() };
         let run_dir = std::env::temp_dir().join("coflow-testbed").join(&names.prefix);
         std::fs::create_dir_all(&run_dir).map_err(|e| TestbedError::io(&run_dir, e))?;
         let state = StateFile::create(&names.prefix, &run_dir)?;
