@@ -4,8 +4,7 @@
 //! A [`WeatherLog`] is a list of steps, the first at time zero, each holding every link's
 //! capacity (bytes per second) until the next. [`WeatherLog::drawn`] gives the seeded redraws a
 //! run with [`WanConfig::redraw`](crate::WanConfig::redraw) would see (the same [`draw`]), which
-//! a testbed applies; what it then records (the times it really applied them at, and any link
-//! taken down) goes in [`WanConfig::weather`](crate::WanConfig::weather) and the simulator
+//! a testbed applies; what it then records (the times it really applied them at) goes in [`WanConfig::weather`](crate::WanConfig::weather) and the simulator
 //! follows it instead of drawing.
 
 use coflow_core::Nanos;
@@ -13,10 +12,6 @@ use coflow_sched::Wan;
 use serde::{Deserialize, Serialize};
 
 use crate::wan::draw;
-
-/// The capacity a link that is down is given: a fluid simulator cannot divide by zero, and a
-/// byte per second moves nothing a run would notice.
-pub const DOWN_BYTES_PER_SEC: f64 = 1.0;
 
 /// Every link's capacity from `at_ns` on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -191,7 +191,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
         let ids = tb.prepare(&opts.workload)?;
         progress(&format!("{policy}: replaying {} coflows", opts.workload.coflows.len()));
         let weather = match &opts.topology.wan {
-            Some(dcs) => Some(WeatherRun::start(&tb.names, dcs, opts.weather_seed, &[])?),
+            Some(dcs) => Some(WeatherRun::start(&tb.names, dcs, opts.weather_seed)?),
             None => None,
         };
         let (r, ()) = tb.replay(&opts.workload, &ids, opts.get_bound, |_| ())?;

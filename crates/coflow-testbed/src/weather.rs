@@ -7,8 +7,6 @@
 //! applies them link by link and records each link's change at the time its `tc` command
 //! returned; [`WeatherRun::finish`] turns the record into steps from the replay's start, the
 //! step in force then becoming the first.
-//! A link may also be taken down for a while ([`Outage`]): both directions of the pair go down;
-//! the record holds them at [`DOWN_BYTES_PER_SEC`] meanwhile.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,25 +14,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use coflow_core::Rate;
-use coflow_sim::weather::{DOWN_BYTES_PER_SEC, WeatherLog, WeatherStep};
+use coflow_sim::weather::{WeatherLog, WeatherStep};
 
 use crate::TestbedError;
 use crate::net::Names;
 use crate::topology::Datacenters;
-use crate::wide_area::{set_link_rate, set_link_state};
-
-/// The pair of datacenters `a` and `b` down from `at` for `lasting`, after the weather started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Outage {
-    /// One datacenter.
-    pub a: usize,
-    /// The other.
-    pub b: usize,
-    /// When it goes down, from the start of the weather.
-    pub at: Duration,
-    /// How long it stays down.
-    pub lasting: Duration,
-}
+use crate::wide_area::set_link_rate;
 
 /// What the weather thread applied: when, and every link's rate (wire bytes per second) from then.
 type Applied = Vec<(Instant, Vec<f64>)>;
@@ -48,61 +33,43 @@ pub struct WeatherRun {
 
 impl WeatherRun {
     /// Applies interval 0's draws at once (before returning), then redraws every interval on a
-    /// thread until [`WeatherRun::finish`]; `outages` are applied on the way.
-    pub fn start(names: &Names, dcs: &Datacenters, seed: u64, outages: &[Outage]) -> Result<WeatherRun, TestbedError> {
+    /// thread until [`WeatherRun::finish`].
+    pub fn start(names: &Names, dcs: &Datacenters, seed: u64) -> Result<WeatherRun, TestbedError> {
         let wan = dcs.wan.clone();
         let links: Vec<(usize, usize)> = wan.links().iter().map(|l| (l.from as usize, l.to as usize)).collect();
         let started = Instant::now();
         let mut applied: Applied = Vec::new();
-        let mut rates = coflow_sim::draw(&wan, seed, 0);
+        let rates = coflow_sim::draw(&wan, seed, 0);
         for (l, &(from, to)) in links.iter().enumerate() {
             set_link_rate(names, from, to, Rate::from_bytes_per_sec(rates[l]))?;
         }
-        applied.push((Instant::now(), rates.clone()));
+        applied.push((Instant::now(), rates));
         let stop = Arc::new(AtomicBool::new(false));
-        let (names, redraw, outages, flag) = (names.clone(), dcs.redraw, outages.to_vec(), stop.clone());
+        let (names, redraw, flag) = (names.clone(), dcs.redraw, stop.clone());
         let handle = std::thread::spawn(move || {
-            // Events: (when, what) with what = Some(g) a redraw, None an outage edge.
-            let mut g = 1u64;
-            let mut edges: Vec<(Instant, usize, bool)> = outages
-                .iter()
-                .enumerate()
-                .flat_map(|(i, o)| [(started + o.at, i, false), (started + o.at + o.lasting, i, true)])
-                .collect();
-            edges.sort_by_key(|e| e.0);
-            let mut down: Vec<bool> = vec![false; outages.len()];
-            loop {
-                let next_redraw = redraw.map(|r| started + r * g as u32);
-                let next_edge = edges.first().map(|e| e.0);
-                let next = [next_redraw, next_edge].into_iter().flatten().min();
+            let Some(redraw) = redraw else {
+                // No weather: the links hold their first draw until the end.
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                return Ok(applied);
+            };
+            for g in 1u64.. {
+                let next = started + redraw * g as u32;
                 // Sleep in short steps so that `finish` is heard at once.
-                while !flag.load(Ordering::Relaxed) && next.is_none_or(|t| Instant::now() < t) {
+                while !flag.load(Ordering::Relaxed) && Instant::now() < next {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 if flag.load(Ordering::Relaxed) {
-                    return Ok(applied);
+                    break;
                 }
-                if next_edge.is_some() && next_edge == next {
-                    let (_, i, up) = edges.remove(0);
-                    let o = outages[i];
-                    set_link_state(&names, o.a, o.b, up)?;
-                    down[i] = !up;
-                } else {
-                    rates = coflow_sim::draw(&wan, seed, g);
-                    g += 1;
-                    for (l, &(from, to)) in links.iter().enumerate() {
-                        set_link_rate(&names, from, to, Rate::from_bytes_per_sec(rates[l]))?;
-                    }
-                }
-                let mut now_rates = rates.clone();
+                let rates = coflow_sim::draw(&wan, seed, g);
                 for (l, &(from, to)) in links.iter().enumerate() {
-                    let cut = outages.iter().zip(&down).any(|(o, &d)| d && (o.a, o.b) == (from.min(to), from.max(to)));
-                    if cut {
-                        now_rates[l] = DOWN_BYTES_PER_SEC;
-                    }
+                    set_link_rate(&names, from, to, Rate::from_bytes_per_sec(rates[l]))?;
                 }
-                applied.push((Instant::now(), now_rates));
+                applied.push((Instant::now(), rates));
             }
+            Ok(applied)
         });
         Ok(WeatherRun { stop, handle })
     }

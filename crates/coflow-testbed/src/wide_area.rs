@@ -116,13 +116,6 @@ pub fn set_link_rate(names: &Names, from: usize, to: usize, rate: Rate) -> Resul
     shape(&names.router_ns(from), &link_dev(to), rate, "change")
 }
 
-/// Takes the link between datacenters `a` and `b` down (`up` false, both directions: a veth
-/// pair goes down as one) or brings it back.
-pub fn set_link_state(names: &Names, a: usize, b: usize, up: bool) -> Result<(), TestbedError> {
-    change("ip", &["-n", &names.router_ns(a), "link", "set", &link_dev(b), if up { "up" } else { "down" }])?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
