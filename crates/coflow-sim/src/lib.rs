@@ -49,4 +49,5 @@ pub use report::{
     BinSummary, CoflowOutcome, JobFigures, SIZE_BINS, SLOWER_TOLERANCE, SizeBin, Summary, WideArea,
     lower_bound_avg_cct, percentile, slower_fraction,
 };
-pub use wan::{WanConfig, connection_draw, detour_fraction, draw};
+pub use wan::{WanConfig, connection_draw, detour_fraction};
+pub use weather::draw;

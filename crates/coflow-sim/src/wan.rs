@@ -24,7 +24,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::legs::{LegModel, Split};
-use crate::weather::WeatherLog;
+use crate::weather::{WeatherLog, draw};
 
 /// How to run on a wide-area fabric.
 #[derive(Clone, Debug, PartialEq)]
@@ -199,13 +199,6 @@ impl Weather {
         }
         Nanos(self.interval.saturating_add(1).saturating_mul(self.redraw.0.max(1)))
     }
-}
-
-/// Every link's capacity in interval `g`: a function of the seed and `g` alone.
-pub fn draw(wan: &Wan, seed: u64, g: u64) -> Vec<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(g);
-    wan.links().iter().map(|l| l.bandwidth.sample(&mut rng)).collect()
 }
 
 /// One coflow's completion time alone on an empty wide-area fabric at the links' expected

@@ -9,9 +9,16 @@
 
 use coflow_core::Nanos;
 use coflow_sched::Wan;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::wan::draw;
+/// Every link's capacity in interval `g`: a function of the seed and `g` alone.
+pub fn draw(wan: &Wan, seed: u64, g: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(g);
+    wan.links().iter().map(|l| l.bandwidth.sample(&mut rng)).collect()
+}
 
 /// Every link's capacity from `at_ns` on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -23,8 +23,8 @@ pub struct Names {
     pub prefix: String,
     /// The third octet of the subnet.
     pub subnet: u8,
-    /// Each host's datacenter on a wide-area testbed (see [`crate::wide_area`]); empty on a big
-    /// switch.
+    /// Each host's datacenter on a wide-area testbed (built by the `wide_area` module); empty on
+    /// a big switch.
     pub dc_of: Vec<usize>,
 }
 
@@ -151,12 +151,8 @@ pub(crate) fn shape(ns: &str, dev: &str, rate: Rate, verb: &str) -> Result<(), T
     Ok(())
 }
 
-/// Builds the testbed's network, recording each namespace before creating it: one switch, or
-/// datacenters joined by wide-area links ([`crate::wide_area::up`]).
+/// Builds the testbed's network of one switch, recording each namespace before creating it.
 pub fn up(topology: &Topology, names: &Names, state: &StateFile) -> Result<(), TestbedError> {
-    if let Some(dcs) = &topology.wan {
-        return crate::wide_area::up(topology, dcs, names, state);
-    }
     let sw = names.switch_ns();
     state.add_namespace(&sw)?;
     change("ip", &["netns", "add", &sw])?;

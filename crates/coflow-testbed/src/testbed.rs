@@ -102,7 +102,10 @@ impl Testbed {
         let state = StateFile::create(&names.prefix, &run_dir)?;
         let mut tb =
             Testbed { names, state, topology: topology.clone(), cluster: None, run_dir: run_dir.clone(), keep: false };
-        net::up(topology, &tb.names, &tb.state)?;
+        match &topology.wan {
+            Some(dcs) => crate::wide_area::up(topology, dcs, &tb.names, &tb.state)?,
+            None => net::up(topology, &tb.names, &tb.state)?,
+        }
         tb.cluster = Some(Cluster::start(exe, &tb.names, topology, &tb.state, &run_dir, svc)?);
         Ok(tb)
     }

@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Each link's rate is its distribution's mean until the weather redraws it
-//! (see [`crate::weather`]); every value a distribution can take must be a rate `htb` can shape.
+//! (see the `weather` module); every value a distribution can take must be a rate `htb` can shape.
 
 use std::time::Duration;
 
