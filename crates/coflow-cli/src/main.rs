@@ -1,7 +1,7 @@
 //! The `coflow` command.
 //!
 //! Each command has a module (`sim`, `sweep`, `trace`, `demo`, `live`, `certs`, `bench`,
-//! `wan_bench`, `testbed`) that parses its options and prints; only this file dispatches to them.
+//! `wan_bench`, `wan_order`, `testbed`) that parses its options and prints; only this file dispatches to them.
 //! The options and printing several commands share live in modules that are no command
 //! (`plan`, `table`, `wan`, `workload`, `model`, `policies`, `plot`, `output`), and a command's
 //! module imports no other command's (a test in `tests/it/tidy.rs` checks it).
@@ -24,6 +24,7 @@ mod testbed;
 mod trace;
 mod wan;
 mod wan_bench;
+mod wan_order;
 mod workload;
 
 use std::io::Write as _;
@@ -76,6 +77,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Time a siphon-mc Monte Carlo decision with N coflows present on a wide-area fabric.
     WanBench(wan_bench::BenchArgs),
+    /// Compare siphon-mc with mrtf over worlds of chosen link skew and load, counting the
+    /// decisions where the Monte Carlo order changed the allocation.
+    WanOrder(wan_order::OrderArgs),
     /// An emulated cluster: hosts in network namespaces, links shaped by tc, the real processes.
     #[command(subcommand)]
     Testbed(testbed::TestbedCommand),
@@ -132,6 +136,7 @@ fn main() {
         Command::Trace(cmd) => trace::run(cmd),
         Command::Bench(args) => bench::run(args),
         Command::WanBench(args) => wan_bench::bench(args),
+        Command::WanOrder(args) => wan_order::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Coordinator(args) => live::coordinator(args),
         Command::Agent(args) => live::agent(args),

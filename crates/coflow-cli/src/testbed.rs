@@ -10,7 +10,6 @@ use clap::{Args, Subcommand};
 use coflow_core::Rate;
 use coflow_testbed::faults::{self, FaultOptions, Scenario};
 use coflow_testbed::run::RunOptions;
-use coflow_testbed::topology::payload_rate;
 use coflow_testbed::{TCP, Topology, WorkloadSpec};
 
 use crate::workload::WorkloadArgs;
@@ -44,18 +43,16 @@ pub(crate) struct TopologyArgs {
     /// Every link's rate, both ways, e.g. `100Mbps`.
     #[arg(long, default_value = "100Mbps")]
     link: String,
-    /// A topology file instead (JSON: `{"hosts": [{"name", "uplink", "downlink"}]}`).
-    #[arg(long)]
-    topology: Option<PathBuf>,
+    /// A topology file instead (JSON: `{"hosts": [{"name", "uplink", "downlink"}]}`, with `dc`
+    /// and `wan` for datacenters), or a preset: `siphon-3dc`, `siphon-3dc-bottleneck`, `siphon-5dc`.
+    #[arg(long, value_name = "FILE|PRESET")]
+    topology: Option<String>,
 }
 
 impl TopologyArgs {
     fn topology(&self) -> Result<Topology> {
         Ok(match &self.topology {
-            Some(p) => {
-                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-                Topology::from_json(&text).with_context(|| format!("in {}", p.display()))?
-            }
+            Some(p) => Topology::load(p).with_context(|| format!("--topology {p}"))?,
             None => {
                 let r: Rate = self.link.parse().with_context(|| format!("--link {:?}", self.link))?;
                 Topology::uniform(self.hosts, r).context("--hosts/--link")?
@@ -181,7 +178,7 @@ fn preflight() -> Result<()> {
 }
 
 fn workload(a: &WorkloadArgs, t: &Topology, default_total: u64) -> Result<(coflow_core::Workload, String)> {
-    let port = payload_rate(t.uniform_rate().unwrap_or(t.hosts[0].uplink));
+    let port = t.workload_port();
     let spec: WorkloadSpec = a.spec();
     Ok(coflow_testbed::workload::build(&spec, t.hosts.len() as u32, port, default_total)?)
 }
@@ -238,8 +235,12 @@ fn run_policies(a: RunArgs) -> Result<()> {
     coflow_testbed::teardown_on_signal();
     let exe = std::env::current_exe().context("finding the coflow binary")?;
     println!(
-        "coflow testbed: {} hosts in network namespaces on one bridge, links shaped by htb at {}, {source}",
+        "coflow testbed: {} hosts in network namespaces {}, links shaped by htb at {}, {source}",
         topology.hosts.len(),
+        topology.wan.as_ref().map_or("on one bridge".to_string(), |d| format!(
+            "in {} datacenters joined by wide-area links (weather seeded by --seed)",
+            d.wan.dcs()
+        )),
         topology.uniform_rate().map_or("per-host rates".to_string(), |r| r.to_string())
     );
     println!(
@@ -248,7 +249,8 @@ fn run_policies(a: RunArgs) -> Result<()> {
         w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
         coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
-    let opts = RunOptions { topology, policies, workload: w, source, exe, get_bound, keep: a.keep };
+    let weather_seed = a.workload.spec().seed;
+    let opts = RunOptions { topology, policies, workload: w, source, exe, get_bound, keep: a.keep, weather_seed };
     let outputs = [a.json.as_deref()];
     let report = coflow_testbed::run::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
     crate::output::human(&format!("\n{}", report.table()), &outputs);

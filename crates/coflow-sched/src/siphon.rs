@@ -98,6 +98,8 @@ pub struct SiphonMc {
     stale: bool,
     searches: u64,
     rounds_run: u64,
+    /// Searches whose winner is not MRTF on median bandwidth (the first candidate).
+    moved: u64,
     index: Vec<usize>,
     key: Vec<f64>,
     scratch: Scratch,
@@ -114,6 +116,7 @@ impl SiphonMc {
             stale: true,
             searches: 0,
             rounds_run: 0,
+            moved: 0,
             index: Vec::new(),
             key: Vec::new(),
             scratch: Scratch::default(),
@@ -130,8 +133,24 @@ impl SiphonMc {
         (self.searches, self.rounds_run)
     }
 
+    /// Searches whose winner was not the order of MRTF on median bandwidth, which is the first
+    /// candidate and the order every other candidate's tail follows: how often the Monte Carlo
+    /// search changed anything.
+    pub fn moved(&self) -> u64 {
+        self.moved
+    }
+
     /// Runs a search over `input`'s coflows; returns the winning order as indices into them.
     pub fn search(&mut self, input: &Input<'_>) -> Vec<usize> {
+        let winner = self.search_orders(input);
+        if winner.moved {
+            self.moved += 1;
+        }
+        winner.order
+    }
+
+    /// The search itself; the winner, and whether it is not the first candidate.
+    fn search_orders(&mut self, input: &Input<'_>) -> Winner {
         let fabric = input.fabric;
         // The tail order, and the candidates' pool: MRTF on median bandwidth.
         self.key.clear();
@@ -140,7 +159,7 @@ impl SiphonMc {
         sort_by_key(input, &self.key, &mut median_order);
         let n = median_order.len();
         if n <= 1 {
-            return median_order;
+            return Winner { order: median_order, moved: false };
         }
         self.searches += 1;
         let pool = &median_order[..self.cfg.breadth.min(n)];
@@ -160,6 +179,7 @@ impl SiphonMc {
             .iter()
             .map(|p| p.iter().copied().chain(median_order.iter().copied().filter(|k| !p.contains(k))).collect())
             .collect();
+        debug_assert_eq!(orders[0], median_order, "the first candidate is MRTF on medians");
         let nodes: Vec<Vec<(ResourceId, f64)>> =
             input.coflows.iter().map(|c| input.remaining_loads(c).collect()).collect();
         let dist: Vec<Bandwidth> = (0..fabric.resources())
@@ -199,7 +219,7 @@ impl SiphonMc {
             }
             self.rounds_run += self.cfg.rounds as u64;
             let best = (0..total.len()).fold(0, |b, i| if total[i] < total[b] { i } else { b });
-            return orders[best].clone();
+            return Winner { moved: best != 0, order: orders[best].clone() };
         }
         let mut alive: Vec<bool> = vec![true; orders.len()];
         let mut wins = vec![0u32; orders.len()];
@@ -230,7 +250,8 @@ impl SiphonMc {
         }
         self.rounds_run += done as u64;
         let best = (0..wins.len()).filter(|&i| alive[i]).max_by_key(|&i| (wins[i], std::cmp::Reverse(i)));
-        orders[best.expect("one alive")].clone()
+        let best = best.expect("one alive");
+        Winner { moved: best != 0, order: orders[best].clone() }
     }
 }
 
@@ -238,6 +259,14 @@ impl Default for SiphonMc {
     fn default() -> Self {
         SiphonMc::new(SiphonConfig::default())
     }
+}
+
+/// A search's outcome.
+struct Winner {
+    /// The order enforced, as indices into the input's coflows.
+    order: Vec<usize>,
+    /// Whether it is not the first candidate (MRTF on median bandwidth).
+    moved: bool,
 }
 
 /// One search's data, shared read-only by the rounds.

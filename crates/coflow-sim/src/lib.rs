@@ -16,12 +16,15 @@
 //! - `engine`: the event loop, [`simulate`] on the fabric [`SimConfig`] names.
 //! - [`experiment`]: several policies on one workload in parallel, and their report.
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
+//! - [`ordering`]: where `siphon-mc`'s order departs from `mrtf`'s ([`ordering::compare`]) on
+//!   worlds of chosen skew and load ([`ordering::reshape`]).
 //! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`], with
 //!   Siphon's [`WideArea`] figures for wide-area runs).
 //! - [`spread`]: a rack-level trace's tasks spread over each rack's machines (the Varys paper's
 //!   task-level replay on 3,000 machines).
 //! - [`topology`]: the wide-area topology file and its validation, giving a [`WanConfig`].
 //! - `wan`: wide-area runs ([`WanConfig`]): capacity redraws, multi-path.
+//! - [`weather`]: link capacities as a recorded sequence ([`weather::WeatherLog`]), replayed.
 
 #![warn(missing_docs)]
 
@@ -32,10 +35,12 @@ mod deadlines;
 mod engine;
 pub mod experiment;
 mod legs;
+pub mod ordering;
 mod report;
 pub mod spread;
 pub mod topology;
 mod wan;
+pub mod weather;
 
 pub use bounds::{BoundConfig, DEPENDENCIES_SKIP, LowerBounds, lower_bounds};
 pub use deadlines::{MIN_DEADLINE, assign_deadlines, assign_deadlines_to_fraction};
@@ -44,4 +49,5 @@ pub use report::{
     BinSummary, CoflowOutcome, JobFigures, SIZE_BINS, SLOWER_TOLERANCE, SizeBin, Summary, WideArea,
     lower_bound_avg_cct, percentile, slower_fraction,
 };
-pub use wan::{WanConfig, connection_draw, detour_fraction, draw};
+pub use wan::{WanConfig, connection_draw, detour_fraction};
+pub use weather::draw;

@@ -300,7 +300,7 @@ impl Topology {
         }
         let per_connection =
             per_connection.then(|| interval(overrides.connection_redraw_ms.or(self.connection_redraw_ms).unwrap_or(0)));
-        Ok(WanConfig { fabric: Fabric::new(wan), redraw, seed, multipath: false, per_connection })
+        Ok(WanConfig { fabric: Fabric::new(wan), redraw, seed, multipath: false, per_connection, weather: None })
     }
 }
 

@@ -24,6 +24,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::legs::{LegModel, Split};
+use crate::weather::{WeatherLog, draw};
 
 /// How to run on a wide-area fabric.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,6 +42,9 @@ pub struct WanConfig {
     /// (each part of a split flow) its own throughput cap, drawn from its link's distribution when
     /// it starts and redrawn every `redraw` (`Nanos::MAX`: held for its life); `None`: off.
     pub per_connection: Option<Nanos>,
+    /// Recorded weather to replay (see [`crate::weather`]): when set, link capacities follow it
+    /// and `redraw` and `seed` draw nothing; `None`: the seeded redraws.
+    pub weather: Option<std::sync::Arc<WeatherLog>>,
 }
 
 /// Per-connection bandwidth: which interval's caps the legs hold.
@@ -139,30 +143,46 @@ pub(crate) fn cap_connections(input: &Input<'_>, caps: &[f64], alloc: &mut Alloc
     }
 }
 
-/// The weather: which interval's capacities the fabric holds.
+/// The weather: which interval's (or recorded step's) capacities the fabric holds.
 #[derive(Debug)]
 pub(crate) struct Weather {
     redraw: Nanos,
     seed: u64,
+    replay: Option<std::sync::Arc<WeatherLog>>,
     interval: u64,
 }
 
 impl Weather {
     pub(crate) fn new(cfg: &WanConfig, fabric: &mut Fabric, now: Nanos) -> Weather {
-        let mut w = Weather { redraw: cfg.redraw, seed: cfg.seed, interval: u64::MAX };
+        if let Some(log) = &cfg.weather {
+            let links = fabric.resources();
+            assert!(
+                log.steps().iter().all(|s| s.capacities.len() == links),
+                "the replayed weather has {} capacities per step for {links} links",
+                log.steps()[0].capacities.len()
+            );
+        }
+        let mut w = Weather { redraw: cfg.redraw, seed: cfg.seed, replay: cfg.weather.clone(), interval: u64::MAX };
         w.update(fabric, now);
         w
     }
 
-    /// Draws the capacities of the interval holding `now` if the fabric does not hold them yet;
-    /// returns whether they changed.
+    /// Draws (or reads from the recorded weather) the capacities of the interval holding `now`
+    /// if the fabric does not hold them yet; returns whether they changed.
     pub(crate) fn update(&mut self, fabric: &mut Fabric, now: Nanos) -> bool {
-        let g = if self.redraw == Nanos::MAX { 0 } else { now.0 / self.redraw.0.max(1) };
+        let g = match &self.replay {
+            Some(log) => log.step_at(now) as u64,
+            None if self.redraw == Nanos::MAX => 0,
+            None => now.0 / self.redraw.0.max(1),
+        };
         if g == self.interval {
             return false;
         }
         self.interval = g;
-        let caps = draw(fabric.topology::<Wan>().expect("a wide-area fabric"), self.seed, g);
+        let caps = match &self.replay {
+            Some(log) => log.steps()[g as usize].capacities.clone(),
+            None => draw(fabric.topology::<Wan>().expect("a wide-area fabric"), self.seed, g),
+        };
         for (r, c) in caps.into_iter().enumerate() {
             fabric.set_capacity(r as ResourceId, c);
         }
@@ -171,18 +191,14 @@ impl Weather {
 
     /// When the next interval starts.
     pub(crate) fn next_change(&self) -> Nanos {
+        if let Some(log) = &self.replay {
+            return log.next_change(self.interval as usize);
+        }
         if self.redraw == Nanos::MAX {
             return Nanos::MAX;
         }
         Nanos(self.interval.saturating_add(1).saturating_mul(self.redraw.0.max(1)))
     }
-}
-
-/// Every link's capacity in interval `g`: a function of the seed and `g` alone.
-pub fn draw(wan: &Wan, seed: u64, g: u64) -> Vec<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(g);
-    wan.links().iter().map(|l| l.bandwidth.sample(&mut rng)).collect()
 }
 
 /// One coflow's completion time alone on an empty wide-area fabric at the links' expected

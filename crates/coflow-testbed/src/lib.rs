@@ -5,8 +5,13 @@
 //! simulator, and faults injected (processes killed or frozen, links down, rates halved).
 //!
 //! # Layout
-//! - `topology`: [`Topology`], hosts and link rates as data (JSON, or N hosts at one rate).
+//! - `topology`: [`Topology`], hosts and link rates as data (JSON, a preset, or N hosts at one
+//!   rate), with datacenters and wide-area links on a wide-area testbed.
 //! - `net`: namespaces, bridge, veth links and shaping through `ip` and `tc`.
+//! - `weather`: a wide-area testbed's link rates redrawn and applied with `tc`, recorded for the
+//!   simulator to replay.
+//! - `wide_area`: a wide-area testbed's network: datacenters behind routers, a shaped link per
+//!   ordered pair.
 //! - `state`: the per-run state file, `down`, and teardown on SIGINT/SIGTERM.
 //! - `procs`: the coordinator, agent and client processes, and the [`Hub`] that talks to the
 //!   clients.
@@ -31,6 +36,8 @@ pub mod spark;
 pub mod state;
 pub mod testbed;
 pub mod topology;
+pub mod weather;
+pub mod wide_area;
 pub mod workload;
 
 use std::path::Path;

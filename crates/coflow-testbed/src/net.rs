@@ -23,6 +23,9 @@ pub struct Names {
     pub prefix: String,
     /// The third octet of the subnet.
     pub subnet: u8,
+    /// Each host's datacenter on a wide-area testbed (built by the `wide_area` module); empty on
+    /// a big switch.
+    pub dc_of: Vec<usize>,
 }
 
 impl Names {
@@ -35,12 +38,24 @@ impl Names {
         x ^= x >> 33;
         x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
         x ^= x >> 33;
-        Names { prefix: format!("cfb{:06x}", x & 0xff_ffff), subnet: (x >> 24) as u8 }
+        Names { prefix: format!("cfb{:06x}", x & 0xff_ffff), subnet: (x >> 24) as u8, dc_of: Vec::new() }
     }
 
     /// The switch's namespace.
     pub fn switch_ns(&self) -> String {
         format!("{}-sw", self.prefix)
+    }
+
+    /// Datacenter `d`'s router on a wide-area testbed: datacenter 0's is the switch's
+    /// namespace, where the coordinator runs.
+    pub fn router_ns(&self, d: usize) -> String {
+        if d == 0 { self.switch_ns() } else { format!("{}-r{d}", self.prefix) }
+    }
+
+    /// The namespace holding the switch-side end of host `i`'s link: its datacenter's router,
+    /// or the switch.
+    pub fn port_ns(&self, i: usize) -> String {
+        self.router_ns(self.dc_of.get(i).copied().unwrap_or(0))
     }
 
     /// Host `i`'s namespace.
@@ -80,7 +95,7 @@ pub(crate) fn cmd(program: &str, args: &[&str]) -> Result<String, TestbedError> 
 }
 
 /// Runs a change to the topology unless the process is being torn down.
-fn change(program: &str, args: &[&str]) -> Result<String, TestbedError> {
+pub(crate) fn change(program: &str, args: &[&str]) -> Result<String, TestbedError> {
     let torn = CHANGES.lock().unwrap_or_else(|e| e.into_inner());
     if *torn {
         return Err(TestbedError::Interrupted);
@@ -111,7 +126,7 @@ pub fn preflight() -> Result<(), String> {
 
 /// `htb` at `rate` on `dev`'s egress in `ns`: one class that all traffic falls into. The quantum
 /// is set so that htb does not warn at high rates.
-fn shape(ns: &str, dev: &str, rate: Rate, verb: &str) -> Result<(), TestbedError> {
+pub(crate) fn shape(ns: &str, dev: &str, rate: Rate, verb: &str) -> Result<(), TestbedError> {
     let bits = format!("{}bit", rate.bits_per_sec().round() as u64);
     if verb == "add" {
         change(
@@ -129,7 +144,7 @@ fn shape(ns: &str, dev: &str, rate: Rate, verb: &str) -> Result<(), TestbedError
     Ok(())
 }
 
-/// Builds the testbed's network, recording each namespace before creating it.
+/// Builds the testbed's network of one switch, recording each namespace before creating it.
 pub fn up(topology: &Topology, names: &Names, state: &StateFile) -> Result<(), TestbedError> {
     let sw = names.switch_ns();
     state.add_namespace(&sw)?;
@@ -157,32 +172,35 @@ pub fn up(topology: &Topology, names: &Names, state: &StateFile) -> Result<(), T
 /// Sets host `i`'s link rates (both ways) to `rate`.
 pub fn set_rate(names: &Names, i: usize, rate: Rate) -> Result<(), TestbedError> {
     shape(&names.host_ns(i), "eth0", rate, "change")?;
-    shape(&names.switch_ns(), &Names::switch_port(i), rate, "change")
+    shape(&names.port_ns(i), &Names::switch_port(i), rate, "change")
 }
 
 /// Takes host `i`'s link down (`up` false) or brings it back, at the switch's end.
 pub fn set_link(names: &Names, i: usize, up: bool) -> Result<(), TestbedError> {
     let port = Names::switch_port(i);
-    change("ip", &["-n", &names.switch_ns(), "link", "set", &port, if up { "up" } else { "down" }])?;
+    change("ip", &["-n", &names.port_ns(i), "link", "set", &port, if up { "up" } else { "down" }])?;
     Ok(())
 }
 
 /// Bytes that crossed the switch-side ends so far: per host, (sent by the host, sent to it),
 /// wire bytes as the links count them.
 pub fn link_bytes(names: &Names, hosts: usize) -> Result<Vec<(u64, u64)>, TestbedError> {
-    let text = cmd("ip", &["-n", &names.switch_ns(), "-s", "-j", "link", "show"])?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| TestbedError::Setup(format!("`ip -s -j link` output: {e}")))?;
     let mut out = vec![(0, 0); hosts];
-    for link in v.as_array().into_iter().flatten() {
-        let Some(name) = link.get("ifname").and_then(|n| n.as_str()) else { continue };
-        let Some(i) = name.strip_prefix('b').and_then(|s| s.parse::<usize>().ok()) else { continue };
-        if i >= hosts {
-            continue;
+    let routers = names.dc_of.iter().copied().max().map_or(1, |d| d + 1);
+    for d in 0..routers {
+        let text = cmd("ip", &["-n", &names.router_ns(d), "-s", "-j", "link", "show"])?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| TestbedError::Setup(format!("`ip -s -j link` output: {e}")))?;
+        for link in v.as_array().into_iter().flatten() {
+            let Some(name) = link.get("ifname").and_then(|n| n.as_str()) else { continue };
+            let Some(i) = name.strip_prefix('b').and_then(|s| s.parse::<usize>().ok()) else { continue };
+            if i >= hosts || names.dc_of.get(i).copied().unwrap_or(0) != d {
+                continue;
+            }
+            let stat = |dir: &str| link.pointer(&format!("/stats64/{dir}/bytes")).and_then(|b| b.as_u64()).unwrap_or(0);
+            // The switch's end receives what the host sends and sends what the host receives.
+            out[i] = (stat("rx"), stat("tx"));
         }
-        let stat = |dir: &str| link.pointer(&format!("/stats64/{dir}/bytes")).and_then(|b| b.as_u64()).unwrap_or(0);
-        // The switch's end receives what the host sends and sends what the host receives.
-        out[i] = (stat("rx"), stat("tx"));
     }
     Ok(out)
 }

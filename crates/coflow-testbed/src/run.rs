@@ -5,15 +5,18 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use coflow_core::{Rate, Workload};
-use coflow_sim::percentile;
+use coflow_core::{Nanos, Rate, Workload};
+use coflow_sim::ordering::{Skew, reshape};
+use coflow_sim::weather::WeatherLog;
+use coflow_sim::{SimConfig, Summary, WanConfig, percentile, simulate};
 use serde::Serialize;
 
 use crate::client::Outcome;
 use crate::fidelity::{CoflowFidelity, GroupFidelity, coflow_row, groups, main_source};
 use crate::procs::ServiceConfig;
 use crate::testbed::{Replayed, Testbed};
-use crate::topology::{Topology, payload_rate};
+use crate::topology::{PAYLOAD_SHARE, Topology, payload_rate};
+use crate::weather::WeatherRun;
 use crate::{TCP, TestbedError};
 
 /// What to run.
@@ -33,6 +36,8 @@ pub struct RunOptions {
     pub get_bound: Duration,
     /// Leave the last testbed up.
     pub keep: bool,
+    /// Seeds the weather of a wide-area testbed (every policy sees the same draws).
+    pub weather_seed: u64,
 }
 
 /// One policy's figures.
@@ -74,6 +79,17 @@ pub struct PolicyResult {
     pub difference_from: Option<String>,
     /// Each coflow, measured and simulated.
     pub per_coflow: Vec<CoflowFidelity>,
+    /// The slowest completed coflow, measured.
+    pub measured_max_cct_s: f64,
+    /// The slowest coflow, simulated.
+    pub simulated_max_cct_s: Option<f64>,
+    /// Whether flows were split over relays (never, as yet: every flow takes its direct path).
+    pub multipath: bool,
+    /// Bytes relayed through a third datacenter.
+    pub relayed_bytes: u64,
+    /// On a wide-area testbed: every link's rate (wire bytes per second) as applied over the
+    /// replay, which the simulation replayed at the payload share.
+    pub weather: Option<WeatherLog>,
 }
 
 /// A factor measured and simulated.
@@ -137,30 +153,68 @@ pub fn simulated_policy(policy: &str) -> &str {
     if policy == TCP { "fair" } else { policy }
 }
 
+/// Simulates `policy` on `workload` as `cfg` says; returns its average, p95 and largest CCT and
+/// writes every coflow's CCT into `ccts`.
+fn simulated(
+    workload: &Workload,
+    policy: &str,
+    cfg: &SimConfig,
+    ccts: &mut Vec<f64>,
+) -> Result<(f64, f64, f64), TestbedError> {
+    let sched = coflow_sched::policy::by_name(policy).map_err(|e| TestbedError::Setup(e.to_string()))?;
+    let out = simulate(workload, sched, cfg).map_err(|e| TestbedError::Setup(e.to_string()))?;
+    *ccts = out.outcomes.iter().map(|o| o.cct().map_or(f64::NAN, coflow_core::Nanos::as_secs_f64)).collect();
+    let s = Summary::of(&out, None);
+    Ok((s.avg_cct_s, s.p95_cct_s, ccts.iter().copied().fold(0.0, f64::max)))
+}
+
 /// Runs every policy; `progress` hears one line per step.
 pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunReport, TestbedError> {
     let started = Instant::now();
     let link = opts.topology.uniform_rate();
     let port: Option<Rate> = link.map(payload_rate);
     let mut results = Vec::new();
+    if opts.topology.wan.is_some()
+        && let Some(p) = opts.policies.iter().find(|p| p.as_str() != TCP)
+    {
+        return Err(TestbedError::Setup(format!(
+            "{p}: on a wide-area testbed only `tcp` runs; the coordinator schedules a big switch of the agents' \
+             ports and knows no wide-area link"
+        )));
+    }
     for (n, policy) in opts.policies.iter().enumerate() {
         let sim_name = simulated_policy(policy);
-        let mut sim_ccts = Vec::new();
-        let sim = match port {
-            Some(p) => {
-                let s = crate::workload::simulated(&opts.workload, sim_name, p)?;
-                sim_ccts = s.ccts;
-                Some((s.avg_cct_s, s.p95_cct_s))
-            }
-            None => None,
-        };
         let t = Instant::now();
         let svc = ServiceConfig { policy: policy.clone(), agent_timeout_ms: 3000 };
         let mut tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
         progress(&format!("{policy}: testbed {} up ({} hosts), map stage", tb.names.prefix, opts.topology.hosts.len()));
         let ids = tb.prepare(&opts.workload)?;
         progress(&format!("{policy}: replaying {} coflows", opts.workload.coflows.len()));
+        let weather = match &opts.topology.wan {
+            Some(dcs) => Some(WeatherRun::start(&tb.names, dcs, opts.weather_seed)?),
+            None => None,
+        };
         let (r, ()) = tb.replay(&opts.workload, &ids, opts.get_bound, |_| ())?;
+        let weather = weather.map(|w| w.finish(r.t0)).transpose()?;
+        let mut sim_ccts = Vec::new();
+        let sim = match (port, &opts.topology.wan, &weather) {
+            (_, Some(dcs), Some(log)) => {
+                // The simulator's wide area at payload rates, on the weather the run applied.
+                let wan = reshape(&dcs.wan, Skew::AsIs, 1.0 / PAYLOAD_SHARE)
+                    .map_err(|e| TestbedError::Setup(format!("the wide area at payload rates: {e}")))?;
+                let cfg = WanConfig {
+                    fabric: coflow_sched::Fabric::new(wan),
+                    redraw: Nanos::MAX,
+                    seed: opts.weather_seed,
+                    multipath: false,
+                    per_connection: None,
+                    weather: Some(std::sync::Arc::new(log.scaled(PAYLOAD_SHARE))),
+                };
+                Some(simulated(&opts.workload, sim_name, &SimConfig::wide_area(cfg), &mut sim_ccts)?)
+            }
+            (Some(p), None, _) => Some(simulated(&opts.workload, sim_name, &SimConfig::big_switch(p), &mut sim_ccts)?),
+            _ => None,
+        };
         if opts.keep && n + 1 == opts.policies.len() {
             tb.keep();
             progress(&format!("{policy}: testbed {} kept; `coflow testbed down` removes it", tb.names.prefix));
@@ -215,6 +269,11 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             simulated_avg_cct_s: sim.map(|s| s.0),
             measured_p95_cct_s: percentile(&ccts, 95.0),
             simulated_p95_cct_s: sim.map(|s| s.1),
+            measured_max_cct_s: ccts.last().copied().unwrap_or(0.0),
+            simulated_max_cct_s: sim.map(|s| s.2),
+            multipath: false,
+            relayed_bytes: 0,
+            weather,
             avg_difference: sim.map(|s| avg / s.0 - 1.0),
             bytes_verified: r.gets.iter().filter(|g| exact(&g.outcome)).map(|g| g.bytes).sum(),
             corrupted: r.gets.iter().map(|g| g.corrupted).sum(),

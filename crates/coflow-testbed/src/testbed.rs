@@ -91,13 +91,17 @@ impl Replayed {
 impl Testbed {
     /// Builds a testbed for `topology` running `svc`, with the `coflow` binary `exe`.
     pub fn up(topology: &Topology, exe: &Path, svc: &ServiceConfig) -> Result<Testbed, TestbedError> {
-        let names = Names::fresh();
+        let dc_of = if topology.wan.is_some() { topology.dc_of() } else { Vec::new() };
+        let names = Names { dc_of, ..Names::fresh() };
         let run_dir = std::env::temp_dir().join("coflow-testbed").join(&names.prefix);
         std::fs::create_dir_all(&run_dir).map_err(|e| TestbedError::io(&run_dir, e))?;
         let state = StateFile::create(&names.prefix, &run_dir)?;
         let mut tb =
             Testbed { names, state, topology: topology.clone(), cluster: None, run_dir: run_dir.clone(), keep: false };
-        net::up(topology, &tb.names, &tb.state)?;
+        match &topology.wan {
+            Some(dcs) => crate::wide_area::up(topology, dcs, &tb.names, &tb.state)?,
+            None => net::up(topology, &tb.names, &tb.state)?,
+        }
         tb.cluster = Some(Cluster::start(exe, &tb.names, topology, &tb.state, &run_dir, svc)?);
         Ok(tb)
     }

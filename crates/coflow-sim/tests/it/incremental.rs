@@ -161,6 +161,7 @@ fn incremental_equals_scratch_on_the_wide_area() {
                     seed,
                     multipath,
                     per_connection,
+                    weather: None,
                 };
                 for name in names_serving(&wan.fabric) {
                     let inc = ChangesCheck::new(policy::seeded(name, seed).unwrap());

@@ -5,6 +5,7 @@ mod coflowsim;
 mod examples;
 mod incremental;
 mod jobs;
+mod ordering;
 mod properties;
 mod support;
 mod wan;

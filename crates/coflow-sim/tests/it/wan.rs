@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Workload};
 use coflow_sched::{Allocation, Bandwidth, Fabric, Hooked, Hooks, Input, Link, Scheduler, Wan, policy};
+use coflow_sim::weather::{WeatherLog, WeatherStep};
 use coflow_sim::{SimConfig, SimResult, WanConfig, connection_draw, detour_fraction, draw, simulate};
 use proptest::prelude::*;
 
@@ -55,7 +56,14 @@ fn run_with(
     per_connection: Option<Nanos>,
 ) -> SimResult {
     let w = Workload::new(fabric.machines(), coflows).expect("valid workload");
-    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::from_millis(200), seed, multipath, per_connection };
+    let cfg = WanConfig {
+        fabric: fabric.clone(),
+        redraw: Nanos::from_millis(200),
+        seed,
+        multipath,
+        per_connection,
+        weather: None,
+    };
     let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
     simulate(&w, policy::seeded(name, seed).expect("known policy"), &sim).unwrap()
 }
@@ -82,7 +90,14 @@ fn served_first(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, seed: u64) ->
     let seen = Arc::new(Mutex::new(Vec::new()));
     let policy = Hooked::new(policy::seeded(name, seed).unwrap(), FirstDecision { seen: seen.clone() });
     let w = Workload::new(fabric.machines(), coflows).unwrap();
-    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed, multipath: false, per_connection: None };
+    let cfg = WanConfig {
+        fabric: fabric.clone(),
+        redraw: Nanos::MAX,
+        seed,
+        multipath: false,
+        per_connection: None,
+        weather: None,
+    };
     let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
     simulate(&w, Box::new(policy), &sim).expect("serves the wide area");
     let seen = seen.lock().unwrap();
@@ -200,6 +215,7 @@ fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
                 seed,
                 multipath: false,
                 per_connection: Some(redraw),
+                weather: None,
             };
             let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
             let r = simulate(&w, policy::seeded("mrtf", seed).unwrap(), &sim).expect("serves the wide area");
@@ -250,6 +266,7 @@ fn alike_flows_are_separate_connections() {
             seed,
             multipath: false,
             per_connection: Some(Nanos::MAX),
+            weather: None,
         };
         let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
         let r = simulate(&w, policy::seeded("mrtf", seed).unwrap(), &sim).expect("serves the wide area");
@@ -363,7 +380,14 @@ fn a_policy_that_cannot_serve_the_wide_area_is_refused_by_name() {
     let fabric = mesh(3, Wan::spread(3, 6, None), |_, _| Bandwidth::Constant(8.0));
     let coflows = random_workload(3, 8, 6);
     let w = Workload::new(fabric.machines(), coflows).unwrap();
-    let cfg = WanConfig { fabric: fabric.clone(), redraw: Nanos::MAX, seed: 1, multipath: false, per_connection: None };
+    let cfg = WanConfig {
+        fabric: fabric.clone(),
+        redraw: Nanos::MAX,
+        seed: 1,
+        multipath: false,
+        per_connection: None,
+        weather: None,
+    };
     let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
     let mut refused = Vec::new();
     for e in policy::REGISTRY {
@@ -386,4 +410,64 @@ fn a_policy_that_cannot_serve_the_wide_area_is_refused_by_name() {
         }
     }
     assert!(refused.contains(&"pfp") && refused.contains(&"edf"), "{refused:?}");
+}
+
+/// Recorded weather is followed step by step: 60 MiB from dc0 to dc1 over a link held at 2 MiB/s
+/// for 10 s, then at 10 MiB/s: 20 MiB in the first step, the other 40 in 4 s, done at 14 s.
+#[test]
+fn a_replayed_weather_log_sets_the_capacities_it_records() {
+    let fabric = mesh(2, vec![0, 1], |_, _| Bandwidth::Uniform(1.0, 100.0));
+    let log = WeatherLog::new(vec![
+        WeatherStep { at_ns: 0, capacities: vec![2.0 * MIB, 2.0 * MIB] },
+        WeatherStep { at_ns: 10_000_000_000, capacities: vec![10.0 * MIB, 10.0 * MIB] },
+    ])
+    .unwrap();
+    for name in ["mrtf", "siphon-mc", "fair"] {
+        let coflows = vec![Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 60.0)])];
+        let w = Workload::new(2, coflows).unwrap();
+        let cfg = WanConfig {
+            fabric: fabric.clone(),
+            redraw: Nanos::from_millis(200),
+            seed: 1,
+            multipath: false,
+            per_connection: None,
+            weather: Some(Arc::new(log.clone())),
+        };
+        let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+        let r = simulate(&w, policy::seeded(name, 1).unwrap(), &sim).unwrap();
+        let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
+        assert!((cct - 14.0).abs() < 1e-6, "{name}: {cct}");
+    }
+}
+
+/// The seeded redraws written down as a log and replayed give the very same run.
+#[test]
+fn replaying_the_drawn_weather_is_the_seeded_run() {
+    let fabric = mesh(3, vec![0, 1, 2, 0, 1, 2], |a, b| {
+        if a < b { Bandwidth::Uniform(1.0, 9.0) } else { Bandwidth::Empirical(vec![1.0, 8.0, 8.0]) }
+    });
+    let coflows: Vec<Coflow> = (0..6)
+        .map(|k| {
+            let flows = vec![flow(k % 6, (k + 1) % 6, 20.0 + k as f64), flow((k + 2) % 6, (k + 4) % 6, 15.0)];
+            Coflow::new(CoflowId(k as u64 + 1), Nanos::from_millis(700 * k as u64), flows)
+        })
+        .collect();
+    for name in ["mrtf", "siphon-mc"] {
+        let seeded = run(name, &fabric, coflows.clone(), false, 4);
+        let wan = fabric.topology::<Wan>().unwrap();
+        let log = WeatherLog::drawn(wan, 4, Nanos::from_millis(200), seeded.makespan);
+        let w = Workload::new(fabric.machines(), coflows.clone()).unwrap();
+        let cfg = WanConfig {
+            fabric: fabric.clone(),
+            redraw: Nanos::from_millis(200),
+            seed: 4,
+            multipath: false,
+            per_connection: None,
+            weather: Some(Arc::new(log)),
+        };
+        let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+        let replayed = simulate(&w, policy::seeded(name, 4).unwrap(), &sim).unwrap();
+        assert_eq!(replayed.outcomes, seeded.outcomes, "{name}");
+        assert!(seeded.decisions > 6, "{name}: the weather changed during the run");
+    }
 }

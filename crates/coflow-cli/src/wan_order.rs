@@ -1,0 +1,97 @@
+//! `coflow wan-order`: `siphon-mc` against `mrtf` on a trace over worlds of chosen link skew and
+//! load, with how often the Monte Carlo search changed the decision.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use coflow_sched::policy::MonteCarlo;
+use coflow_sched::{Intra, Select};
+use coflow_sim::ordering::{Skew, compare, reshape};
+use coflow_sim::topology::Overrides;
+
+/// Options of `coflow wan-order`.
+#[derive(Debug, Args)]
+pub(crate) struct OrderArgs {
+    /// The trace to replay.
+    #[arg(long)]
+    trace: PathBuf,
+    /// The topology whose datacenters, placement and link means the worlds keep (as `coflow sim --wan`).
+    #[arg(long, default_value = "default")]
+    wan: String,
+    /// Link shapes, comma-separated: `as-is`, `constant`, `uniform-S`, `dips-P`, `mixed-P`.
+    #[arg(long, default_value = "as-is,constant,uniform-0.5,dips-0.1,mixed-0.1")]
+    skews: String,
+    /// Load factors, comma-separated: every link's mean is divided by each.
+    #[arg(long, default_value = "1,2,4")]
+    loads: String,
+    /// Weather seeds, comma-separated; each row averages its ratio over them.
+    #[arg(long, default_value = "1,2,3")]
+    seeds: String,
+    /// Redraw link capacities every this many milliseconds, overriding the topology's (as
+    /// `coflow sim --redraw-ms`; 0: one draw holds for the whole run).
+    #[arg(long)]
+    redraw_ms: Option<u64>,
+    /// One bandwidth draw per coflow and link, as the paper (see `coflow sim --mc-one-draw`).
+    #[arg(long)]
+    mc_one_draw: bool,
+    /// Enforce the candidate of least mean total CCT over all rounds (see `coflow sim --mc-mean-cost`).
+    #[arg(long)]
+    mc_mean_cost: bool,
+}
+
+fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>> {
+    s.split(',').map(|x| parse(x.trim()).with_context(|| format!("--{what}: cannot read {x:?}"))).collect()
+}
+
+/// Prints one row per (skew, load): the ratio of average CCTs and the probe's counts summed over
+/// the seeds.
+pub(crate) fn run(a: OrderArgs) -> Result<()> {
+    let skews = list("skews", &a.skews, Skew::parse)?;
+    let loads = list("loads", &a.loads, |x| x.parse::<f64>().ok().filter(|v| *v > 0.0 && v.is_finite()))?;
+    let seeds = list("seeds", &a.seeds, |x| x.parse::<u64>().ok())?;
+    if seeds.is_empty() {
+        bail!("--seeds: none given");
+    }
+    let w = coflow_trace::read_trace(&a.trace).with_context(|| format!("reading trace {}", a.trace.display()))?;
+    let select = if a.mc_mean_cost { Select::MeanCost } else { Select::Wins };
+    let mc = MonteCarlo { one_draw: a.mc_one_draw, select, ..MonteCarlo::default() };
+    println!(
+        "{:<12} {:>5} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>9} {:>7}",
+        "skew", "load", "mrtf s", "siphon s", "ratio", "decisions", "contested", "differing", "searches", "moved"
+    );
+    for skew in &skews {
+        for &load in &loads {
+            let (mut m, mut s, mut ratio) = (0.0, 0.0, 0.0);
+            let mut c = coflow_sim::ordering::OrderCounts::default();
+            for &seed in &seeds {
+                let overrides = Overrides { redraw_ms: a.redraw_ms, ..Overrides::default() };
+                let base = coflow_sim::experiment::load_topology(&a.wan, w.machines, seed, &overrides)?;
+                let wan = base.fabric.topology::<coflow_sched::Wan>().context("a wide-area topology")?;
+                let world = reshape(wan, *skew, load).with_context(|| format!("reshaping to {}", skew.label()))?;
+                let cfg = coflow_sim::WanConfig { fabric: coflow_sched::Fabric::new(world), ..base.clone() };
+                let r = compare(&w, &cfg, mc, Intra::Madd)?;
+                let avg = |r| coflow_sim::Summary::of(r, None).avg_cct_s;
+                m += avg(&r.mrtf);
+                s += avg(&r.siphon);
+                ratio += r.ratio();
+                c += r.counts;
+            }
+            let n = seeds.len() as f64;
+            println!(
+                "{:<12} {:>5} {:>10.3} {:>10.3} {:>7.3}x {:>10} {:>10} {:>10} {:>9} {:>7}",
+                skew.label(),
+                load,
+                m / n,
+                s / n,
+                ratio / n,
+                c.decisions,
+                c.contested,
+                c.differing,
+                c.searches,
+                c.moved
+            );
+        }
+    }
+    Ok(())
+}
