@@ -3,6 +3,7 @@
 mod certs;
 mod docs;
 mod jobs;
+mod reference;
 mod testbed;
 mod tidy;
 mod wan;
