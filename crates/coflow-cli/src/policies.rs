@@ -2,23 +2,33 @@
 //! checks beyond the names the library knows.
 
 use anyhow::{Result, bail};
-use coflow_testbed::TCP;
+use coflow_sched::policy;
 
-/// Refuses `tcp` where no network shapes traffic, saying why and what stands for it.
+/// Refuses an unscheduled mode (`tcp`) where no network shapes traffic, saying why and what the
+/// registry says stands for it.
 pub(crate) fn refuse_tcp(policies: &str, whence: &str) -> Result<()> {
-    if policies.split(',').any(|p| p.trim() == TCP) {
+    if let Some(u) = policies.split(',').find_map(|p| policy::unscheduled(p.trim())) {
+        let (name, by) = (u.name, u.simulated_by);
         match whence {
             "sim" => bail!(
-                "`tcp` is not a policy of the simulator: kernel TCP sharing is what `fair` (max-min) models there; \
-                 `coflow testbed run --policies tcp` measures the real thing"
+                "`{name}` is not a policy of the simulator ({}): `{by}` is what models it there; \
+                 `coflow testbed run --policies {name}` measures the real thing",
+                u.summary
             ),
             _ => bail!(
-                "`tcp` needs a network that shapes traffic, and `coflow demo` runs on loopback with no shaping; \
-                 use `coflow testbed run --policies tcp` (or `fair`, its max-min counterpart, here)"
+                "`{name}` needs a network that shapes traffic, and `coflow demo` runs on loopback with no shaping; \
+                 use `coflow testbed run --policies {name}` (or `{by}`, its simulated counterpart, here)"
             ),
         }
     }
     Ok(())
+}
+
+/// The help of the testbed's `--policies`: the unscheduled modes with what they do, then every
+/// policy of the registry.
+pub(crate) fn live_help() -> String {
+    let modes: Vec<String> = policy::UNSCHEDULED.iter().map(|u| format!("`{}` ({})", u.name, u.summary)).collect();
+    help(&format!("Policies, comma-separated: {} or any policy of `coflow sim`", modes.join(", ")))
 }
 
 /// The help of a `--policies` option: `what`, then every name the registry has.

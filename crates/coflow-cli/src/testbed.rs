@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use coflow_core::Rate;
 use coflow_testbed::faults::{self, FaultOptions, Scenario};
 use coflow_testbed::run::RunOptions;
-use coflow_testbed::{TCP, Topology, WorkloadSpec};
+use coflow_testbed::{Topology, WorkloadSpec};
 
 use crate::workload::WorkloadArgs;
 
@@ -69,7 +69,7 @@ pub(crate) struct RunArgs {
     #[arg(
         long,
         default_value = "varys,fair,tcp",
-        help = crate::policies::help("Policies, comma-separated: `tcp` (no rates assigned, kernel TCP shares the links) or any policy of `coflow sim`")
+        help = crate::policies::live_help()
     )]
     policies: String,
     #[command(flatten)]
@@ -223,9 +223,7 @@ fn run_policies(a: RunArgs) -> Result<()> {
         bail!("--policies names no policy");
     }
     for p in &policies {
-        if p != TCP {
-            coflow_sched::policy::by_name(p).context("--policies")?;
-        }
+        coflow_sched::policy::check_live(p).context("--policies")?;
     }
     // Twice the demo's bytes: coflows of about a second on average, so that the tenth of a
     // second a get's control path takes on a loaded machine does not dominate small coflows.
@@ -293,8 +291,8 @@ fn run_spark(a: SparkArgs) -> Result<()> {
         bail!("--modes names no mode");
     }
     for m in &modes {
-        if m != SPARK && m != TCP {
-            coflow_sched::policy::by_name(m).context("--modes")?;
+        if m != SPARK {
+            coflow_sched::policy::check_live(m).context("--modes")?;
         }
     }
     if a.executor_cores == 0 || a.executor_cores > 64 {

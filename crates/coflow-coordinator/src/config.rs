@@ -11,11 +11,9 @@ use coflow_core::Rate;
 use coflow_sched::Fabric;
 use serde::Deserialize;
 
-/// The coordinator-level mode in which no policy runs: every flow is sent as fast as the network
-/// lets it (the agents' port rate), and kernel TCP shares the links, the baseline of Varys's
-/// deployment (§7). It is not a `coflow_sched` policy: a simulator has no TCP, and there `fair`
-/// stands for it.
-pub const TCP: &str = "tcp";
+/// The name of the mode in which no policy runs ([`coflow_sched::policy::TCP`]: every flow at its
+/// sender's full port rate, kernel TCP shares the links).
+pub const TCP: &str = coflow_sched::policy::TCP.name;
 
 /// How the coordinator runs.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -102,9 +100,9 @@ pub struct ConfigError {
 impl CoordinatorConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.policy != TCP {
-            coflow_sched::policy::entry_of(&self.policy)
-                .map_err(|e| ConfigError { field: "policy", reason: e.to_string() })?;
+        coflow_sched::policy::check_live(&self.policy)
+            .map_err(|e| ConfigError { field: "policy", reason: e.to_string() })?;
+        if coflow_sched::policy::unscheduled(&self.policy).is_none() {
             // The coordinator schedules a big switch of its agents' ports.
             check_policy(&self.policy, &Fabric::big_switch(1, Rate::from_bytes_per_sec(1.0)))?;
         }

@@ -72,8 +72,9 @@ pub async fn run(
 ) -> Result<(), RunError> {
     config.validate()?;
     let security = security.into();
-    // Under `tcp` no policy decides; `fair` stands by so that `Core` keeps one shape.
-    let name = if config.policy == TCP { "fair" } else { config.policy.as_str() };
+    // Under `tcp` no policy decides; its simulator's stand-in stands by so that `Core` keeps one
+    // shape.
+    let name = coflow_sched::policy::simulated(&config.policy);
     let policy = coflow_sched::policy::by_name(name).expect("validated");
     let policy_label = config.policy.clone();
     tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), tls = security.tls().is_some(), "coordinator starting");

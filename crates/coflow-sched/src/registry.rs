@@ -294,6 +294,48 @@ pub const REGISTRY: &[Entry] = &[
     },
 ];
 
+/// A way to run the live system with no policy of [`REGISTRY`] assigning rates, and the policy
+/// that stands for it where there is no network to do the sharing (a simulator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unscheduled {
+    /// Its short name, as command lines and config files select it.
+    pub name: &'static str,
+    /// What it does live, in one line.
+    pub summary: &'static str,
+    /// The registry policy a simulator runs in its place.
+    pub simulated_by: &'static str,
+}
+
+/// `tcp`: no rates assigned, every flow sent at its sender's full port rate, and kernel TCP
+/// shares the links (the baseline of Varys's deployment, §7). A simulator has no TCP: `fair`,
+/// per-flow max-min sharing, is what it models there.
+pub const TCP: Unscheduled = Unscheduled {
+    name: "tcp",
+    summary: "no rates assigned: every flow at its sender's full port rate, kernel TCP shares the links",
+    simulated_by: "fair",
+};
+
+/// Every name the live system takes besides the registry's policies.
+pub const UNSCHEDULED: &[Unscheduled] = &[TCP];
+
+/// The unscheduled mode called `name`, if it is one.
+pub fn unscheduled(name: &str) -> Option<&'static Unscheduled> {
+    UNSCHEDULED.iter().find(|u| u.name == name)
+}
+
+/// The policy a simulator runs for `name`: what stands for an unscheduled mode, or else `name`.
+pub fn simulated(name: &str) -> &str {
+    unscheduled(name).map_or(name, |u| u.simulated_by)
+}
+
+/// Checks a name the live system takes: a policy of the registry or an unscheduled mode.
+pub fn check_live(name: &str) -> Result<(), UnknownPolicy> {
+    match unscheduled(name) {
+        Some(_) => Ok(()),
+        None => entry_of(name).map(|_| ()),
+    }
+}
+
 /// How many entries of the registry are on `list`.
 const fn count(list: List) -> usize {
     let (mut i, mut n) = (0, 0);

@@ -50,8 +50,9 @@ pub use crate::testbed::Testbed;
 pub use crate::topology::{Topology, TopologyError};
 pub use crate::workload::WorkloadSpec;
 
-/// The coordinator mode in which no policy assigns rates and kernel TCP shares the links.
-pub const TCP: &str = "tcp";
+/// The name of the coordinator mode in which no policy assigns rates and kernel TCP shares the
+/// links ([`coflow_sched::policy::TCP`]).
+pub const TCP: &str = coflow_sched::policy::TCP.name;
 
 /// Why a testbed could not be built or run.
 #[derive(Debug, thiserror::Error)]

@@ -148,9 +148,9 @@ pub(crate) fn utilization(r: &Replayed, topology: &Topology) -> f64 {
     if secs == 0.0 { 0.0 } else { bytes / (secs * capacity) }
 }
 
-/// The simulated policy standing for `policy`.
+/// The simulated policy standing for `policy` (the registry's stand-in for `tcp`).
 pub fn simulated_policy(policy: &str) -> &str {
-    if policy == TCP { "fair" } else { policy }
+    coflow_sched::policy::simulated(policy)
 }
 
 /// Simulates `policy` on `workload` as `cfg` says; returns its average, p95 and largest CCT and

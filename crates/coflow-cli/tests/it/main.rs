@@ -5,6 +5,7 @@ mod config;
 mod docs;
 mod jobs;
 mod limits;
+mod reference;
 mod spark;
 mod testbed;
 mod tidy;

@@ -164,3 +164,27 @@ fn siphon_mc_is_configured_from_the_params() {
     // The defaults are SiphonConfig's.
     assert_eq!(Params::default().siphon_config(coflow_sched::Intra::Madd), coflow_sched::SiphonConfig::default());
 }
+
+/// An unscheduled mode (`tcp`) is no policy of the registry, so no list, `all` or simulator run
+/// takes it; what stands for it in a simulator is one, for the big switch the live system runs;
+/// every other name is simulated as itself, and the live system takes both kinds of names.
+#[test]
+fn an_unscheduled_mode_is_simulated_by_a_registry_policy() {
+    let switch = Fabric::big_switch(2, Rate::GBPS);
+    for u in policy::UNSCHEDULED {
+        assert!(policy::entry_of(u.name).is_err(), "{} is both a policy and unscheduled", u.name);
+        assert!(policy::parse_list(u.name).is_err(), "{}: not a policy a simulator runs", u.name);
+        let by = policy::entry_of(u.simulated_by).unwrap_or_else(|e| panic!("{}: {e}", u.name));
+        assert!(by.serves(&switch), "{} stands for {} on the big switch", by.name, u.name);
+        assert_eq!(policy::simulated(u.name), u.simulated_by);
+        assert_eq!(policy::unscheduled(u.name), Some(u));
+        assert!(policy::check_live(u.name).is_ok());
+        assert!(!u.summary.is_empty() && !u.summary.contains('\n') && u.summary.len() <= 110, "{}", u.name);
+    }
+    assert_eq!(policy::simulated(policy::TCP.name), "fair");
+    for e in REGISTRY {
+        assert_eq!(policy::simulated(e.name), e.name);
+        assert!(policy::unscheduled(e.name).is_none() && policy::check_live(e.name).is_ok());
+    }
+    assert!(policy::check_live("no-such-policy").is_err());
+}
