@@ -15,7 +15,7 @@ use coflow_core::Nanos;
 use crate::fabric::{BigSwitch, Fabric};
 use crate::scheduler::Scheduler;
 use crate::{Aalo, AaloConfig, Blinded, DeadlineMode, DeadlineScheduler, Fair, FlowOrder, FlowPriority, Karuna};
-use crate::{Intra, Mrtf, Order, Select, Sincronia, SiphonConfig, SiphonMc, Varys, VarysConfig};
+use crate::{Intra, Mrtf, Order, Philae, Saath, Select, Sincronia, SiphonConfig, SiphonMc, Varys, VarysConfig};
 
 /// Which list a policy belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,6 +254,20 @@ pub const REGISTRY: &[Entry] = &[
         blind: true,
         ..entry("aalo", "Aalo's D-CLAS, blind to sizes: priority queues on the bytes a coflow has sent", |_| {
             Box::new(Blinded::new(Aalo::default()))
+        })
+    },
+    Entry {
+        blind: true,
+        ..entry(
+            "philae",
+            "Philae, blind: pilot flows sampled first, then queues by learned size and contention",
+            |_| Box::new(Blinded::new(Philae::default())),
+        )
+    },
+    Entry {
+        blind: true,
+        ..entry("saath", "Saath, blind: all-or-none per coflow, least contention first, per-flow queue limits", |_| {
+            Box::new(Blinded::new(Saath::default()))
         })
     },
     entry("karuna", "Karuna: minimal rates for deadline coflows, strict size levels for the rest", |_| {
