@@ -19,13 +19,19 @@ struct Decision {
     notes: Vec<(u64, Option<usize>, Option<f64>)>,
 }
 
+/// What a test reads of a policy about one coflow: a queue, and an estimate or bytes sent.
+type Note<P> = fn(&P, CoflowId) -> (Option<usize>, Option<f64>);
+
+/// Each coflow's pilots, as first seen.
+type PilotLog = Arc<Mutex<Vec<(u64, Vec<Route>)>>>;
+
 /// A blind policy that records its decisions.
 #[derive(Debug)]
 struct Spy<P> {
     inner: P,
     machines: u32,
     log: Arc<Mutex<Vec<Decision>>>,
-    note: fn(&P, CoflowId) -> (Option<usize>, Option<f64>),
+    note: Note<P>,
 }
 
 impl<P: BlindScheduler> BlindScheduler for Spy<P> {
@@ -77,7 +83,7 @@ fn flow(src: u32, dst: u32, bytes: u64) -> Flow {
 
 fn run<P: BlindScheduler + 'static>(
     inner: P,
-    note: fn(&P, CoflowId) -> (Option<usize>, Option<f64>),
+    note: Note<P>,
     machines: u32,
     rate: f64,
     coflows: Vec<Coflow>,
@@ -181,7 +187,7 @@ fn philae_places_pilots_away_from_other_pilots() {
     };
     let pilots = Arc::new(Mutex::new(Vec::<(u64, Vec<Route>)>::new()));
     #[derive(Debug)]
-    struct Seen(Philae, Arc<Mutex<Vec<(u64, Vec<Route>)>>>);
+    struct Seen(Philae, PilotLog);
     impl BlindScheduler for Seen {
         fn name(&self) -> &'static str {
             "philae"

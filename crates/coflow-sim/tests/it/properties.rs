@@ -453,7 +453,10 @@ fn aalo_never_allocates_past_capacity_on_a_found_instance() {
 /// Hooked to a policy, records every decision (its time and the bytes per second of each leg)
 /// until the first one at which a flow or coflow has finished.
 #[derive(Debug)]
-struct UntilAFinish(std::sync::Arc<std::sync::Mutex<(bool, Vec<(Nanos, Vec<f64>)>)>>);
+struct UntilAFinish(std::sync::Arc<std::sync::Mutex<Decisions>>);
+
+/// Whether a flow has finished, and the decisions before: their times and the rates of legs.
+type Decisions = (bool, Vec<(Nanos, Vec<f64>)>);
 
 impl Hooks for UntilAFinish {
     fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
