@@ -336,6 +336,10 @@ pub struct Core {
     nonces: std::hash::RandomState,
     /// The secret flow tickets and agents' flow keys derive from, drawn at start.
     tickets: coflow_proto::ticket::Tickets,
+    /// The policy is blind to sizes (its registry entry says so): no coflow is judged by the
+    /// sizes put, so none bypasses it for being small. It learns only what its adapter passes
+    /// on: flows asked for, their routes, bytes reported sent, and sizes of finished flows.
+    blind: bool,
 }
 
 /// A rate change smaller than this share of the old rate is not pushed.
@@ -356,6 +360,7 @@ impl Core {
     pub fn new(cfg: CoordinatorConfig, policy: Box<dyn Scheduler>) -> Core {
         let tcp = cfg.policy == TCP;
         let cfg_agent_timeout = cfg.agent_timeout_ms;
+        let blind = coflow_sched::policy::entry_of(&cfg.policy).is_ok_and(|e| e.blind);
         Core {
             cfg,
             policy,
@@ -391,6 +396,7 @@ impl Core {
             due: Nanos::MAX,
             nonces: std::hash::RandomState::new(),
             tickets: coflow_proto::ticket::Tickets::generate(),
+            blind,
         }
     }
 
@@ -951,9 +957,10 @@ impl Core {
     }
 
     /// Moves a coflow's held flows into service: judged small, they bypass the policy; else
-    /// the policy schedules them (local flows and every flow under `tcp` go unscheduled).
+    /// the policy schedules them (local flows and every flow under `tcp` go unscheduled). A
+    /// blind policy's coflows are never judged by size.
     fn release(&mut self, now: Nanos, id: CoflowId) {
-        let threshold = self.cfg.bypass_threshold_bytes as f64;
+        let threshold = if self.blind { 0.0 } else { self.cfg.bypass_threshold_bytes as f64 };
         let Some(c) = self.coflows.get_mut(&id) else { return };
         let held = std::mem::take(&mut c.held);
         if held.is_empty() {

@@ -136,7 +136,7 @@ struct Group {
 }
 
 #[derive(Debug, Default)]
-struct Shape {
+pub(crate) struct Shape {
     /// Its legs in runs by first resource, in leg order; a run stays (empty) when its legs finish.
     groups: Vec<Group>,
     /// Per run, its first resource and how many of its legs are active: what a pass reads of every
@@ -148,8 +148,8 @@ struct Shape {
     group_of: Vec<u32>,
     /// Per leg offset, its active flows: as when the shape was built, and zero once it finished.
     flows: Vec<u32>,
-    /// The resources its active legs cross, sorted, each with how many active legs cross it.
-    resources: Vec<(ResourceId, u32)>,
+    /// The resources its active legs cross, sorted, each with how many active flows cross it.
+    pub(crate) resources: Vec<(ResourceId, u32)>,
     /// The second resources of its two-resource legs (receivers) when it was built, sorted.
     receivers: Vec<ResourceId>,
     /// Per receiver, how many active two-resource legs go to it.
@@ -175,7 +175,7 @@ fn clear_bit(set: &mut [u64], i: u32) {
 
 impl Shape {
     /// The shape of `c`; `count` is scratch, one per resource, all zero, left so.
-    fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32]) -> Shape {
+    pub(crate) fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32]) -> Shape {
         let legs = &legs[c.legs.clone()];
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of = Vec::with_capacity(legs.len());
@@ -206,7 +206,7 @@ impl Shape {
                     if count[r as usize] == 0 {
                         resources.push(r);
                     }
-                    count[r as usize] += 1;
+                    count[r as usize] += leg.active_flows;
                 }
             }
         }
@@ -257,9 +257,10 @@ impl Shape {
     }
 
     /// Leg `j` (an offset among the coflow's legs, whose first is `legs[0]`) finished.
-    fn finish(&mut self, j: u32, legs: &[BlindLeg]) {
+    pub(crate) fn finish(&mut self, j: u32, legs: &[BlindLeg]) {
         let Some(&g) = self.group_of.get(j as usize) else { return };
-        if g == u32::MAX || self.flows[j as usize] == 0 {
+        let flows = self.flows[j as usize];
+        if g == u32::MAX || flows == 0 {
             return;
         }
         self.flows[j as usize] = 0;
@@ -281,13 +282,13 @@ impl Shape {
             group.legs.remove(pos);
         }
         for &r in hops {
-            Shape::decrement(&mut self.resources, r);
+            Shape::decrement(&mut self.resources, r, flows);
         }
     }
 
-    fn decrement(counts: &mut Vec<(ResourceId, u32)>, r: ResourceId) {
+    fn decrement(counts: &mut Vec<(ResourceId, u32)>, r: ResourceId, n: u32) {
         if let Ok(i) = counts.binary_search_by_key(&r, |&(x, _)| x) {
-            counts[i].1 -= 1;
+            counts[i].1 = counts[i].1.saturating_sub(n);
             if counts[i].1 == 0 {
                 counts.remove(i);
             }
@@ -305,21 +306,21 @@ impl Aalo {
 
 /// Where one pass hands out bandwidth: `avail[base + r]` on resource `r`, also taken out of
 /// `mirror[r]` if given; `open` counts down the resources whose `avail` this fills.
-struct Pool<'a> {
-    cap: &'a [f64],
-    avail: &'a mut [f64],
-    base: usize,
-    mirror: Option<&'a mut [f64]>,
-    open: &'a mut usize,
+pub(crate) struct Pool<'a> {
+    pub(crate) cap: &'a [f64],
+    pub(crate) avail: &'a mut [f64],
+    pub(crate) base: usize,
+    pub(crate) mirror: Option<&'a mut [f64]>,
+    pub(crate) open: &'a mut usize,
 }
 
 impl Pool<'_> {
-    fn room(&self, r: ResourceId) -> f64 {
+    pub(crate) fn room(&self, r: ResourceId) -> f64 {
         let x = self.avail[self.base + r as usize];
         if x <= self.cap[r as usize] * FULL { 0.0 } else { x }
     }
 
-    fn take(&mut self, r: ResourceId, x: f64) {
+    pub(crate) fn take(&mut self, r: ResourceId, x: f64) {
         let full = self.cap[r as usize] * FULL;
         let slot = &mut self.avail[self.base + r as usize];
         let before = *slot;
@@ -334,7 +335,7 @@ impl Pool<'_> {
 }
 
 /// Gives leg `l` as much as the pool has on every resource of its route; returns it.
-fn serve_leg(l: usize, legs: &[BlindLeg], out: &mut BlindAllocation, pool: &mut Pool<'_>) -> f64 {
+pub(crate) fn serve_leg(l: usize, legs: &[BlindLeg], out: &mut BlindAllocation, pool: &mut Pool<'_>) -> f64 {
     let leg = &legs[l];
     if leg.active_flows == 0 {
         return 0.0;
@@ -386,7 +387,7 @@ fn serve_two(
 /// out as they fill, and a sender's receivers are walked, or, when the sender sends to many,
 /// met with it word by word. The same legs get the same rates in the same order as a scan of
 /// every leg.
-fn serve(
+pub(crate) fn serve(
     c: &BlindCoflow,
     shape: &Shape,
     legs: &[BlindLeg],
@@ -637,6 +638,7 @@ mod tests {
                 sent: s,
                 job: CoflowId(i as u64),
                 job_sent: job_sent[i],
+                width: 1,
                 active_flows: 1,
                 legs: i..i + 1,
             })
@@ -649,6 +651,7 @@ mod tests {
             next_report: Nanos::ZERO,
             everything: true,
             legs_finished: &[],
+            flows_finished: &[],
         };
         let mut out = BlindAllocation::default();
         out.reset(&input);
@@ -674,6 +677,7 @@ mod tests {
             sent: 0.0,
             job: CoflowId(0),
             job_sent: 0.0,
+            width: legs.iter().map(|l| l.active_flows).sum(),
             active_flows: legs.iter().map(|l| l.active_flows).sum(),
             legs: 0..legs.len(),
         };

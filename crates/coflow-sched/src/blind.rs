@@ -33,10 +33,27 @@ pub struct BlindCoflow {
     /// (all their bytes, as seen when they finished) and the active ones (their `sent`). Equal to
     /// `sent` unless the policy is [`BlindScheduler::job_aware`].
     pub job_sent: f64,
+    /// Its flows, finished or not, as the driver counts them ([`CoflowState::width`]): a
+    /// coordinator knows how many flows a coflow has asked for, not their sizes.
+    pub width: u32,
     /// Its flows not finished yet.
     pub active_flows: u32,
     /// Its legs (alike flows between one pair of machines): a range of [`BlindInput::legs`].
     pub legs: Range<usize>,
+}
+
+/// Flows of a coflow that finished since the previous decision, with the bytes each delivered:
+/// what a coordinator learns when a flow completes. Only finished flows carry a size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowsFinished {
+    /// Their coflow.
+    pub coflow: CoflowId,
+    /// The resources they crossed.
+    pub route: Route,
+    /// How many finished.
+    pub flows: u32,
+    /// The bytes each of them delivered.
+    pub bytes_per_flow: f64,
 }
 
 /// The flows of one coflow of one size between one pair of machines, without their size.
@@ -74,6 +91,10 @@ pub struct BlindInput<'a> {
     /// updates it from these, takes a coflow that was not in the previous decision's `coflows`
     /// whole, and forgets those that are no longer in `coflows`.
     pub legs_finished: &'a [(CoflowId, u32, usize)],
+    /// The flows that finished since the previous decision, with their sizes, of coflows in
+    /// `coflows`: listed also when `everything` is set (events cannot be found from the state),
+    /// each finish once, in no particular order.
+    pub flows_finished: &'a [FlowsFinished],
 }
 
 /// A blind policy's answer: the rate of each flow of each leg, in bytes per second.
@@ -169,6 +190,10 @@ pub struct Blinded<B> {
     /// Each coflow's index in `coflows`, and the legs that finished, for [`BlindInput`].
     index: std::collections::BTreeMap<CoflowId, usize>,
     legs_finished: Vec<(CoflowId, u32, usize)>,
+    /// Per leg of `legs`, the size of each of its flows: never handed to the policy, except as
+    /// the size of flows once they have finished ([`BlindInput::flows_finished`]).
+    leg_size: Vec<f64>,
+    flows_finished: Vec<FlowsFinished>,
     /// Legs in `legs` of coflows no longer in `coflows` (left in place until they are as many as
     /// the live ones).
     dropped: usize,
@@ -190,12 +215,71 @@ impl<B: BlindScheduler> Blinded<B> {
             job_done: std::collections::BTreeMap::new(),
             index: std::collections::BTreeMap::new(),
             legs_finished: Vec::new(),
+            leg_size: Vec::new(),
+            flows_finished: Vec::new(),
             dropped: 0,
         }
     }
 }
 
+/// The size of each flow of a leg.
+fn per_flow(leg: &crate::state::LegState) -> f64 {
+    leg.bytes / f64::from(leg.flows.max(1))
+}
+
 impl<B: BlindScheduler> Blinded<B> {
+    /// Not told what changed: the flows that finished since the previous decision are those of
+    /// coflows seen then that are no longer active now, found by comparing each such coflow's
+    /// active flows by route and size. A coflow no longer in the input is not listed: the policy
+    /// forgets it.
+    fn find_finished(&mut self, input: &Input<'_>) {
+        let mut before: Vec<(Route, u64, u32)> = Vec::new();
+        let mut after: Vec<(Route, u64, u32)> = Vec::new();
+        for c in input.coflows {
+            let Some(b) = self.index.get(&c.id).and_then(|&k| self.coflows.get(k)).filter(|b| b.id == c.id) else {
+                continue;
+            };
+            before.clear();
+            after.clear();
+            for l in b.legs.clone() {
+                let leg = &self.legs[l];
+                if leg.active_flows > 0 {
+                    before.push((leg.route, self.leg_size[l].to_bits(), leg.active_flows));
+                }
+            }
+            for leg in input.legs_of(c).iter().filter(|l| l.is_active()) {
+                after.push((leg.route, per_flow(leg).to_bits(), leg.flows));
+            }
+            before.sort_unstable_by_key(|x| (x.0, x.1));
+            after.sort_unstable_by_key(|x| (x.0, x.1));
+            let mut a = after.iter().peekable();
+            let mut k = 0;
+            while k < before.len() {
+                let (route, size) = (before[k].0, before[k].1);
+                let mut had = 0u32;
+                while k < before.len() && (before[k].0, before[k].1) == (route, size) {
+                    had += before[k].2;
+                    k += 1;
+                }
+                while a.peek().is_some_and(|x| (x.0, x.1) < (route, size)) {
+                    a.next();
+                }
+                let mut has = 0u32;
+                while let Some(x) = a.next_if(|x| (x.0, x.1) == (route, size)) {
+                    has += x.2;
+                }
+                if had > has {
+                    self.flows_finished.push(FlowsFinished {
+                        coflow: c.id,
+                        route,
+                        flows: had - has,
+                        bytes_per_flow: f64::from_bits(size),
+                    });
+                }
+            }
+        }
+    }
+
     /// Whether coflow `c` of a rebuilt input has the legs `b` had, on the same routes in the same
     /// places. The routes are compared one by one: counts of flows cannot tell, since a driver
     /// that rebuilds its input may swap a flow for one on another route (the coordinator counts a
@@ -253,6 +337,7 @@ impl<B: BlindScheduler> Blinded<B> {
             for leg in input.legs_of(c) {
                 let active_flows = if leg.is_active() { leg.flows } else { 0 };
                 self.legs.push(BlindLeg { route: leg.route, active_flows });
+                self.leg_size.push(per_flow(leg));
             }
             self.coflows.push(BlindCoflow {
                 id: c.id,
@@ -261,6 +346,7 @@ impl<B: BlindScheduler> Blinded<B> {
                 sent: 0.0,
                 job: c.job,
                 job_sent: 0.0,
+                width: c.width,
                 active_flows: c.active_flows,
                 legs: first..self.legs.len(),
             });
@@ -332,6 +418,28 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         // flows while it is scheduled and drops finished ones) may change its routes under the
         // same id, so only then are the routes compared too.
         let rebuilt = input.changes.everything;
+        self.flows_finished.clear();
+        if rebuilt {
+            self.find_finished(input);
+        } else {
+            // Told which legs finished: those of coflows seen before and still active, with the
+            // size their flows had, found before the legs are spliced or rebuilt.
+            for &(id, j) in &input.changes.legs_finished {
+                let Some(b) = self.index.get(&id).and_then(|&k| self.coflows.get(k)).filter(|b| b.id == id) else {
+                    continue;
+                };
+                let l = b.legs.start + j as usize;
+                let leg = &self.legs[l];
+                if leg.active_flows > 0 && !input.changes.finished.contains(&id) {
+                    self.flows_finished.push(FlowsFinished {
+                        coflow: id,
+                        route: leg.route,
+                        flows: leg.active_flows,
+                        bytes_per_flow: self.leg_size[l],
+                    });
+                }
+            }
+        }
         let same = self.coflows.len() == input.coflows.len()
             && self
                 .coflows
@@ -374,12 +482,14 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             }
             for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
                 b.active_flows = c.active_flows;
+                b.width = c.width;
                 b.sent = self.reported.get(&c.id).copied().unwrap_or(0.0);
             }
         } else {
             everything = true;
             self.coflows.clear();
             self.legs.clear();
+            self.leg_size.clear();
             self.index.clear();
             self.dropped = 0;
             for c in input.coflows {
@@ -387,6 +497,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                 for leg in input.legs_of(c) {
                     let active_flows = if leg.is_active() { leg.flows } else { 0 };
                     self.legs.push(BlindLeg { route: leg.route, active_flows });
+                    self.leg_size.push(per_flow(leg));
                 }
                 self.index.insert(c.id, self.coflows.len());
                 self.coflows.push(BlindCoflow {
@@ -396,6 +507,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     sent: self.reported.get(&c.id).copied().unwrap_or(0.0),
                     job: c.job,
                     job_sent: 0.0,
+                    width: c.width,
                     active_flows: c.active_flows,
                     legs: first..self.legs.len(),
                 });
@@ -423,6 +535,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             next_report: self.next_report,
             everything,
             legs_finished: &self.legs_finished,
+            flows_finished: &self.flows_finished,
         };
         self.alloc.reset(&blind);
         let wake = self.inner.poll_allocation(&blind, &mut self.alloc);

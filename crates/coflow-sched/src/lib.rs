@@ -22,7 +22,8 @@
 //!   parameters, the fabrics it serves and its constructor.
 //! - `wan`: Siphon's wide-area topology ([`Wan`]) and link bandwidth distributions; `mrtf` and
 //!   `siphon`: its policies ([`Mrtf`], [`SiphonMc`]) with the intra-coflow option [`Intra`].
-//! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`].
+//! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`]; `philae` ([`Philae`],
+//!   sampling pilot flows) and `saath` ([`Saath`], all-or-none, least contention first), blind too.
 //! - `karuna`: [`Karuna`], minimal rates for deadline coflows, priority levels for the rest.
 //! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
 //! - `coflowsim`: the reference simulator's FAIR ([`PortFair`]), PFP ([`ReceiverScan`]) and DARK
@@ -40,8 +41,10 @@ mod karuna;
 mod kernel;
 mod maxmin;
 mod mrtf;
+mod philae;
 mod priority;
 mod registry;
+mod saath;
 mod scheduler;
 mod sincronia;
 mod siphon;
@@ -53,7 +56,9 @@ mod wan;
 pub mod policy;
 
 pub use aalo::{Aalo, AaloConfig};
-pub use blind::{BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded};
+pub use blind::{
+    BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded, FlowsFinished,
+};
 pub use coflowsim::{Dark, FlowFinishGap, PortFair, ReceiverScan};
 pub use deadline::{DeadlineMode, DeadlineScheduler};
 pub use fabric::{BigSwitch, Fabric, ResourceId, Route, Topology};
@@ -62,7 +67,9 @@ pub use karuna::{Karuna, KarunaConfig, Levels};
 pub use kernel::bottleneck;
 pub use maxmin::MaxMin;
 pub use mrtf::{Intra, Mrtf};
+pub use philae::{Impact, Philae, PhilaeConfig, Pilots};
 pub use priority::{FlowOrder, FlowPriority};
+pub use saath::{Saath, SaathConfig};
 pub use scheduler::{Hooked, Hooks, Scheduler};
 pub use sincronia::{Sincronia, best_order_cost, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};

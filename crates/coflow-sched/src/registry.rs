@@ -1,8 +1,8 @@
 //! The policy registry: one table of every policy by its short name, with what it is, what it
 //! takes, what it serves and how to build it.
 //!
-//! Every reader of policy names goes through [`REGISTRY`]: the lists [`NAMES`], [`WAN_NAMES`] and
-//! [`JOB_NAMES`] are computed from it at compile time, [`build`] and [`by_name`] construct from
+//! Every reader of policy names goes through [`REGISTRY`]: the lists [`NAMES`], [`WAN_NAMES`],
+//! [`JOB_NAMES`] and [`LEARNING_NAMES`] are computed from it at compile time, [`build`] and [`by_name`] construct from
 //! it, [`parse_list`] and every message that lists policies read it, and [`check_serves`] is how
 //! the simulator and the coordinator refuse a policy on a fabric it cannot serve.
 //! A new policy is one new [`Entry`]; the round-trip test then checks that its name builds a
@@ -15,7 +15,7 @@ use coflow_core::Nanos;
 use crate::fabric::{BigSwitch, Fabric};
 use crate::scheduler::Scheduler;
 use crate::{Aalo, AaloConfig, Blinded, DeadlineMode, DeadlineScheduler, Fair, FlowOrder, FlowPriority, Karuna};
-use crate::{Intra, Mrtf, Order, Select, Sincronia, SiphonConfig, SiphonMc, Varys, VarysConfig};
+use crate::{Intra, Mrtf, Order, Philae, Saath, Select, Sincronia, SiphonConfig, SiphonMc, Varys, VarysConfig};
 
 /// Which list a policy belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +27,10 @@ pub enum List {
     /// Variants that need a workload with dependencies to differ from their base policy, not
     /// part of `all` ([`JOB_NAMES`]).
     Jobs,
+    /// Blind policies that learn sizes from the flows that finish (Philae's sampling, Saath's
+    /// all-or-none), not part of `all`: they take a minute or more on the Facebook trace
+    /// ([`LEARNING_NAMES`]).
+    Learning,
 }
 
 /// What a policy needs of the fabric it runs on.
@@ -256,6 +260,22 @@ pub const REGISTRY: &[Entry] = &[
             Box::new(Blinded::new(Aalo::default()))
         })
     },
+    Entry {
+        blind: true,
+        list: List::Learning,
+        ..entry(
+            "philae",
+            "Philae, blind: pilot flows sampled first, then queues by learned size and contention",
+            |_| Box::new(Blinded::new(Philae::default())),
+        )
+    },
+    Entry {
+        blind: true,
+        list: List::Learning,
+        ..entry("saath", "Saath, blind: all-or-none per coflow, least contention first, per-flow queue limits", |_| {
+            Box::new(Blinded::new(Saath::default()))
+        })
+    },
     entry("karuna", "Karuna: minimal rates for deadline coflows, strict size levels for the rest", |_| {
         Box::new(Karuna::default())
     }),
@@ -372,6 +392,9 @@ pub const WAN_NAMES: &[&str] = &names_of::<{ count(List::WideArea) }>(List::Wide
 /// Variants that need a workload with dependencies to differ from their base policy, not part of
 /// `all`: `aalo-job` ranks coflows by their job's bytes sent (job-aware D-CLAS).
 pub const JOB_NAMES: &[&str] = &names_of::<{ count(List::Jobs) }>(List::Jobs);
+
+/// The blind policies that learn sizes as flows finish, asked for by name.
+pub const LEARNING_NAMES: &[&str] = &names_of::<{ count(List::Learning) }>(List::Learning);
 
 /// Every name of the registry, comma-separated, for messages.
 fn known() -> String {

@@ -790,8 +790,9 @@ impl LegModel {
             self.owner.copy_within(legs.clone(), kl);
             self.owner[kl..kl + legs.len()].fill(kc as u32);
             self.slots.copy_within(legs.clone(), kl);
+            // Slots past a leg's hops are unused (0, never read): they wrap harmlessly.
             for slot in &mut self.slots[kl..kl + legs.len()] {
-                *slot = slot.map(|s| s - load_shift as u32);
+                *slot = slot.map(|s| s.wrapping_sub(load_shift as u32));
             }
             self.leg_finish.copy_within(legs.clone(), kl);
             self.conn.copy_within(legs.clone(), kl);

@@ -336,6 +336,23 @@ fn small_coflows_bypass_the_policy_at_full_speed() {
     assert!(st.coflows.iter().any(|c| c.id == small && c.bypass));
 }
 
+/// A blind policy's coflows are never judged by the sizes put: the small coflow that `varys`
+/// lets bypass goes to the policy like any other.
+#[test]
+fn a_blind_policy_schedules_small_coflows_too() {
+    for policy in ["aalo", "philae", "saath"] {
+        let mut h = Harness::new(policy, 3, CoordinatorConfig { bypass_threshold_bytes: 5000, ..Default::default() });
+        let small = h.register(1, CoflowOptions::default());
+        h.put(small, "s", 1, 100).unwrap();
+        let fs = h.get(small, "s", 2).unwrap();
+        h.advance(0);
+        let pushed = h.drain();
+        assert_eq!(last_rate(&pushed, fs.flow), Some(CAP), "{policy}: scheduled, at the port's rate");
+        let st = h.core.status();
+        assert!(st.coflows.iter().any(|c| c.id == small && !c.bypass), "{policy}: not bypassed");
+    }
+}
+
 #[test]
 fn tcp_assigns_no_rates_every_flow_goes_at_its_senders_port_rate() {
     let cfg =

@@ -341,3 +341,16 @@ proptest! {
         }
     }
 }
+
+/// The reference simulator has neither Philae nor Saath: under its model they are refused by
+/// name, with every policy it has, as any other it lacks.
+#[test]
+fn the_reference_model_refuses_philae_and_saath_by_name() {
+    for name in ["philae", "saath"] {
+        let err = coflowsim::policy(name, &rules("all")).map(|_| ()).unwrap_err();
+        assert_eq!(err, coflowsim::NoCounterpart(name.to_string()));
+        let msg = err.to_string();
+        assert!(msg.starts_with(&format!("policy \"{name}\" has no counterpart")), "{msg}");
+        assert!(coflowsim::POLICIES.iter().all(|p| msg.contains(p)), "{msg}");
+    }
+}

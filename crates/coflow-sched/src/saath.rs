@@ -1,0 +1,367 @@
+//! `saath`: Saath's all-or-none, least-contention-first scheduler for coflows whose sizes are
+//! unknown (Jajoo et al., CoNEXT 2017).
+//!
+//! Coflows sit in D-CLAS queues as in `aalo` (`K` queues, limits `A·Eⁱ`), but a coflow leaves a
+//! queue as soon as any one of its flows has sent its share of the queue's limit, the limit over
+//! the coflow's width (per-flow thresholds), so a coflow held up by one long flow moves down
+//! early. Inside a queue coflows go by least contention first (how many other coflows of the queue
+//! share a port with it), and one that has waited long unserved goes first (starvation freedom).
+//! A coflow is served all or none: every one of its flows at one rate, the most its ports' shares
+//! allow, or none of them, so its flows never drift apart. Queues share every port by weight as
+//! in `aalo`; what the shares leave goes to the flows in the same order, so no port idles while a
+//! flow through it could send.
+//!
+//! It reads a [`BlindInput`]: routes, counts of flows, and the sizes of flows once they finish.
+//! The bytes an active flow has sent it integrates from the rates it gave, its own output.
+
+use std::collections::BTreeMap;
+
+use coflow_core::{CoflowId, MIB, Nanos};
+
+use crate::aalo::{Pool, Shape, serve};
+use crate::blind::{BlindAllocation, BlindInput, BlindScheduler};
+use crate::fabric::{ResourceId, Route};
+use crate::kernel::FULL;
+use crate::philae::{Contention, legs_on};
+
+/// Parameters of [`Saath`]: `aalo`'s queues, and ours where the paper is silent (the book's page
+/// on policies).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SaathConfig {
+    /// `K`, the number of queues.
+    pub queues: usize,
+    /// `A`, the first queue's limit, in bytes of the coflow (each flow's share is `A / width`).
+    pub first_threshold: f64,
+    /// `E`, the factor between consecutive limits.
+    pub factor: f64,
+    /// A coflow in queue `q` not served all-or-none for `aging · A·E^q / B` (`B` its slowest
+    /// port) goes first in its queue; `None`: never.
+    pub aging: Option<f64>,
+    /// Give what the all-or-none pass leaves to the flows, in the same order.
+    pub work_conserving: bool,
+    /// After flows finish, decide again at most once per this interval.
+    pub flow_finish_gap: Option<Nanos>,
+}
+
+impl Default for SaathConfig {
+    fn default() -> Self {
+        SaathConfig {
+            queues: 10,
+            first_threshold: (10 * MIB) as f64,
+            factor: 10.0,
+            aging: Some(4.0),
+            work_conserving: true,
+            flow_finish_gap: Some(Nanos::from_millis(40)),
+        }
+    }
+}
+
+impl SaathConfig {
+    /// The limit of queue `q` in bytes of the coflow (infinite for the last queue).
+    pub fn limit(&self, q: usize) -> f64 {
+        if q + 1 >= self.queues { f64::INFINITY } else { self.first_threshold * self.factor.powi(q as i32) }
+    }
+
+    /// The queue of a coflow of `width` flows whose flow that sent most sent `sent` bytes.
+    pub fn queue(&self, sent: f64, width: u32) -> usize {
+        let w = f64::from(width.max(1));
+        let mut q = 0;
+        while q + 1 < self.queues && sent >= self.limit(q) / w {
+            q += 1;
+        }
+        q
+    }
+
+    /// The weight of queue `q` in the sharing of a port: `K − q`.
+    fn weight(&self, q: usize) -> f64 {
+        (self.queues - q.min(self.queues - 1)) as f64
+    }
+}
+
+/// What Saath keeps of a coflow for its life.
+#[derive(Clone, Debug, Default)]
+struct State {
+    queue: usize,
+    /// Since when it has waited unserved: when it entered its queue or was last served all or
+    /// none.
+    waiting_since: Nanos,
+    /// Per leg, in the coflow's leg order: its route and the bytes each of its flows has sent.
+    legs: Vec<(Route, f64)>,
+    /// The most bytes one of its flows has sent (a finished flow counts with its size).
+    most: f64,
+    /// The legs it served at the previous decision, as (offset, bytes per second per flow).
+    served: Vec<(u32, f64)>,
+}
+
+/// Saath.
+#[derive(Debug, Default)]
+pub struct Saath {
+    cfg: SaathConfig,
+    states: BTreeMap<CoflowId, State>,
+    shapes: BTreeMap<CoflowId, Shape>,
+    last: Nanos,
+    /// Scratch.
+    count: Vec<u32>,
+    open: Vec<u64>,
+    share: Vec<f64>,
+    touched: Vec<usize>,
+    total_weight: Vec<f64>,
+    left: Vec<f64>,
+    contention: Contention,
+}
+
+impl Saath {
+    /// Saath with these parameters.
+    pub fn new(cfg: SaathConfig) -> Saath {
+        assert!(cfg.queues >= 1 && cfg.first_threshold > 0.0 && cfg.factor > 1.0, "invalid Saath parameters");
+        assert!(cfg.aging.is_none_or(|a| a > 0.0), "invalid Saath aging");
+        Saath { cfg, ..Saath::default() }
+    }
+
+    /// The queue a coflow is in.
+    pub fn queue(&self, coflow: CoflowId) -> Option<usize> {
+        self.states.get(&coflow).map(|s| s.queue)
+    }
+
+    /// The most bytes one flow of the coflow has sent, as the policy counts them.
+    pub fn most_sent(&self, coflow: CoflowId) -> Option<f64> {
+        self.states.get(&coflow).map(|s| s.most)
+    }
+}
+
+impl BlindScheduler for Saath {
+    fn name(&self) -> &'static str {
+        "saath"
+    }
+
+    fn report_interval(&self) -> Nanos {
+        // It counts the bytes flows sent from its own rates.
+        Nanos::MAX
+    }
+
+    fn flow_finish_gap(&self) -> Option<Nanos> {
+        self.cfg.flow_finish_gap
+    }
+
+    fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
+        self.states.remove(&coflow);
+        self.shapes.remove(&coflow);
+    }
+
+    fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
+        let cap = input.fabric.capacities();
+        let resources = cap.len();
+        let k = self.cfg.queues;
+        let now = input.now;
+        let dt = now.saturating_sub(self.last).as_secs_f64();
+        self.last = now;
+        self.count.resize(resources, 0);
+        if input.everything {
+            self.shapes.clear();
+        } else {
+            for &(id, j, l) in input.legs_finished {
+                if let Some(shape) = self.shapes.get_mut(&id) {
+                    shape.finish(j, &input.legs[l - j as usize..]);
+                }
+            }
+        }
+        for c in input.coflows {
+            self.shapes.entry(c.id).or_insert_with(|| Shape::of(c, input.legs, &mut self.count));
+        }
+        if self.shapes.len() > input.coflows.len() || self.states.len() > input.coflows.len() {
+            let present: std::collections::BTreeSet<CoflowId> = input.coflows.iter().map(|c| c.id).collect();
+            self.shapes.retain(|id, _| present.contains(id));
+            self.states.retain(|id, _| present.contains(id));
+        }
+
+        // Bytes sent: each leg served at the previous decision sent its rate since, if it is
+        // still active (a flow that finished counts with its size, below). A coflow whose legs
+        // are no longer where they were (a rebuilt input that dropped finished flows) keeps its
+        // legs' counts by route.
+        for c in input.coflows {
+            let Some(s) = self.states.get_mut(&c.id) else { continue };
+            let legs = &input.legs[c.legs.clone()];
+            let same = legs.len() == s.legs.len() && legs.iter().zip(&s.legs).all(|(l, x)| l.route == x.0);
+            for &(j, rate) in &s.served {
+                let (route, _) = s.legs[j as usize];
+                let active = if same {
+                    legs[j as usize].active_flows > 0
+                } else {
+                    input.legs[legs_on(c, input.legs, route)].iter().any(|l| l.active_flows > 0)
+                };
+                if active {
+                    let x = &mut s.legs[j as usize].1;
+                    *x += rate * dt;
+                    s.most = s.most.max(*x);
+                }
+            }
+            s.served.clear();
+            if !same {
+                let old = std::mem::take(&mut s.legs);
+                let mut o = 0;
+                for l in legs {
+                    while o < old.len() && old[o].0 < l.route {
+                        o += 1;
+                    }
+                    let sent = if o < old.len() && old[o].0 == l.route {
+                        o += 1;
+                        old[o - 1].1
+                    } else {
+                        0.0
+                    };
+                    s.legs.push((l.route, sent));
+                }
+            }
+        }
+        for f in input.flows_finished {
+            if let Some(s) = self.states.get_mut(&f.coflow) {
+                s.most = s.most.max(f.bytes_per_flow);
+            }
+        }
+        for c in input.coflows {
+            let s = self.states.entry(c.id).or_insert_with(|| State {
+                waiting_since: now,
+                legs: input.legs[c.legs.clone()].iter().map(|l| (l.route, 0.0)).collect(),
+                ..State::default()
+            });
+            let q = self.cfg.queue(s.most, c.width).max(s.queue);
+            if q != s.queue {
+                s.queue = q;
+                s.waiting_since = now;
+            }
+        }
+
+        // The order: by queue; in a queue, those that waited too long first (longest first),
+        // then least contention, then arrival.
+        let shapes: Vec<&[(ResourceId, u32)]> =
+            input.coflows.iter().map(|c| self.shapes[&c.id].resources.as_slice()).collect();
+        let group: Vec<usize> = input.coflows.iter().map(|c| self.states[&c.id].queue).collect();
+        let contention = self.contention.count(resources, &shapes, &group);
+        let mut aged_at: Vec<Nanos> = Vec::with_capacity(input.coflows.len());
+        let mut order: Vec<(usize, bool, Nanos, u32, usize)> = Vec::with_capacity(input.coflows.len());
+        for (i, c) in input.coflows.iter().enumerate() {
+            let s = &self.states[&c.id];
+            let at = match self.cfg.aging {
+                Some(a) => {
+                    let slowest = shapes[i].iter().map(|&(r, _)| cap[r as usize]).fold(f64::INFINITY, f64::min);
+                    let limit = self.cfg.first_threshold * self.cfg.factor.powi(s.queue as i32);
+                    let wait = a * limit / slowest;
+                    if wait.is_finite() {
+                        s.waiting_since.saturating_add(Nanos::from_secs_f64(wait))
+                    } else {
+                        Nanos::MAX
+                    }
+                }
+                None => Nanos::MAX,
+            };
+            aged_at.push(at);
+            let aged = at <= now;
+            order.push((s.queue, !aged, if aged { s.waiting_since } else { Nanos::ZERO }, contention[i], i));
+        }
+        order.sort_unstable();
+
+        // Each port's share per queue present there.
+        self.share.resize(k * resources, 0.0);
+        self.total_weight.clear();
+        self.total_weight.resize(resources, 0.0);
+        self.touched.clear();
+        for (i, rs) in shapes.iter().enumerate() {
+            let q = group[i];
+            for &(r, _) in *rs {
+                let slot = q * resources + r as usize;
+                if self.share[slot] == 0.0 {
+                    self.share[slot] = -1.0;
+                    self.touched.push(slot);
+                    self.total_weight[r as usize] += self.cfg.weight(q);
+                }
+            }
+        }
+        for &slot in &self.touched {
+            let (q, r) = (slot / resources, slot % resources);
+            self.share[slot] = cap[r] * self.cfg.weight(q) / self.total_weight[r];
+        }
+
+        // All or none: one rate for every flow of a coflow, the most its queue's share of each of
+        // its ports allows, or nothing.
+        self.left.clear();
+        self.left.extend_from_slice(cap);
+        let mut admitted = vec![false; input.coflows.len()];
+        for &(q, _, _, _, i) in &order {
+            let c = &input.coflows[i];
+            let base = q * resources;
+            let mut rate = f64::INFINITY;
+            for &(r, n) in shapes[i] {
+                let x = self.share[base + r as usize];
+                let room = if x <= cap[r as usize] * FULL { 0.0 } else { x };
+                rate = rate.min(room / f64::from(n.max(1)));
+            }
+            if !(rate > 0.0 && rate.is_finite()) {
+                continue;
+            }
+            admitted[i] = true;
+            for &(r, n) in shapes[i] {
+                let used = rate * f64::from(n);
+                let x = &mut self.share[base + r as usize];
+                *x = (*x - used).max(0.0);
+                let y = &mut self.left[r as usize];
+                *y = (*y - used).max(0.0);
+            }
+            for l in c.legs.clone() {
+                let leg = &input.legs[l];
+                if leg.active_flows > 0 && !leg.route.hops().is_empty() {
+                    if out.leg_rate[l] == 0.0 {
+                        out.served.push(l);
+                    }
+                    out.leg_rate[l] += rate;
+                }
+            }
+        }
+        for &slot in &self.touched {
+            self.share[slot] = 0.0;
+        }
+
+        // What all-or-none left, to the flows in the same order.
+        if self.cfg.work_conserving {
+            let mut open =
+                (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
+            for &(_, _, _, _, i) in &order {
+                if open == 0 {
+                    break;
+                }
+                let c = &input.coflows[i];
+                let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open };
+                serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
+            }
+        }
+
+        // Remember what each coflow's legs were given; wake when a served flow will cross its
+        // coflow's per-flow limit, or a waiting coflow ages.
+        let mut wake = Nanos::MAX;
+        out.served.sort_unstable();
+        let mut i = 0;
+        for &l in &out.served {
+            while input.coflows[i].legs.end <= l {
+                i += 1;
+            }
+            let c = &input.coflows[i];
+            let rate = out.leg_rate[l];
+            let s = self.states.get_mut(&c.id).expect("a state");
+            let j = l - c.legs.start;
+            s.served.push((j as u32, rate));
+            let limit = self.cfg.limit(s.queue) / f64::from(c.width.max(1));
+            if limit.is_finite() && rate > 0.0 {
+                let secs = ((limit - s.legs[j].1) / rate).max(0.0);
+                wake = wake.min(now.saturating_add(Nanos::from_secs_f64(secs)).saturating_add(Nanos(1)));
+            }
+        }
+        for (i, c) in input.coflows.iter().enumerate() {
+            let s = self.states.get_mut(&c.id).expect("a state");
+            if admitted[i] {
+                s.waiting_since = now;
+            } else if aged_at[i] > now {
+                wake = wake.min(aged_at[i]);
+            }
+        }
+        (wake < Nanos::MAX).then_some(wake)
+    }
+}
