@@ -733,7 +733,7 @@ impl Core {
     /// the base may be adopted from a re-announcement; an unknown id from `base` up to the last
     /// one this coordinator allocated was unregistered (or ended) here and is never adopted
     /// again; an id above that was never issued here (a clock set back, or a forgery): it is not
-    /// adopted, but lifts the next ids above it (by at most [`ID_HEADROOM`] above the base).
+    /// adopted, but lifts the next ids above it (by at most a year of microseconds above the base).
     pub fn set_id_base(&mut self, base: u64) {
         self.id_base = self.id_base.max(base);
         self.next_coflow = self.next_coflow.max(base);
