@@ -256,10 +256,13 @@ impl Cluster {
         Err(ClusterError::NotReady)
     }
 
-    /// Whether every agent holds a session with the coordinator, by its metrics page.
+    /// Whether every agent holds a session with the coordinator, by its metrics page, and says
+    /// so on its readiness probe (which follows within a heartbeat).
     async fn agents_registered(&self) -> bool {
         for &addr in &self.agent_metrics {
-            if !scrape(addr).await.lines().any(|l| l.starts_with("coflow_agent_registered{") && l.ends_with(" 1")) {
+            if !scrape(addr).await.lines().any(|l| l.starts_with("coflow_agent_registered{") && l.ends_with(" 1"))
+                || !http_get(addr, "/readyz").await.starts_with("HTTP/1.0 200")
+            {
                 return false;
             }
         }
@@ -380,10 +383,15 @@ impl Cluster {
 
 /// The Prometheus page at `addr`, or nothing if it cannot be read.
 pub async fn scrape(addr: SocketAddr) -> String {
+    http_get(addr, "/metrics").await
+}
+
+/// The whole HTTP/1.0 answer to `GET path` at `addr` (empty if it cannot be had).
+async fn http_get(addr: SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut out = String::new();
     if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await
-        && s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.is_ok()
+        && s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).await.is_ok()
     {
         let _ = s.read_to_string(&mut out).await;
     }
