@@ -28,10 +28,42 @@ public final class CoflowConf {
   public static final String TLS_CA = PREFIX + "tls.ca";
   public static final String TLS_CERT = PREFIX + "tls.cert";
   public static final String TLS_KEY = PREFIX + "tls.key";
-  public static final String REGISTER_TIMEOUT_MS = PREFIX + "registerTimeoutMs";
+  public static final String REGISTER_TIMEOUT = PREFIX + "register.timeout";
+  public static final String PUT_TIMEOUT = PREFIX + "put.timeout";
+  public static final String FETCH_TIMEOUT = PREFIX + "fetch.timeout";
   public static final String MAX_STREAMS = PREFIX + "reader.maxStreams";
+  public static final String MAX_BYTES_IN_FLIGHT = PREFIX + "reader.maxBytesInFlight";
+  public static final String FALLBACK = PREFIX + "fallback";
+  /** Spark's own bound on a reducer's bytes in flight, the default of {@link #MAX_BYTES_IN_FLIGHT}. */
+  static final String SPARK_MAX_SIZE_IN_FLIGHT = "spark.reducer.maxSizeInFlight";
 
-  /** The coordinator's gRPC address, {@code host:port}. */
+  /** When a shuffle uses Spark's own path instead of coflow ({@code spark.coflow.fallback}). */
+  public enum Fallback {
+    /** When the coordinator cannot be reached at registration (the default). */
+    AUTO,
+    /** Never: a shuffle whose registration fails fails its job. */
+    NEVER,
+    /** Always: every shuffle is Spark's own; the plugin stays installed but does nothing. */
+    ALWAYS;
+
+    static Fallback parse(String v) {
+      switch (v.trim().toLowerCase(java.util.Locale.ROOT)) {
+        case "auto":
+          return AUTO;
+        case "never":
+          return NEVER;
+        case "always":
+          return ALWAYS;
+        default:
+          throw new IllegalArgumentException(
+              "coflow: " + FALLBACK + " must be auto, never or always, got " + v);
+      }
+    }
+  }
+
+  /** When shuffles use Spark's own path. */
+  public final Fallback fallback;
+  /** The coordinator's gRPC address, {@code host:port}; null under {@code fallback=always}. */
   public final String coordinator;
   /** The cluster token, or null when TLS identities are used instead. */
   public final String token;
@@ -39,15 +71,36 @@ public final class CoflowConf {
   public final String tlsCa;
   public final String tlsCert;
   public final String tlsKey;
-  /** How long registration may take before the shuffle falls back to Spark's own path. */
+  /** How long registering (or unregistering) a shuffle may take. */
   public final Duration registerTimeout;
-  /** How many block streams a reduce task keeps open at once. */
+  /** How long the local agent may take to store and announce a map task's pieces. */
+  public final Duration putTimeout;
+  /** How long one block's get may take, end to end. */
+  public final Duration fetchTimeout;
+  /** How many gets a reduce task keeps open at once. */
   public final int maxStreams;
+  /** The bytes a reduce task asks for and holds before it takes them (one block is always allowed). */
+  public final long maxBytesInFlight;
 
   private final SparkConf conf;
 
   private CoflowConf(SparkConf conf) {
     this.conf = conf;
+    this.fallback = Fallback.parse(conf.get(FALLBACK, "auto"));
+    this.registerTimeout = Duration.ofMillis(time(conf, REGISTER_TIMEOUT, "10s"));
+    this.putTimeout = Duration.ofMillis(time(conf, PUT_TIMEOUT, "60s"));
+    this.fetchTimeout = Duration.ofMillis(time(conf, FETCH_TIMEOUT, "10min"));
+    this.maxStreams = (int) Math.min(Integer.MAX_VALUE, positive(conf, MAX_STREAMS, 64));
+    this.maxBytesInFlight = size(conf, MAX_BYTES_IN_FLIGHT, conf.get(SPARK_MAX_SIZE_IN_FLIGHT, "48m"));
+    if (fallback == Fallback.ALWAYS) {
+      // Nothing is registered or fetched: no coordinator, no credentials needed.
+      this.coordinator = null;
+      this.token = null;
+      this.tlsCa = null;
+      this.tlsCert = null;
+      this.tlsKey = null;
+      return;
+    }
     this.coordinator = stripScheme(required(conf, COORDINATOR));
     this.token = readToken(conf);
     this.tlsCa = conf.get(TLS_CA, null);
@@ -63,8 +116,6 @@ public final class CoflowConf {
       throw new IllegalArgumentException(
           "coflow: no credentials: set " + TOKEN + " or " + TOKEN_FILE + " (or the three " + PREFIX + "tls.* files)");
     }
-    this.registerTimeout = Duration.ofMillis(positive(conf, REGISTER_TIMEOUT_MS, 10_000));
-    this.maxStreams = (int) positive(conf, MAX_STREAMS, 64);
   }
 
   /** Spark's key for the shuffle's data IO, which must name {@link CoflowShuffleDataIO}. */
@@ -162,6 +213,36 @@ public final class CoflowConf {
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException("coflow: " + key + " is not a number: " + v, e);
     }
+  }
+
+  /** A duration as Spark spells it ({@code 10s}, {@code 500ms}, {@code 2min}; a bare number is ms), positive. */
+  private static long time(SparkConf conf, String key, String dflt) {
+    String v = conf.get(key, dflt);
+    long ms;
+    try {
+      ms = conf.getTimeAsMs(key, dflt);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("coflow: " + key + " is not a duration (e.g. 10s, 500ms, 2min): " + v, e);
+    }
+    if (ms <= 0) {
+      throw new IllegalArgumentException("coflow: " + key + " must be positive, got " + v);
+    }
+    return ms;
+  }
+
+  /** A size as Spark spells it ({@code 48m}, {@code 1g}; a bare number is bytes), positive. */
+  private static long size(SparkConf conf, String key, String dflt) {
+    String v = conf.get(key, dflt);
+    long n;
+    try {
+      n = conf.getSizeAsBytes(key, dflt);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("coflow: " + key + " is not a size (e.g. 48m, 1g): " + v, e);
+    }
+    if (n <= 0) {
+      throw new IllegalArgumentException("coflow: " + key + " must be positive, got " + v);
+    }
+    return n;
   }
 
   private static String readToken(SparkConf conf) {

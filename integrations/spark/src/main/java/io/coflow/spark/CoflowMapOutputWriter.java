@@ -26,9 +26,6 @@ import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage;
  * its exact length. Serialization, sorting, spilling, map-side combine and checksums stay Spark's.
  */
 final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
-  /** How long the agent may take to store and announce one piece. */
-  private static final long PUT_TIMEOUT_S = 60;
-
   private final ExecutorSide side;
   private final long coflowId;
   private final int shuffleId;
@@ -70,6 +67,18 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
       out = null;
     }
     String path = side.relative(file);
+    long timeoutMs = side.conf.putTimeout.toMillis();
+    try {
+      putAll(path, timeoutMs);
+    } catch (IOException e) {
+      CoflowMetrics.get().putFailures.inc();
+      throw e;
+    }
+    return MapOutputCommitMessage.of(lengths.clone());
+  }
+
+  /** Puts every non-empty partition and waits until the agent has stored each, within the put timeout. */
+  private void putAll(String path, long timeoutMs) throws IOException {
     List<Future<PutResponse>> puts = new ArrayList<>();
     List<Integer> partitions = new ArrayList<>();
     long offset = 0;
@@ -80,7 +89,7 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
             .setDataId(ExecutorSide.dataId(shuffleId, mapTaskId, r))
             .setFile(FileSegment.newBuilder().setPath(path).setOffset(offset).setLength(lengths[r]))
             .build();
-        puts.add(side.futures.withDeadlineAfter(PUT_TIMEOUT_S, TimeUnit.SECONDS).put(req));
+        puts.add(side.futures.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).put(req));
         partitions.add(r);
       }
       offset += lengths[r];
@@ -88,7 +97,7 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
     for (int i = 0; i < puts.size(); i++) {
       int r = partitions.get(i);
       try {
-        long stored = puts.get(i).get(PUT_TIMEOUT_S, TimeUnit.SECONDS).getSize();
+        long stored = puts.get(i).get(timeoutMs, TimeUnit.MILLISECONDS).getSize();
         if (stored != lengths[r]) {
           throw new IOException("coflow: agent " + side.agent + " stored " + stored + " bytes of partition " + r
               + ", " + lengths[r] + " were written");
@@ -98,13 +107,13 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
             + side.agent + " failed: " + CoflowChannels.describe(e.getCause()), e.getCause());
       } catch (TimeoutException e) {
         throw new IOException("coflow: agent " + side.agent + " did not store partition " + r + " within "
-            + PUT_TIMEOUT_S + " s", e);
+            + timeoutMs + " ms (" + CoflowConf.PUT_TIMEOUT + ")", e);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new IOException("coflow: interrupted while putting map output", e);
       }
     }
-    return MapOutputCommitMessage.of(lengths.clone());
+    CoflowMetrics.get().piecesPut.inc(puts.size());
   }
 
   @Override

@@ -32,8 +32,9 @@ import org.slf4j.LoggerFactory;
  * registered as one coflow ({@code <app id>/shuffle-<id>}, width maps × reduces, scheduled as gets
  * arrive) and its id travels in the handle. Writing is Spark's own sort shuffle, with map output
  * placed by {@link CoflowShuffleDataIO}; reading is {@link CoflowShuffleReader}, through the local
- * agent. When the coordinator cannot be reached at registration the shuffle stays on Spark's own
- * path, and the log says so.
+ * agent. Under {@code spark.coflow.fallback=auto} a shuffle whose coordinator cannot be reached at
+ * registration stays on Spark's own path, and the log says so; under {@code never} that fails the
+ * job; under {@code always} every shuffle is Spark's own.
  *
  * <p>In {@code local[N]} one instance is both driver and executor, so nothing here branches on
  * {@code isDriver} alone: the driver's part is whatever registered coflows, the executor's part is
@@ -54,7 +55,7 @@ public final class CoflowShuffleManager implements ShuffleManager {
     this.sort = new SortShuffleManager(conf);
     this.conf = CoflowConf.from(conf);
     this.isDriver = isDriver;
-    if (isDriver) {
+    if (isDriver && this.conf.fallback != CoflowConf.Fallback.ALWAYS) {
       this.coordinator = CoflowChannels.open(this.conf, this.conf.coordinator);
       this.coordinator.getState(true); // connect now: the first shuffle should not pay for it
       this.stub = CoordinatorGrpc.newBlockingStub(coordinator);
@@ -64,6 +65,10 @@ public final class CoflowShuffleManager implements ShuffleManager {
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
     ShuffleHandle inner = sort.registerShuffle(shuffleId, dependency);
+    if (conf.fallback == CoflowConf.Fallback.ALWAYS) {
+      CoflowMetrics.get().shufflesFallback.inc();
+      return inner;
+    }
     if (stub == null) {
       return inner;
     }
@@ -85,15 +90,21 @@ public final class CoflowShuffleManager implements ShuffleManager {
           .register(req)
           .getCoflowId();
     } catch (StatusRuntimeException e) {
-      if (CoflowChannels.unreachable(e)) {
+      if (CoflowChannels.unreachable(e) && conf.fallback == CoflowConf.Fallback.AUTO) {
         LOG.warn("coflow: coordinator {} unreachable registering {} ({}); this shuffle uses Spark's own path",
             conf.coordinator, name, CoflowChannels.describe(e));
+        CoflowMetrics.get().shufflesFallback.inc();
         return inner;
+      }
+      if (CoflowChannels.unreachable(e)) {
+        throw new IllegalStateException("coflow: the coordinator " + conf.coordinator + " is unreachable registering "
+            + name + " and " + CoflowConf.FALLBACK + " is never: " + CoflowChannels.describe(e), e);
       }
       throw new IllegalStateException("coflow: the coordinator " + conf.coordinator + " refused to register "
           + name + ": " + CoflowChannels.describe(e), e);
     }
     coflows.put(shuffleId, id);
+    CoflowMetrics.get().shufflesThroughCoflow.inc();
     LOG.info("coflow: registered {} as coflow {} ({} maps x {} reduces)", name, id, maps, reduces);
     return new CoflowShuffleHandle((BaseShuffleHandle<?, ?, ?>) inner, id);
   }
@@ -163,6 +174,7 @@ public final class CoflowShuffleManager implements ShuffleManager {
 
   @Override
   public String toString() {
-    return "CoflowShuffleManager(" + (isDriver ? "driver" : "executor") + ", coordinator " + conf.coordinator + ")";
+    return "CoflowShuffleManager(" + (isDriver ? "driver" : "executor") + ", coordinator " + conf.coordinator
+        + ", fallback " + conf.fallback + ")";
   }
 }

@@ -2,16 +2,10 @@ package io.coflow.spark;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.ByteBuffer;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 
-import io.coflow.v1.GetChunk;
-import io.coflow.v1.GetRequest;
-import io.grpc.Context;
-import io.grpc.StatusRuntimeException;
 import org.apache.spark.Aggregator;
 import org.apache.spark.InterruptibleIterator;
 import org.apache.spark.ShuffleDependency;
@@ -32,7 +26,7 @@ import scala.Product2;
 import scala.Tuple2;
 import scala.Tuple3;
 import scala.collection.AbstractIterator;
-import scala.jdk.javaapi.CollectionConverters;
+import scala.collection.JavaConverters;
 
 /**
  * A reduce task's reader: every block comes through the local agent's streaming get (the agent
@@ -74,10 +68,10 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
         .getMapSizesByExecutorId(handle.shuffleId(), startMap, endMap, startPartition, endPartition);
     String self = env.blockManager().blockManagerId().executorId();
     for (Iterator<Tuple2<BlockManagerId, scala.collection.Seq<Tuple3<BlockId, Object, Object>>>> it =
-            CollectionConverters.asJava(byAddress); it.hasNext();) {
+            JavaConverters.asJavaIterator(byAddress); it.hasNext();) {
       var entry = it.next();
       boolean local = entry._1().executorId().equals(self);
-      for (Iterator<Tuple3<BlockId, Object, Object>> bs = CollectionConverters.asJava(entry._2().iterator());
+      for (Iterator<Tuple3<BlockId, Object, Object>> bs = JavaConverters.asJavaIterator(entry._2().iterator());
           bs.hasNext();) {
         var b = bs.next();
         blocks.add(new Block(entry._1(), (ShuffleBlockId) b._1(), (Long) b._2(), (Integer) b._3(), local));
@@ -123,50 +117,66 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
   private record Block(BlockManagerId address, ShuffleBlockId id, long approxSize, int mapIndex, boolean local) {}
 
   /**
-   * The records of every block, one block after another. Up to {@code maxStreams} gets are open at
-   * once, so the coordinator sees the task's flows together and they move while earlier blocks are
-   * being deserialized.
+   * The records of every block, block after block in the order they arrive. The gets are
+   * {@link BlockFetcher}'s: drained into memory as their bytes come, within
+   * {@code spark.coflow.reader.maxBytesInFlight}, so the coordinator sees the task's flows together
+   * and they keep moving while earlier blocks are being deserialized.
    */
   private final class Records extends AbstractIterator<Tuple2<Object, Object>> {
-    private final ArrayDeque<Block> pending;
-    private final ArrayDeque<BlockStream> open = new ArrayDeque<>();
+    private final BlockFetcher<Block> fetcher;
     private final SerializerManager serializers;
     private final SerializerInstance serializer;
     private scala.collection.Iterator<Tuple2<Object, Object>> current;
-    private BlockStream currentStream;
     private boolean done;
 
     Records(List<Block> blocks, SerializerManager serializers, SerializerInstance serializer) {
-      this.pending = new ArrayDeque<>(blocks);
+      List<BlockFetcher.Want<Block>> wants = new ArrayList<>(blocks.size());
+      for (Block b : blocks) {
+        wants.add(new BlockFetcher.Want<>(
+            ExecutorSide.dataId(handle.shuffleId(), b.id().mapId(), b.id().reduceId()), b.approxSize(), b));
+      }
       this.serializers = serializers;
       this.serializer = serializer;
-      fill();
-    }
-
-    private void fill() {
-      while (open.size() < side.conf.maxStreams && !pending.isEmpty()) {
-        open.add(new BlockStream(pending.poll()));
-      }
+      this.fetcher = new BlockFetcher<>(side.async, handle.coflowId(), wants, side.conf.maxBytesInFlight,
+          side.conf.maxStreams, side.conf.fetchTimeout.toMillis());
     }
 
     @Override
     public boolean hasNext() {
       while (current == null || !current.hasNext()) {
-        if (currentStream != null) {
-          currentStream.finish();
-          currentStream = null;
-          current = null;
-        }
-        if (open.isEmpty()) {
+        current = null;
+        if (!fetcher.hasNext()) {
           if (!done) {
             done = true;
             context.taskMetrics().mergeShuffleReadMetrics();
           }
           return false;
         }
-        currentStream = open.poll();
-        fill();
-        InputStream wrapped = serializers.wrapStream(currentStream.block.id(), currentStream);
+        BlockFetcher.Fetched<Block> f;
+        long t0 = System.nanoTime();
+        try {
+          f = fetcher.next();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw sneaky(new IOException("coflow: interrupted while fetching shuffle blocks", e));
+        } finally {
+          metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
+        }
+        Block block = f.want.tag();
+        if (!f.ok()) {
+          throw sneaky(failure(block, f));
+        }
+        long bytes = f.bytes.size();
+        if (block.local()) {
+          metrics.incLocalBlocksFetched(1);
+          metrics.incLocalBytesRead(bytes);
+        } else {
+          metrics.incRemoteBlocksFetched(1);
+          metrics.incRemoteBytesRead(bytes);
+        }
+        CoflowMetrics.get().blocksFetched.inc();
+        CoflowMetrics.get().bytesFetched.inc(bytes);
+        InputStream wrapped = serializers.wrapStream(block.id(), f.bytes.newInput());
         current = serializer.deserializeStream(wrapped).asKeyValueIterator();
       }
       return true;
@@ -182,115 +192,25 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
 
     void cancel() {
-      if (currentStream != null) {
-        currentStream.cancel();
-      }
-      for (BlockStream s : open) {
-        s.cancel();
-      }
-      open.clear();
-      pending.clear();
+      fetcher.close();
     }
   }
 
-  /** One block's bytes as the agent streams them; a failure is a fetch failure of that block. */
-  private final class BlockStream extends InputStream {
-    private final Block block;
-    private final Context.CancellableContext call;
-    private final Iterator<GetChunk> chunks;
-    private ByteBuffer chunk = ByteBuffer.allocate(0);
-    private long bytes;
-    private boolean ended;
-
-    BlockStream(Block block) {
-      this.block = block;
-      this.call = Context.current().withCancellation();
-      Context previous = call.attach();
-      try {
-        GetRequest req = GetRequest.newBuilder()
-            .setCoflowId(handle.coflowId())
-            .setDataId(ExecutorSide.dataId(handle.shuffleId(), block.id().mapId(), block.id().reduceId()))
-            .build();
-        this.chunks = side.blocking.get(req);
-      } finally {
-        call.detach(previous);
-      }
+  /**
+   * A block that could not be fetched: a fetch failure (Spark recomputes the map output), or, when
+   * this executor cannot reach its own agent, an I/O error that fails the task (the map output may
+   * well be fine; the task is retried, on another executor with spark.excludeOnFailure.enabled).
+   */
+  private Throwable failure(Block block, BlockFetcher.Fetched<Block> f) {
+    if (f.cause == BlockFetcher.Cause.LOCAL_AGENT_UNREACHABLE) {
+      return new IOException("coflow: the local agent " + side.agent + " is unreachable reading block "
+          + block.id().name() + ": " + f.message, f.error);
     }
-
-    @Override
-    public int read() throws IOException {
-      byte[] one = new byte[1];
-      int n = read(one, 0, 1);
-      return n < 0 ? -1 : one[0] & 0xff;
-    }
-
-    @Override
-    public int read(byte[] b, int off, int len) throws IOException {
-      if (len == 0) {
-        return 0;
-      }
-      while (!chunk.hasRemaining()) {
-        if (ended || !advance()) {
-          ended = true;
-          return -1;
-        }
-      }
-      int n = Math.min(len, chunk.remaining());
-      chunk.get(b, off, n);
-      return n;
-    }
-
-    private boolean advance() {
-      long t0 = System.nanoTime();
-      try {
-        if (!chunks.hasNext()) {
-          return false;
-        }
-        chunk = chunks.next().getData().asReadOnlyByteBuffer();
-        bytes += chunk.remaining();
-        return true;
-      } catch (StatusRuntimeException e) {
-        if (CoflowChannels.unreachable(e)) {
-          // This executor cannot reach its own agent: the map output may well be fine, so the task
-          // fails (and is retried, on another executor with spark.excludeOnFailure.enabled)
-          // instead of blaming the mapper.
-          throw sneaky(new IOException("coflow: the local agent " + side.agent + " is unreachable reading block "
-              + block.id().name() + ": " + CoflowChannels.describe(e), e));
-        }
-        throw sneaky(fetchFailed(e));
-      } finally {
-        metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
-      }
-    }
-
-    private FetchFailedException fetchFailed(Throwable e) {
-      String msg = "coflow: block " + block.id().name() + " of coflow " + handle.coflowId() + " from executor "
-          + block.address().executorId() + " could not be fetched through agent " + side.agent + ": "
-          + CoflowChannels.describe(e);
-      return new FetchFailedException(block.address(), handle.shuffleId(), block.id().mapId(), block.mapIndex(),
-          block.id().reduceId(), msg, e);
-    }
-
-    /** The block was read to its end: count it. */
-    void finish() {
-      if (block.local()) {
-        metrics.incLocalBlocksFetched(1);
-        metrics.incLocalBytesRead(bytes);
-      } else {
-        metrics.incRemoteBlocksFetched(1);
-        metrics.incRemoteBytesRead(bytes);
-      }
-      call.cancel(null);
-    }
-
-    void cancel() {
-      call.cancel(null);
-    }
-
-    @Override
-    public void close() {
-      // The deserializer closes its stream at the end of the block; the call ends in finish().
-    }
+    CoflowMetrics.get().fetchFailures.inc();
+    String msg = "coflow: block " + block.id().name() + " of coflow " + handle.coflowId() + " from executor "
+        + block.address().executorId() + " could not be fetched through agent " + side.agent + ": " + f.message;
+    return new FetchFailedException(block.address(), handle.shuffleId(), block.id().mapId(), block.mapIndex(),
+        block.id().reduceId(), msg, f.error);
   }
 
   @SuppressWarnings("unchecked")

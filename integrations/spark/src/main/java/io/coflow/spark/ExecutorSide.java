@@ -35,6 +35,7 @@ final class ExecutorSide {
   final ManagedChannel channel;
   final AgentGrpc.AgentBlockingStub blocking;
   final AgentGrpc.AgentFutureStub futures;
+  final AgentGrpc.AgentStub async;
   private final Map<Integer, Long> coflows = new ConcurrentHashMap<>();
 
   ExecutorSide(SparkConf sparkConf, String appId, String executorId) {
@@ -47,6 +48,7 @@ final class ExecutorSide {
     this.channel.getState(true); // connect now: the first call would otherwise pay for it
     this.blocking = AgentGrpc.newBlockingStub(channel);
     this.futures = AgentGrpc.newFutureStub(channel);
+    this.async = AgentGrpc.newStub(channel);
     LOG.info("coflow: executor {} uses agent {} with data directory {}", executorId, agent, dataDir);
   }
 

@@ -31,6 +31,7 @@ final class CoflowCluster implements AutoCloseable {
   final int coordinatorMetricsPort;
   final List<Agent> agents = new ArrayList<>();
   private final Path bin;
+  private final Path agentConfig;
   private final Process coordinator;
 
   /** One agent process and its addresses. */
@@ -56,10 +57,20 @@ final class CoflowCluster implements AutoCloseable {
    * {@code portRate} (e.g. {@code 400MB/s}), and waits until every agent has registered.
    */
   CoflowCluster(Path work, String policy, int machines, String portRate) throws IOException, InterruptedException {
+    this(work, policy, machines, portRate, null);
+  }
+
+  /** As above, every agent also given {@code agentToml} as its config file (fields of {@code AgentConfig}). */
+  CoflowCluster(Path work, String policy, int machines, String portRate, String agentToml)
+      throws IOException, InterruptedException {
     this.bin = binary();
+    this.agentConfig = agentToml == null ? null : work.resolve("agent.toml");
     this.work = work;
     this.policy = policy;
     Files.createDirectories(work);
+    if (agentConfig != null) {
+      Files.writeString(agentConfig, agentToml);
+    }
     coordinatorPort = freePort();
     coordinatorMetricsPort = freePort();
     coordinator = start("coordinator", List.of(bin.toString(), "coordinator",
@@ -85,14 +96,18 @@ final class CoflowCluster implements AutoCloseable {
   }
 
   private void startAgent(Agent a, String portRate) throws IOException, InterruptedException {
-    a.process = start("agent-" + a.machine, List.of(bin.toString(), "agent",
-        "--machine", Integer.toString(a.machine),
+    List<String> cmd = new ArrayList<>(List.of(bin.toString(), "agent"));
+    if (agentConfig != null) {
+      cmd.addAll(List.of("--config", agentConfig.toString()));
+    }
+    cmd.addAll(List.of("--machine", Integer.toString(a.machine),
         "--coordinator", "http://127.0.0.1:" + coordinatorPort,
         "--listen", "127.0.0.1:" + a.grpcPort,
         "--data-listen", "127.0.0.1:" + a.dataPort,
         "--metrics-listen", "127.0.0.1:" + a.metricsPort,
         "--data-dir", a.dataDir.toString(),
         "--port-rate", portRate));
+    a.process = start("agent-" + a.machine, cmd);
     waitForPort(a.grpcPort, a.process);
   }
 

@@ -78,8 +78,20 @@ class CoflowConfTest {
         () -> CoflowConf.from(base().set(CoflowConf.MAX_STREAMS, "0")))
         .getMessage().contains(CoflowConf.MAX_STREAMS));
     assertTrue(assertThrows(IllegalArgumentException.class,
-        () -> CoflowConf.from(base().set(CoflowConf.REGISTER_TIMEOUT_MS, "soon")))
-        .getMessage().contains(CoflowConf.REGISTER_TIMEOUT_MS));
+        () -> CoflowConf.from(base().set(CoflowConf.REGISTER_TIMEOUT, "soon")))
+        .getMessage().contains(CoflowConf.REGISTER_TIMEOUT));
+    assertTrue(assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set(CoflowConf.PUT_TIMEOUT, "0s")))
+        .getMessage().contains(CoflowConf.PUT_TIMEOUT));
+    assertTrue(assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set(CoflowConf.FETCH_TIMEOUT, "10 parsecs")))
+        .getMessage().contains(CoflowConf.FETCH_TIMEOUT));
+    assertTrue(assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set(CoflowConf.MAX_BYTES_IN_FLIGHT, "lots")))
+        .getMessage().contains(CoflowConf.MAX_BYTES_IN_FLIGHT));
+    assertTrue(assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set(CoflowConf.FALLBACK, "sometimes")))
+        .getMessage().contains(CoflowConf.FALLBACK));
     assertTrue(assertThrows(IllegalArgumentException.class,
         () -> CoflowConf.from(base().set(CoflowConf.TLS_CA, "/ca.pem")))
         .getMessage().contains(CoflowConf.TLS_KEY));
@@ -109,6 +121,36 @@ class CoflowConfTest {
     CoflowConf conf = CoflowConf.from(c);
     assertTrue(conf.tls());
     assertNull(conf.token);
+  }
+
+  @Test
+  void durations_and_sizes_are_spelled_as_spark_spells_them() {
+    CoflowConf d = CoflowConf.from(base());
+    assertEquals(java.time.Duration.ofSeconds(10), d.registerTimeout);
+    assertEquals(java.time.Duration.ofSeconds(60), d.putTimeout);
+    assertEquals(java.time.Duration.ofMinutes(10), d.fetchTimeout);
+    assertEquals(48L << 20, d.maxBytesInFlight, "Spark's spark.reducer.maxSizeInFlight default");
+    assertEquals(CoflowConf.Fallback.AUTO, d.fallback);
+    CoflowConf c = CoflowConf.from(base()
+        .set(CoflowConf.REGISTER_TIMEOUT, "1500ms")
+        .set(CoflowConf.PUT_TIMEOUT, "2min")
+        .set(CoflowConf.FETCH_TIMEOUT, "250") // a bare number is milliseconds, as in Spark
+        .set(CoflowConf.MAX_BYTES_IN_FLIGHT, "96m")
+        .set(CoflowConf.FALLBACK, " Never "));
+    assertEquals(java.time.Duration.ofMillis(1500), c.registerTimeout);
+    assertEquals(java.time.Duration.ofMinutes(2), c.putTimeout);
+    assertEquals(java.time.Duration.ofMillis(250), c.fetchTimeout);
+    assertEquals(96L << 20, c.maxBytesInFlight);
+    assertEquals(CoflowConf.Fallback.NEVER, c.fallback);
+    // Spark's own bound is the default when the plugin's is not set.
+    assertEquals(8L << 20, CoflowConf.from(base().set("spark.reducer.maxSizeInFlight", "8m")).maxBytesInFlight);
+  }
+
+  @Test
+  void fallback_always_needs_no_coordinator_nor_credentials() {
+    CoflowConf c = CoflowConf.from(new SparkConf(false).set(CoflowConf.FALLBACK, "always"));
+    assertEquals(CoflowConf.Fallback.ALWAYS, c.fallback);
+    assertNull(c.coordinator);
   }
 
   @Test

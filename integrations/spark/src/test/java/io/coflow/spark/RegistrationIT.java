@@ -11,8 +11,11 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.spark.SparkEnv;
+import org.apache.spark.metrics.source.Source;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import scala.collection.JavaConverters;
 
 /** What registration does when the coordinator is not there, or refuses. In {@code local[2]}: one JVM. */
 class RegistrationIT {
@@ -34,12 +37,69 @@ class RegistrationIT {
     conf.put(CoflowConf.AGENT, "127.0.0.1:" + closed);
     conf.put(CoflowConf.DATA_DIR, work.resolve("nowhere").toString());
     conf.put(CoflowConf.TOKEN, "t");
-    conf.put(CoflowConf.REGISTER_TIMEOUT_MS, "2000");
+    conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
     try (SparkRun run = new SparkRun("unreachable-it", "local[2]", conf, Map.of(), work)) {
       // The agent address is a closed port too: only Spark's own path can get this job through.
       Jobs.Result got = Jobs.wordCount(WORDS).run(run, work);
       assertNull(got.difference(Jobs.Result.rows(Jobs.wordCountExpected(WORDS))), "word count on the fallback path");
+      assertEquals(1, counter("shufflesFallback"), "the fallback, in Spark's metrics system");
+      assertEquals(0, counter("shufflesThroughCoflow"));
     }
+  }
+
+  @Test
+  @Timeout(value = 3, unit = TimeUnit.MINUTES)
+  void fallback_never_fails_the_job_when_the_coordinator_is_unreachable() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("never");
+    ExecutorSide.deleteTree(work);
+    int closed;
+    try (ServerSocket s = new ServerSocket(0)) {
+      closed = s.getLocalPort();
+    }
+    Map<String, String> conf = new HashMap<>();
+    conf.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
+    conf.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
+    conf.put(CoflowConf.COORDINATOR, "127.0.0.1:" + closed);
+    conf.put(CoflowConf.AGENT, "127.0.0.1:" + closed);
+    conf.put(CoflowConf.DATA_DIR, work.resolve("nowhere").toString());
+    conf.put(CoflowConf.TOKEN, "t");
+    conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
+    conf.put(CoflowConf.FALLBACK, "never");
+    try (SparkRun run = new SparkRun("never-it", "local[2]", conf, Map.of(), work)) {
+      Exception e = assertThrows(Exception.class, () -> Jobs.wordCount(WORDS).run(run, work));
+      String msg = String.valueOf(e.getMessage());
+      assertTrue(msg.contains("unreachable") && msg.contains(CoflowConf.FALLBACK + " is never"),
+          "the failure names the unreachable coordinator and the setting: " + e);
+      assertEquals(0, counter("shufflesFallback"));
+    }
+  }
+
+  @Test
+  @Timeout(value = 3, unit = TimeUnit.MINUTES)
+  void fallback_always_runs_sparks_own_shuffle_with_the_plugin_installed() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("always");
+    ExecutorSide.deleteTree(work);
+    Map<String, String> conf = new HashMap<>();
+    conf.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
+    conf.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
+    // No coordinator, agent or credentials: nothing is asked of coflow.
+    conf.put(CoflowConf.FALLBACK, "always");
+    try (SparkRun run = new SparkRun("always-it", "local[2]", conf, Map.of(), work)) {
+      Jobs.Result got = Jobs.wordCount(WORDS).run(run, work);
+      assertNull(got.difference(Jobs.Result.rows(Jobs.wordCountExpected(WORDS))), "word count on Spark's path");
+      assertEquals(1, counter("shufflesFallback"));
+      assertEquals(0, counter("shufflesThroughCoflow"));
+    }
+  }
+
+  /** A counter of the plugin's source in this JVM's Spark metrics system (the driver's). */
+  static long counter(String name) {
+    long sum = 0;
+    for (Source s : JavaConverters.seqAsJavaList(
+        SparkEnv.get().metricsSystem().getSourcesByName(CoflowMetrics.SOURCE))) {
+      sum += s.metricRegistry().counter(name).getCount();
+    }
+    return sum;
   }
 
   @Test
@@ -56,6 +116,7 @@ class RegistrationIT {
         assertTrue(msg.contains("coflow") && msg.contains("refused to register") && msg.contains("UNAUTHENTICATED"),
             "a refusal names coflow, what was refused and why: " + e);
         assertEquals(0.0, cluster.coordinatorMetric("coflows_registered_total"));
+        assertEquals(0, counter("shufflesThroughCoflow"));
       }
     }
   }

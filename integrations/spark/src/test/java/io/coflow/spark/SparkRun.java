@@ -15,7 +15,7 @@ import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.SparkSession;
-import scala.jdk.javaapi.CollectionConverters;
+import scala.collection.JavaConverters;
 
 /**
  * One Spark application on a {@code local-cluster} (real executor JVMs), either through coflow
@@ -67,7 +67,13 @@ final class SparkRun implements AutoCloseable {
     }
     if (coflow != null) {
       coflow.forEach(conf::set);
-      conf.set("spark.jars", pluginJar() + "," + testJar);
+      if (System.getProperty("coflow.spark.compat", "4.0").startsWith("3.")) {
+        // Spark 3.5 builds an executor's shuffle manager before it loads user jars.
+        conf.set("spark.executor.extraClassPath", pluginJar());
+        conf.set("spark.jars", testJar);
+      } else {
+        conf.set("spark.jars", pluginJar() + "," + testJar);
+      }
     } else {
       conf.set("spark.jars", testJar);
     }
@@ -136,7 +142,7 @@ final class SparkRun implements AutoCloseable {
       if (g == null) {
         return;
       }
-      for (Object s : CollectionConverters.asJava(e.stageIds())) {
+      for (Object s : JavaConverters.seqAsJavaList(e.stageIds())) {
         stageGroup.putIfAbsent((Integer) s, g);
       }
     }

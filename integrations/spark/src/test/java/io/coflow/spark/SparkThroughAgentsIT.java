@@ -33,6 +33,7 @@ class SparkThroughAgentsIT {
         SparkRun run = new SparkRun("coflow-it", MASTER, cluster.sparkConf(), Map.of(), work.resolve("coflow"))) {
       for (Jobs.Job job : jobs) {
         double coflowsBefore = cluster.coordinatorMetric("coflows_registered_total");
+        long countedBefore = RegistrationIT.counter("shufflesThroughCoflow");
         double rxBefore = cluster.agentsMetric("rx_bytes_total");
         double txBefore = cluster.agentsMetric("tx_bytes_total");
         double[] wall = new double[1];
@@ -46,6 +47,8 @@ class SparkThroughAgentsIT {
             job.name(), wall[0], m.shuffles.size(), coflows, m.bytesRead(), m.remoteBytesRead, rx);
         assertTrue(m.shuffles.size() >= 1, job.name() + " ran no shuffle");
         assertEquals(m.shuffles.size(), (long) coflows, job.name() + ": one coflow per shuffle");
+        assertEquals((long) coflows, RegistrationIT.counter("shufflesThroughCoflow") - countedBefore,
+            job.name() + ": the driver's coflow.shufflesThroughCoflow counts them");
         assertTrue(m.bytesRead() > 0, job.name() + " read nothing");
         // Every remote block crossed between agents exactly once; local ones were served in place.
         assertEquals(m.remoteBytesRead, (long) rx, job.name() + ": bytes received by agents");

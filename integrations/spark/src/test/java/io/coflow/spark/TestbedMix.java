@@ -37,7 +37,7 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.sql.SparkSession;
 import scala.Tuple2;
-import scala.jdk.javaapi.CollectionConverters;
+import scala.collection.JavaConverters;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
@@ -221,12 +221,15 @@ public final class TestbedMix {
 
   /** One coflow as a Spark job; its result is each reducer's bytes and checksum. */
   static String traceJob(JavaSparkContext jsc, TraceJob j) throws Exception {
-    List<Tuple2<Integer, scala.collection.immutable.Seq<String>>> placed = new ArrayList<>();
+    List<Tuple2<Integer, scala.collection.immutable.List<String>>> placed = new ArrayList<>();
     for (int m = 0; m < j.mappers().size(); m++) {
-      placed.add(new Tuple2<>(m, CollectionConverters.asScala(List.of(j.mappers().get(m))).toSeq()));
+      placed.add(new Tuple2<>(m, JavaConverters.asScalaBuffer(List.of(j.mappers().get(m))).toList()));
     }
     ClassTag<Integer> tag = ClassTag$.MODULE$.apply(Integer.class);
-    JavaRDD<Integer> maps = JavaRDD.fromRDD(jsc.sc().makeRDD(CollectionConverters.asScala(placed).toSeq(), tag), tag);
+    // An immutable list is the Seq makeRDD takes under Scala 2.12 and 2.13 alike.
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    JavaRDD<Integer> maps = JavaRDD.fromRDD(
+        jsc.sc().makeRDD((scala.collection.immutable.Seq) JavaConverters.asScalaBuffer(placed).toList(), tag), tag);
     long[][] bytes = j.bytes();
     String name = j.name();
     int reducers = j.reducers();
@@ -378,7 +381,7 @@ public final class TestbedMix {
       if (g == null) {
         return;
       }
-      for (Object s : CollectionConverters.asJava(e.stageIds())) {
+      for (Object s : JavaConverters.seqAsJavaList(e.stageIds())) {
         stageGroup.putIfAbsent((Integer) s, g);
       }
     }

@@ -1,0 +1,249 @@
+package io.coflow.spark;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+import com.google.protobuf.ByteString;
+import io.coflow.v1.AgentGrpc;
+import io.coflow.v1.GetChunk;
+import io.coflow.v1.GetRequest;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+
+/**
+ * A reduce task's gets through its local agent, as Spark's own fetcher does them: a get is opened
+ * while the bytes in flight (blocks asked for and not yet taken by the task) stay within
+ * {@code maxBytesInFlight} (one block is always allowed, however large) and at most
+ * {@code maxStreams} are open; every open get is drained into memory as its bytes arrive, whatever
+ * the task is doing, and a block is handed over only once it is complete. So a task that
+ * deserializes slowly is a slow task, never a stalled stream: the agents close a data connection
+ * on which nothing moves for their data idle timeout, and a get the client does not read stops
+ * moving.
+ *
+ * <p>Every get is checked against the piece's size the agent announces on its first message: a
+ * stream that ends short, runs long, or carries bytes before the size is a failure of that block,
+ * never a short block.
+ *
+ * @param <T> what the caller attaches to each block
+ */
+final class BlockFetcher<T> implements AutoCloseable {
+  /** One block to fetch: its data id, the size Spark's map status gives for it, and the caller's tag. */
+  record Want<T>(String dataId, long approxSize, T tag) {}
+
+  /** Why a get failed. */
+  enum Cause {
+    /** The local agent did not answer at all: the map output may be fine, this executor cannot read. */
+    LOCAL_AGENT_UNREACHABLE,
+    /** The agent answered that the block cannot be delivered, or its stream broke or was malformed. */
+    FETCH_FAILED,
+    /** The get did not complete within the fetch timeout. */
+    TIMED_OUT,
+  }
+
+  /** A block fetched in full, or why it was not. */
+  static final class Fetched<T> {
+    final Want<T> want;
+    /** The block's bytes, exactly the announced piece size; null on failure. */
+    final ByteString bytes;
+    final Cause cause;
+    final String message;
+    final Throwable error;
+
+    private Fetched(Want<T> want, ByteString bytes, Cause cause, String message, Throwable error) {
+      this.want = want;
+      this.bytes = bytes;
+      this.cause = cause;
+      this.message = message;
+      this.error = error;
+    }
+
+    boolean ok() {
+      return bytes != null;
+    }
+  }
+
+  private final AgentGrpc.AgentStub stub;
+  private final long coflowId;
+  private final long maxBytesInFlight;
+  private final int maxStreams;
+  private final long timeoutMs;
+  private final ArrayDeque<Want<T>> pending;
+  private final LinkedBlockingQueue<Fetched<T>> done = new LinkedBlockingQueue<>();
+  private final Set<Get> open = ConcurrentHashMap.newKeySet();
+  // Touched by the task's thread only.
+  private long bytesInFlight;
+  private int inFlight;
+  private int remaining;
+  private volatile boolean closed;
+
+  /**
+   * Starts the first gets at once, so the coordinator sees the task's flows together.
+   *
+   * @param timeoutMs the longest a get may take, end to end
+   */
+  BlockFetcher(AgentGrpc.AgentStub stub, long coflowId, List<Want<T>> wants, long maxBytesInFlight, int maxStreams,
+      long timeoutMs) {
+    this.stub = stub;
+    this.coflowId = coflowId;
+    this.maxBytesInFlight = maxBytesInFlight;
+    this.maxStreams = maxStreams;
+    this.timeoutMs = timeoutMs;
+    this.pending = new ArrayDeque<>(wants);
+    this.remaining = wants.size();
+    startGets();
+  }
+
+  private void startGets() {
+    while (!closed && !pending.isEmpty() && inFlight < maxStreams
+        && (inFlight == 0 || bytesInFlight + Math.max(0, pending.peek().approxSize()) <= maxBytesInFlight)) {
+      Want<T> w = pending.poll();
+      inFlight++;
+      bytesInFlight += Math.max(0, w.approxSize());
+      Get g = new Get(w);
+      open.add(g);
+      GetRequest req = GetRequest.newBuilder().setCoflowId(coflowId).setDataId(w.dataId()).build();
+      stub.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).get(req, g);
+    }
+  }
+
+  /** Whether blocks remain to be taken. */
+  boolean hasNext() {
+    return remaining > 0;
+  }
+
+  /** The next block to complete (in full, or failed), waiting for it; then opens more gets. */
+  Fetched<T> next() throws InterruptedException {
+    if (remaining == 0) {
+      throw new java.util.NoSuchElementException();
+    }
+    Fetched<T> f = done.take();
+    remaining--;
+    inFlight--;
+    bytesInFlight -= Math.max(0, f.want.approxSize());
+    startGets();
+    return f;
+  }
+
+  /** Gets open (streaming or complete and not yet taken). */
+  int inFlight() {
+    return inFlight;
+  }
+
+  /** Cancels every open get and forgets what was not taken. */
+  @Override
+  public void close() {
+    closed = true;
+    pending.clear();
+    for (Get g : new ArrayList<>(open)) {
+      g.cancel();
+    }
+    open.clear();
+    done.clear();
+  }
+
+  /** One get, drained into memory on gRPC's threads. */
+  private final class Get implements ClientResponseObserver<GetRequest, GetChunk> {
+    private final Want<T> want;
+    private final long started = System.nanoTime();
+    private final List<ByteString> chunks = new ArrayList<>();
+    private ClientCallStreamObserver<GetRequest> call;
+    private Long size;
+    private long received;
+    private boolean finished;
+
+    Get(Want<T> want) {
+      this.want = want;
+    }
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<GetRequest> requestStream) {
+      this.call = requestStream;
+    }
+
+    @Override
+    public void onNext(GetChunk chunk) {
+      if (finished) {
+        return;
+      }
+      if (chunk.hasPieceSize() && size == null) {
+        size = chunk.getPieceSize();
+      }
+      ByteString data = chunk.getData();
+      if (size == null) {
+        if (!data.isEmpty()) {
+          malformed("the agent sent bytes before the piece's size");
+        }
+        return;
+      }
+      received += data.size();
+      if (received > size) {
+        malformed("the agent sent more than the piece's " + size + " bytes");
+        return;
+      }
+      if (!data.isEmpty()) {
+        chunks.add(data);
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      if (finished) {
+        return;
+      }
+      Cause cause = Cause.FETCH_FAILED;
+      String msg = CoflowChannels.describe(t);
+      if (t instanceof StatusRuntimeException
+          && ((StatusRuntimeException) t).getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED
+          && CoflowChannels.kind(t) == null
+          && System.nanoTime() - started >= TimeUnit.MILLISECONDS.toNanos(timeoutMs)) {
+        cause = Cause.TIMED_OUT;
+        msg = "not fetched within " + timeoutMs + " ms (" + CoflowConf.FETCH_TIMEOUT + ")";
+      } else if (CoflowChannels.unreachable(t)) {
+        cause = Cause.LOCAL_AGENT_UNREACHABLE;
+      }
+      finish(new Fetched<>(want, null, cause, msg, t));
+    }
+
+    @Override
+    public void onCompleted() {
+      if (finished) {
+        return;
+      }
+      if (size == null) {
+        finish(new Fetched<>(want, null, Cause.FETCH_FAILED, "the agent's stream ended before the piece's size", null));
+      } else if (received != size) {
+        finish(new Fetched<>(want, null, Cause.FETCH_FAILED,
+            "the agent's stream ended after " + received + " of the piece's " + size + " bytes", null));
+      } else {
+        finish(new Fetched<>(want, ByteString.copyFrom(chunks), null, null, null));
+      }
+    }
+
+    private void malformed(String msg) {
+      finish(new Fetched<>(want, null, Cause.FETCH_FAILED, msg, null));
+      call.cancel("coflow: " + msg, null);
+    }
+
+    private void finish(Fetched<T> f) {
+      finished = true;
+      chunks.clear();
+      open.remove(this);
+      if (!closed) {
+        done.add(f);
+      }
+    }
+
+    void cancel() {
+      if (call != null) {
+        call.cancel("coflow: the task no longer needs this block", null);
+      }
+    }
+  }
+}

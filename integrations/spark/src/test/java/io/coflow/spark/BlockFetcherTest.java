@@ -1,0 +1,257 @@
+package io.coflow.spark;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.OutputStream;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+
+import com.google.protobuf.ByteString;
+import io.coflow.v1.AgentGrpc;
+import io.coflow.v1.CoflowOptions;
+import io.coflow.v1.CoordinatorGrpc;
+import io.coflow.v1.GetChunk;
+import io.coflow.v1.GetRequest;
+import io.coflow.v1.RegisterRequest;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.InsecureServerCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.StreamObserver;
+import org.apache.spark.SparkConf;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The reader's gets: checked against the piece size the agent announces (against a fake agent
+ * that sends exactly what each case says), opened within the bytes-in-flight bound, and drained
+ * while the task is busy elsewhere (against a real agent whose data idle timeout is short).
+ */
+class BlockFetcherTest {
+  /** An agent whose get answers with the chunks listed for the data id, then ends with OK. */
+  private static final class Scripted extends AgentGrpc.AgentImplBase {
+    private final Map<String, List<GetChunk>> script;
+
+    Scripted(Map<String, List<GetChunk>> script) {
+      this.script = script;
+    }
+
+    @Override
+    public void get(GetRequest req, StreamObserver<GetChunk> out) {
+      if (req.getDataId().equals("hang")) {
+        out.onNext(size(10)); // and never another message
+        return;
+      }
+      for (GetChunk c : script.get(req.getDataId())) {
+        out.onNext(c);
+      }
+      out.onCompleted();
+    }
+  }
+
+  private static GetChunk size(long n) {
+    return GetChunk.newBuilder().setPieceSize(n).build();
+  }
+
+  private static GetChunk bytes(String s) {
+    return GetChunk.newBuilder().setData(ByteString.copyFromUtf8(s)).build();
+  }
+
+  private static List<BlockFetcher.Want<String>> wants(long approx, String... ids) {
+    List<BlockFetcher.Want<String>> w = new ArrayList<>();
+    for (String id : ids) {
+      w.add(new BlockFetcher.Want<>(id, approx, id));
+    }
+    return w;
+  }
+
+  @Test
+  void a_stream_is_a_block_only_when_it_carries_exactly_the_announced_size() throws Exception {
+    Map<String, List<GetChunk>> script = Map.of(
+        "exact", List.of(size(10), bytes("hello"), bytes("world")),
+        "empty", List.of(size(0)),
+        "short", List.of(size(10), bytes("hello")),
+        "long", List.of(size(4), bytes("hello")),
+        "unsized", List.of(bytes("hello")),
+        "nothing", List.of());
+    Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create())
+        .addService(new Scripted(script)).build().start();
+    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
+        .build();
+    try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1,
+        wants(10, "exact", "empty", "short", "long", "unsized", "nothing"), 1 << 20, 64, 30_000)) {
+      Set<String> seen = new HashSet<>();
+      while (f.hasNext()) {
+        BlockFetcher.Fetched<String> got = f.next();
+        String id = got.want.tag();
+        seen.add(id);
+        switch (id) {
+          case "exact" -> assertEquals("helloworld", got.bytes.toStringUtf8());
+          case "empty" -> assertEquals(0, got.bytes.size());
+          default -> {
+            assertFalse(got.ok(), id + " must fail, not be a block of " + (got.bytes == null ? 0 : got.bytes.size()));
+            assertEquals(BlockFetcher.Cause.FETCH_FAILED, got.cause, id);
+          }
+        }
+        if (id.equals("short")) {
+          assertEquals("the agent's stream ended after 5 of the piece's 10 bytes", got.message);
+        }
+        if (id.equals("long")) {
+          assertEquals("the agent sent more than the piece's 4 bytes", got.message);
+        }
+        if (id.equals("unsized")) {
+          assertEquals("the agent sent bytes before the piece's size", got.message);
+        }
+        if (id.equals("nothing")) {
+          assertEquals("the agent's stream ended before the piece's size", got.message);
+        }
+      }
+      assertEquals(script.keySet(), seen);
+    } finally {
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  @Test
+  void a_get_that_does_not_complete_within_the_fetch_timeout_fails_as_timed_out() throws Exception {
+    Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create())
+        .addService(new Scripted(Map.of())).build().start();
+    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
+        .build();
+    try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(10, "hang"), 1 << 20, 64, 300)) {
+      BlockFetcher.Fetched<String> got = f.next();
+      assertFalse(got.ok());
+      assertEquals(BlockFetcher.Cause.TIMED_OUT, got.cause, got.message);
+      assertTrue(got.message.contains(CoflowConf.FETCH_TIMEOUT), got.message);
+    } finally {
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  @Test
+  void gets_open_within_the_bytes_in_flight_and_the_stream_bound() throws Exception {
+    Map<String, List<GetChunk>> script = Map.of(
+        "a", List.of(size(1), bytes("a")), "b", List.of(size(1), bytes("b")), "c", List.of(size(1), bytes("c")),
+        "d", List.of(size(1), bytes("d")));
+    Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create())
+        .addService(new Scripted(script)).build().start();
+    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
+        .build();
+    try {
+      AgentGrpc.AgentStub stub = AgentGrpc.newStub(ch);
+      // 30 + 30 > 50: one at a time; a block larger than the bound still goes, alone.
+      try (BlockFetcher<String> f = new BlockFetcher<>(stub, 1, wants(30, "a", "b", "c"), 50, 64, 30_000)) {
+        assertEquals(1, f.inFlight());
+        f.next();
+        assertEquals(1, f.inFlight());
+      }
+      try (BlockFetcher<String> f = new BlockFetcher<>(stub, 1, wants(300, "a", "b"), 50, 64, 30_000)) {
+        assertEquals(1, f.inFlight());
+        assertTrue(f.next().ok());
+      }
+      // 4 × 30 fits 1000, but only 3 streams.
+      try (BlockFetcher<String> f = new BlockFetcher<>(stub, 1, wants(30, "a", "b", "c", "d"), 1000, 3, 30_000)) {
+        assertEquals(3, f.inFlight());
+        Set<String> got = new HashSet<>();
+        while (f.hasNext()) {
+          got.add(f.next().bytes.toStringUtf8());
+        }
+        assertEquals(Set.of("a", "b", "c", "d"), got);
+      }
+    } finally {
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  /**
+   * Needs the coflow binary (as every test that starts a cluster). An agent whose data idle
+   * timeout is 500 ms gives up on a get its client does not read for longer, ending its stream
+   * short (the cause of large shuffles failing when a reduce task read its open gets one after
+   * another); the fetcher's gets survive a task that takes 3 s over each block.
+   */
+  @Test
+  void open_gets_survive_a_task_busy_longer_than_the_agents_idle_timeout(@TempDir Path tmp) throws Exception {
+    try (CoflowCluster cluster = new CoflowCluster(tmp.resolve("cluster"), "varys", 2, "1GB/s",
+        "data_idle_timeout_ms = 500\n")) {
+      SparkConf conf = new SparkConf(false);
+      cluster.sparkConf().forEach(conf::set);
+      ExecutorSide mapper = new ExecutorSide(conf, "app-t", "0");
+      ExecutorSide reducer = new ExecutorSide(conf, "app-t", "1");
+      ManagedChannel ch = CoflowChannels.open(mapper.conf, mapper.conf.coordinator);
+      try {
+        long coflow = CoordinatorGrpc.newBlockingStub(ch).register(RegisterRequest.newBuilder().setNumFlows(8)
+            .setOptions(CoflowOptions.newBuilder().setName("app-t/shuffle-3")).build()).getCoflowId();
+        Random rnd = new Random(3);
+        byte[][] parts = new byte[4][24 << 20];
+        CoflowMapOutputWriter w = new CoflowMapOutputWriter(mapper, coflow, 3, 5L, parts.length);
+        for (int r = 0; r < parts.length; r++) {
+          rnd.nextBytes(parts[r]);
+          try (OutputStream out = w.getPartitionWriter(r).openStream()) {
+            out.write(parts[r]);
+          }
+        }
+        w.commitAllPartitions(new long[parts.length]);
+
+        // The cause: a get left unread past the idle timeout is dropped by the agent.
+        Iterator<GetChunk> first = reducer.blocking.get(GetRequest.newBuilder().setCoflowId(coflow)
+            .setDataId("shuffle_3_5_0").build());
+        Iterator<GetChunk> second = reducer.blocking.get(GetRequest.newBuilder().setCoflowId(coflow)
+            .setDataId("shuffle_3_5_1").build());
+        while (first.hasNext()) {
+          first.next();
+        }
+        Thread.sleep(3000);
+        long n = 0;
+        String err = null;
+        try {
+          while (second.hasNext()) {
+            n += second.next().getData().size();
+          }
+        } catch (StatusRuntimeException e) {
+          err = CoflowChannels.describe(e);
+        }
+        // The agent gives up on the client and ends the stream, short; only the announced piece
+        // size tells that apart from the block's end.
+        assertTrue(err != null || n < parts[1].length,
+            "an unread get outlived the agent's idle timeout: " + n + " bytes, error " + err);
+
+        // The fix: the fetcher drains every open get while the task is busy.
+        List<BlockFetcher.Want<Integer>> wants = new ArrayList<>();
+        for (int r = 0; r < parts.length; r++) {
+          wants.add(new BlockFetcher.Want<>("shuffle_3_5_" + r, parts[r].length, r));
+        }
+        Set<Integer> seen = new HashSet<>();
+        try (BlockFetcher<Integer> f = new BlockFetcher<>(reducer.async, coflow, wants, 1L << 30, 64, 60_000)) {
+          while (f.hasNext()) {
+            BlockFetcher.Fetched<Integer> got = f.next();
+            assertTrue(got.ok(), () -> "block " + got.want.tag() + ": " + got.message);
+            assertArrayEquals(parts[got.want.tag()], got.bytes.toByteArray());
+            seen.add(got.want.tag());
+            Thread.sleep(3000);
+          }
+        }
+        assertEquals(Set.of(0, 1, 2, 3), seen);
+      } finally {
+        CoflowChannels.close(ch);
+        mapper.close();
+        reducer.close();
+      }
+    }
+  }
+}
