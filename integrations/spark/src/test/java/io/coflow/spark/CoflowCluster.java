@@ -32,6 +32,8 @@ final class CoflowCluster implements AutoCloseable {
   final List<Agent> agents = new ArrayList<>();
   private final Path bin;
   private final Path agentConfig;
+  /** The certificates' directory under TLS, else null. */
+  final Path certs;
   private final Process coordinator;
 
   /** One agent process and its addresses. */
@@ -63,7 +65,18 @@ final class CoflowCluster implements AutoCloseable {
   /** As above, every agent also given {@code agentToml} as its config file (fields of {@code AgentConfig}). */
   CoflowCluster(Path work, String policy, int machines, String portRate, String agentToml)
       throws IOException, InterruptedException {
+    this(work, policy, machines, portRate, agentToml, false);
+  }
+
+  /**
+   * As above; with {@code tls}, every connection is mutual TLS from certificates made by
+   * {@code coflow certs} in {@code work/certs} (the coordinator's, one per agent, and the client
+   * {@code spark} that {@link #sparkConf} names), and no token is used.
+   */
+  CoflowCluster(Path work, String policy, int machines, String portRate, String agentToml, boolean tls)
+      throws IOException, InterruptedException {
     this.bin = binary();
+    this.certs = tls ? work.resolve("certs") : null;
     this.agentConfig = agentToml == null ? null : work.resolve("agent.toml");
     this.work = work;
     this.policy = policy;
@@ -71,9 +84,19 @@ final class CoflowCluster implements AutoCloseable {
     if (agentConfig != null) {
       Files.writeString(agentConfig, agentToml);
     }
+    if (certs != null) {
+      certs("init");
+      certs("issue", "--coordinator", "127.0.0.1");
+      certs("issue", "--client", "spark");
+      for (int i = 0; i < machines; i++) {
+        certs("issue", "--agent", Integer.toString(i), "--host", "127.0.0.1");
+      }
+    }
     coordinatorPort = freePort();
     coordinatorMetricsPort = freePort();
-    coordinator = start("coordinator", List.of(bin.toString(), "coordinator",
+    List<String> tlsArgs = certs == null ? List.of() : List.of("--tls-ca", certs.resolve("ca.crt").toString(),
+        "--tls-cert", certs.resolve("coordinator.crt").toString(), "--tls-key", certs.resolve("coordinator.key").toString());
+    coordinator = start("coordinator", concat(tlsArgs, bin.toString(), "coordinator",
         "--listen", "127.0.0.1:" + coordinatorPort,
         "--metrics-listen", "127.0.0.1:" + coordinatorMetricsPort,
         "--policy", policy,
@@ -100,8 +123,13 @@ final class CoflowCluster implements AutoCloseable {
     if (agentConfig != null) {
       cmd.addAll(List.of("--config", agentConfig.toString()));
     }
+    if (certs != null) {
+      cmd.addAll(List.of("--tls-ca", certs.resolve("ca.crt").toString(),
+          "--tls-cert", certs.resolve("agent-" + a.machine + ".crt").toString(),
+          "--tls-key", certs.resolve("agent-" + a.machine + ".key").toString()));
+    }
     cmd.addAll(List.of("--machine", Integer.toString(a.machine),
-        "--coordinator", "http://127.0.0.1:" + coordinatorPort,
+        "--coordinator", (certs == null ? "http" : "https") + "://127.0.0.1:" + coordinatorPort,
         "--listen", "127.0.0.1:" + a.grpcPort,
         "--data-listen", "127.0.0.1:" + a.dataPort,
         "--metrics-listen", "127.0.0.1:" + a.metricsPort,
@@ -128,7 +156,13 @@ final class CoflowCluster implements AutoCloseable {
     c.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
     c.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
     c.put(CoflowConf.COORDINATOR, "127.0.0.1:" + coordinatorPort);
-    c.put(CoflowConf.TOKEN, token);
+    if (certs == null) {
+      c.put(CoflowConf.TOKEN, token);
+    } else {
+      c.put(CoflowConf.TLS_CA, certs.resolve("ca.crt").toString());
+      c.put(CoflowConf.TLS_CERT, certs.resolve("client-spark.crt").toString());
+      c.put(CoflowConf.TLS_KEY, certs.resolve("client-spark.key").toString());
+    }
     for (Agent a : agents) {
       c.put(CoflowConf.AGENT + "." + a.machine, "127.0.0.1:" + a.grpcPort);
       c.put(CoflowConf.DATA_DIR + "." + a.machine, a.dataDir.toString());
@@ -186,9 +220,31 @@ final class CoflowCluster implements AutoCloseable {
     throw new IOException("no metric " + name + " at port " + port);
   }
 
+  /** The binary's arguments, then the TLS flags (after the subcommand). */
+  private static List<String> concat(List<String> tail, String... head) {
+    List<String> all = new ArrayList<>(List.of(head));
+    all.addAll(tail);
+    return all;
+  }
+
+  /** Runs {@code coflow certs ARGS... work/certs}. */
+  private void certs(String... args) throws IOException, InterruptedException {
+    List<String> cmd = new ArrayList<>(List.of(bin.toString(), "certs"));
+    cmd.addAll(List.of(args));
+    cmd.add(certs.toString());
+    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+    Process p = pb.start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (p.waitFor() != 0) {
+      throw new IOException("coflow certs " + String.join(" ", args) + " failed: " + out);
+    }
+  }
+
   private Process start(String name, List<String> cmd) throws IOException {
     ProcessBuilder pb = new ProcessBuilder(cmd);
-    pb.environment().put("COFLOW_TOKEN", token);
+    if (certs == null) {
+      pb.environment().put("COFLOW_TOKEN", token);
+    }
     pb.environment().put("RUST_LOG", "info");
     // The logs go to files: no colour codes.
     pb.environment().put("NO_COLOR", "1");
