@@ -115,7 +115,7 @@ pub(crate) struct SparkArgs {
     #[arg(long, default_value_t = 5)]
     hosts: usize,
     /// Every link's rate, both ways.
-    #[arg(long, default_value = "50Mbps")]
+    #[arg(long, default_value = "20Mbps")]
     link: String,
     /// Modes, comma-separated: `spark` (Spark's own shuffle) or a coordinator policy (or `tcp`)
     /// for jobs through the plugin.
