@@ -64,6 +64,13 @@ pub enum AgentError {
     /// The local client hung up before its get ended.
     #[error("the client departed")]
     ClientDeparted,
+    /// The local client took nothing from its get's stream for the data idle timeout: the get
+    /// fails (its flow's rate is freed), and the client, should it read again, learns so.
+    #[error("the client read nothing for {secs} s")]
+    ClientStalled {
+        /// The idle timeout, seconds.
+        secs: f64,
+    },
     /// The coordinator refused or could not be reached.
     #[error("coordinator: {}", .0.message())]
     Coordinator(tonic::Status),
@@ -82,7 +89,7 @@ impl AgentError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             AgentError::SourceSilent { .. } => ErrorKind::TimedOut,
-            AgentError::ClientDeparted => ErrorKind::ClientDeparted,
+            AgentError::ClientDeparted | AgentError::ClientStalled { .. } => ErrorKind::ClientDeparted,
             AgentError::Corrupted(_) => ErrorKind::Corrupted,
             AgentError::DataLost(_) => ErrorKind::DataLost,
             AgentError::LimitExceeded(_) => ErrorKind::LimitExceeded,
@@ -111,7 +118,8 @@ impl From<AgentError> for tonic::Status {
             | AgentError::ShuttingDown
             | AgentError::NotRegistered
             | AgentError::SourceSilent { .. }
-            | AgentError::ClientDeparted => tonic::Code::Unavailable,
+            | AgentError::ClientDeparted
+            | AgentError::ClientStalled { .. } => tonic::Code::Unavailable,
             AgentError::Refused(_) | AgentError::PermissionDenied(_) => tonic::Code::PermissionDenied,
             AgentError::Corrupted(_) | AgentError::DataLost(_) => tonic::Code::DataLoss,
             AgentError::LimitExceeded(_) => tonic::Code::ResourceExhausted,

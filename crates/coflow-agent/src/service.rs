@@ -19,6 +19,9 @@ use crate::error::AgentError;
 use crate::state::{Receiving, Shared};
 use crate::store::{Piece, file_piece};
 
+/// How many data idle timeouts a failed get waits for its stalled client to take the error.
+const STALLED_CLIENT_WAIT: u32 = 10;
+
 #[derive(Clone, Debug)]
 pub(crate) struct AgentService {
     pub(crate) shared: Arc<Shared>,
@@ -306,7 +309,7 @@ impl Agent for AgentService {
             };
             let result = tokio::select! {
                 (r, client_ok) = async { tokio::join!(work, forward) } => {
-                    if client_ok { r } else { Err(AgentError::ClientDeparted) }
+                    if client_ok { r } else { Err(AgentError::ClientStalled { secs: idle.as_secs_f64() }) }
                 }
                 _ = tx.closed() => Err(AgentError::ClientDeparted),
                 reason = async {
@@ -332,18 +335,22 @@ impl Agent for AgentService {
             };
             shared.receiving.lock().expect("receiving lock").remove(&flow);
             let ok = result.is_ok();
-            let mut reason = String::new();
-            if let Err(e) = result {
-                shared.get_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%coflow, %data_id, error = %e, "get failed");
-                reason = e.kind().as_str().to_string();
-                if !matches!(e, AgentError::ClientDeparted) {
-                    let _ = tx.send(Err(e.into())).await;
-                }
-            }
+            let reason = result.as_ref().err().map(|e| e.kind().as_str().to_string()).unwrap_or_default();
             let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: grant.size, reason };
             if !shared.link.tell(Body::Finished(done)) {
                 tracing::debug!(%flow, "no session with the coordinator: the flow's end is reported when one opens");
+            }
+            if let Err(e) = result {
+                shared.get_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%coflow, %data_id, error = %e, "get failed");
+                // A stream that ends without an error ends with status OK, so every failure but
+                // a departed client's is sent, after whatever chunks the client has yet to take.
+                // A stalled client that never reads again nor hangs up is waited for no longer
+                // than `STALLED_CLIENT_WAIT` idle timeouts.
+                if !matches!(e, AgentError::ClientDeparted) {
+                    let wait = idle * STALLED_CLIENT_WAIT;
+                    let _ = tokio::time::timeout(wait, tx.send(Err(e.into()))).await;
+                }
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))

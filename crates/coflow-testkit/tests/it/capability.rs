@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use coflow_agent::Phantom;
-use coflow_client::CoflowOptions;
+use coflow_client::{ClientError, CoflowOptions};
 use coflow_proto::TlsContext;
 use coflow_testkit::{Cluster, ClusterConfig, files};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -128,7 +128,20 @@ async fn a_get_whose_client_stops_reading_is_failed_and_its_flow_freed() -> anyh
         assert!(started.elapsed() < Duration::from_secs(8), "the stalled flow still holds its rate");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    drop(stalled);
+    // Read again, the stream ends in the agent's error, never as if the piece were whole.
+    let mut stalled = stalled;
+    let end = loop {
+        match stalled.next().await {
+            Ok(Some(_)) => continue,
+            other => break other,
+        }
+    };
+    match end {
+        Err(ClientError::AgentUnreachable(msg)) => {
+            assert!(msg.contains("read nothing"), "the agent did not say why the get ended: {msg}")
+        }
+        other => panic!("a stalled get ended {other:?}"),
+    }
     cluster.shutdown().await;
     Ok(())
 }
