@@ -232,6 +232,8 @@ struct FlowRec {
     reported_at: Option<Nanos>,
     /// Since when `rate` is in force.
     rate_since: Nanos,
+    /// Bytes the rates in force before `rate` moved since the last report.
+    moved_before: f64,
     state: FlowState,
     rate: f64,
 }
@@ -242,6 +244,19 @@ impl FlowRec {
     /// Its `rate` is then its sender's port rate, which the coordinator counts as its use.
     fn pushed_rate(&self) -> f64 {
         if self.state == FlowState::Unscheduled { f64::INFINITY } else { self.rate }
+    }
+
+    /// Bytes `rate` moved since the last report: from the later of the report and the rate's
+    /// start to `now`, counting nothing past a heartbeat after the report (the next report is
+    /// due by then). Nothing before the first report: the flow may not have started.
+    fn moved_at_rate(&self, now: Nanos, heartbeat: Nanos) -> f64 {
+        match self.reported_at {
+            Some(at) => {
+                let end = now.min(at.saturating_add(heartbeat));
+                self.rate * end.saturating_sub(at.max(self.rate_since)).as_secs_f64()
+            }
+            None => 0.0,
+        }
     }
 }
 
@@ -695,6 +710,7 @@ impl Core {
                 {
                     f.sent = f.sent.max(sent.min(f.size));
                     f.reported_at = Some(now);
+                    f.moved_before = 0.0;
                 }
             }
         }
@@ -901,6 +917,7 @@ impl Core {
                 sent: r.received,
                 reported_at: None,
                 rate_since: now,
+                moved_before: 0.0,
                 state: FlowState::Held,
                 rate: 0.0,
             },
@@ -941,6 +958,7 @@ impl Core {
                 sent: 0,
                 reported_at: None,
                 rate_since: now,
+                moved_before: 0.0,
                 state: FlowState::Held,
                 rate: 0.0,
             },
@@ -1231,19 +1249,13 @@ impl Core {
             for &fid in &p.flows {
                 let f = &self.flows[&fid];
                 let size = (f.size as f64).max(1.0);
-                // What the last report says is left, brought forward at the rate in force since
-                // the later of that report and the rate's last change, for at most a heartbeat
-                // (the next report is due by then). A flow its source has not reported yet is
-                // not brought forward: it may not have started (its receiver still connecting),
-                // and a flow believed nearly done would get whole ports from a smallest-first
-                // policy that others need.
-                let moved = match f.reported_at {
-                    Some(at) => {
-                        let since = now.saturating_sub(at.max(f.rate_since)).min(heartbeat);
-                        f.rate * since.as_secs_f64()
-                    }
-                    None => 0.0,
-                };
+                // What the last report says is left, brought forward at the rates in force since
+                // that report, for at most a heartbeat (the next report is due by then): the
+                // bytes of the rates before the last change and those of the rate in force. A
+                // flow its source has not reported yet is not brought forward: it may not have
+                // started (its receiver still connecting), and a flow believed nearly done would
+                // get whole ports from a smallest-first policy that others need.
+                let moved = f.moved_before + f.moved_at_rate(now, heartbeat);
                 let remaining = (f.size.saturating_sub(f.sent) as f64 - moved).clamp(1.0, size);
                 flows.push(SnapshotFlow { src: f.src, dst: f.dst, size, remaining });
                 self.order.push(fid);
@@ -1269,6 +1281,7 @@ impl Core {
                 (rate - f.rate).abs() > RATE_TOLERANCE * f.rate
             };
             if changed {
+                f.moved_before += f.moved_at_rate(now, heartbeat);
                 f.rate = rate;
                 f.rate_since = now;
                 self.pending.entry(f.src).or_default().insert(fid, rate);

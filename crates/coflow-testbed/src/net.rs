@@ -6,6 +6,11 @@
 //! loopback. Host `I`'s uplink is shaped on `eth0`'s egress, its downlink on `bI`'s egress
 //! (towards the host). Nothing is created outside these namespaces, so deleting them removes
 //! every link.
+//!
+//! Every shaped link carries two classes under one at the link's rate ([`link_plan`]), as
+//! datacenters mark control traffic: control (the coordinator's gRPC, acknowledgements and the
+//! data plane's short messages) is served first, data takes the rest, and each waits in a short
+//! queue of its own, so a control message never queues behind a burst of data.
 
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -124,23 +129,131 @@ pub fn preflight() -> Result<(), String> {
     Ok(())
 }
 
-/// `htb` at `rate` on `dev`'s egress in `ns`: one class that all traffic falls into. The quantum
-/// is set so that htb does not warn at high rates.
-pub(crate) fn shape(ns: &str, dev: &str, rate: Rate, verb: &str) -> Result<(), TestbedError> {
-    let bits = format!("{}bit", rate.bits_per_sec().round() as u64);
-    if verb == "add" {
-        change(
-            "ip",
-            &["netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
-        )?;
-    }
-    change(
-        "ip",
-        &[
-            "netns", "exec", ns, "tc", "class", verb, "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate",
-            &bits, "ceil", &bits, "quantum", "60000",
+/// The port the coordinator listens on, in the switch's namespace: its gRPC traffic (the agents'
+/// registrations, gets, reports and heartbeats one way, rate pushes the other) is control.
+pub const COORDINATOR_PORT: u16 = 7070;
+
+/// The control class's guaranteed share of a link. It takes what it needs first (priority 0)
+/// and may borrow the whole link when data leaves it idle, but the guarantees of both classes
+/// add up to the link's rate, so the class shares the link and never adds to it.
+const CONTROL_SHARE: f64 = 0.05;
+
+/// Packets whose IP datagram is shorter than this (a power of two) are control: TCP acknowledgements, the data
+/// plane's requests, response heads and keepalives. Data frames travel in full segments.
+const SMALL_PACKET_BYTES: u32 = 256;
+
+/// How long the data class's queue may take to drain at the link's rate...
+const DATA_QUEUE_S: f64 = 0.01;
+
+/// ...but never less than two segmentation-offload packets of 64 KiB, which the veth links
+/// carry whole and `htb` queues as one packet each.
+const DATA_QUEUE_MIN_BYTES: u64 = 2 * 65_536;
+
+/// Packets the control class's queue holds (small ones: at most 100 KB).
+const CONTROL_QUEUE_PACKETS: u32 = 400;
+
+/// One `htb` class of a shaped link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkClass {
+    /// Its class id (`1:1` the link, `1:10` control, `1:20` data).
+    pub classid: &'static str,
+    /// Its parent (`1:` for the link's class).
+    pub parent: &'static str,
+    /// The rate it is guaranteed, bits per second.
+    pub rate_bps: u64,
+    /// The rate it may reach by borrowing from its parent, bits per second.
+    pub ceil_bps: u64,
+    /// Which class borrows first (lower first); `None` for the link's class.
+    pub prio: Option<u8>,
+}
+
+/// How a link of one rate is shaped: a class at the link's rate, and under it a control class
+/// served first and a data class that takes all the rest, each with a short queue of its own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkPlan {
+    /// The link's class and its two leaves.
+    pub classes: Vec<LinkClass>,
+    /// The control leaf's queue, packets.
+    pub control_queue_packets: u32,
+    /// The data leaf's queue, bytes.
+    pub data_queue_bytes: u64,
+}
+
+/// The classes of a link shaped at `rate`.
+pub fn link_plan(rate: Rate) -> LinkPlan {
+    let link = rate.bits_per_sec().round() as u64;
+    let control = ((link as f64 * CONTROL_SHARE).round() as u64).max(1);
+    let data = link.saturating_sub(control).max(1);
+    let queue = ((rate.bytes_per_sec() * DATA_QUEUE_S).round() as u64).max(DATA_QUEUE_MIN_BYTES);
+    LinkPlan {
+        classes: vec![
+            LinkClass { classid: "1:1", parent: "1:", rate_bps: link, ceil_bps: link, prio: None },
+            LinkClass { classid: "1:10", parent: "1:1", rate_bps: control, ceil_bps: link, prio: Some(0) },
+            LinkClass { classid: "1:20", parent: "1:1", rate_bps: data, ceil_bps: link, prio: Some(1) },
         ],
-    )?;
+        control_queue_packets: CONTROL_QUEUE_PACKETS,
+        data_queue_bytes: queue,
+    }
+}
+
+/// The filters that put control into `1:10` (everything else falls into the data class `1:20`,
+/// the `htb` default): TCP from or to the coordinator's port, IP packets shorter than
+/// [`SMALL_PACKET_BYTES`], and ARP.
+fn control_filters() -> Vec<Vec<String>> {
+    let port = COORDINATOR_PORT.to_string();
+    let small = format!("0x{:04x}", !(SMALL_PACKET_BYTES - 1) & 0xffff);
+    let tcp_port = |dir: &str| {
+        [
+            "protocol", "ip", "prio", "1", "u32", "match", "ip", "protocol", "6", "0xff", "match", "ip", dir, &port,
+            "0xffff",
+        ]
+        .map(str::to_string)
+        .to_vec()
+    };
+    vec![
+        tcp_port("sport"),
+        tcp_port("dport"),
+        // The IP header's total length (its bytes 2 and 3) below the threshold.
+        ["protocol", "ip", "prio", "2", "u32", "match", "u16", "0", &small, "at", "2"].map(str::to_string).to_vec(),
+        ["protocol", "arp", "prio", "3", "u32", "match", "u32", "0", "0"].map(str::to_string).to_vec(),
+    ]
+}
+
+/// Shapes `dev`'s egress in `ns` at `rate` with [`link_plan`]'s classes (`verb` `add` builds
+/// them, `change` sets a new rate). The quantum is set so that `htb` does not warn at high rates.
+pub(crate) fn shape(ns: &str, dev: &str, rate: Rate, verb: &str) -> Result<(), TestbedError> {
+    let plan = link_plan(rate);
+    let tc = |args: &[&str]| {
+        let mut all = vec!["netns", "exec", ns, "tc"];
+        all.extend_from_slice(args);
+        change("ip", &all).map(|_| ())
+    };
+    if verb == "add" {
+        tc(&["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20"])?;
+    }
+    for c in &plan.classes {
+        let (rate, ceil) = (format!("{}bit", c.rate_bps), format!("{}bit", c.ceil_bps));
+        let mut args = vec![
+            "class", verb, "dev", dev, "parent", c.parent, "classid", c.classid, "htb", "rate", &rate, "ceil", &ceil,
+        ];
+        let prio = c.prio.map(|p| p.to_string());
+        if let Some(p) = &prio {
+            args.extend(["prio", p.as_str()]);
+        }
+        args.extend(["quantum", "60000"]);
+        tc(&args)?;
+    }
+    let (packets, bytes) = (plan.control_queue_packets.to_string(), plan.data_queue_bytes.to_string());
+    tc(&["qdisc", verb, "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", &packets])?;
+    tc(&["qdisc", verb, "dev", dev, "parent", "1:20", "handle", "20:", "bfifo", "limit", &bytes])?;
+    if verb == "add" {
+        for f in control_filters() {
+            let mut args = vec!["filter", "add", "dev", dev, "parent", "1:"];
+            args.extend(f.iter().map(String::as_str));
+            args.extend(["flowid", "1:10"]);
+            tc(&args)?;
+        }
+    }
     Ok(())
 }
 
@@ -203,4 +316,113 @@ pub fn link_bytes(names: &Names, hosts: usize) -> Result<Vec<(u64, u64)>, Testbe
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rates a class may take from the link: what it is guaranteed, and what it may reach.
+    fn leaves(p: &LinkPlan) -> Vec<&LinkClass> {
+        p.classes.iter().filter(|c| c.parent == "1:1").collect()
+    }
+
+    #[test]
+    fn the_classes_share_the_link_and_never_add_to_it() {
+        for bps in [1e3, 8e3 + 1.0, 1e6, 1e8, 123_456_789.0, 1e9, 4e10] {
+            let p = link_plan(Rate::from_bytes_per_sec(bps / 8.0));
+            let link = bps.round() as u64;
+            let root: Vec<_> = p.classes.iter().filter(|c| c.parent == "1:").collect();
+            assert_eq!(root.len(), 1, "one class at the link's rate at {bps}");
+            assert_eq!((root[0].classid, root[0].rate_bps, root[0].ceil_bps), ("1:1", link, link), "at {bps}");
+            let l = leaves(&p);
+            assert_eq!(l.len() + 1, p.classes.len(), "every other class is under the link's at {bps}");
+            assert_eq!(l.iter().map(|c| c.rate_bps).sum::<u64>(), link, "guarantees add up to the link at {bps}");
+            assert!(l.iter().all(|c| c.ceil_bps <= link && c.rate_bps >= 1), "at {bps}: {l:?}");
+        }
+    }
+
+    #[test]
+    fn control_is_served_first_with_a_twentieth_guaranteed_and_data_is_the_default() {
+        let p = link_plan(Rate::from_bytes_per_sec(1e8 / 8.0));
+        let by = |id: &str| p.classes.iter().find(|c| c.classid == id).unwrap().clone();
+        assert_eq!(
+            by("1:10"),
+            LinkClass { classid: "1:10", parent: "1:1", rate_bps: 5_000_000, ceil_bps: 100_000_000, prio: Some(0) }
+        );
+        assert_eq!(by("1:20").rate_bps, 95_000_000);
+        assert!(by("1:10").prio < by("1:20").prio);
+        // 10 ms at 12.5 MB/s is 125,000 bytes, under two 64 KiB offload packets.
+        assert_eq!(p.data_queue_bytes, 131_072);
+        assert_eq!(link_plan(Rate::from_bytes_per_sec(1e9 / 8.0)).data_queue_bytes, 1_250_000);
+    }
+
+    #[test]
+    fn the_filters_match_the_coordinators_port_both_ways_and_short_datagrams() {
+        let f: Vec<String> = control_filters().iter().map(|f| f.join(" ")).collect();
+        assert!(
+            f.contains(&"protocol ip prio 1 u32 match ip protocol 6 0xff match ip sport 7070 0xffff".to_string()),
+            "{f:?}"
+        );
+        assert!(
+            f.contains(&"protocol ip prio 1 u32 match ip protocol 6 0xff match ip dport 7070 0xffff".to_string()),
+            "{f:?}"
+        );
+        // Total length & 0xff00 == 0: the datagram is at most 255 bytes.
+        assert!(f.contains(&"protocol ip prio 2 u32 match u16 0 0xff00 at 2".to_string()), "{f:?}");
+        assert_eq!(f.len(), 4);
+    }
+
+    /// A rate as `tc class show` prints it after `key` (`5Mbit`, `28500Kbit`, `1.5Gbit`), in
+    /// bits per second.
+    fn shown_rate(line: &str, key: &str) -> f64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let w = words[words.iter().position(|w| *w == key).unwrap() + 1];
+        let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let scale = match &w[digits.len()..] {
+            "bit" => 1.0,
+            "Kbit" => 1e3,
+            "Mbit" => 1e6,
+            "Gbit" => 1e9,
+            u => panic!("unit {u} in {line}"),
+        };
+        digits.parse::<f64>().unwrap() * scale
+    }
+
+    /// Applies the plan to a veth link in a scratch namespace and reads the classes back from the
+    /// kernel: the rates it shapes are the plan's. Skips, saying so, without root or `tc`.
+    #[test]
+    fn the_kernel_shapes_what_the_plan_says_at_add_and_at_change() {
+        if let Err(why) = preflight() {
+            eprintln!("skipping: {why}");
+            return;
+        }
+        let ns = format!("{}-unit", Names::fresh().prefix);
+        cmd("ip", &["netns", "add", &ns]).unwrap();
+        let result = std::panic::catch_unwind(|| {
+            cmd("ip", &["-n", &ns, "link", "add", "va", "type", "veth", "peer", "name", "vb"]).unwrap();
+            cmd("ip", &["-n", &ns, "link", "set", "va", "up"]).unwrap();
+            for (bps, verb) in [(1e8, "add"), (3e7, "change")] {
+                shape(&ns, "va", Rate::from_bytes_per_sec(bps / 8.0), verb).unwrap();
+                let text = cmd("ip", &["netns", "exec", &ns, "tc", "class", "show", "dev", "va"]).unwrap();
+                let mut seen = 0;
+                for c in link_plan(Rate::from_bytes_per_sec(bps / 8.0)).classes {
+                    let line = text.lines().find(|l| l.starts_with(&format!("class htb {} ", c.classid))).unwrap();
+                    let (rate, ceil) = (shown_rate(line, "rate"), shown_rate(line, "ceil"));
+                    // `tc` prints rates rounded to a few digits.
+                    let near = |a: f64, b: u64| (a - b as f64).abs() <= b as f64 * 0.005;
+                    assert!(near(rate, c.rate_bps) && near(ceil, c.ceil_bps), "{verb}: {line} against {c:?}");
+                    if let Some(p) = c.prio {
+                        assert!(line.contains(&format!(" prio {p} ")), "{line}");
+                    }
+                    seen += 1;
+                }
+                assert_eq!(seen, 3);
+            }
+        });
+        let _ = cmd("ip", &["netns", "del", &ns]);
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
+    }
 }

@@ -172,10 +172,11 @@ impl Cluster {
     ) -> Result<Cluster, TestbedError> {
         let token = run_dir.join("token");
         std::fs::write(&token, format!("testbed-{}", names.prefix)).map_err(|e| TestbedError::io(&token, e))?;
-        let coord_url = format!("http://{}:7070", names.coordinator_ip());
+        let coord_url = format!("http://{}:{}", names.coordinator_ip(), crate::net::COORDINATOR_PORT);
         let toml = format!(
-            "listen = \"{}:7070\"\npolicy = \"{}\"\nbypass_threshold_bytes = 0\nagent_timeout_ms = {}\n",
+            "listen = \"{}:{}\"\npolicy = \"{}\"\nbypass_threshold_bytes = 0\nagent_timeout_ms = {}\n",
             names.coordinator_ip(),
+            crate::net::COORDINATOR_PORT,
             svc.policy,
             svc.agent_timeout_ms
         );

@@ -212,6 +212,45 @@ fn a_reported_flow_is_brought_forward_at_its_rate_for_at_most_a_heartbeat() {
     assert_eq!(last_rate(&pushed, fb.flow), None, "the big flow keeps its rate");
 }
 
+/// A flow brought forward counts the bytes of every rate in force since its report, not only
+/// the last one's: 9,000 of 10,000 bytes reported, 50 ms at 100 B/s, 10 ms at rate 0 (a coflow
+/// of 1 byte goes first), 30 ms at 100 B/s again make 992 bytes left, so a newcomer of 995
+/// bytes on the same port waits behind it (from the last rate alone, 997 bytes left, it would
+/// go first).
+#[test]
+fn a_reported_flow_counts_the_bytes_of_every_rate_since_the_report() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let big = h.register(1, CoflowOptions::default());
+    h.put(big, "b", 0, 10_000).unwrap();
+    let fb = h.get(big, "b", 2).unwrap();
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), fb.flow), Some(CAP));
+    assert!(h.heartbeat(0, vec![(fb.flow, 9_000)]));
+    for m in 1..3 {
+        assert!(h.heartbeat(m, vec![]));
+    }
+    h.advance(50);
+    let tiny = h.register(1, CoflowOptions::default());
+    h.put(tiny, "t", 0, 1).unwrap();
+    let ft = h.get(tiny, "t", 2).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, ft.flow), Some(CAP), "{pushed:?}");
+    assert_eq!(last_rate(&pushed, fb.flow), Some(0.0), "{pushed:?}");
+    h.advance(10);
+    h.finish(ft.flow);
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), fb.flow), Some(CAP));
+    h.advance(30);
+    let small = h.register(1, CoflowOptions::default());
+    h.put(small, "s", 1, 995).unwrap();
+    let fs = h.get(small, "s", 2).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, fs.flow).unwrap_or(0.0), 0.0, "992 bytes left go first: {pushed:?}");
+    assert_eq!(last_rate(&pushed, fb.flow), None, "the big flow keeps its rate");
+}
+
 #[test]
 fn rate_pushes_are_batched_over_the_window() {
     let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, push_window_ms: 20, ..Default::default() };
