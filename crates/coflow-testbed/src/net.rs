@@ -142,8 +142,11 @@ const CONTROL_SHARE: f64 = 0.05;
 /// plane's requests, response heads and keepalives. Data frames travel in full segments.
 const SMALL_PACKET_BYTES: u32 = 256;
 
-/// How long the data class's queue may take to drain at the link's rate...
-const DATA_QUEUE_S: f64 = 0.01;
+/// How long the data class's queue may take to drain at the link's rate: the agents' token
+/// buckets let paced flows send 50 ms of their rates at once after a late wake-up (the agent's
+/// `bucket::burst_for`), and flows whose rates add up to the link's must not lose those bursts
+/// to a queue that holds less...
+const DATA_QUEUE_S: f64 = 0.05;
 
 /// ...but never less than two segmentation-offload packets of 64 KiB, which the veth links
 /// carry whole and `htb` queues as one packet each.
@@ -352,9 +355,11 @@ mod tests {
         );
         assert_eq!(by("1:20").rate_bps, 95_000_000);
         assert!(by("1:10").prio < by("1:20").prio);
-        // 10 ms at 12.5 MB/s is 125,000 bytes, under two 64 KiB offload packets.
-        assert_eq!(p.data_queue_bytes, 131_072);
-        assert_eq!(link_plan(Rate::from_bytes_per_sec(1e9 / 8.0)).data_queue_bytes, 1_250_000);
+        // 50 ms at 12.5 MB/s is 625,000 bytes; at 1 MB/s it would be 50,000, under two 64 KiB
+        // offload packets.
+        assert_eq!(p.data_queue_bytes, 625_000);
+        assert_eq!(link_plan(Rate::from_bytes_per_sec(1e9 / 8.0)).data_queue_bytes, 6_250_000);
+        assert_eq!(link_plan(Rate::from_bytes_per_sec(1e6)).data_queue_bytes, 131_072);
     }
 
     #[test]
