@@ -29,7 +29,7 @@ use coflow_proto::{Peer, Refusal, RefusalLog, permission_denied};
 use tokio::sync::Mutex;
 use tonic::{Request, Status};
 
-use crate::service::{CoreHandle, Event, Reply};
+use crate::events::{CoreHandle, Event, Reply};
 
 /// The live session of each registered machine.
 #[derive(Debug, Default)]

@@ -22,6 +22,7 @@
 mod config;
 mod core;
 mod error;
+mod events;
 mod identity;
 mod membership;
 mod service;
@@ -89,7 +90,7 @@ pub async fn run(
     // it allocated more than one id per microsecond of its life.
     let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
     core.set_id_base(micros as u64);
-    let (handle, rx) = service::channel();
+    let (handle, rx) = events::channel();
     let (stop_tx, stop_rx) = watch::channel(false);
     let (registry, observer) = telemetry::metrics(&policy_label);
     let tickets = core.tickets().clone();
@@ -99,11 +100,11 @@ pub async fn run(
         let (h1, h2) = (handle.clone(), handle.clone());
         let samples: telemetry::Ask<_> = Arc::new(move || {
             let h = h1.clone();
-            Box::pin(async move { h.ask(service::Event::Metrics).await.ok() })
+            Box::pin(async move { h.ask(events::Event::Metrics).await.ok() })
         });
         let status: telemetry::Ask<_> = Arc::new(move || {
             let h = h2.clone();
-            Box::pin(async move { h.ask(service::Event::Status).await.ok() })
+            Box::pin(async move { h.ask(events::Event::Status).await.ok() })
         });
         let router = telemetry::router(samples, status, Arc::new(registry), health.clone());
         tokio::spawn(coflow_telemetry::serve(l, router, stop_rx.clone()))
