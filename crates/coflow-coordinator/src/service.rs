@@ -6,9 +6,9 @@
 //! core task as one event; the core task answers each announcement and pushes rates and notices
 //! straight into the session's outbound queue, which the response stream drains, merging what
 //! queued into one frame. Every task and timer of the coordinator lives here (the channel to the
-//! core task is `events`): the core
-//! task reads the clock, hands each event to the core's `handle_*` method with `now`, sends what
-//! [`Core::poll_transmit`] gives, and sleeps until [`Core::poll_timeout`].
+//! core task is `events`): the core task reads the clock, hands each event to the core's
+//! `handle_*` method with `now`, sends what [`Core::poll_transmit`] gives, and sleeps until
+//! [`Core::poll_timeout`].
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
