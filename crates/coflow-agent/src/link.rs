@@ -95,6 +95,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     size,
                     recovered: true,
                     registration: reg.as_ref().map(Into::into),
+                    client: String::new(),
                 };
                 if let Err(e) = shared.link.call(Body::Put(ann), REANNOUNCE_DEADLINE).await {
                     if ErrorKind::of(&e) == Some(ErrorKind::UnknownCoflow) {
@@ -204,6 +205,7 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                 recovered_src_machine_id: r.src.0,
                 recovered_size: r.size,
                 recovered_bytes_received: r.received.load(Ordering::Relaxed),
+                client: String::new(),
             };
             (f, req)
         })

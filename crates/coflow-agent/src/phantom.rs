@@ -40,6 +40,7 @@ pub struct Phantom {
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
     deadline: Duration,
+    client: String,
 }
 
 impl Phantom {
@@ -106,12 +107,24 @@ impl Phantom {
                 link.close();
             })
         };
-        Ok(Phantom { machine: MachineId(machine), link, rates, stop, task, deadline })
+        Ok(Phantom { machine: MachineId(machine), link, rates, stop, task, deadline, client: String::new() })
     }
 
     /// The phantom's machine.
     pub fn machine(&self) -> MachineId {
         self.machine
+    }
+
+    /// Speaks for a local client of this identity in its puts and gets (empty, as in token mode,
+    /// unless set).
+    pub fn for_client(mut self, identity: &str) -> Phantom {
+        self.set_client(identity);
+        self
+    }
+
+    /// [`Phantom::for_client`] on a phantom in use.
+    pub fn set_client(&mut self, identity: &str) {
+        self.client = identity.to_string();
     }
 
     /// Announces a piece of `size` bytes stored on this machine.
@@ -123,6 +136,7 @@ impl Phantom {
             size,
             recovered: false,
             registration: None,
+            client: self.client.clone(),
         };
         self.link.call(Body::Put(ann), self.deadline).await.map(|_| ())
     }
@@ -143,6 +157,7 @@ impl Phantom {
             size,
             recovered: true,
             registration,
+            client: String::new(),
         };
         match self.link.call(Body::Put(ann), self.deadline).await? {
             pb::agent_reply::Result::Put(p) => Ok(p.registration.unwrap_or_default()),
@@ -168,6 +183,7 @@ impl Phantom {
             recovered_src_machine_id: src.0,
             recovered_size: size,
             recovered_bytes_received: 0,
+            client: String::new(),
         };
         match self.link.call(Body::Get(ann), self.deadline).await? {
             pb::agent_reply::Result::Get(g) => {
@@ -184,6 +200,7 @@ impl Phantom {
             coflow_id: coflow.0,
             data_id: data_id.to_string(),
             machine_id: self.machine.0,
+            client: self.client.clone(),
             ..Default::default()
         };
         match self.link.call(Body::Get(ann), self.deadline).await? {

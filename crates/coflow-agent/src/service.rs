@@ -54,6 +54,7 @@ impl AgentService {
         &self,
         coflow: CoflowId,
         data_id: &DataId,
+        client: &str,
     ) -> Result<(u64, pb::AnnounceGetResponse), AgentError> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.shared.config.coordinator_grace_ms);
         let mut backoff = Duration::from_millis(20);
@@ -66,6 +67,7 @@ impl AgentService {
                     coflow_id: coflow.0,
                     data_id: data_id.as_str().to_string(),
                     machine_id: self.machine().0,
+                    client: client.to_string(),
                     ..Default::default()
                 };
                 // Read before the grant: a coordinator that restarts after granting is a later epoch.
@@ -111,12 +113,14 @@ fn unanswered(s: tonic::Status) -> AgentError {
 }
 
 impl AgentService {
-    /// Announces a piece just stored; it is forgotten again if the coordinator refuses it.
+    /// Announces a piece just stored for `client` (its identity); it is forgotten again if the
+    /// coordinator refuses it.
     async fn announce_put(
         &self,
         coflow: CoflowId,
         data_id: DataId,
         size: u64,
+        client: String,
     ) -> Result<Response<pb::PutResponse>, Status> {
         let ann = pb::AnnouncePutRequest {
             coflow_id: coflow.0,
@@ -125,6 +129,7 @@ impl AgentService {
             size,
             recovered: false,
             registration: None,
+            client,
         };
         let deadline = Duration::from_millis(self.shared.config.coordinator_grace_ms);
         match self.shared.link.call(Body::Put(ann), deadline).await {
@@ -145,6 +150,12 @@ impl AgentService {
         self.shared.puts.fetch_add(1, Ordering::Relaxed);
         Ok(Response::new(pb::PutResponse { size }))
     }
+}
+
+/// The identity of a local client (its certificate's name; empty in token mode), which the
+/// coordinator checks against the coflow's owner.
+fn client_of<T>(req: &Request<T>) -> String {
+    coflow_proto::Peer::of(req).map(coflow_proto::Peer::identity).unwrap_or_default()
 }
 
 /// Whether the coordinator refused this agent's session (see [`AgentService::announce_get`]).
@@ -168,6 +179,7 @@ impl Agent for AgentService {
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
         coflow_proto::authorize(&req, "put", coflow_proto::Peer::may_use_api)?;
         self.registered()?;
+        let client = client_of(&req);
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -185,7 +197,7 @@ impl Agent for AgentService {
         };
         let size = piece.len();
         self.shared.store.insert(coflow, data_id.clone(), piece)?;
-        self.announce_put(coflow, data_id, size).await
+        self.announce_put(coflow, data_id, size, client).await
     }
 
     /// A put of bytes streamed in chunks: the size its first message states is reserved against
@@ -195,6 +207,7 @@ impl Agent for AgentService {
     async fn put_stream(&self, req: Request<Streaming<pb::PutChunk>>) -> Result<Response<pb::PutResponse>, Status> {
         coflow_proto::authorize(&req, "put", coflow_proto::Peer::may_use_api)?;
         self.registered()?;
+        let client = client_of(&req);
         let idle = self.shared.idle();
         let mut stream = req.into_inner();
         let silent = || {
@@ -235,7 +248,7 @@ impl Agent for AgentService {
         }
         let piece = Piece::memory(bytes, self.shared.config.chunk_bytes);
         self.shared.store.insert_reserved(reservation, piece)?;
-        self.announce_put(coflow, data_id, size).await
+        self.announce_put(coflow, data_id, size, client).await
     }
 
     type GetStream = ReceiverStream<Result<pb::GetChunk, Status>>;
@@ -243,13 +256,14 @@ impl Agent for AgentService {
     #[tracing::instrument(skip_all, fields(coflow = req.get_ref().coflow_id, data_id = %req.get_ref().data_id))]
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<Self::GetStream>, Status> {
         coflow_proto::authorize(&req, "get", coflow_proto::Peer::may_use_api)?;
+        let client = client_of(&req);
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
         self.shared.gets.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), "get");
         let asked = std::time::Instant::now();
-        let (epoch, grant) = self.announce_get(coflow, &data_id).await?;
+        let (epoch, grant) = self.announce_get(coflow, &data_id, &client).await?;
         self.get_control.observe(asked.elapsed().as_secs_f64());
         tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), flow = grant.flow_id, "granted");
         let (tx, rx) = mpsc::channel(16);

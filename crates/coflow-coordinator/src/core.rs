@@ -557,8 +557,8 @@ impl Core {
         self.now = self.now.max(now);
     }
 
-    /// Whether `by` may change (unregister, seal) coflow `c`: its owner, the admin, or anyone
-    /// when it has no owner (registered in token mode).
+    /// Whether `by` may change (unregister, seal) or use (put, get) coflow `c`: its owner, the
+    /// admin, or anyone when it has no owner (registered in token mode).
     fn may_change(c: &CoflowRec, by: &str) -> bool {
         c.reg.owner.is_empty() || c.reg.owner == by || by == ADMIN
     }
@@ -833,6 +833,9 @@ impl Core {
         }
         let max_pieces = self.cfg.max_pieces_per_coflow;
         let c = self.coflows.get_mut(&put.coflow).ok_or(CoordError::UnknownCoflow(put.coflow))?;
+        if !put.recovered && !Self::may_change(c, &put.client) {
+            return Err(CoordError::NotTheOwner { coflow: put.coflow, caller: put.client });
+        }
         if put.recovered && c.puts.get(&put.data_id) == Some(&(put.machine, put.size)) {
             return Ok(c.reg.clone());
         }
@@ -932,6 +935,9 @@ impl Core {
     pub fn handle_get(&mut self, now: Nanos, get: GetAnnouncement) -> Result<FlowGrant, CoordError> {
         self.input(now);
         let c = self.coflows.get_mut(&get.coflow).ok_or(CoordError::UnknownCoflow(get.coflow))?;
+        if !Self::may_change(c, &get.client) {
+            return Err(CoordError::NotTheOwner { coflow: get.coflow, caller: get.client });
+        }
         let &(src, size) = c
             .puts
             .get(&get.data_id)

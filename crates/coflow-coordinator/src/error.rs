@@ -43,7 +43,7 @@ pub enum CoordError {
     /// A configured limit was reached; the message names it.
     #[error("limit reached: {0}")]
     LimitExceeded(String),
-    /// A caller that neither owns a coflow nor is the admin asked to change it.
+    /// A caller that neither owns a coflow nor is the admin asked to change it or to put or get in it.
     #[error("coflow {coflow} belongs to another identity than {caller:?}")]
     NotTheOwner {
         /// The coflow.

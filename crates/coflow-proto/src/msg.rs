@@ -219,12 +219,10 @@ impl TryFrom<pb::RegisterRequest> for Registration {
         if r.num_flows > MAX_NUM_FLOWS {
             return Err(invalid("num_flows", format!("{} is more than 10,000,000", r.num_flows)));
         }
-        if r.owner.len() > MAX_OWNER_LEN || r.owner.chars().any(char::is_control) {
-            return Err(invalid("owner", format!("at most {MAX_OWNER_LEN} bytes without control characters")));
-        }
+        let owner = identity("owner", r.owner)?;
         let options = r.options.map(CoflowOptions::try_from).transpose()?.unwrap_or_default();
         let options = CoflowOptions { weight: if options.weight == 0.0 { 1.0 } else { options.weight }, ..options };
-        Ok(Registration { num_flows: r.num_flows as u32, options, owner: r.owner, nonce: r.nonce })
+        Ok(Registration { num_flows: r.num_flows as u32, options, owner, nonce: r.nonce })
     }
 }
 
@@ -237,6 +235,15 @@ impl From<&Registration> for pb::RegisterRequest {
             nonce: r.nonce,
         }
     }
+}
+
+/// An identity as a message names it (an owner, a client): at most `MAX_OWNER_LEN` bytes without
+/// control characters.
+fn identity(field: &'static str, s: String) -> Result<String, ProtoError> {
+    if s.len() > MAX_OWNER_LEN || s.chars().any(char::is_control) {
+        return Err(invalid(field, format!("at most {MAX_OWNER_LEN} bytes without control characters")));
+    }
+    Ok(s)
 }
 
 /// A validated `AnnouncePutRequest`: a piece stored at an agent.
@@ -254,6 +261,9 @@ pub struct PutAnnouncement {
     pub recovered: bool,
     /// With `recovered`: the coflow's registration as the agent learned it, if it did.
     pub registration: Option<Registration>,
+    /// The identity of the agent's client that put it (empty in token mode, and for a piece
+    /// re-announced by its agent).
+    pub client: String,
 }
 
 fn piece_size(field: &'static str, size: u64) -> Result<u64, ProtoError> {
@@ -274,6 +284,7 @@ impl TryFrom<pb::AnnouncePutRequest> for PutAnnouncement {
             size: piece_size("size", r.size)?,
             recovered: r.recovered,
             registration: r.registration.map(Registration::try_from).transpose()?,
+            client: identity("client", r.client)?,
         })
     }
 }
@@ -287,6 +298,8 @@ pub struct GetAnnouncement {
     pub data_id: DataId,
     /// The receiving machine.
     pub machine: MachineId,
+    /// The identity of the receiving agent's client that asked (empty in token mode).
+    pub client: String,
 }
 
 impl TryFrom<pb::AnnounceGetRequest> for GetAnnouncement {
@@ -297,6 +310,7 @@ impl TryFrom<pb::AnnounceGetRequest> for GetAnnouncement {
             coflow: CoflowId(r.coflow_id),
             data_id: DataId::new(r.data_id)?,
             machine: MachineId(r.machine_id),
+            client: identity("client", r.client)?,
         })
     }
 }

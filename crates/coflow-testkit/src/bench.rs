@@ -598,9 +598,11 @@ pub fn core_decisions(n: usize) -> f64 {
             size,
             recovered: false,
             registration: None,
+            client: String::new(),
         };
         core.handle_put(now, put).expect("a live agent");
-        let g = core.handle_get(now, GetAnnouncement { coflow: c, data_id, machine: dst }).expect("a piece");
+        let get = GetAnnouncement { coflow: c, data_id, machine: dst, client: String::new() };
+        let g = core.handle_get(now, get).expect("a piece");
         (c, g.flow, dst)
     };
     for k in 0..n.saturating_sub(1) {

@@ -156,8 +156,11 @@ pub fn files(dir: &Path, stem: &str) -> TlsFiles {
     TlsFiles { ca: dir.join("ca.crt"), cert: dir.join(format!("{stem}.crt")), key: dir.join(format!("{stem}.key")) }
 }
 
+/// The identity of the client that [`make_certs`] issues, which owns what it registers.
+pub const CLIENT_IDENTITY: &str = "coflow://client/testkit";
+
 /// A CA and certificates for a loopback cluster of `agents` agents in `dir`: the coordinator,
-/// each agent (at 127.0.0.1) and a client named `testkit`.
+/// each agent (at 127.0.0.1) and a client named `testkit` ([`CLIENT_IDENTITY`]).
 pub fn make_certs(dir: &Path, agents: u32) -> Result<PathBuf, CertError> {
     let ca = CertAuthority::generate()?;
     ca.write(dir, true)?;

@@ -66,12 +66,43 @@ impl Harness {
             size,
             recovered: false,
             registration: None,
+            client: String::new(),
         };
         self.core.handle_put(self.now, p).map(|_| ())
     }
 
+    /// A put by the client `client` (an identity).
+    fn put_by(&mut self, client: &str, coflow: CoflowId, id: &str, machine: u32) -> Result<(), CoordError> {
+        let p = PutAnnouncement {
+            coflow,
+            data_id: DataId::new(id).unwrap(),
+            machine: MachineId(machine),
+            size: 10,
+            recovered: false,
+            registration: None,
+            client: client.into(),
+        };
+        self.core.handle_put(self.now, p).map(|_| ())
+    }
+
+    /// A get by the client `client` (an identity).
+    fn get_by(&mut self, client: &str, coflow: CoflowId, id: &str, machine: u32) -> Result<FlowGrant, CoordError> {
+        let g = GetAnnouncement {
+            coflow,
+            data_id: DataId::new(id).unwrap(),
+            machine: MachineId(machine),
+            client: client.into(),
+        };
+        self.core.handle_get(self.now, g)
+    }
+
     fn get(&mut self, coflow: CoflowId, id: &str, machine: u32) -> Result<FlowGrant, CoordError> {
-        let g = GetAnnouncement { coflow, data_id: DataId::new(id).unwrap(), machine: MachineId(machine) };
+        let g = GetAnnouncement {
+            coflow,
+            data_id: DataId::new(id).unwrap(),
+            machine: MachineId(machine),
+            client: String::new(),
+        };
         let grant = self.core.handle_get(self.now, g);
         if let Ok(g) = &grant {
             self.receivers.insert(g.flow, MachineId(machine));
@@ -489,6 +520,7 @@ fn recovered(
         size,
         recovered: true,
         registration,
+        client: String::new(),
     }
 }
 
@@ -668,6 +700,33 @@ fn only_the_owner_or_the_admin_changes_a_coflow() {
     let c = owned(&mut h, "");
     h.core.handle_unregister(h.now, b, c).unwrap();
     assert_eq!(h.core.live_coflows(), 0);
+}
+
+/// Only a coflow's owner and the admin put pieces into it and get pieces from it: another
+/// identity is refused before anything about the coflow's pieces is revealed (a piece that does
+/// not exist and one that does are refused alike); a coflow with no owner is anyone's.
+#[test]
+fn only_the_owner_or_the_admin_puts_and_gets_in_a_coflow() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
+    let (a, b) = ("coflow://client/a", "coflow://client/b");
+    let reg = Registration { num_flows: 2, owner: a.into(), ..Default::default() };
+    let c = h.core.handle_register(h.now, reg).unwrap();
+    let e = h.put_by(b, c, "p", 0).unwrap_err();
+    assert!(matches!(e, CoordError::NotTheOwner { .. }), "{e}");
+    assert_eq!(e.kind().as_str(), "permission-denied");
+    h.put_by(a, c, "p", 0).unwrap();
+    h.put_by(coflow_coordinator::ADMIN, c, "q", 0).unwrap();
+    for id in ["p", "missing"] {
+        let e = h.get_by(b, c, id, 1).unwrap_err();
+        assert!(matches!(e, CoordError::NotTheOwner { .. }), "{id}: {e}");
+        assert_eq!(tonic::Status::from(e).code(), tonic::Code::PermissionDenied);
+    }
+    assert!(matches!(h.get_by("", c, "p", 1).unwrap_err(), CoordError::NotTheOwner { .. }), "no identity");
+    h.get_by(a, c, "p", 1).unwrap();
+    h.get_by(coflow_coordinator::ADMIN, c, "q", 1).unwrap();
+    let anyone = h.core.handle_register(h.now, Registration { num_flows: 1, ..Default::default() }).unwrap();
+    h.put_by(b, anyone, "p", 0).unwrap();
+    h.get_by(a, anyone, "p", 1).unwrap();
 }
 
 /// A core that did not run for 10 s (its process was stopped) finds every agent silent past the

@@ -38,7 +38,9 @@ async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
         Duration::from_millis(50),
         Duration::from_secs(5),
     )
-    .await?)
+    .await?
+    // Its puts and gets speak for the cluster's client (in TLS mode, the owner of its coflows).
+    .for_client(if cluster.tls_dir().is_some() { coflow_testkit::CLIENT_IDENTITY } else { "" }))
 }
 
 /// Waits until the coordinator's restart window (three agent timeouts from its start) closed.
@@ -119,6 +121,34 @@ async fn another_client_may_not_unregister_or_seal_a_coflow() -> anyhow::Result<
     other.unregister(mine).await?;
     owner.unregister(c).await?;
     assert_eq!(owner.status().await?.coflows.len(), 0);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Over TLS only a coflow's owner and the admin put pieces into it and get pieces from it:
+/// another client's put and get are refused (`permission-denied`), through an agent like any
+/// other, its refused piece is not kept, and the owner's own get is exact afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_client_may_not_put_into_or_get_from_a_coflow() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, 20e6, "varys").with_tls()).await?;
+    let on = |cfg: ClientConfig, m: usize| ClientConfig { agent: cluster.agent_url(m), ..cfg };
+    let owner = cluster.client(0).await?;
+    let other = Client::connect(on(identity(&cluster, &Subject::Client { name: "other".into() })?, 1)).await?;
+    let admin = Client::connect(on(identity(&cluster, &Subject::Admin)?, 1)).await?;
+    let c = owner.register(3, CoflowOptions::default()).await?;
+    let piece = content(9, 300_000);
+    owner.put(c, "p", piece.clone()).await?;
+    let put = other.put(c, "q", vec![7; 1000]).await;
+    assert!(matches!(put, Err(ClientError::PermissionDenied(_))), "another client's put: {put:?}");
+    for id in ["p", "q", "missing"] {
+        let got = other.get(c, id).await;
+        assert!(matches!(got, Err(ClientError::PermissionDenied(_))), "another client's get of {id}: {got:?}");
+    }
+    assert!(admin.get(c, "p").await? == piece, "the admin's get");
+    assert!(cluster.client(1).await?.get(c, "p").await? == piece, "the owner's get on another machine");
+    admin.put(c, "q", vec![7; 1000]).await?;
+    assert_eq!(owner.get(c, "q").await?, vec![7; 1000], "the admin's piece, which the refused one did not take");
     cluster.shutdown().await;
     Ok(())
 }

@@ -71,7 +71,7 @@ async fn a_flow_is_served_only_to_its_receiver_with_its_ticket_once() -> anyhow:
 
     // A flow granted to machine 5: its ticket under agent 1's certificate is denied ...
     let security5 = cluster.agent_security(5)?;
-    let p5 = Phantom::connect(
+    let mut p5 = Phantom::connect(
         &cluster.coordinator_url(),
         &security5,
         5,
@@ -80,7 +80,13 @@ async fn a_flow_is_served_only_to_its_receiver_with_its_ticket_once() -> anyhow:
         Duration::from_millis(100),
         Duration::from_secs(5),
     )
-    .await?;
+    .await?
+    .for_client(coflow_testkit::CLIENT_IDENTITY);
+    // Asked for by another client of machine 5, the piece is refused before any flow exists.
+    p5.set_client("coflow://client/intruder");
+    let e = p5.get(coflow, "secret").await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "another client's get: {e:?}");
+    p5.set_client(coflow_testkit::CLIENT_IDENTITY);
     let grant = p5.get(coflow, "secret").await?;
     assert_eq!(grant.size, 100_000);
     assert_ne!(grant.ticket, [0; 16], "the grant carries a ticket");

@@ -29,7 +29,9 @@ async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
         Duration::from_millis(50),
         Duration::from_secs(5),
     )
-    .await?)
+    .await?
+    // Its puts and gets speak for the cluster's client (in TLS mode, the owner of its coflows).
+    .for_client(if cluster.tls_dir().is_some() { coflow_testkit::CLIENT_IDENTITY } else { "" }))
 }
 
 /// Two phantoms carry a flow through the coordinator: the put and the get are answered, the
