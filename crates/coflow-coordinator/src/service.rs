@@ -130,9 +130,11 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
         }
         Event::Open(machine, sid, tx) => {
             let current = core.handle_watch(now, machine);
-            let update = pb::CoordinatorBatch { replies: Vec::new(), update: Some(rates(current)) };
+            let sent = rates(current)
+                .into_iter()
+                .all(|u| tx.send(pb::CoordinatorBatch { replies: Vec::new(), update: Some(u) }).is_ok());
             // A later session of the machine replaces an earlier one, whose stream then ends.
-            if tx.send(update).is_ok() {
+            if sent {
                 streams.insert(machine, (sid, tx));
             } else {
                 streams.remove(&machine);
@@ -245,7 +247,14 @@ fn grant(g: &crate::core::FlowGrant) -> pb::AnnounceGetResponse {
 fn transmit(core: &mut Core, streams: &mut Open) {
     while let Some(t) = core.poll_transmit() {
         let (machine, update) = match t {
-            Transmit::Rates(m, batch) => (m, rates(batch)),
+            Transmit::Rates(m, batch) => {
+                let mut updates = rates(batch);
+                let last = updates.pop().unwrap_or_default();
+                for update in updates {
+                    send(core, streams, m, pb::CoordinatorBatch { replies: Vec::new(), update: Some(update) });
+                }
+                (m, last)
+            }
             Transmit::Notice(m, Notice::FlowFailed(f)) => {
                 (m, pb::RateUpdate { failed_flows: vec![f.0], ..Default::default() })
             }
@@ -262,23 +271,42 @@ fn transmit(core: &mut Core, streams: &mut Open) {
     }
 }
 
-fn rates(batch: RateBatch) -> pb::RateUpdate {
+/// A batch of rates as updates of at most [`MAX_RATES_PER_UPDATE`] rates each, in order (one
+/// update, empty or not, for a batch that small).
+fn rates(batch: RateBatch) -> Vec<pb::RateUpdate> {
     for (f, r) in &batch {
         tracing::debug!(target: "coflow::path", flow = f.0, rate = r, "push");
     }
-    pb::RateUpdate {
-        rates: batch.into_iter().map(|(f, r)| pb::FlowRate { flow_id: f.0, rate_bps: r }).collect(),
-        ..Default::default()
+    let mut updates: Vec<pb::RateUpdate> = batch
+        .chunks(MAX_RATES_PER_UPDATE)
+        .map(|c| pb::RateUpdate {
+            rates: c.iter().map(|&(f, r)| pb::FlowRate { flow_id: f.0, rate_bps: r }).collect(),
+            ..Default::default()
+        })
+        .collect();
+    if updates.is_empty() {
+        updates.push(pb::RateUpdate::default());
     }
+    updates
 }
 
 /// The most messages merged into one outbound frame, so that one frame stays small.
 const MAX_MERGED: usize = 1024;
 
+/// The largest frame sent to an agent (merged messages are split across frames above it), well
+/// under the 4 MiB a gRPC client decodes by default: an agent never refuses a frame as too large.
+const MAX_FRAME_BYTES: usize = 1 << 20;
+
+/// The most rates in one update: a `FlowRate` encodes in at most 22 bytes with its framing, so
+/// an update of this many stays under [`MAX_FRAME_BYTES`].
+const MAX_RATES_PER_UPDATE: usize = 32_768;
+
 /// The coordinator's side of a session: what the core task queued for the agent, merged into
 /// one batch per frame (whatever queued while the previous frame was being sent).
 struct Outbound {
     rx: mpsc::UnboundedReceiver<pb::CoordinatorBatch>,
+    /// A batch taken from the queue that did not fit in the previous frame.
+    pending: Option<pb::CoordinatorBatch>,
 }
 
 /// Appends `more` to `batch`, keeping the order in which the agent applies them.
@@ -296,14 +324,27 @@ impl Stream for Outbound {
     type Item = Result<pb::CoordinatorBatch, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut batch = match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(b)) => b,
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending => return Poll::Pending,
+        let mut batch = match self.pending.take() {
+            Some(b) => b,
+            None => match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(b)) => b,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            },
         };
+        // The sum of the parts' sizes bounds the merged frame's.
+        let mut size = coflow_proto::encoded_len(&batch);
         for _ in 0..MAX_MERGED {
             match self.rx.try_recv() {
-                Ok(more) => merge(&mut batch, more),
+                Ok(more) => {
+                    let n = coflow_proto::encoded_len(&more);
+                    if size + n > MAX_FRAME_BYTES {
+                        self.pending = Some(more);
+                        break;
+                    }
+                    size += n;
+                    merge(&mut batch, more);
+                }
                 Err(_) => break,
             }
         }
@@ -558,7 +599,7 @@ impl Coordinator for CoordinatorService {
         let weak = tx.downgrade();
         self.core.tell(Event::Open(machine, sid, tx)).await.map_err(status)?;
         tokio::spawn(read_session(self.clone(), machine, sid, first.session, first.messages, inbound, weak));
-        Ok(Response::new(Box::pin(Outbound { rx })))
+        Ok(Response::new(Box::pin(Outbound { rx, pending: None })))
     }
 
     async fn assign_machine(
@@ -632,5 +673,59 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
             .collect(),
         next_after_coflow_id: 0,
         flows_omitted: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_stream::StreamExt;
+
+    use super::*;
+
+    /// Rates of flows `from..to`, each at its id.
+    fn batch(from: u64, to: u64) -> pb::CoordinatorBatch {
+        let rates = (from..to).map(|f| pb::FlowRate { flow_id: f, rate_bps: f as f64 }).collect();
+        pb::CoordinatorBatch { replies: Vec::new(), update: Some(pb::RateUpdate { rates, ..Default::default() }) }
+    }
+
+    /// However much queues for an agent, no frame exceeds the frame limit, and every rate
+    /// arrives once, in order.
+    #[tokio::test]
+    async fn frames_to_an_agent_stay_under_the_limit_and_keep_every_rate_in_order() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        // 200 batches of 10,000 rates: about 30 MiB queued at once.
+        for k in 0..200 {
+            tx.send(batch(k * 10_000, (k + 1) * 10_000)).unwrap();
+        }
+        drop(tx);
+        let mut out = Outbound { rx, pending: None };
+        let (mut next, mut frames) = (0, 0);
+        while let Some(frame) = out.next().await {
+            let frame = frame.unwrap();
+            assert!(
+                coflow_proto::encoded_len(&frame) <= MAX_FRAME_BYTES,
+                "a frame of {} bytes",
+                coflow_proto::encoded_len(&frame)
+            );
+            for r in frame.update.unwrap().rates {
+                assert_eq!(r.flow_id, next, "out of order or lost");
+                next += 1;
+            }
+            frames += 1;
+        }
+        assert_eq!(next, 2_000_000);
+        assert!(frames > 20, "about 30 MiB in frames of at most 1 MiB, not {frames}");
+    }
+
+    /// A batch of rates too large for one frame is split into updates that each fit.
+    #[test]
+    fn a_large_batch_of_rates_is_split_into_updates_that_fit() {
+        let batch: RateBatch = (0..100_000).map(|f| (FlowId(u64::MAX - f), f64::MAX)).collect();
+        let updates = rates(batch);
+        assert_eq!(updates.len(), 4);
+        assert!(updates.iter().all(|u| coflow_proto::encoded_len(u) <= MAX_FRAME_BYTES));
+        let ids: Vec<u64> = updates.iter().flat_map(|u| u.rates.iter().map(|r| r.flow_id)).collect();
+        assert_eq!(ids, (0..100_000).map(|f| u64::MAX - f).collect::<Vec<_>>());
+        assert_eq!(rates(Vec::new()).len(), 1, "an empty batch is still one update");
     }
 }

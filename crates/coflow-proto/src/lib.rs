@@ -32,6 +32,12 @@ pub mod pb {
     tonic::include_proto!("coflow.v1");
 }
 
+/// The bytes a message takes on the wire: its protobuf encoding, without gRPC's framing (for
+/// services that keep what they send under a peer's decoding limit).
+pub fn encoded_len(m: &impl prost::Message) -> usize {
+    m.encoded_len()
+}
+
 pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError};
 pub use kind::{ERROR_KIND, ErrorKind, UnknownKind};
 pub use msg::{
