@@ -179,7 +179,7 @@ pub struct Blinded<B> {
     alloc: BlindAllocation,
     /// Bytes sent per coflow at the last report, and when the next report is due.
     reported: std::collections::BTreeMap<CoflowId, f64>,
-    /// Each coflow's bytes over the fabric, counted on first sight.
+    /// Each coflow's bytes over the fabric: the most its legs have held.
     total: std::collections::BTreeMap<CoflowId, f64>,
     /// Scratch: whether each resource is one a coflow sends from.
     sending: Vec<bool>,
@@ -391,7 +391,14 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         // Bytes sent: a coflow's bytes, counted once, less what its senders have left.
         if input.now >= self.next_report {
             for c in input.coflows {
-                let total = *self.total.entry(c.id).or_insert_with(|| input.legs_of(c).iter().map(|l| l.bytes).sum());
+                // The most bytes the coflow has held: a simulated coflow comes whole and keeps
+                // that total as its flows finish; a live coordinator's coflow gains flows while
+                // it is scheduled (its gets come one by one) and drops the finished ones, so a
+                // total counted once at first sight would miss the bytes of every later flow.
+                let now_total: f64 = input.legs_of(c).iter().map(|l| l.bytes).sum();
+                let total = self.total.entry(c.id).or_insert(now_total);
+                *total = total.max(now_total);
+                let total = *total;
                 self.sending.resize(input.fabric.resources(), false);
                 for sd in input.senders_of(c) {
                     self.sending[sd.resource as usize] = true;

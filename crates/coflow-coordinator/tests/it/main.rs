@@ -423,6 +423,31 @@ fn a_blind_policy_schedules_small_coflows_too() {
     }
 }
 
+/// A live coflow gains flows while it is scheduled (its gets come one by one): a blind policy
+/// counts the bytes its later flows send too. Here the coflow first seen with one small flow
+/// sends 50 MB through a flow that came later, so `aalo` moves it out of the first queue, and a
+/// small coflow arriving behind it on the same ports is served at once rather than after it.
+#[test]
+fn a_blind_policy_counts_the_bytes_of_flows_a_coflow_gains_while_scheduled() {
+    let mut h = Harness::new("aalo", 2, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let big = h.register(2, CoflowOptions::default());
+    h.put(big, "first", 0, 1000).unwrap();
+    h.get(big, "first", 1).unwrap();
+    h.advance(10);
+    h.put(big, "later", 0, 100_000_000).unwrap();
+    let later = h.get(big, "later", 1).unwrap();
+    h.advance(10);
+    assert!(h.heartbeat(0, vec![(later.flow, 50_000_000)]));
+    h.advance(100);
+    let small = h.register(1, CoflowOptions::default());
+    h.put(small, "s", 0, 1000).unwrap();
+    let s = h.get(small, "s", 1).unwrap();
+    h.advance(10);
+    let pushed = h.drain();
+    let rate = last_rate(&pushed, s.flow).unwrap_or(0.0);
+    assert!(rate > CAP / 2.0, "the small coflow waits behind one that sent 50 MB: {rate}");
+}
+
 #[test]
 fn tcp_assigns_no_rates_every_flow_goes_at_its_senders_port_rate() {
     let cfg =
