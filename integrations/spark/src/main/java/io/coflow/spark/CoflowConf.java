@@ -118,19 +118,22 @@ public final class CoflowConf {
     }
   }
 
-  /** Spark's key for the shuffle's data IO, which must name {@link CoflowShuffleDataIO}. */
+  /** Spark's key for the shuffle's data IO, which must name {@link CoflowShuffleDataIO} or nothing. */
   public static final String DATA_IO = "spark.shuffle.sort.io.plugin.class";
 
   /**
-   * Fails unless the shuffle's data IO is the plugin's: with the manager alone, map output would
-   * go to local disk while reducers ask the agents. The error names the missing key and value.
+   * Makes the shuffle's data IO the plugin's when it is not set, so that the manager's key alone
+   * is enough; fails, naming the key, when it names another data IO (map output would go there
+   * while reducers ask the agents). Called before Spark's sort shuffle reads the key.
    */
-  public static void requireDataIO(SparkConf conf) {
+  public static void installDataIO(SparkConf conf) {
     String io = conf.get(DATA_IO, null);
     String want = CoflowShuffleDataIO.class.getName();
-    if (!want.equals(io == null ? null : io.trim())) {
+    if (io == null || io.trim().isEmpty()) {
+      conf.set(DATA_IO, want);
+    } else if (!want.equals(io.trim())) {
       throw new IllegalArgumentException("coflow: spark.shuffle.manager=" + CoflowShuffleManager.class.getName()
-          + " needs " + DATA_IO + "=" + want + " (it is " + (io == null ? "not set" : io) + ")");
+          + " needs " + DATA_IO + "=" + want + " or no value (it is " + io + ")");
     }
   }
 

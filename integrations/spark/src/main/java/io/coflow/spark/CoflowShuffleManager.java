@@ -51,7 +51,7 @@ public final class CoflowShuffleManager implements ShuffleManager {
   private CoordinatorGrpc.CoordinatorBlockingStub stub;
 
   public CoflowShuffleManager(SparkConf conf, boolean isDriver) {
-    CoflowConf.requireDataIO(conf);
+    CoflowConf.installDataIO(conf);
     this.sort = new SortShuffleManager(conf);
     this.conf = CoflowConf.from(conf);
     this.isDriver = isDriver;

@@ -153,8 +153,8 @@ final class CoflowCluster implements AutoCloseable {
   /** The Spark configuration that sends every shuffle through this cluster. */
   Map<String, String> sparkConf() {
     Map<String, String> c = new HashMap<>();
+    // The manager's key alone: it installs its data IO (the registration tests set both keys).
     c.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
-    c.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
     c.put(CoflowConf.COORDINATOR, "127.0.0.1:" + coordinatorPort);
     if (certs == null) {
       c.put(CoflowConf.TOKEN, token);

@@ -48,14 +48,15 @@ class CoflowConfTest {
   }
 
   @Test
-  void the_manager_without_its_data_io_fails_naming_the_key() {
-    IllegalArgumentException e =
-        assertThrows(IllegalArgumentException.class, () -> CoflowConf.requireDataIO(base()));
+  void the_manager_installs_its_data_io_and_refuses_another_naming_the_key() {
+    SparkConf alone = base();
+    CoflowConf.installDataIO(alone);
+    assertTrue(CoflowShuffleDataIO.class.getName().equals(alone.get(CoflowConf.DATA_IO)), "installed");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CoflowConf.installDataIO(
+        base().set(CoflowConf.DATA_IO, "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO")));
     assertTrue(e.getMessage().contains(CoflowConf.DATA_IO + "=" + CoflowShuffleDataIO.class.getName()),
         e.getMessage());
-    assertThrows(IllegalArgumentException.class, () -> CoflowConf.requireDataIO(
-        base().set(CoflowConf.DATA_IO, "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO")));
-    CoflowConf.requireDataIO(base().set(CoflowConf.DATA_IO, CoflowShuffleDataIO.class.getName()));
+    CoflowConf.installDataIO(base().set(CoflowConf.DATA_IO, CoflowShuffleDataIO.class.getName()));
   }
 
   @Test
