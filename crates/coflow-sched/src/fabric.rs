@@ -79,6 +79,18 @@ pub trait Topology: Any + fmt::Debug + Send + Sync {
     fn median_capacity(&self, _r: ResourceId, now: f64) -> f64 {
         now
     }
+
+    /// The distribution of resource `r`'s capacity, if it fluctuates (a wide-area link's
+    /// bandwidth); `None`: it has the capacity it has now.
+    fn distribution(&self, _r: ResourceId) -> Option<&crate::wan::Bandwidth> {
+        None
+    }
+
+    /// Whether every route is a sender's ingress port and a receiver's egress port of equal
+    /// standing (the big switch), which some policies assume.
+    fn is_big_switch(&self) -> bool {
+        false
+    }
 }
 
 /// The non-blocking big switch of Varys §2.2: resource `i` is machine `i`'s ingress port and
@@ -129,6 +141,10 @@ impl Topology for BigSwitch {
     fn resource_name(&self, r: ResourceId) -> String {
         if r < self.machines { format!("in{r}") } else { format!("out{}", r - self.machines) }
     }
+
+    fn is_big_switch(&self) -> bool {
+        true
+    }
 }
 
 /// A topology and the capacity of every resource now, in bytes per second.
@@ -171,6 +187,20 @@ impl Fabric {
     /// The median capacity of a resource ([`Topology::median_capacity`]).
     pub fn median_capacity(&self, r: ResourceId) -> f64 {
         self.topology.median_capacity(r, self.capacity[r as usize])
+    }
+
+    /// The distribution of a resource's capacity ([`Topology::distribution`]): a fluctuating
+    /// link's, else a constant at its capacity now.
+    pub fn distribution(&self, r: ResourceId) -> crate::wan::Bandwidth {
+        self.topology
+            .distribution(r)
+            .cloned()
+            .unwrap_or_else(|| crate::wan::Bandwidth::Constant(self.capacity[r as usize]))
+    }
+
+    /// Whether it is the big switch ([`Topology::is_big_switch`]).
+    pub fn is_big_switch(&self) -> bool {
+        self.topology.is_big_switch()
     }
 
     /// The number of machines.

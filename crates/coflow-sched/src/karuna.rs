@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, btree_map};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
-use crate::fabric::{BigSwitch, ResourceId};
+use crate::fabric::ResourceId;
 use crate::kernel::{LiveLegs, backfill, madd};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, CoflowState, Input, LegState, ServiceModel};
@@ -183,7 +183,7 @@ impl Scheduler for Karuna {
                 self.per_level[level] += 1;
             }
             let shared = |level: usize| self.per_level[level] > 1;
-            if input.changes.everything || input.fabric.topology::<BigSwitch>().is_none() {
+            if input.changes.everything || !input.fabric.is_big_switch() {
                 for (level, within, k) in &mut rest {
                     if shared(*level) {
                         *within = exact(&mut self.live, input, *k);

@@ -76,4 +76,4 @@ pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
 pub use state::{Allocation, Changes, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel};
 pub use varys::{Order, Varys, VarysConfig};
-pub use wan::{Bandwidth, Link, Wan, WanError};
+pub use wan::{Bandwidth, Detours, Link, Wan, WanError, WideArea, detour_fraction, water_fill};

@@ -12,7 +12,7 @@ use std::fmt;
 
 use coflow_core::Nanos;
 
-use crate::fabric::{BigSwitch, Fabric};
+use crate::fabric::Fabric;
 use crate::scheduler::Scheduler;
 use crate::{Aalo, AaloConfig, Blinded, DeadlineMode, DeadlineScheduler, Fair, FlowOrder, FlowPriority, Karuna};
 use crate::{Intra, Mrtf, Order, Philae, Saath, Select, Sincronia, SiphonConfig, SiphonMc, Varys, VarysConfig};
@@ -58,7 +58,7 @@ impl Needs {
     pub fn met_by(self, fabric: &Fabric) -> bool {
         match self {
             Needs::AnyFabric => true,
-            Needs::BigSwitch => fabric.topology::<BigSwitch>().is_some(),
+            Needs::BigSwitch => fabric.is_big_switch(),
         }
     }
 }

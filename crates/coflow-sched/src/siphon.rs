@@ -32,7 +32,7 @@ use crate::fabric::ResourceId;
 use crate::mrtf::{FLOW_FINISH_GAP, Intra, Scratch, allocate, remaining_time, sort_by_key};
 use crate::scheduler::Scheduler;
 use crate::state::{Allocation, Input, ServiceModel};
-use crate::wan::{Bandwidth, Wan};
+use crate::wan::Bandwidth;
 
 /// Parameters of [`SiphonMc`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -182,12 +182,7 @@ impl SiphonMc {
         debug_assert_eq!(orders[0], median_order, "the first candidate is MRTF on medians");
         let nodes: Vec<Vec<(ResourceId, f64)>> =
             input.coflows.iter().map(|c| input.remaining_loads(c).collect()).collect();
-        let dist: Vec<Bandwidth> = (0..fabric.resources())
-            .map(|r| match fabric.topology::<Wan>() {
-                Some(w) => w.links()[r].bandwidth.clone(),
-                None => Bandwidth::Constant(fabric.capacity(r as ResourceId)),
-            })
-            .collect();
+        let dist: Vec<Bandwidth> = (0..fabric.resources()).map(|r| fabric.distribution(r as ResourceId)).collect();
         // Draws per node: one, or as many coherence intervals as it is expected to last.
         let draws: Vec<Vec<u32>> = nodes
             .iter()

@@ -122,6 +122,16 @@ impl Bandwidth {
         }
     }
 
+    /// The distribution with every value multiplied by `k`.
+    pub fn scaled(&self, k: f64) -> Bandwidth {
+        match self {
+            Bandwidth::Constant(v) => Bandwidth::Constant(v * k),
+            Bandwidth::Uniform(lo, hi) => Bandwidth::Uniform(lo * k, hi * k),
+            Bandwidth::Normal { mean, sd, min } => Bandwidth::Normal { mean: mean * k, sd: sd * k, min: min * k },
+            Bandwidth::Empirical(s) => Bandwidth::Empirical(s.iter().map(|v| v * k).collect()),
+        }
+    }
+
     /// Its median (for an even number of samples, the lower middle one).
     pub fn median(&self) -> f64 {
         match self {
@@ -301,6 +311,128 @@ impl Topology for Wan {
     fn median_capacity(&self, r: ResourceId, _now: f64) -> f64 {
         self.links[r as usize].bandwidth.median()
     }
+
+    fn distribution(&self, r: ResourceId) -> Option<&Bandwidth> {
+        Some(&self.links[r as usize].bandwidth)
+    }
+}
+
+/// A wide area as a cluster knows it before any machine joins: its datacenters and the links
+/// between them, each with its bandwidth distribution (a long-term measurement, as Siphon's
+/// controller starts from). Machines are placed as they join ([`WideArea::place`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WideArea {
+    /// Datacenter names; a datacenter's index is its position.
+    pub datacenters: Vec<String>,
+    /// Directed links with their distributions, in bytes per second; link `i` is resource `i`.
+    pub links: Vec<Link>,
+}
+
+impl WideArea {
+    /// Checks the datacenters and links on their own (no machine placed yet).
+    pub fn validate(&self) -> Result<(), WanError> {
+        Wan::new(self.datacenters.clone(), self.links.clone(), Vec::new()).map(|_| ())
+    }
+
+    /// The index of the datacenter named `name`.
+    pub fn datacenter(&self, name: &str) -> Option<u32> {
+        self.datacenters.iter().position(|d| d == name).map(|i| i as u32)
+    }
+
+    /// The topology with machine `m` in `dc_of[m]`, each link's bandwidth replaced by
+    /// `bandwidth[i]` where given (what a cluster measured).
+    pub fn place(&self, dc_of: Vec<u32>, bandwidth: &[Option<Bandwidth>]) -> Result<Wan, WanError> {
+        let links = self
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| match bandwidth.get(i).cloned().flatten() {
+                Some(b) => Link { bandwidth: b, ..l.clone() },
+                None => l.clone(),
+            })
+            .collect();
+        Wan::new(self.datacenters.clone(), links, dc_of)
+    }
+}
+
+/// Per direct route, the two-hop detours a multi-path split sends part of its bytes over, each
+/// with the fraction of the direct route's bytes it takes.
+pub type Detours = std::collections::BTreeMap<Route, Vec<(Route, f64)>>;
+
+/// The balancing fraction of Siphon §3.3: moving `α` of the `d` bytes on a link of bandwidth `b`
+/// onto a path whose most loaded link holds `d2` bytes at bandwidth `b2` equalises
+/// `d(1 − α)/b = (dα + d2)/b2`; zero when the path is already slower.
+pub fn detour_fraction(d: f64, b: f64, d2: f64, b2: f64) -> f64 {
+    if d <= 0.0 {
+        return 0.0;
+    }
+    ((d * b2 - d2 * b) / (d * (b + b2))).clamp(0.0, 1.0)
+}
+
+/// Multi-path routing of new bytes by water-filling (Siphon §3.3): `bw` holds every link's
+/// expected bandwidth, `loads` its remaining bytes from traffic already routed, and `own` the new
+/// bytes on each link's direct route (the only ones that may move). The link whose traffic takes
+/// longest gives the fraction α of its new bytes to its least-loaded two-hop detour, from
+/// `D(1 − α)/B = (Dα + D')/B'`, and this repeats while the longest time falls. Returns, per
+/// direct route with bytes moved, the detours and the fraction of its new bytes each takes, and
+/// the bytes detoured (each crosses one link more than it would have).
+pub fn water_fill(wan: &Wan, bw: &[f64], loads: &[f64], own: &[f64]) -> (Detours, f64) {
+    let links = wan.links();
+    let mut d: Vec<f64> = loads.iter().zip(own).map(|(l, o)| l + o).collect();
+    let mut own = own.to_vec();
+    let total = own.clone();
+    let mut moved: std::collections::BTreeMap<(ResourceId, Route), f64> = std::collections::BTreeMap::new();
+    let time = |d: &[f64], r: usize| d[r] / bw[r];
+    let longest = |d: &[f64]| (0..d.len()).map(|r| time(d, r)).fold(0.0, f64::max);
+    for _ in 0..4 * links.len() {
+        let before = longest(&d);
+        // The most loaded link (the first of equals).
+        let hot = (0..d.len()).fold(0, |best, r| if time(&d, r) > time(&d, best) { r } else { best });
+        if own[hot] <= 0.0 {
+            break;
+        }
+        let (from, to) = (links[hot].from, links[hot].to);
+        // The detour whose most loaded link is least loaded (the first of equals).
+        let best = wan
+            .detours(from, to)
+            .map(|(_, route)| {
+                let worst = route.hops().iter().map(|&r| time(&d, r as usize)).fold(0.0, f64::max);
+                (worst, route)
+            })
+            .fold(None, |best: Option<(f64, Route)>, x| match best {
+                Some(b) if b.0 <= x.0 => Some(b),
+                _ => Some(x),
+            });
+        let Some((_, route)) = best else { break };
+        // Balance against each hop; the tightest one decides.
+        let alpha = route
+            .hops()
+            .iter()
+            .map(|&r| detour_fraction(d[hot], bw[hot], d[r as usize], bw[r as usize]))
+            .fold(1.0, f64::min);
+        let bytes = (alpha * d[hot]).min(own[hot]);
+        if bytes <= 1e-9 * d[hot] {
+            break;
+        }
+        let mut next = d.clone();
+        next[hot] -= bytes;
+        for &r in route.hops() {
+            next[r as usize] += bytes;
+        }
+        if longest(&next) >= before * (1.0 - 1e-9) {
+            break;
+        }
+        d = next;
+        own[hot] -= bytes;
+        *moved.entry((hot as ResourceId, route)).or_default() += bytes;
+    }
+    let mut split = Detours::new();
+    let mut relayed = 0.0;
+    for ((l, route), bytes) in moved {
+        relayed += bytes;
+        split.entry(Route::new(&[l])).or_default().push((route, bytes / total[l as usize]));
+    }
+    (split, relayed)
 }
 
 #[cfg(test)]

@@ -83,23 +83,13 @@ impl Skew {
             Bandwidth::Empirical([vec![lo; low], vec![hi; 20 - low]].concat())
         };
         match *self {
-            Skew::AsIs => scale(original, mean / original.mean()),
+            Skew::AsIs => original.scaled(mean / original.mean()),
             Skew::Constant => Bandwidth::Constant(mean),
             Skew::Uniform(s) => Bandwidth::Uniform(mean * (1.0 - s), mean * (1.0 + s)),
             Skew::Dips(p) => dips(p),
             Skew::Mixed(p) if link.is_multiple_of(2) => dips(p),
             Skew::Mixed(_) => Bandwidth::Uniform(0.9 * mean, 1.1 * mean),
         }
-    }
-}
-
-/// `b` with every value multiplied by `k`.
-fn scale(b: &Bandwidth, k: f64) -> Bandwidth {
-    match b {
-        Bandwidth::Constant(v) => Bandwidth::Constant(v * k),
-        Bandwidth::Uniform(lo, hi) => Bandwidth::Uniform(lo * k, hi * k),
-        Bandwidth::Normal { mean, sd, min } => Bandwidth::Normal { mean: mean * k, sd: sd * k, min: min * k },
-        Bandwidth::Empirical(s) => Bandwidth::Empirical(s.iter().map(|v| v * k).collect()),
     }
 }
 

@@ -16,10 +16,8 @@
 //!
 //! The figures a wide-area run reports are [`Summary::wide_area`](crate::Summary::wide_area).
 
-use std::collections::BTreeMap;
-
 use coflow_core::{Coflow, CoflowId, Nanos};
-use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, Wan};
+use coflow_sched::{Allocation, Fabric, Input, ResourceId, Wan};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -214,87 +212,23 @@ pub(crate) fn isolated_cct(fabric: &Fabric, c: &Coflow) -> Nanos {
     Nanos::from_secs_f64(t)
 }
 
-/// The balancing fraction of §3.3: moving `α` of the `d` bytes on a link of bandwidth `b` onto a
-/// path whose most loaded link holds `d2` bytes at bandwidth `b2` equalises
-/// `d(1 − α)/b = (dα + d2)/b2`; zero when the path is already slower.
-pub fn detour_fraction(d: f64, b: f64, d2: f64, b2: f64) -> f64 {
-    if d <= 0.0 {
-        return 0.0;
-    }
-    ((d * b2 - d2 * b) / (d * (b + b2))).clamp(0.0, 1.0)
-}
+pub use coflow_sched::detour_fraction;
 
-/// Multi-path routing of an arriving coflow by water-filling (§3.3), on the links' expected
-/// bandwidth. `loads` holds every link's remaining bytes from the coflows already active.
-/// Returns, per direct route of the coflow, the detours and the fraction of its bytes each
-/// takes, and the bytes detoured (each crosses one link more than it would have).
+/// Multi-path routing of an arriving coflow by water-filling (§3.3, [`coflow_sched::water_fill`]),
+/// on the links' expected bandwidth. `loads` holds every link's remaining bytes from the coflows
+/// already active. Returns, per direct route of the coflow, the detours and the fraction of its
+/// bytes each takes, and the bytes detoured (each crosses one link more than it would have).
 pub(crate) fn water_fill(fabric: &Fabric, loads: &[f64], c: &Coflow) -> (Split, f64) {
     let Some(wan) = fabric.topology::<Wan>() else { return (Split::new(), 0.0) };
-    let links = wan.links();
-    let bw: Vec<f64> = (0..links.len()).map(|r| fabric.expected_capacity(r as ResourceId)).collect();
-    let mut d = loads.to_vec();
+    let bw: Vec<f64> = (0..wan.links().len()).map(|r| fabric.expected_capacity(r as ResourceId)).collect();
     // The new coflow's bytes on each link's direct route: the only ones that may move.
-    let mut own = vec![0.0; links.len()];
+    let mut own = vec![0.0; wan.links().len()];
     for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
-        let route = fabric.route(f.src, f.dst);
-        if let [l] = route.hops() {
+        if let [l] = fabric.route(f.src, f.dst).hops() {
             own[*l as usize] += f.size.as_f64();
-            d[*l as usize] += f.size.as_f64();
         }
     }
-    let total = own.clone();
-    let mut moved: BTreeMap<(ResourceId, Route), f64> = BTreeMap::new();
-    let time = |d: &[f64], r: usize| d[r] / bw[r];
-    let longest = |d: &[f64]| (0..d.len()).map(|r| time(d, r)).fold(0.0, f64::max);
-    for _ in 0..4 * links.len() {
-        let before = longest(&d);
-        // The most loaded link (the first of equals).
-        let hot = (0..d.len()).fold(0, |best, r| if time(&d, r) > time(&d, best) { r } else { best });
-        if own[hot] <= 0.0 {
-            break;
-        }
-        let (from, to) = (links[hot].from, links[hot].to);
-        // The detour whose most loaded link is least loaded (the first of equals).
-        let best = wan
-            .detours(from, to)
-            .map(|(_, route)| {
-                let worst = route.hops().iter().map(|&r| time(&d, r as usize)).fold(0.0, f64::max);
-                (worst, route)
-            })
-            .fold(None, |best: Option<(f64, Route)>, x| match best {
-                Some(b) if b.0 <= x.0 => Some(b),
-                _ => Some(x),
-            });
-        let Some((_, route)) = best else { break };
-        // Balance against each hop; the tightest one decides.
-        let alpha = route
-            .hops()
-            .iter()
-            .map(|&r| detour_fraction(d[hot], bw[hot], d[r as usize], bw[r as usize]))
-            .fold(1.0, f64::min);
-        let bytes = (alpha * d[hot]).min(own[hot]);
-        if bytes <= 1e-9 * d[hot] {
-            break;
-        }
-        let mut next = d.clone();
-        next[hot] -= bytes;
-        for &r in route.hops() {
-            next[r as usize] += bytes;
-        }
-        if longest(&next) >= before * (1.0 - 1e-9) {
-            break;
-        }
-        d = next;
-        own[hot] -= bytes;
-        *moved.entry((hot as ResourceId, route)).or_default() += bytes;
-    }
-    let mut split = Split::new();
-    let mut relayed = 0.0;
-    for ((l, route), bytes) in moved {
-        relayed += bytes;
-        split.entry(Route::new(&[l])).or_default().push((route, bytes / total[l as usize]));
-    }
-    (split, relayed)
+    coflow_sched::water_fill(wan, &bw, loads, &own)
 }
 
 #[cfg(test)]
