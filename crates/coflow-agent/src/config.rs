@@ -17,6 +17,10 @@ pub struct AgentConfig {
     pub machine: Option<u32>,
     /// The coordinator's gRPC address, e.g. `http://127.0.0.1:7070`. Default that.
     pub coordinator: String,
+    /// The datacenter this machine lives in, by the name the coordinator's wide-area topology
+    /// gives it; a coordinator that schedules a wide area refuses an agent without one. None by
+    /// default (a big switch).
+    pub datacenter: Option<String>,
     /// gRPC listen address for local clients. Default `127.0.0.1:7071`.
     pub listen: String,
     /// Data-plane (TCP) listen address other agents fetch from. Default `127.0.0.1:7072`.
@@ -81,6 +85,7 @@ impl Default for AgentConfig {
         AgentConfig {
             machine: None,
             coordinator: "http://127.0.0.1:7070".into(),
+            datacenter: None,
             listen: "127.0.0.1:7071".into(),
             data_listen: "127.0.0.1:7072".into(),
             data_advertise: None,
@@ -116,6 +121,11 @@ impl AgentConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |field, reason: &str| Err(ConfigError { field, reason: reason.into() });
+        if let Some(dc) = &self.datacenter
+            && (dc.is_empty() || dc.len() > 256 || dc.chars().any(char::is_control))
+        {
+            return err("datacenter", "must be a name of 1 to 256 bytes without control characters");
+        }
         if !(self.port_rate_bps.is_finite() && self.port_rate_bps >= 1000.0) {
             return err("port_rate_bps", "must be at least 1000 bytes per second");
         }

@@ -41,6 +41,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             port_rate_bps: shared.config.port_rate_bps,
             session: shared.session(),
             incarnation,
+            datacenter: shared.config.datacenter.clone().unwrap_or_default(),
         };
         let registered = async {
             let answer = coord.register_agent(reg).await?.into_inner();

@@ -70,6 +70,7 @@ impl Phantom {
             port_rate_bps,
             session: 0,
             incarnation: 0,
+            datacenter: String::new(),
         };
         let session = coord.register_agent(reg).await?.into_inner().session;
         let link = Arc::new(Link::default());

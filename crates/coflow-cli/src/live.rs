@@ -119,6 +119,10 @@ pub(crate) struct CoordinatorArgs {
     /// Rate push batching window in milliseconds.
     #[arg(long, env = "COFLOW_PUSH_WINDOW_MS")]
     push_window_ms: Option<u64>,
+    /// A wide-area topology to schedule (a file in `coflow sim --wan`'s format, or `default`):
+    /// the links between datacenters instead of a big switch; agents name their datacenter.
+    #[arg(long, env = "COFLOW_TOPOLOGY")]
+    topology: Option<String>,
     #[command(flatten)]
     token: TokenArgs,
     #[command(flatten)]
@@ -141,6 +145,13 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     }
     if let Some(v) = a.push_window_ms {
         cfg.push_window_ms = v;
+    }
+    if let Some(v) = a.topology {
+        cfg.topology = Some(v);
+    }
+    if let Some(spec) = &cfg.topology {
+        let topology = coflow_sim::topology::Topology::named(spec).with_context(|| format!("topology {spec}"))?;
+        cfg.wide_area = Some(topology.wide_area());
     }
     a.tls.apply(&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key);
     cfg.validate()?;
@@ -169,6 +180,9 @@ pub(crate) struct AgentArgs {
     /// The coordinator's URL.
     #[arg(long, env = "COFLOW_COORDINATOR")]
     coordinator: Option<String>,
+    /// The datacenter this machine lives in, as the coordinator's wide-area topology names it.
+    #[arg(long, env = "COFLOW_DATACENTER")]
+    datacenter: Option<String>,
     /// gRPC listen address for local clients.
     #[arg(long, env = "COFLOW_LISTEN")]
     listen: Option<String>,
@@ -203,6 +217,9 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     }
     if let Some(v) = a.coordinator {
         cfg.coordinator = v;
+    }
+    if let Some(v) = a.datacenter {
+        cfg.datacenter = Some(v);
     }
     if let Some(v) = a.listen {
         cfg.listen = v;

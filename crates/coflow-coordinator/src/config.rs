@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use coflow_core::Rate;
-use coflow_sched::Fabric;
+use coflow_sched::{Fabric, WideArea};
 use serde::Deserialize;
 
 /// The name of the mode in which no policy runs ([`coflow_sched::policy::TCP`]: every flow at its
@@ -58,6 +58,15 @@ pub struct CoordinatorConfig {
     pub tls_cert: Option<PathBuf>,
     /// The coordinator's private key.
     pub tls_key: Option<PathBuf>,
+    /// A wide-area topology (a file in the format of `coflow sim --wan`, or `default`): the
+    /// coordinator then schedules the links between datacenters instead of a big switch of the
+    /// agents' ports, and every agent names its datacenter. None by default (a big switch). The
+    /// `coflow coordinator` command reads it into [`CoordinatorConfig::wide_area`].
+    pub topology: Option<String>,
+    /// The wide area read from `topology`: its datacenters and links, each link's bandwidth
+    /// distribution the prior until the coordinator has measured the link. Not a TOML field.
+    #[serde(skip)]
+    pub wide_area: Option<WideArea>,
 }
 
 impl Default for CoordinatorConfig {
@@ -75,6 +84,8 @@ impl Default for CoordinatorConfig {
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
+            topology: None,
+            wide_area: None,
         }
     }
 }
@@ -102,9 +113,28 @@ impl CoordinatorConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         coflow_sched::policy::check_live(&self.policy)
             .map_err(|e| ConfigError { field: "policy", reason: e.to_string() })?;
+        if let Some(wa) = &self.wide_area {
+            let bad = |reason: String| ConfigError { field: "topology", reason };
+            wa.validate().map_err(|e| bad(e.to_string()))?;
+            // Agents may join in any datacenter: every ordered pair needs its direct link.
+            let dcs = wa.datacenters.len() as u32;
+            let dc_of: Vec<u32> = (0..dcs).collect();
+            wa.place(dc_of, &[]).map_err(|e| bad(format!("{e} (agents may join in any datacenter)")))?;
+        } else if self.topology.is_some() {
+            return Err(ConfigError {
+                field: "topology",
+                reason: "named but not read: `coflow coordinator` reads it into `wide_area`".into(),
+            });
+        }
         if coflow_sched::policy::unscheduled(&self.policy).is_none() {
-            // The coordinator schedules a big switch of its agents' ports.
-            check_policy(&self.policy, &Fabric::big_switch(1, Rate::from_bytes_per_sec(1.0)))?;
+            // The coordinator schedules a big switch of its agents' ports, or the wide area.
+            let fabric = match &self.wide_area {
+                None => Fabric::big_switch(1, Rate::from_bytes_per_sec(1.0)),
+                Some(wa) => Fabric::new(
+                    wa.place(Vec::new(), &[]).map_err(|e| ConfigError { field: "topology", reason: e.to_string() })?,
+                ),
+            };
+            check_policy(&self.policy, &fabric)?;
         }
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
             return Err(ConfigError { field: "heartbeat_interval_ms", reason: "must be 1 to 60000".into() });

@@ -236,6 +236,12 @@ struct FlowRec {
     moved_before: f64,
     state: FlowState,
     rate: f64,
+    /// On a wide area, the link it crosses (none inside a datacenter), and the bytes its
+    /// assigned rates asked since its last report (for the link's measurements): nothing before
+    /// its source reported bytes moved (it may not have started), nor while served outside the
+    /// policy.
+    link: Option<usize>,
+    asked: f64,
 }
 
 impl FlowRec {
@@ -244,6 +250,17 @@ impl FlowRec {
     /// Its `rate` is then its sender's port rate, which the coordinator counts as its use.
     fn pushed_rate(&self) -> f64 {
         if self.state == FlowState::Unscheduled { f64::INFINITY } else { self.rate }
+    }
+
+    /// Bytes its rate asked from the later of its last report and the rate's start to `now`, if
+    /// the policy schedules it and it has started.
+    fn asked_at_rate(&self, now: Nanos) -> f64 {
+        match self.reported_at {
+            Some(at) if self.state == FlowState::Scheduled && self.sent > 0 => {
+                self.rate * now.saturating_sub(at.max(self.rate_since)).as_secs_f64()
+            }
+            _ => 0.0,
+        }
     }
 
     /// Bytes `rate` moved since the last report: from the later of the report and the rate's
@@ -263,6 +280,8 @@ impl FlowRec {
 #[derive(Debug)]
 struct AgentRec {
     data_addr: SocketAddr,
+    /// Its datacenter, on a wide area.
+    dc: Option<u32>,
     port_rate: f64,
     alive: bool,
     last_seen: Nanos,
@@ -355,6 +374,10 @@ pub struct Core {
     /// sizes put, so none bypasses it for being small. It learns only what its adapter passes
     /// on: flows asked for, their routes, bytes reported sent, and sizes of finished flows.
     blind: bool,
+    /// On a wide area: the direct link between each ordered pair of datacenters (at
+    /// `from * dcs + to`), and what the links were measured to carry.
+    links: Vec<Option<usize>>,
+    meter: Option<crate::measure::Meter>,
 }
 
 /// A rate change smaller than this share of the old rate is not pushed.
@@ -376,6 +399,18 @@ impl Core {
         let tcp = cfg.policy == TCP;
         let cfg_agent_timeout = cfg.agent_timeout_ms;
         let blind = coflow_sched::policy::entry_of(&cfg.policy).is_ok_and(|e| e.blind);
+        let (links, meter) = match &cfg.wide_area {
+            None => (Vec::new(), None),
+            Some(wa) => {
+                let dcs = wa.datacenters.len();
+                let mut links = vec![None; dcs * dcs];
+                for (i, l) in wa.links.iter().enumerate() {
+                    links[l.from as usize * dcs + l.to as usize] = Some(i);
+                }
+                let meter = crate::measure::Meter::new(wa.links.iter().map(|l| l.bandwidth.clone()), Nanos::ZERO);
+                (links, Some(meter))
+            }
+        };
         Core {
             cfg,
             policy,
@@ -412,6 +447,25 @@ impl Core {
             nonces: std::hash::RandomState::new(),
             tickets: coflow_proto::ticket::Tickets::generate(),
             blind,
+            links,
+            meter,
+        }
+    }
+
+    /// On a wide area, the link a flow from `src` to `dst` crosses (none inside a datacenter or
+    /// on a big switch).
+    fn link_between(&self, src: MachineId, dst: MachineId) -> Option<usize> {
+        let dcs = self.cfg.wide_area.as_ref()?.datacenters.len();
+        let (a, b) = (self.agents.get(&src)?.dc?, self.agents.get(&dst)?.dc?);
+        if a == b { None } else { self.links[a as usize * dcs + b as usize] }
+    }
+
+    /// Each wide-area link's estimated bandwidth now and how many samples of it were measured,
+    /// by link (empty on a big switch).
+    pub fn link_estimates(&self) -> Vec<(f64, usize)> {
+        match &self.meter {
+            None => Vec::new(),
+            Some(m) => (0..self.links.iter().flatten().count()).map(|l| (m.capacity(l), m.samples(l))).collect(),
         }
     }
 
@@ -660,9 +714,22 @@ impl Core {
         }
     }
 
-    /// An agent joins (again: then what it held is gone).
-    pub fn handle_register_agent(&mut self, now: Nanos, a: AgentRegistration) {
+    /// An agent joins (again: then what it held is gone). On a wide area it must name one of
+    /// the topology's datacenters.
+    pub fn handle_register_agent(&mut self, now: Nanos, a: AgentRegistration) -> Result<(), CoordError> {
         self.input(now);
+        let dc = match &self.cfg.wide_area {
+            None => None,
+            Some(wa) => Some(wa.datacenter(&a.datacenter).ok_or_else(|| {
+                let known = wa.datacenters.join(", ");
+                let reason = if a.datacenter.is_empty() {
+                    format!("none named; this coordinator schedules a wide area of {known}")
+                } else {
+                    format!("{:?} is not one of the wide area's datacenters ({known})", a.datacenter)
+                };
+                CoordError::Invalid(coflow_proto::ProtoError::Invalid { field: "datacenter", reason })
+            })?),
+        };
         if self.agent_alive(a.machine) {
             // Registering again means the agent restarted: what it held is gone.
             self.agent_lost(now, a.machine, "agent-restarted");
@@ -672,6 +739,7 @@ impl Core {
             a.machine,
             AgentRec {
                 data_addr: a.data_addr,
+                dc,
                 port_rate: a.port_rate,
                 alive: true,
                 last_seen: now,
@@ -680,6 +748,22 @@ impl Core {
             },
         );
         self.dirty = true;
+        Ok(())
+    }
+
+    /// Whether a flow from `src` to `dst` crosses nothing the coordinator schedules: one machine,
+    /// or on a wide area one datacenter (whose network is never the bottleneck).
+    fn is_local(&self, src: MachineId, dst: MachineId) -> bool {
+        if src == dst {
+            return true;
+        }
+        match &self.cfg.wide_area {
+            None => false,
+            Some(_) => {
+                let dc = |m: &MachineId| self.agents.get(m).and_then(|a| a.dc);
+                dc(&src).is_some() && dc(&src) == dc(&dst)
+            }
+        }
     }
 
     /// An agent leaves (it stops cleanly): like a lost agent, at once rather than at its timeout.
@@ -694,8 +778,10 @@ impl Core {
     /// register again).
     pub fn handle_heartbeat(&mut self, now: Nanos, hb: Heartbeat) -> bool {
         self.input(now);
+        let mut covered = Nanos::ZERO;
         let known = match self.agents.get_mut(&hb.machine) {
             Some(a) if a.alive => {
+                covered = now.saturating_sub(a.last_seen);
                 a.last_seen = now;
                 a.tx_bps = hb.tx_bps;
                 a.rx_bps = hb.rx_bps;
@@ -704,13 +790,32 @@ impl Core {
             _ => false,
         };
         if known {
+            // What this report says of each wide-area link its flows cross, over the interval
+            // since the agent's previous message.
+            let mut links: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
             for (id, sent) in hb.flows {
                 if let Some(f) = self.flows.get_mut(&id)
                     && f.src == hb.machine
                 {
-                    f.sent = f.sent.max(sent.min(f.size));
+                    let sent = sent.min(f.size);
+                    if let Some(l) = f.link {
+                        // The bytes of a flow's first report may have moved at any time before
+                        // it: it is measured from its first report on.
+                        if f.sent > 0 {
+                            let r = links.entry(l).or_default();
+                            r.0 += sent.saturating_sub(f.sent) as f64;
+                            r.1 += f.asked + f.asked_at_rate(now);
+                        }
+                        f.asked = 0.0;
+                    }
+                    f.sent = f.sent.max(sent);
                     f.reported_at = Some(now);
                     f.moved_before = 0.0;
+                }
+            }
+            if let Some(meter) = &mut self.meter {
+                for (l, (moved, asked)) in links {
+                    meter.report(l, hb.machine, moved, asked, covered.as_secs_f64());
                 }
             }
         }
@@ -923,6 +1028,8 @@ impl Core {
                 moved_before: 0.0,
                 state: FlowState::Held,
                 rate: 0.0,
+                link: self.link_between(r.src, r.dst),
+                asked: 0.0,
             },
         );
         // It was released by the previous coordinator: it waits for nothing.
@@ -953,6 +1060,14 @@ impl Core {
         c.gets_seen += 1;
         c.width += 1;
         c.first_get.get_or_insert(now);
+        let link = {
+            let dcs = self.cfg.wide_area.as_ref().map_or(0, |wa| wa.datacenters.len());
+            let dc = |m: &MachineId| self.agents.get(m).and_then(|a| a.dc);
+            match (dc(&src), dc(&get.machine)) {
+                (Some(a), Some(b)) if a != b => self.links[a as usize * dcs + b as usize],
+                _ => None,
+            }
+        };
         self.flows.insert(
             grant.flow,
             FlowRec {
@@ -967,6 +1082,8 @@ impl Core {
                 moved_before: 0.0,
                 state: FlowState::Held,
                 rate: 0.0,
+                link,
+                asked: 0.0,
             },
         );
         c.held.push(grant.flow);
@@ -1006,9 +1123,12 @@ impl Core {
             c.state = if small { CoflowState::Bypassed } else { CoflowState::Scheduled(None) };
         }
         let by_policy = !self.tcp && matches!(c.state, CoflowState::Scheduled(_));
+        let (scheduled, unscheduled): (Vec<FlowId>, Vec<FlowId>) = held.into_iter().partition(|f| {
+            let f = &self.flows[f];
+            by_policy && !self.is_local(f.src, f.dst)
+        });
         let flows = &mut self.flows;
-        let (scheduled, unscheduled): (Vec<FlowId>, Vec<FlowId>) =
-            held.into_iter().partition(|f| by_policy && flows[f].src != flows[f].dst);
+        let Some(c) = self.coflows.get_mut(&id) else { return };
         if let CoflowState::Scheduled(in_policy) = &mut c.state
             && !scheduled.is_empty()
         {
@@ -1034,6 +1154,7 @@ impl Core {
     /// for bypassed, local, rejected and unregistered coflows' flows and every flow under `tcp`.
     fn serve_unscheduled(&mut self, id: FlowId) {
         let Some(f) = self.flows.get_mut(&id) else { return };
+        f.asked += f.asked_at_rate(self.now);
         f.state = FlowState::Unscheduled;
         f.rate = self.agents.get(&f.src).map_or(0.0, |a| a.port_rate);
         self.pending.entry(f.src).or_default().insert(id, f.pushed_rate());
@@ -1149,6 +1270,13 @@ impl Core {
         for id in ready {
             self.release(now, id);
         }
+        if let Some(meter) = &mut self.meter
+            && meter.tick(now)
+            && !self.active.is_empty()
+        {
+            // A link's estimate changed: the rates were made for another bandwidth.
+            self.dirty = true;
+        }
         if self.dirty || self.wake.is_some_and(|w| w <= now) {
             self.decide(now);
         }
@@ -1174,6 +1302,11 @@ impl Core {
         }
         if !self.pending.is_empty() {
             next = next.min(self.flush_due());
+        }
+        if let Some(meter) = &self.meter
+            && !self.active.is_empty()
+        {
+            next = next.min(meter.period_end());
         }
         // Declared dead once silent for longer than the timeout: one nanosecond after it.
         let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms).saturating_add(Nanos(1));
@@ -1204,6 +1337,19 @@ impl Core {
 
     fn fabric(&self) -> Fabric {
         let machines = self.agents.keys().next_back().map_or(1, |m| m.0 + 1);
+        if let (Some(wa), Some(meter)) = (&self.cfg.wide_area, &self.meter) {
+            // The links between datacenters, at what they were measured to carry; a machine's
+            // datacenter is what its agent registered (an id with no agent is placed in the
+            // first: it sends and receives nothing).
+            let dc_of = (0..machines).map(|m| self.agents.get(&MachineId(m)).and_then(|a| a.dc).unwrap_or(0)).collect();
+            let measured: Vec<_> = (0..wa.links.len()).map(|l| meter.distribution(l)).collect();
+            let wan = wa.place(dc_of, &measured).expect("the configuration checked that every pair has a link");
+            let mut fabric = Fabric::new(wan);
+            for l in 0..wa.links.len() {
+                fabric.set_capacity(l as u32, meter.capacity(l));
+            }
+            return fabric;
+        }
         let ports = BigSwitch::new(machines, Rate::from_bytes_per_sec(1.0));
         let mut fabric = Fabric::new(ports);
         for r in 0..fabric.resources() as u32 {
@@ -1288,6 +1434,7 @@ impl Core {
             };
             if changed {
                 f.moved_before += f.moved_at_rate(now, heartbeat);
+                f.asked += f.asked_at_rate(now);
                 f.rate = rate;
                 f.rate_since = now;
                 self.pending.entry(f.src).or_default().insert(fid, rate);

@@ -24,6 +24,7 @@ mod core;
 mod error;
 mod events;
 mod identity;
+mod measure;
 mod membership;
 mod service;
 mod status;

@@ -120,10 +120,7 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
         Event::Register(reg, reply) => drop(reply.send(core.handle_register(now, reg))),
         Event::Unregister(id, by, reply) => drop(reply.send(core.handle_unregister(now, &by, id))),
         Event::Seal(id, by, reply) => drop(reply.send(core.handle_seal(now, &by, id))),
-        Event::RegisterAgent(a, reply) => {
-            core.handle_register_agent(now, a);
-            drop(reply.send(Ok(())));
-        }
+        Event::RegisterAgent(a, reply) => drop(reply.send(core.handle_register_agent(now, a))),
         Event::Deregister(machine, reply) => {
             core.handle_deregister_agent(now, machine);
             drop(reply.send(Ok(())));

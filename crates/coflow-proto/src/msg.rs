@@ -366,10 +366,15 @@ pub struct AgentRegistration {
     pub data_addr: std::net::SocketAddr,
     /// Its port capacity, bytes per second.
     pub port_rate: f64,
+    /// The datacenter it lives in, as named (empty: none named).
+    pub datacenter: String,
 }
 
 /// The largest machine id accepted.
 const MAX_MACHINE: u32 = 1 << 16;
+
+/// The longest datacenter name accepted, in bytes.
+const MAX_DATACENTER_LEN: usize = 256;
 
 impl TryFrom<pb::RegisterAgentRequest> for AgentRegistration {
     type Error = ProtoError;
@@ -382,7 +387,16 @@ impl TryFrom<pb::RegisterAgentRequest> for AgentRegistration {
         if !(r.port_rate_bps.is_finite() && r.port_rate_bps > 0.0) {
             return Err(invalid("port_rate_bps", format!("{} is not a positive rate", r.port_rate_bps)));
         }
-        Ok(AgentRegistration { machine: MachineId(r.machine_id), data_addr, port_rate: r.port_rate_bps })
+        at_most("datacenter", r.datacenter.len(), MAX_DATACENTER_LEN)?;
+        if r.datacenter.chars().any(char::is_control) {
+            return Err(invalid("datacenter", format!("{:?} holds a control character", r.datacenter)));
+        }
+        Ok(AgentRegistration {
+            machine: MachineId(r.machine_id),
+            data_addr,
+            port_rate: r.port_rate_bps,
+            datacenter: r.datacenter,
+        })
     }
 }
 

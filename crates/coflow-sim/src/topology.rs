@@ -189,6 +189,41 @@ fn interval(ms: u64) -> Nanos {
 }
 
 impl Topology {
+    /// The datacenters and links alone, as a cluster's coordinator schedules them before any
+    /// machine joins (its agents name their datacenters); placement and redraws are a
+    /// simulation's.
+    pub fn wide_area(&self) -> coflow_sched::WideArea {
+        coflow_sched::WideArea { datacenters: self.datacenters.clone(), links: self.links.clone() }
+    }
+
+    /// The file of the datacenters and links alone (what [`Topology::wide_area`] gives), which
+    /// [`Topology::from_json`] reads back: every distribution in Gbit/s, samples inline.
+    pub fn wide_area_json(wa: &coflow_sched::WideArea) -> String {
+        let links: Vec<serde_json::Value> = wa
+            .links
+            .iter()
+            .map(|l| {
+                let mut o = serde_json::Map::new();
+                o.insert("from".into(), wa.datacenters[l.from as usize].clone().into());
+                o.insert("to".into(), wa.datacenters[l.to as usize].clone().into());
+                let (key, value) = match &l.bandwidth {
+                    Bandwidth::Constant(v) => ("constant_gbps", serde_json::json!(v / GBPS)),
+                    Bandwidth::Uniform(lo, hi) => ("uniform_gbps", serde_json::json!([lo / GBPS, hi / GBPS])),
+                    Bandwidth::Normal { mean, sd, min } => {
+                        ("normal_gbps", serde_json::json!({"mean": mean / GBPS, "sd": sd / GBPS, "min": min / GBPS}))
+                    }
+                    Bandwidth::Empirical(s) => {
+                        ("samples_gbps", serde_json::json!(s.iter().map(|v| v / GBPS).collect::<Vec<f64>>()))
+                    }
+                };
+                o.insert(key.into(), value);
+                serde_json::Value::Object(o)
+            })
+            .collect();
+        let file = serde_json::json!({"datacenters": wa.datacenters, "links": links});
+        serde_json::to_string_pretty(&file).expect("plain values serialize")
+    }
+
     /// `default` (the embedded [`DEFAULT_TOPOLOGY`]) or the file at path `spec`.
     pub fn named(spec: &str) -> Result<Topology, TopologyError> {
         if spec == "default" { Topology::from_json(DEFAULT_TOPOLOGY, None) } else { Topology::from_path(spec) }
@@ -334,6 +369,20 @@ mod tests {
 
     fn err(text: &str) -> TopologyError {
         Topology::from_json(text, None).unwrap_err()
+    }
+
+    /// The datacenters and links written alone read back as they were (to float rounding of the
+    /// unit).
+    #[test]
+    fn the_wide_area_alone_reads_back() {
+        let t = Topology::named("default").unwrap();
+        let back = Topology::from_json(&Topology::wide_area_json(&t.wide_area()), None).unwrap();
+        assert_eq!(back.datacenters, t.datacenters);
+        assert_eq!(back.links.len(), t.links.len());
+        for (a, b) in back.links.iter().zip(&t.links) {
+            assert_eq!((a.from, a.to), (b.from, b.to));
+            assert!((a.bandwidth.mean() / b.bandwidth.mean() - 1.0).abs() < 1e-12);
+        }
     }
 
     #[test]

@@ -173,13 +173,20 @@ impl Cluster {
         let token = run_dir.join("token");
         std::fs::write(&token, format!("testbed-{}", names.prefix)).map_err(|e| TestbedError::io(&token, e))?;
         let coord_url = format!("http://{}:{}", names.coordinator_ip(), crate::net::COORDINATOR_PORT);
-        let toml = format!(
+        let mut toml = format!(
             "listen = \"{}:{}\"\npolicy = \"{}\"\nbypass_threshold_bytes = 0\nagent_timeout_ms = {}\n",
             names.coordinator_ip(),
             crate::net::COORDINATOR_PORT,
             svc.policy,
             svc.agent_timeout_ms
         );
+        if let Some(dcs) = &topology.wan {
+            // The coordinator schedules the wide area at the payload rates the agents carry.
+            let wan = run_dir.join("wan.json");
+            let json = coflow_sim::topology::Topology::wide_area_json(&dcs.payload_wide_area());
+            std::fs::write(&wan, json).map_err(|e| TestbedError::io(&wan, e))?;
+            toml.push_str(&format!("topology = \"{}\"\n", wan.display()));
+        }
         let cfg = run_dir.join("coordinator.toml");
         std::fs::write(&cfg, toml).map_err(|e| TestbedError::io(&cfg, e))?;
         let coordinator = spawn(
@@ -207,7 +214,7 @@ impl Cluster {
         for (i, h) in topology.hosts.iter().enumerate() {
             let dir = run_dir.join(format!("agent{i}"));
             std::fs::create_dir_all(&dir).map_err(|e| TestbedError::io(&dir, e))?;
-            let toml = format!(
+            let mut toml = format!(
                 "machine = {i}\ncoordinator = \"{coord_url}\"\nlisten = \"127.0.0.1:7071\"\ndata_listen = \"{}:7072\"\n\
                  data_dir = \"{}\"\nport_rate_bps = {}\ncap_port = false\n",
                 names.host_ip(i),
@@ -217,6 +224,9 @@ impl Cluster {
                 ))
                 .bytes_per_sec()
             );
+            if let Some(dcs) = &topology.wan {
+                toml.push_str(&format!("datacenter = \"{}\"\n", dcs.wan.name(dcs.wan.dc_of(i as u32))));
+            }
             let cfg = run_dir.join(format!("agent{i}.toml"));
             std::fs::write(&cfg, toml).map_err(|e| TestbedError::io(&cfg, e))?;
             let child = spawn(

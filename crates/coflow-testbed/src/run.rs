@@ -174,13 +174,12 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
     let link = opts.topology.uniform_rate();
     let port: Option<Rate> = link.map(payload_rate);
     let mut results = Vec::new();
-    if opts.topology.wan.is_some()
-        && let Some(p) = opts.policies.iter().find(|p| p.as_str() != TCP)
-    {
-        return Err(TestbedError::Setup(format!(
-            "{p}: on a wide-area testbed only `tcp` runs; the coordinator schedules a big switch of the agents' \
-             ports and knows no wide-area link"
-        )));
+    if let Some(dcs) = &opts.topology.wan {
+        // The coordinator schedules the wide area: a policy that assumes the big switch cannot.
+        let fabric = coflow_sched::Fabric::new(dcs.wan.clone());
+        for p in opts.policies.iter().filter(|p| coflow_sched::policy::unscheduled(p).is_none()) {
+            coflow_sched::policy::check_serves(p, &fabric).map_err(|e| TestbedError::Setup(e.to_string()))?;
+        }
     }
     for (n, policy) in opts.policies.iter().enumerate() {
         let sim_name = simulated_policy(policy);

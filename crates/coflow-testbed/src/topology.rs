@@ -58,6 +58,22 @@ pub struct Datacenters {
     pub redraw: Option<Duration>,
 }
 
+impl Datacenters {
+    /// The wide area as the testbed's coordinator schedules it: the datacenters and every link's
+    /// distribution at the payload rate the agents carry ([`PAYLOAD_SHARE`] of the wire rate).
+    pub fn payload_wide_area(&self) -> coflow_sched::WideArea {
+        coflow_sched::WideArea {
+            datacenters: (0..self.wan.dcs()).map(|d| self.wan.name(d).to_string()).collect(),
+            links: self
+                .wan
+                .links()
+                .iter()
+                .map(|l| coflow_sched::Link { bandwidth: l.bandwidth.scaled(PAYLOAD_SHARE), ..l.clone() })
+                .collect(),
+        }
+    }
+}
+
 /// The most datacenters a testbed holds (router addresses `10.203.x.1` to `.9`).
 pub const MAX_DATACENTERS: usize = 9;
 

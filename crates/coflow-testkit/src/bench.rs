@@ -577,8 +577,9 @@ pub fn core_decisions(n: usize) -> f64 {
             machine: MachineId(m),
             data_addr: format!("127.0.0.1:{}", 9000 + m).parse().expect("an address"),
             port_rate: 1.25e9,
+            datacenter: String::new(),
         };
-        core.handle_register_agent(now, a);
+        core.handle_register_agent(now, a).expect("a big switch takes any agent");
         core.handle_watch(now, MachineId(m));
     }
     let flow = |core: &mut Core, now: Nanos, k: usize, size: u64| {

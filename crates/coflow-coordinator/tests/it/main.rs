@@ -3,6 +3,7 @@
 //! what `poll_transmit` and `poll_timeout` give; no channel, no runtime.
 
 mod policy;
+mod wide_area;
 
 use coflow_coordinator::{CoordError, CoordinatorConfig, Core, FlowGrant, FlowOutcome, Notice, RateBatch, Transmit};
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
@@ -33,14 +34,24 @@ impl Harness {
     }
 
     /// `core` with one agent per entry of `port_rates`, registered and watching.
-    fn with_core(mut core: Core, port_rates: &[f64]) -> Harness {
+    fn with_core(core: Core, port_rates: &[f64]) -> Harness {
+        Harness::with_datacenters(core, port_rates, &[])
+    }
+
+    /// `core` with one agent per entry of `port_rates`, agent `m` in datacenter
+    /// `datacenters[m]` (none named past its end), registered and watching.
+    fn with_datacenters(mut core: Core, port_rates: &[f64], datacenters: &[&str]) -> Harness {
         let now = Nanos::from_secs(1);
         let (mut rates, mut notices) = (Vec::new(), Vec::new());
         for (m, &port_rate) in port_rates.iter().enumerate() {
             let machine = MachineId(m as u32);
-            let a =
-                AgentRegistration { machine, data_addr: format!("127.0.0.1:{}", 9000 + m).parse().unwrap(), port_rate };
-            core.handle_register_agent(now, a);
+            let a = AgentRegistration {
+                machine,
+                data_addr: format!("127.0.0.1:{}", 9000 + m).parse().unwrap(),
+                port_rate,
+                datacenter: datacenters.get(m).map_or(String::new(), |d| d.to_string()),
+            };
+            core.handle_register_agent(now, a).unwrap();
             rates.push(vec![core.handle_watch(now, machine)]);
             notices.push(Vec::new());
         }
@@ -645,10 +656,17 @@ fn past_the_restart_window_nothing_is_adopted() {
         let e = h.core.handle_put(h.now, recovered(c, "x", 2, 10, wrong)).unwrap_err();
         assert!(matches!(e, CoordError::NotRecoverable(_)), "{e}");
     }
-    h.core.handle_register_agent(
-        h.now,
-        AgentRegistration { machine: MachineId(1), data_addr: "127.0.0.1:9001".parse().unwrap(), port_rate: CAP },
-    );
+    h.core
+        .handle_register_agent(
+            h.now,
+            AgentRegistration {
+                machine: MachineId(1),
+                data_addr: "127.0.0.1:9001".parse().unwrap(),
+                port_rate: CAP,
+                datacenter: String::new(),
+            },
+        )
+        .unwrap();
     assert!(matches!(h.get(c, "b", 2), Err(CoordError::NoSuchData { .. })), "its pieces went with its restart");
     h.core.handle_put(h.now, recovered(c, "b", 1, 10, Some(reg))).unwrap();
     assert!(h.get(c, "b", 2).is_ok(), "re-announced with its registration, it is back");
@@ -949,9 +967,13 @@ fn an_agent_that_registers_again_starts_afresh() {
     let g = h.get(c, "a", 1).unwrap();
     h.advance(0);
     assert_eq!(last_rate(&h.drain(), g.flow), Some(CAP));
-    let again =
-        AgentRegistration { machine: MachineId(0), data_addr: "127.0.0.1:9100".parse().unwrap(), port_rate: CAP };
-    h.core.handle_register_agent(h.now, again);
+    let again = AgentRegistration {
+        machine: MachineId(0),
+        data_addr: "127.0.0.1:9100".parse().unwrap(),
+        port_rate: CAP,
+        datacenter: String::new(),
+    };
+    h.core.handle_register_agent(h.now, again).unwrap();
     h.collect();
     assert_eq!(h.ended, [MachineId(0)], "its old stream ends");
     assert_eq!(h.notices(1), [Notice::FlowFailed(g.flow)], "the receiver is told");
@@ -1066,8 +1088,9 @@ fn random_inputs_keep_the_core_sound() {
                             machine,
                             data_addr: format!("127.0.0.1:{}", 9000 + machine.0).parse().unwrap(),
                             port_rate: CAP,
+                            datacenter: String::new(),
                         };
-                        h.core.handle_register_agent(h.now, a);
+                        h.core.handle_register_agent(h.now, a).unwrap();
                     }
                     1 => {
                         h.core.handle_unwatch(machine);

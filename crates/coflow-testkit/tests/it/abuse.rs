@@ -277,6 +277,7 @@ async fn an_older_agent_process_is_told_to_stop() -> anyhow::Result<()> {
         port_rate_bps: 1e6,
         session: 0,
         incarnation,
+        ..Default::default()
     };
     c.register_agent(reg(2_000)).await?;
     let s = c.register_agent(reg(1_000)).await.expect_err("an older process");

@@ -1,0 +1,151 @@
+//! The coordinator on a wide area: agents name their datacenters, flows inside one go
+//! unscheduled, flows between two are scheduled on their link, and a link's bandwidth is what its
+//! flows were measured to carry.
+
+use coflow_coordinator::{CoordError, CoordinatorConfig, Core};
+use coflow_core::{FlowId, MachineId, Nanos};
+use coflow_proto::{AgentRegistration, CoflowOptions, ErrorKind};
+use coflow_sched::{Bandwidth, Link, WideArea};
+
+use super::{CAP, Harness, by_name, last_rate};
+
+/// Two datacenters `a` and `b`, each link at `bw` bytes per second.
+fn two_dcs(bw: f64) -> WideArea {
+    let link = |from, to| Link { from, to, bandwidth: Bandwidth::Constant(bw) };
+    WideArea { datacenters: vec!["a".into(), "b".into()], links: vec![link(0, 1), link(1, 0)] }
+}
+
+fn config(policy: &str, wa: WideArea) -> CoordinatorConfig {
+    CoordinatorConfig {
+        policy: policy.into(),
+        bypass_threshold_bytes: 0,
+        topology: Some("test".into()),
+        wide_area: Some(wa),
+        ..CoordinatorConfig::default()
+    }
+}
+
+/// Machines 0 and 1 in `a`, 2 and 3 in `b`.
+fn harness(policy: &str, bw: f64) -> Harness {
+    let cfg = config(policy, two_dcs(bw));
+    cfg.validate().unwrap();
+    let core = Core::new(cfg, by_name(policy));
+    Harness::with_datacenters(core, &[CAP; 4], &["a", "a", "b", "b"])
+}
+
+#[test]
+fn an_agent_must_name_one_of_the_wide_areas_datacenters() {
+    let mut core = Core::new(config("mrtf", two_dcs(100.0)), by_name("mrtf"));
+    let reg = |datacenter: &str| AgentRegistration {
+        machine: MachineId(0),
+        data_addr: "127.0.0.1:9000".parse().unwrap(),
+        port_rate: CAP,
+        datacenter: datacenter.into(),
+    };
+    for bad in ["", "c"] {
+        let e = core.handle_register_agent(Nanos::ZERO, reg(bad)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+        assert!(e.to_string().contains("datacenter"), "{e}");
+    }
+    assert_eq!(core.agents_alive(), 0);
+    core.handle_register_agent(Nanos::ZERO, reg("b")).unwrap();
+    assert_eq!(core.agents_alive(), 1);
+}
+
+#[test]
+fn a_topology_without_a_link_between_two_datacenters_is_refused() {
+    let mut wa = two_dcs(100.0);
+    wa.links.pop();
+    let e = config("mrtf", wa).validate().unwrap_err();
+    assert_eq!(e.field, "topology", "{e}");
+    // Named but not read into `wide_area`: refused too, rather than run as a big switch.
+    let e = CoordinatorConfig { topology: Some("x.json".into()), ..CoordinatorConfig::default() }.validate();
+    assert_eq!(e.unwrap_err().field, "topology");
+    // A policy that assumes the big switch cannot run on it.
+    assert_eq!(config("pfp", two_dcs(1.0)).validate().unwrap_err().field, "policy");
+}
+
+/// A flow inside a datacenter crosses nothing scheduled: it goes unscheduled (not paced). Two
+/// coflows across the one link a -> b: `mrtf` serves the one with less time left first at the
+/// link's whole bandwidth, and the other waits.
+#[test]
+fn mrtf_orders_coflows_on_their_link_and_leaves_a_datacenters_own_flows_alone() {
+    let mut h = harness("mrtf", 100.0);
+    let local = h.register(1, CoflowOptions::default());
+    h.put(local, "l", 0, 1_000).unwrap();
+    let fl = h.get(local, "l", 1).unwrap();
+    let big = h.register(1, CoflowOptions::default());
+    h.put(big, "b", 0, 10_000).unwrap();
+    let fb = h.get(big, "b", 2).unwrap();
+    let small = h.register(1, CoflowOptions::default());
+    h.put(small, "s", 1, 1_000).unwrap();
+    let fs = h.get(small, "s", 3).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, fl.flow), Some(f64::INFINITY), "inside a datacenter: not paced");
+    assert_eq!(last_rate(&pushed, fs.flow), Some(100.0), "the coflow with less time left takes the link");
+    assert_eq!(last_rate(&pushed, fb.flow).unwrap_or(0.0), 0.0, "the other waits");
+}
+
+/// A link that carries half of what it is asked was the bottleneck: the coordinator measures it,
+/// takes the measurement as the link's bandwidth and decides again; a link that then keeps up
+/// with all it is asked is offered more (the probe), until it falls short again.
+#[test]
+fn a_links_bandwidth_is_what_its_flows_were_measured_to_carry() {
+    let mut h = harness("mrtf", 1000.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 100_000_000).unwrap();
+    let f = h.get(c, "p", 2).unwrap();
+    h.advance(0);
+    assert!((last_rate(&h.drain(), f.flow).unwrap() - 1000.0).abs() < 1e-6);
+    // The source reports every 100 ms what it sent; the link carries at most `link` B/s.
+    let mut sent = 0u64;
+    let mut rate: f64 = 1000.0;
+    let mut run = |h: &mut Harness, link: f64, ms: u64| {
+        let mut rates = Vec::new();
+        for _ in 0..ms / 100 {
+            h.advance(100);
+            sent += (rate.min(link) * 0.1).max(1.0) as u64;
+            assert!(h.heartbeat(0, vec![(f.flow, sent)]));
+            for m in 1..4 {
+                assert!(h.heartbeat(m, Vec::new()));
+            }
+            if let Some(r) = last_rate(&h.drain(), f.flow) {
+                rate = r;
+                rates.push(r);
+            }
+        }
+        rates
+    };
+    // The link carries 500 B/s, half of what it is asked: within a few periods the coordinator
+    // takes 500 for its bandwidth.
+    let rates = run(&mut h, 500.0, 2000);
+    assert!(rates.iter().any(|&r| (r - 500.0).abs() < 1.0), "{rates:?}");
+    assert!(h.core.link_estimates()[0].1 >= 1, "samples were taken");
+    // From then on it is offered at most a probe above what it carries, and never less.
+    let rates = run(&mut h, 500.0, 4000);
+    assert!(rates.iter().all(|&r| (499.0..=500.0 * 1.26).contains(&r)), "{rates:?}");
+    // The link grows to 2000 B/s: the offers grow with it, by a probe a period.
+    let rates = run(&mut h, 2000.0, 4000);
+    assert!(rates.last().is_some_and(|&r| r >= 1900.0), "{rates:?}");
+    assert_eq!(h.core.link_estimates()[1].1, 0, "the other link was asked nothing and measured nothing");
+}
+
+/// A flow's rate on a link is never decided for a machine with no datacenter: registration
+/// refuses it, so every scheduled flow has a link or none.
+#[test]
+fn a_get_across_datacenters_is_scheduled_on_the_link_between_them() {
+    let mut h = harness("siphon-mc", 100.0);
+    let c = h.register(2, CoflowOptions::default());
+    h.put(c, "x", 0, 500).unwrap();
+    h.put(c, "y", 3, 500).unwrap();
+    let a_to_b = h.get(c, "x", 2).unwrap();
+    let b_to_a = h.get(c, "y", 1).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, a_to_b.flow), Some(100.0));
+    assert_eq!(last_rate(&pushed, b_to_a.flow), Some(100.0), "each direction is a link of its own");
+    h.finish(a_to_b.flow);
+    let e = h.end(a_to_b.flow, coflow_coordinator::FlowOutcome::Completed).unwrap_err();
+    assert!(matches!(e, CoordError::UnknownFlow(FlowId(_))), "{e}");
+}
