@@ -23,12 +23,13 @@ use coflow_proto::DataId;
 use coflow_proto::ticket::Ticket;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::bucket::{Grant, burst_for};
 use crate::conn::{DataStream, OwnedFrame, ReadError, Reader};
 use crate::error::AgentError;
+use crate::receive::Sink;
 use crate::state::Shared;
 use crate::wire::{self, Request, Status};
 
@@ -178,19 +179,37 @@ pub(crate) async fn send_pieces<S: DataStream>(
             tracing::warn!(flow = req.flow.0, coflow = %req.coflow, ?peer, why, "data request denied");
             return Err(AgentError::PermissionDenied(why));
         }
+        if let Some(hop) = &req.via {
+            // A relay: the range comes from the hop's source and is forwarded as it arrives.
+            let hop = hop.clone();
+            let result = tokio::select! {
+                biased;
+                r = relay(&mut wr, shared, &req, &hop, &mut shutdown) => r,
+                _ = rd.read_more() => Err(AgentError::SourceUnreachable { addr: "receiver".into(), reason: "hung up".into() }),
+            };
+            match result {
+                Ok(()) => continue,
+                Err(e) => return Err(e),
+            }
+        }
         let Some(piece) = shared.store.get(req.coflow, &req.data_id) else {
             let _ = write_within(&mut wr, &wire::encode_head(Status::NoPiece, 0), idle).await;
             return Err(AgentError::Refused("no such piece"));
         };
+        if req.offset.checked_add(req.length).is_none_or(|end| end > piece.len()) {
+            let _ = write_within(&mut wr, &wire::encode_head(Status::BadRequest, 0), idle).await;
+            return Err(AgentError::Refused("a range past the piece's end"));
+        }
         tracing::debug!(target: "coflow::path", flow = req.flow.0, "request");
-        write_within(&mut wr, &wire::encode_head(Status::Ok, piece.len()), idle).await?;
+        write_within(&mut wr, &wire::encode_head(Status::Ok, req.length), idle).await?;
         let progress = Arc::new(AtomicU64::new(0));
         shared.sending.lock().expect("sending lock").insert(req.flow, progress.clone());
         // The receiver sends nothing while a piece is on its way: a read that returns means it
         // hung up (or broke the protocol), and the piece is abandoned.
+        let range = (req.offset, req.length);
         let result = tokio::select! {
             biased;
-            r = pace(&mut wr, shared, &piece, req.flow, &progress, &mut shutdown) => r,
+            r = pace(&mut wr, shared, &piece, range, req.flow, &progress, &mut shutdown) => r,
             _ = rd.read_more() => Err(AgentError::SourceUnreachable { addr: "receiver".into(), reason: "hung up".into() }),
         };
         shared.sending.lock().expect("sending lock").remove(&req.flow);
@@ -210,12 +229,96 @@ pub(crate) async fn send_pieces<S: DataStream>(
     }
 }
 
-/// Sends the piece's blocks at the flow's assigned rate and within the port's, with keepalives
-/// while it waits.
+/// Relays one fetch: asks the hop's source for the request's range on a warm connection (the
+/// source checks the hop's ticket, which names this agent), and forwards its response head and
+/// frames to the receiver as they arrive, every frame within the idle timeout. The receiver checks
+/// every block; the source paces them.
+async fn relay<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    shared: &Shared,
+    req: &Request,
+    hop: &wire::Hop,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    let idle = shared.idle();
+    let inner = Request {
+        token: shared.security.token().map_or_else(Vec::new, |t| t.as_bytes().to_vec()),
+        dst: MachineId(shared.config.machine_id()),
+        ticket: hop.ticket,
+        via: None,
+        ..req.clone()
+    };
+    let mut bytes = Vec::with_capacity(64);
+    inner.encode(&mut bytes);
+    let unreachable = |reason: String| AgentError::SourceUnreachable { addr: hop.addr.clone(), reason };
+    let silent = || AgentError::SourceSilent { addr: hop.addr.clone(), secs: idle.as_secs_f64() };
+    // On a warm connection the source may have closed it while idle: a fresh one then serves.
+    let (mut conn, status, size) = loop {
+        let (mut conn, warm) = match shared.pool.take(hop.src, &hop.addr, idle / 2) {
+            Some(c) => (c, true),
+            None => (connect(shared, &hop.addr, hop.src).await?, false),
+        };
+        let sent = tokio::time::timeout(idle, async {
+            conn.io.write_all(&bytes).await?;
+            conn.io.flush().await
+        })
+        .await
+        .map_err(|_| silent())?;
+        let head = match sent {
+            Ok(()) => tokio::time::timeout(idle, conn.head()).await.map_err(|_| silent())?,
+            Err(e) => Err(ReadError::Io(e)),
+        };
+        match head {
+            Ok((status, size)) => break (conn, status, size),
+            Err(ReadError::Io(_) | ReadError::Closed) if warm => continue,
+            Err(e) => return Err(unreachable(e.to_string())),
+        }
+    };
+    write_within(wr, &wire::encode_head(status, size), idle).await?;
+    if status != Status::Ok {
+        return Err(AgentError::Refused("the source refused the relayed fetch"));
+    }
+    if size != req.length {
+        return Err(AgentError::Corrupted(format!("the source announces {size} bytes of {}", req.length)));
+    }
+    let mut left = size;
+    let mut frame = Vec::new();
+    while left > 0 {
+        let f = tokio::select! {
+            f = tokio::time::timeout(idle, conn.frame(left)) => f.map_err(|_| silent())?.map_err(|e| unreachable(e.to_string()))?,
+            _ = shutdown.changed() => return Err(AgentError::ShuttingDown),
+        };
+        frame.clear();
+        match f {
+            OwnedFrame::Keepalive => frame.extend_from_slice(&wire::KEEPALIVE),
+            OwnedFrame::Data(buf, crc) => {
+                left -= buf.len() as u64;
+                shared.rx_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                shared.tx_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                shared.relayed_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                wire::encode_data(&buf, crc, &mut frame);
+            }
+            OwnedFrame::Error(code, msg) => {
+                let code = if code == Status::DataLost as u8 { Status::DataLost } else { Status::BadRequest };
+                wire::encode_error(code, &msg, &mut frame);
+                write_within(wr, &frame, idle).await?;
+                return Err(AgentError::DataLost(msg));
+            }
+        }
+        write_within(wr, &frame, idle).await?;
+    }
+    wr.flush().await.map_err(peer_gone)?;
+    shared.pool.put(hop.src, &hop.addr, conn);
+    Ok(())
+}
+
+/// Sends the range `(offset, length)` of the piece block by block at the flow's assigned rate
+/// and within the port's, with keepalives while it waits.
 async fn pace<W: AsyncWrite + Unpin>(
     sock: &mut W,
     shared: &Shared,
     piece: &crate::store::Piece,
+    (offset, length): (u64, u64),
     flow: FlowId,
     progress: &AtomicU64,
     shutdown: &mut watch::Receiver<bool>,
@@ -223,7 +326,7 @@ async fn pace<W: AsyncWrite + Unpin>(
     let idle = shared.idle();
     let keepalive = idle / 5;
     let port_rate = shared.config.port_rate_bps;
-    let mut reader = piece.reader(&shared.config.data_dir).await?;
+    let mut reader = piece.reader_range(&shared.config.data_dir, offset, length).await?;
     let block = reader.next_len().max(1) as usize;
     let mut rate_rx = shared.rates.subscribe(flow);
     let mut bucket = crate::bucket::TokenBucket::new(0.0, burst_for(0.0, block), shared.now());
@@ -315,41 +418,67 @@ async fn connect(shared: &Shared, addr: &str, src: MachineId) -> Result<Reader<B
     Ok(Reader::new(io))
 }
 
-/// Fetches a piece from the agent at `addr`, sending each verified block to `out` as it arrives
-/// (so the piece is never buffered whole) and counting it in `received`. The fetch goes on a
-/// warm connection to that agent if one is idle (one the source closed meanwhile is replaced by a
-/// fresh one, as no byte of the piece had come), and the connection is kept warm after a clean
-/// end.
-#[allow(clippy::too_many_arguments)]
+/// One fetch: the bytes `[offset, offset + length)` of a piece as flow `flow`, from its source
+/// directly or through a relay.
+#[derive(Clone, Debug)]
+pub(crate) struct Part {
+    /// The part's flow.
+    pub(crate) flow: FlowId,
+    /// Its range of the piece.
+    pub(crate) offset: u64,
+    pub(crate) length: u64,
+    /// The source, its data address and its ticket (naming the relay, if any, else this agent).
+    pub(crate) src: MachineId,
+    pub(crate) src_addr: String,
+    pub(crate) ticket: Ticket,
+    /// The relay, its data address and its ticket (naming this agent), if any.
+    pub(crate) via: Option<(MachineId, String, Ticket)>,
+}
+
+impl Part {
+    /// The agent asked, and its address: the relay if there is one, else the source.
+    fn peer(&self) -> (MachineId, &str) {
+        match &self.via {
+            Some((m, addr, _)) => (*m, addr),
+            None => (self.src, &self.src_addr),
+        }
+    }
+}
+
+/// Fetches a part of a piece, from its source or through its relay, sending each verified block
+/// to `out` as it arrives (so the piece is never buffered whole) and counting it in `received`.
+/// The fetch goes on a warm connection to the agent asked if one is idle (one it closed
+/// meanwhile is replaced by a fresh one, as no byte had come), and the connection is kept warm
+/// after a clean end.
 pub(crate) async fn fetch(
     shared: &Shared,
-    addr: &str,
-    src: MachineId,
     coflow: CoflowId,
-    flow: FlowId,
-    ticket: Ticket,
     data_id: &DataId,
-    size: u64,
-    out: &mpsc::Sender<Vec<u8>>,
+    part: &Part,
+    out: &Sink,
     received: &AtomicU64,
 ) -> Result<u64, AgentError> {
     let max_idle = shared.idle() / 2;
+    let (peer, addr) = part.peer();
     let request = Request {
         token: shared.security.token().map_or_else(Vec::new, |t| t.as_bytes().to_vec()),
         coflow,
-        flow,
+        flow: part.flow,
         dst: MachineId(shared.config.machine_id()),
-        ticket,
+        ticket: part.via.as_ref().map_or(part.ticket, |v| v.2),
         data_id: data_id.clone(),
+        offset: part.offset,
+        length: part.length,
+        via: part.via.as_ref().map(|_| wire::Hop { src: part.src, addr: part.src_addr.clone(), ticket: part.ticket }),
     };
     loop {
-        let (mut conn, warm) = match shared.pool.take(src, addr, max_idle) {
+        let (mut conn, warm) = match shared.pool.take(peer, addr, max_idle) {
             Some(c) => (c, true),
-            None => (connect(shared, addr, src).await?, false),
+            None => (connect(shared, addr, peer).await?, false),
         };
-        match fetch_over(&mut conn, shared, addr, &request, size, out, received).await {
+        match fetch_over(&mut conn, shared, addr, &request, part.length, out, received).await {
             Ok(n) => {
-                shared.pool.put(src, addr, conn);
+                shared.pool.put(peer, addr, conn);
                 return Ok(n);
             }
             Err(Fetch::Stale) if warm => continue,
@@ -386,7 +515,7 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     addr: &str,
     request: &Request,
     size: u64,
-    out: &mpsc::Sender<Vec<u8>>,
+    out: &Sink,
     received: &AtomicU64,
 ) -> Result<u64, Fetch> {
     let idle = shared.idle();
@@ -464,10 +593,12 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
         shared.rx_port.wait(shared, n).await;
         left -= n;
         shared.rx_bytes.fetch_add(n, Ordering::Relaxed);
-        received.fetch_add(n, Ordering::Relaxed);
-        if out.send(buf).await.is_err() {
+        if !out.send(buf).await {
             return Err(AgentError::ClientDeparted.into());
         }
+        // Counted once handed on (a send is cancel-safe): a part cut here resumes from exactly
+        // the bytes handed on.
+        received.fetch_add(n, Ordering::Relaxed);
     }
     Ok(size)
 }
@@ -479,6 +610,12 @@ mod tests {
     use crate::store::Piece;
     use coflow_proto::ticket::FlowKey;
     use coflow_proto::{ClusterToken, ErrorKind, Security, TokenAttach};
+    use tokio::sync::mpsc;
+
+    /// A sink straight into `tx`.
+    fn sink(tx: &mpsc::Sender<Vec<u8>>) -> Sink {
+        Sink::stream(tx.clone(), Arc::default())
+    }
 
     fn shared(chunk: usize) -> Arc<Shared> {
         let token = ClusterToken::new("data-test").unwrap();
@@ -517,6 +654,10 @@ mod tests {
             dst: MachineId(2),
             ticket: key().ticket(FlowId(flow), CoflowId(1), id, MachineId(2)),
             data_id: DataId::new(id).unwrap(),
+            // All of the piece, if the source holds it.
+            offset: 0,
+            length: s.store.get(CoflowId(1), &DataId::new(id).unwrap()).map_or(0, |p| p.len()),
+            via: None,
         }
     }
 
@@ -534,7 +675,7 @@ mod tests {
         });
         let (tx, mut rx) = mpsc::channel(64);
         let mut conn = Reader::new(near);
-        let r = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "p"), size, &tx, &AtomicU64::new(0)).await;
+        let r = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "p"), size, &sink(&tx), &AtomicU64::new(0)).await;
         let r = r.map_err(|e| match e {
             Fetch::Stale => AgentError::Refused("stale"),
             Fetch::Failed(e) => e,
@@ -629,9 +770,16 @@ mod tests {
         let mut conn = Reader::new(near);
         for (flow, id, want) in [(1, "a", &a), (2, "b", &b)] {
             let (tx, mut rx) = mpsc::channel(64);
-            let got =
-                fetch_over(&mut conn, &s, "peer", &request(&s, flow, id), want.len() as u64, &tx, &AtomicU64::new(0))
-                    .await;
+            let got = fetch_over(
+                &mut conn,
+                &s,
+                "peer",
+                &request(&s, flow, id),
+                want.len() as u64,
+                &sink(&tx),
+                &AtomicU64::new(0),
+            )
+            .await;
             assert_eq!(got.ok(), Some(want.len() as u64));
             drop(tx);
             let mut bytes = Vec::new();
@@ -642,7 +790,7 @@ mod tests {
             assert_eq!(&bytes, want);
         }
         let (tx, _rx) = mpsc::channel(64);
-        let missing = fetch_over(&mut conn, &s, "peer", &request(&s, 3, "c"), 10, &tx, &AtomicU64::new(0)).await;
+        let missing = fetch_over(&mut conn, &s, "peer", &request(&s, 3, "c"), 10, &sink(&tx), &AtomicU64::new(0)).await;
         assert!(matches!(missing, Err(Fetch::Failed(AgentError::DataLost(_)))));
         assert!(matches!(sender.await.unwrap(), Err(AgentError::Refused("no such piece"))));
         drop(stop_tx);
@@ -731,7 +879,7 @@ mod tests {
         };
         let mut conn = Reader::new(near);
         let (tx, mut rx) = mpsc::channel(64);
-        let got = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "a"), 5000, &tx, &AtomicU64::new(0)).await;
+        let got = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "a"), 5000, &sink(&tx), &AtomicU64::new(0)).await;
         assert_eq!(got.ok(), Some(5000));
         drop(tx);
         let mut n = 0;
@@ -746,7 +894,7 @@ mod tests {
         assert!(denied(&end), "{end:?}");
         s.rates.set(FlowId(4), 1e9);
         let (tx, _rx) = mpsc::channel(64);
-        let again = fetch_over(&mut conn, &s, "peer", &request(&s, 4, "a"), 5000, &tx, &AtomicU64::new(0)).await;
+        let again = fetch_over(&mut conn, &s, "peer", &request(&s, 4, "a"), 5000, &sink(&tx), &AtomicU64::new(0)).await;
         assert_eq!(again.ok(), Some(5000));
         drop(conn);
         assert!(sender.await.unwrap().is_ok());

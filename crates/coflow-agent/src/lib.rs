@@ -32,6 +32,7 @@ mod error;
 mod link;
 mod membership;
 mod phantom;
+mod receive;
 mod service;
 mod session;
 mod state;
@@ -195,6 +196,11 @@ fn samples(s: &state::Shared) -> Vec<Sample> {
         ),
         Sample::counter("tx_bytes", "Bytes sent to other agents.", count(&s.tx_bytes)),
         Sample::counter("rx_bytes", "Bytes received from other agents.", count(&s.rx_bytes)),
+        Sample::counter(
+            "relayed_bytes",
+            "Bytes forwarded as a relay between two other agents (multi-path routing).",
+            count(&s.relayed_bytes),
+        ),
         Sample::counter("puts", "Pieces put.", count(&s.puts)),
         Sample::counter("gets", "Gets served to local clients.", count(&s.gets)),
         Sample::counter("get_failures", "Gets that failed.", count(&s.get_failures)),

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::session::Batches;
-use crate::state::Shared;
+use crate::state::{Shared, Stop};
 
 /// How long the agent waits for an answer to a re-announcement.
 const REANNOUNCE_DEADLINE: Duration = Duration::from_secs(10);
@@ -177,7 +177,12 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
     }
     for f in update.failed_flows {
         if let Some(r) = shared.receiving.lock().expect("receiving lock").get(&FlowId(f)) {
-            r.cancel.send_replace(Some("the coordinator declared the source agent dead".into()));
+            r.stop.send_replace(Some(Stop::Fail("the coordinator declared the source agent dead".into())));
+        }
+    }
+    for f in update.reroute_flows {
+        if let Some(r) = shared.receiving.lock().expect("receiving lock").get(&FlowId(f)) {
+            r.stop.send_replace(Some(Stop::Reroute));
         }
     }
     for c in update.dropped_coflows {
@@ -196,7 +201,7 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
         .lock()
         .expect("receiving lock")
         .iter()
-        .filter(|(_, r)| r.epoch < epoch && !shared.store.is_dropped(r.coflow))
+        .filter(|(_, r)| r.recoverable && r.epoch < epoch && !shared.store.is_dropped(r.coflow))
         .map(|(&f, r)| {
             let req = pb::AnnounceGetRequest {
                 coflow_id: r.coflow.0,
@@ -206,7 +211,7 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                 recovered_src_machine_id: r.src.0,
                 recovered_size: r.size,
                 recovered_bytes_received: r.received.load(Ordering::Relaxed),
-                client: String::new(),
+                ..Default::default()
             };
             (f, req)
         })
@@ -229,7 +234,8 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                     if ErrorKind::of(&e) == Some(ErrorKind::AgentUnreachable)
                         || matches!(e.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {}
                 Err(e) => {
-                    r.cancel.send_replace(Some(format!("the restarted coordinator refused the flow: {}", e.message())));
+                    let why = format!("the restarted coordinator refused the flow: {}", e.message());
+                    r.stop.send_replace(Some(Stop::Fail(why)));
                 }
             }
         });

@@ -184,7 +184,7 @@ impl Phantom {
             recovered_src_machine_id: src.0,
             recovered_size: size,
             recovered_bytes_received: 0,
-            client: String::new(),
+            ..Default::default()
         };
         match self.link.call(Body::Get(ann), self.deadline).await? {
             pb::agent_reply::Result::Get(g) => {

@@ -9,14 +9,14 @@ use std::time::Duration;
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::pb::agent_message::Body;
 use coflow_proto::pb::agent_server::Agent;
-use coflow_proto::{DataId, ErrorKind, PutSource, Registration, pb};
+use coflow_proto::{DataId, PutSource, Registration, pb};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::data;
 use crate::error::AgentError;
-use crate::state::{Receiving, Shared};
+use crate::receive::{self, unanswered};
+use crate::state::Shared;
 use crate::store::{Piece, file_piece};
 
 /// How many data idle timeouts a failed get waits for its stalled client to take the error.
@@ -40,76 +40,6 @@ impl AgentService {
     fn registered(&self) -> Result<(), AgentError> {
         if self.shared.session() == 0 { Err(AgentError::NotRegistered) } else { Ok(()) }
     }
-
-    /// Asks the coordinator for a get's flow, and the link epoch the grant belongs to.
-    ///
-    /// A coordinator that is away (restarting: its address refuses connections, or this agent
-    /// has not registered with it yet) is waited for, with backoff, for at most
-    /// `coordinator_grace_ms`: transfers keep going while the coordinator is away, and a get
-    /// issued meanwhile starts once it is back instead of failing at once; a coordinator that has
-    /// just started answers "not yet" (`UNAVAILABLE` without an error kind) for what agents may
-    /// still be re-announcing, which is waited for the same way. Every other answer (a typed
-    /// error such as `no-such-data`) is returned as it is.
-    async fn announce_get(
-        &self,
-        coflow: CoflowId,
-        data_id: &DataId,
-        client: &str,
-    ) -> Result<(u64, pb::AnnounceGetResponse), AgentError> {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.shared.config.coordinator_grace_ms);
-        let mut backoff = Duration::from_millis(20);
-        let started = std::time::Instant::now();
-        loop {
-            let session = self.shared.session();
-            let attempt = async {
-                self.registered()?;
-                let ann = pb::AnnounceGetRequest {
-                    coflow_id: coflow.0,
-                    data_id: data_id.as_str().to_string(),
-                    machine_id: self.machine().0,
-                    client: client.to_string(),
-                    ..Default::default()
-                };
-                // Read before the grant: a coordinator that restarts after granting is a later epoch.
-                let epoch = self.shared.link_epoch.load(Ordering::SeqCst);
-                let left =
-                    deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(100));
-                match self.shared.link.call(Body::Get(ann), left).await.map_err(unanswered)? {
-                    pb::agent_reply::Result::Get(grant) => Ok((epoch, grant)),
-                    _ => Err(AgentError::Coordinator(tonic::Status::internal(
-                        "the coordinator answered a get with another reply",
-                    ))),
-                }
-            }
-            .await;
-            match attempt {
-                // A registration that changed while the call was out (the coordinator restarted
-                // and this agent registered again) is retried under the new session.
-                // `permission-denied` for this agent's own machine can only be such a race (its
-                // new session not stored yet when the answer came): retried for a short while.
-                Err(e)
-                    if (coordinator_away(&e)
-                        || self.shared.session() != session
-                        || (session_race(&e) && started.elapsed() < Duration::from_secs(2)))
-                        && tokio::time::Instant::now() + backoff < deadline =>
-                {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
-                other => return other,
-            }
-        }
-    }
-}
-
-/// A coordinator's answer that did not come within its deadline is `agent-unreachable`
-/// (retryable), like a coordinator that cannot be reached; any other answer is kept as it is.
-fn unanswered(s: tonic::Status) -> AgentError {
-    if s.code() == tonic::Code::DeadlineExceeded && ErrorKind::of(&s).is_none() {
-        let msg = format!("the coordinator did not answer in time: {}", s.message());
-        return AgentError::Coordinator(ErrorKind::AgentUnreachable.status(tonic::Code::Unavailable, msg));
-    }
-    AgentError::Coordinator(s)
 }
 
 impl AgentService {
@@ -156,21 +86,6 @@ impl AgentService {
 /// coordinator checks against the coflow's owner.
 fn client_of<T>(req: &Request<T>) -> String {
     coflow_proto::Peer::of(req).map(coflow_proto::Peer::identity).unwrap_or_default()
-}
-
-/// Whether the coordinator refused this agent's session (see [`AgentService::announce_get`]).
-fn session_race(e: &AgentError) -> bool {
-    matches!(e, AgentError::Coordinator(s) if ErrorKind::of(s) == Some(ErrorKind::PermissionDenied))
-}
-
-/// Whether an error says the coordinator is away (not that it answered): this agent is not
-/// registered with it, or the call did not reach it (a transport error carries no error kind).
-fn coordinator_away(e: &AgentError) -> bool {
-    match e {
-        AgentError::NotRegistered => true,
-        AgentError::Coordinator(s) => s.code() == tonic::Code::Unavailable && ErrorKind::of(s).is_none(),
-        _ => false,
-    }
 }
 
 #[tonic::async_trait]
@@ -263,42 +178,35 @@ impl Agent for AgentService {
         self.shared.gets.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), "get");
         let asked = std::time::Instant::now();
-        let (epoch, grant) = self.announce_get(coflow, &data_id, &client).await?;
+        let (epoch, grant) = receive::announce_get(&self.shared, coflow, &data_id, &client, None).await?;
         self.get_control.observe(asked.elapsed().as_secs_f64());
         tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), flow = grant.flow_id, "granted");
+        let parts = receive::parts_of(&grant, 0, grant.size)?;
         let (tx, rx) = mpsc::channel(16);
         let shared = self.shared.clone();
         let mut stop = self.shutdown.clone();
-        let flow = FlowId(grant.flow_id);
-        let local = grant.src_machine_id == shared.config.machine_id();
+        let size = grant.size;
+        let local = grant.parts.is_empty() && grant.src_machine_id == shared.config.machine_id();
         let received = Arc::new(AtomicU64::new(0));
-        let (cancel, mut cancelled) = watch::channel(None::<String>);
-        if !local {
-            let rec = Receiving {
-                coflow,
-                data_id: data_id.clone(),
-                src: MachineId(grant.src_machine_id),
-                size: grant.size,
-                received: received.clone(),
-                epoch,
-                cancel,
-            };
-            shared.receiving.lock().expect("receiving lock").insert(flow, rec);
+        let open: Arc<std::sync::Mutex<std::collections::BTreeSet<FlowId>>> = Arc::default();
+        if local {
+            open.lock().expect("open parts lock").insert(FlowId(grant.flow_id));
         }
+        let get = receive::Get { shared: shared.clone(), coflow, data_id: data_id.clone(), client, size, open };
         // Ends when the transfer does, when the client hangs up (at once, whether or not bytes
-        // are moving), when the coordinator fails the flow, or at shutdown.
+        // are moving), when the coordinator fails a flow of it, or at shutdown.
         let gone_received = received.clone();
         tokio::spawn(async move {
             let (chunks_tx, mut chunks_rx) = mpsc::channel::<Vec<u8>>(8);
-            let (worker, id, addr, size) = (shared.clone(), data_id.clone(), grant.src_data_addr.clone(), grant.size);
-            let src = MachineId(grant.src_machine_id);
-            // A grant without a ticket of the right length is refused by the source.
-            let ticket = grant.ticket.as_slice().try_into().unwrap_or([0; coflow_proto::ticket::TICKET_LEN]);
+            let (worker, id) = (shared.clone(), data_id.clone());
+            let sink = receive::Sink::stream(chunks_tx.clone(), received);
+            let receiving = get.clone();
             let work = async move {
                 if local {
-                    stream_local(&worker, coflow, &id, size, &chunks_tx).await
+                    stream_local(&worker, coflow, &id, size, &chunks_tx).await.map(|_| ())
                 } else {
-                    data::fetch(&worker, &addr, src, coflow, flow, ticket, &id, size, &chunks_tx, &received).await
+                    drop(chunks_tx);
+                    receive::receive(receiving, parts, sink, epoch, receive::MAX_RESUMES).await
                 }
             };
             let client = tx.clone();
@@ -321,19 +229,12 @@ impl Agent for AgentService {
                 }
                 true
             };
+            let src_addr = grant.src_data_addr.clone();
             let result = tokio::select! {
                 (r, client_ok) = async { tokio::join!(work, forward) } => {
                     if client_ok { r } else { Err(AgentError::ClientStalled { secs: idle.as_secs_f64() }) }
                 }
                 _ = tx.closed() => Err(AgentError::ClientDeparted),
-                reason = async {
-                    let said = cancelled.wait_for(Option::is_some).await.map(|r| r.clone());
-                    match said {
-                        Ok(r) => r.unwrap_or_default(),
-                        // A local get has no canceller.
-                        Err(_) => std::future::pending().await,
-                    }
-                } => Err(AgentError::SourceUnreachable { addr: grant.src_data_addr.clone(), reason }),
                 // A local get needs no coordinator to move its bytes.
                 _ = async {
                     if local {
@@ -342,17 +243,16 @@ impl Agent for AgentService {
                         shared.coordinator_gone(&gone_received).await
                     }
                 } => Err(AgentError::SourceUnreachable {
-                    addr: grant.src_data_addr.clone(),
+                    addr: src_addr,
                     reason: "the coordinator is unreachable and the flow stalled".into(),
                 }),
                 _ = stop.changed() => Err(AgentError::ShuttingDown),
             };
-            shared.receiving.lock().expect("receiving lock").remove(&flow);
-            let ok = result.is_ok();
-            let reason = result.as_ref().err().map(|e| e.kind().as_str().to_string()).unwrap_or_default();
-            let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: grant.size, reason };
-            if !shared.link.tell(Body::Finished(done)) {
-                tracing::debug!(%flow, "no session with the coordinator: the flow's end is reported when one opens");
+            // Every part whose end is not reported yet (a local get's one flow, parts abandoned
+            // with a failed get) ends as the get did.
+            let unreported: Vec<FlowId> = get.open.lock().expect("open parts lock").iter().copied().collect();
+            for flow in unreported {
+                receive::report(&get, flow, result.as_ref().map(|_| ()));
             }
             if let Err(e) = result {
                 shared.get_failures.fetch_add(1, Ordering::Relaxed);

@@ -143,8 +143,20 @@ pub(crate) struct Receiving {
     pub(crate) received: Arc<AtomicU64>,
     /// The link epoch (registration) under which the coordinator last knew this flow.
     pub(crate) epoch: u64,
-    /// Set to a reason to end the get.
-    pub(crate) cancel: watch::Sender<Option<String>>,
+    /// Whether a restarted coordinator is told of it (a whole piece fetched directly; a part of a
+    /// split or resumed get goes on at its last rate).
+    pub(crate) recoverable: bool,
+    /// Set to stop the flow: fail the get, or cut the flow and resume the rest.
+    pub(crate) stop: watch::Sender<Option<Stop>>,
+}
+
+/// Why a flow this agent receives stops before its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The get fails, for this reason.
+    Fail(String),
+    /// The coordinator moved the flow to other paths: cut it and resume the rest.
+    Reroute,
 }
 
 /// Everything an agent's tasks share.
@@ -179,6 +191,8 @@ pub(crate) struct Shared {
     pub(crate) rx_port: PortLimiter,
     pub(crate) tx_bytes: AtomicU64,
     pub(crate) rx_bytes: AtomicU64,
+    /// Bytes this agent forwarded as a relay (multi-path routing).
+    pub(crate) relayed_bytes: AtomicU64,
     pub(crate) gets: AtomicU64,
     pub(crate) get_failures: AtomicU64,
     pub(crate) puts: AtomicU64,
@@ -208,6 +222,7 @@ impl Shared {
             rx_port: PortLimiter::new(rate, chunk),
             tx_bytes: AtomicU64::new(0),
             rx_bytes: AtomicU64::new(0),
+            relayed_bytes: AtomicU64::new(0),
             gets: AtomicU64::new(0),
             get_failures: AtomicU64::new(0),
             puts: AtomicU64::new(0),

@@ -90,18 +90,33 @@ impl Piece {
 
     /// A reader over its blocks; a file segment is opened now, checked against the put.
     pub(crate) async fn reader(&self, data_dir: &Path) -> Result<PieceReader, AgentError> {
+        self.reader_range(data_dir, 0, self.len).await
+    }
+
+    /// A reader over bytes `[start, start + length)`, which must lie inside the piece: it reads
+    /// the whole blocks that hold them, each checked against its CRC from the put, and yields the
+    /// range's share of each (with the CRC of that share).
+    pub(crate) async fn reader_range(
+        &self,
+        data_dir: &Path,
+        start: u64,
+        length: u64,
+    ) -> Result<PieceReader, AgentError> {
+        assert!(start.checked_add(length).is_some_and(|end| end <= self.len), "the range is checked by the caller");
+        let index = (start / self.block) as usize;
+        let at = index as u64 * self.block;
         let file = match &self.source {
             Source::Memory(_) => None,
             Source::File { relative, offset, identity: id } => {
-                let (dir, relative, offset, id, end) =
-                    (data_dir.to_path_buf(), relative.clone(), *offset, *id, offset + self.len);
-                let f = tokio::task::spawn_blocking(move || reopen(&dir, &relative, offset, id, end))
+                let (dir, relative, from, id, end) =
+                    (data_dir.to_path_buf(), relative.clone(), offset + at, *id, offset + self.len);
+                let f = tokio::task::spawn_blocking(move || reopen(&dir, &relative, from, id, end))
                     .await
                     .map_err(|e| AgentError::DataLost(format!("opening the segment: {e}")))??;
                 Some(tokio::fs::File::from_std(f))
             }
         };
-        Ok(PieceReader { piece: self.clone(), file, index: 0, at: 0 })
+        Ok(PieceReader { piece: self.clone(), file, index, at, start, end: start + length })
     }
 }
 
@@ -124,30 +139,36 @@ fn reopen(data_dir: &Path, relative: &str, offset: u64, id: (u64, u64), end: u64
     Ok(f)
 }
 
-/// Reads a piece's blocks in order, each checked against its CRC from the put.
+/// Reads a range of a piece block by block, each block checked against its CRC from the put.
 #[derive(Debug)]
 pub(crate) struct PieceReader {
     piece: Piece,
     file: Option<tokio::fs::File>,
+    /// The next block to read and where it starts.
     index: usize,
     at: u64,
+    /// The range yielded.
+    start: u64,
+    end: u64,
 }
 
 impl PieceReader {
-    /// The size of the next block; 0 at the end.
+    /// The size of the next share of the range the reader yields; 0 at the end.
     pub(crate) fn next_len(&self) -> u64 {
-        self.piece.block.min(self.piece.len - self.at)
+        let block_end = (self.at + self.piece.block).min(self.piece.len);
+        block_end.min(self.end).saturating_sub(self.at.max(self.start))
     }
 
-    /// Bytes not read yet.
+    /// Bytes of the range not yielded yet.
     pub(crate) fn remaining(&self) -> u64 {
-        self.piece.len - self.at
+        self.end.saturating_sub(self.at.max(self.start))
     }
 
-    /// Fills `buf` with the next block, verified, and returns its CRC-32.
+    /// Fills `buf` with the range's share of the next block, the block verified, and returns the
+    /// share's CRC-32.
     pub(crate) async fn next_block(&mut self, buf: &mut Vec<u8>) -> Result<u32, AgentError> {
         use tokio::io::AsyncReadExt;
-        let n = self.next_len() as usize;
+        let n = self.piece.block.min(self.piece.len - self.at) as usize;
         buf.clear();
         match (&self.piece.source, &mut self.file) {
             (Source::Memory(b), _) => buf.extend_from_slice(&b[self.at as usize..self.at as usize + n]),
@@ -176,9 +197,16 @@ impl PieceReader {
                 self.at + n as u64
             )));
         }
+        // The range's share of the block: the block whole, or its CRC computed afresh.
+        let (from, to) = (self.start.max(self.at) - self.at, self.end.min(self.at + n as u64) - self.at);
         self.index += 1;
         self.at += n as u64;
-        Ok(crc)
+        if (from, to) == (0, n as u64) {
+            return Ok(crc);
+        }
+        buf.truncate(to as usize);
+        buf.drain(..from as usize);
+        Ok(crc32fast::hash(buf))
     }
 }
 
@@ -589,6 +617,40 @@ mod tests {
             out.extend_from_slice(&buf);
         }
         Ok(out)
+    }
+
+    /// Every range of a piece, in memory or a file segment, reads exactly its bytes, each share
+    /// with the CRC of its own bytes; a changed byte inside a block the range touches is caught
+    /// even when the range itself leaves that byte out.
+    #[tokio::test]
+    async fn a_range_reads_exactly_its_bytes_checked_by_whole_blocks() {
+        let base = scratch("range");
+        let dir = base.join("data");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        std::fs::write(dir.join("sub/out"), &bytes).unwrap();
+        let file = file_piece(&dir, "sub/out", 100, 9000, 1024).unwrap();
+        let memory = Piece::memory(bytes[100..9100].to_vec(), 1024);
+        for piece in [&memory, &file] {
+            for (start, len) in [(0, 9000), (0, 1), (1023, 2), (1024, 1024), (5000, 4000), (8999, 1), (700, 0)] {
+                let mut r = piece.reader_range(&dir, start, len).await.unwrap();
+                let (mut out, mut buf) = (Vec::new(), Vec::new());
+                while r.remaining() > 0 {
+                    let expect = r.next_len() as usize;
+                    let crc = r.next_block(&mut buf).await.unwrap();
+                    assert_eq!((buf.len(), crc), (expect, crc32fast::hash(&buf)));
+                    out.extend_from_slice(&buf);
+                }
+                let (s, e) = (100 + start as usize, 100 + (start + len) as usize);
+                assert_eq!(out, &bytes[s..e], "{start}+{len}");
+            }
+        }
+        let mut flipped = bytes.clone();
+        flipped[100 + 1030] ^= 0xff;
+        std::fs::write(dir.join("sub/out"), &flipped).unwrap();
+        let mut r = file.reader_range(&dir, 1040, 100).await.unwrap();
+        let e = r.next_block(&mut Vec::new()).await.unwrap_err();
+        assert!(matches!(e, AgentError::DataLost(_)), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// Every way a file segment can change after its put is `DataLost`, never other bytes, and

@@ -4,10 +4,16 @@
 //!
 //! One connection carries one fetch at a time, and fetches one after another (the receiver keeps
 //! a warm connection per source and reuses it):
-//! - **Request** (receiver to source): magic `CFD4`, token length (u16) and token (empty with
+//! - **Request** (receiver to source): magic `CFD5`, token length (u16) and token (empty with
 //!   TLS, where it is not checked), coflow id (u64), flow id (u64), the receiving machine (u32),
 //!   the flow's ticket (16 bytes, the capability the coordinator granted the receiver), data id
-//!   length (u16) and data id (UTF-8); integers big-endian.
+//!   length (u16) and data id (UTF-8), the range of the piece wanted: offset (u64) and length
+//!   (u64), and a hop flag (u8): 0, or 1 followed by the source the agent asked is to relay
+//!   from: its machine (u32), its data address (u16 length, UTF-8) and its ticket (16 bytes,
+//!   naming the relay); integers big-endian.
+//! - A relay (an agent asked with a hop) checks the request's ticket as a source does (it names
+//!   the receiver, under the relay's own key), fetches the range from the source with the hop's
+//!   ticket, and forwards the source's response head and frames as they arrive.
 //! - A refusal (any status but [`Status::Ok`]) carries a size of 0: it never tells whether the
 //!   piece exists, nor how large it is.
 //! - **Response head** (source to receiver): a status byte ([`Status`]) and the piece's size
@@ -23,7 +29,10 @@ use coflow_proto::ticket::{TICKET_LEN, Ticket};
 use coflow_proto::{DataId, MAX_DATA_ID_LEN};
 
 /// The request's magic, which names the protocol's version.
-pub(crate) const MAGIC: &[u8; 4] = b"CFD4";
+pub(crate) const MAGIC: &[u8; 4] = b"CFD5";
+
+/// The longest data address a hop names.
+pub(crate) const MAX_ADDR_LEN: usize = 256;
 
 /// The longest token a request may carry.
 pub(crate) const MAX_TOKEN_LEN: usize = 512;
@@ -101,6 +110,9 @@ pub(crate) enum WireError {
     /// A frame type that names no frame.
     #[error("unknown frame type {0}")]
     UnknownFrame(u8),
+    /// A hop flag that is neither 0 nor 1, or a hop address that is not UTF-8.
+    #[error("bad hop: {0}")]
+    BadHop(String),
     /// A data frame of no bytes, or of more bytes than the piece has left.
     #[error("a frame of {len} bytes with {left} to go")]
     BadFrameLength {
@@ -126,6 +138,23 @@ pub(crate) struct Request {
     pub(crate) ticket: Ticket,
     /// The piece.
     pub(crate) data_id: DataId,
+    /// The first byte of the piece wanted.
+    pub(crate) offset: u64,
+    /// How many bytes from there.
+    pub(crate) length: u64,
+    /// The source to relay from, when the agent asked is a relay.
+    pub(crate) via: Option<Hop>,
+}
+
+/// The next hop of a relayed request: the source the relay fetches from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Hop {
+    /// The source's machine.
+    pub(crate) src: MachineId,
+    /// Its data address.
+    pub(crate) addr: String,
+    /// The source's ticket for the flow, naming the relay.
+    pub(crate) ticket: Ticket,
 }
 
 /// Reads a big-endian integer of `N` bytes at `at`, if the buffer has it.
@@ -147,6 +176,19 @@ impl Request {
         let id = self.data_id.as_str().as_bytes();
         out.extend_from_slice(&(id.len() as u16).to_be_bytes());
         out.extend_from_slice(id);
+        out.extend_from_slice(&self.offset.to_be_bytes());
+        out.extend_from_slice(&self.length.to_be_bytes());
+        match &self.via {
+            None => out.push(0),
+            Some(hop) => {
+                assert!(hop.addr.len() <= MAX_ADDR_LEN, "addresses come from the coordinator's grant, checked");
+                out.push(1);
+                out.extend_from_slice(&hop.src.0.to_be_bytes());
+                out.extend_from_slice(&(hop.addr.len() as u16).to_be_bytes());
+                out.extend_from_slice(hop.addr.as_bytes());
+                out.extend_from_slice(&hop.ticket);
+            }
+        }
     }
 
     /// A request from the start of `buf` and its length, `None` if `buf` holds only part of one.
@@ -176,10 +218,48 @@ impl Request {
         let Some(id) = buf.get(at..at + dlen) else { return Ok(None) };
         let id = std::str::from_utf8(id).map_err(|e| WireError::BadDataId(e.to_string()))?;
         let data_id = DataId::new(id.to_string()).map_err(|e| WireError::BadDataId(e.to_string()))?;
+        at += dlen;
+        let Some(offset) = be::<8>(buf, at).map(u64::from_be_bytes) else { return Ok(None) };
+        let Some(length) = be::<8>(buf, at + 8).map(u64::from_be_bytes) else { return Ok(None) };
+        at += 16;
+        let Some(&flag) = buf.get(at) else { return Ok(None) };
+        at += 1;
+        let via = match flag {
+            0 => None,
+            1 => {
+                let Some(src) = be::<4>(buf, at).map(u32::from_be_bytes) else { return Ok(None) };
+                let Some(alen) = be::<2>(buf, at + 4).map(u16::from_be_bytes) else { return Ok(None) };
+                let alen = usize::from(alen);
+                if alen > MAX_ADDR_LEN {
+                    return Err(WireError::TooLong {
+                        field: "hop address",
+                        len: alen as u64,
+                        max: MAX_ADDR_LEN as u64,
+                    });
+                }
+                at += 6;
+                let Some(addr) = buf.get(at..at + alen) else { return Ok(None) };
+                let addr = std::str::from_utf8(addr).map_err(|e| WireError::BadHop(e.to_string()))?.to_string();
+                at += alen;
+                let Some(ticket) = be::<TICKET_LEN>(buf, at) else { return Ok(None) };
+                at += TICKET_LEN;
+                Some(Hop { src: MachineId(src), addr, ticket })
+            }
+            other => return Err(WireError::BadHop(format!("flag {other}"))),
+        };
         let token = buf[6..6 + tlen].to_vec();
-        let request =
-            Request { token, coflow: CoflowId(coflow), flow: FlowId(flow), dst: MachineId(dst), ticket, data_id };
-        Ok(Some((request, at + dlen)))
+        let request = Request {
+            token,
+            coflow: CoflowId(coflow),
+            flow: FlowId(flow),
+            dst: MachineId(dst),
+            ticket,
+            data_id,
+            offset,
+            length,
+            via,
+        };
+        Ok(Some((request, at)))
     }
 }
 
@@ -298,7 +378,37 @@ mod tests {
             dst: MachineId(3),
             ticket: [0xa5; TICKET_LEN],
             data_id: DataId::new("map-3/reduce-1").unwrap(),
+            offset: 1 << 20,
+            length: 3 << 20,
+            via: None,
         }
+    }
+
+    fn relayed() -> Request {
+        let hop = Hop { src: MachineId(9), addr: "10.0.0.9:7072".into(), ticket: [0x5a; TICKET_LEN] };
+        Request { via: Some(hop), ..request() }
+    }
+
+    /// A relayed request round-trips too, and every prefix of it is incomplete; a bad hop flag
+    /// or an address over its bound is an error at once.
+    #[test]
+    fn a_relayed_request_round_trips() {
+        let mut bytes = Vec::new();
+        relayed().encode(&mut bytes);
+        let n = bytes.len();
+        for cut in 0..n {
+            assert_eq!(Request::decode(&bytes[..cut]), Ok(None), "prefix of {cut} bytes");
+        }
+        assert_eq!(Request::decode(&bytes), Ok(Some((relayed(), n))));
+        let mut plain = Vec::new();
+        request().encode(&mut plain);
+        let flag = plain.len() - 1;
+        plain[flag] = 7;
+        assert!(matches!(Request::decode(&plain), Err(WireError::BadHop(_))));
+        plain[flag] = 1;
+        plain.extend_from_slice(&9u32.to_be_bytes());
+        plain.extend_from_slice(&(MAX_ADDR_LEN as u16 + 1).to_be_bytes());
+        assert!(matches!(Request::decode(&plain), Err(WireError::TooLong { field: "hop address", .. })));
     }
 
     /// A request decodes to itself from its encoding, and from every prefix of it to "not yet",
@@ -318,7 +428,7 @@ mod tests {
     #[test]
     fn malformed_requests_are_typed_errors_as_soon_as_they_show() {
         assert_eq!(Request::decode(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
-        assert_eq!(Request::decode(b"CFD3"), Err(WireError::BadMagic), "an older version");
+        assert_eq!(Request::decode(b"CFD4"), Err(WireError::BadMagic), "an older version");
         assert_eq!(Request::decode(b"X"), Err(WireError::BadMagic), "the first wrong byte suffices");
         let mut long_token = MAGIC.to_vec();
         long_token.extend_from_slice(&513u16.to_be_bytes());
@@ -328,14 +438,16 @@ mod tests {
         let at = 4 + 2 + 16 + 4 + TICKET_LEN;
         bytes[at..at + 2].copy_from_slice(&(MAX_DATA_ID_LEN as u16 + 1).to_be_bytes());
         assert!(matches!(Request::decode(&bytes[..at + 2]), Err(WireError::TooLong { field: "data id", .. })));
+        // What follows the data id: offset, length, and the hop flag of a request without a hop.
+        let tail = 8 + 8 + 1;
         let mut bad_id = Vec::new();
         Request { token: vec![], ..request() }.encode(&mut bad_id);
-        let id_at = bad_id.len() - "map-3/reduce-1".len();
+        let id_at = bad_id.len() - tail - "map-3/reduce-1".len();
         bad_id[id_at] = 0xff;
         assert!(matches!(Request::decode(&bad_id), Err(WireError::BadDataId(_))));
         let mut control = Vec::new();
         Request { token: vec![], data_id: DataId::new("ab").unwrap(), ..request() }.encode(&mut control);
-        let n = control.len();
+        let n = control.len() - tail;
         control[n - 1] = 0x01;
         assert!(matches!(Request::decode(&control), Err(WireError::BadDataId(_))), "ids are validated");
         control.truncate(n - 4);
@@ -429,14 +541,19 @@ mod tests {
                 any::<u32>(),
                 any::<[u8; TICKET_LEN]>(),
                 "[a-zA-Z0-9_./-]{1,64}",
+                (any::<u64>(), any::<u64>()),
+                proptest::option::of((any::<u32>(), "[0-9a-z.:\\[\\]]{0,64}", any::<[u8; TICKET_LEN]>())),
             )
-                .prop_map(|(token, coflow, flow, dst, ticket, id)| Request {
+                .prop_map(|(token, coflow, flow, dst, ticket, id, (offset, length), via)| Request {
                     token,
                     coflow: CoflowId(coflow),
                     flow: FlowId(flow),
                     dst: MachineId(dst),
                     ticket,
                     data_id: DataId::new(id).unwrap(),
+                    offset,
+                    length,
+                    via: via.map(|(src, addr, ticket)| Hop { src: MachineId(src), addr, ticket }),
                 })
         }
 

@@ -63,6 +63,12 @@ pub struct CoordinatorConfig {
     /// agents' ports, and every agent names its datacenter. None by default (a big switch). The
     /// `coflow coordinator` command reads it into [`CoordinatorConfig::wide_area`].
     pub topology: Option<String>,
+    /// On a wide area, split each get's bytes over two-hop detours through relay agents when the
+    /// direct link is the bottleneck (Siphon's multi-path routing, by water-filling over the
+    /// links' expected bandwidth), and reroute the flows of a link that goes down. Policies of
+    /// the proportional model only (per-flow policies keep direct paths, as in the simulator).
+    /// Default false.
+    pub multipath: bool,
     /// The wide area read from `topology`: its datacenters and links, each link's bandwidth
     /// distribution the prior until the coordinator has measured the link. Not a TOML field.
     #[serde(skip)]
@@ -85,6 +91,7 @@ impl Default for CoordinatorConfig {
             tls_cert: None,
             tls_key: None,
             topology: None,
+            multipath: false,
             wide_area: None,
         }
     }

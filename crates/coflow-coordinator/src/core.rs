@@ -58,6 +58,9 @@ pub enum Notice {
     FlowFailed(FlowId),
     /// A coflow was unregistered: forget its pieces.
     CoflowDropped(CoflowId),
+    /// A flow this agent receives has lost its path (its link went down, its relay died): cut
+    /// it at the bytes received and resume the rest.
+    Reroute(FlowId),
 }
 
 /// What the core has for the service to send to agents watching their rates, in order.
@@ -111,7 +114,7 @@ impl FlowOutcome {
 /// What a get is told: the flow and where to fetch it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowGrant {
-    /// The flow's id.
+    /// The flow's id (its first part's, if it has parts).
     pub flow: FlowId,
     /// The sending machine.
     pub src: MachineId,
@@ -121,7 +124,40 @@ pub struct FlowGrant {
     pub size: u64,
     /// The flow's capability, told to the receiver only (see [`coflow_proto::ticket`]).
     pub ticket: coflow_proto::ticket::Ticket,
+    /// The parts, in order of offset, when the get is split over several paths or resumed;
+    /// empty: one part, the whole piece, fetched directly as `flow`.
+    pub parts: Vec<GrantPart>,
 }
+
+/// One part of a get: the bytes `[offset, offset + length)` of the piece, as a flow of its own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrantPart {
+    /// The part's flow.
+    pub flow: FlowId,
+    /// Its first byte in the piece.
+    pub offset: u64,
+    /// Its bytes.
+    pub length: u64,
+    /// The source's ticket, naming the agent that fetches from it (the relay, if any).
+    pub ticket: coflow_proto::ticket::Ticket,
+    /// The relay it goes through, if any.
+    pub via: Option<Relay>,
+}
+
+/// A relay agent in a third datacenter, and the ticket by which it relays a part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Relay {
+    /// The relay's machine.
+    pub machine: MachineId,
+    /// Its data listener.
+    pub data_addr: SocketAddr,
+    /// Its ticket for the part (under the relay's flow key), naming the receiver.
+    pub ticket: coflow_proto::ticket::Ticket,
+}
+
+/// A get's bytes smaller than this are not split over several paths, and a part smaller than
+/// this joins another.
+pub const MIN_PART_BYTES: u64 = 64 << 10;
 
 /// How a coflow's released flows are served. One value, so that a coflow cannot be both
 /// bypassed and scheduled, or scheduled while out of the policy with flows in it.
@@ -236,12 +272,19 @@ struct FlowRec {
     moved_before: f64,
     state: FlowState,
     rate: f64,
-    /// On a wide area, the link it crosses (none inside a datacenter), and the bytes its
-    /// assigned rates asked since its last report (for the link's measurements): nothing before
-    /// its source reported bytes moved (it may not have started), nor while served outside the
-    /// policy.
-    link: Option<usize>,
+    /// Its first byte in the piece (a part of a get split over several paths, or resumed);
+    /// `size` is its own.
+    offset: u64,
+    /// The relay it goes through, if any.
+    via: Option<MachineId>,
+    /// On a wide area, the links it crosses (none inside a datacenter, two through a relay),
+    /// and the bytes its assigned rates asked since its last report (for the links'
+    /// measurements): nothing before its source reported bytes moved (it may not have started),
+    /// nor while served outside the policy.
+    links: Vec<usize>,
     asked: f64,
+    /// Its receiver was told to reroute it.
+    rerouting: bool,
 }
 
 impl FlowRec {
@@ -316,6 +359,12 @@ pub struct Counters {
     /// Times the core found it had not run for longer than it asked (its process was paused):
     /// agents' silence over such a gap is not held against them.
     pub pauses: u64,
+    /// Flows ended because their receiver resumed their rest over another path.
+    pub flows_rerouted: u64,
+    /// Parts relayed through a third datacenter (multi-path routing), and their bytes.
+    pub parts_relayed: u64,
+    /// Bytes of the parts relayed.
+    pub bytes_relayed: u64,
 }
 
 /// The coordinator's state and its policy.
@@ -379,6 +428,9 @@ pub struct Core {
     links: Vec<Option<usize>>,
     meter: Option<crate::measure::Meter>,
 }
+
+/// How a flow whose receiver resumed its rest over another path ends.
+const REROUTED: &str = "rerouted";
 
 /// A rate change smaller than this share of the old rate is not pushed.
 const RATE_TOLERANCE: f64 = 0.005;
@@ -463,10 +515,22 @@ impl Core {
     /// Each wide-area link's estimated bandwidth now and how many samples of it were measured,
     /// by link (empty on a big switch).
     pub fn link_estimates(&self) -> Vec<(f64, usize)> {
-        match &self.meter {
-            None => Vec::new(),
-            Some(m) => (0..self.links.iter().flatten().count()).map(|l| (m.capacity(l), m.samples(l))).collect(),
-        }
+        self.link_views().into_iter().map(|l| (l.estimate, l.samples)).collect()
+    }
+
+    /// Each wide-area link as measured, by link (empty on a big switch).
+    pub fn link_views(&self) -> Vec<crate::status::LinkView> {
+        let (Some(m), Some(wa)) = (&self.meter, &self.cfg.wide_area) else { return Vec::new() };
+        wa.links
+            .iter()
+            .enumerate()
+            .map(|(l, link)| crate::status::LinkView {
+                name: format!("{}->{}", wa.datacenters[link.from as usize], wa.datacenters[link.to as usize]),
+                estimate: m.capacity(l),
+                samples: m.samples(l),
+                down: m.down(l),
+            })
+            .collect()
     }
 
     /// Whether `now` is inside the restart window, in which re-announced coflows and flows of a
@@ -798,16 +862,17 @@ impl Core {
                     && f.src == hb.machine
                 {
                     let sent = sent.min(f.size);
-                    if let Some(l) = f.link {
-                        // The bytes of a flow's first report may have moved at any time before
-                        // it: it is measured from its first report on.
-                        if f.sent > 0 {
+                    // The bytes of a flow's first report may have moved at any time before it: it
+                    // is measured from its first report on.
+                    if f.sent > 0 {
+                        let asked = f.asked + f.asked_at_rate(now);
+                        for &l in &f.links {
                             let r = links.entry(l).or_default();
                             r.0 += sent.saturating_sub(f.sent) as f64;
-                            r.1 += f.asked + f.asked_at_rate(now);
+                            r.1 += asked;
                         }
-                        f.asked = 0.0;
                     }
+                    f.asked = 0.0;
                     f.sent = f.sent.max(sent);
                     f.reported_at = Some(now);
                     f.moved_before = 0.0;
@@ -967,7 +1032,14 @@ impl Core {
         self.input(now);
         let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
         let ticket = self.tickets.issue(r.src, r.flow, r.coflow, r.data_id.as_str(), r.dst);
-        let grant = FlowGrant { flow: r.flow, src: r.src, src_data_addr: src_agent.data_addr, size: r.size, ticket };
+        let grant = FlowGrant {
+            flow: r.flow,
+            src: r.src,
+            src_data_addr: src_agent.data_addr,
+            size: r.size,
+            ticket,
+            parts: Vec::new(),
+        };
         if !self.agents.get(&r.dst).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(r.dst));
         }
@@ -1028,8 +1100,11 @@ impl Core {
                 moved_before: 0.0,
                 state: FlowState::Held,
                 rate: 0.0,
-                link: self.link_between(r.src, r.dst),
+                offset: 0,
+                via: None,
+                links: self.link_between(r.src, r.dst).into_iter().collect(),
                 asked: 0.0,
+                rerouting: false,
             },
         );
         // It was released by the previous coordinator: it waits for nothing.
@@ -1038,10 +1113,12 @@ impl Core {
     }
 
     /// An agent's client wants a piece: the answer is the flow and where to fetch it, at once,
-    /// even while the flow is held for its coflow's readiness.
+    /// even while the flow is held for its coflow's readiness. On a wide area with multi-path
+    /// routing the flow may be split into parts over detours through relays (Siphon §3.3); a
+    /// resumed get ends the flow its receiver cut and grants the rest of that flow's bytes afresh.
     pub fn handle_get(&mut self, now: Nanos, get: GetAnnouncement) -> Result<FlowGrant, CoordError> {
         self.input(now);
-        let c = self.coflows.get_mut(&get.coflow).ok_or(CoordError::UnknownCoflow(get.coflow))?;
+        let c = self.coflows.get(&get.coflow).ok_or(CoordError::UnknownCoflow(get.coflow))?;
         if !Self::may_change(c, &get.client) {
             return Err(CoordError::NotTheOwner { coflow: get.coflow, caller: get.client });
         }
@@ -1050,51 +1127,179 @@ impl Core {
             .get(&get.data_id)
             .ok_or_else(|| CoordError::NoSuchData { coflow: get.coflow, data_id: get.data_id.clone() })?;
         let src_agent = self.agents.get(&src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(src))?;
+        let src_data_addr = src_agent.data_addr;
         if !self.agents.get(&get.machine).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(get.machine));
         }
-        let flow = FlowId(self.next_flow);
-        let ticket = self.tickets.issue(src, flow, get.coflow, get.data_id.as_str(), get.machine);
-        let grant = FlowGrant { flow, src, src_data_addr: src_agent.data_addr, size, ticket };
-        self.next_flow += 1;
-        c.gets_seen += 1;
-        c.width += 1;
-        c.first_get.get_or_insert(now);
-        let link = {
-            let dcs = self.cfg.wide_area.as_ref().map_or(0, |wa| wa.datacenters.len());
-            let dc = |m: &MachineId| self.agents.get(m).and_then(|a| a.dc);
-            match (dc(&src), dc(&get.machine)) {
-                (Some(a), Some(b)) if a != b => self.links[a as usize * dcs + b as usize],
-                _ => None,
+        // The bytes to grant: the piece, or the rest of the flow the receiver cut.
+        let (start, end) = match get.resume {
+            None => (0, size),
+            Some((old, at)) => {
+                let f = self.flows.get(&old).ok_or(CoordError::UnknownFlow(old))?;
+                if f.dst != get.machine || f.coflow != get.coflow || f.data_id != get.data_id {
+                    return Err(CoordError::NotTheReceiver { flow: old, machine: get.machine });
+                }
+                if !(f.offset..f.offset + f.size).contains(&at) {
+                    let reason = format!("{at} is not inside flow {old}'s bytes {}..{}", f.offset, f.offset + f.size);
+                    return Err(CoordError::Invalid(coflow_proto::ProtoError::Invalid {
+                        field: "resume_offset",
+                        reason,
+                    }));
+                }
+                (at, f.offset + f.size)
             }
         };
-        self.flows.insert(
-            grant.flow,
-            FlowRec {
-                coflow: get.coflow,
-                data_id: get.data_id,
-                src,
-                dst: get.machine,
-                size,
-                sent: 0,
-                reported_at: None,
-                rate_since: now,
-                moved_before: 0.0,
-                state: FlowState::Held,
-                rate: 0.0,
-                link,
-                asked: 0.0,
-            },
-        );
-        c.held.push(grant.flow);
+        let plan = self.plan_parts(src, get.machine, start, end);
+        let mut parts = Vec::with_capacity(plan.len());
+        for &(offset, length, via) in &plan {
+            let flow = FlowId(self.next_flow);
+            self.next_flow += 1;
+            // The source serves the part to whoever fetches it from it: the relay, if any.
+            let fetcher = via.unwrap_or(get.machine);
+            let ticket = self.tickets.issue(src, flow, get.coflow, get.data_id.as_str(), fetcher);
+            let relay = via.map(|r| Relay {
+                machine: r,
+                data_addr: self.agents[&r].data_addr,
+                ticket: self.tickets.issue(r, flow, get.coflow, get.data_id.as_str(), get.machine),
+            });
+            let mut links: Vec<usize> = Vec::new();
+            match via {
+                None => links.extend(self.link_between(src, get.machine)),
+                Some(r) => {
+                    links.extend(self.link_between(src, r));
+                    links.extend(self.link_between(r, get.machine));
+                    self.counters.parts_relayed += 1;
+                    self.counters.bytes_relayed += length;
+                }
+            }
+            self.flows.insert(
+                flow,
+                FlowRec {
+                    coflow: get.coflow,
+                    data_id: get.data_id.clone(),
+                    src,
+                    dst: get.machine,
+                    size: length,
+                    sent: 0,
+                    reported_at: None,
+                    rate_since: now,
+                    moved_before: 0.0,
+                    state: FlowState::Held,
+                    rate: 0.0,
+                    offset,
+                    via,
+                    links,
+                    asked: 0.0,
+                    rerouting: false,
+                },
+            );
+            parts.push(GrantPart { flow, offset, length, ticket, via: relay });
+        }
+        let c = self.coflows.get_mut(&get.coflow).expect("checked above");
+        if get.resume.is_none() {
+            c.gets_seen += 1;
+            c.width += 1;
+        }
+        c.first_get.get_or_insert(now);
+        c.held.extend(parts.iter().map(|p| p.flow));
         let ready = match c.reg.options.readiness {
             Readiness::OnGet => true,
             Readiness::AllGets { timeout } => c.all_gets_in() || now >= c.first_get.unwrap() + timeout,
         };
-        if ready {
+        let resumed = match get.resume {
+            // The new parts join the coflow where it stands before the cut flow leaves it, so
+            // that the coflow keeps its place in the policy.
+            Some((old, _)) => {
+                let released =
+                    matches!(c.state, CoflowState::Scheduled(Some(_)) | CoflowState::Bypassed | CoflowState::Rejected);
+                if released {
+                    self.release(now, get.coflow);
+                }
+                self.finish_flow(now, old, Some(REROUTED))?;
+                true
+            }
+            None => false,
+        };
+        if ready && !resumed {
             self.release(now, get.coflow);
         }
-        Ok(grant)
+        let first = &parts[0];
+        let whole = parts.len() == 1 && first.via.is_none() && start == 0;
+        Ok(FlowGrant {
+            flow: first.flow,
+            src,
+            src_data_addr,
+            size,
+            ticket: first.ticket,
+            parts: if whole { Vec::new() } else { parts },
+        })
+    }
+
+    /// How to send bytes `[start, end)` of a piece from `src` to `dst`: `(offset, length, relay)`
+    /// parts in order of offset. One direct part, unless multi-path routing is on, the flow
+    /// crosses a wide-area link and water-filling over the links' expected bandwidth (with the
+    /// bytes every flow already has left on them) moves some of its bytes to two-hop detours
+    /// (Siphon §3.3), each through an agent of the detour's datacenter. Parts under
+    /// [`MIN_PART_BYTES`] join the largest.
+    fn plan_parts(&self, src: MachineId, dst: MachineId, start: u64, end: u64) -> Vec<(u64, u64, Option<MachineId>)> {
+        let direct = vec![(start, end - start, None)];
+        let proportional = self.policy.model() == coflow_sched::ServiceModel::Proportional;
+        if !self.cfg.multipath || self.tcp || !proportional || end - start < 2 * MIN_PART_BYTES {
+            return direct;
+        }
+        let Some(link) = self.link_between(src, dst) else { return direct };
+        let fabric = self.fabric();
+        let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return direct };
+        let links = wan.links().len();
+        let bw: Vec<f64> = (0..links).map(|l| fabric.expected_capacity(l as u32)).collect();
+        let mut loads = vec![0.0; links];
+        for f in self.flows.values().filter(|f| f.state != FlowState::Unscheduled) {
+            for &l in &f.links {
+                loads[l] += f.size.saturating_sub(f.sent) as f64;
+            }
+        }
+        let mut own = vec![0.0; links];
+        own[link] = (end - start) as f64;
+        let (detours, _) = coflow_sched::water_fill(wan, &bw, &loads, &own);
+        let Some(detours) = detours.get(&coflow_sched::Route::new(&[link as u32])) else { return direct };
+        let len = end - start;
+        let mut sizes: Vec<(u64, Option<MachineId>)> = Vec::new();
+        for &(route, fraction) in detours {
+            let dc = wan.links()[route.hops()[0] as usize].to;
+            let Some(relay) = self.relay_in(dc) else { continue };
+            sizes.push(((fraction * len as f64) as u64, Some(relay)));
+        }
+        let moved: u64 = sizes.iter().map(|s| s.0).sum();
+        sizes.insert(0, (len - moved.min(len), None));
+        // Parts too small to be worth a flow join the largest.
+        while sizes.len() > 1 {
+            let Some(k) = (0..sizes.len()).filter(|&k| sizes[k].0 < MIN_PART_BYTES).min_by_key(|&k| sizes[k].0) else {
+                break;
+            };
+            let small = sizes.remove(k);
+            let big = (0..sizes.len()).max_by_key(|&j| sizes[j].0).expect("at least one left");
+            sizes[big].0 += small.0;
+        }
+        let mut at = start;
+        sizes
+            .into_iter()
+            .map(|(n, via)| {
+                let part = (at, n, via);
+                at += n;
+                part
+            })
+            .collect()
+    }
+
+    /// The alive agent of datacenter `dc` that relays the fewest parts now (the lowest machine of
+    /// equals), if any.
+    fn relay_in(&self, dc: u32) -> Option<MachineId> {
+        self.agents
+            .iter()
+            .filter(|(_, a)| a.alive && a.dc == Some(dc))
+            .map(|(&m, _)| (self.flows.values().filter(|f| f.via == Some(m)).count(), m))
+            .min()
+            .map(|(_, m)| m)
     }
 
     /// Moves a coflow's held flows into service: judged small, they bypass the policy; else
@@ -1165,6 +1370,7 @@ impl Core {
         let f = self.flows.remove(&id).ok_or(CoordError::UnknownFlow(id))?;
         match failure {
             None => self.counters.flows_finished += 1,
+            Some(REROUTED) => self.counters.flows_rerouted += 1,
             Some(reason) => {
                 self.counters.flows_failed += 1;
                 // Reasons come from agents: keep the label set small and printable.
@@ -1236,6 +1442,17 @@ impl Core {
                 *self.timed_out.entry("agent-heartbeat").or_default() += 1;
             }
         }
+        // Parts relayed through it lose their path, not their source: their receivers resume
+        // them over another.
+        let relayed: Vec<FlowId> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.via == Some(m) && f.src != m && f.dst != m)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in relayed {
+            self.reroute(id);
+        }
         for c in self.coflows.values_mut() {
             c.puts.retain(|_, &mut (at, _)| at != m);
         }
@@ -1245,6 +1462,38 @@ impl Core {
             let _ = self.finish_flow(now, id, Some(reason));
         }
         self.dirty = true;
+    }
+
+    /// Tells a flow's receiver to cut it and resume the rest over another path (once).
+    fn reroute(&mut self, id: FlowId) {
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        if f.rerouting {
+            return;
+        }
+        f.rerouting = true;
+        tracing::info!(flow = %id, coflow = %f.coflow, "flow rerouted");
+        if self.watching.contains(&f.dst) {
+            self.outbox.push_back(Transmit::Notice(f.dst, Notice::Reroute(id)));
+        }
+    }
+
+    /// With multi-path routing, the flows that cross a link measured down (it carried almost
+    /// nothing of what it was asked) are rerouted: their receivers resume them over the paths
+    /// that water-filling then chooses, which avoid it.
+    fn reroute_around_down_links(&mut self) {
+        let Some(meter) = &self.meter else { return };
+        if !self.cfg.multipath || self.tcp {
+            return;
+        }
+        let down: Vec<FlowId> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.state == FlowState::Scheduled && f.links.iter().any(|&l| meter.down(l)))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in down {
+            self.reroute(id);
+        }
     }
 
     /// Runs what is due at `now`: agent timeouts, readiness timeouts, a decision, the push of
@@ -1276,6 +1525,7 @@ impl Core {
         {
             // A link's estimate changed: the rates were made for another bandwidth.
             self.dirty = true;
+            self.reroute_around_down_links();
         }
         if self.dirty || self.wake.is_some_and(|w| w <= now) {
             self.decide(now);
@@ -1394,12 +1644,28 @@ impl Core {
         self.snapshot.clear(self.policy.model());
         self.order.clear();
         let mut flows = Vec::new();
+        let mut routes = Vec::new();
         for &(_, id) in &self.active {
             let c = &self.coflows[&id];
             let CoflowState::Scheduled(Some(p)) = &c.state else { unreachable!("active coflows are in the policy") };
             flows.clear();
+            routes.clear();
             for &fid in &p.flows {
                 let f = &self.flows[&fid];
+                // A relayed part crosses the resources of both of its hops.
+                routes.push(match f.via {
+                    None => fabric.route(f.src, f.dst),
+                    Some(r) => {
+                        let hops: Vec<u32> = fabric
+                            .route(f.src, r)
+                            .hops()
+                            .iter()
+                            .chain(fabric.route(r, f.dst).hops())
+                            .copied()
+                            .collect();
+                        coflow_sched::Route::new(&hops)
+                    }
+                });
                 let size = (f.size as f64).max(1.0);
                 // What the last report says is left, brought forward at the rates in force since
                 // that report, for at most a heartbeat (the next report is due by then): the
@@ -1419,7 +1685,7 @@ impl Core {
                 weight: c.reg.options.weight,
                 width: c.width,
             };
-            self.snapshot.push_coflow(&fabric, &spec, &flows);
+            self.snapshot.push_coflow_routed(&spec, &flows, &routes);
         }
         let input = self.snapshot.input(now, &fabric);
         self.alloc.reset(&input);

@@ -41,9 +41,11 @@ use tokio::sync::watch;
 
 pub use crate::config::{ConfigError, CoordinatorConfig, TCP, check_policy};
 pub use crate::core::ADMIN;
-pub use crate::core::{Core, Counters, FlowGrant, FlowOutcome, Notice, Observation, RateBatch, Transmit};
+pub use crate::core::{
+    Core, Counters, FlowGrant, FlowOutcome, GrantPart, MIN_PART_BYTES, Notice, Observation, RateBatch, Relay, Transmit,
+};
 pub use crate::error::CoordError;
-pub use crate::status::{AgentView, CoflowView, FlowView, STATUS_PAGE_BYTES, StatusPage, StatusView};
+pub use crate::status::{AgentView, CoflowView, FlowView, LinkView, STATUS_PAGE_BYTES, StatusPage, StatusView};
 pub use crate::telemetry::status_json;
 pub use coflow_proto::{ERROR_KIND, ErrorKind};
 

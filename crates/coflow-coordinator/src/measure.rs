@@ -40,6 +40,9 @@ const WINDOW: usize = 64;
 /// Samples a link needs before its window stands for its distribution.
 const MIN_SAMPLES: usize = 8;
 
+/// A link that moved less than this share of what it was asked is down.
+const DOWN: f64 = 0.05;
+
 /// The lowest estimate, as a share of the prior's mean: a link that moved nothing is not taken
 /// for dead for good (it is asked again, and grows back as it keeps up).
 const FLOOR: f64 = 0.02;
@@ -53,6 +56,8 @@ struct Link {
     reports: BTreeMap<MachineId, (f64, f64, f64)>,
     /// The estimate of its bandwidth now; none before the first measurement.
     estimate: Option<f64>,
+    /// Its last measured period found it down.
+    down: bool,
     samples: VecDeque<f64>,
 }
 
@@ -70,7 +75,13 @@ impl Meter {
     pub(crate) fn new(priors: impl IntoIterator<Item = Bandwidth>, now: Nanos) -> Meter {
         let links = priors
             .into_iter()
-            .map(|prior| Link { prior, reports: BTreeMap::new(), estimate: None, samples: VecDeque::new() })
+            .map(|prior| Link {
+                prior,
+                reports: BTreeMap::new(),
+                estimate: None,
+                down: false,
+                samples: VecDeque::new(),
+            })
             .collect();
         Meter { links, period_start: now, samples_taken: 0 }
     }
@@ -110,6 +121,7 @@ impl Meter {
             if asked <= 0.0 {
                 continue;
             }
+            link.down = throughput < DOWN * asked;
             let next = if throughput < SATURATED * asked {
                 // The link was the bottleneck: what it moved is what it had.
                 link.samples.push_back(throughput);
@@ -145,6 +157,12 @@ impl Meter {
     pub(crate) fn distribution(&self, l: usize) -> Option<Bandwidth> {
         let link = &self.links[l];
         (link.samples.len() >= MIN_SAMPLES).then(|| Bandwidth::Empirical(link.samples.iter().copied().collect()))
+    }
+
+    /// Whether link `l`'s last measured period found it down: it carried less than a twentieth
+    /// of what it was asked.
+    pub(crate) fn down(&self, l: usize) -> bool {
+        self.links[l].down
     }
 
     /// How many samples link `l` holds.

@@ -237,6 +237,19 @@ fn grant(g: &crate::core::FlowGrant) -> pb::AnnounceGetResponse {
         src_data_addr: g.src_data_addr.to_string(),
         size: g.size,
         ticket: g.ticket.to_vec(),
+        parts: g
+            .parts
+            .iter()
+            .map(|p| pb::FlowPart {
+                flow_id: p.flow.0,
+                offset: p.offset,
+                length: p.length,
+                ticket: p.ticket.to_vec(),
+                via_machine_id: p.via.as_ref().map(|r| r.machine.0),
+                via_data_addr: p.via.as_ref().map_or_else(String::new, |r| r.data_addr.to_string()),
+                via_ticket: p.via.as_ref().map_or_else(Vec::new, |r| r.ticket.to_vec()),
+            })
+            .collect(),
     }
 }
 
@@ -257,6 +270,9 @@ fn transmit(core: &mut Core, streams: &mut Open) {
             }
             Transmit::Notice(m, Notice::CoflowDropped(c)) => {
                 (m, pb::RateUpdate { dropped_coflows: vec![c.0], ..Default::default() })
+            }
+            Transmit::Notice(m, Notice::Reroute(f)) => {
+                (m, pb::RateUpdate { reroute_flows: vec![f.0], ..Default::default() })
             }
             Transmit::EndWatch(m) => {
                 // Dropping the sender ends the agent's stream.
@@ -670,6 +686,13 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
             .collect(),
         next_after_coflow_id: 0,
         flows_omitted: 0,
+        links: v
+            .links
+            .into_iter()
+            .map(|l| pb::LinkStatus { name: l.name, estimate_bps: l.estimate, samples: l.samples as u32, down: l.down })
+            .collect(),
+        bytes_relayed: v.bytes_relayed,
+        flows_rerouted: v.flows_rerouted,
     }
 }
 

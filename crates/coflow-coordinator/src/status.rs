@@ -14,6 +14,25 @@ pub struct StatusView {
     pub coflows: Vec<CoflowView>,
     /// Known agents.
     pub agents: Vec<AgentView>,
+    /// On a wide area, its links as measured.
+    pub links: Vec<LinkView>,
+    /// Bytes of get parts relayed through a third datacenter, since the start.
+    pub bytes_relayed: u64,
+    /// Flows whose rest was resumed over another path, since the start.
+    pub flows_rerouted: u64,
+}
+
+/// A wide-area link as the coordinator measured it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkView {
+    /// `from->to`, by datacenter names.
+    pub name: String,
+    /// Its bandwidth now as far as the coordinator knows, bytes per second.
+    pub estimate: f64,
+    /// Samples of its bandwidth in the measurement window.
+    pub samples: usize,
+    /// Its last measured period found it down.
+    pub down: bool,
 }
 
 /// One page of [`StatusView`]: coflows after an id, within a budget.

@@ -24,6 +24,9 @@ impl Core {
             policy: self.policy_name().to_string(),
             coflows: coflows.into_values().collect(),
             agents: self.agents().collect(),
+            links: self.link_views(),
+            bytes_relayed: self.counters().bytes_relayed,
+            flows_rerouted: self.counters().flows_rerouted,
         }
     }
 
@@ -76,8 +79,16 @@ impl Core {
             }
             c.flows.push(flow);
         }
-        let view =
-            StatusView { policy: self.policy_name().to_string(), coflows: coflows.into_values().collect(), agents };
+        let c = self.counters();
+        let links = if first { self.link_views() } else { Vec::new() };
+        let view = StatusView {
+            policy: self.policy_name().to_string(),
+            coflows: coflows.into_values().collect(),
+            agents,
+            links,
+            bytes_relayed: c.bytes_relayed,
+            flows_rerouted: c.flows_rerouted,
+        };
         StatusPage { view, next: more, flows_omitted }
     }
 
@@ -97,6 +108,13 @@ impl Core {
             Sample::counter("coflows_adopted", "Coflows adopted after a restart.", c.coflows_adopted),
             Sample::counter("recoveries_refused", "Re-announcements refused.", c.recoveries_refused),
             Sample::counter("pauses", "Times the coordinator found it had not run for a while.", c.pauses),
+            Sample::counter("parts_relayed", "Get parts relayed through a third datacenter.", c.parts_relayed),
+            Sample::counter(
+                "bytes_relayed",
+                "Bytes of the get parts relayed through a third datacenter.",
+                c.bytes_relayed,
+            ),
+            Sample::counter("flows_rerouted", "Flows whose rest was resumed over another path.", c.flows_rerouted),
             Sample::gauge("live_coflows", "Registered coflows.", int(self.live_coflows())),
             Sample::gauge("scheduled_coflows", "Coflows the policy schedules.", int(self.scheduled_coflows())),
             Sample::gauge("live_flows", "Unfinished flows.", int(self.live_flows())),

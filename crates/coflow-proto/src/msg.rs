@@ -300,17 +300,25 @@ pub struct GetAnnouncement {
     pub machine: MachineId,
     /// The identity of the receiving agent's client that asked (empty in token mode).
     pub client: String,
+    /// A get the agent resumes: the flow it cut, and the offset from which the rest is wanted.
+    pub resume: Option<(FlowId, u64)>,
 }
 
 impl TryFrom<pb::AnnounceGetRequest> for GetAnnouncement {
     type Error = ProtoError;
 
     fn try_from(r: pb::AnnounceGetRequest) -> Result<Self, ProtoError> {
+        let resume = match (r.resume_flow_id, r.resume_offset) {
+            (0, 0) => None,
+            (0, _) => return Err(invalid("resume_offset", "given without resume_flow_id")),
+            (f, offset) => Some((FlowId(f), offset)),
+        };
         Ok(GetAnnouncement {
             coflow: CoflowId(r.coflow_id),
             data_id: DataId::new(r.data_id)?,
             machine: MachineId(r.machine_id),
             client: identity("client", r.client)?,
+            resume,
         })
     }
 }

@@ -76,6 +76,15 @@ impl Snapshot {
     /// Adds a coflow and its unfinished flows. Coflows must come in arrival order. Flows are
     /// numbered in the order of all calls, for [`Snapshot::flow_rates`].
     pub fn push_coflow(&mut self, fabric: &Fabric, coflow: &SnapshotCoflow, flows: &[SnapshotFlow]) {
+        let routes: Vec<Route> = flows.iter().map(|f| fabric.route(f.src, f.dst)).collect();
+        self.push_coflow_routed(coflow, flows, &routes);
+    }
+
+    /// [`Snapshot::push_coflow`] with each flow's route given (`routes[k]` for `flows[k]`, routes
+    /// of the fabric the input is then made for): a flow relayed through a third machine
+    /// (multi-path routing) crosses the resources of both of its hops.
+    pub fn push_coflow_routed(&mut self, coflow: &SnapshotCoflow, flows: &[SnapshotFlow], routes: &[Route]) {
+        assert_eq!(flows.len(), routes.len(), "one route per flow");
         let model = self.model.expect("clear() before push_coflow()");
         let ci = self.coflows.len();
         for f in flows {
@@ -83,9 +92,8 @@ impl Snapshot {
         }
         match model {
             ServiceModel::Route => {
-                for f in flows {
+                for (f, &route) in flows.iter().zip(routes) {
                     self.remaining.push(f.remaining);
-                    let route = fabric.route(f.src, f.dst);
                     if route.is_local() {
                         self.slot.push((usize::MAX, ci));
                         continue;
@@ -103,15 +111,14 @@ impl Snapshot {
             ServiceModel::Proportional => {
                 // Legs sorted by route, so that a sender's legs are contiguous.
                 let mut order: Vec<usize> = (0..flows.len()).collect();
-                order.sort_by_key(|&k| fabric.route(flows[k].src, flows[k].dst));
+                order.sort_by_key(|&k| routes[k]);
                 let base = self.slot.len();
                 self.slot.resize(base + flows.len(), (usize::MAX, ci));
                 self.remaining.extend(flows.iter().map(|f| f.remaining));
                 let (leg_start, sender_start) = (self.legs.len(), self.senders.len());
                 let mut per_resource: BTreeMap<ResourceId, f64> = BTreeMap::new();
                 for &k in &order {
-                    let f = &flows[k];
-                    let route = fabric.route(f.src, f.dst);
+                    let (f, route) = (&flows[k], routes[k]);
                     if route.is_local() {
                         continue;
                     }

@@ -50,6 +50,9 @@ pub struct ClusterConfig {
     /// Mutual TLS instead of the token: a CA and certificates for the coordinator, each agent
     /// and a client named `testkit` are made in the cluster's temporary directory.
     pub tls: bool,
+    /// Agent `m`'s datacenter, on a coordinator that schedules a wide area
+    /// (`coordinator.wide_area`); none named past the list's end.
+    pub datacenters: Vec<String>,
 }
 
 impl ClusterConfig {
@@ -70,6 +73,7 @@ impl ClusterConfig {
             token: ClusterToken::new("testkit-token").expect("valid"),
             agent: AgentConfig { data_idle_timeout_ms: 2000, ..AgentConfig::default() },
             tls: false,
+            datacenters: Vec::new(),
         }
     }
 
@@ -229,6 +233,7 @@ impl Cluster {
                 data_dir: dir.clone(),
                 port_rate_bps: cfg.port_rate_bps,
                 heartbeat_interval_ms: cfg.heartbeat_interval_ms,
+                datacenter: cfg.datacenters.get(m as usize).cloned(),
                 ..cfg.agent.clone()
             };
             cluster.data_dirs.push(dir);

@@ -103,6 +103,7 @@ impl Harness {
             data_id: DataId::new(id).unwrap(),
             machine: MachineId(machine),
             client: client.into(),
+            resume: None,
         };
         self.core.handle_get(self.now, g)
     }
@@ -113,6 +114,7 @@ impl Harness {
             data_id: DataId::new(id).unwrap(),
             machine: MachineId(machine),
             client: String::new(),
+            resume: None,
         };
         let grant = self.core.handle_get(self.now, g);
         if let Ok(g) = &grant {

@@ -18,6 +18,9 @@ const RATE: f64 = 50_000_000.0;
 
 /// Sends one data request to the agent of machine 0 at `addr` under `ctx` and returns the
 /// response head's status and size, and how many bytes came after it (within a second).
+/// It asks for the whole of a piece of [`PIECE`] bytes.
+const PIECE: u64 = 100_000;
+
 async fn ask(
     ctx: &TlsContext,
     addr: &str,
@@ -29,7 +32,7 @@ async fn ask(
 ) -> anyhow::Result<(u8, u64, usize)> {
     let sock = tokio::net::TcpStream::connect(addr).await?;
     let mut s = coflow_proto::connect_agent(ctx, sock, 0).await.map_err(anyhow::Error::msg)?;
-    let mut req = b"CFD4".to_vec();
+    let mut req = b"CFD5".to_vec();
     req.extend_from_slice(&0u16.to_be_bytes());
     req.extend_from_slice(&coflow.to_be_bytes());
     req.extend_from_slice(&flow.to_be_bytes());
@@ -37,6 +40,10 @@ async fn ask(
     req.extend_from_slice(ticket);
     req.extend_from_slice(&(id.len() as u16).to_be_bytes());
     req.extend_from_slice(id.as_bytes());
+    // The whole piece (the test's pieces are of `PIECE` bytes), without a relay hop.
+    req.extend_from_slice(&0u64.to_be_bytes());
+    req.extend_from_slice(&PIECE.to_be_bytes());
+    req.push(0);
     s.write_all(&req).await?;
     s.flush().await?;
     let mut head = [0u8; 9];
@@ -59,7 +66,7 @@ async fn a_flow_is_served_only_to_its_receiver_with_its_ticket_once() -> anyhow:
     let own = cluster.tls_dir().unwrap().to_path_buf();
     let c = cluster.client(0).await?;
     let coflow = c.register(3, CoflowOptions::default()).await?;
-    let piece = content(77, 100_000);
+    let piece = content(77, PIECE as usize);
     c.put(coflow, "secret", piece.clone()).await?;
     let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
     let agent1 = TlsContext::load(&files(&own, "agent-1"))?;

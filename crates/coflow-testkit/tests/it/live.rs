@@ -181,7 +181,7 @@ async fn a_wrong_token_is_refused_on_rpc_and_data_connections() -> anyhow::Resul
     let addr = status.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut sock = tokio::net::TcpStream::connect(&addr).await?;
-    let mut req = b"CFD4".to_vec();
+    let mut req = b"CFD5".to_vec();
     req.extend_from_slice(&5u16.to_be_bytes());
     req.extend_from_slice(b"wrong");
     req.extend_from_slice(&coflow.0.to_be_bytes());
@@ -190,6 +190,9 @@ async fn a_wrong_token_is_refused_on_rpc_and_data_connections() -> anyhow::Resul
     req.extend_from_slice(&[0; 16]);
     req.extend_from_slice(&6u16.to_be_bytes());
     req.extend_from_slice(b"secret");
+    req.extend_from_slice(&0u64.to_be_bytes());
+    req.extend_from_slice(&1000u64.to_be_bytes());
+    req.push(0);
     sock.write_all(&req).await?;
     let mut resp = Vec::new();
     sock.read_to_end(&mut resp).await?;

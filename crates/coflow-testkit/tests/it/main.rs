@@ -9,6 +9,7 @@ mod ops;
 mod rates;
 mod session;
 mod tls;
+mod wide_area;
 
 use coflow_client::CoflowId;
 

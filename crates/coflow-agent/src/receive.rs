@@ -1,0 +1,385 @@
+//! A get's receiving side: the grant's parts fetched at once and handed to the client in order,
+//! and a part cut and resumed over another path when the coordinator reroutes it or its relay
+//! dies.
+//!
+//! A grant is one part (the whole piece, fetched directly) or several (a get split over detours
+//! by multi-path routing, or resumed): each the bytes `[offset, offset + length)` of the piece as
+//! a flow of its own, in order of offset, together covering the rest of the piece. Every part is
+//! fetched at once; the first streams straight to the client (at the pace the client reads), and
+//! each later one into a buffer of its own that is handed on once every part before it is done,
+//! so that the client sees the piece's bytes in order. The buffers hold at most the bytes of the
+//! later parts, which the coordinator keeps to flows it may split.
+//!
+//! A part the coordinator reroutes (its link went down, its relay died), or whose relay cannot be
+//! reached, is cut at the bytes it verified: its receiver announces a get that resumes the rest
+//! of the part ([`coflow_proto::pb::AnnounceGetRequest::resume_flow_id`]), and the new grant's
+//! parts take its place, into the same sink, at most [`MAX_RESUMES`] times over.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use coflow_core::{CoflowId, FlowId, MachineId};
+use coflow_proto::pb::agent_message::Body;
+use coflow_proto::ticket::{TICKET_LEN, Ticket};
+use coflow_proto::{DataId, ErrorKind, pb};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::data::{self, Part};
+use crate::error::AgentError;
+use crate::state::{Receiving, Shared, Stop};
+
+/// How many times a part may be resumed over another path, all its successors counted.
+pub(crate) const MAX_RESUMES: u32 = 4;
+
+/// Where a part's verified blocks go: the client's stream (which the client paces), or a buffer
+/// held until the parts before it are done; every byte handed on is counted in `received`.
+#[derive(Clone, Debug)]
+pub(crate) struct Sink {
+    to: To,
+    /// Bytes handed on, over every sink of one get.
+    pub(crate) received: Arc<AtomicU64>,
+}
+
+#[derive(Clone, Debug)]
+enum To {
+    /// Straight on, at the pace the next stage takes them.
+    Stream(mpsc::Sender<Vec<u8>>),
+    /// Into a buffer, at once.
+    Buffer(mpsc::UnboundedSender<Vec<u8>>),
+}
+
+impl Sink {
+    /// Blocks go on into `tx`, at its pace.
+    pub(crate) fn stream(tx: mpsc::Sender<Vec<u8>>, received: Arc<AtomicU64>) -> Sink {
+        Sink { to: To::Stream(tx), received }
+    }
+
+    /// Hands `block` on; false if no one takes blocks any more (the client went away).
+    pub(crate) async fn send(&self, block: Vec<u8>) -> bool {
+        let n = block.len() as u64;
+        let sent = match &self.to {
+            To::Stream(tx) => tx.send(block).await.is_ok(),
+            To::Buffer(tx) => tx.send(block).is_ok(),
+        };
+        if sent {
+            self.received.fetch_add(n, Ordering::Relaxed);
+        }
+        sent
+    }
+}
+
+/// What every part of one get shares.
+#[derive(Clone, Debug)]
+pub(crate) struct Get {
+    /// The agent.
+    pub(crate) shared: Arc<Shared>,
+    /// The piece.
+    pub(crate) coflow: CoflowId,
+    pub(crate) data_id: DataId,
+    /// The client's identity, for the coordinator's ownership check on a resume.
+    pub(crate) client: String,
+    /// The piece's size.
+    pub(crate) size: u64,
+    /// The parts whose end has not been reported to the coordinator yet.
+    pub(crate) open: Arc<Mutex<BTreeSet<FlowId>>>,
+}
+
+/// Asks the coordinator for a get's flow (or, with `resume`, for the rest of a flow this agent
+/// cut), and returns the link epoch the grant belongs to.
+///
+/// A coordinator that is away (restarting: its address refuses connections, or this agent has
+/// not registered with it yet) is waited for, with backoff, for at most `coordinator_grace_ms`:
+/// transfers keep going while the coordinator is away, and a get issued meanwhile starts once it
+/// is back instead of failing at once; a coordinator that has just started answers "not yet"
+/// (`UNAVAILABLE` without an error kind) for what agents may still be re-announcing, which is
+/// waited for the same way. Every other answer (a typed error such as `no-such-data`) is returned
+/// as it is.
+pub(crate) async fn announce_get(
+    shared: &Shared,
+    coflow: CoflowId,
+    data_id: &DataId,
+    client: &str,
+    resume: Option<(FlowId, u64)>,
+) -> Result<(u64, pb::AnnounceGetResponse), AgentError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(shared.config.coordinator_grace_ms);
+    let mut backoff = Duration::from_millis(20);
+    let started = std::time::Instant::now();
+    loop {
+        let session = shared.session();
+        let attempt = async {
+            if shared.session() == 0 {
+                return Err(AgentError::NotRegistered);
+            }
+            let ann = pb::AnnounceGetRequest {
+                coflow_id: coflow.0,
+                data_id: data_id.as_str().to_string(),
+                machine_id: shared.config.machine_id(),
+                client: client.to_string(),
+                resume_flow_id: resume.map_or(0, |r| r.0.0),
+                resume_offset: resume.map_or(0, |r| r.1),
+                ..Default::default()
+            };
+            // Read before the grant: a coordinator that restarts after granting is a later epoch.
+            let epoch = shared.link_epoch.load(Ordering::SeqCst);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(100));
+            match shared.link.call(Body::Get(ann), left).await.map_err(unanswered)? {
+                pb::agent_reply::Result::Get(grant) => Ok((epoch, grant)),
+                _ => Err(AgentError::Coordinator(tonic::Status::internal(
+                    "the coordinator answered a get with another reply",
+                ))),
+            }
+        }
+        .await;
+        match attempt {
+            // A registration that changed while the call was out (the coordinator restarted and
+            // this agent registered again) is retried under the new session. `permission-denied`
+            // for this agent's own machine can only be such a race (its new session not stored
+            // yet when the answer came): retried for a short while.
+            Err(e)
+                if (coordinator_away(&e)
+                    || shared.session() != session
+                    || (session_race(&e) && started.elapsed() < Duration::from_secs(2)))
+                    && tokio::time::Instant::now() + backoff < deadline =>
+            {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A coordinator's answer that did not come within its deadline is `agent-unreachable`
+/// (retryable), like a coordinator that cannot be reached; any other answer is kept as it is.
+pub(crate) fn unanswered(s: tonic::Status) -> AgentError {
+    if s.code() == tonic::Code::DeadlineExceeded && ErrorKind::of(&s).is_none() {
+        let msg = format!("the coordinator did not answer in time: {}", s.message());
+        return AgentError::Coordinator(ErrorKind::AgentUnreachable.status(tonic::Code::Unavailable, msg));
+    }
+    AgentError::Coordinator(s)
+}
+
+/// Whether the coordinator refused this agent's session: with a session that changed meanwhile,
+/// a race.
+fn session_race(e: &AgentError) -> bool {
+    matches!(e, AgentError::Coordinator(s) if ErrorKind::of(s) == Some(ErrorKind::PermissionDenied))
+}
+
+/// Whether an error says the coordinator is away (not that it answered): this agent is not
+/// registered with it, or the call did not reach it (a transport error carries no error kind).
+pub(crate) fn coordinator_away(e: &AgentError) -> bool {
+    match e {
+        AgentError::NotRegistered => true,
+        AgentError::Coordinator(s) => s.code() == tonic::Code::Unavailable && ErrorKind::of(s).is_none(),
+        _ => false,
+    }
+}
+
+fn ticket(bytes: &[u8]) -> Ticket {
+    // A grant without a ticket of the right length is refused by the agent asked.
+    bytes.try_into().unwrap_or([0; TICKET_LEN])
+}
+
+/// A grant's parts, checked: in order, contiguous, covering `[from, until)`; a grant without
+/// parts is the whole piece from its source.
+pub(crate) fn parts_of(grant: &pb::AnnounceGetResponse, from: u64, until: u64) -> Result<Vec<Part>, AgentError> {
+    let bad = |why: String| AgentError::Coordinator(tonic::Status::internal(format!("a grant {why}")));
+    if grant.parts.is_empty() {
+        if (from, until) != (0, grant.size) {
+            return Err(bad("resuming a flow named no part".into()));
+        }
+        return Ok(vec![Part {
+            flow: FlowId(grant.flow_id),
+            offset: 0,
+            length: grant.size,
+            src: MachineId(grant.src_machine_id),
+            src_addr: grant.src_data_addr.clone(),
+            ticket: ticket(&grant.ticket),
+            via: None,
+        }]);
+    }
+    let mut at = from;
+    let mut parts = Vec::with_capacity(grant.parts.len());
+    for p in &grant.parts {
+        if p.offset != at || p.length == 0 {
+            return Err(bad(format!("with a part at {}+{} where {at} was next", p.offset, p.length)));
+        }
+        at = p.offset.checked_add(p.length).ok_or_else(|| bad("with a part past any size".into()))?;
+        let via = p.via_machine_id.map(|m| (MachineId(m), p.via_data_addr.clone(), ticket(&p.via_ticket)));
+        parts.push(Part {
+            flow: FlowId(p.flow_id),
+            offset: p.offset,
+            length: p.length,
+            src: MachineId(grant.src_machine_id),
+            src_addr: grant.src_data_addr.clone(),
+            ticket: ticket(&p.ticket),
+            via,
+        });
+    }
+    if at != until {
+        return Err(bad(format!("whose parts end at {at}, not at {until}")));
+    }
+    Ok(parts)
+}
+
+/// Receives `parts` (in order of offset, contiguous) into `out`: the first straight into it, each
+/// later one into a buffer handed on once the parts before it are done. Fails with the first
+/// part that fails (the others are then abandoned, and their ends left to the caller to report).
+pub(crate) fn receive(
+    get: Get,
+    parts: Vec<Part>,
+    out: Sink,
+    epoch: u64,
+    resumes: u32,
+) -> Pin<Box<dyn Future<Output = Result<(), AgentError>> + Send>> {
+    Box::pin(async move {
+        let mut tasks = JoinSet::new();
+        let mut buffers = Vec::new();
+        let n = parts.len();
+        for (k, part) in parts.into_iter().enumerate() {
+            let sink = if k == 0 {
+                out.clone()
+            } else {
+                let (tx, rx) = mpsc::unbounded_channel();
+                buffers.push(rx);
+                // Counted when handed on to `out`.
+                Sink { to: To::Buffer(tx), received: Arc::default() }
+            };
+            let get = get.clone();
+            tasks.spawn(async move { (k, receive_part(get, part, sink, epoch, resumes).await) });
+        }
+        // Parts done, in order of offset: a buffered part is handed on once every part before it
+        // is done and handed on.
+        let mut done = vec![false; n];
+        let mut next = 1;
+        while let Some(joined) = tasks.join_next().await {
+            let (k, result) = match joined {
+                Ok(v) => v,
+                // A part that panicked is a bug: it goes on as a panic of the get.
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => return Err(AgentError::ShuttingDown),
+            };
+            result?;
+            done[k] = true;
+            while next < n && done[next - 1] && done[next] {
+                let buffer = &mut buffers[next - 1];
+                while let Some(block) = buffer.recv().await {
+                    if !out.send(block).await {
+                        return Err(AgentError::ClientDeparted);
+                    }
+                }
+                next += 1;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One part: fetched into `sink`; rerouted by the coordinator or cut off with its relay, resumed
+/// over the paths a new grant names; its end reported to the coordinator.
+async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32) -> Result<(), AgentError> {
+    let shared = get.shared.clone();
+    let (stop, mut stopped) = watch::channel(None::<Stop>);
+    let got = Arc::new(AtomicU64::new(0));
+    // Only a whole piece fetched directly is re-announced to a restarted coordinator: a part's
+    // range and path are not part of that protocol (a part goes on at its last rate).
+    let whole = part.offset == 0 && part.length == get.size && part.via.is_none();
+    let rec = Receiving {
+        coflow: get.coflow,
+        data_id: get.data_id.clone(),
+        src: part.src,
+        size: part.length,
+        received: got.clone(),
+        epoch,
+        recoverable: whole,
+        stop,
+    };
+    shared.receiving.lock().expect("receiving lock").insert(part.flow, rec);
+    // Gone from the agent's table however the part ends, aborted with its get too.
+    let _listed = Listed { shared: shared.clone(), flow: part.flow };
+    get.open.lock().expect("open parts lock").insert(part.flow);
+    let result = tokio::select! {
+        r = data::fetch(&shared, get.coflow, &get.data_id, &part, &sink, &got) => r.map(|_| ()).map_err(Cut::Failed),
+        s = stopped.wait_for(Option::is_some) => match s.ok().and_then(|s| s.clone()) {
+            Some(Stop::Reroute) => Err(Cut::Reroute),
+            Some(Stop::Fail(reason)) => Err(Cut::Failed(AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason })),
+            None => Err(Cut::Failed(AgentError::ShuttingDown)),
+        },
+    };
+    let at = part.offset + got.load(Ordering::Relaxed);
+    let end = part.offset + part.length;
+    let resume = match result {
+        Ok(()) => {
+            report(&get, part.flow, Ok(()));
+            return Ok(());
+        }
+        // The coordinator moved the part to other paths, or its relay cannot be reached while
+        // its source may well be there: the rest goes another way.
+        Err(Cut::Reroute) => true,
+        Err(Cut::Failed(AgentError::SourceUnreachable { .. } | AgentError::SourceSilent { .. }))
+            if part.via.is_some() =>
+        {
+            true
+        }
+        Err(Cut::Failed(e)) => {
+            report(&get, part.flow, Err(&e));
+            return Err(e);
+        }
+    };
+    if resume && (resumes == 0 || at >= end) {
+        let e = AgentError::SourceUnreachable {
+            addr: part.src_addr.clone(),
+            reason: format!("the path of flow {} was lost {} times", part.flow, MAX_RESUMES),
+        };
+        report(&get, part.flow, Err(&e));
+        return Err(e);
+    }
+    tracing::info!(flow = %part.flow, at, end, "part cut; resuming the rest over another path");
+    // The coordinator ends the cut flow when it grants the rest: its end is not reported.
+    get.open.lock().expect("open parts lock").remove(&part.flow);
+    let (epoch, grant) = match announce_get(&shared, get.coflow, &get.data_id, &get.client, Some((part.flow, at))).await
+    {
+        Ok(g) => g,
+        Err(e) => return Err(e),
+    };
+    let parts = parts_of(&grant, at, end)?;
+    receive(get, parts, sink, epoch, resumes - 1).await
+}
+
+/// Removes a part from the agent's table of flows it receives when the part ends.
+struct Listed {
+    shared: Arc<Shared>,
+    flow: FlowId,
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.shared.receiving.lock().expect("receiving lock").remove(&self.flow);
+    }
+}
+
+/// Why a part's fetch stopped.
+enum Cut {
+    Reroute,
+    Failed(AgentError),
+}
+
+/// Reports a part's end to the coordinator, once.
+pub(crate) fn report(get: &Get, flow: FlowId, result: Result<(), &AgentError>) {
+    if !get.open.lock().expect("open parts lock").remove(&flow) {
+        return;
+    }
+    let (ok, reason) = match result {
+        Ok(()) => (true, String::new()),
+        Err(e) => (false, e.kind().as_str().to_string()),
+    };
+    let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: 0, reason };
+    if !get.shared.link.tell(Body::Finished(done)) {
+        tracing::debug!(%flow, "no session with the coordinator: the flow's end is reported when one opens");
+    }
+}

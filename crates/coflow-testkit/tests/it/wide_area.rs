@@ -1,0 +1,113 @@
+//! A wide area on loopback: agents in three datacenters, the coordinator scheduling the links
+//! between them with multi-path routing. A get whose direct link is the bottleneck is split over
+//! a detour through the third datacenter's agent, which relays its part; the client receives the
+//! piece's bytes exactly, in order; a relay that leaves mid-transfer costs a resume, never a byte.
+
+use std::time::Duration;
+
+use coflow_client::CoflowOptions;
+use coflow_sched::{Bandwidth, Link, WideArea};
+use coflow_testkit::{Cluster, ClusterConfig, scrape};
+
+use crate::{content, subscribe};
+
+/// Datacenters `a`, `b`, `c`; the link a -> b carries `slow` bytes per second, every other link
+/// 20 MB/s. Agent 0 is in `a`, agent 1 in `b`, agents 2 and 3 in `c`.
+fn config(slow: f64) -> ClusterConfig {
+    let bw = |from: u32, to: u32| if (from, to) == (0, 1) { slow } else { 20e6 };
+    let mut links = Vec::new();
+    for from in 0..3 {
+        for to in 0..3 {
+            if from != to {
+                links.push(Link { from, to, bandwidth: Bandwidth::Constant(bw(from, to)) });
+            }
+        }
+    }
+    let wa = WideArea { datacenters: vec!["a".into(), "b".into(), "c".into()], links };
+    let mut cfg = ClusterConfig::new(4, 1e9, "mrtf");
+    cfg.coordinator.topology = Some("test".into());
+    cfg.coordinator.wide_area = Some(wa);
+    cfg.coordinator.multipath = true;
+    cfg.datacenters = ["a", "b", "c", "c"].iter().map(|s| s.to_string()).collect();
+    cfg
+}
+
+/// A counter's value on an agent's metrics page.
+fn counter(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+}
+
+/// 4 MB from `a` to `b`, whose link runs at 2 MB/s against 20 MB/s for the detour through `c`:
+/// water-filling sends about ten elevenths of the bytes through an agent of `c`, which relays
+/// them; the client receives every byte in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_split_over_a_detour_arrives_whole_and_in_order() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(config(2e6)).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions { name: "across".into(), ..Default::default() }).await?;
+    let piece = content(7, 4_000_000);
+    c.put(coflow, "p", piece.clone()).await?;
+    let r = cluster.client(1).await?;
+    let got = tokio::time::timeout(Duration::from_secs(20), r.get(coflow, "p")).await??;
+    assert!(got == piece, "the piece arrives exactly, in order");
+    let mut relayed = 0.0;
+    for m in [2, 3] {
+        relayed += counter(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total");
+    }
+    assert!((3_000_000.0..=3_800_000.0).contains(&relayed), "relayed {relayed} of 4,000,000 bytes");
+    let st = c.status().await?;
+    assert_eq!(st.bytes_relayed as f64, relayed, "the coordinator counts the bytes it sent through relays");
+    assert_eq!(st.links.len(), 6, "the links, as measured");
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// The relay leaves while its part is on the way (its link to `b` kept slow by the coordinator's
+/// rates): the coordinator reroutes the part, the receiver resumes the rest over another path,
+/// and the client still receives every byte, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_leaves_costs_a_resume_not_a_byte() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = config(1e6);
+    // Slow every link, so the transfer lasts while the relay leaves.
+    if let Some(wa) = &mut cfg.coordinator.wide_area {
+        for l in &mut wa.links {
+            if let Bandwidth::Constant(v) = &mut l.bandwidth {
+                *v = v.min(4e6);
+            }
+        }
+    }
+    let mut cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions { name: "relayed".into(), ..Default::default() }).await?;
+    let piece = content(8, 6_000_000);
+    c.put(coflow, "p", piece.clone()).await?;
+    let r = cluster.client(1).await?;
+    let get = tokio::spawn(async move { r.get(coflow, "p").await });
+    // Let the relayed part start, then stop whichever agent of `c` relays it.
+    let mut relay = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for m in [2, 3] {
+            if counter(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
+                relay = Some(m);
+            }
+        }
+        if relay.is_some() {
+            break;
+        }
+    }
+    let relay = relay.expect("a part is relayed through an agent of c");
+    cluster.kill_agent(relay).await;
+    let got = tokio::time::timeout(Duration::from_secs(30), get).await???;
+    assert!(got == piece, "every byte arrives, in order, after the relay left");
+    let st = c.status().await?;
+    assert!(st.flows_rerouted >= 1, "the relayed part was resumed over another path: {st:?}");
+    cluster.shutdown().await;
+    Ok(())
+}
