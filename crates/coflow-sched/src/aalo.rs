@@ -107,6 +107,8 @@ pub struct Aalo {
     count: Vec<u32>,
     /// Scratch: a coflow's receivers with room, as a bit set.
     open: Vec<u64>,
+    /// Scratch: the resources with room, as a bit set.
+    room: Vec<u64>,
 }
 
 /// A run of consecutive legs of a coflow with the same first resource.
@@ -128,10 +130,9 @@ struct Group {
     /// A two-resource run: where the legs to `dist[k]` begin, relative to `start`, and after the
     /// last one, where they end.
     first: Vec<u32>,
-    /// A two-resource run with at least as many receivers as a receiver set has words: `dist` as a
-    /// bit set over the coflow's receivers, and the receivers some active leg of the run goes to.
+    /// A two-resource run with at least as many receivers as a receiver set has words: the
+    /// receivers some active leg of the run goes to, as a bit set over the coflow's receivers.
     /// Empty otherwise (then `dist` is walked).
-    all: Vec<u64>,
     live: Vec<u64>,
 }
 
@@ -161,6 +162,9 @@ pub(crate) struct Shape {
     /// Whether its runs have distinct senders in ascending order (then a run is found by its
     /// sender).
     sender_ordered: bool,
+    /// If `sender_ordered`, per resource the run it sends (`u32::MAX`: none), as many as the
+    /// bit sets have bits.
+    run_at: Vec<u32>,
 }
 
 /// Words of a bit set of `n` bits.
@@ -242,10 +246,8 @@ impl Shape {
             group.first.push(end as u32);
             group.legs = Vec::new();
             if n <= group.dist.len() {
-                group.all = vec![0; n];
                 group.live = vec![0; n];
                 for (k, &i) in group.dist.iter().enumerate() {
-                    set_bit(&mut group.all, i);
                     let (a, b) = (group.first[k], group.first[k + 1]);
                     if (a..b).any(|m| legs[(group.start + m) as usize].active_flows > 0) {
                         set_bit(&mut group.live, i);
@@ -268,7 +270,15 @@ impl Shape {
                 set_bit(&mut last_hops, b);
             }
         }
-        let sender_ordered = runs.windows(2).all(|w| w[0].0 < w[1].0);
+        let sender_ordered =
+            runs.windows(2).all(|w| w[0].0 < w[1].0) && runs.iter().all(|&(s, _)| (s as usize) < n * 64);
+        let mut run_at = Vec::new();
+        if sender_ordered {
+            run_at = vec![u32::MAX; n * 64];
+            for (g, &(s, _)) in runs.iter().enumerate() {
+                run_at[s as usize] = g as u32;
+            }
+        }
         Shape {
             groups,
             runs,
@@ -281,6 +291,7 @@ impl Shape {
             first_hops,
             last_hops,
             sender_ordered,
+            run_at,
         }
     }
 
@@ -465,9 +476,8 @@ pub(crate) fn serve(
             while x != 0 {
                 let b = x.trailing_zeros();
                 x &= x - 1;
-                let sender = w as u32 * 64 + b;
-                let Ok(g) = shape.runs.binary_search_by_key(&sender, |&(s, _)| s) else { continue };
-                if !run.visit(g, out, pool, open) {
+                let g = shape.run_at[w * 64 + b as usize];
+                if g != u32::MAX && !run.visit(g as usize, out, pool, open) {
                     return run.given;
                 }
             }
@@ -553,18 +563,17 @@ impl Serving<'_> {
                 }
             }
         } else {
-            let mut rank = 0;
             'words: for w in 0..group.live.len() {
                 let mut x = group.live[w] & open[w];
                 while x != 0 {
                     let b = x.trailing_zeros();
                     x &= x - 1;
-                    let k = rank + (group.all[w] & ((1u64 << b) - 1)).count_ones() as usize;
-                    if !visit(w as u32 * 64 + b, k, open, pool) {
+                    let i = w as u32 * 64 + b;
+                    let k = group.dist.binary_search(&i).expect("a receiver of the run");
+                    if !visit(i, k, open, pool) {
                         break 'words;
                     }
                 }
-                rank += group.all[w].count_ones() as usize;
             }
         }
         true
@@ -678,13 +687,23 @@ impl BlindScheduler for Aalo {
         // Pass 2: what the shares left unused, in the same order, so that no port idles while a
         // flow through it could send. It stops once every port some flow uses is full.
         let mut open = (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
+        self.room.clear();
+        self.room.resize(resources.div_ceil(64), 0);
+        for r in (0..resources).filter(|&r| self.left[r] > cap[r] * FULL) {
+            set_bit(&mut self.room, r as u32);
+        }
         for &i in &self.order {
             if open == 0 {
                 break;
             }
             let c = &input.coflows[i];
-            let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open, room: None };
-            self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
+            let shape = &self.shapes[&c.id];
+            if !shape.may_have_room(&self.room) {
+                continue;
+            }
+            let mut pool =
+                Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open, room: Some(&mut self.room) };
+            self.rate[i] += serve(c, shape, input.legs, out, &mut pool, &mut self.open);
         }
 
         // Wake when a served coflow will have crossed its threshold, as the report will show:

@@ -147,6 +147,8 @@ struct State {
     estimate: Option<f64>,
     /// How many times it moved between main queues.
     moves: u32,
+    /// Its key in the contention count.
+    key: u32,
 }
 
 /// Philae.
@@ -261,7 +263,7 @@ impl Contention {
     }
 
     /// Counts a coflow in `group`, with an active flow on each of `resources`.
-    pub(crate) fn add(&mut self, id: CoflowId, group: usize, resources: &[(ResourceId, u32)], total: usize) {
+    pub(crate) fn add(&mut self, id: CoflowId, group: usize, resources: &[(ResourceId, u32)], total: usize) -> u32 {
         if self.at.len() < total {
             self.at.resize_with(total, Vec::new);
         }
@@ -291,6 +293,12 @@ impl Contention {
             self.at[r as usize].push(k);
         }
         self.nodes[k as usize] = Some(node);
+        k
+    }
+
+    /// The contention of the coflow [`Contention::add`] gave key `k`, while it is counted.
+    pub(crate) fn of_key(&self, k: u32) -> u32 {
+        self.nodes.get(k as usize).and_then(Option::as_ref).map_or(0, |n| n.contention)
     }
 
     /// A coflow no longer has an active flow on resource `r`.
@@ -443,22 +451,22 @@ impl BlindScheduler for Philae {
                     s.pilots = pilots;
                     self.contention.set_group(c.id, s.class.group());
                 }
-                if !self.contention.contains(c.id) {
-                    let group = self.states[&c.id].class.group();
-                    self.contention.add(c.id, group, &self.shapes[&c.id].resources, resources);
+                if input.everything && !self.contention.contains(c.id) {
+                    let s = self.states.get_mut(&c.id).expect("just read");
+                    s.key = self.contention.add(c.id, s.class.group(), &self.shapes[&c.id].resources, resources);
                 }
                 continue;
             }
             let entered = self.next_entry;
             self.next_entry += 1;
-            let s = if c.width <= self.cfg.thin_limit {
-                State { class: Class::Thin, entered, pilots: Vec::new(), learned: Vec::new(), estimate: None, moves: 0 }
+            let (class, pilots) = if c.width <= self.cfg.thin_limit {
+                (Class::Thin, Vec::new())
             } else {
                 let at = pilots_at.get_or_insert_with(|| self.pilot_load(input, resources));
-                let pilots = self.choose_pilots(c, input.legs, at);
-                State { class: Class::Probing, entered, pilots, learned: Vec::new(), estimate: None, moves: 0 }
+                (Class::Probing, self.choose_pilots(c, input.legs, at))
             };
-            self.contention.add(c.id, s.class.group(), &self.shapes[&c.id].resources, resources);
+            let key = self.contention.add(c.id, class.group(), &self.shapes[&c.id].resources, resources);
+            let s = State { class, entered, pilots, learned: Vec::new(), estimate: None, moves: 0, key };
             self.states.insert(c.id, s);
         }
 
@@ -474,7 +482,7 @@ impl BlindScheduler for Philae {
             let probing =
                 s.pilots.iter().any(|&r| input.legs[legs_on(c, input.legs, r)].iter().any(|l| l.active_flows > 0));
             if !probing {
-                done.push((i, self.contention.of(c.id)));
+                done.push((i, self.contention.of_key(s.key)));
             }
         }
         for &(i, before) in &done {
@@ -502,7 +510,7 @@ impl BlindScheduler for Philae {
         for (i, c) in input.coflows.iter().enumerate() {
             let s = &self.states[&c.id];
             if let (Class::Main(q), Some(estimate)) = (s.class, s.estimate) {
-                let to = self.cfg.queue(impact(&self.cfg, c, self.contention.of(c.id), estimate));
+                let to = self.cfg.queue(impact(&self.cfg, c, self.contention.of_key(s.key), estimate));
                 if to != q {
                     moving.push((q, s.entered, i, to));
                 }
@@ -557,7 +565,7 @@ impl BlindScheduler for Philae {
         for (i, c) in input.coflows.iter().enumerate() {
             let s = &self.states[&c.id];
             let key = match s.class {
-                Class::Thin => (0, u64::from(self.contention.of(c.id)), s.entered),
+                Class::Thin => (0, u64::from(self.contention.of_key(s.key)), s.entered),
                 Class::Probing => (1, 0, s.entered),
                 Class::Main(q) if Some(q) == working => (2, 0, s.entered),
                 Class::Main(q) => (3 + q, 0, s.entered),
