@@ -107,6 +107,8 @@ pub struct Aalo {
     count: Vec<u32>,
     /// Scratch: a coflow's receivers with room, as a bit set.
     open: Vec<u64>,
+    /// Scratch: the resources with room, as a bit set.
+    room: Vec<u64>,
 }
 
 /// A run of consecutive legs of a coflow with the same first resource.
@@ -128,10 +130,9 @@ struct Group {
     /// A two-resource run: where the legs to `dist[k]` begin, relative to `start`, and after the
     /// last one, where they end.
     first: Vec<u32>,
-    /// A two-resource run with at least as many receivers as a receiver set has words: `dist` as a
-    /// bit set over the coflow's receivers, and the receivers some active leg of the run goes to.
+    /// A two-resource run with at least as many receivers as a receiver set has words: the
+    /// receivers some active leg of the run goes to, as a bit set over the coflow's receivers.
     /// Empty otherwise (then `dist` is walked).
-    all: Vec<u64>,
     live: Vec<u64>,
 }
 
@@ -154,6 +155,16 @@ pub(crate) struct Shape {
     receivers: Vec<ResourceId>,
     /// Per receiver, how many active two-resource legs go to it.
     receiver_legs: Vec<u32>,
+    /// The first and the last resources of its active legs, as bit sets over the resources (a
+    /// resource's bits are cleared when no active leg crosses it).
+    first_hops: Vec<u64>,
+    last_hops: Vec<u64>,
+    /// Whether its runs have distinct senders in ascending order (then a run is found by its
+    /// sender).
+    sender_ordered: bool,
+    /// If `sender_ordered`, per resource the run it sends (`u32::MAX`: none), as many as the
+    /// bit sets have bits.
+    run_at: Vec<u32>,
 }
 
 /// Words of a bit set of `n` bits.
@@ -235,10 +246,8 @@ impl Shape {
             group.first.push(end as u32);
             group.legs = Vec::new();
             if n <= group.dist.len() {
-                group.all = vec![0; n];
                 group.live = vec![0; n];
                 for (k, &i) in group.dist.iter().enumerate() {
-                    set_bit(&mut group.all, i);
                     let (a, b) = (group.first[k], group.first[k + 1]);
                     if (a..b).any(|m| legs[(group.start + m) as usize].active_flows > 0) {
                         set_bit(&mut group.live, i);
@@ -253,11 +262,54 @@ impl Shape {
                 runs[g as usize].1 += 1;
             }
         }
-        Shape { groups, runs, last_multi, group_of, flows, resources, receivers, receiver_legs }
+        let n = words(count.len());
+        let (mut first_hops, mut last_hops) = (vec![0; n], vec![0; n]);
+        for leg in legs.iter().filter(|l| l.active_flows > 0) {
+            if let (Some(&a), Some(&b)) = (leg.route.hops().first(), leg.route.hops().last()) {
+                set_bit(&mut first_hops, a);
+                set_bit(&mut last_hops, b);
+            }
+        }
+        let sender_ordered =
+            runs.windows(2).all(|w| w[0].0 < w[1].0) && runs.iter().all(|&(s, _)| (s as usize) < n * 64);
+        let mut run_at = Vec::new();
+        if sender_ordered {
+            run_at = vec![u32::MAX; n * 64];
+            for (g, &(s, _)) in runs.iter().enumerate() {
+                run_at[s as usize] = g as u32;
+            }
+        }
+        Shape {
+            groups,
+            runs,
+            last_multi,
+            group_of,
+            flows,
+            resources,
+            receivers,
+            receiver_legs,
+            first_hops,
+            last_hops,
+            sender_ordered,
+            run_at,
+        }
+    }
+
+    /// Whether some active leg may have room: some first resource and some last resource of its
+    /// active legs have room in `room` (a bit set over the resources). False only when [`serve`]
+    /// would give the coflow nothing.
+    pub(crate) fn may_have_room(&self, room: &[u64]) -> bool {
+        let meets = |set: &[u64]| set.iter().zip(room).any(|(a, b)| a & b != 0);
+        meets(&self.first_hops) && meets(&self.last_hops)
     }
 
     /// Leg `j` (an offset among the coflow's legs, whose first is `legs[0]`) finished.
     pub(crate) fn finish(&mut self, j: u32, legs: &[BlindLeg]) {
+        self.finish_into(j, legs, &mut Vec::new());
+    }
+
+    /// [`Shape::finish`], pushing onto `gone` the resources the coflow no longer crosses.
+    pub(crate) fn finish_into(&mut self, j: u32, legs: &[BlindLeg], gone: &mut Vec<ResourceId>) {
         let Some(&g) = self.group_of.get(j as usize) else { return };
         let flows = self.flows[j as usize];
         if g == u32::MAX || flows == 0 {
@@ -282,17 +334,27 @@ impl Shape {
             group.legs.remove(pos);
         }
         for &r in hops {
-            Shape::decrement(&mut self.resources, r, flows);
+            if Shape::decrement(&mut self.resources, r, flows) {
+                gone.push(r);
+                for set in [&mut self.first_hops, &mut self.last_hops] {
+                    if (r as usize) < set.len() * 64 {
+                        clear_bit(set, r);
+                    }
+                }
+            }
         }
     }
 
-    fn decrement(counts: &mut Vec<(ResourceId, u32)>, r: ResourceId, n: u32) {
+    /// Takes `n` flows off resource `r`; returns whether none is left there.
+    fn decrement(counts: &mut Vec<(ResourceId, u32)>, r: ResourceId, n: u32) -> bool {
         if let Ok(i) = counts.binary_search_by_key(&r, |&(x, _)| x) {
             counts[i].1 = counts[i].1.saturating_sub(n);
             if counts[i].1 == 0 {
                 counts.remove(i);
+                return true;
             }
         }
+        false
     }
 }
 
@@ -312,6 +374,9 @@ pub(crate) struct Pool<'a> {
     pub(crate) base: usize,
     pub(crate) mirror: Option<&'a mut [f64]>,
     pub(crate) open: &'a mut usize,
+    /// If given, the resources with room in `avail` as a bit set, a bit cleared as its resource
+    /// fills.
+    pub(crate) room: Option<&'a mut [u64]>,
 }
 
 impl Pool<'_> {
@@ -327,6 +392,9 @@ impl Pool<'_> {
         *slot = (before - x).max(0.0);
         if before > full && *slot <= full {
             *self.open = self.open.saturating_sub(1);
+            if let Some(room) = self.room.as_deref_mut() {
+                clear_bit(room, r);
+            }
         }
         if let Some(m) = self.mirror.as_deref_mut() {
             m[r as usize] = (m[r as usize] - x).max(0.0);
@@ -395,12 +463,52 @@ pub(crate) fn serve(
     pool: &mut Pool<'_>,
     open: &mut Vec<u64>,
 ) -> f64 {
-    let mut given = 0.0;
-    let mut open_known = false;
-    let mut open_count = 0usize;
-    for (g, &(sender, active)) in shape.runs.iter().enumerate() {
+    let mut run = Serving { c, shape, legs, given: 0.0, open_known: false, open_count: 0 };
+    // With the pool's resources with room as a bit set and one run per sender (runs in order of
+    // senders), only the runs of senders with room are visited, in the same order.
+    if shape.sender_ordered
+        && let Some(words) = pool.room.as_deref().map(|room| room.len().min(shape.first_hops.len()))
+    {
+        for w in 0..words {
+            // Room only shrinks while serving: a sender without it at the start of its word gets
+            // nothing, and one visited is asked again.
+            let mut x = shape.first_hops[w] & pool.room.as_deref().map_or(0, |room| room[w]);
+            while x != 0 {
+                let b = x.trailing_zeros();
+                x &= x - 1;
+                let g = shape.run_at[w * 64 + b as usize];
+                if g != u32::MAX && !run.visit(g as usize, out, pool, open) {
+                    return run.given;
+                }
+            }
+        }
+        return run.given;
+    }
+    for g in 0..shape.runs.len() {
+        if !run.visit(g, out, pool, open) {
+            break;
+        }
+    }
+    run.given
+}
+
+/// One pass of [`serve`] over a coflow's runs.
+struct Serving<'a> {
+    c: &'a BlindCoflow,
+    shape: &'a Shape,
+    legs: &'a [BlindLeg],
+    given: f64,
+    open_known: bool,
+    open_count: usize,
+}
+
+impl Serving<'_> {
+    /// Serves run `g`; false when no later run can be given anything.
+    fn visit(&mut self, g: usize, out: &mut BlindAllocation, pool: &mut Pool<'_>, open: &mut Vec<u64>) -> bool {
+        let (c, shape, legs) = (self.c, self.shape, self.legs);
+        let (sender, active) = shape.runs[g];
         if active == 0 || pool.room(sender) == 0.0 {
-            continue;
+            return true;
         }
         let group = &shape.groups[g];
         if !group.two_hop {
@@ -408,29 +516,27 @@ pub(crate) fn serve(
                 if pool.room(sender) == 0.0 {
                     break;
                 }
-                given += serve_leg(c.legs.start + j as usize, legs, out, pool);
+                self.given += serve_leg(c.legs.start + j as usize, legs, out, pool);
             }
-            continue;
+            return true;
         }
-        if !open_known {
+        if !self.open_known {
             open.clear();
             open.resize(words(shape.receivers.len()), 0);
             for (i, (&r, &n)) in shape.receivers.iter().zip(&shape.receiver_legs).enumerate() {
                 if n > 0 && pool.room(r) > 0.0 {
                     set_bit(open, i as u32);
-                    open_count += 1;
+                    self.open_count += 1;
                 }
             }
-            open_known = true;
+            self.open_known = true;
         }
         // Every receiver full, and only two-resource runs left: nothing more to give.
-        if open_count == 0 {
-            if g >= shape.last_multi {
-                break;
-            }
-            continue;
+        if self.open_count == 0 {
+            return g < shape.last_multi;
         }
         let base = c.legs.start + group.start as usize;
+        let (given, open_count) = (&mut self.given, &mut self.open_count);
         // The legs of the run to receiver `i`, its `k`-th: served in turn; false once the sender
         // is full.
         let mut visit = |i: u32, k: usize, open: &mut Vec<u64>, pool: &mut Pool<'_>| {
@@ -439,7 +545,7 @@ pub(crate) fn serve(
                 for m in group.first[k]..group.first[k + 1] {
                     let flows = shape.flows[(group.start + m) as usize];
                     if flows > 0 {
-                        given += serve_two(base + m as usize, flows, sender, r, out, pool);
+                        *given += serve_two(base + m as usize, flows, sender, r, out, pool);
                     }
                 }
                 if pool.room(r) > 0.0 {
@@ -447,7 +553,7 @@ pub(crate) fn serve(
                 }
             }
             clear_bit(open, i);
-            open_count -= 1;
+            *open_count -= 1;
             pool.room(sender) > 0.0
         };
         if group.live.is_empty() {
@@ -457,22 +563,21 @@ pub(crate) fn serve(
                 }
             }
         } else {
-            let mut rank = 0;
             'words: for w in 0..group.live.len() {
                 let mut x = group.live[w] & open[w];
                 while x != 0 {
                     let b = x.trailing_zeros();
                     x &= x - 1;
-                    let k = rank + (group.all[w] & ((1u64 << b) - 1)).count_ones() as usize;
-                    if !visit(w as u32 * 64 + b, k, open, pool) {
+                    let i = w as u32 * 64 + b;
+                    let k = group.dist.binary_search(&i).expect("a receiver of the run");
+                    if !visit(i, k, open, pool) {
                         break 'words;
                     }
                 }
-                rank += group.all[w].count_ones() as usize;
             }
         }
+        true
     }
-    given
 }
 
 impl BlindScheduler for Aalo {
@@ -570,6 +675,7 @@ impl BlindScheduler for Aalo {
                 base: self.queue[i] * resources,
                 mirror: Some(&mut self.left),
                 open: &mut unused,
+                room: None,
             };
             self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
         }
@@ -581,13 +687,23 @@ impl BlindScheduler for Aalo {
         // Pass 2: what the shares left unused, in the same order, so that no port idles while a
         // flow through it could send. It stops once every port some flow uses is full.
         let mut open = (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
+        self.room.clear();
+        self.room.resize(resources.div_ceil(64), 0);
+        for r in (0..resources).filter(|&r| self.left[r] > cap[r] * FULL) {
+            set_bit(&mut self.room, r as u32);
+        }
         for &i in &self.order {
             if open == 0 {
                 break;
             }
             let c = &input.coflows[i];
-            let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open };
-            self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
+            let shape = &self.shapes[&c.id];
+            if !shape.may_have_room(&self.room) {
+                continue;
+            }
+            let mut pool =
+                Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open, room: Some(&mut self.room) };
+            self.rate[i] += serve(c, shape, input.legs, out, &mut pool, &mut self.open);
         }
 
         // Wake when a served coflow will have crossed its threshold, as the report will show:
@@ -691,7 +807,8 @@ mod tests {
         let run = |fast: bool| {
             let (mut avail, mut left, mut open) = (avail.to_vec(), avail.to_vec(), usize::MAX);
             let mut out = BlindAllocation { leg_rate: vec![0.0; legs.len()], served: Vec::new() };
-            let mut pool = Pool { cap: &cap, avail: &mut avail, base: 0, mirror: Some(&mut left), open: &mut open };
+            let mut pool =
+                Pool { cap: &cap, avail: &mut avail, base: 0, mirror: Some(&mut left), open: &mut open, room: None };
             let given = if fast {
                 serve(c, shape, legs, &mut out, &mut pool, &mut Vec::new())
             } else {

@@ -395,10 +395,19 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                 // that total as its flows finish; a live coordinator's coflow gains flows while
                 // it is scheduled (its gets come one by one) and drops the finished ones, so a
                 // total counted once at first sight would miss the bytes of every later flow.
-                let now_total: f64 = input.legs_of(c).iter().map(|l| l.bytes).sum();
-                let total = self.total.entry(c.id).or_insert(now_total);
-                *total = total.max(now_total);
-                let total = *total;
+                // A driver that lists what changed keeps a coflow's legs for its life, so its
+                // legs are summed once; only a rebuilt input may have changed them.
+                let sum = |c: &CoflowState| input.legs_of(c).iter().map(|l| l.bytes).sum::<f64>();
+                let total = match self.total.entry(c.id) {
+                    std::collections::btree_map::Entry::Vacant(e) => *e.insert(sum(c)),
+                    std::collections::btree_map::Entry::Occupied(mut e) => {
+                        if input.changes.everything {
+                            let t = e.get().max(sum(c));
+                            e.insert(t);
+                        }
+                        *e.get()
+                    }
+                };
                 self.sending.resize(input.fabric.resources(), false);
                 for sd in input.senders_of(c) {
                     self.sending[sd.resource as usize] = true;

@@ -147,6 +147,8 @@ struct State {
     estimate: Option<f64>,
     /// How many times it moved between main queues.
     moves: u32,
+    /// Its key in the contention count.
+    key: u32,
 }
 
 /// Philae.
@@ -162,6 +164,8 @@ pub struct Philae {
     count: Vec<u32>,
     open: Vec<u64>,
     left: Vec<f64>,
+    gone: Vec<ResourceId>,
+    room: Vec<u64>,
     contention: Contention,
 }
 
@@ -207,49 +211,169 @@ pub(crate) fn legs_on(c: &BlindCoflow, legs: &[BlindLeg], route: Route) -> std::
 }
 
 /// Contention: for each coflow, how many other coflows of its group have an active flow on a
-/// resource where it has one. Rebuilt from the coflows' resources when asked.
+/// resource where it has one. Kept as coflows come and go, leave resources and change groups:
+/// each coflow knows the coflows it shares a resource with (in any group) and on how many, so a
+/// change costs the coflows it touches, not a count over every pair.
 #[derive(Debug, Default)]
 pub(crate) struct Contention {
-    /// Per resource, the coflows (indices) present.
+    /// Per resource, the coflows (keys) with an active flow there.
     at: Vec<Vec<u32>>,
-    touched: Vec<ResourceId>,
-    seen: Vec<u32>,
+    /// Each coflow's key.
+    key: BTreeMap<CoflowId, u32>,
+    /// Per key, its coflow (`None`: a free key).
+    nodes: Vec<Option<Node>>,
+    free: Vec<u32>,
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    group: usize,
+    /// The resources where it has an active flow.
+    resources: Vec<ResourceId>,
+    /// The coflows it shares a resource with, and on how many.
+    shared: std::collections::HashMap<u32, u32>,
+    /// How many of those are in its group.
+    contention: u32,
 }
 
 impl Contention {
-    /// The contention of every coflow, `None` in `group` for one counted in no group.
-    pub(crate) fn count(&mut self, resources: usize, coflows: &[&[(ResourceId, u32)]], group: &[usize]) -> Vec<u32> {
-        self.at.resize_with(resources, Vec::new);
-        for (i, rs) in coflows.iter().enumerate() {
-            for &(r, _) in *rs {
-                let at = &mut self.at[r as usize];
-                if at.is_empty() {
-                    self.touched.push(r);
-                }
-                at.push(i as u32);
-            }
+    /// Forgets every coflow.
+    pub(crate) fn clear(&mut self) {
+        for at in &mut self.at {
+            at.clear();
         }
-        self.seen.clear();
-        self.seen.resize(coflows.len(), u32::MAX);
-        let mut out = vec![0; coflows.len()];
-        for (i, rs) in coflows.iter().enumerate() {
-            let mut n = 0;
-            for &(r, _) in *rs {
-                for &j in &self.at[r as usize] {
-                    let j = j as usize;
-                    if j != i && group[j] == group[i] && self.seen[j] != i as u32 {
-                        self.seen[j] = i as u32;
-                        n += 1;
+        self.key.clear();
+        self.nodes.clear();
+        self.free.clear();
+    }
+
+    /// The contention of a coflow counted here (0 for one that is not).
+    pub(crate) fn of(&self, id: CoflowId) -> u32 {
+        self.key.get(&id).and_then(|&k| self.nodes[k as usize].as_ref()).map_or(0, |n| n.contention)
+    }
+
+    /// Whether some coflow counted here has an active flow on resource `r`.
+    pub(crate) fn crossed(&self, r: ResourceId) -> bool {
+        self.at.get(r as usize).is_some_and(|at| !at.is_empty())
+    }
+
+    /// Whether a coflow is counted here.
+    pub(crate) fn contains(&self, id: CoflowId) -> bool {
+        self.key.contains_key(&id)
+    }
+
+    /// Counts a coflow in `group`, with an active flow on each of `resources`.
+    pub(crate) fn add(&mut self, id: CoflowId, group: usize, resources: &[(ResourceId, u32)], total: usize) -> u32 {
+        if self.at.len() < total {
+            self.at.resize_with(total, Vec::new);
+        }
+        let k = match self.free.pop() {
+            Some(k) => k,
+            None => {
+                self.nodes.push(None);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.key.insert(id, k);
+        let mut node = Node { group, resources: resources.iter().map(|&(r, _)| r).collect(), ..Node::default() };
+        for &r in &node.resources {
+            for &j in &self.at[r as usize] {
+                let n = node.shared.entry(j).or_insert(0);
+                *n += 1;
+                if *n == 1 {
+                    let other = self.nodes[j as usize].as_mut().expect("a live key");
+                    other.shared.insert(k, 0);
+                    if other.group == group {
+                        other.contention += 1;
+                        node.contention += 1;
                     }
                 }
+                *self.nodes[j as usize].as_mut().expect("a live key").shared.get_mut(&k).expect("just set") += 1;
             }
-            out[i] = n;
+            self.at[r as usize].push(k);
         }
-        for &r in &self.touched {
-            self.at[r as usize].clear();
+        self.nodes[k as usize] = Some(node);
+        k
+    }
+
+    /// The contention of the coflow [`Contention::add`] gave key `k`, while it is counted.
+    pub(crate) fn of_key(&self, k: u32) -> u32 {
+        self.nodes.get(k as usize).and_then(Option::as_ref).map_or(0, |n| n.contention)
+    }
+
+    /// A coflow no longer has an active flow on resource `r`.
+    pub(crate) fn leave(&mut self, id: CoflowId, r: ResourceId) {
+        let Some(&k) = self.key.get(&id) else { return };
+        let at = &mut self.at[r as usize];
+        let Some(pos) = at.iter().position(|&x| x == k) else { return };
+        at.swap_remove(pos);
+        let mut node = self.nodes[k as usize].take().expect("a live key");
+        node.resources.retain(|&x| x != r);
+        for &j in &self.at[r as usize] {
+            let other = self.nodes[j as usize].as_mut().expect("a live key");
+            let n = node.shared.get_mut(&j).expect("they share r");
+            *n -= 1;
+            if *n == 0 {
+                node.shared.remove(&j);
+                other.shared.remove(&k);
+                if other.group == node.group {
+                    other.contention -= 1;
+                    node.contention -= 1;
+                }
+            } else {
+                *other.shared.get_mut(&k).expect("they share r") -= 1;
+            }
         }
-        self.touched.clear();
-        out
+        self.nodes[k as usize] = Some(node);
+    }
+
+    /// Stops counting the coflows not in `present`.
+    pub(crate) fn retain(&mut self, present: &std::collections::BTreeSet<CoflowId>) {
+        let gone: Vec<CoflowId> = self.key.keys().filter(|id| !present.contains(id)).copied().collect();
+        for id in gone {
+            self.remove(id);
+        }
+    }
+
+    /// Stops counting a coflow.
+    pub(crate) fn remove(&mut self, id: CoflowId) {
+        let Some(k) = self.key.remove(&id) else { return };
+        let node = self.nodes[k as usize].take().expect("a live key");
+        for &j in node.shared.keys() {
+            let other = self.nodes[j as usize].as_mut().expect("a live key");
+            other.shared.remove(&k);
+            if other.group == node.group {
+                other.contention -= 1;
+            }
+        }
+        for &r in &node.resources {
+            let at = &mut self.at[r as usize];
+            if let Some(pos) = at.iter().position(|&x| x == k) {
+                at.swap_remove(pos);
+            }
+        }
+        self.free.push(k);
+    }
+
+    /// Moves a coflow to another group.
+    pub(crate) fn set_group(&mut self, id: CoflowId, group: usize) {
+        let Some(&k) = self.key.get(&id) else { return };
+        let mut node = self.nodes[k as usize].take().expect("a live key");
+        let from = node.group;
+        if from != group {
+            for &j in node.shared.keys() {
+                let other = self.nodes[j as usize].as_mut().expect("a live key");
+                if other.group == from {
+                    other.contention -= 1;
+                    node.contention -= 1;
+                } else if other.group == group {
+                    other.contention += 1;
+                    node.contention += 1;
+                }
+            }
+            node.group = group;
+        }
+        self.nodes[k as usize] = Some(node);
     }
 }
 
@@ -270,19 +394,26 @@ impl BlindScheduler for Philae {
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.states.remove(&coflow);
         self.shapes.remove(&coflow);
+        self.contention.remove(coflow);
     }
 
     fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
         let cap = input.fabric.capacities();
         let resources = cap.len();
         self.count.resize(resources, 0);
-        // Shapes, as `aalo` keeps them.
+        // Shapes, as `aalo` keeps them, and contention with them: a coflow that no longer crosses
+        // a resource stops contending there.
         if input.everything {
             self.shapes.clear();
+            self.contention.clear();
         } else {
             for &(id, j, l) in input.legs_finished {
                 if let Some(shape) = self.shapes.get_mut(&id) {
-                    shape.finish(j, &input.legs[l - j as usize..]);
+                    self.gone.clear();
+                    shape.finish_into(j, &input.legs[l - j as usize..], &mut self.gone);
+                    for &r in &self.gone {
+                        self.contention.leave(id, r);
+                    }
                 }
             }
         }
@@ -293,6 +424,7 @@ impl BlindScheduler for Philae {
             let present: std::collections::BTreeSet<CoflowId> = input.coflows.iter().map(|c| c.id).collect();
             self.shapes.retain(|id, _| present.contains(id));
             self.states.retain(|id, _| present.contains(id));
+            self.contention.retain(&present);
         }
 
         // What the pilots that finished delivered.
@@ -317,69 +449,68 @@ impl BlindScheduler for Philae {
                     let s = self.states.get_mut(&c.id).expect("just read");
                     s.class = Class::Probing;
                     s.pilots = pilots;
+                    self.contention.set_group(c.id, s.class.group());
+                }
+                if input.everything && !self.contention.contains(c.id) {
+                    let s = self.states.get_mut(&c.id).expect("just read");
+                    s.key = self.contention.add(c.id, s.class.group(), &self.shapes[&c.id].resources, resources);
                 }
                 continue;
             }
             let entered = self.next_entry;
             self.next_entry += 1;
-            if c.width <= self.cfg.thin_limit {
-                let s = State {
-                    class: Class::Thin,
-                    entered,
-                    pilots: Vec::new(),
-                    learned: Vec::new(),
-                    estimate: None,
-                    moves: 0,
-                };
-                self.states.insert(c.id, s);
-                continue;
-            }
-            let at = pilots_at.get_or_insert_with(|| self.pilot_load(input, resources));
-            let pilots = self.choose_pilots(c, input.legs, at);
-            let s = State { class: Class::Probing, entered, pilots, learned: Vec::new(), estimate: None, moves: 0 };
+            let (class, pilots) = if c.width <= self.cfg.thin_limit {
+                (Class::Thin, Vec::new())
+            } else {
+                let at = pilots_at.get_or_insert_with(|| self.pilot_load(input, resources));
+                (Class::Probing, self.choose_pilots(c, input.legs, at))
+            };
+            let key = self.contention.add(c.id, class.group(), &self.shapes[&c.id].resources, resources);
+            let s = State { class, entered, pilots, learned: Vec::new(), estimate: None, moves: 0, key };
             self.states.insert(c.id, s);
         }
 
-        // Contention in each class and queue as they stand.
-        let shapes: Vec<&[(ResourceId, u32)]> =
-            input.coflows.iter().map(|c| self.shapes[&c.id].resources.as_slice()).collect();
-        let mut group: Vec<usize> = input.coflows.iter().map(|c| self.states[&c.id].class.group()).collect();
-        let before = self.contention.count(resources, &shapes, &group);
-
         // Probing ends when every pilot finished: the estimate is the mean size of the pilots'
         // flows, and the coflow joins the main queue of its impact, counted with the contention
-        // it had among the probing coflows.
+        // it had among the probing coflows (before any of them moved).
+        let mut done: Vec<(usize, u32)> = Vec::new();
         for (i, c) in input.coflows.iter().enumerate() {
-            let s = self.states.get_mut(&c.id).expect("every coflow has a state");
+            let s = &self.states[&c.id];
             if s.class != Class::Probing {
                 continue;
             }
             let probing =
                 s.pilots.iter().any(|&r| input.legs[legs_on(c, input.legs, r)].iter().any(|l| l.active_flows > 0));
-            if probing {
-                continue;
+            if !probing {
+                done.push((i, self.contention.of_key(s.key)));
             }
+        }
+        for &(i, before) in &done {
+            let c = &input.coflows[i];
+            let s = self.states.get_mut(&c.id).expect("every coflow has a state");
             let mut learned = s.learned.clone();
             learned.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             let flows: u32 = learned.iter().map(|x| x.1).sum();
             let bytes: f64 = learned.iter().map(|x| x.0 * f64::from(x.1)).sum();
             let estimate = if flows > 0 { bytes / f64::from(flows) } else { 0.0 };
             s.estimate = Some(estimate);
-            let impact = impact(&self.cfg, c, before[i], estimate);
+            let impact = impact(&self.cfg, c, before, estimate);
             s.class = Class::Main(self.cfg.queue(impact));
             s.entered = self.next_entry;
             self.next_entry += 1;
-            group[i] = s.class.group();
+        }
+        for &(i, _) in &done {
+            let id = input.coflows[i].id;
+            self.contention.set_group(id, self.states[&id].class.group());
         }
 
         // Every main-queue coflow is placed again by its impact in its queue now; those that
         // move go last in their new queue, in the order of their old places.
-        let now = self.contention.count(resources, &shapes, &group);
         let mut moving: Vec<(usize, u64, usize, usize)> = Vec::new();
         for (i, c) in input.coflows.iter().enumerate() {
             let s = &self.states[&c.id];
             if let (Class::Main(q), Some(estimate)) = (s.class, s.estimate) {
-                let to = self.cfg.queue(impact(&self.cfg, c, now[i], estimate));
+                let to = self.cfg.queue(impact(&self.cfg, c, self.contention.of_key(s.key), estimate));
                 if to != q {
                     moving.push((q, s.entered, i, to));
                 }
@@ -393,7 +524,9 @@ impl BlindScheduler for Philae {
             s.moves += 1;
             self.next_entry += 1;
         }
-
+        for &(_, _, i, to) in &moving {
+            self.contention.set_group(input.coflows[i].id, Class::Main(to).group());
+        }
         // The round of time slots.
         let mut nonempty = vec![false; self.cfg.queues];
         for c in input.coflows {
@@ -419,15 +552,20 @@ impl BlindScheduler for Philae {
         }
         let working = self.round.front().map(|&(q, _)| q);
 
-        // Rates, in strict priority until no resource has room.
+        // Rates, in strict priority until no resource some coflow crosses has room.
         self.left.clear();
         self.left.extend_from_slice(cap);
-        let mut open = cap.iter().filter(|&&x| x > 0.0).count();
+        let mut open = (0..resources).filter(|&r| cap[r] > 0.0 && self.contention.crossed(r as ResourceId)).count();
+        self.room.clear();
+        self.room.resize(resources.div_ceil(64), 0);
+        for r in (0..resources).filter(|&r| cap[r] > 0.0) {
+            self.room[r / 64] |= 1 << (r % 64);
+        }
         let mut order: Vec<(usize, u64, u64, usize)> = Vec::with_capacity(input.coflows.len());
         for (i, c) in input.coflows.iter().enumerate() {
             let s = &self.states[&c.id];
             let key = match s.class {
-                Class::Thin => (0, u64::from(before[i]), s.entered),
+                Class::Thin => (0, u64::from(self.contention.of_key(s.key)), s.entered),
                 Class::Probing => (1, 0, s.entered),
                 Class::Main(q) if Some(q) == working => (2, 0, s.entered),
                 Class::Main(q) => (3 + q, 0, s.entered),
@@ -440,7 +578,12 @@ impl BlindScheduler for Philae {
                 break;
             }
             let c = &input.coflows[i];
-            let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open };
+            let shape = &self.shapes[&c.id];
+            if rank >= 2 && !shape.may_have_room(&self.room) {
+                continue;
+            }
+            let mut pool =
+                Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open, room: Some(&mut self.room) };
             match rank {
                 0 => {
                     for l in c.legs.clone() {
@@ -457,7 +600,7 @@ impl BlindScheduler for Philae {
                     }
                 }
                 _ => {
-                    serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
+                    serve(c, shape, input.legs, out, &mut pool, &mut self.open);
                 }
             }
         }

@@ -27,8 +27,8 @@ pub enum List {
     /// Variants that need a workload with dependencies to differ from their base policy, not
     /// part of `all` ([`JOB_NAMES`]).
     Jobs,
-    /// Blind policies that learn sizes from the flows that finish (Philae's sampling, Saath's
-    /// all-or-none), not part of `all`: they take a minute or more on the Facebook trace
+    /// Blind policies too slow to replay with every report: Saath's all-or-none gives every flow
+    /// of a served coflow its rate, so that the Facebook trace takes about a minute
     /// ([`LEARNING_NAMES`]).
     Learning,
 }
@@ -262,7 +262,6 @@ pub const REGISTRY: &[Entry] = &[
     },
     Entry {
         blind: true,
-        list: List::Learning,
         ..entry(
             "philae",
             "Philae, blind: pilot flows sampled first, then queues by learned size and contention",

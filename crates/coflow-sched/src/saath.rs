@@ -107,6 +107,7 @@ pub struct Saath {
     touched: Vec<usize>,
     total_weight: Vec<f64>,
     left: Vec<f64>,
+    gone: Vec<ResourceId>,
     contention: Contention,
 }
 
@@ -146,6 +147,7 @@ impl BlindScheduler for Saath {
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.states.remove(&coflow);
         self.shapes.remove(&coflow);
+        self.contention.remove(coflow);
     }
 
     fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
@@ -158,10 +160,15 @@ impl BlindScheduler for Saath {
         self.count.resize(resources, 0);
         if input.everything {
             self.shapes.clear();
+            self.contention.clear();
         } else {
             for &(id, j, l) in input.legs_finished {
                 if let Some(shape) = self.shapes.get_mut(&id) {
-                    shape.finish(j, &input.legs[l - j as usize..]);
+                    self.gone.clear();
+                    shape.finish_into(j, &input.legs[l - j as usize..], &mut self.gone);
+                    for &r in &self.gone {
+                        self.contention.leave(id, r);
+                    }
                 }
             }
         }
@@ -172,6 +179,7 @@ impl BlindScheduler for Saath {
             let present: std::collections::BTreeSet<CoflowId> = input.coflows.iter().map(|c| c.id).collect();
             self.shapes.retain(|id, _| present.contains(id));
             self.states.retain(|id, _| present.contains(id));
+            self.contention.retain(&present);
         }
 
         // Bytes sent: each leg served at the previous decision sent its rate since, if it is
@@ -181,7 +189,10 @@ impl BlindScheduler for Saath {
         for c in input.coflows {
             let Some(s) = self.states.get_mut(&c.id) else { continue };
             let legs = &input.legs[c.legs.clone()];
-            let same = legs.len() == s.legs.len() && legs.iter().zip(&s.legs).all(|(l, x)| l.route == x.0);
+            // Told what changed, the driver keeps a coflow's legs for its life: only a rebuilt
+            // input may have moved them.
+            let same = legs.len() == s.legs.len()
+                && (!input.everything || legs.iter().zip(&s.legs).all(|(l, x)| l.route == x.0));
             for &(j, rate) in &s.served {
                 let (route, _) = s.legs[j as usize];
                 let active = if same {
@@ -228,6 +239,10 @@ impl BlindScheduler for Saath {
             if q != s.queue {
                 s.queue = q;
                 s.waiting_since = now;
+                self.contention.set_group(c.id, q);
+            }
+            if !self.contention.contains(c.id) {
+                self.contention.add(c.id, s.queue, &self.shapes[&c.id].resources, resources);
             }
         }
 
@@ -236,7 +251,7 @@ impl BlindScheduler for Saath {
         let shapes: Vec<&[(ResourceId, u32)]> =
             input.coflows.iter().map(|c| self.shapes[&c.id].resources.as_slice()).collect();
         let group: Vec<usize> = input.coflows.iter().map(|c| self.states[&c.id].queue).collect();
-        let contention = self.contention.count(resources, &shapes, &group);
+        let contention: Vec<u32> = input.coflows.iter().map(|c| self.contention.of(c.id)).collect();
         let mut aged_at: Vec<Nanos> = Vec::with_capacity(input.coflows.len());
         let mut order: Vec<(usize, bool, Nanos, u32, usize)> = Vec::with_capacity(input.coflows.len());
         for (i, c) in input.coflows.iter().enumerate() {
@@ -329,7 +344,7 @@ impl BlindScheduler for Saath {
                     break;
                 }
                 let c = &input.coflows[i];
-                let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open };
+                let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open, room: None };
                 serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
             }
         }
