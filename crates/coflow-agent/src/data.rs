@@ -471,6 +471,8 @@ pub(crate) async fn fetch(
         length: part.length,
         via: part.via.as_ref().map(|_| wire::Hop { src: part.src, addr: part.src_addr.clone(), ticket: part.ticket }),
     };
+    // In a cluster that bounds the fetches to one peer, this one waits its turn.
+    let _turn = shared.fetch_turn(peer).await;
     loop {
         let (mut conn, warm) = match shared.pool.take(peer, addr, max_idle) {
             Some(c) => (c, true),

@@ -46,6 +46,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         let registered = async {
             let answer = coord.register_agent(reg).await?.into_inner();
             let session = answer.session;
+            shared.fetches_per_peer.store(answer.fetches_per_peer, Ordering::Relaxed);
             match coflow_proto::ticket::FlowKey::new(&answer.flow_key) {
                 Some(key) => shared.flow_keys.learn(key),
                 None => tracing::warn!("the coordinator sent no flow key: this agent can serve no flow"),

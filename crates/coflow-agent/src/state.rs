@@ -193,6 +193,10 @@ pub(crate) struct Shared {
     pub(crate) rx_bytes: AtomicU64,
     /// Bytes this agent forwarded as a relay (multi-path routing).
     pub(crate) relayed_bytes: AtomicU64,
+    /// How many fetches this agent carries at once to one peer (the coordinator's mode says; 0:
+    /// no bound), and the turns per peer.
+    pub(crate) fetches_per_peer: std::sync::atomic::AtomicU32,
+    pub(crate) peer_turns: Mutex<HashMap<MachineId, (u32, Arc<tokio::sync::Semaphore>)>>,
     pub(crate) gets: AtomicU64,
     pub(crate) get_failures: AtomicU64,
     pub(crate) puts: AtomicU64,
@@ -223,6 +227,8 @@ impl Shared {
             tx_bytes: AtomicU64::new(0),
             rx_bytes: AtomicU64::new(0),
             relayed_bytes: AtomicU64::new(0),
+            fetches_per_peer: std::sync::atomic::AtomicU32::new(0),
+            peer_turns: Mutex::new(HashMap::new()),
             gets: AtomicU64::new(0),
             get_failures: AtomicU64::new(0),
             puts: AtomicU64::new(0),
@@ -251,6 +257,24 @@ impl Shared {
             }
             last = now;
         }
+    }
+
+    /// A turn to fetch from `peer`, when the cluster bounds the fetches carried at once to one
+    /// peer (waited for in arrival order); `None` without a bound.
+    pub(crate) async fn fetch_turn(&self, peer: MachineId) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let n = self.fetches_per_peer.load(std::sync::atomic::Ordering::Relaxed);
+        if n == 0 {
+            return None;
+        }
+        let turns = {
+            let mut map = self.peer_turns.lock().expect("turns lock");
+            let entry = map.entry(peer).or_insert_with(|| (n, Arc::new(tokio::sync::Semaphore::new(n as usize))));
+            if entry.0 != n {
+                *entry = (n, Arc::new(tokio::sync::Semaphore::new(n as usize)));
+            }
+            entry.1.clone()
+        };
+        turns.acquire_owned().await.ok()
     }
 
     /// The data plane's idle timeout.

@@ -9,7 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use coflow_core::Rate;
 use coflow_testbed::faults::{self, FaultOptions, Scenario};
-use coflow_testbed::run::RunOptions;
+use coflow_testbed::run::{Multipath, RunOptions};
+use coflow_testbed::weather::Outage;
 use coflow_testbed::{Topology, WorkloadSpec};
 
 use crate::workload::WorkloadArgs;
@@ -83,6 +84,23 @@ pub(crate) struct RunArgs {
     /// Leave the last policy's testbed up (`coflow testbed down` removes it).
     #[arg(long)]
     keep: bool,
+    /// On a wide-area topology, split flows over relays in a third datacenter (Siphon's
+    /// multi-path routing, for policies of the proportional model): `on`, `off`, or `both` (each
+    /// such policy both ways, one row each). `--multipath` alone is `on`.
+    #[arg(long, value_enum, num_args = 0..=1, default_value = "off", default_missing_value = "on")]
+    multipath: MultipathArg,
+    /// On a wide-area topology, take the link between two datacenters down (both directions)
+    /// during each replay: `A-B@AT+LASTS`, e.g. `toronto-montreal@3s+5s`.
+    #[arg(long)]
+    link_down: Option<String>,
+}
+
+/// `--multipath`'s values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum MultipathArg {
+    Off,
+    On,
+    Both,
 }
 
 /// Options of `coflow testbed faults`.
@@ -222,6 +240,14 @@ fn run_policies(a: RunArgs) -> Result<()> {
     if policies.is_empty() {
         bail!("--policies names no policy");
     }
+    let outage = match (&a.link_down, &topology.wan) {
+        (None, _) => None,
+        (Some(_), None) => bail!("--link-down needs a wide-area topology (--topology with datacenters)"),
+        (Some(spec), Some(dcs)) => Some(Outage::parse(spec, dcs).map_err(|e| anyhow::anyhow!("--link-down {e}"))?),
+    };
+    if !matches!(a.multipath, MultipathArg::Off) && topology.wan.is_none() {
+        bail!("--multipath needs a wide-area topology (--topology with datacenters)");
+    }
     for p in &policies {
         coflow_sched::policy::check_live(p).context("--policies")?;
     }
@@ -248,7 +274,23 @@ fn run_policies(a: RunArgs) -> Result<()> {
         coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
     let weather_seed = a.workload.spec().seed;
-    let opts = RunOptions { topology, policies, workload: w, source, exe, get_bound, keep: a.keep, weather_seed };
+    let multipath = match a.multipath {
+        MultipathArg::Off => Multipath::Off,
+        MultipathArg::On => Multipath::On,
+        MultipathArg::Both => Multipath::Both,
+    };
+    let opts = RunOptions {
+        topology,
+        policies,
+        workload: w,
+        source,
+        exe,
+        get_bound,
+        keep: a.keep,
+        weather_seed,
+        multipath,
+        outage,
+    };
     let outputs = [a.json.as_deref()];
     let report = coflow_testbed::run::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
     crate::output::human(&format!("\n{}", report.table()), &outputs);

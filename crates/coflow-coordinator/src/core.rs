@@ -448,7 +448,7 @@ const ID_HEADROOM: u64 = 365 * 86_400 * 1_000_000;
 impl Core {
     /// A coordinator with no coflows and no agents, running `policy`.
     pub fn new(cfg: CoordinatorConfig, policy: Box<dyn Scheduler>) -> Core {
-        let tcp = cfg.policy == TCP;
+        let tcp = coflow_sched::policy::unscheduled(&cfg.policy).is_some();
         let cfg_agent_timeout = cfg.agent_timeout_ms;
         let blind = coflow_sched::policy::entry_of(&cfg.policy).is_ok_and(|e| e.blind);
         let (links, meter) = match &cfg.wide_area {
@@ -856,7 +856,7 @@ impl Core {
         if known {
             // What this report says of each wide-area link its flows cross, over the interval
             // since the agent's previous message.
-            let mut links: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+            let mut links: BTreeMap<usize, crate::measure::Carried> = BTreeMap::new();
             for (id, sent) in hb.flows {
                 if let Some(f) = self.flows.get_mut(&id)
                     && f.src == hb.machine
@@ -864,12 +864,19 @@ impl Core {
                     let sent = sent.min(f.size);
                     // The bytes of a flow's first report may have moved at any time before it: it
                     // is measured from its first report on.
+                    // A relayed part moves at the pace of its slower hop: its bytes load both links,
+                    // but whether it kept up says nothing of either alone.
                     if f.sent > 0 {
-                        let asked = f.asked + f.asked_at_rate(now);
+                        let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         for &l in &f.links {
                             let r = links.entry(l).or_default();
-                            r.0 += sent.saturating_sub(f.sent) as f64;
-                            r.1 += asked;
+                            if f.via.is_some() {
+                                r.relayed_moved += moved;
+                                r.relayed_asked += asked;
+                            } else {
+                                r.moved += moved;
+                                r.asked += asked;
+                            }
                         }
                     }
                     f.asked = 0.0;
@@ -879,8 +886,8 @@ impl Core {
                 }
             }
             if let Some(meter) = &mut self.meter {
-                for (l, (moved, asked)) in links {
-                    meter.report(l, hb.machine, moved, asked, covered.as_secs_f64());
+                for (l, carried) in links {
+                    meter.report(l, hb.machine, carried, covered.as_secs_f64());
                 }
             }
         }
@@ -1251,7 +1258,12 @@ impl Core {
         let fabric = self.fabric();
         let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return direct };
         let links = wan.links().len();
-        let bw: Vec<f64> = (0..links).map(|l| fabric.expected_capacity(l as u32)).collect();
+        // Routing goes by the links' expected bandwidth (Siphon §3.3); a link measured down by what
+        // it carries now.
+        let meter = self.meter.as_ref().expect("a wide area is measured");
+        let bw: Vec<f64> = (0..links)
+            .map(|l| if meter.down(l) { meter.capacity(l) } else { fabric.expected_capacity(l as u32) })
+            .collect();
         let mut loads = vec![0.0; links];
         for f in self.flows.values().filter(|f| f.state != FlowState::Unscheduled) {
             for &l in &f.links {
@@ -1591,9 +1603,13 @@ impl Core {
             // The links between datacenters, at what they were measured to carry; a machine's
             // datacenter is what its agent registered (an id with no agent is placed in the
             // first: it sends and receives nothing).
-            let dc_of = (0..machines).map(|m| self.agents.get(&MachineId(m)).and_then(|a| a.dc).unwrap_or(0)).collect();
+            let dc_of: Vec<u32> =
+                (0..machines).map(|m| self.agents.get(&MachineId(m)).and_then(|a| a.dc).unwrap_or(0)).collect();
             let measured: Vec<_> = (0..wa.links.len()).map(|l| meter.distribution(l)).collect();
-            let wan = wa.place(dc_of, &measured).expect("the configuration checked that every pair has a link");
+            let wan = wa.place(dc_of.clone(), &measured).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "a measured distribution is unusable; deciding on the topology's");
+                wa.place(dc_of, &[]).expect("the configuration checked the topology, every pair with a link")
+            });
             let mut fabric = Fabric::new(wan);
             for l in 0..wa.links.len() {
                 fabric.set_capacity(l as u32, meter.capacity(l));

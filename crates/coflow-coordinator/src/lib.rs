@@ -121,6 +121,7 @@ pub async fn run(
         assignments: Arc::new(membership::Assignments::new(std::time::Duration::from_millis(config_agent_timeout_ms))),
         stop: stop_rx.clone(),
         tickets,
+        fetches_per_peer: coflow_sched::policy::unscheduled(&policy_label).map_or(0, |u| u.fetches_per_peer),
     };
     let svc = coflow_proto::TypedErrors(CoordinatorServer::with_interceptor(svc, security.authenticate()));
     let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);

@@ -40,8 +40,10 @@ const WINDOW: usize = 64;
 /// Samples a link needs before its window stands for its distribution.
 const MIN_SAMPLES: usize = 8;
 
-/// A link that moved less than this share of what it was asked is down.
+/// A link that moved less than this share of what it was asked, `DOWN_PERIODS` periods in a
+/// row, is down.
 const DOWN: f64 = 0.05;
+const DOWN_PERIODS: u32 = 2;
 
 /// The lowest estimate, as a share of the prior's mean: a link that moved nothing is not taken
 /// for dead for good (it is asked again, and grows back as it keeps up).
@@ -51,14 +53,44 @@ const FLOOR: f64 = 0.02;
 struct Link {
     /// The topology's distribution.
     prior: Bandwidth,
-    /// Per source in the current period: bytes reported moved, bytes the assigned rates asked
-    /// over the same reports' intervals, and the seconds those intervals cover.
-    reports: BTreeMap<MachineId, (f64, f64, f64)>,
+    /// Per source in the current period: what its reports said, and the seconds they cover.
+    reports: BTreeMap<MachineId, (Carried, f64)>,
     /// The estimate of its bandwidth now; none before the first measurement.
     estimate: Option<f64>,
-    /// Its last measured period found it down.
-    down: bool,
+    /// Measured periods in a row in which it moved next to nothing of what it was asked.
+    starved: u32,
     samples: VecDeque<f64>,
+}
+
+/// What a source's flows carried on a link over one report's interval, in bytes: moved, and what
+/// their assigned rates asked (nothing of a flow served outside the policy); those that cross the
+/// link directly apart from the parts relayed through it (which move at the pace of their slower
+/// hop, so that what they carried says nothing of this link alone).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Carried {
+    pub(crate) moved: f64,
+    pub(crate) asked: f64,
+    pub(crate) relayed_moved: f64,
+    pub(crate) relayed_asked: f64,
+}
+
+impl Carried {
+    fn add(&mut self, o: &Carried) {
+        self.moved += o.moved;
+        self.asked += o.asked;
+        self.relayed_moved += o.relayed_moved;
+        self.relayed_asked += o.relayed_asked;
+    }
+
+    /// Over `secs`: bytes per second.
+    fn per_sec(&self, secs: f64) -> Carried {
+        Carried {
+            moved: self.moved / secs,
+            asked: self.asked / secs,
+            relayed_moved: self.relayed_moved / secs,
+            relayed_asked: self.relayed_asked / secs,
+        }
+    }
 }
 
 /// The links' measurements.
@@ -75,25 +107,17 @@ impl Meter {
     pub(crate) fn new(priors: impl IntoIterator<Item = Bandwidth>, now: Nanos) -> Meter {
         let links = priors
             .into_iter()
-            .map(|prior| Link {
-                prior,
-                reports: BTreeMap::new(),
-                estimate: None,
-                down: false,
-                samples: VecDeque::new(),
-            })
+            .map(|prior| Link { prior, reports: BTreeMap::new(), estimate: None, starved: 0, samples: VecDeque::new() })
             .collect();
         Meter { links, period_start: now, samples_taken: 0 }
     }
 
-    /// Source `src` reported `moved` bytes of its flows on link `l` over an interval of `secs`
-    /// seconds, in which their assigned rates asked `asked` bytes (nothing of a flow served
-    /// outside the policy).
-    pub(crate) fn report(&mut self, l: usize, src: MachineId, moved: f64, asked: f64, secs: f64) {
+    /// Source `src` reported what its flows carried on link `l` over an interval of `secs`
+    /// seconds.
+    pub(crate) fn report(&mut self, l: usize, src: MachineId, carried: Carried, secs: f64) {
         let r = self.links[l].reports.entry(src).or_default();
-        r.0 += moved;
-        r.1 += asked;
-        r.2 += secs;
+        r.0.add(&carried);
+        r.1 += secs;
     }
 
     /// When the current period ends.
@@ -109,28 +133,34 @@ impl Meter {
         }
         let mut changed = false;
         for link in &mut self.links {
-            let (mut throughput, mut asked) = (0.0, 0.0);
-            for (moved, asking, secs) in std::mem::take(&mut link.reports).into_values() {
+            let mut rate = Carried::default();
+            for (carried, secs) in std::mem::take(&mut link.reports).into_values() {
                 if secs > 0.0 {
-                    throughput += moved / secs;
-                    asked += asking / secs;
+                    rate.add(&carried.per_sec(secs));
                 }
             }
             let prior = link.prior.mean();
             let estimate = link.estimate.unwrap_or(prior);
-            if asked <= 0.0 {
+            // The link's own flows tell whether it held them back; everything it carried is what it
+            // had then.
+            let (direct, asked) = (rate.moved, rate.asked);
+            let throughput = rate.moved + rate.relayed_moved;
+            let asked_all = rate.asked + rate.relayed_asked;
+            if asked_all <= 0.0 {
                 continue;
             }
-            link.down = throughput < DOWN * asked;
-            let next = if throughput < SATURATED * asked {
-                // The link was the bottleneck: what it moved is what it had.
+            link.starved = if throughput < DOWN * asked_all { link.starved + 1 } else { 0 };
+            let next = if asked > 0.0 && direct < SATURATED * asked {
+                // The link was the bottleneck: what it moved is what it had (a link that moved
+                // nothing counts at the floor, so that every sample is a bandwidth).
+                let throughput = throughput.max(FLOOR * prior);
                 link.samples.push_back(throughput);
                 if link.samples.len() > WINDOW {
                     link.samples.pop_front();
                 }
                 self.samples_taken += 1;
                 throughput
-            } else if asked >= ASKED_NEARLY_ALL * estimate {
+            } else if throughput >= SATURATED * asked_all && asked_all >= ASKED_NEARLY_ALL * estimate {
                 // It kept up with nearly all it was believed to have: it may have more.
                 estimate.max(throughput) * (1.0 + PROBE)
             } else {
@@ -159,10 +189,10 @@ impl Meter {
         (link.samples.len() >= MIN_SAMPLES).then(|| Bandwidth::Empirical(link.samples.iter().copied().collect()))
     }
 
-    /// Whether link `l`'s last measured period found it down: it carried less than a twentieth
-    /// of what it was asked.
+    /// Whether link `l` is down: in its last measured periods it carried less than a twentieth of
+    /// what it was asked.
     pub(crate) fn down(&self, l: usize) -> bool {
-        self.links[l].down
+        self.links[l].starved >= DOWN_PERIODS
     }
 
     /// How many samples link `l` holds.
@@ -182,7 +212,39 @@ mod tests {
     /// `rate` bytes per second moved and `asked` asked over one period, reported by one source.
     fn period(m: &mut Meter, moved: f64, asked: f64) {
         let secs = PERIOD.as_secs_f64();
-        m.report(0, MachineId(0), moved * secs, asked * secs, secs);
+        m.report(0, MachineId(0), direct(moved * secs, asked * secs), secs);
+    }
+
+    fn direct(moved: f64, asked: f64) -> Carried {
+        Carried { moved, asked, ..Carried::default() }
+    }
+
+    /// Relayed parts load a link but do not say it held them back: a link whose own flows kept
+    /// up is not measured down for a slow relayed part (its other hop was the bottleneck), yet
+    /// when its own flows fall short, all it carried is the sample.
+    #[test]
+    fn relayed_parts_count_in_what_a_link_carried_not_in_whether_it_held_back() {
+        let mut m = Meter::new([Bandwidth::Constant(1000.0)], Nanos::ZERO);
+        let secs = PERIOD.as_secs_f64();
+        let slow_relay = Carried {
+            moved: 400.0 * secs,
+            asked: 400.0 * secs,
+            relayed_moved: 50.0 * secs,
+            relayed_asked: 500.0 * secs,
+        };
+        m.report(0, MachineId(0), slow_relay, secs);
+        m.tick(PERIOD);
+        assert_eq!((m.samples(0), m.capacity(0)), (0, 1000.0), "not held back by this link");
+        let held = Carried {
+            moved: 300.0 * secs,
+            asked: 600.0 * secs,
+            relayed_moved: 200.0 * secs,
+            relayed_asked: 400.0 * secs,
+        };
+        m.report(0, MachineId(0), held, secs);
+        m.tick(ms(800));
+        assert_eq!(m.samples(0), 1);
+        assert!((m.capacity(0) - 500.0).abs() < 1e-9, "{}", m.capacity(0));
     }
 
     /// Two sources' reports add up: each one's rate over the time its own reports covered.
@@ -191,8 +253,8 @@ mod tests {
         let mut m = Meter::new([Bandwidth::Constant(1000.0)], Nanos::ZERO);
         // Source 0 reported 30 bytes over 0.1 s, source 1 60 bytes over 0.3 s: 300 + 200 B/s,
         // asked 1000 in all.
-        m.report(0, MachineId(0), 30.0, 50.0, 0.1);
-        m.report(0, MachineId(1), 60.0, 150.0, 0.3);
+        m.report(0, MachineId(0), direct(30.0, 50.0), 0.1);
+        m.report(0, MachineId(1), direct(60.0, 150.0), 0.3);
         assert!(m.tick(PERIOD));
         assert!((m.capacity(0) - 500.0).abs() < 1e-9, "{}", m.capacity(0));
     }
@@ -246,5 +308,12 @@ mod tests {
         period(&mut m, 0.0, 1000.0);
         m.tick(ms(400 * (MIN_SAMPLES as u64 + 1)));
         assert!((m.capacity(0) - FLOOR * 100.0).abs() < 1e-9, "{}", m.capacity(0));
+        assert!(!m.down(0), "one period that carried nothing is not yet a link down");
+        period(&mut m, 0.0, 1000.0);
+        m.tick(ms(400 * (MIN_SAMPLES as u64 + 2)));
+        assert!(m.down(0), "two are");
+        // Every sample is a bandwidth a distribution takes: positive.
+        let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
+        assert!(s.iter().all(|&v| v > 0.0) && Bandwidth::Empirical(s).validate(0).is_ok());
     }
 }

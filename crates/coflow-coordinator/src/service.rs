@@ -387,6 +387,8 @@ pub(crate) struct CoordinatorService {
     pub(crate) stop: watch::Receiver<bool>,
     /// Derives the flow key each agent is told at registration (the core issues the tickets).
     pub(crate) tickets: coflow_proto::ticket::Tickets,
+    /// How many fetches an agent carries at once to one peer (the mode's; 0: no bound).
+    pub(crate) fetches_per_peer: u32,
 }
 
 /// The most coflows one status page holds.
@@ -585,7 +587,12 @@ impl Coordinator for CoordinatorService {
             .register(&self.core, a.machine, claimed, incarnation, certified, remote, |r| Event::RegisterAgent(a, r))
             .await?;
         let flow_key = self.tickets.key_of(a_machine).to_vec();
-        Ok(Response::new(pb::RegisterAgentResponse { heartbeat_interval_ms: 0, session, flow_key }))
+        Ok(Response::new(pb::RegisterAgentResponse {
+            heartbeat_interval_ms: 0,
+            session,
+            flow_key,
+            fetches_per_peer: self.fetches_per_peer,
+        }))
     }
 
     type AgentSessionStream = SessionStream;

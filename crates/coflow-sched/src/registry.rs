@@ -323,6 +323,9 @@ pub struct Unscheduled {
     pub summary: &'static str,
     /// The registry policy a simulator runs in its place.
     pub simulated_by: &'static str,
+    /// How many fetches an agent carries at once to one peer, each on a persistent connection
+    /// of its own, the others waiting their turn; 0: as many as there are.
+    pub fetches_per_peer: u32,
 }
 
 /// `tcp`: no rates assigned, every flow sent at its sender's full port rate, and kernel TCP
@@ -332,10 +335,21 @@ pub const TCP: Unscheduled = Unscheduled {
     name: "tcp",
     summary: "no rates assigned: every flow at its sender's full port rate, kernel TCP shares the links",
     simulated_by: "fair",
+    fetches_per_peer: 0,
+};
+
+/// `naive`: Siphon's baseline data plane without decision makers (§5.2): no rates assigned, and
+/// the agents carry the flows between two machines over a few persistent connections, taken by
+/// the flows in turn, rather than one connection per flow. A simulator models it as `fair`.
+pub const NAIVE: Unscheduled = Unscheduled {
+    name: "naive",
+    summary: "no rates assigned: flows between two agents take turns on 4 persistent connections (Siphon's naive scheme)",
+    simulated_by: "fair",
+    fetches_per_peer: 4,
 };
 
 /// Every name the live system takes besides the registry's policies.
-pub const UNSCHEDULED: &[Unscheduled] = &[TCP];
+pub const UNSCHEDULED: &[Unscheduled] = &[TCP, NAIVE];
 
 /// The unscheduled mode called `name`, if it is one.
 pub fn unscheduled(name: &str) -> Option<&'static Unscheduled> {

@@ -63,6 +63,9 @@ pub enum Op {
     },
     /// Count the agents the coordinator knows alive.
     Agents,
+    /// The coordinator's wide-area counters: bytes relayed through a third datacenter (the
+    /// reply's `value`) and flows rerouted (its `bytes`).
+    Relayed,
 }
 
 /// How a request ended.
@@ -85,9 +88,9 @@ pub struct Reply {
     pub id: u64,
     /// How it ended.
     pub outcome: Outcome,
-    /// A registered coflow's id, or the number of live agents.
+    /// A registered coflow's id, the number of live agents, or the bytes relayed.
     pub value: u64,
-    /// Bytes a get delivered.
+    /// Bytes a get delivered, or the flows rerouted.
     pub bytes: u64,
     /// Bytes a get delivered wrong (or missing) although it ended with success.
     pub corrupted: u64,
@@ -152,6 +155,10 @@ async fn handle(client: &Client, op: Op) -> Handled {
         },
         Op::Agents => match client.status().await {
             Ok(st) => (Outcome::Ok, st.agents.iter().filter(|a| a.alive).count() as u64, 0, 0, String::new(), None),
+            Err(e) => fail(e),
+        },
+        Op::Relayed => match client.status_page(0, 1).await {
+            Ok(st) => (Outcome::Ok, st.bytes_relayed, st.flows_rerouted, 0, String::new(), None),
             Err(e) => fail(e),
         },
     }

@@ -236,7 +236,7 @@ pub fn scenario(opts: &FaultOptions, s: Scenario) -> Result<ScenarioResult, Test
     let t = Instant::now();
     let hosts = opts.topology.hosts.len();
     let host = busiest(&opts.workload, hosts);
-    let svc = ServiceConfig { policy: "varys".into(), agent_timeout_ms: AGENT_TIMEOUT_MS };
+    let svc = ServiceConfig { policy: "varys".into(), agent_timeout_ms: AGENT_TIMEOUT_MS, multipath: false };
     let tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
     let ids = tb.prepare(&opts.workload)?;
     let at = opts.fault_at.unwrap_or_else(|| {

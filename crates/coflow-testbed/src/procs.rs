@@ -109,6 +109,8 @@ pub struct ServiceConfig {
     pub policy: String,
     /// Its agent timeout.
     pub agent_timeout_ms: u64,
+    /// Multi-path routing over relays, on a wide area.
+    pub multipath: bool,
 }
 
 /// The processes of one testbed.
@@ -186,6 +188,9 @@ impl Cluster {
             let json = coflow_sim::topology::Topology::wide_area_json(&dcs.payload_wide_area());
             std::fs::write(&wan, json).map_err(|e| TestbedError::io(&wan, e))?;
             toml.push_str(&format!("topology = \"{}\"\n", wan.display()));
+            if svc.multipath {
+                toml.push_str("multipath = true\n");
+            }
         }
         let cfg = run_dir.join("coordinator.toml");
         std::fs::write(&cfg, toml).map_err(|e| TestbedError::io(&cfg, e))?;

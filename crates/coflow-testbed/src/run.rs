@@ -38,6 +38,23 @@ pub struct RunOptions {
     pub keep: bool,
     /// Seeds the weather of a wide-area testbed (every policy sees the same draws).
     pub weather_seed: u64,
+    /// On a wide area: route over relays (multi-path), not, or each policy both ways.
+    pub multipath: Multipath,
+    /// On a wide area: a link down for a while during each replay.
+    pub outage: Option<crate::weather::Outage>,
+}
+
+/// Whether a wide-area testbed's coordinator splits flows over relays (Siphon's multi-path
+/// routing, for policies of the proportional model, as the simulator does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Multipath {
+    /// Direct paths only.
+    #[default]
+    Off,
+    /// Every policy that can, with multi-path routing.
+    On,
+    /// Every policy that can both ways, one row each.
+    Both,
 }
 
 /// One policy's figures.
@@ -83,10 +100,15 @@ pub struct PolicyResult {
     pub measured_max_cct_s: f64,
     /// The slowest coflow, simulated.
     pub simulated_max_cct_s: Option<f64>,
-    /// Whether flows were split over relays (never, as yet: every flow takes its direct path).
+    /// Whether the coordinator split flows over relays (multi-path routing).
     pub multipath: bool,
-    /// Bytes relayed through a third datacenter.
+    /// Bytes relayed through a third datacenter (the coordinator's count of the parts it sent
+    /// through relays).
     pub relayed_bytes: u64,
+    /// Flows whose rest was resumed over another path (a link down, a relay lost).
+    pub flows_rerouted: u64,
+    /// Bytes relayed in the simulation (each detoured byte crosses one more link).
+    pub simulated_relayed_bytes: Option<f64>,
     /// On a wide-area testbed: every link's rate (wire bytes per second) as applied over the
     /// replay, which the simulation replayed at the payload share.
     pub weather: Option<WeatherLog>,
@@ -154,18 +176,18 @@ pub fn simulated_policy(policy: &str) -> &str {
 }
 
 /// Simulates `policy` on `workload` as `cfg` says; returns its average, p95 and largest CCT and
-/// writes every coflow's CCT into `ccts`.
+/// the bytes it relayed, and writes every coflow's CCT into `ccts`.
 fn simulated(
     workload: &Workload,
     policy: &str,
     cfg: &SimConfig,
     ccts: &mut Vec<f64>,
-) -> Result<(f64, f64, f64), TestbedError> {
+) -> Result<(f64, f64, f64, f64), TestbedError> {
     let sched = coflow_sched::policy::by_name(policy).map_err(|e| TestbedError::Setup(e.to_string()))?;
     let out = simulate(workload, sched, cfg).map_err(|e| TestbedError::Setup(e.to_string()))?;
     *ccts = out.outcomes.iter().map(|o| o.cct().map_or(f64::NAN, coflow_core::Nanos::as_secs_f64)).collect();
     let s = Summary::of(&out, None);
-    Ok((s.avg_cct_s, s.p95_cct_s, ccts.iter().copied().fold(0.0, f64::max)))
+    Ok((s.avg_cct_s, s.p95_cct_s, ccts.iter().copied().fold(0.0, f64::max), out.relayed_bytes))
 }
 
 /// Runs every policy; `progress` hears one line per step.
@@ -181,20 +203,46 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             coflow_sched::policy::check_serves(p, &fabric).map_err(|e| TestbedError::Setup(e.to_string()))?;
         }
     }
-    for (n, policy) in opts.policies.iter().enumerate() {
+    // Each policy once, or with and without multi-path routing: only a policy of the proportional
+    // model on a wide area is split over relays (per-flow policies keep direct paths, as in the
+    // simulator).
+    let splits = |p: &str| {
+        opts.topology.wan.is_some()
+            && coflow_sched::policy::unscheduled(p).is_none()
+            && coflow_sched::policy::by_name(p).is_ok_and(|s| s.model() == coflow_sched::ServiceModel::Proportional)
+    };
+    let runs: Vec<(&String, bool)> = opts
+        .policies
+        .iter()
+        .flat_map(|p| match (opts.multipath, splits(p)) {
+            (Multipath::Both, true) => vec![(p, false), (p, true)],
+            (Multipath::On, true) => vec![(p, true)],
+            _ => vec![(p, false)],
+        })
+        .collect();
+    for (n, &(policy, multipath)) in runs.iter().enumerate() {
         let sim_name = simulated_policy(policy);
         let t = Instant::now();
-        let svc = ServiceConfig { policy: policy.clone(), agent_timeout_ms: 3000 };
+        let svc = ServiceConfig { policy: policy.clone(), agent_timeout_ms: 3000, multipath };
+        let label = if multipath { format!("{policy} (multi-path)") } else { policy.clone() };
         let mut tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
-        progress(&format!("{policy}: testbed {} up ({} hosts), map stage", tb.names.prefix, opts.topology.hosts.len()));
+        progress(&format!("{label}: testbed {} up ({} hosts), map stage", tb.names.prefix, opts.topology.hosts.len()));
         let ids = tb.prepare(&opts.workload)?;
-        progress(&format!("{policy}: replaying {} coflows", opts.workload.coflows.len()));
+        progress(&format!("{label}: replaying {} coflows", opts.workload.coflows.len()));
         let weather = match &opts.topology.wan {
-            Some(dcs) => Some(WeatherRun::start(&tb.names, dcs, opts.weather_seed)?),
+            Some(dcs) => Some(WeatherRun::start(&tb.names, dcs, opts.weather_seed, opts.outage)?),
             None => None,
         };
         let (r, ()) = tb.replay(&opts.workload, &ids, opts.get_bound, |_| ())?;
         let weather = weather.map(|w| w.finish(r.t0)).transpose()?;
+        // The coordinator's count of bytes it sent through relays, and of flows rerouted.
+        let (relayed_bytes, flows_rerouted) = match &opts.topology.wan {
+            Some(_) => tb.relayed().unwrap_or_else(|e| {
+                progress(&format!("{label}: {e}"));
+                (0, 0)
+            }),
+            None => (0, 0),
+        };
         let mut sim_ccts = Vec::new();
         let sim = match (port, &opts.topology.wan, &weather) {
             (_, Some(dcs), Some(log)) => {
@@ -205,7 +253,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
                     fabric: coflow_sched::Fabric::new(wan),
                     redraw: Nanos::MAX,
                     seed: opts.weather_seed,
-                    multipath: false,
+                    multipath,
                     per_connection: None,
                     weather: Some(std::sync::Arc::new(log.scaled(PAYLOAD_SHARE))),
                 };
@@ -214,9 +262,9 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             (Some(p), None, _) => Some(simulated(&opts.workload, sim_name, &SimConfig::big_switch(p), &mut sim_ccts)?),
             _ => None,
         };
-        if opts.keep && n + 1 == opts.policies.len() {
+        if opts.keep && n + 1 == runs.len() {
             tb.keep();
-            progress(&format!("{policy}: testbed {} kept; `coflow testbed down` removes it", tb.names.prefix));
+            progress(&format!("{label}: testbed {} kept; `coflow testbed down` removes it", tb.names.prefix));
         }
         drop(tb);
         if std::env::var_os("COFLOW_TESTBED_DEBUG").is_some() {
@@ -270,8 +318,10 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             simulated_p95_cct_s: sim.map(|s| s.1),
             measured_max_cct_s: ccts.last().copied().unwrap_or(0.0),
             simulated_max_cct_s: sim.map(|s| s.2),
-            multipath: false,
-            relayed_bytes: 0,
+            multipath,
+            relayed_bytes,
+            flows_rerouted,
+            simulated_relayed_bytes: sim.map(|s| s.3),
             weather,
             avg_difference: sim.map(|s| avg / s.0 - 1.0),
             bytes_verified: r.gets.iter().filter(|g| exact(&g.outcome)).map(|g| g.bytes).sum(),
@@ -316,8 +366,9 @@ fn secs(v: Option<f64>) -> String {
 impl RunReport {
     /// The report as a table.
     pub fn table(&self) -> String {
+        let name = |r: &PolicyResult| if r.multipath { format!("{}+mp", r.policy) } else { r.policy.clone() };
         let mut s = format!(
-            "{:<8} {:>9} {:>12} {:>13} {:>12} {:>13} {:>7} {:>13} {:>9} {:>6} {:>7}\n",
+            "{:<14} {:>9} {:>12} {:>13} {:>12} {:>13} {:>7} {:>13} {:>9} {:>6} {:>7}\n",
             "policy",
             "completed",
             "measured avg",
@@ -332,8 +383,8 @@ impl RunReport {
         );
         for r in &self.results {
             s.push_str(&format!(
-                "{:<8} {:>9} {:>11.3}s {:>13} {:>11.3}s {:>13} {:>7} {:>13} {:>9} {:>5.0}% {:>6.1}s\n",
-                r.policy,
+                "{:<14} {:>9} {:>11.3}s {:>13} {:>11.3}s {:>13} {:>7} {:>13} {:>9} {:>5.0}% {:>6.1}s\n",
+                name(r),
                 format!("{}/{}", r.completed, r.coflows),
                 r.measured_avg_cct_s,
                 format!("{} {}", if r.policy == TCP { "(fair)" } else { "" }, secs(r.simulated_avg_cct_s)).trim(),
@@ -346,10 +397,27 @@ impl RunReport {
                 r.wall_s
             ));
         }
+        if self.results.iter().any(|r| r.weather.is_some()) {
+            s.push_str(&format!(
+                "\n{:<14} {:>16} {:>17} {:>15} {:>16} {:>9}\n",
+                "wide area", "slowest measured", "slowest simulated", "relayed MB", "relayed MB (sim)", "rerouted"
+            ));
+            for r in self.results.iter().filter(|r| r.weather.is_some()) {
+                s.push_str(&format!(
+                    "{:<14} {:>15.3}s {:>17} {:>15.1} {:>16} {:>9}\n",
+                    name(r),
+                    r.measured_max_cct_s,
+                    secs(r.simulated_max_cct_s),
+                    r.relayed_bytes as f64 / 1e6,
+                    r.simulated_relayed_bytes.map_or("-".into(), |b| format!("{:.1}", b / 1e6)),
+                    r.flows_rerouted
+                ));
+            }
+        }
         for r in self.results.iter().filter(|r| !r.groups.is_empty()) {
             s.push_str(&format!(
                 "\n{}: measured minus simulated CCT by group{}\n",
-                r.policy,
+                name(r),
                 r.difference_from.as_ref().map_or(String::new(), |b| format!(" (most of the difference: {b})"))
             ));
             s.push_str(&format!(

@@ -467,7 +467,7 @@ fn mode_run(
     progress: &mut dyn FnMut(&str),
 ) -> Result<ModeRun, TestbedError> {
     let policy = if mode == SPARK { TCP.to_string() } else { mode.to_string() };
-    let svc = ServiceConfig { policy, agent_timeout_ms: 3000 };
+    let svc = ServiceConfig { policy, agent_timeout_ms: 3000, multipath: false };
     let tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
     let names = tb.names.clone();
     let run_dir = tb.run_dir().to_path_buf();
