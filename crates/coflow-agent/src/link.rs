@@ -177,14 +177,10 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
         shared.rates.set(FlowId(r.flow_id), rate);
     }
     for f in update.failed_flows {
-        if let Some(r) = shared.receiving.lock().expect("receiving lock").get(&FlowId(f)) {
-            r.stop.send_replace(Some(Stop::Fail("the coordinator declared the source agent dead".into())));
-        }
+        shared.stop_flow(FlowId(f), Stop::Fail("the coordinator declared the source agent dead".into()));
     }
     for f in update.reroute_flows {
-        if let Some(r) = shared.receiving.lock().expect("receiving lock").get(&FlowId(f)) {
-            r.stop.send_replace(Some(Stop::Reroute));
-        }
+        shared.stop_flow(FlowId(f), Stop::Reroute);
     }
     for c in update.dropped_coflows {
         let n = shared.store.drop_coflow(CoflowId(c));

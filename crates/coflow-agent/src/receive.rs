@@ -299,7 +299,7 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
         recoverable: whole,
         stop,
     };
-    shared.receiving.lock().expect("receiving lock").insert(part.flow, rec);
+    shared.list_receiving(part.flow, rec);
     // Gone from the agent's table however the part ends, aborted with its get too.
     let _listed = Listed { shared: shared.clone(), flow: part.flow };
     get.open.lock().expect("open parts lock").insert(part.flow);

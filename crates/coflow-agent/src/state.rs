@@ -150,6 +150,9 @@ pub(crate) struct Receiving {
     pub(crate) stop: watch::Sender<Option<Stop>>,
 }
 
+/// The most stops kept for flows not listed yet.
+const MAX_EARLY_STOPS: usize = 4096;
+
 /// Why a flow this agent receives stops before its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Stop {
@@ -176,6 +179,10 @@ pub(crate) struct Shared {
     pub(crate) sending: Mutex<HashMap<FlowId, Arc<AtomicU64>>>,
     /// Remote gets in progress, by flow.
     pub(crate) receiving: Mutex<HashMap<FlowId, Receiving>>,
+    /// Stops the coordinator sent for flows this agent had not listed yet (a notice can overtake
+    /// the task that receives the flow), applied as each is listed; taken while `receiving` is
+    /// held. Bounded: the oldest go first.
+    pub(crate) early_stops: Mutex<VecDeque<(FlowId, Stop)>>,
     /// The keys this agent checks flow tickets with, as a source.
     pub(crate) flow_keys: FlowKeys,
     /// The flows this agent served, as a source: each attaches once.
@@ -217,6 +224,7 @@ impl Shared {
             link: crate::session::Link::default(),
             sending: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
+            early_stops: Mutex::new(VecDeque::new()),
             flow_keys: FlowKeys::default(),
             attached: Attached::default(),
             link_epoch: AtomicU64::new(0),
@@ -257,6 +265,35 @@ impl Shared {
             }
             last = now;
         }
+    }
+
+    /// Stops flow `flow` for `why` if this agent receives it; if it does not list it yet, keeps
+    /// the stop for when it does.
+    pub(crate) fn stop_flow(&self, flow: FlowId, why: Stop) {
+        let receiving = self.receiving.lock().expect("receiving lock");
+        match receiving.get(&flow) {
+            Some(r) => {
+                r.stop.send_replace(Some(why));
+            }
+            None => {
+                let mut early = self.early_stops.lock().expect("early stops lock");
+                if early.len() >= MAX_EARLY_STOPS {
+                    early.pop_front();
+                }
+                early.push_back((flow, why));
+            }
+        }
+    }
+
+    /// Lists a flow this agent receives, applying a stop that came for it before.
+    pub(crate) fn list_receiving(&self, flow: FlowId, rec: Receiving) {
+        let mut receiving = self.receiving.lock().expect("receiving lock");
+        let mut early = self.early_stops.lock().expect("early stops lock");
+        if let Some(k) = early.iter().position(|(f, _)| *f == flow) {
+            let (_, why) = early.remove(k).expect("found");
+            rec.stop.send_replace(Some(why));
+        }
+        receiving.insert(flow, rec);
     }
 
     /// A turn to fetch from `peer`, when the cluster bounds the fetches carried at once to one

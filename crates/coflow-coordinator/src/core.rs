@@ -159,6 +159,56 @@ pub struct Relay {
 /// this joins another.
 pub const MIN_PART_BYTES: u64 = 64 << 10;
 
+/// How long a get that may be split over detours waits for the other gets of its coflow asked at
+/// the same moment, so that their bytes are water-filled together (its flow holds at rate 0
+/// meanwhile).
+const GATHER: Nanos = Nanos::from_millis(10);
+
+/// How long a flow planned over detours waits for its receiver to resume it over its parts before
+/// it goes on over its direct path (a receiver that missed the notice, or cannot resume).
+const RESUME_WAIT: Nanos = Nanos::from_millis(2000);
+
+/// How a flow's bytes are routed.
+#[derive(Clone, Debug, PartialEq)]
+enum Routing {
+    /// Over its direct path (or it crosses no link).
+    Direct,
+    /// Since then, waiting for the gets asked with it, to be water-filled with them.
+    Pending(Nanos),
+    /// Planned over detours: each share of the rest of its bytes and its relay (none: direct);
+    /// its receiver was told to resume it, and the parts follow this plan.
+    Split(Vec<(f64, Option<MachineId>)>),
+}
+
+/// Bytes `[start, end)` as `(offset, length, relay)` parts in order of offset: each detour its
+/// share, the direct path what is left, first; parts under [`MIN_PART_BYTES`] join the largest.
+fn parts_by_share(shares: &[(f64, Option<MachineId>)], start: u64, end: u64) -> Vec<(u64, u64, Option<MachineId>)> {
+    let len = end - start;
+    let mut sizes: Vec<(u64, Option<MachineId>)> = Vec::new();
+    for &(share, via) in shares.iter().filter(|s| s.1.is_some()) {
+        sizes.push(((share * len as f64) as u64, via));
+    }
+    let moved: u64 = sizes.iter().map(|s| s.0).sum();
+    sizes.insert(0, (len - moved.min(len), None));
+    while sizes.len() > 1 {
+        let Some(k) = (0..sizes.len()).filter(|&k| sizes[k].0 < MIN_PART_BYTES).min_by_key(|&k| sizes[k].0) else {
+            break;
+        };
+        let small = sizes.remove(k);
+        let big = (0..sizes.len()).max_by_key(|&j| sizes[j].0).expect("at least one left");
+        sizes[big].0 += small.0;
+    }
+    let mut at = start;
+    sizes
+        .into_iter()
+        .map(|(n, via)| {
+            let part = (at, n, via);
+            at += n;
+            part
+        })
+        .collect()
+}
+
 /// How a coflow's released flows are served. One value, so that a coflow cannot be both
 /// bypassed and scheduled, or scheduled while out of the policy with flows in it.
 #[derive(Debug)]
@@ -285,6 +335,8 @@ struct FlowRec {
     asked: f64,
     /// Its receiver was told to reroute it.
     rerouting: bool,
+    /// How its bytes are routed.
+    routing: Routing,
 }
 
 impl FlowRec {
@@ -427,10 +479,17 @@ pub struct Core {
     /// `from * dcs + to`), and what the links were measured to carry.
     links: Vec<Option<usize>>,
     meter: Option<crate::measure::Meter>,
+    /// Flows waiting to be water-filled with their coflow's other gets, by when they started to.
+    routing_due: BTreeSet<(Nanos, FlowId)>,
+    /// Flows planned over detours whose receivers were told to resume them, by when.
+    resume_due: BTreeSet<(Nanos, FlowId)>,
 }
 
 /// How a flow whose receiver resumed its rest over another path ends.
 const REROUTED: &str = "rerouted";
+
+/// How a flow whose receiver resumed it over the parts planned for it ends.
+const SPLIT: &str = "split";
 
 /// A rate change smaller than this share of the old rate is not pushed.
 const RATE_TOLERANCE: f64 = 0.005;
@@ -501,6 +560,8 @@ impl Core {
             blind,
             links,
             meter,
+            routing_due: BTreeSet::new(),
+            resume_due: BTreeSet::new(),
         }
     }
 
@@ -1112,6 +1173,7 @@ impl Core {
                 links: self.link_between(r.src, r.dst).into_iter().collect(),
                 asked: 0.0,
                 rerouting: false,
+                routing: Routing::Direct,
             },
         );
         // It was released by the previous coordinator: it waits for nothing.
@@ -1156,7 +1218,19 @@ impl Core {
                 (at, f.offset + f.size)
             }
         };
-        let plan = self.plan_parts(src, get.machine, start, end);
+        // A fresh get goes direct, or waits to be water-filled with its coflow's other gets of the
+        // moment; a resumed one follows its plan, or is planned alone (it lost its path).
+        let (plan, routing) = match get.resume {
+            None if self.may_split(src, get.machine, size) => (vec![(0, size, None)], Routing::Pending(now)),
+            None => (vec![(0, size, None)], Routing::Direct),
+            Some((old, _)) => match &self.flows[&old].routing {
+                Routing::Split(shares) => (parts_by_share(shares, start, end), Routing::Direct),
+                _ => (self.plan_parts(src, get.machine, start, end), Routing::Direct),
+            },
+        };
+        if plan.len() > 1 {
+            tracing::debug!(coflow = %get.coflow, data_id = %get.data_id, ?plan, "split over detours");
+        }
         let mut parts = Vec::with_capacity(plan.len());
         for &(offset, length, via) in &plan {
             let flow = FlowId(self.next_flow);
@@ -1198,8 +1272,12 @@ impl Core {
                     links,
                     asked: 0.0,
                     rerouting: false,
+                    routing: routing.clone(),
                 },
             );
+            if let Routing::Pending(since) = routing {
+                self.routing_due.insert((since, flow));
+            }
             parts.push(GrantPart { flow, offset, length, ticket, via: relay });
         }
         let c = self.coflows.get_mut(&get.coflow).expect("checked above");
@@ -1222,7 +1300,9 @@ impl Core {
                 if released {
                     self.release(now, get.coflow);
                 }
-                self.finish_flow(now, old, Some(REROUTED))?;
+                // A flow split as planned ends as its parts begin; one that lost its path, rerouted.
+                let planned = matches!(self.flows.get(&old).map(|f| &f.routing), Some(Routing::Split(_)));
+                self.finish_flow(now, old, Some(if planned { SPLIT } else { REROUTED }))?;
                 true
             }
             None => false,
@@ -1242,21 +1322,25 @@ impl Core {
         })
     }
 
-    /// How to send bytes `[start, end)` of a piece from `src` to `dst`: `(offset, length, relay)`
-    /// parts in order of offset. One direct part, unless multi-path routing is on, the flow
-    /// crosses a wide-area link and water-filling over the links' expected bandwidth (with the
-    /// bytes every flow already has left on them) moves some of its bytes to two-hop detours
-    /// (Siphon §3.3), each through an agent of the detour's datacenter. Parts under
-    /// [`MIN_PART_BYTES`] join the largest.
-    fn plan_parts(&self, src: MachineId, dst: MachineId, start: u64, end: u64) -> Vec<(u64, u64, Option<MachineId>)> {
-        let direct = vec![(start, end - start, None)];
+    /// Whether a get of `len` bytes from `src` to `dst` may be split over detours: multi-path
+    /// routing is on, a policy of the proportional model decides (per-flow policies keep direct
+    /// paths, as in the simulator), the flow crosses a wide-area link and is worth splitting.
+    fn may_split(&self, src: MachineId, dst: MachineId, len: u64) -> bool {
         let proportional = self.policy.model() == coflow_sched::ServiceModel::Proportional;
-        if !self.cfg.multipath || self.tcp || !proportional || end - start < 2 * MIN_PART_BYTES {
-            return direct;
-        }
-        let Some(link) = self.link_between(src, dst) else { return direct };
+        self.cfg.multipath
+            && !self.tcp
+            && proportional
+            && len >= 2 * MIN_PART_BYTES
+            && self.link_between(src, dst).is_some()
+    }
+
+    /// Water-fills `own` new bytes on each link's direct route over the links' expected bandwidth,
+    /// with the bytes every flow but those of `apart` has left on the links (Siphon §3.3): per
+    /// direct link, the detours its new bytes take and the fraction each takes, each detour
+    /// through an agent of its datacenter (one without an alive agent is left out).
+    fn water_fill(&self, own: &[f64], apart: &BTreeSet<FlowId>) -> BTreeMap<usize, Vec<(f64, MachineId)>> {
         let fabric = self.fabric();
-        let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return direct };
+        let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return BTreeMap::new() };
         let links = wan.links().len();
         // Routing goes by the links' expected bandwidth (Siphon §3.3); a link measured down by what
         // it carries now.
@@ -1265,42 +1349,114 @@ impl Core {
             .map(|l| if meter.down(l) { meter.capacity(l) } else { fabric.expected_capacity(l as u32) })
             .collect();
         let mut loads = vec![0.0; links];
-        for f in self.flows.values().filter(|f| f.state != FlowState::Unscheduled) {
+        for (id, f) in &self.flows {
+            if f.state == FlowState::Unscheduled || apart.contains(id) || matches!(f.routing, Routing::Pending(_)) {
+                continue;
+            }
             for &l in &f.links {
                 loads[l] += f.size.saturating_sub(f.sent) as f64;
             }
         }
-        let mut own = vec![0.0; links];
-        own[link] = (end - start) as f64;
-        let (detours, _) = coflow_sched::water_fill(wan, &bw, &loads, &own);
-        let Some(detours) = detours.get(&coflow_sched::Route::new(&[link as u32])) else { return direct };
-        let len = end - start;
-        let mut sizes: Vec<(u64, Option<MachineId>)> = Vec::new();
-        for &(route, fraction) in detours {
-            let dc = wan.links()[route.hops()[0] as usize].to;
-            let Some(relay) = self.relay_in(dc) else { continue };
-            sizes.push(((fraction * len as f64) as u64, Some(relay)));
-        }
-        let moved: u64 = sizes.iter().map(|s| s.0).sum();
-        sizes.insert(0, (len - moved.min(len), None));
-        // Parts too small to be worth a flow join the largest.
-        while sizes.len() > 1 {
-            let Some(k) = (0..sizes.len()).filter(|&k| sizes[k].0 < MIN_PART_BYTES).min_by_key(|&k| sizes[k].0) else {
-                break;
-            };
-            let small = sizes.remove(k);
-            let big = (0..sizes.len()).max_by_key(|&j| sizes[j].0).expect("at least one left");
-            sizes[big].0 += small.0;
-        }
-        let mut at = start;
-        sizes
+        let (detours, _) = coflow_sched::water_fill(wan, &bw, &loads, own);
+        detours
             .into_iter()
-            .map(|(n, via)| {
-                let part = (at, n, via);
-                at += n;
-                part
+            .filter_map(|(direct, ways)| {
+                let link = direct.hops()[0] as usize;
+                let ways: Vec<(f64, MachineId)> = ways
+                    .into_iter()
+                    .filter_map(|(route, fraction)| {
+                        let dc = wan.links()[route.hops()[0] as usize].to;
+                        Some((fraction, self.relay_in(dc)?))
+                    })
+                    .collect();
+                (!ways.is_empty()).then_some((link, ways))
             })
             .collect()
+    }
+
+    /// How to send bytes `[start, end)` of a piece from `src` to `dst` now, alone: `(offset,
+    /// length, relay)` parts in order of offset, split over detours as [`Core::water_fill`] says
+    /// for its bytes alone (a resume of a flow that lost its path).
+    fn plan_parts(&self, src: MachineId, dst: MachineId, start: u64, end: u64) -> Vec<(u64, u64, Option<MachineId>)> {
+        if !self.may_split(src, dst, end - start) {
+            return vec![(start, end - start, None)];
+        }
+        let link = self.link_between(src, dst).expect("may_split checked");
+        let mut own = vec![0.0; self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len())];
+        own[link] = (end - start) as f64;
+        let ways = self.water_fill(&own, &BTreeSet::new()).remove(&link).unwrap_or_default();
+        let shares: Vec<(f64, Option<MachineId>)> = ways.into_iter().map(|(f, m)| (f, Some(m))).collect();
+        parts_by_share(&shares, start, end)
+    }
+
+    /// Plans the flows waiting to be routed whose gathering window is over, coflow by coflow:
+    /// each coflow's new bytes are water-filled together over the detours (as the simulator
+    /// water-fills a coflow at its arrival), and the receiver of each flow that some of them leave
+    /// is told to resume it, which it then does over the parts planned here.
+    fn plan_pending(&mut self, now: Nanos) {
+        // A planned flow whose receiver has not resumed it goes on over its direct path.
+        while let Some(&(since, id)) = self.resume_due.first()
+            && since.saturating_add(RESUME_WAIT) <= now
+        {
+            self.resume_due.pop_first();
+            if let Some(f) = self.flows.get_mut(&id) {
+                tracing::warn!(flow = %id, "not resumed over its detours in time; it goes on over its direct path");
+                f.routing = Routing::Direct;
+                f.rerouting = false;
+            }
+        }
+        // Due: gathered long enough. A flow held for its coflow's readiness meanwhile goes direct.
+        let due: Vec<FlowId> = self
+            .routing_due
+            .iter()
+            .take_while(|&&(since, _)| since.saturating_add(GATHER) <= now)
+            .map(|&(_, id)| id)
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        self.routing_due.retain(|(_, id)| !due.contains(id));
+        let (held, due): (Vec<FlowId>, Vec<FlowId>) =
+            due.into_iter().partition(|id| self.flows.get(id).is_some_and(|f| f.state == FlowState::Held));
+        for id in held {
+            if let Some(f) = self.flows.get_mut(&id) {
+                f.routing = Routing::Direct;
+            }
+        }
+        let mut by_coflow: BTreeMap<CoflowId, Vec<FlowId>> = BTreeMap::new();
+        for id in due {
+            by_coflow.entry(self.flows[&id].coflow).or_default().push(id);
+        }
+        let links = self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len());
+        for (_, group) in by_coflow {
+            let apart: BTreeSet<FlowId> = group.iter().copied().collect();
+            let mut own = vec![0.0; links];
+            for id in &group {
+                let f = &self.flows[id];
+                if f.state == FlowState::Scheduled {
+                    for &l in &f.links {
+                        own[l] += f.size as f64;
+                    }
+                }
+            }
+            let ways = self.water_fill(&own, &apart);
+            for id in group {
+                let f = self.flows.get_mut(&id).expect("due flows are live");
+                let split = match (f.state, f.links.as_slice()) {
+                    (FlowState::Scheduled, &[l]) => ways.get(&l),
+                    _ => None,
+                };
+                match split {
+                    Some(ways) => {
+                        f.routing = Routing::Split(ways.iter().map(|&(share, m)| (share, Some(m))).collect());
+                        self.resume_due.insert((now, id));
+                        self.reroute(id);
+                    }
+                    None => f.routing = Routing::Direct,
+                }
+            }
+        }
+        self.dirty = true;
     }
 
     /// The alive agent of datacenter `dc` that relays the fewest parts now (the lowest machine of
@@ -1380,9 +1536,14 @@ impl Core {
     /// Ends a flow: with every byte (`failure` none), or failed for a reason (an error kind).
     fn finish_flow(&mut self, now: Nanos, id: FlowId, failure: Option<&str>) -> Result<(), CoordError> {
         let f = self.flows.remove(&id).ok_or(CoordError::UnknownFlow(id))?;
+        if let Routing::Pending(since) = f.routing {
+            self.routing_due.remove(&(since, id));
+        }
+        self.resume_due.retain(|&(_, r)| r != id);
         match failure {
             None => self.counters.flows_finished += 1,
             Some(REROUTED) => self.counters.flows_rerouted += 1,
+            Some(SPLIT) => {}
             Some(reason) => {
                 self.counters.flows_failed += 1;
                 // Reasons come from agents: keep the label set small and printable.
@@ -1532,14 +1693,18 @@ impl Core {
             self.release(now, id);
         }
         if let Some(meter) = &mut self.meter
-            && meter.tick(now)
-            && !self.active.is_empty()
+            && now >= meter.period_end()
         {
-            // A link's estimate changed: the rates were made for another bandwidth.
-            self.dirty = true;
+            if meter.tick(now) && !self.active.is_empty() {
+                // A link's estimate changed: the rates were made for another bandwidth.
+                self.dirty = true;
+            }
+            // Flows granted over a link since it went down leave it too.
             self.reroute_around_down_links();
         }
-        if self.dirty || self.wake.is_some_and(|w| w <= now) {
+        let route_due = self.routing_due.first().is_some_and(|&(since, _)| since.saturating_add(GATHER) <= now)
+            || self.resume_due.first().is_some_and(|&(since, _)| since.saturating_add(RESUME_WAIT) <= now);
+        if self.dirty || route_due || self.wake.is_some_and(|w| w <= now) {
             self.decide(now);
         }
         if !self.pending.is_empty() {
@@ -1569,6 +1734,12 @@ impl Core {
             && !self.active.is_empty()
         {
             next = next.min(meter.period_end());
+        }
+        if let Some(&(since, _)) = self.routing_due.first() {
+            next = next.min(since.saturating_add(GATHER));
+        }
+        if let Some(&(since, _)) = self.resume_due.first() {
+            next = next.min(since.saturating_add(RESUME_WAIT));
         }
         // Declared dead once silent for longer than the timeout: one nanosecond after it.
         let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms).saturating_add(Nanos(1));
@@ -1655,6 +1826,7 @@ impl Core {
             return;
         }
         self.counters.decisions += 1;
+        self.plan_pending(now);
         let heartbeat = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
         let fabric = self.fabric();
         self.snapshot.clear(self.policy.model());
@@ -1668,6 +1840,11 @@ impl Core {
             routes.clear();
             for &fid in &p.flows {
                 let f = &self.flows[&fid];
+                // A flow waiting to be routed, or for its receiver to resume it over its plan,
+                // moves nothing meanwhile.
+                if f.routing != Routing::Direct {
+                    continue;
+                }
                 // A relayed part crosses the resources of both of its hops.
                 routes.push(match f.via {
                     None => fabric.route(f.src, f.dst),
@@ -1693,6 +1870,10 @@ impl Core {
                 let remaining = (f.size.saturating_sub(f.sent) as f64 - moved).clamp(1.0, size);
                 flows.push(SnapshotFlow { src: f.src, dst: f.dst, size, remaining });
                 self.order.push(fid);
+            }
+            if flows.is_empty() {
+                // Every flow of it waits to be routed: it is not decided for meanwhile.
+                continue;
             }
             let spec = SnapshotCoflow {
                 id,

@@ -31,7 +31,9 @@ const SATURATED: f64 = 0.85;
 /// A link asked at least this share of its estimate, that moved what it was asked, grows.
 const ASKED_NEARLY_ALL: f64 = 0.8;
 
-/// How much a link that kept up with nearly all of its estimate grows in a period.
+/// How much a link that kept up with nearly all of its estimate grows in a period; the growth
+/// doubles each period it keeps up in a row, to at most twice the estimate a period, so that a
+/// link back from a fall (down, or a deep dip of its weather) is found again within a few periods.
 const PROBE: f64 = 0.25;
 
 /// The most samples a link keeps (the sliding window).
@@ -59,6 +61,8 @@ struct Link {
     estimate: Option<f64>,
     /// Measured periods in a row in which it moved next to nothing of what it was asked.
     starved: u32,
+    /// Measured periods in a row in which it kept up with nearly all of its estimate.
+    kept_up: u32,
     samples: VecDeque<f64>,
 }
 
@@ -107,7 +111,14 @@ impl Meter {
     pub(crate) fn new(priors: impl IntoIterator<Item = Bandwidth>, now: Nanos) -> Meter {
         let links = priors
             .into_iter()
-            .map(|prior| Link { prior, reports: BTreeMap::new(), estimate: None, starved: 0, samples: VecDeque::new() })
+            .map(|prior| Link {
+                prior,
+                reports: BTreeMap::new(),
+                estimate: None,
+                starved: 0,
+                kept_up: 0,
+                samples: VecDeque::new(),
+            })
             .collect();
         Meter { links, period_start: now, samples_taken: 0 }
     }
@@ -149,8 +160,12 @@ impl Meter {
             if asked_all <= 0.0 {
                 continue;
             }
-            link.starved = if throughput < DOWN * asked_all { link.starved + 1 } else { 0 };
-            let next = if asked > 0.0 && direct < SATURATED * asked {
+            // Down by the word of its own flows alone, as for holding them back.
+            link.starved = if asked > 0.0 && direct < DOWN * asked { link.starved + 1 } else { 0 };
+            let saturated = asked > 0.0 && direct < SATURATED * asked;
+            let kept_up = !saturated && throughput >= SATURATED * asked_all && asked_all >= ASKED_NEARLY_ALL * estimate;
+            link.kept_up = if kept_up { link.kept_up + 1 } else { 0 };
+            let next = if saturated {
                 // The link was the bottleneck: what it moved is what it had (a link that moved
                 // nothing counts at the floor, so that every sample is a bandwidth).
                 let throughput = throughput.max(FLOOR * prior);
@@ -160,9 +175,10 @@ impl Meter {
                 }
                 self.samples_taken += 1;
                 throughput
-            } else if throughput >= SATURATED * asked_all && asked_all >= ASKED_NEARLY_ALL * estimate {
+            } else if kept_up {
                 // It kept up with nearly all it was believed to have: it may have more.
-                estimate.max(throughput) * (1.0 + PROBE)
+                let growth = (PROBE * f64::from(1u32 << (link.kept_up - 1).min(8))).min(1.0);
+                estimate.max(throughput) * (1.0 + growth)
             } else {
                 continue;
             };
@@ -273,6 +289,15 @@ mod tests {
         assert!(m.tick(ms(800)));
         assert!((m.capacity(0) - 50.0 * (1.0 + PROBE)).abs() < 1e-9, "{}", m.capacity(0));
         assert_eq!(m.samples(0), 1, "a link that kept up gives no sample");
+        // Keeping up again, it grows faster, to at most twice a period.
+        let mut expect = 50.0 * (1.0 + PROBE);
+        for (k, growth) in [(3u64, 2.0 * PROBE), (4, 4.0 * PROBE), (5, 1.0), (6, 1.0)] {
+            let c = m.capacity(0);
+            period(&mut m, c, c);
+            m.tick(ms(400 * k));
+            expect *= 1.0 + growth;
+            assert!((m.capacity(0) - expect).abs() < 1e-6, "period {k}: {} against {expect}", m.capacity(0));
+        }
     }
 
     /// A link asked little, or nothing, says nothing of its bandwidth; before any measurement

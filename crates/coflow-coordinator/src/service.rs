@@ -327,9 +327,12 @@ fn merge(batch: &mut pb::CoordinatorBatch, more: pb::CoordinatorBatch) {
     batch.replies.extend(more.replies);
     if let Some(m) = more.update {
         let u = batch.update.get_or_insert_with(Default::default);
-        u.rates.extend(m.rates);
-        u.failed_flows.extend(m.failed_flows);
-        u.dropped_coflows.extend(m.dropped_coflows);
+        // Every field, by name: a field added to the message and not merged fails to compile.
+        let pb::RateUpdate { rates, failed_flows, dropped_coflows, reroute_flows } = m;
+        u.rates.extend(rates);
+        u.failed_flows.extend(failed_flows);
+        u.dropped_coflows.extend(dropped_coflows);
+        u.reroute_flows.extend(reroute_flows);
     }
 }
 
@@ -713,6 +716,25 @@ mod tests {
     fn batch(from: u64, to: u64) -> pb::CoordinatorBatch {
         let rates = (from..to).map(|f| pb::FlowRate { flow_id: f, rate_bps: f as f64 }).collect();
         pb::CoordinatorBatch { replies: Vec::new(), update: Some(pb::RateUpdate { rates, ..Default::default() }) }
+    }
+
+    /// Batches merged into one frame keep every notice they carry.
+    #[test]
+    fn merged_batches_keep_every_notice() {
+        let notice = |k: u64| pb::CoordinatorBatch {
+            replies: Vec::new(),
+            update: Some(pb::RateUpdate {
+                rates: vec![pb::FlowRate { flow_id: k, rate_bps: 1.0 }],
+                failed_flows: vec![k],
+                dropped_coflows: vec![k],
+                reroute_flows: vec![k],
+            }),
+        };
+        let mut batch = notice(1);
+        merge(&mut batch, notice(2));
+        let u = batch.update.unwrap();
+        assert_eq!((u.failed_flows, u.dropped_coflows, u.reroute_flows), (vec![1, 2], vec![1, 2], vec![1, 2]));
+        assert_eq!(u.rates.len(), 2);
     }
 
     /// However much queues for an agent, no frame exceeds the frame limit, and every rate

@@ -2,9 +2,9 @@
 //! unscheduled, flows between two are scheduled on their link, and a link's bandwidth is what its
 //! flows were measured to carry.
 
-use coflow_coordinator::{CoordError, CoordinatorConfig, Core};
+use coflow_coordinator::{CoordError, CoordinatorConfig, Core, Notice};
 use coflow_core::{FlowId, MachineId, Nanos};
-use coflow_proto::{AgentRegistration, CoflowOptions, ErrorKind};
+use coflow_proto::{AgentRegistration, CoflowOptions, DataId, ErrorKind, GetAnnouncement};
 use coflow_sched::{Bandwidth, Link, WideArea};
 
 use super::{CAP, Harness, by_name, last_rate};
@@ -148,4 +148,88 @@ fn a_get_across_datacenters_is_scheduled_on_the_link_between_them() {
     h.finish(a_to_b.flow);
     let e = h.end(a_to_b.flow, coflow_coordinator::FlowOutcome::Completed).unwrap_err();
     assert!(matches!(e, CoordError::UnknownFlow(FlowId(_))), "{e}");
+}
+
+/// Three datacenters `a`, `b`, `c`, one machine each (0, 1, 2): the link a -> b at `slow`, every
+/// other link at 1,000 B/s; mrtf with multi-path routing.
+fn three_dcs(slow: f64) -> Harness {
+    let mut links = Vec::new();
+    for from in 0..3 {
+        for to in 0..3 {
+            if from != to {
+                let bw = if (from, to) == (0, 1) { slow } else { 1000.0 };
+                links.push(Link { from, to, bandwidth: Bandwidth::Constant(bw) });
+            }
+        }
+    }
+    let wa = WideArea { datacenters: vec!["a".into(), "b".into(), "c".into()], links };
+    let cfg = CoordinatorConfig { multipath: true, ..config("mrtf", wa) };
+    cfg.validate().unwrap();
+    Harness::with_datacenters(Core::new(cfg, by_name("mrtf")), &[CAP; 3], &["a", "b", "c"])
+}
+
+fn resume(
+    h: &mut Harness,
+    coflow: coflow_core::CoflowId,
+    id: &str,
+    flow: FlowId,
+    at: u64,
+) -> coflow_coordinator::FlowGrant {
+    let g = GetAnnouncement {
+        coflow,
+        data_id: DataId::new(id).unwrap(),
+        machine: MachineId(1),
+        client: String::new(),
+        resume: Some((flow, at)),
+    };
+    h.core.handle_get(h.now, g).unwrap()
+}
+
+/// A get over a link ten times slower than its detour waits a moment for the other gets of its
+/// coflow, moves nothing meanwhile, and is then water-filled: its receiver is told to resume it,
+/// and the resume's parts take the shares water-filling gave, 1/11 direct and 10/11 through the
+/// agent of `c` (D(1 - α)/100 = Dα/1000).
+#[test]
+fn a_coflows_gets_are_water_filled_together_and_resumed_over_their_plan() {
+    let mut h = three_dcs(100.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1_100_000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    assert!(g.parts.is_empty(), "granted whole, direct, at first");
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), g.flow).unwrap_or(0.0), 0.0, "it waits to be routed");
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)], "its receiver resumes it over the plan");
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let parts: Vec<(u64, u64, Option<MachineId>)> =
+        r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect();
+    assert_eq!(parts, vec![(0, 100_000, None), (100_000, 1_000_000, Some(MachineId(2)))]);
+    h.advance(0);
+    let pushed = h.drain();
+    let (direct, relayed) =
+        (last_rate(&pushed, r.parts[0].flow).unwrap(), last_rate(&pushed, r.parts[1].flow).unwrap());
+    assert!((direct - 100.0).abs() < 1e-6 && (relayed - 1000.0).abs() < 1e-6, "{direct} {relayed}");
+    assert!(h.core.rate(g.flow).is_none(), "the cut flow ended as its parts began");
+    assert_eq!(h.core.counters().flows_rerouted, 0, "a planned split is not a lost path");
+}
+
+/// A receiver that does not resume a flow planned over detours (it missed the notice) is not
+/// left waiting: after two seconds the flow goes on over its direct path.
+#[test]
+fn a_planned_flow_not_resumed_goes_on_over_its_direct_path() {
+    let mut h = three_dcs(100.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1_100_000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
+    h.advance(1000);
+    assert_eq!(last_rate(&h.drain(), g.flow).unwrap_or(0.0), 0.0);
+    for _ in 0..11 {
+        h.advance(100);
+        for m in 0..3 {
+            h.heartbeat(m, Vec::new());
+        }
+    }
+    assert!(last_rate(&h.drain(), g.flow).is_some_and(|r| r > 0.0), "it goes on, direct");
 }
