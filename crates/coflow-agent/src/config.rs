@@ -116,6 +116,9 @@ impl AgentConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |field, reason: &str| Err(ConfigError { field, reason: reason.into() });
+        if self.machine.is_some_and(|m| m >= coflow_proto::MACHINE_ID_LIMIT) {
+            return err("machine", "must be below 65536");
+        }
         if !(self.port_rate_bps.is_finite() && self.port_rate_bps >= 1000.0) {
             return err("port_rate_bps", "must be at least 1000 bytes per second");
         }
