@@ -853,6 +853,19 @@ impl Core {
         Ok(c.reg.clone())
     }
 
+    /// Agent `by` dropped a piece whose announcement it gave up waiting for (the answer did not
+    /// come within its deadline): forgotten if it was taken from that machine, so that its client
+    /// may put it again. Anything else is ignored.
+    pub fn handle_withdraw_put(&mut self, now: Nanos, by: MachineId, coflow: CoflowId, data_id: &DataId) {
+        self.input(now);
+        if let Some(c) = self.coflows.get_mut(&coflow)
+            && c.puts.get(data_id).is_some_and(|&(at, _)| at == by)
+        {
+            c.puts.remove(data_id);
+            tracing::info!(%coflow, %data_id, machine = %by, "a piece its agent gave up announcing is forgotten");
+        }
+    }
+
     /// A receiving agent re-announces a flow a previous coordinator granted: it is scheduled
     /// again under its old id, if it is consistent: within the restart window, an id below the
     /// base, of a coflow known here whose piece its source holds at the size it names. Before

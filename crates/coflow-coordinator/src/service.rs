@@ -18,7 +18,9 @@ use std::time::Instant;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_server::Coordinator;
-use coflow_proto::{AgentRegistration, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb};
+use coflow_proto::{
+    AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb,
+};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
@@ -210,6 +212,7 @@ fn agent_msg(core: &mut Core, now: Nanos, machine: MachineId, msg: AgentMsg, str
                 }
             }
         }
+        AgentMsg::WithdrawPut(coflow, data_id) => core.handle_withdraw_put(now, machine, coflow, &data_id),
         AgentMsg::Heartbeat(hb) => {
             if !core.handle_heartbeat(now, hb) {
                 // Not known (declared dead, or this coordinator restarted): ending the session
@@ -435,6 +438,10 @@ impl CoordinatorService {
                 }
             }
             Some(Body::Finished(f)) => AgentMsg::Finished(FlowId(f.flow_id), FlowOutcome::from_report(f.ok, f.reason)),
+            Some(Body::WithdrawPut(w)) => {
+                let data_id = DataId::new(w.data_id).map_err(|e| refuse(e.into()))?;
+                AgentMsg::WithdrawPut(CoflowId(w.coflow_id), data_id)
+            }
             Some(Body::Heartbeat(h)) => {
                 if h.machine_id != machine.0 {
                     return Err(not_yours("report", h.machine_id));

@@ -5,6 +5,8 @@ mod config;
 mod docs;
 mod jobs;
 mod limits;
+mod pause;
+mod procs;
 mod reference;
 mod spark;
 mod testbed;
