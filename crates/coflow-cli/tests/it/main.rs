@@ -9,6 +9,7 @@ mod pause;
 mod procs;
 mod reference;
 mod spark;
+mod status;
 mod testbed;
 mod tidy;
 mod wan;
