@@ -458,10 +458,6 @@ impl CoordinatorService {
     }
 }
 
-/// The most messages one batch of an agent's session may carry (an agent sends at most 1,024);
-/// those past it are refused `limit-exceeded`.
-const MAX_BATCH_MESSAGES: usize = 4096;
-
 /// Reads an agent's session until it ends (or the coordinator stops), handing each batch to the
 /// core as one event; a malformed message is answered at once, a batch claiming another session
 /// ends the stream.
@@ -491,16 +487,12 @@ async fn read_session(
                 _ = stop.changed() => break,
             },
         };
-        let mut valid = Vec::with_capacity(msgs.len().min(MAX_BATCH_MESSAGES));
-        for (i, m) in msgs.into_iter().enumerate() {
+        // At most `coflow_proto::codec::MAX_BATCH_MESSAGES`: a batch past it is refused before
+        // it is decoded, and ends the session.
+        let mut valid = Vec::with_capacity(msgs.len());
+        for m in msgs {
             let id = m.request_id;
-            let checked = if i < MAX_BATCH_MESSAGES {
-                svc.validate(machine, m)
-            } else {
-                let e = coflow_proto::ProtoError::TooMany { field: "messages", count: i + 1, max: MAX_BATCH_MESSAGES };
-                Err(failure(&CoordError::Invalid(e)))
-            };
-            match checked {
+            match svc.validate(machine, m) {
                 Ok(Some(v)) => valid.push(v),
                 Ok(None) => {}
                 Err(f) => {

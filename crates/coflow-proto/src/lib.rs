@@ -13,6 +13,7 @@
 //!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
 //! - `tls`: mutual TLS and roles in certificates: [`Security`] (token or TLS), [`TlsContext`],
 //!   [`Role`], the [`Authenticate`] interceptor and [`authorize`], the [`RefusalLog`].
+//! - [`codec`]: the codec of every call, which bounds a message on its bytes before decoding it.
 //! - [`ticket`]: flow tickets, the capabilities that let a receiving agent fetch a flow.
 //! - [`certs`]: making the cluster CA and members' certificates (`coflow certs`).
 
@@ -20,6 +21,7 @@
 
 mod auth;
 pub mod certs;
+pub mod codec;
 mod kind;
 mod msg;
 mod serve;

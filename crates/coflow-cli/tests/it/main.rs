@@ -1,5 +1,6 @@
 //! End-to-end tests of the `coflow` binary, run as a user would.
 
+mod abuse;
 mod certs;
 mod config;
 mod docs;

@@ -74,6 +74,45 @@ impl Spec {
     }
 }
 
+/// How the cluster's processes are started: where, with what security and what logs.
+struct Launch {
+    dir: PathBuf,
+    tls: bool,
+    log: fn() -> Stdio,
+    rust_log: Option<&'static str>,
+}
+
+impl Launch {
+    /// The TLS flags of the member whose certificate is `stem`, none in token mode.
+    fn tls_args(&self, stem: &str) -> Vec<String> {
+        if !self.tls {
+            return Vec::new();
+        }
+        let certs = self.dir.join("certs");
+        let f = |name: String| certs.join(name).display().to_string();
+        ["--tls-ca".into(), f("ca.crt".into()), "--tls-cert".into(), f(format!("{stem}.crt"))]
+            .into_iter()
+            .chain(["--tls-key".into(), f(format!("{stem}.key"))])
+            .collect()
+    }
+
+    /// Starts `coflow ARGS` with the cluster's log, token (in token mode) and `RUST_LOG`.
+    fn command(&self, args: Vec<String>) -> Proc {
+        let mut c = coflow();
+        c.args(args).stdout(Stdio::null()).stderr((self.log)());
+        if self.tls {
+            c.env_remove("COFLOW_TOKEN");
+        } else {
+            c.env("COFLOW_TOKEN", TOKEN);
+        }
+        match self.rust_log {
+            Some(l) => c.env("RUST_LOG", l),
+            None => c.env_remove("RUST_LOG"),
+        };
+        Proc(c.spawn().unwrap())
+    }
+}
+
 /// A running cluster of processes.
 pub(crate) struct Procs {
     /// Its directory: certificates, configs, data directories.
@@ -85,7 +124,7 @@ pub(crate) struct Procs {
     /// The coordinator's `/metrics` address.
     pub(crate) metrics: SocketAddr,
     agent_urls: Vec<String>,
-    tls: bool,
+    launch: Launch,
 }
 
 impl Procs {
@@ -95,81 +134,65 @@ impl Procs {
         let dir = tmp(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let certs = dir.join("certs");
         if spec.tls {
-            coflow_testkit::make_certs(&certs, spec.agents).unwrap();
+            coflow_testkit::make_certs(&dir.join("certs"), spec.agents).unwrap();
         }
-        let tls_args = |stem: &str| -> Vec<String> {
-            if !spec.tls {
-                return Vec::new();
-            }
-            let f = |ext: &str| certs.join(format!("{stem}.{ext}")).display().to_string();
-            vec![
-                "--tls-ca".into(),
-                certs.join("ca.crt").display().to_string(),
-                "--tls-cert".into(),
-                f("crt"),
-                "--tls-key".into(),
-                f("key"),
-            ]
-        };
         let scheme = if spec.tls { "https" } else { "http" };
-        let command = |args: Vec<String>| {
-            let mut c = coflow();
-            c.args(args).stdout(Stdio::null()).stderr((spec.log)());
-            if spec.tls {
-                c.env_remove("COFLOW_TOKEN");
-            } else {
-                c.env("COFLOW_TOKEN", TOKEN);
-            }
-            match spec.rust_log {
-                Some(l) => c.env("RUST_LOG", l),
-                None => c.env_remove("RUST_LOG"),
-            };
-            Proc(c.spawn().unwrap())
-        };
         let (cport, mport) = (free_port(), free_port());
-        let coordinator_url = format!("{scheme}://127.0.0.1:{cport}");
-        let toml = dir.join("coordinator.toml");
-        std::fs::write(&toml, &spec.coordinator_toml).unwrap();
-        let mut args: Vec<String> =
-            ["coordinator", "--listen", &format!("127.0.0.1:{cport}")].map(String::from).to_vec();
-        args.extend([
-            "--metrics-listen".into(),
-            format!("127.0.0.1:{mport}"),
-            "--config".into(),
-            toml.display().to_string(),
-        ]);
-        args.extend(tls_args("coordinator"));
-        let coordinator = command(args);
-        let toml = dir.join("agent.toml");
-        std::fs::write(&toml, &spec.agent_toml).unwrap();
-        let mut agents = Vec::new();
-        let mut agent_urls = Vec::new();
+        std::fs::write(dir.join("coordinator.toml"), &spec.coordinator_toml).unwrap();
+        std::fs::write(dir.join("agent.toml"), &spec.agent_toml).unwrap();
+        let launch = Launch { dir: dir.clone(), tls: spec.tls, log: spec.log, rust_log: spec.rust_log };
+        let mut args: Vec<String> = vec!["coordinator".into(), "--listen".into(), format!("127.0.0.1:{cport}")];
+        args.extend(["--metrics-listen".into(), format!("127.0.0.1:{mport}"), "--config".into()]);
+        args.push(dir.join("coordinator.toml").display().to_string());
+        args.extend(launch.tls_args("coordinator"));
+        let coordinator = launch.command(args);
+        let mut procs = Procs {
+            coordinator_url: format!("{scheme}://127.0.0.1:{cport}"),
+            metrics: format!("127.0.0.1:{mport}").parse().unwrap(),
+            dir,
+            coordinator,
+            agents: Vec::new(),
+            agent_urls: Vec::new(),
+            launch,
+        };
         for m in 0..spec.agents {
-            let (aport, dport) = (free_port(), free_port());
-            let mut args: Vec<String> =
-                ["agent", "--machine", &m.to_string(), "--coordinator", &coordinator_url].map(String::from).to_vec();
-            args.extend([
-                "--listen".into(),
-                format!("127.0.0.1:{aport}"),
-                "--data-listen".into(),
-                format!("127.0.0.1:{dport}"),
-            ]);
-            args.extend(["--config".into(), toml.display().to_string()]);
-            args.extend(["--data-dir".into(), dir.join(format!("data-{m}")).display().to_string()]);
-            args.extend(tls_args(&format!("agent-{m}")));
-            agents.push(command(args));
-            agent_urls.push(format!("{scheme}://127.0.0.1:{aport}"));
+            let (agent, url) = procs.start_agent(m, &format!("data-{m}"));
+            procs.agents.push(agent);
+            procs.agent_urls.push(url);
         }
-        let metrics = format!("127.0.0.1:{mport}").parse().unwrap();
-        Procs { dir, coordinator, agents, coordinator_url, metrics, agent_urls, tls: spec.tls }
+        procs
+    }
+
+    /// Starts an agent process for machine `m` on data directory `data` (in the cluster's
+    /// directory), and gives its URL for clients: one more besides [`Procs::agents`], such as a
+    /// replacement.
+    pub(crate) fn start_agent(&self, m: u32, data: &str) -> (Proc, String) {
+        let (aport, dport) = (free_port(), free_port());
+        let mut args: Vec<String> =
+            ["agent", "--machine", &m.to_string(), "--coordinator", &self.coordinator_url].map(String::from).to_vec();
+        args.extend([
+            "--listen".into(),
+            format!("127.0.0.1:{aport}"),
+            "--data-listen".into(),
+            format!("127.0.0.1:{dport}"),
+        ]);
+        args.extend(["--config".into(), self.dir.join("agent.toml").display().to_string()]);
+        args.extend(["--data-dir".into(), self.dir.join(data).display().to_string()]);
+        args.extend(self.launch.tls_args(&format!("agent-{m}")));
+        let scheme = if self.launch.tls { "https" } else { "http" };
+        (self.launch.command(args), format!("{scheme}://127.0.0.1:{aport}"))
     }
 
     /// A client of agent `m`: the cluster's client certificate, or the token.
     pub(crate) fn client_config(&self, m: usize) -> ClientConfig {
-        let (coord, agent) = (self.coordinator_url.clone(), self.agent_urls[m].clone());
-        if self.tls {
+        self.client_config_at(&self.agent_urls[m])
+    }
+
+    /// A client of the agent at `url`.
+    fn client_config_at(&self, url: &str) -> ClientConfig {
+        let (coord, agent) = (self.coordinator_url.clone(), url.to_string());
+        if self.launch.tls {
             ClientConfig::tls(coord, agent, coflow_testkit::files(&self.dir.join("certs"), "client-testkit"))
         } else {
             ClientConfig::new(coord, agent, ClusterToken::new(TOKEN).unwrap())
@@ -178,6 +201,11 @@ impl Procs {
 
     pub(crate) async fn client(&self, m: usize) -> Client {
         Client::connect(self.client_config(m)).await.unwrap()
+    }
+
+    /// A client of the agent at `url` (one [`Procs::start_agent`] started).
+    pub(crate) async fn client_at(&self, url: &str) -> Client {
+        Client::connect(self.client_config_at(url)).await.unwrap()
     }
 
     /// Waits (at most 30 s) until every agent is alive at the coordinator and takes a put.
