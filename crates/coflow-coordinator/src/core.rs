@@ -639,8 +639,10 @@ impl Core {
         Ok(())
     }
 
-    /// The receiving agent (`by`) finished a flow, or gave up on it. Only the flow's receiver may
-    /// end it: a report from any other machine is refused and changes nothing.
+    /// The receiving agent (`by`) finished a flow, or gave up on it; or its source gave it up
+    /// (its receiver stopped reading). Only the flow's receiver may say it is complete, and only
+    /// its two ends that it failed (a source can starve its flow anyway by not sending): a report
+    /// from any other machine is refused and changes nothing.
     pub fn handle_flow_finished(
         &mut self,
         now: Nanos,
@@ -651,8 +653,9 @@ impl Core {
         self.input(now);
         match self.flows.get(&flow) {
             None => return Err(CoordError::UnknownFlow(flow)),
-            Some(f) if f.dst != by => return Err(CoordError::NotTheReceiver { flow, machine: by }),
-            Some(_) => {}
+            Some(f) if f.dst == by => {}
+            Some(f) if f.src == by && matches!(outcome, FlowOutcome::Failed(_)) => {}
+            Some(_) => return Err(CoordError::NotTheReceiver { flow, machine: by }),
         }
         match outcome {
             FlowOutcome::Completed => self.finish_flow(now, flow, None),

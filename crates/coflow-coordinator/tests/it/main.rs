@@ -484,8 +484,9 @@ fn errors_name_what_is_missing() {
     assert_eq!(e, CoordError::UnknownFlow(FlowId(12345)));
 }
 
-/// Only a flow's receiver may end it: a report from its source or a bystander is refused and
-/// the flow stays live, with its rate.
+/// Only a flow's receiver may say it is complete: a report from its source or a bystander is
+/// refused and the flow stays live, with its rate; its source may say it gave the flow up (its
+/// receiver stopped reading), a bystander may not.
 #[test]
 fn only_the_receiver_ends_a_flow() {
     let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
@@ -499,9 +500,17 @@ fn only_the_receiver_ends_a_flow() {
         assert_eq!(e.kind().as_str(), "permission-denied");
     }
     assert_eq!(h.core.counters().flows_finished, 0);
+    let gave_up = || FlowOutcome::Failed("timed-out".into());
+    let e = h.core.handle_flow_finished(h.now, MachineId(2), g.flow, gave_up()).unwrap_err();
+    assert_eq!(e, CoordError::NotTheReceiver { flow: g.flow, machine: MachineId(2) });
     assert_eq!(h.core.status().coflows[0].flows.len(), 1, "the flow is still live");
     h.finish(g.flow);
     assert_eq!(h.core.counters().flows_finished, 1);
+    let g = h.get(c, "p", 2).unwrap();
+    h.advance(0);
+    h.core.handle_flow_finished(h.now, MachineId(0), g.flow, gave_up()).unwrap();
+    assert_eq!(h.core.status().coflows[0].flows.len(), 0, "the flow its source gave up is gone");
+    assert_eq!(h.core.counters().flows_failed, 1);
 }
 
 #[test]

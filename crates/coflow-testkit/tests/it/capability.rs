@@ -27,6 +27,28 @@ async fn ask(
     ticket: &[u8; 16],
     id: &str,
 ) -> anyhow::Result<(u8, u64, usize)> {
+    let (mut s, status, size) = attach(ctx, addr, coflow, flow, dst, ticket, id).await?;
+    let mut rest = vec![0u8; 1 << 20];
+    let mut after = 0;
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(1), s.read(&mut rest)).await {
+        if n == 0 {
+            break;
+        }
+        after += n;
+    }
+    Ok((status, size, after))
+}
+
+/// Sends one data request, as [`ask`], and returns the connection after the response head.
+async fn attach(
+    ctx: &TlsContext,
+    addr: &str,
+    coflow: u64,
+    flow: u64,
+    dst: u32,
+    ticket: &[u8; 16],
+    id: &str,
+) -> anyhow::Result<(impl tokio::io::AsyncRead + Unpin, u8, u64)> {
     let sock = tokio::net::TcpStream::connect(addr).await?;
     let mut s = coflow_proto::connect_agent(ctx, sock, 0).await.map_err(anyhow::Error::msg)?;
     let mut req = b"CFD4".to_vec();
@@ -41,15 +63,7 @@ async fn ask(
     s.flush().await?;
     let mut head = [0u8; 9];
     s.read_exact(&mut head).await?;
-    let mut rest = vec![0u8; 1 << 20];
-    let mut after = 0;
-    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(1), s.read(&mut rest)).await {
-        if n == 0 {
-            break;
-        }
-        after += n;
-    }
-    Ok((head[0], u64::from_be_bytes(head[1..].try_into()?), after))
+    Ok((s, head[0], u64::from_be_bytes(head[1..].try_into()?)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,6 +162,50 @@ async fn a_get_whose_client_stops_reading_is_failed_and_its_flow_freed() -> anyh
         }
         other => panic!("a stalled get ended {other:?}"),
     }
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A receiving agent (a member, not a client) that attaches to its flow and then never reads,
+/// and never reports: the source gives the flow up at the data idle timeout (2 s in the
+/// testkit) and says so, so the coordinator frees its rate all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiving_agent_that_stops_reading_loses_its_flow_at_the_idle_timeout() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "big", content(78, 48 << 20)).await?;
+    let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let security5 = cluster.agent_security(5)?;
+    let p5 = Phantom::connect(
+        &cluster.coordinator_url(),
+        &security5,
+        5,
+        "127.0.0.1:9",
+        RATE,
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+    )
+    .await?
+    .for_client(coflow_testkit::CLIENT_IDENTITY);
+    let grant = p5.get(coflow, "big").await?;
+    let agent5 = security5.tls().expect("TLS").clone();
+    let (held, status, size) = attach(&agent5, &addr, coflow.0, grant.flow.0, 5, &grant.ticket, "big").await?;
+    assert_eq!((status, size), (0, 48 << 20), "served");
+    let attached = std::time::Instant::now();
+    let flows = || async {
+        let st = c.status().await?;
+        anyhow::Ok(st.coflows.iter().filter(|x| x.coflow_id == coflow.0).map(|x| x.flows.len()).sum::<usize>())
+    };
+    assert_eq!(flows().await?, 1, "the flow is live");
+    while flows().await? > 0 {
+        assert!(attached.elapsed() < Duration::from_secs(5), "the stalled receiver's flow still holds its rate");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("freed {:?} after the receiver attached", attached.elapsed());
+    drop(held);
+    p5.close().await;
     cluster.shutdown().await;
     Ok(())
 }
