@@ -2,6 +2,7 @@
 
 mod abuse;
 mod certs;
+mod clock;
 mod config;
 mod docs;
 mod jobs;

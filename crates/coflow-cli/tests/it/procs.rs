@@ -58,6 +58,8 @@ pub(crate) struct Spec {
     pub(crate) log: fn() -> Stdio,
     /// `RUST_LOG` of every process, if set.
     pub(crate) rust_log: Option<&'static str>,
+    /// More environment of the coordinator's process (a faked clock).
+    pub(crate) coordinator_env: Vec<(&'static str, String)>,
 }
 
 impl Spec {
@@ -70,6 +72,7 @@ impl Spec {
             agent_toml: String::new(),
             log: Stdio::null,
             rust_log: None,
+            coordinator_env: Vec::new(),
         }
     }
 }
@@ -98,7 +101,13 @@ impl Launch {
 
     /// Starts `coflow ARGS` with the cluster's log, token (in token mode) and `RUST_LOG`.
     fn command(&self, args: Vec<String>) -> Proc {
+        self.command_with(args, &[])
+    }
+
+    /// [`Launch::command`] with more environment.
+    fn command_with(&self, args: Vec<String>, env: &[(&str, String)]) -> Proc {
         let mut c = coflow();
+        c.envs(env.iter().map(|(k, v)| (k, v)));
         c.args(args).stdout(Stdio::null()).stderr((self.log)());
         if self.tls {
             c.env_remove("COFLOW_TOKEN");
@@ -125,6 +134,9 @@ pub(crate) struct Procs {
     pub(crate) metrics: SocketAddr,
     agent_urls: Vec<String>,
     launch: Launch,
+    /// The coordinator's command line and environment, to start it again.
+    coordinator_args: Vec<String>,
+    coordinator_env: Vec<(&'static str, String)>,
 }
 
 impl Procs {
@@ -146,8 +158,10 @@ impl Procs {
         args.extend(["--metrics-listen".into(), format!("127.0.0.1:{mport}"), "--config".into()]);
         args.push(dir.join("coordinator.toml").display().to_string());
         args.extend(launch.tls_args("coordinator"));
-        let coordinator = launch.command(args);
+        let coordinator = launch.command_with(args.clone(), &spec.coordinator_env);
         let mut procs = Procs {
+            coordinator_args: args,
+            coordinator_env: spec.coordinator_env,
             coordinator_url: format!("{scheme}://127.0.0.1:{cport}"),
             metrics: format!("127.0.0.1:{mport}").parse().unwrap(),
             dir,
@@ -162,6 +176,13 @@ impl Procs {
             procs.agent_urls.push(url);
         }
         procs
+    }
+
+    /// Kills the coordinator (`SIGKILL`) and starts it again on the same addresses.
+    pub(crate) fn restart_coordinator(&mut self) {
+        self.coordinator.signal("KILL");
+        let _ = self.coordinator.0.wait();
+        self.coordinator = self.launch.command_with(self.coordinator_args.clone(), &self.coordinator_env);
     }
 
     /// Starts an agent process for machine `m` on data directory `data` (in the cluster's
