@@ -209,3 +209,54 @@ async fn a_receiving_agent_that_stops_reading_loses_its_flow_at_the_idle_timeout
     cluster.shutdown().await;
     Ok(())
 }
+
+/// What token mode cannot promise, as the security model says: the token is the only secret, so
+/// whoever holds it may act as any member. Here a token holder registers a machine id of its
+/// own, announces a get for a piece another client put, is granted the flow with its ticket and
+/// is served the whole piece. (An outsider without the token is refused on every call and data
+/// connection: `live::a_wrong_token_is_refused_on_rpc_and_data_connections`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_token_mode_a_token_holder_may_read_any_piece() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "secret", content(79, 100_000)).await?;
+    let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let holder = Phantom::connect(
+        &cluster.coordinator_url(),
+        &cluster.agent_security(9)?,
+        9,
+        "127.0.0.1:9",
+        RATE,
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+    )
+    .await?;
+    let grant = holder.get(coflow, "secret").await?;
+    let mut s = tokio::net::TcpStream::connect(&addr).await?;
+    let token = cluster.token().as_bytes();
+    let mut req = b"CFD4".to_vec();
+    req.extend_from_slice(&(token.len() as u16).to_be_bytes());
+    req.extend_from_slice(token);
+    req.extend_from_slice(&coflow.0.to_be_bytes());
+    req.extend_from_slice(&grant.flow.0.to_be_bytes());
+    req.extend_from_slice(&9u32.to_be_bytes());
+    req.extend_from_slice(&grant.ticket);
+    req.extend_from_slice(&6u16.to_be_bytes());
+    req.extend_from_slice(b"secret");
+    s.write_all(&req).await?;
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head).await?;
+    assert_eq!((head[0], u64::from_be_bytes(head[1..].try_into()?)), (0, 100_000), "served");
+    // The piece's 100,000 bytes come, in blocks framed with their checksums.
+    let (mut framed, mut buf) = (0, vec![0u8; 1 << 16]);
+    while let Ok(Ok(n @ 1..)) = tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await {
+        framed += n;
+    }
+    assert!(framed > 100_000, "{framed} bytes came");
+    holder.finished(grant.flow, true);
+    holder.close().await;
+    cluster.shutdown().await;
+    Ok(())
+}
