@@ -7,7 +7,8 @@
 //! ran (two million empty messages in one session batch took it from 14 MB to 2.4 GB). Here a
 //! control request is refused past 64 KiB, and a session batch past 4,096 messages, or with one
 //! message other than a heartbeat past 64 KiB, or a heartbeat past 1,000,000 flows: each with
-//! `limit-exceeded`, having cost only the bytes gRPC buffered. Messages a service does not
+//! `limit-exceeded`, having cost only the bytes gRPC buffered; bytes that are no such message are
+//! `invalid`. Messages a service does not
 //! receive from others (answers, and what clients send agents, whose bytes decode one for one)
 //! have no bounds of their own.
 
@@ -73,16 +74,21 @@ impl<U: Message + Default + Bounded> Decoder for BoundedDecoder<U> {
     type Item = U;
     type Error = Status;
 
+    /// Bytes that are no such message are `invalid` (prost's error alone is `INTERNAL`).
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
-        if src.chunk().len() == src.remaining() {
-            U::check(src.chunk())?;
-        } else {
+        let malformed = |e: String| ErrorKind::Invalid.status(tonic::Code::InvalidArgument, e);
+        if src.chunk().len() != src.remaining() {
             // Not contiguous (never, with tonic's buffers): checked on a copy.
             let bytes = src.copy_to_bytes(src.remaining());
             U::check(&bytes)?;
-            return U::decode(bytes).map(Some).map_err(|e| Status::internal(e.to_string()));
+            return U::decode(bytes)
+                .map(Some)
+                .map_err(|e| malformed(format!("failed to decode Protobuf message: {e}")));
         }
-        self.0.decode(src)
+        U::check(src.chunk())?;
+        self.0
+            .decode(src)
+            .map_err(|s| if s.code() == tonic::Code::Internal { malformed(s.message().to_string()) } else { s })
     }
 }
 
