@@ -1,5 +1,5 @@
-//! Limits before the bytes, on a real agent process: puts beyond `max_stored_bytes` are refused
-//! on their stated size, before their bytes cost the agent memory.
+//! Limits before the bytes, on a real agent process over mutual TLS: puts beyond
+//! `max_stored_bytes` are refused on their stated size, before their bytes cost the agent memory.
 
 use coflow_client::{ClientError, CoflowOptions};
 
@@ -14,7 +14,7 @@ fn puts_beyond_the_memory_limit_are_refused_before_their_bytes() {
         eprintln!("skipping: no /proc");
         return;
     }
-    let spec = Spec { tls: false, agent_toml: "max_stored_bytes = 100000000\n".into(), ..Spec::new(1) };
+    let spec = Spec { agent_toml: "max_stored_bytes = 100000000\n".into(), ..Spec::new(1) };
     let procs = Procs::start("limits", spec);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
