@@ -338,6 +338,16 @@ async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
     let e = as_agent.put(coflow_client::CoflowId(1), "x", vec![1]).await.unwrap_err();
     assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
 
+    // The admin may not act for an agent; the coordinator's certificate, a server's only, is
+    // refused at the handshake as a client.
+    coflow_proto::certs::issue(&own, &Subject::Admin, true)?;
+    let mut admin = raw(&cluster, &own, "admin").await?;
+    assert_denied(admin.register_agent(register_agent(0, 0)).await, "admin RegisterAgent");
+    assert_denied(open(&mut admin, 0, 0, vec![heartbeat(0)]).await, "admin AgentSession");
+    let mut coordinator = raw(&cluster, &own, "coordinator").await?;
+    let s = coordinator.status(pb::StatusRequest::default()).await.expect_err("a server's certificate as a client");
+    assert_eq!(kind(&s), "", "refused at the handshake, before any call: {s:?}");
+
     // Every machine of the cluster is still registered and alive.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let st = cluster.client(0).await?.status().await?;
