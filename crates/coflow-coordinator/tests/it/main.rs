@@ -792,6 +792,37 @@ fn a_pause_of_the_coordinator_is_not_an_agent_s_death() {
     assert_eq!(h.ended, [MachineId(0), MachineId(1)]);
 }
 
+/// A status page stays within its budget: a coflow whose flows alone pass it comes alone, with
+/// the flows that fit and the count of the rest; the next coflow comes on the next page.
+#[test]
+fn a_coflow_whose_flows_pass_a_status_page_comes_with_those_that_fit() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
+    let wide = h.register(0, CoflowOptions::default());
+    let next = h.register(1, CoflowOptions::default());
+    // 7,000 flows of 256-byte data ids: about 2.2 MB of status, past a page's 2 MB.
+    let id = |i: usize| format!("{i:0>256}");
+    for i in 0..7000 {
+        h.put(wide, &id(i), 0, 1000).unwrap();
+        h.get(wide, &id(i), 1).unwrap();
+    }
+    h.put(next, "p", 0, 1000).unwrap();
+    h.get(next, "p", 1).unwrap();
+    let page = h.core.status_page(CoflowId(0), 1000);
+    assert_eq!(page.view.coflows.len(), 1, "the wide coflow alone");
+    let shown = page.view.coflows[0].flows.len() as u64;
+    assert!(
+        page.flows_omitted > 0 && shown + page.flows_omitted == 7000,
+        "{shown} shown, {} omitted",
+        page.flows_omitted
+    );
+    let bytes: usize = page.view.coflows[0].flows.iter().map(|f| 64 + f.data_id.len()).sum();
+    assert!(bytes <= coflow_coordinator::STATUS_PAGE_BYTES, "{bytes} bytes of flows");
+    let after = page.next.expect("a next page");
+    let page = h.core.status_page(after, 1000);
+    assert_eq!(page.view.coflows.iter().map(|c| c.id).collect::<Vec<_>>(), [next]);
+    assert_eq!((page.view.coflows[0].flows.len(), page.flows_omitted), (1, 0));
+}
+
 /// Unregister tells every agent to forget the coflow; a source declared dead fails its flows
 /// and the receivers are told at once; failures are counted by reason.
 #[test]
