@@ -16,6 +16,37 @@ use crate::{content, subscribe};
 
 const RATE: f64 = 50_000_000.0;
 
+/// A data request, as the wire format has it: the token (empty with TLS), the flow and its
+/// ticket, the piece.
+fn request(token: &[u8], coflow: u64, flow: u64, dst: u32, ticket: &[u8; 16], id: &str) -> Vec<u8> {
+    let mut req = b"CFD4".to_vec();
+    req.extend_from_slice(&(token.len() as u16).to_be_bytes());
+    req.extend_from_slice(token);
+    req.extend_from_slice(&coflow.to_be_bytes());
+    req.extend_from_slice(&flow.to_be_bytes());
+    req.extend_from_slice(&dst.to_be_bytes());
+    req.extend_from_slice(ticket);
+    req.extend_from_slice(&(id.len() as u16).to_be_bytes());
+    req.extend_from_slice(id.as_bytes());
+    req
+}
+
+/// A phantom agent for `machine` (its certificate, or the token), speaking for the cluster's
+/// client.
+async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
+    let p = Phantom::connect(
+        &cluster.coordinator_url(),
+        &cluster.agent_security(machine)?,
+        machine,
+        "127.0.0.1:9",
+        RATE,
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+    )
+    .await?;
+    Ok(p.for_client(if cluster.tls_dir().is_some() { coflow_testkit::CLIENT_IDENTITY } else { "" }))
+}
+
 /// Sends one data request to the agent of machine 0 at `addr` under `ctx` and returns the
 /// response head's status and size, and how many bytes came after it (within a second).
 async fn ask(
@@ -51,15 +82,7 @@ async fn attach(
 ) -> anyhow::Result<(impl tokio::io::AsyncRead + Unpin, u8, u64)> {
     let sock = tokio::net::TcpStream::connect(addr).await?;
     let mut s = coflow_proto::connect_agent(ctx, sock, 0).await.map_err(anyhow::Error::msg)?;
-    let mut req = b"CFD4".to_vec();
-    req.extend_from_slice(&0u16.to_be_bytes());
-    req.extend_from_slice(&coflow.to_be_bytes());
-    req.extend_from_slice(&flow.to_be_bytes());
-    req.extend_from_slice(&dst.to_be_bytes());
-    req.extend_from_slice(ticket);
-    req.extend_from_slice(&(id.len() as u16).to_be_bytes());
-    req.extend_from_slice(id.as_bytes());
-    s.write_all(&req).await?;
+    s.write_all(&request(b"", coflow, flow, dst, ticket, id)).await?;
     s.flush().await?;
     let mut head = [0u8; 9];
     s.read_exact(&mut head).await?;
@@ -85,17 +108,7 @@ async fn a_flow_is_served_only_to_its_receiver_with_its_ticket_once() -> anyhow:
 
     // A flow granted to machine 5: its ticket under agent 1's certificate is denied ...
     let security5 = cluster.agent_security(5)?;
-    let mut p5 = Phantom::connect(
-        &cluster.coordinator_url(),
-        &security5,
-        5,
-        "127.0.0.1:9",
-        RATE,
-        Duration::from_millis(100),
-        Duration::from_secs(5),
-    )
-    .await?
-    .for_client(coflow_testkit::CLIENT_IDENTITY);
+    let mut p5 = phantom(&cluster, 5).await?;
     // Asked for by another client of machine 5, the piece is refused before any flow exists.
     p5.set_client("coflow://client/intruder");
     let e = p5.get(coflow, "secret").await.unwrap_err();
@@ -178,17 +191,7 @@ async fn a_receiving_agent_that_stops_reading_loses_its_flow_at_the_idle_timeout
     c.put(coflow, "big", content(78, 48 << 20)).await?;
     let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
     let security5 = cluster.agent_security(5)?;
-    let p5 = Phantom::connect(
-        &cluster.coordinator_url(),
-        &security5,
-        5,
-        "127.0.0.1:9",
-        RATE,
-        Duration::from_millis(100),
-        Duration::from_secs(5),
-    )
-    .await?
-    .for_client(coflow_testkit::CLIENT_IDENTITY);
+    let p5 = phantom(&cluster, 5).await?;
     let grant = p5.get(coflow, "big").await?;
     let agent5 = security5.tls().expect("TLS").clone();
     let (held, status, size) = attach(&agent5, &addr, coflow.0, grant.flow.0, 5, &grant.ticket, "big").await?;
@@ -223,29 +226,10 @@ async fn in_token_mode_a_token_holder_may_read_any_piece() -> anyhow::Result<()>
     let coflow = c.register(1, CoflowOptions::default()).await?;
     c.put(coflow, "secret", content(79, 100_000)).await?;
     let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
-    let holder = Phantom::connect(
-        &cluster.coordinator_url(),
-        &cluster.agent_security(9)?,
-        9,
-        "127.0.0.1:9",
-        RATE,
-        Duration::from_millis(100),
-        Duration::from_secs(5),
-    )
-    .await?;
+    let holder = phantom(&cluster, 9).await?;
     let grant = holder.get(coflow, "secret").await?;
     let mut s = tokio::net::TcpStream::connect(&addr).await?;
-    let token = cluster.token().as_bytes();
-    let mut req = b"CFD4".to_vec();
-    req.extend_from_slice(&(token.len() as u16).to_be_bytes());
-    req.extend_from_slice(token);
-    req.extend_from_slice(&coflow.0.to_be_bytes());
-    req.extend_from_slice(&grant.flow.0.to_be_bytes());
-    req.extend_from_slice(&9u32.to_be_bytes());
-    req.extend_from_slice(&grant.ticket);
-    req.extend_from_slice(&6u16.to_be_bytes());
-    req.extend_from_slice(b"secret");
-    s.write_all(&req).await?;
+    s.write_all(&request(cluster.token().as_bytes(), coflow.0, grant.flow.0, 9, &grant.ticket, "secret")).await?;
     let mut head = [0u8; 9];
     s.read_exact(&mut head).await?;
     assert_eq!((head[0], u64::from_be_bytes(head[1..].try_into()?)), (0, 100_000), "served");
