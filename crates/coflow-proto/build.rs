@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let file = "coflow/v1/coflow.proto";
     println!("cargo:rerun-if-changed={root}/{file}");
     let fds = protox::compile([file], [&root])?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // Every call decodes through `codec::BoundedCodec`, which checks a message's bounds on its
+    // bytes before decoding it.
+    tonic_prost_build::configure().codec_path("crate::codec::BoundedCodec").compile_fds(fds)?;
     Ok(())
 }

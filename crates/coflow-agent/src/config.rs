@@ -126,6 +126,9 @@ impl AgentConfig {
         {
             return err("datacenter", "must be a name of 1 to 256 bytes without control characters");
         }
+        if self.machine.is_some_and(|m| m >= coflow_proto::MACHINE_ID_LIMIT) {
+            return err("machine", "must be below 65536");
+        }
         if !(self.port_rate_bps.is_finite() && self.port_rate_bps >= 1000.0) {
             return err("port_rate_bps", "must be at least 1000 bytes per second");
         }

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::DataId;
+use coflow_proto::pb;
+use coflow_proto::pb::agent_message::Body;
 use coflow_proto::ticket::Ticket;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -124,7 +126,7 @@ fn peer_gone(e: std::io::Error) -> AgentError {
 async fn write_within<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8], idle: Duration) -> Result<(), AgentError> {
     match tokio::time::timeout(idle, w.write_all(bytes)).await {
         Ok(r) => r.map_err(peer_gone),
-        Err(_) => Err(AgentError::SourceUnreachable { addr: "receiver".into(), reason: "stopped reading".into() }),
+        Err(_) => Err(AgentError::ReceiverStalled { secs: idle.as_secs_f64() }),
     }
 }
 
@@ -224,7 +226,21 @@ pub(crate) async fn send_pieces<S: DataStream>(
                 let _ = wr.flush().await;
                 return Err(AgentError::DataLost(msg));
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                if matches!(e, AgentError::ReceiverStalled { .. }) {
+                    // The receiver stopped reading: an honest one fails the get and reports it,
+                    // but one that never reports must not keep the flow's rate.
+                    tracing::debug!(flow = req.flow.0, "the receiver stopped reading; flow given up");
+                    let done = pb::FlowFinishedRequest {
+                        flow_id: req.flow.0,
+                        ok: false,
+                        bytes: progress.load(Ordering::Relaxed),
+                        reason: e.kind().as_str().to_string(),
+                    };
+                    shared.link.tell(Body::Finished(done));
+                }
+                return Err(e);
+            }
         }
     }
 }

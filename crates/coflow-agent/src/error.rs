@@ -71,6 +71,14 @@ pub enum AgentError {
         /// The idle timeout, seconds.
         secs: f64,
     },
+    /// The receiving agent took nothing of a flow's bytes for the data idle timeout: the source
+    /// gives the flow up and says so to the coordinator, which frees its rate whether or not
+    /// the receiver ever reports.
+    #[error("the receiving agent read nothing for {secs} s")]
+    ReceiverStalled {
+        /// The idle timeout, seconds.
+        secs: f64,
+    },
     /// The coordinator refused or could not be reached.
     #[error("coordinator: {}", .0.message())]
     Coordinator(tonic::Status),
@@ -88,7 +96,7 @@ impl AgentError {
     /// `timed-out` for a silent source and `client-departed` for a client that hung up.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            AgentError::SourceSilent { .. } => ErrorKind::TimedOut,
+            AgentError::SourceSilent { .. } | AgentError::ReceiverStalled { .. } => ErrorKind::TimedOut,
             AgentError::ClientDeparted | AgentError::ClientStalled { .. } => ErrorKind::ClientDeparted,
             AgentError::Corrupted(_) => ErrorKind::Corrupted,
             AgentError::DataLost(_) => ErrorKind::DataLost,
@@ -118,6 +126,7 @@ impl From<AgentError> for tonic::Status {
             | AgentError::ShuttingDown
             | AgentError::NotRegistered
             | AgentError::SourceSilent { .. }
+            | AgentError::ReceiverStalled { .. }
             | AgentError::ClientDeparted
             | AgentError::ClientStalled { .. } => tonic::Code::Unavailable,
             AgentError::Refused(_) | AgentError::PermissionDenied(_) => tonic::Code::PermissionDenied,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::pb::agent_message::Body;
 use coflow_proto::pb::agent_server::Agent;
-use coflow_proto::{DataId, PutSource, Registration, pb};
+use coflow_proto::{DataId, ErrorKind, PutSource, Registration, pb};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -74,6 +74,13 @@ impl AgentService {
             }
             Err(s) => {
                 self.shared.store.remove(coflow, &data_id);
+                if s.code() == tonic::Code::DeadlineExceeded && ErrorKind::of(&s).is_none() {
+                    // The coordinator may still take the announcement when it runs again: it is
+                    // told, after it on the same session, that the piece is gone, so that the
+                    // client's retry is not a duplicate of a piece nobody holds.
+                    let w = pb::WithdrawPutRequest { coflow_id: coflow.0, data_id: data_id.as_str().to_string() };
+                    self.shared.link.tell(Body::WithdrawPut(w));
+                }
                 return Err(unanswered(s).into());
             }
         }

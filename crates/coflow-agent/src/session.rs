@@ -3,7 +3,7 @@
 //! answer (within a deadline), [`Link::tell`] sends a message that has none. Both only queue:
 //! [`Batches`], the session's outbound stream, sends whatever queued as one batch per frame.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,11 +27,48 @@ const MAX_BATCH: usize = 1024;
 pub(crate) struct Link {
     /// The open session's outbound queue; none while the agent has no session.
     out: Mutex<Option<mpsc::UnboundedSender<pb::AgentMessage>>>,
-    /// Announcements waiting for their answer, by request id.
-    pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    /// Announcements waiting for their answer, and gets given up on.
+    pending: Mutex<Pending>,
     /// Flow ends told while no session was open, sent when the next one opens.
     unsent: Mutex<Vec<pb::AgentMessage>>,
     next: AtomicU64,
+}
+
+/// What [`Link`] keeps of the announcements it sent.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Announcements waiting for their answer, by request id.
+    waiting: HashMap<u64, oneshot::Sender<Answer>>,
+    /// Gets whose caller stopped waiting (its deadline passed, or its client left) before the
+    /// answer came: a grant that comes later is a flow no one will fetch, ended at once.
+    abandoned: HashSet<u64>,
+}
+
+/// An announcement in flight. Dropped before its answer came (the deadline passed, or the
+/// caller went away), it leaves word for [`Link::answer`] to end a late grant.
+struct Call<'a> {
+    link: &'a Link,
+    id: u64,
+    /// A get (not a re-announced flow), whose late grant would be a flow no one fetches.
+    get: bool,
+    rx: oneshot::Receiver<Answer>,
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        let mut p = self.link.pending.lock().expect("pending lock");
+        if p.waiting.remove(&self.id).is_some() {
+            if self.get {
+                p.abandoned.insert(self.id);
+            }
+            return;
+        }
+        drop(p);
+        // Answered between the caller's last look and now: a grant nobody takes is ended.
+        if let Ok(Ok(result)) = self.rx.try_recv() {
+            self.link.orphan(result);
+        }
+    }
 }
 
 /// A refusal the coordinator sent on the session, as a status with its error kind.
@@ -47,28 +84,48 @@ impl Link {
     /// Sends an announcement and waits at most `deadline` for its answer. Without an open
     /// session, or when the session ends first, the answer is `UNAVAILABLE` without an error
     /// kind: the coordinator is away (callers wait for it within their grace).
+    ///
+    /// A get given up on (its deadline passed, or its caller went away) whose grant comes later
+    /// is ended at once ([`Link::orphan`]), so that the coordinator holds no flow that no one
+    /// fetches.
     pub(crate) async fn call(&self, body: Body, deadline: Duration) -> Answer {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().expect("pending lock").insert(id, tx);
+        let get = matches!(&body, Body::Get(g) if g.recovered_flow_id == 0);
+        self.pending.lock().expect("pending lock").waiting.insert(id, tx);
+        let mut call = Call { link: self, id, get, rx };
         let sent = match &*self.out.lock().expect("link lock") {
             Some(out) => out.send(pb::AgentMessage { request_id: id, body: Some(body) }).is_ok(),
             None => false,
         };
-        let answer = if sent {
-            match tokio::time::timeout(deadline, rx).await {
-                Ok(Ok(a)) => a,
-                Ok(Err(_)) => Err(Status::unavailable("the session with the coordinator ended")),
-                Err(_) => Err(Status::deadline_exceeded(format!(
-                    "the coordinator did not answer within {} ms",
-                    deadline.as_millis()
-                ))),
-            }
-        } else {
-            Err(Status::unavailable("no session with the coordinator"))
-        };
-        self.pending.lock().expect("pending lock").remove(&id);
-        answer
+        if !sent {
+            // Never sent: no answer will come.
+            call.get = false;
+            return Err(Status::unavailable("no session with the coordinator"));
+        }
+        match tokio::time::timeout(deadline, &mut call.rx).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(_)) => Err(Status::unavailable("the session with the coordinator ended")),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "the coordinator did not answer within {} ms",
+                deadline.as_millis()
+            ))),
+        }
+    }
+
+    /// Ends a grant that came for a get no one waits for any more: the flow is reported failed
+    /// (`client-departed`), as its receiver, so the coordinator frees it.
+    fn orphan(&self, result: pb::agent_reply::Result) {
+        if let pb::agent_reply::Result::Get(grant) = result {
+            tracing::debug!(flow = grant.flow_id, "a grant came after its get gave up; the flow is ended");
+            let done = pb::FlowFinishedRequest {
+                flow_id: grant.flow_id,
+                ok: false,
+                bytes: 0,
+                reason: coflow_proto::ErrorKind::ClientDeparted.as_str().to_string(),
+            };
+            self.tell(Body::Finished(done));
+        }
     }
 
     /// Sends a message that has no answer; false when no session is open (a flow end is then
@@ -99,20 +156,32 @@ impl Link {
     /// Closes the session: announcements waiting for an answer get "the coordinator is away".
     pub(crate) fn close(&self) {
         *self.out.lock().expect("link lock") = None;
-        for (_, tx) in self.pending.lock().expect("pending lock").drain() {
+        let mut p = self.pending.lock().expect("pending lock");
+        // What the session granted ends with it.
+        p.abandoned.clear();
+        for (_, tx) in p.waiting.drain() {
             let _ = tx.send(Err(Status::unavailable("the session with the coordinator ended")));
         }
     }
 
-    /// Hands an answer to the announcement waiting for it (if it has not given up).
+    /// Hands an answer to the announcement waiting for it; a grant for a get that gave up is
+    /// ended ([`Link::orphan`]).
     pub(crate) fn answer(&self, r: pb::AgentReply) {
-        let Some(tx) = self.pending.lock().expect("pending lock").remove(&r.request_id) else { return };
         let answer = match r.result {
             Some(pb::agent_reply::Result::Failure(f)) => Err(refusal(f)),
             Some(other) => Ok(other),
             None => Err(Status::internal("an empty answer from the coordinator")),
         };
-        let _ = tx.send(answer);
+        let mut p = self.pending.lock().expect("pending lock");
+        let late = match p.waiting.remove(&r.request_id) {
+            // Sent under the lock: a caller that stops waiting finds the answer in its channel.
+            Some(tx) => tx.send(answer).err(),
+            None => p.abandoned.remove(&r.request_id).then_some(answer),
+        };
+        drop(p);
+        if let Some(Ok(result)) = late {
+            self.orphan(result);
+        }
     }
 }
 

@@ -42,7 +42,8 @@ pub struct CoordinatorConfig {
     pub heartbeat_interval_ms: u64,
     /// An agent silent for this long is declared dead and its flows fail (silence while the
     /// coordinator itself did not run does not count). Three of it after the start are the
-    /// restart window, in which agents' re-announcements may be adopted. Default 3 s.
+    /// restart window, in which agents' re-announcements may be adopted. Default 3 s, at most an
+    /// hour.
     #[serde(alias = "agent_timeout", deserialize_with = "coflow_core::config::millis")]
     pub agent_timeout_ms: u64,
     /// The most coflows registered at once; a register, or an adoption after a restart, beyond it
@@ -146,10 +147,10 @@ impl CoordinatorConfig {
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
             return Err(ConfigError { field: "heartbeat_interval_ms", reason: "must be 1 to 60000".into() });
         }
-        if self.agent_timeout_ms < 2 * self.heartbeat_interval_ms {
+        if self.agent_timeout_ms < 2 * self.heartbeat_interval_ms || self.agent_timeout_ms > 3_600_000 {
             return Err(ConfigError {
                 field: "agent_timeout_ms",
-                reason: "must be at least twice heartbeat_interval_ms".into(),
+                reason: "must be at least twice heartbeat_interval_ms and at most 3600000 (an hour)".into(),
             });
         }
         if self.max_coflows == 0 {

@@ -818,8 +818,10 @@ impl Core {
         Ok(())
     }
 
-    /// The receiving agent (`by`) finished a flow, or gave up on it. Only the flow's receiver may
-    /// end it: a report from any other machine is refused and changes nothing.
+    /// The receiving agent (`by`) finished a flow, or gave up on it; or its source gave it up
+    /// (its receiver stopped reading). Only the flow's receiver may say it is complete, and only
+    /// its two ends that it failed (a source can starve its flow anyway by not sending): a report
+    /// from any other machine is refused and changes nothing.
     pub fn handle_flow_finished(
         &mut self,
         now: Nanos,
@@ -830,8 +832,9 @@ impl Core {
         self.input(now);
         match self.flows.get(&flow) {
             None => return Err(CoordError::UnknownFlow(flow)),
-            Some(f) if f.dst != by => return Err(CoordError::NotTheReceiver { flow, machine: by }),
-            Some(_) => {}
+            Some(f) if f.dst == by => {}
+            Some(f) if f.src == by && matches!(outcome, FlowOutcome::Failed(_)) => {}
+            Some(_) => return Err(CoordError::NotTheReceiver { flow, machine: by }),
         }
         match outcome {
             FlowOutcome::Completed => self.finish_flow(now, flow, None),
@@ -1089,6 +1092,19 @@ impl Core {
         }
         c.puts.insert(put.data_id, (put.machine, put.size));
         Ok(c.reg.clone())
+    }
+
+    /// Agent `by` dropped a piece whose announcement it gave up waiting for (the answer did not
+    /// come within its deadline): forgotten if it was taken from that machine, so that its client
+    /// may put it again. Anything else is ignored.
+    pub fn handle_withdraw_put(&mut self, now: Nanos, by: MachineId, coflow: CoflowId, data_id: &DataId) {
+        self.input(now);
+        if let Some(c) = self.coflows.get_mut(&coflow)
+            && c.puts.get(data_id).is_some_and(|&(at, _)| at == by)
+        {
+            c.puts.remove(data_id);
+            tracing::info!(%coflow, %data_id, machine = %by, "a piece its agent gave up announcing is forgotten");
+        }
     }
 
     /// A receiving agent re-announces a flow a previous coordinator granted: it is scheduled

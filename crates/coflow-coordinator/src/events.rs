@@ -3,7 +3,9 @@
 //! checks send through ([`CoreHandle`]).
 
 use coflow_core::{CoflowId, FlowId, MachineId};
-use coflow_proto::{AgentRegistration, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb};
+use coflow_proto::{
+    AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::FlowOutcome;
@@ -59,6 +61,8 @@ pub(crate) enum AgentMsg {
     Recover(u64, FlowRecovery),
     /// The agent finished receiving a flow, or gave up on it.
     Finished(FlowId, FlowOutcome),
+    /// The agent dropped a piece whose announcement it gave up waiting for.
+    WithdrawPut(CoflowId, DataId),
     /// The agent reports progress and port use.
     Heartbeat(Heartbeat),
 }

@@ -18,7 +18,9 @@ use std::time::Instant;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_server::Coordinator;
-use coflow_proto::{AgentRegistration, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb};
+use coflow_proto::{
+    AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb,
+};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
@@ -207,6 +209,7 @@ fn agent_msg(core: &mut Core, now: Nanos, machine: MachineId, msg: AgentMsg, str
                 }
             }
         }
+        AgentMsg::WithdrawPut(coflow, data_id) => core.handle_withdraw_put(now, machine, coflow, &data_id),
         AgentMsg::Heartbeat(hb) => {
             if !core.handle_heartbeat(now, hb) {
                 // Not known (declared dead, or this coordinator restarted): ending the session
@@ -453,6 +456,10 @@ impl CoordinatorService {
                 }
             }
             Some(Body::Finished(f)) => AgentMsg::Finished(FlowId(f.flow_id), FlowOutcome::from_report(f.ok, f.reason)),
+            Some(Body::WithdrawPut(w)) => {
+                let data_id = DataId::new(w.data_id).map_err(|e| refuse(e.into()))?;
+                AgentMsg::WithdrawPut(CoflowId(w.coflow_id), data_id)
+            }
             Some(Body::Heartbeat(h)) => {
                 if h.machine_id != machine.0 {
                     return Err(not_yours("report", h.machine_id));
@@ -468,10 +475,6 @@ impl CoordinatorService {
         }))
     }
 }
-
-/// The most messages one batch of an agent's session may carry (an agent sends at most 1,024);
-/// those past it are refused `limit-exceeded`.
-const MAX_BATCH_MESSAGES: usize = 4096;
 
 /// Reads an agent's session until it ends (or the coordinator stops), handing each batch to the
 /// core as one event; a malformed message is answered at once, a batch claiming another session
@@ -502,16 +505,12 @@ async fn read_session(
                 _ = stop.changed() => break,
             },
         };
-        let mut valid = Vec::with_capacity(msgs.len().min(MAX_BATCH_MESSAGES));
-        for (i, m) in msgs.into_iter().enumerate() {
+        // At most `coflow_proto::codec::MAX_BATCH_MESSAGES`: a batch past it is refused before
+        // it is decoded, and ends the session.
+        let mut valid = Vec::with_capacity(msgs.len());
+        for m in msgs {
             let id = m.request_id;
-            let checked = if i < MAX_BATCH_MESSAGES {
-                svc.validate(machine, m)
-            } else {
-                let e = coflow_proto::ProtoError::TooMany { field: "messages", count: i + 1, max: MAX_BATCH_MESSAGES };
-                Err(failure(&CoordError::Invalid(e)))
-            };
-            match checked {
+            match svc.validate(machine, m) {
                 Ok(Some(v)) => valid.push(v),
                 Ok(None) => {}
                 Err(f) => {

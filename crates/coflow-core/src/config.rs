@@ -19,6 +19,8 @@ struct Field<T> {
     expecting: &'static str,
     parse: fn(&str) -> Result<T, String>,
     number: fn(f64) -> Option<T>,
+    /// A whole number as it came, so that one past 2^53 is not rounded through an `f64`.
+    integer: fn(u64) -> Option<T>,
     out: PhantomData<T>,
 }
 
@@ -30,11 +32,14 @@ impl<T> Visitor<'_> for Field<T> {
     }
 
     fn visit_u64<E: Error>(self, v: u64) -> Result<T, E> {
-        self.visit_f64(v as f64)
+        (self.integer)(v).ok_or_else(|| E::custom(format!("{v} is not {}", self.expecting)))
     }
 
     fn visit_i64<E: Error>(self, v: i64) -> Result<T, E> {
-        self.visit_f64(v as f64)
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::custom(format!("{v} is not {}", self.expecting))),
+        }
     }
 
     fn visit_f64<E: Error>(self, v: f64) -> Result<T, E> {
@@ -46,8 +51,10 @@ impl<T> Visitor<'_> for Field<T> {
     }
 }
 
+/// A whole number of the field's unit written as a float (`3000.0`, `1e6`): exact, since every
+/// float from 2^53 on is whole; 2^64 and past are refused rather than saturated.
 fn whole(v: f64) -> Option<u64> {
-    (v >= 0.0 && v.fract() == 0.0 && v <= u64::MAX as f64).then_some(v as u64)
+    (v >= 0.0 && v.fract() == 0.0 && v < 18_446_744_073_709_551_616.0).then_some(v as u64)
 }
 
 /// A duration in milliseconds: a number of milliseconds, or a string with its unit (`"3s"`).
@@ -56,6 +63,7 @@ pub fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         expecting: "a duration: a number of milliseconds or a string with its unit, e.g. \"3s\" or \"100ms\"",
         parse: |s| s.parse::<Nanos>().map(|n| n.0.div_ceil(1_000_000)).map_err(|e| e.to_string()),
         number: whole,
+        integer: Some,
         out: PhantomData,
     })
 }
@@ -66,6 +74,7 @@ pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         expecting: "a size: a number of bytes or a string with its unit, e.g. \"100MB\" or \"64KiB\"",
         parse: |s| s.parse::<Bytes>().map(Bytes::get).map_err(|e| e.to_string()),
         number: whole,
+        integer: Some,
         out: PhantomData,
     })
 }
@@ -83,6 +92,7 @@ pub fn bytes_per_sec<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         expecting: "a rate: a number of bytes per second or a string with its unit, e.g. \"1Gbps\"",
         parse: |s| s.parse::<Rate>().map(Rate::bytes_per_sec).map_err(|e| e.to_string()),
         number: |v| (v.is_finite() && v >= 0.0).then_some(v),
+        integer: |v| Some(v as f64),
         out: PhantomData,
     })
 }

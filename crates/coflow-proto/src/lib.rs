@@ -13,6 +13,7 @@
 //!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
 //! - `tls`: mutual TLS and roles in certificates: [`Security`] (token or TLS), [`TlsContext`],
 //!   [`Role`], the [`Authenticate`] interceptor and [`authorize`], the [`RefusalLog`].
+//! - [`codec`]: the codec of every call, which bounds a message on its bytes before decoding it.
 //! - [`ticket`]: flow tickets, the capabilities that let a receiving agent fetch a flow.
 //! - [`certs`]: making the cluster CA and members' certificates (`coflow certs`).
 
@@ -20,6 +21,7 @@
 
 mod auth;
 pub mod certs;
+pub mod codec;
 mod kind;
 mod msg;
 mod serve;
@@ -41,8 +43,9 @@ pub fn encoded_len(m: &impl prost::Message) -> usize {
 pub use auth::{AUTHORIZATION, ClusterToken, TokenAttach, TokenCheck, TokenError};
 pub use kind::{ERROR_KIND, ErrorKind, UnknownKind};
 pub use msg::{
-    AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, MAX_DATA_ID_LEN,
-    MAX_HEARTBEAT_FLOWS, MAX_PARENTS, MAX_PIECE_SIZE, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
+    AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, MACHINE_ID_LIMIT,
+    MAX_DATA_ID_LEN, MAX_DEADLINE_MS, MAX_HEARTBEAT_FLOWS, MAX_KIND_LEN, MAX_NAME_LEN, MAX_NUM_FLOWS, MAX_OWNER_LEN,
+    MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
 };
 pub use serve::{TypedErrors, serve_until_stopped};
 pub use tls::{

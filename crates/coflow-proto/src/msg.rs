@@ -18,7 +18,15 @@ pub const MAX_PARENTS: usize = 1024;
 /// The most flows one heartbeat may report.
 pub const MAX_HEARTBEAT_FLOWS: usize = 1_000_000;
 /// The longest owner identity accepted, in bytes.
-const MAX_OWNER_LEN: usize = 128;
+pub const MAX_OWNER_LEN: usize = 128;
+/// The longest coflow name accepted, in bytes.
+pub const MAX_NAME_LEN: usize = 256;
+/// The longest coflow kind accepted, in bytes.
+pub const MAX_KIND_LEN: usize = 64;
+/// The longest deadline accepted, in milliseconds (a year).
+pub const MAX_DEADLINE_MS: u64 = 365 * 86_400_000;
+/// The longest wait for every get accepted, in milliseconds (a day).
+pub const MAX_READY_TIMEOUT_MS: u64 = 86_400_000;
 
 /// A message from the network is missing a field or has a wrong one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +58,15 @@ pub enum ProtoError {
 }
 
 impl ProtoError {
+    /// The field the error is about, as the message names it (`options.parents`, `num_flows`).
+    pub fn field(&self) -> &'static str {
+        match self {
+            ProtoError::Missing { field } | ProtoError::Invalid { field, .. } | ProtoError::TooMany { field, .. } => {
+                field
+            }
+        }
+    }
+
     /// The kind a caller is told: `limit-exceeded` for a list over its limit, else `invalid`.
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
@@ -143,11 +160,18 @@ impl TryFrom<pb::CoflowOptions> for CoflowOptions {
     type Error = ProtoError;
 
     fn try_from(o: pb::CoflowOptions) -> Result<Self, ProtoError> {
-        if o.name.len() > 256 {
-            return Err(invalid("options.name", "longer than 256 bytes"));
+        if o.name.len() > MAX_NAME_LEN {
+            return Err(invalid("options.name", format!("longer than {MAX_NAME_LEN} bytes")));
         }
-        if o.kind.len() > 64 {
-            return Err(invalid("options.kind", "longer than 64 bytes"));
+        if o.kind.len() > MAX_KIND_LEN {
+            return Err(invalid("options.kind", format!("longer than {MAX_KIND_LEN} bytes")));
+        }
+        // Refused rather than cut down to the limit: a number is never changed silently.
+        if o.deadline_ms > MAX_DEADLINE_MS {
+            return Err(invalid("options.deadline_ms", format!("{} is more than a year", o.deadline_ms)));
+        }
+        if o.ready_timeout_ms > MAX_READY_TIMEOUT_MS {
+            return Err(invalid("options.ready_timeout_ms", format!("{} is more than a day", o.ready_timeout_ms)));
         }
         at_most("options.parents", o.parents.len(), MAX_PARENTS)?;
         let weight = if o.weight == 0.0 { 1.0 } else { o.weight };
@@ -160,14 +184,14 @@ impl TryFrom<pb::CoflowOptions> for CoflowOptions {
                 timeout: if o.ready_timeout_ms == 0 {
                     DEFAULT_READY_TIMEOUT
                 } else {
-                    Nanos::from_millis(o.ready_timeout_ms.min(86_400_000))
+                    Nanos::from_millis(o.ready_timeout_ms)
                 },
             },
             Err(_) => return Err(invalid("options.readiness", format!("unknown value {}", o.readiness))),
         };
         Ok(CoflowOptions {
             name: o.name,
-            deadline: (o.deadline_ms > 0).then(|| Nanos::from_millis(o.deadline_ms.min(86_400_000 * 365))),
+            deadline: (o.deadline_ms > 0).then(|| Nanos::from_millis(o.deadline_ms)),
             parents: o.parents.into_iter().map(CoflowId).collect(),
             kind: o.kind,
             readiness,
@@ -176,15 +200,22 @@ impl TryFrom<pb::CoflowOptions> for CoflowOptions {
     }
 }
 
+/// Milliseconds on the wire: a time that is not a whole number of them is rounded up (a deadline
+/// or a wait never gets shorter on the way), and a deadline of 0 ns, which 0 ms would read as
+/// none, becomes 1 ms.
+fn wire_millis(t: Nanos) -> u64 {
+    t.get().div_ceil(1_000_000).max(1)
+}
+
 impl From<&CoflowOptions> for pb::CoflowOptions {
     fn from(o: &CoflowOptions) -> Self {
         let (readiness, ready_timeout_ms) = match o.readiness {
             Readiness::OnGet => (pb::Readiness::OnGet, 0),
-            Readiness::AllGets { timeout } => (pb::Readiness::AllGets, timeout.get() / 1_000_000),
+            Readiness::AllGets { timeout } => (pb::Readiness::AllGets, wire_millis(timeout)),
         };
         pb::CoflowOptions {
             name: o.name.clone(),
-            deadline_ms: o.deadline.map_or(0, |d| d.get() / 1_000_000),
+            deadline_ms: o.deadline.map_or(0, wire_millis),
             parents: o.parents.iter().map(|p| p.0).collect(),
             kind: o.kind.clone(),
             readiness: readiness as i32,
@@ -210,7 +241,7 @@ pub struct Registration {
 }
 
 /// The most `num_flows` a registration may announce.
-const MAX_NUM_FLOWS: u64 = 10_000_000;
+pub const MAX_NUM_FLOWS: u64 = 10_000_000;
 
 impl TryFrom<pb::RegisterRequest> for Registration {
     type Error = ProtoError;
@@ -378,8 +409,8 @@ pub struct AgentRegistration {
     pub datacenter: String,
 }
 
-/// The largest machine id accepted.
-const MAX_MACHINE: u32 = 1 << 16;
+/// Machine ids are below this.
+pub const MACHINE_ID_LIMIT: u32 = 1 << 16;
 
 /// The longest datacenter name accepted, in bytes.
 const MAX_DATACENTER_LEN: usize = 256;
@@ -388,8 +419,8 @@ impl TryFrom<pb::RegisterAgentRequest> for AgentRegistration {
     type Error = ProtoError;
 
     fn try_from(r: pb::RegisterAgentRequest) -> Result<Self, ProtoError> {
-        if r.machine_id >= MAX_MACHINE {
-            return Err(invalid("machine_id", format!("{} is not below {MAX_MACHINE}", r.machine_id)));
+        if r.machine_id >= MACHINE_ID_LIMIT {
+            return Err(invalid("machine_id", format!("{} is not below {MACHINE_ID_LIMIT}", r.machine_id)));
         }
         let data_addr = r.data_addr.parse().map_err(|e| invalid("data_addr", format!("{:?}: {e}", r.data_addr)))?;
         if !(r.port_rate_bps.is_finite() && r.port_rate_bps > 0.0) {

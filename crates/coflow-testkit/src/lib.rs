@@ -160,6 +160,20 @@ pub fn files(dir: &Path, stem: &str) -> TlsFiles {
     TlsFiles { ca: dir.join("ca.crt"), cert: dir.join(format!("{stem}.crt")), key: dir.join(format!("{stem}.key")) }
 }
 
+/// Distinct, position-dependent bytes for piece `tag` (an xorshift stream seeded by it), so that
+/// a swapped, shifted or cut piece fails a comparison with what was put.
+pub fn content(tag: u64, len: usize) -> Vec<u8> {
+    let mut x = tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 /// The identity of the client that [`make_certs`] issues, which owns what it registers.
 pub const CLIENT_IDENTITY: &str = "coflow://client/testkit";
 

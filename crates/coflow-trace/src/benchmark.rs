@@ -24,10 +24,11 @@ const NANOS_PER_MS: u64 = 1_000_000;
 
 /// Reads a coflow-benchmark trace from a file.
 ///
-/// Errors name the file when it cannot be read, and the line and field when its content is wrong
+/// Errors name the file when it cannot be read, the line of the first byte that is not UTF-8
+/// ([`TraceError::NotText`]), and the line and field when its content is wrong
 /// (see [`parse_benchmark`]).
 pub fn read_benchmark(path: &Path) -> Result<Workload, TraceError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { path: path.to_owned(), source })?;
+    let text = crate::error::read_text(path)?;
     parse_benchmark(&text)
 }
 

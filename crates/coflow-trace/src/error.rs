@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use coflow_core::{CoflowId, WorkloadError};
 
@@ -66,6 +66,16 @@ pub enum TraceError {
         #[source]
         source: io::Error,
     },
+    /// A file is not UTF-8 text: `line` holds the first byte that is not.
+    #[error("{}: line {line}, column {column}: not UTF-8 text", path.display())]
+    NotText {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line of the first byte that is not UTF-8.
+        line: usize,
+        /// Its 1-based column, in bytes.
+        column: usize,
+    },
     /// Writing to a stream failed.
     #[error("cannot write the trace")]
     Write(#[source] io::Error),
@@ -80,6 +90,34 @@ pub enum TraceError {
         /// What the format cannot carry.
         reason: String,
     },
+}
+
+impl TraceError {
+    /// The 1-based line of the file the error is about, if it is about a line of its content.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            TraceError::Syntax { line, .. }
+            | TraceError::CoflowCount { line, .. }
+            | TraceError::DuplicateId { line, .. }
+            | TraceError::Json { line, .. }
+            | TraceError::NotText { line, .. } => Some(*line),
+            TraceError::Io { .. }
+            | TraceError::Write(_)
+            | TraceError::Invalid(_)
+            | TraceError::NotRepresentable { .. } => None,
+        }
+    }
+}
+
+/// Reads a file as text; bytes that are not UTF-8 give [`TraceError::NotText`] naming the line.
+pub(crate) fn read_text(path: &Path) -> Result<String, TraceError> {
+    let bytes = std::fs::read(path).map_err(|source| TraceError::Io { path: path.to_owned(), source })?;
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line_start = good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let line = 1 + good.iter().filter(|&&b| b == b'\n').count();
+        TraceError::NotText { path: path.to_owned(), line, column: good.len() - line_start + 1 }
+    })
 }
 
 /// The message of [`TraceError::CoflowCount`].

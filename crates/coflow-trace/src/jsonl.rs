@@ -67,7 +67,7 @@ fn default_sizes_known() -> bool {
 
 /// Reads a `coflow-jsonl` trace from a file.
 pub fn read_jsonl(path: &Path) -> Result<Workload, TraceError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { path: path.to_owned(), source })?;
+    let text = crate::error::read_text(path)?;
     parse_jsonl(&text)
 }
 

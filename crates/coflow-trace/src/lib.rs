@@ -147,7 +147,7 @@ impl FromStr for TraceFormat {
 
 /// Reads a trace in either format, detected by [`TraceFormat::detect`].
 pub fn read_trace(path: &Path) -> Result<Workload, TraceError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { path: path.to_owned(), source })?;
+    let text = crate::error::read_text(path)?;
     TraceFormat::detect(path, &text).parse(&text)
 }
 

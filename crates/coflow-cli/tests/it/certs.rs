@@ -1,9 +1,10 @@
 //! `coflow certs` and a cluster of real processes started with its certificates.
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::procs::{Proc, free_port};
 use crate::{coflow, tmp};
 
 fn run_ok(args: &[&str], dir: &Path) -> String {
@@ -54,20 +55,6 @@ fn certs_init_and_issue_write_the_files_and_refuse_to_overwrite() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Kills its process when dropped, so a failing test leaves nothing running.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_cluster_started_with_certs_serves_tls_clients_and_refuses_plaintext_ones() {
     let dir = tmp("certs-cluster");
@@ -80,7 +67,7 @@ fn a_cluster_started_with_certs_serves_tls_clients_and_refuses_plaintext_ones() 
     let (cport, aport, dport) = (free_port(), free_port(), free_port());
     let curl = format!("https://127.0.0.1:{cport}");
     let data_dir = dir.join("data");
-    let _coord = Killed(
+    let _coord = Proc(
         coflow()
             .args(["coordinator", "--listen", &format!("127.0.0.1:{cport}")])
             .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("coordinator.crt"), "--tls-key", &f("coordinator.key")])
@@ -90,7 +77,7 @@ fn a_cluster_started_with_certs_serves_tls_clients_and_refuses_plaintext_ones() 
             .spawn()
             .unwrap(),
     );
-    let _agent = Killed(
+    let _agent = Proc(
         coflow()
             .args(["agent", "--machine", "0", "--coordinator", &curl])
             .args(["--listen", &format!("127.0.0.1:{aport}"), "--data-listen", &format!("127.0.0.1:{dport}")])

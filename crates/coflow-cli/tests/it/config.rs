@@ -1,8 +1,10 @@
 //! The services' TOML files: durations, sizes and rates with their units, the suffixed names with
-//! bare numbers, and errors that name the line and field.
+//! bare numbers, and errors that name the line and field; and the loaders as a fuzzer would try
+//! them, over generated files and arbitrary text.
 
 use coflow_agent::AgentConfig;
 use coflow_coordinator::CoordinatorConfig;
+use proptest::prelude::*;
 
 #[test]
 fn durations_sizes_and_rates_take_units_and_the_suffixed_names_take_numbers() {
@@ -44,4 +46,231 @@ fn a_value_that_does_not_parse_names_its_line_field_and_what_was_expected() {
     assert!(e.contains("chunk_bytes") && e.contains("is not a size"), "{e}");
     let e = toml::from_str::<AgentConfig>("heartbeat_interval = true\n").unwrap_err().to_string();
     assert!(e.contains("heartbeat_interval") && e.contains("a duration"), "{e}");
+}
+
+/// Keys a generated file may use: every field of the service's config under both its names, and
+/// one that is none.
+const COORDINATOR_KEYS: &[&str] = &[
+    "listen",
+    "metrics_listen",
+    "policy",
+    "push_window_ms",
+    "push_window",
+    "bypass_threshold_bytes",
+    "bypass_threshold",
+    "heartbeat_interval_ms",
+    "heartbeat_interval",
+    "agent_timeout_ms",
+    "agent_timeout",
+    "max_coflows",
+    "max_pieces_per_coflow",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "no_such_field",
+];
+
+const AGENT_KEYS: &[&str] = &[
+    "machine",
+    "coordinator",
+    "listen",
+    "data_listen",
+    "data_advertise",
+    "metrics_listen",
+    "data_dir",
+    "port_rate_bps",
+    "port_rate",
+    "cap_port",
+    "heartbeat_interval_ms",
+    "heartbeat_interval",
+    "chunk_bytes",
+    "chunk",
+    "socket_buffer_bytes",
+    "socket_buffer",
+    "max_stored_bytes",
+    "max_stored",
+    "max_data_connections",
+    "data_idle_timeout_ms",
+    "data_idle_timeout",
+    "coordinator_grace_ms",
+    "coordinator_grace",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "no_such_field",
+];
+
+/// A TOML value: whole numbers at the edges of every range a field checks (and past 2^53, where
+/// a float would round), floats, strings with and without units, booleans, arrays.
+fn value() -> impl Strategy<Value = String> {
+    let whole = prop_oneof![
+        0i64..=5,
+        prop::sample::select(vec![
+            99,
+            100,
+            1000,
+            1024,
+            4096,
+            5000,
+            60_000,
+            65_535,
+            65_536,
+            3_600_000,
+            3_600_001,
+            86_400_000,
+            (1 << 53) + 1,
+            (1 << 62) + 1,
+            i64::MAX,
+            -1,
+            i64::MIN,
+        ]),
+        any::<i64>(),
+    ];
+    let text = prop::sample::select(vec![
+        "3s",
+        "100ms",
+        "1.5s",
+        "0.5ms",
+        "1m",
+        "100MB",
+        "64KiB",
+        "1Gbps",
+        "125MB/s",
+        "3 parsecs",
+        "",
+        "lots",
+        "varys",
+        "fair",
+        "tcp",
+        "no-such-policy",
+        "127.0.0.1:0",
+        "http://127.0.0.1:7070",
+        "https://127.0.0.1:7070",
+        "/nonexistent/ca.crt",
+        "99999999999999999999999s",
+    ]);
+    prop_oneof![
+        4 => whole.prop_map(|v| v.to_string()),
+        1 => prop::sample::select(vec!["1.5", "3000.0", "1e6", "1e300", "-0.0", "inf", "nan", "18446744073709551616.0"]).prop_map(String::from),
+        3 => text.prop_map(|s| format!("{s:?}")),
+        1 => any::<bool>().prop_map(|b| b.to_string()),
+        1 => Just("[1, 2]".to_string()),
+    ]
+}
+
+/// A config file of `key = value` lines over `keys`.
+fn file(keys: &'static [&'static str]) -> impl Strategy<Value = Vec<(&'static str, String)>> {
+    prop::collection::vec((prop::sample::select(keys), value()), 0..6)
+}
+
+/// Checks a TOML error names a line of the file and the key written on it.
+fn names_line_and_key(e: &toml::de::Error, lines: &[(&str, String)]) -> Result<(), TestCaseError> {
+    let text = e.to_string();
+    let line: usize = text
+        .split("line ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| TestCaseError::fail(format!("no line in {text}")))?;
+    prop_assert!((1..=lines.len()).contains(&line), "line {line} of {}: {text}", lines.len());
+    prop_assert!(text.contains(lines[line - 1].0), "{text}");
+    Ok(())
+}
+
+/// A whole number written to a field that keeps it in the same unit, and what the config holds.
+fn kept(key: &str, written: &str, held: Option<u64>) -> Result<(), TestCaseError> {
+    if let (Ok(n), Some(held)) = (written.parse::<u64>(), held) {
+        prop_assert_eq!(held, n, "{} = {} read back as {}", key, written, held);
+    }
+    Ok(())
+}
+
+fn coordinator_number(c: &CoordinatorConfig, key: &str) -> Option<u64> {
+    Some(match key {
+        "push_window_ms" | "push_window" => c.push_window_ms,
+        "bypass_threshold_bytes" | "bypass_threshold" => c.bypass_threshold_bytes,
+        "heartbeat_interval_ms" | "heartbeat_interval" => c.heartbeat_interval_ms,
+        "agent_timeout_ms" | "agent_timeout" => c.agent_timeout_ms,
+        "max_coflows" => c.max_coflows as u64,
+        "max_pieces_per_coflow" => c.max_pieces_per_coflow as u64,
+        _ => return None,
+    })
+}
+
+fn agent_number(a: &AgentConfig, key: &str) -> Option<u64> {
+    Some(match key {
+        "machine" => u64::from(a.machine?),
+        "heartbeat_interval_ms" | "heartbeat_interval" => a.heartbeat_interval_ms,
+        "chunk_bytes" | "chunk" => a.chunk_bytes as u64,
+        "socket_buffer_bytes" | "socket_buffer" => a.socket_buffer_bytes as u64,
+        "max_stored_bytes" | "max_stored" => a.max_stored_bytes,
+        "max_data_connections" => a.max_data_connections as u64,
+        "data_idle_timeout_ms" | "data_idle_timeout" => a.data_idle_timeout_ms,
+        "coordinator_grace_ms" | "coordinator_grace" => a.coordinator_grace_ms,
+        _ => return None,
+    })
+}
+
+fn text_of(lines: &[(&str, String)]) -> String {
+    lines.iter().map(|(k, v)| format!("{k} = {v}\n")).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any text at all parses or fails, never panics; what parses validates or fails naming a
+    /// field.
+    #[test]
+    fn arbitrary_text_never_panics(text in "(.{0,30}\n?){0,4}") {
+        if let Ok(c) = toml::from_str::<CoordinatorConfig>(&text) {
+            let _ = c.validate();
+        }
+        if let Ok(a) = toml::from_str::<AgentConfig>(&text) {
+            let _ = a.validate();
+        }
+    }
+
+    /// The coordinator's file: an error names the line and its key; a whole number is kept as
+    /// written, never rounded; a refusal names a field; and what validates runs a core whose
+    /// restart window is the three agent timeouts the config says.
+    #[test]
+    fn a_coordinator_file_loads_exactly_or_names_the_field(lines in file(COORDINATOR_KEYS)) {
+        match toml::from_str::<CoordinatorConfig>(&text_of(&lines)) {
+            Err(e) => names_line_and_key(&e, &lines)?,
+            Ok(c) => {
+                for (k, v) in &lines {
+                    kept(k, v, coordinator_number(&c, k))?;
+                }
+                match c.validate() {
+                    Err(e) => prop_assert!(
+                        COORDINATOR_KEYS.iter().any(|k| e.field.contains(k)) && e.to_string().contains(e.field),
+                        "{e}"
+                    ),
+                    Ok(()) => {
+                        let policy = coflow_sched::policy::by_name(coflow_sched::policy::simulated(&c.policy)).unwrap();
+                        let timeout = coflow_core::Nanos::from_millis(c.agent_timeout_ms);
+                        let mut core = coflow_coordinator::Core::new(c, policy);
+                        prop_assert!(core.in_restart_window(timeout) && core.in_restart_window(timeout.saturating_add(timeout)));
+                        core.handle_timeout(timeout);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The agent's file, the same way.
+    #[test]
+    fn an_agent_file_loads_exactly_or_names_the_field(lines in file(AGENT_KEYS)) {
+        match toml::from_str::<AgentConfig>(&text_of(&lines)) {
+            Err(e) => names_line_and_key(&e, &lines)?,
+            Ok(a) => {
+                for (k, v) in &lines {
+                    kept(k, v, agent_number(&a, k))?;
+                }
+                if let Err(e) = a.validate() {
+                    prop_assert!(AGENT_KEYS.iter().any(|k| e.field.contains(k)) && e.to_string().contains(e.field), "{e}");
+                }
+            }
+        }
+    }
 }

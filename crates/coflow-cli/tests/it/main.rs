@@ -1,12 +1,17 @@
 //! End-to-end tests of the `coflow` binary, run as a user would.
 
+mod abuse;
 mod certs;
+mod clock;
 mod config;
 mod docs;
 mod jobs;
 mod limits;
+mod pause;
+mod procs;
 mod reference;
 mod spark;
+mod status;
 mod testbed;
 mod tidy;
 mod wan;

@@ -497,8 +497,9 @@ fn errors_name_what_is_missing() {
     assert_eq!(e, CoordError::UnknownFlow(FlowId(12345)));
 }
 
-/// Only a flow's receiver may end it: a report from its source or a bystander is refused and
-/// the flow stays live, with its rate.
+/// Only a flow's receiver may say it is complete: a report from its source or a bystander is
+/// refused and the flow stays live, with its rate; its source may say it gave the flow up (its
+/// receiver stopped reading), a bystander may not.
 #[test]
 fn only_the_receiver_ends_a_flow() {
     let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
@@ -512,9 +513,17 @@ fn only_the_receiver_ends_a_flow() {
         assert_eq!(e.kind().as_str(), "permission-denied");
     }
     assert_eq!(h.core.counters().flows_finished, 0);
+    let gave_up = || FlowOutcome::Failed("timed-out".into());
+    let e = h.core.handle_flow_finished(h.now, MachineId(2), g.flow, gave_up()).unwrap_err();
+    assert_eq!(e, CoordError::NotTheReceiver { flow: g.flow, machine: MachineId(2) });
     assert_eq!(h.core.status().coflows[0].flows.len(), 1, "the flow is still live");
     h.finish(g.flow);
     assert_eq!(h.core.counters().flows_finished, 1);
+    let g = h.get(c, "p", 2).unwrap();
+    h.advance(0);
+    h.core.handle_flow_finished(h.now, MachineId(0), g.flow, gave_up()).unwrap();
+    assert_eq!(h.core.status().coflows[0].flows.len(), 0, "the flow its source gave up is gone");
+    assert_eq!(h.core.counters().flows_failed, 1);
 }
 
 #[test]
@@ -801,6 +810,37 @@ fn a_pause_of_the_coordinator_is_not_an_agent_s_death() {
     }
     h.collect();
     assert_eq!(h.ended, [MachineId(0), MachineId(1)]);
+}
+
+/// A status page stays within its budget: a coflow whose flows alone pass it comes alone, with
+/// the flows that fit and the count of the rest; the next coflow comes on the next page.
+#[test]
+fn a_coflow_whose_flows_pass_a_status_page_comes_with_those_that_fit() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
+    let wide = h.register(0, CoflowOptions::default());
+    let next = h.register(1, CoflowOptions::default());
+    // 7,000 flows of 256-byte data ids: about 2.2 MB of status, past a page's 2 MB.
+    let id = |i: usize| format!("{i:0>256}");
+    for i in 0..7000 {
+        h.put(wide, &id(i), 0, 1000).unwrap();
+        h.get(wide, &id(i), 1).unwrap();
+    }
+    h.put(next, "p", 0, 1000).unwrap();
+    h.get(next, "p", 1).unwrap();
+    let page = h.core.status_page(CoflowId(0), 1000);
+    assert_eq!(page.view.coflows.len(), 1, "the wide coflow alone");
+    let shown = page.view.coflows[0].flows.len() as u64;
+    assert!(
+        page.flows_omitted > 0 && shown + page.flows_omitted == 7000,
+        "{shown} shown, {} omitted",
+        page.flows_omitted
+    );
+    let bytes: usize = page.view.coflows[0].flows.iter().map(|f| 64 + f.data_id.len()).sum();
+    assert!(bytes <= coflow_coordinator::STATUS_PAGE_BYTES, "{bytes} bytes of flows");
+    let after = page.next.expect("a next page");
+    let page = h.core.status_page(after, 1000);
+    assert_eq!(page.view.coflows.iter().map(|c| c.id).collect::<Vec<_>>(), [next]);
+    assert_eq!((page.view.coflows[0].flows.len(), page.flows_omitted), (1, 0));
 }
 
 /// Unregister tells every agent to forget the coflow; a source declared dead fails its flows

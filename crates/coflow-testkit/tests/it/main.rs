@@ -13,19 +13,7 @@ mod wide_area;
 
 use coflow_client::CoflowId;
 
-/// Distinct, position-dependent bytes for piece `tag`, so that a swapped or shifted piece fails
-/// the comparison.
-pub(crate) fn content(tag: u64, len: usize) -> Vec<u8> {
-    let mut x = tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+pub(crate) use coflow_testkit::content;
 
 pub(crate) fn tag(coflow: CoflowId, m: u64, r: u64) -> u64 {
     coflow.0.wrapping_mul(1_000_000).wrapping_add(m * 1000 + r)

@@ -266,7 +266,7 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
         let got = match coflow_proto::connect_agent(&ctx, sock, 0).await {
             Err(_) => Vec::new(),
             Ok(mut s) => {
-                let mut req = b"CFD4".to_vec();
+                let mut req = b"CFD5".to_vec();
                 req.extend_from_slice(&0u16.to_be_bytes());
                 req.extend_from_slice(&coflow.0.to_be_bytes());
                 req.extend_from_slice(&1u64.to_be_bytes());
@@ -274,6 +274,9 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
                 req.extend_from_slice(&[0; 16]);
                 req.extend_from_slice(&6u16.to_be_bytes());
                 req.extend_from_slice(b"secret");
+                req.extend_from_slice(&0u64.to_be_bytes());
+                req.extend_from_slice(&1000u64.to_be_bytes());
+                req.push(0);
                 let _ = s.write_all(&req).await;
                 let _ = s.flush().await;
                 let mut resp = Vec::new();
@@ -337,6 +340,16 @@ async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
     assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
     let e = as_agent.put(coflow_client::CoflowId(1), "x", vec![1]).await.unwrap_err();
     assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
+
+    // The admin may not act for an agent; the coordinator's certificate, a server's only, is
+    // refused at the handshake as a client.
+    coflow_proto::certs::issue(&own, &Subject::Admin, true)?;
+    let mut admin = raw(&cluster, &own, "admin").await?;
+    assert_denied(admin.register_agent(register_agent(0, 0)).await, "admin RegisterAgent");
+    assert_denied(open(&mut admin, 0, 0, vec![heartbeat(0)]).await, "admin AgentSession");
+    let mut coordinator = raw(&cluster, &own, "coordinator").await?;
+    let s = coordinator.status(pb::StatusRequest::default()).await.expect_err("a server's certificate as a client");
+    assert_eq!(kind(&s), "", "refused at the handshake, before any call: {s:?}");
 
     // Every machine of the cluster is still registered and alive.
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -4,6 +4,7 @@ mod benchmark;
 mod facebook;
 mod format;
 mod jsonl;
+mod malformed;
 mod roundtrip;
 mod stats;
 mod synth;

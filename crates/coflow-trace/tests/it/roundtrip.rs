@@ -107,7 +107,7 @@ fn write_trace_leaves_no_file_when_not_representable() {
 
 /// Any valid workload: random flows (local ones included), arrivals, deadlines, weights, parents
 /// (always earlier coflows, so there is no cycle), size flags and names.
-fn arb_workload() -> impl Strategy<Value = Workload> {
+pub(crate) fn arb_workload() -> impl Strategy<Value = Workload> {
     (1u32..8, prop::collection::btree_set(any::<u64>(), 0..8))
         .prop_flat_map(|(machines, ids)| {
             let ids: Vec<u64> = ids.into_iter().collect();
@@ -151,7 +151,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
 
 /// Workloads the benchmark format can carry: mapper × reducer shuffles (repeated machines
 /// allowed) with one size per reducer and whole-millisecond arrivals.
-fn arb_shuffle_workload() -> impl Strategy<Value = Workload> {
+pub(crate) fn arb_shuffle_workload() -> impl Strategy<Value = Workload> {
     (1u32..8, prop::collection::btree_set(any::<u32>(), 0..8))
         .prop_flat_map(|(machines, ids)| {
             let ids: Vec<u32> = ids.into_iter().collect();

@@ -1,0 +1,100 @@
+//! `coflow status` against a real coordinator at its `max_coflows` (100,000 live coflows, 250-byte
+//! names, some carrying terminal escapes): `--json` returns every coflow with its exact name, the
+//! table prints every name with its escapes neutralized, and one coflow more is refused.
+
+use std::time::Instant;
+
+use coflow_client::{ClientError, CoflowOptions};
+
+use crate::coflow;
+use crate::procs::{Procs, Spec};
+
+/// The coordinator's default `max_coflows`.
+const N: usize = 100_000;
+
+/// Coflow `i`'s name: 250 bytes, every 1,000th with an escape sequence that would clear the
+/// screen, ring the bell and set the window title.
+fn name(i: usize) -> String {
+    if i.is_multiple_of(1000) { format!("\u{1b}[2J\u{7}\u{1b}]0;pwned\u{7}{i:0>232}") } else { format!("{i:0>250}") }
+}
+
+#[test]
+fn status_shows_100_000_live_coflows_with_names_made_safe() {
+    let procs = Procs::start("status-100k", Spec::new(1));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let took = rt.block_on(async {
+        procs.ready().await;
+        let c = procs.client(0).await;
+        // Registered concurrently on one connection: tasks take names by stride.
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        const TASKS: usize = 64;
+        for t in 0..TASKS {
+            let c = c.clone();
+            tasks.spawn(async move {
+                for i in (t..N).step_by(TASKS) {
+                    c.register(1, CoflowOptions { name: name(i), ..Default::default() }).await?;
+                }
+                Ok::<_, ClientError>(())
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap().unwrap();
+        }
+        let took = started.elapsed();
+        let more = c.register(1, CoflowOptions::default()).await;
+        assert!(matches!(more, Err(ClientError::LimitExceeded(_))), "coflow {} of max_coflows {N}: {more:?}", N + 1);
+        took
+    });
+    eprintln!("{N} coflows registered in {took:.2?}");
+    let certs = procs.dir.join("certs");
+    let f = |name: &str| certs.join(name).display().to_string();
+    let status = |json: bool| {
+        let mut cmd = coflow();
+        cmd.args(["status", "--coordinator", &procs.coordinator_url]).args([
+            "--tls-ca",
+            &f("ca.crt"),
+            "--tls-cert",
+            &f("client-testkit.crt"),
+            "--tls-key",
+            &f("client-testkit.key"),
+        ]);
+        if json {
+            cmd.arg("--json");
+        }
+        let started = Instant::now();
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "coflow status{}: {} bytes in {:.2?}",
+            if json { " --json" } else { "" },
+            out.stdout.len(),
+            started.elapsed()
+        );
+        out.stdout
+    };
+    let out = status(true);
+    let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let coflows = report["coflows"].as_array().unwrap();
+    assert_eq!(coflows.len(), N, "every live coflow");
+    let mut names: Vec<&str> = coflows.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let mut want: Vec<String> = (0..N).map(name).collect();
+    want.sort_unstable();
+    assert!(names == want, "each coflow once, with its exact name");
+    let mut ids: Vec<u64> = coflows.iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), N, "each id once, in order");
+
+    let table = status(false);
+    for b in [0x1b, 0x07] {
+        assert!(!table.contains(&b), "a raw {b:#04x} reached the terminal");
+    }
+    let table = String::from_utf8(table).unwrap();
+    assert!(table.contains(&format!("coflows: {N}\n")), "the table's count");
+    assert_eq!(
+        table.matches("\\u{1b}[2J\\u{7}\\u{1b}]0;pwned\\u{7}").count(),
+        N / 1000,
+        "every name with escapes, escaped"
+    );
+}
