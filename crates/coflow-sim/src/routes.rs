@@ -25,6 +25,9 @@ use coflow_sched::{Route, RouteState, Shares};
 /// A route that follows no resource yet: its clock stands at its offset.
 const NONE: u32 = u32::MAX;
 
+/// The largest resource a route can follow.
+const MAX_RESOURCE: u32 = NONE - 1;
+
 /// A clock reading in bytes, in fixed point with 64 fractional bits: resources' clocks and the
 /// routes' offsets from them are summed and subtracted exactly, so that a route's progress since
 /// it started following a resource comes out as exactly as the route's own clock would have it,
@@ -91,14 +94,20 @@ pub(crate) struct RouteModel {
     /// its clock's offset from that resource's clock, in fixed point (see `Fixed`).
     follow: Vec<u32>,
     offset: Vec<Fixed>,
-    /// Shares: per route, when it started following its resource.
+    /// Shares: per route, when it started following its resource or its first flow last
+    /// changed, and that resource's clock then.
     switched: Vec<Nanos>,
+    switch_reading: Vec<Fixed>,
     /// Shares: per resource, its clock as of `since` (when its rate last changed), its rate, its
     /// routes by the reading of its clock at which their first flow finishes (entries that no
     /// longer match their route are dropped when met), and when the first of them finishes, in
     /// nanoseconds.
     res_clock: Vec<Fixed>,
     res_since: Vec<Nanos>,
+    /// Shares: per resource, its clock when its rate last changed and when that was, from
+    /// which its routes' finishes are planned.
+    plan_clock: Vec<Fixed>,
+    plan_since: Vec<Nanos>,
     res_rate: Vec<f64>,
     res_queue: Vec<BinaryHeap<Reverse<(Fixed, u32)>>>,
     res_finish: Vec<f64>,
@@ -133,6 +142,15 @@ impl RouteModel {
     /// Shares: the reading of its resource's clock at which route `i`'s first flow finishes.
     fn key(&self, i: usize) -> Fixed {
         fixed(self.head[i]) - self.offset[i]
+    }
+
+    /// Shares: plans route `i`'s finish from `now` on, as a clock per route would when its first
+    /// flow changes.
+    fn plan_route_from(&mut self, i: usize, now: Nanos) {
+        if let x @ 0..=MAX_RESOURCE = self.follow[i] {
+            self.switched[i] = now;
+            self.switch_reading[i] = self.res_clock_at(x as usize, now);
+        }
     }
 
     /// Shares: queues route `i` at the resource it follows, if any.
@@ -184,8 +202,12 @@ impl RouteModel {
     fn res_plan(&self, x: usize, key: Fixed, i: usize) -> f64 {
         let rate = self.res_rate[x];
         if rate > 0.0 {
-            let since = self.res_since[x].max(self.switched[i]);
-            since.0 as f64 + to_f64(key - self.res_clock_at(x, since)).max(0.0) / rate * 1e9
+            let (since, clock) = if self.switched[i] > self.plan_since[x] {
+                (self.switched[i], self.switch_reading[i])
+            } else {
+                (self.plan_since[x], self.plan_clock[x])
+            };
+            since.0 as f64 + to_f64(key - clock).max(0.0) / rate * 1e9
         } else {
             f64::INFINITY
         }
@@ -214,6 +236,7 @@ impl RouteModel {
                 self.follow.push(NONE);
                 self.offset.push(0);
                 self.switched.push(now);
+                self.switch_reading.push(0);
             } else {
                 self.clock.push(0.0);
                 self.rate.push(0.0);
@@ -229,6 +252,7 @@ impl RouteModel {
         if shared {
             if theta < self.head[i] {
                 self.head[i] = theta;
+                self.plan_route_from(i, now);
                 self.queue_route(i);
                 self.replan_stale();
             }
@@ -333,6 +357,7 @@ impl RouteModel {
             if self.states[i].flows == 0 {
                 self.remove(i);
             } else if self.shared {
+                self.plan_route_from(i, now);
                 self.queue_route(i);
             } else {
                 self.finish[i] = self.plan(i, clock, now_ns);
@@ -357,6 +382,7 @@ impl RouteModel {
             self.follow.swap_remove(i);
             self.offset.swap_remove(i);
             self.switched.swap_remove(i);
+            self.switch_reading.swap_remove(i);
         } else {
             self.clock.swap_remove(i);
             self.rate.swap_remove(i);
@@ -467,20 +493,28 @@ impl RouteModel {
         if self.res_rate.len() < m {
             self.res_clock.resize(m, 0);
             self.res_since.resize(m, now);
+            self.plan_clock.resize(m, 0);
+            self.plan_since.resize(m, now);
             self.res_rate.resize(m, 0.0);
             self.res_queue.resize_with(m, BinaryHeap::new);
             self.res_finish.resize(m, f64::INFINITY);
         }
-        for (x, &new) in shares.rate.iter().enumerate() {
+        // Every clock steps at every decision, by the same products of rate and time as a clock
+        // per route would, summed exactly.
+        for x in 0..m {
             let old = self.res_rate[x];
-            if new.to_bits() == old.to_bits() {
-                continue;
-            }
-            assert!(new >= 0.0, "policy {policy} gave an invalid rate {new}");
             // A resource with no finite rate has no routes following it: its clock starts again.
             self.res_clock[x] = if old.is_finite() { self.res_clock_at(x, now) } else { 0 };
             self.res_since[x] = now;
+        }
+        for (x, &new) in shares.rate.iter().enumerate() {
+            if new.to_bits() == self.res_rate[x].to_bits() {
+                continue;
+            }
+            assert!(new >= 0.0, "policy {policy} gave an invalid rate {new}");
             self.res_rate[x] = new;
+            self.plan_clock[x] = self.res_clock[x];
+            self.plan_since[x] = now;
             self.res_stale.push(x as u32);
         }
         for &i in &shares.written {
@@ -498,7 +532,8 @@ impl RouteModel {
                 self.res_stale.push(self.follow[i]);
             }
             self.follow[i] = x;
-            self.offset[i] = clock - self.res_clock_at(x as usize, now);
+            self.switch_reading[i] = self.res_clock_at(x as usize, now);
+            self.offset[i] = clock - self.switch_reading[i];
             self.switched[i] = now;
             self.queue_route(i);
         }
@@ -517,6 +552,7 @@ impl RouteModel {
         self.offset = (0..self.states.len()).map(|i| fixed(self.clock_at(i, now))).collect();
         self.follow = vec![NONE; self.states.len()];
         self.switched = vec![now; self.states.len()];
+        self.switch_reading = vec![0; self.states.len()];
         self.shared = true;
         self.clock = Vec::new();
         self.rate = Vec::new();
