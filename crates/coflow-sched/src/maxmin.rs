@@ -113,17 +113,17 @@ impl BitRows {
 /// The resources in line to fill, first the one of least key, and of those the least resource:
 /// a winner tree over resources, which replaces a resource's key at the cost of the path from its
 /// leaf to the root, with no branch on the comparisons (a binary heap's sifting takes one per
-/// level, which goes either way).
+/// level, which goes either way). Each node keeps its winner's key beside it, so that a step up
+/// the path loads one key, which no other load waits for.
 #[derive(Debug, Default)]
 struct Queue {
     /// A power of two, at least the number of resources: the first leaf.
     leaves: usize,
-    /// Each resource's key, `OUT` once out of line, and `OUT` for the leaves past the last
-    /// resource.
-    key: Vec<u64>,
     /// `first[v]` is the first in line in the subtree of node `v` (`1` is the root, `v`'s
-    /// children are `2v` and `2v + 1`, and the leaves are `leaves..2·leaves`).
+    /// children are `2v` and `2v + 1`, and the leaves are `leaves..2·leaves`), and `key[v]` its
+    /// key: `OUT` once out of line, and for the leaves past the last resource.
     first: Vec<u32>,
+    key: Vec<u64>,
 }
 
 /// The key of a resource out of line, above every fill level's.
@@ -133,45 +133,44 @@ impl Queue {
     /// Resets the queue to `m` resources with keys `key(r)`.
     fn reset(&mut self, m: usize, key: impl Fn(usize) -> u64) {
         self.leaves = m.next_power_of_two();
+        let n = self.leaves;
         self.key.clear();
+        self.key.resize(n, OUT);
         self.key.extend((0..m).map(key));
-        self.key.resize(self.leaves, OUT);
+        self.key.resize(2 * n, OUT);
         self.first.clear();
-        self.first.resize(self.leaves, 0);
-        self.first.extend(0..self.leaves as u32);
-        for v in (1..self.leaves).rev() {
-            self.first[v] = self.better(self.first[2 * v], self.first[2 * v + 1]);
+        self.first.resize(n, 0);
+        self.first.extend(0..n as u32);
+        for v in (1..n).rev() {
+            // On equal keys the left one, which holds the lesser resources.
+            let (a, b) = (2 * v, 2 * v + 1);
+            let w = if self.key[b] < self.key[a] { b } else { a };
+            self.first[v] = self.first[w];
+            self.key[v] = self.key[w];
         }
-    }
-
-    /// Of `a` and `b`, the first in line, `a` on equal keys (`a`'s subtree lies left of `b`'s,
-    /// so it holds the lesser resources).
-    fn better(&self, a: u32, b: u32) -> u32 {
-        if self.key[b as usize] < self.key[a as usize] { b } else { a }
     }
 
     /// The first in line and its key, if any is in line.
     fn first(&self) -> Option<(usize, u64)> {
-        let r = self.first[1] as usize;
-        (self.key[r] != OUT).then_some((r, self.key[r]))
+        (self.key[1] != OUT).then_some((self.first[1] as usize, self.key[1]))
     }
 
     /// Gives resource `r` key `k` (`OUT` takes it out of line).
     fn set(&mut self, r: usize, k: u64) {
-        self.key[r] = k;
         // Up the path from `r`'s leaf, carrying the first in line of the subtree below: each
         // step compares it with the first of the sibling subtree, which the path does not
-        // change, so that the loads do not wait on one another.
+        // change.
         let (mut v, mut best, mut best_key) = (self.leaves + r, r as u32, k);
+        self.key[v] = k;
         while v > 1 {
-            let other = self.first[v ^ 1];
-            let other_key = self.key[other as usize];
+            let (other, other_key) = (self.first[v ^ 1], self.key[v ^ 1]);
             // On equal keys the left one wins; `v` is a right child when odd.
             let take = (other_key < best_key) | ((other_key == best_key) & (v & 1 == 1));
             best = if take { other } else { best };
             best_key = if take { other_key } else { best_key };
             v /= 2;
             self.first[v] = best;
+            self.key[v] = best_key;
         }
     }
 }
