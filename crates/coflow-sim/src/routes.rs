@@ -196,10 +196,11 @@ impl RouteModel {
         None
     }
 
-    /// Shares: when route `i`, queued at resource `x` with key `key`, finishes, in nanoseconds
-    /// (infinite at rate zero). Planned from when its rate last changed, as the route's own
-    /// clock would have it: when its resource's rate changed or when it started following it.
-    fn res_plan(&self, x: usize, key: Fixed, i: usize) -> f64 {
+    /// Shares: when route `i`, which follows resource `x`, finishes, in nanoseconds (infinite at
+    /// rate zero). Planned from when its rate or first flow last changed, as a clock per route
+    /// would have it: when its resource's rate changed, when it started following it, or when
+    /// its first flow changed.
+    fn res_plan(&self, x: usize, i: usize) -> f64 {
         let rate = self.res_rate[x];
         if rate > 0.0 {
             let (since, clock) = if self.switched[i] > self.plan_since[x] {
@@ -207,7 +208,9 @@ impl RouteModel {
             } else {
                 (self.plan_since[x], self.plan_clock[x])
             };
-            since.0 as f64 + to_f64(key - clock).max(0.0) / rate * 1e9
+            // The route's clock then, as a float, and its first flow's bytes left as a clock per
+            // route would find them.
+            since.0 as f64 + (self.head[i] - to_f64(self.offset[i] + clock)).max(0.0) / rate * 1e9
         } else {
             f64::INFINITY
         }
@@ -218,7 +221,7 @@ impl RouteModel {
         let mut stale = std::mem::take(&mut self.res_stale);
         for &x in &stale {
             let x = x as usize;
-            self.res_finish[x] = self.res_first(x).map_or(f64::INFINITY, |(key, i)| self.res_plan(x, key, i));
+            self.res_finish[x] = self.res_first(x).map_or(f64::INFINITY, |(_, i)| self.res_plan(x, i));
         }
         stale.clear();
         self.res_stale = stale;
@@ -307,8 +310,8 @@ impl RouteModel {
                 if self.res_finish[x] > now_ns {
                     continue;
                 }
-                while let Some((key, i)) = self.res_first(x) {
-                    if self.res_plan(x, key, i) > now_ns {
+                while let Some((_, i)) = self.res_first(x) {
+                    if self.res_plan(x, i) > now_ns {
                         break;
                     }
                     self.res_queue[x].pop();
