@@ -35,7 +35,7 @@ impl Scheduler for Fair {
         let route = |i: usize| (&routes[i].route, routes[i].flows as f64);
         // Every route whose flows or position changed is listed, unless everything is new.
         let listed = (!input.changes.everything).then_some(&input.changes.routes[..]);
-        self.solver.solve_listed(input.fabric.capacities(), routes.len(), route, listed, &mut out.route_rate);
+        self.solver.solve_shares(input.fabric.capacities(), routes.len(), route, listed, &mut out.shares);
         None
     }
 }

@@ -74,6 +74,8 @@ pub use scheduler::{Hooked, Hooks, Scheduler};
 pub use sincronia::{Sincronia, best_order_cost, bssi, order_cost};
 pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
-pub use state::{Allocation, Changes, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel};
+pub use state::{
+    Allocation, Changes, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel, Shares,
+};
 pub use varys::{Order, Varys, VarysConfig};
 pub use wan::{Bandwidth, Detours, Link, Wan, WanError, WideArea, detour_fraction, water_fill};

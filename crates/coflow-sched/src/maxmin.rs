@@ -26,6 +26,7 @@
 //!   change, and `O(h·n)` per call for `n` routes of `h` hops.
 
 use crate::fabric::{ResourceId, Route};
+use crate::state::Shares;
 
 /// The solver: the layout of the last call's routes and scratch space reused across calls, so
 /// that the hot path does not allocate.
@@ -69,22 +70,60 @@ pub struct MaxMin {
     last: f64,
     /// Resources by queued fill level.
     queue: Queue,
+    /// Sparse layout: the resource at which each route froze in this call.
+    froze: Vec<u32>,
+    /// Dense layout, by sender and by receiver (`[0]` sender × receiver, `[1]` its transpose):
+    /// which cells hold a route, and which of those routes follow their sender.
+    present: [BitRows; 2],
+    sender_first: [BitRows; 2],
+    /// Answering in shares: whether `follow` holds what the previous call wrote into `follows`
+    /// (it answered in shares too), each resource's level in the previous call, and the resource
+    /// each route follows.
+    follows_kept: bool,
+    was_level: Vec<f64>,
+    follow: Vec<ResourceId>,
+}
+
+/// A route that froze at no resource.
+const NOWHERE: u32 = u32::MAX;
+
+/// A matrix of bits, row by row in 64-bit words.
+#[derive(Debug, Default)]
+struct BitRows {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl BitRows {
+    fn new(rows: usize, cols: usize) -> BitRows {
+        let words = cols.div_ceil(64);
+        BitRows { words, bits: vec![0; rows * words] }
+    }
+
+    fn set(&mut self, row: usize, col: usize, on: bool) {
+        let (w, b) = (row * self.words + col / 64, col % 64);
+        self.bits[w] = (self.bits[w] & !(1 << b)) | ((on as u64) << b);
+    }
+
+    fn row(&self, row: usize) -> &[u64] {
+        &self.bits[row * self.words..(row + 1) * self.words]
+    }
 }
 
 /// The resources in line to fill, first the one of least key, and of those the least resource:
 /// a winner tree over resources, which replaces a resource's key at the cost of the path from its
 /// leaf to the root, with no branch on the comparisons (a binary heap's sifting takes one per
-/// level, which goes either way).
+/// level, which goes either way). Each node keeps its winner's key beside it, so that a step up
+/// the path loads one key, which no other load waits for.
 #[derive(Debug, Default)]
 struct Queue {
     /// A power of two, at least the number of resources: the first leaf.
     leaves: usize,
-    /// Each resource's key, `OUT` once out of line, and `OUT` for the leaves past the last
-    /// resource.
-    key: Vec<u64>,
     /// `first[v]` is the first in line in the subtree of node `v` (`1` is the root, `v`'s
-    /// children are `2v` and `2v + 1`, and the leaves are `leaves..2·leaves`).
+    /// children are `2v` and `2v + 1`, and the leaves are `leaves..2·leaves`), and `key[v]` its
+    /// key: `OUT` once out of line, and for the leaves past the last resource.
     first: Vec<u32>,
+    key: Vec<u64>,
 }
 
 /// The key of a resource out of line, above every fill level's.
@@ -94,45 +133,44 @@ impl Queue {
     /// Resets the queue to `m` resources with keys `key(r)`.
     fn reset(&mut self, m: usize, key: impl Fn(usize) -> u64) {
         self.leaves = m.next_power_of_two();
+        let n = self.leaves;
         self.key.clear();
+        self.key.resize(n, OUT);
         self.key.extend((0..m).map(key));
-        self.key.resize(self.leaves, OUT);
+        self.key.resize(2 * n, OUT);
         self.first.clear();
-        self.first.resize(self.leaves, 0);
-        self.first.extend(0..self.leaves as u32);
-        for v in (1..self.leaves).rev() {
-            self.first[v] = self.better(self.first[2 * v], self.first[2 * v + 1]);
+        self.first.resize(n, 0);
+        self.first.extend(0..n as u32);
+        for v in (1..n).rev() {
+            // On equal keys the left one, which holds the lesser resources.
+            let (a, b) = (2 * v, 2 * v + 1);
+            let w = if self.key[b] < self.key[a] { b } else { a };
+            self.first[v] = self.first[w];
+            self.key[v] = self.key[w];
         }
-    }
-
-    /// Of `a` and `b`, the first in line, `a` on equal keys (`a`'s subtree lies left of `b`'s,
-    /// so it holds the lesser resources).
-    fn better(&self, a: u32, b: u32) -> u32 {
-        if self.key[b as usize] < self.key[a as usize] { b } else { a }
     }
 
     /// The first in line and its key, if any is in line.
     fn first(&self) -> Option<(usize, u64)> {
-        let r = self.first[1] as usize;
-        (self.key[r] != OUT).then_some((r, self.key[r]))
+        (self.key[1] != OUT).then_some((self.first[1] as usize, self.key[1]))
     }
 
     /// Gives resource `r` key `k` (`OUT` takes it out of line).
     fn set(&mut self, r: usize, k: u64) {
-        self.key[r] = k;
         // Up the path from `r`'s leaf, carrying the first in line of the subtree below: each
         // step compares it with the first of the sibling subtree, which the path does not
-        // change, so that the loads do not wait on one another.
+        // change.
         let (mut v, mut best, mut best_key) = (self.leaves + r, r as u32, k);
+        self.key[v] = k;
         while v > 1 {
-            let other = self.first[v ^ 1];
-            let other_key = self.key[other as usize];
+            let (other, other_key) = (self.first[v ^ 1], self.key[v ^ 1]);
             // On equal keys the left one wins; `v` is a right child when odd.
             let take = (other_key < best_key) | ((other_key == best_key) & (v & 1 == 1));
             best = if take { other } else { best };
             best_key = if take { other_key } else { best_key };
             v /= 2;
             self.first[v] = best;
+            self.key[v] = best_key;
         }
     }
 }
@@ -220,6 +258,158 @@ impl MaxMin {
         rates: &mut [f64],
     ) {
         assert_eq!(rates.len(), n, "one rate per route");
+        self.update(capacity, n, route, listed);
+        match self.layout {
+            Layout::Dense => {
+                self.fill_dense(capacity);
+                // A route froze when the first of its ends filled, at the lower level.
+                let level = &self.level[..];
+                for (rate, &[s, r]) in rates.iter_mut().zip(&self.ends) {
+                    let (s, r) = (level[s as usize], level[r as usize]);
+                    *rate = if s < r { s } else { r };
+                }
+            }
+            Layout::Sparse => {
+                self.fill_sparse(capacity);
+                for ((rate, &r), rt) in rates.iter_mut().zip(&self.froze).zip(&self.routes) {
+                    if r != NOWHERE {
+                        *rate = self.level[r as usize];
+                    } else if rt.is_local() {
+                        *rate = f64::INFINITY;
+                    }
+                }
+            }
+            Layout::None => unreachable!("a layout was built"),
+        }
+        // The rates were not written as shares.
+        self.follows_kept = false;
+    }
+
+    /// Like [`MaxMin::solve_listed`], answering in [`Shares`]: each resource's rate is the level
+    /// at which it filled, and each route follows the first of its resources to fill (the sender
+    /// on equal levels). `follows` is written at every position that holds another route than
+    /// in the previous call (every position with `listed` `None`) and for every route whose
+    /// resource changed, each position written listed once in `shares.written`; the rest of
+    /// `follows` must be as the previous call of this solver left it.
+    ///
+    /// # Panics
+    /// On a local route (one crossing nothing), which follows no resource.
+    pub fn solve_shares<'a>(
+        &mut self,
+        capacity: &[f64],
+        n: usize,
+        route: impl Fn(usize) -> (&'a Route, f64),
+        listed: Option<&[Route]>,
+        shares: &mut Shares,
+    ) {
+        assert_eq!(shares.follows.len(), n, "one entry of `follows` per route");
+        let rebuilt = self.update(capacity, n, route, listed);
+        shares.on = true;
+        shares.written.clear();
+        match self.layout {
+            Layout::Dense => self.fill_dense(capacity),
+            Layout::Sparse => self.fill_sparse(capacity),
+            Layout::None => unreachable!("a layout was built"),
+        }
+        shares.rate.clear();
+        shares.rate.extend_from_slice(&self.level);
+        let all = listed.is_none() || rebuilt || !self.follows_kept || self.layout == Layout::Sparse;
+        self.follow.resize(n, 0);
+        if all {
+            for i in 0..n {
+                match self.layout {
+                    Layout::Dense => self.set_follow(i, self.bottleneck(i)),
+                    _ => {
+                        self.follow[i] = match self.froze[i] {
+                            NOWHERE => *self.routes[i]
+                                .hops()
+                                .first()
+                                .expect("a route that crosses nothing follows no resource"),
+                            r => r,
+                        }
+                    }
+                }
+            }
+            shares.follows.copy_from_slice(&self.follow);
+            shares.written.extend(0..n as u32);
+        } else {
+            self.write_changed_follows(shares);
+        }
+        self.was_level.clear();
+        self.was_level.extend_from_slice(&self.level);
+        self.follows_kept = true;
+    }
+
+    /// The resource route `i` follows in the dense layout: the one of its ends that filled at
+    /// the lower level, the sender on equal levels.
+    fn bottleneck(&self, i: usize) -> ResourceId {
+        let [s, r] = self.ends[i];
+        if self.level[s as usize] <= self.level[r as usize] { s } else { r }
+    }
+
+    /// Records that route `i` follows `b` (dense layout), in `follow` and in the bits by cell.
+    fn set_follow(&mut self, i: usize, b: ResourceId) {
+        let [s, r] = self.ends[i];
+        let (s, c) = (s as usize, r as usize - self.split);
+        self.follow[i] = b;
+        self.sender_first[0].set(s, c, b as usize == s);
+        self.sender_first[1].set(c, s, b as usize == s);
+    }
+
+    /// Writes `follows` for the routes that came or moved in this call and for those at a
+    /// resource whose level changed and that now follow the other end (dense layout). A route
+    /// follows its sender when the sender's level is at most the receiver's, so the routes of a
+    /// resource whose level changed that turn are found by comparing its level with every level
+    /// across, a word of 64 cells at a time, against the bits of the routes present and of those
+    /// that followed the sender.
+    fn write_changed_follows(&mut self, shares: &mut Shares) {
+        for k in 0..self.added.len() {
+            let i = self.added[k] as usize;
+            let b = self.bottleneck(i);
+            self.set_follow(i, b);
+            shares.follows[i] = b;
+            shares.written.push(i as u32);
+        }
+        let (split, m) = (self.split, self.resources);
+        let cols = m - split;
+        for x in 0..m {
+            if self.level[x].to_bits() == self.was_level[x].to_bits() {
+                continue;
+            }
+            let sender = x < split;
+            let (side, row, across) = if sender { (0, x, split..m) } else { (1, x - split, 0..split) };
+            let lx = self.level[x];
+            for w in 0..self.present[side].words {
+                let chunk = &self.level[across.clone()][w * 64..across.len().min(w * 64 + 64)];
+                // Bit `j`: whether the route to the `j`-th resource across follows the sender.
+                let mut first = 0u64;
+                for (j, &l) in chunk.iter().enumerate() {
+                    let follows_sender = if sender { lx <= l } else { l <= lx };
+                    first |= (follows_sender as u64) << j;
+                }
+                let mut turned = (first ^ self.sender_first[side].row(row)[w]) & self.present[side].row(row)[w];
+                while turned != 0 {
+                    let j = turned.trailing_zeros() as usize;
+                    turned &= turned - 1;
+                    let (s, r) = if sender { (x, split + w * 64 + j) } else { (w * 64 + j, x) };
+                    let i = self.at[s * cols + r - split] as usize - 1;
+                    let b = if (first >> j) & 1 == 1 { s } else { r } as ResourceId;
+                    self.set_follow(i, b);
+                    shares.follows[i] = b;
+                    shares.written.push(i as u32);
+                }
+            }
+        }
+    }
+
+    /// Brings the layout up to the routes of this call; returns whether it was built afresh.
+    fn update<'a>(
+        &mut self,
+        capacity: &[f64],
+        n: usize,
+        route: impl Fn(usize) -> (&'a Route, f64),
+        listed: Option<&[Route]>,
+    ) -> bool {
         let m = capacity.len();
         if m != self.resources {
             self.resources = m;
@@ -304,11 +494,7 @@ impl MaxMin {
         if !kept {
             self.build();
         }
-        match self.layout {
-            Layout::Dense => self.fill_dense(capacity, rates),
-            Layout::Sparse => self.fill_sparse(capacity, rates),
-            Layout::None => unreachable!("a layout was built"),
-        }
+        !kept
     }
 
     /// Whether `rt` has a place in the current dense layout.
@@ -364,6 +550,9 @@ impl MaxMin {
         self.reweighed.clear();
         self.sum.clear();
         self.sum.resize(m, 0.0);
+        self.present = [BitRows::new(split, m - split), BitRows::new(m - split, split)];
+        self.sender_first = [BitRows::new(split, m - split), BitRows::new(m - split, split)];
+        self.follows_kept = false;
         self.update_dense()
     }
 
@@ -392,6 +581,8 @@ impl MaxMin {
             *cell = w;
             self.at[s * cols + r - split] = at;
             self.wt[(r - split) * split + s] = w;
+            self.present[0].set(s, r - split, at != 0);
+            self.present[1].set(r - split, s, at != 0);
             for x in [s, r] {
                 if !self.dirty[x] {
                     self.dirty[x] = true;
@@ -467,7 +658,7 @@ impl MaxMin {
         None
     }
 
-    fn fill_dense(&mut self, capacity: &[f64], rates: &mut [f64]) {
+    fn fill_dense(&mut self, capacity: &[f64]) {
         let (m, split) = (self.resources, self.split);
         let cols = m - split;
         for &x in &self.dirty_list {
@@ -497,23 +688,20 @@ impl MaxMin {
                 *y -= w;
             }
         }
-        // A route froze when the first of its ends filled, at the lower level.
-        let level = &self.level[..];
-        for (rate, &[s, r]) in rates.iter_mut().zip(&self.ends) {
-            let (s, r) = (level[s as usize], level[r as usize]);
-            *rate = if s < r { s } else { r };
-        }
     }
 
-    fn fill_sparse(&mut self, capacity: &[f64], rates: &mut [f64]) {
+    /// Fills in the sparse layout, recording in `froze` the resource at which each route froze
+    /// (`NOWHERE` for one that did not; a local route gets an infinite level).
+    fn fill_sparse(&mut self, capacity: &[f64]) {
         let (m, n) = (self.resources, self.routes.len());
         self.weight.clear();
         self.weight.resize(m, 0.0);
         self.frozen.clear();
         self.frozen.resize(n, false);
+        self.froze.clear();
+        self.froze.resize(n, NOWHERE);
         for (i, rt) in self.routes.iter().enumerate() {
             if rt.is_local() {
-                rates[i] = f64::INFINITY;
                 self.frozen[i] = true;
             }
             for &r in rt.hops() {
@@ -528,7 +716,7 @@ impl MaxMin {
                     continue;
                 }
                 self.frozen[i] = true;
-                rates[i] = level;
+                self.froze[i] = r as u32;
                 let w = self.weights[i];
                 for &h in self.routes[i].hops() {
                     let h = h as usize;
@@ -594,9 +782,9 @@ mod tests {
         mm.routes = routes.to_vec();
         mm.weights = weights.to_vec();
         mm.build_sparse();
-        let mut rates = vec![0.0; routes.len()];
-        mm.fill_sparse(capacity, &mut rates);
-        rates
+        mm.fill_sparse(capacity);
+        let level = |r: u32| if r == NOWHERE { f64::INFINITY } else { mm.level[r as usize] };
+        mm.froze.iter().map(|&r| level(r)).collect()
     }
 
     /// Checks that `rates` are max-min fair: no resource carries more than its capacity, and
@@ -722,6 +910,8 @@ mod tests {
             let (mut kept, mut routes, mut weights) = (MaxMin::default(), Vec::new(), Vec::new());
             // A solver told which routes changed, as a driver's `Changes` does.
             let (mut told, mut was): (MaxMin, Vec<(Route, f64)>) = (MaxMin::default(), Vec::new());
+            // One answering in shares, told too, with the shares kept between calls as a driver does.
+            let (mut shared, mut shares) = (MaxMin::default(), Shares::default());
             for step in steps {
                 match step {
                     Step::Reweigh(i, w) if !routes.is_empty() => weights[i % routes.len()] = w,
@@ -751,6 +941,31 @@ mod tests {
                 let mut rates_told = vec![0.0; routes.len()];
                 told.solve_listed(&capacity, routes.len(), |i| (&routes[i], weights[i]), Some(&listed), &mut rates_told);
                 prop_assert_eq!(&rates_told, &fresh, "told {:?}", listed);
+                let before = shares.follows.clone();
+                shares.follows.resize(routes.len(), 0);
+                shares.written.clear();
+                shared.solve_shares(&capacity, routes.len(), |i| (&routes[i], weights[i]), Some(&listed), &mut shares);
+                let mut fresh_shares = Shares { follows: vec![0; routes.len()], ..Shares::default() };
+                MaxMin::default().solve_shares(&capacity, routes.len(), |i| (&routes[i], weights[i]), None, &mut fresh_shares);
+                // The same answer as a fresh solver's, in rates and in which resource each route follows.
+                prop_assert_eq!(&shares.rate, &fresh_shares.rate);
+                prop_assert_eq!(&shares.follows, &fresh_shares.follows);
+                let resolved: Vec<f64> = shares.follows.iter().map(|&r| shares.rate[r as usize]).collect();
+                prop_assert!(
+                    resolved.iter().zip(&fresh).all(|(a, b)| a == b || routes.iter().any(|rt| rt.is_local())),
+                    "shares {:?}, rates {:?}", resolved, fresh
+                );
+                // Every position written at most once, and every one that changed written.
+                let mut written = shares.written.clone();
+                written.sort_unstable();
+                written.dedup();
+                prop_assert_eq!(written.len(), shares.written.len());
+                for (i, &f) in shares.follows.iter().enumerate() {
+                    let came = was.get(i).map(|w| w.0) != now.get(i).map(|w| w.0);
+                    if before.get(i) != Some(&f) || came {
+                        prop_assert!(written.binary_search(&(i as u32)).is_ok(), "position {} not written", i);
+                    }
+                }
                 was = now;
                 assert_max_min_fair(&capacity, &routes, &weights, &rates)?;
             }

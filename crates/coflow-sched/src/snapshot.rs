@@ -201,7 +201,7 @@ impl Snapshot {
                 f64::INFINITY
             } else {
                 match model {
-                    ServiceModel::Route => alloc.route_rate[slot],
+                    ServiceModel::Route => alloc.rate_of_route(slot),
                     ServiceModel::Proportional => remaining * (alloc.coflow_rate[ci] + extra[slot]),
                 }
             };

@@ -252,7 +252,7 @@ impl<'a> Input<'a> {
 /// `coflow_rate[k]` is the rate of `Input::coflows[k]` as a fraction of remaining bytes per second
 /// for each of its legs, the extras ([`Allocation::leg_extras`]) add to single legs (by index into
 /// `Input::legs`), and `route_rate[i]` is the per-flow rate of `Input::routes[i]` in bytes per
-/// second.
+/// second, unless the policy answers in [`Shares`] (then read [`Allocation::rate_of_route`]).
 /// The driver resets it before every decision.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Allocation {
@@ -262,8 +262,33 @@ pub struct Allocation {
     /// leg at most once. Private: written only through the capped [`Allocation::give_leg`] and its
     /// variants, read through [`Allocation::leg_extras`].
     leg_extra: Vec<(usize, f64)>,
-    /// Per route: bytes per second for each of its flows.
+    /// Per route: bytes per second for each of its flows (empty while [`Shares::on`]).
     pub route_rate: Vec<f64>,
+    /// Routes' rates as shares of resources, for a policy that answers so.
+    pub shares: Shares,
+}
+
+/// ([`ServiceModel::Route`]) Per-flow rates given by resource rather than by route: each resource
+/// has a rate, and each route follows one resource and gets its rate per flow. Per-flow max-min
+/// fairness answers so (every route gets the fair share of the first of its resources to fill),
+/// and a driver then keeps one clock per resource instead of one per route, so that a decision
+/// costs what changed rather than the number of routes.
+///
+/// Kept from one decision to the next, unlike the rest of the [`Allocation`]: the driver resizes
+/// `follows` to the routes and empties `written`; a policy that answers in shares sets `on`,
+/// writes every resource's `rate` at every decision, and writes `follows` for every route that
+/// appeared in [`Input::routes`] or moved there (every route under [`Changes::everything`]) and
+/// for every other route whose resource changes, listing each position it wrote in `written`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Shares {
+    /// Whether the policy answers in shares; `Allocation::route_rate` is then unused.
+    pub on: bool,
+    /// Per resource: the per-flow rate of every route that follows it, in bytes per second.
+    pub rate: Vec<f64>,
+    /// Per route (as [`Input::routes`]): the resource it follows.
+    pub follows: Vec<ResourceId>,
+    /// Positions in `follows` written by this decision, each at most once.
+    pub written: Vec<u32>,
 }
 
 /// The largest extra a leg is given, as a fraction of its remaining bytes per second: it finishes
@@ -342,7 +367,16 @@ impl Allocation {
         self.coflow_rate.resize(input.coflows.len(), 0.0);
         self.leg_extra.clear();
         self.route_rate.clear();
-        self.route_rate.resize(input.routes.len(), 0.0);
+        if !self.shares.on {
+            self.route_rate.resize(input.routes.len(), 0.0);
+        }
+        self.shares.follows.resize(input.routes.len(), 0);
+        self.shares.written.clear();
+    }
+
+    /// The per-flow rate of `Input::routes[i]`, whichever way the policy answered.
+    pub fn rate_of_route(&self, i: usize) -> f64 {
+        if self.shares.on { self.shares.rate[self.shares.follows[i] as usize] } else { self.route_rate[i] }
     }
 
     /// The bytes per second this allocation puts on every resource.
@@ -367,7 +401,7 @@ impl Allocation {
         }
         for (i, rt) in input.routes.iter().enumerate() {
             for &r in rt.route.hops() {
-                used[r as usize] += self.route_rate[i] * rt.flows as f64;
+                used[r as usize] += self.rate_of_route(i) * rt.flows as f64;
             }
         }
         used

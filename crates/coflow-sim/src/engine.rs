@@ -11,15 +11,13 @@
 //! Finish times are rounded up to the next nanosecond, so flows that end together end at the
 //! same event, and events at equal times are processed together.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-
 use coflow_core::{Coflow, Nanos, Rate, Workload};
 use coflow_sched::policy::{self, Unservable};
-use coflow_sched::{Allocation, Changes, Fabric, Input, ResourceId, Route, RouteState, Scheduler, ServiceModel, Wan};
+use coflow_sched::{Allocation, Changes, Fabric, Input, ResourceId, Scheduler, ServiceModel, Wan};
 
 use crate::legs::{Finished, LegModel, Split};
 use crate::report::CoflowOutcome;
+use crate::routes::RouteModel;
 use crate::wan::{Connections, WanConfig, Weather};
 
 /// How many policy wake-ups in a row may pass with nothing moving and nothing left to arrive
@@ -109,270 +107,6 @@ pub fn simulate_with_progress(
     let mut e = Engine::new(workload, policy, cfg, cfg.wan.as_ref());
     e.run(progress);
     Ok(e.finish())
-}
-
-/// The route model's state: the routes with unfinished flows, in the order the policy sees them.
-///
-/// Kept by column, so that the passes a decision makes over every route touch only what they
-/// need. Clocks move lazily: every clock is current as of `time` and moves on at its route's
-/// rate, which only a decision changes, and applying a decision brings all of them forward in the
-/// pass that takes the new rates; in between, a route's clock at `now` is computed when needed.
-/// A route's finish is planned again only when its rate or its first flow changes, not at every
-/// decision, and is kept exact (in nanoseconds, as a float): rounding up to the next nanosecond
-/// happens once, for the earliest. Routes planned to finish by an event's time finish at it;
-/// as that time is less than a nanosecond past the earliest finish, the routes that may finish
-/// at the next event are noted while the earliest is found, and an event looks only at them.
-#[derive(Debug, Default)]
-struct RouteModel {
-    /// What the policy sees; `min_remaining` is brought up to date before every decision of a
-    /// policy that reads it.
-    states: Vec<RouteState>,
-    /// Each route's flows, ordered by the clock reading at which each finishes, with the
-    /// workload index of its coflow.
-    queues: Vec<BinaryHeap<Reverse<(Theta, u32)>>>,
-    /// Each route's clock as of `time`, the reading at which its first flow finishes, its
-    /// per-flow rate from the last decision, and when its first flow finishes at that rate, in
-    /// nanoseconds (infinite at rate zero).
-    clock: Vec<f64>,
-    head: Vec<f64>,
-    rate: Vec<f64>,
-    finish: Vec<f64>,
-    /// Where each route sits in the columns.
-    index: HashMap<Route, usize>,
-    time: Nanos,
-    /// The earliest `finish`, unless a completion has changed plans since the last decision,
-    /// and every route planned to finish within a nanosecond of it (and maybe others).
-    next: Option<f64>,
-    due: Vec<u32>,
-    /// Scratch: the routes whose rate a decision changed, and those noted as maybe due.
-    changed: Vec<u32>,
-    noted: Vec<u32>,
-    /// Workload indices of the coflows whose flows the last `complete` finished, in order.
-    finished: Vec<u32>,
-    /// Routes whose flows changed since the last decision (see `Changes::routes`), unsorted.
-    touched: Vec<Route>,
-}
-
-impl RouteModel {
-    /// Route `i`'s clock at `now`.
-    fn clock_at(&self, i: usize, now: Nanos) -> f64 {
-        // The same expression as `prepare`'s, so that both agree to the bit.
-        self.clock[i] + self.rate[i] * (now - self.time).as_secs_f64()
-    }
-
-    /// Adds a flow of `size` bytes of workload coflow `k` on `route` at `now`.
-    fn add_flow(&mut self, route: Route, size: f64, k: u32, now: Nanos) {
-        let i = *self.index.entry(route).or_insert_with(|| {
-            self.states.push(RouteState { route, flows: 0, min_remaining: 0.0 });
-            self.queues.push(BinaryHeap::new());
-            // Not served until a decision gives it a rate, so its clock may start at `time`.
-            self.clock.push(0.0);
-            self.head.push(f64::INFINITY);
-            self.rate.push(0.0);
-            self.finish.push(f64::INFINITY);
-            self.states.len() - 1
-        });
-        self.touched.push(route);
-        let clock = self.clock_at(i, now);
-        let theta = clock + size;
-        self.queues[i].push(Reverse((Theta(theta), k)));
-        self.states[i].flows += 1;
-        if theta < self.head[i] {
-            // An earlier first flow can only bring the route's finish, and so the earliest, closer.
-            self.head[i] = theta;
-            self.finish[i] = self.plan(i, clock, now.0 as f64);
-            if let Some(next) = self.next {
-                self.next = Some(next.min(self.finish[i]));
-                if self.finish[i] <= next + 1.0 && self.finish[i] < f64::INFINITY {
-                    self.due.push(i as u32);
-                }
-            }
-        }
-    }
-
-    /// When route `i`'s first flow finishes at its rate, its clock reading `clock` at `now_ns`.
-    fn plan(&self, i: usize, clock: f64, now_ns: f64) -> f64 {
-        let rate = self.rate[i];
-        if rate > 0.0 { now_ns + (self.head[i] - clock).max(0.0) / rate * 1e9 } else { f64::INFINITY }
-    }
-
-    /// The earliest planned finish.
-    fn earliest(&self) -> f64 {
-        self.next.unwrap_or_else(|| self.finish.iter().fold(f64::INFINITY, |a, &b| a.min(b)))
-    }
-
-    /// When the next flow finishes at the current rates, rounded up to the nanosecond, and at
-    /// least a nanosecond after `now`.
-    fn next_time(&self, now: Nanos) -> Nanos {
-        let t = self.earliest().ceil();
-        if t < u64::MAX as f64 { Nanos((t as u64).max(now.0 + 1)) } else { Nanos::MAX }
-    }
-
-    /// Finishes the flows due at `now`, recording their coflows in `finished`; returns whether
-    /// any did. Checks that each delivered exactly its bytes if `check`.
-    fn complete(&mut self, now: Nanos, check: bool) -> bool {
-        self.finished.clear();
-        let now_ns = now.0 as f64;
-        if self.earliest() > now_ns {
-            return false;
-        }
-        let mut due = std::mem::take(&mut self.due);
-        if self.next.is_some() {
-            due.sort_unstable();
-            due.dedup();
-            debug_assert!(
-                (0..self.finish.len()).all(|i| self.finish[i] > now_ns || due.binary_search(&(i as u32)).is_ok()),
-                "a route due at {now} was not noted"
-            );
-        } else {
-            due.clear();
-            due.extend((0..self.finish.len() as u32).filter(|&i| self.finish[i as usize] <= now_ns));
-        }
-        // From the last, as removing a route moves the last one into its place.
-        for &i in due.iter().rev() {
-            let i = i as usize;
-            if self.finish[i] > now_ns {
-                continue;
-            }
-            self.touched.push(self.states[i].route);
-            let clock = self.clock_at(i, now);
-            let q = &mut self.queues[i];
-            let mut first = true;
-            while let Some(&Reverse((Theta(theta), k))) = q.peek() {
-                let slack = theta - clock;
-                if !first && slack > 1e-9 * theta + 1e-6 {
-                    break;
-                }
-                if check {
-                    assert!(slack.abs() <= 1e-6 * theta.max(1.0), "flow finished with {slack} bytes left");
-                }
-                first = false;
-                q.pop();
-                self.states[i].flows -= 1;
-                self.finished.push(k);
-            }
-            self.head[i] = q.peek().map_or(f64::INFINITY, |Reverse((t, _))| t.0);
-            if self.states[i].flows == 0 {
-                self.remove(i);
-            } else {
-                self.finish[i] = self.plan(i, clock, now_ns);
-            }
-        }
-        due.clear();
-        self.due = due;
-        self.next = None;
-        true
-    }
-
-    /// Drops route `i`, moving the last route into its place.
-    fn remove(&mut self, i: usize) {
-        self.index.remove(&self.states[i].route);
-        self.states.swap_remove(i);
-        self.queues.swap_remove(i);
-        self.clock.swap_remove(i);
-        self.head.swap_remove(i);
-        self.rate.swap_remove(i);
-        self.finish.swap_remove(i);
-        if i < self.states.len() {
-            self.index.insert(self.states[i].route, i);
-            // It moved: the policy is told (see `Changes::routes`).
-            self.touched.push(self.states[i].route);
-        }
-    }
-
-    /// Brings every route's `min_remaining` forward to `now`, for a decision, if `sizes` (the
-    /// policy reads them); the clocks move on when the decision is applied.
-    fn prepare(&mut self, now: Nanos, sizes: bool) {
-        if !sizes {
-            return;
-        }
-        let dt = (now - self.time).as_secs_f64();
-        let columns = self.states.iter_mut().zip(&self.clock).zip(&self.rate).zip(&self.head);
-        for (((st, &clock), &rate), &head) in columns {
-            // `apply`'s clock, to the bit.
-            st.min_remaining = (head - (clock + rate * dt)).max(0.0);
-        }
-    }
-
-    /// Takes `policy`'s per-flow rates, one per route, from `now` on, first bringing every clock
-    /// forward to `now` at the rate it had.
-    // Kept out of `Engine::decide`, whose other work would crowd its loop's registers.
-    #[inline(never)]
-    fn apply(&mut self, rates: &[f64], now: Nanos, policy: &str) {
-        let dt = (now - self.time).as_secs_f64();
-        self.time = now;
-        // Only the routes whose rate changed are planned again. Which ones did is anybody's
-        // guess, so they are listed without a branch, sparing a misprediction for each.
-        let n = self.rate.len();
-        assert_eq!(rates.len(), n, "one rate per route");
-        let mut changed = std::mem::take(&mut self.changed);
-        // Both lists are written by position into room made beforehand, so that the loop calls
-        // nothing (a call would have it spill what it holds in registers). A route is due either
-        // with its rate kept or with one planned again, so `n` entries are room enough.
-        changed.resize(changed.len().max(n), 0);
-        let mut due = std::mem::take(&mut self.noted);
-        due.resize(due.len().max(n), 0);
-        // `limit` is a nanosecond past the earliest finish so far.
-        let (mut k, mut d, mut next, mut limit) = (0, 0, f64::INFINITY, f64::INFINITY);
-        let (clock, rate, finish) = (&mut self.clock[..n], &mut self.rate[..n], &self.finish[..n]);
-        for i in 0..n {
-            let (old, new) = (rate[i], rates[i]);
-            clock[i] += old * dt;
-            rate[i] = new;
-            // Compared as bits, on which x86-64 selects without a branch (it branches on a float
-            // comparison). That differs from `==` only for a zero against a negative zero, which
-            // plans the route's finish again to the same infinity, and for a NaN, which fails
-            // when planned.
-            let same = new.to_bits() == old.to_bits();
-            changed[k] = i as u32;
-            k += !same as usize;
-            // A route planned again below is left out here.
-            let f = f64::from_bits(std::hint::select_unpredictable(same, finish[i].to_bits(), f64::INFINITY.to_bits()));
-            if f <= limit && f < f64::INFINITY {
-                next = next.min(f);
-                limit = next + 1.0;
-                due[d] = i as u32;
-                d += 1;
-            }
-        }
-        let now_ns = now.0 as f64;
-        for &i in &changed[..k] {
-            let i = i as usize;
-            let rate = self.rate[i];
-            assert!(rate >= 0.0, "policy {policy} gave an invalid rate {rate}");
-            let finish = self.plan(i, self.clock[i], now_ns);
-            self.finish[i] = finish;
-            if finish <= limit && finish < f64::INFINITY {
-                next = next.min(finish);
-                limit = next + 1.0;
-                due[d] = i as u32;
-                d += 1;
-            }
-        }
-        self.changed = changed;
-        self.due.clear();
-        self.due.extend(due[..d].iter().filter(|&&i| self.finish[i as usize] <= next + 1.0));
-        self.noted = due;
-        self.next = Some(next);
-    }
-}
-
-/// A finishing threshold on a route's clock, ordered totally.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Theta(f64);
-
-impl Eq for Theta {}
-
-impl Ord for Theta {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-impl PartialOrd for Theta {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 struct Engine<'w> {
@@ -791,7 +525,11 @@ impl<'w> Engine<'w> {
         }
         let now = self.now;
         self.prop.apply(&self.alloc);
-        self.routes.apply(&self.alloc.route_rate, now, self.policy.name());
+        if self.alloc.shares.on {
+            self.routes.apply_shares(&self.alloc.shares, now, self.policy.name());
+        } else {
+            self.routes.apply(&self.alloc.route_rate, now, self.policy.name());
+        }
         self.changes.clear();
     }
 

@@ -18,6 +18,8 @@
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
 //! - [`ordering`]: where `siphon-mc`'s order departs from `mrtf`'s ([`ordering::compare`]) on
 //!   worlds of chosen skew and load ([`ordering::reshape`]).
+//! - `routes`: the route model's state (routes, their flows and clocks, per route or per
+//!   resource).
 //! - `report`: per-coflow outcomes and the summary figures users compare ([`Summary`], with
 //!   Siphon's [`WideArea`] figures for wide-area runs).
 //! - [`spread`]: a rack-level trace's tasks spread over each rack's machines (the Varys paper's
@@ -37,6 +39,7 @@ pub mod experiment;
 mod legs;
 pub mod ordering;
 mod report;
+mod routes;
 pub mod spread;
 pub mod topology;
 mod wan;

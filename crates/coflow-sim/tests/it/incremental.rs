@@ -216,9 +216,11 @@ impl Hooks for FreshCheck {
             x
         };
         assert_eq!(extras(out), extras(&fresh), "{}: extras differ at {}", self.name, input.now);
+        // Per route, whether written as a rate or as a share of a resource.
+        let routes = |a: &Allocation| (0..input.routes.len()).map(|i| a.rate_of_route(i)).collect::<Vec<_>>();
         assert_eq!(
-            (&out.coflow_rate, &out.route_rate),
-            (&fresh.coflow_rate, &fresh.route_rate),
+            (&out.coflow_rate, routes(out)),
+            (&fresh.coflow_rate, routes(&fresh)),
             "{}: decision {} at {} differs from a fresh policy's",
             self.name,
             self.checked,
