@@ -25,13 +25,12 @@ use coflow_proto::pb::agent_message::Body;
 use coflow_proto::ticket::Ticket;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::bucket::{Grant, burst_for};
 use crate::conn::{DataStream, OwnedFrame, ReadError, Reader};
 use crate::error::AgentError;
-use crate::receive::Sink;
 use crate::state::Shared;
 use crate::wire::{self, Request, Status};
 
@@ -434,6 +433,48 @@ async fn connect(shared: &Shared, addr: &str, src: MachineId) -> Result<Reader<B
     Ok(Reader::new(io))
 }
 
+/// Where a part's verified blocks go: the client's stream (which the client paces), or a buffer
+/// held until the parts before it are done; every byte handed on is counted in `received`.
+#[derive(Clone, Debug)]
+pub(crate) struct Sink {
+    to: To,
+    /// Bytes handed on, over every sink of one get.
+    pub(crate) received: Arc<AtomicU64>,
+}
+
+#[derive(Clone, Debug)]
+enum To {
+    /// Straight on, at the pace the next stage takes them.
+    Stream(mpsc::Sender<Vec<u8>>),
+    /// Into a buffer, at once.
+    Buffer(mpsc::UnboundedSender<Vec<u8>>),
+}
+
+impl Sink {
+    /// Blocks go on into `tx`, at its pace.
+    pub(crate) fn stream(tx: mpsc::Sender<Vec<u8>>, received: Arc<AtomicU64>) -> Sink {
+        Sink { to: To::Stream(tx), received }
+    }
+
+    /// Blocks go into `tx` at once, counted when handed on from there.
+    pub(crate) fn buffer(tx: mpsc::UnboundedSender<Vec<u8>>) -> Sink {
+        Sink { to: To::Buffer(tx), received: Arc::default() }
+    }
+
+    /// Hands `block` on; false if no one takes blocks any more (the client went away).
+    pub(crate) async fn send(&self, block: Vec<u8>) -> bool {
+        let n = block.len() as u64;
+        let sent = match &self.to {
+            To::Stream(tx) => tx.send(block).await.is_ok(),
+            To::Buffer(tx) => tx.send(block).is_ok(),
+        };
+        if sent {
+            self.received.fetch_add(n, Ordering::Relaxed);
+        }
+        sent
+    }
+}
+
 /// One fetch: the bytes `[offset, offset + length)` of a piece as flow `flow`, from its source
 /// directly or through a relay.
 #[derive(Clone, Debug)]
@@ -628,7 +669,6 @@ mod tests {
     use crate::store::Piece;
     use coflow_proto::ticket::FlowKey;
     use coflow_proto::{ClusterToken, ErrorKind, Security, TokenAttach};
-    use tokio::sync::mpsc;
 
     /// A sink straight into `tx`.
     fn sink(tx: &mpsc::Sender<Vec<u8>>) -> Sink {

@@ -29,49 +29,13 @@ use coflow_proto::{DataId, ErrorKind, pb};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+pub(crate) use crate::data::Sink;
 use crate::data::{self, Part};
 use crate::error::AgentError;
 use crate::state::{Receiving, Shared, Stop};
 
 /// How many times a part may be resumed over another path, all its successors counted.
 pub(crate) const MAX_RESUMES: u32 = 4;
-
-/// Where a part's verified blocks go: the client's stream (which the client paces), or a buffer
-/// held until the parts before it are done; every byte handed on is counted in `received`.
-#[derive(Clone, Debug)]
-pub(crate) struct Sink {
-    to: To,
-    /// Bytes handed on, over every sink of one get.
-    pub(crate) received: Arc<AtomicU64>,
-}
-
-#[derive(Clone, Debug)]
-enum To {
-    /// Straight on, at the pace the next stage takes them.
-    Stream(mpsc::Sender<Vec<u8>>),
-    /// Into a buffer, at once.
-    Buffer(mpsc::UnboundedSender<Vec<u8>>),
-}
-
-impl Sink {
-    /// Blocks go on into `tx`, at its pace.
-    pub(crate) fn stream(tx: mpsc::Sender<Vec<u8>>, received: Arc<AtomicU64>) -> Sink {
-        Sink { to: To::Stream(tx), received }
-    }
-
-    /// Hands `block` on; false if no one takes blocks any more (the client went away).
-    pub(crate) async fn send(&self, block: Vec<u8>) -> bool {
-        let n = block.len() as u64;
-        let sent = match &self.to {
-            To::Stream(tx) => tx.send(block).await.is_ok(),
-            To::Buffer(tx) => tx.send(block).is_ok(),
-        };
-        if sent {
-            self.received.fetch_add(n, Ordering::Relaxed);
-        }
-        sent
-    }
-}
 
 /// What every part of one get shares.
 #[derive(Clone, Debug)]
@@ -248,7 +212,7 @@ pub(crate) fn receive(
                 let (tx, rx) = mpsc::unbounded_channel();
                 buffers.push(rx);
                 // Counted when handed on to `out`.
-                Sink { to: To::Buffer(tx), received: Arc::default() }
+                Sink::buffer(tx)
             };
             let get = get.clone();
             tasks.spawn(async move { (k, receive_part(get, part, sink, epoch, resumes).await) });

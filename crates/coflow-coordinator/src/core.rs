@@ -23,30 +23,21 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use ::core::net::SocketAddr;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos, Rate};
-use coflow_proto::{
-    AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration,
-};
+use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration};
 use coflow_sched::{Allocation, BigSwitch, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
 
 use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
 use crate::status::{AgentView, CoflowView, FlowView};
 
+mod recovery;
+mod wide_area;
+
+use wide_area::{GATHER, RESUME_WAIT, Routing, parts_by_share};
+pub use wide_area::{GrantPart, MIN_PART_BYTES, Relay};
+
 /// The identity of the operator, who may unregister or seal any coflow.
 pub const ADMIN: &str = "coflow://admin";
-
-/// Why an unknown id re-announced is not adopted.
-enum Refusal {
-    /// Not below the id base: not a previous coordinator's; the next id to lift `next` to, if
-    /// within the headroom.
-    NotIssued(Option<u64>),
-    /// The restart window has closed.
-    Closed,
-}
-
-fn closed(id: CoflowId) -> String {
-    format!("coflow {id}: re-announced coflows are adopted only in the restart window")
-}
 
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;
@@ -127,86 +118,6 @@ pub struct FlowGrant {
     /// The parts, in order of offset, when the get is split over several paths or resumed;
     /// empty: one part, the whole piece, fetched directly as `flow`.
     pub parts: Vec<GrantPart>,
-}
-
-/// One part of a get: the bytes `[offset, offset + length)` of the piece, as a flow of its own.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GrantPart {
-    /// The part's flow.
-    pub flow: FlowId,
-    /// Its first byte in the piece.
-    pub offset: u64,
-    /// Its bytes.
-    pub length: u64,
-    /// The source's ticket, naming the agent that fetches from it (the relay, if any).
-    pub ticket: coflow_proto::ticket::Ticket,
-    /// The relay it goes through, if any.
-    pub via: Option<Relay>,
-}
-
-/// A relay agent in a third datacenter, and the ticket by which it relays a part.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Relay {
-    /// The relay's machine.
-    pub machine: MachineId,
-    /// Its data listener.
-    pub data_addr: SocketAddr,
-    /// Its ticket for the part (under the relay's flow key), naming the receiver.
-    pub ticket: coflow_proto::ticket::Ticket,
-}
-
-/// A get's bytes smaller than this are not split over several paths, and a part smaller than
-/// this joins another.
-pub const MIN_PART_BYTES: u64 = 64 << 10;
-
-/// How long a get that may be split over detours waits for the other gets of its coflow asked at
-/// the same moment, so that their bytes are water-filled together (its flow holds at rate 0
-/// meanwhile).
-const GATHER: Nanos = Nanos::from_millis(10);
-
-/// How long a flow planned over detours waits for its receiver to resume it over its parts before
-/// it goes on over its direct path (a receiver that missed the notice, or cannot resume).
-const RESUME_WAIT: Nanos = Nanos::from_millis(2000);
-
-/// How a flow's bytes are routed.
-#[derive(Clone, Debug, PartialEq)]
-enum Routing {
-    /// Over its direct path (or it crosses no link).
-    Direct,
-    /// Since then, waiting for the gets asked with it, to be water-filled with them.
-    Pending(Nanos),
-    /// Planned over detours: each share of the rest of its bytes and its relay (none: direct);
-    /// its receiver was told to resume it, and the parts follow this plan.
-    Split(Vec<(f64, Option<MachineId>)>),
-}
-
-/// Bytes `[start, end)` as `(offset, length, relay)` parts in order of offset: each detour its
-/// share, the direct path what is left, first; parts under [`MIN_PART_BYTES`] join the largest.
-fn parts_by_share(shares: &[(f64, Option<MachineId>)], start: u64, end: u64) -> Vec<(u64, u64, Option<MachineId>)> {
-    let len = end - start;
-    let mut sizes: Vec<(u64, Option<MachineId>)> = Vec::new();
-    for &(share, via) in shares.iter().filter(|s| s.1.is_some()) {
-        sizes.push(((share * len as f64) as u64, via));
-    }
-    let moved: u64 = sizes.iter().map(|s| s.0).sum();
-    sizes.insert(0, (len - moved.min(len), None));
-    while sizes.len() > 1 {
-        let Some(k) = (0..sizes.len()).filter(|&k| sizes[k].0 < MIN_PART_BYTES).min_by_key(|&k| sizes[k].0) else {
-            break;
-        };
-        let small = sizes.remove(k);
-        let big = (0..sizes.len()).max_by_key(|&j| sizes[j].0).expect("at least one left");
-        sizes[big].0 += small.0;
-    }
-    let mut at = start;
-    sizes
-        .into_iter()
-        .map(|(n, via)| {
-            let part = (at, n, via);
-            at += n;
-            part
-        })
-        .collect()
 }
 
 /// How a coflow's released flows are served. One value, so that a coflow cannot be both
@@ -494,16 +405,6 @@ const SPLIT: &str = "split";
 /// A rate change smaller than this share of the old rate is not pushed.
 const RATE_TOLERANCE: f64 = 0.005;
 
-/// How many unregistered coflow ids the core remembers, to refuse their re-announcement.
-const REMEMBERED_UNREGISTERED: usize = 65_536;
-
-/// How far above its id base an id an agent re-announces may lift the next ids (a year in
-/// microseconds): ids are the clock in microseconds at start, so an id above the base that this
-/// coordinator did not issue is a previous run's under a clock set back (or a forgery); it is
-/// never adopted, but new ids go above it, so that no id names two coflows, and a forged id
-/// cannot wrap the counter.
-const ID_HEADROOM: u64 = 365 * 86_400 * 1_000_000;
-
 impl Core {
     /// A coordinator with no coflows and no agents, running `policy`.
     pub fn new(cfg: CoordinatorConfig, policy: Box<dyn Scheduler>) -> Core {
@@ -563,46 +464,6 @@ impl Core {
             routing_due: BTreeSet::new(),
             resume_due: BTreeSet::new(),
         }
-    }
-
-    /// On a wide area, the link a flow from `src` to `dst` crosses (none inside a datacenter or
-    /// on a big switch).
-    fn link_between(&self, src: MachineId, dst: MachineId) -> Option<usize> {
-        let dcs = self.cfg.wide_area.as_ref()?.datacenters.len();
-        let (a, b) = (self.agents.get(&src)?.dc?, self.agents.get(&dst)?.dc?);
-        if a == b { None } else { self.links[a as usize * dcs + b as usize] }
-    }
-
-    /// Each wide-area link's estimated bandwidth now and how many samples of it were measured,
-    /// by link (empty on a big switch).
-    pub fn link_estimates(&self) -> Vec<(f64, usize)> {
-        self.link_views().into_iter().map(|l| (l.estimate, l.samples)).collect()
-    }
-
-    /// Each wide-area link as measured, by link (empty on a big switch).
-    pub fn link_views(&self) -> Vec<crate::status::LinkView> {
-        let (Some(m), Some(wa)) = (&self.meter, &self.cfg.wide_area) else { return Vec::new() };
-        wa.links
-            .iter()
-            .enumerate()
-            .map(|(l, link)| crate::status::LinkView {
-                name: format!("{}->{}", wa.datacenters[link.from as usize], wa.datacenters[link.to as usize]),
-                estimate: m.capacity(l),
-                samples: m.samples(l),
-                down: m.down(l),
-            })
-            .collect()
-    }
-
-    /// Whether `now` is inside the restart window, in which re-announced coflows and flows of a
-    /// previous coordinator may be adopted.
-    pub fn in_restart_window(&self, now: Nanos) -> bool {
-        now < self.recovery_until
-    }
-
-    /// Sets when the restart window closes (by default three agent timeouts after time zero).
-    pub fn set_restart_window(&mut self, until: Nanos) {
-        self.recovery_until = until;
     }
 
     /// What this coordinator issues flow tickets with (an agent's flow key comes from it).
@@ -746,18 +607,6 @@ impl Core {
     fn nonce(&self, id: CoflowId) -> u64 {
         use std::hash::BuildHasher;
         self.nonces.hash_one(id.0) | 1
-    }
-
-    /// Remembers that `id` was unregistered, so that it is never adopted again.
-    fn forget(&mut self, id: CoflowId) {
-        if self.unregistered_set.insert(id) {
-            self.unregistered.push_back(id);
-            if self.unregistered.len() > REMEMBERED_UNREGISTERED
-                && let Some(old) = self.unregistered.pop_front()
-            {
-                self.unregistered_set.remove(&old);
-            }
-        }
     }
 
     /// A framework registers a coflow; it belongs to `reg.owner` (the caller's identity, which
@@ -985,70 +834,6 @@ impl Core {
         self.outbox.pop_front()
     }
 
-    /// Coflow and flow ids start at `base` (the service passes the clock in microseconds, so
-    /// that a previous coordinator's ids, which agents re-announce, lie below). Only an id below
-    /// the base may be adopted from a re-announcement; an unknown id from `base` up to the last
-    /// one this coordinator allocated was unregistered (or ended) here and is never adopted
-    /// again; an id above that was never issued here (a clock set back, or a forgery): it is not
-    /// adopted, but lifts the next ids above it (by at most a year of microseconds above the base).
-    pub fn set_id_base(&mut self, base: u64) {
-        self.id_base = self.id_base.max(base);
-        self.next_coflow = self.next_coflow.max(base);
-        self.next_flow = self.next_flow.max(base);
-    }
-
-    /// Refuses a re-announcement, counting it.
-    fn refuse<T>(&mut self, e: CoordError) -> Result<T, CoordError> {
-        self.counters.recoveries_refused += 1;
-        tracing::debug!(error = %e, "re-announcement refused");
-        Err(e)
-    }
-
-    /// Whether an unknown id re-announced may be adopted: issued by a previous coordinator (below
-    /// the base), not unregistered here, within the restart window. An id at or above the base
-    /// this coordinator did not issue lifts `next` above it (within the headroom).
-    fn adoptable(&self, now: Nanos, id: u64, next: u64) -> Result<(), Refusal> {
-        if id >= self.id_base {
-            let lift = (id >= next && id < self.id_base.saturating_add(ID_HEADROOM)).then(|| id + 1);
-            return Err(Refusal::NotIssued(lift));
-        }
-        if !self.in_restart_window(now) {
-            return Err(Refusal::Closed);
-        }
-        Ok(())
-    }
-
-    /// Adopts a coflow a previous coordinator registered, from a piece's re-announcement with its
-    /// registration: within the restart window, below the id base, never one unregistered here,
-    /// and within `max_coflows`.
-    fn adopt(&mut self, now: Nanos, id: CoflowId, reg: Option<Registration>) -> Result<(), CoordError> {
-        if self.unregistered_set.contains(&id) {
-            return self.refuse(CoordError::UnknownCoflow(id));
-        }
-        match self.adoptable(now, id.0, self.next_coflow) {
-            Ok(()) => {}
-            Err(Refusal::NotIssued(lift)) => {
-                if let Some(next) = lift {
-                    self.next_coflow = self.next_coflow.max(next);
-                }
-                return self.refuse(CoordError::UnknownCoflow(id));
-            }
-            Err(Refusal::Closed) => return self.refuse(CoordError::NotRecoverable(closed(id))),
-        }
-        let Some(reg) = reg else {
-            return self
-                .refuse(CoordError::NotRecoverable(format!("coflow {id} is re-announced without its registration")));
-        };
-        if self.coflows.len() >= self.cfg.max_coflows {
-            let msg = format!("{} coflows registered (max_coflows): coflow {id} not adopted", self.coflows.len());
-            return self.refuse(CoordError::LimitExceeded(msg));
-        }
-        tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
-        self.counters.coflows_adopted += 1;
-        self.coflows.insert(id, CoflowRec::new(reg));
-        Ok(())
-    }
-
     /// An agent stored a piece (or re-announces one it holds, after it registered again); the
     /// answer is the coflow's registration, for the agent to keep. A re-announced piece joins a
     /// coflow the coordinator knows only with that coflow's nonce (it was told of the coflow),
@@ -1105,96 +890,6 @@ impl Core {
             c.puts.remove(data_id);
             tracing::info!(%coflow, %data_id, machine = %by, "a piece its agent gave up announcing is forgotten");
         }
-    }
-
-    /// A receiving agent re-announces a flow a previous coordinator granted: it is scheduled
-    /// again under its old id, if it is consistent: within the restart window, an id below the
-    /// base, of a coflow known here whose piece its source holds at the size it names. Before
-    /// the source has re-announced the piece the answer is `unknown-coflow` or `no-such-data`
-    /// (which the service tells as "not yet" inside the window).
-    pub fn handle_recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
-        self.input(now);
-        let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
-        let ticket = self.tickets.issue(r.src, r.flow, r.coflow, r.data_id.as_str(), r.dst);
-        let grant = FlowGrant {
-            flow: r.flow,
-            src: r.src,
-            src_data_addr: src_agent.data_addr,
-            size: r.size,
-            ticket,
-            parts: Vec::new(),
-        };
-        if !self.agents.get(&r.dst).is_some_and(|a| a.alive) {
-            return Err(CoordError::AgentUnavailable(r.dst));
-        }
-        if let Some(f) = self.flows.get(&r.flow) {
-            // Re-announced twice, or a flow of this very coordinator: nothing to do.
-            return if f.src == r.src && f.dst == r.dst && f.coflow == r.coflow && f.size == r.size {
-                Ok(grant)
-            } else {
-                self.refuse(CoordError::UnknownFlow(r.flow))
-            };
-        }
-        if (self.id_base..self.next_flow).contains(&r.flow.0) {
-            return self.refuse(CoordError::UnknownFlow(r.flow));
-        }
-        match self.adoptable(now, r.flow.0, self.next_flow) {
-            Ok(()) => {}
-            Err(Refusal::NotIssued(lift)) => {
-                if let Some(next) = lift {
-                    self.next_flow = self.next_flow.max(next);
-                }
-                return self.refuse(CoordError::UnknownFlow(r.flow));
-            }
-            Err(Refusal::Closed) => {
-                return self.refuse(CoordError::NotRecoverable(format!(
-                    "flow {}: recovered flows are adopted only in the restart window",
-                    r.flow
-                )));
-            }
-        }
-        if r.coflow.0 >= self.id_base {
-            // A coflow of this coordinator's cannot hold a previous coordinator's flow.
-            return self.refuse(CoordError::UnknownCoflow(r.coflow));
-        }
-        let Some(c) = self.coflows.get(&r.coflow) else { return Err(CoordError::UnknownCoflow(r.coflow)) };
-        if c.puts.get(&r.data_id) != Some(&(r.src, r.size)) {
-            // Not (yet) re-announced by its source, or not at that size.
-            return Err(CoordError::NoSuchData { coflow: r.coflow, data_id: r.data_id });
-        }
-        self.next_flow = self.next_flow.max(r.flow.0 + 1);
-        self.counters.flows_recovered += 1;
-        tracing::info!(flow = %r.flow, coflow = %r.coflow, received = r.received, "flow recovered");
-        let c = self.coflows.get_mut(&r.coflow).expect("known");
-        c.gets_seen += 1;
-        c.width += 1;
-        c.first_get.get_or_insert(now);
-        c.held.push(r.flow);
-        self.flows.insert(
-            r.flow,
-            FlowRec {
-                coflow: r.coflow,
-                data_id: r.data_id,
-                src: r.src,
-                dst: r.dst,
-                size: r.size,
-                sent: r.received,
-                reported_at: None,
-                rate_since: now,
-                moved_before: 0.0,
-                state: FlowState::Held,
-                rate: 0.0,
-                offset: 0,
-                via: None,
-                links: self.link_between(r.src, r.dst).into_iter().collect(),
-                asked: 0.0,
-                rerouting: false,
-                routing: Routing::Direct,
-            },
-        );
-        // It was released by the previous coordinator: it waits for nothing.
-        self.release(now, r.coflow);
-        Ok(grant)
     }
 
     /// An agent's client wants a piece: the answer is the flow and where to fetch it, at once,
@@ -1336,154 +1031,6 @@ impl Core {
             ticket: first.ticket,
             parts: if whole { Vec::new() } else { parts },
         })
-    }
-
-    /// Whether a get of `len` bytes from `src` to `dst` may be split over detours: multi-path
-    /// routing is on, a policy of the proportional model decides (per-flow policies keep direct
-    /// paths, as in the simulator), the flow crosses a wide-area link and is worth splitting.
-    fn may_split(&self, src: MachineId, dst: MachineId, len: u64) -> bool {
-        let proportional = self.policy.model() == coflow_sched::ServiceModel::Proportional;
-        self.cfg.multipath
-            && !self.tcp
-            && proportional
-            && len >= 2 * MIN_PART_BYTES
-            && self.link_between(src, dst).is_some()
-    }
-
-    /// Water-fills `own` new bytes on each link's direct route over the links' expected bandwidth,
-    /// with the bytes every flow but those of `apart` has left on the links (Siphon §3.3): per
-    /// direct link, the detours its new bytes take and the fraction each takes, each detour
-    /// through an agent of its datacenter (one without an alive agent is left out).
-    fn water_fill(&self, own: &[f64], apart: &BTreeSet<FlowId>) -> BTreeMap<usize, Vec<(f64, MachineId)>> {
-        let fabric = self.fabric();
-        let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return BTreeMap::new() };
-        let links = wan.links().len();
-        // Routing goes by the links' expected bandwidth (Siphon §3.3); a link measured down by what
-        // it carries now.
-        let meter = self.meter.as_ref().expect("a wide area is measured");
-        let bw: Vec<f64> = (0..links)
-            .map(|l| if meter.down(l) { meter.capacity(l) } else { fabric.expected_capacity(l as u32) })
-            .collect();
-        let mut loads = vec![0.0; links];
-        for (id, f) in &self.flows {
-            if f.state == FlowState::Unscheduled || apart.contains(id) || matches!(f.routing, Routing::Pending(_)) {
-                continue;
-            }
-            for &l in &f.links {
-                loads[l] += f.size.saturating_sub(f.sent) as f64;
-            }
-        }
-        let (detours, _) = coflow_sched::water_fill(wan, &bw, &loads, own);
-        detours
-            .into_iter()
-            .filter_map(|(direct, ways)| {
-                let link = direct.hops()[0] as usize;
-                let ways: Vec<(f64, MachineId)> = ways
-                    .into_iter()
-                    .filter_map(|(route, fraction)| {
-                        let dc = wan.links()[route.hops()[0] as usize].to;
-                        Some((fraction, self.relay_in(dc)?))
-                    })
-                    .collect();
-                (!ways.is_empty()).then_some((link, ways))
-            })
-            .collect()
-    }
-
-    /// How to send bytes `[start, end)` of a piece from `src` to `dst` now, alone: `(offset,
-    /// length, relay)` parts in order of offset, split over detours as [`Core::water_fill`] says
-    /// for its bytes alone (a resume of a flow that lost its path).
-    fn plan_parts(&self, src: MachineId, dst: MachineId, start: u64, end: u64) -> Vec<(u64, u64, Option<MachineId>)> {
-        if !self.may_split(src, dst, end - start) {
-            return vec![(start, end - start, None)];
-        }
-        let link = self.link_between(src, dst).expect("may_split checked");
-        let mut own = vec![0.0; self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len())];
-        own[link] = (end - start) as f64;
-        let ways = self.water_fill(&own, &BTreeSet::new()).remove(&link).unwrap_or_default();
-        let shares: Vec<(f64, Option<MachineId>)> = ways.into_iter().map(|(f, m)| (f, Some(m))).collect();
-        parts_by_share(&shares, start, end)
-    }
-
-    /// Plans the flows waiting to be routed whose gathering window is over, coflow by coflow:
-    /// each coflow's new bytes are water-filled together over the detours (as the simulator
-    /// water-fills a coflow at its arrival), and the receiver of each flow that some of them leave
-    /// is told to resume it, which it then does over the parts planned here.
-    fn plan_pending(&mut self, now: Nanos) {
-        // A planned flow whose receiver has not resumed it goes on over its direct path.
-        while let Some(&(since, id)) = self.resume_due.first()
-            && since.saturating_add(RESUME_WAIT) <= now
-        {
-            self.resume_due.pop_first();
-            if let Some(f) = self.flows.get_mut(&id) {
-                tracing::warn!(flow = %id, "not resumed over its detours in time; it goes on over its direct path");
-                f.routing = Routing::Direct;
-                f.rerouting = false;
-            }
-        }
-        // Due: gathered long enough. A flow held for its coflow's readiness meanwhile goes direct.
-        let due: Vec<FlowId> = self
-            .routing_due
-            .iter()
-            .take_while(|&&(since, _)| since.saturating_add(GATHER) <= now)
-            .map(|&(_, id)| id)
-            .collect();
-        if due.is_empty() {
-            return;
-        }
-        self.routing_due.retain(|(_, id)| !due.contains(id));
-        let (held, due): (Vec<FlowId>, Vec<FlowId>) =
-            due.into_iter().partition(|id| self.flows.get(id).is_some_and(|f| f.state == FlowState::Held));
-        for id in held {
-            if let Some(f) = self.flows.get_mut(&id) {
-                f.routing = Routing::Direct;
-            }
-        }
-        let mut by_coflow: BTreeMap<CoflowId, Vec<FlowId>> = BTreeMap::new();
-        for id in due {
-            by_coflow.entry(self.flows[&id].coflow).or_default().push(id);
-        }
-        let links = self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len());
-        for (_, group) in by_coflow {
-            let apart: BTreeSet<FlowId> = group.iter().copied().collect();
-            let mut own = vec![0.0; links];
-            for id in &group {
-                let f = &self.flows[id];
-                if f.state == FlowState::Scheduled {
-                    for &l in &f.links {
-                        own[l] += f.size as f64;
-                    }
-                }
-            }
-            let ways = self.water_fill(&own, &apart);
-            for id in group {
-                let f = self.flows.get_mut(&id).expect("due flows are live");
-                let split = match (f.state, f.links.as_slice()) {
-                    (FlowState::Scheduled, &[l]) => ways.get(&l),
-                    _ => None,
-                };
-                match split {
-                    Some(ways) => {
-                        f.routing = Routing::Split(ways.iter().map(|&(share, m)| (share, Some(m))).collect());
-                        self.resume_due.insert((now, id));
-                        self.reroute(id);
-                    }
-                    None => f.routing = Routing::Direct,
-                }
-            }
-        }
-        self.dirty = true;
-    }
-
-    /// The alive agent of datacenter `dc` that relays the fewest parts now (the lowest machine of
-    /// equals), if any.
-    fn relay_in(&self, dc: u32) -> Option<MachineId> {
-        self.agents
-            .iter()
-            .filter(|(_, a)| a.alive && a.dc == Some(dc))
-            .map(|(&m, _)| (self.flows.values().filter(|f| f.via == Some(m)).count(), m))
-            .min()
-            .map(|(_, m)| m)
     }
 
     /// Moves a coflow's held flows into service: judged small, they bypass the policy; else
@@ -1651,38 +1198,6 @@ impl Core {
             let _ = self.finish_flow(now, id, Some(reason));
         }
         self.dirty = true;
-    }
-
-    /// Tells a flow's receiver to cut it and resume the rest over another path (once).
-    fn reroute(&mut self, id: FlowId) {
-        let Some(f) = self.flows.get_mut(&id) else { return };
-        if f.rerouting {
-            return;
-        }
-        f.rerouting = true;
-        tracing::info!(flow = %id, coflow = %f.coflow, "flow rerouted");
-        if self.watching.contains(&f.dst) {
-            self.outbox.push_back(Transmit::Notice(f.dst, Notice::Reroute(id)));
-        }
-    }
-
-    /// With multi-path routing, the flows that cross a link measured down (it carried almost
-    /// nothing of what it was asked) are rerouted: their receivers resume them over the paths
-    /// that water-filling then chooses, which avoid it.
-    fn reroute_around_down_links(&mut self) {
-        let Some(meter) = &self.meter else { return };
-        if !self.cfg.multipath || self.tcp {
-            return;
-        }
-        let down: Vec<FlowId> = self
-            .flows
-            .iter()
-            .filter(|(_, f)| f.state == FlowState::Scheduled && f.links.iter().any(|&l| meter.down(l)))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in down {
-            self.reroute(id);
-        }
     }
 
     /// Runs what is due at `now`: agent timeouts, readiness timeouts, a decision, the push of

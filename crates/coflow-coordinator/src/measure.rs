@@ -339,6 +339,6 @@ mod tests {
         assert!(m.down(0), "two are");
         // Every sample is a bandwidth a distribution takes: positive.
         let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
-        assert!(s.iter().all(|&v| v > 0.0) && Bandwidth::Empirical(s).validate(0).is_ok());
+        assert!(s.iter().all(|&v| v > 0.0) && Bandwidth::Empirical(s).validate().is_ok());
     }
 }

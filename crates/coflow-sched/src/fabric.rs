@@ -82,7 +82,7 @@ pub trait Topology: Any + fmt::Debug + Send + Sync {
 
     /// The distribution of resource `r`'s capacity, if it fluctuates (a wide-area link's
     /// bandwidth); `None`: it has the capacity it has now.
-    fn distribution(&self, _r: ResourceId) -> Option<&crate::wan::Bandwidth> {
+    fn distribution(&self, _r: ResourceId) -> Option<&crate::bandwidth::Bandwidth> {
         None
     }
 
@@ -191,11 +191,11 @@ impl Fabric {
 
     /// The distribution of a resource's capacity ([`Topology::distribution`]): a fluctuating
     /// link's, else a constant at its capacity now.
-    pub fn distribution(&self, r: ResourceId) -> crate::wan::Bandwidth {
+    pub fn distribution(&self, r: ResourceId) -> crate::bandwidth::Bandwidth {
         self.topology
             .distribution(r)
             .cloned()
-            .unwrap_or_else(|| crate::wan::Bandwidth::Constant(self.capacity[r as usize]))
+            .unwrap_or_else(|| crate::bandwidth::Bandwidth::Constant(self.capacity[r as usize]))
     }
 
     /// Whether it is the big switch ([`Topology::is_big_switch`]).

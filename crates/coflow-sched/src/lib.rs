@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 mod aalo;
+mod bandwidth;
 mod blind;
 mod coflowsim;
 mod deadline;

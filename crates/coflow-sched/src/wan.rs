@@ -9,29 +9,9 @@
 //! available now; the driver redraws them from the distributions, and policies read both.
 
 use coflow_core::MachineId;
-use rand::Rng;
 
+pub use crate::bandwidth::Bandwidth;
 use crate::fabric::{ResourceId, Route, Topology};
-
-/// The distribution of a link's available bandwidth, in bytes per second.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Bandwidth {
-    /// Always the same.
-    Constant(f64),
-    /// Uniform between the two bounds.
-    Uniform(f64, f64),
-    /// Normal with this mean and standard deviation, redrawn below `min` (truncated).
-    Normal {
-        /// Mean.
-        mean: f64,
-        /// Standard deviation.
-        sd: f64,
-        /// Smallest value drawn; draws below are redrawn (at most 64 times, then `min`).
-        min: f64,
-    },
-    /// Empirical: one of these measured samples, each equally likely (kept sorted).
-    Empirical(Vec<f64>),
-}
 
 /// A topology or bandwidth that cannot be used.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -84,84 +64,6 @@ pub enum WanError {
     },
 }
 
-impl Bandwidth {
-    /// Checks that every value is finite and positive; sorts empirical samples.
-    pub fn validate(mut self, link: usize) -> Result<Bandwidth, WanError> {
-        let bad = |what: String| WanError::BadBandwidth { link, what };
-        let ok = |v: f64| v.is_finite() && v > 0.0;
-        match &mut self {
-            Bandwidth::Constant(v) if !ok(*v) => return Err(bad(format!("bandwidth {v} is not positive"))),
-            Bandwidth::Uniform(lo, hi) if !(ok(*lo) && ok(*hi) && *lo <= *hi) => {
-                return Err(bad(format!("uniform bounds {lo}..{hi} are not positive and ordered")));
-            }
-            Bandwidth::Normal { mean, sd, min } if !(ok(*mean) && ok(*min) && sd.is_finite() && *sd >= 0.0) => {
-                return Err(bad(format!("normal mean {mean}, sd {sd}, min {min} are not positive")));
-            }
-            Bandwidth::Empirical(s) => {
-                if s.is_empty() {
-                    return Err(bad("no samples".to_string()));
-                }
-                if let Some(v) = s.iter().find(|&&v| !ok(v)) {
-                    return Err(bad(format!("sample {v} is not positive")));
-                }
-                s.sort_by(f64::total_cmp);
-            }
-            _ => {}
-        }
-        Ok(self)
-    }
-
-    /// Its expected value (for the normal, the untruncated mean: the truncation is meant to cut
-    /// only a negligible tail).
-    pub fn mean(&self) -> f64 {
-        match self {
-            Bandwidth::Constant(v) => *v,
-            Bandwidth::Uniform(lo, hi) => (lo + hi) / 2.0,
-            Bandwidth::Normal { mean, .. } => *mean,
-            Bandwidth::Empirical(s) => s.iter().sum::<f64>() / s.len() as f64,
-        }
-    }
-
-    /// The distribution with every value multiplied by `k`.
-    pub fn scaled(&self, k: f64) -> Bandwidth {
-        match self {
-            Bandwidth::Constant(v) => Bandwidth::Constant(v * k),
-            Bandwidth::Uniform(lo, hi) => Bandwidth::Uniform(lo * k, hi * k),
-            Bandwidth::Normal { mean, sd, min } => Bandwidth::Normal { mean: mean * k, sd: sd * k, min: min * k },
-            Bandwidth::Empirical(s) => Bandwidth::Empirical(s.iter().map(|v| v * k).collect()),
-        }
-    }
-
-    /// Its median (for an even number of samples, the lower middle one).
-    pub fn median(&self) -> f64 {
-        match self {
-            Bandwidth::Empirical(s) => s[(s.len() - 1) / 2],
-            other => other.mean(),
-        }
-    }
-
-    /// One draw.
-    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
-        match self {
-            Bandwidth::Constant(v) => *v,
-            Bandwidth::Uniform(lo, hi) => lo + (hi - lo) * rng.r#gen::<f64>(),
-            Bandwidth::Normal { mean, sd, min } => {
-                for _ in 0..64 {
-                    // Box-Muller; `1 - u` keeps the logarithm's argument in (0, 1].
-                    let (u1, u2) = (1.0 - rng.r#gen::<f64>(), rng.r#gen::<f64>());
-                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                    let v = mean + sd * z;
-                    if v >= *min {
-                        return v;
-                    }
-                }
-                *min
-            }
-            Bandwidth::Empirical(s) => s[rng.gen_range(0..s.len())],
-        }
-    }
-}
-
 /// One directed inter-datacenter link.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
@@ -200,7 +102,10 @@ impl Wan {
                 return Err(WanError::DuplicateLink { from: l.from, to: l.to });
             }
             *slot = Some(i as ResourceId);
-            checked.push(Link { bandwidth: l.bandwidth.validate(i)?, ..l });
+            checked.push(Link {
+                bandwidth: l.bandwidth.validate().map_err(|what| WanError::BadBandwidth { link: i, what })?,
+                ..l
+            });
         }
         if let Some((m, &dc)) = dc_of.iter().enumerate().find(|&(_, &d)| d >= dcs) {
             return Err(WanError::BadPlacement { machine: m as u32, dc, dcs });
@@ -485,7 +390,7 @@ mod tests {
     #[test]
     fn distributions_have_their_moments() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let e = Bandwidth::Empirical(vec![3.0, 1.0, 2.0, 10.0]).validate(0).unwrap();
+        let e = Bandwidth::Empirical(vec![3.0, 1.0, 2.0, 10.0]).validate().unwrap();
         assert_eq!((e.mean(), e.median()), (4.0, 2.0));
         let n = Bandwidth::Normal { mean: 10.0, sd: 2.0, min: 1.0 };
         let avg = (0..20_000).map(|_| n.sample(&mut rng)).sum::<f64>() / 20_000.0;

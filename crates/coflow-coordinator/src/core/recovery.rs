@@ -1,0 +1,212 @@
+//! Recovery after a coordinator restart: agents re-announce the pieces they hold and the flows
+//! they still receive, and the coordinator adopts them only inside its restart window, only from
+//! the agents that may claim them, and only when they agree; ids are adopted only from below the
+//! range this coordinator issues, and an unregistered id is never revived.
+
+use coflow_core::{CoflowId, Nanos};
+use coflow_proto::{FlowRecovery, Registration};
+
+use super::{CoflowRec, Core, FlowGrant, FlowRec, FlowState, Routing};
+use crate::error::CoordError;
+
+/// Why an unknown id re-announced is not adopted.
+enum Refusal {
+    /// Not below the id base: not a previous coordinator's; the next id to lift `next` to, if
+    /// within the headroom.
+    NotIssued(Option<u64>),
+    /// The restart window has closed.
+    Closed,
+}
+
+fn closed(id: CoflowId) -> String {
+    format!("coflow {id}: re-announced coflows are adopted only in the restart window")
+}
+
+/// How many unregistered coflow ids the core remembers, to refuse their re-announcement.
+const REMEMBERED_UNREGISTERED: usize = 65_536;
+
+/// How far above its id base an id an agent re-announces may lift the next ids (a year in
+/// microseconds): ids are the clock in microseconds at start, so an id above the base that this
+/// coordinator did not issue is a previous run's under a clock set back (or a forgery); it is
+/// never adopted, but new ids go above it, so that no id names two coflows, and a forged id
+/// cannot wrap the counter.
+const ID_HEADROOM: u64 = 365 * 86_400 * 1_000_000;
+
+impl Core {
+    /// Whether `now` is inside the restart window, in which re-announced coflows and flows of a
+    /// previous coordinator may be adopted.
+    pub fn in_restart_window(&self, now: Nanos) -> bool {
+        now < self.recovery_until
+    }
+
+    /// Sets when the restart window closes (by default three agent timeouts after time zero).
+    pub fn set_restart_window(&mut self, until: Nanos) {
+        self.recovery_until = until;
+    }
+
+    /// Remembers that `id` was unregistered, so that it is never adopted again.
+    pub(super) fn forget(&mut self, id: CoflowId) {
+        if self.unregistered_set.insert(id) {
+            self.unregistered.push_back(id);
+            if self.unregistered.len() > REMEMBERED_UNREGISTERED
+                && let Some(old) = self.unregistered.pop_front()
+            {
+                self.unregistered_set.remove(&old);
+            }
+        }
+    }
+
+    /// Coflow and flow ids start at `base` (the service passes the clock in microseconds, so
+    /// that a previous coordinator's ids, which agents re-announce, lie below). Only an id below
+    /// the base may be adopted from a re-announcement; an unknown id from `base` up to the last
+    /// one this coordinator allocated was unregistered (or ended) here and is never adopted
+    /// again; an id above that was never issued here (a clock set back, or a forgery): it is not
+    /// adopted, but lifts the next ids above it (by at most a year of microseconds above the base).
+    pub fn set_id_base(&mut self, base: u64) {
+        self.id_base = self.id_base.max(base);
+        self.next_coflow = self.next_coflow.max(base);
+        self.next_flow = self.next_flow.max(base);
+    }
+
+    /// Refuses a re-announcement, counting it.
+    pub(super) fn refuse<T>(&mut self, e: CoordError) -> Result<T, CoordError> {
+        self.counters.recoveries_refused += 1;
+        tracing::debug!(error = %e, "re-announcement refused");
+        Err(e)
+    }
+
+    /// Whether an unknown id re-announced may be adopted: issued by a previous coordinator (below
+    /// the base), not unregistered here, within the restart window. An id at or above the base
+    /// this coordinator did not issue lifts `next` above it (within the headroom).
+    fn adoptable(&self, now: Nanos, id: u64, next: u64) -> Result<(), Refusal> {
+        if id >= self.id_base {
+            let lift = (id >= next && id < self.id_base.saturating_add(ID_HEADROOM)).then(|| id + 1);
+            return Err(Refusal::NotIssued(lift));
+        }
+        if !self.in_restart_window(now) {
+            return Err(Refusal::Closed);
+        }
+        Ok(())
+    }
+
+    /// Adopts a coflow a previous coordinator registered, from a piece's re-announcement with its
+    /// registration: within the restart window, below the id base, never one unregistered here,
+    /// and within `max_coflows`.
+    pub(super) fn adopt(&mut self, now: Nanos, id: CoflowId, reg: Option<Registration>) -> Result<(), CoordError> {
+        if self.unregistered_set.contains(&id) {
+            return self.refuse(CoordError::UnknownCoflow(id));
+        }
+        match self.adoptable(now, id.0, self.next_coflow) {
+            Ok(()) => {}
+            Err(Refusal::NotIssued(lift)) => {
+                if let Some(next) = lift {
+                    self.next_coflow = self.next_coflow.max(next);
+                }
+                return self.refuse(CoordError::UnknownCoflow(id));
+            }
+            Err(Refusal::Closed) => return self.refuse(CoordError::NotRecoverable(closed(id))),
+        }
+        let Some(reg) = reg else {
+            return self
+                .refuse(CoordError::NotRecoverable(format!("coflow {id} is re-announced without its registration")));
+        };
+        if self.coflows.len() >= self.cfg.max_coflows {
+            let msg = format!("{} coflows registered (max_coflows): coflow {id} not adopted", self.coflows.len());
+            return self.refuse(CoordError::LimitExceeded(msg));
+        }
+        tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
+        self.counters.coflows_adopted += 1;
+        self.coflows.insert(id, CoflowRec::new(reg));
+        Ok(())
+    }
+
+    /// A receiving agent re-announces a flow a previous coordinator granted: it is scheduled
+    /// again under its old id, if it is consistent: within the restart window, an id below the
+    /// base, of a coflow known here whose piece its source holds at the size it names. Before
+    /// the source has re-announced the piece the answer is `unknown-coflow` or `no-such-data`
+    /// (which the service tells as "not yet" inside the window).
+    pub fn handle_recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
+        self.input(now);
+        let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
+        let ticket = self.tickets.issue(r.src, r.flow, r.coflow, r.data_id.as_str(), r.dst);
+        let grant = FlowGrant {
+            flow: r.flow,
+            src: r.src,
+            src_data_addr: src_agent.data_addr,
+            size: r.size,
+            ticket,
+            parts: Vec::new(),
+        };
+        if !self.agents.get(&r.dst).is_some_and(|a| a.alive) {
+            return Err(CoordError::AgentUnavailable(r.dst));
+        }
+        if let Some(f) = self.flows.get(&r.flow) {
+            // Re-announced twice, or a flow of this very coordinator: nothing to do.
+            return if f.src == r.src && f.dst == r.dst && f.coflow == r.coflow && f.size == r.size {
+                Ok(grant)
+            } else {
+                self.refuse(CoordError::UnknownFlow(r.flow))
+            };
+        }
+        if (self.id_base..self.next_flow).contains(&r.flow.0) {
+            return self.refuse(CoordError::UnknownFlow(r.flow));
+        }
+        match self.adoptable(now, r.flow.0, self.next_flow) {
+            Ok(()) => {}
+            Err(Refusal::NotIssued(lift)) => {
+                if let Some(next) = lift {
+                    self.next_flow = self.next_flow.max(next);
+                }
+                return self.refuse(CoordError::UnknownFlow(r.flow));
+            }
+            Err(Refusal::Closed) => {
+                return self.refuse(CoordError::NotRecoverable(format!(
+                    "flow {}: recovered flows are adopted only in the restart window",
+                    r.flow
+                )));
+            }
+        }
+        if r.coflow.0 >= self.id_base {
+            // A coflow of this coordinator's cannot hold a previous coordinator's flow.
+            return self.refuse(CoordError::UnknownCoflow(r.coflow));
+        }
+        let Some(c) = self.coflows.get(&r.coflow) else { return Err(CoordError::UnknownCoflow(r.coflow)) };
+        if c.puts.get(&r.data_id) != Some(&(r.src, r.size)) {
+            // Not (yet) re-announced by its source, or not at that size.
+            return Err(CoordError::NoSuchData { coflow: r.coflow, data_id: r.data_id });
+        }
+        self.next_flow = self.next_flow.max(r.flow.0 + 1);
+        self.counters.flows_recovered += 1;
+        tracing::info!(flow = %r.flow, coflow = %r.coflow, received = r.received, "flow recovered");
+        let c = self.coflows.get_mut(&r.coflow).expect("known");
+        c.gets_seen += 1;
+        c.width += 1;
+        c.first_get.get_or_insert(now);
+        c.held.push(r.flow);
+        self.flows.insert(
+            r.flow,
+            FlowRec {
+                coflow: r.coflow,
+                data_id: r.data_id,
+                src: r.src,
+                dst: r.dst,
+                size: r.size,
+                sent: r.received,
+                reported_at: None,
+                rate_since: now,
+                moved_before: 0.0,
+                state: FlowState::Held,
+                rate: 0.0,
+                offset: 0,
+                via: None,
+                links: self.link_between(r.src, r.dst).into_iter().collect(),
+                asked: 0.0,
+                rerouting: false,
+                routing: Routing::Direct,
+            },
+        );
+        // It was released by the previous coordinator: it waits for nothing.
+        self.release(now, r.coflow);
+        Ok(grant)
+    }
+}

@@ -1,0 +1,313 @@
+//! The wide area in the coordinator: the links a flow crosses, what they were measured to carry,
+//! and multi-path routing (Siphon §3.3): a coflow's gets asked together are water-filled over
+//! two-hop detours through relay agents, their receivers resume them over the parts planned, and
+//! a flow that loses its path (a link down, a relay lost) is rerouted the same way.
+
+use std::collections::{BTreeMap, BTreeSet};
+// A socket address is a value, not I/O: `core::net` is there without the standard library.
+use ::core::net::SocketAddr;
+
+use coflow_core::{CoflowId, MachineId, Nanos};
+
+use super::{Core, FlowId, FlowState, Notice, Transmit};
+
+/// One part of a get: the bytes `[offset, offset + length)` of the piece, as a flow of its own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrantPart {
+    /// The part's flow.
+    pub flow: FlowId,
+    /// Its first byte in the piece.
+    pub offset: u64,
+    /// Its bytes.
+    pub length: u64,
+    /// The source's ticket, naming the agent that fetches from it (the relay, if any).
+    pub ticket: coflow_proto::ticket::Ticket,
+    /// The relay it goes through, if any.
+    pub via: Option<Relay>,
+}
+
+/// A relay agent in a third datacenter, and the ticket by which it relays a part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Relay {
+    /// The relay's machine.
+    pub machine: MachineId,
+    /// Its data listener.
+    pub data_addr: SocketAddr,
+    /// Its ticket for the part (under the relay's flow key), naming the receiver.
+    pub ticket: coflow_proto::ticket::Ticket,
+}
+
+/// A get's bytes smaller than this are not split over several paths, and a part smaller than
+/// this joins another.
+pub const MIN_PART_BYTES: u64 = 64 << 10;
+
+/// How long a get that may be split over detours waits for the other gets of its coflow asked at
+/// the same moment, so that their bytes are water-filled together (its flow holds at rate 0
+/// meanwhile).
+pub(super) const GATHER: Nanos = Nanos::from_millis(10);
+
+/// How long a flow planned over detours waits for its receiver to resume it over its parts before
+/// it goes on over its direct path (a receiver that missed the notice, or cannot resume).
+pub(super) const RESUME_WAIT: Nanos = Nanos::from_millis(2000);
+
+/// How a flow's bytes are routed.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Routing {
+    /// Over its direct path (or it crosses no link).
+    Direct,
+    /// Since then, waiting for the gets asked with it, to be water-filled with them.
+    Pending(Nanos),
+    /// Planned over detours: each share of the rest of its bytes and its relay (none: direct);
+    /// its receiver was told to resume it, and the parts follow this plan.
+    Split(Vec<(f64, Option<MachineId>)>),
+}
+
+/// Bytes `[start, end)` as `(offset, length, relay)` parts in order of offset: each detour its
+/// share, the direct path what is left, first; parts under [`MIN_PART_BYTES`] join the largest.
+pub(super) fn parts_by_share(
+    shares: &[(f64, Option<MachineId>)],
+    start: u64,
+    end: u64,
+) -> Vec<(u64, u64, Option<MachineId>)> {
+    let len = end - start;
+    let mut sizes: Vec<(u64, Option<MachineId>)> = Vec::new();
+    for &(share, via) in shares.iter().filter(|s| s.1.is_some()) {
+        sizes.push(((share * len as f64) as u64, via));
+    }
+    let moved: u64 = sizes.iter().map(|s| s.0).sum();
+    sizes.insert(0, (len - moved.min(len), None));
+    while sizes.len() > 1 {
+        let Some(k) = (0..sizes.len()).filter(|&k| sizes[k].0 < MIN_PART_BYTES).min_by_key(|&k| sizes[k].0) else {
+            break;
+        };
+        let small = sizes.remove(k);
+        let big = (0..sizes.len()).max_by_key(|&j| sizes[j].0).expect("at least one left");
+        sizes[big].0 += small.0;
+    }
+    let mut at = start;
+    sizes
+        .into_iter()
+        .map(|(n, via)| {
+            let part = (at, n, via);
+            at += n;
+            part
+        })
+        .collect()
+}
+
+impl Core {
+    /// On a wide area, the link a flow from `src` to `dst` crosses (none inside a datacenter or
+    /// on a big switch).
+    pub(super) fn link_between(&self, src: MachineId, dst: MachineId) -> Option<usize> {
+        let dcs = self.cfg.wide_area.as_ref()?.datacenters.len();
+        let (a, b) = (self.agents.get(&src)?.dc?, self.agents.get(&dst)?.dc?);
+        if a == b { None } else { self.links[a as usize * dcs + b as usize] }
+    }
+
+    /// Each wide-area link's estimated bandwidth now and how many samples of it were measured,
+    /// by link (empty on a big switch).
+    pub fn link_estimates(&self) -> Vec<(f64, usize)> {
+        self.link_views().into_iter().map(|l| (l.estimate, l.samples)).collect()
+    }
+
+    /// Each wide-area link as measured, by link (empty on a big switch).
+    pub fn link_views(&self) -> Vec<crate::status::LinkView> {
+        let (Some(m), Some(wa)) = (&self.meter, &self.cfg.wide_area) else { return Vec::new() };
+        wa.links
+            .iter()
+            .enumerate()
+            .map(|(l, link)| crate::status::LinkView {
+                name: format!("{}->{}", wa.datacenters[link.from as usize], wa.datacenters[link.to as usize]),
+                estimate: m.capacity(l),
+                samples: m.samples(l),
+                down: m.down(l),
+            })
+            .collect()
+    }
+
+    /// Whether a get of `len` bytes from `src` to `dst` may be split over detours: multi-path
+    /// routing is on, a policy of the proportional model decides (per-flow policies keep direct
+    /// paths, as in the simulator), the flow crosses a wide-area link and is worth splitting.
+    pub(super) fn may_split(&self, src: MachineId, dst: MachineId, len: u64) -> bool {
+        let proportional = self.policy.model() == coflow_sched::ServiceModel::Proportional;
+        self.cfg.multipath
+            && !self.tcp
+            && proportional
+            && len >= 2 * MIN_PART_BYTES
+            && self.link_between(src, dst).is_some()
+    }
+
+    /// Water-fills `own` new bytes on each link's direct route over the links' expected bandwidth,
+    /// with the bytes every flow but those of `apart` has left on the links (Siphon §3.3): per
+    /// direct link, the detours its new bytes take and the fraction each takes, each detour
+    /// through an agent of its datacenter (one without an alive agent is left out).
+    pub(super) fn water_fill(&self, own: &[f64], apart: &BTreeSet<FlowId>) -> BTreeMap<usize, Vec<(f64, MachineId)>> {
+        let fabric = self.fabric();
+        let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return BTreeMap::new() };
+        let links = wan.links().len();
+        // Routing goes by the links' expected bandwidth (Siphon §3.3); a link measured down by what
+        // it carries now.
+        let meter = self.meter.as_ref().expect("a wide area is measured");
+        let bw: Vec<f64> = (0..links)
+            .map(|l| if meter.down(l) { meter.capacity(l) } else { fabric.expected_capacity(l as u32) })
+            .collect();
+        let mut loads = vec![0.0; links];
+        for (id, f) in &self.flows {
+            if f.state == FlowState::Unscheduled || apart.contains(id) || matches!(f.routing, Routing::Pending(_)) {
+                continue;
+            }
+            for &l in &f.links {
+                loads[l] += f.size.saturating_sub(f.sent) as f64;
+            }
+        }
+        let (detours, _) = coflow_sched::water_fill(wan, &bw, &loads, own);
+        detours
+            .into_iter()
+            .filter_map(|(direct, ways)| {
+                let link = direct.hops()[0] as usize;
+                let ways: Vec<(f64, MachineId)> = ways
+                    .into_iter()
+                    .filter_map(|(route, fraction)| {
+                        let dc = wan.links()[route.hops()[0] as usize].to;
+                        Some((fraction, self.relay_in(dc)?))
+                    })
+                    .collect();
+                (!ways.is_empty()).then_some((link, ways))
+            })
+            .collect()
+    }
+
+    /// How to send bytes `[start, end)` of a piece from `src` to `dst` now, alone: `(offset,
+    /// length, relay)` parts in order of offset, split over detours as [`Core::water_fill`] says
+    /// for its bytes alone (a resume of a flow that lost its path).
+    pub(super) fn plan_parts(
+        &self,
+        src: MachineId,
+        dst: MachineId,
+        start: u64,
+        end: u64,
+    ) -> Vec<(u64, u64, Option<MachineId>)> {
+        if !self.may_split(src, dst, end - start) {
+            return vec![(start, end - start, None)];
+        }
+        let link = self.link_between(src, dst).expect("may_split checked");
+        let mut own = vec![0.0; self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len())];
+        own[link] = (end - start) as f64;
+        let ways = self.water_fill(&own, &BTreeSet::new()).remove(&link).unwrap_or_default();
+        let shares: Vec<(f64, Option<MachineId>)> = ways.into_iter().map(|(f, m)| (f, Some(m))).collect();
+        parts_by_share(&shares, start, end)
+    }
+
+    /// Plans the flows waiting to be routed whose gathering window is over, coflow by coflow:
+    /// each coflow's new bytes are water-filled together over the detours (as the simulator
+    /// water-fills a coflow at its arrival), and the receiver of each flow that some of them leave
+    /// is told to resume it, which it then does over the parts planned here.
+    pub(super) fn plan_pending(&mut self, now: Nanos) {
+        // A planned flow whose receiver has not resumed it goes on over its direct path.
+        while let Some(&(since, id)) = self.resume_due.first()
+            && since.saturating_add(RESUME_WAIT) <= now
+        {
+            self.resume_due.pop_first();
+            if let Some(f) = self.flows.get_mut(&id) {
+                tracing::warn!(flow = %id, "not resumed over its detours in time; it goes on over its direct path");
+                f.routing = Routing::Direct;
+                f.rerouting = false;
+            }
+        }
+        // Due: gathered long enough. A flow held for its coflow's readiness meanwhile goes direct.
+        let due: Vec<FlowId> = self
+            .routing_due
+            .iter()
+            .take_while(|&&(since, _)| since.saturating_add(GATHER) <= now)
+            .map(|&(_, id)| id)
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        self.routing_due.retain(|(_, id)| !due.contains(id));
+        let (held, due): (Vec<FlowId>, Vec<FlowId>) =
+            due.into_iter().partition(|id| self.flows.get(id).is_some_and(|f| f.state == FlowState::Held));
+        for id in held {
+            if let Some(f) = self.flows.get_mut(&id) {
+                f.routing = Routing::Direct;
+            }
+        }
+        let mut by_coflow: BTreeMap<CoflowId, Vec<FlowId>> = BTreeMap::new();
+        for id in due {
+            by_coflow.entry(self.flows[&id].coflow).or_default().push(id);
+        }
+        let links = self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len());
+        for (_, group) in by_coflow {
+            let apart: BTreeSet<FlowId> = group.iter().copied().collect();
+            let mut own = vec![0.0; links];
+            for id in &group {
+                let f = &self.flows[id];
+                if f.state == FlowState::Scheduled {
+                    for &l in &f.links {
+                        own[l] += f.size as f64;
+                    }
+                }
+            }
+            let ways = self.water_fill(&own, &apart);
+            for id in group {
+                let f = self.flows.get_mut(&id).expect("due flows are live");
+                let split = match (f.state, f.links.as_slice()) {
+                    (FlowState::Scheduled, &[l]) => ways.get(&l),
+                    _ => None,
+                };
+                match split {
+                    Some(ways) => {
+                        f.routing = Routing::Split(ways.iter().map(|&(share, m)| (share, Some(m))).collect());
+                        self.resume_due.insert((now, id));
+                        self.reroute(id);
+                    }
+                    None => f.routing = Routing::Direct,
+                }
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// The alive agent of datacenter `dc` that relays the fewest parts now (the lowest machine of
+    /// equals), if any.
+    pub(super) fn relay_in(&self, dc: u32) -> Option<MachineId> {
+        self.agents
+            .iter()
+            .filter(|(_, a)| a.alive && a.dc == Some(dc))
+            .map(|(&m, _)| (self.flows.values().filter(|f| f.via == Some(m)).count(), m))
+            .min()
+            .map(|(_, m)| m)
+    }
+
+    /// Tells a flow's receiver to cut it and resume the rest over another path (once).
+    pub(super) fn reroute(&mut self, id: FlowId) {
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        if f.rerouting {
+            return;
+        }
+        f.rerouting = true;
+        tracing::info!(flow = %id, coflow = %f.coflow, "flow rerouted");
+        if self.watching.contains(&f.dst) {
+            self.outbox.push_back(Transmit::Notice(f.dst, Notice::Reroute(id)));
+        }
+    }
+
+    /// With multi-path routing, the flows that cross a link measured down (it carried almost
+    /// nothing of what it was asked) are rerouted: their receivers resume them over the paths
+    /// that water-filling then chooses, which avoid it.
+    pub(super) fn reroute_around_down_links(&mut self) {
+        let Some(meter) = &self.meter else { return };
+        if !self.cfg.multipath || self.tcp {
+            return;
+        }
+        let down: Vec<FlowId> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.state == FlowState::Scheduled && f.links.iter().any(|&l| meter.down(l)))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in down {
+            self.reroute(id);
+        }
+    }
+}
