@@ -20,8 +20,9 @@ const RATE: f64 = 50_000_000.0;
 const PIECE: u64 = 100_000;
 
 /// A data request, as the wire format has it: the token (empty with TLS), the flow and its
-/// ticket, the piece; the whole piece ([`PIECE`] bytes) from its source, without a relay hop.
-fn request(token: &[u8], coflow: u64, flow: u64, dst: u32, ticket: &[u8; 16], id: &str) -> Vec<u8> {
+/// ticket, the piece; its first `len` bytes from its source, without a relay hop.
+#[allow(clippy::too_many_arguments)]
+fn request(token: &[u8], coflow: u64, flow: u64, dst: u32, ticket: &[u8; 16], id: &str, len: u64) -> Vec<u8> {
     let mut req = b"CFD5".to_vec();
     req.extend_from_slice(&(token.len() as u16).to_be_bytes());
     req.extend_from_slice(token);
@@ -32,7 +33,7 @@ fn request(token: &[u8], coflow: u64, flow: u64, dst: u32, ticket: &[u8; 16], id
     req.extend_from_slice(&(id.len() as u16).to_be_bytes());
     req.extend_from_slice(id.as_bytes());
     req.extend_from_slice(&0u64.to_be_bytes());
-    req.extend_from_slice(&PIECE.to_be_bytes());
+    req.extend_from_slice(&len.to_be_bytes());
     req.push(0);
     req
 }
@@ -64,7 +65,7 @@ async fn ask(
     ticket: &[u8; 16],
     id: &str,
 ) -> anyhow::Result<(u8, u64, usize)> {
-    let (mut s, status, size) = attach(ctx, addr, coflow, flow, dst, ticket, id).await?;
+    let (mut s, status, size) = attach(ctx, addr, coflow, flow, dst, ticket, id, PIECE).await?;
     let mut rest = vec![0u8; 1 << 20];
     let mut after = 0;
     while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(1), s.read(&mut rest)).await {
@@ -76,7 +77,9 @@ async fn ask(
     Ok((status, size, after))
 }
 
-/// Sends one data request, as [`ask`], and returns the connection after the response head.
+/// Sends one data request for the first `len` bytes of the piece, as [`ask`], and returns the
+/// connection after the response head.
+#[allow(clippy::too_many_arguments)]
 async fn attach(
     ctx: &TlsContext,
     addr: &str,
@@ -85,10 +88,11 @@ async fn attach(
     dst: u32,
     ticket: &[u8; 16],
     id: &str,
+    len: u64,
 ) -> anyhow::Result<(impl tokio::io::AsyncRead + Unpin, u8, u64)> {
     let sock = tokio::net::TcpStream::connect(addr).await?;
     let mut s = coflow_proto::connect_agent(ctx, sock, 0).await.map_err(anyhow::Error::msg)?;
-    s.write_all(&request(b"", coflow, flow, dst, ticket, id)).await?;
+    s.write_all(&request(b"", coflow, flow, dst, ticket, id, len)).await?;
     s.flush().await?;
     let mut head = [0u8; 9];
     s.read_exact(&mut head).await?;
@@ -200,7 +204,8 @@ async fn a_receiving_agent_that_stops_reading_loses_its_flow_at_the_idle_timeout
     let p5 = phantom(&cluster, 5).await?;
     let grant = p5.get(coflow, "big").await?;
     let agent5 = security5.tls().expect("TLS").clone();
-    let (held, status, size) = attach(&agent5, &addr, coflow.0, grant.flow.0, 5, &grant.ticket, "big").await?;
+    let (held, status, size) =
+        attach(&agent5, &addr, coflow.0, grant.flow.0, 5, &grant.ticket, "big", grant.size).await?;
     assert_eq!((status, size), (0, 48 << 20), "served");
     let attached = std::time::Instant::now();
     let flows = || async {
@@ -235,7 +240,8 @@ async fn in_token_mode_a_token_holder_may_read_any_piece() -> anyhow::Result<()>
     let holder = phantom(&cluster, 9).await?;
     let grant = holder.get(coflow, "secret").await?;
     let mut s = tokio::net::TcpStream::connect(&addr).await?;
-    s.write_all(&request(cluster.token().as_bytes(), coflow.0, grant.flow.0, 9, &grant.ticket, "secret")).await?;
+    s.write_all(&request(cluster.token().as_bytes(), coflow.0, grant.flow.0, 9, &grant.ticket, "secret", grant.size))
+        .await?;
     let mut head = [0u8; 9];
     s.read_exact(&mut head).await?;
     assert_eq!((head[0], u64::from_be_bytes(head[1..].try_into()?)), (0, 100_000), "served");
