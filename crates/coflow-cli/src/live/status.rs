@@ -92,6 +92,23 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             rate(a.rx_bps)
         ));
     }
+    if !st.links.is_empty() {
+        s.push_str(&format!(
+            "\nwide-area links: {} (bytes relayed {}, flows rerouted {})\n",
+            st.links.len(),
+            Bytes(st.bytes_relayed),
+            st.flows_rerouted
+        ));
+        for l in &st.links {
+            s.push_str(&format!(
+                "  {:<32} {:>14}  {:>2} samples{}\n",
+                printable(&l.name),
+                rate(l.estimate_bps),
+                l.samples,
+                if l.down { "  down" } else { "" }
+            ));
+        }
+    }
     s.push_str(&format!("\ncoflows: {}\n", st.coflows.len()));
     for c in &st.coflows {
         let (size, sent): (u64, u64) = c.flows.iter().fold((0, 0), |(a, b), f| (a + f.size, b + f.bytes_sent));
@@ -135,6 +152,14 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "tx_bytes_per_second": a.tx_bps,
             "rx_bytes_per_second": a.rx_bps,
         })).collect::<Vec<_>>(),
+        "links": st.links.iter().map(|l| serde_json::json!({
+            "name": l.name,
+            "estimate_bytes_per_second": l.estimate_bps,
+            "samples": l.samples,
+            "down": l.down,
+        })).collect::<Vec<_>>(),
+        "bytes_relayed": st.bytes_relayed,
+        "flows_rerouted": st.flows_rerouted,
         "coflows": st.coflows.iter().map(|c| serde_json::json!({
             "id": c.coflow_id,
             "name": c.name,
@@ -208,6 +233,23 @@ mod tests {
         assert!(t.contains("1.00 MiB of 3.00 MiB"), "{t}");
         assert!(t.contains("at 1 Gbit/s"), "{t}");
         assert!(t.contains("rx              0"), "{t}");
+    }
+
+    /// On a wide area the table lists each link as measured, and the bytes relayed.
+    #[test]
+    fn a_wide_areas_links_are_listed_as_measured() {
+        let mut st = example();
+        assert!(!render(&st).contains("wide-area links"), "no links on a big switch");
+        st.links = vec![
+            pb::LinkStatus { name: "a->b".into(), estimate_bps: 1_250_000.0, samples: 9, down: false },
+            pb::LinkStatus { name: "b->a".into(), estimate_bps: 1_000.0, samples: 3, down: true },
+        ];
+        st.bytes_relayed = 3 << 20;
+        let t = render(&st);
+        assert!(t.contains("wide-area links: 2 (bytes relayed 3.00 MiB, flows rerouted 0)"), "{t}");
+        assert!(t.contains("a->b") && t.contains("10 Mbit/s") && t.contains(" 9 samples\n"), "{t}");
+        assert!(t.contains(" 3 samples  down"), "{t}");
+        assert_eq!(json(&st)["links"][1]["down"], true);
     }
 
     #[test]
