@@ -123,6 +123,10 @@ pub(crate) struct CoordinatorArgs {
     /// the links between datacenters instead of a big switch; agents name their datacenter.
     #[arg(long, env = "COFLOW_TOPOLOGY")]
     topology: Option<String>,
+    /// On a wide-area topology, split gets over two-hop detours through relay agents when the
+    /// direct link is the bottleneck, and reroute the flows of a link that goes down.
+    #[arg(long, env = "COFLOW_MULTIPATH")]
+    multipath: bool,
     #[command(flatten)]
     token: TokenArgs,
     #[command(flatten)]
@@ -149,6 +153,7 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     if let Some(v) = a.topology {
         cfg.topology = Some(v);
     }
+    cfg.multipath |= a.multipath;
     if let Some(spec) = &cfg.topology {
         let topology = coflow_sim::topology::Topology::named(spec).with_context(|| format!("topology {spec}"))?;
         cfg.wide_area = Some(topology.wide_area());

@@ -134,6 +134,12 @@ impl CoordinatorConfig {
                 reason: "named but not read: `coflow coordinator` reads it into `wide_area`".into(),
             });
         }
+        if self.multipath && self.wide_area.is_none() {
+            return Err(ConfigError {
+                field: "multipath",
+                reason: "needs a wide-area topology: a big switch has one path between two agents".into(),
+            });
+        }
         if coflow_sched::policy::unscheduled(&self.policy).is_none() {
             // The coordinator schedules a big switch of its agents' ports, or the wide area.
             let fabric = match &self.wide_area {

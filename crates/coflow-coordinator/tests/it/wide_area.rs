@@ -63,6 +63,9 @@ fn a_topology_without_a_link_between_two_datacenters_is_refused() {
     assert_eq!(e.unwrap_err().field, "topology");
     // A policy that assumes the big switch cannot run on it.
     assert_eq!(config("pfp", two_dcs(1.0)).validate().unwrap_err().field, "policy");
+    // Multi-path on a big switch has no detour to take.
+    let e = CoordinatorConfig { multipath: true, ..CoordinatorConfig::default() }.validate();
+    assert_eq!(e.unwrap_err().field, "multipath");
 }
 
 /// A flow inside a datacenter crosses nothing scheduled: it goes unscheduled (not paced). Two
