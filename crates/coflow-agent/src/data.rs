@@ -202,7 +202,10 @@ pub(crate) async fn send_pieces<S: DataStream>(
             return Err(AgentError::Refused("a range past the piece's end"));
         }
         tracing::debug!(target: "coflow::path", flow = req.flow.0, "request");
-        write_within(&mut wr, &wire::encode_head(Status::Ok, req.length), idle).await?;
+        if let Err(e) = write_within(&mut wr, &wire::encode_head(Status::Ok, req.length), idle).await {
+            shared.attached.detach(req.ticket);
+            return Err(e);
+        }
         let progress = Arc::new(AtomicU64::new(0));
         shared.sending.lock().expect("sending lock").insert(req.flow, progress.clone());
         // The receiver sends nothing while a piece is on its way: a read that returns means it
@@ -215,6 +218,11 @@ pub(crate) async fn send_pieces<S: DataStream>(
         };
         shared.sending.lock().expect("sending lock").remove(&req.flow);
         shared.rates.remove(req.flow);
+        if result.is_err() && progress.load(Ordering::Relaxed) == 0 {
+            // Its connection was lost before a byte left: the receiver may ask again on another
+            // (its warm connection had gone stale, or its path was down).
+            shared.attached.detach(req.ticket);
+        }
         match result {
             Ok(()) => {}
             Err(AgentError::DataLost(msg)) => {
@@ -490,6 +498,9 @@ pub(crate) struct Part {
     pub(crate) ticket: Ticket,
     /// The relay, its data address and its ticket (naming this agent), if any.
     pub(crate) via: Option<(MachineId, String, Ticket)>,
+    /// The coordinator routes around lost paths: a source that cannot be reached is a path to
+    /// resume over, not a failed get.
+    pub(crate) reroutable: bool,
 }
 
 impl Part {
@@ -956,6 +967,21 @@ mod tests {
         assert_eq!(again.ok(), Some(5000));
         drop(conn);
         assert!(sender.await.unwrap().is_ok());
+    }
+
+    /// A flow whose connection is lost before a byte of it left may be asked for again (on a
+    /// fresh connection, by the receiver with its ticket); once bytes left, it may not.
+    #[tokio::test]
+    async fn a_flow_lost_before_its_first_byte_attaches_again() {
+        let s = shared(1024);
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024)).unwrap();
+        // At rate 0 nothing leaves; the receiver hangs up after the head.
+        s.rates.set(FlowId(1), 0.0);
+        let (head, end) = ask(&s, &request(&s, 1, "a")).await;
+        assert_eq!(head, (Status::Ok, 5000));
+        assert!(end.is_err());
+        let (head, _) = ask(&s, &request(&s, 1, "a")).await;
+        assert_eq!(head, (Status::Ok, 5000), "asked again: served");
     }
 
     /// With no flow key (not registered yet), nothing is served.

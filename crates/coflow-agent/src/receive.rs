@@ -165,6 +165,7 @@ pub(crate) fn parts_of(grant: &pb::AnnounceGetResponse, from: u64, until: u64) -
             src_addr: grant.src_data_addr.clone(),
             ticket: ticket(&grant.ticket),
             via: None,
+            reroutable: grant.reroutable,
         }]);
     }
     let mut at = from;
@@ -183,6 +184,7 @@ pub(crate) fn parts_of(grant: &pb::AnnounceGetResponse, from: u64, until: u64) -
             src_addr: grant.src_data_addr.clone(),
             ticket: ticket(&p.ticket),
             via,
+            reroutable: grant.reroutable,
         });
     }
     if at != until {
@@ -283,10 +285,11 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
             return Ok(());
         }
         // The coordinator moved the part to other paths, or its relay cannot be reached while
-        // its source may well be there: the rest goes another way.
+        // its source may well be there, or its source cannot be reached where the coordinator
+        // routes around a link down: the rest goes another way.
         Err(Cut::Reroute) => true,
         Err(Cut::Failed(AgentError::SourceUnreachable { .. } | AgentError::SourceSilent { .. }))
-            if part.via.is_some() =>
+            if part.via.is_some() || part.reroutable =>
         {
             true
         }

@@ -77,7 +77,8 @@ impl FlowKeys {
     }
 }
 
-/// The flows served so far, by ticket: a flow attaches once. The most recent [`ATTACHED_MEMORY`]
+/// The flows served so far, by ticket: a flow attaches once (again only if its connection was
+/// lost before a byte of it left). The most recent [`ATTACHED_MEMORY`]
 /// are remembered (a ticket older than that belongs to a flow long finished).
 #[derive(Debug, Default)]
 pub(crate) struct Attached {
@@ -101,6 +102,11 @@ impl Attached {
             s.0.remove(&old);
         }
         true
+    }
+
+    /// Lets a flow attach again: its connection was lost before a byte of it left.
+    pub(crate) fn detach(&self, ticket: Ticket) {
+        self.inner.lock().expect("attached lock").0.remove(&ticket);
     }
 }
 

@@ -118,6 +118,9 @@ pub struct FlowGrant {
     /// The parts, in order of offset, when the get is split over several paths or resumed;
     /// empty: one part, the whole piece, fetched directly as `flow`.
     pub parts: Vec<GrantPart>,
+    /// Whether the coordinator routes around lost paths: a part whose source cannot be reached
+    /// is to be resumed rather than failed.
+    pub reroutable: bool,
 }
 
 /// How a coflow's released flows are served. One value, so that a coflow cannot be both
@@ -259,10 +262,10 @@ impl FlowRec {
     }
 
     /// Bytes its rate asked from the later of its last report and the rate's start to `now`, if
-    /// the policy schedules it and it has started.
+    /// the policy schedules it and it has started (its source reported it).
     fn asked_at_rate(&self, now: Nanos) -> f64 {
         match self.reported_at {
-            Some(at) if self.state == FlowState::Scheduled && self.sent > 0 => {
+            Some(at) if self.state == FlowState::Scheduled => {
                 self.rate * now.saturating_sub(at.max(self.rate_since)).as_secs_f64()
             }
             _ => 0.0,
@@ -776,10 +779,11 @@ impl Core {
                 {
                     let sent = sent.min(f.size);
                     // The bytes of a flow's first report may have moved at any time before it: it
-                    // is measured from its first report on.
+                    // is measured from its first report on (a source lists a flow once it has its
+                    // request, so one that moved nothing since is measured too).
                     // A relayed part moves at the pace of its slower hop: its bytes load both links,
                     // but whether it kept up says nothing of either alone.
-                    if f.sent > 0 {
+                    if f.reported_at.is_some() {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         for &l in &f.links {
                             let r = links.entry(l).or_default();
@@ -936,7 +940,11 @@ impl Core {
             None => (vec![(0, size, None)], Routing::Direct),
             Some((old, _)) => match &self.flows[&old].routing {
                 Routing::Split(shares) => (parts_by_share(shares, start, end), Routing::Direct),
-                _ => (self.plan_parts(src, get.machine, start, end), Routing::Direct),
+                // Never reported by its source: its receiver could not reach it directly.
+                _ => {
+                    let unreached = self.flows[&old].reported_at.is_none() && self.flows[&old].via.is_none();
+                    (self.plan_parts(src, get.machine, start, end, unreached), Routing::Direct)
+                }
             },
         };
         if plan.len() > 1 {
@@ -1022,7 +1030,8 @@ impl Core {
             self.release(now, get.coflow);
         }
         let first = &parts[0];
-        let whole = parts.len() == 1 && first.via.is_none() && start == 0;
+        // A resume always names its parts, even one that starts at the piece's first byte.
+        let whole = get.resume.is_none() && parts.len() == 1 && first.via.is_none();
         Ok(FlowGrant {
             flow: first.flow,
             src,
@@ -1030,6 +1039,7 @@ impl Core {
             size,
             ticket: first.ticket,
             parts: if whole { Vec::new() } else { parts },
+            reroutable: self.routes() && self.link_between(src, get.machine).is_some(),
         })
     }
 
@@ -1226,9 +1236,15 @@ impl Core {
         if let Some(meter) = &mut self.meter
             && now >= meter.period_end()
         {
+            let was: Vec<bool> = (0..meter.links()).map(|l| meter.down(l)).collect();
             if meter.tick(now) && !self.active.is_empty() {
                 // A link's estimate changed: the rates were made for another bandwidth.
                 self.dirty = true;
+            }
+            for (l, was) in was.into_iter().enumerate() {
+                if meter.down(l) != was {
+                    tracing::info!(link = l, down = !was, estimate = meter.capacity(l), "wide-area link");
+                }
             }
             // Flows granted over a link since it went down leave it too.
             self.reroute_around_down_links();

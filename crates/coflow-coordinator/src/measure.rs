@@ -47,6 +47,10 @@ const MIN_SAMPLES: usize = 8;
 const DOWN: f64 = 0.05;
 const DOWN_PERIODS: u32 = 2;
 
+/// A link down that nothing asked anything of for this many periods is taken for up again, so
+/// that flows try it (and it is measured down again at once if it still is).
+const RETRY_PERIODS: u32 = 25;
+
 /// The lowest estimate, as a share of the prior's mean: a link that moved nothing is not taken
 /// for dead for good (it is asked again, and grows back as it keeps up).
 const FLOOR: f64 = 0.02;
@@ -63,6 +67,8 @@ struct Link {
     starved: u32,
     /// Measured periods in a row in which it kept up with nearly all of its estimate.
     kept_up: u32,
+    /// Periods in a row in which it was down and asked nothing.
+    idle_down: u32,
     samples: VecDeque<f64>,
 }
 
@@ -117,6 +123,7 @@ impl Meter {
                 estimate: None,
                 starved: 0,
                 kept_up: 0,
+                idle_down: 0,
                 samples: VecDeque::new(),
             })
             .collect();
@@ -129,6 +136,11 @@ impl Meter {
         let r = self.links[l].reports.entry(src).or_default();
         r.0.add(&carried);
         r.1 += secs;
+    }
+
+    /// How many links it measures.
+    pub(crate) fn links(&self) -> usize {
+        self.links.len()
     }
 
     /// When the current period ends.
@@ -158,8 +170,17 @@ impl Meter {
             let throughput = rate.moved + rate.relayed_moved;
             let asked_all = rate.asked + rate.relayed_asked;
             if asked_all <= 0.0 {
+                // Routed around while down: after a while it is tried again.
+                if link.starved >= DOWN_PERIODS {
+                    link.idle_down += 1;
+                    if link.idle_down >= RETRY_PERIODS {
+                        (link.starved, link.idle_down) = (0, 0);
+                        changed = true;
+                    }
+                }
                 continue;
             }
+            link.idle_down = 0;
             // Down by the word of its own flows alone, as for holding them back.
             link.starved = if asked > 0.0 && direct < DOWN * asked { link.starved + 1 } else { 0 };
             let saturated = asked > 0.0 && direct < SATURATED * asked;
@@ -340,5 +361,30 @@ mod tests {
         // Every sample is a bandwidth a distribution takes: positive.
         let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
         assert!(s.iter().all(|&v| v > 0.0) && Bandwidth::Empirical(s).validate().is_ok());
+    }
+
+    /// A link down that flows were routed around is asked nothing: after `RETRY_PERIODS` of
+    /// that it is taken for up again, and down again two periods after flows find it still is.
+    #[test]
+    fn a_link_down_and_asked_nothing_is_tried_again() {
+        let mut m = Meter::new([Bandwidth::Constant(100.0)], Nanos::ZERO);
+        let mut k = 0;
+        let mut next = |m: &mut Meter, moved: f64, asked: f64| {
+            k += 1;
+            period(m, moved, asked);
+            m.tick(ms(400 * k))
+        };
+        next(&mut m, 0.0, 100.0);
+        next(&mut m, 0.0, 100.0);
+        assert!(m.down(0));
+        for _ in 1..RETRY_PERIODS {
+            assert!(!next(&mut m, 0.0, 0.0));
+            assert!(m.down(0), "still down while it was not tried");
+        }
+        assert!(next(&mut m, 0.0, 0.0), "tried again: a change the policy must see");
+        assert!(!m.down(0));
+        next(&mut m, 0.0, 100.0);
+        next(&mut m, 0.0, 100.0);
+        assert!(m.down(0), "still down when tried");
     }
 }

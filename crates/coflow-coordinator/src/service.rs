@@ -253,6 +253,7 @@ fn grant(g: &crate::core::FlowGrant) -> pb::AnnounceGetResponse {
                 via_ticket: p.via.as_ref().map_or_else(Vec::new, |r| r.ticket.to_vec()),
             })
             .collect(),
+        reroutable: g.reroutable,
     }
 }
 

@@ -136,6 +136,7 @@ impl Core {
             size: r.size,
             ticket,
             parts: Vec::new(),
+            reroutable: false,
         };
         if !self.agents.get(&r.dst).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(r.dst));

@@ -129,18 +129,46 @@ impl Core {
     /// routing is on, a policy of the proportional model decides (per-flow policies keep direct
     /// paths, as in the simulator), the flow crosses a wide-area link and is worth splitting.
     pub(super) fn may_split(&self, src: MachineId, dst: MachineId, len: u64) -> bool {
-        let proportional = self.policy.model() == coflow_sched::ServiceModel::Proportional;
-        self.cfg.multipath
-            && !self.tcp
-            && proportional
-            && len >= 2 * MIN_PART_BYTES
-            && self.link_between(src, dst).is_some()
+        self.routes() && len >= 2 * MIN_PART_BYTES && self.link_between(src, dst).is_some()
+    }
+
+    /// Whether the coordinator routes flows over detours: multi-path routing is on and a policy
+    /// of the proportional model decides (per-flow policies keep direct paths, as in the
+    /// simulator).
+    pub(super) fn routes(&self) -> bool {
+        self.cfg.multipath && !self.tcp && self.policy.model() == coflow_sched::ServiceModel::Proportional
+    }
+
+    /// Whether link `l` is measured down.
+    fn down(&self, l: usize) -> bool {
+        self.meter.as_ref().is_some_and(|m| m.down(l))
+    }
+
+    /// A relay for bytes from `src` to `dst` when their direct link is down: an agent of a third
+    /// datacenter both of whose links are up, through the one whose slower link was measured the
+    /// fastest, if any.
+    pub(super) fn detour_around(&self, src: MachineId, dst: MachineId) -> Option<MachineId> {
+        let (wa, meter) = (self.cfg.wide_area.as_ref()?, self.meter.as_ref()?);
+        let dcs = wa.datacenters.len();
+        let (a, b) = (self.agents.get(&src)?.dc? as usize, self.agents.get(&dst)?.dc? as usize);
+        (0..dcs)
+            .filter(|&c| c != a && c != b)
+            .filter_map(|c| {
+                let (l1, l2) = (self.links[a * dcs + c]?, self.links[c * dcs + b]?);
+                if self.down(l1) || self.down(l2) {
+                    return None;
+                }
+                Some((meter.capacity(l1).min(meter.capacity(l2)), self.relay_in(c as u32)?))
+            })
+            .max_by(|x, y| x.0.total_cmp(&y.0))
+            .map(|(_, m)| m)
     }
 
     /// Water-fills `own` new bytes on each link's direct route over the links' expected bandwidth,
     /// with the bytes every flow but those of `apart` has left on the links (Siphon §3.3): per
     /// direct link, the detours its new bytes take and the fraction each takes, each detour
-    /// through an agent of its datacenter (one without an alive agent is left out).
+    /// through an agent of its datacenter (one without an alive agent, or through a link down,
+    /// is left out).
     pub(super) fn water_fill(&self, own: &[f64], apart: &BTreeSet<FlowId>) -> BTreeMap<usize, Vec<(f64, MachineId)>> {
         let fabric = self.fabric();
         let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return BTreeMap::new() };
@@ -167,6 +195,8 @@ impl Core {
                 let link = direct.hops()[0] as usize;
                 let ways: Vec<(f64, MachineId)> = ways
                     .into_iter()
+                    // A detour through a link down is no way: its share stays on the direct path.
+                    .filter(|(route, _)| !route.hops().iter().any(|&r| meter.down(r as usize)))
                     .filter_map(|(route, fraction)| {
                         let dc = wan.links()[route.hops()[0] as usize].to;
                         Some((fraction, self.relay_in(dc)?))
@@ -179,14 +209,24 @@ impl Core {
 
     /// How to send bytes `[start, end)` of a piece from `src` to `dst` now, alone: `(offset,
     /// length, relay)` parts in order of offset, split over detours as [`Core::water_fill`] says
-    /// for its bytes alone (a resume of a flow that lost its path).
+    /// for its bytes alone (a resume of a flow that lost its path); all of it through a detour
+    /// where the direct link is measured down or, `unreached`, its receiver could not reach the
+    /// source over it.
     pub(super) fn plan_parts(
         &self,
         src: MachineId,
         dst: MachineId,
         start: u64,
         end: u64,
+        unreached: bool,
     ) -> Vec<(u64, u64, Option<MachineId>)> {
+        // Around a link down, all of it, whatever its size, where a detour is up.
+        if self.routes()
+            && self.link_between(src, dst).is_some_and(|l| unreached || self.down(l))
+            && let Some(relay) = self.detour_around(src, dst)
+        {
+            return vec![(start, end - start, Some(relay))];
+        }
         if !self.may_split(src, dst, end - start) {
             return vec![(start, end - start, None)];
         }
@@ -293,17 +333,21 @@ impl Core {
     }
 
     /// With multi-path routing, the flows that cross a link measured down (it carried almost
-    /// nothing of what it was asked) are rerouted: their receivers resume them over the paths
-    /// that water-filling then chooses, which avoid it.
+    /// nothing of what it was asked) are rerouted where another path is up: their receivers
+    /// resume them over the paths [`Core::plan_parts`] then chooses, which avoid it. A flow with
+    /// no other path stays, to go on when its link comes back.
     pub(super) fn reroute_around_down_links(&mut self) {
-        let Some(meter) = &self.meter else { return };
-        if !self.cfg.multipath || self.tcp {
+        if !self.routes() {
             return;
         }
         let down: Vec<FlowId> = self
             .flows
             .iter()
-            .filter(|(_, f)| f.state == FlowState::Scheduled && f.links.iter().any(|&l| meter.down(l)))
+            .filter(|(_, f)| f.state == FlowState::Scheduled && !f.rerouting && f.links.iter().any(|&l| self.down(l)))
+            .filter(|(_, f)| {
+                self.link_between(f.src, f.dst).is_some_and(|l| !self.down(l))
+                    || self.detour_around(f.src, f.dst).is_some()
+            })
             .map(|(&id, _)| id)
             .collect();
         for id in down {

@@ -236,3 +236,42 @@ fn a_planned_flow_not_resumed_goes_on_over_its_direct_path() {
     }
     assert!(last_rate(&h.drain(), g.flow).is_some_and(|r| r > 0.0), "it goes on, direct");
 }
+
+/// A link that goes down under a flow too small to split: the flow is rerouted once, its resume
+/// (from its first byte) names its one part, all of it through the agent of the third
+/// datacenter, and the part is not rerouted again while the link stays down.
+#[test]
+fn a_flow_on_a_link_down_resumes_whole_through_a_detour_and_stays_there() {
+    let mut h = three_dcs(1000.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 100_000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    h.advance(0);
+    assert!(last_rate(&h.drain(), g.flow).is_some_and(|r| r > 0.0), "too small to split: direct");
+    // It moves 100 bytes, then nothing: the link a -> b is down after two periods.
+    let mut notices = Vec::new();
+    for k in 0..12 {
+        h.advance(100);
+        h.heartbeat(0, vec![(g.flow, if k == 0 { 1 } else { 100 })]);
+        for m in 1..3 {
+            h.heartbeat(m, Vec::new());
+        }
+        notices.extend(h.notices(1));
+    }
+    assert_eq!(notices, vec![Notice::Reroute(g.flow)], "rerouted once");
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let parts: Vec<(u64, u64, Option<MachineId>)> =
+        r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect();
+    assert_eq!(parts, vec![(0, 100_000, Some(MachineId(2)))], "whole, through c");
+    h.advance(0);
+    assert!(last_rate(&h.drain(), r.parts[0].flow).is_some_and(|r| r > 0.0));
+    for _ in 0..12 {
+        h.advance(100);
+        h.heartbeat(0, vec![(r.parts[0].flow, 1)]);
+        for m in 1..3 {
+            h.heartbeat(m, Vec::new());
+        }
+        assert_eq!(h.notices(1), vec![], "its links are up: it stays");
+    }
+    assert_eq!(h.core.counters().flows_rerouted, 1);
+}
