@@ -262,10 +262,10 @@ impl FlowRec {
     }
 
     /// Bytes its rate asked from the later of its last report and the rate's start to `now`, if
-    /// the policy schedules it and it has started (its source reported it).
+    /// the policy schedules it and it has started (moved a byte).
     fn asked_at_rate(&self, now: Nanos) -> f64 {
         match self.reported_at {
-            Some(at) if self.state == FlowState::Scheduled => {
+            Some(at) if self.state == FlowState::Scheduled && self.sent > 0 => {
                 self.rate * now.saturating_sub(at.max(self.rate_since)).as_secs_f64()
             }
             _ => 0.0,
@@ -779,11 +779,12 @@ impl Core {
                 {
                     let sent = sent.min(f.size);
                     // The bytes of a flow's first report may have moved at any time before it: it
-                    // is measured from its first report on (a source lists a flow once it has its
-                    // request, so one that moved nothing since is measured too).
+                    // is measured from its first report on. One that has moved nothing yet may not
+                    // have its rate yet either, and is not measured: a link that only such flows
+                    // cross is found down by its receivers (who resume them) instead.
                     // A relayed part moves at the pace of its slower hop: its bytes load both links,
                     // but whether it kept up says nothing of either alone.
-                    if f.reported_at.is_some() {
+                    if f.sent > 0 {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         for &l in &f.links {
                             let r = links.entry(l).or_default();

@@ -45,11 +45,11 @@ const MIN_SAMPLES: usize = 8;
 /// A link that moved less than this share of what it was asked, `DOWN_PERIODS` periods in a
 /// row, is down.
 const DOWN: f64 = 0.05;
-const DOWN_PERIODS: u32 = 2;
+const DOWN_PERIODS: u32 = 3;
 
 /// A link down that nothing asked anything of for this many periods is taken for up again, so
 /// that flows try it (and it is measured down again at once if it still is).
-const RETRY_PERIODS: u32 = 25;
+const RETRY_PERIODS: u32 = 5;
 
 /// The lowest estimate, as a share of the prior's mean: a link that moved nothing is not taken
 /// for dead for good (it is asked again, and grows back as it keeps up).
@@ -355,16 +355,19 @@ mod tests {
         m.tick(ms(400 * (MIN_SAMPLES as u64 + 1)));
         assert!((m.capacity(0) - FLOOR * 100.0).abs() < 1e-9, "{}", m.capacity(0));
         assert!(!m.down(0), "one period that carried nothing is not yet a link down");
-        period(&mut m, 0.0, 1000.0);
-        m.tick(ms(400 * (MIN_SAMPLES as u64 + 2)));
-        assert!(m.down(0), "two are");
+        for k in 2..=u64::from(DOWN_PERIODS) {
+            assert!(!m.down(0), "fewer than DOWN_PERIODS are not");
+            period(&mut m, 0.0, 1000.0);
+            m.tick(ms(400 * (MIN_SAMPLES as u64 + k)));
+        }
+        assert!(m.down(0), "DOWN_PERIODS are");
         // Every sample is a bandwidth a distribution takes: positive.
         let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
         assert!(s.iter().all(|&v| v > 0.0) && Bandwidth::Empirical(s).validate().is_ok());
     }
 
     /// A link down that flows were routed around is asked nothing: after `RETRY_PERIODS` of
-    /// that it is taken for up again, and down again two periods after flows find it still is.
+    /// that it is taken for up again, and down again `DOWN_PERIODS` after flows find it still is.
     #[test]
     fn a_link_down_and_asked_nothing_is_tried_again() {
         let mut m = Meter::new([Bandwidth::Constant(100.0)], Nanos::ZERO);
@@ -374,8 +377,9 @@ mod tests {
             period(m, moved, asked);
             m.tick(ms(400 * k))
         };
-        next(&mut m, 0.0, 100.0);
-        next(&mut m, 0.0, 100.0);
+        for _ in 0..DOWN_PERIODS {
+            next(&mut m, 0.0, 100.0);
+        }
         assert!(m.down(0));
         for _ in 1..RETRY_PERIODS {
             assert!(!next(&mut m, 0.0, 0.0));
@@ -383,8 +387,9 @@ mod tests {
         }
         assert!(next(&mut m, 0.0, 0.0), "tried again: a change the policy must see");
         assert!(!m.down(0));
-        next(&mut m, 0.0, 100.0);
-        next(&mut m, 0.0, 100.0);
+        for _ in 0..DOWN_PERIODS {
+            next(&mut m, 0.0, 100.0);
+        }
         assert!(m.down(0), "still down when tried");
     }
 }

@@ -248,9 +248,9 @@ fn a_flow_on_a_link_down_resumes_whole_through_a_detour_and_stays_there() {
     let g = h.get(c, "p", 1).unwrap();
     h.advance(0);
     assert!(last_rate(&h.drain(), g.flow).is_some_and(|r| r > 0.0), "too small to split: direct");
-    // It moves 100 bytes, then nothing: the link a -> b is down after two periods.
+    // It moves 100 bytes, then nothing: the link a -> b is down after three periods.
     let mut notices = Vec::new();
-    for k in 0..12 {
+    for k in 0..20 {
         h.advance(100);
         h.heartbeat(0, vec![(g.flow, if k == 0 { 1 } else { 100 })]);
         for m in 1..3 {
