@@ -84,6 +84,8 @@ pub struct FaultOptions {
     pub get_bound: Duration,
     /// When the fault strikes, after the first arrival; default 40% of the way to the last.
     pub fault_at: Option<Duration>,
+    /// Leave the last scenario's testbed up, with its logs.
+    pub keep: bool,
 }
 
 /// One scenario's counts.
@@ -239,12 +241,15 @@ fn inject(tb: &Testbed, s: Scenario, host: usize, t0: Instant, at: Duration, bou
 }
 
 /// Runs one scenario on a fresh testbed.
-pub fn scenario(opts: &FaultOptions, s: Scenario) -> Result<ScenarioResult, TestbedError> {
+pub fn scenario(opts: &FaultOptions, s: Scenario, keep: bool) -> Result<ScenarioResult, TestbedError> {
     let t = Instant::now();
     let hosts = opts.topology.hosts.len();
     let host = busiest(&opts.workload, hosts);
     let svc = ServiceConfig { policy: "varys".into(), agent_timeout_ms: AGENT_TIMEOUT_MS, multipath: false };
-    let tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
+    let mut tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
+    if keep {
+        tb.keep();
+    }
     let ids = tb.prepare(&opts.workload)?;
     let at = opts.fault_at.unwrap_or_else(|| {
         let span = match (opts.workload.coflows.first(), opts.workload.coflows.last()) {
@@ -314,9 +319,9 @@ pub fn scenario(opts: &FaultOptions, s: Scenario) -> Result<ScenarioResult, Test
 /// Runs every scenario; `progress` hears one line per scenario.
 pub fn run(opts: &FaultOptions, progress: &mut dyn FnMut(&str)) -> Result<FaultReport, TestbedError> {
     let mut scenarios = Vec::new();
-    for &s in &opts.scenarios {
+    for (k, &s) in opts.scenarios.iter().enumerate() {
         progress(&format!("{}: on a fresh testbed", s.name()));
-        scenarios.push(scenario(opts, s)?);
+        scenarios.push(scenario(opts, s, opts.keep && k + 1 == opts.scenarios.len())?);
     }
     Ok(FaultReport {
         hosts: opts.topology.hosts.len(),
