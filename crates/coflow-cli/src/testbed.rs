@@ -124,6 +124,9 @@ pub(crate) struct FaultArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Leave the last scenario's testbed up, with its logs (`coflow testbed down` removes it).
+    #[arg(long)]
+    keep: bool,
 }
 
 /// Options of `coflow testbed spark`.
@@ -316,7 +319,7 @@ fn run_faults(a: FaultArgs) -> Result<()> {
     coflow_testbed::teardown_on_signal();
     let exe = std::env::current_exe().context("finding the coflow binary")?;
     println!("coflow testbed faults: {} hosts, {source}, varys", topology.hosts.len());
-    let opts = FaultOptions { topology, workload: w, source, exe, scenarios, get_bound, fault_at };
+    let opts = FaultOptions { topology, workload: w, source, exe, scenarios, get_bound, fault_at, keep: a.keep };
     let outputs = [a.json.as_deref()];
     let report = faults::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
     crate::output::human(&format!("\n{}", report.table()), &outputs);

@@ -22,14 +22,15 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 // A socket address is a value, not I/O: `core::net` is there without the standard library.
 use ::core::net::SocketAddr;
 
-use coflow_core::{CoflowId, FlowId, MachineId, Nanos, Rate};
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration};
-use coflow_sched::{Allocation, BigSwitch, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
+use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
 
 use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
 use crate::status::{AgentView, CoflowView, FlowView};
 
+mod ports;
 mod recovery;
 mod wide_area;
 
@@ -393,6 +394,8 @@ pub struct Core {
     /// `from * dcs + to`), and what the links were measured to carry.
     links: Vec<Option<usize>>,
     meter: Option<crate::measure::Meter>,
+    /// On a big switch, what the agents' ports were measured to carry.
+    ports: crate::measure::PortMeter,
     /// Flows waiting to be water-filled with their coflow's other gets, by when they started to.
     routing_due: BTreeSet<(Nanos, FlowId)>,
     /// Flows planned over detours whose receivers were told to resume them, by when.
@@ -464,6 +467,7 @@ impl Core {
             blind,
             links,
             meter,
+            ports: crate::measure::PortMeter::default(),
             routing_due: BTreeSet::new(),
             resume_due: BTreeSet::new(),
         }
@@ -533,14 +537,19 @@ impl Core {
 
     /// Every agent that registered, by machine.
     pub fn agents(&self) -> impl Iterator<Item = AgentView> + '_ {
-        self.agents.iter().map(|(&machine, a)| AgentView {
-            machine,
-            data_addr: a.data_addr,
-            alive: a.alive,
-            tx_bps: a.tx_bps,
-            rx_bps: a.rx_bps,
-            port_rate: a.port_rate,
-            silent: self.now.saturating_sub(a.last_seen),
+        self.agents.iter().map(|(&machine, a)| {
+            let (uplink_bps, downlink_bps) = self.port_capacity(machine, a.port_rate);
+            AgentView {
+                machine,
+                data_addr: a.data_addr,
+                alive: a.alive,
+                tx_bps: a.tx_bps,
+                rx_bps: a.rx_bps,
+                port_rate: a.port_rate,
+                uplink_bps,
+                downlink_bps,
+                silent: self.now.saturating_sub(a.last_seen),
+            }
         })
     }
 
@@ -715,6 +724,9 @@ impl Core {
             self.agent_lost(now, a.machine, "agent-restarted");
         }
         tracing::info!(machine = %a.machine, data_addr = %a.data_addr, "agent registered");
+        if dc.is_none() {
+            self.ports.join(a.machine, a.port_rate);
+        }
         self.agents.insert(
             a.machine,
             AgentRec {
@@ -770,9 +782,11 @@ impl Core {
             _ => false,
         };
         if known {
-            // What this report says of each wide-area link its flows cross, over the interval
-            // since the agent's previous message.
+            // What this report says of each wide-area link its flows cross, or on a big switch of
+            // the ports, by receiver, over the interval since the agent's previous message.
             let mut links: BTreeMap<usize, crate::measure::Carried> = BTreeMap::new();
+            let mut to: BTreeMap<MachineId, crate::measure::Carried> = BTreeMap::new();
+            let big_switch = self.meter.is_none();
             for (id, sent) in hb.flows {
                 if let Some(f) = self.flows.get_mut(&id)
                     && f.src == hb.machine
@@ -789,12 +803,15 @@ impl Core {
                         for &l in &f.links {
                             let r = links.entry(l).or_default();
                             if f.via.is_some() {
-                                r.relayed_moved += moved;
-                                r.relayed_asked += asked;
+                                r.other_moved += moved;
+                                r.other_asked += asked;
                             } else {
                                 r.moved += moved;
                                 r.asked += asked;
                             }
+                        }
+                        if big_switch {
+                            ports::carried(to.entry(f.dst).or_default(), f, moved, asked);
                         }
                     }
                     f.asked = 0.0;
@@ -807,6 +824,9 @@ impl Core {
                 for (l, carried) in links {
                     meter.report(l, hb.machine, carried, covered.as_secs_f64());
                 }
+            }
+            for (dst, carried) in to {
+                self.ports.report(hb.machine, dst, carried, covered.as_secs_f64());
             }
         }
         known
@@ -1250,6 +1270,13 @@ impl Core {
             // Flows granted over a link since it went down leave it too.
             self.reroute_around_down_links();
         }
+        // The ports' periods end at the first run after their end: agents' heartbeats make the
+        // core run every heartbeat.
+        if self.meter.is_none() && self.ports.tick(now) {
+            self.log_ports();
+            // A port's estimate changed: the rates were made for another capacity.
+            self.dirty |= !self.active.is_empty();
+        }
         let route_due = self.routing_due.first().is_some_and(|&(since, _)| since.saturating_add(GATHER) <= now)
             || self.resume_due.first().is_some_and(|&(since, _)| since.saturating_add(RESUME_WAIT) <= now);
         if self.dirty || route_due || self.wake.is_some_and(|w| w <= now) {
@@ -1335,35 +1362,7 @@ impl Core {
             }
             return fabric;
         }
-        let ports = BigSwitch::new(machines, Rate::from_bytes_per_sec(1.0));
-        let mut fabric = Fabric::new(ports);
-        for r in 0..fabric.resources() as u32 {
-            fabric.set_capacity(r, 0.0);
-        }
-        // Each port's capacity, less what unscheduled traffic was seen to use of it.
-        let mut sched_tx: BTreeMap<MachineId, f64> = BTreeMap::new();
-        let mut sched_rx: BTreeMap<MachineId, f64> = BTreeMap::new();
-        let mut unsched_tx = BTreeSet::new();
-        let mut unsched_rx = BTreeSet::new();
-        for f in self.flows.values().filter(|f| f.state != FlowState::Held) {
-            if f.state == FlowState::Unscheduled {
-                unsched_tx.insert(f.src);
-                unsched_rx.insert(f.dst);
-            } else {
-                *sched_tx.entry(f.src).or_default() += f.rate;
-                *sched_rx.entry(f.dst).or_default() += f.rate;
-            }
-        }
-        for (&m, a) in self.agents.iter().filter(|(_, a)| a.alive) {
-            let others = |used: f64, sched: Option<&f64>, any: bool| {
-                if any { (used - sched.copied().unwrap_or(0.0)).max(0.0) } else { 0.0 }
-            };
-            let tx = others(a.tx_bps, sched_tx.get(&m), unsched_tx.contains(&m));
-            let rx = others(a.rx_bps, sched_rx.get(&m), unsched_rx.contains(&m));
-            fabric.set_capacity(ports.ingress(m), (a.port_rate - tx).max(0.1 * a.port_rate));
-            fabric.set_capacity(ports.egress(m), (a.port_rate - rx).max(0.1 * a.port_rate));
-        }
-        fabric
+        self.big_switch(machines)
     }
 
     fn decide(&mut self, now: Nanos) {

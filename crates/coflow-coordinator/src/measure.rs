@@ -1,6 +1,7 @@
-//! What the coordinator measures of a wide area: each link's available bandwidth, from the bytes
-//! its senders report moved and the rates it asked of the link, as samples of the link's
-//! bandwidth distribution (Siphon §4: aggregators collect link statistics for the controller).
+//! What the coordinator measures of the resources it schedules: each wide-area link's available
+//! bandwidth (Siphon §4: aggregators collect link statistics for the controller) and, on a big
+//! switch, each machine's uplink and downlink, from the bytes their senders report moved and the
+//! rates the coordinator asked of them, as samples of their bandwidth.
 //!
 //! Time is cut into periods. Each source's report covers the interval since its previous one; in
 //! a period a link's throughput is, summed over its sources, the bytes each reported moved on it
@@ -15,9 +16,21 @@
 //! asked little tells nothing. The policies read the estimate as the link's capacity now and the
 //! window (once it holds `MIN_SAMPLES`) as its distribution; before that the topology's prior.
 //!
+//! A port ([`PortMeter`]) is measured the same way, with three differences. Its prior is the rate
+//! its agent registered, which is also its ceiling (the agent's own port cap, or its NIC, never
+//! carries more, so a port that keeps up is never offered more than it registered). Every flow
+//! crosses two ports, its sender's uplink and its receiver's downlink, so a period's shortfalls
+//! are put down first to the port that explains them (the fullest of those held back: a
+//! bottleneck carries all it has, its flows' other ends what it lets through), and a flow whose
+//! shortfall one port explains does not count against the other. A port is sampled only once it
+//! held its flows back two periods in a row: a slower link stays slow, while a flow stalled for
+//! a moment (its receiver busy, its agent descheduled) is no port's fault. And a port asked less than
+//! a fifth of its estimate tells nothing of being held back (a flow paced at a small rate
+//! moves block by block, too coarse to judge in one period).
+//!
 //! Pure: the core calls it with `now` and what it learnt; it reads no clock.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use coflow_core::{MachineId, Nanos};
 use coflow_sched::Bandwidth;
@@ -48,17 +61,40 @@ const DOWN: f64 = 0.05;
 const DOWN_PERIODS: u32 = 3;
 
 /// A link down that nothing asked anything of for this many periods is taken for up again, so
-/// that flows try it (and it is measured down again at once if it still is).
+/// that flows try it (and it is measured down again if it still is).
 const RETRY_PERIODS: u32 = 5;
 
 /// The lowest estimate, as a share of the prior's mean: a link that moved nothing is not taken
 /// for dead for good (it is asked again, and grows back as it keeps up).
 const FLOOR: f64 = 0.02;
 
+/// How a kind of resource is judged.
+#[derive(Clone, Copy, Debug)]
+struct Rules {
+    /// Asked less than this share of its estimate in a period, it is not judged held back.
+    least_asked: f64,
+    /// Held back in this many periods in a row before it is sampled.
+    held_periods: u32,
+    /// It grows only if it carried nearly all of its estimate (`SATURATED` of it), not only
+    /// nearly all it was asked: a period holds reports of the interval before it began, at the
+    /// rates before a probe, which would otherwise pass a probe that fell short for one that kept
+    /// up (and double the next).
+    carried_estimate: bool,
+}
+
+/// A wide-area link's rules.
+const LINK: Rules = Rules { least_asked: 0.0, held_periods: 1, carried_estimate: false };
+
+/// A port's rules: one asked less than a fifth of its estimate is not judged, and one is sampled
+/// once held back two periods in a row.
+const PORT: Rules = Rules { least_asked: 0.2, held_periods: 2, carried_estimate: true };
+
 #[derive(Clone, Debug)]
 struct Link {
     /// The topology's distribution.
     prior: Bandwidth,
+    /// The most it may be estimated at (a port's registered rate); none on a wide area.
+    ceiling: Option<f64>,
     /// Per source in the current period: what its reports said, and the seconds they cover.
     reports: BTreeMap<MachineId, (Carried, f64)>,
     /// The estimate of its bandwidth now; none before the first measurement.
@@ -67,29 +103,32 @@ struct Link {
     starved: u32,
     /// Measured periods in a row in which it kept up with nearly all of its estimate.
     kept_up: u32,
+    /// Measured periods in a row in which it held its own flows back.
+    held: u32,
     /// Periods in a row in which it was down and asked nothing.
     idle_down: u32,
     samples: VecDeque<f64>,
 }
 
 /// What a source's flows carried on a link over one report's interval, in bytes: moved, and what
-/// their assigned rates asked (nothing of a flow served outside the policy); those that cross the
-/// link directly apart from the parts relayed through it (which move at the pace of their slower
-/// hop, so that what they carried says nothing of this link alone).
+/// their assigned rates asked; apart, the bytes that load the link but whose pace says nothing of
+/// it alone (`other_*`): on a wide area the parts relayed through it, which move at the pace of
+/// their slower hop; on a port the flows served outside the policy, which asked for nothing and
+/// took what they found (their `other_asked` is what they moved).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Carried {
     pub(crate) moved: f64,
     pub(crate) asked: f64,
-    pub(crate) relayed_moved: f64,
-    pub(crate) relayed_asked: f64,
+    pub(crate) other_moved: f64,
+    pub(crate) other_asked: f64,
 }
 
 impl Carried {
     fn add(&mut self, o: &Carried) {
         self.moved += o.moved;
         self.asked += o.asked;
-        self.relayed_moved += o.relayed_moved;
-        self.relayed_asked += o.relayed_asked;
+        self.other_moved += o.other_moved;
+        self.other_asked += o.other_asked;
     }
 
     /// Over `secs`: bytes per second.
@@ -97,9 +136,97 @@ impl Carried {
         Carried {
             moved: self.moved / secs,
             asked: self.asked / secs,
-            relayed_moved: self.relayed_moved / secs,
-            relayed_asked: self.relayed_asked / secs,
+            other_moved: self.other_moved / secs,
+            other_asked: self.other_asked / secs,
         }
+    }
+}
+
+impl Link {
+    fn new(prior: Bandwidth, ceiling: Option<f64>) -> Link {
+        Link {
+            prior,
+            ceiling,
+            reports: BTreeMap::new(),
+            estimate: None,
+            starved: 0,
+            kept_up: 0,
+            held: 0,
+            idle_down: 0,
+            samples: VecDeque::new(),
+        }
+    }
+
+    /// Its bandwidth now, as far as the coordinator knows: its estimate, else its prior's mean.
+    fn capacity(&self) -> f64 {
+        self.estimate.unwrap_or_else(|| self.prior.mean())
+    }
+
+    /// Whether its own flows were asked enough to judge it: something, and at least the rules'
+    /// least share of its estimate.
+    fn judged(&self, rate: &Carried, rules: Rules) -> bool {
+        rate.asked > 0.0 && rate.asked >= rules.least_asked * self.capacity()
+    }
+
+    /// Whether its own flows, carrying `rate` (bytes per second over a period), were held back.
+    fn held_back(&self, rate: &Carried, rules: Rules) -> bool {
+        self.judged(rate, rules) && rate.moved < SATURATED * rate.asked
+    }
+
+    /// Ends a period in which it carried `rate`: a sample if it held its own flows back, growth
+    /// if it kept up with nearly all of its estimate. Returns (the estimate changed, a sample was
+    /// taken).
+    fn measure(&mut self, rate: &Carried, rules: Rules) -> (bool, bool) {
+        let prior = self.prior.mean();
+        let estimate = self.capacity();
+        // The link's own flows tell whether it held them back; everything it carried is what it
+        // had then.
+        let (direct, asked) = (rate.moved, rate.asked);
+        let throughput = rate.moved + rate.other_moved;
+        let asked_all = rate.asked + rate.other_asked;
+        if asked_all <= 0.0 {
+            // Routed around while down: after a while it is tried again.
+            if self.starved >= DOWN_PERIODS {
+                self.idle_down += 1;
+                if self.idle_down >= RETRY_PERIODS {
+                    (self.starved, self.idle_down) = (0, 0);
+                    return (true, false);
+                }
+            }
+            return (false, false);
+        }
+        self.idle_down = 0;
+        // Down by the word of its own flows alone, as for holding them back.
+        let judged = self.judged(rate, rules);
+        self.starved = if judged && direct < DOWN * asked { self.starved + 1 } else { 0 };
+        let held_back = self.held_back(rate, rules);
+        self.held = if held_back { self.held + 1 } else { 0 };
+        let saturated = held_back && self.held >= rules.held_periods;
+        let kept_up = !held_back
+            && throughput >= SATURATED * asked_all
+            && asked_all >= ASKED_NEARLY_ALL * estimate
+            && (!rules.carried_estimate || throughput >= SATURATED * estimate);
+        self.kept_up = if kept_up { self.kept_up + 1 } else { 0 };
+        let next = if saturated {
+            // The link was the bottleneck: what it moved is what it had (a link that moved
+            // nothing counts at the floor, so that every sample is a bandwidth).
+            let throughput = throughput.max(FLOOR * prior);
+            self.samples.push_back(throughput);
+            if self.samples.len() > WINDOW {
+                self.samples.pop_front();
+            }
+            throughput
+        } else if kept_up {
+            // It kept up with nearly all it was believed to have: it may have more.
+            let growth = (PROBE * f64::from(1u32 << (self.kept_up - 1).min(8))).min(1.0);
+            estimate.max(throughput) * (1.0 + growth)
+        } else {
+            return (false, false);
+        };
+        let next = next.max(FLOOR * prior).min(self.ceiling.unwrap_or(f64::INFINITY));
+        let changed = estimate != next;
+        self.estimate = Some(next);
+        (changed, saturated)
     }
 }
 
@@ -115,18 +242,7 @@ pub(crate) struct Meter {
 impl Meter {
     /// A meter of links with these priors, from `now`.
     pub(crate) fn new(priors: impl IntoIterator<Item = Bandwidth>, now: Nanos) -> Meter {
-        let links = priors
-            .into_iter()
-            .map(|prior| Link {
-                prior,
-                reports: BTreeMap::new(),
-                estimate: None,
-                starved: 0,
-                kept_up: 0,
-                idle_down: 0,
-                samples: VecDeque::new(),
-            })
-            .collect();
+        let links = priors.into_iter().map(|prior| Link::new(prior, None)).collect();
         Meter { links, period_start: now, samples_taken: 0 }
     }
 
@@ -162,52 +278,9 @@ impl Meter {
                     rate.add(&carried.per_sec(secs));
                 }
             }
-            let prior = link.prior.mean();
-            let estimate = link.estimate.unwrap_or(prior);
-            // The link's own flows tell whether it held them back; everything it carried is what it
-            // had then.
-            let (direct, asked) = (rate.moved, rate.asked);
-            let throughput = rate.moved + rate.relayed_moved;
-            let asked_all = rate.asked + rate.relayed_asked;
-            if asked_all <= 0.0 {
-                // Routed around while down: after a while it is tried again.
-                if link.starved >= DOWN_PERIODS {
-                    link.idle_down += 1;
-                    if link.idle_down >= RETRY_PERIODS {
-                        (link.starved, link.idle_down) = (0, 0);
-                        changed = true;
-                    }
-                }
-                continue;
-            }
-            link.idle_down = 0;
-            // Down by the word of its own flows alone, as for holding them back.
-            link.starved = if asked > 0.0 && direct < DOWN * asked { link.starved + 1 } else { 0 };
-            let saturated = asked > 0.0 && direct < SATURATED * asked;
-            let kept_up = !saturated && throughput >= SATURATED * asked_all && asked_all >= ASKED_NEARLY_ALL * estimate;
-            link.kept_up = if kept_up { link.kept_up + 1 } else { 0 };
-            let next = if saturated {
-                // The link was the bottleneck: what it moved is what it had (a link that moved
-                // nothing counts at the floor, so that every sample is a bandwidth).
-                let throughput = throughput.max(FLOOR * prior);
-                link.samples.push_back(throughput);
-                if link.samples.len() > WINDOW {
-                    link.samples.pop_front();
-                }
-                self.samples_taken += 1;
-                throughput
-            } else if kept_up {
-                // It kept up with nearly all it was believed to have: it may have more.
-                let growth = (PROBE * f64::from(1u32 << (link.kept_up - 1).min(8))).min(1.0);
-                estimate.max(throughput) * (1.0 + growth)
-            } else {
-                continue;
-            };
-            let next = next.max(FLOOR * prior);
-            if link.estimate != Some(next) {
-                link.estimate = Some(next);
-                changed = true;
-            }
+            let (c, sampled) = link.measure(&rate, LINK);
+            changed |= c;
+            self.samples_taken += u64::from(sampled);
         }
         self.period_start = now;
         changed
@@ -216,8 +289,7 @@ impl Meter {
     /// Link `l`'s bandwidth now, as far as the coordinator knows: its estimate, else its prior's
     /// mean.
     pub(crate) fn capacity(&self, l: usize) -> f64 {
-        let link = &self.links[l];
-        link.estimate.unwrap_or_else(|| link.prior.mean())
+        self.links[l].capacity()
     }
 
     /// Link `l`'s distribution: its measured samples once there are enough, else the prior.
@@ -235,6 +307,129 @@ impl Meter {
     /// How many samples link `l` holds.
     pub(crate) fn samples(&self, l: usize) -> usize {
         self.links[l].samples.len()
+    }
+}
+
+/// A port: a machine's uplink (what it sends) or downlink (what it receives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Port {
+    Up(MachineId),
+    Down(MachineId),
+}
+
+impl Port {
+    fn index(self) -> usize {
+        match self {
+            Port::Up(m) => 2 * m.0 as usize,
+            Port::Down(m) => 2 * m.0 as usize + 1,
+        }
+    }
+}
+
+/// A big switch's ports' measurements: each machine's uplink and downlink, its registered port
+/// rate the prior and the ceiling; machines join at any time.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PortMeter {
+    /// By [`Port::index`]; a machine that never joined holds ports at its neighbours' rate,
+    /// never asked.
+    ports: Vec<Link>,
+    /// Per (sender, receiver) in the current period: what the sender's reports said of the flows
+    /// between them, and the seconds they cover.
+    pairs: BTreeMap<(MachineId, MachineId), (Carried, f64)>,
+    period_start: Nanos,
+    /// Samples taken, for the metrics.
+    pub(crate) samples_taken: u64,
+}
+
+impl PortMeter {
+    /// Machine `m` joined (or joined again) with this port rate: its ports start from it.
+    pub(crate) fn join(&mut self, m: MachineId, port_rate: f64) {
+        let port = |rate: f64| Link::new(Bandwidth::Constant(rate), Some(rate));
+        let need = Port::Down(m).index() + 1;
+        while self.ports.len() < need {
+            self.ports.push(port(port_rate));
+        }
+        self.ports[Port::Up(m).index()] = port(port_rate);
+        self.ports[Port::Down(m).index()] = port(port_rate);
+    }
+
+    /// Sender `src` reported what its flows to `dst` carried over an interval of `secs` seconds.
+    pub(crate) fn report(&mut self, src: MachineId, dst: MachineId, carried: Carried, secs: f64) {
+        let r = self.pairs.entry((src, dst)).or_default();
+        r.0.add(&carried);
+        r.1 += secs;
+    }
+
+    /// When the current period ends.
+    pub(crate) fn period_end(&self) -> Nanos {
+        self.period_start.saturating_add(PERIOD)
+    }
+
+    /// Ends the period if it is over at `now`: the shortfalls are put down to the ports that
+    /// explain them, most held back first, and every port asked enough is measured. Returns
+    /// whether an estimate changed.
+    pub(crate) fn tick(&mut self, now: Nanos) -> bool {
+        if now < self.period_end() {
+            return false;
+        }
+        self.period_start = now;
+        let pairs: Vec<(Port, Port, Carried)> = std::mem::take(&mut self.pairs)
+            .into_iter()
+            .filter(|&((s, d), (_, secs))| secs > 0.0 && s != d && Port::Down(s.max(d)).index() < self.ports.len())
+            .map(|((s, d), (c, secs))| (Port::Up(s), Port::Down(d), c.per_sec(secs)))
+            .collect();
+        let mut load: BTreeMap<Port, Carried> = BTreeMap::new();
+        for &(up, down, c) in &pairs {
+            load.entry(up).or_default().add(&c);
+            load.entry(down).or_default().add(&c);
+        }
+        let mut bottlenecks = BTreeSet::new();
+        // Of the ports held back, the fullest (what it carried, by the policy or outside it, over
+        // its estimate): a bottleneck carries all it has, while its flows' other ends carry what
+        // it lets through. Neither falling short by the greatest share (TCP shares a slow link
+        // evenly, so the flow asked the most falls shortest) nor by the most bytes tells them
+        // apart when traffic outside the policy fills a port.
+        let fullest = |load: &BTreeMap<Port, Carried>, bottlenecks: &BTreeSet<Port>| {
+            load.iter()
+                .filter(|&(p, c)| !bottlenecks.contains(p) && self.ports[p.index()].held_back(c, PORT))
+                .map(|(&p, c)| (p, (c.moved + c.other_moved) / self.ports[p.index()].capacity()))
+                .reduce(|a, b| if b.1 > a.1 { b } else { a })
+        };
+        while let Some((p, _)) = fullest(&load, &bottlenecks) {
+            bottlenecks.insert(p);
+            // What held its flows back did not hold them back at their other ends.
+            for &(up, down, c) in &pairs {
+                let other = if up == p {
+                    down
+                } else if down == p {
+                    up
+                } else {
+                    continue;
+                };
+                if !bottlenecks.contains(&other) {
+                    let o = load.get_mut(&other).expect("every pair loads both its ports");
+                    o.asked = (o.asked - (c.asked - c.moved).max(0.0)).max(0.0);
+                }
+            }
+        }
+        let mut changed = false;
+        for (p, c) in load {
+            let (ch, sampled) = self.ports[p.index()].measure(&c, PORT);
+            changed |= ch;
+            self.samples_taken += u64::from(sampled);
+        }
+        changed
+    }
+
+    /// Port `p`'s bandwidth now, as far as the coordinator knows (none: its machine never joined).
+    pub(crate) fn capacity(&self, p: Port) -> Option<f64> {
+        self.ports.get(p.index()).map(Link::capacity)
+    }
+
+    /// How many samples port `p` holds.
+    #[cfg(test)]
+    fn samples(&self, p: Port) -> usize {
+        self.ports.get(p.index()).map_or(0, |l| l.samples.len())
     }
 }
 
@@ -263,21 +458,13 @@ mod tests {
     fn relayed_parts_count_in_what_a_link_carried_not_in_whether_it_held_back() {
         let mut m = Meter::new([Bandwidth::Constant(1000.0)], Nanos::ZERO);
         let secs = PERIOD.as_secs_f64();
-        let slow_relay = Carried {
-            moved: 400.0 * secs,
-            asked: 400.0 * secs,
-            relayed_moved: 50.0 * secs,
-            relayed_asked: 500.0 * secs,
-        };
+        let slow_relay =
+            Carried { moved: 400.0 * secs, asked: 400.0 * secs, other_moved: 50.0 * secs, other_asked: 500.0 * secs };
         m.report(0, MachineId(0), slow_relay, secs);
         m.tick(PERIOD);
         assert_eq!((m.samples(0), m.capacity(0)), (0, 1000.0), "not held back by this link");
-        let held = Carried {
-            moved: 300.0 * secs,
-            asked: 600.0 * secs,
-            relayed_moved: 200.0 * secs,
-            relayed_asked: 400.0 * secs,
-        };
+        let held =
+            Carried { moved: 300.0 * secs, asked: 600.0 * secs, other_moved: 200.0 * secs, other_asked: 400.0 * secs };
         m.report(0, MachineId(0), held, secs);
         m.tick(ms(800));
         assert_eq!(m.samples(0), 1);
@@ -364,6 +551,138 @@ mod tests {
         // Every sample is a bandwidth a distribution takes: positive.
         let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
         assert!(s.iter().all(|&v| v > 0.0) && Bandwidth::Empirical(s).validate().is_ok());
+    }
+
+    fn port_period(m: &mut PortMeter, src: u32, dst: u32, moved: f64, asked: f64) {
+        let secs = PERIOD.as_secs_f64();
+        m.report(MachineId(src), MachineId(dst), direct(moved * secs, asked * secs), secs);
+    }
+
+    fn ports(machines: u32, rate: f64) -> PortMeter {
+        let mut m = PortMeter::default();
+        for k in 0..machines {
+            m.join(MachineId(k), rate);
+        }
+        m
+    }
+
+    /// Two periods of the same reports, `(src, dst, moved, asked)`, from `at`: whether the
+    /// either changed an estimate.
+    fn twice(m: &mut PortMeter, at: Nanos, reports: &[(u32, u32, f64, f64)]) -> bool {
+        let mut changed = false;
+        for k in 1..=2 {
+            for &(src, dst, moved, asked) in reports {
+                port_period(m, src, dst, moved, asked);
+            }
+            changed |= m.tick(at.saturating_add(Nanos(PERIOD.0 * k)));
+        }
+        changed
+    }
+
+    fn up(m: &PortMeter, k: u32) -> Option<f64> {
+        m.capacity(Port::Up(MachineId(k)))
+    }
+
+    fn down(m: &PortMeter, k: u32) -> Option<f64> {
+        m.capacity(Port::Down(MachineId(k)))
+    }
+
+    /// A sender whose uplink carries half of what it is asked, to two healthy receivers: once it
+    /// held its flows back two periods in a row its uplink is measured at what it moved, and the
+    /// receivers' downlinks, whose shortfall it explains, keep their rate; the same the other way
+    /// round for a slow downlink, even when TCP's even sharing of it makes the sender asked more
+    /// fall short by the greater share.
+    #[test]
+    fn a_shortfall_is_put_down_to_the_port_that_explains_it() {
+        let mut m = ports(3, 1000.0);
+        port_period(&mut m, 0, 1, 250.0, 500.0);
+        port_period(&mut m, 0, 2, 250.0, 500.0);
+        assert!(!m.tick(PERIOD), "one period held back is not yet a slow port");
+        assert!(twice(&mut m, PERIOD, &[(0, 1, 250.0, 500.0), (0, 2, 250.0, 500.0)]));
+        assert_eq!(up(&m, 0), Some(500.0));
+        assert_eq!(m.samples(Port::Up(MachineId(0))), 2);
+        for k in [1, 2] {
+            assert_eq!(down(&m, k), Some(1000.0), "downlink {k}");
+            assert_eq!(m.samples(Port::Down(MachineId(k))), 0, "downlink {k}");
+        }
+        let mut m = ports(3, 1000.0);
+        assert!(twice(&mut m, Nanos::ZERO, &[(1, 0, 250.0, 800.0), (2, 0, 250.0, 300.0)]));
+        assert_eq!(down(&m, 0), Some(500.0));
+        assert_eq!((up(&m, 1), up(&m, 2)), (Some(1000.0), Some(1000.0)));
+    }
+
+    /// A receiver filled by traffic outside the policy holds back the policy's flows to it: the
+    /// fullest port held back is the receiver's, not its scheduled senders', whose uplinks carry
+    /// only what it lets through.
+    #[test]
+    fn a_port_filled_outside_the_policy_is_not_taken_for_its_senders_fault() {
+        let mut m = ports(3, 1000.0);
+        let secs = PERIOD.as_secs_f64();
+        for k in 1..=2 {
+            port_period(&mut m, 1, 0, 100.0, 500.0);
+            let bypassed = Carried { other_moved: 900.0 * secs, other_asked: 900.0 * secs, ..Carried::default() };
+            m.report(MachineId(2), MachineId(0), bypassed, secs);
+            m.tick(ms(400 * k));
+        }
+        assert_eq!(up(&m, 1), Some(1000.0));
+        assert_eq!(down(&m, 0), Some(1000.0), "it carried all it has");
+    }
+
+    /// A port asked its whole rate that moves nearly all of it is healthy: never offered more
+    /// than it registered, never sampled; one asked a tenth of its rate that moves half of that
+    /// is not judged; a port that fell grows back to its rate, and no further, as it keeps up.
+    #[test]
+    fn a_healthy_port_stays_at_its_rate_and_one_asked_little_is_not_judged() {
+        let mut m = ports(2, 1000.0);
+        for k in 1..=5 {
+            port_period(&mut m, 0, 1, 900.0, 1000.0);
+            assert!(!m.tick(ms(400 * k)));
+        }
+        assert_eq!(up(&m, 0), Some(1000.0));
+        assert_eq!(m.samples(Port::Down(MachineId(1))), 0);
+        assert!(!twice(&mut m, ms(2000), &[(0, 1, 50.0, 100.0)]));
+        assert_eq!(up(&m, 0), Some(1000.0));
+        assert!(twice(&mut m, ms(2800), &[(0, 1, 400.0, 1000.0)]));
+        assert_eq!(up(&m, 0), Some(400.0));
+        for k in 10..=14 {
+            let c = up(&m, 0).unwrap();
+            port_period(&mut m, 0, 1, c, c);
+            m.tick(ms(400 * k));
+        }
+        assert_eq!(up(&m, 0), Some(1000.0));
+    }
+
+    /// Bytes served outside the policy load a port but do not say it held anything back; when
+    /// the policy's own flows fall short, everything it carried is the sample.
+    #[test]
+    fn a_ports_unscheduled_bytes_count_in_what_it_carried() {
+        let mut m = ports(2, 1000.0);
+        let secs = PERIOD.as_secs_f64();
+        let c =
+            Carried { moved: 200.0 * secs, asked: 500.0 * secs, other_moved: 300.0 * secs, other_asked: 300.0 * secs };
+        for k in 1..=2 {
+            m.report(MachineId(0), MachineId(1), c, secs);
+            m.tick(ms(400 * k));
+        }
+        assert_eq!(up(&m, 0), Some(500.0));
+    }
+
+    /// Machines join at any time, with ids in any order; one that joins again starts afresh.
+    #[test]
+    fn machines_join_at_any_time_and_start_afresh() {
+        let mut m = PortMeter::default();
+        assert_eq!(up(&m, 3), None);
+        m.join(MachineId(3), 1000.0);
+        m.join(MachineId(0), 2000.0);
+        assert_eq!(down(&m, 3), Some(1000.0));
+        assert_eq!(up(&m, 0), Some(2000.0));
+        twice(&mut m, Nanos::ZERO, &[(3, 0, 100.0, 1000.0)]);
+        assert_eq!(up(&m, 3), Some(100.0));
+        m.join(MachineId(3), 1000.0);
+        assert_eq!(up(&m, 3), Some(1000.0));
+        // A report naming a machine that never joined is left out.
+        port_period(&mut m, 0, 9, 0.0, 1000.0);
+        assert!(!m.tick(ms(1200)));
     }
 
     /// A link down that flows were routed around is asked nothing: after `RETRY_PERIODS` of

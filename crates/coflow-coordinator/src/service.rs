@@ -692,6 +692,9 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
                 alive: a.alive,
                 tx_bps: a.tx_bps,
                 rx_bps: a.rx_bps,
+                port_rate_bps: a.port_rate,
+                uplink_bps: a.uplink_bps,
+                downlink_bps: a.downlink_bps,
             })
             .collect(),
         next_after_coflow_id: 0,

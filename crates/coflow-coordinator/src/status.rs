@@ -104,8 +104,14 @@ pub struct AgentView {
     pub tx_bps: f64,
     /// Its last reported receiving rate.
     pub rx_bps: f64,
-    /// Its port's capacity, bytes per second.
+    /// Its port's capacity, bytes per second, as it registered it.
     pub port_rate: f64,
+    /// On a big switch, its uplink's and downlink's capacity as the coordinator measured them,
+    /// bytes per second: `port_rate` until a port was measured to carry less (on a wide area,
+    /// always `port_rate`).
+    pub uplink_bps: f64,
+    /// See `uplink_bps`.
+    pub downlink_bps: f64,
     /// How long since it was last heard from.
     pub silent: Nanos,
 }

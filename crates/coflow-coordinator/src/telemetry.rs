@@ -157,6 +157,8 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
                 "tx": a.tx_bps,
                 "rx": a.rx_bps,
                 "port_rate": a.port_rate,
+                "uplink": a.uplink_bps,
+                "downlink": a.downlink_bps,
                 "silent_seconds": seconds(a.silent),
             })
         })

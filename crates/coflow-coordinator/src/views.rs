@@ -120,6 +120,21 @@ impl Core {
             Sample::gauge("live_flows", "Unfinished flows.", int(self.live_flows())),
             Sample::gauge("agents_alive", "Live agents.", int(self.agents_alive())),
         ];
+        // What the coordinator believes the fabric carries: each wide-area link's estimate, and on
+        // a big switch each alive agent's ports (its registered rate until measured lower).
+        for l in self.link_views() {
+            let help = "A wide-area link's bandwidth as the coordinator measured it, bytes per second.";
+            out.push(
+                Sample::gauge("link_estimate_bytes_per_second", help, Value::Float(l.estimate)).with("link", l.name),
+            );
+        }
+        for a in self.agents().filter(|a| a.alive && self.link_views().is_empty()) {
+            let help = "An agent's port capacity as the coordinator measured it, bytes per second.";
+            for (direction, v) in [("up", a.uplink_bps), ("down", a.downlink_bps)] {
+                let s = Sample::gauge("port_estimate_bytes_per_second", help, Value::Float(v));
+                out.push(s.with("machine", a.machine.0.to_string()).with("direction", direction));
+            }
+        }
         // The reasons the coordinator gives itself are listed at 0 from the start, so that each
         // series exists before its first failure (reasons agents report join as they come).
         let mut failed: BTreeMap<&str, u64> =

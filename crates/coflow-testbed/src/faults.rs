@@ -2,7 +2,8 @@
 //! what happens to every get (exact, failed by kind, hung, corrupted bytes), when the first
 //! get failed after the fault (detection) and when the faulty host served again after the
 //! repair (recovery: a probe coflow with a piece each way between the faulty host and a
-//! neighbour, retried every 250 ms until both arrive exact).
+//! neighbour, retried every 250 ms until both arrive exact), and the coflows' average CCT, of
+//! those touching the faulty host apart (what a fault that fails nothing, a halved rate, costs).
 //!
 //! Every get carries a bound (`FaultOptions::get_bound`): one not ended by then is counted as
 //! hung and abandoned, so a run ends whatever the system does.
@@ -83,6 +84,8 @@ pub struct FaultOptions {
     pub get_bound: Duration,
     /// When the fault strikes, after the first arrival; default 40% of the way to the last.
     pub fault_at: Option<Duration>,
+    /// Leave the last scenario's testbed up, with its logs.
+    pub keep: bool,
 }
 
 /// One scenario's counts.
@@ -112,6 +115,12 @@ pub struct ScenarioResult {
     /// Seconds from the repair to the faulty host serving a probe both ways (`None`: not within
     /// the bound).
     pub recover_s: Option<f64>,
+    /// The average CCT, in seconds, of the coflows whose every get ended exact (`None`: none did).
+    pub avg_cct_s: Option<f64>,
+    /// The same of those with a flow to or from the faulty host.
+    pub host_avg_cct_s: Option<f64>,
+    /// The same of the others.
+    pub bystander_avg_cct_s: Option<f64>,
     /// Wall time.
     pub wall_s: f64,
 }
@@ -232,12 +241,15 @@ fn inject(tb: &Testbed, s: Scenario, host: usize, t0: Instant, at: Duration, bou
 }
 
 /// Runs one scenario on a fresh testbed.
-pub fn scenario(opts: &FaultOptions, s: Scenario) -> Result<ScenarioResult, TestbedError> {
+pub fn scenario(opts: &FaultOptions, s: Scenario, keep: bool) -> Result<ScenarioResult, TestbedError> {
     let t = Instant::now();
     let hosts = opts.topology.hosts.len();
     let host = busiest(&opts.workload, hosts);
     let svc = ServiceConfig { policy: "varys".into(), agent_timeout_ms: AGENT_TIMEOUT_MS, multipath: false };
-    let tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
+    let mut tb = Testbed::up(&opts.topology, &opts.exe, &svc)?;
+    if keep {
+        tb.keep();
+    }
     let ids = tb.prepare(&opts.workload)?;
     let at = opts.fault_at.unwrap_or_else(|| {
         let span = match (opts.workload.coflows.first(), opts.workload.coflows.last()) {
@@ -270,6 +282,15 @@ pub fn scenario(opts: &FaultOptions, s: Scenario) -> Result<ScenarioResult, Test
         }
     }
     let bystanders: Vec<_> = r.gets.iter().filter(|g| g.src != host && g.dst != host).collect();
+    let ccts = r.ccts();
+    let mut touches = vec![false; ccts.len()];
+    for g in &r.gets {
+        touches[g.coflow] |= g.src == host || g.dst == host;
+    }
+    let avg = |keep: &dyn Fn(usize) -> bool| {
+        let v: Vec<f64> = ccts.iter().enumerate().filter(|&(k, _)| keep(k)).filter_map(|(_, c)| *c).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
     Ok(ScenarioResult {
         name: s.name().to_string(),
         host,
@@ -288,6 +309,9 @@ pub fn scenario(opts: &FaultOptions, s: Scenario) -> Result<ScenarioResult, Test
             (Some(r), Some(p)) => Some(r.duration_since(p).as_secs_f64()),
             _ => None,
         },
+        avg_cct_s: avg(&|_| true),
+        host_avg_cct_s: avg(&|k| touches[k]),
+        bystander_avg_cct_s: avg(&|k| !touches[k]),
         wall_s: t.elapsed().as_secs_f64(),
     })
 }
@@ -295,9 +319,9 @@ pub fn scenario(opts: &FaultOptions, s: Scenario) -> Result<ScenarioResult, Test
 /// Runs every scenario; `progress` hears one line per scenario.
 pub fn run(opts: &FaultOptions, progress: &mut dyn FnMut(&str)) -> Result<FaultReport, TestbedError> {
     let mut scenarios = Vec::new();
-    for &s in &opts.scenarios {
+    for (k, &s) in opts.scenarios.iter().enumerate() {
         progress(&format!("{}: on a fresh testbed", s.name()));
-        scenarios.push(scenario(opts, s)?);
+        scenarios.push(scenario(opts, s, opts.keep && k + 1 == opts.scenarios.len())?);
     }
     Ok(FaultReport {
         hosts: opts.topology.hosts.len(),
@@ -316,7 +340,7 @@ impl FaultReport {
     /// The report as a table.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<20} {:>4} {:>5} {:>5} {:<48} {:>4} {:>9} {:>10} {:>8} {:>8}\n",
+            "{:<20} {:>4} {:>5} {:>5} {:<48} {:>4} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
             "scenario",
             "host",
             "gets",
@@ -326,7 +350,9 @@ impl FaultReport {
             "corrupted",
             "bystanders",
             "detect",
-            "recover"
+            "recover",
+            "cct",
+            "cct host"
         );
         for r in &self.scenarios {
             let failed = if r.failed.is_empty() {
@@ -335,7 +361,7 @@ impl FaultReport {
                 r.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")
             };
             s.push_str(&format!(
-                "{:<20} {:>4} {:>5} {:>5} {:<48} {:>4} {:>9} {:>10} {:>8} {:>8}\n",
+                "{:<20} {:>4} {:>5} {:>5} {:<48} {:>4} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
                 r.name,
                 r.host,
                 r.gets,
@@ -345,10 +371,15 @@ impl FaultReport {
                 r.corrupted,
                 format!("{}/{}", r.bystander_exact, r.bystander_gets),
                 opt(r.detect_s),
-                opt(r.recover_s)
+                opt(r.recover_s),
+                opt(r.avg_cct_s),
+                opt(r.host_avg_cct_s)
             ));
         }
         s.push_str(&format!("each get bounded at {:.0}s; a get not ended by then counts as hung\n", self.get_bound_s));
+        s.push_str(
+            "cct: average CCT of the coflows whose every get was exact; cct host: of those touching the faulty host\n",
+        );
         s
     }
 }

@@ -83,8 +83,14 @@ fn printable(text: &str) -> String {
 pub(crate) fn render(st: &pb::StatusResponse) -> String {
     let mut s = format!("policy {}\n\nagents: {}\n", printable(&st.policy), st.agents.len());
     for a in &st.agents {
+        // A port measured to carry less than its agent registered (on a big switch) says so.
+        let measured = if a.uplink_bps < a.port_rate_bps || a.downlink_bps < a.port_rate_bps {
+            format!("  port {} measured up {} down {}", rate(a.port_rate_bps), rate(a.uplink_bps), rate(a.downlink_bps))
+        } else {
+            String::new()
+        };
         s.push_str(&format!(
-            "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}\n",
+            "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}{measured}\n",
             a.machine_id,
             a.data_addr,
             if a.alive { "alive" } else { "dead" },
@@ -151,6 +157,9 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "alive": a.alive,
             "tx_bytes_per_second": a.tx_bps,
             "rx_bytes_per_second": a.rx_bps,
+            "port_rate_bytes_per_second": a.port_rate_bps,
+            "uplink_bytes_per_second": a.uplink_bps,
+            "downlink_bytes_per_second": a.downlink_bps,
         })).collect::<Vec<_>>(),
         "links": st.links.iter().map(|l| serde_json::json!({
             "name": l.name,
@@ -192,6 +201,9 @@ mod tests {
                 alive: true,
                 tx_bps: 12_500_000.0,
                 rx_bps: 0.0,
+                port_rate_bps: 125_000_000.0,
+                uplink_bps: 125_000_000.0,
+                downlink_bps: 125_000_000.0,
             }],
             coflows: vec![pb::CoflowStatus {
                 coflow_id: 7,
@@ -233,6 +245,18 @@ mod tests {
         assert!(t.contains("1.00 MiB of 3.00 MiB"), "{t}");
         assert!(t.contains("at 1 Gbit/s"), "{t}");
         assert!(t.contains("rx              0"), "{t}");
+    }
+
+    /// A port measured to carry less than its agent registered is shown as measured; a healthy
+    /// one is not.
+    #[test]
+    fn a_port_measured_below_its_rate_is_shown() {
+        let mut st = example();
+        assert!(!render(&st).contains("measured"), "{}", render(&st));
+        st.agents[0].uplink_bps = 62_500_000.0;
+        let t = render(&st);
+        assert!(t.contains("port 1 Gbit/s measured up 500 Mbit/s down 1 Gbit/s"), "{t}");
+        assert_eq!(json(&st)["agents"][0]["uplink_bytes_per_second"], 62_500_000.0);
     }
 
     /// On a wide area the table lists each link as measured, and the bytes relayed.

@@ -1,0 +1,133 @@
+//! A big switch's ports as measured: a host whose link carries less than its agent registered
+//! is offered what it carries, and a healthy one keeps its rate.
+
+use std::collections::BTreeMap;
+
+use coflow_coordinator::{CoordinatorConfig, Core};
+use coflow_core::{FlowId, MachineId};
+use coflow_proto::CoflowOptions;
+
+use super::{Harness, by_name};
+
+const RATE: f64 = 1000.0;
+
+/// `machines` agents at `RATE` under `policy`, nothing bypassed.
+fn harness(policy: &str, machines: usize) -> Harness {
+    let cfg = CoordinatorConfig { policy: policy.into(), bypass_threshold_bytes: 0, ..Default::default() };
+    Harness::with_core(Core::new(cfg, by_name(policy)), &vec![RATE; machines])
+}
+
+/// The network: each machine's uplink and downlink carry at most these bytes per second, and a
+/// healthy port moves `HEALTHY` of what it is asked (an agent's port cap, a little short).
+struct Network {
+    up: Vec<f64>,
+    down: Vec<f64>,
+    /// Each flow: its sender, receiver, and the bytes it has moved.
+    flows: BTreeMap<FlowId, (u32, u32, u64)>,
+}
+
+const HEALTHY: f64 = 0.97;
+
+impl Network {
+    /// `ms` milliseconds of reports every 100 ms, each flow moving at its assigned rate as far
+    /// as its ports let it (a port asked more than it carries shares what it carries by rate).
+    fn run(&mut self, h: &mut Harness, ms: u64) {
+        let machines = self.up.len() as u32;
+        for _ in 0..ms / 100 {
+            // The rates in force over the next 100 ms.
+            let rates: BTreeMap<FlowId, f64> =
+                self.flows.keys().map(|f| (*f, h.core.rate(*f).unwrap_or(0.0))).collect();
+            let rate = |f: &FlowId| rates[f];
+            h.advance(100);
+            let (mut up, mut down) = (vec![0.0; self.up.len()], vec![0.0; self.down.len()]);
+            for (f, &(s, d, _)) in &self.flows {
+                up[s as usize] += rate(f);
+                down[d as usize] += rate(f);
+            }
+            let share = |asked: f64, cap: f64| if asked > cap { cap / asked } else { HEALTHY };
+            let mut reports: BTreeMap<u32, Vec<(FlowId, u64)>> = BTreeMap::new();
+            for (f, (s, d, sent)) in self.flows.iter_mut() {
+                let k =
+                    share(up[*s as usize], self.up[*s as usize]).min(share(down[*d as usize], self.down[*d as usize]));
+                *sent += (rate(f) * k * 0.1).round() as u64;
+                reports.entry(*s).or_default().push((*f, *sent));
+            }
+            for m in 0..machines {
+                assert!(h.heartbeat(m, reports.remove(&m).unwrap_or_default()));
+            }
+            h.drain();
+        }
+    }
+
+    fn rates(&self, h: &Harness, src: u32) -> f64 {
+        self.flows.iter().filter(|(_, f)| f.0 == src).map(|(id, _)| h.core.rate(*id).unwrap_or(0.0)).sum()
+    }
+}
+
+fn ports(h: &Harness, m: u32) -> (f64, f64) {
+    let a = h.core.agents().find(|a| a.machine == MachineId(m)).unwrap();
+    (a.uplink_bps, a.downlink_bps)
+}
+
+/// Machine 0's link carries half its rate both ways; it sends to 2 and 3, and 1 sends to 4 at
+/// its whole rate. Within a few periods the coordinator offers machine 0's uplink about what it
+/// carries (within a tenth below, for what a port moves short of its rate, and at most a probe
+/// above) and its flows' rates add up to that, while machine 1 keeps
+/// its whole rate and its receivers' ports are never taken for slow.
+#[test]
+fn a_host_whose_link_fell_is_offered_what_it_carries() {
+    for policy in ["varys", "fair"] {
+        let mut h = harness(policy, 5);
+        let c = h.register(2, CoflowOptions::default());
+        let d = h.register(1, CoflowOptions::default());
+        let mut net = Network { up: vec![RATE; 5], down: vec![RATE; 5], flows: BTreeMap::new() };
+        net.up[0] = RATE / 2.0;
+        net.down[0] = RATE / 2.0;
+        for (coflow, id, src, dst) in [(c, "a", 0, 2), (c, "b", 0, 3), (d, "x", 1, 4)] {
+            h.put(coflow, id, src, 1 << 40).unwrap();
+            let g = h.get(coflow, id, dst).unwrap();
+            net.flows.insert(g.flow, (src, dst, 0));
+        }
+        h.advance(0);
+        h.drain();
+        assert_eq!(net.rates(&h, 0), RATE, "{policy}: the slow host is first offered its registered rate");
+        net.run(&mut h, 2000);
+        let (up, down) = ports(&h, 0);
+        assert!((450.0..=500.0 * 1.26).contains(&up), "{policy}: uplink measured at {up}");
+        assert_eq!(down, RATE, "{policy}: a downlink asked nothing is not judged");
+        // From then on its flows are offered what its uplink carries, within a probe.
+        for _ in 0..10 {
+            net.run(&mut h, 200);
+            let offered = net.rates(&h, 0);
+            assert!((450.0..=500.0 * 1.26).contains(&offered), "{policy}: offered {offered}");
+        }
+        assert_eq!(net.rates(&h, 1), RATE, "{policy}: the healthy host keeps its whole rate");
+        for m in 1..5 {
+            assert_eq!(ports(&h, m), (RATE, RATE), "{policy}: machine {m}'s ports");
+        }
+    }
+}
+
+/// Machine 0's downlink carries half its rate; machines 1 and 2 send to it. The shortfall is its
+/// downlink's, not its senders' uplinks'.
+#[test]
+fn a_slow_receiver_is_told_from_its_senders() {
+    let mut h = harness("fair", 3);
+    let c = h.register(2, CoflowOptions::default());
+    let mut net = Network { up: vec![RATE; 3], down: vec![RATE; 3], flows: BTreeMap::new() };
+    net.down[0] = RATE / 2.0;
+    for (id, src) in [("a", 1), ("b", 2)] {
+        h.put(c, id, src, 1 << 40).unwrap();
+        let g = h.get(c, id, 0).unwrap();
+        net.flows.insert(g.flow, (src, 0, 0));
+    }
+    h.advance(0);
+    net.run(&mut h, 2000);
+    let (_, down) = ports(&h, 0);
+    assert!((450.0..=500.0 * 1.26).contains(&down), "downlink measured at {down}");
+    for m in [1, 2] {
+        assert_eq!(ports(&h, m), (RATE, RATE), "machine {m}'s ports");
+    }
+    let offered = net.rates(&h, 1) + net.rates(&h, 2);
+    assert!((450.0..=500.0 * 1.26).contains(&offered), "offered {offered}");
+}
