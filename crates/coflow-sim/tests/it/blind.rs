@@ -238,6 +238,31 @@ fn philae_orders_thin_coflows_by_least_contention() {
     assert_secs(&secs(&r), &[2.0, 1.0, 1.0]);
 }
 
+/// Shortest Coflow First on learned sizes: S sends 2 MiB from each of machines 0 and 1 to each of
+/// 10, 11, 12 and 13 (8 flows, 16 MiB); B 1.5 MiB from each of 0..8 to each of 10..20 (80 flows,
+/// 120 MiB); both wide (thin limit 7), five pilots each, sharing senders 0 and 1. Each learns
+/// its flow size from its pilots (all its flows are alike): S's 2 MiB times 8 is 16 MiB, main
+/// queue 2 (limits 1, 10, 100 MiB); B's 1.5 MiB times 80 is 120 MiB, queue 3; so S goes first
+/// and finishes first. Contention times flow size would rank them the other way round: each
+/// contends with the other (1), and B's flows are the smaller, 1.5 MiB against 2 MiB.
+#[test]
+fn philae_ranks_wide_coflows_by_their_learned_size() {
+    let mib = MIB;
+    let mesh = |id: u64, senders: std::ops::Range<u32>, receivers: std::ops::Range<u32>, bytes: u64| {
+        let flows = senders.flat_map(|s| receivers.clone().map(move |d| flow(s, d, bytes))).collect();
+        Coflow::new(CoflowId(id), Nanos::ZERO, flows)
+    };
+    let s = mesh(1, 0..2, 10..14, 2 * mib);
+    let b = mesh(2, 0..8, 10..20, 3 * mib / 2);
+    let (r, log) = run(philae(PhilaeConfig::default()), philae_note, 20, 100.0 * mib as f64, vec![s, b]);
+    let placed =
+        |id: u64| log.iter().find_map(|d| d.notes.iter().find(|n| n.0 == id && n.1.is_some()).map(|n| (n.1, n.2)));
+    assert_eq!(placed(1), Some((Some(2), Some(2.0 * mib as f64))));
+    assert_eq!(placed(2), Some((Some(3), Some(1.5 * mib as f64))));
+    let cct = secs(&r);
+    assert!(cct[0] < cct[1], "S (16 MiB) before B (120 MiB): {cct:?}");
+}
+
 /// Time slots: with main queues 0 and 2 non-empty, queue 0 works for 256 slots of 8 ms, then
 /// queue 2 for ⌊256 / 10²⌋ = 2, and in that run queue 2's coflow takes the port they share.
 #[test]
