@@ -370,3 +370,23 @@ fn saath_moves_a_coflow_down_when_one_flow_sent_its_share() {
     let moved = log.iter().find(|d| d.notes[0].1 == Some(1)).expect("it moved");
     assert!((moved.now.as_secs_f64() - 0.25).abs() < 1e-6, "moved at {:?}", moved.now);
 }
+
+/// Starvation freedom: A (0→3) and C (1→4) each contend with B (0→4) only, B with both, so least
+/// contention first serves A and C and B none, on ports A and C fill (1 MiB/s each). With aging
+/// 0.1, B has waited too long once 0.1 × 10 MiB / 1 MiB/s = 1 s passes: it goes first, takes
+/// sender 0 and receiver 4, and its 1 MiB ends at 2 s; A and C (8 MiB each) wait meanwhile and end
+/// at 9 s. Without aging B waits for both: A and C end at 8 s, B at 9 s.
+#[test]
+fn saath_serves_a_coflow_that_waited_too_long_first() {
+    let mib = MIB;
+    let a = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 3, 8 * mib)]);
+    let b = Coflow::new(CoflowId(2), Nanos::ZERO, vec![flow(0, 4, mib)]);
+    let c = Coflow::new(CoflowId(3), Nanos::ZERO, vec![flow(1, 4, 8 * mib)]);
+    let rate = mib as f64;
+    let aged = SaathConfig { aging: Some(0.1), ..SaathConfig::default() };
+    let (r, _) = run(saath(aged), saath_note, 6, rate, vec![a.clone(), b.clone(), c.clone()]);
+    assert_secs(&secs(&r), &[9.0, 2.0, 9.0]);
+    let never = SaathConfig { aging: None, ..SaathConfig::default() };
+    let (r, _) = run(saath(never), saath_note, 6, rate, vec![a, b, c]);
+    assert_secs(&secs(&r), &[8.0, 9.0, 8.0]);
+}
