@@ -545,7 +545,7 @@ impl BlindScheduler for Philae {
         while self.round.front().is_some_and(|&(_, end)| end <= input.now) {
             self.round.pop_front();
         }
-        // A queue ahead of the round's first has coflows again: the round is drawn anew, so that
+        // A queue ahead of the round's first has coflows: the round is drawn anew, so that
         // the first non-empty queue always has the front (the authors' simulator finishes the
         // round's 256 slots first, up to 2 s in which a small coflow waits behind larger ones).
         let first = nonempty.iter().position(|&x| x);
@@ -553,7 +553,7 @@ impl BlindScheduler for Philae {
             self.round.clear();
         }
         if self.round.is_empty()
-            && let Some(first) = nonempty.iter().position(|&x| x)
+            && let Some(first) = first
         {
             let mut end = input.now;
             for (q, _) in nonempty.iter().enumerate().skip(first).filter(|(_, x)| **x) {
