@@ -5,13 +5,16 @@
 //! once. A wide coflow first sends a few *pilot* flows, each between a sender and a receiver that
 //! carry the fewest pilots of other coflows, while its other flows wait; when its pilots have
 //! finished, the mean size of their flows is its estimated flow size, fixed for its life. It then
-//! joins one of `N` main queues by its *impact*, its contention (how many coflows of its queue share
-//! a port with it) times its estimated flow size, with exponentially spaced limits, and is placed
+//! joins one of `N` main queues by its *impact*, with exponentially spaced limits: by default its
+//! learned size, width times estimated flow size (the paper's Shortest Coflow First on learned
+//! sizes); [`Impact::ContentionTimesSize`], the simulator's other choice, multiplies the estimated
+//! flow size by its contention (how many coflows of its queue share a port with it) and places it
 //! again at every decision as contention changes. Every decision serves, in strict priority, the
 //! thin coflows by least contention, the pilots of probing coflows by arrival, then the main
 //! queues first come first served inside each, each flow at as much as its ports have left. The
 //! queues share time: each round gives the first non-empty queue 256 slots of 8 ms in front and
-//! queue `q` below it `⌊256 / 10^(q − first)⌋`.
+//! queue `q` below it `⌊256 / 10^(q − first)⌋`; a round is drawn anew when a queue ahead of its
+//! first gains a coflow.
 //!
 //! It reads a [`BlindInput`]: routes, counts of flows, and the sizes of flows once they have
 //! finished (a pilot's size is learned when it completes), never a size of an unfinished flow.
@@ -38,14 +41,17 @@ pub enum Pilots {
 /// How a coflow that has finished probing is placed among the main queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Impact {
-    /// Contention in its queue times its estimated flow size (the authors' `simpleJobWiseImpact`).
-    ContentionTimesSize,
-    /// Its estimated total: width times its estimated flow size (`initialSizeImpact`).
+    /// Its learned size: width times its estimated flow size (the authors' `initialSizeImpact`),
+    /// Shortest Coflow First on the sizes learned from the pilots.
     Size,
+    /// Contention in its queue times its estimated flow size (the authors' `simpleJobWiseImpact`),
+    /// which ranks a coflow of many small flows with one of few flows of that size.
+    ContentionTimesSize,
 }
 
-/// Parameters of [`Philae`]; the defaults are the authors' simulator's where it has one, else
-/// ours (see the book's page on policies).
+/// Parameters of [`Philae`]; the defaults are the constants of the authors' simulator where it has
+/// one; the impact, which it reads from a configuration file it does not publish, is the learned
+/// size, the paper's Shortest Coflow First (see the book's page on policies).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PhilaeConfig {
     /// A coflow of at most this many flows is thin: all of its flows are pilots.
@@ -75,7 +81,7 @@ impl Default for PhilaeConfig {
         PhilaeConfig {
             thin_limit: 7,
             pilots: Pilots::Constant(5),
-            impact: Impact::ContentionTimesSize,
+            impact: Impact::Size,
             queues: 10,
             first_limit: MIB as f64,
             factor: 10.0,
@@ -160,6 +166,8 @@ pub struct Philae {
     next_entry: u64,
     /// The round of time slots: each main queue's run and when it ends, in order.
     round: VecDeque<(usize, Nanos)>,
+    /// The first queue of the round.
+    round_first: usize,
     /// Scratch.
     count: Vec<u32>,
     open: Vec<u64>,
@@ -537,8 +545,15 @@ impl BlindScheduler for Philae {
         while self.round.front().is_some_and(|&(_, end)| end <= input.now) {
             self.round.pop_front();
         }
+        // A queue ahead of the round's first has coflows: the round is drawn anew, so that
+        // the first non-empty queue always has the front (the authors' simulator finishes the
+        // round's 256 slots first, up to 2 s in which a small coflow waits behind larger ones).
+        let first = nonempty.iter().position(|&x| x);
+        if first.is_some_and(|f| f < self.round_first) {
+            self.round.clear();
+        }
         if self.round.is_empty()
-            && let Some(first) = nonempty.iter().position(|&x| x)
+            && let Some(first) = first
         {
             let mut end = input.now;
             for (q, _) in nonempty.iter().enumerate().skip(first).filter(|(_, x)| **x) {
@@ -549,6 +564,7 @@ impl BlindScheduler for Philae {
                 end = end.saturating_add(Nanos(self.cfg.slot.0.saturating_mul(slots)));
                 self.round.push_back((q, end));
             }
+            self.round_first = first;
         }
         let working = self.round.front().map(|&(q, _)| q);
 

@@ -264,7 +264,7 @@ pub const REGISTRY: &[Entry] = &[
         blind: true,
         ..entry(
             "philae",
-            "Philae, blind: pilot flows sampled first, then queues by learned size and contention",
+            "Philae, blind: pilot flows sampled first, then queues by learned size, thin coflows by contention",
             |_| Box::new(Blinded::new(Philae::default())),
         )
     },

@@ -85,6 +85,8 @@ struct State {
     /// Since when it has waited unserved: when it entered its queue or was last served all or
     /// none.
     waiting_since: Nanos,
+    /// Whether the previous decision served it all or none: it has not waited since.
+    admitted: bool,
     /// Per leg, in the coflow's leg order: its route and the bytes each of its flows has sent.
     legs: Vec<(Route, f64)>,
     /// The most bytes one of its flows has sent (a finished flow counts with its size).
@@ -235,6 +237,9 @@ impl BlindScheduler for Saath {
                 legs: input.legs[c.legs.clone()].iter().map(|l| (l.route, 0.0)).collect(),
                 ..State::default()
             });
+            if s.admitted {
+                s.waiting_since = now;
+            }
             let q = self.cfg.queue(s.most, c.width).max(s.queue);
             if q != s.queue {
                 s.queue = q;
@@ -371,6 +376,7 @@ impl BlindScheduler for Saath {
         }
         for (i, c) in input.coflows.iter().enumerate() {
             let s = self.states.get_mut(&c.id).expect("a state");
+            s.admitted = admitted[i];
             if admitted[i] {
                 s.waiting_since = now;
             } else if aged_at[i] > now {

@@ -238,6 +238,31 @@ fn philae_orders_thin_coflows_by_least_contention() {
     assert_secs(&secs(&r), &[2.0, 1.0, 1.0]);
 }
 
+/// Shortest Coflow First on learned sizes: S sends 2 MiB from each of machines 0 and 1 to each of
+/// 10, 11, 12 and 13 (8 flows, 16 MiB); B 1.5 MiB from each of 0..8 to each of 10..20 (80 flows,
+/// 120 MiB); both wide (thin limit 7), five pilots each, sharing senders 0 and 1. Each learns
+/// its flow size from its pilots (all its flows are alike): S's 2 MiB times 8 is 16 MiB, main
+/// queue 2 (limits 1, 10, 100 MiB); B's 1.5 MiB times 80 is 120 MiB, queue 3; so S goes first
+/// and finishes first. Contention times flow size would rank them the other way round: each
+/// contends with the other (1), and B's flows are the smaller, 1.5 MiB against 2 MiB.
+#[test]
+fn philae_ranks_wide_coflows_by_their_learned_size() {
+    let mib = MIB;
+    let mesh = |id: u64, senders: std::ops::Range<u32>, receivers: std::ops::Range<u32>, bytes: u64| {
+        let flows = senders.flat_map(|s| receivers.clone().map(move |d| flow(s, d, bytes))).collect();
+        Coflow::new(CoflowId(id), Nanos::ZERO, flows)
+    };
+    let s = mesh(1, 0..2, 10..14, 2 * mib);
+    let b = mesh(2, 0..8, 10..20, 3 * mib / 2);
+    let (r, log) = run(philae(PhilaeConfig::default()), philae_note, 20, 100.0 * mib as f64, vec![s, b]);
+    let placed =
+        |id: u64| log.iter().find_map(|d| d.notes.iter().find(|n| n.0 == id && n.1.is_some()).map(|n| (n.1, n.2)));
+    assert_eq!(placed(1), Some((Some(2), Some(2.0 * mib as f64))));
+    assert_eq!(placed(2), Some((Some(3), Some(1.5 * mib as f64))));
+    let cct = secs(&r);
+    assert!(cct[0] < cct[1], "S (16 MiB) before B (120 MiB): {cct:?}");
+}
+
 /// Time slots: with main queues 0 and 2 non-empty, queue 0 works for 256 slots of 8 ms, then
 /// queue 2 for ⌊256 / 10²⌋ = 2, and in that run queue 2's coflow takes the port they share.
 #[test]
@@ -344,4 +369,24 @@ fn saath_moves_a_coflow_down_when_one_flow_sent_its_share() {
     assert_eq!(queue_at(0.2499), Some(0));
     let moved = log.iter().find(|d| d.notes[0].1 == Some(1)).expect("it moved");
     assert!((moved.now.as_secs_f64() - 0.25).abs() < 1e-6, "moved at {:?}", moved.now);
+}
+
+/// Starvation freedom: A (0→3) and C (1→4) each contend with B (0→4) only, B with both, so least
+/// contention first serves A and C and B none, on ports A and C fill (1 MiB/s each). With aging
+/// 0.1, B has waited too long once 0.1 × 10 MiB / 1 MiB/s = 1 s passes: it goes first, takes
+/// sender 0 and receiver 4, and its 1 MiB ends at 2 s; A and C (8 MiB each) wait meanwhile and end
+/// at 9 s. Without aging B waits for both: A and C end at 8 s, B at 9 s.
+#[test]
+fn saath_serves_a_coflow_that_waited_too_long_first() {
+    let mib = MIB;
+    let a = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 3, 8 * mib)]);
+    let b = Coflow::new(CoflowId(2), Nanos::ZERO, vec![flow(0, 4, mib)]);
+    let c = Coflow::new(CoflowId(3), Nanos::ZERO, vec![flow(1, 4, 8 * mib)]);
+    let rate = mib as f64;
+    let aged = SaathConfig { aging: Some(0.1), ..SaathConfig::default() };
+    let (r, _) = run(saath(aged), saath_note, 6, rate, vec![a.clone(), b.clone(), c.clone()]);
+    assert_secs(&secs(&r), &[9.0, 2.0, 9.0]);
+    let never = SaathConfig { aging: None, ..SaathConfig::default() };
+    let (r, _) = run(saath(never), saath_note, 6, rate, vec![a, b, c]);
+    assert_secs(&secs(&r), &[8.0, 9.0, 8.0]);
 }
