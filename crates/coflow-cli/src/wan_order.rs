@@ -67,9 +67,9 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
             for &seed in &seeds {
                 let overrides = Overrides { redraw_ms: a.redraw_ms, ..Overrides::default() };
                 let base = coflow_sim::experiment::load_topology(&a.wan, w.machines, seed, &overrides)?;
-                let wan = base.fabric.topology::<coflow_sched::Wan>().context("a wide-area topology")?;
-                let world = reshape(wan, *skew, load).with_context(|| format!("reshaping to {}", skew.label()))?;
-                let cfg = coflow_sim::WanConfig { fabric: coflow_sched::Fabric::new(world), ..base.clone() };
+                let world =
+                    reshape(&base.wan, *skew, load).with_context(|| format!("reshaping to {}", skew.label()))?;
+                let cfg = coflow_sim::WanConfig { wan: world, ..base.clone() };
                 let r = compare(&w, &cfg, mc, Intra::Madd)?;
                 let avg = |r| coflow_sim::Summary::of(r, None).avg_cct_s;
                 m += avg(&r.mrtf);

@@ -210,7 +210,7 @@ pub fn siphon_search(
         return Err(PlanError(format!("{c} must be at least 2 and {r} at least 1")).into());
     }
     let base = load_topology(&spec.topology, 150, 0, &crate::topology::Overrides::default())?;
-    let (fabric, redraw) = (&base.fabric, base.redraw);
+    let (fabric, redraw) = (base.fabric(), base.redraw);
     let mut times = Vec::new();
     let mut rounds = 0;
     for seed in 1..=spec.repeat {

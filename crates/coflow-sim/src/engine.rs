@@ -11,32 +11,32 @@
 //! Finish times are rounded up to the next nanosecond, so flows that end together end at the
 //! same event, and events at equal times are processed together.
 
+use std::sync::Arc;
+
 use coflow_core::{Coflow, Nanos, Rate, Workload};
 use coflow_sched::policy::{self, Unservable};
-use coflow_sched::{Allocation, Changes, Fabric, Input, ResourceId, Scheduler, ServiceModel, Wan};
+use coflow_sched::{Allocation, Changes, Fabric, Input, ResourceId, Scheduler, ServiceModel};
 
-use crate::legs::{Finished, LegModel, Split};
+use crate::dynamics::{BigSwitchSpec, Capacities, ConnectionCaps, FabricRun, FabricSpec, Routing, Split};
+use crate::legs::{Finished, LegModel};
 use crate::report::CoflowOutcome;
 use crate::routes::RouteModel;
-use crate::wan::{Connections, WanConfig, Weather};
+use crate::wan::WanConfig;
 
 /// How many policy wake-ups in a row may pass with nothing moving and nothing left to arrive
 /// before the simulation gives up on the coflows still active.
 const MAX_IDLE_WAKES: u32 = 10_000;
 
-/// How to run a simulation: on the big switch (the default), or on a wide area.
-#[derive(Clone, Debug, PartialEq)]
+/// How to run a simulation: on which fabric (the big switch by default), and what to check.
+#[derive(Clone, Debug)]
 pub struct SimConfig {
-    /// Capacity of every ingress and egress port of the big switch (default 1 Gbit/s); not used
-    /// on a wide area.
-    pub port_rate: Rate,
+    /// The fabric and its dynamics, built afresh for each run (default: the big switch with
+    /// ports of 1 Gbit/s).
+    pub fabric: Arc<dyn FabricSpec>,
     /// Check at every decision that no resource is allocated past its capacity and that every
     /// finishing flow has delivered exactly its bytes; panics on a violation (a bug). Costs time
     /// in the number of flows, so it is meant for tests.
     pub check_invariants: bool,
-    /// Run on this wide-area fabric (Siphon: links whose capacities fluctuate, multi-path)
-    /// instead of the big switch.
-    pub wan: Option<WanConfig>,
     /// Tell the policy at every decision to take everything as new ([`Changes::everything`])
     /// instead of what changed since its last decision. The results must not differ (a property
     /// test checks it for every policy); the decisions cost more. For tests and `coflow bench`.
@@ -45,19 +45,24 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { port_rate: Rate::GBPS, check_invariants: false, wan: None, from_scratch: false }
+        SimConfig::big_switch(Rate::GBPS)
     }
 }
 
 impl SimConfig {
     /// The big switch with ports of `port_rate`, invariants unchecked.
     pub fn big_switch(port_rate: Rate) -> SimConfig {
-        SimConfig { port_rate, ..SimConfig::default() }
+        SimConfig::on(BigSwitchSpec { port_rate })
     }
 
     /// The wide area `wan`, invariants unchecked.
     pub fn wide_area(wan: WanConfig) -> SimConfig {
-        SimConfig { wan: Some(wan), ..SimConfig::default() }
+        SimConfig::on(wan)
+    }
+
+    /// The fabric `spec` builds, invariants unchecked.
+    pub fn on(spec: impl FabricSpec + 'static) -> SimConfig {
+        SimConfig { fabric: Arc::new(spec), check_invariants: false, from_scratch: false }
     }
 }
 
@@ -79,7 +84,7 @@ pub struct SimResult {
     /// Bytes sent over multi-path detours (each crossed one more link than its direct route):
     /// the extra wide-area traffic routing cost. Zero unless multi-path routing is on.
     pub relayed_bytes: f64,
-    /// Whether it ran on a wide area ([`SimConfig::wan`]) rather than the big switch.
+    /// Whether it ran on a wide area ([`FabricSpec::wide_area`]) rather than the big switch.
     pub wide_area: bool,
 }
 
@@ -87,7 +92,7 @@ pub struct SimResult {
 /// fabric (the registry says so) is refused, not run.
 ///
 /// # Panics
-/// On a wide area whose topology places fewer machines than the workload has.
+/// On a fabric that places fewer machines than the workload has.
 pub fn simulate(workload: &Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig) -> Result<SimResult, Unservable> {
     simulate_with_progress(workload, policy, cfg, &mut |_| {})
 }
@@ -99,12 +104,10 @@ pub fn simulate_with_progress(
     cfg: &SimConfig,
     progress: &mut dyn FnMut(usize),
 ) -> Result<SimResult, Unservable> {
-    if let Some(wan) = &cfg.wan {
-        assert!(wan.fabric.topology::<Wan>().is_some(), "a wide-area run needs a wide-area fabric");
-        assert!(wan.fabric.machines() >= workload.machines, "the topology places fewer machines than the workload has");
-        policy::check_serves(policy.name(), &wan.fabric)?;
-    }
-    let mut e = Engine::new(workload, policy, cfg, cfg.wan.as_ref());
+    let start = workload.coflows.first().map_or(Nanos::ZERO, |c| c.arrival);
+    let run = cfg.fabric.build(workload.machines, start);
+    policy::check_serves(policy.name(), &run.fabric)?;
+    let mut e = Engine::new(workload, policy, cfg, run, start);
     e.run(progress);
     Ok(e.finish())
 }
@@ -114,6 +117,10 @@ struct Engine<'w> {
     policy: Box<dyn Scheduler>,
     cfg: SimConfig,
     fabric: Fabric,
+    /// How the fabric's capacities change, how arrivals are routed, and the connections' caps.
+    capacities: Box<dyn Capacities>,
+    routing: Box<dyn Routing>,
+    connections: Box<dyn ConnectionCaps>,
     model: ServiceModel,
     now: Nanos,
     next_arrival: usize,
@@ -156,24 +163,18 @@ struct Engine<'w> {
     events: u64,
     decisions: u64,
 
-    // Wide area: the capacity draws in force, whether arrivals are water-filled, bytes relayed.
-    weather: Option<Weather>,
     /// Whether the capacities changed at `now`.
-    new_weather: bool,
-    multipath: bool,
+    new_capacities: bool,
+    /// Bytes sent over detours.
     relayed: f64,
-    /// Per-connection bandwidth: each leg's throughput cap, redrawn per interval.
-    connections: Option<Connections>,
 }
 
 impl<'w> Engine<'w> {
-    fn new(w: &'w Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig, wan: Option<&WanConfig>) -> Engine<'w> {
+    fn new(w: &'w Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig, run: FabricRun, start: Nanos) -> Engine<'w> {
         let n = w.coflows.len();
-        let start = w.coflows.first().map_or(Nanos::ZERO, |c| c.arrival);
-        let mut fabric = wan.map_or_else(|| Fabric::big_switch(w.machines, cfg.port_rate), |c| c.fabric.clone());
-        let weather = wan.map(|c| Weather::new(c, &mut fabric, start));
+        let FabricRun { fabric, capacities, routing, connections } = run;
         let mut prop = LegModel::default();
-        prop.track = wan.is_some();
+        prop.track = cfg.fabric.wide_area();
         let jobs = w.jobs();
         let mut children = vec![Vec::new(); n];
         let mut parents_left = vec![0u32; n];
@@ -186,15 +187,17 @@ impl<'w> Engine<'w> {
                 }
             }
         }
-        let connections = wan.and_then(|c| c.per_connection.map(|redraw| Connections::new(c.seed, redraw)));
         // Route-model policies pool flows by route; caps per connection apply to legs only.
-        prop.connections = connections.is_some() && policy.model() == ServiceModel::Proportional;
+        prop.connections = connections.per_flow() && policy.model() == ServiceModel::Proportional;
         Engine {
             w,
             model: policy.model(),
             policy,
             cfg: cfg.clone(),
             fabric,
+            capacities,
+            routing,
+            connections,
             now: start,
             next_arrival: 0,
             wake: None,
@@ -220,11 +223,8 @@ impl<'w> Engine<'w> {
             last_decision: Nanos::ZERO,
             events: 0,
             decisions: 0,
-            weather,
-            new_weather: false,
-            multipath: wan.is_some_and(|c| c.multipath),
+            new_capacities: false,
             relayed: 0.0,
-            connections,
         }
     }
 
@@ -233,19 +233,13 @@ impl<'w> Engine<'w> {
         // policy that keeps asking to decide while serving nothing would otherwise spin forever.
         let mut idle_wakes = 0u32;
         loop {
-            let mut changed = false;
-            if let Some(weather) = &mut self.weather {
-                // New capacities: decide again, so nothing runs over them.
-                self.new_weather = weather.update(&mut self.fabric, self.now);
-                changed |= self.new_weather;
-                self.changes.capacities |= self.new_weather;
-            }
-            if self.prop.connections
-                && let Some(conns) = &mut self.connections
-                && conns.update(self.now)
-            {
+            // New capacities: decide again, so nothing runs over them.
+            self.new_capacities = self.capacities.update(&mut self.fabric, self.now);
+            let mut changed = self.new_capacities;
+            self.changes.capacities |= self.new_capacities;
+            if self.prop.connections && self.connections.update(self.now) {
                 // New connection caps: redraw every leg's and decide again.
-                conns.refresh(&self.fabric, &mut self.prop, 0);
+                self.prop.refresh_caps(&*self.connections, 0);
                 changed = true;
             }
             while self.next_arrival < self.w.coflows.len() && self.w.coflows[self.next_arrival].arrival <= self.now {
@@ -373,14 +367,14 @@ impl<'w> Engine<'w> {
         match self.model {
             ServiceModel::Proportional => {
                 self.prop.sync(self.now);
-                let split = if self.multipath {
+                let split = if self.routing.splits() {
                     let mut loads = vec![0.0; self.fabric.resources()];
                     for c in &self.prop.coflows {
                         for (r, b) in self.prop.loads[c.loads.clone()].iter().map(|&(r, b)| (r, b * c.scale)) {
                             loads[r as usize] += b;
                         }
                     }
-                    let (split, relayed) = crate::wan::water_fill(&self.fabric, &loads, c);
+                    let (split, relayed) = self.routing.split(&self.fabric, &loads, c);
                     self.relayed += relayed;
                     split
                 } else {
@@ -388,10 +382,8 @@ impl<'w> Engine<'w> {
                 };
                 let first_leg = self.prop.legs.len();
                 self.prop.arrive(&self.fabric, c, k, &split);
-                if self.prop.connections
-                    && let Some(conns) = &self.connections
-                {
-                    conns.refresh(&self.fabric, &mut self.prop, first_leg);
+                if self.prop.connections {
+                    self.prop.refresh_caps(&*self.connections, first_leg);
                 }
             }
             ServiceModel::Route => {
@@ -413,7 +405,7 @@ impl<'w> Engine<'w> {
     fn complete_legs(&mut self) -> bool {
         self.prop.sync(self.now);
         let mut any = self.prop.complete(self.cfg.check_invariants, &mut self.finished, &mut self.flow_time);
-        if self.new_weather {
+        if self.new_capacities {
             // A decision on new capacities is coming: legs due a nanosecond later end now.
             any |= self.prop.retire_dust(&mut self.finished, &mut self.flow_time);
         }
@@ -541,14 +533,10 @@ impl<'w> Engine<'w> {
         let legs = self.prop.next_time();
         let routes = self.routes.next_time(self.now);
         // Capacities change only matter while something is active.
-        if let Some(weather) = &self.weather
-            && self.live > 0
-        {
-            next = next.min(weather.next_change());
-            if self.prop.connections
-                && let Some(conns) = &self.connections
-            {
-                next = next.min(conns.next_change());
+        if self.live > 0 {
+            next = next.min(self.capacities.next_change());
+            if self.prop.connections {
+                next = next.min(self.connections.next_change());
             }
         }
         next.min(legs).min(routes)
@@ -562,18 +550,14 @@ impl<'w> Engine<'w> {
     }
 
     fn finish(self) -> SimResult {
-        let port = self.cfg.port_rate.bytes_per_sec();
+        let spec = &self.cfg.fabric;
         let mut outcomes: Vec<CoflowOutcome> = self
             .w
             .coflows
             .iter()
             .zip(self.finish.iter().zip(&self.rejected).zip(&self.flow_time))
             .map(|(c, ((&finish, &rejected), &flow_time))| {
-                let isolated = if self.weather.is_some() {
-                    crate::wan::isolated_cct(&self.fabric, c)
-                } else {
-                    c.isolated_cct(self.w.machines as usize, port)
-                };
+                let isolated = spec.isolated_cct(&self.fabric, c);
                 let mut o = CoflowOutcome::new(c, finish, rejected, isolated);
                 o.flow_time_s = flow_time;
                 o
@@ -602,7 +586,7 @@ impl<'w> Engine<'w> {
             decisions: self.decisions,
             admission_control: self.policy.admission_control(),
             relayed_bytes: self.relayed,
-            wide_area: self.weather.is_some(),
+            wide_area: spec.wide_area(),
         }
     }
 }

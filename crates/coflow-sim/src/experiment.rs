@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use coflow_core::{Nanos, Rate, Workload};
 use coflow_sched::policy::Params;
-use coflow_sched::{Fabric, Scheduler, Wan, policy};
+use coflow_sched::{Fabric, Scheduler, policy};
 use serde::Serialize;
 
 use crate::coflowsim::{self, Rules};
@@ -231,7 +231,7 @@ impl Plan {
         params: Params,
     ) -> Result<(), policy::Unservable> {
         for name in &self.policies {
-            policy::check_serves(name, &config.fabric)?;
+            policy::check_serves(name, &config.fabric())?;
         }
         self.baseline = Some(WIDE_AREA_BASELINE);
         self.wide_area = Some(WideAreaPlan { topology, config, params });
@@ -358,7 +358,7 @@ impl Plan {
             });
         };
         let cfg = &wa.config;
-        let wan = cfg.fabric.topology::<Wan>().expect("a wide-area fabric");
+        let wan = &cfg.wan;
         pretty_json(&JsonWideAreaReport {
             workload: self.json_workload(),
             topology: &wa.topology,
@@ -397,7 +397,7 @@ fn longest_first(policies: Vec<Box<dyn Scheduler>>) -> (Vec<usize>, Vec<Ready>) 
 /// multi-path and per-connection bandwidth.
 fn describe_wide_area(cfg: &WanConfig) -> String {
     use std::fmt::Write as _;
-    let wan = cfg.fabric.topology::<Wan>().expect("a wide-area fabric");
+    let wan = &cfg.wan;
     let mut t = String::new();
     let _ = write!(t, "wide area: {} datacenters;", wan.dcs());
     for (r, l) in wan.links().iter().enumerate() {

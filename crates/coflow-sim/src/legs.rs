@@ -15,17 +15,15 @@
 //! the live ones.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 use coflow_core::{Coflow, CoflowId, MachineId, Nanos};
 use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Route, Sender};
 
+use crate::dynamics::{ConnectionCaps, Split};
+
 /// Tags a heap entry as a leg rather than a coflow.
 const LEG: u32 = 1 << 31;
-
-/// Per direct route, the detours that take part of an arriving coflow's bytes off it, with the
-/// fraction each takes.
-pub(crate) type Split = BTreeMap<Route, Vec<(Route, f64)>>;
 
 /// A coflow that finished: its index in the workload and its id.
 pub(crate) type Finished = (usize, CoflowId);
@@ -173,6 +171,16 @@ impl LegModel {
             } else {
                 e.slots[..e.hops as usize].iter().for_each(|&slot| update(slot));
             }
+        }
+    }
+
+    /// Sets the connection caps of legs `from..` to those `caps` hold now: each flow's, times
+    /// the leg's flows.
+    pub(crate) fn refresh_caps(&mut self, caps: &dyn ConnectionCaps, from: usize) {
+        for l in from..self.legs.len() {
+            let leg = &self.legs[l];
+            let id = self.coflows[self.owner[l] as usize].id;
+            self.cap[l] = caps.cap(id, self.conn[l], leg.route) * leg.flows as f64;
         }
     }
 
@@ -891,6 +899,8 @@ fn ceil(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use coflow_core::Flow;
     use proptest::prelude::*;
 

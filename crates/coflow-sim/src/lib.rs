@@ -13,6 +13,8 @@
 //! - [`coflowsim`]: the reference simulator's model, rule by rule (`--model coflowsim`).
 //! - `bounds`: lower bounds on the average CCT (isolation, per-port, LP relaxation), [`lower_bounds`].
 //! - `deadlines`: experiment deadlines as Varys §7.1 draws them, [`assign_deadlines`].
+//! - `dynamics`: the fabric as a value: a [`FabricSpec`] builds each run's fabric and its
+//!   dynamics ([`Capacities`], [`Routing`], [`ConnectionCaps`]); [`BigSwitchSpec`] is the big switch.
 //! - `engine`: the event loop, [`simulate`] on the fabric [`SimConfig`] names.
 //! - [`experiment`]: several policies on one workload in parallel, and their report.
 //! - `legs`: the proportional model's state (coflows, legs, per-coflow scales).
@@ -25,7 +27,8 @@
 //! - [`spread`]: a rack-level trace's tasks spread over each rack's machines (the Varys paper's
 //!   task-level replay on 3,000 machines).
 //! - [`topology`]: the wide-area topology file and its validation, giving a [`WanConfig`].
-//! - `wan`: wide-area runs ([`WanConfig`]): capacity redraws, multi-path.
+//! - `wan`: wide-area runs ([`WanConfig`], a [`FabricSpec`]): capacity redraws, multi-path,
+//!   per-connection caps.
 //! - [`weather`]: link capacities as a recorded sequence ([`weather::WeatherLog`]), replayed.
 
 #![warn(missing_docs)]
@@ -34,6 +37,7 @@ pub mod bench;
 mod bounds;
 pub mod coflowsim;
 mod deadlines;
+mod dynamics;
 mod engine;
 pub mod experiment;
 mod legs;
@@ -47,6 +51,9 @@ pub mod weather;
 
 pub use bounds::{BoundConfig, DEPENDENCIES_SKIP, LowerBounds, lower_bounds};
 pub use deadlines::{MIN_DEADLINE, assign_deadlines, assign_deadlines_to_fraction};
+pub use dynamics::{
+    BigSwitchSpec, Capacities, ConnectionCaps, Direct, FabricRun, FabricSpec, Routing, Split, Steady, Uncapped,
+};
 pub use engine::{SimConfig, SimResult, simulate, simulate_with_progress};
 pub use report::{
     BinSummary, CoflowOutcome, JobFigures, SIZE_BINS, SLOWER_TOLERANCE, SizeBin, Summary, WideArea,

@@ -480,11 +480,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let cfg = SimConfig {
-            port_rate: Rate::from_bytes_per_sec(MIB as f64),
-            check_invariants: true,
-            ..SimConfig::default()
-        };
+        let cfg = SimConfig { check_invariants: true, ..SimConfig::big_switch(Rate::from_bytes_per_sec(MIB as f64)) };
         simulate(&w, policy::by_name(name).unwrap(), &cfg).unwrap()
     }
 

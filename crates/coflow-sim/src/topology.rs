@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use coflow_core::Nanos;
-use coflow_sched::{Bandwidth, Fabric, Link, Wan, WanError};
+use coflow_sched::{Bandwidth, Link, Wan, WanError};
 use serde::Deserialize;
 
 use crate::WanConfig;
@@ -335,7 +335,7 @@ impl Topology {
         }
         let per_connection =
             per_connection.then(|| interval(overrides.connection_redraw_ms.or(self.connection_redraw_ms).unwrap_or(0)));
-        Ok(WanConfig { fabric: Fabric::new(wan), redraw, seed, multipath: false, per_connection, weather: None })
+        Ok(WanConfig { wan, redraw, seed, multipath: false, per_connection, weather: None })
     }
 }
 
@@ -392,7 +392,7 @@ mod tests {
         assert_eq!(t.links.len(), 6);
         assert_eq!(t.redraw_ms, Some(5_000));
         let cfg = t.config(150, 3, &Overrides::default()).unwrap();
-        let wan = cfg.fabric.topology::<coflow_sched::Wan>().unwrap();
+        let wan = cfg.wan;
         assert_eq!((wan.dc_of(0), wan.dc_of(49), wan.dc_of(50), wan.dc_of(149)), (0, 0, 1, 2));
         assert_eq!(cfg.redraw, Nanos::from_millis(5_000));
         assert_eq!((cfg.seed, cfg.multipath, cfg.per_connection), (3, false, None));
@@ -417,7 +417,7 @@ mod tests {
         .unwrap();
         let file = t.config(4, 1, &Overrides::default()).unwrap();
         assert_eq!(file.redraw, Nanos::from_millis(100));
-        assert_eq!(file.fabric.topology::<coflow_sched::Wan>().unwrap().dc_of(2), 1);
+        assert_eq!(file.wan.dc_of(2), 1);
         let o = Overrides {
             machines_per_dc: Some(4),
             redraw_ms: Some(0),
@@ -426,7 +426,7 @@ mod tests {
         };
         let cli = t.config(4, 1, &o).unwrap();
         assert_eq!(cli.redraw, Nanos::MAX, "0 never redraws");
-        assert_eq!(cli.fabric.topology::<coflow_sched::Wan>().unwrap().dc_of(3), 0);
+        assert_eq!(cli.wan.dc_of(3), 0);
         assert_eq!(cli.per_connection, Some(Nanos::from_millis(20)));
         let held = t.config(4, 1, &Overrides { per_connection: true, ..Overrides::default() }).unwrap();
         assert_eq!(held.per_connection, Some(Nanos::MAX), "held for the flow's life");

@@ -16,19 +16,21 @@
 //!
 //! The figures a wide-area run reports are [`Summary::wide_area`](crate::Summary::wide_area).
 
+use std::sync::Arc;
+
 use coflow_core::{Coflow, CoflowId, Nanos};
-use coflow_sched::{Allocation, Fabric, Input, ResourceId, Wan};
+use coflow_sched::{Allocation, Fabric, Input, ResourceId, Route, Wan};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::legs::{LegModel, Split};
+use crate::dynamics::{Capacities, ConnectionCaps, Direct, FabricRun, FabricSpec, Routing, Split, Uncapped};
 use crate::weather::{WeatherLog, draw};
 
-/// How to run on a wide-area fabric.
+/// How to run on a wide-area fabric: the [`FabricSpec`] of Siphon's wide area.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WanConfig {
-    /// The fabric, a [`Wan`] in [`Fabric::new`]; its capacities are redrawn during the run.
-    pub fabric: Fabric,
+    /// The topology; its links' capacities are redrawn during the run.
+    pub wan: Wan,
     /// How often link capacities are redrawn (`Nanos::MAX`: never, they stay at their means).
     pub redraw: Nanos,
     /// Seeds the capacity draws.
@@ -45,53 +47,77 @@ pub struct WanConfig {
     pub weather: Option<std::sync::Arc<WeatherLog>>,
 }
 
+impl WanConfig {
+    /// The fabric of the topology, at its links' first capacities.
+    pub fn fabric(&self) -> Fabric {
+        Fabric::new(self.wan.clone())
+    }
+}
+
+impl FabricSpec for WanConfig {
+    fn build(&self, machines: u32, start: Nanos) -> FabricRun {
+        assert!(self.wan.machines() >= machines, "the topology places fewer machines than the workload has");
+        let wan = Arc::new(self.wan.clone());
+        let mut fabric = self.fabric();
+        let capacities = Weather::new(self, Arc::clone(&wan), &mut fabric, start);
+        let routing: Box<dyn Routing> =
+            if self.multipath { Box::new(WaterFill { wan: Arc::clone(&wan) }) } else { Box::new(Direct) };
+        let connections: Box<dyn ConnectionCaps> = match self.per_connection {
+            Some(redraw) => Box::new(Connections { wan, seed: self.seed, redraw, interval: 0 }),
+            None => Box::new(Uncapped),
+        };
+        FabricRun { fabric, capacities: Box::new(capacities), routing, connections }
+    }
+
+    fn isolated_cct(&self, fabric: &Fabric, c: &Coflow) -> Nanos {
+        isolated_cct(fabric, c)
+    }
+
+    fn wide_area(&self) -> bool {
+        true
+    }
+}
+
 /// Per-connection bandwidth: which interval's caps the legs hold.
 #[derive(Debug)]
-pub(crate) struct Connections {
+struct Connections {
+    wan: Arc<Wan>,
     seed: u64,
     redraw: Nanos,
     interval: u64,
 }
 
 impl Connections {
-    pub(crate) fn new(seed: u64, redraw: Nanos) -> Connections {
-        Connections { seed, redraw, interval: 0 }
-    }
-
     fn interval_at(&self, now: Nanos) -> u64 {
         if self.redraw == Nanos::MAX { 0 } else { now.0 / self.redraw.0.max(1) }
     }
+}
 
-    /// Moves to the interval holding `now`; returns whether it is a new one.
-    pub(crate) fn update(&mut self, now: Nanos) -> bool {
+impl ConnectionCaps for Connections {
+    fn per_flow(&self) -> bool {
+        true
+    }
+
+    fn update(&mut self, now: Nanos) -> bool {
         let g = self.interval_at(now);
         let new = g != self.interval;
         self.interval = g;
         new
     }
 
-    /// When the next interval starts.
-    pub(crate) fn next_change(&self) -> Nanos {
+    fn next_change(&self) -> Nanos {
         if self.redraw == Nanos::MAX {
             return Nanos::MAX;
         }
         Nanos(self.interval.saturating_add(1).saturating_mul(self.redraw.0.max(1)))
     }
 
-    /// Draws the caps of legs `from..` for the current interval.
-    pub(crate) fn refresh(&self, fabric: &Fabric, prop: &mut LegModel, from: usize) {
-        let wan = fabric.topology::<Wan>().expect("a wide-area fabric");
-        for l in from..prop.legs.len() {
-            let leg = &prop.legs[l];
-            let id = prop.coflows[prop.owner[l] as usize].id;
-            let per_flow = leg
-                .route
-                .hops()
-                .iter()
-                .map(|&r| connection_draw(wan, self.seed, id, prop.conn[l], r, self.interval))
-                .fold(f64::INFINITY, f64::min);
-            prop.cap[l] = per_flow * leg.flows as f64;
-        }
+    fn cap(&self, coflow: CoflowId, conn: u32, route: Route) -> f64 {
+        route
+            .hops()
+            .iter()
+            .map(|&r| connection_draw(&self.wan, self.seed, coflow, conn, r, self.interval))
+            .fold(f64::INFINITY, f64::min)
     }
 }
 
@@ -143,7 +169,8 @@ pub(crate) fn cap_connections(input: &Input<'_>, caps: &[f64], alloc: &mut Alloc
 
 /// The weather: which interval's (or recorded step's) capacities the fabric holds.
 #[derive(Debug)]
-pub(crate) struct Weather {
+struct Weather {
+    wan: Arc<Wan>,
     redraw: Nanos,
     seed: u64,
     replay: Option<std::sync::Arc<WeatherLog>>,
@@ -151,7 +178,7 @@ pub(crate) struct Weather {
 }
 
 impl Weather {
-    pub(crate) fn new(cfg: &WanConfig, fabric: &mut Fabric, now: Nanos) -> Weather {
+    fn new(cfg: &WanConfig, wan: Arc<Wan>, fabric: &mut Fabric, now: Nanos) -> Weather {
         if let Some(log) = &cfg.weather {
             let links = fabric.resources();
             assert!(
@@ -160,14 +187,17 @@ impl Weather {
                 log.steps()[0].capacities.len()
             );
         }
-        let mut w = Weather { redraw: cfg.redraw, seed: cfg.seed, replay: cfg.weather.clone(), interval: u64::MAX };
+        let mut w =
+            Weather { wan, redraw: cfg.redraw, seed: cfg.seed, replay: cfg.weather.clone(), interval: u64::MAX };
         w.update(fabric, now);
         w
     }
+}
 
+impl Capacities for Weather {
     /// Draws (or reads from the recorded weather) the capacities of the interval holding `now`
     /// if the fabric does not hold them yet; returns whether they changed.
-    pub(crate) fn update(&mut self, fabric: &mut Fabric, now: Nanos) -> bool {
+    fn update(&mut self, fabric: &mut Fabric, now: Nanos) -> bool {
         let g = match &self.replay {
             Some(log) => log.step_at(now) as u64,
             None if self.redraw == Nanos::MAX => 0,
@@ -179,7 +209,7 @@ impl Weather {
         self.interval = g;
         let caps = match &self.replay {
             Some(log) => log.steps()[g as usize].capacities.clone(),
-            None => draw(fabric.topology::<Wan>().expect("a wide-area fabric"), self.seed, g),
+            None => draw(&self.wan, self.seed, g),
         };
         for (r, c) in caps.into_iter().enumerate() {
             fabric.set_capacity(r as ResourceId, c);
@@ -188,7 +218,7 @@ impl Weather {
     }
 
     /// When the next interval starts.
-    pub(crate) fn next_change(&self) -> Nanos {
+    fn next_change(&self) -> Nanos {
         if let Some(log) = &self.replay {
             return log.next_change(self.interval as usize);
         }
@@ -201,7 +231,7 @@ impl Weather {
 
 /// One coflow's completion time alone on an empty wide-area fabric at the links' expected
 /// bandwidth: its most loaded link's bytes over that link's mean (Γ_empty of the wide area).
-pub(crate) fn isolated_cct(fabric: &Fabric, c: &Coflow) -> Nanos {
+fn isolated_cct(fabric: &Fabric, c: &Coflow) -> Nanos {
     let mut load = vec![0.0; fabric.resources()];
     for f in c.flows.iter().filter(|f| f.crosses_fabric()) {
         for &r in fabric.route(f.src, f.dst).hops() {
@@ -214,12 +244,28 @@ pub(crate) fn isolated_cct(fabric: &Fabric, c: &Coflow) -> Nanos {
 
 pub use coflow_sched::detour_fraction;
 
-/// Multi-path routing of an arriving coflow by water-filling (§3.3, [`coflow_sched::water_fill`]),
-/// on the links' expected bandwidth. `loads` holds every link's remaining bytes from the coflows
-/// already active. Returns, per direct route of the coflow, the detours and the fraction of its
-/// bytes each takes, and the bytes detoured (each crosses one link more than it would have).
-pub(crate) fn water_fill(fabric: &Fabric, loads: &[f64], c: &Coflow) -> (Split, f64) {
-    let Some(wan) = fabric.topology::<Wan>() else { return (Split::new(), 0.0) };
+/// Multi-path routing of arriving coflows by water-filling (§3.3, [`coflow_sched::water_fill`]),
+/// on the links' expected bandwidth.
+#[derive(Debug)]
+struct WaterFill {
+    wan: Arc<Wan>,
+}
+
+impl Routing for WaterFill {
+    fn splits(&self) -> bool {
+        true
+    }
+
+    fn split(&self, fabric: &Fabric, loads: &[f64], c: &Coflow) -> (Split, f64) {
+        water_fill(&self.wan, fabric, loads, c)
+    }
+}
+
+/// Water-fills coflow `c`'s bytes on `wan` (as `fabric`): `loads` holds every link's remaining
+/// bytes from the coflows already active. Returns, per direct route of the coflow, the detours
+/// and the fraction of its bytes each takes, and the bytes detoured (each crosses one link more
+/// than it would have).
+fn water_fill(wan: &Wan, fabric: &Fabric, loads: &[f64], c: &Coflow) -> (Split, f64) {
     let bw: Vec<f64> = (0..wan.links().len()).map(|r| fabric.expected_capacity(r as ResourceId)).collect();
     // The new coflow's bytes on each link's direct route: the only ones that may move.
     let mut own = vec![0.0; wan.links().len()];

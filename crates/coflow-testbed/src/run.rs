@@ -250,7 +250,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
                 let wan = reshape(&dcs.wan, Skew::AsIs, 1.0 / PAYLOAD_SHARE)
                     .map_err(|e| TestbedError::Setup(format!("the wide area at payload rates: {e}")))?;
                 let cfg = WanConfig {
-                    fabric: coflow_sched::Fabric::new(wan),
+                    wan,
                     redraw: Nanos::MAX,
                     seed: opts.weather_seed,
                     multipath,

@@ -1,6 +1,7 @@
 //! Every coflow's CCT under every policy stays within 1e-9 relative of reference figures the
-//! simulator gave (`tests/data/reference-ccts.txt`), on the synthetic workload, the wide area,
-//! the reference model, the Facebook trace (with and without deadlines) and 300 machines.
+//! simulator gave (`tests/data/reference-ccts.txt`), on the synthetic workload, the wide area
+//! (with multi-path routing, with per-connection bandwidth), the reference model, the Facebook
+//! trace (with and without deadlines, in jobs of three stages) and 300 machines.
 //!
 //! The file holds one line per run and policy: the run's key, the policy, then each coflow's CCT
 //! in nanoseconds in workload order (`-`: unfinished or rejected; `=`: the same as on the line
@@ -17,9 +18,12 @@ use super::{coflow, facebook_trace, tmp};
 const RUNS: &[(&str, &[&str])] = &[
     ("synth-all", &["--policies", "all"]),
     ("wan", &["--policies", "all", "--wan", "default"]),
+    ("wan-multipath", &["--policies", "all", "--wan", "default", "--multipath"]),
+    ("wan-per-connection", &["--policies", "all", "--wan", "default", "--per-connection"]),
     ("coflowsim-synth", &["--model", "coflowsim", "--policies", "varys,fair,pfp,fifo,scf,ncf,tcf,aalo"]),
     ("trace-all", &["--trace", "TRACE", "--policies", "all"]),
     ("trace-deadlines", &["--trace", "TRACE", "--policies", "all", "--deadlines"]),
+    ("trace-stages", &["--trace", "TRACE", "--policies", "all", "--stages", "3"]),
     ("m300-all", &["--coflows", "150", "--machines", "300", "--policies", "all"]),
 ];
 
@@ -117,6 +121,8 @@ fn the_reference_file_covers_every_run() {
 fn synthetic_ccts_stay_at_the_reference() {
     check("synth-all", None);
     check("wan", None);
+    check("wan-multipath", None);
+    check("wan-per-connection", None);
     check("coflowsim-synth", None);
 }
 
@@ -125,6 +131,7 @@ fn trace_ccts_stay_at_the_reference() {
     let Some(trace) = facebook_trace() else { return };
     check("trace-all", Some(&trace));
     check("trace-deadlines", Some(&trace));
+    check("trace-stages", Some(&trace));
 }
 
 #[test]

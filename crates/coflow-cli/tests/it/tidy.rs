@@ -487,3 +487,41 @@ fn the_cli_implements_no_library_trait() {
         "the CLI parses and prints; what implements a library's trait is the library's: {wrong:?}"
     );
 }
+
+/// The Rust sources under `dir`, recursively, with their text.
+fn rust_sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(files) = std::fs::read_dir(&d) else { continue };
+        for f in files.flatten() {
+            let path = f.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path, text));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_simulator_takes_its_fabric_as_a_value_and_downcasts_no_topology() {
+    // The fabric's dynamics come built from a `FabricSpec`: no code of the simulator asks which
+    // topology it runs on.
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../coflow-sim/src");
+    let sources = rust_sources(&src);
+    assert!(sources.iter().any(|(p, _)| p.ends_with("engine.rs")), "the check is real");
+    let mut wrong = Vec::new();
+    for (path, text) in &sources {
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("topology::<") || code.contains("Option<WanConfig>") {
+                wrong.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "the simulator downcasts a topology or takes the wide area as a mode: {wrong:#?}");
+}

@@ -335,7 +335,7 @@ impl Plan {
         // The registry says which policies cannot serve the wide area; they are skipped, grouped
         // by what they assume.
         let refused: Vec<Unservable> =
-            self.policies.iter().filter_map(|p| policy::check_serves(p, &cfg.fabric).err()).collect();
+            self.policies.iter().filter_map(|p| policy::check_serves(p, &cfg.fabric()).err()).collect();
         let mut needs: Vec<Needs> = Vec::new();
         for u in &refused {
             if !needs.contains(&u.needs) {

@@ -91,7 +91,7 @@ fn run<P: BlindScheduler + 'static>(
     let log = Arc::new(Mutex::new(Vec::new()));
     let spy = Spy { inner, machines, log: log.clone(), note };
     let w = Workload::new(machines, coflows).unwrap();
-    let cfg = SimConfig { port_rate: Rate::from_bytes_per_sec(rate), check_invariants: true, ..SimConfig::default() };
+    let cfg = SimConfig { check_invariants: true, ..SimConfig::big_switch(Rate::from_bytes_per_sec(rate)) };
     let r = simulate(&w, Box::new(Blinded::new(spy)), &cfg).unwrap();
     let log = log.lock().unwrap().clone();
     (r, log)
@@ -217,8 +217,7 @@ fn philae_places_pilots_away_from_other_pilots() {
         }
     }
     let w = Workload::new(6, vec![mesh(1, 100), mesh(2, 100)]).unwrap();
-    let cfg_sim =
-        SimConfig { port_rate: Rate::from_bytes_per_sec(100.0), check_invariants: true, ..SimConfig::default() };
+    let cfg_sim = SimConfig { check_invariants: true, ..SimConfig::big_switch(Rate::from_bytes_per_sec(100.0)) };
     let r = simulate(&w, Box::new(Blinded::new(Seen(philae(cfg), pilots.clone()))), &cfg_sim).unwrap();
     assert!(r.outcomes.iter().all(|o| o.finish.is_some()));
     let fabric = coflow_sched::Fabric::big_switch(6, Rate::from_bytes_per_sec(100.0));

@@ -11,7 +11,7 @@ use crate::support::*;
 /// Runs `policy` under `rules` on the coflows, every invariant checked.
 fn run_with(policy: &str, rules: Rules, machines: u32, rate: Rate, coflows: Vec<Coflow>) -> SimResult {
     let w = coflowsim::workload(&Workload::new(machines, coflows).unwrap(), &rules);
-    let cfg = SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() };
+    let cfg = SimConfig { check_invariants: true, ..SimConfig::big_switch(rate) };
     simulate(&w, coflowsim::policy(policy, &rules).unwrap(), &cfg).unwrap()
 }
 
@@ -325,7 +325,7 @@ proptest! {
         let t = coflowsim::workload(&w, &rules);
         prop_assert_eq!(t.coflows.len(), w.coflows.len());
         // Capacity and exact delivery are checked at every decision (`check_invariants`).
-        let cfg = SimConfig { port_rate: Rate::GBPS, check_invariants: true, ..SimConfig::default() };
+        let cfg = SimConfig { check_invariants: true, ..SimConfig::big_switch(Rate::GBPS) };
         for name in coflowsim::POLICIES {
             let a = simulate(&t, coflowsim::policy(name, &rules).unwrap(), &cfg).unwrap();
             prop_assert!(a.outcomes.iter().all(|o| o.finish.is_some()), "{name} under {names:?}: a coflow never finished");

@@ -212,8 +212,7 @@ fn figure_2c_weighted_shuffle_scheduling_gives_average_fct_3_6() {
     // Port 1 shares between 1 and 2 units in proportion: both end at 3. Port 2's two 2-unit
     // flows end at 4, port 3's 4 units at 4. FCT (3 + 4 + 4 + 3 + 4) / 5 = 3.6, CCT 4 and 4.
     let w = coflow_core::Workload::new(5, figure_1()).unwrap();
-    let cfg =
-        coflow_sim::SimConfig { port_rate: unit_rate(), check_invariants: true, ..coflow_sim::SimConfig::default() };
+    let cfg = coflow_sim::SimConfig { check_invariants: true, ..coflow_sim::SimConfig::big_switch(unit_rate()) };
     let r = coflow_sim::simulate(&w, Box::new(Wss), &cfg).unwrap();
     assert_ms(&ccts_ms(&r), &[4.0, 4.0]);
     let fct_ms = 1e3 * r.outcomes.iter().map(|o| o.flow_time_s).sum::<f64>() / 5.0;

@@ -55,7 +55,7 @@ fn workload(seed: u64, s: Shape) -> Workload {
 }
 
 fn cfg(from_scratch: bool) -> SimConfig {
-    SimConfig { port_rate: Rate::GBPS, check_invariants: true, from_scratch, ..SimConfig::default() }
+    SimConfig { check_invariants: true, from_scratch, ..SimConfig::big_switch(Rate::GBPS) }
 }
 
 /// Every policy of the registry that serves `fabric`.
@@ -132,7 +132,7 @@ fn a_policy_hooked_to_nothing_gives_its_own_result() {
 
 /// A full mesh of `dcs` datacenters with machines spread over them, links of fluctuating
 /// bandwidth.
-fn mesh(dcs: u32, machines: u32, seed: u64) -> Fabric {
+fn mesh(dcs: u32, machines: u32, seed: u64) -> Wan {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mib = (1u64 << 20) as f64;
     let mut links = Vec::new();
@@ -145,7 +145,7 @@ fn mesh(dcs: u32, machines: u32, seed: u64) -> Fabric {
         }
     }
     let names = (0..dcs).map(|d| format!("dc{d}")).collect();
-    Fabric::new(Wan::new(names, links, Wan::spread(dcs, machines, None)).expect("a valid topology"))
+    Wan::new(names, links, Wan::spread(dcs, machines, None)).expect("a valid topology")
 }
 
 #[test]
@@ -156,20 +156,25 @@ fn incremental_equals_scratch_on_the_wide_area() {
         for multipath in [false, true] {
             for per_connection in [None, Some(Nanos::from_millis(300))] {
                 let wan = WanConfig {
-                    fabric: mesh(3, shape.machines, seed),
+                    wan: mesh(3, shape.machines, seed),
                     redraw: Nanos::from_millis(200),
                     seed,
                     multipath,
                     per_connection,
                     weather: None,
                 };
-                for name in names_serving(&wan.fabric) {
+                for name in names_serving(&wan.fabric()) {
                     let inc = ChangesCheck::new(policy::seeded(name, seed).unwrap());
-                    let a = simulate(&w, Box::new(inc), &SimConfig { wan: Some(wan.clone()), ..cfg(false) }).unwrap();
+                    let a = simulate(
+                        &w,
+                        Box::new(inc),
+                        &SimConfig { fabric: std::sync::Arc::new(wan.clone()), ..cfg(false) },
+                    )
+                    .unwrap();
                     let b = simulate(
                         &w,
                         policy::seeded(name, seed).unwrap(),
-                        &SimConfig { wan: Some(wan.clone()), ..cfg(true) },
+                        &SimConfig { fabric: std::sync::Arc::new(wan.clone()), ..cfg(true) },
                     )
                     .unwrap();
                     let what = format!("wide-area instance {seed}, multipath {multipath}, {per_connection:?}");

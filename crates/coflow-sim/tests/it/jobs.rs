@@ -108,7 +108,7 @@ fn children_of_a_rejected_coflow_never_run() {
 #[test]
 fn dependencies_replay_identically() {
     let w = Workload::new(4, chain()).unwrap();
-    let cfg = SimConfig { port_rate: unit_rate(), check_invariants: true, ..SimConfig::default() };
+    let cfg = SimConfig { check_invariants: true, ..SimConfig::big_switch(unit_rate()) };
     for name in ["varys", "fair", "aalo-job"] {
         let a = simulate(&w, policy::by_name(name).unwrap(), &cfg).unwrap();
         let b = simulate(&w, policy::by_name(name).unwrap(), &cfg).unwrap();

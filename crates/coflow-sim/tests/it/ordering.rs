@@ -3,7 +3,7 @@
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Workload};
 use coflow_sched::policy::MonteCarlo;
-use coflow_sched::{Bandwidth, Fabric, Intra, Link, Wan};
+use coflow_sched::{Bandwidth, Intra, Link, Wan};
 use coflow_sim::WanConfig;
 use coflow_sim::ordering::{Skew, compare, reshape};
 
@@ -36,14 +36,7 @@ fn same_means_and_medians() -> Wan {
 
 fn config(wan: Wan, seed: u64) -> WanConfig {
     // One draw for the whole run: the order decided at the start is the one that counts.
-    WanConfig {
-        fabric: Fabric::new(wan),
-        redraw: Nanos::MAX,
-        seed,
-        multipath: false,
-        per_connection: None,
-        weather: None,
-    }
+    WanConfig { wan, redraw: Nanos::MAX, seed, multipath: false, per_connection: None, weather: None }
 }
 
 /// Coflow A's large flow crosses link 0 -> 2, B's link 1 -> 2; each sends 1 MiB over the other

@@ -33,7 +33,7 @@ fn workload(max_machines: u32, max_coflows: usize, offline: bool) -> impl Strate
 }
 
 fn cfg() -> SimConfig {
-    SimConfig { port_rate: Rate::GBPS, check_invariants: true, ..SimConfig::default() }
+    SimConfig { check_invariants: true, ..SimConfig::big_switch(Rate::GBPS) }
 }
 
 proptest! {
@@ -61,7 +61,7 @@ proptest! {
         } else {
             w
         };
-        let b = lower_bounds(&w, &Fabric::big_switch(w.machines, cfg().port_rate), &BoundConfig::default());
+        let b = lower_bounds(&w, &Fabric::big_switch(w.machines, Rate::GBPS), &BoundConfig::default());
         prop_assert!(b.lp_avg_cct_s.is_some(), "{}", b.lp_status);
         prop_assert!(b.per_port_avg_cct_s >= b.isolation_avg_cct_s - 1e-12);
         for name in policy::NAMES {
@@ -269,7 +269,7 @@ proptest! {
             })
             .collect();
         let w = Workload::new(1 + jobs.len() as u32, coflows).unwrap();
-        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() }).unwrap();
+        let r = simulate(&w, policy::by_name("pfp").unwrap(), &SimConfig { check_invariants: true, ..SimConfig::big_switch(rate) }).unwrap();
         // The workload sorts coflows by arrival then id; brute-force the same list.
         let sorted: Vec<(f64, f64)> = w.coflows.iter().map(|c| (c.arrival.as_secs_f64(), c.flows[0].size.as_f64())).collect();
         let expected = srtf(&sorted, rate.bytes_per_sec());

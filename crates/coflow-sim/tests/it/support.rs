@@ -24,7 +24,7 @@ pub(crate) fn coflow(id: u64, at_ms: u64, flows: Vec<Flow>) -> Coflow {
 /// Runs `policy` on the coflows with every invariant checked.
 pub(crate) fn run(policy: &str, machines: u32, rate: Rate, coflows: Vec<Coflow>) -> SimResult {
     let w = Workload::new(machines, coflows).expect("valid workload");
-    let cfg = SimConfig { port_rate: rate, check_invariants: true, ..SimConfig::default() };
+    let cfg = SimConfig { check_invariants: true, ..SimConfig::big_switch(rate) };
     simulate(&w, policy::by_name(policy).expect("known policy"), &cfg).unwrap()
 }
 

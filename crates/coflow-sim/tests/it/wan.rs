@@ -21,7 +21,7 @@ fn flow(src: u32, dst: u32, size_mib: f64) -> Flow {
 }
 
 /// A full mesh of `dcs` datacenters; `bw(a, b)` is the link from `a` to `b`, in MiB/s.
-fn mesh(dcs: u32, placement: Vec<u32>, bw: impl Fn(u32, u32) -> Bandwidth) -> Fabric {
+fn mesh(dcs: u32, placement: Vec<u32>, bw: impl Fn(u32, u32) -> Bandwidth) -> Wan {
     let mut links = Vec::new();
     for a in 0..dcs {
         for b in 0..dcs {
@@ -39,17 +39,17 @@ fn mesh(dcs: u32, placement: Vec<u32>, bw: impl Fn(u32, u32) -> Bandwidth) -> Fa
         }
     }
     let names = (0..dcs).map(|d| format!("dc{d}")).collect();
-    Fabric::new(Wan::new(names, links, placement).expect("a valid topology"))
+    Wan::new(names, links, placement).expect("a valid topology")
 }
 
-fn run(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, multipath: bool, seed: u64) -> SimResult {
+fn run(name: &str, fabric: &Wan, coflows: Vec<Coflow>, multipath: bool, seed: u64) -> SimResult {
     run_with(name, fabric, coflows, multipath, seed, None)
 }
 
 /// As `run`, with per-connection bandwidth if `per_connection` (its redraw interval) is set.
 fn run_with(
     name: &str,
-    fabric: &Fabric,
+    fabric: &Wan,
     coflows: Vec<Coflow>,
     multipath: bool,
     seed: u64,
@@ -57,14 +57,14 @@ fn run_with(
 ) -> SimResult {
     let w = Workload::new(fabric.machines(), coflows).expect("valid workload");
     let cfg = WanConfig {
-        fabric: fabric.clone(),
+        wan: fabric.clone(),
         redraw: Nanos::from_millis(200),
         seed,
         multipath,
         per_connection,
         weather: None,
     };
-    let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+    let sim = SimConfig { check_invariants: true, ..SimConfig::wide_area(cfg) };
     simulate(&w, policy::seeded(name, seed).expect("known policy"), &sim).unwrap()
 }
 
@@ -86,19 +86,19 @@ impl Hooks for FirstDecision {
 }
 
 /// The coflow the policy serves first (MADD, `σ > 0`) when both are present.
-fn served_first(name: &str, fabric: &Fabric, coflows: Vec<Coflow>, seed: u64) -> CoflowId {
+fn served_first(name: &str, fabric: &Wan, coflows: Vec<Coflow>, seed: u64) -> CoflowId {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let policy = Hooked::new(policy::seeded(name, seed).unwrap(), FirstDecision { seen: seen.clone() });
     let w = Workload::new(fabric.machines(), coflows).unwrap();
     let cfg = WanConfig {
-        fabric: fabric.clone(),
+        wan: fabric.clone(),
         redraw: Nanos::MAX,
         seed,
         multipath: false,
         per_connection: None,
         weather: None,
     };
-    let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+    let sim = SimConfig { check_invariants: true, ..SimConfig::wide_area(cfg) };
     simulate(&w, Box::new(policy), &sim).expect("serves the wide area");
     let seen = seen.lock().unwrap();
     let served: Vec<CoflowId> = seen.iter().filter(|(_, r)| *r > 0.0).map(|(id, _)| *id).collect();
@@ -120,7 +120,7 @@ fn figure_1_monte_carlo_prefers_the_coflow_likely_to_be_short() {
         (1, 2) => Bandwidth::Uniform(9.0, 11.0),
         _ => Bandwidth::Constant(10.0),
     });
-    let means: Vec<f64> = fabric.topology::<Wan>().unwrap().links().iter().map(|l| l.bandwidth.mean() / MIB).collect();
+    let means: Vec<f64> = fabric.links().iter().map(|l| l.bandwidth.mean() / MIB).collect();
     assert!(means.iter().all(|&m| (m - 10.0).abs() < 1e-9), "equal means: {means:?}");
     let a = |id| Coflow::new(CoflowId(id), Nanos::ZERO, vec![flow(0, 2, 100.0), flow(1, 2, 1.0)]);
     let b = |id| Coflow::new(CoflowId(id), Nanos::ZERO, vec![flow(0, 2, 1.0), flow(1, 2, 100.0)]);
@@ -200,7 +200,7 @@ fn multipath_detour_shortens_the_slowest_flow_by_the_computed_fraction() {
 #[test]
 fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
     let fabric = mesh(2, vec![0, 1], |_, _| Bandwidth::Empirical(vec![2.0, 6.0]));
-    let wan = fabric.topology::<Wan>().unwrap();
+    let wan = &fabric;
     let link = wan.link(0, 1).unwrap();
     let (mut capped, mut redrawn_differs) = (0, 0);
     for seed in 0..16 {
@@ -210,14 +210,14 @@ fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
             let coflows = vec![Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 60.0)])];
             let w = Workload::new(2, coflows).unwrap();
             let cfg = WanConfig {
-                fabric: fabric.clone(),
+                wan: fabric.clone(),
                 redraw: Nanos::MAX,
                 seed,
                 multipath: false,
                 per_connection: Some(redraw),
                 weather: None,
             };
-            let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+            let sim = SimConfig { check_invariants: true, ..SimConfig::wide_area(cfg) };
             let r = simulate(&w, policy::seeded("mrtf", seed).unwrap(), &sim).expect("serves the wide area");
             // By hand: interval by interval at min(capacity, connection).
             let (mut left, mut t, mut g) = (60.0 * MIB, 0.0, 0);
@@ -247,7 +247,7 @@ fn a_connection_goes_at_the_smaller_of_its_draw_and_the_link() {
 #[test]
 fn alike_flows_are_separate_connections() {
     let fabric = mesh(2, vec![0, 1], |_, _| Bandwidth::Empirical(vec![1.0, 100.0]));
-    let wan = fabric.topology::<Wan>().unwrap();
+    let wan = &fabric;
     let link = wan.link(0, 1).unwrap();
     let mut checked = 0;
     for seed in 0..32 {
@@ -261,14 +261,14 @@ fn alike_flows_are_separate_connections() {
         let coflows = vec![Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 30.0), flow(0, 1, 30.0)])];
         let w = Workload::new(2, coflows).unwrap();
         let cfg = WanConfig {
-            fabric: fabric.clone(),
+            wan: fabric.clone(),
             redraw: Nanos::MAX,
             seed,
             multipath: false,
             per_connection: Some(Nanos::MAX),
             weather: None,
         };
-        let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+        let sim = SimConfig { check_invariants: true, ..SimConfig::wide_area(cfg) };
         let r = simulate(&w, policy::seeded("mrtf", seed).unwrap(), &sim).expect("serves the wide area");
         // The slow connection (1 MiB/s) takes 30 s; the fast one is done long before.
         let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
@@ -381,19 +381,19 @@ fn a_policy_that_cannot_serve_the_wide_area_is_refused_by_name() {
     let coflows = random_workload(3, 8, 6);
     let w = Workload::new(fabric.machines(), coflows).unwrap();
     let cfg = WanConfig {
-        fabric: fabric.clone(),
+        wan: fabric.clone(),
         redraw: Nanos::MAX,
         seed: 1,
         multipath: false,
         per_connection: None,
         weather: None,
     };
-    let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+    let sim = SimConfig { check_invariants: true, ..SimConfig::wide_area(cfg) };
     let mut refused = Vec::new();
     for e in policy::REGISTRY {
         match simulate(&w, e.build(&policy::Params::seeded(1)), &sim) {
             Ok(r) => {
-                assert!(e.serves(&fabric), "{} was run", e.name);
+                assert!(e.serves(&Fabric::new(fabric.clone())), "{} was run", e.name);
                 assert!(
                     r.outcomes.iter().all(|o| o.finish.is_some() || o.rejected),
                     "{} left coflows unserved",
@@ -401,7 +401,7 @@ fn a_policy_that_cannot_serve_the_wide_area_is_refused_by_name() {
                 );
             }
             Err(err) => {
-                assert!(!e.serves(&fabric), "{} was refused: {err}", e.name);
+                assert!(!e.serves(&Fabric::new(fabric.clone())), "{} was refused: {err}", e.name);
                 assert_eq!((err.policy.as_str(), err.fabric), (e.name, "wide area"));
                 let msg = err.to_string();
                 assert!(msg.contains(&format!("{:?}", e.name)) && msg.contains("wide area"), "{msg}");
@@ -426,14 +426,14 @@ fn a_replayed_weather_log_sets_the_capacities_it_records() {
         let coflows = vec![Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 60.0)])];
         let w = Workload::new(2, coflows).unwrap();
         let cfg = WanConfig {
-            fabric: fabric.clone(),
+            wan: fabric.clone(),
             redraw: Nanos::from_millis(200),
             seed: 1,
             multipath: false,
             per_connection: None,
             weather: Some(Arc::new(log.clone())),
         };
-        let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+        let sim = SimConfig { check_invariants: true, ..SimConfig::wide_area(cfg) };
         let r = simulate(&w, policy::seeded(name, 1).unwrap(), &sim).unwrap();
         let cct = r.outcomes[0].cct().unwrap().as_secs_f64();
         assert!((cct - 14.0).abs() < 1e-6, "{name}: {cct}");
@@ -454,18 +454,18 @@ fn replaying_the_drawn_weather_is_the_seeded_run() {
         .collect();
     for name in ["mrtf", "siphon-mc"] {
         let seeded = run(name, &fabric, coflows.clone(), false, 4);
-        let wan = fabric.topology::<Wan>().unwrap();
+        let wan = &fabric;
         let log = WeatherLog::drawn(wan, 4, Nanos::from_millis(200), seeded.makespan);
         let w = Workload::new(fabric.machines(), coflows.clone()).unwrap();
         let cfg = WanConfig {
-            fabric: fabric.clone(),
+            wan: fabric.clone(),
             redraw: Nanos::from_millis(200),
             seed: 4,
             multipath: false,
             per_connection: None,
             weather: Some(Arc::new(log)),
         };
-        let sim = SimConfig { check_invariants: true, wan: Some(cfg), ..SimConfig::default() };
+        let sim = SimConfig { check_invariants: true, ..SimConfig::wide_area(cfg) };
         let replayed = simulate(&w, policy::seeded(name, 4).unwrap(), &sim).unwrap();
         assert_eq!(replayed.outcomes, seeded.outcomes, "{name}");
         assert!(seeded.decisions > 6, "{name}: the weather changed during the run");
