@@ -63,7 +63,7 @@ fn variants() -> Vec<Variant> {
 }
 
 fn average_cct(w: &Workload, policy: Box<dyn Scheduler>, port_rate: Rate) -> f64 {
-    let cfg = SimConfig { port_rate, ..SimConfig::default() };
+    let cfg = SimConfig::big_switch(port_rate);
     let r = simulate(w, policy, &cfg).expect("the big switch serves every policy");
     let total: f64 = r.outcomes.iter().map(|o| o.cct().expect("every coflow finishes").as_secs_f64()).sum();
     total / r.outcomes.len() as f64
