@@ -1193,7 +1193,12 @@ impl Core {
     /// An agent died or restarted: the pieces it held are gone and its flows fail; the agents
     /// receiving from it are told, so their gets end at once.
     fn agent_lost(&mut self, now: Nanos, m: MachineId, reason: &'static str) {
-        tracing::warn!(machine = %m, reason, "agent lost");
+        if reason == "agent-departed" {
+            // It deregistered: a clean stop, not a failure.
+            tracing::info!(machine = %m, reason, "agent left");
+        } else {
+            tracing::warn!(machine = %m, reason, "agent lost");
+        }
         if let Some(a) = self.agents.get_mut(&m) {
             a.alive = false;
         }
