@@ -275,3 +275,26 @@ fn a_flow_on_a_link_down_resumes_whole_through_a_detour_and_stays_there() {
     }
     assert_eq!(h.core.counters().flows_rerouted, 1);
 }
+
+/// A grant says whether the coordinator routes around lost paths: across datacenters with
+/// multi-path routing it does, so a receiver that cannot reach the source resumes; a resume of a
+/// flow its source never reported (its receiver could not reach it directly) goes through the
+/// detour, however small.
+#[test]
+fn a_receiver_that_cannot_reach_its_source_is_sent_through_a_detour() {
+    let mut h = three_dcs(1000.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 100_000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    assert!(g.reroutable, "multi-path across datacenters: parts are resumed, not failed");
+    h.advance(0);
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let parts: Vec<(u64, u64, Option<MachineId>)> =
+        r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect();
+    assert_eq!(parts, vec![(0, 100_000, Some(MachineId(2)))], "whole, through c");
+    // Without multi-path routing a grant is not reroutable.
+    let mut h = harness("mrtf", 1000.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 100_000).unwrap();
+    assert!(!h.get(c, "p", 2).unwrap().reroutable);
+}
