@@ -310,20 +310,9 @@ fn protobuf_messages_appear_only_where_the_protocol_is_spoken() {
     for entry in std::fs::read_dir(&crates).unwrap() {
         let dir = entry.unwrap().path();
         let krate = dir.file_name().unwrap().to_str().unwrap().to_string();
-        let mut texts = Vec::new();
-        let mut dirs: Vec<std::path::PathBuf> = ["src", "benches"].iter().map(|sub| dir.join(sub)).collect();
-        while let Some(d) = dirs.pop() {
-            let Ok(files) = std::fs::read_dir(&d) else { continue };
-            for f in files.flatten() {
-                let path = f.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    texts.push(std::fs::read_to_string(path).unwrap());
-                }
-            }
-        }
-        if texts.iter().any(|t| t.contains("coflow_proto::pb") || t.contains("pb::")) {
+        let texts: Vec<(std::path::PathBuf, String)> =
+            ["src", "benches"].iter().flat_map(|sub| rust_sources(&dir.join(sub))).collect();
+        if texts.iter().any(|(_, t)| t.contains("coflow_proto::pb") || t.contains("pb::")) {
             users.insert(krate);
         }
     }
@@ -387,20 +376,11 @@ fn policy_names_decide_behaviour_only_in_the_registry() {
         if krate == "coflow-sched" {
             continue;
         }
-        let mut dirs = vec![dir.join("src")];
-        while let Some(d) = dirs.pop() {
-            let Ok(files) = std::fs::read_dir(&d) else { continue };
-            for f in files.flatten() {
-                let path = f.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    let rel = path.strip_prefix(&crates).unwrap().to_string_lossy().into_owned();
-                    let hits = name_keyed_behaviour(&names, &rel, &std::fs::read_to_string(&path).unwrap());
-                    if !hits.is_empty() {
-                        found.insert(rel, hits);
-                    }
-                }
+        for (path, text) in rust_sources(&dir.join("src")) {
+            let rel = path.strip_prefix(&crates).unwrap().to_string_lossy().into_owned();
+            let hits = name_keyed_behaviour(&names, &rel, &text);
+            if !hits.is_empty() {
+                found.insert(rel, hits);
             }
         }
     }
@@ -446,17 +426,8 @@ fn the_cli_implements_no_library_trait() {
         if dir.ends_with("coflow-cli") {
             continue;
         }
-        let mut dirs = vec![dir.join("src")];
-        while let Some(d) = dirs.pop() {
-            let Ok(files) = std::fs::read_dir(&d) else { continue };
-            for f in files.flatten() {
-                let path = f.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    library.extend(declared_traits(&std::fs::read_to_string(&path).unwrap()));
-                }
-            }
+        for (_, text) in rust_sources(&dir.join("src")) {
+            library.extend(declared_traits(&text));
         }
     }
     assert!(library.contains("Scheduler") && library.contains("Hooks"), "the check is real: {library:?}");
@@ -467,18 +438,10 @@ fn the_cli_implements_no_library_trait() {
         ["Drop", "Hooks", "Scheduler"].map(String::from).into_iter().collect()
     );
     let mut wrong = Vec::new();
-    let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
-    while let Some(d) = dirs.pop() {
-        for f in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = f.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                for t in implemented_traits(&std::fs::read_to_string(&path).unwrap()) {
-                    if library.contains(&t) {
-                        wrong.push(format!("{} implements {t}", path.display()));
-                    }
-                }
+    for (path, text) in rust_sources(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")) {
+        for t in implemented_traits(&text) {
+            if library.contains(&t) {
+                wrong.push(format!("{} implements {t}", path.display()));
             }
         }
     }

@@ -340,16 +340,25 @@ impl Core {
         if !self.routes() {
             return;
         }
-        let down: Vec<FlowId> = self
-            .flows
-            .iter()
-            .filter(|(_, f)| f.state == FlowState::Scheduled && !f.rerouting && f.links.iter().any(|&l| self.down(l)))
-            .filter(|(_, f)| {
+        let Some(meter) = &self.meter else { return };
+        if !(0..meter.links()).any(|l| meter.down(l)) {
+            return;
+        }
+        // Whether another path is up, once per pair of machines.
+        let mut other_path: BTreeMap<(MachineId, MachineId), bool> = BTreeMap::new();
+        let mut down = Vec::new();
+        for (&id, f) in &self.flows {
+            if f.state != FlowState::Scheduled || f.rerouting || !f.links.iter().any(|&l| self.down(l)) {
+                continue;
+            }
+            let up = *other_path.entry((f.src, f.dst)).or_insert_with(|| {
                 self.link_between(f.src, f.dst).is_some_and(|l| !self.down(l))
                     || self.detour_around(f.src, f.dst).is_some()
-            })
-            .map(|(&id, _)| id)
-            .collect();
+            });
+            if up {
+                down.push(id);
+            }
+        }
         for id in down {
             self.reroute(id);
         }

@@ -188,6 +188,20 @@ fn resume(
     h.core.handle_get(h.now, g).unwrap()
 }
 
+/// A grant's parts as `(offset, length, relay)`.
+fn parts_of(r: &coflow_coordinator::FlowGrant) -> Vec<(u64, u64, Option<MachineId>)> {
+    r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect()
+}
+
+/// A tenth of a second on three datacenters: machine 0 reports `flows`, the others nothing.
+fn beat(h: &mut Harness, flows: Vec<(FlowId, u64)>) {
+    h.advance(100);
+    h.heartbeat(0, flows);
+    for m in 1..3 {
+        h.heartbeat(m, Vec::new());
+    }
+}
+
 /// A get over a link ten times slower than its detour waits a moment for the other gets of its
 /// coflow, moves nothing meanwhile, and is then water-filled: its receiver is told to resume it,
 /// and the resume's parts take the shares water-filling gave, 1/11 direct and 10/11 through the
@@ -204,8 +218,7 @@ fn a_coflows_gets_are_water_filled_together_and_resumed_over_their_plan() {
     h.advance(20);
     assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)], "its receiver resumes it over the plan");
     let r = resume(&mut h, c, "p", g.flow, 0);
-    let parts: Vec<(u64, u64, Option<MachineId>)> =
-        r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect();
+    let parts = parts_of(&r);
     assert_eq!(parts, vec![(0, 100_000, None), (100_000, 1_000_000, Some(MachineId(2)))]);
     h.advance(0);
     let pushed = h.drain();
@@ -229,10 +242,7 @@ fn a_planned_flow_not_resumed_goes_on_over_its_direct_path() {
     h.advance(1000);
     assert_eq!(last_rate(&h.drain(), g.flow).unwrap_or(0.0), 0.0);
     for _ in 0..11 {
-        h.advance(100);
-        for m in 0..3 {
-            h.heartbeat(m, Vec::new());
-        }
+        beat(&mut h, Vec::new());
     }
     assert!(last_rate(&h.drain(), g.flow).is_some_and(|r| r > 0.0), "it goes on, direct");
 }
@@ -251,26 +261,17 @@ fn a_flow_on_a_link_down_resumes_whole_through_a_detour_and_stays_there() {
     // It moves 100 bytes, then nothing: the link a -> b is down after three periods.
     let mut notices = Vec::new();
     for k in 0..20 {
-        h.advance(100);
-        h.heartbeat(0, vec![(g.flow, if k == 0 { 1 } else { 100 })]);
-        for m in 1..3 {
-            h.heartbeat(m, Vec::new());
-        }
+        beat(&mut h, vec![(g.flow, if k == 0 { 1 } else { 100 })]);
         notices.extend(h.notices(1));
     }
     assert_eq!(notices, vec![Notice::Reroute(g.flow)], "rerouted once");
     let r = resume(&mut h, c, "p", g.flow, 0);
-    let parts: Vec<(u64, u64, Option<MachineId>)> =
-        r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect();
+    let parts = parts_of(&r);
     assert_eq!(parts, vec![(0, 100_000, Some(MachineId(2)))], "whole, through c");
     h.advance(0);
     assert!(last_rate(&h.drain(), r.parts[0].flow).is_some_and(|r| r > 0.0));
     for _ in 0..12 {
-        h.advance(100);
-        h.heartbeat(0, vec![(r.parts[0].flow, 1)]);
-        for m in 1..3 {
-            h.heartbeat(m, Vec::new());
-        }
+        beat(&mut h, vec![(r.parts[0].flow, 1)]);
         assert_eq!(h.notices(1), vec![], "its links are up: it stays");
     }
     assert_eq!(h.core.counters().flows_rerouted, 1);
@@ -289,8 +290,7 @@ fn a_receiver_that_cannot_reach_its_source_is_sent_through_a_detour() {
     assert!(g.reroutable, "multi-path across datacenters: parts are resumed, not failed");
     h.advance(0);
     let r = resume(&mut h, c, "p", g.flow, 0);
-    let parts: Vec<(u64, u64, Option<MachineId>)> =
-        r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect();
+    let parts = parts_of(&r);
     assert_eq!(parts, vec![(0, 100_000, Some(MachineId(2)))], "whole, through c");
     // Without multi-path routing a grant is not reroutable.
     let mut h = harness("mrtf", 1000.0);
