@@ -169,14 +169,17 @@ impl CoflowRec {
     /// is sealed and as many gets as pieces put were seen. A coflow registered with `num_flows`
     /// 0 (unknown) waits for its seal (or its timeout).
     fn all_gets_in(&self) -> bool {
-        let expected = if self.sealed {
-            self.puts.len() as u32
-        } else if self.reg.num_flows > 0 {
-            self.reg.num_flows
-        } else {
-            return false;
-        };
-        self.gets_seen > 0 && self.gets_seen >= expected
+        self.expected_gets().is_some_and(|expected| self.gets_seen > 0 && self.gets_seen >= expected)
+    }
+
+    /// How many gets it expects: as many as pieces put once sealed, else `num_flows` if given.
+    fn expected_gets(&self) -> Option<u32> {
+        if self.sealed { Some(self.puts.len() as u32) } else { (self.reg.num_flows > 0).then_some(self.reg.num_flows) }
+    }
+
+    /// Of the flows it expects, those nobody has asked for yet ([`coflow_sched::CoflowState::pending`]).
+    fn pending(&self) -> u32 {
+        self.expected_gets().map_or(0, |expected| expected.saturating_sub(self.width))
     }
 
     fn new(reg: Registration) -> CoflowRec {
@@ -1432,7 +1435,8 @@ impl Core {
                 arrival: p.arrival,
                 deadline: c.reg.options.deadline,
                 weight: c.reg.options.weight,
-                width: c.width,
+                width: c.width + c.pending(),
+                pending: c.pending(),
             };
             self.snapshot.push_coflow_routed(&spec, &flows, &routes);
         }

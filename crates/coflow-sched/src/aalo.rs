@@ -755,6 +755,7 @@ mod tests {
                 job: CoflowId(i as u64),
                 job_sent: job_sent[i],
                 width: 1,
+                pending: 0,
                 active_flows: 1,
                 legs: i..i + 1,
             })
@@ -794,6 +795,7 @@ mod tests {
             job: CoflowId(0),
             job_sent: 0.0,
             width: legs.iter().map(|l| l.active_flows).sum(),
+            pending: 0,
             active_flows: legs.iter().map(|l| l.active_flows).sum(),
             legs: 0..legs.len(),
         };

@@ -36,6 +36,8 @@ pub struct BlindCoflow {
     /// Its flows, finished or not, as the driver counts them ([`CoflowState::width`]): a
     /// coordinator knows how many flows a coflow has asked for, not their sizes.
     pub width: u32,
+    /// Of its width, the flows nobody has asked for yet ([`CoflowState::pending`]).
+    pub pending: u32,
     /// Its flows not finished yet.
     pub active_flows: u32,
     /// Its legs (alike flows between one pair of machines): a range of [`BlindInput::legs`].
@@ -347,6 +349,7 @@ impl<B: BlindScheduler> Blinded<B> {
                 job: c.job,
                 job_sent: 0.0,
                 width: c.width,
+                pending: c.pending,
                 active_flows: c.active_flows,
                 legs: first..self.legs.len(),
             });
@@ -499,6 +502,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             for (b, c) in self.coflows.iter_mut().zip(input.coflows) {
                 b.active_flows = c.active_flows;
                 b.width = c.width;
+                b.pending = c.pending;
                 b.sent = self.reported.get(&c.id).copied().unwrap_or(0.0);
             }
         } else {
@@ -524,6 +528,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                     job: c.job,
                     job_sent: 0.0,
                     width: c.width,
+                    pending: c.pending,
                     active_flows: c.active_flows,
                     legs: first..self.legs.len(),
                 });
@@ -680,6 +685,7 @@ mod tests {
                 deadline: None,
                 weight: 1.0,
                 width: flows.len() as u32,
+                pending: 0,
             };
             let flows: Vec<SnapshotFlow> = flows
                 .iter()

@@ -267,6 +267,7 @@ mod tests {
                 deadline: Some(Nanos::from_secs(deadline)),
                 weight: 1.0,
                 width: 1,
+                pending: 0,
             };
             let flow = SnapshotFlow { src: MachineId(src), dst: MachineId(dst), size: bytes, remaining: bytes };
             snapshot.push_coflow(fabric, &coflow, &[flow]);

@@ -890,6 +890,7 @@ mod tests {
                 deadline: None,
                 weight: 1.0,
                 width: flows.len() as u32,
+                pending: 0,
             };
             let flows: Vec<SnapshotFlow> = flows
                 .iter()

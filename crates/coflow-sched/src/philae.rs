@@ -16,6 +16,11 @@
 //! queue `q` below it `⌊256 / 10^(q − first)⌋`; a round is drawn anew when a queue ahead of its
 //! first gains a coflow.
 //!
+//! A live coflow gains its flows as its gets come in: while some of the flows it declared are
+//! still to come, a wide coflow is served as a thin one, and chooses its pilots among all its
+//! flows once they are in (or [`PhilaeConfig::gather`] after it arrived, whichever comes first),
+//! as a coflow that arrives whole does at once; the flows it finished meanwhile count as pilots.
+//!
 //! It reads a [`BlindInput`]: routes, counts of flows, and the sizes of flows once they have
 //! finished (a pilot's size is learned when it completes), never a size of an unfinished flow.
 
@@ -74,6 +79,11 @@ pub struct PhilaeConfig {
     pub slot: Nanos,
     /// After flows finish, decide again at most once per this interval.
     pub flow_finish_gap: Option<Nanos>,
+    /// How long after its arrival a wide coflow waits for the flows it declared before choosing
+    /// its pilots among those it has (it is served as a thin one meanwhile). Its gets come in
+    /// within milliseconds of each other when its tasks start together; the bound keeps a coflow
+    /// that declared more flows than it asks for from being served as thin for longer.
+    pub gather: Nanos,
 }
 
 impl Default for PhilaeConfig {
@@ -89,6 +99,7 @@ impl Default for PhilaeConfig {
             split: 10.0,
             slot: Nanos::from_millis(8),
             flow_finish_gap: Some(Nanos::from_millis(8)),
+            gather: Nanos::from_millis(50),
         }
     }
 }
@@ -449,9 +460,11 @@ impl BlindScheduler for Philae {
         // live coflow gains flows as they are asked for) chooses its pilots then; the flows it
         // finished while thin were pilots.
         let mut pilots_at: Option<Vec<u32>> = None;
+        let gather = self.cfg.gather;
+        let gathering = |c: &BlindCoflow| c.pending > 0 && input.now < c.arrival.saturating_add(gather);
         for c in input.coflows {
             if let Some(s) = self.states.get(&c.id) {
-                if s.class == Class::Thin && c.width > self.cfg.thin_limit {
+                if s.class == Class::Thin && c.width > self.cfg.thin_limit && !gathering(c) {
                     let at = pilots_at.get_or_insert_with(|| self.pilot_load(input, resources));
                     let pilots = self.choose_pilots(c, input.legs, at);
                     let s = self.states.get_mut(&c.id).expect("just read");
@@ -467,7 +480,7 @@ impl BlindScheduler for Philae {
             }
             let entered = self.next_entry;
             self.next_entry += 1;
-            let (class, pilots) = if c.width <= self.cfg.thin_limit {
+            let (class, pilots) = if c.width <= self.cfg.thin_limit || gathering(c) {
                 (Class::Thin, Vec::new())
             } else {
                 let at = pilots_at.get_or_insert_with(|| self.pilot_load(input, resources));
@@ -620,7 +633,18 @@ impl BlindScheduler for Philae {
                 }
             }
         }
-        self.round.front().map(|&(_, end)| end)
+        // A coflow gathering its flows is looked at again when it stops waiting for them.
+        let gathered = input
+            .coflows
+            .iter()
+            .filter(|c| c.width > self.cfg.thin_limit && gathering(c))
+            .map(|c| c.arrival.saturating_add(gather))
+            .min();
+        let round_end = self.round.front().map(|&(_, end)| end);
+        match (round_end, gathered) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

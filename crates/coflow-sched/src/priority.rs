@@ -1093,6 +1093,7 @@ mod tests {
                     deadline: deadline.map(|d| Nanos::from_secs_f64(d as f64)),
                     weight: 1.0,
                     width: flows.len() as u32,
+                    pending: 0,
                     active_flows: flows.len() as u32,
                     scale: 1.0,
                     loads: 0..0,

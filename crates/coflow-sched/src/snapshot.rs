@@ -25,8 +25,10 @@ pub struct SnapshotCoflow {
     pub deadline: Option<Nanos>,
     /// Its weight.
     pub weight: f64,
-    /// Its number of flows, finished or not.
+    /// Its number of flows, finished or not, counting those in `pending`.
     pub width: u32,
+    /// Of its width, the flows nobody has asked for yet ([`CoflowState::pending`]).
+    pub pending: u32,
 }
 
 /// An unfinished flow of the snapshot.
@@ -154,6 +156,7 @@ impl Snapshot {
                     deadline: coflow.deadline,
                     weight: coflow.weight,
                     width: coflow.width,
+                    pending: coflow.pending,
                     active_flows: flows.len() as u32,
                     scale: 1.0,
                     loads: load_start..self.loads.len(),
@@ -222,7 +225,7 @@ mod tests {
     }
 
     fn coflow(id: u64, width: u32) -> SnapshotCoflow {
-        SnapshotCoflow { id: CoflowId(id), arrival: Nanos::ZERO, deadline: None, weight: 1.0, width }
+        SnapshotCoflow { id: CoflowId(id), arrival: Nanos::ZERO, deadline: None, weight: 1.0, width, pending: 0 }
     }
 
     fn rates(policy: &mut dyn Scheduler, fabric: &Fabric, coflows: &[(SnapshotCoflow, Vec<SnapshotFlow>)]) -> Vec<f64> {

@@ -46,8 +46,12 @@ pub struct CoflowState {
     pub deadline: Option<Nanos>,
     /// Its weight.
     pub weight: f64,
-    /// Its number of flows (its width), finished or not.
+    /// Its number of flows (its width), finished or not, counting those in [`CoflowState::pending`].
     pub width: u32,
+    /// Of its width, the flows nobody has asked for yet: a live coflow declares how many flows it
+    /// has when it registers and gains them as its gets come in; zero in the simulator, where a
+    /// coflow arrives whole, and for a coflow that declared no count.
+    pub pending: u32,
     /// Its flows that are not finished yet.
     pub active_flows: u32,
     /// Multiplies the scaled values of [`Input::loads`] and [`LegState::scaled`] into bytes or

@@ -291,6 +291,7 @@ impl LegModel {
             deadline: c.deadline,
             weight: c.weight,
             width: c.flows.len() as u32,
+            pending: 0,
             active_flows,
             scale: 1.0,
             loads: load_start..self.loads.len(),

@@ -58,10 +58,8 @@ pub struct PolicyResult {
     /// Wall time of the replay, in seconds.
     pub wall_s: f64,
     /// Each coflow's measured CCT in seconds (`None` if a get failed), in workload order.
-    #[serde(skip)]
     pub measured: Vec<Option<f64>>,
     /// Each coflow's simulated CCT in seconds (NaN if it did not finish), in workload order.
-    #[serde(skip)]
     pub simulated: Vec<f64>,
 }
 

@@ -113,6 +113,7 @@ fn every_policy_for_any_fabric_runs_on_racks_within_capacity_and_the_others_are_
             deadline: Some(Nanos::from_secs(60)),
             weight: 1.0,
             width: flows.len() as u32,
+            pending: 0,
         };
         let fl = flows
             .into_iter()

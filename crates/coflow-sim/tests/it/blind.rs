@@ -295,6 +295,70 @@ fn philae_shares_time_between_main_queues_by_slots() {
     assert_eq!(rate_at(&log, 4.12, 2, 2, 5), 0.0);
 }
 
+/// A live coflow gains its flows as its gets come in. W declared 4 flows (0→4, 1→5, 2→6, 3→7 on
+/// eight machines, thin limit 2, two pilots): at 0 only 0→4 is in and 3 are pending, so W is
+/// served as thin (0→4 at the full 100 B/s, no pilots) and asks to be looked at again by the end
+/// of its gathering, 50 ms after its arrival; at 1 ms all four are in and W chooses its two pilots
+/// among them, holding the others. V declared 4 but only 0→4 ever came: once gathering ended at
+/// 50 ms it probes with what it has.
+#[test]
+fn philae_chooses_pilots_once_a_live_coflows_flows_are_in() {
+    use coflow_sched::{BlindCoflow, BlindLeg, Fabric};
+    let cfg = PhilaeConfig { thin_limit: 2, pilots: Pilots::Constant(2), ..PhilaeConfig::default() };
+    assert_eq!(cfg.gather, Nanos::from_millis(50));
+    let fabric = Fabric::big_switch(8, Rate::from_bytes_per_sec(100.0));
+    let leg = |s: u32, d: u32| BlindLeg { route: fabric.route(MachineId(s), MachineId(d)), active_flows: 1 };
+    let coflow = |id: u64, legs: std::ops::Range<usize>, pending: u32| BlindCoflow {
+        id: CoflowId(id),
+        arrival: Nanos::ZERO,
+        weight: 1.0,
+        sent: 0.0,
+        job: CoflowId(id),
+        job_sent: 0.0,
+        width: legs.len() as u32 + pending,
+        pending,
+        active_flows: legs.len() as u32,
+        legs,
+    };
+    let decide = |p: &mut Philae, now: Nanos, coflows: &[BlindCoflow], legs: &[BlindLeg]| {
+        let input = BlindInput {
+            now,
+            fabric: &fabric,
+            coflows,
+            legs,
+            next_report: Nanos::MAX,
+            everything: true,
+            legs_finished: &[],
+            flows_finished: &[],
+        };
+        let mut out = BlindAllocation::default();
+        out.reset(&input);
+        let wake = p.poll_allocation(&input, &mut out);
+        let rates: Vec<f64> = (0..legs.len()).map(|l| out.leg_rate.get(l).copied().unwrap_or(0.0)).collect();
+        (wake, rates)
+    };
+
+    let mut p = philae(cfg);
+    let (wake, rates) = decide(&mut p, Nanos::ZERO, &[coflow(1, 0..1, 3)], &[leg(0, 4)]);
+    assert!(p.pilots(CoflowId(1)).is_empty(), "no pilots while W's gets come in");
+    assert_eq!(rates, vec![100.0]);
+    assert!(wake.is_some_and(|w| w <= Nanos::from_millis(50)), "{wake:?}");
+
+    let all = [leg(0, 4), leg(1, 5), leg(2, 6), leg(3, 7)];
+    let (_, rates) = decide(&mut p, Nanos::from_millis(1), &[coflow(1, 0..4, 0)], &all);
+    assert_eq!(p.pilots(CoflowId(1)).len(), 2, "two pilots among all four flows");
+    let pilots: Vec<usize> = (0..4).filter(|&l| p.pilots(CoflowId(1)).contains(&all[l].route)).collect();
+    for (l, &r) in rates.iter().enumerate() {
+        assert_eq!(r, if pilots.contains(&l) { 100.0 } else { 0.0 }, "leg {l}");
+    }
+
+    let mut p = philae(cfg);
+    decide(&mut p, Nanos::ZERO, &[coflow(2, 0..1, 3)], &[leg(0, 4)]);
+    assert!(p.pilots(CoflowId(2)).is_empty());
+    decide(&mut p, Nanos::from_millis(50), &[coflow(2, 0..1, 3)], &[leg(0, 4)]);
+    assert_eq!(p.pilots(CoflowId(2)), &[fabric.route(MachineId(0), MachineId(4))]);
+}
+
 fn saath_note(p: &Saath, c: CoflowId) -> (Option<usize>, Option<f64>) {
     (p.queue(c), p.most_sent(c))
 }
