@@ -1352,25 +1352,36 @@ impl Core {
     }
 
     fn fabric(&self) -> Fabric {
-        let machines = self.agents.keys().next_back().map_or(1, |m| m.0 + 1);
-        if let (Some(wa), Some(meter)) = (&self.cfg.wide_area, &self.meter) {
-            // The links between datacenters, at what they were measured to carry; a machine's
-            // datacenter is what its agent registered (an id with no agent is placed in the
-            // first: it sends and receives nothing).
-            let dc_of: Vec<u32> =
-                (0..machines).map(|m| self.agents.get(&MachineId(m)).and_then(|a| a.dc).unwrap_or(0)).collect();
-            let measured: Vec<_> = (0..wa.links.len()).map(|l| meter.distribution(l)).collect();
-            let wan = wa.place(dc_of.clone(), &measured).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "a measured distribution is unusable; deciding on the topology's");
-                wa.place(dc_of, &[]).expect("the configuration checked the topology, every pair with a link")
-            });
-            let mut fabric = Fabric::new(wan);
-            for l in 0..wa.links.len() {
-                fabric.set_capacity(l as u32, meter.capacity(l));
+        match (self.wan(), &self.meter) {
+            (Some(wan), Some(meter)) => {
+                let links = wan.links().len();
+                let mut fabric = Fabric::new(wan);
+                for l in 0..links {
+                    fabric.set_capacity(l as u32, meter.capacity(l));
+                }
+                fabric
             }
-            return fabric;
+            _ => self.big_switch(self.machines()),
         }
-        self.big_switch(machines)
+    }
+
+    /// Machine ids below this one may have joined.
+    fn machines(&self) -> u32 {
+        self.agents.keys().next_back().map_or(1, |m| m.0 + 1)
+    }
+
+    /// The wide area the coordinator schedules, if it has one: the links between datacenters, each
+    /// as measured (its window of samples), and each machine in the datacenter its agent
+    /// registered (an id with no agent is placed in the first: it sends and receives nothing).
+    fn wan(&self) -> Option<coflow_sched::Wan> {
+        let (wa, meter) = (self.cfg.wide_area.as_ref()?, self.meter.as_ref()?);
+        let dc_of: Vec<u32> =
+            (0..self.machines()).map(|m| self.agents.get(&MachineId(m)).and_then(|a| a.dc).unwrap_or(0)).collect();
+        let measured: Vec<_> = (0..wa.links.len()).map(|l| meter.distribution(l)).collect();
+        Some(wa.place(dc_of.clone(), &measured).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "a measured distribution is unusable; deciding on the topology's");
+            wa.place(dc_of, &[]).expect("the configuration checked the topology, every pair with a link")
+        }))
     }
 
     fn decide(&mut self, now: Nanos) {

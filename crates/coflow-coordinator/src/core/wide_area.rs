@@ -170,14 +170,16 @@ impl Core {
     /// through an agent of its datacenter (one without an alive agent, or through a link down,
     /// is left out).
     pub(super) fn water_fill(&self, own: &[f64], apart: &BTreeSet<FlowId>) -> BTreeMap<usize, Vec<(f64, MachineId)>> {
-        let fabric = self.fabric();
-        let Some(wan) = fabric.topology::<coflow_sched::Wan>() else { return BTreeMap::new() };
+        let Some(wan) = self.wan() else { return BTreeMap::new() };
         let links = wan.links().len();
         // Routing goes by the links' expected bandwidth (Siphon §3.3); a link measured down by what
         // it carries now.
         let meter = self.meter.as_ref().expect("a wide area is measured");
         let bw: Vec<f64> = (0..links)
-            .map(|l| if meter.down(l) { meter.capacity(l) } else { fabric.expected_capacity(l as u32) })
+            .map(|l| {
+                let now = meter.capacity(l);
+                if meter.down(l) { now } else { coflow_sched::Topology::expected_capacity(&wan, l as u32, now) }
+            })
             .collect();
         let mut loads = vec![0.0; links];
         for (id, f) in &self.flows {
@@ -188,7 +190,7 @@ impl Core {
                 loads[l] += f.size.saturating_sub(f.sent) as f64;
             }
         }
-        let (detours, _) = coflow_sched::water_fill(wan, &bw, &loads, own);
+        let (detours, _) = coflow_sched::water_fill(&wan, &bw, &loads, own);
         detours
             .into_iter()
             .filter_map(|(direct, ways)| {
