@@ -40,6 +40,13 @@ pub trait Scheduler: fmt::Debug + Send {
         true
     }
 
+    /// Whether the policy reads [`Changes::reshaped_legs`](crate::Changes::reshaped_legs)
+    /// ([`ServiceModel::Proportional`] only). A driver may leave the list empty for a policy that
+    /// does not: naming every leg given an extra costs a look-up per extra at every decision.
+    fn reads_reshaped_legs(&self) -> bool {
+        false
+    }
+
     /// Moves into `out` the coflows the policy rejected since the last call. The driver drops
     /// them: they are reported as rejected, not as completed or late.
     fn poll_rejected(&mut self, _out: &mut Vec<CoflowId>) {}
@@ -119,6 +126,10 @@ impl<H: Hooks> Scheduler for Hooked<H> {
         self.policy.reads_min_remaining()
     }
 
+    fn reads_reshaped_legs(&self) -> bool {
+        self.policy.reads_reshaped_legs()
+    }
+
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
         let before = out.len();
         self.policy.poll_rejected(out);
@@ -177,6 +188,10 @@ mod tests {
             false
         }
 
+        fn reads_reshaped_legs(&self) -> bool {
+            true
+        }
+
         fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
             out.push(CoflowId(41));
         }
@@ -218,6 +233,7 @@ mod tests {
             p.flow_finish_gap(),
             p.admission_control(),
             p.reads_min_remaining(),
+            p.reads_reshaped_legs(),
             rejected,
             wake,
             out.route_rate,

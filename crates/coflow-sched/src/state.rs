@@ -163,6 +163,14 @@ pub struct Changes {
     /// such coflow, also one whose leg with an extra has finished since: policies keep values
     /// derived from the others' scaled legs and loads on this word (`varys`'s keys).
     pub reshaped: Vec<CoflowId>,
+    /// ([`ServiceModel::Proportional`]) The legs of the coflows in [`Changes::reshaped`] that
+    /// were sent at another rate than their coflow's `σ`, as `(coflow, offset among its legs)`:
+    /// every leg whose scaled value moved other than by finishing is listed (a leg listed may
+    /// also have finished since). Each leg at most once. Listed only for a policy that reads it
+    /// ([`crate::Scheduler::reads_reshaped_legs`]); coflows listed as reshaped with no leg listed
+    /// at all say nothing of which legs moved. Policies keep values derived from single legs on
+    /// this word (`scf`'s largest remaining flow).
+    pub reshaped_legs: Vec<(CoflowId, u32)>,
     /// ([`ServiceModel::Route`]) Routes whose set of unfinished flows changed (flows joined or
     /// finished), including routes that appeared in or left [`Input::routes`], and routes that
     /// moved to another index there; sorted, each once. A route not listed has the same flows
@@ -179,6 +187,7 @@ static EVERYTHING: Changes = Changes {
     finished: Vec::new(),
     legs_finished: Vec::new(),
     reshaped: Vec::new(),
+    reshaped_legs: Vec::new(),
     routes: Vec::new(),
     capacities: false,
 };
@@ -196,6 +205,7 @@ impl Changes {
         self.finished.clear();
         self.legs_finished.clear();
         self.reshaped.clear();
+        self.reshaped_legs.clear();
         self.routes.clear();
         self.capacities = false;
     }
@@ -208,6 +218,7 @@ impl Changes {
             && self.finished.is_empty()
             && self.legs_finished.is_empty()
             && self.reshaped.is_empty()
+            && self.reshaped_legs.is_empty()
             && self.routes.is_empty()
     }
 }

@@ -268,6 +268,11 @@ impl Scheduler for Varys {
         self.cfg.flow_finish_gap
     }
 
+    fn reads_reshaped_legs(&self) -> bool {
+        // SCF's keys, kept leg by leg.
+        self.cfg.order == Order::Scf && !self.cfg.static_keys
+    }
+
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.served.remove(&coflow);
         self.starved.remove(&coflow);
@@ -346,27 +351,9 @@ impl Scheduler for Varys {
                     peak * c.scale / cap[0]
                 }
                 Order::Sebf => bottleneck(&s.loads[s.spans[o].clone()], cap),
-                // The largest remaining flow: the largest scaled one, kept as `B` above, times the
-                // scale (`x ↦ x·scale` rounds monotonically too).
-                Order::Scf => {
-                    let top = match self.live.memo(k) {
-                        Some(top) => top,
-                        None => {
-                            // Over the listed legs: one not listed has finished and gives zero.
-                            let flow = |l: usize| {
-                                let leg = &input.legs[l];
-                                (leg.longest * leg.scaled, Witness::Leg((l - c.legs.start) as u32))
-                            };
-                            let (top, at) = match self.live.get(input, k) {
-                                Some(live) => largest(live.legs(c).map(flow)),
-                                None => largest(c.legs.clone().map(flow)),
-                            };
-                            self.live.set_memo(k, top, at);
-                            top
-                        }
-                    };
-                    top * c.scale
-                }
+                // The largest remaining flow: the largest scaled one, kept leg by leg between
+                // decisions, times the scale (`x ↦ x·scale` rounds monotonically too).
+                Order::Scf => self.live.leg_largest(input, k, |leg| leg.longest * leg.scaled) * c.scale,
                 Order::Ncf => c.width as f64,
                 Order::Tcf => {
                     let loads = &s.loads[s.spans[o].clone()];

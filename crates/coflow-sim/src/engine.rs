@@ -515,6 +515,18 @@ impl<'w> Engine<'w> {
                 );
             }
         }
+        // The legs this decision sends apart from their coflows' rates (those the model puts in
+        // force), named for the next decision's `Changes::reshaped_legs`.
+        let mut reshaped = std::mem::take(&mut self.changes.reshaped_legs);
+        reshaped.clear();
+        let prop = &self.prop;
+        let listed = if self.policy.reads_reshaped_legs() { self.alloc.leg_extras() } else { &[] };
+        reshaped.extend(listed.iter().filter(|&&(l, kappa)| kappa != 0.0 && prop.legs[l].is_active()).map(
+            |&(l, _)| {
+                let c = &prop.coflows[prop.owner[l] as usize];
+                (c.id, (l - c.legs.start) as u32)
+            },
+        ));
         let now = self.now;
         self.prop.apply(&self.alloc);
         if self.alloc.shares.on {
@@ -523,6 +535,7 @@ impl<'w> Engine<'w> {
             self.routes.apply(&self.alloc.route_rate, now, self.policy.name());
         }
         self.changes.clear();
+        self.changes.reshaped_legs = reshaped;
     }
 
     fn next_event(&self) -> Nanos {

@@ -201,6 +201,10 @@ impl Scheduler for Probe {
         self.siphon.reads_min_remaining()
     }
 
+    fn reads_reshaped_legs(&self) -> bool {
+        self.siphon.reads_reshaped_legs() || self.mrtf.reads_reshaped_legs()
+    }
+
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
         self.siphon.poll_rejected(out);
     }

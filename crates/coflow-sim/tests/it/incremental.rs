@@ -291,7 +291,7 @@ impl ChangesCheck {
         Hooked::new(policy, ChangesCheck { prev: None, arrived: Vec::new(), finished: Vec::new() })
     }
 
-    fn check(&self, model: ServiceModel, input: &Input<'_>, now: &Seen) {
+    fn check(&self, model: ServiceModel, names_legs: bool, input: &Input<'_>, now: &Seen) {
         let ch = input.changes;
         let Some(prev) = &self.prev else {
             assert!(ch.everything, "the first decision must take everything as new");
@@ -299,7 +299,7 @@ impl ChangesCheck {
         };
         if ch.everything {
             assert!(ch.arrived.is_empty() && ch.finished.is_empty() && ch.legs_finished.is_empty());
-            assert!(ch.reshaped.is_empty());
+            assert!(ch.reshaped.is_empty() && ch.reshaped_legs.is_empty());
             assert!(ch.routes.is_empty() && !ch.capacities);
             return;
         }
@@ -338,12 +338,20 @@ impl ChangesCheck {
             .iter()
             .flat_map(|&(c, o)| now.scaled.get(&(c, o)).into_iter().flat_map(move |l| l.1.iter().map(move |&r| (c, r))))
             .collect();
+        // For a policy that reads them, within a reshaped coflow only the legs listed as reshaped
+        // moved (or finished): what its largest kept leg by leg relies on. Others get no list.
+        let moved: BTreeSet<(CoflowId, u32)> = ch.reshaped_legs.iter().copied().collect();
+        assert!(names_legs || moved.is_empty(), "legs listed as reshaped for a policy that reads none at {at}");
+        assert_eq!(moved.len(), ch.reshaped_legs.len(), "a leg reshaped twice at {at}");
+        for &(c, o) in &moved {
+            assert!(reshaped.contains(&c), "leg {:?} reshaped in a coflow not reshaped at {at}", (c, o));
+        }
         for (&(c, o), (bits, _)) in &now.scaled {
-            if !reshaped.contains(&c)
-                && !listed.contains(&(c, o))
-                && let Some((before, _)) = prev.scaled.get(&(c, o))
-            {
-                assert_eq!(before, bits, "leg {:?} of a coflow not reshaped moved at {at}", (c, o));
+            let may_move = moved.contains(&(c, o)) || listed.contains(&(c, o)) || !names_legs && reshaped.contains(&c);
+            if !may_move && let Some((before, _)) = prev.scaled.get(&(c, o)) {
+                let whose =
+                    if reshaped.contains(&c) { "a leg not listed as reshaped" } else { "a coflow not reshaped" };
+                assert_eq!(before, bits, "leg {:?} of {whose} moved at {at}", (c, o));
             }
         }
         for (&(c, r), bits) in &now.loads {
@@ -387,7 +395,7 @@ impl Hooks for ChangesCheck {
 
     fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let seen = Seen::of(input);
-        self.check(policy.model(), input, &seen);
+        self.check(policy.model(), policy.reads_reshaped_legs(), input, &seen);
         self.arrived.clear();
         self.finished.clear();
         self.prev = Some(seen);
