@@ -21,7 +21,9 @@
 //! - dense, when every route crosses exactly two resources, a "sender" below some split and a
 //!   "receiver" at or above it (the big switch: ingress, then egress). Weights sit in a sender ×
 //!   receiver matrix and its transpose, and filling a resource is one pass over a row: `O(m²)`
-//!   for `m` resources however many routes there are;
+//!   for `m` resources however many routes there are. A fill resumes the last one from its
+//!   latest saved step before a resource whose weight changed could have changed a step, to
+//!   the bit what a fill from the start gives;
 //! - sparse, for anything else: a resource-to-route adjacency (CSR), rebuilt when the routes
 //!   change, and `O(h·n)` per call for `n` routes of `h` hops.
 
@@ -82,7 +84,28 @@ pub struct MaxMin {
     follows_kept: bool,
     was_level: Vec<f64>,
     follow: Vec<ResourceId>,
+    /// Dense layout: the last fill, kept so that the next can resume where it starts to differ
+    /// (see [`MaxMin::resume_dense`]): whether it may be resumed, the capacities it filled,
+    /// each step's resource and level, and the greatest `(key, resource)` each step took off
+    /// the queue.
+    resumable: bool,
+    filled_capacity: Vec<f64>,
+    steps: Vec<(u32, f64)>,
+    reach: Vec<(u64, u32)>,
+    /// The greatest `(key, resource)` taken off the queue in the current step.
+    popped: (u64, u32),
+    /// Dense layout: every `every` steps of the last fill, each resource's capacity left,
+    /// unfrozen weight and queued key, one block of `resources` after another.
+    saved_rem: Vec<f64>,
+    saved_weight: Vec<f64>,
+    saved_key: Vec<u64>,
+    /// Steps between two saved states (zero: [`SAVE_EVERY`]).
+    every: usize,
 }
+
+/// Steps of a dense fill between two saved states: a save copies three values per resource, and
+/// a resumed fill repeats at most this many steps it could have skipped.
+const SAVE_EVERY: usize = 32;
 
 /// A route that froze at no resource.
 const NOWHERE: u32 = u32::MAX;
@@ -553,6 +576,7 @@ impl MaxMin {
         self.present = [BitRows::new(split, m - split), BitRows::new(m - split, split)];
         self.sender_first = [BitRows::new(split, m - split), BitRows::new(m - split, split)];
         self.follows_kept = false;
+        self.resumable = false;
         self.update_dense()
     }
 
@@ -639,6 +663,7 @@ impl MaxMin {
     /// elsewhere, and records its level.
     fn next_to_fill(&mut self) -> Option<(usize, f64)> {
         while let Some((r, queued)) = self.queue.first() {
+            self.popped = self.popped.max((queued, r as u32));
             if self.weight[r] <= 1e-12 {
                 self.queue.set(r, OUT);
                 continue;
@@ -658,6 +683,7 @@ impl MaxMin {
         None
     }
 
+    /// Fills in the dense layout, resuming the last fill where it starts to differ.
     fn fill_dense(&mut self, capacity: &[f64]) {
         let (m, split) = (self.resources, self.split);
         let cols = m - split;
@@ -670,11 +696,27 @@ impl MaxMin {
             };
             self.dirty[x] = false;
         }
+        let same_capacity = self.filled_capacity.len() == m
+            && self.filled_capacity.iter().zip(capacity).all(|(a, b)| a.to_bits() == b.to_bits());
+        if !(self.resumable && same_capacity && self.resume_dense(capacity)) {
+            self.weight.clear();
+            self.weight.extend_from_slice(&self.sum);
+            self.start_filling(capacity);
+            self.steps.clear();
+            self.reach.clear();
+            self.saved_rem.clear();
+            self.saved_weight.clear();
+            self.saved_key.clear();
+            self.popped = (0, 0);
+            self.filled_capacity.clear();
+            self.filled_capacity.extend_from_slice(capacity);
+        }
         self.dirty_list.clear();
-        self.weight.clear();
-        self.weight.extend_from_slice(&self.sum);
-        self.start_filling(capacity);
+        let every = if self.every == 0 { SAVE_EVERY } else { self.every };
         while let Some((r, level)) = self.next_to_fill() {
+            self.steps.push((r as u32, level));
+            self.reach.push(self.popped);
+            self.popped = (0, 0);
             // Every route of `r` whose other end has not filled freezes at `level`; updating
             // the ends that did fill is harmless, as they are never looked at again.
             let (row, rem, weight) = if r < split {
@@ -687,7 +729,125 @@ impl MaxMin {
                 *x = take(*x, w * level);
                 *y -= w;
             }
+            if self.steps.len().is_multiple_of(every) {
+                self.saved_rem.extend_from_slice(&self.rem);
+                self.saved_weight.extend_from_slice(&self.weight);
+                let leaves = self.queue.leaves;
+                self.saved_key.extend_from_slice(&self.queue.key[leaves..leaves + m]);
+            }
         }
+        self.resumable = true;
+    }
+
+    /// Brings the state of the last fill back to its latest saved step before this fill may
+    /// take another step than the last, with the resources whose weight may have changed
+    /// (`dirty_list`) as this fill's weights make them; returns false if there is no such step
+    /// (the fill starts afresh).
+    ///
+    /// A changed resource that the queue neither takes nor puts back below what a step took
+    /// off the queue leaves that step as it was: the queue hands out the same resources in the
+    /// same order, and every other resource receives the same subtractions from the same rows.
+    /// So the changed resources are followed through the last fill's steps, with the same
+    /// operations in the same order as the fill, until one of them might be taken.
+    fn resume_dense(&mut self, capacity: &[f64]) -> bool {
+        let m = self.resources;
+        let every = if self.every == 0 { SAVE_EVERY } else { self.every };
+        let mut same = self.steps.len().min(self.saved_rem.len() / m * every);
+        for &t in &self.dirty_list {
+            same = same.min(self.follow_changed(capacity, t as usize, same, |_, _, _, _| {}));
+            if same < every {
+                return false;
+            }
+        }
+        if same < every {
+            return false;
+        }
+        let c = same / every * every;
+        let block = (c / every - 1) * m..(c / every) * m;
+        self.rem.clear();
+        self.rem.extend_from_slice(&self.saved_rem[block.clone()]);
+        self.weight.clear();
+        self.weight.extend_from_slice(&self.saved_weight[block.clone()]);
+        let keys = &self.saved_key[block];
+        self.queue.reset(m, |r| keys[r]);
+        self.saved_rem.truncate((c / every) * m);
+        self.saved_weight.truncate((c / every) * m);
+        self.saved_key.truncate((c / every) * m);
+        self.steps.truncate(c);
+        self.reach.truncate(c);
+        self.popped = (0, 0);
+        self.level.clear();
+        self.level.resize(m, f64::INFINITY);
+        for &(r, level) in &self.steps {
+            self.level[r as usize] = level;
+        }
+        self.last = self.steps[c - 1].1;
+        let dirty = std::mem::take(&mut self.dirty_list);
+        let (mut saved_rem, mut saved_weight, mut saved_key) = (
+            std::mem::take(&mut self.saved_rem),
+            std::mem::take(&mut self.saved_weight),
+            std::mem::take(&mut self.saved_key),
+        );
+        for &t in &dirty {
+            let t = t as usize;
+            let mut now = (0.0, 0.0, OUT);
+            self.follow_changed(capacity, t, c, |i, rem, weight, queued| {
+                now = (rem, weight, queued);
+                if i.is_multiple_of(every) {
+                    // The saved states hold this fill's values for it too.
+                    let at = (i / every - 1) * m + t;
+                    (saved_rem[at], saved_weight[at], saved_key[at]) = now;
+                }
+            });
+            (self.rem[t], self.weight[t]) = (now.0, now.1);
+            self.queue.set(t, now.2);
+        }
+        (self.saved_rem, self.saved_weight, self.saved_key) = (saved_rem, saved_weight, saved_key);
+        self.dirty_list = dirty;
+        true
+    }
+
+    /// Follows resource `t` through the first `limit` steps of the last fill with this fill's
+    /// weights, as the fill would move it, calling `after(i, rem, weight, key)` after each step
+    /// `i - 1` with its capacity left, unfrozen weight and queued key; returns the first step at
+    /// which the queue might take it (`limit` if none), the step before which it stops.
+    fn follow_changed(
+        &self,
+        capacity: &[f64],
+        t: usize,
+        limit: usize,
+        mut after: impl FnMut(usize, f64, f64, u64),
+    ) -> usize {
+        let split = self.split;
+        let cols = self.resources - split;
+        let (mut rem, mut weight) = (capacity[t], self.sum[t]);
+        let mut queued = if weight > 0.0 { key(rem / weight) } else { OUT };
+        for (i, (&(x, level), &reach)) in self.steps[..limit].iter().zip(&self.reach).enumerate() {
+            let x = x as usize;
+            if x == t {
+                return i;
+            }
+            // Taken off the queue in step `i`, as `next_to_fill` would: dropped, or put back at
+            // its level, which must stay above what the step took off (else it would be taken).
+            if (queued, t as u32) <= reach {
+                if weight <= 1e-12 {
+                    queued = OUT;
+                } else {
+                    let level = key(rem / weight);
+                    if level == queued || (level, t as u32) <= reach {
+                        return i;
+                    }
+                    queued = level;
+                }
+            }
+            if (x < split) != (t < split) {
+                let w = if x < split { self.wm[x * cols + t - split] } else { self.wt[(x - split) * split + t] };
+                rem = take(rem, w * level);
+                weight -= w;
+            }
+            after(i + 1, rem, weight, queued);
+        }
+        limit
     }
 
     /// Fills in the sparse layout, recording in `froze` the resource at which each route froze
@@ -905,13 +1065,15 @@ mod tests {
 
         #[test]
         fn a_solver_kept_across_changes_agrees_with_a_fresh_one(
-            (n, capacity, steps) in (1u32..5).prop_flat_map(|n| (Just(n), capacities(2 * n as usize + 1), steps(n)))
+            (n, capacity, steps, every) in (1u32..7).prop_flat_map(|n| (Just(n), capacities(2 * n as usize + 1), steps(n), 1usize..4))
         ) {
-            let (mut kept, mut routes, mut weights) = (MaxMin::default(), Vec::new(), Vec::new());
+            // Each kept solver saves its fills every `every` steps and resumes them where they
+            // start to differ: whatever the step, it answers as a fresh solver filling from the start.
+            let (mut kept, mut routes, mut weights) = (MaxMin { every, ..MaxMin::default() }, Vec::new(), Vec::new());
             // A solver told which routes changed, as a driver's `Changes` does.
-            let (mut told, mut was): (MaxMin, Vec<(Route, f64)>) = (MaxMin::default(), Vec::new());
+            let (mut told, mut was): (MaxMin, Vec<(Route, f64)>) = (MaxMin { every, ..MaxMin::default() }, Vec::new());
             // One answering in shares, told too, with the shares kept between calls as a driver does.
-            let (mut shared, mut shares) = (MaxMin::default(), Shares::default());
+            let (mut shared, mut shares) = (MaxMin { every, ..MaxMin::default() }, Shares::default());
             for step in steps {
                 match step {
                     Step::Reweigh(i, w) if !routes.is_empty() => weights[i % routes.len()] = w,
