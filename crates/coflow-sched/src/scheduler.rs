@@ -40,6 +40,14 @@ pub trait Scheduler: fmt::Debug + Send {
         true
     }
 
+    /// Whether the policy reads [`Input::loads`](crate::Input::loads) ([`ServiceModel::Proportional`]
+    /// only). A driver may, for a policy that does not, bring the loads forward at decisions
+    /// only, not at every event between them: keeping them current costs a pass over every leg
+    /// with an extra at every event. They are as current at a decision, rounded otherwise.
+    fn reads_loads(&self) -> bool {
+        true
+    }
+
     /// Moves into `out` the coflows the policy rejected since the last call. The driver drops
     /// them: they are reported as rejected, not as completed or late.
     fn poll_rejected(&mut self, _out: &mut Vec<CoflowId>) {}
@@ -119,6 +127,10 @@ impl<H: Hooks> Scheduler for Hooked<H> {
         self.policy.reads_min_remaining()
     }
 
+    fn reads_loads(&self) -> bool {
+        self.policy.reads_loads()
+    }
+
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
         let before = out.len();
         self.policy.poll_rejected(out);
@@ -177,6 +189,10 @@ mod tests {
             false
         }
 
+        fn reads_loads(&self) -> bool {
+            false
+        }
+
         fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
             out.push(CoflowId(41));
         }
@@ -217,6 +233,7 @@ mod tests {
             p.flow_finish_gap(),
             p.admission_control(),
             p.reads_min_remaining(),
+            p.reads_loads(),
             rejected,
             wake,
             out.route_rate,
