@@ -373,6 +373,12 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         self.inner.flow_finish_gap()
     }
 
+    /// The loads give the bytes sent at each progress report; a policy that takes no reports
+    /// (an interval of `Nanos::MAX`) has one, at its first decision, and reads them never again.
+    fn reads_loads(&self) -> bool {
+        self.inner.report_interval() < Nanos::MAX
+    }
+
     fn handle_arrival(&mut self, now: Nanos, coflow: CoflowId) {
         self.reported.insert(coflow, 0.0);
         self.inner.handle_arrival(now, coflow);

@@ -432,6 +432,10 @@ impl Scheduler for FlowFinishGap {
         self.inner.reads_reshaped_legs()
     }
 
+    fn reads_loads(&self) -> bool {
+        self.inner.reads_loads()
+    }
+
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
         self.inner.poll_rejected(out)
     }

@@ -47,6 +47,14 @@ pub trait Scheduler: fmt::Debug + Send {
         false
     }
 
+    /// Whether the policy reads [`Input::loads`](crate::Input::loads) ([`ServiceModel::Proportional`]
+    /// only). A driver may, for a policy that does not, bring the loads forward at decisions
+    /// only, not at every event between them: keeping them current costs a pass over every leg
+    /// with an extra at every event. They are as current at a decision, rounded otherwise.
+    fn reads_loads(&self) -> bool {
+        true
+    }
+
     /// Moves into `out` the coflows the policy rejected since the last call. The driver drops
     /// them: they are reported as rejected, not as completed or late.
     fn poll_rejected(&mut self, _out: &mut Vec<CoflowId>) {}
@@ -130,6 +138,10 @@ impl<H: Hooks> Scheduler for Hooked<H> {
         self.policy.reads_reshaped_legs()
     }
 
+    fn reads_loads(&self) -> bool {
+        self.policy.reads_loads()
+    }
+
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
         let before = out.len();
         self.policy.poll_rejected(out);
@@ -192,6 +204,10 @@ mod tests {
             true
         }
 
+        fn reads_loads(&self) -> bool {
+            false
+        }
+
         fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
             out.push(CoflowId(41));
         }
@@ -234,6 +250,7 @@ mod tests {
             p.admission_control(),
             p.reads_min_remaining(),
             p.reads_reshaped_legs(),
+            p.reads_loads(),
             rejected,
             wake,
             out.route_rate,

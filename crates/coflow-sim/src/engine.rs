@@ -189,6 +189,8 @@ impl<'w> Engine<'w> {
         }
         // Route-model policies pool flows by route; caps per connection apply to legs only.
         prop.connections = connections.per_flow() && policy.model() == ServiceModel::Proportional;
+        // A policy that reads no loads has its legs brought forward when read, not at every event.
+        prop.lazy = !policy.reads_loads();
         Engine {
             w,
             model: policy.model(),
@@ -368,6 +370,7 @@ impl<'w> Engine<'w> {
             ServiceModel::Proportional => {
                 self.prop.sync(self.now);
                 let split = if self.routing.splits() {
+                    self.prop.sync_all(self.now);
                     let mut loads = vec![0.0; self.fabric.resources()];
                     for c in &self.prop.coflows {
                         for (r, b) in self.prop.loads[c.loads.clone()].iter().map(|&(r, b)| (r, b * c.scale)) {
@@ -437,7 +440,7 @@ impl<'w> Engine<'w> {
     }
 
     fn decide(&mut self) {
-        self.prop.sync(self.now);
+        self.prop.sync_all(self.now);
         self.prop.reshaped(&mut self.changes.reshaped);
         // Renormalised scales round remaining bytes differently: take them as new.
         self.changes.everything |= self.prop.renormalize();

@@ -76,8 +76,15 @@ pub(crate) struct LegModel {
     /// When the decision in force was made.
     dec_time: Nanos,
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
-    /// The time the state is current at.
+    /// The time the state is current at (coflows' scales), and the time the legs with an extra
+    /// and the loads are current at (the same unless `lazy`).
     time: Nanos,
+    extras_time: Nanos,
+    /// Whether the legs with an extra and the loads are brought forward only when read: at a
+    /// decision ([`LegModel::sync_all`]), when a leg is retired, and before dust is swept, not at
+    /// every event (for a policy that reads no loads, whose decisions read legs only). The loads
+    /// are then as current at a decision, rounded otherwise.
+    pub(crate) lazy: bool,
     /// Whether to record every leg's finish in `leg_done` (wide-area runs, for flow groups).
     pub(crate) track: bool,
     /// Finished legs: `(workload index, receiver, when)`.
@@ -126,52 +133,93 @@ struct Extra {
     finish: Nanos,
 }
 
+impl Extra {
+    /// Brings its leg (active) forward to `dt` seconds after the decision, with the loads it
+    /// crosses.
+    #[inline(always)]
+    fn bring(&self, dt: f64, leg: &mut LegState, loads: &mut [(ResourceId, f64)]) {
+        // The coflow's scale as in `sync`, computed again from the same values; without a rate it
+        // stays as it was at the decision, which `scale_dec` holds then.
+        let scale = if self.sigma > 0.0 {
+            (self.scale_dec * (1.0 - self.sigma * dt)).max(self.scale_dec * f64::EPSILON)
+        } else {
+            self.scale_dec
+        };
+        let phi = (self.phi_dec * (1.0 - self.speed * dt)).max(0.0);
+        let scaled = if scale > 0.0 { (phi / scale).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
+        // The same product for every hop, so computed once.
+        let moved = (scaled - leg.scaled) * self.bytes;
+        leg.scaled = scaled;
+        let mut update = |slot: u32| {
+            let load = &mut loads[slot as usize].1;
+            *load = (*load + moved).max(0.0);
+        };
+        // Two hops (every leg on the big switch) without the loop.
+        if self.hops == 2 {
+            update(self.slots[0]);
+            update(self.slots[1]);
+        } else {
+            self.slots[..self.hops as usize].iter().for_each(|&slot| update(slot));
+        }
+    }
+}
+
 impl LegModel {
-    /// Brings every coflow and leg forward to `now` at the rates in force.
+    /// Brings every coflow forward to `now` at the rates in force, and every leg too unless the
+    /// model is `lazy` (then [`LegModel::sync_all`] brings the legs with an extra forward).
     pub(crate) fn sync(&mut self, now: Nanos) {
-        if now <= self.time {
+        if now > self.time {
+            self.time = now;
+            let dt = (now - self.dec_time).as_secs_f64();
+            for &k in &self.rated {
+                let k = k as usize;
+                let (sigma, dec) = (self.rate[k], self.scale_dec[k]);
+                // `σ·dt` can round to 1 a nanosecond before the finish, which is `1/σ` rounded up: a
+                // scale of zero there would leave the coflow with active legs and no bytes, so that
+                // no policy could ever finish it. A sliver stays until it finishes.
+                self.coflows[k].scale = (dec * (1.0 - sigma * dt)).max(dec * f64::EPSILON);
+            }
+        }
+        if !self.lazy {
+            self.sync_extras();
+        }
+    }
+
+    /// Brings every coflow and leg forward to `now` at the rates in force, lazy or not: what a
+    /// decision reads.
+    pub(crate) fn sync_all(&mut self, now: Nanos) {
+        self.sync(now);
+        self.sync_extras();
+    }
+
+    /// Brings the legs with an extra forward to the current time, with the loads they cross.
+    fn sync_extras(&mut self) {
+        if self.extras_time >= self.time {
             return;
         }
-        self.time = now;
-        let dt = (now - self.dec_time).as_secs_f64();
-        for &k in &self.rated {
-            let k = k as usize;
-            let (sigma, dec) = (self.rate[k], self.scale_dec[k]);
-            // `σ·dt` can round to 1 a nanosecond before the finish, which is `1/σ` rounded up: a
-            // scale of zero there would leave the coflow with active legs and no bytes, so that no
-            // policy could ever finish it. A sliver stays until it finishes.
-            self.coflows[k].scale = (dec * (1.0 - sigma * dt)).max(dec * f64::EPSILON);
-        }
+        self.extras_time = self.time;
+        let dt = (self.time - self.dec_time).as_secs_f64();
         let (legs, loads) = (&mut self.legs, &mut self.loads);
         for e in &self.extra {
             let leg = &mut legs[e.leg as usize];
-            if !leg.is_active() {
-                continue;
-            }
-            // The coflow's scale as above, computed again from the same values; without a rate it
-            // stays as it was at the decision, which `scale_dec` holds then.
-            let scale = if e.sigma > 0.0 {
-                (e.scale_dec * (1.0 - e.sigma * dt)).max(e.scale_dec * f64::EPSILON)
-            } else {
-                e.scale_dec
-            };
-            let phi = (e.phi_dec * (1.0 - e.speed * dt)).max(0.0);
-            let scaled = if scale > 0.0 { (phi / scale).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
-            // The same product for every hop, so computed once.
-            let moved = (scaled - leg.scaled) * e.bytes;
-            leg.scaled = scaled;
-            let mut update = |slot: u32| {
-                let load = &mut loads[slot as usize].1;
-                *load = (*load + moved).max(0.0);
-            };
-            // Two hops (every leg on the big switch) without the loop.
-            if e.hops == 2 {
-                update(e.slots[0]);
-                update(e.slots[1]);
-            } else {
-                e.slots[..e.hops as usize].iter().for_each(|&slot| update(slot));
+            if leg.is_active() {
+                e.bring(dt, leg, loads);
             }
         }
+    }
+
+    /// Lazy, brings leg `l` forward to the current time (with the loads it crosses) if it has an
+    /// extra: before it is retired, so that it leaves with what it has left now.
+    fn sync_leg(&mut self, l: usize) {
+        if !self.lazy || self.extras_time >= self.time {
+            return;
+        }
+        let Some(e) = self.extra_at.get(l).and_then(|&at| self.extra.get(at as usize)).filter(|e| e.leg as usize == l)
+        else {
+            return;
+        };
+        let dt = (self.time - self.dec_time).as_secs_f64();
+        e.bring(dt, &mut self.legs[l], &mut self.loads);
     }
 
     /// Sets the connection caps of legs `from..` to those `caps` hold now: each flow's, times
@@ -400,6 +448,16 @@ impl LegModel {
         }
         self.extra_indexed = !sorted;
         self.extra = new;
+        if self.lazy && !self.extra_indexed {
+            // Lazy, a leg retired between decisions finds its extra through `extra_at`.
+            if self.extra_at.len() < self.legs.len() {
+                self.extra_at.resize(self.legs.len(), u32::MAX);
+            }
+            for (i, e) in self.extra.iter().enumerate() {
+                self.extra_at[e.leg as usize] = i as u32;
+            }
+            self.extra_indexed = true;
+        }
         self.extra_sorted = sorted || self.extra.windows(2).all(|w| w[0].leg < w[1].leg);
         self.spare = old;
         // Each coflow once (marked as its extras were put in force), then sorted: fewer to sort
@@ -674,6 +732,7 @@ impl LegModel {
     /// on round times). Returns whether any leg was retired.
     pub(crate) fn retire_dust(&mut self, done: &mut Vec<Finished>, flow_time: &mut [f64]) -> bool {
         const DUST: f64 = 1e-12;
+        self.sync_extras();
         let now = self.time;
         let before = done.len();
         let mut any = false;
@@ -720,6 +779,7 @@ impl LegModel {
     }
 
     fn retire_leg(&mut self, l: usize, c: usize, check: bool) {
+        self.sync_leg(l);
         let leg = &mut self.legs[l];
         let coflow = &mut self.coflows[c];
         if check {
