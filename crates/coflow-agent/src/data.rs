@@ -358,57 +358,84 @@ async fn pace<W: AsyncWrite + Unpin>(
     let mut last_write = Instant::now();
     let mut started = false;
     while reader.remaining() > 0 {
-        let n = reader.next_len();
-        loop {
-            let pushed = *rate_rx.borrow_and_update();
-            if pushed.is_infinite() {
-                // Served outside the policy: as fast as the network (and the port cap) lets it.
-                break;
-            }
-            let assigned = pushed.min(port_rate);
-            if assigned != bucket.rate() {
-                bucket.set_rate(shared.now(), assigned, burst_for(assigned, block));
-                if !started && assigned > 0.0 {
-                    // The sender's timer has millisecond steps: a first block that would take less
-                    // than a millisecond at this rate would otherwise wait a whole one. The flow
-                    // starts with a millisecond of credit; its average rate is unchanged.
-                    started = true;
-                    bucket.credit(shared.now(), assigned * TIMER_STEP.as_secs_f64());
+        let crc = reader.next_block(&mut buf).await?;
+        let mut at = 0;
+        while at < buf.len() {
+            let left = buf.len() - at;
+            let mut n = left;
+            loop {
+                let pushed = *rate_rx.borrow_and_update();
+                if pushed.is_infinite() {
+                    // Served outside the policy: as fast as the network (and the port cap) lets it.
+                    break;
+                }
+                let assigned = pushed.min(port_rate);
+                if assigned != bucket.rate() {
+                    bucket.set_rate(shared.now(), assigned, burst_for(assigned, block));
+                    if !started && assigned > 0.0 {
+                        // The sender's timer has millisecond steps: a first frame that would take
+                        // less than a millisecond at this rate would otherwise wait a whole one.
+                        // The flow starts with a millisecond of credit; its average rate is
+                        // unchanged.
+                        started = true;
+                        bucket.credit(shared.now(), assigned * TIMER_STEP.as_secs_f64());
+                    }
+                }
+                n = frame_len(assigned, left);
+                let wait = match bucket.take(shared.now(), n as u64) {
+                    Grant::Now => break,
+                    Grant::Wait(d) => Some(Duration::from_nanos(d.0).min(Duration::from_millis(20))),
+                    Grant::Paused => None,
+                };
+                if last_write.elapsed() >= keepalive {
+                    write_within(sock, &wire::KEEPALIVE, idle).await?;
+                    sock.flush().await.map_err(peer_gone)?;
+                    last_write = Instant::now();
+                }
+                let nap = wait.unwrap_or(keepalive).min(keepalive.saturating_sub(last_write.elapsed()));
+                tokio::select! {
+                    _ = tokio::time::sleep(nap) => {}
+                    // A rate table entry dropped under the flow leaves it at its last rate (and
+                    // never wakes it in a loop).
+                    Ok(()) = rate_rx.changed() => {}
+                    _ = shutdown.changed() => return Err(AgentError::ShuttingDown),
                 }
             }
-            let wait = match bucket.take(shared.now(), n) {
-                Grant::Now => break,
-                Grant::Wait(d) => Some(Duration::from_nanos(d.0).min(Duration::from_millis(20))),
-                Grant::Paused => None,
-            };
-            if last_write.elapsed() >= keepalive {
-                write_within(sock, &wire::KEEPALIVE, idle).await?;
-                sock.flush().await.map_err(peer_gone)?;
-                last_write = Instant::now();
+            shared.tx_port.wait(shared, n as u64).await;
+            if progress.load(Ordering::Relaxed) == 0 {
+                tracing::debug!(target: "coflow::path", flow = flow.0, "first-write");
             }
-            let nap = wait.unwrap_or(keepalive).min(keepalive.saturating_sub(last_write.elapsed()));
-            tokio::select! {
-                _ = tokio::time::sleep(nap) => {}
-                // A rate table entry dropped under the flow leaves it at its last rate (and never
-                // wakes it in a loop).
-                Ok(()) = rate_rx.changed() => {}
-                _ = shutdown.changed() => return Err(AgentError::ShuttingDown),
-            }
+            let part = &buf[at..at + n];
+            // The block was checked against its stored CRC as it was read; a part of it carries
+            // its own.
+            let part_crc = if n == buf.len() { crc } else { crc32fast::hash(part) };
+            frame.clear();
+            wire::encode_data(part, part_crc, &mut frame);
+            write_within(sock, &frame, idle).await?;
+            last_write = Instant::now();
+            at += n;
+            progress.fetch_add(n as u64, Ordering::Relaxed);
+            shared.tx_bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
-        shared.tx_port.wait(shared, n).await;
-        if progress.load(Ordering::Relaxed) == 0 {
-            tracing::debug!(target: "coflow::path", flow = flow.0, "first-write");
-        }
-        let crc = reader.next_block(&mut buf).await?;
-        frame.clear();
-        wire::encode_data(&buf, crc, &mut frame);
-        write_within(sock, &frame, idle).await?;
-        last_write = Instant::now();
-        progress.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        shared.tx_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
     }
     sock.flush().await.map_err(peer_gone)?;
     Ok(())
+}
+
+/// The smallest frame a paced flow sends.
+const MIN_FRAME: usize = 4 << 10;
+
+/// The bytes of the next frame of a flow paced at `rate` bytes per second with `left` bytes of its
+/// block to send: a millisecond's worth (at least [`MIN_FRAME`]), so that a slow flow's bytes
+/// leave every timer step as a fluid flow's would instead of a whole block at once after the
+/// block's time; the rest of the block when that is all that is left or the rate is unknown.
+fn frame_len(rate: f64, left: usize) -> usize {
+    if rate.is_finite() && rate > 0.0 {
+        let step = (rate * TIMER_STEP.as_secs_f64()) as usize;
+        step.max(MIN_FRAME).min(left)
+    } else {
+        left
+    }
 }
 
 /// A fresh connection to the agent of `src` at `addr` (TLS when configured, checking that the
@@ -810,6 +837,20 @@ mod tests {
         let (got, r) = fetch_against(resp, 10).await;
         assert!(got.is_empty());
         assert!(matches!(r, Err(AgentError::Corrupted(_))), "{r:?}");
+    }
+
+    /// A paced flow sends a millisecond of its rate per frame, never less than 4 KiB nor more than
+    /// its block has left; an unknown or unbounded rate sends what is left of the block.
+    #[test]
+    fn a_frame_holds_a_millisecond_of_the_flows_rate() {
+        assert_eq!(frame_len(12_500_000.0, 32_768), 12_500);
+        assert_eq!(frame_len(125_000_000.0, 32_768), 32_768);
+        assert_eq!(frame_len(100_000.0, 32_768), MIN_FRAME);
+        assert_eq!(frame_len(100_000.0, 100), 100);
+        assert_eq!(frame_len(12_500_000.0, 5_000), 5_000);
+        assert_eq!(frame_len(0.0, 32_768), 32_768);
+        assert_eq!(frame_len(f64::INFINITY, 32_768), 32_768);
+        assert_eq!(frame_len(f64::NAN, 32_768), 32_768);
     }
 
     /// An agent without a session tells its clients to retry, as `agent-unreachable`.
