@@ -1441,13 +1441,14 @@ impl Core {
                 // Every flow of it waits to be routed: it is not decided for meanwhile.
                 continue;
             }
+            let pending = c.pending();
             let spec = SnapshotCoflow {
                 id,
                 arrival: p.arrival,
                 deadline: c.reg.options.deadline,
                 weight: c.reg.options.weight,
-                width: c.width + c.pending(),
-                pending: c.pending(),
+                width: c.width + pending,
+                pending,
             };
             self.snapshot.push_coflow_routed(&spec, &flows, &routes);
         }
