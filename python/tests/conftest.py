@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import pytest
 
@@ -35,17 +35,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class PortTaken(RuntimeError):
+    """A process exited because another took one of its ports between `free_port` and its bind."""
+
+
 def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}: {log.read_text()}")
+            text = log.read_text()
+            kind = PortTaken if "Address already in use" in text else RuntimeError
+            raise kind(f"{what} exited with {proc.returncode}: {text}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"{what} did not listen on {port} within 20 s: {log.read_text()}")
+
+
+def start_on_free_ports(ports: int, start: Callable[[List[int]], None], attempts: int = 5) -> List[int]:
+    """Picks `ports` free ports and calls `start` with them (it starts a process and waits until it
+    listens); picks again, at most `attempts` times,
+    when another process took one of them first. Gives the ports it started on."""
+    for attempt in range(1, attempts + 1):
+        picked = [free_port() for _ in range(ports)]
+        try:
+            start(picked)
+            return picked
+        except PortTaken:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
 
 
 class Cluster:
@@ -75,33 +96,41 @@ class Cluster:
                 self._certs("issue", str(self.certs), "--agent", str(m), "--host", "127.0.0.1")
             self._certs("issue", str(self.certs), "--client", "pytest")
         scheme = "https" if tls else "http"
-        port, http = free_port(), free_port()
+        self.agents: List[str] = []
+
+        def coordinator(ports: List[int]) -> None:
+            port, http = ports
+            log = root / "coordinator.log"
+            args = ["coordinator", "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{http}", "--policy", "varys"]
+            proc = self._spawn([*args, *(coordinator_args or []), *self._tls_flags("coordinator")], log)
+            wait_for_port(port, proc, "the coordinator", log)
+
+        port, http = start_on_free_ports(2, coordinator)
         self.coordinator = f"{scheme}://127.0.0.1:{port}"
         # The coordinator's HTTP listener: /metrics, the probes and the web page.
         self.http = f"http://127.0.0.1:{http}"
-        log = root / "coordinator.log"
-        args = ["coordinator", "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{http}", "--policy", "varys"]
-        proc = self._spawn([*args, *(coordinator_args or []), *self._tls_flags("coordinator")], log)
-        wait_for_port(port, proc, "the coordinator", log)
-        self.agents: List[str] = []
         for m in range(agents):
-            grpc, data = free_port(), free_port()
             data_dir = root / f"agent{m}"
             data_dir.mkdir(parents=True, exist_ok=True)
-            log = root / f"agent{m}.log"
-            args = [
-                "agent",
-                "--machine", str(m),
-                "--coordinator", self.coordinator,
-                "--listen", f"127.0.0.1:{grpc}",
-                "--data-listen", f"127.0.0.1:{data}",
-                "--data-dir", str(data_dir),
-                "--port-rate", port_rate,
-                *self._tls_flags(f"agent-{m}"),
-            ]  # fmt: skip
-            proc = self._spawn(args, log)
-            self.agent_procs.append(proc)
-            wait_for_port(grpc, proc, f"agent {m}", log)
+
+            def agent(ports: List[int], m: int = m, data_dir: Path = data_dir) -> None:
+                grpc, data = ports
+                log = root / f"agent{m}.log"
+                args = [
+                    "agent",
+                    "--machine", str(m),
+                    "--coordinator", self.coordinator,
+                    "--listen", f"127.0.0.1:{grpc}",
+                    "--data-listen", f"127.0.0.1:{data}",
+                    "--data-dir", str(data_dir),
+                    "--port-rate", port_rate,
+                    *self._tls_flags(f"agent-{m}"),
+                ]  # fmt: skip
+                proc = self._spawn(args, log)
+                wait_for_port(grpc, proc, f"agent {m}", log)
+                self.agent_procs.append(proc)
+
+            grpc, _ = start_on_free_ports(2, agent)
             self.agents.append(f"{scheme}://127.0.0.1:{grpc}")
         # Every agent has registered with the coordinator before the test starts.
         deadline = time.monotonic() + 20

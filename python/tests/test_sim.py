@@ -258,15 +258,22 @@ def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
     assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:])), "progress only moves forward"
 
     import _thread
+    import signal
     import time
 
     big = coflow.synthetic(coflows=600, machines=150)
+    # A process started in the background inherits SIGINT ignored, and Python then raises no
+    # KeyboardInterrupt (interrupt_main does nothing): install Python's own handler for the test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, _thread.interrupt_main)
     started = time.monotonic()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        coflow.simulate(big, policies="fair,sincronia,aalo", threads=1, progress=False)
-    elapsed = time.monotonic() - started
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            coflow.simulate(big, policies="fair,sincronia,aalo", threads=1, progress=False)
+    finally:
+        elapsed = time.monotonic() - started
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     # The call returns within a tick of the signal, long before the runs could end.
     assert elapsed < 2.0, elapsed
