@@ -27,14 +27,14 @@ final class CoflowCluster implements AutoCloseable {
   final Path work;
   final String token = "spark-it-" + UUID.randomUUID();
   final String policy;
-  final int coordinatorPort;
-  final int coordinatorMetricsPort;
+  int coordinatorPort;
+  int coordinatorMetricsPort;
   final List<Agent> agents = new ArrayList<>();
   private final Path bin;
   private final Path agentConfig;
   /** The certificates' directory under TLS, else null. */
   final Path certs;
-  private final Process coordinator;
+  private Process coordinator;
 
   /** One agent process and its addresses. */
   static final class Agent {
@@ -92,22 +92,44 @@ final class CoflowCluster implements AutoCloseable {
         certs("issue", "--agent", Integer.toString(i), "--host", "127.0.0.1");
       }
     }
-    coordinatorPort = freePort();
-    coordinatorMetricsPort = freePort();
+    try {
+      startAll(machines, portRate);
+    } catch (IOException | InterruptedException | RuntimeException e) {
+      // No process outlives a cluster that failed to start.
+      close();
+      throw e;
+    }
+  }
+
+  private void startAll(int machines, String portRate) throws IOException, InterruptedException {
     List<String> tlsArgs = certs == null ? List.of() : List.of("--tls-ca", certs.resolve("ca.crt").toString(),
         "--tls-cert", certs.resolve("coordinator.crt").toString(), "--tls-key", certs.resolve("coordinator.key").toString());
-    coordinator = start("coordinator", concat(tlsArgs, bin.toString(), "coordinator",
-        "--listen", "127.0.0.1:" + coordinatorPort,
-        "--metrics-listen", "127.0.0.1:" + coordinatorMetricsPort,
-        "--policy", policy,
-        // Every shuffle is scheduled, however small.
-        "--bypass-threshold-bytes", "0"));
-    waitForPort(coordinatorPort, coordinator);
+    for (int attempt = 1; ; attempt++) {
+      int port = freePort();
+      int metricsPort = freePort();
+      Process p = start("coordinator", concat(tlsArgs, bin.toString(), "coordinator",
+          "--listen", "127.0.0.1:" + port,
+          "--metrics-listen", "127.0.0.1:" + metricsPort,
+          "--policy", policy,
+          // Every shuffle is scheduled, however small.
+          "--bypass-threshold-bytes", "0"));
+      if (listens(port, p, "coordinator", attempt)) {
+        coordinator = p;
+        coordinatorPort = port;
+        coordinatorMetricsPort = metricsPort;
+        break;
+      }
+    }
     for (int i = 0; i < machines; i++) {
-      Agent a = new Agent(i, freePort(), freePort(), freePort(), work.resolve("agent-" + i + "-data"));
-      Files.createDirectories(a.dataDir);
-      agents.add(a);
-      startAgent(a, portRate);
+      Path dataDir = work.resolve("agent-" + i + "-data");
+      Files.createDirectories(dataDir);
+      for (int attempt = 1; ; attempt++) {
+        Agent a = new Agent(i, freePort(), freePort(), freePort(), dataDir);
+        if (startAgent(a, portRate, attempt)) {
+          agents.add(a);
+          break;
+        }
+      }
     }
     Instant deadline = Instant.now().plus(Duration.ofSeconds(30));
     while (coordinatorMetric("agents_alive") < machines) {
@@ -118,7 +140,8 @@ final class CoflowCluster implements AutoCloseable {
     }
   }
 
-  private void startAgent(Agent a, String portRate) throws IOException, InterruptedException {
+  /** Starts agent {@code a}; false if one of its ports was taken before it could bind it. */
+  private boolean startAgent(Agent a, String portRate, int attempt) throws IOException, InterruptedException {
     List<String> cmd = new ArrayList<>(List.of(bin.toString(), "agent"));
     if (agentConfig != null) {
       cmd.addAll(List.of("--config", agentConfig.toString()));
@@ -136,7 +159,7 @@ final class CoflowCluster implements AutoCloseable {
         "--data-dir", a.dataDir.toString(),
         "--port-rate", portRate));
     a.process = start("agent-" + a.machine, cmd);
-    waitForPort(a.grpcPort, a.process);
+    return listens(a.grpcPort, a.process, "agent-" + a.machine, attempt);
   }
 
   /** The built {@code coflow} binary: {@code -Dcoflow.bin}, else ../../target/release/coflow. */
@@ -253,18 +276,32 @@ final class CoflowCluster implements AutoCloseable {
     return pb.start();
   }
 
-  private void waitForPort(int port, Process p) throws IOException, InterruptedException {
+  /** How many times a process is started on freshly picked ports before its start counts as failed. */
+  private static final int START_ATTEMPTS = 5;
+
+  /**
+   * Waits (at most 30 s) until {@code p}, logging to {@code name}.log, listens on {@code port}.
+   * False if it exited because another process took one of its ports between {@link #freePort}
+   * and its bind, and fewer than {@link #START_ATTEMPTS} attempts were made: the caller picks
+   * new ports. Any other exit is an error that names the log.
+   */
+  private boolean listens(int port, Process p, String name, int attempt) throws IOException, InterruptedException {
     Instant deadline = Instant.now().plus(Duration.ofSeconds(30));
+    Path log = work.resolve(name + ".log");
     while (true) {
       if (!p.isAlive()) {
-        throw new IOException("a coflow process exited with " + p.exitValue() + "; see the logs in " + work);
+        String text = Files.exists(log) ? Files.readString(log) : "";
+        if (text.contains("Address already in use") && attempt < START_ATTEMPTS) {
+          return false;
+        }
+        throw new IOException("a coflow process exited with " + p.exitValue() + "; see " + log + ":\n" + text);
       }
       try (Socket s = new Socket()) {
         s.connect(new InetSocketAddress("127.0.0.1", port), 200);
-        return;
+        return true;
       } catch (IOException e) {
         if (Instant.now().isAfter(deadline)) {
-          throw new IOException("nothing listens on port " + port + " after 30 s; see " + work, e);
+          throw new IOException("nothing listens on port " + port + " after 30 s; see " + log, e);
         }
         Thread.sleep(50);
       }
