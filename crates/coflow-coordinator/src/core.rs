@@ -43,6 +43,27 @@ pub const ADMIN: &str = "coflow://admin";
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;
 
+/// Why the core decides again (logged with each decision, target `coflow::decide`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// An agent registered.
+    Agent,
+    /// A coflow's gets were released to the policy.
+    Release,
+    /// Flows finished and the policy's flow-finish gap has passed.
+    FlowsFinished,
+    /// A coflow left the policy.
+    Departure,
+    /// An agent was lost and its flows failed.
+    AgentLost,
+    /// A port's or a link's measured estimate changed.
+    Estimate,
+    /// Flows were routed, or their routes are due to be.
+    Routing,
+    /// The policy asked to be woken (a timer of its own, or its flow-finish gap closing).
+    Wake,
+}
+
 /// What the coordinator tells an agent besides rates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Notice {
@@ -365,7 +386,8 @@ pub struct Core {
     next_flow: u64,
     /// The latest `now` the core was given.
     now: Nanos,
-    dirty: bool,
+    /// Why the next run decides, if it must (the first reason given since the last decision).
+    dirty: Option<Why>,
     wake: Option<Nanos>,
     last_decision: Nanos,
     last_flush: Nanos,
@@ -450,7 +472,7 @@ impl Core {
             next_coflow: 1,
             next_flow: 1,
             now: Nanos::ZERO,
-            dirty: false,
+            dirty: None,
             wake: None,
             last_decision: Nanos::ZERO,
             last_flush: Nanos::ZERO,
@@ -742,7 +764,7 @@ impl Core {
                 rx_bps: 0.0,
             },
         );
-        self.dirty = true;
+        self.mark(Why::Agent);
         Ok(())
     }
 
@@ -1117,7 +1139,7 @@ impl Core {
         for f in unscheduled {
             self.serve_unscheduled(f);
         }
-        self.dirty = true;
+        self.mark(Why::Release);
     }
 
     /// Serves a flow outside the policy, at its sender's port rate: the one place that does,
@@ -1173,7 +1195,7 @@ impl Core {
             } else if let Some(gap) = self.policy.flow_finish_gap() {
                 let due = self.last_decision.saturating_add(gap);
                 if now >= due {
-                    self.dirty = true;
+                    self.mark(Why::FlowsFinished);
                 } else {
                     self.wake = Some(self.wake.unwrap_or(Nanos::MAX).min(due));
                 }
@@ -1189,7 +1211,7 @@ impl Core {
         {
             self.active.remove(&(p.arrival, id));
             self.policy.handle_finished(now, id);
-            self.dirty = true;
+            self.mark(Why::Departure);
         }
     }
 
@@ -1236,7 +1258,7 @@ impl Core {
         for id in dead {
             let _ = self.finish_flow(now, id, Some(reason));
         }
-        self.dirty = true;
+        self.mark(Why::AgentLost);
     }
 
     /// Runs what is due at `now`: agent timeouts, readiness timeouts, a decision, the push of
@@ -1268,7 +1290,7 @@ impl Core {
             let was: Vec<bool> = (0..meter.links()).map(|l| meter.down(l)).collect();
             if meter.tick(now) && !self.active.is_empty() {
                 // A link's estimate changed: the rates were made for another bandwidth.
-                self.dirty = true;
+                self.dirty.get_or_insert(Why::Estimate);
             }
             for (l, was) in was.into_iter().enumerate() {
                 if meter.down(l) != was {
@@ -1283,11 +1305,20 @@ impl Core {
         if self.meter.is_none() && self.ports.tick(now) {
             self.log_ports();
             // A port's estimate changed: the rates were made for another capacity.
-            self.dirty |= !self.active.is_empty();
+            if !self.active.is_empty() {
+                self.mark(Why::Estimate);
+            }
         }
         let route_due = self.routing_due.first().is_some_and(|&(since, _)| since.saturating_add(GATHER) <= now)
             || self.resume_due.first().is_some_and(|&(since, _)| since.saturating_add(RESUME_WAIT) <= now);
-        if self.dirty || route_due || self.wake.is_some_and(|w| w <= now) {
+        let why = match self.dirty {
+            Some(why) => Some(why),
+            None if route_due => Some(Why::Routing),
+            None if self.wake.is_some_and(|w| w <= now) => Some(Why::Wake),
+            None => None,
+        };
+        if let Some(why) = why {
+            tracing::debug!(target: "coflow::decide", ?why, coflows = self.active.len(), "decision");
             self.decide(now);
         }
         if !self.pending.is_empty() {
@@ -1304,7 +1335,7 @@ impl Core {
     /// timeout, the end of the push window with rates waiting, and an agent's timeout.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         let mut next = self.wake.unwrap_or(Nanos::MAX);
-        if self.dirty {
+        if self.dirty.is_some() {
             next = next.min(self.now);
         }
         for due in self.coflows.values().filter_map(CoflowRec::ready_deadline) {
@@ -1384,8 +1415,13 @@ impl Core {
         }))
     }
 
+    /// The next run decides, for this reason if none was given before.
+    fn mark(&mut self, why: Why) {
+        self.dirty.get_or_insert(why);
+    }
+
     fn decide(&mut self, now: Nanos) {
-        self.dirty = false;
+        self.dirty = None;
         self.wake = None;
         self.last_decision = now;
         if self.active.is_empty() {

@@ -706,6 +706,7 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
             .collect(),
         bytes_relayed: v.bytes_relayed,
         flows_rerouted: v.flows_rerouted,
+        decisions: v.decisions,
     }
 }
 

@@ -20,6 +20,8 @@ pub struct StatusView {
     pub bytes_relayed: u64,
     /// Flows whose rest was resumed over another path, since the start.
     pub flows_rerouted: u64,
+    /// Policy decisions, since the start.
+    pub decisions: u64,
 }
 
 /// A wide-area link as the coordinator measured it.

@@ -27,6 +27,7 @@ impl Core {
             links: self.link_views(),
             bytes_relayed: self.counters().bytes_relayed,
             flows_rerouted: self.counters().flows_rerouted,
+            decisions: self.counters().decisions,
         }
     }
 
@@ -88,6 +89,7 @@ impl Core {
             links,
             bytes_relayed: c.bytes_relayed,
             flows_rerouted: c.flows_rerouted,
+            decisions: c.decisions,
         };
         StatusPage { view, next: more, flows_omitted }
     }

@@ -66,6 +66,8 @@ pub enum Op {
     /// The coordinator's wide-area counters: bytes relayed through a third datacenter (the
     /// reply's `value`) and flows rerouted (its `bytes`).
     Relayed,
+    /// The coordinator's count of policy decisions (the reply's `value`).
+    Decisions,
 }
 
 /// How a request ended.
@@ -159,6 +161,10 @@ async fn handle(client: &Client, op: Op) -> Handled {
         },
         Op::Relayed => match client.status_page(0, 1).await {
             Ok(st) => (Outcome::Ok, st.bytes_relayed, st.flows_rerouted, 0, String::new(), None),
+            Err(e) => fail(e),
+        },
+        Op::Decisions => match client.status_page(0, 1).await {
+            Ok(st) => (Outcome::Ok, st.decisions, 0, 0, String::new(), None),
             Err(e) => fail(e),
         },
     }

@@ -109,6 +109,10 @@ pub struct PolicyResult {
     pub flows_rerouted: u64,
     /// Bytes relayed in the simulation (each detoured byte crosses one more link).
     pub simulated_relayed_bytes: Option<f64>,
+    /// The coordinator's policy decisions over the replay (0 if it could not be asked).
+    pub decisions: u64,
+    /// The simulator's decisions for the same workload and policy.
+    pub simulated_decisions: Option<u64>,
     /// On a wide-area testbed: every link's rate (wire bytes per second) as applied over the
     /// replay, which the simulation replayed at the payload share.
     pub weather: Option<WeatherLog>,
@@ -175,19 +179,34 @@ pub fn simulated_policy(policy: &str) -> &str {
     coflow_sched::policy::simulated(policy)
 }
 
-/// Simulates `policy` on `workload` as `cfg` says; returns its average, p95 and largest CCT and
-/// the bytes it relayed, and writes every coflow's CCT into `ccts`.
+/// What the simulator gives for a replay's policy.
+#[derive(Clone, Copy, Debug)]
+struct SimFigures {
+    avg_cct_s: f64,
+    p95_cct_s: f64,
+    max_cct_s: f64,
+    relayed_bytes: f64,
+    decisions: u64,
+}
+
+/// Simulates `policy` on `workload` as `cfg` says, and writes every coflow's CCT into `ccts`.
 fn simulated(
     workload: &Workload,
     policy: &str,
     cfg: &SimConfig,
     ccts: &mut Vec<f64>,
-) -> Result<(f64, f64, f64, f64), TestbedError> {
+) -> Result<SimFigures, TestbedError> {
     let sched = coflow_sched::policy::by_name(policy).map_err(|e| TestbedError::Setup(e.to_string()))?;
     let out = simulate(workload, sched, cfg).map_err(|e| TestbedError::Setup(e.to_string()))?;
     *ccts = out.outcomes.iter().map(|o| o.cct().map_or(f64::NAN, coflow_core::Nanos::as_secs_f64)).collect();
     let s = Summary::of(&out, None);
-    Ok((s.avg_cct_s, s.p95_cct_s, ccts.iter().copied().fold(0.0, f64::max), out.relayed_bytes))
+    Ok(SimFigures {
+        avg_cct_s: s.avg_cct_s,
+        p95_cct_s: s.p95_cct_s,
+        max_cct_s: ccts.iter().copied().fold(0.0, f64::max),
+        relayed_bytes: out.relayed_bytes,
+        decisions: out.decisions,
+    })
 }
 
 /// Runs every policy; `progress` hears one line per step.
@@ -243,6 +262,10 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             }),
             None => (0, 0),
         };
+        let decisions = tb.decisions().unwrap_or_else(|e| {
+            progress(&format!("{label}: {e}"));
+            0
+        });
         let mut sim_ccts = Vec::new();
         let sim = match (port, &opts.topology.wan, &weather) {
             (_, Some(dcs), Some(log)) => {
@@ -313,17 +336,19 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             coflows: opts.workload.coflows.len(),
             completed: ccts.len(),
             measured_avg_cct_s: avg,
-            simulated_avg_cct_s: sim.map(|s| s.0),
+            simulated_avg_cct_s: sim.map(|s| s.avg_cct_s),
             measured_p95_cct_s: percentile(&ccts, 95.0),
-            simulated_p95_cct_s: sim.map(|s| s.1),
+            simulated_p95_cct_s: sim.map(|s| s.p95_cct_s),
             measured_max_cct_s: ccts.last().copied().unwrap_or(0.0),
-            simulated_max_cct_s: sim.map(|s| s.2),
+            simulated_max_cct_s: sim.map(|s| s.max_cct_s),
             multipath,
             relayed_bytes,
             flows_rerouted,
-            simulated_relayed_bytes: sim.map(|s| s.3),
+            simulated_relayed_bytes: sim.map(|s| s.relayed_bytes),
             weather,
-            avg_difference: sim.map(|s| avg / s.0 - 1.0),
+            avg_difference: sim.map(|s| avg / s.avg_cct_s - 1.0),
+            decisions,
+            simulated_decisions: sim.map(|s| s.decisions),
             bytes_verified: r.gets.iter().filter(|g| exact(&g.outcome)).map(|g| g.bytes).sum(),
             corrupted: r.gets.iter().map(|g| g.corrupted).sum(),
             failed_gets: r.gets.iter().filter(|g| !exact(&g.outcome) && g.outcome != Outcome::Corrupted).count(),
@@ -416,9 +441,11 @@ impl RunReport {
         }
         for r in self.results.iter().filter(|r| !r.groups.is_empty()) {
             s.push_str(&format!(
-                "\n{}: measured minus simulated CCT by group{}\n",
+                "\n{}: measured minus simulated CCT by group{}; policy decisions {} live, {} simulated\n",
                 name(r),
-                r.difference_from.as_ref().map_or(String::new(), |b| format!(" (most of the difference: {b})"))
+                r.difference_from.as_ref().map_or(String::new(), |b| format!(" (most of the difference: {b})")),
+                r.decisions,
+                r.simulated_decisions.map_or("-".into(), |d| d.to_string())
             ));
             s.push_str(&format!(
                 "  {:<11} {:>7} {:>12} {:>12} {:>10} {:>14} {:>15} {:>15}\n",

@@ -122,6 +122,15 @@ impl Testbed {
         self.state.keep();
     }
 
+    /// The coordinator's count of policy decisions since it started.
+    pub fn decisions(&self) -> Result<u64, TestbedError> {
+        let r = self.cluster().hub.ask(0, Op::Decisions, Duration::from_secs(10))?;
+        if r.outcome != crate::client::Outcome::Ok {
+            return Err(TestbedError::Setup(format!("the coordinator's status: {}", r.message)));
+        }
+        Ok(r.value)
+    }
+
     /// The coordinator's wide-area counters: bytes it sent through relays and flows rerouted.
     pub fn relayed(&self) -> Result<(u64, u64), TestbedError> {
         let r = self.cluster().hub.ask(0, Op::Relayed, Duration::from_secs(10))?;

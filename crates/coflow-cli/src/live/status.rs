@@ -169,6 +169,7 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "bytes_relayed": st.bytes_relayed,
         "flows_rerouted": st.flows_rerouted,
+        "decisions": st.decisions,
         "coflows": st.coflows.iter().map(|c| serde_json::json!({
             "id": c.coflow_id,
             "name": c.name,

@@ -9,7 +9,7 @@ use ::core::net::SocketAddr;
 
 use coflow_core::{CoflowId, MachineId, Nanos};
 
-use super::{Core, FlowId, FlowState, Notice, Transmit};
+use super::{Core, FlowId, FlowState, Notice, Transmit, Why};
 
 /// One part of a get: the bytes `[offset, offset + length)` of the piece, as a flow of its own.
 #[derive(Clone, Debug, PartialEq)]
@@ -307,7 +307,7 @@ impl Core {
                 }
             }
         }
-        self.dirty = true;
+        self.mark(Why::Routing);
     }
 
     /// The alive agent of datacenter `dc` that relays the fewest parts now (the lowest machine of

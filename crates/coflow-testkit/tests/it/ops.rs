@@ -126,6 +126,10 @@ async fn the_served_metrics_back_the_dashboard_and_the_reference_page() -> anyho
         "{coordinator}"
     );
     assert!(value(&coordinator, "coflow_coordinator_decision_seconds_count") >= 1.0);
+    // The status counts the same decisions the metrics do (the testbed reads it from there).
+    let decided = value(&coordinator, "coflow_coordinator_decisions_total");
+    assert!(decided >= 1.0, "{coordinator}");
+    assert_eq!(c.status().await?.decisions as f64, decided);
     assert!(value(&coordinator, "coflow_coordinator_rate_push_delay_seconds_count") >= 1.0);
     assert_eq!(value(&agent, "coflow_agent_get_control_seconds_count"), 1.0, "{agent}");
     assert_eq!(value(&agent, "coflow_agent_gets_total"), 1.0);
