@@ -1318,8 +1318,7 @@ impl Core {
             None => None,
         };
         if let Some(why) = why {
-            tracing::debug!(target: "coflow::decide", ?why, coflows = self.active.len(), "decision");
-            self.decide(now);
+            self.decide(now, why);
         }
         if !self.pending.is_empty() {
             self.pending_since.get_or_insert(now);
@@ -1420,7 +1419,7 @@ impl Core {
         self.dirty.get_or_insert(why);
     }
 
-    fn decide(&mut self, now: Nanos) {
+    fn decide(&mut self, now: Nanos, why: Why) {
         self.dirty = None;
         self.wake = None;
         self.last_decision = now;
@@ -1428,6 +1427,7 @@ impl Core {
             return;
         }
         self.counters.decisions += 1;
+        tracing::debug!(target: "coflow::decide", ?why, coflows = self.active.len(), "decision");
         self.plan_pending(now);
         let heartbeat = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
         let fabric = self.fabric();
@@ -1477,6 +1477,9 @@ impl Core {
                 // Every flow of it waits to be routed: it is not decided for meanwhile.
                 continue;
             }
+            if tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE) {
+                trace_coflow(id, &c.reg.options.name, &flows);
+            }
             let pending = c.pending();
             let spec = SnapshotCoflow {
                 id,
@@ -1521,4 +1524,18 @@ impl Core {
             }
         }
     }
+}
+
+/// Logs (target `coflow::decide`, trace) what a decision sees of a coflow: its flows, their
+/// remaining bytes and the most of them on one port, the bytes its bottleneck must carry.
+fn trace_coflow(id: CoflowId, name: &str, flows: &[SnapshotFlow]) {
+    let mut ports: BTreeMap<(bool, MachineId), f64> = BTreeMap::new();
+    for f in flows {
+        *ports.entry((true, f.src)).or_default() += f.remaining;
+        *ports.entry((false, f.dst)).or_default() += f.remaining;
+    }
+    let remaining: f64 = flows.iter().map(|f| f.remaining).sum();
+    let (port, most) = ports.into_iter().fold((None, 0.0), |a, (p, b)| if b > a.1 { (Some(p), b) } else { a });
+    let port = port.map(|(up, m)| format!("{}{}", if up { "up" } else { "down" }, m.0));
+    tracing::trace!(target: "coflow::decide", coflow = %id, name, flows = flows.len(), remaining, port, most, "coflow");
 }
