@@ -95,6 +95,8 @@ pub struct Aalo {
     /// Scratch, per decision.
     queue: Vec<usize>,
     order: Vec<usize>,
+    /// Per queue, where its coflows begin in `order`, while it is counted out.
+    at: Vec<usize>,
     rate: Vec<f64>,
     /// Per queue and resource (`q · resources + r`): whether the queue uses it, then its share
     /// left. Only the slots listed in `touched` are set, and they are cleared after the decision.
@@ -134,6 +136,19 @@ struct Group {
     /// receivers some active leg of the run goes to, as a bit set over the coflow's receivers.
     /// Empty otherwise (then `dist` is walked).
     live: Vec<u64>,
+    /// With `live`: `dist` as a bit set over the coflow's receivers, and per word the entries of
+    /// `dist` in the words before, so that a receiver's place in `dist` is counted, not searched.
+    dist_bits: Vec<u64>,
+    dist_rank: Vec<u32>,
+}
+
+impl Group {
+    /// The place in `dist` of receiver `i`, one of them, found through `dist_bits` (with `live`).
+    fn place(&self, i: u32) -> usize {
+        let (w, b) = ((i / 64) as usize, i % 64);
+        debug_assert!(bit(&self.dist_bits, i), "a receiver of the run");
+        self.dist_rank[w] as usize + (self.dist_bits[w] & ((1u64 << b) - 1)).count_ones() as usize
+    }
 }
 
 #[derive(Debug, Default)]
@@ -247,6 +262,20 @@ impl Shape {
             group.legs = Vec::new();
             if n <= group.dist.len() {
                 group.live = vec![0; n];
+                group.dist_bits = vec![0; n];
+                for &i in &group.dist {
+                    set_bit(&mut group.dist_bits, i);
+                }
+                let mut before = 0;
+                group.dist_rank = group
+                    .dist_bits
+                    .iter()
+                    .map(|w| {
+                        let r = before;
+                        before += w.count_ones();
+                        r
+                    })
+                    .collect();
                 for (k, &i) in group.dist.iter().enumerate() {
                     let (a, b) = (group.first[k], group.first[k + 1]);
                     if (a..b).any(|m| legs[(group.start + m) as usize].active_flows > 0) {
@@ -324,7 +353,7 @@ impl Shape {
             let i = self.receivers.binary_search(&hops[1]).expect("a receiver of the coflow") as u32;
             self.receiver_legs[i as usize] -= 1;
             if !group.live.is_empty() {
-                let k = group.dist.binary_search(&i).expect("a receiver of the run");
+                let k = group.place(i);
                 let (a, b) = (group.first[k], group.first[k + 1]);
                 if !(a..b).any(|m| self.flows[(group.start + m) as usize] > 0) {
                     clear_bit(&mut group.live, i);
@@ -521,14 +550,15 @@ impl Serving<'_> {
             return true;
         }
         if !self.open_known {
+            // Word by word, each built in a register.
             open.clear();
-            open.resize(words(shape.receivers.len()), 0);
-            for (i, (&r, &n)) in shape.receivers.iter().zip(&shape.receiver_legs).enumerate() {
-                if n > 0 && pool.room(r) > 0.0 {
-                    set_bit(open, i as u32);
-                    self.open_count += 1;
-                }
-            }
+            let receivers = shape.receivers.chunks(64).zip(shape.receiver_legs.chunks(64));
+            open.extend(receivers.map(|(rs, ns)| {
+                let with_room =
+                    |(b, (&r, &n)): (usize, (&ResourceId, &u32))| u64::from(n > 0 && pool.room(r) > 0.0) << b;
+                rs.iter().zip(ns).enumerate().map(with_room).fold(0, |x, y| x | y)
+            }));
+            self.open_count = open.iter().map(|w| w.count_ones() as usize).sum();
             self.open_known = true;
         }
         // Every receiver full, and only two-resource runs left: nothing more to give.
@@ -569,7 +599,7 @@ impl Serving<'_> {
                     let b = x.trailing_zeros();
                     x &= x - 1;
                     let i = w as u32 * 64 + b;
-                    let k = group.dist.binary_search(&i).expect("a receiver of the run");
+                    let k = group.place(i);
                     if !visit(i, k, open, pool) {
                         break 'words;
                     }
@@ -634,10 +664,21 @@ impl BlindScheduler for Aalo {
         let job_aware = self.cfg.job_aware;
         let attained = |c: &BlindCoflow| if job_aware { c.job_sent } else { c.sent };
         self.queue.extend(input.coflows.iter().map(|c| self.cfg.queue(attained(c))));
+        // Stably by queue, counted out (queues are few): the input's order inside each queue.
+        self.at.clear();
+        self.at.resize(k + 1, 0);
+        for &q in &self.queue {
+            self.at[q + 1] += 1;
+        }
+        for q in 0..k {
+            self.at[q + 1] += self.at[q];
+        }
         self.order.clear();
-        self.order.extend(0..input.coflows.len());
-        let queue = &self.queue;
-        self.order.sort_by_key(|&i| queue[i]);
+        self.order.resize(input.coflows.len(), 0);
+        for (i, &q) in self.queue.iter().enumerate() {
+            self.order[self.at[q]] = i;
+            self.at[q] += 1;
+        }
         self.rate.clear();
         self.rate.resize(input.coflows.len(), 0.0);
 
@@ -659,7 +700,12 @@ impl BlindScheduler for Aalo {
             }
         }
         for &slot in &self.touched {
-            let (q, r) = (slot / resources, slot % resources);
+            // The queue and resource of the slot, without dividing by a number unknown until now.
+            let mut q = 0;
+            while (q + 1) * resources <= slot {
+                q += 1;
+            }
+            let r = slot - q * resources;
             self.share[slot] = cap[r] * self.cfg.weight(q) / self.total_weight[r];
         }
 
@@ -689,8 +735,9 @@ impl BlindScheduler for Aalo {
         let mut open = (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
         self.room.clear();
         self.room.resize(resources.div_ceil(64), 0);
-        for r in (0..resources).filter(|&r| self.left[r] > cap[r] * FULL) {
-            set_bit(&mut self.room, r as u32);
+        // Word by word, each built in a register.
+        for ((word, left), caps) in self.room.iter_mut().zip(self.left.chunks(64)).zip(cap.chunks(64)) {
+            *word = left.iter().zip(caps).enumerate().fold(0, |x, (b, (&l, &c))| x | (u64::from(l > c * FULL) << b));
         }
         for &i in &self.order {
             if open == 0 {

@@ -587,8 +587,9 @@ impl BlindScheduler for Philae {
         let mut open = (0..resources).filter(|&r| cap[r] > 0.0 && self.contention.crossed(r as ResourceId)).count();
         self.room.clear();
         self.room.resize(resources.div_ceil(64), 0);
-        for r in (0..resources).filter(|&r| cap[r] > 0.0) {
-            self.room[r / 64] |= 1 << (r % 64);
+        // Word by word, each built in a register.
+        for (word, caps) in self.room.iter_mut().zip(cap.chunks(64)) {
+            *word = caps.iter().enumerate().fold(0, |x, (b, &c)| x | (u64::from(c > 0.0) << b));
         }
         let mut order: Vec<(usize, u64, u64, usize)> = Vec::with_capacity(input.coflows.len());
         for (i, c) in input.coflows.iter().enumerate() {

@@ -66,7 +66,7 @@ pub struct CoflowState {
 }
 
 /// The flows of one coflow of one size between one pair of machines.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LegState {
     /// The resources its flows cross.
     pub route: Route,

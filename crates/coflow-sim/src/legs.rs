@@ -853,9 +853,8 @@ impl LegModel {
             let (legs, loads, senders) =
                 (self.coflows[k].legs.clone(), self.coflows[k].loads.clone(), self.coflows[k].senders.clone());
             let (leg_shift, load_shift) = (legs.start - kl, loads.start - kd);
-            for (j, l) in legs.clone().enumerate() {
-                self.legs.swap(kl + j, l);
-            }
+            // Moved in one copy (the legs before `kl` are those of coflows dropped).
+            self.legs.copy_within(legs.clone(), kl);
             self.owner.copy_within(legs.clone(), kl);
             self.owner[kl..kl + legs.len()].fill(kc as u32);
             self.slots.copy_within(legs.clone(), kl);
