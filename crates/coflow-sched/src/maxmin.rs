@@ -84,6 +84,10 @@ pub struct MaxMin {
     follows_kept: bool,
     was_level: Vec<f64>,
     follow: Vec<ResourceId>,
+    /// Dense layout, scratch for [`MaxMin::write_changed_follows`]: per resource, which routes
+    /// follow the sender, and the resources filled so far.
+    first_bits: Vec<u64>,
+    filled_bits: Vec<u64>,
     /// Dense layout: the last fill, kept so that the next can resume where it starts to differ
     /// (see [`MaxMin::resume_dense`]): whether it may be resumed, the capacities it filled,
     /// each step's resource and level, and the greatest `(key, resource)` each step took off
@@ -381,10 +385,13 @@ impl MaxMin {
 
     /// Writes `follows` for the routes that came or moved in this call and for those at a
     /// resource whose level changed and that now follow the other end (dense layout). A route
-    /// follows its sender when the sender's level is at most the receiver's, so the routes of a
-    /// resource whose level changed that turn are found by comparing its level with every level
-    /// across, a word of 64 cells at a time, against the bits of the routes present and of those
-    /// that followed the sender.
+    /// follows its sender when the sender's level is at most the receiver's. Levels rise along
+    /// the fill's steps, so the resources across whose level is at least a sender's are those
+    /// not yet filled at its step and those filled just before it at the same level (and the
+    /// resources across whose level is at most a receiver's, those filled before it and those
+    /// filled just after it at the same level): the routes of a resource whose level changed
+    /// that turn are found a word of 64 cells at a time, from the resources filled before its
+    /// step, against the bits of the routes present and of those that followed the sender.
     fn write_changed_follows(&mut self, shares: &mut Shares) {
         for k in 0..self.added.len() {
             let i = self.added[k] as usize;
@@ -395,21 +402,77 @@ impl MaxMin {
         }
         let (split, m) = (self.split, self.resources);
         let cols = m - split;
+        let (w0, w1) = (self.present[0].words, self.present[1].words);
+        let changed = |level: &[f64], was: &[f64], x: usize| level[x].to_bits() != was[x].to_bits();
+        // Per resource whose level changed, bit `j` of its words: whether the route to the
+        // `j`-th resource across follows the sender; senders' words first, then receivers'.
+        let mut first = std::mem::take(&mut self.first_bits);
+        first.resize(split * w0 + cols * w1, 0);
+        let words = |x: usize| {
+            if x < split {
+                x * w0..(x + 1) * w0
+            } else {
+                split * w0 + (x - split) * w1..split * w0 + (x - split + 1) * w1
+            }
+        };
+        // The receivers and the senders filled so far.
+        let mut filled = std::mem::take(&mut self.filled_bits);
+        filled.clear();
+        filled.resize(w0 + w1, 0);
+        let set = |bits: &mut [u64], j: usize| bits[j / 64] |= 1 << (j % 64);
+        for (i, &(x, l)) in self.steps.iter().enumerate() {
+            let x = x as usize;
+            if changed(&self.level, &self.was_level, x) {
+                let out = &mut first[words(x)];
+                if x < split {
+                    for (o, &f) in out.iter_mut().zip(&filled[..w0]) {
+                        *o = !f;
+                    }
+                    for &(y, _) in self.steps[..i].iter().rev().take_while(|&&(_, ly)| ly == l) {
+                        if y as usize >= split {
+                            set(out, y as usize - split);
+                        }
+                    }
+                } else {
+                    out.copy_from_slice(&filled[w0..]);
+                    for &(y, _) in self.steps[i + 1..].iter().take_while(|&&(_, ly)| ly == l) {
+                        if (y as usize) < split {
+                            set(out, y as usize);
+                        }
+                    }
+                }
+            }
+            if x < split {
+                set(&mut filled[w0..], x);
+            } else {
+                set(&mut filled[..w0], x - split);
+            }
+        }
         for x in 0..m {
-            if self.level[x].to_bits() == self.was_level[x].to_bits() {
+            if !changed(&self.level, &self.was_level, x) {
                 continue;
             }
             let sender = x < split;
-            let (side, row, across) = if sender { (0, x, split..m) } else { (1, x - split, 0..split) };
-            let lx = self.level[x];
-            for w in 0..self.present[side].words {
-                let chunk = &self.level[across.clone()][w * 64..across.len().min(w * 64 + 64)];
-                // Bit `j`: whether the route to the `j`-th resource across follows the sender.
-                let mut first = 0u64;
-                for (j, &l) in chunk.iter().enumerate() {
-                    let follows_sender = if sender { lx <= l } else { l <= lx };
-                    first |= (follows_sender as u64) << j;
+            let (side, row) = if sender { (0, x) } else { (1, x - split) };
+            let was_filled = if sender {
+                filled[w0 + x / 64] >> (x % 64) & 1
+            } else {
+                filled[(x - split) / 64] >> ((x - split) % 64) & 1
+            };
+            if was_filled == 0 {
+                // It did not fill (an infinite level): a sender is followed only by the routes to
+                // receivers that did not fill either, and a receiver by every route.
+                let out = &mut first[words(x)];
+                if sender {
+                    for (o, &f) in out.iter_mut().zip(&filled[..w0]) {
+                        *o = !f;
+                    }
+                } else {
+                    out.fill(!0);
                 }
+            }
+            for w in 0..self.present[side].words {
+                let first = first[words(x)][w];
                 let mut turned = (first ^ self.sender_first[side].row(row)[w]) & self.present[side].row(row)[w];
                 while turned != 0 {
                     let j = turned.trailing_zeros() as usize;
@@ -423,6 +486,8 @@ impl MaxMin {
                 }
             }
         }
+        self.first_bits = first;
+        self.filled_bits = filled;
     }
 
     /// Brings the layout up to the routes of this call; returns whether it was built afresh.
