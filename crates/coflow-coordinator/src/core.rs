@@ -24,16 +24,18 @@ use ::core::net::SocketAddr;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration};
-use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot, SnapshotCoflow, SnapshotFlow};
+use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot};
 
 use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
 use crate::status::{AgentView, CoflowView, FlowView};
 
+mod decide;
 mod ports;
 mod recovery;
 mod wide_area;
 
+use decide::Why;
 use wide_area::{GATHER, RESUME_WAIT, Routing, parts_by_share};
 pub use wide_area::{GrantPart, MIN_PART_BYTES, Relay};
 
@@ -42,27 +44,6 @@ pub const ADMIN: &str = "coflow://admin";
 
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;
-
-/// Why the core decides again (logged with each decision, target `coflow::decide`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Why {
-    /// An agent registered.
-    Agent,
-    /// A coflow's gets were released to the policy.
-    Release,
-    /// Flows finished and the policy's flow-finish gap has passed.
-    FlowsFinished,
-    /// A coflow left the policy.
-    Departure,
-    /// An agent was lost and its flows failed.
-    AgentLost,
-    /// A port's or a link's measured estimate changed.
-    Estimate,
-    /// Flows were routed, or their routes are due to be.
-    Routing,
-    /// The policy asked to be woken (a timer of its own, or its flow-finish gap closing).
-    Wake,
-}
 
 /// What the coordinator tells an agent besides rates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1413,129 +1394,4 @@ impl Core {
             wa.place(dc_of, &[]).expect("the configuration checked the topology, every pair with a link")
         }))
     }
-
-    /// The next run decides, for this reason if none was given before.
-    fn mark(&mut self, why: Why) {
-        self.dirty.get_or_insert(why);
-    }
-
-    fn decide(&mut self, now: Nanos, why: Why) {
-        self.dirty = None;
-        self.wake = None;
-        self.last_decision = now;
-        if self.active.is_empty() {
-            return;
-        }
-        self.counters.decisions += 1;
-        tracing::debug!(target: "coflow::decide", ?why, coflows = self.active.len(), "decision");
-        self.plan_pending(now);
-        let heartbeat = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
-        let fabric = self.fabric();
-        self.snapshot.clear(self.policy.model());
-        self.order.clear();
-        let mut flows = Vec::new();
-        let mut routes = Vec::new();
-        for &(_, id) in &self.active {
-            let c = &self.coflows[&id];
-            let CoflowState::Scheduled(Some(p)) = &c.state else { unreachable!("active coflows are in the policy") };
-            flows.clear();
-            routes.clear();
-            for &fid in &p.flows {
-                let f = &self.flows[&fid];
-                // A flow waiting to be routed, or for its receiver to resume it over its plan,
-                // moves nothing meanwhile.
-                if f.routing != Routing::Direct {
-                    continue;
-                }
-                // A relayed part crosses the resources of both of its hops.
-                routes.push(match f.via {
-                    None => fabric.route(f.src, f.dst),
-                    Some(r) => {
-                        let hops: Vec<u32> = fabric
-                            .route(f.src, r)
-                            .hops()
-                            .iter()
-                            .chain(fabric.route(r, f.dst).hops())
-                            .copied()
-                            .collect();
-                        coflow_sched::Route::new(&hops)
-                    }
-                });
-                let size = (f.size as f64).max(1.0);
-                // What the last report says is left, brought forward at the rates in force since
-                // that report, for at most a heartbeat (the next report is due by then): the
-                // bytes of the rates before the last change and those of the rate in force. A
-                // flow its source has not reported yet is not brought forward: it may not have
-                // started (its receiver still connecting), and a flow believed nearly done would
-                // get whole ports from a smallest-first policy that others need.
-                let moved = f.moved_before + f.moved_at_rate(now, heartbeat);
-                let remaining = (f.size.saturating_sub(f.sent) as f64 - moved).clamp(1.0, size);
-                flows.push(SnapshotFlow { src: f.src, dst: f.dst, size, remaining });
-                self.order.push(fid);
-            }
-            if flows.is_empty() {
-                // Every flow of it waits to be routed: it is not decided for meanwhile.
-                continue;
-            }
-            if tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE) {
-                trace_coflow(id, &c.reg.options.name, &flows);
-            }
-            let pending = c.pending();
-            let spec = SnapshotCoflow {
-                id,
-                arrival: p.arrival,
-                deadline: c.reg.options.deadline,
-                weight: c.reg.options.weight,
-                width: c.width + pending,
-                pending,
-            };
-            self.snapshot.push_coflow_routed(&spec, &flows, &routes);
-        }
-        let input = self.snapshot.input(now, &fabric);
-        self.alloc.reset(&input);
-        self.wake = self.policy.poll_allocation(&input, &mut self.alloc);
-        self.snapshot.flow_rates(&self.alloc, &mut self.rates);
-        for (&fid, &rate) in self.order.iter().zip(&self.rates) {
-            let f = self.flows.get_mut(&fid).expect("scheduled flows are live");
-            let changed = if f.rate == 0.0 || rate == 0.0 {
-                f.rate != rate
-            } else {
-                (rate - f.rate).abs() > RATE_TOLERANCE * f.rate
-            };
-            if changed {
-                f.moved_before += f.moved_at_rate(now, heartbeat);
-                f.asked += f.asked_at_rate(now);
-                f.rate = rate;
-                f.rate_since = now;
-                self.pending.entry(f.src).or_default().insert(fid, rate);
-            }
-        }
-        // Rejected coflows are served unscheduled rather than left to hang.
-        self.rejected.clear();
-        self.policy.poll_rejected(&mut self.rejected);
-        for id in std::mem::take(&mut self.rejected) {
-            tracing::info!(coflow = %id, "rejected by admission control; served unscheduled");
-            let Some(c) = self.coflows.get_mut(&id) else { continue };
-            if let CoflowState::Scheduled(Some(p)) = std::mem::replace(&mut c.state, CoflowState::Rejected) {
-                self.active.remove(&(p.arrival, id));
-                for fid in p.flows {
-                    self.serve_unscheduled(fid);
-                }
-            }
-        }
-    }
-}
-
-/// Logs (target `coflow::decide`, trace) what a decision sees of a coflow: its flows, their
-/// remaining bytes and the most of them on one port, the bytes its bottleneck must carry.
-fn trace_coflow(id: CoflowId, name: &str, flows: &[SnapshotFlow]) {
-    let mut ports: BTreeMap<(bool, MachineId), f64> = BTreeMap::new();
-    for f in flows {
-        *ports.entry((true, f.src)).or_default() += f.remaining;
-        *ports.entry((false, f.dst)).or_default() += f.remaining;
-    }
-    let remaining: f64 = flows.iter().map(|f| f.remaining).sum();
-    let (port, most) = ports.into_iter().fold((None, 0.0), |a, (p, b)| if b > a.1 { (Some(p), b) } else { a });
-    let port = port.map(|(up, m)| format!("{}{}", if up { "up" } else { "down" }, m.0));
-    tracing::trace!(target: "coflow::decide", coflow = %id, name, flows = flows.len(), remaining, port, most, "coflow");
 }
