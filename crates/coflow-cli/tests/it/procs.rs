@@ -44,6 +44,33 @@ pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Waits (at most 30 s) until `p` listens on `port`: false if it exited first, as a process
+/// does when another took one of its ports between [`free_port`] and its bind.
+fn listens(p: &mut Proc, port: u16) -> bool {
+    let started = Instant::now();
+    loop {
+        if p.0.try_wait().unwrap().is_some() {
+            return false;
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "nothing listens on port {port} after 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `start` (which picks free ports, starts a process on them and gives it once it listens)
+/// until it gives something, at most five times: a process that exits at start lost a port.
+fn on_free_ports<T>(what: &str, mut start: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..5 {
+        if let Some(started) = start() {
+            return started;
+        }
+    }
+    panic!("{what} exited at start five times, each on ports free a moment before");
+}
+
 /// What to start.
 pub(crate) struct Spec {
     /// How many agents (machines 0 to N - 1).
@@ -150,15 +177,18 @@ impl Procs {
             coflow_testkit::make_certs(&dir.join("certs"), spec.agents).unwrap();
         }
         let scheme = if spec.tls { "https" } else { "http" };
-        let (cport, mport) = (free_port(), free_port());
         std::fs::write(dir.join("coordinator.toml"), &spec.coordinator_toml).unwrap();
         std::fs::write(dir.join("agent.toml"), &spec.agent_toml).unwrap();
         let launch = Launch { dir: dir.clone(), tls: spec.tls, log: spec.log, rust_log: spec.rust_log };
-        let mut args: Vec<String> = vec!["coordinator".into(), "--listen".into(), format!("127.0.0.1:{cport}")];
-        args.extend(["--metrics-listen".into(), format!("127.0.0.1:{mport}"), "--config".into()]);
-        args.push(dir.join("coordinator.toml").display().to_string());
-        args.extend(launch.tls_args("coordinator"));
-        let coordinator = launch.command_with(args.clone(), &spec.coordinator_env);
+        let (coordinator, args, cport, mport) = on_free_ports("the coordinator", || {
+            let (cport, mport) = (free_port(), free_port());
+            let mut args: Vec<String> = vec!["coordinator".into(), "--listen".into(), format!("127.0.0.1:{cport}")];
+            args.extend(["--metrics-listen".into(), format!("127.0.0.1:{mport}"), "--config".into()]);
+            args.push(dir.join("coordinator.toml").display().to_string());
+            args.extend(launch.tls_args("coordinator"));
+            let mut p = launch.command_with(args.clone(), &spec.coordinator_env);
+            listens(&mut p, cport).then_some((p, args, cport, mport))
+        });
         let mut procs = Procs {
             coordinator_args: args,
             coordinator_env: spec.coordinator_env,
@@ -189,20 +219,24 @@ impl Procs {
     /// directory), and gives its URL for clients: one more besides [`Procs::agents`], such as a
     /// replacement.
     pub(crate) fn start_agent(&self, m: u32, data: &str) -> (Proc, String) {
-        let (aport, dport) = (free_port(), free_port());
-        let mut args: Vec<String> =
-            ["agent", "--machine", &m.to_string(), "--coordinator", &self.coordinator_url].map(String::from).to_vec();
-        args.extend([
-            "--listen".into(),
-            format!("127.0.0.1:{aport}"),
-            "--data-listen".into(),
-            format!("127.0.0.1:{dport}"),
-        ]);
-        args.extend(["--config".into(), self.dir.join("agent.toml").display().to_string()]);
-        args.extend(["--data-dir".into(), self.dir.join(data).display().to_string()]);
-        args.extend(self.launch.tls_args(&format!("agent-{m}")));
-        let scheme = if self.launch.tls { "https" } else { "http" };
-        (self.launch.command(args), format!("{scheme}://127.0.0.1:{aport}"))
+        on_free_ports("an agent", || {
+            let (aport, dport) = (free_port(), free_port());
+            let mut args: Vec<String> = ["agent", "--machine", &m.to_string(), "--coordinator", &self.coordinator_url]
+                .map(String::from)
+                .to_vec();
+            args.extend([
+                "--listen".into(),
+                format!("127.0.0.1:{aport}"),
+                "--data-listen".into(),
+                format!("127.0.0.1:{dport}"),
+            ]);
+            args.extend(["--config".into(), self.dir.join("agent.toml").display().to_string()]);
+            args.extend(["--data-dir".into(), self.dir.join(data).display().to_string()]);
+            args.extend(self.launch.tls_args(&format!("agent-{m}")));
+            let scheme = if self.launch.tls { "https" } else { "http" };
+            let mut p = self.launch.command(args);
+            listens(&mut p, aport).then(|| (p, format!("{scheme}://127.0.0.1:{aport}")))
+        })
     }
 
     /// A client of agent `m`: the cluster's client certificate, or the token.
