@@ -199,6 +199,17 @@ fn clear_bit(set: &mut [u64], i: u32) {
     set[(i / 64) as usize] &= !(1 << (i % 64));
 }
 
+/// Makes `set` the bit set over `0..n` with bit `i` where `pred(i)`, a word at a time (each built
+/// in a register rather than bit by bit in memory).
+pub(crate) fn fill_bits(set: &mut Vec<u64>, n: usize, pred: impl Fn(usize) -> bool) {
+    set.clear();
+    set.extend(
+        (0..n)
+            .step_by(64)
+            .map(|start| (start..n.min(start + 64)).fold(0u64, |word, i| word | (u64::from(pred(i)) << (i - start)))),
+    );
+}
+
 impl Shape {
     /// The shape of `c`; `count` is scratch, one per resource, all zero, left so.
     pub(crate) fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32]) -> Shape {
@@ -550,14 +561,8 @@ impl Serving<'_> {
             return true;
         }
         if !self.open_known {
-            // Word by word, each built in a register.
-            open.clear();
-            let receivers = shape.receivers.chunks(64).zip(shape.receiver_legs.chunks(64));
-            open.extend(receivers.map(|(rs, ns)| {
-                let with_room =
-                    |(b, (&r, &n)): (usize, (&ResourceId, &u32))| u64::from(n > 0 && pool.room(r) > 0.0) << b;
-                rs.iter().zip(ns).enumerate().map(with_room).fold(0, |x, y| x | y)
-            }));
+            let (receivers, legs) = (&shape.receivers, &shape.receiver_legs);
+            fill_bits(open, receivers.len(), |i| legs[i] > 0 && pool.room(receivers[i]) > 0.0);
             self.open_count = open.iter().map(|w| w.count_ones() as usize).sum();
             self.open_known = true;
         }
@@ -733,12 +738,8 @@ impl BlindScheduler for Aalo {
         // Pass 2: what the shares left unused, in the same order, so that no port idles while a
         // flow through it could send. It stops once every port some flow uses is full.
         let mut open = (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
-        self.room.clear();
-        self.room.resize(resources.div_ceil(64), 0);
-        // Word by word, each built in a register.
-        for ((word, left), caps) in self.room.iter_mut().zip(self.left.chunks(64)).zip(cap.chunks(64)) {
-            *word = left.iter().zip(caps).enumerate().fold(0, |x, (b, (&l, &c))| x | (u64::from(l > c * FULL) << b));
-        }
+        let left = &self.left;
+        fill_bits(&mut self.room, resources, |r| left[r] > cap[r] * FULL);
         for &i in &self.order {
             if open == 0 {
                 break;

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
-use crate::aalo::{Pool, Shape, serve, serve_leg};
+use crate::aalo::{Pool, Shape, fill_bits, serve, serve_leg};
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindScheduler};
 use crate::fabric::{ResourceId, Route};
 
@@ -585,12 +585,7 @@ impl BlindScheduler for Philae {
         self.left.clear();
         self.left.extend_from_slice(cap);
         let mut open = (0..resources).filter(|&r| cap[r] > 0.0 && self.contention.crossed(r as ResourceId)).count();
-        self.room.clear();
-        self.room.resize(resources.div_ceil(64), 0);
-        // Word by word, each built in a register.
-        for (word, caps) in self.room.iter_mut().zip(cap.chunks(64)) {
-            *word = caps.iter().enumerate().fold(0, |x, (b, &c)| x | (u64::from(c > 0.0) << b));
-        }
+        fill_bits(&mut self.room, resources, |r| cap[r] > 0.0);
         let mut order: Vec<(usize, u64, u64, usize)> = Vec::with_capacity(input.coflows.len());
         for (i, c) in input.coflows.iter().enumerate() {
             let s = &self.states[&c.id];
