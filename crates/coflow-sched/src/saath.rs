@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
-use crate::aalo::{Pool, Shape, serve};
-use crate::blind::{BlindAllocation, BlindInput, BlindScheduler};
+use crate::aalo::{Pool, Shape, fill_bits, serve};
+use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindScheduler};
 use crate::fabric::{ResourceId, Route};
 use crate::kernel::FULL;
 use crate::philae::{Contention, legs_on};
@@ -93,6 +93,27 @@ struct State {
     most: f64,
     /// The legs it served at the previous decision, as (offset, bytes per second per flow).
     served: Vec<(u32, f64)>,
+    /// The offsets of its legs that cross the fabric and were active when last looked at,
+    /// ascending: a served coflow's rate goes to each of them that is still active, so that a
+    /// coflow of thousands of finished legs is not walked whole at every decision. Compacted
+    /// when its finished legs are as many as the active ones.
+    active: Vec<u32>,
+    finished: usize,
+}
+
+impl State {
+    /// Lists the legs of `c` that cross the fabric and are active.
+    fn list_active(&mut self, c: &BlindCoflow, legs: &[BlindLeg]) {
+        self.active.clear();
+        self.finished = 0;
+        let first = c.legs.start;
+        self.active.extend(
+            c.legs
+                .clone()
+                .filter(|&l| legs[l].active_flows > 0 && !legs[l].route.hops().is_empty())
+                .map(|l| (l - first) as u32),
+        );
+    }
 }
 
 /// Saath.
@@ -111,6 +132,8 @@ pub struct Saath {
     left: Vec<f64>,
     gone: Vec<ResourceId>,
     contention: Contention,
+    /// The resources with room in `left`, as a bit set (the work-conserving pass).
+    room: Vec<u64>,
 }
 
 impl Saath {
@@ -165,6 +188,9 @@ impl BlindScheduler for Saath {
             self.contention.clear();
         } else {
             for &(id, j, l) in input.legs_finished {
+                if let Some(s) = self.states.get_mut(&id) {
+                    s.finished += 1;
+                }
                 if let Some(shape) = self.shapes.get_mut(&id) {
                     self.gone.clear();
                     shape.finish_into(j, &input.legs[l - j as usize..], &mut self.gone);
@@ -225,6 +251,13 @@ impl BlindScheduler for Saath {
                     s.legs.push((l.route, sent));
                 }
             }
+            // Rebuilt, a finished leg may have flows again.
+            if !same || input.everything {
+                s.list_active(c, input.legs);
+            } else if s.finished * 2 > s.active.len() {
+                s.active.retain(|&j| legs[j as usize].active_flows > 0);
+                s.finished = 0;
+            }
         }
         for f in input.flows_finished {
             if let Some(s) = self.states.get_mut(&f.coflow) {
@@ -232,10 +265,14 @@ impl BlindScheduler for Saath {
             }
         }
         for c in input.coflows {
-            let s = self.states.entry(c.id).or_insert_with(|| State {
-                waiting_since: now,
-                legs: input.legs[c.legs.clone()].iter().map(|l| (l.route, 0.0)).collect(),
-                ..State::default()
+            let s = self.states.entry(c.id).or_insert_with(|| {
+                let mut s = State {
+                    waiting_since: now,
+                    legs: input.legs[c.legs.clone()].iter().map(|l| (l.route, 0.0)).collect(),
+                    ..State::default()
+                };
+                s.list_active(c, input.legs);
+                s
             });
             if s.admitted {
                 s.waiting_since = now;
@@ -326,9 +363,9 @@ impl BlindScheduler for Saath {
                 let y = &mut self.left[r as usize];
                 *y = (*y - used).max(0.0);
             }
-            for l in c.legs.clone() {
-                let leg = &input.legs[l];
-                if leg.active_flows > 0 && !leg.route.hops().is_empty() {
+            for &j in &self.states[&c.id].active {
+                let l = c.legs.start + j as usize;
+                if input.legs[l].active_flows > 0 {
                     if out.leg_rate[l] == 0.0 {
                         out.served.push(l);
                     }
@@ -344,36 +381,60 @@ impl BlindScheduler for Saath {
         if self.cfg.work_conserving {
             let mut open =
                 (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
+            let left = &self.left;
+            fill_bits(&mut self.room, resources, |r| left[r] > cap[r] * FULL);
             for &(_, _, _, _, i) in &order {
                 if open == 0 {
                     break;
                 }
                 let c = &input.coflows[i];
-                let mut pool = Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open, room: None };
-                serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
+                let shape = &self.shapes[&c.id];
+                if !shape.may_have_room(&self.room) {
+                    continue;
+                }
+                let mut pool = Pool {
+                    cap,
+                    avail: &mut self.left,
+                    base: 0,
+                    mirror: None,
+                    open: &mut open,
+                    room: Some(&mut self.room),
+                };
+                serve(c, shape, input.legs, out, &mut pool, &mut self.open);
             }
         }
 
         // Remember what each coflow's legs were given; wake when a served flow will cross its
         // coflow's per-flow limit, or a waiting coflow ages.
-        let mut wake = Nanos::MAX;
-        out.served.sort_unstable();
-        let mut i = 0;
-        for &l in &out.served {
-            while input.coflows[i].legs.end <= l {
+        // The served legs come in runs, ascending within a coflow, which a stable sort merges.
+        out.served.sort();
+        // The soonest crossing, in seconds from now, made a time once (rounding is monotone).
+        let mut soonest = f64::INFINITY;
+        // Coflow by coflow: the served legs of coflow `i` are the next ones below its end.
+        let (mut i, mut k) = (0, 0);
+        while let Some(&first) = out.served.get(k) {
+            while input.coflows[i].legs.end <= first {
                 i += 1;
             }
             let c = &input.coflows[i];
-            let rate = out.leg_rate[l];
+            let run = out.served[k..].partition_point(|&l| l < c.legs.end);
             let s = self.states.get_mut(&c.id).expect("a state");
-            let j = l - c.legs.start;
-            s.served.push((j as u32, rate));
             let limit = self.cfg.limit(s.queue) / f64::from(c.width.max(1));
-            if limit.is_finite() && rate > 0.0 {
-                let secs = ((limit - s.legs[j].1) / rate).max(0.0);
-                wake = wake.min(now.saturating_add(Nanos::from_secs_f64(secs)).saturating_add(Nanos(1)));
+            for &l in &out.served[k..k + run] {
+                let rate = out.leg_rate[l];
+                let j = l - c.legs.start;
+                s.served.push((j as u32, rate));
+                if limit.is_finite() && rate > 0.0 {
+                    soonest = soonest.min(((limit - s.legs[j].1) / rate).max(0.0));
+                }
             }
+            k += run;
         }
+        let mut wake = if soonest < f64::INFINITY {
+            now.saturating_add(Nanos::from_secs_f64(soonest)).saturating_add(Nanos(1))
+        } else {
+            Nanos::MAX
+        };
         for (i, c) in input.coflows.iter().enumerate() {
             let s = self.states.get_mut(&c.id).expect("a state");
             s.admitted = admitted[i];
