@@ -124,20 +124,21 @@ impl Testbed {
 
     /// The coordinator's count of policy decisions since it started.
     pub fn decisions(&self) -> Result<u64, TestbedError> {
-        let r = self.cluster().hub.ask(0, Op::Decisions, Duration::from_secs(10))?;
-        if r.outcome != crate::client::Outcome::Ok {
-            return Err(TestbedError::Setup(format!("the coordinator's status: {}", r.message)));
-        }
-        Ok(r.value)
+        self.status(Op::Decisions).map(|r| r.value)
     }
 
     /// The coordinator's wide-area counters: bytes it sent through relays and flows rerouted.
     pub fn relayed(&self) -> Result<(u64, u64), TestbedError> {
-        let r = self.cluster().hub.ask(0, Op::Relayed, Duration::from_secs(10))?;
+        self.status(Op::Relayed).map(|r| (r.value, r.bytes))
+    }
+
+    /// Asks host 0's client for a reading of the coordinator's status.
+    fn status(&self, op: Op) -> Result<crate::client::Reply, TestbedError> {
+        let r = self.cluster().hub.ask(0, op, Duration::from_secs(10))?;
         if r.outcome != crate::client::Outcome::Ok {
             return Err(TestbedError::Setup(format!("the coordinator's status: {}", r.message)));
         }
-        Ok((r.value, r.bytes))
+        Ok(r)
     }
 
     /// The map stage: registers every coflow (from host 0) and puts every piece on its mapper's
