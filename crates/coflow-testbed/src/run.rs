@@ -109,8 +109,8 @@ pub struct PolicyResult {
     pub flows_rerouted: u64,
     /// Bytes relayed in the simulation (each detoured byte crosses one more link).
     pub simulated_relayed_bytes: Option<f64>,
-    /// The coordinator's policy decisions over the replay (0 if it could not be asked).
-    pub decisions: u64,
+    /// The coordinator's policy decisions over the replay (`None` if it could not be asked).
+    pub decisions: Option<u64>,
     /// The simulator's decisions for the same workload and policy.
     pub simulated_decisions: Option<u64>,
     /// On a wide-area testbed: every link's rate (wire bytes per second) as applied over the
@@ -262,10 +262,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             }),
             None => (0, 0),
         };
-        let decisions = tb.decisions().unwrap_or_else(|e| {
-            progress(&format!("{label}: {e}"));
-            0
-        });
+        let decisions = tb.decisions().inspect_err(|e| progress(&format!("{label}: {e}"))).ok();
         let mut sim_ccts = Vec::new();
         let sim = match (port, &opts.topology.wan, &weather) {
             (_, Some(dcs), Some(log)) => {
@@ -444,7 +441,7 @@ impl RunReport {
                 "\n{}: measured minus simulated CCT by group{}; policy decisions {} live, {} simulated\n",
                 name(r),
                 r.difference_from.as_ref().map_or(String::new(), |b| format!(" (most of the difference: {b})")),
-                r.decisions,
+                r.decisions.map_or("-".into(), |d| d.to_string()),
                 r.simulated_decisions.map_or("-".into(), |d| d.to_string())
             ));
             s.push_str(&format!(
