@@ -53,6 +53,7 @@ impl Core {
         self.order.clear();
         let mut flows = Vec::new();
         let mut routes = Vec::new();
+        let trace = tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE);
         for &(_, id) in &self.active {
             let c = &self.coflows[&id];
             let CoflowState::Scheduled(Some(p)) = &c.state else { unreachable!("active coflows are in the policy") };
@@ -95,7 +96,7 @@ impl Core {
                 // Every flow of it waits to be routed: it is not decided for meanwhile.
                 continue;
             }
-            if tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE) {
+            if trace {
                 trace_coflow(id, &c.reg.options.name, &flows);
             }
             let pending = c.pending();
