@@ -347,60 +347,16 @@ async fn pace<W: AsyncWrite + Unpin>(
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
     let idle = shared.idle();
-    let keepalive = idle / 5;
-    let port_rate = shared.config.port_rate_bps;
     let mut reader = piece.reader_range(&shared.config.data_dir, offset, length).await?;
     let block = reader.next_len().max(1) as usize;
-    let mut rate_rx = shared.rates.subscribe(flow);
-    let mut bucket = crate::bucket::TokenBucket::new(0.0, burst_for(0.0, block), shared.now());
+    let mut pacer = Pacer::new(shared, flow, block);
     let mut buf = Vec::with_capacity(block);
     let mut frame = Vec::with_capacity(block + 9);
-    let mut last_write = Instant::now();
-    let mut started = false;
     while reader.remaining() > 0 {
         let crc = reader.next_block(&mut buf).await?;
         let mut at = 0;
         while at < buf.len() {
-            let left = buf.len() - at;
-            let mut n = left;
-            loop {
-                let pushed = *rate_rx.borrow_and_update();
-                if pushed.is_infinite() {
-                    // Served outside the policy: as fast as the network (and the port cap) lets it.
-                    break;
-                }
-                let assigned = pushed.min(port_rate);
-                if assigned != bucket.rate() {
-                    bucket.set_rate(shared.now(), assigned, burst_for(assigned, block));
-                    if !started && assigned > 0.0 {
-                        // The sender's timer has millisecond steps: a first frame that would take
-                        // less than a millisecond at this rate would otherwise wait a whole one.
-                        // The flow starts with a millisecond of credit; its average rate is
-                        // unchanged.
-                        started = true;
-                        bucket.credit(shared.now(), assigned * TIMER_STEP.as_secs_f64());
-                    }
-                }
-                n = frame_len(assigned, left);
-                let wait = match bucket.take(shared.now(), n as u64) {
-                    Grant::Now => break,
-                    Grant::Wait(d) => Some(Duration::from_nanos(d.0).min(Duration::from_millis(20))),
-                    Grant::Paused => None,
-                };
-                if last_write.elapsed() >= keepalive {
-                    write_within(sock, &wire::KEEPALIVE, idle).await?;
-                    sock.flush().await.map_err(peer_gone)?;
-                    last_write = Instant::now();
-                }
-                let nap = wait.unwrap_or(keepalive).min(keepalive.saturating_sub(last_write.elapsed()));
-                tokio::select! {
-                    _ = tokio::time::sleep(nap) => {}
-                    // A rate table entry dropped under the flow leaves it at its last rate (and
-                    // never wakes it in a loop).
-                    Ok(()) = rate_rx.changed() => {}
-                    _ = shutdown.changed() => return Err(AgentError::ShuttingDown),
-                }
-            }
+            let n = pacer.grant(sock, shared, buf.len() - at, shutdown).await?;
             shared.tx_port.wait(shared, n as u64).await;
             if progress.load(Ordering::Relaxed) == 0 {
                 tracing::debug!(target: "coflow::path", flow = flow.0, "first-write");
@@ -412,7 +368,7 @@ async fn pace<W: AsyncWrite + Unpin>(
             frame.clear();
             wire::encode_data(part, part_crc, &mut frame);
             write_within(sock, &frame, idle).await?;
-            last_write = Instant::now();
+            pacer.last_write = Instant::now();
             at += n;
             progress.fetch_add(n as u64, Ordering::Relaxed);
             shared.tx_bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -420,6 +376,87 @@ async fn pace<W: AsyncWrite + Unpin>(
     }
     sock.flush().await.map_err(peer_gone)?;
     Ok(())
+}
+
+/// A flow's pacing: its assigned rate as the coordinator pushes it, held by a token bucket, and
+/// when it last wrote (a keepalive goes out when it has waited long).
+struct Pacer {
+    rate_rx: watch::Receiver<f64>,
+    bucket: crate::bucket::TokenBucket,
+    block: usize,
+    port_rate: f64,
+    idle: Duration,
+    keepalive: Duration,
+    last_write: Instant,
+    /// Whether the flow has had its first positive rate.
+    started: bool,
+}
+
+impl Pacer {
+    fn new(shared: &Shared, flow: FlowId, block: usize) -> Pacer {
+        let idle = shared.idle();
+        Pacer {
+            rate_rx: shared.rates.subscribe(flow),
+            bucket: crate::bucket::TokenBucket::new(0.0, burst_for(0.0, block), shared.now()),
+            block,
+            port_rate: shared.config.port_rate_bps,
+            idle,
+            keepalive: idle / 5,
+            last_write: Instant::now(),
+            started: false,
+        }
+    }
+
+    /// Waits until the flow may send its next frame, of at most `left` bytes; returns its length.
+    async fn grant<W: AsyncWrite + Unpin>(
+        &mut self,
+        sock: &mut W,
+        shared: &Shared,
+        left: usize,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<usize, AgentError> {
+        loop {
+            let pushed = *self.rate_rx.borrow_and_update();
+            if pushed.is_infinite() {
+                // Served outside the policy: as fast as the network (and the port cap) lets it.
+                return Ok(left);
+            }
+            let assigned = pushed.min(self.port_rate);
+            if assigned != self.bucket.rate() {
+                self.set_rate(shared, assigned);
+            }
+            let n = frame_len(assigned, left);
+            let wait = match self.bucket.take(shared.now(), n as u64) {
+                Grant::Now => return Ok(n),
+                Grant::Wait(d) => Some(Duration::from_nanos(d.0).min(Duration::from_millis(20))),
+                Grant::Paused => None,
+            };
+            if self.last_write.elapsed() >= self.keepalive {
+                write_within(sock, &wire::KEEPALIVE, self.idle).await?;
+                sock.flush().await.map_err(peer_gone)?;
+                self.last_write = Instant::now();
+            }
+            let nap = wait.unwrap_or(self.keepalive).min(self.keepalive.saturating_sub(self.last_write.elapsed()));
+            tokio::select! {
+                _ = tokio::time::sleep(nap) => {}
+                // A rate table entry dropped under the flow leaves it at its last rate (and
+                // never wakes it in a loop).
+                Ok(()) = self.rate_rx.changed() => {}
+                _ = shutdown.changed() => return Err(AgentError::ShuttingDown),
+            }
+        }
+    }
+
+    fn set_rate(&mut self, shared: &Shared, assigned: f64) {
+        self.bucket.set_rate(shared.now(), assigned, burst_for(assigned, self.block));
+        if !self.started && assigned > 0.0 {
+            // The sender's timer has millisecond steps: a first frame that would take less than a
+            // millisecond at this rate would otherwise wait a whole one. The flow starts with a
+            // millisecond of credit; its average rate is unchanged.
+            self.started = true;
+            self.bucket.credit(shared.now(), assigned * TIMER_STEP.as_secs_f64());
+        }
+    }
 }
 
 /// The smallest frame a paced flow sends.
