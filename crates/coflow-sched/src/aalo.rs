@@ -99,10 +99,16 @@ pub struct Aalo {
     at: Vec<usize>,
     rate: Vec<f64>,
     /// Per queue and resource (`q · resources + r`): whether the queue uses it, then its share
-    /// left. Only the slots listed in `touched` are set, and they are cleared after the decision.
+    /// left. Only the slots listed in `touched` (as queue and resource) are set, and they are
+    /// cleared after the decision.
     share: Vec<f64>,
     present: Vec<bool>,
-    touched: Vec<usize>,
+    touched: Vec<(usize, usize)>,
+    /// Per queue, the resources where its share has room, as a bit set (`words(resources)` words
+    /// a queue), all clear between decisions.
+    share_room: Vec<u64>,
+    /// Per queue, its weight.
+    weights: Vec<f64>,
     total_weight: Vec<f64>,
     left: Vec<f64>,
     /// Scratch, one count per resource, all zero between uses.
@@ -414,8 +420,8 @@ pub(crate) struct Pool<'a> {
     pub(crate) base: usize,
     pub(crate) mirror: Option<&'a mut [f64]>,
     pub(crate) open: &'a mut usize,
-    /// If given, the resources with room in `avail` as a bit set, a bit cleared as its resource
-    /// fills.
+    /// If given, the resources with room in `avail` as a bit set (exactly those, with a word for
+    /// every resource), a bit cleared as its resource fills.
     pub(crate) room: Option<&'a mut [u64]>,
 }
 
@@ -562,7 +568,10 @@ impl Serving<'_> {
         }
         if !self.open_known {
             let (receivers, legs) = (&shape.receivers, &shape.receiver_legs);
-            fill_bits(open, receivers.len(), |i| legs[i] > 0 && pool.room(receivers[i]) > 0.0);
+            match pool.room.as_deref() {
+                Some(room) => fill_bits(open, receivers.len(), |i| legs[i] > 0 && bit(room, receivers[i])),
+                None => fill_bits(open, receivers.len(), |i| legs[i] > 0 && pool.room(receivers[i]) > 0.0),
+            }
             self.open_count = open.iter().map(|w| w.count_ones() as usize).sum();
             self.open_known = true;
         }
@@ -690,6 +699,10 @@ impl BlindScheduler for Aalo {
         // Each port's share per queue present there (only the slots of queues present are set).
         self.present.resize(k * resources, false);
         self.share.resize(k * resources, 0.0);
+        let room_words = words(resources);
+        self.share_room.resize(k * room_words, 0);
+        self.weights.clear();
+        self.weights.extend((0..k).map(|q| self.cfg.weight(q)));
         self.touched.clear();
         self.total_weight.clear();
         self.total_weight.resize(resources, 0.0);
@@ -699,19 +712,17 @@ impl BlindScheduler for Aalo {
                 let slot = q * resources + r as usize;
                 if !self.present[slot] {
                     self.present[slot] = true;
-                    self.touched.push(slot);
-                    self.total_weight[r as usize] += self.cfg.weight(q);
+                    self.touched.push((q, r as usize));
+                    self.total_weight[r as usize] += self.weights[q];
                 }
             }
         }
-        for &slot in &self.touched {
-            // The queue and resource of the slot, without dividing by a number unknown until now.
-            let mut q = 0;
-            while (q + 1) * resources <= slot {
-                q += 1;
+        for &(q, r) in &self.touched {
+            let share = cap[r] * self.weights[q] / self.total_weight[r];
+            self.share[q * resources + r] = share;
+            if share > cap[r] * FULL {
+                set_bit(&mut self.share_room[q * room_words..], r as u32);
             }
-            let r = slot - q * resources;
-            self.share[slot] = cap[r] * self.cfg.weight(q) / self.total_weight[r];
         }
 
         // Pass 1: inside each queue's shares, first come first served, flow by flow.
@@ -720,20 +731,22 @@ impl BlindScheduler for Aalo {
         let mut unused = usize::MAX;
         for &i in &self.order {
             let c = &input.coflows[i];
+            let q = self.queue[i];
             let mut pool = Pool {
                 cap,
                 avail: &mut self.share,
-                base: self.queue[i] * resources,
+                base: q * resources,
                 mirror: Some(&mut self.left),
                 open: &mut unused,
-                room: None,
+                room: Some(&mut self.share_room[q * room_words..(q + 1) * room_words]),
             };
             self.rate[i] += serve(c, &self.shapes[&c.id], input.legs, out, &mut pool, &mut self.open);
         }
-        for &slot in &self.touched {
-            self.present[slot] = false;
-            self.share[slot] = 0.0;
+        for &(q, r) in &self.touched {
+            self.present[q * resources + r] = false;
+            self.share[q * resources + r] = 0.0;
         }
+        self.share_room.fill(0);
 
         // Pass 2: what the shares left unused, in the same order, so that no port idles while a
         // flow through it could send. It stops once every port some flow uses is full.
@@ -854,20 +867,34 @@ mod tests {
     /// pool: the same rates, in the same order, to the bit.
     fn serve_is_a_scan(c: &BlindCoflow, shape: &Shape, legs: &[BlindLeg], avail: &[f64]) {
         let cap = vec![100.0; avail.len()];
-        let run = |fast: bool| {
+        // Scanned, served, and served with the resources with room as a bit set (as both of
+        // `aalo`'s passes and `philae` serve), which must end as the resources with room.
+        let with_room = |avail: &[f64]| {
+            let mut room = Vec::new();
+            fill_bits(&mut room, avail.len(), |r| avail[r] > cap[r] * FULL);
+            room
+        };
+        let run = |fast: bool, with_set: bool| {
             let (mut avail, mut left, mut open) = (avail.to_vec(), avail.to_vec(), usize::MAX);
+            let mut set = with_room(&avail);
             let mut out = BlindAllocation { leg_rate: vec![0.0; legs.len()], served: Vec::new() };
+            let room = with_set.then_some(&mut set[..]);
             let mut pool =
-                Pool { cap: &cap, avail: &mut avail, base: 0, mirror: Some(&mut left), open: &mut open, room: None };
+                Pool { cap: &cap, avail: &mut avail, base: 0, mirror: Some(&mut left), open: &mut open, room };
             let given = if fast {
                 serve(c, shape, legs, &mut out, &mut pool, &mut Vec::new())
             } else {
                 c.legs.clone().map(|l| serve_leg(l, legs, &mut out, &mut pool)).sum()
             };
+            if with_set {
+                assert_eq!(set, with_room(&avail), "the bit set follows the resources with room");
+            }
             let bits = |xs: &[f64]| xs.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             (given.to_bits(), bits(&out.leg_rate), out.served, bits(&avail), bits(&left))
         };
-        assert_eq!(run(true), run(false));
+        let scan = run(false, false);
+        assert_eq!(run(true, false), scan);
+        assert_eq!(run(true, true), scan);
     }
 
     proptest::proptest! {
