@@ -583,8 +583,9 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
                 }
             }
         } else {
-            // Listed legs, in the order of the legs, so that the extras come out as a scan would.
-            self.alloc.served.sort_unstable();
+            // Listed legs, in the order of the legs, so that the extras come out as a scan would;
+            // a policy lists them in ascending runs (coflow by coflow), which a stable sort merges.
+            self.alloc.served.sort();
             let mut k = 0;
             for &j in &self.alloc.served {
                 while self.coflows[k].legs.end <= j {
