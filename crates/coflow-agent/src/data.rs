@@ -346,10 +346,10 @@ async fn pace<W: AsyncWrite + Unpin>(
     progress: &AtomicU64,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
-    let idle = shared.idle();
     let mut reader = piece.reader_range(&shared.config.data_dir, offset, length).await?;
     let block = reader.next_len().max(1) as usize;
     let mut pacer = Pacer::new(shared, flow, block);
+    let idle = pacer.idle;
     let mut buf = Vec::with_capacity(block);
     let mut frame = Vec::with_capacity(block + 9);
     while reader.remaining() > 0 {

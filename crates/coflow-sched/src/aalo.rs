@@ -448,6 +448,62 @@ impl Pool<'_> {
     }
 }
 
+/// What a first pass left of each resource, served to coflows one after another as [`serve`]
+/// serves them, until every resource some coflow uses is full: the second pass of `aalo` and of
+/// `saath`, so that no port idles while a flow through it could send.
+pub(crate) struct Leftover<'a> {
+    cap: &'a [f64],
+    left: &'a mut [f64],
+    /// The resources with room in `left`, as a bit set.
+    room: &'a mut Vec<u64>,
+    /// How many resources some coflow uses still have room.
+    open: usize,
+}
+
+impl<'a> Leftover<'a> {
+    /// `left` of each resource of capacities `cap`, where `used(r)` says whether some coflow uses
+    /// resource `r`; `room` is scratch.
+    pub(crate) fn new(
+        cap: &'a [f64],
+        left: &'a mut [f64],
+        used: impl Fn(usize) -> bool,
+        room: &'a mut Vec<u64>,
+    ) -> Self {
+        let open = (0..cap.len()).filter(|&r| used(r) && left[r] > cap[r] * FULL).count();
+        fill_bits(room, cap.len(), |r| left[r] > cap[r] * FULL);
+        Leftover { cap, left, room, open }
+    }
+
+    /// Whether a resource some coflow uses still has room.
+    pub(crate) fn any(&self) -> bool {
+        self.open > 0
+    }
+
+    /// Serves coflow `c` from what is left; returns the bytes per second it gave. `scratch` as
+    /// for [`serve`].
+    pub(crate) fn serve(
+        &mut self,
+        c: &BlindCoflow,
+        shape: &Shape,
+        legs: &[BlindLeg],
+        out: &mut BlindAllocation,
+        scratch: &mut Vec<u64>,
+    ) -> f64 {
+        if !shape.may_have_room(self.room) {
+            return 0.0;
+        }
+        let mut pool = Pool {
+            cap: self.cap,
+            avail: self.left,
+            base: 0,
+            mirror: None,
+            open: &mut self.open,
+            room: Some(self.room),
+        };
+        serve(c, shape, legs, out, &mut pool, scratch)
+    }
+}
+
 /// Gives leg `l` as much as the pool has on every resource of its route; returns it.
 pub(crate) fn serve_leg(l: usize, legs: &[BlindLeg], out: &mut BlindAllocation, pool: &mut Pool<'_>) -> f64 {
     let leg = &legs[l];
@@ -750,21 +806,14 @@ impl BlindScheduler for Aalo {
 
         // Pass 2: what the shares left unused, in the same order, so that no port idles while a
         // flow through it could send. It stops once every port some flow uses is full.
-        let mut open = (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
-        let left = &self.left;
-        fill_bits(&mut self.room, resources, |r| left[r] > cap[r] * FULL);
+        let weight = &self.total_weight;
+        let mut rest = Leftover::new(cap, &mut self.left, |r| weight[r] > 0.0, &mut self.room);
         for &i in &self.order {
-            if open == 0 {
+            if !rest.any() {
                 break;
             }
             let c = &input.coflows[i];
-            let shape = &self.shapes[&c.id];
-            if !shape.may_have_room(&self.room) {
-                continue;
-            }
-            let mut pool =
-                Pool { cap, avail: &mut self.left, base: 0, mirror: None, open: &mut open, room: Some(&mut self.room) };
-            self.rate[i] += serve(c, shape, input.legs, out, &mut pool, &mut self.open);
+            self.rate[i] += rest.serve(c, &self.shapes[&c.id], input.legs, out, &mut self.open);
         }
 
         // Wake when a served coflow will have crossed its threshold, as the report will show:

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
-use crate::aalo::{Pool, Shape, fill_bits, serve};
+use crate::aalo::{Leftover, Shape};
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindScheduler};
 use crate::fabric::{ResourceId, Route};
 use crate::kernel::FULL;
@@ -379,28 +379,14 @@ impl BlindScheduler for Saath {
 
         // What all-or-none left, to the flows in the same order.
         if self.cfg.work_conserving {
-            let mut open =
-                (0..resources).filter(|&r| self.total_weight[r] > 0.0 && self.left[r] > cap[r] * FULL).count();
-            let left = &self.left;
-            fill_bits(&mut self.room, resources, |r| left[r] > cap[r] * FULL);
+            let weight = &self.total_weight;
+            let mut rest = Leftover::new(cap, &mut self.left, |r| weight[r] > 0.0, &mut self.room);
             for &(_, _, _, _, i) in &order {
-                if open == 0 {
+                if !rest.any() {
                     break;
                 }
                 let c = &input.coflows[i];
-                let shape = &self.shapes[&c.id];
-                if !shape.may_have_room(&self.room) {
-                    continue;
-                }
-                let mut pool = Pool {
-                    cap,
-                    avail: &mut self.left,
-                    base: 0,
-                    mirror: None,
-                    open: &mut open,
-                    room: Some(&mut self.room),
-                };
-                serve(c, shape, input.legs, out, &mut pool, &mut self.open);
+                rest.serve(c, &self.shapes[&c.id], input.legs, out, &mut self.open);
             }
         }
 
