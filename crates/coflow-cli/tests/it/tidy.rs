@@ -491,3 +491,39 @@ fn the_simulator_and_the_coordinator_take_their_fabric_as_a_value_and_downcast_n
     }
     assert!(wrong.is_empty(), "a topology downcast, or the wide area as a mode: {wrong:#?}");
 }
+
+#[test]
+fn unsafe_code_is_only_the_row_update_s_choice_of_vector_width_each_with_its_reason() {
+    // The workspace denies `unsafe_code`; the one place that allows it calls the copies of the
+    // max-min fill's row update compiled for the processor's vector features, and says why each
+    // call is sound right above it.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut allowed = 0;
+    let mut wrong = Vec::new();
+    for dir in std::fs::read_dir(&root).unwrap().flatten() {
+        for (path, text) in rust_sources(&dir.path()) {
+            let lines: Vec<&str> = text.lines().collect();
+            for (n, line) in lines.iter().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if !(code.contains("allow(unsafe_code)") || code.contains("unsafe_code = \"allow\"")) {
+                    continue;
+                }
+                let reasoned = n > 0
+                    && lines[..n]
+                        .iter()
+                        .rev()
+                        .take_while(|l| l.trim().starts_with("//"))
+                        .any(|l| l.contains("SAFETY:"));
+                if path.ends_with("coflow-sched/src/maxmin.rs") && reasoned {
+                    allowed += 1;
+                } else {
+                    wrong.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(allowed > 0, "the check finds the row update's dispatch");
+    assert!(wrong.is_empty(), "unsafe code outside the row update's dispatch, or with no SAFETY comment: {wrong:#?}");
+    let manifest = std::fs::read_to_string(root.join("../Cargo.toml")).unwrap();
+    assert!(manifest.contains("unsafe_code = \"deny\""), "the workspace denies unsafe code");
+}
