@@ -570,6 +570,12 @@ fn total_remaining(input: &Input<'_>, c: &CoflowState, marks: &mut [bool]) -> f6
 /// MADD for `input.coflows[k]`, whose remaining `loads` these are, blocked only by a full
 /// resource where one of its unfinished legs (`live` lists them) still has bytes. `marks` is
 /// clear, and is left so.
+///
+/// A coflow whose unfinished legs all have at most [`NO_BYTES`] left has no loaded resource: the
+/// reference has removed such flows, but the driver retires a leg only at its finish event. It
+/// gets [`madd`] on those residues, which finishes them together at once unless one of its
+/// resources is full. Without a rate only backfill would serve them, one leg per port and
+/// decision, and under `timing` no later decision comes for the rest.
 fn madd_where_loaded(
     input: &Input<'_>,
     k: usize,
@@ -581,9 +587,11 @@ fn madd_where_loaded(
 ) -> f64 {
     let c = &input.coflows[k];
     marks.resize(cap.len(), false);
+    let mut loaded = false;
     let mut mark = |l: usize| {
         let leg = &input.legs[l];
         if leg.is_active() && leg.remaining(c) > NO_BYTES {
+            loaded = true;
             for &r in leg.route.hops() {
                 marks[r as usize] = true;
             }
@@ -593,7 +601,7 @@ fn madd_where_loaded(
         Some(list) => list.legs(c).for_each(&mut mark),
         None => c.legs.clone().for_each(&mut mark),
     }
-    let sigma = madd_on_loaded(loads, marks, left, cap);
+    let sigma = if loaded { madd_on_loaded(loads, marks, left, cap) } else { madd(loads, left, cap) };
     for &(r, _) in loads {
         marks[r as usize] = false;
     }

@@ -247,6 +247,31 @@ fn only_a_full_port_where_a_coflow_still_has_bytes_skips_its_madd() {
 }
 
 #[test]
+fn a_coflow_left_with_residues_only_finishes_at_once() {
+    // C1: 0 -> 1, 2 -> 0, 2 -> 1, 3 -> 0, 3 -> 1; C2: 0 -> 3, 1 -> 3, 2 -> 3; 6 MiB each, from 0,
+    // at 1 Gbit/s (C). Both have Γ = 18 MiB / C (receivers 1 and 3); C1 goes first on the tie.
+    // MADD gives each flow of C1 C/3, then each flow of C2 C/3 on what is left (sender 2 and
+    // receiver 3 fill); backfill ends C1's 3 -> 0 early. Every other flow ends at 18 MiB / C =
+    // 0.150994944 s, C2's with C1's: both CCTs are that.
+    // C/3 is not exact: at C1's departure C2's flows keep about 2e-9 bytes each, less than the
+    // reference's `ZERO` (1e-3 bytes), so under `blocking` no port of C2 counts as loaded. The
+    // reference has removed those flows; we must still finish them, at once, not one per port
+    // per decision (never, under `timing`, which decides again only at C2's departure).
+    let cs = || {
+        let six = |s, d| flow(s, d, 6);
+        vec![
+            coflow(1, 0, vec![six(0, 1), six(2, 0), six(2, 1), six(3, 0), six(3, 1)]),
+            coflow(2, 0, vec![six(0, 3), six(1, 3), six(2, 3)]),
+        ]
+    };
+    for names in ["", "blocking", "timing,blocking", POLICY_RULES] {
+        let r = run_with("varys", rules(names), 4, Rate::GBPS, cs());
+        assert!(r.outcomes.iter().all(|o| o.finish.is_some()), "under {names:?} a coflow never finished");
+        assert_secs(&secs(&r), &[0.150994944, 0.150994944]);
+    }
+}
+
+#[test]
 fn the_deadline_multiplier_can_reorder_backfill() {
     // C1: 0 -> 1 (1 MiB), 2 -> 3 (2); Γ 2. C2: 6 -> 7 (10), apart. C3: 0 -> 4 (3), 2 -> 5 (1);
     // Γ 3. MADD gives C1 1/2 and 1 (sender 2 full), so C3 is skipped, and 1/2 of sender 0 is
