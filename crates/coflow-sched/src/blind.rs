@@ -157,6 +157,15 @@ pub trait BlindScheduler: fmt::Debug + Send {
         false
     }
 
+    /// Whether the adapter hands a driver that keeps them standing rates ([`crate::Standing`]):
+    /// a leg's bytes per second then stand until the policy gives it another, and its planned
+    /// finish holds, instead of being planned again from what is left at every decision (which
+    /// moves it by a rounding). For a policy whose served legs mostly keep their rates from one
+    /// decision to the next, so that a decision costs the driver what changed.
+    fn standing_rates(&self) -> bool {
+        false
+    }
+
     /// A coflow arrived.
     fn handle_arrival(&mut self, _now: Nanos, _coflow: CoflowId) {}
 
@@ -199,6 +208,11 @@ pub struct Blinded<B> {
     /// Legs in `legs` of coflows no longer in `coflows` (left in place until they are as many as
     /// the live ones).
     dropped: usize,
+    /// Standing rates handed to the driver: per leg of `legs`, the bytes per second of all its
+    /// flows together (zero if none), and the legs with one, ascending; scratch for the next.
+    given: Vec<f64>,
+    given_legs: Vec<usize>,
+    spare_given: Vec<usize>,
 }
 
 impl<B: BlindScheduler> Blinded<B> {
@@ -220,6 +234,9 @@ impl<B: BlindScheduler> Blinded<B> {
             leg_size: Vec::new(),
             flows_finished: Vec::new(),
             dropped: 0,
+            given: Vec::new(),
+            given_legs: Vec::new(),
+            spare_given: Vec::new(),
         }
     }
 }
@@ -357,6 +374,75 @@ impl<B: BlindScheduler> Blinded<B> {
         self.index.clear();
         self.index.extend(self.coflows.iter().enumerate().map(|(k, b)| (b.id, k)));
         true
+    }
+}
+
+impl<B: BlindScheduler> Blinded<B> {
+    /// Hands the driver the policy's rates as standing rates: only the legs whose bytes per
+    /// second changed since the previous decision, those no longer served (and still active)
+    /// stopped, or every served leg after `reset` (the legs were rebuilt here, so their indices
+    /// changed). The served legs are walked in ascending order beside those given before.
+    fn stand(&mut self, input: &Input<'_>, out: &mut Allocation, reset: bool) {
+        out.standing.on = true;
+        out.standing.reset = reset;
+        if reset {
+            self.given.clear();
+            self.given_legs.clear();
+        }
+        self.given.resize(self.legs.len(), 0.0);
+        let mut next = std::mem::take(&mut self.spare_given);
+        next.clear();
+        let listed = !self.alloc.served.is_empty();
+        let served = if listed { self.alloc.served.len() } else { self.legs.len() };
+        let (mut g, mut k) = (0, 0);
+        for x in 0..served {
+            let j = if listed { self.alloc.served[x] } else { x };
+            let per_flow = self.alloc.leg_rate[j];
+            if !listed && per_flow == 0.0 {
+                continue;
+            }
+            while let Some(&before) = self.given_legs.get(g)
+                && before < j
+            {
+                self.stop(input, out, before);
+                g += 1;
+            }
+            g += usize::from(self.given_legs.get(g) == Some(&j));
+            while self.coflows[k].legs.end <= j {
+                k += 1;
+            }
+            let (b, c) = (&self.coflows[k], &input.coflows[k]);
+            let l = c.legs.start + (j - b.legs.start);
+            let leg = &input.legs[l];
+            let rate = per_flow * leg.flows as f64;
+            let rate = if leg.is_active() && rate > 0.0 && rate.is_finite() { rate } else { 0.0 };
+            if rate.to_bits() != self.given[j].to_bits() || (reset && rate > 0.0) {
+                out.standing.changed.push((l, rate));
+                self.given[j] = rate;
+            }
+            if rate > 0.0 {
+                next.push(j);
+            }
+        }
+        for x in g..self.given_legs.len() {
+            self.stop(input, out, self.given_legs[x]);
+        }
+        self.spare_given = std::mem::replace(&mut self.given_legs, next);
+    }
+
+    /// Stops leg `j` of `legs`, given a standing rate before and none now, if its coflow is
+    /// still active and it has flows left (the driver stops finished legs itself).
+    fn stop(&mut self, input: &Input<'_>, out: &mut Allocation, j: usize) {
+        self.given[j] = 0.0;
+        let k = self.coflows.partition_point(|b| b.legs.end <= j);
+        if let (Some(b), Some(c)) = (self.coflows.get(k), input.coflows.get(k))
+            && b.legs.contains(&j)
+        {
+            let l = c.legs.start + (j - b.legs.start);
+            if input.legs[l].is_active() {
+                out.standing.changed.push((l, 0.0));
+            }
+        }
     }
 }
 
@@ -566,6 +652,15 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         };
         self.alloc.reset(&blind);
         let wake = self.inner.poll_allocation(&blind, &mut self.alloc);
+        // Standing legs are left with what they had at their last change: only for a policy that
+        // takes no progress reports, which would read the loads.
+        if out.standing.kept && self.inner.standing_rates() && !self.reads_loads() {
+            if !self.alloc.served.is_empty() {
+                self.alloc.served.sort();
+            }
+            self.stand(input, out, everything);
+            return wake;
+        }
         let mut give = |b: &BlindCoflow, c: &CoflowState, j: usize, per_flow: f64| {
             if !(per_flow > 0.0 && per_flow.is_finite()) {
                 return;
@@ -650,6 +745,58 @@ mod tests {
     use crate::{Aalo, AaloConfig};
     use coflow_core::{MachineId, Rate};
 
+    /// Gives each leg the per-flow rate its route's sender has in `rates` (none if absent).
+    #[derive(Debug, Default)]
+    struct BySender {
+        rates: std::collections::BTreeMap<MachineId, f64>,
+    }
+
+    impl BlindScheduler for BySender {
+        fn name(&self) -> &'static str {
+            "by-sender"
+        }
+
+        fn report_interval(&self) -> Nanos {
+            Nanos::MAX
+        }
+
+        fn standing_rates(&self) -> bool {
+            true
+        }
+
+        fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
+            for (l, leg) in input.legs.iter().enumerate() {
+                let sender = MachineId(leg.route.hops()[0]);
+                out.leg_rate[l] = self.rates.get(&sender).copied().unwrap_or(0.0);
+            }
+            None
+        }
+    }
+
+    /// Offered standing rates, the adapter hands over only the legs whose bytes per second
+    /// changed (all their flows together), a leg no longer served at zero, and nothing when
+    /// nothing changed; not offered them, it gives every served leg an extra as before.
+    #[test]
+    fn standing_rates_list_only_what_changed() {
+        let mut policy = Blinded::new(BySender::default());
+        // A coordinator's input has a leg per flow: two 0 -> 1, then one 2 -> 3.
+        let coflows: Vec<Spec> = vec![(1, vec![(0, 1, 100.0), (0, 1, 100.0), (2, 3, 100.0)])];
+        let decide = |policy: &mut Blinded<BySender>, rates: &[(u32, f64)]| {
+            policy.inner.rates = rates.iter().map(|&(m, r)| (MachineId(m), r)).collect();
+            let out = decide_into(policy, &coflows, Allocation::keeping_standing());
+            assert!(out.standing.on && out.leg_extras().is_empty());
+            out.standing.changed
+        };
+        assert_eq!(decide(&mut policy, &[(0, 10.0), (2, 10.0)]), vec![(0, 10.0), (1, 10.0), (2, 10.0)]);
+        assert_eq!(decide(&mut policy, &[(0, 10.0), (2, 10.0)]), vec![]);
+        assert_eq!(decide(&mut policy, &[(0, 10.0), (2, 30.0)]), vec![(2, 30.0)]);
+        assert_eq!(decide(&mut policy, &[(2, 30.0)]), vec![(0, 0.0), (1, 0.0)]);
+        assert_eq!(decide(&mut policy, &[(0, 5.0), (2, 30.0)]), vec![(0, 5.0), (1, 5.0)]);
+        let out = decide_into(&mut policy, &coflows, Allocation::default());
+        assert!(!out.standing.on);
+        assert_eq!(out.leg_extras(), &[(0, 0.05), (1, 0.05), (2, 0.3)]);
+    }
+
     /// Aalo, recording whether each decision took everything as new.
     #[derive(Debug)]
     struct Spy {
@@ -682,6 +829,11 @@ mod tests {
     /// The input a coordinator builds from these coflows (every decision from scratch), decided by
     /// `policy`.
     fn decide(policy: &mut dyn Scheduler, coflows: &[Spec]) -> Allocation {
+        decide_into(policy, coflows, Allocation::default())
+    }
+
+    /// [`decide`] into `out` (which may offer standing rates).
+    fn decide_into(policy: &mut dyn Scheduler, coflows: &[Spec], mut out: Allocation) -> Allocation {
         let fabric = Fabric::big_switch(8, Rate::from_bytes_per_sec(100.0));
         let mut snapshot = Snapshot::default();
         snapshot.clear(ServiceModel::Proportional);
@@ -700,7 +852,6 @@ mod tests {
                 .collect();
             snapshot.push_coflow(&fabric, &coflow, &flows);
         }
-        let mut out = Allocation::default();
         policy.poll_allocation(&snapshot.input(Nanos::ZERO, &fabric), &mut out);
         out
     }

@@ -169,6 +169,11 @@ impl BlindScheduler for Saath {
         self.cfg.flow_finish_gap
     }
 
+    /// All or none keeps an admitted coflow's rate decision after decision.
+    fn standing_rates(&self) -> bool {
+        true
+    }
+
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.states.remove(&coflow);
         self.shapes.remove(&coflow);
