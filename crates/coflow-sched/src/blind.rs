@@ -99,10 +99,16 @@ pub struct BlindInput<'a> {
     pub flows_finished: &'a [FlowsFinished],
 }
 
-/// A blind policy's answer: the rate of each flow of each leg, in bytes per second.
+/// A blind policy's answer: the rate of each flow of each leg, in bytes per second: its
+/// coflow's rate, if any, and its own on top.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BlindAllocation {
-    /// Per leg of [`BlindInput::legs`]: bytes per second for each of its active flows.
+    /// Per coflow of [`BlindInput::coflows`]: bytes per second for each active flow of each of
+    /// its legs that crosses the fabric (a policy serving whole coflows gives a rate here once
+    /// per coflow rather than once per leg).
+    pub coflow_rate: Vec<f64>,
+    /// Per leg of [`BlindInput::legs`]: bytes per second for each of its active flows, on top of
+    /// its coflow's.
     pub leg_rate: Vec<f64>,
     /// The legs given a rate, each once, if the policy lists them: the driver then reads only
     /// these, not every leg (with 100,000 legs alive, a scan per decision is most of its cost).
@@ -113,6 +119,8 @@ pub struct BlindAllocation {
 impl BlindAllocation {
     /// Clears and resizes for an input.
     pub fn reset(&mut self, input: &BlindInput<'_>) {
+        self.coflow_rate.clear();
+        self.coflow_rate.resize(input.coflows.len(), 0.0);
         if self.served.is_empty() {
             self.leg_rate.clear();
         } else {
@@ -132,6 +140,13 @@ impl BlindAllocation {
         for (leg, &rate) in input.legs.iter().zip(&self.leg_rate) {
             for &r in leg.route.hops() {
                 used[r as usize] += rate * leg.active_flows as f64;
+            }
+        }
+        for (c, &rate) in input.coflows.iter().zip(&self.coflow_rate) {
+            for leg in &input.legs[c.legs.clone()] {
+                for &r in leg.route.hops() {
+                    used[r as usize] += rate * leg.active_flows as f64;
+                }
             }
         }
         used
@@ -213,6 +228,10 @@ pub struct Blinded<B> {
     given: Vec<f64>,
     given_legs: Vec<usize>,
     spare_given: Vec<usize>,
+    /// Standing rates handed to the driver: each coflow's rate, in the order of `coflows`, and
+    /// scratch for the next.
+    given_coflow: Vec<(CoflowId, f64)>,
+    spare_coflow: Vec<(CoflowId, f64)>,
 }
 
 impl<B: BlindScheduler> Blinded<B> {
@@ -237,6 +256,8 @@ impl<B: BlindScheduler> Blinded<B> {
             given: Vec::new(),
             given_legs: Vec::new(),
             spare_given: Vec::new(),
+            given_coflow: Vec::new(),
+            spare_coflow: Vec::new(),
         }
     }
 }
@@ -379,69 +400,86 @@ impl<B: BlindScheduler> Blinded<B> {
 
 impl<B: BlindScheduler> Blinded<B> {
     /// Hands the driver the policy's rates as standing rates: only the legs whose bytes per
-    /// second changed since the previous decision, those no longer served (and still active)
-    /// stopped, or every served leg after `reset` (the legs were rebuilt here, so their indices
-    /// changed). The served legs are walked in ascending order beside those given before.
+    /// second changed since the previous decision, or every leg with a rate after `reset` (the
+    /// legs were rebuilt here, so their indices changed). A coflow whose rate holds costs only
+    /// its legs with a rate of their own, now or before; one whose rate changed, all its legs.
     fn stand(&mut self, input: &Input<'_>, out: &mut Allocation, reset: bool) {
         out.standing.on = true;
         out.standing.reset = reset;
         if reset {
             self.given.clear();
             self.given_legs.clear();
+            self.given_coflow.clear();
         }
         self.given.resize(self.legs.len(), 0.0);
         let mut next = std::mem::take(&mut self.spare_given);
         next.clear();
+        let mut rates = std::mem::take(&mut self.spare_coflow);
+        rates.clear();
         let listed = !self.alloc.served.is_empty();
-        let served = if listed { self.alloc.served.len() } else { self.legs.len() };
-        let (mut g, mut k) = (0, 0);
-        for x in 0..served {
-            let j = if listed { self.alloc.served[x] } else { x };
-            let per_flow = self.alloc.leg_rate[j];
-            if !listed && per_flow == 0.0 {
-                continue;
+        // Cursors into the legs served now and those with a rate of their own before, both
+        // ascending, as the coflows' legs are, and into the coflows' rates before, in the order
+        // of the coflows (those kept stay in order, those new come after them).
+        let (mut x, mut g, mut o) = (0, 0, 0);
+        for k in 0..self.coflows.len() {
+            let (id, legs) = (self.coflows[k].id, self.coflows[k].legs.clone());
+            let rate = self.alloc.coflow_rate[k];
+            rates.push((id, rate));
+            let found = self.given_coflow[o..].iter().position(|&(was, _)| was == id);
+            let before = found.map_or(0.0, |i| {
+                o += i + 1;
+                self.given_coflow[o - 1].1
+            });
+            let x2 = x + self.alloc.served[x..].partition_point(|&j| j < legs.end);
+            // Legs before this coflow's are those of coflows that left, which the driver stopped.
+            g += self.given_legs[g..].partition_point(|&j| j < legs.start);
+            let g2 = g + self.given_legs[g..].partition_point(|&j| j < legs.end);
+            if !listed || reset || rate.to_bits() != before.to_bits() {
+                for j in legs.clone() {
+                    self.hand(input, out, k, j, reset);
+                }
+            } else {
+                let (mut a, mut b) = (x, g);
+                while a < x2 || b < g2 {
+                    let (sa, sb) =
+                        (self.alloc.served.get(a).filter(|_| a < x2), self.given_legs.get(b).filter(|_| b < g2));
+                    let j = match (sa, sb) {
+                        (Some(&ja), Some(&jb)) => ja.min(jb),
+                        (Some(&ja), None) => ja,
+                        (None, Some(&jb)) => jb,
+                        (None, None) => unreachable!("one cursor has legs left"),
+                    };
+                    a += usize::from(sa == Some(&j));
+                    b += usize::from(sb == Some(&j));
+                    self.hand(input, out, k, j, reset);
+                }
             }
-            while let Some(&before) = self.given_legs.get(g)
-                && before < j
-            {
-                self.stop(input, out, before);
-                g += 1;
+            if listed {
+                next.extend(self.alloc.served[x..x2].iter().filter(|&&j| self.alloc.leg_rate[j] > 0.0));
+            } else {
+                next.extend(legs.filter(|&j| self.alloc.leg_rate[j] > 0.0));
             }
-            g += usize::from(self.given_legs.get(g) == Some(&j));
-            while self.coflows[k].legs.end <= j {
-                k += 1;
-            }
-            let (b, c) = (&self.coflows[k], &input.coflows[k]);
-            let l = c.legs.start + (j - b.legs.start);
-            let leg = &input.legs[l];
-            let rate = per_flow * leg.flows as f64;
-            let rate = if leg.is_active() && rate > 0.0 && rate.is_finite() { rate } else { 0.0 };
-            if rate.to_bits() != self.given[j].to_bits() || (reset && rate > 0.0) {
-                out.standing.changed.push((l, rate));
-                self.given[j] = rate;
-            }
-            if rate > 0.0 {
-                next.push(j);
-            }
+            (x, g) = (x2, g2);
         }
-        for x in g..self.given_legs.len() {
-            self.stop(input, out, self.given_legs[x]);
-        }
+        self.spare_coflow = std::mem::replace(&mut self.given_coflow, rates);
         self.spare_given = std::mem::replace(&mut self.given_legs, next);
     }
 
-    /// Stops leg `j` of `legs`, given a standing rate before and none now, if its coflow is
-    /// still active and it has flows left (the driver stops finished legs itself).
-    fn stop(&mut self, input: &Input<'_>, out: &mut Allocation, j: usize) {
-        self.given[j] = 0.0;
-        let k = self.coflows.partition_point(|b| b.legs.end <= j);
-        if let (Some(b), Some(c)) = (self.coflows.get(k), input.coflows.get(k))
-            && b.legs.contains(&j)
-        {
-            let l = c.legs.start + (j - b.legs.start);
-            if input.legs[l].is_active() {
-                out.standing.changed.push((l, 0.0));
+    /// Hands the driver leg `j` of `legs` (of coflow `k`) at its rate now if that is not the one
+    /// it stands at (or, on a reset, if it has one): its coflow's rate, if it crosses the fabric,
+    /// and its own, for all its flows together.
+    fn hand(&mut self, input: &Input<'_>, out: &mut Allocation, k: usize, j: usize, reset: bool) {
+        let (b, c) = (&self.coflows[k], &input.coflows[k]);
+        let l = c.legs.start + (j - b.legs.start);
+        let leg = &input.legs[l];
+        let coflow = if leg.route.hops().is_empty() { 0.0 } else { self.alloc.coflow_rate[k] };
+        let rate = (coflow + self.alloc.leg_rate[j]) * leg.flows as f64;
+        let rate = if leg.is_active() && rate > 0.0 && rate.is_finite() { rate } else { 0.0 };
+        if rate.to_bits() != self.given[j].to_bits() || (reset && rate > 0.0) {
+            if leg.is_active() {
+                out.standing.changed.push((l, rate));
             }
+            self.given[j] = rate;
         }
     }
 }
@@ -661,33 +699,35 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
             self.stand(input, out, everything);
             return wake;
         }
-        let mut give = |b: &BlindCoflow, c: &CoflowState, j: usize, per_flow: f64| {
-            if !(per_flow > 0.0 && per_flow.is_finite()) {
-                return;
-            }
+        let give = |out: &mut Allocation, b: &BlindCoflow, c: &CoflowState, j: usize, coflow: f64| {
             let l = c.legs.start + (j - b.legs.start);
             let leg = &input.legs[l];
-            if leg.is_active() {
+            let on_coflow = if leg.route.hops().is_empty() { 0.0 } else { coflow };
+            let per_flow = on_coflow + self.alloc.leg_rate[j];
+            if per_flow > 0.0 && per_flow.is_finite() && leg.is_active() {
                 out.give_leg(l, per_flow * leg.flows as f64, leg.remaining(c));
             }
         };
-        if self.alloc.served.is_empty() {
-            for (b, c) in self.coflows.iter().zip(input.coflows) {
+        // In the order of the legs, so that the extras come out as a scan would: every leg of a
+        // coflow with a rate, or of every coflow when the policy does not list what it served,
+        // and otherwise the legs listed, which a policy lists in ascending runs (coflow by
+        // coflow), merged by a stable sort.
+        let listed = !self.alloc.served.is_empty();
+        self.alloc.served.sort();
+        let mut x = 0;
+        for (k, (b, c)) in self.coflows.iter().zip(input.coflows).enumerate() {
+            let (rate, end) = (self.alloc.coflow_rate[k], b.legs.end);
+            let x2 = x + self.alloc.served[x..].partition_point(|&j| j < end);
+            if rate > 0.0 || !listed {
                 for j in b.legs.clone() {
-                    give(b, c, j, self.alloc.leg_rate[j]);
+                    give(out, b, c, j, rate);
+                }
+            } else {
+                for &j in &self.alloc.served[x..x2] {
+                    give(out, b, c, j, 0.0);
                 }
             }
-        } else {
-            // Listed legs, in the order of the legs, so that the extras come out as a scan would;
-            // a policy lists them in ascending runs (coflow by coflow), which a stable sort merges.
-            self.alloc.served.sort();
-            let mut k = 0;
-            for &j in &self.alloc.served {
-                while self.coflows[k].legs.end <= j {
-                    k += 1;
-                }
-                give(&self.coflows[k], &input.coflows[k], j, self.alloc.leg_rate[j]);
-            }
+            x = x2;
         }
         wake
     }
