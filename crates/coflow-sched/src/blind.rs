@@ -435,8 +435,11 @@ impl<B: BlindScheduler> Blinded<B> {
             g += self.given_legs[g..].partition_point(|&j| j < legs.start);
             let g2 = g + self.given_legs[g..].partition_point(|&j| j < legs.end);
             if !listed || reset || rate.to_bits() != before.to_bits() {
+                // Its own copy of the legs tells which are active without the driver's records.
                 for j in legs.clone() {
-                    self.hand(input, out, k, j, reset);
+                    if self.legs[j].active_flows > 0 {
+                        self.hand(input, out, k, j, reset);
+                    }
                 }
             } else {
                 let (mut a, mut b) = (x, g);
