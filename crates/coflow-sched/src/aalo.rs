@@ -926,7 +926,7 @@ mod tests {
         let run = |fast: bool, with_set: bool| {
             let (mut avail, mut left, mut open) = (avail.to_vec(), avail.to_vec(), usize::MAX);
             let mut set = with_room(&avail);
-            let mut out = BlindAllocation { leg_rate: vec![0.0; legs.len()], served: Vec::new() };
+            let mut out = BlindAllocation { leg_rate: vec![0.0; legs.len()], ..BlindAllocation::default() };
             let room = with_set.then_some(&mut set[..]);
             let mut pool =
                 Pool { cap: &cap, avail: &mut avail, base: 0, mirror: Some(&mut left), open: &mut open, room };

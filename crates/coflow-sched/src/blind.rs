@@ -99,10 +99,16 @@ pub struct BlindInput<'a> {
     pub flows_finished: &'a [FlowsFinished],
 }
 
-/// A blind policy's answer: the rate of each flow of each leg, in bytes per second.
+/// A blind policy's answer: the rate of each flow of each leg, in bytes per second: its
+/// coflow's rate, if any, and its own on top.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BlindAllocation {
-    /// Per leg of [`BlindInput::legs`]: bytes per second for each of its active flows.
+    /// Per coflow of [`BlindInput::coflows`]: bytes per second for each active flow of each of
+    /// its legs that crosses the fabric (a policy serving whole coflows gives a rate here once
+    /// per coflow rather than once per leg).
+    pub coflow_rate: Vec<f64>,
+    /// Per leg of [`BlindInput::legs`]: bytes per second for each of its active flows, on top of
+    /// its coflow's.
     pub leg_rate: Vec<f64>,
     /// The legs given a rate, each once, if the policy lists them: the driver then reads only
     /// these, not every leg (with 100,000 legs alive, a scan per decision is most of its cost).
@@ -113,6 +119,8 @@ pub struct BlindAllocation {
 impl BlindAllocation {
     /// Clears and resizes for an input.
     pub fn reset(&mut self, input: &BlindInput<'_>) {
+        self.coflow_rate.clear();
+        self.coflow_rate.resize(input.coflows.len(), 0.0);
         if self.served.is_empty() {
             self.leg_rate.clear();
         } else {
@@ -132,6 +140,13 @@ impl BlindAllocation {
         for (leg, &rate) in input.legs.iter().zip(&self.leg_rate) {
             for &r in leg.route.hops() {
                 used[r as usize] += rate * leg.active_flows as f64;
+            }
+        }
+        for (c, &rate) in input.coflows.iter().zip(&self.coflow_rate) {
+            for leg in &input.legs[c.legs.clone()] {
+                for &r in leg.route.hops() {
+                    used[r as usize] += rate * leg.active_flows as f64;
+                }
             }
         }
         used
@@ -154,6 +169,15 @@ pub trait BlindScheduler: fmt::Debug + Send {
     /// Whether the policy reads [`BlindCoflow::job_sent`]: only then does the adapter keep each
     /// job's bytes after its coflows finish (one number per job, kept for the run).
     fn job_aware(&self) -> bool {
+        false
+    }
+
+    /// Whether the adapter hands a driver that keeps them standing rates ([`crate::Standing`]):
+    /// a leg's bytes per second then stand until the policy gives it another, and its planned
+    /// finish holds, instead of being planned again from what is left at every decision (which
+    /// moves it by a rounding). For a policy whose served legs mostly keep their rates from one
+    /// decision to the next, so that a decision costs the driver what changed.
+    fn standing_rates(&self) -> bool {
         false
     }
 
@@ -199,6 +223,15 @@ pub struct Blinded<B> {
     /// Legs in `legs` of coflows no longer in `coflows` (left in place until they are as many as
     /// the live ones).
     dropped: usize,
+    /// Standing rates handed to the driver: per leg of `legs`, the bytes per second of all its
+    /// flows together (zero if none), and the legs with one, ascending; scratch for the next.
+    given: Vec<f64>,
+    given_legs: Vec<usize>,
+    spare_given: Vec<usize>,
+    /// Standing rates handed to the driver: each coflow's rate, in the order of `coflows`, and
+    /// scratch for the next.
+    given_coflow: Vec<(CoflowId, f64)>,
+    spare_coflow: Vec<(CoflowId, f64)>,
 }
 
 impl<B: BlindScheduler> Blinded<B> {
@@ -220,6 +253,11 @@ impl<B: BlindScheduler> Blinded<B> {
             leg_size: Vec::new(),
             flows_finished: Vec::new(),
             dropped: 0,
+            given: Vec::new(),
+            given_legs: Vec::new(),
+            spare_given: Vec::new(),
+            given_coflow: Vec::new(),
+            spare_coflow: Vec::new(),
         }
     }
 }
@@ -357,6 +395,95 @@ impl<B: BlindScheduler> Blinded<B> {
         self.index.clear();
         self.index.extend(self.coflows.iter().enumerate().map(|(k, b)| (b.id, k)));
         true
+    }
+}
+
+impl<B: BlindScheduler> Blinded<B> {
+    /// Hands the driver the policy's rates as standing rates: only the legs whose bytes per
+    /// second changed since the previous decision, or every leg with a rate after `reset` (the
+    /// legs were rebuilt here, so their indices changed). A coflow whose rate holds costs only
+    /// its legs with a rate of their own, now or before; one whose rate changed, all its legs.
+    fn stand(&mut self, input: &Input<'_>, out: &mut Allocation, reset: bool) {
+        out.standing.on = true;
+        out.standing.reset = reset;
+        if reset {
+            self.given.clear();
+            self.given_legs.clear();
+            self.given_coflow.clear();
+        }
+        self.given.resize(self.legs.len(), 0.0);
+        let mut next = std::mem::take(&mut self.spare_given);
+        next.clear();
+        let mut rates = std::mem::take(&mut self.spare_coflow);
+        rates.clear();
+        let listed = !self.alloc.served.is_empty();
+        // Cursors into the legs served now and those with a rate of their own before, both
+        // ascending, as the coflows' legs are, and into the coflows' rates before, in the order
+        // of the coflows (those kept stay in order, those new come after them).
+        let (mut x, mut g, mut o) = (0, 0, 0);
+        for k in 0..self.coflows.len() {
+            let (id, legs) = (self.coflows[k].id, self.coflows[k].legs.clone());
+            let rate = self.alloc.coflow_rate[k];
+            rates.push((id, rate));
+            let found = self.given_coflow[o..].iter().position(|&(was, _)| was == id);
+            let before = found.map_or(0.0, |i| {
+                o += i + 1;
+                self.given_coflow[o - 1].1
+            });
+            let x2 = x + self.alloc.served[x..].partition_point(|&j| j < legs.end);
+            // Legs before this coflow's are those of coflows that left, which the driver stopped.
+            g += self.given_legs[g..].partition_point(|&j| j < legs.start);
+            let g2 = g + self.given_legs[g..].partition_point(|&j| j < legs.end);
+            if !listed || reset || rate.to_bits() != before.to_bits() {
+                // Its own copy of the legs tells which are active without the driver's records.
+                for j in legs.clone() {
+                    if self.legs[j].active_flows > 0 {
+                        self.hand(input, out, k, j, reset);
+                    }
+                }
+            } else {
+                let (mut a, mut b) = (x, g);
+                while a < x2 || b < g2 {
+                    let (sa, sb) =
+                        (self.alloc.served.get(a).filter(|_| a < x2), self.given_legs.get(b).filter(|_| b < g2));
+                    let j = match (sa, sb) {
+                        (Some(&ja), Some(&jb)) => ja.min(jb),
+                        (Some(&ja), None) => ja,
+                        (None, Some(&jb)) => jb,
+                        (None, None) => unreachable!("one cursor has legs left"),
+                    };
+                    a += usize::from(sa == Some(&j));
+                    b += usize::from(sb == Some(&j));
+                    self.hand(input, out, k, j, reset);
+                }
+            }
+            if listed {
+                next.extend(self.alloc.served[x..x2].iter().filter(|&&j| self.alloc.leg_rate[j] > 0.0));
+            } else {
+                next.extend(legs.filter(|&j| self.alloc.leg_rate[j] > 0.0));
+            }
+            (x, g) = (x2, g2);
+        }
+        self.spare_coflow = std::mem::replace(&mut self.given_coflow, rates);
+        self.spare_given = std::mem::replace(&mut self.given_legs, next);
+    }
+
+    /// Hands the driver leg `j` of `legs` (of coflow `k`) at its rate now if that is not the one
+    /// it stands at (or, on a reset, if it has one): its coflow's rate, if it crosses the fabric,
+    /// and its own, for all its flows together.
+    fn hand(&mut self, input: &Input<'_>, out: &mut Allocation, k: usize, j: usize, reset: bool) {
+        let (b, c) = (&self.coflows[k], &input.coflows[k]);
+        let l = c.legs.start + (j - b.legs.start);
+        let leg = &input.legs[l];
+        let coflow = if leg.route.hops().is_empty() { 0.0 } else { self.alloc.coflow_rate[k] };
+        let rate = (coflow + self.alloc.leg_rate[j]) * leg.flows as f64;
+        let rate = if leg.is_active() && rate > 0.0 && rate.is_finite() { rate } else { 0.0 };
+        if rate.to_bits() != self.given[j].to_bits() || (reset && rate > 0.0) {
+            if leg.is_active() {
+                out.standing.changed.push((l, rate));
+            }
+            self.given[j] = rate;
+        }
     }
 }
 
@@ -566,33 +693,44 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         };
         self.alloc.reset(&blind);
         let wake = self.inner.poll_allocation(&blind, &mut self.alloc);
-        let mut give = |b: &BlindCoflow, c: &CoflowState, j: usize, per_flow: f64| {
-            if !(per_flow > 0.0 && per_flow.is_finite()) {
-                return;
+        // Standing legs are left with what they had at their last change: only for a policy that
+        // takes no progress reports, which would read the loads.
+        if out.standing.kept && self.inner.standing_rates() && !self.reads_loads() {
+            if !self.alloc.served.is_empty() {
+                self.alloc.served.sort();
             }
+            self.stand(input, out, everything);
+            return wake;
+        }
+        let give = |out: &mut Allocation, b: &BlindCoflow, c: &CoflowState, j: usize, coflow: f64| {
             let l = c.legs.start + (j - b.legs.start);
             let leg = &input.legs[l];
-            if leg.is_active() {
+            let on_coflow = if leg.route.hops().is_empty() { 0.0 } else { coflow };
+            let per_flow = on_coflow + self.alloc.leg_rate[j];
+            if per_flow > 0.0 && per_flow.is_finite() && leg.is_active() {
                 out.give_leg(l, per_flow * leg.flows as f64, leg.remaining(c));
             }
         };
-        if self.alloc.served.is_empty() {
-            for (b, c) in self.coflows.iter().zip(input.coflows) {
+        // In the order of the legs, so that the extras come out as a scan would: every leg of a
+        // coflow with a rate, or of every coflow when the policy does not list what it served,
+        // and otherwise the legs listed, which a policy lists in ascending runs (coflow by
+        // coflow), merged by a stable sort.
+        let listed = !self.alloc.served.is_empty();
+        self.alloc.served.sort();
+        let mut x = 0;
+        for (k, (b, c)) in self.coflows.iter().zip(input.coflows).enumerate() {
+            let (rate, end) = (self.alloc.coflow_rate[k], b.legs.end);
+            let x2 = x + self.alloc.served[x..].partition_point(|&j| j < end);
+            if rate > 0.0 || !listed {
                 for j in b.legs.clone() {
-                    give(b, c, j, self.alloc.leg_rate[j]);
+                    give(out, b, c, j, rate);
+                }
+            } else {
+                for &j in &self.alloc.served[x..x2] {
+                    give(out, b, c, j, 0.0);
                 }
             }
-        } else {
-            // Listed legs, in the order of the legs, so that the extras come out as a scan would;
-            // a policy lists them in ascending runs (coflow by coflow), which a stable sort merges.
-            self.alloc.served.sort();
-            let mut k = 0;
-            for &j in &self.alloc.served {
-                while self.coflows[k].legs.end <= j {
-                    k += 1;
-                }
-                give(&self.coflows[k], &input.coflows[k], j, self.alloc.leg_rate[j]);
-            }
+            x = x2;
         }
         wake
     }
@@ -650,6 +788,58 @@ mod tests {
     use crate::{Aalo, AaloConfig};
     use coflow_core::{MachineId, Rate};
 
+    /// Gives each leg the per-flow rate its route's sender has in `rates` (none if absent).
+    #[derive(Debug, Default)]
+    struct BySender {
+        rates: std::collections::BTreeMap<MachineId, f64>,
+    }
+
+    impl BlindScheduler for BySender {
+        fn name(&self) -> &'static str {
+            "by-sender"
+        }
+
+        fn report_interval(&self) -> Nanos {
+            Nanos::MAX
+        }
+
+        fn standing_rates(&self) -> bool {
+            true
+        }
+
+        fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
+            for (l, leg) in input.legs.iter().enumerate() {
+                let sender = MachineId(leg.route.hops()[0]);
+                out.leg_rate[l] = self.rates.get(&sender).copied().unwrap_or(0.0);
+            }
+            None
+        }
+    }
+
+    /// Offered standing rates, the adapter hands over only the legs whose bytes per second
+    /// changed (all their flows together), a leg no longer served at zero, and nothing when
+    /// nothing changed; not offered them, it gives every served leg an extra as before.
+    #[test]
+    fn standing_rates_list_only_what_changed() {
+        let mut policy = Blinded::new(BySender::default());
+        // A coordinator's input has a leg per flow: two 0 -> 1, then one 2 -> 3.
+        let coflows: Vec<Spec> = vec![(1, vec![(0, 1, 100.0), (0, 1, 100.0), (2, 3, 100.0)])];
+        let decide = |policy: &mut Blinded<BySender>, rates: &[(u32, f64)]| {
+            policy.inner.rates = rates.iter().map(|&(m, r)| (MachineId(m), r)).collect();
+            let out = decide_into(policy, &coflows, Allocation::keeping_standing());
+            assert!(out.standing.on && out.leg_extras().is_empty());
+            out.standing.changed
+        };
+        assert_eq!(decide(&mut policy, &[(0, 10.0), (2, 10.0)]), vec![(0, 10.0), (1, 10.0), (2, 10.0)]);
+        assert_eq!(decide(&mut policy, &[(0, 10.0), (2, 10.0)]), vec![]);
+        assert_eq!(decide(&mut policy, &[(0, 10.0), (2, 30.0)]), vec![(2, 30.0)]);
+        assert_eq!(decide(&mut policy, &[(2, 30.0)]), vec![(0, 0.0), (1, 0.0)]);
+        assert_eq!(decide(&mut policy, &[(0, 5.0), (2, 30.0)]), vec![(0, 5.0), (1, 5.0)]);
+        let out = decide_into(&mut policy, &coflows, Allocation::default());
+        assert!(!out.standing.on);
+        assert_eq!(out.leg_extras(), &[(0, 0.05), (1, 0.05), (2, 0.3)]);
+    }
+
     /// Aalo, recording whether each decision took everything as new.
     #[derive(Debug)]
     struct Spy {
@@ -682,6 +872,11 @@ mod tests {
     /// The input a coordinator builds from these coflows (every decision from scratch), decided by
     /// `policy`.
     fn decide(policy: &mut dyn Scheduler, coflows: &[Spec]) -> Allocation {
+        decide_into(policy, coflows, Allocation::default())
+    }
+
+    /// [`decide`] into `out` (which may offer standing rates).
+    fn decide_into(policy: &mut dyn Scheduler, coflows: &[Spec], mut out: Allocation) -> Allocation {
         let fabric = Fabric::big_switch(8, Rate::from_bytes_per_sec(100.0));
         let mut snapshot = Snapshot::default();
         snapshot.clear(ServiceModel::Proportional);
@@ -700,7 +895,6 @@ mod tests {
                 .collect();
             snapshot.push_coflow(&fabric, &coflow, &flows);
         }
-        let mut out = Allocation::default();
         policy.poll_allocation(&snapshot.input(Nanos::ZERO, &fabric), &mut out);
         out
     }

@@ -77,6 +77,7 @@ pub use siphon::{Select, SiphonConfig, SiphonMc};
 pub use snapshot::{Snapshot, SnapshotCoflow, SnapshotFlow};
 pub use state::{
     Allocation, Changes, CoflowState, Input, LegState, MAX_LEG_EXTRA, RouteState, Sender, ServiceModel, Shares,
+    Standing,
 };
 pub use varys::{Order, Varys, VarysConfig};
 pub use wan::{Bandwidth, Detours, Link, Wan, WanError, WideArea, detour_fraction, water_fill};

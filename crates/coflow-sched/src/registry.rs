@@ -27,9 +27,8 @@ pub enum List {
     /// Variants that need a workload with dependencies to differ from their base policy, not
     /// part of `all` ([`JOB_NAMES`]).
     Jobs,
-    /// Blind policies too slow to replay with every report: Saath's all-or-none gives every flow
-    /// of a served coflow its rate, so that the Facebook trace takes about a minute
-    /// ([`LEARNING_NAMES`]).
+    /// Blind policies too slow to replay with every report: Saath's replay of the Facebook trace
+    /// takes about twice any other policy's (the book's page on performance) ([`LEARNING_NAMES`]).
     Learning,
 }
 

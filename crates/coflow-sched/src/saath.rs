@@ -14,7 +14,7 @@
 //! It reads a [`BlindInput`]: routes, counts of flows, and the sizes of flows once they finish.
 //! The bytes an active flow has sent it integrates from the rates it gave, its own output.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
@@ -87,32 +87,75 @@ struct State {
     waiting_since: Nanos,
     /// Whether the previous decision served it all or none: it has not waited since.
     admitted: bool,
-    /// Per leg, in the coflow's leg order: its route and the bytes each of its flows has sent.
+    /// Per leg, in the coflow's leg order: its route and its *own* bytes per flow, what each of
+    /// its flows has sent less `along` (what the coflow's all-or-none rate gave every flow), so
+    /// that serving a coflow all or none costs one addition, not one per leg.
     legs: Vec<(Route, f64)>,
+    /// The bytes per flow its all-or-none rates have given since it arrived.
+    along: f64,
+    /// Its all-or-none rate per flow at the previous decision (zero if it was not served so).
+    rate: f64,
     /// The most bytes one of its flows has sent (a finished flow counts with its size).
     most: f64,
-    /// The legs it served at the previous decision, as (offset, bytes per second per flow).
+    /// The legs the work-conserving pass served at the previous decision, as (offset, bytes per
+    /// second per flow on top of `rate`).
     served: Vec<(u32, f64)>,
-    /// The offsets of its legs that cross the fabric and were active when last looked at,
-    /// ascending: a served coflow's rate goes to each of them that is still active, so that a
-    /// coflow of thousands of finished legs is not walked whole at every decision. Compacted
-    /// when its finished legs are as many as the active ones.
-    active: Vec<u32>,
-    finished: usize,
+    /// Its active legs that cross the fabric: how many have no bytes of their own, and the
+    /// others by their own bytes (`rank`), so that the flow that sent most is found without a
+    /// walk over the legs.
+    plain: u32,
+    ranked: BTreeSet<(i64, u32)>,
+}
+
+/// A key that orders floats as `f64::total_cmp` does.
+fn rank(x: f64) -> i64 {
+    let b = x.to_bits() as i64;
+    b ^ (((b >> 63) as u64) >> 1) as i64
 }
 
 impl State {
-    /// Lists the legs of `c` that cross the fabric and are active.
-    fn list_active(&mut self, c: &BlindCoflow, legs: &[BlindLeg]) {
-        self.active.clear();
-        self.finished = 0;
-        let first = c.legs.start;
-        self.active.extend(
-            c.legs
-                .clone()
-                .filter(|&l| legs[l].active_flows > 0 && !legs[l].route.hops().is_empty())
-                .map(|l| (l - first) as u32),
-        );
+    /// Ranks the active legs of `c` that cross the fabric afresh.
+    fn rank_active(&mut self, c: &BlindCoflow, legs: &[BlindLeg]) {
+        self.plain = 0;
+        self.ranked.clear();
+        for (j, l) in legs[c.legs.clone()].iter().enumerate() {
+            if l.active_flows > 0 && !l.route.hops().is_empty() {
+                self.count(j, true);
+            }
+        }
+    }
+
+    /// Counts leg `j` (active, crossing the fabric) in or out of the ranking.
+    fn count(&mut self, j: usize, on: bool) {
+        let own = self.legs[j].1;
+        if own == 0.0 {
+            if on {
+                self.plain += 1;
+            } else {
+                self.plain -= 1;
+            }
+        } else if on {
+            self.ranked.insert((rank(own), j as u32));
+        } else {
+            self.ranked.remove(&(rank(own), j as u32));
+        }
+    }
+
+    /// The most own bytes of an active leg crossing the fabric, of those not in `skip`
+    /// (ascending offsets), if any.
+    fn top(&self, skip: &[u32]) -> Option<f64> {
+        let plain =
+            (self.plain as usize > skip.iter().filter(|&&j| self.legs[j as usize].1 == 0.0).count()).then_some(0.0);
+        let ranked = self
+            .ranked
+            .iter()
+            .rev()
+            .find(|(_, j)| skip.binary_search(j).is_err())
+            .map(|&(_, j)| self.legs[j as usize].1);
+        match (ranked, plain) {
+            (Some(r), Some(p)) => Some(r.max(p)),
+            (r, p) => r.or(p),
+        }
     }
 }
 
@@ -169,6 +212,11 @@ impl BlindScheduler for Saath {
         self.cfg.flow_finish_gap
     }
 
+    /// All or none keeps an admitted coflow's rate decision after decision.
+    fn standing_rates(&self) -> bool {
+        true
+    }
+
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.states.remove(&coflow);
         self.shapes.remove(&coflow);
@@ -188,8 +236,11 @@ impl BlindScheduler for Saath {
             self.contention.clear();
         } else {
             for &(id, j, l) in input.legs_finished {
-                if let Some(s) = self.states.get_mut(&id) {
-                    s.finished += 1;
+                if let Some(s) = self.states.get_mut(&id)
+                    && (j as usize) < s.legs.len()
+                    && !input.legs[l].route.hops().is_empty()
+                {
+                    s.count(j as usize, false);
                 }
                 if let Some(shape) = self.shapes.get_mut(&id) {
                     self.gone.clear();
@@ -210,28 +261,36 @@ impl BlindScheduler for Saath {
             self.contention.retain(&present);
         }
 
-        // Bytes sent: each leg served at the previous decision sent its rate since, if it is
-        // still active (a flow that finished counts with its size, below). A coflow whose legs
-        // are no longer where they were (a rebuilt input that dropped finished flows) keeps its
-        // legs' counts by route.
+        // Bytes sent: every active flow of a coflow served all or none sent its rate since the
+        // previous decision, and each leg the work-conserving pass served its extra on top, if
+        // it is still active (a flow that finished counts with its size, below). A coflow whose
+        // legs are no longer where they were (a rebuilt input that dropped finished flows) keeps
+        // its legs' counts by route.
         for c in input.coflows {
             let Some(s) = self.states.get_mut(&c.id) else { continue };
             let legs = &input.legs[c.legs.clone()];
             // Told what changed, the driver keeps a coflow's legs for its life: only a rebuilt
-            // input may have moved them.
+            // input may have moved them, and only then are the legs ranked afresh.
             let same = legs.len() == s.legs.len()
                 && (!input.everything || legs.iter().zip(&s.legs).all(|(l, x)| l.route == x.0));
-            for &(j, rate) in &s.served {
-                let (route, _) = s.legs[j as usize];
+            let told = !input.everything;
+            s.along += s.rate * dt;
+            for k in 0..s.served.len() {
+                let (j, extra) = s.served[k];
+                let j = j as usize;
                 let active = if same {
-                    legs[j as usize].active_flows > 0
+                    legs[j].active_flows > 0
                 } else {
-                    input.legs[legs_on(c, input.legs, route)].iter().any(|l| l.active_flows > 0)
+                    input.legs[legs_on(c, input.legs, s.legs[j].0)].iter().any(|l| l.active_flows > 0)
                 };
                 if active {
-                    let x = &mut s.legs[j as usize].1;
-                    *x += rate * dt;
-                    s.most = s.most.max(*x);
+                    if told {
+                        s.count(j, false);
+                    }
+                    s.legs[j].1 += extra * dt;
+                    if told {
+                        s.count(j, true);
+                    }
                 }
             }
             s.served.clear();
@@ -244,19 +303,20 @@ impl BlindScheduler for Saath {
                     }
                     let sent = if o < old.len() && old[o].0 == l.route {
                         o += 1;
-                        old[o - 1].1
+                        old[o - 1].1 + s.along
                     } else {
                         0.0
                     };
                     s.legs.push((l.route, sent));
                 }
+                s.along = 0.0;
             }
             // Rebuilt, a finished leg may have flows again.
             if !same || input.everything {
-                s.list_active(c, input.legs);
-            } else if s.finished * 2 > s.active.len() {
-                s.active.retain(|&j| legs[j as usize].active_flows > 0);
-                s.finished = 0;
+                s.rank_active(c, input.legs);
+            }
+            if let Some(top) = s.top(&[]) {
+                s.most = s.most.max(top + s.along);
             }
         }
         for f in input.flows_finished {
@@ -271,7 +331,7 @@ impl BlindScheduler for Saath {
                     legs: input.legs[c.legs.clone()].iter().map(|l| (l.route, 0.0)).collect(),
                     ..State::default()
                 };
-                s.list_active(c, input.legs);
+                s.rank_active(c, input.legs);
                 s
             });
             if s.admitted {
@@ -344,7 +404,6 @@ impl BlindScheduler for Saath {
         self.left.extend_from_slice(cap);
         let mut admitted = vec![false; input.coflows.len()];
         for &(q, _, _, _, i) in &order {
-            let c = &input.coflows[i];
             let base = q * resources;
             let mut rate = f64::INFINITY;
             for &(r, n) in shapes[i] {
@@ -363,15 +422,9 @@ impl BlindScheduler for Saath {
                 let y = &mut self.left[r as usize];
                 *y = (*y - used).max(0.0);
             }
-            for &j in &self.states[&c.id].active {
-                let l = c.legs.start + j as usize;
-                if input.legs[l].active_flows > 0 {
-                    if out.leg_rate[l] == 0.0 {
-                        out.served.push(l);
-                    }
-                    out.leg_rate[l] += rate;
-                }
-            }
+            // Every active flow of the coflow that crosses the fabric (the blind adapter gives the
+            // rate to each).
+            out.coflow_rate[i] = rate;
         }
         for &slot in &self.touched {
             self.share[slot] = 0.0;
@@ -390,29 +443,40 @@ impl BlindScheduler for Saath {
             }
         }
 
-        // Remember what each coflow's legs were given; wake when a served flow will cross its
-        // coflow's per-flow limit, or a waiting coflow ages.
+        // Remember what each coflow was given; wake when a served flow will cross its coflow's
+        // per-flow limit, or a waiting coflow ages. Of a coflow served all or none, the flows
+        // without an extra reach the limit first from the one that sent most; those with an
+        // extra, each at its own pace.
         // The served legs come in runs, ascending within a coflow, which a stable sort merges.
         out.served.sort();
         // The soonest crossing, in seconds from now, made a time once (rounding is monotone).
         let mut soonest = f64::INFINITY;
-        // Coflow by coflow: the served legs of coflow `i` are the next ones below its end.
-        let (mut i, mut k) = (0, 0);
-        while let Some(&first) = out.served.get(k) {
-            while input.coflows[i].legs.end <= first {
-                i += 1;
-            }
-            let c = &input.coflows[i];
+        let mut extras: Vec<u32> = Vec::new();
+        let mut k = 0;
+        for (i, c) in input.coflows.iter().enumerate() {
             let run = out.served[k..].partition_point(|&l| l < c.legs.end);
+            let rate = out.coflow_rate[i];
             let s = self.states.get_mut(&c.id).expect("a state");
+            s.rate = rate;
+            if run == 0 && rate == 0.0 {
+                continue;
+            }
             let limit = self.cfg.limit(s.queue) / f64::from(c.width.max(1));
+            extras.clear();
             for &l in &out.served[k..k + run] {
-                let rate = out.leg_rate[l];
+                let extra = out.leg_rate[l];
                 let j = l - c.legs.start;
-                s.served.push((j as u32, rate));
-                if limit.is_finite() && rate > 0.0 {
-                    soonest = soonest.min(((limit - s.legs[j].1) / rate).max(0.0));
+                s.served.push((j as u32, extra));
+                extras.push(j as u32);
+                if limit.is_finite() && rate + extra > 0.0 {
+                    soonest = soonest.min(((limit - (s.legs[j].1 + s.along)) / (rate + extra)).max(0.0));
                 }
+            }
+            if limit.is_finite()
+                && rate > 0.0
+                && let Some(top) = s.top(&extras)
+            {
+                soonest = soonest.min(((limit - (top + s.along)) / rate).max(0.0));
             }
             k += run;
         }

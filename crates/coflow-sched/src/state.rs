@@ -281,6 +281,44 @@ pub struct Allocation {
     pub route_rate: Vec<f64>,
     /// Routes' rates as shares of resources, for a policy that answers so.
     pub shares: Shares,
+    /// Legs' rates in bytes per second that stand until changed, for a policy that answers so.
+    pub standing: Standing,
+}
+
+/// ([`ServiceModel::Proportional`]) Legs' rates in bytes per second that stand from one decision
+/// to the next until a decision changes them, for a policy whose legs mostly keep their rates
+/// (a blind policy serving whole coflows: see [`crate::BlindScheduler::standing_rates`]). A
+/// decision then lists only the legs whose rate changed, and a driver that keeps them plans
+/// again only those legs' finishes, so that a decision costs what changed rather than what is
+/// served. A leg keeps its bytes per second, not its fraction of what is left, so its planned
+/// finish holds.
+///
+/// Offered by the driver, answered by the policy: the driver sets `kept` when it keeps standing
+/// rates (the simulator's leg model does, except with per-connection caps; the coordinator,
+/// which turns every decision into flow rates, does not), and a policy answers in standing rates
+/// only then, setting `on`. The legs given standing rates belong to coflows given no
+/// [`Allocation::coflow_rate`] and no extras. A leg that finishes stops; so does one whose
+/// coflow leaves.
+///
+/// Such a policy reads whether a leg is active, not what it has left, and no loads
+/// ([`crate::Scheduler::reads_loads`] is false): the driver may leave a leg at a standing rate
+/// with the remaining bytes it had at its last change ([`LegState::scaled`] and the loads it
+/// crosses), bringing it forward only when the driver itself reads it, so that a decision costs
+/// what changed. [`Changes::reshaped`] lists the coflows of such legs that moved since the
+/// previous decision read them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Standing {
+    /// Set by the driver, kept across decisions: whether it keeps standing rates.
+    pub kept: bool,
+    /// Set by the policy at each decision: whether it answers in standing rates.
+    pub on: bool,
+    /// Whether `changed` lists every leg with a rate, so that every other leg stops (the policy
+    /// lost track of what stands, e.g. when it rebuilt its view of the legs). A listed leg whose
+    /// rate is the one it had keeps its plan, so a reset decides as listing the changes would.
+    pub reset: bool,
+    /// The legs whose rate changed, as `(leg, bytes per second of all its flows together)`, each
+    /// leg at most once; a rate of zero stops the leg.
+    pub changed: Vec<(usize, f64)>,
 }
 
 /// ([`ServiceModel::Route`]) Per-flow rates given by resource rather than by route: each resource
@@ -311,6 +349,11 @@ pub struct Shares {
 pub const MAX_LEG_EXTRA: f64 = 1e12;
 
 impl Allocation {
+    /// An allocation for a driver that keeps standing rates ([`Standing::kept`]).
+    pub fn keeping_standing() -> Allocation {
+        Allocation { standing: Standing { kept: true, ..Standing::default() }, ..Allocation::default() }
+    }
+
     /// Gives leg `l`, with `remaining` bytes left, an extra `bytes_per_sec` on top of its coflow's
     /// rate, stored as the fraction of its remaining bytes per second. A leg a hair from its
     /// finish keeps a sliver of bytes until the driver's finish event retires it, and a rate over
@@ -387,6 +430,9 @@ impl Allocation {
         }
         self.shares.follows.resize(input.routes.len(), 0);
         self.shares.written.clear();
+        self.standing.on = false;
+        self.standing.reset = false;
+        self.standing.changed.clear();
     }
 
     /// The per-flow rate of `Input::routes[i]`, whichever way the policy answered.
@@ -394,7 +440,8 @@ impl Allocation {
         if self.shares.on { self.shares.rate[self.shares.follows[i] as usize] } else { self.route_rate[i] }
     }
 
-    /// The bytes per second this allocation puts on every resource.
+    /// The bytes per second this allocation puts on every resource, apart from the standing
+    /// rates that it does not list (the driver that keeps them adds them).
     pub fn usage(&self, input: &Input<'_>) -> Vec<f64> {
         let mut used = vec![0.0; input.fabric.resources()];
         let mut owner = vec![0usize; input.legs.len()];

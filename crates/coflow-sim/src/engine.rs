@@ -191,6 +191,7 @@ impl<'w> Engine<'w> {
         prop.connections = connections.per_flow() && policy.model() == ServiceModel::Proportional;
         // A policy that reads no loads has its legs brought forward when read, not at every event.
         prop.lazy = !policy.reads_loads();
+        let connections_capped = prop.connections;
         Engine {
             w,
             model: policy.model(),
@@ -221,7 +222,9 @@ impl<'w> Engine<'w> {
             routes: RouteModel::default(),
             // The first decision takes everything as new.
             changes: Changes { everything: true, ..Changes::default() },
-            alloc: Allocation::default(),
+            // Legs keep standing rates, except under per-connection caps (which a standing leg
+            // would have to follow as they change).
+            alloc: if connections_capped { Allocation::default() } else { Allocation::keeping_standing() },
             last_decision: Nanos::ZERO,
             events: 0,
             decisions: 0,
@@ -370,7 +373,7 @@ impl<'w> Engine<'w> {
             ServiceModel::Proportional => {
                 self.prop.sync(self.now);
                 let split = if self.routing.splits() {
-                    self.prop.sync_all(self.now);
+                    self.prop.sync_loads(self.now);
                     let mut loads = vec![0.0; self.fabric.resources()];
                     for c in &self.prop.coflows {
                         for (r, b) in self.prop.loads[c.loads.clone()].iter().map(|&(r, b)| (r, b * c.scale)) {
@@ -496,28 +499,20 @@ impl<'w> Engine<'w> {
         // failure again one by one, to name the first invalid rate.
         let valid = |ok: bool, r: f64| ok & (r >= 0.0);
         let rates = &self.alloc.coflow_rate;
+        let (extras, standing) = (self.alloc.leg_extras(), &self.alloc.standing.changed);
         if !(rates.iter().fold(true, |ok, &r| valid(ok, r))
-            && self.alloc.leg_extras().iter().fold(true, |ok, &(_, r)| valid(ok, r)))
+            && extras.iter().fold(true, |ok, &(_, r)| valid(ok, r))
+            && standing.iter().fold(true, |ok, &(_, r)| valid(ok, r)))
         {
-            for &r in rates.iter().chain(self.alloc.leg_extras().iter().map(|(_, k)| k)) {
+            for &r in rates.iter().chain(extras.iter().chain(standing).map(|(_, k)| k)) {
                 assert!(r >= 0.0 && !r.is_nan(), "policy {} gave an invalid rate {r}", self.policy.name());
             }
         }
         if self.prop.connections {
             crate::wan::cap_connections(&input, &self.prop.cap, &mut self.alloc, self.cfg.check_invariants);
         }
-        if self.cfg.check_invariants {
-            let used = self.alloc.usage(&input);
-            for (r, (&u, &cap)) in used.iter().zip(self.fabric.capacities()).enumerate() {
-                assert!(
-                    u <= cap * (1.0 + 1e-6) + 1e-6,
-                    "{}: {} allocated {u} B/s over its capacity {cap} at {}",
-                    self.policy.name(),
-                    self.fabric.resource_name(r as ResourceId),
-                    self.now
-                );
-            }
-        }
+        // What the allocation uses, checked once the standing rates in force are added to it.
+        let used = self.cfg.check_invariants.then(|| self.alloc.usage(&input));
         // The legs this decision sends apart from their coflows' rates (those the model puts in
         // force), named for the next decision's `Changes::reshaped_legs`.
         let mut reshaped = std::mem::take(&mut self.changes.reshaped_legs);
@@ -532,6 +527,18 @@ impl<'w> Engine<'w> {
         ));
         let now = self.now;
         self.prop.apply(&self.alloc);
+        if let Some(mut used) = used {
+            self.prop.steady_usage(&mut used);
+            for (r, (&u, &cap)) in used.iter().zip(self.fabric.capacities()).enumerate() {
+                assert!(
+                    u <= cap * (1.0 + 1e-6) + 1e-6,
+                    "{}: {} allocated {u} B/s over its capacity {cap} at {}",
+                    self.policy.name(),
+                    self.fabric.resource_name(r as ResourceId),
+                    self.now
+                );
+            }
+        }
         if self.alloc.shares.on {
             self.routes.apply_shares(&self.alloc.shares, now, self.policy.name());
         } else {

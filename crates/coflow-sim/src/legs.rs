@@ -18,7 +18,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use coflow_core::{Coflow, CoflowId, MachineId, Nanos};
-use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Route, Sender};
+use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Route, Sender, Standing};
 
 use crate::dynamics::{ConnectionCaps, Split};
 
@@ -111,6 +111,44 @@ pub(crate) struct LegModel {
     touched: Vec<ResourceId>,
     /// Scratch for `compact`.
     shift: Vec<Option<(usize, usize, usize)>>,
+    /// Legs at standing rates ([`Standing`]), each planned from its own last change, and per leg
+    /// where its entry sits in `steady` (a value counts only when the entry there is that leg's).
+    steady: Vec<Steady>,
+    steady_at: Vec<u32>,
+}
+
+/// A leg at a standing rate: `rate` bytes per second from `since`, when it had `left` bytes.
+/// Its coflow has no rate, so its scale holds; with the leg's bytes, hops and load slots, as an
+/// [`Extra`] keeps them.
+#[derive(Clone, Copy, Debug)]
+struct Steady {
+    leg: u32,
+    coflow: u32,
+    hops: u32,
+    slots: [u32; 4],
+    since: Nanos,
+    left: f64,
+    rate: f64,
+    bytes: f64,
+    /// The number of the decision that last listed it (a reset drops those it did not).
+    listed: u64,
+}
+
+impl Steady {
+    /// Brings its leg (active) forward to `now`, with the loads it crosses, given its coflow's
+    /// scale.
+    fn bring(&self, now: Nanos, scale: f64, leg: &mut LegState, loads: &mut [(ResourceId, f64)]) {
+        let left = (self.left - self.rate * (now - self.since).as_secs_f64()).max(0.0);
+        let whole = self.bytes * scale;
+        // A sliver stays until the leg's finish event retires it, as under an extra.
+        let scaled = if whole > 0.0 { (left / whole).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
+        let moved = (scaled - leg.scaled) * self.bytes;
+        leg.scaled = scaled;
+        for &slot in &self.slots[..self.hops as usize] {
+            let load = &mut loads[slot as usize].1;
+            *load = (*load + moved).max(0.0);
+        }
+    }
 }
 
 /// A leg with an extra in force, with what [`LegModel::sync`] reads at every event kept together:
@@ -192,6 +230,13 @@ impl LegModel {
         self.sync_extras();
     }
 
+    /// [`LegModel::sync_all`], and the legs at standing rates too: for a reader of the loads other
+    /// than the policy (the multi-path split).
+    pub(crate) fn sync_loads(&mut self, now: Nanos) {
+        self.sync_all(now);
+        self.sync_steady();
+    }
+
     /// Brings the legs with an extra forward to the current time, with the loads they cross.
     fn sync_extras(&mut self) {
         if self.extras_time >= self.time {
@@ -208,9 +253,148 @@ impl LegModel {
         }
     }
 
+    /// Brings every leg at a standing rate forward to the current time, for a reader other than
+    /// the policy. Such legs are brought forward only when read, lazy or not: the policy that
+    /// answers in standing rates reads whether a leg is active, not what it has left, and no
+    /// loads ([`Standing`]), so they move only when their rate changes, when they finish, and
+    /// here.
+    fn sync_steady(&mut self) {
+        let now = self.time;
+        for e in &self.steady {
+            let leg = &mut self.legs[e.leg as usize];
+            if leg.is_active() {
+                e.bring(now, self.coflows[e.coflow as usize].scale, leg, &mut self.loads);
+            }
+        }
+        // Between decisions: the next one is told.
+        if !self.steady.is_empty() {
+            let listed = self.extra_ids.len();
+            if self.id_mark.len() < self.coflows.len() {
+                self.id_mark.resize(self.coflows.len(), 0);
+            }
+            for k in 0..self.steady.len() {
+                self.moved_apart(self.steady[k].coflow);
+            }
+            if self.extra_ids.len() > listed {
+                self.extra_ids.sort_unstable();
+            }
+        }
+    }
+
+    /// Where leg `l`'s standing rate sits in `steady`, if it has one.
+    fn steady_of(&self, l: usize) -> Option<usize> {
+        let at = *self.steady_at.get(l)? as usize;
+        (self.steady.get(at)?.leg as usize == l).then_some(at)
+    }
+
+    /// Drops the standing rate at `at` in `steady`.
+    fn drop_steady(&mut self, at: usize) {
+        let l = self.steady.swap_remove(at).leg as usize;
+        self.leg_finish[l] = Nanos::MAX;
+        if let Some(moved) = self.steady.get(at) {
+            self.steady_at[moved.leg as usize] = at as u32;
+        }
+    }
+
+    /// Puts a decision's standing rates in force at the current time (after its coflows' rates):
+    /// a leg whose rate changed is brought forward and planned again from now, a leg listed at
+    /// the rate it had keeps its plan, and on a reset the legs not listed stop.
+    fn apply_standing(&mut self, standing: &Standing) {
+        let now = self.time;
+        let mark = self.applied;
+        if self.steady_at.len() < self.legs.len() {
+            self.steady_at.resize(self.legs.len(), u32::MAX);
+        }
+        let listed = self.extra_ids.len();
+        for &(l, rate) in &standing.changed {
+            let at = self.steady_of(l);
+            if let Some(at) = at {
+                let e = self.steady[at];
+                e.bring(now, self.coflows[e.coflow as usize].scale, &mut self.legs[l], &mut self.loads);
+                self.moved_apart(e.coflow);
+            }
+            let go = rate > 0.0 && rate.is_finite() && self.legs[l].is_active();
+            let e = match (at, go) {
+                (Some(at), false) => {
+                    self.drop_steady(at);
+                    continue;
+                }
+                (None, false) => continue,
+                (Some(at), true) if self.steady[at].rate.to_bits() == rate.to_bits() => {
+                    self.steady[at].listed = mark;
+                    continue;
+                }
+                (Some(at), true) => &mut self.steady[at],
+                (None, true) => {
+                    let (coflow, bytes, hops, slots) = new_extra(&self.legs, &self.owner, &self.slots, l);
+                    self.steady_at[l] = self.steady.len() as u32;
+                    let e =
+                        Steady { leg: l as u32, coflow, hops, slots, since: now, left: 0.0, rate, bytes, listed: mark };
+                    self.steady.push(e);
+                    self.steady.last_mut().expect("just pushed")
+                }
+            };
+            let k = e.coflow as usize;
+            assert!(self.rate[k] == 0.0, "coflow {} has a rate and a leg at a standing rate", self.coflows[k].id);
+            (e.since, e.rate, e.listed) = (now, rate, mark);
+            e.left = self.legs[l].scaled * self.coflows[k].scale * e.bytes;
+            let finish = after(now, e.left / rate);
+            if finish != self.leg_finish[l] {
+                self.leg_finish[l] = finish;
+                if finish != Nanos::MAX {
+                    self.heap.push(Reverse((finish, l as u32 | LEG)));
+                }
+            }
+        }
+        if standing.reset {
+            let mut at = 0;
+            while at < self.steady.len() {
+                if self.steady[at].listed == mark {
+                    at += 1;
+                } else {
+                    let e = self.steady[at];
+                    e.bring(
+                        now,
+                        self.coflows[e.coflow as usize].scale,
+                        &mut self.legs[e.leg as usize],
+                        &mut self.loads,
+                    );
+                    self.moved_apart(e.coflow);
+                    self.drop_steady(at);
+                }
+            }
+        }
+        if self.extra_ids.len() > listed {
+            self.extra_ids.sort_unstable();
+        }
+    }
+
+    /// Lists coflow `k` (by id, once per decision) among those of which a leg moved apart from
+    /// the coflow's scale since the decision read them (`Changes::reshaped`).
+    fn moved_apart(&mut self, k: u32) {
+        let k = k as usize;
+        if self.id_mark[k] != self.applied {
+            self.id_mark[k] = self.applied;
+            self.extra_ids.push(self.coflows[k].id);
+        }
+    }
+
+    /// Adds the bytes per second the standing rates in force put on each resource to `used`.
+    pub(crate) fn steady_usage(&self, used: &mut [f64]) {
+        for e in self.steady.iter().filter(|e| self.legs[e.leg as usize].is_active()) {
+            for &r in self.legs[e.leg as usize].route.hops() {
+                used[r as usize] += e.rate;
+            }
+        }
+    }
+
     /// Lazy, brings leg `l` forward to the current time (with the loads it crosses) if it has an
     /// extra: before it is retired, so that it leaves with what it has left now.
     fn sync_leg(&mut self, l: usize) {
+        if let Some(at) = self.steady_of(l) {
+            let e = self.steady[at];
+            e.bring(self.time, self.coflows[e.coflow as usize].scale, &mut self.legs[l], &mut self.loads);
+        }
         if !self.lazy || self.extras_time >= self.time {
             return;
         }
@@ -420,7 +604,10 @@ impl LegModel {
         self.rated = rated;
         self.spare_rated = old_rated;
         self.apply_extras(alloc.leg_extras(), now);
-        if self.heap.len() > 2 * (self.rated.len() + self.extra.len()) + 64 {
+        if alloc.standing.on {
+            self.apply_standing(&alloc.standing);
+        }
+        if self.heap.len() > 2 * (self.rated.len() + self.extra.len() + self.steady.len()) + 64 {
             self.rebuild_heap();
         }
         self.settle();
@@ -660,10 +847,10 @@ impl LegModel {
                 heap.push(Reverse((t, k)));
             }
         }
-        for e in &self.extra {
-            let t = self.leg_finish[e.leg as usize];
+        for leg in self.extra.iter().map(|e| e.leg).chain(self.steady.iter().map(|e| e.leg)) {
+            let t = self.leg_finish[leg as usize];
             if t != Nanos::MAX {
-                heap.push(Reverse((t, e.leg | LEG)));
+                heap.push(Reverse((t, leg | LEG)));
             }
         }
         self.heap = BinaryHeap::from(heap);
@@ -733,6 +920,7 @@ impl LegModel {
     pub(crate) fn retire_dust(&mut self, done: &mut Vec<Finished>, flow_time: &mut [f64]) -> bool {
         const DUST: f64 = 1e-12;
         self.sync_extras();
+        self.sync_steady();
         let now = self.time;
         let before = done.len();
         let mut any = false;
@@ -797,6 +985,9 @@ impl LegModel {
             self.leg_done.push((self.widx[c], leg.receiver, self.time));
         }
         coflow.active_flows -= leg.flows;
+        if let Some(at) = self.steady_of(l) {
+            self.drop_steady(at);
+        }
     }
 
     /// Drops finished coflows with their legs, senders and loads, keeping the rest in order, in
@@ -820,27 +1011,32 @@ impl LegModel {
                 load_at += c.loads.len();
             }
         }
-        // Extras of legs that stay, in order, at their new places.
+        // Extras and standing rates of legs that stay, in order, at their new places.
         let legs = &self.legs;
-        self.extra.retain_mut(|e| {
-            let k = e.coflow as usize;
+        let relocate = |coflow: &mut u32, leg: &mut u32, slots: &mut [u32]| {
+            let k = *coflow as usize;
             let moved = if k < first { Some((0, 0, 0)) } else { shift[k - first] };
             match moved {
-                Some((dc, dl, dd)) if legs[e.leg as usize].is_active() => {
-                    e.coflow -= dc as u32;
-                    e.leg -= dl as u32;
-                    for slot in &mut e.slots[..e.hops as usize] {
+                Some((dc, dl, dd)) if legs[*leg as usize].is_active() => {
+                    *coflow -= dc as u32;
+                    *leg -= dl as u32;
+                    for slot in slots {
                         *slot -= dd as u32;
                     }
                     true
                 }
                 _ => false,
             }
-        });
+        };
+        self.extra.retain_mut(|e| relocate(&mut e.coflow, &mut e.leg, &mut e.slots[..e.hops as usize]));
+        self.steady.retain_mut(|e| relocate(&mut e.coflow, &mut e.leg, &mut e.slots[..e.hops as usize]));
         if self.extra_indexed {
             for (i, e) in self.extra.iter().enumerate() {
                 self.extra_at[e.leg as usize] = i as u32;
             }
+        }
+        for (i, e) in self.steady.iter().enumerate() {
+            self.steady_at[e.leg as usize] = i as u32;
         }
         let (mut kc, mut kl, mut kd, mut ks) = {
             let c = &self.coflows[first];
@@ -1015,6 +1211,56 @@ mod tests {
             legs.push((s, d, bytes, n));
         }
         (legs, loads.into_iter().collect())
+    }
+
+    /// Standing rates, computed by hand: a leg keeps its plan while its rate holds (and its
+    /// remaining bytes, not read by the policy, are left as they were); a change plans it again
+    /// from what it has left; a reset stops the legs it does not list and keeps the plan of one
+    /// listed at its rate; a rate of zero stops a leg; and a leg that finishes does so with
+    /// nothing left.
+    #[test]
+    fn legs_at_standing_rates_keep_their_plans_until_their_rates_change() {
+        let fabric = Fabric::big_switch(2, coflow_core::Rate::GBPS);
+        let mut model = LegModel { lazy: true, ..LegModel::default() };
+        let flow = |s, d, size| Flow { src: MachineId(s), dst: MachineId(d), size: coflow_core::Bytes(size) };
+        let c = Coflow::new(CoflowId(0), Nanos::ZERO, vec![flow(0, 1, 1000), flow(1, 0, 2000)]);
+        model.arrive(&fabric, &c, 0, &Split::new());
+        let (a, b) = (0, 1);
+        assert_eq!((model.legs[a].bytes, model.legs[b].bytes), (1000.0, 2000.0));
+        let secs = |s: u64| Nanos::from_secs(s);
+        let decide = |model: &mut LegModel, at: u64, reset: bool, changed: &[(usize, f64)]| {
+            model.sync_all(secs(at));
+            let mut alloc = Allocation::keeping_standing();
+            alloc.coflow_rate = vec![0.0];
+            alloc.standing.on = true;
+            alloc.standing.reset = reset;
+            alloc.standing.changed.extend_from_slice(changed);
+            model.apply(&alloc);
+        };
+        // 100 B/s each: 10 s and 20 s.
+        decide(&mut model, 0, false, &[(a, 100.0), (b, 100.0)]);
+        assert_eq!((model.leg_finish[a], model.leg_finish[b]), (secs(10), secs(20)));
+        // At 2 s, b doubles: 1800 bytes left at 200 B/s, 9 s more; a keeps its plan, untouched.
+        decide(&mut model, 2, false, &[(b, 200.0)]);
+        assert_eq!((model.leg_finish[a], model.leg_finish[b]), (secs(10), secs(11)));
+        assert_eq!((model.legs[a].scaled, model.legs[b].scaled * 2000.0), (1.0, 1800.0));
+        assert_eq!(model.extra_ids, vec![CoflowId(0)], "b moved apart from its coflow's scale");
+        // At 4 s, a reset lists b alone at its rate: a stops with 600 bytes left, b keeps 11 s.
+        decide(&mut model, 4, true, &[(b, 200.0)]);
+        assert_eq!((model.leg_finish[a], model.leg_finish[b]), (Nanos::MAX, secs(11)));
+        assert!((model.legs[a].scaled * 1000.0 - 600.0).abs() < 1e-9);
+        assert_eq!(model.steady.len(), 1);
+        // At 5 s, b stops with 1200 bytes left; at 6 s, a takes 600 B/s and ends at 7 s.
+        decide(&mut model, 5, false, &[(b, 0.0)]);
+        assert_eq!((model.leg_finish[b], model.next_time()), (Nanos::MAX, Nanos::MAX));
+        assert!((model.legs[b].scaled * 2000.0 - 1200.0).abs() < 1e-9);
+        decide(&mut model, 6, false, &[(a, 600.0)]);
+        assert_eq!(model.next_time(), secs(7));
+        model.sync(secs(7));
+        let (mut done, mut flow_time) = (Vec::new(), vec![0.0]);
+        assert!(model.complete(true, &mut done, &mut flow_time));
+        assert_eq!((model.legs[a].is_active(), model.steady.len()), (false, 0));
+        assert_eq!(model.legs_finished, vec![(CoflowId(0), 0)]);
     }
 
     proptest! {

@@ -47,6 +47,10 @@ impl<P: BlindScheduler> BlindScheduler for Spy<P> {
         self.inner.flow_finish_gap()
     }
 
+    fn standing_rates(&self) -> bool {
+        self.inner.standing_rates()
+    }
+
     fn handle_finished(&mut self, now: Nanos, coflow: CoflowId) {
         self.inner.handle_finished(now, coflow);
     }
@@ -55,12 +59,12 @@ impl<P: BlindScheduler> BlindScheduler for Spy<P> {
         let wake = self.inner.poll_allocation(input, out);
         let m = self.machines;
         let mut rates = Vec::new();
-        for c in input.coflows {
+        for (k, c) in input.coflows.iter().enumerate() {
             for l in c.legs.clone() {
                 let leg = &input.legs[l];
                 if leg.active_flows > 0 && !leg.route.hops().is_empty() {
                     let h = leg.route.hops();
-                    rates.push((c.id.0, h[0], h[1] - m, out.leg_rate[l]));
+                    rates.push((c.id.0, h[0], h[1] - m, out.coflow_rate[k] + out.leg_rate[l]));
                 }
             }
         }
@@ -452,4 +456,22 @@ fn saath_serves_a_coflow_that_waited_too_long_first() {
     let never = SaathConfig { aging: None, ..SaathConfig::default() };
     let (r, _) = run(saath(never), saath_note, 6, rate, vec![a, b, c]);
     assert_secs(&secs(&r), &[8.0, 9.0, 8.0]);
+}
+
+/// Bytes sent under all or none and on top of it: K sends 0→3 and 0→4 (50 B each) and 1→5
+/// (300 B) at 100 B/s. Sender 0 holds K's rate to 50 per flow; what that leaves at sender 1 and
+/// receiver 5 goes to 1→5, which sends 100. At 1 s the two 50 B flows are done, and the flow that
+/// sent most is 1→5, with 100 B (50 of them all or none, 50 its own); alone, it then sends 100
+/// and ends at 3 s.
+#[test]
+fn saath_counts_what_a_flow_sent_all_or_none_and_on_its_own() {
+    let k = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 3, 50), flow(0, 4, 50), flow(1, 5, 300)]);
+    let (r, log) = run(saath(SaathConfig::default()), saath_note, 6, 100.0, vec![k]);
+    assert_secs(&secs(&r), &[3.0]);
+    for (s, d, rate) in [(0, 3, 50.0), (0, 4, 50.0), (1, 5, 100.0)] {
+        assert_eq!(rate_at(&log, 0.0, 1, s, d), rate);
+    }
+    let at_1s = log.iter().find(|d| d.now == Nanos::from_secs(1)).expect("a decision at 1 s");
+    assert_eq!(at_1s.notes[0].2, Some(100.0));
+    assert_eq!(rate_at(&log, 1.0, 1, 1, 5), 100.0);
 }
