@@ -110,10 +110,14 @@ pub struct BlindAllocation {
     /// Per leg of [`BlindInput::legs`]: bytes per second for each of its active flows, on top of
     /// its coflow's.
     pub leg_rate: Vec<f64>,
-    /// The legs given a rate, each once, if the policy lists them: the driver then reads only
-    /// these, not every leg (with 100,000 legs alive, a scan per decision is most of its cost).
-    /// Left empty, every leg is read.
+    /// The legs given a rate of their own (`leg_rate`), each once, if the policy lists them: the
+    /// adapter then reads only these and every leg of a coflow with a `coflow_rate`, not every
+    /// leg (with 100,000 legs alive, a scan per decision is most of its cost). Left empty, every
+    /// leg is read, unless `listed`.
     pub served: Vec<usize>,
+    /// Whether `served` lists the legs given a rate of their own even when it is empty (a policy
+    /// that gives most of its rates by coflow, whose own pass may serve no leg).
+    pub listed: bool,
 }
 
 impl BlindAllocation {
@@ -121,7 +125,7 @@ impl BlindAllocation {
     pub fn reset(&mut self, input: &BlindInput<'_>) {
         self.coflow_rate.clear();
         self.coflow_rate.resize(input.coflows.len(), 0.0);
-        if self.served.is_empty() {
+        if self.served.is_empty() && !self.listed {
             self.leg_rate.clear();
         } else {
             for &l in &self.served {
@@ -176,7 +180,9 @@ pub trait BlindScheduler: fmt::Debug + Send {
     /// a leg's bytes per second then stand until the policy gives it another, and its planned
     /// finish holds, instead of being planned again from what is left at every decision (which
     /// moves it by a rounding). For a policy whose served legs mostly keep their rates from one
-    /// decision to the next, so that a decision costs the driver what changed.
+    /// decision to the next, so that a decision costs the driver what changed. Only for a policy
+    /// that takes no progress reports ([`BlindScheduler::report_interval`] of `Nanos::MAX`): the
+    /// driver does not bring standing legs forward for a reader of the loads.
     fn standing_rates(&self) -> bool {
         false
     }
@@ -416,7 +422,7 @@ impl<B: BlindScheduler> Blinded<B> {
         next.clear();
         let mut rates = std::mem::take(&mut self.spare_coflow);
         rates.clear();
-        let listed = !self.alloc.served.is_empty();
+        let listed = self.alloc.listed || !self.alloc.served.is_empty();
         // Cursors into the legs served now and those with a rate of their own before, both
         // ascending, as the coflows' legs are, and into the coflows' rates before, in the order
         // of the coflows (those kept stay in order, those new come after them).
@@ -438,7 +444,7 @@ impl<B: BlindScheduler> Blinded<B> {
                 // Its own copy of the legs tells which are active without the driver's records.
                 for j in legs.clone() {
                     if self.legs[j].active_flows > 0 {
-                        self.hand(input, out, k, j, reset);
+                        self.hand(input, out, k, j);
                     }
                 }
             } else {
@@ -454,7 +460,7 @@ impl<B: BlindScheduler> Blinded<B> {
                     };
                     a += usize::from(sa == Some(&j));
                     b += usize::from(sb == Some(&j));
-                    self.hand(input, out, k, j, reset);
+                    self.hand(input, out, k, j);
                 }
             }
             if listed {
@@ -468,23 +474,30 @@ impl<B: BlindScheduler> Blinded<B> {
         self.spare_given = std::mem::replace(&mut self.given_legs, next);
     }
 
-    /// Hands the driver leg `j` of `legs` (of coflow `k`) at its rate now if that is not the one
-    /// it stands at (or, on a reset, if it has one): its coflow's rate, if it crosses the fabric,
-    /// and its own, for all its flows together.
-    fn hand(&mut self, input: &Input<'_>, out: &mut Allocation, k: usize, j: usize, reset: bool) {
+    /// Hands the driver leg `j` of `legs` (of coflow `k`) at its rate now, for all its flows
+    /// together, if that is not the one it stands at (after a reset nothing stands).
+    fn hand(&mut self, input: &Input<'_>, out: &mut Allocation, k: usize, j: usize) {
         let (b, c) = (&self.coflows[k], &input.coflows[k]);
         let l = c.legs.start + (j - b.legs.start);
         let leg = &input.legs[l];
-        let coflow = if leg.route.hops().is_empty() { 0.0 } else { self.alloc.coflow_rate[k] };
-        let rate = (coflow + self.alloc.leg_rate[j]) * leg.flows as f64;
-        let rate = if leg.is_active() && rate > 0.0 && rate.is_finite() { rate } else { 0.0 };
-        if rate.to_bits() != self.given[j].to_bits() || (reset && rate > 0.0) {
+        let rate = per_flow_rate(leg, self.alloc.coflow_rate[k], self.alloc.leg_rate[j]) * leg.flows as f64;
+        let rate = if rate.is_finite() { rate } else { 0.0 };
+        if rate.to_bits() != self.given[j].to_bits() {
             if leg.is_active() {
                 out.standing.changed.push((l, rate));
             }
             self.given[j] = rate;
         }
     }
+}
+
+/// The bytes per second for each flow of `leg` given `coflow` as its coflow's rate and `own` on
+/// top: the coflow's only if the leg crosses the fabric; zero unless the sum is a positive number
+/// and the leg is active.
+fn per_flow_rate(leg: &crate::state::LegState, coflow: f64, own: f64) -> f64 {
+    let on_coflow = if leg.route.hops().is_empty() { 0.0 } else { coflow };
+    let rate = on_coflow + own;
+    if rate > 0.0 && rate.is_finite() && leg.is_active() { rate } else { 0.0 }
 }
 
 impl<B: BlindScheduler> Scheduler for Blinded<B> {
@@ -705,9 +718,8 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         let give = |out: &mut Allocation, b: &BlindCoflow, c: &CoflowState, j: usize, coflow: f64| {
             let l = c.legs.start + (j - b.legs.start);
             let leg = &input.legs[l];
-            let on_coflow = if leg.route.hops().is_empty() { 0.0 } else { coflow };
-            let per_flow = on_coflow + self.alloc.leg_rate[j];
-            if per_flow > 0.0 && per_flow.is_finite() && leg.is_active() {
+            let per_flow = per_flow_rate(leg, coflow, self.alloc.leg_rate[j]);
+            if per_flow > 0.0 {
                 out.give_leg(l, per_flow * leg.flows as f64, leg.remaining(c));
             }
         };
@@ -715,7 +727,7 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         // coflow with a rate, or of every coflow when the policy does not list what it served,
         // and otherwise the legs listed, which a policy lists in ascending runs (coflow by
         // coflow), merged by a stable sort.
-        let listed = !self.alloc.served.is_empty();
+        let listed = self.alloc.listed || !self.alloc.served.is_empty();
         self.alloc.served.sort();
         let mut x = 0;
         for (k, (b, c)) in self.coflows.iter().zip(input.coflows).enumerate() {
@@ -818,7 +830,7 @@ mod tests {
 
     /// Offered standing rates, the adapter hands over only the legs whose bytes per second
     /// changed (all their flows together), a leg no longer served at zero, and nothing when
-    /// nothing changed; not offered them, it gives every served leg an extra as before.
+    /// nothing changed; not offered them, it gives every served leg an extra.
     #[test]
     fn standing_rates_list_only_what_changed() {
         let mut policy = Blinded::new(BySender::default());

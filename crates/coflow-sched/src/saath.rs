@@ -87,11 +87,12 @@ struct State {
     waiting_since: Nanos,
     /// Whether the previous decision served it all or none: it has not waited since.
     admitted: bool,
-    /// Per leg, in the coflow's leg order: its route and its *own* bytes per flow, what each of
-    /// its flows has sent less `along` (what the coflow's all-or-none rate gave every flow), so
-    /// that serving a coflow all or none costs one addition, not one per leg.
+    /// Per leg, in the coflow's leg order: its route and its *own* bytes per flow: for an active
+    /// leg that crosses the fabric, what each of its flows has sent less `along`, so that serving
+    /// a coflow all or none costs one addition, not one per leg.
     legs: Vec<(Route, f64)>,
-    /// The bytes per flow its all-or-none rates have given since it arrived.
+    /// The bytes per flow its all-or-none rates have given every active flow since its legs were
+    /// last laid out (at its arrival, or when a rebuilt input moved them).
     along: f64,
     /// Its all-or-none rate per flow at the previous decision (zero if it was not served so).
     rate: f64,
@@ -177,6 +178,8 @@ pub struct Saath {
     contention: Contention,
     /// The resources with room in `left`, as a bit set (the work-conserving pass).
     room: Vec<u64>,
+    /// A coflow's legs with an extra (offsets, ascending).
+    extras: Vec<u32>,
 }
 
 impl Saath {
@@ -228,6 +231,8 @@ impl BlindScheduler for Saath {
         let resources = cap.len();
         let k = self.cfg.queues;
         let now = input.now;
+        // It lists the legs its work-conserving pass serves, none some decisions.
+        out.listed = true;
         let dt = now.saturating_sub(self.last).as_secs_f64();
         self.last = now;
         self.count.resize(resources, 0);
@@ -451,7 +456,7 @@ impl BlindScheduler for Saath {
         out.served.sort();
         // The soonest crossing, in seconds from now, made a time once (rounding is monotone).
         let mut soonest = f64::INFINITY;
-        let mut extras: Vec<u32> = Vec::new();
+        let mut extras = std::mem::take(&mut self.extras);
         let mut k = 0;
         for (i, c) in input.coflows.iter().enumerate() {
             let run = out.served[k..].partition_point(|&l| l < c.legs.end);
@@ -494,6 +499,7 @@ impl BlindScheduler for Saath {
                 wake = wake.min(aged_at[i]);
             }
         }
+        self.extras = extras;
         (wake < Nanos::MAX).then_some(wake)
     }
 }

@@ -5,10 +5,13 @@
 //! Bringing the state forward to a new time therefore costs one multiplication per coflow, plus one
 //! update per leg that the decision gave an extra `κ` (backfill), which the policy keeps to at most
 //! one per resource.
+//! A policy that answers in standing rates (`Standing`) gives legs bytes per second that hold until
+//! it changes them: such a leg keeps its own plan from its last change and moves only when its
+//! rate changes, when it finishes, and when the model itself reads the loads.
 //! Completions sit in a heap: one entry per coflow (its legs without extra all finish together at
-//! `1/σ`) and one per leg with an extra.
-//! A decision touches only what it rates: the coflows with a rate (before or after it) and the legs
-//! with an extra. The heap is kept between decisions, and a finish that a decision moves is pushed
+//! `1/σ`) and one per leg with an extra or a standing rate.
+//! A decision touches only what it rates: the coflows with a rate (before or after it), the legs
+//! with an extra, and the legs whose standing rate it changes. The heap is kept between decisions, and a finish that a decision moves is pushed
 //! again while its old entry stays behind, stale: an entry counts only while it is the planned
 //! finish of a coflow or leg still active, so stale ones are skipped when they come out, never
 //! left on top (the next event is always a real one), and the heap is rebuilt when they outnumber
@@ -50,9 +53,10 @@ pub(crate) struct LegModel {
     /// is ascending.
     extra: Vec<Extra>,
     extra_sorted: bool,
-    /// The coflows of the extras the last decision put in force, sorted, each once: kept by id,
-    /// so that an extra dropped since (its leg finished, `compact` moved its coflow) still counts
-    /// (`Changes::reshaped`).
+    /// The coflows of which a leg moved apart from the coflow's scale since the last decision read
+    /// them (`Changes::reshaped`), sorted, each once: those of the extras it put in force and of
+    /// the standing legs it or the model since brought forward. Kept by id, so that an extra
+    /// dropped since (its leg finished, `compact` moved its coflow) still counts.
     extra_ids: Vec<CoflowId>,
     /// Coflows with a rate in force (indices, ascending).
     rated: Vec<u32>,
@@ -71,7 +75,8 @@ pub(crate) struct LegModel {
     extra_indexed: bool,
     /// Scratch of `apply_extras`: per entry of the extras before, whether the decision kept it.
     taken: Vec<bool>,
-    /// Per coflow: the number of the decision that last listed it in `extra_ids`.
+    /// Per coflow: the number of the decision that last listed it in `extra_ids` (read within
+    /// `apply` only: `compact` does not move them).
     id_mark: Vec<u64>,
     /// When the decision in force was made.
     dec_time: Nanos,
@@ -223,8 +228,9 @@ impl LegModel {
         }
     }
 
-    /// Brings every coflow and leg forward to `now` at the rates in force, lazy or not: what a
-    /// decision reads.
+    /// Brings every coflow and leg forward to `now` at the rates in force, lazy or not, except the
+    /// legs at standing rates (which the policy answering in them does not read): what a decision
+    /// reads.
     pub(crate) fn sync_all(&mut self, now: Nanos) {
         self.sync(now);
         self.sync_extras();
@@ -259,25 +265,30 @@ impl LegModel {
     /// loads ([`Standing`]), so they move only when their rate changes, when they finish, and
     /// here.
     fn sync_steady(&mut self) {
-        let now = self.time;
+        for at in 0..self.steady.len() {
+            self.bring_steady(at);
+        }
+        // Between decisions the next one is told, by id: coflows may have moved since the last
+        // decision marked them (`compact`).
+        let before = self.extra_ids.len();
         for e in &self.steady {
-            let leg = &mut self.legs[e.leg as usize];
-            if leg.is_active() {
-                e.bring(now, self.coflows[e.coflow as usize].scale, leg, &mut self.loads);
+            let id = self.coflows[e.coflow as usize].id;
+            if self.extra_ids[..before].binary_search(&id).is_err() {
+                self.extra_ids.push(id);
             }
         }
-        // Between decisions: the next one is told.
-        if !self.steady.is_empty() {
-            let listed = self.extra_ids.len();
-            if self.id_mark.len() < self.coflows.len() {
-                self.id_mark.resize(self.coflows.len(), 0);
-            }
-            for k in 0..self.steady.len() {
-                self.moved_apart(self.steady[k].coflow);
-            }
-            if self.extra_ids.len() > listed {
-                self.extra_ids.sort_unstable();
-            }
+        if self.extra_ids.len() > before {
+            self.extra_ids.sort_unstable();
+            self.extra_ids.dedup();
+        }
+    }
+
+    /// Brings the leg at a standing rate at `at` in `steady` forward to the current time.
+    fn bring_steady(&mut self, at: usize) {
+        let e = &self.steady[at];
+        let leg = &mut self.legs[e.leg as usize];
+        if leg.is_active() {
+            e.bring(self.time, self.coflows[e.coflow as usize].scale, leg, &mut self.loads);
         }
     }
 
@@ -305,13 +316,12 @@ impl LegModel {
         if self.steady_at.len() < self.legs.len() {
             self.steady_at.resize(self.legs.len(), u32::MAX);
         }
-        let listed = self.extra_ids.len();
+        let before = self.extra_ids.len();
         for &(l, rate) in &standing.changed {
             let at = self.steady_of(l);
             if let Some(at) = at {
-                let e = self.steady[at];
-                e.bring(now, self.coflows[e.coflow as usize].scale, &mut self.legs[l], &mut self.loads);
-                self.moved_apart(e.coflow);
+                self.bring_steady(at);
+                self.moved_apart(self.steady[at].coflow);
             }
             let go = rate > 0.0 && rate.is_finite() && self.legs[l].is_active();
             let e = match (at, go) {
@@ -352,25 +362,20 @@ impl LegModel {
                 if self.steady[at].listed == mark {
                     at += 1;
                 } else {
-                    let e = self.steady[at];
-                    e.bring(
-                        now,
-                        self.coflows[e.coflow as usize].scale,
-                        &mut self.legs[e.leg as usize],
-                        &mut self.loads,
-                    );
-                    self.moved_apart(e.coflow);
+                    self.bring_steady(at);
+                    self.moved_apart(self.steady[at].coflow);
                     self.drop_steady(at);
                 }
             }
         }
-        if self.extra_ids.len() > listed {
+        if self.extra_ids.len() > before {
             self.extra_ids.sort_unstable();
         }
     }
 
     /// Lists coflow `k` (by id, once per decision) among those of which a leg moved apart from
-    /// the coflow's scale since the decision read them (`Changes::reshaped`).
+    /// the coflow's scale since the decision read them (`Changes::reshaped`); within `apply`,
+    /// where the marks are of the coflows' current places.
     fn moved_apart(&mut self, k: u32) {
         let k = k as usize;
         if self.id_mark[k] != self.applied {
@@ -388,12 +393,12 @@ impl LegModel {
         }
     }
 
-    /// Lazy, brings leg `l` forward to the current time (with the loads it crosses) if it has an
-    /// extra: before it is retired, so that it leaves with what it has left now.
+    /// Brings leg `l` forward to the current time (with the loads it crosses) if it has a standing
+    /// rate, or, lazy, an extra: before it is retired, so that it leaves with what it has left
+    /// now.
     fn sync_leg(&mut self, l: usize) {
         if let Some(at) = self.steady_of(l) {
-            let e = self.steady[at];
-            e.bring(self.time, self.coflows[e.coflow as usize].scale, &mut self.legs[l], &mut self.loads);
+            self.bring_steady(at);
         }
         if !self.lazy || self.extras_time >= self.time {
             return;
@@ -417,8 +422,8 @@ impl LegModel {
     }
 
     /// Lists the coflows of which a leg was sent at other than its coflow's rate since the last
-    /// decision (`Changes::reshaped`): those of the extras that decision put in force, each once,
-    /// also when the leg has finished since.
+    /// decision (`Changes::reshaped`): `extra_ids`, each once, also when the leg has finished
+    /// since.
     pub(crate) fn reshaped(&self, out: &mut Vec<CoflowId>) {
         out.extend_from_slice(&self.extra_ids);
     }
@@ -606,6 +611,8 @@ impl LegModel {
         self.apply_extras(alloc.leg_extras(), now);
         if alloc.standing.on {
             self.apply_standing(&alloc.standing);
+        } else {
+            assert!(self.steady.is_empty(), "a decision not in standing rates left legs at them");
         }
         if self.heap.len() > 2 * (self.rated.len() + self.extra.len() + self.steady.len()) + 64 {
             self.rebuild_heap();
