@@ -142,16 +142,16 @@ impl State {
         }
     }
 
-    /// The most own bytes of an active leg crossing the fabric, of those not in `skip`
-    /// (ascending offsets), if any.
-    fn top(&self, skip: &[u32]) -> Option<f64> {
-        let plain =
-            (self.plain as usize > skip.iter().filter(|&&j| self.legs[j as usize].1 == 0.0).count()).then_some(0.0);
+    /// The most own bytes of an active leg crossing the fabric, of those not in `skip` (legs with
+    /// an extra, as `served` lists them: by ascending offset), if any.
+    fn top(&self, skip: &[(u32, f64)]) -> Option<f64> {
+        let plain = (self.plain as usize > skip.iter().filter(|&&(j, _)| self.legs[j as usize].1 == 0.0).count())
+            .then_some(0.0);
         let ranked = self
             .ranked
             .iter()
             .rev()
-            .find(|(_, j)| skip.binary_search(j).is_err())
+            .find(|&&(_, j)| skip.binary_search_by_key(&j, |&(x, _)| x).is_err())
             .map(|&(_, j)| self.legs[j as usize].1);
         match (ranked, plain) {
             (Some(r), Some(p)) => Some(r.max(p)),
@@ -178,8 +178,6 @@ pub struct Saath {
     contention: Contention,
     /// The resources with room in `left`, as a bit set (the work-conserving pass).
     room: Vec<u64>,
-    /// A coflow's legs with an extra (offsets, ascending).
-    extras: Vec<u32>,
 }
 
 impl Saath {
@@ -456,7 +454,6 @@ impl BlindScheduler for Saath {
         out.served.sort();
         // The soonest crossing, in seconds from now, made a time once (rounding is monotone).
         let mut soonest = f64::INFINITY;
-        let mut extras = std::mem::take(&mut self.extras);
         let mut k = 0;
         for (i, c) in input.coflows.iter().enumerate() {
             let run = out.served[k..].partition_point(|&l| l < c.legs.end);
@@ -466,20 +463,19 @@ impl BlindScheduler for Saath {
             if run == 0 && rate == 0.0 {
                 continue;
             }
+            // Cleared when its bytes were counted: only this decision's legs with an extra.
             let limit = self.cfg.limit(s.queue) / f64::from(c.width.max(1));
-            extras.clear();
             for &l in &out.served[k..k + run] {
                 let extra = out.leg_rate[l];
                 let j = l - c.legs.start;
                 s.served.push((j as u32, extra));
-                extras.push(j as u32);
                 if limit.is_finite() && rate + extra > 0.0 {
                     soonest = soonest.min(((limit - (s.legs[j].1 + s.along)) / (rate + extra)).max(0.0));
                 }
             }
             if limit.is_finite()
                 && rate > 0.0
-                && let Some(top) = s.top(&extras)
+                && let Some(top) = s.top(&s.served)
             {
                 soonest = soonest.min(((limit - (top + s.along)) / rate).max(0.0));
             }
@@ -499,7 +495,6 @@ impl BlindScheduler for Saath {
                 wake = wake.min(aged_at[i]);
             }
         }
-        self.extras = extras;
         (wake < Nanos::MAX).then_some(wake)
     }
 }
