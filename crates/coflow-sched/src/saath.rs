@@ -99,11 +99,11 @@ struct State {
     /// The most bytes one of its flows has sent (a finished flow counts with its size).
     most: f64,
     /// The legs the work-conserving pass served at the previous decision, as (offset, bytes per
-    /// second per flow on top of `rate`).
+    /// second per flow on top of `rate`), by ascending offset.
     served: Vec<(u32, f64)>,
-    /// Its active legs that cross the fabric: how many have no bytes of their own, and the
-    /// others by their own bytes (`rank`), so that the flow that sent most is found without a
-    /// walk over the legs.
+    /// Its active legs that cross the fabric, except those in `served` (their own bytes change
+    /// at every decision): how many have no bytes of their own, and the others by their own
+    /// bytes (`rank`), so that the flow that sent most is found without a walk over the legs.
     plain: u32,
     ranked: BTreeSet<(i64, u32)>,
 }
@@ -115,48 +115,90 @@ fn rank(x: f64) -> i64 {
 }
 
 impl State {
-    /// Ranks the active legs of `c` that cross the fabric afresh.
+    /// Ranks the active legs of `c` that cross the fabric afresh, with none in `served`.
     fn rank_active(&mut self, c: &BlindCoflow, legs: &[BlindLeg]) {
+        self.served.clear();
         self.plain = 0;
         self.ranked.clear();
         for (j, l) in legs[c.legs.clone()].iter().enumerate() {
             if l.active_flows > 0 && !l.route.hops().is_empty() {
-                self.count(j, true);
+                self.rank_in(j);
             }
         }
     }
 
-    /// Counts leg `j` (active, crossing the fabric) in or out of the ranking.
-    fn count(&mut self, j: usize, on: bool) {
+    /// Counts leg `j` (active, crossing the fabric) in the ranking.
+    fn rank_in(&mut self, j: usize) {
         let own = self.legs[j].1;
         if own == 0.0 {
-            if on {
-                self.plain += 1;
-            } else {
-                self.plain -= 1;
-            }
-        } else if on {
+            self.plain += 1;
+        } else {
             self.ranked.insert((rank(own), j as u32));
+        }
+    }
+
+    /// Takes leg `j` out of the ranking.
+    fn rank_out(&mut self, j: usize) {
+        let own = self.legs[j].1;
+        if own == 0.0 {
+            self.plain -= 1;
         } else {
             self.ranked.remove(&(rank(own), j as u32));
         }
     }
 
-    /// The most own bytes of an active leg crossing the fabric, of those not in `skip` (legs with
-    /// an extra, as `served` lists them: by ascending offset), if any.
-    fn top(&self, skip: &[(u32, f64)]) -> Option<f64> {
-        let plain = (self.plain as usize > skip.iter().filter(|&&(j, _)| self.legs[j as usize].1 == 0.0).count())
-            .then_some(0.0);
-        let ranked = self
-            .ranked
-            .iter()
-            .rev()
-            .find(|&&(_, j)| skip.binary_search_by_key(&j, |&(x, _)| x).is_err())
-            .map(|&(_, j)| self.legs[j as usize].1);
+    /// Whether leg `j` is in `served`.
+    fn is_served(&self, j: usize) -> bool {
+        self.served.binary_search_by_key(&(j as u32), |&(x, _)| x).is_ok()
+    }
+
+    /// The most own bytes of a ranked leg, if any.
+    fn top(&self) -> Option<f64> {
+        let ranked = self.ranked.last().map(|&(_, j)| self.legs[j as usize].1);
+        let plain = (self.plain > 0).then_some(0.0);
         match (ranked, plain) {
             (Some(r), Some(p)) => Some(r.max(p)),
             (r, p) => r.or(p),
         }
+    }
+
+    /// Lists the legs served now, `next` by ascending offset, in place of those of the previous
+    /// decision: a leg no longer served goes back into the ranking if it is active and crosses
+    /// the fabric, and one newly served leaves it.
+    fn serve(&mut self, next: &mut Vec<(u32, f64)>, legs: &[BlindLeg]) {
+        let crosses = |j: u32| !legs[j as usize].route.hops().is_empty();
+        let (mut a, mut b) = (0, 0);
+        loop {
+            let old = self.served.get(a).map(|&(j, _)| j);
+            let new = next.get(b).map(|&(j, _)| j);
+            match (old, new) {
+                (Some(x), Some(y)) if x == y => {
+                    a += 1;
+                    b += 1;
+                }
+                (Some(x), Some(y)) if y < x => {
+                    if crosses(y) {
+                        self.rank_out(y as usize);
+                    }
+                    b += 1;
+                }
+                (None, Some(y)) => {
+                    if crosses(y) {
+                        self.rank_out(y as usize);
+                    }
+                    b += 1;
+                }
+                (Some(x), _) => {
+                    if legs[x as usize].active_flows > 0 && crosses(x) {
+                        self.rank_in(x as usize);
+                    }
+                    a += 1;
+                }
+                (None, None) => break,
+            }
+        }
+        std::mem::swap(&mut self.served, next);
+        next.clear();
     }
 }
 
@@ -178,6 +220,8 @@ pub struct Saath {
     contention: Contention,
     /// The resources with room in `left`, as a bit set (the work-conserving pass).
     room: Vec<u64>,
+    /// The legs of one coflow served now.
+    next: Vec<(u32, f64)>,
 }
 
 impl Saath {
@@ -242,8 +286,9 @@ impl BlindScheduler for Saath {
                 if let Some(s) = self.states.get_mut(&id)
                     && (j as usize) < s.legs.len()
                     && !input.legs[l].route.hops().is_empty()
+                    && !s.is_served(j as usize)
                 {
-                    s.count(j as usize, false);
+                    s.rank_out(j as usize);
                 }
                 if let Some(shape) = self.shapes.get_mut(&id) {
                     self.gone.clear();
@@ -276,8 +321,10 @@ impl BlindScheduler for Saath {
             // input may have moved them, and only then are the legs ranked afresh.
             let same = legs.len() == s.legs.len()
                 && (!input.everything || legs.iter().zip(&s.legs).all(|(l, x)| l.route == x.0));
-            let told = !input.everything;
             s.along += s.rate * dt;
+            // The legs with an extra are out of the ranking: the most one of them sent is found
+            // here.
+            let mut most: Option<f64> = None;
             for k in 0..s.served.len() {
                 let (j, extra) = s.served[k];
                 let j = j as usize;
@@ -287,16 +334,10 @@ impl BlindScheduler for Saath {
                     input.legs[legs_on(c, input.legs, s.legs[j].0)].iter().any(|l| l.active_flows > 0)
                 };
                 if active {
-                    if told {
-                        s.count(j, false);
-                    }
                     s.legs[j].1 += extra * dt;
-                    if told {
-                        s.count(j, true);
-                    }
+                    most = Some(most.map_or(s.legs[j].1, |m: f64| m.max(s.legs[j].1)));
                 }
             }
-            s.served.clear();
             if !same {
                 let old = std::mem::take(&mut s.legs);
                 let mut o = 0;
@@ -318,7 +359,11 @@ impl BlindScheduler for Saath {
             if !same || input.everything {
                 s.rank_active(c, input.legs);
             }
-            if let Some(top) = s.top(&[]) {
+            let top = match (s.top(), most) {
+                (Some(r), Some(m)) => Some(r.max(m)),
+                (r, m) => r.or(m),
+            };
+            if let Some(top) = top {
                 s.most = s.most.max(top + s.along);
             }
         }
@@ -461,21 +506,22 @@ impl BlindScheduler for Saath {
             let s = self.states.get_mut(&c.id).expect("a state");
             s.rate = rate;
             if run == 0 && rate == 0.0 {
+                s.serve(&mut self.next, &input.legs[c.legs.clone()]);
                 continue;
             }
-            // Cleared when its bytes were counted: only this decision's legs with an extra.
             let limit = self.cfg.limit(s.queue) / f64::from(c.width.max(1));
             for &l in &out.served[k..k + run] {
                 let extra = out.leg_rate[l];
                 let j = l - c.legs.start;
-                s.served.push((j as u32, extra));
+                self.next.push((j as u32, extra));
                 if limit.is_finite() && rate + extra > 0.0 {
                     soonest = soonest.min(((limit - (s.legs[j].1 + s.along)) / (rate + extra)).max(0.0));
                 }
             }
+            s.serve(&mut self.next, &input.legs[c.legs.clone()]);
             if limit.is_finite()
                 && rate > 0.0
-                && let Some(top) = s.top(&s.served)
+                && let Some(top) = s.top()
             {
                 soonest = soonest.min(((limit - (top + s.along)) / rate).max(0.0));
             }

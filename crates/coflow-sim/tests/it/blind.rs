@@ -475,3 +475,18 @@ fn saath_counts_what_a_flow_sent_all_or_none_and_on_its_own() {
     assert_eq!(at_1s.notes[0].2, Some(100.0));
     assert_eq!(rate_at(&log, 1.0, 1, 1, 5), 100.0);
 }
+
+/// A flow's own bytes count after its extra stops: K as above; at 1 s its two 50 B flows are done
+/// and 1→5, which sent 100 B (50 of them its own), runs alone all or none at 100 with no extra.
+/// When L (2→3) arrives at 1.5 s, the flow that sent most is 1→5 with 150 B.
+#[test]
+fn saath_keeps_counting_a_flows_own_bytes_once_its_extra_stops() {
+    let k = Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 3, 50), flow(0, 4, 50), flow(1, 5, 300)]);
+    let l = Coflow::new(CoflowId(2), Nanos::from_millis(1500), vec![flow(2, 3, 50)]);
+    let (r, log) = run(saath(SaathConfig::default()), saath_note, 6, 100.0, vec![k, l]);
+    assert_secs(&secs(&r), &[3.0, 0.5]);
+    assert_eq!(rate_at(&log, 1.0, 1, 1, 5), 100.0);
+    let at = log.iter().find(|d| d.now == Nanos::from_millis(1500)).expect("a decision at 1.5 s");
+    let most = at.notes.iter().find(|n| n.0 == 1).expect("K's note").2;
+    assert_eq!(most, Some(150.0));
+}
