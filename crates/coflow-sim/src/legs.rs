@@ -6,8 +6,9 @@
 //! update per leg that the decision gave an extra `κ` (backfill), which the policy keeps to at most
 //! one per resource.
 //! A policy that answers in standing rates (`Standing`) gives legs bytes per second that hold until
-//! it changes them: such a leg keeps its own plan from its last change and moves only when its
-//! rate changes, when it finishes, and when the model itself reads the loads.
+//! it changes them: such a leg keeps its own plan from its last change, which a change of rate
+//! continues from what the plan says is left; the leg and its loads are brought forward only when
+//! its rate stops, when it finishes, and when the model itself reads the loads.
 //! Completions sit in a heap: one entry per coflow (its legs without extra all finish together at
 //! `1/σ`) and one per leg with an extra or a standing rate.
 //! A decision touches only what it rates: the coflows with a rate (before or after it), the legs
@@ -140,10 +141,15 @@ struct Steady {
 }
 
 impl Steady {
+    /// The bytes its leg has left at `now`.
+    fn left_at(&self, now: Nanos) -> f64 {
+        (self.left - self.rate * (now - self.since).as_secs_f64()).max(0.0)
+    }
+
     /// Brings its leg (active) forward to `now`, with the loads it crosses, given its coflow's
     /// scale.
     fn bring(&self, now: Nanos, scale: f64, leg: &mut LegState, loads: &mut [(ResourceId, f64)]) {
-        let left = (self.left - self.rate * (now - self.since).as_secs_f64()).max(0.0);
+        let left = self.left_at(now);
         let whole = self.bytes * scale;
         // A sliver stays until the leg's finish event retires it, as under an extra.
         let scaled = if whole > 0.0 { (left / whole).max(f64::MIN_POSITIVE) } else { f64::MIN_POSITIVE };
@@ -262,8 +268,7 @@ impl LegModel {
     /// Brings every leg at a standing rate forward to the current time, for a reader other than
     /// the policy. Such legs are brought forward only when read, lazy or not: the policy that
     /// answers in standing rates reads whether a leg is active, not what it has left, and no
-    /// loads ([`Standing`]), so they move only when their rate changes, when they finish, and
-    /// here.
+    /// loads ([`Standing`]), so they move only when their rate stops, when they finish, and here.
     fn sync_steady(&mut self) {
         for at in 0..self.steady.len() {
             self.bring_steady(at);
@@ -308,8 +313,8 @@ impl LegModel {
     }
 
     /// Puts a decision's standing rates in force at the current time (after its coflows' rates):
-    /// a leg whose rate changed is brought forward and planned again from now, a leg listed at
-    /// the rate it had keeps its plan, and on a reset the legs not listed stop.
+    /// a leg whose rate changed is planned again from what its plan leaves it now, a leg listed at
+    /// the rate it had keeps its plan, and on a reset the legs not listed stop (brought forward).
     fn apply_standing(&mut self, standing: &Standing) {
         let now = self.time;
         let mark = self.applied;
@@ -320,12 +325,12 @@ impl LegModel {
         for &(l, rate) in &standing.changed {
             let at = self.steady_of(l);
             if let Some(at) = at {
-                self.bring_steady(at);
                 self.moved_apart(self.steady[at].coflow);
             }
             let go = rate > 0.0 && rate.is_finite() && self.legs[l].is_active();
             let e = match (at, go) {
                 (Some(at), false) => {
+                    self.bring_steady(at);
                     self.drop_steady(at);
                     continue;
                 }
@@ -334,20 +339,29 @@ impl LegModel {
                     self.steady[at].listed = mark;
                     continue;
                 }
-                (Some(at), true) => &mut self.steady[at],
+                (Some(at), true) => {
+                    // What it has left from its own plan: the leg and the loads it crosses stay
+                    // where they were last brought, until read.
+                    let e = &mut self.steady[at];
+                    e.left = e.left_at(now);
+                    e
+                }
                 (None, true) => {
                     let (coflow, bytes, hops, slots) = new_extra(&self.legs, &self.owner, &self.slots, l);
+                    let k = coflow as usize;
+                    assert!(
+                        self.rate[k] == 0.0,
+                        "coflow {} has a rate and a leg at a standing rate",
+                        self.coflows[k].id
+                    );
+                    let left = self.legs[l].scaled * self.coflows[k].scale * bytes;
                     self.steady_at[l] = self.steady.len() as u32;
-                    let e =
-                        Steady { leg: l as u32, coflow, hops, slots, since: now, left: 0.0, rate, bytes, listed: mark };
+                    let e = Steady { leg: l as u32, coflow, hops, slots, since: now, left, rate, bytes, listed: mark };
                     self.steady.push(e);
                     self.steady.last_mut().expect("just pushed")
                 }
             };
-            let k = e.coflow as usize;
-            assert!(self.rate[k] == 0.0, "coflow {} has a rate and a leg at a standing rate", self.coflows[k].id);
             (e.since, e.rate, e.listed) = (now, rate, mark);
-            e.left = self.legs[l].scaled * self.coflows[k].scale * e.bytes;
             let finish = after(now, e.left / rate);
             if finish != self.leg_finish[l] {
                 self.leg_finish[l] = finish;
@@ -1222,7 +1236,7 @@ mod tests {
 
     /// Standing rates, computed by hand: a leg keeps its plan while its rate holds (and its
     /// remaining bytes, not read by the policy, are left as they were); a change plans it again
-    /// from what it has left; a reset stops the legs it does not list and keeps the plan of one
+    /// from what its plan leaves it; a reset stops the legs it does not list and keeps the plan of one
     /// listed at its rate; a rate of zero stops a leg; and a leg that finishes does so with
     /// nothing left.
     #[test]
@@ -1247,10 +1261,12 @@ mod tests {
         // 100 B/s each: 10 s and 20 s.
         decide(&mut model, 0, false, &[(a, 100.0), (b, 100.0)]);
         assert_eq!((model.leg_finish[a], model.leg_finish[b]), (secs(10), secs(20)));
-        // At 2 s, b doubles: 1800 bytes left at 200 B/s, 9 s more; a keeps its plan, untouched.
+        // At 2 s, b doubles: its plan leaves it 1800 bytes, at 200 B/s 9 s more; a keeps its plan.
+        // Neither leg is brought forward.
         decide(&mut model, 2, false, &[(b, 200.0)]);
         assert_eq!((model.leg_finish[a], model.leg_finish[b]), (secs(10), secs(11)));
-        assert_eq!((model.legs[a].scaled, model.legs[b].scaled * 2000.0), (1.0, 1800.0));
+        assert_eq!((model.legs[a].scaled, model.legs[b].scaled), (1.0, 1.0));
+        assert_eq!(model.steady_of(b).map(|at| model.steady[at].left), Some(1800.0));
         assert_eq!(model.extra_ids, vec![CoflowId(0)], "b moved apart from its coflow's scale");
         // At 4 s, a reset lists b alone at its rate: a stops with 600 bytes left, b keeps 11 s.
         decide(&mut model, 4, true, &[(b, 200.0)]);
