@@ -106,6 +106,9 @@ struct State {
     /// bytes (`rank`), so that the flow that sent most is found without a walk over the legs.
     plain: u32,
     ranked: BTreeSet<(i64, u32)>,
+    /// The least capacity of its ports (NaN when not known: its ports or their capacities
+    /// changed since).
+    slowest: f64,
 }
 
 /// A key that orders floats as `f64::total_cmp` does.
@@ -222,6 +225,8 @@ pub struct Saath {
     room: Vec<u64>,
     /// The legs of one coflow served now.
     next: Vec<(u32, f64)>,
+    /// The capacities the states' `slowest` were found under.
+    caps: Vec<f64>,
 }
 
 impl Saath {
@@ -278,6 +283,14 @@ impl BlindScheduler for Saath {
         let dt = now.saturating_sub(self.last).as_secs_f64();
         self.last = now;
         self.count.resize(resources, 0);
+        // What each coflow's slowest port is holds while the capacities and its ports do.
+        if input.everything || self.caps.as_slice() != cap {
+            self.caps.clear();
+            self.caps.extend_from_slice(cap);
+            for s in self.states.values_mut() {
+                s.slowest = f64::NAN;
+            }
+        }
         if input.everything {
             self.shapes.clear();
             self.contention.clear();
@@ -293,6 +306,11 @@ impl BlindScheduler for Saath {
                 if let Some(shape) = self.shapes.get_mut(&id) {
                     self.gone.clear();
                     shape.finish_into(j, &input.legs[l - j as usize..], &mut self.gone);
+                    if !self.gone.is_empty()
+                        && let Some(s) = self.states.get_mut(&id)
+                    {
+                        s.slowest = f64::NAN;
+                    }
                     for &r in &self.gone {
                         self.contention.leave(id, r);
                     }
@@ -377,6 +395,7 @@ impl BlindScheduler for Saath {
                 let mut s = State {
                     waiting_since: now,
                     legs: input.legs[c.legs.clone()].iter().map(|l| (l.route, 0.0)).collect(),
+                    slowest: f64::NAN,
                     ..State::default()
                 };
                 s.rank_active(c, input.legs);
@@ -405,10 +424,13 @@ impl BlindScheduler for Saath {
         let mut aged_at: Vec<Nanos> = Vec::with_capacity(input.coflows.len());
         let mut order: Vec<(usize, bool, Nanos, u32, usize)> = Vec::with_capacity(input.coflows.len());
         for (i, c) in input.coflows.iter().enumerate() {
-            let s = &self.states[&c.id];
+            let s = self.states.get_mut(&c.id).expect("a state");
             let at = match self.cfg.aging {
                 Some(a) => {
-                    let slowest = shapes[i].iter().map(|&(r, _)| cap[r as usize]).fold(f64::INFINITY, f64::min);
+                    if s.slowest.is_nan() {
+                        s.slowest = shapes[i].iter().map(|&(r, _)| cap[r as usize]).fold(f64::INFINITY, f64::min);
+                    }
+                    let slowest = s.slowest;
                     let limit = self.cfg.first_threshold * self.cfg.factor.powi(s.queue as i32);
                     let wait = a * limit / slowest;
                     if wait.is_finite() {

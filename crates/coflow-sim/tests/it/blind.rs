@@ -490,3 +490,50 @@ fn saath_keeps_counting_a_flows_own_bytes_once_its_extra_stops() {
     let most = at.notes.iter().find(|n| n.0 == 1).expect("K's note").2;
     assert_eq!(most, Some(150.0));
 }
+
+/// Aging follows the capacities: A (0→3) and B (0→4), one flow each, queue 0's limit 100 B,
+/// aging 1, no work conservation. At 0 every port sends 100 B/s: A goes first at 100 and B waits,
+/// to go first once it has waited 1 · 100 / 100 = 1 s. At 0.1 s every port sends 200 B/s: B's wait
+/// is 0.5 s from 0, and A, which sent 10 B, crosses its limit at 200 B/s at 0.55 s, so the policy
+/// asks to decide again at 0.5 s.
+#[test]
+fn saath_ages_a_waiting_coflow_by_the_capacities_in_force() {
+    use coflow_sched::{BlindCoflow, BlindLeg, Fabric};
+    let cfg =
+        SaathConfig { first_threshold: 100.0, aging: Some(1.0), work_conserving: false, ..SaathConfig::default() };
+    let slow = Fabric::big_switch(6, Rate::from_bytes_per_sec(100.0));
+    let fast = Fabric::big_switch(6, Rate::from_bytes_per_sec(200.0));
+    let legs = [0, 1].map(|j| BlindLeg { route: slow.route(MachineId(0), MachineId(3 + j)), active_flows: 1 });
+    let coflow = |id: u64| BlindCoflow {
+        id: CoflowId(id),
+        arrival: Nanos::ZERO,
+        weight: 1.0,
+        sent: 0.0,
+        job: CoflowId(id),
+        job_sent: 0.0,
+        width: 1,
+        pending: 0,
+        active_flows: 1,
+        legs: (id as usize - 1)..id as usize,
+    };
+    let coflows = [coflow(1), coflow(2)];
+    let mut p = Saath::new(cfg);
+    let mut decide = |fabric: &Fabric, now: Nanos, everything: bool| {
+        let input = BlindInput {
+            now,
+            fabric,
+            coflows: &coflows,
+            legs: &legs,
+            next_report: Nanos::MAX,
+            everything,
+            legs_finished: &[],
+            flows_finished: &[],
+        };
+        let mut out = BlindAllocation::default();
+        out.reset(&input);
+        let wake = p.poll_allocation(&input, &mut out);
+        (wake, out.coflow_rate.clone())
+    };
+    assert_eq!(decide(&slow, Nanos::ZERO, true), (Some(Nanos::from_secs(1)), vec![100.0, 0.0]));
+    assert_eq!(decide(&fast, Nanos::from_millis(100), false), (Some(Nanos::from_millis(500)), vec![200.0, 0.0]));
+}
