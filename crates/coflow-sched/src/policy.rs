@@ -2,7 +2,7 @@
 //! table ([`REGISTRY`]) and its readers.
 
 pub use crate::registry::{
-    Entry, JOB_NAMES, LEARNING_NAMES, List, MonteCarlo, NAIVE, NAMES, Needs, Param, Params, REGISTRY, TCP, UNSCHEDULED,
-    UnknownPolicy, Unscheduled, Unservable, WAN_NAMES, build, by_name, check_live, check_serves, entry_of, parse_list,
-    seeded, simulated, unscheduled,
+    Entry, JOB_NAMES, List, MonteCarlo, NAIVE, NAMES, Needs, Param, Params, REGISTRY, TCP, UNSCHEDULED, UnknownPolicy,
+    Unscheduled, Unservable, WAN_NAMES, build, by_name, check_live, check_serves, entry_of, parse_list, seeded,
+    simulated, unscheduled,
 };

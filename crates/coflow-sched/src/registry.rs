@@ -1,8 +1,8 @@
 //! The policy registry: one table of every policy by its short name, with what it is, what it
 //! takes, what it serves and how to build it.
 //!
-//! Every reader of policy names goes through [`REGISTRY`]: the lists [`NAMES`], [`WAN_NAMES`],
-//! [`JOB_NAMES`] and [`LEARNING_NAMES`] are computed from it at compile time, [`build`] and [`by_name`] construct from
+//! Every reader of policy names goes through [`REGISTRY`]: the lists [`NAMES`], [`WAN_NAMES`] and
+//! [`JOB_NAMES`] are computed from it at compile time, [`build`] and [`by_name`] construct from
 //! it, [`parse_list`] and every message that lists policies read it, and [`check_serves`] is how
 //! the simulator and the coordinator refuse a policy on a fabric it cannot serve.
 //! A new policy is one new [`Entry`]; the round-trip test then checks that its name builds a
@@ -27,9 +27,6 @@ pub enum List {
     /// Variants that need a workload with dependencies to differ from their base policy, not
     /// part of `all` ([`JOB_NAMES`]).
     Jobs,
-    /// Blind policies too slow to replay with every report: Saath's replay of the Facebook trace
-    /// takes about twice any other policy's (the book's page on performance) ([`LEARNING_NAMES`]).
-    Learning,
 }
 
 /// What a policy needs of the fabric it runs on.
@@ -269,7 +266,6 @@ pub const REGISTRY: &[Entry] = &[
     },
     Entry {
         blind: true,
-        list: List::Learning,
         ..entry("saath", "Saath, blind: all-or-none per coflow, least contention first, per-flow queue limits", |_| {
             Box::new(Blinded::new(Saath::default()))
         })
@@ -404,9 +400,6 @@ pub const WAN_NAMES: &[&str] = &names_of::<{ count(List::WideArea) }>(List::Wide
 /// Variants that need a workload with dependencies to differ from their base policy, not part of
 /// `all`: `aalo-job` ranks coflows by their job's bytes sent (job-aware D-CLAS).
 pub const JOB_NAMES: &[&str] = &names_of::<{ count(List::Jobs) }>(List::Jobs);
-
-/// The blind policies that learn sizes as flows finish, asked for by name.
-pub const LEARNING_NAMES: &[&str] = &names_of::<{ count(List::Learning) }>(List::Learning);
 
 /// Every name of the registry, comma-separated, for messages.
 fn known() -> String {

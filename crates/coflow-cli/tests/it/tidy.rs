@@ -358,7 +358,6 @@ fn policy_names_decide_behaviour_only_in_the_registry() {
         .iter()
         .chain(coflow_sched::policy::WAN_NAMES)
         .chain(coflow_sched::policy::JOB_NAMES)
-        .chain(coflow_sched::policy::LEARNING_NAMES)
         .copied()
         .collect();
     // The checker is real.
