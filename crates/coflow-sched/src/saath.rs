@@ -373,9 +373,11 @@ impl BlindScheduler for Saath {
                 }
                 s.along = 0.0;
             }
-            // Rebuilt, a finished leg may have flows again.
+            // Rebuilt, a finished leg may have flows again; the ranking then holds every active
+            // leg.
             if !same || input.everything {
                 s.rank_active(c, input.legs);
+                most = None;
             }
             let top = match (s.top(), most) {
                 (Some(r), Some(m)) => Some(r.max(m)),
