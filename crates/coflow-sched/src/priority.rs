@@ -18,7 +18,6 @@
 //! matching, since it is the unique stable one.
 //! With unequal capacities the policy falls back to the full greedy pass.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
@@ -63,23 +62,87 @@ fn offset_of(id: LegId) -> u32 {
 }
 
 /// A leg's priority, smaller first, then its name. The two numbers are kept as [`ordered`] makes
-/// them, integers in the order of `f64::total_cmp`, so that the repair's scans compare keys with
-/// integer comparisons, and only as far as the first difference (the derived order, field by
-/// field).
+/// them, unsigned integers in the order of `f64::total_cmp`, so that a key is one 192-bit number
+/// (`first`, `second`, `id`, most significant first). The derived order, field by field, serves
+/// sorts and the repair's scans (whose outcomes repeat, so their branches are predicted);
+/// [`Key::before`] compares two without a branch, for binary searches and the queue's heap, where
+/// the outcome is a coin toss.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
-    first: i64,
-    second: i64,
+    first: u64,
+    second: u64,
     id: LegId,
 }
 
-/// Above every leg's key (as a positive NaN orders above infinity): the key of a free port.
-const FREE: Key = Key { first: i64::MAX, second: i64::MAX, id: LegId::MAX };
+impl Key {
+    /// Whether `self` comes before `other` (the derived `<`).
+    #[inline(always)]
+    fn before(&self, other: &Key) -> bool {
+        self.below(other, false)
+    }
 
-/// `x` as an integer whose order is `f64::total_cmp`'s order of the numbers.
-fn ordered(x: f64) -> i64 {
-    let bits = x.to_bits() as i64;
-    bits ^ (((bits >> 63) as u64) >> 1) as i64
+    /// Whether `self − other − borrow`, as 192-bit numbers, goes below zero: `self` before
+    /// `other`, or equal to it with `borrow` set. One borrow chain across the three fields (a
+    /// subtraction with borrow each), so that the outcome of a comparison, which a binary search
+    /// cannot predict, costs no mispredicted branch.
+    #[inline(always)]
+    fn below(&self, other: &Key, borrow: bool) -> bool {
+        let borrow = borrows(self.id, other.id, borrow);
+        let borrow = borrows(self.second, other.second, borrow);
+        borrows(self.first, other.first, borrow)
+    }
+}
+
+/// Whether `a − b − borrow` goes below zero: one limb of a subtraction with borrow.
+#[inline(always)]
+fn borrows(a: u64, b: u64, borrow: bool) -> bool {
+    let (d, low) = a.overflowing_sub(b);
+    let (_, under) = d.overflowing_sub(u64::from(borrow));
+    low | under
+}
+
+/// Above every leg's key (as a positive NaN orders above infinity): the key of a free port.
+const FREE: Key = Key { first: u64::MAX, second: u64::MAX, id: LegId::MAX };
+
+/// `x` as an unsigned integer whose order is `f64::total_cmp`'s order of the numbers: a negative
+/// number with every bit flipped (larger magnitudes first), any other with its sign bit set.
+fn ordered(x: f64) -> u64 {
+    let bits = x.to_bits();
+    bits ^ ((((bits as i64) >> 63) as u64) | (1 << 63))
+}
+
+/// How many entries of `list` (sorted by key) come before `key`: a binary search whose steps
+/// move its bound by a conditional move rather than a branch (a route moves far in a port's list,
+/// in no predictable direction, so a branch per step would be mispredicted half the time).
+fn rank(list: &[Entry], key: &Key) -> usize {
+    let mut size = list.len();
+    if size == 0 {
+        return 0;
+    }
+    let mut base = 0;
+    while size > 1 {
+        let half = size / 2;
+        let mid = base + half;
+        base = std::hint::select_unpredictable(list[mid].best.before(key), mid, base);
+        size -= half;
+    }
+    base + usize::from(list[base].best.before(key))
+}
+
+/// How many keys of `set` (sorted worst first) come after `key`, as [`rank`] searches.
+fn rank_worst_first(set: &[Key], key: &Key) -> usize {
+    let mut size = set.len();
+    if size == 0 {
+        return 0;
+    }
+    let mut base = 0;
+    while size > 1 {
+        let half = size / 2;
+        let mid = base + half;
+        base = std::hint::select_unpredictable(key.before(&set[mid]), mid, base);
+        size -= half;
+    }
+    base + usize::from(key.before(&set[base]))
 }
 
 /// The served leg holding a port: its name, its coflow's, its ports, and where its coflow was in
@@ -288,7 +351,7 @@ impl FlowPriority {
     fn wait(&mut self, key: Key, route: u32) {
         let set = &mut self.waiting[route as usize];
         let before = set.last().copied();
-        let at = set.partition_point(|k| *k > key);
+        let at = rank_worst_first(set, &key);
         debug_assert!(set.get(at) != Some(&key), "a leg waits twice");
         set.insert(at, key);
         let after = set.last().copied();
@@ -352,6 +415,9 @@ impl FlowPriority {
         // (Entries and keys by reference: the scan copies no key but the one it returns.)
         for (i, e) in routes.iter().enumerate().skip(from) {
             let best = &e.best;
+            // The scan's tests take the derived order, which stops at the first field that differs:
+            // their outcomes are mostly the same from entry to entry, so branches cost less here
+            // than [`Key::before`]'s borrow chain.
             if holder_p < *best {
                 return None;
             }
@@ -395,7 +461,7 @@ impl FlowPriority {
                 self.dirty.pop();
                 continue;
             };
-            if key != bound && self.dirty.next_key().is_some_and(|next| *next < key) {
+            if key != bound && self.dirty.next_key().is_some_and(|next| next.before(&key)) {
                 // Not the best of the queue: back in at its own key (above `bound`, since the
                 // next is at least `bound`).
                 self.deferred[p as usize] = Some(Deferred { key, at, changes });
@@ -627,27 +693,32 @@ impl FlowPriority {
 /// (one move over its old entry, which is written anew), and its new place is on the side it
 /// moves to.
 fn relist_one(list: &mut Vec<Entry>, before: Option<Key>, after: Option<Entry>) {
-    match (before.map(|b| list.binary_search_by(|e| e.best.cmp(&b))), after) {
-        (Some(Ok(i)), Some(a)) => {
-            if a.best > list[i].best {
-                let j = i + 1 + list[i + 1..].partition_point(|e| e.best < a.best);
+    let listed = before.and_then(|b| {
+        let i = rank(list, &b);
+        list.get(i).is_some_and(|e| e.best == b).then_some(i)
+    });
+    match (listed, after) {
+        (Some(i), Some(a)) => {
+            if list[i].best.before(&a.best) {
+                let j = i + 1 + rank(&list[i + 1..], &a.best);
                 list.copy_within(i + 1..j, i);
                 list[j - 1] = a;
             } else {
-                let j = list[..i].partition_point(|e| e.best < a.best);
+                let j = rank(&list[..i], &a.best);
                 list.copy_within(j..i, j + 1);
                 list[j] = a;
             }
         }
-        (Some(Ok(i)), None) => {
+        (Some(i), None) => {
             list.remove(i);
         }
-        (_, Some(a)) => {
-            if let Err(j) = list.binary_search_by(|e| e.best.cmp(&a.best)) {
+        (None, Some(a)) => {
+            let j = rank(list, &a.best);
+            if list.get(j).is_none_or(|e| e.best != a.best) {
                 list.insert(j, a);
             }
         }
-        (_, None) => {}
+        (None, None) => {}
     }
 }
 
@@ -677,14 +748,11 @@ impl PortQueue {
         self.heap.clear();
     }
 
-    /// Whether entry `a` comes before entry `b`: the tuples' order, written out (the derived
-    /// `<` on a tuple goes through `partial_cmp` and counts 0.4% more of `pfp`'s instructions).
+    /// Whether entry `a` comes before entry `b`: the tuples' order, as one borrow chain whose
+    /// lowest limb is the ports' (see [`Key::below`]).
     #[inline]
     fn before(a: &(Key, ResourceId), b: &(Key, ResourceId)) -> bool {
-        match a.0.cmp(&b.0) {
-            Ordering::Equal => a.1 < b.1,
-            o => o == Ordering::Less,
-        }
+        a.0.below(&b.0, a.1 < b.1)
     }
 
     fn put(&mut self, i: usize, entry: (Key, ResourceId)) {
@@ -699,7 +767,7 @@ impl PortQueue {
                 self.heap.push((key, r));
                 self.heap.len() - 1
             }
-            i if key < self.heap[i as usize].0 => i as usize,
+            i if key.before(&self.heap[i as usize].0) => i as usize,
             _ => return,
         };
         self.rise(i, (key, r));
@@ -726,9 +794,7 @@ impl PortQueue {
         let mut i = 0;
         let mut child = 1;
         while child + 1 < n {
-            if PortQueue::before(&self.heap[child + 1], &self.heap[child]) {
-                child += 1;
-            }
+            child += usize::from(PortQueue::before(&self.heap[child + 1], &self.heap[child]));
             self.put(i, self.heap[child]);
             i = child;
             child = 2 * i + 1;
@@ -747,7 +813,11 @@ impl PortQueue {
 
     /// The smallest key after the first port's (one of its two children's).
     fn next_key(&self) -> Option<&Key> {
-        self.heap.get(1..self.heap.len().min(3)).and_then(|c| c.iter().map(|e| &e.0).min())
+        match self.heap.get(1..self.heap.len().min(3))? {
+            [a] => Some(&a.0),
+            [a, b] => Some(if b.0.before(&a.0) { &b.0 } else { &a.0 }),
+            _ => None,
+        }
     }
 
     /// Puts the first port back at `key`, no smaller than its own: it moves down by the smaller
@@ -763,8 +833,8 @@ impl PortQueue {
             if child >= n {
                 break;
             }
-            if child + 1 < n && PortQueue::before(&self.heap[child + 1], &self.heap[child]) {
-                child += 1;
+            if child + 1 < n {
+                child += usize::from(PortQueue::before(&self.heap[child + 1], &self.heap[child]));
             }
             if !PortQueue::before(&self.heap[child], &entry) {
                 break;
@@ -1020,6 +1090,8 @@ impl Scheduler for FlowPriority {
             self.rebuild(input);
         }
         self.repair(input);
+        // Every port has the same capacity here: each served leg's rate.
+        let rate = cap.first().copied().unwrap_or(0.0);
         for &(id, hops) in self.served.iter() {
             let holder = self.owner[hops[0] as usize].expect("a served leg holds its ports");
             let (hint, name) = (holder.k, holder.coflow);
@@ -1033,8 +1105,6 @@ impl Scheduler for FlowPriority {
             }
             let c = &input.coflows[k];
             let l = c.legs.start + offset_of(id) as usize;
-            // Every port has the same capacity here, the smaller of the two.
-            let rate = cap[hops[0] as usize];
             out.give_leg(l, rate, input.legs[l].remaining(c));
         }
         None

@@ -686,6 +686,7 @@ impl LegModel {
         let (rate, coflows) = (&self.rate[..], &self.coflows[..]);
         let (leg_finish, id_mark) = (&mut self.leg_finish[..], &mut self.id_mark[..]);
         let (heap, ids) = (&mut self.heap, &mut self.extra_ids);
+        let room = (u64::MAX - now.0) as f64;
         let mut j = 0;
         for &(l, kappa) in extras {
             // A negative extra is a per-connection cap holding a leg below its coflow's rate.
@@ -715,7 +716,7 @@ impl LegModel {
             let k = c as usize;
             let (sigma, scale) = (rate[k], coflows[k].scale);
             let speed = sigma + kappa;
-            let planned = if speed > 0.0 { after(now, 1.0 / speed) } else { Nanos::MAX };
+            let planned = if speed > 0.0 { after_within(now, room, 1.0 / speed) } else { Nanos::MAX };
             if planned != finish {
                 leg_finish[l] = planned;
                 if planned != Nanos::MAX {
@@ -1136,6 +1137,13 @@ fn new_extra(legs: &[LegState], owner: &[u32], slots: &[[u32; 4]], l: usize) -> 
 
 /// `now` plus `secs` seconds, rounded up to the next nanosecond (at least one), saturating.
 pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
+    after_within(now, (u64::MAX - now.0) as f64, secs)
+}
+
+/// [`after`], given the nanoseconds left after `now` as a float (`room`), which a loop that plans
+/// many finishes from one `now` converts once.
+#[inline(always)]
+fn after_within(now: Nanos, room: f64, secs: f64) -> Nanos {
     const EXACT: f64 = (1u64 << 52) as f64;
     let x = secs * 1e9;
     if x > 0.0 && x < EXACT {
@@ -1146,10 +1154,10 @@ pub(crate) fn after(now: Nanos, secs: f64) -> Nanos {
         let big = x + EXACT;
         let ns = big.to_bits() - EXACT.to_bits() + u64::from(big - EXACT < x);
         // Through `i64`, exact below 2⁶³, which the target converts in one instruction.
-        if ns as i64 as f64 >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + ns) }
+        if ns as i64 as f64 >= room { Nanos::MAX } else { Nanos(now.0 + ns) }
     } else {
         let ns = ceil(x);
-        if !ns.is_finite() || ns >= (u64::MAX - now.0) as f64 { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
+        if !ns.is_finite() || ns >= room { Nanos::MAX } else { Nanos(now.0 + whole(ns).max(1)) }
     }
 }
 
