@@ -216,8 +216,7 @@ pub struct Saath {
     count: Vec<u32>,
     open: Vec<u64>,
     share: Vec<f64>,
-    /// The (queue, port) slots of `share` in use.
-    touched: Vec<(u32, ResourceId)>,
+    touched: Vec<usize>,
     total_weight: Vec<f64>,
     left: Vec<f64>,
     gone: Vec<ResourceId>,
@@ -457,23 +456,18 @@ impl BlindScheduler for Saath {
         self.touched.clear();
         for (i, rs) in shapes.iter().enumerate() {
             let q = group[i];
-            let base = q * resources;
-            let weight = self.cfg.weight(q);
             for &(r, _) in *rs {
-                let slot = base + r as usize;
+                let slot = q * resources + r as usize;
                 if self.share[slot] == 0.0 {
                     self.share[slot] = -1.0;
-                    self.touched.push((q as u32, r));
-                    self.total_weight[r as usize] += weight;
+                    self.touched.push(slot);
+                    self.total_weight[r as usize] += self.cfg.weight(q);
                 }
             }
         }
-        // A share at or below what counts as full is kept as zero, so that the pass below reads
-        // a port's room as it is.
-        for &(q, r) in &self.touched {
-            let (q, r) = (q as usize, r as usize);
-            let x = cap[r] * self.cfg.weight(q) / self.total_weight[r];
-            self.share[q * resources + r] = if x <= cap[r] * FULL { 0.0 } else { x };
+        for &slot in &self.touched {
+            let (q, r) = (slot / resources, slot % resources);
+            self.share[slot] = cap[r] * self.cfg.weight(q) / self.total_weight[r];
         }
 
         // All or none: one rate for every flow of a coflow, the most its queue's share of each of
@@ -485,7 +479,9 @@ impl BlindScheduler for Saath {
             let base = q * resources;
             let mut rate = f64::INFINITY;
             for &(r, n) in shapes[i] {
-                rate = rate.min(self.share[base + r as usize] / f64::from(n.max(1)));
+                let x = self.share[base + r as usize];
+                let room = if x <= cap[r as usize] * FULL { 0.0 } else { x };
+                rate = rate.min(room / f64::from(n.max(1)));
             }
             if !(rate > 0.0 && rate.is_finite()) {
                 continue;
@@ -494,8 +490,7 @@ impl BlindScheduler for Saath {
             for &(r, n) in shapes[i] {
                 let used = rate * f64::from(n);
                 let x = &mut self.share[base + r as usize];
-                let room = *x - used;
-                *x = if room <= cap[r as usize] * FULL { 0.0 } else { room };
+                *x = (*x - used).max(0.0);
                 let y = &mut self.left[r as usize];
                 *y = (*y - used).max(0.0);
             }
@@ -503,8 +498,8 @@ impl BlindScheduler for Saath {
             // rate to each).
             out.coflow_rate[i] = rate;
         }
-        for &(q, r) in &self.touched {
-            self.share[q as usize * resources + r as usize] = 0.0;
+        for &slot in &self.touched {
+            self.share[slot] = 0.0;
         }
 
         // What all-or-none left, to the flows in the same order.
