@@ -186,7 +186,16 @@ pub(crate) struct Shape {
     /// If `sender_ordered`, per resource the run it sends (`u32::MAX`: none), as many as the
     /// bit sets have bits.
     run_at: Vec<u32>,
+    /// If `sender_ordered` and small enough ([`TRANSPOSED_WORDS`]), per receiver (as in
+    /// `receivers`) the senders of the two-resource runs with an active leg to it, as a bit set
+    /// over the resources (`first_hops`'s words, receiver after receiver); empty otherwise.
+    senders_to: Vec<u64>,
+    /// With `senders_to`: the senders of the runs that are not two-resource runs.
+    multi_senders: Vec<u64>,
 }
+
+/// The most words [`Shape::senders_to`] may take (128 KiB).
+const TRANSPOSED_WORDS: usize = 1 << 14;
 
 /// Words of a bit set of `n` bits.
 fn words(n: usize) -> usize {
@@ -319,10 +328,27 @@ impl Shape {
         let sender_ordered =
             runs.windows(2).all(|w| w[0].0 < w[1].0) && runs.iter().all(|&(s, _)| (s as usize) < n * 64);
         let mut run_at = Vec::new();
+        let (mut senders_to, mut multi_senders) = (Vec::new(), Vec::new());
         if sender_ordered {
             run_at = vec![u32::MAX; n * 64];
             for (g, &(s, _)) in runs.iter().enumerate() {
                 run_at[s as usize] = g as u32;
+            }
+            if receivers.len() * n <= TRANSPOSED_WORDS {
+                senders_to = vec![0; receivers.len() * n];
+                multi_senders = vec![0; n];
+                for group in &groups {
+                    if !group.two_hop {
+                        set_bit(&mut multi_senders, group.sender);
+                        continue;
+                    }
+                    for (k, &i) in group.dist.iter().enumerate() {
+                        let (a, b) = (group.first[k], group.first[k + 1]);
+                        if (a..b).any(|m| flows[(group.start + m) as usize] > 0) {
+                            set_bit(&mut senders_to[i as usize * n..(i as usize + 1) * n], group.sender);
+                        }
+                    }
+                }
             }
         }
         Shape {
@@ -338,7 +364,26 @@ impl Shape {
             last_hops,
             sender_ordered,
             run_at,
+            senders_to,
+            multi_senders,
         }
+    }
+
+    /// The senders in word `w` (of the bit sets over resources) of the runs that may be given
+    /// something: those of the runs that are not two-resource runs, and those with an active leg
+    /// to a receiver in `open` (a bit set over its receivers). Needs `senders_to`.
+    fn senders_to_open(&self, w: usize, open: &[u64]) -> u64 {
+        let n = self.first_hops.len();
+        let mut senders = self.multi_senders[w];
+        for (v, &word) in open.iter().enumerate() {
+            let mut y = word;
+            while y != 0 {
+                let i = v * 64 + y.trailing_zeros() as usize;
+                y &= y - 1;
+                senders |= self.senders_to[i * n + w];
+            }
+        }
+        senders
     }
 
     /// Whether some active leg may have room: some first resource and some last resource of its
@@ -369,11 +414,21 @@ impl Shape {
         if group.two_hop {
             let i = self.receivers.binary_search(&hops[1]).expect("a receiver of the coflow") as u32;
             self.receiver_legs[i as usize] -= 1;
-            if !group.live.is_empty() {
-                let k = group.place(i);
+            if !group.live.is_empty() || !self.senders_to.is_empty() {
+                let k = if group.live.is_empty() {
+                    group.dist.binary_search(&i).expect("a receiver of the run")
+                } else {
+                    group.place(i)
+                };
                 let (a, b) = (group.first[k], group.first[k + 1]);
                 if !(a..b).any(|m| self.flows[(group.start + m) as usize] > 0) {
-                    clear_bit(&mut group.live, i);
+                    if !group.live.is_empty() {
+                        clear_bit(&mut group.live, i);
+                    }
+                    if !self.senders_to.is_empty() {
+                        let n = self.first_hops.len();
+                        clear_bit(&mut self.senders_to[i as usize * n..(i as usize + 1) * n], group.sender);
+                    }
                 }
             }
         } else if let Ok(pos) = group.legs.binary_search(&j) {
@@ -571,10 +626,20 @@ pub(crate) fn serve(
     if shape.sender_ordered
         && let Some(words) = pool.room.as_deref().map(|room| room.len().min(shape.first_hops.len()))
     {
+        // With the senders to each receiver at hand, a two-resource run is visited only if it
+        // has an active leg to a receiver still open (one with room when the pass found the
+        // receivers, not yet found full since): the others would be given nothing.
+        let transposed = !shape.senders_to.is_empty();
+        if transposed {
+            run.find_open(pool, open);
+        }
         for w in 0..words {
             // Room only shrinks while serving: a sender without it at the start of its word gets
             // nothing, and one visited is asked again.
             let mut x = shape.first_hops[w] & pool.room.as_deref().map_or(0, |room| room[w]);
+            if transposed && x != 0 {
+                x &= shape.senders_to_open(w, open);
+            }
             while x != 0 {
                 let b = x.trailing_zeros();
                 x &= x - 1;
@@ -605,6 +670,21 @@ struct Serving<'a> {
 }
 
 impl Serving<'_> {
+    /// Finds, once a pass, the coflow's receivers with an active two-resource leg and room, as a
+    /// bit set `open` over its receivers.
+    fn find_open(&mut self, pool: &Pool<'_>, open: &mut Vec<u64>) {
+        if self.open_known {
+            return;
+        }
+        let (receivers, legs) = (&self.shape.receivers, &self.shape.receiver_legs);
+        match pool.room.as_deref() {
+            Some(room) => fill_bits(open, receivers.len(), |i| legs[i] > 0 && bit(room, receivers[i])),
+            None => fill_bits(open, receivers.len(), |i| legs[i] > 0 && pool.room(receivers[i]) > 0.0),
+        }
+        self.open_count = open.iter().map(|w| w.count_ones() as usize).sum();
+        self.open_known = true;
+    }
+
     /// Serves run `g`; false when no later run can be given anything.
     fn visit(&mut self, g: usize, out: &mut BlindAllocation, pool: &mut Pool<'_>, open: &mut Vec<u64>) -> bool {
         let (c, shape, legs) = (self.c, self.shape, self.legs);
@@ -622,15 +702,7 @@ impl Serving<'_> {
             }
             return true;
         }
-        if !self.open_known {
-            let (receivers, legs) = (&shape.receivers, &shape.receiver_legs);
-            match pool.room.as_deref() {
-                Some(room) => fill_bits(open, receivers.len(), |i| legs[i] > 0 && bit(room, receivers[i])),
-                None => fill_bits(open, receivers.len(), |i| legs[i] > 0 && pool.room(receivers[i]) > 0.0),
-            }
-            self.open_count = open.iter().map(|w| w.count_ones() as usize).sum();
-            self.open_known = true;
-        }
+        self.find_open(pool, open);
         // Every receiver full, and only two-resource runs left: nothing more to give.
         if self.open_count == 0 {
             return g < shape.last_multi;
