@@ -111,27 +111,22 @@ fn ordered(x: f64) -> u64 {
     bits ^ ((((bits as i64) >> 63) as u64) | (1 << 63))
 }
 
-/// How many entries of `list` (sorted by key) come before `key`: a binary search whose steps
-/// move its bound by a conditional move rather than a branch (a route moves far in a port's list,
-/// in no predictable direction, so a branch per step would be mispredicted half the time).
+/// How many entries of `list` (sorted by key) come before `key`.
 fn rank(list: &[Entry], key: &Key) -> usize {
-    let mut size = list.len();
-    if size == 0 {
-        return 0;
-    }
-    let mut base = 0;
-    while size > 1 {
-        let half = size / 2;
-        let mid = base + half;
-        base = std::hint::select_unpredictable(list[mid].best.before(key), mid, base);
-        size -= half;
-    }
-    base + usize::from(list[base].best.before(key))
+    partition_point_branchless(list, |e| e.best.before(key))
 }
 
-/// How many keys of `set` (sorted worst first) come after `key`, as [`rank`] searches.
+/// How many keys of `set` (sorted worst first) come after `key`.
 fn rank_worst_first(set: &[Key], key: &Key) -> usize {
-    let mut size = set.len();
+    partition_point_branchless(set, |k| key.before(k))
+}
+
+/// `xs.partition_point(pred)`, as a binary search whose steps move its bound by a conditional
+/// move rather than a branch: a route moves far in a port's list, in no predictable direction, so
+/// a branch per step would be mispredicted half the time.
+#[inline(always)]
+fn partition_point_branchless<T>(xs: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let mut size = xs.len();
     if size == 0 {
         return 0;
     }
@@ -139,10 +134,10 @@ fn rank_worst_first(set: &[Key], key: &Key) -> usize {
     while size > 1 {
         let half = size / 2;
         let mid = base + half;
-        base = std::hint::select_unpredictable(key.before(&set[mid]), mid, base);
+        base = std::hint::select_unpredictable(pred(&xs[mid]), mid, base);
         size -= half;
     }
-    base + usize::from(key.before(&set[base]))
+    base + usize::from(pred(&xs[base]))
 }
 
 /// The served leg holding a port: its name, its coflow's, its ports, and where its coflow was in

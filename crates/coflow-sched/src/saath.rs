@@ -117,6 +117,14 @@ fn rank(x: f64) -> i64 {
     b ^ (((b >> 63) as u64) >> 1) as i64
 }
 
+/// The larger of two numbers either of which may be missing.
+fn max_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
 impl State {
     /// Ranks the active legs of `c` that cross the fabric afresh, with none in `served`.
     fn rank_active(&mut self, c: &BlindCoflow, legs: &[BlindLeg]) {
@@ -158,11 +166,7 @@ impl State {
     /// The most own bytes of a ranked leg, if any.
     fn top(&self) -> Option<f64> {
         let ranked = self.ranked.last().map(|&(_, j)| self.legs[j as usize].1);
-        let plain = (self.plain > 0).then_some(0.0);
-        match (ranked, plain) {
-            (Some(r), Some(p)) => Some(r.max(p)),
-            (r, p) => r.or(p),
-        }
+        max_of(ranked, (self.plain > 0).then_some(0.0))
     }
 
     /// Lists the legs served now, `next` by ascending offset, in place of those of the previous
@@ -353,7 +357,7 @@ impl BlindScheduler for Saath {
                 };
                 if active {
                     s.legs[j].1 += extra * dt;
-                    most = Some(most.map_or(s.legs[j].1, |m: f64| m.max(s.legs[j].1)));
+                    most = max_of(most, Some(s.legs[j].1));
                 }
             }
             if !same {
@@ -379,11 +383,7 @@ impl BlindScheduler for Saath {
                 s.rank_active(c, input.legs);
                 most = None;
             }
-            let top = match (s.top(), most) {
-                (Some(r), Some(m)) => Some(r.max(m)),
-                (r, m) => r.or(m),
-            };
-            if let Some(top) = top {
+            if let Some(top) = max_of(s.top(), most) {
                 s.most = s.most.max(top + s.along);
             }
         }

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Nanos, Rate, Workload};
 use coflow_sched::{
-    BlindAllocation, BlindInput, BlindScheduler, Blinded, Philae, PhilaeConfig, Pilots, Route, Saath, SaathConfig,
+    BlindAllocation, BlindCoflow, BlindInput, BlindScheduler, Blinded, Philae, PhilaeConfig, Pilots, Route, Saath,
+    SaathConfig,
 };
 use coflow_sim::{SimConfig, SimResult, simulate};
 
@@ -83,6 +84,23 @@ impl<P: BlindScheduler> BlindScheduler for Spy<P> {
 
 fn flow(src: u32, dst: u32, bytes: u64) -> Flow {
     Flow { src: MachineId(src), dst: MachineId(dst), size: Bytes(bytes) }
+}
+
+/// Coflow `id` as a blind policy's input shows it: arrived at 0, a job of its own, with one
+/// active flow on each of `legs` and `pending` flows still to come.
+fn blind_coflow(id: u64, legs: std::ops::Range<usize>, pending: u32) -> BlindCoflow {
+    BlindCoflow {
+        id: CoflowId(id),
+        arrival: Nanos::ZERO,
+        weight: 1.0,
+        sent: 0.0,
+        job: CoflowId(id),
+        job_sent: 0.0,
+        width: legs.len() as u32 + pending,
+        pending,
+        active_flows: legs.len() as u32,
+        legs,
+    }
 }
 
 fn run<P: BlindScheduler + 'static>(
@@ -307,23 +325,11 @@ fn philae_shares_time_between_main_queues_by_slots() {
 /// 50 ms it probes with what it has.
 #[test]
 fn philae_chooses_pilots_once_a_live_coflows_flows_are_in() {
-    use coflow_sched::{BlindCoflow, BlindLeg, Fabric};
+    use coflow_sched::{BlindLeg, Fabric};
     let cfg = PhilaeConfig { thin_limit: 2, pilots: Pilots::Constant(2), ..PhilaeConfig::default() };
     assert_eq!(cfg.gather, Nanos::from_millis(50));
     let fabric = Fabric::big_switch(8, Rate::from_bytes_per_sec(100.0));
     let leg = |s: u32, d: u32| BlindLeg { route: fabric.route(MachineId(s), MachineId(d)), active_flows: 1 };
-    let coflow = |id: u64, legs: std::ops::Range<usize>, pending: u32| BlindCoflow {
-        id: CoflowId(id),
-        arrival: Nanos::ZERO,
-        weight: 1.0,
-        sent: 0.0,
-        job: CoflowId(id),
-        job_sent: 0.0,
-        width: legs.len() as u32 + pending,
-        pending,
-        active_flows: legs.len() as u32,
-        legs,
-    };
     let decide = |p: &mut Philae, now: Nanos, coflows: &[BlindCoflow], legs: &[BlindLeg]| {
         let input = BlindInput {
             now,
@@ -343,13 +349,13 @@ fn philae_chooses_pilots_once_a_live_coflows_flows_are_in() {
     };
 
     let mut p = philae(cfg);
-    let (wake, rates) = decide(&mut p, Nanos::ZERO, &[coflow(1, 0..1, 3)], &[leg(0, 4)]);
+    let (wake, rates) = decide(&mut p, Nanos::ZERO, &[blind_coflow(1, 0..1, 3)], &[leg(0, 4)]);
     assert!(p.pilots(CoflowId(1)).is_empty(), "no pilots while W's gets come in");
     assert_eq!(rates, vec![100.0]);
     assert!(wake.is_some_and(|w| w <= Nanos::from_millis(50)), "{wake:?}");
 
     let all = [leg(0, 4), leg(1, 5), leg(2, 6), leg(3, 7)];
-    let (_, rates) = decide(&mut p, Nanos::from_millis(1), &[coflow(1, 0..4, 0)], &all);
+    let (_, rates) = decide(&mut p, Nanos::from_millis(1), &[blind_coflow(1, 0..4, 0)], &all);
     assert_eq!(p.pilots(CoflowId(1)).len(), 2, "two pilots among all four flows");
     let pilots: Vec<usize> = (0..4).filter(|&l| p.pilots(CoflowId(1)).contains(&all[l].route)).collect();
     for (l, &r) in rates.iter().enumerate() {
@@ -357,9 +363,9 @@ fn philae_chooses_pilots_once_a_live_coflows_flows_are_in() {
     }
 
     let mut p = philae(cfg);
-    decide(&mut p, Nanos::ZERO, &[coflow(2, 0..1, 3)], &[leg(0, 4)]);
+    decide(&mut p, Nanos::ZERO, &[blind_coflow(2, 0..1, 3)], &[leg(0, 4)]);
     assert!(p.pilots(CoflowId(2)).is_empty());
-    decide(&mut p, Nanos::from_millis(50), &[coflow(2, 0..1, 3)], &[leg(0, 4)]);
+    decide(&mut p, Nanos::from_millis(50), &[blind_coflow(2, 0..1, 3)], &[leg(0, 4)]);
     assert_eq!(p.pilots(CoflowId(2)), &[fabric.route(MachineId(0), MachineId(4))]);
 }
 
@@ -498,25 +504,13 @@ fn saath_keeps_counting_a_flows_own_bytes_once_its_extra_stops() {
 /// asks to decide again at 0.5 s.
 #[test]
 fn saath_ages_a_waiting_coflow_by_the_capacities_in_force() {
-    use coflow_sched::{BlindCoflow, BlindLeg, Fabric};
+    use coflow_sched::{BlindLeg, Fabric};
     let cfg =
         SaathConfig { first_threshold: 100.0, aging: Some(1.0), work_conserving: false, ..SaathConfig::default() };
     let slow = Fabric::big_switch(6, Rate::from_bytes_per_sec(100.0));
     let fast = Fabric::big_switch(6, Rate::from_bytes_per_sec(200.0));
     let legs = [0, 1].map(|j| BlindLeg { route: slow.route(MachineId(0), MachineId(3 + j)), active_flows: 1 });
-    let coflow = |id: u64| BlindCoflow {
-        id: CoflowId(id),
-        arrival: Nanos::ZERO,
-        weight: 1.0,
-        sent: 0.0,
-        job: CoflowId(id),
-        job_sent: 0.0,
-        width: 1,
-        pending: 0,
-        active_flows: 1,
-        legs: (id as usize - 1)..id as usize,
-    };
-    let coflows = [coflow(1), coflow(2)];
+    let coflows = [blind_coflow(1, 0..1, 0), blind_coflow(2, 1..2, 0)];
     let mut p = Saath::new(cfg);
     let mut decide = |fabric: &Fabric, now: Nanos, everything: bool| {
         let input = BlindInput {
