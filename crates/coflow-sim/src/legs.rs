@@ -9,24 +9,23 @@
 //! it changes them: such a leg keeps its own plan from its last change, which a change of rate
 //! continues from what the plan says is left; the leg and its loads are brought forward only when
 //! its rate stops, when it finishes, and when the model itself reads the loads.
-//! Completions sit in a heap: one entry per coflow (its legs without extra all finish together at
-//! `1/σ`) and one per leg with an extra or a standing rate.
+//! Completions sit in a queue ([`Planned`]): one entry per coflow (its legs without extra all
+//! finish together at `1/σ`) and one per leg with an extra or a standing rate.
 //! A decision touches only what it rates: the coflows with a rate (before or after it), the legs
-//! with an extra, and the legs whose standing rate it changes. The heap is kept between decisions, and a finish that a decision moves is pushed
-//! again while its old entry stays behind, stale: an entry counts only while it is the planned
-//! finish of a coflow or leg still active, so stale ones are skipped when they come out, never
-//! left on top (the next event is always a real one), and the heap is rebuilt when they outnumber
-//! the live ones.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+//! with an extra, and the legs whose standing rate it changes. The queue is kept between
+//! decisions, and a finish that a decision moves is pushed again while its old entry stays
+//! behind, stale: an entry counts only while it is the planned finish of a coflow or leg still
+//! active, so stale ones are skipped when they come out, never left on top (the next event is
+//! always a real one), dropped unseen when the queue splits its far part, and all dropped when
+//! they outnumber the live ones three to one.
 
 use coflow_core::{Coflow, CoflowId, MachineId, Nanos};
 use coflow_sched::{Allocation, CoflowState, Fabric, LegState, ResourceId, Route, Sender, Standing};
 
 use crate::dynamics::{ConnectionCaps, Split};
+use crate::planned::Planned;
 
-/// Tags a heap entry as a leg rather than a coflow.
+/// Tags a queued entry as a leg rather than a coflow.
 const LEG: u32 = 1 << 31;
 
 /// A coflow that finished: its index in the workload and its id.
@@ -81,7 +80,7 @@ pub(crate) struct LegModel {
     id_mark: Vec<u64>,
     /// When the decision in force was made.
     dec_time: Nanos,
-    heap: BinaryHeap<Reverse<(Nanos, u32)>>,
+    queue: Planned,
     /// The time the state is current at (coflows' scales), and the time the legs with an extra
     /// and the loads are current at (the same unless `lazy`).
     time: Nanos,
@@ -166,7 +165,7 @@ impl Steady {
 /// the leg, its coflow (index), that coflow's rate `σ` and scale at the decision (which is its
 /// scale until the next decision when it has no rate: only rated coflows' scales move), `σ + κ`,
 /// the leg's remaining fraction at the decision, its bytes, and the indices in `loads` of its hops.
-/// Indices are `u32` (legs already are, in heap tags), so that an entry takes 80 bytes.
+/// Indices are `u32` (legs already are, in queue tags), so that an entry takes 80 bytes.
 #[derive(Clone, Copy, Debug)]
 struct Extra {
     leg: u32,
@@ -366,7 +365,7 @@ impl LegModel {
             if finish != self.leg_finish[l] {
                 self.leg_finish[l] = finish;
                 if finish != Nanos::MAX {
-                    self.heap.push(Reverse((finish, l as u32 | LEG)));
+                    self.queue.push(finish, l as u32 | LEG);
                 }
             }
         }
@@ -587,7 +586,7 @@ impl LegModel {
     ///
     /// Only what the decision rates, or the one before rated, is touched: a coflow without a rate
     /// keeps no planned finish and its scale does not move, so its state is already right. A
-    /// finish that moved is pushed to the heap again; one that did not keeps its entry.
+    /// finish that moved is pushed to the queue again; one that did not keeps its entry.
     pub(crate) fn apply(&mut self, alloc: &Allocation) {
         let now = self.time;
         self.dec_time = now;
@@ -606,7 +605,7 @@ impl LegModel {
                 let finish = after(now, 1.0 / sigma);
                 if finish != self.finish[k] {
                     self.finish[k] = finish;
-                    self.heap.push(Reverse((finish, k as u32)));
+                    self.queue.push(finish, k as u32);
                 }
                 rated.push(k as u32);
                 self.coflow_mark[k] = mark;
@@ -628,8 +627,8 @@ impl LegModel {
         } else {
             assert!(self.steady.is_empty(), "a decision not in standing rates left legs at them");
         }
-        if self.heap.len() > 2 * (self.rated.len() + self.extra.len() + self.steady.len()) + 64 {
-            self.rebuild_heap();
+        if self.queue.len() > 4 * (self.rated.len() + self.extra.len() + self.steady.len()) + 64 {
+            self.rebuild_queue();
         }
         self.settle();
     }
@@ -685,7 +684,7 @@ impl LegModel {
         let (legs, owner, slots) = (&self.legs[..], &self.owner[..], &self.slots[..]);
         let (rate, coflows) = (&self.rate[..], &self.coflows[..]);
         let (leg_finish, id_mark) = (&mut self.leg_finish[..], &mut self.id_mark[..]);
-        let (heap, ids) = (&mut self.heap, &mut self.extra_ids);
+        let (queue, ids) = (&mut self.queue, &mut self.extra_ids);
         let room = (u64::MAX - now.0) as f64;
         let mut j = 0;
         for &(l, kappa) in extras {
@@ -720,7 +719,7 @@ impl LegModel {
             if planned != finish {
                 leg_finish[l] = planned;
                 if planned != Nanos::MAX {
-                    heap.push(Reverse((planned, l as u32 | LEG)));
+                    queue.push(planned, l as u32 | LEG);
                 }
             }
             if id_mark[k] != mark {
@@ -815,7 +814,7 @@ impl LegModel {
                 e.finish = finish;
                 self.leg_finish[e.leg as usize] = finish;
                 if finish != Nanos::MAX {
-                    self.heap.push(Reverse((finish, e.leg | LEG)));
+                    self.queue.push(finish, e.leg | LEG);
                 }
             }
         }
@@ -837,50 +836,39 @@ impl LegModel {
         }
     }
 
-    /// Whether a heap entry is the planned finish of a coflow or leg still active.
+    /// Whether a queued entry is the planned finish of a coflow or leg still active.
     fn live(&self, t: Nanos, tag: u32) -> bool {
-        if tag & LEG != 0 {
-            let l = (tag & !LEG) as usize;
-            self.leg_finish[l] == t && self.legs[l].is_active()
-        } else {
-            let c = tag as usize;
-            self.finish[c] == t && self.coflows[c].active_flows > 0
-        }
+        live(&self.leg_finish, &self.legs, &self.finish, &self.coflows, t, tag)
     }
 
-    /// Drops stale entries off the top of the heap, so that it shows the next real completion.
+    /// Removes the top entry of the queue.
+    fn pop(&mut self) {
+        let (leg_finish, legs, finish, coflows) = (&self.leg_finish, &self.legs, &self.finish, &self.coflows);
+        self.queue.pop(|&(t, tag)| live(leg_finish, legs, finish, coflows, t, tag));
+    }
+
+    /// Drops stale entries off the top of the queue, so that it shows the next real completion.
     fn settle(&mut self) {
-        while let Some(&Reverse((t, tag))) = self.heap.peek() {
+        while let Some((t, tag)) = self.queue.peek() {
             if self.live(t, tag) {
                 break;
             }
-            self.heap.pop();
+            self.pop();
         }
     }
 
-    /// The heap again, with only the planned finishes in force, in linear time (the entries are
+    /// The queue again, with only the planned finishes in force, in linear time (the entries are
     /// unique, so the order they come out in does not depend on how it was built).
-    fn rebuild_heap(&mut self) {
-        let mut heap = std::mem::take(&mut self.heap).into_vec();
-        heap.clear();
-        for &k in &self.rated {
-            let t = self.finish[k as usize];
-            if t != Nanos::MAX {
-                heap.push(Reverse((t, k)));
-            }
-        }
-        for leg in self.extra.iter().map(|e| e.leg).chain(self.steady.iter().map(|e| e.leg)) {
-            let t = self.leg_finish[leg as usize];
-            if t != Nanos::MAX {
-                heap.push(Reverse((t, leg | LEG)));
-            }
-        }
-        self.heap = BinaryHeap::from(heap);
+    fn rebuild_queue(&mut self) {
+        let coflows = self.rated.iter().map(|&k| (self.finish[k as usize], k));
+        let legs = self.extra.iter().map(|e| e.leg).chain(self.steady.iter().map(|e| e.leg));
+        let legs = legs.map(|leg| (self.leg_finish[leg as usize], leg | LEG));
+        self.queue.assign(coflows.chain(legs).filter(|&(t, _)| t != Nanos::MAX));
     }
 
     /// The next planned completion.
     pub(crate) fn next_time(&self) -> Nanos {
-        self.heap.peek().map_or(Nanos::MAX, |Reverse((t, _))| *t)
+        self.queue.peek().map_or(Nanos::MAX, |(t, _)| t)
     }
 
     /// Retires every leg and coflow due at the current time; returns whether any leg finished,
@@ -891,11 +879,11 @@ impl LegModel {
         let now = self.time;
         let mut any = false;
         let before = done.len();
-        while let Some(&Reverse((t, tag))) = self.heap.peek() {
+        while let Some((t, tag)) = self.queue.peek() {
             if t > now {
                 break;
             }
-            self.heap.pop();
+            self.pop();
             if tag & LEG != 0 {
                 let l = (tag & !LEG) as usize;
                 if self.leg_finish[l] != t || !self.legs[l].is_active() {
@@ -1117,11 +1105,30 @@ impl LegModel {
         self.loads.truncate(kd);
         self.senders.truncate(ks);
         self.shift = shift;
-        // The rated coflows at their new places, and the heap again, without the entries of what
+        // The rated coflows at their new places, and the queue again, without the entries of what
         // left or went stale.
         self.rated.clear();
         self.rated.extend((0..kc as u32).filter(|&k| self.rate[k as usize] > 0.0));
-        self.rebuild_heap();
+        self.rebuild_queue();
+    }
+}
+
+/// Whether a queued entry is the planned finish of a coflow or leg still active, given each leg's
+/// and coflow's planned finish.
+fn live(
+    leg_finish: &[Nanos],
+    legs: &[LegState],
+    finish: &[Nanos],
+    coflows: &[CoflowState],
+    t: Nanos,
+    tag: u32,
+) -> bool {
+    if tag & LEG != 0 {
+        let l = (tag & !LEG) as usize;
+        leg_finish[l] == t && legs[l].is_active()
+    } else {
+        let c = tag as usize;
+        finish[c] == t && coflows[c].active_flows > 0
     }
 }
 
@@ -1341,7 +1348,7 @@ mod tests {
         /// and new: every extra in force plans its finish at `after(decision, 1/(σ + κ))`, a leg
         /// without one plans none, the list is the extras given in their order, each entry holds
         /// its leg's values of now (as a fresh one would), its index points every extra at its
-        /// own entry, the coflows listed as reshaped are the extras' coflows, and the heap shows
+        /// own entry, the coflows listed as reshaped are the extras' coflows, and the queue shows
         /// the earliest planned finish.
         #[test]
         fn extras_in_any_order_plan_exact_finishes(

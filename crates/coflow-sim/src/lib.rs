@@ -42,6 +42,7 @@ mod engine;
 pub mod experiment;
 mod legs;
 pub mod ordering;
+mod planned;
 mod report;
 mod routes;
 pub mod spread;
