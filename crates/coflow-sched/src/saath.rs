@@ -14,7 +14,7 @@
 //! It reads a [`BlindInput`]: routes, counts of flows, and the sizes of flows once they finish.
 //! The bytes an active flow has sent it integrates from the rates it gave, its own output.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BinaryHeap};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
@@ -104,8 +104,14 @@ struct State {
     /// Its active legs that cross the fabric, except those in `served` (their own bytes change
     /// at every decision): how many have no bytes of their own, and the others by their own
     /// bytes (`rank`), so that the flow that sent most is found without a walk over the legs.
+    /// The others are a heap of `(rank, offset)`, most first, in which an entry counts only
+    /// while its leg is ranked (`is_ranked`) with those bytes (a ranked leg's own bytes hold);
+    /// the others are dropped when they reach the top, and all of them once they outnumber the
+    /// ranked legs.
     plain: u32,
-    ranked: BTreeSet<(i64, u32)>,
+    ranked: BinaryHeap<(i64, u32)>,
+    is_ranked: Vec<bool>,
+    ranked_legs: u32,
     /// The least capacity of its ports (NaN when not known: its ports or their capacities
     /// changed since).
     slowest: f64,
@@ -131,6 +137,9 @@ impl State {
         self.served.clear();
         self.plain = 0;
         self.ranked.clear();
+        self.is_ranked.clear();
+        self.is_ranked.resize(self.legs.len(), false);
+        self.ranked_legs = 0;
         for (j, l) in legs[c.legs.clone()].iter().enumerate() {
             if l.active_flows > 0 && !l.route.hops().is_empty() {
                 self.rank_in(j);
@@ -144,7 +153,9 @@ impl State {
         if own == 0.0 {
             self.plain += 1;
         } else {
-            self.ranked.insert((rank(own), j as u32));
+            self.ranked.push((rank(own), j as u32));
+            self.is_ranked[j] = true;
+            self.ranked_legs += 1;
         }
     }
 
@@ -154,7 +165,13 @@ impl State {
         if own == 0.0 {
             self.plain -= 1;
         } else {
-            self.ranked.remove(&(rank(own), j as u32));
+            self.is_ranked[j] = false;
+            self.ranked_legs -= 1;
+            if self.ranked.len() > 2 * self.ranked_legs as usize + 32 {
+                let (legs, is_ranked) = (&self.legs, &self.is_ranked);
+                self.ranked.clear();
+                self.ranked.extend((0..legs.len()).filter(|&j| is_ranked[j]).map(|j| (rank(legs[j].1), j as u32)));
+            }
         }
     }
 
@@ -164,8 +181,14 @@ impl State {
     }
 
     /// The most own bytes of a ranked leg, if any.
-    fn top(&self) -> Option<f64> {
-        let ranked = self.ranked.last().map(|&(_, j)| self.legs[j as usize].1);
+    fn top(&mut self) -> Option<f64> {
+        while let Some(&(r, j)) = self.ranked.peek() {
+            if self.is_ranked[j as usize] && rank(self.legs[j as usize].1) == r {
+                break;
+            }
+            self.ranked.pop();
+        }
+        let ranked = self.ranked.peek().map(|&(_, j)| self.legs[j as usize].1);
         max_of(ranked, (self.plain > 0).then_some(0.0))
     }
 
