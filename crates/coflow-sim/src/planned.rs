@@ -1,15 +1,16 @@
 //! Planned finishes in time order: a priority queue of `(time, tag)` entries, least first, in
-//! two parts.
+//! levels.
 //!
 //! A replay plans far more finishes than it reaches: a leg whose rate changes is planned again
 //! and its old entry goes stale, and a policy that changes the rate of a coflow with thousands
 //! of legs plans each of them again at once. Most new entries lie far past the next event. So
-//! the queue keeps only the entries before a horizon in a heap, and those at or past it in a
-//! plain list, where a push costs an append and a stale entry is dropped, unsorted, when the
-//! list is next split: when the heap runs out, the list loses its stale entries and its least
-//! sixty-fourth becomes the heap, below a new horizon at the least entry left behind. A small
-//! heap keeps its pops within the cache; on the Facebook trace under `saath`, whose decisions
-//! plan about 25 million finishes, the replay takes about 9% less CPU than with one heap.
+//! the queue keeps only the entries before a horizon in a heap, and those past it in plain
+//! lists, each for a range of times past the one before, where a push costs an append and a
+//! stale entry is dropped, unsorted, when its list is next split: when the heap runs out, the
+//! first list loses its stale entries and its least sixteenth becomes the heap, below a new
+//! horizon at the least entry left behind (and a list with nothing left takes its share of the
+//! next in the same way). A small heap keeps its pops within the cache, and a far list is
+//! sorted through only when the ones before it run out.
 //!
 //! Entries come out least first whatever the split, so a replay's events come in the order a
 //! single heap gives them.
@@ -22,34 +23,43 @@ use coflow_core::Nanos;
 /// An entry: a planned time and what it is the finish of.
 pub(crate) type Entry = (Nanos, u32);
 
-/// The fewest entries the heap takes from the list at a split (few in tests, so that short runs
-/// of operations split often).
+/// The fewest entries a level takes from the list past it at a split (few in tests, so that
+/// short runs of operations split often).
 #[cfg(not(test))]
 const LEAST_SPLIT: usize = 64;
 #[cfg(test)]
 const LEAST_SPLIT: usize = 2;
 
+/// A split moves this fraction of a list's live entries into the level before it.
+const SHARE: usize = 16;
+
+/// The number of lists past the heap.
+const LISTS: usize = 3;
+
+/// Past every entry.
+const END: Entry = (Nanos::MAX, u32::MAX);
+
 #[derive(Debug)]
 pub(crate) struct Planned {
-    /// The entries before `horizon`, least on top.
+    /// The entries before `horizon[0]`, least on top; empty only if no list has a live entry.
     near: BinaryHeap<Reverse<Entry>>,
-    /// The entries at or past `horizon`, in no order.
-    far: Vec<Entry>,
-    /// Every entry in `near` is at most this, every entry in `far` at least; `near` is empty
-    /// only if `far` is.
-    horizon: Entry,
+    /// List `i` holds the entries from `horizon[i]` and before `horizon[i + 1]` (the last list,
+    /// all from its horizon on), in no order.
+    lists: [Vec<Entry>; LISTS],
+    /// Ascending.
+    horizon: [Entry; LISTS],
 }
 
 impl Default for Planned {
     fn default() -> Planned {
-        Planned { near: BinaryHeap::new(), far: Vec::new(), horizon: (Nanos::MAX, u32::MAX) }
+        Planned { near: BinaryHeap::new(), lists: Default::default(), horizon: [END; LISTS] }
     }
 }
 
 impl Planned {
     /// The number of entries, stale ones included.
     pub(crate) fn len(&self) -> usize {
-        self.near.len() + self.far.len()
+        self.near.len() + self.lists.iter().map(Vec::len).sum::<usize>()
     }
 
     /// The least entry, if any.
@@ -59,19 +69,24 @@ impl Planned {
 
     /// Adds an entry.
     pub(crate) fn push(&mut self, t: Nanos, tag: u32) {
-        if (t, tag) < self.horizon {
-            self.near.push(Reverse((t, tag)));
-        } else {
-            self.far.push((t, tag));
+        let e = (t, tag);
+        // Most entries go far, so the lists are tried from the last.
+        for i in (0..LISTS).rev() {
+            if e >= self.horizon[i] {
+                self.lists[i].push(e);
+                return;
+            }
         }
+        self.near.push(Reverse(e));
     }
 
-    /// Removes the least entry; when that empties the heap, the entries of the list for which
-    /// `live` says false are dropped before the list is split.
-    pub(crate) fn pop(&mut self, live: impl FnMut(&Entry) -> bool) -> Option<Entry> {
+    /// Removes the least entry; when that empties the heap, it takes the least of the lists'
+    /// entries, and the lists it splits for them drop the entries for which `live` says false.
+    pub(crate) fn pop(&mut self, mut live: impl FnMut(&Entry) -> bool) -> Option<Entry> {
         let Reverse(e) = self.near.pop()?;
         if self.near.is_empty() {
-            self.split(live);
+            let least = self.take_least(0, &mut live);
+            self.near = BinaryHeap::from(least.into_iter().map(Reverse).collect::<Vec<_>>());
         }
         Some(e)
     }
@@ -79,27 +94,35 @@ impl Planned {
     /// Replaces every entry with `entries`.
     pub(crate) fn assign(&mut self, entries: impl IntoIterator<Item = Entry>) {
         self.near.clear();
-        self.far.clear();
-        self.far.extend(entries);
-        self.split(|_| true);
+        for list in &mut self.lists {
+            list.clear();
+        }
+        self.lists[LISTS - 1].extend(entries);
+        self.horizon = [(Nanos::ZERO, 0); LISTS];
+        let least = self.take_least(0, &mut |_| true);
+        self.near = BinaryHeap::from(least.into_iter().map(Reverse).collect::<Vec<_>>());
     }
 
-    /// Moves the least sixty-fourth of the list's live entries (at least [`LEAST_SPLIT`]) into
-    /// the empty heap, below a horizon at the least entry left in the list.
-    fn split(&mut self, live: impl FnMut(&Entry) -> bool) {
-        debug_assert!(self.near.is_empty(), "the heap is split into only when empty");
-        self.far.retain(live);
-        let take = (self.far.len() / 64).max(LEAST_SPLIT);
-        let mut near = std::mem::take(&mut self.near).into_vec();
-        if self.far.len() <= take {
-            near.extend(self.far.drain(..).map(Reverse));
-            self.horizon = (Nanos::MAX, u32::MAX);
-        } else {
-            let (_, &mut at, _) = self.far.select_nth_unstable(take);
-            near.extend(self.far.drain(..take).map(Reverse));
-            self.horizon = at;
+    /// Takes out of list `i` the least [`SHARE`]th of its live entries (at least
+    /// [`LEAST_SPLIT`], all of them if no more), for the level before it, which must be empty,
+    /// moving the list's horizon past them; a list left with no live entry first takes its
+    /// share of the next.
+    fn take_least(&mut self, i: usize, live: &mut dyn FnMut(&Entry) -> bool) -> Vec<Entry> {
+        self.lists[i].retain(|e| live(e));
+        if self.lists[i].is_empty() && i + 1 < LISTS {
+            // They are at or past this list's horizon, being past the next one's.
+            self.lists[i] = self.take_least(i + 1, live);
         }
-        self.near = BinaryHeap::from(near);
+        let list = &mut self.lists[i];
+        let take = (list.len() / SHARE).max(LEAST_SPLIT);
+        if list.len() <= take {
+            // This list's range joins the level before.
+            self.horizon[i] = if i + 1 < LISTS { self.horizon[i + 1] } else { END };
+            return std::mem::take(list);
+        }
+        let (_, &mut at, _) = list.select_nth_unstable(take);
+        self.horizon[i] = at;
+        list.drain(..take).collect()
     }
 }
 
