@@ -441,12 +441,7 @@ impl<B: BlindScheduler> Blinded<B> {
             g += self.given_legs[g..].partition_point(|&j| j < legs.start);
             let g2 = g + self.given_legs[g..].partition_point(|&j| j < legs.end);
             if !listed || reset || rate.to_bits() != before.to_bits() {
-                // Its own copy of the legs tells which are active without the driver's records.
-                for j in legs.clone() {
-                    if self.legs[j].active_flows > 0 {
-                        self.hand(input, out, k, j);
-                    }
-                }
+                self.hand_all(input, out, k);
             } else {
                 let (mut a, mut b) = (x, g);
                 while a < x2 || b < g2 {
@@ -472,6 +467,31 @@ impl<B: BlindScheduler> Blinded<B> {
         }
         self.spare_coflow = std::mem::replace(&mut self.given_coflow, rates);
         self.spare_given = std::mem::replace(&mut self.given_legs, next);
+    }
+
+    /// [`Blinded::hand`] for every active leg of coflow `k`, in order, in one pass over the
+    /// coflow's legs side by side (a coflow whose rate changes hands thousands of them). Its own
+    /// copy of the legs tells which are active without the driver's records.
+    fn hand_all(&mut self, input: &Input<'_>, out: &mut Allocation, k: usize) {
+        let (b, c) = (&self.coflows[k], &input.coflows[k]);
+        let coflow = self.alloc.coflow_rate[k];
+        let blind = &self.legs[b.legs.clone()];
+        let own = &self.alloc.leg_rate[b.legs.clone()];
+        let given = &mut self.given[b.legs.clone()];
+        let legs = input.legs_of(c);
+        for (x, (((bl, leg), &own), given)) in blind.iter().zip(legs).zip(own).zip(given).enumerate() {
+            if bl.active_flows == 0 {
+                continue;
+            }
+            let rate = per_flow_rate(leg, coflow, own) * leg.flows as f64;
+            let rate = if rate.is_finite() { rate } else { 0.0 };
+            if rate.to_bits() != given.to_bits() {
+                if leg.is_active() {
+                    out.standing.changed.push((c.legs.start + x, rate));
+                }
+                *given = rate;
+            }
+        }
     }
 
     /// Hands the driver leg `j` of `legs` (of coflow `k`) at its rate now, for all its flows
