@@ -480,16 +480,8 @@ impl<B: BlindScheduler> Blinded<B> {
         let given = &mut self.given[b.legs.clone()];
         let legs = input.legs_of(c);
         for (x, (((bl, leg), &own), given)) in blind.iter().zip(legs).zip(own).zip(given).enumerate() {
-            if bl.active_flows == 0 {
-                continue;
-            }
-            let rate = per_flow_rate(leg, coflow, own) * leg.flows as f64;
-            let rate = if rate.is_finite() { rate } else { 0.0 };
-            if rate.to_bits() != given.to_bits() {
-                if leg.is_active() {
-                    out.standing.changed.push((c.legs.start + x, rate));
-                }
-                *given = rate;
+            if bl.active_flows > 0 {
+                stand_leg(out, c.legs.start + x, leg, coflow, own, given);
             }
         }
     }
@@ -499,15 +491,22 @@ impl<B: BlindScheduler> Blinded<B> {
     fn hand(&mut self, input: &Input<'_>, out: &mut Allocation, k: usize, j: usize) {
         let (b, c) = (&self.coflows[k], &input.coflows[k]);
         let l = c.legs.start + (j - b.legs.start);
-        let leg = &input.legs[l];
-        let rate = per_flow_rate(leg, self.alloc.coflow_rate[k], self.alloc.leg_rate[j]) * leg.flows as f64;
-        let rate = if rate.is_finite() { rate } else { 0.0 };
-        if rate.to_bits() != self.given[j].to_bits() {
-            if leg.is_active() {
-                out.standing.changed.push((l, rate));
-            }
-            self.given[j] = rate;
+        let (coflow, own) = (self.alloc.coflow_rate[k], self.alloc.leg_rate[j]);
+        stand_leg(out, l, &input.legs[l], coflow, own, &mut self.given[j]);
+    }
+}
+
+/// Hands the driver leg `l` at `coflow` per flow plus `own`, for all its flows together, if that
+/// is not `given`, the rate it stands at (which it then is).
+#[inline(always)]
+fn stand_leg(out: &mut Allocation, l: usize, leg: &crate::state::LegState, coflow: f64, own: f64, given: &mut f64) {
+    let rate = per_flow_rate(leg, coflow, own) * leg.flows as f64;
+    let rate = if rate.is_finite() { rate } else { 0.0 };
+    if rate.to_bits() != given.to_bits() {
+        if leg.is_active() {
+            out.standing.changed.push((l, rate));
         }
+        *given = rate;
     }
 }
 

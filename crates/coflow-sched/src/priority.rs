@@ -106,7 +106,7 @@ const FREE: Key = Key { first: u64::MAX, second: u64::MAX, id: LegId::MAX };
 
 /// `x` as an unsigned integer whose order is `f64::total_cmp`'s order of the numbers: a negative
 /// number with every bit flipped (larger magnitudes first), any other with its sign bit set.
-fn ordered(x: f64) -> u64 {
+pub(crate) fn ordered(x: f64) -> u64 {
     let bits = x.to_bits();
     bits ^ ((((bits as i64) >> 63) as u64) | (1 << 63))
 }

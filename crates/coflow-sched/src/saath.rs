@@ -23,6 +23,7 @@ use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindSche
 use crate::fabric::{ResourceId, Route};
 use crate::kernel::FULL;
 use crate::philae::{Contention, legs_on};
+use crate::priority::ordered;
 
 /// Parameters of [`Saath`]: `aalo`'s queues, and ours where the paper is silent (the book's page
 /// on policies).
@@ -103,24 +104,18 @@ struct State {
     served: Vec<(u32, f64)>,
     /// Its active legs that cross the fabric, except those in `served` (their own bytes change
     /// at every decision): how many have no bytes of their own, and the others by their own
-    /// bytes (`rank`), so that the flow that sent most is found without a walk over the legs.
-    /// The others are a heap of `(rank, offset)`, most first, in which an entry counts only
+    /// bytes, so that the flow that sent most is found without a walk over the legs: a heap of
+    /// (own bytes as [`ordered`] keys them, offset), most first, in which an entry counts only
     /// while its leg is ranked (`is_ranked`) with those bytes (a ranked leg's own bytes hold);
-    /// the others are dropped when they reach the top, and all of them once they outnumber the
-    /// ranked legs.
+    /// stale entries are dropped when they reach the top, and all of them once they outnumber
+    /// the ranked legs.
     plain: u32,
-    ranked: BinaryHeap<(i64, u32)>,
+    ranked: BinaryHeap<(u64, u32)>,
     is_ranked: Vec<bool>,
     ranked_legs: u32,
     /// The least capacity of its ports (NaN when not known: its ports or their capacities
     /// changed since).
     slowest: f64,
-}
-
-/// A key that orders floats as `f64::total_cmp` does.
-fn rank(x: f64) -> i64 {
-    let b = x.to_bits() as i64;
-    b ^ (((b >> 63) as u64) >> 1) as i64
 }
 
 /// The larger of two numbers either of which may be missing.
@@ -153,7 +148,7 @@ impl State {
         if own == 0.0 {
             self.plain += 1;
         } else {
-            self.ranked.push((rank(own), j as u32));
+            self.ranked.push((ordered(own), j as u32));
             self.is_ranked[j] = true;
             self.ranked_legs += 1;
         }
@@ -170,7 +165,7 @@ impl State {
             if self.ranked.len() > 2 * self.ranked_legs as usize + 32 {
                 let (legs, is_ranked) = (&self.legs, &self.is_ranked);
                 self.ranked.clear();
-                self.ranked.extend((0..legs.len()).filter(|&j| is_ranked[j]).map(|j| (rank(legs[j].1), j as u32)));
+                self.ranked.extend((0..legs.len()).filter(|&j| is_ranked[j]).map(|j| (ordered(legs[j].1), j as u32)));
             }
         }
     }
@@ -183,7 +178,7 @@ impl State {
     /// The most own bytes of a ranked leg, if any.
     fn top(&mut self) -> Option<f64> {
         while let Some(&(r, j)) = self.ranked.peek() {
-            if self.is_ranked[j as usize] && rank(self.legs[j as usize].1) == r {
+            if self.is_ranked[j as usize] && ordered(self.legs[j as usize].1) == r {
                 break;
             }
             self.ranked.pop();

@@ -85,8 +85,7 @@ impl Planned {
     pub(crate) fn pop(&mut self, mut live: impl FnMut(&Entry) -> bool) -> Option<Entry> {
         let Reverse(e) = self.near.pop()?;
         if self.near.is_empty() {
-            let least = self.take_least(0, &mut live);
-            self.near = BinaryHeap::from(least.into_iter().map(Reverse).collect::<Vec<_>>());
+            self.fill_near(&mut live);
         }
         Some(e)
     }
@@ -99,8 +98,15 @@ impl Planned {
         }
         self.lists[LISTS - 1].extend(entries);
         self.horizon = [(Nanos::ZERO, 0); LISTS];
-        let least = self.take_least(0, &mut |_| true);
-        self.near = BinaryHeap::from(least.into_iter().map(Reverse).collect::<Vec<_>>());
+        self.fill_near(&mut |_| true);
+    }
+
+    /// Fills the empty heap with the least of the lists' live entries, in its own buffer.
+    fn fill_near(&mut self, live: &mut dyn FnMut(&Entry) -> bool) {
+        let least = self.take_least(0, live);
+        let mut near = std::mem::take(&mut self.near).into_vec();
+        near.extend(least.into_iter().map(Reverse));
+        self.near = BinaryHeap::from(near);
     }
 
     /// Takes out of list `i` the least [`SHARE`]th of its live entries (at least
