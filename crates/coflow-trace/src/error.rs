@@ -122,14 +122,15 @@ pub(crate) fn read_text(path: &Path) -> Result<String, TraceError> {
 
 /// The message of [`TraceError::CoflowCount`].
 fn coflow_count_message(declared: usize, found: usize) -> String {
+    let coflows = |n: usize| if n == 1 { "1 coflow".to_string() } else { format!("{n} coflows") };
+    let lines = |n: usize| if n == 1 { "1 coflow line".to_string() } else { format!("{n} coflow lines") };
     if found < declared {
-        format!(
-            "the header declares {declared} coflows but the file has only {found} coflow lines \
-             (is it truncated?)"
-        )
+        format!("the header declares {} but the file has only {} (is it truncated?)", coflows(declared), lines(found))
     } else {
         format!(
-            "the header declares {declared} coflows but the file has {found} coflow lines; this is the first extra one"
+            "the header declares {} but the file has {}; this is the first extra one",
+            coflows(declared),
+            lines(found)
         )
     }
 }
@@ -200,6 +201,11 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "line 1: the header declares 5 coflows but the file has only 3 coflow lines (is it truncated?)"
+        );
+        let e = TraceError::CoflowCount { line: 1, declared: 2, found: 1 };
+        assert_eq!(
+            e.to_string(),
+            "line 1: the header declares 2 coflows but the file has only 1 coflow line (is it truncated?)"
         );
         let e = TraceError::DuplicateId { line: 4, id: CoflowId(9), first_line: 2 };
         assert_eq!(e.to_string(), "line 4, field id: coflow id 9 already appeared on line 2");
