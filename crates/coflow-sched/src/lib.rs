@@ -24,6 +24,8 @@
 //!   `siphon`: its policies ([`Mrtf`], [`SiphonMc`]) with the intra-coflow option [`Intra`].
 //! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`]; `philae` ([`Philae`],
 //!   sampling pilot flows) and `saath` ([`Saath`], all-or-none, least contention first), blind too.
+//!   What the three share: `shape`, a coflow's legs by sender and receiver kept as they finish and
+//!   the passes that serve them in leg order, and `contention`, how many coflows share a port.
 //! - `karuna`: [`Karuna`], minimal rates for deadline coflows, priority levels for the rest.
 //! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
 //! - `coflowsim`: the reference simulator's FAIR ([`PortFair`]), PFP ([`ReceiverScan`]) and DARK
@@ -35,6 +37,7 @@ mod aalo;
 mod bandwidth;
 mod blind;
 mod coflowsim;
+mod contention;
 mod deadline;
 mod fabric;
 mod fair;
@@ -47,6 +50,7 @@ mod priority;
 mod registry;
 mod saath;
 mod scheduler;
+mod shape;
 mod sincronia;
 mod siphon;
 mod snapshot;

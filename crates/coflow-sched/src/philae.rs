@@ -28,9 +28,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
-use crate::aalo::{Pool, Shape, fill_bits, serve, serve_leg};
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindScheduler};
+use crate::contention::Contention;
 use crate::fabric::{ResourceId, Route};
+use crate::shape::{Pool, Shapes, fill_bits, legs_on, serve, serve_leg};
 
 /// How many pilot flows a wide coflow sends.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -173,17 +174,15 @@ struct State {
 pub struct Philae {
     cfg: PhilaeConfig,
     states: BTreeMap<CoflowId, State>,
-    shapes: BTreeMap<CoflowId, Shape>,
+    shapes: Shapes,
     next_entry: u64,
     /// The round of time slots: each main queue's run and when it ends, in order.
     round: VecDeque<(usize, Nanos)>,
     /// The first queue of the round.
     round_first: usize,
     /// Scratch.
-    count: Vec<u32>,
     open: Vec<u64>,
     left: Vec<f64>,
-    gone: Vec<ResourceId>,
     room: Vec<u64>,
     contention: Contention,
 }
@@ -221,181 +220,6 @@ impl Philae {
     }
 }
 
-/// The legs of `c` on `route`: its legs are sorted by route.
-pub(crate) fn legs_on(c: &BlindCoflow, legs: &[BlindLeg], route: Route) -> std::ops::Range<usize> {
-    let mine = &legs[c.legs.clone()];
-    let a = mine.partition_point(|l| l.route < route);
-    let b = a + mine[a..].partition_point(|l| l.route == route);
-    c.legs.start + a..c.legs.start + b
-}
-
-/// Contention: for each coflow, how many other coflows of its group have an active flow on a
-/// resource where it has one. Kept as coflows come and go, leave resources and change groups:
-/// each coflow knows the coflows it shares a resource with (in any group) and on how many, so a
-/// change costs the coflows it touches, not a count over every pair.
-#[derive(Debug, Default)]
-pub(crate) struct Contention {
-    /// Per resource, the coflows (keys) with an active flow there.
-    at: Vec<Vec<u32>>,
-    /// Each coflow's key.
-    key: BTreeMap<CoflowId, u32>,
-    /// Per key, its coflow (`None`: a free key).
-    nodes: Vec<Option<Node>>,
-    free: Vec<u32>,
-}
-
-#[derive(Debug, Default)]
-struct Node {
-    group: usize,
-    /// The resources where it has an active flow.
-    resources: Vec<ResourceId>,
-    /// The coflows it shares a resource with, and on how many.
-    shared: std::collections::HashMap<u32, u32>,
-    /// How many of those are in its group.
-    contention: u32,
-}
-
-impl Contention {
-    /// Forgets every coflow.
-    pub(crate) fn clear(&mut self) {
-        for at in &mut self.at {
-            at.clear();
-        }
-        self.key.clear();
-        self.nodes.clear();
-        self.free.clear();
-    }
-
-    /// The contention of a coflow counted here (0 for one that is not).
-    pub(crate) fn of(&self, id: CoflowId) -> u32 {
-        self.key.get(&id).and_then(|&k| self.nodes[k as usize].as_ref()).map_or(0, |n| n.contention)
-    }
-
-    /// Whether some coflow counted here has an active flow on resource `r`.
-    pub(crate) fn crossed(&self, r: ResourceId) -> bool {
-        self.at.get(r as usize).is_some_and(|at| !at.is_empty())
-    }
-
-    /// Whether a coflow is counted here.
-    pub(crate) fn contains(&self, id: CoflowId) -> bool {
-        self.key.contains_key(&id)
-    }
-
-    /// Counts a coflow in `group`, with an active flow on each of `resources`.
-    pub(crate) fn add(&mut self, id: CoflowId, group: usize, resources: &[(ResourceId, u32)], total: usize) -> u32 {
-        if self.at.len() < total {
-            self.at.resize_with(total, Vec::new);
-        }
-        let k = match self.free.pop() {
-            Some(k) => k,
-            None => {
-                self.nodes.push(None);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        self.key.insert(id, k);
-        let mut node = Node { group, resources: resources.iter().map(|&(r, _)| r).collect(), ..Node::default() };
-        for &r in &node.resources {
-            for &j in &self.at[r as usize] {
-                let n = node.shared.entry(j).or_insert(0);
-                *n += 1;
-                if *n == 1 {
-                    let other = self.nodes[j as usize].as_mut().expect("a live key");
-                    other.shared.insert(k, 0);
-                    if other.group == group {
-                        other.contention += 1;
-                        node.contention += 1;
-                    }
-                }
-                *self.nodes[j as usize].as_mut().expect("a live key").shared.get_mut(&k).expect("just set") += 1;
-            }
-            self.at[r as usize].push(k);
-        }
-        self.nodes[k as usize] = Some(node);
-        k
-    }
-
-    /// The contention of the coflow [`Contention::add`] gave key `k`, while it is counted.
-    pub(crate) fn of_key(&self, k: u32) -> u32 {
-        self.nodes.get(k as usize).and_then(Option::as_ref).map_or(0, |n| n.contention)
-    }
-
-    /// A coflow no longer has an active flow on resource `r`.
-    pub(crate) fn leave(&mut self, id: CoflowId, r: ResourceId) {
-        let Some(&k) = self.key.get(&id) else { return };
-        let at = &mut self.at[r as usize];
-        let Some(pos) = at.iter().position(|&x| x == k) else { return };
-        at.swap_remove(pos);
-        let mut node = self.nodes[k as usize].take().expect("a live key");
-        node.resources.retain(|&x| x != r);
-        for &j in &self.at[r as usize] {
-            let other = self.nodes[j as usize].as_mut().expect("a live key");
-            let n = node.shared.get_mut(&j).expect("they share r");
-            *n -= 1;
-            if *n == 0 {
-                node.shared.remove(&j);
-                other.shared.remove(&k);
-                if other.group == node.group {
-                    other.contention -= 1;
-                    node.contention -= 1;
-                }
-            } else {
-                *other.shared.get_mut(&k).expect("they share r") -= 1;
-            }
-        }
-        self.nodes[k as usize] = Some(node);
-    }
-
-    /// Stops counting the coflows not in `present`.
-    pub(crate) fn retain(&mut self, present: &std::collections::BTreeSet<CoflowId>) {
-        let gone: Vec<CoflowId> = self.key.keys().filter(|id| !present.contains(id)).copied().collect();
-        for id in gone {
-            self.remove(id);
-        }
-    }
-
-    /// Stops counting a coflow.
-    pub(crate) fn remove(&mut self, id: CoflowId) {
-        let Some(k) = self.key.remove(&id) else { return };
-        let node = self.nodes[k as usize].take().expect("a live key");
-        for &j in node.shared.keys() {
-            let other = self.nodes[j as usize].as_mut().expect("a live key");
-            other.shared.remove(&k);
-            if other.group == node.group {
-                other.contention -= 1;
-            }
-        }
-        for &r in &node.resources {
-            let at = &mut self.at[r as usize];
-            if let Some(pos) = at.iter().position(|&x| x == k) {
-                at.swap_remove(pos);
-            }
-        }
-        self.free.push(k);
-    }
-
-    /// Moves a coflow to another group.
-    pub(crate) fn set_group(&mut self, id: CoflowId, group: usize) {
-        let Some(&k) = self.key.get(&id) else { return };
-        let mut node = self.nodes[k as usize].take().expect("a live key");
-        let from = node.group;
-        if from != group {
-            for &j in node.shared.keys() {
-                let other = self.nodes[j as usize].as_mut().expect("a live key");
-                if other.group == from {
-                    other.contention -= 1;
-                    node.contention -= 1;
-                } else if other.group == group {
-                    other.contention += 1;
-                    node.contention += 1;
-                }
-            }
-            node.group = group;
-        }
-        self.nodes[k as usize] = Some(node);
-    }
-}
-
 impl BlindScheduler for Philae {
     fn name(&self) -> &'static str {
         "philae"
@@ -412,39 +236,14 @@ impl BlindScheduler for Philae {
 
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.states.remove(&coflow);
-        self.shapes.remove(&coflow);
+        self.shapes.remove(coflow);
         self.contention.remove(coflow);
     }
 
     fn poll_allocation(&mut self, input: &BlindInput<'_>, out: &mut BlindAllocation) -> Option<Nanos> {
         let cap = input.fabric.capacities();
         let resources = cap.len();
-        self.count.resize(resources, 0);
-        // Shapes, as `aalo` keeps them, and contention with them: a coflow that no longer crosses
-        // a resource stops contending there.
-        if input.everything {
-            self.shapes.clear();
-            self.contention.clear();
-        } else {
-            for &(id, j, l) in input.legs_finished {
-                if let Some(shape) = self.shapes.get_mut(&id) {
-                    self.gone.clear();
-                    shape.finish_into(j, &input.legs[l - j as usize..], &mut self.gone);
-                    for &r in &self.gone {
-                        self.contention.leave(id, r);
-                    }
-                }
-            }
-        }
-        for c in input.coflows {
-            self.shapes.entry(c.id).or_insert_with(|| Shape::of(c, input.legs, &mut self.count));
-        }
-        if self.shapes.len() > input.coflows.len() || self.states.len() > input.coflows.len() {
-            let present: std::collections::BTreeSet<CoflowId> = input.coflows.iter().map(|c| c.id).collect();
-            self.shapes.retain(|id, _| present.contains(id));
-            self.states.retain(|id, _| present.contains(id));
-            self.contention.retain(&present);
-        }
+        self.contention.follow(&mut self.shapes, &mut self.states, input, |_| {});
 
         // What the pilots that finished delivered.
         for f in input.flows_finished {

@@ -18,12 +18,12 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use coflow_core::{CoflowId, MIB, Nanos};
 
-use crate::aalo::{Leftover, Shape};
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindScheduler};
+use crate::contention::Contention;
 use crate::fabric::{ResourceId, Route};
 use crate::kernel::FULL;
-use crate::philae::{Contention, legs_on};
 use crate::priority::ordered;
+use crate::shape::{Leftover, Shapes, legs_on};
 
 /// Parameters of [`Saath`]: `aalo`'s queues, and ours where the paper is silent (the book's page
 /// on policies).
@@ -232,16 +232,14 @@ impl State {
 pub struct Saath {
     cfg: SaathConfig,
     states: BTreeMap<CoflowId, State>,
-    shapes: BTreeMap<CoflowId, Shape>,
+    shapes: Shapes,
     last: Nanos,
     /// Scratch.
-    count: Vec<u32>,
     open: Vec<u64>,
     share: Vec<f64>,
     touched: Vec<usize>,
     total_weight: Vec<f64>,
     left: Vec<f64>,
-    gone: Vec<ResourceId>,
     contention: Contention,
     /// The resources with room in `left`, as a bit set (the work-conserving pass).
     room: Vec<u64>,
@@ -291,7 +289,7 @@ impl BlindScheduler for Saath {
 
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.states.remove(&coflow);
-        self.shapes.remove(&coflow);
+        self.shapes.remove(coflow);
         self.contention.remove(coflow);
     }
 
@@ -304,7 +302,6 @@ impl BlindScheduler for Saath {
         out.listed = true;
         let dt = now.saturating_sub(self.last).as_secs_f64();
         self.last = now;
-        self.count.resize(resources, 0);
         // What each coflow's slowest port is holds while the capacities and its ports do.
         if input.everything || self.caps.as_slice() != cap {
             self.caps.clear();
@@ -313,10 +310,9 @@ impl BlindScheduler for Saath {
                 s.slowest = f64::NAN;
             }
         }
-        if input.everything {
-            self.shapes.clear();
-            self.contention.clear();
-        } else {
+        // The legs that finished leave the ranking; then the shapes and contention follow, and a
+        // coflow that no longer crosses a resource has its slowest port found again.
+        if !input.everything {
             for &(id, j, l) in input.legs_finished {
                 if let Some(s) = self.states.get_mut(&id)
                     && (j as usize) < s.legs.len()
@@ -325,29 +321,9 @@ impl BlindScheduler for Saath {
                 {
                     s.rank_out(j as usize);
                 }
-                if let Some(shape) = self.shapes.get_mut(&id) {
-                    self.gone.clear();
-                    shape.finish_into(j, &input.legs[l - j as usize..], &mut self.gone);
-                    if !self.gone.is_empty()
-                        && let Some(s) = self.states.get_mut(&id)
-                    {
-                        s.slowest = f64::NAN;
-                    }
-                    for &r in &self.gone {
-                        self.contention.leave(id, r);
-                    }
-                }
             }
         }
-        for c in input.coflows {
-            self.shapes.entry(c.id).or_insert_with(|| Shape::of(c, input.legs, &mut self.count));
-        }
-        if self.shapes.len() > input.coflows.len() || self.states.len() > input.coflows.len() {
-            let present: std::collections::BTreeSet<CoflowId> = input.coflows.iter().map(|c| c.id).collect();
-            self.shapes.retain(|id, _| present.contains(id));
-            self.states.retain(|id, _| present.contains(id));
-            self.contention.retain(&present);
-        }
+        self.contention.follow(&mut self.shapes, &mut self.states, input, |s| s.slowest = f64::NAN);
 
         // Bytes sent: every active flow of a coflow served all or none sent its rate since the
         // previous decision, and each leg the work-conserving pass served its extra on top, if
