@@ -25,7 +25,7 @@ use coflow_core::{CoflowId, MIB, Nanos};
 
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindScheduler};
 use crate::kernel::FULL;
-use crate::shape::{Leftover, Pool, Shapes, present, serve, set_bit, words};
+use crate::shape::{Leftover, Pool, Shapes, serve, set_bit, words};
 
 /// Parameters of [`Aalo`]; the defaults are the and the talk's: `K = 10` queues, first
 /// threshold `A = 10 MiB`, growth `E = 10`, progress every 8 ms.
@@ -153,7 +153,7 @@ impl BlindScheduler for Aalo {
         self.shapes.update(input, |_, _| {});
         // Coflows that left without being said finished: forgotten.
         if self.shapes.len() > input.coflows.len() {
-            self.shapes.retain(&present(input));
+            self.shapes.retain(&input.ids());
         }
 
         // Queues, and the order: by queue, then arrival (the input's order).

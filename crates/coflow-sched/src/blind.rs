@@ -44,6 +44,16 @@ pub struct BlindCoflow {
     pub legs: Range<usize>,
 }
 
+impl BlindCoflow {
+    /// Its legs on `route`, as a range of `legs` (its legs are sorted by route).
+    pub(crate) fn legs_on(&self, legs: &[BlindLeg], route: Route) -> Range<usize> {
+        let mine = &legs[self.legs.clone()];
+        let a = mine.partition_point(|l| l.route < route);
+        let b = a + mine[a..].partition_point(|l| l.route == route);
+        self.legs.start + a..self.legs.start + b
+    }
+}
+
 /// Flows of a coflow that finished since the previous decision, with the bytes each delivered:
 /// what a coordinator learns when a flow completes. Only finished flows carry a size.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,6 +107,13 @@ pub struct BlindInput<'a> {
     /// `coflows`: listed also when `everything` is set (events cannot be found from the state),
     /// each finish once, in no particular order.
     pub flows_finished: &'a [FlowsFinished],
+}
+
+impl BlindInput<'_> {
+    /// The ids of its coflows.
+    pub(crate) fn ids(&self) -> std::collections::BTreeSet<CoflowId> {
+        self.coflows.iter().map(|c| c.id).collect()
+    }
 }
 
 /// A blind policy's answer: the rate of each flow of each leg, in bytes per second: its

@@ -1,13 +1,13 @@
 //! Contention: for each coflow, how many other coflows of its group share a resource with it
 //! (`philae` orders thin coflows by it, `saath` the coflows of a queue).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::CoflowId;
 
 use crate::blind::BlindInput;
 use crate::fabric::ResourceId;
-use crate::shape::{Shapes, present};
+use crate::shape::Shapes;
 
 /// Contention: for each coflow, how many other coflows of its group have an active flow on a
 /// resource where it has one. Kept as coflows come and go, leave resources and change groups:
@@ -38,28 +38,28 @@ struct Node {
 impl Contention {
     /// Brings `shapes` up to `input` as [`Shapes::update`] does, and the contention with them: all
     /// forgotten when everything is new, and a coflow that no longer crosses a resource stops
-    /// contending there (`left` hears of it, with its state in `states` if it has one). The
-    /// coflows no longer in the input are forgotten in all three.
+    /// contending there. A coflow taken off some resources that has a state in `states` has
+    /// `off` called on that state. The coflows no longer in the input are forgotten in all three.
     pub(crate) fn follow<S>(
         &mut self,
         shapes: &mut Shapes,
         states: &mut BTreeMap<CoflowId, S>,
         input: &BlindInput<'_>,
-        mut left: impl FnMut(&mut S),
+        mut off: impl FnMut(&mut S),
     ) {
         if input.everything {
             self.clear();
         }
         shapes.update(input, |id, gone| {
             if let Some(s) = states.get_mut(&id) {
-                left(s);
+                off(s);
             }
             for &r in gone {
                 self.leave(id, r);
             }
         });
         if shapes.len() > input.coflows.len() || states.len() > input.coflows.len() {
-            let present = present(input);
+            let present = input.ids();
             shapes.retain(&present);
             states.retain(|id, _| present.contains(id));
             self.retain(&present);
@@ -67,7 +67,7 @@ impl Contention {
     }
 
     /// Forgets every coflow.
-    pub(crate) fn clear(&mut self) {
+    fn clear(&mut self) {
         for at in &mut self.at {
             at.clear();
         }
@@ -131,7 +131,7 @@ impl Contention {
     }
 
     /// A coflow no longer has an active flow on resource `r`.
-    pub(crate) fn leave(&mut self, id: CoflowId, r: ResourceId) {
+    fn leave(&mut self, id: CoflowId, r: ResourceId) {
         let Some(&k) = self.key.get(&id) else { return };
         let at = &mut self.at[r as usize];
         let Some(pos) = at.iter().position(|&x| x == k) else { return };
@@ -157,7 +157,7 @@ impl Contention {
     }
 
     /// Stops counting the coflows not in `present`.
-    pub(crate) fn retain(&mut self, present: &std::collections::BTreeSet<CoflowId>) {
+    fn retain(&mut self, present: &BTreeSet<CoflowId>) {
         let gone: Vec<CoflowId> = self.key.keys().filter(|id| !present.contains(id)).copied().collect();
         for id in gone {
             self.remove(id);
@@ -203,5 +203,66 @@ impl Contention {
             node.group = group;
         }
         self.nodes[k as usize] = Some(node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::Fabric;
+    use crate::shape::tests::{blind_coflow, input, switch_legs};
+
+    /// What `philae` and `saath` keep: shapes, contention, and per coflow a state, here how many
+    /// times a finished leg took it off some resources.
+    #[derive(Default)]
+    struct Kept {
+        shapes: Shapes,
+        contention: Contention,
+        states: BTreeMap<CoflowId, u32>,
+    }
+
+    impl Kept {
+        fn follow(&mut self, input: &BlindInput<'_>) {
+            self.contention.follow(&mut self.shapes, &mut self.states, input, |n| *n += 1);
+        }
+
+        fn of(&self, a: u64, b: u64) -> (u32, u32) {
+            (self.contention.of(CoflowId(a)), self.contention.of(CoflowId(b)))
+        }
+    }
+
+    #[test]
+    fn contention_follows_the_shapes_as_legs_finish_and_coflows_leave() {
+        // Coflow 1 sends from machine 0 to 2 and from 1 to 3, coflow 2 from 0 to 3: they share
+        // machine 0's ingress (resource 0) and machine 3's egress (resource 7).
+        let fabric = Fabric::big_switch(4, coflow_core::Rate::from_bytes_per_sec(100.0));
+        let mut legs = switch_legs(&fabric, &[(0, 2, 1), (1, 3, 1), (0, 3, 1)]);
+        let coflows = [blind_coflow(1, 0..2, &legs), blind_coflow(2, 2..3, &legs)];
+        let mut kept = Kept { states: BTreeMap::from([(CoflowId(1), 0), (CoflowId(2), 0)]), ..Kept::default() };
+        kept.follow(&input(&fabric, &coflows, &legs, true, &[]));
+        for c in &coflows {
+            kept.contention.add(c.id, 0, &kept.shapes[&c.id].resources, 8);
+        }
+        assert_eq!(kept.of(1, 2), (1, 1));
+        // Coflow 1's flow from machine 0 finishes: it leaves machine 0's ingress and machine 2's
+        // egress, and still shares machine 3's egress.
+        legs[0].active_flows = 0;
+        kept.follow(&input(&fabric, &coflows, &legs, false, &[(CoflowId(1), 0, 0)]));
+        assert_eq!((kept.states[&CoflowId(1)], kept.states[&CoflowId(2)]), (1, 0));
+        assert_eq!(kept.of(1, 2), (1, 1));
+        assert!(kept.contention.crossed(0) && !kept.contention.crossed(6));
+        // Its other flow finishes: the two share nothing.
+        legs[1].active_flows = 0;
+        kept.follow(&input(&fabric, &coflows, &legs, false, &[(CoflowId(1), 1, 1)]));
+        assert_eq!(kept.states[&CoflowId(1)], 2);
+        assert_eq!(kept.of(1, 2), (0, 0));
+        // Coflow 1 leaves the input: forgotten in all three.
+        kept.follow(&input(&fabric, &coflows[1..], &legs, false, &[]));
+        assert_eq!((kept.states.len(), kept.shapes.len()), (1, 1));
+        assert!(!kept.contention.contains(CoflowId(1)) && kept.contention.contains(CoflowId(2)));
+        // Everything new: no coflow is counted until the policy counts it again.
+        kept.follow(&input(&fabric, &coflows[1..], &legs, true, &[]));
+        assert!(!kept.contention.contains(CoflowId(2)));
+        assert_eq!(kept.shapes[&CoflowId(2)].resources, [(0, 1), (7, 1)]);
     }
 }

@@ -25,7 +25,7 @@
 //! - `aalo`: [`Aalo`], D-CLAS for unknown sizes, a [`BlindScheduler`]; `philae` ([`Philae`],
 //!   sampling pilot flows) and `saath` ([`Saath`], all-or-none, least contention first), blind too.
 //!   What the three share: `shape`, a coflow's legs by sender and receiver kept as they finish and
-//!   the passes that serve them in leg order, and `contention`, how many coflows share a port.
+//!   the passes that serve them in leg order, and `contention`, how many coflows of a group share a port.
 //! - `karuna`: [`Karuna`], minimal rates for deadline coflows, priority levels for the rest.
 //! - `sincronia`: [`Sincronia`], the BSSI order ([`bssi`]) with greedy or MADD rates.
 //! - `coflowsim`: the reference simulator's FAIR ([`PortFair`]), PFP ([`ReceiverScan`]) and DARK

@@ -31,7 +31,7 @@ use coflow_core::{CoflowId, MIB, Nanos};
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg, BlindScheduler};
 use crate::contention::Contention;
 use crate::fabric::{ResourceId, Route};
-use crate::shape::{Pool, Shapes, fill_bits, legs_on, serve, serve_leg};
+use crate::shape::{Pool, Shapes, fill_bits, serve, serve_leg};
 
 /// How many pilot flows a wide coflow sends.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -300,7 +300,7 @@ impl BlindScheduler for Philae {
                 continue;
             }
             let probing =
-                s.pilots.iter().any(|&r| input.legs[legs_on(c, input.legs, r)].iter().any(|l| l.active_flows > 0));
+                s.pilots.iter().any(|&r| input.legs[c.legs_on(input.legs, r)].iter().any(|l| l.active_flows > 0));
             if !probing {
                 done.push((i, self.contention.of_key(s.key)));
             }
@@ -418,7 +418,7 @@ impl BlindScheduler for Philae {
                 }
                 1 => {
                     for &r in &self.states[&c.id].pilots {
-                        for l in legs_on(c, input.legs, r) {
+                        for l in c.legs_on(input.legs, r) {
                             serve_leg(l, input.legs, out, &mut pool);
                         }
                     }
@@ -467,7 +467,7 @@ impl Philae {
                 Class::Thin => input.legs[c.legs.clone()].iter().for_each(&mut add),
                 Class::Probing => {
                     for &route in &s.pilots {
-                        input.legs[legs_on(c, input.legs, route)].iter().for_each(&mut add);
+                        input.legs[c.legs_on(input.legs, route)].iter().for_each(&mut add);
                     }
                 }
                 Class::Main(_) => {}

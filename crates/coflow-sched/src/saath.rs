@@ -23,7 +23,7 @@ use crate::contention::Contention;
 use crate::fabric::{ResourceId, Route};
 use crate::kernel::FULL;
 use crate::priority::ordered;
-use crate::shape::{Leftover, Shapes, legs_on};
+use crate::shape::{Leftover, Shapes};
 
 /// Parameters of [`Saath`]: `aalo`'s queues, and ours where the paper is silent (the book's page
 /// on policies).
@@ -347,7 +347,7 @@ impl BlindScheduler for Saath {
                 let active = if same {
                     legs[j].active_flows > 0
                 } else {
-                    input.legs[legs_on(c, input.legs, s.legs[j].0)].iter().any(|l| l.active_flows > 0)
+                    input.legs[c.legs_on(input.legs, s.legs[j].0)].iter().any(|l| l.active_flows > 0)
                 };
                 if active {
                     s.legs[j].1 += extra * dt;

@@ -7,14 +7,16 @@
 //! next. [`serve`] hands out a [`Pool`] of bandwidth to a coflow's active legs in leg order, each
 //! as much as every resource of its route has left, visiting only the senders and receivers that
 //! still have room; [`Leftover`] serves what a first pass left, coflow after coflow, so that no
-//! port idles while a flow through it could send.
+//! port idles while a flow through it could send. The bit sets over resources the policies keep
+//! beside these are read and written with this module's helpers ([`words`], [`set_bit`],
+//! [`fill_bits`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use coflow_core::CoflowId;
 
 use crate::blind::{BlindAllocation, BlindCoflow, BlindInput, BlindLeg};
-use crate::fabric::{ResourceId, Route};
+use crate::fabric::ResourceId;
 use crate::kernel::FULL;
 
 /// A run of consecutive legs of a coflow with the same first resource.
@@ -55,6 +57,9 @@ impl Group {
     }
 }
 
+/// A coflow's legs as the serving passes walk them: in runs by sender, a two-resource run's legs
+/// by receiver, with the resources its active legs cross and bit sets of its senders and
+/// receivers, kept as its legs finish (a leg's route never changes).
 #[derive(Debug, Default)]
 pub(crate) struct Shape {
     /// Its legs in runs by first resource, in leg order; a run stays (empty) when its legs finish.
@@ -128,7 +133,7 @@ pub(crate) fn fill_bits(set: &mut Vec<u64>, n: usize, pred: impl Fn(usize) -> bo
 
 impl Shape {
     /// The shape of `c`; `count` is scratch, one per resource, all zero, left so.
-    pub(crate) fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32]) -> Shape {
+    fn of(c: &BlindCoflow, legs: &[BlindLeg], count: &mut [u32]) -> Shape {
         let legs = &legs[c.legs.clone()];
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of = Vec::with_capacity(legs.len());
@@ -297,7 +302,7 @@ impl Shape {
 
     /// Leg `j` (an offset among the coflow's legs, whose first is `legs[0]`) finished; pushes onto
     /// `gone` the resources the coflow no longer crosses.
-    pub(crate) fn finish(&mut self, j: u32, legs: &[BlindLeg], gone: &mut Vec<ResourceId>) {
+    fn finish(&mut self, j: u32, legs: &[BlindLeg], gone: &mut Vec<ResourceId>) {
         let Some(&g) = self.group_of.get(j as usize) else { return };
         let flows = self.flows[j as usize];
         if g == u32::MAX || flows == 0 {
@@ -359,10 +364,14 @@ impl Shape {
 /// Where one pass hands out bandwidth: `avail[base + r]` on resource `r`, also taken out of
 /// `mirror[r]` if given; `open` counts down the resources whose `avail` this fills.
 pub(crate) struct Pool<'a> {
+    /// Each resource's capacity.
     pub(crate) cap: &'a [f64],
+    /// What is left to hand out, resource `r`'s at `base + r`.
     pub(crate) avail: &'a mut [f64],
     pub(crate) base: usize,
+    /// If given, per resource, what else the gifts are taken out of.
     pub(crate) mirror: Option<&'a mut [f64]>,
+    /// Counted down as resources fill.
     pub(crate) open: &'a mut usize,
     /// If given, the resources with room in `avail` as a bit set (exactly those, with a word for
     /// every resource), a bit cleared as its resource fills.
@@ -370,11 +379,13 @@ pub(crate) struct Pool<'a> {
 }
 
 impl Pool<'_> {
+    /// What resource `r` has left to hand out: zero once it is full.
     pub(crate) fn room(&self, r: ResourceId) -> f64 {
         let x = self.avail[self.base + r as usize];
         if x <= self.cap[r as usize] * FULL { 0.0 } else { x }
     }
 
+    /// Takes `x` out of resource `r`, counting it out (and clearing its bit) if that fills it.
     pub(crate) fn take(&mut self, r: ResourceId, x: f64) {
         let full = self.cap[r as usize] * FULL;
         let slot = &mut self.avail[self.base + r as usize];
@@ -642,9 +653,9 @@ impl Serving<'_> {
 }
 
 /// The shapes of the coflows of a blind policy's input, one per coflow, kept from one decision to
-/// the next: all built anew when the input is ([`BlindInput::everything`]); otherwise the legs
-/// that finished leave their coflow's shape (a leg's route never changes), and a coflow seen for
-/// the first time gets its own.
+/// the next: all built anew when the input takes everything as new ([`BlindInput::everything`]);
+/// otherwise the legs that finished leave their coflow's shape, and a coflow seen for the first
+/// time gets its own.
 #[derive(Debug, Default)]
 pub(crate) struct Shapes {
     of: BTreeMap<CoflowId, Shape>,
@@ -655,9 +666,10 @@ pub(crate) struct Shapes {
 }
 
 impl Shapes {
-    /// Brings the shapes up to `input`; `left(id, resources)` hears of each coflow seen before
-    /// that no longer crosses some resources once a leg of it finished, with those resources.
-    pub(crate) fn update(&mut self, input: &BlindInput<'_>, mut left: impl FnMut(CoflowId, &[ResourceId])) {
+    /// Brings the shapes up to `input`: `off(id, resources)` hears of each finished leg that took
+    /// its coflow off some resources (its last active flow there), with those resources. The
+    /// coflows no longer in the input keep their shapes until [`Shapes::retain`] forgets them.
+    pub(crate) fn update(&mut self, input: &BlindInput<'_>, mut off: impl FnMut(CoflowId, &[ResourceId])) {
         self.count.resize(input.fabric.capacities().len(), 0);
         if input.everything {
             self.of.clear();
@@ -667,7 +679,7 @@ impl Shapes {
                     self.gone.clear();
                     shape.finish(j, &input.legs[l - j as usize..], &mut self.gone);
                     if !self.gone.is_empty() {
-                        left(id, &self.gone);
+                        off(id, &self.gone);
                     }
                 }
             }
@@ -703,21 +715,8 @@ impl std::ops::Index<&CoflowId> for Shapes {
     }
 }
 
-/// The ids of the coflows of `input`.
-pub(crate) fn present(input: &BlindInput<'_>) -> BTreeSet<CoflowId> {
-    input.coflows.iter().map(|c| c.id).collect()
-}
-
-/// The legs of `c` on `route`: its legs are sorted by route.
-pub(crate) fn legs_on(c: &BlindCoflow, legs: &[BlindLeg], route: Route) -> std::ops::Range<usize> {
-    let mine = &legs[c.legs.clone()];
-    let a = mine.partition_point(|l| l.route < route);
-    let b = a + mine[a..].partition_point(|l| l.route == route);
-    c.legs.start + a..c.legs.start + b
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use coflow_core::Nanos;
 
@@ -816,7 +815,7 @@ mod tests {
     }
 
     /// A blind input at time zero with these coflows and legs, told which legs finished.
-    fn input<'a>(
+    pub(crate) fn input<'a>(
         fabric: &'a crate::fabric::Fabric,
         coflows: &'a [BlindCoflow],
         legs: &'a [BlindLeg],
@@ -835,48 +834,73 @@ mod tests {
         }
     }
 
+    /// Coflow `id` with `legs` of `all`, each with its flows active.
+    pub(crate) fn blind_coflow(id: u64, legs: std::ops::Range<usize>, all: &[BlindLeg]) -> BlindCoflow {
+        let flows = all[legs.clone()].iter().map(|l| l.active_flows).sum();
+        BlindCoflow {
+            id: CoflowId(id),
+            arrival: Nanos::ZERO,
+            weight: 1.0,
+            sent: 0.0,
+            job: CoflowId(id),
+            job_sent: 0.0,
+            width: flows,
+            pending: 0,
+            active_flows: flows,
+            legs,
+        }
+    }
+
+    /// The legs of one flow each from machine `a` to machine `b`, for each `(a, b, flows)`, on a big
+    /// switch of 4 machines (ingress ports 0 to 3, egress 4 to 7).
+    pub(crate) fn switch_legs(fabric: &crate::fabric::Fabric, legs: &[(u32, u32, u32)]) -> Vec<BlindLeg> {
+        let route = |a, b| fabric.route(coflow_core::MachineId(a), coflow_core::MachineId(b));
+        legs.iter().map(|&(a, b, active_flows)| BlindLeg { route: route(a, b), active_flows }).collect()
+    }
+
     #[test]
     fn shapes_follow_finished_legs_and_forget_coflows_that_left() {
-        // Coflow 7 on a big switch of 4 machines (ingress ports 0 to 3, egress 4 to 7): one flow
-        // from machine 0 to 1, two from 0 to 2, one from 3 to 2.
+        // Coflow 7 sends one flow from machine 0 to 1, two from 0 to 2 and one from 3 to 2.
         let fabric = crate::fabric::Fabric::big_switch(4, coflow_core::Rate::from_bytes_per_sec(100.0));
-        let route = |a, b| fabric.route(coflow_core::MachineId(a), coflow_core::MachineId(b));
-        let mut legs = vec![
-            BlindLeg { route: route(0, 1), active_flows: 1 },
-            BlindLeg { route: route(0, 2), active_flows: 2 },
-            BlindLeg { route: route(3, 2), active_flows: 1 },
-        ];
-        let (mut c, _) = coflow(&[]);
-        (c.id, c.legs, c.width, c.active_flows) = (CoflowId(7), 0..3, 4, 4);
-        let coflows = [c];
-        let (mut shapes, mut heard) = (Shapes::default(), Vec::new());
-        let mut update = |shapes: &mut Shapes, legs: &[BlindLeg], everything, finished: &[(CoflowId, u32, usize)]| {
-            heard.clear();
-            shapes.update(&input(&fabric, &coflows, legs, everything, finished), |id, gone| {
+        let mut legs = switch_legs(&fabric, &[(0, 1, 1), (0, 2, 2), (3, 2, 1)]);
+        let coflows = [blind_coflow(7, 0..3, &legs)];
+        let mut shapes = Shapes::default();
+        let update = |shapes: &mut Shapes, coflows, legs: &[BlindLeg], everything, finished| {
+            let mut heard = Vec::new();
+            shapes.update(&input(&fabric, coflows, legs, everything, finished), |id, gone| {
                 heard.push((id, gone.to_vec()))
             });
-            heard.clone()
+            heard
         };
-        assert_eq!(update(&mut shapes, &legs, true, &[]), []);
+        assert_eq!(update(&mut shapes, &coflows, &legs, true, &[]), []);
         assert_eq!(shapes[&CoflowId(7)].resources, [(0, 3), (3, 1), (5, 1), (6, 3)]);
         // The flow to machine 1 finishes: the coflow leaves machine 1's egress, not machine 0's
         // ingress, which its flows to machine 2 still cross.
         legs[0].active_flows = 0;
-        assert_eq!(update(&mut shapes, &legs, false, &[(CoflowId(7), 0, 0)]), [(CoflowId(7), vec![5])]);
+        let finished = [(CoflowId(7), 0, 0)];
+        assert_eq!(update(&mut shapes, &coflows, &legs, false, &finished), [(CoflowId(7), vec![5])]);
         assert_eq!(shapes[&CoflowId(7)].resources, [(0, 2), (3, 1), (6, 3)]);
         // The flow from machine 3 finishes; told again of the first, nothing more is gone.
         legs[2].active_flows = 0;
         let finished = [(CoflowId(7), 0, 0), (CoflowId(7), 2, 2)];
-        assert_eq!(update(&mut shapes, &legs, false, &finished), [(CoflowId(7), vec![3])]);
+        assert_eq!(update(&mut shapes, &coflows, &legs, false, &finished), [(CoflowId(7), vec![3])]);
         assert_eq!(shapes[&CoflowId(7)].resources, [(0, 2), (6, 2)]);
-        // Taken as new, the shape is built afresh, and the same.
-        assert_eq!(update(&mut shapes, &legs, true, &[]), []);
-        assert_eq!(shapes[&CoflowId(7)].resources, [(0, 2), (6, 2)]);
+        // Taken as new, the shape is built from the legs as they are, whatever is listed: one of
+        // the flows to machine 2 finished unlisted.
+        legs[1].active_flows = 1;
+        let listed = [(CoflowId(7), 1, 1)];
+        assert_eq!(update(&mut shapes, &coflows, &legs, true, &listed), []);
+        assert_eq!(shapes[&CoflowId(7)].resources, [(0, 1), (6, 1)]);
+        // Coflow 8 comes between two decisions and gets its shape.
+        legs.extend(switch_legs(&fabric, &[(1, 3, 1)]));
+        let both = [coflows[0].clone(), blind_coflow(8, 3..4, &legs)];
+        assert_eq!(update(&mut shapes, &both, &legs, false, &[]), []);
+        assert_eq!((shapes.len(), &shapes[&CoflowId(8)].resources[..]), (2, &[(1, 1), (7, 1)][..]));
         // A coflow that left the input is kept until the policy forgets it.
-        let none = input(&fabric, &[], &[], false, &[]);
+        let none = input(&fabric, &both[1..], &legs, false, &[]);
         shapes.update(&none, |_, _| panic!("nothing finished"));
+        assert_eq!(shapes.len(), 2);
+        shapes.retain(&none.ids());
         assert_eq!(shapes.len(), 1);
-        shapes.retain(&present(&none));
-        assert_eq!(shapes.len(), 0);
     }
 }
