@@ -731,19 +731,7 @@ pub(crate) mod tests {
             })
             .collect();
         legs.sort_by(|a, b| a.route.hops().cmp(b.route.hops()));
-        let c = BlindCoflow {
-            id: CoflowId(0),
-            arrival: Nanos::ZERO,
-            weight: 1.0,
-            sent: 0.0,
-            job: CoflowId(0),
-            job_sent: 0.0,
-            width: legs.iter().map(|l| l.active_flows).sum(),
-            pending: 0,
-            active_flows: legs.iter().map(|l| l.active_flows).sum(),
-            legs: 0..legs.len(),
-        };
-        (c, legs)
+        (blind_coflow(0, 0..legs.len(), &legs), legs)
     }
 
     /// `serve` on `shape`, and a scan that offers every leg of the coflow in turn, from the same
