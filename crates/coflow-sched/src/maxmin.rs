@@ -19,7 +19,8 @@
 //! or finishes):
 //!
 //! - dense, when every route crosses exactly two resources, a "sender" below some split and a
-//!   "receiver" at or above it (the big switch: ingress, then egress). Weights sit in a sender ×
+//!   "receiver" at or above it (the big switch: ingress, then egress), and the sender × receiver
+//!   matrix is not too large. Weights sit in a sender ×
 //!   receiver matrix and its transpose, and filling a resource is one pass over a row: `O(m²)`
 //!   for `m` resources however many routes there are. A fill resumes the last one from its
 //!   latest saved step before a resource whose weight changed could have changed a step, to
@@ -110,6 +111,11 @@ pub struct MaxMin {
 /// Steps of a dense fill between two saved states: a save copies three values per resource, and
 /// a resumed fill repeats at most this many steps it could have skipped.
 const SAVE_EVERY: usize = 32;
+
+/// The most sender × receiver cells the dense layout takes (4,096 machines a side on the big
+/// switch: its two weight matrices then hold 256 MiB); past it, the routes are laid out sparsely,
+/// in memory that grows with the routes rather than with the square of the machines.
+const MAX_DENSE_CELLS: u64 = 1 << 24;
 
 /// A route that froze at no resource.
 const NOWHERE: u32 = u32::MAX;
@@ -651,7 +657,8 @@ impl MaxMin {
     }
 
     /// Lays the current routes out afresh: densely if every route goes from a sender to a
-    /// receiver and no two are the same, sparsely otherwise.
+    /// receiver, no two are the same and the matrix is not too large ([`MAX_DENSE_CELLS`]),
+    /// sparsely otherwise.
     fn build(&mut self) {
         let (mut last_sender, mut first_receiver) = (0, usize::MAX);
         let two_hops = self.routes.iter().all(|rt| match *rt.hops() {
@@ -665,6 +672,7 @@ impl MaxMin {
         if !(two_hops
             && last_sender < first_receiver
             && first_receiver < self.resources
+            && (first_receiver as u64) * ((self.resources - first_receiver) as u64) <= MAX_DENSE_CELLS
             && self.build_dense(first_receiver))
         {
             self.build_sparse();
@@ -1112,6 +1120,25 @@ mod tests {
                 prop_assert_eq!(fresh.first(), least);
             }
         }
+    }
+
+    #[test]
+    fn a_switch_too_large_for_the_matrix_is_laid_out_sparsely() {
+        // 4,097 senders × 4,097 receivers is past `MAX_DENSE_CELLS`: the routes are laid out
+        // sparsely, in memory that grows with them, and shared as the dense layout would.
+        let n = 4097;
+        assert!(n * n > MAX_DENSE_CELLS as usize);
+        let capacity = vec![1.0; 2 * n];
+        let (a, b) = (Route::new(&[0, n as u32]), Route::new(&[0, n as u32 + 1]));
+        let mut mm = MaxMin::default();
+        let mut rates = [0.0; 2];
+        mm.solve(&capacity, &[a, b], &[1.0, 3.0], &mut rates);
+        assert_eq!((mm.layout, rates), (Layout::Sparse, [0.25, 0.25]));
+        assert!(mm.wm.is_empty(), "no matrix");
+        // One machine fewer a side (4,096 × 4,096) and the matrix fits.
+        let (c, d) = (Route::new(&[0, n as u32 - 1]), Route::new(&[0, n as u32]));
+        mm.solve(&capacity[..2 * (n - 1)], &[c, d], &[1.0, 3.0], &mut rates);
+        assert_eq!((mm.layout, rates), (Layout::Dense, [0.25, 0.25]));
     }
 
     #[test]
