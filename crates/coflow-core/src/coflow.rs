@@ -183,6 +183,12 @@ pub enum WorkloadError {
     /// A weight is not a positive finite number.
     #[error("coflow {0}: weight must be positive and finite")]
     BadWeight(CoflowId),
+    /// The workload's bytes together do not fit in 64 bits.
+    #[error("the flows' bytes together pass 2^64 (at coflow {0})")]
+    TooManyBytes(CoflowId),
+    /// A coflow arrives at the end of time, which stands for never.
+    #[error("coflow {0}: arrival must be before the end of time ({max} ns)", max = u64::MAX)]
+    NeverArrives(CoflowId),
     /// Following parents from a coflow leads back to it: its job is not a DAG.
     #[error("coflow {0} depends on itself through its parents (a cycle)")]
     Cycle(CoflowId),
@@ -197,15 +203,23 @@ impl Workload {
         Ok(w)
     }
 
-    /// Checks ids are unique, endpoints are inside the fabric, parents exist and weights are sane.
+    /// Checks ids are unique, endpoints are inside the fabric, parents exist, weights are sane,
+    /// every coflow arrives before the end of time and the bytes together fit in 64 bits.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         let mut ids = BTreeSet::new();
+        let mut bytes = 0u64;
         for c in &self.coflows {
+            for f in &c.flows {
+                bytes = bytes.checked_add(f.size.get()).ok_or(WorkloadError::TooManyBytes(c.id))?;
+            }
             if !ids.insert(c.id) {
                 return Err(WorkloadError::DuplicateId(c.id));
             }
             if !(c.weight.is_finite() && c.weight > 0.0) {
                 return Err(WorkloadError::BadWeight(c.id));
+            }
+            if c.arrival == Nanos::MAX {
+                return Err(WorkloadError::NeverArrives(c.id));
             }
             for (i, f) in c.flows.iter().enumerate() {
                 for m in [f.src, f.dst] {
@@ -385,6 +399,20 @@ mod tests {
         let unknown = Workload::new(2, vec![with_parents(1, &[]), with_parents(2, &[9])]).unwrap_err();
         assert_eq!(unknown, WorkloadError::UnknownParent { coflow: CoflowId(2), parent: CoflowId(9) });
         assert_eq!(unknown.to_string(), "coflow 2 depends on unknown coflow 9");
+    }
+
+    #[test]
+    fn arrivals_at_the_end_of_time_and_bytes_past_64_bits_are_refused() {
+        // `Nanos::MAX` stands for never in the simulator: such a coflow could never be served.
+        let at = |ns: u64| Workload::new(2, vec![Coflow::new(CoflowId(7), Nanos(ns), vec![flow(0, 1, 1)])]);
+        assert_eq!(at(u64::MAX), Err(WorkloadError::NeverArrives(CoflowId(7))));
+        assert!(at(u64::MAX).unwrap_err().to_string().starts_with("coflow 7: arrival"));
+        assert!(at(u64::MAX - 1).is_ok());
+        // Bytes that would wrap around when summed.
+        let quarter = |src, dst| Flow { src: MachineId(src), dst: MachineId(dst), size: Bytes(1 << 62) };
+        let big = |id| Coflow::new(CoflowId(id), Nanos::ZERO, vec![quarter(0, 1), quarter(1, 0)]);
+        assert_eq!(Workload::new(2, vec![big(1), big(2)]), Err(WorkloadError::TooManyBytes(CoflowId(2))));
+        assert!(Workload::new(2, vec![big(1)]).is_ok());
     }
 
     #[test]

@@ -312,7 +312,9 @@ impl FromStr for Rate {
         // A unit may start with `E` only as "EB", which we do not support, so the scan above is safe
         // except for exponent letters directly followed by a unit, e.g. "1e9bps"; that parses as 1e9 bps.
         let (num, unit) = s.split_at(split);
-        let num: f64 = num.replace('_', "").parse().map_err(|_| ParseRateError::Number(num.to_string()))?;
+        // With no digits before the first letter (`NaN`, `inf`, `fast`), the whole input is the number.
+        let bad = || ParseRateError::Number(if num.is_empty() { s } else { num }.to_string());
+        let num: f64 = num.replace('_', "").parse().map_err(|_| bad())?;
         let scale = unit_scale(unit.trim()).ok_or_else(|| ParseRateError::Unit(unit.trim().to_string()))?;
         let v = num * scale;
         if !(v.is_finite() && v > 0.0) {

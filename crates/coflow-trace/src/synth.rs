@@ -88,12 +88,25 @@ impl Default for SynthConfig {
     }
 }
 
+/// The most coflows a synthetic workload may have: a workload is held in memory, each coflow
+/// with hundreds of flows on average.
+pub const MAX_COFLOWS: usize = 1_000_000;
+
+/// The most machines a synthetic workload may have, each with its per-machine tables.
+pub const MAX_MACHINES: u32 = 1_000_000;
+
 /// Why a [`SynthConfig`] is not valid.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum SynthError {
     /// Coflows need machines.
     #[error("the fabric needs at least one machine")]
     NoMachines,
+    /// More coflows than a workload held in memory can take.
+    #[error("at most {max} coflows, got {0}", max = MAX_COFLOWS)]
+    TooManyCoflows(usize),
+    /// More machines than a workload held in memory can take.
+    #[error("at most {max} machines, got {0}", max = MAX_MACHINES)]
+    TooManyMachines(u32),
     /// A bin probability is negative or not finite, or they are all zero.
     #[error("bin mix {0:?} must be finite, non-negative and not all zero")]
     BadMix([f64; 4]),
@@ -123,6 +136,12 @@ impl SynthConfig {
     pub fn validate(&self) -> Result<(), SynthError> {
         if self.machines == 0 {
             return Err(SynthError::NoMachines);
+        }
+        if self.coflows > MAX_COFLOWS {
+            return Err(SynthError::TooManyCoflows(self.coflows));
+        }
+        if self.machines > MAX_MACHINES {
+            return Err(SynthError::TooManyMachines(self.machines));
         }
         if !(self.bin_mix.iter().all(|p| p.is_finite() && *p >= 0.0) && self.bin_mix.iter().sum::<f64>() > 0.0) {
             return Err(SynthError::BadMix(self.bin_mix));
