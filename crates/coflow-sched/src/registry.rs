@@ -456,17 +456,19 @@ pub fn seeded(name: &str, seed: u64) -> Result<Box<dyn Scheduler>, UnknownPolicy
     build(name, &Params::seeded(seed))
 }
 
-/// Parses a comma-separated list of policy names; `all` stands for every policy of [`NAMES`].
+/// Parses a comma-separated list of policy names, each once, in the order first named; `all`
+/// stands for every policy of [`NAMES`].
 pub fn parse_list(list: &str) -> Result<Vec<&'static str>, UnknownPolicy> {
-    let mut out = Vec::new();
+    let mut out: Vec<&'static str> = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if name == "all" {
-            out.extend_from_slice(NAMES);
-            continue;
+        let names = if name == "all" { NAMES } else { &[entry_of(name)?.name][..] };
+        // Each once, where first named.
+        for &n in names {
+            if !out.contains(&n) {
+                out.push(n);
+            }
         }
-        out.push(entry_of(name)?.name);
     }
-    out.dedup();
     Ok(out)
 }
 

@@ -203,12 +203,13 @@ pub fn siphon_search(
     spec: &SearchBench,
     spelling: crate::experiment::Spelling,
 ) -> Result<SearchTimes, crate::experiment::ExperimentError> {
-    use crate::experiment::{PlanError, load_topology, wide_area_params};
+    use crate::experiment::{PlanError, check_monte_carlo, load_topology, wide_area_params};
     use coflow_sched::{Intra, SiphonMc};
     if spec.coflows < 2 || spec.repeat == 0 {
         let (c, r) = (spelling.name("coflows"), spelling.name("repeat"));
         return Err(PlanError(format!("{c} must be at least 2 and {r} at least 1")).into());
     }
+    check_monte_carlo(&spec.mc, spelling)?;
     let base = load_topology(&spec.topology, 150, 0, &crate::topology::Overrides::default())?;
     let (fabric, redraw) = (base.fabric(), base.redraw);
     let mut times = Vec::new();

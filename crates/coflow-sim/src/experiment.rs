@@ -13,7 +13,9 @@
 mod config;
 pub mod sweep;
 
-pub use config::{Config, ExperimentError, WideAreaSpec, WorkloadSource, load_topology, wide_area_params};
+pub use config::{
+    Config, ExperimentError, WideAreaSpec, WorkloadSource, check_monte_carlo, load_topology, wide_area_params,
+};
 pub use sweep::{Sweep, SweepSpec, Window, window};
 
 use std::fmt;

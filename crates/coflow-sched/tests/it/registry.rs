@@ -70,6 +70,10 @@ fn the_lists_are_the_tables_in_its_order() {
     assert_eq!(policy::NAMES.len() + policy::WAN_NAMES.len() + policy::JOB_NAMES.len(), REGISTRY.len());
     assert_eq!(policy::parse_list("all").unwrap(), policy::NAMES);
     assert_eq!(policy::parse_list(" varys, all ,fair").unwrap()[0], "varys");
+    // Each policy once, where first named, however often the list names it.
+    let mixed = policy::parse_list("fair,all,varys,fair").unwrap();
+    assert_eq!(mixed.len(), policy::NAMES.len());
+    assert_eq!((mixed[0], mixed.iter().filter(|&&p| p == "varys").count()), ("fair", 1));
     assert_eq!(policy::parse_list("siphon-mc,aalo-job").unwrap(), vec!["siphon-mc", "aalo-job"]);
 }
 

@@ -72,8 +72,8 @@ pub struct Config {
     pub stages: usize,
     /// Comma-separated policies, or `all`.
     pub policies: String,
-    /// The policy others are compared against (runs even when not asked for); a wide area's is
-    /// always `mrtf`.
+    /// The policy others are compared against (runs even when not asked for), empty for none; a
+    /// wide area's is always `mrtf`.
     pub baseline: String,
     /// Capacity of every port, e.g. `1Gbps`.
     pub port_rate: String,
@@ -186,6 +186,17 @@ pub fn load_topology(
         .map_err(|source| ExperimentError::Topology { spec: spec.to_string(), source })
 }
 
+/// Checks `siphon-mc`'s search options: a search of no round, no position or no coflow is
+/// refused, naming the option in `spelling`.
+pub fn check_monte_carlo(mc: &MonteCarlo, spelling: Spelling) -> Result<(), PlanError> {
+    for (option, value) in [("mc_rounds", mc.rounds as usize), ("mc_depth", mc.depth), ("mc_breadth", mc.breadth)] {
+        if value == 0 {
+            return Err(PlanError(format!("{} must be at least 1", spelling.name(option))));
+        }
+    }
+    Ok(())
+}
+
 /// The registry's parameters of a wide-area run: `siphon-mc` knows how long a bandwidth draw
 /// holds (the redraw interval) and takes the Monte Carlo options.
 pub fn wide_area_params(seed: u64, redraw: coflow_core::Nanos, mc: MonteCarlo) -> Params {
@@ -208,10 +219,14 @@ impl Config {
         if policies.is_empty() {
             return Err(PlanError(format!("{} names no policy", name("policies"))).into());
         }
-        let baseline = policy::parse_list(&self.baseline)
-            .map_err(|e| PlanError(format!("{}: {e}", name("baseline"))))?
-            .first()
-            .copied();
+        // One policy, or none (empty): not a list, and not `all`.
+        let baseline = match self.baseline.trim() {
+            "" => None,
+            one if one.contains(',') || one == "all" => {
+                return Err(PlanError(format!("{} names one policy, got {one:?}", name("baseline"))).into());
+            }
+            one => Some(policy::parse_list(one).map_err(|e| PlanError(format!("{}: {e}", name("baseline"))))?[0]),
+        };
         self.model.check(&policies, spelling)?;
         self.model
             .check(baseline.as_slice(), spelling)
@@ -236,6 +251,9 @@ impl Config {
                 name("model")
             ))
             .into());
+        }
+        if let Some(spec) = &self.wide_area {
+            check_monte_carlo(&spec.mc, spelling)?;
         }
         if let Some(sweep) = &self.sweep {
             let refuse = |what: &str| PlanError(format!("a sweep takes no {what}"));
@@ -319,6 +337,13 @@ impl WorkloadSource {
         };
         if stages <= 1 {
             return Ok((w, source));
+        }
+        if w.has_dependencies() {
+            return Err(PlanError(format!(
+                "{} {stages}: {source} already groups its coflows into jobs (some name parents)",
+                spelling.name("stages")
+            ))
+            .into());
         }
         let source = format!("{source} (jobs of {stages} stages)");
         Ok((synth::multi_stage(&w, stages, seed), source))
