@@ -36,7 +36,8 @@ pub(crate) struct BenchArgs {
     /// Port capacity.
     #[arg(long, default_value = "128MiB/s")]
     port_rate: String,
-    /// Numbers of coflows present at once for the decision-latency measurement.
+    /// Numbers of coflows present at once for the decision-latency measurement: synthetic
+    /// workloads shaped like the Facebook trace on 150 machines, whatever is replayed.
     #[arg(long, default_value = "1000,10000", value_delimiter = ',')]
     concurrent: Vec<usize>,
     /// Decisions to time at each concurrency, in each mode (after the first, which takes
@@ -60,8 +61,9 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     let policies = policy::parse_list(&a.policies).context("--policies")?;
     let model = a.model.model()?;
     model.check(&policies, coflow_sim::experiment::Spelling::Flag)?;
-    if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0) {
-        anyhow::bail!("--concurrent {n}: at least one coflow must be present");
+    let most = coflow_trace::synth::MAX_COFLOWS;
+    if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0 || n > most) {
+        anyhow::bail!("--concurrent {n}: between 1 and {most} coflows must be present");
     }
     if a.decisions == 0 {
         anyhow::bail!("--decisions must be at least 1");

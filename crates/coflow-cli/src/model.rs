@@ -8,11 +8,11 @@ pub(crate) use coflow_sim::experiment::Model;
 /// The model options `sim`, `sim sweep` and `bench` share.
 #[derive(Debug, Args)]
 pub(crate) struct ModelArgs {
-    /// `exact`: our model (exact arrivals and sizes, decisions when anything changes);
-    /// `coflowsim`: the reference simulator's (CoflowSim's) rules, for the policies it has
-    /// (varys, fair, pfp, fifo, scf, ncf, tcf, aalo).
-    #[arg(long, value_enum, default_value_t = ModelName::Exact)]
-    model: ModelName,
+    /// `exact` (the default): our model (exact arrivals and sizes, decisions when anything
+    /// changes); `coflowsim`: the reference simulator's (CoflowSim's) rules, for the policies it
+    /// has (varys, fair, pfp, fifo, scf, ncf, tcf, aalo).
+    #[arg(long, value_enum)]
+    model: Option<ModelName>,
     /// Only these of the reference simulator's rules, comma-separated (implies --model
     /// coflowsim); the help names them from `Rules::NAMES`.
     #[arg(long, value_name = "RULES", help = rules_help())]
@@ -36,7 +36,10 @@ enum ModelName {
 impl ModelArgs {
     /// The model asked for.
     pub(crate) fn model(&self) -> Result<Model> {
-        let rules = match (&self.coflowsim_rules, self.model) {
+        let rules = match (&self.coflowsim_rules, self.model.unwrap_or(ModelName::Exact)) {
+            (Some(_), ModelName::Exact) if self.model.is_some() => {
+                bail!("--coflowsim-rules are the reference simulator's: they go with --model coflowsim, not exact")
+            }
             (Some(list), _) => {
                 let rules = Rules::parse(list).map_err(|e| anyhow::anyhow!("--coflowsim-rules: {e}"))?;
                 if rules.names().is_empty() {

@@ -30,14 +30,33 @@ pub(crate) fn check(path: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
+/// Fails if two of `outputs` (a flag and the path it names) would write to one place.
+pub(crate) fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
+    let given: Vec<(&str, &Path)> = outputs.iter().filter_map(|&(flag, p)| Some((flag, p?))).collect();
+    for (i, (flag, path)) in given.iter().enumerate() {
+        if let Some((other, _)) = given[..i].iter().find(|(_, p)| p == path) {
+            anyhow::bail!("{other} and {flag} both write to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
 /// Writes `text` to `path`, or to standard output for `-`.
 pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
     if is_stdout(path) {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())?;
-        return Ok(out.flush()?);
+        return to_stdout(text).context("writing standard output");
     }
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes `text` to standard output; a reader that stopped reading (`| head`) ends nothing but
+/// the writing, as it would a command killed by the closed pipe, rather than a panic.
+fn to_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
 }
 
 /// Writes `value` as pretty JSON with a final newline.
@@ -50,8 +69,8 @@ pub(crate) fn json(path: &Path, value: &impl Serialize) -> Result<()> {
 pub(crate) fn human(text: &str, outputs: &[Option<&Path>]) {
     if outputs.iter().flatten().any(|p| is_stdout(p)) {
         eprint!("{text}");
-    } else {
-        print!("{text}");
+    } else if let Err(e) = to_stdout(text) {
+        eprintln!("error: writing standard output: {e}");
     }
 }
 

@@ -18,7 +18,7 @@ pub(crate) struct CommonArgs {
     trace: Option<PathBuf>,
     #[arg(long, default_value = "all", help = crate::policies::help("Comma-separated policies to run, or `all`"))]
     policies: String,
-    /// The policy others are compared against.
+    /// The policy others are compared against (one name; empty for none).
     #[arg(long, default_value = "fair")]
     baseline: String,
     /// Capacity of every port, e.g. 1Gbps, 128MiB/s or 125000000 (bytes per second).
@@ -49,7 +49,7 @@ impl CommonArgs {
     pub(crate) fn config(&self) -> Result<Config> {
         crate::policies::refuse_tcp(&self.policies, "sim")?;
         Ok(Config {
-            workload: self.synth.source(self.trace.as_deref()),
+            workload: self.synth.source(self.trace.as_deref())?,
             stages: self.synth.stages,
             policies: self.policies.clone(),
             baseline: self.baseline.clone(),

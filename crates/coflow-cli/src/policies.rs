@@ -35,7 +35,7 @@ pub(crate) fn live_help() -> String {
 pub(crate) fn help(what: &str) -> String {
     let names = |list: &[&str]| list.join(", ");
     format!(
-        "{what}. Policies: {} (`all`); by name only: {}; wide-area only: {}",
+        "{what}. Policies: {} (`all`); by name only: {}; by name only, for the wide area: {}",
         names(coflow_sched::policy::NAMES),
         names(coflow_sched::policy::JOB_NAMES),
         names(coflow_sched::policy::WAN_NAMES)

@@ -44,6 +44,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         plot::Format::of(p)?;
     }
     let outputs = [args.common.json.as_deref(), args.csv.as_deref(), args.plot.as_deref()];
+    output::distinct(&[("--json", outputs[0]), ("--csv", outputs[1]), ("--plot", outputs[2])])?;
     for p in outputs {
         output::check(p)?;
     }

@@ -29,21 +29,33 @@ pub(crate) fn table(
         "policy", "completed", "avg CCT s", "p50 s", "p95 s", "p99 s", "makespan s", vs, "vs bound", "wall s"
     );
     for (s, w) in summaries.iter().zip(wall) {
+        // A run in which no coflow finished has no completion time to show.
+        let done = s.completed > 0;
+        let secs = |x: f64| if done { format!("{x:.3}") } else { "-".to_string() };
         let factor = s.factor_vs_baseline.map_or("-".to_string(), |f| format!("{f:.2}x"));
-        let vs_bound = if s.bound_ratio.is_finite() { format!("{:.2}x", s.bound_ratio) } else { "-".to_string() };
+        let vs_bound =
+            if done && s.bound_ratio.is_finite() { format!("{:.2}x", s.bound_ratio) } else { "-".to_string() };
         let _ = writeln!(
             t,
-            "{:<16} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3} {:>9} {:>9} {:>8.2}",
+            "{:<16} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8.2}",
             s.policy,
             format!("{}/{}", s.completed, s.coflows),
-            s.avg_cct_s,
-            s.p50_cct_s,
-            s.p95_cct_s,
-            s.p99_cct_s,
-            s.makespan_s,
+            secs(s.avg_cct_s),
+            secs(s.p50_cct_s),
+            secs(s.p95_cct_s),
+            secs(s.p99_cct_s),
+            secs(s.makespan_s),
             factor,
             vs_bound,
             w
+        );
+    }
+    if summaries.iter().any(|s| s.completed < s.coflows) {
+        let _ = writeln!(
+            t,
+            "completed: coflows that finished, whose figures these are (one rejected by admission control, or \
+             unfinished at the end of simulated time, {:.0} years, is left out)",
+            u64::MAX as f64 / 1e9 / 3.156e7
         );
     }
     t.push_str(&bounds_text(bounds));

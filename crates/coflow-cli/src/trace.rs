@@ -25,7 +25,7 @@ pub(crate) enum TraceCommand {
 pub(crate) struct SpreadArgs {
     /// The input trace, at rack level (as the Facebook trace: 150 racks).
     input: PathBuf,
-    /// The output file.
+    /// The output file (`-`: standard output).
     output: PathBuf,
     /// Machines per rack (20 makes the Facebook trace's 150 racks its 3,000 machines).
     #[arg(long, default_value_t = 20)]
@@ -54,7 +54,7 @@ pub(crate) struct StatsArgs {
 pub(crate) struct ConvertArgs {
     /// The input trace (format detected from its extension or content).
     input: PathBuf,
-    /// The output file.
+    /// The output file (`-`: standard output).
     output: PathBuf,
     /// The output format; by default from the output's extension (.jsonl, else benchmark).
     #[arg(long, value_enum)]
@@ -82,13 +82,41 @@ pub(crate) enum Format {
     Jsonl,
 }
 
-fn format_for(path: &std::path::Path, explicit: Option<Format>) -> TraceFormat {
-    match explicit {
+/// The format to write `path` in: `explicit` if given, else the one its extension implies
+/// (coflow-benchmark for none). A format its extension contradicts is refused, since a reader
+/// would take the file for the other (standard output, `-`, has none).
+fn format_for(path: &std::path::Path, explicit: Option<Format>) -> Result<TraceFormat> {
+    let implied = TraceFormat::from_extension(path);
+    let format = match explicit {
         Some(Format::Benchmark) => TraceFormat::Benchmark,
         Some(Format::Jsonl) => TraceFormat::Jsonl,
-        None if path.extension().is_some_and(|e| e == "jsonl" || e == "json") => TraceFormat::Jsonl,
-        None => TraceFormat::Benchmark,
+        None => implied.unwrap_or(TraceFormat::Benchmark),
+    };
+    if let Some(implied) = implied
+        && implied != format
+    {
+        anyhow::bail!(
+            "--to {}: {} would be read as {} by its extension",
+            format.name(),
+            path.display(),
+            implied.name()
+        );
     }
+    Ok(format)
+}
+
+/// Writes `w` in `format` to `path`, or to standard output for `-`, and says so on standard error.
+fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFormat, what: &str) -> Result<()> {
+    if crate::output::is_stdout(path) {
+        let mut buf = Vec::new();
+        format.write(w, &mut buf)?;
+        crate::output::write(path, &String::from_utf8(buf).context("a trace is text")?)?;
+        eprintln!("wrote {what} to standard output");
+    } else {
+        coflow_trace::write_trace(w, path, format).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {what} to {}", path.display());
+    }
+    Ok(())
 }
 
 pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
@@ -98,30 +126,24 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
             let stats = coflow_trace::stats(&w);
             match &a.json {
                 Some(p) => crate::output::json(p, &stats)?,
-                None => print!("{stats}"),
+                None => crate::output::human(&stats.to_string(), &[]),
             }
         }
         TraceCommand::Convert(a) => {
+            let format = format_for(&a.output, a.to)?;
             let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
-            let format = format_for(&a.output, a.to);
-            coflow_trace::write_trace(&w, &a.output, format)
-                .with_context(|| format!("writing {}", a.output.display()))?;
-            eprintln!("wrote {} coflows to {}", w.coflows.len(), a.output.display());
+            write_out(&w, &a.output, format, &format!("{} coflows", w.coflows.len()))?;
         }
         TraceCommand::Spread(a) => {
+            let format = format_for(&a.output, a.to)?;
             let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
             let w = coflow_sim::spread::spread_tasks(&w, a.per_rack, a.seed)?;
-            let format = format_for(&a.output, a.to);
-            coflow_trace::write_trace(&w, &a.output, format)
-                .with_context(|| format!("writing {}", a.output.display()))?;
-            eprintln!("wrote {} coflows on {} machines to {}", w.coflows.len(), w.machines, a.output.display());
+            write_out(&w, &a.output, format, &format!("{} coflows on {} machines", w.coflows.len(), w.machines))?;
         }
         TraceCommand::Gen(a) => {
+            let format = format_for(&a.output, a.to)?;
             let (w, _) = a.synth.load(None)?;
-            let format = format_for(&a.output, a.to);
-            coflow_trace::write_trace(&w, &a.output, format)
-                .with_context(|| format!("writing {}", a.output.display()))?;
-            eprintln!("wrote {} coflows ({} flows) to {}", w.coflows.len(), w.flow_count(), a.output.display());
+            write_out(&w, &a.output, format, &format!("{} coflows ({} flows)", w.coflows.len(), w.flow_count()))?;
         }
     }
     Ok(())

@@ -39,7 +39,8 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
     let found = siphon_search(&spec, Spelling::Flag)?;
     let times = &found.times_s;
     let mean = times.iter().sum::<f64>() / times.len() as f64;
-    println!(
+    crate::output::say!(
+        &[],
         "siphon-mc search with {} coflows present (rounds ≤ {}, depth {}, breadth {}, {} threads): \
          mean {:.2} ms, p50 {:.2} ms, max {:.2} ms over {} decisions; {:.0} rounds per search on average",
         a.coflows,

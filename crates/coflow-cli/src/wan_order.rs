@@ -56,9 +56,19 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
     let w = coflow_trace::read_trace(&a.trace).with_context(|| format!("reading trace {}", a.trace.display()))?;
     let select = if a.mc_mean_cost { Select::MeanCost } else { Select::Wins };
     let mc = MonteCarlo { one_draw: a.mc_one_draw, select, ..MonteCarlo::default() };
-    println!(
+    crate::output::say!(
+        &[],
         "{:<12} {:>5} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>9} {:>7}",
-        "skew", "load", "mrtf s", "siphon s", "ratio", "decisions", "contested", "differing", "searches", "moved"
+        "skew",
+        "load",
+        "mrtf s",
+        "siphon s",
+        "ratio",
+        "decisions",
+        "contested",
+        "differing",
+        "searches",
+        "moved"
     );
     for skew in &skews {
         for &load in &loads {
@@ -78,7 +88,8 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
                 c += r.counts;
             }
             let n = seeds.len() as f64;
-            println!(
+            crate::output::say!(
+                &[],
                 "{:<12} {:>5} {:>10.3} {:>10.3} {:>7.3}x {:>10} {:>10} {:>10} {:>9} {:>7}",
                 skew.label(),
                 load,

@@ -29,18 +29,27 @@ pub(crate) struct SynthArgs {
 }
 
 impl SynthArgs {
-    /// The trace at `trace`, or else the synthetic workload these options describe.
-    pub(crate) fn source(&self, trace: Option<&std::path::Path>) -> WorkloadSource {
+    /// The trace at `trace`, or else the synthetic workload these options describe; the
+    /// synthetic workload's shape beside a trace is refused rather than ignored.
+    pub(crate) fn source(&self, trace: Option<&std::path::Path>) -> Result<WorkloadSource> {
         match trace {
-            Some(p) => WorkloadSource::Trace(p.to_path_buf()),
-            None => WorkloadSource::Synthetic { coflows: self.coflows, machines: self.machines },
+            Some(p) => {
+                if self.coflows.is_some() || self.machines.is_some() {
+                    anyhow::bail!(
+                        "--coflows and --machines shape the synthetic workload; the trace {} has its own",
+                        p.display()
+                    );
+                }
+                Ok(WorkloadSource::Trace(p.to_path_buf()))
+            }
+            None => Ok(WorkloadSource::Synthetic { coflows: self.coflows, machines: self.machines }),
         }
     }
 
     /// The workload (the trace at `trace`, or else the synthetic one), grouped into jobs of
     /// `--stages`, and a line saying what it is.
     pub(crate) fn load(&self, trace: Option<&std::path::Path>) -> Result<(Workload, String)> {
-        Ok(self.source(trace).load(self.seed, self.stages, Spelling::Flag)?)
+        Ok(self.source(trace)?.load(self.seed, self.stages, Spelling::Flag)?)
     }
 }
 

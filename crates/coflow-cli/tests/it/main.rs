@@ -291,6 +291,89 @@ fn bad_arguments_are_clear_errors() {
     assert!(err.contains("line 2"), "{err}");
 }
 
+/// What a run cannot do is refused before it starts, naming the flag: a search of no round, a
+/// baseline that is a list, a synthetic workload's shape beside a trace, two outputs in one place,
+/// stages over a trace that has jobs already, a workload too large to hold, the reference
+/// simulator's rules under the exact model, and a rate that is no number. None panics.
+#[test]
+fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
+    let jobs = tmp("jobs.jsonl");
+    std::fs::write(
+        &jobs,
+        "{\"format\":\"coflow-jsonl\",\"version\":1,\"machines\":2}\n\
+         {\"id\":1,\"arrival_ns\":0,\"flows\":[{\"src\":0,\"dst\":1,\"bytes\":1000}]}\n\
+         {\"id\":2,\"arrival_ns\":0,\"flows\":[{\"src\":0,\"dst\":1,\"bytes\":1000}],\"parents\":[1]}\n",
+    )
+    .unwrap();
+    let jobs = jobs.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["sim", "--coflows", "5", "--wan", "default", "--policies", "siphon-mc", "--mc-rounds", "0"],
+            "--mc-rounds must be at least 1",
+        ),
+        (
+            &["sim", "--coflows", "5", "--wan", "default", "--policies", "siphon-mc", "--mc-breadth", "0"],
+            "--mc-breadth must be at least 1",
+        ),
+        (&["wan-bench", "--mc-depth", "0"], "--mc-depth must be at least 1"),
+        (&["sim", "--coflows", "5", "--baseline", "all"], "--baseline names one policy"),
+        (&["sim", "--coflows", "5", "--baseline", "pfp,varys"], "--baseline names one policy"),
+        (&["sim", "--trace", jobs, "--coflows", "5"], "--coflows and --machines shape the synthetic workload"),
+        (&["sim", "--coflows", "5", "--json", "-", "--csv", "-"], "--json and --csv both write to -"),
+        (&["sim", "--trace", jobs, "--stages", "2"], "--stages 2"),
+        (&["trace", "gen", "-o", "-", "--coflows", "18446744073709551615"], "at most 1000000 coflows"),
+        (&["bench", "--concurrent", "1000000000000"], "--concurrent 1000000000000"),
+        (&["sim", "--coflows", "5", "--model", "exact", "--coflowsim-rules", "epochs"], "--coflowsim-rules"),
+        (&["sim", "--coflows", "5", "--port-rate", "NaN"], "bad number \"NaN\""),
+    ];
+    for (args, says) in cases {
+        let out = coflow().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: an error, not a panic: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// A reader that stops early (`| head`) ends the writing, never in a panic.
+#[test]
+fn a_closed_pipe_ends_the_output_without_a_panic() {
+    use std::io::Read;
+    let mut child = coflow()
+        .args(["sim", "--coflows", "30", "--policies", "fifo,varys"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed before the report is written.
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success() && !err.contains("panicked"), "{status:?}: {err}");
+}
+
+/// The format a trace is written in is the one its name makes readers take it for, whatever
+/// the case of its extension; a format its name contradicts is refused; `-` is standard output.
+#[test]
+fn a_written_trace_reads_back_as_what_its_name_says() {
+    let generated = tmp("small.txt");
+    assert!(coflow().args(["trace", "gen", "--coflows", "5", "-o"]).arg(&generated).status().unwrap().success());
+    let upper = tmp("SMALL.JSONL");
+    assert!(coflow().args(["trace", "convert"]).arg(&generated).arg(&upper).status().unwrap().success());
+    assert!(std::fs::read_to_string(&upper).unwrap().starts_with('{'), "JSON Lines, as its name says");
+    let stats = |p: &PathBuf| coflow().args(["trace", "stats", "--json", "-"]).arg(p).output().unwrap();
+    let (a, b) = (stats(&generated), stats(&upper));
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert_eq!(a.stdout, b.stdout);
+    let out = coflow().args(["trace", "convert", "--to", "jsonl"]).arg(&generated).arg(tmp("x.txt")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would be read as benchmark"));
+    assert!(!tmp("x.txt").exists(), "nothing written");
+    let out = coflow().args(["trace", "convert", "--to", "jsonl"]).arg(&generated).arg("-").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout, std::fs::read(&upper).unwrap());
+}
+
 #[test]
 fn trace_gen_stats_and_convert_round_trip() {
     let generated = tmp("gen.txt");
