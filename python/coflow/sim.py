@@ -140,6 +140,9 @@ def read_trace(path: Any) -> Workload:
 def synthetic(seed: int = 1, coflows: Optional[int] = None, machines: Optional[int] = None) -> Workload:
     """The seeded synthetic workload shaped like the Facebook trace that ``coflow sim`` replays by
     default (``--seed``, ``--coflows``, ``--machines``; the same defaults)."""
+    seed = _count(seed, "seed")
+    coflows = None if coflows is None else _count(coflows, "coflows")
+    machines = None if machines is None else _count(machines, "machines")
     return Workload(_coflow.synthetic(seed, coflows, machines))
 
 
@@ -154,6 +157,15 @@ def _nanos(value: Any, what: str) -> int:
     if not (seconds >= 0.0 and seconds != float("inf")):
         raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
     return round(seconds * 1e9)
+
+
+def _policy_list(policies: Any) -> str:
+    """``policies`` as the comma-separated list the library reads: a string, or names."""
+    if isinstance(policies, str):
+        return policies
+    if policies is None or not all(isinstance(p, str) for p in policies):
+        raise ValueError(f"policies: expected a list of policy names or a comma-separated string, got {policies!r}")
+    return ",".join(policies)
 
 
 def _count(value: Any, what: str) -> int:
@@ -223,7 +235,13 @@ def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
         rec["weight"] = float(weight)
     except (TypeError, ValueError):
         raise ValueError(f"{what}: weight: expected a number, got {weight!r}") from None
-    parents = c.get("parents") or []
+    parents = c.get("parents")
+    if parents is None:
+        parents = []
+    elif hasattr(parents, "tolist") and not isinstance(parents, (str, bytes)):
+        parents = parents.tolist()
+    if not isinstance(parents, (list, tuple)):
+        raise ValueError(f"{what}: parents must be a list of coflow ids, got {parents!r}")
     rec["parents"] = [_count(p, f"{what}: parents") for p in parents]
     return rec
 
@@ -239,24 +257,31 @@ def _records_from_dataframe(df: "pd.DataFrame") -> List[Dict[str, Any]]:
     for row in df.to_dict("records"):
         cid = row["coflow"]
         flow = {"src": row["src"], "dst": row["dst"], "bytes": row["bytes"]}
+        fields = _coflow_fields(row, cid)
         c = coflows.get(cid)
         if c is None:
-            coflows[cid] = {
-                "id": cid,
-                "arrival": row["arrival"],
-                "flows": [flow],
-                "deadline": row.get("deadline"),
-                "weight": row.get("weight", 1.0),
-                "parents": row.get("parents") if isinstance(row.get("parents"), (list, tuple)) else [],
-            }
+            coflows[cid] = {"id": cid, **fields, "flows": [flow]}
             continue
-        for k in ("arrival", "deadline", "weight"):
-            a, b = c.get(k), row.get(k)
+        for k, b in fields.items():
+            a = c[k]
             same = a == b or (a is None and b is None) or (a != a and b != b)
             if not same:
                 raise ValueError(f"coflow {cid}: column {k!r} differs between its flows ({a!r} and {b!r})")
         c["flows"].append(flow)
     return list(coflows.values())
+
+
+def _coflow_fields(row: Dict[str, Any], cid: Any) -> Dict[str, Any]:
+    """A DataFrame row's coflow-wide fields, with the defaults of absent columns: no deadline,
+    weight 1, no parents (a list of coflow ids, or an empty cell)."""
+    parents = row.get("parents")
+    if parents is None or (isinstance(parents, float) and parents != parents):
+        parents = []
+    elif hasattr(parents, "tolist") and not isinstance(parents, (str, bytes)):
+        parents = parents.tolist()
+    if not isinstance(parents, (list, tuple)):
+        raise ValueError(f"coflow {cid}: column 'parents' must be a list of coflow ids, got {parents!r}")
+    return {"arrival": row["arrival"], "deadline": row.get("deadline"), "weight": row.get("weight", 1.0), "parents": list(parents)}
 
 
 def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "python") -> Workload:
@@ -567,7 +592,9 @@ def simulate(
     Errors (:class:`ValueError`) name the option.
     """
     w = _workload_arg(workload)
-    names = policies if isinstance(policies, str) else ",".join(policies)
+    names = _policy_list(policies)
+    seed, stages = _count(seed, "seed"), _count(stages, "stages")
+    threads = None if threads is None else _count(threads, "threads")
     if deadline_fraction is not None and deadlines:
         raise ValueError("deadline_fraction: give either deadlines=True or deadline_fraction, not both")
     wan_options = _wan_options(wan, machines_per_dc, multipath, redraw_ms, per_connection, connection_redraw_ms, mc)
@@ -617,7 +644,11 @@ def sweep(
     options; the report's ``summary`` has one row per N and policy, each figure a mean over the
     windows."""
     w = _workload_arg(workload)
-    names = policies if isinstance(policies, str) else ",".join(policies)
+    names = _policy_list(policies)
+    seed, stages = _count(seed, "seed"), _count(stages, "stages")
+    threads = None if threads is None else _count(threads, "threads")
+    if isinstance(concurrent, (str, bytes)) or not hasattr(concurrent, "__iter__"):
+        raise ValueError(f"concurrent: expected a list of numbers of coflows, got {concurrent!r}")
     ns = [_count(n, "concurrent") for n in concurrent]
     update, close = _progress_bar(progress, "sweep")
     try:

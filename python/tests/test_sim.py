@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import List
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -126,6 +127,45 @@ def test_lists_of_coflows_and_dataframes_give_the_same_workload() -> None:
     back = framed.to_dataframe()
     assert list(back["bytes"]) == [125_000_000, 62_500_000]
     assert back["deadline"].iloc[1] == pytest.approx(4.0)
+
+
+def test_a_dataframe_coflow_of_many_flows_needs_only_the_required_columns() -> None:
+    # Two flows of one coflow, with no weight, deadline or parents column: the defaults hold for
+    # every row, and the coflow is one.
+    df = pd.DataFrame({"coflow": [1, 1], "arrival": [0.0, 0.0], "src": [0, 1], "dst": [1, 0], "bytes": [5, 6]})
+    w = coflow.workload(df)
+    assert (w.coflows, w.flows, w.bytes) == (1, 2, 11)
+    # Parents as a list or an array are kept; rows that disagree on them, or a cell that is not a
+    # list, are errors naming the coflow and the column.
+    jobs = pd.DataFrame(
+        {"coflow": [1, 2, 2], "arrival": [0.0] * 3, "src": [0, 0, 1], "dst": [1, 1, 0], "bytes": [5, 5, 5]}
+    )
+    jobs["parents"] = [[], np.array([1]), np.array([1])]
+    assert json.loads(coflow.workload(jobs).to_jsonl().splitlines()[2])["parents"] == [1]
+    jobs["parents"] = [[], [1], []]
+    with pytest.raises(ValueError, match=r"^coflow 2: column 'parents' differs between its flows"):
+        coflow.workload(jobs)
+    jobs["parents"] = [[], 1, 1]
+    with pytest.raises(ValueError, match=r"^coflow 2: column 'parents' must be a list of coflow ids"):
+        coflow.workload(jobs)
+
+
+def test_numbers_and_lists_of_the_wrong_kind_are_errors_naming_the_option() -> None:
+    w = coflow.synthetic(coflows=5)
+    for option in ("seed", "threads", "stages"):
+        with pytest.raises(ValueError, match=rf"^{option}: expected a non-negative integer, got -1"):
+            coflow.simulate(w, **{option: -1})
+    with pytest.raises(ValueError, match=r"^policies: expected a list of policy names"):
+        coflow.simulate(w, policies=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^concurrent: expected a list"):
+        coflow.sweep(w, 5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^coflows: expected a non-negative integer"):
+        coflow.synthetic(coflows=-1)
+    with pytest.raises(ValueError, match=r"^baseline names one policy"):
+        coflow.simulate(w, baseline="all")
+    # Bytes that would wrap around when summed are refused, not reported as none.
+    with pytest.raises(ValueError, match=r"pass 2\^64"):
+        coflow.workload([{"id": i, "arrival": 0.0, "flows": [(0, 1, 2**62)] * 2} for i in (1, 2)])
 
 
 def test_bad_options_and_workloads_are_errors_naming_the_field() -> None:

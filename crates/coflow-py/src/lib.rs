@@ -259,46 +259,50 @@ fn simulate(
         total = ns.len() * spec.windows * plan.to_run().len();
         let count = done.clone();
         std::thread::spawn(move || {
-            let sweep = plan.sweep(&spec, &|| {
-                count.fetch_add(1, Ordering::Relaxed);
-            });
-            let _ = tx.send(PyResults {
-                json: sweep.report_json(&plan),
-                csv: String::new(),
-                baseline_csv: None,
-                describe: plan.describe(),
-                wall_s: Vec::new(),
-                notes: plan.notes.clone(),
-                kind: "sweep",
-                tables: sweep.tables(&plan),
+            send_unless_panic(&tx, || {
+                let sweep = plan.sweep(&spec, &|| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                });
+                PyResults {
+                    json: sweep.report_json(&plan),
+                    csv: String::new(),
+                    baseline_csv: None,
+                    describe: plan.describe(),
+                    wall_s: Vec::new(),
+                    notes: plan.notes.clone(),
+                    kind: "sweep",
+                    tables: sweep.tables(&plan),
+                }
             });
         });
     } else {
         total = plan.workload.coflows.len() * plan.to_run().len();
         let count = done.clone();
         std::thread::spawn(move || {
-            let runs = plan.run(&|_, _| {
-                let count = count.clone();
-                let mut seen = 0;
-                Box::new(move |n| {
-                    count.fetch_add(n.saturating_sub(seen), Ordering::Relaxed);
-                    seen = seen.max(n);
-                })
-            });
-            let csv = coflow_sim::experiment::csv(runs.shown().map(|(r, _)| r));
-            let baseline_csv = runs
-                .baseline_run()
-                .filter(|b| !plan.policies.contains(&b.policy.as_str()))
-                .map(|b| coflow_sim::experiment::csv([b]));
-            let _ = tx.send(PyResults {
-                json: plan.report_json(&runs),
-                csv,
-                baseline_csv,
-                describe: plan.describe(),
-                wall_s: runs.runs.iter().map(|(r, w)| (r.policy.clone(), *w)).collect(),
-                notes: plan.notes.clone(),
-                kind: if plan.wide_area.is_some() { "wide_area" } else { "replay" },
-                tables: String::new(),
+            send_unless_panic(&tx, || {
+                let runs = plan.run(&|_, _| {
+                    let count = count.clone();
+                    let mut seen = 0;
+                    Box::new(move |n| {
+                        count.fetch_add(n.saturating_sub(seen), Ordering::Relaxed);
+                        seen = seen.max(n);
+                    })
+                });
+                let csv = coflow_sim::experiment::csv(runs.shown().map(|(r, _)| r));
+                let baseline_csv = runs
+                    .baseline_run()
+                    .filter(|b| !plan.policies.contains(&b.policy.as_str()))
+                    .map(|b| coflow_sim::experiment::csv([b]));
+                PyResults {
+                    json: plan.report_json(&runs),
+                    csv,
+                    baseline_csv,
+                    describe: plan.describe(),
+                    wall_s: runs.runs.iter().map(|(r, w)| (r.policy.clone(), *w)).collect(),
+                    notes: plan.notes.clone(),
+                    kind: if plan.wide_area.is_some() { "wide_area" } else { "replay" },
+                    tables: String::new(),
+                }
             });
         });
     }
@@ -310,7 +314,8 @@ fn simulate(
             p.call1(py, (done.load(Ordering::Relaxed).min(total), total))?;
         }
         match got {
-            Ok(results) => return Ok(results),
+            Ok(Ok(results)) => return Ok(results),
+            Ok(Err(panic)) => return Err(PyRuntimeError::new_err(format!("the simulation failed: {panic}"))),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(PyRuntimeError::new_err("the simulation ended without a report"));
@@ -594,4 +599,17 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The workspace version, the same that `coflow --version` prints.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// Sends what `run` gives, or the message of its panic: a failure inside a run reaches Python
+/// with what went wrong rather than as a report that never came.
+fn send_unless_panic(tx: &std::sync::mpsc::Sender<Result<PyResults, String>>, run: impl FnOnce() -> PyResults) {
+    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".to_string())
+    });
+    let _ = tx.send(sent);
 }
