@@ -417,15 +417,15 @@ class Report:
         return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def plot(self, path: Any = None) -> "Figure":
-        """Draws what ``coflow sim --plot`` draws: each policy's CCT distribution (log axis), the
-        baseline's among them, beside each policy's factor of improvement over the baseline per
-        bin. Saves to ``path`` if given; returns the matplotlib figure. Needs ``matplotlib``."""
+        """Draws each policy's CCT distribution (log axis), the baseline's among them, beside each
+        policy's factor of improvement over the baseline per bin (without a baseline, the
+        distributions alone). Saves to ``path`` if given; returns the matplotlib figure, made
+        without pyplot, so that neither the backend nor pyplot's open figures change. Needs
+        ``matplotlib``; a sweep's report, which has no per-coflow times, is refused."""
+        if self.kind == "sweep":
+            raise ValueError("plot: a sweep's report has no per-coflow completion times to draw")
         try:
-            import matplotlib
-
-            if path is not None:
-                matplotlib.use("Agg", force=False)
-            import matplotlib.pyplot as plt
+            from matplotlib.figure import Figure
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("Report.plot needs matplotlib: pip install 'coflow[plot]'") from e
         import pandas as pd
@@ -433,9 +433,11 @@ class Report:
         rows = self.coflows
         if self._results.baseline_csv is not None:
             rows = pd.concat([rows, pd.read_csv(io.StringIO(self._results.baseline_csv))], ignore_index=True)
-        fig, (cdf, bins) = plt.subplots(1, 2, figsize=(15, 6.4))
-        rate = self.describe.rsplit("; ports at ", 1)[-1]
-        fig.suptitle(f"{self._data['workload']['source']} — ports at {rate}")
+        with_bins = self.baseline is not None
+        fig = Figure(figsize=(15, 6.4) if with_bins else (8, 6.4))
+        axes = fig.subplots(1, 2 if with_bins else 1, squeeze=False)[0]
+        cdf = axes[0]
+        fig.suptitle(self.describe)
         for policy, group in rows.groupby("policy", sort=False):
             cct = group["cct_s"].dropna().sort_values().to_numpy()
             if len(cct) == 0:
@@ -447,19 +449,21 @@ class Report:
         cdf.set_ylabel("fraction of coflows")
         cdf.set_title("CCT distribution")
         cdf.legend()
-        names = [r["policy"] for r in self._data["results"]]
-        bin_names = [b["bin"] for b in self._data["results"][0]["bins"]] if names else []
-        width = 0.8 / max(1, len(names))
-        for k, r in enumerate(self._data["results"]):
-            factors = [b["factor_vs_baseline"] or 0.0 for b in r["bins"]]
-            xs = [i + k * width for i in range(len(bin_names))]
-            bins.bar(xs, factors, width=width, label=r["policy"])
-        bins.axhline(1.0, color="grey", linewidth=0.8)
-        bins.set_xticks([i + 0.4 - width / 2 for i in range(len(bin_names))])
-        bins.set_xticklabels(bin_names)
-        bins.set_ylabel(f"average CCT of {self.baseline} / policy's")
-        bins.set_title(f"improvement over {self.baseline} by bin")
-        bins.legend()
+        if with_bins:
+            bins = axes[1]
+            names = [r["policy"] for r in self._data["results"]]
+            bin_names = [b["bin"] for b in self._data["results"][0]["bins"]] if names else []
+            width = 0.8 / max(1, len(names))
+            for k, r in enumerate(self._data["results"]):
+                factors = [b["factor_vs_baseline"] or 0.0 for b in r["bins"]]
+                xs = [i + k * width for i in range(len(bin_names))]
+                bins.bar(xs, factors, width=width, label=r["policy"])
+            bins.axhline(1.0, color="grey", linewidth=0.8)
+            bins.set_xticks([i + 0.4 - width / 2 for i in range(len(bin_names))])
+            bins.set_xticklabels(bin_names)
+            bins.set_ylabel(f"average CCT of {self.baseline} / policy's")
+            bins.set_title(f"improvement over {self.baseline} by bin")
+            bins.legend()
         if path is not None:
             fig.savefig(str(path))
         return fig

@@ -216,6 +216,12 @@ def test_the_plot_draws_every_policy_and_the_baseline(tmp_path: Path) -> None:
     cdf, bins = fig.axes
     assert [l.get_label() for l in cdf.get_lines()] == ["varys", "scf", "fair"]
     assert len(bins.patches) == 2 * len(report.summary.loc["varys", "bins"])
+    # Without a baseline, the distributions alone; a sweep has none to draw.
+    alone = coflow.simulate(coflow.synthetic(coflows=40), policies=["varys"], baseline="").plot()
+    assert len(alone.axes) == 1
+    swept = coflow.sweep(coflow.synthetic(coflows=40), [10], windows=1, policies=["varys"])
+    with pytest.raises(ValueError, match=r"^plot: a sweep's report"):
+        swept.plot()
 
 
 def test_the_wide_area_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
