@@ -168,6 +168,11 @@ def _policy_list(policies: Any) -> str:
     return ",".join(policies)
 
 
+def _run_counts(seed: Any, threads: Any, stages: Any) -> Tuple[int, Optional[int], int]:
+    """A run's ``seed``, ``threads`` (``None``: the machine's cores) and ``stages``, checked."""
+    return _count(seed, "seed"), None if threads is None else _count(threads, "threads"), _count(stages, "stages")
+
+
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool):
         raise ValueError(f"{what}: expected a non-negative integer, got {value!r}")
@@ -235,14 +240,7 @@ def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
         rec["weight"] = float(weight)
     except (TypeError, ValueError):
         raise ValueError(f"{what}: weight: expected a number, got {weight!r}") from None
-    parents = c.get("parents")
-    if parents is None:
-        parents = []
-    elif hasattr(parents, "tolist") and not isinstance(parents, (str, bytes)):
-        parents = parents.tolist()
-    if not isinstance(parents, (list, tuple)):
-        raise ValueError(f"{what}: parents must be a list of coflow ids, got {parents!r}")
-    rec["parents"] = [_count(p, f"{what}: parents") for p in parents]
+    rec["parents"] = [_count(p, f"{what}: parents") for p in _parent_list(c.get("parents"), f"{what}: parents")]
     return rec
 
 
@@ -275,13 +273,25 @@ def _coflow_fields(row: Dict[str, Any], cid: Any) -> Dict[str, Any]:
     """A DataFrame row's coflow-wide fields, with the defaults of absent columns: no deadline,
     weight 1, no parents (a list of coflow ids, or an empty cell)."""
     parents = row.get("parents")
-    if parents is None or (isinstance(parents, float) and parents != parents):
-        parents = []
-    elif hasattr(parents, "tolist") and not isinstance(parents, (str, bytes)):
+    if isinstance(parents, float) and parents != parents:
+        parents = None
+    return {
+        "arrival": row["arrival"],
+        "deadline": row.get("deadline"),
+        "weight": row.get("weight", 1.0),
+        "parents": _parent_list(parents, f"coflow {cid}: column 'parents'"),
+    }
+
+
+def _parent_list(parents: Any, what: str) -> List[Any]:
+    """A coflow's parents as a list: none for ``None``, an array's items, or a list or tuple."""
+    if parents is None:
+        return []
+    if hasattr(parents, "tolist") and not isinstance(parents, (str, bytes)):
         parents = parents.tolist()
     if not isinstance(parents, (list, tuple)):
-        raise ValueError(f"coflow {cid}: column 'parents' must be a list of coflow ids, got {parents!r}")
-    return {"arrival": row["arrival"], "deadline": row.get("deadline"), "weight": row.get("weight", 1.0), "parents": list(parents)}
+        raise ValueError(f"{what} must be a list of coflow ids, got {parents!r}")
+    return list(parents)
 
 
 def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "python") -> Workload:
@@ -597,8 +607,7 @@ def simulate(
     """
     w = _workload_arg(workload)
     names = _policy_list(policies)
-    seed, stages = _count(seed, "seed"), _count(stages, "stages")
-    threads = None if threads is None else _count(threads, "threads")
+    seed, threads, stages = _run_counts(seed, threads, stages)
     if deadline_fraction is not None and deadlines:
         raise ValueError("deadline_fraction: give either deadlines=True or deadline_fraction, not both")
     wan_options = _wan_options(wan, machines_per_dc, multipath, redraw_ms, per_connection, connection_redraw_ms, mc)
@@ -649,8 +658,7 @@ def sweep(
     windows."""
     w = _workload_arg(workload)
     names = _policy_list(policies)
-    seed, stages = _count(seed, "seed"), _count(stages, "stages")
-    threads = None if threads is None else _count(threads, "threads")
+    seed, threads, stages = _run_counts(seed, threads, stages)
     if isinstance(concurrent, (str, bytes)) or not hasattr(concurrent, "__iter__"):
         raise ValueError(f"concurrent: expected a list of numbers of coflows, got {concurrent!r}")
     ns = [_count(n, "concurrent") for n in concurrent]

@@ -42,7 +42,8 @@ pub(crate) fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
 }
 
 /// Writes `text` to `path`, or to standard output for `-`.
-pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
+    let text = text.as_ref();
     if is_stdout(path) {
         return to_stdout(text).context("writing standard output");
     }
@@ -51,9 +52,9 @@ pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
 
 /// Writes `text` to standard output; a reader that stopped reading (`| head`) ends nothing but
 /// the writing, as it would a command killed by the closed pipe, rather than a panic.
-fn to_stdout(text: &str) -> std::io::Result<()> {
+fn to_stdout(text: &[u8]) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(text).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r,
     }
@@ -69,7 +70,7 @@ pub(crate) fn json(path: &Path, value: &impl Serialize) -> Result<()> {
 pub(crate) fn human(text: &str, outputs: &[Option<&Path>]) {
     if outputs.iter().flatten().any(|p| is_stdout(p)) {
         eprint!("{text}");
-    } else if let Err(e) = to_stdout(text) {
+    } else if let Err(e) = to_stdout(text.as_bytes()) {
         eprintln!("error: writing standard output: {e}");
     }
 }

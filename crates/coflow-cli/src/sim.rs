@@ -90,10 +90,10 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     );
 
     if let Some(path) = &args.common.json {
-        output::write(path, &plan.report_json(&runs))?;
+        output::write(path, plan.report_json(&runs))?;
     }
     if let Some(path) = &args.csv {
-        output::write(path, &coflow_sim::experiment::csv(shown.iter().map(|(r, _)| r)))?;
+        output::write(path, coflow_sim::experiment::csv(shown.iter().map(|(r, _)| r)))?;
     }
     if let Some(path) = &args.plot {
         let baseline_run = runs.baseline_run();

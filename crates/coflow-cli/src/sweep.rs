@@ -79,7 +79,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
         plan.threads
     );
     if let Some(path) = &args.common.json {
-        crate::output::write(path, &sweep.report_json(&plan))?;
+        crate::output::write(path, sweep.report_json(&plan))?;
     }
     std::io::stdout().flush()?;
     Ok(())

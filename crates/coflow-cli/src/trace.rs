@@ -110,7 +110,7 @@ fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFor
     if crate::output::is_stdout(path) {
         let mut buf = Vec::new();
         format.write(w, &mut buf)?;
-        crate::output::write(path, &String::from_utf8(buf).context("a trace is text")?)?;
+        crate::output::write(path, buf)?;
         eprintln!("wrote {what} to standard output");
     } else {
         coflow_trace::write_trace(w, path, format).with_context(|| format!("writing {}", path.display()))?;

@@ -225,7 +225,7 @@ impl Config {
             one if one.contains(',') || one == "all" => {
                 return Err(PlanError(format!("{} names one policy, got {one:?}", name("baseline"))).into());
             }
-            one => Some(policy::parse_list(one).map_err(|e| PlanError(format!("{}: {e}", name("baseline"))))?[0]),
+            one => Some(policy::entry_of(one).map_err(|e| PlanError(format!("{}: {e}", name("baseline"))))?.name),
         };
         self.model.check(&policies, spelling)?;
         self.model
