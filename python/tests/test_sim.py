@@ -307,19 +307,37 @@ def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
     import signal
     import time
 
-    big = coflow.synthetic(coflows=600, machines=150)
+    # Replays that would run for hours: `varys` at 12 bytes per second decides every 200 ms of
+    # simulated time (starvation freedom) and finishes no coflow for a long while.
+    endless = dict(policies="varys,fair", port_rate="12B/s", threads=2, progress=False)
     # A process started in the background inherits SIGINT ignored, and Python then raises no
     # KeyboardInterrupt (interrupt_main does nothing): install Python's own handler for the test.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
     started = time.monotonic()
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            coflow.simulate(big, policies="fair,sincronia,aalo", threads=1, progress=False)
+            coflow.simulate(w, **endless)
     finally:
         elapsed = time.monotonic() - started
         timer.cancel()
         signal.signal(signal.SIGINT, previous)
-    # The call returns within a tick of the signal, long before the runs could end.
+    # The call returns within a tick of the signal, and the replays stop with it: over the next
+    # second the process uses next to no CPU, where two replays still going would use two seconds.
     assert elapsed < 2.0, elapsed
+    time.sleep(0.1)
+    cpu = time.process_time()
+    time.sleep(1.0)
+    assert time.process_time() - cpu < 0.5, "the replays go on after Ctrl-C"
+
+    # An error raised by the progress callback stops the replays too.
+    def fail(done: int, total: int) -> None:
+        raise ZeroDivisionError("from the callback")
+
+    with pytest.raises(ZeroDivisionError):
+        _coflow.simulate(w._inner, "varys,fair", "12B/s", "fair", None, None, False, 1, 2, progress=fail)
+    time.sleep(0.1)
+    cpu = time.process_time()
+    time.sleep(1.0)
+    assert time.process_time() - cpu < 0.5, "the replays go on after the callback's error"

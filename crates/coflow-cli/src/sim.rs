@@ -2,6 +2,7 @@
 //! print what the field compares.
 
 use std::io::{IsTerminal, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -73,9 +74,12 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         let bar = Bar(bars.add(ProgressBar::new(coflows as u64)));
         bar.0.set_style(style.clone());
         bar.0.set_prefix(name.to_string());
-        Box::new(move |done| bar.0.set_position(done as u64))
+        Box::new(move |done| {
+            bar.0.set_position(done as u64);
+            ControlFlow::Continue(())
+        })
     };
-    let runs = plan.run(&progress);
+    let runs = plan.run(&progress)?;
     let wall = started.elapsed();
 
     let summaries = &runs.summaries;

@@ -3,6 +3,7 @@
 //! this module parses and prints.
 
 use std::io::{IsTerminal, Write as _};
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -65,7 +66,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
     ns.sort_unstable();
     ns.dedup();
     let bar = progress_bar((ns.len() * spec.windows * plan.to_run().len()) as u64);
-    let sweep = plan.sweep(&spec, &|| bar.inc(1));
+    let sweep = plan.sweep(&spec, &|| bar.inc(1), &|| ControlFlow::Continue(()))?;
     bar.finish_and_clear();
     let wall = started.elapsed();
 

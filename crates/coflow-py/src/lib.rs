@@ -8,8 +8,9 @@
 //! the exception classes, builds workloads from Python data, and turns reports into DataFrames.
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -207,7 +208,8 @@ fn experiment_error(e: &ExperimentError) -> PyErr {
 /// with the GIL released, on the big switch or the wide area `wan`, or sweeps it over windows of
 /// `sweep = (concurrent, windows)`; options are validated as `coflow sim` validates its flags and
 /// errors name them by their keyword. `progress(done, total)` is called about every 100 ms
-/// while it runs; Ctrl-C (any pending signal) raises at once and leaves the runs to end unseen.
+/// while it runs; Ctrl-C (any pending signal), like an error raised by `progress`, raises at once
+/// and stops the runs within milliseconds.
 #[pyfunction]
 #[pyo3(signature = (
     workload, policies, port_rate, baseline, deadline_x, deadline_fraction, offline, seed, threads,
@@ -249,6 +251,8 @@ fn simulate(
     };
     let plan = py.detach(|| config.plan(Spelling::Keyword)).map_err(|e| experiment_error(&e))?;
     let done = Arc::new(AtomicUsize::new(0));
+    // However this call returns, the runs it started stop.
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let (tx, rx) = std::sync::mpsc::channel();
     let total;
     // The runs go on a thread of their own, so that this one can report progress and hear Ctrl-C.
@@ -258,12 +262,16 @@ fn simulate(
         ns.dedup();
         total = ns.len() * spec.windows * plan.to_run().len();
         let count = done.clone();
+        let stop = stop.0.clone();
         std::thread::spawn(move || {
             send_unless_panic(&tx, || {
-                let sweep = plan.sweep(&spec, &|| {
+                let go_on =
+                    || if stop.load(Ordering::Relaxed) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) };
+                let tick = || {
                     count.fetch_add(1, Ordering::Relaxed);
-                });
-                PyResults {
+                };
+                let Ok(sweep) = plan.sweep(&spec, &tick, &go_on) else { return None };
+                Some(PyResults {
                     json: sweep.report_json(&plan),
                     csv: String::new(),
                     baseline_csv: None,
@@ -272,28 +280,32 @@ fn simulate(
                     notes: plan.notes.clone(),
                     kind: "sweep",
                     tables: sweep.tables(&plan),
-                }
+                })
             });
         });
     } else {
         total = plan.workload.coflows.len() * plan.to_run().len();
         let count = done.clone();
+        let stop = stop.0.clone();
         std::thread::spawn(move || {
             send_unless_panic(&tx, || {
-                let runs = plan.run(&|_, _| {
-                    let count = count.clone();
+                let Ok(runs) = plan.run(&|_, _| {
+                    let (count, stop) = (count.clone(), stop.clone());
                     let mut seen = 0;
                     Box::new(move |n| {
                         count.fetch_add(n.saturating_sub(seen), Ordering::Relaxed);
                         seen = seen.max(n);
+                        if stop.load(Ordering::Relaxed) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
                     })
-                });
+                }) else {
+                    return None;
+                };
                 let csv = coflow_sim::experiment::csv(runs.shown().map(|(r, _)| r));
                 let baseline_csv = runs
                     .baseline_run()
                     .filter(|b| !plan.policies.contains(&b.policy.as_str()))
                     .map(|b| coflow_sim::experiment::csv([b]));
-                PyResults {
+                Some(PyResults {
                     json: plan.report_json(&runs),
                     csv,
                     baseline_csv,
@@ -302,7 +314,7 @@ fn simulate(
                     notes: plan.notes.clone(),
                     kind: if plan.wide_area.is_some() { "wide_area" } else { "replay" },
                     tables: String::new(),
-                }
+                })
             });
         });
     }
@@ -602,14 +614,26 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// Sends what `run` gives, or the message of its panic: a failure inside a run reaches Python
-/// with what went wrong rather than as a report that never came.
-fn send_unless_panic(tx: &std::sync::mpsc::Sender<Result<PyResults, String>>, run: impl FnOnce() -> PyResults) {
-    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|panic| {
-        panic
+/// with what went wrong rather than as a report that never came. A run that was stopped (`None`)
+/// sends nothing: the call that stopped it has returned.
+fn send_unless_panic(tx: &std::sync::mpsc::Sender<Result<PyResults, String>>, run: impl FnOnce() -> Option<PyResults>) {
+    let sent = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Some(results)) => Ok(results),
+        Ok(None) => return,
+        Err(panic) => Err(panic
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic without a message".to_string())
-    });
+            .unwrap_or_else(|| "a panic without a message".to_string())),
+    };
     let _ = tx.send(sent);
+}
+
+/// Tells the runs a call started to stop when the call returns, whichever way it does.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }

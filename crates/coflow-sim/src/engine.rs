@@ -11,6 +11,7 @@
 //! Finish times are rounded up to the next nanosecond, so flows that end together end at the
 //! same event, and events at equal times are processed together.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use coflow_core::{Coflow, Nanos, Rate, Workload};
@@ -26,6 +27,15 @@ use crate::wan::WanConfig;
 /// How many policy wake-ups in a row may pass with nothing moving and nothing left to arrive
 /// before the simulation gives up on the coflows still active.
 const MAX_IDLE_WAKES: u32 = 10_000;
+
+/// How many turns of the event loop may pass without asking `progress` whether to go on: a few
+/// milliseconds of a replay whose coflows seldom finish.
+const ASK_EVERY: u32 = 1024;
+
+/// A replay its caller stopped before its end ([`simulate_with_progress`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the replay was stopped before its end")]
+pub struct Stopped;
 
 /// How to run a simulation: on which fabric (the big switch by default), and what to check.
 #[derive(Clone, Debug)]
@@ -94,22 +104,42 @@ pub struct SimResult {
 /// # Panics
 /// On a fabric that places fewer machines than the workload has.
 pub fn simulate(workload: &Workload, policy: Box<dyn Scheduler>, cfg: &SimConfig) -> Result<SimResult, Unservable> {
-    simulate_with_progress(workload, policy, cfg, &mut |_| {})
+    match simulate_with_progress(workload, policy, cfg, &mut |_| ControlFlow::Continue(())) {
+        Ok(r) => Ok(r),
+        Err(Halted::Unservable(e)) => Err(e),
+        Err(Halted::Stopped(_)) => unreachable!("a replay that always goes on is never stopped"),
+    }
 }
 
-/// [`simulate`], calling `progress` with the number of finished coflows whenever it changes.
+/// Why [`simulate_with_progress`] has no result.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Halted {
+    /// The policy cannot serve the fabric; nothing ran.
+    #[error(transparent)]
+    Unservable(#[from] Unservable),
+    /// `progress` answered [`ControlFlow::Break`].
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+}
+
+/// [`simulate`], calling `progress` with the number of finished coflows whenever it changes and
+/// at least every [`ASK_EVERY`] turns of the event loop, so that a replay whose coflows seldom
+/// finish can be stopped too: the replay ends, with no result, as soon as `progress` answers
+/// [`ControlFlow::Break`].
 pub fn simulate_with_progress(
     workload: &Workload,
     policy: Box<dyn Scheduler>,
     cfg: &SimConfig,
-    progress: &mut dyn FnMut(usize),
-) -> Result<SimResult, Unservable> {
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+) -> Result<SimResult, Halted> {
     let start = workload.coflows.first().map_or(Nanos::ZERO, |c| c.arrival);
     let run = cfg.fabric.build(workload.machines, start);
     policy::check_serves(policy.name(), &run.fabric)?;
     let mut e = Engine::new(workload, policy, cfg, run, start);
-    e.run(progress);
-    Ok(e.finish())
+    match e.run(progress) {
+        ControlFlow::Continue(()) => Ok(e.finish()),
+        ControlFlow::Break(()) => Err(Stopped.into()),
+    }
 }
 
 struct Engine<'w> {
@@ -233,10 +263,11 @@ impl<'w> Engine<'w> {
         }
     }
 
-    fn run(&mut self, progress: &mut dyn FnMut(usize)) {
+    fn run(&mut self, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> ControlFlow<()> {
         // Consecutive wake-ups at which nothing was moving and no coflow was left to arrive: a
         // policy that keeps asking to decide while serving nothing would otherwise spin forever.
         let mut idle_wakes = 0u32;
+        let mut unasked = 0u32;
         loop {
             // New capacities: decide again, so nothing runs over them.
             self.new_capacities = self.capacities.update(&mut self.fabric, self.now);
@@ -268,9 +299,11 @@ impl<'w> Engine<'w> {
                 self.release_ready();
                 changed = true;
             }
-            if self.done != before {
-                progress(self.done);
-                changed = true;
+            unasked += 1;
+            if self.done != before || unasked == ASK_EVERY {
+                unasked = 0;
+                progress(self.done)?;
+                changed |= self.done != before;
             }
             if flows_finished && let Some(gap) = self.policy.flow_finish_gap() {
                 let due = self.last_decision.saturating_add(gap);
@@ -301,6 +334,7 @@ impl<'w> Engine<'w> {
             }
             self.advance(next);
         }
+        ControlFlow::Continue(())
     }
 
     /// A coflow finished (not rejected): its children whose parents have all finished and whose

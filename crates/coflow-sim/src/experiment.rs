@@ -19,8 +19,9 @@ pub use config::{
 pub use sweep::{Sweep, SweepSpec, Window, window};
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use coflow_core::{Nanos, Rate, Workload};
@@ -31,7 +32,7 @@ use serde::Serialize;
 use crate::coflowsim::{self, Rules};
 use crate::topology::GBPS;
 use crate::{
-    BoundConfig, LowerBounds, SimConfig, SimResult, SizeBin, Summary, WanConfig, assign_deadlines,
+    BoundConfig, Halted, LowerBounds, SimConfig, SimResult, SizeBin, Stopped, Summary, WanConfig, assign_deadlines,
     assign_deadlines_to_fraction, lower_bounds, simulate_with_progress,
 };
 
@@ -187,8 +188,10 @@ impl Runs {
     }
 }
 
-/// Shows one policy's progress: called with the coflows done so far; dropped when the policy ends.
-pub type Progress = Box<dyn FnMut(usize)>;
+/// Shows one policy's progress: called with the coflows done so far, whenever that changes and
+/// every few milliseconds besides; dropped when the policy ends. Answering
+/// [`ControlFlow::Break`] stops the replay, and with it the others of the run.
+pub type Progress = Box<dyn FnMut(usize) -> ControlFlow<()>>;
 
 impl Plan {
     /// Prepares the workload of a single replay: deadlines for every coflow (if asked), for a
@@ -278,7 +281,7 @@ impl Plan {
 
     /// Simulates every policy of [`Plan::to_run`], as [`Plan::model`] builds it on the big
     /// switch or with the wide area's parameters; see [`Plan::run_with`].
-    pub fn run(&self, progress: &(dyn Fn(&str, usize) -> Progress + Sync)) -> Runs {
+    pub fn run(&self, progress: &(dyn Fn(&str, usize) -> Progress + Sync)) -> Result<Runs, Stopped> {
         match &self.wide_area {
             None => self.run_with(progress, &|name| self.model.policy(name)),
             Some(wa) => self.run_with(progress, &|name| policy::build(name, &wa.params).expect("names were validated")),
@@ -288,12 +291,13 @@ impl Plan {
     /// Simulates every policy of [`Plan::to_run`], each a fresh instance from `policy`, on up to
     /// [`Plan::threads`] threads, the lower bounds (an LP among them) beside them on the big
     /// switch; `progress` is called as each policy starts with its name and the number of
-    /// coflows.
+    /// coflows, and a replay whose [`Progress`] answers [`ControlFlow::Break`] stops the run:
+    /// the replays not yet started are skipped, and the result is [`Stopped`].
     pub fn run_with(
         &self,
         progress: &(dyn Fn(&str, usize) -> Progress + Sync),
         policy: &(dyn Fn(&str) -> Box<dyn Scheduler> + Sync),
-    ) -> Runs {
+    ) -> Result<Runs, Stopped> {
         let w = &self.workload;
         let to_run = self.to_run();
         let cfg = self.sim_config();
@@ -307,24 +311,41 @@ impl Plan {
             // once, its gap read from the instance that then runs. Results come back in the
             // plan's order whatever the order they ran in.
             let (schedule, instances) = longest_first(to_run.iter().map(|&name| policy(name)).collect());
-            let mut runs = parallel_map(to_run.len(), self.threads, |j| {
+            let stopped = AtomicBool::new(false);
+            let runs = parallel_map(to_run.len(), self.threads, |j| {
+                if stopped.load(Ordering::Relaxed) {
+                    return None;
+                }
                 let i = schedule[j];
                 let name = to_run[i];
                 let instance = instances[i].lock().expect("no run panicked holding an instance").take();
                 let instance = instance.expect("each instance runs once");
                 let mut bar = progress(name, w.coflows.len());
                 let started = Instant::now();
-                let mut r = simulate_with_progress(w, instance, &cfg, &mut |done| bar(done))
-                    .expect("on_wide_area refused the policies that cannot serve the fabric");
+                let r = simulate_with_progress(w, instance, &cfg, &mut |done| bar(done));
+                drop(bar);
+                let mut r = match r {
+                    Ok(r) => r,
+                    Err(Halted::Stopped(_)) => {
+                        stopped.store(true, Ordering::Relaxed);
+                        return None;
+                    }
+                    Err(Halted::Unservable(e)) => {
+                        unreachable!("on_wide_area refused the policies that cannot serve the fabric: {e}")
+                    }
+                };
                 // A variant of the reference model reports under the name asked for.
                 r.policy = name.to_string();
-                drop(bar);
-                (i, r, started.elapsed().as_secs_f64())
+                Some((i, r, started.elapsed().as_secs_f64()))
             });
+            let bounds = bounds.map(|b| b.join().expect("the bounds do not panic"));
+            let Some(mut runs) = runs.into_iter().collect::<Option<Vec<_>>>() else {
+                return Err(Stopped);
+            };
             runs.sort_unstable_by_key(|&(i, _, _)| i);
             let runs: Vec<(SimResult, f64)> = runs.into_iter().map(|(_, r, wall)| (r, wall)).collect();
-            (runs, bounds.map(|b| b.join().expect("the bounds do not panic")))
-        });
+            Ok((runs, bounds))
+        })?;
         let baseline = self.baseline.and_then(|b| runs.iter().position(|(r, _)| r.policy == b));
         let shown: Vec<usize> =
             (0..runs.len()).filter(|&i| self.policies.contains(&runs[i].0.policy.as_str())).collect();
@@ -339,7 +360,7 @@ impl Plan {
                 }
             })
             .collect();
-        Runs { runs, bounds, shown, baseline, summaries }
+        Ok(Runs { runs, bounds, shown, baseline, summaries })
     }
 
     /// The JSON report of `runs`: pretty, with a final newline.
@@ -569,7 +590,9 @@ pub fn parallel_map<T: Send>(jobs: usize, threads: usize, f: impl Fn(usize) -> T
 
 #[cfg(test)]
 mod tests {
+    use std::ops::ControlFlow;
     use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::{CSV_HEADER, Config, ExperimentError, Model, Spelling, WorkloadSource, csv, parallel_map};
     use crate::coflowsim::Rules;
@@ -666,6 +689,51 @@ mod tests {
         Workload::new(2, vec![Coflow::new(CoflowId(1), Nanos::ZERO, flow()), second]).unwrap()
     }
 
+    /// Progress that lets every replay go on.
+    fn go_on() -> super::Progress {
+        Box::new(|_| ControlFlow::Continue(()))
+    }
+
+    /// A run whose replays would take hours: `varys` at a few bytes per second, where
+    /// starvation freedom decides every 200 ms of simulated time.
+    fn endless(threads: usize) -> super::Plan {
+        let slow = Config {
+            policies: "varys,fair".into(),
+            port_rate: "12B/s".into(),
+            threads: Some(threads),
+            ..Config::default()
+        };
+        slow.plan(Spelling::Flag).unwrap()
+    }
+
+    #[test]
+    fn a_replay_stops_soon_after_its_progress_says_so_though_no_coflow_finishes() {
+        for threads in [1, 2] {
+            let asked = std::sync::Arc::new(AtomicUsize::new(0));
+            let runs = endless(threads).run(&|_, _| {
+                let asked = asked.clone();
+                Box::new(move |_| {
+                    // Stop at the third question: the replays have run, with no coflow done.
+                    if asked.fetch_add(1, Ordering::Relaxed) >= 2 {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })
+            });
+            assert_eq!(runs.err(), Some(super::Stopped), "on {threads} threads");
+            assert!(asked.load(Ordering::Relaxed) <= 3 + threads, "every replay stops at its next question");
+        }
+        let spec = super::SweepSpec { concurrent: vec![50], windows: 3 };
+        let ticks = AtomicUsize::new(0);
+        let tick = || {
+            ticks.fetch_add(1, Ordering::Relaxed);
+        };
+        let swept = endless(2).sweep(&spec, &tick, &|| ControlFlow::Break(()));
+        assert_eq!(swept.err(), Some(super::Stopped));
+        assert_eq!(ticks.load(Ordering::Relaxed), 0, "no replay of the sweep ends");
+    }
+
     fn options(model: Model) -> Config {
         Config {
             workload: WorkloadSource::Given { workload: chain(), source: "chain".into() },
@@ -680,7 +748,7 @@ mod tests {
     #[test]
     fn csv_rows_give_the_cct_from_the_release_and_the_release_after_the_parents() {
         let plan = options(Model::EXACT).plan(Spelling::Flag);
-        let runs = plan.unwrap().run(&|_, _| Box::new(|_| {}));
+        let runs = plan.unwrap().run(&|_, _| go_on()).expect("not stopped");
         let text = csv(runs.shown().map(|(r, _)| r));
         let mut lines = text.lines();
         assert_eq!(lines.next(), CSV_HEADER.strip_suffix('\n'));
@@ -710,7 +778,7 @@ mod tests {
         plan.on_wide_area("two.json".into(), topology.config(2, 1, &Default::default()).unwrap(), params).unwrap();
         assert_eq!(plan.to_run(), ["varys", "mrtf"], "the baseline is mrtf, whatever was asked");
         assert!(plan.describe().ends_with("capacities redrawn never; multi-path off"), "{}", plan.describe());
-        let runs = plan.run(&|_, _| Box::new(|_| {}));
+        let runs = plan.run(&|_, _| go_on()).expect("not stopped");
         assert!(runs.bounds.is_none(), "the lower bounds are the big switch's");
         let s = &runs.summaries[0];
         // Each coflow has the link to itself for 1 s: coflow 2 is released when coflow 1 ends.
@@ -728,7 +796,6 @@ mod tests {
 
     #[test]
     fn each_policy_is_built_once_and_the_longest_run_first() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
         // fair (gap zero), sincronia (10 ms), aalo (40 ms), vc and varys (100 ms), asked for in
         // another order.
         let plan =
@@ -736,16 +803,18 @@ mod tests {
         let plan = plan.unwrap();
         let built = AtomicUsize::new(0);
         let started = Mutex::new(Vec::new());
-        let runs = plan.run_with(
-            &|name, _| {
-                started.lock().unwrap().push(name.to_string());
-                Box::new(|_| {})
-            },
-            &|name| {
-                built.fetch_add(1, Ordering::Relaxed);
-                coflow_sched::policy::by_name(name).unwrap()
-            },
-        );
+        let runs = plan
+            .run_with(
+                &|name, _| {
+                    started.lock().unwrap().push(name.to_string());
+                    go_on()
+                },
+                &|name| {
+                    built.fetch_add(1, Ordering::Relaxed);
+                    coflow_sched::policy::by_name(name).unwrap()
+                },
+            )
+            .expect("not stopped");
         assert_eq!(built.load(Ordering::Relaxed), 5, "one instance per policy");
         let longest_first = ["fair", "sincronia", "aalo", "vc", "varys"];
         assert_eq!(*started.lock().unwrap(), longest_first, "on one thread, ties in the plan's order");
@@ -767,7 +836,7 @@ mod tests {
         assert!(e.starts_with("--wan: ") && e.contains("big switch only"), "{e}");
         let plan = Config { policies: "varys,fair".into(), ..options(model) }.plan(Spelling::Flag).unwrap();
         assert_eq!(plan.source, "chain (model: coflowsim, every rule)");
-        let runs = plan.run(&|_, _| Box::new(|_| {}));
+        let runs = plan.run(&|_, _| go_on()).expect("not stopped");
         let names: Vec<&str> = runs.runs.iter().map(|(r, _)| r.policy.as_str()).collect();
         assert_eq!(names, ["varys", "fair"]);
         assert_eq!(runs.baseline, Some(1));

@@ -6,6 +6,8 @@
 //! ([`SweepResult`]); [`Sweep::report_json`] and [`Sweep::tables`] render it.
 
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use coflow_core::{Coflow, CoflowId, Rate, Workload};
 use coflow_sched::Fabric;
@@ -15,7 +17,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::{JsonWorkload, Plan, parallel_map, pretty_json};
-use crate::{BoundConfig, SimConfig, Summary, assign_deadlines, lower_bounds, simulate};
+use crate::{
+    BoundConfig, Halted, SimConfig, SimResult, Stopped, Summary, assign_deadlines, lower_bounds, simulate_with_progress,
+};
 
 /// What a sweep replays: for each N of `concurrent`, `windows` windows of N coflows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,14 +177,20 @@ struct JsonWindows {
 
 impl Plan {
     /// Runs every policy of [`Plan::to_run`] and each window's lower bounds on every window of
-    /// `spec`, on up to [`Plan::threads`] threads; `tick` is called as each simulation ends.
+    /// `spec`, on up to [`Plan::threads`] threads; `tick` is called as each simulation ends, and
+    /// `go_on` every few milliseconds of each: its [`ControlFlow::Break`] stops the sweep.
     ///
     /// # Panics
     /// If an N of `spec` is 0 or more than the workload has coflows ([`Config::plan`] refuses
     /// both), or the plan is on a wide area.
     ///
     /// [`Config::plan`]: super::Config::plan
-    pub fn sweep(&self, spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Sweep {
+    pub fn sweep(
+        &self,
+        spec: &SweepSpec,
+        tick: &(dyn Fn() + Sync),
+        go_on: &(dyn Fn() -> ControlFlow<()> + Sync),
+    ) -> Result<Sweep, Stopped> {
         assert!(self.wide_area.is_none(), "a sweep runs on the big switch");
         let mut ns: Vec<usize> = Vec::new();
         for &n in &spec.concurrent {
@@ -195,14 +205,26 @@ impl Plan {
             .collect();
         let to_run = self.to_run();
         let cfg = SimConfig::big_switch(self.port_rate);
+        let stopped = AtomicBool::new(false);
         let runs = parallel_map(windows.len() * to_run.len(), self.threads, |j| {
+            if stopped.load(Ordering::Relaxed) {
+                return None;
+            }
             let name = to_run[j % to_run.len()];
-            let mut r = simulate(&windows[j / to_run.len()].workload, self.model.policy(name), &cfg)
-                .expect("every policy serves the big switch");
+            let w = &windows[j / to_run.len()].workload;
+            let mut r = match simulate_with_progress(w, self.model.policy(name), &cfg, &mut |_| go_on()) {
+                Ok(r) => r,
+                Err(Halted::Stopped(_)) => {
+                    stopped.store(true, Ordering::Relaxed);
+                    return None;
+                }
+                Err(Halted::Unservable(e)) => unreachable!("every policy serves the big switch: {e}"),
+            };
             r.policy = name.to_string();
             tick();
-            r
+            Some(r)
         });
+        let runs: Vec<SimResult> = runs.into_iter().collect::<Option<_>>().ok_or(Stopped)?;
         let bounds = parallel_map(windows.len(), self.threads, |k| {
             let w = &windows[k].workload;
             lower_bounds(w, &Fabric::big_switch(w.machines, self.port_rate), &BoundConfig::default()).best_avg_cct_s
@@ -226,7 +248,7 @@ impl Plan {
         }
         let starts =
             ns.iter().map(|&n| windows.iter().filter(|w| w.concurrent == n).map(|w| w.start).collect()).collect();
-        Sweep { ns, windows_per_n: spec.windows, starts, results, runs: runs.len(), policies_run: to_run.len() }
+        Ok(Sweep { ns, windows_per_n: spec.windows, starts, results, runs: runs.len(), policies_run: to_run.len() })
     }
 }
 
