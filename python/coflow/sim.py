@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 import io
 import json
+import numbers
+import operator
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -95,6 +97,11 @@ class Workload:
     def to_jsonl(self) -> str:
         """The workload in the ``coflow-jsonl`` trace format (``coflow sim --trace`` reads it)."""
         return self._inner.to_jsonl()
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Pickled as its trace text, which reads back to the same workload (multiprocessing,
+        # joblib and a notebook's saved state all pickle).
+        return (_workload_from_jsonl, (self.to_jsonl(), self.source))
 
     def to_dataframe(self) -> "pd.DataFrame":
         """One row per flow: coflow, arrival (s), src, dst, bytes, deadline (s), weight, parents."""
@@ -329,12 +336,37 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
 _make_workload = workload
 
 
+def _workload_from_jsonl(text: str, source: str) -> Workload:
+    return Workload(_coflow.parse_workload(text, source))
+
+
+@dataclass(frozen=True)
+class _KeptResults:
+    """A report's results as plain values, as a pickled :class:`Report` keeps them."""
+
+    json: str
+    csv: str
+    baseline_csv: Optional[str]
+    describe: str
+    wall_s: List[Tuple[str, float]]
+    notes: List[str]
+    kind: str
+    tables: str
+
+
 class Report:
     """What :func:`simulate` found, as ``coflow sim`` reports it."""
 
-    def __init__(self, results: _coflow.Results) -> None:
+    def __init__(self, results: Union[_coflow.Results, _KeptResults]) -> None:
         self._results = results
         self._data: Dict[str, Any] = json.loads(results.json)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        r = self._results
+        kept = _KeptResults(
+            r.json, r.csv, r.baseline_csv, r.describe, list(r.wall_s), list(r.notes), r.kind, r.tables
+        )
+        return (Report, (kept,))
 
     def to_json(self) -> str:
         """The JSON report, byte for byte as ``coflow sim --json`` writes it."""
@@ -484,14 +516,30 @@ class Report:
 
 def _port_rate(value: Any) -> str:
     """``port_rate`` as the library parses it: a string with its unit, or a number of bytes per
-    second."""
+    second (any integer or real number, numpy's among them)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if _is_bool(value) or not isinstance(value, numbers.Real):
         raise ValueError(f"port_rate: expected a rate such as '1Gbps' or a number of bytes per second, got {value!r}")
-    if isinstance(value, float) and not value.is_integer():
+    if isinstance(value, numbers.Integral):
+        return str(operator.index(value))
+    as_float = float(value)
+    if not as_float.is_integer():
         raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")
-    return str(int(value))
+    return str(int(as_float))
+
+
+def _is_bool(value: Any) -> bool:
+    """Python's and numpy's booleans (``numpy.bool_`` is no ``bool``)."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
+
+
+def _flag(value: Any, what: str) -> bool:
+    """An on-or-off option: a boolean, never a string or a number whose truth would be a guess."""
+    if not _is_bool(value):
+        raise ValueError(f"{what}: expected True or False, got {value!r}")
+    return bool(value)
 
 
 def _workload_arg(workload: Any) -> Workload:
@@ -608,6 +656,8 @@ def simulate(
     w = _workload_arg(workload)
     names = _policy_list(policies)
     seed, threads, stages = _run_counts(seed, threads, stages)
+    deadlines, offline = _flag(deadlines, "deadlines"), _flag(offline, "offline")
+    multipath, per_connection = _flag(multipath, "multipath"), _flag(per_connection, "per_connection")
     if deadline_fraction is not None and deadlines:
         raise ValueError("deadline_fraction: give either deadlines=True or deadline_fraction, not both")
     wan_options = _wan_options(wan, machines_per_dc, multipath, redraw_ms, per_connection, connection_redraw_ms, mc)
@@ -659,6 +709,7 @@ def sweep(
     w = _workload_arg(workload)
     names = _policy_list(policies)
     seed, threads, stages = _run_counts(seed, threads, stages)
+    deadlines = _flag(deadlines, "deadlines")
     if isinstance(concurrent, (str, bytes)) or not hasattr(concurrent, "__iter__"):
         raise ValueError(f"concurrent: expected a list of numbers of coflows, got {concurrent!r}")
     ns = [_count(n, "concurrent") for n in concurrent]

@@ -129,6 +129,26 @@ def test_lists_of_coflows_and_dataframes_give_the_same_workload() -> None:
     assert back["deadline"].iloc[1] == pytest.approx(4.0)
 
 
+def test_workloads_and_reports_pickle_to_what_they_were() -> None:
+    import pickle
+
+    jobs = coflow.workload(
+        [
+            {"id": 1, "arrival": 0.0, "flows": [(0, 1, 10_000_000)], "deadline": 2.0, "weight": 2.0},
+            {"id": 2, "arrival": 0.5, "flows": [(1, 2, 5_000_000), (0, 2, 1)], "parents": [1]},
+        ]
+    )
+    for w in (coflow.synthetic(coflows=20), jobs):
+        back = pickle.loads(pickle.dumps(w))
+        assert (back.to_jsonl(), back.source) == (w.to_jsonl(), w.source)
+        report = coflow.simulate(w, policies="varys,fair", threads=1, progress=False)
+        assert coflow.simulate(back, policies="varys,fair", threads=1, progress=False).to_json() == report.to_json()
+        kept = pickle.loads(pickle.dumps(report))
+        assert (kept.to_json(), kept.kind, kept.describe, kept.wall_s) == (report.to_json(), report.kind, report.describe, report.wall_s)
+        pd.testing.assert_frame_equal(kept.coflows, report.coflows)
+        assert kept._repr_html_() == report._repr_html_()
+
+
 def test_a_dataframe_coflow_of_many_flows_needs_only_the_required_columns() -> None:
     # Two flows of one coflow, with no weight, deadline or parents column: the defaults hold for
     # every row, and the coflow is one.
@@ -163,6 +183,15 @@ def test_numbers_and_lists_of_the_wrong_kind_are_errors_naming_the_option() -> N
         coflow.synthetic(coflows=-1)
     with pytest.raises(ValueError, match=r"^baseline names one policy"):
         coflow.simulate(w, baseline="all")
+    # An on-or-off option takes a boolean: the string "no" would otherwise be true.
+    for option in ("deadlines", "offline", "multipath", "per_connection"):
+        with pytest.raises(ValueError, match=rf"^{option}: expected True or False, got 'no'"):
+            coflow.simulate(w, **{option: "no"})
+    with pytest.raises(ValueError, match=r"^deadlines: expected True or False, got 1"):
+        coflow.sweep(w, [2], deadlines=1)
+    import numpy as np
+
+    assert coflow.simulate(w, deadlines=np.True_).to_json() == coflow.simulate(w, deadlines=True).to_json()
     # Bytes that would wrap around when summed are refused, not reported as none.
     with pytest.raises(ValueError, match=r"pass 2\^64"):
         coflow.workload([{"id": i, "arrival": 0.0, "flows": [(0, 1, 2**62)] * 2} for i in (1, 2)])
@@ -278,6 +307,14 @@ def test_a_numeric_port_rate_is_bytes_per_second() -> None:
     assert coflow.simulate(w, port_rate=125_000_000).to_json() == coflow.simulate(w, port_rate="1Gbps").to_json()
     with pytest.raises(ValueError, match=r"^port_rate: a number of bytes per second must be whole"):
         coflow.simulate(w, port_rate=1.5)
+    # numpy's numbers, as a DataFrame's cell gives them, are numbers too.
+    import numpy as np
+
+    same = coflow.simulate(w, port_rate="1Gbps").to_json()
+    for rate in (np.int64(125_000_000), np.float64(125e6), np.uint32(125_000_000)):
+        assert coflow.simulate(w, port_rate=rate).to_json() == same, type(rate)
+    with pytest.raises(ValueError, match=r"^port_rate: expected a rate"):
+        coflow.simulate(w, port_rate=np.True_)
 
 
 def test_a_report_renders_as_html_and_has_a_tidy_frame_per_bin() -> None:
