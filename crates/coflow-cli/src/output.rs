@@ -65,6 +65,11 @@ pub(crate) fn json(path: &Path, value: &impl Serialize) -> Result<()> {
     write(path, &(serde_json::to_string_pretty(value).context("rendering the report")? + "\n"))
 }
 
+/// A count with its noun: `count(1, "thread", "threads")` is `1 thread`, with 2 `2 threads`.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Prints a command's human-readable report: to standard output, or to standard error when
 /// standard output carries one of `outputs`.
 pub(crate) fn human(text: &str, outputs: &[Option<&Path>]) {

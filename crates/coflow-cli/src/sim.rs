@@ -87,10 +87,10 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     let walls: Vec<f64> = shown.iter().map(|(_, s)| *s).collect();
     output::human(&table::table(summaries, &walls, plan.baseline, runs.bounds.as_ref()), &outputs);
     eprintln!(
-        "simulated {} policies in {:.2} s wall time on {} threads",
-        runs.runs.len(),
+        "simulated {} in {:.2} s wall time on {}",
+        output::count(runs.runs.len(), "policy", "policies"),
         wall.as_secs_f64(),
-        plan.threads
+        output::count(plan.threads.min(runs.runs.len()), "thread", "threads")
     );
 
     if let Some(path) = &args.common.json {

@@ -72,12 +72,12 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
 
     crate::output::human(&sweep.tables(&plan), outs);
     eprintln!(
-        "simulated {} runs ({} windows × {} policies) in {:.2} s wall time on {} threads",
+        "simulated {} runs ({} windows × {} policies) in {:.2} s wall time on {}",
         sweep.runs,
         sweep.ns.len() * sweep.windows_per_n,
         sweep.policies_run,
         wall.as_secs_f64(),
-        plan.threads
+        crate::output::count(plan.threads.min(sweep.runs), "thread", "threads")
     );
     if let Some(path) = &args.common.json {
         crate::output::write(path, sweep.report_json(&plan))?;

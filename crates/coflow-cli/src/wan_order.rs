@@ -40,20 +40,32 @@ pub(crate) struct OrderArgs {
     mc_mean_cost: bool,
 }
 
-fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>> {
-    s.split(',').map(|x| parse(x.trim()).with_context(|| format!("--{what}: cannot read {x:?}"))).collect()
+fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
+    s.split(',').map(|x| parse(x.trim()).map_err(|e| anyhow::anyhow!("--{what}: {e}"))).collect()
 }
 
 /// Prints one row per (skew, load): the ratio of average CCTs and the probe's counts summed over
 /// the seeds.
 pub(crate) fn run(a: OrderArgs) -> Result<()> {
     let skews = list("skews", &a.skews, Skew::parse)?;
-    let loads = list("loads", &a.loads, |x| x.parse::<f64>().ok().filter(|v| *v > 0.0 && v.is_finite()))?;
-    let seeds = list("seeds", &a.seeds, |x| x.parse::<u64>().ok())?;
+    let loads = list("loads", &a.loads, |x| match x.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{x:?} is not a positive number")),
+    })?;
+    let seeds = list("seeds", &a.seeds, |x| x.parse::<u64>().map_err(|_| format!("{x:?} is not a whole number")))?;
     if seeds.is_empty() {
         bail!("--seeds: none given");
     }
     let w = coflow_trace::read_trace(&a.trace).with_context(|| format!("reading trace {}", a.trace.display()))?;
+    // Every world is checked before the first row is run: a load that leaves a link without a
+    // finite, positive mean is refused by flag, not after the rows before it.
+    let first = coflow_sim::experiment::load_topology(&a.wan, w.machines, seeds[0], &Overrides::default())?;
+    for skew in &skews {
+        for &load in &loads {
+            reshape(&first.wan, *skew, load)
+                .with_context(|| format!("--loads {load:?} with --skews {}", skew.label()))?;
+        }
+    }
     let select = if a.mc_mean_cost { Select::MeanCost } else { Select::Wins };
     let mc = MonteCarlo { one_draw: a.mc_one_draw, select, ..MonteCarlo::default() };
     crate::output::say!(

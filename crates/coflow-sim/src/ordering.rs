@@ -52,22 +52,27 @@ impl Skew {
         }
     }
 
-    /// Parses a label as [`Skew::label`] writes it.
-    pub fn parse(s: &str) -> Option<Skew> {
-        let num = |rest: &str| rest.parse::<f64>().ok().filter(|v| *v > 0.0 && *v < 1.0);
+    /// Parses a label as [`Skew::label`] writes it; the error says what a label may be.
+    pub fn parse(s: &str) -> Result<Skew, String> {
+        const SHAPES: &str = "as-is, constant, uniform-S, dips-P or mixed-P";
         match s {
-            "as-is" => Some(Skew::AsIs),
-            "constant" => Some(Skew::Constant),
-            _ => {
-                let (kind, rest) = s.split_once('-')?;
-                let v = num(rest)?;
-                match kind {
-                    "uniform" => Some(Skew::Uniform(v)),
-                    "dips" => Some(Skew::Dips(v)),
-                    "mixed" => Some(Skew::Mixed(v)),
-                    _ => None,
-                }
-            }
+            "as-is" => return Ok(Skew::AsIs),
+            "constant" => return Ok(Skew::Constant),
+            _ => {}
+        }
+        let Some((kind, rest)) = s.split_once('-') else {
+            return Err(format!("unknown shape {s:?}: expected {SHAPES}"));
+        };
+        let shape: fn(f64) -> Skew = match kind {
+            "uniform" => Skew::Uniform,
+            "dips" => Skew::Dips,
+            "mixed" => Skew::Mixed,
+            _ => return Err(format!("unknown shape {kind:?}: expected {SHAPES}")),
+        };
+        let what = if kind == "uniform" { "its spread around the mean" } else { "its dip probability" };
+        match rest.parse::<f64>() {
+            Ok(v) if v > 0.0 && v < 1.0 => Ok(shape(v)),
+            _ => Err(format!("{kind}-{rest}: {what} must be a number between 0 and 1, not {rest:?}")),
         }
     }
 
@@ -263,7 +268,7 @@ mod tests {
             let w = reshape(&wan2(), skew, 2.0).unwrap();
             let means: Vec<f64> = w.links().iter().map(|l| l.bandwidth.mean()).collect();
             assert!((means[0] - 5.0).abs() < 1e-9 && (means[1] - 10.0).abs() < 1e-9, "{skew:?}: {means:?}");
-            assert_eq!(Skew::parse(&skew.label()), Some(skew));
+            assert_eq!(Skew::parse(&skew.label()), Ok(skew));
         }
         // One dip in twenty at a tenth of the mean, the rest just above it.
         let dipped = reshape(&wan2(), Skew::Dips(0.05), 1.0).unwrap();
@@ -275,7 +280,13 @@ mod tests {
             reshape(&wan2(), Skew::Mixed(0.1), 1.0).unwrap().links()[1].bandwidth,
             Bandwidth::Uniform(18.0, 22.0)
         );
-        assert_eq!(Skew::parse("dips-1.5"), None);
-        assert_eq!(Skew::parse("bumps-0.1"), None);
+        let refused = |label: &str| Skew::parse(label).unwrap_err();
+        assert_eq!(refused("dips-1.5"), "dips-1.5: its dip probability must be a number between 0 and 1, not \"1.5\"");
+        assert_eq!(
+            refused("uniform-2"),
+            "uniform-2: its spread around the mean must be a number between 0 and 1, not \"2\""
+        );
+        assert!(refused("bumps-0.1").starts_with("unknown shape \"bumps\": expected as-is, constant, "));
+        assert!(refused("flat").starts_with("unknown shape \"flat\""));
     }
 }

@@ -68,6 +68,18 @@ pub enum TopologyError {
         /// Its destination datacenter, as named.
         to: String,
     },
+    /// A bandwidth distribution that is not finite and positive, in the file's Gbit/s.
+    #[error("{field} ({from} -> {to}): {reason} (Gbit/s)")]
+    Bandwidth {
+        /// Where it is, e.g. `links[2].uniform_gbps`.
+        field: String,
+        /// The link's source datacenter, as named.
+        from: String,
+        /// Its destination datacenter, as named.
+        to: String,
+        /// What is wrong, quoting the file's numbers.
+        reason: String,
+    },
     /// A line of a samples file that is not a number.
     #[error("{} line {line}: not a number: {text:?}", path.display())]
     Sample {
@@ -263,18 +275,26 @@ impl Topology {
             if set.iter().filter(|&&s| s).count() != 1 {
                 return Err(TopologyError::Distribution { link: i, from: l.from.clone(), to: l.to.clone() });
             }
-            let bandwidth = if let Some(v) = l.constant_gbps {
-                Bandwidth::Constant(v * GBPS)
+            // In the file's unit, Gbit/s, so that an error quotes the file's numbers.
+            let (field, gbps) = if let Some(v) = l.constant_gbps {
+                ("constant_gbps", Bandwidth::Constant(v))
             } else if let Some([lo, hi]) = l.uniform_gbps {
-                Bandwidth::Uniform(lo * GBPS, hi * GBPS)
+                ("uniform_gbps", Bandwidth::Uniform(lo, hi))
             } else if let Some(n) = &l.normal_gbps {
-                Bandwidth::Normal { mean: n.mean * GBPS, sd: n.sd * GBPS, min: n.min * GBPS }
+                ("normal_gbps", Bandwidth::Normal { mean: n.mean, sd: n.sd, min: n.min })
             } else if let Some(s) = &l.samples_gbps {
-                Bandwidth::Empirical(s.iter().map(|v| v * GBPS).collect())
+                ("samples_gbps", Bandwidth::Empirical(s.clone()))
             } else {
                 let rel = l.samples_file.as_ref().expect("checked: one is set");
-                Bandwidth::Empirical(samples(&base.map_or_else(|| rel.clone(), |b| b.join(rel)))?)
+                ("samples_file", Bandwidth::Empirical(samples(&base.map_or_else(|| rel.clone(), |b| b.join(rel)))?))
             };
+            let gbps = gbps.validate().map_err(|reason| TopologyError::Bandwidth {
+                field: format!("links[{i}].{field}"),
+                from: l.from.clone(),
+                to: l.to.clone(),
+                reason,
+            })?;
+            let bandwidth = gbps.scaled(GBPS);
             let from = dc(format!("links[{i}].from"), &l.from)?;
             let to = dc(format!("links[{i}].to"), &l.to)?;
             links.push(Link { from, to, bandwidth });
@@ -339,7 +359,7 @@ impl Topology {
     }
 }
 
-/// The samples of a `samples_file`, in bytes per second: one number in Gbit/s per line; blank
+/// The samples of a `samples_file`, in its unit, Gbit/s: one number per line; blank
 /// lines and lines starting with `#` are skipped.
 fn samples(path: &Path) -> Result<Vec<f64>, TopologyError> {
     let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Read {
@@ -354,7 +374,7 @@ fn samples(path: &Path) -> Result<Vec<f64>, TopologyError> {
             line: n + 1,
             text: line.to_string(),
         })?;
-        samples.push(v * GBPS);
+        samples.push(v);
     }
     Ok(samples)
 }
@@ -462,6 +482,14 @@ mod tests {
         let e = err(r#"{"datacenters": ["a", "b"], "links": [
             {"from": "a", "to": "b", "constant_gbps": 1, "samples_gbps": [1]}]}"#);
         assert!(e.to_string().starts_with("links[0] (a -> b): give exactly one bandwidth distribution"), "{e}");
+        // Bandwidths are checked in the file's unit, so the error quotes the file's numbers.
+        let e = err(&TWO.replace("[1, 3]", "[3, 1]"));
+        assert_eq!(
+            e.to_string(),
+            "links[1].uniform_gbps (b -> a): uniform bounds 3..1 are not positive and ordered (Gbit/s)"
+        );
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""samples_gbps": [2, -0.5]"#));
+        assert_eq!(e.to_string(), "links[0].samples_gbps (a -> b): sample -0.5 is not positive (Gbit/s)");
         let e = err(&TWO.replacen('{', r#"{"placement": ["a", "z"], "#, 1));
         assert_eq!(e.to_string(), r#"placement[1]: no datacenter "z""#);
         // Both depend on what the caller overrides, so they are checked when the run is configured.

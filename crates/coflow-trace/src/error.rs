@@ -66,8 +66,10 @@ pub enum TraceError {
         #[source]
         source: io::Error,
     },
-    /// A file is not UTF-8 text: `line` holds the first byte that is not.
-    #[error("{}: line {line}, column {column}: not UTF-8 text", path.display())]
+    /// A file is not UTF-8 text: `line` holds the first byte that is not. Like the other errors
+    /// about a file's content, the message names the line and leaves the file to the caller's
+    /// context, which names it once.
+    #[error("line {line}, column {column}: not UTF-8 text")]
     NotText {
         /// The file.
         path: PathBuf,

@@ -325,12 +325,15 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["bench", "--concurrent", "1000000000000"], "--concurrent 1000000000000"),
         (&["sim", "--coflows", "5", "--model", "exact", "--coflowsim-rules", "epochs"], "--coflowsim-rules"),
         (&["sim", "--coflows", "5", "--port-rate", "NaN"], "bad number \"NaN\""),
+        (&["wan-order", "--trace", jobs, "--loads", "1,1e-300"], "--loads 1e-300 with --skews as-is: link 0: "),
+        (&["wan-order", "--trace", jobs, "--skews", "uniform-2"], "uniform-2: its spread around the mean must be"),
     ];
     for (args, says) in cases {
         let out = coflow().args(*args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: an error, not a panic: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: refused before any output");
     }
 }
 
