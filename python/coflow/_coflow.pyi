@@ -69,7 +69,7 @@ def simulate(
     seed: int,
     threads: Optional[int],
     stages: int = 1,
-    model_name: str = "exact",
+    model_name: Optional[str] = None,
     coflowsim_rules: Optional[str] = None,
     wan: Optional[Dict[str, Any]] = None,
     sweep: Optional[Tuple[List[int], int]] = None,

@@ -624,7 +624,7 @@ def simulate(
     wan: Optional[str] = None,
     seed: int = 1,
     threads: Optional[int] = None,
-    model: str = "exact",
+    model: Optional[str] = None,
     coflowsim_rules: Optional[str] = None,
     stages: int = 1,
     machines_per_dc: Optional[int] = None,
@@ -644,8 +644,9 @@ def simulate(
     ``baseline`` runs too (factors are against it); ``deadlines`` gives every coflow a deadline
     (the trace's, or drawn with slack ``deadline_x``), ``deadline_fraction`` a seeded fraction of
     them; ``offline`` releases every coflow at time 0; ``stages`` groups coflows into jobs of that
-    many stages (``--stages``); ``model="coflowsim"`` (or ``coflowsim_rules``) runs the reference
-    simulator's model (``--model``, ``--coflowsim-rules``).
+    many stages (``--stages``); ``model="coflowsim"`` (or ``coflowsim_rules`` alone) runs the
+    reference simulator's model (``--model``, ``--coflowsim-rules``), ``model="exact"`` (the
+    default) the exact one, which takes no rules.
     ``wan`` (``"default"`` or a topology file) runs on a wide area against ``mrtf``, with
     ``machines_per_dc``, ``multipath``, ``redraw_ms``, ``per_connection``,
     ``connection_redraw_ms`` and ``mc`` (``rounds``, ``depth``, ``breadth``, ``mean_cost``,
@@ -697,7 +698,7 @@ def sweep(
     deadline_x: float = 1.0,
     seed: int = 1,
     threads: Optional[int] = None,
-    model: str = "exact",
+    model: Optional[str] = None,
     coflowsim_rules: Optional[str] = None,
     stages: int = 1,
     progress: bool = True,

@@ -284,6 +284,15 @@ def test_the_reference_model_and_stages_give_the_clis_json_to_the_byte(coflow_bi
         coflow.simulate(coflow.synthetic(coflows=5), model="approximate")
     with pytest.raises(ValueError, match=r"^policies: .*sincronia"):
         coflow.simulate(coflow.synthetic(coflows=5), policies="sincronia", model="coflowsim")
+    # Rules alone choose the reference model, as --coflowsim-rules does; beside model="exact"
+    # they are refused, as --model exact --coflowsim-rules is.
+    ruled = dict(policies="varys,scf", coflowsim_rules="epochs")
+    w = coflow.synthetic(coflows=60)
+    expected = cli_json(coflow_bin, tmp_path, ["--coflows", "60", "--policies", "varys,scf", "--coflowsim-rules", "epochs"])
+    assert coflow.simulate(w, **ruled).to_json() == expected
+    assert coflow.simulate(w, model="coflowsim", **ruled).to_json() == expected
+    with pytest.raises(ValueError, match=r"^coflowsim_rules are the reference simulator's"):
+        coflow.simulate(w, model="exact", **ruled)
 
 
 def test_a_sweep_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:

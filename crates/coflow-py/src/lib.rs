@@ -179,9 +179,14 @@ impl WanOptions {
 
 /// The model `model` (`exact` or `coflowsim`) and `coflowsim_rules` (comma-separated, implies
 /// `coflowsim`) name.
-fn model(model: &str, rules: Option<&str>) -> PyResult<Model> {
+fn model(model: Option<&str>, rules: Option<&str>) -> PyResult<Model> {
     let rules = match (rules, model) {
-        (Some(list), "exact" | "coflowsim") => {
+        (Some(_), Some("exact")) => {
+            return Err(PyValueError::new_err(
+                "coflowsim_rules are the reference simulator's: they go with model=\"coflowsim\", not \"exact\"",
+            ));
+        }
+        (Some(list), None | Some("coflowsim")) => {
             let rules = Rules::parse(list).map_err(|e| PyValueError::new_err(format!("coflowsim_rules: {e}")))?;
             if rules.names().is_empty() {
                 let known = Rules::NAMES.join(", ");
@@ -189,9 +194,9 @@ fn model(model: &str, rules: Option<&str>) -> PyResult<Model> {
             }
             Some(rules)
         }
-        (None, "coflowsim") => Some(Rules::all()),
-        (None, "exact") => None,
-        (_, other) => {
+        (None, Some("coflowsim")) => Some(Rules::all()),
+        (None, None | Some("exact")) => None,
+        (_, Some(other)) => {
             return Err(PyValueError::new_err(format!("model: expected \"exact\" or \"coflowsim\", got {other:?}")));
         }
     };
@@ -213,7 +218,7 @@ fn experiment_error(e: &ExperimentError) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (
     workload, policies, port_rate, baseline, deadline_x, deadline_fraction, offline, seed, threads,
-    stages = 1, model_name = "exact", coflowsim_rules = None, wan = None, sweep = None, progress = None
+    stages = 1, model_name = None, coflowsim_rules = None, wan = None, sweep = None, progress = None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
@@ -228,7 +233,7 @@ fn simulate(
     seed: u64,
     threads: Option<usize>,
     stages: usize,
-    model_name: &str,
+    model_name: Option<&str>,
     coflowsim_rules: Option<&str>,
     wan: Option<WanOptions>,
     sweep: Option<(Vec<usize>, usize)>,
