@@ -387,3 +387,10 @@ def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
     cpu = time.process_time()
     time.sleep(1.0)
     assert time.process_time() - cpu < 0.5, "the replays go on after the callback's error"
+    # And a sweep's.
+    with pytest.raises(ZeroDivisionError):
+        _coflow.simulate(w._inner, "varys", "12B/s", "varys", None, None, False, 1, 2, sweep=([30], 2), progress=fail)
+    time.sleep(0.1)
+    cpu = time.process_time()
+    time.sleep(1.0)
+    assert time.process_time() - cpu < 0.5, "the sweep goes on after the callback's error"
