@@ -123,7 +123,7 @@ pub enum Halted {
 }
 
 /// [`simulate`], calling `progress` with the number of finished coflows whenever it changes and
-/// at least every [`ASK_EVERY`] turns of the event loop, so that a replay whose coflows seldom
+/// at least every 1,024 turns of the event loop, so that a replay whose coflows seldom
 /// finish can be stopped too: the replay ends, with no result, as soon as `progress` answers
 /// [`ControlFlow::Break`].
 pub fn simulate_with_progress(
