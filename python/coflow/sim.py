@@ -138,8 +138,9 @@ class Workload:
 def read_trace(path: Any) -> Workload:
     """Reads a trace file: the coflow-benchmark format (the Facebook trace) or ``coflow-jsonl``.
 
-    Errors (:class:`ValueError`) name the line; a file that does not exist raises
-    :class:`FileNotFoundError`.
+    Errors (:class:`ValueError`) name the line; a file that cannot be opened or read raises the
+    :class:`OSError` of its kind (:class:`FileNotFoundError`, :class:`IsADirectoryError`,
+    :class:`PermissionError`).
     """
     return Workload(_coflow.read_trace(str(path)))
 

@@ -234,6 +234,12 @@ def test_a_bad_trace_is_an_error_naming_the_line(tmp_path: Path) -> None:
         coflow.read_trace(tmp_path / "nowhere.txt")
     with pytest.raises(FileNotFoundError, match=r"^reading trace .*nowhere"):
         coflow.simulate(tmp_path / "nowhere.txt")
+    # A file the system cannot read is the OSError of its kind; one that is not text names its line.
+    with pytest.raises(IsADirectoryError, match=r"^reading trace "):
+        coflow.read_trace(tmp_path)
+    bad.write_bytes(b"2 1\n1 0 1 0 1 1:\xff\n")
+    with pytest.raises(ValueError, match=r"^reading trace .*bad.txt: line 2, column 13: not UTF-8 text$"):
+        coflow.read_trace(bad)
 
 
 def test_the_plot_draws_every_policy_and_the_baseline(tmp_path: Path) -> None:

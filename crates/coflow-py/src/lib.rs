@@ -22,7 +22,9 @@ use coflow_sim::coflowsim::Rules;
 use coflow_sim::experiment::{Config, ExperimentError, Model, Spelling, SweepSpec, WideAreaSpec, WorkloadSource};
 use coflow_sim::topology::Overrides;
 use coflow_trace::TraceFormat;
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tokio::runtime::Runtime;
@@ -203,10 +205,19 @@ fn model(model: Option<&str>, rules: Option<&str>) -> PyResult<Model> {
     Ok(Model(rules))
 }
 
-/// A workload error as Python raises it: `FileNotFoundError` for a trace that does not exist,
-/// `ValueError` for the rest, naming the option or the file.
+/// A workload error as Python raises it: a trace that cannot be opened or read as the `OSError`
+/// of its kind (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, else `OSError`),
+/// `ValueError` for the rest; the message names the option or the file.
 fn experiment_error(e: &ExperimentError) -> PyErr {
-    if e.is_not_found() { PyFileNotFoundError::new_err(e.chain()) } else { PyValueError::new_err(e.chain()) }
+    use std::io::ErrorKind;
+    let message = e.chain();
+    match e.io_kind() {
+        None => PyValueError::new_err(message),
+        Some(ErrorKind::NotFound) => PyFileNotFoundError::new_err(message),
+        Some(ErrorKind::IsADirectory) => PyIsADirectoryError::new_err(message),
+        Some(ErrorKind::PermissionDenied) => PyPermissionError::new_err(message),
+        Some(_) => PyOSError::new_err(message),
+    }
 }
 
 /// Replays `workload` under `policies` (comma-separated, or `all`) on up to `threads` threads

@@ -663,7 +663,10 @@ mod tests {
             .plan(Spelling::Keyword)
             .map(|_| ())
             .unwrap_err();
-        assert!(matches!(e, ExperimentError::Trace { .. }) && e.is_not_found(), "{e:?}");
+        assert!(
+            matches!(e, ExperimentError::Trace { .. }) && e.io_kind() == Some(std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
         assert!(e.chain().starts_with(&format!("reading trace {}: ", path.display())), "{}", e.chain());
     }
 

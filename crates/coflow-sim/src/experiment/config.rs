@@ -146,13 +146,12 @@ pub enum ExperimentError {
 }
 
 impl ExperimentError {
-    /// Whether a file the experiment reads does not exist.
-    pub fn is_not_found(&self) -> bool {
+    /// The operating system's kind of error when the trace could not be opened or read (it does
+    /// not exist, is a directory, may not be read), so that a caller can raise its own kind.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
         match self {
-            ExperimentError::Trace { source: TraceError::Io { source, .. }, .. } => {
-                source.kind() == std::io::ErrorKind::NotFound
-            }
-            _ => false,
+            ExperimentError::Trace { source: TraceError::Io { source, .. }, .. } => Some(source.kind()),
+            _ => None,
         }
     }
 
