@@ -181,16 +181,35 @@ def _run_counts(seed: Any, threads: Any, stages: Any) -> Tuple[int, Optional[int
     return _count(seed, "seed"), None if threads is None else _count(threads, "threads"), _count(stages, "stages")
 
 
-def _count(value: Any, what: str) -> int:
+def _count(value: Any, what: str, most: int = 2**64 - 1) -> int:
+    """A whole number from 0 to ``most`` (what the library's unsigned integer holds)."""
     if isinstance(value, bool):
         raise ValueError(f"{what}: expected a non-negative integer, got {value!r}")
     try:
         n = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{what}: expected a non-negative integer, got {value!r}") from None
     if n != value or n < 0:
         raise ValueError(f"{what}: expected a non-negative integer, got {value!r}")
+    if n > most:
+        raise ValueError(f"{what}: at most {most}, got {value!r}")
     return n
+
+
+def _real(value: Any, what: str) -> float:
+    """A real number (an ``int``, a ``float`` or numpy's), not a string or a boolean."""
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _baseline(value: Any) -> str:
+    """``baseline``: one policy's name, or ``None`` (or ``""``) for none."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"baseline: expected a policy's name or None, got {value!r}")
+    return value
 
 
 def _flow(f: Any, what: str) -> Dict[str, int]:
@@ -580,6 +599,8 @@ def _wan_options(
     connection_redraw_ms: Optional[int],
     mc: Optional[Mapping[str, Any]],
 ) -> Optional[Dict[str, Any]]:
+    if wan is not None and not isinstance(wan, (str, os.PathLike)):
+        raise ValueError(f"wan: expected 'default' or a topology file's path, got {wan!r}")
     if wan is None:
         given = {
             "machines_per_dc": machines_per_dc,
@@ -598,18 +619,21 @@ def _wan_options(
     unknown = set(mc) - known
     if unknown:
         raise ValueError(f"mc: unknown option {sorted(unknown)[0]!r}; known: {', '.join(sorted(known))}")
+    def count(value: Any, what: str, most: int) -> Optional[int]:
+        return None if value is None else _count(value, what, most)
+
     return {
-        "topology": str(wan),
-        "machines_per_dc": machines_per_dc,
-        "multipath": bool(multipath),
-        "redraw_ms": redraw_ms,
-        "per_connection": bool(per_connection),
-        "connection_redraw_ms": connection_redraw_ms,
-        "mc_rounds": mc.get("rounds"),
-        "mc_depth": mc.get("depth"),
-        "mc_breadth": mc.get("breadth"),
-        "mc_mean_cost": bool(mc.get("mean_cost", False)),
-        "mc_one_draw": bool(mc.get("one_draw", False)),
+        "topology": os.fspath(wan),
+        "machines_per_dc": count(machines_per_dc, "machines_per_dc", 2**32 - 1),
+        "multipath": multipath,
+        "redraw_ms": count(redraw_ms, "redraw_ms", 2**64 - 1),
+        "per_connection": per_connection,
+        "connection_redraw_ms": count(connection_redraw_ms, "connection_redraw_ms", 2**64 - 1),
+        "mc_rounds": count(mc.get("rounds"), "mc rounds", 2**32 - 1),
+        "mc_depth": count(mc.get("depth"), "mc depth", 2**64 - 1),
+        "mc_breadth": count(mc.get("breadth"), "mc breadth", 2**64 - 1),
+        "mc_mean_cost": _flag(mc.get("mean_cost", False), "mc mean_cost"),
+        "mc_one_draw": _flag(mc.get("one_draw", False), "mc one_draw"),
     }
 
 
@@ -617,7 +641,7 @@ def simulate(
     workload: Union[WorkloadLike, str, "os.PathLike[str]"],
     policies: Union[str, Sequence[str]] = ("varys", "fair"),
     port_rate: Union[str, int, float] = "1Gbps",
-    baseline: str = "fair",
+    baseline: Optional[str] = "fair",
     deadlines: bool = False,
     deadline_x: float = 1.0,
     deadline_fraction: Optional[float] = None,
@@ -642,7 +666,7 @@ def simulate(
     ``workload`` is a :class:`Workload`, Python data (see :func:`workload`) or a trace's path
     (``FileNotFoundError`` if it does not exist). ``port_rate`` is a rate with its unit
     (``"1Gbps"``) or a number of bytes per second.
-    ``baseline`` runs too (factors are against it); ``deadlines`` gives every coflow a deadline
+    ``baseline`` runs too (factors are against it; ``None`` for none); ``deadlines`` gives every coflow a deadline
     (the trace's, or drawn with slack ``deadline_x``), ``deadline_fraction`` a seeded fraction of
     them; ``offline`` releases every coflow at time 0; ``stages`` groups coflows into jobs of that
     many stages (``--stages``); ``model="coflowsim"`` (or ``coflowsim_rules`` alone) runs the
@@ -660,6 +684,9 @@ def simulate(
     seed, threads, stages = _run_counts(seed, threads, stages)
     deadlines, offline = _flag(deadlines, "deadlines"), _flag(offline, "offline")
     multipath, per_connection = _flag(multipath, "multipath"), _flag(per_connection, "per_connection")
+    baseline, deadline_x = _baseline(baseline), _real(deadline_x, "deadline_x")
+    if deadline_fraction is not None:
+        deadline_fraction = _real(deadline_fraction, "deadline_fraction")
     if deadline_fraction is not None and deadlines:
         raise ValueError("deadline_fraction: give either deadlines=True or deadline_fraction, not both")
     wan_options = _wan_options(wan, machines_per_dc, multipath, redraw_ms, per_connection, connection_redraw_ms, mc)
@@ -694,7 +721,7 @@ def sweep(
     windows: int = 5,
     policies: Union[str, Sequence[str]] = ("varys", "fair"),
     port_rate: Union[str, int, float] = "1Gbps",
-    baseline: str = "fair",
+    baseline: Optional[str] = "fair",
     deadlines: bool = False,
     deadline_x: float = 1.0,
     seed: int = 1,
@@ -712,6 +739,7 @@ def sweep(
     names = _policy_list(policies)
     seed, threads, stages = _run_counts(seed, threads, stages)
     deadlines = _flag(deadlines, "deadlines")
+    baseline, deadline_x = _baseline(baseline), _real(deadline_x, "deadline_x")
     if isinstance(concurrent, (str, bytes)) or not hasattr(concurrent, "__iter__"):
         raise ValueError(f"concurrent: expected a list of numbers of coflows, got {concurrent!r}")
     ns = [_count(n, "concurrent") for n in concurrent]

@@ -192,6 +192,27 @@ def test_numbers_and_lists_of_the_wrong_kind_are_errors_naming_the_option() -> N
     import numpy as np
 
     assert coflow.simulate(w, deadlines=np.True_).to_json() == coflow.simulate(w, deadlines=True).to_json()
+    # Every option is a ValueError naming it, whatever the wrong value's type.
+    wrong = [
+        (dict(seed=2**64), r"^seed: at most 18446744073709551615"),
+        (dict(threads=0), r"^threads must be at least 1"),
+        (dict(baseline=3), r"^baseline: expected a policy's name or None"),
+        (dict(deadlines=True, deadline_x="1"), r"^deadline_x: expected a number, got '1'"),
+        (dict(deadline_fraction="half"), r"^deadline_fraction: expected a number"),
+        (dict(wan=1), r"^wan: expected 'default' or a topology file's path, got 1"),
+        (dict(wan="default", redraw_ms=-1), r"^redraw_ms: expected a non-negative integer, got -1"),
+        (dict(wan="default", machines_per_dc=2**32), r"^machines_per_dc: at most 4294967295"),
+        (dict(wan="default", policies="siphon-mc", mc={"rounds": "5"}), r"^mc rounds: expected a non-negative integer"),
+        (dict(wan="default", policies="siphon-mc", mc={"one_draw": "yes"}), r"^mc one_draw: expected True or False"),
+    ]
+    for options, says in wrong:
+        with pytest.raises(ValueError, match=says):
+            coflow.simulate(w, progress=False, **options)
+    with pytest.raises(ValueError, match=r"^deadline_x: expected a number"):
+        coflow.sweep(w, [2], deadlines=True, deadline_x=None)
+    # No baseline: None as the empty name.
+    assert coflow.simulate(w, baseline=None).to_json() == coflow.simulate(w, baseline="").to_json()
+    assert coflow.simulate(w, baseline=None).baseline is None
     # Bytes that would wrap around when summed are refused, not reported as none.
     with pytest.raises(ValueError, match=r"pass 2\^64"):
         coflow.workload([{"id": i, "arrival": 0.0, "flows": [(0, 1, 2**62)] * 2} for i in (1, 2)])

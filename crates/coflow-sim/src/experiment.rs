@@ -654,6 +654,8 @@ mod tests {
         assert!(refusal(&opts, Spelling::Flag).starts_with("--deadline-fraction must be between 0 and 1"));
         let opts = Config { deadline_fraction: None, stages: 0, ..opts };
         assert_eq!(refusal(&opts, Spelling::Keyword), "stages must be at least 1");
+        let opts = Config { stages: 1, threads: Some(0), ..opts };
+        assert_eq!(refusal(&opts, Spelling::Flag), "--threads must be at least 1");
     }
 
     #[test]

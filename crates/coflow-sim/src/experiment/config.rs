@@ -243,6 +243,9 @@ impl Config {
         if self.stages == 0 {
             return Err(PlanError(format!("{} must be at least 1", name("stages"))).into());
         }
+        if self.threads == Some(0) {
+            return Err(PlanError(format!("{} must be at least 1", name("threads"))).into());
+        }
         if self.wide_area.is_some() && !self.model.is_exact() {
             return Err(PlanError(format!(
                 "{}: the reference simulator's model ({} coflowsim) is a big switch only",
