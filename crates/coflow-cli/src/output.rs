@@ -41,13 +41,14 @@ pub(crate) fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
     Ok(())
 }
 
-/// Writes `text` to `path`, or to standard output for `-`.
+/// Writes `text` to `path` whole or not at all ([`coflow_trace::replace_file`]), or to standard
+/// output for `-`.
 pub(crate) fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
     let text = text.as_ref();
     if is_stdout(path) {
         return to_stdout(text).context("writing standard output");
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    coflow_trace::replace_file(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Writes `text` to standard output; a reader that stopped reading (`| head`) ends nothing but

@@ -34,7 +34,8 @@
 //! - `jsonl`: the coflow-jsonl reader and writer, with serde mirrors of the core types.
 //! - `stats`: [`TraceStats`], the summary of a workload.
 //! - [`synth`]: the synthetic generator, [`synth::SynthConfig`] and [`synth::generate`].
-//! - This file: [`TraceFormat`], format detection, [`read_trace`] and [`write_trace`].
+//! - This file: [`TraceFormat`], format detection, [`read_trace`], [`write_trace`] and
+//!   [`replace_file`].
 
 #![warn(missing_docs)]
 
@@ -158,5 +159,38 @@ pub fn read_trace(path: &Path) -> Result<Workload, TraceError> {
 pub fn write_trace(w: &Workload, path: &Path, format: TraceFormat) -> Result<(), TraceError> {
     let mut buf = Vec::new();
     format.write(w, &mut buf)?;
-    std::fs::write(path, buf).map_err(|source| TraceError::Io { path: path.to_owned(), source })
+    replace_file(path, &buf).map_err(|source| TraceError::Io { path: path.to_owned(), source })
+}
+
+/// Writes `bytes` to the regular file `path` whole or not at all: into a new file beside it,
+/// then renamed over it, so that a write that fails (a full disk, a killed process) leaves the
+/// file as it was, and a trace converted onto itself is never lost. An existing file keeps its
+/// permissions. Anything else at `path` (a device such as `/dev/null`, a pipe, a link) is
+/// written through, as `std::fs::write` does.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let existing = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => Some(m.permissions()),
+        Ok(_) => return std::fs::write(path, bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
+    let mut temporary = std::ffi::OsString::from(".");
+    temporary.push(name);
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = path.with_file_name(temporary);
+    let written = (|| {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&temporary)?;
+        f.write_all(bytes)?;
+        if let Some(permissions) = existing {
+            f.set_permissions(permissions)?;
+        }
+        f.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use coflow_trace::{TraceError, TraceFormat, read_benchmark, read_jsonl, read_trace, write_trace};
+use coflow_trace::{TraceError, TraceFormat, read_benchmark, read_jsonl, read_trace, replace_file, write_trace};
 
 /// A fresh path in Cargo's scratch directory for integration tests.
 fn scratch(name: &str) -> PathBuf {
@@ -69,4 +69,34 @@ fn missing_file_names_the_path() {
     let err = read_trace(&path).unwrap_err();
     assert!(matches!(&err, TraceError::Io { path: p, .. } if *p == path));
     assert!(err.to_string().contains("does-not-exist.txt"), "{err}");
+}
+
+/// A written file is replaced whole: a new file beside it renamed over it, with the old file's
+/// permissions and nothing left beside it; a device or a link is written through, never replaced.
+#[test]
+fn a_file_is_replaced_whole_and_a_device_or_link_written_through() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("coflow-trace-replace");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("r.json");
+    replace_file(&file, b"first").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    replace_file(&file, b"second").unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), b"second");
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o640);
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    replace_file(&link, b"third").unwrap();
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link stays a link");
+    assert_eq!(std::fs::read(&file).unwrap(), b"third");
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names.len(), 2, "no temporary file is left: {names:?}");
+    replace_file(Path::new("/dev/null"), b"gone").unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(), "/dev/null stays a device");
+    // A directory that does not exist: an error, and nothing written.
+    assert!(replace_file(&dir.join("no/such.json"), b"x").is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
