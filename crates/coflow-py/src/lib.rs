@@ -281,8 +281,7 @@ fn simulate(
         let stop = stop.0.clone();
         std::thread::spawn(move || {
             send_unless_panic(&tx, || {
-                let go_on =
-                    || if stop.load(Ordering::Relaxed) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) };
+                let go_on = || go_on(&stop);
                 let tick = || {
                     count.fetch_add(1, Ordering::Relaxed);
                 };
@@ -311,7 +310,7 @@ fn simulate(
                     Box::new(move |n| {
                         count.fetch_add(n.saturating_sub(seen), Ordering::Relaxed);
                         seen = seen.max(n);
-                        if stop.load(Ordering::Relaxed) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+                        go_on(&stop)
                     })
                 }) else {
                     return None;
@@ -643,6 +642,11 @@ fn send_unless_panic(tx: &std::sync::mpsc::Sender<Result<PyResults, String>>, ru
             .unwrap_or_else(|| "a panic without a message".to_string())),
     };
     let _ = tx.send(sent);
+}
+
+/// What a run's progress answers: stop once the call that started it has returned.
+fn go_on(stop: &AtomicBool) -> ControlFlow<()> {
+    if stop.load(Ordering::Relaxed) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
 }
 
 /// Tells the runs a call started to stop when the call returns, whichever way it does.

@@ -313,27 +313,15 @@ impl Plan {
             let (schedule, instances) = longest_first(to_run.iter().map(|&name| policy(name)).collect());
             let stopped = AtomicBool::new(false);
             let runs = parallel_map(to_run.len(), self.threads, |j| {
-                if stopped.load(Ordering::Relaxed) {
-                    return None;
-                }
                 let i = schedule[j];
                 let name = to_run[i];
-                let instance = instances[i].lock().expect("no run panicked holding an instance").take();
-                let instance = instance.expect("each instance runs once");
                 let mut bar = progress(name, w.coflows.len());
                 let started = Instant::now();
-                let r = simulate_with_progress(w, instance, &cfg, &mut |done| bar(done));
+                let mut r = replay_unless_stopped(&stopped, &mut *bar, || {
+                    let instance = instances[i].lock().expect("no run panicked holding an instance").take();
+                    (w, instance.expect("each instance runs once"), &cfg)
+                })?;
                 drop(bar);
-                let mut r = match r {
-                    Ok(r) => r,
-                    Err(Halted::Stopped(_)) => {
-                        stopped.store(true, Ordering::Relaxed);
-                        return None;
-                    }
-                    Err(Halted::Unservable(e)) => {
-                        unreachable!("on_wide_area refused the policies that cannot serve the fabric: {e}")
-                    }
-                };
                 // A variant of the reference model reports under the name asked for.
                 r.policy = name.to_string();
                 Some((i, r, started.elapsed().as_secs_f64()))
@@ -564,6 +552,27 @@ pub struct JsonWorkload<'a> {
     flows: usize,
     machines: u32,
     bytes: u64,
+}
+
+/// One replay of a run that may be stopped: none once `stopped` is set, and none, setting it,
+/// if `progress` stops this one; `replay` gives the workload, the policy and the configuration.
+pub(crate) fn replay_unless_stopped<'w>(
+    stopped: &AtomicBool,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    replay: impl FnOnce() -> (&'w Workload, Box<dyn Scheduler>, &'w SimConfig),
+) -> Option<SimResult> {
+    if stopped.load(Ordering::Relaxed) {
+        return None;
+    }
+    let (w, policy, cfg) = replay();
+    match simulate_with_progress(w, policy, cfg, progress) {
+        Ok(r) => Some(r),
+        Err(Halted::Stopped(_)) => {
+            stopped.store(true, Ordering::Relaxed);
+            None
+        }
+        Err(Halted::Unservable(e)) => unreachable!("plans refuse the policies that cannot serve their fabric: {e}"),
+    }
 }
 
 /// `f(0)`, …, `f(jobs - 1)` on up to `threads` scoped threads, each idle thread taking the next

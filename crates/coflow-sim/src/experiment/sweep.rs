@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use coflow_core::{Coflow, CoflowId, Rate, Workload};
 use coflow_sched::Fabric;
@@ -16,10 +16,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::{JsonWorkload, Plan, parallel_map, pretty_json};
-use crate::{
-    BoundConfig, Halted, SimConfig, SimResult, Stopped, Summary, assign_deadlines, lower_bounds, simulate_with_progress,
-};
+use super::{JsonWorkload, Plan, parallel_map, pretty_json, replay_unless_stopped};
+use crate::{BoundConfig, SimConfig, SimResult, Stopped, Summary, assign_deadlines, lower_bounds};
 
 /// What a sweep replays: for each N of `concurrent`, `windows` windows of N coflows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,19 +205,9 @@ impl Plan {
         let cfg = SimConfig::big_switch(self.port_rate);
         let stopped = AtomicBool::new(false);
         let runs = parallel_map(windows.len() * to_run.len(), self.threads, |j| {
-            if stopped.load(Ordering::Relaxed) {
-                return None;
-            }
             let name = to_run[j % to_run.len()];
             let w = &windows[j / to_run.len()].workload;
-            let mut r = match simulate_with_progress(w, self.model.policy(name), &cfg, &mut |_| go_on()) {
-                Ok(r) => r,
-                Err(Halted::Stopped(_)) => {
-                    stopped.store(true, Ordering::Relaxed);
-                    return None;
-                }
-                Err(Halted::Unservable(e)) => unreachable!("every policy serves the big switch: {e}"),
-            };
+            let mut r = replay_unless_stopped(&stopped, &mut |_| go_on(), || (w, self.model.policy(name), &cfg))?;
             r.policy = name.to_string();
             tick();
             Some(r)
