@@ -42,6 +42,9 @@ pub(crate) struct SpreadArgs {
 pub(crate) struct StatsArgs {
     /// The trace; without one, the embedded synthetic workload.
     path: Option<PathBuf>,
+    /// The trace, named as in every other command (the same as the positional path).
+    #[arg(long, alias = "workload", value_name = "FILE", conflicts_with = "path")]
+    trace: Option<PathBuf>,
     /// Write the statistics as JSON to this file instead of a table (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -122,7 +125,7 @@ fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFor
 pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
     match cmd {
         TraceCommand::Stats(a) => {
-            let (w, _) = a.synth.load(a.path.as_deref())?;
+            let (w, _) = a.synth.load(a.path.as_deref().or(a.trace.as_deref()))?;
             let stats = coflow_trace::stats(&w);
             match &a.json {
                 Some(p) => crate::output::json(p, &stats)?,

@@ -388,6 +388,11 @@ fn trace_gen_stats_and_convert_round_trip() {
     assert!(coflow().args(["trace", "convert"]).arg(&jsonl).arg(&back).status().unwrap().success());
     let stats = |p: &PathBuf| coflow().args(["trace", "stats", "--json", "-"]).arg(p).output().unwrap().stdout;
     assert_eq!(stats(&generated), stats(&back));
+    // The trace is named as in every other command, too; both ways at once is refused.
+    let named = coflow().args(["trace", "stats", "--json", "-", "--trace"]).arg(&generated).output().unwrap();
+    assert_eq!(named.stdout, stats(&generated));
+    let both = coflow().args(["trace", "stats", "--trace"]).arg(&generated).arg(&back).output().unwrap();
+    assert_eq!(both.status.code(), Some(2), "{}", String::from_utf8_lossy(&both.stderr));
     let text = String::from_utf8(coflow().args(["trace", "stats"]).arg(&generated).output().unwrap().stdout).unwrap();
     for bin in ["SN", "LN", "SW", "LW"] {
         assert!(text.contains(bin), "{text}");
