@@ -34,12 +34,12 @@ pub(crate) struct DemoArgs {
         help = crate::policies::help("Policies to run, comma-separated (each the same code as in `coflow sim`)")
     )]
     policies: String,
-    /// Number of agents (machines).
+    /// Number of agents (machines), at most 200.
     #[arg(long, default_value_t = 8)]
     agents: u32,
     /// Each agent's port capacity, e.g. `100Mbps` (12.5 MB/s: the default run takes well under a
     /// minute, and CCTs of seconds dwarf the few milliseconds of control latency).
-    #[arg(long, default_value = "100Mbps")]
+    #[arg(long, default_value = "100Mbps", allow_negative_numbers = true)]
     port_rate: String,
     #[command(flatten)]
     workload: WorkloadArgs,
@@ -64,6 +64,10 @@ struct Report {
     wall_s: f64,
 }
 
+/// The most agents one process runs, each with its listener, store and TLS sessions (the
+/// testbed's most hosts).
+const MAX_AGENTS: u32 = coflow_testbed::topology::MAX_HOSTS as u32;
+
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
     crate::output::check(args.json.as_deref())?;
     let outs = &[args.json.as_deref()];
@@ -73,8 +77,8 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     if policies.is_empty() {
         bail!("--policies names no policy");
     }
-    if args.agents == 0 {
-        bail!("--agents must be at least 1");
+    if args.agents == 0 || args.agents > MAX_AGENTS {
+        bail!("--agents must be 1 to {MAX_AGENTS}, got {}", args.agents);
     }
     let (w, source) = coflow_testbed::workload::build(&args.workload.spec(), args.agents, port, 600_000_000)
         .context("the workload (--trace, --total-bytes, --coflows, --seed, --load, --agents)")?;

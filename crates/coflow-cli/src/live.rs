@@ -204,7 +204,7 @@ pub(crate) struct AgentArgs {
     #[arg(long, env = "COFLOW_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Port capacity, e.g. `1Gbps`.
-    #[arg(long, env = "COFLOW_PORT_RATE")]
+    #[arg(long, env = "COFLOW_PORT_RATE", allow_negative_numbers = true)]
     port_rate: Option<String>,
     /// Register the port capacity but do not enforce it (the network does).
     #[arg(long, env = "COFLOW_UNCAPPED")]

@@ -30,11 +30,32 @@ pub(crate) fn check(path: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Fails if two of `outputs` (a flag and the path it names) would write to one place.
+/// Where `path` writes: standard output as `-`, a file by its absolute path with links resolved
+/// (of the file if it exists, else of its directory), so that two spellings of one file agree.
+fn place(path: &Path) -> std::path::PathBuf {
+    if is_stdout(path) {
+        return path.to_path_buf();
+    }
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return p;
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), path.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
+}
+
+/// Fails if two of `outputs` (a flag and the path it names) would write to one place, however
+/// the paths are spelled.
 pub(crate) fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
-    let given: Vec<(&str, &Path)> = outputs.iter().filter_map(|&(flag, p)| Some((flag, p?))).collect();
-    for (i, (flag, path)) in given.iter().enumerate() {
-        if let Some((other, _)) = given[..i].iter().find(|(_, p)| p == path) {
+    let given: Vec<(&str, &Path, std::path::PathBuf)> =
+        outputs.iter().filter_map(|&(flag, p)| Some((flag, p?, place(p?)))).collect();
+    for (i, (flag, path, at)) in given.iter().enumerate() {
+        if let Some((other, ..)) = given[..i].iter().find(|(.., a)| a == at) {
             anyhow::bail!("{other} and {flag} both write to {}", path.display());
         }
     }

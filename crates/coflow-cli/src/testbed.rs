@@ -42,7 +42,7 @@ pub(crate) struct TopologyArgs {
     #[arg(long, default_value_t = 8)]
     hosts: usize,
     /// Every link's rate, both ways, e.g. `100Mbps`.
-    #[arg(long, default_value = "100Mbps")]
+    #[arg(long, default_value = "100Mbps", allow_negative_numbers = true)]
     link: String,
     /// A topology file instead (JSON: `{"hosts": [{"name", "uplink", "downlink"}]}`, with `dc`
     /// and `wan` for datacenters), or a preset: `siphon-3dc`, `siphon-3dc-bottleneck`, `siphon-5dc`.
@@ -136,7 +136,7 @@ pub(crate) struct SparkArgs {
     #[arg(long, default_value_t = 5)]
     hosts: usize,
     /// Every link's rate, both ways.
-    #[arg(long, default_value = "20Mbps")]
+    #[arg(long, default_value = "20Mbps", allow_negative_numbers = true)]
     link: String,
     /// Modes, comma-separated: `spark` (Spark's own shuffle) or a coordinator policy (or `tcp`)
     /// for jobs through the plugin.

@@ -194,6 +194,21 @@ pub enum WorkloadError {
     Cycle(CoflowId),
 }
 
+impl WorkloadError {
+    /// The coflow the error is about (for a duplicate id, the id).
+    pub fn coflow(&self) -> CoflowId {
+        match *self {
+            WorkloadError::DuplicateId(c)
+            | WorkloadError::BadWeight(c)
+            | WorkloadError::TooManyBytes(c)
+            | WorkloadError::NeverArrives(c)
+            | WorkloadError::Cycle(c)
+            | WorkloadError::MachineOutOfRange { coflow: c, .. }
+            | WorkloadError::UnknownParent { coflow: c, .. } => c,
+        }
+    }
+}
+
 impl Workload {
     /// Builds a workload, sorting coflows by arrival (then id) and validating it.
     pub fn new(machines: u32, mut coflows: Vec<Coflow>) -> Result<Workload, WorkloadError> {

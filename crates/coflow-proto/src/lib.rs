@@ -22,6 +22,7 @@
 mod auth;
 pub mod certs;
 pub mod codec;
+mod conns;
 mod kind;
 mod msg;
 mod serve;

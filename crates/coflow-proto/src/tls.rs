@@ -36,7 +36,6 @@ use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
@@ -420,6 +419,9 @@ pub enum Refusal {
     WrongRole,
     /// The handshake timed out or failed otherwise.
     Handshake,
+    /// Its member holds the most connections one member may
+    /// ([`crate::conns::MAX_CONNECTIONS_PER_MEMBER`]).
+    TooManyConnections,
 }
 
 impl Refusal {
@@ -430,6 +432,7 @@ impl Refusal {
             Refusal::RejectedUs => "the peer does not trust this member's certificate (another CA?)",
             Refusal::WrongRole => "the certificate's role may not do this",
             Refusal::Handshake => "TLS handshake failed",
+            Refusal::TooManyConnections => "its member holds the most connections one member may",
         }
     }
 
@@ -537,37 +540,60 @@ pub async fn connect_agent<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// How long the gRPC acceptor waits after a failed accept before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
 /// Accepts TCP connections and completes their TLS handshakes concurrently (a slow or silent
-/// peer does not hold up the others), handing established streams to tonic. Ends when `stop`
-/// turns true or tonic drops the stream.
+/// peer does not hold up the others), handing established streams to tonic, each holding its
+/// place among its member's connections ([`crate::conns`]). Ends when `stop` turns true or
+/// tonic drops the stream.
 pub(crate) fn incoming(
     listener: tokio::net::TcpListener,
     config: Arc<rustls::ServerConfig>,
     refusals: Arc<RefusalLog>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> (
-    tokio_stream::wrappers::ReceiverStream<Result<tokio_rustls::server::TlsStream<TcpStream>, std::io::Error>>,
-    tokio::task::JoinHandle<()>,
-) {
+) -> (tokio_stream::wrappers::ReceiverStream<Result<crate::conns::Counted, std::io::Error>>, tokio::task::JoinHandle<()>)
+{
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let members = crate::conns::Members::default();
     let task = tokio::spawn(async move {
         let mut handshakes = tokio::task::JoinSet::new();
         loop {
+            let mut failed = false;
             tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((sock, peer)) = accepted else { continue };
-                    sock.set_nodelay(true).ok();
-                    let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
-                    handshakes.spawn(async move {
-                        if let Some(s) = accept(&acceptor, sock, peer, "gRPC", &refusals).await {
-                            let _ = tx.send(Ok(s)).await;
-                        }
-                    });
-                }
+                accepted = listener.accept() => match accepted {
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting a gRPC connection failed; retrying in {ACCEPT_BACKOFF:?}");
+                        failed = true;
+                    }
+                    Ok((sock, peer)) => {
+                        sock.set_nodelay(true).ok();
+                        let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
+                        let members = members.clone();
+                        handshakes.spawn(async move {
+                            let Some(stream) = accept(&acceptor, sock, peer, "gRPC", &refusals).await else { return };
+                            let member = peer_role(stream.get_ref().1.peer_certificates())
+                                .map_or_else(|| "no role".to_string(), |r| r.uri());
+                            match members.admit(member.clone()) {
+                                Some(place) => {
+                                    let _ = tx.send(Ok(crate::conns::Counted { stream, _place: place })).await;
+                                }
+                                None => {
+                                    refusals.refuse(peer, "gRPC", Refusal::TooManyConnections, &member);
+                                }
+                            }
+                        });
+                    }
+                },
                 Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
                 _ = tx.closed() => break,
                 _ = stop.wait_for(|&s| s) => break,
+            }
+            if failed {
+                // Out of file descriptors, most likely: trying again at once would spin; the
+                // connections that close meanwhile make room.
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }
         handshakes.shutdown().await;

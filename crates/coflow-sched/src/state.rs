@@ -419,6 +419,19 @@ impl Allocation {
         self.leg_extra.clear();
     }
 
+    /// Serves nothing, whichever way the policy answers: no coflow rate, no extra, no route rate,
+    /// every resource's share zero, and (to a driver that keeps standing rates) every standing
+    /// leg stopped. For a wrapper that stops a policy deciding, so that the run ends.
+    pub fn serve_nothing(&mut self) {
+        self.coflow_rate.iter_mut().for_each(|r| *r = 0.0);
+        self.leg_extra.clear();
+        self.route_rate.iter_mut().for_each(|r| *r = 0.0);
+        self.shares.rate.iter_mut().for_each(|r| *r = 0.0);
+        self.standing.on = self.standing.kept;
+        self.standing.reset = self.standing.kept;
+        self.standing.changed.clear();
+    }
+
     /// Clears and resizes for an input.
     pub fn reset(&mut self, input: &Input<'_>) {
         self.coflow_rate.clear();

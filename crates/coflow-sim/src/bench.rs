@@ -150,6 +150,7 @@ struct Timed {
 impl Hooks for Timed {
     fn decide(&mut self, policy: &mut dyn Scheduler, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         if self.limit.is_some_and(|l| self.made >= l) {
+            out.serve_nothing();
             return None;
         }
         let started = Instant::now();
@@ -273,8 +274,7 @@ impl Scheduler for FirstSearch {
         let started = Instant::now();
         self.inner.poll_allocation(input, out);
         let t = started.elapsed().as_secs_f64();
-        out.coflow_rate.iter_mut().for_each(|r| *r = 0.0);
-        out.clear_leg_extras();
+        out.serve_nothing();
         *slot = Some((t, input.coflows.len(), self.inner.searches().1));
         None
     }

@@ -82,6 +82,7 @@ pub fn build(
     }
     let total = spec.total_bytes.or(if spec.trace.is_none() { Some(default_total) } else { None });
     let w = match total {
+        Some(0) => return Err(TestbedError::Workload("total bytes must be at least 1".into())),
         Some(t) => {
             source.push_str(&format!(", scaled to {t} fabric bytes"));
             scale(&w, t)?

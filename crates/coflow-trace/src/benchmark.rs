@@ -14,6 +14,7 @@ use std::str::SplitAsciiWhitespace;
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Nanos, Workload};
 
 use crate::error::{Field, TraceError};
+use crate::synth::MAX_MACHINES;
 
 /// The largest reducer total we accept, in bytes: 2^53, below which every whole byte count is
 /// exact in an `f64`.
@@ -67,7 +68,7 @@ pub fn parse_benchmark(text: &str) -> Result<Workload, TraceError> {
     if found < declared {
         return Err(TraceError::CoflowCount { line: 1, declared, found });
     }
-    Ok(Workload::new(ports, coflows)?)
+    Workload::new(ports, coflows).map_err(|e| crate::error::invalid_at(e, &first_line_of))
 }
 
 /// Parses the header line, `<ports> <coflows>`.
@@ -77,6 +78,9 @@ fn parse_header((line, text): (usize, &str)) -> Result<(u32, usize), TraceError>
         return Err(toks.error(Field::Header, "expected `<ports> <coflows>`, got an empty line".to_string()));
     }
     let ports = toks.number::<u32>(Field::Ports, "a machine count")?;
+    if ports > MAX_MACHINES {
+        return Err(toks.error(Field::Ports, format!("at most {MAX_MACHINES} machines, got {ports}")));
+    }
     let coflows = toks.number::<usize>(Field::CoflowCount, "a coflow count")?;
     toks.end("the coflow count")?;
     Ok((ports, coflows))

@@ -1,5 +1,6 @@
 //! The one error type of this crate, [`TraceError`], and the [`Field`] of a benchmark line it names.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,14 @@ pub enum TraceError {
     /// The workload breaks a rule of the model (checked by [`coflow_core::Workload::validate`]).
     #[error(transparent)]
     Invalid(#[from] WorkloadError),
+    /// The coflow on line `line` of a file breaks a rule of the model.
+    #[error("line {line}: {error}")]
+    InvalidAt {
+        /// The 1-based line of the coflow.
+        line: usize,
+        /// The rule it breaks.
+        error: WorkloadError,
+    },
     /// A coflow cannot be written in the requested format without losing or changing something.
     #[error("coflow {coflow} cannot be written in the coflow-benchmark format: {reason}")]
     NotRepresentable {
@@ -102,12 +111,22 @@ impl TraceError {
             | TraceError::CoflowCount { line, .. }
             | TraceError::DuplicateId { line, .. }
             | TraceError::Json { line, .. }
-            | TraceError::NotText { line, .. } => Some(*line),
+            | TraceError::NotText { line, .. }
+            | TraceError::InvalidAt { line, .. } => Some(*line),
             TraceError::Io { .. }
             | TraceError::Write(_)
             | TraceError::Invalid(_)
             | TraceError::NotRepresentable { .. } => None,
         }
+    }
+}
+
+/// `error`, about the workload read from a file, as an error about the line of its coflow
+/// (`line_of` gives each coflow's line).
+pub(crate) fn invalid_at(error: WorkloadError, line_of: &BTreeMap<CoflowId, usize>) -> TraceError {
+    match line_of.get(&error.coflow()) {
+        Some(&line) => TraceError::InvalidAt { line, error },
+        None => TraceError::Invalid(error),
     }
 }
 

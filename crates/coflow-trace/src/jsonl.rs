@@ -12,6 +12,7 @@ use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Workload};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
+use crate::synth::MAX_MACHINES;
 
 /// The value of the header's `format` field.
 pub const JSONL_FORMAT: &str = "coflow-jsonl";
@@ -95,6 +96,9 @@ pub fn parse_jsonl(text: &str) -> Result<Workload, TraceError> {
         ));
     }
 
+    if header.machines > MAX_MACHINES {
+        return Err(json_error(line, format!("at most {MAX_MACHINES} machines, got {}", header.machines)));
+    }
     let mut coflows = Vec::new();
     let mut line_of: BTreeMap<CoflowId, usize> = BTreeMap::new();
     for (line, text) in lines {
@@ -107,7 +111,7 @@ pub fn parse_jsonl(text: &str) -> Result<Workload, TraceError> {
         coflows.push(coflow);
     }
     check_parents(&coflows, &line_of)?;
-    Ok(Workload::new(header.machines, coflows)?)
+    Workload::new(header.machines, coflows).map_err(|e| crate::error::invalid_at(e, &line_of))
 }
 
 /// Converts one record, checking what the model requires of a single coflow.

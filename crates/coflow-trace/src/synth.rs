@@ -92,8 +92,14 @@ impl Default for SynthConfig {
 /// with hundreds of flows on average.
 pub const MAX_COFLOWS: usize = 1_000_000;
 
-/// The most machines a synthetic workload may have, each with its per-machine tables.
+/// The most machines a workload may have, synthetic or read from a trace, each with its
+/// per-machine tables.
 pub const MAX_MACHINES: u32 = 1_000_000;
+
+/// The most flows a synthetic workload may be expected to have ([`SynthConfig::expected_flows`]):
+/// a wide coflow has about a quarter of the machines squared, so a large fabric makes the
+/// workload grow with its square (1,000 machines and 300 coflows are about this many).
+pub const MAX_EXPECTED_FLOWS: f64 = 25e6;
 
 /// Why a [`SynthConfig`] is not valid.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -107,6 +113,20 @@ pub enum SynthError {
     /// More machines than a workload held in memory can take.
     #[error("at most {max} machines, got {0}", max = MAX_MACHINES)]
     TooManyMachines(u32),
+    /// More flows expected than a workload held in memory can take.
+    #[error(
+        "{coflows} coflows on {machines} machines would have about {expected:.0} flows, more than the \
+         {max:.0} a workload may have: use fewer machines or coflows",
+        max = MAX_EXPECTED_FLOWS
+    )]
+    TooManyFlows {
+        /// The configured coflows.
+        coflows: usize,
+        /// The configured machines.
+        machines: u32,
+        /// The flows expected ([`SynthConfig::expected_flows`]).
+        expected: f64,
+    },
     /// A bin probability is negative or not finite, or they are all zero.
     #[error("bin mix {0:?} must be finite, non-negative and not all zero")]
     BadMix([f64; 4]),
@@ -158,7 +178,22 @@ impl SynthConfig {
         if !(self.reducer_skew > 0.0 && self.reducer_skew <= 1.0) {
             return Err(SynthError::BadSkew(self.reducer_skew));
         }
+        let expected = self.expected_flows();
+        if expected > MAX_EXPECTED_FLOWS {
+            return Err(SynthError::TooManyFlows { coflows: self.coflows, machines: self.machines, expected });
+        }
         Ok(())
+    }
+
+    /// About how many flows the workload has, from above: a narrow coflow has at most 50, a wide
+    /// one `m × r` with both uniform on `1..=machines` (about a quarter of the machines squared).
+    /// Needs a valid bin mix.
+    pub fn expected_flows(&self) -> f64 {
+        let [sn, ln, sw, lw] = self.effective_mix();
+        let wide = (sw + lw) / (sn + ln + sw + lw);
+        let side = (self.machines as f64 + 1.0) / 2.0;
+        let per_coflow = (1.0 - wide) * NARROW_MAX_FLOWS as f64 + wide * side * side;
+        self.coflows as f64 * per_coflow
     }
 
     /// The expected bytes of one coflow, local flows included, from the laws above (ignoring the

@@ -300,6 +300,22 @@ impl Config {
             if sweep.concurrent.is_empty() {
                 return Err(PlanError(format!("{} names no number of coflows", name("concurrent"))).into());
             }
+            // Every window is held at once: about N coflows of the workload's mean size each.
+            let mut ns = sweep.concurrent.clone();
+            ns.sort_unstable();
+            ns.dedup();
+            let per_coflow = plan.workload.flow_count() as f64 / total as f64;
+            let flows = sweep.windows as f64 * ns.iter().sum::<usize>() as f64 * per_coflow;
+            if flows > super::sweep::MAX_FLOWS {
+                return Err(PlanError(format!(
+                    "{} {} of {} would hold about {flows:.0} flows at once, more than {:.0}: draw fewer",
+                    name("windows"),
+                    sweep.windows,
+                    name("concurrent"),
+                    super::sweep::MAX_FLOWS
+                ))
+                .into());
+            }
             return Ok(plan);
         }
         plan.adjust_workload(self.deadline_fraction, self.offline);

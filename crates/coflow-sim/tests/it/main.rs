@@ -1,6 +1,7 @@
 //! Integration tests of the simulator: worked examples, analytic cases and properties.
 
 mod analytic;
+mod bench;
 mod blind;
 mod coflowsim;
 mod examples;

@@ -221,3 +221,10 @@ fn the_documented_example() {
         [flow(0, 1, 1_048_576), flow(1, 1, 1_048_576), flow(0, 3, 3_932_160), flow(1, 3, 3_932_160)]
     );
 }
+
+/// A header may not declare more machines than a workload may have: their tables alone would
+/// not fit in memory.
+#[test]
+fn a_header_with_too_many_machines_is_refused() {
+    assert_syntax("4000000000 1\n1 0 1 2 1 5:1.0\n", 1, Field::Ports, "at most 1000000 machines");
+}

@@ -176,3 +176,18 @@ fn the_documented_example() {
     let err = parse_jsonl(&bad).unwrap_err().to_string();
     assert!(err.starts_with("line 3, column 84: unknown field `deadline`, expected one of `id`,"), "{err}");
 }
+
+/// A rule of the model checked once the whole file is read still names the coflow's line.
+#[test]
+fn a_coflow_that_never_arrives_names_its_line() {
+    let text = format!(
+        "{HEADER}\n{{\"id\":2,\"arrival_ns\":5,\"flows\":[{{\"src\":0,\"dst\":1,\"bytes\":1}}]}}\n\n\
+         {{\"id\":1,\"arrival_ns\":18446744073709551615,\"flows\":[{{\"src\":0,\"dst\":1,\"bytes\":1}}]}}\n"
+    );
+    let e = parse_jsonl(&text).unwrap_err();
+    assert!(matches!(e, TraceError::InvalidAt { line: 4, .. }), "{e:?}");
+    assert_eq!(e.line(), Some(4));
+    assert!(e.to_string().starts_with("line 4: coflow 1: arrival must be before the end of time"), "{e}");
+    let big = r#"{"format":"coflow-jsonl","version":1,"machines":4000000000}"#;
+    assert_json(big, 1, "at most 1000000 machines");
+}

@@ -139,6 +139,22 @@ fn invalid_configs_are_rejected() {
     assert!(matches!(SynthConfig { length_tail: f64::NAN, ..d.clone() }.validate(), Err(SynthError::BadTail(_))));
     assert_eq!(SynthConfig { reducer_skew: 0.0, ..d.clone() }.validate(), Err(SynthError::BadSkew(0.0)));
     assert_eq!(d.validate(), Ok(()));
+    // Wide coflows grow with the square of the machines: 20 coflows on 100,000 machines would
+    // be billions of flows, refused before a byte is drawn.
+    let huge = SynthConfig { coflows: 20, machines: 100_000, ..d.clone() };
+    assert!(matches!(huge.validate(), Err(SynthError::TooManyFlows { coflows: 20, machines: 100_000, .. })));
+    assert!(huge.validate().unwrap_err().to_string().contains("use fewer machines or coflows"));
+}
+
+/// The flow estimate that guards memory is about what the generator makes.
+#[test]
+fn expected_flows_are_about_what_is_generated() {
+    for (coflows, machines) in [(150, 300), (200, 50), (400, 200)] {
+        let cfg = SynthConfig { coflows, machines, ..SynthConfig::default() };
+        assert_eq!(cfg.validate(), Ok(()));
+        let (expected, made) = (cfg.expected_flows(), generate(&cfg).flow_count() as f64);
+        assert!(made > 0.5 * expected && made < 1.5 * expected, "{coflows} on {machines}: {made} vs {expected}");
+    }
 }
 
 #[test]
