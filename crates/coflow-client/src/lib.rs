@@ -135,6 +135,11 @@ impl ClientError {
             | (_, tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => ClientError::Unauthenticated(msg),
             (Some(K::Invalid), _) | (_, tonic::Code::InvalidArgument) => ClientError::Invalid(msg),
             (Some(K::TimedOut), _) | (_, tonic::Code::DeadlineExceeded) => ClientError::TimedOut(Duration::ZERO),
+            // No kind and a local cause: the connection to the agent broke (its process died
+            // mid-stream, say), which the services' own answers never are.
+            (None, tonic::Code::Unknown) if std::error::Error::source(&s).is_some() => {
+                ClientError::AgentUnreachable(msg)
+            }
             _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
         }
     }
@@ -468,6 +473,19 @@ impl Chunks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream that breaks under the client (the agent died mid-get) is `agent-unreachable`,
+    /// which a caller may retry; the same code from a service, with no cause here, is not.
+    #[test]
+    fn a_broken_connection_is_agent_unreachable() {
+        let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "error reading a body from connection");
+        let s = Status::from_error(Box::new(broken));
+        assert_eq!(s.code(), tonic::Code::Unknown);
+        let e = ClientError::from_status(s, CoflowId(1), "p");
+        assert_eq!(e.kind(), Some(coflow_proto::ErrorKind::AgentUnreachable), "{e:?}");
+        let said = ClientError::from_status(Status::unknown("something"), CoflowId(1), "p");
+        assert_eq!(said.kind(), None, "{said:?}");
+    }
     use coflow_proto::pb::agent_server::{Agent as AgentApi, AgentServer};
     use tonic::{Request, Response, Status, Streaming};
 
