@@ -43,6 +43,14 @@ impl AgentService {
 }
 
 impl AgentService {
+    /// Refuses a put by `client` into a coflow whose registration, learned here, is another's.
+    fn refuse_barred(&self, coflow: CoflowId, client: &str) -> Result<(), AgentError> {
+        if self.shared.store.bars(coflow, client) {
+            return Err(AgentError::PermissionDenied("the coflow belongs to another client"));
+        }
+        Ok(())
+    }
+
     /// Announces a piece just stored for `client` (its identity); it is forgotten again if the
     /// coordinator refuses it.
     async fn announce_put(
@@ -105,6 +113,7 @@ impl Agent for AgentService {
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
+        self.refuse_barred(coflow, &client)?;
         let source = r.source.ok_or(AgentError::Invalid(coflow_proto::ProtoError::Missing { field: "source" }))?;
         let block = self.shared.config.chunk_bytes;
         let piece = match PutSource::try_from(source).map_err(AgentError::from)? {
@@ -149,6 +158,7 @@ impl Agent for AgentService {
         if size > coflow_proto::MAX_PIECE_SIZE {
             return Err(wrong(format!("{size} bytes is more than {}", coflow_proto::MAX_PIECE_SIZE)).into());
         }
+        self.refuse_barred(coflow, &client)?;
         let reservation = self.shared.store.reserve(coflow, &data_id, size)?;
         let mut bytes = Vec::new();
         bytes

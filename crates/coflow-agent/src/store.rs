@@ -364,6 +364,13 @@ impl Store {
         }
     }
 
+    /// Whether the coflow's registration, as far as this agent learned it, bars the caller of
+    /// identity `by` from it: a put by another client is refused before its name is looked up
+    /// or reserved, so that it can neither learn which names exist nor hold one from the owner.
+    pub(crate) fn bars(&self, coflow: CoflowId, by: &str) -> bool {
+        self.inner.lock().expect("store lock").registrations.get(&coflow).is_some_and(|r| !r.may_be_used_by(by))
+    }
+
     /// Whether the coordinator said the coflow was unregistered.
     pub(crate) fn is_dropped(&self, coflow: CoflowId) -> bool {
         self.inner.lock().expect("store lock").dropped.contains(&coflow)

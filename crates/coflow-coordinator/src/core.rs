@@ -39,8 +39,7 @@ use decide::Why;
 use wide_area::{GATHER, RESUME_WAIT, Routing, parts_by_share};
 pub use wide_area::{GrantPart, MIN_PART_BYTES, Relay};
 
-/// The identity of the operator, who may unregister or seal any coflow.
-pub const ADMIN: &str = "coflow://admin";
+pub use coflow_proto::ADMIN;
 
 /// Rate changes for one agent's outgoing flows, bytes per second.
 pub type RateBatch = Vec<(FlowId, f64)>;
@@ -618,7 +617,7 @@ impl Core {
     /// Whether `by` may change (unregister, seal) or use (put, get) coflow `c`: its owner, the
     /// admin, or anyone when it has no owner (registered in token mode).
     fn may_change(c: &CoflowRec, by: &str) -> bool {
-        c.reg.owner.is_empty() || c.reg.owner == by || by == ADMIN
+        c.reg.may_be_used_by(by)
     }
 
     /// The nonce of a coflow this coordinator registers.

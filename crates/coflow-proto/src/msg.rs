@@ -240,6 +240,17 @@ pub struct Registration {
     pub nonce: u64,
 }
 
+/// The identity of the operator, who may use or change any coflow.
+pub const ADMIN: &str = "coflow://admin";
+
+impl Registration {
+    /// Whether the caller of identity `by` may use (put, get) or change (unregister, seal) the
+    /// coflow: its owner, the admin, or anyone when it has no owner (registered in token mode).
+    pub fn may_be_used_by(&self, by: &str) -> bool {
+        self.owner.is_empty() || self.owner == by || by == ADMIN
+    }
+}
+
 /// The most `num_flows` a registration may announce.
 pub const MAX_NUM_FLOWS: u64 = 10_000_000;
 

@@ -144,6 +144,13 @@ async fn another_client_may_not_put_into_or_get_from_a_coflow() -> anyhow::Resul
     owner.put(c, "p", piece.clone()).await?;
     let put = other.put(c, "q", vec![7; 1000]).await;
     assert!(matches!(put, Err(ClientError::PermissionDenied(_))), "another client's put: {put:?}");
+    // On the agent that holds the owner's piece, a put under its name is refused as any other:
+    // the refusal tells nothing of which names exist, and takes none from the owner.
+    let beside = Client::connect(on(identity(&cluster, &Subject::Client { name: "other".into() })?, 0)).await?;
+    for id in ["p", "r"] {
+        let put = beside.put(c, id, vec![7; 1000]).await;
+        assert!(matches!(put, Err(ClientError::PermissionDenied(_))), "another client's put of {id} beside: {put:?}");
+    }
     for id in ["p", "q", "missing"] {
         let got = other.get(c, id).await;
         assert!(matches!(got, Err(ClientError::PermissionDenied(_))), "another client's get of {id}: {got:?}");
