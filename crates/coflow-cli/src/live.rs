@@ -113,11 +113,11 @@ pub(crate) struct CoordinatorArgs {
     /// Scheduling policy.
     #[arg(long, env = "COFLOW_POLICY")]
     policy: Option<String>,
-    /// Bypass threshold in bytes (0: off).
-    #[arg(long, env = "COFLOW_BYPASS_THRESHOLD_BYTES")]
+    /// Bypass threshold, e.g. `64KiB` or a number of bytes (0: off).
+    #[arg(long, value_name = "SIZE", env = "COFLOW_BYPASS_THRESHOLD_BYTES", value_parser = crate::units::bytes)]
     bypass_threshold_bytes: Option<u64>,
-    /// Rate push batching window in milliseconds.
-    #[arg(long, env = "COFLOW_PUSH_WINDOW_MS")]
+    /// Rate push batching window, e.g. `5ms` or a number of milliseconds.
+    #[arg(long, value_name = "MS", env = "COFLOW_PUSH_WINDOW_MS", value_parser = crate::units::millis)]
     push_window_ms: Option<u64>,
     /// A wide-area topology to schedule (a file in `coflow sim --wan`'s format, or `default`):
     /// the links between datacenters instead of a big switch; agents name their datacenter.
@@ -267,8 +267,8 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
 /// Options of `coflow bench-live`.
 #[derive(Debug, Args)]
 pub(crate) struct BenchLiveArgs {
-    /// How long the control-throughput load runs, in seconds.
-    #[arg(long, default_value_t = 3.0)]
+    /// How long the control-throughput load runs, e.g. `3s` or a number of seconds.
+    #[arg(long, default_value_t = 3.0, value_parser = crate::units::seconds)]
     seconds: f64,
     /// Phantom agents driving the load (in pairs).
     #[arg(long, default_value_t = 8)]

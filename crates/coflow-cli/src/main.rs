@@ -22,6 +22,7 @@ mod sweep;
 mod table;
 mod testbed;
 mod trace;
+mod units;
 mod wan;
 mod wan_bench;
 mod wan_order;

@@ -42,7 +42,7 @@ pub(crate) struct TopologyArgs {
     #[arg(long, default_value_t = 8)]
     hosts: usize,
     /// Every link's rate, both ways, e.g. `100Mbps`.
-    #[arg(long, default_value = "100Mbps", allow_negative_numbers = true)]
+    #[arg(long, visible_alias = "port-rate", default_value = "100Mbps", allow_negative_numbers = true)]
     link: String,
     /// A topology file instead (JSON: `{"hosts": [{"name", "uplink", "downlink"}]}`, with `dc`
     /// and `wan` for datacenters), or a preset: `siphon-3dc`, `siphon-3dc-bottleneck`, `siphon-5dc`.
@@ -75,8 +75,9 @@ pub(crate) struct RunArgs {
     policies: String,
     #[command(flatten)]
     workload: WorkloadArgs,
-    /// The bound on each get, in seconds: one not ended by then counts as failed (hung).
-    #[arg(long, default_value_t = 120.0)]
+    /// The bound on each get, e.g. `2m` or a number of seconds: one not ended by then counts as
+    /// failed (hung).
+    #[arg(long, default_value_t = 120.0, value_parser = crate::units::seconds)]
     get_timeout: f64,
     /// Write the report as JSON here.
     #[arg(long)]
@@ -114,12 +115,13 @@ pub(crate) struct FaultArgs {
     /// rate-halved); default all.
     #[arg(long)]
     scenarios: Option<String>,
-    /// When the fault strikes, seconds after the first arrival (default: 40% of the way to the
-    /// last arrival).
-    #[arg(long)]
+    /// When the fault strikes after the first arrival, e.g. `12s` or a number of seconds
+    /// (default: 40% of the way to the last arrival).
+    #[arg(long, value_name = "SECONDS", value_parser = crate::units::seconds)]
     fault_at: Option<f64>,
-    /// The bound on each get, in seconds: one not ended by then counts as hung.
-    #[arg(long, default_value_t = 30.0)]
+    /// The bound on each get, e.g. `30s` or a number of seconds: one not ended by then counts as
+    /// hung.
+    #[arg(long, default_value_t = 30.0, value_parser = crate::units::seconds)]
     get_timeout: f64,
     /// Write the report as JSON here.
     #[arg(long)]
@@ -136,7 +138,7 @@ pub(crate) struct SparkArgs {
     #[arg(long, default_value_t = 5)]
     hosts: usize,
     /// Every link's rate, both ways.
-    #[arg(long, default_value = "20Mbps", allow_negative_numbers = true)]
+    #[arg(long, visible_alias = "port-rate", default_value = "20Mbps", allow_negative_numbers = true)]
     link: String,
     /// Modes, comma-separated: `spark` (Spark's own shuffle) or a coordinator policy (or `tcp`)
     /// for jobs through the plugin.

@@ -27,7 +27,7 @@ pub(crate) struct WanArgs {
     multipath: bool,
     /// Redraw link capacities every this many milliseconds, overriding the topology's
     /// `redraw_ms`; 0 never redraws (capacities stay at their means).
-    #[arg(long, value_name = "MS", requires = "wan")]
+    #[arg(long, value_name = "MS", requires = "wan", value_parser = crate::units::millis)]
     redraw_ms: Option<u64>,
     /// Per-connection bandwidth: every flow crossing a link gets its own throughput, drawn from
     /// the link's distribution when it starts and held, which caps its rate; the link's capacity
@@ -37,7 +37,7 @@ pub(crate) struct WanArgs {
     /// With per-connection bandwidth, redraw every connection's throughput every this many
     /// milliseconds, overriding the topology's `connection_redraw_ms`; 0 holds it for the flow's
     /// life (the default).
-    #[arg(long, value_name = "MS", requires = "wan")]
+    #[arg(long, value_name = "MS", requires = "wan", value_parser = crate::units::millis)]
     connection_redraw_ms: Option<u64>,
     #[command(flatten)]
     pub(crate) mc: McArgs,

@@ -30,7 +30,7 @@ pub(crate) struct OrderArgs {
     seeds: String,
     /// Redraw link capacities every this many milliseconds, overriding the topology's (as
     /// `coflow sim --redraw-ms`; 0: one draw holds for the whole run).
-    #[arg(long)]
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     redraw_ms: Option<u64>,
     /// One bandwidth draw per coflow and link, as the paper (see `coflow sim --mc-one-draw`).
     #[arg(long)]

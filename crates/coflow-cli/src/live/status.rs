@@ -1,5 +1,5 @@
 //! `coflow status`: what the coordinator shows of the cluster, in human units (rates in bits per
-//! second, sizes in binary units), as JSON (`--json`, raw numbers: bytes and bytes per second),
+//! second, sizes in binary units), as JSON (`--json [FILE]`, raw numbers: bytes and bytes per second),
 //! or refreshed every few seconds (`--watch`).
 
 use std::time::Duration;
@@ -18,11 +18,19 @@ pub(crate) struct StatusArgs {
     /// The coordinator's URL (default http://127.0.0.1:7070, https:// with TLS).
     #[arg(long, env = "COFLOW_COORDINATOR")]
     coordinator: Option<String>,
-    /// Print JSON (bytes and bytes per second as numbers) instead of a table.
-    #[arg(long, env = "COFLOW_JSON")]
-    json: bool,
+    /// Write JSON (bytes and bytes per second as numbers) instead of a table: to this file
+    /// (rewritten whole at each refresh), or to standard output without one or with `-`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<std::path::PathBuf>,
     /// Print again every SECONDS seconds until interrupted (default 2).
-    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2", env = "COFLOW_WATCH")]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        num_args = 0..=1,
+        default_missing_value = "2",
+        env = "COFLOW_WATCH",
+        value_parser = crate::units::seconds
+    )]
     watch: Option<f64>,
     #[command(flatten)]
     token: TokenArgs,
@@ -43,19 +51,24 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
         Some(f) => ClientConfig::tls(url.clone(), url, f),
         None => ClientConfig::new(url.clone(), url, a.token.token()?),
     };
-    let clear = a.watch.is_some() && !a.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    crate::output::check(a.json.as_deref())?;
+    let clear = a.watch.is_some() && a.json.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     runtime()?.block_on(async move {
         let c = Client::connect(cfg).await?;
         loop {
             let st = c.status().await.context("asking the coordinator")?;
-            let text = if a.json { format!("{}\n", serde_json::to_string(&json(&st))?) } else { render(&st) };
-            if clear {
-                // Home the cursor and clear the screen, so the table redraws in place.
-                print!("\x1b[H\x1b[2J");
+            match &a.json {
+                Some(path) => crate::output::write(path, format!("{}\n", serde_json::to_string(&json(&st))?))?,
+                None => {
+                    if clear {
+                        // Home the cursor and clear the screen, so the table redraws in place.
+                        print!("\x1b[H\x1b[2J");
+                    }
+                    print!("{}", render(&st));
+                }
             }
-            print!("{text}");
             let Some(every) = a.watch else { return Ok(()) };
-            if !a.json {
+            if a.json.is_none() {
                 println!();
             }
             tokio::select! {

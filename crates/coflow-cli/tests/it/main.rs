@@ -507,6 +507,15 @@ fn sizes_take_units_and_completions_are_printed() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--agents"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = coflow().args(["demo", "--total-bytes", "600 furlongs"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--total-bytes"));
+    // So do durations, in any unit or the flag's own; the run then stops at the policy.
+    for redraw in ["100ms", "100", "0.1s"] {
+        let out =
+            coflow().args(["sim", "--wan", "default", "--redraw-ms", redraw, "--policies", "nope"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--policies") && !err.contains("--redraw-ms"), "{redraw}: {err}");
+    }
+    let out = coflow().args(["sim", "--wan", "default", "--redraw-ms", "100 parsecs"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--redraw-ms"));
     for shell in ["bash", "zsh", "fish"] {
         let out = coflow().args(["completions", shell]).output().unwrap();
         assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("bench-live"), "{shell}");
