@@ -419,8 +419,7 @@ pub enum Refusal {
     WrongRole,
     /// The handshake timed out or failed otherwise.
     Handshake,
-    /// Its member holds the most connections one member may
-    /// ([`crate::conns::MAX_CONNECTIONS_PER_MEMBER`]).
+    /// Its member holds the most gRPC connections one member may (1,024).
     TooManyConnections,
 }
 
