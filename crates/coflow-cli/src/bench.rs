@@ -71,8 +71,13 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     let (workload, source) = a.synth.load(a.trace.as_deref())?;
     let (workload, source) = (model.workload(workload), source + &model.describe());
     let cfg = SimConfig::big_switch(port_rate);
-    let concurrent: Vec<Workload> =
-        a.concurrent.iter().map(|&n| model.workload(concurrent_workload(n, a.synth.seed))).collect();
+    let concurrent: Vec<Workload> = a
+        .concurrent
+        .iter()
+        .map(
+            |&n| Ok(model.workload(concurrent_workload(n, a.synth.seed).with_context(|| format!("--concurrent {n}"))?)),
+        )
+        .collect::<Result<_>>()?;
     let mut report = BenchReport::default();
     for &name in &policies {
         let build = || model.policy(name);

@@ -277,7 +277,7 @@ pub(crate) struct BenchLiveArgs {
     #[arg(long, default_value_t = 8)]
     window: usize,
     /// Control messages a second offered while the control path is measured under load.
-    #[arg(long, default_value_t = 100_000.0)]
+    #[arg(long, default_value_t = 100_000.0, allow_negative_numbers = true)]
     load_rate: f64,
     /// Gets measured at each level of coflows present (1, 100 and 1,000).
     #[arg(long, default_value_t = 1000)]

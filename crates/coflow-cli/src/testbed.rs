@@ -147,7 +147,7 @@ pub(crate) struct SparkArgs {
     #[command(flatten)]
     workload: WorkloadArgs,
     /// Arrival times of the workload's coflows are divided by this.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     compress_arrivals: f64,
     /// Task slots per executor.
     #[arg(long, default_value_t = 4)]
@@ -158,8 +158,8 @@ pub(crate) struct SparkArgs {
     /// Records (100 bytes each) of the named sort job.
     #[arg(long, default_value_t = 400_000)]
     sort_records: u64,
-    /// The bound on each mode's Spark application, in seconds.
-    #[arg(long, default_value_t = 900.0)]
+    /// The bound on each mode's Spark application, e.g. `15m` or a number of seconds.
+    #[arg(long, default_value_t = 900.0, value_parser = crate::units::seconds)]
     timeout: f64,
     /// Where `scripts/spark-dist` put Spark, the plugin and the driver (default
     /// `$COFLOW_SPARK_DIST`, else `~/.cache/coflow/spark-dist`).

@@ -165,12 +165,14 @@ impl Hooks for Timed {
 }
 
 /// `n` coflows shaped like the Facebook trace on 150 machines, all released at time 0: the
-/// workload of a decision-time measurement with `n` coflows present, seeded by `seed`.
-pub fn concurrent_workload(n: usize, seed: u64) -> Workload {
+/// workload of a decision-time measurement with `n` coflows present, seeded by `seed`; an error
+/// if so many would not fit in memory.
+pub fn concurrent_workload(n: usize, seed: u64) -> Result<Workload, coflow_trace::synth::SynthError> {
     let cfg = coflow_trace::synth::SynthConfig { seed, coflows: n, machines: 150, ..Default::default() };
+    cfg.validate()?;
     let mut w = coflow_trace::synth::generate(&cfg);
     w.release_at_zero();
-    Workload::new(w.machines, w.coflows).expect("a generated workload is valid")
+    Ok(Workload::new(w.machines, w.coflows).expect("a generated workload is valid"))
 }
 
 /// What [`siphon_search`] times: `siphon-mc`'s first decision (a full search) with `coflows`
@@ -219,6 +221,7 @@ pub fn siphon_search(
         // More than needed, keeping the first that cross the wide area (some are all local).
         let synth =
             coflow_trace::synth::SynthConfig { seed, coflows: 2 * spec.coflows, machines: 150, ..Default::default() };
+        synth.validate().map_err(|e| PlanError(format!("{}: {e}", spelling.name("coflows"))))?;
         let mut w = coflow_trace::synth::generate(&synth);
         w.coflows.retain(|c| c.flows.iter().any(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()));
         w.coflows.truncate(spec.coflows);

@@ -38,7 +38,9 @@ pub fn read_benchmark(path: &Path) -> Result<Workload, TraceError> {
 /// Blank lines (for instance at the end of the file) are skipped, and so is a leading byte order mark.
 /// Malformed input gives a [`TraceError::Syntax`] naming the 1-based line and the [`Field`], a
 /// [`TraceError::CoflowCount`] when the header's coflow count differs from the number of coflow
-/// lines, or a [`TraceError::DuplicateId`]; it never panics.
+/// lines, a [`TraceError::DuplicateId`], or a [`TraceError::InvalidAt`] naming the line of a
+/// coflow that breaks a rule of the model checked once the file is read (the bytes of all flows
+/// past 2^64); it never panics.
 pub fn parse_benchmark(text: &str) -> Result<Workload, TraceError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));

@@ -76,7 +76,9 @@ pub fn read_jsonl(path: &Path) -> Result<Workload, TraceError> {
 ///
 /// Blank lines are skipped, and so is a leading byte order mark.
 /// Every error is a [`TraceError::Json`] naming the 1-based line (with the column for JSON syntax
-/// errors), except a repeated id, which is a [`TraceError::DuplicateId`].
+/// errors), except a repeated id, which is a [`TraceError::DuplicateId`], and a coflow that breaks
+/// a rule of the model checked once the file is read (the bytes of all flows past 2^64, an
+/// arrival at the end of time), which is a [`TraceError::InvalidAt`] naming its line.
 /// Besides the JSON shape, each line is checked against the model: endpoints below the header's
 /// machine count, a positive finite weight, parents that exist and form no cycle.
 pub fn parse_jsonl(text: &str) -> Result<Workload, TraceError> {

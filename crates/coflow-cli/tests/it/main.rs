@@ -331,6 +331,8 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["sim", "--trace", jobs, "--stages", "2"], "--stages 2"),
         (&["trace", "gen", "-o", "-", "--coflows", "18446744073709551615"], "at most 1000000 coflows"),
         (&["bench", "--concurrent", "1000000000000"], "--concurrent 1000000000000"),
+        (&["bench", "--coflows", "5", "--concurrent", "20000"], "--concurrent 20000"),
+        (&["wan-bench", "--coflows", "20000"], "--coflows: 40000 coflows"),
         (&["sim", "--coflows", "5", "--model", "exact", "--coflowsim-rules", "epochs"], "--coflowsim-rules"),
         (&["sim", "--coflows", "5", "--port-rate", "NaN"], "bad number \"NaN\""),
         (&["sim", "--coflows", "5", "--port-rate", "-1"], "--port-rate \"-1\""),

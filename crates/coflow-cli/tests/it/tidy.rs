@@ -126,7 +126,7 @@ fn only_the_proto_crate_knows_protobuf() {
 
 /// The modules of `coflow-cli` that are no command: options and printing several commands share.
 /// Any other module is a command's, and no module may import a command's module but its own.
-const SHARED: &[&str] = &["model", "output", "plan", "plot", "policies", "table", "wan", "workload"];
+const SHARED: &[&str] = &["model", "output", "plan", "plot", "policies", "table", "units", "wan", "workload"];
 
 /// Every module `text` names through a `crate::` path, `crate::{a, b::C}` groups included.
 fn crate_paths(text: &str) -> BTreeSet<String> {

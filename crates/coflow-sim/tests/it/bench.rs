@@ -8,8 +8,8 @@ use coflow_sim::bench::{bench_policy, concurrent_workload};
 
 #[test]
 fn every_policy_is_benched_and_stopped_after_its_timed_decisions() {
-    let replay = concurrent_workload(6, 2);
-    let concurrent = [concurrent_workload(12, 1)];
+    let replay = concurrent_workload(6, 2).unwrap();
+    let concurrent = [concurrent_workload(12, 1).unwrap()];
     let cfg = SimConfig::big_switch(Rate::GBPS);
     let fabric = Fabric::big_switch(150, Rate::GBPS);
     for entry in policy::REGISTRY.iter().filter(|e| e.serves(&fabric)) {
