@@ -167,7 +167,7 @@ pub async fn run(
     let svc =
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = coflow_proto::TypedErrors(tonic::service::interceptor::InterceptedService::new(svc, authenticate));
-    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);
+    let router = coflow_proto::server().add_service(svc).add_service(health_service);
     let served = coflow_proto::serve_until_stopped(router, listeners.grpc, tls.as_ref(), &stop_tx, shutdown).await;
     let _ = readiness_task.await;
     let _ = data_task.await;

@@ -124,7 +124,7 @@ pub async fn run(
         fetches_per_peer: coflow_sched::policy::unscheduled(&policy_label).map_or(0, |u| u.fetches_per_peer),
     };
     let svc = coflow_proto::TypedErrors(CoordinatorServer::with_interceptor(svc, security.authenticate()));
-    let router = tonic::transport::Server::builder().tcp_nodelay(true).add_service(svc).add_service(health_service);
+    let router = coflow_proto::server().add_service(svc).add_service(health_service);
     // Ready once the listener serves (it is bound, so calls queue until then); not ready from the
     // moment a stop is asked.
     for name in ["", SERVICE_NAME] {

@@ -1,12 +1,14 @@
-//! The gRPC connections each member holds open: a member may keep at most
-//! [`MAX_CONNECTIONS_PER_MEMBER`] at once, so that one certificate's holder cannot take the
-//! server's file descriptors from every other member (idle HTTP/2 connections are not closed).
+//! The connections a server accepts: a member may keep at most [`MAX_CONNECTIONS_PER_MEMBER`]
+//! gRPC connections open at once, so that one certificate's holder cannot take the server's file
+//! descriptors from every other member, and an acceptor that fails (out of file descriptors)
+//! waits before it tries again ([`AcceptFailures`]) rather than spinning.
 
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -18,6 +20,29 @@ use tonic::transport::server::Connected;
 /// an agent a few; a member past the cap is
 /// refused a new connection until one of its others closes.
 pub(crate) const MAX_CONNECTIONS_PER_MEMBER: usize = 1024;
+
+/// How long an acceptor waits after a failed accept before trying again.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// An acceptor's failed accepts: each is to be followed by [`ACCEPT_BACKOFF`] of waiting, and
+/// is logged as a warning at most once a second (the rest at debug).
+#[derive(Debug, Default)]
+pub struct AcceptFailures {
+    warned: Option<Instant>,
+}
+
+impl AcceptFailures {
+    /// Logs a failed accept of `what` (e.g. "gRPC", "data plane").
+    pub fn failed(&mut self, what: &str, error: &io::Error) {
+        let now = Instant::now();
+        if self.warned.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+            self.warned = Some(now);
+            tracing::warn!(%error, "accepting a {what} connection failed; retrying every {ACCEPT_BACKOFF:?}");
+        } else {
+            tracing::debug!(%error, "accepting a {what} connection failed");
+        }
+    }
+}
 
 /// The open connections of each member, by its role's URI.
 #[derive(Clone, Debug, Default)]

@@ -23,6 +23,7 @@ mod auth;
 pub mod certs;
 pub mod codec;
 mod conns;
+pub use conns::{ACCEPT_BACKOFF, AcceptFailures};
 mod kind;
 mod msg;
 mod serve;
@@ -48,7 +49,7 @@ pub use msg::{
     MAX_DATA_ID_LEN, MAX_DEADLINE_MS, MAX_HEARTBEAT_FLOWS, MAX_KIND_LEN, MAX_NAME_LEN, MAX_NUM_FLOWS, MAX_OWNER_LEN,
     MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS, ProtoError, PutAnnouncement, PutSource, Readiness, Registration,
 };
-pub use serve::{TypedErrors, serve_until_stopped};
+pub use serve::{SERVER_KEEPALIVE, TypedErrors, serve_until_stopped, server};
 pub use tls::{
     Authenticate, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError, TlsFiles, accept,
     accept_agent, authorize, connect_agent, peer_role, permission_denied, valid_client_name,

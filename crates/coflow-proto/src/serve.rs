@@ -2,10 +2,27 @@
 //! names the error kind of the refusals tonic makes before a service runs.
 
 use std::future::Future;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::transport::server::{Router, TcpIncoming};
+
+/// How often a server pings a connection's peer, and how long it waits for the answer before it
+/// closes the connection: a peer whose host died (a half-open connection) gives its place
+/// among its member's connections back within about a minute.
+pub const SERVER_KEEPALIVE: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(20));
+
+/// The gRPC server every service builds its router on: Nagle off (a rate push must not wait
+/// 40 ms), and the peer of every connection pinged ([`SERVER_KEEPALIVE`]).
+pub fn server() -> tonic::transport::Server {
+    let (every, answer_within) = SERVER_KEEPALIVE;
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .tcp_keepalive(Some(every))
+        .http2_keepalive_interval(Some(every))
+        .http2_keepalive_timeout(Some(answer_within))
+}
 
 /// Serves `router` on `listener` (Nagle off: a rate push must not wait 40 ms) until `shutdown`
 /// resolves or `stop` is raised, then lets in-flight calls finish. `stop` is raised on the way

@@ -539,9 +539,6 @@ pub async fn connect_agent<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// How long the gRPC acceptor waits after a failed accept before trying again.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-
 /// Accepts TCP connections and completes their TLS handshakes concurrently (a slow or silent
 /// peer does not hold up the others), handing established streams to tonic, each holding its
 /// place among its member's connections ([`crate::conns`]). Ends when `stop` turns true or
@@ -558,12 +555,13 @@ pub(crate) fn incoming(
     let members = crate::conns::Members::default();
     let task = tokio::spawn(async move {
         let mut handshakes = tokio::task::JoinSet::new();
+        let mut failures = crate::AcceptFailures::default();
         loop {
             let mut failed = false;
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Err(e) => {
-                        tracing::warn!(error = %e, "accepting a gRPC connection failed; retrying in {ACCEPT_BACKOFF:?}");
+                        failures.failed("gRPC", &e);
                         failed = true;
                     }
                     Ok((sock, peer)) => {
@@ -592,7 +590,7 @@ pub(crate) fn incoming(
             if failed {
                 // Out of file descriptors, most likely: trying again at once would spin; the
                 // connections that close meanwhile make room.
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                tokio::time::sleep(crate::ACCEPT_BACKOFF).await;
             }
         }
         handshakes.shutdown().await;

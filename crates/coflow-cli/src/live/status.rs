@@ -57,26 +57,44 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
         let c = Client::connect(cfg).await?;
         loop {
             let st = c.status().await.context("asking the coordinator")?;
-            match &a.json {
-                Some(path) => crate::output::write(path, format!("{}\n", serde_json::to_string(&json(&st))?))?,
-                None => {
-                    if clear {
-                        // Home the cursor and clear the screen, so the table redraws in place.
-                        print!("\x1b[H\x1b[2J");
-                    }
-                    print!("{}", render(&st));
+            let text = match &a.json {
+                Some(path) if !crate::output::is_stdout(path) => {
+                    crate::output::write(path, format!("{}\n", serde_json::to_string(&json(&st))?))?;
+                    None
                 }
+                Some(_) => Some(format!("{}\n", serde_json::to_string(&json(&st))?)),
+                // Home the cursor and clear the screen, so the table redraws in place.
+                None => Some(format!(
+                    "{}{}{}",
+                    if clear { "\x1b[H\x1b[2J" } else { "" },
+                    render(&st),
+                    if a.watch.is_some() { "\n" } else { "" }
+                )),
+            };
+            if let Some(text) = text
+                && !shown(&text)?
+            {
+                // The reader went away (`| head`): nothing more to show it.
+                return Ok(());
             }
             let Some(every) = a.watch else { return Ok(()) };
-            if a.json.is_none() {
-                println!();
-            }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs_f64(every)) => {}
                 _ = tokio::signal::ctrl_c() => return Ok(()),
             }
         }
     })
+}
+
+/// Writes `text` to standard output; false if the reader has gone away (a closed pipe).
+fn shown(text: &str) -> Result<bool> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(anyhow::Error::new(e).context("writing standard output")),
+    }
 }
 
 fn rate(bps: f64) -> String {
