@@ -43,42 +43,31 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
     let slots = Arc::new(Semaphore::new(shared.config.max_data_connections));
     let mut failures = coflow_proto::AcceptFailures::default();
     loop {
-        let mut failed = false;
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Err(e) => {
-                    failures.failed("data plane", &e);
-                    failed = true;
-                }
-                Ok((sock, peer)) => {
-                    sock.set_nodelay(true).ok();
-                    socket2::SockRef::from(&sock).set_send_buffer_size(shared.config.socket_buffer_bytes).ok();
-                    let shared = shared.clone();
-                    let stop = shutdown.clone();
-                    match slots.clone().try_acquire_owned() {
-                        Ok(slot) => {
-                            conns.spawn(async move {
-                                shared.data_connections.fetch_add(1, Ordering::Relaxed);
-                                if let Err(e) = accept_and_send(sock, peer, &shared, stop).await {
-                                    tracing::debug!(%peer, error = %e, "fetch ended early");
-                                }
-                                shared.data_connections.fetch_sub(1, Ordering::Relaxed);
-                                drop(slot);
-                            });
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "data connection refused: max_data_connections reached");
-                            conns.spawn(async move { refuse_busy(sock, peer, &shared).await });
-                        }
+            (sock, peer) = failures.accept(&listener, "data plane") => {
+                sock.set_nodelay(true).ok();
+                socket2::SockRef::from(&sock).set_send_buffer_size(shared.config.socket_buffer_bytes).ok();
+                let shared = shared.clone();
+                let stop = shutdown.clone();
+                match slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        conns.spawn(async move {
+                            shared.data_connections.fetch_add(1, Ordering::Relaxed);
+                            if let Err(e) = accept_and_send(sock, peer, &shared, stop).await {
+                                tracing::debug!(%peer, error = %e, "fetch ended early");
+                            }
+                            shared.data_connections.fetch_sub(1, Ordering::Relaxed);
+                            drop(slot);
+                        });
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "data connection refused: max_data_connections reached");
+                        conns.spawn(async move { refuse_busy(sock, peer, &shared).await });
                     }
                 }
-            },
+            }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             _ = shutdown.changed() => break,
-        }
-        if failed {
-            // Out of file descriptors, most likely: trying again at once would spin.
-            tokio::time::sleep(coflow_proto::ACCEPT_BACKOFF).await;
         }
     }
     conns.shutdown().await;

@@ -5,13 +5,14 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::server::TlsStream;
 use tonic::transport::server::Connected;
 
@@ -24,16 +25,31 @@ pub(crate) const MAX_CONNECTIONS_PER_MEMBER: usize = 1024;
 /// How long an acceptor waits after a failed accept before trying again.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// An acceptor's failed accepts: each is to be followed by [`ACCEPT_BACKOFF`] of waiting, and
-/// is logged as a warning at most once a second (the rest at debug).
+/// An acceptor's failed accepts: each is followed by [`ACCEPT_BACKOFF`] of waiting, and logged
+/// as a warning at most once a second (the rest at debug).
 #[derive(Debug, Default)]
 pub struct AcceptFailures {
     warned: Option<Instant>,
 }
 
 impl AcceptFailures {
-    /// Logs a failed accept of `what` (e.g. "gRPC", "data plane").
-    pub fn failed(&mut self, what: &str, error: &io::Error) {
+    /// The next connection `listener` accepts for `what` (e.g. "gRPC", "data plane"), waiting
+    /// [`ACCEPT_BACKOFF`] after each failed accept (out of file descriptors, most likely: trying
+    /// again at once would spin). Cancel-safe, as `TcpListener::accept` is.
+    pub async fn accept(&mut self, listener: &TcpListener, what: &str) -> (TcpStream, SocketAddr) {
+        loop {
+            match listener.accept().await {
+                Ok(accepted) => return accepted,
+                Err(e) => {
+                    self.failed(what, &e);
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            }
+        }
+    }
+
+    /// Logs a failed accept of `what`.
+    fn failed(&mut self, what: &str, error: &io::Error) {
         let now = Instant::now();
         if self.warned.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
             self.warned = Some(now);

@@ -557,40 +557,28 @@ pub(crate) fn incoming(
         let mut handshakes = tokio::task::JoinSet::new();
         let mut failures = crate::AcceptFailures::default();
         loop {
-            let mut failed = false;
             tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Err(e) => {
-                        failures.failed("gRPC", &e);
-                        failed = true;
-                    }
-                    Ok((sock, peer)) => {
-                        sock.set_nodelay(true).ok();
-                        let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
-                        let members = members.clone();
-                        handshakes.spawn(async move {
-                            let Some(stream) = accept(&acceptor, sock, peer, "gRPC", &refusals).await else { return };
-                            let member = peer_role(stream.get_ref().1.peer_certificates())
-                                .map_or_else(|| "no role".to_string(), |r| r.uri());
-                            match members.admit(member.clone()) {
-                                Some(place) => {
-                                    let _ = tx.send(Ok(crate::conns::Counted { stream, _place: place })).await;
-                                }
-                                None => {
-                                    refusals.refuse(peer, "gRPC", Refusal::TooManyConnections, &member);
-                                }
+                (sock, peer) = failures.accept(&listener, "gRPC") => {
+                    sock.set_nodelay(true).ok();
+                    let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
+                    let members = members.clone();
+                    handshakes.spawn(async move {
+                        let Some(stream) = accept(&acceptor, sock, peer, "gRPC", &refusals).await else { return };
+                        let member = peer_role(stream.get_ref().1.peer_certificates())
+                            .map_or_else(|| "no role".to_string(), |r| r.uri());
+                        match members.admit(member.clone()) {
+                            Some(place) => {
+                                let _ = tx.send(Ok(crate::conns::Counted { stream, _place: place })).await;
                             }
-                        });
-                    }
-                },
+                            None => {
+                                refusals.refuse(peer, "gRPC", Refusal::TooManyConnections, &member);
+                            }
+                        }
+                    });
+                }
                 Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
                 _ = tx.closed() => break,
                 _ = stop.wait_for(|&s| s) => break,
-            }
-            if failed {
-                // Out of file descriptors, most likely: trying again at once would spin; the
-                // connections that close meanwhile make room.
-                tokio::time::sleep(crate::ACCEPT_BACKOFF).await;
             }
         }
         handshakes.shutdown().await;
