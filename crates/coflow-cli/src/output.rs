@@ -75,10 +75,17 @@ pub(crate) fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
 /// Writes `text` to standard output; a reader that stopped reading (`| head`) ends nothing but
 /// the writing, as it would a command killed by the closed pipe, rather than a panic.
 fn to_stdout(text: &[u8]) -> std::io::Result<()> {
+    shown(text).map(|_| ())
+}
+
+/// Writes `text` to standard output; false if the reader has gone away (a closed pipe), for a
+/// command that would otherwise go on writing (`status --watch`).
+pub(crate) fn shown(text: &[u8]) -> std::io::Result<bool> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r,
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

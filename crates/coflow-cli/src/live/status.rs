@@ -72,7 +72,7 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
                 )),
             };
             if let Some(text) = text
-                && !shown(&text)?
+                && !crate::output::shown(text.as_bytes()).context("writing standard output")?
             {
                 // The reader went away (`| head`): nothing more to show it.
                 return Ok(());
@@ -84,17 +84,6 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
             }
         }
     })
-}
-
-/// Writes `text` to standard output; false if the reader has gone away (a closed pipe).
-fn shown(text: &str) -> Result<bool> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(anyhow::Error::new(e).context("writing standard output")),
-    }
 }
 
 fn rate(bps: f64) -> String {
