@@ -72,7 +72,6 @@ pub(crate) async fn announce_get(
 ) -> Result<(u64, pb::AnnounceGetResponse), AgentError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(shared.config.coordinator_grace_ms);
     let mut backoff = Duration::from_millis(20);
-    let started = std::time::Instant::now();
     loop {
         let session = shared.session();
         let attempt = async {
@@ -101,13 +100,11 @@ pub(crate) async fn announce_get(
         .await;
         match attempt {
             // A registration that changed while the call was out (the coordinator restarted and
-            // this agent registered again) is retried under the new session. `permission-denied`
-            // for this agent's own machine can only be such a race (its new session not stored
-            // yet when the answer came): retried for a short while.
+            // this agent registered again) is retried under the new session: what a replaced
+            // session sends goes unanswered, so a refusal (`permission-denied` included) is the
+            // coordinator's answer to this get and is returned at once.
             Err(e)
-                if (coordinator_away(&e)
-                    || shared.session() != session
-                    || (session_race(&e) && started.elapsed() < Duration::from_secs(2)))
+                if (coordinator_away(&e) || shared.session() != session)
                     && tokio::time::Instant::now() + backoff < deadline =>
             {
                 tokio::time::sleep(backoff).await;
@@ -126,12 +123,6 @@ pub(crate) fn unanswered(s: tonic::Status) -> AgentError {
         return AgentError::Coordinator(ErrorKind::AgentUnreachable.status(tonic::Code::Unavailable, msg));
     }
     AgentError::Coordinator(s)
-}
-
-/// Whether the coordinator refused this agent's session: with a session that changed meanwhile,
-/// a race.
-fn session_race(e: &AgentError) -> bool {
-    matches!(e, AgentError::Coordinator(s) if ErrorKind::of(s) == Some(ErrorKind::PermissionDenied))
 }
 
 /// Whether an error says the coordinator is away (not that it answered): this agent is not

@@ -130,7 +130,7 @@ async fn another_client_may_not_unregister_or_seal_a_coflow() -> anyhow::Result<
 
 /// Over TLS only a coflow's owner and the admin put pieces into it and get pieces from it:
 /// another client's put and get are refused (`permission-denied`), through an agent like any
-/// other, its refused piece is not kept, and the owner's own get is exact afterwards.
+/// other and at once, its refused piece is not kept, and the owner's own get is exact afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_client_may_not_put_into_or_get_from_a_coflow() -> anyhow::Result<()> {
     subscribe();
@@ -152,8 +152,12 @@ async fn another_client_may_not_put_into_or_get_from_a_coflow() -> anyhow::Resul
         assert!(matches!(put, Err(ClientError::PermissionDenied(_))), "another client's put of {id} beside: {put:?}");
     }
     for id in ["p", "q", "missing"] {
+        // The coordinator's refusal is its answer: returned at once, not retried (a loose bound,
+        // far above a refusal's few milliseconds and below a retry's seconds).
+        let asked = Instant::now();
         let got = other.get(c, id).await;
         assert!(matches!(got, Err(ClientError::PermissionDenied(_))), "another client's get of {id}: {got:?}");
+        assert!(asked.elapsed() < Duration::from_secs(2), "another client's get of {id} took {:?}", asked.elapsed());
     }
     assert!(admin.get(c, "p").await? == piece, "the admin's get");
     assert!(cluster.client(1).await?.get(c, "p").await? == piece, "the owner's get on another machine");
