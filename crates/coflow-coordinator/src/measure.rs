@@ -22,7 +22,10 @@
 //! crosses two ports, its sender's uplink and its receiver's downlink, so a period's shortfalls
 //! are put down first to the port that explains them (the fullest of those held back: a
 //! bottleneck carries all it has, its flows' other ends what it lets through), and a flow whose
-//! shortfall one port explains does not count against the other. A port is sampled only once it
+//! shortfall one port explains does not count against the other; a port never explains the
+//! shortfall of a pair that moved clearly less than another of its pairs (a full port gives its
+//! bottlenecked flows the most it gives any), so a receiver that stops reading does not pass for
+//! a slow uplink of its sender, whose other flows keep their rates. A port is sampled only once it
 //! held its flows back two periods in a row: a slower link stays slow, while a flow stalled for
 //! a moment (its receiver busy, its agent descheduled) is no port's fault. And a port asked less than
 //! a fifth of its estimate tells nothing of being held back (a flow paced at a small rate
@@ -379,9 +382,32 @@ impl PortMeter {
             .map(|((s, d), (c, secs))| (Port::Up(s), Port::Down(d), c.per_sec(secs)))
             .collect();
         let mut load: BTreeMap<Port, Carried> = BTreeMap::new();
+        // Per port, the most any one pair of the policy's moved through it.
+        let mut most: BTreeMap<Port, f64> = BTreeMap::new();
         for &(up, down, c) in &pairs {
-            load.entry(up).or_default().add(&c);
-            load.entry(down).or_default().add(&c);
+            for p in [up, down] {
+                load.entry(p).or_default().add(&c);
+                let m = most.entry(p).or_default();
+                *m = m.max(c.moved);
+            }
+        }
+        // A port that held a pair back gave it at least what it gave any other (max-min: a flow's
+        // bottleneck is a full port on which no flow moved more than it), so a pair that moved
+        // clearly less than another through the same port was held back elsewhere (by its other
+        // end, or a receiver that stopped reading): its shortfall is not that port's. Only the
+        // policy's flows count here, as traffic outside it takes what it finds, unevenly.
+        let mut excused = vec![[false; 2]; pairs.len()];
+        for (&(up, down, c), excused) in pairs.iter().zip(&mut excused) {
+            if c.moved >= SATURATED * c.asked {
+                continue;
+            }
+            for (end, p) in [up, down].into_iter().enumerate() {
+                if c.moved < SATURATED * most[&p] {
+                    excused[end] = true;
+                    let l = load.get_mut(&p).expect("every pair loads both its ports");
+                    l.asked = (l.asked - (c.asked - c.moved)).max(0.0);
+                }
+            }
         }
         let mut bottlenecks = BTreeSet::new();
         // Of the ports held back, the fullest (what it carried, by the policy or outside it, over
@@ -397,9 +423,12 @@ impl PortMeter {
         };
         while let Some((p, _)) = fullest(&load, &bottlenecks) {
             bottlenecks.insert(p);
-            // What held its flows back did not hold them back at their other ends.
-            for &(up, down, c) in &pairs {
-                let other = if up == p {
+            // What held its flows back did not hold them back at their other ends (a pair
+            // excused at either end was already put down to neither or to its other end).
+            for (&(up, down, c), excused) in pairs.iter().zip(&excused) {
+                let other = if excused[0] || excused[1] {
+                    continue;
+                } else if up == p {
                     down
                 } else if down == p {
                     up
@@ -609,6 +638,32 @@ mod tests {
         assert!(twice(&mut m, Nanos::ZERO, &[(1, 0, 250.0, 800.0), (2, 0, 250.0, 300.0)]));
         assert_eq!(down(&m, 0), Some(500.0));
         assert_eq!((up(&m, 1), up(&m, 2)), (Some(1000.0), Some(1000.0)));
+    }
+
+    /// A receiver that stops reading holds back only its own pair: its sender's uplink, whose other
+    /// pair moved all it was asked, keeps its rate, so the flows it sends elsewhere keep theirs.
+    /// A port that held back every pair alike is still measured, and a stalled pair that is its
+    /// receiver's only one is put down to that receiver.
+    #[test]
+    fn a_pair_held_back_while_another_through_its_port_kept_up_is_not_that_ports_fault() {
+        let mut m = ports(3, 1000.0);
+        for k in 0..4 {
+            twice(&mut m, ms(800 * k), &[(0, 1, 0.0, 500.0), (0, 2, 500.0, 500.0)]);
+        }
+        assert_eq!(up(&m, 0), Some(1000.0), "the sender's uplink");
+        assert_eq!(m.samples(Port::Up(MachineId(0))), 0);
+        assert_eq!(down(&m, 2), Some(1000.0), "the reading receiver's downlink");
+        assert!(down(&m, 1).unwrap() < 1000.0, "the stalled pair's only other end: {:?}", down(&m, 1));
+        // A slow uplink shared by two pairs that move alike is the uplink's fault, as before.
+        let mut m = ports(3, 1000.0);
+        twice(&mut m, Nanos::ZERO, &[(0, 1, 200.0, 500.0), (0, 2, 190.0, 500.0)]);
+        assert_eq!(up(&m, 0), Some(390.0));
+        assert_eq!((down(&m, 1), down(&m, 2)), (Some(1000.0), Some(1000.0)));
+        // A stalled pair into a receiver that another sender fills: neither end is sampled.
+        let mut m = ports(3, 1000.0);
+        twice(&mut m, Nanos::ZERO, &[(0, 2, 0.0, 500.0), (1, 2, 500.0, 500.0), (0, 1, 500.0, 500.0)]);
+        assert_eq!(m.samples(Port::Up(MachineId(0))) + m.samples(Port::Down(MachineId(2))), 0);
+        assert_eq!((up(&m, 0), down(&m, 2)), (Some(1000.0), Some(1000.0)));
     }
 
     /// A receiver filled by traffic outside the policy holds back the policy's flows to it: the
