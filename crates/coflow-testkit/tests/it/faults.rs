@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use coflow_agent::AgentConfig;
 use coflow_client::{Client, ClientError, CoflowId, CoflowOptions, Nanos, Readiness};
+use coflow_proto::pb::agent_client::AgentClient;
+use coflow_proto::{ErrorKind, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -76,6 +78,16 @@ async fn a_get_issued_while_the_coordinator_is_away_starts_once_it_is_back() -> 
     let get = tokio::spawn(async move { r.get(coflow, "p").await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!get.is_finished(), "the get should wait for the coordinator, not fail");
+    // A put meanwhile is not taken, and says so with a kind the client may retry on, on the wire
+    // too (as every error the services return names its kind).
+    let put = c.put(coflow, "q", vec![1; 10]).await;
+    assert!(matches!(&put, Err(ClientError::AgentUnreachable(_))), "a put while the coordinator is away: {put:?}");
+    let channel = tonic::transport::Endpoint::from_shared(cluster.agent_url(0))?.connect().await?;
+    let mut agent = AgentClient::with_interceptor(channel, TokenAttach::new(Some(cluster.token().clone())));
+    let body = pb::put_request::Source::Content(vec![1; 10]);
+    let put = pb::PutRequest { coflow_id: coflow.0, data_id: "q".into(), source: Some(body) };
+    let refused = agent.put(put).await.expect_err("a put while the coordinator is away");
+    assert_eq!(ErrorKind::of(&refused), Some(ErrorKind::AgentUnreachable), "{refused:?}");
     cluster.restart_coordinator().await?;
     let got = tokio::time::timeout(Duration::from_secs(20), get).await???;
     assert!(got == content(3, 2_000_000), "the piece differs");
