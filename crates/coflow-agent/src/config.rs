@@ -150,6 +150,17 @@ impl AgentConfig {
         if !(100..=86_400_000).contains(&self.coordinator_grace_ms) {
             return err("coordinator_grace_ms", "must be 100 to 86400000");
         }
+        if let Some(a) = &self.data_advertise {
+            match a.parse::<std::net::SocketAddr>() {
+                Ok(addr) if !addr.ip().is_unspecified() && addr.port() != 0 => {}
+                _ => {
+                    return err(
+                        "data_advertise",
+                        "must be an IP address and port other agents can reach, such as 10.0.0.1:7072",
+                    );
+                }
+            }
+        }
         if self.tls_files()?.is_some() && !self.coordinator.starts_with("https://") {
             return err("coordinator", "must be an https:// URL with TLS, such as https://127.0.0.1:7070");
         }
@@ -168,5 +179,24 @@ impl AgentConfig {
     pub fn tls_files(&self) -> Result<Option<coflow_proto::TlsFiles>, ConfigError> {
         coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
             .map_err(|e| ConfigError { field: "tls_ca, tls_cert, tls_key", reason: e.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The address other agents fetch from is checked at start, not found wrong at registration
+    /// (which an agent retries forever): an IP and a port, neither unspecified.
+    #[test]
+    fn the_advertised_data_address_must_be_reachable() {
+        let with = |a: &str| AgentConfig { data_advertise: Some(a.into()), ..AgentConfig::default() }.validate();
+        for bad in ["garbage", "host.example:7072", "0.0.0.0:7072", "[::]:7072", "10.0.0.1:0", "10.0.0.1", ""] {
+            let e = with(bad).expect_err(bad);
+            assert_eq!(e.field, "data_advertise", "{bad}: {}", e.reason);
+        }
+        for good in ["10.0.0.1:7072", "[fd00::1]:7072", "127.0.0.1:7072"] {
+            assert!(with(good).is_ok(), "{good}");
+        }
     }
 }

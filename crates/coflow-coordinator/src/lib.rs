@@ -61,6 +61,11 @@ pub enum RunError {
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The TLS certificate given is not a coordinator's.
+    #[error(
+        "tls_cert: the certificate is for {0}, not the coordinator (issue one with `coflow certs issue DIR --coordinator HOST`)"
+    )]
+    NotCoordinator(String),
 }
 
 /// Serves the coordinator on `listener` (and, on `metrics`, `/metrics`, `/healthz`, `/readyz` and
@@ -76,6 +81,13 @@ pub async fn run(
 ) -> Result<(), RunError> {
     config.validate()?;
     let security = security.into();
+    // Another member's certificate would be refused by every peer at the handshake ("not for
+    // server authentication"), long after the start: refused here instead.
+    if let Some(role) = security.tls().map(|t| t.role())
+        && *role != coflow_proto::Role::Coordinator
+    {
+        return Err(RunError::NotCoordinator(role.uri()));
+    }
     // Under `tcp` no policy decides; its simulator's stand-in stands by so that `Core` keeps one
     // shape.
     let name = coflow_sched::policy::simulated(&config.policy);

@@ -55,6 +55,45 @@ fn certs_init_and_issue_write_the_files_and_refuse_to_overwrite() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What every peer would refuse only later, at the handshake or at registration, is refused at
+/// start and names what is wrong: a coordinator given a client's certificate, an agent told to
+/// advertise a data address no agent can reach.
+#[test]
+fn services_refuse_another_members_certificate_and_an_unreachable_data_address_at_start() {
+    let dir = tmp("certs-misused");
+    let _ = std::fs::remove_dir_all(&dir);
+    run_ok(&["certs", "init"], &dir);
+    run_ok(&["certs", "issue", "--client", "ops"], &dir);
+    run_ok(&["certs", "issue", "--agent", "0", "--host", "127.0.0.1"], &dir);
+    let f = |name: &str| dir.join(name).display().to_string();
+    let out = coflow()
+        .args(["coordinator", "--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("client-ops.crt"), "--tls-key", &f("client-ops.key")])
+        .env_remove("COFLOW_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("coflow://client/ops, not the coordinator"), "{err}");
+    let out = coflow()
+        .args(["agent", "--machine", "0", "--coordinator", "https://127.0.0.1:1"])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--data-listen",
+            &format!("127.0.0.1:{}", free_port()),
+        ])
+        .args(["--data-advertise", "garbage"])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("agent-0.crt"), "--tls-key", &f("agent-0.key")])
+        .env_remove("COFLOW_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("data_advertise"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_cluster_started_with_certs_serves_tls_clients_and_refuses_plaintext_ones() {
     let dir = tmp("certs-cluster");
