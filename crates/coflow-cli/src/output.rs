@@ -103,11 +103,25 @@ pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
 /// standard output carries one of `outputs`.
 pub(crate) fn human(text: &str, outputs: &[Option<&Path>]) {
     if outputs.iter().flatten().any(|p| is_stdout(p)) {
-        eprint!("{text}");
+        note(text);
     } else if let Err(e) = to_stdout(text.as_bytes()) {
-        eprintln!("error: writing standard output: {e}");
+        note(&format!("error: writing standard output: {e}\n"));
     }
 }
+
+/// Writes `text` to standard error, or drops it if standard error cannot be written (a closed
+/// pipe, a full disk): a remark on a run never fails the run, nor keeps its files unwritten.
+pub(crate) fn note(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// `eprintln!` for a remark on a run, which never panics ([`note`]).
+macro_rules! remark {
+    ($($arg:tt)*) => {
+        $crate::output::note(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use remark;
 
 /// `println!` for a command's human report: to standard error when standard output carries one
 /// of `outputs` (the first argument).

@@ -1,7 +1,7 @@
 //! `coflow sim`: replay a workload under several policies, on the big switch or a wide area, and
 //! print what the field compares.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -57,7 +57,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     };
     let plan = config.plan(Spelling::Flag)?;
     for note in &plan.notes {
-        eprintln!("{note}");
+        output::remark!("{note}");
     }
     output::human(&format!("{}\n", plan.describe()), &outputs);
 
@@ -86,13 +86,6 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     let shown: Vec<&(SimResult, f64)> = runs.shown().collect();
     let walls: Vec<f64> = shown.iter().map(|(_, s)| *s).collect();
     output::human(&table::table(summaries, &walls, plan.baseline, runs.bounds.as_ref()), &outputs);
-    eprintln!(
-        "simulated {} in {:.2} s wall time on {}",
-        output::count(runs.runs.len(), "policy", "policies"),
-        wall.as_secs_f64(),
-        output::count(plan.threads.min(runs.runs.len()), "thread", "threads")
-    );
-
     if let Some(path) = &args.common.json {
         output::write(path, plan.report_json(&runs))?;
     }
@@ -116,7 +109,12 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
             plot::Figure { title: format!("{} — {fabric}", plan.source), runs: fig_runs, baseline: plan.baseline };
         plot::write(path, &fig)?;
     }
-    std::io::stdout().flush()?;
+    output::remark!(
+        "simulated {} in {:.2} s wall time on {}",
+        output::count(runs.runs.len(), "policy", "policies"),
+        wall.as_secs_f64(),
+        output::count(plan.threads.min(runs.runs.len()), "thread", "threads")
+    );
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! (Varys §7.7, Figures 13 and 14); the sweep is the library's (`coflow_sim::experiment::sweep`),
 //! this module parses and prints.
 
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -71,7 +71,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
     let wall = started.elapsed();
 
     crate::output::human(&sweep.tables(&plan), outs);
-    eprintln!(
+    if let Some(path) = &args.common.json {
+        crate::output::write(path, sweep.report_json(&plan))?;
+    }
+    crate::output::remark!(
         "simulated {} runs ({} windows × {} policies) in {:.2} s wall time on {}",
         sweep.runs,
         sweep.ns.len() * sweep.windows_per_n,
@@ -79,10 +82,6 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
         wall.as_secs_f64(),
         crate::output::count(plan.threads.min(sweep.runs), "thread", "threads")
     );
-    if let Some(path) = &args.common.json {
-        crate::output::write(path, sweep.report_json(&plan))?;
-    }
-    std::io::stdout().flush()?;
     Ok(())
 }
 

@@ -114,10 +114,10 @@ fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFor
         let mut buf = Vec::new();
         format.write(w, &mut buf)?;
         crate::output::write(path, buf)?;
-        eprintln!("wrote {what} to standard output");
+        crate::output::remark!("wrote {what} to standard output");
     } else {
         coflow_trace::write_trace(w, path, format).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {what} to {}", path.display());
+        crate::output::remark!("wrote {what} to {}", path.display());
     }
     Ok(())
 }

@@ -366,6 +366,35 @@ fn a_closed_pipe_ends_the_output_without_a_panic() {
     assert!(status.success() && !err.contains("panicked"), "{status:?}: {err}");
 }
 
+/// A closed standard error (`2>&1 | head -1`) loses only the remarks on a run: the run ends
+/// well and writes every file it was asked for.
+#[test]
+fn a_closed_standard_error_loses_no_output_file() {
+    let (json, csv, sweep) = (tmp("closed-err.json"), tmp("closed-err.csv"), tmp("closed-err-sweep.json"));
+    for p in [&json, &csv, &sweep] {
+        let _ = std::fs::remove_file(p);
+    }
+    let runs = [
+        (vec!["sim", "--coflows", "30", "--policies", "fifo,varys", "--json"], &json, Some(&csv)),
+        (vec!["sim", "sweep", "--coflows", "30", "--concurrent", "5", "--windows", "1", "--json"], &sweep, None),
+    ];
+    for (args, out, csv) in runs {
+        let mut cmd = coflow();
+        cmd.args(&args).arg(out);
+        if let Some(c) = csv {
+            cmd.arg("--csv").arg(c);
+        }
+        let mut child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{args:?}: {status:?}");
+        assert!(std::fs::read_to_string(out).unwrap().starts_with('{'), "{args:?}: the JSON");
+        if let Some(c) = csv {
+            assert!(std::fs::metadata(c).unwrap().len() > 0, "{args:?}: the CSV");
+        }
+    }
+}
+
 /// The format a trace is written in is the one its name makes readers take it for, whatever
 /// the case of its extension; a format its name contradicts is refused; `-` is standard output.
 #[test]
