@@ -31,7 +31,6 @@ pub(crate) fn table(
     for (s, w) in summaries.iter().zip(wall) {
         // A run in which no coflow finished has no completion time to show.
         let done = s.completed > 0;
-        let secs = |x: f64| if done { format!("{x:.3}") } else { "-".to_string() };
         let factor = s.factor_vs_baseline.map_or("-".to_string(), |f| format!("{f:.2}x"));
         let vs_bound =
             if done && s.bound_ratio.is_finite() { format!("{:.2}x", s.bound_ratio) } else { "-".to_string() };
@@ -111,11 +110,11 @@ fn jobs_text(summaries: &[Summary]) -> String {
     for s in summaries {
         let _ = writeln!(
             t,
-            "{:<16} {:>11} {:>12.3} {:>12.3}",
+            "{:<16} {:>11} {:>12} {:>12}",
             s.policy,
             format!("{}/{}", s.jobs_completed, s.jobs),
-            s.job_avg_jct_s,
-            s.job_p95_jct_s
+            secs(s.job_avg_jct_s),
+            secs(s.job_p95_jct_s)
         );
     }
     t
@@ -144,7 +143,7 @@ fn bin_table(summaries: &[Summary], baseline: Option<&str>) -> String {
             let _ = write!(t, " {:>10} {:>8}", avg, factor(b.factor_vs_baseline));
         }
         let slower = s.slower_than_baseline_fraction.map_or("-".to_string(), |f| format!("{:.1}%", 100.0 * f));
-        let _ = writeln!(t, " {:>10.3} {:>8}", s.avg_fct_s, slower);
+        let _ = writeln!(t, " {:>10} {:>8}", secs(s.avg_fct_s), slower);
     }
     if let Some(b) = baseline {
         let _ =
@@ -156,8 +155,19 @@ fn bin_table(summaries: &[Summary], baseline: Option<&str>) -> String {
 /// A factor with two decimals, or two significant digits below 0.1 so that a large slowdown does
 /// not print as `0.00x`.
 fn factor_text(f: f64) -> String {
-    let decimals = if f > 0.0 && f < 0.1 { (1 - f.log10().floor() as i32).min(6) as usize } else { 2 };
+    factor_with(f, 2)
+}
+
+/// A factor with `decimals` decimals, or at least two significant digits.
+fn factor_with(f: f64, decimals: usize) -> String {
+    let decimals =
+        if f > 0.0 && f < 0.1 { ((1 - f.log10().floor() as i32).min(6) as usize).max(decimals) } else { decimals };
     format!("{f:.decimals$}x")
+}
+
+/// Seconds with three decimals, `-` for a figure of nothing (NaN: no coflow finished).
+fn secs(x: f64) -> String {
+    if x.is_finite() { format!("{x:.3}") } else { "-".to_string() }
 }
 
 /// The wide-area figures of a summary of a wide-area run.
@@ -169,7 +179,7 @@ fn wide(s: &Summary) -> &WideArea {
 /// per job with multi-stage jobs.
 fn wide_area_table(summaries: &[Summary], wall: &[f64]) -> String {
     let mut t = String::new();
-    let factor = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{f:.3}x"));
+    let factor = |f: Option<f64>| f.map_or("-".to_string(), |f| factor_with(f, 3));
     let _ = writeln!(
         t,
         "{:<16} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>14} {:>8}",
@@ -178,15 +188,15 @@ fn wide_area_table(summaries: &[Summary], wall: &[f64]) -> String {
     for (s, w) in summaries.iter().zip(wall) {
         let _ = writeln!(
             t,
-            "{:<16} {:>11} {:>10.3} {:>10.3} {:>10.3} {:>10} {:>10} {:>12.3} {:>14.3} {:>8.2}",
+            "{:<16} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>14.3} {:>8.2}",
             s.policy,
             format!("{}/{}", s.completed, s.coflows),
-            s.avg_cct_s,
-            wide(s).p90_cct_s,
-            wide(s).max_cct_s,
+            secs(s.avg_cct_s),
+            secs(wide(s).p90_cct_s),
+            secs(wide(s).max_cct_s),
             factor(s.factor_vs_baseline.filter(|&f| f > 0.0)),
             factor(wide(s).p90_factor_vs_baseline),
-            s.makespan_s,
+            secs(s.makespan_s),
             wide(s).relayed_bytes / 1e9,
             w
         );
@@ -204,7 +214,7 @@ fn wide_area_table(summaries: &[Summary], wall: &[f64]) -> String {
         for s in summaries {
             let _ = write!(t, "{:<16}", s.policy);
             for b in &wide(s).bins {
-                let _ = write!(t, " {:>10.3} {:>10}", b.avg_cct_s, factor(b.factor_vs_baseline));
+                let _ = write!(t, " {:>10} {:>10}", secs(b.avg_cct_s), factor(b.factor_vs_baseline));
             }
             t.push('\n');
         }
@@ -212,7 +222,7 @@ fn wide_area_table(summaries: &[Summary], wall: &[f64]) -> String {
     if summaries.iter().any(|s| s.jobs < s.coflows) {
         let _ = writeln!(t, "\n{:<16} {:>12} {:>12}", "jobs", "avg JCT s", "p95 JCT s");
         for s in summaries {
-            let _ = writeln!(t, "{:<16} {:>12.3} {:>12.3}", s.policy, s.job_avg_jct_s, s.job_p95_jct_s);
+            let _ = writeln!(t, "{:<16} {:>12} {:>12}", s.policy, secs(s.job_avg_jct_s), secs(s.job_p95_jct_s));
         }
     }
     t

@@ -195,14 +195,14 @@ impl WideArea {
                     coflows: in_bin.count(),
                     completed: v.len(),
                     avg_cct_s: mean(&v),
-                    p90_cct_s: percentile(&v, 90.0),
+                    p90_cct_s: pct(&v, 90.0),
                     factor_vs_baseline: None,
                 }
             })
             .collect();
         WideArea {
-            p90_cct_s: percentile(ccts, 90.0),
-            max_cct_s: ccts.last().copied().unwrap_or(0.0),
+            p90_cct_s: pct(ccts, 90.0),
+            max_cct_s: ccts.last().copied().unwrap_or(f64::NAN),
             p90_factor_vs_baseline: None,
             relayed_bytes: r.relayed_bytes,
             bins,
@@ -263,11 +263,11 @@ impl Summary {
             coflows: r.outcomes.len(),
             completed: ccts.len(),
             avg_cct_s: avg,
-            avg_fct_s: if flows > 0 { flow_time / flows as f64 } else { 0.0 },
-            p50_cct_s: percentile(&ccts, 50.0),
-            p95_cct_s: percentile(&ccts, 95.0),
-            p99_cct_s: percentile(&ccts, 99.0),
-            makespan_s: r.makespan.as_secs_f64(),
+            avg_fct_s: if flows > 0 { flow_time / flows as f64 } else { f64::NAN },
+            p50_cct_s: pct(&ccts, 50.0),
+            p95_cct_s: pct(&ccts, 95.0),
+            p99_cct_s: pct(&ccts, 99.0),
+            makespan_s: if ccts.is_empty() { f64::NAN } else { r.makespan.as_secs_f64() },
             factor_vs_baseline: baseline_avg_cct_s.filter(|_| avg > 0.0).map(|b| b / avg),
             slower_than_baseline_fraction: None,
             bound_ratio: if bound > 0.0 { avg / bound } else { f64::NAN },
@@ -333,7 +333,7 @@ impl BinSummary {
             coflows: in_bin.count(),
             completed: ccts.len(),
             avg_cct_s: mean(&ccts),
-            p95_cct_s: percentile(&ccts, 95.0),
+            p95_cct_s: pct(&ccts, 95.0),
             factor_vs_baseline: None,
         }
     }
@@ -400,15 +400,21 @@ impl JobFigures {
             jobs: per.len(),
             completed: sorted.len(),
             avg_jct_s: mean(&sorted),
-            p95_jct_s: percentile(&sorted, 95.0),
+            p95_jct_s: pct(&sorted, 95.0),
             jct_s,
         }
     }
 }
 
-/// The mean of the values; 0 for none.
+/// The mean of the values; NaN for none (a figure of nothing, which JSON writes as `null`: a
+/// policy that finished no coflow has no average, not one of 0).
 fn mean(values: &[f64]) -> f64 {
-    if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
+    if values.is_empty() { f64::NAN } else { values.iter().sum::<f64>() / values.len() as f64 }
+}
+
+/// [`percentile`], NaN for no values, as [`mean`].
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() { f64::NAN } else { percentile(sorted, p) }
 }
 
 /// The share of `true` among the values, or `None` for no values.
@@ -448,7 +454,7 @@ fn non_deadline_avg_cct(r: &SimResult) -> Option<f64> {
     }
     let ccts: Vec<f64> =
         r.outcomes.iter().filter(|o| o.deadline.is_none()).filter_map(|o| o.cct()).map(Nanos::as_secs_f64).collect();
-    Some(mean(&ccts))
+    (!ccts.is_empty()).then(|| mean(&ccts))
 }
 
 #[cfg(test)]

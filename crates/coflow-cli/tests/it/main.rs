@@ -366,6 +366,26 @@ fn a_closed_pipe_ends_the_output_without_a_panic() {
     assert!(status.success() && !err.contains("panicked"), "{status:?}: {err}");
 }
 
+/// A policy that finishes no coflow has no completion-time figures: `null` in the JSON and `-` in
+/// the table, never 0 s (which would read as the best result of all).
+#[test]
+fn a_policy_that_finishes_nothing_reports_no_figures_rather_than_zero() {
+    let args = ["sim", "--coflows", "10", "--policies", "varys", "--baseline", "", "--port-rate", "1e-30"];
+    let out = coflow().args(args).args(["--json", "-"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report["results"][0];
+    assert_eq!(r["completed"], 0, "{r}");
+    for key in ["avg_cct_s", "avg_fct_s", "p50_cct_s", "p95_cct_s", "p99_cct_s", "makespan_s", "bound_ratio"] {
+        assert!(r[key].is_null(), "{key}: {}", r[key]);
+    }
+    assert!(r["bins"].as_array().unwrap().iter().all(|b| b["avg_cct_s"].is_null()), "{}", r["bins"]);
+    let out = coflow().args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.starts_with("varys")).unwrap();
+    assert!(!row.contains("0.000") && row.contains(" - "), "{row}");
+}
+
 /// A closed standard error (`2>&1 | head -1`) loses only the remarks on a run: the run ends
 /// well and writes every file it was asked for.
 #[test]
