@@ -9,9 +9,11 @@ from __future__ import annotations
 import html
 import io
 import json
+import math
 import numbers
 import operator
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -157,6 +159,11 @@ def synthetic(seed: int = 1, coflows: Optional[int] = None, machines: Optional[i
 WorkloadLike = Union[Workload, "pd.DataFrame", Iterable[Union[Coflow, Mapping[str, Any]]]]
 
 
+#: The largest time a workload holds: 2^64 - 1 ns (its times are unsigned 64-bit nanoseconds).
+_MAX_NANOS = 2**64 - 1
+_MAX_SECONDS = f"{_MAX_NANOS // 10**9}.{_MAX_NANOS % 10**9:09d}"
+
+
 def _nanos(value: Any, what: str) -> int:
     try:
         seconds = float(value)
@@ -164,7 +171,10 @@ def _nanos(value: Any, what: str) -> int:
         raise ValueError(f"{what}: expected a number of seconds, got {value!r}") from None
     if not (seconds >= 0.0 and seconds != float("inf")):
         raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
-    return round(seconds * 1e9)
+    nanos = round(seconds * 1e9)
+    if nanos > _MAX_NANOS:
+        raise ValueError(f"{what}: at most {_MAX_SECONDS} seconds (2^64 - 1 ns), got {value!r}")
+    return nanos
 
 
 def _policy_list(policies: Any) -> str:
@@ -201,6 +211,16 @@ def _real(value: Any, what: str) -> float:
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise ValueError(f"{what}: expected a number, got {value!r}")
     return float(value)
+
+
+def _deadline_x(value: Any, deadlines: bool) -> float:
+    """``deadline_x``, the slack of the deadlines that ``deadlines=True`` draws: a number, and
+    only with ``deadlines`` (as ``--deadline-x`` requires ``--deadlines``) unless it is the
+    default 1."""
+    x = _real(value, "deadline_x")
+    if not deadlines and x != 1.0:
+        raise ValueError(f"deadline_x: only with deadlines=True (the slack of its deadlines), got {value!r}")
+    return x
 
 
 def _baseline(value: Any) -> str:
@@ -267,6 +287,8 @@ def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
         rec["weight"] = float(weight)
     except (TypeError, ValueError):
         raise ValueError(f"{what}: weight: expected a number, got {weight!r}") from None
+    if not (math.isfinite(rec["weight"]) and rec["weight"] > 0.0):
+        raise ValueError(f"{what}: weight: must be a positive finite number, got {weight!r}")
     rec["parents"] = [_count(p, f"{what}: parents") for p in _parent_list(c.get("parents"), f"{what}: parents")]
     return rec
 
@@ -349,7 +371,22 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
         raise ValueError(f"machines: a flow's endpoint is machine {largest}, but there are only {machines} machines")
     header = {"format": "coflow-jsonl", "version": 1, "machines": machines}
     lines = [json.dumps(header)] + [json.dumps(r) for r in records]
-    return Workload(_coflow.parse_workload("\n".join(lines) + "\n", source))
+    try:
+        return Workload(_coflow.parse_workload("\n".join(lines) + "\n", source))
+    except ValueError as e:
+        raise _at_coflow(e, records) from None
+
+
+def _at_coflow(e: ValueError, records: List[Dict[str, Any]]) -> ValueError:
+    """The library's error about line ``n`` of the text :func:`workload` wrote (line 1 its
+    header, line ``n`` the record ``n - 2``), naming that record's coflow instead of the line."""
+    m = re.match(r"workload: line (\d+)(?:, column \d+)?: (.*)", str(e), re.S)
+    if m is None or not 2 <= int(m[1]) < len(records) + 2:
+        return e
+    cid, message = records[int(m[1]) - 2]["id"], m[2]
+    if re.search(rf"\bcoflow {cid}\b", message):
+        return ValueError(f"workload: {message}")
+    return ValueError(f"coflow {cid}: {message}")
 
 
 # `simulate`'s parameter is named `workload` too.
@@ -479,15 +516,24 @@ class Report:
         return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def plot(self, path: Any = None) -> "Figure":
-        """Draws each policy's CCT distribution (log axis), the baseline's among them, beside each
-        policy's factor of improvement over the baseline per bin (without a baseline, the
-        distributions alone). Saves to ``path`` if given; returns the matplotlib figure, made
-        without pyplot, so that neither the backend nor pyplot's open figures change. Needs
-        ``matplotlib``; a sweep's report, which has no per-coflow times, is refused."""
+        """The panels of ``coflow sim --plot``, drawn with matplotlib: each policy's CCT
+        distribution on a log axis, the baseline's in black among them, beside each other
+        policy's factor of improvement of average CCT over the baseline per bin and over all
+        coflows, as bars from 1x on a log axis (without a baseline, the distributions alone).
+        Saves to ``path`` if given, as SVG or PNG by its extension (any other is refused before
+        drawing); returns the matplotlib figure, made without pyplot, so that neither the backend
+        nor pyplot's open figures change. Needs ``matplotlib``; a sweep's report, which has no
+        per-coflow times, is refused."""
         if self.kind == "sweep":
             raise ValueError("plot: a sweep's report has no per-coflow completion times to draw")
+        image = None
+        if path is not None:
+            image = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+            if image not in ("svg", "png"):
+                raise ValueError(f"path {os.fspath(path)!r}: the file name must end in .svg or .png")
         try:
             from matplotlib.figure import Figure
+            from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("Report.plot needs matplotlib: pip install 'coflow[plot]'") from e
         import pandas as pd
@@ -495,43 +541,81 @@ class Report:
         rows = self.coflows
         if self._results.baseline_csv is not None:
             rows = pd.concat([rows, pd.read_csv(io.StringIO(self._results.baseline_csv))], ignore_index=True)
-        with_bins = self.baseline is not None
-        fig = Figure(figsize=(15, 6.4) if with_bins else (8, 6.4))
-        axes = fig.subplots(1, 2 if with_bins else 1, squeeze=False)[0]
+        baseline = self.baseline
+        results = self._data["results"]
+        others = [r for r in results if r["policy"] != baseline]
+        with_bars = baseline is not None and bool(others)
+        order = [str(p) for p in rows["policy"].drop_duplicates()]
+        color = {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(q for q in order if q != baseline)}
+        if baseline is not None:
+            color[baseline] = "black"
+        fig = Figure(figsize=(15, 6.4) if with_bars else (8, 6.4), layout="constrained")
+        axes = fig.subplots(1, 2 if with_bars else 1, squeeze=False)[0]
         cdf = axes[0]
         fig.suptitle(self.describe)
-        for policy, group in rows.groupby("policy", sort=False):
+        # The baseline last, so that it stays visible where curves coincide.
+        for policy in sorted(order, key=lambda p: p == baseline):
+            group = rows[rows["policy"] == policy]
             cct = group["cct_s"].dropna().sort_values().to_numpy()
             if len(cct) == 0:
                 continue
             frac = [(i + 1) / len(group) for i in range(len(cct))]
-            cdf.step(cct, frac, where="post", label=str(policy))
+            label = f"{policy} (baseline)" if policy == baseline else policy
+            width = 3 if policy == baseline else 2
+            cdf.step(cct, frac, where="post", label=label, color=color[policy], linewidth=width)
         cdf.set_xscale("log")
+        cdf.set_ylim(0.0, 1.0)
         cdf.set_xlabel("coflow completion time (s)")
         cdf.set_ylabel("fraction of coflows")
-        cdf.set_title("CCT distribution")
+        cdf.set_title("Coflow completion times (CDF, log axis)")
         cdf.legend()
-        if with_bins:
-            bins = axes[1]
-            names = [r["policy"] for r in self._data["results"]]
-            bin_names = [b["bin"] for b in self._data["results"][0]["bins"]] if names else []
-            width = 0.8 / max(1, len(names))
-            for k, r in enumerate(self._data["results"]):
-                factors = [b["factor_vs_baseline"] or 0.0 for b in r["bins"]]
-                xs = [i + k * width for i in range(len(bin_names))]
-                bins.bar(xs, factors, width=width, label=r["policy"])
-            bins.axhline(1.0, color="grey", linewidth=0.8)
-            bins.set_xticks([i + 0.4 - width / 2 for i in range(len(bin_names))])
-            bins.set_xticklabels(bin_names)
-            bins.set_ylabel(f"average CCT of {self.baseline} / policy's")
-            bins.set_title(f"improvement over {self.baseline} by bin")
-            bins.legend()
-        if path is not None:
-            fig.savefig(str(path))
+        if with_bars:
+            bars = axes[1]
+            first = results[0]
+            groups = [f"{b['bin']} ({b['coflows']})" for b in first["bins"]] + [f"all ({first['coflows']})"]
+            slot = 0.84 / len(others)
+            lo, hi = 1.0, 1.0
+            for k, r in enumerate(others):
+                factors = [b["factor_vs_baseline"] for b in r["bins"]] + [r["factor_vs_baseline"]]
+                shown = [(g, f) for g, f in enumerate(factors) if f is not None and 0.0 < f < float("inf")]
+                xs = [g - 0.42 + k * slot for g, _ in shown]
+                heights = [f - 1.0 for _, f in shown]
+                lo, hi = min([lo] + [f for _, f in shown]), max([hi] + [f for _, f in shown])
+                bars.bar(xs, heights, bottom=1.0, width=slot * 0.9, align="edge", color=color[r["policy"]])
+            bars.set_yscale("log")
+            bars.set_ylim(lo / 1.3, hi * 1.3)
+            bars.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+            bars.yaxis.set_minor_locator(NullLocator())
+            bars.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}x"))
+            bars.axhline(1.0, color="black", linewidth=1.5)
+            bars.set_xlim(-0.5, len(groups) - 0.5)
+            bars.set_xticks(range(len(groups)))
+            bars.set_xticklabels(groups)
+            bars.set_xlabel("Varys bin (coflows): short/long, narrow/wide")
+            bars.set_ylabel(f"factor of improvement over {baseline}")
+            bars.set_title(f"Improvement of average CCT over {baseline}, per bin")
+        if image is not None:
+            fig.savefig(os.fspath(path), format=image)
         return fig
 
     def __repr__(self) -> str:
         return f"Report({self.describe!r})"
+
+
+#: The colours of the policies other than the baseline (black), in report order: the Tableau 10
+#: palette, as ``coflow sim --plot`` draws them.
+_PALETTE = (
+    "tab:blue",
+    "tab:orange",
+    "tab:green",
+    "tab:red",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:gray",
+    "tab:olive",
+    "tab:cyan",
+)
 
 
 def _port_rate(value: Any) -> str:
@@ -622,8 +706,16 @@ def _wan_options(
     def count(value: Any, what: str, most: int) -> Optional[int]:
         return None if value is None else _count(value, what, most)
 
+    topology = os.fspath(wan)
+    if topology != "default":
+        # A file that cannot be opened is the OSError of its kind, as a trace's is.
+        try:
+            with open(topology, "rb"):
+                pass
+        except OSError as e:
+            raise type(e)(f"reading topology {topology}: {e.strerror} (os error {e.errno})") from None
     return {
-        "topology": os.fspath(wan),
+        "topology": topology,
         "machines_per_dc": count(machines_per_dc, "machines_per_dc", 2**32 - 1),
         "multipath": multipath,
         "redraw_ms": count(redraw_ms, "redraw_ms", 2**64 - 1),
@@ -667,12 +759,14 @@ def simulate(
     (``FileNotFoundError`` if it does not exist). ``port_rate`` is a rate with its unit
     (``"1Gbps"``) or a number of bytes per second.
     ``baseline`` runs too (factors are against it; ``None`` for none); ``deadlines`` gives every coflow a deadline
-    (the trace's, or drawn with slack ``deadline_x``), ``deadline_fraction`` a seeded fraction of
+    (the trace's, or drawn with slack ``deadline_x``, which goes with ``deadlines`` only, as
+    ``--deadline-x`` with ``--deadlines``), ``deadline_fraction`` a seeded fraction of
     them; ``offline`` releases every coflow at time 0; ``stages`` groups coflows into jobs of that
     many stages (``--stages``); ``model="coflowsim"`` (or ``coflowsim_rules`` alone) runs the
     reference simulator's model (``--model``, ``--coflowsim-rules``), ``model="exact"`` (the
     default) the exact one, which takes no rules.
-    ``wan`` (``"default"`` or a topology file) runs on a wide area against ``mrtf``, with
+    ``wan`` (``"default"`` or a topology file; one that cannot be opened raises the
+    ``OSError`` of its kind, as a trace does) runs on a wide area against ``mrtf``, with
     ``machines_per_dc``, ``multipath``, ``redraw_ms``, ``per_connection``,
     ``connection_redraw_ms`` and ``mc`` (``rounds``, ``depth``, ``breadth``, ``mean_cost``,
     ``one_draw``) as ``coflow sim``'s flags of those names.
@@ -684,7 +778,7 @@ def simulate(
     seed, threads, stages = _run_counts(seed, threads, stages)
     deadlines, offline = _flag(deadlines, "deadlines"), _flag(offline, "offline")
     multipath, per_connection = _flag(multipath, "multipath"), _flag(per_connection, "per_connection")
-    baseline, deadline_x = _baseline(baseline), _real(deadline_x, "deadline_x")
+    baseline, deadline_x = _baseline(baseline), _deadline_x(deadline_x, deadlines)
     if deadline_fraction is not None:
         deadline_fraction = _real(deadline_fraction, "deadline_fraction")
     if deadline_fraction is not None and deadlines:
@@ -739,7 +833,7 @@ def sweep(
     names = _policy_list(policies)
     seed, threads, stages = _run_counts(seed, threads, stages)
     deadlines = _flag(deadlines, "deadlines")
-    baseline, deadline_x = _baseline(baseline), _real(deadline_x, "deadline_x")
+    baseline, deadline_x = _baseline(baseline), _deadline_x(deadline_x, deadlines)
     if isinstance(concurrent, (str, bytes)) or not hasattr(concurrent, "__iter__"):
         raise ValueError(f"concurrent: expected a list of numbers of coflows, got {concurrent!r}")
     ns = [_count(n, "concurrent") for n in concurrent]

@@ -230,6 +230,14 @@ def test_bad_options_and_workloads_are_errors_naming_the_field() -> None:
         coflow.simulate(w, deadline_fraction=1.5)
     with pytest.raises(ValueError, match=r"^deadline_x must be a non-negative number"):
         coflow.simulate(w, deadlines=True, deadline_x=-1.0)
+    # As `--deadline-x` requires `--deadlines`, deadline_x goes with deadlines=True.
+    for x in (-1.0, 2.0):
+        with pytest.raises(ValueError, match=rf"^deadline_x: only with deadlines=True .*, got {x}$"):
+            coflow.simulate(w, deadline_x=x, progress=False)
+        with pytest.raises(ValueError, match=r"^deadline_x: only with deadlines=True"):
+            coflow.sweep(w, [2], deadline_x=x, progress=False)
+    with pytest.raises(ValueError, match=r"^deadline_x: only with deadlines=True"):
+        coflow.simulate(w, deadline_fraction=0.5, deadline_x=2.0, progress=False)
     with pytest.raises(ValueError, match=r"at least one machine"):
         coflow.synthetic(machines=0)
     df = two_coflows_on_one_port()
@@ -243,8 +251,32 @@ def test_bad_options_and_workloads_are_errors_naming_the_field() -> None:
         coflow.workload([{"id": 1, "arrival": "soon", "flows": []}])
     with pytest.raises(ValueError, match=r"^machines: a flow's endpoint is machine 2"):
         coflow.workload(df, machines=2)
-    with pytest.raises(ValueError, match=r"^workload: .*duplicate|^workload: .*id"):
+    with pytest.raises(ValueError, match=r"^workload: .*id 1"):
         coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)]}, {"id": 1, "arrival": 1, "flows": [(0, 1, 5)]}])
+
+
+def test_a_dataframe_the_model_refuses_is_an_error_naming_the_coflow_and_field() -> None:
+    # The user wrote rows, not the library's text lines: errors name the coflow (its `coflow`
+    # cell) and the column, never a line.
+    def rows(**columns: list) -> pd.DataFrame:
+        return two_coflows_on_one_port().assign(**columns)
+
+    wrong = [
+        (rows(arrival=[0.0, 1e30]), r"^coflow 2: arrival: at most 18446744073\.709551615 seconds \(2\^64 - 1 ns\), got 1e\+30$"),
+        (rows(arrival=[0.0, 18446744073.71]), r"^coflow 2: arrival: at most "),
+        (rows(deadline=[1e30, None]), r"^coflow 1: deadline: at most 18446744073\.709551615 seconds"),
+        (rows(weight=[1.0, 0]), r"^coflow 2: weight: must be a positive finite number, got 0"),
+        (rows(weight=[float("inf"), 1.0]), r"^coflow 1: weight: must be a positive finite number, got inf$"),
+        (rows(parents=[[], [7]]), r"^coflow 2: parent 7 is not a coflow of this trace$"),
+        (rows(parents=[[2], [1]]), r"^workload: coflow 1 depends on itself through its parents \(a dependency cycle\)$"),
+    ]
+    for df, says in wrong:
+        with pytest.raises(ValueError, match=says):
+            coflow.workload(df)
+    # The largest time there is still holds.
+    w = coflow.workload(rows(arrival=[0.0, 18446744073.7]))
+    assert json.loads(w.to_jsonl().splitlines()[2])["arrival_ns"] == 18446744073699999744
+
 
 def test_a_bad_trace_is_an_error_naming_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
@@ -270,8 +302,22 @@ def test_the_plot_draws_every_policy_and_the_baseline(tmp_path: Path) -> None:
     fig = report.plot(out)
     assert out.stat().st_size > 10_000
     cdf, bins = fig.axes
-    assert [l.get_label() for l in cdf.get_lines()] == ["varys", "scf", "fair"]
-    assert len(bins.patches) == 2 * len(report.summary.loc["varys", "bins"])
+    # As `coflow sim --plot` draws them: the baseline in black and drawn last, the others'
+    # factors (not the baseline's) per bin and over all coflows on a log axis.
+    assert [l.get_label() for l in cdf.get_lines()] == ["varys", "scf", "fair (baseline)"]
+    assert cdf.get_lines()[-1].get_color() == "black"
+    assert len(bins.patches) == 2 * (len(report.summary.loc["varys", "bins"]) + 1)
+    assert bins.get_yscale() == "log"
+    assert [t.get_text() for t in bins.get_xticklabels()][-1] == "all (40)"
+    with_baseline = coflow.simulate(coflow.synthetic(coflows=40), policies=["fair", "varys"], progress=False).plot()
+    assert len(with_baseline.axes[1].patches) == len(report.summary.loc["varys", "bins"]) + 1
+    # SVG or PNG by the extension, as the command writes; any other is refused before drawing.
+    report.plot(tmp_path / "plot.SVG")
+    assert (tmp_path / "plot.SVG").read_text().lstrip().startswith("<?xml")
+    for name in ("cct.jpg", "cct"):
+        with pytest.raises(ValueError, match=rf"^path '.*{name}': the file name must end in \.svg or \.png$"):
+            report.plot(tmp_path / name)
+        assert not list(tmp_path.glob(f"{name}*"))
     # Without a baseline, the distributions alone; a sweep has none to draw.
     alone = coflow.simulate(coflow.synthetic(coflows=40), policies=["varys"], baseline="").plot()
     assert len(alone.axes) == 1
@@ -296,6 +342,11 @@ def test_the_wide_area_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_pat
     assert set(report.bins["bin"]) == {"<10MiB", "10-100MiB", "100MiB-1GiB", ">=1GiB"}
     with pytest.raises(ValueError, match=r"^multipath: only for a wide-area run"):
         coflow.simulate(coflow.synthetic(coflows=5), multipath=True)
+    # A topology file that cannot be opened is the OSError of its kind, as a trace's is.
+    with pytest.raises(FileNotFoundError, match=r"^reading topology .*nowhere\.json: No such file"):
+        coflow.simulate(coflow.synthetic(coflows=5), wan=tmp_path / "nowhere.json", progress=False)
+    with pytest.raises(IsADirectoryError, match=r"^reading topology "):
+        coflow.simulate(coflow.synthetic(coflows=5), wan=str(tmp_path), progress=False)
 
 
 def test_the_reference_model_and_stages_give_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
