@@ -21,7 +21,7 @@ pub(crate) struct SimArgs {
     // Boxed, as is the sweep's: options are large and `coflow`'s command enum holds them.
     #[command(flatten)]
     pub(crate) common: Box<CommonArgs>,
-    /// Write one row per coflow and policy as CSV to this file.
+    /// Write one row per coflow and policy as CSV to this file (`-`: standard output).
     #[arg(long)]
     csv: Option<PathBuf>,
     /// Draw the CCT distributions of all policies (log axis) and each one's improvement per bin

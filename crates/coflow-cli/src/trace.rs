@@ -33,7 +33,7 @@ pub(crate) struct SpreadArgs {
     /// Seed of the placement of tasks on their rack's machines.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The output format; by default from the output's extension (.jsonl, else benchmark).
+    /// The output format; by default from the output's extension (.jsonl or .json: JSON Lines, else benchmark).
     #[arg(long, value_enum)]
     to: Option<Format>,
 }
@@ -59,7 +59,7 @@ pub(crate) struct ConvertArgs {
     input: PathBuf,
     /// The output file (`-`: standard output).
     output: PathBuf,
-    /// The output format; by default from the output's extension (.jsonl, else benchmark).
+    /// The output format; by default from the output's extension (.jsonl or .json: JSON Lines, else benchmark).
     #[arg(long, value_enum)]
     to: Option<Format>,
 }
@@ -71,7 +71,7 @@ pub(crate) struct GenArgs {
     output: PathBuf,
     #[command(flatten)]
     synth: SynthArgs,
-    /// The output format; by default from the extension (.jsonl, else benchmark).
+    /// The output format; by default from the extension (.jsonl or .json: JSON Lines, else benchmark).
     #[arg(long, value_enum)]
     to: Option<Format>,
 }

@@ -24,8 +24,12 @@ pub enum SpreadError {
     /// A rack is at least one machine.
     #[error("--per-rack must be at least 1")]
     NoMachines,
-    /// The machines would not fit a machine id.
-    #[error("{racks} racks of {per_rack} machines are more machines than ids")]
+    /// The machines would be more than a workload may have ([`coflow_trace::synth::MAX_MACHINES`],
+    /// which the trace readers refuse beyond).
+    #[error(
+        "{racks} racks of {per_rack} machines are more than the {} machines a workload may have",
+        coflow_trace::synth::MAX_MACHINES
+    )]
     TooMany {
         /// Racks in the workload.
         racks: u32,
@@ -46,7 +50,11 @@ pub fn spread_tasks(w: &Workload, per_rack: u32, seed: u64) -> Result<Workload, 
     if per_rack == 0 {
         return Err(SpreadError::NoMachines);
     }
-    let machines = w.machines.checked_mul(per_rack).ok_or(SpreadError::TooMany { racks: w.machines, per_rack })?;
+    let machines = w
+        .machines
+        .checked_mul(per_rack)
+        .filter(|&m| m <= coflow_trace::synth::MAX_MACHINES)
+        .ok_or(SpreadError::TooMany { racks: w.machines, per_rack })?;
     // The crate's seeded generator, as the deadlines and the sweep's windows draw.
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut place = |rack: MachineId| MachineId(rack.0 * per_rack + rng.gen_range(0..per_rack));
@@ -117,5 +125,13 @@ mod tests {
         let odd = Workload::new(4, vec![c(vec![flow(0, 1, 1), flow(2, 3, 1), flow(2, 1, 1)])]).unwrap();
         assert_eq!(spread_tasks(&odd, 2, 1), Err(SpreadError::NotTasks(CoflowId(4))));
         assert_eq!(spread_tasks(&odd, 0, 1), Err(SpreadError::NoMachines));
+        // No more machines than a trace may be read back with.
+        let limit = coflow_trace::synth::MAX_MACHINES;
+        let racks = Workload::new(2, vec![Coflow::new(CoflowId(1), Nanos::ZERO, vec![flow(0, 1, 10)])]).unwrap();
+        assert_eq!(spread_tasks(&racks, limit / 2, 1).map(|w| w.machines), Ok(limit));
+        assert_eq!(
+            spread_tasks(&racks, limit / 2 + 1, 1),
+            Err(SpreadError::TooMany { racks: 2, per_rack: limit / 2 + 1 })
+        );
     }
 }
