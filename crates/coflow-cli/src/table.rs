@@ -60,25 +60,33 @@ pub(crate) fn table(
     t.push_str(&bounds_text(bounds));
     t.push_str(&jobs_text(summaries));
     t.push_str(&bin_table(summaries, baseline));
-    if summaries.iter().any(|s| s.deadline_met_fraction.is_some()) {
-        let pct = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1}%", 100.0 * f));
+    t.push_str(&deadlines_text(summaries));
+    t
+}
+
+/// Deadlines met, admitted and rejected per policy, when any coflow has a deadline.
+fn deadlines_text(summaries: &[Summary]) -> String {
+    let mut t = String::new();
+    if !summaries.iter().any(|s| s.deadline_met_fraction.is_some()) {
+        return t;
+    }
+    let pct = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1}%", 100.0 * f));
+    let _ = writeln!(
+        t,
+        "\n{:<16} {:>13} {:>10} {:>20} {:>9} {:>22}",
+        "deadlines", "met (of all)", "admitted", "met among admitted", "rejected", "non-deadline avg CCT s"
+    );
+    for s in summaries {
         let _ = writeln!(
             t,
-            "\n{:<16} {:>13} {:>10} {:>20} {:>9} {:>22}",
-            "deadlines", "met (of all)", "admitted", "met among admitted", "rejected", "non-deadline avg CCT s"
+            "{:<16} {:>13} {:>10} {:>20} {:>9} {:>22}",
+            s.policy,
+            pct(s.deadline_met_fraction),
+            pct(s.admitted_fraction),
+            pct(s.met_among_admitted_fraction),
+            s.rejected,
+            s.non_deadline_avg_cct_s.map_or("-".to_string(), |a| format!("{a:.3}"))
         );
-        for s in summaries {
-            let _ = writeln!(
-                t,
-                "{:<16} {:>13} {:>10} {:>20} {:>9} {:>22}",
-                s.policy,
-                pct(s.deadline_met_fraction),
-                pct(s.admitted_fraction),
-                pct(s.met_among_admitted_fraction),
-                s.rejected,
-                s.non_deadline_avg_cct_s.map_or("-".to_string(), |a| format!("{a:.3}"))
-            );
-        }
     }
     t
 }
@@ -225,6 +233,7 @@ fn wide_area_table(summaries: &[Summary], wall: &[f64]) -> String {
             let _ = writeln!(t, "{:<16} {:>12} {:>12}", s.policy, secs(s.job_avg_jct_s), secs(s.job_p95_jct_s));
         }
     }
+    t.push_str(&deadlines_text(summaries));
     t
 }
 

@@ -466,6 +466,19 @@ struct JsonWideAreaResult<'a> {
     job_avg_jct_s: f64,
     job_p95_jct_s: f64,
     bins: &'a [SizeBin],
+    /// The deadline figures, when any coflow has a deadline.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    deadlines: Option<JsonDeadlines>,
+}
+
+/// A wide-area row's deadline figures, as [`Summary`] has them.
+#[derive(Debug, Serialize)]
+struct JsonDeadlines {
+    rejected: usize,
+    deadline_met_fraction: Option<f64>,
+    admitted_fraction: Option<f64>,
+    met_among_admitted_fraction: Option<f64>,
+    non_deadline_avg_cct_s: Option<f64>,
 }
 
 impl<'a> JsonWideAreaResult<'a> {
@@ -487,6 +500,13 @@ impl<'a> JsonWideAreaResult<'a> {
             job_avg_jct_s: s.job_avg_jct_s,
             job_p95_jct_s: s.job_p95_jct_s,
             bins: &wa.bins,
+            deadlines: s.deadline_met_fraction.is_some().then_some(JsonDeadlines {
+                rejected: s.rejected,
+                deadline_met_fraction: s.deadline_met_fraction,
+                admitted_fraction: s.admitted_fraction,
+                met_among_admitted_fraction: s.met_among_admitted_fraction,
+                non_deadline_avg_cct_s: s.non_deadline_avg_cct_s,
+            }),
         }
     }
 }

@@ -33,6 +33,30 @@ fn wan_runs_report_siphon_figures_against_mrtf_and_reproduce_for_a_seed() {
     assert_eq!(run("wan-b.json").1, json, "same seed, same bytes");
 }
 
+/// Deadlines on the wide area are reported as on the big switch: the table's deadline section
+/// and each row's deadline figures in the JSON, which a run without deadlines does not carry.
+#[test]
+fn wan_runs_with_deadlines_report_what_was_met_and_rejected() {
+    let json = tmp("wan-deadlines.json");
+    let out = coflow()
+        .args(["sim", "--coflows", "60", "--machines", "30", "--wan", "default", "--deadlines"])
+        .args(["--policies", "varys-deadline,vc", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("met among admitted") && table.contains("rejected"), "{table}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in report["results"].as_array().unwrap() {
+        let met = r["deadline_met_fraction"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&met) && r["rejected"].is_u64() && r["admitted_fraction"].is_f64(), "{r}");
+    }
+    let out = coflow().args(["sim", "--coflows", "20", "--machines", "30", "--wan", "default", "--json", "-"]).output();
+    let report: serde_json::Value = serde_json::from_slice(&out.unwrap().stdout).unwrap();
+    assert!(report["results"][0].get("deadline_met_fraction").is_none(), "{}", report["results"][0]);
+}
+
 #[test]
 fn bad_topologies_are_clear_errors() {
     let path = tmp("bad-topology.json");
