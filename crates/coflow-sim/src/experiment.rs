@@ -102,6 +102,17 @@ impl Model {
         }
     }
 
+    /// The name of port `name` of the model's fabric in the workload as given, whose `machines`
+    /// machines the reference simulator's `ports` rule makes twice as many (each receiver `r`
+    /// becomes machine `machines + r`): its `out{machines + r}` is receiver `r`'s `out{r}`.
+    pub fn port_name(&self, name: String, machines: u32) -> String {
+        let receiver = name.strip_prefix("out").and_then(|k| k.parse::<u32>().ok());
+        match (&self.0, receiver) {
+            (Some(rules), Some(k)) if rules.ports && k >= machines => format!("out{}", k - machines),
+            _ => name,
+        }
+    }
+
     /// A fresh instance of policy `name` under this model (names were checked).
     pub fn policy(&self, name: &str) -> Box<dyn Scheduler> {
         match &self.0 {
@@ -123,10 +134,13 @@ impl Model {
 /// The validated form of a [`Config`], with its workload.
 #[derive(Clone, Debug)]
 pub struct Plan {
-    /// The workload.
+    /// The workload, as the model sees it.
     pub workload: Workload,
     /// What the workload is (a trace's path, or the synthetic generator's parameters).
     pub source: String,
+    /// The workload as it was given, before the model's changes (the reference simulator's
+    /// rules may round sizes and split each machine's ports into two): what reports describe.
+    pub given: Given,
     /// The policies asked for, in report order.
     pub policies: Vec<&'static str>,
     /// The policy others are compared against.
@@ -253,14 +267,9 @@ impl Plan {
 
     /// The lines at the top of every report: the workload's, and the wide area's if any.
     pub fn describe(&self) -> String {
-        let w = &self.workload;
-        let workload = format!(
-            "workload: {} — {} coflows, {} flows, {} machines",
-            self.source,
-            w.coflows.len(),
-            w.flow_count(),
-            w.machines
-        );
+        let w = &self.given;
+        let workload =
+            format!("workload: {} — {} coflows, {} flows, {} machines", self.source, w.coflows, w.flows, w.machines);
         match &self.wide_area {
             None => format!("{workload}; ports at {}", self.port_rate),
             Some(wa) => format!("{workload}\n{}", describe_wide_area(&wa.config)),
@@ -269,14 +278,8 @@ impl Plan {
 
     /// The workload as reports describe it.
     pub fn json_workload(&self) -> JsonWorkload<'_> {
-        let w = &self.workload;
-        JsonWorkload {
-            source: &self.source,
-            coflows: w.coflows.len(),
-            flows: w.flow_count(),
-            machines: w.machines,
-            bytes: w.total_bytes().get(),
-        }
+        let w = &self.given;
+        JsonWorkload { source: &self.source, coflows: w.coflows, flows: w.flows, machines: w.machines, bytes: w.bytes }
     }
 
     /// Simulates every policy of [`Plan::to_run`], as [`Plan::model`] builds it on the big
@@ -326,7 +329,11 @@ impl Plan {
                 r.policy = name.to_string();
                 Some((i, r, started.elapsed().as_secs_f64()))
             });
-            let bounds = bounds.map(|b| b.join().expect("the bounds do not panic"));
+            let bounds = bounds.map(|b| {
+                let mut b = b.join().expect("the bounds do not panic");
+                b.per_port_resource = b.per_port_resource.map(|p| self.model.port_name(p, self.given.machines));
+                b
+            });
             let Some(mut runs) = runs.into_iter().collect::<Option<Vec<_>>>() else {
                 return Err(Stopped);
             };
@@ -562,6 +569,26 @@ struct JsonReport<'a> {
     best_lower_bound_avg_cct_s: f64,
     lower_bounds: &'a LowerBounds,
     results: &'a [Summary],
+}
+
+/// A workload's figures, as reports describe it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Given {
+    /// Coflows.
+    pub coflows: usize,
+    /// Flows of all coflows.
+    pub flows: usize,
+    /// Machines.
+    pub machines: u32,
+    /// Bytes of all flows.
+    pub bytes: u64,
+}
+
+impl Given {
+    /// The figures of `w`.
+    pub fn of(w: &Workload) -> Given {
+        Given { coflows: w.coflows.len(), flows: w.flow_count(), machines: w.machines, bytes: w.total_bytes().get() }
+    }
 }
 
 /// The workload as reports describe it.
@@ -874,5 +901,29 @@ mod tests {
         let names: Vec<&str> = runs.runs.iter().map(|(r, _)| r.policy.as_str()).collect();
         assert_eq!(names, ["varys", "fair"]);
         assert_eq!(runs.baseline, Some(1));
+    }
+
+    /// Under the reference simulator's `ports` rule the model's fabric has twice the machines
+    /// (each receiver a machine of its own); reports describe the workload as given, and name
+    /// the per-port bound's port as the workload's.
+    #[test]
+    fn the_reference_model_reports_the_workload_as_given() {
+        let synthetic = WorkloadSource::Synthetic { coflows: Some(30), machines: Some(12) };
+        let config = |model| Config { workload: synthetic.clone(), policies: "varys".into(), ..options(model) };
+        let exact = config(Model::EXACT).plan(Spelling::Flag).unwrap();
+        let reference = config(Model(Some(Rules::all()))).plan(Spelling::Flag).unwrap();
+        assert_eq!(reference.workload.machines, 24, "the model's fabric");
+        assert_eq!(reference.given, exact.given);
+        assert_eq!(reference.given.machines, 12);
+        assert!(reference.describe().contains(", 12 machines;"), "{}", reference.describe());
+        let bounds = reference.run(&|_, _| go_on()).expect("not stopped").bounds.unwrap();
+        let port = bounds.per_port_resource.unwrap();
+        let k: u32 = port.trim_start_matches(char::is_alphabetic).parse().unwrap();
+        assert!(k < 12, "{port}: a port of the workload's 12 machines");
+        let model = Model(Some(Rules::all()));
+        assert_eq!(
+            (model.port_name("out17".into(), 12), model.port_name("in3".into(), 12)),
+            ("out5".into(), "in3".into())
+        );
     }
 }

@@ -273,11 +273,13 @@ impl Config {
             }
         }
         let (workload, source) = self.workload.load(self.seed, self.stages, spelling)?;
+        let given = super::Given::of(&workload);
         let (workload, source) = (self.model.workload(workload), source + &self.model.describe());
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut plan = Plan {
             workload,
             source,
+            given,
             policies,
             baseline,
             port_rate,
