@@ -117,7 +117,8 @@ pub const DEPENDENCIES_SKIP: &str = "skipped: coflows wait for their parents";
 pub fn lower_bounds(workload: &Workload, fabric: &Fabric, cfg: &BoundConfig) -> LowerBounds {
     let inst = Instance::of(workload, fabric);
     let n = inst.jobs.len().max(1) as f64;
-    let total_gamma: f64 = inst.jobs.iter().map(|j| j.gamma_s).sum();
+    // Plus zero: the sum of no floats is -0, which an empty workload's report would print.
+    let total_gamma: f64 = inst.jobs.iter().map(|j| j.gamma_s).sum::<f64>() + 0.0;
 
     // Per port: the SRPT total over the port's coflows replaces their Γs where it is larger.
     let mut best_gain = 0.0f64;
@@ -377,6 +378,14 @@ mod tests {
         // Gaps: the machine idles until the next release.
         let mut jobs = [(5.0, 1.0), (0.0, 1.0)];
         assert!(close(srpt_total_flow_time(&mut jobs), 2.0));
+    }
+
+    #[test]
+    fn an_empty_workload_has_bounds_of_zero_not_minus_zero() {
+        let b = bounds(0, vec![]);
+        for v in [b.isolation_avg_cct_s, b.per_port_avg_cct_s, b.best_avg_cct_s] {
+            assert_eq!(v.to_bits(), 0.0f64.to_bits(), "{b:?}");
+        }
     }
 
     #[test]

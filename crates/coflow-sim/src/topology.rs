@@ -47,6 +47,16 @@ pub enum TopologyError {
     /// `datacenters` is empty.
     #[error("datacenters: none given")]
     NoDatacenters,
+    /// A name given to two datacenters.
+    #[error("datacenters[{at}]: {name:?} names datacenters[{first}] already")]
+    DuplicateDatacenter {
+        /// The name.
+        name: String,
+        /// Where it is first in `datacenters`.
+        first: usize,
+        /// Where it is again.
+        at: usize,
+    },
     /// A name that is not one of `datacenters`.
     #[error("{field}: no datacenter {name:?}")]
     UnknownDatacenter {
@@ -256,6 +266,11 @@ impl Topology {
     /// directory if `None`).
     pub fn from_json(text: &str, base: Option<&Path>) -> Result<Topology, TopologyError> {
         let f: TopologyFile = serde_json::from_str(text).map_err(|e| TopologyError::Json(e.to_string()))?;
+        for (at, name) in f.datacenters.iter().enumerate() {
+            if let Some(first) = f.datacenters[..at].iter().position(|d| d == name) {
+                return Err(TopologyError::DuplicateDatacenter { name: name.clone(), first, at });
+            }
+        }
         let dc = |field: String, name: &str| -> Result<u32, TopologyError> {
             f.datacenters
                 .iter()
@@ -475,6 +490,10 @@ mod tests {
         let e = err(r#"{"datacenters": ["a"]}"#);
         assert!(e.to_string().contains("missing field `links`"), "{e}");
         assert_eq!(err(r#"{"datacenters": [], "links": []}"#), TopologyError::NoDatacenters);
+        assert_eq!(
+            err(r#"{"datacenters": ["a", "b", "a"], "links": []}"#).to_string(),
+            r#"datacenters[2]: "a" names datacenters[0] already"#
+        );
         let e = err(r#"{"datacenters": ["a", "b"], "links": [{"from": "a", "to": "c", "constant_gbps": 1}]}"#);
         assert_eq!(e.to_string(), r#"links[0].to: no datacenter "c""#);
         let e = err(r#"{"datacenters": ["a", "b"], "links": [{"from": "a", "to": "b"}]}"#);
