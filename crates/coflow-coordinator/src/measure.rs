@@ -23,9 +23,9 @@
 //! are put down first to the port that explains them (the fullest of those held back: a
 //! bottleneck carries all it has, its flows' other ends what it lets through), and a flow whose
 //! shortfall one port explains does not count against the other; a port never explains the
-//! shortfall of a pair that moved clearly less than another of its pairs (a full port gives its
-//! bottlenecked flows the most it gives any), so a receiver that stops reading does not pass for
-//! a slow uplink of its sender, whose other flows keep their rates. A port is sampled only once it
+//! shortfall of a pair that moved next to nothing while another of its pairs moved (a full port
+//! shares what it has, never down to nothing for one flow), so a receiver that stops reading does
+//! not pass for a slow uplink of its sender, whose other flows keep their rates. A port is sampled only once it
 //! held its flows back two periods in a row: a slower link stays slow, while a flow stalled for
 //! a moment (its receiver busy, its agent descheduled) is no port's fault. And a port asked less than
 //! a fifth of its estimate tells nothing of being held back (a flow paced at a small rate
@@ -391,14 +391,16 @@ impl PortMeter {
                 *m = m.max(c.moved);
             }
         }
-        // A port that held a pair back gave it at least what it gave any other (max-min: a flow's
-        // bottleneck is a full port on which no flow moved more than it), so a pair that moved
-        // clearly less than another through the same port was held back elsewhere (by its other
-        // end, or a receiver that stopped reading): its shortfall is not that port's. Only the
-        // policy's flows count here, as traffic outside it takes what it finds, unevenly.
+        // A pair that moved next to nothing (under `DOWN` of what it was asked) through a port
+        // through which another pair moved clearly more was not held back by that port: a full
+        // port shares what it has among its flows (unevenly under TCP, never down to nothing for
+        // one while another keeps moving), so it stalled elsewhere (its other end, or a receiver
+        // that stopped reading), and its shortfall is not that port's. A pair that moved a share,
+        // even a small one, proves nothing (pairs carry different numbers of flows). Only the
+        // policy's flows count here, as traffic outside it takes what it finds.
         let mut excused = vec![[false; 2]; pairs.len()];
         for (&(up, down, c), excused) in pairs.iter().zip(&mut excused) {
-            if c.moved >= SATURATED * c.asked {
+            if c.moved >= DOWN * c.asked {
                 continue;
             }
             for (end, p) in [up, down].into_iter().enumerate() {
@@ -664,6 +666,35 @@ mod tests {
         twice(&mut m, Nanos::ZERO, &[(0, 2, 0.0, 500.0), (1, 2, 500.0, 500.0), (0, 1, 500.0, 500.0)]);
         assert_eq!(m.samples(Port::Up(MachineId(0))) + m.samples(Port::Down(MachineId(2))), 0);
         assert_eq!((up(&m, 0), down(&m, 2)), (Some(1000.0), Some(1000.0)));
+    }
+
+    /// A slow port shares what it has unevenly (pairs of more flows, or luckier ones under TCP,
+    /// get more): it is still the one measured, and the other ends of its pairs, which moved a
+    /// share of what they were asked, are not taken for slow, however uneven the shares.
+    #[test]
+    fn a_slow_port_shared_unevenly_is_measured_and_its_pairs_other_ends_are_not() {
+        // (reports, the slow port, its rate)
+        type Case<'a> = (&'a [(u32, u32, f64, f64)], Port, f64);
+        let cases: [Case; 4] = [
+            (&[(0, 1, 225.0, 750.0), (0, 2, 75.0, 250.0)], Port::Up(MachineId(0)), 300.0),
+            (&[(0, 1, 200.0, 500.0), (0, 2, 100.0, 500.0)], Port::Up(MachineId(0)), 300.0),
+            (&[(0, 2, 225.0, 750.0), (1, 2, 75.0, 250.0)], Port::Down(MachineId(2)), 300.0),
+            (&[(0, 1, 100.0, 100.0), (0, 2, 50.0, 900.0)], Port::Up(MachineId(0)), 150.0),
+        ];
+        for (reports, slow, rate) in cases {
+            let mut m = ports(3, 1000.0);
+            for k in 0..4 {
+                twice(&mut m, ms(800 * k), reports);
+            }
+            assert_eq!(m.capacity(slow), Some(rate), "{reports:?}");
+            for k in 0..3 {
+                for p in [Port::Up(MachineId(k)), Port::Down(MachineId(k))] {
+                    if p != slow {
+                        assert_eq!(m.capacity(p), Some(1000.0), "{p:?} in {reports:?}");
+                    }
+                }
+            }
+        }
     }
 
     /// A receiver filled by traffic outside the policy holds back the policy's flows to it: the
