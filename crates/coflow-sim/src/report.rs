@@ -228,9 +228,9 @@ pub struct BinSummary {
     pub coflows: usize,
     /// Of them, coflows that finished.
     pub completed: usize,
-    /// Average CCT over the bin's finished coflows, in seconds (0 if none).
+    /// Average CCT over the bin's finished coflows, in seconds (NaN if none).
     pub avg_cct_s: f64,
-    /// 95th percentile CCT over the bin's finished coflows, in seconds (0 if none).
+    /// 95th percentile CCT over the bin's finished coflows, in seconds (NaN if none).
     pub p95_cct_s: f64,
     /// The baseline's average CCT in this bin over this policy's, each over its own finished
     /// coflows of the bin, as the overall factor is; `None` without a baseline run or when either
@@ -268,7 +268,7 @@ impl Summary {
             p95_cct_s: pct(&ccts, 95.0),
             p99_cct_s: pct(&ccts, 99.0),
             makespan_s: if ccts.is_empty() { f64::NAN } else { r.makespan.as_secs_f64() },
-            factor_vs_baseline: baseline_avg_cct_s.filter(|_| avg > 0.0).map(|b| b / avg),
+            factor_vs_baseline: baseline_avg_cct_s.filter(|b| b.is_finite() && avg > 0.0).map(|b| b / avg),
             slower_than_baseline_fraction: None,
             bound_ratio: if bound > 0.0 { avg / bound } else { f64::NAN },
             rejected: r.outcomes.iter().filter(|o| o.rejected).count(),
@@ -368,9 +368,9 @@ pub struct JobFigures {
     pub jobs: usize,
     /// Jobs all of whose coflows finished.
     pub completed: usize,
-    /// Average JCT over completed jobs, in seconds (0 if none).
+    /// Average JCT over completed jobs, in seconds (NaN if none).
     pub avg_jct_s: f64,
-    /// 95th percentile JCT over completed jobs, in seconds, by nearest rank (0 if none).
+    /// 95th percentile JCT over completed jobs, in seconds, by nearest rank (NaN if none).
     pub p95_jct_s: f64,
     /// Each completed job's JCT, in seconds, by the workload index of its first coflow.
     pub jct_s: Vec<(usize, f64)>,

@@ -90,9 +90,9 @@ pub struct SweepResult {
     pub coflows: usize,
     /// Of them, those that finished.
     pub completed: usize,
-    /// Average CCT.
+    /// Average CCT: the mean of the windows' averages (NaN if no window finished a coflow).
     pub avg_cct_s: f64,
-    /// Average FCT.
+    /// Average FCT, the same way.
     pub avg_fct_s: f64,
     /// The factor of improvement of average CCT over the baseline.
     pub factor_vs_baseline: Option<f64>,
@@ -114,8 +114,9 @@ pub struct SweepResult {
 
 impl SweepResult {
     fn of(concurrent: usize, policy: &'static str, s: &[Summary]) -> SweepResult {
+        // Over the windows that have the figure (a window that finished no coflow has no average).
         let mean = |f: &dyn Fn(&Summary) -> Option<f64>| {
-            let v: Vec<f64> = s.iter().filter_map(f).collect();
+            let v: Vec<f64> = s.iter().filter_map(f).filter(|x| x.is_finite()).collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
         let factors = s.iter().filter_map(|s| s.factor_vs_baseline);
@@ -125,13 +126,13 @@ impl SweepResult {
             windows: s.len(),
             coflows: s.iter().map(|s| s.coflows).sum(),
             completed: s.iter().map(|s| s.completed).sum(),
-            avg_cct_s: mean(&|s| Some(s.avg_cct_s)).unwrap_or(0.0),
-            avg_fct_s: mean(&|s| Some(s.avg_fct_s)).unwrap_or(0.0),
+            avg_cct_s: mean(&|s| Some(s.avg_cct_s)).unwrap_or(f64::NAN),
+            avg_fct_s: mean(&|s| Some(s.avg_fct_s)).unwrap_or(f64::NAN),
             factor_vs_baseline: mean(&|s| s.factor_vs_baseline),
             factor_vs_baseline_min: factors.clone().reduce(f64::min),
             factor_vs_baseline_max: factors.reduce(f64::max),
             slower_than_baseline_fraction: mean(&|s| s.slower_than_baseline_fraction),
-            bound_ratio: mean(&|s| s.bound_ratio.is_finite().then_some(s.bound_ratio)),
+            bound_ratio: mean(&|s| Some(s.bound_ratio)),
             deadline_met_fraction: mean(&|s| s.deadline_met_fraction),
             admitted_fraction: mean(&|s| s.admitted_fraction),
             met_among_admitted_fraction: mean(&|s| s.met_among_admitted_fraction),
