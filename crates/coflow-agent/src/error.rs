@@ -117,7 +117,14 @@ impl AgentError {
 impl From<AgentError> for tonic::Status {
     fn from(e: AgentError) -> tonic::Status {
         let code = match &e {
-            AgentError::Coordinator(s) => return s.clone(),
+            // The coordinator's answer keeps its kind; an error of the call itself (no session,
+            // a transport error) has none, and is the coordinator out of reach.
+            AgentError::Coordinator(s) => {
+                return match ErrorKind::of(s) {
+                    Some(_) => s.clone(),
+                    None => ErrorKind::AgentUnreachable.status(s.code(), s.message().to_string()),
+                };
+            }
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => {
                 tonic::Code::InvalidArgument
             }

@@ -115,7 +115,21 @@ pub async fn run(
     let security = security.into();
     let data_addr = match &config.data_advertise {
         Some(a) => a.clone(),
-        None => listeners.data.local_addr()?.to_string(),
+        None => {
+            let bound = listeners.data.local_addr()?;
+            // Every address (0.0.0.0) is none another agent could connect to.
+            if bound.ip().is_unspecified() {
+                return Err(RunError::Config(ConfigError {
+                    field: "data_advertise",
+                    reason: format!(
+                        "data_listen {bound} listens on every address; give the one other agents reach this \
+                         machine at, such as 10.0.0.1:{}",
+                        bound.port()
+                    ),
+                }));
+            }
+            bound.to_string()
+        }
     };
     let channel = security
         .endpoint(&config.coordinator)

@@ -89,12 +89,6 @@ impl AgentService {
                     let w = pb::WithdrawPutRequest { coflow_id: coflow.0, data_id: data_id.as_str().to_string() };
                     self.shared.link.tell(Body::WithdrawPut(w));
                 }
-                if s.code() == tonic::Code::Unavailable && ErrorKind::of(&s).is_none() {
-                    // No session (the coordinator is away) or "not yet": the put is not taken,
-                    // and the client may retry it.
-                    let msg = format!("the coordinator cannot take the put now: {}", s.message());
-                    return Err(ErrorKind::AgentUnreachable.status(tonic::Code::Unavailable, msg));
-                }
                 return Err(unanswered(s).into());
             }
         }

@@ -57,7 +57,7 @@ fn certs_init_and_issue_write_the_files_and_refuse_to_overwrite() {
 
 /// What every peer would refuse only later, at the handshake or at registration, is refused at
 /// start and names what is wrong: a coordinator given a client's certificate, an agent told to
-/// advertise a data address no agent can reach.
+/// advertise a data address no agent can reach, or listening on every address with none.
 #[test]
 fn services_refuse_another_members_certificate_and_an_unreachable_data_address_at_start() {
     let dir = tmp("certs-misused");
@@ -74,23 +74,26 @@ fn services_refuse_another_members_certificate_and_an_unreachable_data_address_a
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("coflow://client/ops, not the coordinator"), "{err}");
-    let out = coflow()
-        .args(["agent", "--machine", "0", "--coordinator", "https://127.0.0.1:1"])
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{}", free_port()),
-            "--data-listen",
-            &format!("127.0.0.1:{}", free_port()),
-        ])
-        .args(["--data-advertise", "garbage"])
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("agent-0.crt"), "--tls-key", &f("agent-0.key")])
-        .env_remove("COFLOW_TOKEN")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("data_advertise"), "{err}");
+    // Told an address no agent can reach, or none while listening on every address.
+    let data = [
+        vec![format!("127.0.0.1:{}", free_port()), "--data-advertise".into(), "garbage".into()],
+        vec![format!("0.0.0.0:{}", free_port())],
+    ];
+    for data in data {
+        let out = coflow()
+            .args(["agent", "--machine", "0", "--coordinator", "https://127.0.0.1:1"])
+            .args(["--listen", &format!("127.0.0.1:{}", free_port()), "--data-listen"])
+            .args(&data)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .args(["--tls-ca", &f("ca.crt"), "--tls-cert", &f("agent-0.crt"), "--tls-key", &f("agent-0.key")])
+            .env_remove("COFLOW_TOKEN")
+            .env_remove("COFLOW_DATA_ADVERTISE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("data_advertise"), "{data:?}: {err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
