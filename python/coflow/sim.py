@@ -161,7 +161,6 @@ WorkloadLike = Union[Workload, "pd.DataFrame", Iterable[Union[Coflow, Mapping[st
 
 #: The largest time a workload holds: 2^64 - 1 ns (its times are unsigned 64-bit nanoseconds).
 _MAX_NANOS = 2**64 - 1
-_MAX_SECONDS = f"{_MAX_NANOS // 10**9}.{_MAX_NANOS % 10**9:09d}"
 
 
 def _nanos(value: Any, what: str) -> int:
@@ -173,7 +172,7 @@ def _nanos(value: Any, what: str) -> int:
         raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
     nanos = round(seconds * 1e9)
     if nanos > _MAX_NANOS:
-        raise ValueError(f"{what}: at most {_MAX_SECONDS} seconds (2^64 - 1 ns), got {value!r}")
+        raise ValueError(f"{what}: must be below 2^64 ns (about 18446744073.7 seconds), got {value!r}")
     return nanos
 
 
@@ -369,6 +368,7 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
         raise ValueError("machines: a workload needs at least one machine")
     if largest >= machines:
         raise ValueError(f"machines: a flow's endpoint is machine {largest}, but there are only {machines} machines")
+    _check_ids(records)
     header = {"format": "coflow-jsonl", "version": 1, "machines": machines}
     lines = [json.dumps(header)] + [json.dumps(r) for r in records]
     try:
@@ -380,13 +380,24 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
 def _at_coflow(e: ValueError, records: List[Dict[str, Any]]) -> ValueError:
     """The library's error about line ``n`` of the text :func:`workload` wrote (line 1 its
     header, line ``n`` the record ``n - 2``), naming that record's coflow instead of the line."""
-    m = re.match(r"workload: line (\d+)(?:, column \d+)?: (.*)", str(e), re.S)
+    m = re.match(r"workload: line (\d+)(?:, column \d+|, field ([^:]+))?: (.*)", str(e), re.S)
     if m is None or not 2 <= int(m[1]) < len(records) + 2:
         return e
-    cid, message = records[int(m[1]) - 2]["id"], m[2]
+    cid, field, message = records[int(m[1]) - 2]["id"], m[2], m[3]
+    if field is not None:
+        message = f"{field}: {message}"
     if re.search(rf"\bcoflow {cid}\b", message):
         return ValueError(f"workload: {message}")
     return ValueError(f"coflow {cid}: {message}")
+
+
+def _check_ids(records: List[Dict[str, Any]]) -> None:
+    """Each coflow's id once, named as the data gave it rather than by the library's lines."""
+    seen: Dict[int, int] = {}
+    for i, r in enumerate(records):
+        if r["id"] in seen:
+            raise ValueError(f"coflow {r['id']}: id: given to two coflows (items {seen[r['id']]} and {i})")
+        seen[r["id"]] = i
 
 
 # `simulate`'s parameter is named `workload` too.
@@ -591,7 +602,8 @@ class Report:
             bars.set_xlim(-0.5, len(groups) - 0.5)
             bars.set_xticks(range(len(groups)))
             bars.set_xticklabels(groups)
-            bars.set_xlabel("Varys bin (coflows): short/long, narrow/wide")
+            wide_area = "topology" in self._data
+            bars.set_xlabel("size bin (coflows)" if wide_area else "Varys bin (coflows): short/long, narrow/wide")
             bars.set_ylabel(f"factor of improvement over {baseline}")
             bars.set_title(f"Improvement of average CCT over {baseline}, per bin")
         if image is not None:

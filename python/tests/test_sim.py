@@ -251,7 +251,7 @@ def test_bad_options_and_workloads_are_errors_naming_the_field() -> None:
         coflow.workload([{"id": 1, "arrival": "soon", "flows": []}])
     with pytest.raises(ValueError, match=r"^machines: a flow's endpoint is machine 2"):
         coflow.workload(df, machines=2)
-    with pytest.raises(ValueError, match=r"^workload: .*id 1"):
+    with pytest.raises(ValueError, match=r"^coflow 1: id: given to two coflows \(items 0 and 1\)$"):
         coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)]}, {"id": 1, "arrival": 1, "flows": [(0, 1, 5)]}])
 
 
@@ -262,9 +262,9 @@ def test_a_dataframe_the_model_refuses_is_an_error_naming_the_coflow_and_field()
         return two_coflows_on_one_port().assign(**columns)
 
     wrong = [
-        (rows(arrival=[0.0, 1e30]), r"^coflow 2: arrival: at most 18446744073\.709551615 seconds \(2\^64 - 1 ns\), got 1e\+30$"),
-        (rows(arrival=[0.0, 18446744073.71]), r"^coflow 2: arrival: at most "),
-        (rows(deadline=[1e30, None]), r"^coflow 1: deadline: at most 18446744073\.709551615 seconds"),
+        (rows(arrival=[0.0, 1e30]), r"^coflow 2: arrival: must be below 2\^64 ns \(about 18446744073\.7 seconds\), got 1e\+30$"),
+        (rows(arrival=[0.0, 18446744073.71]), r"^coflow 2: arrival: must be below 2\^64 ns"),
+        (rows(deadline=[1e30, None]), r"^coflow 1: deadline: must be below 2\^64 ns"),
         (rows(weight=[1.0, 0]), r"^coflow 2: weight: must be a positive finite number, got 0"),
         (rows(weight=[float("inf"), 1.0]), r"^coflow 1: weight: must be a positive finite number, got inf$"),
         (rows(parents=[[], [7]]), r"^coflow 2: parent 7 is not a coflow of this trace$"),
