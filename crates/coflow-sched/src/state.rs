@@ -427,6 +427,12 @@ impl Allocation {
         self.leg_extra.clear();
         self.route_rate.iter_mut().for_each(|r| *r = 0.0);
         self.shares.rate.iter_mut().for_each(|r| *r = 0.0);
+        // Every route as written: routes moved since the last answer in shares follow what
+        // `follows` holds at their place (at a share of zero, whichever resource it is).
+        if self.shares.on {
+            self.shares.written.clear();
+            self.shares.written.extend(0..self.shares.follows.len() as u32);
+        }
         self.standing.on = self.standing.kept;
         self.standing.reset = self.standing.kept;
         self.standing.changed.clear();
