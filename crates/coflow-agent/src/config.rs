@@ -152,7 +152,7 @@ impl AgentConfig {
         }
         if let Some(a) = &self.data_advertise {
             match a.parse::<std::net::SocketAddr>() {
-                Ok(addr) if !addr.ip().is_unspecified() && addr.port() != 0 => {}
+                Ok(addr) if reachable(addr) => {}
                 _ => {
                     return err(
                         "data_advertise",
@@ -180,6 +180,12 @@ impl AgentConfig {
         coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
             .map_err(|e| ConfigError { field: "tls_ca, tls_cert, tls_key", reason: e.to_string() })
     }
+}
+
+/// Whether other agents could connect to `addr`: neither its IP (`0.0.0.0`, `[::]`) nor its port
+/// is unspecified.
+pub(crate) fn reachable(addr: std::net::SocketAddr) -> bool {
+    !addr.ip().is_unspecified() && addr.port() != 0
 }
 
 #[cfg(test)]

@@ -118,7 +118,7 @@ pub async fn run(
         None => {
             let bound = listeners.data.local_addr()?;
             // Every address (0.0.0.0) is none another agent could connect to.
-            if bound.ip().is_unspecified() {
+            if !config::reachable(bound) {
                 return Err(RunError::Config(ConfigError {
                     field: "data_advertise",
                     reason: format!(
