@@ -125,7 +125,7 @@ fn main() {
     // and so never changes an answer.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(|| Lossy(std::io::stderr()))
+        .with_writer(|| output::Lossy(std::io::stderr()))
         .log_internal_errors(false);
     match cli.log_format {
         LogFormat::Text => logs.with_ansi(ansi).init(),
@@ -157,20 +157,5 @@ fn main() {
     if let Err(e) = result {
         let _ = writeln!(std::io::stderr(), "error: {e:#}");
         std::process::exit(1);
-    }
-}
-
-/// A writer that drops what it cannot write: logging never fails, nor panics.
-struct Lossy<W>(W);
-
-impl<W: std::io::Write> std::io::Write for Lossy<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let _ = self.0.write_all(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        let _ = self.0.flush();
-        Ok(())
     }
 }

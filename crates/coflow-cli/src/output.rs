@@ -112,7 +112,22 @@ pub(crate) fn human(text: &str, outputs: &[Option<&Path>]) {
 /// Writes `text` to standard error, or drops it if standard error cannot be written (a closed
 /// pipe, a full disk): a remark on a run never fails the run, nor keeps its files unwritten.
 pub(crate) fn note(text: &str) {
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    let _ = Lossy(std::io::stderr().lock()).write_all(text.as_bytes());
+}
+
+/// A writer that drops what it cannot write, for remarks and logs: they never fail, nor panic.
+pub(crate) struct Lossy<W>(pub(crate) W);
+
+impl<W: Write> Write for Lossy<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = self.0.write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
+    }
 }
 
 /// `eprintln!` for a remark on a run, which never panics ([`note`]).
