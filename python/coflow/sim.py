@@ -368,7 +368,6 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
         raise ValueError("machines: a workload needs at least one machine")
     if largest >= machines:
         raise ValueError(f"machines: a flow's endpoint is machine {largest}, but there are only {machines} machines")
-    _check_ids(records)
     header = {"format": "coflow-jsonl", "version": 1, "machines": machines}
     lines = [json.dumps(header)] + [json.dumps(r) for r in records]
     try:
@@ -384,20 +383,14 @@ def _at_coflow(e: ValueError, records: List[Dict[str, Any]]) -> ValueError:
     if m is None or not 2 <= int(m[1]) < len(records) + 2:
         return e
     cid, field, message = records[int(m[1]) - 2]["id"], m[2], m[3]
+    repeated = re.fullmatch(r"coflow id \d+ already appeared on line (\d+)", message)
+    if repeated is not None:
+        message = f"given to two coflows (items {int(repeated[1]) - 2} and {int(m[1]) - 2})"
     if field is not None:
         message = f"{field}: {message}"
     if re.search(rf"\bcoflow {cid}\b", message):
         return ValueError(f"workload: {message}")
     return ValueError(f"coflow {cid}: {message}")
-
-
-def _check_ids(records: List[Dict[str, Any]]) -> None:
-    """Each coflow's id once, named as the data gave it rather than by the library's lines."""
-    seen: Dict[int, int] = {}
-    for i, r in enumerate(records):
-        if r["id"] in seen:
-            raise ValueError(f"coflow {r['id']}: id: given to two coflows (items {seen[r['id']]} and {i})")
-        seen[r["id"]] = i
 
 
 # `simulate`'s parameter is named `workload` too.
