@@ -118,10 +118,15 @@ impl From<AgentError> for tonic::Status {
     fn from(e: AgentError) -> tonic::Status {
         let code = match &e {
             // The coordinator's answer keeps its kind; an error of the call itself (no session,
-            // a transport error) has none, and is the coordinator out of reach.
+            // a transport error, no answer within the deadline) has none, and is the coordinator
+            // out of reach, which a client may retry.
             AgentError::Coordinator(s) => {
                 return match ErrorKind::of(s) {
                     Some(_) => s.clone(),
+                    None if s.code() == tonic::Code::DeadlineExceeded => ErrorKind::AgentUnreachable.status(
+                        tonic::Code::Unavailable,
+                        format!("the coordinator did not answer in time: {}", s.message()),
+                    ),
                     None => ErrorKind::AgentUnreachable.status(s.code(), s.message().to_string()),
                 };
             }
@@ -148,5 +153,37 @@ impl From<AgentError> for tonic::Status {
             k => k,
         };
         kind.status(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A coordinator's refusal reaches the client as it came; a call that failed in itself (no
+    /// session, no answer in time) is `agent-unreachable`, which a client retries, and one that
+    /// ran out of time says so with the code a retry keys on.
+    #[test]
+    fn coordinator_errors_reach_the_client_with_a_kind() {
+        let refused = ErrorKind::PermissionDenied.status(tonic::Code::PermissionDenied, "not yours");
+        let s = tonic::Status::from(AgentError::Coordinator(refused));
+        assert_eq!(
+            (s.code(), ErrorKind::of(&s), s.message()),
+            (tonic::Code::PermissionDenied, Some(ErrorKind::PermissionDenied), "not yours")
+        );
+        let away = tonic::Status::from(AgentError::Coordinator(tonic::Status::unavailable("no session")));
+        assert_eq!(
+            (away.code(), ErrorKind::of(&away), away.message()),
+            (tonic::Code::Unavailable, Some(ErrorKind::AgentUnreachable), "no session")
+        );
+        let late = tonic::Status::from(AgentError::Coordinator(tonic::Status::deadline_exceeded("after 5000 ms")));
+        assert_eq!(
+            (late.code(), ErrorKind::of(&late), late.message()),
+            (
+                tonic::Code::Unavailable,
+                Some(ErrorKind::AgentUnreachable),
+                "the coordinator did not answer in time: after 5000 ms"
+            )
+        );
     }
 }

@@ -90,7 +90,7 @@ pub(crate) async fn announce_get(
             // Read before the grant: a coordinator that restarts after granting is a later epoch.
             let epoch = shared.link_epoch.load(Ordering::SeqCst);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(100));
-            match shared.link.call(Body::Get(ann), left).await.map_err(unanswered)? {
+            match shared.link.call(Body::Get(ann), left).await.map_err(AgentError::Coordinator)? {
                 pb::agent_reply::Result::Get(grant) => Ok((epoch, grant)),
                 _ => Err(AgentError::Coordinator(tonic::Status::internal(
                     "the coordinator answered a get with another reply",
@@ -113,16 +113,6 @@ pub(crate) async fn announce_get(
             other => return other,
         }
     }
-}
-
-/// A coordinator's answer that did not come within its deadline is `agent-unreachable`
-/// (retryable), like a coordinator that cannot be reached; any other answer is kept as it is.
-pub(crate) fn unanswered(s: tonic::Status) -> AgentError {
-    if s.code() == tonic::Code::DeadlineExceeded && ErrorKind::of(&s).is_none() {
-        let msg = format!("the coordinator did not answer in time: {}", s.message());
-        return AgentError::Coordinator(ErrorKind::AgentUnreachable.status(tonic::Code::Unavailable, msg));
-    }
-    AgentError::Coordinator(s)
 }
 
 /// Whether an error says the coordinator is away (not that it answered): this agent is not

@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::error::AgentError;
-use crate::receive::{self, unanswered};
+use crate::receive;
 use crate::state::Shared;
 use crate::store::{Piece, file_piece};
 
@@ -89,7 +89,7 @@ impl AgentService {
                     let w = pb::WithdrawPutRequest { coflow_id: coflow.0, data_id: data_id.as_str().to_string() };
                     self.shared.link.tell(Body::WithdrawPut(w));
                 }
-                return Err(unanswered(s).into());
+                return Err(AgentError::Coordinator(s).into());
             }
         }
         self.shared.puts.fetch_add(1, Ordering::Relaxed);
