@@ -147,6 +147,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                         flows,
                         tx_bps: (tx - last_tx) as f64 / dt,
                         rx_bps: (rx - last_rx) as f64 / dt,
+                        unread_flow_ids: shared.unread.flows(now),
                     };
                     (last_tx, last_rx, last_at) = (tx, rx, now);
                     shared.rates.collect_garbage();

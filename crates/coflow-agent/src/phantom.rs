@@ -223,7 +223,7 @@ impl Phantom {
     /// Reports progress of flows this machine sends.
     pub fn heartbeat(&self, flows: &[(FlowId, u64)]) {
         let flows = flows.iter().map(|&(f, sent)| pb::FlowProgress { flow_id: f.0, bytes_sent: sent }).collect();
-        let hb = pb::HeartbeatRequest { machine_id: self.machine.0, flows, tx_bps: 0.0, rx_bps: 0.0 };
+        let hb = pb::HeartbeatRequest { machine_id: self.machine.0, flows, ..Default::default() };
         self.link.tell(Body::Heartbeat(hb));
     }
 

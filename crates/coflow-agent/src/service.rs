@@ -205,7 +205,7 @@ impl Agent for AgentService {
         let size = grant.size;
         let local = grant.parts.is_empty() && grant.src_machine_id == shared.config.machine_id();
         let received = Arc::new(AtomicU64::new(0));
-        let open: Arc<std::sync::Mutex<std::collections::BTreeSet<FlowId>>> = Arc::default();
+        let open: receive::OpenParts = Arc::default();
         if local {
             open.lock().expect("open parts lock").insert(FlowId(grant.flow_id));
         }
@@ -228,13 +228,24 @@ impl Agent for AgentService {
             };
             let client = tx.clone();
             // The first message states the piece's size, which the client checks the stream
-            // against. A client that takes no message for the data idle timeout has stopped
-            // reading: its get fails (and the flow's end is reported, which frees its rate).
+            // against. A client that leaves a message untaken is reported not reading after
+            // `UNREAD_AFTER` (its flows' ports are not judged by them), and one that takes none
+            // for the data idle timeout has stopped reading: its get fails (and the flow's end is
+            // reported, which frees its rate).
             let idle = shared.idle();
+            let (waiter, open) = (shared.clone(), get.open.clone());
             let forward = async move {
                 let deliver = |m: pb::GetChunk| {
-                    let client = client.clone();
-                    async move { matches!(tokio::time::timeout(idle, client.send(Ok(m))).await, Ok(Ok(()))) }
+                    let (client, waiter, open) = (client.clone(), waiter.clone(), open.clone());
+                    async move {
+                        let m = match client.try_send(Ok(m)) {
+                            Ok(()) => return true,
+                            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+                            Err(mpsc::error::TrySendError::Full(m)) => m,
+                        };
+                        let _waiting = waiter.unread.wait(&open, std::time::Instant::now());
+                        matches!(tokio::time::timeout(idle, client.send(m)).await, Ok(Ok(())))
+                    }
                 };
                 if !deliver(pb::GetChunk { data: Vec::new(), piece_size: Some(size) }).await {
                     return false;

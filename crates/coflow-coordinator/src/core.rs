@@ -301,6 +301,8 @@ struct AgentRec {
     last_seen: Nanos,
     tx_bps: f64,
     rx_bps: f64,
+    /// The flows it receives whose client stopped taking their bytes, as of its last report.
+    unread: BTreeSet<FlowId>,
 }
 
 /// Counters for `/metrics` and the benchmark.
@@ -742,6 +744,7 @@ impl Core {
                 last_seen: now,
                 tx_bps: 0.0,
                 rx_bps: 0.0,
+                unread: BTreeSet::new(),
             },
         );
         self.mark(Why::Agent);
@@ -776,16 +779,29 @@ impl Core {
     pub fn handle_heartbeat(&mut self, now: Nanos, hb: Heartbeat) -> bool {
         self.input(now);
         let mut covered = Nanos::ZERO;
+        let mut newly_unread = Vec::new();
         let known = match self.agents.get_mut(&hb.machine) {
             Some(a) if a.alive => {
                 covered = now.saturating_sub(a.last_seen);
                 a.last_seen = now;
                 a.tx_bps = hb.tx_bps;
                 a.rx_bps = hb.rx_bps;
+                let unread: BTreeSet<FlowId> = hb.unread.into_iter().collect();
+                newly_unread.extend(unread.difference(&a.unread).copied());
+                a.unread = unread;
                 true
             }
             _ => false,
         };
+        // What a flow whose client just stopped reading moved this period, reported before its
+        // receiver said so, is no sample of its ports either.
+        for id in newly_unread {
+            if let Some(f) = self.flows.get(&id)
+                && f.dst == hb.machine
+            {
+                self.ports.forget(f.src, f.dst);
+            }
+        }
         if known {
             // What this report says of each wide-area link its flows cross, or on a big switch of
             // the ports, by receiver, over the interval since the agent's previous message.
@@ -802,8 +818,11 @@ impl Core {
                     // have its rate yet either, and is not measured: a link that only such flows
                     // cross is found down by its receivers (who resume them) instead.
                     // A relayed part moves at the pace of its slower hop: its bytes load both links,
-                    // but whether it kept up says nothing of either alone.
-                    if f.sent > 0 {
+                    // but whether it kept up says nothing of either alone. A flow whose receiver
+                    // reports that its client stopped reading is held back by that client, so it
+                    // is not measured either (its sender's port would pass for slow).
+                    let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
+                    if f.sent > 0 && !unread {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         for &l in &f.links {
                             let r = links.entry(l).or_default();

@@ -25,11 +25,13 @@
 //! shortfall one port explains does not count against the other; a port never explains the
 //! shortfall of a pair that moved next to nothing while another of its pairs moved (a full port
 //! shares what it has, never down to nothing for one flow), so a receiver that stops reading does
-//! not pass for a slow uplink of its sender, whose other flows keep their rates. A port is sampled only once it
-//! held its flows back two periods in a row: a slower link stays slow, while a flow stalled for
-//! a moment (its receiver busy, its agent descheduled) is no port's fault. And a port asked less than
-//! a fifth of its estimate tells nothing of being held back (a flow paced at a small rate
-//! moves block by block, too coarse to judge in one period).
+//! not pass for a slow uplink of its sender, whose other flows keep their rates. (A flow whose
+//! receiving agent reports its client not reading is not reported here at all: the core leaves
+//! it out, so that a stalled reader alone on both its ports is no port's fault either.) A port is
+//! sampled only once it held its flows back two periods in a row: a slower link stays slow, while
+//! a flow stalled for a moment (its receiver busy, its agent descheduled) is no port's fault. And
+//! a port asked less than a fifth of its estimate tells nothing of being held back (a flow paced
+//! at a small rate moves block by block, too coarse to judge in one period).
 //!
 //! Pure: the core calls it with `now` and what it learnt; it reads no clock.
 
@@ -361,6 +363,12 @@ impl PortMeter {
         let r = self.pairs.entry((src, dst)).or_default();
         r.0.add(&carried);
         r.1 += secs;
+    }
+
+    /// A flow from `src` to `dst` was found held back by its receiving client: what the pair
+    /// carried so far this period says nothing of their ports, and is forgotten.
+    pub(crate) fn forget(&mut self, src: MachineId, dst: MachineId) {
+        self.pairs.remove(&(src, dst));
     }
 
     /// When the current period ends.

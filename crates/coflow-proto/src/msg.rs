@@ -461,6 +461,8 @@ pub struct Heartbeat {
     pub tx_bps: f64,
     /// Measured receiving rate since the last report.
     pub rx_bps: f64,
+    /// Flows it receives whose client stopped taking their bytes.
+    pub unread: Vec<FlowId>,
 }
 
 impl TryFrom<pb::HeartbeatRequest> for Heartbeat {
@@ -473,11 +475,13 @@ impl TryFrom<pb::HeartbeatRequest> for Heartbeat {
             }
         }
         at_most("flows", r.flows.len(), MAX_HEARTBEAT_FLOWS)?;
+        at_most("unread_flow_ids", r.unread_flow_ids.len(), MAX_HEARTBEAT_FLOWS)?;
         Ok(Heartbeat {
             machine: MachineId(r.machine_id),
             flows: r.flows.into_iter().map(|f| (FlowId(f.flow_id), f.bytes_sent)).collect(),
             tx_bps: r.tx_bps,
             rx_bps: r.rx_bps,
+            unread: r.unread_flow_ids.into_iter().map(FlowId).collect(),
         })
     }
 }

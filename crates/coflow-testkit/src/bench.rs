@@ -619,7 +619,13 @@ pub fn core_decisions(n: usize) -> f64 {
         if k % 1000 == 0 {
             // The agents report, so that none times out in the core's clock.
             for m in 0..machines {
-                let hb = coflow_proto::Heartbeat { machine: MachineId(m), flows: Vec::new(), tx_bps: 0.0, rx_bps: 0.0 };
+                let hb = coflow_proto::Heartbeat {
+                    machine: MachineId(m),
+                    flows: Vec::new(),
+                    tx_bps: 0.0,
+                    rx_bps: 0.0,
+                    unread: Vec::new(),
+                };
                 core.handle_heartbeat(now, hb);
             }
         }

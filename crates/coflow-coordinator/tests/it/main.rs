@@ -135,7 +135,12 @@ impl Harness {
     }
 
     fn heartbeat(&mut self, machine: u32, flows: Vec<(FlowId, u64)>) -> bool {
-        let hb = Heartbeat { machine: MachineId(machine), flows, tx_bps: 0.0, rx_bps: 0.0 };
+        self.heartbeat_unread(machine, flows, Vec::new())
+    }
+
+    /// A heartbeat that also lists the flows `machine` receives whose client stopped reading.
+    fn heartbeat_unread(&mut self, machine: u32, flows: Vec<(FlowId, u64)>, unread: Vec<FlowId>) -> bool {
+        let hb = Heartbeat { machine: MachineId(machine), flows, tx_bps: 0.0, rx_bps: 0.0, unread };
         self.core.handle_heartbeat(self.now, hb)
     }
 

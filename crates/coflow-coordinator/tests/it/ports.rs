@@ -108,6 +108,44 @@ fn a_host_whose_link_fell_is_offered_what_it_carries() {
     }
 }
 
+/// Machine 0 sends one flow to machine 1 and nothing else crosses either port; after 300 ms the
+/// receiving client stops reading, so the flow moves nothing. Its receiver's agent reports it
+/// unread, even late, and neither port is taken for slow: machine 0's next flows would be offered its whole
+/// uplink. Unreported, the two ports cannot be told from a dead link, and the stall is put down
+/// to the sender's uplink.
+#[test]
+fn a_lone_flow_whose_reader_stopped_is_no_ports_fault_once_reported() {
+    for reported in [true, false] {
+        let mut h = harness("varys", 2);
+        let c = h.register(1, CoflowOptions::default());
+        h.put(c, "a", 0, 1 << 40).unwrap();
+        let flow = h.get(c, "a", 1).unwrap().flow;
+        h.advance(0);
+        h.drain();
+        let mut sent = 0;
+        for step in 0..30 {
+            let rate = h.core.rate(flow).unwrap_or(0.0);
+            h.advance(100);
+            let reading = step < 3;
+            if reading {
+                sent += (rate * HEALTHY * 0.1).round() as u64;
+            }
+            assert!(h.heartbeat(0, vec![(flow, sent)]));
+            // The report comes 400 ms after the flow stalled, in the period after: what the
+            // flow moved before it, in that period, is no sample of its ports either.
+            let unread = if reported && step >= 7 { vec![flow] } else { Vec::new() };
+            assert!(h.heartbeat_unread(1, Vec::new(), unread));
+            h.drain();
+        }
+        let (up, down) = ports(&h, 0);
+        if reported {
+            assert_eq!((up, down, ports(&h, 1)), (RATE, RATE, (RATE, RATE)), "reported unread");
+        } else {
+            assert!(up < RATE / 2.0, "unreported, the sender's uplink is taken for slow: {up}");
+        }
+    }
+}
+
 /// Machine 0's downlink carries half its rate; machines 1 and 2 send to it. The shortfall is its
 /// downlink's, not its senders' uplinks'.
 #[test]

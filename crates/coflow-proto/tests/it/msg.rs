@@ -139,8 +139,15 @@ fn register_agent() -> impl Strategy<Value = pb::RegisterAgentRequest> {
 
 fn heartbeat() -> impl Strategy<Value = pb::HeartbeatRequest> {
     let flow = (number(), number()).prop_map(|(flow_id, bytes_sent)| pb::FlowProgress { flow_id, bytes_sent });
-    (machine(), prop::collection::vec(flow, 0..4), rate(), rate())
-        .prop_map(|(machine_id, flows, tx_bps, rx_bps)| pb::HeartbeatRequest { machine_id, flows, tx_bps, rx_bps })
+    (machine(), prop::collection::vec(flow, 0..4), rate(), rate(), prop::collection::vec(number(), 0..4)).prop_map(
+        |(machine_id, flows, tx_bps, rx_bps, unread_flow_ids)| pb::HeartbeatRequest {
+            machine_id,
+            flows,
+            tx_bps,
+            rx_bps,
+            unread_flow_ids,
+        },
+    )
 }
 
 fn put_source() -> impl Strategy<Value = pb::put_request::Source> {
@@ -306,6 +313,7 @@ proptest! {
                 let flows: Vec<(u64, u64)> = h.flows.iter().map(|&(f, b)| (f.0, b)).collect();
                 let sent: Vec<(u64, u64)> = m.flows.iter().map(|f| (f.flow_id, f.bytes_sent)).collect();
                 prop_assert_eq!(flows, sent);
+                prop_assert_eq!(h.unread.iter().map(|f| f.0).collect::<Vec<_>>(), m.unread_flow_ids.clone());
                 prop_assert_eq!((h.machine, h.tx_bps.to_bits(), h.rx_bps.to_bits()), (MachineId(m.machine_id), m.tx_bps.to_bits(), m.rx_bps.to_bits()));
             }
         }

@@ -303,11 +303,14 @@ async fn every_call_refuses_malformed_and_oversize_messages_with_a_typed_error()
 }
 
 /// A client that opens a get and never reads: within the data idle timeout (2 s here) the get
-/// ends and the coordinator frees its flow, while the client still holds the stream.
+/// ends and the coordinator frees its flow, while the client still holds the stream. Meanwhile
+/// its agent reports the flow unread, so the sender's uplink, which nothing else crosses, is not
+/// taken for slow (which would hold back the sender's next flows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> anyhow::Result<()> {
     subscribe();
-    let cluster = Cluster::start(ClusterConfig::new(2, 20e6, "varys")).await?;
+    let rate = 20e6;
+    let cluster = Cluster::start(ClusterConfig::new(2, rate, "varys")).await?;
     let c = cluster.client(0).await?;
     let coflow = c.register(1, CoflowOptions::default()).await?;
     c.put(coflow, "big", content(9, 48 << 20)).await?;
@@ -319,10 +322,18 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(live().await, 1.0, "the flow is live");
+    let mut uplink = Vec::new();
     while live().await > 0.0 && opened.elapsed() < Duration::from_secs(8) {
+        let st = c.status().await?;
+        let sender = st.agents.iter().find(|a| a.machine_id == 0).expect("machine 0 is registered");
+        uplink.push((opened.elapsed().as_millis(), sender.uplink_bps));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(live().await, 0.0, "the stalled get's flow is still live after {:?}", opened.elapsed());
+    assert!(
+        uplink.iter().all(|&(_, bps)| bps >= rate / 2.0),
+        "the sender's uplink was taken for slow (ms, B/s): {uplink:?}"
+    );
     drop(stalled);
     cluster.shutdown().await;
     Ok(())
