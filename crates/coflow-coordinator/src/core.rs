@@ -786,7 +786,10 @@ impl Core {
                 a.last_seen = now;
                 a.tx_bps = hb.tx_bps;
                 a.rx_bps = hb.rx_bps;
-                let unread: BTreeSet<FlowId> = hb.unread.into_iter().collect();
+                // Only flows it receives: it speaks for no other receiver.
+                let flows = &self.flows;
+                let unread: BTreeSet<FlowId> =
+                    hb.unread.into_iter().filter(|id| flows.get(id).is_some_and(|f| f.dst == hb.machine)).collect();
                 newly_unread.extend(unread.difference(&a.unread).copied());
                 a.unread = unread;
                 true
@@ -796,9 +799,7 @@ impl Core {
         // What a flow whose client just stopped reading moved this period, reported before its
         // receiver said so, is no sample of its ports either.
         for id in newly_unread {
-            if let Some(f) = self.flows.get(&id)
-                && f.dst == hb.machine
-            {
+            if let Some(f) = self.flows.get(&id) {
                 self.ports.forget(f.src, f.dst);
             }
         }
