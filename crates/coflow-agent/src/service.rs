@@ -97,6 +97,11 @@ impl AgentService {
     }
 }
 
+/// The least rate, in bytes per second, at which a put stream must bring the bytes it stated,
+/// after a grace of the data idle timeout: the SDKs stream bytes already in memory, at memory
+/// speed.
+const MIN_PUT_RATE: f64 = (1 << 20) as f64;
+
 /// The identity of a local client (its certificate's name; empty in token mode), which the
 /// coordinator checks against the coflow's owner.
 fn client_of<T>(req: &Request<T>) -> String {
@@ -160,6 +165,20 @@ impl Agent for AgentService {
         }
         self.refuse_barred(coflow, &client)?;
         let reservation = self.shared.store.reserve(coflow, &data_id, size)?;
+        // The reservation holds `size` bytes of the agent's memory from now on: the bytes must
+        // come at `MIN_PUT_RATE` at least (after a grace of the idle timeout), so that a client
+        // cannot hold memory, or a name, by stating a large size and sending a trickle.
+        let due = tokio::time::Instant::now() + idle + Duration::from_secs_f64(size as f64 / MIN_PUT_RATE);
+        let slow = |got: usize| {
+            AgentError::Invalid(coflow_proto::ProtoError::Invalid {
+                field: "chunks",
+                reason: format!(
+                    "{got} of the {size} bytes stated came in {:.1} s, slower than the {} MiB/s a put stream must keep",
+                    (idle + Duration::from_secs_f64(size as f64 / MIN_PUT_RATE)).as_secs_f64(),
+                    MIN_PUT_RATE / (1 << 20) as f64
+                ),
+            })
+        };
         let mut bytes = Vec::new();
         bytes
             .try_reserve_exact(size as usize)
@@ -170,7 +189,9 @@ impl Agent for AgentService {
                 return Err(wrong(format!("more bytes than the {size} stated")).into());
             }
             bytes.extend_from_slice(&chunk);
-            match tokio::time::timeout(idle, stream.message()).await.map_err(|_| silent())?? {
+            let next = tokio::time::Instant::now() + idle;
+            let message = tokio::time::timeout_at(next.min(due), stream.message()).await;
+            match message.map_err(|_| if next <= due { silent() } else { slow(bytes.len()) })?? {
                 Some(c) => chunk = c.data,
                 None => break,
             }

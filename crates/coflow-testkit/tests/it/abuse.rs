@@ -339,6 +339,44 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
     Ok(())
 }
 
+/// A put stream that states 4 MiB and sends a byte a second (each within the 2 s idle timeout)
+/// holds its reservation no longer than the idle timeout plus 4 s at 1 MiB/s: it fails `invalid`,
+/// naming the rate, and the name and the memory it held are free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_stream_that_trickles_gives_its_reservation_back() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let channel = tonic::transport::Endpoint::from_shared(cluster.agent_url(0))?.connect().await?;
+    let mut agent = pb::agent_client::AgentClient::new(channel);
+    let size = 4u64 << 20;
+    let trickle = trickle(coflow, size);
+    let mut req = tonic::Request::new(trickle);
+    cluster.token().attach(&mut req);
+    let started = Instant::now();
+    let s = agent.put_stream(req).await.expect_err("a trickle is refused");
+    let took = started.elapsed();
+    assert_eq!((s.code(), kind(&s)), (tonic::Code::InvalidArgument, "invalid"), "{s:?}");
+    assert!(s.message().contains("1 MiB/s"), "{}", s.message());
+    assert!((Duration::from_secs(5)..Duration::from_secs(9)).contains(&took), "refused after {took:?}");
+    assert_eq!(c.put(coflow, "slow", vec![5; 1000]).await?, 1000, "the name is free again");
+    assert_eq!(c.get(coflow, "slow").await?, vec![5; 1000]);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A put stream of `size` bytes stated, in coflow `coflow` as piece `slow`, that sends one byte a
+/// second.
+fn trickle(coflow: CoflowId, size: u64) -> impl tokio_stream::Stream<Item = pb::PutChunk> {
+    let first = pb::PutChunk { coflow_id: coflow.0, data_id: "slow".into(), size, data: vec![1] };
+    let rest = tokio_stream::StreamExt::throttle(
+        tokio_stream::iter((1..size).map(|_| pb::PutChunk { data: vec![1], ..Default::default() })),
+        Duration::from_secs(1),
+    );
+    tokio_stream::StreamExt::chain(tokio_stream::iter([first]), rest)
+}
+
 /// Of two processes claiming one machine, the one that started later wins: the older one's
 /// registration is refused with ABORTED, which tells it to stop, instead of replacing the newer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
