@@ -164,7 +164,7 @@ impl Agent for AgentService {
             return Err(wrong(format!("{size} bytes is more than {}", coflow_proto::MAX_PIECE_SIZE)).into());
         }
         self.refuse_barred(coflow, &client)?;
-        let reservation = self.shared.store.reserve(coflow, &data_id, size)?;
+        let reservation = self.shared.store.reserve(coflow, &data_id, size, &client)?;
         // The reservation holds `size` bytes of the agent's memory from now on: the bytes must
         // come at `MIN_PUT_RATE` at least (after a grace of the idle timeout), so that a client
         // cannot hold memory, or a name, by stating a large size and sending a trickle.

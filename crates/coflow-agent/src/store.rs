@@ -225,8 +225,9 @@ struct Inner {
     registrations: HashMap<CoflowId, Registration>,
     dropped: HashSet<CoflowId>,
     dropped_order: VecDeque<CoflowId>,
-    /// Pieces being streamed in, whose bytes `memory_bytes` counts already.
-    reserved: HashSet<(CoflowId, DataId)>,
+    /// Pieces being streamed in, by name and client identity, whose bytes `memory_bytes` counts
+    /// already.
+    reserved: HashSet<ReservedName>,
 }
 
 /// Memory reserved for a piece being streamed in ([`Store::reserve`]); released when dropped
@@ -234,7 +235,7 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct Reservation<'a> {
     store: &'a Store,
-    key: (CoflowId, DataId),
+    key: ReservedName,
     size: u64,
     done: bool,
 }
@@ -249,6 +250,9 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// A name being streamed in, and the identity of the client streaming it.
+type ReservedName = (CoflowId, DataId, String);
+
 /// How many unregistered coflow ids an agent remembers (to refuse their late puts).
 const DROPPED_MEMORY: usize = 65_536;
 
@@ -259,16 +263,14 @@ impl Store {
     }
 
     /// Stores a piece; refuses a second piece of the same name, a piece of a coflow known to be
-    /// unregistered, and bytes beyond the memory limit.
+    /// unregistered, and bytes beyond the memory limit. A name being streamed in does not hold
+    /// it: the first piece stored wins ([`Store::reserve`]).
     pub(crate) fn insert(&self, coflow: CoflowId, data_id: DataId, piece: Piece) -> Result<(), AgentError> {
         let mut s = self.inner.lock().expect("store lock");
         if s.dropped.contains(&coflow) {
             return Err(AgentError::UnknownCoflow(coflow));
         }
         if s.pieces.contains_key(&(coflow, data_id.clone())) {
-            return Err(AgentError::DuplicateDataId { coflow, data_id });
-        }
-        if s.reserved.contains(&(coflow, data_id.clone())) {
             return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
         let add = piece.memory_bytes();
@@ -278,17 +280,28 @@ impl Store {
         Ok(())
     }
 
-    /// Reserves `size` bytes of memory for a piece about to be streamed in, before its bytes
-    /// come: refused, like [`Store::insert`], for a coflow known to be unregistered, a name taken
-    /// (or being put), and bytes beyond the memory limit. Released when dropped unless the piece
-    /// is stored with [`Store::insert_reserved`].
-    pub(crate) fn reserve(&self, coflow: CoflowId, data_id: &DataId, size: u64) -> Result<Reservation<'_>, AgentError> {
+    /// Reserves `size` bytes of memory for a piece about to be streamed in by the client of
+    /// identity `client`, before its bytes come: refused, like [`Store::insert`], for a coflow
+    /// known to be unregistered, a name taken (or being streamed in by the same client), and bytes
+    /// beyond the memory limit. Released when dropped unless the piece is stored with
+    /// [`Store::insert_reserved`].
+    ///
+    /// A name being streamed in by one client is not taken from another: the first piece stored
+    /// under it wins, and the coordinator refuses the announcement of a client that does not own
+    /// the coflow, so a stranger's put in flight cannot hold a name from the coflow's owner.
+    pub(crate) fn reserve(
+        &self,
+        coflow: CoflowId,
+        data_id: &DataId,
+        size: u64,
+        client: &str,
+    ) -> Result<Reservation<'_>, AgentError> {
         let mut s = self.inner.lock().expect("store lock");
-        let key = (coflow, data_id.clone());
+        let key = (coflow, data_id.clone(), client.to_string());
         if s.dropped.contains(&coflow) {
             return Err(AgentError::UnknownCoflow(coflow));
         }
-        if s.pieces.contains_key(&key) || s.reserved.contains(&key) {
+        if s.pieces.contains_key(&(coflow, data_id.clone())) || s.reserved.contains(&key) {
             return Err(AgentError::DuplicateDataId { coflow, data_id: data_id.clone() });
         }
         self.fits(&s, size)?;
@@ -297,18 +310,23 @@ impl Store {
         Ok(Reservation { store: self, key, size, done: false })
     }
 
-    /// Stores a piece in the memory reserved for it.
+    /// Stores a piece in the memory reserved for it, unless a piece took its name meanwhile.
     pub(crate) fn insert_reserved(&self, mut r: Reservation<'_>, piece: Piece) -> Result<(), AgentError> {
         debug_assert_eq!(piece.memory_bytes(), r.size, "a reservation holds its piece's bytes");
         let mut s = self.inner.lock().expect("store lock");
         r.done = true;
         s.reserved.remove(&r.key);
-        if s.dropped.contains(&r.key.0) {
+        let (coflow, data_id, _) = r.key.clone();
+        if s.dropped.contains(&coflow) {
             s.memory_bytes -= r.size;
-            return Err(AgentError::UnknownCoflow(r.key.0));
+            return Err(AgentError::UnknownCoflow(coflow));
+        }
+        if s.pieces.contains_key(&(coflow, data_id.clone())) {
+            s.memory_bytes -= r.size;
+            return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
         s.memory_bytes = s.memory_bytes - r.size + piece.memory_bytes();
-        s.pieces.insert(r.key.clone(), piece);
+        s.pieces.insert((coflow, data_id), piece);
         Ok(())
     }
 
@@ -723,5 +741,29 @@ mod tests {
             s.insert(CoflowId(1), id("c"), Piece::memory(vec![1], 256)),
             Err(AgentError::UnknownCoflow(_))
         ));
+    }
+
+    /// A name being streamed in is held from the same client only: another client's stream or
+    /// put of the name goes ahead, the first piece stored wins, and a stream that lost gives its
+    /// memory back.
+    #[test]
+    fn a_name_being_streamed_in_is_held_from_its_own_client_only() {
+        let s = Store::new(1000);
+        let x = DataId::new("x").unwrap();
+        let stranger = s.reserve(CoflowId(1), &x, 300, "stranger").unwrap();
+        assert!(matches!(s.reserve(CoflowId(1), &x, 300, "stranger"), Err(AgentError::DuplicateDataId { .. })));
+        let owner = s.reserve(CoflowId(1), &x, 300, "owner").unwrap();
+        assert_eq!(s.usage(), (0, 0, 600));
+        s.insert_reserved(owner, Piece::memory(vec![1; 300], 256)).unwrap();
+        let lost = s.insert_reserved(stranger, Piece::memory(vec![2; 300], 256));
+        assert!(matches!(lost, Err(AgentError::DuplicateDataId { .. })), "{lost:?}");
+        assert_eq!(s.usage(), (1, 300, 300), "the stream that lost gave its memory back");
+        assert!(matches!(s.reserve(CoflowId(1), &x, 10, "stranger"), Err(AgentError::DuplicateDataId { .. })));
+        // A plain put is not held back by another client's stream either.
+        let y = DataId::new("y").unwrap();
+        let stream = s.reserve(CoflowId(1), &y, 100, "stranger").unwrap();
+        s.insert(CoflowId(1), y.clone(), Piece::memory(vec![3; 100], 256)).unwrap();
+        drop(stream);
+        assert_eq!(s.usage(), (2, 400, 400));
     }
 }
