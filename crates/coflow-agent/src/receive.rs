@@ -38,17 +38,21 @@ use crate::state::{Receiving, Shared, Stop};
 pub(crate) const MAX_RESUMES: u32 = 4;
 
 /// How long a get's client may leave a chunk ready for it untaken before the get's flows are
-/// reported unread: well under the coordinator's measurement period (400 ms), so that it learns
-/// before it judges the flows' ports by them.
+/// reported unread (in a heartbeat sent at once): well under the coordinator's measurement
+/// period (400 ms), so that it learns before it judges the flows' ports by them.
 pub(crate) const UNREAD_AFTER: Duration = Duration::from_millis(150);
 
 /// The gets whose client has not taken the chunk ready for it, and since when. Each heartbeat
-/// lists the open flows of those that waited [`UNREAD_AFTER`] or more: their senders fall short
-/// because the client stopped reading, not because a port is slow.
+/// lists the open flows of those that waited [`UNREAD_AFTER`] or more: they want nothing until
+/// their client reads again (the coordinator pauses them), and their senders fall short because
+/// the client stopped reading, not because a port is slow.
 #[derive(Debug, Default)]
 pub(crate) struct Unread {
     next: AtomicU64,
     waiting: Mutex<HashMap<u64, (Instant, OpenParts)>>,
+    /// Told when a get becomes unread or, having been, is read again: the session then sends a
+    /// heartbeat at once.
+    pub(crate) changed: tokio::sync::Notify,
 }
 
 /// The flows of a get whose end is not reported yet.
@@ -59,6 +63,7 @@ pub(crate) type OpenParts = Arc<Mutex<BTreeSet<FlowId>>>;
 pub(crate) struct Waiting<'a> {
     unread: &'a Unread,
     id: u64,
+    since: Instant,
 }
 
 impl Unread {
@@ -66,7 +71,25 @@ impl Unread {
     pub(crate) fn wait(&self, open: &OpenParts, since: Instant) -> Waiting<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.waiting.lock().expect("unread lock").insert(id, (since, open.clone()));
-        Waiting { unread: self, id }
+        Waiting { unread: self, id, since }
+    }
+
+    /// Waits for `send` (a chunk to the client of a get whose flows are `open`) for at most
+    /// `limit`: after `UNREAD_AFTER` the get is unread, which the session is told of at once.
+    /// Whether the chunk was taken.
+    pub(crate) async fn deliver<E>(
+        &self,
+        open: &OpenParts,
+        send: impl Future<Output = Result<(), E>>,
+        limit: Duration,
+    ) -> bool {
+        let _waiting = self.wait(open, Instant::now());
+        let mut send = std::pin::pin!(send);
+        tokio::select! {
+            r = &mut send => return r.is_ok(),
+            _ = tokio::time::sleep(UNREAD_AFTER.min(limit)) => self.changed.notify_one(),
+        }
+        matches!(tokio::time::timeout(limit.saturating_sub(UNREAD_AFTER), send).await, Ok(Ok(())))
     }
 
     /// The flows, in order, of the gets that have waited since `UNREAD_AFTER` before `now`.
@@ -85,6 +108,9 @@ impl Unread {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.unread.waiting.lock().expect("unread lock").remove(&self.id);
+        if self.since.elapsed() >= UNREAD_AFTER {
+            self.unread.changed.notify_one();
+        }
     }
 }
 
@@ -406,5 +432,36 @@ mod tests {
         assert_eq!(unread.flows(t0 + Duration::from_secs(1)), vec![5]);
         drop(waiting_b);
         assert_eq!(unread.flows(t0 + Duration::from_secs(1)), Vec::<u64>::new());
+    }
+
+    /// A chunk the client takes at once lists nothing; one it leaves lists the get once
+    /// `UNREAD_AFTER` has passed, tells the session so, and is given up at the limit; taken
+    /// after being listed, it tells the session again.
+    #[tokio::test]
+    async fn a_chunk_left_untaken_lists_its_get_and_tells_the_session() {
+        let unread = Unread::default();
+        let open: OpenParts = Arc::default();
+        open.lock().unwrap().insert(FlowId(9));
+        assert!(unread.deliver(&open, async { Ok::<(), ()>(()) }, Duration::from_secs(1)).await);
+        let never = std::future::pending::<Result<(), ()>>();
+        let given_up = unread.deliver(&open, never, UNREAD_AFTER * 3);
+        let watch = async {
+            unread.changed.notified().await;
+            unread.flows(Instant::now())
+        };
+        let (taken, listed) = tokio::join!(given_up, watch);
+        assert!(!taken, "given up at the limit");
+        assert_eq!(listed, vec![9], "listed when the session is told");
+        assert_eq!(unread.flows(Instant::now()), Vec::<u64>::new(), "no longer waiting");
+        let (tx, mut rx) = mpsc::channel::<u8>(1);
+        tx.send(0).await.unwrap();
+        let late = async {
+            tokio::time::sleep(UNREAD_AFTER * 2).await;
+            rx.recv().await
+        };
+        let (taken, _) = tokio::join!(unread.deliver(&open, tx.send(1), Duration::from_secs(5)), late);
+        assert!(taken, "taken late");
+        // Told when it became unread and when it was read again (one wake-up holds both).
+        tokio::time::timeout(Duration::from_secs(1), unread.changed.notified()).await.expect("told it was read");
     }
 }

@@ -264,8 +264,7 @@ impl Agent for AgentService {
                             Err(mpsc::error::TrySendError::Closed(_)) => return false,
                             Err(mpsc::error::TrySendError::Full(m)) => m,
                         };
-                        let _waiting = waiter.unread.wait(&open, std::time::Instant::now());
-                        matches!(tokio::time::timeout(idle, client.send(m)).await, Ok(Ok(())))
+                        waiter.unread.deliver(&open, client.send(m), idle).await
                     }
                 };
                 if !deliver(pb::GetChunk { data: Vec::new(), piece_size: Some(size) }).await {

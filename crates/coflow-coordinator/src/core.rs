@@ -779,7 +779,7 @@ impl Core {
     pub fn handle_heartbeat(&mut self, now: Nanos, hb: Heartbeat) -> bool {
         self.input(now);
         let mut covered = Nanos::ZERO;
-        let mut newly_unread = Vec::new();
+        let (mut newly_unread, mut readers_changed) = (Vec::new(), false);
         let known = match self.agents.get_mut(&hb.machine) {
             Some(a) if a.alive => {
                 covered = now.saturating_sub(a.last_seen);
@@ -791,13 +791,17 @@ impl Core {
                 let unread: BTreeSet<FlowId> =
                     hb.unread.into_iter().filter(|id| flows.get(id).is_some_and(|f| f.dst == hb.machine)).collect();
                 newly_unread.extend(unread.difference(&a.unread).copied());
+                readers_changed = unread != a.unread;
                 a.unread = unread;
                 true
             }
             _ => false,
         };
         // What a flow whose client just stopped reading moved this period, reported before its
-        // receiver said so, is no sample of its ports either.
+        // receiver said so, is no sample of its ports either. Its rate goes to the others.
+        if readers_changed {
+            self.mark(Why::Readers);
+        }
         for id in newly_unread {
             if let Some(f) = self.flows.get(&id) {
                 self.ports.forget(f.src, f.dst);
@@ -819,15 +823,17 @@ impl Core {
                     // have its rate yet either, and is not measured: a link that only such flows
                     // cross is found down by its receivers (who resume them) instead.
                     // A relayed part moves at the pace of its slower hop: its bytes load both links,
-                    // but whether it kept up says nothing of either alone. A flow whose receiver
-                    // reports that its client stopped reading is held back by that client, so it
-                    // is not measured either (its sender's port would pass for slow).
+                    // but whether it kept up says nothing of either alone. Nor does a flow whose
+                    // receiver reports that its client stopped reading: that client holds it back
+                    // (its sender's port would pass for slow).
                     let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
-                    if f.sent > 0 && !unread {
+                    if f.sent > 0 {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
+                        // An unread flow's bytes load what they cross as if it asked just them.
+                        let asked = if unread { moved } else { asked };
                         for &l in &f.links {
                             let r = links.entry(l).or_default();
-                            if f.via.is_some() {
+                            if f.via.is_some() || unread {
                                 r.other_moved += moved;
                                 r.other_asked += asked;
                             } else {
@@ -836,7 +842,7 @@ impl Core {
                             }
                         }
                         if big_switch {
-                            ports::carried(to.entry(f.dst).or_default(), f, moved, asked);
+                            ports::carried(to.entry(f.dst).or_default(), f, moved, asked, unread);
                         }
                     }
                     f.asked = 0.0;

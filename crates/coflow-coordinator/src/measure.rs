@@ -26,8 +26,10 @@
 //! shortfall of a pair that moved next to nothing while another of its pairs moved (a full port
 //! shares what it has, never down to nothing for one flow), so a receiver that stops reading does
 //! not pass for a slow uplink of its sender, whose other flows keep their rates. (A flow whose
-//! receiving agent reports its client not reading is not reported here at all: the core leaves
-//! it out, so that a stalled reader alone on both its ports is no port's fault either.) A port is
+//! receiving agent reports its client not reading comes here as load that asked just what it
+//! moved, and its pair's judgement so far in the period is dropped when the report comes
+//! ([`PortMeter::forget`]), so that a stalled reader alone on both its ports is no port's fault
+//! either; the core pauses such a flow.) A port is
 //! sampled only once it held its flows back two periods in a row: a slower link stays slow, while
 //! a flow stalled for a moment (its receiver busy, its agent descheduled) is no port's fault. And
 //! a port asked less than a fifth of its estimate tells nothing of being held back (a flow paced
@@ -365,10 +367,15 @@ impl PortMeter {
         r.1 += secs;
     }
 
-    /// A flow from `src` to `dst` was found held back by its receiving client: what the pair
-    /// carried so far this period says nothing of their ports, and is forgotten.
+    /// A flow from `src` to `dst` was found held back by its receiving client: whether the pair
+    /// kept up so far this period says nothing of their ports. What it moved still loads them,
+    /// as traffic that asked just what it moved.
     pub(crate) fn forget(&mut self, src: MachineId, dst: MachineId) {
-        self.pairs.remove(&(src, dst));
+        if let Some((c, _)) = self.pairs.get_mut(&(src, dst)) {
+            c.other_moved += c.moved;
+            c.other_asked += c.moved;
+            (c.moved, c.asked) = (0.0, 0.0);
+        }
     }
 
     /// When the current period ends.
@@ -674,6 +681,25 @@ mod tests {
         twice(&mut m, Nanos::ZERO, &[(0, 2, 0.0, 500.0), (1, 2, 500.0, 500.0), (0, 1, 500.0, 500.0)]);
         assert_eq!(m.samples(Port::Up(MachineId(0))) + m.samples(Port::Down(MachineId(2))), 0);
         assert_eq!((up(&m, 0), down(&m, 2)), (Some(1000.0), Some(1000.0)));
+    }
+
+    /// A slow uplink (500 a second) shared by two pairs, one of which is then found held back by
+    /// its reader: forgetting that pair's judgement keeps what it moved in the uplink's load, so
+    /// the uplink, still held back by the other pair, is measured at what it carried, not at the
+    /// other pair's half.
+    #[test]
+    fn a_pair_forgotten_for_its_reader_still_loads_its_ports() {
+        let mut m = ports(3, 1000.0);
+        for k in 1..=2 {
+            port_period(&mut m, 0, 1, 250.0, 500.0);
+            port_period(&mut m, 0, 2, 250.0, 500.0);
+            if k == 2 {
+                m.forget(MachineId(0), MachineId(1));
+            }
+            m.tick(Nanos(PERIOD.0 * k));
+        }
+        assert_eq!(up(&m, 0), Some(500.0), "measured at what both pairs moved");
+        assert_eq!((down(&m, 1), down(&m, 2)), (Some(1000.0), Some(1000.0)));
     }
 
     /// A slow port shares what it has unevenly (pairs of more flows, or luckier ones under TCP,

@@ -6,9 +6,9 @@
 //! limit could cost the coordinator hundreds of megabytes before any check on the decoded value
 //! ran (two million empty messages in one session batch took it from 14 MB to 2.4 GB). Here a
 //! control request is refused past 64 KiB, and a session batch past 4,096 messages, or with one
-//! message other than a heartbeat past 64 KiB, or a heartbeat past 1,000,000 flows: each with
-//! `limit-exceeded`, having cost only the bytes gRPC buffered; bytes that are no such message are
-//! `invalid`. Messages a service does not
+//! message other than a heartbeat past 64 KiB, or a heartbeat past 1,000,000 flows (reported or
+//! unread): each with `limit-exceeded`, having cost only the bytes gRPC buffered; bytes that are
+//! no such message are `invalid`. Messages a service does not
 //! receive from others (answers, and what clients send agents, whose bytes decode one for one)
 //! have no bounds of their own.
 
@@ -145,6 +145,7 @@ impl Bounded for pb::AgentBatch {
         const MESSAGES: u64 = 3;
         const HEARTBEAT: u64 = 5;
         const FLOWS: u64 = 2;
+        const UNREAD: u64 = 5;
         let mut count = 0;
         for field in fields(bytes) {
             let Some((number, message)) = field else { break };
@@ -159,10 +160,21 @@ impl Bounded for pb::AgentBatch {
             let heartbeat = fields(message).map_while(|f| f).find(|&(n, _)| n == HEARTBEAT);
             match heartbeat {
                 Some((_, body)) => {
-                    let flows = fields(body).map_while(|f| f).filter(|&(n, _)| n == FLOWS).count();
-                    if flows > MAX_HEARTBEAT_FLOWS {
-                        let msg = format!("a heartbeat of {flows} flows, more than {MAX_HEARTBEAT_FLOWS}");
-                        return Err(ErrorKind::LimitExceeded.status(tonic::Code::ResourceExhausted, msg));
+                    let (mut flows, mut unread) = (0, 0);
+                    for (n, payload) in fields(body).map_while(|f| f) {
+                        match n {
+                            FLOWS => flows += 1,
+                            // Packed ids: one varint ends at each byte below 0x80; one unpacked
+                            // id has no payload.
+                            UNREAD => unread += payload.iter().filter(|&&b| b < 0x80).count().max(1),
+                            _ => {}
+                        }
+                    }
+                    for (count, what) in [(flows, "flows"), (unread, "unread flows")] {
+                        if count > MAX_HEARTBEAT_FLOWS {
+                            let msg = format!("a heartbeat of {count} {what}, more than {MAX_HEARTBEAT_FLOWS}");
+                            return Err(ErrorKind::LimitExceeded.status(tonic::Code::ResourceExhausted, msg));
+                        }
                     }
                 }
                 None if message.len() > MAX_REQUEST_BYTES => {
@@ -227,7 +239,8 @@ mod tests {
     }
 
     /// What an agent sends passes; more messages, an oversize announcement or too many flows
-    /// in a heartbeat are refused before decoding; malformed bytes are left to prost.
+    /// (or unread flows) in a heartbeat are refused before decoding; malformed bytes are left to
+    /// prost.
     #[test]
     fn session_batches_are_bounded_before_decoding() {
         let put = pb::agent_message::Body::Put(pb::AnnouncePutRequest { data_id: "p".into(), ..Default::default() });
@@ -255,6 +268,16 @@ mod tests {
         let hb = pb::agent_message::Body::Heartbeat(pb::HeartbeatRequest { flows, ..Default::default() });
         let ok = pb::AgentBatch { messages: vec![message(hb)], ..Default::default() };
         assert!(pb::AgentBatch::check(&ok.encode_to_vec()).is_ok(), "a heartbeat of 10,000 flows, over 64 KiB");
+        // Unread flow ids, packed: counted by their varints, large ids (several bytes) as one.
+        for (count, id, ok) in [(MAX_HEARTBEAT_FLOWS, u64::MAX, true), (MAX_HEARTBEAT_FLOWS + 1, 3, false)] {
+            let hb = pb::HeartbeatRequest { unread_flow_ids: vec![id; count], ..Default::default() };
+            let batch = pb::AgentBatch {
+                messages: vec![message(pb::agent_message::Body::Heartbeat(hb))],
+                ..Default::default()
+            };
+            let e = pb::AgentBatch::check(&batch.encode_to_vec());
+            assert_eq!(e.is_ok(), ok, "{count} unread ids of {id}: {e:?}");
+        }
         assert!(pb::AgentBatch::check(&[0xff, 0xff, 0xff]).is_ok(), "malformed: left to prost");
     }
 

@@ -111,8 +111,8 @@ fn a_host_whose_link_fell_is_offered_what_it_carries() {
 /// Machine 0 sends one flow to machine 1 and nothing else crosses either port; after 300 ms the
 /// receiving client stops reading, so the flow moves nothing. Its receiver's agent reports it
 /// unread, even late, and neither port is taken for slow: machine 0's next flows would be offered its whole
-/// uplink. Unreported (the sender saying so counts for nothing), the two ports cannot be told
-/// from a dead link, and the stall is put down to the sender's uplink.
+/// uplink. Unreported, the two ports cannot be told from a dead link, and the stall is put down
+/// to the sender's uplink.
 #[test]
 fn a_lone_flow_whose_reader_stopped_is_no_ports_fault_once_reported() {
     for reported in [true, false] {
@@ -130,9 +130,7 @@ fn a_lone_flow_whose_reader_stopped_is_no_ports_fault_once_reported() {
             if reading {
                 sent += (rate * HEALTHY * 0.1).round() as u64;
             }
-            // The sender listing the flow counts for nothing: only its receiver speaks for it.
-            let liar = if reported { Vec::new() } else { vec![flow] };
-            assert!(h.heartbeat_unread(0, vec![(flow, sent)], liar));
+            assert!(h.heartbeat(0, vec![(flow, sent)]));
             // The report comes 400 ms after the flow stalled, in the period after: what the
             // flow moved before it, in that period, is no sample of its ports either.
             let unread = if reported && step >= 7 { vec![flow] } else { Vec::new() };
@@ -146,6 +144,37 @@ fn a_lone_flow_whose_reader_stopped_is_no_ports_fault_once_reported() {
             assert!(up < RATE / 2.0, "unreported, the sender's uplink is taken for slow: {up}");
         }
     }
+}
+
+/// Machine 0 sends to 1 and to 2 under `fair`, half its uplink each. While 1's agent reports its
+/// flow unread, that flow is paused and the other takes the whole uplink; when 1 reads again, the
+/// halves come back. A sender listing a flow as unread changes nothing: only its receiver speaks
+/// for it.
+#[test]
+fn a_flow_whose_reader_stopped_is_paused_and_its_share_goes_to_the_others() {
+    let mut h = harness("fair", 3);
+    let c = h.register(2, CoflowOptions::default());
+    let mut flows = Vec::new();
+    for (id, dst) in [("a", 1), ("b", 2)] {
+        h.put(c, id, 0, 1 << 40).unwrap();
+        flows.push(h.get(c, id, dst).unwrap().flow);
+    }
+    h.advance(0);
+    h.drain();
+    let rates = |h: &Harness| flows.iter().map(|f| h.core.rate(*f).unwrap()).collect::<Vec<_>>();
+    assert_eq!(rates(&h), [RATE / 2.0, RATE / 2.0]);
+    let report = |h: &mut Harness, from: u32, unread: Vec<FlowId>| {
+        h.advance(100);
+        assert!(h.heartbeat_unread(from, Vec::new(), unread));
+        h.advance(0);
+        h.drain();
+    };
+    report(&mut h, 0, vec![flows[0]]);
+    assert_eq!(rates(&h), [RATE / 2.0, RATE / 2.0], "the sender's listing counts for nothing");
+    report(&mut h, 1, vec![flows[0]]);
+    assert_eq!(rates(&h), [0.0, RATE], "the unread flow is paused");
+    report(&mut h, 1, Vec::new());
+    assert_eq!(rates(&h), [RATE / 2.0, RATE / 2.0], "read again, it has its share back");
 }
 
 /// Machine 0's downlink carries half its rate; machines 1 and 2 send to it. The shortfall is its
