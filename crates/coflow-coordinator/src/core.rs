@@ -256,6 +256,8 @@ struct FlowRec {
     rerouting: bool,
     /// How its bytes are routed.
     routing: Routing,
+    /// When its receiver first reported its client not reading it.
+    first_unread: Option<Nanos>,
 }
 
 impl FlowRec {
@@ -304,6 +306,12 @@ struct AgentRec {
     /// The flows it receives whose client stopped taking their bytes, as of its last report.
     unread: BTreeSet<FlowId>,
 }
+
+/// How long after a flow's receiver first reported its client not reading the report is taken:
+/// twice the agents' default data idle timeout, by which a client that stopped reading has lost
+/// its get. A receiver that lists a flow longer (or again later) is reading slowly however it
+/// reports it, and the flow is measured like any other.
+const UNREAD_HONOURED: Nanos = Nanos::from_secs(10);
 
 /// Counters for `/metrics` and the benchmark.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -779,7 +787,7 @@ impl Core {
     pub fn handle_heartbeat(&mut self, now: Nanos, hb: Heartbeat) -> bool {
         self.input(now);
         let mut covered = Nanos::ZERO;
-        let (mut newly_unread, mut readers_changed) = (Vec::new(), false);
+        let mut newly_unread = Vec::new();
         let known = match self.agents.get_mut(&hb.machine) {
             Some(a) if a.alive => {
                 covered = now.saturating_sub(a.last_seen);
@@ -791,20 +799,19 @@ impl Core {
                 let unread: BTreeSet<FlowId> =
                     hb.unread.into_iter().filter(|id| flows.get(id).is_some_and(|f| f.dst == hb.machine)).collect();
                 newly_unread.extend(unread.difference(&a.unread).copied());
-                readers_changed = unread != a.unread;
                 a.unread = unread;
                 true
             }
             _ => false,
         };
         // What a flow whose client just stopped reading moved this period, reported before its
-        // receiver said so, is no sample of its ports either. Its rate goes to the others.
-        if readers_changed {
-            self.mark(Why::Readers);
-        }
+        // receiver said so, is no sample of its ports either.
         for id in newly_unread {
-            if let Some(f) = self.flows.get(&id) {
-                self.ports.forget(f.src, f.dst);
+            if let Some(f) = self.flows.get_mut(&id) {
+                let first = *f.first_unread.get_or_insert(now);
+                if now.saturating_sub(first) <= UNREAD_HONOURED {
+                    self.ports.forget(f.src, f.dst);
+                }
             }
         }
         if known {
@@ -826,7 +833,8 @@ impl Core {
                     // but whether it kept up says nothing of either alone. Nor does a flow whose
                     // receiver reports that its client stopped reading: that client holds it back
                     // (its sender's port would pass for slow).
-                    let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
+                    let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id))
+                        && f.first_unread.is_some_and(|t| now.saturating_sub(t) <= UNREAD_HONOURED);
                     if f.sent > 0 {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         // An unread flow's bytes load what they cross as if it asked just them.
@@ -1044,6 +1052,7 @@ impl Core {
                     asked: 0.0,
                     rerouting: false,
                     routing: routing.clone(),
+                    first_unread: None,
                 },
             );
             if let Routing::Pending(since) = routing {

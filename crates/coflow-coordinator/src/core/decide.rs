@@ -29,8 +29,6 @@ pub(super) enum Why {
     Routing,
     /// The policy asked to be woken (a timer of its own, or its flow-finish gap closing).
     Wake,
-    /// A receiver reported clients that stopped or went back to reading.
-    Readers,
 }
 
 impl Core {
@@ -55,7 +53,6 @@ impl Core {
         self.order.clear();
         let mut flows = Vec::new();
         let mut routes = Vec::new();
-        let mut paused = Vec::new();
         let trace = tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE);
         for &(_, id) in &self.active {
             let c = &self.coflows[&id];
@@ -67,12 +64,6 @@ impl Core {
                 // A flow waiting to be routed, or for its receiver to resume it over its plan,
                 // moves nothing meanwhile.
                 if f.routing != Routing::Direct {
-                    continue;
-                }
-                // A flow whose receiving client stopped reading wants nothing until it reads
-                // again: its share goes to the others, and its source pauses.
-                if self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&fid)) {
-                    paused.push(fid);
                     continue;
                 }
                 // A relayed part crosses the resources of both of its hops.
@@ -123,8 +114,7 @@ impl Core {
         self.alloc.reset(&input);
         self.wake = self.policy.poll_allocation(&input, &mut self.alloc);
         self.snapshot.flow_rates(&self.alloc, &mut self.rates);
-        let paused = paused.into_iter().map(|fid| (fid, 0.0));
-        for (fid, rate) in self.order.iter().copied().zip(self.rates.iter().copied()).chain(paused) {
+        for (&fid, &rate) in self.order.iter().zip(&self.rates) {
             let f = self.flows.get_mut(&fid).expect("scheduled flows are live");
             let changed = if f.rate == 0.0 || rate == 0.0 {
                 f.rate != rate
