@@ -157,8 +157,8 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     }
                 }
                 Some(_) = recovery.join_next(), if !recovery.is_empty() => {}
-                // A get's client stopped or went back to reading: the coordinator hears of it
-                // now rather than a heartbeat interval later.
+                // A get's client stopped reading: the coordinator hears of it now rather than a
+                // heartbeat interval later.
                 _ = shared.unread.changed.notified() => tick.reset_immediately(),
                 _ = shutdown.changed() => {
                     shared.link.close();

@@ -97,9 +97,9 @@ impl AgentService {
     }
 }
 
-/// The least rate, in bytes per second, at which a put stream must bring the bytes it stated,
-/// after a grace of the data idle timeout: the SDKs stream bytes already in memory, at memory
-/// speed.
+/// The least rate, in bytes per second, at which a put stream must keep bringing the bytes it
+/// stated (all of them so far, after a grace of the data idle timeout): the SDKs stream bytes
+/// already in memory, at memory speed.
 const MIN_PUT_RATE: f64 = (1 << 20) as f64;
 
 /// The identity of a local client (its certificate's name; empty in token mode), which the
@@ -166,15 +166,17 @@ impl Agent for AgentService {
         self.refuse_barred(coflow, &client)?;
         let reservation = self.shared.store.reserve(coflow, &data_id, size, &client)?;
         // The reservation holds `size` bytes of the agent's memory from now on: the bytes must
-        // come at `MIN_PUT_RATE` at least (after a grace of the idle timeout), so that a client
-        // cannot hold memory, or a name, by stating a large size and sending a trickle.
-        let due = tokio::time::Instant::now() + idle + Duration::from_secs_f64(size as f64 / MIN_PUT_RATE);
+        // keep coming at `MIN_PUT_RATE` at least (all of them so far, counted after a grace of
+        // the idle timeout), so that a client cannot hold memory, or a name, by stating a large
+        // size and sending a trickle.
+        let start = tokio::time::Instant::now();
+        let due = |got: usize| start + idle + Duration::from_secs_f64(got as f64 / MIN_PUT_RATE);
         let slow = |got: usize| {
             AgentError::Invalid(coflow_proto::ProtoError::Invalid {
                 field: "chunks",
                 reason: format!(
                     "{got} of the {size} bytes stated came in {:.1} s, slower than the {} MiB/s a put stream must keep",
-                    (idle + Duration::from_secs_f64(size as f64 / MIN_PUT_RATE)).as_secs_f64(),
+                    start.elapsed().as_secs_f64(),
                     MIN_PUT_RATE / (1 << 20) as f64
                 ),
             })
@@ -189,7 +191,7 @@ impl Agent for AgentService {
                 return Err(wrong(format!("more bytes than the {size} stated")).into());
             }
             bytes.extend_from_slice(&chunk);
-            let next = tokio::time::Instant::now() + idle;
+            let (next, due) = (tokio::time::Instant::now() + idle, due(bytes.len()));
             let message = tokio::time::timeout_at(next.min(due), stream.message()).await;
             match message.map_err(|_| if next <= due { silent() } else { slow(bytes.len()) })?? {
                 Some(c) => chunk = c.data,

@@ -282,13 +282,14 @@ impl Store {
 
     /// Reserves `size` bytes of memory for a piece about to be streamed in by the client of
     /// identity `client`, before its bytes come: refused, like [`Store::insert`], for a coflow
-    /// known to be unregistered, a name taken (or being streamed in by the same client), and bytes
-    /// beyond the memory limit. Released when dropped unless the piece is stored with
-    /// [`Store::insert_reserved`].
+    /// known to be unregistered, a name stored already, and bytes beyond the memory limit, and
+    /// for a name the same client is streaming in already. Released when dropped unless the piece
+    /// is stored with [`Store::insert_reserved`].
     ///
-    /// A name being streamed in by one client is not taken from another: the first piece stored
-    /// under it wins, and the coordinator refuses the announcement of a client that does not own
-    /// the coflow, so a stranger's put in flight cannot hold a name from the coflow's owner.
+    /// A name being streamed in holds back no other stream of another client, nor any plain put:
+    /// the first piece stored under it wins, and the coordinator refuses the announcement of a
+    /// client that does not own the coflow, so a stranger's put in flight cannot hold a name from
+    /// the coflow's owner.
     pub(crate) fn reserve(
         &self,
         coflow: CoflowId,

@@ -340,8 +340,8 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
 }
 
 /// A put stream that states 4 MiB and sends a byte a second (each within the 2 s idle timeout)
-/// holds its reservation no longer than the idle timeout plus 4 s at 1 MiB/s: it fails `invalid`,
-/// naming the rate, and the name and the memory it held are free again.
+/// falls behind 1 MiB/s as soon as the 2 s grace is over: it fails `invalid`, naming the rate,
+/// and the name and the memory it held are free again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_stream_that_trickles_gives_its_reservation_back() -> anyhow::Result<()> {
     subscribe();
@@ -355,11 +355,14 @@ async fn a_put_stream_that_trickles_gives_its_reservation_back() -> anyhow::Resu
     let mut req = tonic::Request::new(trickle);
     cluster.token().attach(&mut req);
     let started = Instant::now();
-    let s = agent.put_stream(req).await.expect_err("a trickle is refused");
+    let s = tokio::time::timeout(Duration::from_secs(20), agent.put_stream(req))
+        .await
+        .expect("refused within 20 s")
+        .expect_err("a trickle is refused");
     let took = started.elapsed();
     assert_eq!((s.code(), kind(&s)), (tonic::Code::InvalidArgument, "invalid"), "{s:?}");
     assert!(s.message().contains("1 MiB/s"), "{}", s.message());
-    assert!((Duration::from_secs(5)..Duration::from_secs(9)).contains(&took), "refused after {took:?}");
+    assert!((Duration::from_secs(2)..Duration::from_secs(5)).contains(&took), "refused after {took:?}");
     assert_eq!(c.put(coflow, "slow", vec![5; 1000]).await?, 1000, "the name is free again");
     assert_eq!(c.get(coflow, "slow").await?, vec![5; 1000]);
     cluster.shutdown().await;
