@@ -261,6 +261,12 @@ struct FlowRec {
 }
 
 impl FlowRec {
+    /// Whether a report that its receiving client stopped reading is still taken at `now`
+    /// ([`UNREAD_HONOURED`] from the first).
+    fn unread_honoured(&self, now: Nanos) -> bool {
+        self.first_unread.is_some_and(|t| now.saturating_sub(t) <= UNREAD_HONOURED)
+    }
+
     /// The rate its source is told: its assigned rate, or for a flow served outside the policy
     /// `f64::INFINITY`, "not paced: as fast as the network (and the agent's port cap) lets it".
     /// Its `rate` is then its sender's port rate, which the coordinator counts as its use.
@@ -808,8 +814,8 @@ impl Core {
         // receiver said so, is no sample of its ports either.
         for id in newly_unread {
             if let Some(f) = self.flows.get_mut(&id) {
-                let first = *f.first_unread.get_or_insert(now);
-                if now.saturating_sub(first) <= UNREAD_HONOURED {
+                f.first_unread.get_or_insert(now);
+                if f.unread_honoured(now) {
                     self.ports.forget(f.src, f.dst);
                 }
             }
@@ -833,8 +839,8 @@ impl Core {
                     // but whether it kept up says nothing of either alone. Nor does a flow whose
                     // receiver reports that its client stopped reading: that client holds it back
                     // (its sender's port would pass for slow).
-                    let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id))
-                        && f.first_unread.is_some_and(|t| now.saturating_sub(t) <= UNREAD_HONOURED);
+                    let unread =
+                        self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id)) && f.unread_honoured(now);
                     if f.sent > 0 {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         // An unread flow's bytes load what they cross as if it asked just them.

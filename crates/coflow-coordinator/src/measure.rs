@@ -29,11 +29,11 @@
 //! receiving agent reports its client not reading comes here as load that asked just what it
 //! moved, and its pair's judgement so far in the period is dropped when the report comes
 //! ([`PortMeter::forget`]), so that a stalled reader alone on both its ports is no port's fault
-//! either.) A port is
-//! sampled only once it held its flows back two periods in a row: a slower link stays slow, while
-//! a flow stalled for a moment (its receiver busy, its agent descheduled) is no port's fault. And
-//! a port asked less than a fifth of its estimate tells nothing of being held back (a flow paced
-//! at a small rate moves block by block, too coarse to judge in one period).
+//! either.) A port is sampled only once it held its flows back two periods in a row: a slower
+//! link stays slow, while a flow stalled for a moment (its receiver busy, its agent descheduled)
+//! is no port's fault. And a port asked less than a fifth of its estimate tells nothing of being
+//! held back (a flow paced at a small rate moves block by block, too coarse to judge in one
+//! period).
 //!
 //! Pure: the core calls it with `now` and what it learnt; it reads no clock.
 

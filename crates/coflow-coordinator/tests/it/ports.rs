@@ -108,6 +108,17 @@ fn a_host_whose_link_fell_is_offered_what_it_carries() {
     }
 }
 
+/// Two machines under `varys`, and one flow from machine 0 to 1, granted.
+fn lone_flow() -> (Harness, FlowId) {
+    let mut h = harness("varys", 2);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "a", 0, 1 << 40).unwrap();
+    let flow = h.get(c, "a", 1).unwrap().flow;
+    h.advance(0);
+    h.drain();
+    (h, flow)
+}
+
 /// Machine 0 sends one flow to machine 1 and nothing else crosses either port; after 300 ms the
 /// receiving client stops reading, so the flow moves nothing. Its receiver's agent reports it
 /// unread, even late, and neither port is taken for slow: machine 0's next flows would be offered its whole
@@ -116,12 +127,7 @@ fn a_host_whose_link_fell_is_offered_what_it_carries() {
 #[test]
 fn a_lone_flow_whose_reader_stopped_is_no_ports_fault_once_reported() {
     for reported in [true, false] {
-        let mut h = harness("varys", 2);
-        let c = h.register(1, CoflowOptions::default());
-        h.put(c, "a", 0, 1 << 40).unwrap();
-        let flow = h.get(c, "a", 1).unwrap().flow;
-        h.advance(0);
-        h.drain();
+        let (mut h, flow) = lone_flow();
         let mut sent = 0;
         for step in 0..30 {
             let rate = h.core.rate(flow).unwrap_or(0.0);
@@ -153,12 +159,7 @@ fn a_lone_flow_whose_reader_stopped_is_no_ports_fault_once_reported() {
 /// sender lists the flow all along, which counts for nothing: only its receiver speaks for it.
 #[test]
 fn a_flow_listed_unread_is_no_ports_fault_for_ten_seconds_only() {
-    let mut h = harness("varys", 2);
-    let c = h.register(1, CoflowOptions::default());
-    h.put(c, "a", 0, 1 << 40).unwrap();
-    let flow = h.get(c, "a", 1).unwrap().flow;
-    h.advance(0);
-    h.drain();
+    let (mut h, flow) = lone_flow();
     let (mut sent, mut lowest) = (0, f64::INFINITY);
     for step in 1..=190 {
         let rate = h.core.rate(flow).unwrap_or(0.0);
