@@ -37,6 +37,7 @@ mod service;
 mod session;
 mod state;
 mod store;
+mod unread;
 mod wire;
 
 use std::future::Future;

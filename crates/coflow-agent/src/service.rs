@@ -228,7 +228,7 @@ impl Agent for AgentService {
         let size = grant.size;
         let local = grant.parts.is_empty() && grant.src_machine_id == shared.config.machine_id();
         let received = Arc::new(AtomicU64::new(0));
-        let open: receive::OpenParts = Arc::default();
+        let open: crate::unread::OpenParts = Arc::default();
         if local {
             open.lock().expect("open parts lock").insert(FlowId(grant.flow_id));
         }

@@ -186,7 +186,7 @@ pub(crate) struct Shared {
     /// Remote gets in progress, by flow.
     pub(crate) receiving: Mutex<HashMap<FlowId, Receiving>>,
     /// Gets whose client is not taking their bytes, for heartbeats.
-    pub(crate) unread: crate::receive::Unread,
+    pub(crate) unread: crate::unread::Unread,
     /// Stops the coordinator sent for flows this agent had not listed yet (a notice can overtake
     /// the task that receives the flow), applied as each is listed; taken while `receiving` is
     /// held. Bounded: the oldest go first.
@@ -232,7 +232,7 @@ impl Shared {
             link: crate::session::Link::default(),
             sending: Mutex::new(HashMap::new()),
             receiving: Mutex::new(HashMap::new()),
-            unread: crate::receive::Unread::default(),
+            unread: crate::unread::Unread::default(),
             early_stops: Mutex::new(VecDeque::new()),
             flow_keys: FlowKeys::default(),
             attached: Attached::default(),
