@@ -258,16 +258,13 @@ impl Agent for AgentService {
             let idle = shared.idle();
             let (waiter, open) = (shared.clone(), get.open.clone());
             let forward = async move {
-                let deliver = |m: pb::GetChunk| {
-                    let (client, waiter, open) = (client.clone(), waiter.clone(), open.clone());
-                    async move {
-                        let m = match client.try_send(Ok(m)) {
-                            Ok(()) => return true,
-                            Err(mpsc::error::TrySendError::Closed(_)) => return false,
-                            Err(mpsc::error::TrySendError::Full(m)) => m,
-                        };
-                        waiter.unread.deliver(&open, client.send(m), idle).await
-                    }
+                let deliver = async |m: pb::GetChunk| {
+                    let m = match client.try_send(Ok(m)) {
+                        Ok(()) => return true,
+                        Err(mpsc::error::TrySendError::Closed(_)) => return false,
+                        Err(mpsc::error::TrySendError::Full(m)) => m,
+                    };
+                    waiter.unread.deliver(&open, client.send(m), idle).await
                 };
                 if !deliver(pb::GetChunk { data: Vec::new(), piece_size: Some(size) }).await {
                     return false;

@@ -235,17 +235,17 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct Reservation<'a> {
     store: &'a Store,
-    key: ReservedName,
+    /// The name held; taken when the piece is stored.
+    key: Option<ReservedName>,
     size: u64,
-    done: bool,
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        if !self.done {
+        if let Some(key) = self.key.take() {
             let mut s = self.store.inner.lock().expect("store lock");
             s.memory_bytes -= self.size;
-            s.reserved.remove(&self.key);
+            s.reserved.remove(&key);
         }
     }
 }
@@ -308,16 +308,16 @@ impl Store {
         self.fits(&s, size)?;
         s.memory_bytes += size;
         s.reserved.insert(key.clone());
-        Ok(Reservation { store: self, key, size, done: false })
+        Ok(Reservation { store: self, key: Some(key), size })
     }
 
     /// Stores a piece in the memory reserved for it, unless a piece took its name meanwhile.
     pub(crate) fn insert_reserved(&self, mut r: Reservation<'_>, piece: Piece) -> Result<(), AgentError> {
         debug_assert_eq!(piece.memory_bytes(), r.size, "a reservation holds its piece's bytes");
         let mut s = self.inner.lock().expect("store lock");
-        r.done = true;
-        s.reserved.remove(&r.key);
-        let (coflow, data_id, _) = r.key.clone();
+        let key = r.key.take().expect("a reservation holds its name until stored");
+        s.reserved.remove(&key);
+        let (coflow, data_id, _) = key;
         if s.dropped.contains(&coflow) {
             s.memory_bytes -= r.size;
             return Err(AgentError::UnknownCoflow(coflow));

@@ -37,7 +37,7 @@ pub(crate) struct Waiting<'a> {
 }
 
 impl Unread {
-    /// Starts the wait of a get whose flows are `open`, at `since`.
+    /// Lists a get whose flows are `open` as waiting since `since`, until the wait is dropped.
     pub(crate) fn wait(&self, open: &OpenParts, since: Instant) -> Waiting<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.waiting.lock().expect("unread lock").insert(id, (since, open.clone()));
@@ -46,19 +46,21 @@ impl Unread {
 
     /// Waits for `send` (a chunk to the client of a get whose flows are `open`) for at most
     /// `limit`: after `UNREAD_AFTER` the get is unread, which the session is told of at once.
-    /// Whether the chunk was taken.
+    /// Whether the chunk was taken. A chunk taken within `UNREAD_AFTER` leaves no trace here.
     pub(crate) async fn deliver<E>(
         &self,
         open: &OpenParts,
         send: impl Future<Output = Result<(), E>>,
         limit: Duration,
     ) -> bool {
-        let _waiting = self.wait(open, Instant::now());
+        let since = Instant::now();
         let mut send = std::pin::pin!(send);
         tokio::select! {
             r = &mut send => return r.is_ok(),
-            _ = tokio::time::sleep(UNREAD_AFTER.min(limit)) => self.changed.notify_one(),
+            _ = tokio::time::sleep(UNREAD_AFTER.min(limit)) => {}
         }
+        let _waiting = self.wait(open, since);
+        self.changed.notify_one();
         matches!(tokio::time::timeout(limit.saturating_sub(UNREAD_AFTER), send).await, Ok(Ok(())))
     }
 

@@ -839,8 +839,9 @@ impl Core {
                     // but whether it kept up says nothing of either alone. Nor does a flow whose
                     // receiver reports that its client stopped reading: that client holds it back
                     // (its sender's port would pass for slow).
+                    // A flow never listed is not looked up.
                     let unread =
-                        self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id)) && f.unread_honoured(now);
+                        f.unread_honoured(now) && self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
                     if f.sent > 0 {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         // An unread flow's bytes load what they cross as if it asked just them.
