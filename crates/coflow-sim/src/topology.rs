@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use coflow_core::Nanos;
 use coflow_sched::{Bandwidth, Link, Wan, WanError};
+use coflow_trace::read_text;
 use serde::Deserialize;
 
 use crate::WanConfig;
@@ -254,10 +255,10 @@ impl Topology {
     /// The topology file at `path`; its `samples_file`s are relative to its directory.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Topology, TopologyError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Read {
+        let text = read_text(path).map_err(|e| TopologyError::Read {
             what: "topology",
             path: path.to_path_buf(),
-            message: e.to_string(),
+            message: reason(e),
         })?;
         Topology::from_json(&text, path.parent())
     }
@@ -374,13 +375,21 @@ impl Topology {
     }
 }
 
+/// Why a file could not be read, without its path (the error names it).
+fn reason(e: coflow_trace::TraceError) -> String {
+    match e {
+        coflow_trace::TraceError::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}
+
 /// The samples of a `samples_file`, in its unit, Gbit/s: one number per line; blank
 /// lines and lines starting with `#` are skipped.
 fn samples(path: &Path) -> Result<Vec<f64>, TopologyError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Read {
+    let text = read_text(path).map_err(|e| TopologyError::Read {
         what: "samples",
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message: reason(e),
     })?;
     let mut samples = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#')) {

@@ -130,15 +130,75 @@ pub(crate) fn invalid_at(error: WorkloadError, line_of: &BTreeMap<CoflowId, usiz
     }
 }
 
-/// Reads a file as text; bytes that are not UTF-8 give [`TraceError::NotText`] naming the line.
-pub(crate) fn read_text(path: &Path) -> Result<String, TraceError> {
-    let bytes = std::fs::read(path).map_err(|source| TraceError::Io { path: path.to_owned(), source })?;
-    String::from_utf8(bytes).map_err(|e| {
-        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+/// The most bytes read from a file that is not a regular one (a pipe, standard input, a device):
+/// its size is not known beforehand, and an endless one (`/dev/zero`, `yes`) would otherwise be
+/// read until memory runs out.
+pub const MAX_STREAM_BYTES: u64 = 1 << 30;
+
+/// Reads a file as text; bytes that are not UTF-8 give [`TraceError::NotText`] naming the line,
+/// as soon as they are read. A regular file is read whole; any other (a pipe, standard input, a
+/// device) up to [`MAX_STREAM_BYTES`], past which it is refused ([`TraceError::Io`] of kind
+/// `FileTooLarge`).
+pub fn read_text(path: &Path) -> Result<String, TraceError> {
+    read_text_within(path, MAX_STREAM_BYTES)
+}
+
+/// [`read_text`], reading at most `stream_limit` bytes of a file that is not a regular one.
+fn read_text_within(path: &Path, stream_limit: u64) -> Result<String, TraceError> {
+    use std::io::{BufRead, BufReader};
+    let io_error = |source| TraceError::Io { path: path.to_owned(), source };
+    let file = std::fs::File::open(path).map_err(io_error)?;
+    let meta = file.metadata().map_err(io_error)?;
+    let limit = if meta.is_file() { u64::MAX } else { stream_limit };
+    let mut bytes = Vec::with_capacity(if meta.is_file() { meta.len().min(MAX_STREAM_BYTES) as usize } else { 0 });
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    // The bytes checked to be UTF-8 so far: a character cut by the end of a read waits for the
+    // next.
+    let mut checked = 0;
+    let not_text = |bytes: &[u8], at: usize| {
+        let good = &bytes[..at];
         let line_start = good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let line = 1 + good.iter().filter(|&&b| b == b'\n').count();
-        TraceError::NotText { path: path.to_owned(), line, column: good.len() - line_start + 1 }
-    })
+        TraceError::NotText { path: path.to_owned(), line, column: at - line_start + 1 }
+    };
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_error(e)),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        bytes.extend_from_slice(chunk);
+        reader.consume(n);
+        if bytes.len() as u64 > limit {
+            return Err(io_error(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("not a regular file, and longer than {}: save it to a file to read it whole", size(limit)),
+            )));
+        }
+        checked = match std::str::from_utf8(&bytes[checked..]) {
+            Ok(_) => bytes.len(),
+            Err(e) if e.error_len().is_none() => checked + e.valid_up_to(),
+            Err(e) => return Err(not_text(&bytes, checked + e.valid_up_to())),
+        };
+    }
+    if checked < bytes.len() {
+        // A character cut off by the end of the file.
+        return Err(not_text(&bytes, checked));
+    }
+    Ok(String::from_utf8(bytes).expect("checked as it was read"))
+}
+
+/// `bytes` for a message: in MiB or GiB when it is a whole number of them.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// The message of [`TraceError::CoflowCount`].
@@ -230,5 +290,53 @@ mod tests {
         );
         let e = TraceError::DuplicateId { line: 4, id: CoflowId(9), first_line: 2 };
         assert_eq!(e.to_string(), "line 4, field id: coflow id 9 already appeared on line 2");
+    }
+
+    fn file(name: &str, bytes: &[u8]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("coflow-trace-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// A character cut in two by the end of one read is whole text once the next comes.
+    #[test]
+    fn a_character_cut_by_a_read_is_read_whole() {
+        let mut bytes = vec![b'a'; (1 << 16) - 1];
+        bytes.extend_from_slice("é\nb".as_bytes());
+        let path = file("cut.txt", &bytes);
+        assert_eq!(read_text(&path).unwrap().as_bytes(), &bytes[..]);
+    }
+
+    /// The first byte that is not UTF-8 is named by line and column, also at the end of a file
+    /// (a character cut off).
+    #[test]
+    fn the_first_byte_that_is_not_text_is_named() {
+        for (name, bytes, at) in [("bad.txt", &b"ab\ncd\xffef\n\xfe"[..], (2, 3)), ("end.txt", b"ab\ncd\n\xc3", (3, 1))]
+        {
+            match read_text(&file(name, bytes)) {
+                Err(TraceError::NotText { line, column, .. }) => assert_eq!((line, column), at, "{name}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+
+    /// A stream that does not end (`/dev/zero`) is refused once past the limit, not read until
+    /// memory runs out.
+    #[test]
+    fn an_endless_stream_is_refused_at_the_limit() {
+        let zero = Path::new("/dev/zero");
+        if !zero.exists() {
+            eprintln!("skipped: this system has no /dev/zero");
+            return;
+        }
+        match read_text_within(zero, 1 << 20) {
+            Err(TraceError::Io { source, .. }) => {
+                assert_eq!(source.kind(), io::ErrorKind::FileTooLarge);
+                assert!(source.to_string().contains("longer than 1 MiB"), "{source}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
