@@ -71,12 +71,12 @@ pub(crate) fn run(cmd: CertsCommand) -> Result<()> {
                 _ => bail!("give one of --coordinator, --agent, --client, --admin"),
             };
             let written = certs::issue(&a.dir, &subject, a.force)?;
-            println!("issued {}", subject.role());
+            crate::output::say!(&[], "issued {}", subject.role());
             written
         }
     };
     for p in written {
-        println!("wrote {}", p.display());
+        crate::output::say!(&[], "wrote {}", p.display());
     }
     Ok(())
 }

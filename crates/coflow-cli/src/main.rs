@@ -149,12 +149,11 @@ fn main() {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut cmd, "coflow", &mut script);
-            // A closed pipe (`| head`) is not an error worth a message.
-            let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
-            Ok(())
+            // A closed pipe (`| head`) ends the writing quietly; a full disk fails the command.
+            output::write(std::path::Path::new("-"), &script)
         }
     };
-    if let Err(e) = result {
+    if let Err(e) = result.and_then(|()| output::unwritten()) {
         let _ = writeln!(std::io::stderr(), "error: {e:#}");
         std::process::exit(1);
     }

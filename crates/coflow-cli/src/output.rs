@@ -99,13 +99,26 @@ pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The first error writing a human-readable report to standard output: the command goes on (its
+/// files are still written) and fails at its end ([`unwritten`]).
+static UNWRITTEN: std::sync::Mutex<Option<std::io::Error>> = std::sync::Mutex::new(None);
+
 /// Prints a command's human-readable report: to standard output, or to standard error when
-/// standard output carries one of `outputs`.
+/// standard output carries one of `outputs`. A report that cannot be written (a full disk) fails
+/// the command once it has done the rest of its work.
 pub(crate) fn human(text: &str, outputs: &[Option<&Path>]) {
     if outputs.iter().flatten().any(|p| is_stdout(p)) {
         note(text);
     } else if let Err(e) = to_stdout(text.as_bytes()) {
-        note(&format!("error: writing standard output: {e}\n"));
+        UNWRITTEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(e);
+    }
+}
+
+/// Fails if some human-readable report could not be written to standard output.
+pub(crate) fn unwritten() -> Result<()> {
+    match UNWRITTEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        Some(e) => Err(anyhow::Error::new(e).context("writing standard output")),
+        None => Ok(()),
     }
 }
 

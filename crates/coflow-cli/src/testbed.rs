@@ -263,7 +263,8 @@ fn run_policies(a: RunArgs) -> Result<()> {
     preflight()?;
     coflow_testbed::teardown_on_signal();
     let exe = std::env::current_exe().context("finding the coflow binary")?;
-    println!(
+    crate::output::say!(
+        &[a.json.as_deref()],
         "coflow testbed: {} hosts in network namespaces {}, links shaped by htb at {}, {source}",
         topology.hosts.len(),
         topology.wan.as_ref().map_or("on one bridge".to_string(), |d| format!(
@@ -272,7 +273,8 @@ fn run_policies(a: RunArgs) -> Result<()> {
         )),
         topology.uniform_rate().map_or("per-host rates".to_string(), |r| r.to_string())
     );
-    println!(
+    crate::output::say!(
+        &[a.json.as_deref()],
         "  {} coflows, {} flows, {:.0} MB across the fabric; each policy on a fresh testbed",
         w.coflows.len(),
         w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
@@ -320,7 +322,7 @@ fn run_faults(a: FaultArgs) -> Result<()> {
     preflight()?;
     coflow_testbed::teardown_on_signal();
     let exe = std::env::current_exe().context("finding the coflow binary")?;
-    println!("coflow testbed faults: {} hosts, {source}, varys", topology.hosts.len());
+    crate::output::say!(&[a.json.as_deref()], "coflow testbed faults: {} hosts, {source}, varys", topology.hosts.len());
     let opts = FaultOptions { topology, workload: w, source, exe, scenarios, get_bound, fault_at, keep: a.keep };
     let outputs = [a.json.as_deref()];
     let report = faults::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
@@ -352,13 +354,15 @@ fn run_spark(a: SparkArgs) -> Result<()> {
     preflight()?;
     coflow_testbed::teardown_on_signal();
     let exe = std::env::current_exe().context("finding the coflow binary")?;
-    println!(
+    crate::output::say!(
+        &[a.json.as_deref()],
         "coflow testbed spark: {} hosts at {r} (one Spark worker, executor of {} cores and {}, agent each), {source}",
         topology.hosts.len(),
         a.executor_cores,
         a.executor_memory
     );
-    println!(
+    crate::output::say!(
+        &[a.json.as_deref()],
         "  {} coflows as jobs, arrivals compressed {}x, plus 4 named jobs; each mode on a fresh testbed",
         w.coflows.len(),
         a.compress_arrivals
@@ -385,16 +389,17 @@ fn run_spark(a: SparkArgs) -> Result<()> {
 fn down(a: DownArgs) -> Result<()> {
     let r = coflow_testbed::down(a.all)?;
     for (prefix, pid) in &r.live {
-        println!("left alone: testbed {prefix} (its run, pid {pid}, is alive; --all removes it)");
+        crate::output::say!(&[], "left alone: testbed {prefix} (its run, pid {pid}, is alive; --all removes it)");
     }
     for (prefix, items) in &r.removed {
-        println!(
+        crate::output::say!(
+            &[],
             "removed testbed {prefix}: {}",
             if items.is_empty() { "nothing was left".into() } else { items.join(", ") }
         );
     }
     if r.removed.is_empty() {
-        println!("nothing to remove");
+        crate::output::say!(&[], "nothing to remove");
     }
     Ok(())
 }

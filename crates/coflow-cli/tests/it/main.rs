@@ -366,6 +366,29 @@ fn a_closed_pipe_ends_the_output_without_a_panic() {
     assert!(status.success() && !err.contains("panicked"), "{status:?}: {err}");
 }
 
+/// A report that cannot be written to standard output (a full disk: `/dev/full`) fails the
+/// command, after it wrote the files it was asked for; a shell script sees the loss.
+#[test]
+fn a_report_on_a_full_disk_fails_the_command() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("skipping: no /dev/full");
+        return;
+    }
+    let json = tmp("full-disk.json");
+    let _ = std::fs::remove_file(&json);
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let sim = ["sim", "--coflows", "30", "--policies", "fifo,varys", "--json"];
+    let out = coflow().args(sim).arg(&json).stdout(full()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("writing standard output").count(), 1, "said once: {err}");
+    assert!(std::fs::read_to_string(&json).unwrap().starts_with('{'), "the JSON is written all the same");
+    for args in [&["completions", "bash"][..], &["sim", "--coflows", "30", "--policies", "fifo", "--json", "-"]] {
+        let out = coflow().args(args).stdout(full()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 /// A policy that finishes no coflow has no completion-time figures: `null` in the JSON and `-` in
 /// the table, never 0 s (which would read as the best result of all).
 #[test]
