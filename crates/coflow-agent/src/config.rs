@@ -117,6 +117,9 @@ pub struct ConfigError {
     pub reason: String,
 }
 
+/// The lowest port rate an agent takes, in bytes per second.
+pub const MIN_PORT_RATE_BPS: f64 = 1000.0;
+
 impl AgentConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -129,7 +132,7 @@ impl AgentConfig {
         if self.machine.is_some_and(|m| m >= coflow_proto::MACHINE_ID_LIMIT) {
             return err("machine", "must be below 65536");
         }
-        if !(self.port_rate_bps.is_finite() && self.port_rate_bps >= 1000.0) {
+        if !(self.port_rate_bps.is_finite() && self.port_rate_bps >= MIN_PORT_RATE_BPS) {
             return err("port_rate_bps", "must be at least 1000 bytes per second");
         }
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
