@@ -115,6 +115,10 @@ pub(crate) struct RouteModel {
     res_stale: Vec<u32>,
     /// Shares: entries in the resources' queues, matching their route or not.
     queued: usize,
+    /// Shares: routes added since the last decision. One that emptied and came back at the
+    /// position it held is, to the policy, the route it saw there before, so the policy need not
+    /// write it again: it then follows the resource the policy keeps for that position.
+    added: Vec<Route>,
 }
 
 impl RouteModel {
@@ -240,6 +244,7 @@ impl RouteModel {
                 self.offset.push(0);
                 self.switched.push(now);
                 self.switch_reading.push(0);
+                self.added.push(route);
             } else {
                 self.clock.push(0.0);
                 self.rate.push(0.0);
@@ -521,25 +526,19 @@ impl RouteModel {
             self.res_stale.push(x as u32);
         }
         for &i in &shares.written {
-            let i = i as usize;
-            let x = shares.follows[i];
-            if x == self.follow[i] {
-                continue;
-            }
-            assert!((x as usize) < m, "policy {policy} had route {i} follow resource {x} of {m}");
-            let clock = match self.follow[i] {
-                NONE => self.offset[i],
-                y => self.offset[i] + self.res_clock_at(y as usize, now),
-            };
-            if self.follow[i] != NONE {
-                self.res_stale.push(self.follow[i]);
-            }
-            self.follow[i] = x;
-            self.switch_reading[i] = self.res_clock_at(x as usize, now);
-            self.offset[i] = clock - self.switch_reading[i];
-            self.switched[i] = now;
-            self.queue_route(i);
+            self.follow_share(i as usize, shares, now, policy);
         }
+        // Routes added since the last decision and not written follow what the policy keeps.
+        let mut added = std::mem::take(&mut self.added);
+        for route in &added {
+            if let Some(&i) = self.index.get(route)
+                && self.follow[i] == NONE
+            {
+                self.follow_share(i, shares, now, policy);
+            }
+        }
+        added.clear();
+        self.added = added;
         debug_assert!(
             self.follow.iter().zip(&shares.follows).all(|(&a, &b)| a == b),
             "policy {policy} left routes out of `written`"
@@ -547,6 +546,29 @@ impl RouteModel {
         self.compact_queues();
         self.replan_stale();
         self.time = now;
+    }
+
+    /// Shares: route `i` follows the resource `shares` gives it from `now` on, its clock going on
+    /// from where it stands.
+    fn follow_share(&mut self, i: usize, shares: &Shares, now: Nanos, policy: &str) {
+        let x = shares.follows[i];
+        if x == self.follow[i] {
+            return;
+        }
+        let m = shares.rate.len();
+        assert!((x as usize) < m, "policy {policy} had route {i} follow resource {x} of {m}");
+        let clock = match self.follow[i] {
+            NONE => self.offset[i],
+            y => self.offset[i] + self.res_clock_at(y as usize, now),
+        };
+        if self.follow[i] != NONE {
+            self.res_stale.push(self.follow[i]);
+        }
+        self.follow[i] = x;
+        self.switch_reading[i] = self.res_clock_at(x as usize, now);
+        self.offset[i] = clock - self.switch_reading[i];
+        self.switched[i] = now;
+        self.queue_route(i);
     }
 
     /// Turns per-route clocks into shares: every route's clock stands at its reading now until

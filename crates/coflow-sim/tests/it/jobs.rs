@@ -57,6 +57,20 @@ fn a_chain_releases_each_stage_when_its_parent_finishes() {
     }
 }
 
+/// A child released at the instant its parent's last flow ends, on that very route: the route
+/// empties and fills again between two decisions, and the child is served like any arrival
+/// (1 moves 4 units 0→1 from 0 to 4 ms; 2, arriving at 0, is released at 4 and moves 3 units on
+/// the same ports, done at 7), under every policy.
+#[test]
+fn a_child_on_the_route_its_parent_just_emptied_is_served() {
+    let w = || vec![coflow(1, 0, vec![flow(0, 1, 4)]), child(2, 0, &[1], vec![flow(0, 1, 3)])];
+    for &policy in policy::NAMES {
+        let r = run(policy, 2, unit_rate(), w());
+        assert_ms(&releases_ms(&r), &[0.0, 4.0]);
+        assert_ms(&ccts_ms(&r), &[4.0, 3.0]);
+    }
+}
+
 /// A diamond: 1 (0→1, 2 units) feeds 2 (1→2, 3 units) and 3 (1→3, 1 unit), which both feed 4
 /// (3→0, 1 unit); all arrive at 0. 2 and 3 are released at 2 and share machine 1's sending port:
 /// - `varys` serves 3 first (smaller bottleneck): 3 ends at 3, then 2 at 6;
