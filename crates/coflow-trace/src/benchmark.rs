@@ -13,7 +13,7 @@ use std::str::SplitAsciiWhitespace;
 
 use coflow_core::{Bytes, Coflow, CoflowId, Flow, MIB, MachineId, Nanos, Workload};
 
-use crate::error::{Field, TraceError};
+use crate::error::{Field, TraceError, quoted};
 use crate::synth::MAX_MACHINES;
 
 /// The largest reducer total we accept, in bytes: 2^53, below which every whole byte count is
@@ -117,7 +117,7 @@ fn parse_coflow(line: usize, text: &str, ports: u32, mappers: &mut Vec<MachineId
     for i in 1..=r {
         let tok = toks.next(Field::Reducer(i))?;
         let Some((port, mb)) = tok.split_once(':') else {
-            return Err(toks.error(Field::Reducer(i), format!("expected <port>:<MB>, got {tok:?}")));
+            return Err(toks.error(Field::Reducer(i), format!("expected <port>:<MB>, got {}", quoted(tok))));
         };
         let dst = toks.port(port, Field::ReducerPort(i), ports)?;
         let size = toks.flow_size(mb, Field::ReducerMb(i), m)?;
@@ -149,12 +149,13 @@ impl<'a> Tokens<'a> {
     /// The next token as a whole number; `what` describes the expected value.
     fn number<T: std::str::FromStr>(&mut self, field: Field, what: &str) -> Result<T, TraceError> {
         let tok = self.next(field)?;
-        tok.parse().map_err(|_| self.error(field, format!("expected {what}, got {tok:?}")))
+        tok.parse().map_err(|_| self.error(field, format!("expected {what}, got {}", quoted(tok))))
     }
 
     /// `tok` as a machine index below `ports`.
     fn port(&self, tok: &str, field: Field, ports: u32) -> Result<MachineId, TraceError> {
-        let port: u32 = tok.parse().map_err(|_| self.error(field, format!("expected a port number, got {tok:?}")))?;
+        let port: u32 =
+            tok.parse().map_err(|_| self.error(field, format!("expected a port number, got {}", quoted(tok))))?;
         if port >= ports {
             let range = if ports == 0 { "none".to_string() } else { format!("0 to {}", ports - 1) };
             return Err(
@@ -166,17 +167,20 @@ impl<'a> Tokens<'a> {
 
     /// The size of each of the `m` flows into a reducer of `tok` megabytes: `round(MB × 2^20 / m)`.
     fn flow_size(&self, tok: &str, field: Field, m: usize) -> Result<Bytes, TraceError> {
-        let mb: f64 =
-            tok.parse().map_err(|_| self.error(field, format!("expected a number of megabytes, got {tok:?}")))?;
+        let mb: f64 = tok
+            .parse()
+            .map_err(|_| self.error(field, format!("expected a number of megabytes, got {}", quoted(tok))))?;
         if !mb.is_finite() {
-            return Err(self.error(field, format!("expected a finite number of megabytes, got {tok:?}")));
+            return Err(self.error(field, format!("expected a finite number of megabytes, got {}", quoted(tok))));
         }
         if mb < 0.0 {
-            return Err(self.error(field, format!("megabytes must not be negative, got {tok:?}")));
+            return Err(self.error(field, format!("megabytes must not be negative, got {}", quoted(tok))));
         }
         let total = mb * MIB as f64;
         if total >= MAX_REDUCER_BYTES {
-            return Err(self.error(field, format!("{tok} MB is too large (the limit is 2^33 MB per reducer)")));
+            return Err(
+                self.error(field, format!("{} MB is too large (the limit is 2^33 MB per reducer)", quoted(tok)))
+            );
         }
         // Exact: `total` is below 2^53 and non-negative, so the cast cannot saturate.
         Ok(Bytes((total / m as f64).round() as u64))

@@ -201,6 +201,17 @@ fn size(bytes: u64) -> String {
     }
 }
 
+/// `token` quoted for a message: whole if short, else its start and its length, so that a
+/// line of megabytes does not make a message of megabytes.
+pub(crate) fn quoted(token: &str) -> String {
+    const SHOWN: usize = 64;
+    if token.len() <= SHOWN {
+        return format!("{token:?}");
+    }
+    let end = (0..=SHOWN).rev().find(|&i| token.is_char_boundary(i)).unwrap_or(0);
+    format!("{:?}… ({} bytes)", &token[..end], token.len())
+}
+
 /// The message of [`TraceError::CoflowCount`].
 fn coflow_count_message(declared: usize, found: usize) -> String {
     let coflows = |n: usize| if n == 1 { "1 coflow".to_string() } else { format!("{n} coflows") };
@@ -298,6 +309,15 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, bytes).unwrap();
         path
+    }
+
+    /// A long token is quoted by its start and its length; a short one whole.
+    #[test]
+    fn long_tokens_are_quoted_short() {
+        assert_eq!(quoted("3:abc"), "\"3:abc\"");
+        let long = "é".repeat(1000);
+        let q = quoted(&long);
+        assert!(q.ends_with("… (2000 bytes)") && q.len() < 100, "{q}");
     }
 
     /// A character cut in two by the end of one read is whole text once the next comes.
