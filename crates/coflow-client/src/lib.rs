@@ -83,7 +83,7 @@ pub enum ClientError {
     #[error("coflow {0} is sealed")]
     Sealed(CoflowId),
     /// An agent (the local one or the piece's source) or the coordinator cannot be reached.
-    #[error("agent unreachable: {0}")]
+    #[error("unreachable: {0}")]
     AgentUnreachable(String),
     /// The call took longer than the configured timeout.
     #[error("timed out after {0:?}")]

@@ -48,13 +48,13 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
     let scheme = if files.is_some() { "https" } else { "http" };
     let url = a.coordinator.unwrap_or_else(|| format!("{scheme}://127.0.0.1:7070"));
     let cfg = match files {
-        Some(f) => ClientConfig::tls(url.clone(), url, f),
-        None => ClientConfig::new(url.clone(), url, a.token.token()?),
+        Some(f) => ClientConfig::tls(url.clone(), url.clone(), f),
+        None => ClientConfig::new(url.clone(), url.clone(), a.token.token()?),
     };
     crate::output::check(a.json.as_deref())?;
     let clear = a.watch.is_some() && a.json.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     runtime()?.block_on(async move {
-        let c = Client::connect(cfg).await?;
+        let c = Client::connect(cfg).await.with_context(|| format!("connecting to the coordinator at {url}"))?;
         loop {
             let st = c.status().await.context("asking the coordinator")?;
             let text = match &a.json {
