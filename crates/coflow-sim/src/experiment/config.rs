@@ -347,6 +347,9 @@ impl WorkloadSource {
     /// or the workload given; grouped into jobs of `stages` coflows (seeded by `seed`) unless
     /// `stages` is 1. Errors name the options in `spelling`.
     pub fn load(&self, seed: u64, stages: usize, spelling: Spelling) -> Result<(Workload, String), ExperimentError> {
+        if stages == 0 {
+            return Err(PlanError(format!("{} must be at least 1", spelling.name("stages"))).into());
+        }
         let (w, source) = match self {
             WorkloadSource::Trace(path) => {
                 let w = coflow_trace::read_trace(path)
