@@ -86,8 +86,8 @@ pub(crate) enum Format {
 }
 
 /// The format to write `path` in: `explicit` if given, else the one its extension implies
-/// (coflow-benchmark for none). A format its extension contradicts is refused, since a reader
-/// would take the file for the other (standard output, `-`, has none).
+/// (coflow-benchmark for none). A format its extension contradicts is refused, since other
+/// readers go by the extension (standard output, `-`, has none).
 fn format_for(path: &std::path::Path, explicit: Option<Format>) -> Result<TraceFormat> {
     let implied = TraceFormat::from_extension(path);
     let format = match explicit {
@@ -99,7 +99,7 @@ fn format_for(path: &std::path::Path, explicit: Option<Format>) -> Result<TraceF
         && implied != format
     {
         anyhow::bail!(
-            "--to {}: {} would be read as {} by its extension",
+            "--to {}: the extension of {} says {}; give the file the extension of its format",
             format.name(),
             path.display(),
             implied.name()

@@ -91,9 +91,13 @@ impl TraceFormat {
     }
 
     /// The format of a trace: by its file name's extension, or else JSON Lines if its first
-    /// non-blank character is `{`, and coflow-benchmark otherwise.
+    /// non-blank character is `{`, and coflow-benchmark otherwise. A file whose name says
+    /// coflow-benchmark but that opens with `{` is JSON Lines: no coflow-benchmark file does.
     pub fn detect(path: &Path, text: &str) -> TraceFormat {
-        TraceFormat::from_extension(path).unwrap_or_else(|| TraceFormat::sniff(text))
+        match TraceFormat::from_extension(path) {
+            Some(TraceFormat::Benchmark) | None => TraceFormat::sniff(text),
+            Some(TraceFormat::Jsonl) => TraceFormat::Jsonl,
+        }
     }
 
     /// The format of a trace by its first non-blank character (after any byte order mark): `{` is

@@ -454,9 +454,13 @@ fn a_written_trace_reads_back_as_what_its_name_says() {
     let (a, b) = (stats(&generated), stats(&upper));
     assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
     assert_eq!(a.stdout, b.stdout);
+    // JSON Lines under a `.txt` name (from elsewhere) is read for what it is.
+    let misnamed = tmp("jsonl-named.txt");
+    std::fs::copy(&upper, &misnamed).unwrap();
+    assert_eq!(stats(&misnamed).stdout, a.stdout);
     let out = coflow().args(["trace", "convert", "--to", "jsonl"]).arg(&generated).arg(tmp("x.txt")).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("would be read as benchmark"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("x.txt says benchmark"));
     assert!(!tmp("x.txt").exists(), "nothing written");
     let out = coflow().args(["trace", "convert", "--to", "jsonl"]).arg(&generated).arg("-").output().unwrap();
     assert!(out.status.success());

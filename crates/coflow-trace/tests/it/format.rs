@@ -26,8 +26,10 @@ fn sniffs_the_first_character() {
     assert_eq!(TraceFormat::sniff("150 526\n"), TraceFormat::Benchmark);
     assert_eq!(TraceFormat::sniff(""), TraceFormat::Benchmark);
     assert_eq!(TraceFormat::sniff("\u{feff}{}"), TraceFormat::Jsonl);
-    // The extension wins over the content.
-    assert_eq!(TraceFormat::detect(Path::new("x.txt"), "{"), TraceFormat::Benchmark);
+    // The extension decides, except that no coflow-benchmark file opens with `{`.
+    assert_eq!(TraceFormat::detect(Path::new("x.txt"), "150 526\n"), TraceFormat::Benchmark);
+    assert_eq!(TraceFormat::detect(Path::new("x.txt"), " {"), TraceFormat::Jsonl);
+    assert_eq!(TraceFormat::detect(Path::new("x.jsonl"), "150 526\n"), TraceFormat::Jsonl);
     assert_eq!(TraceFormat::detect(Path::new("x.trace"), "{"), TraceFormat::Jsonl);
 }
 
