@@ -162,9 +162,10 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.validate()?;
     let token = security(cfg.tls_files()?, &a.token)?;
     runtime()?.block_on(async move {
-        let listener = TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
+        let listener =
+            TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding listen {}", cfg.listen))?;
         let metrics = match &cfg.metrics_listen {
-            Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding {m}"))?),
+            Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding metrics_listen {m}"))?),
             None => None,
         };
         coflow_coordinator::run(cfg, token, listener, metrics, stop_signal()).await?;
@@ -250,13 +251,15 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     }
     a.tls.apply(&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key);
     cfg.validate()?;
-    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating {}", cfg.data_dir.display()))?;
+    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating data_dir {}", cfg.data_dir.display()))?;
     let token = security(cfg.tls_files()?, &a.token)?;
     runtime()?.block_on(async move {
-        let grpc = TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
-        let data = TcpListener::bind(&cfg.data_listen).await.with_context(|| format!("binding {}", cfg.data_listen))?;
+        let grpc = TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding listen {}", cfg.listen))?;
+        let data = TcpListener::bind(&cfg.data_listen)
+            .await
+            .with_context(|| format!("binding data_listen {}", cfg.data_listen))?;
         let metrics = match &cfg.metrics_listen {
-            Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding {m}"))?),
+            Some(m) => Some(TcpListener::bind(m).await.with_context(|| format!("binding metrics_listen {m}"))?),
             None => None,
         };
         coflow_agent::run(cfg, token, AgentListeners { grpc, data, metrics }, stop_signal()).await?;

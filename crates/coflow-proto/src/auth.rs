@@ -31,6 +31,12 @@ pub enum TokenError {
     /// The token is empty, too long, or not printable ASCII.
     #[error("cluster token must be 1 to 512 printable ASCII characters without spaces")]
     Invalid,
+    /// The token file holds no valid token.
+    #[error("cluster token file {path}: it must hold 1 to 512 printable ASCII characters without spaces")]
+    InvalidFile {
+        /// The file.
+        path: String,
+    },
     /// The token file could not be read.
     #[error("cannot read cluster token file {path}: {source}")]
     File {
@@ -55,7 +61,7 @@ impl ClusterToken {
     pub fn from_file(path: &Path) -> Result<ClusterToken, TokenError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| TokenError::File { path: path.display().to_string(), source })?;
-        ClusterToken::new(&text)
+        ClusterToken::new(&text).map_err(|_| TokenError::InvalidFile { path: path.display().to_string() })
     }
 
     /// The token's bytes, for the data plane's header.
