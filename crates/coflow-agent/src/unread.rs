@@ -29,7 +29,7 @@ pub(crate) struct Unread {
 /// The flows of a get whose end is not reported yet.
 pub(crate) type OpenParts = Arc<Mutex<BTreeSet<FlowId>>>;
 
-/// A get waiting for its client to take a chunk, since its creation; dropped, the wait is over.
+/// A get listed as waiting for its client to take a chunk; dropped, the wait is over.
 #[must_use = "the wait ends when this is dropped"]
 pub(crate) struct Waiting<'a> {
     unread: &'a Unread,

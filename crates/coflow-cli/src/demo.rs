@@ -73,7 +73,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let outs = &[args.json.as_deref()];
     let port: Rate = args.port_rate.parse().with_context(|| format!("--port-rate {:?}", args.port_rate))?;
     if port.bytes_per_sec() < coflow_agent::MIN_PORT_RATE_BPS {
-        bail!("--port-rate {}: an agent's port takes at least 1000 bytes per second (8 kbit/s)", args.port_rate);
+        bail!("--port-rate {:?}: an agent's port takes at least 1000 bytes per second (8 kbit/s)", args.port_rate);
     }
     crate::policies::refuse_tcp(&args.policies, "demo")?;
     let policies = coflow_sched::policy::parse_list(&args.policies).context("--policies")?;

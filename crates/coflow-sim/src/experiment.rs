@@ -14,7 +14,8 @@ mod config;
 pub mod sweep;
 
 pub use config::{
-    Config, ExperimentError, WideAreaSpec, WorkloadSource, check_monte_carlo, load_topology, wide_area_params,
+    Config, ExperimentError, MAX_PORT_BYTES_PER_SEC, WideAreaSpec, WorkloadSource, check_monte_carlo, check_port_rate,
+    load_topology, wide_area_params,
 };
 pub use sweep::{Sweep, SweepSpec, Window, window};
 

@@ -115,10 +115,12 @@ pub(crate) struct RouteModel {
     res_stale: Vec<u32>,
     /// Shares: entries in the resources' queues, matching their route or not.
     queued: usize,
-    /// Shares: routes added since the last decision. One that emptied and came back at the
-    /// position it held is, to the policy, the route it saw there before, so the policy need not
-    /// write it again: it then follows the resource the policy keeps for that position.
-    added: Vec<Route>,
+    /// Shares: routes removed since the last decision, with the position each left, and those
+    /// added back at that very position. To the policy such a route is the one it saw there
+    /// before, so it need not write it again: it follows the resource the policy keeps for that
+    /// position. Any other new route the policy must write.
+    left: Vec<(Route, usize)>,
+    returned: Vec<Route>,
 }
 
 impl RouteModel {
@@ -244,7 +246,10 @@ impl RouteModel {
                 self.offset.push(0);
                 self.switched.push(now);
                 self.switch_reading.push(0);
-                self.added.push(route);
+                let at = self.states.len() - 1;
+                if self.left.contains(&(route, at)) {
+                    self.returned.push(route);
+                }
             } else {
                 self.clock.push(0.0);
                 self.rate.push(0.0);
@@ -382,6 +387,9 @@ impl RouteModel {
 
     /// Drops route `i`, moving the last route into its place.
     fn remove(&mut self, i: usize) {
+        if self.shared {
+            self.left.push((self.states[i].route, i));
+        }
         self.index.remove(&self.states[i].route);
         self.states.swap_remove(i);
         self.queues.swap_remove(i);
@@ -528,17 +536,18 @@ impl RouteModel {
         for &i in &shares.written {
             self.follow_share(i as usize, shares, now, policy);
         }
-        // Routes added since the last decision and not written follow what the policy keeps.
-        let mut added = std::mem::take(&mut self.added);
-        for route in &added {
+        // Routes back at the position they left, not written, follow what the policy keeps there.
+        let mut returned = std::mem::take(&mut self.returned);
+        for route in &returned {
             if let Some(&i) = self.index.get(route)
                 && self.follow[i] == NONE
             {
                 self.follow_share(i, shares, now, policy);
             }
         }
-        added.clear();
-        self.added = added;
+        returned.clear();
+        self.returned = returned;
+        self.left.clear();
         debug_assert!(
             self.follow.iter().zip(&shares.follows).all(|(&a, &b)| a == b),
             "policy {policy} left routes out of `written`"

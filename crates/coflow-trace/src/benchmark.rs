@@ -192,7 +192,7 @@ impl<'a> Tokens<'a> {
             None => Ok(()),
             Some(tok) => Err(self.error(
                 Field::Trailing,
-                format!("unexpected {tok:?} after {after}: the line has more tokens than its counts call for"),
+                format!("unexpected {} after {after}: the line has more tokens than its counts call for", quoted(tok)),
             )),
         }
     }

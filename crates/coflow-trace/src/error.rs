@@ -79,6 +79,19 @@ pub enum TraceError {
         /// Its 1-based column, in bytes.
         column: usize,
     },
+    /// A file that is not a regular one (a pipe, standard input, a device) ran past
+    /// [`MAX_STREAM_BYTES`] before its end.
+    #[error(
+        "{} is not a regular file and runs past {}: save it to a file to read it whole",
+        path.display(),
+        size(*limit)
+    )]
+    StreamTooLong {
+        /// The file.
+        path: PathBuf,
+        /// The most read from such a file.
+        limit: u64,
+    },
     /// Writing to a stream failed.
     #[error("cannot write the trace")]
     Write(#[source] io::Error),
@@ -114,6 +127,7 @@ impl TraceError {
             | TraceError::NotText { line, .. }
             | TraceError::InvalidAt { line, .. } => Some(*line),
             TraceError::Io { .. }
+            | TraceError::StreamTooLong { .. }
             | TraceError::Write(_)
             | TraceError::Invalid(_)
             | TraceError::NotRepresentable { .. } => None,
@@ -137,8 +151,7 @@ pub const MAX_STREAM_BYTES: u64 = 1 << 30;
 
 /// Reads a file as text; bytes that are not UTF-8 give [`TraceError::NotText`] naming the line,
 /// as soon as they are read. A regular file is read whole; any other (a pipe, standard input, a
-/// device) up to [`MAX_STREAM_BYTES`], past which it is refused ([`TraceError::Io`] of kind
-/// `FileTooLarge`).
+/// device) up to [`MAX_STREAM_BYTES`], past which it is refused ([`TraceError::StreamTooLong`]).
 pub fn read_text(path: &Path) -> Result<String, TraceError> {
     read_text_within(path, MAX_STREAM_BYTES)
 }
@@ -174,10 +187,7 @@ fn read_text_within(path: &Path, stream_limit: u64) -> Result<String, TraceError
         bytes.extend_from_slice(chunk);
         reader.consume(n);
         if bytes.len() as u64 > limit {
-            return Err(io_error(io::Error::new(
-                io::ErrorKind::FileTooLarge,
-                format!("not a regular file, and longer than {}: save it to a file to read it whole", size(limit)),
-            )));
+            return Err(TraceError::StreamTooLong { path: path.to_owned(), limit });
         }
         checked = match std::str::from_utf8(&bytes[checked..]) {
             Ok(_) => bytes.len(),
@@ -352,9 +362,11 @@ mod tests {
             return;
         }
         match read_text_within(zero, 1 << 20) {
-            Err(TraceError::Io { source, .. }) => {
-                assert_eq!(source.kind(), io::ErrorKind::FileTooLarge);
-                assert!(source.to_string().contains("longer than 1 MiB"), "{source}");
+            Err(e @ TraceError::StreamTooLong { .. }) => {
+                assert_eq!(
+                    e.to_string(),
+                    "/dev/zero is not a regular file and runs past 1 MiB: save it to a file to read it whole"
+                );
             }
             other => panic!("{other:?}"),
         }

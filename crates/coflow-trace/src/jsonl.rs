@@ -89,7 +89,10 @@ pub fn parse_jsonl(text: &str) -> Result<Workload, TraceError> {
     };
     let header: Header = serde_json::from_str(header).map_err(|e| serde_error(line, &e, "the header"))?;
     if header.format != JSONL_FORMAT {
-        return Err(json_error(line, format!("format is {:?}, expected {JSONL_FORMAT:?}", header.format)));
+        return Err(json_error(
+            line,
+            format!("format is {}, expected {JSONL_FORMAT:?}", crate::error::quoted(&header.format)),
+        ));
     }
     if header.version != JSONL_VERSION {
         return Err(json_error(

@@ -338,7 +338,8 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["sim", "--coflows", "5", "--port-rate", "-1"], "--port-rate \"-1\""),
         (&["sim", "--coflows", "5", "--port-rate", "1e30"], "--port-rate \"1e30\": at most 1 Pbit/s"),
         (&["trace", "gen", "-o", "-", "--stages", "0"], "--stages must be at least 1"),
-        (&["demo", "--port-rate", "8bps"], "--port-rate 8bps: an agent's port takes at least 1000 bytes"),
+        (&["bench", "--coflows", "5", "--port-rate", "1e30"], "--port-rate \"1e30\": at most 1 Pbit/s"),
+        (&["demo", "--port-rate", "8bps"], "--port-rate \"8bps\": an agent's port takes at least 1000 bytes"),
         (&["wan-order", "--trace", jobs, "--loads", "1,1e-300"], "--loads 1e-300 with --skews as-is: link 0: "),
         (&["wan-order", "--trace", jobs, "--skews", "uniform-2"], "uniform-2: its spread around the mean must be"),
     ];

@@ -202,10 +202,21 @@ pub fn wide_area_params(seed: u64, redraw: coflow_core::Nanos, mc: MonteCarlo) -
     Params { seed, redraw: (redraw != coflow_core::Nanos::MAX).then_some(redraw), mc }
 }
 
-/// The fastest port a simulation takes, in bytes per second (1 Pbit/s): at a petabit per second a megabyte takes 8 ns, and the
-/// clock, which counts nanoseconds, would round completion times (and their ratios to the lower
-/// bounds) by more than the policies differ.
-const MAX_PORT_BYTES_PER_SEC: f64 = 1.25e14;
+/// The fastest port a simulation takes, in bytes per second (1 Pbit/s): at a petabit per second
+/// a megabyte takes 8 ns, and the clock, which counts nanoseconds, would round completion times
+/// (and their ratios to the lower bounds) by more than the policies differ.
+pub const MAX_PORT_BYTES_PER_SEC: f64 = 1.25e14;
+
+/// Refuses a port rate past [`MAX_PORT_BYTES_PER_SEC`]; `option` names it, as given (`text`).
+pub fn check_port_rate(rate: Rate, option: &str, text: &str) -> Result<(), PlanError> {
+    if rate.bytes_per_sec() > MAX_PORT_BYTES_PER_SEC {
+        return Err(PlanError(format!(
+            "{option} {text:?}: at most 1 Pbit/s: the simulated clock counts nanoseconds, in which a faster port \
+             would move a whole flow"
+        )));
+    }
+    Ok(())
+}
 
 impl Config {
     /// Validates the options (the policies against the model too), then loads or generates the
@@ -218,15 +229,7 @@ impl Config {
             .port_rate
             .parse()
             .map_err(|e| PlanError(format!("{} {:?}: {e}", name("port_rate"), self.port_rate)))?;
-        if port_rate.bytes_per_sec() > MAX_PORT_BYTES_PER_SEC {
-            return Err(PlanError(format!(
-                "{} {:?}: at most 1 Pbit/s: the simulated clock counts nanoseconds, in which a \
-                 faster port would move a whole flow",
-                name("port_rate"),
-                self.port_rate
-            ))
-            .into());
-        }
+        check_port_rate(port_rate, &name("port_rate"), &self.port_rate)?;
         let policies =
             policy::parse_list(&self.policies).map_err(|e| PlanError(format!("{}: {e}", name("policies"))))?;
         if policies.is_empty() {
