@@ -158,27 +158,29 @@ pub fn read_text(path: &Path) -> Result<String, TraceError> {
 
 /// [`read_text`], reading at most `stream_limit` bytes of a file that is not a regular one.
 fn read_text_within(path: &Path, stream_limit: u64) -> Result<String, TraceError> {
-    use std::io::{BufRead, BufReader};
+    use std::io::Read;
     let io_error = |source| TraceError::Io { path: path.to_owned(), source };
-    let file = std::fs::File::open(path).map_err(io_error)?;
+    let mut file = std::fs::File::open(path).map_err(io_error)?;
     let meta = file.metadata().map_err(io_error)?;
-    let limit = if meta.is_file() { u64::MAX } else { stream_limit };
-    let mut bytes = Vec::with_capacity(if meta.is_file() { meta.len().min(MAX_STREAM_BYTES) as usize } else { 0 });
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    // The bytes checked to be UTF-8 so far: a character cut by the end of a read waits for the
-    // next.
+    if !meta.is_file() {
+        return read_stream(std::io::BufReader::with_capacity(1 << 16, file), path, stream_limit);
+    }
+    // Its size bounds a regular file: read whole, then checked once.
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_STREAM_BYTES) as usize);
+    file.read_to_end(&mut bytes).map_err(io_error)?;
+    String::from_utf8(bytes).map_err(|e| not_text(path, e.as_bytes(), e.utf8_error().valid_up_to()))
+}
+
+/// Reads `reader` (the file `path`, not a regular one) as text within `limit` bytes, checking
+/// UTF-8 as it comes: a character cut by the end of one read waits for the next.
+fn read_stream(mut reader: impl std::io::BufRead, path: &Path, limit: u64) -> Result<String, TraceError> {
+    let mut bytes = Vec::new();
     let mut checked = 0;
-    let not_text = |bytes: &[u8], at: usize| {
-        let good = &bytes[..at];
-        let line_start = good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let line = 1 + good.iter().filter(|&&b| b == b'\n').count();
-        TraceError::NotText { path: path.to_owned(), line, column: at - line_start + 1 }
-    };
     loop {
         let chunk = match reader.fill_buf() {
             Ok(c) => c,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error(e)),
+            Err(source) => return Err(TraceError::Io { path: path.to_owned(), source }),
         };
         if chunk.is_empty() {
             break;
@@ -192,14 +194,19 @@ fn read_text_within(path: &Path, stream_limit: u64) -> Result<String, TraceError
         checked = match std::str::from_utf8(&bytes[checked..]) {
             Ok(_) => bytes.len(),
             Err(e) if e.error_len().is_none() => checked + e.valid_up_to(),
-            Err(e) => return Err(not_text(&bytes, checked + e.valid_up_to())),
+            Err(e) => return Err(not_text(path, &bytes, checked + e.valid_up_to())),
         };
     }
-    if checked < bytes.len() {
-        // A character cut off by the end of the file.
-        return Err(not_text(&bytes, checked));
-    }
-    Ok(String::from_utf8(bytes).expect("checked as it was read"))
+    // A character cut off by the end of the stream fails here.
+    String::from_utf8(bytes).map_err(|e| not_text(path, e.as_bytes(), e.utf8_error().valid_up_to()))
+}
+
+/// [`TraceError::NotText`] for the byte at `at` of the file `path`, whose first bytes are `bytes`.
+fn not_text(path: &Path, bytes: &[u8], at: usize) -> TraceError {
+    let good = &bytes[..at];
+    let line_start = good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let line = 1 + good.iter().filter(|&&b| b == b'\n').count();
+    TraceError::NotText { path: path.to_owned(), line, column: at - line_start + 1 }
 }
 
 /// `bytes` for a message: in MiB or GiB when it is a whole number of them.
@@ -337,6 +344,15 @@ mod tests {
         bytes.extend_from_slice("é\nb".as_bytes());
         let path = file("cut.txt", &bytes);
         assert_eq!(read_text(&path).unwrap().as_bytes(), &bytes[..]);
+        // A stream whose first read ends inside the `é`.
+        let (first, rest) = bytes.split_at(1 << 16);
+        let stream = std::io::BufReader::new(std::io::Read::chain(first, rest));
+        assert_eq!(read_stream(stream, &path, MAX_STREAM_BYTES).unwrap().as_bytes(), &bytes[..]);
+        let cut = std::io::BufReader::new(std::io::Read::chain(first, &b""[..]));
+        match read_stream(cut, &path, MAX_STREAM_BYTES) {
+            Err(TraceError::NotText { line: 1, column, .. }) => assert_eq!(column, 1 << 16),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// The first byte that is not UTF-8 is named by line and column, also at the end of a file
