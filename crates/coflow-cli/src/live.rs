@@ -107,9 +107,14 @@ pub(crate) struct CoordinatorArgs {
     /// gRPC listen address.
     #[arg(long, env = "COFLOW_LISTEN")]
     listen: Option<String>,
-    /// Prometheus /metrics listen address.
+    /// Prometheus /metrics listen address (plain HTTP, also /healthz, /readyz and the live web
+    /// page).
     #[arg(long, env = "COFLOW_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// Serve no live web page (`/`, `/api/status`) on the metrics listener: it shows coflow
+    /// names and agents' addresses to whoever reaches the listener (`status_page = false`).
+    #[arg(long, env = "COFLOW_NO_STATUS_PAGE")]
+    no_status_page: bool,
     /// Scheduling policy.
     #[arg(long, env = "COFLOW_POLICY")]
     policy: Option<String>,
@@ -154,6 +159,7 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
         cfg.topology = Some(v);
     }
     cfg.multipath |= a.multipath;
+    cfg.status_page &= !a.no_status_page;
     if let Some(spec) = &cfg.topology {
         let topology = coflow_sim::topology::Topology::named(spec).with_context(|| format!("topology {spec}"))?;
         cfg.wide_area = Some(topology.wide_area());

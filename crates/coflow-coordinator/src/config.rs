@@ -21,8 +21,14 @@ pub const TCP: &str = coflow_sched::policy::TCP.name;
 pub struct CoordinatorConfig {
     /// gRPC listen address. Default `127.0.0.1:7070`.
     pub listen: String,
-    /// Prometheus `/metrics` listen address; none by default.
+    /// Prometheus `/metrics` listen address; none by default. Plain HTTP, with no
+    /// authentication: it also serves `/healthz` and `/readyz`, and the live view if
+    /// `status_page`.
     pub metrics_listen: Option<String>,
+    /// Whether the metrics listener also serves the live web page (`/`) and its JSON
+    /// (`/api/status`), which show every coflow's name, the agents' addresses and their rates to
+    /// whoever reaches the listener. Default true; the shipped deployment configs turn it off.
+    pub status_page: bool,
     /// The scheduling policy's short name (any name of `coflow_sched::policy::REGISTRY`), or [`TCP`]:
     /// no rates assigned, every flow at its sender's full port rate, the network shares the
     /// links. Default `varys`.
@@ -81,6 +87,7 @@ impl Default for CoordinatorConfig {
         CoordinatorConfig {
             listen: "127.0.0.1:7070".into(),
             metrics_listen: None,
+            status_page: true,
             policy: "varys".into(),
             push_window_ms: 0,
             bypass_threshold_bytes: 25_000_000,

@@ -99,6 +99,7 @@ pub async fn run(
     // agent with many pieces time to finish.
     let recovering_until = std::time::Instant::now() + std::time::Duration::from_millis(3 * config.agent_timeout_ms);
     let config_agent_timeout_ms = config.agent_timeout_ms;
+    let status_page = config.status_page;
     let mut core = Core::new(config, policy);
     // Coflow and flow ids from a previous run, which agents re-announce, must not collide with
     // new ones: ids start at the clock in microseconds, so a previous run's ids are below unless
@@ -121,6 +122,7 @@ pub async fn run(
             let h = h2.clone();
             Box::pin(async move { h.ask(events::Event::Status).await.ok() })
         });
+        let status = status_page.then_some(status);
         let router = telemetry::router(samples, status, Arc::new(registry), health.clone());
         tokio::spawn(coflow_telemetry::serve(l, router, stop_rx.clone()))
     });

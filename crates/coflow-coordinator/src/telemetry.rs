@@ -89,10 +89,10 @@ pub(crate) fn metrics(policy: &str) -> (Metrics, Observer) {
 /// has stopped.
 pub(crate) type Ask<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Option<T>> + Send>> + Send + Sync>;
 
-/// `/metrics`, `/healthz`, `/readyz`, `/api/status` and the web page.
+/// `/metrics`, `/healthz`, `/readyz`, and with `status` the web page and `/api/status`.
 pub(crate) fn router(
     samples: Ask<Vec<Sample>>,
-    status: Ask<StatusView>,
+    status: Option<Ask<StatusView>>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 ) -> Router {
@@ -105,21 +105,21 @@ pub(crate) fn router(
             metrics.encode()
         })
     });
-    coflow_telemetry::router(scrape, health)
-        .route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) }))
-        .route(
-            "/api/status",
-            get(move || {
-                let status = status.clone();
-                async move {
-                    let body = match status().await {
-                        Some(v) => status_json(&v).to_string(),
-                        None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),
-                    };
-                    ([(header::CONTENT_TYPE, "application/json")], body)
-                }
-            }),
-        )
+    let router = coflow_telemetry::router(scrape, health);
+    let Some(status) = status else { return router };
+    router.route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) })).route(
+        "/api/status",
+        get(move || {
+            let status = status.clone();
+            async move {
+                let body = match status().await {
+                    Some(v) => status_json(&v).to_string(),
+                    None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),
+                };
+                ([(header::CONTENT_TYPE, "application/json")], body)
+            }
+        }),
+    )
 }
 
 /// The live view as the web page reads it: numbers raw (bytes, bytes per second, seconds).

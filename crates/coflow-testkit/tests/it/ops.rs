@@ -169,6 +169,26 @@ async fn the_served_metrics_back_the_dashboard_and_the_reference_page() -> anyho
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_status_page_the_metrics_listener_shows_no_coflow() -> anyhow::Result<()> {
+    subscribe();
+    let mut config = ClusterConfig::new(1, 20_000_000.0, "varys");
+    config.coordinator.status_page = false;
+    let cluster = Cluster::start(config).await?;
+    let client = cluster.client(0).await?;
+    let id = client.register(1, CoflowOptions { name: "payroll".into(), ..Default::default() }).await?;
+    for path in ["/", "/api/status"] {
+        let answer = http_get(cluster.coordinator_metrics, path).await;
+        assert!(answer.starts_with("HTTP/1.0 404") && !answer.contains("payroll"), "{path}: {answer}");
+    }
+    let metrics = http_get(cluster.coordinator_metrics, "/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.0 200") && metrics.contains("coflow_"), "{metrics}");
+    assert!(http_get(cluster.coordinator_metrics, "/readyz").await.starts_with("HTTP/1.0 200"));
+    client.unregister(id).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_and_grpc_health_are_green_while_serving() -> anyhow::Result<()> {
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(1, 20_000_000.0, "fair")).await?;
