@@ -71,6 +71,33 @@ def test_probes_ports_and_service_monitor_agree(path):
             assert mounts <= {v["name"] for v in spec["volumes"]}
 
 
+def mount_of(container, volumes, path):
+    """The volume under which `path` lies in `container`."""
+    mount = max(
+        (m for m in container["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/") + "/")),
+        key=lambda m: len(m["mountPath"]),
+    )
+    return next(v for v in volumes if v["name"] == mount["name"])
+
+
+def test_each_member_reads_its_key_and_no_agent_holds_another_nodes():
+    docs = kustomize(KUSTOMIZATIONS[0])
+    for w in (d for d in docs if d["kind"] in ("Deployment", "DaemonSet")):
+        spec = w["spec"]["template"]["spec"]
+        pod = spec.get("securityContext", {})
+        if pod.get("runAsUser", 0) != 0:
+            # A Secret's files are mounted owned by root: a process that is not root reads them
+            # through the pod's fsGroup only.
+            assert any("secret" in v for v in spec["volumes"])
+            assert pod.get("fsGroup") == pod.get("runAsGroup"), w["metadata"]["name"]
+    agent = next(d for d in docs if d["kind"] == "DaemonSet")
+    spec = agent["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    key = c["args"][c["args"].index("--tls-key") + 1]
+    assert "$(" not in key, "one path on every node: the node holds its own key"
+    assert "hostPath" in mount_of(c, spec["volumes"], key), "a Secret would give every node's key to every agent"
+
+
 def test_token_overlay_has_no_tls_and_reads_the_token():
     docs = kustomize(KUSTOMIZATIONS[1])
     for w in (d for d in docs if d["kind"] in ("Deployment", "DaemonSet")):
