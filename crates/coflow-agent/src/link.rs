@@ -27,6 +27,29 @@ const REANNOUNCE_DEADLINE: Duration = Duration::from_secs(10);
 /// accepts the connection but does not answer (its process is paused) is tried again.
 const REGISTER_DEADLINE: Duration = Duration::from_secs(5);
 
+/// The first wait after a failed registration; each failure in a row doubles it, up to
+/// [`retry_cap`].
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+
+/// How often a registration failing for a while is logged at warn (the others at debug).
+const RETRY_WARN_EVERY: Duration = Duration::from_secs(30);
+
+/// The longest wait between registrations: 2 s, or twenty heartbeats if less (at least
+/// [`RETRY_FIRST`]), so that an agent meets a restarted coordinator well inside the window in
+/// which it adopts what agents re-announce (three agent timeouts).
+fn retry_cap(heartbeat: Duration) -> Duration {
+    (heartbeat * 20).clamp(RETRY_FIRST, Duration::from_secs(2))
+}
+
+/// The wait before registration attempt `failures + 1` (`failures` ≥ 1 failed in a row): doubling
+/// from [`RETRY_FIRST`] up to `cap`, less a share of up to a quarter that differs between
+/// machines, so that the agents of a cluster do not all come back at the same instant.
+fn retry_after(failures: u32, cap: Duration, machine: u32) -> Duration {
+    let full = RETRY_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(8)).min(cap);
+    let spread = u64::from(machine.wrapping_mul(2_654_435_761).wrapping_add(failures.wrapping_mul(40_503)) % 1000);
+    full - full.mul_f64(spread as f64 / 4000.0)
+}
+
 pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: watch::Receiver<bool>) {
     let every = Duration::from_millis(shared.config.heartbeat_interval_ms);
     let mut coord = shared.coordinator.clone();
@@ -34,6 +57,9 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
     // When this process started: of two processes claiming one machine, the later one wins.
     let incarnation =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
+    let cap = retry_cap(every);
+    // Registrations failed in a row, and when one was last logged at warn.
+    let (mut failures, mut warned) = (0u32, None::<Instant>);
     loop {
         let reg = pb::RegisterAgentRequest {
             machine_id,
@@ -72,14 +98,22 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             }
             Err(e) => {
                 shared.link.close();
-                tracing::warn!(status = %e.message(), "cannot register with the coordinator; retrying");
+                failures = failures.saturating_add(1);
+                let wait = retry_after(failures, cap, machine_id);
+                if warned.is_none_or(|at| at.elapsed() >= RETRY_WARN_EVERY) {
+                    warned = Some(Instant::now());
+                    tracing::warn!(status = %e.message(), failures, "cannot register with the coordinator; retrying");
+                } else {
+                    tracing::debug!(status = %e.message(), failures, "cannot register with the coordinator; retrying");
+                }
                 shared.link_lost();
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                    _ = tokio::time::sleep(wait) => continue,
                     _ = shutdown.changed() => return,
                 }
             }
         };
+        (failures, warned) = (0, None);
         let epoch = shared.link_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         *shared.link_down_since.lock().expect("link lock") = None;
         tracing::info!(machine = machine_id, "registered with the coordinator");
@@ -240,5 +274,27 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registrations_back_off_to_the_cap_and_machines_spread() {
+        let cap = retry_cap(Duration::from_millis(100));
+        assert_eq!(cap, Duration::from_secs(2));
+        assert_eq!(retry_cap(Duration::from_millis(10)), RETRY_FIRST, "never below the first wait");
+        assert_eq!(retry_cap(Duration::from_millis(50)), Duration::from_secs(1));
+        let waits: Vec<Duration> = (1..=8).map(|n| retry_after(n, cap, 7)).collect();
+        for (n, w) in waits.iter().enumerate() {
+            let full = (RETRY_FIRST * (1 << n)).min(cap);
+            assert!(*w <= full && *w >= full.mul_f64(0.75), "attempt {}: {w:?} of {full:?}", n + 1);
+        }
+        assert!(waits[3..].iter().all(|w| *w > Duration::from_millis(1499)), "at the cap: {waits:?}");
+        assert_eq!(retry_after(u32::MAX, cap, 7), retry_after(u32::MAX, cap, 7), "no overflow");
+        let spread: std::collections::BTreeSet<Duration> = (0..64).map(|m| retry_after(9, cap, m)).collect();
+        assert!(spread.len() > 32, "machines come back at different instants: {spread:?}");
     }
 }
