@@ -101,7 +101,8 @@ class UnknownFlow(CoflowError):
 
 
 class ShuttingDown(CoflowError):
-    """The service is stopping."""
+    """The service is stopping. The SDK raises :class:`AgentUnreachable` for it (the message says
+    so), since a caller retries both alike; this class names the protocol's kind."""
 
     KIND = "shutting-down"
 

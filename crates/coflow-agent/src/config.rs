@@ -13,7 +13,7 @@ use serde::Deserialize;
 pub struct AgentConfig {
     /// This machine's id in the cluster. None by default: the id the agent's certificate names
     /// (TLS), else the one kept in `data_dir/machine-id`, else one the coordinator assigns (kept
-    /// there for the next start). Never 0 by default. Set, it must agree with the certificate.
+    /// there for the next start): never a fixed default. Set, it must agree with the certificate.
     pub machine: Option<u32>,
     /// The coordinator's gRPC address, e.g. `http://127.0.0.1:7070`. Default that.
     pub coordinator: String,

@@ -744,7 +744,7 @@ impl Core {
             // Registering again means the agent restarted: what it held is gone.
             self.agent_lost(now, a.machine, "agent-restarted");
         }
-        tracing::info!(machine = %a.machine, data_addr = %a.data_addr, "agent registered");
+        tracing::info!(machine = a.machine.0, data_addr = %a.data_addr, "agent registered");
         if dc.is_none() {
             self.ports.join(a.machine, a.port_rate);
         }
@@ -959,7 +959,7 @@ impl Core {
             && c.puts.get(data_id).is_some_and(|&(at, _)| at == by)
         {
             c.puts.remove(data_id);
-            tracing::info!(%coflow, %data_id, machine = %by, "a piece its agent gave up announcing is forgotten");
+            tracing::info!(%coflow, %data_id, machine = by.0, "a piece its agent gave up announcing is forgotten");
         }
     }
 
@@ -1242,9 +1242,9 @@ impl Core {
     fn agent_lost(&mut self, now: Nanos, m: MachineId, reason: &'static str) {
         if reason == "agent-departed" {
             // It deregistered: a clean stop, not a failure.
-            tracing::info!(machine = %m, reason, "agent left");
+            tracing::info!(machine = m.0, reason, "agent left");
         } else {
-            tracing::warn!(machine = %m, reason, "agent lost");
+            tracing::warn!(machine = m.0, reason, "agent lost");
         }
         if let Some(a) = self.agents.get_mut(&m) {
             a.alive = false;

@@ -66,7 +66,7 @@ impl Core {
         for (&m, a) in self.agents.iter().filter(|(_, a)| a.alive) {
             let (up, down) = self.port_capacity(m, a.port_rate);
             if up < a.port_rate || down < a.port_rate {
-                tracing::debug!(machine = %m, up, down, port_rate = a.port_rate, "ports measured");
+                tracing::debug!(machine = m.0, up, down, port_rate = a.port_rate, "ports measured");
             }
         }
     }
