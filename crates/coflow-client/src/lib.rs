@@ -234,8 +234,23 @@ pub struct Client {
     timeout: Duration,
 }
 
+/// While a call is in flight the client pings its service this often over HTTP/2 and gives the
+/// connection up when a ping goes unanswered for [`PING_TIMEOUT`]: a get held at rate zero by
+/// its schedule lasts as long as it must, but one whose agent froze (stopped, its host gone
+/// without a reset) fails `AgentUnreachable` within the two, about 20 s, rather than hanging.
+pub const PING_EVERY: Duration = Duration::from_secs(10);
+
+/// How long a ping of [`PING_EVERY`] may go unanswered.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn endpoint(security: &Security, url: &str) -> Result<Endpoint, ClientError> {
-    Ok(security.endpoint(url).map_err(ClientError::Invalid)?.tcp_nodelay(true).connect_timeout(Duration::from_secs(5)))
+    Ok(security
+        .endpoint(url)
+        .map_err(ClientError::Invalid)?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(PING_EVERY)
+        .keep_alive_timeout(PING_TIMEOUT))
 }
 
 /// The size of the chunks [`Client::put`] streams a piece's bytes in.

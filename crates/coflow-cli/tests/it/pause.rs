@@ -148,3 +148,34 @@ fn a_coordinator_paused_10s_loses_no_agent_piece_or_get() {
 fn a_coordinator_paused_15s_loses_no_agent_piece_or_get() {
     paused_coordinator("pause-15s", Duration::from_secs(15));
 }
+
+/// A get whose own agent (the one its client reads from) is stopped mid-transfer fails
+/// `AgentUnreachable` once the client's pings go unanswered, within `PING_EVERY + PING_TIMEOUT`
+/// and a margin, rather than hanging on a connection the stopped process's kernel keeps open.
+#[test]
+fn a_get_whose_own_agent_is_paused_fails_unreachable_within_the_pings() {
+    let spec = Spec { agent_toml: "port_rate = \"1MB/s\"\n".into(), ..Spec::new(2) };
+    let procs = Procs::start("pause-own-agent", spec);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        procs.ready().await;
+        let c0 = procs.client(0).await;
+        let coflow = c0.register(1, CoflowOptions { name: "frozen".into(), ..Default::default() }).await.unwrap();
+        // 30 s of transfer at the agents' rate: the pause comes well before its end.
+        c0.put(coflow, "p", content(7, 30_000_000)).await.unwrap();
+        let g = get(&procs, 1, coflow, "p").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!g.is_finished(), "the get ended before the pause");
+        procs.agents[1].signal("STOP");
+        let paused = Instant::now();
+        let bound = coflow_client::PING_EVERY + coflow_client::PING_TIMEOUT + Duration::from_secs(10);
+        let answer = tokio::time::timeout(bound, g).await;
+        let took = paused.elapsed();
+        procs.agents[1].signal("CONT");
+        let (r, _) = answer.unwrap_or_else(|_| panic!("the get hung {took:?} after its agent was paused")).unwrap();
+        match r {
+            Err(ClientError::AgentUnreachable(_)) => eprintln!("the get failed {took:.1?} after its agent was paused"),
+            other => panic!("a get whose agent was paused: {:?}", other.map(|b| b.len())),
+        }
+    });
+}
