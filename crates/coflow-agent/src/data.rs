@@ -24,7 +24,7 @@ use coflow_proto::pb;
 use coflow_proto::pb::agent_message::Body;
 use coflow_proto::ticket::Ticket;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -37,34 +37,45 @@ use crate::wire::{self, Request, Status};
 /// The granularity of the sender's timers.
 const TIMER_STEP: Duration = Duration::from_millis(1);
 
-/// Accepts fetches until shutdown, at most `max_data_connections` connections at once.
+/// Accepts fetches until shutdown, at most `max_data_connections` connections at once. With TLS
+/// a connection takes its place among them only once its handshake shows an agent of the cluster,
+/// so that peers without a certificate cannot fill them; until then it is one of the
+/// [`Unproven`], bounded per address.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let mut conns = JoinSet::new();
     let slots = Arc::new(Semaphore::new(shared.config.max_data_connections));
+    let unproven = Arc::new(Unproven::default());
     let mut failures = coflow_proto::AcceptFailures::default();
     loop {
         tokio::select! {
             (sock, peer) = failures.accept(&listener, "data plane") => {
                 sock.set_nodelay(true).ok();
                 socket2::SockRef::from(&sock).set_send_buffer_size(shared.config.socket_buffer_bytes).ok();
-                let shared = shared.clone();
-                let stop = shutdown.clone();
-                match slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        conns.spawn(async move {
-                            shared.data_connections.fetch_add(1, Ordering::Relaxed);
-                            if let Err(e) = accept_and_send(sock, peer, &shared, stop).await {
-                                tracing::debug!(%peer, error = %e, "fetch ended early");
-                            }
-                            shared.data_connections.fetch_sub(1, Ordering::Relaxed);
-                            drop(slot);
-                        });
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "data connection refused: max_data_connections reached");
-                        conns.spawn(async move { refuse_busy(sock, peer, &shared).await });
-                    }
+                let (shared, stop, slots) = (shared.clone(), shutdown.clone(), slots.clone());
+                if shared.security.tls().is_none() {
+                    conns.spawn(async move { serve_one(sock, None, peer, &shared, &slots, stop).await });
+                    continue;
                 }
+                let Some(place) = unproven.enter(peer.ip()) else {
+                    tracing::debug!(%peer, "data connection closed: too many handshakes from its address");
+                    continue;
+                };
+                conns.spawn(async move {
+                    let Some(tls) = shared.security.tls() else { return };
+                    let proven = tokio::time::timeout(shared.idle(), async {
+                        let _turn = place.turn().await;
+                        coflow_proto::accept_agent(tls, sock, peer).await
+                    })
+                    .await;
+                    drop(place);
+                    match proven {
+                        Ok(Some((stream, machine))) => {
+                            serve_one(stream, Some(MachineId(machine)), peer, &shared, &slots, stop).await;
+                        }
+                        Ok(None) => tracing::debug!(%peer, "data connection refused: not an agent of this cluster"),
+                        Err(_) => tracing::debug!(%peer, "data connection closed: no TLS handshake within the idle timeout"),
+                    }
+                });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             _ = shutdown.changed() => break,
@@ -73,16 +84,95 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
     conns.shutdown().await;
 }
 
-/// Says "busy" and drains what the peer sent for a moment, so that it reads the status rather
-/// than a reset.
-async fn refuse_busy(sock: TcpStream, peer: std::net::SocketAddr, shared: &Shared) {
-    match shared.security.tls() {
-        None => say_busy(sock).await,
-        Some(tls) => {
-            if let Ok(Some((stream, _))) =
-                tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await
-            {
-                say_busy(stream).await;
+/// Serves fetches on a connection (with TLS, from agent `peer_machine`) in one of the `slots`,
+/// or says "busy" when none is free.
+async fn serve_one<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    stream: S,
+    peer_machine: Option<MachineId>,
+    peer: std::net::SocketAddr,
+    shared: &Shared,
+    slots: &Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
+) {
+    let Ok(_slot) = slots.clone().try_acquire_owned() else {
+        tracing::debug!(%peer, "data connection refused: max_data_connections reached");
+        return say_busy(stream).await;
+    };
+    shared.data_connections.fetch_add(1, Ordering::Relaxed);
+    if let Err(e) = send_pieces(stream, shared, peer_machine, stop).await {
+        tracing::debug!(%peer, error = %e, "fetch ended early");
+    }
+    shared.data_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The most data connections from one address waiting for or in their TLS handshake; one more
+/// is closed at once. Agents of a cluster that share an address (a test's loopback) open many at
+/// once when many flows start together, so the bound is wide; what it stops is one peer without
+/// a certificate holding every connection the agent will take.
+const UNPROVEN_PER_ADDRESS: usize = 1024;
+
+/// The most handshakes from one address run at once; its other connections wait their turn.
+const HANDSHAKES_PER_ADDRESS: usize = 64;
+
+/// The most data connections waiting for or in their TLS handshake, from every address.
+const UNPROVEN: usize = 4096;
+
+/// Per peer address, how many of its connections hold a place and its turns to handshake.
+type ByAddress = std::collections::HashMap<std::net::IpAddr, (usize, Arc<Semaphore>)>;
+
+/// The data connections not yet through their TLS handshake: how many in all, and per address.
+#[derive(Default)]
+struct Unproven {
+    by_address: std::sync::Mutex<(usize, ByAddress)>,
+}
+
+/// A connection's place among the [`Unproven`], given back when dropped.
+struct Place {
+    of: Arc<Unproven>,
+    address: std::net::IpAddr,
+    turns: Arc<Semaphore>,
+}
+
+impl Unproven {
+    /// A place for a connection from `address`, or none past the bounds.
+    fn enter(self: &Arc<Self>, address: std::net::IpAddr) -> Option<Place> {
+        let mut guard = self.by_address.lock().expect("unproven lock");
+        let (total, by_address) = &mut *guard;
+        if *total >= UNPROVEN {
+            return None;
+        }
+        let entry = by_address.entry(address).or_insert_with(|| (0, Arc::new(Semaphore::new(HANDSHAKES_PER_ADDRESS))));
+        if entry.0 >= UNPROVEN_PER_ADDRESS {
+            return None;
+        }
+        entry.0 += 1;
+        *total += 1;
+        Some(Place { of: self.clone(), address, turns: entry.1.clone() })
+    }
+
+    /// How many connections from `address` hold a place.
+    #[cfg(test)]
+    fn held(&self, address: std::net::IpAddr) -> usize {
+        self.by_address.lock().expect("unproven lock").1.get(&address).map_or(0, |e| e.0)
+    }
+}
+
+impl Place {
+    /// Waits for a turn to handshake among its address's connections.
+    async fn turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.turns.acquire().await.ok()
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut guard = self.of.by_address.lock().expect("unproven lock");
+        let (total, by_address) = &mut *guard;
+        *total -= 1;
+        if let Some(entry) = by_address.get_mut(&self.address) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                by_address.remove(&self.address);
             }
         }
     }
@@ -97,24 +187,6 @@ async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S) {
         Ok::<_, std::io::Error>(())
     })
     .await;
-}
-
-/// Serves fetches on an accepted connection, after the TLS handshake in TLS mode (which, like
-/// every read, waits at most the idle timeout).
-async fn accept_and_send(
-    sock: TcpStream,
-    peer: std::net::SocketAddr,
-    shared: &Shared,
-    shutdown: watch::Receiver<bool>,
-) -> Result<(), AgentError> {
-    match shared.security.tls() {
-        None => send_pieces(sock, shared, None, shutdown).await,
-        Some(tls) => match tokio::time::timeout(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await {
-            Ok(Some((stream, machine))) => send_pieces(stream, shared, Some(MachineId(machine)), shutdown).await,
-            Ok(None) => Err(AgentError::Refused("not an agent of this cluster")),
-            Err(_) => Err(AgentError::Refused("no TLS handshake within the idle timeout")),
-        },
-    }
 }
 
 fn peer_gone(e: std::io::Error) -> AgentError {
@@ -744,6 +816,42 @@ mod tests {
     use crate::store::Piece;
     use coflow_proto::ticket::FlowKey;
     use coflow_proto::{ClusterToken, ErrorKind, Security, TokenAttach};
+
+    #[test]
+    fn unproven_connections_are_bounded_per_address_and_in_all_and_given_back() {
+        let unproven = Arc::new(Unproven::default());
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let mut from_a: Vec<Place> = (0..UNPROVEN_PER_ADDRESS).map(|_| unproven.enter(a).expect("a place")).collect();
+        assert!(unproven.enter(a).is_none(), "one address holds at most its bound");
+        assert!(unproven.enter(b).is_some(), "another address is not held up by it");
+        from_a.pop();
+        assert_eq!(unproven.held(a), UNPROVEN_PER_ADDRESS - 1);
+        assert!(unproven.enter(a).is_some(), "a place given back is taken again");
+        drop(from_a);
+        assert_eq!(unproven.held(a), 0);
+        let many: Vec<Place> = (0..UNPROVEN)
+            .map(|i| unproven.enter(std::net::IpAddr::from([10, 1, (i >> 8) as u8, i as u8])).expect("a place"))
+            .collect();
+        assert!(unproven.enter(a).is_none(), "at most UNPROVEN in all");
+        assert_eq!(unproven.held(a), 0, "a refused address keeps no entry");
+        drop(many);
+        assert!(unproven.by_address.lock().unwrap().1.is_empty() && unproven.by_address.lock().unwrap().0 == 0);
+    }
+
+    #[tokio::test]
+    async fn an_address_handshakes_a_bounded_number_at_once() {
+        let unproven = Arc::new(Unproven::default());
+        let a = "10.0.0.1".parse().unwrap();
+        let places: Vec<Place> = (0..=HANDSHAKES_PER_ADDRESS).map(|_| unproven.enter(a).unwrap()).collect();
+        let mut turns = Vec::new();
+        for p in &places[..HANDSHAKES_PER_ADDRESS] {
+            turns.push(p.turn().await.expect("a turn"));
+        }
+        let last = &places[HANDSHAKES_PER_ADDRESS];
+        assert!(tokio::time::timeout(Duration::from_millis(50), last.turn()).await.is_err(), "waits its turn");
+        turns.pop();
+        assert!(tokio::time::timeout(Duration::from_millis(50), last.turn()).await.is_ok(), "then takes it");
+    }
 
     /// A sink straight into `tx`.
     fn sink(tx: &mpsc::Sender<Vec<u8>>) -> Sink {
