@@ -55,6 +55,11 @@ pub struct CoordinatorConfig {
     /// The most coflows registered at once; a register, or an adoption after a restart, beyond it
     /// fails `limit-exceeded`. Default 100,000.
     pub max_coflows: usize,
+    /// The most coflows one identity (a certificate's role) may hold registered at once, so that
+    /// one member cannot take every place of `max_coflows` from the others; a register or an
+    /// adoption beyond it fails `limit-exceeded`. Coflows of token mode have no owner and only
+    /// `max_coflows` bounds them. Default 10,000.
+    pub max_coflows_per_owner: usize,
     /// The most pieces one coflow may have; a put (also one re-announced after a restart) beyond
     /// it fails `limit-exceeded`. Default 1,000,000.
     pub max_pieces_per_coflow: usize,
@@ -94,6 +99,7 @@ impl Default for CoordinatorConfig {
             heartbeat_interval_ms: 100,
             agent_timeout_ms: 3000,
             max_coflows: 100_000,
+            max_coflows_per_owner: 10_000,
             max_pieces_per_coflow: 1_000_000,
             tls_ca: None,
             tls_cert: None,
@@ -168,6 +174,9 @@ impl CoordinatorConfig {
         }
         if self.max_coflows == 0 {
             return Err(ConfigError { field: "max_coflows", reason: "must be at least 1".into() });
+        }
+        if self.max_coflows_per_owner == 0 {
+            return Err(ConfigError { field: "max_coflows_per_owner", reason: "must be at least 1".into() });
         }
         if self.max_pieces_per_coflow == 0 {
             return Err(ConfigError { field: "max_pieces_per_coflow", reason: "must be at least 1".into() });

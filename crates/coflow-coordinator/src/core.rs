@@ -17,7 +17,7 @@
 //! No answer waits for readiness: a get is granted at once and its flow holds at rate 0 until
 //! released, so the core keeps no pending replies.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 // A socket address is a value, not I/O: `core::net` is there without the standard library.
 use ::core::net::SocketAddr;
@@ -405,6 +405,8 @@ pub struct Core {
     due: Nanos,
     /// Keys the coflows' nonces.
     nonces: std::hash::RandomState,
+    /// Per owner (none in token mode), how many of `coflows` it holds.
+    owned: HashMap<String, usize>,
     /// The secret flow tickets and agents' flow keys derive from, drawn at start.
     tickets: coflow_proto::ticket::Tickets,
     /// The policy is blind to sizes (its registry entry says so): no coflow is judged by the
@@ -484,6 +486,7 @@ impl Core {
             unregistered_set: BTreeSet::new(),
             due: Nanos::MAX,
             nonces: std::hash::RandomState::new(),
+            owned: HashMap::new(),
             tickets: coflow_proto::ticket::Tickets::generate(),
             blind,
             links,
@@ -646,18 +649,36 @@ impl Core {
     /// the service sets).
     pub fn handle_register(&mut self, now: Nanos, mut reg: Registration) -> Result<CoflowId, CoordError> {
         self.input(now);
-        if self.coflows.len() >= self.cfg.max_coflows {
-            let msg = format!("{} coflows registered (max_coflows)", self.coflows.len());
-            return Err(CoordError::LimitExceeded(msg));
-        }
+        self.room_for(&reg.owner).map_err(CoordError::LimitExceeded)?;
         let id = CoflowId(self.next_coflow);
         self.next_coflow =
             self.next_coflow.checked_add(1).ok_or_else(|| CoordError::LimitExceeded("coflow ids exhausted".into()))?;
         reg.nonce = self.nonce(id);
         self.counters.coflows_registered += 1;
         tracing::debug!(coflow = %id, name = %reg.options.name, num_flows = reg.num_flows, "registered");
-        self.coflows.insert(id, CoflowRec::new(reg));
+        self.hold(id, reg);
         Ok(id)
+    }
+
+    /// Whether one more coflow of `owner` fits within `max_coflows` and, for an owner (TLS),
+    /// `max_coflows_per_owner`; if not, why.
+    fn room_for(&self, owner: &str) -> Result<(), String> {
+        if self.coflows.len() >= self.cfg.max_coflows {
+            return Err(format!("{} coflows registered (max_coflows)", self.coflows.len()));
+        }
+        let held = self.owned.get(owner).copied().unwrap_or(0);
+        if !owner.is_empty() && held >= self.cfg.max_coflows_per_owner {
+            return Err(format!("{owner} holds {held} coflows registered (max_coflows_per_owner)"));
+        }
+        Ok(())
+    }
+
+    /// Keeps coflow `id`, counted for its owner.
+    fn hold(&mut self, id: CoflowId, reg: Registration) {
+        if !reg.owner.is_empty() {
+            *self.owned.entry(reg.owner.clone()).or_default() += 1;
+        }
+        self.coflows.insert(id, CoflowRec::new(reg));
     }
 
     /// A framework (`by`: the caller's identity) is done with a coflow: every agent is told to
@@ -670,7 +691,14 @@ impl Core {
             return Err(CoordError::NotTheOwner { coflow: id, caller: by.to_string() });
         }
         self.leave_policy(now, id);
-        self.coflows.remove(&id);
+        if let Some(c) = self.coflows.remove(&id)
+            && let Some(held) = self.owned.get_mut(&c.reg.owner)
+        {
+            *held -= 1;
+            if *held == 0 {
+                self.owned.remove(&c.reg.owner);
+            }
+        }
         self.forget(id);
         // An agent that misses this notice is told `unknown-coflow` when it re-announces the
         // pieces, and forgets them then.

@@ -6,7 +6,7 @@
 use coflow_core::{CoflowId, Nanos};
 use coflow_proto::{FlowRecovery, Registration};
 
-use super::{CoflowRec, Core, FlowGrant, FlowRec, FlowState, Routing};
+use super::{Core, FlowGrant, FlowRec, FlowState, Routing};
 use crate::error::CoordError;
 
 /// Why an unknown id re-announced is not adopted.
@@ -110,13 +110,12 @@ impl Core {
             return self
                 .refuse(CoordError::NotRecoverable(format!("coflow {id} is re-announced without its registration")));
         };
-        if self.coflows.len() >= self.cfg.max_coflows {
-            let msg = format!("{} coflows registered (max_coflows): coflow {id} not adopted", self.coflows.len());
-            return self.refuse(CoordError::LimitExceeded(msg));
+        if let Err(why) = self.room_for(&reg.owner) {
+            return self.refuse(CoordError::LimitExceeded(format!("{why}: coflow {id} not adopted")));
         }
         tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
         self.counters.coflows_adopted += 1;
-        self.coflows.insert(id, CoflowRec::new(reg));
+        self.hold(id, reg);
         Ok(())
     }
 

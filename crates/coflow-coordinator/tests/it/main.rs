@@ -738,6 +738,37 @@ fn limits_hold_for_adopted_coflows_and_pieces() {
     assert_eq!(h.core.live_coflows(), 2);
 }
 
+/// One identity holds at most `max_coflows_per_owner` coflows, registered or adopted, so that the
+/// others still find places under `max_coflows`; an unregistered coflow gives its place back, and
+/// coflows with no owner (token mode) are bounded by `max_coflows` only.
+#[test]
+fn one_owner_cannot_take_every_place() {
+    let cfg = CoordinatorConfig { max_coflows: 5, max_coflows_per_owner: 2, ..Default::default() };
+    let mut h = Harness::new("varys", 3, cfg);
+    h.core.set_id_base(1000);
+    let (a, b) = ("coflow://client/a", "coflow://client/b");
+    let register = |h: &mut Harness, owner: &str| {
+        h.core.handle_register(h.now, Registration { num_flows: 1, owner: owner.into(), ..Default::default() })
+    };
+    let first = register(&mut h, a).unwrap();
+    register(&mut h, a).unwrap();
+    let e = register(&mut h, a).unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_coflows_per_owner")), "{e}");
+    assert_eq!(e.kind().as_str(), "limit-exceeded");
+    // Adopting a previous run's coflow of the same owner is bounded alike.
+    let reg = Some(Registration { owner: a.into(), ..old_registration() });
+    let e = h.core.handle_put(h.now, recovered(CoflowId(5), "1", 0, 10, reg)).unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_coflows_per_owner")), "{e}");
+    register(&mut h, b).unwrap();
+    h.core.handle_unregister(h.now, a, first).unwrap();
+    register(&mut h, a).unwrap();
+    register(&mut h, "").unwrap();
+    register(&mut h, "").unwrap();
+    let e = register(&mut h, "").unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("(max_coflows)")), "{e}");
+    assert_eq!(h.core.live_coflows(), 5);
+}
+
 /// A coflow belongs to the identity that registered it: another may neither unregister nor seal
 /// it; the owner and the admin may; a coflow registered in token mode (no owner) is anyone's.
 #[test]
