@@ -1351,7 +1351,21 @@ impl Core {
             self.reroute_around_down_links();
         }
         // The ports' periods end at the first run after their end: agents' heartbeats make the
-        // core run every heartbeat.
+        // core run every heartbeat. The pairs of an agent silent for three heartbeats or more
+        // (stopped, its host gone, or dead already) tell nothing of their ports: its flows'
+        // shortfalls are its own.
+        if self.meter.is_none() && now >= self.ports.period_end() {
+            let silent_after = Nanos::from_millis(3 * self.cfg.heartbeat_interval_ms);
+            let silent: Vec<MachineId> = self
+                .agents
+                .iter()
+                .filter(|(_, a)| !a.alive || now.saturating_sub(a.last_seen) > silent_after)
+                .map(|(&m, _)| m)
+                .collect();
+            for m in silent {
+                self.ports.forget_machine(m);
+            }
+        }
         if self.meter.is_none() && self.ports.tick(now) {
             self.log_ports();
             // A port's estimate changed: the rates were made for another capacity.

@@ -29,7 +29,8 @@
 //! receiving agent reports its client not reading comes here as load that asked just what it
 //! moved, and its pair's judgement so far in the period is dropped when the report comes
 //! ([`PortMeter::forget`]), so that a stalled reader alone on both its ports is no port's fault
-//! either.) A port is sampled only once it held its flows back two periods in a row: a slower
+//! either; so are the pairs of an agent that fell silent, [`PortMeter::forget_machine`], as a
+//! frozen receiver cannot report its reader.) A port is sampled only once it held its flows back two periods in a row: a slower
 //! link stays slow, while a flow stalled for a moment (its receiver busy, its agent descheduled)
 //! is no port's fault. And a port asked less than a fifth of its estimate tells nothing of being
 //! held back (a flow paced at a small rate moves block by block, too coarse to judge in one
@@ -375,6 +376,17 @@ impl PortMeter {
             c.other_moved += c.moved;
             c.other_asked += c.moved;
             (c.moved, c.asked) = (0.0, 0.0);
+        }
+    }
+
+    /// Machine `m`'s agent fell silent (stopped, its host gone): what its pairs moved so far this
+    /// period still loads their ports, but says nothing of whether a port held them back, as
+    /// for [`PortMeter::forget`]: a sender whose receiver froze is not slow.
+    pub(crate) fn forget_machine(&mut self, m: MachineId) {
+        let pairs: Vec<(MachineId, MachineId)> =
+            self.pairs.keys().filter(|&&(s, d)| s == m || d == m).copied().collect();
+        for (s, d) in pairs {
+            self.forget(s, d);
         }
     }
 

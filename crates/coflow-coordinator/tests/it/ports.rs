@@ -152,6 +152,34 @@ fn a_lone_flow_whose_reader_stopped_is_no_ports_fault_once_reported() {
     }
 }
 
+/// Machine 0 sends one flow to machine 1, whose agent freezes after 300 ms (stopped, its host
+/// gone): it sends no heartbeat, so it cannot report its reader, and the flow moves nothing. A
+/// receiver silent for three heartbeats speaks for none of its pairs: the sender's uplink keeps
+/// its whole rate while the receiver is silent, and after it is declared dead. Were the silent
+/// agent's pairs judged, the stall would be put down to the sender's uplink, as when a live
+/// receiver does not report its reader (above).
+#[test]
+fn a_frozen_receiver_is_no_fault_of_its_senders_uplink() {
+    let (mut h, flow) = lone_flow();
+    let (mut sent, mut lowest) = (0, f64::INFINITY);
+    for step in 0..60 {
+        let rate = h.core.rate(flow);
+        h.advance(100);
+        if step < 3 {
+            sent += (rate.unwrap_or(0.0) * HEALTHY * 0.1).round() as u64;
+        }
+        let listed = if rate.is_some() { vec![(flow, sent)] } else { Vec::new() };
+        assert!(h.heartbeat(0, listed));
+        if step < 3 {
+            assert!(h.heartbeat(1, Vec::new()));
+        }
+        h.drain();
+        lowest = lowest.min(ports(&h, 0).0);
+    }
+    assert!(h.core.rate(flow).is_none(), "the frozen receiver was declared dead and its flow failed");
+    assert_eq!(lowest, RATE, "the sender's uplink while its receiver was silent and after");
+}
+
 /// A lone flow from machine 0 to 1 moves at its rate for 5 s, then nothing while its receiver
 /// lists it unread, dropping the listing now and then and listing it again: for 10 s from the
 /// receiver's first listing no port is judged by it, and after that the flow is measured like
