@@ -7,8 +7,10 @@ run their puts and gets side by side.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, TypeVar
 
 from . import _coflow
 from .errors import Invalid, from_kind
@@ -18,6 +20,26 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 TlsFiles = Tuple[str, str, str]
+
+
+def _uint(value: Any, what: str, most: int) -> int:
+    """A whole number from 0 to ``most`` (what the protocol's unsigned field holds), not a
+    boolean."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{what}: expected a non-negative integer, got {value!r}")
+    n = int(value)
+    if not 0 <= n <= most:
+        raise ValueError(f"{what}: expected an integer from 0 to {most}, got {value!r}")
+    return n
+
+
+def _is_buffer(data: Any) -> bool:
+    """Whether ``data`` exposes its bytes (``bytes``, ``bytearray``, ``memoryview``, numpy)."""
+    try:
+        memoryview(data)
+    except TypeError:
+        return False
+    return True
 
 
 def _call(f: Callable[..., T], *args: Any) -> T:
@@ -35,7 +57,9 @@ class Client:
     ``token`` is the cluster token (default: the ``COFLOW_TOKEN`` environment variable);
     ``tls=(ca, cert, key)`` names the PEM files of mutual TLS instead.
     ``timeout_s`` bounds control calls (register, put, seal); gets last as long as the schedule
-    says. Connections open on the first call. Usable as a context manager.
+    says, but one whose agent stops answering (its process stopped, its host gone) raises
+    :class:`AgentUnreachable` within about 20 s, when the client's ping goes unanswered.
+    Connections open on the first call. Usable as a context manager.
     """
 
     def __init__(
@@ -78,28 +102,45 @@ class Client:
         ``all_gets_timeout_s`` makes gets wait until every one of them arrived (or that long),
         so the coflow is scheduled whole; ``deadline_s`` is relative to registration.
         """
+        num_flows = _uint(num_flows, "num_flows", 2**32 - 1)
+        if isinstance(parents, (str, bytes)) or not isinstance(parents, Iterable):
+            raise ValueError(f"parents: expected a list of coflow ids, got {parents!r}")
+        parent_ids = [_uint(p, "parents", 2**64 - 1) for p in parents]
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not (
+            math.isfinite(weight) and weight > 0
+        ):
+            raise ValueError(f"weight: expected a positive finite number, got {weight!r}")
         return _call(
-            self._c.register, num_flows, name, kind, deadline_s, list(parents), weight, all_gets_timeout_s
+            self._c.register, num_flows, name, kind, deadline_s, parent_ids, float(weight), all_gets_timeout_s
         )
 
     def put(self, coflow: int, data_id: str, data: bytes) -> int:
         """Stores ``data`` as piece ``data_id`` of ``coflow`` at the local agent; returns its size."""
-        return _call(self._c.put, coflow, data_id, bytes(data))
+        if isinstance(data, str) or not _is_buffer(data):
+            raise TypeError(f"data: expected bytes-like data, got {type(data).__name__}")
+        return _call(self._c.put, _uint(coflow, "coflow", 2**64 - 1), data_id, bytes(memoryview(data)))
 
     def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
         """Stores ``length`` bytes at ``offset`` of ``path`` (relative to the agent's data
         directory) as piece ``data_id``; the caller may exit afterwards. Returns its size."""
-        return _call(self._c.put_file, coflow, data_id, str(path), offset, length)
+        return _call(
+            self._c.put_file,
+            _uint(coflow, "coflow", 2**64 - 1),
+            data_id,
+            str(path),
+            _uint(offset, "offset", 2**64 - 1),
+            _uint(length, "length", 2**64 - 1),
+        )
 
     def get(self, coflow: int, data_id: str) -> bytes:
         """Fetches piece ``data_id`` of ``coflow``, at the rate the coordinator assigns: exactly
         the bytes put, or an exception."""
-        return _call(self._c.get, coflow, data_id)
+        return _call(self._c.get, _uint(coflow, "coflow", 2**64 - 1), data_id)
 
     def get_stream(self, coflow: int, data_id: str) -> Iterator[bytes]:
         """Fetches piece ``data_id`` of ``coflow`` chunk by chunk; the transfer waits for the
         reader. Errors arise from the iteration."""
-        chunks = _call(self._c.get_stream, coflow, data_id)
+        chunks = _call(self._c.get_stream, _uint(coflow, "coflow", 2**64 - 1), data_id)
         while True:
             chunk = _call(chunks.next)
             if chunk is None:
@@ -108,11 +149,11 @@ class Client:
 
     def seal(self, coflow: int) -> None:
         """Says no more puts will come for ``coflow``."""
-        _call(self._c.seal, coflow)
+        _call(self._c.seal, _uint(coflow, "coflow", 2**64 - 1))
 
     def unregister(self, coflow: int) -> None:
         """Removes ``coflow``."""
-        _call(self._c.unregister, coflow)
+        _call(self._c.unregister, _uint(coflow, "coflow", 2**64 - 1))
 
     def status(self) -> Dict[str, Any]:
         """What the coordinator is doing: its policy, live coflows with their flows and rates,

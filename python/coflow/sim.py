@@ -144,7 +144,14 @@ def read_trace(path: Any) -> Workload:
     :class:`OSError` of its kind (:class:`FileNotFoundError`, :class:`IsADirectoryError`,
     :class:`PermissionError`).
     """
-    return Workload(_coflow.read_trace(str(path)))
+    return Workload(_coflow.read_trace(_path(path, "path")))
+
+
+def _path(value: Any, what: str) -> str:
+    """A file's path: a ``str``, ``bytes`` or :class:`os.PathLike`, as the library reads it."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"{what}: expected a file's path, got {value!r}")
+    return os.fsdecode(os.fspath(value))
 
 
 def synthetic(seed: int = 1, coflows: Optional[int] = None, machines: Optional[int] = None) -> Workload:
@@ -162,12 +169,14 @@ WorkloadLike = Union[Workload, "pd.DataFrame", Iterable[Union[Coflow, Mapping[st
 #: The largest time a workload holds: 2^64 - 1 ns (its times are unsigned 64-bit nanoseconds).
 _MAX_NANOS = 2**64 - 1
 
+#: The largest machine number, and count of machines, a workload holds (unsigned 32-bit).
+_MAX_MACHINE = 2**32 - 1
+
 
 def _nanos(value: Any, what: str) -> int:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: expected a number of seconds, got {value!r}") from None
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what}: expected a number of seconds, got {value!r}")
+    seconds = float(value)
     if not (seconds >= 0.0 and seconds != float("inf")):
         raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
     nanos = round(seconds * 1e9)
@@ -222,6 +231,13 @@ def _deadline_x(value: Any, deadlines: bool) -> float:
     return x
 
 
+def _name(value: Any, what: str) -> Optional[str]:
+    """An option named by a string, or ``None``."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{what}: expected a string or None, got {value!r}")
+    return value
+
+
 def _baseline(value: Any) -> str:
     """``baseline``: one policy's name, or ``None`` (or ``""``) for none."""
     if value is None:
@@ -245,8 +261,8 @@ def _flow(f: Any, what: str) -> Dict[str, int]:
         except (TypeError, ValueError):
             raise ValueError(f"{what}: expected a Flow, a (src, dst, bytes) tuple or a mapping, got {f!r}") from None
     return {
-        "src": _count(src, f"{what}: src"),
-        "dst": _count(dst, f"{what}: dst"),
+        "src": _count(src, f"{what}: src", _MAX_MACHINE),
+        "dst": _count(dst, f"{what}: dst", _MAX_MACHINE),
         "bytes": _count(size, f"{what}: bytes"),
     }
 
@@ -271,10 +287,13 @@ def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
         raise ValueError(f"coflow {i}: unknown field {sorted(unknown)[0]!r}")
     cid = _count(c["id"], f"coflow {i}: id")
     what = f"coflow {cid}"
+    flows = c["flows"]
+    if isinstance(flows, (str, bytes, Mapping)) or not isinstance(flows, Iterable):
+        raise ValueError(f"{what}: flows: expected a list of flows, got {flows!r}")
     rec: Dict[str, Any] = {
         "id": cid,
         "arrival_ns": _nanos(c["arrival"], f"{what}: arrival"),
-        "flows": [_flow(f, f"{what} flow {j}") for j, f in enumerate(c["flows"])],
+        "flows": [_flow(f, f"{what} flow {j}") for j, f in enumerate(flows)],
     }
     deadline = c.get("deadline")
     if deadline is not None and deadline == deadline:  # NaN (a DataFrame's missing value) is none
@@ -282,10 +301,7 @@ def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
     weight = c.get("weight", 1.0)
     if weight is None or weight != weight:
         weight = 1.0
-    try:
-        rec["weight"] = float(weight)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: weight: expected a number, got {weight!r}") from None
+    rec["weight"] = _real(weight, f"{what}: weight")
     if not (math.isfinite(rec["weight"]) and rec["weight"] > 0.0):
         raise ValueError(f"{what}: weight: must be a positive finite number, got {weight!r}")
     rec["parents"] = [_count(p, f"{what}: parents") for p in _parent_list(c.get("parents"), f"{what}: parents")]
@@ -355,15 +371,19 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
     """
     if isinstance(data, Workload):
         return data
+    if not isinstance(source, str):
+        raise ValueError(f"source: expected a string, got {source!r}")
     if hasattr(data, "columns") and hasattr(data, "to_dict"):
         raw: Iterable[Any] = _records_from_dataframe(data)  # type: ignore[arg-type]
+    elif isinstance(data, (str, bytes, Mapping)) or not isinstance(data, Iterable):
+        raise ValueError(f"workload: expected a list of coflows or a DataFrame, got {type(data).__name__}")
     else:
-        raw = data  # type: ignore[assignment]
+        raw = data
     records = [_coflow_record(c, i) for i, c in enumerate(raw)]
     largest = max((max(f["src"], f["dst"]) for r in records for f in r["flows"]), default=-1)
     if machines is None:
         machines = largest + 1
-    machines = _count(machines, "machines")
+    machines = _count(machines, "machines", _MAX_MACHINE)
     if machines == 0:
         raise ValueError("machines: a workload needs at least one machine")
     if largest >= machines:
@@ -654,7 +674,7 @@ def _flag(value: Any, what: str) -> bool:
 def _workload_arg(workload: Any) -> Workload:
     """A :class:`Workload`, or a path to a trace (``FileNotFoundError`` if there is none), or
     Python data."""
-    if isinstance(workload, (str, os.PathLike)):
+    if isinstance(workload, (str, bytes, os.PathLike)):
         return read_trace(workload)
     return _make_workload(workload)
 
@@ -703,6 +723,8 @@ def _wan_options(
         if named:
             raise ValueError(f"{named[0]}: only for a wide-area run (give wan='default' or a topology file)")
         return None
+    if mc is not None and not isinstance(mc, Mapping):
+        raise ValueError(f"mc: expected a mapping of options, got {mc!r}")
     mc = dict(mc or {})
     known = {"rounds", "depth", "breadth", "mean_cost", "one_draw"}
     unknown = set(mc) - known
@@ -802,8 +824,8 @@ def simulate(
             seed,
             threads,
             stages=stages,
-            model_name=model,
-            coflowsim_rules=coflowsim_rules,
+            model_name=_name(model, "model"),
+            coflowsim_rules=_name(coflowsim_rules, "coflowsim_rules"),
             wan=wan_options,
             progress=update,
         )
@@ -855,8 +877,8 @@ def sweep(
             seed,
             threads,
             stages=stages,
-            model_name=model,
-            coflowsim_rules=coflowsim_rules,
+            model_name=_name(model, "model"),
+            coflowsim_rules=_name(coflowsim_rules, "coflowsim_rules"),
             sweep=(ns, _count(windows, "windows")),
             progress=update,
         )

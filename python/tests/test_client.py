@@ -89,6 +89,40 @@ def test_every_error_kind_of_the_protocol_has_its_class() -> None:
     assert type(from_kind("something-new", "m")) is coflow.CoflowError
 
 
+def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
+    # No cluster: every one of these is refused before the client connects.
+    c = coflow.Client("http://127.0.0.1:9", "http://127.0.0.1:9", token="x" * 32, timeout_s=1)
+    for call, says in [
+        (lambda: c.register(-1), r"^num_flows: expected an integer from 0 to 4294967295, got -1$"),
+        (lambda: c.register(True), r"^num_flows: expected a non-negative integer, got True$"),
+        (lambda: c.register(2, parents=[-1]), r"^parents: expected an integer from 0 to"),
+        (lambda: c.register(2, parents=5), r"^parents: expected a list of coflow ids, got 5$"),
+        (lambda: c.register(2, weight=float("nan")), r"^weight: expected a positive finite number, got nan$"),
+        (lambda: c.register(2, weight=0), r"^weight: expected a positive finite number, got 0$"),
+        (lambda: c.put(-1, "p", b"x"), r"^coflow: expected an integer from 0 to"),
+        (lambda: c.put_file(1, "p", "f", length=-1), r"^length: expected an integer from 0 to"),
+        (lambda: c.get(1.5, "p"), r"^coflow: expected a non-negative integer, got 1.5$"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            call()
+    # An int would be that many zero bytes to bytes(); a str has no one encoding.
+    for data, kind in [(5, "int"), ("abc", "str"), (None, "NoneType")]:
+        with pytest.raises(TypeError, match=rf"^data: expected bytes-like data, got {kind}$"):
+            c.put(1, "p", data)  # type: ignore[arg-type]
+
+
+def test_bytes_like_data_of_every_kind_is_put_whole(cluster: Cluster) -> None:
+    with cluster.client(0) as a, cluster.client(1) as b:
+        cid = a.register(3)
+        payload = bytes(range(256)) * 4
+        assert a.put(cid, "bytes", payload) == len(payload)
+        assert a.put(cid, "bytearray", bytearray(payload)) == len(payload)
+        assert a.put(cid, "view", memoryview(payload)[16:]) == len(payload) - 16
+        assert b.get(cid, "bytearray") == payload
+        assert b.get(cid, "view") == payload[16:]
+        a.unregister(cid)
+
+
 def test_a_closed_client_refuses_calls(cluster: Cluster) -> None:
     c = cluster.client(0)
     c.close()

@@ -4,6 +4,7 @@ data against hand-computed CCTs, and errors that name the option or field."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -253,6 +254,44 @@ def test_bad_options_and_workloads_are_errors_naming_the_field() -> None:
         coflow.workload(df, machines=2)
     with pytest.raises(ValueError, match=r"^coflow 1: id: given to two coflows \(items 0 and 1\)$"):
         coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)]}, {"id": 1, "arrival": 1, "flows": [(0, 1, 5)]}])
+
+
+def test_values_of_the_wrong_type_are_errors_naming_the_field(tmp_path: Path) -> None:
+    one = {"id": 1, "arrival": 0, "flows": [(0, 1, 100)]}
+    wrong = [
+        ({**one, "arrival": "0.5"}, r"^coflow 1: arrival: expected a number of seconds, got '0.5'$"),
+        ({**one, "arrival": True}, r"^coflow 1: arrival: expected a number of seconds, got True$"),
+        ({**one, "weight": "2"}, r"^coflow 1: weight: expected a number, got '2'$"),
+        ({**one, "weight": True}, r"^coflow 1: weight: expected a number, got True$"),
+        ({**one, "flows": None}, r"^coflow 1: flows: expected a list of flows, got None$"),
+        ({**one, "flows": [(0, 2**32, 5)]}, r"^coflow 1 flow 0: dst: at most 4294967295"),
+    ]
+    for c, says in wrong:
+        with pytest.raises(ValueError, match=says):
+            coflow.workload([c])
+    with pytest.raises(ValueError, match=r"^workload: expected a list of coflows or a DataFrame, got int$"):
+        coflow.workload(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^workload: expected a list of coflows or a DataFrame, got dict$"):
+        coflow.workload(one)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^source: expected a string, got 5$"):
+        coflow.workload([one], source=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^machines: at most 4294967295"):
+        coflow.workload([one], machines=2**32)
+    w = coflow.workload([one])
+    with pytest.raises(ValueError, match=r"^model: expected a string or None, got 3$"):
+        coflow.simulate(w, model=3, progress=False)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^coflowsim_rules: expected a string or None, got 3$"):
+        coflow.simulate(w, coflowsim_rules=3, progress=False)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^mc: expected a mapping of options, got 'abc'$"):
+        coflow.simulate(w, wan="default", mc="abc", progress=False)  # type: ignore[arg-type]
+    # A path may be bytes, as os functions take it; anything else is no path.
+    trace = tmp_path / "one.txt"
+    trace.write_text("2 1\n1 0 1 0 1 1:5\n")
+    assert coflow.read_trace(os.fsencode(trace)).coflows == 1
+    assert coflow.simulate(os.fsencode(trace), progress=False).data["workload"]["coflows"] == 1
+    for nothing in (None, 3):
+        with pytest.raises(TypeError, match=rf"^path: expected a file's path, got {nothing}$"):
+            coflow.read_trace(nothing)
 
 
 def test_a_dataframe_the_model_refuses_is_an_error_naming_the_coflow_and_field() -> None:

@@ -501,6 +501,32 @@ mod tests {
         let said = ClientError::from_status(Status::unknown("something"), CoflowId(1), "p");
         assert_eq!(said.kind(), None, "{said:?}");
     }
+    /// A get from an agent that takes the connection and then never says anything (its process
+    /// stopped, say) fails `AgentUnreachable` once the client's ping goes unanswered: it never
+    /// hangs, though a get waits on its schedule for as long as it must.
+    #[tokio::test]
+    async fn a_get_from_a_silent_agent_fails_when_its_ping_goes_unanswered() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut socks = Vec::new();
+            while let Ok((sock, _)) = listener.accept().await {
+                socks.push(sock);
+            }
+        });
+        let token = coflow_proto::ClusterToken::new("a-token-for-the-silent-agent").unwrap();
+        let client = Client::connect(ClientConfig::new(url.clone(), url, token)).await.unwrap();
+        let t = std::time::Instant::now();
+        let bound = PING_EVERY + PING_TIMEOUT + Duration::from_secs(5);
+        let e = tokio::time::timeout(bound, client.get(CoflowId(1), "p"))
+            .await
+            .expect("a get from a silent agent hung")
+            .map(|b| b.len())
+            .unwrap_err();
+        assert!(matches!(e, ClientError::AgentUnreachable(_)), "after {:?}: {e:?}", t.elapsed());
+        held.abort();
+    }
+
     use coflow_proto::pb::agent_server::{Agent as AgentApi, AgentServer};
     use tonic::{Request, Response, Status, Streaming};
 
