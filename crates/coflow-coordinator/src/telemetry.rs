@@ -107,11 +107,15 @@ pub(crate) fn router(
     });
     let router = coflow_telemetry::router(scrape, health);
     let Some(status) = status else { return router };
+    // Rendered one at a time: with many coflows the view is large, and peers asking at once
+    // would each hold a copy.
+    let one_at_a_time = Arc::new(tokio::sync::Semaphore::new(1));
     router.route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) })).route(
         "/api/status",
         get(move || {
-            let status = status.clone();
+            let (status, one_at_a_time) = (status.clone(), one_at_a_time.clone());
             async move {
+                let _turn = one_at_a_time.acquire().await;
                 let body = match status().await {
                     Some(v) => status_json(&v).to_string(),
                     None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),

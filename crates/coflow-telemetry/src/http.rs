@@ -1,17 +1,21 @@
 //! The HTTP listener of a service: `/metrics`, `/healthz` (the process serves HTTP: liveness),
 //! `/readyz` (the service is ready: 200, else 503), and whatever routes the service merges in.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
 
 /// Renders the metrics page on each scrape (a service may ask its tasks first).
 pub type Scrape = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
@@ -68,14 +72,87 @@ pub fn router(scrape: Scrape, health: Arc<Health>) -> Router {
         )
 }
 
-/// Serves `router` on `listener` until `stop` turns true; connections in progress then finish.
+/// The most connections the listener serves at once; one more is closed at once. Scrapes and
+/// probes need a few.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// The most connections from one address served at once, so that one peer cannot hold every
+/// place a scraper or a probe needs.
+pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 32;
+
+/// How long a request's headers may take to come (also the longest a kept-alive connection
+/// waits for its next request).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest one connection is served, whatever it does.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// Serves `router` on `listener` until `stop` turns true; connections in progress then finish,
+/// for at most [`HEADER_TIMEOUT`]. At most [`MAX_CONNECTIONS`] at once, each for at most
+/// [`CONNECTION_LIFETIME`], and closed when a request's headers do not come within
+/// [`HEADER_TIMEOUT`]: the listener has no authentication, so idle or slow peers must not hold
+/// the process's file descriptors.
 pub async fn serve(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let by_address: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+    let mut conns = JoinSet::new();
     let stopped = async move {
         let _ = stop.wait_for(|&s| s).await;
     };
-    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
-        tracing::warn!(error = %e, "the HTTP listener failed");
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (sock, address) = match accepted {
+                    Ok((sock, peer)) => (sock, peer.ip()),
+                    Err(e) => {
+                        // Out of file descriptors, say: wait rather than spin.
+                        tracing::debug!(error = %e, "accepting an HTTP connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                {
+                    let mut held = by_address.lock().expect("address lock");
+                    let n = held.entry(address).or_default();
+                    if *n >= MAX_CONNECTIONS_PER_ADDRESS {
+                        tracing::debug!(%address, "HTTP connection closed: MAX_CONNECTIONS_PER_ADDRESS from it");
+                        continue;
+                    }
+                    *n += 1;
+                }
+                let by_address = by_address.clone();
+                let leave = move || {
+                    let mut held = by_address.lock().expect("address lock");
+                    if let Some(n) = held.get_mut(&address) {
+                        *n -= 1;
+                        if *n == 0 {
+                            held.remove(&address);
+                        }
+                    }
+                };
+                let Ok(place) = places.clone().try_acquire_owned() else {
+                    tracing::debug!("HTTP connection closed: MAX_CONNECTIONS served already");
+                    leave();
+                    continue;
+                };
+                let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                conns.spawn(async move {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(HEADER_TIMEOUT)
+                        .serve_connection(hyper_util::rt::TokioIo::new(sock), service);
+                    let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
+                    drop(place);
+                    leave();
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            () = &mut stopped => break,
+        }
     }
+    drop(listener);
+    let _ = tokio::time::timeout(HEADER_TIMEOUT, async { while conns.join_next().await.is_some() {} }).await;
 }
 
 #[cfg(test)]
@@ -109,5 +186,42 @@ mod tests {
         assert!(get(addr, "/nothing").await.starts_with("HTTP/1.0 404"));
         stop.send(true).unwrap();
         tokio::time::timeout(std::time::Duration::from_secs(5), task).await.unwrap().unwrap();
+    }
+
+    /// Peers that connect and say nothing hold no place for long: past the per-address bound
+    /// they are closed at once, the others at the header deadline, and a request from another
+    /// address is served all along.
+    #[tokio::test]
+    async fn silent_peers_are_bounded_and_closed_at_the_header_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let scrape: Scrape = Arc::new(|| Box::pin(async { "x 1\n".to_string() }));
+        let (stop, rx) = watch::channel(false);
+        let task = tokio::spawn(serve(listener, router(scrape, Health::new("starting")), rx));
+        let mut silent = Vec::new();
+        for _ in 0..MAX_CONNECTIONS_PER_ADDRESS + 8 {
+            silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut b = [0u8; 64];
+        for s in &mut silent[MAX_CONNECTIONS_PER_ADDRESS..] {
+            let n = tokio::time::timeout(Duration::from_secs(1), s.read(&mut b)).await.expect("closed at once");
+            assert_eq!(n.unwrap_or(0), 0, "past the bound: closed, not served");
+        }
+        // Another address (the other loopback one) is served meanwhile.
+        let other = tokio::net::TcpSocket::new_v4().unwrap();
+        other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut other = other.connect(addr).await.unwrap();
+        other.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        other.read_to_string(&mut out).await.unwrap();
+        assert!(out.starts_with("HTTP/1.0 200"), "{out}");
+        for s in &mut silent[..MAX_CONNECTIONS_PER_ADDRESS] {
+            let n = tokio::time::timeout(HEADER_TIMEOUT + Duration::from_secs(1), s.read(&mut b)).await;
+            assert_eq!(n.expect("closed at the header deadline").unwrap_or(0), 0);
+        }
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.0 200"), "places given back");
+        stop.send(true).unwrap();
+        task.await.unwrap();
     }
 }

@@ -14,7 +14,9 @@
 mod http;
 mod metrics;
 
-pub use http::{Health, Scrape, router, serve};
+pub use http::{
+    CONNECTION_LIFETIME, HEADER_TIMEOUT, Health, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS, Scrape, router, serve,
+};
 pub use metrics::{
     CONTENT_TYPE, Kind, Metrics, Sample, Snapshot, Value, exponential_buckets, parse_families, reference,
 };
