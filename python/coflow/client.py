@@ -7,6 +7,7 @@ run their puts and gets side by side.
 
 from __future__ import annotations
 
+import atexit
 import math
 import numbers
 import os
@@ -18,6 +19,11 @@ from .errors import Invalid, from_kind
 __all__ = ["Client"]
 
 T = TypeVar("T")
+
+# A thread still inside a call when the interpreter finalizes would be ended there, across the
+# extension's frames, which aborts the process: at exit, calls in flight are cancelled (they
+# raise in their threads) and given a second to return.
+atexit.register(_coflow._close_calls, 1.0)
 
 TlsFiles = Tuple[str, str, str]
 

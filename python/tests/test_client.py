@@ -6,6 +6,8 @@ import _thread
 import asyncio
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import List
@@ -15,7 +17,7 @@ import pytest
 import coflow
 from coflow.errors import from_kind
 
-from conftest import Cluster
+from conftest import TOKEN, Cluster
 
 
 def test_a_shuffle_moves_exact_bytes(cluster: Cluster) -> None:
@@ -148,6 +150,43 @@ def test_ctrl_c_interrupts_a_waiting_get(cluster: Cluster) -> None:
             assert time.monotonic() - started < 10
         finally:
             signal.signal(signal.SIGINT, previous)
+        a.unregister(c)
+
+
+def test_the_interpreter_exits_cleanly_with_gets_in_flight_on_daemon_threads(cluster: Cluster) -> None:
+    # Gets that wait (all-gets readiness, four of a hundred come) on daemon threads when the
+    # main thread returns: at exit they are cancelled and return, so no thread is inside the
+    # extension when the interpreter finalizes (which would abort the process).
+    with cluster.client(0) as a:
+        c = a.register(100, all_gets_timeout_s=30)
+        a.put(c, "p0", b"waits")
+    script = f"""
+import sys, threading, time, coflow
+c = coflow.Client({cluster.coordinator!r}, {cluster.agents[1]!r}, token={TOKEN!r})
+said = []
+def get():
+    try:
+        c.get({c}, "p0")
+    except RuntimeError as e:
+        said.append(str(e))
+class SlowToGo:
+    # Finalization takes a while (a module global torn down), so that the waiting threads
+    # would wake inside it.
+    def __del__(self):
+        time.sleep(0.5)
+keep = SlowToGo()
+for _ in range(4):
+    threading.Thread(target=get, daemon=True).start()
+time.sleep(0.5)
+sys.stdout.write("main returns\\n")
+"""
+    for _ in range(3):
+        started = time.monotonic()
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "FATAL" not in r.stderr, (r.returncode, r.stderr)
+        assert r.stdout == "main returns\n"
+        assert time.monotonic() - started < 10
+    with cluster.client(0) as a:
         a.unregister(c)
 
 

@@ -335,6 +335,7 @@ fn simulate(
     }
     // `detach` wants what it borrows to be `Sync`; only this thread ever receives.
     let rx = Mutex::new(rx);
+    let _call = InFlight::enter()?;
     loop {
         let got = py.detach(|| rx.lock().expect("only this thread receives").recv_timeout(Duration::from_millis(100)));
         if let Some(p) = &progress {
@@ -343,6 +344,7 @@ fn simulate(
         match got {
             Ok(Ok(results)) => return Ok(results),
             Ok(Err(panic)) => return Err(PyRuntimeError::new_err(format!("the simulation failed: {panic}"))),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if *CLOSING.borrow() => return Err(exiting()),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(PyRuntimeError::new_err("the simulation ended without a report"));
@@ -384,21 +386,79 @@ fn runtime() -> PyResult<Arc<Runtime>> {
     Ok(rt)
 }
 
+/// Turned true when the interpreter exits (`_close_calls`, from an `atexit` hook): calls in
+/// flight return, and new ones fail.
+static CLOSING: std::sync::LazyLock<tokio::sync::watch::Sender<bool>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(false));
+
+/// Calls of the SDK in flight, on any thread.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a call in flight while it lives.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> PyResult<InFlight> {
+        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        let call = InFlight;
+        if *CLOSING.borrow() {
+            return Err(exiting());
+        }
+        Ok(call)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn exiting() -> PyErr {
+    PyRuntimeError::new_err("the interpreter is exiting: the call was cancelled")
+}
+
+/// Cancels every call of the SDK in flight and waits (the GIL released) at most `timeout_s` for
+/// their threads to return. Run at exit: a thread still inside a call when the interpreter
+/// finalizes would be ended there by the interpreter, across the extension's frames, which
+/// aborts the process.
+#[pyfunction]
+fn _close_calls(py: Python<'_>, timeout_s: f64) {
+    CLOSING.send_replace(true);
+    let until = std::time::Instant::now() + Duration::from_secs_f64(timeout_s.clamp(0.0, 60.0));
+    while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+        py.detach(|| std::thread::sleep(Duration::from_millis(5)));
+    }
+}
+
 /// Runs `fut` on `rt` with the GIL released, waking every 100 ms to let Python handle signals
-/// (Ctrl-C cancels the call).
+/// (Ctrl-C cancels the call) and to return at once when the interpreter exits.
 fn wait<T: Send + 'static>(
     py: Python<'_>,
     rt: &Runtime,
     fut: impl Future<Output = Result<T, ClientError>> + Send + 'static,
 ) -> PyResult<T> {
+    let _call = InFlight::enter()?;
     let mut task = rt.spawn(fut);
+    let mut closing = CLOSING.subscribe();
     loop {
-        let done =
-            py.detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut task).await }));
+        let done = py.detach(|| {
+            rt.block_on(async {
+                tokio::select! {
+                    r = &mut task => Some(r),
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => None,
+                    _ = closing.wait_for(|&c| c) => None,
+                }
+            })
+        });
         match done {
-            Ok(Ok(result)) => return result.map_err(|e| service_error(&e)),
-            Ok(Err(join)) => return Err(PyRuntimeError::new_err(format!("the call failed: {join}"))),
-            Err(_elapsed) => {
+            Some(Ok(result)) => return result.map_err(|e| service_error(&e)),
+            Some(Err(join)) => return Err(PyRuntimeError::new_err(format!("the call failed: {join}"))),
+            None => {
+                if *CLOSING.borrow() {
+                    task.abort();
+                    return Err(exiting());
+                }
                 if let Err(e) = py.check_signals() {
                     task.abort();
                     return Err(e);
@@ -620,6 +680,7 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(synthetic, m)?)?;
     m.add_function(wrap_pyfunction!(parse_workload, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(_close_calls, m)?)?;
     m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
     // The one table of error kinds (the protocol's `ErrorKind`), which `coflow.errors` maps.
     m.add("ERROR_KINDS", coflow_client::ErrorKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>())?;
