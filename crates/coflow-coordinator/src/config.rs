@@ -57,8 +57,9 @@ pub struct CoordinatorConfig {
     pub max_coflows: usize,
     /// The most coflows one identity (a certificate's role) may hold registered at once, so that
     /// one member cannot take every place of `max_coflows` from the others; a register or an
-    /// adoption beyond it fails `limit-exceeded`. Coflows of token mode have no owner and only
-    /// `max_coflows` bounds them. Default 10,000.
+    /// adoption beyond it fails `limit-exceeded`. The processes that share one certificate (a
+    /// framework's driver and executors) share this quota. Coflows of token mode have no owner
+    /// and only `max_coflows` bounds them. Default 50,000 (half the default `max_coflows`).
     pub max_coflows_per_owner: usize,
     /// The most pieces one coflow may have; a put (also one re-announced after a restart) beyond
     /// it fails `limit-exceeded`. Default 1,000,000.
@@ -99,7 +100,7 @@ impl Default for CoordinatorConfig {
             heartbeat_interval_ms: 100,
             agent_timeout_ms: 3000,
             max_coflows: 100_000,
-            max_coflows_per_owner: 10_000,
+            max_coflows_per_owner: 50_000,
             max_pieces_per_coflow: 1_000_000,
             tls_ca: None,
             tls_cert: None,
