@@ -307,6 +307,10 @@ struct AgentRec {
     port_rate: f64,
     alive: bool,
     last_seen: Nanos,
+    /// Its heartbeats' cadence as seen here: each gap between two of them, or this one lessened
+    /// by a quarter a heartbeat if longer (agents set their own interval). None before its
+    /// second heartbeat.
+    beat: Option<Nanos>,
     tx_bps: f64,
     rx_bps: f64,
     /// The flows it receives whose client stopped taking their bytes, as of its last report.
@@ -784,6 +788,7 @@ impl Core {
                 port_rate: a.port_rate,
                 alive: true,
                 last_seen: now,
+                beat: None,
                 tx_bps: 0.0,
                 rx_bps: 0.0,
                 unread: BTreeSet::new(),
@@ -826,6 +831,8 @@ impl Core {
             Some(a) if a.alive => {
                 covered = now.saturating_sub(a.last_seen);
                 a.last_seen = now;
+                let lessened = a.beat.map_or(Nanos::ZERO, |b| Nanos(b.0 / 4 * 3));
+                a.beat = Some(covered.max(lessened));
                 a.tx_bps = hb.tx_bps;
                 a.rx_bps = hb.rx_bps;
                 // Only flows it receives: it speaks for no other receiver.
@@ -1351,20 +1358,21 @@ impl Core {
             self.reroute_around_down_links();
         }
         // The ports' periods end at the first run after their end: agents' heartbeats make the
-        // core run every heartbeat. The pairs of an agent silent for three heartbeats or more
+        // core run every heartbeat. The pairs of an agent silent for three of its heartbeats
         // (stopped, its host gone, or dead already) tell nothing of their ports: its flows'
         // shortfalls are its own.
         if self.meter.is_none() && now >= self.ports.period_end() {
-            let silent_after = Nanos::from_millis(3 * self.cfg.heartbeat_interval_ms);
-            let silent: Vec<MachineId> = self
+            let configured = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
+            let silent: BTreeSet<MachineId> = self
                 .agents
                 .iter()
-                .filter(|(_, a)| !a.alive || now.saturating_sub(a.last_seen) > silent_after)
+                .filter(|(_, a)| {
+                    let beat = a.beat.unwrap_or(configured).max(configured);
+                    !a.alive || now.saturating_sub(a.last_seen) > Nanos(beat.0.saturating_mul(3))
+                })
                 .map(|(&m, _)| m)
                 .collect();
-            for m in silent {
-                self.ports.forget_machine(m);
-            }
+            self.ports.forget_machines(&silent);
         }
         if self.meter.is_none() && self.ports.tick(now) {
             self.log_ports();

@@ -29,9 +29,9 @@
 //! receiving agent reports its client not reading comes here as load that asked just what it
 //! moved, and its pair's judgement so far in the period is dropped when the report comes
 //! ([`PortMeter::forget`]), so that a stalled reader alone on both its ports is no port's fault
-//! either; so are the pairs of an agent that fell silent, [`PortMeter::forget_machine`], as a
-//! frozen receiver cannot report its reader.) A port is sampled only once it held its flows back two periods in a row: a slower
-//! link stays slow, while a flow stalled for a moment (its receiver busy, its agent descheduled)
+//! either; so are the pairs of an agent that fell silent, [`PortMeter::forget_machines`], as a
+//! frozen receiver cannot report its reader.) A port is sampled only once it held its flows back
+//! two periods in a row: a slower link stays slow, while a flow stalled for a moment (its receiver busy, its agent descheduled)
 //! is no port's fault. And a port asked less than a fifth of its estimate tells nothing of being
 //! held back (a flow paced at a small rate moves block by block, too coarse to judge in one
 //! period).
@@ -379,12 +379,15 @@ impl PortMeter {
         }
     }
 
-    /// Machine `m`'s agent fell silent (stopped, its host gone): what its pairs moved so far this
-    /// period still loads their ports, but says nothing of whether a port held them back, as
-    /// for [`PortMeter::forget`]: a sender whose receiver froze is not slow.
-    pub(crate) fn forget_machine(&mut self, m: MachineId) {
+    /// The agents of `machines` fell silent (stopped, their hosts gone): what their pairs moved
+    /// so far this period still loads their ports, but says nothing of whether a port held them
+    /// back, as for [`PortMeter::forget`]: a sender whose receiver froze is not slow.
+    pub(crate) fn forget_machines(&mut self, machines: &BTreeSet<MachineId>) {
+        if machines.is_empty() {
+            return;
+        }
         let pairs: Vec<(MachineId, MachineId)> =
-            self.pairs.keys().filter(|&&(s, d)| s == m || d == m).copied().collect();
+            self.pairs.keys().filter(|(s, d)| machines.contains(s) || machines.contains(d)).copied().collect();
         for (s, d) in pairs {
             self.forget(s, d);
         }

@@ -180,6 +180,26 @@ fn a_frozen_receiver_is_no_fault_of_its_senders_uplink() {
     assert_eq!(lowest, RATE, "the sender's uplink while its receiver was silent and after");
 }
 
+/// Agents set their own heartbeat interval: two that report once a second to a coordinator
+/// that expects a report every 100 ms are not taken for silent, and the sender's uplink, which
+/// carries half its rate, is measured so.
+#[test]
+fn agents_that_report_seldom_are_still_measured() {
+    let (mut h, flow) = lone_flow();
+    let mut sent = 0;
+    for _ in 0..20 {
+        let rate = h.core.rate(flow).unwrap_or(0.0);
+        h.advance(1000);
+        sent += (rate.min(RATE / 2.0) * HEALTHY).round() as u64;
+        assert!(h.heartbeat(0, vec![(flow, sent)]));
+        assert!(h.heartbeat(1, Vec::new()));
+        h.drain();
+    }
+    let up = ports(&h, 0).0;
+    assert!(up < 0.6 * RATE, "the sender's uplink carries half its rate: {up}");
+    assert_eq!(ports(&h, 1), (RATE, RATE), "the receiver's ports kept up");
+}
+
 /// A lone flow from machine 0 to 1 moves at its rate for 5 s, then nothing while its receiver
 /// lists it unread, dropping the listing now and then and listing it again: for 10 s from the
 /// receiver's first listing no port is judged by it, and after that the flow is measured like
