@@ -87,17 +87,18 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest one connection is served, whatever it does.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
-/// Serves `router` on `listener` until `stop` turns true; connections in progress then finish,
-/// for at most [`HEADER_TIMEOUT`]. At most [`MAX_CONNECTIONS`] at once, each for at most
-/// [`CONNECTION_LIFETIME`], and closed when a request's headers do not come within
-/// [`HEADER_TIMEOUT`]: the listener has no authentication, so idle or slow peers must not hold
+/// Serves `router` on `listener` until `stop` turns true; responses in progress then finish,
+/// for at most [`HEADER_TIMEOUT`], and idle connections close. At most [`MAX_CONNECTIONS`] at
+/// once, each closed after its response in progress past [`CONNECTION_LIFETIME`], or when a
+/// request's headers do not come within [`HEADER_TIMEOUT`]: the listener has no authentication, so idle or slow peers must not hold
 /// the process's file descriptors.
-pub async fn serve(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+pub async fn serve(listener: TcpListener, router: Router, stop: watch::Receiver<bool>) {
     let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let by_address: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     let mut conns = JoinSet::new();
+    let mut on_stop = stop.clone();
     let stopped = async move {
-        let _ = stop.wait_for(|&s| s).await;
+        let _ = on_stop.wait_for(|&s| s).await;
     };
     tokio::pin!(stopped);
     loop {
@@ -137,12 +138,24 @@ pub async fn serve(listener: TcpListener, router: Router, mut stop: watch::Recei
                     continue;
                 };
                 let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                let mut stop = stop.clone();
                 conns.spawn(async move {
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(hyper_util::rt::TokioTimer::new())
                         .header_read_timeout(HEADER_TIMEOUT)
                         .serve_connection(hyper_util::rt::TokioIo::new(sock), service);
-                    let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
+                    tokio::pin!(conn);
+                    // At its lifetime's end or the listener's stop, the connection finishes the
+                    // response in progress, if any, and closes (within the header deadline).
+                    let ended = tokio::select! {
+                        _ = conn.as_mut() => true,
+                        () = tokio::time::sleep(CONNECTION_LIFETIME) => false,
+                        _ = stop.wait_for(|&s| s) => false,
+                    };
+                    if !ended {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
+                    }
                     drop(place);
                     leave();
                 });
