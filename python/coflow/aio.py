@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Optional, Sequence, TypeV
 
 from . import _coflow
 from .client import Client as _SyncClient
-from .client import TlsFiles, _call
+from .client import TlsFiles, _call, _uint
 
 __all__ = ["Client"]
 
@@ -70,6 +70,7 @@ class Client:
 
     async def get_stream(self, coflow: int, data_id: str) -> AsyncIterator[bytes]:
         """Fetches piece ``data_id`` of ``coflow`` chunk by chunk."""
+        coflow = _uint(coflow, "coflow", 2**64 - 1)
         chunks: _coflow.Chunks = await _run(_call, self._sync._c.get_stream, coflow, data_id)
         while True:
             chunk = await _run(_call, chunks.next)

@@ -20,9 +20,10 @@ __all__ = ["Client"]
 
 T = TypeVar("T")
 
-# A thread still inside a call when the interpreter finalizes would be ended there, across the
-# extension's frames, which aborts the process: at exit, calls in flight are cancelled (they
-# raise in their threads) and given a second to return.
+# A daemon thread still inside a call when the interpreter finalizes would be ended there, across
+# the extension's frames, which aborts the process: at exit (after Python joined the threads that
+# are not daemons), calls in flight are cancelled (they raise RuntimeError in their threads) and
+# given a second to return. Calls made later, by exit hooks that run after this one, are served.
 atexit.register(_coflow._close_calls, 1.0)
 
 TlsFiles = Tuple[str, str, str]

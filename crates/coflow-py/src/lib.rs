@@ -335,7 +335,7 @@ fn simulate(
     }
     // `detach` wants what it borrows to be `Sync`; only this thread ever receives.
     let rx = Mutex::new(rx);
-    let _call = InFlight::enter()?;
+    let call = InFlight::enter();
     loop {
         let got = py.detach(|| rx.lock().expect("only this thread receives").recv_timeout(Duration::from_millis(100)));
         if let Some(p) = &progress {
@@ -344,7 +344,7 @@ fn simulate(
         match got {
             Ok(Ok(results)) => return Ok(results),
             Ok(Err(panic)) => return Err(PyRuntimeError::new_err(format!("the simulation failed: {panic}"))),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if *CLOSING.borrow() => return Err(exiting()),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if call.cancelled() => return Err(exiting()),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(PyRuntimeError::new_err("the simulation ended without a report"));
@@ -386,31 +386,42 @@ fn runtime() -> PyResult<Arc<Runtime>> {
     Ok(rt)
 }
 
-/// Turned true when the interpreter exits (`_close_calls`, from an `atexit` hook): calls in
-/// flight return, and new ones fail.
-static CLOSING: std::sync::LazyLock<tokio::sync::watch::Sender<bool>> =
-    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(false));
+/// Counts the exits (`_close_calls`, from an `atexit` hook): calls made before the last one
+/// return at once. Calls made after it (an exit hook's cleanup) run as usual.
+static CLOSED: std::sync::LazyLock<tokio::sync::watch::Sender<u64>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(0));
 
-/// Calls of the SDK in flight, on any thread.
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// Calls of the SDK in flight, on any thread, by the exit count when each began.
+static IN_FLIGHT: std::sync::LazyLock<Mutex<std::collections::BTreeMap<u64, usize>>> =
+    std::sync::LazyLock::new(Mutex::default);
 
-/// Counts a call in flight while it lives.
-struct InFlight;
+/// A call in flight, counted while it lives under the exit count when it began.
+struct InFlight(u64);
 
 impl InFlight {
-    fn enter() -> PyResult<InFlight> {
-        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
-        let call = InFlight;
-        if *CLOSING.borrow() {
-            return Err(exiting());
-        }
-        Ok(call)
+    fn enter() -> InFlight {
+        let mut calls = IN_FLIGHT.lock().expect("calls lock");
+        // Read under the lock, so that an exit hook counting the calls before it sees this one.
+        let epoch = *CLOSED.borrow();
+        *calls.entry(epoch).or_default() += 1;
+        InFlight(epoch)
+    }
+
+    /// Whether an exit came after it began.
+    fn cancelled(&self) -> bool {
+        *CLOSED.borrow() != self.0
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        let mut calls = IN_FLIGHT.lock().expect("calls lock");
+        if let Some(n) = calls.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                calls.remove(&self.0);
+            }
+        }
     }
 }
 
@@ -421,12 +432,21 @@ fn exiting() -> PyErr {
 /// Cancels every call of the SDK in flight and waits (the GIL released) at most `timeout_s` for
 /// their threads to return. Run at exit: a thread still inside a call when the interpreter
 /// finalizes would be ended there by the interpreter, across the extension's frames, which
-/// aborts the process.
+/// aborts the process. Calls made after it run as usual.
 #[pyfunction]
 fn _close_calls(py: Python<'_>, timeout_s: f64) {
-    CLOSING.send_replace(true);
+    let epoch = {
+        let _calls = IN_FLIGHT.lock().expect("calls lock");
+        let mut epoch = 0;
+        CLOSED.send_modify(|e| {
+            *e += 1;
+            epoch = *e;
+        });
+        epoch
+    };
     let until = std::time::Instant::now() + Duration::from_secs_f64(timeout_s.clamp(0.0, 60.0));
-    while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+    let before = || IN_FLIGHT.lock().expect("calls lock").range(..epoch).next().is_some();
+    while before() && std::time::Instant::now() < until {
         py.detach(|| std::thread::sleep(Duration::from_millis(5)));
     }
 }
@@ -438,16 +458,16 @@ fn wait<T: Send + 'static>(
     rt: &Runtime,
     fut: impl Future<Output = Result<T, ClientError>> + Send + 'static,
 ) -> PyResult<T> {
-    let _call = InFlight::enter()?;
+    let call = InFlight::enter();
     let mut task = rt.spawn(fut);
-    let mut closing = CLOSING.subscribe();
+    let mut closed = CLOSED.subscribe();
     loop {
         let done = py.detach(|| {
             rt.block_on(async {
                 tokio::select! {
                     r = &mut task => Some(r),
                     _ = tokio::time::sleep(Duration::from_millis(100)) => None,
-                    _ = closing.wait_for(|&c| c) => None,
+                    _ = closed.wait_for(|&e| e != call.0) => None,
                 }
             })
         });
@@ -455,7 +475,7 @@ fn wait<T: Send + 'static>(
             Some(Ok(result)) => return result.map_err(|e| service_error(&e)),
             Some(Err(join)) => return Err(PyRuntimeError::new_err(format!("the call failed: {join}"))),
             None => {
-                if *CLOSING.borrow() {
+                if call.cancelled() {
                     task.abort();
                     return Err(exiting());
                 }
