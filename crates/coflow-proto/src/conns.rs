@@ -1,7 +1,9 @@
 //! The connections a server accepts: a member may keep at most [`MAX_CONNECTIONS_PER_MEMBER`]
 //! gRPC connections open at once, so that one certificate's holder cannot take the server's file
-//! descriptors from every other member, and an acceptor that fails (out of file descriptors)
-//! waits before it tries again ([`AcceptFailures`]) rather than spinning.
+//! descriptors from every other member; connections not yet through their TLS handshake are
+//! bounded per peer address and in all ([`Unproven`]), so that peers without a certificate
+//! cannot take them either; and an acceptor that fails (out of file descriptors) waits before it
+//! tries again ([`AcceptFailures`]) rather than spinning.
 
 use std::collections::HashMap;
 use std::io;
@@ -149,9 +151,143 @@ impl AsyncWrite for Counted {
     }
 }
 
+/// Where a peer's connections are counted among the [`Unproven`]: its IPv4 address, or its IPv6
+/// /64 (a host on IPv6 usually holds a whole /64, so its addresses count as one).
+pub fn peer_group(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            std::net::IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into())
+        }
+        std::net::IpAddr::V6(v6) => std::net::IpAddr::V4(v6.to_ipv4_mapped().expect("mapped")),
+        v4 => v4,
+    }
+}
+
+/// The most connections from one address waiting for or in their TLS handshake; one more is
+/// closed at once. Members that share an address (a test's loopback) open many at once when many
+/// flows start together, so the bound is wide; what it stops is one peer without a certificate
+/// holding every connection the server will take.
+pub const UNPROVEN_PER_ADDRESS: usize = 1024;
+
+/// The most handshakes from one address run at once; its other connections wait their turn.
+pub const HANDSHAKES_PER_ADDRESS: usize = 64;
+
+/// The most connections waiting for or in their TLS handshake, from every address.
+pub const UNPROVEN: usize = 4096;
+
+/// Per peer address, how many of its connections hold a place and its turns to handshake.
+type ByAddress = std::collections::HashMap<std::net::IpAddr, (usize, Arc<tokio::sync::Semaphore>)>;
+
+/// The connections a server took that are not yet through their TLS handshake: how many in all,
+/// and per address (see [`peer_group`]).
+#[derive(Debug, Default)]
+pub struct Unproven {
+    by_address: std::sync::Mutex<(usize, ByAddress)>,
+}
+
+/// A connection's place among the [`Unproven`], given back when dropped.
+#[derive(Debug)]
+pub struct Pending {
+    of: Arc<Unproven>,
+    address: std::net::IpAddr,
+    turns: Arc<tokio::sync::Semaphore>,
+}
+
+impl Unproven {
+    /// A place for a connection from `address`, or none past the bounds.
+    pub fn enter(self: &Arc<Self>, address: std::net::IpAddr) -> Option<Pending> {
+        let mut guard = self.by_address.lock().expect("unproven lock");
+        let (total, by_address) = &mut *guard;
+        if *total >= UNPROVEN {
+            return None;
+        }
+        let entry = by_address
+            .entry(address)
+            .or_insert_with(|| (0, Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_PER_ADDRESS))));
+        if entry.0 >= UNPROVEN_PER_ADDRESS {
+            return None;
+        }
+        entry.0 += 1;
+        *total += 1;
+        Some(Pending { of: self.clone(), address, turns: entry.1.clone() })
+    }
+
+    /// How many connections from `address` hold a place.
+    #[cfg(test)]
+    fn held(&self, address: std::net::IpAddr) -> usize {
+        self.by_address.lock().expect("unproven lock").1.get(&address).map_or(0, |e| e.0)
+    }
+}
+
+impl Pending {
+    /// Waits for a turn to handshake among its address's connections.
+    pub async fn turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.turns.acquire().await.ok()
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut guard = self.of.by_address.lock().expect("unproven lock");
+        let (total, by_address) = &mut *guard;
+        *total -= 1;
+        if let Some(entry) = by_address.get_mut(&self.address) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                by_address.remove(&self.address);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unproven_connections_are_bounded_per_address_and_in_all_and_given_back() {
+        let unproven = Arc::new(Unproven::default());
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let mut from_a: Vec<Pending> = (0..UNPROVEN_PER_ADDRESS).map(|_| unproven.enter(a).expect("a place")).collect();
+        assert!(unproven.enter(a).is_none(), "one address holds at most its bound");
+        assert!(unproven.enter(b).is_some(), "another address is not held up by it");
+        from_a.pop();
+        assert_eq!(unproven.held(a), UNPROVEN_PER_ADDRESS - 1);
+        assert!(unproven.enter(a).is_some(), "a place given back is taken again");
+        drop(from_a);
+        assert_eq!(unproven.held(a), 0);
+        let many: Vec<Pending> = (0..UNPROVEN)
+            .map(|i| unproven.enter(std::net::IpAddr::from([10, 1, (i >> 8) as u8, i as u8])).expect("a place"))
+            .collect();
+        assert!(unproven.enter(a).is_none(), "at most UNPROVEN in all");
+        assert_eq!(unproven.held(a), 0, "a refused address keeps no entry");
+        drop(many);
+        assert!(unproven.by_address.lock().unwrap().1.is_empty() && unproven.by_address.lock().unwrap().0 == 0);
+    }
+
+    #[test]
+    fn ipv6_peers_count_by_their_64_and_mapped_ones_as_ipv4() {
+        let group = |a: &str| peer_group(a.parse().unwrap()).to_string();
+        assert_eq!(group("2001:db8:1:2:aaaa::1"), group("2001:db8:1:2:bbbb::9"));
+        assert_ne!(group("2001:db8:1:2::1"), group("2001:db8:1:3::1"));
+        assert_eq!(group("::ffff:10.0.0.7"), "10.0.0.7");
+        assert_eq!(group("10.0.0.7"), "10.0.0.7");
+    }
+
+    #[tokio::test]
+    async fn an_address_handshakes_a_bounded_number_at_once() {
+        let unproven = Arc::new(Unproven::default());
+        let a = "10.0.0.1".parse().unwrap();
+        let places: Vec<Pending> = (0..=HANDSHAKES_PER_ADDRESS).map(|_| unproven.enter(a).unwrap()).collect();
+        let mut turns = Vec::new();
+        for p in &places[..HANDSHAKES_PER_ADDRESS] {
+            turns.push(p.turn().await.expect("a turn"));
+        }
+        let last = &places[HANDSHAKES_PER_ADDRESS];
+        assert!(tokio::time::timeout(Duration::from_millis(50), last.turn()).await.is_err(), "waits its turn");
+        turns.pop();
+        assert!(tokio::time::timeout(Duration::from_millis(50), last.turn()).await.is_ok(), "then takes it");
+    }
 
     #[test]
     fn a_member_holds_at_most_the_cap_and_gets_its_places_back() {

@@ -23,7 +23,10 @@ mod auth;
 pub mod certs;
 pub mod codec;
 mod conns;
-pub use conns::{ACCEPT_BACKOFF, AcceptFailures};
+pub use conns::{
+    ACCEPT_BACKOFF, AcceptFailures, HANDSHAKES_PER_ADDRESS, Pending, UNPROVEN, UNPROVEN_PER_ADDRESS, Unproven,
+    peer_group,
+};
 mod kind;
 mod msg;
 mod serve;

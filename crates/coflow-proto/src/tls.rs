@@ -540,8 +540,9 @@ pub async fn connect_agent<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Accepts TCP connections and completes their TLS handshakes concurrently (a slow or silent
-/// peer does not hold up the others), handing established streams to tonic, each holding its
-/// place among its member's connections ([`crate::conns`]). Ends when `stop` turns true or
+/// peer does not hold up the others; those from one address are bounded, [`crate::Unproven`]),
+/// handing established streams to tonic, each holding its place among its member's connections
+/// ([`crate::conns`]). Ends when `stop` turns true or
 /// tonic drops the stream.
 pub(crate) fn incoming(
     listener: tokio::net::TcpListener,
@@ -553,6 +554,7 @@ pub(crate) fn incoming(
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let members = crate::conns::Members::default();
+    let unproven = Arc::new(crate::Unproven::default());
     let task = tokio::spawn(async move {
         let mut handshakes = tokio::task::JoinSet::new();
         let mut failures = crate::AcceptFailures::default();
@@ -560,10 +562,20 @@ pub(crate) fn incoming(
             tokio::select! {
                 (sock, peer) = failures.accept(&listener, "gRPC") => {
                     sock.set_nodelay(true).ok();
+                    let Some(place) = unproven.enter(crate::peer_group(peer.ip())) else {
+                        tracing::debug!(%peer, "gRPC connection closed: too many handshakes from its address");
+                        continue;
+                    };
                     let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
                     let members = members.clone();
                     handshakes.spawn(async move {
-                        let Some(stream) = accept(&acceptor, sock, peer, "gRPC", &refusals).await else { return };
+                        let proven = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+                            let _turn = place.turn().await;
+                            accept(&acceptor, sock, peer, "gRPC", &refusals).await
+                        })
+                        .await;
+                        drop(place);
+                        let Ok(Some(stream)) = proven else { return };
                         let member = peer_role(stream.get_ref().1.peer_certificates())
                             .map_or_else(|| "no role".to_string(), |r| r.uri());
                         match members.admit(member.clone()) {

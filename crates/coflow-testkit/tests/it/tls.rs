@@ -181,6 +181,47 @@ async fn over_tls_only_agents_fill_a_source_and_a_silent_peer_is_closed_at_the_i
     Ok(())
 }
 
+/// The soft limit on this process's open files (`/proc/self/limits`), if it can be read.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// A peer without a certificate holds at most `UNPROVEN_PER_ADDRESS` connections waiting for
+/// their TLS handshake at the coordinator's gRPC listener: past that its connections are closed
+/// at once, while a member from another address registers and reads its status all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_a_certificate_holds_a_bounded_number_of_grpc_handshakes() -> anyhow::Result<()> {
+    subscribe();
+    let bound = coflow_proto::UNPROVEN_PER_ADDRESS;
+    // Both ends of every connection live in this process.
+    if open_files_limit().is_some_and(|n| n < 2 * bound as u64 + 512) {
+        eprintln!("skipped: this process may open fewer than {} files", 2 * bound + 512);
+        return Ok(());
+    }
+    let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
+    let mut silent = Vec::new();
+    for _ in 0..bound + 8 {
+        let sock = tokio::net::TcpSocket::new_v4()?;
+        sock.bind("127.0.0.2:0".parse()?)?;
+        silent.push(sock.connect(cluster.coordinator_addr).await?);
+    }
+    let c = cluster.client(0).await?;
+    let t = std::time::Instant::now();
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    assert!(c.status().await?.coflows.iter().any(|x| x.coflow_id == coflow.0));
+    assert!(t.elapsed() < Duration::from_secs(5), "served {:?} after the silent peers came", t.elapsed());
+    // Well inside the handshake timeout (10 s): only those past the bound are closed yet.
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let mut b = [0u8; 16];
+    let closed = silent.iter_mut().filter(|s| matches!(s.try_read(&mut b), Ok(0))).count();
+    assert_eq!(closed, 8, "the connections past the bound are closed at once, the others wait");
+    c.unregister(coflow).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// Log lines, captured by a subscriber scoped to this thread (the test's current-thread
 /// runtime runs every task of the cluster on it).
 #[derive(Clone, Default)]
