@@ -118,9 +118,15 @@ pub async fn run(
             let h = h1.clone();
             Box::pin(async move { h.ask(events::Event::Metrics).await.ok() })
         });
-        let status: telemetry::Ask<_> = Arc::new(move || {
-            let h = h2.clone();
-            Box::pin(async move { h.ask(events::Event::Status).await.ok() })
+        // The live view's JSON, rendered one request at a time: with many coflows it is large,
+        // and peers asking at once would each hold a copy.
+        let one_at_a_time = Arc::new(tokio::sync::Semaphore::new(1));
+        let status: telemetry::Ask<String> = Arc::new(move || {
+            let (h, one_at_a_time) = (h2.clone(), one_at_a_time.clone());
+            Box::pin(async move {
+                let _turn = one_at_a_time.acquire().await;
+                h.ask(events::Event::Status).await.ok().map(|v| telemetry::status_json(&v).to_string())
+            })
         });
         let status = status_page.then_some(status);
         let router = telemetry::router(samples, status, Arc::new(registry), health.clone());

@@ -89,10 +89,11 @@ pub(crate) fn metrics(policy: &str) -> (Metrics, Observer) {
 /// has stopped.
 pub(crate) type Ask<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Option<T>> + Send>> + Send + Sync>;
 
-/// `/metrics`, `/healthz`, `/readyz`, and with `status` the web page and `/api/status`.
+/// `/metrics`, `/healthz`, `/readyz`, and with `status` (which gives the live view's JSON,
+/// [`status_json`]) the web page and `/api/status`.
 pub(crate) fn router(
     samples: Ask<Vec<Sample>>,
-    status: Option<Ask<StatusView>>,
+    status: Option<Ask<String>>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 ) -> Router {
@@ -107,17 +108,13 @@ pub(crate) fn router(
     });
     let router = coflow_telemetry::router(scrape, health);
     let Some(status) = status else { return router };
-    // Rendered one at a time: with many coflows the view is large, and peers asking at once
-    // would each hold a copy.
-    let one_at_a_time = Arc::new(tokio::sync::Semaphore::new(1));
     router.route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) })).route(
         "/api/status",
         get(move || {
-            let (status, one_at_a_time) = (status.clone(), one_at_a_time.clone());
+            let status = status.clone();
             async move {
-                let _turn = one_at_a_time.acquire().await;
                 let body = match status().await {
-                    Some(v) => status_json(&v).to_string(),
+                    Some(json) => json,
                     None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),
                 };
                 ([(header::CONTENT_TYPE, "application/json")], body)
