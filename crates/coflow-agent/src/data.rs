@@ -62,18 +62,12 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
                 };
                 conns.spawn(async move {
                     let Some(tls) = shared.security.tls() else { return };
-                    let proven = tokio::time::timeout(shared.idle(), async {
-                        let _turn = place.turn().await;
-                        coflow_proto::accept_agent(tls, sock, peer).await
-                    })
-                    .await;
-                    drop(place);
-                    match proven {
-                        Ok(Some((stream, machine))) => {
+                    match place.handshake(shared.idle(), coflow_proto::accept_agent(tls, sock, peer)).await {
+                        Some(Some((stream, machine))) => {
                             serve_one(stream, Some(MachineId(machine)), peer, &shared, &slots, stop).await;
                         }
-                        Ok(None) => tracing::debug!(%peer, "data connection refused: not an agent of this cluster"),
-                        Err(_) => tracing::debug!(%peer, "data connection closed: no TLS handshake within the idle timeout"),
+                        Some(None) => tracing::debug!(%peer, "data connection refused: not an agent of this cluster"),
+                        None => tracing::debug!(%peer, "data connection closed: no TLS handshake within the idle timeout"),
                     }
                 });
             }

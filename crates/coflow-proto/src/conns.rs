@@ -6,6 +6,7 @@
 //! tries again ([`AcceptFailures`]) rather than spinning.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -221,8 +222,19 @@ impl Unproven {
 
 impl Pending {
     /// Waits for a turn to handshake among its address's connections.
-    pub async fn turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    async fn turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.turns.acquire().await.ok()
+    }
+
+    /// Runs `handshake` in its address's turn, all within `within` (the wait for the turn
+    /// included), then gives the place back; none if the time ran out.
+    pub async fn handshake<T>(self, within: Duration, handshake: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout(within, async {
+            let _turn = self.turn().await;
+            handshake.await
+        })
+        .await
+        .ok()
     }
 }
 

@@ -569,13 +569,8 @@ pub(crate) fn incoming(
                     let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
                     let members = members.clone();
                     handshakes.spawn(async move {
-                        let proven = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
-                            let _turn = place.turn().await;
-                            accept(&acceptor, sock, peer, "gRPC", &refusals).await
-                        })
-                        .await;
-                        drop(place);
-                        let Ok(Some(stream)) = proven else { return };
+                        let proven = place.handshake(HANDSHAKE_TIMEOUT, accept(&acceptor, sock, peer, "gRPC", &refusals));
+                        let Some(Some(stream)) = proven.await else { return };
                         let member = peer_role(stream.get_ref().1.peer_certificates())
                             .map_or_else(|| "no role".to_string(), |r| r.uri());
                         match members.admit(member.clone()) {
