@@ -73,7 +73,8 @@ fn read_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> R
     match path {
         None => Ok(T::default()),
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = coflow_proto::files::read_small_text(p, coflow_proto::files::SMALL_FILE_MAX)
+                .with_context(|| format!("reading {}", p.display()))?;
             toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
         }
     }

@@ -59,7 +59,8 @@ impl ClusterToken {
 
     /// Reads a token from a file (its whole content, trimmed).
     pub fn from_file(path: &Path) -> Result<ClusterToken, TokenError> {
-        let text = std::fs::read_to_string(path)
+        // A token is at most 512 characters; the bound leaves room for surrounding whitespace.
+        let text = crate::files::read_small_text(path, 4096)
             .map_err(|source| TokenError::File { path: path.display().to_string(), source })?;
         ClusterToken::new(&text).map_err(|_| TokenError::InvalidFile { path: path.display().to_string() })
     }

@@ -13,6 +13,7 @@
 //!   ([`TokenAttach`]) and check ([`TokenCheck`]) it.
 //! - `tls`: mutual TLS and roles in certificates: [`Security`] (token or TLS), [`TlsContext`],
 //!   [`Role`], the [`Authenticate`] interceptor and [`authorize`], the [`RefusalLog`].
+//! - [`files`]: reading the operator's small files (configuration, token, TLS) with a bound.
 //! - [`codec`]: the codec of every call, which bounds a message on its bytes before decoding it.
 //! - [`ticket`]: flow tickets, the capabilities that let a receiving agent fetch a flow.
 //! - [`certs`]: making the cluster CA and members' certificates (`coflow certs`).
@@ -23,6 +24,7 @@ mod auth;
 pub mod certs;
 pub mod codec;
 mod conns;
+pub mod files;
 pub use conns::{
     ACCEPT_BACKOFF, AcceptFailures, HANDSHAKES_PER_ADDRESS, Pending, UNPROVEN, UNPROVEN_PER_ADDRESS, Unproven,
     peer_group,

@@ -199,7 +199,8 @@ fn bad(path: &Path, reason: impl fmt::Display) -> TlsError {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|e| TlsError::File { path: path.display().to_string(), reason: e.to_string() })
+    crate::files::read_small(path, crate::files::SMALL_FILE_MAX)
+        .map_err(|e| TlsError::File { path: path.display().to_string(), reason: e.to_string() })
 }
 
 /// The rustls provider everything here uses: ring (no C toolchain beyond `cc`, unlike aws-lc).

@@ -276,3 +276,53 @@ proptest! {
         }
     }
 }
+
+/// A configuration, token or TLS file that is a FIFO with no writer, a device with no end or a
+/// directory fails the service at start, naming the file and what it is, rather than waiting
+/// for a writer or filling memory.
+#[test]
+fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
+    let dir = std::env::temp_dir().join(format!("coflow-config-kinds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    if !std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    let f = fifo.display().to_string();
+    let d = dir.display().to_string();
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&["coordinator", "--listen", "127.0.0.1:0", "--config", &f, "--token-file", &f], &f, "a FIFO, not a regular file"),
+        (&["coordinator", "--listen", "127.0.0.1:0", "--token-file", &f], &f, "a FIFO, not a regular file"),
+        (&["coordinator", "--listen", "127.0.0.1:0", "--token-file", "/dev/zero"], "/dev/zero", "a device, not a regular file"),
+        (
+            &["coordinator", "--listen", "127.0.0.1:0", "--tls-ca", &d, "--tls-cert", &d, "--tls-key", &d],
+            &d,
+            "a directory, not a regular file",
+        ),
+    ];
+    for (args, path, what) in cases {
+        let started = std::time::Instant::now();
+        let mut child = crate::coflow()
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = loop {
+            if child.try_wait().unwrap().is_some() {
+                break child.wait_with_output().unwrap();
+            }
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("{args:?} still running after 20 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(path) && err.contains(what), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,107 @@
+//! Reading the small files an operator hands a service (configuration, cluster token, TLS
+//! certificates and keys): only regular files, and only up to a bound, so that a path to a FIFO
+//! with no writer, a device such as `/dev/zero` or a directory fails at once with an error that
+//! says so, rather than hanging or filling memory.
+
+use std::io::{self, Read};
+use std::path::Path;
+
+/// The most bytes [`read_small`] reads of a configuration file or a PEM file: far above any
+/// real one (a certificate chain of ten certificates is under 20 KiB).
+pub const SMALL_FILE_MAX: u64 = 1 << 20;
+
+/// The whole content of the regular file at `path` (links followed), if it holds at most
+/// `max` bytes; an [`io::ErrorKind::InvalidInput`] error naming what is wrong otherwise.
+pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    // Checked before opening, since opening a FIFO for reading waits for a writer.
+    regular(&std::fs::metadata(path)?)?;
+    let file = std::fs::File::open(path)?;
+    // And again on what was opened, in case the path changed in between.
+    regular(&file.metadata()?)?;
+    let mut out = Vec::new();
+    file.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("larger than {max} bytes")));
+    }
+    Ok(out)
+}
+
+/// [`read_small`] of a UTF-8 text.
+pub fn read_small_text(path: &Path, max: u64) -> io::Result<String> {
+    String::from_utf8(read_small(path, max)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text: {}", e.utf8_error())))
+}
+
+fn regular(meta: &std::fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_file() {
+        return Ok(());
+    }
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{what}, not a regular file")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("coflow-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_small_regular_file_is_read_whole() {
+        let d = dir("whole");
+        let f = d.join("f");
+        std::fs::write(&f, b"abc").unwrap();
+        assert_eq!(read_small(&f, 3).unwrap(), b"abc");
+        assert_eq!(read_small_text(&f, 10).unwrap(), "abc");
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert_eq!(read_small(&link, 3).unwrap(), b"abc", "links are followed");
+    }
+
+    #[test]
+    fn a_file_past_the_bound_is_refused() {
+        let d = dir("large");
+        let f = d.join("f");
+        std::fs::write(&f, b"abcd").unwrap();
+        let e = read_small(&f, 3).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(e.to_string(), "larger than 3 bytes");
+        // Nor is a device with no end read at all.
+        let e = read_small(Path::new("/dev/zero"), 3).unwrap_err();
+        assert_eq!(e.to_string(), "a device, not a regular file");
+    }
+
+    #[test]
+    fn a_directory_or_fifo_is_refused_without_waiting() {
+        let d = dir("kinds");
+        assert_eq!(read_small(&d, 10).unwrap_err().to_string(), "a directory, not a regular file");
+        let fifo = d.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            // With no writer, opening it would wait forever.
+            assert_eq!(read_small(&fifo, 10).unwrap_err().to_string(), "a FIFO, not a regular file");
+        } else {
+            eprintln!("skipped the FIFO case: mkfifo is not available");
+        }
+        let bad = d.join("bad");
+        std::fs::write(&bad, [0xff, 0xfe]).unwrap();
+        assert!(read_small_text(&bad, 10).unwrap_err().to_string().starts_with("not UTF-8 text"));
+    }
+}
