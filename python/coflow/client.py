@@ -129,7 +129,8 @@ class Client:
 
     def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
         """Stores ``length`` bytes at ``offset`` of ``path`` (relative to the agent's data
-        directory) as piece ``data_id``; the caller may exit afterwards. Returns its size."""
+        directory; with TLS, beneath the client's own directory ``clients/NAME``) as piece
+        ``data_id``; the caller may exit afterwards. Returns its size."""
         return _call(
             self._c.put_file,
             _uint(coflow, "coflow", 2**64 - 1),

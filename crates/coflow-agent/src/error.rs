@@ -15,6 +15,10 @@ pub enum AgentError {
     /// A file-segment put names a file that cannot be read, or a segment past its end.
     #[error("file segment: {0}")]
     BadFile(String),
+    /// A file-segment put names a file that is not the caller's: outside its directory of the
+    /// data directory, or owned by another user.
+    #[error("file segment: {0}")]
+    NotYours(String),
     /// A piece of this name is already stored for the coflow.
     #[error("coflow {coflow} already has data id {data_id}")]
     DuplicateDataId {
@@ -102,7 +106,7 @@ impl AgentError {
             AgentError::DataLost(_) => ErrorKind::DataLost,
             AgentError::LimitExceeded(_) => ErrorKind::LimitExceeded,
             AgentError::Refused(_) => ErrorKind::Refused,
-            AgentError::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            AgentError::PermissionDenied(_) | AgentError::NotYours(_) => ErrorKind::PermissionDenied,
             AgentError::ShuttingDown => ErrorKind::ShuttingDown,
             AgentError::UnknownCoflow(_) => ErrorKind::UnknownCoflow,
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => ErrorKind::Invalid,
@@ -141,7 +145,9 @@ impl From<AgentError> for tonic::Status {
             | AgentError::ReceiverStalled { .. }
             | AgentError::ClientDeparted
             | AgentError::ClientStalled { .. } => tonic::Code::Unavailable,
-            AgentError::Refused(_) | AgentError::PermissionDenied(_) => tonic::Code::PermissionDenied,
+            AgentError::Refused(_) | AgentError::PermissionDenied(_) | AgentError::NotYours(_) => {
+                tonic::Code::PermissionDenied
+            }
             AgentError::Corrupted(_) | AgentError::DataLost(_) => tonic::Code::DataLoss,
             AgentError::LimitExceeded(_) => tonic::Code::ResourceExhausted,
             AgentError::UnknownCoflow(_) => tonic::Code::NotFound,

@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::AgentError;
 use crate::receive;
 use crate::state::Shared;
-use crate::store::{Piece, file_piece};
+use crate::store::{Piece, file_piece, home_of};
 
 /// How many data idle timeouts a failed get waits for its stalled client to take the error.
 const STALLED_CLIENT_WAIT: u32 = 10;
@@ -115,6 +115,7 @@ impl Agent for AgentService {
         coflow_proto::authorize(&req, "put", coflow_proto::Peer::may_use_api)?;
         self.registered()?;
         let client = client_of(&req);
+        let home = home_of(coflow_proto::Peer::of(&req))?;
         let r = req.into_inner();
         let coflow = CoflowId(r.coflow_id);
         let data_id = DataId::new(r.data_id).map_err(AgentError::from)?;
@@ -126,7 +127,7 @@ impl Agent for AgentService {
             PutSource::File { path, offset, length } => {
                 let dir = self.shared.config.data_dir.clone();
                 // Reads the segment once, to fix its checksums: off the async threads.
-                tokio::task::spawn_blocking(move || file_piece(&dir, &path, offset, length, block))
+                tokio::task::spawn_blocking(move || file_piece(&dir, home.as_deref(), &path, offset, length, block))
                     .await
                     .map_err(|e| AgentError::BadFile(e.to_string()))??
             }

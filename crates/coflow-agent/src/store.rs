@@ -12,6 +12,9 @@
 //! refused, and a FIFO or device is refused at once rather than blocking a thread. At a read the
 //! opened file must be the very file (device and inode) checked at put, so a file replaced by a
 //! symlink, renamed over, changed, truncated or removed is `DataLost`, never other bytes.
+//! With TLS, a client's file segments lie beneath its own directory, `clients/NAME`, and belong
+//! to that directory's owner ([`home_of`]): the agent reads with its own rights, so it serves a
+//! client no file that is not the client's.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{Read, Seek};
@@ -434,6 +437,45 @@ pub fn confine(data_dir: &Path, relative: &str) -> Result<PathBuf, AgentError> {
 /// anything that is not a regular file (FIFO, device, socket, directory) is `BadFile`, at once.
 /// Blocking (a file system call): call it off the async runtime.
 pub(crate) fn open_beneath(data_dir: &Path, relative: &str) -> Result<(std::fs::File, std::fs::Metadata), AgentError> {
+    use rustix::fs::OFlags;
+    let file = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let f = std::fs::File::from(open_at_beneath(data_dir, relative, file)?);
+    let meta = f.metadata().map_err(|e| AgentError::BadFile(format!("{relative:?}: {e}")))?;
+    if !meta.is_file() {
+        return Err(AgentError::BadFile(format!("{relative:?} is not a regular file")));
+    }
+    Ok((f, meta))
+}
+
+/// The owner (user id) of the directory `relative` inside `data_dir`, opened as
+/// [`open_beneath`] opens a file: a caller's home ([`home_of`]) that is missing, or meets a
+/// symlink, is refused.
+fn owner_beneath(data_dir: &Path, relative: &str) -> Result<u32, AgentError> {
+    use rustix::fs::OFlags;
+    let fd = match open_at_beneath(data_dir, relative, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC) {
+        Ok(fd) => fd,
+        Err(AgentError::BadFile(why)) => {
+            return Err(AgentError::BadFile(format!("this client's directory {why} (an operator makes it)")));
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = rustix::fs::fstat(&fd)
+        .map_err(|e| AgentError::BadFile(format!("{relative:?}: {}", std::io::Error::from(e))))?;
+    Ok(meta.st_uid)
+}
+
+/// The owner (user id) of a file.
+fn file_owner(meta: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    meta.uid()
+}
+
+/// Opens `relative` inside `data_dir` with `flags`, without following a link at any step.
+fn open_at_beneath(
+    data_dir: &Path,
+    relative: &str,
+    flags: rustix::fs::OFlags,
+) -> Result<rustix::fd::OwnedFd, AgentError> {
     use rustix::fs::{Mode, OFlags};
     let rel = Path::new(relative);
     if relative.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
@@ -448,9 +490,8 @@ pub(crate) fn open_beneath(data_dir: &Path, relative: &str) -> Result<(std::fs::
     };
     let dir = rustix::fs::open(data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))?;
-    let file = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let fd = match open_beneath_at2(&dir, rel, file) {
-        Some(r) => r.map_err(escapes)?,
+    match open_beneath_at2(&dir, rel, flags) {
+        Some(r) => r.map_err(escapes),
         None => {
             // No openat2: one component at a time, never following a link.
             let parts: Vec<&std::ffi::OsStr> = rel
@@ -466,15 +507,9 @@ pub(crate) fn open_beneath(data_dir: &Path, relative: &str) -> Result<(std::fs::
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
                 at = rustix::fs::openat(&at, *part, flags, Mode::empty()).map_err(escapes)?;
             }
-            rustix::fs::openat(&at, *last, file | OFlags::NOFOLLOW, Mode::empty()).map_err(escapes)?
+            rustix::fs::openat(&at, *last, flags | OFlags::NOFOLLOW, Mode::empty()).map_err(escapes)
         }
-    };
-    let f = std::fs::File::from(fd);
-    let meta = f.metadata().map_err(|e| AgentError::BadFile(format!("{relative:?}: {e}")))?;
-    if !meta.is_file() {
-        return Err(AgentError::BadFile(format!("{relative:?} is not a regular file")));
     }
-    Ok((f, meta))
 }
 
 /// `openat2` beneath `dir` without symlinks; `None` where the kernel does not have it.
@@ -501,18 +536,51 @@ fn open_beneath_at2(
     None
 }
 
-/// Checks a file segment, reads it once to checksum its blocks, and makes it a piece.
+/// Where the file segments of a caller must lie, relative to the data directory: a client's
+/// beneath `clients/NAME`, the admin's beneath `admin`, and each a file owned by the owner of
+/// that directory; a token holder's (or, with no authentication, anyone's) anywhere in it.
+/// The agent reads files with its own rights, so without this a member could put another's
+/// file into a coflow of its own and get it.
+pub(crate) fn home_of(peer: Option<&coflow_proto::Peer>) -> Result<Option<String>, AgentError> {
+    use coflow_proto::{Peer, Role};
+    match peer {
+        None | Some(Peer::Token) => Ok(None),
+        Some(Peer::Tls(Role::Client(name))) => Ok(Some(format!("clients/{name}"))),
+        Some(Peer::Tls(Role::Admin)) => Ok(Some("admin".to_string())),
+        Some(Peer::Tls(_)) => Err(AgentError::PermissionDenied("only clients put pieces")),
+    }
+}
+
+/// Checks a file segment, reads it once to checksum its blocks, and makes it a piece. With a
+/// `home` ([`home_of`]), the file must lie beneath it and belong to its owner.
 /// Blocking: call it off the async runtime.
 pub(crate) fn file_piece(
     data_dir: &Path,
+    home: Option<&str>,
     relative: &str,
     offset: u64,
     length: u64,
     block: usize,
 ) -> Result<Piece, AgentError> {
     let bad = |e: std::io::Error| AgentError::BadFile(format!("{relative:?}: {e}"));
+    if let Some(home) = home {
+        let inside: Vec<Component<'_>> =
+            Path::new(relative).components().filter(|c| !matches!(c, Component::CurDir)).collect();
+        let home_parts: Vec<Component<'_>> = Path::new(home).components().collect();
+        if inside.len() <= home_parts.len() || inside[..home_parts.len()] != home_parts[..] {
+            return Err(AgentError::NotYours(format!(
+                "{relative:?} is not beneath {home}/, where this client's files lie"
+            )));
+        }
+    }
     let (mut f, meta) = open_beneath(data_dir, relative)?;
-    if offset + length > meta.len() {
+    if let Some(home) = home {
+        let owner = owner_beneath(data_dir, home)?;
+        if file_owner(&meta) != owner {
+            return Err(AgentError::NotYours(format!("{relative:?} is not owned by the owner of {home}/")));
+        }
+    }
+    if offset.checked_add(length).is_none_or(|end| end > meta.len()) {
         return Err(AgentError::BadFile(format!(
             "segment {offset}+{length} runs past the end of {relative:?} ({} bytes)",
             meta.len()
@@ -555,7 +623,7 @@ mod tests {
         std::fs::write(base.join("secret"), b"no").unwrap();
         assert!(confine(&dir, "sub/piece").is_ok());
         for bad in ["../secret", "/etc/passwd", "sub/../../secret", ""] {
-            assert!(matches!(file_piece(&dir, bad, 0, 1, 4), Err(AgentError::PathEscapes(_))), "{bad}");
+            assert!(matches!(file_piece(&dir, None, bad, 0, 1, 4), Err(AgentError::PathEscapes(_))), "{bad}");
         }
         for bad in ["../secret", "/etc/passwd", "sub/../../secret"] {
             assert!(matches!(confine(&dir, bad), Err(AgentError::PathEscapes(_))), "{bad}");
@@ -565,17 +633,80 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("sub"), dir.join("inner")).unwrap();
         assert!(matches!(confine(&dir, "link"), Err(AgentError::PathEscapes(_))));
         for bad in ["link", "inner/piece"] {
-            let e = file_piece(&dir, bad, 0, 1, 4).unwrap_err();
+            let e = file_piece(&dir, None, bad, 0, 1, 4).unwrap_err();
             assert!(matches!(e, AgentError::PathEscapes(_)), "{bad}: {e}");
         }
-        assert!(matches!(file_piece(&dir, "sub", 0, 1, 4), Err(AgentError::BadFile(m)) if m.contains("regular")));
-        assert!(matches!(file_piece(&dir, "sub/piece", 3, 5, 4), Err(AgentError::BadFile(_))));
-        assert_eq!(file_piece(&dir, "sub/piece", 1, 4, 4).unwrap().len(), 4);
+        assert!(matches!(file_piece(&dir, None, "sub", 0, 1, 4), Err(AgentError::BadFile(m)) if m.contains("regular")));
+        assert!(matches!(file_piece(&dir, None, "sub/piece", 3, 5, 4), Err(AgentError::BadFile(_))));
+        assert_eq!(file_piece(&dir, None, "sub/piece", 1, 4, 4).unwrap().len(), 4);
         std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// A FIFO in the data directory is refused at once, at put, with a typed error: no thread
     /// waits for a writer.
+    #[test]
+    fn a_client_puts_only_files_beneath_its_own_directory() {
+        use coflow_proto::{Peer, Role};
+        let alice = home_of(Some(&Peer::Tls(Role::Client("alice".into())))).unwrap();
+        assert_eq!(alice.as_deref(), Some("clients/alice"));
+        assert_eq!(home_of(Some(&Peer::Tls(Role::Admin))).unwrap().as_deref(), Some("admin"));
+        assert_eq!(home_of(Some(&Peer::Token)).unwrap(), None, "token holders may read any piece anyway");
+        assert!(home_of(Some(&Peer::Tls(Role::Agent(0)))).is_err());
+        let base = scratch("homes");
+        let dir = base.join("data");
+        for who in ["alice", "bob"] {
+            std::fs::create_dir_all(dir.join(format!("clients/{who}/app"))).unwrap();
+            std::fs::write(dir.join(format!("clients/{who}/app/out")), b"secret of someone").unwrap();
+        }
+        let home = alice.as_deref();
+        assert_eq!(file_piece(&dir, home, "clients/alice/app/out", 0, 6, 4).unwrap().len(), 6);
+        assert_eq!(file_piece(&dir, home, "./clients/alice/./app/out", 0, 6, 4).unwrap().len(), 6);
+        for theirs in ["clients/bob/app/out", "sub/piece", "clients/alice", "clients/alicex/out", "clients"] {
+            let e = file_piece(&dir, home, theirs, 0, 1, 4).unwrap_err();
+            assert!(matches!(&e, AgentError::NotYours(m) if m.contains("not beneath clients/alice/")), "{theirs}: {e}");
+            assert_eq!(e.kind(), coflow_proto::ErrorKind::PermissionDenied);
+        }
+        // Out through `..` is refused as any escape is, before its directory is looked at.
+        let e = file_piece(&dir, home, "clients/alice/../bob/app/out", 0, 1, 4).unwrap_err();
+        assert!(matches!(e, AgentError::PathEscapes(_)), "{e}");
+        // A home that does not exist, or is a link, is named.
+        let carol = Some("clients/carol");
+        std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+        std::fs::write(dir.join("elsewhere/out"), b"x").unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("clients/carol")).unwrap();
+        let e = file_piece(&dir, carol, "clients/carol/out", 0, 1, 4).unwrap_err();
+        assert!(matches!(e, AgentError::PathEscapes(_)), "{e}");
+        let e = file_piece(&dir, Some("clients/dave"), "clients/dave/out", 0, 1, 4).unwrap_err();
+        assert!(matches!(&e, AgentError::BadFile(m) if m.contains("No such file")), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A file in a client's directory that another user owns (a hard link to someone else's
+    /// file, made where `fs.protected_hardlinks` is off) is not the client's. Needs root, to
+    /// give the file away.
+    #[test]
+    fn a_file_of_another_user_in_a_clients_directory_is_refused() {
+        let base = scratch("owner");
+        let dir = base.join("data");
+        std::fs::create_dir_all(dir.join("clients/alice")).unwrap();
+        std::fs::write(dir.join("clients/alice/mine"), b"mine").unwrap();
+        std::fs::write(dir.join("clients/alice/theirs"), b"theirs").unwrap();
+        // A file just made is the user's own: root's, or it cannot give files away.
+        if file_owner(&std::fs::metadata(dir.join("clients/alice/mine")).unwrap()) != 0 {
+            eprintln!("skipped: giving a file to another user needs root");
+            return;
+        }
+        let other = rustix::fs::Uid::from_raw(54_321);
+        rustix::fs::chown(dir.join("clients/alice/theirs"), Some(other), None).unwrap();
+        let home = Some("clients/alice");
+        assert_eq!(file_piece(&dir, home, "clients/alice/mine", 0, 4, 4).unwrap().len(), 4);
+        let e = file_piece(&dir, home, "clients/alice/theirs", 0, 4, 4).unwrap_err();
+        assert!(matches!(&e, AgentError::NotYours(m) if m.contains("not owned by the owner of clients/alice/")), "{e}");
+        // A token holder's put is not asked whose the file is.
+        assert_eq!(file_piece(&dir, None, "clients/alice/theirs", 0, 4, 4).unwrap().len(), 4);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn a_fifo_is_refused_at_once() {
         let base = scratch("fifo");
@@ -585,7 +716,7 @@ mod tests {
             .unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let d2 = dir.clone();
-        std::thread::spawn(move || tx.send(file_piece(&d2, "fifo", 0, 1, 4).map(|p| p.len())));
+        std::thread::spawn(move || tx.send(file_piece(&d2, None, "fifo", 0, 1, 4).map(|p| p.len())));
         let r = rx.recv_timeout(std::time::Duration::from_secs(2)).expect("a FIFO put returns at once");
         assert!(matches!(&r, Err(AgentError::BadFile(m)) if m.contains("not a regular file")), "{r:?}");
         std::fs::remove_dir_all(&base).unwrap();
@@ -622,7 +753,7 @@ mod tests {
         let inside_crc = crc32fast::hash(&inside[..1024]);
         while tries < 1000 || served == 0 {
             tries += 1;
-            let Ok(piece) = file_piece(&dir, "d/f", 0, 4096, 1024) else { continue };
+            let Ok(piece) = file_piece(&dir, None, "d/f", 0, 4096, 1024) else { continue };
             assert!(piece.crcs.iter().all(|&c| c == inside_crc), "a put captured the outside file");
             if let Ok(bytes) = read_all(&piece, &dir).await {
                 assert_eq!(bytes, inside, "a read served other bytes");
@@ -654,7 +785,7 @@ mod tests {
         let dir = base.join("data");
         let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 13 % 251) as u8).collect();
         std::fs::write(dir.join("sub/out"), &bytes).unwrap();
-        let file = file_piece(&dir, "sub/out", 100, 9000, 1024).unwrap();
+        let file = file_piece(&dir, None, "sub/out", 100, 9000, 1024).unwrap();
         let memory = Piece::memory(bytes[100..9100].to_vec(), 1024);
         for piece in [&memory, &file] {
             for (start, len) in [(0, 9000), (0, 1), (1023, 2), (1024, 1024), (5000, 4000), (8999, 1), (700, 0)] {
@@ -688,7 +819,7 @@ mod tests {
         let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
         let write = |b: &[u8]| std::fs::write(dir.join("sub/out"), b).unwrap();
         write(&bytes);
-        let piece = file_piece(&dir, "sub/out", 100, 9000, 1024).unwrap();
+        let piece = file_piece(&dir, None, "sub/out", 100, 9000, 1024).unwrap();
         assert_eq!(read_all(&piece, &dir).await.unwrap(), &bytes[100..9100]);
 
         let mut flipped = bytes.clone();

@@ -340,7 +340,8 @@ impl Client {
     }
 
     /// Stores a segment of a file in the local agent's data directory as piece `data_id`; the
-    /// caller may exit afterwards.
+    /// caller may exit afterwards. `path` is relative to the data directory; with TLS it must
+    /// lie beneath the client's own directory, `clients/NAME` (`PermissionDenied` otherwise).
     pub async fn put_file(
         &self,
         coflow: CoflowId,

@@ -96,9 +96,9 @@ fn a_full_log_disk_never_changes_an_answer() {
         let coflow = c0.register(2, CoflowOptions::default()).await.unwrap();
         let piece = content(41, 500_000);
         c0.put(coflow, "ok", piece.clone()).await.unwrap();
-        let data = procs.dir.join("data-0");
+        let (data, rel) = procs.client_files(0);
         std::fs::write(data.join("seg"), content(42, 300_000)).unwrap();
-        c0.put_file(coflow, "seg", "seg", 0, 300_000).await.unwrap();
+        c0.put_file(coflow, "seg", &format!("{rel}seg"), 0, 300_000).await.unwrap();
         // The file changes after its put: every get of it is data-lost.
         std::fs::write(data.join("seg"), content(43, 300_000)).unwrap();
         for round in 0..10 {
@@ -121,11 +121,10 @@ fn a_full_log_disk_never_changes_an_answer() {
 #[test]
 fn special_files_are_refused_at_once_and_other_puts_and_gets_go_on() {
     let procs = Procs::start("abuse-special", Spec::new(2));
-    let data = procs.dir.join("data-0");
+    let (data, rel) = procs.client_files(0);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         procs.ready().await;
-        std::fs::create_dir_all(&data).unwrap();
         let fifos: Vec<String> = (0..600).map(|i| format!("fifo-{i}")).collect();
         assert!(Command::new("mkfifo").args(&fifos).current_dir(&data).status().unwrap().success());
         let _socket = std::os::unix::net::UnixListener::bind(data.join("socket")).unwrap();
@@ -141,7 +140,8 @@ fn special_files_are_refused_at_once_and_other_puts_and_gets_go_on() {
         let mut puts = tokio::task::JoinSet::new();
         for name in special.clone() {
             let c = c0.clone();
-            puts.spawn(async move { (c.put_file(coflow, &name, &name, 0, 1).await, name) });
+            let path = format!("{rel}{name}");
+            puts.spawn(async move { (c.put_file(coflow, &name, &path, 0, 1).await, name) });
         }
         // Meanwhile, a piece is put and got as usual.
         let piece = content(44, 1_000_000);

@@ -254,6 +254,20 @@ impl Procs {
         }
     }
 
+    /// Where the client of [`Procs::client`] writes the files it puts as segments on machine `m`,
+    /// and that directory relative to the agent's data directory: with TLS, its own directory
+    /// `clients/testkit` (the agent serves a client only files beneath it); else the data
+    /// directory itself. Made if missing.
+    pub(crate) fn client_files(&self, m: usize) -> (PathBuf, &'static str) {
+        let (dir, rel) = if self.launch.tls {
+            (self.dir.join(format!("data-{m}/clients/testkit")), "clients/testkit/")
+        } else {
+            (self.dir.join(format!("data-{m}")), "")
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        (dir, rel)
+    }
+
     pub(crate) async fn client(&self, m: usize) -> Client {
         Client::connect(self.client_config(m)).await.unwrap()
     }

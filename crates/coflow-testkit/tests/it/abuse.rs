@@ -167,6 +167,45 @@ async fn another_client_may_not_put_into_or_get_from_a_coflow() -> anyhow::Resul
     Ok(())
 }
 
+/// The agent reads file segments with its own rights, so with TLS it takes a client's only
+/// beneath the client's own directory (`clients/NAME`): another client naming the owner's file,
+/// or any file elsewhere in the data directory, is refused `permission-denied`, and the
+/// owner's segment is served exact.
+#[tokio::test]
+async fn a_client_may_not_put_another_clients_file() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, 20e6, "varys").with_tls()).await?;
+    let owner = cluster.client(0).await?;
+    let other = Client::connect(ClientConfig {
+        agent: cluster.agent_url(0),
+        ..identity(&cluster, &Subject::Client { name: "other".into() })?
+    })
+    .await?;
+    let data = &cluster.data_dirs[0];
+    let secret = content(11, 200_000);
+    std::fs::create_dir_all(data.join("clients/testkit/app"))?;
+    std::fs::create_dir_all(data.join("clients/other"))?;
+    std::fs::write(data.join("clients/testkit/app/out"), &secret)?;
+    std::fs::write(data.join("loose"), &secret)?;
+    std::fs::write(data.join("clients/other/own"), &secret[..1000])?;
+    let theirs = other.register(1, CoflowOptions::default()).await?;
+    for path in ["clients/testkit/app/out", "loose", "./clients/testkit/app/out", "clients/other/../testkit/app/out"] {
+        let put = other.put_file(theirs, path, path, 0, 1000).await;
+        assert!(
+            matches!(&put, Err(ClientError::PermissionDenied(_) | ClientError::Invalid(_))),
+            "another client's put of {path}: {put:?}"
+        );
+    }
+    let put = owner.put_file(theirs, "x", "loose", 0, 1000).await;
+    assert!(matches!(&put, Err(ClientError::PermissionDenied(_))), "a file outside the owner's directory: {put:?}");
+    other.put_file(theirs, "own", "clients/other/own", 0, 1000).await?;
+    let mine = owner.register(1, CoflowOptions::default()).await?;
+    owner.put_file(mine, "out", "clients/testkit/app/out", 0, secret.len() as u64).await?;
+    assert!(cluster.client(1).await?.get(mine, "out").await? == secret, "the owner's segment");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// Bytes sent as they are, and received as they come: a codec for requests no client would make.
 #[derive(Clone, Copy, Debug, Default)]
 struct Raw;
