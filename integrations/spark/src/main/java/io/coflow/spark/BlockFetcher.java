@@ -5,7 +5,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import com.google.protobuf.ByteString;
@@ -31,6 +33,10 @@ import io.grpc.stub.ClientResponseObserver;
  * stream that ends short, runs long, or carries bytes before the size is a failure of that block,
  * never a short block.
  *
+ * <p>A get the agent answers {@code agent-unreachable} (the protocol's "retry": the source's agent,
+ * the coordinator or the local agent itself is out of reach or restarting) is asked again after
+ * {@code retryWaitMs}, at most {@code maxRetries} times, as Spark's own fetcher retries a fetch.
+ *
  * @param <T> what the caller attaches to each block
  */
 final class BlockFetcher<T> implements AutoCloseable {
@@ -45,7 +51,12 @@ final class BlockFetcher<T> implements AutoCloseable {
     FETCH_FAILED,
     /** The get did not complete within the fetch timeout. */
     TIMED_OUT,
+    /** The block is larger than one buffer holds ({@link #MAX_BLOCK}): no fetch can bring it. */
+    TOO_LARGE,
   }
+
+  /** The largest block a get gathers: what one byte array (and so one {@link ByteString}) holds. */
+  static final long MAX_BLOCK = Integer.MAX_VALUE - 8;
 
   /** A block fetched in full, or why it was not. */
   static final class Fetched<T> {
@@ -74,6 +85,10 @@ final class BlockFetcher<T> implements AutoCloseable {
   private final long maxBytesInFlight;
   private final int maxStreams;
   private final long timeoutMs;
+  private final int maxRetries;
+  private final long retryWaitMs;
+  /** Held while a retry starts and while the fetcher closes, so no get starts after it closed. */
+  private final Object starting = new Object();
   private final ArrayDeque<Want<T>> pending;
   private final LinkedBlockingQueue<Fetched<T>> done = new LinkedBlockingQueue<>();
   private final Set<Get> open = ConcurrentHashMap.newKeySet();
@@ -90,6 +105,17 @@ final class BlockFetcher<T> implements AutoCloseable {
    */
   BlockFetcher(AgentGrpc.AgentStub stub, long coflowId, List<Want<T>> wants, long maxBytesInFlight, int maxStreams,
       long timeoutMs) {
+    this(stub, coflowId, wants, maxBytesInFlight, maxStreams, timeoutMs, 0, 0);
+  }
+
+  /**
+   * As above, asking a get answered {@code agent-unreachable} again after {@code retryWaitMs}, at
+   * most {@code maxRetries} times.
+   */
+  BlockFetcher(AgentGrpc.AgentStub stub, long coflowId, List<Want<T>> wants, long maxBytesInFlight, int maxStreams,
+      long timeoutMs, int maxRetries, long retryWaitMs) {
+    this.maxRetries = maxRetries;
+    this.retryWaitMs = retryWaitMs;
     this.stub = stub;
     this.coflowId = coflowId;
     this.maxBytesInFlight = maxBytesInFlight;
@@ -106,12 +132,31 @@ final class BlockFetcher<T> implements AutoCloseable {
       Want<T> w = pending.poll();
       inFlight++;
       bytesInFlight += Math.max(0, w.approxSize());
-      Get g = new Get(w);
-      open.add(g);
-      GetRequest req = GetRequest.newBuilder().setCoflowId(coflowId).setDataId(w.dataId()).build();
-      stub.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).get(req, g);
+      start(new Get(w, 0));
     }
   }
+
+  private void start(Get g) {
+    open.add(g);
+    GetRequest req = GetRequest.newBuilder().setCoflowId(coflowId).setDataId(g.want.dataId()).build();
+    stub.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).get(req, g);
+  }
+
+  /** Asks for a block again, on the retry timer's thread, unless the fetcher closed meanwhile. */
+  private void retry(Want<T> want, int attempt) {
+    synchronized (starting) {
+      if (!closed) {
+        start(new Get(want, attempt));
+      }
+    }
+  }
+
+  /** The one thread that waits out retries, for every fetcher of the process. */
+  private static final ScheduledExecutorService RETRIES = Executors.newSingleThreadScheduledExecutor(r -> {
+    Thread t = new Thread(r, "coflow-get-retry");
+    t.setDaemon(true);
+    return t;
+  });
 
   /** Whether blocks remain to be taken. */
   boolean hasNext() {
@@ -139,7 +184,9 @@ final class BlockFetcher<T> implements AutoCloseable {
   /** Cancels every open get and forgets what was not taken. */
   @Override
   public void close() {
-    closed = true;
+    synchronized (starting) {
+      closed = true;
+    }
     pending.clear();
     for (Get g : new ArrayList<>(open)) {
       g.cancel();
@@ -151,6 +198,8 @@ final class BlockFetcher<T> implements AutoCloseable {
   /** One get, drained into memory on gRPC's threads. */
   private final class Get implements ClientResponseObserver<GetRequest, GetChunk> {
     private final Want<T> want;
+    /** How many times this block was asked for before. */
+    private final int attempt;
     private final long started = System.nanoTime();
     private final List<ByteString> chunks = new ArrayList<>();
     private ClientCallStreamObserver<GetRequest> call;
@@ -158,8 +207,9 @@ final class BlockFetcher<T> implements AutoCloseable {
     private long received;
     private boolean finished;
 
-    Get(Want<T> want) {
+    Get(Want<T> want, int attempt) {
       this.want = want;
+      this.attempt = attempt;
     }
 
     @Override
@@ -174,6 +224,14 @@ final class BlockFetcher<T> implements AutoCloseable {
       }
       if (chunk.hasPieceSize() && size == null) {
         size = chunk.getPieceSize();
+        if (size < 0 || size > MAX_BLOCK) {
+          // Told before a byte comes: refused at once rather than failing when gathered.
+          finish(new Fetched<>(want, null, Cause.TOO_LARGE, "the block holds " + Long.toUnsignedString(size)
+              + " bytes, more than the " + MAX_BLOCK + " a reader holds in memory; split the stage into more"
+              + " partitions", null));
+          call.cancel("coflow: block too large", null);
+          return;
+        }
       }
       ByteString data = chunk.getData();
       if (size == null) {
@@ -197,8 +255,15 @@ final class BlockFetcher<T> implements AutoCloseable {
       if (finished) {
         return;
       }
+      if (attempt < maxRetries && "agent-unreachable".equals(CoflowChannels.kind(t)) && !closed) {
+        finished = true;
+        chunks.clear();
+        open.remove(this);
+        RETRIES.schedule(() -> retry(want, attempt + 1), retryWaitMs, TimeUnit.MILLISECONDS);
+        return;
+      }
       Cause cause = Cause.FETCH_FAILED;
-      String msg = CoflowChannels.describe(t);
+      String msg = CoflowChannels.describe(t) + (attempt > 0 ? " (asked " + (attempt + 1) + " times)" : "");
       if (t instanceof StatusRuntimeException
           && ((StatusRuntimeException) t).getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED
           && CoflowChannels.kind(t) == null
@@ -222,7 +287,15 @@ final class BlockFetcher<T> implements AutoCloseable {
         finish(new Fetched<>(want, null, Cause.FETCH_FAILED,
             "the agent's stream ended after " + received + " of the piece's " + size + " bytes", null));
       } else {
-        finish(new Fetched<>(want, ByteString.copyFrom(chunks), null, null, null));
+        ByteString block;
+        try {
+          block = ByteString.copyFrom(chunks);
+        } catch (RuntimeException | OutOfMemoryError e) {
+          // On gRPC's thread: unless it is reported, the task would wait for this block forever.
+          finish(new Fetched<>(want, null, Cause.TOO_LARGE, "cannot gather the block's " + size + " bytes: " + e, e));
+          return;
+        }
+        finish(new Fetched<>(want, block, null, null, null));
       }
     }
 

@@ -34,8 +34,14 @@ public final class CoflowConf {
   public static final String MAX_STREAMS = PREFIX + "reader.maxStreams";
   public static final String MAX_BYTES_IN_FLIGHT = PREFIX + "reader.maxBytesInFlight";
   public static final String FALLBACK = PREFIX + "fallback";
+  public static final String MAX_PIECES = PREFIX + "maxPieces";
   /** Spark's own bound on a reducer's bytes in flight, the default of {@link #MAX_BYTES_IN_FLIGHT}. */
   static final String SPARK_MAX_SIZE_IN_FLIGHT = "spark.reducer.maxSizeInFlight";
+  /** Spark's retries of a fetch, which the reader's gets follow. */
+  static final String SPARK_MAX_RETRIES = "spark.shuffle.io.maxRetries";
+  static final String SPARK_RETRY_WAIT = "spark.shuffle.io.retryWait";
+  /** Spark's switch to name map outputs by partition, which the plugin refuses. */
+  static final String OLD_FETCH_PROTOCOL = "spark.shuffle.useOldFetchProtocol";
 
   /** When a shuffle uses Spark's own path instead of coflow ({@code spark.coflow.fallback}). */
   public enum Fallback {
@@ -81,6 +87,15 @@ public final class CoflowConf {
   public final int maxStreams;
   /** The bytes a reduce task asks for and holds before it takes them (one block is always allowed). */
   public final long maxBytesInFlight;
+  /** How many times a get answered {@code agent-unreachable} is asked again: Spark's {@code spark.shuffle.io.maxRetries}. */
+  public final int maxRetries;
+  /** How long before it is: Spark's {@code spark.shuffle.io.retryWait}. */
+  public final Duration retryWait;
+  /**
+   * The most pieces a shuffle may put (maps times reduces): the coordinator's
+   * {@code max_pieces_per_coflow}, whose default this is; a wider shuffle goes Spark's own way.
+   */
+  public final long maxPieces;
 
   private final SparkConf conf;
 
@@ -91,7 +106,20 @@ public final class CoflowConf {
     this.putTimeout = Duration.ofMillis(time(conf, PUT_TIMEOUT, "60s"));
     this.fetchTimeout = Duration.ofMillis(time(conf, FETCH_TIMEOUT, "10min"));
     this.maxStreams = (int) Math.min(Integer.MAX_VALUE, positive(conf, MAX_STREAMS, 64));
-    this.maxBytesInFlight = size(conf, MAX_BYTES_IN_FLIGHT, conf.get(SPARK_MAX_SIZE_IN_FLIGHT, "48m"));
+    // Spark reads a bare number of its key as MiB (ours, as Spark's sizes, as bytes).
+    String sparkInFlight = conf.get(SPARK_MAX_SIZE_IN_FLIGHT, "48m").trim();
+    this.maxBytesInFlight = size(conf, MAX_BYTES_IN_FLIGHT,
+        sparkInFlight.matches("[0-9]+") ? sparkInFlight + "m" : sparkInFlight);
+    this.maxPieces = positive(conf, MAX_PIECES, 1_000_000L);
+    this.maxRetries = (int) Math.min(100, nonNegative(conf, SPARK_MAX_RETRIES, 3));
+    // Spark reads a bare number of its key as seconds.
+    String wait = conf.get(SPARK_RETRY_WAIT, "5s").trim();
+    try {
+      this.retryWait = Duration.ofMillis(
+          org.apache.spark.network.util.JavaUtils.timeStringAsMs(wait.matches("[0-9]+") ? wait + "s" : wait));
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("coflow: " + SPARK_RETRY_WAIT + " is not a duration (e.g. 5s): " + wait, e);
+    }
     if (fallback == Fallback.ALWAYS) {
       // Nothing is registered or fetched: no coordinator, no credentials needed.
       this.coordinator = null;
@@ -100,6 +128,12 @@ public final class CoflowConf {
       this.tlsCert = null;
       this.tlsKey = null;
       return;
+    }
+    if (conf.getBoolean(OLD_FETCH_PROTOCOL, false)) {
+      // Then a map output is named by its partition rather than its task attempt, so a retried
+      // map task's pieces would take the names of its first attempt's.
+      throw new IllegalArgumentException("coflow: " + OLD_FETCH_PROTOCOL + "=true names map outputs by partition, "
+          + "so a retried map task could not put its pieces; unset it, or set " + FALLBACK + "=always");
     }
     this.coordinator = stripScheme(required(conf, COORDINATOR));
     this.token = readToken(conf);
@@ -115,6 +149,49 @@ public final class CoflowConf {
     if (!allTls && token == null) {
       throw new IllegalArgumentException(
           "coflow: no credentials: set " + TOKEN + " or " + TOKEN_FILE + " (or the three " + PREFIX + "tls.* files)");
+    }
+  }
+
+  /**
+   * Where this process keeps the files it puts, relative to the agent's data directory: with TLS,
+   * the directory of the identity its client certificate names ({@code clients/NAME} for
+   * {@code coflow://client/NAME}, {@code admin} for the admin), since an agent serves a client
+   * only its own files beneath it; else the data directory itself (the empty path).
+   */
+  public Path home() {
+    if (!tls()) {
+      return Path.of("");
+    }
+    String role = roleOf(Path.of(tlsCert));
+    if (role.equals("coflow://admin")) {
+      return Path.of("admin");
+    }
+    String client = "coflow://client/";
+    String name = role.startsWith(client) ? role.substring(client.length()) : "";
+    if (!name.matches("[A-Za-z0-9._-]{1,64}") || name.equals(".") || name.equals("..")) {
+      throw new IllegalArgumentException(
+          "coflow: " + TLS_CERT + " " + tlsCert + " is not a client's certificate (it names " + role + ")");
+    }
+    return Path.of("clients", name);
+  }
+
+  /** The {@code coflow://} role a certificate names in its subject alternative names. */
+  static String roleOf(Path pem) {
+    try (java.io.InputStream in = Files.newInputStream(pem)) {
+      java.security.cert.X509Certificate cert = (java.security.cert.X509Certificate)
+          java.security.cert.CertificateFactory.getInstance("X.509").generateCertificate(in);
+      java.util.Collection<java.util.List<?>> names = cert.getSubjectAlternativeNames();
+      if (names != null) {
+        for (java.util.List<?> n : names) {
+          // 6: a uniform resource identifier.
+          if (n.size() == 2 && Integer.valueOf(6).equals(n.get(0)) && String.valueOf(n.get(1)).startsWith("coflow://")) {
+            return String.valueOf(n.get(1));
+          }
+        }
+      }
+      return "no coflow:// name";
+    } catch (IOException | java.security.cert.CertificateException e) {
+      throw new IllegalArgumentException("coflow: cannot read " + TLS_CERT + " " + pem + ": " + e.getMessage(), e);
     }
   }
 
@@ -203,6 +280,19 @@ public final class CoflowConf {
       throw new IllegalArgumentException("coflow: " + key + " is not set");
     }
     return v.trim();
+  }
+
+  private static long nonNegative(SparkConf conf, String key, long dflt) {
+    String v = conf.get(key, Long.toString(dflt));
+    try {
+      long n = Long.parseLong(v.trim());
+      if (n < 0) {
+        throw new IllegalArgumentException("coflow: " + key + " must not be negative, got " + v);
+      }
+      return n;
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("coflow: " + key + " is not a number: " + v, e);
+    }
   }
 
   private static long positive(SparkConf conf, String key, long dflt) {

@@ -75,6 +75,17 @@ public final class CoflowShuffleManager implements ShuffleManager {
     long maps = dependency.rdd().partitions().length;
     long reduces = dependency.partitioner().numPartitions();
     String name = SparkEnv.get().conf().getAppId() + "/shuffle-" + shuffleId;
+    if (maps * reduces > conf.maxPieces) {
+      // Its last puts would pass the coordinator's limit on a coflow's pieces and fail the job.
+      String why = name + " may put " + maps + " x " + reduces + " pieces, more than " + CoflowConf.MAX_PIECES
+          + " (" + conf.maxPieces + ", the coordinator's max_pieces_per_coflow)";
+      if (conf.fallback == CoflowConf.Fallback.NEVER) {
+        throw new IllegalStateException("coflow: " + why + " and " + CoflowConf.FALLBACK + " is never");
+      }
+      LOG.warn("coflow: {}; this shuffle uses Spark's own path", why);
+      CoflowMetrics.get().shufflesFallback.inc();
+      return inner;
+    }
     // The coordinator accepts at most 10,000,000 flows per coflow (a larger value is refused).
     long width = Math.min(maps * reduces, 10_000_000L);
     RegisterRequest req = RegisterRequest.newBuilder()

@@ -138,7 +138,7 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
       this.serializers = serializers;
       this.serializer = serializer;
       this.fetcher = new BlockFetcher<>(side.async, handle.coflowId(), wants, side.conf.maxBytesInFlight,
-          side.conf.maxStreams, side.conf.fetchTimeout.toMillis());
+          side.conf.maxStreams, side.conf.fetchTimeout.toMillis(), side.conf.maxRetries, side.conf.retryWait.toMillis());
     }
 
     @Override
@@ -199,12 +199,17 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
   /**
    * A block that could not be fetched: a fetch failure (Spark recomputes the map output), or, when
    * this executor cannot reach its own agent, an I/O error that fails the task (the map output may
-   * well be fine; the task is retried, on another executor with spark.excludeOnFailure.enabled).
+   * well be fine; the task is retried, on another executor with spark.excludeOnFailure.enabled),
+   * as does a block too large to hold, which no recomputation would change.
    */
   private Throwable failure(Block block, BlockFetcher.Fetched<Block> f) {
     if (f.cause == BlockFetcher.Cause.LOCAL_AGENT_UNREACHABLE) {
       return new IOException("coflow: the local agent " + side.agent + " is unreachable reading block "
           + block.id().name() + ": " + f.message, f.error);
+    }
+    if (f.cause == BlockFetcher.Cause.TOO_LARGE) {
+      // Recomputing the map output would make the same block again: the task fails instead.
+      return new IOException("coflow: block " + block.id().name() + ": " + f.message, f.error);
     }
     CoflowMetrics.get().fetchFailures.inc();
     String msg = "coflow: block " + block.id().name() + " of coflow " + handle.coflowId() + " from executor "

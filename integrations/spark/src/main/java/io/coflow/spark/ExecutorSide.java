@@ -30,7 +30,10 @@ final class ExecutorSide {
   final String agent;
   /** The agent's data directory (absolute). */
   final Path dataDir;
-  /** This executor's files: {@code <dataDir>/spark/<appId>/<executorId>}. */
+  /**
+   * This executor's files: {@code <dataDir>/<home>/spark/<appId>/<executorId>}, where the home is
+   * {@code clients/NAME} with TLS ({@link CoflowConf#home}) and empty otherwise.
+   */
   final Path ownDir;
   final ManagedChannel channel;
   final AgentGrpc.AgentBlockingStub blocking;
@@ -43,7 +46,7 @@ final class ExecutorSide {
     this.executorId = executorId;
     this.agent = conf.agentFor(executorId);
     this.dataDir = conf.dataDirFor(executorId).toAbsolutePath().normalize();
-    this.ownDir = dataDir.resolve("spark").resolve(safe(appId)).resolve(safe(executorId));
+    this.ownDir = dataDir.resolve(conf.home()).resolve("spark").resolve(safe(appId)).resolve(safe(executorId));
     this.channel = CoflowChannels.open(conf, agent);
     this.channel.getState(true); // connect now: the first call would otherwise pay for it
     this.blocking = AgentGrpc.newBlockingStub(channel);

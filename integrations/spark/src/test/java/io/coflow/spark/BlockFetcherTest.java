@@ -86,13 +86,14 @@ class BlockFetcherTest {
         "short", List.of(size(10), bytes("hello")),
         "long", List.of(size(4), bytes("hello")),
         "unsized", List.of(bytes("hello")),
-        "nothing", List.of());
+        "nothing", List.of(),
+        "huge", List.of(size(3L << 30), bytes("hello")));
     Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create())
         .addService(new Scripted(script)).build().start();
     ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
         .build();
     try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1,
-        wants(10, "exact", "empty", "short", "long", "unsized", "nothing"), 1 << 20, 64, 30_000)) {
+        wants(10, "exact", "empty", "short", "long", "unsized", "nothing", "huge"), 1 << 20, 64, 30_000)) {
       Set<String> seen = new HashSet<>();
       while (f.hasNext()) {
         BlockFetcher.Fetched<String> got = f.next();
@@ -101,6 +102,11 @@ class BlockFetcherTest {
         switch (id) {
           case "exact" -> assertEquals("helloworld", got.bytes.toStringUtf8());
           case "empty" -> assertEquals(0, got.bytes.size());
+          // A block past what one buffer holds fails at its announced size, at once, never hangs.
+          case "huge" -> {
+            assertEquals(BlockFetcher.Cause.TOO_LARGE, got.cause);
+            assertTrue(got.message.startsWith("the block holds 3221225472 bytes, more than the 2147483639"), got.message);
+          }
           default -> {
             assertFalse(got.ok(), id + " must fail, not be a block of " + (got.bytes == null ? 0 : got.bytes.size()));
             assertEquals(BlockFetcher.Cause.FETCH_FAILED, got.cause, id);
@@ -123,6 +129,58 @@ class BlockFetcherTest {
     } finally {
       ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
       server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  /** An agent that answers {@code agent-unreachable} to the first {@code failures} gets of each data id. */
+  private static final class Flaky extends AgentGrpc.AgentImplBase {
+    private final int failures;
+    private final Map<String, Integer> asked = new java.util.concurrent.ConcurrentHashMap<>();
+
+    Flaky(int failures) {
+      this.failures = failures;
+    }
+
+    @Override
+    public void get(GetRequest req, StreamObserver<GetChunk> out) {
+      if (asked.merge(req.getDataId(), 1, Integer::sum) <= failures) {
+        io.grpc.Metadata trailers = new io.grpc.Metadata();
+        trailers.put(CoflowChannels.ERROR_KIND, "agent-unreachable");
+        out.onError(io.grpc.Status.UNAVAILABLE.withDescription("the agent is not registered yet").asRuntimeException(trailers));
+        return;
+      }
+      out.onNext(size(2));
+      out.onNext(bytes("ok"));
+      out.onCompleted();
+    }
+  }
+
+  @Test
+  void a_get_answered_agent_unreachable_is_asked_again_up_to_the_retries() throws Exception {
+    for (int failures : new int[] {2, 3}) {
+      Flaky agent = new Flaky(failures);
+      Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(agent).build().start();
+      ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
+          .build();
+      try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a", "b"), 1 << 20, 64,
+          30_000, 2, 50)) {
+        for (int i = 0; i < 2; i++) {
+          BlockFetcher.Fetched<String> got = f.next();
+          if (failures == 2) {
+            assertTrue(got.ok(), got.message);
+            assertEquals("ok", got.bytes.toStringUtf8());
+          } else {
+            // Past the retries: a fetch failure that says how often it was asked.
+            assertEquals(BlockFetcher.Cause.FETCH_FAILED, got.cause);
+            assertTrue(got.message.endsWith("(asked 3 times)"), got.message);
+          }
+        }
+        assertFalse(f.hasNext());
+        assertEquals(Map.of("a", 3, "b", 3), agent.asked);
+      } finally {
+        ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+        server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      }
     }
   }
 

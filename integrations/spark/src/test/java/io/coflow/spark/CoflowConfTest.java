@@ -145,6 +145,26 @@ class CoflowConfTest {
     assertEquals(CoflowConf.Fallback.NEVER, c.fallback);
     // Spark's own bound is the default when the plugin's is not set.
     assertEquals(8L << 20, CoflowConf.from(base().set("spark.reducer.maxSizeInFlight", "8m")).maxBytesInFlight);
+    // A bare number of Spark's key is MiB, as Spark reads it.
+    assertEquals(96L << 20, CoflowConf.from(base().set("spark.reducer.maxSizeInFlight", "96")).maxBytesInFlight);
+    assertEquals(1_000_000L, d.maxPieces, "the coordinator's default max_pieces_per_coflow");
+    // Gets are retried as Spark's fetches are, with Spark's keys and their units.
+    assertEquals(3, d.maxRetries);
+    assertEquals(java.time.Duration.ofSeconds(5), d.retryWait);
+    CoflowConf r = CoflowConf.from(base().set("spark.shuffle.io.maxRetries", "0").set("spark.shuffle.io.retryWait", "2"));
+    assertEquals(0, r.maxRetries);
+    assertEquals(java.time.Duration.ofSeconds(2), r.retryWait, "a bare number is seconds, as Spark reads it");
+    assertThrows(IllegalArgumentException.class, () -> CoflowConf.from(base().set("spark.shuffle.io.maxRetries", "-1")));
+    assertEquals(5L, CoflowConf.from(base().set(CoflowConf.MAX_PIECES, "5")).maxPieces);
+    assertThrows(IllegalArgumentException.class, () -> CoflowConf.from(base().set(CoflowConf.MAX_PIECES, "0")));
+  }
+
+  @Test
+  void the_old_fetch_protocol_is_refused_naming_its_key() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set("spark.shuffle.useOldFetchProtocol", "true")));
+    assertTrue(e.getMessage().contains("spark.shuffle.useOldFetchProtocol=true"), e.getMessage());
+    CoflowConf.from(new SparkConf(false).set(CoflowConf.FALLBACK, "always").set("spark.shuffle.useOldFetchProtocol", "true"));
   }
 
   @Test

@@ -76,6 +76,34 @@ class RegistrationIT {
 
   @Test
   @Timeout(value = 3, unit = TimeUnit.MINUTES)
+  void a_shuffle_wider_than_max_pieces_is_never_registered() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("wide");
+    ExecutorSide.deleteTree(work);
+    int closed;
+    try (ServerSocket s = new ServerSocket(0)) {
+      closed = s.getLocalPort();
+    }
+    Map<String, String> conf = new HashMap<>();
+    conf.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
+    conf.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
+    conf.put(CoflowConf.COORDINATOR, "127.0.0.1:" + closed);
+    conf.put(CoflowConf.AGENT, "127.0.0.1:" + closed);
+    conf.put(CoflowConf.DATA_DIR, work.resolve("nowhere").toString());
+    conf.put(CoflowConf.TOKEN, "t");
+    conf.put(CoflowConf.MAX_PIECES, "1");
+    conf.put(CoflowConf.FALLBACK, "never");
+    try (SparkRun run = new SparkRun("wide-it", "local[2]", conf, Map.of(), work)) {
+      // Refused before the (unreachable) coordinator is asked: the error names the limit.
+      Exception e = assertThrows(Exception.class, () -> Jobs.wordCount(WORDS).run(run, work));
+      String msg = String.valueOf(e.getMessage());
+      assertTrue(msg.contains("more than " + CoflowConf.MAX_PIECES + " (1, the coordinator's"),
+          "the failure names the limit: " + e);
+      assertTrue(!msg.contains("unreachable"), "the coordinator was not asked: " + e);
+    }
+  }
+
+  @Test
+  @Timeout(value = 3, unit = TimeUnit.MINUTES)
   void fallback_always_runs_sparks_own_shuffle_with_the_plugin_installed() throws Exception {
     Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("always");
     ExecutorSide.deleteTree(work);

@@ -1,5 +1,6 @@
 package io.coflow.spark;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -27,6 +28,13 @@ class TlsClientTest {
       cluster.sparkConf().forEach(tls::set);
       CoflowConf conf = CoflowConf.from(tls);
       assertTrue(conf.tls());
+      // Its files lie beneath its identity's own directory, the only place an agent takes them.
+      assertEquals(Path.of("clients", "spark"), conf.home());
+      SparkConf agentCert = new SparkConf(false);
+      cluster.sparkConf().forEach(agentCert::set);
+      agentCert.set(CoflowConf.TLS_CERT, cluster.certs.resolve("agent-0.crt").toString());
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CoflowConf.from(agentCert).home());
+      assertTrue(e.getMessage().contains("is not a client's certificate (it names coflow://agent/0)"), e.getMessage());
       ManagedChannel ch = CoflowChannels.open(conf, conf.coordinator);
       try {
         long id = CoordinatorGrpc.newBlockingStub(ch).withDeadlineAfter(10, TimeUnit.SECONDS)
