@@ -197,7 +197,17 @@ fn seconds(v: f64, flag: &str) -> Result<Duration> {
 }
 
 fn preflight() -> Result<()> {
-    coflow_testbed::net::preflight().map_err(|why| anyhow::anyhow!("the testbed cannot run here: {why}"))
+    coflow_testbed::net::preflight().map_err(|why| anyhow::anyhow!("the testbed cannot run here: {why}"))?;
+    let left = coflow_testbed::state::orphans();
+    if !left.is_empty() {
+        // They still hold namespaces, processes and link shaping that may skew this run.
+        eprintln!(
+            "note: killed runs left testbed{} {} up; `coflow testbed down` removes them",
+            if left.len() == 1 { "" } else { "s" },
+            left.join(", ")
+        );
+    }
+    Ok(())
 }
 
 fn workload(a: &WorkloadArgs, t: &Topology, default_total: u64) -> Result<(coflow_core::Workload, String)> {
@@ -237,14 +247,26 @@ pub(crate) fn run(cmd: TestbedCommand) -> Result<()> {
     }
 }
 
+/// The names of a comma-separated list, each once: a list that names none, or one twice, is
+/// refused naming the option.
+fn names(list: &str, option: &str, what: &str) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if out.iter().any(|o| o == n) {
+            bail!("{option} names {n} twice");
+        }
+        out.push(n.to_string());
+    }
+    if out.is_empty() {
+        bail!("{option} names no {what}");
+    }
+    Ok(out)
+}
+
 fn run_policies(a: RunArgs) -> Result<()> {
     crate::output::check(a.json.as_deref())?;
     let topology = a.topology.topology()?;
-    let policies: Vec<String> =
-        a.policies.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
-    if policies.is_empty() {
-        bail!("--policies names no policy");
-    }
+    let policies = names(&a.policies, "--policies", "policy")?;
     let outage = match (&a.link_down, &topology.wan) {
         (None, _) => None,
         (Some(_), None) => bail!("--link-down needs a wide-area topology (--topology with datacenters)"),
@@ -301,7 +323,13 @@ fn run_policies(a: RunArgs) -> Result<()> {
     let outputs = [a.json.as_deref()];
     let report = coflow_testbed::run::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
     crate::output::human(&format!("\n{}", report.table()), &outputs);
-    write_json(&a.json, &report)
+    write_json(&a.json, &report)?;
+    // The figures are printed and kept either way; a measurement with holes is not a success.
+    let short = report.shortfalls();
+    if !short.is_empty() {
+        bail!("the measurement is incomplete: {}", short.join("; "));
+    }
+    Ok(())
 }
 
 fn run_faults(a: FaultArgs) -> Result<()> {
@@ -309,10 +337,8 @@ fn run_faults(a: FaultArgs) -> Result<()> {
     let topology = a.topology.topology()?;
     let scenarios = match &a.scenarios {
         None => Scenario::ALL.to_vec(),
-        Some(list) => list
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
+        Some(list) => names(list, "--scenarios", "scenario")?
+            .iter()
             .map(|s| Scenario::by_name(s).with_context(|| format!("--scenarios: unknown scenario {s:?}")))
             .collect::<Result<_>>()?,
     };
@@ -335,10 +361,7 @@ fn run_spark(a: SparkArgs) -> Result<()> {
     crate::output::check(a.json.as_deref())?;
     let r: Rate = a.link.parse().with_context(|| format!("--link {:?}", a.link))?;
     let topology = Topology::uniform(a.hosts, r).context("--hosts/--link")?;
-    let modes: Vec<String> = a.modes.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
-    if modes.is_empty() {
-        bail!("--modes names no mode");
-    }
+    let modes = names(&a.modes, "--modes", "mode")?;
     for m in &modes {
         if m != SPARK {
             coflow_sched::policy::check_live(m).context("--modes")?;

@@ -105,6 +105,22 @@ pub struct Reply {
     pub first_byte_s: Option<f64>,
 }
 
+impl Reply {
+    /// The reply to request `id` that failed with error `kind`, saying `message`.
+    pub fn failed(id: u64, kind: &str, message: String) -> Reply {
+        Reply {
+            id,
+            outcome: Outcome::Failed(kind.to_string()),
+            value: 0,
+            bytes: 0,
+            corrupted: 0,
+            message,
+            elapsed_s: 0.0,
+            first_byte_s: None,
+        }
+    }
+}
+
 /// The kind of a client error: its variant's name.
 fn kind(e: &coflow_client::ClientError) -> String {
     let d = format!("{e:?}");

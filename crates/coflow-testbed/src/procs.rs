@@ -30,7 +30,8 @@ pub struct Arrived {
     pub at: Instant,
 }
 
-type Pending = Arc<Mutex<HashMap<u64, Sender<Arrived>>>>;
+/// The requests awaiting a reply: the host asked, and where its reply goes.
+type Pending = Arc<Mutex<HashMap<u64, (usize, Sender<Arrived>)>>>;
 
 /// The clients of every host: requests out on their stdin, replies routed by id to whoever asked.
 #[derive(Debug)]
@@ -45,7 +46,7 @@ impl Hub {
     /// Sends `op` to host `host`'s client; the reply goes to `to`.
     pub fn send(&self, host: usize, op: Op, to: &Sender<Arrived>) -> Result<u64, TestbedError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.pending.lock().expect("pending lock").insert(id, to.clone());
+        self.pending.lock().expect("pending lock").insert(id, (host, to.clone()));
         let mut line = serde_json::to_string(&Request { id, op }).expect("serializable");
         line.push('\n');
         let mut stdin = self.stdins[host].lock().expect("stdin lock");
@@ -262,14 +263,27 @@ impl Cluster {
             let stdin = child.stdin.take().expect("piped");
             let stdout = child.stdout.take().expect("piped");
             let pending = cluster.hub.pending.clone();
+            let log = run_dir.join(format!("client{i}.log"));
             let reader = std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
                     let Ok(reply) = serde_json::from_str::<Reply>(&line) else { continue };
                     let to = pending.lock().expect("pending lock").remove(&reply.id);
-                    if let Some(to) = to {
+                    if let Some((_, to)) = to {
                         let _ = to.send(Arrived { host: i, reply, at: Instant::now() });
                     }
+                }
+                // The client exited: what it was asked fails now, rather than at its timeout.
+                let mut pending = pending.lock().expect("pending lock");
+                let orphans: Vec<u64> = pending.iter().filter(|(_, (h, _))| *h == i).map(|(&id, _)| id).collect();
+                for id in orphans {
+                    let (_, to) = pending.remove(&id).expect("listed");
+                    let reply = Reply::failed(
+                        id,
+                        "client-exited",
+                        format!("the client of host {i} exited (its log: {})", log.display()),
+                    );
+                    let _ = to.send(Arrived { host: i, reply, at: Instant::now() });
                 }
             });
             cluster.hub.stdins.push(Mutex::new(Some(stdin)));

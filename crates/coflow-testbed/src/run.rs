@@ -343,7 +343,8 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             flows_rerouted,
             simulated_relayed_bytes: sim.map(|s| s.relayed_bytes),
             weather,
-            avg_difference: sim.map(|s| avg / s.avg_cct_s - 1.0),
+            // Only over the same coflows: an average of those that finished is not the simulation's.
+            avg_difference: sim.filter(|_| ccts.len() == opts.workload.coflows.len()).map(|s| avg / s.avg_cct_s - 1.0),
             decisions,
             simulated_decisions: sim.map(|s| s.decisions),
             bytes_verified: r.gets.iter().filter(|g| exact(&g.outcome)).map(|g| g.bytes).sum(),
@@ -356,7 +357,8 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
             per_coflow,
         });
     }
-    let find = |p: &str| results.iter().find(|r| r.policy == p);
+    // A policy whose coflows did not all finish has no average to compare.
+    let find = |p: &str| results.iter().find(|r| r.policy == p && r.completed == r.coflows);
     let factor = |base: &str| {
         let (v, b) = (find("varys")?, find(base)?);
         let simulated = match (v.simulated_avg_cct_s, b.simulated_avg_cct_s) {
@@ -386,6 +388,21 @@ fn secs(v: Option<f64>) -> String {
 }
 
 impl RunReport {
+    /// One line per policy whose coflows did not all finish with every byte exact: empty for a
+    /// run whose measurement is whole.
+    pub fn shortfalls(&self) -> Vec<String> {
+        self.results
+            .iter()
+            .filter(|r| r.completed < r.coflows || r.corrupted > 0 || r.failed_gets > 0)
+            .map(|r| {
+                format!(
+                    "{}: {} of {} coflows completed, {} gets failed, {} bytes corrupted",
+                    r.policy, r.completed, r.coflows, r.failed_gets, r.corrupted
+                )
+            })
+            .collect()
+    }
+
     /// The report as a table.
     pub fn table(&self) -> String {
         let name = |r: &PolicyResult| if r.multipath { format!("{}+mp", r.policy) } else { r.policy.clone() };
@@ -403,19 +420,22 @@ impl RunReport {
             "util",
             "wall"
         );
+        // A figure over no finished coflow is none.
+        let measured = |v: f64| if v > 0.0 { format!("{v:.3}s") } else { "-".into() };
         for r in &self.results {
             s.push_str(&format!(
-                "{:<14} {:>9} {:>11.3}s {:>13} {:>11.3}s {:>13} {:>7} {:>13} {:>9} {:>5.0}% {:>6.1}s\n",
+                "{:<14} {:>9} {:>12} {:>13} {:>12} {:>13} {:>7} {:>13} {:>9} {:>6} {:>6.1}s\n",
                 name(r),
                 format!("{}/{}", r.completed, r.coflows),
-                r.measured_avg_cct_s,
+                measured(r.measured_avg_cct_s),
                 format!("{} {}", if r.policy == TCP { "(fair)" } else { "" }, secs(r.simulated_avg_cct_s)).trim(),
-                r.measured_p95_cct_s,
+                measured(r.measured_p95_cct_s),
                 secs(r.simulated_p95_cct_s),
                 r.avg_difference.map_or("-".into(), |d| format!("{:+.1}%", d * 100.0)),
                 r.bytes_verified,
                 r.corrupted,
-                r.link_utilization * 100.0,
+                // Of the hosts' links, which on a wide area are not what bounds the flows.
+                if r.weather.is_some() { "-".to_string() } else { format!("{:.0}%", r.link_utilization * 100.0) },
                 r.wall_s
             ));
         }

@@ -192,9 +192,7 @@ pub fn down(all: bool) -> Result<DownReport, TestbedError> {
     for path in paths {
         // A run that ends while this looks removes its own state file: nothing left to do for it.
         let Some(st) = read_run(&path)? else { continue };
-        let owner_alive = st.owner_pid != std::process::id()
-            && cmdline(st.owner_pid).is_some_and(|c| c.contains("testbed") || c.contains("coflow"));
-        if owner_alive && !all {
+        if owner_alive(&st) && !all {
             report.live.push((st.prefix.clone(), st.owner_pid));
             continue;
         }
@@ -203,6 +201,28 @@ pub fn down(all: bool) -> Result<DownReport, TestbedError> {
         report.removed.push((st.prefix, removed));
     }
     Ok(report)
+}
+
+/// Whether the process that made run `st` is alive (and another than this one).
+fn owner_alive(st: &RunState) -> bool {
+    st.owner_pid != std::process::id()
+        && cmdline(st.owner_pid).is_some_and(|c| c.contains("testbed") || c.contains("coflow"))
+}
+
+/// The prefixes of the runs a killed process left (its namespaces and processes still up),
+/// which `down` would remove; unreadable state files are passed over.
+pub fn orphans() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(state_dir()) else { return Vec::new() };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| read_run(&p).ok().flatten())
+        .filter(|st| !owner_alive(st) && st.owner_pid != std::process::id())
+        .map(|st| st.prefix)
+        .collect();
+    out.sort();
+    out
 }
 
 /// The run a state file records; `None` if the file is gone (its run ended and removed it since

@@ -132,21 +132,28 @@ impl Topology {
         if let Some((_, text)) = PRESETS.iter().find(|(name, _)| *name == spec) {
             return Topology::from_json(text);
         }
+        let path = std::path::Path::new(spec);
         let text = std::fs::read_to_string(spec).map_err(|e| {
             let presets: Vec<&str> = PRESETS.iter().map(|p| p.0).collect();
             err("(file)", format!("{spec}: {e} (and no preset of that name: {})", presets.join(", ")))
         })?;
-        Topology::from_json(&text)
+        Topology::from_json_at(&text, path.parent())
     }
 
     /// Parses and validates a topology file's text.
     pub fn from_json(text: &str) -> Result<Topology, TopologyError> {
+        Topology::from_json_at(text, None)
+    }
+
+    /// [`Topology::from_json`] of a file in directory `base`, against which the wide area's
+    /// relative paths (`samples_file`) are read.
+    pub fn from_json_at(text: &str, base: Option<&std::path::Path>) -> Result<Topology, TopologyError> {
         let v: Value = serde_json::from_str(text).map_err(|e| err("(file)", format!("not JSON: {e}")))?;
         let obj = v.as_object().ok_or_else(|| err("(file)", "must be an object with `hosts`"))?;
         if let Some(k) = obj.keys().find(|k| !["hosts", "wan"].contains(&k.as_str())) {
             return Err(err(k.clone(), "unknown field (known: hosts, wan)"));
         }
-        let wan = obj.get("wan").map(wide_area).transpose()?;
+        let wan = obj.get("wan").map(|v| wide_area(v, base)).transpose()?;
         let list = obj.get("hosts").ok_or_else(|| err("hosts", "missing"))?;
         let list = list.as_array().ok_or_else(|| err("hosts", "must be a list"))?;
         if list.is_empty() || list.len() > MAX_HOSTS {
@@ -191,6 +198,7 @@ impl Topology {
             None => None,
             Some(w) => {
                 let redraw = w.redraw_ms.filter(|&ms| ms > 0).map(Duration::from_millis);
+                let held: Vec<bool> = (0..w.datacenters.len()).map(|k| dc_of.contains(&(k as u32))).collect();
                 let wan = Wan::new(w.datacenters, w.links, dc_of).map_err(|e| err("wan", e.to_string()))?;
                 for a in 0..wan.dcs() {
                     if let Some(b) = (0..wan.dcs()).find(|&b| b != a && wan.link(a, b).is_none()) {
@@ -198,6 +206,13 @@ impl Topology {
                             format!("no link from {} to {} (every ordered pair needs one)", wan.name(a), wan.name(b));
                         return Err(err("wan.links", why));
                     }
+                }
+                if let Some(k) = held.iter().position(|&h| !h) {
+                    // The simulation would relay through it; the live run has no agent there.
+                    return Err(err(
+                        "hosts",
+                        format!("no host in datacenter {:?} (each needs one)", wan.name(k as u32)),
+                    ));
                 }
                 Some(Datacenters { wan, redraw })
             }
@@ -235,8 +250,8 @@ impl Topology {
 }
 
 /// The `wan` object: the simulator's wide-area file, without what the hosts say.
-fn wide_area(v: &Value) -> Result<coflow_sim::topology::Topology, TopologyError> {
-    let t = coflow_sim::topology::Topology::from_json(&v.to_string(), None).map_err(|e| err("wan", e.to_string()))?;
+fn wide_area(v: &Value, base: Option<&std::path::Path>) -> Result<coflow_sim::topology::Topology, TopologyError> {
+    let t = coflow_sim::topology::Topology::from_json(&v.to_string(), base).map_err(|e| err("wan", e.to_string()))?;
     if t.placement.is_some() || t.machines_per_dc.is_some() {
         return Err(err("wan", "hosts say their datacenter (`dc`): no placement or machines_per_dc"));
     }
@@ -371,6 +386,24 @@ mod tests {
             let e = Topology::from_json(&text).unwrap_err();
             assert_eq!(e.field, field, "{text}: {e}");
         }
+        // A datacenter with no host, through which the simulation alone could relay.
+        let e = Topology::from_json(&file(&[host(r#","dc":"a""#)], &format!(",{wan}"))).unwrap_err();
+        assert_eq!((e.field.as_str(), e.reason.as_str()), ("hosts", "no host in datacenter \"b\" (each needs one)"));
+    }
+
+    #[test]
+    fn a_samples_file_is_read_beside_the_topology_file() {
+        let dir = std::env::temp_dir().join(format!("coflow-tb-samples-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s.txt"), "0.01\n0.02\n").unwrap();
+        let text = r#"{"hosts":[{"uplink":"1Gbps","downlink":"1Gbps","dc":"a"},{"uplink":"1Gbps","downlink":"1Gbps","dc":"b"}],
+            "wan":{"datacenters":["a","b"],"links":[{"from":"a","to":"b","samples_file":"s.txt"},{"from":"b","to":"a","constant_gbps":0.01}]}}"#;
+        let file = dir.join("t.json");
+        std::fs::write(&file, text).unwrap();
+        // Loaded from another working directory, the relative path is still the file's neighbour.
+        let t = Topology::load(file.to_str().unwrap()).unwrap();
+        assert_eq!(t.dc_of(), vec![0, 1]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -89,7 +89,32 @@ pub fn build(
         }
         None => w,
     };
+    check_replayable(&w)?;
     Ok((Workload { machines, ..w }, source))
+}
+
+/// The largest piece a replay puts: the clients hold a piece's bytes in memory.
+pub const MAX_PIECE: u64 = 4 << 30;
+
+/// Refuses, before a testbed is built, a workload that has nothing to measure (no coflow, or
+/// no byte between two hosts) or a piece larger than a client holds ([`MAX_PIECE`]).
+fn check_replayable(w: &Workload) -> Result<(), TestbedError> {
+    if w.coflows.is_empty() {
+        return Err(TestbedError::Workload("the workload has no coflow".into()));
+    }
+    if fabric_bytes(w) == 0 {
+        return Err(TestbedError::Workload(
+            "the workload moves no byte between two hosts (every flow stays on its host): nothing to measure".into(),
+        ));
+    }
+    let largest = w.coflows.iter().flat_map(|c| &c.flows).map(|f| f.size.get()).max().unwrap_or(0);
+    if largest > MAX_PIECE {
+        return Err(TestbedError::Workload(format!(
+            "its largest piece holds {largest} bytes, more than the {MAX_PIECE} a client holds in memory; \
+             ask for fewer total bytes or more coflows"
+        )));
+    }
+    Ok(())
 }
 
 /// The seed of the content of flow `flow` of the `coflow`-th coflow of a replayed workload: every
@@ -226,5 +251,19 @@ mod tests {
         assert!((f - 5e7).abs() / 5e7 < 0.001, "{f}");
         assert_eq!(w.coflows.len(), 10);
         assert_eq!(w.machines, 4);
+    }
+
+    #[test]
+    fn a_workload_with_nothing_to_measure_or_too_large_a_piece_is_refused_before_a_run() {
+        let port: Rate = "100Mbps".parse().unwrap();
+        let spec = |coflows, total| WorkloadSpec { trace: None, total_bytes: Some(total), coflows, seed: 3, load: 0.5 };
+        // On one machine every flow stays on its host.
+        let e = build(&spec(2, 1_000_000), 1, port, 0).unwrap_err().to_string();
+        assert!(e.contains("moves no byte between two hosts"), "{e}");
+        let e = build(&spec(2, 1 << 40), 2, port, 0).unwrap_err().to_string();
+        assert!(e.contains("more than the 4294967296 a client holds"), "{e}");
+        let empty = Workload { machines: 2, coflows: Vec::new() };
+        assert!(check_replayable(&empty).unwrap_err().to_string().contains("no coflow"));
+        assert!(build(&spec(2, 1 << 30), 2, port, 0).is_ok());
     }
 }

@@ -293,9 +293,17 @@ fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
     let f = fifo.display().to_string();
     let d = dir.display().to_string();
     let cases: [(&[&str], &str, &str); 4] = [
-        (&["coordinator", "--listen", "127.0.0.1:0", "--config", &f, "--token-file", &f], &f, "a FIFO, not a regular file"),
+        (
+            &["coordinator", "--listen", "127.0.0.1:0", "--config", &f, "--token-file", &f],
+            &f,
+            "a FIFO, not a regular file",
+        ),
         (&["coordinator", "--listen", "127.0.0.1:0", "--token-file", &f], &f, "a FIFO, not a regular file"),
-        (&["coordinator", "--listen", "127.0.0.1:0", "--token-file", "/dev/zero"], "/dev/zero", "a device, not a regular file"),
+        (
+            &["coordinator", "--listen", "127.0.0.1:0", "--token-file", "/dev/zero"],
+            "/dev/zero",
+            "a device, not a regular file",
+        ),
         (
             &["coordinator", "--listen", "127.0.0.1:0", "--tls-ca", &d, "--tls-cert", &d, "--tls-key", &d],
             &d,

@@ -199,3 +199,28 @@ fn a_bad_topology_file_names_the_field() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("hosts[0].downlink"), "{err}");
 }
+
+/// Lists that name nothing or one name twice, and workloads with nothing to measure, are refused
+/// before a testbed is built (so these need no root).
+#[test]
+fn empty_or_repeated_lists_and_unmeasurable_workloads_are_refused_at_once() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["run", "--policies", "tcp,tcp"], "--policies names tcp twice"),
+        (&["run", "--policies", ",,"], "--policies names no policy"),
+        (&["faults", "--scenarios", ","], "--scenarios names no scenario"),
+        (&["spark", "--modes", "tcp,tcp"], "--modes names tcp twice"),
+        (
+            &["run", "--hosts", "1", "--coflows", "2", "--total-bytes", "1MB", "--policies", "tcp"],
+            "moves no byte between two hosts",
+        ),
+        (
+            &["run", "--hosts", "2", "--coflows", "2", "--total-bytes", "1TB", "--policies", "tcp"],
+            "a client holds in memory",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = coflow().arg("testbed").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
+    }
+}
