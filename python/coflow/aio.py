@@ -61,7 +61,8 @@ class Client:
         return await _run(self._sync.put, coflow, data_id, data)
 
     async def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
-        """Stores a segment of a file in the agent's data directory as piece ``data_id``."""
+        """Stores a segment of a file in the agent's data directory (with TLS, beneath the
+        client's own directory ``clients/NAME``) as piece ``data_id``."""
         return await _run(self._sync.put_file, coflow, data_id, path, length, offset)
 
     async def get(self, coflow: int, data_id: str) -> bytes:

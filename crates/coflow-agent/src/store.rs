@@ -24,6 +24,8 @@ use std::sync::{Arc, Mutex};
 use coflow_core::CoflowId;
 use coflow_proto::{DataId, Registration};
 
+use rustix::fs::{Mode, OFlags};
+
 use crate::error::AgentError;
 
 /// Where a piece's bytes are.
@@ -437,7 +439,6 @@ pub fn confine(data_dir: &Path, relative: &str) -> Result<PathBuf, AgentError> {
 /// anything that is not a regular file (FIFO, device, socket, directory) is `BadFile`, at once.
 /// Blocking (a file system call): call it off the async runtime.
 pub(crate) fn open_beneath(data_dir: &Path, relative: &str) -> Result<(std::fs::File, std::fs::Metadata), AgentError> {
-    use rustix::fs::OFlags;
     let file = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     let f = std::fs::File::from(open_at_beneath(data_dir, relative, file)?);
     let meta = f.metadata().map_err(|e| AgentError::BadFile(format!("{relative:?}: {e}")))?;
@@ -447,21 +448,46 @@ pub(crate) fn open_beneath(data_dir: &Path, relative: &str) -> Result<(std::fs::
     Ok((f, meta))
 }
 
-/// The owner (user id) of the directory `relative` inside `data_dir`, opened as
-/// [`open_beneath`] opens a file: a caller's home ([`home_of`]) that is missing, or meets a
-/// symlink, is refused.
-fn owner_beneath(data_dir: &Path, relative: &str) -> Result<u32, AgentError> {
-    use rustix::fs::OFlags;
-    let fd = match open_at_beneath(data_dir, relative, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC) {
-        Ok(fd) => fd,
-        Err(AgentError::BadFile(why)) => {
-            return Err(AgentError::BadFile(format!("this client's directory {why} (an operator makes it)")));
-        }
-        Err(e) => return Err(e),
+/// Opens a caller's home ([`home_of`]) inside `data_dir` without following links and returns
+/// it with its owner. The directory holding it (the data directory for `admin`, `clients`
+/// otherwise) must let no client rename its entries, or one could pass another's home off as
+/// its own: it must belong to root or to the data directory's owner, and be writable by no one
+/// else unless sticky, as `/tmp` is.
+fn open_home(data_dir: &Path, home: &str) -> Result<(rustix::fd::OwnedFd, u32), AgentError> {
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let made = |why: String| AgentError::BadFile(format!("{why} (an operator makes it)"));
+    let stat = |fd: &rustix::fd::OwnedFd, what: &str| {
+        rustix::fs::fstat(fd).map_err(|e| AgentError::BadFile(format!("{what}: {}", std::io::Error::from(e))))
     };
-    let meta = rustix::fs::fstat(&fd)
-        .map_err(|e| AgentError::BadFile(format!("{relative:?}: {}", std::io::Error::from(e))))?;
-    Ok(meta.st_uid)
+    let data = rustix::fs::open(data_dir, dir_flags, Mode::empty())
+        .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))?;
+    let operator = stat(&data, "the data directory")?.st_uid;
+    let (parent_rel, name) = home.rsplit_once('/').unwrap_or(("", home));
+    let parent = if parent_rel.is_empty() {
+        data
+    } else {
+        open_under(data, parent_rel, parent_rel, dir_flags | OFlags::NOFOLLOW).map_err(|e| match e {
+            AgentError::BadFile(why) => made(format!("{parent_rel}/ of the data directory: {why}")),
+            e => e,
+        })?
+    };
+    let st = stat(&parent, "the clients' directory")?;
+    let sticky = st.st_mode & 0o1000 != 0;
+    if !(st.st_uid == 0 || st.st_uid == operator) || (st.st_mode & 0o022 != 0 && !sticky) {
+        return Err(AgentError::BadFile(format!(
+            "{} of the data directory lets others rename its entries (owner {}, mode {:o}): it must be root's or \
+             the data directory owner's, and writable by no one else unless sticky",
+            if parent_rel.is_empty() { "the data directory itself".to_string() } else { format!("{parent_rel}/") },
+            st.st_uid,
+            st.st_mode & 0o7777
+        )));
+    }
+    let fd = open_under(parent, name, home, dir_flags | OFlags::NOFOLLOW).map_err(|e| match e {
+        AgentError::BadFile(why) => made(format!("this client's directory: {why}")),
+        e => e,
+    })?;
+    let owner = stat(&fd, home)?.st_uid;
+    Ok((fd, owner))
 }
 
 /// The owner (user id) of a file.
@@ -471,25 +497,31 @@ fn file_owner(meta: &std::fs::Metadata) -> u32 {
 }
 
 /// Opens `relative` inside `data_dir` with `flags`, without following a link at any step.
-fn open_at_beneath(
-    data_dir: &Path,
+fn open_at_beneath(data_dir: &Path, relative: &str, flags: OFlags) -> Result<rustix::fd::OwnedFd, AgentError> {
+    let dir = rustix::fs::open(data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))?;
+    open_under(dir, relative, relative, flags)
+}
+
+/// Opens `relative` beneath the directory `dir` with `flags`, without following a link at any
+/// step; errors name the path as `shown`.
+fn open_under(
+    dir: rustix::fd::OwnedFd,
     relative: &str,
-    flags: rustix::fs::OFlags,
+    shown: &str,
+    flags: OFlags,
 ) -> Result<rustix::fd::OwnedFd, AgentError> {
-    use rustix::fs::{Mode, OFlags};
     let rel = Path::new(relative);
     if relative.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
-        return Err(AgentError::PathEscapes(relative.to_string()));
+        return Err(AgentError::PathEscapes(shown.to_string()));
     }
-    let bad = |e: rustix::io::Errno| AgentError::BadFile(format!("{relative:?}: {}", std::io::Error::from(e)));
+    let bad = |e: rustix::io::Errno| AgentError::BadFile(format!("{shown:?}: {}", std::io::Error::from(e)));
     let escapes = |e: rustix::io::Errno| match e {
         // A symlink on the way (ELOOP), or a way out of the directory (EXDEV).
-        rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => AgentError::PathEscapes(relative.to_string()),
+        rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => AgentError::PathEscapes(shown.to_string()),
         // O_NOFOLLOW | O_DIRECTORY on a symlink may say "not a directory" instead.
         e => bad(e),
     };
-    let dir = rustix::fs::open(data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))?;
     match open_beneath_at2(&dir, rel, flags) {
         Some(r) => r.map_err(escapes),
         None => {
@@ -501,7 +533,7 @@ fn open_at_beneath(
                     _ => None,
                 })
                 .collect();
-            let (last, dirs) = parts.split_last().ok_or_else(|| AgentError::PathEscapes(relative.to_string()))?;
+            let (last, dirs) = parts.split_last().ok_or_else(|| AgentError::PathEscapes(shown.to_string()))?;
             let mut at = dir;
             for part in dirs {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -563,23 +595,33 @@ pub(crate) fn file_piece(
     block: usize,
 ) -> Result<Piece, AgentError> {
     let bad = |e: std::io::Error| AgentError::BadFile(format!("{relative:?}: {e}"));
-    if let Some(home) = home {
-        let inside: Vec<Component<'_>> =
-            Path::new(relative).components().filter(|c| !matches!(c, Component::CurDir)).collect();
-        let home_parts: Vec<Component<'_>> = Path::new(home).components().collect();
-        if inside.len() <= home_parts.len() || inside[..home_parts.len()] != home_parts[..] {
-            return Err(AgentError::NotYours(format!(
-                "{relative:?} is not beneath {home}/, where this client's files lie"
-            )));
+    let (mut f, meta) = match home {
+        None => open_beneath(data_dir, relative)?,
+        Some(home) => {
+            let inside: Vec<Component<'_>> =
+                Path::new(relative).components().filter(|c| !matches!(c, Component::CurDir)).collect();
+            let home_parts: Vec<Component<'_>> = Path::new(home).components().collect();
+            if inside.len() <= home_parts.len() || inside[..home_parts.len()] != home_parts[..] {
+                return Err(AgentError::NotYours(format!(
+                    "{relative:?} is not beneath {home}/, where this client's files lie"
+                )));
+            }
+            // The home first, then the file beneath the very directory whose owner is checked.
+            let (dir, owner) = open_home(data_dir, home)?;
+            let rest: PathBuf = inside[home_parts.len()..].iter().collect();
+            let rest = rest.to_str().ok_or_else(|| AgentError::PathEscapes(relative.to_string()))?;
+            let file = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+            let f = std::fs::File::from(open_under(dir, rest, relative, file)?);
+            let meta = f.metadata().map_err(bad)?;
+            if !meta.is_file() {
+                return Err(AgentError::BadFile(format!("{relative:?} is not a regular file")));
+            }
+            if file_owner(&meta) != owner {
+                return Err(AgentError::NotYours(format!("{relative:?} is not owned by the owner of {home}/")));
+            }
+            (f, meta)
         }
-    }
-    let (mut f, meta) = open_beneath(data_dir, relative)?;
-    if let Some(home) = home {
-        let owner = owner_beneath(data_dir, home)?;
-        if file_owner(&meta) != owner {
-            return Err(AgentError::NotYours(format!("{relative:?} is not owned by the owner of {home}/")));
-        }
-    }
+    };
     if offset.checked_add(length).is_none_or(|end| end > meta.len()) {
         return Err(AgentError::BadFile(format!(
             "segment {offset}+{length} runs past the end of {relative:?} ({} bytes)",
@@ -642,8 +684,8 @@ mod tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 
-    /// A FIFO in the data directory is refused at once, at put, with a typed error: no thread
-    /// waits for a writer.
+    /// With TLS a client's file segments lie beneath its own directory, in a `clients/` that no
+    /// client may rename entries of.
     #[test]
     fn a_client_puts_only_files_beneath_its_own_directory() {
         use coflow_proto::{Peer, Role};
@@ -675,9 +717,28 @@ mod tests {
         std::fs::write(dir.join("elsewhere/out"), b"x").unwrap();
         std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("clients/carol")).unwrap();
         let e = file_piece(&dir, carol, "clients/carol/out", 0, 1, 4).unwrap_err();
-        assert!(matches!(e, AgentError::PathEscapes(_)), "{e}");
+        // Opened as a directory without following it, a link is "not a directory" (or a loop).
+        assert!(
+            matches!(&e, AgentError::PathEscapes(_))
+                || matches!(&e, AgentError::BadFile(m) if m.contains("clients/carol") && m.contains("Not a directory")),
+            "{e}"
+        );
         let e = file_piece(&dir, Some("clients/dave"), "clients/dave/out", 0, 1, 4).unwrap_err();
-        assert!(matches!(&e, AgentError::BadFile(m) if m.contains("No such file")), "{e}");
+        assert!(
+            matches!(&e, AgentError::BadFile(m) if m.contains("this client's directory") && m.contains("No such file") && m.contains("an operator makes it")),
+            "{e}"
+        );
+        // A `clients/` in which others may rename entries would let one pass another's home off
+        // as its own: refused unless sticky.
+        use std::os::unix::fs::PermissionsExt;
+        for (mode, ok) in [(0o777, false), (0o775, false), (0o1777, true), (0o755, true)] {
+            std::fs::set_permissions(dir.join("clients"), std::fs::Permissions::from_mode(mode)).unwrap();
+            let r = file_piece(&dir, home, "clients/alice/app/out", 0, 6, 4);
+            assert_eq!(r.is_ok(), ok, "clients/ at mode {mode:o}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("lets others rename its entries"), "{e}");
+            }
+        }
         std::fs::remove_dir_all(&base).unwrap();
     }
 
@@ -704,9 +765,15 @@ mod tests {
         assert!(matches!(&e, AgentError::NotYours(m) if m.contains("not owned by the owner of clients/alice/")), "{e}");
         // A token holder's put is not asked whose the file is.
         assert_eq!(file_piece(&dir, None, "clients/alice/theirs", 0, 4, 4).unwrap().len(), 4);
+        // Nor may `clients/` itself be another user's, who could rename the homes in it.
+        rustix::fs::chown(dir.join("clients"), Some(other), None).unwrap();
+        let e = file_piece(&dir, home, "clients/alice/mine", 0, 4, 4).unwrap_err();
+        assert!(e.to_string().contains("lets others rename its entries (owner 54321"), "{e}");
         std::fs::remove_dir_all(&base).unwrap();
     }
 
+    /// A FIFO in the data directory is refused at once, at put, with a typed error: no thread
+    /// waits for a writer.
     #[test]
     fn a_fifo_is_refused_at_once() {
         let base = scratch("fifo");
