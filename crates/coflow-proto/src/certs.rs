@@ -229,8 +229,8 @@ impl CertAuthority {
     /// Loads `DIR/ca.crt` and `DIR/ca.key`.
     pub fn load(dir: &Path) -> Result<CertAuthority, CertError> {
         let (crt, key) = (dir.join("ca.crt"), dir.join("ca.key"));
-        let cert_pem = std::fs::read_to_string(&crt).map_err(|e| io(&crt, e))?;
-        let key_pem = std::fs::read_to_string(&key).map_err(|e| io(&key, e))?;
+        let read = |p: &Path| crate::files::read_small_text(p, crate::files::SMALL_FILE_MAX).map_err(|e| io(p, e));
+        let (cert_pem, key_pem) = (read(&crt)?, read(&key)?);
         let key_pair = KeyPair::from_pem(&key_pem)
             .map_err(|e| CertError::Io { path: key.display().to_string(), reason: e.to_string() })?;
         let issuer = Issuer::from_ca_cert_pem(&cert_pem, key_pair)

@@ -13,10 +13,11 @@ pub const SMALL_FILE_MAX: u64 = 1 << 20;
 /// The whole content of the regular file at `path` (links followed), if it holds at most
 /// `max` bytes; an [`io::ErrorKind::InvalidInput`] error naming what is wrong otherwise.
 pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    // Checked before opening, since opening a FIFO for reading waits for a writer.
-    regular(&std::fs::metadata(path)?)?;
-    let file = std::fs::File::open(path)?;
-    // And again on what was opened, in case the path changed in between.
+    use rustix::fs::{Mode, OFlags};
+    // Non-blocking, since opening a FIFO for reading would wait for a writer; then checked on
+    // what was opened, so a path changed in between cannot slip through.
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty()).map_err(io::Error::from)?);
     regular(&file.metadata()?)?;
     let mut out = Vec::new();
     file.take(max + 1).read_to_end(&mut out)?;
