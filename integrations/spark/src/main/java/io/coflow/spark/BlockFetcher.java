@@ -146,7 +146,13 @@ final class BlockFetcher<T> implements AutoCloseable {
   private void retry(Want<T> want, int attempt) {
     synchronized (starting) {
       if (!closed) {
-        start(new Get(want, attempt));
+        Get g = new Get(want, attempt);
+        try {
+          start(g);
+        } catch (RuntimeException e) {
+          // On the timer's thread: unless it is reported, the task would wait for this block forever.
+          g.finish(new Fetched<>(want, null, Cause.FETCH_FAILED, "could not ask again: " + e, e));
+        }
       }
     }
   }

@@ -135,13 +135,13 @@ public final class CoflowConf {
       throw new IllegalArgumentException("coflow: " + OLD_FETCH_PROTOCOL + "=true names map outputs by partition, "
           + "so a retried map task could not put its pieces; unset it, or set " + FALLBACK + "=always");
     }
-    this.coordinator = stripScheme(required(conf, COORDINATOR));
     this.token = readToken(conf);
     this.tlsCa = conf.get(TLS_CA, null);
     this.tlsCert = conf.get(TLS_CERT, null);
     this.tlsKey = conf.get(TLS_KEY, null);
     boolean anyTls = tlsCa != null || tlsCert != null || tlsKey != null;
     boolean allTls = tlsCa != null && tlsCert != null && tlsKey != null;
+    this.coordinator = address(COORDINATOR, required(conf, COORDINATOR), allTls);
     if (anyTls && !allTls) {
       throw new IllegalArgumentException(
           "coflow: " + TLS_CA + ", " + TLS_CERT + " and " + TLS_KEY + " go together; set all three or none");
@@ -226,7 +226,7 @@ public final class CoflowConf {
 
   /** The local agent of this executor: {@code spark.coflow.agent.<id>}, else {@code spark.coflow.agent}. */
   public String agentFor(String executorId) {
-    return stripScheme(expandEnv(perExecutor(AGENT, executorId), System.getenv()));
+    return address(AGENT, expandEnv(perExecutor(AGENT, executorId), System.getenv()), tls());
   }
 
   /** The local agent's data directory for this executor, resolved like {@link #agentFor}. */
@@ -359,6 +359,24 @@ public final class CoflowConf {
       throw new IllegalArgumentException("coflow: the cluster token (" + TOKEN + " / " + TOKEN_FILE + ") is empty");
     }
     return t;
+  }
+
+  /**
+   * The {@code host:port} of a service named by {@code key}: {@code http://} and {@code https://}
+   * are taken as the coflow CLI takes them, but {@code https://} without the TLS files is refused
+   * (the connection would be plaintext, the token in clear), and so is an address with no port
+   * (gRPC would take 443).
+   */
+  static String address(String key, String value, boolean tls) {
+    if (value.trim().startsWith("https://") && !tls) {
+      throw new IllegalArgumentException("coflow: " + key + " is " + value.trim() + " but " + TLS_CA + ", " + TLS_CERT
+          + " and " + TLS_KEY + " are not set: the connection would be plaintext");
+    }
+    String a = stripScheme(value);
+    if (!a.matches(".*:[0-9]{1,5}")) {
+      throw new IllegalArgumentException("coflow: " + key + " must be host:port, got " + value.trim());
+    }
+    return a;
   }
 
   /** Accepts {@code http://host:port} as well as {@code host:port}, as the coflow CLI does. */

@@ -43,7 +43,13 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
     this.mapTaskId = mapTaskId;
     this.lengths = new long[numPartitions];
     Path dir = side.shuffleDir(shuffleId);
-    Files.createDirectories(dir);
+    try {
+      Files.createDirectories(dir);
+    } catch (IOException e) {
+      // Most often the directory an operator makes for this identity (with TLS, clients/NAME).
+      throw new IOException("coflow: cannot make " + dir + " beneath the agent's data directory " + side.dataDir
+          + " (see spark-deploy.md, \"A data directory both can use\"): " + e, e);
+    }
     this.file = dir.resolve(mapTaskId + ".data");
   }
 

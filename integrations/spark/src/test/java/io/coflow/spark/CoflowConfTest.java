@@ -160,6 +160,19 @@ class CoflowConfTest {
   }
 
   @Test
+  void an_address_needs_a_port_and_https_needs_the_tls_files() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set(CoflowConf.COORDINATOR, "https://coord:7070")));
+    assertTrue(e.getMessage().contains("the connection would be plaintext"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> CoflowConf.from(base().set(CoflowConf.COORDINATOR, "coord")));
+    assertTrue(e.getMessage().contains("must be host:port, got coord"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set(CoflowConf.AGENT, "127.0.0.1")).agentFor("0"));
+    assertTrue(e.getMessage().contains(CoflowConf.AGENT + " must be host:port"), e.getMessage());
+    assertEquals("[::1]:7070", CoflowConf.from(base().set(CoflowConf.COORDINATOR, "http://[::1]:7070/")).coordinator);
+  }
+
+  @Test
   void the_old_fetch_protocol_is_refused_naming_its_key() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> CoflowConf.from(base().set("spark.shuffle.useOldFetchProtocol", "true")));
