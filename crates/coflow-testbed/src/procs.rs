@@ -222,13 +222,14 @@ impl Cluster {
             std::fs::create_dir_all(&dir).map_err(|e| TestbedError::io(&dir, e))?;
             let mut toml = format!(
                 "machine = {i}\ncoordinator = \"{coord_url}\"\nlisten = \"127.0.0.1:7071\"\ndata_listen = \"{}:7072\"\n\
-                 data_dir = \"{}\"\nport_rate_bps = {}\ncap_port = false\n",
+                 data_dir = \"{}\"\nport_rate_bps = {}\ncap_port = false\nmax_stored_bytes = {}\n",
                 names.host_ip(i),
                 dir.display(),
                 payload_rate(coflow_core::Rate::from_bytes_per_sec(
                     h.uplink.bytes_per_sec().min(h.downlink.bytes_per_sec())
                 ))
-                .bytes_per_sec()
+                .bytes_per_sec(),
+                crate::workload::MAX_STORED
             );
             if let Some(dcs) = &topology.wan {
                 toml.push_str(&format!("datacenter = \"{}\"\n", dcs.wan.name(dcs.wan.dc_of(i as u32))));

@@ -358,7 +358,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
         });
     }
     // A policy whose coflows did not all finish has no average to compare.
-    let find = |p: &str| results.iter().find(|r| r.policy == p && r.completed == r.coflows);
+    let find = |p: &str| results.iter().find(|r| r.policy == p).filter(|r| r.completed == r.coflows);
     let factor = |base: &str| {
         let (v, b) = (find("varys")?, find(base)?);
         let simulated = match (v.simulated_avg_cct_s, b.simulated_avg_cct_s) {

@@ -96,8 +96,13 @@ pub fn build(
 /// The largest piece a replay puts: the clients hold a piece's bytes in memory.
 pub const MAX_PIECE: u64 = 4 << 30;
 
+/// The bytes a testbed's agent stores (its `max_stored_bytes`): every piece of a replay is put
+/// on its mapper's host before the clock starts.
+pub const MAX_STORED: u64 = 4 << 30;
+
 /// Refuses, before a testbed is built, a workload that has nothing to measure (no coflow, or
-/// no byte between two hosts) or a piece larger than a client holds ([`MAX_PIECE`]).
+/// no byte between two hosts), a piece larger than a client holds ([`MAX_PIECE`]) or more bytes
+/// on one host than its agent stores ([`MAX_STORED`]).
 fn check_replayable(w: &Workload) -> Result<(), TestbedError> {
     if w.coflows.is_empty() {
         return Err(TestbedError::Workload("the workload has no coflow".into()));
@@ -112,6 +117,18 @@ fn check_replayable(w: &Workload) -> Result<(), TestbedError> {
         return Err(TestbedError::Workload(format!(
             "its largest piece holds {largest} bytes, more than the {MAX_PIECE} a client holds in memory; \
              ask for fewer total bytes or more coflows"
+        )));
+    }
+    let mut stored = std::collections::BTreeMap::<u32, u64>::new();
+    for f in w.coflows.iter().flat_map(|c| &c.flows) {
+        *stored.entry(f.src.0).or_default() += f.size.get();
+    }
+    if let Some((&m, &bytes)) = stored.iter().max_by_key(|&(_, &b)| b)
+        && bytes > MAX_STORED
+    {
+        return Err(TestbedError::Workload(format!(
+            "host {m} would hold {bytes} bytes of pieces, more than the {MAX_STORED} its agent stores; \
+             ask for fewer total bytes or more hosts"
         )));
     }
     Ok(())
@@ -262,6 +279,9 @@ mod tests {
         assert!(e.contains("moves no byte between two hosts"), "{e}");
         let e = build(&spec(2, 1 << 40), 2, port, 0).unwrap_err().to_string();
         assert!(e.contains("more than the 4294967296 a client holds"), "{e}");
+        // Pieces each under the bound, together past what one host's agent stores.
+        let e = build(&spec(40, 12 << 30), 2, port, 0).unwrap_err().to_string();
+        assert!(e.contains("more than the 4294967296 its agent stores"), "{e}");
         let empty = Workload { machines: 2, coflows: Vec::new() };
         assert!(check_replayable(&empty).unwrap_err().to_string().contains("no coflow"));
         assert!(build(&spec(2, 1 << 30), 2, port, 0).is_ok());
