@@ -49,6 +49,8 @@ public final class CoflowShuffleManager implements ShuffleManager {
   private final Map<Integer, Long> coflows = new ConcurrentHashMap<>();
   private ManagedChannel coordinator;
   private CoordinatorGrpc.CoordinatorBlockingStub stub;
+  /** Under {@code auto}: after an unreachable registration, the next shuffles do not ask for a while. */
+  private final Holddown holddown = new Holddown(TimeUnit.SECONDS.toNanos(30));
 
   public CoflowShuffleManager(SparkConf conf, boolean isDriver) {
     CoflowConf.installDataIO(conf);
@@ -95,13 +97,21 @@ public final class CoflowShuffleManager implements ShuffleManager {
             .setKind("shuffle")
             .setReadiness(Readiness.READINESS_ON_GET))
         .build();
+    if (conf.fallback == CoflowConf.Fallback.AUTO && !holddown.asks(System.nanoTime())) {
+      LOG.info("coflow: the coordinator {} was unreachable less than 30 s ago; {} uses Spark's own path",
+          conf.coordinator, name);
+      CoflowMetrics.get().shufflesFallback.inc();
+      return inner;
+    }
     long id;
     try {
       id = stub.withDeadlineAfter(conf.registerTimeout.toMillis(), TimeUnit.MILLISECONDS)
           .register(req)
           .getCoflowId();
+      holddown.answered();
     } catch (StatusRuntimeException e) {
       if (CoflowChannels.unreachable(e) && conf.fallback == CoflowConf.Fallback.AUTO) {
+        holddown.unreachable(System.nanoTime());
         LOG.warn("coflow: coordinator {} unreachable registering {} ({}); this shuffle uses Spark's own path",
             conf.coordinator, name, CoflowChannels.describe(e));
         CoflowMetrics.get().shufflesFallback.inc();

@@ -44,6 +44,10 @@ class RegistrationIT {
       assertNull(got.difference(Jobs.Result.rows(Jobs.wordCountExpected(WORDS))), "word count on the fallback path");
       assertEquals(1, counter("shufflesFallback"), "the fallback, in Spark's metrics system");
       assertEquals(0, counter("shufflesThroughCoflow"));
+      // The next shuffle, within the hold-down, takes Spark's path without asking again.
+      Jobs.Result again = Jobs.wordCount(WORDS).run(run, work);
+      assertNull(again.difference(Jobs.Result.rows(Jobs.wordCountExpected(WORDS))), "word count in the hold-down");
+      assertEquals(2, counter("shufflesFallback"));
     }
   }
 
