@@ -439,13 +439,29 @@ pub fn confine(data_dir: &Path, relative: &str) -> Result<PathBuf, AgentError> {
 /// anything that is not a regular file (FIFO, device, socket, directory) is `BadFile`, at once.
 /// Blocking (a file system call): call it off the async runtime.
 pub(crate) fn open_beneath(data_dir: &Path, relative: &str) -> Result<(std::fs::File, std::fs::Metadata), AgentError> {
-    let file = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let f = std::fs::File::from(open_at_beneath(data_dir, relative, file)?);
-    let meta = f.metadata().map_err(|e| AgentError::BadFile(format!("{relative:?}: {e}")))?;
+    open_file_under(open_data_dir(data_dir)?, relative, relative)
+}
+
+/// Opens the regular file `relative` beneath the directory `dir` as [`open_beneath`] does;
+/// errors name the path as `shown`.
+fn open_file_under(
+    dir: rustix::fd::OwnedFd,
+    relative: &str,
+    shown: &str,
+) -> Result<(std::fs::File, std::fs::Metadata), AgentError> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let f = std::fs::File::from(open_under(dir, relative, shown, flags)?);
+    let meta = f.metadata().map_err(|e| AgentError::BadFile(format!("{shown:?}: {e}")))?;
     if !meta.is_file() {
-        return Err(AgentError::BadFile(format!("{relative:?} is not a regular file")));
+        return Err(AgentError::BadFile(format!("{shown:?} is not a regular file")));
     }
     Ok((f, meta))
+}
+
+/// The data directory, opened to resolve paths beneath it.
+fn open_data_dir(data_dir: &Path) -> Result<rustix::fd::OwnedFd, AgentError> {
+    rustix::fs::open(data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))
 }
 
 /// Opens a caller's home ([`home_of`]) inside `data_dir` without following links and returns
@@ -459,8 +475,7 @@ fn open_home(data_dir: &Path, home: &str) -> Result<(rustix::fd::OwnedFd, u32), 
     let stat = |fd: &rustix::fd::OwnedFd, what: &str| {
         rustix::fs::fstat(fd).map_err(|e| AgentError::BadFile(format!("{what}: {}", std::io::Error::from(e))))
     };
-    let data = rustix::fs::open(data_dir, dir_flags, Mode::empty())
-        .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))?;
+    let data = open_data_dir(data_dir)?;
     let operator = stat(&data, "the data directory")?.st_uid;
     let (parent_rel, name) = home.rsplit_once('/').unwrap_or(("", home));
     let parent = if parent_rel.is_empty() {
@@ -494,13 +509,6 @@ fn open_home(data_dir: &Path, home: &str) -> Result<(rustix::fd::OwnedFd, u32), 
 fn file_owner(meta: &std::fs::Metadata) -> u32 {
     use std::os::unix::fs::MetadataExt;
     meta.uid()
-}
-
-/// Opens `relative` inside `data_dir` with `flags`, without following a link at any step.
-fn open_at_beneath(data_dir: &Path, relative: &str, flags: OFlags) -> Result<rustix::fd::OwnedFd, AgentError> {
-    let dir = rustix::fs::open(data_dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| AgentError::BadFile(format!("the data directory: {}", std::io::Error::from(e))))?;
-    open_under(dir, relative, relative, flags)
 }
 
 /// Opens `relative` beneath the directory `dir` with `flags`, without following a link at any
@@ -610,12 +618,7 @@ pub(crate) fn file_piece(
             let (dir, owner) = open_home(data_dir, home)?;
             let rest: PathBuf = inside[home_parts.len()..].iter().collect();
             let rest = rest.to_str().ok_or_else(|| AgentError::PathEscapes(relative.to_string()))?;
-            let file = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-            let f = std::fs::File::from(open_under(dir, rest, relative, file)?);
-            let meta = f.metadata().map_err(bad)?;
-            if !meta.is_file() {
-                return Err(AgentError::BadFile(format!("{relative:?} is not a regular file")));
-            }
+            let (f, meta) = open_file_under(dir, rest, relative)?;
             if file_owner(&meta) != owner {
                 return Err(AgentError::NotYours(format!("{relative:?} is not owned by the owner of {home}/")));
             }

@@ -283,24 +283,20 @@ public final class CoflowConf {
   }
 
   private static long nonNegative(SparkConf conf, String key, long dflt) {
-    String v = conf.get(key, Long.toString(dflt));
-    try {
-      long n = Long.parseLong(v.trim());
-      if (n < 0) {
-        throw new IllegalArgumentException("coflow: " + key + " must not be negative, got " + v);
-      }
-      return n;
-    } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("coflow: " + key + " is not a number: " + v, e);
-    }
+    return atLeast(conf, key, dflt, 0, "must not be negative");
   }
 
   private static long positive(SparkConf conf, String key, long dflt) {
+    return atLeast(conf, key, dflt, 1, "must be positive");
+  }
+
+  /** A whole number of at least {@code min}; the error names the key and says {@code what}. */
+  private static long atLeast(SparkConf conf, String key, long dflt, long min, String what) {
     String v = conf.get(key, Long.toString(dflt));
     try {
       long n = Long.parseLong(v.trim());
-      if (n <= 0) {
-        throw new IllegalArgumentException("coflow: " + key + " must be positive, got " + v);
+      if (n < min) {
+        throw new IllegalArgumentException("coflow: " + key + " " + what + ", got " + v);
       }
       return n;
     } catch (NumberFormatException e) {

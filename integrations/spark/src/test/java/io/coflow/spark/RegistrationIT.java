@@ -21,11 +21,8 @@ import scala.collection.JavaConverters;
 class RegistrationIT {
   static final int WORDS = 100_000;
 
-  @Test
-  @Timeout(value = 3, unit = TimeUnit.MINUTES)
-  void an_unreachable_coordinator_leaves_the_shuffle_on_sparks_own_path() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("unreachable");
-    ExecutorSide.deleteTree(work);
+  /** The plugin's configuration with the coordinator and the agent at a closed port. */
+  static Map<String, String> unreachable(Path work) throws java.io.IOException {
     int closed;
     try (ServerSocket s = new ServerSocket(0)) {
       closed = s.getLocalPort();
@@ -37,6 +34,15 @@ class RegistrationIT {
     conf.put(CoflowConf.AGENT, "127.0.0.1:" + closed);
     conf.put(CoflowConf.DATA_DIR, work.resolve("nowhere").toString());
     conf.put(CoflowConf.TOKEN, "t");
+    return conf;
+  }
+
+  @Test
+  @Timeout(value = 3, unit = TimeUnit.MINUTES)
+  void an_unreachable_coordinator_leaves_the_shuffle_on_sparks_own_path() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("unreachable");
+    ExecutorSide.deleteTree(work);
+    Map<String, String> conf = unreachable(work);
     conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
     try (SparkRun run = new SparkRun("unreachable-it", "local[2]", conf, Map.of(), work)) {
       // The agent address is a closed port too: only Spark's own path can get this job through.
@@ -56,17 +62,7 @@ class RegistrationIT {
   void fallback_never_fails_the_job_when_the_coordinator_is_unreachable() throws Exception {
     Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("never");
     ExecutorSide.deleteTree(work);
-    int closed;
-    try (ServerSocket s = new ServerSocket(0)) {
-      closed = s.getLocalPort();
-    }
-    Map<String, String> conf = new HashMap<>();
-    conf.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
-    conf.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
-    conf.put(CoflowConf.COORDINATOR, "127.0.0.1:" + closed);
-    conf.put(CoflowConf.AGENT, "127.0.0.1:" + closed);
-    conf.put(CoflowConf.DATA_DIR, work.resolve("nowhere").toString());
-    conf.put(CoflowConf.TOKEN, "t");
+    Map<String, String> conf = unreachable(work);
     conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
     conf.put(CoflowConf.FALLBACK, "never");
     try (SparkRun run = new SparkRun("never-it", "local[2]", conf, Map.of(), work)) {
@@ -83,17 +79,7 @@ class RegistrationIT {
   void a_shuffle_wider_than_max_pieces_is_never_registered() throws Exception {
     Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("wide");
     ExecutorSide.deleteTree(work);
-    int closed;
-    try (ServerSocket s = new ServerSocket(0)) {
-      closed = s.getLocalPort();
-    }
-    Map<String, String> conf = new HashMap<>();
-    conf.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
-    conf.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
-    conf.put(CoflowConf.COORDINATOR, "127.0.0.1:" + closed);
-    conf.put(CoflowConf.AGENT, "127.0.0.1:" + closed);
-    conf.put(CoflowConf.DATA_DIR, work.resolve("nowhere").toString());
-    conf.put(CoflowConf.TOKEN, "t");
+    Map<String, String> conf = unreachable(work);
     conf.put(CoflowConf.MAX_PIECES, "1");
     conf.put(CoflowConf.FALLBACK, "never");
     try (SparkRun run = new SparkRun("wide-it", "local[2]", conf, Map.of(), work)) {
