@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, AsyncIterator, Callable, Dict, Optional, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
 
 from . import _coflow
 from .client import Client as _SyncClient
@@ -50,11 +50,16 @@ class Client:
         parents: Sequence[int] = (),
         weight: float = 1.0,
         all_gets_timeout_s: Optional[float] = None,
+        lease_s: Optional[float] = None,
     ) -> int:
         """Registers a coflow of ``num_flows`` pieces and returns its id."""
         return await _run(
-            self._sync.register, num_flows, name, kind, deadline_s, parents, weight, all_gets_timeout_s
+            self._sync.register, num_flows, name, kind, deadline_s, parents, weight, all_gets_timeout_s, lease_s
         )
+
+    async def renew(self, coflows: Iterable[int]) -> List[int]:
+        """Renews the leases of ``coflows``; returns the ids not renewed."""
+        return await _run(self._sync.renew, coflows)
 
     async def put(self, coflow: int, data_id: str, data: bytes) -> int:
         """Stores ``data`` as piece ``data_id`` of ``coflow``; returns its size."""

@@ -11,7 +11,7 @@ import atexit
 import math
 import numbers
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from . import _coflow
 from .errors import Invalid, from_kind
@@ -103,11 +103,14 @@ class Client:
         parents: Sequence[int] = (),
         weight: float = 1.0,
         all_gets_timeout_s: Optional[float] = None,
+        lease_s: Optional[float] = None,
     ) -> int:
         """Registers a coflow of ``num_flows`` pieces and returns its id.
 
         ``all_gets_timeout_s`` makes gets wait until every one of them arrived (or that long),
-        so the coflow is scheduled whole; ``deadline_s`` is relative to registration.
+        so the coflow is scheduled whole; ``deadline_s`` is relative to registration;
+        ``lease_s`` (1 to 86,400 seconds) has the coordinator unregister the coflow unless
+        :meth:`renew` names it within that long of its registration and of each renewal.
         """
         num_flows = _uint(num_flows, "num_flows", 2**32 - 1)
         if isinstance(parents, (str, bytes)) or not isinstance(parents, Iterable):
@@ -118,8 +121,23 @@ class Client:
         ):
             raise ValueError(f"weight: expected a positive finite number, got {weight!r}")
         return _call(
-            self._c.register, num_flows, name, kind, deadline_s, parent_ids, float(weight), all_gets_timeout_s
+            self._c.register,
+            num_flows,
+            name,
+            kind,
+            deadline_s,
+            parent_ids,
+            float(weight),
+            all_gets_timeout_s,
+            lease_s,
         )
+
+    def renew(self, coflows: Iterable[int]) -> List[int]:
+        """Renews the leases of ``coflows`` for another lease each, from now; returns the ids
+        not renewed (not live, or another identity's). Call it about every third of the lease."""
+        if isinstance(coflows, (str, bytes)) or not isinstance(coflows, Iterable):
+            raise ValueError(f"coflows: expected a list of coflow ids, got {coflows!r}")
+        return _call(self._c.renew, [_uint(c, "coflows", 2**64 - 1) for c in coflows])
 
     def put(self, coflow: int, data_id: str, data: bytes) -> int:
         """Stores ``data`` as piece ``data_id`` of ``coflow`` at the local agent; returns its size."""

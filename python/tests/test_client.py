@@ -81,6 +81,23 @@ def test_each_error_is_its_typed_exception(cluster: Cluster) -> None:
     assert issubclass(coflow.Sealed, coflow.CoflowError)
 
 
+def test_a_coflow_whose_lease_is_not_renewed_is_unregistered(cluster: Cluster) -> None:
+    with cluster.client(0) as a, cluster.client(1) as b:
+        kept = a.register(1, lease_s=1)
+        lapsed = a.register(1, lease_s=1)
+        a.put(lapsed, "p", b"dropped with its coflow")
+        with pytest.raises(coflow.Invalid, match="lease_ms"):
+            a.register(1, lease_s=0.5)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            assert a.renew([kept]) == []
+            time.sleep(0.3)
+        assert a.renew([kept, lapsed]) == [lapsed]
+        with pytest.raises(coflow.UnknownCoflow):
+            b.get(lapsed, "p")
+        a.unregister(kept)
+
+
 def test_every_error_kind_of_the_protocol_has_its_class() -> None:
     from coflow import _coflow, errors
 

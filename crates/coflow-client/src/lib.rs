@@ -20,6 +20,11 @@
 //! # }
 //! ```
 //!
+//! A framework whose process may die without unregistering gives its coflows a lease
+//! ([`CoflowOptions::lease`]) and renews it ([`Client::renew`]) about every third of it: the
+//! coordinator unregisters a coflow whose lease runs out, so a dead framework's coflows stop
+//! holding their places and pieces a lease after its last renewal.
+//!
 //! Errors are typed ([`ClientError`]) so that a framework can map them to its own retry: for
 //! Spark, [`ClientError::NoSuchData`], [`ClientError::DataLost`] and
 //! [`ClientError::AgentUnreachable`] are fetch failures.
@@ -299,6 +304,23 @@ impl Client {
             Ok(())
         })
         .await
+    }
+
+    /// Renews the leases of `coflows` (registered with [`CoflowOptions::lease`]) for another
+    /// lease each, from now; returns those not renewed: not live (unregistered, expired, or not
+    /// yet adopted by a restarted coordinator) or another identity's. Call it about every third
+    /// of the lease. Any number of ids, sent [`coflow_proto::MAX_RENEW_IDS`] to a request.
+    pub async fn renew(&self, coflows: &[CoflowId]) -> Result<Vec<CoflowId>, ClientError> {
+        let mut not_renewed = Vec::new();
+        for ids in coflows.chunks(coflow_proto::MAX_RENEW_IDS) {
+            let mut c = self.coord.clone();
+            let req = pb::RenewRequest { coflow_ids: ids.iter().map(|c| c.0).collect() };
+            let r = self
+                .timed(async { c.renew(req).await.map_err(|s| ClientError::from_status(s, CoflowId(0), "")) })
+                .await?;
+            not_renewed.extend(r.into_inner().not_renewed.into_iter().map(CoflowId));
+        }
+        Ok(not_renewed)
     }
 
     /// Removes a coflow.

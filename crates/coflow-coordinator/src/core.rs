@@ -31,57 +31,18 @@ use crate::error::CoordError;
 use crate::status::{AgentView, CoflowView, FlowView};
 
 mod decide;
+mod leases;
+mod output;
 mod ports;
 mod recovery;
 mod wide_area;
 
 use decide::Why;
+pub use output::{Notice, Observation, RateBatch, Transmit};
 use wide_area::{GATHER, RESUME_WAIT, Routing, parts_by_share};
 pub use wide_area::{GrantPart, MIN_PART_BYTES, Relay};
 
 pub use coflow_proto::ADMIN;
-
-/// Rate changes for one agent's outgoing flows, bytes per second.
-pub type RateBatch = Vec<(FlowId, f64)>;
-
-/// What the coordinator tells an agent besides rates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Notice {
-    /// A flow this agent receives was failed (its source was declared dead): end the get.
-    FlowFailed(FlowId),
-    /// A coflow was unregistered: forget its pieces.
-    CoflowDropped(CoflowId),
-    /// A flow this agent receives has lost its path (its link went down, its relay died): cut
-    /// it at the bytes received and resume the rest.
-    Reroute(FlowId),
-}
-
-/// What the core has for the service to send to agents watching their rates, in order.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Transmit {
-    /// Rate changes for one agent's outgoing flows.
-    Rates(MachineId, RateBatch),
-    /// A notice for one agent.
-    Notice(MachineId, Notice),
-    /// The agent was declared lost: end its rate stream, so it registers again.
-    EndWatch(MachineId),
-}
-
-/// What the core measured, for the service's histograms (times from the `now` it was given).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Observation {
-    /// Rate changes waited this long, from the decision that made them to their push (the push
-    /// window's batching).
-    PushDelay(Nanos),
-    /// A scheduled coflow's flows all finished, this long after its first get; `bin` is its Varys
-    /// bin by the pieces put (short: the largest under 5 MiB; narrow: at most 50 pieces).
-    Completed {
-        /// Its bin.
-        bin: coflow_core::Bin,
-        /// Its coflow completion time.
-        cct: Nanos,
-    },
-}
 
 /// How a receiving agent reports the end of a flow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,6 +124,8 @@ struct CoflowRec {
     held: Vec<FlowId>,
     state: CoflowState,
     width: u32,
+    /// When its lease runs out unless renewed (none without a lease).
+    lease_until: Option<Nanos>,
 }
 
 impl CoflowRec {
@@ -193,6 +156,7 @@ impl CoflowRec {
             held: Vec::new(),
             state: CoflowState::Held,
             width: 0,
+            lease_until: None,
         }
     }
 
@@ -356,6 +320,8 @@ pub struct Counters {
     pub parts_relayed: u64,
     /// Bytes of the parts relayed.
     pub bytes_relayed: u64,
+    /// Coflows unregistered because their lease ran out without a renewal.
+    pub coflows_expired: u64,
 }
 
 /// The coordinator's state and its policy.
@@ -427,6 +393,8 @@ pub struct Core {
     routing_due: BTreeSet<(Nanos, FlowId)>,
     /// Flows planned over detours whose receivers were told to resume them, by when.
     resume_due: BTreeSet<(Nanos, FlowId)>,
+    /// Coflows with a lease, by when it runs out.
+    leases: BTreeSet<(Nanos, CoflowId)>,
 }
 
 /// How a flow whose receiver resumed its rest over another path ends.
@@ -498,6 +466,7 @@ impl Core {
             ports: crate::measure::PortMeter::default(),
             routing_due: BTreeSet::new(),
             resume_due: BTreeSet::new(),
+            leases: BTreeSet::new(),
         }
     }
 
@@ -633,6 +602,8 @@ impl Core {
             for a in self.agents.values_mut().filter(|a| a.alive) {
                 a.last_seen = a.last_seen.saturating_add(gap).min(now);
             }
+            // Nor could any framework renew its leases.
+            self.lengthen_leases(gap);
         }
         self.now = self.now.max(now);
     }
@@ -660,7 +631,7 @@ impl Core {
         reg.nonce = self.nonce(id);
         self.counters.coflows_registered += 1;
         tracing::debug!(coflow = %id, name = %reg.options.name, num_flows = reg.num_flows, "registered");
-        self.hold(id, reg);
+        self.hold(now, id, reg);
         Ok(id)
     }
 
@@ -677,12 +648,13 @@ impl Core {
         Ok(())
     }
 
-    /// Keeps coflow `id`, counted for its owner.
-    fn hold(&mut self, id: CoflowId, reg: Registration) {
+    /// Keeps coflow `id`, counted for its owner, its lease (if any) counted from `now`.
+    fn hold(&mut self, now: Nanos, id: CoflowId, reg: Registration) {
         if !reg.owner.is_empty() {
             *self.owned.entry(reg.owner.clone()).or_default() += 1;
         }
-        self.coflows.insert(id, CoflowRec::new(reg));
+        let lease_until = self.lease(now, id, &reg);
+        self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg) });
     }
 
     /// A framework (`by`: the caller's identity) is done with a coflow: every agent is told to
@@ -694,13 +666,23 @@ impl Core {
         if !Self::may_change(c, by) {
             return Err(CoordError::NotTheOwner { coflow: id, caller: by.to_string() });
         }
+        self.drop_coflow(now, id);
+        Ok(())
+    }
+
+    /// Removes coflow `id`, unregistered or expired: every agent is told to forget its pieces,
+    /// and its flows still running finish unscheduled.
+    fn drop_coflow(&mut self, now: Nanos, id: CoflowId) {
         self.leave_policy(now, id);
-        if let Some(c) = self.coflows.remove(&id)
-            && let Some(held) = self.owned.get_mut(&c.reg.owner)
-        {
-            *held -= 1;
-            if *held == 0 {
-                self.owned.remove(&c.reg.owner);
+        if let Some(c) = self.coflows.remove(&id) {
+            if let Some(until) = c.lease_until {
+                self.leases.remove(&(until, id));
+            }
+            if let Some(held) = self.owned.get_mut(&c.reg.owner) {
+                *held -= 1;
+                if *held == 0 {
+                    self.owned.remove(&c.reg.owner);
+                }
             }
         }
         self.forget(id);
@@ -713,7 +695,6 @@ impl Core {
         for fid in running {
             self.serve_unscheduled(fid);
         }
-        Ok(())
     }
 
     /// No more puts will come for a coflow (`by`: the caller's identity; its owner or the admin
@@ -1318,7 +1299,7 @@ impl Core {
         self.mark(Why::AgentLost);
     }
 
-    /// Runs what is due at `now`: agent timeouts, readiness timeouts, a decision, the push of
+    /// Runs what is due at `now`: agent timeouts, leases run out, readiness timeouts, a decision, the push of
     /// changed rates (then [`Core::poll_transmit`] has them).
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.clock(now);
@@ -1332,6 +1313,7 @@ impl Core {
         for m in lost {
             self.agent_lost(now, m, "agent-timed-out");
         }
+        self.expire_leases(now);
         let ready: Vec<CoflowId> = self
             .coflows
             .iter()
@@ -1403,7 +1385,8 @@ impl Core {
 
     /// When [`Core::handle_timeout`] must run next, if nothing else happens: at once after an
     /// input that calls for a decision, else the earliest of the policy's wake-up, a readiness
-    /// timeout, the end of the push window with rates waiting, and an agent's timeout.
+    /// timeout, a lease's end, the end of the push window with rates waiting, and an agent's
+    /// timeout.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         let mut next = self.wake.unwrap_or(Nanos::MAX);
         if self.dirty.is_some() {
@@ -1425,6 +1408,9 @@ impl Core {
         }
         if let Some(&(since, _)) = self.resume_due.first() {
             next = next.min(since.saturating_add(RESUME_WAIT));
+        }
+        if let Some(&(until, _)) = self.leases.first() {
+            next = next.min(until);
         }
         // Declared dead once silent for longer than the timeout: one nanosecond after it.
         let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms).saturating_add(Nanos(1));

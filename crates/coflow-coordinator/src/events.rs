@@ -28,6 +28,9 @@ pub(crate) enum Event {
     Unregister(CoflowId, String, Reply<()>),
     /// No more puts will come for a coflow (the caller's identity).
     Seal(CoflowId, String, Reply<()>),
+    /// A framework (the caller's identity) renews its coflows' leases; the answer lists those
+    /// not renewed.
+    Renew(Vec<CoflowId>, String, Reply<Vec<CoflowId>>),
     /// An agent joins.
     RegisterAgent(AgentRegistration, Reply<()>),
     /// An agent leaves.

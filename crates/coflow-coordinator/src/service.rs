@@ -19,7 +19,7 @@ use std::time::Instant;
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::pb::coordinator_server::Coordinator;
 use coflow_proto::{
-    AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, pb,
+    AgentRegistration, DataId, FlowRecovery, GetAnnouncement, Heartbeat, PutAnnouncement, Registration, Renewal, pb,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
@@ -122,6 +122,7 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
         Event::Register(reg, reply) => drop(reply.send(core.handle_register(now, reg))),
         Event::Unregister(id, by, reply) => drop(reply.send(core.handle_unregister(now, &by, id))),
         Event::Seal(id, by, reply) => drop(reply.send(core.handle_seal(now, &by, id))),
+        Event::Renew(ids, by, reply) => drop(reply.send(Ok(core.handle_renew(now, &by, &ids)))),
         Event::RegisterAgent(a, reply) => drop(reply.send(core.handle_register_agent(now, a))),
         Event::Deregister(machine, reply) => {
             core.handle_deregister_agent(now, machine);
@@ -558,6 +559,14 @@ impl Coordinator for CoordinatorService {
         let id = CoflowId(req.into_inner().coflow_id);
         self.core.ask(|r| Event::Seal(id, by, r)).await.map_err(status)?;
         Ok(Response::new(pb::SealResponse {}))
+    }
+
+    async fn renew(&self, req: Request<pb::RenewRequest>) -> Result<Response<pb::RenewResponse>, Status> {
+        as_client(&req)?;
+        let by = caller(&req);
+        let renewal = Renewal::try_from(req.into_inner()).map_err(invalid)?;
+        let not_renewed = self.core.ask(|r| Event::Renew(renewal.coflows, by, r)).await.map_err(status)?;
+        Ok(Response::new(pb::RenewResponse { not_renewed: not_renewed.into_iter().map(|c| c.0).collect() }))
     }
 
     async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {

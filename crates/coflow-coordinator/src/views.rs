@@ -108,6 +108,11 @@ impl Core {
             Sample::counter("coflows_registered", "Coflows registered.", c.coflows_registered),
             Sample::counter("flows_recovered", "Flows re-announced after a restart.", c.flows_recovered),
             Sample::counter("coflows_adopted", "Coflows adopted after a restart.", c.coflows_adopted),
+            Sample::counter(
+                "coflows_expired",
+                "Coflows unregistered because their lease ran out without a renewal.",
+                c.coflows_expired,
+            ),
             Sample::counter("recoveries_refused", "Re-announcements refused.", c.recoveries_refused),
             Sample::counter("pauses", "Times the coordinator found it had not run for a while.", c.pauses),
             Sample::counter("parts_relayed", "Get parts relayed through a third datacenter.", c.parts_relayed),

@@ -27,6 +27,13 @@ pub const MAX_KIND_LEN: usize = 64;
 pub const MAX_DEADLINE_MS: u64 = 365 * 86_400_000;
 /// The longest wait for every get accepted, in milliseconds (a day).
 pub const MAX_READY_TIMEOUT_MS: u64 = 86_400_000;
+/// The shortest lease accepted, in milliseconds: shorter ones could not be renewed across a
+/// network's ordinary hiccups.
+pub const MIN_LEASE_MS: u64 = 1_000;
+/// The longest lease accepted, in milliseconds (a day).
+pub const MAX_LEASE_MS: u64 = 86_400_000;
+/// The most coflow ids one renewal may name.
+pub const MAX_RENEW_IDS: usize = 4_096;
 
 /// A message from the network is missing a field or has a wrong one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -151,6 +158,9 @@ pub struct CoflowOptions {
     pub readiness: Readiness,
     /// Its weight (1 if not given).
     pub weight: f64,
+    /// Its lease: unless renewed within it, the coordinator unregisters it (none: it lives until
+    /// unregistered).
+    pub lease: Option<Nanos>,
 }
 
 /// The default wait of [`Readiness::AllGets`] when the request gives none.
@@ -172,6 +182,12 @@ impl TryFrom<pb::CoflowOptions> for CoflowOptions {
         }
         if o.ready_timeout_ms > MAX_READY_TIMEOUT_MS {
             return Err(invalid("options.ready_timeout_ms", format!("{} is more than a day", o.ready_timeout_ms)));
+        }
+        if o.lease_ms != 0 && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&o.lease_ms) {
+            return Err(invalid(
+                "options.lease_ms",
+                format!("{} is not 0 (no lease) nor from 1,000 (a second) to 86,400,000 (a day)", o.lease_ms),
+            ));
         }
         at_most("options.parents", o.parents.len(), MAX_PARENTS)?;
         let weight = if o.weight == 0.0 { 1.0 } else { o.weight };
@@ -196,6 +212,7 @@ impl TryFrom<pb::CoflowOptions> for CoflowOptions {
             kind: o.kind,
             readiness,
             weight,
+            lease: (o.lease_ms > 0).then(|| Nanos::from_millis(o.lease_ms)),
         })
     }
 }
@@ -221,6 +238,7 @@ impl From<&CoflowOptions> for pb::CoflowOptions {
             readiness: readiness as i32,
             ready_timeout_ms,
             weight: o.weight,
+            lease_ms: o.lease.map_or(0, wire_millis),
         }
     }
 }
@@ -276,6 +294,22 @@ impl From<&Registration> for pb::RegisterRequest {
             owner: r.owner.clone(),
             nonce: r.nonce,
         }
+    }
+}
+
+/// A validated `RenewRequest`: the coflows whose leases to renew, at most [`MAX_RENEW_IDS`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renewal {
+    /// The coflows, in the request's order.
+    pub coflows: Vec<CoflowId>,
+}
+
+impl TryFrom<pb::RenewRequest> for Renewal {
+    type Error = ProtoError;
+
+    fn try_from(r: pb::RenewRequest) -> Result<Self, ProtoError> {
+        at_most("coflow_ids", r.coflow_ids.len(), MAX_RENEW_IDS)?;
+        Ok(Renewal { coflows: r.coflow_ids.into_iter().map(CoflowId).collect() })
     }
 }
 
@@ -609,7 +643,25 @@ mod tests {
             kind: "shuffle".into(),
             readiness: Readiness::AllGets { timeout: Nanos::from_millis(250) },
             weight: 2.0,
+            lease: Some(Nanos::from_secs(90)),
         };
         assert_eq!(CoflowOptions::try_from(pb::CoflowOptions::from(&o)).unwrap(), o);
+    }
+
+    /// A lease is 0 (none) or from a second to a day; anything else names the field, and a
+    /// renewal names at most 4,096 coflows.
+    #[test]
+    fn a_lease_is_none_or_from_a_second_to_a_day() {
+        let lease = |ms: u64| CoflowOptions::try_from(pb::CoflowOptions { lease_ms: ms, ..Default::default() });
+        assert_eq!(lease(0).unwrap().lease, None);
+        assert_eq!(lease(MIN_LEASE_MS).unwrap().lease, Some(Nanos::from_secs(1)));
+        assert_eq!(lease(MAX_LEASE_MS).unwrap().lease, Some(Nanos::from_secs(86_400)));
+        for ms in [1, MIN_LEASE_MS - 1, MAX_LEASE_MS + 1, u64::MAX] {
+            let e = lease(ms).unwrap_err();
+            assert!(matches!(e, ProtoError::Invalid { field: "options.lease_ms", .. }), "{ms}: {e}");
+        }
+        let renew = |n: usize| Renewal::try_from(pb::RenewRequest { coflow_ids: vec![9; n] });
+        assert_eq!(renew(MAX_RENEW_IDS).unwrap().coflows.len(), MAX_RENEW_IDS);
+        assert_eq!(renew(MAX_RENEW_IDS + 1).unwrap_err().kind(), crate::ErrorKind::LimitExceeded);
     }
 }

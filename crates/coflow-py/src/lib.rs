@@ -533,7 +533,7 @@ impl PyClient {
     }
 
     /// Registers a coflow of `num_flows` pieces; returns its id.
-    #[pyo3(signature = (num_flows, name = String::new(), kind = String::new(), deadline_s = None, parents = Vec::new(), weight = 1.0, all_gets_timeout_s = None))]
+    #[pyo3(signature = (num_flows, name = String::new(), kind = String::new(), deadline_s = None, parents = Vec::new(), weight = 1.0, all_gets_timeout_s = None, lease_s = None))]
     #[allow(clippy::too_many_arguments)]
     fn register(
         &self,
@@ -545,6 +545,7 @@ impl PyClient {
         parents: Vec<u64>,
         weight: f64,
         all_gets_timeout_s: Option<f64>,
+        lease_s: Option<f64>,
     ) -> PyResult<u64> {
         let secs = |field: &str, s: f64| {
             if s.is_finite() && s >= 0.0 {
@@ -564,6 +565,7 @@ impl PyClient {
             kind,
             readiness,
             weight,
+            lease: lease_s.map(|l| secs("lease_s", l)).transpose()?,
         };
         let c = self.client.clone();
         wait(py, &self.rt, async move { c.register(num_flows, options).await.map(|id| id.0) })
@@ -608,6 +610,13 @@ impl PyClient {
     fn seal(&self, py: Python<'_>, coflow: u64) -> PyResult<()> {
         let c = self.client.clone();
         wait(py, &self.rt, async move { c.seal(CoflowId(coflow)).await })
+    }
+
+    /// Renews the leases of `coflows`; returns the ids not renewed.
+    fn renew(&self, py: Python<'_>, coflows: Vec<u64>) -> PyResult<Vec<u64>> {
+        let c = self.client.clone();
+        let ids: Vec<CoflowId> = coflows.into_iter().map(CoflowId).collect();
+        wait(py, &self.rt, async move { c.renew(&ids).await.map(|n| n.into_iter().map(|c| c.0).collect()) })
     }
 
     /// Removes `coflow`.

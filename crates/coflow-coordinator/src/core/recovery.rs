@@ -115,7 +115,7 @@ impl Core {
         }
         tracing::info!(coflow = %id, "coflow adopted from an agent's re-announcement");
         self.counters.coflows_adopted += 1;
-        self.hold(id, reg);
+        self.hold(now, id, reg);
         Ok(())
     }
 

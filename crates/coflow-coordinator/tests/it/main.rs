@@ -1082,10 +1082,11 @@ impl XorShift {
     }
 }
 
-/// Random inputs, many of them wrong (unknown ids, dead machines, duplicate pieces), under
-/// several policies: the core answers each without panicking, sends rates only to agents that
-/// watch and never above a port's rate, and after `handle_timeout(now)` never asks to run again
-/// at or before `now` (the service would spin). Rates may pass a port's by a rounding error.
+/// Random inputs, many of them wrong (unknown ids, dead machines, duplicate pieces, leases run
+/// out), under several policies: the core answers each without panicking, sends rates only to
+/// agents that watch and never above a port's rate, renews exactly the live coflows, and after
+/// `handle_timeout(now)` never asks to run again at or before `now` (the service would spin).
+/// Rates may pass a port's by a rounding error.
 #[test]
 fn random_inputs_keep_the_core_sound() {
     const MACHINES: u32 = 4;
@@ -1121,7 +1122,9 @@ fn random_inputs_keep_the_core_sound() {
                         Readiness::AllGets { timeout: Nanos::from_millis(50) }
                     };
                     let deadline = (rng.below(3) == 0).then(|| Nanos::from_millis(100 + rng.below(5000)));
-                    let options = CoflowOptions { readiness, deadline, ..Default::default() };
+                    // A second's lease: some run out between the steps that renew them.
+                    let lease = (rng.below(3) == 0).then(|| Nanos::from_secs(1));
+                    let options = CoflowOptions { readiness, deadline, lease, ..Default::default() };
                     if let Ok(id) = h.core.handle_register(
                         h.now,
                         Registration { num_flows: rng.below(4) as u32, options, ..Default::default() },
@@ -1153,10 +1156,18 @@ fn random_inputs_keep_the_core_sound() {
                 }
                 6 => {
                     let c = coflow(&mut rng, &coflows);
-                    if rng.below(2) == 0 {
-                        let _ = h.core.handle_seal(h.now, "", c);
-                    } else if h.core.handle_unregister(h.now, "", c).is_ok() {
-                        coflows.retain(|&x| x != c);
+                    match rng.below(3) {
+                        0 => drop(h.core.handle_seal(h.now, "", c)),
+                        1 => {
+                            if h.core.handle_unregister(h.now, "", c).is_ok() {
+                                coflows.retain(|&x| x != c);
+                            }
+                        }
+                        _ => {
+                            let not_renewed = h.core.handle_renew(h.now, "", &[c]);
+                            let live = h.core.coflows().any(|k| k.id == c);
+                            assert_eq!(not_renewed.is_empty(), live, "{at}: renewal of {c:?}");
+                        }
                     }
                 }
                 7 => {
@@ -1218,4 +1229,76 @@ fn random_inputs_keep_the_core_sound() {
             assert!(st.coflows.iter().map(|c| c.flows.len()).sum::<usize>() <= h.core.live_flows(), "{at}");
         }
     }
+}
+
+/// Runs the core for `ms` in steps of 100 ms, every machine of `machines` heartbeating, so that
+/// no agent is lost meanwhile.
+fn beat_for(h: &mut Harness, machines: u32, ms: u64) {
+    for _ in 0..ms / 100 {
+        h.now = h.now + Nanos::from_millis(100);
+        for m in 0..machines {
+            h.heartbeat(m, vec![]);
+        }
+        h.core.handle_timeout(h.now);
+    }
+}
+
+/// A coflow registered with a lease lives while its owner renews it and is unregistered a lease
+/// after the last renewal (its agents told to drop it, counted, the core asking to run then);
+/// another identity's renewal is refused, and a renewal names what it did not renew; a coflow
+/// without a lease never expires; an adopted coflow's lease counts from its adoption; the
+/// coordinator's own pause is not held against a lease.
+#[test]
+fn a_coflow_whose_lease_runs_out_unrenewed_is_unregistered() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    h.core.set_id_base(1000);
+    let (a, b) = ("coflow://client/a", "coflow://client/b");
+    let leased = CoflowOptions { lease: Some(Nanos::from_secs(2)), ..Default::default() };
+    let register = |h: &mut Harness, options: CoflowOptions| {
+        h.core.handle_register(h.now, Registration { num_flows: 1, options, owner: a.into(), nonce: 0 }).unwrap()
+    };
+    let l = register(&mut h, leased.clone());
+    let kept = register(&mut h, CoflowOptions::default());
+    h.put_by(a, l, "p", 0).unwrap();
+    h.get_by(a, l, "p", 1).unwrap();
+    // Adopted after a restart: its lease counts from now.
+    let old = CoflowId(5);
+    let reg = Registration { num_flows: 1, options: leased.clone(), owner: a.into(), nonce: 77 };
+    h.core.handle_put(h.now, recovered(old, "q", 0, 10, Some(reg))).unwrap();
+    let live = |h: &Harness| h.core.coflows().map(|c| c.id).collect::<Vec<_>>();
+
+    beat_for(&mut h, 2, 1500);
+    let unknown = CoflowId(999_999);
+    assert_eq!(h.core.handle_renew(h.now, b, &[l, kept, unknown]), [l, kept, unknown], "another's");
+    assert_eq!(h.core.handle_renew(h.now, a, &[l, kept, unknown]), [unknown]);
+    let until = h.now + Nanos::from_secs(2);
+    assert!(h.core.poll_timeout().is_some_and(|t| t <= until), "the core runs by the lease's end");
+    assert_eq!(live(&h), [old, l, kept]);
+    beat_for(&mut h, 2, 600);
+    assert_eq!(live(&h), [l, kept], "the adopted coflow, not renewed, ran out at 2 s");
+    h.notices(0);
+    h.notices(1);
+    beat_for(&mut h, 2, 1300);
+    assert_eq!(live(&h), [l, kept], "renewed at 1.5 s: lives to 3.5 s");
+    beat_for(&mut h, 2, 200);
+    assert_eq!(live(&h), [kept], "expired; the other has no lease");
+    for m in 0..2 {
+        assert_eq!(h.notices(m), [Notice::CoflowDropped(l)], "machine {m} drops its pieces");
+    }
+    assert_eq!(h.core.handle_renew(h.now, a, &[l]), [l], "gone");
+    assert!(h.core.handle_unregister(h.now, a, l).is_err());
+    assert!(h.core.metrics().contains("coflow_coordinator_coflows_expired_total 2\n"));
+
+    // The coordinator stops for 10 s: its leases are lengthened by what it did not run.
+    let paused = register(&mut h, leased);
+    beat_for(&mut h, 2, 1000);
+    h.now = h.now + Nanos::from_secs(10);
+    h.heartbeat(0, vec![]);
+    h.core.handle_timeout(h.now);
+    assert_eq!(h.core.counters().pauses, 1);
+    beat_for(&mut h, 2, 900);
+    assert_eq!(live(&h), [kept, paused], "1.9 s of its lease ran, counting out the pause");
+    beat_for(&mut h, 2, 200);
+    assert_eq!(live(&h), [kept], "then it runs out");
+    assert_eq!(h.core.counters().coflows_expired, 3);
 }

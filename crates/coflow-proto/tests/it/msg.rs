@@ -7,8 +7,8 @@
 use coflow_core::{CoflowId, MachineId, Nanos};
 use coflow_proto::{
     AgentRegistration, CoflowOptions, FlowRecovery, GetAnnouncement, Heartbeat, MAX_DEADLINE_MS, MAX_KIND_LEN,
-    MAX_NAME_LEN, MAX_NUM_FLOWS, MAX_OWNER_LEN, MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS, ProtoError,
-    PutAnnouncement, PutSource, Readiness, Registration, pb,
+    MAX_LEASE_MS, MAX_NAME_LEN, MAX_NUM_FLOWS, MAX_OWNER_LEN, MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS,
+    MIN_LEASE_MS, ProtoError, PutAnnouncement, PutSource, Readiness, Registration, pb,
 };
 use proptest::prelude::*;
 use prost::Message;
@@ -25,6 +25,9 @@ fn number() -> impl Strategy<Value = u64> {
         MAX_DEADLINE_MS + 1,
         MAX_READY_TIMEOUT_MS,
         MAX_READY_TIMEOUT_MS + 1,
+        MIN_LEASE_MS - 1,
+        MIN_LEASE_MS,
+        MAX_LEASE_MS + 1,
         MAX_PIECE_SIZE,
         MAX_PIECE_SIZE + 1,
         1 << 53,
@@ -71,15 +74,10 @@ fn options() -> impl Strategy<Value = pb::CoflowOptions> {
         prop_oneof![0i32..=2, any::<i32>()],
         number(),
         rate(),
+        number(),
     )
-        .prop_map(|(name, deadline_ms, parents, kind, readiness, ready_timeout_ms, weight)| pb::CoflowOptions {
-            name,
-            deadline_ms,
-            parents,
-            kind,
-            readiness,
-            ready_timeout_ms,
-            weight,
+        .prop_map(|(name, deadline_ms, parents, kind, readiness, ready_timeout_ms, weight, lease_ms)| {
+            pb::CoflowOptions { name, deadline_ms, parents, kind, readiness, ready_timeout_ms, weight, lease_ms }
         })
 }
 
@@ -173,15 +171,23 @@ fn names_a_field(e: &ProtoError, fields: &[&str]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-const OPTIONS_FIELDS: [&str; 6] =
-    ["options.name", "options.kind", "options.parents", "options.weight", "options.readiness", "options.deadline_ms"];
-const REGISTER_FIELDS: [&str; 9] = [
+const OPTIONS_FIELDS: [&str; 7] = [
+    "options.name",
+    "options.kind",
+    "options.parents",
+    "options.weight",
+    "options.readiness",
+    "options.deadline_ms",
+    "options.lease_ms",
+];
+const REGISTER_FIELDS: [&str; 10] = [
     OPTIONS_FIELDS[0],
     OPTIONS_FIELDS[1],
     OPTIONS_FIELDS[2],
     OPTIONS_FIELDS[3],
     OPTIONS_FIELDS[4],
     OPTIONS_FIELDS[5],
+    OPTIONS_FIELDS[6],
     "options.ready_timeout_ms",
     "num_flows",
     "owner",
@@ -232,14 +238,16 @@ fn options_domain() -> impl Strategy<Value = CoflowOptions> {
             ms(MAX_READY_TIMEOUT_MS).prop_map(|timeout| Readiness::AllGets { timeout })
         ],
         prop_oneof![Just(1.0), (1e-9f64..1e9)],
+        prop::option::of((MIN_LEASE_MS..=MAX_LEASE_MS).prop_map(Nanos::from_millis)),
     )
-        .prop_map(|(name, deadline, parents, kind, readiness, weight)| CoflowOptions {
+        .prop_map(|(name, deadline, parents, kind, readiness, weight, lease)| CoflowOptions {
             name,
             deadline,
             parents,
             kind,
             readiness,
             weight,
+            lease,
         })
 }
 

@@ -369,6 +369,52 @@ async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflow
     Ok(())
 }
 
+/// A framework that stops renewing its coflow (it died without unregistering) loses it a lease
+/// later: the agents drop its pieces and its gets fail `unknown-coflow`; a coflow whose lease
+/// is renewed lives on, across a coordinator restart too (the agents carry its lease back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coflow_whose_framework_stops_renewing_is_dropped_a_lease_later() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(2, 50_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let leased = || CoflowOptions { lease: Some(Nanos::from_secs(1)), ..Default::default() };
+    let (lapsed, kept) = (c.register(1, leased()).await?, c.register(1, leased()).await?);
+    c.put(lapsed, "p", content(1, 1_000_000)).await?;
+    c.put(kept, "k", content(2, 1000)).await?;
+    let renewer = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            loop {
+                let _ = c.renew(&[kept]).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    let stored = || async { value(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") };
+    let t = Instant::now();
+    while stored().await != 1000.0 && t.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lapsed_after = t.elapsed();
+    assert_eq!(stored().await, 1000.0, "the lapsed coflow's piece is still held");
+    assert!(lapsed_after < Duration::from_secs(3), "dropped {lapsed_after:?} after the puts: lease 1 s");
+    let e = cluster.client(1).await?.get(lapsed, "p").await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::UnknownCoflow), "{e}");
+    assert_eq!(c.renew(&[kept, lapsed]).await?, [lapsed]);
+    let page = scrape(cluster.coordinator_metrics).await;
+    assert_eq!(value(&page, "coflow_coordinator_coflows_expired_total"), 1.0);
+
+    cluster.restart_coordinator().await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let st = c.status().await?;
+    assert_eq!(st.coflows.iter().map(|k| k.coflow_id).collect::<Vec<_>>(), [kept.0], "adopted and renewed");
+    assert_eq!(cluster.client(1).await?.get(kept, "k").await?, content(2, 1000));
+    renewer.abort();
+    c.unregister(kept).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_limits_are_typed_errors_and_idle_connections_are_closed() -> anyhow::Result<()> {
     subscribe();

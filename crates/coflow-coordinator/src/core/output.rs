@@ -1,0 +1,46 @@
+//! What the core hands its caller besides answers: rates and notices to send to agents, and
+//! measurements for the service's histograms.
+
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+
+/// Rate changes for one agent's outgoing flows, bytes per second.
+pub type RateBatch = Vec<(FlowId, f64)>;
+
+/// What the coordinator tells an agent besides rates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// A flow this agent receives was failed (its source was declared dead): end the get.
+    FlowFailed(FlowId),
+    /// A coflow was unregistered: forget its pieces.
+    CoflowDropped(CoflowId),
+    /// A flow this agent receives has lost its path (its link went down, its relay died): cut
+    /// it at the bytes received and resume the rest.
+    Reroute(FlowId),
+}
+
+/// What the core has for the service to send to agents watching their rates, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transmit {
+    /// Rate changes for one agent's outgoing flows.
+    Rates(MachineId, RateBatch),
+    /// A notice for one agent.
+    Notice(MachineId, Notice),
+    /// The agent was declared lost: end its rate stream, so it registers again.
+    EndWatch(MachineId),
+}
+
+/// What the core measured, for the service's histograms (times from the `now` it was given).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Observation {
+    /// Rate changes waited this long, from the decision that made them to their push (the push
+    /// window's batching).
+    PushDelay(Nanos),
+    /// A scheduled coflow's flows all finished, this long after its first get; `bin` is its Varys
+    /// bin by the pieces put (short: the largest under 5 MiB; narrow: at most 50 pieces).
+    Completed {
+        /// Its bin.
+        bin: coflow_core::Bin,
+        /// Its coflow completion time.
+        cct: Nanos,
+    },
+}
