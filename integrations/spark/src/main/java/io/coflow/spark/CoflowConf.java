@@ -35,6 +35,7 @@ public final class CoflowConf {
   public static final String MAX_BYTES_IN_FLIGHT = PREFIX + "reader.maxBytesInFlight";
   public static final String FALLBACK = PREFIX + "fallback";
   public static final String MAX_PIECES = PREFIX + "maxPieces";
+  public static final String LEASE = PREFIX + "lease";
   /** Spark's own bound on a reducer's bytes in flight, the default of {@link #MAX_BYTES_IN_FLIGHT}. */
   static final String SPARK_MAX_SIZE_IN_FLIGHT = "spark.reducer.maxSizeInFlight";
   /** Spark's retries of a fetch, which the reader's gets follow. */
@@ -96,6 +97,12 @@ public final class CoflowConf {
    * {@code max_pieces_per_coflow}, whose default this is; a wider shuffle goes Spark's own way.
    */
   public final long maxPieces;
+  /**
+   * The lease each shuffle's coflow is registered with, which the driver renews every third of
+   * it, so that the coflows of a driver that dies without unregistering them are dropped a lease
+   * later; zero for none (they then live until the coordinator restarts without their pieces).
+   */
+  public final Duration lease;
 
   private final SparkConf conf;
 
@@ -111,6 +118,7 @@ public final class CoflowConf {
     this.maxBytesInFlight = size(conf, MAX_BYTES_IN_FLIGHT,
         sparkInFlight.matches("[0-9]+") ? sparkInFlight + "m" : sparkInFlight);
     this.maxPieces = positive(conf, MAX_PIECES, 1_000_000L);
+    this.lease = lease(conf);
     this.maxRetries = (int) Math.min(100, nonNegative(conf, SPARK_MAX_RETRIES, 3));
     // Spark reads a bare number of its key as seconds.
     String wait = conf.get(SPARK_RETRY_WAIT, "5s").trim();
@@ -317,6 +325,19 @@ public final class CoflowConf {
       throw new IllegalArgumentException("coflow: " + key + " must be positive, got " + v);
     }
     return ms;
+  }
+
+  /** {@link #LEASE}: 0 (none), or from a second to a day, as the coordinator accepts. */
+  private static Duration lease(SparkConf conf) {
+    String v = conf.get(LEASE, "2min").trim();
+    if (v.equals("0")) {
+      return Duration.ZERO;
+    }
+    long ms = time(conf, LEASE, "2min");
+    if (ms < 1_000 || ms > 86_400_000) {
+      throw new IllegalArgumentException("coflow: " + LEASE + " must be 0 (none) or from 1s to 1d, got " + v);
+    }
+    return Duration.ofMillis(ms);
   }
 
   /** A size as Spark spells it ({@code 48m}, {@code 1g}; a bare number is bytes), positive. */

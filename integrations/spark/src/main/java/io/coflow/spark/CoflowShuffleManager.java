@@ -1,13 +1,19 @@
 package io.coflow.spark;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import io.coflow.v1.CoflowOptions;
 import io.coflow.v1.CoordinatorGrpc;
 import io.coflow.v1.Readiness;
 import io.coflow.v1.RegisterRequest;
+import io.coflow.v1.RenewRequest;
+import io.coflow.v1.RenewResponse;
 import io.coflow.v1.UnregisterRequest;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
@@ -34,7 +40,9 @@ import org.slf4j.LoggerFactory;
  * placed by {@link CoflowShuffleDataIO}; reading is {@link CoflowShuffleReader}, through the local
  * agent. Under {@code spark.coflow.fallback=auto} a shuffle whose coordinator cannot be reached at
  * registration stays on Spark's own path, and the log says so; under {@code never} that fails the
- * job; under {@code always} every shuffle is Spark's own.
+ * job; under {@code always} every shuffle is Spark's own. Each coflow is registered with a lease
+ * ({@code spark.coflow.lease}) that the driver renews every third of it, so that the coflows of a
+ * driver that dies without unregistering them are dropped a lease later.
  *
  * <p>In {@code local[N]} one instance is both driver and executor, so nothing here branches on
  * {@code isDriver} alone: the driver's part is whatever registered coflows, the executor's part is
@@ -51,6 +59,10 @@ public final class CoflowShuffleManager implements ShuffleManager {
   private CoordinatorGrpc.CoordinatorBlockingStub stub;
   /** Under {@code auto}: after an unreachable registration, the next shuffles do not ask for a while. */
   private final Holddown holddown = new Holddown(TimeUnit.SECONDS.toNanos(30));
+  /** The most coflow ids one renewal may name (the coordinator's limit). */
+  static final int MAX_RENEW_IDS = 4096;
+  /** Renews the leases of {@link #coflows}; null without a lease. */
+  private ScheduledExecutorService renewer;
 
   public CoflowShuffleManager(SparkConf conf, boolean isDriver) {
     CoflowConf.installDataIO(conf);
@@ -61,6 +73,40 @@ public final class CoflowShuffleManager implements ShuffleManager {
       this.coordinator = CoflowChannels.open(this.conf, this.conf.coordinator);
       this.coordinator.getState(true); // connect now: the first shuffle should not pay for it
       this.stub = CoordinatorGrpc.newBlockingStub(coordinator);
+      if (!this.conf.lease.isZero()) {
+        long every = this.conf.lease.toMillis() / 3;
+        this.renewer = Executors.newSingleThreadScheduledExecutor(r -> {
+          Thread t = new Thread(r, "coflow-lease-renewer");
+          t.setDaemon(true);
+          return t;
+        });
+        this.renewer.scheduleWithFixedDelay(this::renew, every, every, TimeUnit.MILLISECONDS);
+      }
+    }
+  }
+
+  /**
+   * Renews the leases of the coflows this driver registered, {@link #MAX_RENEW_IDS} to a request,
+   * each answered within a third of the lease at most. A failure is logged, never thrown: the
+   * next period tries again (an exception would end the schedule).
+   */
+  private void renew() {
+    List<Long> ids = new ArrayList<>(coflows.values());
+    long deadline = Math.min(conf.registerTimeout.toMillis(), conf.lease.toMillis() / 3);
+    for (int i = 0; i < ids.size(); i += MAX_RENEW_IDS) {
+      List<Long> some = ids.subList(i, Math.min(ids.size(), i + MAX_RENEW_IDS));
+      try {
+        RenewResponse r = stub.withDeadlineAfter(deadline, TimeUnit.MILLISECONDS)
+            .renew(RenewRequest.newBuilder().addAllCoflowIds(some).build());
+        if (r.getNotRenewedCount() > 0) {
+          LOG.warn("coflow: the coordinator {} did not renew coflows {} (unregistered, expired, or not yet"
+              + " recovered after its restart)", conf.coordinator, r.getNotRenewedList());
+        }
+      } catch (RuntimeException e) {
+        String why = e instanceof StatusRuntimeException
+            ? CoflowChannels.describe((StatusRuntimeException) e) : e.toString();
+        LOG.warn("coflow: renewing the leases of {} coflows at {}: {}", some.size(), conf.coordinator, why);
+      }
     }
   }
 
@@ -95,7 +141,8 @@ public final class CoflowShuffleManager implements ShuffleManager {
         .setOptions(CoflowOptions.newBuilder()
             .setName(name)
             .setKind("shuffle")
-            .setReadiness(Readiness.READINESS_ON_GET))
+            .setReadiness(Readiness.READINESS_ON_GET)
+            .setLeaseMs(conf.lease.toMillis()))
         .build();
     if (conf.fallback == CoflowConf.Fallback.AUTO && !holddown.asks(System.nanoTime())) {
       LOG.info("coflow: the coordinator {} was unreachable less than 30 s ago; {} uses Spark's own path",
@@ -181,6 +228,9 @@ public final class CoflowShuffleManager implements ShuffleManager {
 
   @Override
   public void stop() {
+    if (renewer != null) {
+      renewer.shutdownNow();
+    }
     // Spark may never call unregisterShuffle (it follows garbage collection): unregister the rest.
     for (var e : coflows.entrySet()) {
       unregister(e.getKey(), e.getValue());

@@ -36,6 +36,19 @@ class CoflowConfTest {
   }
 
   @Test
+  void a_lease_is_none_or_from_a_second_to_a_day() {
+    assertEquals(java.time.Duration.ofMinutes(2), CoflowConf.from(base()).lease);
+    assertEquals(java.time.Duration.ZERO, CoflowConf.from(base().set(CoflowConf.LEASE, "0")).lease);
+    assertEquals(java.time.Duration.ofSeconds(1), CoflowConf.from(base().set(CoflowConf.LEASE, "1s")).lease);
+    assertEquals(java.time.Duration.ofDays(1), CoflowConf.from(base().set(CoflowConf.LEASE, "1d")).lease);
+    for (String bad : new String[] {"999ms", "25h", "soon", "-1s"}) {
+      String msg = assertThrows(IllegalArgumentException.class,
+          () -> CoflowConf.from(base().set(CoflowConf.LEASE, bad)), bad).getMessage();
+      assertTrue(msg.contains(CoflowConf.LEASE) && msg.contains(bad), msg);
+    }
+  }
+
+  @Test
   void env_references_expand_in_the_executors_environment() {
     java.util.Map<String, String> env = java.util.Map.of("DIR", "/data/h3", "PORT", "7171");
     assertEquals("/data/h3/coflow", CoflowConf.expandEnv("${env:DIR}/coflow", env));

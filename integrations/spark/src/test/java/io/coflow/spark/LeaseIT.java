@@ -1,0 +1,77 @@
+package io.coflow.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A driver killed (SIGKILL) after its shuffle registered, so it never unregisters: the driver's
+ * renewals keep the coflow while it lives, and the coordinator drops it a lease after it died.
+ */
+class LeaseIT {
+  @Test
+  @Timeout(value = 5, unit = TimeUnit.MINUTES)
+  void a_killed_drivers_coflows_are_dropped_a_lease_after_it_died() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("lease");
+    ExecutorSide.deleteTree(work);
+    try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 1, "1GB/s")) {
+      List<String> cmd = new ArrayList<>();
+      cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+      cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
+      for (String p : new String[] {"coflow.test.jar", "coflow.plugin.jar", "coflow.spark.compat"}) {
+        cmd.add("-D" + p + "=" + System.getProperty(p, ""));
+      }
+      cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), LeaseDriver.class.getName(),
+          work.resolve("driver").toString()));
+      Map<String, String> conf = new HashMap<>(cluster.sparkConf());
+      // In local[2] the driver is the executor, on machine 0.
+      conf.put(CoflowConf.AGENT, conf.get(CoflowConf.AGENT + ".0"));
+      conf.put(CoflowConf.DATA_DIR, conf.get(CoflowConf.DATA_DIR + ".0"));
+      conf.put(CoflowConf.LEASE, "2s");
+      for (Map.Entry<String, String> e : conf.entrySet()) {
+        cmd.add(e.getKey() + "=" + e.getValue());
+      }
+      Path log = work.resolve("driver.log");
+      Files.createDirectories(work);
+      Process driver = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+      try {
+        long until = System.nanoTime() + TimeUnit.MINUTES.toNanos(3);
+        while (!Files.readString(log, StandardCharsets.UTF_8).contains(LeaseDriver.READY)) {
+          assertTrue(driver.isAlive(), "the driver exited:\n" + Files.readString(log, StandardCharsets.UTF_8));
+          assertTrue(System.nanoTime() < until, "the driver's job did not end in 3 minutes");
+          Thread.sleep(200);
+        }
+        double live = cluster.coordinatorMetric("live_coflows");
+        assertTrue(live >= 1, "the driver's shuffle is a live coflow");
+        // Three leases later the renewals have kept it.
+        Thread.sleep(6_000);
+        assertEquals(live, cluster.coordinatorMetric("live_coflows"), "renewed while the driver lives");
+        assertEquals(0.0, cluster.coordinatorMetric("coflows_expired_total"));
+      } finally {
+        driver.destroyForcibly();
+        driver.waitFor();
+      }
+      long died = System.nanoTime();
+      while (cluster.coordinatorMetric("live_coflows") > 0 && System.nanoTime() - died < 20_000_000_000L) {
+        Thread.sleep(100);
+      }
+      double after = (System.nanoTime() - died) / 1e9;
+      assertEquals(0.0, cluster.coordinatorMetric("live_coflows"), "the dead driver's coflows are still live");
+      assertTrue(after < 5, "dropped " + after + " s after the driver died, with a lease of 2 s");
+      assertTrue(cluster.coordinatorMetric("coflows_expired_total") >= 1);
+      System.out.printf("the killed driver's coflows were dropped %.1f s after it died (lease 2 s)%n", after);
+    }
+  }
+}
