@@ -1,13 +1,16 @@
 package io.coflow.spark;
 
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
+import com.google.common.util.concurrent.ListenableFuture;
 import io.coflow.v1.CoflowOptions;
 import io.coflow.v1.CoordinatorGrpc;
 import io.coflow.v1.Readiness;
@@ -15,6 +18,7 @@ import io.coflow.v1.RegisterRequest;
 import io.coflow.v1.RenewRequest;
 import io.coflow.v1.RenewResponse;
 import io.coflow.v1.UnregisterRequest;
+import io.coflow.v1.UnregisterResponse;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
 import org.apache.spark.ShuffleDependency;
@@ -221,6 +225,40 @@ public final class CoflowShuffleManager implements ShuffleManager {
     }
   }
 
+  /**
+   * Unregisters every coflow still registered, all at once, within one {@code register.timeout}:
+   * a coordinator out of reach costs {@link #stop} one timeout rather than one per shuffle (an
+   * adaptive query may leave hundreds), and their leases drop what it did not hear.
+   */
+  private void unregisterAll() {
+    if (stub == null || coflows.isEmpty()) {
+      coflows.clear();
+      return;
+    }
+    CoordinatorGrpc.CoordinatorFutureStub async = CoordinatorGrpc.newFutureStub(coordinator)
+        .withDeadlineAfter(conf.registerTimeout.toMillis(), TimeUnit.MILLISECONDS);
+    Map<Integer, Long> ids = new LinkedHashMap<>(coflows);
+    coflows.clear();
+    Map<Integer, ListenableFuture<UnregisterResponse>> pending = new LinkedHashMap<>();
+    ids.forEach((shuffle, id) ->
+        pending.put(shuffle, async.unregister(UnregisterRequest.newBuilder().setCoflowId(id).build())));
+    for (var e : pending.entrySet()) {
+      long id = ids.get(e.getKey());
+      try {
+        e.getValue().get();
+        LOG.info("coflow: unregistered coflow {} (shuffle {})", id, e.getKey());
+      } catch (ExecutionException x) {
+        Throwable why = x.getCause();
+        LOG.warn("coflow: unregistering coflow {} (shuffle {}): {}", id, e.getKey(),
+            why instanceof StatusRuntimeException ? CoflowChannels.describe((StatusRuntimeException) why) : why);
+      } catch (InterruptedException x) {
+        Thread.currentThread().interrupt();
+        pending.values().forEach(f -> f.cancel(true));
+        return;
+      }
+    }
+  }
+
   @Override
   public ShuffleBlockResolver shuffleBlockResolver() {
     return sort.shuffleBlockResolver();
@@ -232,10 +270,7 @@ public final class CoflowShuffleManager implements ShuffleManager {
       renewer.shutdownNow();
     }
     // Spark may never call unregisterShuffle (it follows garbage collection): unregister the rest.
-    for (var e : coflows.entrySet()) {
-      unregister(e.getKey(), e.getValue());
-    }
-    coflows.clear();
+    unregisterAll();
     if (coordinator != null) {
       CoflowChannels.close(coordinator);
     }

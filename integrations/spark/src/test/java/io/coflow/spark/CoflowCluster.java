@@ -200,6 +200,23 @@ final class CoflowCluster implements AutoCloseable {
     p.waitFor();
   }
 
+  /** Freezes the coordinator ({@code SIGSTOP}): it holds its connections and answers nothing. */
+  void freezeCoordinator() throws IOException, InterruptedException {
+    signalCoordinator("-STOP");
+  }
+
+  /** Lets a frozen coordinator run again ({@code SIGCONT}). */
+  void thawCoordinator() throws IOException, InterruptedException {
+    signalCoordinator("-CONT");
+  }
+
+  private void signalCoordinator(String signal) throws IOException, InterruptedException {
+    Process kill = new ProcessBuilder("kill", signal, Long.toString(coordinator.pid())).inheritIO().start();
+    if (kill.waitFor() != 0) {
+      throw new IOException("kill " + signal + " " + coordinator.pid() + " failed");
+    }
+  }
+
   /** A counter or gauge from the coordinator's /metrics. */
   double coordinatorMetric(String name) throws IOException {
     return metric(coordinatorMetricsPort, "coflow_coordinator_" + name);

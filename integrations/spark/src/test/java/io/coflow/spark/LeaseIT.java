@@ -17,8 +17,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A driver killed (SIGKILL) after its shuffle registered, so it never unregisters: the driver's
- * renewals keep the coflow while it lives, and the coordinator drops it a lease after it died.
+ * What becomes of a driver's coflows when it cannot unregister them: killed (SIGKILL) after its
+ * shuffle registered, its renewals keep the coflow while it lives and the coordinator drops it a
+ * lease after it died; stopping while the coordinator is frozen costs one register timeout, not
+ * one per shuffle.
  */
 class LeaseIT {
   @Test
@@ -72,6 +74,38 @@ class LeaseIT {
       assertTrue(after < 5, "dropped " + after + " s after the driver died, with a lease of 2 s");
       assertTrue(cluster.coordinatorMetric("coflows_expired_total") >= 1);
       System.out.printf("the killed driver's coflows were dropped %.1f s after it died (lease 2 s)%n", after);
+    }
+  }
+
+  @Test
+  @Timeout(value = 5, unit = TimeUnit.MINUTES)
+  void stopping_with_the_coordinator_frozen_waits_one_timeout_not_one_per_shuffle() throws Exception {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("frozen-stop");
+    ExecutorSide.deleteTree(work);
+    int shuffles = 8;
+    try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 1, "1GB/s")) {
+      Map<String, String> conf = new HashMap<>(cluster.sparkConf());
+      conf.put(CoflowConf.AGENT, conf.get(CoflowConf.AGENT + ".0"));
+      conf.put(CoflowConf.DATA_DIR, conf.get(CoflowConf.DATA_DIR + ".0"));
+      conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
+      // Every shuffle stays registered until the application stops.
+      conf.put("spark.cleaner.referenceTracking", "false");
+      SparkRun run = new SparkRun("frozen-stop-it", "local[2]", conf, Map.of(), work);
+      try {
+        for (int i = 0; i < shuffles; i++) {
+          Jobs.wordCount(1000).run(run, work.resolve("job-" + i));
+        }
+        assertEquals(shuffles, cluster.coordinatorMetric("live_coflows"), "one coflow per shuffle");
+        cluster.freezeCoordinator();
+        long t0 = System.nanoTime();
+        run.close();
+        double took = (System.nanoTime() - t0) / 1e9;
+        System.out.printf("stop with the coordinator frozen and %d coflows registered: %.1f s%n", shuffles, took);
+        assertTrue(took < 8, "stop took " + took + " s: a 2 s timeout per shuffle would be 16 s");
+      } finally {
+        cluster.thawCoordinator();
+        run.close(); // a no-op once stopped
+      }
     }
   }
 }
