@@ -120,6 +120,10 @@ class Client:
             math.isfinite(weight) and weight > 0
         ):
             raise ValueError(f"weight: expected a positive finite number, got {weight!r}")
+        if lease_s is not None and (
+            isinstance(lease_s, bool) or not isinstance(lease_s, numbers.Real) or not (1 <= lease_s <= 86400)
+        ):
+            raise ValueError(f"lease_s: expected from 1 to 86400 seconds, or None for no lease, got {lease_s!r}")
         return _call(
             self._c.register,
             num_flows,

@@ -281,6 +281,15 @@ impl Client {
 
     /// Registers a coflow of `num_flows` pieces (or gets, with [`Readiness::AllGets`]).
     pub async fn register(&self, num_flows: u32, options: CoflowOptions) -> Result<CoflowId, ClientError> {
+        if let Some(lease) = options.lease {
+            let (min, max) =
+                (Nanos::from_millis(coflow_proto::MIN_LEASE_MS), Nanos::from_millis(coflow_proto::MAX_LEASE_MS));
+            if !(min..=max).contains(&lease) {
+                return Err(ClientError::Invalid(format!(
+                    "lease: {lease:?} is not from a second to a day (no lease: None)"
+                )));
+            }
+        }
         let req = pb::RegisterRequest {
             num_flows: u64::from(num_flows),
             options: Some((&options).into()),

@@ -395,6 +395,10 @@ pub struct Core {
     resume_due: BTreeSet<(Nanos, FlowId)>,
     /// Coflows with a lease, by when it runs out.
     leases: BTreeSet<(Nanos, CoflowId)>,
+    /// Since when the core has run without a quiet spell, and the earliest a lease may be found
+    /// run out (see [`Core::expire_leases`]).
+    awake_since: Nanos,
+    lease_check: Nanos,
 }
 
 /// How a flow whose receiver resumed its rest over another path ends.
@@ -467,6 +471,8 @@ impl Core {
             routing_due: BTreeSet::new(),
             resume_due: BTreeSet::new(),
             leases: BTreeSet::new(),
+            awake_since: Nanos::ZERO,
+            lease_check: Nanos::ZERO,
         }
     }
 
@@ -604,7 +610,10 @@ impl Core {
             }
             // Nor could any framework renew its leases.
             self.lengthen_leases(gap);
+            // Running again: the inputs queued over the gap are on time from here.
+            self.due = now;
         }
+        self.note_run(now);
         self.now = self.now.max(now);
     }
 
@@ -1410,7 +1419,7 @@ impl Core {
             next = next.min(since.saturating_add(RESUME_WAIT));
         }
         if let Some(&(until, _)) = self.leases.first() {
-            next = next.min(until);
+            next = next.min(until.max(self.lease_check));
         }
         // Declared dead once silent for longer than the timeout: one nanosecond after it.
         let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms).saturating_add(Nanos(1));

@@ -1,12 +1,19 @@
 //! Leases: a coflow registered with one is unregistered once a lease has passed since its
 //! registration (or adoption) and its last renewal, so that the coflows of a framework that died
 //! without unregistering them do not hold their places and pieces for ever. Time the core did
-//! not run (its process paused) counts for no lease.
+//! not run (its process paused) counts for no lease, and no lease is found run out at the first
+//! run after a quiet spell, before the renewals queued over it are in.
 
 use coflow_core::{CoflowId, Nanos};
 use coflow_proto::Registration;
 
 use super::Core;
+
+/// A run this long after the one before ends a quiet spell (the process paused, or simply
+/// nothing to do), and a lease is found run out only this long after the last quiet spell ended:
+/// the renewals that queued over it, in the channel or still being read off their connections,
+/// come in first.
+const QUIET: Nanos = Nanos::from_millis(250);
 
 impl Core {
     /// A framework (`by`: the caller's identity) renews the leases of `ids` for another lease
@@ -38,8 +45,25 @@ impl Core {
         Some(until)
     }
 
-    /// Unregisters every coflow whose lease ran out by `now`.
+    /// Notes a run at `now` (before the core takes it as its time): one more than [`QUIET`]
+    /// after the last ends a quiet spell.
+    pub(super) fn note_run(&mut self, now: Nanos) {
+        if now.saturating_sub(self.now) > QUIET {
+            self.awake_since = now;
+        }
+    }
+
+    /// Unregisters every coflow whose lease ran out by `now`, once the core has run for
+    /// [`QUIET`] since its last quiet spell ended (else it looks again then).
     pub(super) fn expire_leases(&mut self, now: Nanos) {
+        if self.leases.first().is_none_or(|&(until, _)| until > now) {
+            return;
+        }
+        let settled = self.awake_since.saturating_add(QUIET);
+        if now < settled {
+            self.lease_check = settled;
+            return;
+        }
         while let Some(&(until, id)) = self.leases.first()
             && until <= now
         {

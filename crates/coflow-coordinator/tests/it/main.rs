@@ -1293,7 +1293,11 @@ fn a_coflow_whose_lease_runs_out_unrenewed_is_unregistered() {
     let paused = register(&mut h, leased);
     beat_for(&mut h, 2, 1000);
     h.now = h.now + Nanos::from_secs(10);
-    h.heartbeat(0, vec![]);
+    // What queued over the pause comes in a burst: one pause, however many inputs.
+    for m in [0, 1, 0] {
+        h.now = h.now + Nanos::from_millis(1);
+        h.heartbeat(m, vec![]);
+    }
     h.core.handle_timeout(h.now);
     assert_eq!(h.core.counters().pauses, 1);
     beat_for(&mut h, 2, 900);
@@ -1301,4 +1305,34 @@ fn a_coflow_whose_lease_runs_out_unrenewed_is_unregistered() {
     beat_for(&mut h, 2, 200);
     assert_eq!(live(&h), [kept], "then it runs out");
     assert_eq!(h.core.counters().coflows_expired, 3);
+}
+
+/// A stop of the core too short to count as a pause, ending just past a lease's end: the first
+/// run after it does not find the lease run out, so the renewal that queued meanwhile keeps the
+/// coflow; a coflow nobody renews goes once the core has run a quarter second since.
+#[test]
+fn a_renewal_queued_over_a_short_stop_comes_in_before_the_lease_is_judged() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
+    let leased = CoflowOptions { lease: Some(Nanos::from_secs(2)), ..Default::default() };
+    let kept = h.register(1, leased.clone());
+    beat_for(&mut h, 2, 1500);
+    assert!(h.core.handle_renew(h.now, "", &[kept]).is_empty());
+    // Both leases end 2 s from here.
+    let lapsed = h.register(1, leased);
+    beat_for(&mut h, 2, 100);
+    // Nothing runs from here to 100 ms past the leases' ends (under the 750 ms of a pause).
+    let (stopped, due) = (h.now, h.core.poll_timeout().unwrap());
+    assert_eq!(due, stopped + Nanos::from_millis(1900), "the core asks to run at the leases' end");
+    h.now = stopped + Nanos::from_millis(2000);
+    h.core.handle_timeout(h.now);
+    assert_eq!(h.core.live_coflows(), 2, "the first run after the stop judges no lease");
+    assert!(h.core.handle_renew(h.now, "", &[kept]).is_empty(), "the queued renewal is in time");
+    let settled = h.core.poll_timeout().unwrap();
+    assert!(settled > h.now && settled <= h.now + Nanos::from_millis(250), "{settled:?}");
+    beat_for(&mut h, 2, 200);
+    assert_eq!(h.core.live_coflows(), 2, "judged a quarter second after the stop");
+    beat_for(&mut h, 2, 100);
+    assert_eq!(h.core.coflows().map(|c| c.id).collect::<Vec<_>>(), [kept]);
+    assert!(!h.core.coflows().any(|c| c.id == lapsed));
+    assert_eq!((h.core.counters().pauses, h.core.counters().coflows_expired), (0, 1));
 }

@@ -378,6 +378,10 @@ async fn a_coflow_whose_framework_stops_renewing_is_dropped_a_lease_later() -> a
     let mut cluster = Cluster::start(ClusterConfig::new(2, 50_000_000.0, "varys")).await?;
     let c = cluster.client(0).await?;
     let leased = || CoflowOptions { lease: Some(Nanos::from_secs(1)), ..Default::default() };
+    for bad in [Nanos(0), Nanos::from_millis(999), Nanos::from_secs(86_401)] {
+        let e = c.register(1, CoflowOptions { lease: Some(bad), ..Default::default() }).await.unwrap_err();
+        assert!(matches!(e, ClientError::Invalid(ref m) if m.starts_with("lease")), "{bad:?}: {e}");
+    }
     let (lapsed, kept) = (c.register(1, leased()).await?, c.register(1, leased()).await?);
     c.put(lapsed, "p", content(1, 1_000_000)).await?;
     c.put(kept, "k", content(2, 1000)).await?;
