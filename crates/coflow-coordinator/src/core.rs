@@ -395,9 +395,9 @@ pub struct Core {
     resume_due: BTreeSet<(Nanos, FlowId)>,
     /// Coflows with a lease, by when it runs out.
     leases: BTreeSet<(Nanos, CoflowId)>,
-    /// Since when the core has run without a quiet spell, and the earliest a lease may be found
-    /// run out (see [`Core::expire_leases`]).
+    /// Since when the core has run without a quiet spell (see [`Core::expire_leases`]).
     awake_since: Nanos,
+    /// The earliest a lease may be found run out, when a look at the leases was put off.
     lease_check: Nanos,
 }
 
@@ -662,7 +662,8 @@ impl Core {
         if !reg.owner.is_empty() {
             *self.owned.entry(reg.owner.clone()).or_default() += 1;
         }
-        let lease_until = self.lease(now, id, &reg);
+        debug_assert!(!self.coflows.contains_key(&id), "coflow {id} held twice");
+        let lease_until = self.start_lease(now, id, &reg);
         self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg) });
     }
 
@@ -1308,8 +1309,8 @@ impl Core {
         self.mark(Why::AgentLost);
     }
 
-    /// Runs what is due at `now`: agent timeouts, leases run out, readiness timeouts, a decision, the push of
-    /// changed rates (then [`Core::poll_transmit`] has them).
+    /// Runs what is due at `now`: agent timeouts, leases run out, readiness timeouts, a decision,
+    /// the push of changed rates (then [`Core::poll_transmit`] has them).
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.clock(now);
         let timeout = Nanos::from_millis(self.cfg.agent_timeout_ms);

@@ -37,18 +37,19 @@ impl Core {
         not_renewed
     }
 
-    /// When the lease of coflow `id`, registered (or adopted) at `now` as `reg`, runs out, if it
-    /// has one; it is then in line to expire.
-    pub(super) fn lease(&mut self, now: Nanos, id: CoflowId, reg: &Registration) -> Option<Nanos> {
+    /// Starts the lease of coflow `id`, registered (or adopted) at `now` as `reg`, if it has one:
+    /// it is in line to expire from then; returns when it runs out.
+    pub(super) fn start_lease(&mut self, now: Nanos, id: CoflowId, reg: &Registration) -> Option<Nanos> {
         let until = now.saturating_add(reg.options.lease?);
         self.leases.insert((until, id));
         Some(until)
     }
 
     /// Notes a run at `now` (before the core takes it as its time): one more than [`QUIET`]
-    /// after the last ends a quiet spell.
+    /// after the last ends a quiet spell, unless it is the look the core asked for at
+    /// `lease_check` (a timer's wake-up comes a little late, and would put the look off again).
     pub(super) fn note_run(&mut self, now: Nanos) {
-        if now.saturating_sub(self.now) > QUIET {
+        if now.saturating_sub(self.now.max(self.lease_check)) > QUIET {
             self.awake_since = now;
         }
     }
@@ -67,6 +68,7 @@ impl Core {
         while let Some(&(until, id)) = self.leases.first()
             && until <= now
         {
+            self.leases.pop_first();
             let owner = self.coflows.get(&id).map_or(String::new(), |c| c.reg.owner.clone());
             tracing::info!(coflow = %id, owner, "coflow unregistered: its lease ran out without a renewal");
             self.counters.coflows_expired += 1;

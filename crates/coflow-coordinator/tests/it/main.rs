@@ -1336,3 +1336,20 @@ fn a_renewal_queued_over_a_short_stop_comes_in_before_the_lease_is_judged() {
     assert!(!h.core.coflows().any(|c| c.id == lapsed));
     assert_eq!((h.core.counters().pauses, h.core.counters().coflows_expired), (0, 1));
 }
+
+/// A core with no agent runs only when it asks to, each time a little late as timers wake: a
+/// lease that ran out is still judged, within a quarter second of its end plus the lateness.
+#[test]
+fn an_idle_core_woken_late_by_its_timer_still_ends_a_lease() {
+    let mut h = Harness::new("varys", 0, CoordinatorConfig::default());
+    let c = h.register(1, CoflowOptions { lease: Some(Nanos::from_secs(1)), ..Default::default() });
+    let end = h.now + Nanos::from_secs(1);
+    for _ in 0..10 {
+        let Some(due) = h.core.poll_timeout() else { break };
+        h.now = due + Nanos::from_millis(2);
+        h.core.handle_timeout(h.now);
+    }
+    assert!(!h.core.coflows().any(|k| k.id == c), "the lease never ran out");
+    assert!(h.now <= end + Nanos::from_millis(260), "judged at {:?}, its end {end:?}", h.now);
+    assert_eq!(h.core.poll_timeout(), None, "nothing left to run for");
+}
