@@ -314,28 +314,29 @@ public final class CoflowConf {
 
   /** A duration as Spark spells it ({@code 10s}, {@code 500ms}, {@code 2min}; a bare number is ms), positive. */
   private static long time(SparkConf conf, String key, String dflt) {
-    String v = conf.get(key, dflt);
-    long ms;
-    try {
-      ms = conf.getTimeAsMs(key, dflt);
-    } catch (RuntimeException e) {
-      throw new IllegalArgumentException("coflow: " + key + " is not a duration (e.g. 10s, 500ms, 2min): " + v, e);
-    }
+    long ms = millis(conf, key, dflt);
     if (ms <= 0) {
-      throw new IllegalArgumentException("coflow: " + key + " must be positive, got " + v);
+      throw new IllegalArgumentException("coflow: " + key + " must be positive, got " + conf.get(key, dflt));
     }
     return ms;
   }
 
+  /** A duration as Spark spells it, in milliseconds, whatever its sign. */
+  private static long millis(SparkConf conf, String key, String dflt) {
+    try {
+      return conf.getTimeAsMs(key, dflt);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException(
+          "coflow: " + key + " is not a duration (e.g. 10s, 500ms, 2min): " + conf.get(key, dflt), e);
+    }
+  }
+
   /** {@link #LEASE}: 0 (none), or from a second to a day, as the coordinator accepts. */
   private static Duration lease(SparkConf conf) {
-    String v = conf.get(LEASE, "2min").trim();
-    if (v.equals("0")) {
-      return Duration.ZERO;
-    }
-    long ms = time(conf, LEASE, "2min");
-    if (ms < 1_000 || ms > 86_400_000) {
-      throw new IllegalArgumentException("coflow: " + LEASE + " must be 0 (none) or from 1s to 1d, got " + v);
+    long ms = millis(conf, LEASE, "2min");
+    if (ms != 0 && (ms < 1_000 || ms > 86_400_000)) {
+      throw new IllegalArgumentException(
+          "coflow: " + LEASE + " must be 0 (none) or from 1s to 1d, got " + conf.get(LEASE, "2min"));
     }
     return Duration.ofMillis(ms);
   }

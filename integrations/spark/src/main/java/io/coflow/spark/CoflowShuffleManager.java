@@ -4,13 +4,16 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import com.google.common.util.concurrent.ListenableFuture;
+import com.google.common.util.concurrent.Uninterruptibles;
 import io.coflow.v1.CoflowOptions;
 import io.coflow.v1.CoordinatorGrpc;
 import io.coflow.v1.Readiness;
@@ -65,8 +68,14 @@ public final class CoflowShuffleManager implements ShuffleManager {
   private final Holddown holddown = new Holddown(TimeUnit.SECONDS.toNanos(30));
   /** The most coflow ids one renewal may name (the coordinator's limit). */
   static final int MAX_RENEW_IDS = 4096;
+  /** How soon a renewal that did not get through is tried again. */
+  static final long RETRY_MS = 1_000;
   /** Renews the leases of {@link #coflows}; null without a lease. */
   private ScheduledExecutorService renewer;
+  /** Set by {@link #stop}: the renewals end, quietly. */
+  private volatile boolean stopping;
+  /** The coflows a renewal was refused for, named in the log once each. */
+  private final Set<Long> notRenewed = ConcurrentHashMap.newKeySet();
 
   public CoflowShuffleManager(SparkConf conf, boolean isDriver) {
     CoflowConf.installDataIO(conf);
@@ -78,40 +87,83 @@ public final class CoflowShuffleManager implements ShuffleManager {
       this.coordinator.getState(true); // connect now: the first shuffle should not pay for it
       this.stub = CoordinatorGrpc.newBlockingStub(coordinator);
       if (!this.conf.lease.isZero()) {
-        long every = this.conf.lease.toMillis() / 3;
         this.renewer = Executors.newSingleThreadScheduledExecutor(r -> {
           Thread t = new Thread(r, "coflow-lease-renewer");
           t.setDaemon(true);
           return t;
         });
-        this.renewer.scheduleWithFixedDelay(this::renew, every, every, TimeUnit.MILLISECONDS);
+        this.renewer.schedule(this::renewThenReschedule, this.conf.lease.toMillis() / 3, TimeUnit.MILLISECONDS);
+      }
+    }
+  }
+
+  /**
+   * How long after a renewal the next one goes: a third of the lease, or {@link #RETRY_MS} (at
+   * most that third) after one that did not get through, so that a coordinator out of the
+   * driver's reach for two thirds of a lease, less a request's deadline and a retry, costs no
+   * coflow.
+   */
+  static long nextRenewalMs(boolean answered, java.time.Duration lease) {
+    long third = lease.toMillis() / 3;
+    return answered ? third : Math.min(RETRY_MS, third);
+  }
+
+  /** Renews the driver's leases, then schedules the next renewal ({@link #nextRenewalMs}). */
+  private void renewThenReschedule() {
+    boolean answered = false;
+    try {
+      answered = renew();
+    } catch (Throwable t) {
+      LOG.error("coflow: renewing leases", t);
+    } finally {
+      try {
+        if (!stopping) {
+          renewer.schedule(this::renewThenReschedule, nextRenewalMs(answered, conf.lease), TimeUnit.MILLISECONDS);
+        }
+      } catch (RejectedExecutionException e) {
+        // Stopped meanwhile.
       }
     }
   }
 
   /**
    * Renews the leases of the coflows this driver registered, {@link #MAX_RENEW_IDS} to a request,
-   * each answered within a third of the lease at most. A failure is logged, never thrown: the
-   * next period tries again (an exception would end the schedule).
+   * each answered within a third of the lease at most; whether every request was answered. A
+   * coflow the coordinator did not renew is named once in the log, and asked for again: a
+   * restarted coordinator adopts it a little later.
    */
-  private void renew() {
+  private boolean renew() {
     List<Long> ids = new ArrayList<>(coflows.values());
     long deadline = Math.min(conf.registerTimeout.toMillis(), conf.lease.toMillis() / 3);
+    boolean answered = true;
     for (int i = 0; i < ids.size(); i += MAX_RENEW_IDS) {
       List<Long> some = ids.subList(i, Math.min(ids.size(), i + MAX_RENEW_IDS));
       try {
         RenewResponse r = stub.withDeadlineAfter(deadline, TimeUnit.MILLISECONDS)
             .renew(RenewRequest.newBuilder().addAllCoflowIds(some).build());
-        if (r.getNotRenewedCount() > 0) {
+        List<Long> fresh = new ArrayList<>();
+        for (long id : r.getNotRenewedList()) {
+          // One unregistered since the renewal set out is no news.
+          if (coflows.containsValue(id) && notRenewed.add(id)) {
+            fresh.add(id);
+          }
+        }
+        if (!fresh.isEmpty()) {
           LOG.warn("coflow: the coordinator {} did not renew coflows {} (unregistered, expired, or not yet"
-              + " recovered after its restart)", conf.coordinator, r.getNotRenewedList());
+              + " recovered after its restart)", conf.coordinator, fresh);
         }
       } catch (RuntimeException e) {
-        String why = e instanceof StatusRuntimeException
-            ? CoflowChannels.describe((StatusRuntimeException) e) : e.toString();
-        LOG.warn("coflow: renewing the leases of {} coflows at {}: {}", some.size(), conf.coordinator, why);
+        answered = false;
+        // The retry should not wait out gRPC's reconnect backoff (up to two minutes).
+        coordinator.resetConnectBackoff();
+        if (!stopping) {
+          String why = e instanceof StatusRuntimeException
+              ? CoflowChannels.describe((StatusRuntimeException) e) : e.toString();
+          LOG.warn("coflow: renewing the leases of {} coflows at {}: {}", some.size(), conf.coordinator, why);
+        }
       }
     }
+    return answered;
   }
 
   @Override
@@ -216,46 +268,52 @@ public final class CoflowShuffleManager implements ShuffleManager {
   }
 
   private void unregister(int shuffleId, long id) {
+    awaitUnregister(shuffleId, id, startUnregister(id));
+  }
+
+  /** Asks the coordinator to unregister coflow {@code id}, to be answered within {@code register.timeout}. */
+  private ListenableFuture<UnregisterResponse> startUnregister(long id) {
+    notRenewed.remove(id);
+    return CoordinatorGrpc.newFutureStub(coordinator)
+        .withDeadlineAfter(conf.registerTimeout.toMillis(), TimeUnit.MILLISECONDS)
+        .unregister(UnregisterRequest.newBuilder().setCoflowId(id).build());
+  }
+
+  /** Waits for the answer to an unregister (which has its deadline, so even if interrupted) and logs it. */
+  private static void awaitUnregister(int shuffleId, long id, ListenableFuture<UnregisterResponse> call) {
     try {
-      stub.withDeadlineAfter(conf.registerTimeout.toMillis(), TimeUnit.MILLISECONDS)
-          .unregister(UnregisterRequest.newBuilder().setCoflowId(id).build());
+      Uninterruptibles.getUninterruptibly(call);
       LOG.info("coflow: unregistered coflow {} (shuffle {})", id, shuffleId);
-    } catch (StatusRuntimeException e) {
-      LOG.warn("coflow: unregistering coflow {} (shuffle {}): {}", id, shuffleId, CoflowChannels.describe(e));
+    } catch (ExecutionException x) {
+      Throwable why = x.getCause();
+      LOG.warn("coflow: unregistering coflow {} (shuffle {}): {}", id, shuffleId,
+          why instanceof StatusRuntimeException ? CoflowChannels.describe((StatusRuntimeException) why) : why);
     }
   }
 
   /**
-   * Unregisters every coflow still registered, all at once, within one {@code register.timeout}:
-   * a coordinator out of reach costs {@link #stop} one timeout rather than one per shuffle (an
-   * adaptive query may leave hundreds), and their leases drop what it did not hear.
+   * Unregisters every coflow still registered, all at once, each call answered within one
+   * {@code register.timeout}: a coordinator out of reach costs {@link #stop} one timeout rather
+   * than one per shuffle (an adaptive query may leave hundreds); with a lease, the coordinator
+   * drops a lease later what it did not hear.
    */
   private void unregisterAll() {
-    if (stub == null || coflows.isEmpty()) {
+    if (stub == null) {
       coflows.clear();
       return;
     }
-    CoordinatorGrpc.CoordinatorFutureStub async = CoordinatorGrpc.newFutureStub(coordinator)
-        .withDeadlineAfter(conf.registerTimeout.toMillis(), TimeUnit.MILLISECONDS);
-    Map<Integer, Long> ids = new LinkedHashMap<>(coflows);
-    coflows.clear();
-    Map<Integer, ListenableFuture<UnregisterResponse>> pending = new LinkedHashMap<>();
-    ids.forEach((shuffle, id) ->
-        pending.put(shuffle, async.unregister(UnregisterRequest.newBuilder().setCoflowId(id).build())));
-    for (var e : pending.entrySet()) {
-      long id = ids.get(e.getKey());
-      try {
-        e.getValue().get();
-        LOG.info("coflow: unregistered coflow {} (shuffle {})", id, e.getKey());
-      } catch (ExecutionException x) {
-        Throwable why = x.getCause();
-        LOG.warn("coflow: unregistering coflow {} (shuffle {}): {}", id, e.getKey(),
-            why instanceof StatusRuntimeException ? CoflowChannels.describe((StatusRuntimeException) why) : why);
-      } catch (InterruptedException x) {
-        Thread.currentThread().interrupt();
-        pending.values().forEach(f -> f.cancel(true));
-        return;
+    Map<Integer, Long> ids = new LinkedHashMap<>();
+    List<ListenableFuture<UnregisterResponse>> calls = new ArrayList<>();
+    for (Integer shuffle : coflows.keySet()) {
+      Long id = coflows.remove(shuffle);
+      if (id != null) {
+        ids.put(shuffle, id);
+        calls.add(startUnregister(id));
       }
+    }
+    int i = 0;
+    for (var e : ids.entrySet()) {
+      awaitUnregister(e.getKey(), e.getValue(), calls.get(i++));
     }
   }
 
@@ -266,8 +324,14 @@ public final class CoflowShuffleManager implements ShuffleManager {
 
   @Override
   public void stop() {
+    stopping = true;
     if (renewer != null) {
       renewer.shutdownNow();
+      try {
+        renewer.awaitTermination(1, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
     }
     // Spark may never call unregisterShuffle (it follows garbage collection): unregister the rest.
     unregisterAll();

@@ -193,6 +193,14 @@ final class CoflowCluster implements AutoCloseable {
     return c;
   }
 
+  /** {@link #sparkConf} for an application in {@code local[N]}, whose driver is its executor, on machine 0. */
+  Map<String, String> localConf() {
+    Map<String, String> c = sparkConf();
+    c.put(CoflowConf.AGENT, c.get(CoflowConf.AGENT + ".0"));
+    c.put(CoflowConf.DATA_DIR, c.get(CoflowConf.DATA_DIR + ".0"));
+    return c;
+  }
+
   /** Kills an agent at once (SIGKILL), as a machine failure would. */
   void kill(int machine) throws InterruptedException {
     Process p = agents.get(machine).process;

@@ -39,6 +39,7 @@ class CoflowConfTest {
   void a_lease_is_none_or_from_a_second_to_a_day() {
     assertEquals(java.time.Duration.ofMinutes(2), CoflowConf.from(base()).lease);
     assertEquals(java.time.Duration.ZERO, CoflowConf.from(base().set(CoflowConf.LEASE, "0")).lease);
+    assertEquals(java.time.Duration.ZERO, CoflowConf.from(base().set(CoflowConf.LEASE, "0s")).lease);
     assertEquals(java.time.Duration.ofSeconds(1), CoflowConf.from(base().set(CoflowConf.LEASE, "1s")).lease);
     assertEquals(java.time.Duration.ofDays(1), CoflowConf.from(base().set(CoflowConf.LEASE, "1d")).lease);
     for (String bad : new String[] {"999ms", "25h", "soon", "-1s"}) {

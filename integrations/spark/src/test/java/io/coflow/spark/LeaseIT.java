@@ -8,7 +8,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -37,10 +36,7 @@ class LeaseIT {
       }
       cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), LeaseDriver.class.getName(),
           work.resolve("driver").toString()));
-      Map<String, String> conf = new HashMap<>(cluster.sparkConf());
-      // In local[2] the driver is the executor, on machine 0.
-      conf.put(CoflowConf.AGENT, conf.get(CoflowConf.AGENT + ".0"));
-      conf.put(CoflowConf.DATA_DIR, conf.get(CoflowConf.DATA_DIR + ".0"));
+      Map<String, String> conf = cluster.localConf();
       conf.put(CoflowConf.LEASE, "2s");
       for (Map.Entry<String, String> e : conf.entrySet()) {
         cmd.add(e.getKey() + "=" + e.getValue());
@@ -79,17 +75,27 @@ class LeaseIT {
 
   @Test
   @Timeout(value = 5, unit = TimeUnit.MINUTES)
-  void stopping_with_the_coordinator_frozen_waits_one_timeout_not_one_per_shuffle() throws Exception {
+  void stop_unregisters_what_is_left_and_a_frozen_coordinator_costs_one_timeout_not_one_per_shuffle()
+      throws Exception {
     Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("frozen-stop");
     ExecutorSide.deleteTree(work);
-    int shuffles = 8;
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 1, "1GB/s")) {
-      Map<String, String> conf = new HashMap<>(cluster.sparkConf());
-      conf.put(CoflowConf.AGENT, conf.get(CoflowConf.AGENT + ".0"));
-      conf.put(CoflowConf.DATA_DIR, conf.get(CoflowConf.DATA_DIR + ".0"));
+      Map<String, String> conf = cluster.localConf();
       conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
+      conf.put(CoflowConf.LEASE, "2s");
       // Every shuffle stays registered until the application stops.
       conf.put("spark.cleaner.referenceTracking", "false");
+      // Stopped with the coordinator there: it unregisters what is left, and nothing expires.
+      try (SparkRun run = new SparkRun("stop-it", "local[2]", conf, Map.of(), work)) {
+        for (int i = 0; i < 2; i++) {
+          Jobs.wordCount(1000).run(run, work.resolve("plain-" + i));
+        }
+        assertEquals(2.0, cluster.coordinatorMetric("live_coflows"), "one coflow per shuffle");
+      }
+      assertEquals(0.0, cluster.coordinatorMetric("live_coflows"), "stop unregisters the shuffles left");
+      assertEquals(0.0, cluster.coordinatorMetric("coflows_expired_total"), "unregistered, not expired");
+
+      int shuffles = 8;
       SparkRun run = new SparkRun("frozen-stop-it", "local[2]", conf, Map.of(), work);
       try {
         for (int i = 0; i < shuffles; i++) {
@@ -101,11 +107,18 @@ class LeaseIT {
         run.close();
         double took = (System.nanoTime() - t0) / 1e9;
         System.out.printf("stop with the coordinator frozen and %d coflows registered: %.1f s%n", shuffles, took);
+        assertTrue(took >= 1.9, "stop took " + took + " s: it did not wait for its unregisters' 2 s timeout");
         assertTrue(took < 8, "stop took " + took + " s: a 2 s timeout per shuffle would be 16 s");
       } finally {
         cluster.thawCoordinator();
         run.close(); // a no-op once stopped
       }
+      // Thawed, it drops them: the unregisters it reads late, or their leases.
+      long thawed = System.nanoTime();
+      while (cluster.coordinatorMetric("live_coflows") > 0 && System.nanoTime() - thawed < 20_000_000_000L) {
+        Thread.sleep(100);
+      }
+      assertEquals(0.0, cluster.coordinatorMetric("live_coflows"), "the frozen stop's coflows stay");
     }
   }
 }
