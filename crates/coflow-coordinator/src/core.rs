@@ -518,6 +518,7 @@ impl Core {
             bytes: c.puts.values().map(|&(_, size)| size).sum(),
             age: c.first_get.map(|t| self.now.saturating_sub(t)),
             deadline: c.reg.options.deadline,
+            lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
             flows: Vec::new(),
         })
     }

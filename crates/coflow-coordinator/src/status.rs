@@ -70,6 +70,8 @@ pub struct CoflowView {
     pub age: Option<Nanos>,
     /// Its deadline, counted from its first get, if it has one.
     pub deadline: Option<Nanos>,
+    /// With a lease, how long until it runs out unless renewed.
+    pub lease_left: Option<Nanos>,
     /// Its unfinished flows: id, data id, source, destination, size, bytes sent, rate.
     pub flows: Vec<FlowView>,
 }

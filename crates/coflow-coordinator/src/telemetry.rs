@@ -143,6 +143,7 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
                 "rate": rate,
                 "age_seconds": c.age.map(seconds),
                 "deadline_seconds": c.deadline.map(seconds),
+                "lease_seconds": c.lease_left.map(seconds),
                 "bypass": c.bypass,
             })
         })

@@ -139,8 +139,10 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
     for c in &st.coflows {
         let (size, sent): (u64, u64) = c.flows.iter().fold((0, 0), |(a, b), f| (a + f.size, b + f.bytes_sent));
         let now: f64 = c.flows.iter().map(|f| f.rate_bps).sum();
+        let lease =
+            if c.lease_left_ms > 0 { format!("  lease {:.1} s", c.lease_left_ms as f64 / 1e3) } else { String::new() };
         s.push_str(&format!(
-            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}\n",
+            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}{}\n",
             c.coflow_id,
             printable(&c.name),
             c.puts,
@@ -149,7 +151,8 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             c.flows.len(),
             Bytes(sent),
             Bytes(size),
-            rate(now)
+            rate(now),
+            lease
         ));
         for f in &c.flows {
             s.push_str(&format!(
@@ -196,6 +199,7 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "num_flows": c.num_flows,
             "puts": c.puts,
             "bypass": c.bypass,
+            "lease_left_ms": (c.lease_left_ms > 0).then_some(c.lease_left_ms),
             "flows": c.flows.iter().map(|f| serde_json::json!({
                 "id": f.flow_id,
                 "data_id": f.data_id,
@@ -232,6 +236,7 @@ mod tests {
                 num_flows: 2,
                 puts: 2,
                 bypass: false,
+                lease_left_ms: 0,
                 flows: vec![pb::FlowStatus {
                     flow_id: 9,
                     data_id: "m0-r1".into(),
@@ -264,8 +269,14 @@ mod tests {
         // 12,500,000 B/s is 100 Mbit/s; 125,000,000 B/s is 1 Gbit/s; 1 of 3 MiB sent.
         assert!(t.contains("alive  tx     100 Mbit/s"), "{t}");
         assert!(t.contains("1.00 MiB of 3.00 MiB"), "{t}");
-        assert!(t.contains("at 1 Gbit/s"), "{t}");
+        assert!(t.contains("at 1 Gbit/s\n"), "no lease, none shown: {t}");
         assert!(t.contains("rx              0"), "{t}");
+        let mut leased = example();
+        leased.coflows[0].lease_left_ms = 41_300;
+        let t = render(&leased);
+        assert!(t.contains("at 1 Gbit/s  lease 41.3 s\n"), "{t}");
+        assert_eq!(json(&leased)["coflows"][0]["lease_left_ms"], 41_300);
+        assert!(json(&example())["coflows"][0]["lease_left_ms"].is_null());
     }
 
     /// A port measured to carry less than its agent registered is shown as measured; a healthy

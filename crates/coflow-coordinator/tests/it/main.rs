@@ -1271,6 +1271,8 @@ fn a_coflow_whose_lease_runs_out_unrenewed_is_unregistered() {
     let unknown = CoflowId(999_999);
     assert_eq!(h.core.handle_renew(h.now, b, &[l, kept, unknown]), [l, kept, unknown], "another's");
     assert_eq!(h.core.handle_renew(h.now, a, &[l, kept, unknown]), [unknown]);
+    let lease_left = |h: &Harness, id| h.core.coflows().find(|c| c.id == id).and_then(|c| c.lease_left);
+    assert_eq!((lease_left(&h, l), lease_left(&h, kept)), (Some(Nanos::from_secs(2)), None), "as status shows");
     let until = h.now + Nanos::from_secs(2);
     assert!(h.core.poll_timeout().is_some_and(|t| t <= until), "the core runs by the lease's end");
     assert_eq!(live(&h), [old, l, kept]);

@@ -412,6 +412,7 @@ async fn a_coflow_whose_framework_stops_renewing_is_dropped_a_lease_later() -> a
     tokio::time::sleep(Duration::from_secs(3)).await;
     let st = c.status().await?;
     assert_eq!(st.coflows.iter().map(|k| k.coflow_id).collect::<Vec<_>>(), [kept.0], "adopted and renewed");
+    assert!((1..=1000).contains(&st.coflows[0].lease_left_ms), "status shows its lease: {:?}", st.coflows[0]);
     assert_eq!(cluster.client(1).await?.get(kept, "k").await?, content(2, 1000));
     renewer.abort();
     c.unregister(kept).await?;
