@@ -56,6 +56,13 @@ pub struct AgentConfig {
     /// `limit-exceeded` (file segments stay on disk and do not count). Default 4 GiB.
     #[serde(alias = "max_stored", deserialize_with = "coflow_core::config::bytes")]
     pub max_stored_bytes: u64,
+    /// The most bytes of in-memory pieces one client identity may hold here (with TLS a client
+    /// certificate's name, which the processes of a framework share; in token mode every holder
+    /// of the token is one identity), so that one tenant's puts cannot take the memory the
+    /// others need: beyond it a put fails `limit-exceeded`. 0 (the default): no bound but
+    /// `max_stored_bytes`.
+    #[serde(alias = "max_stored_per_client", deserialize_with = "coflow_core::config::bytes")]
+    pub max_stored_bytes_per_client: u64,
     /// The most data connections served at once; one more is refused, and the get that opened it
     /// fails `limit-exceeded`. Default 1024.
     pub max_data_connections: usize,
@@ -97,6 +104,7 @@ impl Default for AgentConfig {
             chunk_bytes: 32 << 10,
             socket_buffer_bytes: 64 << 10,
             max_stored_bytes: 4 << 30,
+            max_stored_bytes_per_client: 0,
             max_data_connections: 1024,
             data_idle_timeout_ms: 5000,
             coordinator_grace_ms: 30_000,

@@ -897,8 +897,8 @@ mod tests {
     async fn pieces_cross_one_connection_one_after_another() {
         let s = shared(1024);
         let (a, b) = (bytes(5000), bytes(3000).into_iter().rev().collect::<Vec<u8>>());
-        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(a.clone(), 1024)).unwrap();
-        s.store.insert(CoflowId(1), DataId::new("b").unwrap(), Piece::memory(b.clone(), 1024)).unwrap();
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(a.clone(), 1024), "").unwrap();
+        s.store.insert(CoflowId(1), DataId::new("b").unwrap(), Piece::memory(b.clone(), 1024), "").unwrap();
         s.rates.set(FlowId(1), 1e9);
         s.rates.set(FlowId(2), 1e9);
         let (near, far) = tokio::io::duplex(4096);
@@ -941,7 +941,7 @@ mod tests {
     #[tokio::test]
     async fn the_source_stops_when_the_receiver_hangs_up_and_refuses_a_wrong_token() {
         let s = shared(1024);
-        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(1 << 20), 1024)).unwrap();
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(1 << 20), 1024), "").unwrap();
         // Paused: the piece would never end by itself.
         s.rates.set(FlowId(1), 0.0);
         let (near, far) = tokio::io::duplex(4096);
@@ -997,7 +997,7 @@ mod tests {
     #[tokio::test]
     async fn a_flow_is_served_once_and_only_with_its_ticket() {
         let s = shared(1024);
-        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024)).unwrap();
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
         s.rates.set(FlowId(1), 1e9);
         let denied = |r: &Result<(), AgentError>| matches!(r, Err(AgentError::PermissionDenied(_)));
         for forged in [
@@ -1045,7 +1045,7 @@ mod tests {
     #[tokio::test]
     async fn a_flow_lost_before_its_first_byte_attaches_again() {
         let s = shared(1024);
-        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024)).unwrap();
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
         // At rate 0 nothing leaves; the receiver hangs up after the head.
         s.rates.set(FlowId(1), 0.0);
         let (head, end) = ask(&s, &request(&s, 1, "a")).await;
@@ -1060,7 +1060,7 @@ mod tests {
     async fn a_source_without_a_key_serves_nothing() {
         let s = shared(1024);
         *s.flow_keys.keys_for_test() = Default::default();
-        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024)).unwrap();
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024), "").unwrap();
         let (head, _) = ask(&s, &request(&s, 1, "a")).await;
         assert_eq!(head, (Status::Denied, 0));
     }

@@ -133,7 +133,7 @@ impl Agent for AgentService {
             }
         };
         let size = piece.len();
-        self.shared.store.insert(coflow, data_id.clone(), piece)?;
+        self.shared.store.insert(coflow, data_id.clone(), piece, &client)?;
         self.announce_put(coflow, data_id, size, client).await
     }
 

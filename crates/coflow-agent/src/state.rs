@@ -221,12 +221,13 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: AgentConfig, security: Security, coordinator: CoordClient) -> Shared {
-        let (rate, chunk, max_stored) = (config.port_rate_bps, config.chunk_bytes, config.max_stored_bytes);
+        let (rate, chunk) = (config.port_rate_bps, config.chunk_bytes);
+        let (max_stored, max_per_client) = (config.max_stored_bytes, config.max_stored_bytes_per_client);
         Shared {
             config,
             security,
             session: AtomicU64::new(0),
-            store: Store::new(max_stored),
+            store: Store::new(max_stored, max_per_client),
             rates: RateTable::default(),
             pool: crate::conn::Pool::default(),
             link: crate::session::Link::default(),

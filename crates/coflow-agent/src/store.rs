@@ -221,12 +221,17 @@ impl PieceReader {
 pub(crate) struct Store {
     inner: Mutex<Inner>,
     max_memory_bytes: u64,
+    /// The most of it one client identity's pieces may hold; 0: no bound of its own.
+    max_client_bytes: u64,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
-    pieces: HashMap<(CoflowId, DataId), Piece>,
+    /// Each piece and the identity of the client that put it.
+    pieces: HashMap<(CoflowId, DataId), (Piece, String)>,
     memory_bytes: u64,
+    /// Per client identity, the bytes of memory its pieces and reservations hold (none at 0).
+    client_bytes: HashMap<String, u64>,
     registrations: HashMap<CoflowId, Registration>,
     dropped: HashSet<CoflowId>,
     dropped_order: VecDeque<CoflowId>,
@@ -249,8 +254,29 @@ impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
             let mut s = self.store.inner.lock().expect("store lock");
-            s.memory_bytes -= self.size;
+            s.release(&key.2, self.size);
             s.reserved.remove(&key);
+        }
+    }
+}
+
+impl Inner {
+    /// Counts `bytes` more memory held for `client`.
+    fn hold(&mut self, client: &str, bytes: u64) {
+        self.memory_bytes += bytes;
+        if bytes > 0 {
+            *self.client_bytes.entry(client.to_string()).or_default() += bytes;
+        }
+    }
+
+    /// Counts `bytes` of `client`'s memory given back.
+    fn release(&mut self, client: &str, bytes: u64) {
+        self.memory_bytes -= bytes;
+        if let Some(held) = self.client_bytes.get_mut(client) {
+            *held -= bytes;
+            if *held == 0 {
+                self.client_bytes.remove(client);
+            }
         }
     }
 }
@@ -262,15 +288,22 @@ type ReservedName = (CoflowId, DataId, String);
 const DROPPED_MEMORY: usize = 65_536;
 
 impl Store {
-    /// A store that holds at most `max_memory_bytes` of in-memory pieces.
-    pub(crate) fn new(max_memory_bytes: u64) -> Store {
-        Store { inner: Mutex::new(Inner::default()), max_memory_bytes }
+    /// A store that holds at most `max_memory_bytes` of in-memory pieces, and at most
+    /// `max_client_bytes` of them for one client identity (0: no bound of its own).
+    pub(crate) fn new(max_memory_bytes: u64, max_client_bytes: u64) -> Store {
+        Store { inner: Mutex::new(Inner::default()), max_memory_bytes, max_client_bytes }
     }
 
-    /// Stores a piece; refuses a second piece of the same name, a piece of a coflow known to be
-    /// unregistered, and bytes beyond the memory limit. A name being streamed in does not hold
-    /// it: the first piece stored wins ([`Store::reserve`]).
-    pub(crate) fn insert(&self, coflow: CoflowId, data_id: DataId, piece: Piece) -> Result<(), AgentError> {
+    /// Stores a piece put by the client of identity `client`; refuses a second piece of the same
+    /// name, a piece of a coflow known to be unregistered, and bytes beyond the memory limits. A
+    /// name being streamed in does not hold it: the first piece stored wins ([`Store::reserve`]).
+    pub(crate) fn insert(
+        &self,
+        coflow: CoflowId,
+        data_id: DataId,
+        piece: Piece,
+        client: &str,
+    ) -> Result<(), AgentError> {
         let mut s = self.inner.lock().expect("store lock");
         if s.dropped.contains(&coflow) {
             return Err(AgentError::UnknownCoflow(coflow));
@@ -279,9 +312,9 @@ impl Store {
             return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
         let add = piece.memory_bytes();
-        self.fits(&s, add)?;
-        s.memory_bytes += add;
-        s.pieces.insert((coflow, data_id), piece);
+        self.fits(&s, add, client)?;
+        s.hold(client, add);
+        s.pieces.insert((coflow, data_id), (piece, client.to_string()));
         Ok(())
     }
 
@@ -310,8 +343,8 @@ impl Store {
         if s.pieces.contains_key(&(coflow, data_id.clone())) || s.reserved.contains(&key) {
             return Err(AgentError::DuplicateDataId { coflow, data_id: data_id.clone() });
         }
-        self.fits(&s, size)?;
-        s.memory_bytes += size;
+        self.fits(&s, size, client)?;
+        s.hold(client, size);
         s.reserved.insert(key.clone());
         Ok(Reservation { store: self, key: Some(key), size })
     }
@@ -322,25 +355,32 @@ impl Store {
         let mut s = self.inner.lock().expect("store lock");
         let key = r.key.take().expect("a reservation holds its name until stored");
         s.reserved.remove(&key);
-        let (coflow, data_id, _) = key;
+        let (coflow, data_id, client) = key;
+        s.release(&client, r.size);
         if s.dropped.contains(&coflow) {
-            s.memory_bytes -= r.size;
             return Err(AgentError::UnknownCoflow(coflow));
         }
         if s.pieces.contains_key(&(coflow, data_id.clone())) {
-            s.memory_bytes -= r.size;
             return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
-        s.memory_bytes = s.memory_bytes - r.size + piece.memory_bytes();
-        s.pieces.insert((coflow, data_id), piece);
+        s.hold(&client, piece.memory_bytes());
+        s.pieces.insert((coflow, data_id), (piece, client));
         Ok(())
     }
 
-    fn fits(&self, s: &Inner, add: u64) -> Result<(), AgentError> {
+    fn fits(&self, s: &Inner, add: u64, client: &str) -> Result<(), AgentError> {
         if s.memory_bytes.saturating_add(add) > self.max_memory_bytes {
             return Err(AgentError::LimitExceeded(format!(
                 "the agent holds {} bytes in memory; {add} more would pass max_stored_bytes {}",
                 s.memory_bytes, self.max_memory_bytes
+            )));
+        }
+        let held = s.client_bytes.get(client).copied().unwrap_or(0);
+        if self.max_client_bytes > 0 && held.saturating_add(add) > self.max_client_bytes {
+            return Err(AgentError::LimitExceeded(format!(
+                "the agent holds {held} bytes in memory for this client; {add} more would pass \
+                 max_stored_bytes_per_client {}",
+                self.max_client_bytes
             )));
         }
         Ok(())
@@ -349,8 +389,8 @@ impl Store {
     /// Forgets a piece.
     pub(crate) fn remove(&self, coflow: CoflowId, data_id: &DataId) {
         let mut s = self.inner.lock().expect("store lock");
-        if let Some(p) = s.pieces.remove(&(coflow, data_id.clone())) {
-            s.memory_bytes -= p.memory_bytes();
+        if let Some((p, client)) = s.pieces.remove(&(coflow, data_id.clone())) {
+            s.release(&client, p.memory_bytes());
         }
     }
 
@@ -359,15 +399,17 @@ impl Store {
     pub(crate) fn drop_coflow(&self, coflow: CoflowId) -> usize {
         let mut s = self.inner.lock().expect("store lock");
         let before = s.pieces.len();
-        let mut freed = 0;
-        s.pieces.retain(|(c, _), p| {
+        let mut freed = Vec::new();
+        s.pieces.retain(|(c, _), (p, client)| {
             let keep = *c != coflow;
             if !keep {
-                freed += p.memory_bytes();
+                freed.push((std::mem::take(client), p.memory_bytes()));
             }
             keep
         });
-        s.memory_bytes -= freed;
+        for (client, bytes) in freed {
+            s.release(&client, bytes);
+        }
         s.registrations.remove(&coflow);
         if s.dropped.insert(coflow) {
             s.dropped_order.push_back(coflow);
@@ -402,19 +444,22 @@ impl Store {
 
     /// A piece, if held.
     pub(crate) fn get(&self, coflow: CoflowId, data_id: &DataId) -> Option<Piece> {
-        self.inner.lock().expect("store lock").pieces.get(&(coflow, data_id.clone())).cloned()
+        self.inner.lock().expect("store lock").pieces.get(&(coflow, data_id.clone())).map(|(p, _)| p.clone())
     }
 
     /// Every piece held: coflow, name, size, and the coflow's registration if known.
     pub(crate) fn list(&self) -> Vec<(CoflowId, DataId, u64, Option<Registration>)> {
         let s = self.inner.lock().expect("store lock");
-        s.pieces.iter().map(|((c, d), piece)| (*c, d.clone(), piece.len(), s.registrations.get(c).cloned())).collect()
+        s.pieces
+            .iter()
+            .map(|((c, d), (piece, _))| (*c, d.clone(), piece.len(), s.registrations.get(c).cloned()))
+            .collect()
     }
 
     /// The number of pieces, their bytes, and the bytes held in memory.
     pub(crate) fn usage(&self) -> (usize, u64, u64) {
         let s = self.inner.lock().expect("store lock");
-        (s.pieces.len(), s.pieces.values().map(Piece::len).sum(), s.memory_bytes)
+        (s.pieces.len(), s.pieces.values().map(|(p, _)| p.len()).sum(), s.memory_bytes)
     }
 }
 
@@ -931,16 +976,16 @@ mod tests {
 
     #[test]
     fn unregistering_frees_the_memory_and_refuses_the_coflow() {
-        let s = Store::new(1000);
+        let s = Store::new(1000, 0);
         let id = |s: &str| DataId::new(s).unwrap();
-        s.insert(CoflowId(1), id("a"), Piece::memory(vec![1; 600], 256)).unwrap();
-        let e = s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256)).unwrap_err();
+        s.insert(CoflowId(1), id("a"), Piece::memory(vec![1; 600], 256), "").unwrap();
+        let e = s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap_err();
         assert!(matches!(e, AgentError::LimitExceeded(_)), "{e}");
         assert_eq!(s.drop_coflow(CoflowId(1)), 1);
         assert_eq!(s.usage(), (0, 0, 0));
-        s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256)).unwrap();
+        s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap();
         assert!(matches!(
-            s.insert(CoflowId(1), id("c"), Piece::memory(vec![1], 256)),
+            s.insert(CoflowId(1), id("c"), Piece::memory(vec![1], 256), ""),
             Err(AgentError::UnknownCoflow(_))
         ));
     }
@@ -950,7 +995,7 @@ mod tests {
     /// memory back.
     #[test]
     fn a_name_being_streamed_in_is_held_from_its_own_client_only() {
-        let s = Store::new(1000);
+        let s = Store::new(1000, 0);
         let x = DataId::new("x").unwrap();
         let stranger = s.reserve(CoflowId(1), &x, 300, "stranger").unwrap();
         assert!(matches!(s.reserve(CoflowId(1), &x, 300, "stranger"), Err(AgentError::DuplicateDataId { .. })));
@@ -964,8 +1009,35 @@ mod tests {
         // A plain put is not held back by another client's stream either.
         let y = DataId::new("y").unwrap();
         let stream = s.reserve(CoflowId(1), &y, 100, "stranger").unwrap();
-        s.insert(CoflowId(1), y.clone(), Piece::memory(vec![3; 100], 256)).unwrap();
+        s.insert(CoflowId(1), y.clone(), Piece::memory(vec![3; 100], 256), "").unwrap();
         drop(stream);
         assert_eq!(s.usage(), (2, 400, 400));
+    }
+
+    /// One client identity holds at most its bound, whatever the agent has left; what it gives
+    /// back (a piece removed, a coflow dropped, a stream that ends) is its own to use again, and
+    /// another client is not held back by it.
+    #[test]
+    fn one_client_holds_at_most_its_bound_of_memory() {
+        let s = Store::new(1000, 400);
+        let id = |s: &str| DataId::new(s).unwrap();
+        let mem = |n: usize| Piece::memory(vec![1; n], 256);
+        s.insert(CoflowId(1), id("a1"), mem(300), "a").unwrap();
+        let e = s.reserve(CoflowId(1), &id("a2"), 200, "a").unwrap_err();
+        assert!(matches!(&e, AgentError::LimitExceeded(m) if m.contains("max_stored_bytes_per_client")), "{e}");
+        assert!(matches!(s.insert(CoflowId(1), id("a2"), mem(101), "a"), Err(AgentError::LimitExceeded(_))));
+        s.insert(CoflowId(2), id("b1"), mem(400), "b").unwrap();
+        let stream = s.reserve(CoflowId(1), &id("a2"), 100, "a").unwrap();
+        assert_eq!(s.usage().2, 800);
+        drop(stream);
+        s.remove(CoflowId(1), &id("a1"));
+        s.insert(CoflowId(3), id("a3"), mem(400), "a").unwrap();
+        assert!(matches!(s.insert(CoflowId(2), id("b2"), mem(1), "b"), Err(AgentError::LimitExceeded(_))));
+        assert_eq!(s.drop_coflow(CoflowId(2)), 1);
+        s.insert(CoflowId(4), id("b2"), mem(200), "b").unwrap();
+        assert_eq!(s.usage().2, 600);
+        // A bound of 0: none but the agent's.
+        let unbounded = Store::new(1000, 0);
+        unbounded.insert(CoflowId(1), id("x"), mem(1000), "a").unwrap();
     }
 }

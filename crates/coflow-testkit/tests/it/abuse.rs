@@ -207,6 +207,51 @@ async fn a_client_may_not_put_another_clients_file() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// With `max_stored_bytes_per_client`, one client identity that fills its share of an agent's
+/// memory is refused `limit-exceeded` while another's puts are stored, and what it frees is
+/// its own again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_take_the_memory_an_agent_holds_for_others() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(2, 20e6, "varys").with_tls();
+    cfg.agent.max_stored_bytes = 3_000_000;
+    cfg.agent.max_stored_bytes_per_client = 1_000_000;
+    let cluster = Cluster::start(cfg).await?;
+    let greedy = cluster.client(0).await?;
+    let other = Client::connect(ClientConfig {
+        agent: cluster.agent_url(0),
+        ..identity(&cluster, &Subject::Client { name: "other".into() })?
+    })
+    .await?;
+    let hoard = greedy.register(3, CoflowOptions::default()).await?;
+    greedy.put(hoard, "a", content(1, 600_000)).await?;
+    let over = greedy.put(hoard, "b", content(2, 600_000)).await;
+    assert!(matches!(&over, Err(ClientError::LimitExceeded(m)) if m.contains("per_client")), "{over:?}");
+    let theirs = other.register(1, CoflowOptions::default()).await?;
+    other.put(theirs, "c", content(3, 900_000)).await?;
+    greedy.unregister(hoard).await?;
+    let again = greedy.register(1, CoflowOptions::default()).await?;
+    let t = std::time::Instant::now();
+    // The agent hears of the unregister on its session: the memory comes back within moments.
+    loop {
+        match greedy.put(again, "d", content(4, 1_000_000)).await {
+            Ok(_) => break,
+            Err(ClientError::LimitExceeded(_)) if t.elapsed() < std::time::Duration::from_secs(5) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let reader = Client::connect(ClientConfig {
+        agent: cluster.agent_url(1),
+        ..identity(&cluster, &Subject::Client { name: "other".into() })?
+    })
+    .await?;
+    assert!(reader.get(theirs, "c").await? == content(3, 900_000), "the other client's piece");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// Bytes sent as they are, and received as they come: a codec for requests no client would make.
 #[derive(Clone, Copy, Debug, Default)]
 struct Raw;
