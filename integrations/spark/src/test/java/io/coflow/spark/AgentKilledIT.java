@@ -34,8 +34,7 @@ class AgentKilledIT {
   @Test
   @Timeout(value = 5, unit = TimeUnit.MINUTES)
   void an_agent_killed_during_the_reduce_stage_never_gives_a_wrong_result() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("agent-killed");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("agent-killed");
     Map<String, String> extra = Map.of(
         // A task that failed on an executor whose agent is gone is retried on another one.
         "spark.excludeOnFailure.enabled", "true",

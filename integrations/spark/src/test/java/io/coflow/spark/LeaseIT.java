@@ -25,8 +25,7 @@ class LeaseIT {
   @Test
   @Timeout(value = 5, unit = TimeUnit.MINUTES)
   void a_killed_drivers_coflows_are_dropped_a_lease_after_it_died() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("lease");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("lease");
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 1, "1GB/s")) {
       List<String> cmd = new ArrayList<>();
       cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -77,8 +76,7 @@ class LeaseIT {
   @Timeout(value = 5, unit = TimeUnit.MINUTES)
   void stop_unregisters_what_is_left_and_a_frozen_coordinator_costs_one_timeout_not_one_per_shuffle()
       throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("frozen-stop");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("frozen-stop");
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 1, "1GB/s")) {
       Map<String, String> conf = cluster.localConf();
       conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");

@@ -40,8 +40,7 @@ class RegistrationIT {
   @Test
   @Timeout(value = 3, unit = TimeUnit.MINUTES)
   void an_unreachable_coordinator_leaves_the_shuffle_on_sparks_own_path() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("unreachable");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("unreachable");
     Map<String, String> conf = unreachable(work);
     conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
     try (SparkRun run = new SparkRun("unreachable-it", "local[2]", conf, Map.of(), work)) {
@@ -60,8 +59,7 @@ class RegistrationIT {
   @Test
   @Timeout(value = 3, unit = TimeUnit.MINUTES)
   void fallback_never_fails_the_job_when_the_coordinator_is_unreachable() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("never");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("never");
     Map<String, String> conf = unreachable(work);
     conf.put(CoflowConf.REGISTER_TIMEOUT, "2s");
     conf.put(CoflowConf.FALLBACK, "never");
@@ -77,8 +75,7 @@ class RegistrationIT {
   @Test
   @Timeout(value = 3, unit = TimeUnit.MINUTES)
   void a_shuffle_wider_than_max_pieces_is_never_registered() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("wide");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("wide");
     Map<String, String> conf = unreachable(work);
     conf.put(CoflowConf.MAX_PIECES, "1");
     conf.put(CoflowConf.FALLBACK, "never");
@@ -95,8 +92,7 @@ class RegistrationIT {
   @Test
   @Timeout(value = 3, unit = TimeUnit.MINUTES)
   void fallback_always_runs_sparks_own_shuffle_with_the_plugin_installed() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("always");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("always");
     Map<String, String> conf = new HashMap<>();
     conf.put("spark.shuffle.manager", CoflowShuffleManager.class.getName());
     conf.put("spark.shuffle.sort.io.plugin.class", CoflowShuffleDataIO.class.getName());
@@ -123,8 +119,7 @@ class RegistrationIT {
   @Test
   @Timeout(value = 3, unit = TimeUnit.MINUTES)
   void a_coordinator_that_refuses_fails_the_job_with_its_reason() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("refused");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("refused");
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 1, "1GB/s")) {
       Map<String, String> conf = new HashMap<>(cluster.sparkConf());
       conf.put(CoflowConf.TOKEN, "not-the-cluster-token");

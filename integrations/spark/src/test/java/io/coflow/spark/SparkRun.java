@@ -90,6 +90,13 @@ final class SparkRun implements AutoCloseable {
     spark.sparkContext().addSparkListener(listener);
   }
 
+  /** An integration test's own work directory, {@code name} under {@code -Dcoflow.work}, emptied. */
+  static Path freshWork(String name) {
+    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve(name);
+    ExecutorSide.deleteTree(work);
+    return work;
+  }
+
   /** The shaded plugin jar the executors load: {@code -Dcoflow.plugin.jar}. */
   static String pluginJar() {
     String p = System.getProperty("coflow.plugin.jar");

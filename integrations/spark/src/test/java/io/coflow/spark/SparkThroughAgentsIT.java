@@ -24,8 +24,7 @@ class SparkThroughAgentsIT {
   @Test
   @Timeout(value = 8, unit = TimeUnit.MINUTES)
   void jobs_through_coflow_match_spark_row_for_row() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("through-agents");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("through-agents");
     // 1.1 M records of 100 bytes: 110 MB into the sort.
     List<Jobs.Job> jobs = Jobs.all(1_100_000);
     Map<String, Jobs.Result> viaCoflow = new LinkedHashMap<>();

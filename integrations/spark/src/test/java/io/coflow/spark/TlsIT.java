@@ -22,8 +22,7 @@ class TlsIT {
   @Test
   @Timeout(value = 4, unit = TimeUnit.MINUTES)
   void a_job_runs_through_coflow_over_mutual_tls() throws Exception {
-    Path work = Path.of(System.getProperty("coflow.work", "target/it-work")).resolve("tls");
-    ExecutorSide.deleteTree(work);
+    Path work = SparkRun.freshWork("tls");
     int words = 200_000;
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 2, "400MB/s", null, true);
         SparkRun run = new SparkRun("tls-it", SparkThroughAgentsIT.MASTER, cluster.sparkConf(), Map.of(),
