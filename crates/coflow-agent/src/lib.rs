@@ -197,7 +197,7 @@ pub async fn run(
 
 /// The counters and gauges, read at each scrape.
 fn samples(s: &state::Shared) -> Vec<Sample> {
-    let (pieces, bytes, memory) = s.store.usage();
+    let usage = s.store.usage();
     let sending = s.sending.lock().expect("sending lock").len();
     let receiving = s.receiving.lock().expect("receiving lock").len();
     let count = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -219,12 +219,22 @@ fn samples(s: &state::Shared) -> Vec<Sample> {
         Sample::counter("puts", "Pieces put.", count(&s.puts)),
         Sample::counter("gets", "Gets served to local clients.", count(&s.gets)),
         Sample::counter("get_failures", "Gets that failed.", count(&s.get_failures)),
-        Sample::gauge("pieces", "Pieces held.", int(pieces)),
-        Sample::gauge("piece_bytes", "Bytes of the pieces held (in memory and in file segments).", Value::Int(bytes)),
+        Sample::gauge("pieces", "Pieces held.", int(usage.pieces)),
+        Sample::gauge(
+            "piece_bytes",
+            "Bytes of the pieces held (in memory and in file segments).",
+            Value::Int(usage.bytes),
+        ),
         Sample::gauge(
             "stored_bytes",
             "Bytes of pieces held in memory (bounded by max_stored_bytes).",
-            Value::Int(memory),
+            Value::Int(usage.memory),
+        ),
+        Sample::gauge(
+            "stored_bytes_largest_client",
+            "Bytes held in memory for the client identity that holds the most (bounded by \
+             max_stored_bytes_per_client).",
+            Value::Int(usage.largest_client),
         ),
         Sample::gauge(
             "data_connections",

@@ -281,6 +281,16 @@ impl Inner {
     }
 }
 
+/// What a [`Store`] holds: its pieces, their bytes, the bytes held in memory (pieces and streams
+/// being received), and the most of those held for one client identity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Usage {
+    pub(crate) pieces: usize,
+    pub(crate) bytes: u64,
+    pub(crate) memory: u64,
+    pub(crate) largest_client: u64,
+}
+
 /// A name being streamed in, and the identity of the client streaming it.
 type ReservedName = (CoflowId, DataId, String);
 
@@ -456,10 +466,15 @@ impl Store {
             .collect()
     }
 
-    /// The number of pieces, their bytes, and the bytes held in memory.
-    pub(crate) fn usage(&self) -> (usize, u64, u64) {
+    /// What the store holds.
+    pub(crate) fn usage(&self) -> Usage {
         let s = self.inner.lock().expect("store lock");
-        (s.pieces.len(), s.pieces.values().map(|(p, _)| p.len()).sum(), s.memory_bytes)
+        Usage {
+            pieces: s.pieces.len(),
+            bytes: s.pieces.values().map(|(p, _)| p.len()).sum(),
+            memory: s.memory_bytes,
+            largest_client: s.client_bytes.values().copied().max().unwrap_or(0),
+        }
     }
 }
 
@@ -982,7 +997,7 @@ mod tests {
         let e = s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap_err();
         assert!(matches!(e, AgentError::LimitExceeded(_)), "{e}");
         assert_eq!(s.drop_coflow(CoflowId(1)), 1);
-        assert_eq!(s.usage(), (0, 0, 0));
+        assert_eq!(s.usage(), Usage::default());
         s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap();
         assert!(matches!(
             s.insert(CoflowId(1), id("c"), Piece::memory(vec![1], 256), ""),
@@ -1000,18 +1015,22 @@ mod tests {
         let stranger = s.reserve(CoflowId(1), &x, 300, "stranger").unwrap();
         assert!(matches!(s.reserve(CoflowId(1), &x, 300, "stranger"), Err(AgentError::DuplicateDataId { .. })));
         let owner = s.reserve(CoflowId(1), &x, 300, "owner").unwrap();
-        assert_eq!(s.usage(), (0, 0, 600));
+        assert_eq!(s.usage(), Usage { pieces: 0, bytes: 0, memory: 600, largest_client: 300 });
         s.insert_reserved(owner, Piece::memory(vec![1; 300], 256)).unwrap();
         let lost = s.insert_reserved(stranger, Piece::memory(vec![2; 300], 256));
         assert!(matches!(lost, Err(AgentError::DuplicateDataId { .. })), "{lost:?}");
-        assert_eq!(s.usage(), (1, 300, 300), "the stream that lost gave its memory back");
+        assert_eq!(
+            s.usage(),
+            Usage { pieces: 1, bytes: 300, memory: 300, largest_client: 300 },
+            "the stream that lost gave its memory back"
+        );
         assert!(matches!(s.reserve(CoflowId(1), &x, 10, "stranger"), Err(AgentError::DuplicateDataId { .. })));
         // A plain put is not held back by another client's stream either.
         let y = DataId::new("y").unwrap();
         let stream = s.reserve(CoflowId(1), &y, 100, "stranger").unwrap();
         s.insert(CoflowId(1), y.clone(), Piece::memory(vec![3; 100], 256), "").unwrap();
         drop(stream);
-        assert_eq!(s.usage(), (2, 400, 400));
+        assert_eq!(s.usage(), Usage { pieces: 2, bytes: 400, memory: 400, largest_client: 300 });
     }
 
     /// One client identity holds at most its bound, whatever the agent has left; what it gives
@@ -1028,14 +1047,15 @@ mod tests {
         assert!(matches!(s.insert(CoflowId(1), id("a2"), mem(101), "a"), Err(AgentError::LimitExceeded(_))));
         s.insert(CoflowId(2), id("b1"), mem(400), "b").unwrap();
         let stream = s.reserve(CoflowId(1), &id("a2"), 100, "a").unwrap();
-        assert_eq!(s.usage().2, 800);
+        assert_eq!((s.usage().memory, s.usage().largest_client), (800, 400));
         drop(stream);
+        assert_eq!((s.usage().memory, s.usage().largest_client), (700, 400));
         s.remove(CoflowId(1), &id("a1"));
         s.insert(CoflowId(3), id("a3"), mem(400), "a").unwrap();
         assert!(matches!(s.insert(CoflowId(2), id("b2"), mem(1), "b"), Err(AgentError::LimitExceeded(_))));
         assert_eq!(s.drop_coflow(CoflowId(2)), 1);
         s.insert(CoflowId(4), id("b2"), mem(200), "b").unwrap();
-        assert_eq!(s.usage().2, 600);
+        assert_eq!((s.usage().memory, s.usage().largest_client), (600, 400));
         // A bound of 0: none but the agent's.
         let unbounded = Store::new(1000, 0);
         unbounded.insert(CoflowId(1), id("x"), mem(1000), "a").unwrap();

@@ -14,18 +14,10 @@ use coflow_proto::{Security, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, files, scrape};
 use prost::Message;
 
-use crate::{content, subscribe};
+use crate::{content, metric, subscribe};
 
 fn kind(s: &tonic::Status) -> &str {
     s.metadata().get("coflow-error").and_then(|v| v.to_str().ok()).unwrap_or("")
-}
-
-fn gauge(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
 }
 
 async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
@@ -64,7 +56,7 @@ async fn a_phantom_recovery_is_refused_and_the_victim_is_served() -> anyhow::Res
     let bytes = content(victim.0, 300_000);
     client.put(victim, "p", bytes.clone()).await?;
     let evil = phantom(&cluster, 10).await?;
-    let live = |page: &str| gauge(page, "coflow_coordinator_live_flows");
+    let live = |page: &str| metric(page, "coflow_coordinator_live_flows");
     let claim = || evil.recover_flow(FlowId(5), victim, "p", MachineId(0), 64 << 30);
     let e = claim().await.expect_err("inside the window: not yet");
     assert_eq!((e.code(), kind(&e)), (tonic::Code::Unavailable, ""), "{e:?}");
@@ -82,8 +74,8 @@ async fn a_phantom_recovery_is_refused_and_the_victim_is_served() -> anyhow::Res
     let next = client.register(1, CoflowOptions::default()).await?;
     assert!(next.0 > victim.0 && next.0 < u64::MAX / 2, "ids go on from the clock, unwrapped: {next:?}");
     let page = scrape(cluster.coordinator_metrics).await;
-    assert_eq!(gauge(&page, "coflow_coordinator_live_coflows"), 2.0, "nothing adopted");
-    assert!(gauge(&page, "coflow_coordinator_recoveries_refused_total") >= 4.0);
+    assert_eq!(metric(&page, "coflow_coordinator_live_coflows"), 2.0, "nothing adopted");
+    assert!(metric(&page, "coflow_coordinator_recoveries_refused_total") >= 4.0);
 
     let t = Instant::now();
     let got = tokio::time::timeout(Duration::from_secs(10), cluster.client(1).await?.get(victim, "p")).await??;
@@ -229,6 +221,9 @@ async fn one_client_cannot_take_the_memory_an_agent_holds_for_others() -> anyhow
     assert!(matches!(&over, Err(ClientError::LimitExceeded(m)) if m.contains("per_client")), "{over:?}");
     let theirs = other.register(1, CoflowOptions::default()).await?;
     other.put(theirs, "c", content(3, 900_000)).await?;
+    let page = scrape(cluster.agent_metrics[0]).await;
+    assert_eq!(metric(&page, "coflow_agent_stored_bytes"), 1_500_000.0, "the refused put holds nothing");
+    assert_eq!(metric(&page, "coflow_agent_stored_bytes_largest_client"), 900_000.0);
     greedy.unregister(hoard).await?;
     let again = greedy.register(1, CoflowOptions::default()).await?;
     let t = std::time::Instant::now();
@@ -401,7 +396,7 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
     c.put(coflow, "big", content(9, 48 << 20)).await?;
     let reader = cluster.client(1).await?;
     let stalled = reader.get_chunks(coflow, "big").await?;
-    let live = || async { gauge(&scrape(cluster.coordinator_metrics).await, "coflow_coordinator_live_flows") };
+    let live = || async { metric(&scrape(cluster.coordinator_metrics).await, "coflow_coordinator_live_flows") };
     let opened = Instant::now();
     while live().await == 0.0 && opened.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -11,16 +11,7 @@ use coflow_proto::{ErrorKind, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{content, subscribe};
-
-/// A gauge or counter's value on a scraped page (the first series of that name).
-fn value(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
-}
+use crate::{content, metric, subscribe};
 
 async fn flow_rates(c: &Client, coflow: CoflowId) -> Vec<f64> {
     let st = c.status().await.unwrap();
@@ -106,7 +97,7 @@ async fn after_a_coordinator_restart_every_in_flight_get_finishes_with_exact_byt
     assert!(s?? == content(1, 3_000_000), "the small coflow's piece differs");
     assert!(b?? == content(2, 5_000_000), "the big coflow's piece differs");
     let page = scrape(cluster.coordinator_metrics).await;
-    assert!(value(&page, "coflow_coordinator_flows_recovered_total") >= 1.0, "{page}");
+    assert!(metric(&page, "coflow_coordinator_flows_recovered_total") >= 1.0, "{page}");
     cluster.shutdown().await;
     Ok(())
 }
@@ -242,15 +233,15 @@ async fn a_client_that_departs_from_a_paused_get_frees_the_task_and_connection_a
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(3, 2_000_000.0, "varys")).await?;
     let HeldBehind { c, big, gs, gb, .. } = big_held_behind_small(&cluster, 4_000_000, 8_000_000).await?;
-    assert_eq!(value(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_flows_sending"), 2.0);
+    assert_eq!(metric(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_flows_sending"), 2.0);
     gb.abort();
     let t = Instant::now();
     let mut freed = false;
     while t.elapsed() < Duration::from_millis(1000) {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let (src, dst) = (scrape(cluster.agent_metrics[0]).await, scrape(cluster.agent_metrics[1]).await);
-        if value(&src, "coflow_agent_flows_sending") == 1.0
-            && value(&dst, "coflow_agent_flows_receiving") == 0.0
+        if metric(&src, "coflow_agent_flows_sending") == 1.0
+            && metric(&dst, "coflow_agent_flows_receiving") == 0.0
             && flow_rates(&c, big).await.is_empty()
         {
             freed = true;
@@ -327,7 +318,7 @@ async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflow
     }
     cluster.client(2).await?.put_file(gone, "file", "seg", 0, 1000).await?;
     c.put(kept, "k", content(7, 1000)).await?;
-    let stored = |p: &str| value(p, "coflow_agent_stored_bytes");
+    let stored = |p: &str| metric(p, "coflow_agent_stored_bytes");
     assert_eq!(stored(&scrape(cluster.agent_metrics[1]).await), 2_000_000.0);
     c.unregister(gone).await?;
     let t = Instant::now();
@@ -338,7 +329,7 @@ async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflow
         for m in 0..3 {
             let page = scrape(cluster.agent_metrics[m]).await;
             let want = if m == 0 { 1000.0 } else { 0.0 };
-            freed &= stored(&page) == want && value(&page, "coflow_agent_pieces") == want / 1000.0;
+            freed &= stored(&page) == want && metric(&page, "coflow_agent_pieces") == want / 1000.0;
         }
     }
     assert!(freed, "the unregistered coflow's pieces are still held");
@@ -394,7 +385,7 @@ async fn a_coflow_whose_framework_stops_renewing_is_dropped_a_lease_later() -> a
             }
         })
     };
-    let stored = || async { value(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") };
+    let stored = || async { metric(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") };
     let t = Instant::now();
     while stored().await != 1000.0 && t.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -406,7 +397,7 @@ async fn a_coflow_whose_framework_stops_renewing_is_dropped_a_lease_later() -> a
     assert_eq!(e.kind(), Some(ErrorKind::UnknownCoflow), "{e}");
     assert_eq!(c.renew(&[kept, lapsed]).await?, [lapsed]);
     let page = scrape(cluster.coordinator_metrics).await;
-    assert_eq!(value(&page, "coflow_coordinator_coflows_expired_total"), 1.0);
+    assert_eq!(metric(&page, "coflow_coordinator_coflows_expired_total"), 1.0);
 
     cluster.restart_coordinator().await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -455,7 +446,7 @@ async fn agent_limits_are_typed_errors_and_idle_connections_are_closed() -> anyh
     let mut zero = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        if value(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") == 0.0 {
+        if metric(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") == 0.0 {
             zero = true;
             break;
         }

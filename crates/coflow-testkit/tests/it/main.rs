@@ -19,6 +19,16 @@ pub(crate) fn tag(coflow: CoflowId, m: u64, r: u64) -> u64 {
     coflow.0.wrapping_mul(1_000_000).wrapping_add(m * 1000 + r)
 }
 
+/// The value of the first sample of `name` (with any labels) on a metrics page; panics with the
+/// page if it has none.
+pub(crate) fn metric(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+}
+
 /// Logs to the test output, so that a failing test shows its trace.
 pub(crate) fn subscribe() {
     let _ = tracing_subscriber::fmt()

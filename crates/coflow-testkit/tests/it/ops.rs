@@ -9,7 +9,7 @@ use std::time::Duration;
 use coflow_client::CoflowOptions;
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 
-use crate::{content, subscribe};
+use crate::{content, metric, subscribe};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -22,15 +22,6 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).await.expect("read");
     out
-}
-
-/// The value of the first sample of `name` (with any labels).
-fn value(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
 }
 
 /// Every `coflow_*` metric name a dashboard query mentions.
@@ -119,20 +110,20 @@ async fn the_served_metrics_back_the_dashboard_and_the_reference_page() -> anyho
     let version = env!("CARGO_PKG_VERSION");
     assert!(coordinator.contains(&format!("coflow_build_info{{service=\"coordinator\",version=\"{version}\"}} 1")));
     assert!(agent.contains(&format!("coflow_build_info{{service=\"agent\",version=\"{version}\"}} 1")));
-    assert_eq!(value(&coordinator, "coflow_coordinator_cct_seconds_count"), 1.0, "{coordinator}");
+    assert_eq!(metric(&coordinator, "coflow_coordinator_cct_seconds_count"), 1.0, "{coordinator}");
     assert!(
         coordinator.contains("coflow_coordinator_cct_seconds_count{bin=\"SN\",policy=\"varys\"} 1")
             || coordinator.contains("coflow_coordinator_cct_seconds_count{policy=\"varys\",bin=\"SN\"} 1"),
         "{coordinator}"
     );
-    assert!(value(&coordinator, "coflow_coordinator_decision_seconds_count") >= 1.0);
+    assert!(metric(&coordinator, "coflow_coordinator_decision_seconds_count") >= 1.0);
     // The status counts the same decisions the metrics do (the testbed reads it from there).
-    let decided = value(&coordinator, "coflow_coordinator_decisions_total");
+    let decided = metric(&coordinator, "coflow_coordinator_decisions_total");
     assert!(decided >= 1.0, "{coordinator}");
     assert_eq!(c.status().await?.decisions as f64, decided);
-    assert!(value(&coordinator, "coflow_coordinator_rate_push_delay_seconds_count") >= 1.0);
-    assert_eq!(value(&agent, "coflow_agent_get_control_seconds_count"), 1.0, "{agent}");
-    assert_eq!(value(&agent, "coflow_agent_gets_total"), 1.0);
+    assert!(metric(&coordinator, "coflow_coordinator_rate_push_delay_seconds_count") >= 1.0);
+    assert_eq!(metric(&agent, "coflow_agent_get_control_seconds_count"), 1.0, "{agent}");
+    assert_eq!(metric(&agent, "coflow_agent_gets_total"), 1.0);
 
     // Every query of the dashboard names a metric served (a histogram through its series).
     let served: BTreeSet<String> = [&coordinator, &agent]

@@ -9,15 +9,7 @@ use coflow_client::CoflowOptions;
 use coflow_testkit::bench::{LiveBench, run};
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 
-use crate::subscribe;
-
-fn value(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
-}
+use crate::{metric, subscribe};
 
 async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
     Ok(Phantom::connect(
@@ -58,7 +50,7 @@ async fn a_flow_crosses_the_coordinator_through_sessions() -> anyhow::Result<()>
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(rate, Some(1e6), "alone, the flow gets the whole port (tls: {tls})");
-        let flows = |page: &str| value(page, "coflow_coordinator_live_flows");
+        let flows = |page: &str| metric(page, "coflow_coordinator_live_flows");
         c.finished(g.flow, true);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(flows(&scrape(cluster.coordinator_metrics).await), 1.0, "a bystander cannot end a flow");

@@ -9,7 +9,7 @@ use coflow_client::CoflowOptions;
 use coflow_sched::{Bandwidth, Link, WideArea};
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 
-use crate::{content, subscribe};
+use crate::{content, metric, subscribe};
 
 /// Datacenters `a`, `b`, `c`; the link a -> b carries `slow` bytes per second, every other link
 /// 20 MB/s. Agent 0 is in `a`, agent 1 in `b`, agents 2 and 3 in `c`.
@@ -32,15 +32,6 @@ fn config(slow: f64) -> ClusterConfig {
     cfg
 }
 
-/// A counter's value on an agent's metrics page.
-fn counter(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
-}
-
 /// 4 MB from `a` to `b`, whose link runs at 2 MB/s against 20 MB/s for the detour through `c`:
 /// water-filling sends about ten elevenths of the bytes through an agent of `c`, which relays
 /// them; the client receives every byte in order.
@@ -57,7 +48,7 @@ async fn a_get_split_over_a_detour_arrives_whole_and_in_order() -> anyhow::Resul
     assert!(got == piece, "the piece arrives exactly, in order");
     let mut relayed = 0.0;
     for m in [2, 3] {
-        relayed += counter(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total");
+        relayed += metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total");
     }
     assert!((3_000_000.0..=3_800_000.0).contains(&relayed), "relayed {relayed} of 4,000,000 bytes");
     let st = c.status().await?;
@@ -94,7 +85,7 @@ async fn a_relay_that_leaves_costs_a_resume_not_a_byte() -> anyhow::Result<()> {
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(50)).await;
         for m in [2, 3] {
-            if counter(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
+            if metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
                 relay = Some(m);
             }
         }
