@@ -131,6 +131,7 @@ fn main() {
         LogFormat::Text => logs.with_ansi(ansi).init(),
         LogFormat::Json => logs.json().init(),
     }
+    let log_format = cli.log_format;
     let result = match cli.command {
         Command::Sim(SimCli { command: Some(SimCommand::Sweep(a)), .. }) => sweep::run(*a),
         Command::Sim(SimCli { command: None, args }) => sim::run(args),
@@ -154,7 +155,13 @@ fn main() {
         }
     };
     if let Err(e) = result.and_then(|()| output::unwritten()) {
-        let _ = writeln!(std::io::stderr(), "error: {e:#}");
+        // With JSON logs the error is one more JSON line, which a log collector reads as the
+        // others (unless `RUST_LOG` turns errors off: then it stands in plain text).
+        if log_format == LogFormat::Json && tracing::enabled!(tracing::Level::ERROR) {
+            tracing::error!("{e:#}");
+        } else {
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+        }
         std::process::exit(1);
     }
 }

@@ -337,3 +337,35 @@ fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A service that cannot start says why in the format of its logs: with `--log-format json`,
+/// every line on stderr is a JSON object, the error among them at level `ERROR` naming the file;
+/// with text logs, a plain `error:` line.
+#[test]
+fn a_startup_error_is_written_in_the_format_of_the_logs() {
+    let missing = crate::tmp("no-such-dir").join("agent.toml");
+    for json in [true, false] {
+        let mut cmd = crate::coflow();
+        cmd.args(["agent", "--config"]).arg(&missing).env_remove("RUST_LOG").env_remove("COFLOW_LOG_FORMAT");
+        if json {
+            cmd.args(["--log-format", "json"]);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert!(!lines.is_empty(), "nothing on stderr");
+        if json {
+            let objects: Vec<serde_json::Value> = lines
+                .iter()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+                .collect();
+            let error = objects.iter().find(|o| o["level"] == "ERROR").unwrap_or_else(|| panic!("{stderr}"));
+            let message = error["fields"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("agent.toml"), "{message}");
+        } else {
+            let last = lines.last().unwrap();
+            assert!(last.starts_with("error: ") && last.contains("agent.toml"), "{stderr}");
+        }
+    }
+}
