@@ -23,10 +23,20 @@ pub enum Bandwidth {
     Empirical(Vec<f64>),
 }
 
+/// The largest value a distribution may take as a parameter, in bytes per second (8 Pbit/s):
+/// far past any link, and small enough that a mean plus a few deviations, or a sum over every
+/// link, stays a finite number of bytes per second.
+pub const MAX_BANDWIDTH: f64 = 1e15;
+
 impl Bandwidth {
-    /// Checks that every value is finite and positive; sorts empirical samples. The error says
-    /// what is wrong.
-    pub fn validate(mut self) -> Result<Bandwidth, String> {
+    /// Checks that every value is finite and positive (a deviation: not negative) and at most
+    /// [`MAX_BANDWIDTH`]; sorts empirical samples. The error says what is wrong.
+    pub fn validate(self) -> Result<Bandwidth, String> {
+        self.validate_up_to(MAX_BANDWIDTH)
+    }
+
+    /// [`Bandwidth::validate`] with the values at most `max` (the bound in another unit).
+    pub fn validate_up_to(mut self, max: f64) -> Result<Bandwidth, String> {
         let bad = |what: String| what;
         let ok = |v: f64| v.is_finite() && v > 0.0;
         match &mut self {
@@ -47,6 +57,15 @@ impl Bandwidth {
                 s.sort_by(f64::total_cmp);
             }
             _ => {}
+        }
+        let largest = match &self {
+            Bandwidth::Constant(v) => *v,
+            Bandwidth::Uniform(_, hi) => *hi,
+            Bandwidth::Normal { mean, sd, min } => mean.max(*sd).max(*min),
+            Bandwidth::Empirical(s) => s[s.len() - 1],
+        };
+        if largest > max {
+            return Err(bad(format!("{largest:?} is above {max}")));
         }
         Ok(self)
     }

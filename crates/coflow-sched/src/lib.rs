@@ -61,6 +61,7 @@ mod wan;
 pub mod policy;
 
 pub use aalo::{Aalo, AaloConfig};
+pub use bandwidth::MAX_BANDWIDTH;
 pub use blind::{
     BlindAllocation, BlindCoflow, BlindFair, BlindInput, BlindLeg, BlindScheduler, Blinded, FlowsFinished,
 };

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use coflow_core::Nanos;
-use coflow_sched::{Bandwidth, Link, Wan, WanError};
+use coflow_sched::{Bandwidth, Link, MAX_BANDWIDTH, Wan, WanError};
 use coflow_trace::read_text;
 use serde::Deserialize;
 
@@ -304,7 +304,7 @@ impl Topology {
                 let rel = l.samples_file.as_ref().expect("checked: one is set");
                 ("samples_file", Bandwidth::Empirical(samples(&base.map_or_else(|| rel.clone(), |b| b.join(rel)))?))
             };
-            let gbps = gbps.validate().map_err(|reason| TopologyError::Bandwidth {
+            let gbps = gbps.validate_up_to(MAX_BANDWIDTH / GBPS).map_err(|reason| TopologyError::Bandwidth {
                 field: format!("links[{i}].{field}"),
                 from: l.from.clone(),
                 to: l.to.clone(),
@@ -518,6 +518,13 @@ mod tests {
         );
         let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""samples_gbps": [2, -0.5]"#));
         assert_eq!(e.to_string(), "links[0].samples_gbps (a -> b): sample -0.5 is not positive (Gbit/s)");
+        // Past 8 Pbit/s, where bytes per second would leave the finite numbers.
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""constant_gbps": 1e301"#));
+        assert_eq!(e.to_string(), "links[0].constant_gbps (a -> b): 1e301 is above 8000000 (Gbit/s)");
+        let huge_sd = r#""normal_gbps": {"mean": 0.03, "sd": 1e300, "min": 0.004}"#;
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, huge_sd));
+        assert_eq!(e.to_string(), "links[0].normal_gbps (a -> b): 1e300 is above 8000000 (Gbit/s)");
+        assert!(Topology::from_json(&TWO.replace(r#""constant_gbps": 1"#, r#""constant_gbps": 8e6"#), None).is_ok());
         let e = err(&TWO.replacen('{', r#"{"placement": ["a", "z"], "#, 1));
         assert_eq!(e.to_string(), r#"placement[1]: no datacenter "z""#);
         // Both depend on what the caller overrides, so they are checked when the run is configured.
