@@ -20,6 +20,10 @@ use crate::synth::MAX_MACHINES;
 /// exact in an `f64`.
 const MAX_REDUCER_BYTES: f64 = (1u64 << 53) as f64;
 
+/// The most flows a trace may expand to: each coflow line stands for mappers × reducers flows,
+/// so a short line can describe more than memory holds (this many take 800 MB as flows alone).
+pub const MAX_TRACE_FLOWS: usize = 50_000_000;
+
 /// Nanoseconds per millisecond, the unit of the format's arrival times.
 const NANOS_PER_MS: u64 = 1_000_000;
 
@@ -51,6 +55,7 @@ pub fn parse_benchmark(text: &str) -> Result<Workload, TraceError> {
     let mut first_line_of: BTreeMap<CoflowId, usize> = BTreeMap::new();
     let mut mappers: Vec<MachineId> = Vec::new();
     let mut found = 0;
+    let mut flows_left = MAX_TRACE_FLOWS;
     while let Some((line, text)) = lines.next() {
         if text.trim().is_empty() {
             continue;
@@ -60,7 +65,7 @@ pub fn parse_benchmark(text: &str) -> Result<Workload, TraceError> {
             let extra = lines.filter(|(_, l)| !l.trim().is_empty()).count();
             return Err(TraceError::CoflowCount { line, declared, found: found + extra });
         }
-        let coflow = parse_coflow(line, text, ports, &mut mappers)?;
+        let coflow = parse_coflow(line, text, ports, &mut mappers, &mut flows_left)?;
         if let Some(&first_line) = first_line_of.get(&coflow.id) {
             return Err(TraceError::DuplicateId { line, id: coflow.id, first_line });
         }
@@ -88,8 +93,15 @@ fn parse_header((line, text): (usize, &str)) -> Result<(u32, usize), TraceError>
     Ok((ports, coflows))
 }
 
-/// Parses one coflow line; `mappers` is scratch space reused across lines.
-fn parse_coflow(line: usize, text: &str, ports: u32, mappers: &mut Vec<MachineId>) -> Result<Coflow, TraceError> {
+/// Parses one coflow line; `mappers` is scratch space reused across lines, and `flows_left`
+/// what is left of [`MAX_TRACE_FLOWS`], which the line's flows take from.
+fn parse_coflow(
+    line: usize,
+    text: &str,
+    ports: u32,
+    mappers: &mut Vec<MachineId>,
+    flows_left: &mut usize,
+) -> Result<Coflow, TraceError> {
     let mut toks = Tokens { line, toks: text.split_ascii_whitespace() };
     let id = CoflowId(toks.number::<u64>(Field::Id, "a coflow id")?);
     let arrival_ms = toks.number::<u64>(Field::Arrival, "an arrival time in milliseconds")?;
@@ -112,6 +124,13 @@ fn parse_coflow(line: usize, text: &str, ports: u32, mappers: &mut Vec<MachineId
     if r == 0 {
         return Err(toks.error(Field::ReducerCount, "a coflow needs at least one reducer, got 0".to_string()));
     }
+    // Before any flow is made: a short line may stand for more flows than memory holds.
+    *flows_left = m.checked_mul(r).and_then(|n| flows_left.checked_sub(n)).ok_or_else(|| {
+        toks.error(
+            Field::ReducerCount,
+            format!("{m} mappers × {r} reducers take the trace past the {MAX_TRACE_FLOWS} flows it may have"),
+        )
+    })?;
     // The reducer count is not checked against the line yet, so cap what it may reserve.
     let mut flows = Vec::with_capacity(m.saturating_mul(r.min(1024)));
     for i in 1..=r {

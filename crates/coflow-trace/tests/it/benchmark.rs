@@ -228,3 +228,16 @@ fn the_documented_example() {
 fn a_header_with_too_many_machines_is_refused() {
     assert_syntax("4000000000 1\n1 0 1 2 1 5:1.0\n", 1, Field::Ports, "at most 1000000 machines");
 }
+
+/// A line stands for mappers × reducers flows: past what a trace may have in all, it is refused
+/// before a flow is made, however short it is.
+#[test]
+fn a_line_that_stands_for_too_many_flows_is_refused_before_they_are_made() {
+    let mappers = vec!["0"; 8000].join(" ");
+    let line = format!("1 0 8000 {mappers} 8000 0:1.0\n");
+    assert_syntax(&format!("1 1\n{line}"), 2, Field::ReducerCount, "8000 mappers × 8000 reducers take the trace past");
+    // 5,000 × 10,000 flows are the most a trace may have in all, so after one flow they are
+    // one too many (refused at the count, before its 10,000 reducers are read).
+    let most = format!("2 0 5000 {} 10000 0:1.0\n", vec!["0"; 5000].join(" "));
+    assert_syntax(&format!("1 2\n1 0 1 0 1 0:1.0\n{most}"), 3, Field::ReducerCount, "past the 50000000 flows");
+}
