@@ -56,7 +56,7 @@ pub(crate) struct BenchArgs {
 }
 
 pub(crate) fn run(a: BenchArgs) -> Result<()> {
-    crate::output::check(a.json.as_deref())?;
+    crate::output::prepare(&[("--json", a.json.as_deref())], &[("--trace", a.trace.as_deref())])?;
     let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
     coflow_sim::experiment::check_port_rate(port_rate, "--port-rate", &a.port_rate)?;
     let policies = policy::parse_list(&a.policies).context("--policies")?;

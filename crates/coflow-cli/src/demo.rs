@@ -69,7 +69,7 @@ struct Report {
 const MAX_AGENTS: u32 = coflow_testbed::topology::MAX_HOSTS as u32;
 
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
-    crate::output::check(args.json.as_deref())?;
+    crate::output::prepare(&[("--json", args.json.as_deref())], &[("--trace", args.workload.trace())])?;
     let outs = &[args.json.as_deref()];
     let port: Rate = args.port_rate.parse().with_context(|| format!("--port-rate {:?}", args.port_rate))?;
     if port.bytes_per_sec() < coflow_agent::MIN_PORT_RATE_BPS {

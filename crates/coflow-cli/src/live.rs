@@ -321,7 +321,7 @@ pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
         tls: a.tls,
         ..Default::default()
     };
-    crate::output::check(a.json.as_deref())?;
+    crate::output::prepare(&[("--json", a.json.as_deref())], &[])?;
     let report = coflow_testkit::bench::run(&cfg)?;
     crate::output::human(&report.table(), &[a.json.as_deref()]);
     if let Some(p) = &a.json {

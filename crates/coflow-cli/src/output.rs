@@ -14,9 +14,25 @@ pub(crate) fn is_stdout(path: &Path) -> bool {
     path == Path::new("-")
 }
 
+/// Checks a command's outputs (each a flag and the path it names) before it runs: no two write
+/// to one place, none writes over one of its `inputs` (a flag and the file it reads: a report
+/// written over its trace would lose the trace), and each can be written.
+pub(crate) fn prepare(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Option<&Path>)]) -> Result<()> {
+    distinct(outputs)?;
+    for &(flag, path) in outputs {
+        let Some(path) = path.filter(|p| !is_stdout(p)) else { continue };
+        let at = place(path);
+        let files = inputs.iter().filter_map(|&(f, p)| Some((f, p.filter(|p| p.is_file())?)));
+        if let Some((input, _)) = files.into_iter().find(|&(_, p)| place(p) == at) {
+            anyhow::bail!("{flag} names the file {input} names ({}): it would be written over", path.display());
+        }
+    }
+    outputs.iter().try_for_each(|&(_, path)| check(path))
+}
+
 /// Fails now if `path` could not be written later (creating it to find out, and removing it
 /// again if it did not exist).
-pub(crate) fn check(path: Option<&Path>) -> Result<()> {
+fn check(path: Option<&Path>) -> Result<()> {
     let Some(path) = path.filter(|p| !is_stdout(p)) else { return Ok(()) };
     let existed = path.exists();
     std::fs::OpenOptions::new()
@@ -51,7 +67,7 @@ fn place(path: &Path) -> std::path::PathBuf {
 
 /// Fails if two of `outputs` (a flag and the path it names) would write to one place, however
 /// the paths are spelled.
-pub(crate) fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
+fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
     let given: Vec<(&str, &Path, std::path::PathBuf)> =
         outputs.iter().filter_map(|&(flag, p)| Some((flag, p?, place(p?)))).collect();
     for (i, (flag, path, at)) in given.iter().enumerate() {

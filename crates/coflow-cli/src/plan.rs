@@ -44,6 +44,11 @@ pub(crate) struct CommonArgs {
 }
 
 impl CommonArgs {
+    /// The trace `--trace` names, if any.
+    pub(crate) fn trace(&self) -> Option<&std::path::Path> {
+        self.trace.as_deref()
+    }
+
     /// The experiment these options describe (one replay on the big switch; the caller adds the
     /// rest).
     pub(crate) fn config(&self) -> Result<Config> {

@@ -45,10 +45,10 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         plot::Format::of(p)?;
     }
     let outputs = [args.common.json.as_deref(), args.csv.as_deref(), args.plot.as_deref()];
-    output::distinct(&[("--json", outputs[0]), ("--csv", outputs[1]), ("--plot", outputs[2])])?;
-    for p in outputs {
-        output::check(p)?;
-    }
+    output::prepare(
+        &[("--json", outputs[0]), ("--csv", outputs[1]), ("--plot", outputs[2])],
+        &[("--trace", args.common.trace()), ("--wan", args.wan.file())],
+    )?;
     let config = Config {
         deadline_fraction: args.deadline_fraction,
         offline: args.offline,

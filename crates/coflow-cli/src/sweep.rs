@@ -53,7 +53,7 @@ pub(crate) struct SweepArgs {
 }
 
 pub(crate) fn run(args: SweepArgs) -> Result<()> {
-    crate::output::check(args.common.json.as_deref())?;
+    crate::output::prepare(&[("--json", args.common.json.as_deref())], &[("--trace", args.common.trace())])?;
     let outs = &[args.common.json.as_deref()];
     let spec = SweepSpec { concurrent: args.concurrent, windows: args.windows };
     let config = Config { sweep: Some(spec.clone()), ..args.common.config()? };

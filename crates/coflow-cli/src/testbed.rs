@@ -51,6 +51,11 @@ pub(crate) struct TopologyArgs {
 }
 
 impl TopologyArgs {
+    /// The topology file `--topology` names, if it names one (not a preset).
+    fn file(&self) -> Option<&std::path::Path> {
+        self.topology.as_deref().map(std::path::Path::new)
+    }
+
     fn topology(&self) -> Result<Topology> {
         Ok(match &self.topology {
             Some(p) => Topology::load(p).with_context(|| format!("--topology {p}"))?,
@@ -264,7 +269,8 @@ fn names(list: &str, option: &str, what: &str) -> Result<Vec<String>> {
 }
 
 fn run_policies(a: RunArgs) -> Result<()> {
-    crate::output::check(a.json.as_deref())?;
+    let inputs = [("--trace", a.workload.trace()), ("--topology", a.topology.file())];
+    crate::output::prepare(&[("--json", a.json.as_deref())], &inputs)?;
     let topology = a.topology.topology()?;
     let policies = names(&a.policies, "--policies", "policy")?;
     let outage = match (&a.link_down, &topology.wan) {
@@ -333,7 +339,8 @@ fn run_policies(a: RunArgs) -> Result<()> {
 }
 
 fn run_faults(a: FaultArgs) -> Result<()> {
-    crate::output::check(a.json.as_deref())?;
+    let inputs = [("--trace", a.workload.trace()), ("--topology", a.topology.file())];
+    crate::output::prepare(&[("--json", a.json.as_deref())], &inputs)?;
     let topology = a.topology.topology()?;
     let scenarios = match &a.scenarios {
         None => Scenario::ALL.to_vec(),
@@ -358,7 +365,7 @@ fn run_faults(a: FaultArgs) -> Result<()> {
 
 fn run_spark(a: SparkArgs) -> Result<()> {
     use coflow_testbed::spark::{SPARK, SparkDist, SparkOptions};
-    crate::output::check(a.json.as_deref())?;
+    crate::output::prepare(&[("--json", a.json.as_deref())], &[("--trace", a.workload.trace())])?;
     let r: Rate = a.link.parse().with_context(|| format!("--link {:?}", a.link))?;
     let topology = Topology::uniform(a.hosts, r).context("--hosts/--link")?;
     let modes = names(&a.modes, "--modes", "mode")?;

@@ -125,7 +125,9 @@ fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFor
 pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
     match cmd {
         TraceCommand::Stats(a) => {
-            let (w, _) = a.synth.load(a.path.as_deref().or(a.trace.as_deref()))?;
+            let input = a.path.as_deref().or(a.trace.as_deref());
+            crate::output::prepare(&[("--json", a.json.as_deref())], &[("--trace", input)])?;
+            let (w, _) = a.synth.load(input)?;
             let stats = coflow_trace::stats(&w);
             match &a.json {
                 Some(p) => crate::output::json(p, &stats)?,
@@ -134,17 +136,20 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
         }
         TraceCommand::Convert(a) => {
             let format = format_for(&a.output, a.to)?;
+            crate::output::prepare(&[("the output", Some(&a.output))], &[("the input", Some(&a.input))])?;
             let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
             write_out(&w, &a.output, format, &format!("{} coflows", w.coflows.len()))?;
         }
         TraceCommand::Spread(a) => {
             let format = format_for(&a.output, a.to)?;
+            crate::output::prepare(&[("the output", Some(&a.output))], &[("the input", Some(&a.input))])?;
             let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
             let w = coflow_sim::spread::spread_tasks(&w, a.per_rack, a.seed)?;
             write_out(&w, &a.output, format, &format!("{} coflows on {} machines", w.coflows.len(), w.machines))?;
         }
         TraceCommand::Gen(a) => {
             let format = format_for(&a.output, a.to)?;
+            crate::output::prepare(&[("the output", Some(&a.output))], &[])?;
             let (w, _) = a.synth.load(None)?;
             write_out(&w, &a.output, format, &format!("{} coflows ({} flows)", w.coflows.len(), w.flow_count()))?;
         }

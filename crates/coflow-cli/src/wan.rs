@@ -66,6 +66,11 @@ pub(crate) struct McArgs {
 }
 
 impl WanArgs {
+    /// The topology file `--wan` names, if it names one (not a preset).
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        self.wan.as_deref().map(std::path::Path::new)
+    }
+
     /// The wide area asked for, if any.
     pub(crate) fn spec(&self) -> Option<WideAreaSpec> {
         let topology = self.wan.clone()?;

@@ -77,6 +77,11 @@ pub(crate) struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
+    /// The trace `--trace` names, if any.
+    pub(crate) fn trace(&self) -> Option<&std::path::Path> {
+        self.trace.as_deref()
+    }
+
     /// What the options describe.
     pub(crate) fn spec(&self) -> coflow_testbed::WorkloadSpec {
         coflow_testbed::WorkloadSpec {

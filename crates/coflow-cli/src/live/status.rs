@@ -51,7 +51,7 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
         Some(f) => ClientConfig::tls(url.clone(), url.clone(), f),
         None => ClientConfig::new(url.clone(), url.clone(), a.token.token()?),
     };
-    crate::output::check(a.json.as_deref())?;
+    crate::output::prepare(&[("--json", a.json.as_deref())], &[])?;
     let clear = a.watch.is_some() && a.json.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     runtime()?.block_on(async move {
         let c = Client::connect(cfg).await.with_context(|| format!("connecting to the coordinator at {url}"))?;

@@ -295,6 +295,37 @@ fn bad_arguments_are_clear_errors() {
 /// baseline that is a list, a synthetic workload's shape beside a trace, two outputs in one place,
 /// stages over a trace that has jobs already, a workload too large to hold, the reference
 /// simulator's rules under the exact model, and a rate that is no number. None panics.
+/// An output that names a file the command reads is refused before anything runs, however the
+/// path is spelled, and the file is left as it was: a report written over its trace would lose
+/// the trace (and a spread one could not be undone).
+#[test]
+fn an_output_never_writes_over_an_input() {
+    let trace = tmp("own-input.jsonl");
+    let text = "{\"format\":\"coflow-jsonl\",\"version\":1,\"machines\":2}\n\
+                {\"id\":1,\"arrival_ns\":0,\"flows\":[{\"src\":0,\"dst\":1,\"bytes\":1000}]}\n";
+    std::fs::write(&trace, text).unwrap();
+    let t = trace.to_str().unwrap();
+    let dir = trace.parent().unwrap();
+    let respelled = dir.join("..").join(dir.file_name().unwrap()).join("own-input.jsonl");
+    let r = respelled.to_str().unwrap();
+    let cases: &[&[&str]] = &[
+        &["sim", "--trace", t, "--policies", "varys", "--json", t],
+        &["sim", "--trace", t, "--policies", "varys", "--csv", r],
+        &["sim", "sweep", "--trace", t, "--policies", "varys", "--concurrent", "1", "--json", r],
+        &["trace", "stats", t, "--json", r],
+        &["trace", "convert", t, r],
+        &["trace", "spread", t, t, "--per-rack", "2"],
+        &["bench", "--trace", t, "--json", t],
+    ];
+    for args in cases {
+        let out = coflow().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("names the file") && err.contains("it would be written over"), "{args:?}: {err}");
+        assert_eq!(std::fs::read_to_string(&trace).unwrap(), text, "{args:?} left the trace as it was");
+    }
+}
+
 #[test]
 fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
     let jobs = tmp("jobs.jsonl");
