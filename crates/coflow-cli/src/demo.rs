@@ -115,7 +115,16 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         "wall"
     );
     for &p in &policies {
-        let r = rt.block_on(replay_policy(&w, p, args.agents, port, !args.plaintext))?;
+        // Ctrl-C drops the replay, and with it the cluster, whose drop removes its keys and data
+        // directories; then the demo ends as a process killed by SIGINT would.
+        let replay = rt.block_on(async {
+            tokio::select! {
+                r = replay_policy(&w, p, args.agents, port, !args.plaintext) => Some(r),
+                _ = tokio::signal::ctrl_c() => None,
+            }
+        });
+        let Some(r) = replay else { std::process::exit(130) };
+        let r = r?;
         if std::env::var_os("COFLOW_DEMO_DEBUG").is_some() {
             for ((c, sim_cct), m) in w.coflows.iter().zip(&r.simulated).zip(&r.measured) {
                 say!(

@@ -197,15 +197,37 @@ async fn local() -> std::io::Result<TcpListener> {
     TcpListener::bind("127.0.0.1:0").await
 }
 
+/// A new directory for a cluster's keys and data under the temporary directory, made by this
+/// call and readable by its user only: a name someone else made first (the temporary directory
+/// is shared) is passed over, never written into.
+fn private_dir() -> std::io::Result<PathBuf> {
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    let mut tries = 0;
+    loop {
+        let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("coflow-cluster-{}-{n}", std::process::id()));
+        match builder.create(&root) {
+            Ok(()) => return Ok(root),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Drop for Cluster {
+    /// Removes the keys and data directories of a cluster dropped without
+    /// [`Cluster::shutdown`] (a failed test, an interrupted demo).
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
 impl Cluster {
     /// Starts a coordinator and the agents and waits until every agent is registered.
     pub async fn start(cfg: ClusterConfig) -> Result<Cluster, ClusterError> {
-        let root = std::env::temp_dir().join(format!(
-            "coflow-cluster-{}-{}",
-            std::process::id(),
-            CLUSTERS.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&root)?;
+        let root = private_dir()?;
         let tls_dir = if cfg.tls { Some(make_certs(&root.join("certs"), cfg.agents)?) } else { None };
         let security = |stem: &str| -> Result<Security, ClusterError> {
             Ok(match &tls_dir {

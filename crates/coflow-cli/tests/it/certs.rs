@@ -187,3 +187,52 @@ fn demo_runs_over_tls_by_default_with_every_coflow_complete() {
     assert_eq!(r["completed"], 6, "every coflow completed with its exact bytes: {r}");
     assert_eq!(r["failed_gets"], 0);
 }
+
+/// The demo's cluster keeps its keys in a directory of its own, readable by its user only, and
+/// an interrupted demo (Ctrl-C) removes it: no private key is left in the temporary directory.
+#[test]
+fn an_interrupted_demo_leaves_no_keys_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmpdir = tmp("demo-tmpdir");
+    let _ = std::fs::remove_dir_all(&tmpdir);
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let mut child = coflow()
+        .args(["demo", "--policies", "varys", "--agents", "3", "--coflows", "400"])
+        .args(["--total-bytes", "4GB", "--port-rate", "100Mbps"])
+        .env("TMPDIR", &tmpdir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let clusters = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&tmpdir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join("certs").exists()).collect()
+    };
+    let started = std::time::Instant::now();
+    let root = loop {
+        // Its keys written, the cluster is up (or coming up): interrupt it then.
+        if let Some(root) = clusters().into_iter().find(|r| r.join("certs/ca.key").exists()) {
+            break root;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the demo ended before its cluster came up");
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "no cluster after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{} is private", root.display());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("the demo did not end within 10 s of SIGINT");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(clusters().is_empty(), "left behind: {:?}", clusters());
+    let _ = std::fs::remove_dir_all(&tmpdir);
+}
