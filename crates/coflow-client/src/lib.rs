@@ -124,6 +124,13 @@ impl ClientError {
     fn from_status(s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
         use coflow_proto::ErrorKind as K;
         let msg = s.message().to_string();
+        // The service's TLS alert says why it closed the connection: this member's certificate.
+        if let Some(alert) = std::error::Error::source(&s).and_then(coflow_proto::certificate_refused) {
+            return ClientError::Unauthenticated(format!(
+                "the service refused this client's certificate (TLS alert {alert:?}): is it signed by the \
+                 cluster CA, and valid now?"
+            ));
+        }
         match (K::of(&s), s.code()) {
             (Some(K::UnknownCoflow), _) => ClientError::UnknownCoflow(coflow),
             (Some(K::DuplicateDataId), _) => ClientError::DuplicateDataId { coflow, data_id: data_id.to_string() },
@@ -144,6 +151,15 @@ impl ClientError {
             // mid-stream, say), which the services' own answers never are.
             (None, tonic::Code::Unknown) if std::error::Error::source(&s).is_some() => {
                 ClientError::AgentUnreachable(msg)
+            }
+            // The connection closed under the call, without an answer: a service gone, or one
+            // that refused this client's certificate once the handshake was over (TLS 1.3),
+            // whose alert the call did not hear.
+            (None, tonic::Code::Cancelled) if std::error::Error::source(&s).is_some() => {
+                ClientError::AgentUnreachable(format!(
+                    "the connection closed before an answer ({msg}); with TLS, the service may have refused \
+                     this client's certificate"
+                ))
             }
             _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
         }

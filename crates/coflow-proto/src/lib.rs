@@ -58,5 +58,5 @@ pub use msg::{
 pub use serve::{SERVER_KEEPALIVE, TypedErrors, serve_until_stopped, server};
 pub use tls::{
     Authenticate, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError, TlsFiles, accept,
-    accept_agent, authorize, connect_agent, peer_role, permission_denied, valid_client_name,
+    accept_agent, authorize, certificate_refused, connect_agent, peer_role, permission_denied, valid_client_name,
 };

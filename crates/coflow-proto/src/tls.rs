@@ -450,6 +450,33 @@ impl Refusal {
     }
 }
 
+/// The TLS alert by which a service refused this member's certificate, if that is what `e` (or
+/// an error it comes from) says: a certificate of another CA, expired or not yet valid, or of no
+/// use to the service.
+pub fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<rustls::AlertDescription> {
+    use rustls::AlertDescription as A;
+    let mut at = Some(e);
+    while let Some(e) = at {
+        let inner = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).map(|i| i as &dyn std::error::Error);
+        if let Some(rustls::Error::AlertReceived(alert)) = inner.and_then(|i| i.downcast_ref::<rustls::Error>()) {
+            return matches!(
+                alert,
+                A::BadCertificate
+                    | A::UnsupportedCertificate
+                    | A::CertificateRevoked
+                    | A::CertificateExpired
+                    | A::CertificateUnknown
+                    | A::UnknownCA
+                    | A::AccessDenied
+                    | A::CertificateRequired
+            )
+            .then_some(*alert);
+        }
+        at = e.source();
+    }
+    None
+}
+
 /// The peers refused so far, by address and kind: the first refusal of each is logged at warn,
 /// the rest at debug. Bounded: past 4,096 entries it starts afresh.
 #[derive(Debug, Default)]
@@ -784,6 +811,32 @@ impl Interceptor for Authenticate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A certificate alert is found however deep the transport wrapped it; other alerts and
+    /// other errors are not a refused certificate.
+    #[test]
+    fn a_refused_certificate_is_told_by_its_alert() {
+        #[derive(Debug)]
+        struct Wrapped(std::io::Error);
+        impl fmt::Display for Wrapped {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Wrapped {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let alert = |a| Wrapped(std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::AlertReceived(a)));
+        use rustls::AlertDescription as A;
+        for a in [A::UnknownCA, A::CertificateExpired, A::BadCertificate, A::CertificateRequired] {
+            assert_eq!(certificate_refused(&alert(a)), Some(a));
+        }
+        assert_eq!(certificate_refused(&alert(A::HandshakeFailure)), None);
+        let closed = Wrapped(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset"));
+        assert_eq!(certificate_refused(&closed), None);
+    }
 
     #[test]
     fn role_uris_round_trip_and_malformed_ones_are_refused() {
