@@ -13,7 +13,9 @@
 //! A part the coordinator reroutes (its link went down, its relay died), or whose relay cannot be
 //! reached, is cut at the bytes it verified: its receiver announces a get that resumes the rest
 //! of the part ([`coflow_proto::pb::AnnounceGetRequest::resume_flow_id`]), and the new grant's
-//! parts take its place, into the same sink, at most [`MAX_RESUMES`] times over.
+//! parts take its place, into the same sink, at most [`MAX_RESUMES`] times over. A resume that
+//! follows a failure (not a reroute the coordinator ordered) waits first, longer each time, so
+//! that the resumes outlast the time the coordinator takes to find a dead peer dead.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +37,16 @@ use crate::state::{Receiving, Shared, Stop};
 
 /// How many times a part may be resumed over another path, all its successors counted.
 pub(crate) const MAX_RESUMES: u32 = 4;
+
+/// How long a part resumed after a failure waits before it asks for the rest, the first time;
+/// each later resume of the same bytes waits twice as long (0.5 s, 1 s, 2 s, 4 s: 7.5 s in all,
+/// more than the coordinator's default agent timeout of 3 s).
+const RESUME_BACKOFF_FIRST: Duration = Duration::from_millis(500);
+
+/// The wait before a resume after a failure, with `resumes` resumes left.
+fn resume_backoff(resumes: u32) -> Duration {
+    RESUME_BACKOFF_FIRST * (1 << MAX_RESUMES.saturating_sub(resumes).min(8))
+}
 
 /// What every part of one get shares.
 #[derive(Clone, Debug)]
@@ -259,34 +271,43 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
     };
     let at = part.offset + got.load(Ordering::Relaxed);
     let end = part.offset + part.length;
-    let resume = match result {
+    // Why the part is resumed: none when the coordinator moved it to other paths; else its relay
+    // cannot be reached while its source may well be there, or its source cannot be reached
+    // where the coordinator routes around a link down. Either way the rest goes another way.
+    let failure = match result {
         Ok(()) => {
             report(&get, part.flow, Ok(()));
             return Ok(());
         }
-        // The coordinator moved the part to other paths, or its relay cannot be reached while
-        // its source may well be there, or its source cannot be reached where the coordinator
-        // routes around a link down: the rest goes another way.
-        Err(Cut::Reroute) => true,
-        Err(Cut::Failed(AgentError::SourceUnreachable { .. } | AgentError::SourceSilent { .. }))
+        Err(Cut::Reroute) => None,
+        Err(Cut::Failed(e @ (AgentError::SourceUnreachable { .. } | AgentError::SourceSilent { .. })))
             if part.via.is_some() || part.reroutable =>
         {
-            true
+            Some(e)
         }
         Err(Cut::Failed(e)) => {
             report(&get, part.flow, Err(&e));
             return Err(e);
         }
     };
-    if resume && (resumes == 0 || at >= end) {
+    if resumes == 0 || at >= end {
+        // The peer that failed: the relay, when the part went through one.
+        let addr = part.via.as_ref().map_or_else(|| part.src_addr.clone(), |(_, addr, _)| addr.clone());
+        let last = failure.map_or_else(|| "the coordinator rerouted it".to_string(), |e| e.to_string());
         let e = AgentError::SourceUnreachable {
-            addr: part.src_addr.clone(),
-            reason: format!("the path of flow {} was lost {} times", part.flow, MAX_RESUMES),
+            addr,
+            reason: format!("the path of flow {} was lost {} times; the last time: {last}", part.flow, MAX_RESUMES),
         };
         report(&get, part.flow, Err(&e));
         return Err(e);
     }
-    tracing::info!(flow = %part.flow, at, end, "part cut; resuming the rest over another path");
+    tracing::info!(flow = %part.flow, at, end, error = failure.as_ref().map(tracing::field::display), "part cut; resuming the rest over another path");
+    if failure.is_some() {
+        // A peer that fails at once (its address refuses connections) would otherwise spend
+        // every resume before the coordinator has seen it die: each resume after a failure waits
+        // longer, so that together they outlast the coordinator's agent timeout.
+        tokio::time::sleep(resume_backoff(resumes)).await;
+    }
     // The coordinator ends the cut flow when it grants the rest: its end is not reported.
     get.open.lock().expect("open parts lock").remove(&part.flow);
     let (epoch, grant) = match announce_get(&shared, get.coflow, &get.data_id, &get.client, Some((part.flow, at))).await

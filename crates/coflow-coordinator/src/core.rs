@@ -39,7 +39,7 @@ mod wide_area;
 
 use decide::Why;
 pub use output::{Notice, Observation, RateBatch, Transmit};
-use wide_area::{GATHER, RESUME_WAIT, Routing, parts_by_share};
+use wide_area::{GATHER, RESUME_WAIT, Routing};
 pub use wide_area::{GrantPart, MIN_PART_BYTES, Relay};
 
 pub use coflow_proto::ADMIN;
@@ -393,6 +393,8 @@ pub struct Core {
     routing_due: BTreeSet<(Nanos, FlowId)>,
     /// Flows planned over detours whose receivers were told to resume them, by when.
     resume_due: BTreeSet<(Nanos, FlowId)>,
+    /// Relays a receiver could not reach, each left out of new paths until then.
+    relays_failed: BTreeMap<MachineId, Nanos>,
     /// Coflows with a lease, by when it runs out.
     leases: BTreeSet<(Nanos, CoflowId)>,
     /// Since when the core has run without a quiet spell (see [`Core::expire_leases`]).
@@ -470,6 +472,7 @@ impl Core {
             ports: crate::measure::PortMeter::default(),
             routing_due: BTreeSet::new(),
             resume_due: BTreeSet::new(),
+            relays_failed: BTreeMap::new(),
             leases: BTreeSet::new(),
             awake_since: Nanos::ZERO,
             lease_check: Nanos::ZERO,
@@ -1032,14 +1035,7 @@ impl Core {
         let (plan, routing) = match get.resume {
             None if self.may_split(src, get.machine, size) => (vec![(0, size, None)], Routing::Pending(now)),
             None => (vec![(0, size, None)], Routing::Direct),
-            Some((old, _)) => match &self.flows[&old].routing {
-                Routing::Split(shares) => (parts_by_share(shares, start, end), Routing::Direct),
-                // Never reported by its source: its receiver could not reach it directly.
-                _ => {
-                    let unreached = self.flows[&old].reported_at.is_none() && self.flows[&old].via.is_none();
-                    (self.plan_parts(src, get.machine, start, end, unreached), Routing::Direct)
-                }
-            },
+            Some((old, _)) => (self.plan_resume(now, old, start, end), Routing::Direct),
         };
         if plan.len() > 1 {
             tracing::debug!(coflow = %get.coflow, data_id = %get.data_id, ?plan, "split over detours");

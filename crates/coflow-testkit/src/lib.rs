@@ -411,6 +411,16 @@ impl Cluster {
         }
     }
 
+    /// Ends agent `m` as if its process were killed: its listeners and connections close, and it
+    /// neither deregisters nor says goodbye, so the coordinator learns of it only at its agent
+    /// timeout.
+    pub async fn crash_agent(&mut self, m: usize) {
+        if let Some(s) = self.agents[m].take() {
+            s.task.abort();
+            let _ = s.task.await;
+        }
+    }
+
     /// Stops every service and removes the data directories.
     pub async fn shutdown(mut self) {
         for a in self.agents.iter_mut() {

@@ -240,6 +240,33 @@ impl Core {
         parts_by_share(&shares, start, end)
     }
 
+    /// How to send bytes `[start, end)` of flow `old`, which its receiver cut and resumes: as
+    /// planned when it was split over detours; else, having lost its path, planned alone, around
+    /// the relay it went through when the coordinator did not reroute it (its receiver could not
+    /// reach the relay, which is left out of new paths for an agent timeout, the time the
+    /// coordinator takes to find it dead if it is), and all through a detour when its receiver
+    /// never reached its source directly.
+    pub(super) fn plan_resume(
+        &mut self,
+        now: Nanos,
+        old: FlowId,
+        start: u64,
+        end: u64,
+    ) -> Vec<(u64, u64, Option<MachineId>)> {
+        let f = &self.flows[&old];
+        if let Routing::Split(shares) = &f.routing {
+            return parts_by_share(shares, start, end);
+        }
+        let (src, dst) = (f.src, f.dst);
+        let unreached = f.reported_at.is_none() && f.via.is_none();
+        if let (Some(relay), false) = (f.via, f.rerouting) {
+            tracing::info!(flow = %old, relay = relay.0, "its receiver could not reach its relay; new paths avoid it");
+            self.relays_failed.retain(|_, until| *until > now);
+            self.relays_failed.insert(relay, now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms)));
+        }
+        self.plan_parts(src, dst, start, end, unreached)
+    }
+
     /// Plans the flows waiting to be routed whose gathering window is over, coflow by coflow:
     /// each coflow's new bytes are water-filled together over the detours (as the simulator
     /// water-fills a coflow at its arrival), and the receiver of each flow that some of them leave
@@ -311,11 +338,11 @@ impl Core {
     }
 
     /// The alive agent of datacenter `dc` that relays the fewest parts now (the lowest machine of
-    /// equals), if any.
+    /// equals), if any; a relay a receiver could not reach lately is none.
     pub(super) fn relay_in(&self, dc: u32) -> Option<MachineId> {
         self.agents
             .iter()
-            .filter(|(_, a)| a.alive && a.dc == Some(dc))
+            .filter(|(m, a)| a.alive && a.dc == Some(dc) && self.relays_failed.get(m).is_none_or(|&t| t <= self.now))
             .map(|(&m, _)| (self.flows.values().filter(|f| f.via == Some(m)).count(), m))
             .min()
             .map(|(_, m)| m)

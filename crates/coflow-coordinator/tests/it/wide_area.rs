@@ -298,3 +298,23 @@ fn a_receiver_that_cannot_reach_its_source_is_sent_through_a_detour() {
     h.put(c, "p", 0, 100_000).unwrap();
     assert!(!h.get(c, "p", 2).unwrap().reroutable);
 }
+
+/// A receiver that could not reach the relay of its part (the coordinator did not reroute it)
+/// resumes it: the rest does not go through that relay again while the coordinator still counts
+/// it alive; with no other agent in its datacenter, the rest goes direct.
+#[test]
+fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
+    let mut h = three_dcs(100.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1_100_000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
+    assert_eq!(relayed.via.as_ref().map(|v| v.machine), Some(MachineId(2)));
+    h.advance(0);
+    let at = relayed.offset + 1000;
+    let again = resume(&mut h, c, "p", relayed.flow, at);
+    assert_eq!(parts_of(&again), vec![(at, relayed.length - 1000, None)], "not through the relay that failed");
+}

@@ -102,3 +102,45 @@ async fn a_relay_that_leaves_costs_a_resume_not_a_byte() -> anyhow::Result<()> {
     cluster.shutdown().await;
     Ok(())
 }
+
+/// The only agent of `c`, which relays a part, dies without a word (its process killed): its
+/// connections close and its address refuses new ones, while the coordinator still counts it
+/// alive until its agent timeout. The receiver resumes the part, and the resume does not go
+/// through the dead relay again: the get completes with every byte, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_killed_mid_part_is_not_asked_again() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = config(1e6);
+    cfg.agents = 3;
+    cfg.datacenters.truncate(3);
+    if let Some(wa) = &mut cfg.coordinator.wide_area {
+        for l in &mut wa.links {
+            if let Bandwidth::Constant(v) = &mut l.bandwidth {
+                *v = v.min(4e6);
+            }
+        }
+    }
+    // Longer than the resumes would last were they asked at once.
+    cfg.coordinator.agent_timeout_ms = 3000;
+    let mut cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions { name: "relay-killed".into(), ..Default::default() }).await?;
+    let piece = content(9, 4_000_000);
+    c.put(coflow, "p", piece.clone()).await?;
+    let r = cluster.client(1).await?;
+    let get = tokio::spawn(async move { r.get(coflow, "p").await });
+    let mut relaying = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if metric(&scrape(cluster.agent_metrics[2]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
+            relaying = true;
+            break;
+        }
+    }
+    assert!(relaying, "a part is relayed through the agent of c");
+    cluster.crash_agent(2).await;
+    let got = tokio::time::timeout(Duration::from_secs(15), get).await???;
+    assert!(got == piece, "every byte arrives, in order, after the relay died");
+    cluster.shutdown().await;
+    Ok(())
+}
