@@ -28,6 +28,10 @@ atexit.register(_coflow._close_calls, 1.0)
 
 TlsFiles = Tuple[str, str, str]
 
+# The longest a control call may be given (a year): far past any use, and a bound the runtime's
+# clock can add to the present.
+_MAX_TIMEOUT_S = 365 * 86400
+
 
 def _uint(value: Any, what: str, most: int) -> int:
     """A whole number from 0 to ``most`` (what the protocol's unsigned field holds), not a
@@ -77,11 +81,24 @@ class Client:
         tls: Optional[TlsFiles] = None,
         timeout_s: Optional[float] = None,
     ) -> None:
+        if token is not None and tls is not None:
+            raise ValueError("token: give the cluster token or tls=(ca, cert, key), not both")
         if token is None and tls is None:
             token = os.environ.get("COFLOW_TOKEN")
-        tls_paths = None if tls is None else tuple(str(p) for p in tls)
-        if tls_paths is not None and len(tls_paths) != 3:
-            raise ValueError("tls: expected (ca, cert, key)")
+        tls_paths = None
+        if tls is not None:
+            # A string is iterable too, but its letters are not three paths.
+            one = isinstance(tls, (str, bytes, os.PathLike)) or not isinstance(tls, Iterable)
+            parts = () if one else tuple(tls)
+            if len(parts) != 3 or not all(isinstance(p, (str, os.PathLike)) for p in parts):
+                raise ValueError(f"tls: expected (ca, cert, key), three paths, got {tls!r}")
+            tls_paths = tuple(str(os.fspath(p)) for p in parts)
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, numbers.Real)
+            or not (0 < timeout_s <= _MAX_TIMEOUT_S)
+        ):
+            raise ValueError(f"timeout_s: expected a positive number of seconds, up to a year, got {timeout_s!r}")
         self.coordinator = coordinator
         self.agent = agent
         self._inner: Optional[_coflow.Client] = _call(
@@ -120,10 +137,11 @@ class Client:
             math.isfinite(weight) and weight > 0
         ):
             raise ValueError(f"weight: expected a positive finite number, got {weight!r}")
+        low, high = _coflow.LEASE_S
         if lease_s is not None and (
-            isinstance(lease_s, bool) or not isinstance(lease_s, numbers.Real) or not (1 <= lease_s <= 86400)
+            isinstance(lease_s, bool) or not isinstance(lease_s, numbers.Real) or not (low <= lease_s <= high)
         ):
-            raise ValueError(f"lease_s: expected from 1 to 86400 seconds, or None for no lease, got {lease_s!r}")
+            raise ValueError(f"lease_s: expected from {low:g} to {high:g} seconds, or None for no lease, got {lease_s!r}")
         return _call(
             self._c.register,
             num_flows,
@@ -153,11 +171,13 @@ class Client:
         """Stores ``length`` bytes at ``offset`` of ``path`` (relative to the agent's data
         directory; with TLS, beneath the client's own directory ``clients/NAME``) as piece
         ``data_id``; the caller may exit afterwards. Returns its size."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"path: expected a path relative to the agent's data directory, got {path!r}")
         return _call(
             self._c.put_file,
             _uint(coflow, "coflow", 2**64 - 1),
             data_id,
-            str(path),
+            str(os.fspath(path)),
             _uint(offset, "offset", 2**64 - 1),
             _uint(length, "length", 2**64 - 1),
         )
@@ -168,14 +188,21 @@ class Client:
         return _call(self._c.get, _uint(coflow, "coflow", 2**64 - 1), data_id)
 
     def get_stream(self, coflow: int, data_id: str) -> Iterator[bytes]:
-        """Fetches piece ``data_id`` of ``coflow`` chunk by chunk; the transfer waits for the
-        reader. Errors arise from the iteration."""
+        """Fetches piece ``data_id`` of ``coflow`` chunk by chunk. The get starts now, so a bad
+        argument or a refused get raises here; errors of the transfer arise from the iteration.
+        The transfer waits for a slow reader up to the agent's idle timeout
+        (``data_idle_timeout_ms``, 5 s by default): a reader that takes nothing for longer ends
+        the get with an error."""
         chunks = _call(self._c.get_stream, _uint(coflow, "coflow", 2**64 - 1), data_id)
-        while True:
-            chunk = _call(chunks.next)
-            if chunk is None:
-                return
-            yield chunk
+
+        def pull() -> Iterator[bytes]:
+            while True:
+                chunk = _call(chunks.next)
+                if chunk is None:
+                    return
+                yield chunk
+
+        return pull()
 
     def seal(self, coflow: int) -> None:
         """Says no more puts will come for ``coflow``."""

@@ -162,8 +162,9 @@ class Cluster:
         return proc
 
     def client(self, machine: int, token: Optional[str] = TOKEN, **kwargs: object) -> coflow.Client:
-        if self.tls and "tls" not in kwargs:
-            kwargs["tls"] = self.tls_files("client-pytest")
+        if self.tls:
+            kwargs.setdefault("tls", self.tls_files("client-pytest"))
+        if "tls" in kwargs:
             token = None
         return coflow.Client(self.coordinator, self.agents[machine], token=token, **kwargs)  # type: ignore[arg-type]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import os
 import random
 import signal
 import subprocess
@@ -124,6 +125,14 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
         (lambda: c.put(-1, "p", b"x"), r"^coflow: expected an integer from 0 to"),
         (lambda: c.put_file(1, "p", "f", length=-1), r"^length: expected an integer from 0 to"),
         (lambda: c.get(1.5, "p"), r"^coflow: expected a non-negative integer, got 1.5$"),
+        (lambda: c.get_stream(1.5, "p"), r"^coflow: expected a non-negative integer, got 1.5$"),
+        (lambda: c.put_file(1, "p", None, 10), r"^path: expected a path relative to the agent's data directory"),
+        (lambda: coflow.Client(token="x" * 32, timeout_s=1e20), r"^timeout_s: expected a positive number"),
+        (lambda: coflow.Client(token="x" * 32, timeout_s=True), r"^timeout_s: expected a positive number"),
+        (lambda: coflow.Client(token="x" * 32, timeout_s=0), r"^timeout_s: expected a positive number"),
+        (lambda: coflow.Client(tls="abc"), r"^tls: expected \(ca, cert, key\), three paths, got 'abc'$"),
+        (lambda: coflow.Client(tls=("a", "b")), r"^tls: expected \(ca, cert, key\)"),
+        (lambda: coflow.Client(token="x" * 32, tls=("a", "b", "c")), r"^token: give the cluster token or tls"),
     ]:
         with pytest.raises(ValueError, match=says):
             call()
@@ -131,6 +140,37 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
     for data, kind in [(5, "int"), ("abc", "str"), (None, "NoneType")]:
         with pytest.raises(TypeError, match=rf"^data: expected bytes-like data, got {kind}$"):
             c.put(1, "p", data)  # type: ignore[arg-type]
+
+
+def test_a_client_made_before_a_fork_refuses_calls_in_the_child(cluster: Cluster) -> None:
+    # The child has none of the parent's runtime threads: a call there would wait for ever.
+    with cluster.client(0) as a:
+        a.register(1)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                a.register(1)
+                said = b"the call returned"
+            except RuntimeError as e:
+                said = str(e).encode()
+            except BaseException as e:  # noqa: B036 - whatever it is, the parent reports it
+                said = repr(e).encode()
+            os.write(w, said)
+            os._exit(0)
+        os.close(w)
+        deadline = time.monotonic() + 20
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the call in the forked child did not return within 20 s")
+            time.sleep(0.02)
+        said = os.read(r, 4096).decode()
+        os.close(r)
+        assert "before a fork: make a new Client in this process" in said, said
+        # The parent's client goes on.
+        a.register(1)
 
 
 def test_bytes_like_data_of_every_kind_is_put_whole(cluster: Cluster) -> None:

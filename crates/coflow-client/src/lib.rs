@@ -60,7 +60,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 pub use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
-pub use coflow_proto::{ClusterToken, CoflowOptions, ErrorKind, Readiness, TlsFiles};
+pub use coflow_proto::{ClusterToken, CoflowOptions, ErrorKind, MAX_LEASE_MS, MIN_LEASE_MS, Readiness, TlsFiles};
 
 /// What can go wrong, typed so that frameworks can retry.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -298,8 +298,7 @@ impl Client {
     /// Registers a coflow of `num_flows` pieces (or gets, with [`Readiness::AllGets`]).
     pub async fn register(&self, num_flows: u32, options: CoflowOptions) -> Result<CoflowId, ClientError> {
         if let Some(lease) = options.lease {
-            let (min, max) =
-                (Nanos::from_millis(coflow_proto::MIN_LEASE_MS), Nanos::from_millis(coflow_proto::MAX_LEASE_MS));
+            let (min, max) = (Nanos::from_millis(MIN_LEASE_MS), Nanos::from_millis(MAX_LEASE_MS));
             if !(min..=max).contains(&lease) {
                 return Err(ClientError::Invalid(format!(
                     "lease: {lease:?} is not from a second to a day (no lease: None)"

@@ -359,6 +359,10 @@ fn service_error(e: &ClientError) -> PyErr {
     ServiceError::new_err((kind, e.to_string()))
 }
 
+/// The longest a control call may be given, seconds (a year): far past any use, and a bound
+/// the runtime's clock can add to the present.
+const MAX_TIMEOUT_S: f64 = 365.0 * 86_400.0;
+
 /// The tokio runtime of this process, made on first use and made anew in a forked child (whose
 /// copy of the parent's runtime has no threads).
 fn runtime() -> PyResult<Arc<Runtime>> {
@@ -494,6 +498,28 @@ fn wait<T: Send + 'static>(
 struct PyClient {
     client: coflow_client::Client,
     rt: Arc<Runtime>,
+    /// The process that made it: the runtime it calls on has no threads in a forked child.
+    pid: u32,
+}
+
+/// Fails in a process that did not make the client (a child forked after it was made), whose
+/// calls would wait for ever on the parent's runtime, which has no threads there.
+fn same_process(pid: u32) -> PyResult<()> {
+    if std::process::id() == pid {
+        Ok(())
+    } else {
+        Err(PyRuntimeError::new_err(format!(
+            "this client was made in process {pid}, before a fork: make a new Client in this process"
+        )))
+    }
+}
+
+impl PyClient {
+    /// The runtime to call on, in the process that made the client only.
+    fn rt(&self) -> PyResult<&Runtime> {
+        same_process(self.pid)?;
+        Ok(&self.rt)
+    }
 }
 
 #[pymethods]
@@ -522,14 +548,16 @@ impl PyClient {
             }
         };
         if let Some(t) = timeout_s {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(PyValueError::new_err(format!("timeout_s must be a positive number of seconds, got {t}")));
+            if !(t > 0.0 && t <= MAX_TIMEOUT_S) {
+                return Err(PyValueError::new_err(format!(
+                    "timeout_s must be a positive number of seconds, up to a year, got {t}"
+                )));
             }
             cfg.timeout = Duration::from_secs_f64(t);
         }
         let rt = runtime()?;
         let client = wait(py, &rt, coflow_client::Client::connect(cfg))?;
-        Ok(PyClient { client, rt })
+        Ok(PyClient { client, rt, pid: std::process::id() })
     }
 
     /// Registers a coflow of `num_flows` pieces; returns its id.
@@ -568,13 +596,13 @@ impl PyClient {
             lease: lease_s.map(|l| secs("lease_s", l)).transpose()?,
         };
         let c = self.client.clone();
-        wait(py, &self.rt, async move { c.register(num_flows, options).await.map(|id| id.0) })
+        wait(py, self.rt()?, async move { c.register(num_flows, options).await.map(|id| id.0) })
     }
 
     /// Stores `data` as piece `data_id` of `coflow` at the local agent; returns its size.
     fn put(&self, py: Python<'_>, coflow: u64, data_id: String, data: &[u8]) -> PyResult<u64> {
         let (c, content) = (self.client.clone(), data.to_vec());
-        wait(py, &self.rt, async move { c.put(CoflowId(coflow), &data_id, content).await })
+        wait(py, self.rt()?, async move { c.put(CoflowId(coflow), &data_id, content).await })
     }
 
     /// Stores `length` bytes at `offset` of `path` (relative to the agent's data directory) as
@@ -589,46 +617,46 @@ impl PyClient {
         length: u64,
     ) -> PyResult<u64> {
         let c = self.client.clone();
-        wait(py, &self.rt, async move { c.put_file(CoflowId(coflow), &data_id, &path, offset, length).await })
+        wait(py, self.rt()?, async move { c.put_file(CoflowId(coflow), &data_id, &path, offset, length).await })
     }
 
     /// Fetches piece `data_id` of `coflow` through the local agent.
     fn get<'py>(&self, py: Python<'py>, coflow: u64, data_id: String) -> PyResult<Bound<'py, PyBytes>> {
         let c = self.client.clone();
-        let bytes = wait(py, &self.rt, async move { c.get(CoflowId(coflow), &data_id).await })?;
+        let bytes = wait(py, self.rt()?, async move { c.get(CoflowId(coflow), &data_id).await })?;
         Ok(PyBytes::new(py, &bytes))
     }
 
     /// Starts fetching piece `data_id` of `coflow`; the chunks come one `next` call at a time.
     fn get_stream(&self, py: Python<'_>, coflow: u64, data_id: String) -> PyResult<PyChunks> {
         let c = self.client.clone();
-        let chunks = wait(py, &self.rt, async move { c.get_chunks(CoflowId(coflow), &data_id).await })?;
-        Ok(PyChunks { chunks: Arc::new(tokio::sync::Mutex::new(Some(chunks))), rt: self.rt.clone() })
+        let chunks = wait(py, self.rt()?, async move { c.get_chunks(CoflowId(coflow), &data_id).await })?;
+        Ok(PyChunks { chunks: Arc::new(tokio::sync::Mutex::new(Some(chunks))), rt: self.rt.clone(), pid: self.pid })
     }
 
     /// Says no more puts will come for `coflow`.
     fn seal(&self, py: Python<'_>, coflow: u64) -> PyResult<()> {
         let c = self.client.clone();
-        wait(py, &self.rt, async move { c.seal(CoflowId(coflow)).await })
+        wait(py, self.rt()?, async move { c.seal(CoflowId(coflow)).await })
     }
 
     /// Renews the leases of `coflows`; returns the ids not renewed.
     fn renew(&self, py: Python<'_>, coflows: Vec<u64>) -> PyResult<Vec<u64>> {
         let c = self.client.clone();
         let ids: Vec<CoflowId> = coflows.into_iter().map(CoflowId).collect();
-        wait(py, &self.rt, async move { c.renew(&ids).await.map(|n| n.into_iter().map(|c| c.0).collect()) })
+        wait(py, self.rt()?, async move { c.renew(&ids).await.map(|n| n.into_iter().map(|c| c.0).collect()) })
     }
 
     /// Removes `coflow`.
     fn unregister(&self, py: Python<'_>, coflow: u64) -> PyResult<()> {
         let c = self.client.clone();
-        wait(py, &self.rt, async move { c.unregister(CoflowId(coflow)).await })
+        wait(py, self.rt()?, async move { c.unregister(CoflowId(coflow)).await })
     }
 
     /// What the coordinator is doing, as nested dicts and lists.
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.client.clone();
-        let s = wait(py, &self.rt, async move { c.status().await })?;
+        let s = wait(py, self.rt()?, async move { c.status().await })?;
         let out = PyDict::new(py);
         out.set_item("policy", &s.policy)?;
         let coflows = PyList::empty(py);
@@ -676,12 +704,14 @@ impl PyClient {
 struct PyChunks {
     chunks: Arc<tokio::sync::Mutex<Option<coflow_client::Chunks>>>,
     rt: Arc<Runtime>,
+    pid: u32,
 }
 
 #[pymethods]
 impl PyChunks {
     /// The next chunk, or `None` once the piece is complete.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        same_process(self.pid)?;
         let chunks = self.chunks.clone();
         let chunk = wait(py, &self.rt, async move {
             let mut slot = chunks.lock().await;
@@ -713,6 +743,8 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
     // The one table of error kinds (the protocol's `ErrorKind`), which `coflow.errors` maps.
     m.add("ERROR_KINDS", coflow_client::ErrorKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>())?;
+    // A lease's bounds in seconds, the protocol's (`register(lease_s=)` checks them by name).
+    m.add("LEASE_S", (coflow_client::MIN_LEASE_MS as f64 / 1e3, coflow_client::MAX_LEASE_MS as f64 / 1e3))?;
     // The workspace version, the same that `coflow --version` prints.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
