@@ -1,14 +1,14 @@
 """The asyncio twin of :class:`coflow.Client`.
 
 Each call runs the blocking client's call (which releases the GIL) on the event loop's default
-executor, so one implementation of errors, TLS and streaming serves both; cancelling a task
-stops waiting for the call but not the call itself.
+executor, so one implementation of errors, TLS and streaming serves both. Cancelling a call (its
+task cancelled, or timed out by ``asyncio.wait_for``) cancels the blocking call too, within about
+100 ms: a get stops taking its coflow's bandwidth and gives its executor thread back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
 
 from . import _coflow
@@ -22,7 +22,21 @@ T = TypeVar("T")
 
 async def _run(f: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, functools.partial(f, *args, **kwargs))
+    cancel = _coflow.Cancel()
+
+    def call() -> T:
+        # The calls of this executor thread answer to this task's cancel until it returns.
+        _coflow._cancel_with(cancel)
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _coflow._cancel_with(None)
+
+    try:
+        return await loop.run_in_executor(None, call)
+    except asyncio.CancelledError:
+        cancel.cancel()
+        raise
 
 
 class Client:

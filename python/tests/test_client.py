@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import List
 
 import pytest
@@ -268,6 +269,27 @@ def test_a_dead_agent_is_unreachable(own_cluster: Cluster) -> None:
         own_cluster.kill_agent(1)
         with pytest.raises(coflow.AgentUnreachable):
             b.put(c, "p", b"bytes")
+
+
+def test_a_cancelled_asyncio_call_stops_its_blocking_call(cluster: Cluster) -> None:
+    # One executor thread: a get left running after its task gave up would hold it, and the
+    # next call would wait behind it for the 30 s of the get's readiness.
+    async def main() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        async with coflow.aio.Client(cluster.coordinator, cluster.agents[0], token=TOKEN) as a:
+            async with coflow.aio.Client(cluster.coordinator, cluster.agents[1], token=TOKEN) as b:
+                # All-gets readiness: a get waits until both gets arrived (or 30 s), and only one comes.
+                c = await a.register(2, all_gets_timeout_s=30)
+                await a.put(c, "p0", b"waits")
+                await a.put(c, "p1", b"never fetched")
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(b.get(c, "p0"), 0.5)
+                started = time.monotonic()
+                await asyncio.wait_for(b.status(), 10)
+                assert time.monotonic() - started < 5, "the cancelled get gave its thread back"
+                await a.unregister(c)
+
+    asyncio.run(main())
 
 
 def test_the_asyncio_client_puts_and_gets(cluster: Cluster) -> None:

@@ -455,23 +455,67 @@ fn _close_calls(py: Python<'_>, timeout_s: f64) {
     }
 }
 
+/// A way to cancel the calls a thread makes from another thread: the asyncio client's, whose
+/// calls run on executor threads that a cancelled task would otherwise leave running.
+#[pyclass(name = "Cancel", module = "coflow._coflow", frozen)]
+#[derive(Debug)]
+struct PyCancel {
+    cancelled: tokio::sync::watch::Sender<bool>,
+}
+
+#[pymethods]
+impl PyCancel {
+    #[new]
+    fn new() -> PyCancel {
+        PyCancel { cancelled: tokio::sync::watch::Sender::new(false) }
+    }
+
+    /// Cancels the call under way on the thread that holds this (it raises `RuntimeError`
+    /// there), and every later call of that thread until the thread lets go of it.
+    fn cancel(&self) {
+        self.cancelled.send_replace(true);
+    }
+}
+
+thread_local! {
+    /// What cancels the calls of this thread, if anything ([`_cancel_with`]).
+    static CANCEL: std::cell::RefCell<Option<tokio::sync::watch::Receiver<bool>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Has `cancel` cancel the calls this thread makes from now on (`None`: nothing does).
+#[pyfunction]
+#[pyo3(signature = (cancel = None))]
+fn _cancel_with(cancel: Option<PyRef<'_, PyCancel>>) {
+    CANCEL.with(|c| *c.borrow_mut() = cancel.map(|k| k.cancelled.subscribe()));
+}
+
 /// Runs `fut` on `rt` with the GIL released, waking every 100 ms to let Python handle signals
-/// (Ctrl-C cancels the call) and to return at once when the interpreter exits.
+/// (Ctrl-C cancels the call) and to return at once when the interpreter exits or the thread's
+/// [`PyCancel`] is cancelled.
 fn wait<T: Send + 'static>(
     py: Python<'_>,
     rt: &Runtime,
     fut: impl Future<Output = Result<T, ClientError>> + Send + 'static,
 ) -> PyResult<T> {
     let call = InFlight::enter();
+    let mut cancel = CANCEL.with(|c| c.borrow().clone());
     let mut task = rt.spawn(fut);
     let mut closed = CLOSED.subscribe();
     loop {
         let done = py.detach(|| {
             rt.block_on(async {
+                let cancelled = async {
+                    match cancel.as_mut() {
+                        Some(rx) => drop(rx.wait_for(|&c| c).await),
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     r = &mut task => Some(r),
                     _ = tokio::time::sleep(Duration::from_millis(100)) => None,
                     _ = closed.wait_for(|&e| e != call.0) => None,
+                    () = cancelled => None,
                 }
             })
         });
@@ -482,6 +526,10 @@ fn wait<T: Send + 'static>(
                 if call.cancelled() {
                     task.abort();
                     return Err(exiting());
+                }
+                if cancel.as_ref().is_some_and(|rx| *rx.borrow()) {
+                    task.abort();
+                    return Err(PyRuntimeError::new_err("the call was cancelled"));
                 }
                 if let Err(e) = py.check_signals() {
                     task.abort();
@@ -740,6 +788,8 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_workload, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(_close_calls, m)?)?;
+    m.add_class::<PyCancel>()?;
+    m.add_function(wrap_pyfunction!(_cancel_with, m)?)?;
     m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
     // The one table of error kinds (the protocol's `ErrorKind`), which `coflow.errors` maps.
     m.add("ERROR_KINDS", coflow_client::ErrorKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>())?;
