@@ -60,6 +60,9 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
     let cap = retry_cap(every);
     // Registrations failed in a row, and when one was last logged at warn.
     let (mut failures, mut warned) = (0u32, None::<Instant>);
+    // The flow key of the last session opened: another one means another coordinator (each
+    // draws its keys at start), which knows none of the flows the previous one granted.
+    let mut last_key = None::<Vec<u8>>;
     loop {
         let reg = pb::RegisterAgentRequest {
             machine_id,
@@ -69,9 +72,11 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             incarnation,
             datacenter: shared.config.datacenter.clone().unwrap_or_default(),
         };
+        let mut key = None;
         let registered = async {
             let answer = coord.register_agent(reg).await?.into_inner();
             let session = answer.session;
+            key = Some(answer.flow_key.clone());
             shared.fetches_per_peer.store(answer.fetches_per_peer, Ordering::Relaxed);
             match coflow_proto::ticket::FlowKey::new(&answer.flow_key) {
                 Some(key) => shared.flow_keys.learn(key),
@@ -144,6 +149,10 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                 }
             });
         }
+        if last_key.is_some() && key != last_key {
+            resume_parts(&shared, epoch);
+        }
+        last_key = key;
         recover_flows(&shared, epoch, &mut recovery);
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -223,6 +232,23 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
     for c in update.dropped_coflows {
         let n = shared.store.drop_coflow(CoflowId(c));
         tracing::debug!(coflow = c, pieces = n, "coflow unregistered; pieces dropped");
+    }
+}
+
+/// Cuts, once registered (registration `epoch`) with a coordinator that restarted, the parts of
+/// gets this agent receives that a previous coordinator granted (a range of a piece, or relayed),
+/// which cannot be re-announced: the new coordinator would never give them a rate, and one
+/// waiting at rate 0 would wait for good. Each part's receiver resumes its rest with the new
+/// coordinator, naming where the part ends, which it grants inside its restart window (see
+/// [`crate::receive`]). Parts of an unregistered coflow go on at their last rate.
+fn resume_parts(shared: &Shared, epoch: u64) {
+    let receiving = shared.receiving.lock().expect("receiving lock");
+    let parts = receiving.iter().filter(|(_, r)| {
+        !r.recoverable && r.epoch < epoch && r.stop.borrow().is_none() && !shared.store.is_dropped(r.coflow)
+    });
+    for (flow, r) in parts {
+        tracing::info!(%flow, "a part granted by a previous coordinator; resuming it with this one");
+        r.stop.send_replace(Some(Stop::Reroute));
     }
 }
 

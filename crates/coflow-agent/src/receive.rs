@@ -13,7 +13,9 @@
 //! A part the coordinator reroutes (its link went down, its relay died), or whose relay cannot be
 //! reached, is cut at the bytes it verified: its receiver announces a get that resumes the rest
 //! of the part ([`coflow_proto::pb::AnnounceGetRequest::resume_flow_id`]), and the new grant's
-//! parts take its place, into the same sink, at most [`MAX_RESUMES`] times over. A resume that
+//! parts take its place, into the same sink, at most [`MAX_RESUMES`] times over. The resume names
+//! where the cut part ends, so that a coordinator that restarted since it granted the part (and
+//! never saw it) grants the rest all the same. A resume that
 //! follows a failure (not a reroute the coordinator ordered) waits first, longer each time, so
 //! that the resumes outlast the time the coordinator takes to find a dead peer dead.
 
@@ -65,7 +67,8 @@ pub(crate) struct Get {
 }
 
 /// Asks the coordinator for a get's flow (or, with `resume`, for the rest of a flow this agent
-/// cut), and returns the link epoch the grant belongs to.
+/// cut: its id, and the bytes `[at, end)` of the piece wanted), and returns the link epoch the
+/// grant belongs to.
 ///
 /// A coordinator that is away (restarting: its address refuses connections, or this agent has
 /// not registered with it yet) is waited for, with backoff, for at most `coordinator_grace_ms`:
@@ -79,7 +82,7 @@ pub(crate) async fn announce_get(
     coflow: CoflowId,
     data_id: &DataId,
     client: &str,
-    resume: Option<(FlowId, u64)>,
+    resume: Option<(FlowId, u64, u64)>,
 ) -> Result<(u64, pb::AnnounceGetResponse), AgentError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(shared.config.coordinator_grace_ms);
     let mut backoff = Duration::from_millis(20);
@@ -96,6 +99,7 @@ pub(crate) async fn announce_get(
                 client: client.to_string(),
                 resume_flow_id: resume.map_or(0, |r| r.0.0),
                 resume_offset: resume.map_or(0, |r| r.1),
+                resume_end: resume.map_or(0, |r| r.2),
                 ..Default::default()
             };
             // Read before the grant: a coordinator that restarts after granting is a later epoch.
@@ -245,7 +249,8 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
     let (stop, mut stopped) = watch::channel(None::<Stop>);
     let got = Arc::new(AtomicU64::new(0));
     // Only a whole piece fetched directly is re-announced to a restarted coordinator: a part's
-    // range and path are not part of that protocol (a part goes on at its last rate).
+    // range and path are not part of that protocol, so a part is cut and its rest resumed with
+    // the new coordinator instead (`link::resume_parts`).
     let whole = part.offset == 0 && part.length == get.size && part.via.is_none();
     let rec = Receiving {
         coflow: get.coflow,
@@ -259,7 +264,7 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
     };
     shared.list_receiving(part.flow, rec);
     // Gone from the agent's table however the part ends, aborted with its get too.
-    let _listed = Listed { shared: shared.clone(), flow: part.flow };
+    let listed = Listed { shared: shared.clone(), flow: part.flow };
     get.open.lock().expect("open parts lock").insert(part.flow);
     let result = tokio::select! {
         r = data::fetch(&shared, get.coflow, &get.data_id, &part, &sink, &got) => r.map(|_| ()).map_err(Cut::Failed),
@@ -308,10 +313,13 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
         // longer, so that together they outlast the coordinator's agent timeout.
         tokio::time::sleep(resume_backoff(resumes)).await;
     }
-    // The coordinator ends the cut flow when it grants the rest: its end is not reported.
+    // The coordinator ends the cut flow when it grants the rest: its end is not reported. Nor is
+    // the cut flow re-announced to a coordinator that restarts meanwhile: the resume names it
+    // with its end, so that a coordinator that never granted it grants the rest all the same.
     get.open.lock().expect("open parts lock").remove(&part.flow);
-    let (epoch, grant) = match announce_get(&shared, get.coflow, &get.data_id, &get.client, Some((part.flow, at))).await
-    {
+    drop(listed);
+    let resume = Some((part.flow, at, end));
+    let (epoch, grant) = match announce_get(&shared, get.coflow, &get.data_id, &get.client, resume).await {
         Ok(g) => g,
         Err(e) => return Err(e),
     };

@@ -1015,8 +1015,11 @@ impl Core {
         // The bytes to grant: the piece, or the rest of the flow the receiver cut.
         let (start, end) = match get.resume {
             None => (0, size),
+            Some((old, at)) if !self.flows.contains_key(&old) => {
+                self.resume_previous(now, old, at, get.resume_end, size)?
+            }
             Some((old, at)) => {
-                let f = self.flows.get(&old).ok_or(CoordError::UnknownFlow(old))?;
+                let f = &self.flows[&old];
                 if f.dst != get.machine || f.coflow != get.coflow || f.data_id != get.data_id {
                     return Err(CoordError::NotTheReceiver { flow: old, machine: get.machine });
                 }
@@ -1035,7 +1038,7 @@ impl Core {
         let (plan, routing) = match get.resume {
             None if self.may_split(src, get.machine, size) => (vec![(0, size, None)], Routing::Pending(now)),
             None => (vec![(0, size, None)], Routing::Direct),
-            Some((old, _)) => (self.plan_resume(now, old, start, end), Routing::Direct),
+            Some((old, _)) => (self.plan_resume(now, old, src, get.machine, start, end), Routing::Direct),
         };
         if plan.len() > 1 {
             tracing::debug!(coflow = %get.coflow, data_id = %get.data_id, ?plan, "split over detours");
@@ -1090,6 +1093,8 @@ impl Core {
             }
             parts.push(GrantPart { flow, offset, length, ticket, via: relay });
         }
+        // A previous coordinator's flow, which this one never granted.
+        let previous = get.resume.is_some_and(|(old, _)| !self.flows.contains_key(&old));
         let c = self.coflows.get_mut(&get.coflow).expect("checked above");
         if get.resume.is_none() {
             c.gets_seen += 1;
@@ -1103,7 +1108,12 @@ impl Core {
         };
         let resumed = match get.resume {
             // The new parts join the coflow where it stands before the cut flow leaves it, so
-            // that the coflow keeps its place in the policy.
+            // that the coflow keeps its place in the policy; the previous coordinator released
+            // the coflow of a flow it granted.
+            Some(_) if previous => {
+                self.release(now, get.coflow);
+                true
+            }
             Some((old, _)) => {
                 let released =
                     matches!(c.state, CoflowState::Scheduled(Some(_)) | CoflowState::Bypassed | CoflowState::Rejected);

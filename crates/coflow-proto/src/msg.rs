@@ -378,6 +378,9 @@ pub struct GetAnnouncement {
     pub client: String,
     /// A get the agent resumes: the flow it cut, and the offset from which the rest is wanted.
     pub resume: Option<(FlowId, u64)>,
+    /// With `resume`: where the cut flow's bytes end, if the agent said (see
+    /// `AnnounceGetRequest::resume_end`); past `resume`'s offset.
+    pub resume_end: Option<u64>,
 }
 
 impl TryFrom<pb::AnnounceGetRequest> for GetAnnouncement {
@@ -389,12 +392,21 @@ impl TryFrom<pb::AnnounceGetRequest> for GetAnnouncement {
             (0, _) => return Err(invalid("resume_offset", "given without resume_flow_id")),
             (f, offset) => Some((FlowId(f), offset)),
         };
+        let resume_end = match (resume, r.resume_end) {
+            (_, 0) => None,
+            (None, _) => return Err(invalid("resume_end", "given without resume_flow_id")),
+            (Some((_, at)), end) if end <= at => {
+                return Err(invalid("resume_end", format!("{end} is not past resume_offset {at}")));
+            }
+            (Some(_), end) => Some(end),
+        };
         Ok(GetAnnouncement {
             coflow: CoflowId(r.coflow_id),
             data_id: DataId::new(r.data_id)?,
             machine: MachineId(r.machine_id),
             client: identity("client", r.client)?,
             resume,
+            resume_end,
         })
     }
 }

@@ -602,7 +602,8 @@ pub fn core_decisions(n: usize) -> f64 {
             client: String::new(),
         };
         core.handle_put(now, put).expect("a live agent");
-        let get = GetAnnouncement { coflow: c, data_id, machine: dst, client: String::new(), resume: None };
+        let get =
+            GetAnnouncement { coflow: c, data_id, machine: dst, client: String::new(), resume: None, resume_end: None };
         let g = core.handle_get(now, get).expect("a piece");
         (c, g.flow, dst)
     };

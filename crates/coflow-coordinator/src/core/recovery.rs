@@ -1,9 +1,11 @@
 //! Recovery after a coordinator restart: agents re-announce the pieces they hold and the flows
 //! they still receive, and the coordinator adopts them only inside its restart window, only from
 //! the agents that may claim them, and only when they agree; ids are adopted only from below the
-//! range this coordinator issues, and an unregistered id is never revived.
+//! range this coordinator issues, and an unregistered id is never revived. A part of a get split
+//! by a previous coordinator is not re-announced but resumed: its receiver names the rest's
+//! range, granted inside the restart window.
 
-use coflow_core::{CoflowId, Nanos};
+use coflow_core::{CoflowId, FlowId, Nanos};
 use coflow_proto::{FlowRecovery, Registration};
 
 use super::{Core, FlowGrant, FlowRec, FlowState, Routing};
@@ -117,6 +119,37 @@ impl Core {
         self.counters.coflows_adopted += 1;
         self.hold(now, id, reg);
         Ok(())
+    }
+
+    /// The bytes `[at, end)` a receiver resumes of flow `old`, which this coordinator does not
+    /// know: a previous coordinator granted it (an id below the base), the restart window is
+    /// open, and the receiver named where its bytes end, within the piece's `size`. The caller
+    /// has checked that the receiver's client may get the piece, so any range of it may be
+    /// granted. Else `unknown-flow`, or `not-recoverable` once the window has closed.
+    pub(super) fn resume_previous(
+        &mut self,
+        now: Nanos,
+        old: FlowId,
+        at: u64,
+        end: Option<u64>,
+        size: u64,
+    ) -> Result<(u64, u64), CoordError> {
+        match (self.adoptable(now, old.0, self.next_flow), end) {
+            (Ok(()), Some(end)) if at < end && end <= size => {
+                tracing::info!(flow = %old, at, end, "a previous coordinator's flow resumed");
+                Ok((at, end))
+            }
+            (Err(Refusal::NotIssued(lift)), _) => {
+                if let Some(next) = lift {
+                    self.next_flow = self.next_flow.max(next);
+                }
+                self.refuse(CoordError::UnknownFlow(old))
+            }
+            (Err(Refusal::Closed), _) => self.refuse(CoordError::NotRecoverable(format!(
+                "flow {old}: a previous coordinator's flows are resumed only in the restart window"
+            ))),
+            _ => self.refuse(CoordError::UnknownFlow(old)),
+        }
     }
 
     /// A receiving agent re-announces a flow a previous coordinator granted: it is scheduled

@@ -240,8 +240,9 @@ impl Core {
         parts_by_share(&shares, start, end)
     }
 
-    /// How to send bytes `[start, end)` of flow `old`, which its receiver cut and resumes: as
-    /// planned when it was split over detours; else, having lost its path, planned alone, around
+    /// How to send bytes `[start, end)` of flow `old` from `src` to `dst`, which its receiver cut
+    /// and resumes: as planned when it was split over detours; planned alone when a previous
+    /// coordinator granted it; else, having lost its path, planned alone, around
     /// the relay it went through when the coordinator did not reroute it (its receiver could not
     /// reach the relay, which is left out of new paths for an agent timeout, the time the
     /// coordinator takes to find it dead if it is), and all through a detour when its receiver
@@ -250,14 +251,15 @@ impl Core {
         &mut self,
         now: Nanos,
         old: FlowId,
+        src: MachineId,
+        dst: MachineId,
         start: u64,
         end: u64,
     ) -> Vec<(u64, u64, Option<MachineId>)> {
-        let f = &self.flows[&old];
+        let Some(f) = self.flows.get(&old) else { return self.plan_parts(src, dst, start, end, false) };
         if let Routing::Split(shares) = &f.routing {
             return parts_by_share(shares, start, end);
         }
-        let (src, dst) = (f.src, f.dst);
         let unreached = f.reported_at.is_none() && f.via.is_none();
         if let (Some(relay), false) = (f.via, f.rerouting) {
             tracing::info!(flow = %old, relay = relay.0, "its receiver could not reach its relay; new paths avoid it");

@@ -105,6 +105,7 @@ impl Harness {
             machine: MachineId(machine),
             client: client.into(),
             resume: None,
+            resume_end: None,
         };
         self.core.handle_get(self.now, g)
     }
@@ -116,6 +117,7 @@ impl Harness {
             machine: MachineId(machine),
             client: String::new(),
             resume: None,
+            resume_end: None,
         };
         let grant = self.core.handle_get(self.now, g);
         if let Ok(g) = &grant {

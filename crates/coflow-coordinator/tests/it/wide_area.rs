@@ -184,6 +184,7 @@ fn resume(
         machine: MachineId(1),
         client: String::new(),
         resume: Some((flow, at)),
+        resume_end: None,
     };
     h.core.handle_get(h.now, g).unwrap()
 }
@@ -317,4 +318,46 @@ fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
     let at = relayed.offset + 1000;
     let again = resume(&mut h, c, "p", relayed.flow, at);
     assert_eq!(parts_of(&again), vec![(at, relayed.length - 1000, None)], "not through the relay that failed");
+}
+
+/// After a restart (a previous coordinator's ids lie below the base), a receiver resumes a part
+/// the previous coordinator granted, which this one never saw: once its source has re-announced
+/// the piece, inside the restart window and naming where the part's bytes end, it is granted the
+/// rest, planned anew, and the parts get rates. Without its end, with an id this coordinator
+/// could have issued, or past the window, it is refused.
+#[test]
+fn a_part_granted_by_a_previous_coordinator_is_resumed_inside_the_restart_window() {
+    let mut h = three_dcs(100.0);
+    h.core.set_id_base(1000);
+    let old = coflow_core::CoflowId(5);
+    let client = "coflow://client/a";
+    let ask = |flow: u64, at: u64, end: Option<u64>| GetAnnouncement {
+        coflow: old,
+        data_id: DataId::new("p").unwrap(),
+        machine: MachineId(1),
+        client: client.into(),
+        resume: Some((FlowId(flow), at)),
+        resume_end: end,
+    };
+    let e = h.core.handle_get(h.now, ask(900, 100_000, Some(600_000))).unwrap_err();
+    assert_eq!(e, CoordError::UnknownCoflow(old), "not yet: its source has not re-announced the piece");
+    h.core.handle_put(h.now, super::recovered(old, "p", 0, 1_100_000, Some(super::old_registration()))).unwrap();
+    let e = h.core.handle_get(h.now, ask(900, 100_000, None)).unwrap_err();
+    assert_eq!(e, CoordError::UnknownFlow(FlowId(900)), "without its end");
+    let e = h.core.handle_get(h.now, ask(900, 100_000, Some(1_100_001))).unwrap_err();
+    assert_eq!(e, CoordError::UnknownFlow(FlowId(900)), "past the piece");
+    let e = h.core.handle_get(h.now, ask(1000, 100_000, Some(600_000))).unwrap_err();
+    assert_eq!(e, CoordError::UnknownFlow(FlowId(1000)), "not a previous coordinator's");
+    let r = h.core.handle_get(h.now, ask(900, 100_000, Some(600_000))).unwrap();
+    let parts = parts_of(&r);
+    assert_eq!(parts.first().map(|p| p.0), Some(100_000));
+    assert_eq!(parts.iter().map(|p| p.1).sum::<u64>(), 500_000, "the rest of the part: {parts:?}");
+    h.advance(0);
+    let pushed = h.drain();
+    for p in &r.parts {
+        assert!(last_rate(&pushed, p.flow).is_some_and(|r| r > 0.0), "part {:?} is scheduled", p.flow);
+    }
+    h.core.set_restart_window(h.now);
+    let e = h.core.handle_get(h.now, ask(901, 0, Some(100_000))).unwrap_err();
+    assert!(matches!(e, CoordError::NotRecoverable(_)), "past the window: {e}");
 }

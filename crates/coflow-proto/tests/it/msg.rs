@@ -103,9 +103,9 @@ fn announce_get() -> impl Strategy<Value = pb::AnnounceGetRequest> {
     (
         (number(), text(256), machine(), text(MAX_OWNER_LEN)),
         (prop_oneof![Just(0), number()], machine(), number(), number()),
-        (prop_oneof![Just(0), number()], prop_oneof![Just(0), number()]),
+        (prop_oneof![Just(0), number()], prop_oneof![Just(0), number()], prop_oneof![Just(0), number()]),
     )
-        .prop_map(|((coflow_id, data_id, machine_id, client), (flow, src, size, received), (resume, at))| {
+        .prop_map(|((coflow_id, data_id, machine_id, client), (flow, src, size, received), (resume, at, end))| {
             pb::AnnounceGetRequest {
                 coflow_id,
                 data_id,
@@ -117,6 +117,7 @@ fn announce_get() -> impl Strategy<Value = pb::AnnounceGetRequest> {
                 client,
                 resume_flow_id: resume,
                 resume_offset: at,
+                resume_end: end,
             }
         })
 }
@@ -280,7 +281,7 @@ proptest! {
     #[test]
     fn any_get_announcement_converts_exactly_or_names_its_field(m in announce_get()) {
         match GetAnnouncement::try_from(m.clone()) {
-            Err(e) => names_a_field(&e, &["data_id", "client", "resume_offset"])?,
+            Err(e) => names_a_field(&e, &["data_id", "client", "resume_offset", "resume_end"])?,
             Ok(a) => {
                 prop_assert_eq!(
                     (a.coflow, a.data_id.as_str(), a.machine, a.client.as_str()),
@@ -288,6 +289,9 @@ proptest! {
                 );
                 let resume = (m.resume_flow_id != 0).then_some((coflow_core::FlowId(m.resume_flow_id), m.resume_offset));
                 prop_assert_eq!(a.resume, resume);
+                let end = (m.resume_end != 0).then_some(m.resume_end);
+                prop_assert_eq!(a.resume_end, end);
+                prop_assert!(end.is_none_or(|e| resume.is_some_and(|(_, at)| e > at)));
             }
         }
         match FlowRecovery::from_request(&m) {

@@ -144,3 +144,63 @@ async fn a_relay_killed_mid_part_is_not_asked_again() -> anyhow::Result<()> {
     cluster.shutdown().await;
     Ok(())
 }
+
+/// The rates of a coflow's flows, as the coordinator's status shows them.
+async fn flow_rates(c: &coflow_client::Client, coflow: coflow_core::CoflowId) -> Vec<f64> {
+    let st = c.status().await.unwrap();
+    st.coflows.iter().filter(|k| k.coflow_id == coflow.0).flat_map(|k| &k.flows).map(|f| f.rate_bps).collect()
+}
+
+/// Two coflows from `a` to `b`: the bigger one's get is split over the detour through `c`, then
+/// the smaller one's is served ahead of it, so that a part of the bigger one waits at rate 0 when
+/// the coordinator restarts. The new coordinator never granted that part: its receiver cuts it
+/// and resumes the rest with the new coordinator, and both gets complete with exact bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_split_by_a_coordinator_that_restarts_are_resumed_with_the_new_one() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = config(1e6);
+    cfg.agents = 3;
+    cfg.datacenters.truncate(3);
+    if let Some(wa) = &mut cfg.coordinator.wide_area {
+        for l in &mut wa.links {
+            if let Bandwidth::Constant(v) = &mut l.bandwidth {
+                *v = v.min(4e6);
+            }
+        }
+    }
+    let mut cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let small = c.register(1, CoflowOptions { name: "small".into(), ..Default::default() }).await?;
+    let big = c.register(1, CoflowOptions { name: "big".into(), ..Default::default() }).await?;
+    c.put(small, "s", content(10, 1_000_000)).await?;
+    c.put(big, "b", content(11, 6_000_000)).await?;
+    let r = cluster.client(1).await?;
+    let rb = r.clone();
+    let gb = tokio::spawn(async move { rb.get(big, "b").await });
+    let mut split = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if flow_rates(&c, big).await.len() > 1 {
+            split = true;
+            break;
+        }
+    }
+    assert!(split, "the big coflow's get is split over the detour");
+    let gs = tokio::spawn(async move { r.get(small, "s").await });
+    let mut held = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let (b, s) = (flow_rates(&c, big).await, flow_rates(&c, small).await);
+        if b.len() > 1 && b.contains(&0.0) && s.iter().any(|&r| r > 0.0) {
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "a part of the big coflow waits at rate 0 behind the small one");
+    cluster.restart_coordinator().await?;
+    let (b, s) = tokio::time::timeout(Duration::from_secs(15), async { (gb.await, gs.await) }).await?;
+    assert!(s?? == content(10, 1_000_000), "the small coflow's piece differs");
+    assert!(b?? == content(11, 6_000_000), "the big coflow's piece differs");
+    cluster.shutdown().await;
+    Ok(())
+}
