@@ -470,9 +470,9 @@ def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
     import signal
     import time
 
-    # Replays that would run for hours: `varys` at 12 bytes per second decides every 200 ms of
+    # Replays that would run for hours: `varys` at 1 kbit/s decides every 200 ms of
     # simulated time (starvation freedom) and finishes no coflow for a long while.
-    endless = dict(policies="varys,fair", port_rate="12B/s", threads=2, progress=False)
+    endless = dict(policies="varys,fair", port_rate="1kbps", threads=2, progress=False)
     # A process started in the background inherits SIGINT ignored, and Python then raises no
     # KeyboardInterrupt (interrupt_main does nothing): install Python's own handler for the test.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -499,14 +499,14 @@ def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
         raise ZeroDivisionError("from the callback")
 
     with pytest.raises(ZeroDivisionError):
-        _coflow.simulate(w._inner, "varys,fair", "12B/s", "fair", None, None, False, 1, 2, progress=fail)
+        _coflow.simulate(w._inner, "varys,fair", "1kbps", "fair", None, None, False, 1, 2, progress=fail)
     time.sleep(0.1)
     cpu = time.process_time()
     time.sleep(1.0)
     assert time.process_time() - cpu < 0.5, "the replays go on after the callback's error"
     # And a sweep's.
     with pytest.raises(ZeroDivisionError):
-        _coflow.simulate(w._inner, "varys", "12B/s", "varys", None, None, False, 1, 2, sweep=([30], 2), progress=fail)
+        _coflow.simulate(w._inner, "varys", "1kbps", "varys", None, None, False, 1, 2, sweep=([30], 2), progress=fail)
     time.sleep(0.1)
     cpu = time.process_time()
     time.sleep(1.0)

@@ -14,8 +14,8 @@ mod config;
 pub mod sweep;
 
 pub use config::{
-    Config, ExperimentError, MAX_PORT_BYTES_PER_SEC, WideAreaSpec, WorkloadSource, check_monte_carlo, check_port_rate,
-    load_topology, wide_area_params,
+    Config, ExperimentError, MAX_PORT_BYTES_PER_SEC, MIN_PORT_BYTES_PER_SEC, WideAreaSpec, WorkloadSource,
+    check_monte_carlo, check_port_rate, load_topology, wide_area_params,
 };
 pub use sweep::{Sweep, SweepSpec, Window, window};
 
@@ -756,12 +756,12 @@ mod tests {
         Box::new(|_| ControlFlow::Continue(()))
     }
 
-    /// A run whose replays would take hours: `varys` at a few bytes per second, where
+    /// A run whose replays would take hours: `varys` at the slowest port there is, where
     /// starvation freedom decides every 200 ms of simulated time.
     fn endless(threads: usize) -> super::Plan {
         let slow = Config {
             policies: "varys,fair".into(),
-            port_rate: "12B/s".into(),
+            port_rate: "1kbps".into(),
             threads: Some(threads),
             ..Config::default()
         };

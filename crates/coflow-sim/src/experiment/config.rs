@@ -207,8 +207,20 @@ pub fn wide_area_params(seed: u64, redraw: coflow_core::Nanos, mc: MonteCarlo) -
 /// (and their ratios to the lower bounds) by more than the policies differ.
 pub const MAX_PORT_BYTES_PER_SEC: f64 = 1.25e14;
 
-/// Refuses a port rate past [`MAX_PORT_BYTES_PER_SEC`]; `option` names it, as given (`text`).
+/// The slowest port a simulation takes, in bytes per second (1 kbit/s): slower, a replay's
+/// simulated time, and with it the periodic work of policies such as Varys's starvation-free
+/// turns, grows past any use, and a rate given without its unit (`1`, one byte per second) is
+/// the likelier meaning.
+pub const MIN_PORT_BYTES_PER_SEC: f64 = 125.0;
+
+/// Refuses a port rate below [`MIN_PORT_BYTES_PER_SEC`] or past [`MAX_PORT_BYTES_PER_SEC`];
+/// `option` names it, as given (`text`).
 pub fn check_port_rate(rate: Rate, option: &str, text: &str) -> Result<(), PlanError> {
+    if rate.bytes_per_sec() < MIN_PORT_BYTES_PER_SEC {
+        return Err(PlanError(format!(
+            "{option} {text:?}: at least 1 kbit/s (a bare number is bytes per second: give a unit, as in 1Gbps)"
+        )));
+    }
     if rate.bytes_per_sec() > MAX_PORT_BYTES_PER_SEC {
         return Err(PlanError(format!(
             "{option} {text:?}: at most 1 Pbit/s: the simulated clock counts nanoseconds, in which a faster port \
