@@ -22,7 +22,8 @@ pub(crate) struct OrderArgs {
     /// Link shapes, comma-separated: `as-is`, `constant`, `uniform-S`, `dips-P`, `mixed-P`.
     #[arg(long, default_value = "as-is,constant,uniform-0.5,dips-0.1,mixed-0.1")]
     skews: String,
-    /// Load factors, comma-separated: every link's mean is divided by each.
+    /// Load factors, comma-separated, each from 0.001 to 1000: every link's mean is divided by
+    /// each.
     #[arg(long, default_value = "1,2,4")]
     loads: String,
     /// Weather seeds, comma-separated; each row averages its ratio over them.
@@ -40,6 +41,10 @@ pub(crate) struct OrderArgs {
     mc_mean_cost: bool,
 }
 
+/// The heaviest load factor, and the inverse of the lightest: links a thousand times slower than
+/// the topology's already take a replay of the trace past days of simulated time.
+const MAX_LOAD: f64 = 1000.0;
+
 fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
     s.split(',').map(|x| parse(x.trim()).map_err(|e| anyhow::anyhow!("--{what}: {e}"))).collect()
 }
@@ -49,8 +54,8 @@ fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Re
 pub(crate) fn run(a: OrderArgs) -> Result<()> {
     let skews = list("skews", &a.skews, Skew::parse)?;
     let loads = list("loads", &a.loads, |x| match x.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("{x:?} is not a positive number")),
+        Ok(v) if (1.0 / MAX_LOAD..=MAX_LOAD).contains(&v) => Ok(v),
+        _ => Err(format!("{x:?} is not a number from {} to {MAX_LOAD}", 1.0 / MAX_LOAD)),
     })?;
     let seeds = list("seeds", &a.seeds, |x| x.parse::<u64>().map_err(|_| format!("{x:?} is not a whole number")))?;
     if seeds.is_empty() {
@@ -85,6 +90,8 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
     for skew in &skews {
         for &load in &loads {
             let (mut m, mut s, mut ratio) = (0.0, 0.0, 0.0);
+            // Coflows finished, by mrtf and by siphon-mc, and in the workload, over the seeds.
+            let mut done = (0, 0, 0);
             let mut c = coflow_sim::ordering::OrderCounts::default();
             for &seed in &seeds {
                 let overrides = Overrides { redraw_ms: a.redraw_ms, ..Overrides::default() };
@@ -93,9 +100,10 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
                     reshape(&base.wan, *skew, load).with_context(|| format!("reshaping to {}", skew.label()))?;
                 let cfg = coflow_sim::WanConfig { wan: world, ..base.clone() };
                 let r = compare(&w, &cfg, mc, Intra::Madd)?;
-                let avg = |r| coflow_sim::Summary::of(r, None).avg_cct_s;
-                m += avg(&r.mrtf);
-                s += avg(&r.siphon);
+                let (mrtf, siphon) = (coflow_sim::Summary::of(&r.mrtf, None), coflow_sim::Summary::of(&r.siphon, None));
+                m += mrtf.avg_cct_s;
+                s += siphon.avg_cct_s;
+                done = (done.0 + mrtf.completed, done.1 + siphon.completed, done.2 + mrtf.coflows);
                 ratio += r.ratio();
                 c += r.counts;
             }
@@ -114,6 +122,15 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
                 c.searches,
                 c.moved
             );
+            if done.0 < done.2 || done.1 < done.2 {
+                crate::output::say!(
+                    &[],
+                    "  unfinished: mrtf finished {} and siphon-mc {} of {} coflows; the averages count finished ones only",
+                    done.0,
+                    done.1,
+                    done.2
+                );
+            }
         }
     }
     Ok(())

@@ -373,7 +373,8 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["trace", "gen", "-o", "-", "--stages", "0"], "--stages must be at least 1"),
         (&["bench", "--coflows", "5", "--port-rate", "1e30"], "--port-rate \"1e30\": at most 1 Pbit/s"),
         (&["demo", "--port-rate", "8bps"], "--port-rate \"8bps\": an agent's port takes at least 1000 bytes"),
-        (&["wan-order", "--trace", jobs, "--loads", "1,1e-300"], "--loads 1e-300 with --skews as-is: link 0: "),
+        (&["wan-order", "--trace", jobs, "--loads", "1,1e-300"], "--loads: \"1e-300\" is not a number from 0.001 to"),
+        (&["wan-order", "--trace", jobs, "--loads", "1e300"], "--loads: \"1e300\" is not a number from 0.001 to 1000"),
         (&["wan-order", "--trace", jobs, "--skews", "uniform-2"], "uniform-2: its spread around the mean must be"),
     ];
     for (args, says) in cases {
