@@ -36,9 +36,9 @@ pub(crate) struct CommonArgs {
     /// Γ_empty·(1 + U(0, x)) and at least 200 ms, seeded by --seed.
     #[arg(long)]
     pub(crate) deadlines: bool,
-    /// The slack x of generated deadlines.
-    #[arg(long, default_value_t = 1.0, requires = "deadlines", allow_negative_numbers = true)]
-    pub(crate) deadline_x: f64,
+    /// The slack x of generated deadlines (with --deadlines; default 1).
+    #[arg(long, requires = "deadlines", allow_negative_numbers = true)]
+    pub(crate) deadline_x: Option<f64>,
     #[command(flatten)]
     model: crate::model::ModelArgs,
 }
@@ -61,7 +61,7 @@ impl CommonArgs {
             port_rate: self.port_rate.clone(),
             seed: self.synth.seed,
             threads: self.threads,
-            deadline_x: self.deadlines.then_some(self.deadline_x),
+            deadline_x: self.deadlines.then_some(self.deadline_x.unwrap_or(1.0)),
             model: self.model.model()?,
             ..Config::default()
         })

@@ -41,6 +41,11 @@ pub(crate) struct SimArgs {
 }
 
 pub(crate) fn run(args: SimArgs) -> Result<()> {
+    // clap's `requires` on --deadline-x does not hold against --deadline-fraction, which
+    // conflicts with --deadlines: said here, rather than the slack ignored.
+    if args.deadline_fraction.is_some() && args.common.deadline_x.is_some() {
+        anyhow::bail!("--deadline-x sets the slack of --deadlines; --deadline-fraction draws its deadlines with x = 1");
+    }
     if let Some(p) = &args.plot {
         plot::Format::of(p)?;
     }

@@ -369,6 +369,7 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["sim", "--coflows", "5", "--port-rate", "-1"], "--port-rate \"-1\""),
         (&["sim", "--coflows", "5", "--port-rate", "1e30"], "--port-rate \"1e30\": at most 1 Pbit/s"),
         (&["sim", "--coflows", "5", "--port-rate", "1bps"], "--port-rate \"1bps\": at least 1 kbit/s"),
+        (&["sim", "--coflows", "5", "--deadline-fraction", "0.5", "--deadline-x", "3"], "--deadline-x sets the slack"),
         (&["bench", "--coflows", "5", "--port-rate", "100"], "--port-rate \"100\": at least 1 kbit/s"),
         (&["trace", "gen", "-o", "-", "--stages", "0"], "--stages must be at least 1"),
         (&["bench", "--coflows", "5", "--port-rate", "1e30"], "--port-rate \"1e30\": at most 1 Pbit/s"),

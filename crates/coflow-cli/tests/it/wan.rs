@@ -117,3 +117,23 @@ fn wan_runs_write_one_csv_row_per_coflow_and_policy_matching_the_json() {
     let avg = report["results"][0]["avg_cct_s"].as_f64().unwrap();
     assert!((ccts.iter().sum::<f64>() / 20.0 - avg).abs() < 1e-6, "{avg} against {ccts:?}");
 }
+
+/// What the wide area sets itself (the rates, the baseline) is said when a flag asks otherwise,
+/// rather than dropped unsaid; the run goes on.
+#[test]
+fn flags_the_wide_area_does_not_use_are_named() {
+    let out = coflow()
+        .args(["sim", "--coflows", "5", "--machines", "6", "--wan", "default", "--policies", "mrtf"])
+        .args(["--port-rate", "5Gbps", "--baseline", "pfp"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("--port-rate is not used on the wide area"), "{err}");
+    assert!(err.contains("--baseline pfp is not used: the wide area compares with mrtf"), "{err}");
+    let quiet = coflow()
+        .args(["sim", "--coflows", "5", "--machines", "6", "--wan", "default", "--policies", "mrtf"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("is not used"), "no note without the flags");
+}

@@ -352,6 +352,16 @@ impl Config {
         plan.adjust_workload(self.deadline_fraction, self.offline);
         if let Some(spec) = &self.wide_area {
             plan.place_on_wide_area(spec)?;
+            // What the wide area sets itself, said rather than dropped unsaid.
+            let default = Config::default();
+            if self.port_rate != default.port_rate {
+                let rate = name("port_rate");
+                plan.notes.push(format!("{rate} is not used on the wide area: its links' bandwidths set the rates"));
+            }
+            if self.baseline != default.baseline && self.baseline != "mrtf" {
+                let baseline = name("baseline");
+                plan.notes.push(format!("{baseline} {} is not used: the wide area compares with mrtf", self.baseline));
+            }
         }
         Ok(plan)
     }
