@@ -676,7 +676,17 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     match status {
         Status::Ok => {}
         Status::BadToken => return Err(AgentError::Refused("wrong cluster token").into()),
-        Status::Denied => return Err(AgentError::PermissionDenied("the source refused the flow's ticket").into()),
+        // This agent asks only for flows the coordinator granted it, so a refused ticket is the
+        // source's state, not the client's right: it restarted (a new key, its memory gone) or
+        // has not yet heard the key of a coordinator that restarted. A get tried again learns
+        // which (the piece, or `no-such-data`); the client is not told it may not read it.
+        Status::Denied => {
+            return Err(AgentError::SourceUnreachable {
+                addr: addr.to_string(),
+                reason: "it refused the flow's ticket (restarted, or not yet told the coordinator's key)".into(),
+            }
+            .into());
+        }
         // The source restarted (its memory is gone) or dropped the coflow: recompute the piece.
         Status::NoPiece => {
             return Err(AgentError::DataLost("the source agent no longer holds the piece".into()).into());
@@ -857,6 +867,18 @@ mod tests {
         let e = r.unwrap_err();
         assert!(matches!(&e, AgentError::DataLost(m) if m.contains("no longer holds")), "{e}");
         assert_eq!(e.kind(), ErrorKind::DataLost);
+    }
+
+    /// A source that refuses the ticket of a flow the coordinator granted (it restarted with a
+    /// new key, or has not yet heard a restarted coordinator's) is a source to try again, not a
+    /// refusal of the client's rights.
+    #[tokio::test]
+    async fn a_source_that_refuses_a_granted_ticket_is_unreachable_not_a_denial() {
+        let (got, r) = fetch_against(wire::encode_head(Status::Denied, 0).to_vec(), 2048).await;
+        assert!(got.is_empty());
+        let e = r.unwrap_err();
+        assert!(matches!(&e, AgentError::SourceUnreachable { reason, .. } if reason.contains("ticket")), "{e}");
+        assert_eq!(e.kind(), ErrorKind::AgentUnreachable);
     }
 
     /// A frame that claims more bytes than the piece has left is corruption, not a wait.

@@ -131,7 +131,7 @@ impl ClientError {
                  cluster CA, and valid now?"
             ));
         }
-        match (K::of(&s), s.code()) {
+        let e = match (K::of(&s), s.code()) {
             (Some(K::UnknownCoflow), _) => ClientError::UnknownCoflow(coflow),
             (Some(K::DuplicateDataId), _) => ClientError::DuplicateDataId { coflow, data_id: data_id.to_string() },
             (Some(K::Sealed), _) => ClientError::Sealed(coflow),
@@ -162,6 +162,24 @@ impl ClientError {
                 ))
             }
             _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
+        };
+        e.without_repeated_prefix()
+    }
+
+    /// The error without its kind said twice: a service's message often opens with the words
+    /// this error's display opens with too (`permission denied: permission denied: …`).
+    fn without_repeated_prefix(self) -> ClientError {
+        let strip =
+            |m: String, prefix: &str| if let Some(rest) = m.strip_prefix(prefix) { rest.to_string() } else { m };
+        match self {
+            ClientError::AgentUnreachable(m) => ClientError::AgentUnreachable(strip(m, "unreachable: ")),
+            ClientError::Unauthenticated(m) => ClientError::Unauthenticated(strip(m, "refused: ")),
+            ClientError::PermissionDenied(m) => ClientError::PermissionDenied(strip(m, "permission denied: ")),
+            ClientError::Corrupted(m) => ClientError::Corrupted(strip(m, "data corrupted: ")),
+            ClientError::DataLost(m) => ClientError::DataLost(strip(m, "data lost: ")),
+            ClientError::LimitExceeded(m) => ClientError::LimitExceeded(strip(m, "limit exceeded: ")),
+            ClientError::Invalid(m) => ClientError::Invalid(strip(m, "invalid request: ")),
+            other => other,
         }
     }
 
@@ -547,6 +565,23 @@ mod tests {
         assert_eq!(e.kind(), Some(coflow_proto::ErrorKind::AgentUnreachable), "{e:?}");
         let said = ClientError::from_status(Status::unknown("something"), CoflowId(1), "p");
         assert_eq!(said.kind(), None, "{said:?}");
+    }
+
+    /// A service's message that opens with the words the error's display opens with is not
+    /// said twice; one that does not is kept whole.
+    #[test]
+    fn an_error_says_its_kind_once() {
+        use coflow_proto::ErrorKind as K;
+        let said = |kind: K, code, message: &str| {
+            ClientError::from_status(kind.status(code, message), CoflowId(1), "p").to_string()
+        };
+        let denied = said(K::PermissionDenied, tonic::Code::PermissionDenied, "permission denied: not yours");
+        assert_eq!(denied, "permission denied: not yours");
+        assert_eq!(said(K::DataLost, tonic::Code::DataLoss, "data lost: bytes 0..9"), "data lost: bytes 0..9");
+        assert_eq!(
+            said(K::Invalid, tonic::Code::InvalidArgument, "`name`: too long"),
+            "invalid request: `name`: too long"
+        );
     }
     /// A get from an agent that takes the connection and then never says anything (its process
     /// stopped, say) fails `AgentUnreachable` once the client's ping goes unanswered: it never
