@@ -36,7 +36,9 @@ pub struct GroupFidelity {
     pub median_error_ms: f64,
     /// 95th percentile of it.
     pub p95_error_ms: f64,
-    /// Median of measured over simulated, minus one.
+    /// Median of measured over simulated, minus one, over the coflows the simulator gives a
+    /// positive CCT (one that crosses no link, all inside a datacenter, takes no time there and
+    /// has no ratio); not a number if none does.
     pub median_relative_error: f64,
     /// What the group adds to the run's average measured minus simulated CCT, milliseconds
     /// (the groups of bins add up to the whole difference).
@@ -91,8 +93,11 @@ pub fn groups(rows: &[CoflowFidelity], first_bytes: &[Vec<f64>]) -> Vec<GroupFid
             continue;
         }
         let mut errors: Vec<f64> = done.iter().map(|r| (r.measured_s.unwrap_or(0.0) - r.simulated_s) * 1e3).collect();
-        let mut relative: Vec<f64> =
-            done.iter().map(|r| r.measured_s.unwrap_or(0.0) / r.simulated_s.max(1e-9) - 1.0).collect();
+        let mut relative: Vec<f64> = done
+            .iter()
+            .filter(|r| r.simulated_s > 0.0)
+            .map(|r| r.measured_s.unwrap_or(0.0) / r.simulated_s - 1.0)
+            .collect();
         let share = errors.iter().sum::<f64>() / completed as f64;
         let mut first: Vec<f64> =
             done.iter().flat_map(|r| first_bytes.get(r.index).into_iter().flatten().map(|s| s * 1e3)).collect();
@@ -149,5 +154,11 @@ mod tests {
         assert!((g[0].share_of_avg_difference_ms + g[1].share_of_avg_difference_ms - 80.0).abs() < 1e-9);
         assert_eq!(main_source(&g).unwrap().group, "LN");
         assert!((g[2].median_relative_error - 1.0).abs() < 1e-9, "20 ms for 10 ms, and 130 for 100: {:?}", g[2]);
+        // A coflow the simulator finishes at once (all inside a datacenter) has no ratio.
+        let local = [row(0, "SN", 10_000, Some(0.003), 0.0), row(1, "SN", 10_000, Some(0.020), 0.010)];
+        let g = groups(&local, &[vec![], vec![]]);
+        assert!((g[0].median_relative_error - 1.0).abs() < 1e-9, "{:?}", g[0]);
+        let g = groups(&local[..1], &[vec![]]);
+        assert!(g[0].median_relative_error.is_nan(), "{:?}", g[0]);
     }
 }
