@@ -420,7 +420,9 @@ fn describe_wide_area(cfg: &WanConfig) -> String {
     let mut t = String::new();
     let _ = write!(t, "wide area: {} datacenters;", wan.dcs());
     for (r, l) in wan.links().iter().enumerate() {
-        let _ = write!(t, " {} {:.1} Gbit/s;", wan.link_name(r as u32), l.bandwidth.mean() / GBPS);
+        // In the unit that suits it: a link of 30 Mbit/s is not "0.0 Gbit/s".
+        let mean = coflow_core::Rate::from_bytes_per_sec(l.bandwidth.mean());
+        let _ = write!(t, " {} {mean};", wan.link_name(r as u32));
     }
     let redraw = if cfg.redraw == Nanos::MAX { "never".to_string() } else { format!("every {}", cfg.redraw) };
     let _ = write!(t, " capacities redrawn {redraw}; multi-path {}", if cfg.multipath { "on" } else { "off" });
