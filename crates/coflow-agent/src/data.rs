@@ -562,7 +562,7 @@ pub(crate) struct Part {
 
 impl Part {
     /// The agent asked, and its address: the relay if there is one, else the source.
-    fn peer(&self) -> (MachineId, &str) {
+    pub(crate) fn peer(&self) -> (MachineId, &str) {
         match &self.via {
             Some((m, addr, _)) => (*m, addr),
             None => (self.src, &self.src_addr),

@@ -15,9 +15,11 @@
 //! of the part ([`coflow_proto::pb::AnnounceGetRequest::resume_flow_id`]), and the new grant's
 //! parts take its place, into the same sink, at most [`MAX_RESUMES`] times over. The resume names
 //! where the cut part ends, so that a coordinator that restarted since it granted the part (and
-//! never saw it) grants the rest all the same. A resume that
-//! follows a failure (not a reroute the coordinator ordered) waits first, longer each time, so
-//! that the resumes outlast the time the coordinator takes to find a dead peer dead.
+//! never saw it) grants the rest all the same. The cut part leaves the agent's table and the
+//! resume is announced at once; after a failure (not a reroute the coordinator ordered), a part
+//! of the new grant that asks the peer that just failed again (the same relay, or without one
+//! the same source) waits first, longer at each resume, so that the resumes outlast the time the
+//! coordinator takes to find a dead peer dead; a part that avoids that peer starts at once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,14 +42,28 @@ use crate::state::{Receiving, Shared, Stop};
 /// How many times a part may be resumed over another path, all its successors counted.
 pub(crate) const MAX_RESUMES: u32 = 4;
 
-/// How long a part resumed after a failure waits before it asks for the rest, the first time;
-/// each later resume of the same bytes waits twice as long (0.5 s, 1 s, 2 s, 4 s: 7.5 s in all,
-/// more than the coordinator's default agent timeout of 3 s).
+/// How long a part of a resume's grant that asks the peer that just failed again waits before
+/// it fetches, at the first resume; each later resume of the same bytes waits twice as long
+/// (0.5 s, 1 s, 2 s, 4 s: 7.5 s in all, more than the coordinator's default agent timeout of 3 s).
 const RESUME_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 
-/// The wait before a resume after a failure, with `resumes` resumes left.
+/// The wait after a failure of a part with `resumes` resumes left, for its rest's parts that ask
+/// the same peer again.
 fn resume_backoff(resumes: u32) -> Duration {
     RESUME_BACKOFF_FIRST * (1 << MAX_RESUMES.saturating_sub(resumes).min(8))
+}
+
+/// The peer a cut part could not reach (its relay, or without one its source): the parts of its
+/// rest's grant that ask it again wait `pause` before they fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Failed {
+    pub(crate) addr: String,
+    pub(crate) pause: Duration,
+}
+
+/// How long `part` waits before it fetches: `failed`'s pause when it asks that peer again.
+fn pause_before(part: &Part, failed: Option<&Failed>) -> Duration {
+    failed.filter(|f| f.addr == part.peer().1).map_or(Duration::ZERO, |f| f.pause)
 }
 
 /// What every part of one get shares.
@@ -190,14 +206,16 @@ pub(crate) fn parts_of(grant: &pb::AnnounceGetResponse, from: u64, until: u64) -
 }
 
 /// Receives `parts` (in order of offset, contiguous) into `out`: the first straight into it, each
-/// later one into a buffer handed on once the parts before it are done. Fails with the first
-/// part that fails (the others are then abandoned, and their ends left to the caller to report).
+/// later one into a buffer handed on once the parts before it are done; a part that asks the
+/// peer `failed` names again waits its pause first. Fails with the first part that fails (the
+/// others are then abandoned, and their ends left to the caller to report).
 pub(crate) fn receive(
     get: Get,
     parts: Vec<Part>,
     out: Sink,
     epoch: u64,
     resumes: u32,
+    failed: Option<Failed>,
 ) -> Pin<Box<dyn Future<Output = Result<(), AgentError>> + Send>> {
     Box::pin(async move {
         let mut tasks = JoinSet::new();
@@ -213,7 +231,8 @@ pub(crate) fn receive(
                 Sink::buffer(tx)
             };
             let get = get.clone();
-            tasks.spawn(async move { (k, receive_part(get, part, sink, epoch, resumes).await) });
+            let pause = pause_before(&part, failed.as_ref());
+            tasks.spawn(async move { (k, receive_part(get, part, sink, epoch, resumes, pause).await) });
         }
         // Parts done, in order of offset: a buffered part is handed on once every part before it
         // is done and handed on.
@@ -242,9 +261,16 @@ pub(crate) fn receive(
     })
 }
 
-/// One part: fetched into `sink`; rerouted by the coordinator or cut off with its relay, resumed
-/// over the paths a new grant names; its end reported to the coordinator.
-async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32) -> Result<(), AgentError> {
+/// One part: fetched into `sink` after `pause`; rerouted by the coordinator or cut off with its
+/// relay, resumed over the paths a new grant names; its end reported to the coordinator.
+async fn receive_part(
+    get: Get,
+    part: Part,
+    sink: Sink,
+    epoch: u64,
+    resumes: u32,
+    pause: Duration,
+) -> Result<(), AgentError> {
     let shared = get.shared.clone();
     let (stop, mut stopped) = watch::channel(None::<Stop>);
     let got = Arc::new(AtomicU64::new(0));
@@ -266,8 +292,17 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
     // Gone from the agent's table however the part ends, aborted with its get too.
     let listed = Listed { shared: shared.clone(), flow: part.flow };
     get.open.lock().expect("open parts lock").insert(part.flow);
+    // Listed and counted by the coordinator while it pauses, so that a stop the coordinator
+    // sends meanwhile (the peer found dead) cuts it.
+    let fetch = async {
+        if !pause.is_zero() {
+            tracing::info!(flow = %part.flow, peer = part.peer().1, ?pause, "asking a peer that just failed again; waiting first");
+            tokio::time::sleep(pause).await;
+        }
+        data::fetch(&shared, get.coflow, &get.data_id, &part, &sink, &got).await
+    };
     let result = tokio::select! {
-        r = data::fetch(&shared, get.coflow, &get.data_id, &part, &sink, &got) => r.map(|_| ()).map_err(Cut::Failed),
+        r = fetch => r.map(|_| ()).map_err(Cut::Failed),
         s = stopped.wait_for(Option::is_some) => match s.ok().and_then(|s| s.clone()) {
             Some(Stop::Reroute) => Err(Cut::Reroute),
             Some(Stop::Fail(reason)) => Err(Cut::Failed(AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason })),
@@ -297,7 +332,7 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
     };
     if resumes == 0 || at >= end {
         // The peer that failed: the relay, when the part went through one.
-        let addr = part.via.as_ref().map_or_else(|| part.src_addr.clone(), |(_, addr, _)| addr.clone());
+        let addr = part.peer().1.to_string();
         let last = failure.map_or_else(|| "the coordinator rerouted it".to_string(), |e| e.to_string());
         let e = AgentError::SourceUnreachable {
             addr,
@@ -307,24 +342,19 @@ async fn receive_part(get: Get, part: Part, sink: Sink, epoch: u64, resumes: u32
         return Err(e);
     }
     tracing::info!(flow = %part.flow, at, end, error = failure.as_ref().map(tracing::field::display), "part cut; resuming the rest over another path");
-    if failure.is_some() {
-        // A peer that fails at once (its address refuses connections) would otherwise spend
-        // every resume before the coordinator has seen it die: each resume after a failure waits
-        // longer, so that together they outlast the coordinator's agent timeout.
-        tokio::time::sleep(resume_backoff(resumes)).await;
-    }
     // The coordinator ends the cut flow when it grants the rest: its end is not reported. Nor is
     // the cut flow re-announced to a coordinator that restarts meanwhile: the resume names it
     // with its end, so that a coordinator that never granted it grants the rest all the same.
     get.open.lock().expect("open parts lock").remove(&part.flow);
     drop(listed);
+    // A peer that fails at once (its address refuses connections) would otherwise spend every
+    // resume before the coordinator has seen it die: a part of the rest that asks it again waits
+    // first, longer at each resume, so that together they outlast the coordinator's agent timeout.
+    let failed = failure.map(|_| Failed { addr: part.peer().1.to_string(), pause: resume_backoff(resumes) });
     let resume = Some((part.flow, at, end));
-    let (epoch, grant) = match announce_get(&shared, get.coflow, &get.data_id, &get.client, resume).await {
-        Ok(g) => g,
-        Err(e) => return Err(e),
-    };
+    let (epoch, grant) = announce_get(&shared, get.coflow, &get.data_id, &get.client, resume).await?;
     let parts = parts_of(&grant, at, end)?;
-    receive(get, parts, sink, epoch, resumes - 1).await
+    receive(get, parts, sink, epoch, resumes - 1, failed).await
 }
 
 /// Removes a part from the agent's table of flows it receives when the part ends.
@@ -357,5 +387,42 @@ pub(crate) fn report(get: &Get, flow: FlowId, result: Result<(), &AgentError>) {
     let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: 0, reason };
     if !get.shared.link.tell(Body::Finished(done)) {
         tracing::debug!(%flow, "no session with the coordinator: the flow's end is reported when one opens");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(via: Option<&str>) -> Part {
+        Part {
+            flow: FlowId(7),
+            offset: 0,
+            length: 100,
+            src: MachineId(0),
+            src_addr: "src:1".into(),
+            ticket: [0; TICKET_LEN],
+            via: via.map(|a| (MachineId(2), a.to_string(), [0; TICKET_LEN])),
+            reroutable: true,
+        }
+    }
+
+    #[test]
+    fn a_resume_after_a_failure_waits_longer_each_time() {
+        let waits: Vec<u64> = (1..=MAX_RESUMES).rev().map(|left| resume_backoff(left).as_millis() as u64).collect();
+        assert_eq!(waits, vec![500, 1000, 2000, 4000]);
+    }
+
+    #[test]
+    fn only_a_part_that_asks_the_peer_that_failed_again_waits() {
+        let pause = Duration::from_secs(1);
+        let relay = Failed { addr: "relay:1".into(), pause };
+        assert_eq!(pause_before(&part(Some("relay:1")), Some(&relay)), pause, "the same relay again");
+        assert_eq!(pause_before(&part(Some("relay:2")), Some(&relay)), Duration::ZERO, "another relay");
+        assert_eq!(pause_before(&part(None), Some(&relay)), Duration::ZERO, "direct from its source");
+        let source = Failed { addr: "src:1".into(), pause };
+        assert_eq!(pause_before(&part(None), Some(&source)), pause, "the same source directly again");
+        assert_eq!(pause_before(&part(Some("relay:1")), Some(&source)), Duration::ZERO, "through a relay");
+        assert_eq!(pause_before(&part(None), None), Duration::ZERO, "after a reroute");
     }
 }

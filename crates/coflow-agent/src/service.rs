@@ -247,7 +247,7 @@ impl Agent for AgentService {
                     stream_local(&worker, coflow, &id, size, &chunks_tx).await.map(|_| ())
                 } else {
                     drop(chunks_tx);
-                    receive::receive(receiving, parts, sink, epoch, receive::MAX_RESUMES).await
+                    receive::receive(receiving, parts, sink, epoch, receive::MAX_RESUMES, None).await
                 }
             };
             let client = tx.clone();
