@@ -8,6 +8,7 @@ run their puts and gets side by side.
 from __future__ import annotations
 
 import atexit
+import decimal
 import math
 import numbers
 import os
@@ -42,6 +43,27 @@ def _uint(value: Any, what: str, most: int) -> int:
     if not 0 <= n <= most:
         raise ValueError(f"{what}: expected an integer from 0 to {most}, got {value!r}")
     return n
+
+
+def _number(value: Any, what: str, expected: str, ok: Callable[[float], bool]) -> float:
+    """A finite real number that ``ok`` accepts: an ``int``, ``float``, ``Fraction``,
+    ``Decimal`` or numpy's, not a boolean or a string; else a ``ValueError`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, decimal.Decimal)):
+        raise ValueError(f"{what}: expected {expected}, got {value!r}")
+    try:
+        x = float(value)
+    except (OverflowError, ValueError):
+        x = math.nan
+    if not (math.isfinite(x) and ok(x)):
+        raise ValueError(f"{what}: expected {expected}, got {value!r}")
+    return x
+
+
+def _seconds(value: Any, what: str) -> Optional[float]:
+    """A non-negative number of seconds, or ``None``."""
+    if value is None:
+        return None
+    return _number(value, what, "a non-negative number of seconds, or None", lambda x: x >= 0)
 
 
 def _is_buffer(data: Any) -> bool:
@@ -93,12 +115,9 @@ class Client:
             if len(parts) != 3 or not all(isinstance(p, (str, os.PathLike)) for p in parts):
                 raise ValueError(f"tls: expected (ca, cert, key), three paths, got {tls!r}")
             tls_paths = tuple(str(os.fspath(p)) for p in parts)
-        if timeout_s is not None and (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, numbers.Real)
-            or not (0 < timeout_s <= _MAX_TIMEOUT_S)
-        ):
-            raise ValueError(f"timeout_s: expected a positive number of seconds, up to a year, got {timeout_s!r}")
+        if timeout_s is not None:
+            expected = "a positive number of seconds, up to a year"
+            timeout_s = _number(timeout_s, "timeout_s", expected, lambda x: 0 < x <= _MAX_TIMEOUT_S)
         self.coordinator = coordinator
         self.agent = agent
         self._inner: Optional[_coflow.Client] = _call(
@@ -133,24 +152,20 @@ class Client:
         if isinstance(parents, (str, bytes)) or not isinstance(parents, Iterable):
             raise ValueError(f"parents: expected a list of coflow ids, got {parents!r}")
         parent_ids = [_uint(p, "parents", 2**64 - 1) for p in parents]
-        if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not (
-            math.isfinite(weight) and weight > 0
-        ):
-            raise ValueError(f"weight: expected a positive finite number, got {weight!r}")
+        weight = _number(weight, "weight", "a positive finite number", lambda x: x > 0)
         low, high = _coflow.LEASE_S
-        if lease_s is not None and (
-            isinstance(lease_s, bool) or not isinstance(lease_s, numbers.Real) or not (low <= lease_s <= high)
-        ):
-            raise ValueError(f"lease_s: expected from {low:g} to {high:g} seconds, or None for no lease, got {lease_s!r}")
+        if lease_s is not None:
+            expected = f"from {low:g} to {high:g} seconds, or None for no lease"
+            lease_s = _number(lease_s, "lease_s", expected, lambda x: low <= x <= high)
         return _call(
             self._c.register,
             num_flows,
             name,
             kind,
-            deadline_s,
+            _seconds(deadline_s, "deadline_s"),
             parent_ids,
-            float(weight),
-            all_gets_timeout_s,
+            weight,
+            _seconds(all_gets_timeout_s, "all_gets_timeout_s"),
             lease_s,
         )
 
@@ -165,7 +180,9 @@ class Client:
         """Stores ``data`` as piece ``data_id`` of ``coflow`` at the local agent; returns its size."""
         if isinstance(data, str) or not _is_buffer(data):
             raise TypeError(f"data: expected bytes-like data, got {type(data).__name__}")
-        return _call(self._c.put, _uint(coflow, "coflow", 2**64 - 1), data_id, bytes(memoryview(data)))
+        # The extension copies the bytes once; only other buffers are made bytes first.
+        content = data if type(data) is bytes else bytes(memoryview(data))
+        return _call(self._c.put, _uint(coflow, "coflow", 2**64 - 1), data_id, content)
 
     def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
         """Stores ``length`` bytes at ``offset`` of ``path`` (relative to the agent's data

@@ -6,6 +6,7 @@ The runs, the lower bounds and the report are those of ``coflow sim`` (the same 
 
 from __future__ import annotations
 
+import decimal
 import html
 import io
 import json
@@ -215,10 +216,14 @@ def _count(value: Any, what: str, most: int = 2**64 - 1) -> int:
 
 
 def _real(value: Any, what: str) -> float:
-    """A real number (an ``int``, a ``float`` or numpy's), not a string or a boolean."""
-    if _is_bool(value) or not isinstance(value, numbers.Real):
+    """A real number (an ``int``, a ``float``, a ``Fraction``, a ``Decimal`` or numpy's), not a
+    string or a boolean."""
+    if _is_bool(value) or not isinstance(value, (numbers.Real, decimal.Decimal)):
         raise ValueError(f"{what}: expected a number, got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{what}: expected a number a float holds, got {value!r}") from None
 
 
 def _deadline_x(value: Any, deadlines: bool) -> float:

@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from fractions import Fraction
 from typing import List
 
 import pytest
@@ -98,6 +100,17 @@ def test_a_coflow_whose_lease_is_not_renewed_is_unregistered(cluster: Cluster) -
         a.unregister(kept)
 
 
+def test_numbers_of_every_kind_are_taken_as_numbers(cluster: Cluster) -> None:
+    import numpy as np
+
+    with cluster.client(0) as a:
+        c = a.register(
+            1, weight=Decimal("2.5"), deadline_s=Fraction(600), all_gets_timeout_s=np.float64(1), lease_s=np.int64(60)
+        )
+        assert a.renew([c]) == []
+        a.unregister(c)
+
+
 def test_every_error_kind_of_the_protocol_has_its_class() -> None:
     from coflow import _coflow, errors
 
@@ -123,6 +136,11 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
         (lambda: c.register(2, parents=5), r"^parents: expected a list of coflow ids, got 5$"),
         (lambda: c.register(2, weight=float("nan")), r"^weight: expected a positive finite number, got nan$"),
         (lambda: c.register(2, weight=0), r"^weight: expected a positive finite number, got 0$"),
+        (lambda: c.register(2, weight=10**400), r"^weight: expected a positive finite number, got 1000"),
+        (lambda: c.register(2, deadline_s=True), r"^deadline_s: expected a non-negative number of seconds"),
+        (lambda: c.register(2, deadline_s="5"), r"^deadline_s: expected a non-negative number of seconds"),
+        (lambda: c.register(2, all_gets_timeout_s=-1), r"^all_gets_timeout_s: expected a non-negative number"),
+        (lambda: c.register(2, lease_s=Decimal("0.5")), r"^lease_s: expected from 1 to 86400 seconds"),
         (lambda: c.put(-1, "p", b"x"), r"^coflow: expected an integer from 0 to"),
         (lambda: c.put_file(1, "p", "f", length=-1), r"^length: expected an integer from 0 to"),
         (lambda: c.get(1.5, "p"), r"^coflow: expected a non-negative integer, got 1.5$"),

@@ -428,6 +428,20 @@ def test_a_sweep_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Pat
         coflow.sweep(coflow.synthetic(coflows=60), concurrent=[61])
 
 
+def test_a_decimal_or_a_fraction_is_a_number() -> None:
+    from decimal import Decimal
+    from fractions import Fraction
+
+    w = coflow.synthetic(coflows=20)
+    want = coflow.simulate(w, policies="varys", deadlines=True, deadline_x=1.5).to_json()
+    for x in (Decimal("1.5"), Fraction(3, 2)):
+        assert coflow.simulate(w, policies="varys", deadlines=True, deadline_x=x).to_json() == want
+    with pytest.raises(ValueError, match=r"^deadline_x: expected a number a float holds"):
+        coflow.simulate(w, policies="varys", deadlines=True, deadline_x=10**400)
+    with pytest.raises(ValueError, match=r"^deadline_x must be a non-negative number, got inf"):
+        coflow.simulate(w, policies="varys", deadlines=True, deadline_x=Decimal("1e400"))
+
+
 def test_a_numeric_port_rate_is_bytes_per_second() -> None:
     w = coflow.synthetic(coflows=30)
     assert coflow.simulate(w, port_rate=125_000_000).to_json() == coflow.simulate(w, port_rate="1Gbps").to_json()
