@@ -221,7 +221,15 @@ pub fn siphon_search(
         // More than needed, keeping the first that cross the wide area (some are all local).
         let synth =
             coflow_trace::synth::SynthConfig { seed, coflows: 2 * spec.coflows, machines: 150, ..Default::default() };
-        synth.validate().map_err(|e| PlanError(format!("{}: {e}", spelling.name("coflows"))))?;
+        // Twice as many are drawn as asked for: the error says what was asked.
+        synth.validate().map_err(|_| {
+            PlanError(format!(
+                "{} {}: too many to draw on 150 machines (a wide-area search bench draws twice as many and keeps \
+                 those that cross the wide area)",
+                spelling.name("coflows"),
+                spec.coflows
+            ))
+        })?;
         let mut w = coflow_trace::synth::generate(&synth);
         w.coflows.retain(|c| c.flows.iter().any(|f| f.crosses_fabric() && !fabric.route(f.src, f.dst).is_local()));
         w.coflows.truncate(spec.coflows);

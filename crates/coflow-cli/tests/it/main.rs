@@ -363,7 +363,7 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["trace", "gen", "-o", "-", "--coflows", "18446744073709551615"], "at most 1000000 coflows"),
         (&["bench", "--concurrent", "1000000000000"], "--concurrent 1000000000000"),
         (&["bench", "--coflows", "5", "--concurrent", "20000"], "--concurrent 20000"),
-        (&["wan-bench", "--coflows", "20000"], "--coflows: 40000 coflows"),
+        (&["wan-bench", "--coflows", "20000"], "--coflows 20000: too many to draw on 150 machines"),
         (&["sim", "--coflows", "5", "--model", "exact", "--coflowsim-rules", "epochs"], "--coflowsim-rules"),
         (&["sim", "--coflows", "5", "--port-rate", "NaN"], "bad number \"NaN\""),
         (&["sim", "--coflows", "5", "--port-rate", "-1"], "--port-rate \"-1\""),
