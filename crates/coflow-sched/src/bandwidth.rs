@@ -47,6 +47,10 @@ impl Bandwidth {
             Bandwidth::Normal { mean, sd, min } if !(ok(*mean) && ok(*min) && sd.is_finite() && *sd >= 0.0) => {
                 return Err(bad(format!("normal mean {mean}, sd {sd}, min {min} are not positive")));
             }
+            // Draws below `min` are drawn again: with `min` above the mean, nearly all would be.
+            Bandwidth::Normal { mean, min, .. } if *min > *mean => {
+                return Err(bad(format!("normal min {min} above the mean {mean}: nearly every draw would be redrawn")));
+            }
             Bandwidth::Empirical(s) => {
                 if s.is_empty() {
                     return Err(bad("no samples".to_string()));

@@ -189,7 +189,7 @@ struct LinkSpec {
     #[serde(default)]
     constant_gbps: Option<f64>,
     #[serde(default)]
-    uniform_gbps: Option<[f64; 2]>,
+    uniform_gbps: Option<Vec<f64>>,
     #[serde(default)]
     normal_gbps: Option<NormalSpec>,
     #[serde(default)]
@@ -294,7 +294,15 @@ impl Topology {
             // In the file's unit, Gbit/s, so that an error quotes the file's numbers.
             let (field, gbps) = if let Some(v) = l.constant_gbps {
                 ("constant_gbps", Bandwidth::Constant(v))
-            } else if let Some([lo, hi]) = l.uniform_gbps {
+            } else if let Some(bounds) = &l.uniform_gbps {
+                let &[lo, hi] = bounds.as_slice() else {
+                    return Err(TopologyError::Bandwidth {
+                        field: format!("links[{i}].uniform_gbps"),
+                        from: l.from.clone(),
+                        to: l.to.clone(),
+                        reason: format!("expected two bounds, [low, high], got {}", bounds.len()),
+                    });
+                };
                 ("uniform_gbps", Bandwidth::Uniform(lo, hi))
             } else if let Some(n) = &l.normal_gbps {
                 ("normal_gbps", Bandwidth::Normal { mean: n.mean, sd: n.sd, min: n.min })
@@ -516,6 +524,11 @@ mod tests {
             e.to_string(),
             "links[1].uniform_gbps (b -> a): uniform bounds 3..1 are not positive and ordered (Gbit/s)"
         );
+        let e = err(&TWO.replace("[1, 3]", "[1, 2, 3]"));
+        assert_eq!(e.to_string(), "links[1].uniform_gbps (b -> a): expected two bounds, [low, high], got 3 (Gbit/s)");
+        let low_mean = r#""normal_gbps": {"mean": 1, "sd": 0.1, "min": 2}"#;
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, low_mean));
+        assert!(e.to_string().contains("min 2 above the mean 1"), "{e}");
         let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""samples_gbps": [2, -0.5]"#));
         assert_eq!(e.to_string(), "links[0].samples_gbps (a -> b): sample -0.5 is not positive (Gbit/s)");
         // Past 8 Pbit/s, where bytes per second would leave the finite numbers.
