@@ -156,7 +156,22 @@ fn teardown(st: &RunState) -> Vec<String> {
     let existing = namespaces();
     for ns in st.namespaces.iter().rev() {
         if existing.contains(ns) {
-            let ok = Command::new("ip").args(["netns", "del", ns]).status().is_ok_and(|s| s.success());
+            // A namespace caught half made by the signal (its file there, not yet mounted) may
+            // refuse at first: tried again for a moment, quietly, and listed only once gone.
+            let del = || {
+                Command::new("ip")
+                    .args(["netns", "del", ns])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            let ok = (0..5).any(|i| {
+                if i > 0 {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                del()
+            });
             if ok {
                 removed.push(format!("namespace {ns}"));
             }
