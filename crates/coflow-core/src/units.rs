@@ -185,9 +185,12 @@ impl Sub for Nanos {
 /// Why a duration did not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseDurationError {
-    /// The number part did not parse, or the duration is negative, not finite or too long.
+    /// The number part did not parse, or the duration is negative or not finite.
     #[error("bad duration {0:?} (expected e.g. 3s, 100ms, 250us, 2m or 1.5h)")]
     Number(String),
+    /// The duration is past what a nanosecond count holds (about 584 years).
+    #[error("duration {0:?} is too long (at most about 584 years)")]
+    TooLong(String),
     /// The unit is missing or not one we know.
     #[error("unknown duration unit in {0:?} (expected ns, us, ms, s, m or h)")]
     Unit(String),
@@ -214,8 +217,11 @@ impl FromStr for Nanos {
             _ => return Err(ParseDurationError::Unit(s.to_string())),
         };
         let v = (n * scale).round();
-        if !(v.is_finite() && v >= 0.0 && v < u64::MAX as f64) {
+        if !(v.is_finite() && v >= 0.0) {
             return Err(ParseDurationError::Number(s.to_string()));
+        }
+        if v >= u64::MAX as f64 {
+            return Err(ParseDurationError::TooLong(s.to_string()));
         }
         Ok(Nanos(v as u64))
     }
@@ -362,6 +368,9 @@ mod tests {
         assert_eq!("3000".parse::<Nanos>(), Err(ParseDurationError::Unit("3000".into())));
         assert_eq!("3x".parse::<Nanos>(), Err(ParseDurationError::Unit("3x".into())));
         assert_eq!("-1s".parse::<Nanos>(), Err(ParseDurationError::Number("-1s".into())));
+        let long = "99999999999s".parse::<Nanos>().unwrap_err();
+        assert_eq!(long, ParseDurationError::TooLong("99999999999s".into()));
+        assert!(long.to_string().contains("too long (at most about 584 years)"), "{long}");
     }
     use super::*;
 
