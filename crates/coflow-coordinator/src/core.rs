@@ -39,6 +39,7 @@ mod wide_area;
 
 use decide::Why;
 pub use output::{Notice, Observation, RateBatch, Transmit};
+use recovery::Span;
 use wide_area::{GATHER, RESUME_WAIT, Routing};
 pub use wide_area::{GrantPart, MIN_PART_BYTES, Relay};
 
@@ -395,6 +396,8 @@ pub struct Core {
     resume_due: BTreeSet<(Nanos, FlowId)>,
     /// Relays a receiver could not reach, each left out of new paths until then.
     relays_failed: BTreeMap<MachineId, Nanos>,
+    /// A previous coordinator's flows resumed in the restart window, with the get of each.
+    resumed_previous: BTreeMap<FlowId, (CoflowId, DataId, MachineId)>,
     /// Coflows with a lease, by when it runs out.
     leases: BTreeSet<(Nanos, CoflowId)>,
     /// Since when the core has run without a quiet spell (see [`Core::expire_leases`]).
@@ -473,6 +476,7 @@ impl Core {
             routing_due: BTreeSet::new(),
             resume_due: BTreeSet::new(),
             relays_failed: BTreeMap::new(),
+            resumed_previous: BTreeMap::new(),
             leases: BTreeSet::new(),
             awake_since: Nanos::ZERO,
             lease_check: Nanos::ZERO,
@@ -1012,27 +1016,7 @@ impl Core {
         if !self.agents.get(&get.machine).is_some_and(|a| a.alive) {
             return Err(CoordError::AgentUnavailable(get.machine));
         }
-        // The bytes to grant: the piece, or the rest of the flow the receiver cut.
-        let (start, end) = match get.resume {
-            None => (0, size),
-            Some((old, at)) if !self.flows.contains_key(&old) => {
-                self.resume_previous(now, old, at, get.resume_end, size)?
-            }
-            Some((old, at)) => {
-                let f = &self.flows[&old];
-                if f.dst != get.machine || f.coflow != get.coflow || f.data_id != get.data_id {
-                    return Err(CoordError::NotTheReceiver { flow: old, machine: get.machine });
-                }
-                if !(f.offset..f.offset + f.size).contains(&at) {
-                    let reason = format!("{at} is not inside flow {old}'s bytes {}..{}", f.offset, f.offset + f.size);
-                    return Err(CoordError::Invalid(coflow_proto::ProtoError::Invalid {
-                        field: "resume_offset",
-                        reason,
-                    }));
-                }
-                (at, f.offset + f.size)
-            }
-        };
+        let Span { start, end, previous, new_get } = self.span(now, &get, size)?;
         // A fresh get goes direct, or waits to be water-filled with its coflow's other gets of the
         // moment; a resumed one follows its plan, or is planned alone (it lost its path).
         let (plan, routing) = match get.resume {
@@ -1093,10 +1077,8 @@ impl Core {
             }
             parts.push(GrantPart { flow, offset, length, ticket, via: relay });
         }
-        // A previous coordinator's flow, which this one never granted.
-        let previous = get.resume.is_some_and(|(old, _)| !self.flows.contains_key(&old));
         let c = self.coflows.get_mut(&get.coflow).expect("checked above");
-        if get.resume.is_none() {
+        if new_get {
             c.gets_seen += 1;
             c.width += 1;
         }
@@ -1331,6 +1313,7 @@ impl Core {
             self.agent_lost(now, m, "agent-timed-out");
         }
         self.expire_leases(now);
+        self.close_restart_window(now);
         let ready: Vec<CoflowId> = self
             .coflows
             .iter()

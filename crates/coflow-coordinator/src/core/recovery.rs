@@ -5,8 +5,8 @@
 //! by a previous coordinator is not re-announced but resumed: its receiver names the rest's
 //! range, granted inside the restart window.
 
-use coflow_core::{CoflowId, FlowId, Nanos};
-use coflow_proto::{FlowRecovery, Registration};
+use coflow_core::{CoflowId, Nanos};
+use coflow_proto::{FlowRecovery, GetAnnouncement, ProtoError, Registration};
 
 use super::{Core, FlowGrant, FlowRec, FlowState, Routing};
 use crate::error::CoordError;
@@ -26,6 +26,18 @@ fn closed(id: CoflowId) -> String {
 
 /// How many unregistered coflow ids the core remembers, to refuse their re-announcement.
 const REMEMBERED_UNREGISTERED: usize = 65_536;
+
+/// How many of a previous coordinator's flows the core lets be resumed in its restart window.
+const REMEMBERED_RESUMES: usize = 65_536;
+
+/// The bytes `[start, end)` of a piece a get is granted; whether it resumes a previous
+/// coordinator's flow; whether it is a get this coordinator had not seen.
+pub(super) struct Span {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) previous: bool,
+    pub(super) new_get: bool,
+}
 
 /// How far above its id base an id an agent re-announces may lift the next ids (a year in
 /// microseconds): ids are the clock in microseconds at start, so an id above the base that this
@@ -121,34 +133,77 @@ impl Core {
         Ok(())
     }
 
-    /// The bytes `[at, end)` a receiver resumes of flow `old`, which this coordinator does not
-    /// know: a previous coordinator granted it (an id below the base), the restart window is
-    /// open, and the receiver named where its bytes end, within the piece's `size`. The caller
-    /// has checked that the receiver's client may get the piece, so any range of it may be
-    /// granted. Else `unknown-flow`, or `not-recoverable` once the window has closed.
-    pub(super) fn resume_previous(
-        &mut self,
-        now: Nanos,
-        old: FlowId,
-        at: u64,
-        end: Option<u64>,
-        size: u64,
-    ) -> Result<(u64, u64), CoordError> {
-        match (self.adoptable(now, old.0, self.next_flow), end) {
-            (Ok(()), Some(end)) if at < end && end <= size => {
-                tracing::info!(flow = %old, at, end, "a previous coordinator's flow resumed");
-                Ok((at, end))
-            }
-            (Err(Refusal::NotIssued(lift)), _) => {
+    /// What `get` (of a piece of `size` bytes) is granted: the piece, or the rest of the flow its
+    /// receiver cut, which must be inside that flow's bytes; a flow this coordinator does not
+    /// know is a previous coordinator's (see [`Core::resume_previous`]).
+    pub(super) fn span(&mut self, now: Nanos, get: &GetAnnouncement, size: u64) -> Result<Span, CoordError> {
+        let Some((old, at)) = get.resume else {
+            return Ok(Span { start: 0, end: size, previous: false, new_get: true });
+        };
+        let Some(f) = self.flows.get(&old) else { return self.resume_previous(now, get, size) };
+        if f.dst != get.machine || f.coflow != get.coflow || f.data_id != get.data_id {
+            return Err(CoordError::NotTheReceiver { flow: old, machine: get.machine });
+        }
+        let end = f.offset + f.size;
+        if !(f.offset..end).contains(&at) {
+            let reason = format!("{at} is not inside flow {old}'s bytes {}..{end}", f.offset);
+            return Err(CoordError::Invalid(ProtoError::Invalid { field: "resume_offset", reason }));
+        }
+        Ok(Span { start: at, end, previous: false, new_get: false })
+    }
+
+    /// The rest a receiver resumes of a flow this coordinator does not know, which a previous
+    /// coordinator granted: an id below the base, resumed once, inside the restart window, of a
+    /// coflow from before this coordinator, with the part's end named and within the piece's
+    /// `size`. The caller has checked that the receiver's client may get the piece, so any range
+    /// of it may be granted. The first resume of a get's parts counts the get, which this
+    /// coordinator never saw (as a recovered flow is counted). Else `unknown-flow` (as a flow
+    /// resumed twice here), `unknown-coflow`, `invalid-argument` naming `resume_end`, or
+    /// `not-recoverable` once the window has closed.
+    fn resume_previous(&mut self, now: Nanos, get: &GetAnnouncement, size: u64) -> Result<Span, CoordError> {
+        let (old, at) = get.resume.expect("a resume");
+        match self.adoptable(now, old.0, self.next_flow) {
+            Ok(()) => {}
+            Err(Refusal::NotIssued(lift)) => {
                 if let Some(next) = lift {
                     self.next_flow = self.next_flow.max(next);
                 }
-                self.refuse(CoordError::UnknownFlow(old))
+                return self.refuse(CoordError::UnknownFlow(old));
             }
-            (Err(Refusal::Closed), _) => self.refuse(CoordError::NotRecoverable(format!(
-                "flow {old}: a previous coordinator's flows are resumed only in the restart window"
-            ))),
-            _ => self.refuse(CoordError::UnknownFlow(old)),
+            Err(Refusal::Closed) => {
+                return self.refuse(CoordError::NotRecoverable(format!(
+                    "flow {old}: a previous coordinator's flows are resumed only in the restart window"
+                )));
+            }
+        }
+        if self.resumed_previous.contains_key(&old) {
+            return self.refuse(CoordError::UnknownFlow(old));
+        }
+        if get.coflow.0 >= self.id_base {
+            // A coflow of this coordinator's cannot hold a previous coordinator's flow.
+            return self.refuse(CoordError::UnknownCoflow(get.coflow));
+        }
+        let Some(end) = get.resume_end else { return self.refuse(CoordError::UnknownFlow(old)) };
+        if end > size {
+            let reason = format!("{end} is past the end of piece {} ({size} bytes)", get.data_id);
+            return self.refuse(CoordError::Invalid(ProtoError::Invalid { field: "resume_end", reason }));
+        }
+        if self.resumed_previous.len() >= REMEMBERED_RESUMES {
+            let why = format!("flow {old}: {REMEMBERED_RESUMES} of a previous coordinator's flows resumed already");
+            return self.refuse(CoordError::NotRecoverable(why));
+        }
+        let key = (get.coflow, get.data_id.clone(), get.machine);
+        let new_get = !self.resumed_previous.values().any(|k| *k == key);
+        self.resumed_previous.insert(old, key);
+        tracing::info!(flow = %old, at, end, "a previous coordinator's flow resumed");
+        Ok(Span { start: at, end, previous: true, new_get })
+    }
+
+    /// Forgets, once the restart window has closed, which of a previous coordinator's flows were
+    /// resumed: none may be from then on.
+    pub(super) fn close_restart_window(&mut self, now: Nanos) {
+        if !self.in_restart_window(now) && !self.resumed_previous.is_empty() {
+            self.resumed_previous.clear();
         }
     }
 

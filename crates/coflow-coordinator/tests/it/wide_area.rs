@@ -318,6 +318,19 @@ fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
     let at = relayed.offset + 1000;
     let again = resume(&mut h, c, "p", relayed.flow, at);
     assert_eq!(parts_of(&again), vec![(at, relayed.length - 1000, None)], "not through the relay that failed");
+    // Its receiver never reached its source directly: the rest goes through a detour again once
+    // the relay has been left out for an agent timeout (3 s), and not before.
+    for _ in 0..29 {
+        beat(&mut h, Vec::new());
+    }
+    let at = at + 1000;
+    let before = resume(&mut h, c, "p", again.parts[0].flow, at);
+    assert!(parts_of(&before).iter().all(|p| p.2.is_none()), "2.9 s on: {:?}", parts_of(&before));
+    for _ in 0..2 {
+        beat(&mut h, Vec::new());
+    }
+    let after = resume(&mut h, c, "p", before.parts[0].flow, at + 1000);
+    assert!(parts_of(&after).iter().any(|p| p.2 == Some(MachineId(2))), "3.1 s on: {:?}", parts_of(&after));
 }
 
 /// After a restart (a previous coordinator's ids lie below the base), a receiver resumes a part
@@ -345,7 +358,8 @@ fn a_part_granted_by_a_previous_coordinator_is_resumed_inside_the_restart_window
     let e = h.core.handle_get(h.now, ask(900, 100_000, None)).unwrap_err();
     assert_eq!(e, CoordError::UnknownFlow(FlowId(900)), "without its end");
     let e = h.core.handle_get(h.now, ask(900, 100_000, Some(1_100_001))).unwrap_err();
-    assert_eq!(e, CoordError::UnknownFlow(FlowId(900)), "past the piece");
+    assert_eq!(e.kind(), ErrorKind::Invalid, "past the piece: {e}");
+    assert!(e.to_string().contains("resume_end"), "{e}");
     let e = h.core.handle_get(h.now, ask(1000, 100_000, Some(600_000))).unwrap_err();
     assert_eq!(e, CoordError::UnknownFlow(FlowId(1000)), "not a previous coordinator's");
     let r = h.core.handle_get(h.now, ask(900, 100_000, Some(600_000))).unwrap();
@@ -357,7 +371,35 @@ fn a_part_granted_by_a_previous_coordinator_is_resumed_inside_the_restart_window
     for p in &r.parts {
         assert!(last_rate(&pushed, p.flow).is_some_and(|r| r > 0.0), "part {:?} is scheduled", p.flow);
     }
+    let e = h.core.handle_get(h.now, ask(900, 200_000, Some(600_000))).unwrap_err();
+    assert_eq!(e, CoordError::UnknownFlow(FlowId(900)), "resumed once only");
+    // As a flow of this coordinator's resumed twice.
+    let mine = r.parts[0].flow;
+    let again = GetAnnouncement { resume: Some((mine, 100_000)), resume_end: None, ..ask(0, 0, None) };
+    h.core.handle_get(h.now, again.clone()).unwrap();
+    assert_eq!(h.core.handle_get(h.now, again).unwrap_err(), CoordError::UnknownFlow(mine));
     h.core.set_restart_window(h.now);
     let e = h.core.handle_get(h.now, ask(901, 0, Some(100_000))).unwrap_err();
     assert!(matches!(e, CoordError::NotRecoverable(_)), "past the window: {e}");
+}
+
+/// A previous coordinator's flow resumed for a coflow this coordinator registered (an id above
+/// its base) is refused: no coflow of this coordinator's holds a previous coordinator's flow.
+#[test]
+fn a_previous_coordinators_flow_is_not_resumed_into_a_coflow_of_this_one() {
+    let mut h = three_dcs(100.0);
+    h.core.set_id_base(1000);
+    let c = h.register(1, CoflowOptions::default());
+    assert!(c.0 >= 1000);
+    h.put(c, "p", 0, 1_100_000).unwrap();
+    let ask = GetAnnouncement {
+        coflow: c,
+        data_id: DataId::new("p").unwrap(),
+        machine: MachineId(1),
+        client: String::new(),
+        resume: Some((FlowId(900), 100_000)),
+        resume_end: Some(600_000),
+    };
+    assert_eq!(h.core.handle_get(h.now, ask).unwrap_err(), CoordError::UnknownCoflow(c));
+    assert_eq!(h.core.live_flows(), 0, "nothing granted");
 }
