@@ -66,6 +66,18 @@ def _seconds(value: Any, what: str) -> Optional[float]:
     return _number(value, what, "a non-negative number of seconds, or None", lambda x: x >= 0)
 
 
+def _text(value: Any, what: str) -> str:
+    """A string the protocol can carry (UTF-8: no lone surrogate), else a ``ValueError``
+    naming ``what``."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what}: expected a string, got {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what}: not valid text (a lone surrogate at {e.start}), got {value!r}") from None
+    return value
+
+
 def _is_buffer(data: Any) -> bool:
     """Whether ``data`` exposes its bytes (``bytes``, ``bytearray``, ``memoryview``, numpy)."""
     try:
@@ -160,8 +172,8 @@ class Client:
         return _call(
             self._c.register,
             num_flows,
-            name,
-            kind,
+            _text(name, "name"),
+            _text(kind, "kind"),
             _seconds(deadline_s, "deadline_s"),
             parent_ids,
             weight,
@@ -182,7 +194,7 @@ class Client:
             raise TypeError(f"data: expected bytes-like data, got {type(data).__name__}")
         # The extension copies the bytes once; only other buffers are made bytes first.
         content = data if type(data) is bytes else bytes(memoryview(data))
-        return _call(self._c.put, _uint(coflow, "coflow", 2**64 - 1), data_id, content)
+        return _call(self._c.put, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"), content)
 
     def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
         """Stores ``length`` bytes at ``offset`` of ``path`` (relative to the agent's data
@@ -193,7 +205,7 @@ class Client:
         return _call(
             self._c.put_file,
             _uint(coflow, "coflow", 2**64 - 1),
-            data_id,
+            _text(data_id, "data_id"),
             str(os.fspath(path)),
             _uint(offset, "offset", 2**64 - 1),
             _uint(length, "length", 2**64 - 1),
@@ -202,7 +214,7 @@ class Client:
     def get(self, coflow: int, data_id: str) -> bytes:
         """Fetches piece ``data_id`` of ``coflow``, at the rate the coordinator assigns: exactly
         the bytes put, or an exception."""
-        return _call(self._c.get, _uint(coflow, "coflow", 2**64 - 1), data_id)
+        return _call(self._c.get, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"))
 
     def get_stream(self, coflow: int, data_id: str) -> Iterator[bytes]:
         """Fetches piece ``data_id`` of ``coflow`` chunk by chunk. The get starts now, so a bad
@@ -210,7 +222,7 @@ class Client:
         The transfer waits for a slow reader up to the agent's idle timeout
         (``data_idle_timeout_ms``, 5 s by default): a reader that takes nothing for longer ends
         the get with an error."""
-        chunks = _call(self._c.get_stream, _uint(coflow, "coflow", 2**64 - 1), data_id)
+        chunks = _call(self._c.get_stream, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"))
 
         def pull() -> Iterator[bytes]:
             while True:

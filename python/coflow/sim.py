@@ -190,7 +190,7 @@ def _policy_list(policies: Any) -> str:
     """``policies`` as the comma-separated list the library reads: a string, or names."""
     if isinstance(policies, str):
         return policies
-    if policies is None or not all(isinstance(p, str) for p in policies):
+    if isinstance(policies, bytes) or not isinstance(policies, Iterable) or not all(isinstance(p, str) for p in policies):
         raise ValueError(f"policies: expected a list of policy names or a comma-separated string, got {policies!r}")
     return ",".join(policies)
 

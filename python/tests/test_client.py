@@ -145,6 +145,8 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
         (lambda: c.put_file(1, "p", "f", length=-1), r"^length: expected an integer from 0 to"),
         (lambda: c.get(1.5, "p"), r"^coflow: expected a non-negative integer, got 1.5$"),
         (lambda: c.get_stream(1.5, "p"), r"^coflow: expected a non-negative integer, got 1.5$"),
+        (lambda: c.get(1, "p\ud800"), r"^data_id: not valid text \(a lone surrogate at 1\)"),
+        (lambda: c.register(1, name=b"n"), r"^name: expected a string, got b'n'$"),
         (lambda: c.put_file(1, "p", None, 10), r"^path: expected a path relative to the agent's data directory"),
         (lambda: coflow.Client(token="x" * 32, timeout_s=1e20), r"^timeout_s: expected a positive number"),
         (lambda: coflow.Client(token="x" * 32, timeout_s=True), r"^timeout_s: expected a positive number"),

@@ -176,8 +176,9 @@ def test_numbers_and_lists_of_the_wrong_kind_are_errors_naming_the_option() -> N
     for option in ("seed", "threads", "stages"):
         with pytest.raises(ValueError, match=rf"^{option}: expected a non-negative integer, got -1"):
             coflow.simulate(w, **{option: -1})
-    with pytest.raises(ValueError, match=r"^policies: expected a list of policy names"):
-        coflow.simulate(w, policies=None)  # type: ignore[arg-type]
+    for policies in (None, 5, [b"varys"]):
+        with pytest.raises(ValueError, match=r"^policies: expected a list of policy names"):
+            coflow.simulate(w, policies=policies)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^concurrent: expected a list"):
         coflow.sweep(w, 5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^coflows: expected a non-negative integer"):

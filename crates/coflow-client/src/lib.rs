@@ -147,6 +147,11 @@ impl ClientError {
             | (_, tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => ClientError::Unauthenticated(msg),
             (Some(K::Invalid), _) | (_, tonic::Code::InvalidArgument) => ClientError::Invalid(msg),
             (Some(K::TimedOut), _) | (_, tonic::Code::DeadlineExceeded) => ClientError::TimedOut(Duration::ZERO),
+            // A service that does not serve the call: the coordinator's URL and the agent's swapped.
+            (None, tonic::Code::Unimplemented) => ClientError::Invalid(format!(
+                "the service does not serve this call: are the coordinator's and the agent's URLs the right way \
+                 round? ({msg})"
+            )),
             // No kind and a local cause: the connection to the agent broke (its process died
             // mid-stream, say), which the services' own answers never are.
             (None, tonic::Code::Unknown) if std::error::Error::source(&s).is_some() => {
@@ -582,6 +587,8 @@ mod tests {
             said(K::Invalid, tonic::Code::InvalidArgument, "`name`: too long"),
             "invalid request: `name`: too long"
         );
+        let wrong = ClientError::from_status(Status::unimplemented(""), CoflowId(1), "p");
+        assert!(matches!(&wrong, ClientError::Invalid(m) if m.contains("the right way round")), "{wrong:?}");
     }
     /// A get from an agent that takes the connection and then never says anything (its process
     /// stopped, say) fails `AgentUnreachable` once the client's ping goes unanswered: it never
