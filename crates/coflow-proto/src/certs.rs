@@ -121,7 +121,9 @@ impl Subject {
                         && l.len() <= 63
                         && !l.starts_with('-')
                         && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                });
+                })
+                // A last label of digits is no name (`999.1.1.1` is a mistyped address).
+                && !h.rsplit('.').next().is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()));
             if !ok {
                 return invalid("host", h, "not an IP address or DNS name");
             }
@@ -348,12 +350,16 @@ mod tests {
             (Subject::Client { name: String::new() }, "client name"),
             (Subject::Coordinator { hosts: vec![] }, "host"),
             (Subject::Agent { machine: 1, hosts: vec!["bad host".into()] }, "host"),
+            (Subject::Agent { machine: 1, hosts: vec!["999.1.1.1".into()] }, "host"),
         ] {
             match ca.issue(&s) {
                 Err(CertError::Invalid { field: f, .. }) => assert_eq!(f, field),
                 other => panic!("{s:?}: {other:?}"),
             }
         }
+        // Names whose labels hold digits are names all the same.
+        let named = Subject::Agent { machine: 1, hosts: vec!["node-7.rack12.example".into(), "1.2.3.4".into()] };
+        assert!(ca.issue(&named).is_ok());
     }
 
     #[test]
