@@ -11,12 +11,7 @@ use coflow_proto::{ErrorKind, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{content, metric, subscribe};
-
-async fn flow_rates(c: &Client, coflow: CoflowId) -> Vec<f64> {
-    let st = c.status().await.unwrap();
-    st.coflows.iter().filter(|k| k.coflow_id == coflow.0).flat_map(|k| &k.flows).map(|f| f.rate_bps).collect()
-}
+use crate::{content, flow_rates, metric, subscribe};
 
 /// Two coflows put on machine 0, the big one got from machine 1 and then the small one from
 /// machine 2: SEBF serves the small one and holds the big one's flow at rate 0 behind it.

@@ -11,12 +11,18 @@ mod session;
 mod tls;
 mod wide_area;
 
-use coflow_client::CoflowId;
+use coflow_client::{Client, CoflowId};
 
 pub(crate) use coflow_testkit::content;
 
 pub(crate) fn tag(coflow: CoflowId, m: u64, r: u64) -> u64 {
     coflow.0.wrapping_mul(1_000_000).wrapping_add(m * 1000 + r)
+}
+
+/// The rates of a coflow's flows, as the coordinator's status shows them.
+pub(crate) async fn flow_rates(c: &Client, coflow: CoflowId) -> Vec<f64> {
+    let st = c.status().await.unwrap();
+    st.coflows.iter().filter(|k| k.coflow_id == coflow.0).flat_map(|k| &k.flows).map(|f| f.rate_bps).collect()
 }
 
 /// The value of the first sample of `name` (with any labels) on a metrics page; panics with the

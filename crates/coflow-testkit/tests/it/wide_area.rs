@@ -9,7 +9,7 @@ use coflow_client::CoflowOptions;
 use coflow_sched::{Bandwidth, Link, WideArea};
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 
-use crate::{content, metric, subscribe};
+use crate::{content, flow_rates, metric, subscribe};
 
 /// Datacenters `a`, `b`, `c`; the link a -> b carries `slow` bytes per second, every other link
 /// 20 MB/s. Agent 0 is in `a`, agent 1 in `b`, agents 2 and 3 in `c`.
@@ -29,6 +29,22 @@ fn config(slow: f64) -> ClusterConfig {
     cfg.coordinator.wide_area = Some(wa);
     cfg.coordinator.multipath = true;
     cfg.datacenters = ["a", "b", "c", "c"].iter().map(|s| s.to_string()).collect();
+    cfg
+}
+
+/// [`config`] with the link a -> b at 1 MB/s and every other link at 4 MB/s, so that a transfer
+/// lasts while a test acts on it; with `agents` 3, `c` has one agent only.
+fn slow(agents: u32) -> ClusterConfig {
+    let mut cfg = config(1e6);
+    cfg.agents = agents;
+    cfg.datacenters.truncate(agents as usize);
+    if let Some(wa) = &mut cfg.coordinator.wide_area {
+        for l in &mut wa.links {
+            if let Bandwidth::Constant(v) = &mut l.bandwidth {
+                *v = v.min(4e6);
+            }
+        }
+    }
     cfg
 }
 
@@ -64,16 +80,7 @@ async fn a_get_split_over_a_detour_arrives_whole_and_in_order() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_leaves_costs_a_resume_not_a_byte() -> anyhow::Result<()> {
     subscribe();
-    let mut cfg = config(1e6);
-    // Slow every link, so the transfer lasts while the relay leaves.
-    if let Some(wa) = &mut cfg.coordinator.wide_area {
-        for l in &mut wa.links {
-            if let Bandwidth::Constant(v) = &mut l.bandwidth {
-                *v = v.min(4e6);
-            }
-        }
-    }
-    let mut cluster = Cluster::start(cfg).await?;
+    let mut cluster = Cluster::start(slow(4)).await?;
     let c = cluster.client(0).await?;
     let coflow = c.register(1, CoflowOptions { name: "relayed".into(), ..Default::default() }).await?;
     let piece = content(8, 6_000_000);
@@ -105,21 +112,13 @@ async fn a_relay_that_leaves_costs_a_resume_not_a_byte() -> anyhow::Result<()> {
 
 /// The only agent of `c`, which relays a part, dies without a word (its process killed): its
 /// connections close and its address refuses new ones, while the coordinator still counts it
-/// alive until its agent timeout. The receiver resumes the part, and the resume does not go
-/// through the dead relay again: the get completes with every byte, in order.
+/// alive until its agent timeout. The receiver resumes the part, and no part of the rest goes
+/// through the dead relay (the only agent that could relay): the coordinator grants no relayed
+/// byte after the crash, and the get completes with every byte, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_killed_mid_part_is_not_asked_again() -> anyhow::Result<()> {
     subscribe();
-    let mut cfg = config(1e6);
-    cfg.agents = 3;
-    cfg.datacenters.truncate(3);
-    if let Some(wa) = &mut cfg.coordinator.wide_area {
-        for l in &mut wa.links {
-            if let Bandwidth::Constant(v) = &mut l.bandwidth {
-                *v = v.min(4e6);
-            }
-        }
-    }
+    let mut cfg = slow(3);
     // Longer than the resumes would last were they asked at once.
     cfg.coordinator.agent_timeout_ms = 3000;
     let mut cluster = Cluster::start(cfg).await?;
@@ -138,17 +137,17 @@ async fn a_relay_killed_mid_part_is_not_asked_again() -> anyhow::Result<()> {
         }
     }
     assert!(relaying, "a part is relayed through the agent of c");
+    // The bytes granted through relays so far: the relayed part's.
+    let granted = c.status().await?.bytes_relayed;
+    assert!(granted > 0);
     cluster.crash_agent(2).await;
     let got = tokio::time::timeout(Duration::from_secs(15), get).await???;
     assert!(got == piece, "every byte arrives, in order, after the relay died");
+    let st = c.status().await?;
+    assert!(st.flows_rerouted >= 1, "the relayed part was resumed: {st:?}");
+    assert_eq!(st.bytes_relayed, granted, "no byte of the rest was sent through the dead relay: {st:?}");
     cluster.shutdown().await;
     Ok(())
-}
-
-/// The rates of a coflow's flows, as the coordinator's status shows them.
-async fn flow_rates(c: &coflow_client::Client, coflow: coflow_core::CoflowId) -> Vec<f64> {
-    let st = c.status().await.unwrap();
-    st.coflows.iter().filter(|k| k.coflow_id == coflow.0).flat_map(|k| &k.flows).map(|f| f.rate_bps).collect()
 }
 
 /// Two coflows from `a` to `b`: the bigger one's get is split over the detour through `c`, then
@@ -158,17 +157,7 @@ async fn flow_rates(c: &coflow_client::Client, coflow: coflow_core::CoflowId) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parts_split_by_a_coordinator_that_restarts_are_resumed_with_the_new_one() -> anyhow::Result<()> {
     subscribe();
-    let mut cfg = config(1e6);
-    cfg.agents = 3;
-    cfg.datacenters.truncate(3);
-    if let Some(wa) = &mut cfg.coordinator.wide_area {
-        for l in &mut wa.links {
-            if let Bandwidth::Constant(v) = &mut l.bandwidth {
-                *v = v.min(4e6);
-            }
-        }
-    }
-    let mut cluster = Cluster::start(cfg).await?;
+    let mut cluster = Cluster::start(slow(3)).await?;
     let c = cluster.client(0).await?;
     let small = c.register(1, CoflowOptions { name: "small".into(), ..Default::default() }).await?;
     let big = c.register(1, CoflowOptions { name: "big".into(), ..Default::default() }).await?;
