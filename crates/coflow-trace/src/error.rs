@@ -149,7 +149,7 @@ pub(crate) fn invalid_at(error: WorkloadError, line_of: &BTreeMap<CoflowId, usiz
 /// read until memory runs out.
 pub const MAX_STREAM_BYTES: u64 = 1 << 30;
 
-/// Reads a file as text; bytes that are not UTF-8 give [`TraceError::NotText`] naming the line,
+/// Reads a file (`-`: standard input) as text; bytes that are not UTF-8 give [`TraceError::NotText`] naming the line,
 /// as soon as they are read. A regular file is read whole; any other (a pipe, standard input, a
 /// device) up to [`MAX_STREAM_BYTES`], past which it is refused ([`TraceError::StreamTooLong`]).
 pub fn read_text(path: &Path) -> Result<String, TraceError> {
@@ -159,6 +159,10 @@ pub fn read_text(path: &Path) -> Result<String, TraceError> {
 /// [`read_text`], reading at most `stream_limit` bytes of a file that is not a regular one.
 fn read_text_within(path: &Path, stream_limit: u64) -> Result<String, TraceError> {
     use std::io::Read;
+    // `-` is standard input, as an output of `-` is standard output.
+    if path == Path::new("-") {
+        return read_stream(std::io::stdin().lock(), path, stream_limit);
+    }
     let io_error = |source| TraceError::Io { path: path.to_owned(), source };
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     let meta = file.metadata().map_err(io_error)?;

@@ -92,12 +92,21 @@ impl TraceFormat {
 
     /// The format of a trace: by its file name's extension, or else JSON Lines if its first
     /// non-blank character is `{`, and coflow-benchmark otherwise. A file whose name says
-    /// coflow-benchmark but that opens with `{` is JSON Lines: no coflow-benchmark file does.
+    /// coflow-benchmark but that opens with `{` is JSON Lines: no coflow-benchmark file does; one
+    /// whose name says JSON Lines but that opens with a digit is coflow-benchmark: no JSON Lines
+    /// file does (its header is an object).
     pub fn detect(path: &Path, text: &str) -> TraceFormat {
         match TraceFormat::from_extension(path) {
             Some(TraceFormat::Benchmark) | None => TraceFormat::sniff(text),
+            Some(TraceFormat::Jsonl) if TraceFormat::opens_with_digit(text) => TraceFormat::Benchmark,
             Some(TraceFormat::Jsonl) => TraceFormat::Jsonl,
         }
+    }
+
+    /// Whether the first non-blank character (after any byte order mark) is a digit.
+    fn opens_with_digit(text: &str) -> bool {
+        text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+            .starts_with(|c: char| c.is_ascii_digit())
     }
 
     /// The format of a trace by its first non-blank character (after any byte order mark): `{` is

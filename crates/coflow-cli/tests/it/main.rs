@@ -771,3 +771,35 @@ fn bench_json_has_every_policy_with_scratch_and_incremental_times_at_each_concur
         }
     }
 }
+
+/// `--trace -` reads standard input, so commands compose in a pipe: a generated trace replays
+/// as the same trace read from a file does, to the byte.
+#[test]
+fn a_trace_of_dash_is_read_from_standard_input() {
+    use std::io::Write as _;
+    let file = tmp("piped.txt");
+    let made = coflow().args(["trace", "gen", "--coflows", "8", "--machines", "6", "-o", "-"]).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    std::fs::write(&file, &made.stdout).unwrap();
+    let run = |trace: &str, input: Option<&[u8]>| {
+        let mut child = coflow()
+            .args(["sim", "--trace", trace, "--policies", "varys", "--json", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(bytes) = input {
+            stdin.write_all(bytes).unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // The source names where the trace came from; the figures must agree.
+        report["workload"]["source"] = serde_json::Value::Null;
+        report
+    };
+    assert_eq!(run("-", Some(&made.stdout)), run(file.to_str().unwrap(), None));
+}

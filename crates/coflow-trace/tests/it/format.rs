@@ -26,10 +26,13 @@ fn sniffs_the_first_character() {
     assert_eq!(TraceFormat::sniff("150 526\n"), TraceFormat::Benchmark);
     assert_eq!(TraceFormat::sniff(""), TraceFormat::Benchmark);
     assert_eq!(TraceFormat::sniff("\u{feff}{}"), TraceFormat::Jsonl);
-    // The extension decides, except that no coflow-benchmark file opens with `{`.
+    // The extension decides, except that no coflow-benchmark file opens with `{`, and no
+    // coflow-jsonl file with a digit.
     assert_eq!(TraceFormat::detect(Path::new("x.txt"), "150 526\n"), TraceFormat::Benchmark);
     assert_eq!(TraceFormat::detect(Path::new("x.txt"), " {"), TraceFormat::Jsonl);
-    assert_eq!(TraceFormat::detect(Path::new("x.jsonl"), "150 526\n"), TraceFormat::Jsonl);
+    assert_eq!(TraceFormat::detect(Path::new("x.jsonl"), "150 526\n"), TraceFormat::Benchmark);
+    assert_eq!(TraceFormat::detect(Path::new("x.json"), "\u{feff} 6 1\n"), TraceFormat::Benchmark);
+    assert_eq!(TraceFormat::detect(Path::new("x.jsonl"), "[not json"), TraceFormat::Jsonl);
     assert_eq!(TraceFormat::detect(Path::new("x.trace"), "{"), TraceFormat::Jsonl);
 }
 
