@@ -305,7 +305,7 @@ async fn receive_part(
         r = fetch => r.map(|_| ()).map_err(Cut::Failed),
         s = stopped.wait_for(Option::is_some) => match s.ok().and_then(|s| s.clone()) {
             Some(Stop::Reroute) => Err(Cut::Reroute),
-            Some(Stop::Fail(reason)) => Err(Cut::Failed(AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason })),
+            Some(Stop::Fail(reason)) => Err(Cut::Ended(AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason })),
             None => Err(Cut::Failed(AgentError::ShuttingDown)),
         },
     };
@@ -325,7 +325,7 @@ async fn receive_part(
         {
             Some(e)
         }
-        Err(Cut::Failed(e)) => {
+        Err(Cut::Failed(e) | Cut::Ended(e)) => {
             report(&get, part.flow, Err(&e));
             return Err(e);
         }
@@ -371,8 +371,13 @@ impl Drop for Listed {
 
 /// Why a part's fetch stopped.
 enum Cut {
+    /// The coordinator moved the part to other paths: its rest is resumed.
     Reroute,
+    /// The fetch failed: its rest is resumed when its relay, or a source across datacenters,
+    /// could not be reached; else the get fails.
     Failed(AgentError),
+    /// The coordinator failed the flow (it declared its source dead): the get fails at once.
+    Ended(AgentError),
 }
 
 /// Reports a part's end to the coordinator, once.
