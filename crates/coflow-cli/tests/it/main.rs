@@ -432,7 +432,16 @@ fn a_report_on_a_full_disk_fails_the_command() {
 /// the table, never 0 s (which would read as the best result of all).
 #[test]
 fn a_policy_that_finishes_nothing_reports_no_figures_rather_than_zero() {
-    let args = ["sim", "--coflows", "10", "--policies", "varys", "--baseline", "", "--port-rate", "1e-30"];
+    // A coflow that arrives half a second before the clock's end and needs a second: it cannot
+    // finish.
+    let late = tmp("finishes-nothing.jsonl");
+    std::fs::write(
+        &late,
+        "{\"format\":\"coflow-jsonl\",\"version\":1,\"machines\":2}\n\
+         {\"id\":1,\"arrival_ns\":18446744073209551615,\"flows\":[{\"src\":0,\"dst\":1,\"bytes\":125000000}]}\n",
+    )
+    .unwrap();
+    let args = ["sim", "--trace", late.to_str().unwrap(), "--policies", "varys", "--baseline", ""];
     let out = coflow().args(args).args(["--json", "-"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -358,9 +358,10 @@ impl Config {
                 let rate = name("port_rate");
                 plan.notes.push(format!("{rate} is not used on the wide area: its links' bandwidths set the rates"));
             }
-            if self.baseline != default.baseline && self.baseline != "mrtf" {
+            if self.baseline != default.baseline && self.baseline != super::WIDE_AREA_BASELINE {
                 let baseline = name("baseline");
-                plan.notes.push(format!("{baseline} {} is not used: the wide area compares with mrtf", self.baseline));
+                let (given, used) = (&self.baseline, super::WIDE_AREA_BASELINE);
+                plan.notes.push(format!("{baseline} {given} is not used: the wide area compares with {used}"));
             }
         }
         Ok(plan)
