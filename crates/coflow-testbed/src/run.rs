@@ -476,13 +476,18 @@ impl RunReport {
                 "first byte p99"
             ));
             for g in &r.groups {
+                // No coflow of the group has a ratio (the simulator finished them at once).
+                let relative = match g.median_relative_error {
+                    e if e.is_nan() => "-".to_string(),
+                    e => format!("{:+.1}%", e * 100.0),
+                };
                 s.push_str(&format!(
-                    "  {:<11} {:>7} {:>10.1}ms {:>10.1}ms {:>+9.1}% {:>12.1}ms {:>13.1}ms {:>13.1}ms\n",
+                    "  {:<11} {:>7} {:>10.1}ms {:>10.1}ms {:>10} {:>12.1}ms {:>13.1}ms {:>13.1}ms\n",
                     g.group,
                     g.coflows,
                     g.median_error_ms,
                     g.p95_error_ms,
-                    g.median_relative_error * 100.0,
+                    relative,
                     g.share_of_avg_difference_ms,
                     g.first_byte_p50_ms,
                     g.first_byte_p99_ms

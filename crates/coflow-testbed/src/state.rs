@@ -157,23 +157,29 @@ fn teardown(st: &RunState) -> Vec<String> {
     for ns in st.namespaces.iter().rev() {
         if existing.contains(ns) {
             // A namespace caught half made by the signal (its file there, not yet mounted) may
-            // refuse at first: tried again for a moment, quietly, and listed only once gone.
-            let del = || {
-                Command::new("ip")
-                    .args(["netns", "del", ns])
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            };
+            // refuse at first: tried again for a moment, quietly; `ip`'s complaint is shown only
+            // if it still refuses.
+            let mut said = String::new();
             let ok = (0..5).any(|i| {
                 if i > 0 {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                del()
+                match Command::new("ip").args(["netns", "del", ns]).output() {
+                    Ok(out) if out.status.success() => true,
+                    Ok(out) => {
+                        said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                        false
+                    }
+                    Err(e) => {
+                        said = e.to_string();
+                        false
+                    }
+                }
             });
             if ok {
                 removed.push(format!("namespace {ns}"));
+            } else {
+                eprintln!("testbed: namespace {ns} could not be removed: {said}");
             }
         }
     }
