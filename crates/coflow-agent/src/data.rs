@@ -683,7 +683,9 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
         Status::Denied => {
             return Err(AgentError::SourceUnreachable {
                 addr: addr.to_string(),
-                reason: "it refused the flow's ticket (restarted, or not yet told the coordinator's key)".into(),
+                reason: "it refused the flow's ticket: it restarted or has not yet heard the coordinator's key, \
+                         or this agent's certificate is not the receiver the grant names"
+                    .into(),
             }
             .into());
         }

@@ -150,7 +150,7 @@ impl ClientError {
             // A service that does not serve the call: the coordinator's URL and the agent's swapped.
             (None, tonic::Code::Unimplemented) => ClientError::Invalid(format!(
                 "the service does not serve this call: are the coordinator's and the agent's URLs the right way \
-                 round? ({msg})"
+                 round, and are the client and the service of one version? ({msg})"
             )),
             // No kind and a local cause: the connection to the agent broke (its process died
             // mid-stream, say), which the services' own answers never are.
