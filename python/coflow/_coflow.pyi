@@ -4,6 +4,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 POLICIES: List[str]
 ERROR_KINDS: List[str]
 LEASE_S: Tuple[float, float]
+MAX_TIMEOUT_S: float
 __version__: str
 
 class ServiceError(Exception): ...

@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional,
 
 from . import _coflow
 from .client import Client as _SyncClient
-from .client import TlsFiles, _call, _uint
+from .client import TlsFiles, _call, _text, _uint
 
 __all__ = ["Client"]
 
@@ -90,7 +90,7 @@ class Client:
 
     async def get_stream(self, coflow: int, data_id: str) -> AsyncIterator[bytes]:
         """Fetches piece ``data_id`` of ``coflow`` chunk by chunk."""
-        coflow = _uint(coflow, "coflow", 2**64 - 1)
+        coflow, data_id = _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id")
         chunks: _coflow.Chunks = await _run(_call, self._sync._c.get_stream, coflow, data_id)
         while True:
             chunk = await _run(_call, chunks.next)

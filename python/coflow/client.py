@@ -29,9 +29,8 @@ atexit.register(_coflow._close_calls, 1.0)
 
 TlsFiles = Tuple[str, str, str]
 
-# The longest a control call may be given (a year): far past any use, and a bound the runtime's
-# clock can add to the present.
-_MAX_TIMEOUT_S = 365 * 86400
+# The longest a control call may be given (a year), the extension's bound.
+_MAX_TIMEOUT_S = _coflow.MAX_TIMEOUT_S
 
 
 def _uint(value: Any, what: str, most: int) -> int:

@@ -190,9 +190,10 @@ def _policy_list(policies: Any) -> str:
     """``policies`` as the comma-separated list the library reads: a string, or names."""
     if isinstance(policies, str):
         return policies
-    if isinstance(policies, bytes) or not isinstance(policies, Iterable) or not all(isinstance(p, str) for p in policies):
+    names = None if isinstance(policies, bytes) or not isinstance(policies, Iterable) else list(policies)
+    if names is None or not all(isinstance(p, str) for p in names):
         raise ValueError(f"policies: expected a list of policy names or a comma-separated string, got {policies!r}")
-    return ",".join(policies)
+    return ",".join(names)
 
 
 def _run_counts(seed: Any, threads: Any, stages: Any) -> Tuple[int, Optional[int], int]:

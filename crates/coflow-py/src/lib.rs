@@ -507,7 +507,12 @@ fn wait<T: Send + 'static>(
             rt.block_on(async {
                 let cancelled = async {
                     match cancel.as_mut() {
-                        Some(rx) => drop(rx.wait_for(|&c| c).await),
+                        // A dropped `Cancel` cancels nothing: its call waits on as any other.
+                        Some(rx) => {
+                            if rx.wait_for(|&c| c).await.is_err() {
+                                std::future::pending::<()>().await;
+                            }
+                        }
                         None => std::future::pending().await,
                     }
                 };
@@ -794,6 +799,7 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The one table of error kinds (the protocol's `ErrorKind`), which `coflow.errors` maps.
     m.add("ERROR_KINDS", coflow_client::ErrorKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>())?;
     // A lease's bounds in seconds, the protocol's (`register(lease_s=)` checks them by name).
+    m.add("MAX_TIMEOUT_S", MAX_TIMEOUT_S)?;
     m.add("LEASE_S", (coflow_client::MIN_LEASE_MS as f64 / 1e3, coflow_client::MAX_LEASE_MS as f64 / 1e3))?;
     // The workspace version, the same that `coflow --version` prints.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
