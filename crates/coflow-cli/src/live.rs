@@ -25,6 +25,11 @@ pub(crate) struct TokenArgs {
 }
 
 impl TokenArgs {
+    /// The token file, if one is named.
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        self.token_file.as_deref()
+    }
+
     pub(crate) fn token(&self) -> Result<ClusterToken> {
         if let Some(p) = &self.token_file {
             return Ok(ClusterToken::from_file(p)?);

@@ -219,8 +219,12 @@ pub fn siphon_search(
     let mut rounds = 0;
     for seed in 1..=spec.repeat {
         // More than needed, keeping the first that cross the wide area (some are all local).
-        let synth =
-            coflow_trace::synth::SynthConfig { seed, coflows: 2 * spec.coflows, machines: 150, ..Default::default() };
+        let synth = coflow_trace::synth::SynthConfig {
+            seed,
+            coflows: spec.coflows.saturating_mul(2),
+            machines: 150,
+            ..Default::default()
+        };
         // Twice as many are drawn as asked for: the error says what was asked.
         synth.validate().map_err(|_| {
             PlanError(format!(

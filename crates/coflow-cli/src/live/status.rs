@@ -44,6 +44,14 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
     {
         anyhow::bail!("--watch must be 0.1 to 3600 seconds, not {s}");
     }
+    // The files it reads, which its output must not write over.
+    let inputs = [
+        ("--token-file", a.token.file()),
+        ("--tls-ca", a.tls.tls_ca.as_deref()),
+        ("--tls-cert", a.tls.tls_cert.as_deref()),
+        ("--tls-key", a.tls.tls_key.as_deref()),
+    ];
+    crate::output::prepare(&[("--json", a.json.as_deref())], &inputs)?;
     let files = TlsFiles::from_parts("--tls-", a.tls.tls_ca, a.tls.tls_cert, a.tls.tls_key)?;
     let scheme = if files.is_some() { "https" } else { "http" };
     let url = a.coordinator.unwrap_or_else(|| format!("{scheme}://127.0.0.1:7070"));
@@ -51,7 +59,6 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
         Some(f) => ClientConfig::tls(url.clone(), url.clone(), f),
         None => ClientConfig::new(url.clone(), url.clone(), a.token.token()?),
     };
-    crate::output::prepare(&[("--json", a.json.as_deref())], &[])?;
     let clear = a.watch.is_some() && a.json.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     runtime()?.block_on(async move {
         let c = Client::connect(cfg).await.with_context(|| format!("connecting to the coordinator at {url}"))?;

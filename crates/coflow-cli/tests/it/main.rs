@@ -291,10 +291,6 @@ fn bad_arguments_are_clear_errors() {
     assert!(err.contains("line 2"), "{err}");
 }
 
-/// What a run cannot do is refused before it starts, naming the flag: a search of no round, a
-/// baseline that is a list, a synthetic workload's shape beside a trace, two outputs in one place,
-/// stages over a trace that has jobs already, a workload too large to hold, the reference
-/// simulator's rules under the exact model, and a rate that is no number. None panics.
 /// An output that names a file the command reads is refused before anything runs, however the
 /// path is spelled, and the file is left as it was: a report written over its trace would lose
 /// the trace (and a spread one could not be undone).
@@ -316,6 +312,7 @@ fn an_output_never_writes_over_an_input() {
         &["trace", "convert", t, r],
         &["trace", "spread", t, t, "--per-rack", "2"],
         &["bench", "--trace", t, "--json", t],
+        &["status", "--token-file", t, "--json", r],
     ];
     for args in cases {
         let out = coflow().args(*args).output().unwrap();
@@ -326,6 +323,10 @@ fn an_output_never_writes_over_an_input() {
     }
 }
 
+/// What a run cannot do is refused before it starts, naming the flag: a search of no round, a
+/// baseline that is a list, a synthetic workload's shape beside a trace, two outputs in one place,
+/// stages over a trace that has jobs already, a workload too large to hold, the reference
+/// simulator's rules under the exact model, and a rate that is no number. None panics.
 #[test]
 fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
     let jobs = tmp("jobs.jsonl");

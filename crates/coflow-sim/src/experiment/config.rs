@@ -354,7 +354,7 @@ impl Config {
             plan.place_on_wide_area(spec)?;
             // What the wide area sets itself, said rather than dropped unsaid.
             let default = Config::default();
-            if self.port_rate != default.port_rate {
+            if port_rate != default.port_rate.parse::<Rate>().expect("the default rate parses") {
                 let rate = name("port_rate");
                 plan.notes.push(format!("{rate} is not used on the wide area: its links' bandwidths set the rates"));
             }
