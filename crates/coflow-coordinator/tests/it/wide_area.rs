@@ -190,6 +190,18 @@ fn resume(
 }
 
 /// A grant's parts as `(offset, length, relay)`.
+/// A get of 1.1 MB from `a` to `b` on [`three_dcs`] at 100 B/s, which the coordinator plans over
+/// detours: its receiver is told to resume it.
+fn planned_over_detours() -> (Harness, coflow_core::CoflowId, coflow_coordinator::FlowGrant) {
+    let mut h = three_dcs(100.0);
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1_100_000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
+    (h, c, g)
+}
+
 fn parts_of(r: &coflow_coordinator::FlowGrant) -> Vec<(u64, u64, Option<MachineId>)> {
     r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect()
 }
@@ -234,12 +246,7 @@ fn a_coflows_gets_are_water_filled_together_and_resumed_over_their_plan() {
 /// left waiting: after two seconds the flow goes on over its direct path.
 #[test]
 fn a_planned_flow_not_resumed_goes_on_over_its_direct_path() {
-    let mut h = three_dcs(100.0);
-    let c = h.register(1, CoflowOptions::default());
-    h.put(c, "p", 0, 1_100_000).unwrap();
-    let g = h.get(c, "p", 1).unwrap();
-    h.advance(20);
-    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
+    let (mut h, _, g) = planned_over_detours();
     h.advance(1000);
     assert_eq!(last_rate(&h.drain(), g.flow).unwrap_or(0.0), 0.0);
     for _ in 0..11 {
@@ -305,12 +312,7 @@ fn a_receiver_that_cannot_reach_its_source_is_sent_through_a_detour() {
 /// it alive; with no other agent in its datacenter, the rest goes direct.
 #[test]
 fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
-    let mut h = three_dcs(100.0);
-    let c = h.register(1, CoflowOptions::default());
-    h.put(c, "p", 0, 1_100_000).unwrap();
-    let g = h.get(c, "p", 1).unwrap();
-    h.advance(20);
-    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
+    let (mut h, c, g) = planned_over_detours();
     let r = resume(&mut h, c, "p", g.flow, 0);
     let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
     assert_eq!(relayed.via.as_ref().map(|v| v.machine), Some(MachineId(2)));
