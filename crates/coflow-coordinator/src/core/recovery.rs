@@ -13,11 +13,17 @@ use crate::error::CoordError;
 
 /// Why an unknown id re-announced is not adopted.
 enum Refusal {
-    /// Not below the id base: not a previous coordinator's; the next id to lift `next` to, if
-    /// within the headroom.
-    NotIssued(Option<u64>),
+    /// Not below the id base: not a previous coordinator's.
+    NotIssued,
     /// The restart window has closed.
     Closed,
+}
+
+/// Which ids an id re-announced is one of, and so which counter it may lift.
+#[derive(Clone, Copy)]
+enum Ids {
+    Coflows,
+    Flows,
 }
 
 fn closed(id: CoflowId) -> String {
@@ -91,11 +97,17 @@ impl Core {
 
     /// Whether an unknown id re-announced may be adopted: issued by a previous coordinator (below
     /// the base), not unregistered here, within the restart window. An id at or above the base
-    /// this coordinator did not issue lifts `next` above it (within the headroom).
-    fn adoptable(&self, now: Nanos, id: u64, next: u64) -> Result<(), Refusal> {
+    /// this coordinator did not issue lifts the next id of its kind above it (within the headroom).
+    fn adoptable(&mut self, now: Nanos, id: u64, ids: Ids) -> Result<(), Refusal> {
         if id >= self.id_base {
-            let lift = (id >= next && id < self.id_base.saturating_add(ID_HEADROOM)).then(|| id + 1);
-            return Err(Refusal::NotIssued(lift));
+            let next = match ids {
+                Ids::Coflows => &mut self.next_coflow,
+                Ids::Flows => &mut self.next_flow,
+            };
+            if id >= *next && id < self.id_base.saturating_add(ID_HEADROOM) {
+                *next = id + 1;
+            }
+            return Err(Refusal::NotIssued);
         }
         if !self.in_restart_window(now) {
             return Err(Refusal::Closed);
@@ -110,12 +122,9 @@ impl Core {
         if self.unregistered_set.contains(&id) {
             return self.refuse(CoordError::UnknownCoflow(id));
         }
-        match self.adoptable(now, id.0, self.next_coflow) {
+        match self.adoptable(now, id.0, Ids::Coflows) {
             Ok(()) => {}
-            Err(Refusal::NotIssued(lift)) => {
-                if let Some(next) = lift {
-                    self.next_coflow = self.next_coflow.max(next);
-                }
+            Err(Refusal::NotIssued) => {
                 return self.refuse(CoordError::UnknownCoflow(id));
             }
             Err(Refusal::Closed) => return self.refuse(CoordError::NotRecoverable(closed(id))),
@@ -162,12 +171,9 @@ impl Core {
     /// `not-recoverable` once the window has closed.
     fn resume_previous(&mut self, now: Nanos, get: &GetAnnouncement, size: u64) -> Result<Span, CoordError> {
         let (old, at) = get.resume.expect("a resume");
-        match self.adoptable(now, old.0, self.next_flow) {
+        match self.adoptable(now, old.0, Ids::Flows) {
             Ok(()) => {}
-            Err(Refusal::NotIssued(lift)) => {
-                if let Some(next) = lift {
-                    self.next_flow = self.next_flow.max(next);
-                }
+            Err(Refusal::NotIssued) => {
                 return self.refuse(CoordError::UnknownFlow(old));
             }
             Err(Refusal::Closed) => {
@@ -239,12 +245,9 @@ impl Core {
         if (self.id_base..self.next_flow).contains(&r.flow.0) {
             return self.refuse(CoordError::UnknownFlow(r.flow));
         }
-        match self.adoptable(now, r.flow.0, self.next_flow) {
+        match self.adoptable(now, r.flow.0, Ids::Flows) {
             Ok(()) => {}
-            Err(Refusal::NotIssued(lift)) => {
-                if let Some(next) = lift {
-                    self.next_flow = self.next_flow.max(next);
-                }
+            Err(Refusal::NotIssued) => {
                 return self.refuse(CoordError::UnknownFlow(r.flow));
             }
             Err(Refusal::Closed) => {
