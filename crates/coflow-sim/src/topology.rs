@@ -42,7 +42,8 @@ pub enum TopologyError {
         /// Why.
         message: String,
     },
-    /// Not JSON of the documented shape (serde's message names the field, line and column).
+    /// Not JSON of the documented shape (serde's message names the field and, from text, the
+    /// line and column).
     #[error("parsing JSON: {0}")]
     Json(String),
     /// `datacenters` is empty.
@@ -266,7 +267,16 @@ impl Topology {
     /// The topology in `text`; relative `samples_file`s are read from `base` (the working
     /// directory if `None`).
     pub fn from_json(text: &str, base: Option<&Path>) -> Result<Topology, TopologyError> {
-        let f: TopologyFile = serde_json::from_str(text).map_err(|e| TopologyError::Json(e.to_string()))?;
+        Topology::from_file(serde_json::from_str(text).map_err(|e| TopologyError::Json(e.to_string()))?, base)
+    }
+
+    /// [`Topology::from_json`] of a value already parsed, as a file that embeds a topology holds
+    /// it; its errors name fields, not positions, which are the embedding file's to tell.
+    pub fn from_value(value: serde_json::Value, base: Option<&Path>) -> Result<Topology, TopologyError> {
+        Topology::from_file(serde_json::from_value(value).map_err(|e| TopologyError::Json(e.to_string()))?, base)
+    }
+
+    fn from_file(f: TopologyFile, base: Option<&Path>) -> Result<Topology, TopologyError> {
         for (at, name) in f.datacenters.iter().enumerate() {
             if let Some(first) = f.datacenters[..at].iter().position(|d| d == name) {
                 return Err(TopologyError::DuplicateDatacenter { name: name.clone(), first, at });

@@ -251,7 +251,7 @@ impl Topology {
 
 /// The `wan` object: the simulator's wide-area file, without what the hosts say.
 fn wide_area(v: &Value, base: Option<&std::path::Path>) -> Result<coflow_sim::topology::Topology, TopologyError> {
-    let t = coflow_sim::topology::Topology::from_json(&v.to_string(), base).map_err(|e| err("wan", e.to_string()))?;
+    let t = coflow_sim::topology::Topology::from_value(v.clone(), base).map_err(|e| err("wan", e.to_string()))?;
     if t.placement.is_some() || t.machines_per_dc.is_some() {
         return Err(err("wan", "hosts say their datacenter (`dc`): no placement or machines_per_dc"));
     }
@@ -389,6 +389,16 @@ mod tests {
         // A datacenter with no host, through which the simulation alone could relay.
         let e = Topology::from_json(&file(&[host(r#","dc":"a""#)], &format!(",{wan}"))).unwrap_err();
         assert_eq!((e.field.as_str(), e.reason.as_str()), ("hosts", "no host in datacenter \"b\" (each needs one)"));
+    }
+
+    #[test]
+    fn a_wide_area_error_names_its_field_not_a_position_in_a_copy() {
+        // Positions would count in a re-serialized copy of `wan`, not in the user's file.
+        let text = "{\n  \"hosts\": [{\"uplink\": \"1Gbps\", \"downlink\": \"1Gbps\", \"dc\": \"a\"}],\n  \"wan\": {\"datacenters\": [\"a\"], \"linkz\": []}\n}";
+        let e = Topology::from_json(text).unwrap_err();
+        assert_eq!(e.field, "wan");
+        assert!(e.reason.contains("unknown field `linkz`"), "{e}");
+        assert!(!e.reason.contains("line"), "{e}");
     }
 
     #[test]
