@@ -133,7 +133,7 @@ pub struct Cluster {
     /// Each agent's metrics address.
     pub agent_metrics: Vec<SocketAddr>,
     token: ClusterToken,
-    root: PathBuf,
+    root: PrivateDir,
     /// The certificates' directory, with TLS.
     tls_dir: Option<PathBuf>,
     coordinator_security: Security,
@@ -197,10 +197,29 @@ async fn local() -> std::io::Result<TcpListener> {
     TcpListener::bind("127.0.0.1:0").await
 }
 
+/// A cluster's directory for keys and data, removed with everything in it when dropped: by
+/// [`Cluster::shutdown`], with a cluster dropped without it (a failed test, an interrupted demo),
+/// or by a [`Cluster::start`] that fails before it has a cluster.
+#[derive(Debug)]
+struct PrivateDir(PathBuf);
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for PrivateDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
 /// A new directory for a cluster's keys and data under the temporary directory, made by this
 /// call and readable by its user only: a name someone else made first (the temporary directory
 /// is shared) is passed over, never written into.
-fn private_dir() -> std::io::Result<PathBuf> {
+fn private_dir() -> std::io::Result<PrivateDir> {
     let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
@@ -209,18 +228,10 @@ fn private_dir() -> std::io::Result<PathBuf> {
         let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
         let root = std::env::temp_dir().join(format!("coflow-cluster-{}-{n}", std::process::id()));
         match builder.create(&root) {
-            Ok(()) => return Ok(root),
+            Ok(()) => return Ok(PrivateDir(root)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
             Err(e) => return Err(e),
         }
-    }
-}
-
-impl Drop for Cluster {
-    /// Removes the keys and data directories of a cluster dropped without
-    /// [`Cluster::shutdown`] (a failed test, an interrupted demo).
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -431,7 +442,6 @@ impl Cluster {
         if let Some(c) = self.coordinator.take() {
             c.stop().await;
         }
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -450,4 +460,24 @@ async fn http_get(addr: SocketAddr, path: &str) -> String {
         let _ = s.read_to_string(&mut out).await;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_dir_is_its_users_alone_and_goes_with_what_it_holds() {
+        let dir = private_dir().unwrap();
+        let path = dir.to_path_buf();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o700);
+        }
+        std::fs::create_dir_all(path.join("agent0")).unwrap();
+        std::fs::write(path.join("agent0/piece"), b"bytes").unwrap();
+        drop(dir);
+        assert!(!path.exists(), "{} is left behind", path.display());
+    }
 }
