@@ -139,10 +139,49 @@ pub async fn run(
         .connect_timeout(std::time::Duration::from_secs(5))
         .connect_lazy();
     let coordinator = CoordinatorClient::with_interceptor(channel, security.attach());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut registry = Metrics::new("agent", env!("CARGO_PKG_VERSION"));
+    let get_control = Histogram::new(coflow_telemetry::exponential_buckets(1e-5, 2.0, 21));
+    registry.registry("agent").register(
+        "get_control_seconds",
+        "A get's control path: from the get reaching the agent to the coordinator's grant of its flow",
+        get_control.clone(),
+    );
+    let registry = Arc::new(registry);
+    // The HTTP listener serves from the start, so that a liveness probe passes while the agent
+    // waits for its machine id (a coordinator still starting); its samples come with the state.
+    let health = Health::new("waiting for a machine id from the coordinator");
+    let started: Arc<std::sync::OnceLock<Arc<state::Shared>>> = Arc::default();
+    let metrics_task = listeners.metrics.map(|l| {
+        let started = started.clone();
+        let scrape: coflow_telemetry::Scrape = Arc::new(move || {
+            let (started, registry) = (started.clone(), registry.clone());
+            Box::pin(async move {
+                if let Some(s) = started.get() {
+                    registry.snapshot().set(samples(s));
+                }
+                registry.encode()
+            })
+        });
+        tokio::spawn(coflow_telemetry::serve(l, coflow_telemetry::router(scrape, health.clone()), stop_rx.clone()))
+    });
+    let stop_metrics = |task: Option<tokio::task::JoinHandle<()>>| async {
+        let _ = stop_tx.send(true);
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    };
     let mut shutdown = Box::pin(shutdown);
     let machine = tokio::select! {
-        m = membership::resolve(&config, &security, coordinator.clone()) => m?,
+        m = membership::resolve(&config, &security, coordinator.clone()) => match m {
+            Ok(m) => m,
+            Err(e) => {
+                stop_metrics(metrics_task).await;
+                return Err(e);
+            }
+        },
         _ = &mut shutdown => {
+            stop_metrics(metrics_task).await;
             tracing::info!("agent stopped before it had a machine id");
             return Ok(());
         }
@@ -152,32 +191,13 @@ pub async fn run(
     let authenticate = security.authenticate();
     let tls = security.tls().cloned();
     let shared = Arc::new(state::Shared::new(config, security, coordinator));
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let _ = started.set(shared.clone());
+    health.set(false, "not registered with the coordinator yet");
 
     let data_task = tokio::spawn(data::serve(listeners.data, shared.clone(), stop_rx.clone()));
     let link_task = tokio::spawn(link::run(shared.clone(), data_addr, stop_rx.clone()));
-    let mut registry = Metrics::new("agent", env!("CARGO_PKG_VERSION"));
-    let get_control = Histogram::new(coflow_telemetry::exponential_buckets(1e-5, 2.0, 21));
-    registry.registry("agent").register(
-        "get_control_seconds",
-        "A get's control path: from the get reaching the agent to the coordinator's grant of its flow",
-        get_control.clone(),
-    );
-    let registry = Arc::new(registry);
-    let health = Health::new("not registered with the coordinator yet");
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let readiness_task = tokio::spawn(track_readiness(shared.clone(), health.clone(), reporter, stop_rx.clone()));
-    let metrics_task = listeners.metrics.map(|l| {
-        let s = shared.clone();
-        let scrape: coflow_telemetry::Scrape = Arc::new(move || {
-            let (s, registry) = (s.clone(), registry.clone());
-            Box::pin(async move {
-                registry.snapshot().set(samples(&s));
-                registry.encode()
-            })
-        });
-        tokio::spawn(coflow_telemetry::serve(l, coflow_telemetry::router(scrape, health.clone()), stop_rx.clone()))
-    });
     let svc = service::AgentService { shared: shared.clone(), shutdown: stop_rx.clone(), get_control };
     let svc =
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);

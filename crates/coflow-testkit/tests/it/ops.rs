@@ -288,3 +288,46 @@ async fn agents_without_ids_get_one_keep_it_and_leave_at_once() -> anyhow::Resul
     std::fs::remove_dir_all(&base)?;
     Ok(())
 }
+
+/// An agent waiting for its machine id (its coordinator not up yet) passes its liveness probe,
+/// is not ready, saying why, serves its metrics and stops at once when asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_waiting_for_its_id_answers_its_probes() -> anyhow::Result<()> {
+    subscribe();
+    let dir = std::env::temp_dir().join(format!("coflow-agent-waiting-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    // A port that refuses: the agent asks for an id again and again.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await?.local_addr()?;
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let http = metrics.local_addr()?;
+    let cfg = coflow_agent::AgentConfig {
+        machine: None,
+        coordinator: format!("http://{closed}"),
+        data_dir: dir.clone(),
+        ..Default::default()
+    };
+    let listeners = coflow_agent::AgentListeners {
+        grpc: tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+        data: tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+        metrics: Some(metrics),
+    };
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let token = coflow_client::ClusterToken::new("a-token-of-some-length")?;
+    let task = tokio::spawn(coflow_agent::run(cfg, token, listeners, async move {
+        let _ = rx.await;
+    }));
+    let live = tokio::time::timeout(Duration::from_secs(5), http_get(http, "/healthz")).await?;
+    assert!(live.starts_with("HTTP/1.0 200"), "{live}");
+    let ready = http_get(http, "/readyz").await;
+    assert!(
+        ready.starts_with("HTTP/1.0 503")
+            && ready.ends_with("not ready: waiting for a machine id from the coordinator\n"),
+        "{ready}"
+    );
+    assert!(http_get(http, "/metrics").await.contains("coflow_build_info"));
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(5), task).await???;
+    assert!(tokio::net::TcpStream::connect(http).await.is_err(), "the HTTP listener closed with the agent");
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
