@@ -215,7 +215,7 @@ impl Phantom {
 
     /// Reports the end of a flow this machine receives.
     pub fn finished(&self, flow: FlowId, ok: bool) {
-        let reason = if ok { String::new() } else { "client-departed".into() };
+        let reason = if ok { String::new() } else { coflow_proto::ErrorKind::ClientDeparted.as_str().into() };
         let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: 0, reason };
         self.link.tell(Body::Finished(done));
     }

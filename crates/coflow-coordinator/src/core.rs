@@ -55,13 +55,15 @@ pub enum FlowOutcome {
 }
 
 impl FlowOutcome {
-    /// The outcome of a `FlowFinished` report: `ok`, or failed for `reason` (`unspecified` when
-    /// the report gives none).
+    /// The outcome of a `FlowFinished` report: `ok`, or failed for `reason`, an error kind's
+    /// name (`unspecified` when the report gives none, `other` for a name that is no kind), so
+    /// that what agents report cannot grow the reasons counted or end a flow as anything else.
     pub fn from_report(ok: bool, reason: String) -> FlowOutcome {
-        match (ok, reason.is_empty()) {
+        match (ok, reason.parse::<coflow_proto::ErrorKind>()) {
             (true, _) => FlowOutcome::Completed,
-            (false, true) => FlowOutcome::Failed("unspecified".into()),
-            (false, false) => FlowOutcome::Failed(reason),
+            (false, Ok(kind)) => FlowOutcome::Failed(kind.as_str().into()),
+            (false, Err(_)) if reason.is_empty() => FlowOutcome::Failed("unspecified".into()),
+            (false, Err(_)) => FlowOutcome::Failed("other".into()),
         }
     }
 }
@@ -1202,12 +1204,6 @@ impl Core {
             Some(SPLIT) => {}
             Some(reason) => {
                 self.counters.flows_failed += 1;
-                // Reasons come from agents: keep the label set small and printable.
-                let reason = if reason.len() <= 32 && reason.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
-                    reason
-                } else {
-                    "other"
-                };
                 *self.failed.entry(reason.to_string()).or_default() += 1;
                 if reason == "timed-out" {
                     *self.timed_out.entry("data-read").or_default() += 1;

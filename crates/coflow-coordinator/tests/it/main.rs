@@ -1037,6 +1037,28 @@ fn a_flow_report_names_its_outcome() {
     assert_eq!(FlowOutcome::from_report(true, "data-lost".into()), FlowOutcome::Completed);
     assert_eq!(FlowOutcome::from_report(false, String::new()), FlowOutcome::Failed("unspecified".into()));
     assert_eq!(FlowOutcome::from_report(false, "data-lost".into()), FlowOutcome::Failed("data-lost".into()));
+    // What is no error kind counts as `other`: the coordinator's own endings among them, and
+    // anything that would add a reason to count.
+    for odd in ["rerouted", "split", "agent-restarted", "Data-Lost", "x\ny", &"a".repeat(10_000)] {
+        assert_eq!(FlowOutcome::from_report(false, odd.into()), FlowOutcome::Failed("other".into()), "{odd}");
+    }
+}
+
+/// An agent that reports its flows' failures under names of its own makes the coordinator count
+/// no more reasons than the error kinds, and ends no flow as rerouted.
+#[test]
+fn reported_failure_reasons_stay_a_small_set() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let c = h.register(1, CoflowOptions::default());
+    for i in 0..50 {
+        h.put(c, &format!("p{i}"), 0, 1_000).unwrap();
+        let g = h.get(c, &format!("p{i}"), 2).unwrap();
+        let reason = if i % 2 == 0 { format!("made-up-{i}") } else { "rerouted".into() };
+        h.end(g.flow, FlowOutcome::from_report(false, reason)).unwrap();
+    }
+    let reasons: Vec<_> = h.core.failures().collect();
+    assert_eq!(reasons, [("other", 50)]);
+    assert_eq!((h.core.counters().flows_failed, h.core.counters().flows_rerouted), (50, 0));
 }
 
 /// An agent that registers again has restarted: its rate stream ends, the pieces it held are
