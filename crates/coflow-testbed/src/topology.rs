@@ -133,9 +133,10 @@ impl Topology {
             return Topology::from_json(text);
         }
         let path = std::path::Path::new(spec);
-        let text = std::fs::read_to_string(spec).map_err(|e| {
+        // Bounded as every file the tools read: an endless one (`/dev/zero`) is refused.
+        let text = coflow_trace::read_text(path).map_err(|e| {
             let presets: Vec<&str> = PRESETS.iter().map(|p| p.0).collect();
-            err("(file)", format!("{spec}: {e} (and no preset of that name: {})", presets.join(", ")))
+            err("(file)", format!("{e} (and no preset of that name: {})", presets.join(", ")))
         })?;
         Topology::from_json_at(&text, path.parent())
     }
@@ -389,6 +390,13 @@ mod tests {
         // A datacenter with no host, through which the simulation alone could relay.
         let e = Topology::from_json(&file(&[host(r#","dc":"a""#)], &format!(",{wan}"))).unwrap_err();
         assert_eq!((e.field.as_str(), e.reason.as_str()), ("hosts", "no host in datacenter \"b\" (each needs one)"));
+    }
+
+    #[test]
+    fn an_endless_file_is_refused_not_read_until_memory_runs_out() {
+        let e = Topology::load("/dev/zero").unwrap_err();
+        assert_eq!(e.field, "(file)");
+        assert!(e.reason.contains("/dev/zero") && e.reason.contains("no preset of that name"), "{e}");
     }
 
     #[test]
