@@ -63,6 +63,7 @@ def test_the_live_page_shows_coflows_rates_agents_and_histograms(coflow_bin: Pat
     cluster = Cluster(coflow_bin, tmp_path, agents=2, port_rate="16Mbps", coordinator_args=["--bypass-threshold-bytes", "0"])
     try:
         with cluster.client(0) as c, cluster.client(1) as r:
+            idle = c.register(1, name="web-idle")
             coflow = c.register(1, name="web-shuffle")
             c.put(coflow, "piece", bytes(6_000_000))
             got = {}
@@ -80,6 +81,9 @@ def test_the_live_page_shows_coflows_rates_agents_and_histograms(coflow_bin: Pat
             assert row.get_attribute("data-coflow") == str(coflow)
             cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
             assert cells[2] == "1" and cells[3] == "5.7 MiB", cells  # width 1, 6,000,000 bytes
+            # A coflow with nothing in flight shows no share sent, not a full bar.
+            idle_row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#coflows tr") if "web-idle" in tr.text)
+            assert idle_row.find_elements(By.TAG_NAME, "td")[4].text == "-", idle_row.text
             agents = browser.find_elements(By.CSS_SELECTOR, "#agents tr")
             assert [a.get_attribute("data-machine") for a in agents] == ["0", "1"]
             assert all("alive" in a.text for a in agents)
@@ -99,6 +103,7 @@ def test_the_live_page_shows_coflows_rates_agents_and_histograms(coflow_bin: Pat
             wait("the completion", lambda: browser.find_element(By.ID, "cct-summary").text.startswith("1 observed"))
             assert "observed, mean" in browser.find_element(By.ID, "decision-summary").text
             c.unregister(coflow)
+            c.unregister(idle)
             wait("no coflow", lambda: browser.find_element(By.ID, "coflow-count").text == "0")
     finally:
         cluster.stop()
