@@ -165,3 +165,22 @@ fn main() {
         std::process::exit(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the deployment guide says: every flag of the services and of `coflow status` can be
+    /// given as `COFLOW_` and its name in capitals.
+    #[test]
+    fn every_flag_of_the_services_and_status_has_its_environment_variable() {
+        let cli = <super::Cli as clap::CommandFactory>::command();
+        for name in ["coordinator", "agent", "status"] {
+            let cmd = cli.find_subcommand(name).expect("the subcommand");
+            for arg in cmd.get_arguments().filter(|a| a.get_long().is_some_and(|l| l != "help")) {
+                let long = arg.get_long().expect("long");
+                let want = format!("COFLOW_{}", long.to_uppercase().replace('-', "_"));
+                let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+                assert_eq!(env.as_deref(), Some(want.as_str()), "coflow {name} --{long}");
+            }
+        }
+    }
+}

@@ -20,7 +20,7 @@ pub(crate) struct StatusArgs {
     coordinator: Option<String>,
     /// Write JSON (bytes and bytes per second as numbers) instead of a table: to this file
     /// (rewritten whole at each refresh), or to standard output without one or with `-`.
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-", env = "COFLOW_JSON")]
     json: Option<std::path::PathBuf>,
     /// Print again every SECONDS seconds until interrupted (default 2).
     #[arg(
