@@ -152,17 +152,7 @@ impl AsyncWrite for Counted {
     }
 }
 
-/// Where a peer's connections are counted among the [`Unproven`]: its IPv4 address, or its IPv6
-/// /64 (a host on IPv6 usually holds a whole /64, so its addresses count as one).
-pub fn peer_group(ip: std::net::IpAddr) -> std::net::IpAddr {
-    match ip {
-        std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
-            std::net::IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into())
-        }
-        std::net::IpAddr::V6(v6) => std::net::IpAddr::V4(v6.to_ipv4_mapped().expect("mapped")),
-        v4 => v4,
-    }
-}
+pub use coflow_core::peer_group;
 
 /// The most connections from one address waiting for or in their TLS handshake; one more is
 /// closed at once. Members that share an address (a test's loopback) open many at once when many
@@ -275,15 +265,6 @@ mod tests {
         assert_eq!(unproven.held(a), 0, "a refused address keeps no entry");
         drop(many);
         assert!(unproven.by_address.lock().unwrap().1.is_empty() && unproven.by_address.lock().unwrap().0 == 0);
-    }
-
-    #[test]
-    fn ipv6_peers_count_by_their_64_and_mapped_ones_as_ipv4() {
-        let group = |a: &str| peer_group(a.parse().unwrap()).to_string();
-        assert_eq!(group("2001:db8:1:2:aaaa::1"), group("2001:db8:1:2:bbbb::9"));
-        assert_ne!(group("2001:db8:1:2::1"), group("2001:db8:1:3::1"));
-        assert_eq!(group("::ffff:10.0.0.7"), "10.0.0.7");
-        assert_eq!(group("10.0.0.7"), "10.0.0.7");
     }
 
     #[tokio::test]

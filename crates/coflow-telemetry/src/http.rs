@@ -1,21 +1,21 @@
 //! The HTTP listener of a service: `/metrics`, `/healthz` (the process serves HTTP: liveness),
 //! `/readyz` (the service is ready: 200, else 503), and whatever routes the service merges in.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
+
+use crate::places::{Place, Places, Refusal};
 
 /// Renders the metrics page on each scrape (a service may ask its tasks first).
 pub type Scrape = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
@@ -72,14 +72,6 @@ pub fn router(scrape: Scrape, health: Arc<Health>) -> Router {
         )
 }
 
-/// The most connections the listener serves at once; one more is closed at once. Scrapes and
-/// probes need a few.
-pub const MAX_CONNECTIONS: usize = 256;
-
-/// The most connections from one address served at once, so that one peer cannot hold every
-/// place a scraper or a probe needs.
-pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 32;
-
 /// How long a request's headers may take to come (also the longest a kept-alive connection
 /// waits for its next request).
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -88,13 +80,15 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Serves `router` on `listener` until `stop` turns true; responses in progress then finish,
-/// for at most [`HEADER_TIMEOUT`], and idle connections close. At most [`MAX_CONNECTIONS`] at
-/// once, each closed after its response in progress past [`CONNECTION_LIFETIME`], or when a
-/// request's headers do not come within [`HEADER_TIMEOUT`]: the listener has no authentication, so idle or slow peers must not hold
-/// the process's file descriptors.
+/// for at most [`HEADER_TIMEOUT`], and idle connections close. The listener has no
+/// authentication, so idle, slow or numerous peers must not hold the process's file descriptors
+/// nor keep a probe out: at most [`crate::MAX_CONNECTIONS`] are served at once, at most
+/// [`crate::MAX_CONNECTIONS_PER_GROUP`] of one peer group, each closed after its response in
+/// progress past [`CONNECTION_LIFETIME`], or when a request's headers do not come within
+/// [`HEADER_TIMEOUT`]; a full listener makes room for a newcomer from a group holding fewer than
+/// the most (see [`crate::MAX_CONNECTIONS`] and [`crate::MAX_CLOSING`]).
 pub async fn serve(listener: TcpListener, router: Router, stop: watch::Receiver<bool>) {
-    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let by_address: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+    let places = Places::default();
     let mut conns = JoinSet::new();
     let mut on_stop = stop.clone();
     let stopped = async move {
@@ -113,52 +107,26 @@ pub async fn serve(listener: TcpListener, router: Router, stop: watch::Receiver<
                         continue;
                     }
                 };
-                {
-                    let mut held = by_address.lock().expect("address lock");
-                    let n = held.entry(address).or_default();
-                    if *n >= MAX_CONNECTIONS_PER_ADDRESS {
-                        tracing::debug!(%address, "HTTP connection closed: MAX_CONNECTIONS_PER_ADDRESS from it");
-                        continue;
-                    }
-                    *n += 1;
-                }
-                let by_address = by_address.clone();
-                let leave = move || {
-                    let mut held = by_address.lock().expect("address lock");
-                    if let Some(n) = held.get_mut(&address) {
-                        *n -= 1;
-                        if *n == 0 {
-                            held.remove(&address);
+                let group = coflow_core::peer_group(address);
+                let mut sock = Some(sock);
+                let refused = loop {
+                    let admitted = places.admit(group, |place, close| {
+                        let sock = sock.take().expect("spawned once");
+                        conns.spawn(connection(sock, router.clone(), place, close, stop.clone()))
+                    });
+                    match admitted {
+                        Ok(()) => break None,
+                        Err(Refusal::Closing(oldest)) => {
+                            // Ended at its next turn, which gives its place back at once.
+                            oldest.abort();
+                            places.closing_below_max().await;
                         }
+                        Err(why) => break Some(why),
                     }
                 };
-                let Ok(place) = places.clone().try_acquire_owned() else {
-                    tracing::debug!("HTTP connection closed: MAX_CONNECTIONS served already");
-                    leave();
-                    continue;
-                };
-                let service = hyper_util::service::TowerToHyperService::new(router.clone());
-                let mut stop = stop.clone();
-                conns.spawn(async move {
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .timer(hyper_util::rt::TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
-                        .serve_connection(hyper_util::rt::TokioIo::new(sock), service);
-                    tokio::pin!(conn);
-                    // At its lifetime's end or the listener's stop, the connection finishes the
-                    // response in progress, if any, and closes (within the header deadline).
-                    let ended = tokio::select! {
-                        _ = conn.as_mut() => true,
-                        () = tokio::time::sleep(CONNECTION_LIFETIME) => false,
-                        _ = stop.wait_for(|&s| s) => false,
-                    };
-                    if !ended {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
-                    }
-                    drop(place);
-                    leave();
-                });
+                if let Some(why) = refused {
+                    tracing::debug!(%address, ?why, "HTTP connection closed at once");
+                }
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             () = &mut stopped => break,
@@ -168,9 +136,39 @@ pub async fn serve(listener: TcpListener, router: Router, stop: watch::Receiver<
     let _ = tokio::time::timeout(HEADER_TIMEOUT, async { while conns.join_next().await.is_some() {} }).await;
 }
 
+/// Serves one connection until it ends, its lifetime ends, the listener stops, or `close` asks
+/// it to make room: then it finishes the response in progress, if any, and closes (within the
+/// header deadline). `place` is given back when it has.
+async fn connection(
+    sock: TcpStream,
+    router: Router,
+    place: Place,
+    close: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(hyper_util::rt::TokioIo::new(sock), service);
+    tokio::pin!(conn);
+    let ended = tokio::select! {
+        _ = conn.as_mut() => true,
+        () = tokio::time::sleep(CONNECTION_LIFETIME) => false,
+        _ = stop.wait_for(|&s| s) => false,
+        () = close.notified() => false,
+    };
+    if !ended {
+        conn.as_mut().graceful_shutdown();
+        let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
+    }
+    drop(place);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_GROUP};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn get(addr: std::net::SocketAddr, path: &str) -> String {
@@ -201,7 +199,7 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), task).await.unwrap().unwrap();
     }
 
-    /// Peers that connect and say nothing hold no place for long: past the per-address bound
+    /// Peers that connect and say nothing hold no place for long: past their group's bound
     /// they are closed at once, the others at the header deadline, and a request from another
     /// address is served all along.
     #[tokio::test]
@@ -212,12 +210,12 @@ mod tests {
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(serve(listener, router(scrape, Health::new("starting")), rx));
         let mut silent = Vec::new();
-        for _ in 0..MAX_CONNECTIONS_PER_ADDRESS + 8 {
+        for _ in 0..MAX_CONNECTIONS_PER_GROUP + 8 {
             silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut b = [0u8; 64];
-        for s in &mut silent[MAX_CONNECTIONS_PER_ADDRESS..] {
+        for s in &mut silent[MAX_CONNECTIONS_PER_GROUP..] {
             let n = tokio::time::timeout(Duration::from_secs(1), s.read(&mut b)).await.expect("closed at once");
             assert_eq!(n.unwrap_or(0), 0, "past the bound: closed, not served");
         }
@@ -229,11 +227,75 @@ mod tests {
         let mut out = String::new();
         other.read_to_string(&mut out).await.unwrap();
         assert!(out.starts_with("HTTP/1.0 200"), "{out}");
-        for s in &mut silent[..MAX_CONNECTIONS_PER_ADDRESS] {
+        for s in &mut silent[..MAX_CONNECTIONS_PER_GROUP] {
             let n = tokio::time::timeout(HEADER_TIMEOUT + Duration::from_secs(1), s.read(&mut b)).await;
             assert_eq!(n.expect("closed at the header deadline").unwrap_or(0), 0);
         }
         assert!(get(addr, "/healthz").await.starts_with("HTTP/1.0 200"), "places given back");
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+
+    /// A connection from `from` that asks for `/healthz` once and stays open, kept alive; `None`
+    /// if the listener closes it instead of answering.
+    async fn kept_alive(addr: std::net::SocketAddr, from: [u8; 4]) -> Option<tokio::net::TcpStream> {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind((std::net::Ipv4Addr::from(from), 0).into()).unwrap();
+        let mut s = sock.connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.ok()?;
+        let mut got = Vec::new();
+        let mut b = [0u8; 512];
+        while !got.ends_with(b"\r\n\r\nok\n") {
+            let n = s.read(&mut b).await.ok().filter(|&n| n > 0)?;
+            got.extend_from_slice(&b[..n]);
+        }
+        Some(s)
+    }
+
+    /// What a connection from `from` gets for `/healthz`: the whole answer, or nothing when the
+    /// listener closes it at once.
+    async fn probe(addr: std::net::SocketAddr, from: [u8; 4]) -> String {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind((std::net::Ipv4Addr::from(from), 0).into()).unwrap();
+        let mut s = sock.connect(addr).await.unwrap();
+        let mut out = String::new();
+        // A refused connection may be closed before the request is written.
+        if s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").await.is_ok() {
+            let _ = s.read_to_string(&mut out).await;
+        }
+        out
+    }
+
+    /// A few addresses holding every place keep no probe out: a newcomer from another address
+    /// is served in place of an idle connection of an address holding the most, and one
+    /// address still gets at most its share.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_probe_gets_in_while_a_few_addresses_hold_every_place() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let scrape: Scrape = Arc::new(|| Box::pin(async { "x 1\n".to_string() }));
+        let (stop, rx) = watch::channel(false);
+        let task = tokio::spawn(serve(listener, router(scrape, Health::new("starting")), rx));
+        let mut fill = JoinSet::new();
+        for i in 0..MAX_CONNECTIONS {
+            let from = [127, 0, 0, 2 + (i / MAX_CONNECTIONS_PER_GROUP) as u8];
+            fill.spawn(kept_alive(addr, from));
+        }
+        let held = fill.join_all().await;
+        assert!(held.iter().all(Option::is_some), "the listener takes {MAX_CONNECTIONS}");
+        let within = Duration::from_secs(3);
+        let out = tokio::time::timeout(within, probe(addr, [127, 0, 0, 1])).await.expect("answered");
+        assert!(out.starts_with("HTTP/1.0 200") && out.ends_with("ok\n"), "{out:?}");
+        // The prober's address takes places while it holds fewer than every other (its share of
+        // nine: 28 at least), then is closed at once, by the time it holds its group's most.
+        let mut own = Vec::new();
+        for _ in 0..=MAX_CONNECTIONS_PER_GROUP {
+            match tokio::time::timeout(within, kept_alive(addr, [127, 0, 0, 1])).await.expect("answered or closed") {
+                Some(s) => own.push(s),
+                None => break,
+            }
+        }
+        assert!((MAX_CONNECTIONS / 9..=MAX_CONNECTIONS_PER_GROUP).contains(&own.len()), "{}", own.len());
         stop.send(true).unwrap();
         task.await.unwrap();
     }

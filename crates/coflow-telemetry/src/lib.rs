@@ -8,16 +8,18 @@
 //!   buckets; [`reference()`], the metrics reference page generated from an encoded registry.
 //! - `http`: [`Health`] (ready or not), [`router`] (`/metrics`, `/healthz`, `/readyz`) and
 //!   [`serve`].
+//! - `places`: which connections the listener serves, counted by peer group, and which it asks
+//!   to close to make room for a newcomer.
 
 #![warn(missing_docs)]
 
 mod http;
 mod metrics;
+mod places;
 
-pub use http::{
-    CONNECTION_LIFETIME, HEADER_TIMEOUT, Health, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS, Scrape, router, serve,
-};
+pub use http::{CONNECTION_LIFETIME, HEADER_TIMEOUT, Health, Scrape, router, serve};
 pub use metrics::{
     CONTENT_TYPE, Kind, Metrics, Sample, Snapshot, Value, exponential_buckets, parse_families, reference,
 };
+pub use places::{MAX_CLOSING, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_GROUP};
 pub use prometheus_client;
