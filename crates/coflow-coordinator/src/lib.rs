@@ -168,3 +168,94 @@ pub async fn run(
     tracing::info!("coordinator stopped");
     Ok(served?)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// A live view larger than the kernel's socket buffers hold (at most 4 MiB to send on Linux).
+    const LARGE: usize = 16 << 20;
+
+    /// A connection that asks for `/api/status` and reads the answer's head only, its receive
+    /// buffer small, so the body stays with the server; the head read.
+    async fn ask_and_never_read(addr: std::net::SocketAddr) -> (TcpStream, String) {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(4096).unwrap();
+        let mut s = sock.connect(addr).await.unwrap();
+        s.write_all(b"GET /api/status HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 256];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut b).await.unwrap();
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&head));
+            head.extend_from_slice(&b[..n]);
+        }
+        (s, String::from_utf8_lossy(&head).into_owned())
+    }
+
+    /// The whole answer to `/api/status`.
+    async fn ask(addr: std::net::SocketAddr) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /api/status HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Peers that ask for the live view and never read hold at most
+    /// [`telemetry::STATUS_BODIES`] bodies: the next is answered at once with 503 and
+    /// `Retry-After`, and a body's place comes back when its connection drops or has taken it
+    /// whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn status_bodies_alive_at_once_are_bounded_whatever_peers_read() {
+        let samples: telemetry::Ask<Vec<views::Sample>> = Arc::new(|| Box::pin(async { None }));
+        let status: telemetry::Ask<String> = Arc::new(|| Box::pin(async { Some("x".repeat(LARGE)) }));
+        let (registry, _) = telemetry::metrics("sebf");
+        let router =
+            telemetry::router(samples, Some(status), Arc::new(registry), coflow_telemetry::Health::new("starting"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(coflow_telemetry::serve(listener, router, rx));
+        let within = Duration::from_secs(10);
+        let mut slow = Vec::new();
+        for _ in 0..telemetry::STATUS_BODIES {
+            let (s, head) = tokio::time::timeout(within, ask_and_never_read(addr)).await.expect("a head");
+            assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+            slow.push(s);
+        }
+        let busy = tokio::time::timeout(within, ask(addr)).await.expect("answered at once");
+        assert!(busy.starts_with("HTTP/1.0 503"), "{}", &busy[..busy.len().min(200)]);
+        assert!(busy.contains(&format!("retry-after: {}\r\n", telemetry::STATUS_RETRY_AFTER)), "{busy}");
+        assert!(
+            busy.ends_with(r#"{"error":"the coordinator serves the most status pages it may at once; try again"}"#),
+            "{busy}"
+        );
+        // A dropped connection gives its body's place back (once the server sees it closed).
+        drop(slow.pop());
+        let served = tokio::time::timeout(within, async {
+            loop {
+                let out = ask(addr).await;
+                if out.starts_with("HTTP/1.0 200") {
+                    return out;
+                }
+                assert!(out.starts_with("HTTP/1.0 503"), "{}", &out[..out.len().min(200)]);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("a place comes back");
+        assert!(served.ends_with(&"x".repeat(1000)) && served.len() > LARGE, "the whole body");
+        // A body taken whole gives its place back by the time its connection closes.
+        let again = tokio::time::timeout(within, ask(addr)).await.expect("answered");
+        assert!(again.starts_with("HTTP/1.0 200"), "{}", &again[..again.len().min(200)]);
+        drop(slow);
+        stop.send(true).unwrap();
+        server.await.unwrap();
+    }
+}

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::header;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use coflow_telemetry::prometheus_client::metrics::family::Family;
 use coflow_telemetry::prometheus_client::metrics::histogram::Histogram;
-use coflow_telemetry::{Health, Metrics, Scrape, exponential_buckets};
+use coflow_telemetry::{Bodies, Health, Metrics, Scrape, exponential_buckets};
 
 use crate::core::Observation;
 use crate::views::{Sample, StatusView};
@@ -26,6 +27,17 @@ type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// The web page: plain HTML and a little JavaScript, no build step.
 const PAGE: &str = include_str!("web/index.html");
+
+/// The most `/api/status` bodies alive at once (being built, or not yet handed whole to their
+/// connection): with many coflows one is tens of megabytes, so peers that ask and never read
+/// must not each keep one. Past it a request is answered at once with 503 and `Retry-After`.
+pub(crate) const STATUS_BODIES: usize = 4;
+
+/// Why a request for `/api/status` is turned away.
+const STATUS_BUSY: &str = "the coordinator serves the most status pages it may at once; try again";
+
+/// The seconds `Retry-After` asks a peer turned away from `/api/status` to wait.
+pub(crate) const STATUS_RETRY_AFTER: &str = "2";
 
 /// The service's histograms; cheap to clone (they share their counts).
 #[derive(Clone, Debug)]
@@ -90,7 +102,8 @@ pub(crate) fn metrics(policy: &str) -> (Metrics, Observer) {
 pub(crate) type Ask<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Option<T>> + Send>> + Send + Sync>;
 
 /// `/metrics`, `/healthz`, `/readyz`, and with `status` (which gives the live view's JSON,
-/// [`status_json`]) the web page and `/api/status`.
+/// [`status_json`]) the web page and `/api/status`, at most [`STATUS_BODIES`] of whose bodies
+/// are alive at once.
 pub(crate) fn router(
     samples: Ask<Vec<Sample>>,
     status: Option<Ask<String>>,
@@ -108,16 +121,23 @@ pub(crate) fn router(
     });
     let router = coflow_telemetry::router(scrape, health);
     let Some(status) = status else { return router };
+    let bodies = Bodies::new(STATUS_BODIES);
     router.route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) })).route(
         "/api/status",
         get(move || {
-            let status = status.clone();
+            let (status, bodies) = (status.clone(), bodies.clone());
             async move {
+                let json = [(header::CONTENT_TYPE, "application/json")];
+                let Some(place) = bodies.try_take() else {
+                    let busy = serde_json::json!({ "error": STATUS_BUSY }).to_string();
+                    let retry = [(header::RETRY_AFTER, STATUS_RETRY_AFTER)];
+                    return (StatusCode::SERVICE_UNAVAILABLE, retry, json, busy).into_response();
+                };
                 let body = match status().await {
                     Some(json) => json,
                     None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),
                 };
-                ([(header::CONTENT_TYPE, "application/json")], body)
+                (json, place.body(body.into())).into_response()
             }
         }),
     )

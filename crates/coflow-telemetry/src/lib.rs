@@ -10,13 +10,16 @@
 //!   [`serve`].
 //! - `places`: which connections the listener serves, counted by peer group, and which it asks
 //!   to close to make room for a newcomer.
+//! - `body`: [`Bodies`], a bound on the large response bodies alive at once.
 
 #![warn(missing_docs)]
 
+mod body;
 mod http;
 mod metrics;
 mod places;
 
+pub use body::{Bodies, BodyPlace};
 pub use http::{CONNECTION_LIFETIME, HEADER_TIMEOUT, Health, Scrape, router, serve};
 pub use metrics::{
     CONTENT_TYPE, Kind, Metrics, Sample, Snapshot, Value, exponential_buckets, parse_families, reference,
