@@ -66,12 +66,18 @@ pub enum RunError {
         "tls_cert: the certificate is for {0}, not the coordinator (issue one with `coflow certs issue DIR --coordinator HOST`)"
     )]
     NotCoordinator(String),
+    /// The core task ended while the service ran (it panicked, say): every call would fail, so
+    /// the service stops, not ready from that moment, and the process should be restarted.
+    #[error("the coordinator's core task ended unexpectedly: {0}")]
+    CoreEnded(String),
 }
 
 /// Serves the coordinator on `listener` (and, on `metrics`, `/metrics`, `/healthz`, `/readyz` and
 /// the live web page) until `shutdown` completes; then stops accepting, ends the core task and
 /// returns. gRPC also serves `grpc.health.v1` (`coflow.v1.Coordinator` and the server as a whole).
-/// `security` is the cluster token, or the coordinator's TLS identity ([`Security`]).
+/// `security` is the cluster token, or the coordinator's TLS identity ([`Security`]). Should the
+/// core task end on its own (a panic), the service is not ready from that moment, stops, and
+/// returns [`RunError::CoreEnded`].
 pub async fn run(
     config: CoordinatorConfig,
     security: impl Into<Security>,
@@ -79,8 +85,24 @@ pub async fn run(
     metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
+    serve(config, security.into(), listener, metrics, shutdown, service::core_loop).await
+}
+
+/// [`run`], with the loop of the core task given (`service::core_loop`): the seam through which
+/// the tests make the core task end.
+async fn serve<L, F>(
+    config: CoordinatorConfig,
+    security: Security,
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    core_loop: L,
+) -> Result<(), RunError>
+where
+    L: FnOnce(Core, tokio::sync::mpsc::Receiver<events::Event>, watch::Receiver<bool>, telemetry::Observer) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
     config.validate()?;
-    let security = security.into();
     // Another member's certificate would be refused by every peer at the handshake ("not for
     // server authentication"), long after the start: refused here instead.
     if let Some(role) = security.tls().map(|t| t.role())
@@ -110,7 +132,7 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (registry, observer) = telemetry::metrics(&policy_label);
     let tickets = core.tickets().clone();
-    let core_task = tokio::spawn(service::core_loop(core, rx, stop_rx.clone(), observer));
+    let mut core_task = tokio::spawn(core_loop(core, rx, stop_rx.clone(), observer));
     let health = coflow_telemetry::Health::new("starting");
     let metrics_task = metrics.map(|l| {
         let (h1, h2) = (handle.clone(), handle.clone());
@@ -151,9 +173,19 @@ pub async fn run(
         reporter.set_service_status(name, tonic_health::ServingStatus::Serving).await;
     }
     health.set(true, "");
+    // The core task ends before a stop only if something is wrong with it: the service stops then.
+    let mut core_ended = None;
+    let (ended, task) = (&mut core_ended, &mut core_task);
     let stopping = async move {
-        shutdown.await;
-        health.set(false, "stopping");
+        tokio::select! {
+            () = shutdown => health.set(false, "stopping"),
+            r = task => {
+                let why = r.err().map_or_else(|| "it returned".to_string(), |e| e.to_string());
+                tracing::error!(%why, "the core task ended; the coordinator stops");
+                health.set(false, "the core task ended");
+                *ended = Some(why);
+            }
+        }
         for name in ["", SERVICE_NAME] {
             reporter.set_service_status(name, tonic_health::ServingStatus::NotServing).await;
         }
@@ -161,12 +193,17 @@ pub async fn run(
     // Returns with `stop` raised, also when the server failed on its own: the core and metrics
     // tasks end too.
     let served = coflow_proto::serve_until_stopped(router, listener, security.tls(), &stop_tx, stopping).await;
-    let _ = core_task.await;
+    if core_ended.is_none()
+        && let Err(e) = core_task.await
+    {
+        core_ended = Some(e.to_string());
+    }
     if let Some(t) = metrics_task {
         let _ = t.await;
     }
     tracing::info!("coordinator stopped");
-    Ok(served?)
+    served?;
+    core_ended.map_or(Ok(()), |why| Err(RunError::CoreEnded(why)))
 }
 
 #[cfg(test)]
@@ -177,6 +214,49 @@ mod tests {
     use tokio::net::TcpStream;
 
     use super::*;
+
+    /// The answer to `GET path` on the HTTP listener at `addr` (empty once it has stopped).
+    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
+        let mut out = String::new();
+        if s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).await.is_ok() {
+            let _ = s.read_to_string(&mut out).await;
+        }
+        out
+    }
+
+    /// A core task that ends on its own, panicking or returning, ends the service with
+    /// `RunError::CoreEnded`, though no shutdown was asked.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_service_ends_with_an_error_when_its_core_task_ends() {
+        for panics in [true, false] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let http_addr = http.local_addr().unwrap();
+            let (end, ended) = tokio::sync::oneshot::channel::<()>();
+            let core_loop = move |core, rx, stop, observer| async move {
+                let _ = ended.await;
+                drop((core, rx, stop, observer));
+                assert!(!panics, "a bug in the core");
+            };
+            let token = coflow_proto::ClusterToken::new("secret").unwrap();
+            let config = CoordinatorConfig::default();
+            let service =
+                tokio::spawn(serve(config, token.into(), listener, Some(http), std::future::pending(), core_loop));
+            let within = Duration::from_secs(10);
+            let ready = async {
+                while !get(http_addr, "/readyz").await.starts_with("HTTP/1.0 200") {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            tokio::time::timeout(within, ready).await.expect("ready while the core runs");
+            end.send(()).unwrap();
+            let r = tokio::time::timeout(within, service).await.expect("the service ends").unwrap();
+            let Err(RunError::CoreEnded(why)) = r else { panic!("{r:?}") };
+            let expected = if panics { "a bug in the core" } else { "it returned" };
+            assert!(why.contains(expected), "{why}");
+        }
+    }
 
     /// A live view larger than the kernel's socket buffers hold (at most 4 MiB to send on Linux).
     const LARGE: usize = 16 << 20;
