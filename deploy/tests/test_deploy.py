@@ -3,7 +3,8 @@
 - Each kustomization renders with kustomize and every resource validates against the Kubernetes
   schemas (kubernetes-validate, strict: unknown fields are errors); the ServiceMonitor, a custom
   resource without a schema there, is checked by hand against the Services it selects.
-- Each systemd unit passes `systemd-analyze verify`, and a broken one does not (so the check bites).
+- Each systemd unit passes `systemd-analyze verify`, and a broken one does not (so the check bites);
+  the agent's user is the one its sysusers.d file makes (systemd-sysusers into a scratch root).
 The example TOMLs are parsed by the services' own config types in the Rust tests
 (crates/coflow-testkit/tests/it/ops.rs), and the Grafana dashboard's queries are checked there
 against the metrics a running coordinator and agent serve.
@@ -131,3 +132,21 @@ def test_systemd_units_verify():
         broken.write_text(broken.read_text().replace("KillSignal=SIGTERM", "KillSignal=SIGNOTASIGNAL").replace(str(BINARY), "coflow"))
         r = verify(tmp)
         assert r.returncode != 0, "systemd-analyze accepted a broken unit"
+
+
+def test_the_agent_runs_as_the_user_its_sysusers_file_makes():
+    sysusers = DEPLOY / "systemd" / "coflow.sysusers"
+    unit = (DEPLOY / "systemd" / "coflow-agent.service").read_text()
+    # A dynamic user's state directory lies beneath /var/lib/private (0700): no one else could
+    # pass through it to a directory of their own, as Spark's executors do.
+    assert "DynamicUser=yes" not in unit
+    assert "User=coflow\n" in unit and "Group=coflow\n" in unit and "StateDirectoryMode=0751\n" in unit
+    with tempfile.TemporaryDirectory() as root:
+        (pathlib.Path(root) / "etc").mkdir()
+        r = subprocess.run(["systemd-sysusers", f"--root={root}", str(sysusers)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        passwd = (pathlib.Path(root) / "etc" / "passwd").read_text().splitlines()
+        group = (pathlib.Path(root) / "etc" / "group").read_text().splitlines()
+    user = next(line.split(":") for line in passwd if line.startswith("coflow:"))
+    assert user[5] == "/var/lib/coflow", user
+    assert any(line.startswith("coflow:") for line in group), group
