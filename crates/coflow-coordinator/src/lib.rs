@@ -258,8 +258,15 @@ mod tests {
         }
     }
 
-    /// A live view larger than the kernel's socket buffers hold (at most 4 MiB to send on Linux).
-    const LARGE: usize = 16 << 20;
+    /// The size of a live view larger than the kernel's socket buffers hold: twice the most a
+    /// socket may buffer to send (`tcp_wmem`, 4 MiB by default on Linux), and 16 MiB at least.
+    fn large() -> usize {
+        let wmem_max = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
+            .ok()
+            .and_then(|s| s.split_whitespace().last().and_then(|m| m.parse::<usize>().ok()))
+            .unwrap_or(0);
+        (2 * wmem_max).max(16 << 20)
+    }
 
     /// A connection that asks for `/api/status` and reads the answer's head only, its receive
     /// buffer small, so the body stays with the server; the head read.
@@ -294,7 +301,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn status_bodies_alive_at_once_are_bounded_whatever_peers_read() {
         let samples: telemetry::Ask<Vec<views::Sample>> = Arc::new(|| Box::pin(async { None }));
-        let status: telemetry::Ask<String> = Arc::new(|| Box::pin(async { Some("x".repeat(LARGE)) }));
+        let large = large();
+        let status: telemetry::Ask<String> = Arc::new(move || Box::pin(async move { Some("x".repeat(large)) }));
         let (registry, _) = telemetry::metrics("sebf");
         let router =
             telemetry::router(samples, Some(status), Arc::new(registry), coflow_telemetry::Health::new("starting"));
@@ -330,7 +338,7 @@ mod tests {
         })
         .await
         .expect("a place comes back");
-        assert!(served.ends_with(&"x".repeat(1000)) && served.len() > LARGE, "the whole body");
+        assert!(served.ends_with(&"x".repeat(1000)) && served.len() > large, "the whole body");
         // A body taken whole gives its place back by the time its connection closes.
         let again = tokio::time::timeout(within, ask(addr)).await.expect("answered");
         assert!(again.starts_with("HTTP/1.0 200"), "{}", &again[..again.len().min(200)]);
