@@ -15,6 +15,7 @@ import pathlib
 import shutil
 import subprocess
 import tempfile
+import tomllib
 
 import kubernetes_validate
 import pytest
@@ -60,13 +61,19 @@ def test_probes_ports_and_service_monitor_agree(path):
     for s in selected:
         for ep in monitor["spec"]["endpoints"]:
             assert ep["port"] in {p["name"] for p in s["spec"]["ports"]}, s["metadata"]["name"]
+    configs = {k: tomllib.loads(v) for k, v in next(d for d in docs if d["kind"] == "ConfigMap")["data"].items()}
     for w in (d for d in docs if d["kind"] in ("Deployment", "DaemonSet")):
         spec = w["spec"]["template"]["spec"]
         for c in spec["containers"]:
-            ports = {p["name"] for p in c["ports"]}
+            ports = {p["name"]: p["containerPort"] for p in c["ports"] if "name" in p}
             assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
             assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
-            assert c["livenessProbe"]["httpGet"]["port"] in ports
+            # Both probes reach the port the member's own TOML serves HTTP on.
+            config = configs[pathlib.PurePath(c["args"][c["args"].index("--config") + 1]).name]
+            http = int(config["metrics_listen"].rsplit(":", 1)[1])
+            for probe in ("livenessProbe", "readinessProbe"):
+                assert ports.get(c[probe]["httpGet"]["port"]) == http, (probe, ports, http)
+            assert int(config["listen"].rsplit(":", 1)[1]) in {p["containerPort"] for p in c["ports"]}
             assert c["image"].startswith("localhost/coflow:"), c["image"]
             mounts = {m["name"] for m in c.get("volumeMounts", [])}
             assert mounts <= {v["name"] for v in spec["volumes"]}
