@@ -14,6 +14,7 @@ import com.google.protobuf.ByteString;
 import io.coflow.v1.AgentGrpc;
 import io.coflow.v1.GetChunk;
 import io.coflow.v1.GetRequest;
+import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ClientCallStreamObserver;
@@ -34,8 +35,17 @@ import io.grpc.stub.ClientResponseObserver;
  * never a short block.
  *
  * <p>A get the agent answers {@code agent-unreachable} (the protocol's "retry": the source's agent,
- * the coordinator or the local agent itself is out of reach or restarting) is asked again after
- * {@code retryWaitMs}, at most {@code maxRetries} times, as Spark's own fetcher retries a fetch.
+ * the coordinator or the local agent itself is out of reach or restarting), and a get the local
+ * agent does not answer at all ({@code UNAVAILABLE} without a kind: its process is down or
+ * restarting), is asked again after {@code retryWaitMs}, at most {@code maxRetries} times, as
+ * Spark's own fetcher retries a fetch.
+ *
+ * <p>An {@code agent-unreachable} past the retries does not say whose: the source's agent and the
+ * coordinator answer with the same kind and code. So the fetcher then asks the local agent for
+ * {@link #PROBE_DATA_ID}, which no map task puts: an answer with another kind (the coordinator's
+ * {@code no-such-data}) shows that the coordinator answers, so the source is at fault
+ * ({@link Cause#FETCH_FAILED}); {@code agent-unreachable} or no answer shows that it does not
+ * ({@link Cause#COORDINATOR_UNREACHABLE}), and the map output is not to blame.
  *
  * @param <T> what the caller attaches to each block
  */
@@ -47,6 +57,8 @@ final class BlockFetcher<T> implements AutoCloseable {
   enum Cause {
     /** The local agent did not answer at all: the map output may be fine, this executor cannot read. */
     LOCAL_AGENT_UNREACHABLE,
+    /** {@code agent-unreachable} past the retries, and the coordinator does not answer the local agent. */
+    COORDINATOR_UNREACHABLE,
     /** The agent answered that the block cannot be delivered, or its stream broke or was malformed. */
     FETCH_FAILED,
     /** The get did not complete within the fetch timeout. */
@@ -54,6 +66,13 @@ final class BlockFetcher<T> implements AutoCloseable {
     /** The block is larger than one buffer holds ({@link #MAX_BLOCK}): no fetch can bring it. */
     TOO_LARGE,
   }
+
+  /**
+   * The data id asked for to learn whether the coordinator answers: no map task puts it (Spark's
+   * blocks are {@code shuffle_<shuffle>_<map>_<reduce>}), so a coordinator that answers says
+   * {@code no-such-data}.
+   */
+  static final String PROBE_DATA_ID = "coflow-spark-probe";
 
   /** The largest block a get gathers: what one byte array (and so one {@link ByteString}) holds. */
   static final long MAX_BLOCK = Integer.MAX_VALUE - 8;
@@ -109,8 +128,8 @@ final class BlockFetcher<T> implements AutoCloseable {
   }
 
   /**
-   * As above, asking a get answered {@code agent-unreachable} again after {@code retryWaitMs}, at
-   * most {@code maxRetries} times.
+   * As above, asking a get answered {@code agent-unreachable}, or not answered by the local agent,
+   * again after {@code retryWaitMs}, at most {@code maxRetries} times.
    */
   BlockFetcher(AgentGrpc.AgentStub stub, long coflowId, List<Want<T>> wants, long maxBytesInFlight, int maxStreams,
       long timeoutMs, int maxRetries, long retryWaitMs) {
@@ -146,6 +165,10 @@ final class BlockFetcher<T> implements AutoCloseable {
   private void retry(Want<T> want, int attempt) {
     synchronized (starting) {
       if (!closed) {
+        if (stub.getChannel() instanceof ManagedChannel) {
+          // A restarted agent is asked now, not after gRPC's reconnect backoff (up to two minutes).
+          ((ManagedChannel) stub.getChannel()).resetConnectBackoff();
+        }
         Get g = new Get(want, attempt);
         try {
           start(g);
@@ -209,6 +232,8 @@ final class BlockFetcher<T> implements AutoCloseable {
     private final long started = System.nanoTime();
     private final List<ByteString> chunks = new ArrayList<>();
     private ClientCallStreamObserver<GetRequest> call;
+    /** The probe's call, once {@link #probe} asked. */
+    private volatile ClientCallStreamObserver<GetRequest> probeCall;
     private Long size;
     private long received;
     private boolean finished;
@@ -261,25 +286,78 @@ final class BlockFetcher<T> implements AutoCloseable {
       if (finished) {
         return;
       }
-      if (attempt < maxRetries && "agent-unreachable".equals(CoflowChannels.kind(t)) && !closed) {
+      String kind = CoflowChannels.kind(t);
+      boolean timedOut = t instanceof StatusRuntimeException
+          && ((StatusRuntimeException) t).getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED
+          && kind == null
+          && System.nanoTime() - started >= TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+      boolean retry = !timedOut && ("agent-unreachable".equals(kind) || CoflowChannels.unreachable(t));
+      if (retry && attempt < maxRetries && !closed) {
         finished = true;
         chunks.clear();
         open.remove(this);
         RETRIES.schedule(() -> retry(want, attempt + 1), retryWaitMs, TimeUnit.MILLISECONDS);
         return;
       }
-      Cause cause = Cause.FETCH_FAILED;
       String msg = CoflowChannels.describe(t) + (attempt > 0 ? " (asked " + (attempt + 1) + " times)" : "");
-      if (t instanceof StatusRuntimeException
-          && ((StatusRuntimeException) t).getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED
-          && CoflowChannels.kind(t) == null
-          && System.nanoTime() - started >= TimeUnit.MILLISECONDS.toNanos(timeoutMs)) {
-        cause = Cause.TIMED_OUT;
-        msg = "not fetched within " + timeoutMs + " ms (" + CoflowConf.FETCH_TIMEOUT + ")";
+      if (timedOut) {
+        finish(new Fetched<>(want, null, Cause.TIMED_OUT,
+            "not fetched within " + timeoutMs + " ms (" + CoflowConf.FETCH_TIMEOUT + ")", t));
       } else if (CoflowChannels.unreachable(t)) {
-        cause = Cause.LOCAL_AGENT_UNREACHABLE;
+        finish(new Fetched<>(want, null, Cause.LOCAL_AGENT_UNREACHABLE, msg, t));
+      } else if ("agent-unreachable".equals(kind)) {
+        probe(msg, t);
+      } else {
+        finish(new Fetched<>(want, null, Cause.FETCH_FAILED, msg, t));
       }
-      finish(new Fetched<>(want, null, cause, msg, t));
+    }
+
+    /**
+     * Asks the local agent for {@link #PROBE_DATA_ID}, to tell a source at fault from a
+     * coordinator out of reach, then finishes this get with what that shows.
+     */
+    private void probe(String msg, Throwable t) {
+      finished = true;
+      chunks.clear();
+      if (closed) {
+        open.remove(this);
+        return;
+      }
+      ClientResponseObserver<GetRequest, GetChunk> asked = new ClientResponseObserver<GetRequest, GetChunk>() {
+        @Override
+        public void beforeStart(ClientCallStreamObserver<GetRequest> requestStream) {
+          probeCall = requestStream;
+        }
+
+        @Override
+        public void onNext(GetChunk chunk) {}
+
+        @Override
+        public void onError(Throwable p) {
+          String k = CoflowChannels.kind(p);
+          if (k == null || "agent-unreachable".equals(k) || "shutting-down".equals(k)) {
+            finish(new Fetched<>(want, null, Cause.COORDINATOR_UNREACHABLE, msg + "; the local agent cannot reach the"
+                + " coordinator either (" + CoflowChannels.describe(p) + ")", t));
+          } else {
+            sourceAtFault();
+          }
+        }
+
+        @Override
+        public void onCompleted() {
+          sourceAtFault();
+        }
+
+        private void sourceAtFault() {
+          finish(new Fetched<>(want, null, Cause.FETCH_FAILED, msg, t));
+        }
+      };
+      try {
+        GetRequest req = GetRequest.newBuilder().setCoflowId(coflowId).setDataId(PROBE_DATA_ID).build();
+        stub.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).get(req, asked);
+      } catch (RuntimeException e) {
+        finish(new Fetched<>(want, null, Cause.FETCH_FAILED, msg, t));
+      }
     }
 
     @Override
@@ -322,6 +400,10 @@ final class BlockFetcher<T> implements AutoCloseable {
     void cancel() {
       if (call != null) {
         call.cancel("coflow: the task no longer needs this block", null);
+      }
+      ClientCallStreamObserver<GetRequest> p = probeCall;
+      if (p != null) {
+        p.cancel("coflow: the task no longer needs this block", null);
       }
     }
   }

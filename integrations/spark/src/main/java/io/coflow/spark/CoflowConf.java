@@ -19,6 +19,7 @@ import org.apache.spark.SparkConf;
  * its own agent's directory passes it to its executors in its environment).
  */
 public final class CoflowConf {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(CoflowConf.class);
   public static final String PREFIX = "spark.coflow.";
   public static final String COORDINATOR = PREFIX + "coordinator";
   public static final String AGENT = PREFIX + "agent";
@@ -41,6 +42,8 @@ public final class CoflowConf {
   /** Spark's retries of a fetch, which the reader's gets follow. */
   static final String SPARK_MAX_RETRIES = "spark.shuffle.io.maxRetries";
   static final String SPARK_RETRY_WAIT = "spark.shuffle.io.retryWait";
+  /** The most times a get or put is asked again, whatever {@link #SPARK_MAX_RETRIES} says. */
+  static final int MAX_RETRIES = 100;
   /** Spark's switch to name map outputs by partition, which the plugin refuses. */
   static final String OLD_FETCH_PROTOCOL = "spark.shuffle.useOldFetchProtocol";
 
@@ -88,7 +91,10 @@ public final class CoflowConf {
   public final int maxStreams;
   /** The bytes a reduce task asks for and holds before it takes them (one block is always allowed). */
   public final long maxBytesInFlight;
-  /** How many times a get answered {@code agent-unreachable} is asked again: Spark's {@code spark.shuffle.io.maxRetries}. */
+  /**
+   * How many times a get or put answered {@code agent-unreachable}, or not answered by the local
+   * agent, is asked again: Spark's {@code spark.shuffle.io.maxRetries}, at most {@link #MAX_RETRIES}.
+   */
   public final int maxRetries;
   /** How long before it is: Spark's {@code spark.shuffle.io.retryWait}. */
   public final Duration retryWait;
@@ -119,15 +125,24 @@ public final class CoflowConf {
         sparkInFlight.matches("[0-9]+") ? sparkInFlight + "m" : sparkInFlight);
     this.maxPieces = positive(conf, MAX_PIECES, 1_000_000L);
     this.lease = lease(conf);
-    this.maxRetries = (int) Math.min(100, nonNegative(conf, SPARK_MAX_RETRIES, 3));
+    long retries = nonNegative(conf, SPARK_MAX_RETRIES, 3);
+    if (retries > MAX_RETRIES) {
+      LOG.warn("coflow: {} is {}; gets and puts through the agents are asked again at most {} times", SPARK_MAX_RETRIES,
+          retries, MAX_RETRIES);
+    }
+    this.maxRetries = (int) Math.min(MAX_RETRIES, retries);
     // Spark reads a bare number of its key as seconds.
     String wait = conf.get(SPARK_RETRY_WAIT, "5s").trim();
+    long waitMs;
     try {
-      this.retryWait = Duration.ofMillis(
-          org.apache.spark.network.util.JavaUtils.timeStringAsMs(wait.matches("[0-9]+") ? wait + "s" : wait));
+      waitMs = org.apache.spark.network.util.JavaUtils.timeStringAsMs(wait.matches("[0-9]+") ? wait + "s" : wait);
     } catch (RuntimeException e) {
       throw new IllegalArgumentException("coflow: " + SPARK_RETRY_WAIT + " is not a duration (e.g. 5s): " + wait, e);
     }
+    if (waitMs < 0) {
+      throw new IllegalArgumentException("coflow: " + SPARK_RETRY_WAIT + " must not be negative, got " + wait);
+    }
+    this.retryWait = Duration.ofMillis(waitMs);
     if (fallback == Fallback.ALWAYS) {
       // Nothing is registered or fetched: no coordinator, no credentials needed.
       this.coordinator = null;

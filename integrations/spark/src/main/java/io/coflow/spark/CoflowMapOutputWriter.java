@@ -16,6 +16,8 @@ import java.util.concurrent.TimeoutException;
 import io.coflow.v1.FileSegment;
 import io.coflow.v1.PutRequest;
 import io.coflow.v1.PutResponse;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import org.apache.spark.shuffle.api.ShuffleMapOutputWriter;
 import org.apache.spark.shuffle.api.ShufflePartitionWriter;
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage;
@@ -83,43 +85,88 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
     return MapOutputCommitMessage.of(lengths.clone());
   }
 
-  /** Puts every non-empty partition and waits until the agent has stored each, within the put timeout. */
+  /**
+   * Puts every non-empty partition and waits until the agent has stored each, each ask within the
+   * put timeout. The puts answered {@code agent-unreachable} (the coordinator out of reach, the
+   * agent not registered with it yet; the agent withdraws such a put, so asking again is no
+   * duplicate) or not answered by the agent at all (restarting) are asked again together after
+   * {@code spark.shuffle.io.retryWait}, at most {@code spark.shuffle.io.maxRetries} times, as the
+   * reader's gets are.
+   */
   private void putAll(String path, long timeoutMs) throws IOException {
-    List<Future<PutResponse>> puts = new ArrayList<>();
     List<Integer> partitions = new ArrayList<>();
+    long[] offsets = new long[lengths.length];
     long offset = 0;
     for (int r = 0; r < lengths.length; r++) {
+      offsets[r] = offset;
       if (lengths[r] > 0) {
-        PutRequest req = PutRequest.newBuilder()
-            .setCoflowId(coflowId)
-            .setDataId(ExecutorSide.dataId(shuffleId, mapTaskId, r))
-            .setFile(FileSegment.newBuilder().setPath(path).setOffset(offset).setLength(lengths[r]))
-            .build();
-        puts.add(side.futures.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).put(req));
         partitions.add(r);
       }
       offset += lengths[r];
     }
-    for (int i = 0; i < puts.size(); i++) {
-      int r = partitions.get(i);
-      try {
-        long stored = puts.get(i).get(timeoutMs, TimeUnit.MILLISECONDS).getSize();
-        if (stored != lengths[r]) {
-          throw new IOException("coflow: agent " + side.agent + " stored " + stored + " bytes of partition " + r
-              + ", " + lengths[r] + " were written");
+    int total = partitions.size();
+    for (int attempt = 0; ; attempt++) {
+      List<Future<PutResponse>> puts = new ArrayList<>();
+      for (int r : partitions) {
+        PutRequest req = PutRequest.newBuilder()
+            .setCoflowId(coflowId)
+            .setDataId(ExecutorSide.dataId(shuffleId, mapTaskId, r))
+            .setFile(FileSegment.newBuilder().setPath(path).setOffset(offsets[r]).setLength(lengths[r]))
+            .build();
+        puts.add(side.futures.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).put(req));
+      }
+      List<Integer> again = new ArrayList<>();
+      Throwable last = null;
+      for (int i = 0; i < puts.size(); i++) {
+        int r = partitions.get(i);
+        try {
+          long stored = puts.get(i).get(timeoutMs, TimeUnit.MILLISECONDS).getSize();
+          if (stored != lengths[r]) {
+            throw new IOException("coflow: agent " + side.agent + " stored " + stored + " bytes of partition " + r
+                + ", " + lengths[r] + " were written");
+          }
+        } catch (ExecutionException e) {
+          Throwable why = e.getCause();
+          if (retryable(why) && attempt < side.conf.maxRetries) {
+            again.add(r);
+            last = why;
+            continue;
+          }
+          throw new IOException("coflow: putting " + ExecutorSide.dataId(shuffleId, mapTaskId, r) + " through agent "
+              + side.agent + " failed: " + CoflowChannels.describe(why)
+              + (attempt > 0 ? " (asked " + (attempt + 1) + " times)" : ""), why);
+        } catch (TimeoutException e) {
+          throw new IOException("coflow: agent " + side.agent + " did not store partition " + r + " within "
+              + timeoutMs + " ms (" + CoflowConf.PUT_TIMEOUT + ")", e);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new IOException("coflow: interrupted while putting map output", e);
         }
-      } catch (ExecutionException e) {
-        throw new IOException("coflow: putting " + ExecutorSide.dataId(shuffleId, mapTaskId, r) + " through agent "
-            + side.agent + " failed: " + CoflowChannels.describe(e.getCause()), e.getCause());
-      } catch (TimeoutException e) {
-        throw new IOException("coflow: agent " + side.agent + " did not store partition " + r + " within "
-            + timeoutMs + " ms (" + CoflowConf.PUT_TIMEOUT + ")", e);
+      }
+      if (again.isEmpty()) {
+        break;
+      }
+      partitions = again;
+      try {
+        Thread.sleep(side.conf.retryWait.toMillis());
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
-        throw new IOException("coflow: interrupted while putting map output", e);
+        throw new IOException("coflow: interrupted while waiting to put map output again after "
+            + CoflowChannels.describe(last), e);
       }
+      // A restarted agent is asked now, not after gRPC's reconnect backoff (up to two minutes).
+      side.channel.resetConnectBackoff();
     }
-    CoflowMetrics.get().piecesPut.inc(puts.size());
+    CoflowMetrics.get().piecesPut.inc(total);
+  }
+
+  /** Whether a put is asked again: {@code agent-unreachable}, or no answer from the agent before the put timeout. */
+  private static boolean retryable(Throwable t) {
+    if ("agent-unreachable".equals(CoflowChannels.kind(t))) {
+      return true;
+    }
+    return CoflowChannels.unreachable(t)
+        && ((StatusRuntimeException) t).getStatus().getCode() == Status.Code.UNAVAILABLE;
   }
 
   @Override

@@ -198,14 +198,20 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
 
   /**
    * A block that could not be fetched: a fetch failure (Spark recomputes the map output), or, when
-   * this executor cannot reach its own agent, an I/O error that fails the task (the map output may
-   * well be fine; the task is retried, on another executor with spark.excludeOnFailure.enabled),
-   * as does a block too large to hold, which no recomputation would change.
+   * this executor cannot reach its own agent or its agent cannot reach the coordinator, an I/O
+   * error that fails the task (the map output may well be fine, and a fetch failure would have
+   * Spark drop every map output of the mapper's executor; the task is retried, on another
+   * executor with spark.excludeOnFailure.enabled), as does a block too large to hold, which no
+   * recomputation would change.
    */
   private Throwable failure(Block block, BlockFetcher.Fetched<Block> f) {
     if (f.cause == BlockFetcher.Cause.LOCAL_AGENT_UNREACHABLE) {
       return new IOException("coflow: the local agent " + side.agent + " is unreachable reading block "
           + block.id().name() + ": " + f.message, f.error);
+    }
+    if (f.cause == BlockFetcher.Cause.COORDINATOR_UNREACHABLE) {
+      return new IOException("coflow: the coordinator is out of reach of the local agent " + side.agent
+          + " reading block " + block.id().name() + " of coflow " + handle.coflowId() + ": " + f.message, f.error);
     }
     if (f.cause == BlockFetcher.Cause.TOO_LARGE) {
       // Recomputing the map output would make the same block again: the task fails instead.

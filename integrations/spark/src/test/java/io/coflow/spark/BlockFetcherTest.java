@@ -132,17 +132,31 @@ class BlockFetcherTest {
     }
   }
 
-  /** An agent that answers {@code agent-unreachable} to the first {@code failures} gets of each data id. */
+  /**
+   * An agent that answers {@code agent-unreachable} to the first {@code failures} gets of each data
+   * id, and to the probe {@code probeKind} (as the coordinator would: {@code no-such-data} when it
+   * answers, {@code agent-unreachable} when it is out of reach).
+   */
   private static final class Flaky extends AgentGrpc.AgentImplBase {
     private final int failures;
+    private final String probeKind;
     private final Map<String, Integer> asked = new java.util.concurrent.ConcurrentHashMap<>();
 
-    Flaky(int failures) {
+    Flaky(int failures, String probeKind) {
       this.failures = failures;
+      this.probeKind = probeKind;
     }
 
     @Override
     public void get(GetRequest req, StreamObserver<GetChunk> out) {
+      if (req.getDataId().equals(BlockFetcher.PROBE_DATA_ID)) {
+        asked.merge(req.getDataId(), 1, Integer::sum);
+        io.grpc.Metadata trailers = new io.grpc.Metadata();
+        trailers.put(CoflowChannels.ERROR_KIND, probeKind);
+        io.grpc.Status status = probeKind.equals("no-such-data") ? io.grpc.Status.NOT_FOUND : io.grpc.Status.UNAVAILABLE;
+        out.onError(status.withDescription("probe: " + probeKind).asRuntimeException(trailers));
+        return;
+      }
       if (asked.merge(req.getDataId(), 1, Integer::sum) <= failures) {
         io.grpc.Metadata trailers = new io.grpc.Metadata();
         trailers.put(CoflowChannels.ERROR_KIND, "agent-unreachable");
@@ -158,7 +172,7 @@ class BlockFetcherTest {
   @Test
   void a_get_answered_agent_unreachable_is_asked_again_up_to_the_retries() throws Exception {
     for (int failures : new int[] {2, 3}) {
-      Flaky agent = new Flaky(failures);
+      Flaky agent = new Flaky(failures, "no-such-data");
       Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(agent).build().start();
       ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
           .build();
@@ -170,17 +184,81 @@ class BlockFetcherTest {
             assertTrue(got.ok(), got.message);
             assertEquals("ok", got.bytes.toStringUtf8());
           } else {
-            // Past the retries: a fetch failure that says how often it was asked.
+            // Past the retries, with a coordinator that answers: the source is at fault, a fetch
+            // failure that says how often it was asked.
             assertEquals(BlockFetcher.Cause.FETCH_FAILED, got.cause);
             assertTrue(got.message.endsWith("(asked 3 times)"), got.message);
           }
         }
         assertFalse(f.hasNext());
-        assertEquals(Map.of("a", 3, "b", 3), agent.asked);
+        assertEquals(failures == 2 ? Map.of("a", 3, "b", 3) : Map.of("a", 3, "b", 3, BlockFetcher.PROBE_DATA_ID, 2),
+            agent.asked);
       } finally {
         ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
         server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
       }
+    }
+  }
+
+  @Test
+  void agent_unreachable_past_the_retries_with_the_coordinator_out_of_reach_is_not_the_sources_fault()
+      throws Exception {
+    Flaky agent = new Flaky(10, "agent-unreachable");
+    Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(agent).build().start();
+    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
+        .build();
+    try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a"), 1 << 20, 64,
+        30_000, 1, 50)) {
+      BlockFetcher.Fetched<String> got = f.next();
+      assertEquals(BlockFetcher.Cause.COORDINATOR_UNREACHABLE, got.cause, got.message);
+      assertTrue(got.message.contains("(asked 2 times); the local agent cannot reach the coordinator either"),
+          got.message);
+      assertEquals(Map.of("a", 2, BlockFetcher.PROBE_DATA_ID, 1), agent.asked);
+    } finally {
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  @Test
+  void a_get_while_the_local_agent_restarts_is_asked_again_until_it_is_back() throws Exception {
+    int port;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      port = s.getLocalPort();
+    }
+    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + port, InsecureChannelCredentials.create()).build();
+    Server server = null;
+    try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a"), 1 << 20, 64,
+        30_000, 3, 300)) {
+      // Nothing listens for the first ask; the agent is back before the second.
+      Thread.sleep(100);
+      server = Grpc.newServerBuilderForPort(port, InsecureServerCredentials.create())
+          .addService(new Flaky(0, "no-such-data")).build().start();
+      BlockFetcher.Fetched<String> got = f.next();
+      assertTrue(got.ok(), got.cause + ": " + got.message);
+      assertEquals("ok", got.bytes.toStringUtf8());
+    } finally {
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      if (server != null) {
+        server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      }
+    }
+  }
+
+  @Test
+  void a_local_agent_that_stays_down_fails_the_get_as_unreachable_after_the_retries() throws Exception {
+    int port;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      port = s.getLocalPort();
+    }
+    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + port, InsecureChannelCredentials.create()).build();
+    try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a"), 1 << 20, 64,
+        30_000, 2, 50)) {
+      BlockFetcher.Fetched<String> got = f.next();
+      assertEquals(BlockFetcher.Cause.LOCAL_AGENT_UNREACHABLE, got.cause, got.message);
+      assertTrue(got.message.endsWith("(asked 3 times)"), got.message);
+    } finally {
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
     }
   }
 

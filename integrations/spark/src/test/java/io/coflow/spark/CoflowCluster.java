@@ -208,6 +208,14 @@ final class CoflowCluster implements AutoCloseable {
     p.waitFor();
   }
 
+  /**
+   * Starts a killed agent again on its own ports and data directory, as a restart would (its
+   * memory, and so every piece it held, is lost).
+   */
+  void restart(int machine, String portRate) throws IOException, InterruptedException {
+    startAgent(agents.get(machine), portRate, START_ATTEMPTS);
+  }
+
   /** Freezes the coordinator ({@code SIGSTOP}): it holds its connections and answers nothing. */
   void freezeCoordinator() throws IOException, InterruptedException {
     signalCoordinator("-STOP");

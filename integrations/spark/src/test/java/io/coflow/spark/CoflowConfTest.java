@@ -169,6 +169,12 @@ class CoflowConfTest {
     assertEquals(0, r.maxRetries);
     assertEquals(java.time.Duration.ofSeconds(2), r.retryWait, "a bare number is seconds, as Spark reads it");
     assertThrows(IllegalArgumentException.class, () -> CoflowConf.from(base().set("spark.shuffle.io.maxRetries", "-1")));
+    assertEquals(CoflowConf.MAX_RETRIES,
+        CoflowConf.from(base().set("spark.shuffle.io.maxRetries", "1000")).maxRetries, "capped, with a warning");
+    assertTrue(assertThrows(IllegalArgumentException.class,
+        () -> CoflowConf.from(base().set("spark.shuffle.io.retryWait", "-5s")))
+        .getMessage().contains("spark.shuffle.io.retryWait must not be negative"));
+    assertEquals(java.time.Duration.ZERO, CoflowConf.from(base().set("spark.shuffle.io.retryWait", "0s")).retryWait);
     assertEquals(5L, CoflowConf.from(base().set(CoflowConf.MAX_PIECES, "5")).maxPieces);
     assertThrows(IllegalArgumentException.class, () -> CoflowConf.from(base().set(CoflowConf.MAX_PIECES, "0")));
   }
