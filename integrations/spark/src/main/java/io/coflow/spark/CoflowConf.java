@@ -42,6 +42,8 @@ public final class CoflowConf {
   /** Spark's retries of a fetch, which the reader's gets follow. */
   static final String SPARK_MAX_RETRIES = "spark.shuffle.io.maxRetries";
   static final String SPARK_RETRY_WAIT = "spark.shuffle.io.retryWait";
+  /** {@link #MAX_PIECES}'s default: half the coordinator's default {@code max_pieces_per_coflow}. */
+  static final long DEFAULT_MAX_PIECES = 500_000L;
   /** The most times a get or put is asked again, whatever {@link #SPARK_MAX_RETRIES} says. */
   static final int MAX_RETRIES = 100;
   /** Spark's switch to name map outputs by partition, which the plugin refuses. */
@@ -99,8 +101,10 @@ public final class CoflowConf {
   /** How long before it is: Spark's {@code spark.shuffle.io.retryWait}. */
   public final Duration retryWait;
   /**
-   * The most pieces a shuffle may put (maps times reduces): the coordinator's
-   * {@code max_pieces_per_coflow}, whose default this is; a wider shuffle goes Spark's own way.
+   * The most pieces a shuffle may have (maps times reduces) to go through coflow; a wider shuffle
+   * goes Spark's own way. Half the coordinator's default {@code max_pieces_per_coflow}
+   * (1,000,000) by default, since the coordinator counts every put, and a shuffle's retried and
+   * speculative map attempts put pieces of their own.
    */
   public final long maxPieces;
   /**
@@ -123,7 +127,7 @@ public final class CoflowConf {
     String sparkInFlight = conf.get(SPARK_MAX_SIZE_IN_FLIGHT, "48m").trim();
     this.maxBytesInFlight = size(conf, MAX_BYTES_IN_FLIGHT,
         sparkInFlight.matches("[0-9]+") ? sparkInFlight + "m" : sparkInFlight);
-    this.maxPieces = positive(conf, MAX_PIECES, 1_000_000L);
+    this.maxPieces = positive(conf, MAX_PIECES, DEFAULT_MAX_PIECES);
     this.lease = lease(conf);
     long retries = nonNegative(conf, SPARK_MAX_RETRIES, 3);
     if (retries > MAX_RETRIES) {

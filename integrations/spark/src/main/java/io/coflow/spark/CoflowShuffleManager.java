@@ -180,9 +180,10 @@ public final class CoflowShuffleManager implements ShuffleManager {
     long reduces = dependency.partitioner().numPartitions();
     String name = SparkEnv.get().conf().getAppId() + "/shuffle-" + shuffleId;
     if (maps * reduces > conf.maxPieces) {
-      // Its last puts would pass the coordinator's limit on a coflow's pieces and fail the job.
+      // Its last puts, with its retried and speculative map attempts', could pass the coordinator's
+      // limit on a coflow's pieces and fail the job.
       String why = name + " may put " + maps + " x " + reduces + " pieces, more than " + CoflowConf.MAX_PIECES
-          + " (" + conf.maxPieces + ", the coordinator's max_pieces_per_coflow)";
+          + " (" + conf.maxPieces + ", kept below the coordinator's max_pieces_per_coflow)";
       if (conf.fallback == CoflowConf.Fallback.NEVER) {
         throw new IllegalStateException("coflow: " + why + " and " + CoflowConf.FALLBACK + " is never");
       }

@@ -161,7 +161,7 @@ class CoflowConfTest {
     assertEquals(8L << 20, CoflowConf.from(base().set("spark.reducer.maxSizeInFlight", "8m")).maxBytesInFlight);
     // A bare number of Spark's key is MiB, as Spark reads it.
     assertEquals(96L << 20, CoflowConf.from(base().set("spark.reducer.maxSizeInFlight", "96")).maxBytesInFlight);
-    assertEquals(1_000_000L, d.maxPieces, "the coordinator's default max_pieces_per_coflow");
+    assertEquals(500_000L, d.maxPieces, "half the coordinator's default max_pieces_per_coflow (1,000,000)");
     // Gets are retried as Spark's fetches are, with Spark's keys and their units.
     assertEquals(3, d.maxRetries);
     assertEquals(java.time.Duration.ofSeconds(5), d.retryWait);

@@ -83,7 +83,7 @@ class RegistrationIT {
       // Refused before the (unreachable) coordinator is asked: the error names the limit.
       Exception e = assertThrows(Exception.class, () -> Jobs.wordCount(WORDS).run(run, work));
       String msg = String.valueOf(e.getMessage());
-      assertTrue(msg.contains("more than " + CoflowConf.MAX_PIECES + " (1, the coordinator's"),
+      assertTrue(msg.contains("more than " + CoflowConf.MAX_PIECES + " (1, kept below the coordinator's"),
           "the failure names the limit: " + e);
       assertTrue(!msg.contains("unreachable"), "the coordinator was not asked: " + e);
     }
