@@ -151,7 +151,8 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
         .map(|c| {
             let size: u64 = c.flows.iter().map(|f| f.size).sum();
             let sent: u64 = c.flows.iter().map(|f| f.sent).sum();
-            let rate: f64 = c.flows.iter().map(|f| f.rate).sum();
+            // Summed from +0.0: a float sum of nothing is -0.0, which JSON would carry.
+            let rate = c.flows.iter().fold(0.0, |sum, f| sum + f.rate);
             serde_json::json!({
                 "id": c.id.0,
                 "name": c.name,

@@ -145,7 +145,7 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
     s.push_str(&format!("\ncoflows: {}\n", st.coflows.len()));
     for c in &st.coflows {
         let (size, sent): (u64, u64) = c.flows.iter().fold((0, 0), |(a, b), f| (a + f.size, b + f.bytes_sent));
-        let now: f64 = c.flows.iter().map(|f| f.rate_bps).sum();
+        let now = c.flows.iter().fold(0.0, |sum, f| sum + f.rate_bps);
         let lease =
             if c.lease_left_ms > 0 { format!("  lease {:.1} s", c.lease_left_ms as f64 / 1e3) } else { String::new() };
         s.push_str(&format!(

@@ -1044,6 +1044,16 @@ fn a_flow_report_names_its_outcome() {
     }
 }
 
+/// A coflow with no flow yet has a rate of zero in the status JSON, not the -0 of a float sum of
+/// nothing.
+#[test]
+fn a_coflow_without_flows_has_a_rate_of_plain_zero() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
+    h.register(1, CoflowOptions::default());
+    let json = coflow_coordinator::status_json(&h.core.status());
+    assert_eq!(json["coflows"][0]["rate"].to_string(), "0.0", "{json}");
+}
+
 /// An agent that reports its flows' failures under names of its own makes the coordinator count
 /// no more reasons than the error kinds, and ends no flow as rerouted.
 #[test]
