@@ -166,7 +166,7 @@ final class BlockFetcher<T> implements AutoCloseable {
     synchronized (starting) {
       if (!closed) {
         if (stub.getChannel() instanceof ManagedChannel) {
-          // A restarted agent is asked now, not after gRPC's reconnect backoff (up to two minutes).
+          // A restarted agent is asked at once, not after gRPC's reconnect backoff (up to two minutes).
           ((ManagedChannel) stub.getChannel()).resetConnectBackoff();
         }
         Get g = new Get(want, attempt);

@@ -154,7 +154,7 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
         throw new IOException("coflow: interrupted while waiting to put map output again after "
             + CoflowChannels.describe(last), e);
       }
-      // A restarted agent is asked now, not after gRPC's reconnect backoff (up to two minutes).
+      // A restarted agent is asked at once, not after gRPC's reconnect backoff (up to two minutes).
       side.channel.resetConnectBackoff();
     }
     CoflowMetrics.get().piecesPut.inc(total);
