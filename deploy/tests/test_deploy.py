@@ -157,3 +157,19 @@ def test_the_agent_runs_as_the_user_its_sysusers_file_makes():
     user = next(line.split(":") for line in passwd if line.startswith("coflow:"))
     assert user[5] == "/var/lib/coflow", user
     assert any(line.startswith("coflow:") for line in group), group
+
+
+def test_the_image_user_and_ports_agree_with_the_manifests():
+    containerfile = (ROOT / "Containerfile").read_text().splitlines()
+    user = next(line.split()[1] for line in containerfile if line.startswith("USER "))
+    exposed = {int(p) for line in containerfile if line.startswith("EXPOSE ") for p in line.split()[1:]}
+    uid, gid = (int(x) for x in user.split(":"))
+    for w in (d for d in kustomize(KUSTOMIZATIONS[0]) if d["kind"] in ("Deployment", "DaemonSet")):
+        spec = w["spec"]["template"]["spec"]
+        pod = spec.get("securityContext", {})
+        # The agent runs as root with every capability dropped (a new node's hostPath data
+        # directory is root's); any other member runs as the image's user.
+        if pod.get("runAsUser") != 0:
+            assert (pod.get("runAsUser"), pod.get("runAsGroup")) == (uid, gid), w["metadata"]["name"]
+        for c in spec["containers"]:
+            assert {p["containerPort"] for p in c["ports"]} <= exposed, (w["metadata"]["name"], exposed)
