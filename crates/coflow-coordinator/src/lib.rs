@@ -258,20 +258,16 @@ mod tests {
         }
     }
 
-    /// The size of a live view larger than the kernel's socket buffers hold: twice the most a
-    /// socket may buffer to send (`tcp_wmem`, 4 MiB by default on Linux), and 16 MiB at least.
-    fn large() -> usize {
-        let wmem_max = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
-            .ok()
-            .and_then(|s| s.split_whitespace().last().and_then(|m| m.parse::<usize>().ok()))
-            .unwrap_or(0);
-        (2 * wmem_max).max(16 << 20)
-    }
+    /// The size of a live view far larger than what a connection of the HTTP listener buffers to
+    /// send (its kernel send buffer is set to `coflow_telemetry::SEND_BUFFER`, hyper's to
+    /// `coflow_telemetry::WRITE_BUFFER`), so that a peer that does not read keeps its body.
+    const LARGE: usize = 16 << 20;
 
-    /// A connection that asks for `/api/status` and reads the answer's head only, its receive
-    /// buffer small, so the body stays with the server; the head read.
-    async fn ask_and_never_read(addr: std::net::SocketAddr) -> (TcpStream, String) {
+    /// A connection from `from` that asks for `/api/status` and reads the answer's head only,
+    /// its receive buffer small, so the body stays with the server; the head read.
+    async fn ask_and_never_read(addr: std::net::SocketAddr, from: [u8; 4]) -> (TcpStream, String) {
         let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind((std::net::Ipv4Addr::from(from), 0).into()).unwrap();
         sock.set_recv_buffer_size(4096).unwrap();
         let mut s = sock.connect(addr).await.unwrap();
         s.write_all(b"GET /api/status HTTP/1.0\r\n\r\n").await.unwrap();
@@ -285,13 +281,43 @@ mod tests {
         (s, String::from_utf8_lossy(&head).into_owned())
     }
 
-    /// The whole answer to `/api/status`.
-    async fn ask(addr: std::net::SocketAddr) -> String {
-        let mut s = TcpStream::connect(addr).await.unwrap();
+    /// The whole answer to `/api/status` for a peer at `from`.
+    async fn ask(addr: std::net::SocketAddr, from: [u8; 4]) -> String {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind((std::net::Ipv4Addr::from(from), 0).into()).unwrap();
+        let mut s = sock.connect(addr).await.unwrap();
         s.write_all(b"GET /api/status HTTP/1.0\r\n\r\n").await.unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).await.unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    /// An HTTP listener serving the coordinator's router with a live view of [`LARGE`] bytes;
+    /// its address, and what stops it.
+    fn status_server() -> (std::net::SocketAddr, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+        let samples: telemetry::Ask<Vec<views::Sample>> = Arc::new(|| Box::pin(async { None }));
+        let status: telemetry::Ask<String> = Arc::new(|| Box::pin(async { Some("x".repeat(LARGE)) }));
+        let (registry, _) = telemetry::metrics("sebf");
+        let router =
+            telemetry::router(samples, Some(status), Arc::new(registry), coflow_telemetry::Health::new("starting"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listener = TcpListener::from_std(listener).unwrap();
+        let (stop, rx) = watch::channel(false);
+        (addr, stop, tokio::spawn(coflow_telemetry::serve(listener, router, rx)))
+    }
+
+    /// What a request turned away from `/api/status` gets: 503, `Retry-After` and a JSON reason.
+    fn assert_busy(busy: &str) {
+        assert!(busy.starts_with("HTTP/1.0 503"), "{}", &busy[..busy.len().min(200)]);
+        assert!(busy.contains(&format!("retry-after: {}\r\n", telemetry::STATUS_RETRY_AFTER)), "{busy}");
+        assert!(
+            busy.ends_with(
+                r#"{"error":"the coordinator serves the most status pages it may at once, one per peer; try again"}"#
+            ),
+            "{busy}"
+        );
     }
 
     /// Peers that ask for the live view and never read hold at most
@@ -300,49 +326,54 @@ mod tests {
     /// whole.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn status_bodies_alive_at_once_are_bounded_whatever_peers_read() {
-        let samples: telemetry::Ask<Vec<views::Sample>> = Arc::new(|| Box::pin(async { None }));
-        let large = large();
-        let status: telemetry::Ask<String> = Arc::new(move || Box::pin(async move { Some("x".repeat(large)) }));
-        let (registry, _) = telemetry::metrics("sebf");
-        let router =
-            telemetry::router(samples, Some(status), Arc::new(registry), coflow_telemetry::Health::new("starting"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, rx) = tokio::sync::watch::channel(false);
-        let server = tokio::spawn(coflow_telemetry::serve(listener, router, rx));
+        let (addr, stop, server) = status_server();
         let within = Duration::from_secs(10);
         let mut slow = Vec::new();
-        for _ in 0..telemetry::STATUS_BODIES {
-            let (s, head) = tokio::time::timeout(within, ask_and_never_read(addr)).await.expect("a head");
+        for i in 0..telemetry::STATUS_BODIES {
+            let (s, head) =
+                tokio::time::timeout(within, ask_and_never_read(addr, [127, 0, 0, 2 + i as u8])).await.expect("a head");
             assert!(head.starts_with("HTTP/1.0 200"), "{head}");
             slow.push(s);
         }
-        let busy = tokio::time::timeout(within, ask(addr)).await.expect("answered at once");
-        assert!(busy.starts_with("HTTP/1.0 503"), "{}", &busy[..busy.len().min(200)]);
-        assert!(busy.contains(&format!("retry-after: {}\r\n", telemetry::STATUS_RETRY_AFTER)), "{busy}");
-        assert!(
-            busy.ends_with(r#"{"error":"the coordinator serves the most status pages it may at once; try again"}"#),
-            "{busy}"
-        );
+        assert_busy(&tokio::time::timeout(within, ask(addr, [127, 0, 0, 1])).await.expect("answered at once"));
         // A dropped connection gives its body's place back (once the server sees it closed).
         drop(slow.pop());
         let served = tokio::time::timeout(within, async {
             loop {
-                let out = ask(addr).await;
+                let out = ask(addr, [127, 0, 0, 1]).await;
                 if out.starts_with("HTTP/1.0 200") {
                     return out;
                 }
-                assert!(out.starts_with("HTTP/1.0 503"), "{}", &out[..out.len().min(200)]);
+                assert_busy(&out);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
         .await
         .expect("a place comes back");
-        assert!(served.ends_with(&"x".repeat(1000)) && served.len() > large, "the whole body");
+        assert!(served.ends_with(&"x".repeat(1000)) && served.len() > LARGE, "the whole body");
         // A body taken whole gives its place back by the time its connection closes.
-        let again = tokio::time::timeout(within, ask(addr)).await.expect("answered");
+        let again = tokio::time::timeout(within, ask(addr, [127, 0, 0, 1])).await.expect("answered");
         assert!(again.starts_with("HTTP/1.0 200"), "{}", &again[..again.len().min(200)]);
         drop(slow);
+        stop.send(true).unwrap();
+        server.await.unwrap();
+    }
+
+    /// One peer that asks for the live view again and again without reading holds one body's
+    /// place, not all: it is turned away, and other peers are answered meanwhile.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_peer_holds_one_status_body() {
+        let (addr, stop, server) = status_server();
+        let within = Duration::from_secs(10);
+        let (held, head) =
+            tokio::time::timeout(within, ask_and_never_read(addr, [127, 0, 0, 2])).await.expect("a head");
+        assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+        for _ in 0..telemetry::STATUS_BODIES {
+            assert_busy(&tokio::time::timeout(within, ask(addr, [127, 0, 0, 2])).await.expect("answered at once"));
+        }
+        let other = tokio::time::timeout(within, ask(addr, [127, 0, 0, 3])).await.expect("answered");
+        assert!(other.starts_with("HTTP/1.0 200") && other.len() > LARGE, "{}", &other[..other.len().min(200)]);
+        drop(held);
         stop.send(true).unwrap();
         server.await.unwrap();
     }

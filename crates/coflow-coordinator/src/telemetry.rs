@@ -17,7 +17,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use coflow_telemetry::prometheus_client::metrics::family::Family;
 use coflow_telemetry::prometheus_client::metrics::histogram::Histogram;
-use coflow_telemetry::{Bodies, Health, Metrics, Scrape, exponential_buckets};
+use coflow_telemetry::{Bodies, Health, Metrics, Peer, Scrape, exponential_buckets};
 
 use crate::core::Observation;
 use crate::views::{Sample, StatusView};
@@ -28,13 +28,16 @@ type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 /// The web page: plain HTML and a little JavaScript, no build step.
 const PAGE: &str = include_str!("web/index.html");
 
-/// The most `/api/status` bodies alive at once (being built, or not yet handed whole to their
-/// connection): with many coflows one is tens of megabytes, so peers that ask and never read
-/// must not each keep one. Past it a request is answered at once with 503 and `Retry-After`.
+/// The most `/api/status` bodies alive at once (waiting to be built, being built, or not yet
+/// taken whole by their connection), at most one per peer group ([`coflow_telemetry::Peer`]):
+/// with many coflows one is tens of megabytes, so peers that ask and never read must not each
+/// keep one, and one peer must not hold them all. Past it a request is answered at once with
+/// 503 and `Retry-After`.
 pub(crate) const STATUS_BODIES: usize = 4;
 
-/// Why a request for `/api/status` is turned away.
-const STATUS_BUSY: &str = "the coordinator serves the most status pages it may at once; try again";
+/// The answer to a request for `/api/status` turned away.
+pub(crate) const STATUS_BUSY: &str =
+    r#"{"error":"the coordinator serves the most status pages it may at once, one per peer; try again"}"#;
 
 /// The seconds `Retry-After` asks a peer turned away from `/api/status` to wait.
 pub(crate) const STATUS_RETRY_AFTER: &str = "2";
@@ -103,7 +106,7 @@ pub(crate) type Ask<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Option<T>> 
 
 /// `/metrics`, `/healthz`, `/readyz`, and with `status` (which gives the live view's JSON,
 /// [`status_json`]) the web page and `/api/status`, at most [`STATUS_BODIES`] of whose bodies
-/// are alive at once.
+/// are alive at once, one per peer group.
 pub(crate) fn router(
     samples: Ask<Vec<Sample>>,
     status: Option<Ask<String>>,
@@ -124,14 +127,14 @@ pub(crate) fn router(
     let bodies = Bodies::new(STATUS_BODIES);
     router.route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) })).route(
         "/api/status",
-        get(move || {
+        // `coflow_telemetry::serve` gives every request its peer.
+        get(move |axum::Extension(peer): axum::Extension<Peer>| {
             let (status, bodies) = (status.clone(), bodies.clone());
             async move {
                 let json = [(header::CONTENT_TYPE, "application/json")];
-                let Some(place) = bodies.try_take() else {
-                    let busy = serde_json::json!({ "error": STATUS_BUSY }).to_string();
+                let Some(place) = bodies.try_take(peer.group()) else {
                     let retry = [(header::RETRY_AFTER, STATUS_RETRY_AFTER)];
-                    return (StatusCode::SERVICE_UNAVAILABLE, retry, json, busy).into_response();
+                    return (StatusCode::SERVICE_UNAVAILABLE, retry, json, STATUS_BUSY).into_response();
                 };
                 let body = match status().await {
                     Some(json) => json,

@@ -5,8 +5,9 @@
 use std::net::IpAddr;
 
 /// Where a peer's connections are counted: its IPv4 address, or its IPv6 /64 (a host on IPv6
-/// usually holds a whole /64, so its addresses count as one); an IPv4-mapped IPv6 address counts
-/// as its IPv4 address.
+/// may hold a whole /64, so its addresses count as one); an IPv4-mapped IPv6 address counts as
+/// its IPv4 address. Many hosts may share one /64 too (a SLAAC LAN, a pod subnet), so a listener
+/// that must let every host in (the HTTP listener) caps each address besides its group.
 pub fn peer_group(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),

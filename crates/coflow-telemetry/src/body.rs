@@ -1,47 +1,65 @@
-//! Large response bodies, bounded in number: a body holds its place until it has been handed
-//! to the connection whole or the connection drops, so that peers that ask and never read
-//! cannot make the service hold more than a few copies of a large page.
+//! Large response bodies, bounded in number and one per peer group: a body holds its place
+//! until the connection has taken its last piece or dropped it, so that peers that ask and never
+//! read cannot make the service hold more than a few copies of a large page, and one peer cannot
+//! take every place.
 
+use std::collections::HashSet;
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
 use hyper::body::{Bytes, Frame, SizeHint};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The most bytes of a large body handed to the connection at once, each a copy: the
-/// connection buffers a few such pieces (hyper's write buffer, about 400 KiB), never the whole
+/// connection buffers at most one such piece past [`crate::WRITE_BUFFER`], never the whole
 /// body, so the body's memory goes when its place does.
 const PIECE: usize = 64 * 1024;
 
-/// At most a fixed number of large bodies alive at once.
+/// At most a fixed number of large bodies alive at once, at most one per peer group
+/// ([`crate::Peer::group`]).
 #[derive(Clone, Debug)]
 pub struct Bodies {
-    places: Arc<Semaphore>,
+    most: usize,
+    held: Arc<Mutex<HashSet<IpAddr>>>,
 }
 
 /// A place for one large body, taken from [`Bodies`]; given back when the body it becomes is
 /// done (or when dropped unused).
 #[derive(Debug)]
 pub struct BodyPlace {
-    _permit: OwnedSemaphorePermit,
+    group: IpAddr,
+    bodies: Bodies,
 }
 
 impl Bodies {
-    /// At most `most` bodies alive at once.
+    /// At most `most` bodies alive at once, one per peer group.
     pub fn new(most: usize) -> Bodies {
-        Bodies { places: Arc::new(Semaphore::new(most)) }
+        Bodies { most, held: Arc::default() }
     }
 
-    /// A place for one more body, or `None` while the most are alive.
-    pub fn try_take(&self) -> Option<BodyPlace> {
-        self.places.clone().try_acquire_owned().ok().map(|p| BodyPlace { _permit: p })
+    /// The groups holding a place, also after a panic elsewhere while they were locked.
+    fn lock(&self) -> MutexGuard<'_, HashSet<IpAddr>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A place for one more body for a peer of `group`, or `None` while the most are alive or
+    /// `group` holds one.
+    pub fn try_take(&self, group: IpAddr) -> Option<BodyPlace> {
+        let mut held = self.lock();
+        (held.len() < self.most && held.insert(group)).then(|| BodyPlace { group, bodies: self.clone() })
     }
 
     /// How many places are free.
     pub fn free(&self) -> usize {
-        self.places.available_permits()
+        self.most - self.lock().len()
+    }
+}
+
+impl Drop for BodyPlace {
+    fn drop(&mut self) {
+        self.bodies.lock().remove(&self.group);
     }
 }
 
@@ -90,8 +108,8 @@ mod tests {
     #[test]
     fn a_body_holds_its_place_until_its_last_piece_is_taken() {
         let bodies = Bodies::new(1);
-        let place = bodies.try_take().expect("a place");
-        assert!(bodies.try_take().is_none(), "the one place is taken");
+        let place = bodies.try_take(ONE).expect("a place");
+        assert!(bodies.try_take(TWO).is_none(), "the one place is taken");
         let mut body = Placed { rest: Bytes::from(vec![7u8; PIECE + 1]), _place: place };
         assert_eq!(body.size_hint().exact(), Some(PIECE as u64 + 1));
         let waker = std::task::Waker::noop();
@@ -105,7 +123,32 @@ mod tests {
         assert_eq!(bodies.free(), 0, "held until the connection drops the body");
         drop(body);
         assert_eq!(bodies.free(), 1);
-        drop(bodies.try_take().expect("back"));
+        drop(bodies.try_take(TWO).expect("back"));
         assert_eq!(bodies.free(), 1, "a place dropped unused comes back");
+    }
+
+    const ONE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+    const TWO: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+
+    #[test]
+    fn a_group_holds_one_place_and_the_others_stay_free() {
+        let bodies = Bodies::new(4);
+        let first = bodies.try_take(ONE).expect("a place");
+        assert!(bodies.try_take(ONE).is_none(), "one place a group");
+        let other = bodies.try_take(TWO).expect("another group gets one");
+        assert_eq!(bodies.free(), 2);
+        drop(first);
+        drop(bodies.try_take(ONE).expect("back once given back"));
+        drop(other);
+        assert_eq!(bodies.free(), 4);
+        // Usable after a panic while locked.
+        let b = bodies.clone();
+        let poisoned = std::thread::spawn(move || {
+            let _held = b.lock();
+            panic!("a bug while locked");
+        });
+        assert!(poisoned.join().is_err());
+        drop(bodies.try_take(ONE).expect("a place after a panic"));
+        assert_eq!(bodies.free(), 4);
     }
 }

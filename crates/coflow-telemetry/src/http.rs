@@ -2,6 +2,7 @@
 //! `/readyz` (the service is ready: 200, else 503), and whatever routes the service merges in.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,14 +80,43 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest one connection is served, whatever it does.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
+/// The most bytes a connection's socket buffers to send (`SO_SNDBUF`; Linux doubles it for its
+/// bookkeeping and then no longer autotunes it, up to `tcp_wmem`'s most, 4 MiB or more).
+pub const SEND_BUFFER: usize = 128 * 1024;
+
+/// The most bytes hyper buffers for one connection to write (it takes one more piece of a body
+/// while below it), and the most it reads a request's head into.
+pub const WRITE_BUFFER: usize = 64 * 1024;
+
+/// The peer a request came from, which [`serve`] puts in each request's extensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The peer's address.
+    pub address: IpAddr,
+}
+
+impl Peer {
+    /// The peer's group ([`coflow_core::peer_group`]: its IPv4 address, or its IPv6 /64).
+    pub fn group(&self) -> IpAddr {
+        coflow_core::peer_group(self.address)
+    }
+}
+
 /// Serves `router` on `listener` until `stop` turns true; responses in progress then finish,
-/// for at most [`HEADER_TIMEOUT`], and idle connections close. The listener has no
-/// authentication, so idle, slow or numerous peers must not hold the process's file descriptors
-/// nor keep a probe out: at most [`crate::MAX_CONNECTIONS`] are served at once, at most
-/// [`crate::MAX_CONNECTIONS_PER_GROUP`] of one peer group, each closed after its response in
-/// progress past [`CONNECTION_LIFETIME`], or when a request's headers do not come within
-/// [`HEADER_TIMEOUT`]; a full listener makes room for a newcomer from a group holding fewer than
-/// the most (see [`crate::MAX_CONNECTIONS`] and [`crate::MAX_CLOSING`]).
+/// for at most [`HEADER_TIMEOUT`], and idle connections close. Each request carries its
+/// [`Peer`] in its extensions. The listener has no authentication, so idle, slow or numerous
+/// peers must not hold the process's file descriptors or memory nor keep a probe out: at most
+/// [`crate::MAX_CONNECTIONS`] are served at once, at most [`crate::MAX_CONNECTIONS_PER_ADDRESS`]
+/// of one address and [`crate::MAX_CONNECTIONS_PER_ADDRESS`] of one IPv6 /64, each closed after its
+/// response in progress past [`CONNECTION_LIFETIME`], or when a request's headers do not come
+/// within [`HEADER_TIMEOUT`]; a full listener makes room for a newcomer from a group holding
+/// fewer than the most (see [`crate::MAX_CONNECTIONS`] and [`crate::MAX_CLOSING`]). A
+/// connection holds at most [`WRITE_BUFFER`] to read a request's head, [`WRITE_BUFFER`] and one
+/// piece of a body to write, and twice [`SEND_BUFFER`] in the kernel: with 64 KiB pieces (as
+/// [`crate::BodyPlace`] hands out), under 450 KiB a connection whose peer does not read, and
+/// under 120 MiB for the [`crate::MAX_CONNECTIONS`] served and [`crate::MAX_CLOSING`] closing,
+/// besides the bodies not yet handed to the connections (bounded by the routes, as
+/// `/api/status` is by [`crate::Bodies`]).
 pub async fn serve(listener: TcpListener, router: Router, stop: watch::Receiver<bool>) {
     let places = Places::default();
     let mut conns = JoinSet::new();
@@ -107,18 +137,23 @@ pub async fn serve(listener: TcpListener, router: Router, stop: watch::Receiver<
                         continue;
                     }
                 };
-                let group = coflow_core::peer_group(address);
+                if let Err(e) = socket2::SockRef::from(&sock).set_send_buffer_size(SEND_BUFFER) {
+                    tracing::debug!(error = %e, "setting an HTTP connection's send buffer failed");
+                }
+                let peer = Peer { address };
                 let mut sock = Some(sock);
                 let refused = loop {
-                    let admitted = places.admit(group, |place, close| {
+                    let admitted = places.admit(address, |place, close| {
                         let sock = sock.take().expect("spawned once");
-                        conns.spawn(connection(sock, router.clone(), place, close, stop.clone()))
+                        conns.spawn(connection(sock, peer, router.clone(), place, close, stop.clone()))
                     });
                     match admitted {
                         Ok(()) => break None,
                         Err(Refusal::Closing(oldest)) => {
                             // Ended at its next turn, which gives its place back at once.
-                            oldest.abort();
+                            if let Some(oldest) = oldest {
+                                oldest.abort();
+                            }
                             places.closing_below_max().await;
                         }
                         Err(why) => break Some(why),
@@ -138,18 +173,24 @@ pub async fn serve(listener: TcpListener, router: Router, stop: watch::Receiver<
 
 /// Serves one connection until it ends, its lifetime ends, the listener stops, or `close` asks
 /// it to make room: then it finishes the response in progress, if any, and closes (within the
-/// header deadline). `place` is given back when it has.
+/// header deadline). `place` is given back when it has. Each request carries `peer`.
 async fn connection(
     sock: TcpStream,
+    peer: Peer,
     router: Router,
     place: Place,
     close: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let service = hyper_util::service::TowerToHyperService::new(router);
+    let router = hyper_util::service::TowerToHyperService::new(router);
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(peer);
+        hyper::service::Service::call(&router, request)
+    });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(WRITE_BUFFER)
         .serve_connection(hyper_util::rt::TokioIo::new(sock), service);
     tokio::pin!(conn);
     let ended = tokio::select! {
@@ -168,7 +209,7 @@ async fn connection(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_GROUP};
+    use crate::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn get(addr: std::net::SocketAddr, path: &str) -> String {
@@ -199,7 +240,7 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), task).await.unwrap().unwrap();
     }
 
-    /// Peers that connect and say nothing hold no place for long: past their group's bound
+    /// Peers that connect and say nothing hold no place for long: past their address's bound
     /// they are closed at once, the others at the header deadline, and a request from another
     /// address is served all along.
     #[tokio::test]
@@ -210,12 +251,12 @@ mod tests {
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(serve(listener, router(scrape, Health::new("starting")), rx));
         let mut silent = Vec::new();
-        for _ in 0..MAX_CONNECTIONS_PER_GROUP + 8 {
+        for _ in 0..MAX_CONNECTIONS_PER_ADDRESS + 8 {
             silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut b = [0u8; 64];
-        for s in &mut silent[MAX_CONNECTIONS_PER_GROUP..] {
+        for s in &mut silent[MAX_CONNECTIONS_PER_ADDRESS..] {
             let n = tokio::time::timeout(Duration::from_secs(1), s.read(&mut b)).await.expect("closed at once");
             assert_eq!(n.unwrap_or(0), 0, "past the bound: closed, not served");
         }
@@ -227,7 +268,7 @@ mod tests {
         let mut out = String::new();
         other.read_to_string(&mut out).await.unwrap();
         assert!(out.starts_with("HTTP/1.0 200"), "{out}");
-        for s in &mut silent[..MAX_CONNECTIONS_PER_GROUP] {
+        for s in &mut silent[..MAX_CONNECTIONS_PER_ADDRESS] {
             let n = tokio::time::timeout(HEADER_TIMEOUT + Duration::from_secs(1), s.read(&mut b)).await;
             assert_eq!(n.expect("closed at the header deadline").unwrap_or(0), 0);
         }
@@ -278,7 +319,7 @@ mod tests {
         let task = tokio::spawn(serve(listener, router(scrape, Health::new("starting")), rx));
         let mut fill = JoinSet::new();
         for i in 0..MAX_CONNECTIONS {
-            let from = [127, 0, 0, 2 + (i / MAX_CONNECTIONS_PER_GROUP) as u8];
+            let from = [127, 0, 0, 2 + (i / MAX_CONNECTIONS_PER_ADDRESS) as u8];
             fill.spawn(kept_alive(addr, from));
         }
         let held = fill.join_all().await;
@@ -289,13 +330,88 @@ mod tests {
         // The prober's address takes places while it holds fewer than every other (its share of
         // nine: 28 at least), then is closed at once, by the time it holds its group's most.
         let mut own = Vec::new();
-        for _ in 0..=MAX_CONNECTIONS_PER_GROUP {
+        for _ in 0..=MAX_CONNECTIONS_PER_ADDRESS {
             match tokio::time::timeout(within, kept_alive(addr, [127, 0, 0, 1])).await.expect("answered or closed") {
                 Some(s) => own.push(s),
                 None => break,
             }
         }
-        assert!((MAX_CONNECTIONS / 9..=MAX_CONNECTIONS_PER_GROUP).contains(&own.len()), "{}", own.len());
+        assert!((MAX_CONNECTIONS / 9..=MAX_CONNECTIONS_PER_ADDRESS).contains(&own.len()), "{}", own.len());
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+
+    /// A body of `len` bytes in 64 KiB pieces that counts the bytes the connection has taken.
+    struct Counted {
+        left: usize,
+        taken: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl hyper::body::Body for Counted {
+        type Data = hyper::body::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+            let n = self.left.min(64 * 1024);
+            if n == 0 {
+                return std::task::Poll::Ready(None);
+            }
+            self.left -= n;
+            self.taken.fetch_add(n, Ordering::Relaxed);
+            std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(vec![b'x'; n].into()))))
+        }
+    }
+
+    /// A peer that asks for a large body and does not read makes its connection hold no more
+    /// than hyper's write buffer, one piece and the kernel's send buffer, whatever the kernel
+    /// would autotune it to; and each request carries its peer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_does_not_read_makes_its_connection_hold_little() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let t = taken.clone();
+        let router = Router::new()
+            .route(
+                "/big",
+                axum::routing::get(move || {
+                    let taken = t.clone();
+                    async move { axum::body::Body::new(Counted { left: 64 << 20, taken }) }
+                }),
+            )
+            .route(
+                "/peer",
+                axum::routing::get(
+                    |axum::Extension(peer): axum::Extension<Peer>| async move { peer.address.to_string() },
+                ),
+            );
+        let (stop, rx) = watch::channel(false);
+        let task = tokio::spawn(serve(listener, router, rx));
+        let out = get(addr, "/peer").await;
+        assert!(out.ends_with("\r\n\r\n127.0.0.1"), "{out}");
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(4096).unwrap();
+        let mut s = sock.connect(addr).await.unwrap();
+        s.write_all(b"GET /big HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut b = [0u8; 1024];
+        assert!(s.read(&mut b).await.unwrap() > 0, "the head");
+        // Until the server can hand no more to the socket.
+        let mut last = 0;
+        loop {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let now = taken.load(Ordering::Relaxed);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        // What the peer's own receive buffer holds comes on top (4 KiB asked, doubled).
+        let bound = WRITE_BUFFER + 64 * 1024 + 2 * SEND_BUFFER + 64 * 1024;
+        assert!(last <= bound, "{last} bytes taken, more than {bound}");
+        drop(s);
         stop.send(true).unwrap();
         task.await.unwrap();
     }

@@ -7,10 +7,10 @@
 //!   counters and gauges a service reads from its state at each scrape ([`Snapshot`]); histogram
 //!   buckets; [`reference()`], the metrics reference page generated from an encoded registry.
 //! - `http`: [`Health`] (ready or not), [`router`] (`/metrics`, `/healthz`, `/readyz`) and
-//!   [`serve`].
-//! - `places`: which connections the listener serves, counted by peer group, and which it asks
-//!   to close to make room for a newcomer.
-//! - `body`: [`Bodies`], a bound on the large response bodies alive at once.
+//!   [`serve`], which gives each request its [`Peer`].
+//! - `places`: which connections the listener serves, counted by peer address and group, and
+//!   which it asks to close to make room for a newcomer.
+//! - `body`: [`Bodies`], a bound on the large response bodies alive at once, one per peer group.
 
 #![warn(missing_docs)]
 
@@ -20,9 +20,9 @@ mod metrics;
 mod places;
 
 pub use body::{Bodies, BodyPlace};
-pub use http::{CONNECTION_LIFETIME, HEADER_TIMEOUT, Health, Scrape, router, serve};
+pub use http::{CONNECTION_LIFETIME, HEADER_TIMEOUT, Health, Peer, SEND_BUFFER, Scrape, WRITE_BUFFER, router, serve};
 pub use metrics::{
     CONTENT_TYPE, Kind, Metrics, Sample, Snapshot, Value, exponential_buckets, parse_families, reference,
 };
-pub use places::{MAX_CLOSING, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_GROUP};
+pub use places::{MAX_CLOSING, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS, MAX_CONNECTIONS_PER_GROUP};
 pub use prometheus_client;
