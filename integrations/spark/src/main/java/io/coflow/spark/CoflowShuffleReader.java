@@ -18,6 +18,7 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.storage.DiskBlockManager;
 import org.apache.spark.storage.ShuffleBlockId;
 import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.collection.ExternalSorter;
@@ -77,7 +78,13 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
         blocks.add(new Block(entry._1(), (ShuffleBlockId) b._1(), (Long) b._2(), (Integer) b._3(), local));
       }
     }
-    Records records = new Records(blocks, env.serializerManager(), dep.serializer().newInstance());
+    // Spark's own key, read as Spark's fetcher reads it: a block over it goes to a temporary file in
+    // one of the executor's local directories rather than the heap.
+    long maxBlockInMemory = (Long) env.conf().get(
+        org.apache.spark.internal.config.package$.MODULE$.MAX_REMOTE_BLOCK_SIZE_FETCH_TO_MEM());
+    DiskBlockManager disk = env.blockManager().diskBlockManager();
+    Records records = new Records(blocks, env.serializerManager(), dep.serializer().newInstance(), maxBlockInMemory,
+        () -> disk.createTempLocalBlock()._2());
     context.addTaskCompletionListener(new TaskCompletionListener() {
       @Override
       public void onTaskCompletion(TaskContext c) {
@@ -118,18 +125,23 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
 
   /**
    * The records of every block, block after block in the order they arrive. The gets are
-   * {@link BlockFetcher}'s: drained into memory as their bytes come, within
+   * {@link BlockFetcher}'s: drained as their bytes come, within
    * {@code spark.coflow.reader.maxBytesInFlight}, so the coordinator sees the task's flows together
-   * and they keep moving while earlier blocks are being deserialized.
+   * and they keep moving while earlier blocks are being deserialized; a block over
+   * {@code spark.network.maxRemoteBlockSizeFetchToMem} is drained into a temporary file, which is
+   * deleted when its block has been read or the task completes.
    */
   private final class Records extends AbstractIterator<Tuple2<Object, Object>> {
     private final BlockFetcher<Block> fetcher;
     private final SerializerManager serializers;
     private final SerializerInstance serializer;
     private scala.collection.Iterator<Tuple2<Object, Object>> current;
+    /** The stream of the block being read. */
+    private InputStream currentStream;
     private boolean done;
 
-    Records(List<Block> blocks, SerializerManager serializers, SerializerInstance serializer) {
+    Records(List<Block> blocks, SerializerManager serializers, SerializerInstance serializer, long maxBlockInMemory,
+        BlockFetcher.TempFiles tempFiles) {
       List<BlockFetcher.Want<Block>> wants = new ArrayList<>(blocks.size());
       for (Block b : blocks) {
         wants.add(new BlockFetcher.Want<>(
@@ -138,13 +150,15 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
       this.serializers = serializers;
       this.serializer = serializer;
       this.fetcher = new BlockFetcher<>(side.async, handle.coflowId(), wants, side.conf.maxBytesInFlight,
-          side.conf.maxStreams, side.conf.fetchTimeout.toMillis(), side.conf.maxRetries, side.conf.retryWait.toMillis());
+          side.conf.maxStreams, side.conf.fetchTimeout.toMillis(), side.conf.maxRetries, side.conf.retryWait.toMillis(),
+          maxBlockInMemory, tempFiles);
     }
 
     @Override
     public boolean hasNext() {
       while (current == null || !current.hasNext()) {
         current = null;
+        closeCurrent();
         if (!fetcher.hasNext()) {
           if (!done) {
             done = true;
@@ -166,7 +180,7 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
         if (!f.ok()) {
           throw sneaky(failure(block, f));
         }
-        long bytes = f.bytes.size();
+        long bytes = f.size;
         if (block.local()) {
           metrics.incLocalBlocksFetched(1);
           metrics.incLocalBytesRead(bytes);
@@ -176,7 +190,12 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
         }
         CoflowMetrics.get().blocksFetched.inc();
         CoflowMetrics.get().bytesFetched.inc(bytes);
-        InputStream wrapped = serializers.wrapStream(block.id(), f.bytes.newInput());
+        try {
+          currentStream = f.open();
+        } catch (IOException e) {
+          throw sneaky(new IOException("coflow: cannot read block " + block.id().name() + " from " + f.file, e));
+        }
+        InputStream wrapped = serializers.wrapStream(block.id(), currentStream);
         current = serializer.deserializeStream(wrapped).asKeyValueIterator();
       }
       return true;
@@ -191,6 +210,18 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
       return current.next();
     }
 
+    /** Closes the stream of the block read last (deleting its file, if it has one). */
+    private void closeCurrent() {
+      if (currentStream != null) {
+        try {
+          currentStream.close();
+        } catch (IOException e) {
+          // The stream deletes its file whether or not it closes cleanly.
+        }
+        currentStream = null;
+      }
+    }
+
     void cancel() {
       fetcher.close();
     }
@@ -202,7 +233,7 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
    * error that fails the task (the map output may well be fine, and a fetch failure would have
    * Spark drop every map output of the mapper's executor; the task is retried, on another
    * executor with spark.excludeOnFailure.enabled), as does a block too large to hold, which no
-   * recomputation would change.
+   * recomputation would change, and a block that could not be written to its local temporary file.
    */
   private Throwable failure(Block block, BlockFetcher.Fetched<Block> f) {
     if (f.cause == BlockFetcher.Cause.LOCAL_AGENT_UNREACHABLE) {
@@ -213,8 +244,9 @@ final class CoflowShuffleReader<K, C> implements ShuffleReader<K, C> {
       return new IOException("coflow: the coordinator is out of reach of the local agent " + side.agent
           + " reading block " + block.id().name() + " of coflow " + handle.coflowId() + ": " + f.message, f.error);
     }
-    if (f.cause == BlockFetcher.Cause.TOO_LARGE) {
-      // Recomputing the map output would make the same block again: the task fails instead.
+    if (f.cause == BlockFetcher.Cause.TOO_LARGE || f.cause == BlockFetcher.Cause.LOCAL_FILE) {
+      // The map output is not to blame (recomputing it would make the same block again, and a local
+      // file's failure is this executor's): the task fails instead.
       return new IOException("coflow: block " + block.id().name() + ": " + f.message, f.error);
     }
     CoflowMetrics.get().fetchFailures.inc();

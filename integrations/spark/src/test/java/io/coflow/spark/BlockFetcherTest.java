@@ -262,6 +262,147 @@ class BlockFetcherTest {
     }
   }
 
+  /**
+   * An agent whose blocks are 20 bytes: {@code big} whole, {@code cut} ending after 5 of them, and
+   * {@code again} breaking after 5 with {@code agent-unreachable} on the first ask and whole on the
+   * next; {@code small} is 3 bytes, {@code hold} announces 20 and sends 5, then waits.
+   */
+  private static final class Large extends AgentGrpc.AgentImplBase {
+    static final String BIG = "0123456789abcdefghij";
+    private final Map<String, Integer> asked = new java.util.concurrent.ConcurrentHashMap<>();
+
+    @Override
+    public void get(GetRequest req, StreamObserver<GetChunk> out) {
+      int n = asked.merge(req.getDataId(), 1, Integer::sum);
+      switch (req.getDataId()) {
+        case "small" -> {
+          out.onNext(size(3));
+          out.onNext(bytes("abc"));
+        }
+        case "hold" -> {
+          out.onNext(size(20));
+          out.onNext(bytes(BIG.substring(0, 5)));
+          return;
+        }
+        case "cut" -> {
+          out.onNext(size(20));
+          out.onNext(bytes(BIG.substring(0, 5)));
+        }
+        default -> {
+          out.onNext(size(20));
+          out.onNext(bytes(BIG.substring(0, 5)));
+          if (req.getDataId().equals("again") && n == 1) {
+            io.grpc.Metadata trailers = new io.grpc.Metadata();
+            trailers.put(CoflowChannels.ERROR_KIND, "agent-unreachable");
+            out.onError(io.grpc.Status.UNAVAILABLE.withDescription("source gone").asRuntimeException(trailers));
+            return;
+          }
+          out.onNext(bytes(BIG.substring(5, 12)));
+          out.onNext(bytes(BIG.substring(12)));
+        }
+      }
+      out.onCompleted();
+    }
+  }
+
+  private static Set<String> filesIn(Path dir) throws java.io.IOException {
+    try (var s = java.nio.file.Files.list(dir)) {
+      return s.map(p -> p.getFileName().toString()).collect(java.util.stream.Collectors.toSet());
+    }
+  }
+
+  @Test
+  void a_block_over_the_in_memory_size_arrives_in_a_file_that_goes_when_read_or_failed(@TempDir Path tmp)
+      throws Exception {
+    Large agent = new Large();
+    Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(agent).build().start();
+    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
+        .build();
+    java.util.concurrent.atomic.AtomicInteger made = new java.util.concurrent.atomic.AtomicInteger();
+    BlockFetcher.TempFiles files = () -> tmp.resolve("block-" + made.incrementAndGet()).toFile();
+    try {
+      AgentGrpc.AgentStub stub = AgentGrpc.newStub(ch);
+      try (BlockFetcher<String> f = new BlockFetcher<>(stub, 1, wants(20, "big", "small", "cut", "again"), 1 << 20,
+          64, 30_000, 1, 50, 10, files)) {
+        Set<String> seen = new HashSet<>();
+        while (f.hasNext()) {
+          BlockFetcher.Fetched<String> got = f.next();
+          String id = got.want.tag();
+          seen.add(id);
+          switch (id) {
+            case "small" -> {
+              // At or under the size: in memory, as before.
+              assertEquals("abc", got.bytes.toStringUtf8());
+              assertEquals(null, got.file);
+            }
+            case "cut" -> {
+              assertEquals(BlockFetcher.Cause.FETCH_FAILED, got.cause);
+              assertEquals("the agent's stream ended after 5 of the piece's 20 bytes", got.message);
+            }
+            default -> {
+              assertTrue(got.ok(), id + ": " + got.message);
+              assertEquals(null, got.bytes);
+              assertEquals(20, got.size);
+              assertEquals(tmp.toFile(), got.file.getParentFile());
+              assertTrue(got.file.exists());
+              byte[] read;
+              try (java.io.InputStream in = got.open()) {
+                read = in.readAllBytes();
+              }
+              assertArrayEquals(Large.BIG.getBytes(java.nio.charset.StandardCharsets.UTF_8), read);
+              assertFalse(got.file.exists(), "a block's file outlived its stream");
+            }
+          }
+        }
+        assertEquals(Set.of("big", "small", "cut", "again"), seen);
+        // big, cut, and again twice: the retry wrote a fresh file, and none is left.
+        assertEquals(4, made.get());
+        assertEquals(Set.of(), filesIn(tmp));
+        assertEquals(Map.of("big", 1, "small", 1, "cut", 1, "again", 2), agent.asked);
+      }
+
+      // Once wholly on disk, a block no longer counts against the bytes in flight: the next get
+      // opens before the task takes it (20 + 20 > 30).
+      try (BlockFetcher<String> f = new BlockFetcher<>(stub, 1, wants(20, "big", "hold"), 30, 64, 30_000, 0, 0, 10,
+          files)) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (f.inFlight() < 2 && System.nanoTime() < deadline) {
+          Thread.sleep(10);
+        }
+        assertEquals(2, f.inFlight());
+        assertEquals(20, f.bytesInFlight());
+        // The task ends without taking either: closing the fetcher deletes the finished block's
+        // file and the one being written.
+        while (filesIn(tmp).size() < 2 && System.nanoTime() < deadline) {
+          Thread.sleep(10);
+        }
+        assertEquals(2, filesIn(tmp).size());
+      }
+      assertEquals(Set.of(), filesIn(tmp));
+
+      // A block taken and never read to its end: the fetcher's close deletes its file.
+      BlockFetcher.Fetched<String> kept;
+      try (BlockFetcher<String> f = new BlockFetcher<>(stub, 1, wants(20, "big"), 1 << 20, 64, 30_000, 0, 0, 10,
+          files)) {
+        kept = f.next();
+        assertTrue(kept.file.exists());
+      }
+      assertFalse(kept.file.exists());
+      assertEquals(Set.of(), filesIn(tmp));
+
+      // A file that cannot be written is this executor's failure, not the map output's.
+      try (BlockFetcher<String> f = new BlockFetcher<>(stub, 1, wants(20, "big"), 1 << 20, 64, 30_000, 0, 0, 10,
+          () -> tmp.resolve("missing").resolve("block").toFile())) {
+        BlockFetcher.Fetched<String> got = f.next();
+        assertEquals(BlockFetcher.Cause.LOCAL_FILE, got.cause, got.message);
+        assertTrue(got.message.startsWith("cannot write the block's 20 bytes to a local file"), got.message);
+      }
+    } finally {
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
   @Test
   void a_get_that_does_not_complete_within_the_fetch_timeout_fails_as_timed_out() throws Exception {
     Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create())

@@ -29,7 +29,10 @@ class SparkThroughAgentsIT {
     List<Jobs.Job> jobs = Jobs.all(1_100_000);
     Map<String, Jobs.Result> viaCoflow = new LinkedHashMap<>();
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 2, "400MB/s");
-        SparkRun run = new SparkRun("coflow-it", MASTER, cluster.sparkConf(), Map.of(), work.resolve("coflow"))) {
+        // The sort's blocks (about 1.7 MB) exceed this and reach its reducers through temporary
+        // files; the other jobs' blocks stay in memory.
+        SparkRun run = new SparkRun("coflow-it", MASTER, cluster.sparkConf(),
+            Map.of("spark.network.maxRemoteBlockSizeFetchToMem", "1m"), work.resolve("coflow"))) {
       for (Jobs.Job job : jobs) {
         double coflowsBefore = cluster.coordinatorMetric("coflows_registered_total");
         long countedBefore = RegistrationIT.counter("shufflesThroughCoflow");
