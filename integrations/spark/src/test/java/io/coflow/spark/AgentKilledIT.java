@@ -14,9 +14,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.spark.SparkException;
-import org.apache.spark.scheduler.SparkListener;
-import org.apache.spark.scheduler.SparkListenerStageSubmitted;
-import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import scala.Tuple2;
@@ -43,49 +40,13 @@ class AgentKilledIT {
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 2, "25MB/s");
         SparkRun run = new SparkRun("coflow-kill-it", SparkThroughAgentsIT.MASTER, cluster.sparkConf(), extra,
             work.resolve("spark"))) {
-      AtomicBoolean killed = new AtomicBoolean();
-      run.spark.sparkContext().addSparkListener(new SparkListener() {
-        private volatile int resultStage = -1;
-
-        @Override
-        public void onStageSubmitted(SparkListenerStageSubmitted e) {
-          if (e.stageInfo().shuffleDepId().isEmpty() && e.stageInfo().attemptNumber() == 0) {
-            resultStage = e.stageInfo().stageId();
-          }
-        }
-
-        @Override
-        public void onTaskStart(SparkListenerTaskStart e) {
-          if (e.stageId() == resultStage && killed.compareAndSet(false, true)) {
-            Thread t = new Thread(() -> {
-              try {
-                Thread.sleep(400);
-                cluster.kill(1);
-                System.out.println("killed agent 1 during the reduce stage");
-              } catch (InterruptedException ex) {
-                Thread.currentThread().interrupt();
-              }
-            }, "agent-killer");
-            t.setDaemon(true);
-            t.start();
-          }
-        }
+      AtomicBoolean killed = run.duringTheReduceStage(() -> {
+        cluster.kill(1);
+        System.out.println("killed agent 1 during the reduce stage");
       });
       List<Tuple2<Integer, Tuple2<Long, Long>>> got;
       try {
-        got = run.jsc.parallelize(Jobs.range(PARTS), PARTS)
-            .flatMapToPair(i -> records(i).iterator())
-            .groupByKey(PARTS)
-            .mapValues(vs -> {
-              long n = 0;
-              long h = 0;
-              for (String v : vs) {
-                n++;
-                h += v.hashCode();
-              }
-              return new Tuple2<>(n, h);
-            })
-            .collect();
+        got = job(run);
       } catch (Exception e) {
         if (!(e instanceof SparkException)) {
           throw e;
@@ -106,6 +67,23 @@ class AgentKilledIT {
       assertEquals(expected, byKey, "the job completed after the kill, so its result must be exact");
       System.out.println("completed after the kill with the exact result (" + byKey.size() + " keys)");
     }
+  }
+
+  /** The job: records per key and the sum of their hashes, as (key, (count, hash sum)). */
+  static List<Tuple2<Integer, Tuple2<Long, Long>>> job(SparkRun run) {
+    return run.jsc.parallelize(Jobs.range(PARTS), PARTS)
+        .flatMapToPair(i -> records(i).iterator())
+        .groupByKey(PARTS)
+        .mapValues(vs -> {
+          long n = 0;
+          long h = 0;
+          for (String v : vs) {
+            n++;
+            h += v.hashCode();
+          }
+          return new Tuple2<>(n, h);
+        })
+        .collect();
   }
 
   static List<Tuple2<Integer, String>> records(int part) {

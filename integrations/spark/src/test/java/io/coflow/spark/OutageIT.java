@@ -4,15 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
-import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
-import org.apache.spark.scheduler.SparkListener;
-import org.apache.spark.scheduler.SparkListenerStageSubmitted;
-import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import scala.Tuple2;
@@ -23,60 +19,10 @@ import scala.Tuple2;
  * reduce stage. The job completes with the exact result.
  */
 class OutageIT {
-  /** Runs {@code fault} (on its own thread) 400 ms after the first task of the reduce stage starts. */
-  private static AtomicBoolean duringTheReduceStage(SparkRun run, Fault fault) {
-    AtomicBoolean done = new AtomicBoolean();
-    run.spark.sparkContext().addSparkListener(new SparkListener() {
-      private volatile int resultStage = -1;
-
-      @Override
-      public void onStageSubmitted(SparkListenerStageSubmitted e) {
-        if (e.stageInfo().shuffleDepId().isEmpty() && e.stageInfo().attemptNumber() == 0) {
-          resultStage = e.stageInfo().stageId();
-        }
-      }
-
-      @Override
-      public void onTaskStart(SparkListenerTaskStart e) {
-        if (e.stageId() == resultStage && done.compareAndSet(false, true)) {
-          Thread t = new Thread(() -> {
-            try {
-              Thread.sleep(400);
-              fault.run();
-            } catch (Exception ex) {
-              throw new IllegalStateException(ex);
-            }
-          }, "fault");
-          t.setDaemon(true);
-          t.start();
-        }
-      }
-    });
-    return done;
-  }
-
-  private interface Fault {
-    void run() throws Exception;
-  }
-
-  /** AgentKilledIT's job: records per key and the sum of their hashes, which must be exact. */
+  /** AgentKilledIT's job, by key: records per key and the sum of their hashes, which must be exact. */
   private static TreeMap<Integer, Tuple2<Long, Long>> job(SparkRun run) {
-    List<Tuple2<Integer, Tuple2<Long, Long>>> got = run.jsc.parallelize(Jobs.range(AgentKilledIT.PARTS),
-            AgentKilledIT.PARTS)
-        .flatMapToPair(i -> AgentKilledIT.records(i).iterator())
-        .groupByKey(AgentKilledIT.PARTS)
-        .mapValues(vs -> {
-          long n = 0;
-          long h = 0;
-          for (String v : vs) {
-            n++;
-            h += v.hashCode();
-          }
-          return new Tuple2<>(n, h);
-        })
-        .collect();
     TreeMap<Integer, Tuple2<Long, Long>> byKey = new TreeMap<>();
-    for (var t : got) {
+    for (var t : AgentKilledIT.job(run)) {
       byKey.put(t._1(), t._2());
     }
     return byKey;
@@ -89,7 +35,7 @@ class OutageIT {
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 2, "25MB/s");
         SparkRun run = new SparkRun("coflow-agent-restart-it", SparkThroughAgentsIT.MASTER, cluster.sparkConf(),
             Map.of(), work.resolve("spark"))) {
-      AtomicBoolean restarted = duringTheReduceStage(run, () -> {
+      AtomicBoolean restarted = run.duringTheReduceStage(() -> {
         cluster.kill(1);
         Thread.sleep(3_000);
         cluster.restart(1, "25MB/s");
@@ -112,7 +58,7 @@ class OutageIT {
             "coordinator_grace_ms = 2000\n");
         SparkRun run = new SparkRun("coflow-coordinator-frozen-it", SparkThroughAgentsIT.MASTER, cluster.sparkConf(),
             Map.of("spark.shuffle.io.retryWait", "1s", "spark.shuffle.io.maxRetries", "3"), work.resolve("spark"))) {
-      AtomicBoolean frozen = duringTheReduceStage(run, () -> {
+      AtomicBoolean frozen = run.duringTheReduceStage(() -> {
         cluster.freezeCoordinator();
         try {
           Thread.sleep(30_000);

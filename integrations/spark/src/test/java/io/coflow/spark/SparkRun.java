@@ -6,6 +6,7 @@ import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.api.java.JavaSparkContext;
@@ -14,6 +15,7 @@ import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.apache.spark.sql.SparkSession;
 import scala.collection.JavaConverters;
 
@@ -88,6 +90,46 @@ final class SparkRun implements AutoCloseable {
     this.spark = spark;
     this.jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     spark.sparkContext().addSparkListener(listener);
+  }
+
+  /** What a test does to the cluster while a job runs, by {@link #duringTheReduceStage}. */
+  interface Fault {
+    void run() throws Exception;
+  }
+
+  /**
+   * Runs {@code fault} on a thread of its own 400 ms after the first task of the next job's result
+   * stage starts (its first attempt); the flag turns true as it starts.
+   */
+  AtomicBoolean duringTheReduceStage(Fault fault) {
+    AtomicBoolean started = new AtomicBoolean();
+    spark.sparkContext().addSparkListener(new SparkListener() {
+      private volatile int resultStage = -1;
+
+      @Override
+      public void onStageSubmitted(SparkListenerStageSubmitted e) {
+        if (e.stageInfo().shuffleDepId().isEmpty() && e.stageInfo().attemptNumber() == 0) {
+          resultStage = e.stageInfo().stageId();
+        }
+      }
+
+      @Override
+      public void onTaskStart(SparkListenerTaskStart e) {
+        if (e.stageId() == resultStage && started.compareAndSet(false, true)) {
+          Thread t = new Thread(() -> {
+            try {
+              Thread.sleep(400);
+              fault.run();
+            } catch (Exception ex) {
+              throw new IllegalStateException(ex);
+            }
+          }, "fault");
+          t.setDaemon(true);
+          t.start();
+        }
+      }
+    });
+    return started;
   }
 
   /** An integration test's own work directory, {@code name} under {@code -Dcoflow.work}, emptied. */
