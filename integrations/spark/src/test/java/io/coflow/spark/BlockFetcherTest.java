@@ -229,8 +229,9 @@ class BlockFetcherTest {
     ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + port, InsecureChannelCredentials.create()).build();
     Server server = null;
     try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a"), 1 << 20, 64,
-        30_000, 3, 300)) {
-      // Nothing listens for the first ask; the agent is back before the second.
+        30_000, 20, 300)) {
+      // Nothing listens for the first ask; the agent is back within the retries (6 s of them, so
+      // that a slow start of the server on a busy machine still comes in time).
       Thread.sleep(100);
       server = Grpc.newServerBuilderForPort(port, InsecureServerCredentials.create())
           .addService(new Flaky(0, "no-such-data")).build().start();
