@@ -9,9 +9,8 @@ use std::net::IpAddr;
 /// its IPv4 address. Many hosts may share one /64 too (a SLAAC LAN, a pod subnet), so a listener
 /// that must let every host in (the HTTP listener) caps each address besides its group.
 pub fn peer_group(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        IpAddr::V6(v6) => IpAddr::V4(v6.to_ipv4_mapped().expect("mapped")),
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
         v4 => v4,
     }
 }

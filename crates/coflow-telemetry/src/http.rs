@@ -107,7 +107,7 @@ impl Peer {
 /// [`Peer`] in its extensions. The listener has no authentication, so idle, slow or numerous
 /// peers must not hold the process's file descriptors or memory nor keep a probe out: at most
 /// [`crate::MAX_CONNECTIONS`] are served at once, at most [`crate::MAX_CONNECTIONS_PER_ADDRESS`]
-/// of one address and [`crate::MAX_CONNECTIONS_PER_ADDRESS`] of one IPv6 /64, each closed after its
+/// of one address and [`crate::MAX_CONNECTIONS_PER_GROUP`] of one IPv6 /64, each closed after its
 /// response in progress past [`CONNECTION_LIFETIME`], or when a request's headers do not come
 /// within [`HEADER_TIMEOUT`]; a full listener makes room for a newcomer from a group holding
 /// fewer than the most (see [`crate::MAX_CONNECTIONS`] and [`crate::MAX_CLOSING`]). A
@@ -220,14 +220,20 @@ mod tests {
         out
     }
 
-    #[tokio::test]
-    async fn probes_follow_readiness_and_the_server_stops() {
+    /// A listener on loopback serving the metrics page `x 1` and `health`: its address, its stop
+    /// and its task.
+    async fn started(health: Arc<Health>) -> (std::net::SocketAddr, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let health = Health::new("not registered yet");
         let scrape: Scrape = Arc::new(|| Box::pin(async { "x 1\n".to_string() }));
         let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, router(scrape, health.clone()), rx));
+        (addr, stop, tokio::spawn(serve(listener, router(scrape, health), rx)))
+    }
+
+    #[tokio::test]
+    async fn probes_follow_readiness_and_the_server_stops() {
+        let health = Health::new("not registered yet");
+        let (addr, stop, task) = started(health.clone()).await;
         assert!(get(addr, "/healthz").await.starts_with("HTTP/1.0 200"));
         let r = get(addr, "/readyz").await;
         assert!(r.starts_with("HTTP/1.0 503") && r.ends_with("not ready: not registered yet\n"), "{r}");
@@ -245,11 +251,7 @@ mod tests {
     /// address is served all along.
     #[tokio::test]
     async fn silent_peers_are_bounded_and_closed_at_the_header_deadline() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let scrape: Scrape = Arc::new(|| Box::pin(async { "x 1\n".to_string() }));
-        let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, router(scrape, Health::new("starting")), rx));
+        let (addr, stop, task) = started(Health::new("starting")).await;
         let mut silent = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_ADDRESS + 8 {
             silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
@@ -261,12 +263,7 @@ mod tests {
             assert_eq!(n.unwrap_or(0), 0, "past the bound: closed, not served");
         }
         // Another address (the other loopback one) is served meanwhile.
-        let other = tokio::net::TcpSocket::new_v4().unwrap();
-        other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
-        let mut other = other.connect(addr).await.unwrap();
-        other.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").await.unwrap();
-        let mut out = String::new();
-        other.read_to_string(&mut out).await.unwrap();
+        let out = probe(addr, [127, 0, 0, 2]).await;
         assert!(out.starts_with("HTTP/1.0 200"), "{out}");
         for s in &mut silent[..MAX_CONNECTIONS_PER_ADDRESS] {
             let n = tokio::time::timeout(HEADER_TIMEOUT + Duration::from_secs(1), s.read(&mut b)).await;
@@ -312,11 +309,7 @@ mod tests {
     /// address still gets at most its share.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_probe_gets_in_while_a_few_addresses_hold_every_place() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let scrape: Scrape = Arc::new(|| Box::pin(async { "x 1\n".to_string() }));
-        let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, router(scrape, Health::new("starting")), rx));
+        let (addr, stop, task) = started(Health::new("starting")).await;
         let mut fill = JoinSet::new();
         for i in 0..MAX_CONNECTIONS {
             let from = [127, 0, 0, 2 + (i / MAX_CONNECTIONS_PER_ADDRESS) as u8];

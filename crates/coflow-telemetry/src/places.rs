@@ -120,10 +120,7 @@ impl Places {
         spawn: impl FnOnce(Place, Arc<Notify>) -> AbortHandle,
     ) -> Result<(), Refusal> {
         let group = coflow_core::peer_group(address);
-        let address = match address {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
-            v4 => v4,
-        };
+        let address = address.to_canonical();
         let mut t = self.lock();
         if t.by_address.get(&address).copied().unwrap_or(0) >= MAX_CONNECTIONS_PER_ADDRESS {
             return Err(Refusal::AddressFull);

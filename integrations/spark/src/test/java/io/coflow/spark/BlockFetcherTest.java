@@ -220,12 +220,16 @@ class BlockFetcherTest {
     }
   }
 
+  /** A loopback port nothing listens on (just closed): a local agent that is down. */
+  private static int freeLoopbackPort() throws java.io.IOException {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    }
+  }
+
   @Test
   void a_get_while_the_local_agent_restarts_is_asked_again_until_it_is_back() throws Exception {
-    int port;
-    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      port = s.getLocalPort();
-    }
+    int port = freeLoopbackPort();
     ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + port, InsecureChannelCredentials.create()).build();
     Server server = null;
     try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a"), 1 << 20, 64,
@@ -248,10 +252,7 @@ class BlockFetcherTest {
 
   @Test
   void a_local_agent_that_stays_down_fails_the_get_as_unreachable_after_the_retries() throws Exception {
-    int port;
-    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      port = s.getLocalPort();
-    }
+    int port = freeLoopbackPort();
     ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + port, InsecureChannelCredentials.create()).build();
     try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a"), 1 << 20, 64,
         30_000, 2, 50)) {
