@@ -53,7 +53,7 @@ def start_cluster(agents, workdir):
             with coflow.Client(coordinator, urls[0]) as c:
                 if sum(a["alive"] for a in c.status()["agents"]) == agents:
                     break
-        except coflow.AgentUnreachable:
+        except (coflow.AgentUnreachable, coflow.CoordinatorUnreachable):
             pass
         if time.monotonic() > deadline:
             raise SystemExit("the cluster did not start within 20 s")

@@ -39,9 +39,17 @@ class NoSuchData(CoflowError):
 
 
 class AgentUnreachable(CoflowError):
-    """An agent (the local one or the piece's source) or the coordinator cannot be reached."""
+    """An agent (the local one or the piece's source) cannot be reached, or is stopping: retry;
+    past the retries, a get's source is to blame (recompute the piece)."""
 
     KIND = "agent-unreachable"
+
+
+class CoordinatorUnreachable(CoflowError):
+    """The coordinator cannot be reached, from this client or from its local agent, or is
+    stopping: retry; no piece's source is to blame."""
+
+    KIND = "coordinator-unreachable"
 
 
 class TimedOut(CoflowError):
@@ -101,8 +109,9 @@ class UnknownFlow(CoflowError):
 
 
 class ShuttingDown(CoflowError):
-    """The service is stopping. The SDK raises :class:`AgentUnreachable` for it (the message says
-    so), since a caller retries both alike; this class names the protocol's kind."""
+    """The service is stopping. The SDK raises :class:`AgentUnreachable` or
+    :class:`CoordinatorUnreachable` for it (the message says so), since a caller retries them
+    alike; this class names the protocol's kind."""
 
     KIND = "shutting-down"
 
@@ -140,6 +149,7 @@ _BY_KIND: Dict[str, Type[CoflowError]] = {
         DataLost,
         TimedOut,
         ClientDeparted,
+        CoordinatorUnreachable,
     )
 }
 

@@ -168,6 +168,11 @@ class Cluster:
             token = None
         return coflow.Client(self.coordinator, self.agents[machine], token=token, **kwargs)  # type: ignore[arg-type]
 
+    def kill_coordinator(self) -> None:
+        p = self.procs[0]
+        p.kill()
+        p.wait(timeout=10)
+
     def kill_agent(self, machine: int) -> None:
         p = self.agent_procs[machine]
         p.kill()

@@ -291,6 +291,17 @@ def test_a_dead_agent_is_unreachable(own_cluster: Cluster) -> None:
             b.put(c, "p", b"bytes")
 
 
+def test_a_dead_coordinator_is_named(own_cluster: Cluster) -> None:
+    with own_cluster.client(0) as a:
+        c = a.register(1)
+        own_cluster.kill_coordinator()
+        # Its own call, and no agent's fault: a framework retries, and blames no source.
+        with pytest.raises(coflow.CoordinatorUnreachable):
+            a.register(1)
+        with pytest.raises(coflow.CoordinatorUnreachable):
+            a.unregister(c)
+
+
 def test_a_cancelled_asyncio_call_stops_its_blocking_call(cluster: Cluster) -> None:
     # One executor thread: a get left running after its task gave up would hold it, and the
     # next call would wait behind it for the 30 s of the get's readiness.

@@ -907,12 +907,13 @@ mod tests {
         assert_eq!(frame_len(f64::NAN, 32_768), 32_768);
     }
 
-    /// An agent without a session tells its clients to retry, as `agent-unreachable`.
+    /// An agent without a session tells its clients to retry, as `coordinator-unreachable`: no
+    /// source is to blame.
     #[test]
     fn not_registered_is_retryable() {
         let s = tonic::Status::from(AgentError::NotRegistered);
         assert_eq!(s.code(), tonic::Code::Unavailable);
-        assert_eq!(ErrorKind::of(&s), Some(ErrorKind::AgentUnreachable));
+        assert_eq!(ErrorKind::of(&s), Some(ErrorKind::CoordinatorUnreachable));
     }
 
     /// Several pieces cross one connection one after another, exactly, block by block; a piece

@@ -111,9 +111,8 @@ impl AgentError {
             AgentError::UnknownCoflow(_) => ErrorKind::UnknownCoflow,
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => ErrorKind::Invalid,
             AgentError::DuplicateDataId { .. } => ErrorKind::DuplicateDataId,
-            AgentError::SourceUnreachable { .. } | AgentError::Coordinator(_) | AgentError::NotRegistered => {
-                ErrorKind::AgentUnreachable
-            }
+            AgentError::SourceUnreachable { .. } => ErrorKind::AgentUnreachable,
+            AgentError::Coordinator(_) | AgentError::NotRegistered => ErrorKind::CoordinatorUnreachable,
         }
     }
 }
@@ -121,17 +120,20 @@ impl AgentError {
 impl From<AgentError> for tonic::Status {
     fn from(e: AgentError) -> tonic::Status {
         let code = match &e {
-            // The coordinator's answer keeps its kind; an error of the call itself (no session,
-            // a transport error, no answer within the deadline) has none, and is the coordinator
-            // out of reach, which a client may retry.
+            // The coordinator's answer keeps its kind, but for its stopping; an error of the call
+            // itself (no session, a transport error, no answer within the deadline) has none.
+            // Both are the coordinator out of reach, which a client may retry and for which no
+            // source is to blame.
             AgentError::Coordinator(s) => {
                 return match ErrorKind::of(s) {
+                    Some(ErrorKind::ShuttingDown) => ErrorKind::CoordinatorUnreachable
+                        .status(tonic::Code::Unavailable, format!("the coordinator is stopping: {}", s.message())),
                     Some(_) => s.clone(),
-                    None if s.code() == tonic::Code::DeadlineExceeded => ErrorKind::AgentUnreachable.status(
+                    None if s.code() == tonic::Code::DeadlineExceeded => ErrorKind::CoordinatorUnreachable.status(
                         tonic::Code::Unavailable,
                         format!("the coordinator did not answer in time: {}", s.message()),
                     ),
-                    None => ErrorKind::AgentUnreachable.status(s.code(), s.message().to_string()),
+                    None => ErrorKind::CoordinatorUnreachable.status(s.code(), s.message().to_string()),
                 };
             }
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => {
@@ -167,8 +169,9 @@ mod tests {
     use super::*;
 
     /// A coordinator's refusal reaches the client as it came; a call that failed in itself (no
-    /// session, no answer in time) is `agent-unreachable`, which a client retries, and one that
-    /// ran out of time says so with the code a retry keys on.
+    /// session, no answer in time) or that a stopping coordinator turned down is
+    /// `coordinator-unreachable`, which a client retries, and one that ran out of time says so
+    /// with the code a retry keys on.
     #[test]
     fn coordinator_errors_reach_the_client_with_a_kind() {
         let refused = ErrorKind::PermissionDenied.status(tonic::Code::PermissionDenied, "not yours");
@@ -180,15 +183,25 @@ mod tests {
         let away = tonic::Status::from(AgentError::Coordinator(tonic::Status::unavailable("no session")));
         assert_eq!(
             (away.code(), ErrorKind::of(&away), away.message()),
-            (tonic::Code::Unavailable, Some(ErrorKind::AgentUnreachable), "no session")
+            (tonic::Code::Unavailable, Some(ErrorKind::CoordinatorUnreachable), "no session")
         );
         let late = tonic::Status::from(AgentError::Coordinator(tonic::Status::deadline_exceeded("after 5000 ms")));
         assert_eq!(
             (late.code(), ErrorKind::of(&late), late.message()),
             (
                 tonic::Code::Unavailable,
-                Some(ErrorKind::AgentUnreachable),
+                Some(ErrorKind::CoordinatorUnreachable),
                 "the coordinator did not answer in time: after 5000 ms"
+            )
+        );
+        let stopping = ErrorKind::ShuttingDown.status(tonic::Code::Unavailable, "the coordinator is shutting down");
+        let stopping = tonic::Status::from(AgentError::Coordinator(stopping));
+        assert_eq!(
+            (stopping.code(), ErrorKind::of(&stopping), stopping.message()),
+            (
+                tonic::Code::Unavailable,
+                Some(ErrorKind::CoordinatorUnreachable),
+                "the coordinator is stopping: the coordinator is shutting down"
             )
         );
     }

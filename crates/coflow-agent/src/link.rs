@@ -292,8 +292,10 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                 // heartbeat (a source that never comes back stops sending keepalives, and the get
                 // ends at the idle timeout).
                 Err(e)
-                    if ErrorKind::of(&e) == Some(ErrorKind::AgentUnreachable)
-                        || matches!(e.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {}
+                    if matches!(
+                        ErrorKind::of(&e),
+                        Some(ErrorKind::AgentUnreachable | ErrorKind::CoordinatorUnreachable | ErrorKind::ShuttingDown)
+                    ) || matches!(e.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {}
                 Err(e) => {
                     let why = format!("the restarted coordinator refused the flow: {}", e.message());
                     r.stop.send_replace(Some(Stop::Fail(why)));

@@ -147,11 +147,14 @@ pub(crate) async fn announce_get(
 }
 
 /// Whether an error says the coordinator is away (not that it answered): this agent is not
-/// registered with it, or the call did not reach it (a transport error carries no error kind).
+/// registered with it, the call did not reach it (a transport error carries no error kind), or
+/// it is stopping.
 pub(crate) fn coordinator_away(e: &AgentError) -> bool {
     match e {
         AgentError::NotRegistered => true,
-        AgentError::Coordinator(s) => s.code() == tonic::Code::Unavailable && ErrorKind::of(s).is_none(),
+        AgentError::Coordinator(s) => {
+            s.code() == tonic::Code::Unavailable && matches!(ErrorKind::of(s), None | Some(ErrorKind::ShuttingDown))
+        }
         _ => false,
     }
 }

@@ -277,7 +277,6 @@ impl Agent for AgentService {
                 }
                 true
             };
-            let src_addr = grant.src_data_addr.clone();
             let result = tokio::select! {
                 (r, client_ok) = async { tokio::join!(work, forward) } => {
                     if client_ok { r } else { Err(AgentError::ClientStalled { secs: idle.as_secs_f64() }) }
@@ -290,10 +289,9 @@ impl Agent for AgentService {
                     } else {
                         shared.coordinator_gone(&gone_received).await
                     }
-                } => Err(AgentError::SourceUnreachable {
-                    addr: src_addr,
-                    reason: "the coordinator is unreachable and the flow stalled".into(),
-                }),
+                } => Err(AgentError::Coordinator(tonic::Status::unavailable(
+                    "the coordinator is unreachable and the flow stalled",
+                ))),
                 _ = stop.changed() => Err(AgentError::ShuttingDown),
             };
             // Every part whose end is not reported yet (a local get's one flow, parts abandoned

@@ -26,8 +26,9 @@
 //! holding their places and pieces a lease after its last renewal.
 //!
 //! Errors are typed ([`ClientError`]) so that a framework can map them to its own retry: for
-//! Spark, [`ClientError::NoSuchData`], [`ClientError::DataLost`] and
-//! [`ClientError::AgentUnreachable`] are fetch failures.
+//! Spark, [`ClientError::NoSuchData`], [`ClientError::DataLost`] and a get's
+//! [`ClientError::AgentUnreachable`] are fetch failures (the map output is to blame), while
+//! [`ClientError::CoordinatorUnreachable`] is not.
 //!
 //! Every get ends: with exactly the bytes put, or with a typed error. A streaming get
 //! ([`Client::get_with`]) hands the sink only bytes the receiving agent verified block by block
@@ -87,9 +88,13 @@ pub enum ClientError {
     /// The coflow was sealed: it takes no more puts.
     #[error("coflow {0} is sealed")]
     Sealed(CoflowId),
-    /// An agent (the local one or the piece's source) or the coordinator cannot be reached.
+    /// An agent (the local one or the piece's source) cannot be reached, or is stopping.
     #[error("unreachable: {0}")]
     AgentUnreachable(String),
+    /// The coordinator cannot be reached, from this client or from its local agent, or is
+    /// stopping: retry; no piece's source is to blame.
+    #[error("coordinator unreachable: {0}")]
+    CoordinatorUnreachable(String),
     /// The call took longer than the configured timeout.
     #[error("timed out after {0:?}")]
     TimedOut(Duration),
@@ -120,10 +125,31 @@ pub enum ClientError {
     Other(String),
 }
 
+/// Which service a call went to: what a connection that broke under it could not reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Service {
+    Coordinator,
+    Agent,
+}
+
 impl ClientError {
-    fn from_status(s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
+    /// The error of a call to the coordinator that ended in `s`.
+    fn from_coordinator(s: tonic::Status, coflow: CoflowId) -> ClientError {
+        ClientError::from_status(s, Service::Coordinator, coflow, "")
+    }
+
+    /// The error of a call to the local agent, about piece `data_id`, that ended in `s`.
+    fn from_agent(s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
+        ClientError::from_status(s, Service::Agent, coflow, data_id)
+    }
+
+    fn from_status(s: tonic::Status, to: Service, coflow: CoflowId, data_id: &str) -> ClientError {
         use coflow_proto::ErrorKind as K;
         let msg = s.message().to_string();
+        let unreachable = |msg| match to {
+            Service::Coordinator => ClientError::CoordinatorUnreachable(msg),
+            Service::Agent => ClientError::AgentUnreachable(msg),
+        };
         // The service's TLS alert says why it closed the connection: this member's certificate.
         if let Some(alert) = std::error::Error::source(&s).and_then(coflow_proto::certificate_refused) {
             return ClientError::Unauthenticated(format!(
@@ -138,9 +164,9 @@ impl ClientError {
             (Some(K::NoSuchData), _) => ClientError::NoSuchData { coflow, data_id: data_id.to_string() },
             (Some(K::DataLost), _) => ClientError::DataLost(msg),
             (Some(K::LimitExceeded), _) | (_, tonic::Code::ResourceExhausted) => ClientError::LimitExceeded(msg),
-            (Some(K::AgentUnreachable | K::ShuttingDown), _) | (_, tonic::Code::Unavailable) => {
-                ClientError::AgentUnreachable(msg)
-            }
+            (Some(K::CoordinatorUnreachable), _) => ClientError::CoordinatorUnreachable(msg),
+            (Some(K::AgentUnreachable), _) => ClientError::AgentUnreachable(msg),
+            (Some(K::ShuttingDown), _) | (_, tonic::Code::Unavailable) => unreachable(msg),
             (Some(K::Corrupted), _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
             (Some(K::PermissionDenied), _) => ClientError::PermissionDenied(msg),
             (Some(K::Unauthenticated | K::Refused), _)
@@ -154,18 +180,14 @@ impl ClientError {
             )),
             // No kind and a local cause: the connection to the agent broke (its process died
             // mid-stream, say), which the services' own answers never are.
-            (None, tonic::Code::Unknown) if std::error::Error::source(&s).is_some() => {
-                ClientError::AgentUnreachable(msg)
-            }
+            (None, tonic::Code::Unknown) if std::error::Error::source(&s).is_some() => unreachable(msg),
             // The connection closed under the call, without an answer: a service gone, or one
             // that refused this client's certificate once the handshake was over (TLS 1.3),
             // whose alert the call did not hear.
-            (None, tonic::Code::Cancelled) if std::error::Error::source(&s).is_some() => {
-                ClientError::AgentUnreachable(format!(
-                    "the connection closed before an answer ({msg}); with TLS, the service may have refused \
-                     this client's certificate"
-                ))
-            }
+            (None, tonic::Code::Cancelled) if std::error::Error::source(&s).is_some() => unreachable(format!(
+                "the connection closed before an answer ({msg}); with TLS, the service may have refused this \
+                 client's certificate"
+            )),
             _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
         };
         e.without_repeated_prefix()
@@ -178,6 +200,9 @@ impl ClientError {
             |m: String, prefix: &str| if let Some(rest) = m.strip_prefix(prefix) { rest.to_string() } else { m };
         match self {
             ClientError::AgentUnreachable(m) => ClientError::AgentUnreachable(strip(m, "unreachable: ")),
+            ClientError::CoordinatorUnreachable(m) => {
+                ClientError::CoordinatorUnreachable(strip(m, "coordinator unreachable: "))
+            }
             ClientError::Unauthenticated(m) => ClientError::Unauthenticated(strip(m, "refused: ")),
             ClientError::PermissionDenied(m) => ClientError::PermissionDenied(strip(m, "permission denied: ")),
             ClientError::Corrupted(m) => ClientError::Corrupted(strip(m, "data corrupted: ")),
@@ -197,6 +222,7 @@ impl ClientError {
             ClientError::NoSuchData { .. } => K::NoSuchData,
             ClientError::Sealed(_) => K::Sealed,
             ClientError::AgentUnreachable(_) => K::AgentUnreachable,
+            ClientError::CoordinatorUnreachable(_) => K::CoordinatorUnreachable,
             ClientError::TimedOut(_) => K::TimedOut,
             ClientError::Unauthenticated(_) => K::Unauthenticated,
             ClientError::Corrupted(_) => K::Corrupted,
@@ -335,7 +361,7 @@ impl Client {
         };
         let mut c = self.coord.clone();
         self.timed(async {
-            let r = c.register(req).await.map_err(|s| ClientError::from_status(s, CoflowId(0), ""))?;
+            let r = c.register(req).await.map_err(|s| ClientError::from_coordinator(s, CoflowId(0)))?;
             Ok(CoflowId(r.into_inner().coflow_id))
         })
         .await
@@ -347,7 +373,7 @@ impl Client {
         self.timed(async {
             c.seal(pb::SealRequest { coflow_id: coflow.0 })
                 .await
-                .map_err(|s| ClientError::from_status(s, coflow, ""))?;
+                .map_err(|s| ClientError::from_coordinator(s, coflow))?;
             Ok(())
         })
         .await
@@ -363,7 +389,7 @@ impl Client {
             let mut c = self.coord.clone();
             let req = pb::RenewRequest { coflow_ids: ids.iter().map(|c| c.0).collect() };
             let r = self
-                .timed(async { c.renew(req).await.map_err(|s| ClientError::from_status(s, CoflowId(0), "")) })
+                .timed(async { c.renew(req).await.map_err(|s| ClientError::from_coordinator(s, CoflowId(0))) })
                 .await?;
             not_renewed.extend(r.into_inner().not_renewed.into_iter().map(CoflowId));
         }
@@ -376,7 +402,7 @@ impl Client {
         self.timed(async {
             c.unregister(pb::UnregisterRequest { coflow_id: coflow.0 })
                 .await
-                .map_err(|s| ClientError::from_status(s, coflow, ""))?;
+                .map_err(|s| ClientError::from_coordinator(s, coflow))?;
             Ok(())
         })
         .await
@@ -402,7 +428,7 @@ impl Client {
         }));
         let mut a = self.agent.clone();
         self.timed(async {
-            let r = a.put_stream(chunks).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?;
+            let r = a.put_stream(chunks).await.map_err(|s| ClientError::from_agent(s, coflow, data_id))?;
             Ok(r.into_inner().size)
         })
         .await
@@ -433,7 +459,7 @@ impl Client {
         let req = pb::PutRequest { coflow_id: coflow.0, data_id: data_id.to_string(), source: Some(source) };
         let mut a = self.agent.clone();
         self.timed(async {
-            let r = a.put(req).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?;
+            let r = a.put(req).await.map_err(|s| ClientError::from_agent(s, coflow, data_id))?;
             Ok(r.into_inner().size)
         })
         .await
@@ -471,7 +497,7 @@ impl Client {
         DataId::new(data_id).map_err(|e| ClientError::Invalid(e.to_string()))?;
         let req = pb::GetRequest { coflow_id: coflow.0, data_id: data_id.to_string() };
         let mut a = self.agent.clone();
-        let stream = a.get(req).await.map_err(|s| ClientError::from_status(s, coflow, data_id))?.into_inner();
+        let stream = a.get(req).await.map_err(|s| ClientError::from_agent(s, coflow, data_id))?.into_inner();
         Ok(Chunks { stream, coflow, data_id: data_id.to_string(), size: None, received: 0 })
     }
 
@@ -498,7 +524,7 @@ impl Client {
         let mut c = self.coord.clone();
         self.timed(async {
             let req = pb::StatusRequest { after_coflow_id, max_coflows };
-            let r = c.status(req).await.map_err(|s| ClientError::from_status(s, CoflowId(0), ""))?;
+            let r = c.status(req).await.map_err(|s| ClientError::from_coordinator(s, CoflowId(0)))?;
             Ok(r.into_inner())
         })
         .await
@@ -524,7 +550,7 @@ impl Chunks {
         loop {
             let chunk = match self.stream.message().await {
                 Ok(chunk) => chunk,
-                Err(s) => return Err(ClientError::from_status(s, self.coflow, &self.data_id)),
+                Err(s) => return Err(ClientError::from_agent(s, self.coflow, &self.data_id)),
             };
             let Some(chunk) = chunk else {
                 return match self.size {
@@ -566,10 +592,55 @@ mod tests {
         let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "error reading a body from connection");
         let s = Status::from_error(Box::new(broken));
         assert_eq!(s.code(), tonic::Code::Unknown);
-        let e = ClientError::from_status(s, CoflowId(1), "p");
+        let e = ClientError::from_agent(s, CoflowId(1), "p");
         assert_eq!(e.kind(), Some(coflow_proto::ErrorKind::AgentUnreachable), "{e:?}");
-        let said = ClientError::from_status(Status::unknown("something"), CoflowId(1), "p");
+        let said = ClientError::from_agent(Status::unknown("something"), CoflowId(1), "p");
         assert_eq!(said.kind(), None, "{said:?}");
+    }
+
+    /// What the coordinator's being out of reach looks like, from the client's own call or
+    /// through its agent, is `coordinator-unreachable`, and never blames a source.
+    #[test]
+    fn the_coordinator_out_of_reach_is_named() {
+        use coflow_proto::ErrorKind as K;
+        let broken =
+            || Status::from_error(Box::new(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused")));
+        let cases = [
+            (ClientError::from_coordinator(broken(), CoflowId(1)), K::CoordinatorUnreachable),
+            (
+                ClientError::from_coordinator(Status::unavailable("connection refused"), CoflowId(1)),
+                K::CoordinatorUnreachable,
+            ),
+            (
+                ClientError::from_coordinator(
+                    K::ShuttingDown.status(tonic::Code::Unavailable, "stopping"),
+                    CoflowId(1),
+                ),
+                K::CoordinatorUnreachable,
+            ),
+            (
+                ClientError::from_agent(
+                    K::CoordinatorUnreachable.status(tonic::Code::Unavailable, "no session"),
+                    CoflowId(1),
+                    "p",
+                ),
+                K::CoordinatorUnreachable,
+            ),
+            (ClientError::from_agent(Status::unavailable("connection refused"), CoflowId(1), "p"), K::AgentUnreachable),
+            (
+                ClientError::from_agent(K::ShuttingDown.status(tonic::Code::Unavailable, "stopping"), CoflowId(1), "p"),
+                K::AgentUnreachable,
+            ),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.kind(), Some(kind), "{e:?}");
+        }
+        let e = ClientError::from_agent(
+            K::CoordinatorUnreachable.status(tonic::Code::Unavailable, "coordinator unreachable: no session"),
+            CoflowId(1),
+            "p",
+        );
+        assert_eq!(e.to_string(), "coordinator unreachable: no session");
     }
 
     /// A service's message that opens with the words the error's display opens with is not
@@ -578,7 +649,7 @@ mod tests {
     fn an_error_says_its_kind_once() {
         use coflow_proto::ErrorKind as K;
         let said = |kind: K, code, message: &str| {
-            ClientError::from_status(kind.status(code, message), CoflowId(1), "p").to_string()
+            ClientError::from_agent(kind.status(code, message), CoflowId(1), "p").to_string()
         };
         let denied = said(K::PermissionDenied, tonic::Code::PermissionDenied, "permission denied: not yours");
         assert_eq!(denied, "permission denied: not yours");
@@ -587,7 +658,7 @@ mod tests {
             said(K::Invalid, tonic::Code::InvalidArgument, "`name`: too long"),
             "invalid request: `name`: too long"
         );
-        let wrong = ClientError::from_status(Status::unimplemented(""), CoflowId(1), "p");
+        let wrong = ClientError::from_agent(Status::unimplemented(""), CoflowId(1), "p");
         assert!(matches!(&wrong, ClientError::Invalid(m) if m.contains("the right way round")), "{wrong:?}");
     }
     /// A get from an agent that takes the connection and then never says anything (its process

@@ -24,7 +24,7 @@ pub enum ErrorKind {
     NoSuchData,
     /// The coflow was sealed.
     Sealed,
-    /// An agent or the coordinator cannot be reached.
+    /// An agent (the local one or a piece's source) cannot be reached, or is stopping.
     AgentUnreachable,
     /// No live flow has this id.
     UnknownFlow,
@@ -48,11 +48,14 @@ pub enum ErrorKind {
     TimedOut,
     /// The client hung up before its get ended.
     ClientDeparted,
+    /// The coordinator cannot be reached (from the client or from its local agent), or is
+    /// stopping: no piece's source is to blame.
+    CoordinatorUnreachable,
 }
 
 impl ErrorKind {
     /// Every kind, in the protocol's order.
-    pub const ALL: [ErrorKind; 16] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::UnknownCoflow,
         ErrorKind::DuplicateDataId,
         ErrorKind::NoSuchData,
@@ -69,6 +72,7 @@ impl ErrorKind {
         ErrorKind::DataLost,
         ErrorKind::TimedOut,
         ErrorKind::ClientDeparted,
+        ErrorKind::CoordinatorUnreachable,
     ];
 
     /// Its name on the wire, e.g. `no-such-data`.
@@ -90,6 +94,7 @@ impl ErrorKind {
             ErrorKind::DataLost => "data-lost",
             ErrorKind::TimedOut => "timed-out",
             ErrorKind::ClientDeparted => "client-departed",
+            ErrorKind::CoordinatorUnreachable => "coordinator-unreachable",
         }
     }
 

@@ -192,7 +192,9 @@ fn an_old_agent_resumed_beside_its_replacement_settles_at_once() {
         let piece = content(45, 2_000_000);
         let put = loop {
             match c_new.put(coflow, "new", piece.clone()).await {
-                Err(ClientError::AgentUnreachable(_)) if t.elapsed() < Duration::from_secs(20) => {
+                Err(ClientError::AgentUnreachable(_) | ClientError::CoordinatorUnreachable(_))
+                    if t.elapsed() < Duration::from_secs(20) =>
+                {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 other => break other,
@@ -211,7 +213,7 @@ fn an_old_agent_resumed_beside_its_replacement_settles_at_once() {
         }
         let c_old = procs.client(1).await;
         let e = c_old.put(coflow, "old", vec![1; 10]).await.unwrap_err();
-        assert!(matches!(e, ClientError::AgentUnreachable(_)), "a put through the old process: {e}");
+        assert!(matches!(e, ClientError::CoordinatorUnreachable(_)), "a put through the old process: {e}");
         drop(new);
     });
 }

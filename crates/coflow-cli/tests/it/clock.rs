@@ -74,7 +74,9 @@ fn after_the_coordinators_clock_goes_back_no_id_names_two_coflows() {
         let bytes = content(51, 300_000);
         let put = loop {
             match c0.put(new, "p", bytes.clone()).await {
-                Err(ClientError::AgentUnreachable(_)) if t.elapsed() < Duration::from_secs(20) => {
+                Err(ClientError::AgentUnreachable(_) | ClientError::CoordinatorUnreachable(_))
+                    if t.elapsed() < Duration::from_secs(20) =>
+                {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 other => break other,

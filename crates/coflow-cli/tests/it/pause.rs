@@ -93,20 +93,20 @@ fn paused_coordinator(name: &str, pause: Duration) {
             tokio::time::timeout(GRACE + slack, g_during).await.expect("the get of the pause hung").unwrap();
         match r {
             Ok(got) => assert!(got == content(10, 500_000), "the get of the pause: wrong bytes"),
-            Err(ClientError::AgentUnreachable(_)) => assert!(took <= GRACE + slack, "failed after {took:?}"),
-            Err(e) => panic!("the get of the pause failed with {e} after {took:?}, not agent-unreachable"),
+            Err(ClientError::CoordinatorUnreachable(_)) => assert!(took <= GRACE + slack, "failed after {took:?}"),
+            Err(e) => panic!("the get of the pause failed with {e} after {took:?}, not coordinator-unreachable"),
         }
         let (r, took) =
             tokio::time::timeout(GRACE + slack, p_during).await.expect("the put of the pause hung").unwrap();
         match r {
             Ok(n) => assert_eq!(n, 300_000),
-            Err(ClientError::AgentUnreachable(_)) => {
+            Err(ClientError::CoordinatorUnreachable(_)) => {
                 assert!(took <= GRACE + slack, "failed after {took:?}");
                 // Retried once the coordinator answers, the put is taken.
                 let retried = c[2].put(kept, "during", content(30, 300_000)).await;
                 assert!(matches!(retried, Ok(300_000)), "the put retried after the pause: {retried:?}");
             }
-            Err(e) => panic!("the put of the pause failed with {e} after {took:?}, not agent-unreachable"),
+            Err(e) => panic!("the put of the pause failed with {e} after {took:?}, not coordinator-unreachable"),
         }
 
         // Gets in flight before the pause end with their exact bytes.

@@ -305,7 +305,9 @@ impl Procs {
             let a = self.client(m).await;
             // Registered with the coordinator is not yet serving puts: retried while the agent
             // says it is not registered.
-            while let Err(ClientError::AgentUnreachable(_)) = a.put(probe, &format!("probe-{m}"), vec![1]).await {
+            while let Err(ClientError::AgentUnreachable(_) | ClientError::CoordinatorUnreachable(_)) =
+                a.put(probe, &format!("probe-{m}"), vec![1]).await
+            {
                 within("a put at every agent");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }

@@ -58,7 +58,7 @@ async fn a_get_issued_while_the_coordinator_is_away_starts_once_it_is_back() -> 
     c.put(coflow, "p", content(3, 2_000_000)).await?;
     cluster.stop_coordinator().await;
     // The get reaches its agent while no coordinator answers: it waits (within the agent's
-    // coordinator_grace_ms) instead of failing agent-unreachable, and after the restart the new
+    // coordinator_grace_ms) instead of failing coordinator-unreachable, and after the restart the new
     // coordinator answers "not yet" until the source agent has re-announced the piece.
     let r = cluster.client(1).await?;
     let get = tokio::spawn(async move { r.get(coflow, "p").await });
@@ -67,13 +67,16 @@ async fn a_get_issued_while_the_coordinator_is_away_starts_once_it_is_back() -> 
     // A put meanwhile is not taken, and says so with a kind the client may retry on, on the wire
     // too (as every error the services return names its kind).
     let put = c.put(coflow, "q", vec![1; 10]).await;
-    assert!(matches!(&put, Err(ClientError::AgentUnreachable(_))), "a put while the coordinator is away: {put:?}");
+    assert!(
+        matches!(&put, Err(ClientError::CoordinatorUnreachable(_))),
+        "a put while the coordinator is away: {put:?}"
+    );
     let channel = tonic::transport::Endpoint::from_shared(cluster.agent_url(0))?.connect().await?;
     let mut agent = AgentClient::with_interceptor(channel, TokenAttach::new(Some(cluster.token().clone())));
     let body = pb::put_request::Source::Content(vec![1; 10]);
     let put = pb::PutRequest { coflow_id: coflow.0, data_id: "q".into(), source: Some(body) };
     let refused = agent.put(put).await.expect_err("a put while the coordinator is away");
-    assert_eq!(ErrorKind::of(&refused), Some(ErrorKind::AgentUnreachable), "{refused:?}");
+    assert_eq!(ErrorKind::of(&refused), Some(ErrorKind::CoordinatorUnreachable), "{refused:?}");
     cluster.restart_coordinator().await?;
     let got = tokio::time::timeout(Duration::from_secs(20), get).await???;
     assert!(got == content(3, 2_000_000), "the piece differs");
@@ -108,7 +111,7 @@ async fn a_flow_waiting_for_a_coordinator_that_does_not_come_back_ends_after_the
     let t = Instant::now();
     // The paused get ends after the grace; the one moving keeps its rate and completes.
     let e = tokio::time::timeout(Duration::from_secs(10), gb).await??.unwrap_err();
-    assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.contains("coordinator is unreachable")), "{e}");
+    assert!(matches!(&e, ClientError::CoordinatorUnreachable(m) if m.contains("coordinator is unreachable")), "{e}");
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     assert!(tokio::time::timeout(Duration::from_secs(10), gs).await??? == content(1, 6_000_000));
     cluster.shutdown().await;

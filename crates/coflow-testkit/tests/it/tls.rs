@@ -263,7 +263,7 @@ async fn a_plaintext_client_is_refused_and_the_refusal_logged_once() -> anyhow::
     let plain = Client::connect(plain).await?;
     for _ in 0..4 {
         let e = plain.register(1, CoflowOptions::default()).await.unwrap_err();
-        assert!(matches!(e, ClientError::AgentUnreachable(_) | ClientError::Other(_)), "{e}");
+        assert!(matches!(e, ClientError::CoordinatorUnreachable(_) | ClientError::Other(_)), "{e}");
     }
     // The TLS client still works.
     cluster.client(0).await?.register(1, CoflowOptions::default()).await?;
@@ -285,13 +285,14 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
     // A client with a certificate of the other CA, trusting either CA: every call fails with a
     // typed error. With TLS 1.3 the service refuses the certificate after the client's side of
     // the handshake, so a call hears its alert (`Unauthenticated`) or only the connection
-    // closing under it (`AgentUnreachable`, which says the certificate may be why).
+    // closing under it (`CoordinatorUnreachable` or `AgentUnreachable`, as the call went, which
+    // says the certificate may be why).
     for trust in [real_ca.clone(), other.join("ca.crt")] {
         let f = coflow_client::TlsFiles { ca: trust, ..files(&other, "client-testkit") };
         let c = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(0), f)).await?;
         for _ in 0..4 {
             let e = c.register(1, CoflowOptions::default()).await.unwrap_err();
-            assert!(matches!(e, ClientError::Unauthenticated(_) | ClientError::AgentUnreachable(_)), "{e:?}");
+            assert!(matches!(e, ClientError::Unauthenticated(_) | ClientError::CoordinatorUnreachable(_)), "{e:?}");
             let e = c.put(coflow_client::CoflowId(1), "x", vec![1]).await.unwrap_err();
             assert!(matches!(e, ClientError::Unauthenticated(_) | ClientError::AgentUnreachable(_)), "{e:?}");
         }

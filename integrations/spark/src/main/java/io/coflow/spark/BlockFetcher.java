@@ -48,18 +48,13 @@ import io.grpc.stub.ClientResponseObserver;
  * stream that ends short, runs long, or carries bytes before the size is a failure of that block,
  * never a short block.
  *
- * <p>A get the agent answers {@code agent-unreachable} (the protocol's "retry": the source's agent,
- * the coordinator or the local agent itself is out of reach or restarting), and a get the local
- * agent does not answer at all ({@code UNAVAILABLE} without a kind: its process is down or
- * restarting), is asked again after {@code retryWaitMs}, at most {@code maxRetries} times, as
- * Spark's own fetcher retries a fetch.
- *
- * <p>An {@code agent-unreachable} past the retries does not say whose: the source's agent and the
- * coordinator answer with the same kind and code. So the fetcher then asks the local agent for
- * {@link #PROBE_DATA_ID}, which no map task puts: an answer with another kind (the coordinator's
- * {@code no-such-data}) shows that the coordinator answers, so the source is at fault
- * ({@link Cause#FETCH_FAILED}); {@code agent-unreachable} or no answer shows that it does not
- * ({@link Cause#COORDINATOR_UNREACHABLE}), and the map output is not to blame.
+ * <p>A get the agent answers {@code agent-unreachable} (the source's agent, or the local agent
+ * itself, out of reach or stopping) or {@code coordinator-unreachable} (the local agent cannot reach
+ * the coordinator), and a get the local agent does not answer at all ({@code UNAVAILABLE} without a
+ * kind: its process is down or restarting), is asked again after {@code retryWaitMs}, at most
+ * {@code maxRetries} times, as Spark's own fetcher retries a fetch. Past the retries, the kind
+ * says who is at fault: the source for {@code agent-unreachable} ({@link Cause#FETCH_FAILED}), not
+ * the map output for {@code coordinator-unreachable} ({@link Cause#COORDINATOR_UNREACHABLE}).
  *
  * @param <T> what the caller attaches to each block
  */
@@ -71,7 +66,7 @@ final class BlockFetcher<T> implements AutoCloseable {
   enum Cause {
     /** The local agent did not answer at all: the map output may be fine, this executor cannot read. */
     LOCAL_AGENT_UNREACHABLE,
-    /** {@code agent-unreachable} past the retries, and the coordinator does not answer the local agent. */
+    /** {@code coordinator-unreachable} past the retries: the local agent cannot reach the coordinator. */
     COORDINATOR_UNREACHABLE,
     /** The agent answered that the block cannot be delivered, or its stream broke or was malformed. */
     FETCH_FAILED,
@@ -82,13 +77,6 @@ final class BlockFetcher<T> implements AutoCloseable {
     /** The block could not be written to its local temporary file: the map output is not to blame. */
     LOCAL_FILE,
   }
-
-  /**
-   * The data id asked for to learn whether the coordinator answers: no map task puts it (Spark's
-   * blocks are {@code shuffle_<shuffle>_<map>_<reduce>}), so a coordinator that answers says
-   * {@code no-such-data}.
-   */
-  static final String PROBE_DATA_ID = "coflow-spark-probe";
 
   /** The largest block a get gathers: what one byte array (and so one {@link ByteString}) holds. */
   static final long MAX_BLOCK = Integer.MAX_VALUE - 8;
@@ -216,9 +204,10 @@ final class BlockFetcher<T> implements AutoCloseable {
   }
 
   /**
-   * Asks a get answered {@code agent-unreachable}, or not answered by the local agent, again after
-   * {@code retryWaitMs}, at most {@code maxRetries} times; writes a block whose announced size
-   * exceeds {@code maxBlockInMemory} to a file from {@code tempFiles}.
+   * Asks a get answered {@code agent-unreachable} or {@code coordinator-unreachable}, or not
+   * answered by the local agent, again after {@code retryWaitMs}, at most {@code maxRetries} times;
+   * writes a block whose announced size exceeds {@code maxBlockInMemory} to a file from
+   * {@code tempFiles}.
    */
   BlockFetcher(AgentGrpc.AgentStub stub, long coflowId, List<Want<T>> wants, long maxBytesInFlight, int maxStreams,
       long timeoutMs, int maxRetries, long retryWaitMs, long maxBlockInMemory, TempFiles tempFiles) {
@@ -383,8 +372,6 @@ final class BlockFetcher<T> implements AutoCloseable {
     private File file;
     private OutputStream out;
     private ClientCallStreamObserver<GetRequest> call;
-    /** The probe's call, once {@link #probe} asked. */
-    private volatile ClientCallStreamObserver<GetRequest> probeCall;
     private Long size;
     private long received;
     private boolean finished;
@@ -490,7 +477,7 @@ final class BlockFetcher<T> implements AutoCloseable {
           && ((StatusRuntimeException) t).getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED
           && kind == null
           && System.nanoTime() - started >= TimeUnit.MILLISECONDS.toNanos(timeoutMs);
-      boolean retry = !timedOut && ("agent-unreachable".equals(kind) || CoflowChannels.unreachable(t));
+      boolean retry = !timedOut && (CoflowChannels.retriedKind(t) || CoflowChannels.unreachable(t));
       if (retry && attempt < maxRetries && !closed) {
         finished = true;
         chunks.clear();
@@ -505,58 +492,9 @@ final class BlockFetcher<T> implements AutoCloseable {
             "not fetched within " + timeoutMs + " ms (" + CoflowConf.FETCH_TIMEOUT + ")", t));
       } else if (CoflowChannels.unreachable(t)) {
         finish(new Fetched<>(want, Cause.LOCAL_AGENT_UNREACHABLE, msg, t));
-      } else if ("agent-unreachable".equals(kind)) {
-        probe(msg, t);
+      } else if (CoflowChannels.COORDINATOR_UNREACHABLE.equals(kind)) {
+        finish(new Fetched<>(want, Cause.COORDINATOR_UNREACHABLE, msg, t));
       } else {
-        finish(new Fetched<>(want, Cause.FETCH_FAILED, msg, t));
-      }
-    }
-
-    /**
-     * Asks the local agent for {@link #PROBE_DATA_ID}, to tell a source at fault from a
-     * coordinator out of reach, then finishes this get with what that shows.
-     */
-    private void probe(String msg, Throwable t) {
-      finished = true;
-      chunks.clear();
-      dropFile();
-      if (closed) {
-        open.remove(this);
-        return;
-      }
-      ClientResponseObserver<GetRequest, GetChunk> asked = new ClientResponseObserver<GetRequest, GetChunk>() {
-        @Override
-        public void beforeStart(ClientCallStreamObserver<GetRequest> requestStream) {
-          probeCall = requestStream;
-        }
-
-        @Override
-        public void onNext(GetChunk chunk) {}
-
-        @Override
-        public void onError(Throwable p) {
-          String k = CoflowChannels.kind(p);
-          if (k == null || "agent-unreachable".equals(k) || "shutting-down".equals(k)) {
-            finish(new Fetched<>(want, Cause.COORDINATOR_UNREACHABLE, msg + "; the local agent cannot reach the"
-                + " coordinator either (" + CoflowChannels.describe(p) + ")", t));
-          } else {
-            sourceAtFault();
-          }
-        }
-
-        @Override
-        public void onCompleted() {
-          sourceAtFault();
-        }
-
-        private void sourceAtFault() {
-          finish(new Fetched<>(want, Cause.FETCH_FAILED, msg, t));
-        }
-      };
-      try {
-        GetRequest req = GetRequest.newBuilder().setCoflowId(coflowId).setDataId(PROBE_DATA_ID).build();
-        stub.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS).get(req, asked);
-      } catch (RuntimeException e) {
         finish(new Fetched<>(want, Cause.FETCH_FAILED, msg, t));
       }
     }
@@ -613,10 +551,6 @@ final class BlockFetcher<T> implements AutoCloseable {
     void cancel() {
       if (call != null) {
         call.cancel("coflow: the task no longer needs this block", null);
-      }
-      ClientCallStreamObserver<GetRequest> p = probeCall;
-      if (p != null) {
-        p.cancel("coflow: the task no longer needs this block", null);
       }
     }
   }

@@ -69,6 +69,17 @@ final class CoflowChannels {
     }
   }
 
+  /** The error kind of an agent out of reach (the local one, or a get's source): retried. */
+  static final String AGENT_UNREACHABLE = "agent-unreachable";
+  /** The error kind of the coordinator out of reach of the local agent, or stopping: retried. */
+  static final String COORDINATOR_UNREACHABLE = "coordinator-unreachable";
+
+  /** Whether a failure's kind says to ask again: an agent or the coordinator out of reach. */
+  static boolean retriedKind(Throwable t) {
+    String kind = kind(t);
+    return AGENT_UNREACHABLE.equals(kind) || COORDINATOR_UNREACHABLE.equals(kind);
+  }
+
   /** The coflow error kind of a failed call, e.g. {@code no-such-data}; null when it has none. */
   static String kind(Throwable t) {
     Metadata trailers = Status.trailersFromThrowable(t);

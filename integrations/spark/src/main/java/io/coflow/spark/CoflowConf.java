@@ -94,8 +94,9 @@ public final class CoflowConf {
   /** The bytes a reduce task asks for and holds before it takes them (one block is always allowed). */
   public final long maxBytesInFlight;
   /**
-   * How many times a get or put answered {@code agent-unreachable}, or not answered by the local
-   * agent, is asked again: Spark's {@code spark.shuffle.io.maxRetries}, at most {@link #MAX_RETRIES}.
+   * How many times a get or put answered {@code agent-unreachable} or {@code coordinator-unreachable},
+   * or not answered by the local agent, is asked again: Spark's {@code spark.shuffle.io.maxRetries},
+   * at most {@link #MAX_RETRIES}.
    */
   public final int maxRetries;
   /** How long before it is: Spark's {@code spark.shuffle.io.retryWait}. */

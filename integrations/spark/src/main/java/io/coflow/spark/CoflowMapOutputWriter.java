@@ -87,9 +87,10 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
 
   /**
    * Puts every non-empty partition and waits until the agent has stored each, each ask within the
-   * put timeout. The puts answered {@code agent-unreachable} (the coordinator out of reach, the
-   * agent not registered with it yet; the agent withdraws such a put, so asking again is no
-   * duplicate) or not answered by the agent at all (restarting) are asked again together after
+   * put timeout. The puts answered {@code coordinator-unreachable} (the coordinator out of reach,
+   * the agent not registered with it yet; the agent withdraws such a put, so asking again is no
+   * duplicate), {@code agent-unreachable} (the agent stopping) or not answered by the agent at all
+   * (restarting) are asked again together after
    * {@code spark.shuffle.io.retryWait}, at most {@code spark.shuffle.io.maxRetries} times, as the
    * reader's gets are.
    */
@@ -160,9 +161,12 @@ final class CoflowMapOutputWriter implements ShuffleMapOutputWriter {
     CoflowMetrics.get().piecesPut.inc(total);
   }
 
-  /** Whether a put is asked again: {@code agent-unreachable}, or no answer from the agent before the put timeout. */
+  /**
+   * Whether a put is asked again: {@code coordinator-unreachable} or {@code agent-unreachable}, or
+   * no answer from the agent before the put timeout.
+   */
   private static boolean retryable(Throwable t) {
-    if ("agent-unreachable".equals(CoflowChannels.kind(t))) {
+    if (CoflowChannels.retriedKind(t)) {
       return true;
     }
     return CoflowChannels.unreachable(t)

@@ -133,34 +133,26 @@ class BlockFetcherTest {
   }
 
   /**
-   * An agent that answers {@code agent-unreachable} to the first {@code failures} gets of each data
-   * id, and to the probe {@code probeKind} (as the coordinator would: {@code no-such-data} when it
-   * answers, {@code agent-unreachable} when it is out of reach).
+   * An agent that answers {@code kind} ({@code agent-unreachable}: the source out of reach;
+   * {@code coordinator-unreachable}: the coordinator out of the agent's reach) to the first
+   * {@code failures} gets of each data id.
    */
   private static final class Flaky extends AgentGrpc.AgentImplBase {
     private final int failures;
-    private final String probeKind;
+    private final String kind;
     private final Map<String, Integer> asked = new java.util.concurrent.ConcurrentHashMap<>();
 
-    Flaky(int failures, String probeKind) {
+    Flaky(int failures, String kind) {
       this.failures = failures;
-      this.probeKind = probeKind;
+      this.kind = kind;
     }
 
     @Override
     public void get(GetRequest req, StreamObserver<GetChunk> out) {
-      if (req.getDataId().equals(BlockFetcher.PROBE_DATA_ID)) {
-        asked.merge(req.getDataId(), 1, Integer::sum);
-        io.grpc.Metadata trailers = new io.grpc.Metadata();
-        trailers.put(CoflowChannels.ERROR_KIND, probeKind);
-        io.grpc.Status status = probeKind.equals("no-such-data") ? io.grpc.Status.NOT_FOUND : io.grpc.Status.UNAVAILABLE;
-        out.onError(status.withDescription("probe: " + probeKind).asRuntimeException(trailers));
-        return;
-      }
       if (asked.merge(req.getDataId(), 1, Integer::sum) <= failures) {
         io.grpc.Metadata trailers = new io.grpc.Metadata();
-        trailers.put(CoflowChannels.ERROR_KIND, "agent-unreachable");
-        out.onError(io.grpc.Status.UNAVAILABLE.withDescription("the agent is not registered yet").asRuntimeException(trailers));
+        trailers.put(CoflowChannels.ERROR_KIND, kind);
+        out.onError(io.grpc.Status.UNAVAILABLE.withDescription("out of reach").asRuntimeException(trailers));
         return;
       }
       out.onNext(size(2));
@@ -170,53 +162,37 @@ class BlockFetcherTest {
   }
 
   @Test
-  void a_get_answered_agent_unreachable_is_asked_again_up_to_the_retries() throws Exception {
-    for (int failures : new int[] {2, 3}) {
-      Flaky agent = new Flaky(failures, "no-such-data");
-      Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(agent).build().start();
-      ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
-          .build();
-      try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a", "b"), 1 << 20, 64,
-          30_000, 2, 50)) {
-        for (int i = 0; i < 2; i++) {
-          BlockFetcher.Fetched<String> got = f.next();
-          if (failures == 2) {
-            assertTrue(got.ok(), got.message);
-            assertEquals("ok", got.bytes.toStringUtf8());
-          } else {
-            // Past the retries, with a coordinator that answers: the source is at fault, a fetch
-            // failure that says how often it was asked.
-            assertEquals(BlockFetcher.Cause.FETCH_FAILED, got.cause);
-            assertTrue(got.message.endsWith("(asked 3 times)"), got.message);
+  void a_get_answered_unreachable_is_asked_again_up_to_the_retries() throws Exception {
+    for (String kind : new String[] {"agent-unreachable", "coordinator-unreachable"}) {
+      for (int failures : new int[] {2, 3}) {
+        Flaky agent = new Flaky(failures, kind);
+        Server server =
+            Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(agent).build().start();
+        ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
+            .build();
+        try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a", "b"), 1 << 20, 64,
+            30_000, 2, 50)) {
+          for (int i = 0; i < 2; i++) {
+            BlockFetcher.Fetched<String> got = f.next();
+            if (failures == 2) {
+              assertTrue(got.ok(), got.message);
+              assertEquals("ok", got.bytes.toStringUtf8());
+            } else {
+              // Past the retries, the kind says whose fault it is: the source's, a fetch failure;
+              // or the coordinator's, which is not the map output's. Either says how often it was asked.
+              BlockFetcher.Cause want = kind.equals("agent-unreachable")
+                  ? BlockFetcher.Cause.FETCH_FAILED : BlockFetcher.Cause.COORDINATOR_UNREACHABLE;
+              assertEquals(want, got.cause, got.message);
+              assertTrue(got.message.endsWith("(asked 3 times)"), got.message);
+            }
           }
+          assertFalse(f.hasNext());
+          assertEquals(Map.of("a", 3, "b", 3), agent.asked);
+        } finally {
+          ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+          server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
         }
-        assertFalse(f.hasNext());
-        assertEquals(failures == 2 ? Map.of("a", 3, "b", 3) : Map.of("a", 3, "b", 3, BlockFetcher.PROBE_DATA_ID, 2),
-            agent.asked);
-      } finally {
-        ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
-        server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
       }
-    }
-  }
-
-  @Test
-  void agent_unreachable_past_the_retries_with_the_coordinator_out_of_reach_is_not_the_sources_fault()
-      throws Exception {
-    Flaky agent = new Flaky(10, "agent-unreachable");
-    Server server = Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create()).addService(agent).build().start();
-    ManagedChannel ch = Grpc.newChannelBuilder("127.0.0.1:" + server.getPort(), InsecureChannelCredentials.create())
-        .build();
-    try (BlockFetcher<String> f = new BlockFetcher<>(AgentGrpc.newStub(ch), 1, wants(2, "a"), 1 << 20, 64,
-        30_000, 1, 50)) {
-      BlockFetcher.Fetched<String> got = f.next();
-      assertEquals(BlockFetcher.Cause.COORDINATOR_UNREACHABLE, got.cause, got.message);
-      assertTrue(got.message.contains("(asked 2 times); the local agent cannot reach the coordinator either"),
-          got.message);
-      assertEquals(Map.of("a", 2, BlockFetcher.PROBE_DATA_ID, 1), agent.asked);
-    } finally {
-      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
-      server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
     }
   }
 

@@ -52,7 +52,7 @@ class OutageIT {
     Path work = SparkRun.freshWork("coordinator-frozen");
     // The agents give up on the coordinator after 2 s rather than 30, so that each task attempt
     // meets the outage within seconds, as a longer one would with the default grace: an attempt
-    // fails after about 14 s (4 asks of 3 s, then the probe), so the outage spans two or three
+    // fails after about 12 s (4 asks of 3 s each), so the outage spans two or three
     // attempts of each reduce task, and a map stage run again meanwhile would fail its 4 attempts.
     try (CoflowCluster cluster = new CoflowCluster(work.resolve("cluster"), "varys", 2, "25MB/s",
             "coordinator_grace_ms = 2000\n");

@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A map task's puts against a fake agent: a put answered {@code agent-unreachable} (the
+ * A map task's puts against a fake agent: a put answered {@code coordinator-unreachable} (the
  * coordinator out of reach of the agent) is asked again after {@code spark.shuffle.io.retryWait},
  * at most {@code spark.shuffle.io.maxRetries} times; any other refusal fails the task at once.
  */
@@ -47,7 +47,7 @@ class PutRetryTest {
       if (asked.merge(req.getDataId(), 1, Integer::sum) <= failures) {
         Metadata trailers = new Metadata();
         trailers.put(CoflowChannels.ERROR_KIND, kind);
-        Status s = kind.equals("agent-unreachable") ? Status.UNAVAILABLE : Status.PERMISSION_DENIED;
+        Status s = kind.endsWith("-unreachable") ? Status.UNAVAILABLE : Status.PERMISSION_DENIED;
         out.onError(s.withDescription("the coordinator did not answer in time").asRuntimeException(trailers));
         return;
       }
@@ -81,15 +81,16 @@ class PutRetryTest {
   }
 
   @Test
-  void a_put_answered_agent_unreachable_is_asked_again_up_to_the_retries(@TempDir Path dir) throws Exception {
-    Flaky back = new Flaky(2, "agent-unreachable");
-    assertArrayEquals(new long[] {3, 0, 3}, put(back, dir.resolve("a"), 2));
-    assertEquals(Map.of("shuffle_3_11_0", 3, "shuffle_3_11_2", 3), back.asked);
+  void a_put_answered_unreachable_is_asked_again_up_to_the_retries(@TempDir Path dir) throws Exception {
+    for (String kind : new String[] {"coordinator-unreachable", "agent-unreachable"}) {
+      Flaky back = new Flaky(2, kind);
+      assertArrayEquals(new long[] {3, 0, 3}, put(back, dir.resolve(kind + "-a"), 2));
+      assertEquals(Map.of("shuffle_3_11_0", 3, "shuffle_3_11_2", 3), back.asked);
 
-    Flaky away = new Flaky(3, "agent-unreachable");
-    IOException e = assertThrows(IOException.class, () -> put(away, dir.resolve("b"), 2));
-    assertTrue(e.getMessage().contains("agent-unreachable") && e.getMessage().endsWith("(asked 3 times)"),
-        e.getMessage());
+      Flaky away = new Flaky(3, kind);
+      IOException e = assertThrows(IOException.class, () -> put(away, dir.resolve(kind + "-b"), 2));
+      assertTrue(e.getMessage().contains(kind) && e.getMessage().endsWith("(asked 3 times)"), e.getMessage());
+    }
   }
 
   @Test
