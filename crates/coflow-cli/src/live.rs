@@ -93,15 +93,42 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 /// logging which; the service then stops cleanly.
 async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+    else {
         // Without signal handlers the service runs until killed.
         return std::future::pending().await;
     };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+    let name = loop {
+        tokio::select! {
+            _ = term.recv() => break "SIGTERM",
+            _ = int.recv() => break "SIGINT",
+            // A closed terminal or an operator's reload sends SIGHUP, whose default would end the
+            // process at once, without a word and without deregistering: the service goes on.
+            _ = hup.recv() => tracing::warn!(
+                "SIGHUP ignored: the configuration and TLS files are read at start; restart the service to \
+                 load new ones (SIGTERM stops it cleanly)"
+            ),
+        }
     };
     tracing::info!(signal = name, "stopping");
+}
+
+/// The most bytes a coordinator's topology file may hold.
+const MAX_TOPOLOGY_BYTES: u64 = 64 << 20;
+
+/// The topology `spec` names: `default`, or a regular file of at most [`MAX_TOPOLOGY_BYTES`]
+/// (a FIFO or a device is refused at once rather than waited on, as for every file a service
+/// reads at start).
+fn service_topology(spec: &str) -> anyhow::Result<coflow_sim::topology::Topology> {
+    use coflow_sim::topology::Topology;
+    if spec == "default" {
+        return Ok(Topology::named(spec)?);
+    }
+    let path = Path::new(spec);
+    let text = coflow_proto::files::read_small_text(path, MAX_TOPOLOGY_BYTES)
+        .with_context(|| format!("reading topology {}", path.display()))?;
+    Topology::from_json(&text, path.parent()).with_context(|| format!("topology {}", path.display()))
 }
 
 /// Options of `coflow coordinator`; flags override the TOML file.
@@ -167,8 +194,7 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.multipath |= a.multipath;
     cfg.status_page &= !a.no_status_page;
     if let Some(spec) = &cfg.topology {
-        let topology = coflow_sim::topology::Topology::named(spec).with_context(|| format!("topology {spec}"))?;
-        cfg.wide_area = Some(topology.wide_area());
+        cfg.wide_area = Some(service_topology(spec)?.wide_area());
     }
     a.tls.apply(&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key);
     cfg.validate()?;

@@ -222,3 +222,37 @@ async fn machine_addr(c: &coflow_client::Client, m: u32) -> String {
     let st = c.status().await.unwrap();
     st.agents.iter().find(|a| a.machine_id == m && a.alive).map(|a| a.data_addr.clone()).unwrap_or_default()
 }
+
+/// `SIGHUP` (a closed terminal, an operator expecting a reload) leaves the coordinator and the
+/// agents serving, where its default would end them without a word or a deregistration; `SIGTERM`
+/// still stops them cleanly.
+#[test]
+fn sighup_leaves_the_services_serving() {
+    let mut procs = Procs::start("abuse-hup", Spec::new(2));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        procs.ready().await;
+        procs.coordinator.signal("HUP");
+        for a in &procs.agents {
+            a.signal("HUP");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (c0, c1) = (procs.client(0).await, procs.client(1).await);
+        let coflow = c0.register(1, CoflowOptions::default()).await.unwrap();
+        c0.put(coflow, "p", content(61, 100_000)).await.unwrap();
+        assert!(c1.get(coflow, "p").await.unwrap() == content(61, 100_000), "the piece after SIGHUP");
+    });
+    for p in std::iter::once(&mut procs.coordinator).chain(procs.agents.iter_mut()) {
+        assert!(p.0.try_wait().unwrap().is_none(), "a service ended on SIGHUP");
+    }
+    procs.coordinator.signal("TERM");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = procs.coordinator.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the coordinator still runs 10 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "the coordinator's exit on SIGTERM: {status}");
+}

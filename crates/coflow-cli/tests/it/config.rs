@@ -280,9 +280,9 @@ proptest! {
     }
 }
 
-/// A configuration, token or TLS file that is a FIFO with no writer, a device with no end or a
-/// directory fails the service at start, naming the file and what it is, rather than waiting
-/// for a writer or filling memory.
+/// A configuration, token, TLS or topology file that is a FIFO with no writer, a device with no
+/// end or a directory fails the service at start, naming the file and what it is, rather than
+/// waiting for a writer or filling memory.
 #[test]
 fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
     let dir = std::env::temp_dir().join(format!("coflow-config-kinds-{}", std::process::id()));
@@ -295,7 +295,7 @@ fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
     }
     let f = fifo.display().to_string();
     let d = dir.display().to_string();
-    let cases: [(&[&str], &str, &str); 4] = [
+    let cases: [(&[&str], &str, &str); 6] = [
         (
             &["coordinator", "--listen", "127.0.0.1:0", "--config", &f, "--token-file", &f],
             &f,
@@ -311,6 +311,12 @@ fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
             &["coordinator", "--listen", "127.0.0.1:0", "--tls-ca", &d, "--tls-cert", &d, "--tls-key", &d],
             &d,
             "a directory, not a regular file",
+        ),
+        (&["coordinator", "--listen", "127.0.0.1:0", "--topology", &f], &f, "a FIFO, not a regular file"),
+        (
+            &["coordinator", "--listen", "127.0.0.1:0", "--topology", "/dev/zero"],
+            "/dev/zero",
+            "a device, not a regular file",
         ),
     ];
     for (args, path, what) in cases {
