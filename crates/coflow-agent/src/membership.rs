@@ -77,24 +77,77 @@ fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
 }
 
+/// The most bytes a machine-id file may hold: an id is at most ten digits, and a line of it
+/// with spaces around fits in far less.
+const MACHINE_ID_MAX_BYTES: u64 = 64;
+
+/// The most characters of a file that is not a machine id shown in the error.
+const SHOWN_CHARS: usize = 32;
+
+/// The machine id kept at `path`, if there is one. Only a regular file of at most
+/// [`MACHINE_ID_MAX_BYTES`] is read, opened without blocking ([`coflow_proto::files::read_small`]):
+/// a FIFO, a device or a large file there is an error at once, showing at most a short prefix of
+/// what the file holds.
 fn read(path: &Path) -> Result<Option<u32>, RunError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| RunError::Machine(format!("{} holds {:?}, not a machine id", path.display(), text.trim()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(RunError::Machine(format!("reading {}: {e}", path.display()))),
-    }
+    let bytes = match coflow_proto::files::read_small(path, MACHINE_ID_MAX_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(RunError::Machine(format!("reading {}: {e}", path.display()))),
+    };
+    let parsed = std::str::from_utf8(&bytes).ok().and_then(|text| text.trim().parse().ok());
+    parsed.map(Some).ok_or_else(|| {
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        let shown: String = text.chars().take(SHOWN_CHARS).collect();
+        let more = if shown.len() < text.len() { "..." } else { "" };
+        RunError::Machine(format!("{} holds {shown:?}{more}, not a machine id", path.display()))
+    })
 }
 
-/// Writes the id whole or not at all (a temporary file renamed over the old one).
+/// Writes the id whole or not at all: into a temporary file beside `path`, created afresh
+/// (`O_CREAT | O_EXCL | O_NOFOLLOW`, so a link planted there is never followed), synced, then
+/// renamed over the old one. A stale temporary file is removed first, a symlink there refused;
+/// the temporary file is removed if any step fails.
 fn write(path: &Path, id: u32) -> Result<(), RunError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, format!("{id}\n"))
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| RunError::Machine(format!("keeping the machine id in {}: {e}", path.display())))
+    let failed = |e: std::io::Error| RunError::Machine(format!("keeping the machine id in {}: {e}", path.display()));
+    match std::fs::symlink_metadata(&tmp) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(RunError::Machine(format!(
+                "keeping the machine id in {}: {} is a symlink, which the agent does not follow; remove it",
+                path.display(),
+                tmp.display()
+            )));
+        }
+        Ok(_) => std::fs::remove_file(&tmp).map_err(failed)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(failed(e)),
+    }
+    let written = write_new(&tmp, format!("{id}\n").as_bytes()).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(failed(e));
+    }
+    // The rename is durable once the directory is synced; an id lost to a crash is assigned again.
+    if let Some(dir) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// Creates the file `path`, which must not exist (a symlink there is not followed), and writes
+/// `bytes` to it, synced to disk.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .mode(0o644)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 /// Tells the coordinator this agent leaves; gives up after two seconds (it then times out).
@@ -113,6 +166,88 @@ pub(crate) async fn deregister(coord: &mut CoordClient, machine_id: u32, session
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("coflow-machine-id-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A FIFO at `machine-id` is refused at once, naming the file: no read waits for a writer.
+    #[test]
+    fn a_fifo_is_refused_at_once() {
+        let dir = scratch("fifo");
+        let path = dir.join(MACHINE_ID_FILE);
+        let d = std::fs::File::open(&dir).unwrap();
+        rustix::fs::mknodat(
+            &d,
+            MACHINE_ID_FILE,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || tx.send(read(&p).map_err(|e| e.to_string())));
+        let r = rx.recv_timeout(std::time::Duration::from_secs(2)).expect("reading a FIFO returns at once");
+        let e = r.unwrap_err();
+        assert!(e.contains(&path.display().to_string()) && e.contains("a FIFO, not a regular file"), "{e}");
+        // Nor is a device read.
+        let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("/dev/zero") && e.contains("a device"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file larger than any machine id is refused without being read whole, and a bad one is
+    /// shown by a short prefix only.
+    #[test]
+    fn a_large_or_bad_file_is_refused_with_a_short_error() {
+        let dir = scratch("large");
+        let path = dir.join(MACHINE_ID_FILE);
+        std::fs::write(&path, vec![b'7'; 5 << 20]).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()) && e.contains("larger than 64 bytes"), "{e}");
+        assert!(e.len() < 200 + path.display().to_string().len(), "{e}");
+        std::fs::write(&path, "x".repeat(60)).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains(&format!("{:?}...", "x".repeat(SHOWN_CHARS))) && e.contains("not a machine id"), "{e}");
+        std::fs::write(&path, [0xff, 0xfe, b'1']).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("not a machine id"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A symlink planted at the temporary file is not followed: its target stays as it was, and
+    /// the id is not written through it. A stale regular temporary file is replaced.
+    #[test]
+    fn a_symlink_at_the_temporary_file_is_not_followed() {
+        let dir = scratch("symlink");
+        let path = dir.join(MACHINE_ID_FILE);
+        let target = dir.join("outside");
+        std::fs::write(&target, b"precious").unwrap();
+        let tmp = path.with_extension("tmp");
+        std::os::unix::fs::symlink(&target, &tmp).unwrap();
+        let e = write(&path, 5).unwrap_err().to_string();
+        assert!(e.contains("symlink"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+        assert!(std::fs::symlink_metadata(&tmp).unwrap().file_type().is_symlink());
+        assert_eq!(read(&path).unwrap(), None);
+        // A dangling link, to where a file would be created, is not followed either.
+        std::fs::remove_file(&tmp).unwrap();
+        let nowhere = dir.join("nowhere");
+        std::os::unix::fs::symlink(&nowhere, &tmp).unwrap();
+        assert!(write(&path, 5).is_err());
+        assert!(!nowhere.exists());
+        std::fs::remove_file(&tmp).unwrap();
+        // A stale regular temporary file (a write cut short) is replaced.
+        std::fs::write(&tmp, b"").unwrap();
+        write(&path, 5).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(5));
+        assert!(!tmp.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_kept_id_reads_back_and_garbage_is_an_error() {
