@@ -38,12 +38,12 @@ pub enum TokenError {
         path: String,
     },
     /// The token file could not be read.
-    #[error("cannot read cluster token file {path}: {source}")]
+    #[error("cannot read cluster token file {path}: {error}")]
     File {
         /// The file.
         path: String,
-        /// The cause.
-        source: std::io::Error,
+        /// Why (part of the message, not a source, so that an error chain says it once).
+        error: std::io::Error,
     },
 }
 
@@ -61,7 +61,7 @@ impl ClusterToken {
     pub fn from_file(path: &Path) -> Result<ClusterToken, TokenError> {
         // A token is at most 512 characters; the bound leaves room for surrounding whitespace.
         let text = crate::files::read_small_text(path, 4096)
-            .map_err(|source| TokenError::File { path: path.display().to_string(), source })?;
+            .map_err(|error| TokenError::File { path: path.display().to_string(), error })?;
         ClusterToken::new(&text).map_err(|_| TokenError::InvalidFile { path: path.display().to_string() })
     }
 
@@ -119,5 +119,24 @@ impl Interceptor for TokenAttach {
             t.attach(&mut req);
         }
         Ok(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reason is in the message and not also a source, which `{:#}` would print again.
+    #[test]
+    fn an_unreadable_token_file_says_why_once() {
+        let dir = std::env::temp_dir().join(format!("coflow-token-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = ClusterToken::from_file(&dir).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("cannot read cluster token file {}: a directory, not a regular file", dir.display())
+        );
+        assert!(std::error::Error::source(&e).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -21,6 +21,11 @@ pub enum CertError {
     /// A file exists and `force` was not given.
     #[error("{0} exists (pass --force to overwrite)")]
     Exists(String),
+    /// A symbolic link is where a file is to be written; it is not written through.
+    #[error(
+        "{0} is a symbolic link: refusing to write through it (remove it, or write to the directory it points into)"
+    )]
+    Link(String),
     /// A file could not be read or written.
     #[error("{path}: {reason}")]
     Io {
@@ -28,6 +33,14 @@ pub enum CertError {
         path: String,
         /// Why.
         reason: String,
+    },
+    /// The CA's key is not the key of the CA's certificate (one of them was replaced).
+    #[error("{key} does not go with {cert}: the key is not the one the certificate was made for")]
+    Mismatch {
+        /// The key file.
+        key: String,
+        /// The certificate file.
+        cert: String,
     },
     /// A host or client name is not acceptable.
     #[error("invalid {field} {value:?}: {reason}")]
@@ -39,9 +52,16 @@ pub enum CertError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// rcgen could not make or parse a certificate or key.
+    /// rcgen could not make or parse a certificate or key (its message is part of this one, not
+    /// a source, so that it is said once).
     #[error("certificate: {0}")]
-    Rcgen(#[from] rcgen::Error),
+    Rcgen(rcgen::Error),
+}
+
+impl From<rcgen::Error> for CertError {
+    fn from(e: rcgen::Error) -> CertError {
+        CertError::Rcgen(e)
+    }
 }
 
 fn io(path: &Path, e: std::io::Error) -> CertError {
@@ -149,40 +169,161 @@ impl std::fmt::Debug for Issued {
 
 impl Issued {
     /// Writes `DIR/STEM.crt` and `DIR/STEM.key` (the key readable by its owner only); refuses
-    /// to overwrite either unless `force`. Returns the paths written.
+    /// to overwrite either unless `force`, and refuses a symbolic link at either path. Either
+    /// both files are replaced or neither is (see [`replace_all`]). Returns the paths written.
     pub fn write(&self, dir: &Path, stem: &str, force: bool) -> Result<Vec<PathBuf>, CertError> {
         let (crt, key) = (dir.join(format!("{stem}.crt")), dir.join(format!("{stem}.key")));
-        if !force {
-            for p in [&crt, &key] {
-                if p.exists() {
-                    return Err(CertError::Exists(p.display().to_string()));
-                }
+        for p in [&crt, &key] {
+            match std::fs::symlink_metadata(p) {
+                Ok(m) if m.file_type().is_symlink() => return Err(CertError::Link(p.display().to_string())),
+                Ok(_) if !force => return Err(CertError::Exists(p.display().to_string())),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(p, e)),
             }
         }
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-        write_file(&key, self.key_pem.as_bytes(), true)?;
-        write_file(&crt, self.cert_pem.as_bytes(), false)?;
+        replace_all(dir, &[(&crt, self.cert_pem.as_bytes(), false), (&key, self.key_pem.as_bytes(), true)])?;
         Ok(vec![crt, key])
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8], secret: bool) -> Result<(), CertError> {
+/// Puts each `(path, content, secret)` of `files` (all in `dir`) in place so that either all are
+/// replaced or none is: each content goes to a new temporary file beside its path (created
+/// exclusively, never through a link, mode 0600 if secret) and is synced; only then are the
+/// temporaries renamed over the paths, in order. If a step fails, the temporaries are removed
+/// and the paths already renamed over get their old files back (kept meanwhile as hard links),
+/// or are removed if they had none. A rename replaces a link at the path rather than writing
+/// through it.
+fn replace_all(dir: &Path, files: &[(&PathBuf, &[u8], bool)]) -> Result<(), CertError> {
+    let mut temps = Vec::with_capacity(files.len());
+    for (path, bytes, secret) in files {
+        match write_temp(path, bytes, *secret) {
+            Ok(t) => temps.push(t),
+            Err(e) => {
+                for t in &temps {
+                    let _ = std::fs::remove_file(t);
+                }
+                return Err(e);
+            }
+        }
+    }
+    // The paths renamed over so far, each with the hard link that keeps its old file, if any.
+    let mut done: Vec<(&Path, Option<PathBuf>)> = Vec::with_capacity(files.len());
+    for (i, (path, ..)) in files.iter().enumerate() {
+        let step = keep_old(path).and_then(|old| match std::fs::rename(&temps[i], path) {
+            Ok(()) => Ok(old),
+            Err(e) => {
+                if let Some(o) = &old {
+                    let _ = std::fs::remove_file(o);
+                }
+                Err(io(path, e))
+            }
+        });
+        match step {
+            Ok(old) => done.push((path, old)),
+            Err(e) => {
+                for t in &temps[i..] {
+                    let _ = std::fs::remove_file(t);
+                }
+                return Err(put_back(&done, e));
+            }
+        }
+    }
+    for (_, old) in &done {
+        if let Some(o) = old {
+            let _ = std::fs::remove_file(o);
+        }
+    }
+    // Makes the renames durable; the files themselves were synced. Best effort: the files are
+    // in place whatever this says.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Undoes the renames of [`replace_all`], last first, after `failure`: `failure` if all went
+/// back, else an error naming a path that could not be restored (and where its old file is).
+fn put_back(done: &[(&Path, Option<PathBuf>)], failure: CertError) -> CertError {
+    let mut lost = None;
+    for (path, old) in done.iter().rev() {
+        let undone = match old {
+            Some(o) => std::fs::rename(o, path).map_err(|e| (e, Some(o))),
+            None => std::fs::remove_file(path).map_err(|e| (e, None)),
+        };
+        if let Err((e, o)) = undone {
+            let reason = match o {
+                Some(o) => format!("could not put the old file back ({e}); it is at {}", o.display()),
+                None => format!("could not remove the new file ({e})"),
+            };
+            lost.get_or_insert(CertError::Io {
+                path: path.display().to_string(),
+                reason: format!("{reason}, after this failure: {failure}"),
+            });
+        }
+    }
+    lost.unwrap_or(failure)
+}
+
+/// A name for a new file beside `path` that no file has yet: `.NAME.PID.N.tag`.
+fn sibling(path: &Path, tag: &str, n: u64) -> PathBuf {
+    let name = path.file_name().map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{}.{n}.{tag}", std::process::id()))
+}
+
+/// How many names [`sibling`] tries before giving up (names left behind by a crash are taken).
+const SIBLING_TRIES: u64 = 64;
+
+/// Writes `bytes` to a new temporary file beside `path` and syncs it; returns its path.
+fn write_temp(path: &Path, bytes: &[u8], secret: bool) -> Result<PathBuf, CertError> {
+    use rustix::fs::{Mode, OFlags};
     use std::io::Write;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    if secret {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mode = Mode::from_raw_mode(if secret { 0o600 } else { 0o666 });
+    let mut n = 0;
+    let (temp, file) = loop {
+        let temp = sibling(path, "tmp", n);
+        match rustix::fs::open(&temp, flags, mode) {
+            Ok(fd) => break (temp, std::fs::File::from(fd)),
+            Err(rustix::io::Errno::EXIST) if n + 1 < SIBLING_TRIES => n += 1,
+            Err(e) => return Err(io(&temp, e.into())),
+        }
+    };
+    let written = (&file).write_all(bytes).and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        drop(file);
+        let _ = std::fs::remove_file(&temp);
+        return Err(io(path, e));
     }
-    let mut f = opts.open(path).map_err(|e| io(path, e))?;
-    #[cfg(unix)]
-    if secret {
-        // The file may have existed with a wider mode (overwritten with --force).
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| io(path, e))?;
+    Ok(temp)
+}
+
+/// A hard link beside `path` to the file at `path`, which keeps it when a rename replaces it;
+/// `None` if there is no file at `path`.
+fn keep_old(path: &Path) -> Result<Option<PathBuf>, CertError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path, e)),
+        Ok(m) if m.is_dir() => {
+            return Err(CertError::Io { path: path.display().to_string(), reason: "a directory, not a file".into() });
+        }
+        Ok(_) => {}
     }
-    f.write_all(bytes).map_err(|e| io(path, e))
+    let mut n = 0;
+    loop {
+        let old = sibling(path, "old", n);
+        match std::fs::hard_link(path, &old) {
+            Ok(()) => return Ok(Some(old)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n + 1 < SIBLING_TRIES => n += 1,
+            Err(e) => {
+                return Err(CertError::Io {
+                    path: path.display().to_string(),
+                    reason: format!("cannot keep the old file while replacing it: {e}"),
+                });
+            }
+        }
+    }
 }
 
 /// A cluster CA: its certificate and the key that signs members' certificates.
@@ -198,7 +339,7 @@ impl std::fmt::Debug for CertAuthority {
 }
 
 /// The current year, for validity periods (rcgen takes calendar dates).
-fn this_year() -> i32 {
+pub(crate) fn this_year() -> i32 {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     1970 + (secs / 31_556_952) as i32
 }
@@ -228,7 +369,8 @@ impl CertAuthority {
         Ok(CertAuthority { cert_pem: cert.pem(), issuer: Issuer::new(params, key) })
     }
 
-    /// Loads `DIR/ca.crt` and `DIR/ca.key`.
+    /// Loads `DIR/ca.crt` and `DIR/ca.key`, refusing a key that is not the certificate's (one
+    /// copied from another `certs init`), whose certificates would verify nowhere.
     pub fn load(dir: &Path) -> Result<CertAuthority, CertError> {
         let (crt, key) = (dir.join("ca.crt"), dir.join("ca.key"));
         let read = |p: &Path| crate::files::read_small_text(p, crate::files::SMALL_FILE_MAX).map_err(|e| io(p, e));
@@ -237,6 +379,10 @@ impl CertAuthority {
             .map_err(|e| CertError::Io { path: key.display().to_string(), reason: e.to_string() })?;
         let issuer = Issuer::from_ca_cert_pem(&cert_pem, key_pair)
             .map_err(|e| CertError::Io { path: crt.display().to_string(), reason: e.to_string() })?;
+        // Certificates signed with another key than the CA certificate's would verify nowhere.
+        if ca_public_key(&cert_pem).as_deref() != Some(issuer.key().public_key_raw()) {
+            return Err(CertError::Mismatch { key: key.display().to_string(), cert: crt.display().to_string() });
+        }
         Ok(CertAuthority { cert_pem, issuer })
     }
 
@@ -252,6 +398,20 @@ impl CertAuthority {
 
     /// A certificate for `subject`, with a fresh key, signed by this CA.
     pub fn issue(&self, subject: &Subject) -> Result<Issued, CertError> {
+        self.issue_with(subject, |params| validity(params, 5))
+    }
+
+    /// As [`CertAuthority::issue`], valid from the start of year `from` to the start of year
+    /// `to` (for tests of certificates out of their dates).
+    #[cfg(test)]
+    pub(crate) fn issue_for_years(&self, subject: &Subject, from: i32, to: i32) -> Result<Issued, CertError> {
+        self.issue_with(subject, |params| {
+            params.not_before = rcgen::date_time_ymd(from, 1, 1);
+            params.not_after = rcgen::date_time_ymd(to, 1, 1);
+        })
+    }
+
+    fn issue_with(&self, subject: &Subject, dates: impl FnOnce(&mut CertificateParams)) -> Result<Issued, CertError> {
         subject.validate()?;
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(subject.hosts().to_vec())?;
@@ -266,10 +426,18 @@ impl CertAuthority {
             Subject::Client { .. } | Subject::Admin => vec![ExtendedKeyUsagePurpose::ClientAuth],
         };
         params.use_authority_key_identifier_extension = true;
-        validity(&mut params, 5);
+        dates(&mut params);
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
+}
+
+/// The public key (the subject public key bit string) of the certificate in `pem`, if it parses.
+fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
+    use rustls_pki_types::{CertificateDer, pem::PemObject};
+    let der = CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    Some(cert.public_key().subject_public_key.data.to_vec())
 }
 
 /// `coflow certs init DIR`: a new CA in `DIR/ca.crt` and `DIR/ca.key`.
@@ -360,6 +528,116 @@ mod tests {
         // Names whose labels hold digits are names all the same.
         let named = Subject::Agent { machine: 1, hosts: vec!["node-7.rack12.example".into(), "1.2.3.4".into()] };
         assert!(ca.issue(&named).is_ok());
+    }
+
+    /// The names in `dir`, sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_ca_key_of_another_ca_is_refused_naming_both_files() {
+        let (dir, other) = (temp("mismatch"), temp("mismatch-other"));
+        init(&dir, false).unwrap();
+        init(&other, false).unwrap();
+        std::fs::copy(other.join("ca.key"), dir.join("ca.key")).unwrap();
+        let e = issue(&dir, &Subject::Client { name: "a".into() }, false).unwrap_err();
+        assert!(matches!(e, CertError::Mismatch { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(text.contains("ca.key does not go with") && text.contains("ca.crt"), "{text}");
+        assert!(!dir.join("client-a.crt").exists(), "nothing issued");
+        for d in [dir, other] {
+            std::fs::remove_dir_all(&d).unwrap();
+        }
+    }
+
+    /// The certificate is renamed into place first; when the key's rename then fails (here, a
+    /// directory is at its path), the old certificate is put back and no temporary is left.
+    #[test]
+    fn a_failure_writing_the_second_file_leaves_the_old_pair() {
+        let dir = temp("half");
+        init(&dir, false).unwrap();
+        let s = Subject::Client { name: "a".into() };
+        issue(&dir, &s, false).unwrap();
+        let crt = std::fs::read(dir.join("client-a.crt")).unwrap();
+        std::fs::remove_file(dir.join("client-a.key")).unwrap();
+        std::fs::create_dir(dir.join("client-a.key")).unwrap();
+        let before = listing(&dir);
+        let e = issue(&dir, &s, true).unwrap_err();
+        assert!(e.to_string().contains("client-a.key"), "{e}");
+        assert_eq!(std::fs::read(dir.join("client-a.crt")).unwrap(), crt, "the old certificate is back");
+        assert_eq!(listing(&dir), before, "no temporary or kept file is left");
+
+        // The same for the CA, with no old key: the new certificate is removed again.
+        let ca = std::fs::read(dir.join("ca.crt")).unwrap();
+        std::fs::remove_file(dir.join("ca.key")).unwrap();
+        std::fs::create_dir(dir.join("ca.key")).unwrap();
+        let before = listing(&dir);
+        assert!(init(&dir, true).is_err());
+        assert_eq!(std::fs::read(dir.join("ca.crt")).unwrap(), ca, "the old CA certificate is back");
+        assert_eq!(listing(&dir), before);
+
+        // A first file that cannot be replaced changes nothing either.
+        std::fs::remove_dir(dir.join("ca.key")).unwrap();
+        std::fs::remove_file(dir.join("ca.crt")).unwrap();
+        std::fs::create_dir(dir.join("ca.crt")).unwrap();
+        let before = listing(&dir);
+        assert!(init(&dir, true).is_err());
+        assert_eq!(listing(&dir), before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_replaced_pair_leaves_no_temporaries_and_goes_together() {
+        let dir = temp("replace");
+        init(&dir, false).unwrap();
+        let s = Subject::Client { name: "a".into() };
+        issue(&dir, &s, false).unwrap();
+        let before = listing(&dir);
+        issue(&dir, &s, true).unwrap();
+        init(&dir, true).unwrap();
+        assert_eq!(listing(&dir), before);
+        // The new CA's key goes with its certificate.
+        issue(&dir, &s, true).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_at_a_key_path_is_refused_and_its_target_is_untouched() {
+        let (dir, outside) = (temp("link"), temp("link-outside"));
+        init(&dir, false).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let target = outside.join("target");
+        let link = dir.join("client-a.key");
+        // Dangling, and to an existing file; with and without --force.
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for force in [false, true] {
+            let e = issue(&dir, &Subject::Client { name: "a".into() }, force).unwrap_err();
+            assert!(matches!(&e, CertError::Link(p) if p.ends_with("client-a.key")), "{e:?}");
+            assert!(!target.exists(), "nothing written through the link");
+        }
+        std::fs::write(&target, b"keep").unwrap();
+        for force in [false, true] {
+            assert!(matches!(issue(&dir, &Subject::Client { name: "a".into() }, force), Err(CertError::Link(_))));
+            assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        }
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(!dir.join("client-a.crt").exists(), "no half pair");
+        for d in [dir, outside] {
+            std::fs::remove_dir_all(&d).unwrap();
+        }
+    }
+
+    /// Wrapped library errors are part of the message, not sources an error chain prints again.
+    #[test]
+    fn wrapped_errors_are_said_once() {
+        let e = CertError::from(rcgen::Error::CouldNotParseCertificate);
+        assert!(std::error::Error::source(&e).is_none(), "{e}");
+        let e = crate::tls::TlsError::from(rustls::Error::General("x".into()));
+        assert!(std::error::Error::source(&e).is_none(), "{e}");
     }
 
     #[test]

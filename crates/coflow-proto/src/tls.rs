@@ -189,9 +189,16 @@ pub enum TlsError {
     /// A certificate names no role.
     #[error("certificate has no coflow role: {0}")]
     NoRole(String),
-    /// rustls refused the configuration.
+    /// rustls refused the configuration (its message is part of this one, not a source, so
+    /// that it is said once).
     #[error("TLS configuration: {0}")]
-    Rustls(#[from] rustls::Error),
+    Rustls(rustls::Error),
+}
+
+impl From<rustls::Error> for TlsError {
+    fn from(e: rustls::Error) -> TlsError {
+        TlsError::Rustls(e)
+    }
 }
 
 fn bad(path: &Path, reason: impl fmt::Display) -> TlsError {
@@ -227,11 +234,24 @@ impl fmt::Debug for TlsContext {
 }
 
 impl TlsContext {
-    /// Loads and checks the three files: the CA parses, the certificate names a role, the key
-    /// parses.
+    /// Loads and checks the three files: the CA parses, the certificate names a role, is within
+    /// its validity dates and is signed by the CA (chaining to it for the uses of its role), and
+    /// the key parses and goes with the certificate. So a member whose own certificate every
+    /// peer would refuse does not start; the error names the file and what is wrong.
     pub fn load(files: &TlsFiles) -> Result<TlsContext, TlsError> {
+        TlsContext::load_with(files, true)
+    }
+
+    /// As [`TlsContext::load`], without checking the certificate against the CA or its dates:
+    /// for tests that play a member of another cluster, or one whose certificate has expired,
+    /// which its peers must refuse.
+    pub fn load_unverified(files: &TlsFiles) -> Result<TlsContext, TlsError> {
+        TlsContext::load_with(files, false)
+    }
+
+    fn load_with(files: &TlsFiles, verify: bool) -> Result<TlsContext, TlsError> {
         let (ca, cert, key) = (read(&files.ca)?, read(&files.cert)?, read(&files.key)?);
-        TlsContext::from_pem(&ca, &cert, &key).map_err(|(which, reason)| {
+        TlsContext::from_pem(&ca, &cert, &key, verify.then_some(files.ca.as_path())).map_err(|(which, reason)| {
             let path = match which {
                 0 => &files.ca,
                 1 => &files.cert,
@@ -241,12 +261,13 @@ impl TlsContext {
         })
     }
 
-    /// The same from PEM text; the error says which of the three (0, 1, 2) is wrong.
-    fn from_pem(ca: &[u8], cert: &[u8], key: &[u8]) -> Result<TlsContext, (u8, String)> {
+    /// The same from PEM text, verifying the certificate ([`verify_own`]) against the CA of
+    /// the file `verify` names, if given; the error says which of the three (0, 1, 2) is wrong.
+    fn from_pem(ca: &[u8], cert: &[u8], key: &[u8], verify: Option<&Path>) -> Result<TlsContext, (u8, String)> {
         let mut roots = RootCertStore::empty();
         let mut n = 0;
         for c in CertificateDer::pem_slice_iter(ca) {
-            let c = c.map_err(|e| (0, format!("not a PEM certificate: {e}")))?;
+            let c = c.map_err(|e| (0, format!("not a PEM certificate: {}", pem_error(&e))))?;
             roots.add(c).map_err(|e| (0, format!("not a CA certificate: {e}")))?;
             n += 1;
         }
@@ -255,11 +276,15 @@ impl TlsContext {
         }
         let chain = CertificateDer::pem_slice_iter(cert)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| (1, format!("not a PEM certificate: {e}")))?;
+            .map_err(|e| (1, format!("not a PEM certificate: {}", pem_error(&e))))?;
         let leaf = chain.first().ok_or((1, "no certificate in the file".to_string()))?;
         let role = Role::from_cert(leaf).map_err(|e| (1, e.to_string()))?;
-        let private = PrivateKeyDer::from_pem_slice(key).map_err(|e| (2, format!("not a PEM private key: {e}")))?;
+        let private =
+            PrivateKeyDer::from_pem_slice(key).map_err(|e| (2, format!("not a PEM private key: {}", pem_error(&e))))?;
         let roots = Arc::new(roots);
+        if let Some(ca_file) = verify {
+            verify_own(&chain, &roots, &role, ca_file).map_err(|reason| (1, reason))?;
+        }
         let configs = (|| {
             Ok::<_, TlsError>((
                 server_config(&roots, &chain, &private, &[b"h2"])?,
@@ -316,6 +341,93 @@ impl TlsContext {
             .ca_certificate(tonic::transport::Certificate::from_pem(ca))
             .identity(tonic::transport::Identity::from_pem(cert, key))
     }
+}
+
+/// What is wrong with a PEM file, with section names as text.
+fn pem_error(e: &rustls_pki_types::pem::Error) -> String {
+    use rustls_pki_types::pem::Error as E;
+    match e {
+        E::MissingSectionEnd { end_marker } => {
+            format!("truncated: its {} section has no END line", String::from_utf8_lossy(end_marker))
+        }
+        E::IllegalSectionStart { line } => format!("malformed BEGIN line {:?}", String::from_utf8_lossy(line)),
+        E::NoItemsFound => "none in the file".to_string(),
+        e => e.to_string(),
+    }
+}
+
+/// Checks a member's own certificate (`chain[0]`, the rest being intermediates) as its peers
+/// will, now: within its validity dates, and signed by the CA in `ca_file` (`roots`) for the uses
+/// of its role (serving for the coordinator, connecting for clients and the admin, both for
+/// agents). Else the reason, naming the CA file where it matters.
+fn verify_own(
+    chain: &[CertificateDer<'static>],
+    roots: &Arc<RootCertStore>,
+    role: &Role,
+    ca_file: &Path,
+) -> Result<(), String> {
+    use rustls::CertificateError as C;
+    let (leaf, intermediates) = chain.split_first().ok_or("no certificate in the file")?;
+    let now = UnixTime::now();
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| format!("not X.509: {e}"))?;
+    let secs = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+    let validity = cert.validity();
+    if secs > validity.not_after.timestamp() {
+        return Err(format!(
+            "expired since {} (issue a new one with `coflow certs issue --force`)",
+            utc(validity.not_after.timestamp())
+        ));
+    }
+    if secs < validity.not_before.timestamp() {
+        return Err(format!(
+            "not yet valid: valid from {} (is this machine's clock right?)",
+            utc(validity.not_before.timestamp())
+        ));
+    }
+    let serves = !matches!(role, Role::Client(_) | Role::Admin);
+    let connects = !matches!(role, Role::Coordinator);
+    let mut verified = Ok(());
+    if serves {
+        let parsed = rustls::server::ParsedCertificate::try_from(leaf).map_err(|e| e.to_string())?;
+        let algs = provider().signature_verification_algorithms.all;
+        verified = rustls::client::verify_server_cert_signed_by_trust_anchor(&parsed, roots, intermediates, now, algs);
+    }
+    if connects && verified.is_ok() {
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+            .build()
+            .map_err(|e| format!("the CA in {}: {e}", ca_file.display()))?;
+        verified = verifier.verify_client_cert(leaf, intermediates, now).map(|_| ());
+    }
+    verified.map_err(|e| match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            format!("not signed by the CA in {}", ca_file.display())
+        }
+        rustls::Error::InvalidCertificate(C::InvalidPurpose | C::InvalidPurposeContext { .. }) => {
+            let uses = match (serves, connects) {
+                (true, true) => "serving and connecting",
+                (true, false) => "serving",
+                _ => "connecting",
+            };
+            format!("not made for {uses}, as {role} needs (issue it again with `coflow certs issue`)")
+        }
+        e => format!("does not verify against the CA in {}: {e}", ca_file.display()),
+    })
+}
+
+/// `secs` since the Unix epoch as a UTC date and time, `2031-01-01 00:00:00 UTC`.
+fn utc(secs: i64) -> String {
+    // Days to a civil date: Howard Hinnant's `civil_from_days`.
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (day_secs / 3600, day_secs / 60 % 60, day_secs % 60);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02} UTC")
 }
 
 fn server_config(
@@ -861,6 +973,93 @@ mod tests {
         ] {
             assert_eq!(Role::from_uri(bad), None, "{bad}");
         }
+    }
+
+    use crate::certs::{CertAuthority, Issued, Subject};
+
+    /// `ca`'s certificate, and `issued` written to a fresh directory named for `name`, as files.
+    fn written(name: &str, ca: &CertAuthority, issued: &Issued) -> TlsFiles {
+        let dir = std::env::temp_dir().join(format!("coflow-tls-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.crt"), ca.cert_pem()).unwrap();
+        issued.write(&dir, "member", false).unwrap();
+        TlsFiles { ca: dir.join("ca.crt"), cert: dir.join("member.crt"), key: dir.join("member.key") }
+    }
+
+    fn cleanup(files: &TlsFiles) {
+        std::fs::remove_dir_all(files.ca.parent().unwrap()).unwrap();
+    }
+
+    fn agent() -> Subject {
+        Subject::Agent { machine: 1, hosts: vec!["127.0.0.1".into()] }
+    }
+
+    #[test]
+    fn a_certificate_of_another_ca_is_refused_naming_both_files() {
+        let (ours, theirs) = (CertAuthority::generate().unwrap(), CertAuthority::generate().unwrap());
+        for s in [agent(), Subject::Coordinator { hosts: vec!["h".into()] }, Subject::Client { name: "c".into() }] {
+            let f = written("foreign", &ours, &theirs.issue(&s).unwrap());
+            let e = TlsContext::load(&f).unwrap_err().to_string();
+            let (cert, ca) = (f.cert.display().to_string(), f.ca.display().to_string());
+            assert!(e.starts_with(&format!("{cert}: not signed by the CA in {ca}")), "{s:?}: {e}");
+            // A test playing a foreign member may still load it.
+            assert_eq!(TlsContext::load_unverified(&f).unwrap().role(), &s.role());
+            cleanup(&f);
+        }
+    }
+
+    #[test]
+    fn a_certificate_out_of_its_dates_is_refused_saying_so() {
+        let ca = CertAuthority::generate().unwrap();
+        let y = crate::certs::this_year();
+        let f = written("expired", &ca, &ca.issue_for_years(&agent(), 2000, 2001).unwrap());
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        let cert = f.cert.display().to_string();
+        assert!(e.starts_with(&format!("{cert}: expired since 2001-01-01 00:00:00 UTC")), "{e}");
+        cleanup(&f);
+        let f = written("early", &ca, &ca.issue_for_years(&agent(), y + 2, y + 3).unwrap());
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        assert!(e.contains(&format!("not yet valid: valid from {:04}-01-01 00:00:00 UTC", y + 2)), "{e}");
+        cleanup(&f);
+        let f = written("valid", &ca, &ca.issue(&agent()).unwrap());
+        assert_eq!(TlsContext::load(&f).unwrap().role(), &Role::Agent(1));
+        cleanup(&f);
+    }
+
+    #[test]
+    fn a_corrupted_certificate_is_refused_naming_its_file() {
+        let ca = CertAuthority::generate().unwrap();
+        let f = written("corrupt", &ca, &ca.issue(&agent()).unwrap());
+        // The last line of base64 before the END line encodes the end of the signature.
+        let text = std::fs::read_to_string(&f.cert).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let last = lines.len() - 2;
+        let flipped = if lines[last].starts_with('A') { "B" } else { "A" };
+        lines[last].replace_range(..1, flipped);
+        std::fs::write(&f.cert, lines.join("\n")).unwrap();
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}: not signed by the CA in", f.cert.display())), "{e}");
+        cleanup(&f);
+    }
+
+    #[test]
+    fn a_truncated_pem_names_its_section_as_text() {
+        let ca = CertAuthority::generate().unwrap();
+        let f = written("truncated", &ca, &ca.issue(&agent()).unwrap());
+        let text = std::fs::read_to_string(&f.cert).unwrap();
+        std::fs::write(&f.cert, &text[..text.len() / 2]).unwrap();
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        assert!(e.contains("truncated: its CERTIFICATE section has no END line"), "{e}");
+        cleanup(&f);
+    }
+
+    #[test]
+    fn dates_are_told_in_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_924_992_000 + 3661), "2031-01-01 01:01:01 UTC");
+        assert_eq!(utc(-1), "1969-12-31 23:59:59 UTC");
     }
 
     #[test]
