@@ -289,6 +289,9 @@ pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     }
     a.tls.apply(&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key);
     cfg.validate()?;
+    if std::fs::metadata(&cfg.data_dir).is_ok_and(|m| !m.is_dir()) {
+        bail!("data_dir {}: not a directory", cfg.data_dir.display());
+    }
     std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating data_dir {}", cfg.data_dir.display()))?;
     let token = security(cfg.tls_files()?, &a.token)?;
     runtime()?.block_on(async move {

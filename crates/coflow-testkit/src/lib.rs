@@ -87,9 +87,17 @@ impl ClusterConfig {
 /// Why a cluster could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    /// A socket or directory.
-    #[error("io: {0}")]
+    /// A socket or file.
+    #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The cluster's private directory could not be made.
+    #[error("creating the cluster's directory {}", path.display())]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// Why not.
+        source: std::io::Error,
+    },
     /// A client.
     #[error(transparent)]
     Client(#[from] ClientError),
@@ -219,7 +227,7 @@ impl std::ops::Deref for PrivateDir {
 /// A new directory for a cluster's keys and data under the temporary directory, made by this
 /// call and readable by its user only: a name someone else made first (the temporary directory
 /// is shared) is passed over, never written into.
-fn private_dir() -> std::io::Result<PrivateDir> {
+fn private_dir() -> Result<PrivateDir, ClusterError> {
     let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
@@ -230,7 +238,7 @@ fn private_dir() -> std::io::Result<PrivateDir> {
         match builder.create(&root) {
             Ok(()) => return Ok(PrivateDir(root)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
-            Err(e) => return Err(e),
+            Err(source) => return Err(ClusterError::Dir { path: root, source }),
         }
     }
 }

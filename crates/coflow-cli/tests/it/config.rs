@@ -295,7 +295,7 @@ fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
     }
     let f = fifo.display().to_string();
     let d = dir.display().to_string();
-    let cases: [(&[&str], &str, &str); 6] = [
+    let cases: [(&[&str], &str, &str); 7] = [
         (
             &["coordinator", "--listen", "127.0.0.1:0", "--config", &f, "--token-file", &f],
             &f,
@@ -313,6 +313,11 @@ fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
             "a directory, not a regular file",
         ),
         (&["coordinator", "--listen", "127.0.0.1:0", "--topology", &f], &f, "a FIFO, not a regular file"),
+        (
+            &["agent", "--coordinator", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--data-dir", "/dev/null"],
+            "/dev/null",
+            "not a directory",
+        ),
         (
             &["coordinator", "--listen", "127.0.0.1:0", "--topology", "/dev/zero"],
             "/dev/zero",
