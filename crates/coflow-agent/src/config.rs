@@ -66,6 +66,14 @@ pub struct AgentConfig {
     /// The most data connections served at once; one more is refused, and the get that opened it
     /// fails `limit-exceeded`. Default 1024.
     pub max_data_connections: usize,
+    /// The most of `max_data_connections` one peer may hold at once: with TLS one agent (by the
+    /// machine its certificate names), in token mode one IP address (an IPv6 /64). One more from
+    /// that peer is refused, and the get that opened it fails `limit-exceeded` naming this bound,
+    /// while other peers are still served; a receiving agent holds at most this many data
+    /// connections to one source itself (more gets from it wait, in order, for one of them).
+    /// None (the default): a quarter of `max_data_connections`, but at least 4 (all of them when
+    /// there are fewer). At most `max_data_connections`.
+    pub max_data_connections_per_peer: Option<usize>,
     /// A data connection on which nothing moves for this long is closed: a peer that does not
     /// send its request, a receiver that stops reading, a source that sends neither bytes nor
     /// keepalives (frozen: the get fails `agent-unreachable`). Sources paused at rate zero send a
@@ -106,6 +114,7 @@ impl Default for AgentConfig {
             max_stored_bytes: 4 << 30,
             max_stored_bytes_per_client: 0,
             max_data_connections: 1024,
+            max_data_connections_per_peer: None,
             data_idle_timeout_ms: 5000,
             coordinator_grace_ms: 30_000,
             tls_ca: None,
@@ -155,6 +164,9 @@ impl AgentConfig {
         if self.max_data_connections == 0 {
             return err("max_data_connections", "must be at least 1");
         }
+        if self.max_data_connections_per_peer.is_some_and(|n| n == 0 || n > self.max_data_connections) {
+            return err("max_data_connections_per_peer", "must be 1 to max_data_connections");
+        }
         if !(100..=3_600_000).contains(&self.data_idle_timeout_ms) {
             return err("data_idle_timeout_ms", "must be 100 to 3600000");
         }
@@ -186,6 +198,13 @@ impl AgentConfig {
         self.machine.expect("the machine id is resolved before the agent runs")
     }
 
+    /// The most data connections one peer may hold at once (`max_data_connections_per_peer`,
+    /// resolved).
+    pub fn data_connections_per_peer(&self) -> usize {
+        self.max_data_connections_per_peer
+            .unwrap_or_else(|| (self.max_data_connections / 4).max(self.max_data_connections.min(4)))
+    }
+
     /// The TLS files, if TLS is configured; an error names the one missing.
     pub fn tls_files(&self) -> Result<Option<coflow_proto::TlsFiles>, ConfigError> {
         coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
@@ -215,5 +234,25 @@ mod tests {
         for good in ["10.0.0.1:7072", "[fd00::1]:7072", "127.0.0.1:7072"] {
             assert!(with(good).is_ok(), "{good}");
         }
+    }
+
+    /// A peer's share of the data connections is a quarter of them by default (at least 4, or
+    /// all when fewer), and a share set must be 1 to `max_data_connections`.
+    #[test]
+    fn a_peers_share_of_the_data_connections_is_bounded() {
+        let with = |max, per_peer| AgentConfig {
+            max_data_connections: max,
+            max_data_connections_per_peer: per_peer,
+            ..AgentConfig::default()
+        };
+        assert_eq!(AgentConfig::default().data_connections_per_peer(), 256);
+        assert_eq!(with(100, None).data_connections_per_peer(), 25);
+        assert_eq!(with(8, None).data_connections_per_peer(), 4);
+        assert_eq!(with(2, None).data_connections_per_peer(), 2);
+        assert_eq!(with(100, Some(7)).data_connections_per_peer(), 7);
+        for bad in [Some(0), Some(101)] {
+            assert_eq!(with(100, bad).validate().unwrap_err().field, "max_data_connections_per_peer");
+        }
+        assert!(with(100, Some(100)).validate().is_ok());
     }
 }

@@ -31,16 +31,18 @@ use tokio::task::JoinSet;
 use crate::bucket::{Grant, burst_for};
 use crate::conn::{DataStream, OwnedFrame, ReadError, Reader};
 use crate::error::AgentError;
-use crate::state::Shared;
+use crate::state::{DataPeer, Shared};
 use crate::wire::{self, Request, Status};
 
 /// The granularity of the sender's timers.
 const TIMER_STEP: Duration = Duration::from_millis(1);
 
-/// Accepts fetches until shutdown, at most `max_data_connections` connections at once. With TLS
-/// a connection takes its place among them only once its handshake shows an agent of the cluster,
-/// so that peers without a certificate cannot fill them; until then it is one of the
-/// [`coflow_proto::Unproven`], bounded per address.
+/// Accepts fetches until shutdown, at most `max_data_connections` connections at once and at
+/// most `max_data_connections_per_peer` of them from one peer (with TLS one agent, else one
+/// address), so that one peer cannot take them from the others. With TLS a connection takes its
+/// place among them only once its handshake shows an agent of the cluster, so that peers without
+/// a certificate cannot fill them; until then it is one of the [`coflow_proto::Unproven`],
+/// bounded per address.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let mut conns = JoinSet::new();
     let slots = Arc::new(Semaphore::new(shared.config.max_data_connections));
@@ -78,8 +80,9 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
     conns.shutdown().await;
 }
 
-/// Serves fetches on a connection (with TLS, from agent `peer_machine`) in one of the `slots`,
-/// or says "busy" when none is free.
+/// Serves fetches on a connection (with TLS, from agent `peer_machine`) in one of the `slots` and
+/// within its peer's share of them, or says "busy" when none is free (a size of 0) or the peer
+/// holds its share (the share as the size).
 async fn serve_one<S: AsyncRead + AsyncWrite + Unpin + Send>(
     stream: S,
     peer_machine: Option<MachineId>,
@@ -88,20 +91,36 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Unpin + Send>(
     slots: &Arc<Semaphore>,
     stop: watch::Receiver<bool>,
 ) {
-    let Ok(_slot) = slots.clone().try_acquire_owned() else {
+    // A connection refused holds no place while it is told so: one refused for its peer's
+    // share takes none of the others'.
+    let who = match peer_machine {
+        Some(m) => DataPeer::Machine(m),
+        None => DataPeer::Address(coflow_proto::peer_group(peer.ip())),
+    };
+    let share = shared.config.data_connections_per_peer();
+    let Some(place) = shared.peer_shares.enter(who, share) else {
+        let detail = format!("{who:?} holds max_data_connections_per_peer ({share}) already");
+        shared.denials.refuse(peer, "data plane", coflow_proto::Refusal::TooManyConnections, &detail);
+        return say_busy(stream, share as u64).await;
+    };
+    let Ok(slot) = slots.clone().try_acquire_owned() else {
+        drop(place);
         tracing::debug!(%peer, "data connection refused: max_data_connections reached");
-        return say_busy(stream).await;
+        return say_busy(stream, 0).await;
     };
     shared.data_connections.fetch_add(1, Ordering::Relaxed);
-    if let Err(e) = send_pieces(stream, shared, peer_machine, stop).await {
+    if let Err(e) = send_pieces(stream, shared, peer_machine, peer, stop).await {
         tracing::debug!(%peer, error = %e, "fetch ended early");
     }
     shared.data_connections.fetch_sub(1, Ordering::Relaxed);
+    drop((slot, place));
 }
 
-async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S) {
+/// Says "busy" with `size` in the head: 0 when the source serves its `max_data_connections`,
+/// else the share of them the peer holds already.
+async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, size: u64) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        sock.write_all(&wire::encode_head(Status::Busy, 0)).await?;
+        sock.write_all(&wire::encode_head(Status::Busy, size)).await?;
         sock.shutdown().await?;
         let mut sink = [0u8; 1024];
         while sock.read(&mut sink).await? > 0 {}
@@ -141,11 +160,13 @@ fn admit(shared: &Shared, req: &Request, peer: Option<MachineId>) -> Result<(), 
 
 /// Serves the fetches of one connection, one after another, until the receiver closes it, sends
 /// no request for the idle timeout, or a fetch fails. `peer` is the machine the requester's
-/// certificate names, with TLS.
+/// certificate names, with TLS, and `addr` the requester's address. A denied request is logged
+/// at warn the first time its address is denied, at debug after that.
 pub(crate) async fn send_pieces<S: DataStream>(
     sock: S,
     shared: &Shared,
     peer: Option<MachineId>,
+    addr: std::net::SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
     let idle = shared.idle();
@@ -170,7 +191,8 @@ pub(crate) async fn send_pieces<S: DataStream>(
         }
         if let Err(why) = admit(shared, &req, peer) {
             let _ = write_within(&mut wr, &wire::encode_head(Status::Denied, 0), idle).await;
-            tracing::warn!(flow = req.flow.0, coflow = %req.coflow, ?peer, why, "data request denied");
+            let detail = format!("data request for flow {} of coflow {} denied: {why}", req.flow.0, req.coflow);
+            shared.denials.refuse(addr, "data plane", coflow_proto::Refusal::WrongRole, &detail);
             return Err(AgentError::PermissionDenied(why));
         }
         if let Some(hop) = &req.via {
@@ -693,6 +715,12 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
         Status::NoPiece => {
             return Err(AgentError::DataLost("the source agent no longer holds the piece".into()).into());
         }
+        Status::Busy if announced > 0 => {
+            return Err(AgentError::LimitExceeded(format!(
+                "the source agent at {addr} serves max_data_connections_per_peer ({announced}) to this agent already"
+            ))
+            .into());
+        }
         Status::Busy => {
             return Err(AgentError::LimitExceeded(format!(
                 "the source agent at {addr} serves its max_data_connections already"
@@ -749,6 +777,10 @@ mod tests {
     use crate::store::Piece;
     use coflow_proto::ticket::FlowKey;
     use coflow_proto::{ClusterToken, ErrorKind, Security, TokenAttach};
+
+    /// The address the tests' requests come from.
+    const PEER: std::net::SocketAddr =
+        std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9);
 
     /// A sink straight into `tx`.
     fn sink(tx: &mpsc::Sender<Vec<u8>>) -> Sink {
@@ -930,7 +962,7 @@ mod tests {
         let (stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
         };
         let mut conn = Reader::new(near);
         for (flow, id, want) in [(1, "a", &a), (2, "b", &b)] {
@@ -973,7 +1005,7 @@ mod tests {
         let (_stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
         };
         let mut conn = Reader::new(near);
         let mut req = Vec::new();
@@ -988,7 +1020,7 @@ mod tests {
         let (_stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
         };
         let mut conn = Reader::new(near);
         let mut req = Vec::new();
@@ -1001,11 +1033,20 @@ mod tests {
     /// Sends `req` on a fresh connection to a source serving `s` and returns the response head
     /// and how the source ended the connection.
     async fn ask(s: &Arc<Shared>, req: &Request) -> ((Status, u64), Result<(), AgentError>) {
+        ask_from(s, req, PEER).await
+    }
+
+    /// As [`ask`], from address `from`.
+    async fn ask_from(
+        s: &Arc<Shared>,
+        req: &Request,
+        from: std::net::SocketAddr,
+    ) -> ((Status, u64), Result<(), AgentError>) {
         let (near, far) = tokio::io::duplex(1 << 16);
         let (_stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, from, stop).await })
         };
         let mut conn = Reader::new(near);
         let mut bytes = Vec::new();
@@ -1040,7 +1081,7 @@ mod tests {
         let (_stop_tx, stop) = watch::channel(false);
         let sender = {
             let s = s.clone();
-            tokio::spawn(async move { send_pieces(far, &s, None, stop).await })
+            tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
         };
         let mut conn = Reader::new(near);
         let (tx, mut rx) = mpsc::channel(64);
@@ -1088,5 +1129,112 @@ mod tests {
         s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024), "").unwrap();
         let (head, _) = ask(&s, &request(&s, 1, "a")).await;
         assert_eq!(head, (Status::Denied, 0));
+    }
+
+    /// Counts the warnings logged while it is the thread's subscriber.
+    #[derive(Default)]
+    struct Warnings(AtomicU64);
+
+    impl tracing::Subscriber for Warnings {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// A peer that sends forged tickets in a loop is denied every time, but logged at warn once
+    /// per address, so it cannot flood the log.
+    #[tokio::test]
+    async fn denied_requests_are_logged_at_warn_once_per_address() {
+        let s = shared(1024);
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024), "").unwrap();
+        let warnings = Arc::new(Warnings::default());
+        let _log = tracing::subscriber::set_default(warnings.clone());
+        let forged = Request { ticket: [0; 16], ..request(&s, 1, "a") };
+        let other: std::net::SocketAddr = "10.0.0.9:4000".parse().unwrap();
+        for from in std::iter::repeat_n(PEER, 50).chain(std::iter::repeat_n(other, 50)) {
+            let (head, end) = ask_from(&s, &forged, from).await;
+            assert_eq!(head, (Status::Denied, 0));
+            assert!(matches!(end, Err(AgentError::PermissionDenied("not the flow's ticket"))), "{end:?}");
+        }
+        assert_eq!(warnings.0.load(Ordering::Relaxed), 2, "one warning per address");
+    }
+
+    /// A source that says busy with a size says the receiver holds its share of the source's
+    /// connections: the get fails `limit-exceeded` naming that bound, not the source's whole.
+    #[tokio::test]
+    async fn busy_with_a_size_names_the_per_peer_bound() {
+        for (size, names) in [(3, "max_data_connections_per_peer (3)"), (0, "its max_data_connections")] {
+            let (got, r) = fetch_against(wire::encode_head(Status::Busy, size).to_vec(), 2048).await;
+            assert!(got.is_empty());
+            let e = r.unwrap_err();
+            assert!(matches!(&e, AgentError::LimitExceeded(m) if m.contains(names)), "{e}");
+            assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+        }
+    }
+
+    /// A source serves one peer at most its share of the data connections, saying busy with the
+    /// share as the size past it, while another peer is served all along.
+    #[tokio::test]
+    async fn a_source_serves_a_peer_at_most_its_share() {
+        let s = {
+            let s = shared(1024);
+            let mut config = s.config.clone();
+            config.max_data_connections_per_peer = Some(2);
+            let mut s = Arc::into_inner(s).expect("one holder");
+            s.config = config;
+            Arc::new(s)
+        };
+        let slots = Arc::new(Semaphore::new(s.config.max_data_connections));
+        let (_stop_tx, stop) = watch::channel(false);
+        let connect = |machine: u32| {
+            let (near, far) = tokio::io::duplex(1 << 16);
+            let (s, slots, stop) = (s.clone(), slots.clone(), stop.clone());
+            let task =
+                tokio::spawn(async move { serve_one(far, Some(MachineId(machine)), PEER, &s, &slots, stop).await });
+            (Reader::new(near), task)
+        };
+        let held: Vec<_> = (0..2).map(|_| connect(1)).collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (mut third, _) = connect(1);
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(1), third.head()).await.unwrap().unwrap(),
+            (Status::Busy, 2)
+        );
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
+        s.rates.set(FlowId(1), 1e9);
+        let (mut other, _) = connect(2);
+        let (tx, _rx) = mpsc::channel(64);
+        let got = fetch_over(&mut other, &s, "peer", &request(&s, 1, "a"), 5000, &sink(&tx), &AtomicU64::new(0)).await;
+        assert_eq!(got.ok(), Some(5000), "another peer is served");
+        drop(held);
+    }
+
+    /// Without a bound from the coordinator, a receiver carries at most
+    /// `max_data_connections_per_peer` fetches to one peer at once; the next waits for a turn.
+    #[tokio::test]
+    async fn a_receiver_holds_at_most_its_share_of_connections_to_one_source() {
+        let s = shared(1024);
+        let share = s.config.data_connections_per_peer();
+        let mut turns = Vec::new();
+        for _ in 0..share {
+            turns.push(s.fetch_turn(MachineId(3)).await.expect("a turn"));
+        }
+        let next = tokio::time::timeout(Duration::from_millis(50), s.fetch_turn(MachineId(3))).await;
+        assert!(next.is_err(), "waits past the share");
+        assert!(s.fetch_turn(MachineId(4)).await.is_some(), "another source has turns of its own");
+        turns.pop();
+        assert!(s.fetch_turn(MachineId(3)).await.is_some(), "a turn given back");
     }
 }

@@ -2,6 +2,7 @@
 //! and counters.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -110,6 +111,60 @@ impl Attached {
     }
 }
 
+/// A peer of the data plane, as a source counts its connections: with TLS the agent its
+/// certificate names, in token mode its address's group (`coflow_proto::peer_group`: an IPv4
+/// address, an IPv6 /64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum DataPeer {
+    Machine(MachineId),
+    Address(IpAddr),
+}
+
+/// The data connections each peer holds at a source, so that one peer holds at most its share
+/// of `max_data_connections`.
+#[derive(Debug, Default)]
+pub(crate) struct PeerShares {
+    held: Mutex<HashMap<DataPeer, usize>>,
+}
+
+impl PeerShares {
+    /// Takes a place for one more connection of `peer`, or `None` if it holds `share` already.
+    pub(crate) fn enter(&self, peer: DataPeer, share: usize) -> Option<SharePlace<'_>> {
+        let mut held = self.held.lock().expect("shares lock");
+        let n = held.entry(peer).or_insert(0);
+        if *n >= share {
+            return None;
+        }
+        *n += 1;
+        Some(SharePlace { shares: self, peer })
+    }
+
+    /// The connections `peer` holds.
+    #[cfg(test)]
+    pub(crate) fn held(&self, peer: DataPeer) -> usize {
+        self.held.lock().expect("shares lock").get(&peer).copied().unwrap_or(0)
+    }
+}
+
+/// A connection's place in its peer's share, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct SharePlace<'a> {
+    shares: &'a PeerShares,
+    peer: DataPeer,
+}
+
+impl Drop for SharePlace<'_> {
+    fn drop(&mut self) {
+        let mut held = self.shares.held.lock().expect("shares lock");
+        if let Some(n) = held.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.peer);
+            }
+        }
+    }
+}
+
 /// One direction of this machine's port, capped at its configured capacity.
 #[derive(Debug)]
 pub(crate) struct PortLimiter {
@@ -200,6 +255,11 @@ pub(crate) struct Shared {
     pub(crate) link_epoch: AtomicU64,
     /// Data connections being served.
     pub(crate) data_connections: AtomicU64,
+    /// The data connections being served, by peer.
+    pub(crate) peer_shares: PeerShares,
+    /// The peers whose data requests were denied: the first denial of each address is logged
+    /// at warn, the rest at debug, so a peer that retries in a loop cannot flood the log.
+    pub(crate) denials: coflow_proto::RefusalLog,
     /// Since when the link to the coordinator is down, if it is.
     pub(crate) link_down_since: Mutex<Option<Instant>>,
     pub(crate) tx_port: PortLimiter,
@@ -209,9 +269,9 @@ pub(crate) struct Shared {
     /// Bytes this agent forwarded as a relay (multi-path routing).
     pub(crate) relayed_bytes: AtomicU64,
     /// How many fetches this agent carries at once to one peer (the coordinator's mode says; 0:
-    /// no bound), and the turns per peer.
+    /// no bound but `max_data_connections_per_peer`), and the turns per peer.
     pub(crate) fetches_per_peer: std::sync::atomic::AtomicU32,
-    pub(crate) peer_turns: Mutex<HashMap<MachineId, (u32, Arc<tokio::sync::Semaphore>)>>,
+    pub(crate) peer_turns: Mutex<HashMap<MachineId, (usize, Arc<tokio::sync::Semaphore>)>>,
     pub(crate) gets: AtomicU64,
     pub(crate) get_failures: AtomicU64,
     pub(crate) puts: AtomicU64,
@@ -239,6 +299,8 @@ impl Shared {
             attached: Attached::default(),
             link_epoch: AtomicU64::new(0),
             data_connections: AtomicU64::new(0),
+            peer_shares: PeerShares::default(),
+            denials: coflow_proto::RefusalLog::default(),
             link_down_since: Mutex::new(None),
             tx_port: PortLimiter::new(rate, chunk),
             rx_port: PortLimiter::new(rate, chunk),
@@ -306,18 +368,21 @@ impl Shared {
         receiving.insert(flow, rec);
     }
 
-    /// A turn to fetch from `peer`, when the cluster bounds the fetches carried at once to one
-    /// peer (waited for in arrival order); `None` without a bound.
+    /// A turn to fetch from `peer`, waited for in arrival order: at most
+    /// `max_data_connections_per_peer` fetches (each on a connection of its own) go to one peer at
+    /// once, fewer when the coordinator's mode bounds them further, so that gets held at rate zero
+    /// cannot open one connection each to their source without end.
     pub(crate) async fn fetch_turn(&self, peer: MachineId) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let n = self.fetches_per_peer.load(std::sync::atomic::Ordering::Relaxed);
-        if n == 0 {
-            return None;
-        }
+        let per_peer = self.config.data_connections_per_peer();
+        let n = match self.fetches_per_peer.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => per_peer,
+            n => (n as usize).min(per_peer),
+        };
         let turns = {
             let mut map = self.peer_turns.lock().expect("turns lock");
-            let entry = map.entry(peer).or_insert_with(|| (n, Arc::new(tokio::sync::Semaphore::new(n as usize))));
+            let entry = map.entry(peer).or_insert_with(|| (n, Arc::new(tokio::sync::Semaphore::new(n))));
             if entry.0 != n {
-                *entry = (n, Arc::new(tokio::sync::Semaphore::new(n as usize)));
+                *entry = (n, Arc::new(tokio::sync::Semaphore::new(n)));
             }
             entry.1.clone()
         };
@@ -337,5 +402,26 @@ impl Shared {
     /// Time since the agent started.
     pub(crate) fn now(&self) -> Nanos {
         Nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer holds at most its share; another peer is let in all the while, and a place given
+    /// back lets the first in again.
+    #[test]
+    fn a_peer_holds_at_most_its_share() {
+        let shares = PeerShares::default();
+        let (a, b) = (DataPeer::Machine(MachineId(1)), DataPeer::Address("10.0.0.2".parse().unwrap()));
+        let mut held: Vec<_> = (0..3).map(|_| shares.enter(a, 3).expect("within the share")).collect();
+        assert!(shares.enter(a, 3).is_none(), "past the share");
+        let other = shares.enter(b, 3).expect("another peer");
+        assert_eq!((shares.held(a), shares.held(b)), (3, 1));
+        held.pop();
+        assert!(shares.enter(a, 3).is_some(), "a place given back");
+        drop((held, other));
+        assert!(shares.held.lock().unwrap().is_empty(), "nothing kept for peers that left");
     }
 }

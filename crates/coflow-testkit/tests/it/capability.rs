@@ -256,3 +256,81 @@ async fn in_token_mode_a_token_holder_may_read_any_piece() -> anyhow::Result<()>
     cluster.shutdown().await;
     Ok(())
 }
+
+/// One agent's certificate cannot take a source's data connections from the other agents: its
+/// holder opens more connections than `max_data_connections`, but holds only its share
+/// (`max_data_connections_per_peer`); past it each is told busy with the share, a get through
+/// that agent fails `limit-exceeded` naming the per-peer bound, and another agent's get is
+/// served exactly all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_agents_certificate_holds_only_its_share_of_a_sources_data_connections() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(3, RATE, "varys").with_tls();
+    cfg.agent.max_data_connections = 8;
+    cfg.agent.max_data_connections_per_peer = Some(2);
+    let cluster = Cluster::start(cfg).await?;
+    let own = cluster.tls_dir().unwrap().to_path_buf();
+    let c = cluster.client(0).await?;
+    let coflow = c.register(2, CoflowOptions::default()).await?;
+    let piece = content(80, PIECE as usize);
+    c.put(coflow, "p", piece.clone()).await?;
+    let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let agent2 = TlsContext::load(&files(&own, "agent-2"))?;
+    let mut held = Vec::new();
+    let mut busy = 0;
+    for _ in 0..12 {
+        let sock = tokio::net::TcpStream::connect(&addr).await?;
+        let mut s = coflow_proto::connect_agent(&agent2, sock, 0).await.map_err(anyhow::Error::msg)?;
+        let mut head = [0u8; 9];
+        // A connection within the share is served: it waits for a request and says nothing.
+        if let Ok(read) = tokio::time::timeout(Duration::from_millis(200), s.read_exact(&mut head)).await {
+            read?;
+            assert_eq!((head[0], u64::from_be_bytes(head[1..].try_into()?)), (4, 2), "busy, with the share");
+            busy += 1;
+        }
+        held.push(s);
+    }
+    assert_eq!(busy, 10, "all but the share told busy");
+    let e = cluster.client(2).await?.get(coflow, "p").await.map(|b| b.len()).unwrap_err();
+    assert!(matches!(&e, ClientError::LimitExceeded(m) if m.contains("max_data_connections_per_peer (2)")), "{e}");
+    let got = cluster.client(1).await?.get(coflow, "p").await?;
+    assert!(got == piece, "another agent's get is exact");
+    drop(held);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A client cannot cut other agents off from a source by holding gets: gets held at rate zero
+/// (a coflow waiting for all its gets, for a day) through one agent hold at most its share of
+/// connections to the source, the rest wait their turn rather than fail, and a get from the same
+/// source through another agent is served exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gets_held_through_one_agent_do_not_cut_others_off_from_a_source() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(3, RATE, "varys").with_tls();
+    cfg.agent.max_data_connections = 8;
+    let cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let day = CoflowOptions {
+        readiness: coflow_client::Readiness::AllGets { timeout: coflow_client::Nanos::from_secs(86_400) },
+        ..CoflowOptions::default()
+    };
+    let held_coflow = c.register(1_000, day).await?;
+    c.put(held_coflow, "h", content(81, 100)).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let piece = content(82, PIECE as usize);
+    c.put(coflow, "p", piece.clone()).await?;
+    let evil = cluster.client(1).await?;
+    let mut held = tokio::task::JoinSet::new();
+    for _ in 0..12 {
+        let evil = evil.clone();
+        held.spawn(async move { evil.get(held_coflow, "h").await });
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = tokio::time::timeout(Duration::from_secs(10), cluster.client(2).await?.get(coflow, "p")).await??;
+    assert!(got == piece, "another agent's get is exact");
+    assert!(held.try_join_next().is_none(), "a held get failed rather than waited for its turn");
+    held.shutdown().await;
+    cluster.shutdown().await;
+    Ok(())
+}
