@@ -287,8 +287,12 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
     // the handshake, so a call hears its alert (`Unauthenticated`) or only the connection
     // closing under it (`CoordinatorUnreachable` or `AgentUnreachable`, as the call went, which
     // says the certificate may be why).
-    for trust in [real_ca.clone(), other.join("ca.crt")] {
-        let f = coflow_client::TlsFiles { ca: trust, ..files(&other, "client-testkit") };
+    // Trusting the real CA, its own certificate does not verify, and the client does not start.
+    let f = coflow_client::TlsFiles { ca: real_ca.clone(), ..files(&other, "client-testkit") };
+    let e = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(0), f)).await.unwrap_err();
+    assert!(e.to_string().contains("not signed by the CA in"), "{e}");
+    {
+        let f = coflow_client::TlsFiles { ca: other.join("ca.crt"), ..files(&other, "client-testkit") };
         let c = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(0), f)).await?;
         for _ in 0..4 {
             let e = c.register(1, CoflowOptions::default()).await.unwrap_err();
@@ -316,7 +320,8 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
         metrics: None,
     };
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let foreign = tokio::spawn(coflow_agent::run(acfg, TlsContext::load(&f)?, listeners, async move {
+    // (Loaded unverified: `load` refuses a certificate its CA file did not sign.)
+    let foreign = tokio::spawn(coflow_agent::run(acfg, TlsContext::load_unverified(&f)?, listeners, async move {
         let _ = rx.await;
     }));
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -335,7 +340,7 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
     for (dir, stem) in [(&other, "agent-1"), (&own, "client-testkit")] {
         let mut f = files(dir, stem);
         f.ca = real_ca.clone();
-        let ctx = TlsContext::load(&f)?;
+        let ctx = TlsContext::load_unverified(&f)?;
         let sock = tokio::net::TcpStream::connect(&data_addr).await?;
         let got = match coflow_proto::connect_agent(&ctx, sock, 0).await {
             Err(_) => Vec::new(),
