@@ -247,12 +247,13 @@ fn samples(s: &state::Shared) -> Vec<Sample> {
         ),
         Sample::gauge(
             "stored_bytes",
-            "Bytes of pieces held in memory (bounded by max_stored_bytes).",
+            "Memory charged for the pieces held: their bytes in memory, names and bookkeeping (bounded by \
+             max_stored_bytes).",
             Value::Int(usage.memory),
         ),
         Sample::gauge(
             "stored_bytes_largest_client",
-            "Bytes held in memory for the client identity that holds the most (bounded by \
+            "Memory charged for the client identity that holds the most (bounded by \
              max_stored_bytes_per_client).",
             Value::Int(usage.largest_client),
         ),

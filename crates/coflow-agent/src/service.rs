@@ -165,7 +165,7 @@ impl Agent for AgentService {
             return Err(wrong(format!("{size} bytes is more than {}", coflow_proto::MAX_PIECE_SIZE)).into());
         }
         self.refuse_barred(coflow, &client)?;
-        let reservation = self.shared.store.reserve(coflow, &data_id, size, &client)?;
+        let reservation = self.shared.store.reserve(coflow, &data_id, size, &client, self.shared.config.chunk_bytes)?;
         // The reservation holds `size` bytes of the agent's memory from now on: the bytes must
         // keep coming at `MIN_PUT_RATE` at least (all of them so far, counted after a grace of
         // the idle timeout), so that a client cannot hold memory, or a name, by stating a large

@@ -345,9 +345,6 @@ pub(crate) const PIECE_OVERHEAD_BYTES: u64 = 320;
 /// The bytes of one block's CRC-32 in a piece's CRC table.
 const CRC_BYTES: u64 = 4;
 
-/// The smallest block a piece is checksummed in: the least `chunk_bytes` an agent takes.
-const MIN_BLOCK_BYTES: u64 = 1024;
-
 /// What a piece of `memory` bytes in memory stored as `data_id` for `client` costs the agent's
 /// memory before its CRC table: its bytes, its name, the client's name and
 /// [`PIECE_OVERHEAD_BYTES`]. So a piece of no bytes is not free, and a flood of empty pieces
@@ -360,9 +357,9 @@ pub(crate) fn charge(memory: u64, data_id: &DataId, client: &str) -> u64 {
 }
 
 /// What a piece of `size` bytes being streamed in is charged while its bytes come: as it will be
-/// stored ([`charge`]), with a CRC table of the most blocks a piece of that size can have.
-fn reservation_charge(size: u64, data_id: &DataId, client: &str) -> u64 {
-    charge(size, data_id, client).saturating_add(CRC_BYTES * size.div_ceil(MIN_BLOCK_BYTES))
+/// stored ([`charge`]) in blocks of `block` bytes, with its CRC table.
+fn reservation_charge(size: u64, data_id: &DataId, client: &str, block: usize) -> u64 {
+    charge(size, data_id, client).saturating_add(CRC_BYTES * size.div_ceil(block.max(1) as u64))
 }
 
 /// What a [`Store`] holds: its pieces, their bytes, the bytes of memory held (pieces and streams
@@ -428,6 +425,7 @@ impl Store {
         data_id: &DataId,
         size: u64,
         client: &str,
+        block: usize,
     ) -> Result<Reservation<'_>, AgentError> {
         let mut s = self.inner.lock().expect("store lock");
         let key = (coflow, data_id.clone(), client.to_string());
@@ -437,7 +435,7 @@ impl Store {
         if s.holds(coflow, data_id) || s.reserved.contains(&key) {
             return Err(AgentError::DuplicateDataId { coflow, data_id: data_id.clone() });
         }
-        let charge = reservation_charge(size, data_id, client);
+        let charge = reservation_charge(size, data_id, client, block);
         self.fits(&s, charge, client)?;
         s.hold(client, charge);
         s.reserved.insert(key.clone());
@@ -446,7 +444,7 @@ impl Store {
 
     /// Stores a piece in the memory reserved for it, unless a piece took its name meanwhile. The
     /// piece is charged what it costs ([`charge`]), no more than was reserved for it when its
-    /// blocks are of the agent's `chunk_bytes` (at least 1 KiB).
+    /// blocks are of the size reserved for.
     pub(crate) fn insert_reserved(&self, mut r: Reservation<'_>, piece: Piece) -> Result<(), AgentError> {
         debug_assert_eq!(piece.memory_bytes(), r.size, "a reservation holds its piece's bytes");
         let mut s = self.inner.lock().expect("store lock");
@@ -1113,9 +1111,9 @@ mod tests {
     fn a_name_being_streamed_in_is_held_from_its_own_client_only() {
         let s = Store::new(10_000, 0);
         let x = DataId::new("x").unwrap();
-        let stranger = s.reserve(CoflowId(1), &x, 300, "stranger").unwrap();
-        assert!(matches!(s.reserve(CoflowId(1), &x, 300, "stranger"), Err(AgentError::DuplicateDataId { .. })));
-        let owner = s.reserve(CoflowId(1), &x, 300, "owner").unwrap();
+        let stranger = s.reserve(CoflowId(1), &x, 300, "stranger", 1024).unwrap();
+        assert!(matches!(s.reserve(CoflowId(1), &x, 300, "stranger", 1024), Err(AgentError::DuplicateDataId { .. })));
+        let owner = s.reserve(CoflowId(1), &x, 300, "owner", 1024).unwrap();
         // A stream is charged the CRC table of 1 KiB blocks, the agent's least.
         let (reserved_s, reserved_o) = (cost(300, 1024, "x", "stranger"), cost(300, 1024, "x", "owner"));
         assert_eq!(
@@ -1131,10 +1129,10 @@ mod tests {
             Usage { pieces: 1, bytes: 300, memory: stored, largest_client: stored },
             "the stream that lost gave its memory back"
         );
-        assert!(matches!(s.reserve(CoflowId(1), &x, 10, "stranger"), Err(AgentError::DuplicateDataId { .. })));
+        assert!(matches!(s.reserve(CoflowId(1), &x, 10, "stranger", 1024), Err(AgentError::DuplicateDataId { .. })));
         // A plain put is not held back by another client's stream either.
         let y = DataId::new("y").unwrap();
-        let stream = s.reserve(CoflowId(1), &y, 100, "stranger").unwrap();
+        let stream = s.reserve(CoflowId(1), &y, 100, "stranger", 1024).unwrap();
         s.insert(CoflowId(1), y.clone(), Piece::memory(vec![3; 100], 256), "").unwrap();
         drop(stream);
         let plain = cost(100, 256, "y", "");
@@ -1152,11 +1150,11 @@ mod tests {
         let id = |s: &str| DataId::new(s).unwrap();
         let mem = |n: usize| Piece::memory(vec![1; n], 1024);
         s.insert(CoflowId(1), id("a1"), mem(300), "a").unwrap();
-        let e = s.reserve(CoflowId(1), &id("a2"), 200, "a").unwrap_err();
+        let e = s.reserve(CoflowId(1), &id("a2"), 200, "a", 1024).unwrap_err();
         assert!(matches!(&e, AgentError::LimitExceeded(m) if m.contains("max_stored_bytes_per_client")), "{e}");
         assert!(matches!(s.insert(CoflowId(1), id("a2"), mem(101), "a"), Err(AgentError::LimitExceeded(_))));
         s.insert(CoflowId(2), id("b1"), mem(400), "b").unwrap();
-        let stream = s.reserve(CoflowId(1), &id("a2"), 100, "a").unwrap();
+        let stream = s.reserve(CoflowId(1), &id("a2"), 100, "a", 1024).unwrap();
         assert_eq!((s.usage().memory, s.usage().largest_client), (800 + 3 * k, 400 + 2 * k));
         drop(stream);
         assert_eq!((s.usage().memory, s.usage().largest_client), (700 + 2 * k, 400 + k));
@@ -1254,7 +1252,7 @@ mod tests {
             Usage { pieces: stored, bytes: 0, memory: stored as u64 * each, largest_client: stored as u64 * each }
         );
         // A stream of no bytes is charged as well.
-        assert!(matches!(s.reserve(CoflowId(1), &name(stored), 0, "tenant"), Err(AgentError::LimitExceeded(_))));
+        assert!(matches!(s.reserve(CoflowId(1), &name(stored), 0, "tenant", 1024), Err(AgentError::LimitExceeded(_))));
         // Dropped, they give it all back.
         assert_eq!(s.drop_coflow(CoflowId(1)), stored);
         assert_eq!(s.usage(), Usage::default());

@@ -316,7 +316,7 @@ async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflow
     }
     cluster.client(2).await?.put_file(gone, "file", "seg", 0, 1000).await?;
     c.put(kept, "k", content(7, 1000)).await?;
-    let stored = |p: &str| metric(p, "coflow_agent_stored_bytes");
+    let stored = |p: &str| metric(p, "coflow_agent_piece_bytes");
     assert_eq!(stored(&scrape(cluster.agent_metrics[1]).await), 2_000_000.0);
     c.unregister(gone).await?;
     let t = Instant::now();
@@ -327,7 +327,9 @@ async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflow
         for m in 0..3 {
             let page = scrape(cluster.agent_metrics[m]).await;
             let want = if m == 0 { 1000.0 } else { 0.0 };
-            freed &= stored(&page) == want && metric(&page, "coflow_agent_pieces") == want / 1000.0;
+            freed &= stored(&page) == want
+                && metric(&page, "coflow_agent_pieces") == want / 1000.0
+                && (metric(&page, "coflow_agent_stored_bytes") == 0.0) == (want == 0.0);
         }
     }
     assert!(freed, "the unregistered coflow's pieces are still held");
@@ -383,7 +385,7 @@ async fn a_coflow_whose_framework_stops_renewing_is_dropped_a_lease_later() -> a
             }
         })
     };
-    let stored = || async { metric(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") };
+    let stored = || async { metric(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_piece_bytes") };
     let t = Instant::now();
     while stored().await != 1000.0 && t.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(50)).await;
