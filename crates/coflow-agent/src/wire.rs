@@ -61,7 +61,8 @@ pub(crate) enum Status {
     NoPiece = 2,
     /// The request is malformed.
     BadRequest = 3,
-    /// The source serves its `max_data_connections` already.
+    /// The source serves its `max_data_connections` already (size 0), or this peer's share of
+    /// them, `max_data_connections_per_peer` (the share in the size).
     Busy = 4,
     /// The source's stored copy cannot be read (in an error frame).
     DataLost = 5,

@@ -646,4 +646,83 @@ mod tests {
         let e = issue(&dir, &Subject::Client { name: "a".into() }, false).unwrap_err();
         assert!(e.to_string().contains("ca.crt"), "{e}");
     }
+
+    // A member's own certificate, checked as it loads (`TlsContext::load`).
+
+    /// `ca`'s certificate, and `issued` written to a fresh directory named for `name`, as files.
+    fn written(name: &str, ca: &CertAuthority, issued: &Issued) -> TlsFiles {
+        let dir = std::env::temp_dir().join(format!("coflow-tls-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.crt"), ca.cert_pem()).unwrap();
+        issued.write(&dir, "member", false).unwrap();
+        TlsFiles { ca: dir.join("ca.crt"), cert: dir.join("member.crt"), key: dir.join("member.key") }
+    }
+
+    fn cleanup(files: &TlsFiles) {
+        std::fs::remove_dir_all(files.ca.parent().unwrap()).unwrap();
+    }
+
+    fn agent() -> Subject {
+        Subject::Agent { machine: 1, hosts: vec!["127.0.0.1".into()] }
+    }
+
+    #[test]
+    fn a_certificate_of_another_ca_is_refused_naming_both_files() {
+        let (ours, theirs) = (CertAuthority::generate().unwrap(), CertAuthority::generate().unwrap());
+        for s in [agent(), Subject::Coordinator { hosts: vec!["h".into()] }, Subject::Client { name: "c".into() }] {
+            let f = written("foreign", &ours, &theirs.issue(&s).unwrap());
+            let e = TlsContext::load(&f).unwrap_err().to_string();
+            let (cert, ca) = (f.cert.display().to_string(), f.ca.display().to_string());
+            assert!(e.starts_with(&format!("{cert}: not signed by the CA in {ca}")), "{s:?}: {e}");
+            // A test playing a foreign member may still load it.
+            assert_eq!(TlsContext::load_unverified(&f).unwrap().role(), &s.role());
+            cleanup(&f);
+        }
+    }
+
+    #[test]
+    fn a_certificate_out_of_its_dates_is_refused_saying_so() {
+        let ca = CertAuthority::generate().unwrap();
+        let y = this_year();
+        let f = written("expired", &ca, &ca.issue_for_years(&agent(), 2000, 2001).unwrap());
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        let cert = f.cert.display().to_string();
+        assert!(e.starts_with(&format!("{cert}: expired since 2001-01-01 00:00:00 UTC")), "{e}");
+        cleanup(&f);
+        let f = written("early", &ca, &ca.issue_for_years(&agent(), y + 2, y + 3).unwrap());
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        assert!(e.contains(&format!("not yet valid: valid from {:04}-01-01 00:00:00 UTC", y + 2)), "{e}");
+        cleanup(&f);
+        let f = written("valid", &ca, &ca.issue(&agent()).unwrap());
+        assert_eq!(TlsContext::load(&f).unwrap().role(), &Role::Agent(1));
+        cleanup(&f);
+    }
+
+    #[test]
+    fn a_corrupted_certificate_is_refused_naming_its_file() {
+        let ca = CertAuthority::generate().unwrap();
+        let f = written("corrupt", &ca, &ca.issue(&agent()).unwrap());
+        // The last line of base64 before the END line encodes the end of the signature.
+        let text = std::fs::read_to_string(&f.cert).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let last = lines.len() - 2;
+        let flipped = if lines[last].starts_with('A') { "B" } else { "A" };
+        lines[last].replace_range(..1, flipped);
+        std::fs::write(&f.cert, lines.join("\n")).unwrap();
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}: not signed by the CA in", f.cert.display())), "{e}");
+        cleanup(&f);
+    }
+
+    #[test]
+    fn a_truncated_pem_names_its_section_as_text() {
+        let ca = CertAuthority::generate().unwrap();
+        let f = written("truncated", &ca, &ca.issue(&agent()).unwrap());
+        let text = std::fs::read_to_string(&f.cert).unwrap();
+        std::fs::write(&f.cert, &text[..text.len() / 2]).unwrap();
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        assert!(e.contains("truncated: its CERTIFICATE section has no END line"), "{e}");
+        cleanup(&f);
+    }
 }
