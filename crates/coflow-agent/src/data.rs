@@ -192,7 +192,7 @@ pub(crate) async fn send_pieces<S: DataStream>(
         if let Err(why) = admit(shared, &req, peer) {
             let _ = write_within(&mut wr, &wire::encode_head(Status::Denied, 0), idle).await;
             let detail = format!("data request for flow {} of coflow {} denied: {why}", req.flow.0, req.coflow);
-            shared.denials.refuse(addr, "data plane", coflow_proto::Refusal::WrongRole, &detail);
+            shared.denials.refuse(addr, "data plane", coflow_proto::Refusal::NotAllowed, &detail);
             return Err(AgentError::PermissionDenied(why));
         }
         if let Some(hop) = &req.via {

@@ -114,7 +114,7 @@ impl Sessions {
                     );
                     match remote {
                         Some(addr) => {
-                            self.refusals.refuse(addr, "RegisterAgent", Refusal::WrongRole, &msg);
+                            self.refusals.refuse(addr, "RegisterAgent", Refusal::NotAllowed, &msg);
                         }
                         None => tracing::debug!("{msg}"),
                     }

@@ -534,6 +534,9 @@ pub enum Refusal {
     Handshake,
     /// Its member holds the most gRPC connections one member may (1,024).
     TooManyConnections,
+    /// It asked for what it may not have, whatever its certificate (a data request whose ticket
+    /// is not its flow's, a machine live under another session); the detail says what.
+    NotAllowed,
 }
 
 impl Refusal {
@@ -545,6 +548,7 @@ impl Refusal {
             Refusal::WrongRole => "the certificate's role may not do this",
             Refusal::Handshake => "TLS handshake failed",
             Refusal::TooManyConnections => "its member holds the most connections one member may",
+            Refusal::NotAllowed => "it asked for what it may not have",
         }
     }
 
