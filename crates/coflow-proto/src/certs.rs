@@ -170,7 +170,8 @@ impl std::fmt::Debug for Issued {
 impl Issued {
     /// Writes `DIR/STEM.crt` and `DIR/STEM.key` (the key readable by its owner only); refuses
     /// to overwrite either unless `force`, and refuses a symbolic link at either path. Either
-    /// both files are replaced or neither is (see [`replace_all`]). Returns the paths written.
+    /// both files are replaced or neither is: each is written to a temporary file beside it,
+    /// and both are renamed into place once both are written. Returns the paths written.
     pub fn write(&self, dir: &Path, stem: &str, force: bool) -> Result<Vec<PathBuf>, CertError> {
         let (crt, key) = (dir.join(format!("{stem}.crt")), dir.join(format!("{stem}.key")));
         for p in [&crt, &key] {
