@@ -67,12 +67,10 @@ pub struct AgentConfig {
     /// fails `limit-exceeded`. Default 1024.
     pub max_data_connections: usize,
     /// The most of `max_data_connections` one peer may hold at once: with TLS one agent (by the
-    /// machine its certificate names), in token mode one IP address (an IPv6 /64). One more from
+    /// machine its certificate names), in token mode one IP address. One more from
     /// that peer is refused, and the get that opened it fails `limit-exceeded` naming this bound,
-    /// while other peers are still served; a receiving agent holds at most this many data
-    /// connections to one source itself (more gets from it wait, in order, for one of them).
-    /// None (the default): a quarter of `max_data_connections`, but at least 4 (all of them when
-    /// there are fewer). At most `max_data_connections`.
+    /// while other peers are still served. None (the default): half of `max_data_connections`,
+    /// but at least 4 (all of them when there are fewer). At most `max_data_connections`.
     pub max_data_connections_per_peer: Option<usize>,
     /// A data connection on which nothing moves for this long is closed: a peer that does not
     /// send its request, a receiver that stops reading, a source that sends neither bytes nor
@@ -202,7 +200,7 @@ impl AgentConfig {
     /// resolved).
     pub fn data_connections_per_peer(&self) -> usize {
         self.max_data_connections_per_peer
-            .unwrap_or_else(|| (self.max_data_connections / 4).max(self.max_data_connections.min(4)))
+            .unwrap_or_else(|| (self.max_data_connections / 2).max(self.max_data_connections.min(4)))
     }
 
     /// The TLS files, if TLS is configured; an error names the one missing.
@@ -236,7 +234,7 @@ mod tests {
         }
     }
 
-    /// A peer's share of the data connections is a quarter of them by default (at least 4, or
+    /// A peer's share of the data connections is half of them by default (at least 4, or
     /// all when fewer), and a share set must be 1 to `max_data_connections`.
     #[test]
     fn a_peers_share_of_the_data_connections_is_bounded() {
@@ -245,8 +243,8 @@ mod tests {
             max_data_connections_per_peer: per_peer,
             ..AgentConfig::default()
         };
-        assert_eq!(AgentConfig::default().data_connections_per_peer(), 256);
-        assert_eq!(with(100, None).data_connections_per_peer(), 25);
+        assert_eq!(AgentConfig::default().data_connections_per_peer(), 512);
+        assert_eq!(with(100, None).data_connections_per_peer(), 50);
         assert_eq!(with(8, None).data_connections_per_peer(), 4);
         assert_eq!(with(2, None).data_connections_per_peer(), 2);
         assert_eq!(with(100, Some(7)).data_connections_per_peer(), 7);

@@ -95,7 +95,7 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Unpin + Send>(
     // share takes none of the others'.
     let who = match peer_machine {
         Some(m) => DataPeer::Machine(m),
-        None => DataPeer::Address(coflow_proto::peer_group(peer.ip())),
+        None => DataPeer::Address(peer.ip().to_canonical()),
     };
     let share = shared.config.data_connections_per_peer();
     let Some(place) = shared.peer_shares.enter(who, share) else {
@@ -1221,11 +1221,14 @@ mod tests {
         drop(held);
     }
 
-    /// Without a bound from the coordinator, a receiver carries at most
-    /// `max_data_connections_per_peer` fetches to one peer at once; the next waits for a turn.
+    /// Without a bound from the coordinator a fetch takes no turn (one held at rate 0 would keep
+    /// the flows that may run waiting behind it); with one, a receiver carries at most that
+    /// many fetches to one peer at once, and never more than `max_data_connections_per_peer`.
     #[tokio::test]
     async fn a_receiver_holds_at_most_its_share_of_connections_to_one_source() {
         let s = shared(1024);
+        assert!(s.fetch_turn(MachineId(3)).await.is_none(), "no turn without the coordinator's bound");
+        s.fetches_per_peer.store(u32::MAX, std::sync::atomic::Ordering::Relaxed);
         let share = s.config.data_connections_per_peer();
         let mut turns = Vec::new();
         for _ in 0..share {

@@ -112,8 +112,7 @@ impl Attached {
 }
 
 /// A peer of the data plane, as a source counts its connections: with TLS the agent its
-/// certificate names, in token mode its address's group (`coflow_proto::peer_group`: an IPv4
-/// address, an IPv6 /64).
+/// certificate names, in token mode its IP address (agents of one host or one NAT share it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum DataPeer {
     Machine(MachineId),
@@ -269,7 +268,7 @@ pub(crate) struct Shared {
     /// Bytes this agent forwarded as a relay (multi-path routing).
     pub(crate) relayed_bytes: AtomicU64,
     /// How many fetches this agent carries at once to one peer (the coordinator's mode says; 0:
-    /// no bound but `max_data_connections_per_peer`), and the turns per peer.
+    /// no bound), and the turns per peer.
     pub(crate) fetches_per_peer: std::sync::atomic::AtomicU32,
     pub(crate) peer_turns: Mutex<HashMap<MachineId, (usize, Arc<tokio::sync::Semaphore>)>>,
     pub(crate) gets: AtomicU64,
@@ -373,10 +372,12 @@ impl Shared {
     /// once, fewer when the coordinator's mode bounds them further, so that gets held at rate zero
     /// cannot open one connection each to their source without end.
     pub(crate) async fn fetch_turn(&self, peer: MachineId) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let per_peer = self.config.data_connections_per_peer();
+        // Without the coordinator's bound a get takes no turn: a flow held at rate 0 keeps its
+        // connection, and a turn it held would keep the flows the scheduler lets run waiting
+        // behind it, which could then wait for ever. A source refuses a peer past its share.
         let n = match self.fetches_per_peer.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => per_peer,
-            n => (n as usize).min(per_peer),
+            0 => return None,
+            n => (n as usize).min(self.config.data_connections_per_peer()),
         };
         let turns = {
             let mut map = self.peer_turns.lock().expect("turns lock");

@@ -301,9 +301,9 @@ async fn one_agents_certificate_holds_only_its_share_of_a_sources_data_connectio
 }
 
 /// A client cannot cut other agents off from a source by holding gets: gets held at rate zero
-/// (a coflow waiting for all its gets, for a day) through one agent hold at most its share of
-/// connections to the source, the rest wait their turn rather than fail, and a get from the same
-/// source through another agent is served exactly.
+/// (a coflow waiting for all its gets, for a day) through one agent hold at most that agent's
+/// share of connections to the source, the rest are refused `limit-exceeded`, and a get from the
+/// same source through another agent is served exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gets_held_through_one_agent_do_not_cut_others_off_from_a_source() -> anyhow::Result<()> {
     subscribe();
@@ -329,7 +329,20 @@ async fn gets_held_through_one_agent_do_not_cut_others_off_from_a_source() -> an
     tokio::time::sleep(Duration::from_millis(500)).await;
     let got = tokio::time::timeout(Duration::from_secs(10), cluster.client(2).await?.get(coflow, "p")).await??;
     assert!(got == piece, "another agent's get is exact");
-    assert!(held.try_join_next().is_none(), "a held get failed rather than waited for its turn");
+    // Through the agent holding them, a get past its share fails at once, typed, never waits
+    // behind flows held at rate 0 (which could wait for it in turn).
+    let same = tokio::time::timeout(Duration::from_secs(10), evil.get(coflow, "p")).await?;
+    assert!(
+        matches!(&same, Err(ClientError::LimitExceeded(m)) if m.contains("max_data_connections_per_peer")),
+        "{same:?}"
+    );
+    let mut refused = 0;
+    while let Some(r) = held.try_join_next() {
+        let e = r?.unwrap_err();
+        assert!(matches!(&e, ClientError::LimitExceeded(_)), "a held get ended {e:?}");
+        refused += 1;
+    }
+    assert_eq!(refused, 12 - 4, "the held gets past agent 1's share of 4 are refused");
     held.shutdown().await;
     cluster.shutdown().await;
     Ok(())
