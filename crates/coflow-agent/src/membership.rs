@@ -123,31 +123,17 @@ fn write(path: &Path, id: u32) -> Result<(), RunError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(failed(e)),
     }
-    let written = write_new(&tmp, format!("{id}\n").as_bytes()).and_then(|()| std::fs::rename(&tmp, path));
+    let written = coflow_proto::files::write_new(&tmp, format!("{id}\n").as_bytes(), 0o644)
+        .and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(failed(e));
     }
     // The rename is durable once the directory is synced; an id lost to a crash is assigned again.
-    if let Some(dir) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
-        let _ = dir.sync_all();
+    if let Some(dir) = path.parent() {
+        coflow_proto::files::sync_dir(dir);
     }
     Ok(())
-}
-
-/// Creates the file `path`, which must not exist (a symlink there is not followed), and writes
-/// `bytes` to it, synced to disk.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .mode(0o644)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 /// Tells the coordinator this agent leaves; gives up after two seconds (it then times out).

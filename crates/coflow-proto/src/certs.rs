@@ -236,11 +236,7 @@ fn replace_all(dir: &Path, files: &[(&PathBuf, &[u8], bool)]) -> Result<(), Cert
             let _ = std::fs::remove_file(o);
         }
     }
-    // Makes the renames durable; the files themselves were synced. Best effort: the files are
-    // in place whatever this says.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    crate::files::sync_dir(dir);
     Ok(())
 }
 
@@ -278,26 +274,16 @@ const SIBLING_TRIES: u64 = 64;
 
 /// Writes `bytes` to a new temporary file beside `path` and syncs it; returns its path.
 fn write_temp(path: &Path, bytes: &[u8], secret: bool) -> Result<PathBuf, CertError> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Write;
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mode = Mode::from_raw_mode(if secret { 0o600 } else { 0o666 });
+    let mode = if secret { 0o600 } else { 0o666 };
     let mut n = 0;
-    let (temp, file) = loop {
+    loop {
         let temp = sibling(path, "tmp", n);
-        match rustix::fs::open(&temp, flags, mode) {
-            Ok(fd) => break (temp, std::fs::File::from(fd)),
-            Err(rustix::io::Errno::EXIST) if n + 1 < SIBLING_TRIES => n += 1,
-            Err(e) => return Err(io(&temp, e.into())),
+        match crate::files::write_new(&temp, bytes, mode) {
+            Ok(()) => return Ok(temp),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n + 1 < SIBLING_TRIES => n += 1,
+            Err(e) => return Err(io(path, e)),
         }
-    };
-    let written = (&file).write_all(bytes).and_then(|()| file.sync_all());
-    if let Err(e) = written {
-        drop(file);
-        let _ = std::fs::remove_file(&temp);
-        return Err(io(path, e));
     }
-    Ok(temp)
 }
 
 /// A hard link beside `path` to the file at `path`, which keeps it when a rename replaces it;

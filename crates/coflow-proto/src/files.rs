@@ -1,10 +1,34 @@
 //! Reading the small files an operator hands a service (configuration, cluster token, TLS
 //! certificates and keys): only regular files, and only up to a bound, so that a path to a FIFO
 //! with no writer, a device such as `/dev/zero` or a directory fails at once with an error that
-//! says so, rather than hanging or filling memory.
+//! says so, rather than hanging or filling memory; and writing the files a service or
+//! `coflow certs` keeps, never through a link planted at their paths.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::Path;
+
+/// Creates the file `path`, which must not exist (a link there is not followed:
+/// `O_CREAT | O_EXCL | O_NOFOLLOW`), with permissions `mode`, and writes `bytes` to it, synced
+/// to disk; a file it created but could not fill is removed.
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::from_raw_mode(mode)).map_err(io::Error::from)?);
+    let written = (&file).write_all(bytes).and_then(|()| file.sync_all());
+    if written.is_err() {
+        drop(file);
+        let _ = std::fs::remove_file(path);
+    }
+    written
+}
+
+/// Makes the renames in directory `dir` durable, as far as it can: the files renamed were
+/// synced, and they are in place whatever this says.
+pub fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
 
 /// The most bytes [`read_small`] reads of a configuration file or a PEM file: far above any
 /// real one (a certificate chain of ten certificates is under 20 KiB).
