@@ -98,7 +98,7 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Unpin + Send>(
         None => DataPeer::Address(peer.ip().to_canonical()),
     };
     let share = shared.config.data_connections_per_peer();
-    let Some(place) = shared.peer_shares.enter(who, share) else {
+    let Some(place) = shared.peer_shares.admit(who, share) else {
         let detail = format!("{who:?} holds max_data_connections_per_peer ({share}) already");
         shared.denials.refuse(peer, "data plane", coflow_proto::Refusal::TooManyConnections, &detail);
         return say_busy(stream, share as u64).await;

@@ -119,51 +119,6 @@ pub(crate) enum DataPeer {
     Address(IpAddr),
 }
 
-/// The data connections each peer holds at a source, so that one peer holds at most its share
-/// of `max_data_connections`.
-#[derive(Debug, Default)]
-pub(crate) struct PeerShares {
-    held: Mutex<HashMap<DataPeer, usize>>,
-}
-
-impl PeerShares {
-    /// Takes a place for one more connection of `peer`, or `None` if it holds `share` already.
-    pub(crate) fn enter(&self, peer: DataPeer, share: usize) -> Option<SharePlace<'_>> {
-        let mut held = self.held.lock().expect("shares lock");
-        let n = held.entry(peer).or_insert(0);
-        if *n >= share {
-            return None;
-        }
-        *n += 1;
-        Some(SharePlace { shares: self, peer })
-    }
-
-    /// The connections `peer` holds.
-    #[cfg(test)]
-    pub(crate) fn held(&self, peer: DataPeer) -> usize {
-        self.held.lock().expect("shares lock").get(&peer).copied().unwrap_or(0)
-    }
-}
-
-/// A connection's place in its peer's share, given back when dropped.
-#[derive(Debug)]
-pub(crate) struct SharePlace<'a> {
-    shares: &'a PeerShares,
-    peer: DataPeer,
-}
-
-impl Drop for SharePlace<'_> {
-    fn drop(&mut self) {
-        let mut held = self.shares.held.lock().expect("shares lock");
-        if let Some(n) = held.get_mut(&self.peer) {
-            *n -= 1;
-            if *n == 0 {
-                held.remove(&self.peer);
-            }
-        }
-    }
-}
-
 /// One direction of this machine's port, capped at its configured capacity.
 #[derive(Debug)]
 pub(crate) struct PortLimiter {
@@ -255,7 +210,7 @@ pub(crate) struct Shared {
     /// Data connections being served.
     pub(crate) data_connections: AtomicU64,
     /// The data connections being served, by peer.
-    pub(crate) peer_shares: PeerShares,
+    pub(crate) peer_shares: coflow_proto::Shares<DataPeer>,
     /// The peers whose data requests were denied: the first denial of each address is logged
     /// at warn, the rest at debug, so a peer that retries in a loop cannot flood the log.
     pub(crate) denials: coflow_proto::RefusalLog,
@@ -298,7 +253,7 @@ impl Shared {
             attached: Attached::default(),
             link_epoch: AtomicU64::new(0),
             data_connections: AtomicU64::new(0),
-            peer_shares: PeerShares::default(),
+            peer_shares: coflow_proto::Shares::default(),
             denials: coflow_proto::RefusalLog::default(),
             link_down_since: Mutex::new(None),
             tx_port: PortLimiter::new(rate, chunk),
@@ -414,15 +369,15 @@ mod tests {
     /// back lets the first in again.
     #[test]
     fn a_peer_holds_at_most_its_share() {
-        let shares = PeerShares::default();
+        let shares = coflow_proto::Shares::default();
         let (a, b) = (DataPeer::Machine(MachineId(1)), DataPeer::Address("10.0.0.2".parse().unwrap()));
-        let mut held: Vec<_> = (0..3).map(|_| shares.enter(a, 3).expect("within the share")).collect();
-        assert!(shares.enter(a, 3).is_none(), "past the share");
-        let other = shares.enter(b, 3).expect("another peer");
-        assert_eq!((shares.held(a), shares.held(b)), (3, 1));
+        let mut held: Vec<_> = (0..3).map(|_| shares.admit(a, 3).expect("within the share")).collect();
+        assert!(shares.admit(a, 3).is_none(), "past the share");
+        let other = shares.admit(b, 3).expect("another peer");
+        assert_eq!((shares.held(&a), shares.held(&b)), (3, 1));
         held.pop();
-        assert!(shares.enter(a, 3).is_some(), "a place given back");
+        assert!(shares.admit(a, 3).is_some(), "a place given back");
         drop((held, other));
-        assert!(shares.held.lock().unwrap().is_empty(), "nothing kept for peers that left");
+        assert_eq!(shares.holders(), 0, "nothing kept for peers that left");
     }
 }

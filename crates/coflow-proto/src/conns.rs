@@ -63,43 +63,60 @@ impl AcceptFailures {
     }
 }
 
-/// The open connections of each member, by its role's URI.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Members(Arc<Mutex<HashMap<String, usize>>>);
+/// The open connections of each holder (a member, by its role's URI; an agent's data-plane
+/// peer), so that one holds at most its bound.
+#[derive(Debug)]
+pub struct Shares<K>(Arc<Mutex<HashMap<K, usize>>>);
 
-impl Members {
-    /// Takes a place for one more connection of `member`, or `None` if it holds the most already.
-    pub(crate) fn admit(&self, member: String) -> Option<Place> {
-        let mut open = self.0.lock().expect("connection count lock");
-        let n = open.entry(member.clone()).or_insert(0);
-        if *n >= MAX_CONNECTIONS_PER_MEMBER {
+impl<K> Default for Shares<K> {
+    fn default() -> Shares<K> {
+        Shares(Arc::default())
+    }
+}
+
+impl<K> Clone for Shares<K> {
+    fn clone(&self) -> Shares<K> {
+        Shares(self.0.clone())
+    }
+}
+
+impl<K: Eq + std::hash::Hash + Clone> Shares<K> {
+    /// Takes a place for one more connection of `holder`, or `None` if it holds `most` already.
+    pub fn admit(&self, holder: K, most: usize) -> Option<Share<K>> {
+        let mut open = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = open.entry(holder.clone()).or_insert(0);
+        if *n >= most {
             return None;
         }
         *n += 1;
-        Some(Place { member, members: self.clone() })
+        Some(Share { holder, shares: self.clone() })
     }
 
-    /// The connections `member` holds open.
-    #[cfg(test)]
-    fn open(&self, member: &str) -> usize {
-        self.0.lock().expect("connection count lock").get(member).copied().unwrap_or(0)
+    /// The connections `holder` holds open.
+    pub fn held(&self, holder: &K) -> usize {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(holder).copied().unwrap_or(0)
+    }
+
+    /// How many holders hold a connection.
+    pub fn holders(&self) -> usize {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 }
 
-/// One connection's place among its member's, given back when it is dropped.
+/// One connection's place among its holder's, given back when it is dropped.
 #[derive(Debug)]
-pub(crate) struct Place {
-    member: String,
-    members: Members,
+pub struct Share<K: Eq + std::hash::Hash> {
+    holder: K,
+    shares: Shares<K>,
 }
 
-impl Drop for Place {
+impl<K: Eq + std::hash::Hash> Drop for Share<K> {
     fn drop(&mut self) {
-        let mut open = self.members.0.lock().expect("connection count lock");
-        if let Some(n) = open.get_mut(&self.member) {
+        let mut open = self.shares.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.holder) {
             *n -= 1;
             if *n == 0 {
-                open.remove(&self.member);
+                open.remove(&self.holder);
             }
         }
     }
@@ -109,7 +126,7 @@ impl Drop for Place {
 #[derive(Debug)]
 pub(crate) struct Counted {
     pub(crate) stream: TlsStream<TcpStream>,
-    pub(crate) _place: Place,
+    pub(crate) _place: Share<String>,
 }
 
 impl Connected for Counted {
@@ -284,17 +301,17 @@ mod tests {
 
     #[test]
     fn a_member_holds_at_most_the_cap_and_gets_its_places_back() {
-        let members = Members::default();
-        let held: Vec<Place> =
-            (0..MAX_CONNECTIONS_PER_MEMBER).map(|_| members.admit("client-a".into()).unwrap()).collect();
-        assert!(members.admit("client-a".into()).is_none(), "past the cap");
+        let members = Shares::<String>::default();
+        let admit = |m: &str| members.admit(m.to_string(), MAX_CONNECTIONS_PER_MEMBER);
+        let held: Vec<Share<String>> = (0..MAX_CONNECTIONS_PER_MEMBER).map(|_| admit("client-a").unwrap()).collect();
+        assert!(admit("client-a").is_none(), "past the cap");
         // Another member is not held back by the first.
-        let other = members.admit("client-b".into()).unwrap();
-        assert_eq!(members.open("client-b"), 1);
+        let other = admit("client-b").unwrap();
+        assert_eq!(members.held(&"client-b".to_string()), 1);
         drop(held);
-        assert_eq!(members.open("client-a"), 0);
-        assert!(members.admit("client-a".into()).is_some(), "places come back as connections close");
+        assert_eq!(members.held(&"client-a".to_string()), 0);
+        assert!(admit("client-a").is_some(), "places come back as connections close");
         drop(other);
-        assert_eq!(members.open("client-b"), 0);
+        assert_eq!(members.held(&"client-b".to_string()), 0);
     }
 }

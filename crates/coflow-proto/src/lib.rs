@@ -26,8 +26,8 @@ pub mod codec;
 mod conns;
 pub mod files;
 pub use conns::{
-    ACCEPT_BACKOFF, AcceptFailures, HANDSHAKES_PER_ADDRESS, Pending, UNPROVEN, UNPROVEN_PER_ADDRESS, Unproven,
-    peer_group,
+    ACCEPT_BACKOFF, AcceptFailures, HANDSHAKES_PER_ADDRESS, Pending, Share, Shares, UNPROVEN, UNPROVEN_PER_ADDRESS,
+    Unproven, peer_group,
 };
 mod kind;
 mod msg;

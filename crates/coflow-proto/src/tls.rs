@@ -697,7 +697,7 @@ pub(crate) fn incoming(
 {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let members = crate::conns::Members::default();
+    let members = crate::conns::Shares::<String>::default();
     let unproven = Arc::new(crate::Unproven::default());
     let task = tokio::spawn(async move {
         let mut handshakes = tokio::task::JoinSet::new();
@@ -717,7 +717,7 @@ pub(crate) fn incoming(
                         let Some(Some(stream)) = proven.await else { return };
                         let member = peer_role(stream.get_ref().1.peer_certificates())
                             .map_or_else(|| "no role".to_string(), |r| r.uri());
-                        match members.admit(member.clone()) {
+                        match members.admit(member.clone(), crate::conns::MAX_CONNECTIONS_PER_MEMBER) {
                             Some(place) => {
                                 let _ = tx.send(Ok(crate::conns::Counted { stream, _place: place })).await;
                             }
