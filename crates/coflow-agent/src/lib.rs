@@ -18,8 +18,8 @@
 //!   heartbeats out; answers, rates and notices in), batched per frame.
 //! - `phantom`: [`Phantom`], the agent's side of the session without an agent, for benchmarks
 //!   and tests.
-//! - `membership`: which machine the agent is (certificate, flag, kept file, or assigned), and
-//!   deregistering at a clean stop.
+//! - `membership`: which machine the agent is (certificate, flag, kept file, or assigned), the
+//!   data directory held while the agent runs, and deregistering at a clean stop.
 //! - `state`: what the tasks share.
 
 #![warn(missing_docs)]
@@ -99,6 +99,9 @@ pub enum RunError {
     /// The machine id cannot be settled.
     #[error("machine id: {0}")]
     Machine(String),
+    /// The data directory cannot be held: it cannot be made or opened, or another agent holds it.
+    #[error("data_dir {0}")]
+    DataDir(String),
 }
 
 /// Runs an agent until `shutdown` completes; then stops its servers and tasks, deregisters from
@@ -113,6 +116,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     config.validate()?;
+    // Held until the agent returns: its machine id and pieces are its own.
+    let _data_dir = membership::hold_data_dir(&config.data_dir)?;
     let security = security.into();
     let data_addr = match &config.data_advertise {
         Some(a) => a.clone(),

@@ -6,6 +6,8 @@
 //! which is then kept there. So an agent never becomes machine 0 for want of a flag, and an agent
 //! restarted on the same data directory is the same machine.
 //! At a clean stop the agent deregisters, so its flows fail at once rather than at its timeout.
+//! An agent holds its data directory for as long as it runs ([`hold_data_dir`]): a second agent
+//! started on the same directory stops at once, rather than taking the first one's machine id.
 
 use std::path::Path;
 use std::time::Duration;
@@ -136,6 +138,26 @@ fn write(path: &Path, id: u32) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Holds `dir` for this agent until the returned descriptor is dropped: an exclusive, non-blocking
+/// `flock` on the directory itself (created if missing), so that no file is added to it and the
+/// lock goes with the process, however it ends. A directory another agent holds is an error
+/// naming it.
+pub(crate) fn hold_data_dir(dir: &Path) -> Result<rustix::fd::OwnedFd, RunError> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let failed = |e: std::io::Error| RunError::DataDir(format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let fd = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| failed(e.into()))?;
+    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(fd),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(RunError::DataDir(format!(
+            "{} is held by another agent on this machine; give each agent a data directory of its own",
+            dir.display()
+        ))),
+        Err(e) => Err(failed(e.into())),
+    }
+}
+
 /// Tells the coordinator this agent leaves; gives up after two seconds (it then times out).
 pub(crate) async fn deregister(coord: &mut CoordClient, machine_id: u32, session: u64) {
     if session == 0 {
@@ -233,6 +255,22 @@ mod tests {
         assert_eq!(read(&path).unwrap(), Some(5));
         assert!(!tmp.exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A directory one agent holds is refused to a second, with an error naming it, and is free
+    /// again once the first lets go; a missing directory is created.
+    #[test]
+    fn a_data_directory_is_held_by_one_agent() {
+        let dir = scratch("held").join("data");
+        let first = hold_data_dir(&dir).expect("a missing directory is created and held");
+        let e = hold_data_dir(&dir).unwrap_err();
+        assert!(matches!(e, RunError::DataDir(_)), "{e:?}");
+        let e = e.to_string();
+        assert!(e.contains(&dir.display().to_string()) && e.contains("held by another agent"), "{e}");
+        drop(first);
+        let again = hold_data_dir(&dir).expect("free again once the first agent let go");
+        drop(again);
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
 
     #[test]
