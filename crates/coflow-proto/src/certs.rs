@@ -34,6 +34,17 @@ pub enum CertError {
         /// Why.
         reason: String,
     },
+    /// The CA's certificate is past its dates: certificates it signs now would outlive it.
+    #[error(
+        "{cert} expired since {since}: make a new CA (`coflow certs init --force`) and issue every member's \
+         certificate again"
+    )]
+    CaExpired {
+        /// The CA's certificate file.
+        cert: String,
+        /// When it expired, UTC.
+        since: String,
+    },
     /// The CA's key is not the key of the CA's certificate (one of them was replaced).
     #[error("{key} does not go with {cert}: the key is not the one the certificate was made for")]
     Mismatch {
@@ -341,6 +352,20 @@ fn validity(params: &mut CertificateParams, years: i32) {
 impl CertAuthority {
     /// A new CA with a fresh key.
     pub fn generate() -> Result<CertAuthority, CertError> {
+        CertAuthority::generate_with(|params| validity(params, 10))
+    }
+
+    /// As [`CertAuthority::generate`], valid from the start of year `from` to the start of year
+    /// `to` (for tests of a CA out of its dates).
+    #[cfg(test)]
+    pub(crate) fn generate_for_years(from: i32, to: i32) -> Result<CertAuthority, CertError> {
+        CertAuthority::generate_with(|params| {
+            params.not_before = rcgen::date_time_ymd(from, 1, 1);
+            params.not_after = rcgen::date_time_ymd(to, 1, 1);
+        })
+    }
+
+    fn generate_with(dates: impl FnOnce(&mut CertificateParams)) -> Result<CertAuthority, CertError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         params.distinguished_name = rcgen::DistinguishedName::new();
@@ -351,7 +376,7 @@ impl CertAuthority {
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages =
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-        validity(&mut params, 10);
+        dates(&mut params);
         let cert = params.self_signed(&key)?;
         Ok(CertAuthority { cert_pem: cert.pem(), issuer: Issuer::new(params, key) })
     }
@@ -414,6 +439,13 @@ impl CertAuthority {
         };
         params.use_authority_key_identifier_extension = true;
         dates(&mut params);
+        // A certificate ends no later than its CA, whose end no verifier would let it outlive.
+        if let Some(end) = ca_expiry(self.cert_pem.as_bytes()) {
+            let over = params.not_after.unix_timestamp().saturating_sub(end);
+            if over > 0 {
+                params.not_after -= std::time::Duration::from_secs(over.unsigned_abs());
+            }
+        }
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
@@ -421,10 +453,21 @@ impl CertAuthority {
 
 /// The public key (the subject public key bit string) of the certificate in `pem`, if it parses.
 fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
+    first_cert(pem.as_bytes(), |cert| cert.public_key().subject_public_key.data.to_vec())
+}
+
+/// When the first certificate in `pem` (a CA's) stops being valid, in seconds since the Unix
+/// epoch, if it parses.
+pub(crate) fn ca_expiry(pem: &[u8]) -> Option<i64> {
+    first_cert(pem, |cert| cert.validity().not_after.timestamp())
+}
+
+/// `f` of the first certificate in `pem`, if it parses.
+fn first_cert<T>(pem: &[u8], f: impl FnOnce(&x509_parser::certificate::X509Certificate<'_>) -> T) -> Option<T> {
     use rustls_pki_types::{CertificateDer, pem::PemObject};
-    let der = CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
+    let der = CertificateDer::from_pem_slice(pem).ok()?;
     let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
-    Some(cert.public_key().subject_public_key.data.to_vec())
+    Some(f(&cert))
 }
 
 /// `coflow certs init DIR`: a new CA in `DIR/ca.crt` and `DIR/ca.key`.
@@ -434,8 +477,15 @@ pub fn init(dir: &Path, force: bool) -> Result<Vec<PathBuf>, CertError> {
 
 /// `coflow certs issue DIR ...`: a certificate for `subject` signed by the CA in `DIR`, written
 /// to `DIR/STEM.crt` and `DIR/STEM.key`.
+/// A CA past its dates issues nothing.
 pub fn issue(dir: &Path, subject: &Subject, force: bool) -> Result<Vec<PathBuf>, CertError> {
     let ca = CertAuthority::load(dir)?;
+    if let Some(end) = ca_expiry(ca.cert_pem.as_bytes()).filter(|&end| end < crate::tls::now_secs()) {
+        return Err(CertError::CaExpired {
+            cert: dir.join("ca.crt").display().to_string(),
+            since: crate::tls::utc(end),
+        });
+    }
     ca.issue(subject)?.write(dir, &subject.file_stem(), force)
 }
 
@@ -666,6 +716,28 @@ mod tests {
             assert_eq!(TlsContext::load_unverified(&f).unwrap().role(), &s.role());
             cleanup(&f);
         }
+    }
+
+    /// A CA past its dates issues nothing, naming its file and when it expired; a certificate
+    /// issued ends no later than its CA.
+    #[test]
+    fn a_ca_bounds_what_it_issues() {
+        let dir = temp("expired-ca");
+        CertAuthority::generate_for_years(2000, 2001).unwrap().write(&dir, false).unwrap();
+        let e = issue(&dir, &agent(), false).unwrap_err();
+        let ca = dir.join("ca.crt").display().to_string();
+        assert!(matches!(e, CertError::CaExpired { .. }), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{ca} expired since 2001-01-01 00:00:00 UTC")), "{e}");
+        assert!(!dir.join("agent-1.crt").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let y = this_year();
+        let ca = CertAuthority::generate_for_years(y - 1, y + 2).unwrap();
+        let end = ca_expiry(ca.cert_pem().as_bytes()).unwrap();
+        let leaf = ca.issue(&agent()).unwrap();
+        assert_eq!(ca_expiry(leaf.cert_pem.as_bytes()), Some(end), "five years cut to the CA's two");
+        let f = written("bounded", &ca, &leaf);
+        assert_eq!(TlsContext::load(&f).unwrap().role(), &Role::Agent(1));
+        cleanup(&f);
     }
 
     #[test]

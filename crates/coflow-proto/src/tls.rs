@@ -251,14 +251,26 @@ impl TlsContext {
 
     fn load_with(files: &TlsFiles, verify: bool) -> Result<TlsContext, TlsError> {
         let (ca, cert, key) = (read(&files.ca)?, read(&files.cert)?, read(&files.key)?);
-        TlsContext::from_pem(&ca, &cert, &key, verify.then_some(files.ca.as_path())).map_err(|(which, reason)| {
-            let path = match which {
-                0 => &files.ca,
-                1 => &files.cert,
-                _ => &files.key,
-            };
-            bad(path, reason)
-        })
+        let context = TlsContext::from_pem(&ca, &cert, &key, verify.then_some(files.ca.as_path())).map_err(
+            |(which, reason)| {
+                let path = match which {
+                    0 => &files.ca,
+                    1 => &files.cert,
+                    _ => &files.key,
+                };
+                bad(path, reason)
+            },
+        )?;
+        // Peers do not check a trust anchor's dates, so an expired CA still works: said, not refused.
+        if let Some(end) = crate::certs::ca_expiry(&ca).filter(|&end| end < now_secs()) {
+            tracing::warn!(
+                file = %files.ca.display(),
+                "the CA certificate expired since {}: members still trust it, but `coflow certs issue` \
+                 refuses it; make a new CA and issue every member's certificate again",
+                utc(end)
+            );
+        }
+        Ok(context)
     }
 
     /// The same from PEM text, verifying the certificate ([`verify_own`]) against the CA of
@@ -370,7 +382,7 @@ fn verify_own(
     let (leaf, intermediates) = chain.split_first().ok_or("no certificate in the file")?;
     let now = UnixTime::now();
     let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| format!("not X.509: {e}"))?;
-    let secs = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+    let secs = now_secs();
     let validity = cert.validity();
     if secs > validity.not_after.timestamp() {
         return Err(format!(
@@ -414,8 +426,13 @@ fn verify_own(
     })
 }
 
+/// Seconds since the Unix epoch, now.
+pub(crate) fn now_secs() -> i64 {
+    i64::try_from(UnixTime::now().as_secs()).unwrap_or(i64::MAX)
+}
+
 /// `secs` since the Unix epoch as a UTC date and time, `2031-01-01 00:00:00 UTC`.
-fn utc(secs: i64) -> String {
+pub(crate) fn utc(secs: i64) -> String {
     // Days to a civil date: Howard Hinnant's `civil_from_days`.
     let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;
