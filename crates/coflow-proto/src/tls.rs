@@ -22,12 +22,12 @@
 //! Refused handshakes are logged at warn once per peer address and kind of refusal
 //! ([`RefusalLog`]), so a peer that retries in a loop cannot flood the log.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -536,7 +536,7 @@ pub fn peer_role(certs: Option<&[CertificateDer<'_>]>) -> Option<Role> {
     certs.and_then(|c| c.first()).and_then(|c| Role::from_cert(c).ok())
 }
 
-/// Why a peer was refused, for the log: each kind is logged once per peer address.
+/// Why a peer was refused, for the log: each kind is warned of once an hour per peer address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Refusal {
     /// It did not speak TLS (a plaintext client), or sent garbage.
@@ -610,30 +610,58 @@ pub fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<rust
     None
 }
 
-/// The peers refused so far, by address and kind: the first refusal of each is logged at warn,
-/// the rest at debug. Bounded: past 4,096 entries it starts afresh.
+/// How long after a warning the refusals of the same address and kind are logged at debug.
+const REFUSAL_WARN_EVERY: Duration = Duration::from_secs(3600);
+
+/// The peers refused so far, by address and kind: a refusal is logged at warn if none of its
+/// address and kind was warned of within the hour, saying how many were refused since that
+/// warning; the rest at debug. Bounded: past 4,096 entries it starts afresh.
 #[derive(Debug, Default)]
 pub struct RefusalLog {
-    seen: Mutex<HashSet<(IpAddr, Refusal)>>,
+    /// When each was last warned of, and how many were refused since.
+    seen: Mutex<HashMap<(IpAddr, Refusal), (Instant, u64)>>,
 }
 
 impl RefusalLog {
-    /// Records that `peer` was refused on `what` (e.g. "gRPC", "data plane"), logging it if it is
-    /// the first refusal of this kind for this address. Returns whether it was logged at warn.
+    /// Records that `peer` was refused on `what` (e.g. "gRPC", "data plane"), logging it at warn
+    /// if no refusal of this kind for this address was warned of within the hour. Returns
+    /// whether it was logged at warn.
     pub fn refuse(&self, peer: SocketAddr, what: &str, kind: Refusal, detail: &dyn fmt::Display) -> bool {
-        let first = {
-            let mut seen = self.seen.lock().expect("refusal log lock");
-            if seen.len() >= 4096 {
-                seen.clear();
+        let warn = self.note(peer.ip(), kind, Instant::now());
+        let why = kind.describe();
+        match warn {
+            Some(0) => {
+                tracing::warn!(%peer, %detail, "refused a {what} connection: {why} (further refusals of this peer within the hour are logged at debug)")
             }
-            seen.insert((peer.ip(), kind))
-        };
-        if first {
-            tracing::warn!(%peer, %detail, "refused a {what} connection: {} (further refusals of this peer are logged at debug)", kind.describe());
-        } else {
-            tracing::debug!(%peer, %detail, "refused a {what} connection: {}", kind.describe());
+            Some(n) => {
+                tracing::warn!(%peer, %detail, "refused a {what} connection: {why} ({n} more since the last warning, logged at debug)")
+            }
+            None => tracing::debug!(%peer, %detail, "refused a {what} connection: {why}"),
         }
-        first
+        warn.is_some()
+    }
+
+    /// Notes a refusal of `ip` for `kind` at `now`: `Some(n)` if it is to be warned of, `n` the
+    /// refusals since the last warning, else `None`.
+    fn note(&self, ip: IpAddr, kind: Refusal, now: Instant) -> Option<u64> {
+        let mut seen = self.seen.lock().expect("refusal log lock");
+        if seen.len() >= 4096 && !seen.contains_key(&(ip, kind)) {
+            seen.clear();
+        }
+        match seen.get_mut(&(ip, kind)) {
+            Some((warned, since)) if now.saturating_duration_since(*warned) < REFUSAL_WARN_EVERY => {
+                *since += 1;
+                None
+            }
+            Some((warned, since)) => {
+                *warned = now;
+                Some(std::mem::take(since))
+            }
+            None => {
+                seen.insert((ip, kind), (now, 0));
+                Some(0)
+            }
+        }
     }
 }
 
@@ -947,6 +975,28 @@ mod tests {
 
     /// A certificate alert is found however deep the transport wrapped it; other alerts and
     /// other errors are not a refused certificate.
+    /// A refusal is warned of once an hour per address and kind, with the count since the last
+    /// warning; another address or kind is warned of at once.
+    #[test]
+    fn refusals_are_warned_of_once_an_hour_per_peer_and_kind() {
+        let log = RefusalLog::default();
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t = Instant::now();
+        assert_eq!(log.note(a, Refusal::WrongRole, t), Some(0));
+        assert_eq!(log.note(a, Refusal::WrongRole, t + Duration::from_secs(1)), None);
+        assert_eq!(log.note(a, Refusal::WrongRole, t + Duration::from_secs(3599)), None);
+        assert_eq!(log.note(b, Refusal::WrongRole, t), Some(0), "another address");
+        assert_eq!(log.note(a, Refusal::NotAllowed, t), Some(0), "another kind");
+        assert_eq!(log.note(a, Refusal::WrongRole, t + REFUSAL_WARN_EVERY), Some(2), "two since the warning");
+        assert_eq!(log.note(a, Refusal::WrongRole, t + REFUSAL_WARN_EVERY), None);
+        assert_eq!(log.note(a, Refusal::WrongRole, t + 2 * REFUSAL_WARN_EVERY), Some(1));
+        assert!(log.refuse("10.0.0.3:1".parse().unwrap(), "gRPC", Refusal::WrongRole, &"x"));
+        assert!(
+            !log.refuse("10.0.0.3:2".parse().unwrap(), "gRPC", Refusal::WrongRole, &"x"),
+            "the port is not the peer"
+        );
+    }
+
     #[test]
     fn a_refused_certificate_is_told_by_its_alert() {
         #[derive(Debug)]
