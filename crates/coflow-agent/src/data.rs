@@ -592,11 +592,19 @@ impl Part {
     }
 }
 
+/// The first pause before asking a source that said busy again; it doubles up to [`BUSY_PAUSE_MAX`].
+const BUSY_PAUSE_FIRST: Duration = Duration::from_millis(10);
+/// The longest pause between two asks of a source that says busy.
+const BUSY_PAUSE_MAX: Duration = Duration::from_millis(500);
+
 /// Fetches a part of a piece, from its source or through its relay, sending each verified block
 /// to `out` as it arrives (so the piece is never buffered whole) and counting it in `received`.
 /// The fetch goes on a warm connection to the agent asked if one is idle (one it closed
 /// meanwhile is replaced by a fresh one, as no byte had come), and the connection is kept warm
-/// after a clean end.
+/// after a clean end. A source that says busy (its connections, or this agent's share of them,
+/// all taken) is asked again on a fresh connection after pauses from [`BUSY_PAUSE_FIRST`]
+/// doubling up to [`BUSY_PAUSE_MAX`], for at most the data plane's idle timeout in all: a place
+/// given back a moment later is taken, and the get fails `limit-exceeded` only if none is.
 pub(crate) async fn fetch(
     shared: &Shared,
     coflow: CoflowId,
@@ -620,6 +628,7 @@ pub(crate) async fn fetch(
     };
     // In a cluster that bounds the fetches to one peer, this one waits its turn.
     let _turn = shared.fetch_turn(peer).await;
+    let (mut pause, mut waited) = (BUSY_PAUSE_FIRST, Duration::ZERO);
     loop {
         let (mut conn, warm) = match shared.pool.take(peer, addr, max_idle) {
             Some(c) => (c, true),
@@ -637,6 +646,15 @@ pub(crate) async fn fetch(
                     reason: "closed the connection".into(),
                 });
             }
+            Err(Fetch::Busy(e)) => {
+                if waited + pause > shared.idle() {
+                    return Err(e);
+                }
+                tracing::debug!(flow = part.flow.0, %addr, ?pause, "the source is busy; asking again");
+                tokio::time::sleep(pause).await;
+                waited += pause;
+                pause = (pause * 2).min(BUSY_PAUSE_MAX);
+            }
             Err(Fetch::Failed(e)) => return Err(e),
         }
     }
@@ -647,6 +665,8 @@ pub(crate) enum Fetch {
     /// The connection ended before the source answered: on a warm connection, the source closed
     /// it while idle, and a fresh one may serve the fetch.
     Stale,
+    /// The source said busy before sending a byte: asked again later, it may serve the fetch.
+    Busy(AgentError),
     /// The fetch failed.
     Failed(AgentError),
 }
@@ -716,16 +736,14 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
             return Err(AgentError::DataLost("the source agent no longer holds the piece".into()).into());
         }
         Status::Busy if announced > 0 => {
-            return Err(AgentError::LimitExceeded(format!(
+            return Err(Fetch::Busy(AgentError::LimitExceeded(format!(
                 "the source agent at {addr} serves max_data_connections_per_peer ({announced}) to this agent already"
-            ))
-            .into());
+            ))));
         }
         Status::Busy => {
-            return Err(AgentError::LimitExceeded(format!(
+            return Err(Fetch::Busy(AgentError::LimitExceeded(format!(
                 "the source agent at {addr} serves its max_data_connections already"
-            ))
-            .into());
+            ))));
         }
         Status::BadRequest | Status::DataLost => return Err(AgentError::Refused("bad request").into()),
     }
@@ -848,7 +866,7 @@ mod tests {
         let r = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "p"), size, &sink(&tx), &AtomicU64::new(0)).await;
         let r = r.map_err(|e| match e {
             Fetch::Stale => AgentError::Refused("stale"),
-            Fetch::Failed(e) => e,
+            Fetch::Busy(e) | Fetch::Failed(e) => e,
         });
         drop(tx);
         let mut got = Vec::new();
@@ -1181,6 +1199,71 @@ mod tests {
             let e = r.unwrap_err();
             assert!(matches!(&e, AgentError::LimitExceeded(m) if m.contains(names)), "{e}");
             assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+        }
+    }
+
+    /// A source that says busy is asked again after short pauses, on fresh connections: a place
+    /// given back a moment later serves the get exactly; a source busy for longer than the idle
+    /// timeout fails the get `limit-exceeded` soon after it.
+    #[tokio::test]
+    async fn a_busy_source_is_asked_again_within_the_idle_timeout() {
+        let s = {
+            let mut s = Arc::into_inner(shared(1024)).expect("one holder");
+            s.config.machine = Some(2);
+            Arc::new(s)
+        };
+        let piece = bytes(5000);
+        s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(piece.clone(), 1024), "").unwrap();
+        s.rates.set(FlowId(1), 1e9);
+        for (busy, served) in [(3, true), (usize::MAX, false)] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let source = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let (_stop_tx, stop) = watch::channel(false);
+                    for asked in 0.. {
+                        let (sock, peer) = listener.accept().await.unwrap();
+                        if asked < busy {
+                            say_busy(sock, 2).await;
+                        } else {
+                            let _ = send_pieces(sock, &s, None, peer, stop.clone()).await;
+                        }
+                    }
+                })
+            };
+            let part = Part {
+                flow: FlowId(1),
+                offset: 0,
+                length: 5000,
+                src: MachineId(1),
+                src_addr: addr,
+                ticket: key().ticket(FlowId(1), CoflowId(1), "a", MachineId(2)),
+                via: None,
+                reroutable: false,
+            };
+            let (tx, mut rx) = mpsc::channel(64);
+            let started = std::time::Instant::now();
+            let got = fetch(&s, CoflowId(1), &DataId::new("a").unwrap(), &part, &sink(&tx), &AtomicU64::new(0)).await;
+            let took = started.elapsed();
+            drop(tx);
+            let mut bytes_got = Vec::new();
+            while let Some(c) = rx.recv().await {
+                bytes_got.extend(c);
+            }
+            if served {
+                assert_eq!(got.ok(), Some(5000), "served once a place is free");
+                assert!(bytes_got == piece, "exact bytes");
+            } else {
+                let e = got.unwrap_err();
+                assert!(
+                    matches!(&e, AgentError::LimitExceeded(m) if m.contains("max_data_connections_per_peer (2)")),
+                    "{e}"
+                );
+                assert!(bytes_got.is_empty());
+                assert!(took >= s.idle() / 2 && took < s.idle() * 4, "fails within about the idle timeout: {took:?}");
+            }
+            source.abort();
         }
     }
 
