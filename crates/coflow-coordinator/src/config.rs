@@ -64,6 +64,11 @@ pub struct CoordinatorConfig {
     /// The most pieces one coflow may have; a put (also one re-announced after a restart) beyond
     /// it fails `limit-exceeded`. Default 1,000,000.
     pub max_pieces_per_coflow: usize,
+    /// The most pieces the coflows of one identity may have at once, so that one member cannot
+    /// take the coordinator's memory (a few hundred bytes a piece) from the others; a put (also
+    /// one re-announced after a restart) beyond it fails `limit-exceeded`. Pieces of token mode
+    /// have no owner. Default 10,000,000.
+    pub max_pieces_per_owner: usize,
     /// The cluster CA's certificate: with `tls_cert` and `tls_key`, the coordinator serves mutual
     /// TLS only (and needs no token). None by default (token mode).
     pub tls_ca: Option<PathBuf>,
@@ -102,6 +107,7 @@ impl Default for CoordinatorConfig {
             max_coflows: 100_000,
             max_coflows_per_owner: 50_000,
             max_pieces_per_coflow: 1_000_000,
+            max_pieces_per_owner: 10_000_000,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
@@ -181,6 +187,9 @@ impl CoordinatorConfig {
         }
         if self.max_pieces_per_coflow == 0 {
             return Err(ConfigError { field: "max_pieces_per_coflow", reason: "must be at least 1".into() });
+        }
+        if self.max_pieces_per_owner == 0 {
+            return Err(ConfigError { field: "max_pieces_per_owner", reason: "must be at least 1".into() });
         }
         if self.push_window_ms > 10_000 {
             return Err(ConfigError { field: "push_window_ms", reason: "must be at most 10000".into() });

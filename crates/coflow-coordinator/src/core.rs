@@ -17,7 +17,7 @@
 //! No answer waits for readiness: a get is granted at once and its flow holds at rate 0 until
 //! released, so the core keeps no pending replies.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 // A socket address is a value, not I/O: `core::net` is there without the standard library.
 use ::core::net::SocketAddr;
@@ -33,6 +33,7 @@ use crate::status::{AgentView, CoflowView, FlowView};
 mod decide;
 mod leases;
 mod output;
+mod owners;
 mod ports;
 mod recovery;
 mod wide_area;
@@ -378,8 +379,8 @@ pub struct Core {
     due: Nanos,
     /// Keys the coflows' nonces.
     nonces: std::hash::RandomState,
-    /// Per owner (none in token mode), how many of `coflows` it holds.
-    owned: HashMap<String, usize>,
+    /// Per owner (none in token mode), how many of `coflows` and of their pieces it holds.
+    owners: owners::Owners,
     /// The secret flow tickets and agents' flow keys derive from, drawn at start.
     tickets: coflow_proto::ticket::Tickets,
     /// The policy is blind to sizes (its registry entry says so): no coflow is judged by the
@@ -469,7 +470,7 @@ impl Core {
             unregistered_set: BTreeSet::new(),
             due: Nanos::MAX,
             nonces: std::hash::RandomState::new(),
-            owned: HashMap::new(),
+            owners: owners::Owners::default(),
             tickets: coflow_proto::ticket::Tickets::generate(),
             blind,
             links,
@@ -660,18 +661,12 @@ impl Core {
         if self.coflows.len() >= self.cfg.max_coflows {
             return Err(format!("{} coflows registered (max_coflows)", self.coflows.len()));
         }
-        let held = self.owned.get(owner).copied().unwrap_or(0);
-        if !owner.is_empty() && held >= self.cfg.max_coflows_per_owner {
-            return Err(format!("{owner} holds {held} coflows registered (max_coflows_per_owner)"));
-        }
-        Ok(())
+        self.owners.room_for_coflow(owner, self.cfg.max_coflows_per_owner)
     }
 
     /// Keeps coflow `id`, counted for its owner, its lease (if any) counted from `now`.
     fn hold(&mut self, now: Nanos, id: CoflowId, reg: Registration) {
-        if !reg.owner.is_empty() {
-            *self.owned.entry(reg.owner.clone()).or_default() += 1;
-        }
+        self.owners.count(&reg.owner, 1, 0);
         debug_assert!(!self.coflows.contains_key(&id), "coflow {id} held twice");
         let lease_until = self.start_lease(now, id, &reg);
         self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg) });
@@ -698,12 +693,7 @@ impl Core {
             if let Some(until) = c.lease_until {
                 self.leases.remove(&(until, id));
             }
-            if let Some(held) = self.owned.get_mut(&c.reg.owner) {
-                *held -= 1;
-                if *held == 0 {
-                    self.owned.remove(&c.reg.owner);
-                }
-            }
+            self.owners.count(&c.reg.owner, -1, -(c.puts.len() as isize));
         }
         self.forget(id);
         // An agent that misses this notice is told `unknown-coflow` when it re-announces the
@@ -982,7 +972,9 @@ impl Core {
             let msg = format!("coflow {} has {} pieces (max_pieces_per_coflow)", put.coflow, c.puts.len());
             return Err(CoordError::LimitExceeded(msg));
         }
+        self.owners.room_for_piece(&c.reg.owner, self.cfg.max_pieces_per_owner).map_err(CoordError::LimitExceeded)?;
         c.puts.insert(put.data_id, (put.machine, put.size));
+        self.owners.count(&c.reg.owner, 0, 1);
         Ok(c.reg.clone())
     }
 
@@ -995,6 +987,7 @@ impl Core {
             && c.puts.get(data_id).is_some_and(|&(at, _)| at == by)
         {
             c.puts.remove(data_id);
+            self.owners.count(&c.reg.owner, 0, -1);
             tracing::info!(%coflow, %data_id, machine = by.0, "a piece its agent gave up announcing is forgotten");
         }
     }
@@ -1284,7 +1277,9 @@ impl Core {
             self.reroute(id);
         }
         for c in self.coflows.values_mut() {
+            let held = c.puts.len();
             c.puts.retain(|_, &mut (at, _)| at != m);
+            self.owners.count(&c.reg.owner, 0, c.puts.len() as isize - held as isize);
         }
         let dead: Vec<FlowId> =
             self.flows.iter().filter(|(_, f)| f.src == m || f.dst == m).map(|(&id, _)| id).collect();

@@ -771,6 +771,47 @@ fn one_owner_cannot_take_every_place() {
     assert_eq!(h.core.live_coflows(), 5);
 }
 
+/// The coflows of one identity have at most `max_pieces_per_owner` pieces, across coflows, so
+/// that one member cannot take the coordinator's memory; a piece withdrawn, lost with its agent or
+/// dropped with its coflow gives its place back, another identity has places of its own, and
+/// pieces with no owner (token mode) are not counted.
+#[test]
+fn one_owner_cannot_take_every_piece() {
+    let cfg = CoordinatorConfig { max_pieces_per_owner: 3, ..Default::default() };
+    let mut h = Harness::new("varys", 3, cfg);
+    let (a, b) = ("coflow://client/a", "coflow://client/b");
+    let register = |h: &mut Harness, owner: &str| {
+        h.core.handle_register(h.now, Registration { num_flows: 1, owner: owner.into(), ..Default::default() }).unwrap()
+    };
+    let (x, y, z) = (register(&mut h, a), register(&mut h, a), register(&mut h, b));
+    h.put_by(a, x, "1", 0).unwrap();
+    h.put_by(a, x, "2", 1).unwrap();
+    h.put_by(a, y, "1", 0).unwrap();
+    let full = |h: &mut Harness, coflow, id| {
+        let e = h.put_by(a, coflow, id, 0).unwrap_err();
+        assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_pieces_per_owner")), "{e}");
+    };
+    full(&mut h, y, "2");
+    for id in ["1", "2", "3"] {
+        h.put_by(b, z, id, 2).unwrap();
+    }
+    // A piece its agent gave up announcing gives its place back.
+    h.core.handle_withdraw_put(h.now, MachineId(1), x, &DataId::new("2").unwrap());
+    h.put_by(a, y, "2", 2).unwrap();
+    full(&mut h, y, "3");
+    // So do the pieces of an agent that left, and those of an unregistered coflow.
+    h.core.handle_deregister_agent(h.now, MachineId(2));
+    h.put_by(a, y, "3", 0).unwrap();
+    full(&mut h, y, "4");
+    h.core.handle_unregister(h.now, a, x).unwrap();
+    h.put_by(a, y, "4", 0).unwrap();
+    full(&mut h, y, "5");
+    let token = register(&mut h, "");
+    for id in ["1", "2", "3", "4", "5"] {
+        h.put(token, id, 0, 10).unwrap();
+    }
+}
+
 /// A coflow belongs to the identity that registered it: another may neither unregister nor seal
 /// it; the owner and the admin may; a coflow registered in token mode (no owner) is anyone's.
 #[test]
