@@ -13,7 +13,7 @@ use rcgen::{
     SanType,
 };
 
-use crate::tls::{Role, valid_client_name};
+use crate::tls::{Role, ca_expiry, first_cert, now_secs, utc, valid_client_name};
 
 /// What can go wrong making or writing certificates.
 #[derive(Debug, thiserror::Error)]
@@ -456,20 +456,6 @@ fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
     first_cert(pem.as_bytes(), |cert| cert.public_key().subject_public_key.data.to_vec())
 }
 
-/// When the first certificate in `pem` (a CA's) stops being valid, in seconds since the Unix
-/// epoch, if it parses.
-pub(crate) fn ca_expiry(pem: &[u8]) -> Option<i64> {
-    first_cert(pem, |cert| cert.validity().not_after.timestamp())
-}
-
-/// `f` of the first certificate in `pem`, if it parses.
-fn first_cert<T>(pem: &[u8], f: impl FnOnce(&x509_parser::certificate::X509Certificate<'_>) -> T) -> Option<T> {
-    use rustls_pki_types::{CertificateDer, pem::PemObject};
-    let der = CertificateDer::from_pem_slice(pem).ok()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
-    Some(f(&cert))
-}
-
 /// `coflow certs init DIR`: a new CA in `DIR/ca.crt` and `DIR/ca.key`.
 pub fn init(dir: &Path, force: bool) -> Result<Vec<PathBuf>, CertError> {
     CertAuthority::generate()?.write(dir, force)
@@ -480,11 +466,8 @@ pub fn init(dir: &Path, force: bool) -> Result<Vec<PathBuf>, CertError> {
 /// A CA past its dates issues nothing.
 pub fn issue(dir: &Path, subject: &Subject, force: bool) -> Result<Vec<PathBuf>, CertError> {
     let ca = CertAuthority::load(dir)?;
-    if let Some(end) = ca_expiry(ca.cert_pem.as_bytes()).filter(|&end| end < crate::tls::now_secs()) {
-        return Err(CertError::CaExpired {
-            cert: dir.join("ca.crt").display().to_string(),
-            since: crate::tls::utc(end),
-        });
+    if let Some(end) = ca_expiry(ca.cert_pem.as_bytes()).filter(|&end| end < now_secs()) {
+        return Err(CertError::CaExpired { cert: dir.join("ca.crt").display().to_string(), since: utc(end) });
     }
     ca.issue(subject)?.write(dir, &subject.file_stem(), force)
 }

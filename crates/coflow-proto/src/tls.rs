@@ -262,7 +262,7 @@ impl TlsContext {
             },
         )?;
         // Peers do not check a trust anchor's dates, so an expired CA still works: said, not refused.
-        if let Some(end) = crate::certs::ca_expiry(&ca).filter(|&end| end < now_secs()) {
+        if let Some(end) = ca_expiry(&ca).filter(|&end| end < now_secs()) {
             tracing::warn!(
                 file = %files.ca.display(),
                 "the CA certificate expired since {}: members still trust it, but `coflow certs issue` \
@@ -424,6 +424,22 @@ fn verify_own(
         }
         e => format!("does not verify against the CA in {}: {e}", ca_file.display()),
     })
+}
+
+/// When the first certificate in `pem` (a CA's) stops being valid, in seconds since the Unix
+/// epoch, if it parses.
+pub(crate) fn ca_expiry(pem: &[u8]) -> Option<i64> {
+    first_cert(pem, |cert| cert.validity().not_after.timestamp())
+}
+
+/// `f` of the first certificate in `pem`, if it parses.
+pub(crate) fn first_cert<T>(
+    pem: &[u8],
+    f: impl FnOnce(&x509_parser::certificate::X509Certificate<'_>) -> T,
+) -> Option<T> {
+    let der = CertificateDer::from_pem_slice(pem).ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    Some(f(&cert))
 }
 
 /// Seconds since the Unix epoch, now.
