@@ -220,7 +220,7 @@ class Client:
         argument or a refused get raises here; errors of the transfer arise from the iteration.
         The transfer waits for a slow reader up to the agent's idle timeout
         (``data_idle_timeout_ms``, 5 s by default): a reader that takes nothing for longer ends
-        the get with an error."""
+        the get with :class:`ClientDeparted`."""
         chunks = _call(self._c.get_stream, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"))
 
         def pull() -> Iterator[bytes]:

@@ -123,7 +123,9 @@ class Refused(CoflowError):
 
 
 class ClientDeparted(CoflowError):
-    """The client hung up before its get ended."""
+    """The client read nothing of a get's stream for the agent's data idle timeout (5 s by
+    default), or hung up, and the agent ended the get: no source is to blame; a get asked again
+    starts afresh."""
 
     KIND = "client-departed"
 

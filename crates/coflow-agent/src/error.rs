@@ -154,10 +154,11 @@ impl From<AgentError> for tonic::Status {
             AgentError::LimitExceeded(_) => tonic::Code::ResourceExhausted,
             AgentError::UnknownCoflow(_) => tonic::Code::NotFound,
         };
-        // What a client sees of a silent source or a departed client is that the source or the
-        // agent cannot be reached; the coordinator counts them by their own kind.
+        // What a client sees of a silent source or a stopping agent is that the source or the
+        // agent cannot be reached; the coordinator counts them by their own kind. A client that
+        // stopped reading is told so (`client-departed`): no source is to blame.
         let kind = match e.kind() {
-            ErrorKind::TimedOut | ErrorKind::ClientDeparted | ErrorKind::ShuttingDown => ErrorKind::AgentUnreachable,
+            ErrorKind::TimedOut | ErrorKind::ShuttingDown => ErrorKind::AgentUnreachable,
             k => k,
         };
         kind.status(code, e.to_string())

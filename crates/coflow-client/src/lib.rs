@@ -98,6 +98,10 @@ pub enum ClientError {
     /// The call took longer than the configured timeout.
     #[error("timed out after {0:?}")]
     TimedOut(Duration),
+    /// This client read nothing of a get's stream for the agent's data idle timeout (or hung
+    /// up): the agent ended the get. No source is to blame; a get asked again starts afresh.
+    #[error("the get ended for want of a reader: {0}")]
+    ClientDeparted(String),
     /// The cluster token was refused.
     #[error("refused: {0}")]
     Unauthenticated(String),
@@ -166,6 +170,7 @@ impl ClientError {
             (Some(K::LimitExceeded), _) | (_, tonic::Code::ResourceExhausted) => ClientError::LimitExceeded(msg),
             (Some(K::CoordinatorUnreachable), _) => ClientError::CoordinatorUnreachable(msg),
             (Some(K::AgentUnreachable), _) => ClientError::AgentUnreachable(msg),
+            (Some(K::ClientDeparted), _) => ClientError::ClientDeparted(msg),
             (Some(K::ShuttingDown), _) | (_, tonic::Code::Unavailable) => unreachable(msg),
             (Some(K::Corrupted), _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
             (Some(K::PermissionDenied), _) => ClientError::PermissionDenied(msg),
@@ -224,6 +229,7 @@ impl ClientError {
             ClientError::AgentUnreachable(_) => K::AgentUnreachable,
             ClientError::CoordinatorUnreachable(_) => K::CoordinatorUnreachable,
             ClientError::TimedOut(_) => K::TimedOut,
+            ClientError::ClientDeparted(_) => K::ClientDeparted,
             ClientError::Unauthenticated(_) => K::Unauthenticated,
             ClientError::Corrupted(_) => K::Corrupted,
             ClientError::DataLost(_) => K::DataLost,
@@ -641,6 +647,17 @@ mod tests {
             "p",
         );
         assert_eq!(e.to_string(), "coordinator unreachable: no session");
+    }
+
+    /// A get the agent ended because this client stopped reading is `client-departed`, not an
+    /// agent out of reach: no source is to blame.
+    #[test]
+    fn a_stalled_reader_is_told_so() {
+        use coflow_proto::ErrorKind as K;
+        let s = K::ClientDeparted.status(tonic::Code::Unavailable, "the client read nothing for 5 s");
+        let e = ClientError::from_agent(s, CoflowId(1), "p");
+        assert!(matches!(&e, ClientError::ClientDeparted(m) if m.contains("read nothing")), "{e:?}");
+        assert_eq!(e.kind(), Some(K::ClientDeparted));
     }
 
     /// A service's message that opens with the words the error's display opens with is not

@@ -171,7 +171,8 @@ async fn a_get_whose_client_stops_reading_is_failed_and_its_flow_freed() -> anyh
         assert!(started.elapsed() < Duration::from_secs(8), "the stalled flow still holds its rate");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Read again, the stream ends in the agent's error, never as if the piece were whole.
+    // Read again, the stream ends in the agent's error, never as if the piece were whole: the
+    // reader's own stall, which blames no source.
     let mut stalled = stalled;
     let end = loop {
         match stalled.next().await {
@@ -180,7 +181,7 @@ async fn a_get_whose_client_stops_reading_is_failed_and_its_flow_freed() -> anyh
         }
     };
     match end {
-        Err(ClientError::AgentUnreachable(msg)) => {
+        Err(ClientError::ClientDeparted(msg)) => {
             assert!(msg.contains("read nothing"), "the agent did not say why the get ended: {msg}")
         }
         other => panic!("a stalled get ended {other:?}"),

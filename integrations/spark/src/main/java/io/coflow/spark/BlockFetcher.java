@@ -49,12 +49,13 @@ import io.grpc.stub.ClientResponseObserver;
  * never a short block.
  *
  * <p>A get the agent answers {@code agent-unreachable} (the source's agent, or the local agent
- * itself, out of reach or stopping) or {@code coordinator-unreachable} (the local agent cannot reach
- * the coordinator), and a get the local agent does not answer at all ({@code UNAVAILABLE} without a
- * kind: its process is down or restarting), is asked again after {@code retryWaitMs}, at most
- * {@code maxRetries} times, as Spark's own fetcher retries a fetch. Past the retries, the kind
- * says who is at fault: the source for {@code agent-unreachable} ({@link Cause#FETCH_FAILED}), not
- * the map output for {@code coordinator-unreachable} ({@link Cause#COORDINATOR_UNREACHABLE}).
+ * itself, out of reach or stopping), {@code coordinator-unreachable} (the local agent cannot reach
+ * the coordinator) or {@code client-departed} (this executor read nothing of it for the agent's idle
+ * timeout: a long pause of its JVM), and a get the local agent does not answer at all ({@code
+ * UNAVAILABLE} without a kind: its process is down or restarting), is asked again after {@code
+ * retryWaitMs}, at most {@code maxRetries} times, as Spark's own fetcher retries a fetch. Past the
+ * retries, the kind says who is at fault: not the map output for {@code coordinator-unreachable}
+ * ({@link Cause#COORDINATOR_UNREACHABLE}); else a fetch failure ({@link Cause#FETCH_FAILED}).
  *
  * @param <T> what the caller attaches to each block
  */

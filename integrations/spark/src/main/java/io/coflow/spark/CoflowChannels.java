@@ -74,10 +74,16 @@ final class CoflowChannels {
   /** The error kind of the coordinator out of reach of the local agent, or stopping: retried. */
   static final String COORDINATOR_UNREACHABLE = "coordinator-unreachable";
 
-  /** Whether a failure's kind says to ask again: an agent or the coordinator out of reach. */
+  /** The error kind of a get the agent ended because its reader took nothing for its idle timeout: retried. */
+  static final String CLIENT_DEPARTED = "client-departed";
+
+  /**
+   * Whether a failure's kind says to ask again: an agent or the coordinator out of reach, or a get
+   * this executor stopped reading (a long pause of its JVM).
+   */
   static boolean retriedKind(Throwable t) {
     String kind = kind(t);
-    return AGENT_UNREACHABLE.equals(kind) || COORDINATOR_UNREACHABLE.equals(kind);
+    return AGENT_UNREACHABLE.equals(kind) || COORDINATOR_UNREACHABLE.equals(kind) || CLIENT_DEPARTED.equals(kind);
   }
 
   /** The coflow error kind of a failed call, e.g. {@code no-such-data}; null when it has none. */

@@ -134,8 +134,9 @@ class BlockFetcherTest {
 
   /**
    * An agent that answers {@code kind} ({@code agent-unreachable}: the source out of reach;
-   * {@code coordinator-unreachable}: the coordinator out of the agent's reach) to the first
-   * {@code failures} gets of each data id.
+   * {@code coordinator-unreachable}: the coordinator out of the agent's reach; {@code
+   * client-departed}: a get this executor stopped reading) to the first {@code failures} gets of
+   * each data id.
    */
   private static final class Flaky extends AgentGrpc.AgentImplBase {
     private final int failures;
@@ -163,7 +164,7 @@ class BlockFetcherTest {
 
   @Test
   void a_get_answered_unreachable_is_asked_again_up_to_the_retries() throws Exception {
-    for (String kind : new String[] {"agent-unreachable", "coordinator-unreachable"}) {
+    for (String kind : new String[] {"agent-unreachable", "coordinator-unreachable", "client-departed"}) {
       for (int failures : new int[] {2, 3}) {
         Flaky agent = new Flaky(failures, kind);
         Server server =
@@ -178,10 +179,10 @@ class BlockFetcherTest {
               assertTrue(got.ok(), got.message);
               assertEquals("ok", got.bytes.toStringUtf8());
             } else {
-              // Past the retries, the kind says whose fault it is: the source's, a fetch failure;
-              // or the coordinator's, which is not the map output's. Either says how often it was asked.
-              BlockFetcher.Cause want = kind.equals("agent-unreachable")
-                  ? BlockFetcher.Cause.FETCH_FAILED : BlockFetcher.Cause.COORDINATOR_UNREACHABLE;
+              // Past the retries, the kind says whose fault it is: the coordinator's, which is not
+              // the map output's; else a fetch failure. Either says how often it was asked.
+              BlockFetcher.Cause want = kind.equals("coordinator-unreachable")
+                  ? BlockFetcher.Cause.COORDINATOR_UNREACHABLE : BlockFetcher.Cause.FETCH_FAILED;
               assertEquals(want, got.cause, got.message);
               assertTrue(got.message.endsWith("(asked 3 times)"), got.message);
             }
