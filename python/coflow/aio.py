@@ -1,14 +1,20 @@
 """The asyncio twin of :class:`coflow.Client`.
 
-Each call runs the blocking client's call (which releases the GIL) on the event loop's default
-executor, so one implementation of errors, TLS and streaming serves both. Cancelling a call (its
-task cancelled, or timed out by ``asyncio.wait_for``) cancels the blocking call too, within about
-100 ms: a get stops taking its coflow's bandwidth and gives its executor thread back.
+Each call runs the blocking client's call (which releases the GIL) on a thread of the client's
+own, so one implementation of errors, TLS and streaming serves both. A client runs up to
+``max_calls`` calls at once (1,024 by default; more wait for a thread), apart from the event loop's
+default executor: the gets of a coflow that waits for all its gets run together, and a status call
+does not wait behind long gets. Cancelling a call (its task cancelled, or timed out by
+``asyncio.wait_for``) cancels the blocking call too, within about 100 ms: a get stops taking its
+coflow's bandwidth and gives its thread back. A call cancelled after its request left may still
+take effect: a cancelled ``register`` can leave a coflow whose id never came back, which a lease
+(``lease_s``) removes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
 
 from . import _coflow
@@ -19,8 +25,14 @@ __all__ = ["Client"]
 
 T = TypeVar("T")
 
+#: How many calls one client runs at once by default.
+MAX_CALLS = 1024
 
-async def _run(f: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+
+async def _run(executor: Optional[ThreadPoolExecutor], f: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    if executor is None:
+        # A closed client: its calls fail at once, as the blocking client's do.
+        return f(*args, **kwargs)
     loop = asyncio.get_running_loop()
     cancel = _coflow.Cancel()
 
@@ -33,14 +45,16 @@ async def _run(f: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             _coflow._cancel_with(None)
 
     try:
-        return await loop.run_in_executor(None, call)
+        return await loop.run_in_executor(executor, call)
     except asyncio.CancelledError:
         cancel.cancel()
         raise
 
 
 class Client:
-    """An asyncio client of a coflow cluster; arguments as :class:`coflow.Client`.
+    """An asyncio client of a coflow cluster; arguments as :class:`coflow.Client`, and
+    ``max_calls``, how many of its calls run at once (each on a thread of its own, made as
+    needed and kept until the client closes).
 
     Use ``async with coflow.aio.Client(...) as c:``; every method is a coroutine.
     """
@@ -52,8 +66,13 @@ class Client:
         token: Optional[str] = None,
         tls: Optional[TlsFiles] = None,
         timeout_s: Optional[float] = None,
+        max_calls: int = MAX_CALLS,
     ) -> None:
+        max_calls = _uint(max_calls, "max_calls", 1 << 20)
+        if max_calls == 0:
+            raise ValueError("max_calls must be at least 1")
         self._sync = _SyncClient(coordinator, agent, token=token, tls=tls, timeout_s=timeout_s)
+        self._executor: Optional[ThreadPoolExecutor] = ThreadPoolExecutor(max_calls, thread_name_prefix="coflow-aio")
 
     async def register(
         self,
@@ -68,51 +87,56 @@ class Client:
     ) -> int:
         """Registers a coflow of ``num_flows`` pieces and returns its id."""
         return await _run(
-            self._sync.register, num_flows, name, kind, deadline_s, parents, weight, all_gets_timeout_s, lease_s
+            self._executor,
+            self._sync.register,
+            num_flows, name, kind, deadline_s, parents, weight, all_gets_timeout_s, lease_s
         )
 
     async def renew(self, coflows: Iterable[int]) -> List[int]:
         """Renews the leases of ``coflows``; returns the ids not renewed."""
-        return await _run(self._sync.renew, coflows)
+        return await _run(self._executor, self._sync.renew, coflows)
 
     async def put(self, coflow: int, data_id: str, data: bytes) -> int:
         """Stores ``data`` as piece ``data_id`` of ``coflow``; returns its size."""
-        return await _run(self._sync.put, coflow, data_id, data)
+        return await _run(self._executor, self._sync.put, coflow, data_id, data)
 
     async def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
         """Stores a segment of a file in the agent's data directory (with TLS, beneath the
         client's own directory ``clients/NAME``) as piece ``data_id``."""
-        return await _run(self._sync.put_file, coflow, data_id, path, length, offset)
+        return await _run(self._executor, self._sync.put_file, coflow, data_id, path, length, offset)
 
     async def get(self, coflow: int, data_id: str) -> bytes:
         """Fetches piece ``data_id`` of ``coflow``."""
-        return await _run(self._sync.get, coflow, data_id)
+        return await _run(self._executor, self._sync.get, coflow, data_id)
 
     async def get_stream(self, coflow: int, data_id: str) -> AsyncIterator[bytes]:
         """Fetches piece ``data_id`` of ``coflow`` chunk by chunk."""
         coflow, data_id = _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id")
-        chunks: _coflow.Chunks = await _run(_call, self._sync._c.get_stream, coflow, data_id)
+        chunks: _coflow.Chunks = await _run(self._executor, _call, self._sync._c.get_stream, coflow, data_id)
         while True:
-            chunk = await _run(_call, chunks.next)
+            chunk = await _run(self._executor, _call, chunks.next)
             if chunk is None:
                 return
             yield chunk
 
     async def seal(self, coflow: int) -> None:
         """Says no more puts will come for ``coflow``."""
-        await _run(self._sync.seal, coflow)
+        await _run(self._executor, self._sync.seal, coflow)
 
     async def unregister(self, coflow: int) -> None:
         """Removes ``coflow``."""
-        await _run(self._sync.unregister, coflow)
+        await _run(self._executor, self._sync.unregister, coflow)
 
     async def status(self) -> Dict[str, Any]:
         """What the coordinator is doing."""
-        return await _run(self._sync.status)
+        return await _run(self._executor, self._sync.status)
 
     async def close(self) -> None:
-        """Drops the connections."""
+        """Drops the connections; calls under way finish, and the client's threads end with them."""
         self._sync.close()
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
 
     async def __aenter__(self) -> "Client":
         return self

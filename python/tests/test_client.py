@@ -303,12 +303,11 @@ def test_a_dead_coordinator_is_named(own_cluster: Cluster) -> None:
 
 
 def test_a_cancelled_asyncio_call_stops_its_blocking_call(cluster: Cluster) -> None:
-    # One executor thread: a get left running after its task gave up would hold it, and the
-    # next call would wait behind it for the 30 s of the get's readiness.
+    # One call at a time: a get left running after its task gave up would hold the thread, and
+    # the next call would wait behind it for the 30 s of the get's readiness.
     async def main() -> None:
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
         async with coflow.aio.Client(cluster.coordinator, cluster.agents[0], token=TOKEN) as a:
-            async with coflow.aio.Client(cluster.coordinator, cluster.agents[1], token=TOKEN) as b:
+            async with coflow.aio.Client(cluster.coordinator, cluster.agents[1], token=TOKEN, max_calls=1) as b:
                 # All-gets readiness: a get waits until both gets arrived (or 30 s), and only one comes.
                 c = await a.register(2, all_gets_timeout_s=30)
                 await a.put(c, "p0", b"waits")
@@ -319,6 +318,32 @@ def test_a_cancelled_asyncio_call_stops_its_blocking_call(cluster: Cluster) -> N
                 await asyncio.wait_for(b.status(), 10)
                 assert time.monotonic() - started < 5, "the cancelled get gave its thread back"
                 await a.unregister(c)
+
+    asyncio.run(main())
+
+
+def test_asyncio_gets_of_a_coflow_waiting_for_all_of_them_run_together(cluster: Cluster) -> None:
+    # The client runs its calls on threads of its own: twenty gets of a coflow that waits for all
+    # its gets start together, however small the event loop's default executor, and a status
+    # call does not wait behind them.
+    async def main() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        async with coflow.aio.Client(cluster.coordinator, cluster.agents[0], token=TOKEN) as a:
+            async with coflow.aio.Client(cluster.coordinator, cluster.agents[1], token=TOKEN) as b:
+                c = await a.register(20, all_gets_timeout_s=60)
+                pieces = [bytes([k]) * 10_000 for k in range(20)]
+                for k, piece in enumerate(pieces):
+                    await a.put(c, f"p{k}", piece)
+                await a.seal(c)
+                started = time.monotonic()
+                gets = asyncio.gather(*(b.get(c, f"p{k}") for k in range(20)))
+                await asyncio.wait_for(b.status(), 10)
+                got = await asyncio.wait_for(gets, 30)
+                assert got == pieces
+                assert time.monotonic() - started < 20, "the gets ran together, not at the readiness timeout"
+                await a.unregister(c)
+        with pytest.raises(ValueError, match="max_calls"):
+            coflow.aio.Client(cluster.coordinator, cluster.agents[0], token=TOKEN, max_calls=0)
 
     asyncio.run(main())
 
