@@ -202,8 +202,9 @@ def _run_counts(seed: Any, threads: Any, stages: Any) -> Tuple[int, Optional[int
 
 
 def _count(value: Any, what: str, most: int = 2**64 - 1) -> int:
-    """A whole number from 0 to ``most`` (what the library's unsigned integer holds)."""
-    if isinstance(value, bool):
+    """A whole number from 0 to ``most`` (what the library's unsigned integer holds), not a
+    boolean (Python's or numpy's)."""
+    if _is_bool(value):
         raise ValueError(f"{what}: expected a non-negative integer, got {value!r}")
     try:
         n = int(value)
@@ -575,7 +576,8 @@ class Report:
         results = self._data["results"]
         others = [r for r in results if r["policy"] != baseline]
         with_bars = baseline is not None and bool(others)
-        order = [str(p) for p in rows["policy"].drop_duplicates()]
+        # Every policy run, and the baseline, has a colour, whether or not it has rows to draw.
+        order = list(dict.fromkeys([str(r["policy"]) for r in results] + ([baseline] if baseline else [])))
         color = {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(q for q in order if q != baseline)}
         if baseline is not None:
             color[baseline] = "black"
@@ -584,6 +586,7 @@ class Report:
         cdf = axes[0]
         fig.suptitle(self.describe)
         # The baseline last, so that it stays visible where curves coincide.
+        drawn = False
         for policy in sorted(order, key=lambda p: p == baseline):
             group = rows[rows["policy"] == policy]
             cct = group["cct_s"].dropna().sort_values().to_numpy()
@@ -593,12 +596,14 @@ class Report:
             label = f"{policy} (baseline)" if policy == baseline else policy
             width = 3 if policy == baseline else 2
             cdf.step(cct, frac, where="post", label=label, color=color[policy], linewidth=width)
+            drawn = True
         cdf.set_xscale("log")
         cdf.set_ylim(0.0, 1.0)
         cdf.set_xlabel("coflow completion time (s)")
         cdf.set_ylabel("fraction of coflows")
         cdf.set_title("Coflow completion times (CDF, log axis)")
-        cdf.legend()
+        if drawn:
+            cdf.legend()
         if with_bars:
             bars = axes[1]
             first = results[0]

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import List
 
@@ -364,6 +367,33 @@ def test_the_plot_draws_every_policy_and_the_baseline(tmp_path: Path) -> None:
     swept = coflow.sweep(coflow.synthetic(coflows=40), [10], windows=1, policies=["varys"])
     with pytest.raises(ValueError, match=r"^plot: a sweep's report"):
         swept.plot()
+    # An empty workload draws its panels empty.
+    empty = coflow.simulate(coflow.synthetic(coflows=0), ["varys", "fair"], progress=False).plot()
+    assert len(empty.axes) == 2 and not empty.axes[0].get_lines()
+
+
+def test_a_trace_read_from_a_fifo_no_one_writes_stops_at_ctrl_c(tmp_path: Path) -> None:
+    # The read runs off the interpreter's thread, which wakes for signals: Ctrl-C ends it at once.
+    fifo = tmp_path / "trace.txt"
+    os.mkfifo(fifo)
+    code = f"import coflow\nprint('reading', flush=True)\ncoflow.read_trace({str(fifo)!r})\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "reading\n"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert "KeyboardInterrupt" in err, err
+
+
+def test_numpy_booleans_are_no_counts() -> None:
+    for flow in [(np.bool_(True), 1, 5), (0, np.bool_(True), 5), (0, 1, np.bool_(True))]:
+        with pytest.raises(ValueError, match=r"expected a non-negative integer, got (np\.)?True"):
+            coflow.workload([{"id": 1, "arrival": 0, "flows": [flow]}])
+    with pytest.raises(ValueError, match=r"^seed: expected a non-negative integer"):
+        coflow.simulate(coflow.synthetic(coflows=4), ["varys"], seed=np.bool_(False), progress=False)
 
 
 def test_the_wide_area_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:

@@ -86,10 +86,36 @@ impl PyWorkload {
 
 /// Reads a trace (coflow-benchmark or JSON Lines); `source` in reports is `path` as given.
 #[pyfunction]
-fn read_trace(path: &str) -> PyResult<PyWorkload> {
-    let workload = coflow_trace::read_trace(std::path::Path::new(path))
-        .map_err(|source| experiment_error(&ExperimentError::Trace { path: PathBuf::from(path), source }))?;
+fn read_trace(py: Python<'_>, path: &str) -> PyResult<PyWorkload> {
+    let file = PathBuf::from(path);
+    let read = off_thread(py, move || coflow_trace::read_trace(&file))?;
+    let workload =
+        read.map_err(|source| experiment_error(&ExperimentError::Trace { path: PathBuf::from(path), source }))?;
     Ok(PyWorkload { workload, source: path.to_string() })
+}
+
+/// Runs `f` on a thread of its own while this one waits with the GIL released, waking every
+/// 100 ms to let Python handle signals: Ctrl-C returns at once, leaving `f` to end on its own
+/// (a read of a FIFO that no one writes blocks until the process exits).
+fn off_thread<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 'static) -> PyResult<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("coflow-read".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    // `detach` wants what it borrows to be `Sync`; only this thread ever receives.
+    let rx = Mutex::new(rx);
+    loop {
+        match py.detach(|| rx.lock().expect("only this thread receives").recv_timeout(Duration::from_millis(100))) {
+            Ok(v) => return Ok(v),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err("the read failed without an answer"));
+            }
+        }
+    }
 }
 
 /// The synthetic workload shaped like the Facebook trace, as `coflow sim` generates it.
@@ -654,7 +680,9 @@ impl PyClient {
 
     /// Stores `data` as piece `data_id` of `coflow` at the local agent; returns its size.
     fn put(&self, py: Python<'_>, coflow: u64, data_id: String, data: &[u8]) -> PyResult<u64> {
-        let (c, content) = (self.client.clone(), data.to_vec());
+        // The copy runs with the GIL released (a `bytes` object cannot change meanwhile), so
+        // that a large put stalls no other Python thread or event loop.
+        let (c, content) = (self.client.clone(), py.detach(|| data.to_vec()));
         wait(py, self.rt()?, async move { c.put(CoflowId(coflow), &data_id, content).await })
     }
 
@@ -677,7 +705,12 @@ impl PyClient {
     fn get<'py>(&self, py: Python<'py>, coflow: u64, data_id: String) -> PyResult<Bound<'py, PyBytes>> {
         let c = self.client.clone();
         let bytes = wait(py, self.rt()?, async move { c.get(CoflowId(coflow), &data_id).await })?;
-        Ok(PyBytes::new(py, &bytes))
+        // The copy into the new `bytes` object (which no other thread can see yet) runs with the
+        // GIL released, so that a large get stalls no other Python thread or event loop.
+        PyBytes::new_with(py, bytes.len(), |buf| {
+            py.detach(|| buf.copy_from_slice(&bytes));
+            Ok(())
+        })
     }
 
     /// Starts fetching piece `data_id` of `coflow`; the chunks come one `next` call at a time.
