@@ -65,6 +65,7 @@ const COORDINATOR_KEYS: &[&str] = &[
     "max_coflows",
     "max_coflows_per_owner",
     "max_pieces_per_coflow",
+    "max_pieces_per_owner",
     "status_page",
     "tls_ca",
     "tls_cert",
@@ -197,7 +198,9 @@ fn coordinator_number(c: &CoordinatorConfig, key: &str) -> Option<u64> {
         "heartbeat_interval_ms" | "heartbeat_interval" => c.heartbeat_interval_ms,
         "agent_timeout_ms" | "agent_timeout" => c.agent_timeout_ms,
         "max_coflows" => c.max_coflows as u64,
+        "max_coflows_per_owner" => c.max_coflows_per_owner as u64,
         "max_pieces_per_coflow" => c.max_pieces_per_coflow as u64,
+        "max_pieces_per_owner" => c.max_pieces_per_owner as u64,
         _ => return None,
     })
 }

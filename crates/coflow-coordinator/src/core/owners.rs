@@ -41,9 +41,14 @@ impl Owners {
         if owner.is_empty() || (coflows == 0 && pieces == 0) {
             return;
         }
-        let held = self.held.entry(owner.to_string()).or_default();
-        held.coflows = held.coflows.checked_add_signed(coflows).expect("an owner's coflows counted below zero");
-        held.pieces = held.pieces.checked_add_signed(pieces).expect("an owner's pieces counted below zero");
+        if !self.held.contains_key(owner) {
+            self.held.insert(owner.to_string(), Held::default());
+        }
+        let held = self.held.get_mut(owner).expect("inserted");
+        debug_assert!(held.coflows.checked_add_signed(coflows).is_some(), "{owner}'s coflows counted below zero");
+        debug_assert!(held.pieces.checked_add_signed(pieces).is_some(), "{owner}'s pieces counted below zero");
+        held.coflows = held.coflows.saturating_add_signed(coflows);
+        held.pieces = held.pieces.saturating_add_signed(pieces);
         if *held == Held::default() {
             self.held.remove(owner);
         }

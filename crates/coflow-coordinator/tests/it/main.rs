@@ -1165,6 +1165,7 @@ impl XorShift {
 #[test]
 fn random_inputs_keep_the_core_sound() {
     const MACHINES: u32 = 4;
+    let mut owner_refusals = 0;
     for seed in 1..=60u64 {
         let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let policy = ["varys", "fair", "varys-deadline", "aalo", "sincronia"][(seed % 5) as usize];
@@ -1173,12 +1174,17 @@ fn random_inputs_keep_the_core_sound() {
             bypass_threshold_bytes: bypass,
             agent_timeout_ms: 1000,
             max_coflows: 6,
+            max_coflows_per_owner: 4,
             max_pieces_per_coflow: 4,
+            max_pieces_per_owner: 5,
             ..Default::default()
         };
         let mut h = Harness::new(policy, MACHINES, cfg);
         let mut watching: Vec<bool> = vec![true; MACHINES as usize];
         let (mut coflows, mut flows): (Vec<CoflowId>, Vec<FlowId>) = (Vec::new(), Vec::new());
+        // Coflows of two identities and of none (token mode), each changed by its owner.
+        const OWNERS: [&str; 3] = ["", "coflow://client/a", "coflow://client/b"];
+        let mut owner_of: std::collections::HashMap<CoflowId, &str> = std::collections::HashMap::new();
         for step in 0..1500 {
             let at = format!("seed {seed}, step {step}, policy {policy}");
             let coflow = |rng: &mut XorShift, coflows: &[CoflowId]| {
@@ -1200,17 +1206,41 @@ fn random_inputs_keep_the_core_sound() {
                     // A second's lease: some run out between the steps that renew them.
                     let lease = (rng.below(3) == 0).then(|| Nanos::from_secs(1));
                     let options = CoflowOptions { readiness, deadline, lease, ..Default::default() };
-                    if let Ok(id) = h.core.handle_register(
-                        h.now,
-                        Registration { num_flows: rng.below(4) as u32, options, ..Default::default() },
-                    ) {
+                    let owner = OWNERS[rng.below(3) as usize];
+                    let reg = Registration {
+                        num_flows: rng.below(4) as u32,
+                        options,
+                        owner: owner.into(),
+                        ..Default::default()
+                    };
+                    if let Ok(id) = h.core.handle_register(h.now, reg) {
                         coflows.push(id);
+                        owner_of.insert(id, owner);
                     }
                 }
                 1 | 2 => {
                     let c = coflow(&mut rng, &coflows);
-                    let id = format!("p{}", rng.below(5));
-                    let _ = h.put(c, &id, machine.0, 1 + rng.below(5000));
+                    let by = owner_of.get(&c).copied().unwrap_or("");
+                    // What the owner's live coflows hold before the put: its bound is met exactly.
+                    let held: u32 =
+                        h.core.coflows().filter(|k| owner_of.get(&k.id).copied() == Some(by)).map(|k| k.puts).sum();
+                    let put = PutAnnouncement {
+                        coflow: c,
+                        data_id: DataId::new(format!("p{}", rng.below(5))).unwrap(),
+                        machine,
+                        size: 1 + rng.below(5000),
+                        recovered: false,
+                        registration: None,
+                        client: by.into(),
+                    };
+                    match h.core.handle_put(h.now, put) {
+                        Err(CoordError::LimitExceeded(m)) if m.contains("max_pieces_per_owner") => {
+                            assert!(!by.is_empty() && held == 5, "{at}: {m}, with {held} held by {by:?}");
+                            owner_refusals += 1;
+                        }
+                        Ok(_) => assert!(by.is_empty() || held < 5, "{at}: {by} holds {held} pieces and one more"),
+                        Err(_) => {}
+                    }
                 }
                 3 | 4 => {
                     let c = coflow(&mut rng, &coflows);
@@ -1231,15 +1261,16 @@ fn random_inputs_keep_the_core_sound() {
                 }
                 6 => {
                     let c = coflow(&mut rng, &coflows);
+                    let by = owner_of.get(&c).copied().unwrap_or("");
                     match rng.below(3) {
-                        0 => drop(h.core.handle_seal(h.now, "", c)),
+                        0 => drop(h.core.handle_seal(h.now, by, c)),
                         1 => {
-                            if h.core.handle_unregister(h.now, "", c).is_ok() {
+                            if h.core.handle_unregister(h.now, by, c).is_ok() {
                                 coflows.retain(|&x| x != c);
                             }
                         }
                         _ => {
-                            let not_renewed = h.core.handle_renew(h.now, "", &[c]);
+                            let not_renewed = h.core.handle_renew(h.now, by, &[c]);
                             let live = h.core.coflows().any(|k| k.id == c);
                             assert_eq!(not_renewed.is_empty(), live, "{at}: renewal of {c:?}");
                         }
@@ -1304,6 +1335,7 @@ fn random_inputs_keep_the_core_sound() {
             assert!(st.coflows.iter().map(|c| c.flows.len()).sum::<usize>() <= h.core.live_flows(), "{at}");
         }
     }
+    assert!(owner_refusals > 0, "no put met an owner's bound: the owners' counts went untried");
 }
 
 /// Runs the core for `ms` in steps of 100 ms, every machine of `machines` heartbeating, so that
