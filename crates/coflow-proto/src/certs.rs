@@ -328,6 +328,8 @@ fn keep_old(path: &Path) -> Result<Option<PathBuf>, CertError> {
 pub struct CertAuthority {
     cert_pem: String,
     issuer: Issuer<'static, KeyPair>,
+    /// Its certificate's file, if it was loaded from one (for errors).
+    cert_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for CertAuthority {
@@ -378,7 +380,7 @@ impl CertAuthority {
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         dates(&mut params);
         let cert = params.self_signed(&key)?;
-        Ok(CertAuthority { cert_pem: cert.pem(), issuer: Issuer::new(params, key) })
+        Ok(CertAuthority { cert_pem: cert.pem(), issuer: Issuer::new(params, key), cert_file: None })
     }
 
     /// Loads `DIR/ca.crt` and `DIR/ca.key`, refusing a key that is not the certificate's (one
@@ -395,7 +397,7 @@ impl CertAuthority {
         if ca_public_key(&cert_pem).as_deref() != Some(issuer.key().public_key_raw()) {
             return Err(CertError::Mismatch { key: key.display().to_string(), cert: crt.display().to_string() });
         }
-        Ok(CertAuthority { cert_pem, issuer })
+        Ok(CertAuthority { cert_pem, issuer, cert_file: Some(crt) })
     }
 
     /// The CA's certificate, PEM.
@@ -408,7 +410,8 @@ impl CertAuthority {
         Issued { cert_pem: self.cert_pem.clone(), key_pem: self.issuer.key().serialize_pem() }.write(dir, "ca", force)
     }
 
-    /// A certificate for `subject`, with a fresh key, signed by this CA.
+    /// A certificate for `subject`, with a fresh key, signed by this CA, ending no later than it;
+    /// a CA past its dates issues nothing ([`CertError::CaExpired`]).
     pub fn issue(&self, subject: &Subject) -> Result<Issued, CertError> {
         self.issue_with(subject, |params| validity(params, 5))
     }
@@ -425,6 +428,12 @@ impl CertAuthority {
 
     fn issue_with(&self, subject: &Subject, dates: impl FnOnce(&mut CertificateParams)) -> Result<Issued, CertError> {
         subject.validate()?;
+        // A CA past its dates issues nothing: what it signed would be born expired.
+        let ca_end = ca_expiry(self.cert_pem.as_bytes());
+        if let Some(end) = ca_end.filter(|&end| end < now_secs()) {
+            let cert = self.cert_file.as_ref().map_or("the CA certificate".into(), |f| f.display().to_string());
+            return Err(CertError::CaExpired { cert, since: utc(end) });
+        }
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(subject.hosts().to_vec())?;
         let role = subject.role();
@@ -440,7 +449,7 @@ impl CertAuthority {
         params.use_authority_key_identifier_extension = true;
         dates(&mut params);
         // A certificate ends no later than its CA, whose end no verifier would let it outlive.
-        if let Some(end) = ca_expiry(self.cert_pem.as_bytes()) {
+        if let Some(end) = ca_end {
             let over = params.not_after.unix_timestamp().saturating_sub(end);
             if over > 0 {
                 params.not_after -= std::time::Duration::from_secs(over.unsigned_abs());
@@ -463,12 +472,8 @@ pub fn init(dir: &Path, force: bool) -> Result<Vec<PathBuf>, CertError> {
 
 /// `coflow certs issue DIR ...`: a certificate for `subject` signed by the CA in `DIR`, written
 /// to `DIR/STEM.crt` and `DIR/STEM.key`.
-/// A CA past its dates issues nothing.
 pub fn issue(dir: &Path, subject: &Subject, force: bool) -> Result<Vec<PathBuf>, CertError> {
     let ca = CertAuthority::load(dir)?;
-    if let Some(end) = ca_expiry(ca.cert_pem.as_bytes()).filter(|&end| end < now_secs()) {
-        return Err(CertError::CaExpired { cert: dir.join("ca.crt").display().to_string(), since: utc(end) });
-    }
     ca.issue(subject)?.write(dir, &subject.file_stem(), force)
 }
 
@@ -713,6 +718,8 @@ mod tests {
         assert!(e.to_string().starts_with(&format!("{ca} expired since 2001-01-01 00:00:00 UTC")), "{e}");
         assert!(!dir.join("agent-1.crt").exists());
         std::fs::remove_dir_all(&dir).unwrap();
+        let e = CertAuthority::generate_for_years(2000, 2001).unwrap().issue(&agent()).unwrap_err();
+        assert!(e.to_string().starts_with("the CA certificate expired since 2001-01-01 00:00:00 UTC"), "{e}");
         let y = this_year();
         let ca = CertAuthority::generate_for_years(y - 1, y + 2).unwrap();
         let end = ca_expiry(ca.cert_pem().as_bytes()).unwrap();

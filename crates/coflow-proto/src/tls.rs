@@ -989,8 +989,6 @@ impl Interceptor for Authenticate {
 mod tests {
     use super::*;
 
-    /// A certificate alert is found however deep the transport wrapped it; other alerts and
-    /// other errors are not a refused certificate.
     /// A refusal is warned of once an hour per address and kind, with the count since the last
     /// warning; another address or kind is warned of at once.
     #[test]
@@ -1013,6 +1011,8 @@ mod tests {
         );
     }
 
+    /// A certificate alert is found however deep the transport wrapped it; other alerts and
+    /// other errors are not a refused certificate.
     #[test]
     fn a_refused_certificate_is_told_by_its_alert() {
         #[derive(Debug)]
