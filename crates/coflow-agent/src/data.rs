@@ -647,6 +647,8 @@ pub(crate) async fn fetch(
                 });
             }
             Err(Fetch::Busy(e)) => {
+                // The source closes a connection it said busy on; this end goes too.
+                drop(conn);
                 if waited + pause > shared.idle() {
                     return Err(e);
                 }

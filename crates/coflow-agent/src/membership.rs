@@ -141,7 +141,7 @@ fn write(path: &Path, id: u32) -> Result<(), RunError> {
 /// Holds `dir` for this agent until the returned descriptor is dropped: an exclusive, non-blocking
 /// `flock` on the directory itself (created if missing), so that no file is added to it and the
 /// lock goes with the process, however it ends. A directory another agent holds is an error
-/// naming it.
+/// naming it; one on a file system without locks is used with a warning.
 pub(crate) fn hold_data_dir(dir: &Path) -> Result<rustix::fd::OwnedFd, RunError> {
     use rustix::fs::{FlockOperation, Mode, OFlags};
     let failed = |e: std::io::Error| RunError::DataDir(format!("{}: {e}", dir.display()));
@@ -154,6 +154,11 @@ pub(crate) fn hold_data_dir(dir: &Path) -> Result<rustix::fd::OwnedFd, RunError>
             "{} is held by another agent on this machine; give each agent a data directory of its own",
             dir.display()
         ))),
+        // A file system without locks (some network ones): the agent runs, unguarded.
+        Err(e @ (rustix::io::Errno::NOLCK | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::BADF)) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "the data directory cannot be locked: nothing stops a second agent from using it");
+            Ok(fd)
+        }
         Err(e) => Err(failed(e.into())),
     }
 }
