@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional,
 from . import _coflow
 from .client import Client as _SyncClient
 from .client import TlsFiles, _call, _text, _uint
+from .errors import Invalid
 
 __all__ = ["Client"]
 
@@ -31,8 +32,9 @@ MAX_CALLS = 1024
 
 async def _run(executor: Optional[ThreadPoolExecutor], f: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if executor is None:
-        # A closed client: its calls fail at once, as the blocking client's do.
-        return f(*args, **kwargs)
+        # A closed client: its calls, and the chunks of its streams, fail at once, never on the
+        # event loop's thread.
+        raise Invalid("the client is closed")
     loop = asyncio.get_running_loop()
     cancel = _coflow.Cancel()
 
@@ -132,7 +134,8 @@ class Client:
         return await _run(self._executor, self._sync.status)
 
     async def close(self) -> None:
-        """Drops the connections; calls under way finish, and the client's threads end with them."""
+        """Drops the connections; calls under way finish, and the client's threads end with them;
+        later calls, and the next chunks of its streams, raise :class:`coflow.Invalid`."""
         self._sync.close()
         executor, self._executor = self._executor, None
         if executor is not None:

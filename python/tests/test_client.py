@@ -348,6 +348,25 @@ def test_asyncio_gets_of_a_coflow_waiting_for_all_of_them_run_together(cluster: 
     asyncio.run(main())
 
 
+def test_a_closed_asyncio_client_fails_its_calls_and_streams_at_once(cluster: Cluster) -> None:
+    async def main() -> None:
+        async with coflow.aio.Client(cluster.coordinator, cluster.agents[0], token=TOKEN) as a:
+            b = coflow.aio.Client(cluster.coordinator, cluster.agents[1], token=TOKEN)
+            c = await a.register(1)
+            await a.put(c, "p", random.Random(3).randbytes(4 << 20))
+            stream = b.get_stream(c, "p")
+            assert await stream.__anext__()
+            await b.close()
+            # The stream's next chunk is not waited for on the event loop's thread: it fails.
+            with pytest.raises(coflow.Invalid, match="the client is closed"):
+                await asyncio.wait_for(stream.__anext__(), 1)
+            with pytest.raises(coflow.Invalid, match="the client is closed"):
+                await b.status()
+            await a.unregister(c)
+
+    asyncio.run(main())
+
+
 def test_the_asyncio_client_puts_and_gets(cluster: Cluster) -> None:
     async def main() -> None:
         async with coflow.aio.Client(cluster.coordinator, cluster.agents[0], token="python-tests-token") as a:

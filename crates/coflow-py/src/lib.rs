@@ -95,8 +95,9 @@ fn read_trace(py: Python<'_>, path: &str) -> PyResult<PyWorkload> {
 }
 
 /// Runs `f` on a thread of its own while this one waits with the GIL released, waking every
-/// 100 ms to let Python handle signals: Ctrl-C returns at once, leaving `f` to end on its own
-/// (a read of a FIFO that no one writes blocks until the process exits).
+/// 100 ms to let Python handle signals and to return at once when the interpreter exits (counted
+/// as a call in flight, as the clients' calls are): Ctrl-C returns at once, leaving `f` to end on
+/// its own (a read of a FIFO that no one writes blocks until the process exits).
 fn off_thread<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 'static) -> PyResult<T> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -107,9 +108,11 @@ fn off_thread<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
     // `detach` wants what it borrows to be `Sync`; only this thread ever receives.
     let rx = Mutex::new(rx);
+    let call = InFlight::enter();
     loop {
         match py.detach(|| rx.lock().expect("only this thread receives").recv_timeout(Duration::from_millis(100))) {
             Ok(v) => return Ok(v),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if call.cancelled() => return Err(exiting()),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(PyRuntimeError::new_err("the read failed without an answer"));
@@ -706,7 +709,7 @@ impl PyClient {
         let c = self.client.clone();
         let bytes = wait(py, self.rt()?, async move { c.get(CoflowId(coflow), &data_id).await })?;
         // The copy into the new `bytes` object (which no other thread can see yet) runs with the
-        // GIL released, so that a large get stalls no other Python thread or event loop.
+        // GIL released; pyo3 fills the object with zeros first, with the GIL held.
         PyBytes::new_with(py, bytes.len(), |buf| {
             py.detach(|| buf.copy_from_slice(&bytes));
             Ok(())
