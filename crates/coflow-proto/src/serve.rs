@@ -24,8 +24,13 @@ pub fn server() -> tonic::transport::Server {
         .http2_keepalive_timeout(Some(answer_within))
 }
 
+/// How long a server waits, once stopped, for its connections to close: a call in flight has
+/// that long to finish, and a connection that never said anything (hyper waits for an HTTP/2
+/// preface before it can close one gracefully) is dropped at its end.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
+
 /// Serves `router` on `listener` (Nagle off: a rate push must not wait 40 ms) until `shutdown`
-/// resolves or `stop` is raised, then lets in-flight calls finish. `stop` is raised on the way
+/// resolves or `stop` is raised, then lets in-flight calls finish within [`SHUTDOWN_DRAIN`]. `stop` is raised on the way
 /// out in every case, also when the server fails on its own, so that the caller's other tasks
 /// (which watch it) end too. With `tls`, every connection must complete a mutual TLS handshake
 /// first (see [`crate::TlsContext::grpc_server_config`]).
@@ -54,11 +59,24 @@ pub async fn serve_until_stopped(
     };
     let mut serve = serve;
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut stopped = stop.subscribe();
     let served = tokio::select! {
         r = &mut serve => r,
-        _ = &mut shutdown => {
+        // Stopped from outside (`stop`) or by `shutdown`: the server drains within its bound.
+        _ = async {
+            tokio::select! {
+                _ = &mut shutdown => {}
+                _ = stopped.wait_for(|&s| s) => {}
+            }
+        } => {
             let _ = stop.send(true);
-            serve.await
+            match tokio::time::timeout(SHUTDOWN_DRAIN, &mut serve).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::info!("connections still open {SHUTDOWN_DRAIN:?} after the stop are dropped");
+                    Ok(())
+                }
+            }
         }
     };
     let _ = stop.send(true);

@@ -524,3 +524,21 @@ async fn status_works_past_the_message_limit() -> anyhow::Result<()> {
     cluster.shutdown().await;
     Ok(())
 }
+
+/// A connection that never says a word (no HTTP/2 preface, so hyper cannot close it gracefully)
+/// does not hold a service past its stop: the agent and the coordinator each return within
+/// `SHUTDOWN_DRAIN` of being told to stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_does_not_hold_a_service_past_its_stop() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 1e9, "varys")).await?;
+    let _silent = (
+        tokio::net::TcpStream::connect(cluster.coordinator_addr).await?,
+        tokio::net::TcpStream::connect(cluster.agent_addrs[0]).await?,
+    );
+    let bound = coflow_proto::SHUTDOWN_DRAIN * 2 + Duration::from_secs(5);
+    tokio::time::timeout(bound, cluster.shutdown()).await.map_err(|_| {
+        anyhow::anyhow!("the services still ran {bound:?} after their stop, held by a silent connection")
+    })?;
+    Ok(())
+}
