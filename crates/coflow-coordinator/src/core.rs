@@ -513,23 +513,31 @@ impl Core {
 
     /// Every registered coflow, by id, without its flows.
     pub fn coflows(&self) -> impl Iterator<Item = CoflowView> + '_ {
-        self.coflows_after(CoflowId(0))
+        self.coflows_after(CoflowId(0), None)
     }
 
-    /// The registered coflows with an id above `after`, by id, without their flows.
-    pub fn coflows_after(&self, after: CoflowId) -> impl Iterator<Item = CoflowView> + '_ {
+    /// The registered coflows with an id above `after`, by id, without their flows; with a
+    /// `viewer`, only those it may use (its own, those without an owner, or all for the admin).
+    pub fn coflows_after<'a>(
+        &'a self,
+        after: CoflowId,
+        viewer: Option<&'a str>,
+    ) -> impl Iterator<Item = CoflowView> + 'a {
         use std::ops::Bound;
-        self.coflows.range((Bound::Excluded(after), Bound::Unbounded)).map(|(&id, c)| CoflowView {
-            id,
-            name: c.reg.options.name.clone(),
-            num_flows: c.reg.num_flows,
-            puts: c.puts.len() as u32,
-            bypass: c.bypassed(),
-            bytes: c.puts.values().map(|&(_, size)| size).sum(),
-            age: c.first_get.map(|t| self.now.saturating_sub(t)),
-            deadline: c.reg.options.deadline,
-            lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
-            flows: Vec::new(),
+        let shown = move |c: &CoflowRec| viewer.is_none_or(|v| Self::may_change(c, v));
+        self.coflows.range((Bound::Excluded(after), Bound::Unbounded)).filter(move |(_, c)| shown(c)).map(|(&id, c)| {
+            CoflowView {
+                id,
+                name: c.reg.options.name.clone(),
+                num_flows: c.reg.num_flows,
+                puts: c.puts.len() as u32,
+                bypass: c.bypassed(),
+                bytes: c.puts.values().map(|&(_, size)| size).sum(),
+                age: c.first_get.map(|t| self.now.saturating_sub(t)),
+                deadline: c.reg.options.deadline,
+                lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
+                flows: Vec::new(),
+            }
         })
     }
 

@@ -47,7 +47,7 @@ pub(crate) enum Event {
     /// Someone asks what is live: everything (the web page).
     Status(Reply<StatusView>),
     /// Someone asks one page of what is live: coflows after an id, at most so many.
-    StatusPage(CoflowId, usize, Reply<StatusPage>),
+    StatusPage(CoflowId, usize, String, Reply<StatusPage>),
     /// Prometheus asks for the counters and gauges.
     Metrics(Reply<Vec<coflow_telemetry::Sample>>),
 }

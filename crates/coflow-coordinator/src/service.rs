@@ -158,7 +158,9 @@ fn answer(core: &mut Core, now: Nanos, event: Event, streams: &mut Open) {
         }
         Event::AgentAlive(machine, reply) => drop(reply.send(Ok(core.agent_alive(machine)))),
         Event::Status(reply) => drop(reply.send(Ok(core.status()))),
-        Event::StatusPage(after, max, reply) => drop(reply.send(Ok(core.status_page(after, max)))),
+        Event::StatusPage(after, max, viewer, reply) => {
+            drop(reply.send(Ok(core.status_page(after, max, Some(&viewer)))));
+        }
         Event::Metrics(reply) => drop(reply.send(Ok(core.samples()))),
     }
 }
@@ -570,10 +572,15 @@ impl Coordinator for CoordinatorService {
     }
 
     async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+        // A member sees the coflows it may use (its own; the admin every one), and every agent.
+        let viewer = caller(&req);
         let r = req.into_inner();
         let max = if r.max_coflows == 0 { STATUS_PAGE } else { (r.max_coflows as usize).min(STATUS_PAGE) };
-        let page =
-            self.core.ask(|reply| Event::StatusPage(CoflowId(r.after_coflow_id), max, reply)).await.map_err(status)?;
+        let page = self
+            .core
+            .ask(|reply| Event::StatusPage(CoflowId(r.after_coflow_id), max, viewer, reply))
+            .await
+            .map_err(status)?;
         let mut resp = status_to_pb(page.view);
         resp.next_after_coflow_id = page.next.map_or(0, |c| c.0);
         resp.flows_omitted = page.flows_omitted;

@@ -33,15 +33,16 @@ impl Core {
 
     /// One page of what is live: up to `max_coflows` coflows with an id above `after`, by id, with
     /// their unfinished flows, within [`STATUS_PAGE_BYTES`] (a coflow whose flows alone pass it
-    /// comes with those that fit, the rest counted as omitted); the agents on the first page.
-    pub fn status_page(&self, after: CoflowId, max_coflows: usize) -> StatusPage {
+    /// comes with those that fit, the rest counted as omitted); the agents on the first page. With
+    /// a `viewer`, only the coflows it may use ([`Core::coflows_after`]).
+    pub fn status_page(&self, after: CoflowId, max_coflows: usize, viewer: Option<&str>) -> StatusPage {
         let first = after == CoflowId(0);
         let agents: Vec<AgentView> = if first { self.agents().collect() } else { Vec::new() };
         let mut budget = STATUS_PAGE_BYTES.saturating_sub(agents.len() * 64);
         let mut coflows: BTreeMap<CoflowId, CoflowView> = BTreeMap::new();
         let mut more = None;
         let mut sizes: BTreeMap<CoflowId, usize> = BTreeMap::new();
-        let candidates: Vec<CoflowView> = self.coflows_after(after).take(max_coflows.max(1) + 1).collect();
+        let candidates: Vec<CoflowView> = self.coflows_after(after, viewer).take(max_coflows.max(1) + 1).collect();
         let last = candidates.get(max_coflows.max(1).min(candidates.len()).saturating_sub(1)).map(|c| c.id);
         if let Some(last) = last {
             for (coflow, flow) in self.flows() {

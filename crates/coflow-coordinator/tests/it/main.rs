@@ -909,7 +909,7 @@ fn a_coflow_whose_flows_pass_a_status_page_comes_with_those_that_fit() {
     }
     h.put(next, "p", 0, 1000).unwrap();
     h.get(next, "p", 1).unwrap();
-    let page = h.core.status_page(CoflowId(0), 1000);
+    let page = h.core.status_page(CoflowId(0), 1000, None);
     assert_eq!(page.view.coflows.len(), 1, "the wide coflow alone");
     let shown = page.view.coflows[0].flows.len() as u64;
     assert!(
@@ -920,7 +920,7 @@ fn a_coflow_whose_flows_pass_a_status_page_comes_with_those_that_fit() {
     let bytes: usize = page.view.coflows[0].flows.iter().map(|f| 64 + f.data_id.len()).sum();
     assert!(bytes <= coflow_coordinator::STATUS_PAGE_BYTES, "{bytes} bytes of flows");
     let after = page.next.expect("a next page");
-    let page = h.core.status_page(after, 1000);
+    let page = h.core.status_page(after, 1000, None);
     assert_eq!(page.view.coflows.iter().map(|c| c.id).collect::<Vec<_>>(), [next]);
     assert_eq!((page.view.coflows[0].flows.len(), page.flows_omitted), (1, 0));
 }

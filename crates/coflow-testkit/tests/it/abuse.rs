@@ -120,6 +120,33 @@ async fn another_client_may_not_unregister_or_seal_a_coflow() -> anyhow::Result<
     Ok(())
 }
 
+/// Over TLS a member's status shows the coflows it may use: its own (with their flows), not
+/// another client's, and all of them to the admin; every member sees the agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_status_shows_only_its_own_coflows() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys").with_tls()).await?;
+    let owner = cluster.client(0).await?;
+    let other = Client::connect(identity(&cluster, &Subject::Client { name: "other".into() })?).await?;
+    let admin = Client::connect(identity(&cluster, &Subject::Admin)?).await?;
+    let c = owner.register(1, CoflowOptions { name: "tenant-a-private".into(), ..CoflowOptions::default() }).await?;
+    owner.put(c, "secret-export", vec![1; 10]).await?;
+    let mine = other.register(1, CoflowOptions::default()).await?;
+    let ids = |s: &pb::StatusResponse| s.coflows.iter().map(|k| k.coflow_id).collect::<Vec<_>>();
+    let (seen_by_owner, seen_by_other, seen_by_admin) =
+        (owner.status().await?, other.status().await?, admin.status().await?);
+    assert_eq!(ids(&seen_by_owner), vec![c.0]);
+    assert_eq!(ids(&seen_by_other), vec![mine.0], "another client's coflow is not shown");
+    let mut all = ids(&seen_by_admin);
+    all.sort();
+    assert_eq!(all, vec![c.0, mine.0]);
+    for s in [&seen_by_owner, &seen_by_other, &seen_by_admin] {
+        assert_eq!(s.agents.len(), 1, "every member sees the agents");
+    }
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// Over TLS only a coflow's owner and the admin put pieces into it and get pieces from it:
 /// another client's put and get are refused (`permission-denied`), through an agent like any
 /// other and at once, its refused piece is not kept, and the owner's own get is exact afterwards.
