@@ -52,6 +52,10 @@ pub use coflow_proto::{ERROR_KIND, ErrorKind};
 /// The coordinator's gRPC service name, as `grpc.health.v1` reports it.
 pub const SERVICE_NAME: &str = "coflow.v1.Coordinator";
 
+/// How long the live page's JSON (`/api/status`) is served as rendered before the view is built
+/// again: peers polling it cost the core one view per this, however many they are.
+pub const STATUS_PAGE_FRESH: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Why the coordinator could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -140,14 +144,23 @@ where
             let h = h1.clone();
             Box::pin(async move { h.ask(events::Event::Metrics).await.ok() })
         });
-        // The live view's JSON, rendered one request at a time: with many coflows it is large,
-        // and peers asking at once would each hold a copy.
-        let one_at_a_time = Arc::new(tokio::sync::Semaphore::new(1));
+        // The live view's JSON, rendered one request at a time (with many coflows it is large,
+        // and peers asking at once would each hold a copy) off the async workers, and kept for
+        // `STATUS_PAGE_FRESH`: however many ask, the core builds the view at most that often.
+        let rendered: Arc<tokio::sync::Mutex<Option<(std::time::Instant, String)>>> = Arc::default();
         let status: telemetry::Ask<String> = Arc::new(move || {
-            let (h, one_at_a_time) = (h2.clone(), one_at_a_time.clone());
+            let (h, rendered) = (h2.clone(), rendered.clone());
             Box::pin(async move {
-                let _turn = one_at_a_time.acquire().await;
-                h.ask(events::Event::Status).await.ok().map(|v| telemetry::status_json(&v).to_string())
+                let mut rendered = rendered.lock().await;
+                if let Some((at, body)) = rendered.as_ref()
+                    && at.elapsed() < STATUS_PAGE_FRESH
+                {
+                    return Some(body.clone());
+                }
+                let view = h.ask(events::Event::Status).await.ok()?;
+                let body = tokio::task::spawn_blocking(move || telemetry::status_json(&view).to_string()).await.ok()?;
+                *rendered = Some((std::time::Instant::now(), body.clone()));
+                Some(body)
             })
         });
         let status = status_page.then_some(status);

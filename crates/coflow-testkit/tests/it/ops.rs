@@ -192,6 +192,17 @@ async fn probes_and_grpc_health_are_green_while_serving() -> anyhow::Result<()> 
     assert!(page.contains("text/html") && page.contains("id=\"coflows\""), "{page}");
     let status = http_get(cluster.coordinator_metrics, "/api/status").await;
     assert!(status.contains("\"policy\":\"fair\"") && status.contains("\"machine\":0"), "{status}");
+    // The JSON is kept a moment (`STATUS_PAGE_FRESH`), not for long: a coflow registered now is
+    // on the page soon after (the bound leaves room for a loaded machine).
+    let client = cluster.client(0).await?;
+    let id = client.register(1, CoflowOptions { name: "fresh-on-the-page".into(), ..CoflowOptions::default() }).await?;
+    let asked = std::time::Instant::now();
+    while !http_get(cluster.coordinator_metrics, "/api/status").await.contains("fresh-on-the-page") {
+        let bound = coflow_coordinator::STATUS_PAGE_FRESH + Duration::from_secs(5);
+        assert!(asked.elapsed() < bound, "a new coflow not on the page within {bound:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.unregister(id).await?;
     for (addr, service) in [
         (cluster.coordinator_addr, coflow_coordinator::SERVICE_NAME),
         (cluster.agent_addrs[0], coflow_agent::SERVICE_NAME),
