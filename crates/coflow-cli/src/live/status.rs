@@ -62,8 +62,21 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
     let clear = a.watch.is_some() && a.json.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     runtime()?.block_on(async move {
         let c = Client::connect(cfg).await.with_context(|| format!("connecting to the coordinator at {url}"))?;
+        // Watching, Ctrl-C ends the watch at once, also while a call waits for its answer; a
+        // single call keeps the default (the process ends).
+        let interrupted = async {
+            if a.watch.is_some() {
+                let _ = tokio::signal::ctrl_c().await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let mut interrupted = std::pin::pin!(interrupted);
         loop {
-            let st = c.status().await.context("asking the coordinator")?;
+            let st = tokio::select! {
+                st = c.status() => st.context("asking the coordinator")?,
+                () = &mut interrupted => return Ok(()),
+            };
             let text = match &a.json {
                 Some(path) if !crate::output::is_stdout(path) => {
                     crate::output::write(path, format!("{}\n", serde_json::to_string(&json(&st))?))?;
@@ -87,7 +100,7 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
             let Some(every) = a.watch else { return Ok(()) };
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs_f64(every)) => {}
-                _ = tokio::signal::ctrl_c() => return Ok(()),
+                () = &mut interrupted => return Ok(()),
             }
         }
     })
