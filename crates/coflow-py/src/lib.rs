@@ -94,10 +94,9 @@ fn read_trace(py: Python<'_>, path: &str) -> PyResult<PyWorkload> {
     Ok(PyWorkload { workload, source: path.to_string() })
 }
 
-/// Runs `f` on a thread of its own while this one waits with the GIL released, waking every
-/// 100 ms to let Python handle signals and to return at once when the interpreter exits (counted
-/// as a call in flight, as the clients' calls are): Ctrl-C returns at once, leaving `f` to end on
-/// its own (a read of a FIFO that no one writes blocks until the process exits).
+/// Runs `f` on a thread of its own while this one waits for it ([`wait_answer`]): Ctrl-C returns
+/// at once, leaving `f` to end on its own (a read of a FIFO that no one writes blocks until the
+/// process exits).
 fn off_thread<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 'static) -> PyResult<T> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -106,19 +105,7 @@ fn off_thread<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 
             let _ = tx.send(f());
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
-    // `detach` wants what it borrows to be `Sync`; only this thread ever receives.
-    let rx = Mutex::new(rx);
-    let call = InFlight::enter();
-    loop {
-        match py.detach(|| rx.lock().expect("only this thread receives").recv_timeout(Duration::from_millis(100))) {
-            Ok(v) => return Ok(v),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if call.cancelled() => return Err(exiting()),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(PyRuntimeError::new_err("the read failed without an answer"));
-            }
-        }
-    }
+    wait_answer(py, rx, || Ok(()))?.ok_or_else(|| PyRuntimeError::new_err("the read failed without an answer"))
 }
 
 /// The synthetic workload shaped like the Facebook trace, as `coflow sim` generates it.
@@ -362,22 +349,38 @@ fn simulate(
             });
         });
     }
+    let report_progress = || match &progress {
+        Some(p) => p.call1(py, (done.load(Ordering::Relaxed).min(total), total)).map(drop),
+        None => Ok(()),
+    };
+    match wait_answer(py, rx, report_progress)? {
+        Some(Ok(results)) => Ok(results),
+        Some(Err(panic)) => Err(PyRuntimeError::new_err(format!("the simulation failed: {panic}"))),
+        None => Err(PyRuntimeError::new_err("the simulation ended without a report")),
+    }
+}
+
+/// Waits for the one answer `rx` brings, the GIL released, waking every 100 ms and at the answer
+/// to run `on_wake` (a progress report), and between answers to let Python handle signals
+/// (Ctrl-C returns at once) and to return when the interpreter exits (counted as a call in
+/// flight, as the clients' calls are). `None`: the sender went without answering.
+fn wait_answer<T: Send>(
+    py: Python<'_>,
+    rx: std::sync::mpsc::Receiver<T>,
+    on_wake: impl Fn() -> PyResult<()>,
+) -> PyResult<Option<T>> {
+    use std::sync::mpsc::RecvTimeoutError;
     // `detach` wants what it borrows to be `Sync`; only this thread ever receives.
     let rx = Mutex::new(rx);
     let call = InFlight::enter();
     loop {
         let got = py.detach(|| rx.lock().expect("only this thread receives").recv_timeout(Duration::from_millis(100)));
-        if let Some(p) = &progress {
-            p.call1(py, (done.load(Ordering::Relaxed).min(total), total))?;
-        }
+        on_wake()?;
         match got {
-            Ok(Ok(results)) => return Ok(results),
-            Ok(Err(panic)) => return Err(PyRuntimeError::new_err(format!("the simulation failed: {panic}"))),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if call.cancelled() => return Err(exiting()),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(PyRuntimeError::new_err("the simulation ended without a report"));
-            }
+            Ok(v) => return Ok(Some(v)),
+            Err(RecvTimeoutError::Timeout) if call.cancelled() => return Err(exiting()),
+            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) => return Ok(None),
         }
     }
 }

@@ -20,20 +20,12 @@ impl Owners {
     /// Whether `owner` may register one more coflow within `max`; if not, why. No owner (token
     /// mode) is bounded only by the coordinator's whole.
     pub(super) fn room_for_coflow(&self, owner: &str, max: usize) -> Result<(), String> {
-        let held = self.get(owner).coflows;
-        if !owner.is_empty() && held >= max {
-            return Err(format!("{owner} holds {held} coflows registered (max_coflows_per_owner)"));
-        }
-        Ok(())
+        room(owner, self.get(owner).coflows, max, "coflows registered (max_coflows_per_owner)")
     }
 
     /// Whether `owner`'s coflows may have one more piece within `max`; if not, why.
     pub(super) fn room_for_piece(&self, owner: &str, max: usize) -> Result<(), String> {
-        let held = self.get(owner).pieces;
-        if !owner.is_empty() && held >= max {
-            return Err(format!("{owner} holds {held} pieces announced (max_pieces_per_owner)"));
-        }
-        Ok(())
+        room(owner, self.get(owner).pieces, max, "pieces announced (max_pieces_per_owner)")
     }
 
     /// Counts `coflows` more coflows and `pieces` more pieces for `owner` (fewer when negative).
@@ -57,6 +49,14 @@ impl Owners {
     fn get(&self, owner: &str) -> Held {
         self.held.get(owner).copied().unwrap_or_default()
     }
+}
+
+/// Whether `owner`, holding `held` of what `what` names, may hold one more within `max`.
+fn room(owner: &str, held: usize, max: usize, what: &str) -> Result<(), String> {
+    if !owner.is_empty() && held >= max {
+        return Err(format!("{owner} holds {held} {what}"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
