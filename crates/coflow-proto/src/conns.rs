@@ -1,9 +1,11 @@
 //! The connections a server accepts: a member may keep at most [`MAX_CONNECTIONS_PER_MEMBER`]
-//! gRPC connections open at once, so that one certificate's holder cannot take the server's file
-//! descriptors from every other member; connections not yet through their TLS handshake are
-//! bounded per peer address and in all ([`Unproven`]), so that peers without a certificate
-//! cannot take them either; and an acceptor that fails (out of file descriptors) waits before it
-//! tries again ([`AcceptFailures`]) rather than spinning.
+//! gRPC connections open at once (in token mode, where no certificate names members, a peer
+//! address group at most [`MAX_CONNECTIONS_PER_ADDRESS`]), so that one peer cannot take the
+//! server's file descriptors from every other; connections not yet through their TLS handshake
+//! (in token mode, not yet past their first bytes) are bounded per peer address and in all
+//! ([`Unproven`]), so that peers without a certificate or the token cannot take them either;
+//! and an acceptor that fails (out of file descriptors) waits before it tries again
+//! ([`AcceptFailures`]) rather than spinning.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::server::TlsStream;
 use tonic::transport::server::Connected;
 
 /// The most gRPC connections one member (one certificate's role) may hold open on one server.
@@ -24,6 +25,16 @@ use tonic::transport::server::Connected;
 /// an agent a few; a member past the cap is
 /// refused a new connection until one of its others closes.
 pub(crate) const MAX_CONNECTIONS_PER_MEMBER: usize = 1024;
+
+/// The most gRPC connections one peer address group ([`peer_group`]: an IPv4 address, an IPv6
+/// /64) may hold open on one server in token mode, where no certificate tells members apart.
+/// Behind one address are all the members of its host (a NAT's, a test cluster's on loopback):
+/// its clients, as many as one certificate's holders may be over TLS (1,024 connections, e.g.
+/// one framework's executors), and its agent and an operator besides. Twice the per-member cap
+/// leaves them that room, while one peer still holds at most 2,048 established connections
+/// (and [`UNPROVEN_PER_ADDRESS`] waiting for their first bytes) of the file descriptors the
+/// others need.
+pub(crate) const MAX_CONNECTIONS_PER_ADDRESS: usize = 2 * MAX_CONNECTIONS_PER_MEMBER;
 
 /// How long an acceptor waits after a failed accept before trying again.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -122,28 +133,29 @@ impl<K: Eq + std::hash::Hash> Drop for Share<K> {
     }
 }
 
-/// A TLS connection holding its place until it closes.
+/// An established connection (TLS, or plain in token mode) holding its place among its holder's
+/// until it closes.
 #[derive(Debug)]
-pub(crate) struct Counted {
-    pub(crate) stream: TlsStream<TcpStream>,
-    pub(crate) _place: Share<String>,
+pub(crate) struct Counted<S, K: Eq + std::hash::Hash> {
+    pub(crate) stream: S,
+    pub(crate) _place: Share<K>,
 }
 
-impl Connected for Counted {
-    type ConnectInfo = <TlsStream<TcpStream> as Connected>::ConnectInfo;
+impl<S: Connected, K: Eq + std::hash::Hash> Connected for Counted<S, K> {
+    type ConnectInfo = S::ConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
         self.stream.connect_info()
     }
 }
 
-impl AsyncRead for Counted {
+impl<S: AsyncRead + Unpin, K: Eq + std::hash::Hash + Unpin> AsyncRead for Counted<S, K> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_read(cx, buf)
     }
 }
 
-impl AsyncWrite for Counted {
+impl<S: AsyncWrite + Unpin, K: Eq + std::hash::Hash + Unpin> AsyncWrite for Counted<S, K> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
@@ -171,23 +183,26 @@ impl AsyncWrite for Counted {
 
 pub use coflow_core::peer_group;
 
-/// The most connections from one address waiting for or in their TLS handshake; one more is
-/// closed at once. Members that share an address (a test's loopback) open many at once when many
-/// flows start together, so the bound is wide; what it stops is one peer without a certificate
-/// holding every connection the server will take.
+/// The most connections from one address waiting for or in their TLS handshake (in token mode,
+/// for their first bytes); one more is closed at once. Members that share an address (a test's
+/// loopback) open many at once when many flows start together, so the bound is wide; what it
+/// stops is one peer without a certificate (or the token) holding every connection the server
+/// will take.
 pub const UNPROVEN_PER_ADDRESS: usize = 1024;
 
-/// The most handshakes from one address run at once; its other connections wait their turn.
+/// The most handshakes (in token mode, waits for first bytes) from one address run at once; its
+/// other connections wait their turn.
 pub const HANDSHAKES_PER_ADDRESS: usize = 64;
 
-/// The most connections waiting for or in their TLS handshake, from every address.
+/// The most connections waiting for or in their TLS handshake (in token mode, for their first
+/// bytes), from every address.
 pub const UNPROVEN: usize = 4096;
 
 /// Per peer address, how many of its connections hold a place and its turns to handshake.
 type ByAddress = std::collections::HashMap<std::net::IpAddr, (usize, Arc<tokio::sync::Semaphore>)>;
 
-/// The connections a server took that are not yet through their TLS handshake: how many in all,
-/// and per address (see [`peer_group`]).
+/// The connections a server took that are not yet through their TLS handshake (in token mode,
+/// that have sent nothing yet): how many in all, and per address (see [`peer_group`]).
 #[derive(Debug, Default)]
 pub struct Unproven {
     by_address: std::sync::Mutex<(usize, ByAddress)>,

@@ -1,12 +1,22 @@
-//! Serving a gRPC router until shutdown, the same way in every service, and [`TypedErrors`], which
-//! names the error kind of the refusals tonic makes before a service runs.
+//! Serving a gRPC router until shutdown, the same way in every service: one acceptor
+//! ([`incoming`]) bounds the connections of both modes, each proving itself (a TLS handshake, or
+//! in token mode its first bytes) within [`crate::HANDSHAKE_TIMEOUT`] before it takes a place
+//! among its holder's. And [`TypedErrors`], which names the error kind of the refusals tonic
+//! makes before a service runs.
 
 use std::future::Future;
+use std::hash::Hash;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tonic::transport::server::{Router, TcpIncoming};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::Router;
+
+use crate::conns::{Counted, MAX_CONNECTIONS_PER_ADDRESS, MAX_CONNECTIONS_PER_MEMBER, Shares};
+use crate::tls::{HANDSHAKE_TIMEOUT, Refusal, RefusalLog};
 
 /// How often a server pings a connection's peer, and how long it waits for the answer before it
 /// closes the connection: a peer whose host died (a half-open connection) gives its place
@@ -14,7 +24,8 @@ use tonic::transport::server::{Router, TcpIncoming};
 pub const SERVER_KEEPALIVE: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(20));
 
 /// The gRPC server every service builds its router on: Nagle off (a rate push must not wait
-/// 40 ms), and the peer of every connection pinged ([`SERVER_KEEPALIVE`]).
+/// 40 ms), and the peer of every connection pinged ([`SERVER_KEEPALIVE`]). tonic applies the
+/// TCP settings only to its own acceptor; [`serve_until_stopped`]'s sets the same ones itself.
 pub fn server() -> tonic::transport::Server {
     let (every, answer_within) = SERVER_KEEPALIVE;
     tonic::transport::Server::builder()
@@ -29,11 +40,14 @@ pub fn server() -> tonic::transport::Server {
 /// preface before it can close one gracefully) is dropped at its end.
 pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 
-/// Serves `router` on `listener` (Nagle off: a rate push must not wait 40 ms) until `shutdown`
-/// resolves or `stop` is raised, then lets in-flight calls finish within [`SHUTDOWN_DRAIN`]. `stop` is raised on the way
-/// out in every case, also when the server fails on its own, so that the caller's other tasks
-/// (which watch it) end too. With `tls`, every connection must complete a mutual TLS handshake
-/// first (see [`crate::TlsContext::grpc_server_config`]).
+/// Serves `router` on `listener` until `shutdown` resolves or `stop` is raised, then lets
+/// in-flight calls finish within [`SHUTDOWN_DRAIN`]. `stop` is raised on the way out in every
+/// case, also when the server fails on its own, so that the caller's other tasks (which watch
+/// it) end too. Connections come through one acceptor (`incoming`): with `tls`, each must
+/// complete a mutual TLS handshake (see [`crate::TlsContext::grpc_server_config`]) and its member
+/// (its certificate's role) holds at most 1,024; in token mode, each must send its first bytes
+/// (an HTTP/2 client's preface) and its peer address group holds at most 2,048 (see
+/// `conns::MAX_CONNECTIONS_PER_ADDRESS`); both within [`HANDSHAKE_TIMEOUT`].
 pub async fn serve_until_stopped(
     router: Router,
     listener: TcpListener,
@@ -45,16 +59,33 @@ pub async fn serve_until_stopped(
     let until_stopped = async move {
         let _ = stopped.wait_for(|&s| s).await;
     };
-    let mut acceptor = None;
-    let serve: std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> = match tls {
-        None => Box::pin(
-            router.serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), until_stopped),
-        ),
+    let (serve, acceptor): (Serving, _) = match tls {
+        None => {
+            let refusals = Arc::new(RefusalLog::default());
+            let (incoming, task) = incoming(
+                listener,
+                first_bytes,
+                HANDSHAKE_TIMEOUT,
+                MAX_CONNECTIONS_PER_ADDRESS,
+                refusals,
+                stop.subscribe(),
+            );
+            (Box::pin(router.serve_with_incoming_shutdown(incoming, until_stopped)), task)
+        }
         Some(t) => {
-            let (incoming, task) =
-                crate::tls::incoming(listener, t.grpc_server_config(), t.refusals().clone(), stop.subscribe());
-            acceptor = Some(task);
-            Box::pin(router.serve_with_incoming_shutdown(incoming, until_stopped))
+            let acceptor = tokio_rustls::TlsAcceptor::from(t.grpc_server_config());
+            let refusals = t.refusals().clone();
+            let log = refusals.clone();
+            let handshake = move |sock, peer| tls_handshake(acceptor.clone(), log.clone(), sock, peer);
+            let (incoming, task) = incoming(
+                listener,
+                handshake,
+                HANDSHAKE_TIMEOUT,
+                MAX_CONNECTIONS_PER_MEMBER,
+                refusals,
+                stop.subscribe(),
+            );
+            (Box::pin(router.serve_with_incoming_shutdown(incoming, until_stopped)), task)
         }
     };
     let mut serve = serve;
@@ -80,10 +111,116 @@ pub async fn serve_until_stopped(
         }
     };
     let _ = stop.send(true);
-    if let Some(task) = acceptor {
-        let _ = task.await;
-    }
+    let _ = acceptor.await;
     served
+}
+
+/// A server serving its connections, one type for both modes.
+type Serving = std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+
+/// The proven connections an acceptor hands to tonic.
+pub(crate) type Proven<S, K> = ReceiverStream<Result<Counted<S, K>, std::io::Error>>;
+
+/// A TLS connection's proof: its mutual TLS handshake (refusals logged once per peer), and its
+/// member, by the role its certificate names.
+async fn tls_handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    refusals: Arc<RefusalLog>,
+    sock: TcpStream,
+    peer: SocketAddr,
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, String)> {
+    let stream = crate::tls::accept(&acceptor, sock, peer, "gRPC", &refusals).await?;
+    let member = crate::tls::peer_role(stream.get_ref().1.peer_certificates())
+        .map_or_else(|| "no role".to_string(), |r| r.uri());
+    Some((stream, member))
+}
+
+/// A plain (token-mode) connection's proof: its first bytes (an HTTP/2 client's preface), peeked
+/// at and left for the server to read, and its peer's address group ([`crate::peer_group`]).
+/// None if the peer closes first.
+async fn first_bytes(sock: TcpStream, peer: SocketAddr) -> Option<(TcpStream, IpAddr)> {
+    match sock.peek(&mut [0u8; 1]).await {
+        Ok(n) if n > 0 => Some((sock, crate::peer_group(peer.ip()))),
+        _ => None,
+    }
+}
+
+/// Sets the TCP options of [`server`] on an accepted socket: Nagle off, and keepalive probes
+/// after [`SERVER_KEEPALIVE`]'s interval of silence (as tonic sets them on the sockets its own
+/// acceptor takes).
+fn tune(sock: &TcpStream) {
+    sock.set_nodelay(true).ok();
+    rustix::net::sockopt::set_socket_keepalive(sock, true).ok();
+    rustix::net::sockopt::set_tcp_keepidle(sock, SERVER_KEEPALIVE.0).ok();
+}
+
+/// The connections a gRPC server serves: accepts TCP connections (backing off when accepting
+/// fails, [`crate::AcceptFailures`]; socket options as [`server`] sets them) and proves each
+/// with `prove` concurrently, each holding a place among the [`crate::Unproven`] meanwhile, so
+/// that a slow or silent peer does not hold up the others and those of one address group are
+/// bounded, all within `within` (its wait for a turn included; a connection past it is closed and
+/// the refusal logged). A proven stream goes to tonic holding its place among its holder's (the
+/// key `prove` names: a member's role, an address group): at most `most` per holder, one more is
+/// closed and the refusal logged. Ends when `stop` turns true or tonic drops the stream, its
+/// connections still being proven closed.
+pub(crate) fn incoming<S, K, P, F>(
+    listener: TcpListener,
+    prove: P,
+    within: Duration,
+    most: usize,
+    refusals: Arc<RefusalLog>,
+    mut stop: watch::Receiver<bool>,
+) -> (Proven<S, K>, tokio::task::JoinHandle<()>)
+where
+    P: Fn(TcpStream, SocketAddr) -> F + Send + 'static,
+    F: Future<Output = Option<(S, K)>> + Send + 'static,
+    S: Send + 'static,
+    K: Eq + Hash + Clone + std::fmt::Display + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let holders = Shares::<K>::default();
+    let unproven = Arc::new(crate::Unproven::default());
+    let task = tokio::spawn(async move {
+        let mut proving = tokio::task::JoinSet::new();
+        let mut failures = crate::AcceptFailures::default();
+        loop {
+            tokio::select! {
+                (sock, peer) = failures.accept(&listener, "gRPC") => {
+                    tune(&sock);
+                    let Some(place) = unproven.enter(crate::peer_group(peer.ip())) else {
+                        tracing::debug!(%peer, "gRPC connection closed: too many handshakes from its address");
+                        continue;
+                    };
+                    let proof = prove(sock, peer);
+                    let (holders, refusals, tx) = (holders.clone(), refusals.clone(), tx.clone());
+                    proving.spawn(async move {
+                        let (stream, holder) = match place.handshake(within, proof).await {
+                            Some(Some(proven)) => proven,
+                            Some(None) => return,
+                            None => {
+                                let after = format!("closed after {within:?}");
+                                refusals.refuse(peer, "gRPC", Refusal::Silent, &after);
+                                return;
+                            }
+                        };
+                        match holders.admit(holder.clone(), most) {
+                            Some(place) => {
+                                let _ = tx.send(Ok(Counted { stream, _place: place })).await;
+                            }
+                            None => {
+                                refusals.refuse(peer, "gRPC", Refusal::TooManyConnections, &holder);
+                            }
+                        }
+                    });
+                }
+                Some(_) = proving.join_next(), if !proving.is_empty() => {}
+                _ = tx.closed() => break,
+                _ = stop.wait_for(|&s| s) => break,
+            }
+        }
+        proving.shutdown().await;
+    });
+    (ReceiverStream::new(rx), task)
 }
 
 /// A gRPC service whose transport-level refusals name their error kind: tonic answers a request
@@ -141,4 +278,96 @@ where
 
 impl<S: tonic::server::NamedService> tonic::server::NamedService for TypedErrors<S> {
     const NAME: &'static str = S::NAME;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_stream::StreamExt;
+
+    use super::*;
+
+    /// A plain acceptor on loopback whose connections must speak within `within`, at most
+    /// `most` held per address; its address and the sender that stops it.
+    async fn plain(
+        within: Duration,
+        most: usize,
+    ) -> (Proven<TcpStream, IpAddr>, tokio::task::JoinHandle<()>, SocketAddr, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let (conns, task) = incoming(listener, first_bytes, within, most, Arc::default(), stopped);
+        (conns, task, addr, stop)
+    }
+
+    /// Whether the server closed `s` within `wait` (reset it, if it left bytes unread).
+    async fn closed(s: &mut TcpStream, wait: Duration) -> bool {
+        matches!(tokio::time::timeout(wait, s.read(&mut [0u8; 16])).await, Ok(Ok(0) | Err(_)))
+    }
+
+    #[tokio::test]
+    async fn a_silent_plain_connection_is_closed_at_the_deadline_and_one_that_speaks_is_served() {
+        let within = Duration::from_millis(300);
+        let (mut conns, task, addr, stop) = plain(within, 8).await;
+        let opened = Instant::now();
+        let mut silent = Vec::new();
+        for _ in 0..3 {
+            silent.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let mut speaker = TcpStream::connect(addr).await.unwrap();
+        speaker.write_all(b"PRI").await.unwrap();
+        let mut served = tokio::time::timeout(within, conns.next()).await.expect("served at once").unwrap().unwrap();
+        let mut preface = [0u8; 3];
+        tokio::time::timeout(within, served.read_exact(&mut preface)).await.expect("the speaker is served").unwrap();
+        assert_eq!(&preface, b"PRI", "the first bytes are left for the server to read");
+        for s in &mut silent {
+            assert!(closed(s, 10 * within).await, "a silent connection is closed at the deadline");
+        }
+        assert!(opened.elapsed() >= within, "closed at the deadline, not before: {:?}", opened.elapsed());
+        assert!(!closed(&mut speaker, Duration::from_millis(50)).await, "the served connection stays open");
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn plain_connections_past_their_address_s_cap_are_closed_and_places_come_back() {
+        let (mut conns, task, addr, stop) = plain(Duration::from_secs(5), 2).await;
+        let mut socks = Vec::new();
+        for _ in 0..3 {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"PRI").await.unwrap();
+            socks.push(s);
+        }
+        let mut served = Vec::new();
+        for _ in 0..2 {
+            served.push(tokio::time::timeout(Duration::from_secs(5), conns.next()).await.unwrap().unwrap().unwrap());
+        }
+        let mut refused = 0;
+        for s in &mut socks {
+            refused += usize::from(closed(s, Duration::from_millis(300)).await);
+        }
+        assert_eq!(refused, 1, "one connection past the cap of two is closed, the others are served");
+        assert!(tokio::time::timeout(Duration::from_millis(100), conns.next()).await.is_err(), "and not served");
+        served.pop();
+        let mut again = TcpStream::connect(addr).await.unwrap();
+        again.write_all(b"PRI").await.unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(5), conns.next()).await;
+        assert!(next.is_ok_and(|c| c.is_some_and(|c| c.is_ok())), "a place given back is taken again");
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_closes_before_speaking_is_not_served() {
+        let (mut conns, task, addr, stop) = plain(Duration::from_secs(5), 8).await;
+        drop(TcpStream::connect(addr).await.unwrap());
+        let mut speaker = TcpStream::connect(addr).await.unwrap();
+        speaker.write_all(b"PRI").await.unwrap();
+        let served = tokio::time::timeout(Duration::from_secs(5), conns.next()).await.unwrap().unwrap().unwrap();
+        assert_eq!(served.stream.peer_addr().unwrap(), speaker.local_addr().unwrap(), "only the speaker is served");
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
 }

@@ -41,7 +41,8 @@ use tonic::{Request, Status};
 
 use crate::auth::{AUTHORIZATION, ClusterToken};
 
-/// How long a peer may take to finish its TLS handshake.
+/// How long a peer may take to finish its TLS handshake; in token mode, to send the first bytes of
+/// a gRPC connection.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The three PEM files a member of a TLS cluster needs: the cluster CA's certificate, its own
@@ -565,8 +566,12 @@ pub enum Refusal {
     WrongRole,
     /// The handshake timed out or failed otherwise.
     Handshake,
-    /// Its member holds the most gRPC connections one member may (1,024).
+    /// Its member holds the most gRPC connections one member may (1,024); in token mode, its
+    /// address group the most one address may (2,048).
     TooManyConnections,
+    /// It did not finish its TLS handshake (in token mode: sent nothing) within
+    /// [`HANDSHAKE_TIMEOUT`] of its connection's accept, its wait for a turn included.
+    Silent,
     /// It asked for what it may not have, whatever its certificate (a data request whose ticket
     /// is not its flow's, a machine live under another session); the detail says what.
     NotAllowed,
@@ -580,7 +585,8 @@ impl Refusal {
             Refusal::RejectedUs => "the peer does not trust this member's certificate (another CA?)",
             Refusal::WrongRole => "the certificate's role may not do this",
             Refusal::Handshake => "TLS handshake failed",
-            Refusal::TooManyConnections => "its member holds the most connections one member may",
+            Refusal::TooManyConnections => "its member (in token mode, its address) holds the most connections one may",
+            Refusal::Silent => "no TLS handshake, or no first bytes in token mode, in time (a silent peer?)",
             Refusal::NotAllowed => "it asked for what it may not have",
         }
     }
@@ -742,60 +748,6 @@ pub async fn connect_agent<S: AsyncRead + AsyncWrite + Unpin>(
             other.map_or_else(|| "no role".to_string(), |r| r.uri())
         )),
     }
-}
-
-/// Accepts TCP connections and completes their TLS handshakes concurrently (a slow or silent
-/// peer does not hold up the others; those from one address are bounded, [`crate::Unproven`]),
-/// handing established streams to tonic, each holding its place among its member's connections
-/// ([`crate::conns`]). Ends when `stop` turns true or
-/// tonic drops the stream.
-pub(crate) fn incoming(
-    listener: tokio::net::TcpListener,
-    config: Arc<rustls::ServerConfig>,
-    refusals: Arc<RefusalLog>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> (tokio_stream::wrappers::ReceiverStream<Result<crate::conns::Counted, std::io::Error>>, tokio::task::JoinHandle<()>)
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let members = crate::conns::Shares::<String>::default();
-    let unproven = Arc::new(crate::Unproven::default());
-    let task = tokio::spawn(async move {
-        let mut handshakes = tokio::task::JoinSet::new();
-        let mut failures = crate::AcceptFailures::default();
-        loop {
-            tokio::select! {
-                (sock, peer) = failures.accept(&listener, "gRPC") => {
-                    sock.set_nodelay(true).ok();
-                    let Some(place) = unproven.enter(crate::peer_group(peer.ip())) else {
-                        tracing::debug!(%peer, "gRPC connection closed: too many handshakes from its address");
-                        continue;
-                    };
-                    let (acceptor, refusals, tx) = (acceptor.clone(), refusals.clone(), tx.clone());
-                    let members = members.clone();
-                    handshakes.spawn(async move {
-                        let proven = place.handshake(HANDSHAKE_TIMEOUT, accept(&acceptor, sock, peer, "gRPC", &refusals));
-                        let Some(Some(stream)) = proven.await else { return };
-                        let member = peer_role(stream.get_ref().1.peer_certificates())
-                            .map_or_else(|| "no role".to_string(), |r| r.uri());
-                        match members.admit(member.clone(), crate::conns::MAX_CONNECTIONS_PER_MEMBER) {
-                            Some(place) => {
-                                let _ = tx.send(Ok(crate::conns::Counted { stream, _place: place })).await;
-                            }
-                            None => {
-                                refusals.refuse(peer, "gRPC", Refusal::TooManyConnections, &member);
-                            }
-                        }
-                    });
-                }
-                Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
-                _ = tx.closed() => break,
-                _ = stop.wait_for(|&s| s) => break,
-            }
-        }
-        handshakes.shutdown().await;
-    });
-    (tokio_stream::wrappers::ReceiverStream::new(rx), task)
 }
 
 /// How a cluster authenticates its members: a shared token (for trusted networks: the token

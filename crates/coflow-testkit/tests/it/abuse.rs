@@ -569,3 +569,50 @@ async fn a_silent_connection_does_not_hold_a_service_past_its_stop() -> anyhow::
     })?;
     Ok(())
 }
+
+/// In token mode a gRPC connection that sends nothing (no HTTP/2 preface) holds its place only
+/// until `HANDSHAKE_TIMEOUT` from its accept, then it is closed, at the coordinator and at an
+/// agent alike; while such connections are held, from another address and from the client's own,
+/// a client registers, puts and gets at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_token_mode_a_silent_grpc_connection_is_closed_at_the_handshake_timeout() -> anyhow::Result<()> {
+    use tokio::io::AsyncReadExt;
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 1e9, "varys")).await?;
+    let opened = Instant::now();
+    let mut silent = Vec::new();
+    // More from the other loopback address than it may handshake at once; a few from the client's.
+    for (from, n) in [("127.0.0.2:0", coflow_proto::HANDSHAKES_PER_ADDRESS + 16), ("127.0.0.1:0", 8)] {
+        for to in [cluster.coordinator_addr, cluster.agent_addrs[0]] {
+            for _ in 0..n {
+                let sock = tokio::net::TcpSocket::new_v4()?;
+                sock.bind(from.parse()?)?;
+                silent.push(sock.connect(to).await?);
+            }
+        }
+    }
+    let c = cluster.client(0).await?;
+    let t = Instant::now();
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "a", content(1, 1000)).await?;
+    assert!(c.get(coflow, "a").await? == content(1, 1000));
+    assert!(t.elapsed() < Duration::from_secs(3), "served {:?} after the silent peers came", t.elapsed());
+    let mut b = [0u8; 16];
+    let gone =
+        |r: std::io::Result<usize>| matches!(r, Ok(0)) || r.is_err_and(|e| e.kind() != std::io::ErrorKind::WouldBlock);
+    let closed = silent.iter_mut().filter(|s| gone(s.try_read(&mut b))).count();
+    assert_eq!(closed, 0, "inside the handshake timeout every silent connection is still open");
+    let deadline = opened + coflow_proto::HANDSHAKE_TIMEOUT + Duration::from_secs(5);
+    for s in &mut silent {
+        let read = tokio::time::timeout_at(deadline.into(), s.read_to_end(&mut Vec::new())).await;
+        assert!(
+            matches!(read, Ok(Ok(0))),
+            "a silent connection is closed, told nothing, at the handshake timeout: {read:?}"
+        );
+        let closed = opened.elapsed();
+        assert!(closed >= coflow_proto::HANDSHAKE_TIMEOUT, "closed after {closed:?}, before the handshake timeout");
+    }
+    c.unregister(coflow).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
