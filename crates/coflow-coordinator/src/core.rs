@@ -36,6 +36,7 @@ mod output;
 mod owners;
 mod ports;
 mod recovery;
+mod shape;
 mod wide_area;
 
 use decide::Why;
@@ -119,7 +120,9 @@ struct InPolicy {
 struct CoflowRec {
     /// Its registration, with its owner and nonce.
     reg: Registration,
-    puts: BTreeMap<DataId, (MachineId, u64)>,
+    puts: shape::Pieces,
+    /// Its unfinished flows (a flow outlives its coflow unregistered while it runs).
+    flows: shape::Flows,
     sealed: bool,
     gets_seen: u32,
     first_get: Option<Nanos>,
@@ -153,7 +156,8 @@ impl CoflowRec {
     fn new(reg: Registration) -> CoflowRec {
         CoflowRec {
             reg,
-            puts: BTreeMap::new(),
+            puts: shape::Pieces::default(),
+            flows: shape::Flows::default(),
             sealed: false,
             gets_seen: 0,
             first_get: None,
@@ -229,6 +233,12 @@ struct FlowRec {
 }
 
 impl FlowRec {
+    /// What a status page shows of it, as flow `id`.
+    fn view(&self, id: FlowId) -> FlowView {
+        let data_id = self.data_id.to_string();
+        FlowView { id, data_id, src: self.src, dst: self.dst, size: self.size, sent: self.sent, rate: self.rate }
+    }
+
     /// Whether a report that its receiving client stopped reading is still taken at `now`
     /// ([`UNREAD_HONOURED`] from the first).
     fn unread_honoured(&self, now: Nanos) -> bool {
@@ -532,7 +542,7 @@ impl Core {
                 num_flows: c.reg.num_flows,
                 puts: c.puts.len() as u32,
                 bypass: c.bypassed(),
-                bytes: c.puts.values().map(|&(_, size)| size).sum(),
+                bytes: c.puts.bytes(),
                 age: c.first_get.map(|t| self.now.saturating_sub(t)),
                 deadline: c.reg.options.deadline,
                 lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
@@ -541,20 +551,10 @@ impl Core {
         })
     }
 
-    /// Every unfinished flow, by id, with its coflow.
-    pub fn flows(&self) -> impl Iterator<Item = (CoflowId, FlowView)> + '_ {
-        self.flows.iter().map(|(&id, f)| {
-            let view = FlowView {
-                id,
-                data_id: f.data_id.to_string(),
-                src: f.src,
-                dst: f.dst,
-                size: f.size,
-                sent: f.sent,
-                rate: f.rate,
-            };
-            (f.coflow, view)
-        })
+    /// Coflow `id`'s unfinished flows, by id (none if it is not live).
+    pub fn flows_of(&self, id: CoflowId) -> impl Iterator<Item = FlowView> + '_ {
+        let ids = self.coflows.get(&id).into_iter().flat_map(|c| c.flows.ids());
+        ids.filter_map(|fid| self.flows.get(&fid).map(|f| f.view(fid)))
     }
 
     /// Every agent that registered, by machine.
@@ -697,11 +697,13 @@ impl Core {
     /// and its flows still running finish unscheduled.
     fn drop_coflow(&mut self, now: Nanos, id: CoflowId) {
         self.leave_policy(now, id);
+        let mut running = Vec::new();
         if let Some(c) = self.coflows.remove(&id) {
             if let Some(until) = c.lease_until {
                 self.leases.remove(&(until, id));
             }
             self.owners.count(&c.reg.owner, -1, -(c.puts.len() as isize));
+            running.extend(c.flows.ids());
         }
         self.forget(id);
         // An agent that misses this notice is told `unknown-coflow` when it re-announces the
@@ -709,7 +711,6 @@ impl Core {
         for &m in &self.watching {
             self.outbox.push_back(Transmit::Notice(m, Notice::CoflowDropped(id)));
         }
-        let running: Vec<FlowId> = self.flows.iter().filter(|(_, f)| f.coflow == id).map(|(&fid, _)| fid).collect();
         for fid in running {
             self.serve_unscheduled(fid);
         }
@@ -967,10 +968,10 @@ impl Core {
         if !put.recovered && !Self::may_change(c, &put.client) {
             return Err(CoordError::NotTheOwner { coflow: put.coflow, caller: put.client });
         }
-        if put.recovered && c.puts.get(&put.data_id) == Some(&(put.machine, put.size)) {
+        if put.recovered && c.puts.get(&put.data_id) == Some((put.machine, put.size)) {
             return Ok(c.reg.clone());
         }
-        if c.puts.contains_key(&put.data_id) {
+        if c.puts.contains(&put.data_id) {
             return Err(CoordError::DuplicateDataId { coflow: put.coflow, data_id: put.data_id });
         }
         if c.sealed && !put.recovered {
@@ -981,7 +982,7 @@ impl Core {
             return Err(CoordError::LimitExceeded(msg));
         }
         self.owners.room_for_piece(&c.reg.owner, self.cfg.max_pieces_per_owner).map_err(CoordError::LimitExceeded)?;
-        c.puts.insert(put.data_id, (put.machine, put.size));
+        c.puts.insert(put.data_id, put.machine, put.size);
         self.owners.count(&c.reg.owner, 0, 1);
         Ok(c.reg.clone())
     }
@@ -992,7 +993,7 @@ impl Core {
     pub fn handle_withdraw_put(&mut self, now: Nanos, by: MachineId, coflow: CoflowId, data_id: &DataId) {
         self.input(now);
         if let Some(c) = self.coflows.get_mut(&coflow)
-            && c.puts.get(data_id).is_some_and(|&(at, _)| at == by)
+            && c.puts.get(data_id).is_some_and(|(at, _)| at == by)
         {
             c.puts.remove(data_id);
             self.owners.count(&c.reg.owner, 0, -1);
@@ -1010,7 +1011,7 @@ impl Core {
         if !Self::may_change(c, &get.client) {
             return Err(CoordError::NotTheOwner { coflow: get.coflow, caller: get.client });
         }
-        let &(src, size) = c
+        let (src, size) = c
             .puts
             .get(&get.data_id)
             .ok_or_else(|| CoordError::NoSuchData { coflow: get.coflow, data_id: get.data_id.clone() })?;
@@ -1087,6 +1088,9 @@ impl Core {
         }
         c.first_get.get_or_insert(now);
         c.held.extend(parts.iter().map(|p| p.flow));
+        for p in &parts {
+            c.flows.insert(p.flow, get.machine, p.length);
+        }
         let ready = match c.reg.options.readiness {
             Readiness::OnGet => true,
             Readiness::AllGets { timeout } => c.all_gets_in() || now >= c.first_get.unwrap() + timeout,
@@ -1143,14 +1147,7 @@ impl Core {
             let small = threshold > 0.0 && {
                 // The bottleneck: most bytes on one port, over every piece put and every flow
                 // asked for.
-                let mut port: BTreeMap<(bool, MachineId), f64> = BTreeMap::new();
-                for &(m, size) in c.puts.values() {
-                    *port.entry((false, m)).or_default() += size as f64;
-                }
-                for f in self.flows.values().filter(|f| f.coflow == id) {
-                    *port.entry((true, f.dst)).or_default() += f.size as f64;
-                }
-                port.values().fold(0.0f64, |a, &b| a.max(b)) < threshold
+                (c.puts.heaviest_machine().max(c.flows.heaviest_machine()) as f64) < threshold
             };
             c.state = if small { CoflowState::Bypassed } else { CoflowState::Scheduled(None) };
         }
@@ -1216,12 +1213,13 @@ impl Core {
             p.remove(&id);
         }
         let Some(c) = self.coflows.get_mut(&f.coflow) else { return Ok(()) };
+        c.flows.remove(id, f.dst, f.size);
         c.held.retain(|&h| h != id);
         let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
         if p.flows.remove(&id) {
             if p.flows.is_empty() {
                 if let Some(first) = c.first_get {
-                    let longest = c.puts.values().map(|&(_, size)| size).max().unwrap_or(0);
+                    let longest = c.puts.longest();
                     let bin = coflow_core::Bin::of(coflow_core::Bytes(longest), c.puts.len());
                     self.observations.push_back(Observation::Completed { bin, cct: now.saturating_sub(first) });
                 }
@@ -1285,9 +1283,8 @@ impl Core {
             self.reroute(id);
         }
         for c in self.coflows.values_mut() {
-            let held = c.puts.len();
-            c.puts.retain(|_, &mut (at, _)| at != m);
-            self.owners.count(&c.reg.owner, 0, c.puts.len() as isize - held as isize);
+            let lost = c.puts.remove_at(m);
+            self.owners.count(&c.reg.owner, 0, -(lost as isize));
         }
         let dead: Vec<FlowId> =
             self.flows.iter().filter(|(_, f)| f.src == m || f.dst == m).map(|(&id, _)| id).collect();

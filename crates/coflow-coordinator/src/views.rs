@@ -14,15 +14,10 @@ use crate::status::{AgentView, CoflowView, STATUS_PAGE_BYTES, StatusPage};
 impl Core {
     /// What is live: coflows with their unfinished flows, and agents.
     pub fn status(&self) -> StatusView {
-        let mut coflows: BTreeMap<CoflowId, CoflowView> = self.coflows().map(|c| (c.id, c)).collect();
-        for (coflow, flow) in self.flows() {
-            if let Some(c) = coflows.get_mut(&coflow) {
-                c.flows.push(flow);
-            }
-        }
+        let coflows = self.coflows().map(|c| CoflowView { flows: self.flows_of(c.id).collect(), ..c }).collect();
         StatusView {
             policy: self.policy_name().to_string(),
-            coflows: coflows.into_values().collect(),
+            coflows,
             agents: self.agents().collect(),
             links: self.link_views(),
             bytes_relayed: self.counters().bytes_relayed,
@@ -45,10 +40,8 @@ impl Core {
         let candidates: Vec<CoflowView> = self.coflows_after(after, viewer).take(max_coflows.max(1) + 1).collect();
         let last = candidates.get(max_coflows.max(1).min(candidates.len()).saturating_sub(1)).map(|c| c.id);
         if let Some(last) = last {
-            for (coflow, flow) in self.flows() {
-                if coflow > after && coflow <= last {
-                    *sizes.entry(coflow).or_default() += 64 + flow.data_id.len();
-                }
+            for c in candidates.iter().take_while(|c| c.id <= last) {
+                sizes.insert(c.id, self.flows_of(c.id).map(|f| 64 + f.data_id.len()).sum());
             }
         }
         let mut omit_from = None;
@@ -67,19 +60,20 @@ impl Core {
         }
         let mut flows_omitted = 0;
         let mut room = omit_from.map(|(_, r)| r);
-        for (coflow, flow) in self.flows() {
-            let Some(c) = coflows.get_mut(&coflow) else { continue };
-            if omit_from.is_some_and(|(id, _)| id == coflow) {
-                let cost = 64 + flow.data_id.len();
-                match room.as_mut() {
-                    Some(r) if *r >= cost => *r -= cost,
-                    _ => {
-                        flows_omitted += 1;
-                        continue;
+        for (&coflow, c) in coflows.iter_mut() {
+            for flow in self.flows_of(coflow) {
+                if omit_from.is_some_and(|(id, _)| id == coflow) {
+                    let cost = 64 + flow.data_id.len();
+                    match room.as_mut() {
+                        Some(r) if *r >= cost => *r -= cost,
+                        _ => {
+                            flows_omitted += 1;
+                            continue;
+                        }
                     }
                 }
+                c.flows.push(flow);
             }
-            c.flows.push(flow);
         }
         let c = self.counters();
         let links = if first { self.link_views() } else { Vec::new() };

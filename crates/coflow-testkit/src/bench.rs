@@ -110,6 +110,15 @@ pub struct DecisionRow {
     pub decisions_per_s: f64,
 }
 
+/// Gets a second into one small coflow, by the coordinator's core alone.
+#[derive(Clone, Debug, Serialize)]
+pub struct WideRow {
+    /// The coflow's pieces, each got once.
+    pub pieces: usize,
+    /// Gets a second (each judged the coflow small again, then a decision).
+    pub gets_per_s: f64,
+}
+
 /// A rate assigned and achieved.
 #[derive(Clone, Debug, Serialize)]
 pub struct RateRow {
@@ -146,6 +155,8 @@ pub struct LiveReport {
     pub steps: Vec<Step>,
     /// The core alone.
     pub decisions: Vec<DecisionRow>,
+    /// The core alone, gets into one small coflow of many pieces.
+    pub wide_coflow: Vec<WideRow>,
     /// Rates assigned against achieved.
     pub rate_accuracy: Vec<RateRow>,
 }
@@ -276,6 +287,8 @@ async fn measure(cfg: &LiveBench, recorder: &Recorder) -> Result<LiveReport, Ben
     cluster.shutdown().await;
     let decisions =
         cfg.present.iter().map(|&n| DecisionRow { coflows: n, decisions_per_s: core_decisions(n) }).collect();
+    let wide_coflow =
+        [1_000, 30_000].into_iter().map(|pieces| WideRow { pieces, gets_per_s: core_wide_gets(pieces) }).collect();
     Ok(LiveReport {
         control_msgs_per_s: max.messages as f64 / max.seconds,
         control_msgs: max.messages,
@@ -287,6 +300,7 @@ async fn measure(cfg: &LiveBench, recorder: &Recorder) -> Result<LiveReport, Ben
         loaded_gets: paced.first.len(),
         control_path: rows,
         steps,
+        wide_coflow,
         decisions,
         rate_accuracy,
     })
@@ -564,16 +578,11 @@ async fn phantoms_pairs(cluster: &Cluster, cfg: &LiveBench) -> Result<Vec<(Arc<P
     Ok(out)
 }
 
-/// Decisions a second of the core alone with `n` coflows present (one flow each, on 16
-/// machines): each round announces a small flow's get, decides, ends it and decides again.
-pub fn core_decisions(n: usize) -> f64 {
-    use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, PutAnnouncement, Registration};
-    let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, ..CoordinatorConfig::default() };
+/// A core running `varys` under `cfg`, with agents on `machines` machines, each watching.
+fn core_with_agents(cfg: CoordinatorConfig, machines: u32, now: Nanos) -> Core {
     let mut core = Core::new(cfg, coflow_sched::policy::by_name("varys").expect("registered"));
-    let mut now = Nanos::from_secs(1);
-    let machines = 16u32;
     for m in 0..machines {
-        let a = AgentRegistration {
+        let a = coflow_proto::AgentRegistration {
             machine: MachineId(m),
             data_addr: format!("127.0.0.1:{}", 9000 + m).parse().expect("an address"),
             port_rate: 1.25e9,
@@ -582,6 +591,67 @@ pub fn core_decisions(n: usize) -> f64 {
         core.handle_register_agent(now, a).expect("a big switch takes any agent");
         core.handle_watch(now, MachineId(m));
     }
+    core
+}
+
+/// A put of `size` bytes into `coflow` at `machine`, as a token-mode client announces it.
+fn put(
+    coflow: CoflowId,
+    data_id: &coflow_proto::DataId,
+    machine: MachineId,
+    size: u64,
+) -> coflow_proto::PutAnnouncement {
+    coflow_proto::PutAnnouncement {
+        coflow,
+        data_id: data_id.clone(),
+        machine,
+        size,
+        recovered: false,
+        registration: None,
+        client: String::new(),
+    }
+}
+
+/// A get of `data_id` of `coflow` by `machine`.
+fn get(coflow: CoflowId, data_id: coflow_proto::DataId, machine: MachineId) -> coflow_proto::GetAnnouncement {
+    coflow_proto::GetAnnouncement { coflow, data_id, machine, client: String::new(), resume: None, resume_end: None }
+}
+
+/// Gets a second of the core alone into one coflow of `pieces` pieces of 100 bytes on 16
+/// machines, under the default bypass threshold: each get finds the coflow small again (the
+/// most bytes on one port over its pieces and its unfinished flows) and is followed by a
+/// decision, as a Spark shuffle of many small blocks asks.
+pub fn core_wide_gets(pieces: usize) -> f64 {
+    let machines = 16u32;
+    let mut now = Nanos::from_secs(1);
+    let most = CoordinatorConfig::default().max_pieces_per_coflow.max(pieces);
+    let cfg = CoordinatorConfig { max_pieces_per_coflow: most, ..CoordinatorConfig::default() };
+    let mut core = core_with_agents(cfg, machines, now);
+    let reg = coflow_proto::Registration { num_flows: 0, options: CoflowOptions::default(), ..Default::default() };
+    let c = core.handle_register(now, reg).expect("room");
+    let ids: Vec<coflow_proto::DataId> =
+        (0..pieces).map(|k| coflow_proto::DataId::new(format!("p{k}")).expect("valid")).collect();
+    for (k, id) in ids.iter().enumerate() {
+        core.handle_put(now, put(c, id, MachineId(k as u32 % machines), 100)).expect("room");
+    }
+    let started = Instant::now();
+    for (k, id) in ids.into_iter().enumerate() {
+        now = now + Nanos(1_000);
+        core.handle_get(now, get(c, id, MachineId((k as u32 + 1) % machines))).expect("a piece");
+        core.handle_timeout(now);
+        while core.poll_transmit().is_some() {}
+    }
+    pieces as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Decisions a second of the core alone with `n` coflows present (one flow each, on 16
+/// machines): each round announces a small flow's get, decides, ends it and decides again.
+pub fn core_decisions(n: usize) -> f64 {
+    use coflow_proto::{DataId, Registration};
+    let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, ..CoordinatorConfig::default() };
+    let mut now = Nanos::from_secs(1);
+    let machines = 16u32;
+    let mut core = core_with_agents(cfg, machines, now);
     let flow = |core: &mut Core, now: Nanos, k: usize, size: u64| {
         let c = core
             .handle_register(
@@ -592,19 +662,8 @@ pub fn core_decisions(n: usize) -> f64 {
         let (src, dst) = (MachineId(k as u32 % machines), MachineId((k as u32 + 1 + k as u32 / machines) % machines));
         let dst = if dst == src { MachineId((src.0 + 1) % machines) } else { dst };
         let data_id = DataId::new("p").expect("valid");
-        let put = PutAnnouncement {
-            coflow: c,
-            data_id: data_id.clone(),
-            machine: src,
-            size,
-            recovered: false,
-            registration: None,
-            client: String::new(),
-        };
-        core.handle_put(now, put).expect("a live agent");
-        let get =
-            GetAnnouncement { coflow: c, data_id, machine: dst, client: String::new(), resume: None, resume_end: None };
-        let g = core.handle_get(now, get).expect("a piece");
+        core.handle_put(now, put(c, &data_id, src, size)).expect("a live agent");
+        let g = core.handle_get(now, get(c, data_id, dst)).expect("a piece");
         (c, g.flow, dst)
     };
     for k in 0..n.saturating_sub(1) {
@@ -715,6 +774,10 @@ impl LiveReport {
         s.push_str("\nthe coordinator's core alone (varys), decisions a second:\n");
         for d in &self.decisions {
             s.push_str(&format!("{:>8} coflows present: {:>10.0} decisions/s\n", d.coflows, d.decisions_per_s));
+        }
+        s.push_str("\nthe coordinator's core alone, gets into one small coflow of many pieces, gets a second:\n");
+        for w in &self.wide_coflow {
+            s.push_str(&format!("{:>8} pieces: {:>10.0} gets/s\n", w.pieces, w.gets_per_s));
         }
         s.push('\n');
         for r in &self.rate_accuracy {

@@ -262,7 +262,7 @@ impl Core {
             return self.refuse(CoordError::UnknownCoflow(r.coflow));
         }
         let Some(c) = self.coflows.get(&r.coflow) else { return Err(CoordError::UnknownCoflow(r.coflow)) };
-        if c.puts.get(&r.data_id) != Some(&(r.src, r.size)) {
+        if c.puts.get(&r.data_id) != Some((r.src, r.size)) {
             // Not (yet) re-announced by its source, or not at that size.
             return Err(CoordError::NoSuchData { coflow: r.coflow, data_id: r.data_id });
         }
@@ -274,6 +274,7 @@ impl Core {
         c.width += 1;
         c.first_get.get_or_insert(now);
         c.held.push(r.flow);
+        c.flows.insert(r.flow, r.dst, r.size);
         self.flows.insert(
             r.flow,
             FlowRec {

@@ -427,6 +427,29 @@ fn small_coflows_bypass_the_policy_at_full_speed() {
     assert!(st.coflows.iter().any(|c| c.id == small && c.bypass));
 }
 
+/// A small coflow is judged again at each get by the most bytes on one machine, over its pieces
+/// (by sender) and its unfinished flows (by receiver): gets that gather its pieces on one receiver
+/// make it large, and a finished flow no longer counts.
+#[test]
+fn a_bypassed_coflow_is_judged_again_by_the_bytes_its_gets_gather() {
+    let mut h = Harness::new("varys", 4, CoordinatorConfig { bypass_threshold_bytes: 5000, ..Default::default() });
+    let c = h.register(0, CoflowOptions::default());
+    for m in 0..3 {
+        h.put(c, &format!("p{m}"), m, 2000).unwrap();
+    }
+    let bypassed = |h: &Harness| h.core.status().coflows.iter().any(|k| k.id == c && k.bypass);
+    let first = h.get(c, "p0", 3).unwrap();
+    h.get(c, "p1", 3).unwrap();
+    assert!(bypassed(&h), "4000 bytes to machine 3");
+    h.finish(first.flow);
+    h.get(c, "p2", 3).unwrap();
+    assert!(bypassed(&h), "4000 bytes to machine 3 unfinished");
+    let again = h.get(c, "p0", 3).unwrap();
+    assert!(!bypassed(&h), "6000 bytes to machine 3");
+    h.advance(0);
+    assert_eq!(last_rate(&h.drain(), again.flow), Some(CAP), "scheduled, at the port's rate");
+}
+
 /// A blind policy's coflows are never judged by the sizes put: the small coflow that `varys`
 /// lets bypass goes to the policy like any other.
 #[test]
@@ -1313,6 +1336,7 @@ fn random_inputs_keep_the_core_sound() {
                     }
                 }
             }
+            h.core.recount().unwrap_or_else(|e| panic!("{at}: {e}"));
             while let Some(t) = h.core.poll_transmit() {
                 match t {
                     Transmit::Rates(m, batch) => {

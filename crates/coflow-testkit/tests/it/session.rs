@@ -74,7 +74,7 @@ async fn a_flow_crosses_the_coordinator_through_sessions() -> anyhow::Result<()>
 }
 
 /// The benchmark's report holds what it says: every level measured, the steps of the path, a
-/// load whose messages the coordinator counted, decisions and rates.
+/// load whose messages the coordinator counted, decisions, gets into a wide coflow and rates.
 #[test]
 fn the_live_benchmark_measures_every_part() {
     let cfg = LiveBench { load: Duration::from_millis(400), present: vec![1, 20], gets: 30, ..LiveBench::default() };
@@ -90,6 +90,8 @@ fn the_live_benchmark_measures_every_part() {
     assert!(r.loaded_gets > 0 && r.loaded_msgs_per_s > 0.0, "{r:?}");
     assert_eq!(r.decisions.len(), 2);
     assert!(r.decisions.iter().all(|d| d.decisions_per_s > 0.0));
+    assert_eq!(r.wide_coflow.iter().map(|w| w.pieces).collect::<Vec<_>>(), [1_000, 30_000]);
+    assert!(r.wide_coflow.iter().all(|w| w.gets_per_s > 0.0), "{:?}", r.wide_coflow);
     for rate in &r.rate_accuracy {
         assert!((rate.achieved_bps / rate.assigned_bps - 1.0).abs() < 0.1, "{rate:?}");
     }
