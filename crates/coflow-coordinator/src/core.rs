@@ -35,6 +35,7 @@ mod leases;
 mod output;
 mod owners;
 mod ports;
+mod readiness;
 mod recovery;
 mod shape;
 mod wide_area;
@@ -129,6 +130,8 @@ struct CoflowRec {
     /// Flows created by gets but held until the coflow is ready. Usually only before the first
     /// release, but a seal or a recovered put may raise the gets expected after it.
     held: Vec<FlowId>,
+    /// The readiness deadline it is filed under in [`Core`]'s `ready`, if any.
+    filed: Option<Nanos>,
     state: CoflowState,
     width: u32,
     /// When its lease runs out unless renewed (none without a lease).
@@ -162,6 +165,7 @@ impl CoflowRec {
             gets_seen: 0,
             first_get: None,
             held: Vec::new(),
+            filed: None,
             state: CoflowState::Held,
             width: 0,
             lease_until: None,
@@ -413,6 +417,8 @@ pub struct Core {
     resumed_previous: BTreeMap<FlowId, (CoflowId, DataId, MachineId)>,
     /// Coflows with a lease, by when it runs out.
     leases: BTreeSet<(Nanos, CoflowId)>,
+    /// Coflows with held flows by readiness deadline ([`readiness`]).
+    ready: readiness::Ready,
     /// Since when the core has run without a quiet spell (see [`Core::expire_leases`]).
     awake_since: Nanos,
     /// The earliest a lease may be found run out, when a look at the leases was put off.
@@ -491,6 +497,7 @@ impl Core {
             relays_failed: BTreeMap::new(),
             resumed_previous: BTreeMap::new(),
             leases: BTreeSet::new(),
+            ready: readiness::Ready::new(),
             awake_since: Nanos::ZERO,
             lease_check: Nanos::ZERO,
         }
@@ -701,6 +708,9 @@ impl Core {
         if let Some(c) = self.coflows.remove(&id) {
             if let Some(until) = c.lease_until {
                 self.leases.remove(&(until, id));
+            }
+            if let Some(due) = c.filed {
+                self.ready.remove(&(due, id));
             }
             self.owners.count(&c.reg.owner, -1, -(c.puts.len() as isize));
             running.extend(c.flows.ids());
@@ -1088,6 +1098,7 @@ impl Core {
         }
         c.first_get.get_or_insert(now);
         c.held.extend(parts.iter().map(|p| p.flow));
+        readiness::file(&mut self.ready, get.coflow, c);
         for p in &parts {
             c.flows.insert(p.flow, get.machine, p.length);
         }
@@ -1143,6 +1154,7 @@ impl Core {
         if held.is_empty() {
             return;
         }
+        readiness::file(&mut self.ready, id, c);
         if matches!(c.state, CoflowState::Held | CoflowState::Bypassed) {
             let small = threshold > 0.0 && {
                 // The bottleneck: most bytes on one port, over every piece put and every flow
@@ -1215,6 +1227,7 @@ impl Core {
         let Some(c) = self.coflows.get_mut(&f.coflow) else { return Ok(()) };
         c.flows.remove(id, f.dst, f.size);
         c.held.retain(|&h| h != id);
+        readiness::file(&mut self.ready, f.coflow, c);
         let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
         if p.flows.remove(&id) {
             if p.flows.is_empty() {
@@ -1310,13 +1323,7 @@ impl Core {
         }
         self.expire_leases(now);
         self.close_restart_window(now);
-        let ready: Vec<CoflowId> = self
-            .coflows
-            .iter()
-            .filter(|(_, c)| c.ready_deadline().is_some_and(|due| now >= due))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ready {
+        for id in self.ready_by(now) {
             self.release(now, id);
         }
         if let Some(meter) = &mut self.meter
@@ -1388,7 +1395,7 @@ impl Core {
         if self.dirty.is_some() {
             next = next.min(self.now);
         }
-        for due in self.coflows.values().filter_map(CoflowRec::ready_deadline) {
+        if let Some(due) = self.next_ready() {
             next = next.min(due);
         }
         if !self.pending.is_empty() {

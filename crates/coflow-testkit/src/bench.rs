@@ -115,6 +115,8 @@ pub struct DecisionRow {
 pub struct WideRow {
     /// The coflow's pieces, each got once.
     pub pieces: usize,
+    /// Other coflows registered meanwhile, one piece each and no get.
+    pub others: usize,
     /// Gets a second (each judged the coflow small again, then a decision).
     pub gets_per_s: f64,
 }
@@ -287,8 +289,10 @@ async fn measure(cfg: &LiveBench, recorder: &Recorder) -> Result<LiveReport, Ben
     cluster.shutdown().await;
     let decisions =
         cfg.present.iter().map(|&n| DecisionRow { coflows: n, decisions_per_s: core_decisions(n) }).collect();
-    let wide_coflow =
-        [1_000, 30_000].into_iter().map(|pieces| WideRow { pieces, gets_per_s: core_wide_gets(pieces) }).collect();
+    let wide_coflow = [(1_000, 0), (30_000, 0), (1_000, 20_000)]
+        .into_iter()
+        .map(|(pieces, others)| WideRow { pieces, others, gets_per_s: core_wide_gets(pieces, others) })
+        .collect();
     Ok(LiveReport {
         control_msgs_per_s: max.messages as f64 / max.seconds,
         control_msgs: max.messages,
@@ -618,17 +622,23 @@ fn get(coflow: CoflowId, data_id: coflow_proto::DataId, machine: MachineId) -> c
 }
 
 /// Gets a second of the core alone into one coflow of `pieces` pieces of 100 bytes on 16
-/// machines, under the default bypass threshold: each get finds the coflow small again (the
-/// most bytes on one port over its pieces and its unfinished flows) and is followed by a
-/// decision, as a Spark shuffle of many small blocks asks.
-pub fn core_wide_gets(pieces: usize) -> f64 {
+/// machines, under the default bypass threshold, with `others` coflows registered that wait for
+/// gets (one piece each): each get finds the coflow small again (the most bytes on one port over
+/// its pieces and its unfinished flows) and is followed by a decision, as a Spark shuffle of many
+/// small blocks asks.
+pub fn core_wide_gets(pieces: usize, others: usize) -> f64 {
     let machines = 16u32;
     let mut now = Nanos::from_secs(1);
     let most = CoordinatorConfig::default().max_pieces_per_coflow.max(pieces);
     let cfg = CoordinatorConfig { max_pieces_per_coflow: most, ..CoordinatorConfig::default() };
     let mut core = core_with_agents(cfg, machines, now);
-    let reg = coflow_proto::Registration { num_flows: 0, options: CoflowOptions::default(), ..Default::default() };
-    let c = core.handle_register(now, reg).expect("room");
+    let reg = || coflow_proto::Registration { num_flows: 0, options: CoflowOptions::default(), ..Default::default() };
+    let one = coflow_proto::DataId::new("p").expect("valid");
+    for k in 0..others {
+        let other = core.handle_register(now, reg()).expect("room");
+        core.handle_put(now, put(other, &one, MachineId(k as u32 % machines), 100)).expect("room");
+    }
+    let c = core.handle_register(now, reg()).expect("room");
     let ids: Vec<coflow_proto::DataId> =
         (0..pieces).map(|k| coflow_proto::DataId::new(format!("p{k}")).expect("valid")).collect();
     for (k, id) in ids.iter().enumerate() {
@@ -775,9 +785,12 @@ impl LiveReport {
         for d in &self.decisions {
             s.push_str(&format!("{:>8} coflows present: {:>10.0} decisions/s\n", d.coflows, d.decisions_per_s));
         }
-        s.push_str("\nthe coordinator's core alone, gets into one small coflow of many pieces, gets a second:\n");
+        s.push_str("\nthe coordinator's core alone, gets into one small coflow, gets a second:\n");
         for w in &self.wide_coflow {
-            s.push_str(&format!("{:>8} pieces: {:>10.0} gets/s\n", w.pieces, w.gets_per_s));
+            s.push_str(&format!(
+                "{:>8} pieces, {:>6} other coflows registered: {:>10.0} gets/s\n",
+                w.pieces, w.others, w.gets_per_s
+            ));
         }
         s.push('\n');
         for r in &self.rate_accuracy {

@@ -274,6 +274,7 @@ impl Core {
         c.width += 1;
         c.first_get.get_or_insert(now);
         c.held.push(r.flow);
+        super::readiness::file(&mut self.ready, r.coflow, c);
         c.flows.insert(r.flow, r.dst, r.size);
         self.flows.insert(
             r.flow,

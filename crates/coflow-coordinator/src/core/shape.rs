@@ -11,9 +11,11 @@ use super::Core;
 
 impl Core {
     /// Counts every coflow's pieces and unfinished flows per machine afresh and compares them
-    /// with the counts kept as they came and went; the first that differs, if any. For tests.
+    /// with the counts kept as they came and went, and checks every coflow's readiness deadline
+    /// against where it is filed; the first that differs, if any. For tests.
     #[doc(hidden)]
     pub fn recount(&self) -> Result<(), String> {
+        self.check_ready()?;
         for (&id, c) in &self.coflows {
             let mut at = BTreeMap::new();
             for &(m, size) in c.puts.by_id.values() {

@@ -90,7 +90,10 @@ fn the_live_benchmark_measures_every_part() {
     assert!(r.loaded_gets > 0 && r.loaded_msgs_per_s > 0.0, "{r:?}");
     assert_eq!(r.decisions.len(), 2);
     assert!(r.decisions.iter().all(|d| d.decisions_per_s > 0.0));
-    assert_eq!(r.wide_coflow.iter().map(|w| w.pieces).collect::<Vec<_>>(), [1_000, 30_000]);
+    assert_eq!(
+        r.wide_coflow.iter().map(|w| (w.pieces, w.others)).collect::<Vec<_>>(),
+        [(1_000, 0), (30_000, 0), (1_000, 20_000)]
+    );
     assert!(r.wide_coflow.iter().all(|w| w.gets_per_s > 0.0), "{:?}", r.wide_coflow);
     for rate in &r.rate_accuracy {
         assert!((rate.achieved_bps / rate.assigned_bps - 1.0).abs() < 0.1, "{rate:?}");
