@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use coflow_core::Nanos;
 use coflow_sched::{Bandwidth, Link, MAX_BANDWIDTH, Wan, WanError};
-use coflow_trace::read_text;
+use coflow_trace::{read_regular_text, read_text};
 use serde::Deserialize;
 
 use crate::WanConfig;
@@ -29,13 +29,29 @@ pub const GBPS: f64 = 125_000_000.0;
 /// The redraw interval when neither the file nor the caller names one, in milliseconds.
 pub const DEFAULT_REDRAW_MS: u64 = 5_000;
 
+/// The most bytes a topology's samples files hold together (a file named by two links counts
+/// twice): 64 MiB, as much as the topology file itself may hold when a coordinator reads it, and
+/// millions of samples.
+pub const MAX_SAMPLES_BYTES: u64 = 64 << 20;
+
+/// The longest datacenter name, in bytes: an agent names its datacenter in 1 to 256 bytes
+/// without control characters, so no agent could join a datacenter named otherwise.
+pub const MAX_DATACENTER_NAME: usize = 256;
+
+/// The most bytes of a file's text an error quotes: enough to find the mistake on its line, too
+/// few to show a line of a file the topology's author could not read.
+const QUOTED_LINE: usize = 16;
+
+/// The most bytes of a datacenter name an error quotes.
+const QUOTED_NAME: usize = 32;
+
 /// A topology that cannot be used; the message names the field, or the file and line.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TopologyError {
-    /// A file could not be read.
+    /// The topology file could not be read.
     #[error("reading {what} {}: {message}", path.display())]
     Read {
-        /// `topology` or `samples`.
+        /// `topology`.
         what: &'static str,
         /// The file.
         path: PathBuf,
@@ -49,6 +65,15 @@ pub enum TopologyError {
     /// `datacenters` is empty.
     #[error("datacenters: none given")]
     NoDatacenters,
+    /// A datacenter name that no agent could give: empty, longer than [`MAX_DATACENTER_NAME`]
+    /// bytes, or holding a control character.
+    #[error("datacenters[{at}]: {name} is not a name of 1 to {MAX_DATACENTER_NAME} bytes without control characters")]
+    DatacenterName {
+        /// Where it is in `datacenters`.
+        at: usize,
+        /// The name, quoted (its start only, if long).
+        name: String,
+    },
     /// A name given to two datacenters.
     #[error("datacenters[{at}]: {name:?} names datacenters[{first}] already")]
     DuplicateDatacenter {
@@ -92,15 +117,56 @@ pub enum TopologyError {
         /// What is wrong, quoting the file's numbers.
         reason: String,
     },
+    /// A link joins a datacenter to itself.
+    #[error("links[{link}] ({name} -> {name}): a link joins two datacenters")]
+    SelfLink {
+        /// Index of the link.
+        link: usize,
+        /// The datacenter, as named.
+        name: String,
+    },
+    /// Two links join the same datacenters in the same direction.
+    #[error("links[{link}] ({from} -> {to}): links[{first}] joins them already")]
+    DuplicateLink {
+        /// Index of the second link.
+        link: usize,
+        /// Index of the first.
+        first: usize,
+        /// Their source datacenter, as named.
+        from: String,
+        /// Their destination datacenter, as named.
+        to: String,
+    },
+    /// A samples file that cannot be read (missing, not a regular file, past the bound).
+    #[error("{at}: reading {}: {message}", path.display())]
+    SamplesRead {
+        /// The field and the link's datacenters, e.g. `links[2].samples_file (a -> b)`.
+        at: String,
+        /// The samples file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
     /// A line of a samples file that is not a number.
-    #[error("{} line {line}: not a number: {text:?}", path.display())]
+    #[error("{at}: {} line {line}: not a number: {text}", path.display())]
     Sample {
+        /// The field and the link's datacenters, e.g. `links[2].samples_file (a -> b)`.
+        at: String,
         /// The samples file.
         path: PathBuf,
         /// The line, from 1.
         line: usize,
-        /// What it holds.
+        /// Its start, quoted with what is not printable escaped; the rest of the line is not
+        /// kept, as the file may be one the topology's author could not read.
         text: String,
+    },
+    /// Two datacenters that hold machines have no link between them in one direction.
+    #[error("links: no link from {from:?} to {to:?}, though both hold machines")]
+    MissingLink {
+        /// The source datacenter, as named.
+        from: String,
+        /// The destination datacenter, as named.
+        to: String,
     },
     /// `placement` names fewer machines than the workload has.
     #[error("placement names {named} machines, the workload has {machines}")]
@@ -278,6 +344,9 @@ impl Topology {
 
     fn from_file(f: TopologyFile, base: Option<&Path>) -> Result<Topology, TopologyError> {
         for (at, name) in f.datacenters.iter().enumerate() {
+            if name.is_empty() || name.len() > MAX_DATACENTER_NAME || name.chars().any(char::is_control) {
+                return Err(TopologyError::DatacenterName { at, name: quoted(name, QUOTED_NAME) });
+            }
             if let Some(first) = f.datacenters[..at].iter().position(|d| d == name) {
                 return Err(TopologyError::DuplicateDatacenter { name: name.clone(), first, at });
             }
@@ -289,7 +358,8 @@ impl Topology {
                 .map(|i| i as u32)
                 .ok_or_else(|| TopologyError::UnknownDatacenter { field, name: name.to_string() })
         };
-        let mut links = Vec::new();
+        let mut links: Vec<Link> = Vec::new();
+        let mut samples_left = MAX_SAMPLES_BYTES;
         for (i, l) in f.links.iter().enumerate() {
             let set = [
                 l.constant_gbps.is_some(),
@@ -320,7 +390,8 @@ impl Topology {
                 ("samples_gbps", Bandwidth::Empirical(s.clone()))
             } else {
                 let rel = l.samples_file.as_ref().expect("checked: one is set");
-                ("samples_file", Bandwidth::Empirical(samples(&base.map_or_else(|| rel.clone(), |b| b.join(rel)))?))
+                let path = base.map_or_else(|| rel.clone(), |b| b.join(rel));
+                ("samples_file", Bandwidth::Empirical(samples(&path, &mut samples_left, i, l)?))
             };
             let gbps = gbps.validate_up_to(MAX_BANDWIDTH / GBPS).map_err(|reason| TopologyError::Bandwidth {
                 field: format!("links[{i}].{field}"),
@@ -331,6 +402,13 @@ impl Topology {
             let bandwidth = gbps.scaled(GBPS);
             let from = dc(format!("links[{i}].from"), &l.from)?;
             let to = dc(format!("links[{i}].to"), &l.to)?;
+            if from == to {
+                return Err(TopologyError::SelfLink { link: i, name: l.from.clone() });
+            }
+            if let Some(first) = links.iter().position(|k| (k.from, k.to) == (from, to)) {
+                let (from, to) = (l.from.clone(), l.to.clone());
+                return Err(TopologyError::DuplicateLink { link: i, first, from, to });
+            }
             links.push(Link { from, to, bandwidth });
         }
         if f.datacenters.is_empty() {
@@ -374,7 +452,13 @@ impl Topology {
                 Wan::spread(dcs, machines, per)
             }
         };
-        Ok(Wan::new(self.datacenters.clone(), self.links.clone(), placement)?)
+        Wan::new(self.datacenters.clone(), self.links.clone(), placement).map_err(|e| match e {
+            WanError::MissingLink { from, to } => TopologyError::MissingLink {
+                from: self.datacenters[from as usize].clone(),
+                to: self.datacenters[to as usize].clone(),
+            },
+            other => other.into(),
+        })
     }
 
     /// The configuration of a run of a workload of `machines` machines on this topology, its
@@ -401,24 +485,43 @@ fn reason(e: coflow_trace::TraceError) -> String {
     }
 }
 
-/// The samples of a `samples_file`, in its unit, Gbit/s: one number per line; blank
-/// lines and lines starting with `#` are skipped.
-fn samples(path: &Path) -> Result<Vec<f64>, TopologyError> {
-    let text = read_text(path).map_err(|e| TopologyError::Read {
-        what: "samples",
-        path: path.to_path_buf(),
-        message: reason(e),
+/// The samples of the `samples_file` at `path` of link `link`, in its unit, Gbit/s: one number
+/// per line; blank lines and lines starting with `#` are skipped. The file is a regular one of
+/// at most `left` bytes, which it then uses up (a FIFO or a device is refused at once rather
+/// than waited on or read).
+fn samples(path: &Path, left: &mut u64, link: usize, l: &LinkSpec) -> Result<Vec<f64>, TopologyError> {
+    let at = || format!("links[{link}].samples_file ({} -> {})", l.from, l.to);
+    let text = read_regular_text(path, *left).map_err(|e| {
+        let message = match e {
+            coflow_trace::TraceError::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => {
+                format!("past the {} MiB a topology's samples files may hold together", MAX_SAMPLES_BYTES >> 20)
+            }
+            other => reason(other),
+        };
+        TopologyError::SamplesRead { at: at(), path: path.to_path_buf(), message }
     })?;
+    *left -= text.len() as u64;
     let mut samples = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#')) {
         let v: f64 = line.trim().parse().map_err(|_| TopologyError::Sample {
+            at: at(),
             path: path.to_path_buf(),
             line: n + 1,
-            text: line.to_string(),
+            text: quoted(line.trim(), QUOTED_LINE),
         })?;
         samples.push(v);
     }
     Ok(samples)
+}
+
+/// `text` quoted for a message, what is not printable escaped: whole if it has at most `shown`
+/// bytes, else its start and an ellipsis.
+fn quoted(text: &str, shown: usize) -> String {
+    if text.len() <= shown {
+        return format!("{text:?}");
+    }
+    let end = (0..=shown).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    format!("{:?}…", &text[..end])
 }
 
 #[cfg(test)]
@@ -565,8 +668,7 @@ mod tests {
         // A missing link is the topology's own check.
         let one_way = r#"{"datacenters": ["a", "b"], "links": [{"from": "a", "to": "b", "constant_gbps": 1}]}"#;
         let e = Topology::from_json(one_way, None).unwrap().wan(4, None).unwrap_err();
-        assert!(matches!(e, TopologyError::Wan(WanError::MissingLink { from: 1, to: 0 })), "{e}");
-        assert!(e.to_string().contains("no link from datacenter 1 to 0"), "{e}");
+        assert_eq!(e.to_string(), r#"links: no link from "b" to "a", though both hold machines"#);
         let e = Topology::from_path("/nonexistent/topology.json").unwrap_err();
         assert!(e.to_string().starts_with("reading topology /nonexistent/topology.json: "), "{e}");
     }
@@ -583,10 +685,162 @@ mod tests {
         assert_eq!(t.links[0].bandwidth, Bandwidth::Empirical(vec![2.0 * GBPS, 4.0 * GBPS]));
         std::fs::write(dir.join("ab.txt"), "2\nfast\n").unwrap();
         let e = Topology::from_path(dir.join("t.json")).unwrap_err();
-        assert_eq!(e, TopologyError::Sample { path: dir.join("ab.txt"), line: 2, text: "fast".into() });
+        let ab = dir.join("ab.txt");
+        assert_eq!(
+            e.to_string(),
+            format!(r#"links[0].samples_file (a -> b): {} line 2: not a number: "fast""#, ab.display())
+        );
         std::fs::remove_file(dir.join("ab.txt")).unwrap();
         let e = Topology::from_path(dir.join("t.json")).unwrap_err();
-        assert!(e.to_string().starts_with(&format!("reading samples {}", dir.join("ab.txt").display())), "{e}");
+        let reading = format!("links[0].samples_file (a -> b): reading {}: ", ab.display());
+        assert!(e.to_string().starts_with(&reading), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A fresh directory for one test's files.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("coflow-topology-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A topology of two datacenters in `dir` whose links read their samples from `ab` and `ba`.
+    fn with_samples(dir: &Path, ab: &str, ba: &str) -> Result<Topology, TopologyError> {
+        let text = format!(
+            r#"{{"datacenters": ["a", "b"], "links": [
+            {{"from": "a", "to": "b", "samples_file": {ab:?}}}, {{"from": "b", "to": "a", "samples_file": {ba:?}}}]}}"#
+        );
+        Topology::from_json(&text, Some(dir))
+    }
+
+    /// The message of a samples file of link 0 that cannot be read.
+    fn read_failure(e: TopologyError) -> String {
+        match e {
+            TopologyError::SamplesRead { at, message, .. } if at.starts_with("links[0].") => message,
+            other => panic!("{other}"),
+        }
+    }
+
+    /// A samples file that is a FIFO is refused at once, not waited on for a writer: a
+    /// coordinator would otherwise hang at start without a word.
+    #[test]
+    fn a_samples_fifo_is_refused_at_once() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("samples.fifo");
+        if !std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfifo is not available");
+            return;
+        }
+        std::fs::write(dir.join("ok.txt"), "1\n").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reading = dir.clone();
+        std::thread::spawn(move || tx.send(with_samples(&reading, "samples.fifo", "ok.txt")).unwrap());
+        let Ok(got) = rx.recv_timeout(std::time::Duration::from_secs(10)) else {
+            // Lets the reader waiting on the FIFO go before failing.
+            let _writer = std::fs::OpenOptions::new().write(true).open(&fifo);
+            panic!("still waiting on the FIFO after 10 s");
+        };
+        assert_eq!(read_failure(got.unwrap_err()), "a FIFO, not a regular file");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A device or a directory as a samples file is refused before anything is read from it:
+    /// `/dev/zero` would otherwise be read up to a GiB.
+    #[test]
+    fn a_samples_device_or_directory_is_refused_unread() {
+        let dir = scratch("device");
+        std::fs::write(dir.join("ok.txt"), "1\n").unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        assert_eq!(read_failure(with_samples(&dir, "sub", "ok.txt").unwrap_err()), "a directory, not a regular file");
+        if Path::new("/dev/zero").exists() {
+            let e = with_samples(&dir, "/dev/zero", "ok.txt").unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "links[0].samples_file (a -> b): reading /dev/zero: a device, not a regular file"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The samples files of a topology hold at most [`MAX_SAMPLES_BYTES`] together: one file
+    /// past it is refused by its size, unread, and a file named by two links counts twice.
+    #[test]
+    fn samples_files_are_bounded_together() {
+        let dir = scratch("bound");
+        let past = std::fs::File::create(dir.join("past.txt")).unwrap();
+        past.set_len(MAX_SAMPLES_BYTES + 1).unwrap();
+        let e = with_samples(&dir, "past.txt", "past.txt").unwrap_err();
+        assert_eq!(read_failure(e), "past the 64 MiB a topology's samples files may hold together");
+        // Over half the bound, mostly a comment: one link may read it, not two.
+        let half = MAX_SAMPLES_BYTES / 2 + 1;
+        let mut text = String::from("1\n#");
+        text.push_str(&"x".repeat(half as usize - text.len() - 1));
+        text.push('\n');
+        std::fs::write(dir.join("half.txt"), &text).unwrap();
+        std::fs::write(dir.join("ok.txt"), "1\n").unwrap();
+        assert_eq!(
+            with_samples(&dir, "half.txt", "ok.txt").unwrap().links[0].bandwidth,
+            Bandwidth::Empirical(vec![GBPS])
+        );
+        let e = with_samples(&dir, "half.txt", "half.txt").unwrap_err();
+        assert!(
+            matches!(&e, TopologyError::SamplesRead { at, message, .. }
+                if at == "links[1].samples_file (b -> a)" && message.starts_with("past the 64 MiB")),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A line that is not a number is quoted by its start only, what is not printable escaped:
+    /// the file may be one the coordinator can read and the topology's author cannot.
+    #[test]
+    fn a_bad_sample_line_is_quoted_short() {
+        let dir = scratch("quote");
+        std::fs::write(dir.join("ok.txt"), "1\n").unwrap();
+        std::fs::write(dir.join("shadow"), "root:*:20228:0:99999:7:::\n").unwrap();
+        let e = with_samples(&dir, "shadow", "ok.txt").unwrap_err();
+        let shadow = dir.join("shadow");
+        let quoted = r#"not a number: "root:*:20228:0:9"…"#;
+        assert_eq!(e.to_string(), format!("links[0].samples_file (a -> b): {} line 1: {quoted}", shadow.display()));
+        assert!(!format!("{e:?}").contains("99999"), "the error keeps only the start: {e:?}");
+        std::fs::write(dir.join("shadow"), "\n# c\n2\n\u{1b}[2J\u{7}\n").unwrap();
+        let e = with_samples(&dir, "shadow", "ok.txt").unwrap_err();
+        assert!(e.to_string().ends_with(r#"line 4: not a number: "\u{1b}[2J\u{7}""#), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A datacenter name is one an agent can give: 1 to 256 bytes without control characters.
+    #[test]
+    fn datacenter_names_are_ones_agents_can_give() {
+        let named = |name: &str| {
+            let text = format!(r#"{{"datacenters": ["a", {name:?}], "links": []}}"#);
+            Topology::from_json(&text, None).map(|t| t.datacenters)
+        };
+        let longest = "x".repeat(MAX_DATACENTER_NAME);
+        assert_eq!(named(&longest).unwrap()[1], longest);
+        assert_eq!(named("montréal").unwrap()[1], "montréal");
+        let rule = "is not a name of 1 to 256 bytes without control characters";
+        assert_eq!(named("").unwrap_err().to_string(), format!(r#"datacenters[1]: "" {rule}"#));
+        assert_eq!(named("a\tb").unwrap_err().to_string(), format!(r#"datacenters[1]: "a\tb" {rule}"#));
+        let e = named(&"y".repeat(MAX_DATACENTER_NAME + 1)).unwrap_err();
+        assert_eq!(e, TopologyError::DatacenterName { at: 1, name: format!("{:?}…", "y".repeat(32)) });
+    }
+
+    /// Links are checked where they are read, and errors name datacenters as the file does.
+    #[test]
+    fn link_errors_name_datacenters() {
+        let e = err(r#"{"datacenters": ["a", "b"], "links": [{"from": "b", "to": "b", "constant_gbps": 1}]}"#);
+        assert_eq!(e.to_string(), "links[0] (b -> b): a link joins two datacenters");
+        let e = err(&TWO.replace(r#""from": "b", "to": "a""#, r#""from": "a", "to": "b""#));
+        assert_eq!(e.to_string(), "links[1] (a -> b): links[0] joins them already");
+        let three = r#"{"datacenters": ["x", "y", "z"], "links": [
+            {"from": "x", "to": "y", "constant_gbps": 1}, {"from": "y", "to": "x", "constant_gbps": 1},
+            {"from": "x", "to": "z", "constant_gbps": 1}, {"from": "z", "to": "x", "constant_gbps": 1}]}"#;
+        let t = Topology::from_json(three, None).unwrap();
+        assert_eq!(t.wan(2, Some(1)).unwrap().dcs(), 3, "z holds no machine: y -> z is not needed");
+        let e = t.wan(3, Some(1)).unwrap_err();
+        assert_eq!(e, TopologyError::MissingLink { from: "y".into(), to: "z".into() });
+        assert_eq!(e.to_string(), r#"links: no link from "y" to "z", though both hold machines"#);
     }
 }

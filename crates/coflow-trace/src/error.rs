@@ -175,6 +175,62 @@ fn read_text_within(path: &Path, stream_limit: u64) -> Result<String, TraceError
     String::from_utf8(bytes).map_err(|e| not_text(path, e.as_bytes(), e.utf8_error().valid_up_to()))
 }
 
+/// Reads the regular file `path` (links followed) as text, if it holds at most `max` bytes: the
+/// rule for a file that another file names, such as a topology's samples file, which a service
+/// reads at start. A FIFO, a device, a socket or a directory is refused ([`TraceError::Io`] of
+/// kind [`io::ErrorKind::InvalidInput`]) before it is opened, since opening a FIFO waits for a
+/// writer, and again once opened, so one put in its place in between is not read; a file past
+/// `max` bytes is refused (kind [`io::ErrorKind::FileTooLarge`]) without reading more than
+/// `max + 1` of them, whatever size it claims.
+pub fn read_regular_text(path: &Path, max: u64) -> Result<String, TraceError> {
+    use std::io::Read;
+    let io_error = |source| TraceError::Io { path: path.to_owned(), source };
+    let too_large = || io_error(io::Error::new(io::ErrorKind::FileTooLarge, format!("larger than {}", size(max))));
+    regular(&std::fs::metadata(path).map_err(io_error)?).map_err(io_error)?;
+    let file = std::fs::File::open(path).map_err(io_error)?;
+    let meta = file.metadata().map_err(io_error)?;
+    regular(&meta).map_err(io_error)?;
+    if meta.len() > max {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes).map_err(io_error)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| not_text(path, e.as_bytes(), e.utf8_error().valid_up_to()))
+}
+
+/// `Ok` for a regular file; else an [`io::ErrorKind::InvalidInput`] error saying what it is.
+fn regular(meta: &std::fs::Metadata) -> io::Result<()> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if meta.is_dir() { "a directory" } else { special(meta.file_type()) };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{what}, not a regular file")))
+}
+
+/// What a file that is neither regular nor a directory is.
+#[cfg(unix)]
+fn special(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
+}
+
+/// What a file that is neither regular nor a directory is.
+#[cfg(not(unix))]
+fn special(_: std::fs::FileType) -> &'static str {
+    "a special file"
+}
+
 /// Reads `reader` (the file `path`, not a regular one) as text within `limit` bytes, checking
 /// UTF-8 as it comes: a character cut by the end of one read waits for the next.
 fn read_stream(mut reader: impl std::io::BufRead, path: &Path, limit: u64) -> Result<String, TraceError> {
@@ -330,6 +386,54 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, bytes).unwrap();
         path
+    }
+
+    /// The reason of an [`TraceError::Io`]: kind and message.
+    fn io_reason(e: TraceError) -> (io::ErrorKind, String) {
+        match e {
+            TraceError::Io { source, .. } => (source.kind(), source.to_string()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A regular file within the bound is read whole; one past it, by its size or by what it
+    /// holds, is refused.
+    #[test]
+    fn a_regular_file_is_read_within_its_bound() {
+        let path = file("regular.txt", b"1\n2\n");
+        assert_eq!(read_regular_text(&path, 4).unwrap(), "1\n2\n");
+        assert_eq!(
+            io_reason(read_regular_text(&path, 3).unwrap_err()),
+            (io::ErrorKind::FileTooLarge, "larger than 3 bytes".into())
+        );
+        let e = read_regular_text(&file("regular-bad.txt", b"1\n\xff"), 10).unwrap_err();
+        assert!(matches!(e, TraceError::NotText { line: 2, column: 1, .. }), "{e:?}");
+    }
+
+    /// A FIFO with no writer, a device with no end and a directory are refused at once: nothing
+    /// is waited on, nothing read.
+    #[test]
+    fn only_regular_files_are_read_within_a_bound() {
+        let dir = file("kinds-probe", b"").parent().unwrap().join("kinds");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let refused = |p: &Path| io_reason(read_regular_text(p, u64::MAX).unwrap_err());
+        assert_eq!(refused(&dir), (io::ErrorKind::InvalidInput, "a directory, not a regular file".into()));
+        let zero = Path::new("/dev/zero");
+        if zero.exists() {
+            assert_eq!(refused(zero), (io::ErrorKind::InvalidInput, "a device, not a regular file".into()));
+        }
+        let fifo = dir.join("fifo");
+        if std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
+            // With no writer, opening it would wait forever; a link to it is followed and refused too.
+            assert_eq!(refused(&fifo), (io::ErrorKind::InvalidInput, "a FIFO, not a regular file".into()));
+            std::os::unix::fs::symlink(&fifo, dir.join("link")).unwrap();
+            assert_eq!(refused(&dir.join("link")), (io::ErrorKind::InvalidInput, "a FIFO, not a regular file".into()));
+        } else {
+            eprintln!("skipped the FIFO case: mkfifo is not available");
+        }
+        assert_eq!(refused(&dir.join("none")).0, io::ErrorKind::NotFound);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A long token is quoted by its start and its length; a short one whole.
