@@ -270,7 +270,9 @@ pub(crate) async fn send_pieces<S: DataStream>(
 /// Relays one fetch: asks the hop's source for the request's range on a warm connection (the
 /// source checks the hop's ticket, which names this agent), and forwards its response head and
 /// frames to the receiver as they arrive, every frame within the idle timeout. The receiver checks
-/// every block; the source paces them.
+/// every block; the source paces them. A source that cannot be reached, or that is lost or falls
+/// silent mid-transfer, is said to the receiver ([`Status::Unreachable`], with why), so that it
+/// blames the source and not this relay; a receiver that goes is not told anything.
 async fn relay<W: AsyncWrite + Unpin>(
     wr: &mut W,
     shared: &Shared,
@@ -291,25 +293,37 @@ async fn relay<W: AsyncWrite + Unpin>(
     let unreachable = |reason: String| AgentError::SourceUnreachable { addr: hop.addr.clone(), reason };
     let silent = || AgentError::SourceSilent { addr: hop.addr.clone(), secs: idle.as_secs_f64() };
     // On a warm connection the source may have closed it while idle: a fresh one then serves.
-    let (mut conn, status, size) = loop {
-        let (mut conn, warm) = match shared.pool.take(hop.src, &hop.addr, idle / 2) {
-            Some(c) => (c, true),
-            None => (connect(shared, &hop.addr, hop.src).await?, false),
-        };
-        let sent = tokio::time::timeout(idle, async {
-            conn.io.write_all(&bytes).await?;
-            conn.io.flush().await
-        })
-        .await
-        .map_err(|_| silent())?;
-        let head = match sent {
-            Ok(()) => tokio::time::timeout(idle, conn.head()).await.map_err(|_| silent())?,
-            Err(e) => Err(ReadError::Io(e)),
-        };
-        match head {
-            Ok((status, size)) => break (conn, status, size),
-            Err(ReadError::Io(_) | ReadError::Closed) if warm => continue,
-            Err(e) => return Err(unreachable(e.to_string())),
+    let reached = async {
+        loop {
+            let (mut conn, warm) = match shared.pool.take(hop.src, &hop.addr, idle / 2) {
+                Some(c) => (c, true),
+                None => (connect(shared, &hop.addr, hop.src).await?, false),
+            };
+            let sent = tokio::time::timeout(idle, async {
+                conn.io.write_all(&bytes).await?;
+                conn.io.flush().await
+            })
+            .await
+            .map_err(|_| silent())?;
+            let head = match sent {
+                Ok(()) => tokio::time::timeout(idle, conn.head()).await.map_err(|_| silent())?,
+                Err(e) => Err(ReadError::Io(e)),
+            };
+            match head {
+                Ok((status, size)) => return Ok((conn, status, size)),
+                Err(ReadError::Io(_) | ReadError::Closed) if warm => continue,
+                Err(e) => return Err(unreachable(e.to_string())),
+            }
+        }
+    };
+    let (mut conn, status, size) = match reached.await {
+        Ok(v) => v,
+        Err(e) => {
+            let mut said = wire::encode_head(Status::Unreachable, 0).to_vec();
+            wire::encode_error(Status::Unreachable, &source_reason(&e), &mut said);
+            write_within(wr, &said, idle).await?;
+            wr.flush().await.map_err(peer_gone)?;
+            return Err(e);
         }
     };
     write_within(wr, &wire::encode_head(status, size), idle).await?;
@@ -323,8 +337,18 @@ async fn relay<W: AsyncWrite + Unpin>(
     let mut frame = Vec::new();
     while left > 0 {
         let f = tokio::select! {
-            f = tokio::time::timeout(idle, conn.frame(left)) => f.map_err(|_| silent())?.map_err(|e| unreachable(e.to_string()))?,
+            f = tokio::time::timeout(idle, conn.frame(left)) => f.map_err(|_| silent()).and_then(|f| f.map_err(|e| unreachable(e.to_string()))),
             _ = shutdown.changed() => return Err(AgentError::ShuttingDown),
+        };
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                frame.clear();
+                wire::encode_error(Status::Unreachable, &source_reason(&e), &mut frame);
+                write_within(wr, &frame, idle).await?;
+                wr.flush().await.map_err(peer_gone)?;
+                return Err(e);
+            }
         };
         frame.clear();
         match f {
@@ -348,6 +372,16 @@ async fn relay<W: AsyncWrite + Unpin>(
     wr.flush().await.map_err(peer_gone)?;
     shared.pool.put(hop.src, &hop.addr, conn);
     Ok(())
+}
+
+/// What a relay tells the receiver of a source it could not reach or lost: why, without the
+/// source's address, which the receiver named in its request.
+fn source_reason(e: &AgentError) -> String {
+    match e {
+        AgentError::SourceUnreachable { reason, .. } => reason.clone(),
+        AgentError::SourceSilent { secs, .. } => format!("it sent nothing for {secs} s"),
+        other => other.to_string(),
+    }
 }
 
 /// Sends the range `(offset, length)` of the piece block by block at the flow's assigned rate
@@ -699,6 +733,15 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
         ReadError::Wire(e) => AgentError::Corrupted(e.to_string()),
     };
     let silent = || AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() };
+    // What the relay, if one is asked, says of the source it could not reach or lost: the
+    // source is the peer to blame.
+    let lost = |why: String| match &request.via {
+        Some(hop) => AgentError::SourceUnreachable {
+            addr: hop.addr.clone(),
+            reason: format!("{why} (as its relay at {addr} reports)"),
+        },
+        None => AgentError::SourceUnreachable { addr: addr.to_string(), reason: why },
+    };
     let mut req = Vec::with_capacity(64);
     request.encode(&mut req);
     let sent = tokio::time::timeout(idle, async {
@@ -748,6 +791,13 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
             ))));
         }
         Status::BadRequest | Status::DataLost => return Err(AgentError::Refused("bad request").into()),
+        Status::Unreachable => {
+            let why = match tokio::time::timeout(idle, conn.frame(0)).await {
+                Ok(Ok(OwnedFrame::Error(_, why))) => why,
+                _ => "it could not be reached".to_string(),
+            };
+            return Err(lost(why).into());
+        }
     }
     if announced != size {
         return Err(
@@ -769,6 +819,7 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
             OwnedFrame::Error(code, msg) if code == Status::DataLost as u8 => {
                 return Err(AgentError::DataLost(msg).into());
             }
+            OwnedFrame::Error(code, why) if code == Status::Unreachable as u8 => return Err(lost(why).into()),
             OwnedFrame::Error(code, msg) => {
                 return Err(AgentError::Corrupted(format!("unknown error frame {code}: {msg}")).into());
             }
@@ -814,7 +865,9 @@ mod tests {
             channel,
             TokenAttach::new(Some(token.clone())),
         );
-        let config = AgentConfig { chunk_bytes: chunk, data_idle_timeout_ms: 500, ..AgentConfig::default() };
+        // Machine 4: a source, or a relay, for machine 2.
+        let config =
+            AgentConfig { machine: Some(4), chunk_bytes: chunk, data_idle_timeout_ms: 500, ..AgentConfig::default() };
         let s = Shared::new(config, Security::Token(token), coordinator);
         s.flow_keys.learn(key());
         Arc::new(s)
@@ -1324,5 +1377,97 @@ mod tests {
         assert!(s.fetch_turn(MachineId(4)).await.is_some(), "another source has turns of its own");
         turns.pop();
         assert!(s.fetch_turn(MachineId(3)).await.is_some(), "a turn given back");
+    }
+
+    /// Relays `req` (a relayed request: the relay `s` checks its ticket, then fetches from its
+    /// hop) to a receiver that runs `fetch_over` as its own fetch of `size` bytes would; returns
+    /// the bytes the receiver handed on and how its fetch ended.
+    async fn fetch_through_relay(s: &Arc<Shared>, req: &Request, size: u64) -> (Vec<u8>, Result<u64, AgentError>) {
+        let (near, far) = tokio::io::duplex(1 << 20);
+        let (_stop_tx, stop) = watch::channel(false);
+        let relay = {
+            let s = s.clone();
+            tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
+        };
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut conn = Reader::new(near);
+        let r = fetch_over(&mut conn, s, "relay:7", req, size, &sink(&tx), &AtomicU64::new(0)).await;
+        let r = r.map_err(|e| match e {
+            Fetch::Stale => AgentError::SourceUnreachable { addr: "relay:7".into(), reason: "closed".into() },
+            Fetch::Busy(e) | Fetch::Failed(e) => e,
+        });
+        drop((tx, conn));
+        let mut got = Vec::new();
+        while let Some(c) = rx.recv().await {
+            got.extend(c);
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), relay).await.expect("the relay ends");
+        (got, r)
+    }
+
+    /// A relay that cannot reach its hop's source (its address refuses connections), or that
+    /// loses it after some blocks, says so to the receiver, which blames the source (the error
+    /// names the source's address, with why and the relay that says so) rather than the relay;
+    /// every block that came before is handed on, once.
+    #[tokio::test]
+    async fn a_relay_that_loses_its_source_says_so_and_the_receiver_blames_the_source() {
+        let s = shared(1024);
+        let refusing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let gone = refusing.local_addr().unwrap().to_string();
+        drop(refusing);
+        let hop = |addr: &str| wire::Hop { src: MachineId(5), addr: addr.to_string(), ticket: [3; 16] };
+        let relayed = |flow: u64, addr: &str| Request { length: 3000, via: Some(hop(addr)), ..request(&s, flow, "p") };
+        let (got, r) = fetch_through_relay(&s, &relayed(1, &gone), 3000).await;
+        assert!(got.is_empty());
+        match r {
+            Err(AgentError::SourceUnreachable { addr, reason }) => {
+                assert_eq!(addr, gone, "the source is blamed, not the relay: {reason}");
+                assert!(reason.contains("relay at relay:7"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A source that sends a block, then dies.
+        let source = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let src = source.local_addr().unwrap().to_string();
+        let block = bytes(1000);
+        let served = {
+            let block = block.clone();
+            tokio::spawn(async move {
+                let (sock, _) = source.accept().await.unwrap();
+                let mut conn = Reader::new(sock);
+                let req = conn.request().await.unwrap().expect("a request");
+                assert_eq!((req.offset, req.length, req.via), (0, 3000, None), "the relay asks for the range");
+                conn.io.write_all(&wire::encode_head(Status::Ok, 3000)).await.unwrap();
+                conn.io.write_all(&frame(&block, crc32fast::hash(&block))).await.unwrap();
+                conn.io.flush().await.unwrap();
+            })
+        };
+        let (got, r) = fetch_through_relay(&s, &relayed(2, &src), 3000).await;
+        served.await.unwrap();
+        assert_eq!(got, block, "the block that came is handed on once");
+        match r {
+            Err(AgentError::SourceUnreachable { addr, reason }) => {
+                assert_eq!(addr, src, "the source is blamed, not the relay: {reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A receiver that predates [`Status::Unreachable`] reads it as a status it does not know
+    /// and fails the fetch cleanly (corrupted), taking no byte: modelled by decoding a head one
+    /// status past the ones it knew and an error frame of an unknown code.
+    #[tokio::test]
+    async fn an_unknown_status_or_error_code_fails_cleanly() {
+        let mut head = wire::encode_head(Status::Unreachable, 0).to_vec();
+        head[0] = 42;
+        let (got, r) = fetch_against(head, 2048).await;
+        assert!(got.is_empty());
+        assert_eq!(r.map_err(|e| e.kind()), Err(ErrorKind::Corrupted));
+        let mut resp = ok_head(2048);
+        wire::encode_error(Status::Unreachable, "gone", &mut resp);
+        resp[wire::HEAD_LEN + 1] = 42;
+        let (got, r) = fetch_against(resp, 2048).await;
+        assert!(got.is_empty());
+        assert_eq!(r.map_err(|e| e.kind()), Err(ErrorKind::Corrupted));
     }
 }

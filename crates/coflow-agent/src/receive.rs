@@ -19,7 +19,11 @@
 //! resume is announced at once; after a failure (not a reroute the coordinator ordered), a part
 //! of the new grant that asks the peer that just failed again (the same relay, or without one
 //! the same source) waits first, longer at each resume, so that the resumes outlast the time the
-//! coordinator takes to find a dead peer dead; a part that avoids that peer starts at once.
+//! coordinator takes to find a dead peer dead; a part that avoids that peer starts at once. A
+//! relay that cannot reach the source, or loses it, says so: the source is then the peer that
+//! failed, and the cut part waits as long before its rest is resumed, still listed, so that the
+//! coordinator's failure of the flow (once it finds the source dead) ends the get, and a resume
+//! finds the source silent and leaves the healthy relay in new paths.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -51,6 +55,34 @@ const RESUME_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 /// the same peer again.
 fn resume_backoff(resumes: u32) -> Duration {
     RESUME_BACKOFF_FIRST * (1 << MAX_RESUMES.saturating_sub(resumes).min(8))
+}
+
+/// How long a part whose relay lost its source waits, listed, before its rest is resumed, with
+/// `resumes` resumes left: the resume's backoff, and at least four of this agent's heartbeats
+/// (`heartbeat_ms`), so that the coordinator, which takes an agent silent for three of its
+/// heartbeats for a suspect, sees a dead source so by then.
+fn source_pause(resumes: u32, heartbeat_ms: u64) -> Duration {
+    resume_backoff(resumes).max(Duration::from_millis(heartbeat_ms.saturating_mul(4)))
+}
+
+/// The error of a resume the coordinator refused: `unknown-flow` (the coordinator failed the
+/// cut part meanwhile, as it does a receiver's flows when it declares the receiver dead, say
+/// after this agent was frozen past the agent timeout) says so, keeping its kind, which the
+/// client may retry with a get of its own; any other refusal as it came.
+fn flow_gone(e: AgentError, flow: FlowId) -> AgentError {
+    match e {
+        AgentError::Coordinator(s) if ErrorKind::of(&s) == Some(ErrorKind::UnknownFlow) => {
+            AgentError::Coordinator(ErrorKind::UnknownFlow.status(
+                s.code(),
+                format!(
+                    "the coordinator no longer knows flow {flow}, whose rest this agent resumed (it failed the flow \
+                     meanwhile: its receiver or source was declared dead); get the piece again ({})",
+                    s.message()
+                ),
+            ))
+        }
+        other => other,
+    }
 }
 
 /// The peer a cut part could not reach (its relay, or without one its source): the parts of its
@@ -333,9 +365,14 @@ async fn receive_part(
             return Err(e);
         }
     };
+    // The peer that failed: the relay when the part went through one, unless the relay said it
+    // could not reach the source or lost it; else the source.
+    let failed_addr = match &failure {
+        Some(AgentError::SourceUnreachable { addr, .. } | AgentError::SourceSilent { addr, .. }) => addr.clone(),
+        _ => part.peer().1.to_string(),
+    };
     if resumes == 0 || at >= end {
-        // The peer that failed: the relay, when the part went through one.
-        let addr = part.peer().1.to_string();
+        let addr = failed_addr;
         let last = failure.map_or_else(|| "the coordinator rerouted it".to_string(), |e| e.to_string());
         let e = AgentError::SourceUnreachable {
             addr,
@@ -343,6 +380,28 @@ async fn receive_part(
         };
         report(&get, part.flow, Err(&e));
         return Err(e);
+    }
+    // A source its relay lost is likely dead, which the coordinator finds at its agent timeout
+    // and then fails the part: the part stays listed and waits before its rest is resumed, so
+    // that the resumes outlast a source's death and a resume announced after the wait finds the
+    // source silent (the coordinator then blames the source, not the relay, which it would
+    // leave out of new paths). A stop the coordinator sends meanwhile ends the wait.
+    let source_lost = part.via.is_some() && failure.is_some() && failed_addr == part.src_addr;
+    if source_lost {
+        let pause = source_pause(resumes, shared.config.heartbeat_interval_ms);
+        tracing::info!(flow = %part.flow, src = %part.src_addr, ?pause, "its relay lost its source; waiting before resuming");
+        let waited = tokio::select! {
+            () = tokio::time::sleep(pause) => None,
+            s = stopped.wait_for(Option::is_some) => s.ok().and_then(|s| s.clone()),
+        };
+        match waited {
+            None | Some(Stop::Reroute) => {}
+            Some(Stop::Fail(reason)) => {
+                let e = AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason };
+                report(&get, part.flow, Err(&e));
+                return Err(e);
+            }
+        }
     }
     tracing::info!(flow = %part.flow, at, end, error = failure.as_ref().map(tracing::field::display), "part cut; resuming the rest over another path");
     // The coordinator ends the cut flow when it grants the rest: its end is not reported. Nor is
@@ -353,9 +412,14 @@ async fn receive_part(
     // A peer that fails at once (its address refuses connections) would otherwise spend every
     // resume before the coordinator has seen it die: a part of the rest that asks it again waits
     // first, longer at each resume, so that together they outlast the coordinator's agent timeout.
-    let failed = failure.map(|_| Failed { addr: part.peer().1.to_string(), pause: resume_backoff(resumes) });
+    // A source its relay lost was waited for already.
+    let failed = failure
+        .filter(|_| !source_lost)
+        .map(|_| Failed { addr: part.peer().1.to_string(), pause: resume_backoff(resumes) });
     let resume = Some((part.flow, at, end));
-    let (epoch, grant) = announce_get(&shared, get.coflow, &get.data_id, &get.client, resume).await?;
+    let (epoch, grant) = announce_get(&shared, get.coflow, &get.data_id, &get.client, resume)
+        .await
+        .map_err(|e| flow_gone(e, part.flow))?;
     let parts = parts_of(&grant, at, end)?;
     receive(get, parts, sink, epoch, resumes - 1, failed).await
 }
@@ -432,5 +496,29 @@ mod tests {
         assert_eq!(pause_before(&part(None), Some(&source)), pause, "the same source directly again");
         assert_eq!(pause_before(&part(Some("relay:1")), Some(&source)), Duration::ZERO, "through a relay");
         assert_eq!(pause_before(&part(None), None), Duration::ZERO, "after a reroute");
+    }
+
+    /// A part whose relay lost its source waits, before its rest is resumed, the resume's
+    /// backoff and at least four heartbeats, so that the coordinator sees a dead source silent
+    /// (three of its heartbeats) when the resume comes, and blames the source, not the relay.
+    #[test]
+    fn a_part_whose_relay_lost_its_source_waits_past_three_heartbeats() {
+        assert_eq!(source_pause(MAX_RESUMES, 100), Duration::from_millis(500));
+        assert_eq!(source_pause(MAX_RESUMES, 250), Duration::from_millis(1000), "four heartbeats");
+        assert_eq!(source_pause(1, 100), Duration::from_secs(4), "the last backoff");
+    }
+
+    /// A resume the coordinator refuses `unknown-flow` (it failed the part while this agent was
+    /// away) reaches the client with that kind and says what happened; other refusals as they came.
+    #[test]
+    fn a_resume_of_a_flow_the_coordinator_failed_is_unknown_flow() {
+        let refused = ErrorKind::UnknownFlow.status(tonic::Code::NotFound, "unknown flow 17");
+        let e = flow_gone(AgentError::Coordinator(refused), FlowId(17));
+        let s = tonic::Status::from(e);
+        assert_eq!((s.code(), ErrorKind::of(&s)), (tonic::Code::NotFound, Some(ErrorKind::UnknownFlow)));
+        assert!(s.message().contains("get the piece again") && s.message().contains("unknown flow 17"), "{s:?}");
+        let other = ErrorKind::NoSuchData.status(tonic::Code::NotFound, "no such data");
+        let s = tonic::Status::from(flow_gone(AgentError::Coordinator(other), FlowId(17)));
+        assert_eq!((ErrorKind::of(&s), s.message()), (Some(ErrorKind::NoSuchData), "no such data"));
     }
 }

@@ -18,11 +18,16 @@
 //!   piece exists, nor how large it is.
 //! - **Response head** (source to receiver): a status byte ([`Status`]) and the piece's size
 //!   (u64). After [`Status::Ok`], frames follow until the piece's bytes are all sent; then the
-//!   connection waits for the next request. After any other status the source closes it.
+//!   connection waits for the next request. After [`Status::Unreachable`] (from a relay) one
+//!   error frame follows, saying why; after any other status the source closes it.
 //! - **Frames**: `D`, length (u32), that many bytes, their CRC-32 (u32): one block of the piece;
 //!   `K`: a keepalive, sent while a flow waits (rate zero, or tokens), so that silence means a
-//!   frozen source; `E`, a code (u8, [`Status::DataLost`]) and a message (u16 length, UTF-8): the
-//!   source's stored copy changed or cannot be read, and the connection ends.
+//!   frozen source; `E`, a code (u8) and a message (u16 length, UTF-8), after which the
+//!   connection ends: [`Status::DataLost`], the source's stored copy changed or cannot be read;
+//!   [`Status::Unreachable`], a relay could not reach the source or lost it (the message says
+//!   why), so that the receiver blames the source, not the relay. A receiver that does not know
+//!   a code (an older one) fails the fetch as corrupted: an unknown status or error frame is
+//!   never taken for bytes.
 
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::ticket::{TICKET_LEN, Ticket};
@@ -69,6 +74,10 @@ pub(crate) enum Status {
     /// The request's ticket is not the flow's, the flow is attached already, or (with TLS) the
     /// requester is not the receiving agent the ticket names.
     Denied = 6,
+    /// A relay could not reach the source it was asked to relay from, or lost it mid-transfer:
+    /// in a head (size 0) followed by an error frame of this code, or in an error frame in place
+    /// of the next frame; the message says why.
+    Unreachable = 7,
 }
 
 impl Status {
@@ -81,6 +90,7 @@ impl Status {
             4 => Status::Busy,
             5 => Status::DataLost,
             6 => Status::Denied,
+            7 => Status::Unreachable,
             _ => return None,
         })
     }
@@ -458,7 +468,8 @@ mod tests {
 
     #[test]
     fn heads_round_trip_and_unknown_statuses_are_errors() {
-        for s in [Status::Ok, Status::BadToken, Status::NoPiece, Status::BadRequest, Status::Busy, Status::Denied] {
+        let all = [Status::Ok, Status::BadToken, Status::NoPiece, Status::BadRequest, Status::Busy];
+        for s in all.into_iter().chain([Status::DataLost, Status::Denied, Status::Unreachable]) {
             assert_eq!(decode_head(&encode_head(s, 1 << 40)), Ok((s, 1 << 40)));
         }
         let mut head = encode_head(Status::Ok, 3);

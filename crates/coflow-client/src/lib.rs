@@ -102,6 +102,12 @@ pub enum ClientError {
     /// up): the agent ended the get. No source is to blame; a get asked again starts afresh.
     #[error("the get ended for want of a reader: {0}")]
     ClientDeparted(String),
+    /// The coordinator no longer knows a flow of the get: it failed the flow while the
+    /// receiving agent was away (frozen or cut off past the coordinator's agent timeout, so
+    /// declared dead), and the agent's resume of its rest was refused. No byte was handed on
+    /// twice; a get asked again starts afresh.
+    #[error("unknown flow: {0}")]
+    UnknownFlow(String),
     /// The cluster token was refused.
     #[error("refused: {0}")]
     Unauthenticated(String),
@@ -171,6 +177,7 @@ impl ClientError {
             (Some(K::CoordinatorUnreachable), _) => ClientError::CoordinatorUnreachable(msg),
             (Some(K::AgentUnreachable), _) => ClientError::AgentUnreachable(msg),
             (Some(K::ClientDeparted), _) => ClientError::ClientDeparted(msg),
+            (Some(K::UnknownFlow), _) => ClientError::UnknownFlow(msg),
             (Some(K::ShuttingDown), _) | (_, tonic::Code::Unavailable) => unreachable(msg),
             (Some(K::Corrupted), _) | (_, tonic::Code::DataLoss) => ClientError::Corrupted(msg),
             (Some(K::PermissionDenied), _) => ClientError::PermissionDenied(msg),
@@ -214,6 +221,7 @@ impl ClientError {
             ClientError::DataLost(m) => ClientError::DataLost(strip(m, "data lost: ")),
             ClientError::LimitExceeded(m) => ClientError::LimitExceeded(strip(m, "limit exceeded: ")),
             ClientError::Invalid(m) => ClientError::Invalid(strip(m, "invalid request: ")),
+            ClientError::UnknownFlow(m) => ClientError::UnknownFlow(strip(m, "unknown flow: ")),
             other => other,
         }
     }
@@ -230,6 +238,7 @@ impl ClientError {
             ClientError::CoordinatorUnreachable(_) => K::CoordinatorUnreachable,
             ClientError::TimedOut(_) => K::TimedOut,
             ClientError::ClientDeparted(_) => K::ClientDeparted,
+            ClientError::UnknownFlow(_) => K::UnknownFlow,
             ClientError::Unauthenticated(_) => K::Unauthenticated,
             ClientError::Corrupted(_) => K::Corrupted,
             ClientError::DataLost(_) => K::DataLost,
@@ -658,6 +667,18 @@ mod tests {
         let e = ClientError::from_agent(s, CoflowId(1), "p");
         assert!(matches!(&e, ClientError::ClientDeparted(m) if m.contains("read nothing")), "{e:?}");
         assert_eq!(e.kind(), Some(K::ClientDeparted));
+    }
+
+    /// A get whose flow the coordinator failed while its receiving agent was away (its resume
+    /// refused `unknown-flow`) is typed, not `Other`: a framework may retry it.
+    #[test]
+    fn a_flow_the_coordinator_forgot_is_typed() {
+        use coflow_proto::ErrorKind as K;
+        let s = K::UnknownFlow.status(tonic::Code::NotFound, "unknown flow: unknown flow 1795799830877005");
+        let e = ClientError::from_agent(s, CoflowId(1), "p");
+        assert_eq!(e, ClientError::UnknownFlow("unknown flow 1795799830877005".into()));
+        assert_eq!(e.kind(), Some(K::UnknownFlow));
+        assert_eq!(e.to_string(), "unknown flow: unknown flow 1795799830877005");
     }
 
     /// A service's message that opens with the words the error's display opens with is not

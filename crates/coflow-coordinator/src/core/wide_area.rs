@@ -246,7 +246,9 @@ impl Core {
     /// the relay it went through when the coordinator did not reroute it (its receiver could not
     /// reach the relay, which is left out of new paths for an agent timeout, the time the
     /// coordinator takes to find it dead if it is), and all through a detour when its receiver
-    /// never reached its source directly.
+    /// never reached its source directly. A relay whose flow's source is silent (no heartbeat for
+    /// three of its heartbeats: a receiver whose relay lost the source waits longer than that
+    /// before it resumes) is not blamed: the source is what failed.
     pub(super) fn plan_resume(
         &mut self,
         now: Nanos,
@@ -262,11 +264,25 @@ impl Core {
         }
         let unreached = f.reported_at.is_none() && f.via.is_none();
         if let (Some(relay), false) = (f.via, f.rerouting) {
-            tracing::info!(flow = %old, relay = relay.0, "its receiver could not reach its relay; new paths avoid it");
-            self.relays_failed.retain(|_, until| *until > now);
-            self.relays_failed.insert(relay, now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms)));
+            if self.silent(src, now) {
+                tracing::info!(flow = %old, relay = relay.0, src = src.0, "its source is silent: its relay is not blamed");
+            } else {
+                tracing::info!(flow = %old, relay = relay.0, "its receiver could not reach its relay; new paths avoid it");
+                self.relays_failed.retain(|_, until| *until > now);
+                self.relays_failed.insert(relay, now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms)));
+            }
         }
         self.plan_parts(src, dst, start, end, unreached)
+    }
+
+    /// Whether machine `m` is silent at `now`: not alive, or no heartbeat for three of its
+    /// heartbeats (its own cadence, at least the configured one).
+    fn silent(&self, m: MachineId, now: Nanos) -> bool {
+        let configured = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
+        self.agents.get(&m).is_none_or(|a| {
+            let beat = a.beat.unwrap_or(configured).max(configured);
+            !a.alive || now.saturating_sub(a.last_seen) > Nanos(beat.0.saturating_mul(3))
+        })
     }
 
     /// Plans the flows waiting to be routed whose gathering window is over, coflow by coflow:

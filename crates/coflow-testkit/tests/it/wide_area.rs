@@ -150,6 +150,67 @@ async fn a_relay_killed_mid_part_is_not_asked_again() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The source of a get split over the two relays of `c` dies mid-transfer (its process killed:
+/// its address refuses connections at once, while the coordinator counts it alive until its
+/// agent timeout). The relays say so to the receiver, which blames the source: the get ends
+/// with a typed error naming the source, only once the coordinator has found the source dead
+/// (the resumes outlast its agent timeout rather than being spent at once), and the relays,
+/// which are healthy, are not left out of new paths: a get from another agent of `a` started
+/// right after is split over them again, and arrives exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_that_dies_behind_relays_is_blamed_and_the_relays_are_not() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = slow(4);
+    cfg.agents = 5;
+    cfg.datacenters.push("a".into());
+    cfg.coordinator.agent_timeout_ms = 3000;
+    let mut cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(2, CoflowOptions { name: "source-killed".into(), ..Default::default() }).await?;
+    c.put(coflow, "p", content(12, 6_000_000)).await?;
+    let st = c.status().await?;
+    let addr_of =
+        |m: u32| st.agents.iter().find(|a| a.machine_id == m).map(|a| a.data_addr.clone()).expect("a live agent");
+    let (src, relays) = (addr_of(0), [addr_of(2), addr_of(3)]);
+    let r = cluster.client(1).await?;
+    let get = {
+        let r = r.clone();
+        tokio::spawn(async move { r.get(coflow, "p").await })
+    };
+    let mut relaying = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut relayed = 0.0;
+        for m in [2, 3] {
+            relayed += metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total");
+        }
+        if relayed > 0.0 {
+            relaying = true;
+            break;
+        }
+    }
+    assert!(relaying, "a part is relayed through an agent of c");
+    cluster.crash_agent(0).await;
+    let killed = std::time::Instant::now();
+    let e = tokio::time::timeout(Duration::from_secs(20), get).await??.expect_err("its source is dead");
+    let took = killed.elapsed();
+    let coflow_client::ClientError::AgentUnreachable(msg) = &e else { panic!("not typed agent-unreachable: {e:?}") };
+    assert!(msg.contains(&src) || msg.contains("machine 0"), "the error names the source ({src}): {msg}");
+    assert!(!relays.iter().any(|a| msg.contains(&format!("agent at {a}"))), "no relay is blamed: {msg}");
+    assert!(took >= Duration::from_millis(1500), "the resumes outlast the source's death: ended {took:?} after it");
+    // Right away, a get from the other agent of `a`: the relays are in its paths.
+    let c4 = cluster.client(4).await?;
+    let piece = content(13, 4_000_000);
+    c4.put(coflow, "q", piece.clone()).await?;
+    let before = c4.status().await?.bytes_relayed;
+    let got = tokio::time::timeout(Duration::from_secs(20), r.get(coflow, "q")).await??;
+    assert!(got == piece, "the second piece arrives exactly, in order");
+    let after = c4.status().await?.bytes_relayed;
+    assert!(after > before, "the healthy relays carry the next get's parts: {before} -> {after} bytes relayed");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// Two coflows from `a` to `b`: the bigger one's get is split over the detour through `c`, then
 /// the smaller one's is served ahead of it, so that a part of the bigger one waits at rate 0 when
 /// the coordinator restarts. The new coordinator never granted that part: its receiver cuts it
