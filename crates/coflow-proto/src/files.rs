@@ -42,7 +42,7 @@ pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     // what was opened, so a path changed in between cannot slip through.
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty()).map_err(io::Error::from)?);
-    regular(&file.metadata()?)?;
+    coflow_core::files::regular(&file.metadata()?)?;
     let mut out = Vec::new();
     file.take(max + 1).read_to_end(&mut out)?;
     if out.len() as u64 > max {
@@ -55,26 +55,6 @@ pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
 pub fn read_small_text(path: &Path, max: u64) -> io::Result<String> {
     String::from_utf8(read_small(path, max)?)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text: {}", e.utf8_error())))
-}
-
-fn regular(meta: &std::fs::Metadata) -> io::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_file() {
-        return Ok(());
-    }
-    let what = if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "not a regular file"
-    };
-    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{what}, not a regular file")))
 }
 
 #[cfg(test)]

@@ -178,18 +178,22 @@ fn read_text_within(path: &Path, stream_limit: u64) -> Result<String, TraceError
 /// Reads the regular file `path` (links followed) as text, if it holds at most `max` bytes: the
 /// rule for a file that another file names, such as a topology's samples file, which a service
 /// reads at start. A FIFO, a device, a socket or a directory is refused ([`TraceError::Io`] of
-/// kind [`io::ErrorKind::InvalidInput`]) before it is opened, since opening a FIFO waits for a
-/// writer, and again once opened, so one put in its place in between is not read; a file past
+/// kind [`io::ErrorKind::InvalidInput`], [`coflow_core::files::regular`]) once opened, without
+/// waiting (opening a FIFO for reading would wait for a writer); a file past
 /// `max` bytes is refused (kind [`io::ErrorKind::FileTooLarge`]) without reading more than
 /// `max + 1` of them, whatever size it claims.
 pub fn read_regular_text(path: &Path, max: u64) -> Result<String, TraceError> {
+    use rustix::fs::{Mode, OFlags};
     use std::io::Read;
     let io_error = |source| TraceError::Io { path: path.to_owned(), source };
     let too_large = || io_error(io::Error::new(io::ErrorKind::FileTooLarge, format!("larger than {}", size(max))));
-    regular(&std::fs::metadata(path).map_err(io_error)?).map_err(io_error)?;
-    let file = std::fs::File::open(path).map_err(io_error)?;
+    // Non-blocking, since opening a FIFO for reading waits for a writer; then checked on what
+    // was opened, so a path changed in between cannot slip through.
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let file = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| io_error(e.into()))?;
+    let file = std::fs::File::from(file);
     let meta = file.metadata().map_err(io_error)?;
-    regular(&meta).map_err(io_error)?;
+    coflow_core::files::regular(&meta).map_err(io_error)?;
     if meta.len() > max {
         return Err(too_large());
     }
@@ -199,36 +203,6 @@ pub fn read_regular_text(path: &Path, max: u64) -> Result<String, TraceError> {
         return Err(too_large());
     }
     String::from_utf8(bytes).map_err(|e| not_text(path, e.as_bytes(), e.utf8_error().valid_up_to()))
-}
-
-/// `Ok` for a regular file; else an [`io::ErrorKind::InvalidInput`] error saying what it is.
-fn regular(meta: &std::fs::Metadata) -> io::Result<()> {
-    if meta.is_file() {
-        return Ok(());
-    }
-    let what = if meta.is_dir() { "a directory" } else { special(meta.file_type()) };
-    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{what}, not a regular file")))
-}
-
-/// What a file that is neither regular nor a directory is.
-#[cfg(unix)]
-fn special(t: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "a special file"
-    }
-}
-
-/// What a file that is neither regular nor a directory is.
-#[cfg(not(unix))]
-fn special(_: std::fs::FileType) -> &'static str {
-    "a special file"
 }
 
 /// Reads `reader` (the file `path`, not a regular one) as text within `limit` bytes, checking
