@@ -1347,16 +1347,7 @@ impl Core {
         // (stopped, its host gone, or dead already) tell nothing of their ports: its flows'
         // shortfalls are its own.
         if self.meter.is_none() && now >= self.ports.period_end() {
-            let configured = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
-            let silent: BTreeSet<MachineId> = self
-                .agents
-                .iter()
-                .filter(|(_, a)| {
-                    let beat = a.beat.unwrap_or(configured).max(configured);
-                    !a.alive || now.saturating_sub(a.last_seen) > Nanos(beat.0.saturating_mul(3))
-                })
-                .map(|(&m, _)| m)
-                .collect();
+            let silent: BTreeSet<MachineId> = self.agents.keys().copied().filter(|&m| self.silent(m, now)).collect();
             self.ports.forget_machines(&silent);
         }
         if self.meter.is_none() && self.ports.tick(now) {

@@ -277,7 +277,7 @@ impl Core {
 
     /// Whether machine `m` is silent at `now`: not alive, or no heartbeat for three of its
     /// heartbeats (its own cadence, at least the configured one).
-    fn silent(&self, m: MachineId, now: Nanos) -> bool {
+    pub(super) fn silent(&self, m: MachineId, now: Nanos) -> bool {
         let configured = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
         self.agents.get(&m).is_none_or(|a| {
             let beat = a.beat.unwrap_or(configured).max(configured);
