@@ -135,13 +135,27 @@ async fn tls_handshake(
     Some((stream, member))
 }
 
-/// A plain (token-mode) connection's proof: its first bytes (an HTTP/2 client's preface), peeked
-/// at and left for the server to read, and its peer's address group ([`crate::peer_group`]).
-/// None if the peer closes first.
+/// The HTTP/2 client connection preface (RFC 9113, section 3.4), which a gRPC client sends first.
+const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A plain (token-mode) connection's proof: the whole HTTP/2 client preface, peeked at and left
+/// for the server to read (hyper waits for all of it with no deadline of its own, so one byte
+/// would not do), and its peer's address group ([`crate::peer_group`]). None if the peer closes
+/// first or sends anything else. A preface that comes in pieces is looked at again after pauses
+/// from 1 ms doubling to 100 ms, since a socket with bytes waiting stays readable.
 async fn first_bytes(sock: TcpStream, peer: SocketAddr) -> Option<(TcpStream, IpAddr)> {
-    match sock.peek(&mut [0u8; 1]).await {
-        Ok(n) if n > 0 => Some((sock, crate::peer_group(peer.ip()))),
-        _ => None,
+    let mut seen = [0u8; PREFACE.len()];
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let n = sock.peek(&mut seen).await.ok()?;
+        if n == 0 || seen[..n] != PREFACE[..n] {
+            return None;
+        }
+        if n == PREFACE.len() {
+            return Some((sock, crate::peer_group(peer.ip())));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
 
@@ -316,12 +330,23 @@ mod tests {
         for _ in 0..3 {
             silent.push(TcpStream::connect(addr).await.unwrap());
         }
+        // One byte of the preface, or most of it, is not enough; another protocol is closed at once.
+        let mut started = TcpStream::connect(addr).await.unwrap();
+        started.write_all(&PREFACE[..1]).await.unwrap();
+        let mut most = TcpStream::connect(addr).await.unwrap();
+        most.write_all(&PREFACE[..23]).await.unwrap();
+        silent.extend([started, most]);
+        let mut other = TcpStream::connect(addr).await.unwrap();
+        other.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        assert!(closed(&mut other, within / 2).await, "another protocol is closed before the deadline");
         let mut speaker = TcpStream::connect(addr).await.unwrap();
-        speaker.write_all(b"PRI").await.unwrap();
+        speaker.write_all(&PREFACE[..10]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        speaker.write_all(&PREFACE[10..]).await.unwrap();
         let mut served = tokio::time::timeout(within, conns.next()).await.expect("served at once").unwrap().unwrap();
-        let mut preface = [0u8; 3];
+        let mut preface = [0u8; PREFACE.len()];
         tokio::time::timeout(within, served.read_exact(&mut preface)).await.expect("the speaker is served").unwrap();
-        assert_eq!(&preface, b"PRI", "the first bytes are left for the server to read");
+        assert_eq!(&preface, PREFACE, "the preface, sent in two pieces, is left for the server to read");
         for s in &mut silent {
             assert!(closed(s, 10 * within).await, "a silent connection is closed at the deadline");
         }
@@ -337,7 +362,7 @@ mod tests {
         let mut socks = Vec::new();
         for _ in 0..3 {
             let mut s = TcpStream::connect(addr).await.unwrap();
-            s.write_all(b"PRI").await.unwrap();
+            s.write_all(PREFACE).await.unwrap();
             socks.push(s);
         }
         let mut served = Vec::new();
@@ -352,7 +377,7 @@ mod tests {
         assert!(tokio::time::timeout(Duration::from_millis(100), conns.next()).await.is_err(), "and not served");
         served.pop();
         let mut again = TcpStream::connect(addr).await.unwrap();
-        again.write_all(b"PRI").await.unwrap();
+        again.write_all(PREFACE).await.unwrap();
         let next = tokio::time::timeout(Duration::from_secs(5), conns.next()).await;
         assert!(next.is_ok_and(|c| c.is_some_and(|c| c.is_ok())), "a place given back is taken again");
         stop.send(true).unwrap();
@@ -364,7 +389,7 @@ mod tests {
         let (mut conns, task, addr, stop) = plain(Duration::from_secs(5), 8).await;
         drop(TcpStream::connect(addr).await.unwrap());
         let mut speaker = TcpStream::connect(addr).await.unwrap();
-        speaker.write_all(b"PRI").await.unwrap();
+        speaker.write_all(PREFACE).await.unwrap();
         let served = tokio::time::timeout(Duration::from_secs(5), conns.next()).await.unwrap().unwrap().unwrap();
         assert_eq!(served.stream.peer_addr().unwrap(), speaker.local_addr().unwrap(), "only the speaker is served");
         stop.send(true).unwrap();
