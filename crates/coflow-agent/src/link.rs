@@ -58,9 +58,9 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
     let incarnation =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
     let cap = retry_cap(every);
-    // Registrations failed in a row, and when one was last logged at warn, with its message
-    // (another reason, such as a refusal after a connection error, is logged at warn at once).
-    let (mut failures, mut warned) = (0u32, None::<(Instant, String)>);
+    // Registrations failed in a row, and when one was last logged at warn, with its code
+    // (another kind of failure, such as a refusal after a connection error, is warned of at once).
+    let (mut failures, mut warned) = (0u32, None::<(Instant, tonic::Code)>);
     // The flow key of the last session opened: another one means another coordinator (each
     // draws its keys at start), which knows none of the flows the previous one granted.
     let mut last_key = None::<Vec<u8>>;
@@ -106,8 +106,8 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                 shared.link.close();
                 failures = failures.saturating_add(1);
                 let wait = retry_after(failures, cap, machine_id);
-                if warned.as_ref().is_none_or(|(at, said)| at.elapsed() >= RETRY_WARN_EVERY || *said != e.message()) {
-                    warned = Some((Instant::now(), e.message().to_string()));
+                if warned.as_ref().is_none_or(|(at, code)| at.elapsed() >= RETRY_WARN_EVERY || *code != e.code()) {
+                    warned = Some((Instant::now(), e.code()));
                     tracing::warn!(status = %e.message(), failures, "cannot register with the coordinator; retrying");
                 } else {
                     tracing::debug!(status = %e.message(), failures, "cannot register with the coordinator; retrying");
