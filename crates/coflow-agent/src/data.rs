@@ -319,10 +319,7 @@ async fn relay<W: AsyncWrite + Unpin>(
     let (mut conn, status, size) = match reached.await {
         Ok(v) => v,
         Err(e) => {
-            let mut said = wire::encode_head(Status::Unreachable, 0).to_vec();
-            wire::encode_error(Status::Unreachable, &source_reason(&e), &mut said);
-            write_within(wr, &said, idle).await?;
-            wr.flush().await.map_err(peer_gone)?;
+            say_source_lost(wr, false, &e, idle).await?;
             return Err(e);
         }
     };
@@ -343,10 +340,7 @@ async fn relay<W: AsyncWrite + Unpin>(
         let f = match f {
             Ok(f) => f,
             Err(e) => {
-                frame.clear();
-                wire::encode_error(Status::Unreachable, &source_reason(&e), &mut frame);
-                write_within(wr, &frame, idle).await?;
-                wr.flush().await.map_err(peer_gone)?;
+                say_source_lost(wr, true, &e, idle).await?;
                 return Err(e);
             }
         };
@@ -372,6 +366,21 @@ async fn relay<W: AsyncWrite + Unpin>(
     wr.flush().await.map_err(peer_gone)?;
     shared.pool.put(hop.src, &hop.addr, conn);
     Ok(())
+}
+
+/// Tells the receiver of a relayed fetch that the source could not be reached or was lost (`e`),
+/// with why: an error frame of status [`Status::Unreachable`], after a head of that status unless
+/// the source's head was already forwarded.
+async fn say_source_lost<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    head_sent: bool,
+    e: &AgentError,
+    idle: Duration,
+) -> Result<(), AgentError> {
+    let mut said = if head_sent { Vec::new() } else { wire::encode_head(Status::Unreachable, 0).to_vec() };
+    wire::encode_error(Status::Unreachable, &source_reason(e), &mut said);
+    write_within(wr, &said, idle).await?;
+    wr.flush().await.map_err(peer_gone)
 }
 
 /// What a relay tells the receiver of a source it could not reach or lost: why, without the

@@ -21,7 +21,8 @@
 //! the same source) waits first, longer at each resume, so that the resumes outlast the time the
 //! coordinator takes to find a dead peer dead; a part that avoids that peer starts at once. A
 //! relay that cannot reach the source, or loses it, says so: the source is then the peer that
-//! failed, and the cut part waits as long before its rest is resumed, still listed, so that the
+//! failed, and the cut part waits (the resume's backoff, and at least four heartbeats: `source_pause`)
+//! before its rest is resumed, still listed, so that the
 //! coordinator's failure of the flow (once it finds the source dead) ends the get, and a resume
 //! finds the source silent and leaves the healthy relay in new paths.
 

@@ -1,6 +1,6 @@
 //! Serving a gRPC router until shutdown, the same way in every service: one acceptor
 //! ([`incoming`]) bounds the connections of both modes, each proving itself (a TLS handshake, or
-//! in token mode its first bytes) within [`crate::HANDSHAKE_TIMEOUT`] before it takes a place
+//! in token mode the whole HTTP/2 client preface) within [`crate::HANDSHAKE_TIMEOUT`] before it takes a place
 //! among its holder's. And [`TypedErrors`], which names the error kind of the refusals tonic
 //! makes before a service runs.
 
@@ -45,8 +45,8 @@ pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 /// case, also when the server fails on its own, so that the caller's other tasks (which watch
 /// it) end too. Connections come through one acceptor (`incoming`): with `tls`, each must
 /// complete a mutual TLS handshake (see [`crate::TlsContext::grpc_server_config`]) and its member
-/// (its certificate's role) holds at most 1,024; in token mode, each must send its first bytes
-/// (an HTTP/2 client's preface) and its peer address group holds at most 2,048 (see
+/// (its certificate's role) holds at most 1,024; in token mode, each must send the whole HTTP/2
+/// client preface and its peer address group holds at most 2,048 (see
 /// `conns::MAX_CONNECTIONS_PER_ADDRESS`); both within [`HANDSHAKE_TIMEOUT`].
 pub async fn serve_until_stopped(
     router: Router,
