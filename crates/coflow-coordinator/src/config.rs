@@ -15,6 +15,17 @@ use serde::Deserialize;
 /// sender's full port rate, kernel TCP shares the links).
 pub const TCP: &str = coflow_sched::policy::TCP.name;
 
+/// The least bandwidth, in bytes per second (800 kbit/s), at which the coordinator schedules a
+/// wide-area link: a topology whose link's prior (its distribution's mean, what the link is
+/// scheduled at until measured) is below it is refused, and a measured estimate never falls
+/// below it. An agent paces a flow in frames of at least 4 KiB, and the coordinator judges a
+/// link every 400 ms period by whether it moved 85% of what it was asked; at this rate a period
+/// holds about ten frames, so that one frame more or less (a tenth of the period's bytes) stays
+/// inside that margin. Far below it a period holds no frame at all: the link is judged to move
+/// nothing, its estimate falls to its least, and a get across it stalls with no error. (The
+/// simulator, which paces nothing, takes any positive rate.)
+pub(crate) const MIN_LINK_BYTES_PER_SEC: f64 = 100_000.0;
+
 /// How the coordinator runs.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -126,6 +137,37 @@ pub fn check_policy(name: &str, fabric: &Fabric) -> Result<(), ConfigError> {
     coflow_sched::policy::check_serves(name, fabric).map_err(|e| ConfigError { field: "policy", reason: e.to_string() })
 }
 
+/// Refuses a wide area with a link whose prior's mean is below [`MIN_LINK_BYTES_PER_SEC`]; the
+/// error names the link by its index and datacenters, and the field of the topology file that
+/// gave its distribution, in the file's unit (Gbit/s).
+fn check_link_floor(wa: &WideArea) -> Result<(), String> {
+    use coflow_sched::Bandwidth;
+    let gbps = Rate::GBPS.bytes_per_sec();
+    for (i, l) in wa.links.iter().enumerate() {
+        let mean = l.bandwidth.mean();
+        if mean >= MIN_LINK_BYTES_PER_SEC {
+            continue;
+        }
+        let field = match l.bandwidth {
+            Bandwidth::Constant(_) => "constant_gbps",
+            Bandwidth::Uniform(..) => "uniform_gbps",
+            Bandwidth::Normal { .. } => "normal_gbps",
+            Bandwidth::Empirical(_) => "samples_gbps (or samples_file)",
+        };
+        let name = |dc: u32| wa.datacenters.get(dc as usize).map_or("?", String::as_str);
+        return Err(format!(
+            "links[{i}].{field} ({} -> {}): a mean of {:e} Gbit/s is below the {} Gbit/s ({}) the agents' data \
+             plane can pace a link at",
+            name(l.from),
+            name(l.to),
+            mean / gbps,
+            MIN_LINK_BYTES_PER_SEC / gbps,
+            Rate::from_bytes_per_sec(MIN_LINK_BYTES_PER_SEC),
+        ));
+    }
+    Ok(())
+}
+
 /// A configuration value is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid coordinator config `{field}`: {reason}")]
@@ -148,6 +190,7 @@ impl CoordinatorConfig {
             let dcs = wa.datacenters.len() as u32;
             let dc_of: Vec<u32> = (0..dcs).collect();
             wa.place(dc_of, &[]).map_err(|e| bad(format!("{e} (agents may join in any datacenter)")))?;
+            check_link_floor(wa).map_err(bad)?;
         } else if self.topology.is_some() {
             return Err(ConfigError {
                 field: "topology",

@@ -72,8 +72,9 @@ const DOWN_PERIODS: u32 = 3;
 /// that flows try it (and it is measured down again if it still is).
 const RETRY_PERIODS: u32 = 5;
 
-/// The lowest estimate, as a share of the prior's mean: a link that moved nothing is not taken
-/// for dead for good (it is asked again, and grows back as it keeps up).
+/// The lowest estimate, as a share of the prior's mean (and for a wide-area link at least
+/// `MIN_LINK_BYTES_PER_SEC`): a link that moved nothing is not taken for dead for good (it is
+/// asked again, and grows back as it keeps up).
 const FLOOR: f64 = 0.02;
 
 /// How a kind of resource is judged.
@@ -88,14 +89,20 @@ struct Rules {
     /// rates before a probe, which would otherwise pass a probe that fell short for one that kept
     /// up (and double the next).
     carried_estimate: bool,
+    /// The least it is estimated at (a sample too), whatever its prior, in bytes per second.
+    least: f64,
 }
 
-/// A wide-area link's rules.
-const LINK: Rules = Rules { least_asked: 0.0, held_periods: 1, carried_estimate: false };
+/// A wide-area link's rules: it is never estimated below what the agents' data plane can pace
+/// ([`MIN_LINK_BYTES_PER_SEC`](crate::config::MIN_LINK_BYTES_PER_SEC)), which a link of a small
+/// prior would otherwise reach at its floor, a share of that prior, and stall there.
+const LINK: Rules =
+    Rules { least_asked: 0.0, held_periods: 1, carried_estimate: false, least: crate::config::MIN_LINK_BYTES_PER_SEC };
 
 /// A port's rules: one asked less than a fifth of its estimate is not judged, and one is sampled
-/// once held back two periods in a row.
-const PORT: Rules = Rules { least_asked: 0.2, held_periods: 2, carried_estimate: true };
+/// once held back two periods in a row; its least estimate is the floor's share of the rate its
+/// agent registered.
+const PORT: Rules = Rules { least_asked: 0.2, held_periods: 2, carried_estimate: true, least: 0.0 };
 
 #[derive(Clone, Debug)]
 struct Link {
@@ -218,7 +225,7 @@ impl Link {
         let next = if saturated {
             // The link was the bottleneck: what it moved is what it had (a link that moved
             // nothing counts at the floor, so that every sample is a bandwidth).
-            let throughput = throughput.max(FLOOR * prior);
+            let throughput = throughput.max(FLOOR * prior).max(rules.least);
             self.samples.push_back(throughput);
             if self.samples.len() > WINDOW {
                 self.samples.pop_front();
@@ -231,7 +238,7 @@ impl Link {
         } else {
             return (false, false);
         };
-        let next = next.max(FLOOR * prior).min(self.ceiling.unwrap_or(f64::INFINITY));
+        let next = next.max(FLOOR * prior).max(rules.least).min(self.ceiling.unwrap_or(f64::INFINITY));
         let changed = estimate != next;
         self.estimate = Some(next);
         (changed, saturated)
@@ -517,49 +524,49 @@ mod tests {
     /// when its own flows fall short, all it carried is the sample.
     #[test]
     fn relayed_parts_count_in_what_a_link_carried_not_in_whether_it_held_back() {
-        let mut m = Meter::new([Bandwidth::Constant(1000.0)], Nanos::ZERO);
+        let mut m = Meter::new([Bandwidth::Constant(1e7)], Nanos::ZERO);
         let secs = PERIOD.as_secs_f64();
         let slow_relay =
-            Carried { moved: 400.0 * secs, asked: 400.0 * secs, other_moved: 50.0 * secs, other_asked: 500.0 * secs };
+            Carried { moved: 4e6 * secs, asked: 4e6 * secs, other_moved: 5e5 * secs, other_asked: 5e6 * secs };
         m.report(0, MachineId(0), slow_relay, secs);
         m.tick(PERIOD);
-        assert_eq!((m.samples(0), m.capacity(0)), (0, 1000.0), "not held back by this link");
-        let held =
-            Carried { moved: 300.0 * secs, asked: 600.0 * secs, other_moved: 200.0 * secs, other_asked: 400.0 * secs };
+        assert_eq!((m.samples(0), m.capacity(0)), (0, 1e7), "not held back by this link");
+        let held = Carried { moved: 3e6 * secs, asked: 6e6 * secs, other_moved: 2e6 * secs, other_asked: 4e6 * secs };
         m.report(0, MachineId(0), held, secs);
         m.tick(ms(800));
         assert_eq!(m.samples(0), 1);
-        assert!((m.capacity(0) - 500.0).abs() < 1e-9, "{}", m.capacity(0));
+        assert!((m.capacity(0) - 5e6).abs() < 1e-6, "{}", m.capacity(0));
     }
 
     /// Two sources' reports add up: each one's rate over the time its own reports covered.
     #[test]
     fn sources_add_up_each_over_its_own_reports() {
-        let mut m = Meter::new([Bandwidth::Constant(1000.0)], Nanos::ZERO);
-        // Source 0 reported 30 bytes over 0.1 s, source 1 60 bytes over 0.3 s: 300 + 200 B/s,
-        // asked 1000 in all.
-        m.report(0, MachineId(0), direct(30.0, 50.0), 0.1);
-        m.report(0, MachineId(1), direct(60.0, 150.0), 0.3);
+        let mut m = Meter::new([Bandwidth::Constant(1e7)], Nanos::ZERO);
+        // Source 0 reported 300 kB over 0.1 s, source 1 600 kB over 0.3 s: 3 + 2 MB/s, asked
+        // 10 MB/s in all.
+        m.report(0, MachineId(0), direct(3e5, 5e5), 0.1);
+        m.report(0, MachineId(1), direct(6e5, 1.5e6), 0.3);
         assert!(m.tick(PERIOD));
-        assert!((m.capacity(0) - 500.0).abs() < 1e-9, "{}", m.capacity(0));
+        assert!((m.capacity(0) - 5e6).abs() < 1e-6, "{}", m.capacity(0));
     }
 
-    /// A link asked 100 B/s that moves 50 in a period was the bottleneck: 50 is a sample and the
-    /// estimate; one that keeps up while asked nearly all of its estimate grows by the probe.
+    /// A link asked 1 MB/s that moves 500 kB/s in a period was the bottleneck: 500 kB/s is a
+    /// sample and the estimate; one that keeps up while asked nearly all of its estimate grows by
+    /// the probe.
     #[test]
     fn a_saturated_link_is_measured_and_one_that_keeps_up_grows() {
-        let mut m = Meter::new([Bandwidth::Constant(100.0)], Nanos::ZERO);
-        period(&mut m, 50.0, 100.0);
+        let mut m = Meter::new([Bandwidth::Constant(1e6)], Nanos::ZERO);
+        period(&mut m, 5e5, 1e6);
         assert!(m.tick(PERIOD));
-        assert!((m.capacity(0) - 50.0).abs() < 1e-9);
+        assert!((m.capacity(0) - 5e5).abs() < 1e-6);
         assert_eq!(m.samples(0), 1);
-        // Asked 50 (all of the estimate), it moves 50: it may have more.
-        period(&mut m, 50.0, 50.0);
+        // Asked 500 kB/s (all of the estimate), it moves 500 kB/s: it may have more.
+        period(&mut m, 5e5, 5e5);
         assert!(m.tick(ms(800)));
-        assert!((m.capacity(0) - 50.0 * (1.0 + PROBE)).abs() < 1e-9, "{}", m.capacity(0));
+        assert!((m.capacity(0) - 5e5 * (1.0 + PROBE)).abs() < 1e-6, "{}", m.capacity(0));
         assert_eq!(m.samples(0), 1, "a link that kept up gives no sample");
         // Keeping up again, it grows faster, to at most twice a period.
-        let mut expect = 50.0 * (1.0 + PROBE);
+        let mut expect = 5e5 * (1.0 + PROBE);
         for (k, growth) in [(3u64, 2.0 * PROBE), (4, 4.0 * PROBE), (5, 1.0), (6, 1.0)] {
             let c = m.capacity(0);
             period(&mut m, c, c);
@@ -591,27 +598,50 @@ mod tests {
     /// nothing keeps a floor, so it is asked again.
     #[test]
     fn the_window_becomes_the_distribution() {
-        let mut m = Meter::new([Bandwidth::Constant(100.0)], Nanos::ZERO);
+        let mut m = Meter::new([Bandwidth::Constant(1e7)], Nanos::ZERO);
         for k in 1..=MIN_SAMPLES as u64 {
-            period(&mut m, 10.0 * k as f64, 1000.0);
+            period(&mut m, 1e6 * k as f64, 1e8);
             m.tick(ms(400 * k));
         }
         let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
         assert_eq!(s.len(), MIN_SAMPLES);
-        assert!((s[0] - 10.0).abs() < 1e-9 && (s[MIN_SAMPLES - 1] - 80.0).abs() < 1e-9, "{s:?}");
-        period(&mut m, 0.0, 1000.0);
+        assert!((s[0] - 1e6).abs() < 1e-6 && (s[MIN_SAMPLES - 1] - 8e6).abs() < 1e-6, "{s:?}");
+        period(&mut m, 0.0, 1e8);
         m.tick(ms(400 * (MIN_SAMPLES as u64 + 1)));
-        assert!((m.capacity(0) - FLOOR * 100.0).abs() < 1e-9, "{}", m.capacity(0));
+        assert!((m.capacity(0) - FLOOR * 1e7).abs() < 1e-6, "{}", m.capacity(0));
         assert!(!m.down(0), "one period that carried nothing is not yet a link down");
         for k in 2..=u64::from(DOWN_PERIODS) {
             assert!(!m.down(0), "fewer than DOWN_PERIODS are not");
-            period(&mut m, 0.0, 1000.0);
+            period(&mut m, 0.0, 1e8);
             m.tick(ms(400 * (MIN_SAMPLES as u64 + k)));
         }
         assert!(m.down(0), "DOWN_PERIODS are");
         // Every sample is a bandwidth a distribution takes: positive.
         let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
         assert!(s.iter().all(|&v| v > 0.0) && Bandwidth::Empirical(s).validate().is_ok());
+    }
+
+    /// A link of a small prior that moves nothing is estimated, and sampled, at the least the
+    /// agents' data plane can pace, not at its floor's share of the prior (25 kB/s of a 10 Mbit/s
+    /// link, a 4 KiB frame every 160 ms), at which a get across it would crawl a frame or two a
+    /// period and its estimate never grow back; a port keeps its share of its registered rate.
+    #[test]
+    fn a_link_is_never_estimated_below_what_the_data_plane_can_pace() {
+        use crate::config::MIN_LINK_BYTES_PER_SEC;
+        let mut m = Meter::new([Bandwidth::Constant(1.25e6)], Nanos::ZERO);
+        const { assert!(FLOOR * 1.25e6 < MIN_LINK_BYTES_PER_SEC) };
+        for k in 1..=MIN_SAMPLES as u64 {
+            period(&mut m, 0.0, 1.25e6);
+            m.tick(ms(400 * k));
+            assert_eq!(m.capacity(0), MIN_LINK_BYTES_PER_SEC, "period {k}");
+        }
+        let Some(Bandwidth::Empirical(s)) = m.distribution(0) else { panic!("a measured distribution") };
+        assert!(s.iter().all(|&v| v == MIN_LINK_BYTES_PER_SEC), "{s:?}");
+        let mut ports = ports(2, 1.25e6);
+        for k in 0..4 {
+            twice(&mut ports, ms(800 * k), &[(0, 1, 0.0, 1.25e6)]);
+        }
+        assert!(up(&ports, 0).unwrap().min(down(&ports, 1).unwrap()) < MIN_LINK_BYTES_PER_SEC);
     }
 
     fn port_period(m: &mut PortMeter, src: u32, dst: u32, moved: f64, asked: f64) {

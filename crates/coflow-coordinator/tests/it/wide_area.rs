@@ -35,7 +35,7 @@ fn harness(policy: &str, bw: f64) -> Harness {
 
 #[test]
 fn an_agent_must_name_one_of_the_wide_areas_datacenters() {
-    let mut core = Core::new(config("mrtf", two_dcs(100.0)), by_name("mrtf"));
+    let mut core = Core::new(config("mrtf", two_dcs(1e6)), by_name("mrtf"));
     let reg = |datacenter: &str| AgentRegistration {
         machine: MachineId(0),
         data_addr: "127.0.0.1:9000".parse().unwrap(),
@@ -54,7 +54,7 @@ fn an_agent_must_name_one_of_the_wide_areas_datacenters() {
 
 #[test]
 fn a_topology_without_a_link_between_two_datacenters_is_refused() {
-    let mut wa = two_dcs(100.0);
+    let mut wa = two_dcs(1e6);
     wa.links.pop();
     let e = config("mrtf", wa).validate().unwrap_err();
     assert_eq!(e.field, "topology", "{e}");
@@ -62,10 +62,30 @@ fn a_topology_without_a_link_between_two_datacenters_is_refused() {
     let e = CoordinatorConfig { topology: Some("x.json".into()), ..CoordinatorConfig::default() }.validate();
     assert_eq!(e.unwrap_err().field, "topology");
     // A policy that assumes the big switch cannot run on it.
-    assert_eq!(config("pfp", two_dcs(1.0)).validate().unwrap_err().field, "policy");
+    assert_eq!(config("pfp", two_dcs(1e6)).validate().unwrap_err().field, "policy");
     // Multi-path on a big switch has no detour to take.
     let e = CoordinatorConfig { multipath: true, ..CoordinatorConfig::default() }.validate();
     assert_eq!(e.unwrap_err().field, "multipath");
+}
+
+/// A link slower than the agents' data plane can pace (1e-5 Gbit/s: a 4 KiB frame every 3 s, none
+/// in a 400 ms measurement period) would be measured at nothing and stall a get across it with no
+/// error: it is refused at validation, the error naming the link and its field; 800 kbit/s, the
+/// least, is taken.
+#[test]
+fn a_link_slower_than_the_data_plane_can_pace_is_refused() {
+    let gbps = 125_000_000.0;
+    let e = config("mrtf", two_dcs(1e-5 * gbps)).validate().unwrap_err();
+    assert_eq!(e.field, "topology", "{e}");
+    assert!(
+        e.reason.starts_with("links[0].constant_gbps (a -> b): a mean of 1e-5 Gbit/s is below the 0.0008 Gbit/s"),
+        "{e}"
+    );
+    let mut wa = two_dcs(gbps);
+    wa.links[1].bandwidth = Bandwidth::Uniform(1e-300, 1e-6 * gbps);
+    let e = config("mrtf", wa).validate().unwrap_err();
+    assert!(e.reason.starts_with("links[1].uniform_gbps (b -> a): a mean of 5e-7 Gbit/s"), "{e}");
+    config("mrtf", two_dcs(0.0008 * gbps)).validate().unwrap();
 }
 
 /// A flow inside a datacenter crosses nothing scheduled: it goes unscheduled (not paced). Two
@@ -73,7 +93,7 @@ fn a_topology_without_a_link_between_two_datacenters_is_refused() {
 /// link's whole bandwidth, and the other waits.
 #[test]
 fn mrtf_orders_coflows_on_their_link_and_leaves_a_datacenters_own_flows_alone() {
-    let mut h = harness("mrtf", 100.0);
+    let mut h = harness("mrtf", 1e6);
     let local = h.register(1, CoflowOptions::default());
     h.put(local, "l", 0, 1_000).unwrap();
     let fl = h.get(local, "l", 1).unwrap();
@@ -86,7 +106,7 @@ fn mrtf_orders_coflows_on_their_link_and_leaves_a_datacenters_own_flows_alone() 
     h.advance(0);
     let pushed = h.drain();
     assert_eq!(last_rate(&pushed, fl.flow), Some(f64::INFINITY), "inside a datacenter: not paced");
-    assert_eq!(last_rate(&pushed, fs.flow), Some(100.0), "the coflow with less time left takes the link");
+    assert_eq!(last_rate(&pushed, fs.flow), Some(1e6), "the coflow with less time left takes the link");
     assert_eq!(last_rate(&pushed, fb.flow).unwrap_or(0.0), 0.0, "the other waits");
 }
 
@@ -95,15 +115,15 @@ fn mrtf_orders_coflows_on_their_link_and_leaves_a_datacenters_own_flows_alone() 
 /// with all it is asked is offered more (the probe), until it falls short again.
 #[test]
 fn a_links_bandwidth_is_what_its_flows_were_measured_to_carry() {
-    let mut h = harness("mrtf", 1000.0);
+    let mut h = harness("mrtf", 1e7);
     let c = h.register(1, CoflowOptions::default());
-    h.put(c, "p", 0, 100_000_000).unwrap();
+    h.put(c, "p", 0, 1_000_000_000_000).unwrap();
     let f = h.get(c, "p", 2).unwrap();
     h.advance(0);
-    assert!((last_rate(&h.drain(), f.flow).unwrap() - 1000.0).abs() < 1e-6);
+    assert!((last_rate(&h.drain(), f.flow).unwrap() - 1e7).abs() < 1e-6);
     // The source reports every 100 ms what it sent; the link carries at most `link` B/s.
     let mut sent = 0u64;
-    let mut rate: f64 = 1000.0;
+    let mut rate: f64 = 1e7;
     let mut run = |h: &mut Harness, link: f64, ms: u64| {
         let mut rates = Vec::new();
         for _ in 0..ms / 100 {
@@ -120,17 +140,17 @@ fn a_links_bandwidth_is_what_its_flows_were_measured_to_carry() {
         }
         rates
     };
-    // The link carries 500 B/s, half of what it is asked: within a few periods the coordinator
-    // takes 500 for its bandwidth.
-    let rates = run(&mut h, 500.0, 2000);
-    assert!(rates.iter().any(|&r| (r - 500.0).abs() < 1.0), "{rates:?}");
+    // The link carries 5 MB/s, half of what it is asked: within a few periods the coordinator
+    // takes 5 MB/s for its bandwidth.
+    let rates = run(&mut h, 5e6, 2000);
+    assert!(rates.iter().any(|&r| (r - 5e6).abs() < 1e4), "{rates:?}");
     assert!(h.core.link_estimates()[0].1 >= 1, "samples were taken");
     // From then on it is offered at most a probe above what it carries, and never less.
-    let rates = run(&mut h, 500.0, 4000);
-    assert!(rates.iter().all(|&r| (499.0..=500.0 * 1.26).contains(&r)), "{rates:?}");
-    // The link grows to 2000 B/s: the offers grow with it, by a probe a period.
-    let rates = run(&mut h, 2000.0, 4000);
-    assert!(rates.last().is_some_and(|&r| r >= 1900.0), "{rates:?}");
+    let rates = run(&mut h, 5e6, 4000);
+    assert!(rates.iter().all(|&r| (4.99e6..=5e6 * 1.26).contains(&r)), "{rates:?}");
+    // The link grows to 20 MB/s: the offers grow with it, by a probe a period.
+    let rates = run(&mut h, 2e7, 4000);
+    assert!(rates.last().is_some_and(|&r| r >= 1.9e7), "{rates:?}");
     assert_eq!(h.core.link_estimates()[1].1, 0, "the other link was asked nothing and measured nothing");
 }
 
@@ -138,7 +158,7 @@ fn a_links_bandwidth_is_what_its_flows_were_measured_to_carry() {
 /// refuses it, so every scheduled flow has a link or none.
 #[test]
 fn a_get_across_datacenters_is_scheduled_on_the_link_between_them() {
-    let mut h = harness("siphon-mc", 100.0);
+    let mut h = harness("siphon-mc", 1e6);
     let c = h.register(2, CoflowOptions::default());
     h.put(c, "x", 0, 500).unwrap();
     h.put(c, "y", 3, 500).unwrap();
@@ -146,21 +166,21 @@ fn a_get_across_datacenters_is_scheduled_on_the_link_between_them() {
     let b_to_a = h.get(c, "y", 1).unwrap();
     h.advance(0);
     let pushed = h.drain();
-    assert_eq!(last_rate(&pushed, a_to_b.flow), Some(100.0));
-    assert_eq!(last_rate(&pushed, b_to_a.flow), Some(100.0), "each direction is a link of its own");
+    assert_eq!(last_rate(&pushed, a_to_b.flow), Some(1e6));
+    assert_eq!(last_rate(&pushed, b_to_a.flow), Some(1e6), "each direction is a link of its own");
     h.finish(a_to_b.flow);
     let e = h.end(a_to_b.flow, coflow_coordinator::FlowOutcome::Completed).unwrap_err();
     assert!(matches!(e, CoordError::UnknownFlow(FlowId(_))), "{e}");
 }
 
 /// Three datacenters `a`, `b`, `c`, one machine each (0, 1, 2): the link a -> b at `slow`, every
-/// other link at 1,000 B/s; mrtf with multi-path routing.
+/// other link at 10 MB/s; mrtf with multi-path routing.
 fn three_dcs(slow: f64) -> Harness {
     let mut links = Vec::new();
     for from in 0..3 {
         for to in 0..3 {
             if from != to {
-                let bw = if (from, to) == (0, 1) { slow } else { 1000.0 };
+                let bw = if (from, to) == (0, 1) { slow } else { 1e7 };
                 links.push(Link { from, to, bandwidth: Bandwidth::Constant(bw) });
             }
         }
@@ -193,7 +213,7 @@ fn resume(
 /// A get of 1.1 MB from `a` to `b` on [`three_dcs`] at 100 B/s, which the coordinator plans over
 /// detours: its receiver is told to resume it.
 fn planned_over_detours() -> (Harness, coflow_core::CoflowId, coflow_coordinator::FlowGrant) {
-    let mut h = three_dcs(100.0);
+    let mut h = three_dcs(1e6);
     let c = h.register(1, CoflowOptions::default());
     h.put(c, "p", 0, 1_100_000).unwrap();
     let g = h.get(c, "p", 1).unwrap();
@@ -218,10 +238,10 @@ fn beat(h: &mut Harness, flows: Vec<(FlowId, u64)>) {
 /// A get over a link ten times slower than its detour waits a moment for the other gets of its
 /// coflow, moves nothing meanwhile, and is then water-filled: its receiver is told to resume it,
 /// and the resume's parts take the shares water-filling gave, 1/11 direct and 10/11 through the
-/// agent of `c` (D(1 - α)/100 = Dα/1000).
+/// agent of `c` (D(1 - α)/10⁶ = Dα/10⁷).
 #[test]
 fn a_coflows_gets_are_water_filled_together_and_resumed_over_their_plan() {
-    let mut h = three_dcs(100.0);
+    let mut h = three_dcs(1e6);
     let c = h.register(1, CoflowOptions::default());
     h.put(c, "p", 0, 1_100_000).unwrap();
     let g = h.get(c, "p", 1).unwrap();
@@ -237,7 +257,7 @@ fn a_coflows_gets_are_water_filled_together_and_resumed_over_their_plan() {
     let pushed = h.drain();
     let (direct, relayed) =
         (last_rate(&pushed, r.parts[0].flow).unwrap(), last_rate(&pushed, r.parts[1].flow).unwrap());
-    assert!((direct - 100.0).abs() < 1e-6 && (relayed - 1000.0).abs() < 1e-6, "{direct} {relayed}");
+    assert!((direct - 1e6).abs() < 1e-6 && (relayed - 1e7).abs() < 1e-6, "{direct} {relayed}");
     assert!(h.core.rate(g.flow).is_none(), "the cut flow ended as its parts began");
     assert_eq!(h.core.counters().flows_rerouted, 0, "a planned split is not a lost path");
 }
@@ -260,7 +280,7 @@ fn a_planned_flow_not_resumed_goes_on_over_its_direct_path() {
 /// datacenter, and the part is not rerouted again while the link stays down.
 #[test]
 fn a_flow_on_a_link_down_resumes_whole_through_a_detour_and_stays_there() {
-    let mut h = three_dcs(1000.0);
+    let mut h = three_dcs(1e7);
     let c = h.register(1, CoflowOptions::default());
     h.put(c, "p", 0, 100_000).unwrap();
     let g = h.get(c, "p", 1).unwrap();
@@ -291,7 +311,7 @@ fn a_flow_on_a_link_down_resumes_whole_through_a_detour_and_stays_there() {
 /// detour, however small.
 #[test]
 fn a_receiver_that_cannot_reach_its_source_is_sent_through_a_detour() {
-    let mut h = three_dcs(1000.0);
+    let mut h = three_dcs(1e7);
     let c = h.register(1, CoflowOptions::default());
     h.put(c, "p", 0, 100_000).unwrap();
     let g = h.get(c, "p", 1).unwrap();
@@ -301,7 +321,7 @@ fn a_receiver_that_cannot_reach_its_source_is_sent_through_a_detour() {
     let parts = parts_of(&r);
     assert_eq!(parts, vec![(0, 100_000, Some(MachineId(2)))], "whole, through c");
     // Without multi-path routing a grant is not reroutable.
-    let mut h = harness("mrtf", 1000.0);
+    let mut h = harness("mrtf", 1e7);
     let c = h.register(1, CoflowOptions::default());
     h.put(c, "p", 0, 100_000).unwrap();
     assert!(!h.get(c, "p", 2).unwrap().reroutable);
@@ -342,7 +362,7 @@ fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
 /// could have issued, or past the window, it is refused.
 #[test]
 fn a_part_granted_by_a_previous_coordinator_is_resumed_inside_the_restart_window() {
-    let mut h = three_dcs(100.0);
+    let mut h = three_dcs(1e6);
     h.core.set_id_base(1000);
     let old = coflow_core::CoflowId(5);
     let client = "coflow://client/a";
@@ -389,7 +409,7 @@ fn a_part_granted_by_a_previous_coordinator_is_resumed_inside_the_restart_window
 /// its base) is refused: no coflow of this coordinator's holds a previous coordinator's flow.
 #[test]
 fn a_previous_coordinators_flow_is_not_resumed_into_a_coflow_of_this_one() {
-    let mut h = three_dcs(100.0);
+    let mut h = three_dcs(1e6);
     h.core.set_id_base(1000);
     let c = h.register(1, CoflowOptions::default());
     assert!(c.0 >= 1000);
