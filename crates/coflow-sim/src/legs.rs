@@ -120,6 +120,11 @@ pub(crate) struct LegModel {
     /// where its entry sits in `steady` (a value counts only when the entry there is that leg's).
     steady: Vec<Steady>,
     steady_at: Vec<u32>,
+    /// Whether a leg may have come near its end since dust was last swept ([`LegModel::retire_dust`]):
+    /// a leg arrived, or time passed with something at a rate. A sweep finds nothing otherwise,
+    /// so it is skipped, which keeps a run where nothing moves (a policy serving nothing, through
+    /// its capacity changes until the engine gives up) from scanning every leg at each.
+    dusty: bool,
 }
 
 /// A leg at a standing rate: `rate` bytes per second from `since`, when it had `left` bytes.
@@ -217,6 +222,7 @@ impl LegModel {
     /// model is `lazy` (then [`LegModel::sync_all`] brings the legs with an extra forward).
     pub(crate) fn sync(&mut self, now: Nanos) {
         if now > self.time {
+            self.dusty |= !(self.rated.is_empty() && self.extra.is_empty() && self.steady.is_empty());
             self.time = now;
             let dt = (now - self.dec_time).as_secs_f64();
             for &k in &self.rated {
@@ -445,6 +451,7 @@ impl LegModel {
     /// the given fraction of the bytes whose direct route is a key over each listed detour
     /// instead (multi-path routing), each part a leg of its own.
     pub(crate) fn arrive(&mut self, fabric: &Fabric, c: &Coflow, k: usize, split: &Split) {
+        self.dusty = true;
         // One leg per pair of machines and flow size: its flows are alike under any policy. With
         // per-connection bandwidth each flow has its own throughput, so each is a leg of its own
         // (the key's last part, the flow's index, is 0 otherwise).
@@ -579,6 +586,8 @@ impl LegModel {
             c.scale = 1.0;
             any = true;
         }
+        // Multiplied out, a leg's share rounds anew.
+        self.dusty |= any;
         any
     }
 
@@ -934,7 +943,8 @@ impl LegModel {
         let now = self.time;
         let before = done.len();
         let mut any = false;
-        for c in 0..self.coflows.len() {
+        let coflows = if std::mem::take(&mut self.dusty) { self.coflows.len() } else { 0 };
+        for c in 0..coflows {
             if self.coflows[c].active_flows == 0 {
                 continue;
             }
@@ -1299,6 +1309,39 @@ mod tests {
         assert!(model.complete(true, &mut done, &mut flow_time));
         assert_eq!((model.legs[a].is_active(), model.steady.len()), (false, 0));
         assert_eq!(model.legs_finished, vec![(CoflowId(0), 0)]);
+    }
+
+    /// Dust is swept once a leg comes within `DUST` of its end at a rate, however many sweeps
+    /// found nothing before; a sweep after time passed with nothing at a rate has nothing to
+    /// find, and is skipped.
+    #[test]
+    fn dust_is_swept_after_legs_move_and_not_looked_for_when_nothing_moved() {
+        let fabric = Fabric::big_switch(2, coflow_core::Rate::GBPS);
+        let mut model = LegModel::default();
+        let flow = Flow { src: MachineId(0), dst: MachineId(1), size: coflow_core::Bytes(1000) };
+        model.arrive(&fabric, &Coflow::new(CoflowId(0), Nanos::ZERO, vec![flow]), 0, &Split::new());
+        let (mut done, mut flow_time) = (Vec::new(), vec![0.0]);
+        let rate = |model: &mut LegModel, at: Nanos, sigma: f64| {
+            model.sync_all(at);
+            let mut alloc = Allocation::default();
+            alloc.coflow_rate = vec![sigma];
+            model.apply(&alloc);
+        };
+        // A fraction 1e-4 a second: done at 10,000 s, planned a nanosecond later by rounding.
+        rate(&mut model, Nanos::ZERO, 1e-4);
+        model.sync(Nanos::from_secs(6_000));
+        assert!(!model.retire_dust(&mut done, &mut flow_time), "0.4 of its bytes are left");
+        // Served nothing from 6,000 s: time passes, nothing moves, nothing is looked for.
+        rate(&mut model, Nanos::from_secs(6_000), 0.0);
+        model.sync(Nanos::from_secs(8_000));
+        assert!(!model.dusty, "nothing moved since the last sweep");
+        assert!(!model.retire_dust(&mut done, &mut flow_time));
+        // Served again at a fraction 1/4,000 a second of what is left: a nanosecond before its
+        // end, what is left is dust, which the sweep finds.
+        rate(&mut model, Nanos::from_secs(8_000), 1.0 / 4_000.0);
+        model.sync(Nanos(Nanos::from_secs(12_000).0 - 1));
+        assert!(model.retire_dust(&mut done, &mut flow_time), "{} of its bytes left", model.coflows[0].scale);
+        assert_eq!(done, vec![(0, CoflowId(0))]);
     }
 
     proptest! {
