@@ -87,9 +87,9 @@ pub enum RunError {
     /// The configuration is wrong.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The gRPC server failed.
+    /// The gRPC server failed, or stopped because its acceptor did.
     #[error("gRPC: {0}")]
-    Transport(#[from] tonic::transport::Error),
+    Transport(#[from] coflow_proto::ServeError),
     /// The coordinator URL is malformed or does not fit the mode (https:// with TLS).
     #[error("coordinator: {0}")]
     Coordinator(String),

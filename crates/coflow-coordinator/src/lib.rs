@@ -62,9 +62,9 @@ pub enum RunError {
     /// The configuration is wrong.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The gRPC server failed.
+    /// The gRPC server failed, or stopped because its acceptor did.
     #[error("gRPC server: {0}")]
-    Transport(#[from] tonic::transport::Error),
+    Transport(#[from] coflow_proto::ServeError),
     /// The TLS certificate given is not a coordinator's.
     #[error(
         "tls_cert: the certificate is for {0}, not the coordinator (issue one with `coflow certs issue DIR --coordinator HOST`)"

@@ -55,7 +55,7 @@ pub use msg::{
     MAX_OWNER_LEN, MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS, MAX_RENEW_IDS, MIN_LEASE_MS, ProtoError,
     PutAnnouncement, PutSource, Readiness, Registration, Renewal,
 };
-pub use serve::{SERVER_KEEPALIVE, SHUTDOWN_DRAIN, TypedErrors, serve_until_stopped, server};
+pub use serve::{SERVER_KEEPALIVE, SHUTDOWN_DRAIN, ServeError, TypedErrors, serve_until_stopped, server};
 pub use tls::{
     Authenticate, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError, TlsFiles, accept,
     accept_agent, authorize, certificate_refused, connect_agent, peer_role, permission_denied, valid_client_name,

@@ -1,8 +1,9 @@
 //! Serving a gRPC router until shutdown, the same way in every service: one acceptor
 //! ([`incoming`]) bounds the connections of both modes, each proving itself (a TLS handshake, or
-//! in token mode the whole HTTP/2 client preface) within [`crate::HANDSHAKE_TIMEOUT`] before it takes a place
-//! among its holder's. And [`TypedErrors`], which names the error kind of the refusals tonic
-//! makes before a service runs.
+//! in token mode the whole HTTP/2 client preface) within [`crate::HANDSHAKE_TIMEOUT`] before it
+//! takes a place among its holder's; an acceptor that ends on its own (a panic, a listener failed
+//! for good) stops the server with a [`ServeError`]. And [`TypedErrors`], which names the error
+//! kind of the refusals tonic makes before a service runs.
 
 use std::future::Future;
 use std::hash::Hash;
@@ -10,10 +11,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::server::Router;
+use tonic::transport::server::{Connected, Router};
 
 use crate::conns::{Counted, MAX_CONNECTIONS_PER_ADDRESS, MAX_CONNECTIONS_PER_MEMBER, Shares};
 use crate::tls::{HANDSHAKE_TIMEOUT, Refusal, RefusalLog};
@@ -48,75 +50,122 @@ pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 /// (its certificate's role) holds at most 1,024; in token mode, each must send the whole HTTP/2
 /// client preface and its peer address group holds at most 2,048 (see
 /// `conns::MAX_CONNECTIONS_PER_ADDRESS`); both within [`HANDSHAKE_TIMEOUT`].
+///
+/// Ok only when stopped (by `shutdown` or `stop`): if the acceptor ends on its own (it panicked,
+/// or the listener failed for good), nothing would take a connection any more, so the server
+/// stops the same way and says why ([`ServeError`]) rather than serve on without a listener or
+/// end as if asked to.
 pub async fn serve_until_stopped(
     router: Router,
     listener: TcpListener,
     tls: Option<&crate::TlsContext>,
     stop: &watch::Sender<bool>,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), tonic::transport::Error> {
+) -> Result<(), ServeError> {
+    let (serve, acceptor) = match tls {
+        None => serve_proven(router, listener, first_bytes, MAX_CONNECTIONS_PER_ADDRESS, Arc::default(), stop),
+        Some(t) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(t.grpc_server_config());
+            let log = t.refusals().clone();
+            let handshake = move |sock, peer| tls_handshake(acceptor.clone(), log.clone(), sock, peer);
+            serve_proven(router, listener, handshake, MAX_CONNECTIONS_PER_MEMBER, t.refusals().clone(), stop)
+        }
+    };
+    until_stopped(serve, acceptor, stop, shutdown).await
+}
+
+/// Why a server stopped other than by being asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// tonic's server failed.
+    #[error(transparent)]
+    Transport(#[from] tonic::transport::Error),
+    /// The acceptor's task panicked (or was cancelled): no connection would be taken any more.
+    #[error("the acceptor ended unexpectedly: {0}")]
+    AcceptorEnded(String),
+    /// Accepting failed in a way that lasts (`EBADF`, `ENOTSOCK`, `EINVAL`, `EFAULT`): the
+    /// listening socket is closed or no longer listening. Failures that pass (out of file
+    /// descriptors, a connection aborted) are retried after [`crate::ACCEPT_BACKOFF`] instead.
+    #[error("the listener failed: {0}")]
+    ListenerFailed(#[source] std::io::Error),
+}
+
+/// A server serving its connections, one type for both modes.
+type Serving = std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+
+/// The acceptor's task ([`incoming`]): Ok when it was asked to end, or the error that ended
+/// accepting for good.
+type Acceptor = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// `router` serving the connections [`incoming`] accepts on `listener` and proves with `prove`
+/// (at most `most` held per holder, refusals logged in `refusals`) until `stop` is raised; and
+/// the acceptor's task. Generic over the modes' streams, where a closure could not be.
+fn serve_proven<S, K, P, F>(
+    router: Router,
+    listener: TcpListener,
+    prove: P,
+    most: usize,
+    refusals: Arc<RefusalLog>,
+    stop: &watch::Sender<bool>,
+) -> (Serving, Acceptor)
+where
+    P: Fn(TcpStream, SocketAddr) -> F + Send + 'static,
+    F: Future<Output = Option<(S, K)>> + Send + 'static,
+    S: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+    K: Eq + Hash + Clone + std::fmt::Display + Unpin + Send + 'static,
+{
+    let (incoming, acceptor) = incoming(listener, prove, HANDSHAKE_TIMEOUT, most, refusals, stop.subscribe());
     let mut stopped = stop.subscribe();
     let until_stopped = async move {
         let _ = stopped.wait_for(|&s| s).await;
     };
-    let (serve, acceptor): (Serving, _) = match tls {
-        None => {
-            let refusals = Arc::new(RefusalLog::default());
-            let (incoming, task) = incoming(
-                listener,
-                first_bytes,
-                HANDSHAKE_TIMEOUT,
-                MAX_CONNECTIONS_PER_ADDRESS,
-                refusals,
-                stop.subscribe(),
-            );
-            (Box::pin(router.serve_with_incoming_shutdown(incoming, until_stopped)), task)
-        }
-        Some(t) => {
-            let acceptor = tokio_rustls::TlsAcceptor::from(t.grpc_server_config());
-            let refusals = t.refusals().clone();
-            let log = refusals.clone();
-            let handshake = move |sock, peer| tls_handshake(acceptor.clone(), log.clone(), sock, peer);
-            let (incoming, task) = incoming(
-                listener,
-                handshake,
-                HANDSHAKE_TIMEOUT,
-                MAX_CONNECTIONS_PER_MEMBER,
-                refusals,
-                stop.subscribe(),
-            );
-            (Box::pin(router.serve_with_incoming_shutdown(incoming, until_stopped)), task)
-        }
-    };
-    let mut serve = serve;
+    (Box::pin(router.serve_with_incoming_shutdown(incoming, until_stopped)), acceptor)
+}
+
+/// Runs `serve` until `shutdown` resolves, `stop` is raised or `acceptor` ends, then raises
+/// `stop` and lets it drain within [`SHUTDOWN_DRAIN`]; an error if the acceptor ended on its
+/// own. The acceptor is watched, not only the stream it feeds: tonic takes the stream's end for
+/// a stop, and then serves the connections it holds for as long as they stay open.
+async fn until_stopped(
+    mut serve: Serving,
+    mut acceptor: Acceptor,
+    stop: &watch::Sender<bool>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     let mut shutdown = std::pin::pin!(shutdown);
     let mut stopped = stop.subscribe();
-    let served = tokio::select! {
-        r = &mut serve => r,
-        // Stopped from outside (`stop`) or by `shutdown`: the server drains within its bound.
-        _ = async {
+    let (served, ended) = tokio::select! {
+        r = &mut serve => (r, None),
+        // Stopped from outside (`stop`) or by `shutdown`, or the acceptor ended (as it does once
+        // `stop` is raised, or on its own): the server drains within its bound.
+        ended = async {
             tokio::select! {
-                _ = &mut shutdown => {}
-                _ = stopped.wait_for(|&s| s) => {}
+                _ = &mut shutdown => None,
+                _ = stopped.wait_for(|&s| s) => None,
+                ended = &mut acceptor => Some(ended),
             }
         } => {
             let _ = stop.send(true);
             match tokio::time::timeout(SHUTDOWN_DRAIN, &mut serve).await {
-                Ok(r) => r,
+                Ok(r) => (r, ended),
                 Err(_) => {
                     tracing::info!("connections still open {SHUTDOWN_DRAIN:?} after the stop are dropped");
-                    Ok(())
+                    (Ok(()), ended)
                 }
             }
         }
     };
     let _ = stop.send(true);
-    let _ = acceptor.await;
-    served
+    let ended = match ended {
+        Some(ended) => ended,
+        None => acceptor.await,
+    };
+    match ended {
+        Ok(Ok(())) => Ok(served?),
+        Ok(Err(e)) => Err(ServeError::ListenerFailed(e)),
+        Err(e) => Err(ServeError::AcceptorEnded(e.to_string())),
+    }
 }
-
-/// A server serving its connections, one type for both modes.
-type Serving = std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
 
 /// The proven connections an acceptor hands to tonic.
 pub(crate) type Proven<S, K> = ReceiverStream<Result<Counted<S, K>, std::io::Error>>;
@@ -168,15 +217,64 @@ fn tune(sock: &TcpStream) {
     rustix::net::sockopt::set_tcp_keepidle(sock, SERVER_KEEPALIVE.0).ok();
 }
 
+/// Whether a failed accept lasts: the listening socket itself is unusable (its descriptor
+/// closed or not a socket, `EBADF`, `ENOTSOCK`; no longer listening, `EINVAL`, as after
+/// `shutdown(2)`; `EFAULT`), so that trying again would fail the same way forever. Every other
+/// failure passes: out of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`), a
+/// connection gone before it was taken (`ECONNABORTED`, `EPROTO` and the network errors
+/// accept(2) passes on from a new connection), a firewall's refusal (`EPERM`), an interrupted
+/// call, and an error with no OS code.
+fn lasting(error: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(Errno::from_io_error(error), Some(Errno::BADF | Errno::NOTSOCK | Errno::INVAL | Errno::FAULT))
+}
+
+/// An acceptor's failed accepts, as [`crate::AcceptFailures`] keeps them, but ending on one that
+/// lasts ([`lasting`]): each that passes is followed by [`crate::ACCEPT_BACKOFF`] of waiting (out
+/// of file descriptors, trying again at once would spin a core) and logged as a warning at most
+/// once a second (the rest at debug).
+#[derive(Debug, Default)]
+struct Accepting {
+    warned: Option<std::time::Instant>,
+}
+
+impl Accepting {
+    /// What `accept` (a listener's accept, in production) next gives, trying again after each
+    /// failure that passes; the failure that lasts ends it. Cancel-safe if `accept`'s future is,
+    /// as `TcpListener::accept`'s is.
+    async fn accept<T, A>(&mut self, mut accept: impl FnMut() -> A) -> std::io::Result<T>
+    where
+        A: Future<Output = std::io::Result<T>>,
+    {
+        loop {
+            match accept().await {
+                Err(error) if !lasting(&error) => {
+                    let now = std::time::Instant::now();
+                    if self.warned.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+                        self.warned = Some(now);
+                        let every = crate::ACCEPT_BACKOFF;
+                        tracing::warn!(%error, "accepting a gRPC connection failed; retrying every {every:?}");
+                    } else {
+                        tracing::debug!(%error, "accepting a gRPC connection failed");
+                    }
+                    tokio::time::sleep(crate::ACCEPT_BACKOFF).await;
+                }
+                accepted => return accepted,
+            }
+        }
+    }
+}
+
 /// The connections a gRPC server serves: accepts TCP connections (backing off when accepting
-/// fails, [`crate::AcceptFailures`]; socket options as [`server`] sets them) and proves each
+/// fails, [`Accepting`]; socket options as [`server`] sets them) and proves each
 /// with `prove` concurrently, each holding a place among the [`crate::Unproven`] meanwhile, so
 /// that a slow or silent peer does not hold up the others and those of one address group are
 /// bounded, all within `within` (its wait for a turn included; a connection past it is closed and
 /// the refusal logged). A proven stream goes to tonic holding its place among its holder's (the
 /// key `prove` names: a member's role, an address group): at most `most` per holder, one more is
-/// closed and the refusal logged. Ends when `stop` turns true or tonic drops the stream, its
-/// connections still being proven closed.
+/// closed and the refusal logged. Ends, its connections still being proven closed, with Ok when
+/// `stop` turns true or tonic drops the stream, and with the error when accepting fails for good
+/// ([`lasting`]).
 pub(crate) fn incoming<S, K, P, F>(
     listener: TcpListener,
     prove: P,
@@ -184,7 +282,7 @@ pub(crate) fn incoming<S, K, P, F>(
     most: usize,
     refusals: Arc<RefusalLog>,
     mut stop: watch::Receiver<bool>,
-) -> (Proven<S, K>, tokio::task::JoinHandle<()>)
+) -> (Proven<S, K>, Acceptor)
 where
     P: Fn(TcpStream, SocketAddr) -> F + Send + 'static,
     F: Future<Output = Option<(S, K)>> + Send + 'static,
@@ -196,10 +294,14 @@ where
     let unproven = Arc::new(crate::Unproven::default());
     let task = tokio::spawn(async move {
         let mut proving = tokio::task::JoinSet::new();
-        let mut failures = crate::AcceptFailures::default();
-        loop {
+        let mut failures = Accepting::default();
+        let ended = loop {
             tokio::select! {
-                (sock, peer) = failures.accept(&listener, "gRPC") => {
+                accepted = failures.accept(|| listener.accept()) => {
+                    let (sock, peer) = match accepted {
+                        Ok(accepted) => accepted,
+                        Err(e) => break Err(e),
+                    };
                     tune(&sock);
                     let Some(place) = unproven.enter(crate::peer_group(peer.ip())) else {
                         tracing::debug!(%peer, "gRPC connection closed: too many handshakes from its address");
@@ -228,11 +330,12 @@ where
                     });
                 }
                 Some(_) = proving.join_next(), if !proving.is_empty() => {}
-                _ = tx.closed() => break,
-                _ = stop.wait_for(|&s| s) => break,
+                _ = tx.closed() => break Ok(()),
+                _ = stop.wait_for(|&s| s) => break Ok(()),
             }
-        }
+        };
         proving.shutdown().await;
+        ended
     });
     (ReceiverStream::new(rx), task)
 }
@@ -308,7 +411,7 @@ mod tests {
     async fn plain(
         within: Duration,
         most: usize,
-    ) -> (Proven<TcpStream, IpAddr>, tokio::task::JoinHandle<()>, SocketAddr, watch::Sender<bool>) {
+    ) -> (Proven<TcpStream, IpAddr>, Acceptor, SocketAddr, watch::Sender<bool>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = watch::channel(false);
@@ -353,7 +456,7 @@ mod tests {
         assert!(opened.elapsed() >= within, "closed at the deadline, not before: {:?}", opened.elapsed());
         assert!(!closed(&mut speaker, Duration::from_millis(50)).await, "the served connection stays open");
         stop.send(true).unwrap();
-        task.await.unwrap();
+        task.await.unwrap().unwrap();
     }
 
     #[tokio::test]
@@ -381,7 +484,7 @@ mod tests {
         let next = tokio::time::timeout(Duration::from_secs(5), conns.next()).await;
         assert!(next.is_ok_and(|c| c.is_some_and(|c| c.is_ok())), "a place given back is taken again");
         stop.send(true).unwrap();
-        task.await.unwrap();
+        task.await.unwrap().unwrap();
     }
 
     #[tokio::test]
@@ -393,6 +496,114 @@ mod tests {
         let served = tokio::time::timeout(Duration::from_secs(5), conns.next()).await.unwrap().unwrap().unwrap();
         assert_eq!(served.stream.peer_addr().unwrap(), speaker.local_addr().unwrap(), "only the speaker is served");
         stop.send(true).unwrap();
-        task.await.unwrap();
+        task.await.unwrap().unwrap();
+    }
+
+    /// A router with no service: what these tests look at is the acceptor, not the calls.
+    fn router() -> Router {
+        server().add_routes(tonic::service::Routes::default())
+    }
+
+    /// An errno as an `io::Error`, as an accept returns it.
+    fn os(errno: rustix::io::Errno) -> std::io::Error {
+        std::io::Error::from_raw_os_error(errno.raw_os_error())
+    }
+
+    #[test]
+    fn only_failures_of_the_listening_socket_itself_last() {
+        use rustix::io::Errno;
+        for passes in [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM, Errno::CONNABORTED, Errno::PROTO] {
+            assert!(!lasting(&os(passes)), "{passes:?} passes");
+        }
+        for passes in [Errno::PERM, Errno::INTR, Errno::NETDOWN, Errno::HOSTUNREACH, Errno::TIMEDOUT] {
+            assert!(!lasting(&os(passes)), "{passes:?} passes");
+        }
+        assert!(!lasting(&std::io::Error::other("no OS code")), "an error with no OS code passes");
+        for lasts in [Errno::BADF, Errno::NOTSOCK, Errno::INVAL, Errno::FAULT] {
+            assert!(lasting(&os(lasts)), "{lasts:?} lasts");
+        }
+    }
+
+    #[tokio::test]
+    async fn failed_accepts_that_pass_are_retried_after_a_back_off_and_one_that_lasts_ends_accepting() {
+        use rustix::io::Errno;
+        let mut results = std::collections::VecDeque::from([
+            Err(os(Errno::MFILE)),
+            Err(os(Errno::CONNABORTED)),
+            Ok(7),
+            Err(os(Errno::INVAL)),
+        ]);
+        let mut next = move || std::future::ready(results.pop_front().expect("no accept after the last"));
+        let mut failures = Accepting::default();
+        let started = Instant::now();
+        assert_eq!(failures.accept(&mut next).await.unwrap(), 7, "out of descriptors, then accepted");
+        assert!(started.elapsed() >= 2 * crate::ACCEPT_BACKOFF, "backed off each time: {:?}", started.elapsed());
+        let lasting = failures.accept(&mut next).await.expect_err("not retried");
+        assert_eq!(lasting.raw_os_error(), Some(Errno::INVAL.raw_os_error()));
+    }
+
+    #[tokio::test]
+    async fn a_server_whose_acceptor_panics_stops_with_an_error_and_raises_stop() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let panics = |_: TcpStream, _: SocketAddr| -> std::future::Ready<Option<(TcpStream, IpAddr)>> {
+            panic!("a bug in the acceptor")
+        };
+        let (serve, acceptor) = serve_proven(router(), listener, panics, 8, Arc::default(), &stop);
+        let _peer = TcpStream::connect(addr).await.unwrap();
+        let served =
+            tokio::time::timeout(SHUTDOWN_DRAIN, until_stopped(serve, acceptor, &stop, std::future::pending()))
+                .await
+                .expect("the server stops");
+        assert!(matches!(&served, Err(ServeError::AcceptorEnded(why)) if why.contains("panicked")), "{served:?}");
+        assert!(*stopped.borrow(), "the caller's other tasks are told to stop");
+    }
+
+    #[tokio::test]
+    async fn a_server_whose_listener_fails_for_good_stops_with_the_error() {
+        use std::os::fd::AsFd;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let socket = listener.as_fd().try_clone_to_owned().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let serve = serve_until_stopped(router(), listener, None, &stop, std::future::pending());
+        let shut = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            // The listening socket stops listening: every accept fails with EINVAL from now on.
+            rustix::net::shutdown(&socket, rustix::net::Shutdown::Both).unwrap();
+            std::future::pending::<()>().await
+        };
+        let served = tokio::select! {
+            served = tokio::time::timeout(SHUTDOWN_DRAIN, serve) => served.expect("the server stops"),
+            () = shut => unreachable!(),
+        };
+        let Err(ServeError::ListenerFailed(e)) = &served else { panic!("{served:?}") };
+        assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::INVAL.raw_os_error()), "{e}");
+        assert!(*stopped.borrow(), "the caller's other tasks are told to stop");
+    }
+
+    #[tokio::test]
+    async fn a_server_stopped_by_its_shutdown_or_by_stop_ends_ok() {
+        let (stop, _stopped) = watch::channel(false);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let served = serve_until_stopped(router(), listener, None, &stop, async {}).await;
+        assert!(served.is_ok(), "stopped by its shutdown: {served:?}");
+        let (stop, _stopped) = watch::channel(false);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let raise = async {
+            // A connection that opened and closed before the stop.
+            let mut peer = TcpStream::connect(addr).await.unwrap();
+            peer.write_all(PREFACE).await.unwrap();
+            drop(peer);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            stop.send(true).unwrap();
+            std::future::pending::<()>().await
+        };
+        let served = tokio::select! {
+            served = serve_until_stopped(router(), listener, None, &stop, std::future::pending()) => served,
+            () = raise => unreachable!(),
+        };
+        assert!(served.is_ok(), "stopped by stop: {served:?}");
     }
 }
