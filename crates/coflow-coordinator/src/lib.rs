@@ -125,6 +125,7 @@ where
     // agent with many pieces time to finish.
     let recovering_until = std::time::Instant::now() + std::time::Duration::from_millis(3 * config.agent_timeout_ms);
     let config_agent_timeout_ms = config.agent_timeout_ms;
+    let heartbeat_interval_ms = config.heartbeat_interval_ms;
     let status_page = config.status_page;
     let mut core = Core::new(config, policy);
     // Coflow and flow ids from a previous run, which agents re-announce, must not collide with
@@ -177,6 +178,8 @@ where
         stop: stop_rx.clone(),
         tickets,
         fetches_per_peer: coflow_sched::policy::unscheduled(&policy_label).map_or(0, |u| u.fetches_per_peer),
+        heartbeat_interval_ms,
+        agent_timeout_ms: config_agent_timeout_ms,
     };
     let svc = coflow_proto::TypedErrors(CoordinatorServer::with_interceptor(svc, security.authenticate()));
     let router = coflow_proto::server().add_service(svc).add_service(health_service);

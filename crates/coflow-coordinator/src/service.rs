@@ -399,6 +399,10 @@ pub(crate) struct CoordinatorService {
     pub(crate) tickets: coflow_proto::ticket::Tickets,
     /// How many fetches an agent carries at once to one peer (the mode's; 0: no bound).
     pub(crate) fetches_per_peer: u32,
+    /// The heartbeat interval and agent timeout (milliseconds) every registration is told, so
+    /// that agents heartbeat at the interval this coordinator judges their silence by.
+    pub(crate) heartbeat_interval_ms: u64,
+    pub(crate) agent_timeout_ms: u64,
 }
 
 /// The most coflows one status page holds.
@@ -607,7 +611,8 @@ impl Coordinator for CoordinatorService {
             .await?;
         let flow_key = self.tickets.key_of(a_machine).to_vec();
         Ok(Response::new(pb::RegisterAgentResponse {
-            heartbeat_interval_ms: 0,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
+            agent_timeout_ms: self.agent_timeout_ms,
             session,
             flow_key,
             fetches_per_peer: self.fetches_per_peer,
