@@ -19,7 +19,9 @@
 //! - `phantom`: [`Phantom`], the agent's side of the session without an agent, for benchmarks
 //!   and tests.
 //! - `membership`: which machine the agent is (certificate, flag, kept file, or assigned), the
-//!   data directory held while the agent runs, and deregistering at a clean stop.
+//!   data directory held while the agent runs, what the coordinator asks of the agent at its
+//!   registration (heartbeat interval, agent timeout), which of its refusals are for good (the
+//!   agent then stops), and deregistering at a clean stop.
 //! - `state`: what the tasks share.
 
 #![warn(missing_docs)]
@@ -56,7 +58,7 @@ use tonic_health::ServingStatus;
 pub use crate::bucket::{Grant, TokenBucket, burst_for};
 pub use crate::config::{AgentConfig, ConfigError, MIN_PORT_RATE_BPS};
 pub use crate::error::AgentError;
-pub use crate::membership::MACHINE_ID_FILE;
+pub use crate::membership::{MACHINE_ID_FILE, Refusal};
 pub use crate::phantom::{Phantom, PhantomGrant};
 pub use crate::store::confine;
 pub use coflow_proto::{ERROR_KIND, ErrorKind};
@@ -102,10 +104,18 @@ pub enum RunError {
     /// The data directory cannot be held: it cannot be made or opened, or another agent holds it.
     #[error("data_dir {0}")]
     DataDir(String),
+    /// The coordinator refused this agent for good (superseded by a later process for its
+    /// machine, or a registration it cannot take, such as an unknown datacenter): the agent
+    /// stopped cleanly, since registering again could not succeed.
+    #[error("refused by the coordinator: {0}")]
+    Refused(Refusal),
 }
 
 /// Runs an agent until `shutdown` completes; then stops its servers and tasks, deregisters from
-/// the coordinator and returns. Its HTTP listener serves `/metrics`, `/healthz` and `/readyz`
+/// the coordinator and returns. An agent the coordinator refuses for good (see [`Refusal`])
+/// stops the same way, within the servers' drain bound (`SHUTDOWN_DRAIN`, 5 s) of the refusal,
+/// without deregistering, and returns [`RunError::Refused`].
+/// Its HTTP listener serves `/metrics`, `/healthz` and `/readyz`
 /// (ready: registered with the coordinator and its link up), and its gRPC listener
 /// `grpc.health.v1` with the same readiness.
 /// `security` is the cluster token, or the agent's TLS identity ([`Security`]).
@@ -208,14 +218,26 @@ pub async fn run(
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = coflow_proto::TypedErrors(tonic::service::interceptor::InterceptedService::new(svc, authenticate));
     let router = coflow_proto::server().add_service(svc).add_service(health_service);
-    let served = coflow_proto::serve_until_stopped(router, listeners.grpc, tls.as_ref(), &stop_tx, shutdown).await;
+    // A refusal for good stops the agent as a shutdown does: registering again cannot succeed.
+    let terms = shared.clone();
+    let stopping = async move {
+        tokio::select! {
+            () = shutdown => {}
+            _ = terms.coordinator.terms().refused() => {}
+        }
+    };
+    let served = coflow_proto::serve_until_stopped(router, listeners.grpc, tls.as_ref(), &stop_tx, stopping).await;
     let _ = readiness_task.await;
     let _ = data_task.await;
     let _ = link_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;
     }
-    membership::deregister(&mut shared.coordinator.clone(), machine, shared.session()).await;
+    membership::deregister(&shared.coordinator, machine, shared.session()).await;
+    if let Some(refusal) = shared.coordinator.terms().refusal() {
+        tracing::error!(reason = %refusal, "agent stopped: refused by the coordinator");
+        return Err(RunError::Refused(refusal));
+    }
     tracing::info!("agent stopped");
     Ok(served?)
 }

@@ -1,4 +1,4 @@
-//! Which machine this agent is, and leaving the cluster.
+//! Which machine this agent is, what the coordinator asks of it, and leaving the cluster.
 //!
 //! The machine id is, in order: the one the agent's certificate names (TLS; a configured id
 //! must agree with it), the configured one, the one kept in `data_dir/machine-id` from an earlier
@@ -8,15 +8,48 @@
 //! At a clean stop the agent deregisters, so its flows fail at once rather than at its timeout.
 //! An agent holds its data directory for as long as it runs ([`hold_data_dir`]): a second agent
 //! started on the same directory stops at once, rather than taking the first one's machine id.
+//!
+//! Every registration goes through [`Coordinator`], which reads each answer in one place: from
+//! an acceptance it learns the coordinator's [`Terms`] (its heartbeat interval and agent timeout,
+//! 0 meaning unknown: an older coordinator), and from a refusal whether the agent is refused for
+//! good ([`refusal`]). The rule: a refusal is for good when the coordinator itself answered
+//! (its error kind is attached, or the code is one only it sends) and what it refused is this
+//! process's own claim, which no retry can change while the process runs:
+//! - `ABORTED`: a process that started later holds the machine ([`Refusal::Superseded`]); the
+//!   machine never goes back to this one.
+//! - `INVALID_ARGUMENT` with the error kind `invalid`: the registration states what the
+//!   coordinator cannot take, built from the agent's configuration, which does not change while
+//!   it runs (a datacenter the coordinator's wide area does not have, or none named on one, a
+//!   machine id or an address out of range: [`Refusal::Invalid`]).
+//!
+//! Everything else is transient and retried with backoff: no answer (the coordinator is down,
+//! restarting, paused or unreachable: a transport error, `UNAVAILABLE`, a deadline), a stopping
+//! coordinator, the machine live under another session (a restarted agent in token mode waits
+//! for its old registration to time out: `PERMISSION_DENIED`), and authentication
+//! (`UNAUTHENTICATED`, a wrong token: a coordinator restarted with the right one, or a new one
+//! behind the same address, takes the agent back without a restart). An agent refused for good
+//! stops as at a clean stop (its in-flight gets end `shutting-down`), does not deregister (it
+//! holds no registration; a superseded one's machine is another process's), and its run returns
+//! [`crate::RunError::Refused`], so that `coflow agent` exits non-zero naming the reason and a
+//! supervisor restarts it or an operator reads why.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use coflow_proto::{Role, Security, pb};
+use coflow_proto::{ErrorKind, Role, Security, pb};
+use tokio::sync::watch;
 
 use crate::RunError;
 use crate::config::AgentConfig;
-use crate::state::CoordClient;
+
+/// A client of the coordinator that attaches the cluster token (in token mode); `state`'s
+/// `CoordClient`, named here so that this module does not import `state`, which holds a
+/// [`Coordinator`].
+type CoordClient = coflow_proto::pb::coordinator_client::CoordinatorClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, coflow_proto::TokenAttach>,
+>;
 
 /// The file in the data directory that keeps an assigned machine id.
 pub const MACHINE_ID_FILE: &str = "machine-id";
@@ -163,13 +196,178 @@ pub(crate) fn hold_data_dir(dir: &Path) -> Result<rustix::fd::OwnedFd, RunError>
     }
 }
 
+/// Why the coordinator refused this agent for good (see the module doc): registering again
+/// cannot succeed while this process runs, so the agent stops.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// An agent process that started later registered this machine: it is that process's now.
+    #[error("an agent process that started later holds this machine: {0}")]
+    Superseded(String),
+    /// The coordinator cannot take what the registration states, which comes from the agent's
+    /// configuration (a datacenter its wide area does not have, say); the message says what.
+    #[error("the coordinator refuses this agent's registration: {0}")]
+    Invalid(String),
+}
+
+/// Whether `status`, the coordinator's answer to a registration or to the session that opens
+/// it, refuses this agent for good (see the module doc for the rule); `None`: it is transient.
+pub(crate) fn refusal(status: &tonic::Status) -> Option<Refusal> {
+    match status.code() {
+        // Only the coordinator sends it (tonic maps no transport error to it), and the agent's
+        // link stops registering at once on it.
+        tonic::Code::Aborted => Some(Refusal::Superseded(status.message().to_string())),
+        tonic::Code::InvalidArgument if ErrorKind::of(status) == Some(ErrorKind::Invalid) => {
+            Some(Refusal::Invalid(status.message().to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// What the coordinator asks of this agent, as told at its last registration, and its refusal
+/// for good, if it refused the agent so.
+#[derive(Debug)]
+pub(crate) struct Terms {
+    /// The coordinator's heartbeat interval, milliseconds; 0 before a registration or from an
+    /// older coordinator.
+    heartbeat_interval_ms: AtomicU64,
+    /// The coordinator's agent timeout, milliseconds; 0: unknown.
+    agent_timeout_ms: AtomicU64,
+    /// The first refusal for good.
+    refused: watch::Sender<Option<Refusal>>,
+}
+
+impl Default for Terms {
+    fn default() -> Terms {
+        Terms {
+            heartbeat_interval_ms: AtomicU64::new(0),
+            agent_timeout_ms: AtomicU64::new(0),
+            refused: watch::channel(None).0,
+        }
+    }
+}
+
+/// The longest heartbeat interval a coordinator may ask, milliseconds (its own bound): a larger
+/// one is not a coordinator's, and the agent keeps its configured interval.
+const MAX_HEARTBEAT_MS: u64 = 60_000;
+
+impl Terms {
+    /// Learns what an accepted registration says; a field of 0 (an older coordinator) or out of
+    /// range leaves what the agent knew.
+    fn learn(&self, answer: &pb::RegisterAgentResponse) {
+        let (every, timeout) = (answer.heartbeat_interval_ms, answer.agent_timeout_ms);
+        if (1..=MAX_HEARTBEAT_MS).contains(&every) {
+            self.heartbeat_interval_ms.store(every, Ordering::Relaxed);
+        }
+        if timeout != 0 {
+            self.agent_timeout_ms.store(timeout, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes a refusal if it is for good (the first one stands).
+    fn refuse(&self, status: &tonic::Status) {
+        if let Some(r) = refusal(status) {
+            self.refused.send_if_modified(|held| {
+                let first = held.is_none();
+                if first {
+                    tracing::error!(reason = %r, "the coordinator refused this agent for good; the agent stops");
+                    *held = Some(r);
+                }
+                first
+            });
+        }
+    }
+
+    /// How often this agent is to heartbeat: at the interval the coordinator asked at its last
+    /// registration, or, before one or from a coordinator that says none, at `configured_ms`.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "to be read by link.rs (the heartbeat tick) and receive.rs (source_pause)")
+    )]
+    pub(crate) fn heartbeat_every(&self, configured_ms: u64) -> Duration {
+        match self.heartbeat_interval_ms.load(Ordering::Relaxed) {
+            0 => Duration::from_millis(configured_ms),
+            ms => Duration::from_millis(ms),
+        }
+    }
+
+    /// How long the coordinator lets an agent stay silent before it declares it dead, if it said.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "to be read by receive.rs, which waits on the coordinator's judgement of a source")
+    )]
+    pub(crate) fn agent_timeout(&self) -> Option<Duration> {
+        match self.agent_timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Completes with the coordinator's refusal for good, once there is one.
+    pub(crate) async fn refused(&self) -> Refusal {
+        let mut rx = self.refused.subscribe();
+        let held = rx.wait_for(Option::is_some).await.expect("the sender lives in self");
+        held.clone().expect("waited for one")
+    }
+
+    /// The coordinator's refusal for good, if it refused this agent so.
+    pub(crate) fn refusal(&self) -> Option<Refusal> {
+        self.refused.borrow().clone()
+    }
+}
+
+/// The agent's client of the coordinator for its membership: the calls of the generated client
+/// that register and leave, each answer read by [`Terms`].
+#[derive(Clone, Debug)]
+pub(crate) struct Coordinator {
+    client: CoordClient,
+    terms: Arc<Terms>,
+}
+
+impl Coordinator {
+    pub(crate) fn new(client: CoordClient) -> Coordinator {
+        Coordinator { client, terms: Arc::default() }
+    }
+
+    /// What the coordinator asks of this agent, and its refusal for good.
+    pub(crate) fn terms(&self) -> &Terms {
+        &self.terms
+    }
+
+    /// Registers; the answer is learned from, or its refusal classified ([`refusal`]).
+    pub(crate) async fn register_agent(
+        &mut self,
+        req: pb::RegisterAgentRequest,
+    ) -> Result<tonic::Response<pb::RegisterAgentResponse>, tonic::Status> {
+        let answer = self.client.register_agent(req).await;
+        match &answer {
+            Ok(r) => self.terms.learn(r.get_ref()),
+            Err(e) => self.terms.refuse(e),
+        }
+        answer
+    }
+
+    /// Opens the session a registration was given; a refusal is classified as a registration's.
+    pub(crate) async fn agent_session(
+        &mut self,
+        outbound: impl tonic::IntoStreamingRequest<Message = pb::AgentBatch>,
+    ) -> Result<tonic::Response<tonic::Streaming<pb::CoordinatorBatch>>, tonic::Status> {
+        let answer = self.client.agent_session(outbound).await;
+        if let Err(e) = &answer {
+            self.terms.refuse(e);
+        }
+        answer
+    }
+}
+
 /// Tells the coordinator this agent leaves; gives up after two seconds (it then times out).
-pub(crate) async fn deregister(coord: &mut CoordClient, machine_id: u32, session: u64) {
-    if session == 0 {
+/// An agent refused for good holds no registration to give up, and says nothing.
+pub(crate) async fn deregister(coord: &Coordinator, machine_id: u32, session: u64) {
+    if session == 0 || coord.terms().refusal().is_some() {
         return;
     }
     let req = pb::DeregisterAgentRequest { machine_id, session };
-    match tokio::time::timeout(Duration::from_secs(2), coord.deregister_agent(req)).await {
+    let mut client = coord.client.clone();
+    match tokio::time::timeout(Duration::from_secs(2), client.deregister_agent(req)).await {
         Ok(Ok(_)) => tracing::info!(machine = machine_id, "deregistered from the coordinator"),
         Ok(Err(e)) => tracing::warn!(status = %e.message(), "could not deregister from the coordinator"),
         Err(_) => tracing::warn!("the coordinator did not answer the deregistration within 2 s"),
@@ -179,6 +377,60 @@ pub(crate) async fn deregister(coord: &mut CoordClient, machine_id: u32, session
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule of the module doc: superseded and an invalid registration (typed by the
+    /// coordinator) are for good; no answer, a stopping coordinator, a machine live under
+    /// another session, a wrong token and an untyped `INVALID_ARGUMENT` are retried.
+    #[test]
+    fn only_a_superseded_or_invalid_registration_is_refused_for_good() {
+        let superseded = ErrorKind::PermissionDenied.status(tonic::Code::Aborted, "a later process holds machine 3");
+        assert_eq!(refusal(&superseded), Some(Refusal::Superseded("a later process holds machine 3".into())));
+        let dc = ErrorKind::Invalid.status(tonic::Code::InvalidArgument, "datacenter: \"z\" is not one of (a, b)");
+        assert_eq!(refusal(&dc), Some(Refusal::Invalid("datacenter: \"z\" is not one of (a, b)".into())));
+        let transient = [
+            tonic::Status::unavailable("connection refused"),
+            tonic::Status::deadline_exceeded("the coordinator did not answer the registration in time"),
+            ErrorKind::ShuttingDown.status(tonic::Code::Unavailable, "the coordinator is shutting down"),
+            coflow_proto::permission_denied("machine 3 is live under another session"),
+            tonic::Status::unauthenticated("wrong cluster token"),
+            tonic::Status::invalid_argument("not the coordinator's: no error kind"),
+            ErrorKind::LimitExceeded.status(tonic::Code::ResourceExhausted, "too many connections"),
+            tonic::Status::unimplemented("not a coordinator"),
+        ];
+        for s in transient {
+            assert_eq!(refusal(&s), None, "{s:?}");
+        }
+    }
+
+    /// The heartbeat interval and timeout a registration tells are learned; 0 (an older
+    /// coordinator) or an interval out of range keeps what the agent knew, its configured
+    /// interval before any; only the first refusal for good stands.
+    #[test]
+    fn terms_are_learned_from_registrations_and_fall_back_to_the_configuration() {
+        let terms = Terms::default();
+        assert_eq!((terms.heartbeat_every(100), terms.agent_timeout()), (Duration::from_millis(100), None));
+        let told = |every, timeout| pb::RegisterAgentResponse {
+            heartbeat_interval_ms: every,
+            agent_timeout_ms: timeout,
+            ..Default::default()
+        };
+        terms.learn(&told(0, 0));
+        assert_eq!((terms.heartbeat_every(100), terms.agent_timeout()), (Duration::from_millis(100), None));
+        terms.learn(&told(250, 5000));
+        assert_eq!(
+            (terms.heartbeat_every(100), terms.agent_timeout()),
+            (Duration::from_millis(250), Some(Duration::from_secs(5)))
+        );
+        terms.learn(&told(0, 0));
+        terms.learn(&told(MAX_HEARTBEAT_MS + 1, 0));
+        assert_eq!(terms.heartbeat_every(100), Duration::from_millis(250), "kept from the last coordinator that said");
+        assert_eq!(terms.refusal(), None);
+        terms.refuse(&tonic::Status::unavailable("away"));
+        assert_eq!(terms.refusal(), None, "transient");
+        terms.refuse(&ErrorKind::Invalid.status(tonic::Code::InvalidArgument, "first"));
+        terms.refuse(&tonic::Status::aborted("second"));
+        assert_eq!(terms.refusal(), Some(Refusal::Invalid("first".into())));
+    }
 
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("coflow-machine-id-{name}-{}", std::process::id()));

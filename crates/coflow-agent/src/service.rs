@@ -219,7 +219,15 @@ impl Agent for AgentService {
         self.shared.gets.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), "get");
         let asked = std::time::Instant::now();
-        let (epoch, grant) = receive::announce_get(&self.shared, coflow, &data_id, &client, None).await?;
+        // A get waiting for the coordinator (for its grace, while the link is down) ends at once
+        // when the agent stops, shut down or refused by the coordinator for good, rather than at
+        // the servers' drain bound with its connection dropped; a grant that comes after is ended.
+        let mut stopping = self.shutdown.clone();
+        let announced = tokio::select! {
+            r = receive::announce_get(&self.shared, coflow, &data_id, &client, None) => r,
+            _ = stopping.wait_for(|&s| s) => Err(AgentError::ShuttingDown),
+        };
+        let (epoch, grant) = announced?;
         self.get_control.observe(asked.elapsed().as_secs_f64());
         tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), flow = grant.flow_id, "granted");
         let parts = receive::parts_of(&grant, 0, grant.size)?;

@@ -229,7 +229,8 @@ pub(crate) struct Shared {
     pub(crate) gets: AtomicU64,
     pub(crate) get_failures: AtomicU64,
     pub(crate) puts: AtomicU64,
-    pub(crate) coordinator: CoordClient,
+    /// The coordinator, for registering and leaving, with what it asks of this agent.
+    pub(crate) coordinator: crate::membership::Coordinator,
     epoch: Instant,
 }
 
@@ -266,7 +267,7 @@ impl Shared {
             gets: AtomicU64::new(0),
             get_failures: AtomicU64::new(0),
             puts: AtomicU64::new(0),
-            coordinator,
+            coordinator: crate::membership::Coordinator::new(coordinator),
             epoch: Instant::now(),
         }
     }

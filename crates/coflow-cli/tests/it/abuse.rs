@@ -165,13 +165,20 @@ fn special_files_are_refused_at_once_and_other_puts_and_gets_go_on() {
     });
 }
 
+/// Where every process of [`an_old_agent_resumed_beside_its_replacement_settles_at_once`] logs.
+fn replaced_log() -> Stdio {
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(crate::tmp("abuse-replaced.log"));
+    Stdio::from(file.unwrap())
+}
+
 /// An agent process stopped (`SIGSTOP`) and replaced by a new process for its machine, then
-/// continued: the old one is told to stop as soon as it asks to register again, the machine stays
-/// with its replacement (never back to the old process's address), whose pieces are served
-/// exactly, and the old process's clients are refused with a retryable error.
+/// continued: the old one is told to stop as soon as it asks to register again, and does (it
+/// exits non-zero, saying why), the machine stays with its replacement (never back to the old
+/// process's address), whose pieces are served exactly.
 #[test]
 fn an_old_agent_resumed_beside_its_replacement_settles_at_once() {
-    let procs = Procs::start("abuse-replaced", Spec::new(2));
+    let _ = std::fs::remove_file(crate::tmp("abuse-replaced.log"));
+    let mut procs = Procs::start("abuse-replaced", Spec { log: replaced_log, ..Spec::new(2) });
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         procs.ready().await;
@@ -202,8 +209,8 @@ fn an_old_agent_resumed_beside_its_replacement_settles_at_once() {
         };
         assert_eq!(put.unwrap(), 2_000_000);
         old.signal("CONT");
-        // For 3 s after the old process resumes (30 heartbeats), machine 1 stays with the new one.
         let resumed = Instant::now();
+        // For 3 s after the old process resumes (30 heartbeats), machine 1 stays with the new one.
         while resumed.elapsed() < Duration::from_secs(3) {
             let st = c0.status().await.unwrap();
             let a = st.agents.iter().find(|a| a.machine_id == 1).expect("machine 1");
@@ -211,9 +218,19 @@ fn an_old_agent_resumed_beside_its_replacement_settles_at_once() {
             assert!(c0.get(coflow, "new").await.unwrap() == piece, "the new process's piece");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let c_old = procs.client(1).await;
-        let e = c_old.put(coflow, "old", vec![1; 10]).await.unwrap_err();
-        assert!(matches!(e, ClientError::CoordinatorUnreachable(_)), "a put through the old process: {e}");
+        // The old process stopped, refused for good, within the servers' drain bound (5 s).
+        let status = loop {
+            if let Some(s) = procs.agents[1].0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(resumed.elapsed() < Duration::from_secs(6), "the old process still runs");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        eprintln!("the old process exited {:.2?} after it resumed: {status}", resumed.elapsed());
+        assert!(!status.success(), "the old process's exit: {status}");
+        let log = std::fs::read_to_string(crate::tmp("abuse-replaced.log")).unwrap();
+        let said = "error: refused by the coordinator: an agent process that started later holds this machine";
+        assert!(log.contains(said), "the old process's last words are not in the log:\n{log}");
         drop(new);
     });
 }

@@ -5,6 +5,7 @@ mod abuse;
 mod capability;
 mod faults;
 mod live;
+mod membership;
 mod ops;
 mod rates;
 mod session;
