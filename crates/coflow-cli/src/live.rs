@@ -131,6 +131,21 @@ fn service_topology(spec: &str) -> anyhow::Result<coflow_sim::topology::Topology
     Topology::from_json(&text, path.parent()).with_context(|| format!("topology {}", path.display()))
 }
 
+/// The topology `spec` that the TOML file at `config` names: `default`, an absolute path as it
+/// is, and a relative path relative to the file's directory (as the file's author sees it,
+/// wherever the coordinator is started from). `--topology` is relative to the working directory.
+fn topology_in(config: &Path, spec: &str) -> Result<String> {
+    let path = Path::new(spec);
+    if spec == "default" || path.is_absolute() {
+        return Ok(spec.to_string());
+    }
+    let dir = config.parent().unwrap_or(Path::new(""));
+    dir.join(path)
+        .into_os_string()
+        .into_string()
+        .map_err(|p| anyhow::anyhow!("topology {spec:?} of {}: {} is not UTF-8", config.display(), p.display()))
+}
+
 /// Options of `coflow coordinator`; flags override the TOML file.
 #[derive(Debug, Args)]
 pub(crate) struct CoordinatorArgs {
@@ -173,6 +188,9 @@ pub(crate) struct CoordinatorArgs {
 
 pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     let mut cfg: CoordinatorConfig = read_toml(a.config.as_deref())?;
+    if let (Some(file), Some(spec)) = (&a.config, &cfg.topology) {
+        cfg.topology = Some(topology_in(file, spec)?);
+    }
     if let Some(v) = a.listen {
         cfg.listen = v;
     }
@@ -194,7 +212,19 @@ pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.multipath |= a.multipath;
     cfg.status_page &= !a.no_status_page;
     if let Some(spec) = &cfg.topology {
-        cfg.wide_area = Some(service_topology(spec)?.wide_area());
+        let topology = service_topology(spec)?;
+        // The built-in topology's redraw interval is the simulator's default, not a choice.
+        let ignored = if spec == "default" { Vec::new() } else { topology.simulation_only() };
+        if !ignored.is_empty() {
+            tracing::warn!(
+                topology = %spec,
+                "fields of the topology that apply to the simulator only, ignored by the coordinator: {} (it \
+                 reads the datacenters and links, measures each link, and places each agent in the datacenter \
+                 it names)",
+                ignored.join(", ")
+            );
+        }
+        cfg.wide_area = Some(topology.wide_area());
     }
     a.tls.apply(&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key);
     cfg.validate()?;
@@ -362,4 +392,22 @@ pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
         crate::output::json(p, &report)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// A topology the TOML file names is relative to the file's directory; `default` and an
+    /// absolute path are as they are.
+    #[test]
+    fn a_topology_in_the_config_file_is_relative_to_the_file() {
+        let at = |config: &str, spec: &str| super::topology_in(Path::new(config), spec).unwrap();
+        assert_eq!(at("/etc/coflow/coordinator.toml", "wan.json"), "/etc/coflow/wan.json");
+        assert_eq!(at("/etc/coflow/coordinator.toml", "../wan/a.json"), "/etc/coflow/../wan/a.json");
+        assert_eq!(at("conf/coordinator.toml", "wan.json"), "conf/wan.json");
+        assert_eq!(at("coordinator.toml", "wan.json"), "wan.json");
+        assert_eq!(at("/etc/coflow/coordinator.toml", "/srv/wan.json"), "/srv/wan.json");
+        assert_eq!(at("/etc/coflow/coordinator.toml", "default"), "default");
+    }
 }

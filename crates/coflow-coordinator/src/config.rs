@@ -90,7 +90,10 @@ pub struct CoordinatorConfig {
     /// A wide-area topology (a file in the format of `coflow sim --wan`, or `default`): the
     /// coordinator then schedules the links between datacenters instead of a big switch of the
     /// agents' ports, and every agent names its datacenter. None by default (a big switch). The
-    /// `coflow coordinator` command reads it into [`CoordinatorConfig::wide_area`].
+    /// `coflow coordinator` command reads it into [`CoordinatorConfig::wide_area`]: a relative
+    /// path in the TOML file is relative to the file's directory, one given as `--topology` to
+    /// the working directory; of the file it reads the datacenters and links only, and warns of
+    /// the fields only the simulator reads.
     pub topology: Option<String>,
     /// On a wide area, split each get's bytes over two-hop detours through relay agents when the
     /// direct link is the bottleneck (Siphon's multi-path routing, by water-filling over the

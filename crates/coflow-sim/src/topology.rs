@@ -286,6 +286,20 @@ impl Topology {
         coflow_sched::WideArea { datacenters: self.datacenters.clone(), links: self.links.clone() }
     }
 
+    /// The fields this file sets that only a simulation reads, in the file's names: placement,
+    /// redraws and per-connection bandwidth, which a live coordinator, reading the datacenters
+    /// and links alone ([`Topology::wide_area`]), ignores.
+    pub fn simulation_only(&self) -> Vec<&'static str> {
+        let set = [
+            ("placement", self.placement.is_some()),
+            ("machines_per_dc", self.machines_per_dc.is_some()),
+            ("redraw_ms", self.redraw_ms.is_some()),
+            ("per_connection", self.per_connection),
+            ("connection_redraw_ms", self.connection_redraw_ms.is_some()),
+        ];
+        set.into_iter().filter(|&(_, on)| on).map(|(name, _)| name).collect()
+    }
+
     /// The file of the datacenters and links alone (what [`Topology::wide_area`] gives), which
     /// [`Topology::from_json`] reads back: every distribution in Gbit/s, samples inline.
     pub fn wide_area_json(wa: &coflow_sched::WideArea) -> String {
@@ -599,6 +613,21 @@ mod tests {
             t.config(4, 1, &Overrides { connection_redraw_ms: Some(5), ..Overrides::default() }),
             Err(TopologyError::RedrawWithoutConnections)
         );
+    }
+
+    /// A live coordinator reads the datacenters and links alone: the other fields a file sets
+    /// are named, so that the coordinator can say it ignores them.
+    #[test]
+    fn the_fields_only_a_simulation_reads_are_named() {
+        assert!(Topology::from_json(TWO, None).unwrap().simulation_only().is_empty());
+        let all = r#"{"placement": ["a", "b"], "machines_per_dc": 2, "redraw_ms": 100, "per_connection": true,
+            "connection_redraw_ms": 9, "#;
+        let t = Topology::from_json(&TWO.replacen('{', all, 1), None).unwrap();
+        let names = ["placement", "machines_per_dc", "redraw_ms", "per_connection", "connection_redraw_ms"];
+        assert_eq!(t.simulation_only(), names);
+        let t = Topology::from_json(&TWO.replacen('{', r#"{"per_connection": false, "redraw_ms": 0, "#, 1), None);
+        assert_eq!(t.unwrap().simulation_only(), ["redraw_ms"], "per_connection off is the default");
+        assert_eq!(Topology::named("default").unwrap().simulation_only(), ["redraw_ms"]);
     }
 
     #[test]

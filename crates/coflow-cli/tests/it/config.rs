@@ -385,3 +385,53 @@ fn a_startup_error_is_written_in_the_format_of_the_logs() {
         }
     }
 }
+
+/// A topology the coordinator's TOML file names is read from the file's directory, wherever the
+/// coordinator starts, and `--topology` from the working directory; the coordinator warns, in one
+/// line, of the fields of a topology that only the simulator reads, and refuses a link slower than
+/// the agents can pace, naming it. (No run gets past validation: each topology has such a link,
+/// and the token file does not exist.)
+#[test]
+fn a_topology_named_in_the_config_file_is_relative_to_the_file() {
+    let dir = crate::tmp("topology-relative");
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    let slow = |from: &str, to: &str, extra: &str| {
+        format!(
+            r#"{{"datacenters": ["{from}", "{to}"], {extra}"links": [{{"from": "{from}", "to": "{to}", "constant_gbps": 1e-5}},
+            {{"from": "{to}", "to": "{from}", "constant_gbps": 1}}]}}"#
+        )
+    };
+    std::fs::write(conf.join("wan.json"), slow("a", "b", r#""placement": ["a"], "redraw_ms": 100, "#)).unwrap();
+    std::fs::write(dir.join("wan.json"), slow("x", "y", "")).unwrap();
+    std::fs::write(conf.join("coordinator.toml"), "topology = \"wan.json\"\n").unwrap();
+    let run = |cwd: &std::path::Path, config: &std::path::Path, extra: &[&str]| {
+        let out = crate::coflow()
+            .current_dir(cwd)
+            .args(["coordinator", "--listen", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .arg("--token-file")
+            .arg(dir.join("no-token"))
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .env_remove("COFLOW_LOG_FORMAT")
+            .env_remove("COFLOW_TOPOLOGY")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let refused = |link: &str| format!("links[0].constant_gbps ({link}): a mean of 1e-5 Gbit/s is below");
+    let warned = "ignored by the coordinator: placement, redraw_ms (";
+    for (cwd, config) in
+        [(std::path::Path::new("/"), conf.join("coordinator.toml")), (&dir, "conf/coordinator.toml".into())]
+    {
+        let err = run(cwd, &config, &[]);
+        assert!(err.contains(&refused("a -> b")), "the file's directory, from {}: {err}", cwd.display());
+        assert_eq!(err.matches(warned).count(), 1, "{err}");
+    }
+    let err = run(&dir, &std::path::PathBuf::from("conf/coordinator.toml"), &["--topology", "wan.json"]);
+    assert!(err.contains(&refused("x -> y")) && !err.contains("ignored"), "the working directory: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
