@@ -541,20 +541,22 @@ impl Core {
         viewer: Option<&'a str>,
     ) -> impl Iterator<Item = CoflowView> + 'a {
         use std::ops::Bound;
-        let shown = move |c: &CoflowRec| viewer.is_none_or(|v| Self::may_change(c, v));
-        self.coflows.range((Bound::Excluded(after), Bound::Unbounded)).filter(move |(_, c)| shown(c)).map(|(&id, c)| {
-            CoflowView {
-                id,
-                name: c.reg.options.name.clone(),
-                num_flows: c.reg.num_flows,
-                puts: c.puts.len() as u32,
-                bypass: c.bypassed(),
-                bytes: c.puts.bytes(),
-                age: c.first_get.map(|t| self.now.saturating_sub(t)),
-                deadline: c.reg.options.deadline,
-                lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
-                flows: Vec::new(),
-            }
+        // A member's coflows are found among its own, so that a page costs what it shows.
+        let ids: Box<dyn Iterator<Item = CoflowId> + 'a> = match viewer {
+            Some(v) if v != ADMIN => Box::new(self.owners.visible_after(v, after)),
+            _ => Box::new(self.coflows.range((Bound::Excluded(after), Bound::Unbounded)).map(|(&id, _)| id)),
+        };
+        ids.filter_map(|id| self.coflows.get(&id).map(|c| (id, c))).map(|(id, c)| CoflowView {
+            id,
+            name: c.reg.options.name.clone(),
+            num_flows: c.reg.num_flows,
+            puts: c.puts.len() as u32,
+            bypass: c.bypassed(),
+            bytes: c.puts.bytes(),
+            age: c.first_get.map(|t| self.now.saturating_sub(t)),
+            deadline: c.reg.options.deadline,
+            lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
+            flows: Vec::new(),
         })
     }
 
@@ -681,7 +683,7 @@ impl Core {
 
     /// Keeps coflow `id`, counted for its owner, its lease (if any) counted from `now`.
     fn hold(&mut self, now: Nanos, id: CoflowId, reg: Registration) {
-        self.owners.count(&reg.owner, 1, 0);
+        self.owners.hold(&reg.owner, id);
         debug_assert!(!self.coflows.contains_key(&id), "coflow {id} held twice");
         let lease_until = self.start_lease(now, id, &reg);
         self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg) });
@@ -712,7 +714,7 @@ impl Core {
             if let Some(due) = c.filed {
                 self.ready.remove(&(due, id));
             }
-            self.owners.count(&c.reg.owner, -1, -(c.puts.len() as isize));
+            self.owners.release(&c.reg.owner, id, c.puts.len());
             running.extend(c.flows.ids());
         }
         self.forget(id);
@@ -993,7 +995,7 @@ impl Core {
         }
         self.owners.room_for_piece(&c.reg.owner, self.cfg.max_pieces_per_owner).map_err(CoordError::LimitExceeded)?;
         c.puts.insert(put.data_id, put.machine, put.size);
-        self.owners.count(&c.reg.owner, 0, 1);
+        self.owners.add_piece(&c.reg.owner);
         Ok(c.reg.clone())
     }
 
@@ -1006,7 +1008,7 @@ impl Core {
             && c.puts.get(data_id).is_some_and(|(at, _)| at == by)
         {
             c.puts.remove(data_id);
-            self.owners.count(&c.reg.owner, 0, -1);
+            self.owners.forget(&c.reg.owner, 1);
             tracing::info!(%coflow, %data_id, machine = by.0, "a piece its agent gave up announcing is forgotten");
         }
     }
@@ -1297,7 +1299,7 @@ impl Core {
         }
         for c in self.coflows.values_mut() {
             let lost = c.puts.remove_at(m);
-            self.owners.count(&c.reg.owner, 0, -(lost as isize));
+            self.owners.forget(&c.reg.owner, lost);
         }
         let dead: Vec<FlowId> =
             self.flows.iter().filter(|(_, f)| f.src == m || f.dst == m).map(|(&id, _)| id).collect();

@@ -1,18 +1,24 @@
 //! What each owner (a certificate's identity; none in token mode) holds: coflows registered and
-//! pieces announced, each counted as it comes and goes and bounded per owner, so that one member
-//! cannot take every place, nor the coordinator's memory, from the others.
+//! pieces announced, each kept as it comes and goes and bounded per owner, so that one member
+//! cannot take every place, nor the coordinator's memory, from the others; and the coflows one
+//! member may see found among its own, so that its status page costs what it shows, not every
+//! coflow of the coordinator.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 
-/// The coflows and pieces each owner holds; an owner that holds nothing has no entry.
+use coflow_core::CoflowId;
+
+/// The coflows and pieces each owner holds; an owner that holds nothing has no entry. Coflows
+/// without an owner are held under the empty name, which no bound applies to.
 #[derive(Debug, Default)]
 pub(super) struct Owners {
     held: HashMap<String, Held>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 struct Held {
-    coflows: usize,
+    coflows: BTreeSet<CoflowId>,
     pieces: usize,
 }
 
@@ -20,34 +26,81 @@ impl Owners {
     /// Whether `owner` may register one more coflow within `max`; if not, why. No owner (token
     /// mode) is bounded only by the coordinator's whole.
     pub(super) fn room_for_coflow(&self, owner: &str, max: usize) -> Result<(), String> {
-        room(owner, self.get(owner).coflows, max, "coflows registered (max_coflows_per_owner)")
+        let held = self.held.get(owner).map_or(0, |h| h.coflows.len());
+        room(owner, held, max, "coflows registered (max_coflows_per_owner)")
     }
 
     /// Whether `owner`'s coflows may have one more piece within `max`; if not, why.
     pub(super) fn room_for_piece(&self, owner: &str, max: usize) -> Result<(), String> {
-        room(owner, self.get(owner).pieces, max, "pieces announced (max_pieces_per_owner)")
+        room(owner, self.held.get(owner).map_or(0, |h| h.pieces), max, "pieces announced (max_pieces_per_owner)")
     }
 
-    /// Counts `coflows` more coflows and `pieces` more pieces for `owner` (fewer when negative).
-    pub(super) fn count(&mut self, owner: &str, coflows: isize, pieces: isize) {
-        if owner.is_empty() || (coflows == 0 && pieces == 0) {
-            return;
-        }
+    /// `owner` holds coflow `id`, with no pieces yet.
+    pub(super) fn hold(&mut self, owner: &str, id: CoflowId) {
         if !self.held.contains_key(owner) {
             self.held.insert(owner.to_string(), Held::default());
         }
-        let held = self.held.get_mut(owner).expect("inserted");
-        debug_assert!(held.coflows.checked_add_signed(coflows).is_some(), "{owner}'s coflows counted below zero");
-        debug_assert!(held.pieces.checked_add_signed(pieces).is_some(), "{owner}'s pieces counted below zero");
-        held.coflows = held.coflows.saturating_add_signed(coflows);
-        held.pieces = held.pieces.saturating_add_signed(pieces);
+        let fresh = self.held.get_mut(owner).expect("inserted").coflows.insert(id);
+        debug_assert!(fresh, "coflow {id} held twice by {owner:?}");
+    }
+
+    /// `owner` no longer holds coflow `id`, nor its `pieces` pieces.
+    pub(super) fn release(&mut self, owner: &str, id: CoflowId, pieces: usize) {
+        let Some(held) = self.held.get_mut(owner) else { return };
+        held.coflows.remove(&id);
+        self.forget(owner, pieces);
+    }
+
+    /// `owner`'s coflows were given a piece more.
+    pub(super) fn add_piece(&mut self, owner: &str) {
+        if let Some(held) = self.held.get_mut(owner) {
+            held.pieces += 1;
+        }
+    }
+
+    /// `owner`'s coflows lost `pieces` pieces.
+    pub(super) fn forget(&mut self, owner: &str, pieces: usize) {
+        let Some(held) = self.held.get_mut(owner) else { return };
+        debug_assert!(held.pieces >= pieces, "{owner}'s pieces counted below zero");
+        held.pieces = held.pieces.saturating_sub(pieces);
         if *held == Held::default() {
             self.held.remove(owner);
         }
     }
 
-    fn get(&self, owner: &str) -> Held {
-        self.held.get(owner).copied().unwrap_or_default()
+    /// The coflows `owner` holds with an id above `after`, by id.
+    pub(super) fn coflows_after(&self, owner: &str, after: CoflowId) -> impl Iterator<Item = CoflowId> + '_ {
+        let held = self.held.get(owner).map(|h| h.coflows.range((Bound::Excluded(after), Bound::Unbounded)));
+        held.into_iter().flatten().copied()
+    }
+
+    /// The coflows `viewer` may see with an id above `after`, by id: its own and those without
+    /// an owner.
+    pub(super) fn visible_after(&self, viewer: &str, after: CoflowId) -> impl Iterator<Item = CoflowId> + '_ {
+        let mut own = self.coflows_after(viewer, after).peekable();
+        let unowned = (!viewer.is_empty()).then(|| self.coflows_after("", after));
+        let mut unowned = unowned.into_iter().flatten().peekable();
+        std::iter::from_fn(move || match (own.peek(), unowned.peek()) {
+            (Some(a), Some(b)) if b < a => unowned.next(),
+            (Some(_), _) => own.next(),
+            (None, _) => unowned.next(),
+        })
+    }
+
+    /// Compares what is kept with `coflows` (each coflow's id, owner and pieces); the first
+    /// difference, if any. For tests.
+    pub(super) fn check<'a>(&self, coflows: impl Iterator<Item = (CoflowId, &'a str, usize)>) -> Result<(), String> {
+        let mut counted: HashMap<String, Held> = HashMap::new();
+        for (id, owner, pieces) in coflows {
+            let held = counted.entry(owner.to_string()).or_default();
+            held.coflows.insert(id);
+            held.pieces += pieces;
+        }
+        counted.retain(|_, h| *h != Held::default());
+        if counted != self.held {
+            return Err(format!("owners hold {:?}, kept as {:?}", counted, self.held));
+        }
+        Ok(())
     }
 }
 
@@ -63,21 +116,43 @@ fn room(owner: &str, held: usize, max: usize, what: &str) -> Result<(), String> 
 mod tests {
     use super::*;
 
-    /// Counts go up and down, an owner holding nothing leaves no entry, and no owner is counted
-    /// or bounded.
+    /// Coflows and pieces go up and down, an owner holding nothing leaves no entry, no owner is
+    /// bounded, and an owner's coflows are listed by id from where a page starts.
     #[test]
     fn owners_are_counted_and_bounded() {
         let mut o = Owners::default();
-        o.count("a", 1, 2);
+        o.hold("a", CoflowId(7));
+        o.add_piece("a");
+        o.add_piece("a");
         assert_eq!(o.room_for_piece("a", 3), Ok(()));
-        o.count("a", 0, 1);
+        o.add_piece("a");
         assert_eq!(o.room_for_piece("a", 3), Err("a holds 3 pieces announced (max_pieces_per_owner)".into()));
         assert_eq!(o.room_for_coflow("a", 1), Err("a holds 1 coflows registered (max_coflows_per_owner)".into()));
         assert_eq!(o.room_for_piece("b", 1), Ok(()), "another owner");
-        o.count("a", -1, -3);
+        o.hold("a", CoflowId(3));
+        o.hold("b", CoflowId(5));
+        assert_eq!(o.coflows_after("a", CoflowId(0)).collect::<Vec<_>>(), [CoflowId(3), CoflowId(7)]);
+        assert_eq!(o.coflows_after("a", CoflowId(3)).collect::<Vec<_>>(), [CoflowId(7)]);
+        assert_eq!(o.coflows_after("c", CoflowId(0)).count(), 0);
+        o.release("a", CoflowId(7), 3);
+        o.release("a", CoflowId(3), 0);
+        o.release("b", CoflowId(5), 0);
         assert!(o.held.is_empty(), "{:?}", o.held);
-        o.count("", 5, 5);
-        assert!(o.held.is_empty());
-        assert_eq!(o.room_for_piece("", 0), Ok(()), "no owner, no bound");
+        for k in 0..5 {
+            o.hold("", CoflowId(k));
+            o.add_piece("");
+        }
+        assert_eq!(o.room_for_coflow("", 0), Ok(()), "no owner, no bound");
+        assert_eq!(o.room_for_piece("", 0), Ok(()));
+        assert_eq!(o.coflows_after("", CoflowId(2)).count(), 2);
+        o.hold("a", CoflowId(8));
+        o.hold("", CoflowId(10));
+        o.hold("a", CoflowId(12));
+        o.hold("b", CoflowId(6));
+        let seen = |viewer, after| o.visible_after(viewer, CoflowId(after)).map(|c| c.0).collect::<Vec<_>>();
+        assert_eq!(seen("a", 0), [1, 2, 3, 4, 8, 10, 12], "its own and those without an owner, by id");
+        assert_eq!(seen("a", 8), [10, 12]);
+        assert_eq!(seen("", 0), [1, 2, 3, 4, 10], "without an identity, those without an owner, once");
+        assert_eq!(seen("c", 3), [4, 10]);
     }
 }

@@ -948,6 +948,40 @@ fn a_coflow_whose_flows_pass_a_status_page_comes_with_those_that_fit() {
     assert_eq!((page.view.coflows[0].flows.len(), page.flows_omitted), (1, 0));
 }
 
+/// A member's status pages show its own coflows and those without an owner, by id, page after
+/// page, and never another member's, however many it holds; the admin sees every coflow.
+#[test]
+fn a_members_status_pages_show_its_own_coflows_among_many_others() {
+    let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
+    let owned = |h: &mut Harness, owner: &str| {
+        let reg = Registration { num_flows: 1, owner: owner.into(), ..Default::default() };
+        h.core.handle_register(h.now, reg).unwrap()
+    };
+    let mut expected = Vec::new();
+    for i in 0..3000 {
+        match i % 1000 {
+            10 | 500 => expected.push(owned(&mut h, "a")),
+            700 => expected.push(h.register(1, CoflowOptions::default())),
+            _ => drop(owned(&mut h, "b")),
+        }
+    }
+    let gone = expected.remove(1);
+    h.core.handle_unregister(h.now, "a", gone).unwrap();
+    let (mut seen, mut after) = (Vec::new(), CoflowId(0));
+    loop {
+        let page = h.core.status_page(after, 2, Some("a"));
+        assert!(page.view.coflows.len() <= 2);
+        seen.extend(page.view.coflows.iter().map(|c| c.id));
+        match page.next {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    assert_eq!(seen, expected);
+    assert_eq!(h.core.status_page(CoflowId(0), 5000, Some(coflow_coordinator::ADMIN)).view.coflows.len(), 2999);
+    h.core.recount().unwrap();
+}
+
 /// Unregister tells every agent to forget the coflow; a source declared dead fails its flows
 /// and the receivers are told at once; failures are counted by reason.
 #[test]
