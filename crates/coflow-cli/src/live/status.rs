@@ -106,8 +106,36 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
     })
 }
 
+/// The most bits per second shown in units (1,000 Tbit/s); above, and below 1 bit/s, a rate is
+/// shown in scientific notation, so that no value, however tiny or huge, takes more than a few
+/// characters.
+const MAX_UNIT_BITS: f64 = 1e15;
+
+/// A rate in bytes per second as the table shows it, in bits per second: `0` for nothing (or a
+/// value that is not a number), `not paced` for an infinite rate (what an agent is told of a
+/// flow served outside the policy; the table takes whatever the answer holds, without a panic),
+/// from 1 bit/s to 1,000 Tbit/s in the largest unit it reaches (`100 Mbit/s`), and
+/// beyond in scientific notation (`8.00e-300 bit/s`, `8.00e288 Tbit/s`).
 fn rate(bps: f64) -> String {
-    if bps > 0.0 { Rate::from_bytes_per_sec(bps).to_string() } else { "0".into() }
+    if bps.is_nan() || bps <= 0.0 {
+        return "0".into();
+    }
+    if bps.is_infinite() {
+        return "not paced".into();
+    }
+    // Divided before multiplied, so that the largest finite rates stay finite.
+    let tbits = bps * (8.0 / 1e12);
+    let bits = bps * 8.0;
+    if tbits >= MAX_UNIT_BITS / 1e12 {
+        format!("{tbits:.2e} Tbit/s")
+    } else if bits < 1.0 {
+        format!("{bits:.2e} bit/s")
+    } else if bits < 1e3 {
+        // `Rate` prints every digit below 1 Kbit/s.
+        if (bits - bits.round()).abs() < 1e-9 { format!("{} bit/s", bits.round()) } else { format!("{bits:.3} bit/s") }
+    } else {
+        Rate::from_bytes_per_sec(bps).to_string()
+    }
 }
 
 /// `text` safe to print on a terminal: control characters (an escape sequence in a coflow's
@@ -326,6 +354,40 @@ mod tests {
         assert!(t.contains("a->b") && t.contains("10 Mbit/s") && t.contains(" 9 samples\n"), "{t}");
         assert!(t.contains(" 3 samples  down"), "{t}");
         assert_eq!(json(&st)["links"][1]["down"], true);
+    }
+
+    /// A tiny or huge rate (a link prior of 1e-300 Gbit/s, an estimate gone astray) is shown in
+    /// a few characters, in scientific notation, never as hundreds of digits; one in range in its
+    /// unit.
+    #[test]
+    fn rates_stay_short_however_tiny_or_huge() {
+        let cases = [
+            (1e-300 * 125_000_000.0, "1.00e-291 bit/s"),
+            (1e-300, "8.00e-300 bit/s"),
+            (f64::MIN_POSITIVE, "1.78e-307 bit/s"),
+            (0.1, "8.00e-1 bit/s"),
+            (12.5, "100 bit/s"),
+            (12.34, "98.720 bit/s"),
+            (125.0, "1 Kbit/s"),
+            (125_000_000.0, "1 Gbit/s"),
+            (1e14, "800 Tbit/s"),
+            (1.25e14, "1.00e3 Tbit/s"),
+            (1e300, "8.00e288 Tbit/s"),
+            (f64::MAX, "1.44e297 Tbit/s"),
+            (f64::INFINITY, "not paced"),
+            (0.0, "0"),
+            (-1.0, "0"),
+            (f64::NAN, "0"),
+        ];
+        for (bps, shown) in cases {
+            assert_eq!(rate(bps), shown, "{bps:e} B/s");
+        }
+        let mut st = example();
+        st.links = vec![pb::LinkStatus { name: "a->b".into(), estimate_bps: 1e-300, samples: 0, down: false }];
+        st.coflows[0].flows[0].rate_bps = f64::INFINITY;
+        let t = render(&st);
+        assert!(t.lines().all(|l| l.len() < 120), "{t}");
+        assert!(t.contains("8.00e-300 bit/s") && t.contains("not paced"), "{t}");
     }
 
     #[test]
