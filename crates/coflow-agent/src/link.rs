@@ -95,11 +95,11 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         };
         let mut stream = match registered.await {
             Ok(s) => s.into_inner(),
-            Err(e) if e.code() == tonic::Code::Aborted => {
-                // A process that started later holds this machine: this one stops claiming it.
+            Err(_) if shared.coordinator.terms().refusal().is_some() => {
+                // Refused for good (a process that started later holds this machine, or the
+                // registration itself is wrong), as the membership logged: the agent stops.
                 shared.link.close();
                 shared.link_lost();
-                tracing::error!(status = %e.message(), "another agent process holds this machine; not registering again");
                 return;
             }
             Err(e) => {
@@ -122,7 +122,10 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         (failures, warned) = (0, None);
         let epoch = shared.link_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         *shared.link_down_since.lock().expect("link lock") = None;
-        tracing::info!(machine = machine_id, "registered with the coordinator");
+        // Heartbeats go at the interval the coordinator asked, if it said one.
+        let terms = shared.coordinator.terms();
+        let (every, timeout) = (terms.heartbeat_every(shared.config.heartbeat_interval_ms), terms.agent_timeout());
+        tracing::info!(machine = machine_id, heartbeat = ?every, agent_timeout = ?timeout, "registered with the coordinator");
         // The coordinator's state is soft: after a restart it learns again what this agent holds.
         // Re-announcements wait for answers that come on this very session, so they run beside
         // the loop that reads it; they end with it.

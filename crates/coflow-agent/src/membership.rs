@@ -279,10 +279,6 @@ impl Terms {
 
     /// How often this agent is to heartbeat: at the interval the coordinator asked at its last
     /// registration, or, before one or from a coordinator that says none, at `configured_ms`.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "to be read by link.rs (the heartbeat tick) and receive.rs (source_pause)")
-    )]
     pub(crate) fn heartbeat_every(&self, configured_ms: u64) -> Duration {
         match self.heartbeat_interval_ms.load(Ordering::Relaxed) {
             0 => Duration::from_millis(configured_ms),
@@ -291,10 +287,6 @@ impl Terms {
     }
 
     /// How long the coordinator lets an agent stay silent before it declares it dead, if it said.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "to be read by receive.rs, which waits on the coordinator's judgement of a source")
-    )]
     pub(crate) fn agent_timeout(&self) -> Option<Duration> {
         match self.agent_timeout_ms.load(Ordering::Relaxed) {
             0 => None,

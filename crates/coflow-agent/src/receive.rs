@@ -59,11 +59,11 @@ fn resume_backoff(resumes: u32) -> Duration {
 }
 
 /// How long a part whose relay lost its source waits, listed, before its rest is resumed, with
-/// `resumes` resumes left: the resume's backoff, and at least four of this agent's heartbeats
-/// (`heartbeat_ms`), so that the coordinator, which takes an agent silent for three of its
-/// heartbeats for a suspect, sees a dead source so by then.
-fn source_pause(resumes: u32, heartbeat_ms: u64) -> Duration {
-    resume_backoff(resumes).max(Duration::from_millis(heartbeat_ms.saturating_mul(4)))
+/// `resumes` resumes left: the resume's backoff, and at least four of the coordinator's heartbeat
+/// intervals (`heartbeat`, as its registration told), so that the coordinator, which takes an
+/// agent silent for three of them for a suspect, sees a dead source so by then.
+fn source_pause(resumes: u32, heartbeat: Duration) -> Duration {
+    resume_backoff(resumes).max(heartbeat.saturating_mul(4))
 }
 
 /// The error of a resume the coordinator refused: `unknown-flow` (the coordinator failed the
@@ -389,7 +389,8 @@ async fn receive_part(
     // leave out of new paths). A stop the coordinator sends meanwhile ends the wait.
     let source_lost = part.via.is_some() && failure.is_some() && failed_addr == part.src_addr;
     if source_lost {
-        let pause = source_pause(resumes, shared.config.heartbeat_interval_ms);
+        let every = shared.coordinator.terms().heartbeat_every(shared.config.heartbeat_interval_ms);
+        let pause = source_pause(resumes, every);
         tracing::info!(flow = %part.flow, src = %part.src_addr, ?pause, "its relay lost its source; waiting before resuming");
         let waited = tokio::select! {
             () = tokio::time::sleep(pause) => None,
@@ -504,9 +505,10 @@ mod tests {
     /// (three of its heartbeats) when the resume comes, and blames the source, not the relay.
     #[test]
     fn a_part_whose_relay_lost_its_source_waits_past_three_heartbeats() {
-        assert_eq!(source_pause(MAX_RESUMES, 100), Duration::from_millis(500));
-        assert_eq!(source_pause(MAX_RESUMES, 250), Duration::from_millis(1000), "four heartbeats");
-        assert_eq!(source_pause(1, 100), Duration::from_secs(4), "the last backoff");
+        let ms = Duration::from_millis;
+        assert_eq!(source_pause(MAX_RESUMES, ms(100)), ms(500));
+        assert_eq!(source_pause(MAX_RESUMES, ms(250)), ms(1000), "four heartbeats");
+        assert_eq!(source_pause(1, ms(100)), Duration::from_secs(4), "the last backoff");
     }
 
     /// A resume the coordinator refuses `unknown-flow` (it failed the part while this agent was

@@ -91,6 +91,38 @@ async fn a_registration_is_told_the_coordinators_heartbeat_interval_and_agent_ti
     Ok(())
 }
 
+/// Agents heartbeat at the interval their coordinator asks, not at their own: with the
+/// coordinator's agent timeout (300 ms) far below the agents' configured interval (1 s), a
+/// scheduled transfer of about 2 s between two of them ends exact, neither declared dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_heartbeat_at_the_interval_their_coordinator_asks() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(2, 1e6, "varys");
+    (cfg.coordinator.heartbeat_interval_ms, cfg.coordinator.agent_timeout_ms) = (30, 300);
+    cfg.coordinator.bypass_threshold_bytes = 0;
+    cfg.heartbeat_interval_ms = 1000;
+    let cluster = Cluster::start(cfg).await?;
+    let (sender, receiver) = (cluster.client(0).await?, cluster.client(1).await?);
+    let c = sender.register(1, CoflowOptions::default()).await?;
+    let piece = content(5, 2_000_000);
+    sender.put(c, "p", piece.clone()).await?;
+    let started = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(30), receiver.get(c, "p")).await??;
+    assert!(got == piece, "the piece came back different");
+    assert!(started.elapsed() >= Duration::from_secs(1), "scheduled at the port rate: {:?}", started.elapsed());
+    // Idle, an agent sends only heartbeats: looked at every 20 ms for 2 s, both stay alive.
+    let mut dead = 0;
+    for _ in 0..100 {
+        let agents = receiver.status().await?.agents;
+        assert_eq!(agents.len(), 2);
+        dead += agents.iter().filter(|a| !a.alive).count();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(dead, 0, "agents were seen dead");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// An agent naming a datacenter the coordinator's wide area does not have is refused for good:
 /// its run returns at once with the refusal, naming the datacenter and those there are (it kept
 /// registering, unready, for ever). An agent whose coordinator is out of reach keeps trying.
