@@ -42,15 +42,24 @@ const TIMER_STEP: Duration = Duration::from_millis(1);
 /// address), so that one peer cannot take them from the others. With TLS a connection takes its
 /// place among them only once its handshake shows an agent of the cluster, so that peers without
 /// a certificate cannot fill them; until then it is one of the [`coflow_proto::Unproven`],
-/// bounded per address.
-pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+/// bounded per address. Ends with the error, its connections closed, when accepting fails in a
+/// way that lasts (the listening socket is unusable: see [`coflow_proto::AcceptFailures`]).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
     let mut conns = JoinSet::new();
     let slots = Arc::new(Semaphore::new(shared.config.max_data_connections));
     let unproven = Arc::new(coflow_proto::Unproven::default());
     let mut failures = coflow_proto::AcceptFailures::default();
-    loop {
+    let ended = loop {
         tokio::select! {
-            (sock, peer) = failures.accept(&listener, "data plane") => {
+            accepted = failures.accept("data plane", || listener.accept()) => {
+                let (sock, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => break Err(e),
+                };
                 sock.set_nodelay(true).ok();
                 socket2::SockRef::from(&sock).set_send_buffer_size(shared.config.socket_buffer_bytes).ok();
                 let (shared, stop, slots) = (shared.clone(), shutdown.clone(), slots.clone());
@@ -74,10 +83,11 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
                 });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed() => break Ok(()),
         }
-    }
+    };
     conns.shutdown().await;
+    ended
 }
 
 /// Serves fetches on a connection (with TLS, from agent `peer_machine`) in one of the `slots` and

@@ -104,6 +104,10 @@ pub enum RunError {
     /// The data directory cannot be held: it cannot be made or opened, or another agent holds it.
     #[error("data_dir {0}")]
     DataDir(String),
+    /// The data plane's listener failed in a way that lasts (its socket is unusable): the
+    /// agent stopped cleanly, since it could serve no fetch.
+    #[error("data plane: {0}")]
+    DataPlane(#[source] std::io::Error),
     /// The coordinator refused this agent for good (superseded by a later process for its
     /// machine, or a registration it cannot take, such as an unknown datacenter): the agent
     /// stopped cleanly, since registering again could not succeed.
@@ -209,7 +213,18 @@ pub async fn run(
     let _ = started.set(shared.clone());
     health.set(false, "not registered with the coordinator yet");
 
-    let data_task = tokio::spawn(data::serve(listeners.data, shared.clone(), stop_rx.clone()));
+    // The data plane's listener failing for good stops the agent as a shutdown does: it could
+    // serve no fetch any more.
+    let (data_failed, mut data_failure) = tokio::sync::oneshot::channel::<std::io::Error>();
+    let data_task = tokio::spawn({
+        let (shared, stop) = (shared.clone(), stop_rx.clone());
+        async move {
+            if let Err(e) = data::serve(listeners.data, shared, stop).await {
+                tracing::error!(error = %e, "the data plane's listener failed; the agent stops");
+                let _ = data_failed.send(e);
+            }
+        }
+    });
     let link_task = tokio::spawn(link::run(shared.clone(), data_addr, stop_rx.clone()));
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let readiness_task = tokio::spawn(track_readiness(shared.clone(), health.clone(), reporter, stop_rx.clone()));
@@ -220,10 +235,13 @@ pub async fn run(
     let router = coflow_proto::server().add_service(svc).add_service(health_service);
     // A refusal for good stops the agent as a shutdown does: registering again cannot succeed.
     let terms = shared.clone();
+    let data_plane = Arc::new(std::sync::Mutex::new(None));
+    let failed = data_plane.clone();
     let stopping = async move {
         tokio::select! {
             () = shutdown => {}
             _ = terms.coordinator.terms().refused() => {}
+            Ok(e) = &mut data_failure => *failed.lock().expect("no panic while held") = Some(e),
         }
     };
     let served = coflow_proto::serve_until_stopped(router, listeners.grpc, tls.as_ref(), &stop_tx, stopping).await;
@@ -237,6 +255,9 @@ pub async fn run(
     if let Some(refusal) = shared.coordinator.terms().refusal() {
         tracing::error!(reason = %refusal, "agent stopped: refused by the coordinator");
         return Err(RunError::Refused(refusal));
+    }
+    if let Some(e) = data_plane.lock().expect("no panic while held").take() {
+        return Err(RunError::DataPlane(e));
     }
     tracing::info!("agent stopped");
     Ok(served?)

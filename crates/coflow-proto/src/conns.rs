@@ -5,19 +5,17 @@
 //! (in token mode, not yet past their first bytes) are bounded per peer address and in all
 //! ([`Unproven`]), so that peers without a certificate or the token cannot take them either;
 //! and an acceptor that fails (out of file descriptors) waits before it tries again
-//! ([`AcceptFailures`]) rather than spinning.
+//! ([`AcceptFailures`]) rather than spinning, and stops on a failure that lasts.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::server::Connected;
 
 /// The most gRPC connections one member (one certificate's role) may hold open on one server.
@@ -39,25 +37,30 @@ pub(crate) const MAX_CONNECTIONS_PER_ADDRESS: usize = 2 * MAX_CONNECTIONS_PER_ME
 /// How long an acceptor waits after a failed accept before trying again.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// An acceptor's failed accepts: each is followed by [`ACCEPT_BACKOFF`] of waiting, and logged
-/// as a warning at most once a second (the rest at debug).
+/// An acceptor's failed accepts: each that passes (out of file descriptors, most likely) is
+/// followed by [`ACCEPT_BACKOFF`] of waiting, since trying again at once would spin a core, and
+/// logged as a warning at most once a second (the rest at debug); one that lasts ([`lasting`])
+/// ends accepting.
 #[derive(Debug, Default)]
 pub struct AcceptFailures {
     warned: Option<Instant>,
 }
 
 impl AcceptFailures {
-    /// The next connection `listener` accepts for `what` (e.g. "gRPC", "data plane"), waiting
-    /// [`ACCEPT_BACKOFF`] after each failed accept (out of file descriptors, most likely: trying
-    /// again at once would spin). Cancel-safe, as `TcpListener::accept` is.
-    pub async fn accept(&mut self, listener: &TcpListener, what: &str) -> (TcpStream, SocketAddr) {
+    /// What `accept` (a listener's accept, in production) next gives for `what` (e.g. "gRPC",
+    /// "data plane"), trying again after each failure that passes; the failure that lasts is
+    /// returned. Cancel-safe if `accept`'s future is, as `TcpListener::accept`'s is.
+    pub async fn accept<T, A>(&mut self, what: &str, mut accept: impl FnMut() -> A) -> io::Result<T>
+    where
+        A: Future<Output = io::Result<T>>,
+    {
         loop {
-            match listener.accept().await {
-                Ok(accepted) => return accepted,
-                Err(e) => {
-                    self.failed(what, &e);
+            match accept().await {
+                Err(error) if !lasting(&error) => {
+                    self.failed(what, &error);
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
+                accepted => return accepted,
             }
         }
     }
@@ -72,6 +75,18 @@ impl AcceptFailures {
             tracing::debug!(%error, "accepting a {what} connection failed");
         }
     }
+}
+
+/// Whether a failed accept lasts: the listening socket itself is unusable (its descriptor
+/// closed or not a socket, `EBADF`, `ENOTSOCK`; no longer listening, `EINVAL`, as after
+/// `shutdown(2)`; `EFAULT`), so that trying again would fail the same way forever. Every other
+/// failure passes: out of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`), a
+/// connection gone before it was taken (`ECONNABORTED`, `EPROTO` and the network errors
+/// accept(2) passes on from a new connection), a firewall's refusal (`EPERM`), an interrupted
+/// call, and an error with no OS code.
+pub(crate) fn lasting(error: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(Errno::from_io_error(error), Some(Errno::BADF | Errno::NOTSOCK | Errno::INVAL | Errno::FAULT))
 }
 
 /// The open connections of each holder (a member, by its role's URI; an agent's data-plane
@@ -277,6 +292,44 @@ impl Drop for Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An errno as an `io::Error`, as an accept returns it.
+    fn os(errno: rustix::io::Errno) -> std::io::Error {
+        std::io::Error::from_raw_os_error(errno.raw_os_error())
+    }
+
+    #[test]
+    fn only_failures_of_the_listening_socket_itself_last() {
+        use rustix::io::Errno;
+        for passes in [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM, Errno::CONNABORTED, Errno::PROTO] {
+            assert!(!lasting(&os(passes)), "{passes:?} passes");
+        }
+        for passes in [Errno::PERM, Errno::INTR, Errno::NETDOWN, Errno::HOSTUNREACH, Errno::TIMEDOUT] {
+            assert!(!lasting(&os(passes)), "{passes:?} passes");
+        }
+        assert!(!lasting(&std::io::Error::other("no OS code")), "an error with no OS code passes");
+        for lasts in [Errno::BADF, Errno::NOTSOCK, Errno::INVAL, Errno::FAULT] {
+            assert!(lasting(&os(lasts)), "{lasts:?} lasts");
+        }
+    }
+
+    #[tokio::test]
+    async fn failed_accepts_that_pass_are_retried_after_a_back_off_and_one_that_lasts_ends_accepting() {
+        use rustix::io::Errno;
+        let mut results = std::collections::VecDeque::from([
+            Err(os(Errno::MFILE)),
+            Err(os(Errno::CONNABORTED)),
+            Ok(7),
+            Err(os(Errno::INVAL)),
+        ]);
+        let mut next = move || std::future::ready(results.pop_front().expect("no accept after the last"));
+        let mut failures = AcceptFailures::default();
+        let started = Instant::now();
+        assert_eq!(failures.accept("test", &mut next).await.unwrap(), 7, "out of descriptors, then accepted");
+        assert!(started.elapsed() >= 2 * ACCEPT_BACKOFF, "backed off each time: {:?}", started.elapsed());
+        let lasting = failures.accept("test", &mut next).await.expect_err("not retried");
+        assert_eq!(lasting.raw_os_error(), Some(Errno::INVAL.raw_os_error()));
+    }
 
     #[test]
     fn unproven_connections_are_bounded_per_address_and_in_all_and_given_back() {

@@ -217,56 +217,8 @@ fn tune(sock: &TcpStream) {
     rustix::net::sockopt::set_tcp_keepidle(sock, SERVER_KEEPALIVE.0).ok();
 }
 
-/// Whether a failed accept lasts: the listening socket itself is unusable (its descriptor
-/// closed or not a socket, `EBADF`, `ENOTSOCK`; no longer listening, `EINVAL`, as after
-/// `shutdown(2)`; `EFAULT`), so that trying again would fail the same way forever. Every other
-/// failure passes: out of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`), a
-/// connection gone before it was taken (`ECONNABORTED`, `EPROTO` and the network errors
-/// accept(2) passes on from a new connection), a firewall's refusal (`EPERM`), an interrupted
-/// call, and an error with no OS code.
-fn lasting(error: &std::io::Error) -> bool {
-    use rustix::io::Errno;
-    matches!(Errno::from_io_error(error), Some(Errno::BADF | Errno::NOTSOCK | Errno::INVAL | Errno::FAULT))
-}
-
-/// An acceptor's failed accepts, as [`crate::AcceptFailures`] keeps them, but ending on one that
-/// lasts ([`lasting`]): each that passes is followed by [`crate::ACCEPT_BACKOFF`] of waiting (out
-/// of file descriptors, trying again at once would spin a core) and logged as a warning at most
-/// once a second (the rest at debug).
-#[derive(Debug, Default)]
-struct Accepting {
-    warned: Option<std::time::Instant>,
-}
-
-impl Accepting {
-    /// What `accept` (a listener's accept, in production) next gives, trying again after each
-    /// failure that passes; the failure that lasts ends it. Cancel-safe if `accept`'s future is,
-    /// as `TcpListener::accept`'s is.
-    async fn accept<T, A>(&mut self, mut accept: impl FnMut() -> A) -> std::io::Result<T>
-    where
-        A: Future<Output = std::io::Result<T>>,
-    {
-        loop {
-            match accept().await {
-                Err(error) if !lasting(&error) => {
-                    let now = std::time::Instant::now();
-                    if self.warned.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
-                        self.warned = Some(now);
-                        let every = crate::ACCEPT_BACKOFF;
-                        tracing::warn!(%error, "accepting a gRPC connection failed; retrying every {every:?}");
-                    } else {
-                        tracing::debug!(%error, "accepting a gRPC connection failed");
-                    }
-                    tokio::time::sleep(crate::ACCEPT_BACKOFF).await;
-                }
-                accepted => return accepted,
-            }
-        }
-    }
-}
-
 /// The connections a gRPC server serves: accepts TCP connections (backing off when accepting
-/// fails, [`Accepting`]; socket options as [`server`] sets them) and proves each
+/// fails, [`crate::AcceptFailures`]; socket options as [`server`] sets them) and proves each
 /// with `prove` concurrently, each holding a place among the [`crate::Unproven`] meanwhile, so
 /// that a slow or silent peer does not hold up the others and those of one address group are
 /// bounded, all within `within` (its wait for a turn included; a connection past it is closed and
@@ -274,7 +226,7 @@ impl Accepting {
 /// key `prove` names: a member's role, an address group): at most `most` per holder, one more is
 /// closed and the refusal logged. Ends, its connections still being proven closed, with Ok when
 /// `stop` turns true or tonic drops the stream, and with the error when accepting fails for good
-/// ([`lasting`]).
+/// ([`crate::conns::lasting`]).
 pub(crate) fn incoming<S, K, P, F>(
     listener: TcpListener,
     prove: P,
@@ -294,10 +246,10 @@ where
     let unproven = Arc::new(crate::Unproven::default());
     let task = tokio::spawn(async move {
         let mut proving = tokio::task::JoinSet::new();
-        let mut failures = Accepting::default();
+        let mut failures = crate::AcceptFailures::default();
         let ended = loop {
             tokio::select! {
-                accepted = failures.accept(|| listener.accept()) => {
+                accepted = failures.accept("gRPC", || listener.accept()) => {
                     let (sock, peer) = match accepted {
                         Ok(accepted) => accepted,
                         Err(e) => break Err(e),
@@ -502,44 +454,6 @@ mod tests {
     /// A router with no service: what these tests look at is the acceptor, not the calls.
     fn router() -> Router {
         server().add_routes(tonic::service::Routes::default())
-    }
-
-    /// An errno as an `io::Error`, as an accept returns it.
-    fn os(errno: rustix::io::Errno) -> std::io::Error {
-        std::io::Error::from_raw_os_error(errno.raw_os_error())
-    }
-
-    #[test]
-    fn only_failures_of_the_listening_socket_itself_last() {
-        use rustix::io::Errno;
-        for passes in [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM, Errno::CONNABORTED, Errno::PROTO] {
-            assert!(!lasting(&os(passes)), "{passes:?} passes");
-        }
-        for passes in [Errno::PERM, Errno::INTR, Errno::NETDOWN, Errno::HOSTUNREACH, Errno::TIMEDOUT] {
-            assert!(!lasting(&os(passes)), "{passes:?} passes");
-        }
-        assert!(!lasting(&std::io::Error::other("no OS code")), "an error with no OS code passes");
-        for lasts in [Errno::BADF, Errno::NOTSOCK, Errno::INVAL, Errno::FAULT] {
-            assert!(lasting(&os(lasts)), "{lasts:?} lasts");
-        }
-    }
-
-    #[tokio::test]
-    async fn failed_accepts_that_pass_are_retried_after_a_back_off_and_one_that_lasts_ends_accepting() {
-        use rustix::io::Errno;
-        let mut results = std::collections::VecDeque::from([
-            Err(os(Errno::MFILE)),
-            Err(os(Errno::CONNABORTED)),
-            Ok(7),
-            Err(os(Errno::INVAL)),
-        ]);
-        let mut next = move || std::future::ready(results.pop_front().expect("no accept after the last"));
-        let mut failures = Accepting::default();
-        let started = Instant::now();
-        assert_eq!(failures.accept(&mut next).await.unwrap(), 7, "out of descriptors, then accepted");
-        assert!(started.elapsed() >= 2 * crate::ACCEPT_BACKOFF, "backed off each time: {:?}", started.elapsed());
-        let lasting = failures.accept(&mut next).await.expect_err("not retried");
-        assert_eq!(lasting.raw_os_error(), Some(Errno::INVAL.raw_os_error()));
     }
 
     #[tokio::test]

@@ -1,7 +1,8 @@
 //! An agent's membership with the coordinator: what a registration tells it (the coordinator's
 //! heartbeat interval and agent timeout), and refusals for good (an unknown datacenter, a later
 //! process holding the machine), which end the agent with a typed error after a clean stop,
-//! while a coordinator out of reach is waited for as ever.
+//! as a data listener that fails for good does, while a coordinator out of reach is waited for
+//! as ever.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -21,6 +22,8 @@ use crate::{content, subscribe};
 /// An agent run beside a cluster's, as `coflow agent` runs one.
 struct Agent {
     url: String,
+    /// Its data listener's socket, shared with the agent's.
+    data: std::os::fd::OwnedFd,
     stop: Option<oneshot::Sender<()>>,
     run: JoinHandle<Result<(), RunError>>,
 }
@@ -44,6 +47,7 @@ async fn start(
     let (grpc, data) = (TcpListener::bind("127.0.0.1:0").await?, TcpListener::bind("127.0.0.1:0").await?);
     let scheme = if security.tls().is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}", grpc.local_addr()?);
+    let shared = std::os::fd::AsFd::as_fd(&data).try_clone_to_owned()?;
     let cfg = AgentConfig {
         machine: Some(machine),
         coordinator,
@@ -59,7 +63,7 @@ async fn start(
         let _ = rx.await;
     };
     let run = tokio::spawn(coflow_agent::run(cfg, security, AgentListeners { grpc, data, metrics: None }, shutdown));
-    Ok(Agent { url, stop: Some(stop), run })
+    Ok(Agent { url, data: shared, stop: Some(stop), run })
 }
 
 /// What `agent`'s run returned, waited for at most `within`; `None` if it still runs.
@@ -162,6 +166,28 @@ async fn an_agent_in_a_datacenter_the_wide_area_lacks_stops_with_the_reason() ->
     assert!(matches!(ended(&mut waiting, Duration::from_secs(10)).await, Some(Ok(()))), "a clean stop");
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(scratch("away"));
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// An agent whose data listener fails for good (its socket shut down: accepting fails with
+/// `EINVAL`, which no retry mends) stops with the error, as on a shutdown, rather than run on
+/// unable to serve a fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_data_listener_fails_for_good_stops_with_the_error() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 1e9, "varys")).await?;
+    let dir = scratch("listener");
+    let mut agent = start(cluster.coordinator_url(), cluster.agent_security(5)?, 5, dir.clone(), None, 1e9).await?;
+    assert!(ended(&mut agent, Duration::from_millis(300)).await.is_none(), "the agent runs");
+    rustix::net::shutdown(&agent.data, rustix::net::Shutdown::Both)?;
+    let r = ended(&mut agent, Duration::from_secs(10)).await.expect("the agent stops");
+    assert!(
+        matches!(&r, Err(RunError::DataPlane(e)) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error())),
+        "{r:?}"
+    );
+    assert!(r.unwrap_err().to_string().starts_with("data plane: "));
+    let _ = std::fs::remove_dir_all(dir);
     cluster.shutdown().await;
     Ok(())
 }
