@@ -135,15 +135,29 @@ fn service_topology(spec: &str) -> anyhow::Result<coflow_sim::topology::Topology
 /// is, and a relative path relative to the file's directory (as the file's author sees it,
 /// wherever the coordinator is started from). `--topology` is relative to the working directory.
 fn topology_in(config: &Path, spec: &str) -> Result<String> {
-    let path = Path::new(spec);
-    if spec == "default" || path.is_absolute() {
+    if spec == "default" {
         return Ok(spec.to_string());
     }
-    let dir = config.parent().unwrap_or(Path::new(""));
-    dir.join(path)
+    beside(config, Path::new(spec))
         .into_os_string()
         .into_string()
         .map_err(|p| anyhow::anyhow!("topology {spec:?} of {}: {} is not UTF-8", config.display(), p.display()))
+}
+
+/// A path the TOML file at `config` names: as it is if absolute, else relative to the file's
+/// directory.
+fn beside(config: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() { path.to_path_buf() } else { config.parent().unwrap_or(Path::new("")).join(path) }
+}
+
+/// The TLS files the TOML file at `config` names, each relative to the file's directory (flags
+/// are relative to the working directory).
+fn tls_files_in(config: Option<&Path>, files: [&mut Option<PathBuf>; 3]) {
+    for file in files.into_iter().flatten() {
+        if let Some(config) = config {
+            *file = beside(config, file);
+        }
+    }
 }
 
 /// Options of `coflow coordinator`; flags override the TOML file.
@@ -188,6 +202,7 @@ pub(crate) struct CoordinatorArgs {
 
 pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     let mut cfg: CoordinatorConfig = read_toml(a.config.as_deref())?;
+    tls_files_in(a.config.as_deref(), [&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key]);
     if let (Some(file), Some(spec)) = (&a.config, &cfg.topology) {
         cfg.topology = Some(topology_in(file, spec)?);
     }
@@ -286,6 +301,7 @@ pub(crate) struct AgentArgs {
 
 pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     let mut cfg: AgentConfig = read_toml(a.config.as_deref())?;
+    tls_files_in(a.config.as_deref(), [&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key]);
     if let Some(v) = a.machine {
         cfg.machine = Some(v);
     }
@@ -409,5 +425,19 @@ mod tests {
         assert_eq!(at("coordinator.toml", "wan.json"), "wan.json");
         assert_eq!(at("/etc/coflow/coordinator.toml", "/srv/wan.json"), "/srv/wan.json");
         assert_eq!(at("/etc/coflow/coordinator.toml", "default"), "default");
+    }
+
+    /// The TLS files a TOML file names are relative to the file's directory, absolute ones as
+    /// they are; without a file, paths are left to the working directory.
+    #[test]
+    fn tls_files_in_the_config_file_are_relative_to_the_file() {
+        use std::path::PathBuf;
+        let (mut ca, mut cert, mut key) =
+            (Some(PathBuf::from("tls/ca.crt")), Some(PathBuf::from("/srv/agent.crt")), None);
+        super::tls_files_in(Some(Path::new("/etc/coflow/agent.toml")), [&mut ca, &mut cert, &mut key]);
+        assert_eq!((ca, cert, key), (Some("/etc/coflow/tls/ca.crt".into()), Some("/srv/agent.crt".into()), None));
+        let mut ca = Some(PathBuf::from("ca.crt"));
+        super::tls_files_in(None, [&mut ca, &mut None, &mut None]);
+        assert_eq!(ca, Some("ca.crt".into()));
     }
 }
