@@ -39,8 +39,8 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// An acceptor's failed accepts: each that passes (out of file descriptors, most likely) is
 /// followed by [`ACCEPT_BACKOFF`] of waiting, since trying again at once would spin a core, and
-/// logged as a warning at most once a second (the rest at debug); one that lasts ([`lasting`])
-/// ends accepting.
+/// logged as a warning at most once a second (the rest at debug); one that lasts (the listening
+/// socket itself unusable: `EBADF`, `ENOTSOCK`, `EINVAL`, `EFAULT`) ends accepting.
 #[derive(Debug, Default)]
 pub struct AcceptFailures {
     warned: Option<Instant>,
