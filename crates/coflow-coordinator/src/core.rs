@@ -773,7 +773,14 @@ impl Core {
     pub fn handle_register_agent(&mut self, now: Nanos, a: AgentRegistration) -> Result<(), CoordError> {
         self.input(now);
         let dc = match &self.cfg.wide_area {
-            None => None,
+            None => {
+                if !a.datacenter.is_empty() {
+                    // Likely a coordinator started without its topology: said, not refused.
+                    let dc = &a.datacenter;
+                    tracing::warn!(machine = a.machine.0, %dc, "agent names a datacenter; no --topology, so it is ignored");
+                }
+                None
+            }
             Some(wa) => Some(wa.datacenter(&a.datacenter).ok_or_else(|| {
                 let known = wa.datacenters.join(", ");
                 let reason = if a.datacenter.is_empty() {
