@@ -74,13 +74,16 @@ fn security(files: Option<TlsFiles>, token: &TokenArgs) -> Result<coflow_proto::
     }
 }
 
-fn read_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
+/// The settings of the TOML file at `path` (the defaults without one), and the fields the file
+/// names, to tell a default from a setting of the same value.
+fn read_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<(T, toml::Table)> {
     match path {
-        None => Ok(T::default()),
+        None => Ok((T::default(), toml::Table::new())),
         Some(p) => {
             let text = coflow_proto::files::read_small_text(p, coflow_proto::files::SMALL_FILE_MAX)
                 .with_context(|| format!("reading {}", p.display()))?;
-            toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+            let parse = || format!("parsing {}", p.display());
+            Ok((toml::from_str(&text).with_context(parse)?, toml::from_str(&text).with_context(parse)?))
         }
     }
 }
@@ -201,7 +204,7 @@ pub(crate) struct CoordinatorArgs {
 }
 
 pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
-    let mut cfg: CoordinatorConfig = read_toml(a.config.as_deref())?;
+    let (mut cfg, _): (CoordinatorConfig, _) = read_toml(a.config.as_deref())?;
     tls_files_in(a.config.as_deref(), [&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key]);
     if let (Some(file), Some(spec)) = (&a.config, &cfg.topology) {
         cfg.topology = Some(topology_in(file, spec)?);
@@ -284,7 +287,8 @@ pub(crate) struct AgentArgs {
     /// Prometheus /metrics listen address.
     #[arg(long, env = "COFLOW_METRICS_LISTEN")]
     metrics_listen: Option<String>,
-    /// Directory file-segment puts are confined to.
+    /// Directory file-segment puts are confined to (in the TOML file, relative to the file's
+    /// directory).
     #[arg(long, env = "COFLOW_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Port capacity, e.g. `1Gbps`.
@@ -300,8 +304,11 @@ pub(crate) struct AgentArgs {
 }
 
 pub(crate) fn agent(a: AgentArgs) -> Result<()> {
-    let mut cfg: AgentConfig = read_toml(a.config.as_deref())?;
+    let (mut cfg, named): (AgentConfig, _) = read_toml(a.config.as_deref())?;
     tls_files_in(a.config.as_deref(), [&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key]);
+    if let Some(file) = a.config.as_deref().filter(|_| named.contains_key("data_dir")) {
+        cfg.data_dir = beside(file, &cfg.data_dir);
+    }
     if let Some(v) = a.machine {
         cfg.machine = Some(v);
     }

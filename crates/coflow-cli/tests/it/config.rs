@@ -435,3 +435,33 @@ fn a_topology_named_in_the_config_file_is_relative_to_the_file() {
     assert!(err.contains(&refused("x -> y")) && !err.contains("ignored"), "the working directory: {err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An agent's `data_dir` named in its TOML file is relative to the file's directory, as the
+/// file's author sees it, and `--data-dir` to the working directory. (Each run stops at the
+/// check that the data directory is a directory: each path names a regular file.)
+#[test]
+fn a_data_dir_named_in_the_config_file_is_relative_to_the_file() {
+    let dir = crate::tmp("data-dir-relative");
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("agent.toml"), "machine = 3\ndata_dir = \"data\"\n").unwrap();
+    std::fs::write(conf.join("data"), "not a directory").unwrap();
+    std::fs::write(dir.join("data"), "not a directory either").unwrap();
+    let run = |cwd: &std::path::Path, extra: &[&str]| {
+        let out = crate::coflow()
+            .current_dir(cwd)
+            .args(["agent", "--config", "conf/agent.toml"])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .env_remove("COFLOW_DATA_DIR")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let err = run(&dir, &[]);
+    assert!(err.contains("data_dir conf/data: not a directory"), "the file's directory: {err}");
+    let err = run(&dir, &["--data-dir", "data"]);
+    assert!(err.contains("data_dir data: not a directory"), "the working directory: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
