@@ -213,18 +213,7 @@ pub async fn run(
     let _ = started.set(shared.clone());
     health.set(false, "not registered with the coordinator yet");
 
-    // The data plane's listener failing for good stops the agent as a shutdown does: it could
-    // serve no fetch any more.
-    let (data_failed, mut data_failure) = tokio::sync::oneshot::channel::<std::io::Error>();
-    let data_task = tokio::spawn({
-        let (shared, stop) = (shared.clone(), stop_rx.clone());
-        async move {
-            if let Err(e) = data::serve(listeners.data, shared, stop).await {
-                tracing::error!(error = %e, "the data plane's listener failed; the agent stops");
-                let _ = data_failed.send(e);
-            }
-        }
-    });
+    let mut data_task = tokio::spawn(data::serve(listeners.data, shared.clone(), stop_rx.clone()));
     let link_task = tokio::spawn(link::run(shared.clone(), data_addr, stop_rx.clone()));
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let readiness_task = tokio::spawn(track_readiness(shared.clone(), health.clone(), reporter, stop_rx.clone()));
@@ -233,20 +222,28 @@ pub async fn run(
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = coflow_proto::TypedErrors(tonic::service::interceptor::InterceptedService::new(svc, authenticate));
     let router = coflow_proto::server().add_service(svc).add_service(health_service);
-    // A refusal for good stops the agent as a shutdown does: registering again cannot succeed.
+    // A refusal for good stops the agent as a shutdown does: registering again cannot succeed;
+    // so does the data plane's listener failing for good: it could serve no fetch any more.
     let terms = shared.clone();
-    let data_plane = Arc::new(std::sync::Mutex::new(None));
-    let failed = data_plane.clone();
-    let stopping = async move {
+    let mut data_ended = None;
+    let stopping = async {
         tokio::select! {
             () = shutdown => {}
             _ = terms.coordinator.terms().refused() => {}
-            Ok(e) = &mut data_failure => *failed.lock().expect("no panic while held") = Some(e),
+            ended = &mut data_task => {
+                if let Ok(Err(e)) = &ended {
+                    tracing::error!(error = %e, "the data plane's listener failed; the agent stops");
+                }
+                data_ended = Some(ended);
+            }
         }
     };
     let served = coflow_proto::serve_until_stopped(router, listeners.grpc, tls.as_ref(), &stop_tx, stopping).await;
     let _ = readiness_task.await;
-    let _ = data_task.await;
+    let data_ended = match data_ended {
+        Some(ended) => ended,
+        None => data_task.await,
+    };
     let _ = link_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;
@@ -256,7 +253,8 @@ pub async fn run(
         tracing::error!(reason = %refusal, "agent stopped: refused by the coordinator");
         return Err(RunError::Refused(refusal));
     }
-    if let Some(e) = data_plane.lock().expect("no panic while held").take() {
+    if let Ok(Err(e)) = data_ended {
+        tracing::error!(error = %e, "agent stopped: the data plane's listener failed");
         return Err(RunError::DataPlane(e));
     }
     tracing::info!("agent stopped");
