@@ -48,22 +48,27 @@ use crate::state::{Receiving, Shared, Stop};
 pub(crate) const MAX_RESUMES: u32 = 4;
 
 /// How long a part of a resume's grant that asks the peer that just failed again waits before
-/// it fetches, at the first resume; each later resume of the same bytes waits twice as long
-/// (0.5 s, 1 s, 2 s, 4 s: 7.5 s in all, more than the coordinator's default agent timeout of 3 s).
+/// it fetches, at the first resume, at least; each later resume of the same bytes waits twice as
+/// long (0.5 s, 1 s, 2 s, 4 s: 7.5 s in all, two and a half of the coordinator's default agent
+/// timeouts of 3 s).
 const RESUME_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 
 /// The wait after a failure of a part with `resumes` resumes left, for its rest's parts that ask
-/// the same peer again.
-fn resume_backoff(resumes: u32) -> Duration {
-    RESUME_BACKOFF_FIRST * (1 << MAX_RESUMES.saturating_sub(resumes).min(8))
+/// the same peer again. A coordinator that said its agent timeout (`timeout`) takes that long to
+/// find a dead peer dead: the first wait is at least a sixth of it, so that the waits of all the
+/// resumes add up to two and a half timeouts, however long the operator set it.
+fn resume_backoff(resumes: u32, timeout: Option<Duration>) -> Duration {
+    let first = RESUME_BACKOFF_FIRST.max(timeout.unwrap_or_default() / 6);
+    first.saturating_mul(1 << MAX_RESUMES.saturating_sub(resumes).min(8))
 }
 
 /// How long a part whose relay lost its source waits, listed, before its rest is resumed, with
-/// `resumes` resumes left: the resume's backoff, and at least four of the coordinator's heartbeat
-/// intervals (`heartbeat`, as its registration told), so that the coordinator, which takes an
-/// agent silent for three of them for a suspect, sees a dead source so by then.
-fn source_pause(resumes: u32, heartbeat: Duration) -> Duration {
-    resume_backoff(resumes).max(heartbeat.saturating_mul(4))
+/// `resumes` resumes left: the resume's backoff (with the coordinator's agent timeout `timeout`),
+/// and at least four of the coordinator's heartbeat intervals (`heartbeat`, as its registration
+/// told), so that the coordinator, which takes an agent silent for three of them for a suspect,
+/// sees a dead source so by then.
+fn source_pause(resumes: u32, heartbeat: Duration, timeout: Option<Duration>) -> Duration {
+    resume_backoff(resumes, timeout).max(heartbeat.saturating_mul(4))
 }
 
 /// The error of a resume the coordinator refused: `unknown-flow` (the coordinator failed the
@@ -388,9 +393,10 @@ async fn receive_part(
     // source silent (the coordinator then blames the source, not the relay, which it would
     // leave out of new paths). A stop the coordinator sends meanwhile ends the wait.
     let source_lost = part.via.is_some() && failure.is_some() && failed_addr == part.src_addr;
+    let terms = shared.coordinator.terms();
     if source_lost {
-        let every = shared.coordinator.terms().heartbeat_every(shared.config.heartbeat_interval_ms);
-        let pause = source_pause(resumes, every);
+        let pause =
+            source_pause(resumes, terms.heartbeat_every(shared.config.heartbeat_interval_ms), terms.agent_timeout());
         tracing::info!(flow = %part.flow, src = %part.src_addr, ?pause, "its relay lost its source; waiting before resuming");
         let waited = tokio::select! {
             () = tokio::time::sleep(pause) => None,
@@ -417,7 +423,7 @@ async fn receive_part(
     // A source its relay lost was waited for already.
     let failed = failure
         .filter(|_| !source_lost)
-        .map(|_| Failed { addr: part.peer().1.to_string(), pause: resume_backoff(resumes) });
+        .map(|_| Failed { addr: part.peer().1.to_string(), pause: resume_backoff(resumes, terms.agent_timeout()) });
     let resume = Some((part.flow, at, end));
     let (epoch, grant) = announce_get(&shared, get.coflow, &get.data_id, &get.client, resume)
         .await
@@ -483,8 +489,14 @@ mod tests {
 
     #[test]
     fn a_resume_after_a_failure_waits_longer_each_time() {
-        let waits: Vec<u64> = (1..=MAX_RESUMES).rev().map(|left| resume_backoff(left).as_millis() as u64).collect();
-        assert_eq!(waits, vec![500, 1000, 2000, 4000]);
+        let waits = |timeout| -> Vec<u64> {
+            (1..=MAX_RESUMES).rev().map(|left| resume_backoff(left, timeout).as_millis() as u64).collect()
+        };
+        assert_eq!(waits(None), vec![500, 1000, 2000, 4000]);
+        assert_eq!(waits(Some(Duration::from_secs(3))), vec![500, 1000, 2000, 4000], "the default agent timeout");
+        assert_eq!(waits(Some(Duration::from_secs(1))), vec![500, 1000, 2000, 4000], "never shorter");
+        // Two and a half agent timeouts in all, so that a dead peer is found dead before the last.
+        assert_eq!(waits(Some(Duration::from_secs(30))), vec![5000, 10_000, 20_000, 40_000]);
     }
 
     #[test]
@@ -506,9 +518,10 @@ mod tests {
     #[test]
     fn a_part_whose_relay_lost_its_source_waits_past_three_heartbeats() {
         let ms = Duration::from_millis;
-        assert_eq!(source_pause(MAX_RESUMES, ms(100)), ms(500));
-        assert_eq!(source_pause(MAX_RESUMES, ms(250)), ms(1000), "four heartbeats");
-        assert_eq!(source_pause(1, ms(100)), Duration::from_secs(4), "the last backoff");
+        assert_eq!(source_pause(MAX_RESUMES, ms(100), None), ms(500));
+        assert_eq!(source_pause(MAX_RESUMES, ms(250), None), ms(1000), "four heartbeats");
+        assert_eq!(source_pause(1, ms(100), None), Duration::from_secs(4), "the last backoff");
+        assert_eq!(source_pause(MAX_RESUMES, ms(100), Some(ms(12_000))), ms(2000), "a long agent timeout");
     }
 
     /// A resume the coordinator refuses `unknown-flow` (it failed the part while this agent was
