@@ -33,6 +33,19 @@ fn shared_with(config: AgentConfig) -> Arc<Shared> {
     Arc::new(s)
 }
 
+/// `s` serving pieces as a source to `from` on one end of an in-memory pipe of `capacity`
+/// bytes, until `stop` says so: the other end, as a receiver's connection, and the source's task.
+fn serve_over(
+    s: &Arc<Shared>,
+    capacity: usize,
+    from: std::net::SocketAddr,
+    stop: watch::Receiver<bool>,
+) -> (Reader<tokio::io::DuplexStream>, tokio::task::JoinHandle<Result<(), AgentError>>) {
+    let (near, far) = tokio::io::duplex(capacity);
+    let s = s.clone();
+    (Reader::new(near), tokio::spawn(async move { send_pieces(far, &s, None, from, stop).await }))
+}
+
 /// The flow key the coordinator would have told the source.
 fn key() -> FlowKey {
     FlowKey::new(&[7; coflow_proto::ticket::FLOW_KEY_LEN]).unwrap()
@@ -191,13 +204,8 @@ async fn pieces_cross_one_connection_one_after_another() {
     s.store.insert(CoflowId(1), DataId::new("b").unwrap(), Piece::memory(b.clone(), 1024), "").unwrap();
     s.rates.set(FlowId(1), 1e9);
     s.rates.set(FlowId(2), 1e9);
-    let (near, far) = tokio::io::duplex(4096);
     let (stop_tx, stop) = watch::channel(false);
-    let sender = {
-        let s = s.clone();
-        tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
-    };
-    let mut conn = Reader::new(near);
+    let (mut conn, sender) = serve_over(&s, 4096, PEER, stop);
     for (flow, id, want) in [(1, "a", &a), (2, "b", &b)] {
         let (tx, mut rx) = mpsc::channel(64);
         let got = fetch_over(
@@ -234,13 +242,8 @@ async fn the_source_stops_when_the_receiver_hangs_up_and_refuses_a_wrong_token()
     s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(1 << 20), 1024), "").unwrap();
     // Paused: the piece would never end by itself.
     s.rates.set(FlowId(1), 0.0);
-    let (near, far) = tokio::io::duplex(4096);
     let (_stop_tx, stop) = watch::channel(false);
-    let sender = {
-        let s = s.clone();
-        tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
-    };
-    let mut conn = Reader::new(near);
+    let (mut conn, sender) = serve_over(&s, 4096, PEER, stop);
     let mut req = Vec::new();
     request(&s, 1, "a").encode(&mut req);
     conn.io.write_all(&req).await.unwrap();
@@ -249,13 +252,8 @@ async fn the_source_stops_when_the_receiver_hangs_up_and_refuses_a_wrong_token()
     let ended = tokio::time::timeout(Duration::from_secs(2), sender).await.expect("stops at once").unwrap();
     assert!(matches!(ended, Err(AgentError::SourceUnreachable { .. })), "{ended:?}");
 
-    let (near, far) = tokio::io::duplex(4096);
     let (_stop_tx, stop) = watch::channel(false);
-    let sender = {
-        let s = s.clone();
-        tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
-    };
-    let mut conn = Reader::new(near);
+    let (mut conn, sender) = serve_over(&s, 4096, PEER, stop);
     let mut req = Vec::new();
     Request { token: b"wrong".to_vec(), ..request(&s, 1, "a") }.encode(&mut req);
     conn.io.write_all(&req).await.unwrap();
@@ -275,13 +273,8 @@ async fn ask_from(
     req: &Request,
     from: std::net::SocketAddr,
 ) -> ((Status, u64), Result<(), AgentError>) {
-    let (near, far) = tokio::io::duplex(1 << 16);
     let (_stop_tx, stop) = watch::channel(false);
-    let sender = {
-        let s = s.clone();
-        tokio::spawn(async move { send_pieces(far, &s, None, from, stop).await })
-    };
-    let mut conn = Reader::new(near);
+    let (mut conn, sender) = serve_over(s, 1 << 16, from, stop);
     let mut bytes = Vec::new();
     req.encode(&mut bytes);
     conn.io.write_all(&bytes).await.unwrap();
@@ -310,13 +303,8 @@ async fn a_flow_is_served_once_and_only_with_its_ticket() {
         assert!(denied(&end), "{end:?}");
     }
     // The real receiver attaches and gets the piece, over a connection that stays open.
-    let (near, far) = tokio::io::duplex(1 << 16);
     let (_stop_tx, stop) = watch::channel(false);
-    let sender = {
-        let s = s.clone();
-        tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
-    };
-    let mut conn = Reader::new(near);
+    let (mut conn, sender) = serve_over(&s, 1 << 16, PEER, stop);
     let (tx, mut rx) = mpsc::channel(64);
     let got = fetch_over(&mut conn, &s, "peer", &request(&s, 1, "a"), 5000, &sink(&tx), &AtomicU64::new(0)).await;
     assert_eq!(got.ok(), Some(5000));
@@ -539,14 +527,9 @@ async fn a_receiver_holds_at_most_its_share_of_connections_to_one_source() {
 /// hop) to a receiver that runs `fetch_over` as its own fetch of `size` bytes would; returns
 /// the bytes the receiver handed on and how its fetch ended.
 async fn fetch_through_relay(s: &Arc<Shared>, req: &Request, size: u64) -> (Vec<u8>, Result<u64, AgentError>) {
-    let (near, far) = tokio::io::duplex(1 << 20);
     let (_stop_tx, stop) = watch::channel(false);
-    let relay = {
-        let s = s.clone();
-        tokio::spawn(async move { send_pieces(far, &s, None, PEER, stop).await })
-    };
+    let (mut conn, relay) = serve_over(s, 1 << 20, PEER, stop);
     let (tx, mut rx) = mpsc::channel(64);
-    let mut conn = Reader::new(near);
     // The receiver is another machine, with a port of its own.
     let receiver = shared(1024);
     let r = fetch_over(&mut conn, &receiver, "relay:7", req, size, &sink(&tx), &AtomicU64::new(0)).await;
@@ -561,6 +544,35 @@ async fn fetch_through_relay(s: &Arc<Shared>, req: &Request, size: u64) -> (Vec<
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), relay).await.expect("the relay ends");
     (got, r)
+}
+
+/// A source at a local address that answers one request (which its task returns) with a head of
+/// `size` bytes and `copies` frames of `block`, then keeps the connection until the other end
+/// closes it (`hold`) or drops it at once, as a source that dies.
+async fn scripted_source(
+    size: u64,
+    block: &[u8],
+    copies: usize,
+    hold: bool,
+) -> (String, tokio::task::JoinHandle<Request>) {
+    let source = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = source.local_addr().unwrap().to_string();
+    let block = block.to_vec();
+    let task = tokio::spawn(async move {
+        let (sock, _) = source.accept().await.unwrap();
+        let mut conn = Reader::new(sock);
+        let req = conn.request().await.unwrap().expect("a request");
+        conn.io.write_all(&wire::encode_head(Status::Ok, size)).await.unwrap();
+        for _ in 0..copies {
+            conn.io.write_all(&frame(&block, crc32fast::hash(&block))).await.unwrap();
+        }
+        conn.io.flush().await.unwrap();
+        if hold {
+            let _ = conn.io.read_u8().await;
+        }
+        req
+    });
+    (addr, task)
 }
 
 /// A relay that cannot reach its hop's source (its address refuses connections), or that
@@ -585,23 +597,11 @@ async fn a_relay_that_loses_its_source_says_so_and_the_receiver_blames_the_sourc
         other => panic!("{other:?}"),
     }
     // A source that sends a block, then dies.
-    let source = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let src = source.local_addr().unwrap().to_string();
     let block = bytes(1000);
-    let served = {
-        let block = block.clone();
-        tokio::spawn(async move {
-            let (sock, _) = source.accept().await.unwrap();
-            let mut conn = Reader::new(sock);
-            let req = conn.request().await.unwrap().expect("a request");
-            assert_eq!((req.offset, req.length, req.via), (0, 3000, None), "the relay asks for the range");
-            conn.io.write_all(&wire::encode_head(Status::Ok, 3000)).await.unwrap();
-            conn.io.write_all(&frame(&block, crc32fast::hash(&block))).await.unwrap();
-            conn.io.flush().await.unwrap();
-        })
-    };
+    let (src, served) = scripted_source(3000, &block, 1, false).await;
     let (got, r) = fetch_through_relay(&s, &relayed(2, &src), 3000).await;
-    served.await.unwrap();
+    let req = served.await.unwrap();
+    assert_eq!((req.offset, req.length, req.via), (0, 3000, None), "the relay asks for the range");
     assert_eq!(got, block, "the block that came is handed on once");
     match r {
         Err(AgentError::SourceUnreachable { addr, reason }) => {
@@ -618,24 +618,8 @@ async fn a_relay_that_loses_its_source_says_so_and_the_receiver_blames_the_sourc
 #[tokio::test]
 async fn a_relay_forwards_within_its_port_capacity() {
     let s = shared_with(AgentConfig { chunk_bytes: 1024, port_rate_bps: 20_000.0, ..AgentConfig::default() });
-    let source = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let src = source.local_addr().unwrap().to_string();
     let block = bytes(1000);
-    let served = {
-        let block = block.clone();
-        tokio::spawn(async move {
-            let (sock, _) = source.accept().await.unwrap();
-            let mut conn = Reader::new(sock);
-            conn.request().await.unwrap().expect("a request");
-            conn.io.write_all(&wire::encode_head(Status::Ok, 8000)).await.unwrap();
-            for _ in 0..8 {
-                conn.io.write_all(&frame(&block, crc32fast::hash(&block))).await.unwrap();
-            }
-            conn.io.flush().await.unwrap();
-            // Held open until the relay has read it all.
-            let _ = conn.io.read_u8().await;
-        })
-    };
+    let (src, served) = scripted_source(8000, &block, 8, true).await;
     let hop = wire::Hop { src: MachineId(5), addr: src, ticket: [3; 16] };
     let req = Request { length: 8000, via: Some(hop), ..request(&s, 1, "p") };
     let started = Instant::now();
