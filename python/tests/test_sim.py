@@ -376,13 +376,21 @@ def test_a_trace_read_from_a_fifo_no_one_writes_stops_at_ctrl_c(tmp_path: Path) 
     # The read runs off the interpreter's thread, which wakes for signals: Ctrl-C ends it at once.
     fifo = tmp_path / "trace.txt"
     os.mkfifo(fifo)
-    code = f"import coflow\nprint('reading', flush=True)\ncoflow.read_trace({str(fifo)!r})\n"
+    # A child still there after 8 s writes where each of its threads is, for the failure to show.
+    code = (
+        "import faulthandler\nfaulthandler.dump_traceback_later(8)\n"
+        f"import coflow\nprint('reading', flush=True)\ncoflow.read_trace({str(fifo)!r})\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "reading\n"
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"Ctrl-C did not end the read within 10 s; the child's threads:\n{err}")
     finally:
         proc.kill()
     assert "KeyboardInterrupt" in err, err
