@@ -376,8 +376,11 @@ def test_a_trace_read_from_a_fifo_no_one_writes_stops_at_ctrl_c(tmp_path: Path) 
     # The read runs off the interpreter's thread, which wakes for signals: Ctrl-C ends it at once.
     fifo = tmp_path / "trace.txt"
     os.mkfifo(fifo)
-    # A child still there after 8 s writes where each of its threads is, for the failure to show.
+    # The child takes Ctrl-C as an interactive interpreter does, even when this test runs where
+    # SIGINT is ignored (a job a non-interactive shell put in the background), which the child
+    # would inherit; one still there after 8 s writes where each of its threads is.
     code = (
+        "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import faulthandler\nfaulthandler.dump_traceback_later(8)\n"
         f"import coflow\nprint('reading', flush=True)\ncoflow.read_trace({str(fifo)!r})\n"
     )
