@@ -224,12 +224,11 @@ pub async fn run(
     let router = coflow_proto::server().add_service(svc).add_service(health_service);
     // A refusal for good stops the agent as a shutdown does: registering again cannot succeed;
     // so does the data plane's listener failing for good: it could serve no fetch any more.
-    let terms = shared.clone();
     let mut data_ended = None;
     let stopping = async {
         tokio::select! {
             () = shutdown => {}
-            _ = terms.coordinator.terms().refused() => {}
+            _ = shared.coordinator.terms().refused() => {}
             ended = &mut data_task => {
                 if let Ok(Err(e)) = &ended {
                     tracing::error!(error = %e, "the data plane's listener failed; the agent stops");
