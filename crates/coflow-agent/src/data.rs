@@ -283,7 +283,8 @@ pub(crate) async fn send_pieces<S: DataStream>(
 /// machine's port capacity both ways. The receiver checks every block; the source paces them. A
 /// source that cannot be reached, or that is lost or falls silent mid-transfer, is said to the
 /// receiver ([`Status::Unreachable`], with why), so that it blames the source and not this relay;
-/// a receiver that goes is not told anything.
+/// a receiver that goes is not told anything, nor is one whose fetch this relay fails for its own
+/// reasons (it cannot open a socket), which then blames the relay.
 async fn relay<W: AsyncWrite + Unpin>(
     wr: &mut W,
     shared: &Shared,
@@ -329,10 +330,13 @@ async fn relay<W: AsyncWrite + Unpin>(
     };
     let (mut conn, status, size) = match reached.await {
         Ok(v) => v,
-        Err(e) => {
+        Err(e @ (AgentError::SourceUnreachable { .. } | AgentError::SourceSilent { .. })) => {
             say_source_lost(wr, false, &e, idle).await?;
             return Err(e);
         }
+        // This relay's own failure (out of sockets): the receiver, told nothing, finds the relay
+        // gone and blames it, so that the coordinator leaves it out of new paths.
+        Err(e) => return Err(e),
     };
     write_within(wr, &wire::encode_head(status, size), idle).await?;
     if status != Status::Ok {
@@ -556,7 +560,7 @@ async fn connect(shared: &Shared, addr: &str, src: MachineId) -> Result<Reader<B
         .parse()
         .map_err(|_| AgentError::SourceUnreachable { addr: addr.to_string(), reason: "not an address".into() })?;
     let socket = if target.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
-        .map_err(unreachable)?;
+        .map_err(|e| out_of_sockets(e).unwrap_or_else(unreachable))?;
     socket.set_recv_buffer_size(shared.config.socket_buffer_bytes as u32).ok();
     let sock = tokio::time::timeout(Duration::from_secs(5), socket.connect(target))
         .await
@@ -575,6 +579,21 @@ async fn connect(shared: &Shared, addr: &str, src: MachineId) -> Result<Reader<B
         }
     };
     Ok(Reader::new(io))
+}
+
+/// A socket this agent could not create for want of its own resources (file descriptors, kernel
+/// memory), as the limit it met, which no peer is to blame for; any other error as it came.
+fn out_of_sockets(e: std::io::Error) -> Result<AgentError, std::io::Error> {
+    use rustix::io::Errno;
+    match Errno::from_io_error(&e) {
+        Some(Errno::MFILE | Errno::NFILE) => Ok(AgentError::LimitExceeded(format!(
+            "this agent's file descriptors (its file limit, `ulimit -n`, or the system's) are all in use: {e}"
+        ))),
+        Some(Errno::NOBUFS | Errno::NOMEM) => {
+            Ok(AgentError::LimitExceeded(format!("this agent cannot create a socket for want of memory: {e}")))
+        }
+        _ => Err(e),
+    }
 }
 
 /// Where a part's verified blocks go: the client's stream (which the client paces), or a buffer

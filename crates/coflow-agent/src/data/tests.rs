@@ -611,6 +611,50 @@ async fn a_relay_that_loses_its_source_says_so_and_the_receiver_blames_the_sourc
     }
 }
 
+/// A relay that cannot open a socket to its hop's source, every file descriptor of its process
+/// being in use, fails the fetch without saying the source is lost: the receiver finds the relay
+/// gone and blames it, not a source it never tried, so that the coordinator leaves the relay out
+/// of new paths. Run in a child process of this test binary, whose file limit it lowers to the
+/// descriptors already open (the relay's receiver talks to it over an in-memory pipe).
+#[test]
+fn a_relay_out_of_file_descriptors_blames_itself() {
+    const CHILD: &str = "COFLOW_TEST_OUT_OF_FILE_DESCRIPTORS";
+    const NAME: &str = "data::tests::a_relay_out_of_file_descriptors_blames_itself";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "the child failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("1 passed"), "the child ran no test:\n{stdout}");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let s = shared(1024);
+        let source = "127.0.0.1:9";
+        let hop = wire::Hop { src: MachineId(5), addr: source.into(), ticket: [3; 16] };
+        let req = Request { length: 3000, via: Some(hop), ..request(&s, 1, "p") };
+        // A file opened takes the lowest free descriptor: from it on, none can be opened.
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let was = getrlimit(Resource::Nofile);
+        let lowest = std::os::fd::AsRawFd::as_raw_fd(&std::fs::File::open("/dev/null").unwrap()) as u64;
+        setrlimit(Resource::Nofile, rustix::process::Rlimit { current: Some(lowest), ..was }).unwrap();
+        assert!(tokio::net::TcpSocket::new_v4().is_err(), "no socket can be opened");
+        let (got, r) = fetch_through_relay(&s, &req, 3000).await;
+        setrlimit(Resource::Nofile, was).unwrap();
+        assert!(got.is_empty());
+        match r {
+            Err(AgentError::SourceUnreachable { addr, reason }) => {
+                assert_eq!(addr, "relay:7", "the relay is blamed, not the source: {reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    });
+}
+
 /// A relay's port carries what it relays in and out, within the capacity its operator set:
 /// eight blocks of 1,000 bytes that its source sends at once reach the receiver, every byte, no
 /// sooner than the port lets through what is past its burst (20,000 B/s, a burst of 1,024 bytes
