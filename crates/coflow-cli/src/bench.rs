@@ -34,7 +34,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value = "varys,fair", help = crate::policies::help("Policies to measure, comma-separated"))]
     policies: String,
     /// Port capacity.
-    #[arg(long, default_value = "128MiB/s", allow_negative_numbers = true)]
+    #[arg(long, default_value = "128MiB/s")]
     port_rate: String,
     /// Numbers of coflows present at once for the decision-latency measurement: synthetic
     /// workloads shaped like the Facebook trace on 150 machines, whatever is replayed.

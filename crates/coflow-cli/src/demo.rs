@@ -39,7 +39,7 @@ pub(crate) struct DemoArgs {
     agents: u32,
     /// Each agent's port capacity, e.g. `100Mbps` (12.5 MB/s: the default run takes well under a
     /// minute, and CCTs of seconds dwarf the few milliseconds of control latency).
-    #[arg(long, default_value = "100Mbps", allow_negative_numbers = true)]
+    #[arg(long, default_value = "100Mbps")]
     port_rate: String,
     #[command(flatten)]
     workload: WorkloadArgs,

@@ -5,9 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
-
-use crate::Cli;
+use crate::parse_from;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -134,7 +132,7 @@ fn every_command_the_docs_show_parses() {
         let text = std::fs::read_to_string(page).unwrap();
         for (n, line) in commands(&text) {
             seen += 1;
-            if let Err(e) = Cli::try_parse_from(words(&line)) {
+            if let Err(e) = parse_from(words(&line)) {
                 use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
                 if !matches!(e.kind(), DisplayHelp | DisplayVersion) {
                     let first = e.to_string().lines().next().unwrap_or_default().to_string();

@@ -292,7 +292,7 @@ pub(crate) struct AgentArgs {
     #[arg(long, env = "COFLOW_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Port capacity, e.g. `1Gbps`.
-    #[arg(long, env = "COFLOW_PORT_RATE", allow_negative_numbers = true)]
+    #[arg(long, env = "COFLOW_PORT_RATE")]
     port_rate: Option<String>,
     /// Register the port capacity but do not enforce it (the network does).
     #[arg(long, env = "COFLOW_UNCAPPED")]
@@ -374,7 +374,7 @@ pub(crate) struct BenchLiveArgs {
     #[arg(long, default_value_t = 8)]
     window: usize,
     /// Control messages a second offered while the control path is measured under load.
-    #[arg(long, default_value_t = 100_000.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 100_000.0)]
     load_rate: f64,
     /// Gets measured at each level of coflows present (1, 100 and 1,000).
     #[arg(long, default_value_t = 1000)]

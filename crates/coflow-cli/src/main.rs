@@ -111,8 +111,39 @@ enum SimCommand {
     Sweep(Box<sweep::SweepArgs>),
 }
 
+/// Parses `args` (the program's name first). A value that starts as a negative number does
+/// (`--port-rate -5MB/s`, `--timeout -1.5s`) is the value of the long option before it, as if
+/// given with `=`: it reaches the option's own check, which names the option, rather than reading
+/// as an unknown flag. (Clap takes a bare negative number as a value only where told to, and
+/// `-5MB/s` never.)
+fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let mut joined: Vec<std::ffi::OsString> = Vec::new();
+    let mut options = true;
+    for arg in args.into_iter().map(Into::into) {
+        let text = arg.to_str().unwrap_or_default();
+        let negative = text.strip_prefix('-').is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit() || c == '.'));
+        let after_option = joined
+            .last()
+            .and_then(|o| o.to_str())
+            .is_some_and(|o| o.starts_with("--") && o.len() > 2 && !o.contains('='));
+        if options && negative && after_option {
+            let option = joined.last_mut().expect("an option before");
+            option.push("=");
+            option.push(&arg);
+            continue;
+        }
+        options &= text != "--";
+        joined.push(arg);
+    }
+    <Cli as clap::Parser>::try_parse_from(joined)
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     // Logs go to stderr, filtered by RUST_LOG; services log at info, everything else at warn.
     let default = match cli.command {
         Command::Coordinator(_) | Command::Agent(_) => "info",
@@ -168,6 +199,49 @@ fn main() {
 
 #[cfg(test)]
 mod tests {
+    /// Every option with a value reads `--opt -5MB/s` as `--opt=-5MB/s`: the same value, or the
+    /// same kind of error (the option's own check), never an unknown flag.
+    #[test]
+    fn an_option_s_value_may_start_with_a_hyphen() {
+        fn walk(cmd: &clap::Command, path: &mut Vec<String>, checked: &mut usize) {
+            for arg in cmd.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if !arg.get_action().takes_values() {
+                    continue;
+                }
+                for value in ["-5", "-5MB/s", "-1.5s"] {
+                    let spaced = path.iter().cloned().chain([format!("--{long}"), value.to_string()]);
+                    let joined = path.iter().cloned().chain([format!("--{long}={value}")]);
+                    let (spaced, joined) = (super::parse_from(spaced), super::parse_from(joined));
+                    let what = format!("{} --{long} {value}", path.join(" "));
+                    match (spaced, joined) {
+                        (Ok(a), Ok(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{what}"),
+                        (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind(), "{what}: {a}"),
+                        (a, b) => panic!("{what}: {:?} against {:?}", a.map(|_| ()), b.map(|_| ())),
+                    }
+                    *checked += 1;
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                path.push(sub.get_name().to_string());
+                walk(sub, path, checked);
+                path.pop();
+            }
+        }
+        let mut checked = 0;
+        walk(&<super::Cli as clap::CommandFactory>::command(), &mut vec!["coflow".to_string()], &mut checked);
+        assert!(checked > 100, "{checked} options checked");
+        // The option's own check names it.
+        let e = super::parse_from(["coflow", "sim", "--machines", "-5"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{e}");
+        assert!(e.to_string().contains("--machines"), "{e}");
+        // A flag where a value should be is still a missing value, and after `--` nothing joins.
+        let e = super::parse_from(["coflow", "sim", "--policies", "--baseline", "varys"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue, "{e}");
+        let spread = super::parse_from(["coflow", "trace", "spread", "--", "--in.txt", "-5.txt"]).unwrap();
+        assert!(format!("{spread:?}").contains(r#"input: "--in.txt", output: "-5.txt""#), "{spread:?}");
+    }
+
     /// What the deployment guide says: every flag of the services and of `coflow status` can be
     /// given as `COFLOW_` and its name in capitals.
     #[test]

@@ -22,7 +22,7 @@ pub(crate) struct CommonArgs {
     #[arg(long, default_value = "fair")]
     baseline: String,
     /// Capacity of every port, e.g. 1Gbps, 128MiB/s or 125000000 (bytes per second).
-    #[arg(long, default_value = "1Gbps", allow_negative_numbers = true)]
+    #[arg(long, default_value = "1Gbps")]
     port_rate: String,
     #[command(flatten)]
     synth: SynthArgs,
@@ -37,7 +37,7 @@ pub(crate) struct CommonArgs {
     #[arg(long)]
     pub(crate) deadlines: bool,
     /// The slack x of generated deadlines (with --deadlines; default 1).
-    #[arg(long, requires = "deadlines", allow_negative_numbers = true)]
+    #[arg(long, requires = "deadlines")]
     pub(crate) deadline_x: Option<f64>,
     #[command(flatten)]
     model: crate::model::ModelArgs,

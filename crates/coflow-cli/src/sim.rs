@@ -36,7 +36,7 @@ pub(crate) struct SimArgs {
     offline: bool,
     /// Give a seeded fraction F of the coflows a deadline, drawn as --deadlines draws them (x = 1),
     /// and none to the others: a mix of deadline and non-deadline coflows (Karuna).
-    #[arg(long, value_name = "F", conflicts_with = "deadlines", allow_negative_numbers = true)]
+    #[arg(long, value_name = "F", conflicts_with = "deadlines")]
     deadline_fraction: Option<f64>,
 }
 

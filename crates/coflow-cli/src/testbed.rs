@@ -42,7 +42,7 @@ pub(crate) struct TopologyArgs {
     #[arg(long, default_value_t = 8)]
     hosts: usize,
     /// Every link's rate, both ways, e.g. `100Mbps`.
-    #[arg(long, visible_alias = "port-rate", default_value = "100Mbps", allow_negative_numbers = true)]
+    #[arg(long, visible_alias = "port-rate", default_value = "100Mbps")]
     link: String,
     /// A topology file instead (JSON: `{"hosts": [{"name", "uplink", "downlink"}]}`, with `dc`
     /// and `wan` for datacenters), or a preset: `siphon-3dc`, `siphon-3dc-bottleneck`, `siphon-5dc`.
@@ -143,7 +143,7 @@ pub(crate) struct SparkArgs {
     #[arg(long, default_value_t = 5)]
     hosts: usize,
     /// Every link's rate, both ways.
-    #[arg(long, visible_alias = "port-rate", default_value = "20Mbps", allow_negative_numbers = true)]
+    #[arg(long, visible_alias = "port-rate", default_value = "20Mbps")]
     link: String,
     /// Modes, comma-separated: `spark` (Spark's own shuffle) or a coordinator policy (or `tcp`)
     /// for jobs through the plugin.
@@ -152,7 +152,7 @@ pub(crate) struct SparkArgs {
     #[command(flatten)]
     workload: WorkloadArgs,
     /// Arrival times of the workload's coflows are divided by this.
-    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 2.0)]
     compress_arrivals: f64,
     /// Task slots per executor.
     #[arg(long, default_value_t = 4)]

@@ -72,7 +72,7 @@ pub(crate) struct WorkloadArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Target average port load of the synthetic workload.
-    #[arg(long, default_value_t = 0.9, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.9)]
     load: f64,
 }
 
