@@ -330,13 +330,10 @@ async fn relay<W: AsyncWrite + Unpin>(
     };
     let (mut conn, status, size) = match reached.await {
         Ok(v) => v,
-        Err(e @ (AgentError::SourceUnreachable { .. } | AgentError::SourceSilent { .. })) => {
+        Err(e) => {
             say_source_lost(wr, false, &e, idle).await?;
             return Err(e);
         }
-        // This relay's own failure (out of sockets): the receiver, told nothing, finds the relay
-        // gone and blames it, so that the coordinator leaves it out of new paths.
-        Err(e) => return Err(e),
     };
     write_within(wr, &wire::encode_head(status, size), idle).await?;
     if status != Status::Ok {
@@ -388,27 +385,25 @@ async fn relay<W: AsyncWrite + Unpin>(
 
 /// Tells the receiver of a relayed fetch that the source could not be reached or was lost (`e`),
 /// with why: an error frame of status [`Status::Unreachable`], after a head of that status unless
-/// the source's head was already forwarded.
+/// the source's head was already forwarded. The relay's own failures (it cannot open a socket)
+/// are not said: the receiver, told nothing, finds the relay gone and blames it, so that the
+/// coordinator leaves it out of new paths.
 async fn say_source_lost<W: AsyncWrite + Unpin>(
     wr: &mut W,
     head_sent: bool,
     e: &AgentError,
     idle: Duration,
 ) -> Result<(), AgentError> {
-    let mut said = if head_sent { Vec::new() } else { wire::encode_head(Status::Unreachable, 0).to_vec() };
-    wire::encode_error(Status::Unreachable, &source_reason(e), &mut said);
-    write_within(wr, &said, idle).await?;
-    wr.flush().await.map_err(peer_gone)
-}
-
-/// What a relay tells the receiver of a source it could not reach or lost: why, without the
-/// source's address, which the receiver named in its request.
-fn source_reason(e: &AgentError) -> String {
-    match e {
+    // Why, without the source's address, which the receiver named in its request.
+    let why = match e {
         AgentError::SourceUnreachable { reason, .. } => reason.clone(),
         AgentError::SourceSilent { secs, .. } => format!("it sent nothing for {secs} s"),
-        other => other.to_string(),
-    }
+        _ => return Ok(()),
+    };
+    let mut said = if head_sent { Vec::new() } else { wire::encode_head(Status::Unreachable, 0).to_vec() };
+    wire::encode_error(Status::Unreachable, &why, &mut said);
+    write_within(wr, &said, idle).await?;
+    wr.flush().await.map_err(peer_gone)
 }
 
 /// Sends the range `(offset, length)` of the piece block by block at the flow's assigned rate

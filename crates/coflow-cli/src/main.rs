@@ -119,7 +119,7 @@ enum SimCommand {
 fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
 where
     I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
+    T: Into<std::ffi::OsString>,
 {
     let mut joined: Vec<std::ffi::OsString> = Vec::new();
     let mut options = true;
