@@ -310,7 +310,13 @@ impl Agent for AgentService {
             }
             if let Err(e) = result {
                 shared.get_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%coflow, %data_id, error = %e, "get failed");
+                // A client that hangs up ended its own get: no fault of the service's, and a client
+                // could write a line per get it starts and cancels, so it is not a warning.
+                if matches!(e, AgentError::ClientDeparted) {
+                    tracing::debug!(%coflow, %data_id, error = %e, "get failed");
+                } else {
+                    tracing::warn!(%coflow, %data_id, error = %e, "get failed");
+                }
                 // A stream that ends without an error ends with status OK, so every failure but
                 // a departed client's is sent, after whatever chunks the client has yet to take.
                 // A stalled client that never reads again nor hangs up is waited for no longer

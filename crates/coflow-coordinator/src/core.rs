@@ -1227,7 +1227,13 @@ impl Core {
                 if reason == "timed-out" {
                     *self.timed_out.entry("data-read").or_default() += 1;
                 }
-                tracing::warn!(flow = %id, coflow = %f.coflow, data_id = %f.data_id, reason, "flow failed");
+                // A client that hung up on its get ended the flow itself: not a warning, which a
+                // client could otherwise write once per get it starts and cancels.
+                if reason == coflow_proto::ErrorKind::ClientDeparted.as_str() {
+                    tracing::debug!(flow = %id, coflow = %f.coflow, data_id = %f.data_id, reason, "flow failed");
+                } else {
+                    tracing::warn!(flow = %id, coflow = %f.coflow, data_id = %f.data_id, reason, "flow failed");
+                }
             }
         }
         if let Some(p) = self.pending.get_mut(&f.src) {

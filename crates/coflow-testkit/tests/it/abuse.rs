@@ -450,6 +450,54 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
     Ok(())
 }
 
+/// A client that starts gets and hangs up on them ends them itself: the agent and the
+/// coordinator count each (`get_failures`, `flows_failed_by_reason{reason="client-departed"}`)
+/// but write no warning, which a client could otherwise write once per get it cancels.
+#[tokio::test]
+async fn gets_a_client_cancels_are_counted_but_not_warned_of() -> anyhow::Result<()> {
+    let logs = crate::Captured::default();
+    let w = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || w.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let cluster = Cluster::start(ClusterConfig::new(2, 20e6, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "big", content(3, 48 << 20)).await?;
+    let reader = cluster.client(1).await?;
+    let live = || async { metric(&scrape(cluster.coordinator_metrics).await, "coflow_coordinator_live_flows") };
+    const CANCELLED: usize = 3;
+    for _ in 0..CANCELLED {
+        let get = reader.get_chunks(coflow, "big").await?;
+        let opened = Instant::now();
+        while live().await == 0.0 && opened.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(live().await, 1.0, "the get's flow is live");
+        drop(get);
+        while live().await > 0.0 && opened.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(live().await, 0.0, "the cancelled get's flow ended");
+    }
+    // The check is real: both services saw each cancelled get fail.
+    let agent = scrape(cluster.agent_metrics[1]).await;
+    assert_eq!(metric(&agent, "coflow_agent_get_failures_total"), CANCELLED as f64, "{agent}");
+    let page = scrape(cluster.coordinator_metrics).await;
+    let departed = page
+        .lines()
+        .find(|l| l.starts_with("coflow_coordinator_flows_failed_by_reason") && l.contains("client-departed"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert_eq!(departed, Some(CANCELLED as f64), "{page}");
+    let text = logs.text();
+    assert!(!text.contains("get failed") && !text.contains("flow failed"), "warnings of cancelled gets:\n{text}");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// A put stream that states 4 MiB and sends a byte a second (each within the 2 s idle timeout)
 /// falls behind 1 MiB/s as soon as the 2 s grace is over: it fails `invalid`, naming the rate,
 /// and the name and the memory it held are free again.

@@ -12,6 +12,9 @@ mod session;
 mod tls;
 mod wide_area;
 
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
 use coflow_client::{Client, CoflowId};
 
 pub(crate) use coflow_testkit::content;
@@ -42,4 +45,25 @@ pub(crate) fn subscribe() {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
         .try_init();
+}
+
+/// Log lines, captured by a subscriber scoped to this thread (the test's current-thread
+/// runtime runs every task of the cluster on it).
+#[derive(Clone, Default)]
+pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
 }

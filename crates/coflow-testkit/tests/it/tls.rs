@@ -2,9 +2,7 @@
 //! callers whose certificate's role does not fit are refused (and logged once per peer); in
 //! token mode a machine's session guards it against other registrations and heartbeats.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use coflow_client::{Client, ClientConfig, ClientError, CoflowOptions};
@@ -222,30 +220,9 @@ async fn a_peer_without_a_certificate_holds_a_bounded_number_of_grpc_handshakes(
     Ok(())
 }
 
-/// Log lines, captured by a subscriber scoped to this thread (the test's current-thread
-/// runtime runs every task of the cluster on it).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[tokio::test]
 async fn a_plaintext_client_is_refused_and_the_refusal_logged_once() -> anyhow::Result<()> {
-    let logs = Captured::default();
+    let logs = crate::Captured::default();
     let w = logs.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::WARN)
