@@ -139,12 +139,24 @@ fn rate(bps: f64) -> String {
 }
 
 /// `text` safe to print on a terminal: control characters (an escape sequence in a coflow's
-/// name, say) are shown escaped, as Rust writes them, instead of acting on the terminal.
+/// name, say) and the invisible characters that reorder or hide text (bidirectional overrides
+/// and isolates, zero-width characters) are shown escaped, as Rust writes them, instead of
+/// acting on the terminal or on what the operator reads.
 fn printable(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(hidden) {
         return text.to_string();
     }
-    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    text.chars().map(|c| if hidden(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// Whether `c` acts rather than shows: a control character, or a format character that changes
+/// the order or visibility of the text around it.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}'
+        )
 }
 
 /// The table: agents, then coflows with their flows.
@@ -309,6 +321,20 @@ mod tests {
         assert!(!t.contains('\u{1b}') && !t.contains('\u{7}') && !t.contains('\r'), "{t:?}");
         assert!(t.contains("evil\\u{1b}[2J\\u{7}"), "{t}");
         assert!(t.contains("x\\ry"), "{t}");
+    }
+
+    /// A name that would reorder or hide what the operator reads (a right-to-left override, a
+    /// zero-width space, an isolate) prints those characters escaped; other scripts print as
+    /// they are.
+    #[test]
+    fn names_cannot_reorder_what_the_operator_reads() {
+        let mut st = example();
+        st.coflows[0].name = "job\u{202e}txt.exe\u{200b}\u{2066}é日本".into();
+        let t = render(&st);
+        for c in ['\u{202e}', '\u{200b}', '\u{2066}'] {
+            assert!(!t.contains(c), "{c:?} printed raw: {t:?}");
+        }
+        assert!(t.contains("job\\u{202e}txt.exe\\u{200b}\\u{2066}é日本"), "{t}");
     }
 
     #[test]
