@@ -61,7 +61,8 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     coflow_sim::experiment::check_port_rate(port_rate, "--port-rate", &a.port_rate)?;
     let policies = policy::parse_list(&a.policies).context("--policies")?;
     let model = a.model.model()?;
-    model.check(&policies, coflow_sim::experiment::Spelling::Flag)?;
+    let policies = model.narrow_all(&a.policies, policies);
+    model.check(&policies, "policies", coflow_sim::experiment::Spelling::Flag)?;
     let most = coflow_trace::synth::MAX_COFLOWS;
     if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0 || n > most) {
         anyhow::bail!("--concurrent {n}: between 1 and {most} coflows must be present");

@@ -83,16 +83,27 @@ impl Model {
     }
 
     /// Refuses policies the model has no counterpart for, naming the first; the message starts
-    /// with the `policies` option in `spelling`.
-    pub fn check(&self, policies: &[&str], spelling: Spelling) -> Result<(), PlanError> {
+    /// with `option` (in snake case) in `spelling`, the option that named them.
+    pub fn check(&self, policies: &[&str], option: &str, spelling: Spelling) -> Result<(), PlanError> {
         if let Some(rules) = &self.0 {
             for &name in policies {
                 if let Err(e) = coflowsim::policy(name, rules) {
-                    return Err(PlanError(format!("{}: {e}", spelling.name("policies"))));
+                    return Err(PlanError(format!("{}: {e}", spelling.name(option))));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The policies a list asks for under this model: `all` (`text`, which `policies` was parsed
+    /// from) means every policy the model has, so under the reference model the ones the
+    /// reference simulator has too; any other list is as given.
+    pub fn narrow_all(&self, text: &str, policies: Vec<&'static str>) -> Vec<&'static str> {
+        if self.0.is_some() && text.trim() == "all" {
+            policies.into_iter().filter(|p| coflowsim::POLICIES.contains(p)).collect()
+        } else {
+            policies
+        }
     }
 
     /// The workload as the model sees it.

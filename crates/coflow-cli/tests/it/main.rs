@@ -727,10 +727,33 @@ fn the_reference_model_runs_its_policies_and_refuses_the_others_by_name() {
     assert_eq!(names, list.split(',').collect::<Vec<_>>(), "rows go by the names asked for");
     assert!(results.iter().all(|r| r["completed"] == 30), "{results:?}");
 
-    let out = coflow().args(["sim", "--model", "coflowsim", "--coflows", "30"]).output().unwrap();
+    // `all` (the default) means the reference simulator's policies, in the same order.
+    let all = tmp("coflowsim-all.json");
+    let out = coflow().args(["sim", "--model", "coflowsim", "--coflows", "30", "--json"]).arg(&all).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&all).unwrap()).unwrap();
+    let ran: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    let mut expected: Vec<&str> = list.split(',').collect();
+    expected.sort_by_key(|p| coflow_sched::policy::NAMES.iter().position(|n| n == p));
+    assert_eq!(ran, expected);
+
+    // A policy named that the reference simulator lacks is refused by name, under the option
+    // that named it.
+    let out = coflow()
+        .args(["sim", "--model", "coflowsim", "--coflows", "30", "--policies", "varys,varys-deadline"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("\"varys-deadline\" has no counterpart in the reference simulator"), "{err}");
+    assert!(
+        err.contains("--policies: policy \"varys-deadline\" has no counterpart in the reference simulator"),
+        "{err}"
+    );
+    let out =
+        coflow().args(["sim", "--model", "coflowsim", "--coflows", "30", "--baseline", "sincronia"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error: --baseline: policy \"sincronia\" has no counterpart"), "{err}");
 
     let out = coflow().args(["sim", "--coflowsim-rules", "epochs,quanta", "--coflows", "30"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

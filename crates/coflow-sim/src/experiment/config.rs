@@ -244,6 +244,7 @@ impl Config {
         check_port_rate(port_rate, &name("port_rate"), &self.port_rate)?;
         let policies =
             policy::parse_list(&self.policies).map_err(|e| PlanError(format!("{}: {e}", name("policies"))))?;
+        let policies = self.model.narrow_all(&self.policies, policies);
         if policies.is_empty() {
             return Err(PlanError(format!("{} names no policy", name("policies"))).into());
         }
@@ -255,10 +256,8 @@ impl Config {
             }
             one => Some(policy::entry_of(one).map_err(|e| PlanError(format!("{}: {e}", name("baseline"))))?.name),
         };
-        self.model.check(&policies, spelling)?;
-        self.model
-            .check(baseline.as_slice(), spelling)
-            .map_err(|e| PlanError(format!("{}: {}", name("baseline"), e.0)))?;
+        self.model.check(&policies, "policies", spelling)?;
+        self.model.check(baseline.as_slice(), "baseline", spelling)?;
         if let Some(x) = self.deadline_x
             && !(x.is_finite() && x >= 0.0)
         {
