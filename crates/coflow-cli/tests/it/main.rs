@@ -836,3 +836,21 @@ fn a_trace_of_dash_is_read_from_standard_input() {
     };
     assert_eq!(run("-", Some(&made.stdout)), run(file.to_str().unwrap(), None));
 }
+
+/// A policy that rejects coflows has its factors marked: its average is over the coflows it
+/// finished, the baseline's and the bounds' over all of them.
+#[test]
+fn factors_over_fewer_coflows_are_marked() {
+    let out = coflow()
+        .args(["sim", "--coflows", "100", "--machines", "30", "--deadlines", "--policies", "varys-deadline,varys"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = |p: &str| table.lines().find(|l| l.split_whitespace().next() == Some(p)).unwrap().to_string();
+    let (rejecting, all) = (row("varys-deadline"), row("varys"));
+    assert!(!rejecting.contains("100/100"), "the check is real: some coflow is rejected\n{table}");
+    assert_eq!(rejecting.matches("x*").count(), 2, "both factors marked: {rejecting}");
+    assert!(all.contains("100/100") && !all.contains('*'), "{all}");
+    assert!(table.contains("\n*: the policy's figure is over the coflows it finished"), "{table}");
+}
