@@ -45,7 +45,8 @@ pub struct Coflow {
     pub arrival: Nanos,
     /// Its flows.
     pub flows: Vec<Flow>,
-    /// A deadline, relative to arrival, if it has one.
+    /// A deadline, if it has one: relative to its release, which is its arrival unless it waits
+    /// for parents (as its completion time is).
     pub deadline: Option<Nanos>,
     /// Its weight (or priority) for weighted objectives; 1 by default.
     pub weight: f64,

@@ -28,7 +28,7 @@ pub struct CoflowOutcome {
     pub bytes: u64,
     /// Its completion time alone on an empty fabric (Γ_empty).
     pub isolated: Nanos,
-    /// Its deadline relative to arrival, if it has one.
+    /// Its deadline relative to its release (as its CCT), if it has one.
     pub deadline: Option<Nanos>,
     /// Whether admission control rejected it (it then never finishes).
     pub rejected: bool,
