@@ -51,9 +51,9 @@ pub(crate) fn as_client<T>(req: &Request<T>) -> Result<(), Status> {
     coflow_proto::authorize(req, "use the coflow API", Peer::may_use_api)
 }
 
-/// Refuses a caller that is not an agent.
-pub(crate) fn as_some_agent<T>(req: &Request<T>) -> Result<(), Status> {
-    coflow_proto::authorize(req, "report flows", Peer::is_agent)
+/// Refuses a caller that is not an agent; `what` names the call it may not make.
+pub(crate) fn as_some_agent<T>(req: &Request<T>, what: &str) -> Result<(), Status> {
+    coflow_proto::authorize(req, what, Peer::is_agent)
 }
 
 impl Sessions {

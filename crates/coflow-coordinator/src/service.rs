@@ -622,7 +622,7 @@ impl Coordinator for CoordinatorService {
     type AgentSessionStream = SessionStream;
 
     async fn agent_session(&self, req: Request<Streaming<pb::AgentBatch>>) -> Result<Response<SessionStream>, Status> {
-        as_some_agent(&req)?;
+        as_some_agent(&req, "open an agent session")?;
         let (meta, ext, mut inbound) = req.into_parts();
         let caller = Request::from_parts(meta, ext, ());
         let first = inbound
@@ -650,7 +650,7 @@ impl Coordinator for CoordinatorService {
         &self,
         req: Request<pb::AssignMachineRequest>,
     ) -> Result<Response<pb::AssignMachineResponse>, Status> {
-        as_some_agent(&req)?;
+        as_some_agent(&req, "be assigned a machine id")?;
         if coflow_proto::Peer::of(&req).is_some_and(coflow_proto::Peer::is_certified) {
             return Err(Status::failed_precondition(
                 "with TLS, an agent's machine id is the one its certificate names",

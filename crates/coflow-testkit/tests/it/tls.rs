@@ -360,6 +360,11 @@ async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
     let mut client = raw(&cluster, &own, "client-testkit").await?;
     assert_denied(client.register_agent(register_agent(0, 0)).await, "client RegisterAgent");
     assert_denied(open(&mut client, 0, 0, vec![heartbeat(0)]).await, "client AgentSession");
+    // The refusal names the call that was refused.
+    let assign = client.assign_machine(pb::AssignMachineRequest { host: "h".into() }).await;
+    let message = assign.as_ref().map(|_| ()).map_err(|s| s.message().to_string());
+    assert_denied(assign, "client AssignMachine");
+    assert!(message.is_err_and(|m| m.contains("may not be assigned a machine id")));
 
     // Agent 1's certificate may not register or open a session for machine 2 (or 0), nor open
     // machine 1's session without its live session id.
