@@ -526,3 +526,39 @@ fn unsafe_code_is_only_the_row_update_s_choice_of_vector_width_each_with_its_rea
     let manifest = std::fs::read_to_string(root.join("../Cargo.toml")).unwrap();
     assert!(manifest.contains("unsafe_code = \"deny\""), "the workspace denies unsafe code");
 }
+
+/// Each package `cargo tree` shows with its features, one line per package (`name vX.Y.Z [f,g]`),
+/// for `args` (normal dependencies and those `args` add, this platform only).
+fn feature_lines(args: &[&str]) -> BTreeSet<String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--prefix", "none", "--format", "{p} [{f}]"])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.trim_end_matches(" (*)").to_string()).collect()
+}
+
+#[test]
+fn one_feature_set_for_every_build() {
+    // After the rust section's `cargo test --workspace --release`, the other sections build the
+    // CLI alone (`cargo build --release -p coflow-cli`) and maturin builds the Python extension
+    // alone; a dependency they build with other features than the workspace's is compiled again,
+    // and so is everything above it. Unused dependencies in the CLI's and the extension's
+    // manifests give them the workspace's features.
+    let workspace = feature_lines(&["--workspace", "--edges", "normal,dev"]);
+    let cli = feature_lines(&["--package", "coflow-cli", "--edges", "normal"]);
+    let py = feature_lines(&["--package", "coflow-py", "--features", "extension-module", "--edges", "normal"]);
+    // The check is real: the extension's own feature is not the workspace's.
+    assert!(py.iter().any(|l| l.starts_with("pyo3 ") && l.contains("extension-module")));
+    assert!(!workspace.iter().any(|l| l.starts_with("pyo3 ") && l.contains("extension-module")));
+    let apart = |tree: &BTreeSet<String>| -> Vec<String> {
+        tree.difference(&workspace)
+            .filter(|l| !l.starts_with("pyo3") && !l.starts_with("coflow-py "))
+            .cloned()
+            .collect()
+    };
+    assert!(apart(&cli).is_empty(), "the CLI alone builds these with other features: {:#?}", apart(&cli));
+    assert!(apart(&py).is_empty(), "the Python extension builds these with other features: {:#?}", apart(&py));
+}
