@@ -303,7 +303,7 @@ async fn relay<W: AsyncWrite + Unpin>(
     let mut bytes = Vec::with_capacity(64);
     inner.encode(&mut bytes);
     let unreachable = |reason: String| AgentError::SourceUnreachable { addr: hop.addr.clone(), reason };
-    let silent = || AgentError::SourceSilent { addr: hop.addr.clone(), secs: idle.as_secs_f64() };
+    let silent = || shared.silent(&hop.addr);
     // On a warm connection the source may have closed it while idle: a fresh one then serves.
     let reached = async {
         loop {
@@ -568,7 +568,7 @@ async fn connect(shared: &Shared, addr: &str, src: MachineId) -> Result<Reader<B
             let idle = shared.idle();
             let stream = tokio::time::timeout(idle, coflow_proto::connect_agent(tls, sock, src.0))
                 .await
-                .map_err(|_| AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() })?
+                .map_err(|_| shared.silent(addr))?
                 .map_err(|reason| AgentError::SourceUnreachable { addr: addr.to_string(), reason })?;
             Box::new(stream)
         }
@@ -769,7 +769,7 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
         }
         ReadError::Wire(e) => AgentError::Corrupted(e.to_string()),
     };
-    let silent = || AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() };
+    let silent = || shared.silent(addr);
     // What the relay, if one is asked, says of the source it could not reach or lost: the
     // source is the peer to blame.
     let lost = |why: String| match &request.via {

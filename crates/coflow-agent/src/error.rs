@@ -51,6 +51,14 @@ pub enum AgentError {
         /// The idle timeout, seconds.
         secs: f64,
     },
+    /// This agent did not run for a while (its process was paused, or starved of CPU), over
+    /// which a peer's silence is no fault of the peer's; an agent silent past the coordinator's
+    /// agent timeout is declared dead, and its flows with it.
+    #[error("this agent did not run for {secs:.1} s (paused, or starved of CPU): its flow ended meanwhile; ask again")]
+    Paused {
+        /// How long it did not run, seconds.
+        secs: f64,
+    },
     /// The bytes received do not match the checksum or the announced size.
     #[error("piece corrupted in transit: {0}")]
     Corrupted(String),
@@ -112,6 +120,7 @@ impl AgentError {
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => ErrorKind::Invalid,
             AgentError::DuplicateDataId { .. } => ErrorKind::DuplicateDataId,
             AgentError::SourceUnreachable { .. } => ErrorKind::AgentUnreachable,
+            AgentError::Paused { .. } => ErrorKind::UnknownFlow,
             AgentError::Coordinator(_) | AgentError::NotRegistered => ErrorKind::CoordinatorUnreachable,
         }
     }
@@ -144,6 +153,7 @@ impl From<AgentError> for tonic::Status {
             | AgentError::ShuttingDown
             | AgentError::NotRegistered
             | AgentError::SourceSilent { .. }
+            | AgentError::Paused { .. }
             | AgentError::ReceiverStalled { .. }
             | AgentError::ClientDeparted
             | AgentError::ClientStalled { .. } => tonic::Code::Unavailable,

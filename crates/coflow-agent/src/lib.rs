@@ -22,6 +22,7 @@
 //!   data directory held while the agent runs, what the coordinator asks of the agent at its
 //!   registration (heartbeat interval, agent timeout), which of its refusals are for good (the
 //!   agent then stops), and deregistering at a clean stop.
+//! - `pulse`: the agent's own pulse, which tells a pause of its own from a silent peer.
 //! - `state`: what the tasks share.
 
 #![warn(missing_docs)]
@@ -34,6 +35,7 @@ mod error;
 mod link;
 mod membership;
 mod phantom;
+mod pulse;
 mod receive;
 mod service;
 mod session;
@@ -215,6 +217,10 @@ pub async fn run(
 
     let mut data_task = tokio::spawn(data::serve(listeners.data, shared.clone(), stop_rx.clone()));
     let link_task = tokio::spawn(link::run(shared.clone(), data_addr, stop_rx.clone()));
+    let pulse_task = {
+        let (shared, stop) = (shared.clone(), stop_rx.clone());
+        tokio::spawn(async move { pulse::run(&shared.pulse, shared.pause_least(), stop).await })
+    };
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let readiness_task = tokio::spawn(track_readiness(shared.clone(), health.clone(), reporter, stop_rx.clone()));
     let svc = service::AgentService { shared: shared.clone(), shutdown: stop_rx.clone(), get_control };
@@ -244,6 +250,7 @@ pub async fn run(
         None => data_task.await,
     };
     let _ = link_task.await;
+    let _ = pulse_task.await;
     if let Some(t) = metrics_task {
         let _ = t.await;
     }

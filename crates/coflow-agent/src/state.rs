@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
+use crate::AgentError;
 use crate::bucket::{Grant, TokenBucket, burst_for};
 use crate::config::AgentConfig;
 use crate::store::Store;
@@ -231,6 +232,8 @@ pub(crate) struct Shared {
     pub(crate) puts: AtomicU64,
     /// The coordinator, for registering and leaving, with what it asks of this agent.
     pub(crate) coordinator: crate::membership::Coordinator,
+    /// The agent's own pulse, beaten by a task of [`crate::run`].
+    pub(crate) pulse: crate::pulse::Pulse,
     epoch: Instant,
 }
 
@@ -268,6 +271,7 @@ impl Shared {
             get_failures: AtomicU64::new(0),
             puts: AtomicU64::new(0),
             coordinator: crate::membership::Coordinator::new(coordinator),
+            pulse: crate::pulse::Pulse::default(),
             epoch: Instant::now(),
         }
     }
@@ -349,6 +353,23 @@ impl Shared {
     /// The data plane's idle timeout.
     pub(crate) fn idle(&self) -> Duration {
         Duration::from_millis(self.config.data_idle_timeout_ms)
+    }
+
+    /// The shortest pause of its own that an agent holds to explain a peer's silence over the
+    /// idle timeout: half of it.
+    pub(crate) fn pause_least(&self) -> Duration {
+        self.idle() / 2
+    }
+
+    /// Why the peer at `addr` sent nothing for the idle timeout: its own silence, unless this
+    /// agent did not run for half of that time lately (its process was paused or starved), in
+    /// which case the peer is not to blame.
+    pub(crate) fn silent(&self, addr: &str) -> AgentError {
+        let idle = self.idle();
+        match self.pulse.paused(Instant::now(), idle, self.pause_least()) {
+            Some(pause) => AgentError::Paused { secs: pause.as_secs_f64() },
+            None => AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() },
+        }
     }
 
     /// The session to carry in agent calls.

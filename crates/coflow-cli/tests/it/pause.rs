@@ -179,3 +179,39 @@ fn a_get_whose_own_agent_is_paused_fails_unreachable_within_the_pings() {
         }
     });
 }
+
+/// A get whose own agent is paused for 8 s (past the coordinator's agent timeout and the data
+/// idle timeout, inside the client's pings) and continued: the agent finds that it did not run
+/// itself, and the get ends `unknown-flow` naming the pause (the coordinator ended the flow when
+/// it declared the agent dead; a client asks again), never `agent-unreachable`, which would
+/// blame the source and have a framework recompute a piece that is whole.
+#[test]
+fn a_get_whose_own_agent_was_paused_and_continued_blames_no_source() {
+    let spec = Spec { agent_toml: "port_rate = \"1MB/s\"\n".into(), ..Spec::new(2) };
+    let procs = Procs::start("pause-own-agent-continued", spec);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        procs.ready().await;
+        let c0 = procs.client(0).await;
+        let coflow = c0.register(1, CoflowOptions { name: "continued".into(), ..Default::default() }).await.unwrap();
+        c0.put(coflow, "p", content(8, 30_000_000)).await.unwrap();
+        let g = get(&procs, 1, coflow, "p").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!g.is_finished(), "the get ended before the pause");
+        procs.agents[1].signal("STOP");
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        procs.agents[1].signal("CONT");
+        let continued = Instant::now();
+        let (r, _) = tokio::time::timeout(Duration::from_secs(15), g)
+            .await
+            .unwrap_or_else(|_| panic!("the get hung after its agent continued"))
+            .unwrap();
+        match r {
+            Err(ClientError::UnknownFlow(m)) => {
+                assert!(m.contains("did not run"), "{m}");
+                eprintln!("the get ended {:.1?} after its agent continued: {m}", continued.elapsed());
+            }
+            other => panic!("a get whose agent was paused and continued: {:?}", other.map(|b| b.len())),
+        }
+    });
+}
