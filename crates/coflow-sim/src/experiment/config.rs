@@ -217,9 +217,10 @@ pub const MIN_PORT_BYTES_PER_SEC: f64 = 125.0;
 /// `option` names it, as given (`text`).
 pub fn check_port_rate(rate: Rate, option: &str, text: &str) -> Result<(), PlanError> {
     if rate.bytes_per_sec() < MIN_PORT_BYTES_PER_SEC {
-        return Err(PlanError(format!(
-            "{option} {text:?}: at least 1 kbit/s (a bare number is bytes per second: give a unit, as in 1Gbps)"
-        )));
+        // A bare number is bytes per second: one that reads as bits is a likely slip.
+        let bare = text.trim().parse::<f64>().is_ok();
+        let hint = if bare { " (a bare number is bytes per second: give a unit, as in 1Gbps)" } else { "" };
+        return Err(PlanError(format!("{option} {text:?}: at least 1 kbit/s{hint}")));
     }
     if rate.bytes_per_sec() > MAX_PORT_BYTES_PER_SEC {
         return Err(PlanError(format!(
