@@ -32,6 +32,10 @@ fn a_jsonl_trace_with_parents_reports_job_completion_times() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let table = String::from_utf8(out.stdout).unwrap();
         assert!(table.contains("avg JCT s"), "a jobs table: {table}");
+        // Only the isolation bound holds with dependencies: the others show no figure.
+        let bound = |name: &str| table.lines().find(|l| l.trim_start().starts_with(name)).unwrap().to_string();
+        assert!(bound("per-port (not with dependencies)").trim_end().ends_with(" - s"), "{table}");
+        assert!(bound("LP relaxation").contains(" - s  ("), "{table}");
         let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         for r in report["results"].as_array().unwrap() {
             assert_eq!(r["completed"], 3, "{r}");
