@@ -762,11 +762,15 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<u64, Fetch> {
     let idle = shared.idle();
     let flow = request.flow;
+    // A connection lost just after this agent paused may be the source giving up on it.
     let failed = |e: ReadError| match e {
-        ReadError::Io(e) => AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() },
-        ReadError::Closed => {
-            AgentError::SourceUnreachable { addr: addr.to_string(), reason: "closed the connection".into() }
+        ReadError::Io(e) => {
+            shared.unless_paused(AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() })
         }
+        ReadError::Closed => shared.unless_paused(AgentError::SourceUnreachable {
+            addr: addr.to_string(),
+            reason: "closed the connection".into(),
+        }),
         ReadError::Wire(e) => AgentError::Corrupted(e.to_string()),
     };
     let silent = || shared.silent(addr);

@@ -52,9 +52,10 @@ pub enum AgentError {
         secs: f64,
     },
     /// This agent did not run for a while (its process was paused, or starved of CPU), over
-    /// which a peer's silence is no fault of the peer's; an agent silent past the coordinator's
-    /// agent timeout is declared dead, and its flows with it.
-    #[error("this agent did not run for {secs:.1} s (paused, or starved of CPU): its flow ended meanwhile; ask again")]
+    /// which a peer's silence, or its giving up on the connection, is no fault of the peer's;
+    /// an agent silent past the coordinator's agent timeout is declared dead, and its flows
+    /// with it.
+    #[error("this agent did not run for {secs:.1} s (paused, or starved of CPU), not its source: ask again")]
     Paused {
         /// How long it did not run, seconds.
         secs: f64,

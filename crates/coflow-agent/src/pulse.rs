@@ -1,10 +1,10 @@
-//! The agent's own pulse: a task that notes the time every [`TICK`], so that a timeout that
-//! fires once the process runs again after a pause of its own (`SIGSTOP`, a host that stopped
-//! scheduling it) is told apart from a peer that went silent. Without it, a receiving agent
-//! frozen for longer than the data idle timeout blames the source it was reading from, and a
-//! framework recomputes a piece that was never lost.
+//! The agent's own pulse: a task that notes the time every [`TICK`], so that a peer's silence
+//! over a time in which the agent itself did not run (its process paused by `SIGSTOP`, or not
+//! scheduled by its host) is put down to the pause, and a receiving agent continued after such a
+//! pause does not blame the source it was reading from (a framework would recompute a piece
+//! that is whole).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -12,58 +12,48 @@ use tokio::sync::watch;
 /// How often the pulse beats.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
-/// The times of the agent's last beat and of its last pause, as nanoseconds since `epoch` (zero:
-/// none yet).
-#[derive(Debug)]
-pub(crate) struct Pulse {
-    epoch: Instant,
-    last: AtomicU64,
-    /// When the longest beat-to-beat gap seen lately ended, and how long it was.
-    pause_end: AtomicU64,
-    pause_len: AtomicU64,
-}
+/// The shortest gap between beats that counts as a pause: several ticks, so that a beat a tick
+/// late (a busy runtime) is none.
+pub(crate) const LEAST: Duration = Duration::from_millis(500);
 
-impl Default for Pulse {
-    fn default() -> Pulse {
-        Pulse {
-            epoch: Instant::now(),
-            last: AtomicU64::new(0),
-            pause_end: AtomicU64::new(0),
-            pause_len: AtomicU64::new(0),
-        }
-    }
+/// The agent's last beat and its last pause, read and written together.
+#[derive(Debug, Default)]
+pub(crate) struct Pulse(Mutex<Beats>);
+
+#[derive(Debug, Default)]
+struct Beats {
+    /// The last beat, if any.
+    last: Option<Instant>,
+    /// When the last pause (a gap between beats longer than the threshold) ended, and its length.
+    pause: Option<(Instant, Duration)>,
 }
 
 impl Pulse {
-    fn since_epoch(&self, t: Instant) -> u64 {
-        (t.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
-    }
-
     /// Notes a beat at `now`: a gap since the last one longer than `gap` is a pause.
     pub(crate) fn beat(&self, now: Instant, gap: Duration) {
-        let now = self.since_epoch(now);
-        let last = self.last.swap(now, Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) > gap.as_nanos() as u64 {
-            self.pause_len.store(now - last, Ordering::Relaxed);
-            self.pause_end.store(now, Ordering::Relaxed);
+        let mut b = self.0.lock().expect("pulse lock");
+        if let Some(last) = b.last {
+            let since = now.saturating_duration_since(last);
+            if since > gap {
+                b.pause = Some((now, since));
+            }
         }
+        b.last = Some(now);
     }
 
     /// How long the agent did not run, if it paused for longer than `least` within the `window`
-    /// before `now`, or has not beaten for longer than `least` (it runs again, and the pulse has
-    /// not yet): `None` if the pulse never beat (it does not run, as in tests of parts).
+    /// before `now` (the last pause ended inside it), or has not beaten for longer than `least`
+    /// (it runs again, and its pulse not yet); `None` if the pulse never beat (it does not run,
+    /// as in tests of parts).
     pub(crate) fn paused(&self, now: Instant, window: Duration, least: Duration) -> Option<Duration> {
-        let last = self.last.load(Ordering::Relaxed);
-        if last == 0 {
-            return None;
-        }
-        let now = self.since_epoch(now);
-        let (end, len) = (self.pause_end.load(Ordering::Relaxed), self.pause_len.load(Ordering::Relaxed));
-        let least = least.as_nanos() as u64;
-        let ongoing = now.saturating_sub(last);
-        let lately = if end != 0 && now.saturating_sub(end) <= window.as_nanos() as u64 { len } else { 0 };
+        let b = self.0.lock().expect("pulse lock");
+        let ongoing = now.saturating_duration_since(b.last?);
+        let lately = match b.pause {
+            Some((end, len)) if now.saturating_duration_since(end) <= window => len,
+            _ => Duration::ZERO,
+        };
         let longest = ongoing.max(lately);
-        (longest > least).then(|| Duration::from_nanos(longest))
+        (longest > least).then_some(longest)
     }
 }
 
@@ -113,5 +103,16 @@ mod tests {
         assert_eq!(p.paused(back + 6 * S, 5 * S, S), None, "past the window");
         // A gap under `least` is not a pause worth naming.
         assert_eq!(p.paused(back + 6 * S, 10 * S, 9 * S), None);
+    }
+
+    /// Beats a tick late are no pause at the shortest threshold an agent uses.
+    #[test]
+    fn late_beats_are_no_pause() {
+        let p = Pulse::default();
+        let t0 = Instant::now();
+        for k in 0..20 {
+            p.beat(t0 + 2 * TICK * k, LEAST);
+        }
+        assert_eq!(p.paused(t0 + 2 * TICK * 19 + TICK, 5 * S, LEAST), None);
     }
 }

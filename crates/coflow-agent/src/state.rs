@@ -356,20 +356,27 @@ impl Shared {
     }
 
     /// The shortest pause of its own that an agent holds to explain a peer's silence over the
-    /// idle timeout: half of it.
+    /// idle timeout: half of it, and at least [`crate::pulse::LEAST`] (a short idle timeout must
+    /// not take a beat a tick late for a pause).
     pub(crate) fn pause_least(&self) -> Duration {
-        self.idle() / 2
+        (self.idle() / 2).max(crate::pulse::LEAST)
+    }
+
+    /// `e`, a peer's failure, unless this agent itself did not run lately for
+    /// [`Shared::pause_least`]: a peer that gave up on a frozen agent and closed the connection is
+    /// not to blame either.
+    pub(crate) fn unless_paused(&self, e: AgentError) -> AgentError {
+        match self.pulse.paused(Instant::now(), self.idle(), self.pause_least()) {
+            Some(pause) => AgentError::Paused { secs: pause.as_secs_f64() },
+            None => e,
+        }
     }
 
     /// Why the peer at `addr` sent nothing for the idle timeout: its own silence, unless this
     /// agent did not run for half of that time lately (its process was paused or starved), in
     /// which case the peer is not to blame.
     pub(crate) fn silent(&self, addr: &str) -> AgentError {
-        let idle = self.idle();
-        match self.pulse.paused(Instant::now(), idle, self.pause_least()) {
-            Some(pause) => AgentError::Paused { secs: pause.as_secs_f64() },
-            None => AgentError::SourceSilent { addr: addr.to_string(), secs: idle.as_secs_f64() },
-        }
+        self.unless_paused(AgentError::SourceSilent { addr: addr.to_string(), secs: self.idle().as_secs_f64() })
     }
 
     /// The session to carry in agent calls.
