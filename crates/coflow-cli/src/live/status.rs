@@ -149,13 +149,26 @@ fn printable(text: &str) -> String {
     text.chars().map(|c| if hidden(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
-/// Whether `c` acts rather than shows: a control character, or a format character that changes
-/// the order or visibility of the text around it.
+/// Whether `c` acts rather than shows: a control character, a line or paragraph separator, or
+/// a character that changes the order of the text around it or shows as nothing (format
+/// characters, tags, blank fillers).
 fn hidden(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}'
+            '\u{ad}'
+                | '\u{34f}'
+                | '\u{61c}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{3164}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{e0000}'..='\u{e007f}'
         )
 }
 
@@ -329,12 +342,12 @@ mod tests {
     #[test]
     fn names_cannot_reorder_what_the_operator_reads() {
         let mut st = example();
-        st.coflows[0].name = "job\u{202e}txt.exe\u{200b}\u{2066}é日本".into();
+        st.coflows[0].name = "job\u{202e}txt.exe\u{200b}\u{2066}\u{e0041}\u{2028}é日本".into();
         let t = render(&st);
-        for c in ['\u{202e}', '\u{200b}', '\u{2066}'] {
+        for c in ['\u{202e}', '\u{200b}', '\u{2066}', '\u{e0041}', '\u{2028}'] {
             assert!(!t.contains(c), "{c:?} printed raw: {t:?}");
         }
-        assert!(t.contains("job\\u{202e}txt.exe\\u{200b}\\u{2066}é日本"), "{t}");
+        assert!(t.contains("job\\u{202e}txt.exe\\u{200b}\\u{2066}\\u{e0041}\\u{2028}é日本"), "{t}");
     }
 
     #[test]
