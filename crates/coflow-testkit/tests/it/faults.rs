@@ -296,6 +296,43 @@ async fn storage_changed_after_a_put_is_data_lost_never_other_bytes() -> anyhow:
     Ok(())
 }
 
+/// What a restarted coordinator does not bring back, since no agent holds it: a coflow
+/// registered with no piece put yet is gone (a put into it fails `unknown-coflow`), and a
+/// coflow's seal is lost (it takes puts again), while the coflow itself, with its pieces, is
+/// recovered, as the security page says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_brings_back_no_coflow_without_pieces_and_no_seal() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(2, 50_000_000.0, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let empty = c.register(1, CoflowOptions { name: "empty".into(), ..Default::default() }).await?;
+    let sealed = c.register(0, CoflowOptions { name: "sealed".into(), ..Default::default() }).await?;
+    c.put(sealed, "a", content(1, 1000)).await?;
+    c.seal(sealed).await?;
+    assert!(matches!(c.put(sealed, "b", content(2, 1000)).await, Err(ClientError::Sealed(_))));
+
+    cluster.restart_coordinator().await?;
+    let t = Instant::now();
+    loop {
+        let st = c.status().await;
+        if let Ok(st) = &st
+            && st.agents.iter().filter(|a| a.alive).count() == 2
+            && st.coflows.iter().any(|k| k.coflow_id == sealed.0)
+        {
+            assert!(st.coflows.iter().all(|k| k.coflow_id != empty.0), "the empty coflow came back");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the coflow with a piece was not recovered: {st:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let put = c.put(empty, "x", content(3, 1000)).await;
+    assert!(matches!(put, Err(ClientError::UnknownCoflow(_))), "{put:?}");
+    assert_eq!(c.put(sealed, "b", content(2, 1000)).await?, 1000, "the seal is lost");
+    assert!(cluster.client(1).await?.get(sealed, "a").await? == content(1, 1000));
+    cluster.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflows() -> anyhow::Result<()> {
     subscribe();
