@@ -455,14 +455,7 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
 /// but write no warning, which a client could otherwise write once per get it cancels.
 #[tokio::test]
 async fn gets_a_client_cancels_are_counted_but_not_warned_of() -> anyhow::Result<()> {
-    let logs = crate::Captured::default();
-    let w = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || w.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = crate::Captured::warnings();
     let cluster = Cluster::start(ClusterConfig::new(2, 20e6, "varys")).await?;
     let c = cluster.client(0).await?;
     let coflow = c.register(1, CoflowOptions::default()).await?;

@@ -63,6 +63,18 @@ impl Write for Captured {
 }
 
 impl Captured {
+    /// Captures the warnings and errors logged on this thread while the guard lives.
+    pub(crate) fn warnings() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let logs = Captured::default();
+        let w = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
     pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }

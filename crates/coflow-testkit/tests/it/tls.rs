@@ -222,14 +222,7 @@ async fn a_peer_without_a_certificate_holds_a_bounded_number_of_grpc_handshakes(
 
 #[tokio::test]
 async fn a_plaintext_client_is_refused_and_the_refusal_logged_once() -> anyhow::Result<()> {
-    let logs = crate::Captured::default();
-    let w = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || w.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = crate::Captured::warnings();
     let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
     // The same cluster, asked in clear text: every try is refused.
     let plain = ClientConfig::new(
