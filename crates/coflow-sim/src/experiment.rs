@@ -903,7 +903,10 @@ mod tests {
         let e = refusal(&Config { policies: "varys,sincronia".into(), ..options(model) }, Spelling::Keyword);
         assert!(e.starts_with("policies: ") && e.contains("sincronia"), "{e}");
         let e = refusal(&Config { baseline: "sincronia".into(), ..options(model) }, Spelling::Flag);
-        assert!(e.starts_with("--baseline: --policies: ") && e.contains("sincronia"), "{e}");
+        assert!(e.starts_with("--baseline: policy \"sincronia\""), "{e}");
+        // `all` means the policies the model has.
+        let plan = Config { policies: "all".into(), baseline: String::new(), ..options(model) }.plan(Spelling::Flag);
+        assert_eq!(plan.unwrap().policies.len(), super::coflowsim::POLICIES.len(), "all under the reference model");
         let e = refusal(
             &Config { wide_area: Some(super::WideAreaSpec::named("default")), ..options(model) },
             Spelling::Flag,
