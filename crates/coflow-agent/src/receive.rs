@@ -346,7 +346,11 @@ async fn receive_part(
         r = fetch => r.map(|_| ()).map_err(Cut::Failed),
         s = stopped.wait_for(Option::is_some) => match s.ok().and_then(|s| s.clone()) {
             Some(Stop::Reroute) => Err(Cut::Reroute),
-            Some(Stop::Fail(reason)) => Err(Cut::Ended(AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason })),
+            // A failure the coordinator tells of just after this agent paused (it declared the
+            // agent dead, or refuses its re-announced flow) is the pause's, not the source's.
+            Some(Stop::Fail(reason)) => Err(Cut::Ended(
+                shared.unless_paused(AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason }),
+            )),
             None => Err(Cut::Failed(AgentError::ShuttingDown)),
         },
     };
@@ -405,7 +409,7 @@ async fn receive_part(
         match waited {
             None | Some(Stop::Reroute) => {}
             Some(Stop::Fail(reason)) => {
-                let e = AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason };
+                let e = shared.unless_paused(AgentError::SourceUnreachable { addr: part.src_addr.clone(), reason });
                 report(&get, part.flow, Err(&e));
                 return Err(e);
             }
