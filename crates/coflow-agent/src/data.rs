@@ -763,15 +763,13 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
     let idle = shared.idle();
     let flow = request.flow;
     // A connection lost just after this agent paused may be the source giving up on it.
-    let failed = |e: ReadError| match e {
-        ReadError::Io(e) => {
-            shared.unless_paused(AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() })
-        }
-        ReadError::Closed => shared.unless_paused(AgentError::SourceUnreachable {
-            addr: addr.to_string(),
-            reason: "closed the connection".into(),
-        }),
-        ReadError::Wire(e) => AgentError::Corrupted(e.to_string()),
+    let failed = |e: ReadError| {
+        let reason = match e {
+            ReadError::Io(e) => e.to_string(),
+            ReadError::Closed => "closed the connection".into(),
+            ReadError::Wire(e) => return AgentError::Corrupted(e.to_string()),
+        };
+        shared.unless_paused(AgentError::SourceUnreachable { addr: addr.to_string(), reason })
     };
     let silent = || shared.silent(addr);
     // What the relay, if one is asked, says of the source it could not reach or lost: the
