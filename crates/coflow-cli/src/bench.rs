@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use coflow_core::{Rate, Workload};
-use coflow_sched::policy;
 use coflow_sim::SimConfig;
 use coflow_sim::bench::{BenchReport, bench_policy, concurrent_workload};
 
@@ -59,9 +58,8 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     crate::output::prepare(&[("--json", a.json.as_deref())], &[("--trace", a.trace.as_deref())])?;
     let port_rate: Rate = a.port_rate.parse().with_context(|| format!("--port-rate {:?}", a.port_rate))?;
     coflow_sim::experiment::check_port_rate(port_rate, "--port-rate", &a.port_rate)?;
-    let policies = policy::parse_list(&a.policies).context("--policies")?;
     let model = a.model.model()?;
-    let policies = model.narrow_all(&a.policies, policies);
+    let policies = model.parse_policies(&a.policies).context("--policies")?;
     model.check(&policies, "policies", coflow_sim::experiment::Spelling::Flag)?;
     let most = coflow_trace::synth::MAX_COFLOWS;
     if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0 || n > most) {

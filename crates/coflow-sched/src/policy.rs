@@ -3,6 +3,6 @@
 
 pub use crate::registry::{
     Entry, JOB_NAMES, List, MonteCarlo, NAIVE, NAMES, Needs, Param, Params, REGISTRY, TCP, UNSCHEDULED, UnknownPolicy,
-    Unscheduled, Unservable, WAN_NAMES, build, by_name, check_live, check_serves, entry_of, parse_list, seeded,
-    simulated, unscheduled,
+    Unscheduled, Unservable, WAN_NAMES, build, by_name, check_live, check_serves, entry_of, parse_list,
+    parse_list_within, seeded, simulated, unscheduled,
 };

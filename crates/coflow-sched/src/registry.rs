@@ -459,9 +459,15 @@ pub fn seeded(name: &str, seed: u64) -> Result<Box<dyn Scheduler>, UnknownPolicy
 /// Parses a comma-separated list of policy names, each once, in the order first named; `all`
 /// stands for every policy of [`NAMES`].
 pub fn parse_list(list: &str) -> Result<Vec<&'static str>, UnknownPolicy> {
+    parse_list_within(list, NAMES)
+}
+
+/// Like [`parse_list`], with `all` standing for the policies of `all` (those a setting has, such
+/// as a model's), in their order, rather than for every policy.
+pub fn parse_list_within(list: &str, all: &[&'static str]) -> Result<Vec<&'static str>, UnknownPolicy> {
     let mut out: Vec<&'static str> = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let names = if name == "all" { NAMES } else { &[entry_of(name)?.name][..] };
+        let names = if name == "all" { all } else { &[entry_of(name)?.name][..] };
         // Each once, where first named.
         for &n in names {
             if !out.contains(&n) {

@@ -95,14 +95,16 @@ impl Model {
         Ok(())
     }
 
-    /// The policies a list asks for under this model: `all` (`text`, which `policies` was parsed
-    /// from) means every policy the model has, so under the reference model the ones the
-    /// reference simulator has too; any other list is as given.
-    pub fn narrow_all(&self, text: &str, policies: Vec<&'static str>) -> Vec<&'static str> {
-        if self.0.is_some() && text.trim() == "all" {
-            policies.into_iter().filter(|p| coflowsim::POLICIES.contains(p)).collect()
+    /// Parses a list of policies under this model: `all` means every policy the model has, so
+    /// under the reference model those the reference simulator has too (in the registry's order);
+    /// a policy named on its own is kept for [`Model::check`] to refuse.
+    pub fn parse_policies(&self, list: &str) -> Result<Vec<&'static str>, policy::UnknownPolicy> {
+        if self.0.is_some() {
+            let all: Vec<&'static str> =
+                policy::NAMES.iter().copied().filter(|p| coflowsim::POLICIES.contains(p)).collect();
+            policy::parse_list_within(list, &all)
         } else {
-            policies
+            policy::parse_list(list)
         }
     }
 
@@ -907,6 +909,14 @@ mod tests {
         // `all` means the policies the model has.
         let plan = Config { policies: "all".into(), baseline: String::new(), ..options(model) }.plan(Spelling::Flag);
         assert_eq!(plan.unwrap().policies.len(), super::coflowsim::POLICIES.len(), "all under the reference model");
+        // Within a list too, beside a policy named again or one the model lacks.
+        let plan = Config { policies: "fair,all,varys".into(), baseline: String::new(), ..options(model) }
+            .plan(Spelling::Flag)
+            .unwrap();
+        assert_eq!(plan.policies[0], "fair");
+        assert_eq!(plan.policies.len(), super::coflowsim::POLICIES.len(), "each once");
+        let e = refusal(&Config { policies: "all,sincronia".into(), ..options(model) }, Spelling::Flag);
+        assert!(e.starts_with("--policies: ") && e.contains("sincronia"), "{e}");
         let e = refusal(
             &Config { wide_area: Some(super::WideAreaSpec::named("default")), ..options(model) },
             Spelling::Flag,

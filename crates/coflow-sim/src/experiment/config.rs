@@ -244,8 +244,7 @@ impl Config {
             .map_err(|e| PlanError(format!("{} {:?}: {e}", name("port_rate"), self.port_rate)))?;
         check_port_rate(port_rate, &name("port_rate"), &self.port_rate)?;
         let policies =
-            policy::parse_list(&self.policies).map_err(|e| PlanError(format!("{}: {e}", name("policies"))))?;
-        let policies = self.model.narrow_all(&self.policies, policies);
+            self.model.parse_policies(&self.policies).map_err(|e| PlanError(format!("{}: {e}", name("policies"))))?;
         if policies.is_empty() {
             return Err(PlanError(format!("{} names no policy", name("policies"))).into());
         }
