@@ -160,7 +160,7 @@ def synthetic(seed: int = 1, coflows: Optional[int] = None, machines: Optional[i
     default (``--seed``, ``--coflows``, ``--machines``; the same defaults)."""
     seed = _count(seed, "seed")
     coflows = None if coflows is None else _count(coflows, "coflows")
-    machines = None if machines is None else _count(machines, "machines")
+    machines = None if machines is None else _count(machines, "machines", _MAX_MACHINE)
     return Workload(_coflow.synthetic(seed, coflows, machines))
 
 
@@ -193,6 +193,10 @@ def _policy_list(policies: Any) -> str:
     names = None if isinstance(policies, bytes) or not isinstance(policies, Iterable) else list(policies)
     if names is None or not all(isinstance(p, str) for p in names):
         raise ValueError(f"policies: expected a list of policy names or a comma-separated string, got {policies!r}")
+    # In a list, each item is one name.
+    for p in names:
+        if "," in p or not p.strip():
+            raise ValueError(f"policies: each item of a list names one policy, got {p!r}")
     return ",".join(names)
 
 
@@ -258,9 +262,7 @@ def _flow(f: Any, what: str) -> Dict[str, int]:
     if isinstance(f, Flow):
         src, dst, size = f.src, f.dst, f.bytes
     elif isinstance(f, Mapping):
-        missing = [k for k in ("src", "dst", "bytes") if k not in f]
-        if missing:
-            raise ValueError(f"{what}: missing field {missing[0]!r}")
+        _fields(f, what, ("src", "dst", "bytes"), ())
         src, dst, size = f["src"], f["dst"], f["bytes"]
     else:
         try:
@@ -274,6 +276,18 @@ def _flow(f: Any, what: str) -> Dict[str, int]:
     }
 
 
+def _fields(m: Mapping[Any, Any], what: str, required: Tuple[str, ...], optional: Tuple[str, ...]) -> None:
+    """Refuses a mapping that lacks a required field or has one it does not know; a field missing
+    beside an unknown one names both, as the unknown one is likely the missing one misspelled."""
+    unknown = sorted(map(repr, set(m) - set(required) - set(optional)))
+    missing = [k for k in required if k not in m]
+    if missing:
+        besides = f" (and has unknown field {unknown[0]})" if unknown else ""
+        raise ValueError(f"{what}: missing field {missing[0]!r}{besides}")
+    if unknown:
+        raise ValueError(f"{what}: unknown field {unknown[0]}")
+
+
 def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
     if isinstance(c, Coflow):
         c = {
@@ -284,15 +298,12 @@ def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
             "weight": c.weight,
             "parents": c.parents,
         }
+    # Named by its place in the list until its id is known to be one.
+    item = f"coflow item {i}" + (f" (id {c['id']!r})" if isinstance(c, Mapping) and "id" in c else "")
     if not isinstance(c, Mapping):
-        raise ValueError(f"coflow {i}: expected a Coflow or a mapping, got {c!r}")
-    for k in ("id", "arrival", "flows"):
-        if k not in c:
-            raise ValueError(f"coflow {i}: missing field {k!r}")
-    unknown = set(c) - {"id", "arrival", "flows", "deadline", "weight", "parents"}
-    if unknown:
-        raise ValueError(f"coflow {i}: unknown field {sorted(unknown)[0]!r}")
-    cid = _count(c["id"], f"coflow {i}: id")
+        raise ValueError(f"{item}: expected a Coflow or a mapping, got {c!r}")
+    _fields(c, item, ("id", "arrival", "flows"), ("deadline", "weight", "parents"))
+    cid = _count(c["id"], f"{item}: id")
     what = f"coflow {cid}"
     flows = c["flows"]
     if isinstance(flows, (str, bytes, Mapping)) or not isinstance(flows, Iterable):
@@ -389,6 +400,8 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
     records = [_coflow_record(c, i) for i, c in enumerate(raw)]
     largest = max((max(f["src"], f["dst"]) for r in records for f in r["flows"]), default=-1)
     if machines is None:
+        if largest < 0:
+            raise ValueError("machines: no flow names a machine (the workload has no flows), so give machines=")
         machines = largest + 1
     machines = _count(machines, "machines", _MAX_MACHINE)
     if machines == 0:
@@ -483,7 +496,8 @@ class Report:
     @property
     def summary(self) -> "pd.DataFrame":
         """One row per policy asked for (indexed by policy; by N and policy for a sweep): the JSON
-        report's ``results`` (:attr:`bins` has the per-bin figures as a frame of their own)."""
+        report's ``results``, whose ``bins`` column holds each policy's per-bin figures as the
+        report's list (:attr:`bins` has them as a tidy frame)."""
         import pandas as pd
 
         df = pd.DataFrame(self._data["results"])

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import List
 
@@ -421,6 +422,10 @@ def test_the_wide_area_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_pat
     assert report.to_json() == expected
     assert report.kind == "wide_area" and report.baseline == "mrtf" and report.lower_bounds is None
     assert set(report.bins["bin"]) == {"<10MiB", "10-100MiB", "100MiB-1GiB", ">=1GiB"}
+    # No baseline is no baseline the wide area overrides: nothing to warn of.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        coflow.simulate(coflow.synthetic(coflows=20, machines=12), wan="default", baseline=None, progress=False)
     with pytest.raises(ValueError, match=r"^multipath: only for a wide-area run"):
         coflow.simulate(coflow.synthetic(coflows=5), multipath=True)
     # A topology file that cannot be opened is the OSError of its kind, as a trace's is.
@@ -466,6 +471,7 @@ def test_a_sweep_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Pat
     assert report.kind == "sweep"
     assert list(report.summary.index) == [(10, "varys"), (10, "sincronia"), (20, "varys"), (20, "sincronia")]
     assert "improvement of average CCT over fair" in report.tables
+    assert "sweep: 2 windows per N; windows of N consecutive coflows" in report.describe
     with pytest.raises(ValueError, match=r"^concurrent 61: must be between 1 and the workload's 60 coflows"):
         coflow.sweep(coflow.synthetic(coflows=60), concurrent=[61])
 
@@ -567,3 +573,38 @@ def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
     cpu = time.process_time()
     time.sleep(1.0)
     assert time.process_time() - cpu < 0.5, "the sweep goes on after the callback's error"
+
+
+def test_a_coflow_left_unfinished_is_warned_of() -> None:
+    # 10 TB at 1 kbit/s takes 2,500 years, past the 584 a replay's clock holds.
+    w = coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 10**13)]}, {"id": 2, "arrival": 0, "flows": [(1, 0, 1000)]}])
+    with pytest.warns(UserWarning, match=r"^fair: 1 of 2 coflows did not finish \(a replay ends at 584 years"):
+        report = coflow.simulate(w, policies="fair", port_rate="1kbps", baseline=None, progress=False)
+    assert report.summary.loc["fair", "completed"] == 1
+
+
+def test_records_name_the_item_a_misspelled_field_and_a_bad_list() -> None:
+    with pytest.raises(ValueError, match=r"^coflow item 0 \(id 5\): missing field 'arrival' \(and has unknown field 'arival'\)$"):
+        coflow.workload([{"id": 5, "arival": 0, "flows": [(0, 1, 5)]}])
+    with pytest.raises(ValueError, match=r"^coflow item 1: missing field 'id'$"):
+        coflow.workload([{"id": 5, "arrival": 0, "flows": [(0, 1, 5)]}, {"arrival": 0, "flows": []}])
+    with pytest.raises(ValueError, match=r"^coflow 1 flow 0: unknown field 'size'$"):
+        coflow.workload([{"id": 1, "arrival": 0, "flows": [{"src": 0, "dst": 1, "bytes": 5, "size": 9}]}])
+    with pytest.raises(ValueError, match=r"^machines: no flow names a machine"):
+        coflow.workload([])
+    assert coflow.workload([], machines=2).coflows == 0
+    with pytest.raises(ValueError, match=r"^machines: at most 4294967295"):
+        coflow.synthetic(machines=2**32)
+    w = coflow.synthetic(coflows=5)
+    for item in ("", " ", "varys,fair"):
+        with pytest.raises(ValueError, match=r"^policies: each item of a list names one policy"):
+            coflow.simulate(w, policies=["varys", item], progress=False)
+
+
+def test_a_path_need_not_be_utf8(tmp_path: Path) -> None:
+    name = os.path.join(os.fsencode(tmp_path), b"\xff.txt")
+    with pytest.raises(FileNotFoundError):
+        coflow.read_trace(name)
+    with open(name, "w") as f:
+        f.write("2 1\n1 0 1 0 1 1:5\n")
+    assert coflow.read_trace(name).coflows == 1

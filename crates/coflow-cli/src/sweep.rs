@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
-use coflow_sim::experiment::sweep::METHOD;
 use coflow_sim::experiment::{Config, Spelling, SweepSpec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -59,7 +58,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
     let config = Config { sweep: Some(spec.clone()), ..args.common.config()? };
     let plan = config.plan(Spelling::Flag)?;
     crate::output::say!(outs, "{}", plan.describe());
-    crate::output::say!(outs, "sweep: {} windows per N; {METHOD}", args.windows);
+    crate::output::say!(outs, "{}", coflow_sim::experiment::sweep::describe(args.windows));
 
     let started = Instant::now();
     let mut ns = spec.concurrent.clone();

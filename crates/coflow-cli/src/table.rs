@@ -56,7 +56,7 @@ pub(crate) fn table(
             t,
             "completed: coflows that finished, whose figures these are (one rejected by admission control, or \
              unfinished at the end of simulated time, {:.0} years, is left out)",
-            u64::MAX as f64 / 1e9 / 3.156e7
+            coflow_sim::END_OF_TIME_YEARS
         );
         let _ = writeln!(
             t,

@@ -86,12 +86,12 @@ impl PyWorkload {
 
 /// Reads a trace (coflow-benchmark or JSON Lines); `source` in reports is `path` as given.
 #[pyfunction]
-fn read_trace(py: Python<'_>, path: &str) -> PyResult<PyWorkload> {
-    let file = PathBuf::from(path);
+fn read_trace(py: Python<'_>, path: PathBuf) -> PyResult<PyWorkload> {
+    let file = path.clone();
     let read = off_thread(py, move || coflow_trace::read_trace(&file))?;
-    let workload =
-        read.map_err(|source| experiment_error(&ExperimentError::Trace { path: PathBuf::from(path), source }))?;
-    Ok(PyWorkload { workload, source: path.to_string() })
+    let source = path.to_string_lossy().into_owned();
+    let workload = read.map_err(|source| experiment_error(&ExperimentError::Trace { path, source }))?;
+    Ok(PyWorkload { workload, source })
 }
 
 /// Runs `f` on a thread of its own while this one waits for it ([`wait_answer`]): Ctrl-C returns
@@ -225,14 +225,21 @@ fn model(model: Option<&str>, rules: Option<&str>) -> PyResult<Model> {
 /// of its kind (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, else `OSError`),
 /// `ValueError` for the rest; the message names the option or the file.
 fn experiment_error(e: &ExperimentError) -> PyErr {
-    use std::io::ErrorKind;
-    let message = e.chain();
     match e.io_kind() {
-        None => PyValueError::new_err(message),
-        Some(ErrorKind::NotFound) => PyFileNotFoundError::new_err(message),
-        Some(ErrorKind::IsADirectory) => PyIsADirectoryError::new_err(message),
-        Some(ErrorKind::PermissionDenied) => PyPermissionError::new_err(message),
-        Some(_) => PyOSError::new_err(message),
+        None => PyValueError::new_err(e.chain()),
+        Some(kind) => os_error(kind, e.chain()),
+    }
+}
+
+/// The `OSError` of `kind` (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, else
+/// `OSError` itself) saying `message`.
+fn os_error(kind: std::io::ErrorKind, message: String) -> PyErr {
+    use std::io::ErrorKind;
+    match kind {
+        ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
+        ErrorKind::IsADirectory => PyIsADirectoryError::new_err(message),
+        ErrorKind::PermissionDenied => PyPermissionError::new_err(message),
+        _ => PyOSError::new_err(message),
     }
 }
 
@@ -306,7 +313,7 @@ fn simulate(
                     json: sweep.report_json(&plan),
                     csv: String::new(),
                     baseline_csv: None,
-                    describe: plan.describe(),
+                    describe: format!("{}\n{}", plan.describe(), coflow_sim::experiment::sweep::describe(spec.windows)),
                     wall_s: Vec::new(),
                     notes: plan.notes.clone(),
                     kind: "sweep",
@@ -342,7 +349,7 @@ fn simulate(
                     baseline_csv,
                     describe: plan.describe(),
                     wall_s: runs.runs.iter().map(|(r, w)| (r.policy.clone(), *w)).collect(),
-                    notes: plan.notes.clone(),
+                    notes: plan.notes.iter().cloned().chain(runs.notes()).collect(),
                     kind: if plan.wide_area.is_some() { "wide_area" } else { "replay" },
                     tables: String::new(),
                 })
@@ -621,7 +628,16 @@ impl PyClient {
     ) -> PyResult<PyClient> {
         // Mutual TLS needs no token (each member has its own key); token mode needs the token.
         let mut cfg = match (token, tls) {
-            (_, Some((ca, cert, key))) => ClientConfig::tls(coordinator, agent, TlsFiles { ca, cert, key }),
+            (_, Some((ca, cert, key))) => {
+                // A file that cannot be read is the OSError of its kind, as a trace's is, named by
+                // its place in `tls`.
+                for (what, path) in [("ca", &ca), ("cert", &cert), ("key", &key)] {
+                    if let Err(e) = std::fs::read(path) {
+                        return Err(os_error(e.kind(), format!("tls {what}: cannot read {}: {e}", path.display())));
+                    }
+                }
+                ClientConfig::tls(coordinator, agent, TlsFiles { ca, cert, key })
+            }
             (Some(t), None) => {
                 let token = ClusterToken::new(t).map_err(|e| PyValueError::new_err(format!("token: {e}")))?;
                 ClientConfig::new(coordinator, agent, token)

@@ -28,6 +28,10 @@ use crate::wan::WanConfig;
 /// before the simulation gives up on the coflows still active.
 const MAX_IDLE_WAKES: u32 = 10_000;
 
+/// How far a replay's clock goes, in years: simulated time is counted in nanoseconds in 64 bits,
+/// so a coflow unfinished by then (about 584 years) stays unfinished.
+pub const END_OF_TIME_YEARS: f64 = u64::MAX as f64 / 1e9 / 3.156e7;
+
 /// How many turns of the event loop may pass without asking `progress` whether to go on: a few
 /// milliseconds of a replay whose coflows seldom finish.
 const ASK_EVERY: u32 = 1024;

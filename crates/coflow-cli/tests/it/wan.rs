@@ -138,4 +138,11 @@ fn flags_the_wide_area_does_not_use_are_named() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&quiet.stderr).contains("is not used"), "no note without the flags");
+    // Nor is no baseline at all.
+    let none = coflow()
+        .args(["sim", "--coflows", "5", "--machines", "6", "--wan", "default", "--policies", "mrtf", "--baseline", ""])
+        .output()
+        .unwrap();
+    assert!(none.status.success());
+    assert!(!String::from_utf8_lossy(&none.stderr).contains("is not used"), "no note for no baseline");
 }

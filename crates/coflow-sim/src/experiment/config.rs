@@ -357,7 +357,9 @@ impl Config {
                 let rate = name("port_rate");
                 plan.notes.push(format!("{rate} is not used on the wide area: its links' bandwidths set the rates"));
             }
-            if self.baseline != default.baseline && self.baseline != super::WIDE_AREA_BASELINE {
+            // No baseline asked for is not one overridden: the wide area's tables show theirs.
+            let asked = self.baseline.trim();
+            if !asked.is_empty() && asked != default.baseline && asked != super::WIDE_AREA_BASELINE {
                 let baseline = name("baseline");
                 let (given, used) = (&self.baseline, super::WIDE_AREA_BASELINE);
                 plan.notes.push(format!("{baseline} {given} is not used: the wide area compares with {used}"));

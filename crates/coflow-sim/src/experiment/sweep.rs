@@ -36,6 +36,11 @@ pub struct SweepSpec {
 pub const METHOD: &str = "windows of N consecutive coflows from seeded random starts, all released at time 0 in a \
                           seeded random order; figures are means over windows";
 
+/// The line that states a sweep of `windows` windows per N and its method, under the workload's.
+pub fn describe(windows: usize) -> String {
+    format!("sweep: {windows} windows per N; {METHOD}")
+}
+
 /// One workload of a sweep: `concurrent` coflows all present at once.
 #[derive(Debug)]
 pub struct Window {
