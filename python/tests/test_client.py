@@ -405,8 +405,10 @@ def test_over_mutual_tls_bytes_are_exact_and_only_members_in_their_role_get_in(t
 
 
 def test_tls_files_must_exist(cluster: Cluster) -> None:
-    with pytest.raises(coflow.CoflowError):
+    with pytest.raises(FileNotFoundError, match=r"^tls ca: cannot read no-ca\.pem"):
         coflow.Client(cluster.coordinator, cluster.agents[0], tls=("no-ca.pem", "no-cert.pem", "no-key.pem"))
+    with pytest.raises(IsADirectoryError, match=r"^tls key: "):
+        coflow.Client(cluster.coordinator, cluster.agents[0], tls=(__file__, __file__, os.path.dirname(__file__)))
 
 
 def test_the_token_comes_from_the_environment(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:

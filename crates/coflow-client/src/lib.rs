@@ -51,6 +51,7 @@
 
 #![warn(missing_docs)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use coflow_proto::pb;
@@ -144,21 +145,39 @@ enum Service {
 
 impl ClientError {
     /// The error of a call to the coordinator that ended in `s`.
+    #[cfg(test)]
     fn from_coordinator(s: tonic::Status, coflow: CoflowId) -> ClientError {
-        ClientError::from_status(s, Service::Coordinator, coflow, "")
+        ClientError::from_status(s, Service::Coordinator, "", coflow, "")
     }
 
     /// The error of a call to the local agent, about piece `data_id`, that ended in `s`.
+    #[cfg(test)]
     fn from_agent(s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
-        ClientError::from_status(s, Service::Agent, coflow, data_id)
+        ClientError::from_status(s, Service::Agent, "", coflow, data_id)
     }
 
-    fn from_status(s: tonic::Status, to: Service, coflow: CoflowId, data_id: &str) -> ClientError {
+    /// The error of a call to service `to` at URL `at` that ended in `s`: a service that could
+    /// not be reached, or that is stopping, is named by its URL, with the deepest cause the
+    /// transport gave (`Connection refused`, a keep-alive that timed out).
+    fn from_status(s: tonic::Status, to: Service, at: &str, coflow: CoflowId, data_id: &str) -> ClientError {
         use coflow_proto::ErrorKind as K;
         let msg = s.message().to_string();
-        let unreachable = |msg| match to {
-            Service::Coordinator => ClientError::CoordinatorUnreachable(msg),
-            Service::Agent => ClientError::AgentUnreachable(msg),
+        let unreachable = |msg: String| {
+            let mut cause = std::error::Error::source(&s);
+            let mut deepest = None;
+            while let Some(c) = cause {
+                deepest = Some(c.to_string());
+                cause = c.source();
+            }
+            let msg = match deepest {
+                Some(d) if !msg.contains(&d) => format!("{msg}: {d}"),
+                _ => msg,
+            };
+            let msg = if at.is_empty() { msg } else { format!("{at}: {msg}") };
+            match to {
+                Service::Coordinator => ClientError::CoordinatorUnreachable(msg),
+                Service::Agent => ClientError::AgentUnreachable(msg),
+            }
         };
         // The service's TLS alert says why it closed the connection: this member's certificate.
         if let Some(alert) = std::error::Error::source(&s).and_then(coflow_proto::certificate_refused) {
@@ -317,6 +336,9 @@ pub struct Client {
     coord: Coord,
     agent: Agent,
     timeout: Duration,
+    /// The services' URLs, which errors that could not reach them name.
+    coord_at: Arc<str>,
+    agent_at: Arc<str>,
 }
 
 /// While a call is in flight the client pings its service this often over HTTP/2 and gives the
@@ -352,7 +374,17 @@ impl Client {
         let agent = AgentClient::with_interceptor(endpoint(&security, &cfg.agent)?.connect_lazy(), security.attach())
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30);
-        Ok(Client { coord, agent, timeout: cfg.timeout })
+        Ok(Client { coord, agent, timeout: cfg.timeout, coord_at: cfg.coordinator.into(), agent_at: cfg.agent.into() })
+    }
+
+    /// The error of a call to the coordinator that ended in `s`.
+    fn coordinator_error(&self, s: tonic::Status, coflow: CoflowId) -> ClientError {
+        ClientError::from_status(s, Service::Coordinator, &self.coord_at, coflow, "")
+    }
+
+    /// The error of a call to the local agent, about piece `data_id`, that ended in `s`.
+    fn agent_error(&self, s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
+        ClientError::from_status(s, Service::Agent, &self.agent_at, coflow, data_id)
     }
 
     async fn timed<T>(&self, f: impl Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
@@ -376,7 +408,7 @@ impl Client {
         };
         let mut c = self.coord.clone();
         self.timed(async {
-            let r = c.register(req).await.map_err(|s| ClientError::from_coordinator(s, CoflowId(0)))?;
+            let r = c.register(req).await.map_err(|s| self.coordinator_error(s, CoflowId(0)))?;
             Ok(CoflowId(r.into_inner().coflow_id))
         })
         .await
@@ -386,9 +418,7 @@ impl Client {
     pub async fn seal(&self, coflow: CoflowId) -> Result<(), ClientError> {
         let mut c = self.coord.clone();
         self.timed(async {
-            c.seal(pb::SealRequest { coflow_id: coflow.0 })
-                .await
-                .map_err(|s| ClientError::from_coordinator(s, coflow))?;
+            c.seal(pb::SealRequest { coflow_id: coflow.0 }).await.map_err(|s| self.coordinator_error(s, coflow))?;
             Ok(())
         })
         .await
@@ -403,9 +433,8 @@ impl Client {
         for ids in coflows.chunks(coflow_proto::MAX_RENEW_IDS) {
             let mut c = self.coord.clone();
             let req = pb::RenewRequest { coflow_ids: ids.iter().map(|c| c.0).collect() };
-            let r = self
-                .timed(async { c.renew(req).await.map_err(|s| ClientError::from_coordinator(s, CoflowId(0))) })
-                .await?;
+            let r =
+                self.timed(async { c.renew(req).await.map_err(|s| self.coordinator_error(s, CoflowId(0))) }).await?;
             not_renewed.extend(r.into_inner().not_renewed.into_iter().map(CoflowId));
         }
         Ok(not_renewed)
@@ -417,7 +446,7 @@ impl Client {
         self.timed(async {
             c.unregister(pb::UnregisterRequest { coflow_id: coflow.0 })
                 .await
-                .map_err(|s| ClientError::from_coordinator(s, coflow))?;
+                .map_err(|s| self.coordinator_error(s, coflow))?;
             Ok(())
         })
         .await
@@ -443,7 +472,7 @@ impl Client {
         }));
         let mut a = self.agent.clone();
         self.timed(async {
-            let r = a.put_stream(chunks).await.map_err(|s| ClientError::from_agent(s, coflow, data_id))?;
+            let r = a.put_stream(chunks).await.map_err(|s| self.agent_error(s, coflow, data_id))?;
             Ok(r.into_inner().size)
         })
         .await
@@ -474,7 +503,7 @@ impl Client {
         let req = pb::PutRequest { coflow_id: coflow.0, data_id: data_id.to_string(), source: Some(source) };
         let mut a = self.agent.clone();
         self.timed(async {
-            let r = a.put(req).await.map_err(|s| ClientError::from_agent(s, coflow, data_id))?;
+            let r = a.put(req).await.map_err(|s| self.agent_error(s, coflow, data_id))?;
             Ok(r.into_inner().size)
         })
         .await
@@ -512,8 +541,15 @@ impl Client {
         DataId::new(data_id).map_err(|e| ClientError::Invalid(e.to_string()))?;
         let req = pb::GetRequest { coflow_id: coflow.0, data_id: data_id.to_string() };
         let mut a = self.agent.clone();
-        let stream = a.get(req).await.map_err(|s| ClientError::from_agent(s, coflow, data_id))?.into_inner();
-        Ok(Chunks { stream, coflow, data_id: data_id.to_string(), size: None, received: 0 })
+        let stream = a.get(req).await.map_err(|s| self.agent_error(s, coflow, data_id))?.into_inner();
+        Ok(Chunks {
+            stream,
+            coflow,
+            data_id: data_id.to_string(),
+            size: None,
+            received: 0,
+            agent_at: self.agent_at.clone(),
+        })
     }
 
     /// What the coordinator is doing: live coflows, their flows and rates, and agents, every
@@ -539,7 +575,7 @@ impl Client {
         let mut c = self.coord.clone();
         self.timed(async {
             let req = pb::StatusRequest { after_coflow_id, max_coflows };
-            let r = c.status(req).await.map_err(|s| ClientError::from_coordinator(s, CoflowId(0)))?;
+            let r = c.status(req).await.map_err(|s| self.coordinator_error(s, CoflowId(0)))?;
             Ok(r.into_inner())
         })
         .await
@@ -555,6 +591,8 @@ pub struct Chunks {
     /// The piece's size, as the agent's first message states it.
     size: Option<u64>,
     received: u64,
+    /// The agent's URL, which an error that could not reach it names.
+    agent_at: Arc<str>,
 }
 
 impl Chunks {
@@ -565,7 +603,15 @@ impl Chunks {
         loop {
             let chunk = match self.stream.message().await {
                 Ok(chunk) => chunk,
-                Err(s) => return Err(ClientError::from_agent(s, self.coflow, &self.data_id)),
+                Err(s) => {
+                    return Err(ClientError::from_status(
+                        s,
+                        Service::Agent,
+                        &self.agent_at,
+                        self.coflow,
+                        &self.data_id,
+                    ));
+                }
             };
             let Some(chunk) = chunk else {
                 return match self.size {
@@ -713,7 +759,7 @@ mod tests {
             }
         });
         let token = coflow_proto::ClusterToken::new("a-token-for-the-silent-agent").unwrap();
-        let client = Client::connect(ClientConfig::new(url.clone(), url, token)).await.unwrap();
+        let client = Client::connect(ClientConfig::new(url.clone(), url.clone(), token)).await.unwrap();
         let t = std::time::Instant::now();
         let bound = PING_EVERY + PING_TIMEOUT + Duration::from_secs(5);
         let e = tokio::time::timeout(bound, client.get(CoflowId(1), "p"))
@@ -721,8 +767,36 @@ mod tests {
             .expect("a get from a silent agent hung")
             .map(|b| b.len())
             .unwrap_err();
-        assert!(matches!(e, ClientError::AgentUnreachable(_)), "after {:?}: {e:?}", t.elapsed());
+        assert!(
+            matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("{url}: "))),
+            "after {:?}: {e:?}",
+            t.elapsed()
+        );
         held.abort();
+    }
+
+    /// A service that refuses the connection is named by its URL, with the cause: the
+    /// coordinator's for a control call, the agent's for a put or a get.
+    #[tokio::test]
+    async fn a_service_that_cannot_be_reached_is_named_by_its_url() {
+        // A port that was just free, and is again: nothing listens there.
+        let free = |_| std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (coord, agent) = (format!("http://{}", free(0)), format!("http://{}", free(1)));
+        let token = coflow_proto::ClusterToken::new("a-token-for-no-one-listening").unwrap();
+        let client = Client::connect(ClientConfig::new(coord.clone(), agent.clone(), token)).await.unwrap();
+        let e = client.status().await.unwrap_err();
+        assert!(
+            matches!(&e, ClientError::CoordinatorUnreachable(m) if m.starts_with(&format!("{coord}: ")) && m.contains("refused")),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with(&format!("coordinator unreachable: {coord}: ")), "{e}");
+        let e = client.put(CoflowId(1), "p", vec![1, 2, 3]).await.unwrap_err();
+        assert!(
+            matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("{agent}: ")) && m.contains("refused")),
+            "{e}"
+        );
+        let e = client.get(CoflowId(1), "p").await.unwrap_err();
+        assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("{agent}: "))), "{e}");
     }
 
     use coflow_proto::pb::agent_server::{Agent as AgentApi, AgentServer};
