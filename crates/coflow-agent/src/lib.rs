@@ -281,6 +281,12 @@ fn samples(s: &state::Shared) -> Vec<Sample> {
             "1 once the agent holds a session with the coordinator (it serves clients).",
             Value::Int(u64::from(s.session() != 0)),
         ),
+        Sample::gauge(
+            "coordinator_link_up",
+            "1 while the agent is registered and its link to the coordinator is up (it is ready); 0 while it \
+             waits to register or the link is down (its gets wait for the coordinator).",
+            Value::Int(u64::from(readiness(s).is_ok())),
+        ),
         Sample::counter("tx_bytes", "Bytes sent to other agents.", count(&s.tx_bytes)),
         Sample::counter("rx_bytes", "Bytes received from other agents.", count(&s.rx_bytes)),
         Sample::counter(

@@ -222,6 +222,36 @@ async fn probes_and_grpc_health_are_green_while_serving() -> anyhow::Result<()> 
     Ok(())
 }
 
+/// An agent that lost its coordinator keeps its session (it still serves its clients, whose
+/// gets wait) but says on its metrics that its link is down, and up again once the coordinator
+/// is back, so that a dashboard sees the outage from the agents' side too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_s_metrics_say_when_its_link_to_the_coordinator_is_down() -> anyhow::Result<()> {
+    subscribe();
+    let mut cluster = Cluster::start(ClusterConfig::new(1, 20_000_000.0, "varys")).await?;
+    let addr = cluster.agent_metrics[0];
+    let link = |page: &str| metric(page, "coflow_agent_coordinator_link_up");
+    let until = |want: f64| async move {
+        let bound = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let page = scrape(addr).await;
+            if link(&page) == want {
+                return page;
+            }
+            assert!(std::time::Instant::now() < bound, "link_up not {want} within 15 s:\n{page}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    until(1.0).await;
+    cluster.stop_coordinator().await;
+    let down = until(0.0).await;
+    assert_eq!(metric(&down, "coflow_agent_registered"), 1.0, "the session is kept meanwhile");
+    cluster.restart_coordinator().await?;
+    until(1.0).await;
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// An agent on `dir` without a machine id, until the returned sender is dropped or sent.
 async fn agent_without_id(
     cluster: &Cluster,
