@@ -17,6 +17,7 @@ use coflow_proto::{ErrorKind, pb};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::membership::{RETRY_WARN_EVERY, retry_after, retry_cap};
 use crate::session::Batches;
 use crate::state::{Shared, Stop};
 
@@ -26,29 +27,6 @@ const REANNOUNCE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long the agent waits for its registration and its session to open: a coordinator that
 /// accepts the connection but does not answer (its process is paused) is tried again.
 const REGISTER_DEADLINE: Duration = Duration::from_secs(5);
-
-/// The first wait after a failed registration; each failure in a row doubles it, up to
-/// [`retry_cap`].
-const RETRY_FIRST: Duration = Duration::from_millis(500);
-
-/// How often a registration failing for a while is logged at warn (the others at debug).
-const RETRY_WARN_EVERY: Duration = Duration::from_secs(30);
-
-/// The longest wait between registrations: 2 s, or twenty heartbeats if less (at least
-/// [`RETRY_FIRST`]), so that an agent meets a restarted coordinator well inside the window in
-/// which it adopts what agents re-announce (three agent timeouts).
-fn retry_cap(heartbeat: Duration) -> Duration {
-    (heartbeat * 20).clamp(RETRY_FIRST, Duration::from_secs(2))
-}
-
-/// The wait before registration attempt `failures + 1` (`failures` ≥ 1 failed in a row): doubling
-/// from [`RETRY_FIRST`] up to `cap`, less a share of up to a quarter that differs between
-/// machines, so that the agents of a cluster do not all come back at the same instant.
-fn retry_after(failures: u32, cap: Duration, machine: u32) -> Duration {
-    let full = RETRY_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(8)).min(cap);
-    let spread = u64::from(machine.wrapping_mul(2_654_435_761).wrapping_add(failures.wrapping_mul(40_503)) % 1000);
-    full - full.mul_f64(spread as f64 / 4000.0)
-}
 
 pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: watch::Receiver<bool>) {
     let every = Duration::from_millis(shared.config.heartbeat_interval_ms);
@@ -312,6 +290,7 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::membership::RETRY_FIRST;
 
     #[test]
     fn registrations_back_off_to_the_cap_and_machines_spread() {

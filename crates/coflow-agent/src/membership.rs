@@ -78,7 +78,7 @@ pub(crate) async fn resolve(
                 tracing::info!(machine = s, file = %path.display(), "machine id kept from an earlier start");
                 return Ok(s);
             }
-            None => assign(&mut coord).await,
+            None => assign(&mut coord, Duration::from_millis(config.heartbeat_interval_ms)).await,
         },
     };
     if stored != Some(id) {
@@ -90,9 +90,39 @@ pub(crate) async fn resolve(
     Ok(id)
 }
 
-/// Asks the coordinator until it answers.
-async fn assign(coord: &mut CoordClient) -> u32 {
+/// The first wait after a failed registration; each failure in a row doubles it, up to
+/// [`retry_cap`].
+pub(crate) const RETRY_FIRST: Duration = Duration::from_millis(500);
+
+/// How often a registration failing for a while is logged at warn (the others at debug).
+pub(crate) const RETRY_WARN_EVERY: Duration = Duration::from_secs(30);
+
+/// The longest wait between registrations: 2 s, or twenty heartbeats if less (at least
+/// [`RETRY_FIRST`]), so that an agent meets a restarted coordinator well inside the window in
+/// which it adopts what agents re-announce (three agent timeouts).
+pub(crate) fn retry_cap(heartbeat: Duration) -> Duration {
+    (heartbeat * 20).clamp(RETRY_FIRST, Duration::from_secs(2))
+}
+
+/// The wait before registration attempt `failures + 1` (`failures` ≥ 1 failed in a row): doubling
+/// from [`RETRY_FIRST`] up to `cap`, less a share of up to a quarter that differs between
+/// machines, so that the agents of a cluster do not all come back at the same instant.
+pub(crate) fn retry_after(failures: u32, cap: Duration, machine: u32) -> Duration {
+    let full = RETRY_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(8)).min(cap);
+    let spread = u64::from(machine.wrapping_mul(2_654_435_761).wrapping_add(failures.wrapping_mul(40_503)) % 1000);
+    full - full.mul_f64(spread as f64 / 4000.0)
+}
+
+/// Asks the coordinator until it answers, waiting between asks as a registration does
+/// (doubling up to 2 s, spread between hosts). A coordinator away (or in its
+/// first agent timeout, when it assigns no id) is logged at info for the first
+/// [`RETRY_WARN_EVERY`], any other refusal (a wrong cluster token) at warn at once,
+/// and either at warn once every [`RETRY_WARN_EVERY`] after that (at debug between).
+async fn assign(coord: &mut CoordClient, heartbeat: Duration) -> u32 {
     let host = host_name();
+    let spread = host.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let (cap, first) = (retry_cap(heartbeat), std::time::Instant::now());
+    let (mut failures, mut warned) = (0u32, None::<(std::time::Instant, tonic::Code)>);
     loop {
         match coord.assign_machine(pb::AssignMachineRequest { host: host.clone() }).await {
             Ok(r) => {
@@ -101,8 +131,18 @@ async fn assign(coord: &mut CoordClient) -> u32 {
                 return id;
             }
             Err(e) => {
-                tracing::info!(status = %e.message(), "waiting for the coordinator to assign a machine id");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                failures += 1;
+                let early = e.code() == tonic::Code::Unavailable && first.elapsed() < RETRY_WARN_EVERY;
+                let due = warned.is_none_or(|(at, code)| at.elapsed() >= RETRY_WARN_EVERY || code != e.code());
+                if early {
+                    tracing::info!(status = %e.message(), failures, "waiting for the coordinator to assign a machine id");
+                } else if due {
+                    warned = Some((std::time::Instant::now(), e.code()));
+                    tracing::warn!(status = %e.message(), failures, "the coordinator assigns no machine id; asking again");
+                } else {
+                    tracing::debug!(status = %e.message(), failures, "the coordinator assigns no machine id; asking again");
+                }
+                tokio::time::sleep(retry_after(failures, cap, spread)).await;
             }
         }
     }
@@ -124,7 +164,7 @@ const SHOWN_CHARS: usize = 32;
 /// a FIFO, a device or a large file there is an error at once, showing at most a short prefix of
 /// what the file holds.
 fn read(path: &Path) -> Result<Option<u32>, RunError> {
-    let bytes = match coflow_proto::files::read_small(path, MACHINE_ID_MAX_BYTES) {
+    let bytes = match coflow_proto::files::read_small_unlinked(path, MACHINE_ID_MAX_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(RunError::Machine(format!("reading {}: {e}", path.display()))),
@@ -178,7 +218,11 @@ fn write(path: &Path, id: u32) -> Result<(), RunError> {
 pub(crate) fn hold_data_dir(dir: &Path) -> Result<rustix::fd::OwnedFd, RunError> {
     use rustix::fs::{FlockOperation, Mode, OFlags};
     let failed = |e: std::io::Error| RunError::DataDir(format!("{}: {e}", dir.display()));
-    std::fs::create_dir_all(dir).map_err(failed)?;
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        // Said, since a misspelt path starts an agent afresh, with no machine id and no pieces.
+        tracing::info!(dir = %dir.display(), "created the data directory, which did not exist");
+    }
     let fd = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| failed(e.into()))?;
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
@@ -454,6 +498,19 @@ mod tests {
         // Nor is a device read.
         let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
         assert!(e.contains("/dev/zero") && e.contains("a device"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A symlink at `machine-id` (the agent writes it as a regular file) is refused, naming it,
+    /// and its target is not read.
+    #[test]
+    fn a_symlink_at_the_machine_id_is_refused() {
+        let dir = scratch("linked");
+        let (path, target) = (dir.join(MACHINE_ID_FILE), dir.join("elsewhere"));
+        std::fs::write(&target, "5\n").unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()) && e.contains("a symbolic link"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -37,10 +37,27 @@ pub const SMALL_FILE_MAX: u64 = 1 << 20;
 /// The whole content of the regular file at `path` (links followed), if it holds at most
 /// `max` bytes; an [`io::ErrorKind::InvalidInput`] error naming what is wrong otherwise.
 pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    read_small_with(path, max, rustix::fs::OFlags::empty())
+}
+
+/// [`read_small`] of a file that must not be a symbolic link (`O_NOFOLLOW`): one a program
+/// writes for itself, where a link can only have been planted. A link is an error of kind
+/// [`io::ErrorKind::InvalidInput`] that says so.
+pub fn read_small_unlinked(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    read_small_with(path, max, rustix::fs::OFlags::NOFOLLOW).map_err(|e| {
+        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            io::Error::new(io::ErrorKind::InvalidInput, "a symbolic link, which is not followed here")
+        } else {
+            e
+        }
+    })
+}
+
+fn read_small_with(path: &Path, max: u64, extra: rustix::fs::OFlags) -> io::Result<Vec<u8>> {
     use rustix::fs::{Mode, OFlags};
     // Non-blocking, since opening a FIFO for reading would wait for a writer; then checked on
     // what was opened, so a path changed in between cannot slip through.
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY | extra;
     let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty()).map_err(io::Error::from)?);
     coflow_core::files::regular(&file.metadata()?)?;
     let mut out = Vec::new();

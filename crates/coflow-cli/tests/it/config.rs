@@ -465,3 +465,53 @@ fn a_data_dir_named_in_the_config_file_is_relative_to_the_file() {
     assert!(err.contains("data_dir data: not a directory"), "the working directory: {err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An agent without a machine id whose cluster token the coordinator refuses says so at warn at
+/// once, then asks again at waits that double up to 2 s (at debug), not every half second.
+#[test]
+fn an_agent_refused_its_machine_id_warns_at_once_and_backs_off() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = crate::tmp("wrong-token");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, token) in
+        [("good", "a-good-token-of-the-cluster-0123456789"), ("bad", "a-wrong-token-from-elsewhere-987654321")]
+    {
+        std::fs::write(dir.join(name), token).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let (coord_addr, grpc, data) = (free(), free(), free());
+    let mut coordinator = crate::coflow()
+        .args(["coordinator", "--listen", &coord_addr, "--token-file"])
+        .arg(dir.join("good"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut agent = crate::coflow()
+        .args(["agent", "--coordinator", &format!("http://{coord_addr}"), "--listen", &grpc, "--data-listen", &data])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--token-file")
+        .arg(dir.join("bad"))
+        .env("RUST_LOG", "coflow_agent=debug")
+        .env("NO_COLOR", "1")
+        .env_remove("COFLOW_LOG_FORMAT")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    agent.kill().unwrap();
+    coordinator.kill().unwrap();
+    let _ = coordinator.wait();
+    let out = agent.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let asks: Vec<&str> = err.lines().filter(|l| l.contains("assigns no machine id")).collect();
+    assert!(asks.first().is_some_and(|l| l.contains("WARN") && l.contains("wrong cluster token")), "{err}");
+    assert!(asks[1..].iter().all(|l| l.contains("DEBUG")), "one warning, then debug: {err}");
+    // Waits of 0.5, 1, 2, 2... s (less up to a quarter): at most 6 asks in 6 s, not 12.
+    assert!((2..=6).contains(&asks.len()), "{} asks: {err}", asks.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
