@@ -64,6 +64,11 @@ pub(crate) fn run(cmd: CertsCommand) -> Result<()> {
             let subject = match (a.coordinator, a.agent, a.client, a.admin) {
                 (Some(h), None, None, false) => Subject::Coordinator { hosts: hosts(&h) },
                 (None, Some(machine), None, false) => {
+                    // An agent presenting it would be refused at registration.
+                    let limit = coflow_proto::MACHINE_ID_LIMIT;
+                    if machine >= limit {
+                        bail!("--agent {machine}: must be below {limit}, as every machine id is");
+                    }
                     Subject::Agent { machine, hosts: hosts(a.host.as_deref().unwrap_or_default()) }
                 }
                 (None, None, Some(name), false) => Subject::Client { name },

@@ -52,6 +52,11 @@ fn certs_init_and_issue_write_the_files_and_refuse_to_overwrite() {
     let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--agent", "1"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--host"), "{}", String::from_utf8_lossy(&out.stderr));
+    // An id no coordinator takes is no certificate to issue.
+    let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--agent", "65536", "--host", "h"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--agent 65536: must be below 65536"));
+    assert!(!dir.join("agent-65536.crt").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
