@@ -360,7 +360,7 @@ pub fn simulated(name: &str) -> &str {
 pub fn check_live(name: &str) -> Result<(), UnknownPolicy> {
     match unscheduled(name) {
         Some(_) => Ok(()),
-        None => entry_of(name).map(|_| ()),
+        None => entry_of(name).map(|_| ()).map_err(|e| UnknownPolicy { live: true, ..e }),
     }
 }
 
@@ -402,16 +402,26 @@ pub const WAN_NAMES: &[&str] = &names_of::<{ count(List::WideArea) }>(List::Wide
 pub const JOB_NAMES: &[&str] = &names_of::<{ count(List::Jobs) }>(List::Jobs);
 
 /// Every name of the registry, comma-separated, for messages.
-fn known() -> String {
-    REGISTRY.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+/// The names a setting takes: in a list, `all` and every policy; in the live system, every
+/// policy and the unscheduled modes.
+fn known(live: bool) -> String {
+    let policies = REGISTRY.iter().map(|e| e.name);
+    let names: Vec<&str> = if live {
+        policies.chain(UNSCHEDULED.iter().map(|u| u.name)).collect()
+    } else {
+        std::iter::once("all").chain(policies).collect()
+    };
+    names.join(", ")
 }
 
 /// No policy has this name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown policy {name:?}; known policies: all, {}", known())]
+#[error("unknown policy {name:?}; known policies: {}", known(*live))]
 pub struct UnknownPolicy {
     /// The name asked for.
     pub name: String,
+    /// Whether the live system asked ([`check_live`]), whose names are not a list's.
+    pub live: bool,
 }
 
 /// A policy cannot serve a fabric: it would serve nothing, or serve it wrongly.
@@ -437,7 +447,7 @@ fn any_fabric() -> String {
 
 /// The registry's entry for `name`.
 pub fn entry_of(name: &str) -> Result<&'static Entry, UnknownPolicy> {
-    REGISTRY.iter().find(|e| e.name == name).ok_or_else(|| UnknownPolicy { name: name.to_string() })
+    REGISTRY.iter().find(|e| e.name == name).ok_or_else(|| UnknownPolicy { name: name.to_string(), live: false })
 }
 
 /// A fresh instance of the policy called `name`, with these parameters.

@@ -190,5 +190,8 @@ fn an_unscheduled_mode_is_simulated_by_a_registry_policy() {
         assert_eq!(policy::simulated(e.name), e.name);
         assert!(policy::unscheduled(e.name).is_none() && policy::check_live(e.name).is_ok());
     }
-    assert!(policy::check_live("no-such-policy").is_err());
+    let e = policy::check_live("no-such-policy").unwrap_err().to_string();
+    assert!(e.contains(", tcp, naive") && !e.contains("all"), "the live system's names: {e}");
+    let e = policy::parse_list("no-such-policy").unwrap_err().to_string();
+    assert!(e.contains("known policies: all, varys"), "a list's names: {e}");
 }
