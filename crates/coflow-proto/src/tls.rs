@@ -575,6 +575,8 @@ pub enum Refusal {
     /// It asked for what it may not have, whatever its certificate (a data request whose ticket
     /// is not its flow's, a machine live under another session); the detail says what.
     NotAllowed,
+    /// In token mode, its call carried another cluster's token, or none.
+    BadToken,
 }
 
 impl Refusal {
@@ -588,6 +590,7 @@ impl Refusal {
             Refusal::TooManyConnections => "its member (in token mode, its address) holds the most connections one may",
             Refusal::Silent => "no TLS handshake, or no first bytes in token mode, in time (a silent peer?)",
             Refusal::NotAllowed => "it asked for what it may not have",
+            Refusal::BadToken => "not this cluster's token (another cluster's, or none)",
         }
     }
 
@@ -798,8 +801,8 @@ impl Security {
     /// The server interceptor that authenticates every call and records who made it.
     pub fn authenticate(&self) -> Authenticate {
         match self {
-            Security::Token(t) => Authenticate { token: Some(t.clone()), log: None },
-            Security::Tls(t) => Authenticate { token: None, log: Some(t.refusals.clone()) },
+            Security::Token(t) => Authenticate { token: Some(t.clone()), log: None, tokens: Arc::default() },
+            Security::Tls(t) => Authenticate { token: None, log: Some(t.refusals.clone()), tokens: Arc::default() },
         }
     }
 
@@ -912,6 +915,8 @@ pub fn authorize<T>(req: &Request<T>, action: &str, allowed: impl FnOnce(&Peer) 
 pub struct Authenticate {
     token: Option<ClusterToken>,
     log: Option<Arc<RefusalLog>>,
+    /// In token mode, the calls refused for their token, warned of once an hour per address.
+    tokens: Arc<RefusalLog>,
 }
 
 impl Interceptor for Authenticate {
@@ -919,8 +924,13 @@ impl Interceptor for Authenticate {
         let peer = match &self.token {
             Some(token) => match req.metadata().get(AUTHORIZATION) {
                 Some(v) if v.as_bytes().strip_prefix(b"Bearer ").is_some_and(|t| token.matches(t)) => Peer::Token,
-                Some(_) => return Err(Status::unauthenticated("wrong cluster token")),
-                None => return Err(Status::unauthenticated("missing cluster token")),
+                v => {
+                    let why = if v.is_some() { "wrong cluster token" } else { "missing cluster token" };
+                    if let Some(addr) = req.remote_addr() {
+                        self.tokens.refuse(addr, "gRPC", Refusal::BadToken, &why);
+                    }
+                    return Err(Status::unauthenticated(why));
+                }
             },
             None => {
                 let certs = req.peer_certs();

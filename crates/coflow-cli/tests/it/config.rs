@@ -467,7 +467,8 @@ fn a_data_dir_named_in_the_config_file_is_relative_to_the_file() {
 }
 
 /// An agent without a machine id whose cluster token the coordinator refuses says so at warn at
-/// once, then asks again at waits that double up to 2 s (at debug), not every half second.
+/// once, then asks again at waits that double up to 2 s (at debug), not every half second; the
+/// coordinator warns of the refusals once (an hour, per address).
 #[test]
 fn an_agent_refused_its_machine_id_warns_at_once_and_backs_off() {
     use std::os::unix::fs::PermissionsExt;
@@ -485,8 +486,11 @@ fn an_agent_refused_its_machine_id_warns_at_once_and_backs_off() {
     let mut coordinator = crate::coflow()
         .args(["coordinator", "--listen", &coord_addr, "--token-file"])
         .arg(dir.join("good"))
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .env_remove("COFLOW_LOG_FORMAT")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut agent = crate::coflow()
@@ -505,7 +509,9 @@ fn an_agent_refused_its_machine_id_warns_at_once_and_backs_off() {
     std::thread::sleep(std::time::Duration::from_secs(6));
     agent.kill().unwrap();
     coordinator.kill().unwrap();
-    let _ = coordinator.wait();
+    let said = String::from_utf8_lossy(&coordinator.wait_with_output().unwrap().stderr).into_owned();
+    let refused: Vec<&str> = said.lines().filter(|l| l.contains("not this cluster's token")).collect();
+    assert!(refused.len() == 1 && refused[0].contains("WARN") && refused[0].contains("wrong cluster token"), "{said}");
     let out = agent.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     let asks: Vec<&str> = err.lines().filter(|l| l.contains("assigns no machine id")).collect();
