@@ -801,8 +801,8 @@ impl Security {
     /// The server interceptor that authenticates every call and records who made it.
     pub fn authenticate(&self) -> Authenticate {
         match self {
-            Security::Token(t) => Authenticate { token: Some(t.clone()), log: None, tokens: Arc::default() },
-            Security::Tls(t) => Authenticate { token: None, log: Some(t.refusals.clone()), tokens: Arc::default() },
+            Security::Token(t) => Authenticate { token: Some(t.clone()), refusals: Arc::default() },
+            Security::Tls(t) => Authenticate { token: None, refusals: t.refusals.clone() },
         }
     }
 
@@ -914,9 +914,10 @@ pub fn authorize<T>(req: &Request<T>, action: &str, allowed: impl FnOnce(&Peer) 
 #[derive(Clone, Debug)]
 pub struct Authenticate {
     token: Option<ClusterToken>,
-    log: Option<Arc<RefusalLog>>,
-    /// In token mode, the calls refused for their token, warned of once an hour per address.
-    tokens: Arc<RefusalLog>,
+    /// The refusals, warned of once an hour per address: with TLS the context's, shared with its
+    /// servers and [`authorize`]; in token mode this interceptor's own, of calls refused for
+    /// their token.
+    refusals: Arc<RefusalLog>,
 }
 
 impl Interceptor for Authenticate {
@@ -927,7 +928,7 @@ impl Interceptor for Authenticate {
                 v => {
                     let why = if v.is_some() { "wrong cluster token" } else { "missing cluster token" };
                     if let Some(addr) = req.remote_addr() {
-                        self.tokens.refuse(addr, "gRPC", Refusal::BadToken, &why);
+                        self.refusals.refuse(addr, "gRPC", Refusal::BadToken, &why);
                     }
                     return Err(Status::unauthenticated(why));
                 }
@@ -940,8 +941,8 @@ impl Interceptor for Authenticate {
             }
         };
         req.extensions_mut().insert(peer);
-        if let Some(log) = &self.log {
-            req.extensions_mut().insert(log.clone());
+        if self.token.is_none() {
+            req.extensions_mut().insert(self.refusals.clone());
         }
         Ok(req)
     }

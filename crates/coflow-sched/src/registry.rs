@@ -401,8 +401,7 @@ pub const WAN_NAMES: &[&str] = &names_of::<{ count(List::WideArea) }>(List::Wide
 /// `all`: `aalo-job` ranks coflows by their job's bytes sent (job-aware D-CLAS).
 pub const JOB_NAMES: &[&str] = &names_of::<{ count(List::Jobs) }>(List::Jobs);
 
-/// Every name of the registry, comma-separated, for messages.
-/// The names a setting takes: in a list, `all` and every policy; in the live system, every
+/// The names a setting takes, comma-separated, for messages: in a list, `all` and every policy; in the live system, every
 /// policy and the unscheduled modes.
 fn known(live: bool) -> String {
     let policies = REGISTRY.iter().map(|e| e.name);

@@ -483,29 +483,26 @@ fn an_agent_refused_its_machine_id_warns_at_once_and_backs_off() {
     }
     let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let (coord_addr, grpc, data) = (free(), free(), free());
-    let mut coordinator = crate::coflow()
-        .args(["coordinator", "--listen", &coord_addr, "--token-file"])
-        .arg(dir.join("good"))
-        .env("RUST_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .env_remove("COFLOW_LOG_FORMAT")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut agent = crate::coflow()
-        .args(["agent", "--coordinator", &format!("http://{coord_addr}"), "--listen", &grpc, "--data-listen", &data])
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--token-file")
-        .arg(dir.join("bad"))
-        .env("RUST_LOG", "coflow_agent=debug")
-        .env("NO_COLOR", "1")
-        .env_remove("COFLOW_LOG_FORMAT")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    // A service whose plain-text log at `level` is read from its stderr.
+    let logged = |args: &[&str], token: &str, level: &str| {
+        crate::coflow()
+            .args(args)
+            .arg("--token-file")
+            .arg(dir.join(token))
+            .env("RUST_LOG", level)
+            .env("NO_COLOR", "1")
+            .env_remove("COFLOW_LOG_FORMAT")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut coordinator = logged(&["coordinator", "--listen", &coord_addr], "good", "warn");
+    let data_dir = dir.join("data").display().to_string();
+    let url = format!("http://{coord_addr}");
+    let agent_args =
+        ["agent", "--coordinator", &url, "--listen", &grpc, "--data-listen", &data, "--data-dir", &data_dir];
+    let mut agent = logged(&agent_args, "bad", "coflow_agent=debug");
     std::thread::sleep(std::time::Duration::from_secs(6));
     agent.kill().unwrap();
     coordinator.kill().unwrap();
