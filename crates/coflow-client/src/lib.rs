@@ -209,9 +209,12 @@ impl ClientError {
                 "the service does not serve this call: are the coordinator's and the agent's URLs the right way \
                  round, and are the client and the service of one version? ({msg})"
             )),
-            // No kind and a local cause: the connection to the agent broke (its process died
-            // mid-stream, say), which the services' own answers never are.
-            (None, tonic::Code::Unknown) if std::error::Error::source(&s).is_some() => unreachable(msg),
+            // No kind and a local cause: the connection broke (the agent's process died
+            // mid-stream, say, or the service spoke another HTTP/2 than this client's: a TLS
+            // service hearing plaintext), which the services' own answers never are.
+            (None, tonic::Code::Unknown | tonic::Code::Internal) if std::error::Error::source(&s).is_some() => {
+                unreachable(msg)
+            }
             // The connection closed under the call, without an answer: a service gone, or one
             // that refused this client's certificate once the handshake was over (TLS 1.3),
             // whose alert the call did not hear.
@@ -222,6 +225,17 @@ impl ClientError {
             _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
         };
         e.without_repeated_prefix()
+    }
+
+    /// The error with `hint` said after it, if it tells why a service could not be reached.
+    fn with_hint(self, hint: Option<&str>) -> ClientError {
+        match (self, hint) {
+            (ClientError::CoordinatorUnreachable(m), Some(h)) => {
+                ClientError::CoordinatorUnreachable(format!("{m} ({h})"))
+            }
+            (ClientError::AgentUnreachable(m), Some(h)) => ClientError::AgentUnreachable(format!("{m} ({h})")),
+            (e, _) => e,
+        }
     }
 
     /// The error without its kind said twice: a service's message often opens with the words
@@ -339,6 +353,38 @@ pub struct Client {
     /// The services' URLs, which errors that could not reach them name.
     coord_at: Arc<str>,
     agent_at: Arc<str>,
+    /// Whether this client speaks TLS, which an error that may come of a service that does not
+    /// says.
+    tls: bool,
+}
+
+/// What to say of a call that ended in `s` (made with TLS or not, as `tls` says) if the
+/// connection broke as it does under a service of the other security mode: a TLS service drops
+/// a plaintext HTTP/2 connection (a broken pipe, an HTTP/2 protocol error), and a plaintext
+/// service resets a TLS handshake. A service that refused the connection or did not answer in
+/// time is not of that kind.
+fn mode_hint(s: &tonic::Status, tls: bool) -> Option<&'static str> {
+    use std::io::ErrorKind as Io;
+    if coflow_proto::ErrorKind::of(s).is_some() {
+        return None;
+    }
+    let mut cause = std::error::Error::source(s);
+    let mut broken = s.code() == tonic::Code::Internal && cause.is_some();
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                Io::BrokenPipe | Io::ConnectionReset | Io::UnexpectedEof => broken = true,
+                _ => return None,
+            }
+        }
+        cause = c.source();
+    }
+    broken.then_some(if tls {
+        "a service without TLS resets TLS connections so: such a service takes the cluster token and an http:// URL"
+    } else {
+        "a TLS service drops plaintext connections so: such a service takes the cluster CA, a certificate and \
+         its key, and an https:// URL"
+    })
 }
 
 /// While a call is in flight the client pings its service this often over HTTP/2 and gives the
@@ -374,17 +420,26 @@ impl Client {
         let agent = AgentClient::with_interceptor(endpoint(&security, &cfg.agent)?.connect_lazy(), security.attach())
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30);
-        Ok(Client { coord, agent, timeout: cfg.timeout, coord_at: cfg.coordinator.into(), agent_at: cfg.agent.into() })
+        Ok(Client {
+            coord,
+            agent,
+            timeout: cfg.timeout,
+            coord_at: cfg.coordinator.into(),
+            agent_at: cfg.agent.into(),
+            tls: security.tls().is_some(),
+        })
     }
 
     /// The error of a call to the coordinator that ended in `s`.
     fn coordinator_error(&self, s: tonic::Status, coflow: CoflowId) -> ClientError {
-        ClientError::from_status(s, Service::Coordinator, &self.coord_at, coflow, "")
+        let hint = mode_hint(&s, self.tls);
+        ClientError::from_status(s, Service::Coordinator, &self.coord_at, coflow, "").with_hint(hint)
     }
 
     /// The error of a call to the local agent, about piece `data_id`, that ended in `s`.
     fn agent_error(&self, s: tonic::Status, coflow: CoflowId, data_id: &str) -> ClientError {
-        ClientError::from_status(s, Service::Agent, &self.agent_at, coflow, data_id)
+        let hint = mode_hint(&s, self.tls);
+        ClientError::from_status(s, Service::Agent, &self.agent_at, coflow, data_id).with_hint(hint)
     }
 
     async fn timed<T>(&self, f: impl Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
@@ -657,6 +712,33 @@ mod tests {
         assert_eq!(e.kind(), Some(coflow_proto::ErrorKind::AgentUnreachable), "{e:?}");
         let said = ClientError::from_agent(Status::unknown("something"), CoflowId(1), "p");
         assert_eq!(said.kind(), None, "{said:?}");
+    }
+
+    /// A connection broken as a service of the other security mode breaks it is unreachable,
+    /// with a word on that mode; one refused, a service's own internal error, or an answer with
+    /// a kind, are not taken for it.
+    #[test]
+    fn a_connection_broken_as_by_the_other_security_mode_says_so() {
+        use std::io::ErrorKind as Io;
+        let cut = |kind: Io| Status::from_error(Box::new(std::io::Error::new(kind, "cut")));
+        let mut h2 = Status::internal("h2 protocol error: http2 error");
+        h2.set_source(std::sync::Arc::new(std::fmt::Error));
+        for (s, tls, word) in [
+            (cut(Io::BrokenPipe), false, Some("https://")),
+            (cut(Io::ConnectionReset), true, Some("http://")),
+            (h2.clone(), false, Some("https://")),
+            (cut(Io::ConnectionRefused), false, None),
+            (Status::internal("a service's own"), false, None),
+            (coflow_proto::ErrorKind::ShuttingDown.status(tonic::Code::Unavailable, "stopping"), true, None),
+        ] {
+            let hint = mode_hint(&s, tls);
+            assert_eq!(hint.is_some(), word.is_some(), "{s:?}");
+            if let (Some(h), Some(w)) = (hint, word) {
+                assert!(h.contains(w), "{h}");
+            }
+        }
+        let e = ClientError::from_coordinator(h2, CoflowId(1)).with_hint(Some("why"));
+        assert!(matches!(&e, ClientError::CoordinatorUnreachable(m) if m.ends_with("(why)")), "{e:?}");
     }
 
     /// What the coordinator's being out of reach looks like, from the client's own call or

@@ -211,6 +211,13 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
         .map_err(|e| TlsError::File { path: path.display().to_string(), reason: e.to_string() })
 }
 
+/// The permission bits of the file at `path` if every user may read it.
+fn world_readable(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o7777;
+    (mode & 0o004 != 0).then_some(mode)
+}
+
 /// The rustls provider everything here uses: ring (no C toolchain beyond `cc`, unlike aws-lc).
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -262,6 +269,13 @@ impl TlsContext {
                 bad(path, reason)
             },
         )?;
+        if let Some(mode) = world_readable(&files.key) {
+            tracing::warn!(
+                file = %files.key.display(),
+                "the private key is readable by every user of this machine (mode {mode:04o}): whoever reads it \
+                 can act as this member; make it readable by its owner (and group) only, e.g. `chmod 600`"
+            );
+        }
         // Peers do not check a trust anchor's dates, so an expired CA still works: said, not refused.
         if let Some(end) = ca_expiry(&ca).filter(|&end| end < now_secs()) {
             tracing::warn!(
@@ -811,16 +825,22 @@ impl Security {
         crate::TokenAttach::new(self.token().cloned())
     }
 
-    /// A gRPC endpoint for `url` (http:// in token mode, https:// with TLS), with TLS configured.
+    /// A gRPC endpoint for `url` (http:// in token mode, https:// with TLS; a bare `host:port`
+    /// takes the scheme of the mode), with TLS configured.
     pub fn endpoint(&self, url: &str) -> Result<tonic::transport::Endpoint, String> {
         let want = self.scheme();
+        let url = if url.contains("://") { url.to_string() } else { format!("{want}://{url}") };
         if !url.starts_with(&format!("{want}://")) {
             return Err(format!(
                 "url {url:?} must start with {want}:// ({})",
-                if want == "https" { "TLS is on" } else { "TLS is off" }
+                if want == "https" {
+                    "TLS is on: this member has TLS files"
+                } else {
+                    "TLS is off: this member has a cluster token and no TLS files"
+                }
             ));
         }
-        let ep = tonic::transport::Endpoint::from_shared(url.to_string()).map_err(|e| format!("url {url:?}: {e}"))?;
+        let ep = tonic::transport::Endpoint::from_shared(url.clone()).map_err(|e| format!("url {url:?}: {e}"))?;
         match self {
             Security::Token(_) => Ok(ep),
             Security::Tls(t) => ep.tls_config(t.channel_config()).map_err(|e| format!("url {url:?}: {e}")),
@@ -951,6 +971,31 @@ impl Interceptor for Authenticate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key file others may read is told apart from one only its owner and group may.
+    #[test]
+    fn a_world_readable_key_is_found() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("coflow-key-mode-{}", std::process::id()));
+        std::fs::write(&path, b"k").unwrap();
+        for (mode, seen) in [(0o644, Some(0o644)), (0o604, Some(0o604)), (0o640, None), (0o600, None)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(world_readable(&path), seen, "{mode:o}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(world_readable(&path), None, "no file");
+    }
+
+    /// A URL takes the mode's scheme: given, it must be that one; left out, it is added.
+    #[test]
+    fn an_endpoint_takes_the_scheme_of_the_security_mode() {
+        let token = Security::Token(crate::ClusterToken::new("t").unwrap());
+        assert_eq!(token.endpoint("127.0.0.1:7401").unwrap().uri().to_string(), "http://127.0.0.1:7401/");
+        assert_eq!(token.endpoint("http://h:1").unwrap().uri().to_string(), "http://h:1/");
+        let e = token.endpoint("https://h:1").unwrap_err();
+        assert!(e.contains("must start with http://") && e.contains("no TLS files"), "{e}");
+        assert!(token.endpoint("ftp://h:1").is_err());
+    }
 
     /// A refusal is warned of once an hour per address and kind, with the count since the last
     /// warning; another address or kind is warned of at once.

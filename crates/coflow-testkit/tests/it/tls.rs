@@ -231,9 +231,12 @@ async fn a_plaintext_client_is_refused_and_the_refusal_logged_once() -> anyhow::
         cluster.token().clone(),
     );
     let plain = Client::connect(plain).await?;
+    // Each is an unreachable coordinator, named by its URL, with what a TLS service needs.
     for _ in 0..4 {
         let e = plain.register(1, CoflowOptions::default()).await.unwrap_err();
-        assert!(matches!(e, ClientError::CoordinatorUnreachable(_) | ClientError::Other(_)), "{e}");
+        let ClientError::CoordinatorUnreachable(m) = &e else { panic!("{e:?}") };
+        assert!(m.starts_with(&format!("http://{}", cluster.coordinator_addr)), "{m}");
+        assert!(m.contains("a TLS service") && m.contains("https://"), "{m}");
     }
     // The TLS client still works.
     cluster.client(0).await?.register(1, CoflowOptions::default()).await?;
@@ -242,6 +245,30 @@ async fn a_plaintext_client_is_refused_and_the_refusal_logged_once() -> anyhow::
     assert_eq!(refusals.len(), 1, "one warning for four refused connections from one address:\n{text}");
     assert!(refusals[0].contains("WARN") && refusals[0].contains("not TLS"), "{}", refusals[0]);
     cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tls_client_of_a_token_cluster_hears_that_the_service_may_not_use_tls() -> anyhow::Result<()> {
+    let tls = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
+    let plain = Cluster::start(ClusterConfig::new(1, RATE, "varys")).await?;
+    let (coordinator, agent) =
+        (format!("https://{}", plain.coordinator_addr), format!("https://{}", plain.agent_addrs[0]));
+    let files = files(tls.tls_dir().expect("a TLS cluster"), "client-testkit");
+    let client = Client::connect(ClientConfig::tls(coordinator.clone(), agent, files)).await?;
+    for _ in 0..3 {
+        let e = client.register(1, CoflowOptions::default()).await.unwrap_err();
+        let ClientError::CoordinatorUnreachable(m) = &e else { panic!("{e:?}") };
+        assert!(m.starts_with(&coordinator) && m.contains("without TLS") && m.contains("http://"), "{m}");
+    }
+    // A service that is not there at all is not taken for one of the other mode.
+    let gone = plain.coordinator_addr;
+    plain.shutdown().await;
+    let cfg = ClientConfig::new(format!("http://{gone}"), format!("http://{gone}"), tls.token().clone());
+    let e = Client::connect(cfg).await?.register(1, CoflowOptions::default()).await.unwrap_err();
+    let ClientError::CoordinatorUnreachable(m) = &e else { panic!("{e:?}") };
+    assert!(!m.contains("TLS"), "{m}");
+    tls.shutdown().await;
     Ok(())
 }
 
