@@ -30,13 +30,27 @@ impl TokenArgs {
         self.token_file.as_deref()
     }
 
+    /// Warns that a token file named is not read: with TLS files too, the certificates
+    /// authenticate.
+    pub(crate) fn warn_unread(&self) {
+        if let Some(p) = self.file() {
+            tracing::warn!(
+                token_file = %p.display(),
+                "the token file is not read: with TLS, members authenticate by their certificates"
+            );
+        }
+    }
+
     pub(crate) fn token(&self) -> Result<ClusterToken> {
         if let Some(p) = &self.token_file {
             return Ok(ClusterToken::from_file(p)?);
         }
         match std::env::var("COFLOW_TOKEN") {
             Ok(t) => ClusterToken::new(&t).context("COFLOW_TOKEN"),
-            Err(_) => bail!("no cluster token: pass --token-file or set COFLOW_TOKEN"),
+            Err(_) => bail!(
+                "no cluster token: pass --token-file or set COFLOW_TOKEN (a TLS cluster takes --tls-ca, --tls-cert \
+                 and --tls-key instead)"
+            ),
         }
     }
 }
@@ -66,10 +80,14 @@ impl TlsArgs {
     }
 }
 
-/// TLS if configured (the token is then not read), else the token.
+/// TLS if configured (the token is then not read, which a token file named too is warned of),
+/// else the token.
 fn security(files: Option<TlsFiles>, token: &TokenArgs) -> Result<coflow_proto::Security> {
     match files {
-        Some(f) => Ok(coflow_proto::TlsContext::load(&f)?.into()),
+        Some(f) => {
+            token.warn_unread();
+            Ok(coflow_proto::TlsContext::load(&f)?.into())
+        }
         None => Ok(token.token()?.into()),
     }
 }

@@ -139,7 +139,38 @@ where
         options &= text != "--";
         joined.push(arg);
     }
-    <Cli as clap::Parser>::try_parse_from(joined)
+    <Cli as clap::Parser>::try_parse_from(&joined).map_err(|mut e| {
+        say_env_source(&mut e, &joined);
+        e
+    })
+}
+
+/// A bad value of an option that `args` do not give came from its environment variable: the
+/// error, which names the option, says so too.
+fn say_env_source(e: &mut clap::Error, args: &[std::ffi::OsString]) {
+    use clap::builder::StyledStr;
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return };
+    let Some(long) = arg.split_whitespace().next().and_then(|a| a.strip_prefix("--")) else { return };
+    let given = args.iter().filter_map(|a| a.to_str()).any(|a| {
+        a.strip_prefix("--").is_some_and(|a| a == long || a.strip_prefix(long).is_some_and(|v| v.starts_with('=')))
+    });
+    if given {
+        return;
+    }
+    fn env_of(cmd: &clap::Command, long: &str) -> Option<String> {
+        let own = cmd.get_arguments().filter(|a| a.get_long() == Some(long)).find_map(|a| a.get_env());
+        own.filter(|v| std::env::var_os(v).is_some())
+            .map(|v| v.to_string_lossy().into_owned())
+            .or_else(|| cmd.get_subcommands().find_map(|s| env_of(s, long)))
+    }
+    let Some(var) = env_of(&<Cli as clap::CommandFactory>::command(), long) else { return };
+    let mut tips = match e.get(ContextKind::Suggested) {
+        Some(ContextValue::StyledStrs(t)) => t.clone(),
+        _ => Vec::new(),
+    };
+    tips.push(StyledStr::from(format!("the value comes from the environment variable {var}")));
+    e.insert(ContextKind::Suggested, ContextValue::StyledStrs(tips));
 }
 
 fn main() {

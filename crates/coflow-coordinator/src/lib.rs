@@ -119,7 +119,8 @@ where
     let name = coflow_sched::policy::simulated(&config.policy);
     let policy = coflow_sched::policy::by_name(name).expect("validated");
     let policy_label = config.policy.clone();
-    tracing::info!(policy = %config.policy, addr = ?listener.local_addr().ok(), tls = security.tls().is_some(), "coordinator starting");
+    let addr = listener.local_addr().map_or_else(|e| format!("unknown ({e})"), |a| a.to_string());
+    tracing::info!(policy = %config.policy, %addr, tls = security.tls().is_some(), "coordinator starting");
     // Agents hear of a restart when their rate stream breaks, then register again (every 500 ms)
     // and re-announce what they hold, one piece per call; three agent timeouts leave a loaded
     // agent with many pieces time to finish.

@@ -56,7 +56,10 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
     let scheme = if files.is_some() { "https" } else { "http" };
     let url = a.coordinator.unwrap_or_else(|| format!("{scheme}://127.0.0.1:7070"));
     let cfg = match files {
-        Some(f) => ClientConfig::tls(url.clone(), url.clone(), f),
+        Some(f) => {
+            a.token.warn_unread();
+            ClientConfig::tls(url.clone(), url.clone(), f)
+        }
         None => ClientConfig::new(url.clone(), url.clone(), a.token.token()?),
     };
     let clear = a.watch.is_some() && a.json.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());

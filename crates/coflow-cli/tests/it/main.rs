@@ -291,6 +291,20 @@ fn bad_arguments_are_clear_errors() {
     assert!(err.contains("line 2"), "{err}");
 }
 
+/// A bad value from an environment variable names the variable as well as the flag; given as
+/// the flag, it does not.
+#[test]
+fn a_bad_value_from_the_environment_names_its_variable() {
+    let out = coflow().arg("coordinator").env("COFLOW_PUSH_WINDOW_MS", "soon").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "refused by the parser");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--push-window-ms") && err.contains("environment variable COFLOW_PUSH_WINDOW_MS"), "{err}");
+    let out =
+        coflow().args(["coordinator", "--push-window-ms=soon"]).env("COFLOW_PUSH_WINDOW_MS", "soon").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--push-window-ms") && !err.contains("environment variable"), "{err}");
+}
+
 /// An output that names a file the command reads is refused before anything runs, however the
 /// path is spelled, and the file is left as it was: a report written over its trace would lose
 /// the trace (and a spread one could not be undone).
