@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use coflow_client::{Client, ClientConfig, TlsFiles};
+use coflow_client::{Client, ClientConfig, ClientError, TlsFiles};
 use coflow_core::{Bytes, Rate};
 use coflow_proto::pb;
 
@@ -22,7 +22,8 @@ pub(crate) struct StatusArgs {
     /// (rewritten whole at each refresh), or to standard output without one or with `-`.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-", env = "COFLOW_JSON")]
     json: Option<std::path::PathBuf>,
-    /// Print again every SECONDS seconds until interrupted (default 2).
+    /// Print again every SECONDS seconds until interrupted (default 2); a coordinator out of reach
+    /// is said so once and asked again at each refresh.
     #[arg(
         long,
         value_name = "SECONDS",
@@ -75,10 +76,33 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
             }
         };
         let mut interrupted = std::pin::pin!(interrupted);
+        // Watching, the error of the last failed ask, said once for as long as it lasts.
+        let mut failing: Option<String> = None;
         loop {
-            let st = tokio::select! {
-                st = c.status() => st.context("asking the coordinator")?,
+            let asked = tokio::select! {
+                st = c.status() => st,
                 () = &mut interrupted => return Ok(()),
+            };
+            let st = match (asked, a.watch) {
+                (Ok(st), _) => {
+                    failing = None;
+                    st
+                }
+                // A coordinator restarting or out of reach for a while does not end a watch: it
+                // is asked again at the next refresh. Anything else (a refused identity, say)
+                // will not heal by asking again.
+                (Err(e @ (ClientError::CoordinatorUnreachable(_) | ClientError::TimedOut(_))), Some(every)) => {
+                    let said = e.to_string();
+                    if failing.as_deref() != Some(said.as_str()) {
+                        tracing::warn!("asking the coordinator: {said}; asking again every {every} s");
+                        failing = Some(said);
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs_f64(every)) => continue,
+                        () = &mut interrupted => return Ok(()),
+                    }
+                }
+                (Err(e), _) => return Err(e).context("asking the coordinator"),
             };
             let text = match &a.json {
                 Some(path) if !crate::output::is_stdout(path) => {

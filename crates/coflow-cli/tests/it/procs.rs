@@ -212,6 +212,11 @@ impl Procs {
     pub(crate) fn restart_coordinator(&mut self) {
         self.coordinator.signal("KILL");
         let _ = self.coordinator.0.wait();
+        self.start_coordinator();
+    }
+
+    /// Starts the coordinator again on the same addresses (the one before has exited).
+    pub(crate) fn start_coordinator(&mut self) {
         self.coordinator = self.launch.command_with(self.coordinator_args.clone(), &self.coordinator_env);
     }
 

@@ -2,7 +2,7 @@
 //! names, some carrying terminal escapes): `--json` returns every coflow with its exact name, the
 //! table prints every name with its escapes neutralized, and one coflow more is refused.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use coflow_client::{ClientError, CoflowOptions};
 
@@ -99,4 +99,50 @@ fn status_shows_100_000_live_coflows_with_names_made_safe() {
         N / 1000,
         "every name with escapes, escaped"
     );
+}
+
+/// A watch rides out a coordinator that goes away and comes back: it says so once (however many
+/// refreshes fail) and shows the cluster again; a refused token ends it at once.
+#[test]
+fn a_watch_outlives_a_coordinator_restart_and_ends_on_a_refused_token() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    let mut procs = Procs::start("status-watch", Spec { tls: false, ..Spec::new(0) });
+    let url = procs.coordinator_url.clone();
+    let watch = |token: &str| {
+        let mut c = coflow();
+        c.args(["status", "--coordinator", &url, "--watch", "0.1", "--json", "-"]);
+        c.env("COFLOW_TOKEN", token).env_remove("COFLOW_TOKEN_FILE").env_remove("RUST_LOG").env("NO_COLOR", "1");
+        c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    };
+    let mut child = crate::procs::Proc(watch(crate::procs::TOKEN));
+    let (tx, rx) = mpsc::channel();
+    let stdout = BufReader::new(child.0.stdout.take().unwrap());
+    std::thread::spawn(move || stdout.lines().map_while(Result::ok).for_each(|l| drop(tx.send(l))));
+    let line = rx.recv_timeout(Duration::from_secs(30)).expect("a first answer");
+    assert!(line.contains("\"coflows\""), "{line}");
+
+    procs.coordinator.signal("KILL");
+    let _ = procs.coordinator.0.wait();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.0.try_wait().unwrap().is_none(), "the watch goes on while the coordinator is away");
+    while rx.try_recv().is_ok() {}
+    procs.start_coordinator();
+    let line = rx.recv_timeout(Duration::from_secs(30)).expect("an answer once the coordinator is back");
+    assert!(line.contains("\"coflows\""), "{line}");
+    child.signal("INT");
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "Ctrl-C ends a watch cleanly: {status:?}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut err).unwrap();
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("asking again every 0.1 s")).collect();
+    // About 15 refreshes failed; the error changes at most once (reset, then refused).
+    assert!((1..=3).contains(&said.len()), "{err}");
+    assert!(said[0].contains("coordinator unreachable") && said[0].contains(&url), "{err}");
+
+    // A token the coordinator refuses ends the watch, whatever the refresh.
+    let out = watch("a-token-it-does-not-know").wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused"), "{}", String::from_utf8_lossy(&out.stderr));
 }
