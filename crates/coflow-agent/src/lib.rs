@@ -37,6 +37,7 @@ mod membership;
 mod phantom;
 mod pulse;
 mod receive;
+mod retry;
 mod service;
 mod session;
 mod state;

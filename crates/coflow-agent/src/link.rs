@@ -17,7 +17,7 @@ use coflow_proto::{ErrorKind, pb};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::membership::{RETRY_WARN_EVERY, retry_after, retry_cap};
+use crate::retry::Retries;
 use crate::session::Batches;
 use crate::state::{Shared, Stop};
 
@@ -35,10 +35,9 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
     // When this process started: of two processes claiming one machine, the later one wins.
     let incarnation =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
-    let cap = retry_cap(every);
-    // Registrations failed in a row, and when one was last logged at warn, with its code
-    // (another kind of failure, such as a refusal after a connection error, is warned of at once).
-    let (mut failures, mut warned) = (0u32, None::<(Instant, tonic::Code)>);
+    // Registrations failed in a row (another kind of failure, such as a refusal after a
+    // connection error, is warned of at once).
+    let mut retries = Retries::new(every, machine_id);
     // The flow key of the last session opened: another one means another coordinator (each
     // draws its keys at start), which knows none of the flows the previous one granted.
     let mut last_key = None::<Vec<u8>>;
@@ -82,10 +81,9 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
             }
             Err(e) => {
                 shared.link.close();
-                failures = failures.saturating_add(1);
-                let wait = retry_after(failures, cap, machine_id);
-                if warned.as_ref().is_none_or(|(at, code)| at.elapsed() >= RETRY_WARN_EVERY || *code != e.code()) {
-                    warned = Some((Instant::now(), e.code()));
+                let wait = retries.failed();
+                let failures = retries.failures();
+                if retries.warn_due(e.code(), Instant::now()) {
                     tracing::warn!(status = %e.message(), failures, "cannot register with the coordinator; retrying");
                 } else {
                     tracing::debug!(status = %e.message(), failures, "cannot register with the coordinator; retrying");
@@ -97,7 +95,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                 }
             }
         };
-        (failures, warned) = (0, None);
+        retries.reset();
         let epoch = shared.link_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         *shared.link_down_since.lock().expect("link lock") = None;
         // Heartbeats go at the interval the coordinator asked, if it said one.
@@ -284,28 +282,5 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                 }
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::membership::RETRY_FIRST;
-
-    #[test]
-    fn registrations_back_off_to_the_cap_and_machines_spread() {
-        let cap = retry_cap(Duration::from_millis(100));
-        assert_eq!(cap, Duration::from_secs(2));
-        assert_eq!(retry_cap(Duration::from_millis(10)), RETRY_FIRST, "never below the first wait");
-        assert_eq!(retry_cap(Duration::from_millis(50)), Duration::from_secs(1));
-        let waits: Vec<Duration> = (1..=8).map(|n| retry_after(n, cap, 7)).collect();
-        for (n, w) in waits.iter().enumerate() {
-            let full = (RETRY_FIRST * (1 << n)).min(cap);
-            assert!(*w <= full && *w >= full.mul_f64(0.75), "attempt {}: {w:?} of {full:?}", n + 1);
-        }
-        assert!(waits[3..].iter().all(|w| *w > Duration::from_millis(1499)), "at the cap: {waits:?}");
-        assert_eq!(retry_after(u32::MAX, cap, 7), retry_after(u32::MAX, cap, 7), "no overflow");
-        let spread: std::collections::BTreeSet<Duration> = (0..64).map(|m| retry_after(9, cap, m)).collect();
-        assert!(spread.len() > 32, "machines come back at different instants: {spread:?}");
     }
 }

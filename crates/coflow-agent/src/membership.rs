@@ -43,6 +43,7 @@ use tokio::sync::watch;
 
 use crate::RunError;
 use crate::config::AgentConfig;
+use crate::retry::{RETRY_WARN_EVERY, Retries};
 
 /// A client of the coordinator that attaches the cluster token (in token mode); `state`'s
 /// `CoordClient`, named here so that this module does not import `state`, which holds a
@@ -90,29 +91,6 @@ pub(crate) async fn resolve(
     Ok(id)
 }
 
-/// The first wait after a failed registration; each failure in a row doubles it, up to
-/// [`retry_cap`].
-pub(crate) const RETRY_FIRST: Duration = Duration::from_millis(500);
-
-/// How often a registration failing for a while is logged at warn (the others at debug).
-pub(crate) const RETRY_WARN_EVERY: Duration = Duration::from_secs(30);
-
-/// The longest wait between registrations: 2 s, or twenty heartbeats if less (at least
-/// [`RETRY_FIRST`]), so that an agent meets a restarted coordinator well inside the window in
-/// which it adopts what agents re-announce (three agent timeouts).
-pub(crate) fn retry_cap(heartbeat: Duration) -> Duration {
-    (heartbeat * 20).clamp(RETRY_FIRST, Duration::from_secs(2))
-}
-
-/// The wait before registration attempt `failures + 1` (`failures` ≥ 1 failed in a row): doubling
-/// from [`RETRY_FIRST`] up to `cap`, less a share of up to a quarter that differs between
-/// machines, so that the agents of a cluster do not all come back at the same instant.
-pub(crate) fn retry_after(failures: u32, cap: Duration, machine: u32) -> Duration {
-    let full = RETRY_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(8)).min(cap);
-    let spread = u64::from(machine.wrapping_mul(2_654_435_761).wrapping_add(failures.wrapping_mul(40_503)) % 1000);
-    full - full.mul_f64(spread as f64 / 4000.0)
-}
-
 /// Asks the coordinator until it answers, waiting between asks as a registration does
 /// (doubling up to 2 s, spread between hosts). A coordinator away (or in its
 /// first agent timeout, when it assigns no id) is logged at info for the first
@@ -121,8 +99,7 @@ pub(crate) fn retry_after(failures: u32, cap: Duration, machine: u32) -> Duratio
 async fn assign(coord: &mut CoordClient, heartbeat: Duration) -> u32 {
     let host = host_name();
     let spread = host.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-    let (cap, first) = (retry_cap(heartbeat), std::time::Instant::now());
-    let (mut failures, mut warned) = (0u32, None::<(std::time::Instant, tonic::Code)>);
+    let (mut retries, first) = (Retries::new(heartbeat, spread), std::time::Instant::now());
     loop {
         match coord.assign_machine(pb::AssignMachineRequest { host: host.clone() }).await {
             Ok(r) => {
@@ -131,18 +108,17 @@ async fn assign(coord: &mut CoordClient, heartbeat: Duration) -> u32 {
                 return id;
             }
             Err(e) => {
-                failures += 1;
+                let wait = retries.failed();
+                let failures = retries.failures();
                 let early = e.code() == tonic::Code::Unavailable && first.elapsed() < RETRY_WARN_EVERY;
-                let due = warned.is_none_or(|(at, code)| at.elapsed() >= RETRY_WARN_EVERY || code != e.code());
                 if early {
                     tracing::info!(status = %e.message(), failures, "waiting for the coordinator to assign a machine id");
-                } else if due {
-                    warned = Some((std::time::Instant::now(), e.code()));
+                } else if retries.warn_due(e.code(), std::time::Instant::now()) {
                     tracing::warn!(status = %e.message(), failures, "the coordinator assigns no machine id; asking again");
                 } else {
                     tracing::debug!(status = %e.message(), failures, "the coordinator assigns no machine id; asking again");
                 }
-                tokio::time::sleep(retry_after(failures, cap, spread)).await;
+                tokio::time::sleep(wait).await;
             }
         }
     }
