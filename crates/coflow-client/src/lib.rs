@@ -358,8 +358,9 @@ pub struct Client {
     tls: bool,
 }
 
-/// What to say of a call that ended in `s` (made with TLS or not, as `tls` says) if the
-/// connection broke as it does under a service of the other security mode: a TLS service drops
+/// What to say of a call that ended in `s` (made with TLS or not, as `tls` says): why this
+/// client refused the service's certificate, if it did, or, if the connection broke as it does
+/// under a service of the other security mode, what that mode takes. A TLS service drops
 /// a plaintext HTTP/2 connection (a broken pipe, an HTTP/2 protocol error), and a plaintext
 /// service resets a TLS handshake. A service that refused the connection or did not answer in
 /// time is not of that kind.
@@ -367,6 +368,9 @@ fn mode_hint(s: &tonic::Status, tls: bool) -> Option<&'static str> {
     use std::io::ErrorKind as Io;
     if coflow_proto::ErrorKind::of(s).is_some() {
         return None;
+    }
+    if let Some(why) = std::error::Error::source(s).and_then(coflow_proto::service_certificate_refused) {
+        return Some(why);
     }
     let mut cause = std::error::Error::source(s);
     let mut broken = s.code() == tonic::Code::Internal && cause.is_some();

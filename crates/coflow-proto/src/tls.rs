@@ -598,7 +598,10 @@ impl Refusal {
         match self {
             Refusal::NotTls => "not TLS (a plaintext peer?)",
             Refusal::BadCertificate => "certificate missing or not signed by the cluster CA",
-            Refusal::RejectedUs => "the peer does not trust this member's certificate (another CA?)",
+            Refusal::RejectedUs => {
+                "the peer refused this member's certificate (its alert says why: UnknownCA, it trusts another CA; \
+                 BadCertificate, it dialed a host name the certificate does not name; CertificateExpired)"
+            }
             Refusal::WrongRole => "the certificate's role may not do this",
             Refusal::Handshake => "TLS handshake failed",
             Refusal::TooManyConnections => "its member (in token mode, its address) holds the most connections one may",
@@ -643,6 +646,36 @@ pub fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<rust
                     | A::CertificateRequired
             )
             .then_some(*alert);
+        }
+        at = e.source();
+    }
+    None
+}
+
+/// What is wrong with a service's certificate that this member refused, if that is what `e` (or
+/// an error it comes from) says, and what to do about it: a host name the certificate does not
+/// name, another CA's signature, or dates it is not valid at.
+pub fn service_certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    use rustls::CertificateError as C;
+    let mut at = Some(e);
+    while let Some(e) = at {
+        let inner = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).map(|i| i as &dyn std::error::Error);
+        if let Some(rustls::Error::InvalidCertificate(c)) =
+            inner.or(Some(e)).and_then(|i| i.downcast_ref::<rustls::Error>())
+        {
+            return Some(match c {
+                C::NotValidForName | C::NotValidForNameContext { .. } => {
+                    "the service's certificate does not name the host in this URL: use a host it names, or issue it \
+                     for this one (`coflow certs issue --coordinator HOST`, or `--agent N --host HOST`)"
+                }
+                C::UnknownIssuer | C::BadSignature => {
+                    "the service's certificate is not signed by this member's CA: is it another cluster's service?"
+                }
+                C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. } => {
+                    "the service's certificate is not valid now: issue it again (or check the clocks)"
+                }
+                _ => return None,
+            });
         }
         at = e.source();
     }
@@ -971,6 +1004,19 @@ impl Interceptor for Authenticate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A service certificate refused is told by why, through the errors it comes wrapped in.
+    #[test]
+    fn a_refused_service_certificate_says_why() {
+        use rustls::CertificateError as C;
+        let wrapped = |c: C| std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::InvalidCertificate(c));
+        for (c, word) in [(C::NotValidForName, "host"), (C::UnknownIssuer, "CA"), (C::Expired, "not valid now")] {
+            let why = service_certificate_refused(&wrapped(c)).expect("a reason");
+            assert!(why.contains(word), "{why}");
+        }
+        assert_eq!(service_certificate_refused(&wrapped(C::BadEncoding)), None);
+        assert_eq!(service_certificate_refused(&std::io::Error::other("reset")), None);
+    }
 
     /// A key file others may read is told apart from one only its owner and group may.
     #[test]

@@ -272,6 +272,24 @@ async fn a_tls_client_of_a_token_cluster_hears_that_the_service_may_not_use_tls(
     Ok(())
 }
 
+/// A client that dials a host name the service's certificate does not name hears that, and
+/// how to mend it; the service's log names the alert.
+#[tokio::test]
+async fn a_host_name_the_certificate_does_not_name_is_said_on_both_sides() -> anyhow::Result<()> {
+    let (logs, _guard) = crate::Captured::warnings();
+    let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
+    let port = cluster.coordinator_addr.port();
+    let mut cfg = cluster.client_config(0);
+    cfg.coordinator = format!("https://localhost:{port}");
+    let e = Client::connect(cfg).await?.register(1, CoflowOptions::default()).await.unwrap_err();
+    let ClientError::CoordinatorUnreachable(m) = &e else { panic!("{e:?}") };
+    assert!(m.contains("does not name the host") && m.contains("coflow certs issue --coordinator"), "{m}");
+    cluster.shutdown().await;
+    let text = logs.text();
+    assert!(text.contains("refused this member's certificate") && text.contains("BadCertificate"), "{text}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result<()> {
     subscribe();
