@@ -71,7 +71,11 @@ def test_services_from_the_environment_stop_cleanly_on_sigterm(coflow_bin: Path,
         assert "stopping" in messages and "deregistered from the coordinator" in messages, messages
         assert messages[-1] == "agent stopped", messages
         assert any(l["fields"].get("signal") == "SIGTERM" for l in logs(alog))
-        until("the agent deregistered", lambda: '"alive":false' in urllib.request.urlopen(f"http://127.0.0.1:{http}/api/status").read().decode(), 2.0)
+        def left():
+            agents = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/api/status").read())["agents"]
+            return [(a["alive"], a["departed"]) for a in agents] == [(False, True)]
+
+        until("the agent deregistered, shown as left", left, 2.0)
 
         coordinator.send_signal(signal.SIGTERM)
         assert coordinator.wait(timeout=15) == 0, clog.read_text()

@@ -288,6 +288,8 @@ struct AgentRec {
     dc: Option<u32>,
     port_rate: f64,
     alive: bool,
+    /// Whether it deregistered at a clean stop (rather than being lost) since it last registered.
+    departed: bool,
     last_seen: Nanos,
     /// Its heartbeats' cadence as seen here: each gap between two of them, or this one lessened
     /// by a quarter a heartbeat if longer (agents set their own interval). None before its
@@ -574,6 +576,7 @@ impl Core {
                 machine,
                 data_addr: a.data_addr,
                 alive: a.alive,
+                departed: a.departed,
                 tx_bps: a.tx_bps,
                 rx_bps: a.rx_bps,
                 port_rate: a.port_rate,
@@ -806,6 +809,7 @@ impl Core {
                 dc,
                 port_rate: a.port_rate,
                 alive: true,
+                departed: false,
                 last_seen: now,
                 beat: None,
                 tx_bps: 0.0,
@@ -1286,6 +1290,7 @@ impl Core {
         }
         if let Some(a) = self.agents.get_mut(&m) {
             a.alive = false;
+            a.departed = reason == "agent-departed";
         }
         if self.watching.remove(&m) {
             self.outbox.push_back(Transmit::EndWatch(m));

@@ -712,6 +712,7 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
                 machine_id: a.machine.0,
                 data_addr: a.data_addr.to_string(),
                 alive: a.alive,
+                departed: a.departed,
                 tx_bps: a.tx_bps,
                 rx_bps: a.rx_bps,
                 port_rate_bps: a.port_rate,

@@ -104,6 +104,8 @@ pub struct AgentView {
     pub data_addr: SocketAddr,
     /// Whether it is alive.
     pub alive: bool,
+    /// Not alive, whether it left at a clean stop (it deregistered) rather than being lost.
+    pub departed: bool,
     /// Its last reported sending rate.
     pub tx_bps: f64,
     /// Its last reported receiving rate.

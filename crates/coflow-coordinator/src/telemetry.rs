@@ -180,6 +180,7 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
                 "machine": a.machine.0,
                 "data_addr": a.data_addr.to_string(),
                 "alive": a.alive,
+                "departed": a.departed,
                 "tx": a.tx_bps,
                 "rx": a.rx_bps,
                 "port_rate": a.port_rate,

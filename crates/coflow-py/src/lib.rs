@@ -797,6 +797,7 @@ impl PyClient {
             d.set_item("machine", a.machine_id)?;
             d.set_item("data_addr", &a.data_addr)?;
             d.set_item("alive", a.alive)?;
+            d.set_item("departed", a.departed)?;
             d.set_item("tx_bps", a.tx_bps)?;
             d.set_item("rx_bps", a.rx_bps)?;
             agents.append(d)?;

@@ -213,7 +213,11 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}{measured}\n",
             a.machine_id,
             a.data_addr,
-            if a.alive { "alive" } else { "dead" },
+            match (a.alive, a.departed) {
+                (true, _) => "alive",
+                (false, true) => "left",
+                (false, false) => "dead",
+            },
             rate(a.tx_bps),
             rate(a.rx_bps)
         ));
@@ -278,6 +282,7 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "machine": a.machine_id,
             "data_addr": a.data_addr,
             "alive": a.alive,
+            "departed": a.departed,
             "tx_bytes_per_second": a.tx_bps,
             "rx_bytes_per_second": a.rx_bps,
             "port_rate_bytes_per_second": a.port_rate_bps,
@@ -324,6 +329,7 @@ mod tests {
                 machine_id: 1,
                 data_addr: "10.0.0.1:7072".into(),
                 alive: true,
+                departed: false,
                 tx_bps: 12_500_000.0,
                 rx_bps: 0.0,
                 port_rate_bps: 125_000_000.0,
@@ -382,6 +388,13 @@ mod tests {
         let t = render(&example());
         // 12,500,000 B/s is 100 Mbit/s; 125,000,000 B/s is 1 Gbit/s; 1 of 3 MiB sent.
         assert!(t.contains("alive  tx     100 Mbit/s"), "{t}");
+        // An agent not alive left at a clean stop, or was lost.
+        let mut gone = example();
+        gone.agents[0].alive = false;
+        assert!(render(&gone).contains("dead   tx"), "{}", render(&gone));
+        gone.agents[0].departed = true;
+        assert!(render(&gone).contains("left   tx"), "{}", render(&gone));
+        assert_eq!(json(&gone)["agents"][0]["departed"], true);
         assert!(t.contains("1.00 MiB of 3.00 MiB"), "{t}");
         assert!(t.contains("at 1 Gbit/s\n"), "no lease, none shown: {t}");
         assert!(t.contains("rx              0"), "{t}");

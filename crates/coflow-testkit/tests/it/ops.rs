@@ -294,11 +294,17 @@ async fn until(cluster: &Cluster, machine: u32, alive: bool) -> anyhow::Result<D
     }
 }
 
+/// Whether `machine` left at a clean stop, as the coordinator's status says (None: unknown).
+async fn departed(cluster: &Cluster, machine: u32) -> anyhow::Result<Option<bool>> {
+    let st = cluster.client(0).await?.status().await?;
+    Ok(st.agents.iter().find(|a| a.machine_id == machine).map(|a| a.departed))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_without_ids_get_one_keep_it_and_leave_at_once() -> anyhow::Result<()> {
     subscribe();
     // Agent 0 has its id by hand; the agent timeout (3 s) is long next to a departure.
-    let cluster = Cluster::start(ClusterConfig::new(1, 20_000_000.0, "fair")).await?;
+    let mut cluster = Cluster::start(ClusterConfig::new(1, 20_000_000.0, "fair")).await?;
     let base = std::env::temp_dir().join(format!("coflow-machine-ids-{}", std::process::id()));
     let (a, b) = (base.join("a"), base.join("b"));
     std::fs::create_dir_all(&a)?;
@@ -317,10 +323,16 @@ async fn agents_without_ids_get_one_keep_it_and_leave_at_once() -> anyhow::Resul
     task_a.await??;
     let gone = until(&cluster, 1, false).await?;
     assert!(gone < Duration::from_millis(1500), "deregistration took {gone:?}");
+    assert_eq!(departed(&cluster, 1).await?, Some(true), "it left, and is not shown as lost");
 
     // Restarted on the same directory, it is machine 1 again, and registers at once.
     let (stop_a, task_a) = agent_without_id(&cluster, &a).await?;
     until(&cluster, 1, true).await?;
+    assert_eq!(departed(&cluster, 1).await?, Some(false), "back");
+    // One whose process ends without a word is lost at its timeout: dead, not left.
+    cluster.crash_agent(0).await;
+    until(&cluster, 0, false).await?;
+    assert_eq!(departed(&cluster, 0).await?, Some(false));
     for (stop, task) in [(stop_a, task_a), (stop_b, task_b)] {
         let _ = stop.send(());
         task.await??;
