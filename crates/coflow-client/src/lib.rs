@@ -89,8 +89,9 @@ pub enum ClientError {
     /// The coflow was sealed: it takes no more puts.
     #[error("coflow {0} is sealed")]
     Sealed(CoflowId),
-    /// An agent (the local one or the piece's source) cannot be reached, or is stopping.
-    #[error("unreachable: {0}")]
+    /// An agent (this client's own, named by its URL, or the piece's source) cannot be reached,
+    /// or is stopping.
+    #[error("agent unreachable: {0}")]
     AgentUnreachable(String),
     /// The coordinator cannot be reached, from this client or from its local agent, or is
     /// stopping: retry; no piece's source is to blame.
@@ -173,10 +174,11 @@ impl ClientError {
                 Some(d) if !msg.contains(&d) => format!("{msg}: {d}"),
                 _ => msg,
             };
-            let msg = if at.is_empty() { msg } else { format!("{at}: {msg}") };
-            match to {
-                Service::Coordinator => ClientError::CoordinatorUnreachable(msg),
-                Service::Agent => ClientError::AgentUnreachable(msg),
+            match (to, at.is_empty()) {
+                (Service::Coordinator, true) => ClientError::CoordinatorUnreachable(msg),
+                (Service::Coordinator, false) => ClientError::CoordinatorUnreachable(format!("{at}: {msg}")),
+                (Service::Agent, true) => ClientError::AgentUnreachable(msg),
+                (Service::Agent, false) => ClientError::AgentUnreachable(format!("this client's agent at {at}: {msg}")),
             }
         };
         // The service's TLS alert says why it closed the connection: this member's certificate.
@@ -244,7 +246,9 @@ impl ClientError {
         let strip =
             |m: String, prefix: &str| if let Some(rest) = m.strip_prefix(prefix) { rest.to_string() } else { m };
         match self {
-            ClientError::AgentUnreachable(m) => ClientError::AgentUnreachable(strip(m, "unreachable: ")),
+            ClientError::AgentUnreachable(m) => {
+                ClientError::AgentUnreachable(strip(strip(m, "agent unreachable: "), "unreachable: "))
+            }
             ClientError::CoordinatorUnreachable(m) => {
                 ClientError::CoordinatorUnreachable(strip(m, "coordinator unreachable: "))
             }
@@ -854,7 +858,7 @@ mod tests {
             .map(|b| b.len())
             .unwrap_err();
         assert!(
-            matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("{url}: "))),
+            matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("this client's agent at {url}: "))),
             "after {:?}: {e:?}",
             t.elapsed()
         );
@@ -878,11 +882,11 @@ mod tests {
         assert!(e.to_string().starts_with(&format!("coordinator unreachable: {coord}: ")), "{e}");
         let e = client.put(CoflowId(1), "p", vec![1, 2, 3]).await.unwrap_err();
         assert!(
-            matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("{agent}: ")) && m.contains("refused")),
+            matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("this client's agent at {agent}: ")) && m.contains("refused")),
             "{e}"
         );
         let e = client.get(CoflowId(1), "p").await.unwrap_err();
-        assert!(matches!(&e, ClientError::AgentUnreachable(m) if m.starts_with(&format!("{agent}: "))), "{e}");
+        assert!(e.to_string().starts_with(&format!("agent unreachable: this client's agent at {agent}: ")), "{e}");
     }
 
     use coflow_proto::pb::agent_server::{Agent as AgentApi, AgentServer};
