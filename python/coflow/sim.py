@@ -680,7 +680,9 @@ def _port_rate(value: Any) -> str:
     as_float = float(value)
     if not as_float.is_integer():
         raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")
-    return str(int(as_float))
+    # A whole float too large to be any port's rate keeps its short form (``1e+300``), which the
+    # library refuses by name, rather than hundreds of digits.
+    return str(int(as_float)) if abs(as_float) < 1e18 else repr(as_float)
 
 
 def _is_bool(value: Any) -> bool:

@@ -495,6 +495,9 @@ def test_a_numeric_port_rate_is_bytes_per_second() -> None:
     assert coflow.simulate(w, port_rate=125_000_000).to_json() == coflow.simulate(w, port_rate="1Gbps").to_json()
     with pytest.raises(ValueError, match=r"^port_rate: a number of bytes per second must be whole"):
         coflow.simulate(w, port_rate=1.5)
+    # Too fast for any port: refused by name, the value in its short form.
+    with pytest.raises(ValueError, match=r'^port_rate "1e\+300": at most 1 Pbit/s'):
+        coflow.simulate(w, port_rate=1e300)
     # numpy's numbers, as a DataFrame's cell gives them, are numbers too.
     import numpy as np
 
