@@ -55,8 +55,8 @@ pub(crate) fn table(
         let _ = writeln!(
             t,
             "completed: coflows that finished, whose figures these are (one rejected by admission control, or \
-             unfinished at the end of simulated time, {:.0} years, is left out)",
-            coflow_sim::END_OF_TIME_YEARS
+             unfinished when its replay ended, is left out: {})",
+            coflow_sim::replay_end()
         );
         let _ = writeln!(
             t,

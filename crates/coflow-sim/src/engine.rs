@@ -32,6 +32,14 @@ const MAX_IDLE_WAKES: u32 = 10_000;
 /// so a coflow unfinished by then (about 584 years) stays unfinished.
 pub const END_OF_TIME_YEARS: f64 = u64::MAX as f64 / 1e9 / 3.156e7;
 
+/// When a replay ends with coflows unfinished, in the words every report's note uses.
+pub fn replay_end() -> String {
+    format!(
+        "a replay ends at {END_OF_TIME_YEARS:.0} years of simulated time, or once the policy serves none of the \
+         coflows left"
+    )
+}
+
 /// How many turns of the event loop may pass without asking `progress` whether to go on: a few
 /// milliseconds of a replay whose coflows seldom finish.
 const ASK_EVERY: u32 = 1024;

@@ -218,16 +218,14 @@ impl Runs {
     /// What the figures leave out beyond rejections: one note per policy asked for that left
     /// coflows unfinished, whose figures are then over those that finished.
     pub fn notes(&self) -> Vec<String> {
-        let years = crate::END_OF_TIME_YEARS;
+        let end = crate::replay_end();
         self.summaries
             .iter()
             .filter_map(|s| {
                 let unfinished = s.coflows.saturating_sub(s.completed + s.rejected);
                 (unfinished > 0).then(|| {
                     format!(
-                        "{}: {unfinished} of {} coflows did not finish (a replay ends at {years:.0} years of simulated \
-                         time, or once the policy serves none of the coflows left); its figures are over the {} \
-                         that did",
+                        "{}: {unfinished} of {} coflows did not finish ({end}); its figures are over the {} that did",
                         s.policy, s.coflows, s.completed
                     )
                 })

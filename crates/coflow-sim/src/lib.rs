@@ -55,7 +55,9 @@ pub use deadlines::{MIN_DEADLINE, assign_deadlines, assign_deadlines_to_fraction
 pub use dynamics::{
     BigSwitchSpec, Capacities, ConnectionCaps, Direct, FabricRun, FabricSpec, Routing, Split, Steady, Uncapped,
 };
-pub use engine::{END_OF_TIME_YEARS, Halted, SimConfig, SimResult, Stopped, simulate, simulate_with_progress};
+pub use engine::{
+    END_OF_TIME_YEARS, Halted, SimConfig, SimResult, Stopped, replay_end, simulate, simulate_with_progress,
+};
 pub use report::{
     BinSummary, CoflowOutcome, JobFigures, SIZE_BINS, SLOWER_TOLERANCE, SizeBin, Summary, WideArea,
     lower_bound_avg_cct, percentile, slower_fraction,

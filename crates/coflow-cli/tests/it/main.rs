@@ -456,6 +456,10 @@ fn a_policy_that_finishes_nothing_reports_no_figures_rather_than_zero() {
          {\"id\":1,\"arrival_ns\":18446744073209551615,\"flows\":[{\"src\":0,\"dst\":1,\"bytes\":125000000}]}\n",
     )
     .unwrap();
+    // The table says why a coflow is left out in the words of the library's notes.
+    let out = coflow().args(["sim", "--trace", late.to_str().unwrap(), "--policies", "varys"]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("0/1") && table.contains(&coflow_sim::replay_end()), "{table}");
     let args = ["sim", "--trace", late.to_str().unwrap(), "--policies", "varys", "--baseline", ""];
     let out = coflow().args(args).args(["--json", "-"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
