@@ -182,11 +182,25 @@ impl AgentConfig {
                 }
             }
         }
-        if self.tls_files()?.is_some() && !self.coordinator.starts_with("https://") {
-            return err("coordinator", "must be an https:// URL with TLS, such as https://127.0.0.1:7070");
-        }
-        if !self.coordinator.starts_with("http://") && !self.coordinator.starts_with("https://") {
-            return err("coordinator", "must be a URL such as http://127.0.0.1:7070 (https:// with TLS)");
+        // A URL of the security mode's scheme, or a bare host:port, which takes it.
+        let tls = self.tls_files()?.is_some();
+        match self.coordinator.split_once("://") {
+            Some(("https", _)) if tls => {}
+            Some(("http", _)) if !tls => {}
+            Some(_) if tls => {
+                return err(
+                    "coordinator",
+                    "must be an https:// URL with TLS (or a bare host:port), such as 127.0.0.1:7070",
+                );
+            }
+            Some(_) => {
+                return err(
+                    "coordinator",
+                    "must be an http:// URL without TLS (or a bare host:port), such as 127.0.0.1:7070",
+                );
+            }
+            None if self.coordinator.contains(':') && !self.coordinator.contains(['/', ' ']) => {}
+            None => return err("coordinator", "must be a host:port or a URL, such as 127.0.0.1:7070"),
         }
         Ok(())
     }
@@ -232,6 +246,21 @@ mod tests {
         for good in ["10.0.0.1:7072", "[fd00::1]:7072", "127.0.0.1:7072"] {
             assert!(with(good).is_ok(), "{good}");
         }
+    }
+
+    /// The coordinator is a URL of the security mode's scheme, or a bare host:port (token mode
+    /// here; the TLS side's files must exist, so it is checked through the CLI's tests).
+    #[test]
+    fn the_coordinator_is_a_url_of_the_modes_scheme_or_a_host_and_port() {
+        let with = |c: &str| AgentConfig { coordinator: c.into(), ..AgentConfig::default() }.validate();
+        for good in ["http://10.0.0.1:7070", "10.0.0.1:7070", "coordinator.example:7070", "[fd00::1]:7070"] {
+            assert!(with(good).is_ok(), "{good}");
+        }
+        for bad in ["https://10.0.0.1:7070", "ftp://h:1", "", "coordinator", "h:1/path", "h :1"] {
+            let e = with(bad).expect_err(bad);
+            assert_eq!(e.field, "coordinator", "{bad}: {}", e.reason);
+        }
+        assert!(with("https://h:1").unwrap_err().reason.contains("http:// URL without TLS"));
     }
 
     /// A peer's share of the data connections is half of them by default (at least 4, or
