@@ -182,10 +182,11 @@ impl AgentConfig {
                 }
             }
         }
-        // A URL of the security mode's scheme, or a bare host:port, which takes it.
+        // A URL (https:// with TLS files; the security a caller of `run` hands over is checked
+        // when the agent connects), or a bare host:port, which takes the mode's scheme.
         let tls = self.tls_files()?.is_some();
         match self.coordinator.split_once("://") {
-            Some(("https", _)) if tls => {}
+            Some(("https", _)) => {}
             Some(("http", _)) if !tls => {}
             Some(_) if tls => {
                 return err(
@@ -196,7 +197,7 @@ impl AgentConfig {
             Some(_) => {
                 return err(
                     "coordinator",
-                    "must be an http:// URL without TLS (or a bare host:port), such as 127.0.0.1:7070",
+                    "must be an http:// or https:// URL, or a bare host:port, such as 127.0.0.1:7070",
                 );
             }
             None if self.coordinator.contains(':') && !self.coordinator.contains(['/', ' ']) => {}
@@ -248,19 +249,24 @@ mod tests {
         }
     }
 
-    /// The coordinator is a URL of the security mode's scheme, or a bare host:port (token mode
-    /// here; the TLS side's files must exist, so it is checked through the CLI's tests).
+    /// The coordinator is an http:// or https:// URL, or a bare host:port (without TLS files
+    /// here; with them, an http:// URL is refused too).
     #[test]
     fn the_coordinator_is_a_url_of_the_modes_scheme_or_a_host_and_port() {
         let with = |c: &str| AgentConfig { coordinator: c.into(), ..AgentConfig::default() }.validate();
-        for good in ["http://10.0.0.1:7070", "10.0.0.1:7070", "coordinator.example:7070", "[fd00::1]:7070"] {
+        for good in [
+            "http://10.0.0.1:7070",
+            "https://10.0.0.1:7070",
+            "10.0.0.1:7070",
+            "coordinator.example:7070",
+            "[fd00::1]:7070",
+        ] {
             assert!(with(good).is_ok(), "{good}");
         }
-        for bad in ["https://10.0.0.1:7070", "ftp://h:1", "", "coordinator", "h:1/path", "h :1"] {
+        for bad in ["ftp://h:1", "", "coordinator", "h:1/path", "h :1"] {
             let e = with(bad).expect_err(bad);
             assert_eq!(e.field, "coordinator", "{bad}: {}", e.reason);
         }
-        assert!(with("https://h:1").unwrap_err().reason.contains("http:// URL without TLS"));
     }
 
     /// A peer's share of the data connections is half of them by default (at least 4, or

@@ -28,7 +28,7 @@ pub enum AgentError {
         data_id: DataId,
     },
     /// The source agent could not be reached or stopped answering.
-    #[error("agent at {addr}: {reason}")]
+    #[error("agent at {addr} unreachable: {reason}")]
     SourceUnreachable {
         /// Its data address.
         addr: String,

@@ -149,7 +149,10 @@ where
 /// error, which names the option, says so too.
 fn say_env_source(e: &mut clap::Error, args: &[std::ffi::OsString]) {
     use clap::builder::StyledStr;
-    use clap::error::{ContextKind, ContextValue};
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(e.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation) {
+        return;
+    }
     let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return };
     let Some(long) = arg.split_whitespace().next().and_then(|a| a.strip_prefix("--")) else { return };
     let given = args.iter().filter_map(|a| a.to_str()).any(|a| {
@@ -158,13 +161,22 @@ fn say_env_source(e: &mut clap::Error, args: &[std::ffi::OsString]) {
     if given {
         return;
     }
-    fn env_of(cmd: &clap::Command, long: &str) -> Option<String> {
-        let own = cmd.get_arguments().filter(|a| a.get_long() == Some(long)).find_map(|a| a.get_env());
-        own.filter(|v| std::env::var_os(v).is_some())
-            .map(|v| v.to_string_lossy().into_owned())
-            .or_else(|| cmd.get_subcommands().find_map(|s| env_of(s, long)))
+    // The subcommand run (its names are the words before the first option), then the program's
+    // own options, which every subcommand takes.
+    let root = <Cli as clap::CommandFactory>::command();
+    let mut path = vec![&root];
+    for word in args.iter().skip(1).map_while(|a| a.to_str().filter(|w| !w.starts_with('-'))) {
+        match path.last().and_then(|c| c.find_subcommand(word)) {
+            Some(sub) => path.push(sub),
+            None => break,
+        }
     }
-    let Some(var) = env_of(&<Cli as clap::CommandFactory>::command(), long) else { return };
+    let Some(var) = path.iter().rev().find_map(|cmd| {
+        let env = cmd.get_arguments().filter(|a| a.get_long() == Some(long)).find_map(|a| a.get_env())?;
+        std::env::var_os(env).is_some().then(|| env.to_string_lossy().into_owned())
+    }) else {
+        return;
+    };
     let mut tips = match e.get(ContextKind::Suggested) {
         Some(ContextValue::StyledStrs(t)) => t.clone(),
         _ => Vec::new(),

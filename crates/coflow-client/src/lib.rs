@@ -110,7 +110,9 @@ pub enum ClientError {
     /// twice; a get asked again starts afresh.
     #[error("unknown flow: {0}")]
     UnknownFlow(String),
-    /// The cluster token was refused.
+    /// This client's identity was refused (the cluster token, or its certificate), or this
+    /// client refused the service's certificate (a host name it does not name, another CA):
+    /// asking again does not mend it.
     #[error("refused: {0}")]
     Unauthenticated(String),
     /// The caller's role may not make this call (e.g. a client certificate registering an
@@ -187,6 +189,11 @@ impl ClientError {
                 "the service refused this client's certificate (TLS alert {alert:?}): is it signed by the \
                  cluster CA, and valid now?"
             ));
+        }
+        // This client refused the service's certificate: no retry mends that.
+        if let Some(why) = std::error::Error::source(&s).and_then(coflow_proto::service_certificate_refused) {
+            let named = if at.is_empty() { String::new() } else { format!("{at}: ") };
+            return ClientError::Unauthenticated(format!("{named}{why}"));
         }
         let e = match (K::of(&s), s.code()) {
             (Some(K::UnknownCoflow), _) => ClientError::UnknownCoflow(coflow),
@@ -362,9 +369,10 @@ pub struct Client {
     tls: bool,
 }
 
-/// What to say of a call that ended in `s` (made with TLS or not, as `tls` says): why this
-/// client refused the service's certificate, if it did, or, if the connection broke as it does
-/// under a service of the other security mode, what that mode takes. A TLS service drops
+/// What to say of a call that ended in `s` (made with TLS or not, as `tls` says) if the
+/// connection broke as it does under a service of the other security mode, what that mode
+/// takes: said as a condition, since a service that stops mid-call breaks a connection in the
+/// same way. A TLS service drops
 /// a plaintext HTTP/2 connection (a broken pipe, an HTTP/2 protocol error), and a plaintext
 /// service resets a TLS handshake. A service that refused the connection or did not answer in
 /// time is not of that kind.
@@ -372,9 +380,6 @@ fn mode_hint(s: &tonic::Status, tls: bool) -> Option<&'static str> {
     use std::io::ErrorKind as Io;
     if coflow_proto::ErrorKind::of(s).is_some() {
         return None;
-    }
-    if let Some(why) = std::error::Error::source(s).and_then(coflow_proto::service_certificate_refused) {
-        return Some(why);
     }
     let mut cause = std::error::Error::source(s);
     let mut broken = s.code() == tonic::Code::Internal && cause.is_some();
@@ -388,10 +393,9 @@ fn mode_hint(s: &tonic::Status, tls: bool) -> Option<&'static str> {
         cause = c.source();
     }
     broken.then_some(if tls {
-        "a service without TLS resets TLS connections so: such a service takes the cluster token and an http:// URL"
+        "if the service runs without TLS, it takes the cluster token and an http:// URL"
     } else {
-        "a TLS service drops plaintext connections so: such a service takes the cluster CA, a certificate and \
-         its key, and an https:// URL"
+        "if the service uses TLS, it takes the cluster CA, a certificate and its key, and an https:// URL"
     })
 }
 

@@ -600,7 +600,7 @@ impl Refusal {
             Refusal::BadCertificate => "certificate missing or not signed by the cluster CA",
             Refusal::RejectedUs => {
                 "the peer refused this member's certificate (its alert says why: UnknownCA, it trusts another CA; \
-                 BadCertificate, it dialed a host name the certificate does not name; CertificateExpired)"
+                 BadCertificate, often a host name the certificate does not name; CertificateExpired)"
             }
             Refusal::WrongRole => "the certificate's role may not do this",
             Refusal::Handshake => "TLS handshake failed",

@@ -303,6 +303,10 @@ fn a_bad_value_from_the_environment_names_its_variable() {
         coflow().args(["coordinator", "--push-window-ms=soon"]).env("COFLOW_PUSH_WINDOW_MS", "soon").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--push-window-ms") && !err.contains("environment variable"), "{err}");
+    // The program's own options, which every subcommand takes, have theirs too.
+    let out = coflow().args(["sim", "--coflows", "3"]).env("COFLOW_LOG_FORMAT", "purple").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--log-format") && err.contains("environment variable COFLOW_LOG_FORMAT"), "{err}");
 }
 
 /// An output that names a file the command reads is refused before anything runs, however the

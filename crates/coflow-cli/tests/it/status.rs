@@ -137,8 +137,9 @@ fn a_watch_outlives_a_coordinator_restart_and_ends_on_a_refused_token() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut err).unwrap();
     let said: Vec<&str> = err.lines().filter(|l| l.contains("asking again every 0.1 s")).collect();
-    // About 15 refreshes failed; the error changes at most once (reset, then refused).
-    assert!((1..=3).contains(&said.len()), "{err}");
+    // About 15 refreshes failed; the error is said again only when it changes (the call cut by
+    // the kill, then refused).
+    assert!((1..8).contains(&said.len()), "{err}");
     assert!(said[0].contains("coordinator unreachable") && said[0].contains(&url), "{err}");
 
     // A token the coordinator refuses ends the watch, whatever the refresh.

@@ -236,7 +236,7 @@ async fn a_plaintext_client_is_refused_and_the_refusal_logged_once() -> anyhow::
         let e = plain.register(1, CoflowOptions::default()).await.unwrap_err();
         let ClientError::CoordinatorUnreachable(m) = &e else { panic!("{e:?}") };
         assert!(m.starts_with(&format!("http://{}", cluster.coordinator_addr)), "{m}");
-        assert!(m.contains("a TLS service") && m.contains("https://"), "{m}");
+        assert!(m.contains("if the service uses TLS") && m.contains("https://"), "{m}");
     }
     // The TLS client still works.
     cluster.client(0).await?.register(1, CoflowOptions::default()).await?;
@@ -273,7 +273,7 @@ async fn a_tls_client_of_a_token_cluster_hears_that_the_service_may_not_use_tls(
 }
 
 /// A client that dials a host name the service's certificate does not name hears that, and
-/// how to mend it; the service's log names the alert.
+/// how to mend it, as a refusal (no retry mends it); the service's log names the alert.
 #[tokio::test]
 async fn a_host_name_the_certificate_does_not_name_is_said_on_both_sides() -> anyhow::Result<()> {
     let (logs, _guard) = crate::Captured::warnings();
@@ -282,11 +282,15 @@ async fn a_host_name_the_certificate_does_not_name_is_said_on_both_sides() -> an
     let mut cfg = cluster.client_config(0);
     cfg.coordinator = format!("https://localhost:{port}");
     let e = Client::connect(cfg).await?.register(1, CoflowOptions::default()).await.unwrap_err();
-    let ClientError::CoordinatorUnreachable(m) = &e else { panic!("{e:?}") };
+    let ClientError::Unauthenticated(m) = &e else { panic!("{e:?}") };
+    assert!(m.starts_with(&format!("https://localhost:{port}: ")), "{m}");
     assert!(m.contains("does not name the host") && m.contains("coflow certs issue --coordinator"), "{m}");
     cluster.shutdown().await;
     let text = logs.text();
-    assert!(text.contains("refused this member's certificate") && text.contains("BadCertificate"), "{text}");
+    assert!(
+        text.contains("refused this member's certificate") && text.contains("fatal alert: BadCertificate"),
+        "{text}"
+    );
     Ok(())
 }
 
