@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// The first wait after a failed registration; each failure in a row doubles it, up to
 /// [`retry_cap`].
-pub(crate) const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_FIRST: Duration = Duration::from_millis(500);
 
 /// How often a registration failing for a while is logged at warn (the others at debug).
 pub(crate) const RETRY_WARN_EVERY: Duration = Duration::from_secs(30);
@@ -15,14 +15,14 @@ pub(crate) const RETRY_WARN_EVERY: Duration = Duration::from_secs(30);
 /// The longest wait between registrations: 2 s, or twenty heartbeats if less (at least
 /// [`RETRY_FIRST`]), so that an agent meets a restarted coordinator well inside the window in
 /// which it adopts what agents re-announce (three agent timeouts).
-pub(crate) fn retry_cap(heartbeat: Duration) -> Duration {
+fn retry_cap(heartbeat: Duration) -> Duration {
     (heartbeat * 20).clamp(RETRY_FIRST, Duration::from_secs(2))
 }
 
 /// The wait before registration attempt `failures + 1` (`failures` ≥ 1 failed in a row): doubling
 /// from [`RETRY_FIRST`] up to `cap`, less a share of up to a quarter that differs between
 /// machines (`spread`).
-pub(crate) fn retry_after(failures: u32, cap: Duration, spread: u32) -> Duration {
+fn retry_after(failures: u32, cap: Duration, spread: u32) -> Duration {
     let full = RETRY_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(8)).min(cap);
     let share = u64::from(spread.wrapping_mul(2_654_435_761).wrapping_add(failures.wrapping_mul(40_503)) % 1000);
     full - full.mul_f64(share as f64 / 4000.0)

@@ -372,10 +372,9 @@ pub struct Client {
 /// What to say of a call that ended in `s` (made with TLS or not, as `tls` says) if the
 /// connection broke as it does under a service of the other security mode, what that mode
 /// takes: said as a condition, since a service that stops mid-call breaks a connection in the
-/// same way. A TLS service drops
-/// a plaintext HTTP/2 connection (a broken pipe, an HTTP/2 protocol error), and a plaintext
-/// service resets a TLS handshake. A service that refused the connection or did not answer in
-/// time is not of that kind.
+/// same way. A TLS service drops a plaintext HTTP/2 connection (a broken pipe, an HTTP/2
+/// protocol error), and a plaintext service resets a TLS handshake. A service that refused the
+/// connection or did not answer in time is not of that kind.
 fn mode_hint(s: &tonic::Status, tls: bool) -> Option<&'static str> {
     use std::io::ErrorKind as Io;
     if coflow_proto::ErrorKind::of(s).is_some() {

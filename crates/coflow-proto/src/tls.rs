@@ -625,31 +625,36 @@ impl Refusal {
     }
 }
 
+/// The rustls errors in `e` and the errors it comes from, bare or wrapped in an I/O error (as a
+/// TLS stream gives them).
+fn rustls_errors<'e>(e: &'e (dyn std::error::Error + 'static)) -> impl Iterator<Item = &'e rustls::Error> {
+    std::iter::successors(Some(e), |e| e.source()).filter_map(|e| {
+        let wrapped = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+        wrapped.map_or(e, |i| i as &dyn std::error::Error).downcast_ref::<rustls::Error>()
+    })
+}
+
 /// The TLS alert by which a service refused this member's certificate, if that is what `e` (or
 /// an error it comes from) says: a certificate of another CA, expired or not yet valid, or of no
 /// use to the service.
 pub fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<rustls::AlertDescription> {
     use rustls::AlertDescription as A;
-    let mut at = Some(e);
-    while let Some(e) = at {
-        let inner = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).map(|i| i as &dyn std::error::Error);
-        if let Some(rustls::Error::AlertReceived(alert)) = inner.and_then(|i| i.downcast_ref::<rustls::Error>()) {
-            return matches!(
-                alert,
-                A::BadCertificate
-                    | A::UnsupportedCertificate
-                    | A::CertificateRevoked
-                    | A::CertificateExpired
-                    | A::CertificateUnknown
-                    | A::UnknownCA
-                    | A::AccessDenied
-                    | A::CertificateRequired
-            )
-            .then_some(*alert);
-        }
-        at = e.source();
-    }
-    None
+    let alert = rustls_errors(e).find_map(|r| match r {
+        rustls::Error::AlertReceived(alert) => Some(*alert),
+        _ => None,
+    })?;
+    matches!(
+        alert,
+        A::BadCertificate
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::UnknownCA
+            | A::AccessDenied
+            | A::CertificateRequired
+    )
+    .then_some(alert)
 }
 
 /// What is wrong with a service's certificate that this member refused, if that is what `e` (or
@@ -657,29 +662,23 @@ pub fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<rust
 /// name, another CA's signature, or dates it is not valid at.
 pub fn service_certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
     use rustls::CertificateError as C;
-    let mut at = Some(e);
-    while let Some(e) = at {
-        let inner = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).map(|i| i as &dyn std::error::Error);
-        if let Some(rustls::Error::InvalidCertificate(c)) =
-            inner.or(Some(e)).and_then(|i| i.downcast_ref::<rustls::Error>())
-        {
-            return Some(match c {
-                C::NotValidForName | C::NotValidForNameContext { .. } => {
-                    "the service's certificate does not name the host in this URL: use a host it names, or issue it \
-                     for this one (`coflow certs issue --coordinator HOST`, or `--agent N --host HOST`)"
-                }
-                C::UnknownIssuer | C::BadSignature => {
-                    "the service's certificate is not signed by this member's CA: is it another cluster's service?"
-                }
-                C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. } => {
-                    "the service's certificate is not valid now: issue it again (or check the clocks)"
-                }
-                _ => return None,
-            });
+    let c = rustls_errors(e).find_map(|r| match r {
+        rustls::Error::InvalidCertificate(c) => Some(c),
+        _ => None,
+    })?;
+    match c {
+        C::NotValidForName | C::NotValidForNameContext { .. } => Some(
+            "the service's certificate does not name the host in this URL: use a host it names, or issue it for \
+             this one (`coflow certs issue --coordinator HOST`, or `--agent N --host HOST`)",
+        ),
+        C::UnknownIssuer | C::BadSignature => {
+            Some("the service's certificate is not signed by this member's CA: is it another cluster's service?")
         }
-        at = e.source();
+        C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. } => {
+            Some("the service's certificate is not valid now: issue it again (or check the clocks)")
+        }
+        _ => None,
     }
-    None
 }
 
 /// How long after a warning the refusals of the same address and kind are logged at debug.

@@ -83,10 +83,13 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
                 st = c.status() => st,
                 () = &mut interrupted => return Ok(()),
             };
-            let st = match (asked, a.watch) {
+            match (asked, a.watch) {
                 (Ok(st), _) => {
                     failing = None;
-                    st
+                    if !show(&st, a.json.as_deref(), clear, a.watch.is_some())? {
+                        // The reader went away (`| head`): nothing more to show it.
+                        return Ok(());
+                    }
                 }
                 // A coordinator restarting or out of reach for a while does not end a watch: it
                 // is asked again at the next refresh. Anything else (a refused identity, say)
@@ -97,32 +100,8 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
                         tracing::warn!("asking the coordinator: {said}; asking again every {every} s");
                         failing = Some(said);
                     }
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs_f64(every)) => continue,
-                        () = &mut interrupted => return Ok(()),
-                    }
                 }
                 (Err(e), _) => return Err(e).context("asking the coordinator"),
-            };
-            let text = match &a.json {
-                Some(path) if !crate::output::is_stdout(path) => {
-                    crate::output::write(path, format!("{}\n", serde_json::to_string(&json(&st))?))?;
-                    None
-                }
-                Some(_) => Some(format!("{}\n", serde_json::to_string(&json(&st))?)),
-                // Home the cursor and clear the screen, so the table redraws in place.
-                None => Some(format!(
-                    "{}{}{}",
-                    if clear { "\x1b[H\x1b[2J" } else { "" },
-                    render(&st),
-                    if a.watch.is_some() { "\n" } else { "" }
-                )),
-            };
-            if let Some(text) = text
-                && !crate::output::shown(text.as_bytes()).context("writing standard output")?
-            {
-                // The reader went away (`| head`): nothing more to show it.
-                return Ok(());
             }
             let Some(every) = a.watch else { return Ok(()) };
             tokio::select! {
@@ -131,6 +110,24 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
             }
         }
     })
+}
+
+/// Shows one answer: as JSON to the file `json` names (rewritten whole) or to standard output,
+/// else as the table (the screen cleared first if `clear`, a blank line after it if `watching`).
+/// False if standard output's reader went away.
+fn show(st: &pb::StatusResponse, json_to: Option<&std::path::Path>, clear: bool, watching: bool) -> Result<bool> {
+    let text = match json_to {
+        Some(path) if !crate::output::is_stdout(path) => {
+            crate::output::write(path, format!("{}\n", serde_json::to_string(&json(st))?))?;
+            return Ok(true);
+        }
+        Some(_) => format!("{}\n", serde_json::to_string(&json(st))?),
+        // Home the cursor and clear the screen, so the table redraws in place.
+        None => {
+            format!("{}{}{}", if clear { "\x1b[H\x1b[2J" } else { "" }, render(st), if watching { "\n" } else { "" })
+        }
+    };
+    crate::output::shown(text.as_bytes()).context("writing standard output")
 }
 
 /// The most bits per second shown in units (1,000 Tbit/s); above, and below 1 bit/s, a rate is
