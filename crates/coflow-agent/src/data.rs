@@ -140,7 +140,7 @@ async fn say_busy<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, size: u64) {
 }
 
 fn peer_gone(e: std::io::Error) -> AgentError {
-    AgentError::SourceUnreachable { addr: "receiver".into(), reason: e.to_string() }
+    AgentError::ReceiverGone(e.to_string())
 }
 
 /// Writes `bytes` within the idle timeout.
@@ -211,7 +211,7 @@ pub(crate) async fn send_pieces<S: DataStream>(
             let result = tokio::select! {
                 biased;
                 r = relay(&mut wr, shared, &req, &hop, &mut shutdown) => r,
-                _ = rd.read_more() => Err(AgentError::SourceUnreachable { addr: "receiver".into(), reason: "hung up".into() }),
+                _ = rd.read_more() => Err(AgentError::ReceiverGone("it closed the connection".into())),
             };
             match result {
                 Ok(()) => continue,
@@ -239,7 +239,7 @@ pub(crate) async fn send_pieces<S: DataStream>(
         let result = tokio::select! {
             biased;
             r = pace(&mut wr, shared, &piece, range, req.flow, &progress, &mut shutdown) => r,
-            _ = rd.read_more() => Err(AgentError::SourceUnreachable { addr: "receiver".into(), reason: "hung up".into() }),
+            _ = rd.read_more() => Err(AgentError::ReceiverGone("it closed the connection".into())),
         };
         shared.sending.lock().expect("sending lock").remove(&req.flow);
         shared.rates.remove(req.flow);

@@ -84,6 +84,9 @@ pub enum AgentError {
         /// The idle timeout, seconds.
         secs: f64,
     },
+    /// The receiving agent hung up, or its connection broke, while this agent sent it a flow.
+    #[error("the receiving agent hung up: {0}")]
+    ReceiverGone(String),
     /// The receiving agent took nothing of a flow's bytes for the data idle timeout: the source
     /// gives the flow up and says so to the coordinator, which frees its rate whether or not
     /// the receiver ever reports.
@@ -120,7 +123,7 @@ impl AgentError {
             AgentError::UnknownCoflow(_) => ErrorKind::UnknownCoflow,
             AgentError::Invalid(_) | AgentError::PathEscapes(_) | AgentError::BadFile(_) => ErrorKind::Invalid,
             AgentError::DuplicateDataId { .. } => ErrorKind::DuplicateDataId,
-            AgentError::SourceUnreachable { .. } => ErrorKind::AgentUnreachable,
+            AgentError::SourceUnreachable { .. } | AgentError::ReceiverGone(_) => ErrorKind::AgentUnreachable,
             AgentError::Paused { .. } => ErrorKind::UnknownFlow,
             AgentError::Coordinator(_) | AgentError::NotRegistered => ErrorKind::CoordinatorUnreachable,
         }
@@ -151,6 +154,7 @@ impl From<AgentError> for tonic::Status {
             }
             AgentError::DuplicateDataId { .. } => tonic::Code::AlreadyExists,
             AgentError::SourceUnreachable { .. }
+            | AgentError::ReceiverGone(_)
             | AgentError::ShuttingDown
             | AgentError::NotRegistered
             | AgentError::SourceSilent { .. }
@@ -172,7 +176,12 @@ impl From<AgentError> for tonic::Status {
             ErrorKind::TimedOut | ErrorKind::ShuttingDown => ErrorKind::AgentUnreachable,
             k => k,
         };
-        kind.status(code, e.to_string())
+        // The kind says "unreachable" already: the message names the source and what happened.
+        let message = match &e {
+            AgentError::SourceUnreachable { addr, reason } => format!("source agent at {addr}: {reason}"),
+            e => e.to_string(),
+        };
+        kind.status(code, message)
     }
 }
 
@@ -216,5 +225,25 @@ mod tests {
                 "the coordinator is stopping: the coordinator is shutting down"
             )
         );
+    }
+
+    /// A source out of reach is said once: the kind carries "unreachable", the message the
+    /// source and why (a client shows `agent unreachable: source agent at …: …`); the sending
+    /// side's lost receiver is not worded as a source.
+    #[test]
+    fn an_unreachable_source_is_named_without_saying_unreachable_twice() {
+        let e = AgentError::SourceUnreachable { addr: "10.0.0.2:7402".into(), reason: "connection refused".into() };
+        let s = tonic::Status::from(e);
+        assert_eq!(
+            (s.code(), ErrorKind::of(&s), s.message()),
+            (
+                tonic::Code::Unavailable,
+                Some(ErrorKind::AgentUnreachable),
+                "source agent at 10.0.0.2:7402: connection refused"
+            )
+        );
+        let gone = AgentError::ReceiverGone("it closed the connection".into());
+        assert_eq!(gone.kind(), ErrorKind::AgentUnreachable);
+        assert_eq!(gone.to_string(), "the receiving agent hung up: it closed the connection");
     }
 }

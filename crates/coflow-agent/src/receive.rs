@@ -383,7 +383,12 @@ async fn receive_part(
     };
     if resumes == 0 || at >= end {
         let addr = failed_addr;
-        let last = failure.map_or_else(|| "the coordinator rerouted it".to_string(), |e| e.to_string());
+        // The source is named once, as the error's own address.
+        let last = match failure {
+            None => "the coordinator rerouted it".to_string(),
+            Some(AgentError::SourceUnreachable { reason, .. }) => reason,
+            Some(e) => e.to_string(),
+        };
         let e = AgentError::SourceUnreachable {
             addr,
             reason: format!("the path of flow {} was lost {} times; the last time: {last}", part.flow, MAX_RESUMES),

@@ -250,7 +250,7 @@ async fn the_source_stops_when_the_receiver_hangs_up_and_refuses_a_wrong_token()
     assert_eq!(conn.head().await.unwrap(), (Status::Ok, 1 << 20));
     drop(conn);
     let ended = tokio::time::timeout(Duration::from_secs(2), sender).await.expect("stops at once").unwrap();
-    assert!(matches!(ended, Err(AgentError::SourceUnreachable { .. })), "{ended:?}");
+    assert!(matches!(ended, Err(AgentError::ReceiverGone(_))), "{ended:?}");
 
     let (_stop_tx, stop) = watch::channel(false);
     let (mut conn, sender) = serve_over(&s, 4096, PEER, stop);

@@ -216,6 +216,7 @@ async fn a_dead_agent_fails_its_flows_and_the_coordinator_carries_on() -> anyhow
     cluster.kill_agent(1).await;
     let e = tokio::time::timeout(Duration::from_secs(10), get).await??.unwrap_err();
     assert!(matches!(e, ClientError::AgentUnreachable(_)), "{e}");
+    assert_eq!(e.to_string().matches("unreachable").count(), 1, "said once: {e}");
     // A get for a piece the dead agent held fails cleanly once it is declared dead.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let e = cluster.client(2).await?.get(coflow, "p").await.unwrap_err();

@@ -196,6 +196,7 @@ async fn a_source_that_dies_behind_relays_is_blamed_and_the_relays_are_not() -> 
     let took = killed.elapsed();
     let coflow_client::ClientError::AgentUnreachable(msg) = &e else { panic!("not typed agent-unreachable: {e:?}") };
     assert!(msg.contains(&src) || msg.contains("machine 0"), "the error names the source ({src}): {msg}");
+    assert_eq!(e.to_string().matches("unreachable").count(), 1, "said once: {e}");
     assert!(!relays.iter().any(|a| msg.contains(&format!("agent at {a}"))), "no relay is blamed: {msg}");
     assert!(took >= Duration::from_millis(1500), "the resumes outlast the source's death: ended {took:?} after it");
     // Right away, a get from the other agent of `a`: the relays are in its paths.
