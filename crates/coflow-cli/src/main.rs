@@ -161,16 +161,9 @@ fn say_env_source(e: &mut clap::Error, args: &[std::ffi::OsString]) {
     if given {
         return;
     }
-    // The subcommand run (its names are the words before the first option), then the program's
-    // own options, which every subcommand takes.
+    // The subcommand run, then the program's own options, which every subcommand takes.
     let root = <Cli as clap::CommandFactory>::command();
-    let mut path = vec![&root];
-    for word in args.iter().skip(1).map_while(|a| a.to_str().filter(|w| !w.starts_with('-'))) {
-        match path.last().and_then(|c| c.find_subcommand(word)) {
-            Some(sub) => path.push(sub),
-            None => break,
-        }
-    }
+    let path = subcommand_path(&root, args);
     let Some(var) = path.iter().rev().find_map(|cmd| {
         let env = cmd.get_arguments().filter(|a| a.get_long() == Some(long)).find_map(|a| a.get_env())?;
         std::env::var_os(env).is_some().then(|| env.to_string_lossy().into_owned())
@@ -183,6 +176,37 @@ fn say_env_source(e: &mut clap::Error, args: &[std::ffi::OsString]) {
     };
     tips.push(StyledStr::from(format!("the value comes from the environment variable {var}")));
     e.insert(ContextKind::Suggested, ContextValue::StyledStrs(tips));
+}
+
+/// The commands `args` run, from `root` to the subcommand: its names are the words that are not
+/// options or an option's value (`coflow --log-format json coordinator` runs `coordinator`); the
+/// first other word, a positional value, ends it.
+fn subcommand_path<'a>(root: &'a clap::Command, args: &[std::ffi::OsString]) -> Vec<&'a clap::Command> {
+    let mut path = vec![root];
+    let mut words = args.iter().skip(1).map_while(|a| a.to_str());
+    while let Some(word) = words.next() {
+        if let Some(option) = word.strip_prefix('-') {
+            // An option of this command or of one above it (the program's own) takes the next
+            // word as its value, unless written `--name=value` or `-xVALUE`.
+            let named = |a: &&clap::Arg| match option.strip_prefix('-') {
+                Some(long) => a.get_long() == Some(long),
+                None => option.len() == 1 && a.get_short().is_some_and(|c| option.starts_with(c)),
+            };
+            let takes_value =
+                path.iter().rev().find_map(|c| c.get_arguments().find(named)).is_some_and(|a| {
+                    a.get_action().takes_values() && a.get_num_args().is_none_or(|n| n.min_values() > 0)
+                });
+            if takes_value {
+                words.next();
+            }
+            continue;
+        }
+        match path.last().and_then(|c| c.find_subcommand(word)) {
+            Some(sub) => path.push(sub),
+            None => break,
+        }
+    }
+    path
 }
 
 fn main() {
@@ -242,6 +266,22 @@ fn main() {
 
 #[cfg(test)]
 mod tests {
+    /// The subcommand is found past the program's options and their values, and an option's
+    /// value that spells a subcommand's name is not taken for one.
+    #[test]
+    fn the_subcommand_is_found_past_options_and_their_values() {
+        let root = <super::Cli as clap::CommandFactory>::command();
+        let names = |args: &[&str]| {
+            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            super::subcommand_path(&root, &args).iter().map(|c| c.get_name().to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&["coflow", "--log-format", "json", "sim", "sweep"]), ["coflow", "sim", "sweep"]);
+        assert_eq!(names(&["coflow", "--log-format=json", "coordinator", "--listen", "x"]), ["coflow", "coordinator"]);
+        assert_eq!(names(&["coflow", "sim", "--trace", "sweep"]), ["coflow", "sim"]);
+        assert_eq!(names(&["coflow", "sim", "--trace=t", "sweep"]), ["coflow", "sim", "sweep"]);
+        assert_eq!(names(&["coflow", "trace", "stats", "file", "convert"]), ["coflow", "trace", "stats"]);
+    }
+
     /// Every option with a value reads `--opt -5MB/s` as `--opt=-5MB/s`: the same value, or the
     /// same kind of error (the option's own check), never an unknown flag.
     #[test]

@@ -307,6 +307,10 @@ fn a_bad_value_from_the_environment_names_its_variable() {
     let out = coflow().args(["sim", "--coflows", "3"]).env("COFLOW_LOG_FORMAT", "purple").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--log-format") && err.contains("environment variable COFLOW_LOG_FORMAT"), "{err}");
+    // The subcommand's own are found past the program's options.
+    let out = coflow().args(["--log-format", "json", "coordinator"]).env("COFLOW_PUSH_WINDOW_MS", "soon").output();
+    let err = String::from_utf8_lossy(&out.unwrap().stderr).into_owned();
+    assert!(err.contains("--push-window-ms") && err.contains("environment variable COFLOW_PUSH_WINDOW_MS"), "{err}");
 }
 
 /// An output that names a file the command reads is refused before anything runs, however the
