@@ -111,7 +111,8 @@ pub struct Summary {
     pub rejected: usize,
     /// Share of the coflows with a deadline that met it (rejected ones did not), if any has one.
     pub deadline_met_fraction: Option<f64>,
-    /// Share of coflows admitted, for policies with admission control.
+    /// Share of the coflows with a deadline that were admitted, for policies with admission
+    /// control, if any has one (a coflow without one is never turned away).
     pub admitted_fraction: Option<f64>,
     /// Share of the admitted coflows with a deadline that met it, for admission-control policies.
     pub met_among_admitted_fraction: Option<f64>,
@@ -273,9 +274,11 @@ impl Summary {
             bound_ratio: if bound > 0.0 { avg / bound } else { f64::NAN },
             rejected: r.outcomes.iter().filter(|o| o.rejected).count(),
             deadline_met_fraction: fraction(r.outcomes.iter().filter_map(|o| o.met_deadline())),
-            admitted_fraction: r
-                .admission_control
-                .then(|| fraction(r.outcomes.iter().map(|o| !o.rejected)).unwrap_or(0.0)),
+            admitted_fraction: if r.admission_control {
+                fraction(r.outcomes.iter().filter(|o| o.deadline.is_some()).map(|o| !o.rejected))
+            } else {
+                None
+            },
             met_among_admitted_fraction: if r.admission_control {
                 fraction(r.outcomes.iter().filter(|o| !o.rejected).filter_map(|o| o.met_deadline()))
             } else {

@@ -185,6 +185,25 @@ proptest! {
         }
     }
 
+    /// In a mix of coflows with and without deadlines, only those with one are turned away, and
+    /// the three shares agree: met (of all with a deadline) is admitted times met among admitted.
+    #[test]
+    fn deadline_shares_are_of_the_coflows_with_a_deadline(w in workload(6, 6, false), x in 0.0f64..2.0) {
+        let mut w = with_deadlines(w, x);
+        for c in w.coflows.iter_mut().skip(1).step_by(2) {
+            c.deadline = None;
+        }
+        let r = simulate(&w, policy::by_name("varys-deadline").unwrap(), &cfg()).unwrap();
+        let with = r.outcomes.iter().filter(|o| o.deadline.is_some()).count();
+        let rejected = r.outcomes.iter().filter(|o| o.rejected).count();
+        prop_assert!(r.outcomes.iter().all(|o| !o.rejected || o.deadline.is_some()));
+        let s = Summary::of(&r, None);
+        prop_assert_eq!(s.admitted_fraction, Some((with - rejected) as f64 / with as f64));
+        let (met, admitted, among) =
+            (s.deadline_met_fraction.unwrap(), s.admitted_fraction.unwrap(), s.met_among_admitted_fraction);
+        prop_assert!((met - admitted * among.unwrap_or(0.0)).abs() < 1e-12, "{} {} {:?}", met, admitted, among);
+    }
+
     #[test]
     fn a_coflow_that_fits_alone_is_admitted(w in workload(5, 1, true), x in 0.0f64..2.0) {
         // Deadlines are never below Γ_empty, so a lone coflow on an empty fabric always fits.
