@@ -32,44 +32,53 @@ impl Bandwidth {
     /// Checks that every value is finite and positive (a deviation: not negative) and at most
     /// [`MAX_BANDWIDTH`]; sorts empirical samples. The error says what is wrong.
     pub fn validate(self) -> Result<Bandwidth, String> {
-        self.validate_up_to(MAX_BANDWIDTH)
+        self.validate_within(0.0, MAX_BANDWIDTH)
     }
 
-    /// [`Bandwidth::validate`] with the values at most `max` (the bound in another unit).
-    pub fn validate_up_to(mut self, max: f64) -> Result<Bandwidth, String> {
-        let bad = |what: String| what;
+    /// [`Bandwidth::validate`] with the values at most `max`, and every value a draw can take
+    /// (a constant, the low bound, the normal's `min`, each sample) at least `min` (the bounds
+    /// in the unit of the values).
+    pub fn validate_within(mut self, min: f64, max: f64) -> Result<Bandwidth, String> {
         let ok = |v: f64| v.is_finite() && v > 0.0;
+        let positive = |field: &str, v: f64| if ok(v) { Ok(()) } else { Err(format!("{field} {v} is not positive")) };
         match &mut self {
-            Bandwidth::Constant(v) if !ok(*v) => return Err(bad(format!("bandwidth {v} is not positive"))),
+            Bandwidth::Constant(v) => positive("bandwidth", *v)?,
             Bandwidth::Uniform(lo, hi) if !(ok(*lo) && ok(*hi) && *lo <= *hi) => {
-                return Err(bad(format!("uniform bounds {lo}..{hi} are not positive and ordered")));
+                return Err(format!("uniform bounds {lo}..{hi} are not positive and ordered"));
             }
-            Bandwidth::Normal { mean, sd, min } if !(ok(*mean) && ok(*min) && sd.is_finite() && *sd >= 0.0) => {
-                return Err(bad(format!("normal mean {mean}, sd {sd}, min {min} are not positive")));
-            }
-            // Draws below `min` are drawn again: with `min` above the mean, nearly all would be.
-            Bandwidth::Normal { mean, min, .. } if *min > *mean => {
-                return Err(bad(format!("normal min {min} above the mean {mean}: nearly every draw would be redrawn")));
+            Bandwidth::Uniform(..) => {}
+            Bandwidth::Normal { mean, sd, min } => {
+                positive("normal mean", *mean)?;
+                positive("normal min", *min)?;
+                if !(sd.is_finite() && *sd >= 0.0) {
+                    return Err(format!("normal sd {sd} is not a finite number at least 0"));
+                }
+                // Draws below `min` are drawn again: with `min` above the mean, nearly all would be.
+                if *min > *mean {
+                    return Err(format!("normal min {min} above the mean {mean}: nearly every draw would be redrawn"));
+                }
             }
             Bandwidth::Empirical(s) => {
                 if s.is_empty() {
-                    return Err(bad("no samples".to_string()));
+                    return Err("no samples".to_string());
                 }
                 if let Some(v) = s.iter().find(|&&v| !ok(v)) {
-                    return Err(bad(format!("sample {v} is not positive")));
+                    return Err(format!("sample {v} is not positive"));
                 }
                 s.sort_by(f64::total_cmp);
             }
-            _ => {}
         }
-        let largest = match &self {
-            Bandwidth::Constant(v) => *v,
-            Bandwidth::Uniform(_, hi) => *hi,
-            Bandwidth::Normal { mean, sd, min } => mean.max(*sd).max(*min),
-            Bandwidth::Empirical(s) => s[s.len() - 1],
+        let (smallest, largest) = match &self {
+            Bandwidth::Constant(v) => (*v, *v),
+            Bandwidth::Uniform(lo, hi) => (*lo, *hi),
+            Bandwidth::Normal { mean, sd, min } => (*min, mean.max(*sd).max(*min)),
+            Bandwidth::Empirical(s) => (s[0], s[s.len() - 1]),
         };
         if largest > max {
-            return Err(bad(format!("{largest:?} is above {max}")));
+            return Err(format!("{largest:?} is above {max}"));
+        }
+        if smallest < min {
+            return Err(format!("{smallest:?} is below {min:?}, the least a link may carry"));
         }
         Ok(self)
     }

@@ -29,6 +29,10 @@ pub const GBPS: f64 = 125_000_000.0;
 /// The redraw interval when neither the file nor the caller names one, in milliseconds.
 pub const DEFAULT_REDRAW_MS: u64 = 5_000;
 
+/// The least bandwidth a link may take, in bytes per second: a port's least (1 kbit/s), below
+/// which a replay is redraws on a link that moves next to nothing.
+const MIN_LINK: f64 = crate::experiment::MIN_PORT_BYTES_PER_SEC;
+
 /// The most bytes a topology's samples files hold together (a file named by two links counts
 /// twice): 64 MiB, as much as the topology file itself may hold when a coordinator reads it, and
 /// millions of samples.
@@ -407,11 +411,13 @@ impl Topology {
                 let path = base.map_or_else(|| rel.clone(), |b| b.join(rel));
                 ("samples_file", Bandwidth::Empirical(samples(&path, &mut samples_left, i, l)?))
             };
-            let gbps = gbps.validate_up_to(MAX_BANDWIDTH / GBPS).map_err(|reason| TopologyError::Bandwidth {
-                field: format!("links[{i}].{field}"),
-                from: l.from.clone(),
-                to: l.to.clone(),
-                reason,
+            let gbps = gbps.validate_within(MIN_LINK / GBPS, MAX_BANDWIDTH / GBPS).map_err(|reason| {
+                TopologyError::Bandwidth {
+                    field: format!("links[{i}].{field}"),
+                    from: l.from.clone(),
+                    to: l.to.clone(),
+                    reason,
+                }
             })?;
             let bandwidth = gbps.scaled(GBPS);
             let from = dc(format!("links[{i}].from"), &l.from)?;
@@ -676,6 +682,26 @@ mod tests {
         // Past 8 Pbit/s, where bytes per second would leave the finite numbers.
         let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""constant_gbps": 1e301"#));
         assert_eq!(e.to_string(), "links[0].constant_gbps (a -> b): 1e301 is above 8000000 (Gbit/s)");
+        // Below 1 kbit/s a replay would be redraws on a link that moves next to nothing; the
+        // least value a draw can take is checked, whatever the distribution.
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""constant_gbps": 1e-9"#));
+        assert_eq!(
+            e.to_string(),
+            "links[0].constant_gbps (a -> b): 1e-9 is below 1e-6, the least a link may carry (Gbit/s)"
+        );
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""samples_gbps": [2, 1e-300]"#));
+        assert!(e.to_string().starts_with("links[0].samples_gbps (a -> b): 1e-300 is below 1e-6"), "{e}");
+        let e = err(&TWO.replace("[1, 3]", "[1e-7, 3]"));
+        assert!(e.to_string().starts_with("links[1].uniform_gbps (b -> a): 1e-7 is below"), "{e}");
+        assert!(Topology::from_json(&TWO.replace(r#""constant_gbps": 1"#, r#""constant_gbps": 1e-6"#), None).is_ok());
+        // A normal's error names the parameter at fault.
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""normal_gbps": {"mean": 1, "sd": 100, "min": 0}"#));
+        assert_eq!(e.to_string(), "links[0].normal_gbps (a -> b): normal min 0 is not positive (Gbit/s)");
+        let e = err(&TWO.replace(r#""constant_gbps": 1"#, r#""normal_gbps": {"mean": 1, "sd": -1, "min": 0.5}"#));
+        assert_eq!(
+            e.to_string(),
+            "links[0].normal_gbps (a -> b): normal sd -1 is not a finite number at least 0 (Gbit/s)"
+        );
         let huge_sd = r#""normal_gbps": {"mean": 0.03, "sd": 1e300, "min": 0.004}"#;
         let e = err(&TWO.replace(r#""constant_gbps": 1"#, huge_sd));
         assert_eq!(e.to_string(), "links[0].normal_gbps (a -> b): 1e300 is above 8000000 (Gbit/s)");
