@@ -113,8 +113,10 @@ fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFor
     if crate::output::is_stdout(path) {
         let mut buf = Vec::new();
         format.write(w, &mut buf)?;
-        crate::output::write(path, buf)?;
-        crate::output::remark!("wrote {what} to standard output");
+        // A reader that went away (`| head`) took part of it: nothing to say it all went out.
+        if crate::output::shown(&buf).context("writing standard output")? {
+            crate::output::remark!("wrote {what} to standard output");
+        }
     } else {
         coflow_trace::write_trace(w, path, format).with_context(|| format!("writing {}", path.display()))?;
         crate::output::remark!("wrote {what} to {}", path.display());

@@ -313,6 +313,29 @@ fn a_bad_value_from_the_environment_names_its_variable() {
     assert!(err.contains("--push-window-ms") && err.contains("environment variable COFLOW_PUSH_WINDOW_MS"), "{err}");
 }
 
+/// A reader that stops reading standard output (`| head`) ends the writing without an error,
+/// and without a remark that everything was written.
+#[test]
+fn a_reader_that_goes_away_is_not_told_it_had_everything() {
+    use std::io::Read as _;
+    let mut child = coflow()
+        .args(["trace", "gen", "--coflows", "2000", "--machines", "50", "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Far less than the 600 KB written, and than a pipe holds.
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("wrote"), "{err}");
+    // Read whole, it says so.
+    let out = coflow().args(["trace", "gen", "--coflows", "20", "--machines", "5", "-o", "-"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrote 20 coflows"), "{out:?}");
+}
+
 /// An output that names a file the command reads is refused before anything runs, however the
 /// path is spelled, and the file is left as it was: a report written over its trace would lose
 /// the trace (and a spread one could not be undone).
