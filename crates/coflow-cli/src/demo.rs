@@ -83,8 +83,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     if args.agents == 0 || args.agents > MAX_AGENTS {
         bail!("--agents must be 1 to {MAX_AGENTS}, got {}", args.agents);
     }
-    let (w, source) = coflow_testbed::workload::build(&args.workload.spec(), args.agents, port, 600_000_000)
-        .context("the workload (--trace, --total-bytes, --coflows, --seed, --load, --agents)")?;
+    let (w, source) = coflow_testbed::workload::build(&args.workload.spec()?, args.agents, port, 600_000_000)?;
     say!(
         outs,
         "coflow demo: {} agents on loopback{}, ports capped at {port}, {source}",

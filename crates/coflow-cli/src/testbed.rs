@@ -217,7 +217,7 @@ fn preflight() -> Result<()> {
 
 fn workload(a: &WorkloadArgs, t: &Topology, default_total: u64) -> Result<(coflow_core::Workload, String)> {
     let port = t.workload_port();
-    let spec: WorkloadSpec = a.spec();
+    let spec: WorkloadSpec = a.spec()?;
     Ok(coflow_testbed::workload::build(&spec, t.hosts.len() as u32, port, default_total)?)
 }
 
@@ -308,7 +308,7 @@ fn run_policies(a: RunArgs) -> Result<()> {
         w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
         coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
-    let weather_seed = a.workload.spec().seed;
+    let weather_seed = a.workload.spec()?.seed;
     let multipath = match a.multipath {
         MultipathArg::Off => Multipath::Off,
         MultipathArg::On => Multipath::On,

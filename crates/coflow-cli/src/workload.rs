@@ -65,15 +65,16 @@ pub(crate) struct WorkloadArgs {
     /// given).
     #[arg(long, value_name = "SIZE")]
     total_bytes: Option<coflow_core::Bytes>,
-    /// Coflows of the synthetic workload.
-    #[arg(long, default_value_t = 40)]
-    coflows: usize,
-    /// Seed of the synthetic workload.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Target average port load of the synthetic workload.
-    #[arg(long, default_value_t = 0.9)]
-    load: f64,
+    /// Coflows of the synthetic workload [default: 40].
+    #[arg(long)]
+    coflows: Option<usize>,
+    /// Seed of the synthetic workload, and of a wide area's weather in `coflow testbed run`
+    /// [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Target average port load of the synthetic workload [default: 0.9].
+    #[arg(long)]
+    load: Option<f64>,
 }
 
 impl WorkloadArgs {
@@ -82,14 +83,20 @@ impl WorkloadArgs {
         self.trace.as_deref()
     }
 
-    /// What the options describe.
-    pub(crate) fn spec(&self) -> coflow_testbed::WorkloadSpec {
-        coflow_testbed::WorkloadSpec {
+    /// What the options describe; the synthetic workload's shape beside a trace is refused
+    /// rather than ignored.
+    pub(crate) fn spec(&self) -> Result<coflow_testbed::WorkloadSpec> {
+        if let Some(p) = &self.trace
+            && (self.coflows.is_some() || self.load.is_some())
+        {
+            anyhow::bail!("--coflows and --load shape the synthetic workload; the trace {} has its own", p.display());
+        }
+        Ok(coflow_testbed::WorkloadSpec {
             trace: self.trace.clone(),
             total_bytes: self.total_bytes.map(coflow_core::Bytes::get),
-            coflows: self.coflows,
-            seed: self.seed,
-            load: self.load,
-        }
+            coflows: self.coflows.unwrap_or(40),
+            seed: self.seed.unwrap_or(1),
+            load: self.load.unwrap_or(0.9),
+        })
     }
 }

@@ -105,11 +105,11 @@ pub const MAX_STORED: u64 = 4 << 30;
 /// on one host than its agent stores ([`MAX_STORED`]).
 fn check_replayable(w: &Workload) -> Result<(), TestbedError> {
     if w.coflows.is_empty() {
-        return Err(TestbedError::Workload("the workload has no coflow".into()));
+        return Err(TestbedError::Workload("it has no coflow".into()));
     }
     if fabric_bytes(w) == 0 {
         return Err(TestbedError::Workload(
-            "the workload moves no byte between two hosts (every flow stays on its host): nothing to measure".into(),
+            "it moves no byte between two hosts (every flow stays on its host or is empty): nothing to measure".into(),
         ));
     }
     let largest = w.coflows.iter().flat_map(|c| &c.flows).map(|f| f.size.get()).max().unwrap_or(0);

@@ -223,4 +223,20 @@ fn empty_or_repeated_lists_and_unmeasurable_workloads_are_refused_at_once() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
     }
+    // The synthetic workload's shape beside a trace is refused, not ignored, as by `coflow sim`;
+    // a trace whose only flow is empty has nothing to measure, said once.
+    let trace = tmp("one-empty-flow.txt");
+    std::fs::write(&trace, "2 1\n1 0 1 0 1 1:0\n").unwrap();
+    let t = trace.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["demo", "--trace", t, "--load", "0.5"], "--coflows and --load shape the synthetic workload"),
+        (&["testbed", "run", "--trace", t, "--coflows", "5"], "--coflows and --load shape the synthetic workload"),
+        (&["demo", "--trace", t, "--policies", "varys"], "error: workload: it moves no byte between two hosts"),
+        (&["demo", "--agents", "1", "--total-bytes", "1MB"], "error: workload: it moves no byte between two hosts"),
+    ];
+    for (args, says) in cases {
+        let out = coflow().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says) && err.matches("workload").count() <= 2, "{args:?}: {err}");
+    }
 }
