@@ -19,7 +19,8 @@ pub(crate) struct OrderArgs {
     /// The topology whose datacenters, placement and link means the worlds keep (as `coflow sim --wan`).
     #[arg(long, default_value = "default")]
     wan: String,
-    /// Link shapes, comma-separated: `as-is`, `constant`, `uniform-S`, `dips-P`, `mixed-P`.
+    /// Link shapes, comma-separated: `as-is`, `constant`, `uniform-S`, `dips-P`, `mixed-P`, with
+    /// S (the spread around the mean) and P (the dip probability) strictly between 0 and 1.
     #[arg(long, default_value = "as-is,constant,uniform-0.5,dips-0.1,mixed-0.1")]
     skews: String,
     /// Load factors, comma-separated, each from 0.001 to 1000: every link's mean is divided by

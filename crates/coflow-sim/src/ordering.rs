@@ -46,9 +46,10 @@ impl Skew {
         match self {
             Skew::AsIs => "as-is".to_string(),
             Skew::Constant => "constant".to_string(),
-            Skew::Uniform(s) => format!("uniform-{s}"),
-            Skew::Dips(p) => format!("dips-{p}"),
-            Skew::Mixed(p) => format!("mixed-{p}"),
+            // Short for a tiny value too (`1e-300`, not 300 digits), and parsed back the same.
+            Skew::Uniform(s) => format!("uniform-{s:?}"),
+            Skew::Dips(p) => format!("dips-{p:?}"),
+            Skew::Mixed(p) => format!("mixed-{p:?}"),
         }
     }
 
@@ -72,7 +73,7 @@ impl Skew {
         let what = if kind == "uniform" { "its spread around the mean" } else { "its dip probability" };
         match rest.parse::<f64>() {
             Ok(v) if v > 0.0 && v < 1.0 => Ok(shape(v)),
-            _ => Err(format!("{kind}-{rest}: {what} must be a number between 0 and 1, not {rest:?}")),
+            _ => Err(format!("{kind}-{rest}: {what} must be a number strictly between 0 and 1, not {rest:?}")),
         }
     }
 
@@ -281,10 +282,20 @@ mod tests {
             Bandwidth::Uniform(18.0, 22.0)
         );
         let refused = |label: &str| Skew::parse(label).unwrap_err();
-        assert_eq!(refused("dips-1.5"), "dips-1.5: its dip probability must be a number between 0 and 1, not \"1.5\"");
+        assert_eq!(
+            refused("dips-1.5"),
+            "dips-1.5: its dip probability must be a number strictly between 0 and 1, not \"1.5\""
+        );
+        assert!(refused("mixed-0").starts_with("mixed-0: its dip probability must be a number strictly between"));
+        assert!(refused("uniform-1").starts_with("uniform-1: its spread around the mean must be a number strictly"));
+        // A label is short however small the value, and parses back to it.
+        for skew in [Skew::Uniform(1e-300), Skew::Dips(0.1), Skew::Mixed(0.25)] {
+            assert!(skew.label().len() < 16, "{}", skew.label());
+            assert_eq!(Skew::parse(&skew.label()), Ok(skew));
+        }
         assert_eq!(
             refused("uniform-2"),
-            "uniform-2: its spread around the mean must be a number between 0 and 1, not \"2\""
+            "uniform-2: its spread around the mean must be a number strictly between 0 and 1, not \"2\""
         );
         assert!(refused("bumps-0.1").starts_with("unknown shape \"bumps\": expected as-is, constant, "));
         assert!(refused("flat").starts_with("unknown shape \"flat\""));
