@@ -29,9 +29,9 @@ pub const GBPS: f64 = 125_000_000.0;
 /// The redraw interval when neither the file nor the caller names one, in milliseconds.
 pub const DEFAULT_REDRAW_MS: u64 = 5_000;
 
-/// The least bandwidth a link may take, in bytes per second: a port's least (1 kbit/s), below
+/// The least bandwidth a link may take, in bytes per second: 1 kbit/s, a port's least too, below
 /// which a replay is redraws on a link that moves next to nothing.
-const MIN_LINK: f64 = crate::experiment::MIN_PORT_BYTES_PER_SEC;
+pub const MIN_LINK: f64 = 125.0;
 
 /// The most bytes a topology's samples files hold together (a file named by two links counts
 /// twice): 64 MiB, as much as the topology file itself may hold when a coordinator reads it, and
