@@ -486,8 +486,10 @@ def test_a_decimal_or_a_fraction_is_a_number() -> None:
         assert coflow.simulate(w, policies="varys", deadlines=True, deadline_x=x).to_json() == want
     with pytest.raises(ValueError, match=r"^deadline_x: expected a number a float holds"):
         coflow.simulate(w, policies="varys", deadlines=True, deadline_x=10**400)
-    with pytest.raises(ValueError, match=r"^deadline_x must be a non-negative number, got inf"):
+    with pytest.raises(ValueError, match=r"^deadline_x must be a non-negative number, at most 1000, got inf"):
         coflow.simulate(w, policies="varys", deadlines=True, deadline_x=Decimal("1e400"))
+    with pytest.raises(ValueError, match=r"^deadline_x must be a non-negative number, at most 1000, got 1e308"):
+        coflow.simulate(w, policies="varys", deadlines=True, deadline_x=1e308)
 
 
 def test_a_numeric_port_rate_is_bytes_per_second() -> None:

@@ -36,7 +36,7 @@ pub(crate) struct CommonArgs {
     /// Γ_empty·(1 + U(0, x)) and at least 200 ms, seeded by --seed.
     #[arg(long)]
     pub(crate) deadlines: bool,
-    /// The slack x of generated deadlines (with --deadlines; default 1).
+    /// The slack x of generated deadlines, 0 to 1000 (with --deadlines; default 1).
     #[arg(long, requires = "deadlines")]
     pub(crate) deadline_x: Option<f64>,
     #[command(flatten)]

@@ -207,11 +207,15 @@ pub fn wide_area_params(seed: u64, redraw: coflow_core::Nanos, mc: MonteCarlo) -
 /// (and their ratios to the lower bounds) by more than the policies differ.
 pub const MAX_PORT_BYTES_PER_SEC: f64 = 1.25e14;
 
+/// The most slack a drawn deadline takes: up to 1,001 times its coflow's isolated CCT, past which
+/// a deadline is none in practice (and a deadline past the nanosecond clock's end is cut to it).
+pub(crate) const MAX_DEADLINE_X: f64 = 1000.0;
+
 /// The slowest port a simulation takes, in bytes per second (1 kbit/s): slower, a replay's
 /// simulated time, and with it the periodic work of policies such as Varys's starvation-free
 /// turns, grows past any use, and a rate given without its unit (`1`, one byte per second) is
 /// the likelier meaning.
-pub const MIN_PORT_BYTES_PER_SEC: f64 = 125.0;
+pub const MIN_PORT_BYTES_PER_SEC: f64 = crate::topology::MIN_LINK;
 
 /// Refuses a port rate below [`MIN_PORT_BYTES_PER_SEC`] or past [`MAX_PORT_BYTES_PER_SEC`];
 /// `option` names it, as given (`text`).
@@ -259,9 +263,13 @@ impl Config {
         self.model.check(&policies, "policies", spelling)?;
         self.model.check(baseline.as_slice(), "baseline", spelling)?;
         if let Some(x) = self.deadline_x
-            && !(x.is_finite() && x >= 0.0)
+            && !(0.0..=MAX_DEADLINE_X).contains(&x)
         {
-            return Err(PlanError(format!("{} must be a non-negative number, got {x}", name("deadline_x"))).into());
+            let x_name = name("deadline_x");
+            return Err(PlanError(format!(
+                "{x_name} must be a non-negative number, at most {MAX_DEADLINE_X}, got {x:?}"
+            ))
+            .into());
         }
         if let Some(f) = self.deadline_fraction
             && !(0.0..=1.0).contains(&f)
