@@ -185,14 +185,16 @@ impl SynthConfig {
         Ok(())
     }
 
-    /// About how many flows the workload has, from above: a narrow coflow has at most 50, a wide
-    /// one `m × r` with both uniform on `1..=machines` (about a quarter of the machines squared).
-    /// Needs a valid bin mix.
+    /// About how many flows the workload has, from above: a narrow coflow has at most 50 (and no
+    /// more than the machines squared, one flow per mapper and reducer), a wide one `m × r` with
+    /// both uniform on `1..=machines` (about a quarter of the machines squared). Needs a valid bin
+    /// mix.
     pub fn expected_flows(&self) -> f64 {
         let [sn, ln, sw, lw] = self.effective_mix();
         let wide = (sw + lw) / (sn + ln + sw + lw);
         let side = (self.machines as f64 + 1.0) / 2.0;
-        let per_coflow = (1.0 - wide) * NARROW_MAX_FLOWS as f64 + wide * side * side;
+        let narrow = (NARROW_MAX_FLOWS as f64).min((self.machines as f64).powi(2));
+        let per_coflow = (1.0 - wide) * narrow + wide * side * side;
         self.coflows as f64 * per_coflow
     }
 

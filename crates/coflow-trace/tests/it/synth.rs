@@ -1,7 +1,7 @@
 //! The synthetic generator: bin mix, byte shares, determinism, validity and load.
 
 use coflow_core::{Bin, Bytes, NARROW_MAX_FLOWS, Nanos, Rate};
-use coflow_trace::synth::{SynthConfig, SynthError, generate};
+use coflow_trace::synth::{MAX_COFLOWS, SynthConfig, SynthError, generate};
 use coflow_trace::{parse_benchmark, stats, write_benchmark};
 
 /// The average port load a workload puts on a fabric of `port`-rate ports, over its arrival span.
@@ -144,6 +144,9 @@ fn invalid_configs_are_rejected() {
     let huge = SynthConfig { coflows: 20, machines: 100_000, ..d.clone() };
     assert!(matches!(huge.validate(), Err(SynthError::TooManyFlows { coflows: 20, machines: 100_000, .. })));
     assert!(huge.validate().unwrap_err().to_string().contains("use fewer machines or coflows"));
+    // On one machine every coflow has one flow (one mapper, one reducer): as many coflows as a
+    // workload may have are taken.
+    assert_eq!(SynthConfig { coflows: MAX_COFLOWS, machines: 1, ..d.clone() }.validate(), Ok(()));
 }
 
 /// The flow estimate that guards memory is about what the generator makes.
@@ -154,6 +157,12 @@ fn expected_flows_are_about_what_is_generated() {
         assert_eq!(cfg.validate(), Ok(()));
         let (expected, made) = (cfg.expected_flows(), generate(&cfg).flow_count() as f64);
         assert!(made > 0.5 * expected && made < 1.5 * expected, "{coflows} on {machines}: {made} vs {expected}");
+    }
+    // On a fabric of a machine or two, it is a bound: at most the machines squared per coflow.
+    for machines in [1, 2] {
+        let cfg = SynthConfig { coflows: 2_000, machines, ..SynthConfig::default() };
+        let (expected, made) = (cfg.expected_flows(), generate(&cfg).flow_count() as f64);
+        assert!(made <= expected && expected <= 2_000.0 * f64::from(machines * machines), "{made} vs {expected}");
     }
 }
 
