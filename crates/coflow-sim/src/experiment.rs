@@ -248,7 +248,8 @@ impl Plan {
         }
         if let Some(f) = deadline_fraction {
             assign_deadlines_to_fraction(&mut self.workload, self.port_rate, 1.0, f, self.seed);
-            self.source.push_str(&format!(" ({:.0}% of coflows with deadlines)", 100.0 * f));
+            // Adding zero turns a fraction of -0 into 0%, not -0%.
+            self.source.push_str(&format!(" ({:.0}% of coflows with deadlines)", 100.0 * f + 0.0));
         }
         if offline {
             self.workload.release_at_zero();

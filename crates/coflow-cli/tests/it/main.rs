@@ -313,6 +313,14 @@ fn a_bad_value_from_the_environment_names_its_variable() {
     assert!(err.contains("--push-window-ms") && err.contains("environment variable COFLOW_PUSH_WINDOW_MS"), "{err}");
 }
 
+/// A deadline fraction of -0 is 0% in the workload's line, not -0%.
+#[test]
+fn a_negative_zero_fraction_reads_as_zero() {
+    let out = coflow().args(["sim", "--coflows", "5", "--policies", "varys", "--deadline-fraction", "-0"]).output();
+    let text = String::from_utf8_lossy(&out.unwrap().stdout).into_owned();
+    assert!(text.contains("(0% of coflows with deadlines)"), "{text}");
+}
+
 /// A reader that stops reading standard output (`| head`) ends the writing without an error,
 /// and without a remark that everything was written.
 #[test]
