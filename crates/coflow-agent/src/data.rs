@@ -211,7 +211,7 @@ pub(crate) async fn send_pieces<S: DataStream>(
             let result = tokio::select! {
                 biased;
                 r = relay(&mut wr, shared, &req, &hop, &mut shutdown) => r,
-                _ = rd.read_more() => Err(AgentError::ReceiverGone("it closed the connection".into())),
+                _ = rd.read_more() => Err(AgentError::ReceiverGone("closed".into())),
             };
             match result {
                 Ok(()) => continue,
@@ -239,7 +239,7 @@ pub(crate) async fn send_pieces<S: DataStream>(
         let result = tokio::select! {
             biased;
             r = pace(&mut wr, shared, &piece, range, req.flow, &progress, &mut shutdown) => r,
-            _ = rd.read_more() => Err(AgentError::ReceiverGone("it closed the connection".into())),
+            _ = rd.read_more() => Err(AgentError::ReceiverGone("closed".into())),
         };
         shared.sending.lock().expect("sending lock").remove(&req.flow);
         shared.rates.remove(req.flow);

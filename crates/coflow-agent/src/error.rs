@@ -85,7 +85,7 @@ pub enum AgentError {
         secs: f64,
     },
     /// The receiving agent hung up, or its connection broke, while this agent sent it a flow.
-    #[error("the receiving agent hung up: {0}")]
+    #[error("connection to the receiving agent lost: {0}")]
     ReceiverGone(String),
     /// The receiving agent took nothing of a flow's bytes for the data idle timeout: the source
     /// gives the flow up and says so to the coordinator, which frees its rate whether or not
@@ -176,9 +176,10 @@ impl From<AgentError> for tonic::Status {
             ErrorKind::TimedOut | ErrorKind::ShuttingDown => ErrorKind::AgentUnreachable,
             k => k,
         };
-        // The kind says "unreachable" already: the message names the source and what happened.
+        // The kind says "unreachable" already: the message names the agent (the source, or the
+        // relay a part went through) and what happened.
         let message = match &e {
-            AgentError::SourceUnreachable { addr, reason } => format!("source agent at {addr}: {reason}"),
+            AgentError::SourceUnreachable { addr, reason } => format!("agent at {addr}: {reason}"),
             e => e.to_string(),
         };
         kind.status(code, message)
@@ -228,22 +229,18 @@ mod tests {
     }
 
     /// A source out of reach is said once: the kind carries "unreachable", the message the
-    /// source and why (a client shows `agent unreachable: source agent at …: …`); the sending
-    /// side's lost receiver is not worded as a source.
+    /// agent and why (a client shows `agent unreachable: agent at …: …`); the sending side's lost
+    /// receiver is not worded as a source.
     #[test]
     fn an_unreachable_source_is_named_without_saying_unreachable_twice() {
         let e = AgentError::SourceUnreachable { addr: "10.0.0.2:7402".into(), reason: "connection refused".into() };
         let s = tonic::Status::from(e);
         assert_eq!(
             (s.code(), ErrorKind::of(&s), s.message()),
-            (
-                tonic::Code::Unavailable,
-                Some(ErrorKind::AgentUnreachable),
-                "source agent at 10.0.0.2:7402: connection refused"
-            )
+            (tonic::Code::Unavailable, Some(ErrorKind::AgentUnreachable), "agent at 10.0.0.2:7402: connection refused")
         );
-        let gone = AgentError::ReceiverGone("it closed the connection".into());
+        let gone = AgentError::ReceiverGone("closed".into());
         assert_eq!(gone.kind(), ErrorKind::AgentUnreachable);
-        assert_eq!(gone.to_string(), "the receiving agent hung up: it closed the connection");
+        assert_eq!(gone.to_string(), "connection to the receiving agent lost: closed");
     }
 }

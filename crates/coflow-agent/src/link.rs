@@ -204,7 +204,7 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
         shared.rates.set(FlowId(r.flow_id), rate);
     }
     for f in update.failed_flows {
-        shared.stop_flow(FlowId(f), Stop::Fail("the coordinator declared the source agent dead".into()));
+        shared.stop_flow(FlowId(f), Stop::Fail("the coordinator declared it dead".into()));
     }
     for f in update.reroute_flows {
         shared.stop_flow(FlowId(f), Stop::Reroute);

@@ -387,6 +387,7 @@ async fn receive_part(
         let last = match failure {
             None => "the coordinator rerouted it".to_string(),
             Some(AgentError::SourceUnreachable { reason, .. }) => reason,
+            Some(AgentError::SourceSilent { secs, .. }) => format!("it sent nothing for {secs} s"),
             Some(e) => e.to_string(),
         };
         let e = AgentError::SourceUnreachable {
