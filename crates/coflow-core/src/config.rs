@@ -43,7 +43,7 @@ impl<T> Visitor<'_> for Field<T> {
     }
 
     fn visit_f64<E: Error>(self, v: f64) -> Result<T, E> {
-        (self.number)(v).ok_or_else(|| E::custom(format!("{v} is not {}", self.expecting)))
+        (self.number)(v).ok_or_else(|| E::custom(format!("{} is not {}", crate::shown(v), self.expecting)))
     }
 
     fn visit_str<E: Error>(self, v: &str) -> Result<T, E> {

@@ -354,8 +354,22 @@ fn unit_scale(unit: &str) -> Option<f64> {
     }
 }
 
+/// A number as an error message quotes it: as written (`2000`, `0.5`) in the usual range, and in
+/// exponent form (`1e308`, `1e-300`) outside it, never hundreds of digits.
+pub fn shown(x: f64) -> String {
+    if x == 0.0 || (x.is_finite() && (1e-5..1e16).contains(&x.abs())) { format!("{x}") } else { format!("{x:?}") }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_number_is_shown_short() {
+        let cases = [(2000.0, "2000"), (0.5, "0.5"), (-1.0, "-1"), (1e308, "1e308"), (1e-300, "1e-300")];
+        for (x, s) in cases {
+            assert_eq!(super::shown(x), s);
+        }
+        assert_eq!((super::shown(f64::INFINITY), super::shown(f64::NAN)), ("inf".into(), "NaN".into()));
+    }
 
     #[test]
     fn durations_parse_with_their_units_and_bare_numbers_are_refused() {

@@ -40,21 +40,24 @@ impl Bandwidth {
     /// in the unit of the values).
     pub fn validate_within(mut self, min: f64, max: f64) -> Result<Bandwidth, String> {
         let ok = |v: f64| v.is_finite() && v > 0.0;
-        let positive = |field: &str, v: f64| if ok(v) { Ok(()) } else { Err(format!("{field} {v} is not positive")) };
+        let shown = coflow_core::shown;
+        let positive =
+            |field: &str, v: f64| if ok(v) { Ok(()) } else { Err(format!("{field} {} is not positive", shown(v))) };
         match &mut self {
             Bandwidth::Constant(v) => positive("bandwidth", *v)?,
             Bandwidth::Uniform(lo, hi) if !(ok(*lo) && ok(*hi) && *lo <= *hi) => {
-                return Err(format!("uniform bounds {lo}..{hi} are not positive and ordered"));
+                return Err(format!("uniform bounds {}..{} are not positive and ordered", shown(*lo), shown(*hi)));
             }
             Bandwidth::Uniform(..) => {}
             Bandwidth::Normal { mean, sd, min } => {
                 positive("normal mean", *mean)?;
                 positive("normal min", *min)?;
                 if !(sd.is_finite() && *sd >= 0.0) {
-                    return Err(format!("normal sd {sd} is not a finite number at least 0"));
+                    return Err(format!("normal sd {} is not a finite number at least 0", shown(*sd)));
                 }
                 // Draws below `min` are drawn again: with `min` above the mean, nearly all would be.
                 if *min > *mean {
+                    let (min, mean) = (shown(*min), shown(*mean));
                     return Err(format!("normal min {min} above the mean {mean}: nearly every draw would be redrawn"));
                 }
             }
@@ -63,7 +66,7 @@ impl Bandwidth {
                     return Err("no samples".to_string());
                 }
                 if let Some(v) = s.iter().find(|&&v| !ok(v)) {
-                    return Err(format!("sample {v} is not positive"));
+                    return Err(format!("sample {} is not positive", shown(*v)));
                 }
                 s.sort_by(f64::total_cmp);
             }
@@ -75,10 +78,10 @@ impl Bandwidth {
             Bandwidth::Empirical(s) => (s[0], s[s.len() - 1]),
         };
         if largest > max {
-            return Err(format!("{largest:?} is above {max}"));
+            return Err(format!("{} is above {}", shown(largest), shown(max)));
         }
         if smallest < min {
-            return Err(format!("{smallest:?} is below {min:?}, the least a link may carry"));
+            return Err(format!("{} is below {}, the least a link may carry", shown(smallest), shown(min)));
         }
         Ok(self)
     }

@@ -267,14 +267,16 @@ impl Config {
         {
             let x_name = name("deadline_x");
             return Err(PlanError(format!(
-                "{x_name} must be a non-negative number, at most {MAX_DEADLINE_X}, got {x:?}"
+                "{x_name} must be a non-negative number, at most {MAX_DEADLINE_X}, got {}",
+                coflow_core::shown(x)
             ))
             .into());
         }
         if let Some(f) = self.deadline_fraction
             && !(0.0..=1.0).contains(&f)
         {
-            return Err(PlanError(format!("{} must be between 0 and 1, got {f}", name("deadline_fraction"))).into());
+            let shown = coflow_core::shown(f);
+            return Err(PlanError(format!("{} must be between 0 and 1, got {shown}", name("deadline_fraction"))).into());
         }
         if self.stages == 0 {
             return Err(PlanError(format!("{} must be at least 1", name("stages"))).into());
