@@ -100,7 +100,8 @@ impl Skew {
 }
 
 /// `wan` with every link's mean divided by `load` and its distribution of shape `skew`; the
-/// datacenters and placement stay.
+/// datacenters and placement stay. A link that a draw could take below a topology's least
+/// ([`MIN_LINK`](crate::topology::MIN_LINK)) is refused, as in a topology file.
 pub fn reshape(wan: &Wan, skew: Skew, load: f64) -> Result<Wan, WanError> {
     assert!(load > 0.0 && load.is_finite(), "load {load} must be positive");
     let links = wan
@@ -111,7 +112,14 @@ pub fn reshape(wan: &Wan, skew: Skew, load: f64) -> Result<Wan, WanError> {
         .collect();
     let names = (0..wan.dcs()).map(|d| wan.name(d).to_string()).collect();
     let placement = (0..wan.machines()).map(|m| wan.dc_of(m)).collect();
-    Wan::new(names, links, placement)
+    let reshaped = Wan::new(names, links, placement)?;
+    for (link, l) in reshaped.links().iter().enumerate() {
+        l.bandwidth
+            .clone()
+            .validate_within(crate::topology::MIN_LINK, coflow_sched::MAX_BANDWIDTH)
+            .map_err(|what| WanError::BadBandwidth { link, what: format!("{what} (bytes per second)") })?;
+    }
+    Ok(reshaped)
 }
 
 /// What the probe counted over one `siphon-mc` run.
@@ -258,8 +266,11 @@ fn same_allocation(a: &Allocation, b: &Allocation) -> bool {
 mod tests {
     use super::*;
 
+    /// Bytes per second per unit of the figures below: links of 10 and 20 KiB/s, above the floor.
+    const K: f64 = 1024.0;
+
     fn wan2() -> Wan {
-        let l = |from, to, v| Link { from, to, bandwidth: Bandwidth::Normal { mean: v, sd: 1.0, min: 0.5 } };
+        let l = |from, to, v: f64| Link { from, to, bandwidth: Bandwidth::Normal { mean: v * K, sd: K, min: 0.5 * K } };
         Wan::new(vec!["a".into(), "b".into()], vec![l(0, 1, 10.0), l(1, 0, 20.0)], vec![0, 1]).unwrap()
     }
 
@@ -267,20 +278,23 @@ mod tests {
     fn reshaped_links_keep_their_means_over_the_load() {
         for skew in [Skew::AsIs, Skew::Constant, Skew::Uniform(0.5), Skew::Dips(0.1), Skew::Mixed(0.25)] {
             let w = reshape(&wan2(), skew, 2.0).unwrap();
-            let means: Vec<f64> = w.links().iter().map(|l| l.bandwidth.mean()).collect();
+            let means: Vec<f64> = w.links().iter().map(|l| l.bandwidth.mean() / K).collect();
             assert!((means[0] - 5.0).abs() < 1e-9 && (means[1] - 10.0).abs() < 1e-9, "{skew:?}: {means:?}");
             assert_eq!(Skew::parse(&skew.label()), Ok(skew));
         }
         // One dip in twenty at a tenth of the mean, the rest just above it.
         let dipped = reshape(&wan2(), Skew::Dips(0.05), 1.0).unwrap();
         let Bandwidth::Empirical(s) = &dipped.links()[0].bandwidth else { panic!("dips are samples") };
-        assert_eq!(s.iter().filter(|&&v| v == 1.0).count(), 1);
-        assert!(s.iter().filter(|&&v| v != 1.0).all(|&v| (v - (10.0 - 0.05) / 0.95).abs() < 1e-9), "{s:?}");
+        assert_eq!(s.iter().filter(|&&v| v == K).count(), 1);
+        assert!(s.iter().filter(|&&v| v != K).all(|&v| (v / K - (10.0 - 0.05) / 0.95).abs() < 1e-9), "{s:?}");
         // Mixed: link 1 is uniform within 10%.
         assert_eq!(
             reshape(&wan2(), Skew::Mixed(0.1), 1.0).unwrap().links()[1].bandwidth,
-            Bandwidth::Uniform(18.0, 22.0)
+            Bandwidth::Uniform(18.0 * K, 22.0 * K)
         );
+        // A load that takes a link below 1 kbit/s is refused, naming the link.
+        let e = reshape(&wan2(), Skew::Constant, 1e12).unwrap_err();
+        assert!(e.to_string().starts_with("link 0: ") && e.to_string().contains("is below 125"), "{e}");
         let refused = |label: &str| Skew::parse(label).unwrap_err();
         assert_eq!(
             refused("dips-1.5"),
