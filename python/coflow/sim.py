@@ -813,7 +813,7 @@ def simulate(
     (``FileNotFoundError`` if it does not exist). ``port_rate`` is a rate with its unit
     (``"1Gbps"``) or a number of bytes per second.
     ``baseline`` runs too (factors are against it; ``None`` for none); ``deadlines`` gives every coflow a deadline
-    (the trace's, or drawn with slack ``deadline_x``, which goes with ``deadlines`` only, as
+    (the trace's, or drawn with slack ``deadline_x``, 0 to 1000, which goes with ``deadlines`` only, as
     ``--deadline-x`` with ``--deadlines``), ``deadline_fraction`` a seeded fraction of
     them; ``offline`` releases every coflow at time 0; ``stages`` groups coflows into jobs of that
     many stages (``--stages``); ``model="coflowsim"`` (or ``coflowsim_rules`` alone) runs the

@@ -189,7 +189,7 @@ fn subcommand_path<'a>(root: &'a clap::Command, args: &[std::ffi::OsString]) -> 
             // An option of this command or of one above it (the program's own) takes the next
             // word as its value, unless written `--name=value` or `-xVALUE`.
             let named = |a: &&clap::Arg| match option.strip_prefix('-') {
-                Some(long) => a.get_long() == Some(long),
+                Some(long) => a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|all| all.contains(&long)),
                 None => option.len() == 1 && a.get_short().is_some_and(|c| option.starts_with(c)),
             };
             let takes_value =

@@ -218,7 +218,9 @@ fn preflight() -> Result<()> {
 fn workload(a: &WorkloadArgs, t: &Topology, default_total: u64) -> Result<(coflow_core::Workload, String)> {
     let port = t.workload_port();
     let spec: WorkloadSpec = a.spec()?;
-    Ok(coflow_testbed::workload::build(&spec, t.hosts.len() as u32, port, default_total)?)
+    // The options that shape the workload, named after what is wrong with it.
+    coflow_testbed::workload::build(&spec, t.hosts.len() as u32, port, default_total)
+        .map_err(|e| anyhow::anyhow!("{e} (--trace, --total-bytes, --coflows, --load, --hosts, --topology)"))
 }
 
 fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> Result<()> {

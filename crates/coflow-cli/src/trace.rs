@@ -108,7 +108,8 @@ fn format_for(path: &std::path::Path, explicit: Option<Format>) -> Result<TraceF
     Ok(format)
 }
 
-/// Writes `w` in `format` to `path`, or to standard output for `-`, and says so on standard error.
+/// Writes `w` in `format` to `path`, or to standard output for `-`, and says so on standard error
+/// (for standard output, once all of it went out).
 fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFormat, what: &str) -> Result<()> {
     if crate::output::is_stdout(path) {
         let mut buf = Vec::new();

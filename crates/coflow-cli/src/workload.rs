@@ -65,14 +65,14 @@ pub(crate) struct WorkloadArgs {
     /// given).
     #[arg(long, value_name = "SIZE")]
     total_bytes: Option<coflow_core::Bytes>,
-    /// Coflows of the synthetic workload [default: 40].
+    /// Coflows of the synthetic workload (default: 40).
     #[arg(long)]
     coflows: Option<usize>,
     /// Seed of the synthetic workload, and of a wide area's weather in `coflow testbed run`
-    /// [default: 1].
+    /// (default: 1).
     #[arg(long)]
     seed: Option<u64>,
-    /// Target average port load of the synthetic workload [default: 0.9].
+    /// Target average port load of the synthetic workload (default: 0.9).
     #[arg(long)]
     load: Option<f64>,
 }
