@@ -394,12 +394,8 @@ async fn say_source_lost<W: AsyncWrite + Unpin>(
     e: &AgentError,
     idle: Duration,
 ) -> Result<(), AgentError> {
-    // Why, without the source's address, which the receiver named in its request.
-    let why = match e {
-        AgentError::SourceUnreachable { reason, .. } => reason.clone(),
-        AgentError::SourceSilent { secs, .. } => format!("it sent nothing for {secs} s"),
-        _ => return Ok(()),
-    };
+    // Without the source's address, which the receiver named in its request.
+    let Some(why) = e.why_source_lost() else { return Ok(()) };
     let mut said = if head_sent { Vec::new() } else { wire::encode_head(Status::Unreachable, 0).to_vec() };
     wire::encode_error(Status::Unreachable, &why, &mut said);
     write_within(wr, &said, idle).await?;

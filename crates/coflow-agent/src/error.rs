@@ -108,6 +108,16 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// Why a source was lost, without its address (which whoever hears it knows): for a source
+    /// out of reach or silent, none for any other error.
+    pub(crate) fn why_source_lost(&self) -> Option<String> {
+        match self {
+            AgentError::SourceUnreachable { reason, .. } => Some(reason.clone()),
+            AgentError::SourceSilent { secs, .. } => Some(format!("it sent nothing for {secs} s")),
+            _ => None,
+        }
+    }
+
     /// Why a flow failed, as clients and the coordinator count it: the error kind, with
     /// `timed-out` for a silent source and `client-departed` for a client that hung up.
     pub fn kind(&self) -> ErrorKind {

@@ -386,9 +386,7 @@ async fn receive_part(
         // The source is named once, as the error's own address.
         let last = match failure {
             None => "the coordinator rerouted it".to_string(),
-            Some(AgentError::SourceUnreachable { reason, .. }) => reason,
-            Some(AgentError::SourceSilent { secs, .. }) => format!("it sent nothing for {secs} s"),
-            Some(e) => e.to_string(),
+            Some(e) => e.why_source_lost().unwrap_or_else(|| e.to_string()),
         };
         let e = AgentError::SourceUnreachable {
             addr,

@@ -83,9 +83,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     if args.agents == 0 || args.agents > MAX_AGENTS {
         bail!("--agents must be 1 to {MAX_AGENTS}, got {}", args.agents);
     }
-    // The options that shape the workload, named after what is wrong with it.
-    let (w, source) = coflow_testbed::workload::build(&args.workload.spec()?, args.agents, port, 600_000_000)
-        .map_err(|e| anyhow::anyhow!("{e} (--trace, --total-bytes, --coflows, --load, --agents)"))?;
+    let (w, source) = args.workload.build(args.agents, port, 600_000_000, "--agents")?;
     say!(
         outs,
         "coflow demo: {} agents on loopback{}, ports capped at {port}, {source}",

@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use coflow_core::Rate;
+use coflow_testbed::Topology;
 use coflow_testbed::faults::{self, FaultOptions, Scenario};
 use coflow_testbed::run::{Multipath, RunOptions};
 use coflow_testbed::weather::Outage;
-use coflow_testbed::{Topology, WorkloadSpec};
 
 use crate::workload::WorkloadArgs;
 
@@ -217,10 +217,7 @@ fn preflight() -> Result<()> {
 
 fn workload(a: &WorkloadArgs, t: &Topology, default_total: u64) -> Result<(coflow_core::Workload, String)> {
     let port = t.workload_port();
-    let spec: WorkloadSpec = a.spec()?;
-    // The options that shape the workload, named after what is wrong with it.
-    coflow_testbed::workload::build(&spec, t.hosts.len() as u32, port, default_total)
-        .map_err(|e| anyhow::anyhow!("{e} (--trace, --total-bytes, --coflows, --load, --hosts, --topology)"))
+    a.build(t.hosts.len() as u32, port, default_total, "--hosts, --topology")
 }
 
 fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> Result<()> {
@@ -310,7 +307,7 @@ fn run_policies(a: RunArgs) -> Result<()> {
         w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
         coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
-    let weather_seed = a.workload.spec()?.seed;
+    let weather_seed = a.workload.seed();
     let multipath = match a.multipath {
         MultipathArg::Off => Multipath::Off,
         MultipathArg::On => Multipath::On,

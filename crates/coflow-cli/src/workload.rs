@@ -83,9 +83,28 @@ impl WorkloadArgs {
         self.trace.as_deref()
     }
 
+    /// The seed of the synthetic workload (and of a testbed's weather).
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed.unwrap_or(1)
+    }
+
+    /// Builds the workload on `machines` machines with ports of `port` (see
+    /// [`coflow_testbed::workload::build`]); an error names the options that shape it, with
+    /// `machines_flags`, those that give the machines.
+    pub(crate) fn build(
+        &self,
+        machines: u32,
+        port: coflow_core::Rate,
+        default_total: u64,
+        machines_flags: &str,
+    ) -> Result<(Workload, String)> {
+        coflow_testbed::workload::build(&self.spec()?, machines, port, default_total)
+            .map_err(|e| anyhow::anyhow!("{e} (--trace, --total-bytes, --coflows, --load, {machines_flags})"))
+    }
+
     /// What the options describe; the synthetic workload's shape beside a trace is refused
     /// rather than ignored.
-    pub(crate) fn spec(&self) -> Result<coflow_testbed::WorkloadSpec> {
+    fn spec(&self) -> Result<coflow_testbed::WorkloadSpec> {
         if let Some(p) = &self.trace
             && (self.coflows.is_some() || self.load.is_some())
         {
@@ -95,7 +114,7 @@ impl WorkloadArgs {
             trace: self.trace.clone(),
             total_bytes: self.total_bytes.map(coflow_core::Bytes::get),
             coflows: self.coflows.unwrap_or(40),
-            seed: self.seed.unwrap_or(1),
+            seed: self.seed(),
             load: self.load.unwrap_or(0.9),
         })
     }

@@ -71,12 +71,15 @@ impl Bandwidth {
                 s.sort_by(f64::total_cmp);
             }
         }
-        let (smallest, largest) = match &self {
-            Bandwidth::Constant(v) => (*v, *v),
-            Bandwidth::Uniform(lo, hi) => (*lo, *hi),
-            Bandwidth::Normal { mean, sd, min } => (*min, mean.max(*sd).max(*min)),
-            Bandwidth::Empirical(s) => (s[0], s[s.len() - 1]),
-        };
+        let (smallest, largest) = (
+            self.least(),
+            match &self {
+                Bandwidth::Constant(v) => *v,
+                Bandwidth::Uniform(_, hi) => *hi,
+                Bandwidth::Normal { mean, sd, min } => mean.max(*sd).max(*min),
+                Bandwidth::Empirical(s) => s[s.len() - 1],
+            },
+        );
         if largest > max {
             return Err(format!("{} is above {}", shown(largest), shown(max)));
         }
@@ -84,6 +87,15 @@ impl Bandwidth {
             return Err(format!("{} is below {}, the least a link may carry", shown(smallest), shown(min)));
         }
         Ok(self)
+    }
+
+    /// The least value a draw can take: the constant, the low bound, the normal's `min`, the
+    /// least sample (infinite with none).
+    pub fn least(&self) -> f64 {
+        match self {
+            Bandwidth::Constant(v) | Bandwidth::Uniform(v, _) | Bandwidth::Normal { min: v, .. } => *v,
+            Bandwidth::Empirical(s) => s.iter().copied().fold(f64::INFINITY, f64::min),
+        }
     }
 
     /// Its expected value (for the normal, the untruncated mean: the truncation is meant to cut

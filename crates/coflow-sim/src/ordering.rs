@@ -47,9 +47,9 @@ impl Skew {
             Skew::AsIs => "as-is".to_string(),
             Skew::Constant => "constant".to_string(),
             // Short for a tiny value too (`1e-300`, not 300 digits), and parsed back the same.
-            Skew::Uniform(s) => format!("uniform-{s:?}"),
-            Skew::Dips(p) => format!("dips-{p:?}"),
-            Skew::Mixed(p) => format!("mixed-{p:?}"),
+            Skew::Uniform(s) => format!("uniform-{}", coflow_core::shown(*s)),
+            Skew::Dips(p) => format!("dips-{}", coflow_core::shown(*p)),
+            Skew::Mixed(p) => format!("mixed-{}", coflow_core::shown(*p)),
         }
     }
 
@@ -113,11 +113,13 @@ pub fn reshape(wan: &Wan, skew: Skew, load: f64) -> Result<Wan, WanError> {
     let names = (0..wan.dcs()).map(|d| wan.name(d).to_string()).collect();
     let placement = (0..wan.machines()).map(|m| wan.dc_of(m)).collect();
     let reshaped = Wan::new(names, links, placement)?;
-    for (link, l) in reshaped.links().iter().enumerate() {
-        l.bandwidth
-            .clone()
-            .validate_within(crate::topology::MIN_LINK, coflow_sched::MAX_BANDWIDTH)
-            .map_err(|what| WanError::BadBandwidth { link, what: format!("{what} (bytes per second)") })?;
+    let floor = crate::topology::MIN_LINK;
+    if let Some((link, least)) =
+        reshaped.links().iter().map(|l| l.bandwidth.least()).enumerate().find(|&(_, least)| least < floor)
+    {
+        let (least, floor) = (coflow_core::shown(least), coflow_core::shown(floor));
+        let what = format!("{least} bytes per second is below {floor}, the least a link may carry");
+        return Err(WanError::BadBandwidth { link, what });
     }
     Ok(reshaped)
 }

@@ -274,11 +274,10 @@ impl Summary {
             bound_ratio: if bound > 0.0 { avg / bound } else { f64::NAN },
             rejected: r.outcomes.iter().filter(|o| o.rejected).count(),
             deadline_met_fraction: fraction(r.outcomes.iter().filter_map(|o| o.met_deadline())),
-            admitted_fraction: if r.admission_control {
-                fraction(r.outcomes.iter().filter(|o| o.deadline.is_some()).map(|o| !o.rejected))
-            } else {
-                None
-            },
+            admitted_fraction: r
+                .admission_control
+                .then(|| fraction(r.outcomes.iter().filter(|o| o.deadline.is_some()).map(|o| !o.rejected)))
+                .flatten(),
             met_among_admitted_fraction: if r.admission_control {
                 fraction(r.outcomes.iter().filter(|o| !o.rejected).filter_map(|o| o.met_deadline()))
             } else {
