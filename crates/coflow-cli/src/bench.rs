@@ -108,14 +108,14 @@ fn render(report: &BenchReport, source: &str, workload: &Workload, port_rate: Ra
     for p in &report.policies {
         let _ = writeln!(
             out,
-            "{:<16} {:>10} {:>10} {:>10.2} {:>12.0} {:>14.4} {:>14.4}",
+            "{:<16} {:>10} {:>10} {:>10.2} {:>12.0} {:>14} {:>14}",
             p.policy,
             p.events,
             p.decisions,
             p.replay_wall_s,
             p.events as f64 / p.replay_wall_s.max(1e-9),
-            p.decide_mean_ms,
-            p.decide_p99_ms
+            ms(p.decide_mean_ms, 4),
+            ms(p.decide_p99_ms, 4)
         );
     }
     let decisions = report.policies.iter().flat_map(|p| &p.concurrency).map(|c| c.decisions).max().unwrap_or(0);
@@ -133,18 +133,28 @@ fn render(report: &BenchReport, source: &str, workload: &Workload, port_rate: Ra
         for c in &p.concurrency {
             let _ = writeln!(
                 out,
-                "{:<16} {:>8} {:>10} {:>12.3} {:>12.3} {:>12.3} {:>12.3} {:>7.1}x {:>11.0}x",
+                "{:<16} {:>8} {:>10} {:>12} {:>12} {:>12} {:>12} {:>8} {:>12}",
                 p.policy,
                 c.coflows,
                 c.flows,
-                c.scratch_mean_ms,
-                c.scratch_p99_ms,
-                c.incremental_mean_ms,
-                c.incremental_p99_ms,
-                c.scratch_mean_ms / c.incremental_mean_ms.max(1e-9),
-                VARYS_DECISION_MS / c.incremental_mean_ms.max(1e-9)
+                ms(c.scratch_mean_ms, 3),
+                ms(c.scratch_p99_ms, 3),
+                ms(c.incremental_mean_ms, 3),
+                ms(c.incremental_p99_ms, 3),
+                times(c.scratch_mean_ms.zip(c.incremental_mean_ms).map(|(s, i)| s / i.max(1e-9)), 1),
+                times(c.incremental_mean_ms.map(|i| VARYS_DECISION_MS / i.max(1e-9)), 0)
             );
         }
     }
     out
+}
+
+/// A time in milliseconds to `digits` decimals, `-` when none was measured.
+fn ms(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// A ratio to `digits` decimals with its `x`, `-` when none was measured.
+fn times(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.digits$}x"))
 }

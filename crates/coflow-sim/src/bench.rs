@@ -30,10 +30,11 @@ pub struct PolicyBench {
     pub events: u64,
     /// Decisions of the replay.
     pub decisions: u64,
-    /// Mean and p99 wall time of the replay's decisions, in milliseconds.
-    pub decide_mean_ms: f64,
+    /// Mean and p99 wall time of the replay's decisions, in milliseconds; none (`null`) when it
+    /// made none (a workload with no coflow).
+    pub decide_mean_ms: Option<f64>,
     /// See `decide_mean_ms`.
-    pub decide_p99_ms: f64,
+    pub decide_p99_ms: Option<f64>,
     /// Decision times with many coflows present at once.
     pub concurrency: Vec<ConcurrencyBench>,
 }
@@ -47,14 +48,15 @@ pub struct ConcurrencyBench {
     pub flows: usize,
     /// Decisions timed in each mode.
     pub decisions: usize,
-    /// Mean and p99 decision wall time with `SimConfig::from_scratch`, in milliseconds.
-    pub scratch_mean_ms: f64,
+    /// Mean and p99 decision wall time with `SimConfig::from_scratch`, in milliseconds; none
+    /// (`null`) when no decision was timed.
+    pub scratch_mean_ms: Option<f64>,
     /// See `scratch_mean_ms`.
-    pub scratch_p99_ms: f64,
-    /// Mean and p99 decision wall time told what changed, in milliseconds.
-    pub incremental_mean_ms: f64,
+    pub scratch_p99_ms: Option<f64>,
+    /// Mean and p99 decision wall time told what changed, in milliseconds, as `scratch_mean_ms`.
+    pub incremental_mean_ms: Option<f64>,
     /// See `incremental_mean_ms`.
-    pub incremental_p99_ms: f64,
+    pub incremental_p99_ms: Option<f64>,
 }
 
 /// Every policy's figures: what `coflow bench --json` writes.
@@ -81,14 +83,14 @@ pub fn bench_policy(
     let started = Instant::now();
     let (r, times) = timed(build(), replay, &incremental, 0, None)?;
     let replay_wall_s = started.elapsed().as_secs_f64();
-    let (decide_mean_ms, decide_p99_ms) = mean_p99_ms(&times);
+    let (decide_mean_ms, decide_p99_ms) = mean_p99_ms(&times).unzip();
     let concurrency = concurrent
         .iter()
         .map(|w| {
             let (_, s) = timed(build(), w, &scratch, 1, Some(decisions + 1))?;
             let (_, i) = timed(build(), w, &incremental, 1, Some(decisions + 1))?;
             let ((scratch_mean_ms, scratch_p99_ms), (incremental_mean_ms, incremental_p99_ms)) =
-                (mean_p99_ms(&s), mean_p99_ms(&i));
+                (mean_p99_ms(&s).unzip(), mean_p99_ms(&i).unzip());
             Ok(ConcurrencyBench {
                 coflows: w.coflows.len(),
                 flows: w.flow_count(),
@@ -111,15 +113,15 @@ pub fn bench_policy(
     })
 }
 
-/// Mean and 99th percentile of times in seconds, in milliseconds; zeros for none.
-pub fn mean_p99_ms(times: &[f64]) -> (f64, f64) {
+/// Mean and 99th percentile of times in seconds, in milliseconds; none for no time.
+pub fn mean_p99_ms(times: &[f64]) -> Option<(f64, f64)> {
     if times.is_empty() {
-        return (0.0, 0.0);
+        return None;
     }
     let mut sorted = times.to_vec();
     sorted.sort_by(f64::total_cmp);
     let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
-    (mean * 1e3, crate::percentile(&sorted, 99.0) * 1e3)
+    Some((mean * 1e3, crate::percentile(&sorted, 99.0) * 1e3))
 }
 
 /// Replays `w` under `policy`, timing every decision after the first `skip`; after `limit`

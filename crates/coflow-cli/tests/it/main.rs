@@ -863,6 +863,27 @@ fn bench_json_has_every_policy_with_scratch_and_incremental_times_at_each_concur
     }
 }
 
+/// A replay that makes no decision has no decision time: the table shows `-` and the JSON
+/// `null`, never a mean of zero that reads as an instant decision.
+#[test]
+fn bench_of_an_empty_replay_reports_no_decision_time() {
+    let out = coflow()
+        .args(["bench", "--coflows", "0", "--policies", "varys", "--concurrent", "40", "--decisions", "2"])
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["policies"][0];
+    assert_eq!((p["events"].as_u64(), p["decisions"].as_u64()), (Some(0), Some(0)), "{p}");
+    assert!(p["decide_mean_ms"].is_null() && p["decide_p99_ms"].is_null(), "{p}");
+    // The concurrency measurement does not depend on the replay: it still times its decisions.
+    assert!(p["concurrency"][0]["incremental_mean_ms"].as_f64().is_some_and(|x| x > 0.0), "{p}");
+    let table = String::from_utf8_lossy(&out.stderr);
+    let row = table.lines().find(|l| l.starts_with("varys ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.split_whitespace().rev().take(2).all(|c| c == "-"), "{row}");
+}
+
 /// `--trace -` reads standard input, so commands compose in a pipe: a generated trace replays
 /// as the same trace read from a file does, to the byte.
 #[test]
