@@ -83,7 +83,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     if args.agents == 0 || args.agents > MAX_AGENTS {
         bail!("--agents must be 1 to {MAX_AGENTS}, got {}", args.agents);
     }
-    let (w, source) = args.workload.build(args.agents, port, 600_000_000, "--agents")?;
+    let (w, source) = args.workload.build(args.agents, port, 600_000_000, "--agents", false)?;
     say!(
         outs,
         "coflow demo: {} agents on loopback{}, ports capped at {port}, {source}",

@@ -215,9 +215,15 @@ fn preflight() -> Result<()> {
     Ok(())
 }
 
-fn workload(a: &WorkloadArgs, t: &Topology, default_total: u64) -> Result<(coflow_core::Workload, String)> {
+/// The workload on `t`'s hosts; `weather`: whether the run seeds a wide area's weather.
+fn workload(
+    a: &WorkloadArgs,
+    t: &Topology,
+    default_total: u64,
+    weather: bool,
+) -> Result<(coflow_core::Workload, String)> {
     let port = t.workload_port();
-    a.build(t.hosts.len() as u32, port, default_total, "--hosts, --topology")
+    a.build(t.hosts.len() as u32, port, default_total, "--hosts, --topology", weather)
 }
 
 fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> Result<()> {
@@ -285,7 +291,7 @@ fn run_policies(a: RunArgs) -> Result<()> {
     }
     // Twice the demo's bytes: coflows of about a second on average, so that the tenth of a
     // second a get's control path takes on a loaded machine does not dominate small coflows.
-    let (w, source) = workload(&a.workload, &topology, 1_200_000_000)?;
+    let (w, source) = workload(&a.workload, &topology, 1_200_000_000, topology.wan.is_some())?;
     let get_bound = seconds(a.get_timeout, "--get-timeout")?;
     preflight()?;
     coflow_testbed::teardown_on_signal();
@@ -348,7 +354,7 @@ fn run_faults(a: FaultArgs) -> Result<()> {
             .map(|s| Scenario::by_name(s).with_context(|| format!("--scenarios: unknown scenario {s:?}")))
             .collect::<Result<_>>()?,
     };
-    let (w, source) = workload(&a.workload, &topology, 150_000_000)?;
+    let (w, source) = workload(&a.workload, &topology, 150_000_000, false)?;
     let get_bound = seconds(a.get_timeout, "--get-timeout")?;
     let fault_at = a.fault_at.map(|f| seconds(f, "--fault-at")).transpose()?;
     preflight()?;
@@ -377,7 +383,7 @@ fn run_spark(a: SparkArgs) -> Result<()> {
         bail!("--executor-cores must be 1 to 64, got {}", a.executor_cores);
     }
     coflow_testbed::spark::spark_size_mb(&a.executor_memory).context("--executor-memory")?;
-    let (w, source) = workload(&a.workload, &topology, 300_000_000)?;
+    let (w, source) = workload(&a.workload, &topology, 300_000_000, false)?;
     let timeout = seconds(a.timeout, "--timeout")?;
     let dist = SparkDist::at(&a.spark_dist.clone().unwrap_or_else(SparkDist::default_dir))?;
     preflight()?;

@@ -90,25 +90,37 @@ impl WorkloadArgs {
 
     /// Builds the workload on `machines` machines with ports of `port` (see
     /// [`coflow_testbed::workload::build`]); an error names the options that shape it, with
-    /// `machines_flags`, those that give the machines.
+    /// `machines_flags`, those that give the machines. `weather`: whether the run also seeds a
+    /// wide area's weather with `--seed`, which a trace then leaves it to do.
     pub(crate) fn build(
         &self,
         machines: u32,
         port: coflow_core::Rate,
         default_total: u64,
         machines_flags: &str,
+        weather: bool,
     ) -> Result<(Workload, String)> {
-        coflow_testbed::workload::build(&self.spec()?, machines, port, default_total)
+        coflow_testbed::workload::build(&self.spec(weather)?, machines, port, default_total)
             .map_err(|e| anyhow::anyhow!("{e} (--trace, --total-bytes, --coflows, --load, {machines_flags})"))
     }
 
     /// What the options describe; the synthetic workload's shape beside a trace is refused
-    /// rather than ignored.
-    fn spec(&self) -> Result<coflow_testbed::WorkloadSpec> {
-        if let Some(p) = &self.trace
-            && (self.coflows.is_some() || self.load.is_some())
-        {
-            anyhow::bail!("--coflows and --load shape the synthetic workload; the trace {} has its own", p.display());
+    /// rather than ignored, and so is its seed unless the run has `weather` to seed.
+    fn spec(&self, weather: bool) -> Result<coflow_testbed::WorkloadSpec> {
+        if let Some(p) = &self.trace {
+            if self.coflows.is_some() || self.load.is_some() {
+                anyhow::bail!(
+                    "--coflows and --load shape the synthetic workload; the trace {} has its own",
+                    p.display()
+                );
+            }
+            if self.seed.is_some() && !weather {
+                anyhow::bail!(
+                    "--seed seeds the synthetic workload (and a wide area's weather, which this run has not); \
+                     the trace {} is replayed as it is",
+                    p.display()
+                );
+            }
         }
         Ok(coflow_testbed::WorkloadSpec {
             trace: self.trace.clone(),

@@ -228,9 +228,13 @@ fn empty_or_repeated_lists_and_unmeasurable_workloads_are_refused_at_once() {
     let trace = tmp("one-empty-flow.txt");
     std::fs::write(&trace, "2 1\n1 0 1 0 1 1:0\n").unwrap();
     let t = trace.to_str().unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let seed = "--seed seeds the synthetic workload (and a wide area's weather, which this run has not)";
+    let cases: [(&[&str], &str); 7] = [
         (&["demo", "--trace", t, "--load", "0.5"], "--coflows and --load shape the synthetic workload"),
         (&["testbed", "run", "--trace", t, "--coflows", "5"], "--coflows and --load shape the synthetic workload"),
+        (&["demo", "--trace", t, "--seed", "3"], seed),
+        (&["testbed", "run", "--trace", t, "--seed", "3"], seed),
+        (&["testbed", "faults", "--trace", t, "--seed", "3"], seed),
         (&["demo", "--trace", t, "--policies", "varys"], "error: workload: it moves no byte between two hosts"),
         (&["demo", "--agents", "1", "--total-bytes", "1MB"], "error: workload: it moves no byte between two hosts"),
     ];
