@@ -651,7 +651,8 @@ impl PyClient {
         if let Some(t) = timeout_s {
             if !(t > 0.0 && t <= MAX_TIMEOUT_S) {
                 return Err(PyValueError::new_err(format!(
-                    "timeout_s must be a positive number of seconds, up to a year, got {t}"
+                    "timeout_s must be a positive number of seconds, up to a year, got {}",
+                    coflow_core::shown(t)
                 )));
             }
             cfg.timeout = Duration::from_secs_f64(t);
@@ -680,7 +681,10 @@ impl PyClient {
             if s.is_finite() && s >= 0.0 {
                 Ok(Nanos::from_secs_f64(s))
             } else {
-                Err(PyValueError::new_err(format!("{field} must be a non-negative number of seconds, got {s}")))
+                Err(PyValueError::new_err(format!(
+                    "{field} must be a non-negative number of seconds, got {}",
+                    coflow_core::shown(s)
+                )))
             }
         };
         let readiness = match all_gets_timeout_s {

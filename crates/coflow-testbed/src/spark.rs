@@ -245,7 +245,10 @@ pub struct TraceJob {
 /// The trace's coflows as jobs; arrivals divided by `compression`.
 pub fn trace_jobs(w: &Workload, compression: f64) -> Result<Vec<TraceJob>, TestbedError> {
     if !(compression >= 1.0 && compression.is_finite()) {
-        return Err(TestbedError::Workload(format!("the arrival compression must be at least 1, got {compression}")));
+        return Err(TestbedError::Workload(format!(
+            "the arrival compression must be at least 1, got {}",
+            coflow_core::shown(compression)
+        )));
     }
     let first = w.coflows.iter().map(|c| c.arrival).min().unwrap_or(coflow_core::Nanos::ZERO);
     let mut out = Vec::new();
@@ -957,6 +960,8 @@ mod tests {
         assert_eq!(j.reducers, 2);
         assert_eq!(j.bytes, vec![vec![0, 7], vec![11, 5]]);
         assert!(trace_jobs(&w, 0.5).is_err());
+        let err = trace_jobs(&w, 1e-300).unwrap_err().to_string();
+        assert!(err.ends_with("at least 1, got 1e-300"), "{err}");
     }
 
     #[test]

@@ -264,7 +264,7 @@ fn mapper_count(c: &Coflow) -> Result<usize, TraceError> {
         return Err(not("it has a deadline, which the format cannot carry".to_string()));
     }
     if c.weight != 1.0 {
-        return Err(not(format!("its weight is {}, and the format has no weights", c.weight)));
+        return Err(not(format!("its weight is {}, and the format has no weights", coflow_core::shown(c.weight))));
     }
     if !c.parents.is_empty() {
         return Err(not("it has parent coflows, which the format cannot carry".to_string()));

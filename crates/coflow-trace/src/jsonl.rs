@@ -134,7 +134,10 @@ fn to_coflow(line: usize, r: CoflowRecord, machines: u32) -> Result<Coflow, Trac
         flows.push(Flow { src: MachineId(f.src), dst: MachineId(f.dst), size: Bytes(f.bytes) });
     }
     if !(r.weight.is_finite() && r.weight > 0.0) {
-        return Err(json_error(line, format!("weight must be positive and finite, got {}", r.weight)));
+        return Err(json_error(
+            line,
+            format!("weight must be positive and finite, got {}", coflow_core::shown(r.weight)),
+        ));
     }
     Ok(Coflow {
         id: CoflowId(r.id),

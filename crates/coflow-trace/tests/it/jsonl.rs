@@ -126,6 +126,9 @@ fn bad_weight() {
     assert_json(&text, 2, "weight must be positive");
     let text = format!("{HEADER}\n{{\"id\":1,\"arrival_ns\":0,\"flows\":[],\"weight\":-2}}\n");
     assert_json(&text, 2, "weight must be positive");
+    // Quoted short, not in 301 digits.
+    let text = format!("{HEADER}\n{{\"id\":1,\"arrival_ns\":0,\"flows\":[],\"weight\":-1e300}}\n");
+    assert_json(&text, 2, "weight must be positive and finite, got -1e300");
 }
 
 #[test]

@@ -75,6 +75,7 @@ fn benchmark_writer_refuses_what_it_cannot_carry() {
     let base = Coflow::new(CoflowId(1), Nanos::from_millis(3), vec![flow(0, 1, MIB)]);
     assert_not_representable(Coflow { deadline: Some(Nanos::from_secs(1)), ..base.clone() }, "deadline");
     assert_not_representable(Coflow { weight: 2.0, ..base.clone() }, "weight");
+    assert_not_representable(Coflow { weight: 1e300, ..base.clone() }, "its weight is 1e300, and");
     // A coflow cannot be its own parent (a cycle): the parent is a representable coflow 0.
     let parent = Coflow { id: CoflowId(0), ..base.clone() };
     assert_not_representable_after(vec![parent], Coflow { parents: vec![CoflowId(0)], ..base.clone() }, "parent");
