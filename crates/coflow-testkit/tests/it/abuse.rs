@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use coflow_agent::Phantom;
 use coflow_client::{Client, ClientConfig, ClientError, CoflowId, CoflowOptions};
 use coflow_core::{FlowId, MachineId};
 use coflow_proto::certs::Subject;
@@ -14,25 +13,10 @@ use coflow_proto::{Security, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, files, scrape};
 use prost::Message;
 
-use crate::{content, metric, subscribe};
+use crate::{content, metric, phantom, subscribe};
 
 fn kind(s: &tonic::Status) -> &str {
     s.metadata().get("coflow-error").and_then(|v| v.to_str().ok()).unwrap_or("")
-}
-
-async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
-    Ok(Phantom::connect(
-        &cluster.coordinator_url(),
-        &cluster.agent_security(machine)?,
-        machine,
-        &format!("127.0.0.1:{}", 9000 + machine),
-        1e6,
-        Duration::from_millis(50),
-        Duration::from_secs(5),
-    )
-    .await?
-    // Its puts and gets speak for the cluster's client (in TLS mode, the owner of its coflows).
-    .for_client(if cluster.tls_dir().is_some() { coflow_testkit::CLIENT_IDENTITY } else { "" }))
 }
 
 /// Waits until the coordinator's restart window (three agent timeouts from its start) closed.

@@ -41,17 +41,7 @@ fn request(token: &[u8], coflow: u64, flow: u64, dst: u32, ticket: &[u8; 16], id
 /// A phantom agent for `machine` (its certificate, or the token), speaking for the cluster's
 /// client.
 async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
-    let p = Phantom::connect(
-        &cluster.coordinator_url(),
-        &cluster.agent_security(machine)?,
-        machine,
-        "127.0.0.1:9",
-        RATE,
-        Duration::from_millis(100),
-        Duration::from_secs(5),
-    )
-    .await?;
-    Ok(p.for_client(if cluster.tls_dir().is_some() { coflow_testkit::CLIENT_IDENTITY } else { "" }))
+    crate::phantom_at(cluster, machine, "127.0.0.1:9", RATE, Duration::from_millis(100)).await
 }
 
 /// Sends one data request to the agent of machine 0 at `addr` under `ctx` and returns the

@@ -6,7 +6,7 @@ use std::time::Duration;
 use coflow_client::{ClientError, ClusterToken, CoflowOptions, Nanos, Readiness};
 use coflow_testkit::{Cluster, ClusterConfig};
 
-use crate::{content, subscribe, tag};
+use crate::{content, shuffle, subscribe, tag};
 
 const RATE: f64 = 50_000_000.0;
 
@@ -14,32 +14,7 @@ const RATE: f64 = 50_000_000.0;
 async fn a_3x2_shuffle_delivers_exactly_the_bytes_put() -> anyhow::Result<()> {
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(5, RATE, "varys")).await?;
-    let c = cluster.client(0).await?;
-    let coflow = c.register(6, CoflowOptions { name: "shuffle".into(), ..Default::default() }).await?;
-    for m in 0..3u64 {
-        let mapper = cluster.client(m as usize).await?;
-        for r in 0..2u64 {
-            let len = 200_000 + (m * 2 + r) as usize * 77_777;
-            mapper.put(coflow, &format!("m{m}-r{r}"), content(tag(coflow, m, r), len)).await?;
-        }
-    }
-    let mut gets = Vec::new();
-    for r in 0..2u64 {
-        let reducer = cluster.client(3 + r as usize).await?;
-        for m in 0..3u64 {
-            let reducer = reducer.clone();
-            gets.push(tokio::spawn(async move {
-                let got = reducer.get(coflow, &format!("m{m}-r{r}")).await;
-                (m, r, got)
-            }));
-        }
-    }
-    for g in gets {
-        let (m, r, got) = g.await?;
-        let len = 200_000 + (m * 2 + r) as usize * 77_777;
-        assert!(got? == content(tag(coflow, m, r), len), "piece m{m}-r{r} differs");
-    }
-    c.unregister(coflow).await?;
+    shuffle(&cluster, "shuffle", (3, 2), (200_000, 77_777)).await?;
     cluster.shutdown().await;
     Ok(())
 }

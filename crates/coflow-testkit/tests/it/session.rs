@@ -9,22 +9,7 @@ use coflow_client::CoflowOptions;
 use coflow_testkit::bench::{LiveBench, run};
 use coflow_testkit::{Cluster, ClusterConfig, scrape};
 
-use crate::{metric, subscribe};
-
-async fn phantom(cluster: &Cluster, machine: u32) -> anyhow::Result<Phantom> {
-    Ok(Phantom::connect(
-        &cluster.coordinator_url(),
-        &cluster.agent_security(machine)?,
-        machine,
-        &format!("127.0.0.1:{}", 9000 + machine),
-        1e6,
-        Duration::from_millis(50),
-        Duration::from_secs(5),
-    )
-    .await?
-    // Its puts and gets speak for the cluster's client (in TLS mode, the owner of its coflows).
-    .for_client(if cluster.tls_dir().is_some() { coflow_testkit::CLIENT_IDENTITY } else { "" }))
-}
+use crate::{metric, phantom, subscribe};
 
 /// Two phantoms carry a flow through the coordinator: the put and the get are answered, the
 /// source is pushed its rate, a bystander cannot end the flow, the receiver can; over TLS too.

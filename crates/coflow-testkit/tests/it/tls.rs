@@ -12,7 +12,7 @@ use coflow_proto::{Security, TlsContext, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, files};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{content, subscribe, tag};
+use crate::{content, shuffle, subscribe};
 
 const RATE: f64 = 50_000_000.0;
 
@@ -90,29 +90,7 @@ async fn a_tls_shuffle_delivers_exactly_the_bytes_put() -> anyhow::Result<()> {
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(4, RATE, "varys").with_tls()).await?;
     assert!(cluster.coordinator_url().starts_with("https://"));
-    let c = cluster.client(0).await?;
-    let coflow = c.register(4, CoflowOptions { name: "tls-shuffle".into(), ..Default::default() }).await?;
-    for m in 0..2u64 {
-        let mapper = cluster.client(m as usize).await?;
-        for r in 0..2u64 {
-            let len = 150_000 + (m * 2 + r) as usize * 33_333;
-            mapper.put(coflow, &format!("m{m}-r{r}"), content(tag(coflow, m, r), len)).await?;
-        }
-    }
-    let mut gets = Vec::new();
-    for r in 0..2u64 {
-        let reducer = cluster.client(2 + r as usize).await?;
-        for m in 0..2u64 {
-            let reducer = reducer.clone();
-            gets.push(tokio::spawn(async move { (m, r, reducer.get(coflow, &format!("m{m}-r{r}")).await) }));
-        }
-    }
-    for g in gets {
-        let (m, r, got) = g.await?;
-        let len = 150_000 + (m * 2 + r) as usize * 33_333;
-        assert!(got? == content(tag(coflow, m, r), len), "piece m{m}-r{r} differs");
-    }
-    c.unregister(coflow).await?;
+    shuffle(&cluster, "tls-shuffle", (2, 2), (150_000, 33_333)).await?;
     cluster.shutdown().await;
     Ok(())
 }
