@@ -101,9 +101,31 @@ fn read_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> R
             let text = coflow_proto::files::read_small_text(p, coflow_proto::files::SMALL_FILE_MAX)
                 .with_context(|| format!("reading {}", p.display()))?;
             let parse = || format!("parsing {}", p.display());
-            Ok((toml::from_str(&text).with_context(parse)?, toml::from_str(&text).with_context(parse)?))
+            let table: toml::Table = toml::from_str(&text).with_context(parse)?;
+            let settings = toml::from_str(&text).map_err(|e| match twice_set(&e, &text) {
+                Some(said) => anyhow::anyhow!("parsing {}: {said}", p.display()),
+                None => anyhow::Error::new(e).context(parse()),
+            })?;
+            Ok((settings, table))
         }
     }
+}
+
+/// For a field set twice under two spellings (`agent_timeout_ms` and its alias
+/// `agent_timeout`), which the parser reports at the file's first line: the lines and keys that
+/// set it.
+fn twice_set(e: &toml::de::Error, text: &str) -> Option<String> {
+    let field = e.message().strip_prefix("duplicate field `")?.strip_suffix('`')?;
+    let short = ["_ms", "_bytes", "_bps"].iter().find_map(|u| field.strip_suffix(u)).unwrap_or(field);
+    let sets: Vec<String> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let key = line.split_once('=')?.0.trim().trim_matches('"');
+            (key == field || key == short).then(|| format!("line {} ({key})", i + 1))
+        })
+        .collect();
+    (sets.len() > 1).then(|| format!("{} set {field} twice: keep one", sets.join(" and ")))
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {

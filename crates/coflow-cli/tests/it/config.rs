@@ -518,3 +518,33 @@ fn an_agent_refused_its_machine_id_warns_at_once_and_backs_off() {
     assert!((2..=6).contains(&asks.len()), "{} asks: {err}", asks.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A field set twice in a TOML file under its two spellings (with and without its unit) is
+/// refused naming both lines, not the file's first line, which the parser points at.
+#[test]
+fn a_field_set_twice_under_two_spellings_names_both_lines() {
+    let dir = crate::tmp("twice-set");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        (
+            "coordinator",
+            "listen = \"127.0.0.1:0\"\nagent_timeout_ms = 3000\nagent_timeout = \"3s\"\n",
+            "line 2 (agent_timeout_ms) and line 3 (agent_timeout) set agent_timeout_ms twice",
+        ),
+        (
+            "agent",
+            "\n\"chunk\" = \"1MiB\"\nport_rate = \"1Gbps\"\nchunk_bytes = 65536\n",
+            "line 2 (chunk) and line 4 (chunk_bytes) set chunk_bytes twice",
+        ),
+    ];
+    for (service, text, says) in cases {
+        let file = dir.join(format!("{service}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let out =
+            crate::coflow().args([service, "--config"]).arg(&file).env_remove("COFLOW_LOG_FORMAT").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says) && !err.contains("line 1, column 1"), "{service}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
