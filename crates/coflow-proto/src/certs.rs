@@ -45,6 +45,15 @@ pub enum CertError {
         /// When it expired, UTC.
         since: String,
     },
+    /// The CA's certificate is not one that may sign certificates (a member's certificate put in
+    /// its place): what it signed would verify nowhere.
+    #[error("{cert} is not a CA certificate ({reason}); make a CA with `coflow certs init`")]
+    NotCa {
+        /// The CA's certificate file.
+        cert: String,
+        /// What it lacks.
+        reason: &'static str,
+    },
     /// The CA's key is not the key of the CA's certificate (one of them was replaced).
     #[error("{key} does not go with {cert}: the key is not the one the certificate was made for")]
     Mismatch {
@@ -194,15 +203,25 @@ impl Issued {
                 Err(e) => return Err(io(p, e)),
             }
         }
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        crate::files::create_dirs(dir, DIR_MODE).map_err(|e| io(dir, e))?;
         replace_all(dir, &[(&crt, self.cert_pem.as_bytes(), false), (&key, self.key_pem.as_bytes(), true)])?;
         Ok(vec![crt, key])
     }
 }
 
+/// The permissions of a certificates' directory `coflow certs` creates: anyone may read the
+/// certificates in it, its owner alone may add or replace files.
+const DIR_MODE: u32 = 0o755;
+
+/// The permissions of a certificate, whatever the umask: public, replaced by its owner alone.
+const CERT_MODE: u32 = 0o644;
+
+/// The permissions of a private key, whatever the umask: its owner's alone.
+const KEY_MODE: u32 = 0o600;
+
 /// Puts each `(path, content, secret)` of `files` (all in `dir`) in place so that either all are
 /// replaced or none is: each content goes to a new temporary file beside its path (created
-/// exclusively, never through a link, mode 0600 if secret) and is synced; only then are the
+/// exclusively, never through a link, mode 0600 if secret, else 0644) and is synced; only then are the
 /// temporaries renamed over the paths, in order. If a step fails, the temporaries are removed
 /// and the paths already renamed over get their old files back (kept meanwhile as hard links),
 /// or are removed if they had none. A rename replaces a link at the path rather than writing
@@ -285,7 +304,7 @@ const SIBLING_TRIES: u64 = 64;
 
 /// Writes `bytes` to a new temporary file beside `path` and syncs it; returns its path.
 fn write_temp(path: &Path, bytes: &[u8], secret: bool) -> Result<PathBuf, CertError> {
-    let mode = if secret { 0o600 } else { 0o666 };
+    let mode = if secret { KEY_MODE } else { CERT_MODE };
     let mut n = 0;
     loop {
         let temp = sibling(path, "tmp", n);
@@ -383,8 +402,9 @@ impl CertAuthority {
         Ok(CertAuthority { cert_pem: cert.pem(), issuer: Issuer::new(params, key), cert_file: None })
     }
 
-    /// Loads `DIR/ca.crt` and `DIR/ca.key`, refusing a key that is not the certificate's (one
-    /// copied from another `certs init`), whose certificates would verify nowhere.
+    /// Loads `DIR/ca.crt` and `DIR/ca.key`, refusing a certificate that is no CA's (a member's
+    /// copied in its place) and a key that is not the certificate's (one copied from another
+    /// `certs init`): certificates signed with either would verify nowhere.
     pub fn load(dir: &Path) -> Result<CertAuthority, CertError> {
         let (crt, key) = (dir.join("ca.crt"), dir.join("ca.key"));
         let read = |p: &Path| crate::files::read_small_text(p, crate::files::SMALL_FILE_MAX).map_err(|e| io(p, e));
@@ -393,6 +413,9 @@ impl CertAuthority {
             .map_err(|e| CertError::Io { path: key.display().to_string(), reason: e.to_string() })?;
         let issuer = Issuer::from_ca_cert_pem(&cert_pem, key_pair)
             .map_err(|e| CertError::Io { path: crt.display().to_string(), reason: e.to_string() })?;
+        if let Some(reason) = not_ca(&cert_pem) {
+            return Err(CertError::NotCa { cert: crt.display().to_string(), reason });
+        }
         // Certificates signed with another key than the CA certificate's would verify nowhere.
         if ca_public_key(&cert_pem).as_deref() != Some(issuer.key().public_key_raw()) {
             return Err(CertError::Mismatch { key: key.display().to_string(), cert: crt.display().to_string() });
@@ -465,6 +488,24 @@ fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
     first_cert(pem.as_bytes(), |cert| cert.public_key().subject_public_key.data.to_vec())
 }
 
+/// Why the certificate in `pem` may not sign certificates, if it may not: verifiers accept as an
+/// issuer only a certificate whose basic constraints say CA:TRUE and whose key usage, if it has
+/// one, includes keyCertSign. A certificate that does not parse is left to the parse that reports
+/// it.
+fn not_ca(pem: &str) -> Option<&'static str> {
+    first_cert(pem.as_bytes(), |cert| {
+        if !cert.is_ca() {
+            return Some("no basicConstraints CA:TRUE");
+        }
+        match cert.key_usage() {
+            Ok(Some(usage)) if !usage.value.key_cert_sign() => Some("its keyUsage lacks keyCertSign"),
+            Ok(_) => None,
+            Err(_) => Some("its keyUsage extension does not parse"),
+        }
+    })
+    .flatten()
+}
+
 /// `coflow certs init DIR`: a new CA in `DIR/ca.crt` and `DIR/ca.key`.
 pub fn init(dir: &Path, force: bool) -> Result<Vec<PathBuf>, CertError> {
     CertAuthority::generate()?.write(dir, force)
@@ -511,10 +552,12 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            for k in ["ca.key", "agent-7.key", "client-spark.key"] {
-                let mode = std::fs::metadata(dir.join(k)).unwrap().permissions().mode() & 0o777;
-                assert_eq!(mode, 0o600, "{k}");
+            let mode = |f: &str| std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+            for s in ["ca", "agent-7", "client-spark"] {
+                assert_eq!(mode(&format!("{s}.key")), 0o600, "{s}.key");
+                assert_eq!(mode(&format!("{s}.crt")), 0o644, "{s}.crt");
             }
+            assert_eq!(mode(""), 0o755);
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -577,6 +620,35 @@ mod tests {
         for d in [dir, other] {
             std::fs::remove_dir_all(&d).unwrap();
         }
+    }
+
+    /// A member's certificate and key copied to `ca.crt` and `ca.key` match each other but sign
+    /// nothing a verifier accepts: refused, naming the file, before anything is written.
+    #[test]
+    fn a_member_certificate_in_place_of_the_ca_is_refused_naming_it() {
+        let dir = temp("not-ca");
+        init(&dir, false).unwrap();
+        issue(&dir, &Subject::Admin, false).unwrap();
+        for ext in ["crt", "key"] {
+            std::fs::copy(dir.join(format!("admin.{ext}")), dir.join(format!("ca.{ext}"))).unwrap();
+        }
+        let before = listing(&dir);
+        let e = issue(&dir, &Subject::Client { name: "z".into() }, false).unwrap_err();
+        assert!(matches!(e, CertError::NotCa { .. }), "{e:?}");
+        let ca = dir.join("ca.crt").display().to_string();
+        assert!(
+            e.to_string().starts_with(&format!("{ca} is not a CA certificate (no basicConstraints CA:TRUE)")),
+            "{e}"
+        );
+        assert_eq!(listing(&dir), before, "nothing written");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_ca_made_here_is_a_ca() {
+        assert_eq!(not_ca(CertAuthority::generate().unwrap().cert_pem()), None);
+        let member = CertAuthority::generate().unwrap().issue(&agent()).unwrap();
+        assert_eq!(not_ca(&member.cert_pem), Some("no basicConstraints CA:TRUE"));
     }
 
     /// The certificate is renamed into place first; when the key's rename then fails (here, a

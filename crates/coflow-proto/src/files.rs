@@ -2,24 +2,59 @@
 //! certificates and keys): only regular files, and only up to a bound, so that a path to a FIFO
 //! with no writer, a device such as `/dev/zero` or a directory fails at once with an error that
 //! says so, rather than hanging or filling memory; and writing the files a service or
-//! `coflow certs` keeps, never through a link planted at their paths.
+//! `coflow certs` keeps, and the directories that hold them, with permissions of their own (not
+//! the umask's), never through a link planted at their paths.
 
 use std::io::{self, Read, Write};
 use std::path::Path;
 
 /// Creates the file `path`, which must not exist (a link there is not followed:
-/// `O_CREAT | O_EXCL | O_NOFOLLOW`), with permissions `mode`, and writes `bytes` to it, synced
-/// to disk; a file it created but could not fill is removed.
+/// `O_CREAT | O_EXCL | O_NOFOLLOW`), with permissions exactly `mode` whatever the umask, and
+/// writes `bytes` to it, synced to disk; a file it created but could not fill is removed.
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     use rustix::fs::{Mode, OFlags};
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::from_raw_mode(mode)).map_err(io::Error::from)?);
-    let written = (&file).write_all(bytes).and_then(|()| file.sync_all());
+    // The mode given to open is filtered by the umask; set on the open file, it is not.
+    let written = rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))
+        .map_err(io::Error::from)
+        .and_then(|()| (&file).write_all(bytes))
+        .and_then(|()| file.sync_all());
     if written.is_err() {
         drop(file);
         let _ = std::fs::remove_file(path);
     }
     written
+}
+
+/// Creates the directory `dir` and those of its parents that do not exist, each with permissions
+/// exactly `mode` whatever the umask; directories that exist already are left as they are.
+pub fn create_dirs(dir: &Path, mode: u32) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::unix::fs::DirBuilderExt;
+    // The directories missing, deepest first.
+    let mut missing = Vec::new();
+    for d in dir.ancestors().take_while(|d| !d.as_os_str().is_empty()) {
+        match std::fs::metadata(d) {
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(d),
+            Err(e) => return Err(e),
+        }
+    }
+    for d in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(mode).create(d) {
+            Ok(()) => {
+                // Set on the directory just made, never through a link put in its place meanwhile.
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let fd = rustix::fs::open(d, flags, Mode::empty())?;
+                rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
+            }
+            // Made meanwhile by another: it is not ours to change.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Makes the renames in directory `dir` durable, as far as it can: the files renamed were
@@ -83,6 +118,24 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn made_directories_get_the_mode_given_and_existing_ones_keep_theirs() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let d = dir("dirs");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let deep = d.join("a/b");
+        create_dirs(&deep, 0o750).unwrap();
+        assert_eq!((mode(&d.join("a")), mode(&deep)), (0o750, 0o750));
+        assert_eq!(mode(&d), 0o711, "an existing parent is left alone");
+        create_dirs(&deep, 0o700).unwrap();
+        assert_eq!(mode(&deep), 0o750, "an existing directory is left alone");
+        let f = d.join("f");
+        write_new(&f, b"x", 0o640).unwrap();
+        assert_eq!(mode(&f), 0o640);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -241,3 +241,64 @@ fn an_interrupted_demo_leaves_no_keys_behind() {
     assert!(clusters().is_empty(), "left behind: {:?}", clusters());
     let _ = std::fs::remove_dir_all(&tmpdir);
 }
+
+/// A member's certificate and key put in place of the CA's (copied from `admin.*`) match each
+/// other, but what they would sign verifies nowhere: `issue` refuses, naming the file, and
+/// writes nothing.
+#[test]
+fn certs_issue_refuses_a_member_certificate_as_the_ca_and_writes_nothing() {
+    let dir = tmp("certs-not-ca");
+    let _ = std::fs::remove_dir_all(&dir);
+    run_ok(&["certs", "init"], &dir);
+    run_ok(&["certs", "issue", "--admin"], &dir);
+    for ext in ["crt", "key"] {
+        std::fs::copy(dir.join(format!("admin.{ext}")), dir.join(format!("ca.{ext}"))).unwrap();
+    }
+    let out = coflow().args(["certs", "issue"]).arg(&dir).args(["--client", "z"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let ca = dir.join("ca.crt").display().to_string();
+    assert!(err.contains(&format!("{ca} is not a CA certificate (no basicConstraints CA:TRUE)")), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("issued"));
+    assert!(!dir.join("client-z.crt").exists() && !dir.join("client-z.key").exists(), "nothing written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Directories `certs` makes are 0755, certificates 0644 and keys 0600, whatever the umask and
+/// whether a file is new or replaced (`--force`): no other local user may replace the CA.
+#[test]
+fn certs_files_have_their_own_modes_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    for umask in ["000", "077"] {
+        let root = tmp(&format!("certs-umask-{umask}"));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("cluster/certs");
+        let certs = |args: &[&str]| {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+                .arg(env!("CARGO_BIN_EXE_coflow"))
+                .arg("certs")
+                .args(args)
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "umask {umask} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let mode = |p: &Path| format!("{:o}", std::fs::metadata(p).unwrap().permissions().mode() & 0o777);
+        for force in [false, true] {
+            let flag: &[&str] = if force { &["--force"] } else { &[] };
+            certs(&[&["init"], flag].concat());
+            certs(&[&["issue", "--admin"], flag].concat());
+            for d in [root.join("cluster"), dir.clone()] {
+                assert_eq!(mode(&d), "755", "umask {umask}, force {force}: {}", d.display());
+            }
+            for stem in ["ca", "admin"] {
+                let (crt, key) = (dir.join(format!("{stem}.crt")), dir.join(format!("{stem}.key")));
+                assert_eq!(mode(&crt), "644", "umask {umask}, force {force}: {}", crt.display());
+                assert_eq!(mode(&key), "600", "umask {umask}, force {force}: {}", key.display());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
