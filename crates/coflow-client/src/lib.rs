@@ -186,8 +186,8 @@ impl ClientError {
         // The service's TLS alert says why it closed the connection: this member's certificate.
         if let Some(alert) = std::error::Error::source(&s).and_then(coflow_proto::certificate_refused) {
             return ClientError::Unauthenticated(format!(
-                "the service refused this client's certificate (TLS alert {alert:?}): is it signed by the \
-                 cluster CA, and valid now?"
+                "the service refused this client's certificate (TLS alert {alert:?}): {}",
+                coflow_proto::client_certificate_question(alert)
             ));
         }
         // This client refused the service's certificate: no retry mends that.
@@ -344,7 +344,17 @@ impl ClientConfig {
     fn security(&self) -> Result<Security, ClientError> {
         match (&self.tls, &self.token) {
             (Some(files), _) => {
-                Ok(Security::Tls(TlsContext::load(files).map_err(|e| ClientError::Invalid(e.to_string()))?))
+                let tls = TlsContext::load(files).map_err(|e| ClientError::Invalid(e.to_string()))?;
+                // A service's certificate would be refused by every service at the first call,
+                // where the refusal may read as the connection closing: refused here instead.
+                if let role @ (coflow_proto::Role::Coordinator | coflow_proto::Role::Agent(_)) = tls.role() {
+                    return Err(ClientError::Invalid(format!(
+                        "tls: {} is the certificate of {role}, a service; a client needs a client's or an \
+                         admin's (`coflow certs issue DIR --client NAME` or `--admin`)",
+                        files.cert.display()
+                    )));
+                }
+                Ok(Security::Tls(tls))
             }
             (None, Some(t)) => Ok(Security::Token(t.clone())),
             (None, None) => Err(ClientError::Invalid("neither a cluster token nor TLS files".into())),

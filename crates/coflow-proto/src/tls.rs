@@ -639,22 +639,40 @@ fn rustls_errors<'e>(e: &'e (dyn std::error::Error + 'static)) -> impl Iterator<
 /// use to the service.
 pub fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> Option<rustls::AlertDescription> {
     use rustls::AlertDescription as A;
-    let alert = rustls_errors(e).find_map(|r| match r {
+    const REFUSALS: [A; 8] = [
+        A::BadCertificate,
+        A::UnsupportedCertificate,
+        A::CertificateRevoked,
+        A::CertificateExpired,
+        A::CertificateUnknown,
+        A::UnknownCA,
+        A::AccessDenied,
+        A::CertificateRequired,
+    ];
+    let received = rustls_errors(e).find_map(|r| match r {
         rustls::Error::AlertReceived(alert) => Some(*alert),
         _ => None,
-    })?;
-    matches!(
-        alert,
-        A::BadCertificate
-            | A::UnsupportedCertificate
-            | A::CertificateRevoked
-            | A::CertificateExpired
-            | A::CertificateUnknown
-            | A::UnknownCA
-            | A::AccessDenied
-            | A::CertificateRequired
-    )
-    .then_some(alert)
+    });
+    // An alert heard after the handshake (TLS 1.3) reaches the caller as an I/O error carrying
+    // only rustls's words for it.
+    let said = || {
+        std::iter::successors(Some(e), |e| e.source()).find_map(|e| {
+            let name = e.to_string().strip_prefix("received fatal alert: ")?.to_string();
+            REFUSALS.into_iter().find(|a| format!("{a:?}") == name)
+        })
+    };
+    received.or_else(said).filter(|a| REFUSALS.contains(a))
+}
+
+/// What to ask of a client's certificate that a service refused with `alert`.
+pub fn client_certificate_question(alert: rustls::AlertDescription) -> &'static str {
+    match alert {
+        // Of the cluster, but not for this use: a coordinator's or an agent's.
+        rustls::AlertDescription::UnsupportedCertificate => {
+            "is it a client's or an admin's (`coflow certs issue DIR --client NAME` or `--admin`), not a service's?"
+        }
+        _ => "is it signed by the cluster CA, and valid now?",
+    }
 }
 
 /// What is wrong with a service's certificate that this member refused, if that is what `e` (or
