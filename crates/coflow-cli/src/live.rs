@@ -407,16 +407,17 @@ pub(crate) struct BenchLiveArgs {
     /// How long the control-throughput load runs, e.g. `3s` or a number of seconds.
     #[arg(long, default_value_t = 3.0, value_parser = crate::units::seconds)]
     seconds: f64,
-    /// Phantom agents driving the load (in pairs).
+    /// Phantom agents driving the load (in pairs), 2 to 128.
     #[arg(long, default_value_t = 8)]
     phantoms: u32,
-    /// Flows each phantom pair keeps in flight.
+    /// Flows each phantom pair keeps in flight, 1 to 256.
     #[arg(long, default_value_t = 8)]
     window: usize,
-    /// Control messages a second offered while the control path is measured under load.
+    /// Control messages a second offered while the control path is measured under load, 1 to
+    /// 10,000,000.
     #[arg(long, default_value_t = 100_000.0)]
     load_rate: f64,
-    /// Gets measured at each level of coflows present (1, 100 and 1,000).
+    /// Gets measured at each level of coflows present (1, 100 and 1,000), 1 to 100,000.
     #[arg(long, default_value_t = 1000)]
     gets: usize,
     /// Over mutual TLS (certificates made for the run) rather than the cluster token.
@@ -433,11 +434,18 @@ pub(crate) fn bench_live(a: BenchLiveArgs) -> Result<()> {
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
         bail!("--seconds must be in (0, 600]");
     }
-    if a.phantoms < 2 || a.window == 0 || a.gets == 0 {
-        bail!("--phantoms must be at least 2, --window and --gets at least 1");
+    use coflow_testkit::bench::{LOAD_RATE, MAX_GETS, MAX_PHANTOMS, MAX_WINDOW};
+    if !(2..=MAX_PHANTOMS).contains(&a.phantoms) {
+        bail!("--phantoms must be in [2, {MAX_PHANTOMS}]");
     }
-    if !(a.load_rate.is_finite() && a.load_rate > 0.0) {
-        bail!("--load-rate must be a positive number of messages a second");
+    if !(1..=MAX_WINDOW).contains(&a.window) {
+        bail!("--window must be in [1, {MAX_WINDOW}]");
+    }
+    if !(1..=MAX_GETS).contains(&a.gets) {
+        bail!("--gets must be in [1, {MAX_GETS}]");
+    }
+    if !LOAD_RATE.contains(&a.load_rate) {
+        bail!("--load-rate must be in [{}, {}] messages a second", LOAD_RATE.start(), LOAD_RATE.end());
     }
     let cfg = coflow_testkit::bench::LiveBench {
         load: Duration::from_secs_f64(a.seconds),

@@ -369,25 +369,58 @@ fn shares(samples: &[Sample], marks: &std::collections::HashMap<(u64, String), p
     out
 }
 
-/// Phantom agents on machines 100 and up.
+/// The most phantom agents a run takes (`LiveBench::phantoms`).
+pub const MAX_PHANTOMS: u32 = 128;
+
+/// The most flows a phantom pair keeps in flight (`LiveBench::window`).
+pub const MAX_WINDOW: usize = 256;
+
+/// The most gets measured at each level of coflows present (`LiveBench::gets`).
+pub const MAX_GETS: usize = 100_000;
+
+/// The range of messages a second the paced load may offer (`LiveBench::load_rate`).
+pub const LOAD_RATE: std::ops::RangeInclusive<f64> = 1.0..=10_000_000.0;
+
+/// The first machine of the phantom agents, after the cluster's own.
+const FIRST_PHANTOM_MACHINE: u32 = 100;
+
+/// The machines of the phantom agents of a run with `phantoms` phantoms: those holding coflows
+/// while the control path is measured, then those of the load's pairs after them. A machine
+/// stays live under its session for a while after its phantom closes, so no two share one.
+fn phantom_machines(phantoms: u32) -> (std::ops::Range<u32>, std::ops::Range<u32>) {
+    let holding = FIRST_PHANTOM_MACHINE..FIRST_PHANTOM_MACHINE + phantoms;
+    let pairs = holding.end..holding.end + 2 * (phantoms / 2).max(1);
+    (holding, pairs)
+}
+
+/// Whom the phantoms speak for: the cluster's client (with TLS, its identity; in token mode, none).
+fn phantom_client(cluster: &Cluster) -> &'static str {
+    if cluster.tls_dir().is_some() { crate::CLIENT_IDENTITY } else { "" }
+}
+
+/// A phantom's data address: loopback, at a port of its own (a phantom takes no data).
+fn phantom_data_addr(machine: u32) -> String {
+    format!("127.0.0.1:{}", 9000 + machine - FIRST_PHANTOM_MACHINE)
+}
+
+/// The phantom agents that hold coflows (see [`phantom_machines`]).
 async fn phantoms(cluster: &Cluster, n: u32) -> Result<Vec<Phantom>, BenchError> {
     let security = cluster.agent_security(0)?;
     let mut out = Vec::new();
-    for i in 0..n {
-        let machine = 100 + i;
+    for machine in phantom_machines(n).0 {
         let security = if cluster.tls_dir().is_some() { cluster.agent_security(machine)? } else { security.clone() };
         let p = Phantom::connect(
             &cluster.coordinator_url(),
             &security,
             machine,
-            &format!("127.0.0.1:{}", 9000 + i),
+            &phantom_data_addr(machine),
             1.25e9,
             Duration::from_millis(100),
             Duration::from_secs(10),
         )
         .await
         .map_err(phantom_error)?;
-        out.push(p);
+        out.push(p.for_client(phantom_client(cluster)));
     }
     Ok(out)
 }
@@ -461,7 +494,8 @@ async fn load(
     measure: Option<(&Client, &Client, &[u8], &Recorder)>,
 ) -> Result<Load, BenchError> {
     let stop = Arc::new(AtomicBool::new(false));
-    let failures = Arc::new(AtomicU64::new(0));
+    // How many flows failed, and why the first did.
+    let failures = Arc::new((AtomicU64::new(0), std::sync::OnceLock::<String>::new()));
     let total = workers * pairs.len();
     // Each worker's flows are this far apart, for the messages of all to come at `rate`.
     let period = rate.map(|r| Duration::from_secs_f64(total as f64 * 4.0 / r));
@@ -469,9 +503,11 @@ async fn load(
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (a, b) in pairs {
+        // One client registers the coflows of the pair's workers, so that the connections the
+        // load holds do not grow with the workers.
+        let client = cluster.client(0).await?;
         for w in 0..workers {
-            let (a, b, stop, failures) = (a.clone(), b.clone(), stop.clone(), failures.clone());
-            let client = cluster.client(0).await?;
+            let (a, b, stop, failures, client) = (a.clone(), b.clone(), stop.clone(), failures.clone(), client.clone());
             tasks.spawn(async move {
                 let mut coflow = None;
                 let mut k = 0u64;
@@ -494,8 +530,9 @@ async fn load(
                             .await
                         {
                             Ok(c) => coflow = Some(c),
-                            Err(_) => {
-                                failures.fetch_add(1, Ordering::Relaxed);
+                            Err(e) => {
+                                failures.0.fetch_add(1, Ordering::Relaxed);
+                                failures.1.get_or_init(|| format!("registering its coflow: {e}"));
                                 break;
                             }
                         }
@@ -511,8 +548,9 @@ async fn load(
                         Ok::<_, tonic::Status>(())
                     }
                     .await;
-                    if ok.is_err() {
-                        failures.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = ok {
+                        failures.0.fetch_add(1, Ordering::Relaxed);
+                        failures.1.get_or_init(|| format!("{:?}: {}", e.code(), e.message()));
                     }
                 }
                 if let Some(c) = coflow {
@@ -549,31 +587,33 @@ async fn load(
         }
         None => Vec::new(),
     };
-    if failures.load(Ordering::Relaxed) > 0 {
-        tracing::warn!(failures = failures.load(Ordering::Relaxed), "some load flows failed");
+    if let Some(first) = failures.1.get() {
+        tracing::warn!(failures = failures.0.load(Ordering::Relaxed), first, "some load flows failed");
     }
     Ok(Load { messages: m1.saturating_sub(m0), decisions: d1.saturating_sub(d0), seconds, first })
 }
 
-/// Fresh phantom pairs for the load, on machines 200 and up.
+/// Fresh phantom pairs for the load, on machines after those of the phantoms that held coflows
+/// (see [`phantom_machines`]).
 async fn phantoms_pairs(cluster: &Cluster, cfg: &LiveBench) -> Result<Vec<(Arc<Phantom>, Arc<Phantom>)>, BenchError> {
     let mut out = Vec::new();
-    for i in 0..(cfg.phantoms / 2).max(1) {
+    let machines: Vec<u32> = phantom_machines(cfg.phantoms.max(2)).1.collect();
+    for pair in machines.chunks(2) {
         let mut two = Vec::new();
-        for machine in [200 + 2 * i, 201 + 2 * i] {
+        for &machine in pair {
             let security = cluster.agent_security(machine)?;
             let p = Phantom::connect(
                 &cluster.coordinator_url(),
                 &security,
                 machine,
-                &format!("127.0.0.1:{}", 10_000 + machine),
+                &phantom_data_addr(machine),
                 1.25e9,
                 Duration::from_millis(100),
                 Duration::from_secs(10),
             )
             .await
             .map_err(phantom_error)?;
-            two.push(Arc::new(p));
+            two.push(Arc::new(p.for_client(phantom_client(cluster))));
         }
         let b = two.pop().expect("two");
         let a = two.pop().expect("two");
@@ -803,5 +843,26 @@ impl LiveReport {
             ));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FIRST_PHANTOM_MACHINE, MAX_PHANTOMS, phantom_data_addr, phantom_machines};
+
+    /// For every number of phantoms a run takes, the phantoms that hold coflows and those of the
+    /// load's pairs are on machines of their own, after the cluster's agents, each at a data
+    /// address of its own.
+    #[test]
+    fn phantom_machines_do_not_overlap() {
+        for n in 2..=MAX_PHANTOMS {
+            let (holding, pairs) = phantom_machines(n);
+            assert_eq!(holding.len(), n as usize);
+            assert_eq!(pairs.len(), 2 * (n / 2) as usize);
+            assert!(holding.start >= FIRST_PHANTOM_MACHINE && holding.end <= pairs.start, "{n}: {holding:?} {pairs:?}");
+            let addrs: std::collections::HashSet<String> = holding.chain(pairs).map(phantom_data_addr).collect();
+            assert_eq!(addrs.len(), n as usize + 2 * (n / 2) as usize);
+            assert!(addrs.iter().all(|a| a.parse::<std::net::SocketAddr>().is_ok()));
+        }
     }
 }

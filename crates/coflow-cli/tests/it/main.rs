@@ -1,6 +1,7 @@
 //! End-to-end tests of the `coflow` binary, run as a user would.
 
 mod abuse;
+mod bench_live;
 mod certs;
 mod clock;
 mod config;
