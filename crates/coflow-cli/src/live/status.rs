@@ -33,6 +33,10 @@ pub(crate) struct StatusArgs {
         value_parser = crate::units::seconds
     )]
     watch: Option<f64>,
+    /// How long an ask may wait for the coordinator's answer before it fails `timed-out` (a
+    /// coordinator that accepts and never answers, stopped or wedged), 0.1 to 3600 seconds.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = crate::units::seconds)]
+    timeout: f64,
     #[command(flatten)]
     token: TokenArgs,
     #[command(flatten)]
@@ -45,6 +49,9 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
     {
         anyhow::bail!("--watch must be 0.1 to 3600 seconds, not {s}");
     }
+    if !(0.1..=3600.0).contains(&a.timeout) {
+        anyhow::bail!("--timeout must be 0.1 to 3600 seconds, not {}", coflow_core::shown(a.timeout));
+    }
     // The files it reads, which its output must not write over.
     let inputs = [
         ("--token-file", a.token.file()),
@@ -56,13 +63,14 @@ pub(crate) fn run(a: StatusArgs) -> Result<()> {
     let files = TlsFiles::from_parts("--tls-", a.tls.tls_ca, a.tls.tls_cert, a.tls.tls_key)?;
     let scheme = if files.is_some() { "https" } else { "http" };
     let url = a.coordinator.unwrap_or_else(|| format!("{scheme}://127.0.0.1:7070"));
-    let cfg = match files {
+    let mut cfg = match files {
         Some(f) => {
             a.token.warn_unread();
             ClientConfig::tls(url.clone(), url.clone(), f)
         }
         None => ClientConfig::new(url.clone(), url.clone(), a.token.token()?),
     };
+    cfg.timeout = Duration::from_secs_f64(a.timeout);
     let clear = a.watch.is_some() && a.json.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     runtime()?.block_on(async move {
         let c = Client::connect(cfg).await.with_context(|| format!("connecting to the coordinator at {url}"))?;

@@ -58,6 +58,40 @@ fn a_log_on_a_full_disk_never_changes_the_answer() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
 
+/// A coordinator that accepts the connection and never answers (stopped, wedged) fails
+/// `coflow status` at its `--timeout`, in plaintext and over TLS alike, never later.
+#[test]
+fn status_of_a_coordinator_that_never_answers_ends_at_its_timeout() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let certs = tmp("status-timeout-certs");
+    let _ = std::fs::remove_dir_all(&certs);
+    coflow_proto::certs::init(&certs, false).unwrap();
+    coflow_proto::certs::issue(&certs, &coflow_proto::certs::Subject::Admin, false).unwrap();
+    let tls: Vec<String> = ["--tls-ca", "ca.crt", "--tls-cert", "admin.crt", "--tls-key", "admin.key"]
+        .iter()
+        .enumerate()
+        .map(|(i, a)| if i % 2 == 0 { a.to_string() } else { certs.join(a).display().to_string() })
+        .collect();
+    for (scheme, extra) in [("http", &[][..]), ("https", &tls[..])] {
+        let started = std::time::Instant::now();
+        let out = coflow()
+            .args(["status", "--timeout", "1s", "--coordinator", &format!("{scheme}://127.0.0.1:{port}")])
+            .args(extra)
+            .env("COFLOW_TOKEN", "a-token-for-the-silent-coordinator-test")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{scheme}: {err}");
+        assert!(err.contains("timed out after 1s"), "{scheme}: {err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(8), "{scheme}: {:?}", started.elapsed());
+    }
+    drop(silent);
+    let out = coflow().args(["status", "--timeout", "0s"]).env("COFLOW_TOKEN", "t".repeat(32)).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout must be 0.1 to 3600 seconds, not 0"), "{out:?}");
+    std::fs::remove_dir_all(&certs).unwrap();
+}
+
 #[test]
 fn logs_written_to_a_file_carry_no_colour_codes() {
     let log = tmp("coordinator.log");
