@@ -35,7 +35,7 @@ pub(crate) struct StatusArgs {
     watch: Option<f64>,
     /// How long an ask may wait for the coordinator's answer before it fails `timed-out` (a
     /// coordinator that accepts and never answers, stopped or wedged), 0.1 to 3600 seconds.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = crate::units::seconds)]
+    #[arg(long, value_name = "SECONDS", default_value = "10", env = "COFLOW_TIMEOUT", value_parser = crate::units::seconds)]
     timeout: f64,
     #[command(flatten)]
     token: TokenArgs,
