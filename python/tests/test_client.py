@@ -398,12 +398,15 @@ def test_over_mutual_tls_bytes_are_exact_and_only_members_in_their_role_get_in(t
     with pytest.raises(coflow.CoflowError):
         with coflow.Client(plain, tls_cluster.agents[0].replace("https://", "http://"), token="python-tests-token") as p:
             p.register(1)
-    # A service's certificate may not use the coflow API: the client will not start with one,
-    # rather than failing at its first call (where the refusal may read as a lost connection).
-    for service in ("agent-0", "coordinator"):
-        says = rf"tls: \S*/{service}\.crt is the certificate of coflow://\S+, a service; a client needs a client's"
-        with pytest.raises(coflow.Invalid, match=says):
-            tls_cluster.client(0, tls=tls_cluster.tls_files(service))
+    # An agent's certificate may not use the coflow API: a client's role only.
+    with tls_cluster.client(0, tls=tls_cluster.tls_files("agent-0")) as impostor:
+        with pytest.raises(coflow.PermissionDenied):
+            impostor.register(1)
+    # The coordinator's, a server's only, is refused when the client is made, rather than at its
+    # first call (where the refusal may read as a lost connection).
+    says = r"tls: \S*/coordinator\.crt is the certificate of coflow://coordinator, a server's only; a client needs"
+    with pytest.raises(coflow.Invalid, match=says):
+        tls_cluster.client(0, tls=tls_cluster.tls_files("coordinator"))
 
 
 def test_tls_files_must_exist(cluster: Cluster) -> None:

@@ -345,12 +345,14 @@ impl ClientConfig {
         match (&self.tls, &self.token) {
             (Some(files), _) => {
                 let tls = TlsContext::load(files).map_err(|e| ClientError::Invalid(e.to_string()))?;
-                // A service's certificate would be refused by every service at the first call,
-                // where the refusal may read as the connection closing: refused here instead.
-                if let role @ (coflow_proto::Role::Coordinator | coflow_proto::Role::Agent(_)) = tls.role() {
+                // The coordinator's certificate is a server's only: every service would refuse it
+                // at the handshake of the first call, where the refusal may read as the connection
+                // closing. Refused here instead. (An agent's may read the status; the services
+                // refuse it the coflow API themselves.)
+                if let role @ coflow_proto::Role::Coordinator = tls.role() {
                     return Err(ClientError::Invalid(format!(
-                        "tls: {} is the certificate of {role}, a service; a client needs a client's or an \
-                         admin's (`coflow certs issue DIR --client NAME` or `--admin`)",
+                        "tls: {} is the certificate of {role}, a server's only; a client needs a client's or \
+                         an admin's (`coflow certs issue DIR --client NAME` or `--admin`)",
                         files.cert.display()
                     )));
                 }

@@ -127,14 +127,15 @@ mod tests {
         let d = dir("dirs");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711)).unwrap();
         let deep = d.join("a/b");
-        create_dirs(&deep, 0o750).unwrap();
-        assert_eq!((mode(&d.join("a")), mode(&deep)), (0o750, 0o750));
+        // Modes with bits for others to write, which the usual umask (022) would take away.
+        create_dirs(&deep, 0o772).unwrap();
+        assert_eq!((mode(&d.join("a")), mode(&deep)), (0o772, 0o772));
         assert_eq!(mode(&d), 0o711, "an existing parent is left alone");
         create_dirs(&deep, 0o700).unwrap();
-        assert_eq!(mode(&deep), 0o750, "an existing directory is left alone");
+        assert_eq!(mode(&deep), 0o772, "an existing directory is left alone");
         let f = d.join("f");
-        write_new(&f, b"x", 0o640).unwrap();
-        assert_eq!(mode(&f), 0o640);
+        write_new(&f, b"x", 0o666).unwrap();
+        assert_eq!(mode(&f), 0o666);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

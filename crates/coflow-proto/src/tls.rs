@@ -1022,6 +1022,36 @@ impl Interceptor for Authenticate {
 mod tests {
     use super::*;
 
+    /// An alert heard after the handshake comes as an I/O error carrying rustls's words only:
+    /// a refusal of the certificate is read from them, any other alert is not a refusal.
+    #[test]
+    fn a_refusal_heard_as_words_is_a_refusal() {
+        #[derive(Debug)]
+        struct Wrapped(std::io::Error);
+        impl fmt::Display for Wrapped {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Wrapped {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let said = |words: &str| Wrapped(std::io::Error::new(std::io::ErrorKind::InvalidData, words.to_string()));
+        let alert = |words: &str| certificate_refused(&said(words));
+        use rustls::AlertDescription as A;
+        assert_eq!(alert("received fatal alert: BadCertificate"), Some(A::BadCertificate));
+        assert_eq!(alert("received fatal alert: UnsupportedCertificate"), Some(A::UnsupportedCertificate));
+        assert_eq!(alert("received fatal alert: HandshakeFailure"), None, "not about the certificate");
+        assert_eq!(alert("connection reset"), None);
+        // The same alert as rustls's own error.
+        let typed = std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::AlertReceived(A::UnknownCA));
+        assert_eq!(certificate_refused(&Wrapped(typed)), Some(A::UnknownCA));
+        assert!(client_certificate_question(A::UnsupportedCertificate).contains("not a service's"));
+        assert!(client_certificate_question(A::UnknownCA).contains("signed by the cluster CA"));
+    }
+
     /// A service certificate refused is told by why, through the errors it comes wrapped in.
     #[test]
     fn a_refused_service_certificate_says_why() {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use coflow_client::{Client, ClientConfig, ClientError, CoflowOptions};
 use coflow_proto::certs::{CertAuthority, Subject};
-use coflow_proto::pb::agent_client::AgentClient;
 use coflow_proto::pb::coordinator_client::CoordinatorClient;
 use coflow_proto::{Security, TlsContext, TokenAttach, pb};
 use coflow_testkit::{Cluster, ClusterConfig, files};
@@ -415,23 +414,17 @@ async fn roles_bound_what_a_certificate_may_do() -> anyhow::Result<()> {
         }
         other => panic!("a put for machine 2 in machine 5's session was answered {other:?}"),
     }
-    // ... nor use the coflow API: the SDK will not start with a service's certificate, and the
-    // coordinator and the agent refuse its calls.
+    // ... nor use the coflow API, which the SDK reports as PermissionDenied.
     let f = files(&own, "agent-1");
+    let as_agent = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(1), f)).await?;
+    let e = as_agent.register(1, CoflowOptions::default()).await.unwrap_err();
+    assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
+    let e = as_agent.put(coflow_client::CoflowId(1), "x", vec![1]).await.unwrap_err();
+    assert!(matches!(e, ClientError::PermissionDenied(_)), "{e}");
+    // The SDK will not start with the coordinator's certificate, a server's only.
+    let f = files(&own, "coordinator");
     let e = Client::connect(ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(1), f)).await.unwrap_err();
-    assert!(matches!(&e, ClientError::Invalid(m) if m.contains("coflow://agent/1, a service")), "{e}");
-    let mut as_agent = raw(&cluster, &own, "agent-1").await?;
-    assert_denied(
-        as_agent.register(pb::RegisterRequest { num_flows: 1, ..Default::default() }).await,
-        "agent Register",
-    );
-    let mut f = files(&own, "agent-1");
-    f.ca = cluster.tls_dir().expect("a TLS cluster").join("ca.crt");
-    let channel = Security::Tls(TlsContext::load(&f)?).endpoint(&cluster.agent_url(1)).map_err(anyhow::Error::msg)?;
-    let mut agent = AgentClient::with_interceptor(channel.connect_lazy(), TokenAttach::new(None));
-    let put =
-        pb::PutRequest { coflow_id: 1, data_id: "x".into(), source: Some(pb::put_request::Source::Content(vec![1])) };
-    assert_denied(agent.put(put).await, "agent Put");
+    assert!(matches!(&e, ClientError::Invalid(m) if m.contains("coflow://coordinator, a server's only")), "{e}");
 
     // The admin may not act for an agent; the coordinator's certificate, a server's only, is
     // refused at the handshake as a client.
