@@ -1022,22 +1022,26 @@ impl Interceptor for Authenticate {
 mod tests {
     use super::*;
 
+    /// An I/O error as a transport wraps it, beneath an error of its own.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("transport error")
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
     /// An alert heard after the handshake comes as an I/O error carrying rustls's words only:
     /// a refusal of the certificate is read from them, any other alert is not a refusal.
     #[test]
     fn a_refusal_heard_as_words_is_a_refusal() {
-        #[derive(Debug)]
-        struct Wrapped(std::io::Error);
-        impl fmt::Display for Wrapped {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("transport error")
-            }
-        }
-        impl std::error::Error for Wrapped {
-            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-                Some(&self.0)
-            }
-        }
         let said = |words: &str| Wrapped(std::io::Error::new(std::io::ErrorKind::InvalidData, words.to_string()));
         let alert = |words: &str| certificate_refused(&said(words));
         use rustls::AlertDescription as A;
@@ -1116,18 +1120,6 @@ mod tests {
     /// other errors are not a refused certificate.
     #[test]
     fn a_refused_certificate_is_told_by_its_alert() {
-        #[derive(Debug)]
-        struct Wrapped(std::io::Error);
-        impl fmt::Display for Wrapped {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("transport error")
-            }
-        }
-        impl std::error::Error for Wrapped {
-            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-                Some(&self.0)
-            }
-        }
         let alert = |a| Wrapped(std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::AlertReceived(a)));
         use rustls::AlertDescription as A;
         for a in [A::UnknownCA, A::CertificateExpired, A::BadCertificate, A::CertificateRequired] {

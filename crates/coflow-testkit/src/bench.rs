@@ -393,34 +393,32 @@ fn phantom_machines(phantoms: u32) -> (std::ops::Range<u32>, std::ops::Range<u32
     (holding, pairs)
 }
 
-/// Whom the phantoms speak for: the cluster's client (with TLS, its identity; in token mode, none).
-fn phantom_client(cluster: &Cluster) -> &'static str {
-    if cluster.tls_dir().is_some() { crate::CLIENT_IDENTITY } else { "" }
-}
-
 /// A phantom's data address: loopback, at a port of its own (a phantom takes no data).
 fn phantom_data_addr(machine: u32) -> String {
     format!("127.0.0.1:{}", 9000 + machine - FIRST_PHANTOM_MACHINE)
 }
 
+/// A phantom agent for `machine`, speaking for the cluster's client.
+async fn phantom(cluster: &Cluster, machine: u32) -> Result<Phantom, BenchError> {
+    let p = Phantom::connect(
+        &cluster.coordinator_url(),
+        &cluster.agent_security(machine)?,
+        machine,
+        &phantom_data_addr(machine),
+        1.25e9,
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+    )
+    .await
+    .map_err(phantom_error)?;
+    Ok(p.for_client(cluster.client_identity()))
+}
+
 /// The phantom agents that hold coflows (see [`phantom_machines`]).
 async fn phantoms(cluster: &Cluster, n: u32) -> Result<Vec<Phantom>, BenchError> {
-    let security = cluster.agent_security(0)?;
     let mut out = Vec::new();
     for machine in phantom_machines(n).0 {
-        let security = if cluster.tls_dir().is_some() { cluster.agent_security(machine)? } else { security.clone() };
-        let p = Phantom::connect(
-            &cluster.coordinator_url(),
-            &security,
-            machine,
-            &phantom_data_addr(machine),
-            1.25e9,
-            Duration::from_millis(100),
-            Duration::from_secs(10),
-        )
-        .await
-        .map_err(phantom_error)?;
-        out.push(p.for_client(phantom_client(cluster)));
+        out.push(phantom(cluster, machine).await?);
     }
     Ok(out)
 }
@@ -601,19 +599,7 @@ async fn phantoms_pairs(cluster: &Cluster, cfg: &LiveBench) -> Result<Vec<(Arc<P
     for pair in machines.chunks(2) {
         let mut two = Vec::new();
         for &machine in pair {
-            let security = cluster.agent_security(machine)?;
-            let p = Phantom::connect(
-                &cluster.coordinator_url(),
-                &security,
-                machine,
-                &phantom_data_addr(machine),
-                1.25e9,
-                Duration::from_millis(100),
-                Duration::from_secs(10),
-            )
-            .await
-            .map_err(phantom_error)?;
-            two.push(Arc::new(p.for_client(phantom_client(cluster))));
+            two.push(Arc::new(phantom(cluster, machine).await?));
         }
         let b = two.pop().expect("two");
         let a = two.pop().expect("two");

@@ -379,6 +379,12 @@ impl Cluster {
         &self.token
     }
 
+    /// The identity the cluster's clients speak for: with TLS, the testkit client's; in token
+    /// mode, none.
+    pub fn client_identity(&self) -> &'static str {
+        if self.tls_dir.is_some() { CLIENT_IDENTITY } else { "" }
+    }
+
     /// The credentials of an agent for `machine`, which need not run: the token, or with TLS a
     /// certificate for that machine (issued by the cluster's CA on first use).
     pub fn agent_security(&self, machine: u32) -> Result<Security, ClusterError> {

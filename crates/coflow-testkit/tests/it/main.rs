@@ -87,7 +87,7 @@ pub(crate) async fn phantom_at(
         Duration::from_secs(5),
     )
     .await?;
-    Ok(p.for_client(if cluster.tls_dir().is_some() { coflow_testkit::CLIENT_IDENTITY } else { "" }))
+    Ok(p.for_client(cluster.client_identity()))
 }
 
 /// [`phantom_at`] at a port of its own, sending at 1 MB/s and heartbeating every 50 ms.
