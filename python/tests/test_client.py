@@ -163,6 +163,27 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
             c.put(1, "p", data)  # type: ignore[arg-type]
 
 
+def test_a_url_the_client_cannot_take_is_a_value_error_naming_its_argument() -> None:
+    # Refused when the client is made, with no call: an argument, not a service's refusal.
+    token = "x" * 32
+    for kwargs, says in [
+        (dict(coordinator="not a url"), r'^coordinator: url "http://not a url": invalid URI$'),
+        (dict(agent="::::"), r'^agent: url "http://::::": invalid URI$'),
+        (dict(coordinator="ftp://x"), r'^coordinator: url "ftp://x" must start with http:// \(TLS is off'),
+        (dict(agent="https://127.0.0.1:7071"), r'^agent: url "https://127.0.0.1:7071" must start with http://'),
+        # Both wrong: the coordinator, checked first, is named.
+        (dict(coordinator="not a url", agent="::::"), r"^coordinator: "),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            coflow.Client(token=token, **kwargs)  # type: ignore[arg-type]
+
+        async def make() -> None:
+            coflow.aio.Client(token=token, **kwargs)  # type: ignore[arg-type]
+
+        with pytest.raises(ValueError, match=says):
+            asyncio.run(make())
+
+
 def test_a_client_made_before_a_fork_refuses_calls_in_the_child(cluster: Cluster) -> None:
     # The child has none of the parent's runtime threads: a call there would wait for ever.
     with cluster.client(0) as a:
@@ -407,6 +428,13 @@ def test_over_mutual_tls_bytes_are_exact_and_only_members_in_their_role_get_in(t
     says = r"tls: \S*/coordinator\.crt is the certificate of coflow://coordinator, a server's only; a client needs"
     with pytest.raises(coflow.Invalid, match=says):
         tls_cluster.client(0, tls=tls_cluster.tls_files("coordinator"))
+    # Over TLS the URLs are https://: a plaintext one is its argument's ValueError, while a
+    # certificate the client refuses stays Invalid whatever the URLs.
+    plain_agent = tls_cluster.agents[0].replace("https://", "http://")
+    with pytest.raises(ValueError, match=r'^agent: url "http://\S+" must start with https:// \(TLS is on'):
+        coflow.Client(tls_cluster.coordinator, plain_agent, tls=tls_cluster.tls_files("client-pytest"))
+    with pytest.raises(coflow.Invalid, match=says):
+        coflow.Client(plain, plain_agent, tls=tls_cluster.tls_files("coordinator"))
 
 
 def test_tls_files_must_exist(cluster: Cluster) -> None:
