@@ -5,6 +5,7 @@ POLICIES: List[str]
 ERROR_KINDS: List[str]
 LEASE_S: Tuple[float, float]
 MAX_TIMEOUT_S: float
+MAX_MACHINES: int
 __version__: str
 
 class ServiceError(Exception): ...
@@ -16,6 +17,7 @@ class Workload:
     bytes: int
     source: str
     def to_jsonl(self) -> str: ...
+    def same_as(self, other: Workload) -> bool: ...
 
 class Results:
     json: str

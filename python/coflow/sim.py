@@ -7,6 +7,7 @@ The runs, the lower bounds and the report are those of ``coflow sim`` (the same 
 from __future__ import annotations
 
 import decimal
+import fractions
 import html
 import io
 import json
@@ -67,7 +68,11 @@ class Coflow:
 
 
 class Workload:
-    """A workload to simulate: from :func:`read_trace`, :func:`synthetic` or :func:`workload`."""
+    """A workload to simulate: from :func:`read_trace`, :func:`synthetic` or :func:`workload`.
+
+    Workloads are values: two are equal when they hold the same machines and coflows under the
+    same :attr:`source` (a pickled workload equals what it was), and equal ones hash alike.
+    """
 
     def __init__(self, inner: _coflow.Workload) -> None:
         self._inner = inner
@@ -100,6 +105,15 @@ class Workload:
     def to_jsonl(self) -> str:
         """The workload in the ``coflow-jsonl`` trace format (``coflow sim --trace`` reads it)."""
         return self._inner.to_jsonl()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Workload):
+            return NotImplemented
+        return self._inner.same_as(other._inner)
+
+    def __hash__(self) -> int:
+        # The counts only: cheap, and equal for equal workloads.
+        return hash((self.machines, self.coflows, self.flows, self.bytes, self.source))
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # Pickled as its trace text, which reads back to the same workload (multiprocessing,
@@ -148,6 +162,10 @@ def read_trace(path: Any) -> Workload:
     return Workload(_coflow.read_trace(_path(path, "path")))
 
 
+#: A file's path as :func:`read_trace` and the other functions taking one accept it.
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
 def _path(value: Any, what: str) -> str:
     """A file's path: a ``str``, ``bytes`` or :class:`os.PathLike`, as the library reads it."""
     if not isinstance(value, (str, bytes, os.PathLike)):
@@ -160,7 +178,7 @@ def synthetic(seed: int = 1, coflows: Optional[int] = None, machines: Optional[i
     default (``--seed``, ``--coflows``, ``--machines``; the same defaults)."""
     seed = _count(seed, "seed")
     coflows = None if coflows is None else _count(coflows, "coflows")
-    machines = None if machines is None else _count(machines, "machines", _MAX_MACHINE)
+    machines = None if machines is None else _count(machines, "machines", _MAX_MACHINES)
     return Workload(_coflow.synthetic(seed, coflows, machines))
 
 
@@ -170,17 +188,35 @@ WorkloadLike = Union[Workload, "pd.DataFrame", Iterable[Union[Coflow, Mapping[st
 #: The largest time a workload holds: 2^64 - 1 ns (its times are unsigned 64-bit nanoseconds).
 _MAX_NANOS = 2**64 - 1
 
-#: The largest machine number, and count of machines, a workload holds (unsigned 32-bit).
-_MAX_MACHINE = 2**32 - 1
+#: The most machines a workload holds (as a trace file, or generated); machines are numbered
+#: from 0.
+_MAX_MACHINES: int = _coflow.MAX_MACHINES
 
 
 def _nanos(value: Any, what: str) -> int:
-    if _is_bool(value) or not isinstance(value, numbers.Real):
+    """A non-negative number of seconds (an ``int``, a ``float``, a ``Fraction``, a ``Decimal``
+    or numpy's, as :func:`_real` takes) as whole nanoseconds, rounded half to even: exactly for
+    an integer, a ``Fraction`` or a ``Decimal``; a float's through its product with 1e9."""
+    if _is_bool(value) or not isinstance(value, (numbers.Real, decimal.Decimal)):
         raise ValueError(f"{what}: expected a number of seconds, got {value!r}")
-    seconds = float(value)
-    if not (seconds >= 0.0 and seconds != float("inf")):
-        raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
-    nanos = round(seconds * 1e9)
+    if isinstance(value, decimal.Decimal):
+        if value.is_nan() or value.is_infinite() or value < 0:
+            raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
+        # Checked before it is scaled, so that no huge exponent is ever expanded.
+        if value >= _MAX_NANOS:
+            raise ValueError(f"{what}: must be below 2^64 ns (about 18446744073.7 seconds), got {value!r}")
+        # Below 2^64 s, nanoseconds have at most 29 digits: at this precision, both steps are exact.
+        exact = decimal.Context(prec=40, rounding=decimal.ROUND_HALF_EVEN)
+        nanos = int(value.quantize(decimal.Decimal("1e-9"), context=exact).scaleb(9, context=exact))
+    elif isinstance(value, numbers.Rational):
+        if value < 0:
+            raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
+        nanos = round(fractions.Fraction(int(value.numerator), int(value.denominator)) * 10**9)
+    else:
+        seconds = float(value)
+        if not (seconds >= 0.0 and seconds != float("inf")):
+            raise ValueError(f"{what}: must be a non-negative number of seconds, got {value!r}")
+        nanos = round(seconds * 1e9)
     if nanos > _MAX_NANOS:
         raise ValueError(f"{what}: must be below 2^64 ns (about 18446744073.7 seconds), got {value!r}")
     return nanos
@@ -270,10 +306,21 @@ def _flow(f: Any, what: str) -> Dict[str, int]:
         except (TypeError, ValueError):
             raise ValueError(f"{what}: expected a Flow, a (src, dst, bytes) tuple or a mapping, got {f!r}") from None
     return {
-        "src": _count(src, f"{what}: src", _MAX_MACHINE),
-        "dst": _count(dst, f"{what}: dst", _MAX_MACHINE),
+        "src": _machine(src, f"{what}: src"),
+        "dst": _machine(dst, f"{what}: dst"),
         "bytes": _count(size, f"{what}: bytes"),
     }
+
+
+def _machine(value: Any, what: str) -> int:
+    """A flow's endpoint: a machine's number, below the most machines a workload holds."""
+    n = _count(value, what)
+    if n >= _MAX_MACHINES:
+        raise ValueError(
+            f"{what}: machine {n} is out of range: machines are numbered from 0 and a workload holds "
+            f"at most {_MAX_MACHINES}"
+        )
+    return n
 
 
 def _fields(m: Mapping[Any, Any], what: str, required: Tuple[str, ...], optional: Tuple[str, ...]) -> None:
@@ -314,16 +361,24 @@ def _coflow_record(c: Any, i: int) -> Dict[str, Any]:
         "flows": [_flow(f, f"{what} flow {j}") for j, f in enumerate(flows)],
     }
     deadline = c.get("deadline")
-    if deadline is not None and deadline == deadline:  # NaN (a DataFrame's missing value) is none
+    if not _missing(deadline):
         rec["deadline_ns"] = _nanos(deadline, f"{what}: deadline")
     weight = c.get("weight", 1.0)
-    if weight is None or weight != weight:
+    if _missing(weight):
         weight = 1.0
     rec["weight"] = _real(weight, f"{what}: weight")
     if not (math.isfinite(rec["weight"]) and rec["weight"] > 0.0):
         raise ValueError(f"{what}: weight: must be a positive finite number, got {weight!r}")
     rec["parents"] = [_count(p, f"{what}: parents") for p in _parent_list(c.get("parents"), f"{what}: parents")]
     return rec
+
+
+def _missing(value: Any) -> bool:
+    """Whether an optional field is absent: ``None``, or NaN (a DataFrame's missing value), a
+    ``Decimal``'s among them (whose signalling NaN compares with nothing)."""
+    if isinstance(value, decimal.Decimal):
+        return value.is_nan()
+    return value is None or value != value
 
 
 def _records_from_dataframe(df: "pd.DataFrame") -> List[Dict[str, Any]]:
@@ -384,7 +439,9 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
     ``deadline`` (s after arrival), ``weight``, ``parents``), or a pandas DataFrame with one row
     per flow and columns ``coflow``, ``arrival``, ``src``, ``dst``, ``bytes`` and optional
     ``deadline``, ``weight``, ``parents``.
-    ``machines`` defaults to one more than the largest endpoint.
+    ``machines`` (at most 1,000,000, as in a trace file) defaults to one more than the largest
+    endpoint; a workload whose flows name no machine (none, or coflows without flows) may have 0,
+    as a trace file's header may say.
     Errors (:class:`ValueError`) name the coflow and the field.
     """
     if isinstance(data, Workload):
@@ -403,9 +460,7 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
         if largest < 0:
             raise ValueError("machines: no flow names a machine (the workload has no flows), so give machines=")
         machines = largest + 1
-    machines = _count(machines, "machines", _MAX_MACHINE)
-    if machines == 0:
-        raise ValueError("machines: a workload needs at least one machine")
+    machines = _count(machines, "machines", _MAX_MACHINES)
     if largest >= machines:
         raise ValueError(f"machines: a flow's endpoint is machine {largest}, but there are only {machines} machines")
     header = {"format": "coflow-jsonl", "version": 1, "machines": machines}
@@ -456,7 +511,13 @@ class _KeptResults:
 
 
 class Report:
-    """What :func:`simulate` found, as ``coflow sim`` reports it."""
+    """What :func:`simulate` found, as ``coflow sim`` reports it.
+
+    Reports are values: two are equal when everything they report is (the JSON, the per-coflow
+    rows, the tables, the notes), so that two runs of the same inputs give equal reports and a
+    pickled report equals what it was; the wall times (:attr:`wall_s`), which differ from run to
+    run, are not compared. Equal reports hash alike.
+    """
 
     def __init__(self, results: Union[_coflow.Results, _KeptResults]) -> None:
         self._results = results
@@ -468,6 +529,19 @@ class Report:
             r.json, r.csv, r.baseline_csv, r.describe, list(r.wall_s), list(r.notes), r.kind, r.tables
         )
         return (Report, (kept,))
+
+    def _compared(self) -> Tuple[Any, ...]:
+        """What equality compares: every result but the wall times."""
+        r = self._results
+        return (r.json, r.csv, r.baseline_csv, r.describe, r.kind, r.tables, tuple(r.notes))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Report):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._results.json)
 
     def to_json(self) -> str:
         """The JSON report, byte for byte as ``coflow sim --json`` writes it."""
@@ -573,9 +647,10 @@ class Report:
             raise ValueError("plot: a sweep's report has no per-coflow completion times to draw")
         image = None
         if path is not None:
-            image = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+            path = _path(path, "path")
+            image = os.path.splitext(path)[1].lower().lstrip(".")
             if image not in ("svg", "png"):
-                raise ValueError(f"path {os.fspath(path)!r}: the file name must end in .svg or .png")
+                raise ValueError(f"path {path!r}: the file name must end in .svg or .png")
         try:
             from matplotlib.figure import Figure
             from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
@@ -645,7 +720,7 @@ class Report:
             bars.set_ylabel(f"factor of improvement over {baseline}")
             bars.set_title(f"Improvement of average CCT over {baseline}, per bin")
         if image is not None:
-            fig.savefig(os.fspath(path), format=image)
+            fig.savefig(path, format=image)
         return fig
 
     def __repr__(self) -> str:
@@ -669,14 +744,24 @@ _PALETTE = (
 
 
 def _port_rate(value: Any) -> str:
-    """``port_rate`` as the library parses it: a string with its unit, or a number of bytes per
-    second (any integer or real number, numpy's among them)."""
+    """``port_rate`` as the library parses it: a string with its unit, or a whole number of bytes
+    per second (any real number :func:`_real` takes: an ``int``, a ``float``, a ``Fraction``, a
+    ``Decimal`` or numpy's), the exact value of an integer, a ``Fraction`` or a ``Decimal``."""
     if isinstance(value, str):
         return value
-    if _is_bool(value) or not isinstance(value, numbers.Real):
+    if _is_bool(value) or not isinstance(value, (numbers.Real, decimal.Decimal)):
         raise ValueError(f"port_rate: expected a rate such as '1Gbps' or a number of bytes per second, got {value!r}")
     if isinstance(value, numbers.Integral):
         return str(operator.index(value))
+    if isinstance(value, numbers.Rational):
+        if value != int(value):
+            raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")
+        return str(int(value))
+    if isinstance(value, decimal.Decimal):
+        if not (value.is_finite() and value == value.to_integral_value()):
+            raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")
+        # A value too large to be any port's rate keeps its short form, as a float's below.
+        return str(int(value)) if abs(value) < 10**18 else format(value, "e")
     as_float = float(value)
     if not as_float.is_integer():
         raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")
@@ -706,10 +791,19 @@ def _workload_arg(workload: Any) -> Workload:
     return _make_workload(workload)
 
 
-def _progress_bar(show: bool, what: str) -> Tuple[Optional[Callable[[int, int], None]], Callable[[], None]]:
-    """A callback drawing a tqdm bar (a notebook widget in a notebook), and what closes it; no
-    bar without tqdm or when ``show`` is false."""
-    if not show:
+#: What ``progress`` takes: on or off (a tqdm bar), or a callable ``progress(done, total)``.
+Progress = Union[bool, Callable[[int, int], Any]]
+
+
+def _progress_bar(progress: Any, what: str) -> Tuple[Optional[Callable[[int, int], Any]], Callable[[], None]]:
+    """The callback that reports a run's progress, and what closes it: ``progress`` itself when
+    it is callable, else (``True``) a tqdm bar (a notebook widget in a notebook), or none without
+    tqdm or for ``False``. Anything else is refused, naming ``progress``."""
+    if callable(progress) and not _is_bool(progress):
+        return progress, lambda: None
+    if not _is_bool(progress):
+        raise ValueError(f"progress: expected True, False or a callable progress(done, total), got {progress!r}")
+    if not progress:
         return None, lambda: None
     try:
         from tqdm.auto import tqdm
@@ -727,7 +821,7 @@ def _progress_bar(show: bool, what: str) -> Tuple[Optional[Callable[[int, int], 
 
 
 def _wan_options(
-    wan: Optional[str],
+    wan: Optional[PathArg],
     machines_per_dc: Optional[int],
     multipath: bool,
     redraw_ms: Optional[int],
@@ -735,7 +829,7 @@ def _wan_options(
     connection_redraw_ms: Optional[int],
     mc: Optional[Mapping[str, Any]],
 ) -> Optional[Dict[str, Any]]:
-    if wan is not None and not isinstance(wan, (str, os.PathLike)):
+    if wan is not None and not isinstance(wan, (str, bytes, os.PathLike)):
         raise ValueError(f"wan: expected 'default' or a topology file's path, got {wan!r}")
     if wan is None:
         given = {
@@ -760,7 +854,7 @@ def _wan_options(
     def count(value: Any, what: str, most: int) -> Optional[int]:
         return None if value is None else _count(value, what, most)
 
-    topology = os.fspath(wan)
+    topology = _path(wan, "wan")
     if topology != "default":
         # A file that cannot be opened is the OSError of its kind, as a trace's is.
         try:
@@ -792,7 +886,7 @@ def simulate(
     deadline_x: float = 1.0,
     deadline_fraction: Optional[float] = None,
     offline: bool = False,
-    wan: Optional[str] = None,
+    wan: Optional[PathArg] = None,
     seed: int = 1,
     threads: Optional[int] = None,
     model: Optional[str] = None,
@@ -804,7 +898,7 @@ def simulate(
     per_connection: bool = False,
     connection_redraw_ms: Optional[int] = None,
     mc: Optional[Mapping[str, Any]] = None,
-    progress: bool = True,
+    progress: Progress = True,
 ) -> Report:
     """Replays ``workload`` under each of ``policies`` (a list, a comma-separated string, or
     ``"all"``), in parallel with the GIL released, as ``coflow sim`` does with the same options.
@@ -824,7 +918,10 @@ def simulate(
     ``machines_per_dc``, ``multipath``, ``redraw_ms``, ``per_connection``,
     ``connection_redraw_ms`` and ``mc`` (``rounds``, ``depth``, ``breadth``, ``mean_cost``,
     ``one_draw``) as ``coflow sim``'s flags of those names.
-    ``progress`` draws a bar while it runs when tqdm is installed; Ctrl-C stops the call.
+    ``progress=True`` draws a bar while it runs when tqdm is installed, ``False`` draws none, and
+    a callable is called as ``progress(done, total)`` (units of work: coflows replayed over all
+    policies) about every 100 ms and once at the end, on the calling thread; an exception it
+    raises stops the run and propagates, as Ctrl-C stops the call.
     Errors (:class:`ValueError`) name the option.
     """
     w = _workload_arg(workload)
@@ -877,12 +974,13 @@ def sweep(
     model: Optional[str] = None,
     coflowsim_rules: Optional[str] = None,
     stages: int = 1,
-    progress: bool = True,
+    progress: Progress = True,
 ) -> Report:
     """Replays the workload's coflow mix with N coflows all present at once, for each N of
     ``concurrent``, on ``windows`` windows per N, as ``coflow sim sweep`` does with the same
     options; the report's ``summary`` has one row per N and policy, each figure a mean over the
-    windows."""
+    windows. ``progress`` is as :func:`simulate`'s (units of work: windows replayed over all N
+    and policies)."""
     w = _workload_arg(workload)
     names = _policy_list(policies)
     seed, threads, stages = _run_counts(seed, threads, stages)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -269,7 +270,7 @@ def test_values_of_the_wrong_type_are_errors_naming_the_field(tmp_path: Path) ->
         ({**one, "weight": "2"}, r"^coflow 1: weight: expected a number, got '2'$"),
         ({**one, "weight": True}, r"^coflow 1: weight: expected a number, got True$"),
         ({**one, "flows": None}, r"^coflow 1: flows: expected a list of flows, got None$"),
-        ({**one, "flows": [(0, 2**32, 5)]}, r"^coflow 1 flow 0: dst: at most 4294967295"),
+        ({**one, "flows": [(0, 2**32, 5)]}, r"^coflow 1 flow 0: dst: machine 4294967296 is out of range"),
     ]
     for c, says in wrong:
         with pytest.raises(ValueError, match=says):
@@ -280,7 +281,7 @@ def test_values_of_the_wrong_type_are_errors_naming_the_field(tmp_path: Path) ->
         coflow.workload(one)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^source: expected a string, got 5$"):
         coflow.workload([one], source=5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"^machines: at most 4294967295"):
+    with pytest.raises(ValueError, match=r"^machines: at most 1000000, got 4294967296$"):
         coflow.workload([one], machines=2**32)
     w = coflow.workload([one])
     with pytest.raises(ValueError, match=r"^model: expected a string or None, got 3$"):
@@ -539,27 +540,29 @@ def test_progress_is_reported_and_ctrl_c_stops_a_run() -> None:
 
     # Replays that would run for hours: `varys` at 1 kbit/s decides every 200 ms of
     # simulated time (starvation freedom) and finishes no coflow for a long while.
-    endless = dict(policies="varys,fair", port_rate="1kbps", threads=2, progress=False)
-    # A process started in the background inherits SIGINT ignored, and Python then raises no
-    # KeyboardInterrupt (interrupt_main does nothing): install Python's own handler for the test.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    started = time.monotonic()
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            coflow.simulate(w, **endless)
-    finally:
-        elapsed = time.monotonic() - started
-        timer.cancel()
-        signal.signal(signal.SIGINT, previous)
-    # The call returns within a tick of the signal, and the replays stop with it: over the next
-    # second the process uses next to no CPU, where two replays still going would use two seconds.
-    assert elapsed < 2.0, elapsed
-    time.sleep(0.1)
-    cpu = time.process_time()
-    time.sleep(1.0)
-    assert time.process_time() - cpu < 0.5, "the replays go on after Ctrl-C"
+    endless = dict(policies="varys,fair", port_rate="1kbps", threads=2)
+    # With no progress reported, and with a callable of the caller's reporting it.
+    for progress in (False, lambda done, total: None):
+        # A process started in the background inherits SIGINT ignored, and Python then raises no
+        # KeyboardInterrupt (interrupt_main does nothing): install Python's own handler for the test.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        timer = threading.Timer(0.5, _thread.interrupt_main)
+        started = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                coflow.simulate(w, progress=progress, **endless)
+        finally:
+            elapsed = time.monotonic() - started
+            timer.cancel()
+            signal.signal(signal.SIGINT, previous)
+        # The call returns within a tick of the signal, and the replays stop with it: over the next
+        # second the process uses next to no CPU, where two replays still going would use two seconds.
+        assert elapsed < 2.0, elapsed
+        time.sleep(0.1)
+        cpu = time.process_time()
+        time.sleep(1.0)
+        assert time.process_time() - cpu < 0.5, "the replays go on after Ctrl-C"
 
     # An error raised by the progress callback stops the replays too.
     def fail(done: int, total: int) -> None:
@@ -598,7 +601,7 @@ def test_records_name_the_item_a_misspelled_field_and_a_bad_list() -> None:
     with pytest.raises(ValueError, match=r"^machines: no flow names a machine"):
         coflow.workload([])
     assert coflow.workload([], machines=2).coflows == 0
-    with pytest.raises(ValueError, match=r"^machines: at most 4294967295"):
+    with pytest.raises(ValueError, match=r"^machines: at most 1000000, got 4294967296$"):
         coflow.synthetic(machines=2**32)
     w = coflow.synthetic(coflows=5)
     for item in ("", " ", "varys,fair"):
@@ -613,3 +616,149 @@ def test_a_path_need_not_be_utf8(tmp_path: Path) -> None:
     with open(name, "w") as f:
         f.write("2 1\n1 0 1 0 1 1:5\n")
     assert coflow.read_trace(name).coflows == 1
+
+
+def test_machines_are_bounded_as_a_trace_file_bounds_them() -> None:
+    # An endpoint past the most machines a workload holds is named where the user wrote it,
+    # rather than as the count of machines it would imply.
+    with pytest.raises(ValueError, match=r"^coflow 1 flow 0: dst: machine 4294967295 is out of range: .* at most 1000000$"):
+        coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 2**32 - 1, 5)]}])
+    with pytest.raises(ValueError, match=r"^coflow 1 flow 0: src: machine 1000000 is out of range"):
+        coflow.workload([{"id": 1, "arrival": 0, "flows": [(10**6, 0, 5)]}])
+    # The count given names the argument, not a line of text the user never wrote.
+    with pytest.raises(ValueError, match=r"^machines: at most 1000000, got 4294967295$"):
+        coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)]}], machines=2**32 - 1)
+    assert coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 999_999, 5)]}]).machines == 10**6
+
+
+def test_a_workload_of_no_machines_is_taken_however_it_comes(tmp_path: Path) -> None:
+    # A trace file may declare 0 machines when no flow names one; so may Python data.
+    bench = tmp_path / "empty.txt"
+    bench.write_text("0 0\n")
+    jsonl = tmp_path / "flowless.jsonl"
+    jsonl.write_text('{"format":"coflow-jsonl","version":1,"machines":0}\n{"id":1,"arrival_ns":0,"flows":[]}\n')
+    empty, flowless = coflow.read_trace(bench), coflow.read_trace(jsonl)
+    assert (empty.machines, empty.coflows, flowless.machines, flowless.coflows) == (0, 0, 0, 1)
+    assert coflow.workload([], machines=0).to_jsonl() == empty.to_jsonl()
+    given = coflow.workload([{"id": 1, "arrival": 0, "flows": []}], machines=0)
+    assert given.to_jsonl() == flowless.to_jsonl()
+    assert coflow.simulate(given, policies="varys", progress=False).summary.loc["varys", "completed"] == 1
+    # A flow needs its machines, wherever it comes from.
+    with pytest.raises(ValueError, match=r"^machines: a flow's endpoint is machine 1, but there are only 0 machines$"):
+        coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)]}], machines=0)
+    jsonl.write_text('{"format":"coflow-jsonl","version":1,"machines":0}\n{"id":1,"arrival_ns":0,"flows":[{"src":0,"dst":1,"bytes":5}]}\n')
+    with pytest.raises(ValueError, match=r"line 2.*out of range: the header declares 0 machines"):
+        coflow.read_trace(jsonl)
+
+
+def test_progress_is_a_flag_or_a_callable() -> None:
+    w = coflow.synthetic(coflows=20)
+    seen: List[tuple] = []
+    report = coflow.simulate(w, policies="varys,fair", progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1] == (2 * 20, 2 * 20), seen
+    assert report == coflow.simulate(w, policies="varys,fair", progress=False)
+    swept: List[tuple] = []
+    coflow.sweep(w, [5, 10], windows=2, policies="varys", progress=lambda done, total: swept.append((done, total)))
+    assert swept and swept[-1] == (2 * 2 * 2, 2 * 2 * 2), swept
+    # Anything else is refused before the run, as the other on-or-off options are.
+    for wrong in (1, None, "yes", np.int64(1)):
+        with pytest.raises(ValueError, match=rf"^progress: expected True, False or a callable progress\(done, total\), got {re.escape(repr(wrong))}$"):
+            coflow.simulate(w, progress=wrong)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^progress: expected True, False or a callable"):
+            coflow.sweep(w, [5], progress=wrong)  # type: ignore[arg-type]
+    # An exception the callable raises is the call's.
+    def fail(done: int, total: int) -> None:
+        raise ZeroDivisionError("from the callback")
+
+    with pytest.raises(ZeroDivisionError, match="from the callback"):
+        coflow.simulate(w, progress=fail)
+    with pytest.raises(ZeroDivisionError, match="from the callback"):
+        coflow.sweep(w, [5], progress=fail)
+
+
+def test_paths_may_be_bytes_or_path_likes_of_bytes(tmp_path: Path) -> None:
+    class BytesPath:
+        def __init__(self, path: bytes) -> None:
+            self.path = path
+
+        def __fspath__(self) -> bytes:
+            return self.path
+
+    w = coflow.synthetic(coflows=20, machines=12)
+    topology = Path(__file__).resolve().parents[2] / "docs" / "wan-default.json"
+    want = coflow.simulate(w, wan=str(topology), baseline=None, progress=False)
+    for wan in (os.fsencode(topology), BytesPath(os.fsencode(topology))):
+        assert coflow.simulate(w, wan=wan, baseline=None, progress=False) == want
+    pytest.importorskip("matplotlib")
+    report = coflow.simulate(coflow.synthetic(coflows=20), policies=["varys"], progress=False)
+    for out in (os.fsencode(tmp_path / "a.png"), BytesPath(os.fsencode(tmp_path / "b.svg"))):
+        report.plot(out)
+    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "b.svg").stat().st_size > 0
+    with pytest.raises(ValueError, match=r"^path '.*c\.jpg': the file name must end in \.svg or \.png$"):
+        report.plot(os.fsencode(tmp_path / "c.jpg"))
+    with pytest.raises(TypeError, match=r"^path: expected a file's path, got 5$"):
+        report.plot(5)
+
+
+def test_decimals_and_fractions_are_numbers_wherever_numbers_are_taken() -> None:
+    from decimal import Decimal
+    from fractions import Fraction
+
+    def arrival_ns(value: object, **fields: object) -> int:
+        w = coflow.workload([{"id": 1, "arrival": value, "flows": [(0, 1, 5)], **fields}])
+        return json.loads(w.to_jsonl().splitlines()[1])["arrival_ns"]
+
+    assert arrival_ns(Decimal("0.5")) == arrival_ns(0.5) == 500_000_000
+    # Exact where the number is: to the nanosecond, ties to even.
+    assert arrival_ns(Decimal("18446744073.709551614")) == 2**64 - 2
+    assert arrival_ns(Decimal("0.0000000025")) == 2 and arrival_ns(Decimal("0.0000000035")) == 4
+    assert arrival_ns(Fraction(1, 3)) == 333_333_333 and arrival_ns(np.int64(2)) == 2 * 10**9
+    deadline = coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)], "deadline": Decimal("1.25"), "weight": Decimal(2)}])
+    assert json.loads(deadline.to_jsonl().splitlines()[1])["deadline_ns"] == 1_250_000_000
+    # NaN is a missing deadline or weight, a Decimal's as a float's.
+    for nan in (Decimal("NaN"), Decimal("sNaN"), float("nan")):
+        assert arrival_ns(0, deadline=nan, weight=nan) == 0
+    for wrong, says in [
+        (Decimal("-0.5"), r"must be a non-negative number of seconds, got Decimal\('-0\.5'\)$"),
+        (Decimal("Infinity"), r"must be a non-negative number of seconds"),
+        (Decimal("sNaN"), r"must be a non-negative number of seconds"),
+        (Fraction(-1, 2), r"must be a non-negative number of seconds"),
+        (Decimal("18446744073.7095516155"), r"must be below 2\^64 ns"),
+        (Decimal("1e999999999"), r"must be below 2\^64 ns"),
+        (10**400, r"must be below 2\^64 ns"),
+    ]:
+        with pytest.raises(ValueError, match=rf"^coflow 1: arrival: {says}"):
+            arrival_ns(wrong)
+    w = coflow.synthetic(coflows=10)
+    want = coflow.simulate(w, policies="varys", progress=False)
+    for rate in (Decimal(125_000_000), Decimal("1.25E+8"), Fraction(250_000_000, 2)):
+        assert coflow.simulate(w, policies="varys", port_rate=rate, progress=False) == want, rate
+    for rate in (Decimal("1.5"), Decimal("NaN"), Decimal("sNaN"), Decimal("Infinity"), Fraction(1, 3)):
+        with pytest.raises(ValueError, match=r"^port_rate: a number of bytes per second must be whole"):
+            coflow.simulate(w, port_rate=rate, progress=False)
+    with pytest.raises(ValueError, match=r'^port_rate "1e\+400": rate must be positive and finite'):
+        coflow.simulate(w, port_rate=Decimal("1e400"), progress=False)
+
+
+def test_reports_and_workloads_are_equal_by_value() -> None:
+    import pickle
+
+    w = coflow.synthetic(coflows=20)
+    same = coflow.synthetic(coflows=20)
+    assert w == same and hash(w) == hash(same) and w == pickle.loads(pickle.dumps(w))
+    assert w != coflow.synthetic(coflows=21) and w != coflow.synthetic(coflows=20, seed=2)
+    # The source is part of the value: it names the workload in reports.
+    renamed = coflow.workload(pd.DataFrame(w.to_dataframe()), machines=w.machines, source="other")
+    assert renamed.to_jsonl() == w.to_jsonl() and renamed != w
+    assert renamed == coflow.workload(w.to_dataframe(), machines=w.machines, source="other")
+    assert w != w.to_jsonl() and len({w, same}) == 1
+
+    report = coflow.simulate(w, policies="varys,fair", threads=1, progress=False)
+    again = coflow.simulate(same, policies="varys,fair", threads=1, progress=False)
+    # Wall times differ from run to run; everything reported is the same.
+    assert report == again and hash(report) == hash(again)
+    kept = pickle.loads(pickle.dumps(report))
+    assert kept == report and report == kept and len({report, again, kept}) == 1
+    assert report != coflow.simulate(w, policies="varys", threads=1, progress=False)
+    assert report != coflow.simulate(w, policies="varys,fair", port_rate="2Gbps", threads=1, progress=False)
+    assert report != report.to_json()

@@ -82,6 +82,12 @@ impl PyWorkload {
         TraceFormat::Jsonl.write(&self.workload, &mut out).map_err(|e| PyValueError::new_err(e.to_string()))?;
         String::from_utf8(out).map_err(|e| PyValueError::new_err(e.to_string()))
     }
+
+    /// Whether `other` holds the same machines and coflows under the same source (what the
+    /// Python layer's `==` compares).
+    fn same_as(&self, other: &PyWorkload) -> bool {
+        self.source == other.source && self.workload == other.workload
+    }
 }
 
 /// Reads a trace (coflow-benchmark or JSON Lines); `source` in reports is `path` as given.
@@ -886,6 +892,8 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCancel>()?;
     m.add_function(wrap_pyfunction!(_cancel_with, m)?)?;
     m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
+    // The most machines a workload holds, whether read from a trace or generated.
+    m.add("MAX_MACHINES", coflow_trace::synth::MAX_MACHINES)?;
     // The one table of error kinds (the protocol's `ErrorKind`), which `coflow.errors` maps.
     m.add("ERROR_KINDS", coflow_client::ErrorKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>())?;
     // A lease's bounds in seconds, the protocol's (`register(lease_s=)` checks them by name).
