@@ -2,16 +2,38 @@
 //! output (the human table then goes to standard error, so that the output parses), each
 //! checked before a run starts so that a path that cannot be written fails at once rather than
 //! after a long run.
+//!
+//! A path to the file standard output already writes (`/dev/stdout`, `/dev/fd/1`, or the very
+//! file a shell redirected it to) is `-` under another name; a path to standard error's file is
+//! written through standard error, in order with the remarks there. Neither is reopened, which
+//! would truncate the file and write over what went before.
 
 use std::io::Write;
-use std::path::Path;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-/// Whether `path` means standard output.
+/// Whether `path` means standard output: `-`, or a path to the file standard output writes.
 pub(crate) fn is_stdout(path: &Path) -> bool {
-    path == Path::new("-")
+    path == Path::new("-") || same_file(path, std::io::stdout().as_fd())
+}
+
+/// Whether `path` names the file standard error writes (and not standard output's as well).
+fn is_stderr(path: &Path) -> bool {
+    !is_stdout(path) && same_file(path, std::io::stderr().as_fd())
+}
+
+/// Whether `path` is the file open as `fd`, by device and inode; false if either is unknown (a
+/// path that does not exist, a closed descriptor).
+fn same_file(path: &Path, fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let Ok(at) = std::fs::metadata(path) else { return false };
+    match fd.try_clone_to_owned().and_then(|fd| std::fs::File::from(fd).metadata()) {
+        Ok(open) => (at.dev(), at.ino()) == (open.dev(), open.ino()),
+        Err(_) => false,
+    }
 }
 
 /// Checks a command's outputs (each a flag and the path it names) before it runs: no two write
@@ -20,8 +42,11 @@ pub(crate) fn is_stdout(path: &Path) -> bool {
 pub(crate) fn prepare(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Option<&Path>)]) -> Result<()> {
     distinct(outputs)?;
     for &(flag, path) in outputs {
-        let Some(path) = path.filter(|p| !is_stdout(p)) else { continue };
+        let Some(path) = path else { continue };
         let at = place(path);
+        if at == Place::Stdout {
+            continue;
+        }
         let files = inputs.iter().filter_map(|&(f, p)| Some((f, p.filter(|p| p.is_file())?)));
         if let Some((input, _)) = files.into_iter().find(|&(_, p)| place(p) == at) {
             anyhow::bail!("{flag} names the file {input} names ({}): it would be written over", path.display());
@@ -31,9 +56,13 @@ pub(crate) fn prepare(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Option
 }
 
 /// Fails now if `path` could not be written later (creating it to find out, and removing it
-/// again if it did not exist).
+/// again if it did not exist). Standard output and error are open already, and a FIFO is not
+/// opened: its reader would take the close for the end of what it reads.
 fn check(path: Option<&Path>) -> Result<()> {
-    let Some(path) = path.filter(|p| !is_stdout(p)) else { return Ok(()) };
+    let Some(path) = path else { return Ok(()) };
+    if !matches!(place(path), Place::File(_)) || std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo()) {
+        return Ok(());
+    }
     let existed = path.exists();
     std::fs::OpenOptions::new()
         .append(true)
@@ -46,29 +75,43 @@ fn check(path: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Where `path` writes: standard output as `-`, a file by its absolute path with links resolved
-/// (of the file if it exists, else of its directory), so that two spellings of one file agree.
-fn place(path: &Path) -> std::path::PathBuf {
+/// Where a path writes.
+#[derive(Debug, PartialEq)]
+enum Place {
+    /// Standard output, however spelled.
+    Stdout,
+    /// Standard error's file, however spelled.
+    Stderr,
+    /// A file by its absolute path with links resolved (of the file if it exists, else of its
+    /// directory), so that two spellings of one file agree.
+    File(PathBuf),
+}
+
+/// Where `path` writes.
+fn place(path: &Path) -> Place {
     if is_stdout(path) {
-        return path.to_path_buf();
+        return Place::Stdout;
+    }
+    if is_stderr(path) {
+        return Place::Stderr;
     }
     if let Ok(p) = std::fs::canonicalize(path) {
-        return p;
+        return Place::File(p);
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    match (std::fs::canonicalize(dir), path.file_name()) {
+    Place::File(match (std::fs::canonicalize(dir), path.file_name()) {
         (Ok(d), Some(name)) => d.join(name),
         _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
-    }
+    })
 }
 
 /// Fails if two of `outputs` (a flag and the path it names) would write to one place, however
 /// the paths are spelled.
 fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
-    let given: Vec<(&str, &Path, std::path::PathBuf)> =
+    let given: Vec<(&str, &Path, Place)> =
         outputs.iter().filter_map(|&(flag, p)| Some((flag, p?, place(p?)))).collect();
     for (i, (flag, path, at)) in given.iter().enumerate() {
         if let Some((other, ..)) = given[..i].iter().find(|(.., a)| a == at) {
@@ -78,14 +121,25 @@ fn distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
     Ok(())
 }
 
-/// Writes `text` to `path` whole or not at all ([`coflow_trace::replace_file`]), or to standard
-/// output for `-`.
+/// Writes `text` to `path` whole or not at all ([`coflow_trace::replace_file`]), to standard
+/// output for `-` (or another name of it), or through standard error to its file.
 pub(crate) fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
     let text = text.as_ref();
-    if is_stdout(path) {
-        return to_stdout(text).context("writing standard output");
+    match place(path) {
+        Place::Stdout => to_stdout(text).context("writing standard output"),
+        Place::Stderr => to_stderr(text).with_context(|| format!("writing {} (standard error)", path.display())),
+        Place::File(_) => coflow_trace::replace_file(path, text).with_context(|| format!("writing {}", path.display())),
     }
-    coflow_trace::replace_file(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes `text` to standard error as an output of its own, in order with the remarks written
+/// there; a reader that stopped reading ends the writing, as it does on standard output.
+fn to_stderr(text: &[u8]) -> std::io::Result<()> {
+    let mut err = std::io::stderr().lock();
+    match err.write_all(text).and_then(|()| err.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Writes `text` to standard output; a reader that stopped reading (`| head`) ends nothing but

@@ -74,7 +74,7 @@ pub(crate) fn write(path: &Path, fig: &Figure<'_>) -> Result<()> {
             encode_png(&rgb)?
         }
     };
-    coflow_trace::replace_file(path, &bytes).with_context(|| format!("writing {}", path.display()))
+    crate::output::write(path, &bytes)
 }
 
 /// An RGB buffer of [`SIZE`] as a PNG file.

@@ -119,7 +119,11 @@ fn write_out(w: &coflow_core::Workload, path: &std::path::Path, format: TraceFor
             crate::output::remark!("wrote {what} to standard output");
         }
     } else {
-        coflow_trace::write_trace(w, path, format).with_context(|| format!("writing {}", path.display()))?;
+        // Rendered whole before the file is touched, so that a workload the format cannot hold
+        // leaves no file behind.
+        let mut buf = Vec::new();
+        format.write(w, &mut buf).with_context(|| format!("writing {}", path.display()))?;
+        crate::output::write(path, &buf)?;
         crate::output::remark!("wrote {what} to {}", path.display());
     }
     Ok(())

@@ -719,6 +719,111 @@ fn json_goes_to_stdout_with_a_dash_and_a_bad_path_fails_at_once() {
     assert!(std::fs::read_to_string(&stats).unwrap().contains("\"coflows\""));
 }
 
+/// Runs `cmd` to its end, killed as a failure if it is still running after a minute (a guard
+/// against a hang, not a measure of speed).
+fn finished(mut cmd: Command, what: &str) -> std::process::Output {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("{what} still running after a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// An output path that is a named FIFO is written as `cat > fifo` writes it: the reader gets the
+/// whole output. The path is not opened to test it first, which would give the reader its end
+/// and leave the real write waiting for a reader that never comes.
+#[test]
+fn an_output_to_a_fifo_reaches_its_reader_whole() {
+    let dir = tmp("fifo-outputs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("out");
+    if !Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipping: mkfifo is not available");
+        return;
+    }
+    let trace = dir.join("in.txt");
+    assert!(coflow().args(["trace", "gen", "--coflows", "5", "-o"]).arg(&trace).output().unwrap().status.success());
+    let (t, f) = (trace.to_str().unwrap(), fifo.to_str().unwrap());
+    let cases: [&[&str]; 4] = [
+        &["sim", "--coflows", "20", "--machines", "10", "--policies", "varys", "--json", f],
+        &["sim", "--trace", t, "--policies", "varys", "--csv", f],
+        &["trace", "gen", "--coflows", "5", "-o", f],
+        &["trace", "convert", t, f, "--to", "jsonl"],
+    ];
+    for args in cases {
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let mut cmd = coflow();
+        cmd.args(args);
+        let out = finished(cmd, &format!("{args:?}"));
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let got = String::from_utf8(reader.join().unwrap()).unwrap();
+        // The same command into a regular file writes what the reader got.
+        let file = dir.join("regular");
+        let regular: Vec<&str> = args.iter().map(|a| if *a == f { file.to_str().unwrap() } else { a }).collect();
+        assert!(coflow().args(&regular).output().unwrap().status.success(), "{regular:?}");
+        let want = std::fs::read_to_string(&file).unwrap();
+        match args[0] {
+            "trace" => assert_eq!(got, want, "{args:?}"),
+            _ => assert_eq!(got.lines().count(), want.lines().count(), "{args:?}: {got}"),
+        }
+        assert!(!got.is_empty(), "{args:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An output path that names the file standard output writes (`/dev/stdout`, `/dev/fd/1`, the
+/// redirected file itself) is standard output, as `-` is: the human table goes to standard
+/// error. One that names standard error's file is written through standard error in order,
+/// never reopened: nothing is truncated away or written over.
+#[test]
+fn an_output_named_for_standard_output_or_error_is_written_in_order() {
+    let (o, e) = (tmp("streams-out.txt"), tmp("streams-err.txt"));
+    let csv = tmp("streams.csv");
+    let sim = ["sim", "--coflows", "20", "--machines", "10", "--policies", "varys"];
+    assert!(coflow().args(sim).arg("--csv").arg(&csv).output().unwrap().status.success());
+    let want_csv = std::fs::read_to_string(&csv).unwrap();
+    let by_path = o.to_str().unwrap().to_string();
+    for json in ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", &by_path] {
+        let run = |json: &str, csv: &str| {
+            let mut cmd = coflow();
+            cmd.args(sim).args(["--json", json, "--csv", csv]);
+            cmd.stdout(std::fs::File::create(&o).unwrap()).stderr(std::fs::File::create(&e).unwrap());
+            let status = cmd.status().unwrap();
+            (status, std::fs::read_to_string(&o).unwrap(), std::fs::read_to_string(&e).unwrap())
+        };
+        let (status, out, err) = run(json, "/dev/stderr");
+        assert!(status.success(), "{json}: {err}");
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{json}: {e}: {out}"));
+        assert_eq!(report["results"][0]["policy"], "varys", "{json}");
+        // Standard error holds the table, then the CSV whole, then the closing remark.
+        let table = err.find("policy ").unwrap_or_else(|| panic!("{json}: no table in {err}"));
+        let at = err.find(&want_csv).unwrap_or_else(|| panic!("{json}: the CSV is not whole in {err}"));
+        let remark = err.find("simulated 2 policies").unwrap_or_else(|| panic!("{json}: {err}"));
+        assert!(table < at && at + want_csv.len() <= remark, "{json}: {err}");
+        // Standard output named twice is two outputs in one place.
+        let (status, _, err) = run(json, "-");
+        assert_eq!(status.code(), Some(1), "{json}");
+        assert!(err.contains("both write to"), "{json}: {err}");
+    }
+    // A trace written to standard error's file comes after what was said before it, whole.
+    let mut cmd = coflow();
+    cmd.args(["trace", "gen", "--coflows", "3", "-o", "/dev/stderr"]).stderr(std::fs::File::create(&e).unwrap());
+    assert!(cmd.status().unwrap().success());
+    let err = std::fs::read_to_string(&e).unwrap();
+    let trace = coflow().args(["trace", "gen", "--coflows", "3", "-o", "-"]).output().unwrap();
+    assert!(err.starts_with(std::str::from_utf8(&trace.stdout).unwrap()), "{err}");
+    assert!(err.ends_with("to /dev/stderr\n"), "{err}");
+}
+
 /// Sizes take units, and every shell gets its completions.
 #[test]
 fn sizes_take_units_and_completions_are_printed() {
