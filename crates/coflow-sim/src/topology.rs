@@ -164,6 +164,18 @@ pub enum TopologyError {
         /// kept, as the file may be one the topology's author could not read.
         text: String,
     },
+    /// A line of a samples file whose number no link may carry (not positive, out of range).
+    #[error("{at}: {} line {line}: {reason} (Gbit/s)", path.display())]
+    SampleValue {
+        /// The field and the link's datacenters, e.g. `links[2].samples_file (a -> b)`.
+        at: String,
+        /// The samples file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong, quoting the number.
+        reason: String,
+    },
     /// Two datacenters that hold machines have no link between them in one direction.
     #[error("links: no link from {from:?} to {to:?}, though both hold machines")]
     MissingLink {
@@ -529,7 +541,14 @@ fn samples(path: &Path, left: &mut u64, link: usize, l: &LinkSpec) -> Result<Vec
             line: n + 1,
             text: quoted(line.trim(), QUOTED_LINE),
         })?;
+        // Checked here, one by one, so that the error names the line.
+        Bandwidth::Empirical(vec![v])
+            .validate_within(MIN_LINK / GBPS, MAX_BANDWIDTH / GBPS)
+            .map_err(|reason| TopologyError::SampleValue { at: at(), path: path.to_path_buf(), line: n + 1, reason })?;
         samples.push(v);
+    }
+    if samples.is_empty() {
+        return Err(TopologyError::SamplesRead { at: at(), path: path.to_path_buf(), message: "no samples".into() });
     }
     Ok(samples)
 }
@@ -745,6 +764,24 @@ mod tests {
             e.to_string(),
             format!(r#"links[0].samples_file (a -> b): {} line 2: not a number: "fast""#, ab.display())
         );
+        // A number no link may carry names its line too, wherever it is.
+        let many: String = (1..=500).map(|v| format!("{v}\n")).collect();
+        for (bad, reason) in [
+            ("1e-7", "1e-7 is below 1e-6, the least a link may carry"),
+            ("0", "sample 0 is not positive"),
+            ("-1", "sample -1 is not positive"),
+            ("nan", "sample NaN is not positive"),
+            ("1e999", "sample inf is not positive"),
+            ("9000000", "9000000 is above 8000000"),
+        ] {
+            std::fs::write(&ab, format!("{many}{bad}\n# after\n3\n")).unwrap();
+            let e = Topology::from_path(dir.join("t.json")).unwrap_err();
+            let want = format!("links[0].samples_file (a -> b): {} line 501: {reason} (Gbit/s)", ab.display());
+            assert_eq!(e.to_string(), want, "{bad}");
+        }
+        std::fs::write(&ab, "# only a comment\n\n").unwrap();
+        let e = Topology::from_path(dir.join("t.json")).unwrap_err();
+        assert_eq!(e.to_string(), format!("links[0].samples_file (a -> b): reading {}: no samples", ab.display()));
         std::fs::remove_file(dir.join("ab.txt")).unwrap();
         let e = Topology::from_path(dir.join("t.json")).unwrap_err();
         let reading = format!("links[0].samples_file (a -> b): reading {}: ", ab.display());
