@@ -1,6 +1,6 @@
 //! The coflow-benchmark text format of the public Facebook trace: reader and writer.
 //!
-//! Line 1 is `<ports> <coflows>`; each following line is one coflow,
+//! The first non-blank line is `<ports> <coflows>`; each following non-blank line is one coflow,
 //! `<id> <arrival_ms> <m> <mapper_1> … <mapper_m> <r> <reducer_1>:<MB_1> … <reducer_r>:<MB_r>`.
 //! Each reducer's megabytes are split evenly over the coflow's mappers, giving one flow per
 //! (mapper, reducer) pair of `round(MB × 2^20 / m)` bytes, listed reducer by reducer.
@@ -39,7 +39,8 @@ pub fn read_benchmark(path: &Path) -> Result<Workload, TraceError> {
 
 /// Parses a coflow-benchmark trace.
 ///
-/// Blank lines (for instance at the end of the file) are skipped, and so is a leading byte order mark.
+/// Blank lines are skipped wherever they are (before the header, between coflows, at the end), and
+/// so is a leading byte order mark; errors keep the file's line numbers.
 /// Malformed input gives a [`TraceError::Syntax`] naming the 1-based line and the [`Field`], a
 /// [`TraceError::CoflowCount`] when the header's coflow count differs from the number of coflow
 /// lines, a [`TraceError::DuplicateId`], or a [`TraceError::InvalidAt`] naming the line of a
@@ -47,8 +48,16 @@ pub fn read_benchmark(path: &Path) -> Result<Workload, TraceError> {
 /// past 2^64); it never panics.
 pub fn parse_benchmark(text: &str) -> Result<Workload, TraceError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-    let (ports, declared) = parse_header(lines.next().unwrap_or((1, "")))?;
+    // Blank lines are skipped wherever they are, before the header too; the others keep the
+    // file's line numbers.
+    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+    let (header, (ports, declared)) = match lines.next() {
+        Some((line, text)) => (line, parse_header(line, text)?),
+        None => {
+            let message = "expected `<ports> <coflows>`, got an empty trace".to_string();
+            return Err(TraceError::Syntax { line: 1, field: Field::Header, message });
+        }
+    };
 
     // The header is input: do not let a huge count reserve memory the file does not back.
     let mut coflows = Vec::with_capacity(declared.min(1 << 16));
@@ -57,12 +66,9 @@ pub fn parse_benchmark(text: &str) -> Result<Workload, TraceError> {
     let mut found = 0;
     let mut flows_left = MAX_TRACE_FLOWS;
     while let Some((line, text)) = lines.next() {
-        if text.trim().is_empty() {
-            continue;
-        }
         found += 1;
         if found > declared {
-            let extra = lines.filter(|(_, l)| !l.trim().is_empty()).count();
+            let extra = lines.count();
             return Err(TraceError::CoflowCount { line, declared, found: found + extra });
         }
         let coflow = parse_coflow(line, text, ports, &mut mappers, &mut flows_left)?;
@@ -73,17 +79,14 @@ pub fn parse_benchmark(text: &str) -> Result<Workload, TraceError> {
         coflows.push(coflow);
     }
     if found < declared {
-        return Err(TraceError::CoflowCount { line: 1, declared, found });
+        return Err(TraceError::CoflowCount { line: header, declared, found });
     }
     Workload::new(ports, coflows).map_err(|e| crate::error::invalid_at(e, &first_line_of))
 }
 
-/// Parses the header line, `<ports> <coflows>`.
-fn parse_header((line, text): (usize, &str)) -> Result<(u32, usize), TraceError> {
+/// Parses the header line, `<ports> <coflows>` (line `line` of the file, not blank).
+fn parse_header(line: usize, text: &str) -> Result<(u32, usize), TraceError> {
     let mut toks = Tokens { line, toks: text.split_ascii_whitespace() };
-    if text.trim().is_empty() {
-        return Err(toks.error(Field::Header, "expected `<ports> <coflows>`, got an empty line".to_string()));
-    }
     let ports = toks.number::<u32>(Field::Ports, "a machine count")?;
     if ports > MAX_MACHINES {
         return Err(toks.error(Field::Ports, format!("at most {MAX_MACHINES} machines, got {ports}")));

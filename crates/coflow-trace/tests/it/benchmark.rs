@@ -55,6 +55,20 @@ fn blank_lines_and_crlf_are_fine() {
     assert_eq!(w.coflows[1].flows, [flow(1, 0, MIB / 2)]);
 }
 
+/// Blank lines before the header are skipped as they are anywhere else, and errors after them
+/// name the file's own line numbers.
+#[test]
+fn leading_blank_lines_are_skipped_and_lines_keep_their_numbers() {
+    let w = parse_benchmark("\n\n6 2\n1 0 1 2 1 5:1.0\n2 120 2 0 1 2 1:2.0 3:7.5\n").unwrap();
+    assert_eq!(w, parse_benchmark("6 2\n1 0 1 2 1 5:1.0\n2 120 2 0 1 2 1:2.0 3:7.5\n").unwrap());
+    assert_syntax("\n \r\n150 many\n", 3, Field::CoflowCount, "got \"many\"");
+    assert_syntax("\n\n4 1\n\nx1 0 1 0 1 1:1\n", 5, Field::Id, "got \"x1\"");
+    let Err(TraceError::CoflowCount { line, declared, found }) = parse_benchmark("\n\n4 3\n1 0 1 0 1 1:1\n") else {
+        panic!("expected a coflow count error");
+    };
+    assert_eq!((line, declared, found), (3, 3, 1), "at the header's line");
+}
+
 #[test]
 fn a_byte_order_mark_is_skipped() {
     assert_eq!(parse_benchmark("\u{feff}2 1\n1 0 1 0 1 1:1\n").unwrap().coflows.len(), 1);
@@ -68,8 +82,8 @@ fn zero_megabytes_give_zero_byte_flows() {
 
 #[test]
 fn empty_file() {
-    assert_syntax("", 1, Field::Header, "empty line");
-    assert_syntax("\n\n", 1, Field::Header, "empty line");
+    assert_syntax("", 1, Field::Header, "empty trace");
+    assert_syntax("\n \n\t\n", 1, Field::Header, "empty trace");
 }
 
 #[test]

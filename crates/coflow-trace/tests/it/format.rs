@@ -61,6 +61,22 @@ fn writes_and_reads_files_in_both_formats() {
     assert_eq!(read_jsonl(&scratch_written("b.jsonl", &w, TraceFormat::Jsonl)).unwrap(), w);
 }
 
+/// A trace file that opens with blank lines reads as the same file without them, in either
+/// format, named for it or not: `read_trace` is also what the Python package's `read_trace` calls.
+#[test]
+fn a_file_that_opens_with_blank_lines_reads_as_without_them() {
+    let w = crate::small_workload();
+    for (name, format) in [("lead.txt", TraceFormat::Benchmark), ("lead.jsonl", TraceFormat::Jsonl)] {
+        let mut text = b"\n \r\n\n".to_vec();
+        format.write(&w, &mut text).unwrap();
+        for name in [name, "lead-noext"] {
+            let path = scratch(name);
+            std::fs::write(&path, &text).unwrap();
+            assert_eq!(read_trace(&path).unwrap(), w, "{name} in {format}");
+        }
+    }
+}
+
 /// Writes `w` to a fresh scratch file and returns its path.
 fn scratch_written(name: &str, w: &coflow_core::Workload, format: TraceFormat) -> PathBuf {
     let path = scratch(name);
