@@ -66,6 +66,9 @@ pub enum TopologyError {
     /// line and column).
     #[error("parsing JSON: {0}")]
     Json(String),
+    /// The file places machines twice: by `machines_per_dc` and by `placement`.
+    #[error("machines_per_dc and placement both place the machines: give one of them")]
+    TwoPlacements,
     /// `datacenters` is empty.
     #[error("datacenters: none given")]
     NoDatacenters,
@@ -363,12 +366,19 @@ impl Topology {
     /// The topology in `text`; relative `samples_file`s are read from `base` (the working
     /// directory if `None`).
     pub fn from_json(text: &str, base: Option<&Path>) -> Result<Topology, TopologyError> {
-        Topology::from_file(serde_json::from_str(text).map_err(|e| TopologyError::Json(e.to_string()))?, base)
+        let f = serde_json::from_str(text).map_err(|e| match serde_json::from_str(text) {
+            Ok(other) => not_an_object(&other).unwrap_or_else(|| TopologyError::Json(e.to_string())),
+            Err(_) => TopologyError::Json(e.to_string()),
+        })?;
+        Topology::from_file(f, base)
     }
 
     /// [`Topology::from_json`] of a value already parsed, as a file that embeds a topology holds
     /// it; its errors name fields, not positions, which are the embedding file's to tell.
     pub fn from_value(value: serde_json::Value, base: Option<&Path>) -> Result<Topology, TopologyError> {
+        if let Some(e) = not_an_object(&value) {
+            return Err(e);
+        }
         Topology::from_file(serde_json::from_value(value).map_err(|e| TopologyError::Json(e.to_string()))?, base)
     }
 
@@ -446,6 +456,9 @@ impl Topology {
         if f.datacenters.is_empty() {
             return Err(TopologyError::NoDatacenters);
         }
+        if f.machines_per_dc.is_some() && f.placement.is_some() {
+            return Err(TopologyError::TwoPlacements);
+        }
         let placement = match &f.placement {
             Some(p) => Some(
                 p.iter().enumerate().map(|(m, d)| dc(format!("placement[{m}]"), d)).collect::<Result<Vec<u32>, _>>()?,
@@ -507,6 +520,22 @@ impl Topology {
             per_connection.then(|| interval(overrides.connection_redraw_ms.or(self.connection_redraw_ms).unwrap_or(0)));
         Ok(WanConfig { wan, redraw, seed, multipath: false, per_connection, weather: None })
     }
+}
+
+/// The error for JSON that is no object (an array, a number), in words rather than serde's
+/// (`expected struct TopologyFile`); `None` for an object.
+fn not_an_object(value: &serde_json::Value) -> Option<TopologyError> {
+    let kind = match value {
+        serde_json::Value::Object(_) => return None,
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null => "null",
+    };
+    Some(TopologyError::Json(format!(
+        r#"a topology is a JSON object ({{"datacenters": [...], "links": [...]}}), not {kind}"#
+    )))
 }
 
 /// Why a file could not be read, without its path (the error names it).
@@ -645,11 +674,13 @@ mod tests {
     #[test]
     fn the_fields_only_a_simulation_reads_are_named() {
         assert!(Topology::from_json(TWO, None).unwrap().simulation_only().is_empty());
-        let all = r#"{"placement": ["a", "b"], "machines_per_dc": 2, "redraw_ms": 100, "per_connection": true,
+        let all = r#"{"placement": ["a", "b"], "redraw_ms": 100, "per_connection": true,
             "connection_redraw_ms": 9, "#;
         let t = Topology::from_json(&TWO.replacen('{', all, 1), None).unwrap();
-        let names = ["placement", "machines_per_dc", "redraw_ms", "per_connection", "connection_redraw_ms"];
+        let names = ["placement", "redraw_ms", "per_connection", "connection_redraw_ms"];
         assert_eq!(t.simulation_only(), names);
+        let t = Topology::from_json(&TWO.replacen('{', r#"{"machines_per_dc": 2, "#, 1), None);
+        assert_eq!(t.unwrap().simulation_only(), ["machines_per_dc"]);
         let t = Topology::from_json(&TWO.replacen('{', r#"{"per_connection": false, "redraw_ms": 0, "#, 1), None);
         assert_eq!(t.unwrap().simulation_only(), ["redraw_ms"], "per_connection off is the default");
         assert_eq!(Topology::named("default").unwrap().simulation_only(), ["redraw_ms"]);
@@ -665,6 +696,29 @@ mod tests {
         assert_eq!(t.wan(4, None).unwrap_err(), TopologyError::PlacementTooShort { named: 3, machines: 4 });
         // --machines-per-dc wins over the placement.
         assert_eq!(t.wan(4, Some(2)).unwrap().dc_of(3), 1);
+    }
+
+    /// A topology that places machines both ways is refused, naming both fields, rather than
+    /// one dropped unchecked; JSON that is no object is told what a topology is.
+    #[test]
+    fn a_topology_is_one_object_that_places_machines_one_way() {
+        let two = r#"{"datacenters": ["a", "b"], "links": [], "machines_per_dc": 6, "placement": ["a"]}"#;
+        let e = err(two);
+        assert_eq!(e, TopologyError::TwoPlacements);
+        assert!(e.to_string().contains("machines_per_dc and placement"), "{e}");
+        let value: serde_json::Value = serde_json::from_str(two).unwrap();
+        assert_eq!(Topology::from_value(value, None).unwrap_err(), TopologyError::TwoPlacements);
+        for (text, kind) in [("[]", "an array"), ("7", "a number"), (r#""a""#, "a string"), ("null", "null")] {
+            let want = format!(
+                r#"parsing JSON: a topology is a JSON object ({{"datacenters": [...], "links": [...]}}), not {kind}"#
+            );
+            assert_eq!(err(text).to_string(), want, "{text}");
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(Topology::from_value(value, None).unwrap_err().to_string(), want, "{text}");
+        }
+        // JSON that is not JSON keeps serde's position.
+        let e = err(r#"{"datacenters": ["#);
+        assert!(e.to_string().contains("EOF while parsing a list at line 1 column 17"), "{e}");
     }
 
     #[test]
