@@ -30,7 +30,12 @@ pub(crate) struct BenchArgs {
     /// A trace to replay (default: the embedded synthetic workload).
     #[arg(long)]
     trace: Option<PathBuf>,
-    #[arg(long, default_value = "varys,fair", help = crate::policies::help("Policies to measure, comma-separated"))]
+    #[arg(
+        long,
+        default_value = "varys,fair",
+        value_parser = crate::policies::list,
+        help = crate::policies::help("Policies to measure, comma-separated")
+    )]
     policies: String,
     /// Port capacity.
     #[arg(long, default_value = "128MiB/s")]
@@ -74,9 +79,9 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     let concurrent: Vec<Workload> = a
         .concurrent
         .iter()
-        .map(
-            |&n| Ok(model.workload(concurrent_workload(n, a.synth.seed).with_context(|| format!("--concurrent {n}"))?)),
-        )
+        .map(|&n| {
+            Ok(model.workload(concurrent_workload(n, a.synth.seed()).with_context(|| format!("--concurrent {n}"))?))
+        })
         .collect::<Result<_>>()?;
     let mut report = BenchReport::default();
     for &name in &policies {

@@ -31,6 +31,7 @@ pub(crate) struct DemoArgs {
     #[arg(
         long,
         default_value = "varys,fair",
+        value_parser = crate::policies::list,
         help = crate::policies::help("Policies to run, comma-separated (each the same code as in `coflow sim`)")
     )]
     policies: String,

@@ -15,7 +15,7 @@ pub(crate) struct ModelArgs {
     model: Option<ModelName>,
     /// Only these of the reference simulator's rules, comma-separated (implies --model
     /// coflowsim); the help names them from `Rules::NAMES`.
-    #[arg(long, value_name = "RULES", help = rules_help())]
+    #[arg(long, value_name = "RULES", value_parser = crate::policies::list, help = rules_help())]
     coflowsim_rules: Option<String>,
 }
 

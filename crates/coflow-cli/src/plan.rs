@@ -16,7 +16,12 @@ pub(crate) struct CommonArgs {
     /// shaped like the Facebook trace.
     #[arg(long)]
     trace: Option<PathBuf>,
-    #[arg(long, default_value = "all", help = crate::policies::help("Comma-separated policies to run, or `all`"))]
+    #[arg(
+        long,
+        default_value = "all",
+        value_parser = crate::policies::list,
+        help = crate::policies::help("Comma-separated policies to run, or `all`")
+    )]
     policies: String,
     /// The policy others are compared against (one name; empty for none).
     #[arg(long, default_value = "fair")]
@@ -59,7 +64,7 @@ impl CommonArgs {
             policies: self.policies.clone(),
             baseline: self.baseline.clone(),
             port_rate: self.port_rate.clone(),
-            seed: self.synth.seed,
+            seed: self.synth.seed(),
             threads: self.threads,
             deadline_x: self.deadlines.then_some(self.deadline_x.unwrap_or(1.0)),
             model: self.model.model()?,

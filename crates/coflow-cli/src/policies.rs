@@ -4,6 +4,16 @@
 use anyhow::{Result, bail};
 use coflow_sched::policy;
 
+/// A comma-separated list of names (`--policies`, `--coflowsim-rules`) as given, for clap to
+/// check: an empty item (`varys,,fair`, a comma at an end) is refused rather than dropped, as it
+/// is more likely a name lost in an edit than meant. The empty list is left to the command.
+pub(crate) fn list(s: &str) -> Result<String, String> {
+    if !s.trim().is_empty() && s.split(',').any(|item| item.trim().is_empty()) {
+        return Err(format!("an empty item in {s:?}: each comma goes between two names"));
+    }
+    Ok(s.to_string())
+}
+
 /// Refuses an unscheduled mode (`tcp`) where no network shapes traffic, saying why and what the
 /// registry says stands for it.
 pub(crate) fn refuse_tcp(policies: &str, whence: &str) -> Result<()> {

@@ -75,6 +75,7 @@ pub(crate) struct RunArgs {
     #[arg(
         long,
         default_value = "varys,fair,tcp",
+        value_parser = crate::policies::list,
         help = crate::policies::live_help()
     )]
     policies: String,

@@ -134,7 +134,7 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::Stats(a) => {
             let input = a.path.as_deref().or(a.trace.as_deref());
             crate::output::prepare(&[("--json", a.json.as_deref())], &[("--trace", input)])?;
-            let (w, _) = a.synth.load(input)?;
+            let (w, _) = a.synth.load_unseeded(input)?;
             let stats = coflow_trace::stats(&w);
             match &a.json {
                 Some(p) => crate::output::json(p, &stats)?,

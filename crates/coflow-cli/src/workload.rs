@@ -12,9 +12,9 @@ use coflow_sim::experiment::{Spelling, WorkloadSource};
 /// Options of the synthetic workload.
 #[derive(Debug, Args)]
 pub(crate) struct SynthArgs {
-    /// Seed of the synthetic workload (and of anything random in a run).
-    #[arg(long, default_value_t = 1)]
-    pub(crate) seed: u64,
+    /// Seed of the synthetic workload (and of anything random in a run) (default: 1).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Number of coflows of the synthetic workload.
     #[arg(long)]
     pub(crate) coflows: Option<usize>,
@@ -29,6 +29,24 @@ pub(crate) struct SynthArgs {
 }
 
 impl SynthArgs {
+    /// The seed: `--seed`, else 1.
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed.unwrap_or(1)
+    }
+
+    /// The trace at `trace`, or else the synthetic workload, for a command in which the seed
+    /// draws nothing but the synthetic workload and its jobs (`trace stats`): a `--seed` beside a
+    /// trace of independent coflows is refused, as the workload's shape is, rather than ignored.
+    pub(crate) fn load_unseeded(&self, trace: Option<&std::path::Path>) -> Result<(Workload, String)> {
+        if let (Some(p), Some(_), 1) = (trace, self.seed, self.stages) {
+            anyhow::bail!(
+                "--seed seeds the synthetic workload (and the jobs of --stages); the trace {} is read as it is",
+                p.display()
+            );
+        }
+        self.load(trace)
+    }
+
     /// The trace at `trace`, or else the synthetic workload these options describe; the
     /// synthetic workload's shape beside a trace is refused rather than ignored.
     pub(crate) fn source(&self, trace: Option<&std::path::Path>) -> Result<WorkloadSource> {
@@ -49,7 +67,7 @@ impl SynthArgs {
     /// The workload (the trace at `trace`, or else the synthetic one), grouped into jobs of
     /// `--stages`, and a line saying what it is.
     pub(crate) fn load(&self, trace: Option<&std::path::Path>) -> Result<(Workload, String)> {
-        Ok(self.source(trace)?.load(self.seed, self.stages, Spelling::Flag)?)
+        Ok(self.source(trace)?.load(self.seed(), self.stages, Spelling::Flag)?)
     }
 }
 

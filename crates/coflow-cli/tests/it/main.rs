@@ -310,6 +310,22 @@ fn bad_arguments_are_clear_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown policy \"nope\""), "{err}");
 
+    // An empty item in a list is refused by the parser, naming the flag, not dropped.
+    for (args, flag) in [
+        (&["sim", "--policies", "varys,,fair"][..], "--policies"),
+        (&["sim", "--policies", "varys,"], "--policies"),
+        (&["sim", "sweep", "--concurrent", "5", "--policies", ",varys"], "--policies"),
+        (&["bench", "--policies", "varys, ,fair"], "--policies"),
+        (&["demo", "--policies", "varys,,fair"], "--policies"),
+        (&["testbed", "run", "--policies", "varys,,tcp"], "--policies"),
+        (&["sim", "--coflowsim-rules", "epochs,,clock"], "--coflowsim-rules"),
+    ] {
+        let out = coflow().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains("an empty item"), "{args:?}: {err}");
+    }
+
     let out = coflow().args(["sim", "--machines", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "an error, not a panic");
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least one machine"));
@@ -412,9 +428,10 @@ fn an_output_never_writes_over_an_input() {
 }
 
 /// What a run cannot do is refused before it starts, naming the flag: a search of no round, a
-/// baseline that is a list, a synthetic workload's shape beside a trace, two outputs in one place,
-/// stages over a trace that has jobs already, a workload too large to hold, the reference
-/// simulator's rules under the exact model, and a rate that is no number. None panics.
+/// baseline that is a list, a synthetic workload's shape (or, where it seeds nothing else, its
+/// seed) beside a trace, two outputs in one place, stages over a trace that has jobs already, a
+/// workload too large to hold, the reference simulator's rules under the exact model, and a rate
+/// that is no number. None panics.
 #[test]
 fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
     let jobs = tmp("jobs.jsonl");
@@ -439,6 +456,9 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["sim", "--coflows", "5", "--baseline", "all"], "--baseline names one policy"),
         (&["sim", "--coflows", "5", "--baseline", "pfp,varys"], "--baseline names one policy"),
         (&["sim", "--trace", jobs, "--coflows", "5"], "--coflows and --machines shape the synthetic workload"),
+        (&["trace", "stats", jobs, "--machines", "5"], "--coflows and --machines shape the synthetic workload"),
+        (&["trace", "stats", jobs, "--seed", "5"], "--seed seeds the synthetic workload"),
+        (&["trace", "stats", "--trace", jobs, "--seed", "5", "--json", "-"], "--seed seeds the synthetic workload"),
         (&["sim", "--coflows", "5", "--json", "-", "--csv", "-"], "--json and --csv both write to -"),
         (&["sim", "--coflows", "5", "--json", "./same.out", "--csv", "same.out"], "--json and --csv both write to"),
         (&["sim", "--coflows", "20", "--machines", "100000"], "use fewer machines or coflows"),
@@ -622,6 +642,15 @@ fn trace_gen_stats_and_convert_round_trip() {
     assert_eq!(named.stdout, stats(&generated));
     let both = coflow().args(["trace", "stats", "--trace"]).arg(&generated).arg(&back).output().unwrap();
     assert_eq!(both.status.code(), Some(2), "{}", String::from_utf8_lossy(&both.stderr));
+    // A seed beside a trace draws only the jobs of --stages: alone it is refused, as the
+    // synthetic workload's shape is (the refusal is among the runs that cannot be done).
+    let staged = |seed: &str| {
+        let args = ["trace", "stats", "--json", "-", "--stages", "3", "--seed", seed];
+        let out = coflow().args(args).arg(&generated).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    assert_ne!(staged("5"), staged("6"), "the seed draws the jobs");
     let text = String::from_utf8(coflow().args(["trace", "stats"]).arg(&generated).output().unwrap().stdout).unwrap();
     for bin in ["SN", "LN", "SW", "LW"] {
         assert!(text.contains(bin), "{text}");
