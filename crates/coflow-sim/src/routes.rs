@@ -47,6 +47,10 @@ fn to_f64(v: Fixed) -> f64 {
 /// One byte in fixed point.
 const FIXED_ONE: f64 = 18_446_744_073_709_551_616.0;
 
+/// How far the clock may run past [`RouteModel::epoch`] before the epoch moves up to it: about
+/// five hours, over which a float counts nanoseconds to within a 256th of one.
+const REBASE: u64 = 1 << 44;
+
 /// The route model's state: the routes with unfinished flows, in the order the policy sees them.
 ///
 /// Kept by column, so that the passes a decision makes over every route touch only what they
@@ -83,6 +87,10 @@ pub(crate) struct RouteModel {
     /// Scratch: the routes whose rate a decision changed, and those noted as maybe due.
     changed: Vec<u32>,
     noted: Vec<u32>,
+    /// The origin of the planned finishes (`finish`, `next`, `res_finish`), kept in nanoseconds
+    /// after it as floats: it follows the clock (see [`REBASE`]), so that a finish keeps a fraction
+    /// of a nanosecond however late in a replay it falls.
+    epoch: Nanos,
     /// Workload indices of the coflows whose flows the last `complete` finished, in order.
     pub(crate) finished: Vec<u32>,
     /// Routes whose flows changed since the last decision (see `Changes::routes`), unsorted.
@@ -124,6 +132,27 @@ pub(crate) struct RouteModel {
 }
 
 impl RouteModel {
+    /// Nanoseconds from the epoch to `t` (negative before it), as a float.
+    fn rel(&self, t: Nanos) -> f64 {
+        if t >= self.epoch { (t.0 - self.epoch.0) as f64 } else { -((self.epoch.0 - t.0) as f64) }
+    }
+
+    /// Moves the epoch up to `now` once the clock has run [`REBASE`] past it, taking the planned
+    /// finishes along (each is then at most a rounding away from what it was: for a finish within
+    /// twice the move, none).
+    fn rebase(&mut self, now: Nanos) {
+        let ahead = now.0.saturating_sub(self.epoch.0);
+        if ahead < REBASE {
+            return;
+        }
+        // A move a float holds exactly, so that the finishes and the epoch move together.
+        let shift = ahead as f64;
+        self.epoch = Nanos(self.epoch.0.saturating_add(shift as u64));
+        for f in self.finish.iter_mut().chain(&mut self.res_finish).chain(&mut self.next) {
+            *f -= shift;
+        }
+    }
+
     /// Route `i`'s clock at `now`.
     fn clock_at(&self, i: usize, now: Nanos) -> f64 {
         if self.shared {
@@ -216,7 +245,7 @@ impl RouteModel {
             };
             // The route's clock then, as a float, and its first flow's bytes left as a clock per
             // route would find them.
-            since.0 as f64 + (self.head[i] - to_f64(self.offset[i] + clock)).max(0.0) / rate * 1e9
+            self.rel(since) + (self.head[i] - to_f64(self.offset[i] + clock)).max(0.0) / rate * 1e9
         } else {
             f64::INFINITY
         }
@@ -235,6 +264,7 @@ impl RouteModel {
 
     /// Adds a flow of `size` bytes of workload coflow `k` on `route` at `now`.
     pub(crate) fn add_flow(&mut self, route: Route, size: f64, k: u32, now: Nanos) {
+        self.rebase(now);
         let shared = self.shared;
         let i = *self.index.entry(route).or_insert_with(|| {
             self.states.push(RouteState { route, flows: 0, min_remaining: 0.0 });
@@ -274,7 +304,7 @@ impl RouteModel {
         if theta < self.head[i] {
             // An earlier first flow can only bring the route's finish, and so the earliest, closer.
             self.head[i] = theta;
-            self.finish[i] = self.plan(i, clock, now.0 as f64);
+            self.finish[i] = self.plan(i, clock, self.rel(now));
             if let Some(next) = self.next {
                 self.next = Some(next.min(self.finish[i]));
                 if self.finish[i] <= next + 1.0 && self.finish[i] < f64::INFINITY {
@@ -302,14 +332,21 @@ impl RouteModel {
     /// least a nanosecond after `now`.
     pub(crate) fn next_time(&self, now: Nanos) -> Nanos {
         let t = self.earliest().ceil();
-        if t < u64::MAX as f64 { Nanos((t as u64).max(now.0 + 1)) } else { Nanos::MAX }
+        if t < (u64::MAX - self.epoch.0) as f64 {
+            // A finish before the epoch saturates to it, and then to a nanosecond after `now`.
+            self.epoch.0.checked_add(t as u64).map_or(Nanos::MAX, |t| Nanos(t.max(now.0 + 1)))
+        } else {
+            // Past the last nanosecond (or NaN): never.
+            Nanos::MAX
+        }
     }
 
     /// Finishes the flows due at `now`, recording their coflows in `finished`; returns whether
     /// any did. Checks that each delivered exactly its bytes if `check`.
     pub(crate) fn complete(&mut self, now: Nanos, check: bool) -> bool {
         self.finished.clear();
-        let now_ns = now.0 as f64;
+        self.rebase(now);
+        let now_ns = self.rel(now);
         if self.earliest() > now_ns {
             return false;
         }
@@ -441,6 +478,7 @@ impl RouteModel {
     #[inline(never)]
     pub(crate) fn apply(&mut self, rates: &[f64], now: Nanos, policy: &str) {
         assert!(!self.shared, "policy {policy} answered in shares before");
+        self.rebase(now);
         let dt = (now - self.time).as_secs_f64();
         self.time = now;
         // Only the routes whose rate changed are planned again. Which ones did is anybody's
@@ -477,7 +515,7 @@ impl RouteModel {
                 d += 1;
             }
         }
-        let now_ns = now.0 as f64;
+        let now_ns = self.rel(now);
         for &i in &changed[..k] {
             let i = i as usize;
             let rate = self.rate[i];
@@ -502,6 +540,7 @@ impl RouteModel {
     /// brings its clock forward at the rate it had, and every route that follows another
     /// resource starts from its clock's reading now.
     pub(crate) fn apply_shares(&mut self, shares: &Shares, now: Nanos, policy: &str) {
+        self.rebase(now);
         if !self.shared {
             self.start_sharing(now);
         }

@@ -22,6 +22,30 @@ fn one_flow_on_an_idle_fabric_takes_size_over_rate() {
 }
 
 #[test]
+fn a_flow_of_hours_and_one_arriving_while_it_runs_each_take_size_over_rate() {
+    // 2.5 TB at 1 Gbit/s is 20,000 s; a 125 MB flow on other ports arriving at 18,000.5 s, five
+    // hours into the replay, takes one second. Under every policy both end on time, to a
+    // nanosecond for the short one and to the rounding of the thousands of decisions policies
+    // with timers take over the long one.
+    let big = coflow_core::Flow {
+        src: coflow_core::MachineId(0),
+        dst: coflow_core::MachineId(1),
+        size: coflow_core::Bytes(2_500_000_000_000),
+    };
+    let small = coflow_core::Flow {
+        src: coflow_core::MachineId(2),
+        dst: coflow_core::MachineId(3),
+        size: coflow_core::Bytes(125_000_000),
+    };
+    for policy in coflow_sched::policy::NAMES {
+        let r = run(policy, 4, Rate::GBPS, vec![coflow(1, 0, vec![big]), coflow(2, 18_000_500, vec![small])]);
+        let (long, short) = (r.outcomes[0].cct().unwrap().0, r.outcomes[1].cct().unwrap().0);
+        assert!(long.abs_diff(20_000_000_000_000) <= 20, "{policy}: {long} ns");
+        assert!(short.abs_diff(1_000_000_000) <= 1, "{policy}: {short} ns");
+    }
+}
+
+#[test]
 fn local_flows_cross_no_port() {
     for policy in coflow_sched::policy::NAMES {
         let r = run(policy, 2, unit_rate(), vec![coflow(1, 5, vec![flow(1, 1, 100)])]);

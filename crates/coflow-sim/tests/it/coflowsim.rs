@@ -100,6 +100,20 @@ fn intra_machine_flows_use_the_ports() {
 }
 
 #[test]
+fn per_port_shares_keep_time_hours_and_decades_into_a_replay() {
+    // The reference's per-port shares give each route its own rate, which the route model keeps
+    // per route. 20,000 MiB take 20,000 s; 1 MiB on other ports arriving five hours in takes 1 s;
+    // and so they do with both arrivals 31 years later.
+    for later_ms in [0, 1_000_000_000_000] {
+        let cs =
+            vec![coflow(1, later_ms, vec![flow(0, 1, 20_000)]), coflow(2, later_ms + 18_000_500, vec![flow(2, 3, 1)])];
+        let r = run_with("fair", rules("fair"), 4, mib_per_sec(), cs);
+        let ccts: Vec<u64> = r.outcomes.iter().map(|o| o.cct().unwrap().0).collect();
+        assert_eq!(ccts, [20_000_000_000_000, 1_000_000_000], "{later_ms} ms later");
+    }
+}
+
+#[test]
 fn per_port_equal_shares_leave_capacity_unused_where_max_min_would_not() {
     // Receiver 2 has three flows (from 0, 1 and 3), so each gets a third there; sender 1 has two
     // (to 2 and to 4), so its flow to 4 gets min(1/2, 1/1) = 1/2 under per-port equal shares and
