@@ -101,9 +101,9 @@ fn render(report: &BenchReport, source: &str, workload: &Workload, port_rate: Ra
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "replay of {source} ({} coflows, {} flows) at {port_rate}",
-        workload.coflows.len(),
-        workload.flow_count()
+        "replay of {source} ({}, {}) at {port_rate}",
+        crate::output::count(workload.coflows.len(), "coflow", "coflows"),
+        crate::output::count(workload.flow_count(), "flow", "flows")
     );
     let _ = writeln!(
         out,
@@ -124,10 +124,11 @@ fn render(report: &BenchReport, source: &str, workload: &Workload, port_rate: Ra
         );
     }
     let decisions = report.policies.iter().flat_map(|p| &p.concurrency).map(|c| c.decisions).max().unwrap_or(0);
+    let decisions = crate::output::count(decisions, "decision", "decisions");
     let _ = writeln!(
         out,
         "\ndecision time with N coflows present at once, from scratch and told what changed (up to {decisions} \
-         decisions after the first; Varys: {VARYS_DECISION_MS} ms)"
+         after the first; Varys: {VARYS_DECISION_MS} ms)"
     );
     let _ = writeln!(
         out,

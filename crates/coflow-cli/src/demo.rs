@@ -87,15 +87,15 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let (w, source) = args.workload.build(args.agents, port, 600_000_000, "--agents", false)?;
     say!(
         outs,
-        "coflow demo: {} agents on loopback{}, ports capped at {port}, {source}",
-        args.agents,
+        "coflow demo: {} on loopback{}, ports capped at {port}, {source}",
+        crate::output::count(args.agents as usize, "agent", "agents"),
         if args.plaintext { " with the token in clear" } else { " over mutual TLS" }
     );
     say!(
         outs,
-        "  {} coflows, {} flows, {:.0} MB across the fabric; bypass off (the simulator does not model it)",
-        w.coflows.len(),
-        w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
+        "  {}, {}, {:.0} MB across the fabric; bypass off (the simulator does not model it)",
+        crate::output::count(w.coflows.len(), "coflow", "coflows"),
+        crate::output::count(w.flow_count(), "flow", "flows"),
         coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
     let started = Instant::now();

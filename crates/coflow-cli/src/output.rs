@@ -164,10 +164,9 @@ pub(crate) fn json(path: &Path, value: &impl Serialize) -> Result<()> {
     write(path, &(serde_json::to_string_pretty(value).context("rendering the report")? + "\n"))
 }
 
-/// A count with its noun: `count(1, "thread", "threads")` is `1 thread`, with 2 `2 threads`.
-pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+/// A count with its noun: `count(1, "thread", "threads")` is `1 thread`, with 2 `2 threads`
+/// ([`coflow_trace::counted`], which the library's reports use too).
+pub(crate) use coflow_trace::counted as count;
 
 /// The first error writing a human-readable report to standard output: the command goes on (its
 /// files are still written) and fails at its end ([`unwritten`]).

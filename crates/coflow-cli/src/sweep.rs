@@ -74,10 +74,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
         crate::output::write(path, sweep.report_json(&plan))?;
     }
     crate::output::remark!(
-        "simulated {} runs ({} windows × {} policies) in {:.2} s wall time on {}",
-        sweep.runs,
-        sweep.ns.len() * sweep.windows_per_n,
-        sweep.policies_run,
+        "simulated {} ({} × {}) in {:.2} s wall time on {}",
+        crate::output::count(sweep.runs, "run", "runs"),
+        crate::output::count(sweep.ns.len() * sweep.windows_per_n, "window", "windows"),
+        crate::output::count(sweep.policies_run, "policy", "policies"),
         wall.as_secs_f64(),
         crate::output::count(plan.threads.min(sweep.runs), "thread", "threads")
     );

@@ -146,7 +146,7 @@ fn bin_table(summaries: &[Summary], baseline: Option<&str>) -> String {
     let vs = format!("vs {}", baseline.unwrap_or("-"));
     let _ = write!(t, "\n{:<16}", "by bin");
     for b in &first.bins {
-        let _ = write!(t, " {:>19}", format!("{} ({} coflows)", b.bin, b.coflows));
+        let _ = write!(t, " {:>19}", format!("{} ({})", b.bin, crate::output::count(b.coflows, "coflow", "coflows")));
     }
     let _ = write!(t, "\n{:<16}", "policy");
     for _ in &first.bins {

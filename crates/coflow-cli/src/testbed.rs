@@ -299,19 +299,19 @@ fn run_policies(a: RunArgs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the coflow binary")?;
     crate::output::say!(
         &[a.json.as_deref()],
-        "coflow testbed: {} hosts in network namespaces {}, links shaped by htb at {}, {source}",
-        topology.hosts.len(),
+        "coflow testbed: {} in network namespaces {}, links shaped by htb at {}, {source}",
+        crate::output::count(topology.hosts.len(), "host", "hosts"),
         topology.wan.as_ref().map_or("on one bridge".to_string(), |d| format!(
-            "in {} datacenters joined by wide-area links (weather seeded by --seed)",
-            d.wan.dcs()
+            "in {} joined by wide-area links (weather seeded by --seed)",
+            crate::output::count(d.wan.dcs() as usize, "datacenter", "datacenters")
         )),
         topology.uniform_rate().map_or("per-host rates".to_string(), |r| r.to_string())
     );
     crate::output::say!(
         &[a.json.as_deref()],
-        "  {} coflows, {} flows, {:.0} MB across the fabric; each policy on a fresh testbed",
-        w.coflows.len(),
-        w.coflows.iter().map(|c| c.flows.len()).sum::<usize>(),
+        "  {}, {}, {:.0} MB across the fabric; each policy on a fresh testbed",
+        crate::output::count(w.coflows.len(), "coflow", "coflows"),
+        crate::output::count(w.flow_count(), "flow", "flows"),
         coflow_testbed::workload::fabric_bytes(&w) as f64 / 1e6
     );
     let weather_seed = a.workload.seed();
@@ -361,7 +361,11 @@ fn run_faults(a: FaultArgs) -> Result<()> {
     preflight()?;
     coflow_testbed::teardown_on_signal();
     let exe = std::env::current_exe().context("finding the coflow binary")?;
-    crate::output::say!(&[a.json.as_deref()], "coflow testbed faults: {} hosts, {source}, varys", topology.hosts.len());
+    crate::output::say!(
+        &[a.json.as_deref()],
+        "coflow testbed faults: {}, {source}, varys",
+        crate::output::count(topology.hosts.len(), "host", "hosts")
+    );
     let opts = FaultOptions { topology, workload: w, source, exe, scenarios, get_bound, fault_at, keep: a.keep };
     let outputs = [a.json.as_deref()];
     let report = faults::run(&opts, &mut |line| crate::output::human(&format!("  {line}\n"), &outputs))?;
@@ -392,15 +396,15 @@ fn run_spark(a: SparkArgs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the coflow binary")?;
     crate::output::say!(
         &[a.json.as_deref()],
-        "coflow testbed spark: {} hosts at {r} (one Spark worker, executor of {} cores and {}, agent each), {source}",
-        topology.hosts.len(),
-        a.executor_cores,
+        "coflow testbed spark: {} at {r} (one Spark worker, executor of {} and {}, agent each), {source}",
+        crate::output::count(topology.hosts.len(), "host", "hosts"),
+        crate::output::count(a.executor_cores as usize, "core", "cores"),
         a.executor_memory
     );
     crate::output::say!(
         &[a.json.as_deref()],
-        "  {} coflows as jobs, arrivals compressed {}x, plus 4 named jobs; each mode on a fresh testbed",
-        w.coflows.len(),
+        "  {} as jobs, arrivals compressed {}x, plus 4 named jobs; each mode on a fresh testbed",
+        crate::output::count(w.coflows.len(), "coflow", "coflows"),
         a.compress_arrivals
     );
     let opts = SparkOptions {

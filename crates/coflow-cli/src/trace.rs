@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use coflow_trace::TraceFormat;
 
+use crate::output::count;
 use crate::workload::SynthArgs;
 
 /// What to do with traces.
@@ -145,20 +146,38 @@ pub(crate) fn run(cmd: TraceCommand) -> Result<()> {
             let format = format_for(&a.output, a.to)?;
             crate::output::prepare(&[("the output", Some(&a.output))], &[("the input", Some(&a.input))])?;
             let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
-            write_out(&w, &a.output, format, &format!("{} coflows", w.coflows.len()))?;
+            write_out(&w, &a.output, format, &count(w.coflows.len(), "coflow", "coflows"))?;
         }
         TraceCommand::Spread(a) => {
             let format = format_for(&a.output, a.to)?;
             crate::output::prepare(&[("the output", Some(&a.output))], &[("the input", Some(&a.input))])?;
             let w = coflow_trace::read_trace(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
             let w = coflow_sim::spread::spread_tasks(&w, a.per_rack, a.seed)?;
-            write_out(&w, &a.output, format, &format!("{} coflows on {} machines", w.coflows.len(), w.machines))?;
+            write_out(
+                &w,
+                &a.output,
+                format,
+                &format!(
+                    "{} on {}",
+                    count(w.coflows.len(), "coflow", "coflows"),
+                    count(w.machines as usize, "machine", "machines")
+                ),
+            )?;
         }
         TraceCommand::Gen(a) => {
             let format = format_for(&a.output, a.to)?;
             crate::output::prepare(&[("the output", Some(&a.output))], &[])?;
             let (w, _) = a.synth.load(None)?;
-            write_out(&w, &a.output, format, &format!("{} coflows ({} flows)", w.coflows.len(), w.flow_count()))?;
+            write_out(
+                &w,
+                &a.output,
+                format,
+                &format!(
+                    "{} ({})",
+                    count(w.coflows.len(), "coflow", "coflows"),
+                    count(w.flow_count(), "flow", "flows")
+                ),
+            )?;
         }
     }
     Ok(())

@@ -39,19 +39,20 @@ pub(crate) fn bench(a: BenchArgs) -> Result<()> {
     let found = siphon_search(&spec, Spelling::Flag)?;
     let times = &found.times_s;
     let mean = times.iter().sum::<f64>() / times.len() as f64;
+    let count = crate::output::count;
     crate::output::say!(
         &[],
-        "siphon-mc search with {} coflows present (rounds ≤ {}, depth {}, breadth {}, {} threads): \
-         mean {:.2} ms, p50 {:.2} ms, max {:.2} ms over {} decisions; {:.0} rounds per search on average",
-        a.coflows,
+        "siphon-mc search with {} present (rounds ≤ {}, depth {}, breadth {}, {}): \
+         mean {:.2} ms, p50 {:.2} ms, max {:.2} ms over {}; {:.0} rounds per search on average",
+        count(a.coflows, "coflow", "coflows"),
         a.rounds,
         a.depth,
         a.breadth,
-        rayon::current_num_threads(),
+        count(rayon::current_num_threads(), "thread", "threads"),
         mean * 1e3,
         coflow_sim::percentile(times, 50.0) * 1e3,
         times.last().copied().unwrap_or(0.0) * 1e3,
-        times.len(),
+        count(times.len(), "decision", "decisions"),
         found.rounds_per_search,
     );
     Ok(())

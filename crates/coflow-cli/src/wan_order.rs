@@ -126,10 +126,10 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
             if done.0 < done.2 || done.1 < done.2 {
                 crate::output::say!(
                     &[],
-                    "  unfinished: mrtf finished {} and siphon-mc {} of {} coflows; the averages count finished ones only",
+                    "  unfinished: mrtf finished {} and siphon-mc {} of {}; the averages count finished ones only",
                     done.0,
                     done.1,
-                    done.2
+                    crate::output::count(done.2, "coflow", "coflows")
                 );
             }
         }

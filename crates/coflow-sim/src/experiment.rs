@@ -225,8 +225,10 @@ impl Runs {
                 let unfinished = s.coflows.saturating_sub(s.completed + s.rejected);
                 (unfinished > 0).then(|| {
                     format!(
-                        "{}: {unfinished} of {} coflows did not finish ({end}); its figures are over the {} that did",
-                        s.policy, s.coflows, s.completed
+                        "{}: {unfinished} of {} did not finish ({end}); its figures are over the {} that did",
+                        s.policy,
+                        coflow_trace::counted(s.coflows, "coflow", "coflows"),
+                        s.completed
                     )
                 })
             })
@@ -301,8 +303,14 @@ impl Plan {
     /// The lines at the top of every report: the workload's, and the wide area's if any.
     pub fn describe(&self) -> String {
         let w = &self.given;
-        let workload =
-            format!("workload: {} — {} coflows, {} flows, {} machines", self.source, w.coflows, w.flows, w.machines);
+        let count = coflow_trace::counted;
+        let workload = format!(
+            "workload: {} — {}, {}, {}",
+            self.source,
+            count(w.coflows, "coflow", "coflows"),
+            count(w.flows, "flow", "flows"),
+            count(w.machines as usize, "machine", "machines")
+        );
         match &self.wide_area {
             None => format!("{workload}; ports at {}", self.port_rate),
             Some(wa) => format!("{workload}\n{}", describe_wide_area(&wa.config)),
@@ -450,7 +458,7 @@ fn describe_wide_area(cfg: &WanConfig) -> String {
     use std::fmt::Write as _;
     let wan = &cfg.wan;
     let mut t = String::new();
-    let _ = write!(t, "wide area: {} datacenters;", wan.dcs());
+    let _ = write!(t, "wide area: {};", coflow_trace::counted(wan.dcs() as usize, "datacenter", "datacenters"));
     for (r, l) in wan.links().iter().enumerate() {
         // In the unit that suits it: a link of 30 Mbit/s is not "0.0 Gbit/s".
         let mean = coflow_core::Rate::from_bytes_per_sec(l.bandwidth.mean());

@@ -853,6 +853,35 @@ fn an_output_named_for_standard_output_or_error_is_written_in_order() {
     assert!(err.ends_with("to /dev/stderr\n"), "{err}");
 }
 
+/// A count of one is printed in the singular (`1 coflow`, `1 datacenter`, `1 decision`), in
+/// every report that counts; the JSON keeps its numbers.
+#[test]
+fn a_count_of_one_is_singular() {
+    let one = tmp("one-dc.json");
+    std::fs::write(&one, r#"{"datacenters": ["a"], "links": []}"#).unwrap();
+    let sim = ["sim", "--coflows", "1", "--machines", "2", "--policies", "varys"];
+    let runs: [(Vec<&str>, &[&str]); 4] = [
+        (sim.to_vec(), &["— 1 coflow, 1 flow, 2 machines;", "SN (1 coflow) ", "LN (0 coflows)"]),
+        ([&sim[..], &["--wan", one.to_str().unwrap()]].concat(), &["1 coflow, 1 flow", "wide area: 1 datacenter;"]),
+        (vec!["trace", "gen", "--coflows", "1", "--machines", "2", "-o", "-"], &["wrote 1 coflow (1 flow) to"]),
+        (
+            vec!["bench", "--coflows", "3", "--concurrent", "1", "--decisions", "1", "--policies", "varys"],
+            &["(up to 1 decision after the first;"],
+        ),
+    ];
+    for (args, says) in runs {
+        let out = coflow().args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {text}");
+        for s in says {
+            assert!(text.contains(s), "{args:?}: no {s:?} in {text}");
+        }
+    }
+    let out = coflow().args(sim).args(["--json", "-"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((report["workload"]["coflows"].as_u64(), report["workload"]["flows"].as_u64()), (Some(1), Some(1)));
+}
+
 /// Sizes take units, and every shell gets its completions.
 #[test]
 fn sizes_take_units_and_completions_are_printed() {
