@@ -12,7 +12,8 @@
 //!    idle while a flow that crosses it could use it.
 //!
 //! Starvation freedom alternates a `T` interval of the above with a `δ` interval in which only the
-//! coflows that got no service during the `T` interval are served, as one coflow by MADD.
+//! coflows that got no service during the `T` interval are served, as one coflow by MADD (a
+//! coflow arriving as the interval ends was not there to be starved, and waits for the next).
 //! The policy is called on arrivals, completions and its own `T`/`δ` timers.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -230,7 +231,12 @@ impl Varys {
                     self.phase = Phase::Sebf(now.saturating_add(self.cfg.period));
                 }
                 Phase::Sebf(end) if now >= end => {
-                    self.starved = input.coflows.iter().map(|c| c.id).filter(|id| !self.served.contains(id)).collect();
+                    self.starved = input
+                        .coflows
+                        .iter()
+                        .filter(|c| c.arrival < end && !self.served.contains(&c.id))
+                        .map(|c| c.id)
+                        .collect();
                     self.served.clear();
                     self.phase = if self.starved.is_empty() {
                         Phase::Sebf(end.saturating_add(self.cfg.period))

@@ -45,6 +45,35 @@ fn a_flow_of_hours_and_one_arriving_while_it_runs_each_take_size_over_rate() {
     }
 }
 
+/// A flow of `secs` seconds at 1 Gbit/s from machine `src` to `dst`.
+fn seconds_of(src: u32, dst: u32, secs: u64) -> coflow_core::Flow {
+    coflow_core::Flow {
+        src: coflow_core::MachineId(src),
+        dst: coflow_core::MachineId(dst),
+        size: coflow_core::Bytes(secs * 125_000_000),
+    }
+}
+
+#[test]
+fn varys_gives_a_coflow_starved_for_a_period_its_turn() {
+    // A (5 s out of port 0) comes first; B (10 s out of port 0) arrives at 0.5 s with the larger
+    // bottleneck and gets nothing under SEBF. Its turn comes when each T = 2 s interval from the
+    // first decision ends: it alone is served for δ = 200 ms at 2 s and again at 4.2 s. A gets
+    // its other 1 s from 4.4 s and ends at 5.4 s; B, with 0.4 s done, ends 9.6 s later, at 15 s.
+    let cs = vec![coflow(1, 0, vec![seconds_of(0, 1, 5)]), coflow(2, 500, vec![seconds_of(0, 2, 10)])];
+    let r = run("varys", 3, Rate::GBPS, cs);
+    assert_ms(&ccts_ms(&r), &[5_400.0, 14_500.0]);
+}
+
+#[test]
+fn varys_does_not_count_a_coflow_arriving_as_a_period_ends_as_starved() {
+    // B arrives at 2 s, as the first T interval ends, on ports A does not use: it was not there
+    // to be starved, so A is not paused for a δ turn, and each takes its time alone.
+    let cs = vec![coflow(1, 0, vec![seconds_of(0, 1, 5)]), coflow(2, 2_000, vec![seconds_of(2, 3, 1)])];
+    let r = run("varys", 4, Rate::GBPS, cs);
+    assert_ms(&ccts_ms(&r), &[5_000.0, 1_000.0]);
+}
+
 #[test]
 fn local_flows_cross_no_port() {
     for policy in coflow_sched::policy::NAMES {
