@@ -236,9 +236,9 @@ impl fmt::Display for Nanos {
 /// A transfer rate, in bytes per second.
 ///
 /// Parsed from text with [`FromStr`]: a bare number is bytes per second, and a unit may follow:
-/// bits (`bps`, `Kbps`, `Mbps`, `Gbps`, `Tbps`, or `bit/s`, `Gbit/s`, `Gb/s`…, decimal
-/// prefixes) or bytes (`B/s`, `KB/s`, `MB/s`, `GB/s` decimal; `KiB/s`, `MiB/s`, `GiB/s`
-/// binary).
+/// bits (`bps`, `Kbps`, `Mbps`, `Gbps`, `Tbps`, `Pbps`, or `bit/s`, `Gbit/s`, `Gb/s`…, decimal
+/// prefixes) or bytes (`B/s`, `KB/s`, `MB/s`, `GB/s`, `TB/s`, `PB/s` decimal; `KiB/s`, `MiB/s`,
+/// `GiB/s`… binary). It is shown in the largest bit unit it reaches, up to `Pbit/s`.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Default)]
 pub struct Rate(f64);
 
@@ -268,7 +268,8 @@ impl Rate {
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bits = self.bits_per_sec();
-        const UNITS: [(&str, f64); 4] = [("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("Kbit/s", 1e3)];
+        const UNITS: [(&str, f64); 5] =
+            [("Pbit/s", 1e15), ("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("Kbit/s", 1e3)];
         for (name, scale) in UNITS {
             if bits >= scale {
                 let v = bits / scale;
@@ -294,7 +295,8 @@ pub enum ParseRateError {
     Number(String),
     /// The unit is not one we know.
     #[error(
-        "unknown rate unit {0:?} (expected bps, Kbps, Mbps, Gbps, Tbps, B/s, KB/s, MB/s, GB/s, KiB/s, MiB/s, GiB/s)"
+        "unknown rate unit {0:?} (expected bps, Kbps, Mbps, Gbps, Tbps, Pbps, B/s, KB/s, MB/s, GB/s, TB/s, PB/s, KiB/s, \
+         MiB/s, GiB/s)"
     )]
     Unit(String),
     /// The rate is zero, negative or not finite.
@@ -341,6 +343,7 @@ fn unit_scale(unit: &str) -> Option<f64> {
         'm' => (2, &unit[1..]),
         'g' => (3, &unit[1..]),
         't' => (4, &unit[1..]),
+        'p' => (5, &unit[1..]),
         _ => (0, unit),
     };
     if let Some(after_i) = rest.strip_prefix('i') {
@@ -419,6 +422,11 @@ mod tests {
         assert_eq!(rate("800Mbps"), 100e6);
         assert_eq!(rate("1.5GiB/s"), 1.5 * 1073741824.0);
         assert_eq!(rate("8bps"), 1.0);
+        // The peta units, up to the fastest port a simulation takes (1 Pbit/s).
+        for s in ["1Pbps", "1 Pbit/s", "1Pb/s", "0.125PB/s", "125TB/s", "1000Tbps"] {
+            assert_eq!(rate(s), 125e12, "{s}");
+        }
+        assert_eq!(rate("1PiB/s"), 1024f64.powi(5));
     }
 
     #[test]
@@ -440,6 +448,11 @@ mod tests {
     #[test]
     fn displays_rates_and_bytes() {
         assert_eq!(Rate::GBPS.to_string(), "1 Gbit/s");
+        let shown = |b: f64| Rate::from_bytes_per_sec(b).to_string();
+        assert_eq!(shown(125e12), "1 Pbit/s");
+        assert_eq!(shown(1e15), "8 Pbit/s");
+        assert_eq!(shown(124e12), "992 Tbit/s");
+        assert_eq!(shown(2.5e14 / 3.0), "666.667 Tbit/s");
         assert_eq!(Bytes::mib(5).to_string(), "5.00 MiB");
     }
 }

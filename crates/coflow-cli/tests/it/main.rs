@@ -477,6 +477,7 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["sim", "--coflows", "5", "--port-rate", "NaN"], "bad number \"NaN\""),
         (&["sim", "--coflows", "5", "--port-rate", "-1"], "--port-rate \"-1\""),
         (&["sim", "--coflows", "5", "--port-rate", "1e30"], "--port-rate \"1e30\": at most 1 Pbit/s"),
+        (&["sim", "--coflows", "5", "--port-rate", "1.5Pbps"], "--port-rate \"1.5Pbps\": at most 1 Pbit/s"),
         (&["sim", "--coflows", "5", "--port-rate", "1bps"], "--port-rate \"1bps\": at least 1 kbit/s\n"),
         (&["sim", "--coflows", "5", "--deadline-fraction", "0.5", "--deadline-x", "3"], "--deadline-x sets the slack"),
         (&["sim", "--coflows", "5", "--deadlines", "--deadline-x", "1e308"], "at most 1000, got 1e308\n"),
