@@ -5,10 +5,12 @@ use anyhow::{Result, bail};
 use coflow_sched::policy;
 
 /// A comma-separated list of names (`--policies`, `--coflowsim-rules`) as given, for clap to
-/// check: an empty item (`varys,,fair`, a comma at an end) is refused rather than dropped, as it
-/// is more likely a name lost in an edit than meant. The empty list is left to the command.
+/// check: an empty item beside names (`varys,,fair`, a comma at an end) is refused rather than
+/// dropped, as it is more likely a name lost in an edit than meant. A list of no name at all
+/// (empty, `,,`) is left to the command, which says what it takes that to mean.
 pub(crate) fn list(s: &str) -> Result<String, String> {
-    if !s.trim().is_empty() && s.split(',').any(|item| item.trim().is_empty()) {
+    let mut items = s.split(',').map(str::trim);
+    if items.clone().any(str::is_empty) && items.any(|item| !item.is_empty()) {
         return Err(format!("an empty item in {s:?}: each comma goes between two names"));
     }
     Ok(s.to_string())
