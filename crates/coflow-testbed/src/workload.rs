@@ -68,8 +68,11 @@ pub fn build(
             (
                 synth::generate(&cfg),
                 format!(
-                    "synthetic (seed {}, {} coflows, {machines} machines, load {})",
-                    spec.seed, spec.coflows, spec.load
+                    "synthetic (seed {}, {}, {}, load {})",
+                    spec.seed,
+                    coflow_trace::counted(spec.coflows, "coflow", "coflows"),
+                    coflow_trace::counted(machines as usize, "machine", "machines"),
+                    spec.load
                 ),
             )
         }

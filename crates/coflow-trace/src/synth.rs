@@ -149,7 +149,9 @@ pub enum SynthError {
 impl SynthConfig {
     /// What the workload this config generates is, as reports name it.
     pub fn describe(&self) -> String {
-        format!("synthetic (seed {}, {} coflows, {} machines)", self.seed, self.coflows, self.machines)
+        let coflows = crate::counted(self.coflows, "coflow", "coflows");
+        let machines = crate::counted(self.machines as usize, "machine", "machines");
+        format!("synthetic (seed {}, {coflows}, {machines})", self.seed)
     }
 
     /// Checks the parameters; [`generate`] requires a valid config.

@@ -862,7 +862,14 @@ fn a_count_of_one_is_singular() {
     std::fs::write(&one, r#"{"datacenters": ["a"], "links": []}"#).unwrap();
     let sim = ["sim", "--coflows", "1", "--machines", "2", "--policies", "varys"];
     let runs: [(Vec<&str>, &[&str]); 4] = [
-        (sim.to_vec(), &["— 1 coflow, 1 flow, 2 machines;", "SN (1 coflow) ", "LN (0 coflows)"]),
+        (
+            sim.to_vec(),
+            &[
+                "synthetic (seed 1, 1 coflow, 2 machines) — 1 coflow, 1 flow, 2 machines;",
+                "SN (1 coflow) ",
+                "LN (0 coflows)",
+            ],
+        ),
         ([&sim[..], &["--wan", one.to_str().unwrap()]].concat(), &["1 coflow, 1 flow", "wide area: 1 datacenter;"]),
         (vec!["trace", "gen", "--coflows", "1", "--machines", "2", "-o", "-"], &["wrote 1 coflow (1 flow) to"]),
         (
