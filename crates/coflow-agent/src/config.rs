@@ -172,14 +172,30 @@ impl AgentConfig {
             return err("coordinator_grace_ms", "must be 100 to 86400000");
         }
         if let Some(a) = &self.data_advertise {
-            match a.parse::<std::net::SocketAddr>() {
-                Ok(addr) if reachable(addr) => {}
+            let addr = match a.parse::<std::net::SocketAddr>() {
+                Ok(addr) if reachable(addr) => addr,
                 _ => {
                     return err(
                         "data_advertise",
                         "must be an IP address and port other agents can reach, such as 10.0.0.1:7072",
                     );
                 }
+            };
+            // An address of another family than the one listened on reaches nothing: 0.0.0.0 and
+            // an IPv4 address take IPv4 only, an IPv6 address IPv6 only, and [::] both.
+            if let Ok(listen) = self.data_listen.parse::<std::net::SocketAddr>()
+                && listen.is_ipv4() != addr.is_ipv4()
+                && !(listen.is_ipv6() && listen.ip().is_unspecified())
+            {
+                return err(
+                    "data_advertise",
+                    &format!(
+                        "{addr} is an {} address, and data_listen {listen} takes {} only (listen on [::]:{} for both)",
+                        if addr.is_ipv4() { "IPv4" } else { "IPv6" },
+                        if listen.is_ipv4() { "IPv4" } else { "IPv6" },
+                        listen.port()
+                    ),
+                );
             }
         }
         // A URL (https:// with TLS files; the security a caller of `run` hands over is checked
@@ -244,8 +260,28 @@ mod tests {
             let e = with(bad).expect_err(bad);
             assert_eq!(e.field, "data_advertise", "{bad}: {}", e.reason);
         }
-        for good in ["10.0.0.1:7072", "[fd00::1]:7072", "127.0.0.1:7072"] {
+        for good in ["10.0.0.1:7072", "127.0.0.1:7072"] {
             assert!(with(good).is_ok(), "{good}");
+        }
+    }
+
+    /// An advertised address of the other family than the one `data_listen` takes would be
+    /// dialled in vain: refused at start, naming both. `[::]` takes both families.
+    #[test]
+    fn the_advertised_data_address_is_of_a_family_listened_on() {
+        let with = |listen: &str, advertise: &str| {
+            AgentConfig { data_listen: listen.into(), data_advertise: Some(advertise.into()), ..AgentConfig::default() }
+                .validate()
+        };
+        for (listen, advertise) in [("0.0.0.0:7072", "[fd00::1]:7072"), ("[fd00::2]:7072", "10.0.0.1:7072")] {
+            let e = with(listen, advertise).expect_err(advertise);
+            assert_eq!(e.field, "data_advertise");
+            assert!(e.reason.contains(listen) && e.reason.contains("[::]:7072"), "{}", e.reason);
+        }
+        for (listen, advertise) in
+            [("[::]:7072", "[fd00::1]:7072"), ("[::]:7072", "10.0.0.1:7072"), ("0.0.0.0:7072", "10.0.0.1:7072")]
+        {
+            assert!(with(listen, advertise).is_ok(), "{listen} {advertise}");
         }
     }
 
