@@ -27,12 +27,13 @@ impl Owners {
     /// mode) is bounded only by the coordinator's whole.
     pub(super) fn room_for_coflow(&self, owner: &str, max: usize) -> Result<(), String> {
         let held = self.held.get(owner).map_or(0, |h| h.coflows.len());
-        room(owner, held, max, "coflows registered (max_coflows_per_owner)")
+        room(owner, held, max, ["coflow", "coflows"], "registered (max_coflows_per_owner)")
     }
 
     /// Whether `owner`'s coflows may have one more piece within `max`; if not, why.
     pub(super) fn room_for_piece(&self, owner: &str, max: usize) -> Result<(), String> {
-        room(owner, self.held.get(owner).map_or(0, |h| h.pieces), max, "pieces announced (max_pieces_per_owner)")
+        let held = self.held.get(owner).map_or(0, |h| h.pieces);
+        room(owner, held, max, ["piece", "pieces"], "announced (max_pieces_per_owner)")
     }
 
     /// `owner` holds coflow `id`, with no pieces yet.
@@ -104,10 +105,12 @@ impl Owners {
     }
 }
 
-/// Whether `owner`, holding `held` of what `what` names, may hold one more within `max`.
-fn room(owner: &str, held: usize, max: usize, what: &str) -> Result<(), String> {
+/// Whether `owner`, holding `held` things (`names`: one, and more than one) `how`, may hold one
+/// more within `max`; if not, why.
+fn room(owner: &str, held: usize, max: usize, names: [&str; 2], how: &str) -> Result<(), String> {
     if !owner.is_empty() && held >= max {
-        return Err(format!("{owner} holds {held} {what}"));
+        let name = names[usize::from(held != 1)];
+        return Err(format!("{owner} holds {held} {name} {how}"));
     }
     Ok(())
 }
@@ -127,7 +130,7 @@ mod tests {
         assert_eq!(o.room_for_piece("a", 3), Ok(()));
         o.add_piece("a");
         assert_eq!(o.room_for_piece("a", 3), Err("a holds 3 pieces announced (max_pieces_per_owner)".into()));
-        assert_eq!(o.room_for_coflow("a", 1), Err("a holds 1 coflows registered (max_coflows_per_owner)".into()));
+        assert_eq!(o.room_for_coflow("a", 1), Err("a holds 1 coflow registered (max_coflows_per_owner)".into()));
         assert_eq!(o.room_for_piece("b", 1), Ok(()), "another owner");
         o.hold("a", CoflowId(3));
         o.hold("b", CoflowId(5));

@@ -760,8 +760,17 @@ fn limits_hold_for_adopted_coflows_and_pieces() {
     let e = h.core.handle_put(h.now, recovered(CoflowId(5), "3", 2, 10, reg.clone())).unwrap_err();
     assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_pieces_per_coflow")), "{e}");
     let e = h.core.handle_put(h.now, recovered(CoflowId(6), "1", 0, 10, reg)).unwrap_err();
-    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("max_coflows")), "{e}");
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m.contains("2 coflows registered (max_coflows)")), "{e}");
     assert_eq!(h.core.live_coflows(), 2);
+}
+
+/// The refusal at `max_coflows` counts what is registered, one coflow in the singular.
+#[test]
+fn a_coordinator_full_at_one_coflow_says_so() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { max_coflows: 1, ..Default::default() });
+    h.register(1, CoflowOptions::default());
+    let e = h.core.handle_register(h.now, Registration { num_flows: 1, ..Default::default() }).unwrap_err();
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m == "1 coflow registered (max_coflows)"), "{e}");
 }
 
 /// One identity holds at most `max_coflows_per_owner` coflows, registered or adopted, so that the
