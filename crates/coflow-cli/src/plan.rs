@@ -23,7 +23,7 @@ pub(crate) struct CommonArgs {
         help = crate::policies::help("Comma-separated policies to run, or `all`")
     )]
     policies: String,
-    /// The policy others are compared against (one name; empty for none).
+    /// The policy others are compared against (one name; `none` or empty for none).
     #[arg(long, default_value = "fair")]
     baseline: String,
     /// Capacity of every port, e.g. 1Gbps, 128MiB/s or 125000000 (bytes per second).

@@ -962,6 +962,11 @@ mod tests {
         assert!(e.starts_with("policies: ") && e.contains("sincronia"), "{e}");
         let e = refusal(&Config { baseline: "sincronia".into(), ..options(model) }, Spelling::Flag);
         assert!(e.starts_with("--baseline: policy \"sincronia\""), "{e}");
+        // No baseline, however said.
+        for none in ["", "none", " none "] {
+            let plan = Config { baseline: none.into(), ..options(model) }.plan(Spelling::Flag).unwrap();
+            assert_eq!(plan.baseline, None, "{none:?}");
+        }
         // `all` means the policies the model has.
         let plan = Config { policies: "all".into(), baseline: String::new(), ..options(model) }.plan(Spelling::Flag);
         assert_eq!(plan.unwrap().policies.len(), super::coflowsim::POLICIES.len(), "all under the reference model");

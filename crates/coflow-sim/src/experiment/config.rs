@@ -72,8 +72,8 @@ pub struct Config {
     pub stages: usize,
     /// Comma-separated policies, or `all`.
     pub policies: String,
-    /// The policy others are compared against (runs even when not asked for), empty for none; a
-    /// wide area's is always `mrtf`.
+    /// The policy others are compared against (runs even when not asked for), empty or `none`
+    /// for none; a wide area's is always `mrtf`.
     pub baseline: String,
     /// Capacity of every port, e.g. `1Gbps`.
     pub port_rate: String,
@@ -252,9 +252,9 @@ impl Config {
         if policies.is_empty() {
             return Err(PlanError(format!("{} names no policy", name("policies"))).into());
         }
-        // One policy, or none (empty): not a list, and not `all`.
+        // One policy, or none (empty, or `none`): not a list, and not `all`.
         let baseline = match self.baseline.trim() {
-            "" => None,
+            "" | "none" => None,
             one if one.contains(',') || one == "all" => {
                 return Err(PlanError(format!("{} names one policy, got {one:?}", name("baseline"))).into());
             }
@@ -369,7 +369,7 @@ impl Config {
             }
             // No baseline asked for is not one overridden: the wide area's tables show theirs.
             let asked = self.baseline.trim();
-            if !asked.is_empty() && asked != default.baseline && asked != super::WIDE_AREA_BASELINE {
+            if !matches!(asked, "" | "none") && asked != default.baseline && asked != super::WIDE_AREA_BASELINE {
                 let baseline = name("baseline");
                 let (given, used) = (&self.baseline, super::WIDE_AREA_BASELINE);
                 plan.notes.push(format!("{baseline} {given} is not used: the wide area compares with {used}"));
