@@ -165,8 +165,8 @@ pub(crate) fn json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 /// A count with its noun: `count(1, "thread", "threads")` is `1 thread`, with 2 `2 threads`
-/// ([`coflow_trace::counted`], which the library's reports use too).
-pub(crate) use coflow_trace::counted as count;
+/// ([`coflow_core::counted`], which the library's reports use too).
+pub(crate) use coflow_core::counted as count;
 
 /// The first error writing a human-readable report to standard output: the command goes on (its
 /// files are still written) and fails at its end ([`unwritten`]).

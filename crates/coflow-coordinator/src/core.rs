@@ -679,8 +679,8 @@ impl Core {
     /// `max_coflows_per_owner`; if not, why.
     fn room_for(&self, owner: &str) -> Result<(), String> {
         if self.coflows.len() >= self.cfg.max_coflows {
-            let n = self.coflows.len();
-            return Err(format!("{n} {} registered (max_coflows)", if n == 1 { "coflow" } else { "coflows" }));
+            let coflows = coflow_core::counted(self.coflows.len(), "coflow", "coflows");
+            return Err(format!("{coflows} registered (max_coflows)"));
         }
         self.owners.room_for_coflow(owner, self.cfg.max_coflows_per_owner)
     }

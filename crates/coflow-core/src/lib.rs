@@ -29,4 +29,4 @@ mod units;
 pub use coflow::{Bin, Coflow, Flow, NARROW_MAX_FLOWS, SHORT_LONGEST_FLOW, Workload, WorkloadError};
 pub use ident::{CoflowId, FlowId, MachineId};
 pub use peer::peer_group;
-pub use units::{Bytes, MIB, Nanos, ParseBytesError, ParseDurationError, ParseRateError, Rate, shown};
+pub use units::{Bytes, MIB, Nanos, ParseBytesError, ParseDurationError, ParseRateError, Rate, counted, shown};

@@ -363,8 +363,23 @@ pub fn shown(x: f64) -> String {
     if x == 0.0 || (x.is_finite() && (1e-5..1e16).contains(&x.abs())) { format!("{x}") } else { format!("{x:?}") }
 }
 
+/// A count with its noun, for what is printed: `counted(1, "coflow", "coflows")` is `1 coflow`,
+/// with 2 `2 coflows`.
+pub fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_count_of_one_is_singular() {
+        assert_eq!(super::counted(1, "coflow", "coflows"), "1 coflow");
+        assert_eq!(
+            (super::counted(0, "flow", "flows"), super::counted(2, "flow", "flows")),
+            ("0 flows".into(), "2 flows".into())
+        );
+    }
+
     #[test]
     fn a_number_is_shown_short() {
         let cases = [(2000.0, "2000"), (0.5, "0.5"), (-1.0, "-1"), (1e308, "1e308"), (1e-300, "1e-300")];

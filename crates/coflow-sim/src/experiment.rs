@@ -227,7 +227,7 @@ impl Runs {
                     format!(
                         "{}: {unfinished} of {} did not finish ({end}); its figures are over the {} that did",
                         s.policy,
-                        coflow_trace::counted(s.coflows, "coflow", "coflows"),
+                        coflow_core::counted(s.coflows, "coflow", "coflows"),
                         s.completed
                     )
                 })
@@ -303,7 +303,7 @@ impl Plan {
     /// The lines at the top of every report: the workload's, and the wide area's if any.
     pub fn describe(&self) -> String {
         let w = &self.given;
-        let count = coflow_trace::counted;
+        let count = coflow_core::counted;
         let workload = format!(
             "workload: {} — {}, {}, {}",
             self.source,
@@ -458,7 +458,7 @@ fn describe_wide_area(cfg: &WanConfig) -> String {
     use std::fmt::Write as _;
     let wan = &cfg.wan;
     let mut t = String::new();
-    let _ = write!(t, "wide area: {};", coflow_trace::counted(wan.dcs() as usize, "datacenter", "datacenters"));
+    let _ = write!(t, "wide area: {};", coflow_core::counted(wan.dcs() as usize, "datacenter", "datacenters"));
     for (r, l) in wan.links().iter().enumerate() {
         // In the unit that suits it: a link of 30 Mbit/s is not "0.0 Gbit/s".
         let mean = coflow_core::Rate::from_bytes_per_sec(l.bandwidth.mean());

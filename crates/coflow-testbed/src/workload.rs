@@ -70,8 +70,8 @@ pub fn build(
                 format!(
                     "synthetic (seed {}, {}, {}, load {})",
                     spec.seed,
-                    coflow_trace::counted(spec.coflows, "coflow", "coflows"),
-                    coflow_trace::counted(machines as usize, "machine", "machines"),
+                    coflow_core::counted(spec.coflows, "coflow", "coflows"),
+                    coflow_core::counted(machines as usize, "machine", "machines"),
                     spec.load
                 ),
             )

@@ -263,16 +263,10 @@ pub(crate) fn quoted(token: &str) -> String {
     format!("{:?}… ({} bytes)", &token[..end], token.len())
 }
 
-/// A count with its noun, for what is printed: `counted(1, "coflow", "coflows")` is `1 coflow`,
-/// with 2 `2 coflows`.
-pub fn counted(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 /// The message of [`TraceError::CoflowCount`].
 fn coflow_count_message(declared: usize, found: usize) -> String {
-    let coflows = |n: usize| counted(n, "coflow", "coflows");
-    let lines = |n: usize| counted(n, "coflow line", "coflow lines");
+    let coflows = |n: usize| coflow_core::counted(n, "coflow", "coflows");
+    let lines = |n: usize| coflow_core::counted(n, "coflow line", "coflow lines");
     if found < declared {
         format!("the header declares {} but the file has only {} (is it truncated?)", coflows(declared), lines(found))
     } else {

@@ -52,7 +52,7 @@ use std::str::FromStr;
 use coflow_core::Workload;
 
 pub use benchmark::{MAX_TRACE_FLOWS, parse_benchmark, read_benchmark, write_benchmark};
-pub use error::{Field, MAX_STREAM_BYTES, TraceError, counted, read_regular_text, read_text};
+pub use error::{Field, MAX_STREAM_BYTES, TraceError, read_regular_text, read_text};
 pub use jsonl::{JSONL_FORMAT, JSONL_VERSION, parse_jsonl, read_jsonl, write_jsonl};
 pub use stats::{BinStats, TraceStats, stats};
 

@@ -149,8 +149,8 @@ pub enum SynthError {
 impl SynthConfig {
     /// What the workload this config generates is, as reports name it.
     pub fn describe(&self) -> String {
-        let coflows = crate::counted(self.coflows, "coflow", "coflows");
-        let machines = crate::counted(self.machines as usize, "machine", "machines");
+        let coflows = coflow_core::counted(self.coflows, "coflow", "coflows");
+        let machines = coflow_core::counted(self.machines as usize, "machine", "machines");
         format!("synthetic (seed {}, {coflows}, {machines})", self.seed)
     }
 

@@ -27,13 +27,13 @@ impl Owners {
     /// mode) is bounded only by the coordinator's whole.
     pub(super) fn room_for_coflow(&self, owner: &str, max: usize) -> Result<(), String> {
         let held = self.held.get(owner).map_or(0, |h| h.coflows.len());
-        room(owner, held, max, ["coflow", "coflows"], "registered (max_coflows_per_owner)")
+        room(owner, held, max, ("coflow", "coflows"), "registered (max_coflows_per_owner)")
     }
 
     /// Whether `owner`'s coflows may have one more piece within `max`; if not, why.
     pub(super) fn room_for_piece(&self, owner: &str, max: usize) -> Result<(), String> {
         let held = self.held.get(owner).map_or(0, |h| h.pieces);
-        room(owner, held, max, ["piece", "pieces"], "announced (max_pieces_per_owner)")
+        room(owner, held, max, ("piece", "pieces"), "announced (max_pieces_per_owner)")
     }
 
     /// `owner` holds coflow `id`, with no pieces yet.
@@ -107,10 +107,9 @@ impl Owners {
 
 /// Whether `owner`, holding `held` things (`names`: one, and more than one) `how`, may hold one
 /// more within `max`; if not, why.
-fn room(owner: &str, held: usize, max: usize, names: [&str; 2], how: &str) -> Result<(), String> {
+fn room(owner: &str, held: usize, max: usize, (one, many): (&str, &str), how: &str) -> Result<(), String> {
     if !owner.is_empty() && held >= max {
-        let name = names[usize::from(held != 1)];
-        return Err(format!("{owner} holds {held} {name} {how}"));
+        return Err(format!("{owner} holds {} {how}", coflow_core::counted(held, one, many)));
     }
     Ok(())
 }
