@@ -340,6 +340,16 @@ impl ClientConfig {
         self
     }
 
+    /// The first of the coordinator's and the agent's URL that [`Client::connect`] cannot take,
+    /// named by its field (`coordinator` or `agent`), and why; `None` if it takes both. Reads no
+    /// file, so a caller can name the argument at fault before it connects.
+    pub fn url_error(&self) -> Option<(&'static str, String)> {
+        let tls = self.tls.is_some();
+        [("coordinator", &self.coordinator), ("agent", &self.agent)]
+            .into_iter()
+            .find_map(|(field, url)| coflow_proto::endpoint_url(url, tls).err().map(|e| (field, e)))
+    }
+
     /// How the client authenticates: loads and checks the TLS files if any.
     fn security(&self) -> Result<Security, ClientError> {
         match (&self.tls, &self.token) {

@@ -58,6 +58,6 @@ pub use msg::{
 pub use serve::{SERVER_KEEPALIVE, SHUTDOWN_DRAIN, ServeError, TypedErrors, serve_until_stopped, server};
 pub use tls::{
     Authenticate, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError, TlsFiles, accept,
-    accept_agent, authorize, certificate_refused, client_certificate_question, connect_agent, peer_role,
+    accept_agent, authorize, certificate_refused, client_certificate_question, connect_agent, endpoint_url, peer_role,
     permission_denied, service_certificate_refused, valid_client_name,
 };

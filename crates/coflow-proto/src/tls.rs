@@ -857,11 +857,6 @@ impl Security {
         }
     }
 
-    /// The URL scheme its gRPC endpoints use: `https` with TLS, else `http`.
-    pub fn scheme(&self) -> &'static str {
-        if self.tls().is_some() { "https" } else { "http" }
-    }
-
     /// The server interceptor that authenticates every call and records who made it.
     pub fn authenticate(&self) -> Authenticate {
         match self {
@@ -878,24 +873,32 @@ impl Security {
     /// A gRPC endpoint for `url` (http:// in token mode, https:// with TLS; a bare `host:port`
     /// takes the scheme of the mode), with TLS configured.
     pub fn endpoint(&self, url: &str) -> Result<tonic::transport::Endpoint, String> {
-        let want = self.scheme();
-        let url = if url.contains("://") { url.to_string() } else { format!("{want}://{url}") };
-        if !url.starts_with(&format!("{want}://")) {
-            return Err(format!(
-                "url {url:?} must start with {want}:// ({})",
-                if want == "https" {
-                    "TLS is on: this member has TLS files"
-                } else {
-                    "TLS is off: this member has a cluster token and no TLS files"
-                }
-            ));
-        }
-        let ep = tonic::transport::Endpoint::from_shared(url.clone()).map_err(|e| format!("url {url:?}: {e}"))?;
+        let (url, ep) = endpoint_url(url, self.tls().is_some())?;
         match self {
             Security::Token(_) => Ok(ep),
             Security::Tls(t) => ep.tls_config(t.channel_config()).map_err(|e| format!("url {url:?}: {e}")),
         }
     }
+}
+
+/// `url` as [`Security::endpoint`] takes it, in the mode with TLS or without, before TLS is
+/// configured: the URL with its scheme, and its endpoint; or why it cannot be taken (another
+/// scheme than the mode's, or no URL at all). Reads no file.
+pub fn endpoint_url(url: &str, tls: bool) -> Result<(String, tonic::transport::Endpoint), String> {
+    let want = if tls { "https" } else { "http" };
+    let url = if url.contains("://") { url.to_string() } else { format!("{want}://{url}") };
+    if !url.starts_with(&format!("{want}://")) {
+        return Err(format!(
+            "url {url:?} must start with {want}:// ({})",
+            if tls {
+                "TLS is on: this member has TLS files"
+            } else {
+                "TLS is off: this member has a cluster token and no TLS files"
+            }
+        ));
+    }
+    let ep = tonic::transport::Endpoint::from_shared(url.clone()).map_err(|e| format!("url {url:?}: {e}"))?;
+    Ok((url, ep))
 }
 
 /// Who made a call, as authenticated: put in each request's extensions by [`Authenticate`].

@@ -590,33 +590,6 @@ fn wait<T: Send + 'static>(
     }
 }
 
-/// A lazy connection (it opens no socket), its error kept for [`connect_error`] to read.
-async fn connect(cfg: ClientConfig) -> Result<Result<coflow_client::Client, ClientError>, ClientError> {
-    Ok(coflow_client::Client::connect(cfg).await)
-}
-
-/// The error of a client that could not be made from `cfg`: a URL the client cannot take is the
-/// `ValueError` of its argument (`coordinator` or `agent`), which the SDK checks before any call;
-/// anything else (TLS files that do not load) is the service error it was.
-///
-/// Which URL failed is found by making the client again with the other URL, or both, replaced by
-/// one that is known to be good: a lazy client opens no connection, so this costs no call.
-fn connect_error(py: Python<'_>, rt: &Runtime, cfg: ClientConfig, e: ClientError) -> PyErr {
-    let ClientError::Invalid(message) = &e else { return service_error(&e) };
-    let good = if cfg.tls.is_some() { "https://127.0.0.1:1" } else { "http://127.0.0.1:1" };
-    let with = |coordinator: &str, agent: &str| {
-        let cfg = ClientConfig { coordinator: coordinator.into(), agent: agent.into(), ..cfg.clone() };
-        matches!(wait(py, rt, connect(cfg)), Ok(Ok(_)))
-    };
-    if !with(good, good) {
-        service_error(&e)
-    } else if !with(&cfg.coordinator, good) {
-        PyValueError::new_err(format!("coordinator: {message}"))
-    } else {
-        PyValueError::new_err(format!("agent: {message}"))
-    }
-}
-
 /// A connection to a coflow cluster: the coordinator and the local agent.
 #[pyclass(name = "Client", module = "coflow._coflow", frozen)]
 #[derive(Debug)]
@@ -691,9 +664,18 @@ impl PyClient {
             cfg.timeout = Duration::from_secs_f64(t);
         }
         let rt = runtime()?;
-        let client = match wait(py, &rt, connect(cfg.clone()))? {
+        // A URL the client cannot take is the `ValueError` of its argument, which the SDK checks
+        // before any call; what else connecting refuses first (TLS files) is the service error it
+        // is. Connecting reads the files, then the URLs: the refusal is a URL's if it is what
+        // that URL alone gives.
+        let url_error = cfg.url_error();
+        let client = match wait(py, &rt, async { Ok(coflow_client::Client::connect(cfg).await) })? {
             Ok(client) => client,
-            Err(e) => return Err(connect_error(py, &rt, cfg, e)),
+            Err(ClientError::Invalid(message)) if url_error.as_ref().is_some_and(|(_, why)| *why == message) => {
+                let (field, why) = url_error.expect("checked");
+                return Err(PyValueError::new_err(format!("{field}: {why}")));
+            }
+            Err(e) => return Err(service_error(&e)),
         };
         Ok(PyClient { client, rt, pid: std::process::id() })
     }
