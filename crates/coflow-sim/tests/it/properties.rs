@@ -55,7 +55,10 @@ proptest! {
 
     /// Simulated time is counted in nanoseconds in 64 bits, and what moves between events in
     /// floats: a replay shifted by 31 years (a trace with arrivals that late, or a replay that
-    /// long) finishes every coflow when the same replay at its start does, to the nanosecond.
+    /// long) finishes every coflow when the same replay at its start does. Each finish is rounded
+    /// up to the nanosecond from another origin in the two, so they may drift by a nanosecond per
+    /// flow; a float counting nanoseconds from time zero, whose step there is 128 ns, did not keep
+    /// within that.
     #[test]
     fn a_replay_shifted_decades_later_finishes_every_coflow_in_the_same_time(w in workload(5, 5, false)) {
         const LATER: Nanos = Nanos(1_000_000_000_000_000_000);
@@ -64,12 +67,13 @@ proptest! {
             w.coflows.iter().map(|c| Coflow { arrival: Nanos(c.arrival.0 + LATER.0), ..c.clone() }).collect(),
         )
         .unwrap();
+        let drift = w.flow_count() as u64;
         for name in policy::NAMES {
             let early = simulate(&w, policy::by_name(name).unwrap(), &cfg()).unwrap();
             let late = simulate(&shifted, policy::by_name(name).unwrap(), &cfg()).unwrap();
             for (e, l) in early.outcomes.iter().zip(&late.outcomes) {
                 let (e, l) = (e.cct().unwrap().0, l.cct().unwrap().0);
-                prop_assert!(e.abs_diff(l) <= 1, "{name}: coflow CCT {e} ns early, {l} ns late");
+                prop_assert!(e.abs_diff(l) <= drift, "{name}: coflow CCT {e} ns early, {l} ns late");
             }
         }
     }
