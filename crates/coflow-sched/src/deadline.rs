@@ -18,7 +18,8 @@
 //!   every such port still has `B` unreserved, and does not backfill: a reservation scheme.
 //!
 //! Coflows without a deadline are never rejected: they are best effort, SEBF with MADD and backfill
-//! on what the guarantees leave.
+//! on what the guarantees leave. So is a coflow whose deadline falls in the clock's last second
+//! or past it, which every schedule meets.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -128,6 +129,10 @@ impl Scheduler for DeadlineScheduler {
             }
             let Some(d) = c.deadline else { continue };
             let deadline = c.arrival.saturating_add(d);
+            if deadline >= LATEST_DEADLINE {
+                // Met by every schedule: best effort, as a coflow without a deadline.
+                continue;
+            }
             let time_left = deadline.saturating_sub(now).as_secs_f64();
             let fits = match self.mode {
                 DeadlineMode::Varys => time_left > 0.0 && min_time(&loads[k], &left, cap) <= time_left,
@@ -236,6 +241,12 @@ fn guarantee(
     }
     sigma
 }
+
+/// The latest deadline a coflow is admitted with, one second before the end of the clock: rates
+/// paced to end later could, in 64-bit floating point (which resolves 2 µs there), end past the
+/// clock's last nanosecond, and the coflow would never finish. A deadline that late is met by
+/// every schedule, so its coflow is served as best effort, neither admitted nor rejected.
+const LATEST_DEADLINE: Nanos = Nanos(u64::MAX - 1_000_000_000);
 
 /// The share of a resource's capacity by which the guarantees may exceed what is left before a
 /// guarantee is cut to fit: a billion times the rounding of the rates, a thousandth of the

@@ -114,6 +114,31 @@ fn an_admitted_coflow_alone_is_backfilled_to_full_speed() {
 }
 
 #[test]
+fn a_deadline_past_the_end_of_the_clock_is_met_by_finishing() {
+    // 1,000 bytes whose deadline falls at or past the end of the clock (584 years): every
+    // schedule meets it, and every deadline policy finishes it as soon as it would one without a
+    // deadline, rather than pacing it to a time the replay never reaches.
+    for deadline in [coflow_core::Nanos::MAX, coflow_core::Nanos(u64::MAX - 2)] {
+        for policy in ["varys-deadline", "vc", "edf", "karuna"] {
+            let mut c = coflow(
+                1,
+                0,
+                vec![coflow_core::Flow {
+                    src: coflow_core::MachineId(0),
+                    dst: coflow_core::MachineId(1),
+                    size: coflow_core::Bytes(1000),
+                }],
+            );
+            c.deadline = Some(deadline);
+            let r = run(policy, 2, Rate::GBPS, vec![c]);
+            assert!(!r.outcomes[0].rejected, "{policy}: rejected");
+            let cct = r.outcomes[0].cct().map(|t| t.as_secs_f64());
+            assert!(cct.is_some_and(|t| (t - 1000.0 / 125e6).abs() < 1e-6), "{policy}, {deadline:?}: {cct:?}");
+        }
+    }
+}
+
+#[test]
 fn backfill_speeds_an_admitted_coflow_up_as_a_whole() {
     // Two 1-unit flows into one egress port, deadline 100 units: the guarantee is tiny, and
     // backfill shares the port between the two flows so that both end at 2 units, rather than
