@@ -755,6 +755,12 @@ mod tests {
         assert_eq!(refusal(&opts, Spelling::Keyword), "stages must be at least 1");
         let opts = Config { stages: 1, threads: Some(0), ..opts };
         assert_eq!(refusal(&opts, Spelling::Flag), "--threads must be at least 1");
+        let one = Config {
+            workload: WorkloadSource::Synthetic { coflows: Some(1), machines: Some(4) },
+            sweep: Some(super::SweepSpec { concurrent: vec![2], windows: 1 }),
+            ..Config::default()
+        };
+        assert_eq!(refusal(&one, Spelling::Keyword), "concurrent 2: must be between 1 and the workload's 1 coflow");
     }
 
     #[test]

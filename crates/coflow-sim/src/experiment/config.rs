@@ -332,8 +332,9 @@ impl Config {
             let total = plan.workload.coflows.len();
             if let Some(n) = sweep.concurrent.iter().find(|&&n| n == 0 || n > total) {
                 return Err(PlanError(format!(
-                    "{} {n}: must be between 1 and the workload's {total} coflows",
-                    name("concurrent")
+                    "{} {n}: must be between 1 and the workload's {}",
+                    name("concurrent"),
+                    coflow_core::counted(total, "coflow", "coflows")
                 ))
                 .into());
             }
