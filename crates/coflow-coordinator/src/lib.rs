@@ -182,7 +182,8 @@ where
         heartbeat_interval_ms,
         agent_timeout_ms: config_agent_timeout_ms,
     };
-    let svc = coflow_proto::TypedErrors(CoordinatorServer::with_interceptor(svc, security.authenticate()));
+    let svc = CoordinatorServer::with_interceptor(svc, security.authenticate());
+    let svc = coflow_proto::TypedErrors(coflow_proto::Reception::new(svc));
     let router = coflow_proto::server().add_service(svc).add_service(health_service);
     // Ready once the listener serves (it is bound, so calls queue until then); not ready from the
     // moment a stop is asked.

@@ -15,6 +15,8 @@
 //!   [`Role`], the [`Authenticate`] interceptor and [`authorize`], the [`RefusalLog`].
 //! - [`files`]: reading the operator's small files (configuration, token, TLS) with a bound.
 //! - [`codec`]: the codec of every call, which bounds a message on its bytes before decoding it.
+//! - `reception`: [`Reception`], which bounds what a service holds of requests not yet whole
+//!   (their bytes, their number), per peer and in all.
 //! - [`ticket`]: flow tickets, the capabilities that let a receiving agent fetch a flow.
 //! - [`certs`]: making the cluster CA and members' certificates (`coflow certs`).
 
@@ -31,6 +33,7 @@ pub use conns::{
 };
 mod kind;
 mod msg;
+mod reception;
 mod serve;
 pub mod ticket;
 mod tls;
@@ -54,6 +57,9 @@ pub use msg::{
     MAX_DATA_ID_LEN, MAX_DEADLINE_MS, MAX_HEARTBEAT_FLOWS, MAX_KIND_LEN, MAX_LEASE_MS, MAX_NAME_LEN, MAX_NUM_FLOWS,
     MAX_OWNER_LEN, MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS, MAX_RENEW_IDS, MIN_LEASE_MS, ProtoError,
     PutAnnouncement, PutSource, Readiness, Registration, Renewal,
+};
+pub use reception::{
+    MAX_OPEN_REQUESTS, MAX_OPEN_REQUESTS_PER_HOLDER, MAX_RECEIVING, MAX_RECEIVING_PER_HOLDER, Reception,
 };
 pub use serve::{SERVER_KEEPALIVE, SHUTDOWN_DRAIN, ServeError, TypedErrors, serve_until_stopped, server};
 pub use tls::{

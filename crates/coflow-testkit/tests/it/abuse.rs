@@ -1,7 +1,8 @@
 //! Members with valid credentials acting as they must not, against a live coordinator: a phantom
 //! agent announcing recoveries that are none, a client changing another's coflow, malformed,
-//! oversize and over-long requests, a get that stops reading, an older agent process claiming
-//! its machine back, and a status at a scale past gRPC's message limit.
+//! oversize and over-long requests, unary puts that stall before their last byte, a get that
+//! stops reading, an older agent process claiming its machine back, and a status at a scale past
+//! gRPC's message limit.
 
 use std::time::{Duration, Instant};
 
@@ -638,6 +639,219 @@ async fn in_token_mode_a_silent_grpc_connection_is_closed_at_the_handshake_timeo
         assert!(closed >= coflow_proto::HANDSHAKE_TIMEOUT, "closed after {closed:?}, before the handshake timeout");
     }
     c.unregister(coflow).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A gRPC request body: one message's prefix stating `len` bytes, then all of them but the last,
+/// then nothing more, ever.
+struct Stalled {
+    prefix: Option<hyper::body::Bytes>,
+    left: usize,
+    block: hyper::body::Bytes,
+}
+
+impl Stalled {
+    fn new(len: u32, block: &hyper::body::Bytes) -> Stalled {
+        let mut prefix = vec![0];
+        prefix.extend_from_slice(&len.to_be_bytes());
+        Stalled { prefix: Some(prefix.into()), left: len as usize - 1, block: block.clone() }
+    }
+}
+
+impl tonic::codegen::Body for Stalled {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if let Some(p) = self.prefix.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(p))));
+        }
+        if self.left == 0 {
+            return std::task::Poll::Pending;
+        }
+        let n = self.left.min(self.block.len());
+        self.left -= n;
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(self.block.slice(..n)))))
+    }
+}
+
+/// The process's resident memory, in bytes.
+fn resident() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).expect("VmRSS");
+    kib.trim().trim_end_matches("kB").trim().parse::<u64>().expect("a number of kB") << 10
+}
+
+/// A channel to agent 0 under the identity `subject` of the cluster's CA (issued already).
+async fn agent_channel(cluster: &Cluster, subject: &Subject) -> anyhow::Result<tonic::transport::Channel> {
+    let tls = coflow_proto::TlsContext::load(&files(cluster.tls_dir().expect("a TLS cluster"), &subject.file_stem()))?;
+    Ok(Security::Tls(tls).endpoint(&cluster.agent_url(0)).map_err(anyhow::Error::msg)?.connect().await?)
+}
+
+/// Sends a unary `Put` whose message stalls before its last byte on `channel`; returns the
+/// answer's gRPC status and error kind once there is one.
+async fn stalled_put(
+    mut channel: tonic::transport::Channel,
+    url: String,
+    len: u32,
+    block: hyper::body::Bytes,
+) -> anyhow::Result<(String, String)> {
+    use tonic::codegen::Service;
+    let req = tonic::codegen::http::Request::post(format!("{url}/coflow.v1.Agent/Put"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(tonic::body::Body::new(Stalled::new(len, &block)))?;
+    std::future::poll_fn(|cx| channel.poll_ready(cx)).await?;
+    let answer = channel.call(req).await?;
+    let header = |name: &str| answer.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    Ok((header("grpc-status"), header(coflow_proto::ERROR_KIND)))
+}
+
+/// A member that opens unary puts, each stating a message of almost the agent's 8 MiB limit and
+/// holding back its last byte, holds at most `MAX_RECEIVING_PER_HOLDER` (256 MiB) of the agent's
+/// memory: the calls past it fail `limit-exceeded` at once, while another member's put, larger
+/// than what is left of the first one's share, is served at once; the first member's share comes
+/// back as it hangs up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn puts_that_stall_before_their_last_byte_hold_a_bounded_share_of_an_agents_memory() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys").with_tls()).await?;
+    let greedy = Subject::Client { name: "greedy".into() };
+    let cfg = identity(&cluster, &greedy)?;
+    let channel = agent_channel(&cluster, &greedy).await?;
+    const CALLS: usize = 64;
+    let len = coflow_agent::MAX_MESSAGE_BYTES as u32 - 64;
+    let block = hyper::body::Bytes::from(vec![0x7a; 1 << 20]);
+    let before = resident();
+    let started = Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..CALLS {
+        calls.spawn(stalled_put(channel.clone(), cluster.agent_url(0), len, block.clone()));
+    }
+    let fit = coflow_proto::MAX_RECEIVING_PER_HOLDER / len as usize;
+    let mut refused = 0;
+    while refused < CALLS - fit {
+        let Ok(Some(answer)) = tokio::time::timeout(Duration::from_secs(10), calls.join_next()).await else {
+            panic!("{refused} of {CALLS} stalled puts refused after {:?}", started.elapsed());
+        };
+        let (status, kind) = answer??;
+        assert_eq!((status.as_str(), kind.as_str()), ("8", "limit-exceeded"), "a stalled put's answer");
+        refused += 1;
+    }
+    let took = started.elapsed();
+    // What the process grew by, for the output only: tests running beside this one grow it too.
+    let held = resident().saturating_sub(before);
+
+    // Another member's unary put, larger than what the first member's share has left.
+    let other = Subject::Client { name: "other".into() };
+    let owner = Client::connect(identity(&cluster, &other)?).await?;
+    let c = owner.register(1, CoflowOptions::default()).await?;
+    let mut agent = pb::agent_client::AgentClient::new(agent_channel(&cluster, &other).await?)
+        .max_encoding_message_size(coflow_agent::MAX_MESSAGE_BYTES);
+    let piece = content(5, 6 << 20);
+    let t = Instant::now();
+    let source = Some(pb::put_request::Source::Content(piece.clone()));
+    agent.put(pb::PutRequest { coflow_id: c.0, data_id: "p".into(), source }).await?;
+    assert!(t.elapsed() < Duration::from_secs(1), "another member's put took {:?}", t.elapsed());
+    assert!(owner.get(c, "p").await? == piece, "another member's piece");
+    calls.abort_all();
+    while calls.join_next().await.is_some() {}
+    let mine = Client::connect(cfg).await?;
+    let own = mine.register(1, CoflowOptions::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match mine.put(own, "q", vec![4; 4 << 20]).await {
+            Ok(n) => break assert_eq!(n, 4 << 20),
+            Err(ClientError::LimitExceeded(e)) if Instant::now() < deadline => {
+                tracing::debug!(error = %e, "hung-up calls not yet gone");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the member's put after it hung up: {e}"),
+        }
+    }
+    println!("{refused} of {CALLS} stalled puts refused within {took:?}; the process grew by {} MiB", held >> 20);
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A gRPC request body that never sends a byte.
+struct Silent;
+
+impl tonic::codegen::Body for Silent {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
+
+/// A member that opens unary puts and never sends their message (each would hold its stream's
+/// state for as long as the member keeps it open) keeps at most `MAX_OPEN_REQUESTS_PER_HOLDER`
+/// (4,096) of them open: the calls past it fail `limit-exceeded` at once, another member's put is
+/// served at once, and the member's own calls are served again once it hangs up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_whose_request_never_comes_are_bounded_per_member() -> anyhow::Result<()> {
+    use tonic::codegen::Service;
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys").with_tls()).await?;
+    let silent = Subject::Client { name: "silent".into() };
+    let cfg = identity(&cluster, &silent)?;
+    let channel = agent_channel(&cluster, &silent).await?;
+    let calls = coflow_proto::MAX_OPEN_REQUESTS_PER_HOLDER + 500;
+    let started = Instant::now();
+    let mut open = tokio::task::JoinSet::new();
+    for _ in 0..calls {
+        let mut channel = channel.clone();
+        let req = tonic::codegen::http::Request::post(format!("{}/coflow.v1.Agent/Put", cluster.agent_url(0)))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(tonic::body::Body::new(Silent))?;
+        open.spawn(async move {
+            std::future::poll_fn(|cx| channel.poll_ready(cx)).await?;
+            let answer = channel.call(req).await?;
+            let kind = answer.headers().get(coflow_proto::ERROR_KIND).and_then(|v| v.to_str().ok());
+            anyhow::Ok(kind.unwrap_or("").to_string())
+        });
+    }
+    let mut refused = 0;
+    while refused < calls - coflow_proto::MAX_OPEN_REQUESTS_PER_HOLDER {
+        let Ok(Some(answer)) = tokio::time::timeout(Duration::from_secs(10), open.join_next()).await else {
+            panic!("{refused} of {calls} silent calls refused after {:?}", started.elapsed());
+        };
+        assert_eq!(answer??, "limit-exceeded", "a silent call's answer");
+        refused += 1;
+    }
+    let took = started.elapsed();
+    let other = Subject::Client { name: "other".into() };
+    let owner = Client::connect(identity(&cluster, &other)?).await?;
+    let c = owner.register(1, CoflowOptions::default()).await?;
+    let t = Instant::now();
+    owner.put(c, "p", vec![3; 1000]).await?;
+    assert!(t.elapsed() < Duration::from_secs(1), "another member's put took {:?}", t.elapsed());
+    open.abort_all();
+    while open.join_next().await.is_some() {}
+    let mine = Client::connect(cfg).await?;
+    let own = mine.register(1, CoflowOptions::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match mine.put(own, "q", vec![4; 1000]).await {
+            Ok(n) => break assert_eq!(n, 1000),
+            Err(ClientError::LimitExceeded(e)) if Instant::now() < deadline => {
+                tracing::debug!(error = %e, "hung-up calls not yet gone");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the member's put after it hung up: {e}"),
+        }
+    }
+    println!("{refused} of {calls} silent calls refused within {took:?}");
     cluster.shutdown().await;
     Ok(())
 }
