@@ -228,8 +228,9 @@ pub async fn run(
     let svc =
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, authenticate);
-    let svc = coflow_proto::TypedErrors(coflow_proto::Reception::new(svc));
-    let router = coflow_proto::server().add_service(svc).add_service(health_service);
+    let svc = coflow_proto::Reception::new(svc);
+    let health_service = svc.beside(health_service);
+    let router = coflow_proto::server().add_service(coflow_proto::TypedErrors(svc)).add_service(health_service);
     // A refusal for good stops the agent as a shutdown does: registering again cannot succeed;
     // so does the data plane's listener failing for good: it could serve no fetch any more.
     let mut data_ended = None;

@@ -183,8 +183,9 @@ where
         agent_timeout_ms: config_agent_timeout_ms,
     };
     let svc = CoordinatorServer::with_interceptor(svc, security.authenticate());
-    let svc = coflow_proto::TypedErrors(coflow_proto::Reception::new(svc));
-    let router = coflow_proto::server().add_service(svc).add_service(health_service);
+    let svc = coflow_proto::Reception::new(svc);
+    let health_service = svc.beside(health_service);
+    let router = coflow_proto::server().add_service(coflow_proto::TypedErrors(svc)).add_service(health_service);
     // Ready once the listener serves (it is bound, so calls queue until then); not ready from the
     // moment a stop is asked.
     for name in ["", SERVICE_NAME] {

@@ -159,6 +159,12 @@ impl<S> Reception<S> {
         Reception::with_bounds(inner, MAX_RECEIVING_PER_HOLDER, MAX_RECEIVING)
     }
 
+    /// `inner`, counted within the same bounds as this service (another service on its
+    /// listener, such as gRPC health).
+    pub fn beside<T>(&self, inner: T) -> Reception<T> {
+        Reception { inner, budget: self.budget.clone() }
+    }
+
     /// `inner`, bounded by `per_holder` bytes a holder and `all` bytes in all.
     pub fn with_bounds(inner: S, per_holder: usize, all: usize) -> Reception<S> {
         let counts = Mutex::new(Counts::default());
