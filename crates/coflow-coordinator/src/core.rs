@@ -101,11 +101,10 @@ enum CoflowState {
     /// Small (its bottleneck under `bypass_threshold_bytes`): its flows go unscheduled, at port
     /// rate. Judged again at each release, since later gets may make it large.
     Bypassed,
-    /// Large, or no bypass threshold: the policy schedules its flows, for good. In the policy
-    /// while it has unfinished scheduled flows.
+    /// Large, or no bypass threshold: the policy schedules its flows, for good (as best effort
+    /// if its admission control rejects it). In the policy while it has unfinished scheduled
+    /// flows.
     Scheduled(Option<InPolicy>),
-    /// Refused by the policy's admission control: its flows go unscheduled, for good.
-    Rejected,
 }
 
 /// A coflow the policy holds.
@@ -184,7 +183,7 @@ impl CoflowRec {
 
     /// Whether it is served outside the policy (what `coflow status` shows as bypass).
     fn bypassed(&self) -> bool {
-        matches!(self.state, CoflowState::Bypassed | CoflowState::Rejected)
+        matches!(self.state, CoflowState::Bypassed)
     }
 }
 
@@ -195,8 +194,8 @@ enum FlowState {
     Held,
     /// The policy sets its rate.
     Scheduled,
-    /// Served outside the policy, at its sender's port rate: bypassed, local, rejected by
-    /// admission control, unregistered while running, or any flow under `tcp`.
+    /// Served outside the policy, at its sender's port rate: bypassed, local, unregistered while
+    /// running, or any flow under `tcp`.
     Unscheduled,
 }
 
@@ -1129,8 +1128,7 @@ impl Core {
                 true
             }
             Some((old, _)) => {
-                let released =
-                    matches!(c.state, CoflowState::Scheduled(Some(_)) | CoflowState::Bypassed | CoflowState::Rejected);
+                let released = matches!(c.state, CoflowState::Scheduled(Some(_)) | CoflowState::Bypassed);
                 if released {
                     self.release(now, get.coflow);
                 }
@@ -1206,7 +1204,7 @@ impl Core {
     }
 
     /// Serves a flow outside the policy, at its sender's port rate: the one place that does,
-    /// for bypassed, local, rejected and unregistered coflows' flows and every flow under `tcp`.
+    /// for bypassed, local and unregistered coflows' flows and every flow under `tcp`.
     fn serve_unscheduled(&mut self, id: FlowId) {
         let Some(f) = self.flows.get_mut(&id) else { return };
         f.asked += f.asked_at_rate(self.now);
@@ -1388,6 +1386,10 @@ impl Core {
         };
         if let Some(why) = why {
             self.decide(now, why);
+            // The coflows it rejected are served as best effort by a decision at once.
+            if matches!(self.dirty, Some(Why::Rejected)) {
+                self.decide(now, Why::Rejected);
+            }
         }
         if !self.pending.is_empty() {
             self.pending_since.get_or_insert(now);

@@ -62,7 +62,7 @@ pub struct CoflowView {
     pub num_flows: u32,
     /// Pieces put so far.
     pub puts: u32,
-    /// Whether it is served outside the policy (bypassed, or rejected by admission control).
+    /// Whether it is served outside the policy (bypassed for being small).
     pub bypass: bool,
     /// Bytes of the pieces put.
     pub bytes: u64,

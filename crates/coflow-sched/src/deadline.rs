@@ -3,7 +3,7 @@
 //!
 //! Both admit a coflow on arrival only if it can meet its deadline without breaking a guarantee
 //! already given, and reject it otherwise; rejected coflows are reported through
-//! [`Scheduler::poll_rejected`] and dropped by the driver.
+//! [`Scheduler::poll_rejected`], and one that the driver keeps is best effort from then on.
 //! An admitted coflow is never preempted: at every decision it first gets the minimum rates that
 //! finish it exactly at its deadline (MADD with `τ = D`: every flow sends `remaining / (D − now)`).
 //! Where the guarantees stop fitting after admission (a wide-area link's capacity fell, or a
@@ -92,10 +92,9 @@ impl Scheduler for DeadlineScheduler {
     }
 
     fn poll_rejected(&mut self, out: &mut Vec<CoflowId>) {
-        for id in self.rejected.drain(..) {
-            self.seen.remove(&id);
-            out.push(id);
-        }
+        // Still seen: a driver that keeps it has it judged no more, as best effort. One that
+        // drops it leaves its id here, at most one per coflow of the workload.
+        out.append(&mut self.rejected);
     }
 
     fn handle_finished(&mut self, _now: Nanos, coflow: CoflowId) {
@@ -269,6 +268,18 @@ mod tests {
         now: Nanos,
         coflows: &[(u64, u32, u32, f64, u64)],
     ) -> Vec<f64> {
+        let (rates, rejected) = decide_rejecting(policy, fabric, now, coflows);
+        assert!(rejected.is_empty(), "{}: rejected {rejected:?}", policy.name());
+        rates
+    }
+
+    /// [`decide`], with the coflows the decision rejected.
+    fn decide_rejecting(
+        policy: &mut DeadlineScheduler,
+        fabric: &Fabric,
+        now: Nanos,
+        coflows: &[(u64, u32, u32, f64, u64)],
+    ) -> (Vec<f64>, Vec<CoflowId>) {
         let mut snapshot = Snapshot::default();
         snapshot.clear(ServiceModel::Proportional);
         for &(id, src, dst, bytes, deadline) in coflows {
@@ -289,10 +300,30 @@ mod tests {
         policy.poll_allocation(&input, &mut out);
         let mut rejected = Vec::new();
         policy.poll_rejected(&mut rejected);
-        assert!(rejected.is_empty(), "{}: rejected {rejected:?}", policy.name());
         let mut rates = Vec::new();
         snapshot.flow_rates(&out, &mut rates);
-        rates
+        (rates, rejected)
+    }
+
+    /// A rejected coflow that the driver keeps (as the coordinator does) is served from the next
+    /// decision as best effort, on what the guarantees leave, never at their expense.
+    #[test]
+    fn a_rejected_coflow_kept_is_served_as_best_effort_below_the_guarantees() {
+        for mode in [DeadlineMode::Varys, DeadlineMode::VirtualCluster] {
+            let mut policy = DeadlineScheduler::new(mode);
+            let fabric = Fabric::new(BigSwitch::new(4, Rate::from_bytes_per_sec(100.0)));
+            // A needs 100 B in 2 s into machine 2 (50 B/s): admitted. B needs 1,000 B in 1 s into
+            // machine 2, past its port's 100 B/s: rejected, and given nothing in that decision.
+            let coflows = [(1, 0, 2, 100.0, 2), (2, 1, 2, 1_000.0, 1)];
+            let (rates, rejected) = decide_rejecting(&mut policy, &fabric, Nanos::ZERO, &coflows);
+            assert_eq!(rejected, [CoflowId(2)], "{mode:?}");
+            assert_eq!(rates[1], 0.0, "{mode:?}: {rates:?}");
+            // Kept: A keeps its 50 B/s and B gets the 50 B/s it leaves, rejected no more.
+            let (rates, rejected) = decide_rejecting(&mut policy, &fabric, Nanos::ZERO, &coflows);
+            assert!(rejected.is_empty(), "{mode:?}: {rejected:?}");
+            assert!((rates[0] - 50.0).abs() < 1e-9, "{mode:?}: A at {rates:?}");
+            assert!((rates[1] - 50.0).abs() < 1e-9, "{mode:?}: B at {rates:?}");
+        }
     }
 
     #[test]

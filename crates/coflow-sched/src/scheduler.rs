@@ -55,8 +55,10 @@ pub trait Scheduler: fmt::Debug + Send {
         true
     }
 
-    /// Moves into `out` the coflows the policy rejected since the last call. The driver drops
-    /// them: they are reported as rejected, not as completed or late.
+    /// Moves into `out` the coflows the policy rejected since the last call. The simulator drops
+    /// them: they are reported as rejected, not as completed or late. A driver that keeps one in
+    /// its input (the coordinator, so that its gets end) has it served as best effort, as a
+    /// coflow without a deadline, from the next decision on.
     fn poll_rejected(&mut self, _out: &mut Vec<CoflowId>) {}
 
     /// A coflow arrived and its flows are known to the driver.

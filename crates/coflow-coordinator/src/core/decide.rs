@@ -29,6 +29,9 @@ pub(super) enum Why {
     Routing,
     /// The policy asked to be woken (a timer of its own, or its flow-finish gap closing).
     Wake,
+    /// The policy's admission control rejected coflows, which the next decision serves as best
+    /// effort.
+    Rejected,
 }
 
 impl Core {
@@ -129,18 +132,17 @@ impl Core {
                 self.pending.entry(f.src).or_default().insert(fid, rate);
             }
         }
-        // Rejected coflows are served unscheduled rather than left to hang.
+        // A rejected coflow stays in the policy, which serves it as best effort from the next
+        // decision on, below every guarantee: served outside the policy, unpaced, it would take
+        // what admitted coflows were promised, and a member could jump the queue by asking for a
+        // deadline it cannot meet.
         self.rejected.clear();
         self.policy.poll_rejected(&mut self.rejected);
-        for id in std::mem::take(&mut self.rejected) {
-            tracing::info!(coflow = %id, "rejected by admission control; served unscheduled");
-            let Some(c) = self.coflows.get_mut(&id) else { continue };
-            if let CoflowState::Scheduled(Some(p)) = std::mem::replace(&mut c.state, CoflowState::Rejected) {
-                self.active.remove(&(p.arrival, id));
-                for fid in p.flows {
-                    self.serve_unscheduled(fid);
-                }
+        if !self.rejected.is_empty() {
+            for id in &self.rejected {
+                tracing::info!(coflow = %id, "rejected by admission control; served as best effort");
             }
+            self.mark(Why::Rejected);
         }
     }
 }
