@@ -692,23 +692,39 @@ async fn agent_channel(cluster: &Cluster, subject: &Subject) -> anyhow::Result<t
     Ok(Security::Tls(tls).endpoint(&cluster.agent_url(0)).map_err(anyhow::Error::msg)?.connect().await?)
 }
 
-/// Sends a unary `Put` whose message stalls before its last byte on `channel`; returns the
-/// answer's gRPC status and error kind once there is one.
-async fn stalled_put(
+/// Calls `path` (such as `coflow.v1.Agent/Put`) at `url` on `channel` with the raw gRPC request
+/// body `body`; returns the answer's gRPC status and error kind once there is one.
+async fn raw_call(
     mut channel: tonic::transport::Channel,
     url: String,
-    len: u32,
-    block: hyper::body::Bytes,
+    path: &str,
+    body: tonic::body::Body,
 ) -> anyhow::Result<(String, String)> {
     use tonic::codegen::Service;
-    let req = tonic::codegen::http::Request::post(format!("{url}/coflow.v1.Agent/Put"))
+    let req = tonic::codegen::http::Request::post(format!("{url}/{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
-        .body(tonic::body::Body::new(Stalled::new(len, &block)))?;
+        .body(body)?;
     std::future::poll_fn(|cx| channel.poll_ready(cx)).await?;
     let answer = channel.call(req).await?;
     let header = |name: &str| answer.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     Ok((header("grpc-status"), header(coflow_proto::ERROR_KIND)))
+}
+
+/// Puts `bytes` bytes into `coflow` as `mine`, once the calls it hung up on are gone: refused
+/// `limit-exceeded` until then, for at most 5 s.
+async fn put_after_hanging_up(mine: &Client, coflow: CoflowId, bytes: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match mine.put(coflow, "q", vec![4; bytes]).await {
+            Ok(n) => break assert_eq!(n, bytes as u64),
+            Err(ClientError::LimitExceeded(e)) if Instant::now() < deadline => {
+                tracing::debug!(error = %e, "hung-up calls not yet gone");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the member's put after it hung up: {e}"),
+        }
+    }
 }
 
 /// A member that opens unary puts, each stating a message of almost the agent's 8 MiB limit and
@@ -730,7 +746,8 @@ async fn puts_that_stall_before_their_last_byte_hold_a_bounded_share_of_an_agent
     let started = Instant::now();
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..CALLS {
-        calls.spawn(stalled_put(channel.clone(), cluster.agent_url(0), len, block.clone()));
+        let body = tonic::body::Body::new(Stalled::new(len, &block));
+        calls.spawn(raw_call(channel.clone(), cluster.agent_url(0), "coflow.v1.Agent/Put", body));
     }
     let fit = coflow_proto::MAX_RECEIVING_PER_HOLDER / len as usize;
     let mut refused = 0;
@@ -762,17 +779,7 @@ async fn puts_that_stall_before_their_last_byte_hold_a_bounded_share_of_an_agent
     while calls.join_next().await.is_some() {}
     let mine = Client::connect(cfg).await?;
     let own = mine.register(1, CoflowOptions::default()).await?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match mine.put(own, "q", vec![4; 4 << 20]).await {
-            Ok(n) => break assert_eq!(n, 4 << 20),
-            Err(ClientError::LimitExceeded(e)) if Instant::now() < deadline => {
-                tracing::debug!(error = %e, "hung-up calls not yet gone");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("the member's put after it hung up: {e}"),
-        }
-    }
+    put_after_hanging_up(&mine, own, 4 << 20).await;
     println!("{refused} of {CALLS} stalled puts refused within {took:?}; the process grew by {} MiB", held >> 20);
     cluster.shutdown().await;
     Ok(())
@@ -794,12 +801,12 @@ impl tonic::codegen::Body for Silent {
 }
 
 /// A member that opens unary puts and health checks and never sends their message (each would
-/// hold its stream's state for as long as the member keeps it open) keeps at most `MAX_OPEN_REQUESTS_PER_HOLDER`
-/// (4,096) of them open: the calls past it fail `limit-exceeded` at once, another member's put is
-/// served at once, and the member's own calls are served again once it hangs up.
+/// hold its stream's state for as long as the member keeps it open) keeps at most
+/// `MAX_OPEN_REQUESTS_PER_HOLDER` (4,096) of them open: the calls past it fail `limit-exceeded` at
+/// once, another member's put is served at once, and the member's own calls are served again
+/// once it hangs up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_whose_request_never_comes_are_bounded_per_member() -> anyhow::Result<()> {
-    use tonic::codegen::Service;
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys").with_tls()).await?;
     let silent = Subject::Client { name: "silent".into() };
@@ -809,26 +816,16 @@ async fn calls_whose_request_never_comes_are_bounded_per_member() -> anyhow::Res
     let started = Instant::now();
     let mut open = tokio::task::JoinSet::new();
     for i in 0..calls {
-        let mut channel = channel.clone();
         // Puts, and health checks, which the agent's listener counts alike.
         let path = if i % 2 == 0 { "coflow.v1.Agent/Put" } else { "grpc.health.v1.Health/Check" };
-        let req = tonic::codegen::http::Request::post(format!("{}/{path}", cluster.agent_url(0)))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(tonic::body::Body::new(Silent))?;
-        open.spawn(async move {
-            std::future::poll_fn(|cx| channel.poll_ready(cx)).await?;
-            let answer = channel.call(req).await?;
-            let kind = answer.headers().get(coflow_proto::ERROR_KIND).and_then(|v| v.to_str().ok());
-            anyhow::Ok(kind.unwrap_or("").to_string())
-        });
+        open.spawn(raw_call(channel.clone(), cluster.agent_url(0), path, tonic::body::Body::new(Silent)));
     }
     let mut refused = 0;
     while refused < calls - coflow_proto::MAX_OPEN_REQUESTS_PER_HOLDER {
         let Ok(Some(answer)) = tokio::time::timeout(Duration::from_secs(10), open.join_next()).await else {
             panic!("{refused} of {calls} silent calls refused after {:?}", started.elapsed());
         };
-        assert_eq!(answer??, "limit-exceeded", "a silent call's answer");
+        assert_eq!(answer??.1, "limit-exceeded", "a silent call's answer");
         refused += 1;
     }
     let took = started.elapsed();
@@ -842,17 +839,7 @@ async fn calls_whose_request_never_comes_are_bounded_per_member() -> anyhow::Res
     while open.join_next().await.is_some() {}
     let mine = Client::connect(cfg).await?;
     let own = mine.register(1, CoflowOptions::default()).await?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match mine.put(own, "q", vec![4; 1000]).await {
-            Ok(n) => break assert_eq!(n, 1000),
-            Err(ClientError::LimitExceeded(e)) if Instant::now() < deadline => {
-                tracing::debug!(error = %e, "hung-up calls not yet gone");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("the member's put after it hung up: {e}"),
-        }
-    }
+    put_after_hanging_up(&mine, own, 1000).await;
     println!("{refused} of {calls} silent calls refused within {took:?}");
     cluster.shutdown().await;
     Ok(())
