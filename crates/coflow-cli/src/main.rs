@@ -210,7 +210,7 @@ fn subcommand_path<'a>(root: &'a clap::Command, args: &[std::ffi::OsString]) -> 
 }
 
 fn main() {
-    let cli = parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let cli = parse_from(std::env::args_os()).unwrap_or_else(|e| exit_parsing(e));
     // Logs go to stderr, filtered by RUST_LOG; services log at info, everything else at warn.
     let default = match cli.command {
         Command::Coordinator(_) | Command::Agent(_) => "info",
@@ -262,6 +262,25 @@ fn main() {
         }
         std::process::exit(1);
     }
+}
+
+/// Ends a run whose arguments asked for help or a version, or did not parse. Help and the version
+/// are the command's output: written as any output is, so that one that cannot be written (a full
+/// disk) fails with status 1 while a reader that stopped reading (`| head`) ends it quietly. A
+/// parse error goes to standard error with clap's status 2.
+fn exit_parsing(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        // Styled as clap styles it on a terminal, plain into a file or a pipe.
+        let styled = std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none();
+        let text = if styled { e.render().ansi().to_string() } else { e.render().to_string() };
+        if let Err(e) = output::write(std::path::Path::new("-"), text).and_then(|()| output::unwritten()) {
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
+    e.exit()
 }
 
 #[cfg(test)]

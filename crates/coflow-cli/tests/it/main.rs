@@ -533,9 +533,20 @@ fn a_report_on_a_full_disk_fails_the_command() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("writing standard output").count(), 1, "said once: {err}");
     assert!(std::fs::read_to_string(&json).unwrap().starts_with('{'), "the JSON is written all the same");
-    for args in [&["completions", "bash"][..], &["sim", "--coflows", "30", "--policies", "fifo", "--json", "-"]] {
+    let help: [&[&str]; 4] = [&["--help"], &["sim", "-h"], &["help", "sim"], &["--version"]];
+    for args in [&["completions", "bash"][..], &["sim", "--coflows", "30", "--policies", "fifo", "--json", "-"]]
+        .into_iter()
+        .chain(help)
+    {
         let out = coflow().args(args).stdout(full()).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // Written where it can be, help and the version succeed, as plain text into a pipe.
+    for args in help {
+        let out = coflow().args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && out.stderr.is_empty() && text.contains("coflow"), "{args:?}: {text}");
+        assert!(!text.contains('\x1b'), "{args:?}: {text}");
     }
 }
 
