@@ -152,8 +152,9 @@ async fn write_within<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8], idle: Dura
 }
 
 /// Why a request may not attach to its flow, if it may not: its ticket is not the flow's under
-/// this agent's flow keys, the requester's certificate (with TLS, `peer`) is not the receiving
-/// agent the ticket names, or the flow attached already. Checked before the piece is looked up,
+/// this agent's flow keys (for the range it asks and the hop it names), the requester's
+/// certificate (with TLS, `peer`) is not the receiving agent the ticket names, or the flow
+/// attached already. Checked before the piece is looked up,
 /// so a refusal tells nothing of the piece.
 fn admit(shared: &Shared, req: &Request, peer: Option<MachineId>) -> Result<(), &'static str> {
     if !shared.flow_keys.verify(req) {

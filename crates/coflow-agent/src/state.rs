@@ -72,10 +72,16 @@ impl FlowKeys {
         self.keys.lock().expect("keys lock")
     }
 
-    /// Whether `req`'s ticket is its flow's under one of the keys.
+    /// Whether `req`'s ticket is its flow's, for the range it asks and the hop it names, under
+    /// one of the keys.
     pub(crate) fn verify(&self, req: &crate::wire::Request) -> bool {
         let keys = self.keys.lock().expect("keys lock");
-        keys.iter().any(|k| k.verify(req.flow, req.coflow, req.data_id.as_str(), req.dst, &req.ticket))
+        let scope = coflow_proto::ticket::Scope {
+            offset: req.offset,
+            length: req.length,
+            hop: req.via.as_ref().map(|h| (h.src, h.addr.as_str())),
+        };
+        keys.iter().any(|k| k.verify(req.flow, req.coflow, req.data_id.as_str(), req.dst, scope, &req.ticket))
     }
 }
 

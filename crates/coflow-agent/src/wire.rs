@@ -11,9 +11,12 @@
 //!   (u64), and a hop flag (u8): 0, or 1 followed by the source the agent asked is to relay
 //!   from: its machine (u32), its data address (u16 length, UTF-8) and its ticket (16 bytes,
 //!   naming the relay); integers big-endian.
-//! - A relay (an agent asked with a hop) checks the request's ticket as a source does (it names
-//!   the receiver, under the relay's own key), fetches the range from the source with the hop's
-//!   ticket, and forwards the source's response head and frames as they arrive.
+//! - A ticket names its flow's range and, at a relay, the hop's source machine and address, so
+//!   that a request for another range, or naming a hop the grant does not, is denied before the
+//!   agent asked connects anywhere. A relay (an agent asked with a hop) checks the request's
+//!   ticket as a source does (it names the receiver, under the relay's own key), fetches the
+//!   range from the source with the hop's ticket, and forwards the source's response head and
+//!   frames as they arrive.
 //! - A refusal (any status but [`Status::Ok`]) carries a size of 0: it never tells whether the
 //!   piece exists, nor how large it is.
 //! - **Response head** (source to receiver): a status byte ([`Status`]) and the piece's size

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use ::core::net::SocketAddr;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+use coflow_proto::ticket::Scope;
 use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration};
 use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot};
 
@@ -1058,13 +1059,18 @@ impl Core {
         for &(offset, length, via) in &plan {
             let flow = FlowId(self.next_flow);
             self.next_flow += 1;
-            // The source serves the part to whoever fetches it from it: the relay, if any.
+            // The source serves the part to whoever fetches it from it: the relay, if any. Each
+            // ticket names the part's range and the relay's the source it relays from, so that
+            // no ticket asks for other bytes or has its agent connect elsewhere.
             let fetcher = via.unwrap_or(get.machine);
-            let ticket = self.tickets.issue(src, flow, get.coflow, get.data_id.as_str(), fetcher);
+            let range = Scope::range(offset, length);
+            let ticket = self.tickets.issue(src, flow, get.coflow, get.data_id.as_str(), fetcher, range);
+            let src_addr = src_data_addr.to_string();
+            let hop = Scope { hop: Some((src, &src_addr)), ..range };
             let relay = via.map(|r| Relay {
                 machine: r,
                 data_addr: self.agents[&r].data_addr,
-                ticket: self.tickets.issue(r, flow, get.coflow, get.data_id.as_str(), get.machine),
+                ticket: self.tickets.issue(r, flow, get.coflow, get.data_id.as_str(), get.machine, hop),
             });
             let mut links: Vec<usize> = Vec::new();
             match via {

@@ -4,7 +4,7 @@
 use super::*;
 use crate::config::AgentConfig;
 use crate::store::Piece;
-use coflow_proto::ticket::FlowKey;
+use coflow_proto::ticket::{FlowKey, Scope};
 use coflow_proto::{ClusterToken, ErrorKind, Security, TokenAttach};
 
 /// The address the tests' requests come from.
@@ -63,18 +63,26 @@ fn frame(block: &[u8], crc: u32) -> Vec<u8> {
 
 /// A request for flow `flow` of piece `id` of coflow 1 to machine 2, with its ticket.
 fn request(s: &Shared, flow: u64, id: &str) -> Request {
-    Request {
+    signed(Request {
         token: s.security.token().unwrap().as_bytes().to_vec(),
         coflow: CoflowId(1),
         flow: FlowId(flow),
         dst: MachineId(2),
-        ticket: key().ticket(FlowId(flow), CoflowId(1), id, MachineId(2)),
+        ticket: [0; 16],
         data_id: DataId::new(id).unwrap(),
         // All of the piece, if the source holds it.
         offset: 0,
         length: s.store.get(CoflowId(1), &DataId::new(id).unwrap()).map_or(0, |p| p.len()),
         via: None,
-    }
+    })
+}
+
+/// `req` with the ticket the coordinator would have granted for its range and hop.
+fn signed(req: Request) -> Request {
+    let hop = req.via.as_ref().map(|h| (h.src, h.addr.as_str()));
+    let scope = Scope { offset: req.offset, length: req.length, hop };
+    let ticket = key().ticket(req.flow, req.coflow, req.data_id.as_str(), req.dst, scope);
+    Request { ticket, ..req }
 }
 
 /// Runs `fetch_over` against a peer that answers `response`; returns what reached the
@@ -297,6 +305,15 @@ async fn a_flow_is_served_once_and_only_with_its_ticket() {
         Request { flow: FlowId(2), ..request(&s, 1, "a") },
         Request { dst: MachineId(3), ..request(&s, 1, "a") },
         Request { data_id: DataId::new("missing").unwrap(), ..request(&s, 1, "a") },
+        // Another range of the piece, or the piece relayed from a hop the grant does not name
+        // (denied before it connects anywhere).
+        Request { offset: 1, length: 4999, ..request(&s, 1, "a") },
+        Request { length: 2500, ..request(&s, 1, "a") },
+        Request { length: u64::MAX, ..request(&s, 1, "a") },
+        Request {
+            via: Some(wire::Hop { src: MachineId(5), addr: "127.0.0.1:9".into(), ticket: [3; 16] }),
+            ..request(&s, 1, "a")
+        },
     ] {
         let (head, end) = ask(&s, &forged).await;
         assert_eq!(head, (Status::Denied, 0), "{forged:?}");
@@ -441,7 +458,7 @@ async fn a_busy_source_is_asked_again_within_the_idle_timeout() {
             length: 5000,
             src: MachineId(1),
             src_addr: addr,
-            ticket: key().ticket(FlowId(1), CoflowId(1), "a", MachineId(2)),
+            ticket: key().ticket(FlowId(1), CoflowId(1), "a", MachineId(2), Scope::range(0, 5000)),
             via: None,
             reroutable: false,
         };
@@ -586,7 +603,8 @@ async fn a_relay_that_loses_its_source_says_so_and_the_receiver_blames_the_sourc
     let gone = refusing.local_addr().unwrap().to_string();
     drop(refusing);
     let hop = |addr: &str| wire::Hop { src: MachineId(5), addr: addr.to_string(), ticket: [3; 16] };
-    let relayed = |flow: u64, addr: &str| Request { length: 3000, via: Some(hop(addr)), ..request(&s, flow, "p") };
+    let relayed =
+        |flow: u64, addr: &str| signed(Request { length: 3000, via: Some(hop(addr)), ..request(&s, flow, "p") });
     let (got, r) = fetch_through_relay(&s, &relayed(1, &gone), 3000).await;
     assert!(got.is_empty());
     match r {
@@ -636,7 +654,7 @@ fn a_relay_out_of_file_descriptors_blames_itself() {
         let s = shared(1024);
         let source = "127.0.0.1:9";
         let hop = wire::Hop { src: MachineId(5), addr: source.into(), ticket: [3; 16] };
-        let req = Request { length: 3000, via: Some(hop), ..request(&s, 1, "p") };
+        let req = signed(Request { length: 3000, via: Some(hop), ..request(&s, 1, "p") });
         // A file opened takes the lowest free descriptor: from it on, none can be opened.
         use rustix::process::{Resource, getrlimit, setrlimit};
         let was = getrlimit(Resource::Nofile);
@@ -665,7 +683,7 @@ async fn a_relay_forwards_within_its_port_capacity() {
     let block = bytes(1000);
     let (src, served) = scripted_source(8000, &block, 8, true).await;
     let hop = wire::Hop { src: MachineId(5), addr: src, ticket: [3; 16] };
-    let req = Request { length: 8000, via: Some(hop), ..request(&s, 1, "p") };
+    let req = signed(Request { length: 8000, via: Some(hop), ..request(&s, 1, "p") });
     let started = Instant::now();
     let (got, r) = fetch_through_relay(&s, &req, 8000).await;
     let took = started.elapsed();

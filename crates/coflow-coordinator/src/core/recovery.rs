@@ -221,7 +221,9 @@ impl Core {
     pub fn handle_recover_flow(&mut self, now: Nanos, r: FlowRecovery) -> Result<FlowGrant, CoordError> {
         self.input(now);
         let src_agent = self.agents.get(&r.src).filter(|a| a.alive).ok_or(CoordError::AgentUnavailable(r.src))?;
-        let ticket = self.tickets.issue(r.src, r.flow, r.coflow, r.data_id.as_str(), r.dst);
+        // A re-announced flow is a whole piece fetched directly.
+        let whole = coflow_proto::ticket::Scope::range(0, r.size);
+        let ticket = self.tickets.issue(r.src, r.flow, r.coflow, r.data_id.as_str(), r.dst, whole);
         let grant = FlowGrant {
             flow: r.flow,
             src: r.src,

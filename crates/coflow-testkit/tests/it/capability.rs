@@ -23,6 +23,22 @@ const PIECE: u64 = 100_000;
 /// ticket, the piece; its first `len` bytes from its source, without a relay hop.
 #[allow(clippy::too_many_arguments)]
 fn request(token: &[u8], coflow: u64, flow: u64, dst: u32, ticket: &[u8; 16], id: &str, len: u64) -> Vec<u8> {
+    request_range(token, coflow, flow, dst, ticket, id, (0, len), None)
+}
+
+/// A data request as [`request`], for the bytes `[offset, offset + len)` of the piece and, with
+/// `via`, naming the hop on (the source's machine, its data address and its ticket).
+#[allow(clippy::too_many_arguments)]
+fn request_range(
+    token: &[u8],
+    coflow: u64,
+    flow: u64,
+    dst: u32,
+    ticket: &[u8; 16],
+    id: &str,
+    (offset, len): (u64, u64),
+    via: Option<(u32, &str, [u8; 16])>,
+) -> Vec<u8> {
     let mut req = b"CFD5".to_vec();
     req.extend_from_slice(&(token.len() as u16).to_be_bytes());
     req.extend_from_slice(token);
@@ -32,9 +48,18 @@ fn request(token: &[u8], coflow: u64, flow: u64, dst: u32, ticket: &[u8; 16], id
     req.extend_from_slice(ticket);
     req.extend_from_slice(&(id.len() as u16).to_be_bytes());
     req.extend_from_slice(id.as_bytes());
-    req.extend_from_slice(&0u64.to_be_bytes());
+    req.extend_from_slice(&offset.to_be_bytes());
     req.extend_from_slice(&len.to_be_bytes());
-    req.push(0);
+    match via {
+        None => req.push(0),
+        Some((src, addr, ticket)) => {
+            req.push(1);
+            req.extend_from_slice(&src.to_be_bytes());
+            req.extend_from_slice(&(addr.len() as u16).to_be_bytes());
+            req.extend_from_slice(addr.as_bytes());
+            req.extend_from_slice(&ticket);
+        }
+    }
     req
 }
 
@@ -134,6 +159,109 @@ async fn a_flow_is_served_only_to_its_receiver_with_its_ticket_once() -> anyhow:
     for m in 1..3 {
         assert!(cluster.client(m).await?.get(coflow, "secret").await? == piece, "agent {m}'s get");
     }
+    p5.close().await;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Sends the request `req` to the agent at `addr` under `ctx` and returns the response head's
+/// status and size, and how many bytes came after it (each read within a second, for at most
+/// two seconds in all).
+async fn ask_raw(ctx: &TlsContext, addr: &str, req: &[u8]) -> anyhow::Result<(u8, u64, usize)> {
+    let sock = tokio::net::TcpStream::connect(addr).await?;
+    let mut s = coflow_proto::connect_agent(ctx, sock, 0).await.map_err(anyhow::Error::msg)?;
+    s.write_all(req).await?;
+    s.flush().await?;
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head).await?;
+    let mut rest = vec![0u8; 1 << 20];
+    let (mut after, started) = (0, std::time::Instant::now());
+    while started.elapsed() < Duration::from_secs(2)
+        && let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(1), s.read(&mut rest)).await
+        && n > 0
+    {
+        after += n;
+    }
+    Ok((head[0], u64::from_be_bytes(head[1..].try_into()?), after))
+}
+
+/// A ticket grants its flow's range of the piece over the path the grant names, and nothing
+/// else. The receiver of a direct grant, asking the source with the flow's ticket for the
+/// piece relayed from a hop of its own choosing (an address where it listens with its own
+/// agent certificate, which would have the source connect anywhere and forward, unpaced and
+/// unseen by the coordinator, whatever comes for as long as it comes), or for another range
+/// of the piece, is denied with no size, and the source connects nowhere; the grant's own
+/// request is served after that, and the cluster's gets are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_serves_only_its_grants_range_and_path() -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, RATE, "varys").with_tls()).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(2, CoflowOptions::default()).await?;
+    let piece = content(78, PIECE as usize);
+    c.put(coflow, "secret", piece.clone()).await?;
+    let addr = c.status().await?.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let security5 = cluster.agent_security(5)?;
+    let agent5 = security5.tls().expect("TLS").clone();
+    let p5 = phantom(&cluster, 5).await?;
+    let grant = p5.get(coflow, "secret").await?;
+    assert_eq!(grant.size, PIECE);
+    const DENIED: u8 = 6;
+
+    // A "source" of machine 5's own, which serves whoever connects as many bytes as it asks for.
+    let fake = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let fake_addr = fake.local_addr()?.to_string();
+    let (accepted, served) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let server = {
+        let (accepted, served, ctx) = (accepted.clone(), served.clone(), agent5.clone());
+        tokio::spawn(async move {
+            while let Ok((sock, peer)) = fake.accept().await {
+                accepted.fetch_add(1, Ordering::Relaxed);
+                let Some((mut s, _)) = coflow_proto::accept_agent(&ctx, sock, peer).await else { continue };
+                let mut req = [0u8; 4096];
+                if s.read(&mut req).await.unwrap_or(0) == 0 {
+                    continue;
+                }
+                let mut out = vec![0u8];
+                out.extend_from_slice(&(1u64 << 40).to_be_bytes());
+                let block = vec![0x5a; 64 << 10];
+                let mut frame = vec![b'D'];
+                frame.extend_from_slice(&(block.len() as u32).to_be_bytes());
+                frame.extend_from_slice(&block);
+                frame.extend_from_slice(&crc32fast::hash(&block).to_be_bytes());
+                if s.write_all(&out).await.is_err() {
+                    continue;
+                }
+                while s.write_all(&frame).await.is_ok() {
+                    served.fetch_add(block.len() as u64, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let hop = Some((5, fake_addr.as_str(), grant.ticket));
+    let relayed = request_range(b"", coflow.0, grant.flow.0, 5, &grant.ticket, "secret", (0, 1 << 40), hop);
+    let got = ask_raw(&agent5, &addr, &relayed).await?;
+    let served_bytes = served.load(Ordering::Relaxed);
+    assert_eq!(
+        (got, accepted.load(Ordering::Relaxed)),
+        ((DENIED, 0, 0), 0),
+        "a hop the grant does not name (the source relayed {} bytes of {served_bytes} from it)",
+        got.2
+    );
+    for range in [(0, PIECE / 2), (PIECE / 2, PIECE / 2), (1, PIECE - 1)] {
+        let other = request_range(b"", coflow.0, grant.flow.0, 5, &grant.ticket, "secret", range, None);
+        assert_eq!(ask_raw(&agent5, &addr, &other).await?, (DENIED, 0, 0), "the range {range:?}");
+    }
+    let own = request_range(b"", coflow.0, grant.flow.0, 5, &grant.ticket, "secret", (0, PIECE), None);
+    let (status, size, after) = ask_raw(&agent5, &addr, &own).await?;
+    assert_eq!((status, size), (0, PIECE), "the grant's own request");
+    assert!(after > 0, "bytes follow");
+    p5.finished(grant.flow, true);
+    assert!(cluster.client(1).await?.get(coflow, "secret").await? == piece, "agent 1's get");
+    assert_eq!(accepted.load(Ordering::Relaxed), 0, "the source connected to no hop");
+    server.abort();
     p5.close().await;
     cluster.shutdown().await;
     Ok(())
