@@ -284,7 +284,8 @@ pub(crate) async fn send_pieces<S: DataStream>(
 /// machine's port capacity both ways. The receiver checks every block; the source paces them. A
 /// source that cannot be reached, or that is lost or falls silent mid-transfer, is said to the
 /// receiver ([`Status::Unreachable`], with why), so that it blames the source and not this relay;
-/// a receiver that goes is not told anything, nor is one whose fetch this relay fails for its own
+/// a source that says busy is said busy, and the flow may attach here again, as the receiver
+/// asks again later; a receiver that goes is not told anything, nor is one whose fetch this relay fails for its own
 /// reasons (it cannot open a socket), which then blames the relay.
 async fn relay<W: AsyncWrite + Unpin>(
     wr: &mut W,
@@ -337,6 +338,12 @@ async fn relay<W: AsyncWrite + Unpin>(
         }
     };
     write_within(wr, &wire::encode_head(status, size), idle).await?;
+    if status == Status::Busy {
+        // No byte left: the receiver asks again later, as it would a busy source, and this
+        // relay serves it then.
+        shared.attached.detach(req.ticket);
+        return Err(AgentError::Refused("the source is busy"));
+    }
     if status != Status::Ok {
         return Err(AgentError::Refused("the source refused the relayed fetch"));
     }

@@ -150,6 +150,44 @@ async fn a_relay_killed_mid_part_is_not_asked_again() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The source serves the relay (the only agent of `c`) its share of data connections already
+/// (one, held by a connection under the relay's certificate) when a part is relayed: the relay
+/// passes the source's "busy" on, and the receiver asks the relay again, as it would the source,
+/// until the place is given back (0.5 s later), so that the part goes through the relay it was
+/// planned over, with no resume and no relay blamed, and the get is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_whose_source_is_busy_is_asked_again_not_blamed() -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    subscribe();
+    let mut cfg = slow(3).with_tls();
+    cfg.agent.max_data_connections_per_peer = Some(1);
+    let cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions { name: "source-busy".into(), ..Default::default() }).await?;
+    let piece = content(10, 4_000_000);
+    c.put(coflow, "p", piece.clone()).await?;
+    let st = c.status().await?;
+    let src = st.agents.iter().find(|a| a.machine_id == 0).unwrap().data_addr.clone();
+    let relay = cluster.agent_security(2)?.tls().expect("TLS").clone();
+    let sock = tokio::net::TcpStream::connect(&src).await?;
+    let mut held = coflow_proto::connect_agent(&relay, sock, 0).await.map_err(anyhow::Error::msg)?;
+    // The source takes the connection into the relay's share once its handshake is through.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = cluster.client(1).await?;
+    let get = tokio::spawn(async move { r.get(coflow, "p").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    held.shutdown().await?;
+    drop(held);
+    let got = tokio::time::timeout(Duration::from_secs(20), get).await???;
+    assert!(got == piece, "every byte arrives, in order");
+    let st = c.status().await?;
+    let relayed = metric(&scrape(cluster.agent_metrics[2]).await, "coflow_agent_relayed_bytes_total");
+    assert!(relayed >= 1e6, "the planned part went through the relay: {relayed} bytes");
+    assert_eq!(st.flows_rerouted, 0, "no part was resumed: {st:?}");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// The source of a get split over the two relays of `c` dies mid-transfer (its process killed:
 /// its address refuses connections at once, while the coordinator counts it alive until its
 /// agent timeout). The relays say so to the receiver, which blames the source: the get ends
