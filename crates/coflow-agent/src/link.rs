@@ -106,7 +106,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
         // Re-announcements wait for answers that come on this very session, so they run beside
         // the loop that reads it; they end with it.
         let mut recovery = JoinSet::new();
-        for (coflow, data_id, size, reg) in shared.store.list() {
+        for (coflow, data_id, size, reg, sealed) in shared.store.list() {
             let shared = shared.clone();
             recovery.spawn(async move {
                 let ann = pb::AnnouncePutRequest {
@@ -117,6 +117,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     recovered: true,
                     registration: reg.as_ref().map(Into::into),
                     client: String::new(),
+                    sealed,
                 };
                 if let Err(e) = shared.link.call(Body::Put(ann), REANNOUNCE_DEADLINE).await {
                     if ErrorKind::of(&e) == Some(ErrorKind::UnknownCoflow) {
@@ -195,7 +196,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
 }
 
 /// Applies what the coordinator pushed: rates of the flows this agent sends, flows it receives
-/// that failed, coflows dropped.
+/// that failed or lost their path, coflows dropped, and coflows sealed.
 fn apply(shared: &Shared, update: pb::RateUpdate) {
     for r in update.rates {
         // Infinite: not paced (a flow the coordinator serves outside its policy).
@@ -212,6 +213,9 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
     for c in update.dropped_coflows {
         let n = shared.store.drop_coflow(CoflowId(c));
         tracing::debug!(coflow = c, pieces = n, "coflow unregistered; pieces dropped");
+    }
+    for c in update.sealed_coflows {
+        shared.store.seal(CoflowId(c));
     }
 }
 

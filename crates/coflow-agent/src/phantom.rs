@@ -138,6 +138,7 @@ impl Phantom {
             recovered: false,
             registration: None,
             client: self.client.clone(),
+            sealed: false,
         };
         self.link.call(Body::Put(ann), self.deadline).await.map(|_| ())
     }
@@ -159,6 +160,7 @@ impl Phantom {
             recovered: true,
             registration,
             client: String::new(),
+            sealed: false,
         };
         match self.link.call(Body::Put(ann), self.deadline).await? {
             pb::agent_reply::Result::Put(p) => Ok(p.registration.unwrap_or_default()),

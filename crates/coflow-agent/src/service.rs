@@ -68,6 +68,7 @@ impl AgentService {
             recovered: false,
             registration: None,
             client,
+            sealed: false,
         };
         let deadline = Duration::from_millis(self.shared.config.coordinator_grace_ms);
         match self.shared.link.call(Body::Put(ann), deadline).await {

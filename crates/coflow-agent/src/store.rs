@@ -228,8 +228,8 @@ impl PieceReader {
     }
 }
 
-/// Every piece this agent holds, the registrations of their coflows, and the coflows it was
-/// told are gone.
+/// Every piece this agent holds, the registrations of their coflows, the coflows it was told
+/// are sealed, and those it was told are gone.
 #[derive(Debug)]
 pub(crate) struct Store {
     inner: Mutex<Inner>,
@@ -251,6 +251,9 @@ struct Inner {
     /// Per client identity, the bytes of memory its pieces and reservations hold (none at 0).
     client_bytes: HashMap<String, u64>,
     registrations: HashMap<CoflowId, Registration>,
+    /// The coflows the coordinator said were sealed (it tells the agents holding their pieces),
+    /// until they are dropped: a seal may come before the registration of a put it follows.
+    sealed: HashSet<CoflowId>,
     dropped: HashSet<CoflowId>,
     dropped_order: VecDeque<CoflowId>,
     /// Pieces being streamed in, by name and client identity, whose bytes `memory_bytes` counts
@@ -507,6 +510,7 @@ impl Store {
             }
         }
         s.registrations.remove(&coflow);
+        s.sealed.remove(&coflow);
         if s.dropped.insert(coflow) {
             s.dropped_order.push_back(coflow);
             if s.dropped_order.len() > DROPPED_MEMORY
@@ -529,6 +533,14 @@ impl Store {
         }
     }
 
+    /// Keeps that the coflow was sealed, to re-announce its pieces sealed after a restart.
+    pub(crate) fn seal(&self, coflow: CoflowId) {
+        let mut s = self.inner.lock().expect("store lock");
+        if !s.dropped.contains(&coflow) {
+            s.sealed.insert(coflow);
+        }
+    }
+
     /// Whether the coflow's registration, as far as this agent learned it, bars the caller of
     /// identity `by` from it: a put by another client is refused before its name is looked up
     /// or reserved, so that it can neither learn which names exist nor hold one from the owner.
@@ -547,14 +559,15 @@ impl Store {
         s.coflows.get(&coflow).and_then(|m| m.get(data_id)).map(|h| h.piece.clone())
     }
 
-    /// Every piece held: coflow, name, size, and the coflow's registration if known.
-    pub(crate) fn list(&self) -> Vec<(CoflowId, DataId, u64, Option<Registration>)> {
+    /// Every piece held: coflow, name, size, the coflow's registration if known, and whether it
+    /// was sealed.
+    pub(crate) fn list(&self) -> Vec<(CoflowId, DataId, u64, Option<Registration>, bool)> {
         let s = self.inner.lock().expect("store lock");
         s.coflows
             .iter()
             .flat_map(|(c, pieces)| {
-                let reg = s.registrations.get(c);
-                pieces.iter().map(move |(d, h)| (*c, d.clone(), h.piece.len(), reg.cloned()))
+                let (reg, sealed) = (s.registrations.get(c), s.sealed.contains(c));
+                pieces.iter().map(move |(d, h)| (*c, d.clone(), h.piece.len(), reg.cloned(), sealed))
             })
             .collect()
     }
@@ -1196,7 +1209,7 @@ mod tests {
             assert!(s.get(CoflowId(1), &id(name)).is_none(), "{name}");
         }
         assert_eq!(s.get(CoflowId(2), &id("a")).map(|p| p.len()), Some(30));
-        let mut listed: Vec<_> = s.list().into_iter().map(|(c, d, n, _)| (c.0, d.as_str().to_string(), n)).collect();
+        let mut listed: Vec<_> = s.list().into_iter().map(|(c, d, n, ..)| (c.0, d.as_str().to_string(), n)).collect();
         listed.sort();
         assert_eq!(listed, [(2, "a".to_string(), 30), (2, "d".to_string(), 0)]);
         // Its names are not held: the same names in another coflow are stored afresh.
@@ -1204,6 +1217,30 @@ mod tests {
         assert_eq!(s.drop_coflow(CoflowId(2)), 2);
         assert_eq!(s.drop_coflow(CoflowId(3)), 1);
         assert_eq!(s.usage(), Usage::default());
+    }
+
+    /// A seal is kept for the coflow's pieces, also when it comes before the piece its put
+    /// announced, and goes with the coflow; a dropped coflow is not sealed again.
+    #[test]
+    fn a_seal_is_listed_with_its_coflow_s_pieces_until_the_coflow_is_dropped() {
+        let s = Store::new(1 << 20, 0);
+        let id = |s: &str| DataId::new(s).unwrap();
+        let sealed = |s: &Store| {
+            let mut l: Vec<_> =
+                s.list().into_iter().map(|(c, d, .., sealed)| (c.0, d.as_str().to_string(), sealed)).collect();
+            l.sort();
+            l
+        };
+        s.insert(CoflowId(1), id("a"), Piece::memory(vec![1; 10], 1024), "").unwrap();
+        s.seal(CoflowId(2));
+        s.insert(CoflowId(2), id("b"), Piece::memory(vec![2; 10], 1024), "").unwrap();
+        assert_eq!(sealed(&s), [(1, "a".to_string(), false), (2, "b".to_string(), true)]);
+        s.seal(CoflowId(1));
+        assert_eq!(sealed(&s), [(1, "a".to_string(), true), (2, "b".to_string(), true)]);
+        assert_eq!(s.drop_coflow(CoflowId(1)), 1);
+        s.seal(CoflowId(1));
+        assert!(!s.inner.lock().unwrap().sealed.contains(&CoflowId(1)), "a dropped coflow is not kept sealed");
+        assert_eq!(sealed(&s), [(2, "b".to_string(), true)]);
     }
 
     /// Dropping a coflow looks at its own pieces only: every agent is told of every coflow

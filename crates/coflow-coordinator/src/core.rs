@@ -732,22 +732,6 @@ impl Core {
         }
     }
 
-    /// No more puts will come for a coflow (`by`: the caller's identity; its owner or the admin
-    /// only).
-    pub fn handle_seal(&mut self, now: Nanos, by: &str, id: CoflowId) -> Result<(), CoordError> {
-        self.input(now);
-        let c = self.coflows.get_mut(&id).ok_or(CoordError::UnknownCoflow(id))?;
-        if !Self::may_change(c, by) {
-            return Err(CoordError::NotTheOwner { coflow: id, caller: by.to_string() });
-        }
-        c.sealed = true;
-        // Its gets may all be in already: the seal is what they waited for.
-        if c.all_gets_in() {
-            self.release(now, id);
-        }
-        Ok(())
-    }
-
     /// The receiving agent (`by`) finished a flow, or gave up on it; or its source gave it up
     /// (its receiver stopped reading). Only the flow's receiver may say it is complete, and only
     /// its two ends that it failed (a source can starve its flow anyway by not sending): a report
@@ -938,10 +922,16 @@ impl Core {
     }
 
     /// An agent opens its rate stream: from now on its rates and notices are transmitted; the
-    /// answer is every rate in force for its outgoing flows, to send at once.
+    /// answer is every rate in force for its outgoing flows, to send at once. It is told again of
+    /// the seals of the coflows it holds pieces of, which it may have missed while not watching.
     pub fn handle_watch(&mut self, now: Nanos, machine: MachineId) -> RateBatch {
         self.input(now);
         self.watching.insert(machine);
+        for (&id, c) in &self.coflows {
+            if c.sealed && c.puts.holds(machine) {
+                self.outbox.push_back(Transmit::Notice(machine, Notice::CoflowSealed(id)));
+            }
+        }
         self.flows
             .iter()
             .filter(|(_, f)| f.src == machine && f.state != FlowState::Held)
@@ -993,7 +983,9 @@ impl Core {
             return Err(CoordError::NotTheOwner { coflow: put.coflow, caller: put.client });
         }
         if put.recovered && c.puts.get(&put.data_id) == Some((put.machine, put.size)) {
-            return Ok(c.reg.clone());
+            let reg = c.reg.clone();
+            self.recover_seal(now, &put);
+            return Ok(reg);
         }
         if c.puts.contains(&put.data_id) {
             return Err(CoordError::DuplicateDataId { coflow: put.coflow, data_id: put.data_id });
@@ -1006,9 +998,11 @@ impl Core {
             return Err(CoordError::LimitExceeded(msg));
         }
         self.owners.room_for_piece(&c.reg.owner, self.cfg.max_pieces_per_owner).map_err(CoordError::LimitExceeded)?;
-        c.puts.insert(put.data_id, put.machine, put.size);
+        c.puts.insert(put.data_id.clone(), put.machine, put.size);
         self.owners.add_piece(&c.reg.owner);
-        Ok(c.reg.clone())
+        let reg = c.reg.clone();
+        self.recover_seal(now, &put);
+        Ok(reg)
     }
 
     /// Agent `by` dropped a piece whose announcement it gave up waiting for (the answer did not

@@ -278,6 +278,9 @@ fn transmit(core: &mut Core, streams: &mut Open) {
             Transmit::Notice(m, Notice::CoflowDropped(c)) => {
                 (m, pb::RateUpdate { dropped_coflows: vec![c.0], ..Default::default() })
             }
+            Transmit::Notice(m, Notice::CoflowSealed(c)) => {
+                (m, pb::RateUpdate { sealed_coflows: vec![c.0], ..Default::default() })
+            }
             Transmit::Notice(m, Notice::Reroute(f)) => {
                 (m, pb::RateUpdate { reroute_flows: vec![f.0], ..Default::default() })
             }
@@ -335,11 +338,12 @@ fn merge(batch: &mut pb::CoordinatorBatch, more: pb::CoordinatorBatch) {
     if let Some(m) = more.update {
         let u = batch.update.get_or_insert_with(Default::default);
         // Every field, by name: a field added to the message and not merged fails to compile.
-        let pb::RateUpdate { rates, failed_flows, dropped_coflows, reroute_flows } = m;
+        let pb::RateUpdate { rates, failed_flows, dropped_coflows, reroute_flows, sealed_coflows } = m;
         u.rates.extend(rates);
         u.failed_flows.extend(failed_flows);
         u.dropped_coflows.extend(dropped_coflows);
         u.reroute_flows.extend(reroute_flows);
+        u.sealed_coflows.extend(sealed_coflows);
     }
 }
 
@@ -755,12 +759,14 @@ mod tests {
                 failed_flows: vec![k],
                 dropped_coflows: vec![k],
                 reroute_flows: vec![k],
+                sealed_coflows: vec![k],
             }),
         };
         let mut batch = notice(1);
         merge(&mut batch, notice(2));
         let u = batch.update.unwrap();
         assert_eq!((u.failed_flows, u.dropped_coflows, u.reroute_flows), (vec![1, 2], vec![1, 2], vec![1, 2]));
+        assert_eq!(u.sealed_coflows, [1, 2]);
         assert_eq!(u.rates.len(), 2);
     }
 

@@ -340,6 +340,8 @@ pub struct PutAnnouncement {
     /// The identity of the agent's client that put it (empty in token mode, and for a piece
     /// re-announced by its agent).
     pub client: String,
+    /// With `recovered`: the agent was told the coflow was sealed.
+    pub sealed: bool,
 }
 
 fn piece_size(field: &'static str, size: u64) -> Result<u64, ProtoError> {
@@ -361,6 +363,7 @@ impl TryFrom<pb::AnnouncePutRequest> for PutAnnouncement {
             recovered: r.recovered,
             registration: r.registration.map(Registration::try_from).transpose()?,
             client: identity("client", r.client)?,
+            sealed: r.sealed,
         })
     }
 }

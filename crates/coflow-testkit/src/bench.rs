@@ -639,6 +639,7 @@ fn put(
         recovered: false,
         registration: None,
         client: String::new(),
+        sealed: false,
     }
 }
 

@@ -13,6 +13,8 @@ pub enum Notice {
     FlowFailed(FlowId),
     /// A coflow was unregistered: forget its pieces.
     CoflowDropped(CoflowId),
+    /// A coflow this agent holds pieces of was sealed: re-announce them sealed after a restart.
+    CoflowSealed(CoflowId),
     /// A flow this agent receives has lost its path (its link went down, its relay died): cut
     /// it at the bytes received and resume the rest.
     Reroute(FlowId),

@@ -1,12 +1,14 @@
 //! Coflows that wait for all their gets, filed by their readiness deadline (when their held
 //! flows are released whatever else happens), so that finding those due and the next one costs
-//! what is due, not a pass over every coflow at every event.
+//! what is due, not a pass over every coflow at every event; and the seal, after which a coflow
+//! expects one get per piece.
 
 use std::collections::BTreeSet;
 
 use coflow_core::{CoflowId, Nanos};
 
-use super::{CoflowRec, Core};
+use super::{CoflowRec, Core, Notice, Transmit};
+use crate::error::CoordError;
 
 /// Coflows by readiness deadline.
 pub(super) type Ready = BTreeSet<(Nanos, CoflowId)>;
@@ -27,6 +29,29 @@ pub(super) fn file(ready: &mut Ready, id: CoflowId, c: &mut CoflowRec) {
 }
 
 impl Core {
+    /// No more puts will come for a coflow (`by`: the caller's identity; its owner or the admin
+    /// only).
+    pub fn handle_seal(&mut self, now: Nanos, by: &str, id: CoflowId) -> Result<(), CoordError> {
+        self.input(now);
+        let c = self.coflows.get_mut(&id).ok_or(CoordError::UnknownCoflow(id))?;
+        if !Self::may_change(c, by) {
+            return Err(CoordError::NotTheOwner { coflow: id, caller: by.to_string() });
+        }
+        if !c.sealed {
+            c.sealed = true;
+            // The agents holding its pieces keep the seal, to re-announce it after a restart (one
+            // not watching is told when it watches again).
+            for m in c.puts.machines().filter(|m| self.watching.contains(m)) {
+                self.outbox.push_back(Transmit::Notice(m, Notice::CoflowSealed(id)));
+            }
+        }
+        // Its gets may all be in already: the seal is what they waited for.
+        if c.all_gets_in() {
+            self.release(now, id);
+        }
+        Ok(())
+    }
+
     /// The coflows whose readiness deadline is at or before `now`.
     pub(super) fn ready_by(&self, now: Nanos) -> Vec<CoflowId> {
         self.ready.iter().take_while(|&&(due, _)| due <= now).map(|&(_, id)| id).collect()

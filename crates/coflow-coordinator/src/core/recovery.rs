@@ -6,9 +6,9 @@
 //! range, granted inside the restart window.
 
 use coflow_core::{CoflowId, Nanos};
-use coflow_proto::{FlowRecovery, GetAnnouncement, ProtoError, Registration};
+use coflow_proto::{FlowRecovery, GetAnnouncement, ProtoError, PutAnnouncement, Registration};
 
-use super::{Core, FlowGrant, FlowRec, FlowState, Routing};
+use super::{Core, FlowGrant, FlowRec, FlowState, Notice, Routing, Transmit};
 use crate::error::CoordError;
 
 /// Why an unknown id re-announced is not adopted.
@@ -140,6 +140,21 @@ impl Core {
         self.counters.coflows_adopted += 1;
         self.hold(now, id, reg);
         Ok(())
+    }
+
+    /// A piece re-announced sealed (its agent was told of the seal) seals its coflow again, and
+    /// one re-announced unsealed into a sealed coflow gets its agent told, so that the seal
+    /// outlives the next restart too.
+    pub(super) fn recover_seal(&mut self, now: Nanos, put: &PutAnnouncement) {
+        let Some(c) = self.coflows.get_mut(&put.coflow).filter(|_| put.recovered) else { return };
+        if put.sealed && !c.sealed {
+            c.sealed = true;
+            if c.all_gets_in() {
+                self.release(now, put.coflow);
+            }
+        } else if c.sealed && !put.sealed && self.watching.contains(&put.machine) {
+            self.outbox.push_back(Transmit::Notice(put.machine, Notice::CoflowSealed(put.coflow)));
+        }
     }
 
     /// What `get` (of a piece of `size` bytes) is granted: the piece, or the rest of the flow its

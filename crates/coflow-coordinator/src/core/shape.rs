@@ -82,6 +82,16 @@ impl Pieces {
         held.n
     }
 
+    /// The machines that hold a piece, in order.
+    pub(super) fn machines(&self) -> impl Iterator<Item = MachineId> + '_ {
+        self.at.keys().copied()
+    }
+
+    /// Whether machine `m` holds a piece.
+    pub(super) fn holds(&self, m: MachineId) -> bool {
+        self.at.contains_key(&m)
+    }
+
     /// The bytes of every piece.
     pub(super) fn bytes(&self) -> u64 {
         self.at.values().fold(0, |a, c| a.saturating_add(c.bytes))

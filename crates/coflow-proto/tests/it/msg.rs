@@ -87,8 +87,9 @@ fn register() -> impl Strategy<Value = pb::RegisterRequest> {
 }
 
 fn announce_put() -> impl Strategy<Value = pb::AnnouncePutRequest> {
-    (number(), text(256), machine(), number(), any::<bool>(), prop::option::of(register()), text(MAX_OWNER_LEN))
-        .prop_map(|(coflow_id, data_id, machine_id, size, recovered, registration, client)| pb::AnnouncePutRequest {
+    let flags = (any::<bool>(), any::<bool>());
+    (number(), text(256), machine(), number(), flags, prop::option::of(register()), text(MAX_OWNER_LEN)).prop_map(
+        |(coflow_id, data_id, machine_id, size, (recovered, sealed), registration, client)| pb::AnnouncePutRequest {
             coflow_id,
             data_id,
             machine_id,
@@ -96,7 +97,9 @@ fn announce_put() -> impl Strategy<Value = pb::AnnouncePutRequest> {
             recovered,
             registration,
             client,
-        })
+            sealed,
+        },
+    )
 }
 
 fn announce_get() -> impl Strategy<Value = pb::AnnounceGetRequest> {
@@ -270,8 +273,8 @@ proptest! {
             }
             Ok(a) => {
                 prop_assert_eq!(
-                    (a.coflow, a.data_id.as_str(), a.machine, a.size, a.recovered, a.client.as_str()),
-                    (CoflowId(m.coflow_id), m.data_id.as_str(), MachineId(m.machine_id), m.size, m.recovered, m.client.as_str())
+                    (a.coflow, a.data_id.as_str(), a.machine, a.size, a.recovered, a.client.as_str(), a.sealed),
+                    (CoflowId(m.coflow_id), m.data_id.as_str(), MachineId(m.machine_id), m.size, m.recovered, m.client.as_str(), m.sealed)
                 );
                 prop_assert_eq!(a.registration.as_ref().map(pb::RegisterRequest::from), m.registration.as_ref().map(normalized));
             }
