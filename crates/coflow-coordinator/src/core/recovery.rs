@@ -142,12 +142,14 @@ impl Core {
         Ok(())
     }
 
-    /// A piece re-announced sealed (its agent was told of the seal) seals its coflow again, and
-    /// one re-announced unsealed into a sealed coflow gets its agent told, so that the seal
-    /// outlives the next restart too.
+    /// A piece re-announced sealed (its agent was told of the seal) inside the restart window
+    /// seals its coflow again, and one re-announced unsealed into a sealed coflow gets its agent
+    /// told, so that the seal outlives the next restart too. Past the window this coordinator
+    /// saw every seal itself, and an agent's word seals nothing.
     pub(super) fn recover_seal(&mut self, now: Nanos, put: &PutAnnouncement) {
+        let window = self.in_restart_window(now);
         let Some(c) = self.coflows.get_mut(&put.coflow).filter(|_| put.recovered) else { return };
-        if put.sealed && !c.sealed {
+        if put.sealed && !c.sealed && window {
             c.sealed = true;
             if c.all_gets_in() {
                 self.release(now, put.coflow);

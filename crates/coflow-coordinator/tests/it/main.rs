@@ -676,9 +676,10 @@ fn a_restarted_core_adopts_only_consistent_re_announcements() {
 }
 
 /// A seal is told to the agents that hold the coflow's pieces, and to none other; after a
-/// restart a piece re-announced sealed seals the adopted coflow again (a new put is refused and
-/// the gets of its pieces release it, long before its readiness timeout), and an agent that
-/// re-announces a piece unsealed into it is told of the seal.
+/// restart a piece re-announced sealed inside the restart window seals the adopted coflow again
+/// (a new put is refused and the gets of its pieces release it, long before its readiness
+/// timeout), and an agent that re-announces a piece unsealed into it is told of the seal; past
+/// the window, an agent's word seals nothing.
 #[test]
 fn a_seal_outlives_a_restart_with_the_pieces_of_its_coflow() {
     let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
@@ -716,6 +717,14 @@ fn a_seal_outlives_a_restart_with_the_pieces_of_its_coflow() {
     for f in flows {
         assert!(last_rate(&pushed, f).is_some_and(|r| r > 0.0), "{f:?} released by its coflow's gets");
     }
+
+    // Past the window, an agent's word seals nothing: this coordinator saw every seal itself.
+    let fresh = h.register(0, CoflowOptions::default());
+    let reg = h.core.handle_put(h.now, PutAnnouncement { recovered: false, ..recovered(fresh, "f", 0, 10, None) });
+    h.core.set_restart_window(h.now);
+    let claim = PutAnnouncement { sealed: true, ..recovered(fresh, "f", 0, 10, Some(reg.unwrap())) };
+    h.core.handle_put(h.now, claim).unwrap();
+    h.put(fresh, "g", 0, 10).unwrap();
 }
 
 /// Past the restart window nothing is adopted (a phantom recovery is refused with
