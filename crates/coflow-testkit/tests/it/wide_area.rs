@@ -150,6 +150,30 @@ async fn a_relay_killed_mid_part_is_not_asked_again() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Pieces at the edges of splitting cross the wide area exactly and at once: an empty piece,
+/// one byte, and pieces just under and over twice the smallest part (which may be split in
+/// two), each asked from `b` of a piece put in `a` over the slow direct link, within 10 s each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pieces_at_the_edges_of_splitting_arrive_exactly() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(config(2e6)).await?;
+    let c = cluster.client(0).await?;
+    let r = cluster.client(1).await?;
+    let min = coflow_coordinator::MIN_PART_BYTES as usize;
+    let sizes = [0, 1, 2 * min - 1, 2 * min, 2 * min + 1];
+    let coflow = c.register(sizes.len() as u32, CoflowOptions { name: "edges".into(), ..Default::default() }).await?;
+    for (k, &n) in sizes.iter().enumerate() {
+        let piece = content(20 + k as u64, n);
+        c.put(coflow, &format!("p{k}"), piece.clone()).await?;
+        let started = std::time::Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(10), r.get(coflow, &format!("p{k}"))).await??;
+        eprintln!("{n} bytes in {:?}", started.elapsed());
+        assert!(got == piece, "the piece of {n} bytes arrives exactly");
+    }
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// The source serves the relay (the only agent of `c`) its share of data connections already
 /// (one, held by a connection under the relay's certificate) when a part is relayed: the relay
 /// passes the source's "busy" on, and the receiver asks the relay again, as it would the source,
