@@ -1,9 +1,10 @@
 //! Flows as capabilities: the coordinator's grant of a flow carries a ticket, an HMAC-SHA256 of
 //! the flow (its id, coflow, piece, receiving machine, the range of the piece it carries and, at
 //! a relay, the source to relay from: its [`Scope`]) under the source agent's flow key, cut to
-//! [`TICKET_LEN`] bytes, so that a ticket asks for nothing its grant does not name. Only the receiving agent is told the ticket (in its grant); the source
-//! learns its key when it registers and checks a request's ticket itself, so that no message has
-//! to reach the source before the receiver's request does.
+//! [`TICKET_LEN`] bytes, so that a ticket asks for nothing its grant does not name. Only the
+//! receiving agent is told the ticket (in its grant); the source learns its key when it registers
+//! and checks a request's ticket itself, so that no message has to reach the source before the
+//! receiver's request does.
 //!
 //! The coordinator derives each machine's key from a secret it draws from the system's CSPRNG
 //! at start ([`Tickets`]); a source keeps the key of its current registration and of the one
