@@ -285,8 +285,8 @@ pub(crate) async fn send_pieces<S: DataStream>(
 /// source that cannot be reached, or that is lost or falls silent mid-transfer, is said to the
 /// receiver ([`Status::Unreachable`], with why), so that it blames the source and not this relay;
 /// a source that says busy is said busy, and the flow may attach here again, as the receiver
-/// asks again later; a receiver that goes is not told anything, nor is one whose fetch this relay fails for its own
-/// reasons (it cannot open a socket), which then blames the relay.
+/// asks again later; a receiver that goes is not told anything, nor is one whose fetch this
+/// relay fails for its own reasons (it cannot open a socket), which then blames the relay.
 async fn relay<W: AsyncWrite + Unpin>(
     wr: &mut W,
     shared: &Shared,
