@@ -413,8 +413,9 @@ pub struct Core {
     routing_due: BTreeSet<(Nanos, FlowId)>,
     /// Flows planned over detours whose receivers were told to resume them, by when.
     resume_due: BTreeSet<(Nanos, FlowId)>,
-    /// Relays a receiver could not reach, each left out of new paths until then.
-    relays_failed: BTreeMap<MachineId, Nanos>,
+    /// Relays a receiver could not reach, by (relay, receiver), each left out of that receiver's
+    /// new paths until then (see `plan_resume` in `core/wide_area`).
+    relays_failed: BTreeMap<(MachineId, MachineId), Nanos>,
     /// A previous coordinator's flows resumed in the restart window, with the get of each.
     resumed_previous: BTreeMap<FlowId, (CoflowId, DataId, MachineId)>,
     /// Coflows with a lease, by when it runs out.

@@ -146,7 +146,7 @@ impl Core {
 
     /// A relay for bytes from `src` to `dst` when their direct link is down: an agent of a third
     /// datacenter both of whose links are up, through the one whose slower link was measured the
-    /// fastest, if any.
+    /// fastest, if any (none `dst` could not reach lately, as [`Core::relay_in`] says).
     pub(super) fn detour_around(&self, src: MachineId, dst: MachineId) -> Option<MachineId> {
         let (wa, meter) = (self.cfg.wide_area.as_ref()?, self.meter.as_ref()?);
         let dcs = wa.datacenters.len();
@@ -158,7 +158,7 @@ impl Core {
                 if self.down(l1) || self.down(l2) {
                     return None;
                 }
-                Some((meter.capacity(l1).min(meter.capacity(l2)), self.relay_in(c as u32)?))
+                Some((meter.capacity(l1).min(meter.capacity(l2)), self.relay_in(c as u32, dst)?))
             })
             .max_by(|x, y| x.0.total_cmp(&y.0))
             .map(|(_, m)| m)
@@ -166,10 +166,11 @@ impl Core {
 
     /// Water-fills `own` new bytes on each link's direct route over the links' expected bandwidth,
     /// with the bytes every flow but those of `apart` has left on the links (Siphon §3.3): per
-    /// direct link, the detours its new bytes take and the fraction each takes, each detour
-    /// through an agent of its datacenter (one without an alive agent, or through a link down,
-    /// is left out).
-    pub(super) fn water_fill(&self, own: &[f64], apart: &BTreeSet<FlowId>) -> BTreeMap<usize, Vec<(f64, MachineId)>> {
+    /// direct link, the detours its new bytes take and the fraction each takes, each detour as
+    /// the datacenter it goes through (one through a link down is left out). The relay of a
+    /// detour is chosen per receiver ([`Core::relays_for`]), as one detour may serve flows of
+    /// several receivers.
+    pub(super) fn water_fill(&self, own: &[f64], apart: &BTreeSet<FlowId>) -> BTreeMap<usize, Vec<(f64, u32)>> {
         let Some(wan) = self.wan() else { return BTreeMap::new() };
         let links = wan.links().len();
         // Routing goes by the links' expected bandwidth (Siphon §3.3); a link measured down by what
@@ -195,14 +196,11 @@ impl Core {
             .into_iter()
             .filter_map(|(direct, ways)| {
                 let link = direct.hops()[0] as usize;
-                let ways: Vec<(f64, MachineId)> = ways
+                let ways: Vec<(f64, u32)> = ways
                     .into_iter()
                     // A detour through a link down is no way: its share stays on the direct path.
                     .filter(|(route, _)| !route.hops().iter().any(|&r| meter.down(r as usize)))
-                    .filter_map(|(route, fraction)| {
-                        let dc = wan.links()[route.hops()[0] as usize].to;
-                        Some((fraction, self.relay_in(dc)?))
-                    })
+                    .map(|(route, fraction)| (fraction, wan.links()[route.hops()[0] as usize].to))
                     .collect();
                 (!ways.is_empty()).then_some((link, ways))
             })
@@ -236,19 +234,20 @@ impl Core {
         let mut own = vec![0.0; self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len())];
         own[link] = (end - start) as f64;
         let ways = self.water_fill(&own, &BTreeSet::new()).remove(&link).unwrap_or_default();
-        let shares: Vec<(f64, Option<MachineId>)> = ways.into_iter().map(|(f, m)| (f, Some(m))).collect();
-        parts_by_share(&shares, start, end)
+        parts_by_share(&self.relays_for(&ways, dst), start, end)
     }
 
     /// How to send bytes `[start, end)` of flow `old` from `src` to `dst`, which its receiver cut
     /// and resumes: as planned when it was split over detours; planned alone when a previous
     /// coordinator granted it; else, having lost its path, planned alone, around
     /// the relay it went through when the coordinator did not reroute it (its receiver could not
-    /// reach the relay, which is left out of new paths for an agent timeout, the time the
-    /// coordinator takes to find it dead if it is), and all through a detour when its receiver
-    /// never reached its source directly. A relay whose flow's source is silent (no heartbeat for
-    /// three of its heartbeats: a receiver whose relay lost the source waits longer than that
-    /// before it resumes) is not blamed: the source is what failed.
+    /// reach the relay, which is left out of that receiver's new paths for an agent timeout, the
+    /// time the coordinator takes to find it dead if it is, and then out of everyone's; other
+    /// receivers' paths may still use it, so that a receiver that blames relays degrades no one
+    /// else's paths), and all through a detour when its receiver never reached its source
+    /// directly. A relay whose flow's source is silent (no heartbeat for three of its heartbeats:
+    /// a receiver whose relay lost the source waits longer than that before it resumes) is not
+    /// blamed: the source is what failed.
     pub(super) fn plan_resume(
         &mut self,
         now: Nanos,
@@ -267,9 +266,14 @@ impl Core {
             if self.silent(src, now) {
                 tracing::info!(flow = %old, relay = relay.0, src = src.0, "its source is silent: its relay is not blamed");
             } else {
-                tracing::info!(flow = %old, relay = relay.0, "its receiver could not reach its relay; new paths avoid it");
+                tracing::info!(flow = %old, relay = relay.0, receiver = dst.0, "its receiver could not reach its relay; its new paths avoid it");
+                // Bounded: expired entries go at each insert, and a receiver blaming a relay again
+                // replaces its one entry for that pair, so at most one per (relay, receiver) of
+                // registered machines (machines², acceptable) and in practice those of an agent
+                // timeout.
                 self.relays_failed.retain(|_, until| *until > now);
-                self.relays_failed.insert(relay, now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms)));
+                let until = now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms));
+                self.relays_failed.insert((relay, dst), until);
             }
         }
         self.plan_parts(src, dst, start, end, unreached)
@@ -337,18 +341,18 @@ impl Core {
             }
             let ways = self.water_fill(&own, &apart);
             for id in group {
-                let f = self.flows.get_mut(&id).expect("due flows are live");
-                let split = match (f.state, f.links.as_slice()) {
-                    (FlowState::Scheduled, &[l]) => ways.get(&l),
-                    _ => None,
+                let f = &self.flows[&id];
+                let shares = match (f.state, f.links.as_slice()) {
+                    (FlowState::Scheduled, &[l]) => ways.get(&l).map_or_else(Vec::new, |w| self.relays_for(w, f.dst)),
+                    _ => Vec::new(),
                 };
-                match split {
-                    Some(ways) => {
-                        f.routing = Routing::Split(ways.iter().map(|&(share, m)| (share, Some(m))).collect());
-                        self.resume_due.insert((now, id));
-                        self.reroute(id);
-                    }
-                    None => f.routing = Routing::Direct,
+                let f = self.flows.get_mut(&id).expect("due flows are live");
+                if shares.is_empty() {
+                    f.routing = Routing::Direct;
+                } else {
+                    f.routing = Routing::Split(shares);
+                    self.resume_due.insert((now, id));
+                    self.reroute(id);
                 }
             }
         }
@@ -356,14 +360,25 @@ impl Core {
     }
 
     /// The alive agent of datacenter `dc` that relays the fewest parts now (the lowest machine of
-    /// equals), if any; a relay a receiver could not reach lately is none.
-    pub(super) fn relay_in(&self, dc: u32) -> Option<MachineId> {
+    /// equals), if any, for bytes to `receiver`; a relay `receiver` could not reach lately is
+    /// none for it (and may be another receiver's).
+    pub(super) fn relay_in(&self, dc: u32, receiver: MachineId) -> Option<MachineId> {
         self.agents
             .iter()
-            .filter(|(m, a)| a.alive && a.dc == Some(dc) && self.relays_failed.get(m).is_none_or(|&t| t <= self.now))
+            .filter(|&(&m, a)| {
+                a.alive && a.dc == Some(dc) && self.relays_failed.get(&(m, receiver)).is_none_or(|&t| t <= self.now)
+            })
             .map(|(&m, _)| (self.flows.values().filter(|f| f.via == Some(m)).count(), m))
             .min()
             .map(|(_, m)| m)
+    }
+
+    /// The shares of [`Core::water_fill`]'s detours `ways` (each as its datacenter) for a flow to
+    /// `receiver`, each through a relay of its datacenter for that receiver ([`Core::relay_in`]):
+    /// another agent of the datacenter where `receiver` could not reach one lately, and where
+    /// none is left, the detour's share stays on the direct path (none: all of it direct).
+    pub(super) fn relays_for(&self, ways: &[(f64, u32)], receiver: MachineId) -> Vec<(f64, Option<MachineId>)> {
+        ways.iter().filter_map(|&(share, dc)| Some((share, Some(self.relay_in(dc, receiver)?)))).collect()
     }
 
     /// Tells a flow's receiver to cut it and resume the rest over another path (once).

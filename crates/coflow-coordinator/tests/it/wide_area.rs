@@ -176,6 +176,11 @@ fn a_get_across_datacenters_is_scheduled_on_the_link_between_them() {
 /// Three datacenters `a`, `b`, `c`, one machine each (0, 1, 2): the link a -> b at `slow`, every
 /// other link at 10 MB/s; mrtf with multi-path routing.
 fn three_dcs(slow: f64) -> Harness {
+    three_dcs_with(slow, &["a", "b", "c"])
+}
+
+/// [`three_dcs`] with machine `m` in datacenter `machines[m]`.
+fn three_dcs_with(slow: f64, machines: &[&str]) -> Harness {
     let mut links = Vec::new();
     for from in 0..3 {
         for to in 0..3 {
@@ -188,7 +193,7 @@ fn three_dcs(slow: f64) -> Harness {
     let wa = WideArea { datacenters: vec!["a".into(), "b".into(), "c".into()], links };
     let cfg = CoordinatorConfig { multipath: true, ..config("mrtf", wa) };
     cfg.validate().unwrap();
-    Harness::with_datacenters(Core::new(cfg, by_name("mrtf")), &[CAP; 3], &["a", "b", "c"])
+    Harness::with_datacenters(Core::new(cfg, by_name("mrtf")), &vec![CAP; machines.len()], machines)
 }
 
 fn resume(
@@ -198,10 +203,22 @@ fn resume(
     flow: FlowId,
     at: u64,
 ) -> coflow_coordinator::FlowGrant {
+    resume_by(h, 1, coflow, id, flow, at)
+}
+
+/// A resume by receiver `machine`.
+fn resume_by(
+    h: &mut Harness,
+    machine: u32,
+    coflow: coflow_core::CoflowId,
+    id: &str,
+    flow: FlowId,
+    at: u64,
+) -> coflow_coordinator::FlowGrant {
     let g = GetAnnouncement {
         coflow,
         data_id: DataId::new(id).unwrap(),
-        machine: MachineId(1),
+        machine: MachineId(machine),
         client: String::new(),
         resume: Some((flow, at)),
         resume_end: None,
@@ -350,6 +367,61 @@ fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
     assert!(parts_of(&before).iter().all(|p| p.2.is_none()), "2.9 s on: {:?}", parts_of(&before));
     for _ in 0..2 {
         beat(&mut h, Vec::new());
+    }
+    let after = resume(&mut h, c, "p", before.parts[0].flow, at + 1000);
+    assert!(parts_of(&after).iter().any(|p| p.2 == Some(MachineId(2))), "3.1 s on: {:?}", parts_of(&after));
+}
+
+/// The relay a receiver could not reach is left out of that receiver's new paths only: receiver
+/// A (machine 1) blames the relay R (machine 2, in `c`) of its part; gets of A and B (machine 3,
+/// also in `b`) asked together are water-filled together, and the detour through `c` takes B's
+/// get through R while A's stays direct (no other agent in `c`); after an agent timeout A's
+/// paths may use R again.
+#[test]
+fn a_relay_one_receiver_could_not_reach_still_serves_the_others() {
+    let mut h = three_dcs_with(1e6, &["a", "b", "c", "b"]);
+    let beat_all = |h: &mut Harness| {
+        h.advance(100);
+        for m in 0..4 {
+            h.heartbeat(m, Vec::new());
+        }
+    };
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1_100_000).unwrap();
+    let g = h.get(c, "p", 1).unwrap();
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
+    assert_eq!(relayed.via.as_ref().map(|v| v.machine), Some(MachineId(2)));
+    h.advance(0);
+    let at = relayed.offset + 1000;
+    let again = resume(&mut h, c, "p", relayed.flow, at);
+    assert_eq!(parts_of(&again), vec![(at, relayed.length - 1000, None)], "A's rest avoids R");
+    // A new coflow's gets by A and B, water-filled together over the one detour through `c`.
+    let both = h.register(2, CoflowOptions::default());
+    h.put(both, "a", 0, 1_100_000).unwrap();
+    h.put(both, "b", 0, 1_100_000).unwrap();
+    h.get(both, "a", 1).unwrap();
+    let gb = h.get(both, "b", 3).unwrap();
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![], "A's new get is not planned through R: it stays direct");
+    assert_eq!(h.notices(3), vec![Notice::Reroute(gb.flow)], "B's new get is planned over the detour");
+    let rb = resume_by(&mut h, 3, both, "b", gb.flow, 0);
+    assert!(parts_of(&rb).iter().any(|p| p.2 == Some(MachineId(2))), "B's path goes through R: {:?}", parts_of(&rb));
+    for p in &rb.parts {
+        h.core.handle_flow_finished(h.now, MachineId(3), p.flow, coflow_coordinator::FlowOutcome::Completed).unwrap();
+    }
+    // A never reached its source directly: its rest goes through a detour again once R has been
+    // left out of its paths for an agent timeout (3 s), and not before.
+    for _ in 0..29 {
+        beat_all(&mut h);
+    }
+    let at = at + 1000;
+    let before = resume(&mut h, c, "p", again.parts[0].flow, at);
+    assert!(parts_of(&before).iter().all(|p| p.2.is_none()), "2.9 s on: {:?}", parts_of(&before));
+    for _ in 0..2 {
+        beat_all(&mut h);
     }
     let after = resume(&mut h, c, "p", before.parts[0].flow, at + 1000);
     assert!(parts_of(&after).iter().any(|p| p.2 == Some(MachineId(2))), "3.1 s on: {:?}", parts_of(&after));
