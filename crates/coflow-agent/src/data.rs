@@ -395,7 +395,7 @@ async fn relay<W: AsyncWrite + Unpin>(
 /// with why: an error frame of status [`Status::Unreachable`], after a head of that status unless
 /// the source's head was already forwarded. The relay's own failures (it cannot open a socket)
 /// are not said: the receiver, told nothing, finds the relay gone and blames it, so that the
-/// coordinator leaves it out of new paths.
+/// coordinator leaves it out of that receiver's new paths.
 async fn say_source_lost<W: AsyncWrite + Unpin>(
     wr: &mut W,
     head_sent: bool,

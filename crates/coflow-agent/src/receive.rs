@@ -399,7 +399,7 @@ async fn receive_part(
     // and then fails the part: the part stays listed and waits before its rest is resumed, so
     // that the resumes outlast a source's death and a resume announced after the wait finds the
     // source silent (the coordinator then blames the source, not the relay, which it would
-    // leave out of new paths). A stop the coordinator sends meanwhile ends the wait.
+    // leave out of this receiver's new paths). A stop the coordinator sends meanwhile ends the wait.
     let source_lost = part.via.is_some() && failure.is_some() && failed_addr == part.src_addr;
     let terms = shared.coordinator.terms();
     if source_lost {

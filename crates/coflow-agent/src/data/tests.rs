@@ -632,7 +632,7 @@ async fn a_relay_that_loses_its_source_says_so_and_the_receiver_blames_the_sourc
 /// A relay that cannot open a socket to its hop's source, every file descriptor of its process
 /// being in use, fails the fetch without saying the source is lost: the receiver finds the relay
 /// gone and blames it, not a source it never tried, so that the coordinator leaves the relay out
-/// of new paths. Run in a child process of this test binary, whose file limit it lowers to the
+/// of that receiver's new paths. Run in a child process of this test binary, whose file limit it lowers to the
 /// descriptors already open (the relay's receiver talks to it over an in-memory pipe).
 #[test]
 fn a_relay_out_of_file_descriptors_blames_itself() {
