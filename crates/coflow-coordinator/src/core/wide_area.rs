@@ -234,7 +234,7 @@ impl Core {
         let mut own = vec![0.0; self.cfg.wide_area.as_ref().map_or(0, |wa| wa.links.len())];
         own[link] = (end - start) as f64;
         let ways = self.water_fill(&own, &BTreeSet::new()).remove(&link).unwrap_or_default();
-        parts_by_share(&self.relays_for(&ways, dst), start, end)
+        parts_by_share(&self.relays_for(&ways, dst, &mut BTreeMap::new()), start, end)
     }
 
     /// How to send bytes `[start, end)` of flow `old` from `src` to `dst`, which its receiver cut
@@ -340,10 +340,15 @@ impl Core {
                 }
             }
             let ways = self.water_fill(&own, &apart);
+            // The group's relays, per datacenter and receiver: a relay is chosen once for all the
+            // group's flows to one receiver, not looked for again per flow.
+            let mut relays = BTreeMap::new();
             for id in group {
                 let f = &self.flows[&id];
                 let shares = match (f.state, f.links.as_slice()) {
-                    (FlowState::Scheduled, &[l]) => ways.get(&l).map_or_else(Vec::new, |w| self.relays_for(w, f.dst)),
+                    (FlowState::Scheduled, &[l]) => {
+                        ways.get(&l).map_or_else(Vec::new, |w| self.relays_for(w, f.dst, &mut relays))
+                    }
                     _ => Vec::new(),
                 };
                 let f = self.flows.get_mut(&id).expect("due flows are live");
@@ -377,8 +382,20 @@ impl Core {
     /// `receiver`, each through a relay of its datacenter for that receiver ([`Core::relay_in`]):
     /// another agent of the datacenter where `receiver` could not reach one lately, and where
     /// none is left, the detour's share stays on the direct path (none: all of it direct).
-    pub(super) fn relays_for(&self, ways: &[(f64, u32)], receiver: MachineId) -> Vec<(f64, Option<MachineId>)> {
-        ways.iter().filter_map(|&(share, dc)| Some((share, Some(self.relay_in(dc, receiver)?)))).collect()
+    /// `chosen` keeps the relays chosen so far, by datacenter and receiver, for flows planned
+    /// together.
+    pub(super) fn relays_for(
+        &self,
+        ways: &[(f64, u32)],
+        receiver: MachineId,
+        chosen: &mut BTreeMap<(u32, MachineId), Option<MachineId>>,
+    ) -> Vec<(f64, Option<MachineId>)> {
+        ways.iter()
+            .filter_map(|&(share, dc)| {
+                let relay = *chosen.entry((dc, receiver)).or_insert_with(|| self.relay_in(dc, receiver));
+                Some((share, Some(relay?)))
+            })
+            .collect()
     }
 
     /// Tells a flow's receiver to cut it and resume the rest over another path (once).
