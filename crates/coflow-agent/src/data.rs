@@ -283,7 +283,8 @@ pub(crate) async fn send_pieces<S: DataStream>(
 /// frames to the receiver as they arrive, every frame within the idle timeout, within this
 /// machine's port capacity both ways. The receiver checks every block; the source paces them. A
 /// source that cannot be reached, or that is lost or falls silent mid-transfer, is said to the
-/// receiver ([`Status::Unreachable`], with why), so that it blames the source and not this relay;
+/// receiver ([`Status::Unreachable`], with why), so that it blames the source and not this relay,
+/// and so is a source that refuses the hop's ticket (it registered again, losing the flow);
 /// a source that says busy is said busy, and the flow may attach here again, as the receiver
 /// asks again later; a receiver that goes is not told anything, nor is one whose fetch this
 /// relay fails for its own reasons (it cannot open a socket), which then blames the relay.
@@ -331,6 +332,14 @@ async fn relay<W: AsyncWrite + Unpin>(
         }
     };
     let (mut conn, status, size) = match reached.await {
+        // A source that refuses the hop's ticket, which the coordinator issued under its key, has
+        // registered again since (its memory, and the flow with it, is gone): the source is what
+        // failed, as when it refuses a receiver's own fetch.
+        Ok((_, Status::Denied, _)) => {
+            let e = unreachable("it refused the relayed fetch's ticket (it restarted)".into());
+            say_source_lost(wr, false, &e, idle).await?;
+            return Err(e);
+        }
         Ok(v) => v,
         Err(e) => {
             say_source_lost(wr, false, &e, idle).await?;

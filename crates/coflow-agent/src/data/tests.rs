@@ -629,11 +629,41 @@ async fn a_relay_that_loses_its_source_says_so_and_the_receiver_blames_the_sourc
     }
 }
 
+/// A source that refuses the hop's ticket (it registered again since the grant, and its new key
+/// refuses the old ticket) is blamed by the receiver through the relay, as it is by a receiver
+/// that fetches from it directly, and not the relay.
+#[tokio::test]
+async fn a_source_that_refuses_the_relays_ticket_is_blamed_not_the_relay() {
+    let s = shared(1024);
+    let source = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = source.local_addr().unwrap().to_string();
+    let denying = tokio::spawn(async move {
+        let (sock, _) = source.accept().await.unwrap();
+        let mut conn = Reader::new(sock);
+        conn.request().await.unwrap().expect("a request");
+        conn.io.write_all(&wire::encode_head(Status::Denied, 0)).await.unwrap();
+        conn.io.flush().await.unwrap();
+    });
+    let hop = wire::Hop { src: MachineId(5), addr: addr.clone(), ticket: [3; 16] };
+    let req = signed(Request { length: 3000, via: Some(hop), ..request(&s, 1, "p") });
+    let (got, r) = fetch_through_relay(&s, &req, 3000).await;
+    denying.await.unwrap();
+    assert!(got.is_empty());
+    match r {
+        Err(AgentError::SourceUnreachable { addr: blamed, reason }) => {
+            assert_eq!(blamed, addr, "the source is blamed, not the relay: {reason}");
+            assert!(reason.contains("restarted"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A relay that cannot open a socket to its hop's source, every file descriptor of its process
 /// being in use, fails the fetch without saying the source is lost: the receiver finds the relay
 /// gone and blames it, not a source it never tried, so that the coordinator leaves the relay out
-/// of that receiver's new paths. Run in a child process of this test binary, whose file limit it lowers to the
-/// descriptors already open (the relay's receiver talks to it over an in-memory pipe).
+/// of that receiver's new paths. Run in a child process of this test binary, whose file limit it
+/// lowers to the descriptors already open (the relay's receiver talks to it over an in-memory
+/// pipe).
 #[test]
 fn a_relay_out_of_file_descriptors_blames_itself() {
     const CHILD: &str = "COFLOW_TEST_OUT_OF_FILE_DESCRIPTORS";
