@@ -985,7 +985,7 @@ impl Core {
         }
         if put.recovered && c.puts.get(&put.data_id) == Some((put.machine, put.size)) {
             let reg = c.reg.clone();
-            self.recover_seal(now, &put);
+            self.recover_seal(now, put.coflow, put.machine, put.sealed);
             return Ok(reg);
         }
         if c.puts.contains(&put.data_id) {
@@ -999,10 +999,12 @@ impl Core {
             return Err(CoordError::LimitExceeded(msg));
         }
         self.owners.room_for_piece(&c.reg.owner, self.cfg.max_pieces_per_owner).map_err(CoordError::LimitExceeded)?;
-        c.puts.insert(put.data_id.clone(), put.machine, put.size);
+        c.puts.insert(put.data_id, put.machine, put.size);
         self.owners.add_piece(&c.reg.owner);
         let reg = c.reg.clone();
-        self.recover_seal(now, &put);
+        if put.recovered {
+            self.recover_seal(now, put.coflow, put.machine, put.sealed);
+        }
         Ok(reg)
     }
 

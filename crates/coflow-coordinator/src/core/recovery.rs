@@ -5,8 +5,8 @@
 //! by a previous coordinator is not re-announced but resumed: its receiver names the rest's
 //! range, granted inside the restart window.
 
-use coflow_core::{CoflowId, Nanos};
-use coflow_proto::{FlowRecovery, GetAnnouncement, ProtoError, PutAnnouncement, Registration};
+use coflow_core::{CoflowId, MachineId, Nanos};
+use coflow_proto::{FlowRecovery, GetAnnouncement, ProtoError, Registration};
 
 use super::{Core, FlowGrant, FlowRec, FlowState, Notice, Routing, Transmit};
 use crate::error::CoordError;
@@ -142,20 +142,20 @@ impl Core {
         Ok(())
     }
 
-    /// A piece re-announced sealed (its agent was told of the seal) inside the restart window
-    /// seals its coflow again, and one re-announced unsealed into a sealed coflow gets its agent
-    /// told, so that the seal outlives the next restart too. Past the window this coordinator
-    /// saw every seal itself, and an agent's word seals nothing.
-    pub(super) fn recover_seal(&mut self, now: Nanos, put: &PutAnnouncement) {
+    /// A piece of `coflow` re-announced by `machine`, `sealed` (its agent was told of the seal),
+    /// inside the restart window seals the coflow again, and one re-announced unsealed into a
+    /// sealed coflow gets its agent told, so that the seal outlives the next restart too. Past
+    /// the window this coordinator saw every seal itself, and an agent's word seals nothing.
+    pub(super) fn recover_seal(&mut self, now: Nanos, coflow: CoflowId, machine: MachineId, sealed: bool) {
         let window = self.in_restart_window(now);
-        let Some(c) = self.coflows.get_mut(&put.coflow).filter(|_| put.recovered) else { return };
-        if put.sealed && !c.sealed && window {
+        let Some(c) = self.coflows.get_mut(&coflow) else { return };
+        if sealed && !c.sealed && window {
             c.sealed = true;
             if c.all_gets_in() {
-                self.release(now, put.coflow);
+                self.release(now, coflow);
             }
-        } else if c.sealed && !put.sealed && self.watching.contains(&put.machine) {
-            self.outbox.push_back(Transmit::Notice(put.machine, Notice::CoflowSealed(put.coflow)));
+        } else if c.sealed && !sealed && self.watching.contains(&machine) {
+            self.outbox.push_back(Transmit::Notice(machine, Notice::CoflowSealed(coflow)));
         }
     }
 

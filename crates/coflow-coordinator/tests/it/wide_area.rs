@@ -230,7 +230,11 @@ fn resume_by(
 /// A get of 1.1 MB from `a` to `b` on [`three_dcs`] at 100 B/s, which the coordinator plans over
 /// detours: its receiver is told to resume it.
 fn planned_over_detours() -> (Harness, coflow_core::CoflowId, coflow_coordinator::FlowGrant) {
-    let mut h = three_dcs(1e6);
+    planned_over_detours_on(three_dcs(1e6))
+}
+
+/// [`planned_over_detours`] on `h`.
+fn planned_over_detours_on(mut h: Harness) -> (Harness, coflow_core::CoflowId, coflow_coordinator::FlowGrant) {
     let c = h.register(1, CoflowOptions::default());
     h.put(c, "p", 0, 1_100_000).unwrap();
     let g = h.get(c, "p", 1).unwrap();
@@ -243,13 +247,52 @@ fn parts_of(r: &coflow_coordinator::FlowGrant) -> Vec<(u64, u64, Option<MachineI
     r.parts.iter().map(|p| (p.offset, p.length, p.via.as_ref().map(|v| v.machine))).collect()
 }
 
-/// A tenth of a second on three datacenters: machine 0 reports `flows`, the others nothing.
+/// A tenth of a second: machine 0 reports `flows`, every other machine nothing.
 fn beat(h: &mut Harness, flows: Vec<(FlowId, u64)>) {
     h.advance(100);
     h.heartbeat(0, flows);
-    for m in 1..3 {
+    for m in 1..h.notices.len() as u32 {
         h.heartbeat(m, Vec::new());
     }
+}
+
+/// Receiver 1 resumes grant `g` of coflow `c` from its start, partly through the relay of `c`
+/// (machine 2), then cuts that part 1,000 bytes in, not having reached the relay: the rest is
+/// planned direct. Returns where the rest starts, and its grant.
+fn blame_the_relay(
+    h: &mut Harness,
+    c: coflow_core::CoflowId,
+    g: &coflow_coordinator::FlowGrant,
+) -> (u64, coflow_coordinator::FlowGrant) {
+    let r = resume(h, c, "p", g.flow, 0);
+    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
+    assert_eq!(relayed.via.as_ref().map(|v| v.machine), Some(MachineId(2)));
+    h.advance(0);
+    let at = relayed.offset + 1000;
+    let again = resume(h, c, "p", relayed.flow, at);
+    assert_eq!(parts_of(&again), vec![(at, relayed.length - 1000, None)], "not through the relay that failed");
+    (at, again)
+}
+
+/// Receiver 1, which never reached its source directly, resumes the rest of `again` (from
+/// `at`): it goes through a detour again once the relay has been left out of its paths for an
+/// agent timeout (3 s), and not before.
+fn the_relay_serves_again_after_an_agent_timeout(
+    h: &mut Harness,
+    c: coflow_core::CoflowId,
+    (at, again): (u64, coflow_coordinator::FlowGrant),
+) {
+    for _ in 0..29 {
+        beat(h, Vec::new());
+    }
+    let at = at + 1000;
+    let before = resume(h, c, "p", again.parts[0].flow, at);
+    assert!(parts_of(&before).iter().all(|p| p.2.is_none()), "2.9 s on: {:?}", parts_of(&before));
+    for _ in 0..2 {
+        beat(h, Vec::new());
+    }
+    let after = resume(h, c, "p", before.parts[0].flow, at + 1000);
+    assert!(parts_of(&after).iter().any(|p| p.2 == Some(MachineId(2))), "3.1 s on: {:?}", parts_of(&after));
 }
 
 /// A get over a link ten times slower than its detour waits a moment for the other gets of its
@@ -350,26 +393,8 @@ fn a_receiver_that_cannot_reach_its_source_is_sent_through_a_detour() {
 #[test]
 fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
     let (mut h, c, g) = planned_over_detours();
-    let r = resume(&mut h, c, "p", g.flow, 0);
-    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
-    assert_eq!(relayed.via.as_ref().map(|v| v.machine), Some(MachineId(2)));
-    h.advance(0);
-    let at = relayed.offset + 1000;
-    let again = resume(&mut h, c, "p", relayed.flow, at);
-    assert_eq!(parts_of(&again), vec![(at, relayed.length - 1000, None)], "not through the relay that failed");
-    // Its receiver never reached its source directly: the rest goes through a detour again once
-    // the relay has been left out for an agent timeout (3 s), and not before.
-    for _ in 0..29 {
-        beat(&mut h, Vec::new());
-    }
-    let at = at + 1000;
-    let before = resume(&mut h, c, "p", again.parts[0].flow, at);
-    assert!(parts_of(&before).iter().all(|p| p.2.is_none()), "2.9 s on: {:?}", parts_of(&before));
-    for _ in 0..2 {
-        beat(&mut h, Vec::new());
-    }
-    let after = resume(&mut h, c, "p", before.parts[0].flow, at + 1000);
-    assert!(parts_of(&after).iter().any(|p| p.2 == Some(MachineId(2))), "3.1 s on: {:?}", parts_of(&after));
+    let rest = blame_the_relay(&mut h, c, &g);
+    the_relay_serves_again_after_an_agent_timeout(&mut h, c, rest);
 }
 
 /// The relay a receiver could not reach is left out of that receiver's new paths only: receiver
@@ -379,25 +404,8 @@ fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
 /// paths may use R again.
 #[test]
 fn a_relay_one_receiver_could_not_reach_still_serves_the_others() {
-    let mut h = three_dcs_with(1e6, &["a", "b", "c", "b"]);
-    let beat_all = |h: &mut Harness| {
-        h.advance(100);
-        for m in 0..4 {
-            h.heartbeat(m, Vec::new());
-        }
-    };
-    let c = h.register(1, CoflowOptions::default());
-    h.put(c, "p", 0, 1_100_000).unwrap();
-    let g = h.get(c, "p", 1).unwrap();
-    h.advance(20);
-    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
-    let r = resume(&mut h, c, "p", g.flow, 0);
-    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
-    assert_eq!(relayed.via.as_ref().map(|v| v.machine), Some(MachineId(2)));
-    h.advance(0);
-    let at = relayed.offset + 1000;
-    let again = resume(&mut h, c, "p", relayed.flow, at);
-    assert_eq!(parts_of(&again), vec![(at, relayed.length - 1000, None)], "A's rest avoids R");
+    let (mut h, c, g) = planned_over_detours_on(three_dcs_with(1e6, &["a", "b", "c", "b"]));
+    let rest = blame_the_relay(&mut h, c, &g);
     // A new coflow's gets by A and B, water-filled together over the one detour through `c`.
     let both = h.register(2, CoflowOptions::default());
     h.put(both, "a", 0, 1_100_000).unwrap();
@@ -412,19 +420,8 @@ fn a_relay_one_receiver_could_not_reach_still_serves_the_others() {
     for p in &rb.parts {
         h.core.handle_flow_finished(h.now, MachineId(3), p.flow, coflow_coordinator::FlowOutcome::Completed).unwrap();
     }
-    // A never reached its source directly: its rest goes through a detour again once R has been
-    // left out of its paths for an agent timeout (3 s), and not before.
-    for _ in 0..29 {
-        beat_all(&mut h);
-    }
-    let at = at + 1000;
-    let before = resume(&mut h, c, "p", again.parts[0].flow, at);
-    assert!(parts_of(&before).iter().all(|p| p.2.is_none()), "2.9 s on: {:?}", parts_of(&before));
-    for _ in 0..2 {
-        beat_all(&mut h);
-    }
-    let after = resume(&mut h, c, "p", before.parts[0].flow, at + 1000);
-    assert!(parts_of(&after).iter().any(|p| p.2 == Some(MachineId(2))), "3.1 s on: {:?}", parts_of(&after));
+    // A's paths may use R again after an agent timeout, and not before.
+    the_relay_serves_again_after_an_agent_timeout(&mut h, c, rest);
 }
 
 /// After a restart (a previous coordinator's ids lie below the base), a receiver resumes a part
