@@ -736,7 +736,9 @@ impl Core {
     /// The receiving agent (`by`) finished a flow, or gave up on it; or its source gave it up
     /// (its receiver stopped reading). Only the flow's receiver may say it is complete, and only
     /// its two ends that it failed (a source can starve its flow anyway by not sending): a report
-    /// from any other machine is refused and changes nothing.
+    /// from any other machine is refused and changes nothing. The source of a part relayed to its
+    /// receiver serves the relay, so its giving up says that the relay stopped reading: the part
+    /// is rerouted around the relay (`relay_stalled`), not failed.
     pub fn handle_flow_finished(
         &mut self,
         now: Nanos,
@@ -748,7 +750,13 @@ impl Core {
         match self.flows.get(&flow) {
             None => return Err(CoordError::UnknownFlow(flow)),
             Some(f) if f.dst == by => {}
-            Some(f) if f.src == by && matches!(outcome, FlowOutcome::Failed(_)) => {}
+            Some(f) if f.src == by && matches!(outcome, FlowOutcome::Failed(_)) => {
+                if let Some(relay) = f.via {
+                    let dst = f.dst;
+                    self.relay_stalled(now, flow, relay, dst);
+                    return Ok(());
+                }
+            }
             Some(_) => return Err(CoordError::NotTheReceiver { flow, machine: by }),
         }
         match outcome {

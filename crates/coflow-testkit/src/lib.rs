@@ -17,6 +17,8 @@ pub mod bench;
 pub mod path;
 pub mod replay;
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,12 +49,18 @@ pub struct ClusterConfig {
     /// Every agent's settings (limits, timeouts); its machine, addresses, data directory, port
     /// rate and heartbeat interval are set per agent.
     pub agent: AgentConfig,
+    /// The settings of particular agents (by machine) in place of `agent`'s.
+    pub agent_by_machine: BTreeMap<u32, AgentConfig>,
     /// Mutual TLS instead of the token: a CA and certificates for the coordinator, each agent
     /// and a client named `testkit` are made in the cluster's temporary directory.
     pub tls: bool,
     /// Agent `m`'s datacenter, on a coordinator that schedules a wide area
     /// (`coordinator.wide_area`); none named past the list's end.
     pub datacenters: Vec<String>,
+    /// The agents (by machine) that run on a thread and a runtime of their own, so that
+    /// [`Cluster::freeze_agent`] may stop them as a stopped process stops; the others share the
+    /// caller's runtime.
+    pub apart: Vec<u32>,
 }
 
 impl ClusterConfig {
@@ -72,8 +80,10 @@ impl ClusterConfig {
             heartbeat_interval_ms: 50,
             token: ClusterToken::new("testkit-token").expect("valid"),
             agent: AgentConfig { data_idle_timeout_ms: 2000, ..AgentConfig::default() },
+            agent_by_machine: BTreeMap::new(),
             tls: false,
             datacenters: Vec::new(),
+            apart: Vec::new(),
         }
     }
 
@@ -116,15 +126,88 @@ pub enum ClusterError {
 struct Service {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
+    /// For an agent that runs apart, what freezes and ends it.
+    apart: Option<Apart>,
+}
+
+/// An agent on a thread and a current-thread runtime of its own (the blocking task `task` of
+/// its [`Service`]), which ends with the runtime and every task of the agent when the agent
+/// stops or `crash` is sent or dropped.
+#[derive(Debug)]
+struct Apart {
+    runtime: tokio::runtime::Handle,
+    crash: Option<oneshot::Sender<()>>,
+    /// While the agent is frozen: sending or dropping it thaws the agent.
+    thaw: Option<std::sync::mpsc::Sender<()>>,
 }
 
 impl Service {
     async fn stop(mut self) {
+        self.thaw();
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
         let _ = self.task.await;
     }
+
+    /// Ends the service at once, as if its process were killed (a frozen agent is thawed for
+    /// the moment it takes to end).
+    async fn crash(mut self) {
+        self.thaw();
+        match self.apart.as_mut().and_then(|a| a.crash.take()) {
+            Some(crash) => {
+                let _ = crash.send(());
+            }
+            None => self.task.abort(),
+        }
+        let _ = self.task.await;
+    }
+
+    fn thaw(&mut self) {
+        if let Some(a) = &mut self.apart {
+            a.thaw = None;
+        }
+    }
+}
+
+/// Runs `agent` (its listeners bound on the caller's runtime, moved to the agent's) on a thread
+/// and a current-thread runtime of its own.
+fn start_apart<F, Fut>(agent: F, listeners: AgentListeners) -> Result<Service, ClusterError>
+where
+    F: FnOnce(AgentListeners) -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let handle = runtime.handle().clone();
+    let (crash, crashed) = oneshot::channel::<()>();
+    let AgentListeners { grpc, data, metrics } = listeners;
+    let (grpc, data) = (grpc.into_std()?, data.into_std()?);
+    let metrics = metrics.map(TcpListener::into_std).transpose()?;
+    let task = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async move {
+            let listeners = (|| {
+                let metrics = metrics.map(TcpListener::from_std).transpose()?;
+                Ok::<_, std::io::Error>(AgentListeners {
+                    grpc: TcpListener::from_std(grpc)?,
+                    data: TcpListener::from_std(data)?,
+                    metrics,
+                })
+            })();
+            let listeners = match listeners {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(error = %e, "the agent's listeners could not move to its runtime");
+                    return;
+                }
+            };
+            tokio::select! {
+                () = agent(listeners) => {}
+                _ = crashed => {}
+            }
+        });
+        // The runtime goes here, and with it every task of the agent and its connections.
+    });
+    Ok(Service { stop: None, task, apart: Some(Apart { runtime: handle, crash: Some(crash), thaw: None }) })
 }
 
 /// A running cluster.
@@ -160,7 +243,7 @@ fn start_coordinator(cfg: CoordinatorConfig, token: Security, listener: TcpListe
             tracing::error!(error = %e, "coordinator failed");
         }
     });
-    Service { stop: Some(stop), task }
+    Service { stop: Some(stop), task, apart: None }
 }
 
 /// The TLS files of `STEM` (e.g. `agent-3`) in the certificates' directory `dir`.
@@ -289,21 +372,26 @@ impl Cluster {
                 port_rate_bps: cfg.port_rate_bps,
                 heartbeat_interval_ms: cfg.heartbeat_interval_ms,
                 datacenter: cfg.datacenters.get(m as usize).cloned(),
-                ..cfg.agent.clone()
+                ..cfg.agent_by_machine.get(&m).unwrap_or(&cfg.agent).clone()
             };
             cluster.data_dirs.push(dir);
             let (stop, rx) = oneshot::channel::<()>();
             let token = security(&format!("agent-{m}"))?;
-            let task = tokio::spawn(async move {
+            let agent = move |listeners| async move {
                 let shutdown = async move {
                     let _ = rx.await;
                 };
-                let listeners = AgentListeners { grpc, data, metrics: Some(metrics) };
                 if let Err(e) = coflow_agent::run(acfg, token, listeners, shutdown).await {
                     tracing::error!(error = %e, "agent failed");
                 }
-            });
-            cluster.agents.push(Some(Service { stop: Some(stop), task }));
+            };
+            let listeners = AgentListeners { grpc, data, metrics: Some(metrics) };
+            let service = if cfg.apart.contains(&m) {
+                Service { stop: Some(stop), ..start_apart(agent, listeners)? }
+            } else {
+                Service { stop: Some(stop), task: tokio::spawn(agent(listeners)), apart: None }
+            };
+            cluster.agents.push(Some(service));
         }
         let client = cluster.client(0).await?;
         for _ in 0..200 {
@@ -441,8 +529,39 @@ impl Cluster {
     /// timeout.
     pub async fn crash_agent(&mut self, m: usize) {
         if let Some(s) = self.agents[m].take() {
-            s.task.abort();
-            let _ = s.task.await;
+            s.crash().await;
+        }
+    }
+
+    /// Freezes agent `m`, one that runs apart ([`ClusterConfig::apart`]), as a stopped process
+    /// is frozen: its runtime's only thread blocks, so that none of its tasks runs (it neither
+    /// heartbeats nor reads nor writes on any connection) while its sockets stay open, and the
+    /// kernel's buffers fill as a peer writes. Returns once the agent is frozen; it stays so until
+    /// [`Cluster::thaw_agent`] or until it is stopped, crashed or the cluster dropped.
+    ///
+    /// # Panics
+    /// If agent `m` does not run apart or is gone.
+    pub async fn freeze_agent(&mut self, m: usize) {
+        let apart = self.agents[m].as_mut().and_then(|s| s.apart.as_mut());
+        let apart = apart.unwrap_or_else(|| panic!("agent {m} does not run apart (ClusterConfig::apart)"));
+        if apart.thaw.is_some() {
+            return;
+        }
+        let (thaw, thawed) = std::sync::mpsc::channel::<()>();
+        let (frozen, now_frozen) = oneshot::channel::<()>();
+        // Ends when thawed (its sender sent or dropped), or with the runtime.
+        drop(apart.runtime.spawn(async move {
+            let _ = frozen.send(());
+            let _ = thawed.recv();
+        }));
+        let _ = now_frozen.await;
+        apart.thaw = Some(thaw);
+    }
+
+    /// Lets a frozen agent run again (nothing if it is not frozen).
+    pub fn thaw_agent(&mut self, m: usize) {
+        if let Some(s) = &mut self.agents[m] {
+            s.thaw();
         }
     }
 

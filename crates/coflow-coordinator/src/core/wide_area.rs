@@ -267,16 +267,32 @@ impl Core {
                 tracing::info!(flow = %old, relay = relay.0, src = src.0, "its source is silent: its relay is not blamed");
             } else {
                 tracing::info!(flow = %old, relay = relay.0, receiver = dst.0, "its receiver could not reach its relay; its new paths avoid it");
-                // Bounded: expired entries go at each insert, and a receiver blaming a relay again
-                // replaces its one entry for that pair, so at most one per (relay, receiver) of
-                // registered machines (machines², acceptable) and in practice those of an agent
-                // timeout.
-                self.relays_failed.retain(|_, until| *until > now);
-                let until = now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms));
-                self.relays_failed.insert((relay, dst), until);
+                self.avoid_relay(now, relay, dst);
             }
         }
         self.plan_parts(src, dst, start, end, unreached)
+    }
+
+    /// Leaves `relay` out of the new paths of receiver `dst` for an agent timeout.
+    fn avoid_relay(&mut self, now: Nanos, relay: MachineId, dst: MachineId) {
+        // Bounded: expired entries go at each insert, and a receiver blaming a relay again
+        // replaces its one entry for that pair, so at most one per (relay, receiver) of
+        // registered machines (machines², acceptable) and in practice those of an agent timeout.
+        self.relays_failed.retain(|_, until| *until > now);
+        let until = now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms));
+        self.relays_failed.insert((relay, dst), until);
+    }
+
+    /// The source of flow `id`, a part relayed through `relay` to `dst`, gave it up: the relay
+    /// stopped reading (it is frozen, or cut off from the source) while its agent may still look
+    /// alive. Its receiver, which may hear nothing from the relay for as long, is told to resume
+    /// the rest at once, over paths that leave the relay out as when it blames the relay itself;
+    /// its bytes are not lost, so the flow is not failed. A receiver frozen behind the relay
+    /// resumes nothing, and its flows fail when it is found dead.
+    pub(super) fn relay_stalled(&mut self, now: Nanos, id: FlowId, relay: MachineId, dst: MachineId) {
+        tracing::info!(flow = %id, relay = relay.0, receiver = dst.0, "its source says its relay stopped reading; rerouted around the relay");
+        self.avoid_relay(now, relay, dst);
+        self.reroute(id);
     }
 
     /// Whether machine `m` is silent at `now`: not alive, or no heartbeat for three of its

@@ -2,7 +2,7 @@
 //! unscheduled, flows between two are scheduled on their link, and a link's bandwidth is what its
 //! flows were measured to carry.
 
-use coflow_coordinator::{CoordError, CoordinatorConfig, Core, Notice};
+use coflow_coordinator::{CoordError, CoordinatorConfig, Core, FlowOutcome, Notice};
 use coflow_core::{FlowId, MachineId, Nanos};
 use coflow_proto::{AgentRegistration, CoflowOptions, DataId, ErrorKind, GetAnnouncement};
 use coflow_sched::{Bandwidth, Link, WideArea};
@@ -395,6 +395,28 @@ fn a_relay_its_receiver_could_not_reach_is_left_out_of_the_resume() {
     let (mut h, c, g) = planned_over_detours();
     let rest = blame_the_relay(&mut h, c, &g);
     the_relay_serves_again_after_an_agent_timeout(&mut h, c, rest);
+}
+
+/// The source of a part relayed through the agent of `c` gives it up, the relay having stopped
+/// reading (frozen while the coordinator still counts it alive): the part is not failed but
+/// rerouted, its receiver told to resume the rest at once, and the rest does not go through that
+/// relay again while the coordinator counts it alive, as when the receiver blames the relay.
+#[test]
+fn a_relayed_part_its_source_gives_up_is_rerouted_around_the_relay() {
+    let (mut h, c, g) = planned_over_detours();
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
+    h.advance(0);
+    let gave_up = FlowOutcome::Failed("timed-out".into());
+    h.core.handle_flow_finished(h.now, MachineId(0), relayed.flow, gave_up).unwrap();
+    h.advance(0);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(relayed.flow)], "its receiver resumes it at once");
+    assert_eq!(h.core.counters().flows_failed, 0, "no byte of it is lost");
+    let at = relayed.offset + 1000;
+    let rest = resume(&mut h, c, "p", relayed.flow, at);
+    assert_eq!(parts_of(&rest), vec![(at, relayed.length - 1000, None)], "not through the relay that stalled");
+    assert_eq!(h.core.counters().flows_rerouted, 1);
+    the_relay_serves_again_after_an_agent_timeout(&mut h, c, (at, rest));
 }
 
 /// The relay a receiver could not reach is left out of that receiver's new paths only: receiver

@@ -1,7 +1,8 @@
 //! A wide area on loopback: agents in three datacenters, the coordinator scheduling the links
 //! between them with multi-path routing. A get whose direct link is the bottleneck is split over
 //! a detour through the third datacenter's agent, which relays its part; the client receives the
-//! piece's bytes exactly, in order; a relay that leaves mid-transfer costs a resume, never a byte.
+//! piece's bytes exactly, in order; a relay that leaves or freezes mid-transfer costs a resume,
+//! never a byte.
 
 use std::time::Duration;
 
@@ -315,5 +316,99 @@ async fn parts_split_by_a_coordinator_that_restarts_are_resumed_with_the_new_one
     assert!(s?? == content(10, 1_000_000), "the small coflow's piece differs");
     assert!(b?? == content(11, 6_000_000), "the big coflow's piece differs");
     cluster.shutdown().await;
+    Ok(())
+}
+
+/// Starts `cfg` (whose agents 2 and 3, in `c`, run apart), gets 4 MB from `a` to `b` split over
+/// the detour through `c`, freezes whichever agent of `c` relays its part once some of the part
+/// has been relayed, and returns the get's outcome, how long after the freeze it ended, and the
+/// coordinator's status then; the frozen relay is thawed at the cluster's shutdown.
+async fn freeze_the_relay_mid_part(
+    mut cfg: ClusterConfig,
+    piece: &[u8],
+) -> anyhow::Result<(Result<Vec<u8>, coflow_client::ClientError>, Duration, coflow_proto::pb::StatusResponse)> {
+    cfg.apart = vec![2, 3];
+    let mut cluster = Cluster::start(cfg).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions { name: "relay-frozen".into(), ..Default::default() }).await?;
+    c.put(coflow, "p", piece.to_vec()).await?;
+    let r = cluster.client(1).await?;
+    let get = tokio::spawn(async move { r.get(coflow, "p").await });
+    let mut relay = None;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for m in [2, 3] {
+            if metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
+                relay = Some(m);
+            }
+        }
+        if relay.is_some() {
+            break;
+        }
+    }
+    let relay = relay.expect("a part is relayed through an agent of c");
+    cluster.freeze_agent(relay).await;
+    let frozen = std::time::Instant::now();
+    // Far past any bound the tests state: a get still running then hangs.
+    let got = tokio::time::timeout(Duration::from_secs(60), get).await??;
+    let took = frozen.elapsed();
+    let st = c.status().await?;
+    eprintln!("relay {relay} frozen; the get ended {took:?} later: {:?}", got.as_ref().map(Vec::len));
+    cluster.shutdown().await;
+    Ok((got, took, st))
+}
+
+/// The agent of `c` that relays a part freezes mid-part (its process stopped: its connections
+/// stay open, nothing is read or written on them), while the coordinator still counts it alive
+/// (its agent timeout is far off), so that only the receiver's idle timeout can cut the part.
+/// The receiver cuts it at its last verified byte after the idle timeout (2 s), blames the relay
+/// and resumes the rest over paths that avoid it; the client receives every byte, in order,
+/// within the idle timeout and the rest's time over the slow links (at most 2 MB at 1 MB/s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_frozen_mid_part_is_cut_at_the_idle_timeout_and_the_rest_resumed() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = slow(4);
+    cfg.coordinator.agent_timeout_ms = 60_000;
+    let piece = content(14, 4_000_000);
+    let (got, took, st) = freeze_the_relay_mid_part(cfg, &piece).await?;
+    assert!(got? == piece, "every byte arrives, in order, after the relay froze");
+    assert!(st.flows_rerouted >= 1, "the relayed part was resumed: {st:?}");
+    assert!(took >= Duration::from_millis(1900), "cut by the idle timeout, not before: {took:?}");
+    assert!(took < Duration::from_secs(12), "the idle timeout and the rest, with room to spare: {took:?}");
+    Ok(())
+}
+
+/// The agent of `c` that relays a part freezes mid-part and stops heartbeating with it: the
+/// coordinator finds it dead at its agent timeout (1 s), before the receiver's idle timeout
+/// (2 s), and reroutes the part; the receiver resumes the rest over another path and the client
+/// receives every byte, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_frozen_mid_part_is_rerouted_once_found_dead() -> anyhow::Result<()> {
+    subscribe();
+    let piece = content(15, 4_000_000);
+    let (got, took, st) = freeze_the_relay_mid_part(slow(4), &piece).await?;
+    assert!(got? == piece, "every byte arrives, in order, after the relay froze");
+    assert!(st.flows_rerouted >= 1, "the relayed part was resumed: {st:?}");
+    assert!(took < Duration::from_secs(12), "the agent timeout and the rest, with room to spare: {took:?}");
+    Ok(())
+}
+
+/// The agent of `c` that relays a part freezes mid-part while the coordinator counts it alive,
+/// and the source (whose idle timeout, 1 s, is half the receiver's) gives up on the relay first:
+/// the source's word that its peer stopped reading reaches the coordinator before the receiver
+/// cuts the part, as it may whenever the source is nearer the coordinator. The part is rerouted,
+/// not failed: the receiver resumes the rest at once over paths that avoid the relay, and the
+/// client receives every byte, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_frozen_mid_part_that_its_source_gives_up_first_is_rerouted() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = slow(4);
+    cfg.coordinator.agent_timeout_ms = 60_000;
+    cfg.agent_by_machine.insert(0, coflow_agent::AgentConfig { data_idle_timeout_ms: 1000, ..cfg.agent.clone() });
+    let piece = content(16, 4_000_000);
+    let (got, took, st) = freeze_the_relay_mid_part(cfg, &piece).await?;
+    assert!(got? == piece, "every byte arrives, in order, after the relay froze");
+    assert!(st.flows_rerouted >= 1, "the relayed part was resumed: {st:?}");
+    assert!(took < Duration::from_secs(12), "the source's idle timeout and the rest, with room to spare: {took:?}");
     Ok(())
 }
