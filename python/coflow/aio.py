@@ -21,6 +21,7 @@ from . import _coflow
 from .client import Client as _SyncClient
 from .client import TlsFiles, _call, _text, _uint
 from .errors import Invalid
+from .sim import PathArg
 
 __all__ = ["Client"]
 
@@ -102,7 +103,7 @@ class Client:
         """Stores ``data`` as piece ``data_id`` of ``coflow``; returns its size."""
         return await _run(self._executor, self._sync.put, coflow, data_id, data)
 
-    async def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
+    async def put_file(self, coflow: int, data_id: str, path: PathArg, length: int, offset: int = 0) -> int:
         """Stores a segment of a file in the agent's data directory (with TLS, beneath the
         client's own directory ``clients/NAME``) as piece ``data_id``."""
         return await _run(self._executor, self._sync.put_file, coflow, data_id, path, length, offset)

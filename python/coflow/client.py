@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from . import _coflow
 from .errors import Invalid, from_kind
+from .sim import PathArg, _path
 
 __all__ = ["Client"]
 
@@ -27,7 +28,7 @@ T = TypeVar("T")
 # given a second to return. Calls made later, by exit hooks that run after this one, are served.
 atexit.register(_coflow._close_calls, 1.0)
 
-TlsFiles = Tuple[str, str, str]
+TlsFiles = Tuple[PathArg, PathArg, PathArg]
 
 # The longest a control call may be given (a year), the extension's bound.
 _MAX_TIMEOUT_S = _coflow.MAX_TIMEOUT_S
@@ -118,14 +119,23 @@ class Client:
             raise ValueError("token: give the cluster token or tls=(ca, cert, key), not both")
         if token is None and tls is None:
             token = os.environ.get("COFLOW_TOKEN")
+        for what, url in (("coordinator", coordinator), ("agent", agent)):
+            if isinstance(url, str):
+                _text(url, what)
+        if isinstance(token, str):
+            try:
+                token.encode("utf-8")
+            except UnicodeEncodeError as e:
+                # The token itself is a secret: the message does not repeat it.
+                raise ValueError(f"token: not valid text (a lone surrogate at {e.start})") from None
         tls_paths = None
         if tls is not None:
             # A string is iterable too, but its letters are not three paths.
             one = isinstance(tls, (str, bytes, os.PathLike)) or not isinstance(tls, Iterable)
             parts = () if one else tuple(tls)
-            if len(parts) != 3 or not all(isinstance(p, (str, os.PathLike)) for p in parts):
+            if len(parts) != 3 or not all(isinstance(p, (str, bytes, os.PathLike)) for p in parts):
                 raise ValueError(f"tls: expected (ca, cert, key), three paths, got {tls!r}")
-            tls_paths = tuple(str(os.fspath(p)) for p in parts)
+            tls_paths = tuple(_path(p, f"tls {what}") for p, what in zip(parts, ("ca", "cert", "key")))
         if timeout_s is not None:
             expected = "a positive number of seconds, up to a year"
             timeout_s = _number(timeout_s, "timeout_s", expected, lambda x: 0 < x <= _MAX_TIMEOUT_S)
@@ -195,17 +205,17 @@ class Client:
         content = data if type(data) is bytes else bytes(memoryview(data))
         return _call(self._c.put, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"), content)
 
-    def put_file(self, coflow: int, data_id: str, path: str, length: int, offset: int = 0) -> int:
+    def put_file(self, coflow: int, data_id: str, path: PathArg, length: int, offset: int = 0) -> int:
         """Stores ``length`` bytes at ``offset`` of ``path`` (relative to the agent's data
         directory; with TLS, beneath the client's own directory ``clients/NAME``) as piece
         ``data_id``; the caller may exit afterwards. Returns its size."""
-        if not isinstance(path, (str, os.PathLike)):
+        if not isinstance(path, (str, bytes, os.PathLike)):
             raise ValueError(f"path: expected a path relative to the agent's data directory, got {path!r}")
         return _call(
             self._c.put_file,
             _uint(coflow, "coflow", 2**64 - 1),
             _text(data_id, "data_id"),
-            str(os.fspath(path)),
+            _text(os.fsdecode(os.fspath(path)), "path"),
             _uint(offset, "offset", 2**64 - 1),
             _uint(length, "length", 2**64 - 1),
         )

@@ -170,7 +170,11 @@ def _path(value: Any, what: str) -> str:
     """A file's path: a ``str``, ``bytes`` or :class:`os.PathLike`, as the library reads it."""
     if not isinstance(value, (str, bytes, os.PathLike)):
         raise TypeError(f"{what}: expected a file's path, got {value!r}")
-    return os.fsdecode(os.fspath(value))
+    path = os.fsdecode(os.fspath(value))
+    # No file's path holds a NUL, which Python's own ``open`` refuses as a ``ValueError`` too.
+    if "\0" in path:
+        raise ValueError(f"{what}: a file's path holds no NUL character, got {value!r}")
+    return path
 
 
 def synthetic(seed: int = 1, coflows: Optional[int] = None, machines: Optional[int] = None) -> Workload:
@@ -246,6 +250,12 @@ def _count(value: Any, what: str, most: int = 2**64 - 1) -> int:
     boolean (Python's or numpy's)."""
     if _is_bool(value):
         raise ValueError(f"{what}: expected a non-negative integer, got {value!r}")
+    # A ``Decimal`` of 10^20 or more in size passes any bound (2^64 < 10^20): refused before
+    # ``int`` writes out every digit of a huge exponent, which takes hours.
+    if isinstance(value, decimal.Decimal) and value.is_finite() and value.adjusted() >= 20:
+        if value < 0:
+            raise ValueError(f"{what}: expected a non-negative integer, got {value!r}")
+        raise ValueError(f"{what}: at most {most}, got {value!r}")
     try:
         n = int(value)
     except (TypeError, ValueError, OverflowError):
@@ -382,6 +392,10 @@ def _missing(value: Any) -> bool:
 
 
 def _records_from_dataframe(df: "pd.DataFrame") -> List[Dict[str, Any]]:
+    # A row holds one value per column name: of a column given twice, one would be dropped.
+    repeated = sorted({repr(c) for c in df.columns[df.columns.duplicated()]})
+    if repeated:
+        raise ValueError(f"workload: the DataFrame has column {repeated[0]} more than once")
     missing = [k for k in ("coflow", "arrival", "src", "dst", "bytes") if k not in df.columns]
     if missing:
         raise ValueError(f"workload: the DataFrame has no column {missing[0]!r}")
@@ -761,7 +775,8 @@ def _port_rate(value: Any) -> str:
         if not (value.is_finite() and value == value.to_integral_value()):
             raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")
         # A value too large to be any port's rate keeps its short form, as a float's below.
-        return str(int(value)) if abs(value) < 10**18 else format(value, "e")
+        # ``copy_abs`` is exact, where ``abs`` overflows the context past 10^999999.
+        return str(int(value)) if value.copy_abs() < 10**18 else format(value, "e")
     as_float = float(value)
     if not as_float.is_integer():
         raise ValueError(f"port_rate: a number of bytes per second must be whole, got {value!r}")

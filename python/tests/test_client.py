@@ -6,6 +6,7 @@ import _thread
 import asyncio
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from typing import List
 
 import pytest
@@ -59,6 +61,29 @@ def test_put_file_reads_from_the_agents_data_directory(cluster: Cluster) -> None
         c = a.register(1)
         assert a.put_file(c, "seg", "part.bin", length=4, offset=3) == 4
         assert b.get(c, "seg") == b"3456"
+        a.unregister(c)
+
+
+class _BytesPath(os.PathLike):
+    """A path-like object whose path is bytes."""
+
+    def __init__(self, path: bytes) -> None:
+        self.path = path
+
+    def __fspath__(self) -> bytes:
+        return self.path
+
+
+def test_put_file_takes_a_path_as_bytes_or_a_path_like_of_bytes(cluster: Cluster) -> None:
+    (cluster.root / "agent0" / "part.bin").write_bytes(b"0123456789")
+    with cluster.client(0) as a, cluster.client(1) as b:
+        c = a.register(2)
+        assert a.put_file(c, "bytes", b"part.bin", length=2, offset=1) == 2
+        assert a.put_file(c, "path-like", _BytesPath(b"part.bin"), length=3, offset=5) == 3
+        assert (b.get(c, "bytes"), b.get(c, "path-like")) == (b"12", b"567")
+        # A path the protocol cannot carry is named before any call.
+        with pytest.raises(ValueError, match=r"^path: not valid text"):
+            a.put_file(c, "undecodable", b"part\xff.bin", length=1)
         a.unregister(c)
 
 
@@ -161,6 +186,29 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
     for data, kind in [(5, "int"), ("abc", "str"), (None, "NoneType")]:
         with pytest.raises(TypeError, match=rf"^data: expected bytes-like data, got {kind}$"):
             c.put(1, "p", data)  # type: ignore[arg-type]
+
+
+def test_text_the_client_cannot_send_is_a_value_error_naming_its_argument() -> None:
+    # A lone surrogate (a non-UTF-8 byte of the environment, decoded) is no URL or token; the
+    # token's message does not repeat the secret.
+    token = "x" * 32
+    for kwargs, says in [
+        (dict(coordinator="http://127.0.0.1:7070\udcff", token=token), r"^coordinator: not valid text \(a lone surrogate at 21\)"),
+        (dict(agent="http://\ud800", token=token), r"^agent: not valid text \(a lone surrogate at 7\)"),
+        (dict(token="secret\udcff"), r"^token: not valid text \(a lone surrogate at 6\)$"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            coflow.Client(**kwargs)
+
+
+def test_tls_paths_may_be_bytes_or_path_likes_of_bytes(tmp_path: Path) -> None:
+    # Each names the file itself, not the repr of its bytes.
+    ca = os.path.join(os.fsencode(tmp_path), b"ca.pem")
+    for path in (ca, _BytesPath(ca)):
+        with pytest.raises(FileNotFoundError, match=rf"^tls ca: cannot read {re.escape(str(tmp_path))}/ca\.pem: "):
+            coflow.Client(tls=(path, path, path))
+    with pytest.raises(ValueError, match=r"^tls cert: a file's path holds no NUL character"):
+        coflow.Client(tls=(ca, b"cert\0.pem", ca))
 
 
 def test_a_url_the_client_cannot_take_is_a_value_error_naming_its_argument() -> None:

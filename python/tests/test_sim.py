@@ -762,3 +762,54 @@ def test_reports_and_workloads_are_equal_by_value() -> None:
     assert report != coflow.simulate(w, policies="varys", threads=1, progress=False)
     assert report != coflow.simulate(w, policies="varys,fair", port_rate="2Gbps", threads=1, progress=False)
     assert report != report.to_json()
+
+
+def test_a_path_with_a_nul_is_a_value_error_naming_its_argument(tmp_path: Path) -> None:
+    # As Python's own `open` refuses it, and named, whichever argument holds it.
+    for path in ("trace\0.txt", b"trace\0.txt"):
+        with pytest.raises(ValueError, match=r"^path: a file's path holds no NUL character"):
+            coflow.read_trace(path)
+        with pytest.raises(ValueError, match=r"^path: a file's path holds no NUL character"):
+            coflow.simulate(path, progress=False)
+    w = coflow.synthetic(coflows=4)
+    with pytest.raises(ValueError, match=r"^wan: a file's path holds no NUL character"):
+        coflow.simulate(w, wan=str(tmp_path / "topology\0.json"), progress=False)
+    report = coflow.simulate(w, policies="varys", progress=False)
+    with pytest.raises(ValueError, match=r"^path: a file's path holds no NUL character"):
+        report.plot(str(tmp_path / "cct\0.png"))
+
+
+def test_a_dataframe_with_a_column_twice_is_refused_naming_it() -> None:
+    # Of two columns of one name, a row would keep one: the other's values would be lost unseen.
+    df = pd.DataFrame([[1, 0.0, 0, 1, 5, 7]], columns=["coflow", "arrival", "src", "dst", "bytes", "bytes"])
+    with pytest.raises(ValueError, match=r"^workload: the DataFrame has column 'bytes' more than once$"):
+        coflow.workload(df)
+
+
+def test_a_decimal_of_a_huge_exponent_is_refused_at_once() -> None:
+    # `int` would write out every digit of 10^999999999, for hours with the GIL held, and `abs`
+    # overflows the decimal context past 10^999999: each is refused by its size, naming the
+    # argument. The calls run in a child, so that a regression fails the test rather than hangs it.
+    code = (
+        "import coflow, decimal\n"
+        "huge = decimal.Decimal('1e999999999')\n"
+        "w = coflow.synthetic(coflows=4)\n"
+        "for call in [\n"
+        "    lambda: coflow.workload([{'id': 1, 'arrival': 0, 'flows': [(0, 1, huge)]}]),\n"
+        "    lambda: coflow.synthetic(seed=decimal.Decimal('-1e999999999')),\n"
+        "    lambda: coflow.sweep(w, concurrent=[huge], progress=False),\n"
+        "    lambda: coflow.simulate(w, port_rate=huge, progress=False),\n"
+        "]:\n"
+        "    try:\n"
+        "        call()\n"
+        "    except Exception as e:\n"
+        "        print(type(e).__name__, e)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "ValueError coflow 1 flow 0: bytes: at most 18446744073709551615, got Decimal('1E+999999999')",
+        "ValueError seed: expected a non-negative integer, got Decimal('-1E+999999999')",
+        "ValueError concurrent: at most 18446744073709551615, got Decimal('1E+999999999')",
+        'ValueError port_rate "1e+999999999": rate must be positive and finite, got "1e+999999999"',
+    ]
