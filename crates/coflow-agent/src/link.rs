@@ -211,8 +211,10 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
         shared.stop_flow(FlowId(f), Stop::Reroute);
     }
     for c in update.dropped_coflows {
+        // The store first, so that a flow listed meanwhile finds the coflow dropped.
         let n = shared.store.drop_coflow(CoflowId(c));
-        tracing::debug!(coflow = c, pieces = n, "coflow unregistered; pieces dropped");
+        let gets = shared.stop_coflow(CoflowId(c));
+        tracing::debug!(coflow = c, pieces = n, gets, "coflow unregistered; pieces dropped, gets ended");
     }
     for c in update.sealed_coflows {
         shared.store.seal(CoflowId(c));
@@ -224,7 +226,7 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
 /// which cannot be re-announced: the new coordinator would never give them a rate, and one
 /// waiting at rate 0 would wait for good. Each part's receiver resumes its rest with the new
 /// coordinator, naming where the part ends, which it grants inside its restart window (see
-/// [`crate::receive`]). Parts of an unregistered coflow go on at their last rate.
+/// [`crate::receive`]). Parts of an unregistered coflow are left alone: they stopped with it.
 fn resume_parts(shared: &Shared, epoch: u64) {
     let receiving = shared.receiving.lock().expect("receiving lock");
     let parts = receiving.iter().filter(|(_, r)| {
@@ -238,8 +240,7 @@ fn resume_parts(shared: &Shared, epoch: u64) {
 
 /// Re-announces, beside the session's loop, the flows this agent receives that the current
 /// coordinator (registration `epoch`) does not know yet; those it refuses for good end. Flows of
-/// an unregistered coflow are not re-announced (they would bring it back): they go on at their
-/// last rate, the full port rate unregistered coflows get.
+/// an unregistered coflow are not re-announced (they would bring it back): they stopped with it.
 fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
     let stale: Vec<(FlowId, pb::AnnounceGetRequest)> = shared
         .receiving

@@ -346,6 +346,7 @@ async fn receive_part(
         r = fetch => r.map(|_| ()).map_err(Cut::Failed),
         s = stopped.wait_for(Option::is_some) => match s.ok().and_then(|s| s.clone()) {
             Some(Stop::Reroute) => Err(Cut::Reroute),
+            Some(Stop::Dropped) => Err(Cut::Ended(AgentError::UnknownCoflow(get.coflow))),
             // A failure the coordinator tells of just after this agent paused (it declared the
             // agent dead, or refuses its re-announced flow) is the pause's, not the source's.
             Some(Stop::Fail(reason)) => Err(Cut::Ended(
@@ -417,6 +418,11 @@ async fn receive_part(
                 report(&get, part.flow, Err(&e));
                 return Err(e);
             }
+            Some(Stop::Dropped) => {
+                let e = AgentError::UnknownCoflow(get.coflow);
+                report(&get, part.flow, Err(&e));
+                return Err(e);
+            }
         }
     }
     tracing::info!(flow = %part.flow, at, end, error = failure.as_ref().map(tracing::field::display), "part cut; resuming the rest over another path");
@@ -459,7 +465,8 @@ enum Cut {
     /// The fetch failed: its rest is resumed when its relay, or a source across datacenters,
     /// could not be reached; else the get fails.
     Failed(AgentError),
-    /// The coordinator failed the flow (it declared its source dead): the get fails at once.
+    /// The coordinator failed the flow (it declared its source dead, or its coflow was
+    /// unregistered): the get fails at once.
     Ended(AgentError),
 }
 

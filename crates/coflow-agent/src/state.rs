@@ -180,6 +180,9 @@ const MAX_EARLY_STOPS: usize = 4096;
 pub(crate) enum Stop {
     /// The get fails, for this reason.
     Fail(String),
+    /// Its coflow was unregistered (the coordinator failed its flows): the get fails
+    /// `unknown-coflow`.
+    Dropped,
     /// The coordinator moved the flow to other paths: cut it and resume the rest.
     Reroute,
 }
@@ -330,7 +333,24 @@ impl Shared {
             let (_, why) = early.remove(k).expect("found");
             rec.stop.send_replace(Some(why));
         }
+        // Its coflow's drop may have come before the flow was listed ([`Shared::stop_coflow`]).
+        if self.store.is_dropped(rec.coflow) {
+            rec.stop.send_replace(Some(Stop::Dropped));
+        }
         receiving.insert(flow, rec);
+    }
+
+    /// Stops every flow of `coflow` this agent receives, once the coordinator said it dropped the
+    /// coflow (and so failed its flows); returns how many. A flow listed after this finds the
+    /// coflow dropped in the store ([`Shared::list_receiving`]).
+    pub(crate) fn stop_coflow(&self, coflow: CoflowId) -> usize {
+        let receiving = self.receiving.lock().expect("receiving lock");
+        let mut stopped = 0;
+        for r in receiving.values().filter(|r| r.coflow == coflow) {
+            r.stop.send_replace(Some(Stop::Dropped));
+            stopped += 1;
+        }
+        stopped
     }
 
     /// A turn to fetch from `peer`, waited for in arrival order: at most

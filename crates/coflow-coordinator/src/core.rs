@@ -122,7 +122,7 @@ struct CoflowRec {
     /// Its registration, with its owner and nonce.
     reg: Registration,
     puts: shape::Pieces,
-    /// Its unfinished flows (a flow outlives its coflow unregistered while it runs).
+    /// Its unfinished flows.
     flows: shape::Flows,
     sealed: bool,
     gets_seen: u32,
@@ -195,8 +195,8 @@ enum FlowState {
     Held,
     /// The policy sets its rate.
     Scheduled,
-    /// Served outside the policy, at its sender's port rate: bypassed, local, unregistered while
-    /// running, or any flow under `tcp`.
+    /// Served outside the policy, at its sender's port rate: bypassed, local, or any flow under
+    /// `tcp`.
     Unscheduled,
 }
 
@@ -695,8 +695,8 @@ impl Core {
     }
 
     /// A framework (`by`: the caller's identity) is done with a coflow: every agent is told to
-    /// forget its pieces, and its flows still running finish unscheduled, at full speed, rather
-    /// than hang. Only its owner or the admin may.
+    /// forget its pieces, and its flows still running end with it. Only its owner or the admin
+    /// may.
     pub fn handle_unregister(&mut self, now: Nanos, by: &str, id: CoflowId) -> Result<(), CoordError> {
         self.input(now);
         let c = self.coflows.get(&id).ok_or(CoordError::UnknownCoflow(id))?;
@@ -708,7 +708,9 @@ impl Core {
     }
 
     /// Removes coflow `id`, unregistered or expired: every agent is told to forget its pieces,
-    /// and its flows still running finish unscheduled.
+    /// and its flows still running fail `unknown-coflow`, their receivers ending their gets on
+    /// the notice. Served on outside the policy, they would go at full speed: a member could
+    /// unregister a large coflow as its gets begin and jump every queue.
     fn drop_coflow(&mut self, now: Nanos, id: CoflowId) {
         self.leave_policy(now, id);
         let mut running = Vec::new();
@@ -728,8 +730,12 @@ impl Core {
         for &m in &self.watching {
             self.outbox.push_back(Transmit::Notice(m, Notice::CoflowDropped(id)));
         }
+        if !running.is_empty() {
+            tracing::info!(coflow = %id, flows = running.len(), "coflow dropped with flows running; they end with it");
+        }
         for fid in running {
-            self.serve_unscheduled(fid);
+            // Listed as the coflow's unfinished flows, so known.
+            let _ = self.finish_flow(now, fid, Some(coflow_proto::ErrorKind::UnknownCoflow.as_str()));
         }
     }
 
@@ -1167,55 +1173,8 @@ impl Core {
         })
     }
 
-    /// Moves a coflow's held flows into service: judged small, they bypass the policy; else
-    /// the policy schedules them (local flows and every flow under `tcp` go unscheduled). A
-    /// blind policy's coflows are never judged by size.
-    fn release(&mut self, now: Nanos, id: CoflowId) {
-        let threshold = if self.blind { 0.0 } else { self.cfg.bypass_threshold_bytes as f64 };
-        let Some(c) = self.coflows.get_mut(&id) else { return };
-        let held = std::mem::take(&mut c.held);
-        if held.is_empty() {
-            return;
-        }
-        readiness::file(&mut self.ready, id, c);
-        if matches!(c.state, CoflowState::Held | CoflowState::Bypassed) {
-            let small = threshold > 0.0 && {
-                // The bottleneck: most bytes on one port, over every piece put and every flow
-                // asked for.
-                (c.puts.heaviest_machine().max(c.flows.heaviest_machine()) as f64) < threshold
-            };
-            c.state = if small { CoflowState::Bypassed } else { CoflowState::Scheduled(None) };
-        }
-        let by_policy = !self.tcp && matches!(c.state, CoflowState::Scheduled(_));
-        let (scheduled, unscheduled): (Vec<FlowId>, Vec<FlowId>) = held.into_iter().partition(|f| {
-            let f = &self.flows[f];
-            by_policy && !self.is_local(f.src, f.dst)
-        });
-        let flows = &mut self.flows;
-        let Some(c) = self.coflows.get_mut(&id) else { return };
-        if let CoflowState::Scheduled(in_policy) = &mut c.state
-            && !scheduled.is_empty()
-        {
-            for f in &scheduled {
-                flows.get_mut(f).expect("held flows are live").state = FlowState::Scheduled;
-            }
-            match in_policy {
-                Some(p) => p.flows.extend(scheduled),
-                None => {
-                    *in_policy = Some(InPolicy { arrival: now, flows: scheduled.into_iter().collect() });
-                    self.active.insert((now, id));
-                    self.policy.handle_arrival(now, id);
-                }
-            }
-        }
-        for f in unscheduled {
-            self.serve_unscheduled(f);
-        }
-        self.mark(Why::Release);
-    }
-
     /// Serves a flow outside the policy, at its sender's port rate: the one place that does,
-    /// for bypassed, local and unregistered coflows' flows and every flow under `tcp`.
+    /// for bypassed coflows' flows, local flows and every flow under `tcp`.
     fn serve_unscheduled(&mut self, id: FlowId) {
         let Some(f) = self.flows.get_mut(&id) else { return };
         f.asked += f.asked_at_rate(self.now);
@@ -1241,9 +1200,14 @@ impl Core {
                 if reason == "timed-out" {
                     *self.timed_out.entry("data-read").or_default() += 1;
                 }
-                // A client that hung up on its get ended the flow itself: not a warning, which a
-                // client could otherwise write once per get it starts and cancels.
-                if reason == coflow_proto::ErrorKind::ClientDeparted.as_str() {
+                // A client that hung up on its get ended the flow itself, and a coflow's owner that
+                // unregistered it ended its flows: not a warning, which a client could otherwise
+                // write once per get it starts and cancels.
+                let kind = reason.parse::<coflow_proto::ErrorKind>().ok();
+                if matches!(
+                    kind,
+                    Some(coflow_proto::ErrorKind::ClientDeparted | coflow_proto::ErrorKind::UnknownCoflow)
+                ) {
                     tracing::debug!(flow = %id, coflow = %f.coflow, data_id = %f.data_id, reason, "flow failed");
                 } else {
                     tracing::warn!(flow = %id, coflow = %f.coflow, data_id = %f.data_id, reason, "flow failed");

@@ -11,7 +11,8 @@ pub type RateBatch = Vec<(FlowId, f64)>;
 pub enum Notice {
     /// A flow this agent receives was failed (its source was declared dead): end the get.
     FlowFailed(FlowId),
-    /// A coflow was unregistered: forget its pieces.
+    /// A coflow was unregistered: forget its pieces, and end the gets of its flows this agent
+    /// receives (the coordinator failed them `unknown-coflow`).
     CoflowDropped(CoflowId),
     /// A coflow this agent holds pieces of was sealed: re-announce them sealed after a restart.
     CoflowSealed(CoflowId),

@@ -1,13 +1,13 @@
 //! Coflows that wait for all their gets, filed by their readiness deadline (when their held
 //! flows are released whatever else happens), so that finding those due and the next one costs
-//! what is due, not a pass over every coflow at every event; and the seal, after which a coflow
-//! expects one get per piece.
+//! what is due, not a pass over every coflow at every event; the release of a coflow's held
+//! flows into service, once ready; and the seal, after which a coflow expects one get per piece.
 
 use std::collections::BTreeSet;
 
-use coflow_core::{CoflowId, Nanos};
+use coflow_core::{CoflowId, FlowId, Nanos};
 
-use super::{CoflowRec, Core, Notice, Transmit};
+use super::{CoflowRec, CoflowState, Core, FlowState, InPolicy, Notice, Transmit, Why};
 use crate::error::CoordError;
 
 /// Coflows by readiness deadline.
@@ -73,5 +73,54 @@ impl Core {
             return Err(format!("readiness deadlines {:?} filed, {fresh:?} due", self.ready));
         }
         Ok(())
+    }
+}
+
+impl Core {
+    /// Moves a coflow's held flows into service: judged small, they bypass the policy; else
+    /// the policy schedules them (local flows and every flow under `tcp` go unscheduled). A
+    /// blind policy's coflows are never judged by size.
+    pub(super) fn release(&mut self, now: Nanos, id: CoflowId) {
+        let threshold = if self.blind { 0.0 } else { self.cfg.bypass_threshold_bytes as f64 };
+        let Some(c) = self.coflows.get_mut(&id) else { return };
+        let held = std::mem::take(&mut c.held);
+        if held.is_empty() {
+            return;
+        }
+        file(&mut self.ready, id, c);
+        if matches!(c.state, CoflowState::Held | CoflowState::Bypassed) {
+            let small = threshold > 0.0 && {
+                // The bottleneck: most bytes on one port, over every piece put and every flow
+                // asked for.
+                (c.puts.heaviest_machine().max(c.flows.heaviest_machine()) as f64) < threshold
+            };
+            c.state = if small { CoflowState::Bypassed } else { CoflowState::Scheduled(None) };
+        }
+        let by_policy = !self.tcp && matches!(c.state, CoflowState::Scheduled(_));
+        let (scheduled, unscheduled): (Vec<FlowId>, Vec<FlowId>) = held.into_iter().partition(|f| {
+            let f = &self.flows[f];
+            by_policy && !self.is_local(f.src, f.dst)
+        });
+        let flows = &mut self.flows;
+        let Some(c) = self.coflows.get_mut(&id) else { return };
+        if let CoflowState::Scheduled(in_policy) = &mut c.state
+            && !scheduled.is_empty()
+        {
+            for f in &scheduled {
+                flows.get_mut(f).expect("held flows are live").state = FlowState::Scheduled;
+            }
+            match in_policy {
+                Some(p) => p.flows.extend(scheduled),
+                None => {
+                    *in_policy = Some(InPolicy { arrival: now, flows: scheduled.into_iter().collect() });
+                    self.active.insert((now, id));
+                    self.policy.handle_arrival(now, id);
+                }
+            }
+        }
+        for f in unscheduled {
+            self.serve_unscheduled(f);
+        }
+        self.mark(Why::Release);
     }
 }

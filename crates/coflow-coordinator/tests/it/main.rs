@@ -1017,6 +1017,40 @@ fn agents_are_told_of_dropped_coflows_and_failed_flows() {
     assert!(m.contains("flows_timed_out_total{reason=\"agent-heartbeat\"} 1\n"), "{m}");
 }
 
+/// Unregistering a coflow ends its flows still running, failed `unknown-coflow`, and its
+/// receivers learn of it from the drop notice: none goes on outside the policy at its sender's
+/// port rate, which would let a member jump every queue by unregistering a large coflow as its
+/// gets begin.
+#[test]
+fn unregistering_a_coflow_ends_its_running_flows_rather_than_serving_them_unpaced() {
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    // Both from machine 0: the larger waits behind the smaller.
+    let small = h.register(1, CoflowOptions::default());
+    h.put(small, "s", 0, 1_000).unwrap();
+    let big = h.register(1, CoflowOptions::default());
+    h.put(big, "b", 0, 100_000).unwrap();
+    let (s, b) = (h.get(small, "s", 1).unwrap(), h.get(big, "b", 2).unwrap());
+    h.advance(0);
+    h.advance(100);
+    let pushed = h.drain();
+    assert_eq!((last_rate(&pushed, s.flow), last_rate(&pushed, b.flow).unwrap_or(0.0)), (Some(CAP), 0.0));
+
+    h.core.handle_unregister(h.now, "", big).unwrap();
+    h.advance(0);
+    h.advance(100);
+    let pushed = h.drain();
+    assert_eq!(last_rate(&pushed, b.flow), None, "the dropped coflow's flow gets no rate");
+    for m in 0..3 {
+        assert_eq!(h.notices(m), [Notice::CoflowDropped(big)], "machine {m}");
+    }
+    let e = h.end(b.flow, FlowOutcome::Completed).unwrap_err();
+    assert!(matches!(e, CoordError::UnknownFlow(f) if f == b.flow), "{e}");
+    let m = h.core.metrics();
+    assert!(m.contains("flows_failed_by_reason_total{reason=\"unknown-coflow\"} 1\n"), "{m}");
+    // The other coflow's flow keeps its rate and ends as usual.
+    h.finish(s.flow);
+}
+
 #[test]
 fn limits_on_coflows_and_pieces_are_typed_errors() {
     let cfg = CoordinatorConfig { max_coflows: 2, max_pieces_per_coflow: 2, ..Default::default() };

@@ -1,5 +1,5 @@
 //! Faults: a coordinator restart mid-transfer, a frozen or dead source, a client that departs,
-//! storage changed under an agent, unregister, and the limits. Every get ends, with exactly
+//! storage changed under an agent, unregister (with gets in flight too), and the limits. Every get ends, with exactly
 //! the bytes put or a typed error, within the bounds the README states.
 
 use std::time::{Duration, Instant};
@@ -402,6 +402,25 @@ async fn unregister_frees_every_agent_and_a_restart_brings_back_only_live_coflow
     assert!(cluster.client(1).await?.get(kept, "k").await? == content(7, 1000));
     assert!(t.elapsed() >= Duration::from_millis(400), "released before the readiness timeout: {:?}", t.elapsed());
     c.unregister(kept).await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// A coflow its owner unregisters with gets in flight takes them with it: the get held behind
+/// another coflow fails `unknown-coflow` at once, rather than going on outside the policy at the
+/// full port rate and slowing the coflow the order put first, whose get arrives exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unregistering_a_coflow_ends_its_gets_in_flight_with_unknown_coflow() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(3, 4_000_000.0, "varys")).await?;
+    let HeldBehind { c, big, gs, gb } = big_held_behind_small(&cluster, 3_000_000, 5_000_000).await?;
+    let t = Instant::now();
+    c.unregister(big).await?;
+    let e = gb.await?.expect_err("the unregistered coflow's get should fail");
+    let ended = t.elapsed();
+    assert_eq!(e.kind(), Some(ErrorKind::UnknownCoflow), "{e}");
+    assert!(ended < Duration::from_secs(2), "the get ended {ended:?} after the unregister");
+    assert!(gs.await?? == content(1, 3_000_000), "the other coflow's bytes");
     cluster.shutdown().await;
     Ok(())
 }
