@@ -51,7 +51,9 @@ pub struct CoordinatorConfig {
     #[serde(alias = "push_window", deserialize_with = "coflow_core::config::millis")]
     pub push_window_ms: u64,
     /// Coflows whose bottleneck (most bytes on one port) is under this bypass scheduling and go
-    /// at full speed. Default 25,000,000 bytes (Varys's 25 MB); 0 disables the bypass.
+    /// at full speed, those of one owner (TLS) only while its coflows bypassing with flows in
+    /// flight stay under it together. Default 25,000,000 bytes (Varys's 25 MB); 0 disables the
+    /// bypass.
     #[serde(alias = "bypass_threshold", deserialize_with = "coflow_core::config::bytes")]
     pub bypass_threshold_bytes: u64,
     /// How often agents report. Default 100 ms.

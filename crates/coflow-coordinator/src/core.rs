@@ -99,8 +99,9 @@ pub struct FlowGrant {
 enum CoflowState {
     /// Nothing released yet (its gets, if any, wait for readiness): its size is not judged.
     Held,
-    /// Small (its bottleneck under `bypass_threshold_bytes`): its flows go unscheduled, at port
-    /// rate. Judged again at each release, since later gets may make it large.
+    /// Small (its bottleneck under `bypass_threshold_bytes`, and so with its owner's coflows
+    /// bypassing with flows in flight): its flows go unscheduled, at port rate. Judged again at
+    /// each release, since later gets may make it large.
     Bypassed,
     /// Large, or no bypass threshold: the policy schedules its flows, for good (as best effort
     /// if its admission control rejects it). In the policy while it has unfinished scheduled
@@ -1220,6 +1221,9 @@ impl Core {
         let Some(c) = self.coflows.get_mut(&f.coflow) else { return Ok(()) };
         c.flows.remove(id, f.dst, f.size);
         c.held.retain(|&h| h != id);
+        if c.bypassed() && c.flows.is_empty() {
+            self.owners.bypass(&c.reg.owner, f.coflow, None);
+        }
         readiness::file(&mut self.ready, f.coflow, c);
         let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
         if p.flows.remove(&id) {

@@ -1,10 +1,12 @@
 //! What each owner (a certificate's identity; none in token mode) holds: coflows registered and
 //! pieces announced, each kept as it comes and goes and bounded per owner, so that one member
-//! cannot take every place, nor the coordinator's memory, from the others; and the coflows one
-//! member may see found among its own, so that its status page costs what it shows, not every
-//! coflow of the coordinator.
+//! cannot take every place, nor the coordinator's memory, from the others; the bytes its coflows
+//! bypassing the policy have in flight, bounded by the bypass threshold, so that one member cannot
+//! split a transfer into small coflows to go unscheduled; and the coflows one member may see
+//! found among its own, so that its status page costs what it shows, not every coflow of the
+//! coordinator.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 use coflow_core::CoflowId;
@@ -14,6 +16,15 @@ use coflow_core::CoflowId;
 #[derive(Debug, Default)]
 pub(super) struct Owners {
     held: HashMap<String, Held>,
+    /// Per owner, its coflows bypassing the policy with flows in flight, each with its
+    /// bottleneck in bytes, and their sum; no entry for none.
+    bypassing: HashMap<String, Bypassing>,
+}
+
+#[derive(Debug, Default)]
+struct Bypassing {
+    coflows: BTreeMap<CoflowId, u64>,
+    bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -45,8 +56,38 @@ impl Owners {
         debug_assert!(fresh, "coflow {id} held twice by {owner:?}");
     }
 
+    /// Whether coflow `id` of `owner`, of bottleneck `bytes`, may bypass the policy under
+    /// `threshold`: it is small, and so are the owner's coflows bypassing with flows in flight
+    /// together with it (those of no owner, in token mode, are judged alone).
+    pub(super) fn may_bypass(&self, owner: &str, id: CoflowId, bytes: u64, threshold: u64) -> bool {
+        let others = match self.bypassing.get(owner) {
+            Some(b) if !owner.is_empty() => b.bytes - b.coflows.get(&id).copied().unwrap_or(0),
+            _ => 0,
+        };
+        others.saturating_add(bytes) < threshold
+    }
+
+    /// Coflow `id` of `owner` bypasses the policy with flows in flight and bottleneck `bytes`
+    /// (`Some`), or not (`None`: it is scheduled, its flows all ended, or it is gone).
+    pub(super) fn bypass(&mut self, owner: &str, id: CoflowId, bytes: Option<u64>) {
+        let b = match self.bypassing.get_mut(owner) {
+            Some(b) => b,
+            None if bytes.is_none() => return,
+            None => self.bypassing.entry(owner.to_string()).or_default(),
+        };
+        b.bytes -= b.coflows.remove(&id).unwrap_or(0);
+        if let Some(bytes) = bytes {
+            b.coflows.insert(id, bytes);
+            b.bytes += bytes;
+        }
+        if b.coflows.is_empty() {
+            self.bypassing.remove(owner);
+        }
+    }
+
     /// `owner` no longer holds coflow `id`, nor its `pieces` pieces.
     pub(super) fn release(&mut self, owner: &str, id: CoflowId, pieces: usize) {
+        self.bypass(owner, id, None);
         let Some(held) = self.held.get_mut(owner) else { return };
         held.coflows.remove(&id);
         self.forget(owner, pieces);

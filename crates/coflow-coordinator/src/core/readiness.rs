@@ -81,7 +81,7 @@ impl Core {
     /// the policy schedules them (local flows and every flow under `tcp` go unscheduled). A
     /// blind policy's coflows are never judged by size.
     pub(super) fn release(&mut self, now: Nanos, id: CoflowId) {
-        let threshold = if self.blind { 0.0 } else { self.cfg.bypass_threshold_bytes as f64 };
+        let threshold = if self.blind { 0 } else { self.cfg.bypass_threshold_bytes };
         let Some(c) = self.coflows.get_mut(&id) else { return };
         let held = std::mem::take(&mut c.held);
         if held.is_empty() {
@@ -89,12 +89,12 @@ impl Core {
         }
         file(&mut self.ready, id, c);
         if matches!(c.state, CoflowState::Held | CoflowState::Bypassed) {
-            let small = threshold > 0.0 && {
-                // The bottleneck: most bytes on one port, over every piece put and every flow
-                // asked for.
-                (c.puts.heaviest_machine().max(c.flows.heaviest_machine()) as f64) < threshold
-            };
+            // The bottleneck: most bytes on one port, over every piece put and every flow asked
+            // for; small if under the threshold, with the owner's other coflows bypassing too.
+            let bottleneck = c.puts.heaviest_machine().max(c.flows.heaviest_machine());
+            let small = threshold > 0 && self.owners.may_bypass(&c.reg.owner, id, bottleneck, threshold);
             c.state = if small { CoflowState::Bypassed } else { CoflowState::Scheduled(None) };
+            self.owners.bypass(&c.reg.owner, id, small.then_some(bottleneck));
         }
         let by_policy = !self.tcp && matches!(c.state, CoflowState::Scheduled(_));
         let (scheduled, unscheduled): (Vec<FlowId>, Vec<FlowId>) = held.into_iter().partition(|f| {

@@ -131,6 +131,10 @@ impl Flows {
         }
     }
 
+    pub(super) fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
     /// The flows, by id.
     pub(super) fn ids(&self) -> impl Iterator<Item = FlowId> + '_ {
         self.ids.iter().copied()
