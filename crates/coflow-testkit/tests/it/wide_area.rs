@@ -89,19 +89,7 @@ async fn a_relay_that_leaves_costs_a_resume_not_a_byte() -> anyhow::Result<()> {
     let r = cluster.client(1).await?;
     let get = tokio::spawn(async move { r.get(coflow, "p").await });
     // Let the relayed part start, then stop whichever agent of `c` relays it.
-    let mut relay = None;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        for m in [2, 3] {
-            if metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
-                relay = Some(m);
-            }
-        }
-        if relay.is_some() {
-            break;
-        }
-    }
-    let relay = relay.expect("a part is relayed through an agent of c");
+    let relay = the_relay(&cluster, Duration::from_millis(50)).await;
     cluster.kill_agent(relay).await;
     let got = tokio::time::timeout(Duration::from_secs(30), get).await???;
     assert!(got == piece, "every byte arrives, in order, after the relay left");
@@ -319,6 +307,21 @@ async fn parts_split_by_a_coordinator_that_restarts_are_resumed_with_the_new_one
     Ok(())
 }
 
+/// The agent of `c` (machine 2 or 3) that relays a part, once it has relayed some bytes, looked
+/// for every `every` for up to 5 s.
+async fn the_relay(cluster: &Cluster, every: Duration) -> usize {
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(every).await;
+        for m in [2, 3] {
+            if metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
+                return m;
+            }
+        }
+    }
+    panic!("no part is relayed through an agent of c");
+}
+
 /// Starts `cfg` (whose agents 2 and 3, in `c`, run apart), gets 4 MB from `a` to `b` split over
 /// the detour through `c`, freezes whichever agent of `c` relays its part once some of the part
 /// has been relayed, and returns the get's outcome, how long after the freeze it ended, and the
@@ -334,19 +337,7 @@ async fn freeze_the_relay_mid_part(
     c.put(coflow, "p", piece.to_vec()).await?;
     let r = cluster.client(1).await?;
     let get = tokio::spawn(async move { r.get(coflow, "p").await });
-    let mut relay = None;
-    for _ in 0..200 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        for m in [2, 3] {
-            if metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total") > 0.0 {
-                relay = Some(m);
-            }
-        }
-        if relay.is_some() {
-            break;
-        }
-    }
-    let relay = relay.expect("a part is relayed through an agent of c");
+    let relay = the_relay(&cluster, Duration::from_millis(20)).await;
     cluster.freeze_agent(relay).await;
     let frozen = std::time::Instant::now();
     // Far past any bound the tests state: a get still running then hangs.
