@@ -144,6 +144,36 @@ impl Owners {
         }
         Ok(())
     }
+
+    /// Compares the coflows kept as bypassing with `coflows` (each live coflow's id, owner,
+    /// whether it bypasses, whether it has flows and whether it has one released): each one
+    /// bypassing with a flow released is kept, under its owner, and each kept is a live coflow
+    /// of that owner bypassing with flows; each owner's sum is its coflows'. For tests.
+    pub(super) fn check_bypassing<'a>(
+        &self,
+        coflows: impl Iterator<Item = (CoflowId, &'a str, bool, bool, bool)>,
+    ) -> Result<(), String> {
+        let mut kept: BTreeSet<(&str, CoflowId)> = BTreeSet::new();
+        for (owner, b) in &self.bypassing {
+            if b.coflows.is_empty() || b.bytes != b.coflows.values().sum::<u64>() {
+                return Err(format!("{owner:?} bypasses {:?}, kept as {} bytes", b.coflows, b.bytes));
+            }
+            kept.extend(b.coflows.keys().map(|&id| (owner.as_str(), id)));
+        }
+        for (id, owner, bypassed, flows, released) in coflows {
+            let is_kept = kept.remove(&(owner, id));
+            if bypassed && released && !is_kept {
+                return Err(format!("coflow {id} of {owner:?} bypasses with flows in flight, not kept"));
+            }
+            if is_kept && !(bypassed && flows) {
+                return Err(format!("coflow {id} of {owner:?} kept as bypassing, bypassed {bypassed}, flows {flows}"));
+            }
+        }
+        match kept.first() {
+            Some((owner, id)) => Err(format!("coflow {id} of {owner:?} kept as bypassing, not live")),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Whether `owner`, holding `held` things (`names`: one, and more than one) `how`, may hold one

@@ -12,12 +12,16 @@ use super::Core;
 impl Core {
     /// Counts every coflow's pieces and unfinished flows per machine afresh and compares them
     /// with the counts kept as they came and went, checks every coflow's readiness deadline
-    /// against where it is filed, and what each owner holds; the first that differs, if any.
+    /// against where it is filed, and what each owner holds and has bypassing the policy; the
+    /// first that differs, if any.
     /// For tests.
     #[doc(hidden)]
     pub fn recount(&self) -> Result<(), String> {
         self.check_ready()?;
         self.owners.check(self.coflows.iter().map(|(&id, c)| (id, c.reg.owner.as_str(), c.puts.len())))?;
+        self.owners.check_bypassing(self.coflows.iter().map(|(&id, c)| {
+            (id, c.reg.owner.as_str(), c.bypassed(), !c.flows.ids.is_empty(), c.flows.ids.len() > c.held.len())
+        }))?;
         for (&id, c) in &self.coflows {
             let mut at = BTreeMap::new();
             for &(m, size) in c.puts.by_id.values() {

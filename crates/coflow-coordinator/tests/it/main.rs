@@ -1054,8 +1054,8 @@ fn unregistering_a_coflow_ends_its_running_flows_rather_than_serving_them_unpace
 /// A member's coflows bypass the policy only while, with its other coflows bypassing with flows
 /// in flight, their bottlenecks stay under the threshold: splitting a transfer into small
 /// coflows gets the rest scheduled, not served at full speed. Another member's small coflow
-/// bypasses all the same, a coflow whose flows all ended stops counting, and coflows of no
-/// owner (token mode) are judged alone.
+/// bypasses all the same, a coflow whose flows all ended or that was dropped stops counting, and
+/// coflows of no owner (token mode) are judged alone.
 #[test]
 fn one_member_cannot_bypass_the_policy_with_many_small_coflows() {
     let cfg = CoordinatorConfig { bypass_threshold_bytes: 25_000, ..Default::default() };
@@ -1099,6 +1099,10 @@ fn one_member_cannot_bypass_the_policy_with_many_small_coflows() {
     h.finish(fx);
     let (v, _) = small(&mut h, a);
     assert!(bypassed(&h, v), "a coflow whose flows ended stops counting");
+    h.core.handle_unregister(h.now, a, y).unwrap();
+    let (u, _) = small(&mut h, a);
+    assert!(bypassed(&h, u), "a coflow dropped with its flow in flight stops counting");
+    h.core.recount().unwrap();
     let token: Vec<CoflowId> = (0..4).map(|_| small(&mut h, "").0).collect();
     assert!(token.iter().all(|&c| bypassed(&h, c)), "coflows of no owner are judged alone");
 }
