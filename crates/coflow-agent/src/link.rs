@@ -121,9 +121,11 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                 };
                 if let Err(e) = shared.link.call(Body::Put(ann), REANNOUNCE_DEADLINE).await {
                     if ErrorKind::of(&e) == Some(ErrorKind::UnknownCoflow) {
-                        // Unregistered while this agent was not listening: forget it now.
+                        // Unregistered while this agent was not listening: forget it now, and end
+                        // the gets of it this agent receives, as the drop notice would have.
                         let n = shared.store.drop_coflow(coflow);
-                        tracing::info!(%coflow, pieces = n, "coflow unregistered; pieces dropped");
+                        let gets = shared.stop_coflow(coflow);
+                        tracing::info!(%coflow, pieces = n, gets, "coflow unregistered; pieces dropped, gets ended");
                     } else {
                         tracing::warn!(%coflow, %data_id, status = %e.message(), "could not re-announce a piece");
                     }
