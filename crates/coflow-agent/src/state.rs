@@ -435,4 +435,37 @@ mod tests {
         drop((held, other));
         assert_eq!(shares.holders(), 0, "nothing kept for peers that left");
     }
+
+    /// A coflow's drop stops the flows of it this agent receives, those listed before the drop
+    /// and one listed after it alike, and no flow of another coflow.
+    #[tokio::test]
+    async fn a_dropped_coflow_stops_its_flows_listed_before_and_after() {
+        let token = coflow_proto::ClusterToken::new("state-test").unwrap();
+        let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
+        let coordinator = CoordinatorClient::with_interceptor(channel, TokenAttach::new(Some(token.clone())));
+        let s = Shared::new(AgentConfig::default(), Security::Token(token), coordinator);
+        let mut stops = Vec::new();
+        let mut list = |flow: u64, coflow: u64| {
+            let (stop, stopped) = watch::channel(None);
+            let rec = Receiving {
+                coflow: CoflowId(coflow),
+                data_id: DataId::new("p").unwrap(),
+                src: MachineId(0),
+                size: 10,
+                received: Arc::default(),
+                epoch: 0,
+                recoverable: true,
+                stop,
+            };
+            s.list_receiving(FlowId(flow), rec);
+            stops.push(stopped);
+        };
+        list(1, 7);
+        list(2, 8);
+        s.store.drop_coflow(CoflowId(7));
+        assert_eq!(s.stop_coflow(CoflowId(7)), 1);
+        list(3, 7);
+        let dropped: Vec<bool> = stops.iter().map(|r| matches!(*r.borrow(), Some(Stop::Dropped))).collect();
+        assert_eq!(dropped, [true, false, true], "flows 1 and 3 of the dropped coflow, not flow 2 of another");
+    }
 }
