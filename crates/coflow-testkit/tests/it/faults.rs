@@ -1,6 +1,6 @@
 //! Faults: a coordinator restart mid-transfer, a frozen or dead source, a client that departs,
-//! storage changed under an agent, unregister (with gets in flight too), and the limits. Every get ends, with exactly
-//! the bytes put or a typed error, within the bounds the README states.
+//! storage changed under an agent, unregister (with gets in flight too), and the limits. Every
+//! get ends, with exactly the bytes put or a typed error, within the bounds the README states.
 
 use std::time::{Duration, Instant};
 
