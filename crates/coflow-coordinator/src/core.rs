@@ -1221,7 +1221,7 @@ impl Core {
         let Some(c) = self.coflows.get_mut(&f.coflow) else { return Ok(()) };
         c.flows.remove(id, f.dst, f.size);
         c.held.retain(|&h| h != id);
-        if c.bypassed() && c.flows.is_empty() {
+        if c.flows.is_empty() {
             self.owners.bypass(&c.reg.owner, f.coflow, None);
         }
         readiness::file(&mut self.ready, f.coflow, c);

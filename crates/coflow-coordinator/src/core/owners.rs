@@ -16,8 +16,9 @@ use coflow_core::CoflowId;
 #[derive(Debug, Default)]
 pub(super) struct Owners {
     held: HashMap<String, Held>,
-    /// Per owner, its coflows bypassing the policy with flows in flight, each with its
-    /// bottleneck in bytes, and their sum; no entry for none.
+    /// Per owner, its coflows that bypassed the policy with flows in flight (counted until
+    /// those flows end, even once judged large), each with its bottleneck in bytes, and their
+    /// sum; no entry for none.
     bypassing: HashMap<String, Bypassing>,
 }
 
@@ -148,7 +149,8 @@ impl Owners {
     /// Compares the coflows kept as bypassing with `coflows` (each live coflow's id, owner,
     /// whether it bypasses, whether it has flows and whether it has one released): each one
     /// bypassing with a flow released is kept, under its owner, and each kept is a live coflow
-    /// of that owner bypassing with flows; each owner's sum is its coflows'. For tests.
+    /// of that owner with flows (bypassing, or judged large since); each owner's sum is its
+    /// coflows'. For tests.
     pub(super) fn check_bypassing<'a>(
         &self,
         coflows: impl Iterator<Item = (CoflowId, &'a str, bool, bool, bool)>,
@@ -165,7 +167,7 @@ impl Owners {
             if bypassed && released && !is_kept {
                 return Err(format!("coflow {id} of {owner:?} bypasses with flows in flight, not kept"));
             }
-            if is_kept && !(bypassed && flows) {
+            if is_kept && !flows {
                 return Err(format!("coflow {id} of {owner:?} kept as bypassing, bypassed {bypassed}, flows {flows}"));
             }
         }

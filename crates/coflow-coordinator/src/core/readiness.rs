@@ -94,7 +94,11 @@ impl Core {
             let bottleneck = c.puts.heaviest_machine().max(c.flows.heaviest_machine());
             let small = threshold > 0 && self.owners.may_bypass(&c.reg.owner, id, bottleneck, threshold);
             c.state = if small { CoflowState::Bypassed } else { CoflowState::Scheduled(None) };
-            self.owners.bypass(&c.reg.owner, id, small.then_some(bottleneck));
+            // A coflow judged large after bypassing stays counted until its flows end: those
+            // that went unscheduled still run at full speed.
+            if small {
+                self.owners.bypass(&c.reg.owner, id, Some(bottleneck));
+            }
         }
         let by_policy = !self.tcp && matches!(c.state, CoflowState::Scheduled(_));
         let (scheduled, unscheduled): (Vec<FlowId>, Vec<FlowId>) = held.into_iter().partition(|f| {

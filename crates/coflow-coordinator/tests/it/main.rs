@@ -2,6 +2,7 @@
 //! `handle_*` methods with `now`, then `handle_timeout`, and asserts on what they return and on
 //! what `poll_transmit` and `poll_timeout` give; no channel, no runtime.
 
+mod bypass;
 mod leases;
 mod policy;
 mod ports;
@@ -1049,62 +1050,6 @@ fn unregistering_a_coflow_ends_its_running_flows_rather_than_serving_them_unpace
     assert!(m.contains("flows_failed_by_reason_total{reason=\"unknown-coflow\"} 1\n"), "{m}");
     // The other coflow's flow keeps its rate and ends as usual.
     h.finish(s.flow);
-}
-
-/// A member's coflows bypass the policy only while, with its other coflows bypassing with flows
-/// in flight, their bottlenecks stay under the threshold: splitting a transfer into small
-/// coflows gets the rest scheduled, not served at full speed. Another member's small coflow
-/// bypasses all the same, a coflow whose flows all ended or that was dropped stops counting, and
-/// coflows of no owner (token mode) are judged alone.
-#[test]
-fn one_member_cannot_bypass_the_policy_with_many_small_coflows() {
-    let cfg = CoordinatorConfig { bypass_threshold_bytes: 25_000, ..Default::default() };
-    let mut h = Harness::new("varys", 3, cfg);
-    let (a, b) = ("coflow://client/a", "coflow://client/b");
-    // A coflow of `owner` with one piece of 10,000 bytes on machine 0, got by machine 1.
-    let small = |h: &mut Harness, owner: &str| {
-        let reg = Registration { num_flows: 1, owner: owner.into(), ..Default::default() };
-        let c = h.core.handle_register(h.now, reg).unwrap();
-        let data_id = DataId::new("p").unwrap();
-        let put = PutAnnouncement {
-            coflow: c,
-            data_id: data_id.clone(),
-            machine: MachineId(0),
-            size: 10_000,
-            recovered: false,
-            registration: None,
-            client: owner.into(),
-            sealed: false,
-        };
-        h.core.handle_put(h.now, put).unwrap();
-        let get = GetAnnouncement {
-            coflow: c,
-            data_id,
-            machine: MachineId(1),
-            client: owner.into(),
-            resume: None,
-            resume_end: None,
-        };
-        let g = h.core.handle_get(h.now, get).unwrap();
-        h.receivers.insert(g.flow, MachineId(1));
-        (c, g.flow)
-    };
-    let bypassed = |h: &Harness, c: CoflowId| h.core.coflows().find(|v| v.id == c).unwrap().bypass;
-    let (x, fx) = small(&mut h, a);
-    let (y, _) = small(&mut h, a);
-    let (z, _) = small(&mut h, a);
-    assert_eq!([x, y, z].map(|c| bypassed(&h, c)), [true, true, false], "20,000 bytes bypass, 30,000 would not");
-    let (w, _) = small(&mut h, b);
-    assert!(bypassed(&h, w), "another member's small coflow bypasses");
-    h.finish(fx);
-    let (v, _) = small(&mut h, a);
-    assert!(bypassed(&h, v), "a coflow whose flows ended stops counting");
-    h.core.handle_unregister(h.now, a, y).unwrap();
-    let (u, _) = small(&mut h, a);
-    assert!(bypassed(&h, u), "a coflow dropped with its flow in flight stops counting");
-    h.core.recount().unwrap();
-    let token: Vec<CoflowId> = (0..4).map(|_| small(&mut h, "").0).collect();
-    assert!(token.iter().all(|&c| bypassed(&h, c)), "coflows of no owner are judged alone");
 }
 
 #[test]
