@@ -283,8 +283,12 @@ fn recover_flows(shared: &Arc<Shared>, epoch: u64, tasks: &mut JoinSet<()>) {
                         ErrorKind::of(&e),
                         Some(ErrorKind::AgentUnreachable | ErrorKind::CoordinatorUnreachable | ErrorKind::ShuttingDown)
                     ) || matches!(e.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {}
+                // Its coflow was unregistered while this agent was not listening.
+                Err(e) if ErrorKind::of(&e) == Some(ErrorKind::UnknownCoflow) => {
+                    r.stop.send_replace(Some(Stop::Dropped));
+                }
                 Err(e) => {
-                    let why = format!("the restarted coordinator refused the flow: {}", e.message());
+                    let why = format!("the coordinator refused the re-announced flow: {}", e.message());
                     r.stop.send_replace(Some(Stop::Fail(why)));
                 }
             }
