@@ -123,8 +123,7 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     if ErrorKind::of(&e) == Some(ErrorKind::UnknownCoflow) {
                         // Unregistered while this agent was not listening: forget it now, and end
                         // the gets of it this agent receives, as the drop notice would have.
-                        let n = shared.store.drop_coflow(coflow);
-                        let gets = shared.stop_coflow(coflow);
+                        let (n, gets) = shared.drop_coflow(coflow);
                         tracing::info!(%coflow, pieces = n, gets, "coflow unregistered; pieces dropped, gets ended");
                     } else {
                         tracing::warn!(%coflow, %data_id, status = %e.message(), "could not re-announce a piece");
@@ -213,9 +212,7 @@ fn apply(shared: &Shared, update: pb::RateUpdate) {
         shared.stop_flow(FlowId(f), Stop::Reroute);
     }
     for c in update.dropped_coflows {
-        // The store first, so that a flow listed meanwhile finds the coflow dropped.
-        let n = shared.store.drop_coflow(CoflowId(c));
-        let gets = shared.stop_coflow(CoflowId(c));
+        let (n, gets) = shared.drop_coflow(CoflowId(c));
         tracing::debug!(coflow = c, pieces = n, gets, "coflow unregistered; pieces dropped, gets ended");
     }
     for c in update.sealed_coflows {

@@ -333,24 +333,26 @@ impl Shared {
             let (_, why) = early.remove(k).expect("found");
             rec.stop.send_replace(Some(why));
         }
-        // Its coflow's drop may have come before the flow was listed ([`Shared::stop_coflow`]).
+        // Its coflow's drop may have come before the flow was listed ([`Shared::drop_coflow`]).
         if self.store.is_dropped(rec.coflow) {
             rec.stop.send_replace(Some(Stop::Dropped));
         }
         receiving.insert(flow, rec);
     }
 
-    /// Stops every flow of `coflow` this agent receives, once the coordinator said it dropped the
-    /// coflow (and so failed its flows); returns how many. A flow listed after this finds the
-    /// coflow dropped in the store ([`Shared::list_receiving`]).
-    pub(crate) fn stop_coflow(&self, coflow: CoflowId) -> usize {
+    /// Drops `coflow`, which the coordinator unregistered (and so failed its flows): forgets its
+    /// pieces, then stops every flow of it this agent receives; returns how many of each. The
+    /// store first, so that a flow listed meanwhile finds the coflow dropped
+    /// ([`Shared::list_receiving`]).
+    pub(crate) fn drop_coflow(&self, coflow: CoflowId) -> (usize, usize) {
+        let pieces = self.store.drop_coflow(coflow);
         let receiving = self.receiving.lock().expect("receiving lock");
         let mut stopped = 0;
         for r in receiving.values().filter(|r| r.coflow == coflow) {
             r.stop.send_replace(Some(Stop::Dropped));
             stopped += 1;
         }
-        stopped
+        (pieces, stopped)
     }
 
     /// A turn to fetch from `peer`, waited for in arrival order: at most
@@ -462,8 +464,7 @@ mod tests {
         };
         list(1, 7);
         list(2, 8);
-        s.store.drop_coflow(CoflowId(7));
-        assert_eq!(s.stop_coflow(CoflowId(7)), 1);
+        assert_eq!(s.drop_coflow(CoflowId(7)).1, 1);
         list(3, 7);
         let dropped: Vec<bool> = stops.iter().map(|r| matches!(*r.borrow(), Some(Stop::Dropped))).collect();
         assert_eq!(dropped, [true, false, true], "flows 1 and 3 of the dropped coflow, not flow 2 of another");

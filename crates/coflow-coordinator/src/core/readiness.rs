@@ -74,9 +74,7 @@ impl Core {
         }
         Ok(())
     }
-}
 
-impl Core {
     /// Moves a coflow's held flows into service: judged small, they bypass the policy; else
     /// the policy schedules them (local flows and every flow under `tcp` go unscheduled). A
     /// blind policy's coflows are never judged by size.
