@@ -2,8 +2,7 @@
 //! and one member's only while its coflows bypassing stay under the threshold together.
 
 use coflow_coordinator::CoordinatorConfig;
-use coflow_core::{CoflowId, MachineId};
-use coflow_proto::{DataId, GetAnnouncement, PutAnnouncement, Registration};
+use coflow_core::CoflowId;
 
 use super::Harness;
 
@@ -19,31 +18,9 @@ fn one_member_cannot_bypass_the_policy_with_many_small_coflows() {
     let (a, b) = ("coflow://client/a", "coflow://client/b");
     // A coflow of `owner` with one piece of 10,000 bytes on machine 0, got by machine 1.
     let small = |h: &mut Harness, owner: &str| {
-        let reg = Registration { num_flows: 1, owner: owner.into(), ..Default::default() };
-        let c = h.core.handle_register(h.now, reg).unwrap();
-        let data_id = DataId::new("p").unwrap();
-        let put = PutAnnouncement {
-            coflow: c,
-            data_id: data_id.clone(),
-            machine: MachineId(0),
-            size: 10_000,
-            recovered: false,
-            registration: None,
-            client: owner.into(),
-            sealed: false,
-        };
-        h.core.handle_put(h.now, put).unwrap();
-        let get = GetAnnouncement {
-            coflow: c,
-            data_id,
-            machine: MachineId(1),
-            client: owner.into(),
-            resume: None,
-            resume_end: None,
-        };
-        let g = h.core.handle_get(h.now, get).unwrap();
-        h.receivers.insert(g.flow, MachineId(1));
-        (c, g.flow)
+        let c = h.register_by(owner).unwrap();
+        h.put_sized_by(owner, c, "p", 0, 10_000).unwrap();
+        (c, h.get_by(owner, c, "p", 1).unwrap().flow)
     };
     let bypassed = |h: &Harness, c: CoflowId| h.core.coflows().find(|v| v.id == c).unwrap().bypass;
     let (x, fx) = small(&mut h, a);
@@ -63,26 +40,8 @@ fn one_member_cannot_bypass_the_policy_with_many_small_coflows() {
     // still runs at full speed.
     let c = "coflow://client/c";
     let (s1, s2) = (small(&mut h, c).0, small(&mut h, c).0);
-    let put = PutAnnouncement {
-        coflow: s2,
-        data_id: DataId::new("big").unwrap(),
-        machine: MachineId(0),
-        size: 100_000,
-        recovered: false,
-        registration: None,
-        client: c.into(),
-        sealed: false,
-    };
-    h.core.handle_put(h.now, put).unwrap();
-    let get = GetAnnouncement {
-        coflow: s2,
-        data_id: DataId::new("big").unwrap(),
-        machine: MachineId(2),
-        client: c.into(),
-        resume: None,
-        resume_end: None,
-    };
-    h.core.handle_get(h.now, get).unwrap();
+    h.put_sized_by(c, s2, "big", 0, 100_000).unwrap();
+    h.get_by(c, s2, "big", 2).unwrap();
     assert_eq!([s1, s2].map(|k| bypassed(&h, k)), [true, false], "the second coflow is large now");
     let (s3, _) = small(&mut h, c);
     assert!(!bypassed(&h, s3), "the large coflow's bypassed flow still counts");

@@ -73,6 +73,11 @@ impl Harness {
         self.core.handle_register(self.now, Registration { num_flows, options, ..Default::default() }).unwrap()
     }
 
+    /// A coflow of one flow registered by `owner` (an identity).
+    fn register_by(&mut self, owner: &str) -> Result<CoflowId, CoordError> {
+        self.core.handle_register(self.now, Registration { num_flows: 1, owner: owner.into(), ..Default::default() })
+    }
+
     fn put(&mut self, coflow: CoflowId, id: &str, machine: u32, size: u64) -> Result<(), CoordError> {
         let p = PutAnnouncement {
             coflow,
@@ -87,13 +92,25 @@ impl Harness {
         self.core.handle_put(self.now, p).map(|_| ())
     }
 
-    /// A put by the client `client` (an identity).
+    /// A put of 10 bytes by the client `client` (an identity).
     fn put_by(&mut self, client: &str, coflow: CoflowId, id: &str, machine: u32) -> Result<(), CoordError> {
+        self.put_sized_by(client, coflow, id, machine, 10)
+    }
+
+    /// A put of `size` bytes by the client `client` (an identity).
+    fn put_sized_by(
+        &mut self,
+        client: &str,
+        coflow: CoflowId,
+        id: &str,
+        machine: u32,
+        size: u64,
+    ) -> Result<(), CoordError> {
         let p = PutAnnouncement {
             coflow,
             data_id: DataId::new(id).unwrap(),
             machine: MachineId(machine),
-            size: 10,
+            size,
             recovered: false,
             registration: None,
             client: client.into(),
@@ -112,7 +129,11 @@ impl Harness {
             resume: None,
             resume_end: None,
         };
-        self.core.handle_get(self.now, g)
+        let grant = self.core.handle_get(self.now, g);
+        if let Ok(g) = &grant {
+            self.receivers.insert(g.flow, MachineId(machine));
+        }
+        grant
     }
 
     fn get(&mut self, coflow: CoflowId, id: &str, machine: u32) -> Result<FlowGrant, CoordError> {
@@ -839,9 +860,7 @@ fn one_owner_cannot_take_every_place() {
     let mut h = Harness::new("varys", 3, cfg);
     h.core.set_id_base(1000);
     let (a, b) = ("coflow://client/a", "coflow://client/b");
-    let register = |h: &mut Harness, owner: &str| {
-        h.core.handle_register(h.now, Registration { num_flows: 1, owner: owner.into(), ..Default::default() })
-    };
+    let register = |h: &mut Harness, owner: &str| h.register_by(owner);
     let first = register(&mut h, a).unwrap();
     register(&mut h, a).unwrap();
     let e = register(&mut h, a).unwrap_err();
@@ -870,9 +889,7 @@ fn one_owner_cannot_take_every_piece() {
     let cfg = CoordinatorConfig { max_pieces_per_owner: 3, ..Default::default() };
     let mut h = Harness::new("varys", 3, cfg);
     let (a, b) = ("coflow://client/a", "coflow://client/b");
-    let register = |h: &mut Harness, owner: &str| {
-        h.core.handle_register(h.now, Registration { num_flows: 1, owner: owner.into(), ..Default::default() }).unwrap()
-    };
+    let register = |h: &mut Harness, owner: &str| h.register_by(owner).unwrap();
     let (x, y, z) = (register(&mut h, a), register(&mut h, a), register(&mut h, b));
     h.put_by(a, x, "1", 0).unwrap();
     h.put_by(a, x, "2", 1).unwrap();
@@ -907,10 +924,7 @@ fn one_owner_cannot_take_every_piece() {
 #[test]
 fn only_the_owner_or_the_admin_changes_a_coflow() {
     let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
-    let owned = |h: &mut Harness, owner: &str| {
-        let reg = Registration { num_flows: 1, owner: owner.into(), ..Default::default() };
-        h.core.handle_register(h.now, reg).unwrap()
-    };
+    let owned = |h: &mut Harness, owner: &str| h.register_by(owner).unwrap();
     let (a, b) = ("coflow://client/a", "coflow://client/b");
     let c = owned(&mut h, a);
     for e in [h.core.handle_unregister(h.now, b, c).unwrap_err(), h.core.handle_seal(h.now, b, c).unwrap_err()] {

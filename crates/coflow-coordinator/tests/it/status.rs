@@ -2,7 +2,7 @@
 
 use coflow_coordinator::CoordinatorConfig;
 use coflow_core::CoflowId;
-use coflow_proto::{CoflowOptions, Registration};
+use coflow_proto::CoflowOptions;
 
 use super::Harness;
 
@@ -42,10 +42,7 @@ fn a_coflow_whose_flows_pass_a_status_page_comes_with_those_that_fit() {
 #[test]
 fn a_members_status_pages_show_its_own_coflows_among_many_others() {
     let mut h = Harness::new("varys", 2, CoordinatorConfig::default());
-    let owned = |h: &mut Harness, owner: &str| {
-        let reg = Registration { num_flows: 1, owner: owner.into(), ..Default::default() };
-        h.core.handle_register(h.now, reg).unwrap()
-    };
+    let owned = |h: &mut Harness, owner: &str| h.register_by(owner).unwrap();
     let mut expected = Vec::new();
     for i in 0..3000 {
         match i % 1000 {
