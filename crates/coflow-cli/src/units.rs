@@ -10,10 +10,15 @@ fn bare(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '_')
 }
 
-/// A duration in whole milliseconds: a bare number of milliseconds, or a number and a unit.
+/// A duration in whole milliseconds: a bare number of milliseconds, or a number and a unit; either
+/// way at most what a nanosecond count holds (about 584 years), as [`Nanos`] is.
 pub(crate) fn millis(s: &str) -> Result<u64, String> {
     if bare(s) {
-        return s.trim().replace('_', "").parse().map_err(|_| format!("bad number of milliseconds {s:?}"));
+        let ms: u64 = s.trim().replace('_', "").parse().map_err(|_| format!("bad number of milliseconds {s:?}"))?;
+        if ms.checked_mul(1_000_000).is_none() {
+            return Err(format!("{s:?} ms is too long (at most {} ms, about 584 years)", u64::MAX / 1_000_000));
+        }
+        return Ok(ms);
     }
     let ns = s.parse::<Nanos>().map_err(|e| e.to_string())?.get();
     if !ns.is_multiple_of(1_000_000) {
@@ -55,5 +60,17 @@ mod tests {
         assert_eq!(bytes("64KiB"), Ok(65_536));
         assert_eq!(bytes("4096"), Ok(4096));
         assert!(bytes("-1").is_err());
+    }
+
+    /// A bare number of milliseconds is held to the nanosecond clock, as one with a unit is,
+    /// rather than wrapped around to a short interval once in nanoseconds.
+    #[test]
+    fn a_bare_number_of_milliseconds_is_held_to_the_clock() {
+        assert_eq!(millis("18446744073709"), Ok(18_446_744_073_709));
+        assert_eq!(
+            millis("18446744073710"),
+            Err("\"18446744073710\" ms is too long (at most 18446744073709 ms, about 584 years)".into())
+        );
+        assert!(millis("18446744073710ms").unwrap_err().contains("too long"));
     }
 }

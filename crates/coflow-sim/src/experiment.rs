@@ -763,6 +763,25 @@ mod tests {
         assert_eq!(refusal(&one, Spelling::Keyword), "concurrent 2: must be between 1 and the workload's 1 coflow");
     }
 
+    /// A sweep of coflows that have no flow is bounded too: each window still holds its coflows
+    /// and is replayed, so windows past the bound are refused before any is drawn.
+    #[test]
+    fn a_sweep_of_coflows_without_flows_is_bounded() {
+        let coflows = (0..5).map(|i| Coflow::new(CoflowId(i), Nanos::ZERO, vec![])).collect();
+        let workload = Workload::new(4, coflows).unwrap();
+        let sweep = |windows| Config {
+            workload: WorkloadSource::Given { workload: workload.clone(), source: "empty".into() },
+            policies: "varys".into(),
+            sweep: Some(super::SweepSpec { concurrent: vec![5], windows }),
+            ..Config::default()
+        };
+        let e = refusal(&sweep(usize::MAX), Spelling::Flag);
+        assert!(e.starts_with("--windows 18446744073709551615 of --concurrent would hold about"), "{e}");
+        assert!(e.ends_with("more than 50000000: draw fewer"), "{e}");
+        assert!(sweep(10_000_000).plan(Spelling::Flag).is_ok());
+        assert!(sweep(10_000_001).plan(Spelling::Flag).is_err());
+    }
+
     #[test]
     fn a_missing_trace_is_not_found_and_named() {
         let path = std::env::temp_dir().join("coflow-no-such-trace.txt");

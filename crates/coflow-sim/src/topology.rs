@@ -29,6 +29,10 @@ pub const GBPS: f64 = 125_000_000.0;
 /// The redraw interval when neither the file nor the caller names one, in milliseconds.
 pub const DEFAULT_REDRAW_MS: u64 = 5_000;
 
+/// The longest redraw interval a run takes, in milliseconds (about 584 years): the simulated
+/// clock counts nanoseconds in 64 bits and ends there, so a longer one would not fit it.
+pub const MAX_INTERVAL_MS: u64 = u64::MAX / 1_000_000;
+
 /// The least bandwidth a link may take, in bytes per second: 1 kbit/s, a port's least too, below
 /// which a replay is redraws on a link that moves next to nothing.
 pub const MIN_LINK: f64 = 125.0;
@@ -208,6 +212,14 @@ pub enum TopologyError {
         /// Machines of the workload.
         machines: u32,
     },
+    /// A redraw interval past [`MAX_INTERVAL_MS`].
+    #[error("{field}: {ms} ms is past the end of the simulated clock (at most {MAX_INTERVAL_MS} ms; 0 never redraws)")]
+    Interval {
+        /// `redraw_ms` or `connection_redraw_ms`, from the file or the caller.
+        field: &'static str,
+        /// The interval given.
+        ms: u64,
+    },
     /// `connection_redraw_ms` without per-connection bandwidth.
     #[error("connection_redraw_ms needs per-connection bandwidth (\"per_connection\": true or --per-connection)")]
     RedrawWithoutConnections,
@@ -292,9 +304,14 @@ struct NormalSpec {
     min: f64,
 }
 
-/// `ms` as an interval, `0` meaning never (`Nanos::MAX`).
-fn interval(ms: u64) -> Nanos {
-    if ms == 0 { Nanos::MAX } else { Nanos::from_millis(ms) }
+/// `ms` of `field` as an interval, `0` meaning never (`Nanos::MAX`); past [`MAX_INTERVAL_MS`], an
+/// error.
+fn interval(field: &'static str, ms: u64) -> Result<Nanos, TopologyError> {
+    match ms {
+        0 => Ok(Nanos::MAX),
+        ms if ms <= MAX_INTERVAL_MS => Ok(Nanos::from_millis(ms)),
+        ms => Err(TopologyError::Interval { field, ms }),
+    }
 }
 
 impl Topology {
@@ -510,14 +527,15 @@ impl Topology {
     /// capacity draws seeded by `seed`, with `overrides` applied; multi-path routing is off.
     pub fn config(&self, machines: u32, seed: u64, overrides: &Overrides) -> Result<WanConfig, TopologyError> {
         let wan = self.wan(machines, overrides.machines_per_dc)?;
-        let redraw = interval(overrides.redraw_ms.or(self.redraw_ms).unwrap_or(DEFAULT_REDRAW_MS));
+        let redraw = interval("redraw_ms", overrides.redraw_ms.or(self.redraw_ms).unwrap_or(DEFAULT_REDRAW_MS))?;
         // The command line may turn on what the file leaves off, so these are checked together.
         let per_connection = self.per_connection || overrides.per_connection;
         if !per_connection && (overrides.connection_redraw_ms.is_some() || self.connection_redraw_ms.is_some()) {
             return Err(TopologyError::RedrawWithoutConnections);
         }
+        let connection_redraw_ms = overrides.connection_redraw_ms.or(self.connection_redraw_ms).unwrap_or(0);
         let per_connection =
-            per_connection.then(|| interval(overrides.connection_redraw_ms.or(self.connection_redraw_ms).unwrap_or(0)));
+            if per_connection { Some(interval("connection_redraw_ms", connection_redraw_ms)?) } else { None };
         Ok(WanConfig { wan, redraw, seed, multipath: false, per_connection, weather: None })
     }
 }
@@ -666,6 +684,29 @@ mod tests {
         assert_eq!(
             t.config(4, 1, &Overrides { connection_redraw_ms: Some(5), ..Overrides::default() }),
             Err(TopologyError::RedrawWithoutConnections)
+        );
+    }
+
+    /// A redraw interval past the simulated clock's end, from the file or the caller, is refused
+    /// by its field, not wrapped around to a short one.
+    #[test]
+    fn a_redraw_interval_past_the_clock_is_refused() {
+        let past = MAX_INTERVAL_MS + 1;
+        let t = Topology::from_json(&TWO.replacen('{', &format!(r#"{{"redraw_ms": {past}, "#), 1), None).unwrap();
+        let e = t.config(2, 1, &Overrides::default()).unwrap_err();
+        assert_eq!(e, TopologyError::Interval { field: "redraw_ms", ms: past });
+        assert_eq!(
+            e.to_string(),
+            "redraw_ms: 18446744073710 ms is past the end of the simulated clock (at most 18446744073709 ms; 0 never \
+             redraws)"
+        );
+        let longest = Overrides { redraw_ms: Some(MAX_INTERVAL_MS), ..Overrides::default() };
+        assert_eq!(t.config(2, 1, &longest).unwrap().redraw, Nanos::from_millis(MAX_INTERVAL_MS));
+        let t = Topology::from_json(TWO, None).unwrap();
+        let o = Overrides { per_connection: true, connection_redraw_ms: Some(u64::MAX), ..Overrides::default() };
+        assert_eq!(
+            t.config(2, 1, &o).unwrap_err(),
+            TopologyError::Interval { field: "connection_redraw_ms", ms: u64::MAX }
         );
     }
 

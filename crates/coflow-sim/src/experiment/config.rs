@@ -341,11 +341,12 @@ impl Config {
             if sweep.concurrent.is_empty() {
                 return Err(PlanError(format!("{} names no number of coflows", name("concurrent"))).into());
             }
-            // Every window is held at once: about N coflows of the workload's mean size each.
+            // Every window is held at once: about N coflows of the workload's mean size each, a
+            // coflow of no flow counting as one, as it is held and replayed all the same.
             let mut ns = sweep.concurrent.clone();
             ns.sort_unstable();
             ns.dedup();
-            let per_coflow = plan.workload.flow_count() as f64 / total as f64;
+            let per_coflow = (plan.workload.flow_count() as f64 / total as f64).max(1.0);
             let flows = sweep.windows as f64 * ns.iter().sum::<usize>() as f64 * per_coflow;
             if flows > super::sweep::MAX_FLOWS {
                 return Err(PlanError(format!(

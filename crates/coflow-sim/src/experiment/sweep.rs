@@ -19,8 +19,8 @@ use serde::Serialize;
 use super::{JsonWorkload, Plan, parallel_map, pretty_json, replay_unless_stopped};
 use crate::{BoundConfig, SimConfig, SimResult, Stopped, Summary, assign_deadlines, lower_bounds};
 
-/// The most flows a sweep's windows may hold together, as the workload's mean coflow makes them:
-/// every window is held in memory at once.
+/// The most flows a sweep's windows may hold together, as the workload's mean coflow makes them
+/// (a coflow of no flow counting as one): every window is held in memory at once.
 pub const MAX_FLOWS: f64 = 50e6;
 
 /// What a sweep replays: for each N of `concurrent`, `windows` windows of N coflows.
