@@ -56,8 +56,9 @@ pub(crate) fn prepare(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Option
 }
 
 /// Fails now if `path` could not be written later (creating it to find out, and removing it
-/// again if it did not exist). Standard output and error are open already, and a FIFO is not
-/// opened: its reader would take the close for the end of what it reads.
+/// again if it did not exist; for a file that exists, also the new file that replaces it, written
+/// beside it). Standard output and error are open already, and a FIFO is not opened: its reader
+/// would take the close for the end of what it reads.
 fn check(path: Option<&Path>) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
     if !matches!(place(path), Place::File(_)) || std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo()) {
@@ -72,7 +73,7 @@ fn check(path: Option<&Path>) -> Result<()> {
     if !existed {
         let _ = std::fs::remove_file(path);
     }
-    Ok(())
+    coflow_trace::check_replaceable(path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Where a path writes.

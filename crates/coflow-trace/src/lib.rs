@@ -34,8 +34,8 @@
 //! - `jsonl`: the coflow-jsonl reader and writer, with serde mirrors of the core types.
 //! - `stats`: [`TraceStats`], the summary of a workload.
 //! - [`synth`]: the synthetic generator, [`synth::SynthConfig`] and [`synth::generate`].
-//! - This file: [`TraceFormat`], format detection, [`read_trace`], [`write_trace`] and
-//!   [`replace_file`].
+//! - This file: [`TraceFormat`], format detection, [`read_trace`], [`write_trace`],
+//!   [`replace_file`] and [`check_replaceable`].
 
 #![warn(missing_docs)]
 
@@ -187,11 +187,7 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
-    let mut temporary = std::ffi::OsString::from(".");
-    temporary.push(name);
-    temporary.push(format!(".{}.tmp", std::process::id()));
-    let temporary = path.with_file_name(temporary);
+    let temporary = temporary_beside(path)?;
     let written = (|| {
         use std::io::Write as _;
         let mut f = std::fs::File::create(&temporary)?;
@@ -206,4 +202,25 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&temporary);
     }
     written
+}
+
+/// Checks now that [`replace_file`] could replace the regular file `path` later: that its
+/// directory takes the new file written beside it (created and removed again). Anything else at
+/// `path` is written through, which opening it checks.
+pub fn check_replaceable(path: &Path) -> std::io::Result<()> {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let temporary = temporary_beside(path)?;
+    std::fs::File::create(&temporary)?;
+    std::fs::remove_file(&temporary)
+}
+
+/// The new file [`replace_file`] writes beside `path` before renaming it over `path`.
+fn temporary_beside(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
+    let mut temporary = std::ffi::OsString::from(".");
+    temporary.push(name);
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    Ok(path.with_file_name(temporary))
 }

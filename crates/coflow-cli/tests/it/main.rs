@@ -760,6 +760,25 @@ fn json_goes_to_stdout_with_a_dash_and_a_bad_path_fails_at_once() {
     assert!(std::fs::read_to_string(&stats).unwrap().contains("\"coflows\""));
 }
 
+/// A report replaces its file through a new file beside it: a file that can be opened but whose
+/// directory takes no new file (`/proc/version`, even to root) is refused before the run, not
+/// after it.
+#[test]
+fn an_output_whose_directory_takes_no_new_file_fails_before_the_run() {
+    let version = std::path::Path::new("/proc/version");
+    if !version.is_file() {
+        eprintln!("skipping: no /proc/version");
+        return;
+    }
+    for flag in ["--json", "--csv"] {
+        let out = coflow().args(["sim", "--coflows", "20", "--policies", "varys", flag]).arg(version).output().unwrap();
+        assert!(!out.status.success(), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("cannot write /proc/version"), "{flag}: {err}");
+        assert!(out.stdout.is_empty(), "{flag}: the run went ahead: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
 /// Runs `cmd` to its end, killed as a failure if it is still running after a minute (a guard
 /// against a hang, not a measure of speed).
 fn finished(mut cmd: Command, what: &str) -> std::process::Output {
