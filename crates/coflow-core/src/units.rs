@@ -56,8 +56,12 @@ impl FromStr for Bytes {
         let s = s.trim();
         let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
         let (num, unit) = s.split_at(split);
-        let n: f64 = num.replace('_', "").parse().map_err(|_| ParseBytesError::Number(s.to_string()))?;
         let unit = unit.trim();
+        // A whole number of bytes is read exactly: as an `f64`, one past 2^53 would be rounded.
+        if matches!(unit, "" | "b" | "B") && !num.contains('.') {
+            return num.replace('_', "").parse().map(Bytes).map_err(|_| ParseBytesError::Number(s.to_string()));
+        }
+        let n: f64 = num.replace('_', "").parse().map_err(|_| ParseBytesError::Number(s.to_string()))?;
         let (power, rest) = match unit.chars().next().map(|c| c.to_ascii_lowercase()) {
             Some('k') => (1, &unit[1..]),
             Some('m') => (2, &unit[1..]),
@@ -73,7 +77,8 @@ impl FromStr for Bytes {
             _ => return Err(ParseBytesError::Unit(unit.to_string())),
         };
         let v = (n * scale).round();
-        if !(v.is_finite() && v >= 0.0 && v <= u64::MAX as f64) {
+        // `u64::MAX as f64` is 2^64, one past the largest size.
+        if !(v.is_finite() && v >= 0.0 && v < u64::MAX as f64) {
             return Err(ParseBytesError::Number(s.to_string()));
         }
         Ok(Bytes(v as u64))
@@ -424,6 +429,20 @@ mod tests {
         assert!(matches!(b("MB"), Err(ParseBytesError::Number(_))));
         assert!(matches!(b("-5MB"), Err(ParseBytesError::Number(_))));
         assert!(matches!(b("1Mbps"), Err(ParseBytesError::Unit(_))), "a rate is not a size");
+    }
+
+    /// A size past 64 bits is refused rather than cut to the largest, and a whole number of
+    /// bytes past 2^53 is read to the byte.
+    #[test]
+    fn sizes_are_exact_or_refused() {
+        let b = |s: &str| s.parse::<Bytes>().map(Bytes::get);
+        assert_eq!(b("9007199254740993"), Ok(9_007_199_254_740_993));
+        assert_eq!(b("18446744073709551615B"), Ok(u64::MAX));
+        assert!(matches!(b("18446744073709551616"), Err(ParseBytesError::Number(_))));
+        assert!(matches!(b("18446744.073709551616TB"), Err(ParseBytesError::Number(_))));
+        assert!(matches!(b("16777216TiB"), Err(ParseBytesError::Number(_))));
+        assert_eq!(b("1_000"), Ok(1000));
+        assert!(matches!(b("_"), Err(ParseBytesError::Number(_))));
     }
 
     #[test]
