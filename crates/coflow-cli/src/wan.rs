@@ -16,7 +16,7 @@ pub(crate) struct WanArgs {
     /// Replay on a wide-area fabric: a topology file (JSON, see docs/src/guide/wan-topology.md) or
     /// `default` (three datacenters with unequal, fluctuating links). Reports Siphon's figures
     /// against `mrtf`.
-    #[arg(long, value_name = "FILE|default")]
+    #[arg(long, value_name = "FILE|default", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     wan: Option<String>,
     /// Place machines in blocks of N per datacenter (machine m in datacenter m / N), overriding
     /// the topology's placement; by default machines are spread evenly (Siphon §5.3).

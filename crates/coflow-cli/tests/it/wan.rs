@@ -75,6 +75,16 @@ fn bad_topologies_are_clear_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("reading topology"));
 }
 
+/// An empty `--wan` names no topology: refused by the flag, as an empty `--trace` is, rather than
+/// read as a file of no name.
+#[test]
+fn an_empty_wan_is_refused_by_its_flag() {
+    let out = coflow().args(["sim", "--coflows", "5", "--wan", ""]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a value is required for '--wan <FILE|default>'"), "{err}");
+}
+
 #[test]
 fn the_facebook_trace_runs_on_the_default_wide_area() {
     let Some(trace) = facebook_trace() else { return };
