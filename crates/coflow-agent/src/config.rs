@@ -32,7 +32,8 @@ pub struct AgentConfig {
     /// The only directory file-segment puts may read from. Default `./coflow-data`.
     pub data_dir: PathBuf,
     /// This machine's port capacity in bytes per second, for sending and for receiving, so that a
-    /// cluster can be emulated on one machine's loopback. Default 125,000,000 (1 Gbit/s).
+    /// cluster can be emulated on one machine's loopback: 1,000 to 10^15 (8 kbit/s to 8 Pbit/s).
+    /// Default 125,000,000 (1 Gbit/s).
     #[serde(alias = "port_rate", deserialize_with = "coflow_core::config::bytes_per_sec")]
     pub port_rate_bps: f64,
     /// Whether the agent enforces `port_rate_bps` itself (token buckets on its port). Default
@@ -41,7 +42,9 @@ pub struct AgentConfig {
     /// assigned rate (so that the flows a policy gives a link never queue on it); flows served
     /// outside the policy go as fast as the port (or the network) lets them.
     pub cap_port: bool,
-    /// How often to report to the coordinator. Default 100 ms.
+    /// How often to report to the coordinator until it says its own interval, which each
+    /// registration's answer carries and the agent then follows; twenty of it (from 0.5 to 2 s)
+    /// also bound the wait between registrations. Default 100 ms.
     #[serde(alias = "heartbeat_interval", deserialize_with = "coflow_core::config::millis")]
     pub heartbeat_interval_ms: u64,
     /// Bytes moved per write on the data plane. Default 32 KiB.
@@ -63,8 +66,8 @@ pub struct AgentConfig {
     /// `max_stored_bytes`.
     #[serde(alias = "max_stored_per_client", deserialize_with = "coflow_core::config::bytes")]
     pub max_stored_bytes_per_client: u64,
-    /// The most data connections served at once; one more is refused, and the get that opened it
-    /// fails `limit-exceeded`. Default 1024.
+    /// The most data connections served at once, 1 to 1,000,000; one more is refused, and the get
+    /// that opened it fails `limit-exceeded`. Default 1024.
     pub max_data_connections: usize,
     /// The most of `max_data_connections` one peer may hold at once: with TLS one agent (by the
     /// machine its certificate names), in token mode one IP address. One more from
@@ -135,6 +138,15 @@ pub struct ConfigError {
 /// The lowest port rate an agent takes, in bytes per second.
 pub const MIN_PORT_RATE_BPS: f64 = 1000.0;
 
+/// The most data connections an agent may be configured to serve at once: each is a socket, far
+/// past what a process may open, and a count of permits a semaphore holds.
+const MAX_DATA_CONNECTIONS: usize = 1_000_000;
+
+/// The highest port rate an agent takes, in bytes per second (8 Pbit/s, the most a link's
+/// bandwidth may be in a topology): far past any NIC, and far below the largest float, near which
+/// the agents' flows fail.
+pub const MAX_PORT_RATE_BPS: f64 = 1e15;
+
 impl AgentConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -147,8 +159,11 @@ impl AgentConfig {
         if self.machine.is_some_and(|m| m >= coflow_proto::MACHINE_ID_LIMIT) {
             return err("machine", "must be below 65536");
         }
-        if !(self.port_rate_bps.is_finite() && self.port_rate_bps >= MIN_PORT_RATE_BPS) {
-            return err("port_rate_bps", "must be at least 1000 bytes per second");
+        if !(MIN_PORT_RATE_BPS..=MAX_PORT_RATE_BPS).contains(&self.port_rate_bps) {
+            return err("port_rate_bps", "must be 1000 to 1e15 bytes per second (8 kbit/s to 8 Pbit/s)");
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return err("data_dir", "is empty: name a directory, or leave the field out");
         }
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms > 60_000 {
             return err("heartbeat_interval_ms", "must be 1 to 60000");
@@ -159,8 +174,8 @@ impl AgentConfig {
         if !(4096..=(64 << 20)).contains(&self.socket_buffer_bytes) {
             return err("socket_buffer_bytes", "must be 4 KiB to 64 MiB");
         }
-        if self.max_data_connections == 0 {
-            return err("max_data_connections", "must be at least 1");
+        if !(1..=MAX_DATA_CONNECTIONS).contains(&self.max_data_connections) {
+            return err("max_data_connections", "must be 1 to 1000000");
         }
         if self.max_data_connections_per_peer.is_some_and(|n| n == 0 || n > self.max_data_connections) {
             return err("max_data_connections_per_peer", "must be 1 to max_data_connections");
@@ -219,6 +234,10 @@ impl AgentConfig {
             None if self.coordinator.contains(':') && !self.coordinator.contains(['/', ' ']) => {}
             None => return err("coordinator", "must be a host:port or a URL, such as 127.0.0.1:7070"),
         }
+        // The URL's host and port, which the agent would otherwise dial in vain at every retry.
+        let https = tls || self.coordinator.starts_with("https://");
+        coflow_proto::endpoint_url(&self.coordinator, https)
+            .map_err(|reason| ConfigError { field: "coordinator", reason })?;
         Ok(())
     }
 
@@ -234,8 +253,13 @@ impl AgentConfig {
             .unwrap_or_else(|| (self.max_data_connections / 2).max(self.max_data_connections.min(4)))
     }
 
-    /// The TLS files, if TLS is configured; an error names the one missing.
+    /// The TLS files, if TLS is configured; an error names the one missing, or one empty.
     pub fn tls_files(&self) -> Result<Option<coflow_proto::TlsFiles>, ConfigError> {
+        for (field, path) in [("tls_ca", &self.tls_ca), ("tls_cert", &self.tls_cert), ("tls_key", &self.tls_key)] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return Err(ConfigError { field, reason: "is empty: name a file, or leave the field out".into() });
+            }
+        }
         coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
             .map_err(|e| ConfigError { field: "tls_ca, tls_cert, tls_key", reason: e.to_string() })
     }
@@ -303,6 +327,60 @@ mod tests {
             let e = with(bad).expect_err(bad);
             assert_eq!(e.field, "coordinator", "{bad}: {}", e.reason);
         }
+    }
+
+    /// A coordinator whose port is no TCP port is refused at start, naming the field, rather than
+    /// dialled at the scheme's default port (80) at every retry, for ever.
+    #[test]
+    fn a_coordinator_port_that_is_no_port_is_refused() {
+        let with = |c: &str| AgentConfig { coordinator: c.into(), ..AgentConfig::default() }.validate();
+        for bad in ["http://10.0.0.1:65536", "10.0.0.1:99999", "coordinator:abc", "https://10.0.0.1:0"] {
+            let e = with(bad).expect_err(bad);
+            assert_eq!(e.field, "coordinator", "{bad}: {}", e.reason);
+            assert!(e.reason.contains("no TCP port"), "{bad}: {}", e.reason);
+        }
+    }
+
+    /// A port rate past any NIC (up to the largest float, near which the agents' flows fail) is
+    /// refused naming the field, as one below the least is.
+    #[test]
+    fn the_port_rate_is_bounded_above_and_below() {
+        let with = |r: f64| AgentConfig { port_rate_bps: r, ..AgentConfig::default() }.validate();
+        for bad in [1e300, f64::MAX, 1.0000001e15, f64::INFINITY, f64::NAN, 999.0, 0.0, -1.0] {
+            assert_eq!(with(bad).expect_err(&bad.to_string()).field, "port_rate_bps", "{bad}");
+        }
+        for good in [MIN_PORT_RATE_BPS, 125e6, MAX_PORT_RATE_BPS] {
+            assert!(with(good).is_ok(), "{good}");
+        }
+    }
+
+    /// An empty data directory or TLS file names nothing: refused naming its field, not taken as
+    /// the working directory (or, in a TOML file, the file's own directory).
+    #[test]
+    fn an_empty_path_is_refused_naming_its_field() {
+        let e = AgentConfig { data_dir: PathBuf::new(), ..AgentConfig::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "data_dir", "{e}");
+        let files = |ca: &str| AgentConfig {
+            tls_ca: Some(ca.into()),
+            tls_cert: Some("agent.crt".into()),
+            tls_key: Some("agent.key".into()),
+            coordinator: "https://10.0.0.1:7070".into(),
+            ..AgentConfig::default()
+        };
+        assert!(files("ca.crt").validate().is_ok());
+        let e = files("").validate().unwrap_err();
+        assert_eq!(e.field, "tls_ca", "{e}");
+    }
+
+    /// A bound on data connections past what a semaphore holds (which would end the agent's data
+    /// listener in a panic at start) is refused naming the field.
+    #[test]
+    fn the_data_connections_are_bounded() {
+        let with = |n| AgentConfig { max_data_connections: n, ..AgentConfig::default() }.validate();
+        for bad in [0, MAX_DATA_CONNECTIONS + 1, usize::MAX >> 3, usize::MAX] {
+            assert_eq!(with(bad).unwrap_err().field, "max_data_connections", "{bad}");
+        }
+        assert!(with(MAX_DATA_CONNECTIONS).is_ok());
     }
 
     /// A peer's share of the data connections is half of them by default (at least 4, or

@@ -59,7 +59,7 @@ use tokio::sync::watch;
 use tonic_health::ServingStatus;
 
 pub use crate::bucket::{Grant, TokenBucket, burst_for};
-pub use crate::config::{AgentConfig, ConfigError, MIN_PORT_RATE_BPS};
+pub use crate::config::{AgentConfig, ConfigError, MAX_PORT_RATE_BPS, MIN_PORT_RATE_BPS};
 pub use crate::error::AgentError;
 pub use crate::membership::{MACHINE_ID_FILE, Refusal};
 pub use crate::phantom::{Phantom, PhantomGrant};

@@ -165,6 +165,9 @@ const MAX_TOPOLOGY_BYTES: u64 = 64 << 20;
 /// reads at start).
 fn service_topology(spec: &str) -> anyhow::Result<coflow_sim::topology::Topology> {
     use coflow_sim::topology::Topology;
+    if spec.is_empty() {
+        bail!("topology is empty: name a topology file, or `default`");
+    }
     if spec == "default" {
         return Ok(Topology::named(spec)?);
     }
@@ -181,26 +184,31 @@ fn topology_in(config: &Path, spec: &str) -> Result<String> {
     if spec == "default" {
         return Ok(spec.to_string());
     }
-    beside(config, Path::new(spec))
+    beside(config, "topology", Path::new(spec))?
         .into_os_string()
         .into_string()
         .map_err(|p| anyhow::anyhow!("topology {spec:?} of {}: {} is not UTF-8", config.display(), p.display()))
 }
 
-/// A path the TOML file at `config` names: as it is if absolute, else relative to the file's
+/// A path the TOML file at `config` names in `field`: as it is if absolute, else relative to the
+/// file's directory. An empty path names nothing, and is refused rather than taken as the file's
 /// directory.
-fn beside(config: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() { path.to_path_buf() } else { config.parent().unwrap_or(Path::new("")).join(path) }
+fn beside(config: &Path, field: &str, path: &Path) -> Result<PathBuf> {
+    if path.as_os_str().is_empty() {
+        bail!("{}: `{field}` is empty: name a path, or leave the field out", config.display());
+    }
+    Ok(if path.is_absolute() { path.to_path_buf() } else { config.parent().unwrap_or(Path::new("")).join(path) })
 }
 
 /// The TLS files the TOML file at `config` names, each relative to the file's directory (flags
 /// are relative to the working directory).
-fn tls_files_in(config: Option<&Path>, files: [&mut Option<PathBuf>; 3]) {
-    for file in files.into_iter().flatten() {
-        if let Some(config) = config {
-            *file = beside(config, file);
+fn tls_files_in(config: Option<&Path>, files: [(&str, &mut Option<PathBuf>); 3]) -> Result<()> {
+    for (field, file) in files {
+        if let (Some(config), Some(path)) = (config, file.as_mut()) {
+            *path = beside(config, field, path)?;
         }
     }
+    Ok(())
 }
 
 /// Options of `coflow coordinator`; flags override the TOML file.
@@ -245,7 +253,10 @@ pub(crate) struct CoordinatorArgs {
 
 pub(crate) fn coordinator(a: CoordinatorArgs) -> Result<()> {
     let (mut cfg, _): (CoordinatorConfig, _) = read_toml(a.config.as_deref())?;
-    tls_files_in(a.config.as_deref(), [&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key]);
+    tls_files_in(
+        a.config.as_deref(),
+        [("tls_ca", &mut cfg.tls_ca), ("tls_cert", &mut cfg.tls_cert), ("tls_key", &mut cfg.tls_key)],
+    )?;
     if let (Some(file), Some(spec)) = (&a.config, &cfg.topology) {
         cfg.topology = Some(topology_in(file, spec)?);
     }
@@ -345,9 +356,12 @@ pub(crate) struct AgentArgs {
 
 pub(crate) fn agent(a: AgentArgs) -> Result<()> {
     let (mut cfg, named): (AgentConfig, _) = read_toml(a.config.as_deref())?;
-    tls_files_in(a.config.as_deref(), [&mut cfg.tls_ca, &mut cfg.tls_cert, &mut cfg.tls_key]);
+    tls_files_in(
+        a.config.as_deref(),
+        [("tls_ca", &mut cfg.tls_ca), ("tls_cert", &mut cfg.tls_cert), ("tls_key", &mut cfg.tls_key)],
+    )?;
     if let Some(file) = a.config.as_deref().filter(|_| named.contains_key("data_dir")) {
-        cfg.data_dir = beside(file, &cfg.data_dir);
+        cfg.data_dir = beside(file, "data_dir", &cfg.data_dir)?;
     }
     if let Some(v) = a.machine {
         cfg.machine = Some(v);
@@ -489,10 +503,11 @@ mod tests {
         use std::path::PathBuf;
         let (mut ca, mut cert, mut key) =
             (Some(PathBuf::from("tls/ca.crt")), Some(PathBuf::from("/srv/agent.crt")), None);
-        super::tls_files_in(Some(Path::new("/etc/coflow/agent.toml")), [&mut ca, &mut cert, &mut key]);
+        let config = Path::new("/etc/coflow/agent.toml");
+        super::tls_files_in(Some(config), [("ca", &mut ca), ("cert", &mut cert), ("key", &mut key)]).unwrap();
         assert_eq!((ca, cert, key), (Some("/etc/coflow/tls/ca.crt".into()), Some("/srv/agent.crt".into()), None));
         let mut ca = Some(PathBuf::from("ca.crt"));
-        super::tls_files_in(None, [&mut ca, &mut None, &mut None]);
+        super::tls_files_in(None, [("ca", &mut ca), ("cert", &mut None), ("key", &mut None)]).unwrap();
         assert_eq!(ca, Some("ca.crt".into()));
     }
 }

@@ -883,7 +883,9 @@ impl Security {
 
 /// `url` as [`Security::endpoint`] takes it, in the mode with TLS or without, before TLS is
 /// configured: the URL with its scheme, and its endpoint; or why it cannot be taken (another
-/// scheme than the mode's, or no URL at all). Reads no file.
+/// scheme than the mode's, no URL at all, or more or less than a host and an optional port: a
+/// port that is no TCP port would be dialled as the scheme's default, and a path, a query or user
+/// information would be dropped). Reads no file.
 pub fn endpoint_url(url: &str, tls: bool) -> Result<(String, tonic::transport::Endpoint), String> {
     let want = if tls { "https" } else { "http" };
     let url = if url.contains("://") { url.to_string() } else { format!("{want}://{url}") };
@@ -898,7 +900,37 @@ pub fn endpoint_url(url: &str, tls: bool) -> Result<(String, tonic::transport::E
         ));
     }
     let ep = tonic::transport::Endpoint::from_shared(url.clone()).map_err(|e| format!("url {url:?}: {e}"))?;
-    Ok((url, ep))
+    let uri = ep.uri();
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let wrong = if authority.contains('@') {
+        Some("user information has no place in it (the cluster token or certificate authenticates)".to_string())
+    } else if uri.host().is_none_or(str::is_empty) {
+        Some("it names no host".to_string())
+    } else if uri.path() != "/" || uri.query().is_some() {
+        Some("a path or a query has no place in it: the services answer at the root of their host and port".into())
+    } else {
+        port_of(authority).err()
+    };
+    match wrong {
+        Some(why) => Err(format!("url {url:?}: {why}, as in {want}://10.0.0.1:7070")),
+        None => Ok((url, ep)),
+    }
+}
+
+/// The port an authority (`host[:port]`, an IPv6 host in brackets) names, if it names one; an
+/// error if what follows the host's `:` is no TCP port (1 to 65535).
+fn port_of(authority: &str) -> Result<Option<u16>, String> {
+    let after_host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or("", |(_, after)| after),
+        None => authority.find(':').map_or("", |i| &authority[i..]),
+    };
+    match after_host.strip_prefix(':') {
+        None => Ok(None),
+        Some(port) => match port.parse::<u16>() {
+            Ok(n) if n > 0 && port.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(n)),
+            _ => Err(format!("its port {port:?} is no TCP port (1 to 65535)")),
+        },
+    }
 }
 
 /// Who made a call, as authenticated: put in each request's extensions by [`Authenticate`].
@@ -1024,6 +1056,35 @@ impl Interceptor for Authenticate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A URL is a scheme, a host and an optional port, nothing else: a port that is no TCP port
+    /// (which the connector would dial as the scheme's default, 80 or 443), a path or a query
+    /// (which the channel drops) or user information is refused, naming the URL.
+    #[test]
+    fn a_url_is_a_host_and_a_port_that_is_a_port() {
+        for good in
+            ["http://10.0.0.1:7070", "10.0.0.1:7070", "http://h.example", "http://[fd00::1]:7070", "http://h:7070/"]
+        {
+            assert!(endpoint_url(good, false).is_ok(), "{good}");
+        }
+        assert!(endpoint_url("[fd00::1]:65535", true).is_ok());
+        for (bad, says) in [
+            ("http://10.0.0.1:65536", "port \"65536\" is no TCP port"),
+            ("10.0.0.1:99999", "port \"99999\" is no TCP port"),
+            ("http://10.0.0.1:0", "port \"0\" is no TCP port"),
+            ("coordinator:abc", "port \"abc\" is no TCP port"),
+            ("http://10.0.0.1:", "port \"\" is no TCP port"),
+            ("http://10.0.0.1:+80", "port \"+80\" is no TCP port"),
+            ("http://[fd00::1]:70000", "port \"70000\" is no TCP port"),
+            ("http://:7070", "names no host"),
+            ("http://10.0.0.1:7070/coflow", "a path or a query"),
+            ("http://10.0.0.1:7070?x=1", "a path or a query"),
+            ("http://user:pw@10.0.0.1:7070", "user information"),
+        ] {
+            let e = endpoint_url(bad, false).expect_err(bad);
+            assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
+        }
+    }
 
     /// An I/O error as a transport wraps it, beneath an error of its own.
     #[derive(Debug)]

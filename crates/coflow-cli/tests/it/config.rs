@@ -548,3 +548,42 @@ fn a_field_set_twice_under_two_spellings_names_both_lines() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An empty path in a TOML file names nothing: it is refused naming the file and the field,
+/// rather than joined to the file's directory (an agent's `data_dir = ""` would make the
+/// directory of its configuration and keys the one file-segment puts may read from) or read as
+/// no file at all.
+#[test]
+fn an_empty_path_in_the_config_file_is_refused_naming_the_file_and_the_field() {
+    let dir = crate::tmp("empty-path");
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    let tls = |empty: &str| {
+        ["tls_ca", "tls_cert", "tls_key"]
+            .iter()
+            .map(|f| format!("{f} = \"{}\"\n", if *f == empty { "" } else { "x.pem" }))
+            .collect::<String>()
+    };
+    let cases = [
+        ("agent", "data_dir = \"\"\n".to_string(), "data_dir"),
+        ("agent", tls("tls_key"), "tls_key"),
+        ("coordinator", tls("tls_ca"), "tls_ca"),
+        ("coordinator", "topology = \"\"\n".to_string(), "topology"),
+    ];
+    for (service, text, field) in cases {
+        std::fs::write(conf.join(format!("{service}.toml")), &text).unwrap();
+        let out = crate::coflow()
+            .current_dir(&dir)
+            .args([service, "--listen", "127.0.0.1:0", "--config", &format!("conf/{service}.toml")])
+            .args(["--token-file", "no-token"])
+            .env("NO_COLOR", "1")
+            .env_remove("COFLOW_LOG_FORMAT")
+            .env_remove("COFLOW_DATA_DIR")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{service} {text}: {err}");
+        assert!(err.contains(&format!("conf/{service}.toml: `{field}` is empty")), "{service} {text}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
