@@ -61,11 +61,21 @@ fn whole(v: f64) -> Option<u64> {
 pub fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     d.deserialize_any(Field {
         expecting: "a duration: a number of milliseconds or a string with its unit, e.g. \"3s\" or \"100ms\"",
-        parse: |s| s.parse::<Nanos>().map(|n| n.0.div_ceil(1_000_000)).map_err(|e| e.to_string()),
+        parse: whole_millis,
         number: whole,
         integer: Some,
         out: PhantomData,
     })
+}
+
+/// A duration string in whole milliseconds: one with a part of a millisecond is refused, as the
+/// command line refuses it, rather than rounded to a duration the file does not say.
+fn whole_millis(s: &str) -> Result<u64, String> {
+    let ns = s.parse::<Nanos>().map_err(|e| e.to_string())?.0;
+    if !ns.is_multiple_of(1_000_000) {
+        return Err(format!("{s:?} is not a whole number of milliseconds"));
+    }
+    Ok(ns / 1_000_000)
 }
 
 /// A size in bytes: a number of bytes, or a string with its unit (`"100MB"`, `"4GiB"`).
@@ -95,4 +105,23 @@ pub fn bytes_per_sec<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         integer: |v| Some(v as f64),
         out: PhantomData,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::de::value::{Error, StrDeserializer, U64Deserializer};
+
+    use super::millis;
+
+    /// A duration with a part of a millisecond is refused, naming what the file says, rather than
+    /// rounded up to the next millisecond.
+    #[test]
+    fn a_duration_is_a_whole_number_of_milliseconds() {
+        let text = |s: &str| millis(StrDeserializer::<Error>::new(s));
+        assert_eq!(text("3s"), Ok(3_000));
+        assert_eq!(text("1500us"), Err(serde::de::Error::custom("\"1500us\" is not a whole number of milliseconds")));
+        assert!(text("1ns").is_err());
+        assert_eq!(text("2000us"), Ok(2));
+        assert_eq!(millis(U64Deserializer::<Error>::new(250)), Ok(250));
+    }
 }
