@@ -135,17 +135,12 @@ pub struct ConfigError {
     pub reason: String,
 }
 
-/// The lowest port rate an agent takes, in bytes per second.
-pub const MIN_PORT_RATE_BPS: f64 = 1000.0;
-
 /// The most data connections an agent may be configured to serve at once: each is a socket, far
 /// past what a process may open, and a count of permits a semaphore holds.
 const MAX_DATA_CONNECTIONS: usize = 1_000_000;
 
-/// The highest port rate an agent takes, in bytes per second (8 Pbit/s, the most a link's
-/// bandwidth may be in a topology): far past any NIC, and far below the largest float, near which
-/// the agents' flows fail.
-pub const MAX_PORT_RATE_BPS: f64 = 1e15;
+/// The port rates an agent takes, in bytes per second: those the coordinator registers.
+pub use coflow_proto::{MAX_PORT_RATE_BPS, MIN_PORT_RATE_BPS};
 
 impl AgentConfig {
     /// Checks every field.

@@ -73,6 +73,8 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     crate::output::prepare(&[("--json", args.json.as_deref())], &[("--trace", args.workload.trace())])?;
     let outs = &[args.json.as_deref()];
     let port: Rate = args.port_rate.parse().with_context(|| format!("--port-rate {:?}", args.port_rate))?;
+    // The simulator replays the same workload at the same rate, so its bounds hold too.
+    coflow_sim::experiment::check_port_rate(port, "--port-rate", &args.port_rate)?;
     if port.bytes_per_sec() < coflow_agent::MIN_PORT_RATE_BPS {
         bail!("--port-rate {:?}: an agent's port takes at least 1000 bytes per second (8 kbit/s)", args.port_rate);
     }

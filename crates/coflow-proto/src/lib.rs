@@ -55,8 +55,8 @@ pub use kind::{ERROR_KIND, ErrorKind, UnknownKind};
 pub use msg::{
     ADMIN, AgentRegistration, CoflowOptions, DataId, FlowRecovery, GetAnnouncement, Heartbeat, MACHINE_ID_LIMIT,
     MAX_DATA_ID_LEN, MAX_DEADLINE_MS, MAX_HEARTBEAT_FLOWS, MAX_KIND_LEN, MAX_LEASE_MS, MAX_NAME_LEN, MAX_NUM_FLOWS,
-    MAX_OWNER_LEN, MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS, MAX_RENEW_IDS, MIN_LEASE_MS, ProtoError,
-    PutAnnouncement, PutSource, Readiness, Registration, Renewal,
+    MAX_OWNER_LEN, MAX_PARENTS, MAX_PIECE_SIZE, MAX_PORT_RATE_BPS, MAX_READY_TIMEOUT_MS, MAX_RENEW_IDS, MIN_LEASE_MS,
+    MIN_PORT_RATE_BPS, ProtoError, PutAnnouncement, PutSource, Readiness, Registration, Renewal,
 };
 pub use reception::{
     MAX_OPEN_REQUESTS, MAX_OPEN_REQUESTS_PER_HOLDER, MAX_RECEIVING, MAX_RECEIVING_PER_HOLDER, Reception,

@@ -475,6 +475,14 @@ pub const MACHINE_ID_LIMIT: u32 = 1 << 16;
 /// The longest datacenter name accepted, in bytes.
 const MAX_DATACENTER_LEN: usize = 256;
 
+/// The lowest port rate an agent registers, in bytes per second (8 kbit/s).
+pub const MIN_PORT_RATE_BPS: f64 = 1000.0;
+
+/// The highest port rate an agent registers, in bytes per second (8 Pbit/s, the most a link's
+/// bandwidth may be in a topology): far past any NIC, and far below the largest float, near which
+/// the times and sums of the policies' arithmetic would overflow.
+pub const MAX_PORT_RATE_BPS: f64 = 1e15;
+
 impl TryFrom<pb::RegisterAgentRequest> for AgentRegistration {
     type Error = ProtoError;
 
@@ -483,8 +491,9 @@ impl TryFrom<pb::RegisterAgentRequest> for AgentRegistration {
             return Err(invalid("machine_id", format!("{} is not below {MACHINE_ID_LIMIT}", r.machine_id)));
         }
         let data_addr = r.data_addr.parse().map_err(|e| invalid("data_addr", format!("{:?}: {e}", r.data_addr)))?;
-        if !(r.port_rate_bps.is_finite() && r.port_rate_bps > 0.0) {
-            return Err(invalid("port_rate_bps", format!("{} is not a positive rate", r.port_rate_bps)));
+        if !(MIN_PORT_RATE_BPS..=MAX_PORT_RATE_BPS).contains(&r.port_rate_bps) {
+            let rate = coflow_core::shown(r.port_rate_bps);
+            return Err(invalid("port_rate_bps", format!("{rate} is not 1000 to 1e15 bytes per second")));
         }
         at_most("datacenter", r.datacenter.len(), MAX_DATACENTER_LEN)?;
         if r.datacenter.chars().any(char::is_control) {
@@ -617,6 +626,26 @@ mod tests {
         })
         .unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "data_addr", .. }), "{e}");
+        // A port rate no agent takes, which the policies would sum and divide by: refused at the
+        // registration whoever sends it.
+        for rate in [0.0, 999.0, 1.0000001e15, 1e308, f64::INFINITY, f64::NAN] {
+            let r = pb::RegisterAgentRequest {
+                machine_id: 0,
+                data_addr: "127.0.0.1:7071".into(),
+                port_rate_bps: rate,
+                ..Default::default()
+            };
+            let e = AgentRegistration::try_from(r).unwrap_err();
+            assert!(matches!(e, ProtoError::Invalid { field: "port_rate_bps", .. }), "{rate}: {e}");
+        }
+        for rate in [MIN_PORT_RATE_BPS, MAX_PORT_RATE_BPS] {
+            let r = pb::RegisterAgentRequest {
+                data_addr: "127.0.0.1:7071".into(),
+                port_rate_bps: rate,
+                ..Default::default()
+            };
+            assert!(AgentRegistration::try_from(r).is_ok(), "{rate}");
+        }
         let e = CoflowOptions::try_from(pb::CoflowOptions { weight: -1.0, ..Default::default() }).unwrap_err();
         assert!(matches!(e, ProtoError::Invalid { field: "options.weight", .. }), "{e}");
     }
