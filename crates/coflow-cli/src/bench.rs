@@ -65,10 +65,16 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
     coflow_sim::experiment::check_port_rate(port_rate, "--port-rate", &a.port_rate)?;
     let model = a.model.model()?;
     let policies = model.parse_policies(&a.policies).context("--policies")?;
+    if policies.is_empty() {
+        anyhow::bail!("--policies names no policy");
+    }
     model.check(&policies, "policies", coflow_sim::experiment::Spelling::Flag)?;
     let most = coflow_trace::synth::MAX_COFLOWS;
     if let Some(&n) = a.concurrent.iter().find(|&&n| n == 0 || n > most) {
         anyhow::bail!("--concurrent {n}: between 1 and {most} coflows must be present");
+    }
+    if let Some(n) = a.concurrent.iter().enumerate().find_map(|(i, n)| a.concurrent[..i].contains(n).then_some(n)) {
+        anyhow::bail!("--concurrent names {n} twice");
     }
     if a.decisions == 0 {
         anyhow::bail!("--decisions must be at least 1");

@@ -14,11 +14,16 @@ pub(crate) struct BenchArgs {
     /// Coflows present at the timed decision.
     #[arg(long, default_value_t = 20)]
     coflows: usize,
-    /// Decisions to time, each on a different workload seed.
+    /// Decisions to time, each on a different workload seed (at most 10,000).
     #[arg(long, default_value_t = 20)]
     repeat: u64,
     /// The topology (as `coflow sim --wan`).
-    #[arg(long, default_value = "default")]
+    #[arg(
+        long,
+        default_value = "default",
+        value_name = "FILE|default",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
     wan: String,
     /// Monte Carlo rounds per search (as `coflow sim --mc-rounds`).
     #[arg(long = "mc-rounds", alias = "rounds", default_value_t = SiphonConfig::default().rounds)]

@@ -17,7 +17,12 @@ pub(crate) struct OrderArgs {
     #[arg(long)]
     trace: PathBuf,
     /// The topology whose datacenters, placement and link means the worlds keep (as `coflow sim --wan`).
-    #[arg(long, default_value = "default")]
+    #[arg(
+        long,
+        default_value = "default",
+        value_name = "FILE|default",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
     wan: String,
     /// Link shapes, comma-separated: `as-is`, `constant`, `uniform-S`, `dips-P`, `mixed-P`, with
     /// S (the spread around the mean) and P (the dip probability) strictly between 0 and 1.
@@ -46,8 +51,18 @@ pub(crate) struct OrderArgs {
 /// the topology's already take a replay of the trace past days of simulated time.
 const MAX_LOAD: f64 = 1000.0;
 
-fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
-    s.split(',').map(|x| parse(x.trim()).map_err(|e| anyhow::anyhow!("--{what}: {e}"))).collect()
+/// The items of the comma-separated list of `--{what}`, each once: an item given twice (`1,1`, or
+/// `1,1.0`) would run its rows twice, or count its seed twice in the averages, so it is refused.
+fn list<T: PartialEq>(what: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
+    let mut out: Vec<T> = Vec::new();
+    for x in s.split(',').map(str::trim) {
+        let item = parse(x).map_err(|e| anyhow::anyhow!("--{what}: {e}"))?;
+        if out.contains(&item) {
+            bail!("--{what}: {x:?} is given twice");
+        }
+        out.push(item);
+    }
+    Ok(out)
 }
 
 /// Prints one row per (skew, load): the ratio of average CCTs and the probe's counts summed over

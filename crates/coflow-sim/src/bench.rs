@@ -183,13 +183,17 @@ pub fn concurrent_workload(n: usize, seed: u64) -> Result<Workload, coflow_trace
 pub struct SearchBench {
     /// Coflows present at the timed decision (at least 2).
     pub coflows: usize,
-    /// Decisions to time, each on a different workload seed (at least 1).
+    /// Decisions to time, each on a different workload seed (1 to [`MAX_SEARCH_REPEAT`]).
     pub repeat: u64,
     /// The topology, as [`crate::experiment::WideAreaSpec::topology`] names it.
     pub topology: String,
     /// The search's parameters (the selection and draws as given).
     pub mc: coflow_sched::policy::MonteCarlo,
 }
+
+/// The most decisions [`siphon_search`] times: each draws a workload and runs a full search, and
+/// its time is kept, so past this a repetition count is a run of hours, not a measurement.
+pub const MAX_SEARCH_REPEAT: u64 = 10_000;
 
 /// What [`siphon_search`] measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,6 +217,10 @@ pub fn siphon_search(
     if spec.coflows < 2 || spec.repeat == 0 {
         let (c, r) = (spelling.name("coflows"), spelling.name("repeat"));
         return Err(PlanError(format!("{c} must be at least 2 and {r} at least 1")).into());
+    }
+    if spec.repeat > MAX_SEARCH_REPEAT {
+        let r = spelling.name("repeat");
+        return Err(PlanError(format!("{r} {}: at most {MAX_SEARCH_REPEAT} decisions are timed", spec.repeat)).into());
     }
     check_monte_carlo(&spec.mc, spelling)?;
     let base = load_topology(&spec.topology, 150, 0, &crate::topology::Overrides::default())?;

@@ -430,8 +430,9 @@ fn an_output_never_writes_over_an_input() {
 /// What a run cannot do is refused before it starts, naming the flag: a search of no round, a
 /// baseline that is a list, a synthetic workload's shape (or, where it seeds nothing else, its
 /// seed) beside a trace, two outputs in one place, stages over a trace that has jobs already, a
-/// workload too large to hold, the reference simulator's rules under the exact model, and a rate
-/// that is no number. None panics.
+/// workload too large to hold, the reference simulator's rules under the exact model, a rate
+/// that is no number, a list that names nothing or one item twice, and a count of repetitions
+/// that would run for days. None panics.
 #[test]
 fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
     let jobs = tmp("jobs.jsonl");
@@ -490,6 +491,13 @@ fn runs_that_cannot_be_done_are_refused_by_flag_before_they_start() {
         (&["wan-order", "--trace", jobs, "--loads", "1,1e-300"], "--loads: \"1e-300\" is not a number from 0.001 to"),
         (&["wan-order", "--trace", jobs, "--loads", "1e300"], "--loads: \"1e300\" is not a number from 0.001 to 1000"),
         (&["wan-order", "--trace", jobs, "--skews", "uniform-2"], "uniform-2: its spread around the mean must be"),
+        (&["bench", "--coflows", "5", "--policies", ""], "--policies names no policy"),
+        (&["bench", "--coflows", "5", "--policies", ",,"], "--policies names no policy"),
+        (&["bench", "--coflows", "5", "--concurrent", "5,5"], "--concurrent names 5 twice"),
+        (&["wan-bench", "--repeat", "18446744073709551615"], "--repeat 18446744073709551615: at most 10000"),
+        (&["wan-order", "--trace", jobs, "--seeds", "1,2,1"], "--seeds: \"1\" is given twice"),
+        (&["wan-order", "--trace", jobs, "--loads", "1,1.0"], "--loads: \"1.0\" is given twice"),
+        (&["wan-order", "--trace", jobs, "--skews", "as-is,as-is"], "--skews: \"as-is\" is given twice"),
     ];
     for (args, says) in cases {
         let out = coflow().args(*args).output().unwrap();

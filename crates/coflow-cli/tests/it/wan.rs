@@ -156,3 +156,29 @@ fn flags_the_wide_area_does_not_use_are_named() {
     assert!(none.status.success());
     assert!(!String::from_utf8_lossy(&none.stderr).contains("is not used"), "no note for no baseline");
 }
+
+/// An empty `--wan` is refused by its flag in every command that takes one, as `coflow sim`
+/// refuses it, rather than read as a topology file of no name.
+#[test]
+fn an_empty_wan_is_refused_by_its_flag_in_every_command() {
+    let trace = tmp("empty-wan.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"format\":\"coflow-jsonl\",\"version\":1,\"machines\":2}\n\
+         {\"id\":1,\"arrival_ns\":0,\"flows\":[{\"src\":0,\"dst\":1,\"bytes\":1000}]}\n",
+    )
+    .unwrap();
+    let t = trace.to_str().unwrap();
+    let cases: &[&[&str]] = &[
+        &["sim", "--coflows", "5", "--wan", ""],
+        &["wan-bench", "--wan", ""],
+        &["wan-order", "--trace", t, "--wan", ""],
+    ];
+    for args in cases {
+        let out = coflow().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: a usage error: {err}");
+        assert!(err.contains("'--wan <FILE|default>'"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: refused before any output");
+    }
+}
