@@ -6,6 +6,7 @@ The runs, the lower bounds and the report are those of ``coflow sim`` (the same 
 
 from __future__ import annotations
 
+import copy
 import decimal
 import fractions
 import html
@@ -75,6 +76,12 @@ class Workload:
     """
 
     def __init__(self, inner: _coflow.Workload) -> None:
+        # Made by the functions below: a DataFrame or a path given here would fail only later.
+        if not isinstance(inner, _coflow.Workload):
+            raise TypeError(
+                "Workload: made by coflow.workload(data), coflow.read_trace(path) or coflow.synthetic(...), "
+                f"not from {type(inner).__name__}"
+            )
         self._inner = inner
 
     @property
@@ -445,7 +452,7 @@ def _parent_list(parents: Any, what: str) -> List[Any]:
     return list(parents)
 
 
-def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "python") -> Workload:
+def workload(data: WorkloadLike, machines: Optional[int] = None, source: Optional[str] = None) -> Workload:
     """A workload from Python data.
 
     ``data`` is a list of coflows (:class:`Coflow` or mappings with ``id``, ``arrival`` (s),
@@ -456,10 +463,22 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: str = "
     ``machines`` (at most 1,000,000, as in a trace file) defaults to one more than the largest
     endpoint; a workload whose flows name no machine (none, or coflows without flows) may have 0,
     as a trace file's header may say.
+    ``source`` names the workload in reports (``"python"`` by default).
+    A :class:`Workload` is returned as it is: it keeps its own machines and source, so giving
+    ``machines`` or ``source`` with one is refused (``workload(w.to_dataframe(), machines=...)``
+    makes a new one).
     Errors (:class:`ValueError`) name the coflow and the field.
     """
     if isinstance(data, Workload):
+        given = [k for k, v in (("machines", machines), ("source", source)) if v is not None]
+        if given:
+            raise ValueError(
+                f"{given[0]}: a Workload keeps its own ({data.machines} machines, source {data.source!r}); "
+                f"give {given[0]}= with Python data, such as workload(w.to_dataframe(), {given[0]}=...)"
+            )
         return data
+    if source is None:
+        source = "python"
     if not isinstance(source, str):
         raise ValueError(f"source: expected a string, got {source!r}")
     if hasattr(data, "columns") and hasattr(data, "to_dict"):
@@ -534,6 +553,8 @@ class Report:
     """
 
     def __init__(self, results: Union[_coflow.Results, _KeptResults]) -> None:
+        if not isinstance(results, (_coflow.Results, _KeptResults)):
+            raise TypeError(f"Report: made by coflow.simulate(...) or coflow.sweep(...), not from {type(results).__name__}")
         self._results = results
         self._data: Dict[str, Any] = json.loads(results.json)
 
@@ -563,8 +584,8 @@ class Report:
 
     @property
     def data(self) -> Dict[str, Any]:
-        """The JSON report, parsed."""
-        return self._data
+        """The JSON report, parsed: a copy, so that changing it leaves the report as it is."""
+        return copy.deepcopy(self._data)
 
     @property
     def describe(self) -> str:
@@ -588,7 +609,8 @@ class Report:
         report's list (:attr:`bins` has them as a tidy frame)."""
         import pandas as pd
 
-        df = pd.DataFrame(self._data["results"])
+        # A copy: the ``bins`` cells hold lists of dicts, which the frame would share otherwise.
+        df = pd.DataFrame(copy.deepcopy(self._data["results"]))
         if self.kind == "sweep":
             df.index = pd.MultiIndex.from_arrays([df["concurrent"].tolist(), df["policy"].tolist()], names=["N", "policy"])
         else:

@@ -813,3 +813,64 @@ def test_a_decimal_of_a_huge_exponent_is_refused_at_once() -> None:
         "ValueError concurrent: at most 18446744073709551615, got Decimal('1E+999999999')",
         'ValueError port_rate "1e+999999999": rate must be positive and finite, got "1e+999999999"',
     ]
+
+
+def test_a_workload_given_machines_or_a_source_is_refused_rather_than_left_as_it_was() -> None:
+    # A Workload keeps its own machines and source: options given with one would be lost unseen.
+    w = coflow.synthetic(coflows=4)
+    assert coflow.workload(w) is w
+    with pytest.raises(ValueError, match=r"^machines: a Workload keeps its own \(50 machines, source 'synthetic .*'\); give machines= with Python data"):
+        coflow.workload(w, machines=60)
+    with pytest.raises(ValueError, match=r"^source: a Workload keeps its own .*; give source= with Python data"):
+        coflow.workload(w, source="mine")
+    renamed = coflow.workload(w.to_dataframe(), machines=60, source="mine")
+    assert (renamed.machines, renamed.source) == (60, "mine")
+    assert coflow.workload([{"id": 1, "arrival": 0, "flows": [(0, 1, 5)]}]).source == "python"
+
+
+def test_a_workload_or_a_report_is_made_by_its_functions() -> None:
+    # `coflow.Workload(df)` would otherwise make an object that fails later, far from the mistake.
+    df = pd.DataFrame({"coflow": [1], "arrival": [0.0], "src": [0], "dst": [1], "bytes": [5]})
+    for wrong in (df, "trace.txt", None):
+        with pytest.raises(TypeError, match=r"^Workload: made by coflow\.workload\(data\), coflow\.read_trace\(path\) or coflow\.synthetic\(\.\.\.\)"):
+            coflow.Workload(wrong)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Report: made by coflow\.simulate\(\.\.\.\) or coflow\.sweep\(\.\.\.\), not from dict$"):
+        coflow.Report({"json": "{}"})  # type: ignore[arg-type]
+
+
+def test_changing_a_reports_data_or_summary_leaves_the_report_as_it_is() -> None:
+    report = coflow.simulate(coflow.synthetic(coflows=10), policies="varys", progress=False)
+    avg, bins, html = report.summary.loc["varys", "avg_cct_s"], report.bins, report._repr_html_()
+    data = report.data
+    data["results"][0]["avg_cct_s"] = -1.0
+    data["results"][0]["bins"][0]["avg_cct_s"] = -1.0
+    report.summary.loc["varys", "bins"][0]["coflows"] = -1
+    assert report.summary.loc["varys", "avg_cct_s"] == avg
+    assert report.bins.equals(bins) and report._repr_html_() == html
+    assert report.data == json.loads(report.to_json())
+
+
+def test_a_synthetic_size_too_large_names_its_keyword() -> None:
+    # Refused before anything is generated, naming the keyword to change.
+    with pytest.raises(ValueError, match=r"^coflows: at most 1000000 coflows, got 1000000000000$"):
+        coflow.synthetic(coflows=10**12)
+    with pytest.raises(ValueError, match=r"^machines: the fabric needs at least one machine$"):
+        coflow.synthetic(machines=0)
+    # Too many flows is the product of both.
+    with pytest.raises(ValueError, match=r"^coflows, machines: 1000000 coflows on 50 machines would have about \d+ flows"):
+        coflow.synthetic(coflows=10**6)
+
+
+def test_a_monte_carlo_search_too_large_to_hold_is_refused_naming_its_options() -> None:
+    # A search holds every candidate order at once: 12 positions of 12 coflows are 12! orders,
+    # gigabytes, whose failed allocation would end the interpreter; refused before the run.
+    w = coflow.synthetic(coflows=4, machines=12)
+
+    def run(mc: dict) -> coflow.Report:
+        return coflow.simulate(w, wan="default", policies="siphon-mc", mc=mc, progress=False)
+
+    with pytest.raises(ValueError, match=r"^mc_depth 12 with mc_breadth 12: a search would compare more than 100000 candidate orders"):
+        run({"depth": 12})
+    with pytest.raises(ValueError, match=r"^mc_depth 2 with mc_breadth 1000000: "):
+        run({"breadth": 10**6})
+    assert list(run({"depth": 3}).summary.index) == ["siphon-mc"]

@@ -125,7 +125,16 @@ fn synthetic(seed: u64, coflows: Option<usize>, machines: Option<u32>) -> PyResu
     if let Some(m) = machines {
         cfg.machines = m;
     }
-    cfg.validate().map_err(|e| PyValueError::new_err(format!("synthetic workload (coflows, machines): {e}")))?;
+    cfg.validate().map_err(|e| {
+        use coflow_trace::synth::SynthError;
+        // Each error names the keyword to change; too many flows is the product of both.
+        let keyword = match e {
+            SynthError::NoMachines | SynthError::TooManyMachines(_) => "machines",
+            SynthError::TooManyCoflows(_) => "coflows",
+            _ => "coflows, machines",
+        };
+        PyValueError::new_err(format!("{keyword}: {e}"))
+    })?;
     Ok(PyWorkload { workload: coflow_trace::synth::generate(&cfg), source: cfg.describe() })
 }
 

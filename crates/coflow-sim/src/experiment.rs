@@ -14,8 +14,8 @@ mod config;
 pub mod sweep;
 
 pub use config::{
-    Config, ExperimentError, MAX_PORT_BYTES_PER_SEC, MIN_PORT_BYTES_PER_SEC, WideAreaSpec, WorkloadSource,
-    check_monte_carlo, check_port_rate, load_topology, wide_area_params,
+    Config, ExperimentError, MAX_MC_CANDIDATES, MAX_PORT_BYTES_PER_SEC, MIN_PORT_BYTES_PER_SEC, WideAreaSpec,
+    WorkloadSource, check_monte_carlo, check_port_rate, load_topology, wide_area_params,
 };
 pub use sweep::{Sweep, SweepSpec, Window, window};
 
@@ -1038,5 +1038,19 @@ mod tests {
             (model.port_name("out17".into(), 12), model.port_name("in3".into(), 12)),
             ("out5".into(), "in3".into())
         );
+    }
+
+    #[test]
+    fn a_monte_carlo_search_of_too_many_candidates_is_refused_naming_its_options() {
+        use coflow_sched::policy::MonteCarlo;
+        let mc = |depth, breadth| MonteCarlo { depth, breadth, ..MonteCarlo::default() };
+        let check = |depth, breadth, spelling| super::check_monte_carlo(&mc(depth, breadth), spelling);
+        assert_eq!(check(2, 12, Spelling::Flag), Ok(()), "the default: 132 candidates");
+        // A depth past the breadth orders the whole breadth: 8! = 40320 candidates.
+        assert_eq!(check(usize::MAX, 8, Spelling::Flag), Ok(()));
+        let e = check(12, 12, Spelling::Flag).unwrap_err().0;
+        assert!(e.starts_with("--mc-depth 12 with --mc-breadth 12: a search would compare more than 100000"), "{e}");
+        let e = check(2, usize::MAX, Spelling::Keyword).unwrap_err().0;
+        assert!(e.starts_with(&format!("mc_depth 2 with mc_breadth {}: ", usize::MAX)), "{e}");
     }
 }

@@ -185,12 +185,34 @@ pub fn load_topology(
         .map_err(|source| ExperimentError::Topology { spec: spec.to_string(), source })
 }
 
+/// The most candidate orders one `siphon-mc` search may compare. A search holds every candidate
+/// as a full order of the live coflows at once: at the default depth and breadth it compares
+/// 132, and past this bound it would take gigabytes where coflows are many.
+pub const MAX_MC_CANDIDATES: u64 = 100_000;
+
 /// Checks `siphon-mc`'s search options: a search of no round, no position or no coflow is
-/// refused, naming the option in `spelling`.
+/// refused, and so is one of more than [`MAX_MC_CANDIDATES`] candidate orders (the orders of
+/// `depth` coflows out of `breadth`), naming the options in `spelling`.
 pub fn check_monte_carlo(mc: &MonteCarlo, spelling: Spelling) -> Result<(), PlanError> {
     for (option, value) in [("mc_rounds", mc.rounds as usize), ("mc_depth", mc.depth), ("mc_breadth", mc.breadth)] {
         if value == 0 {
             return Err(PlanError(format!("{} must be at least 1", spelling.name(option))));
+        }
+    }
+    // breadth × (breadth - 1) × … over the searched positions, stopped once past the bound, so
+    // that a depth of 2^63 takes a few steps.
+    let mut candidates: u64 = 1;
+    for taken in 0..mc.depth.min(mc.breadth) {
+        candidates = candidates.saturating_mul((mc.breadth - taken) as u64);
+        if candidates > MAX_MC_CANDIDATES {
+            return Err(PlanError(format!(
+                "{depth} {} with {breadth} {}: a search would compare more than {MAX_MC_CANDIDATES} candidate \
+                 orders (the orders of {depth} coflows out of {breadth}): lower either",
+                mc.depth,
+                mc.breadth,
+                depth = spelling.name("mc_depth"),
+                breadth = spelling.name("mc_breadth"),
+            )));
         }
     }
     Ok(())
