@@ -38,11 +38,11 @@ pub(crate) enum TestbedCommand {
 /// The topology options.
 #[derive(Debug, Args)]
 pub(crate) struct TopologyArgs {
-    /// Hosts on the switch.
-    #[arg(long, default_value_t = 8)]
+    /// Hosts on the switch (not with --topology, which has its own).
+    #[arg(long, default_value_t = 8, conflicts_with = "topology")]
     hosts: usize,
-    /// Every link's rate, both ways, e.g. `100Mbps`.
-    #[arg(long, visible_alias = "port-rate", default_value = "100Mbps")]
+    /// Every link's rate, both ways, e.g. `100Mbps` (not with --topology, which has its own).
+    #[arg(long, visible_alias = "port-rate", default_value = "100Mbps", conflicts_with = "topology")]
     link: String,
     /// A topology file instead (JSON: `{"hosts": [{"name", "uplink", "downlink"}]}`, with `dc`
     /// and `wan` for datacenters), or a preset: `siphon-3dc`, `siphon-3dc-bottleneck`, `siphon-5dc`.
@@ -97,7 +97,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_enum, num_args = 0..=1, default_value = "off", default_missing_value = "on")]
     multipath: MultipathArg,
     /// On a wide-area topology, take the link between two datacenters down (both directions)
-    /// during each replay: `A-B@AT+LASTS`, e.g. `toronto-montreal@3s+5s`.
+    /// during each replay: `A-B@AT+LASTS`, e.g. `toronto-montreal@3s+5s` (AT and LASTS at most
+    /// an hour each).
     #[arg(long)]
     link_down: Option<String>,
 }

@@ -41,6 +41,11 @@ pub struct Outage {
 /// zero, and a link this slow moves nothing a transfer notices.
 pub const DOWN_RATE: f64 = 1_000.0;
 
+/// The latest an outage starts, and the longest it lasts: an hour, as a fault strikes at most an
+/// hour into a replay. Later, an outage would fall after any replay the testbed runs and take
+/// nothing down.
+pub const MAX_OUTAGE: Duration = Duration::from_secs(3600);
+
 impl Outage {
     /// An outage written `A-B@AT+LASTS`, datacenters by name and times with their units, e.g.
     /// `toronto-montreal@3s+5s`; the error says what is wrong.
@@ -67,6 +72,9 @@ impl Outage {
         let (at, lasts) = (time(at)?, time(lasts)?);
         if lasts.is_zero() {
             return Err(format!("{spec:?}: an outage lasts some time"));
+        }
+        if at > MAX_OUTAGE || lasts > MAX_OUTAGE {
+            return Err(format!("{spec:?}: an outage starts and lasts at most {}s each", MAX_OUTAGE.as_secs()));
         }
         Ok(Outage { between: (a, b), at, lasts })
     }
@@ -197,6 +205,20 @@ mod tests {
             !o.holds(Duration::from_secs(2)) && o.holds(Duration::from_secs(3)) && o.holds(Duration::from_millis(7999))
         );
         assert!(!o.holds(Duration::from_secs(8)));
+    }
+
+    /// An outage that starts or lasts past an hour is refused by its spelling, not accepted to
+    /// fall after the replay; an hour each is taken.
+    #[test]
+    fn an_outage_starts_and_lasts_at_most_an_hour() {
+        let t = crate::Topology::load("siphon-3dc").unwrap();
+        let dcs = t.wan.as_ref().unwrap();
+        let o = Outage::parse("toronto-montreal@1h+3600s", dcs).unwrap();
+        assert_eq!((o.at, o.lasts), (MAX_OUTAGE, MAX_OUTAGE));
+        for spec in ["toronto-montreal@99999h+1s", "toronto-montreal@1s+3601s"] {
+            let e = Outage::parse(spec, dcs).unwrap_err();
+            assert!(e.contains("at most 3600s each"), "{spec}: {e}");
+        }
     }
 
     #[test]

@@ -244,3 +244,21 @@ fn empty_or_repeated_lists_and_unmeasurable_workloads_are_refused_at_once() {
         assert!(!out.status.success() && err.contains(says) && err.matches("workload").count() <= 2, "{args:?}: {err}");
     }
 }
+
+/// A topology file or preset has its hosts and links: `--hosts` or `--link` beside `--topology`
+/// is refused by both flags before any namespace is made, rather than dropped without a word.
+#[test]
+fn hosts_and_links_beside_a_topology_are_refused() {
+    let cases: &[&[&str]] = &[
+        &["testbed", "run", "--hosts", "4", "--topology", "siphon-3dc"],
+        &["testbed", "run", "--topology", "siphon-3dc", "--link", "1Gbps"],
+        &["testbed", "faults", "--port-rate", "1Gbps", "--topology", "siphon-3dc"],
+    ];
+    for args in cases {
+        let out = coflow().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: a usage error: {err}");
+        assert!(err.contains("cannot be used with") && err.contains("--topology <FILE|PRESET>"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: refused before anything starts");
+    }
+}
