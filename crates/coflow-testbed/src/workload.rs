@@ -103,9 +103,14 @@ pub const MAX_PIECE: u64 = 4 << 30;
 /// on its mapper's host before the clock starts.
 pub const MAX_STORED: u64 = 4 << 30;
 
+/// The longest a replay's arrivals span, first to last: two hours, twice the Facebook trace's.
+/// A longer span (a load near zero, or a trace of sparse arrivals) is a replay of days.
+pub const MAX_SPAN: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+
 /// Refuses, before a testbed is built, a workload that has nothing to measure (no coflow, or
-/// no byte between two hosts), a piece larger than a client holds ([`MAX_PIECE`]) or more bytes
-/// on one host than its agent stores ([`MAX_STORED`]).
+/// no byte between two hosts), a piece larger than a client holds ([`MAX_PIECE`]), more bytes
+/// on one host than its agent stores ([`MAX_STORED`]) or arrivals spread over more than
+/// [`MAX_SPAN`].
 fn check_replayable(w: &Workload) -> Result<(), TestbedError> {
     if w.coflows.is_empty() {
         return Err(TestbedError::Workload("it has no coflow".into()));
@@ -132,6 +137,17 @@ fn check_replayable(w: &Workload) -> Result<(), TestbedError> {
         return Err(TestbedError::Workload(format!(
             "host {m} would hold {bytes} bytes of pieces, more than the {MAX_STORED} its agent stores; \
              ask for fewer total bytes or more hosts"
+        )));
+    }
+    let arrivals = w.coflows.iter().map(|c| c.arrival.get());
+    let (first, last) = (arrivals.clone().min().unwrap_or(0), arrivals.max().unwrap_or(0));
+    let span = std::time::Duration::from_nanos(last - first);
+    if span > MAX_SPAN {
+        return Err(TestbedError::Workload(format!(
+            "its arrivals span {:.0} s, more than the {} s a replay may take; ask for a higher load or fewer \
+             total bytes, or replay a shorter trace",
+            span.as_secs_f64(),
+            MAX_SPAN.as_secs()
         )));
     }
     Ok(())
@@ -288,5 +304,16 @@ mod tests {
         let empty = Workload { machines: 2, coflows: Vec::new() };
         assert!(check_replayable(&empty).unwrap_err().to_string().contains("no coflow"));
         assert!(build(&spec(2, 1 << 30), 2, port, 0).is_ok());
+    }
+
+    /// A load near zero spreads the arrivals over years: refused before a run, which would
+    /// otherwise wait for them; the default load's are well within the bound.
+    #[test]
+    fn a_replay_whose_arrivals_span_past_two_hours_is_refused() {
+        let port: Rate = "100Mbps".parse().unwrap();
+        let spec = |load| WorkloadSpec { trace: None, total_bytes: Some(1_200_000_000), coflows: 40, seed: 1, load };
+        let e = build(&spec(1e-6), 3, port, 0).unwrap_err().to_string();
+        assert!(e.contains("more than the 7200 s a replay may take"), "{e}");
+        assert!(build(&spec(0.9), 3, port, 0).is_ok());
     }
 }
