@@ -250,13 +250,8 @@ impl AgentConfig {
 
     /// The TLS files, if TLS is configured; an error names the one missing, or one empty.
     pub fn tls_files(&self) -> Result<Option<coflow_proto::TlsFiles>, ConfigError> {
-        for (field, path) in [("tls_ca", &self.tls_ca), ("tls_cert", &self.tls_cert), ("tls_key", &self.tls_key)] {
-            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-                return Err(ConfigError { field, reason: "is empty: name a file, or leave the field out".into() });
-            }
-        }
-        coflow_proto::TlsFiles::from_parts("tls_", self.tls_ca.clone(), self.tls_cert.clone(), self.tls_key.clone())
-            .map_err(|e| ConfigError { field: "tls_ca, tls_cert, tls_key", reason: e.to_string() })
+        coflow_proto::TlsFiles::from_fields(&self.tls_ca, &self.tls_cert, &self.tls_key)
+            .map_err(|(field, reason)| ConfigError { field, reason })
     }
 }
 

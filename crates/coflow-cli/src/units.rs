@@ -15,8 +15,8 @@ fn bare(s: &str) -> bool {
 pub(crate) fn millis(s: &str) -> Result<u64, String> {
     if bare(s) {
         let ms: u64 = s.trim().replace('_', "").parse().map_err(|_| format!("bad number of milliseconds {s:?}"))?;
-        if ms.checked_mul(1_000_000).is_none() {
-            return Err(format!("{s:?} ms is too long (at most {} ms, about 584 years)", u64::MAX / 1_000_000));
+        if Nanos::checked_from_millis(ms).is_none() {
+            return Err(format!("{s:?} ms is too long (at most {} ms, about 584 years)", Nanos::MAX_MILLIS));
         }
         return Ok(ms);
     }

@@ -133,9 +133,21 @@ impl Nanos {
         self.0
     }
 
-    /// Whole milliseconds.
+    /// The most whole milliseconds a time holds (about 584 years).
+    pub const MAX_MILLIS: u64 = u64::MAX / 1_000_000;
+
+    /// Whole milliseconds, at most [`Nanos::MAX_MILLIS`] (past it the count overflows: take
+    /// [`Nanos::checked_from_millis`] for a count read from input).
     pub const fn from_millis(ms: u64) -> Nanos {
         Nanos(ms * 1_000_000)
+    }
+
+    /// Whole milliseconds, or `None` past [`Nanos::MAX_MILLIS`].
+    pub const fn checked_from_millis(ms: u64) -> Option<Nanos> {
+        match ms.checked_mul(1_000_000) {
+            Some(ns) => Some(Nanos(ns)),
+            None => None,
+        }
     }
 
     /// Whole seconds.

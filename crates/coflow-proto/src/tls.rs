@@ -81,6 +81,23 @@ impl TlsFiles {
             }
         }
     }
+
+    /// [`TlsFiles::from_parts`] of a configuration file's `tls_ca`, `tls_cert` and `tls_key`, or
+    /// the field at fault and why: an empty path names no file, and is refused rather than read
+    /// as the working directory or the file's own.
+    pub fn from_fields(
+        ca: &Option<PathBuf>,
+        cert: &Option<PathBuf>,
+        key: &Option<PathBuf>,
+    ) -> Result<Option<TlsFiles>, (&'static str, String)> {
+        for (field, path) in [("tls_ca", ca), ("tls_cert", cert), ("tls_key", key)] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return Err((field, "is empty: name a file, or leave the field out".into()));
+            }
+        }
+        TlsFiles::from_parts("tls_", ca.clone(), cert.clone(), key.clone())
+            .map_err(|e| ("tls_ca, tls_cert, tls_key", e.to_string()))
+    }
 }
 
 /// Who a certificate says its holder is.

@@ -31,7 +31,7 @@ pub const DEFAULT_REDRAW_MS: u64 = 5_000;
 
 /// The longest redraw interval a run takes, in milliseconds (about 584 years): the simulated
 /// clock counts nanoseconds in 64 bits and ends there, so a longer one would not fit it.
-pub const MAX_INTERVAL_MS: u64 = u64::MAX / 1_000_000;
+pub const MAX_INTERVAL_MS: u64 = Nanos::MAX_MILLIS;
 
 /// The least bandwidth a link may take, in bytes per second: 1 kbit/s, a port's least too, below
 /// which a replay is redraws on a link that moves next to nothing.
@@ -309,8 +309,7 @@ struct NormalSpec {
 fn interval(field: &'static str, ms: u64) -> Result<Nanos, TopologyError> {
     match ms {
         0 => Ok(Nanos::MAX),
-        ms if ms <= MAX_INTERVAL_MS => Ok(Nanos::from_millis(ms)),
-        ms => Err(TopologyError::Interval { field, ms }),
+        ms => Nanos::checked_from_millis(ms).ok_or(TopologyError::Interval { field, ms }),
     }
 }
 
