@@ -6,7 +6,9 @@ screenshot is kept at target/web-page.png."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -105,5 +107,49 @@ def test_the_live_page_shows_coflows_rates_agents_and_histograms(coflow_bin: Pat
             c.unregister(coflow)
             c.unregister(idle)
             wait("no coflow", lambda: browser.find_element(By.ID, "coflow-count").text == "0")
+    finally:
+        cluster.stop()
+
+
+def test_the_live_page_shows_members_names_as_text_and_escapes_what_would_hide(
+    coflow_bin: Path, tmp_path: Path, browser
+) -> None:
+    # A member names its coflows as it likes (up to 256 bytes): markup, a script's end, control
+    # characters, characters that reorder or hide text, one long word.
+    names = {
+        "markup": '<img src=x onerror="document.title=\'owned\'"></script><script>document.title="owned"</script>',
+        "controls": "a\tb\nc\x1b[2J\x07",
+        "reordered": "job\u202etxt.exe\u200b\u2066\U000e0041\u2028é日本",
+        "long": "x" * 256,
+    }
+    cluster = Cluster(coflow_bin, tmp_path, agents=1)
+    try:
+        with cluster.client(0) as c:
+            ids = {key: c.register(1, name=name) for key, name in names.items()}
+            # What `coflow status` shows of each name, the table's column between the id and `puts`.
+            table = subprocess.run(
+                [str(coflow_bin), "status", "--coordinator", cluster.coordinator],
+                env=cluster.env, check=True, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            shown_by_cli = {int(m[1]): m[2] for m in re.finditer(r"coflow +(\d+) (.*?) +puts \d+/", table)}
+            browser.get(cluster.http + "/")
+            wait("every coflow", lambda: browser.find_element(By.ID, "coflow-count").text == str(len(names)))
+            cells = {
+                int(tr.get_attribute("data-coflow")): tr.find_elements(By.TAG_NAME, "td")[1]
+                for tr in browser.find_elements(By.CSS_SELECTOR, "#coflows tr")
+            }
+            # Markup is text: no element made from it, nothing run.
+            assert cells[ids["markup"]].text == names["markup"]
+            assert not browser.find_elements(By.CSS_SELECTOR, "#coflows img, #coflows script")
+            assert browser.title == "coflow"
+            # Controls and what reorders or hides text show escaped, exactly as `coflow status`
+            # shows them.
+            for key in ["controls", "reordered"]:
+                text = cells[ids[key]].get_attribute("textContent")
+                assert text == shown_by_cli[ids[key]], (key, text, shown_by_cli[ids[key]])
+            assert cells[ids["reordered"]].text.startswith("job\\u{202e}txt.exe\\u{200b}")
+            # A long word wraps in its cell rather than pushing the page past the window.
+            width = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+            assert width[0] <= width[1], width
     finally:
         cluster.stop()
