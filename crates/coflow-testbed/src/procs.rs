@@ -19,6 +19,10 @@ use crate::net::Names;
 use crate::state::{CHANGES, StateFile, signal};
 use crate::topology::{Topology, payload_rate};
 
+/// The most requests of one host that [`Hub::ask_all`] keeps in flight: well within the 4,096
+/// requests a service keeps open for one peer (`coflow_proto`'s reception bounds).
+pub const WINDOW: usize = 256;
+
 /// A reply and when it arrived.
 #[derive(Clone, Debug)]
 pub struct Arrived {
@@ -67,20 +71,33 @@ impl Hub {
             .map_err(|_| TestbedError::Setup(format!("the client of host {host} did not answer within {timeout:?}")))
     }
 
-    /// Sends every request and waits for all replies at most `timeout`, failing on the first
-    /// that did not succeed.
-    pub fn ask_all(&self, ops: Vec<(usize, Op)>, timeout: Duration) -> Result<Vec<Reply>, TestbedError> {
+    /// Sends every request and waits for all replies, failing on the first that did not succeed,
+    /// or when no reply came for `stall`. At most [`WINDOW`] requests of one host are in flight at
+    /// once, so a map stage of any size stays within what a service keeps open for one peer.
+    pub fn ask_all(&self, ops: Vec<(usize, Op)>, stall: Duration) -> Result<Vec<Reply>, TestbedError> {
         let (tx, rx) = channel();
-        let mut ids = Vec::new();
-        for (host, op) in ops {
-            ids.push(self.send(host, op, &tx)?);
+        let total = ops.len();
+        let mut waiting: Vec<std::collections::VecDeque<(usize, Op)>> = vec![Default::default(); self.stdins.len()];
+        for (k, (host, op)) in ops.into_iter().enumerate() {
+            let queue = waiting
+                .get_mut(host)
+                .ok_or_else(|| TestbedError::Setup(format!("a request to host {host}, which the testbed has not")))?;
+            queue.push_back((k, op));
         }
-        let until = Instant::now() + timeout;
-        let mut got: HashMap<u64, Reply> = HashMap::new();
-        while got.len() < ids.len() {
-            let left = until.saturating_duration_since(Instant::now());
-            let a = rx.recv_timeout(left).map_err(|_| {
-                TestbedError::Setup(format!("{} requests unanswered after {timeout:?}", ids.len() - got.len()))
+        let mut in_flight = vec![0usize; waiting.len()];
+        let mut slot: HashMap<u64, usize> = HashMap::new();
+        let mut got: Vec<Option<Reply>> = vec![None; total];
+        let mut answered = 0;
+        while answered < total {
+            for (host, queue) in waiting.iter_mut().enumerate() {
+                while in_flight[host] < WINDOW {
+                    let Some((k, op)) = queue.pop_front() else { break };
+                    slot.insert(self.send(host, op, &tx)?, k);
+                    in_flight[host] += 1;
+                }
+            }
+            let a = rx.recv_timeout(stall).map_err(|_| {
+                TestbedError::Setup(format!("{} requests unanswered, none answered for {stall:?}", total - answered))
             })?;
             if a.reply.outcome != crate::client::Outcome::Ok {
                 return Err(TestbedError::Setup(format!(
@@ -88,9 +105,12 @@ impl Hub {
                     a.host, a.reply.outcome, a.reply.message
                 )));
             }
-            got.insert(a.reply.id, a.reply);
+            in_flight[a.host] -= 1;
+            let k = slot.remove(&a.reply.id).expect("a reply to a request of this call");
+            got[k] = Some(a.reply);
+            answered += 1;
         }
-        Ok(ids.iter().map(|id| got.remove(id).expect("every id answered")).collect())
+        Ok(got.into_iter().map(|r| r.expect("every request answered")).collect())
     }
 
     fn close(&self) {

@@ -156,10 +156,26 @@ pub struct RunReport {
 
 /// Mean utilization of all links over the sample intervals in which some coflow was pending.
 pub(crate) fn utilization(r: &Replayed, topology: &Topology) -> f64 {
-    let ends: Vec<Instant> = (0..r.starts.len())
-        .map(|k| r.gets.iter().filter(|g| g.coflow == k).filter_map(|g| g.end).max().unwrap_or(r.starts[k]))
-        .collect();
-    let pending = |t: Instant| r.starts.iter().zip(&ends).any(|(&s, &e)| s <= t && t <= e);
+    let mut ends = r.starts.clone();
+    for g in &r.gets {
+        if let Some(end) = g.end {
+            ends[g.coflow] = ends[g.coflow].max(end);
+        }
+    }
+    // The times some coflow was pending, as disjoint intervals in order.
+    let mut spans: Vec<(Instant, Instant)> = r.starts.iter().copied().zip(ends).collect();
+    spans.sort_unstable();
+    let mut busy: Vec<(Instant, Instant)> = Vec::with_capacity(spans.len());
+    for (s, e) in spans {
+        match busy.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => busy.push((s, e)),
+        }
+    }
+    let pending = |t: Instant| {
+        let i = busy.partition_point(|&(s, _)| s <= t);
+        i > 0 && t <= busy[i - 1].1
+    };
     let capacity: f64 = topology.hosts.iter().map(|h| h.uplink.bytes_per_sec() + h.downlink.bytes_per_sec()).sum();
     let (mut bytes, mut secs) = (0.0, 0.0);
     for w in r.samples.windows(2) {
@@ -288,8 +304,14 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(&str)) -> Result<RunRepor
         }
         drop(tb);
         if std::env::var_os("COFLOW_TESTBED_DEBUG").is_some() {
+            let mut firsts = vec![0.0f64; opts.workload.coflows.len()];
+            for g in &r.gets {
+                if let Some(f) = g.first_byte_s {
+                    firsts[g.coflow] = firsts[g.coflow].max(f);
+                }
+            }
             for (k, (c, m)) in opts.workload.coflows.iter().zip(r.ccts()).enumerate() {
-                let first = r.gets.iter().filter(|g| g.coflow == k).filter_map(|g| g.first_byte_s).fold(0.0, f64::max);
+                let first = firsts[k];
                 progress(&format!(
                     "coflow {k:>3} at {:>7.3}s flows {:>3} bytes {:>11} simulated {:>7.3}s measured {:>7.3}s (slowest first byte {:.3}s)",
                     c.arrival.as_secs_f64(),
@@ -512,5 +534,53 @@ impl RunReport {
         }
         s.push_str(&format!("wall time {:.1}s\n", self.wall_s));
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testbed::GetRecord;
+
+    fn get(coflow: usize, issued: Instant, end: Option<Instant>) -> GetRecord {
+        GetRecord {
+            coflow,
+            src: 0,
+            dst: 1,
+            size: 1,
+            issued,
+            outcome: Outcome::Ok,
+            end,
+            bytes: 1,
+            corrupted: 0,
+            first_byte_s: None,
+            last_byte_s: None,
+        }
+    }
+
+    #[test]
+    fn utilization_counts_the_intervals_in_which_some_coflow_was_pending() {
+        // Two hosts at 1 MB/s each way: 4 MB/s in all. Samples each second; coflow 0 is
+        // pending over [0, 1.2] s and coflow 1 over [0.9, 1.6] s, so the windows centred at 0.5 s
+        // and 1.5 s count; coflow 2 over [2.6, 2.9] s misses the third window's centre (2.5 s),
+        // and a coflow whose gets never ended is pending only at its start (3.2 s).
+        let topology = Topology::uniform(2, Rate::from_bytes_per_sec(1e6)).unwrap();
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let starts = vec![at(0.0), at(0.9), at(2.6), at(3.2)];
+        let gets = vec![
+            get(0, at(0.0), Some(at(1.0))),
+            get(0, at(0.0), Some(at(1.2))),
+            get(1, at(0.9), Some(at(1.6))),
+            get(2, at(2.6), Some(at(2.9))),
+            get(3, at(3.2), None),
+        ];
+        // Per host: bytes sent by it and sent to it, cumulative.
+        let counters = [(0, 0), (1000, 600), (1500, 1100), (4000, 4000), (4000, 4000)];
+        let samples = counters.iter().enumerate().map(|(i, &(a, b))| (at(i as f64), vec![(a, b), (b, a)])).collect();
+        let r = Replayed { t0, starts, gets, samples };
+        // Windows one and two moved (1000 + 600) * 2 and (500 + 500) * 2 bytes in two seconds.
+        let expected = (3200.0 + 2000.0) / (2.0 * 4e6);
+        assert!((utilization(&r, &topology) - expected).abs() < 1e-12, "{}", utilization(&r, &topology));
     }
 }
