@@ -5,6 +5,13 @@ POLICIES: List[str]
 ERROR_KINDS: List[str]
 LEASE_S: Tuple[float, float]
 MAX_TIMEOUT_S: float
+MAX_NUM_FLOWS: int
+MAX_NAME_BYTES: int
+MAX_KIND_BYTES: int
+MAX_PARENTS: int
+MAX_DEADLINE_S: float
+MAX_ALL_GETS_TIMEOUT_S: float
+MAX_PIECE_BYTES: int
 MAX_MACHINES: int
 __version__: str
 

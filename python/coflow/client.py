@@ -59,11 +59,12 @@ def _number(value: Any, what: str, expected: str, ok: Callable[[float], bool]) -
     return x
 
 
-def _seconds(value: Any, what: str) -> Optional[float]:
-    """A non-negative number of seconds, or ``None``."""
+def _seconds(value: Any, what: str, most: float, said: str) -> Optional[float]:
+    """A number of seconds from 0 to ``most`` (``said`` in words), or ``None``."""
     if value is None:
         return None
-    return _number(value, what, "a non-negative number of seconds, or None", lambda x: x >= 0)
+    expected = f"a non-negative number of seconds up to {said} ({most:g}), or None"
+    return _number(value, what, expected, lambda x: 0 <= x <= most)
 
 
 def _text(value: Any, what: str) -> str:
@@ -75,6 +76,15 @@ def _text(value: Any, what: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
         raise ValueError(f"{what}: not valid text (a lone surrogate at {e.start}), got {value!r}") from None
+    return value
+
+
+def _short_text(value: Any, what: str, most: int) -> str:
+    """A string of at most ``most`` bytes of UTF-8 (a bound of the protocol), else a
+    ``ValueError`` naming ``what``."""
+    n = len(_text(value, what).encode("utf-8"))
+    if n > most:
+        raise ValueError(f"{what}: at most {most} bytes of UTF-8, got {n}")
     return value
 
 
@@ -164,15 +174,20 @@ class Client:
     ) -> int:
         """Registers a coflow of ``num_flows`` pieces and returns its id.
 
-        ``all_gets_timeout_s`` makes gets wait until every one of them arrived (or that long),
-        so the coflow is scheduled whole; ``deadline_s`` is relative to registration;
-        ``lease_s`` (1 to 86,400 seconds) has the coordinator unregister the coflow unless
-        :meth:`renew` names it within that long of its registration and of each renewal.
+        ``all_gets_timeout_s`` (up to a day) makes gets wait until every one of them arrived (or
+        that long), so the coflow is scheduled whole; ``deadline_s`` (up to a year) is relative to
+        registration; ``lease_s`` (1 to 86,400 seconds) has the coordinator unregister the coflow
+        unless :meth:`renew` names it within that long of its registration and of each renewal.
+        The protocol's bounds (``num_flows`` up to 10,000,000, ``name`` 256 and ``kind`` 64 bytes
+        of UTF-8, 1,024 ``parents``) are checked here: a value past one is a ``ValueError``
+        naming its keyword.
         """
-        num_flows = _uint(num_flows, "num_flows", 2**32 - 1)
+        num_flows = _uint(num_flows, "num_flows", _coflow.MAX_NUM_FLOWS)
         if isinstance(parents, (str, bytes)) or not isinstance(parents, Iterable):
             raise ValueError(f"parents: expected a list of coflow ids, got {parents!r}")
         parent_ids = [_uint(p, "parents", 2**64 - 1) for p in parents]
+        if len(parent_ids) > _coflow.MAX_PARENTS:
+            raise ValueError(f"parents: at most {_coflow.MAX_PARENTS} coflows, got {len(parent_ids)}")
         weight = _number(weight, "weight", "a positive finite number", lambda x: x > 0)
         low, high = _coflow.LEASE_S
         if lease_s is not None:
@@ -181,12 +196,12 @@ class Client:
         return _call(
             self._c.register,
             num_flows,
-            _text(name, "name"),
-            _text(kind, "kind"),
-            _seconds(deadline_s, "deadline_s"),
+            _short_text(name, "name", _coflow.MAX_NAME_BYTES),
+            _short_text(kind, "kind", _coflow.MAX_KIND_BYTES),
+            _seconds(deadline_s, "deadline_s", _coflow.MAX_DEADLINE_S, "a year"),
             parent_ids,
             weight,
-            _seconds(all_gets_timeout_s, "all_gets_timeout_s"),
+            _seconds(all_gets_timeout_s, "all_gets_timeout_s", _coflow.MAX_ALL_GETS_TIMEOUT_S, "a day"),
             lease_s,
         )
 
@@ -211,13 +226,17 @@ class Client:
         ``data_id``; the caller may exit afterwards. Returns its size."""
         if not isinstance(path, (str, bytes, os.PathLike)):
             raise ValueError(f"path: expected a path relative to the agent's data directory, got {path!r}")
+        length = _uint(length, "length", _coflow.MAX_PIECE_BYTES)
+        offset = _uint(offset, "offset", 2**64 - 1)
+        if offset + length > 2**64 - 1:
+            raise ValueError(f"offset: {offset} + length {length} is past the last byte a file can have (2**64 - 1)")
         return _call(
             self._c.put_file,
             _uint(coflow, "coflow", 2**64 - 1),
             _text(data_id, "data_id"),
             _text(os.fsdecode(os.fspath(path)), "path"),
-            _uint(offset, "offset", 2**64 - 1),
-            _uint(length, "length", 2**64 - 1),
+            offset,
+            length,
         )
 
     def get(self, coflow: int, data_id: str) -> bytes:

@@ -150,7 +150,7 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
     # No cluster: every one of these is refused before the client connects.
     c = coflow.Client("http://127.0.0.1:9", "http://127.0.0.1:9", token="x" * 32, timeout_s=1)
     for call, says in [
-        (lambda: c.register(-1), r"^num_flows: expected an integer from 0 to 4294967295, got -1$"),
+        (lambda: c.register(-1), r"^num_flows: expected an integer from 0 to 10000000, got -1$"),
         (lambda: c.register(True), r"^num_flows: expected a non-negative integer, got True$"),
         (lambda: c.register(2, parents=[-1]), r"^parents: expected an integer from 0 to"),
         (lambda: c.register(1, lease_s=0), r"^lease_s: expected from 1 to 86400 seconds, or None"),
@@ -186,6 +186,40 @@ def test_bad_arguments_are_errors_naming_the_field_before_any_call() -> None:
     for data, kind in [(5, "int"), ("abc", "str"), (None, "NoneType")]:
         with pytest.raises(TypeError, match=rf"^data: expected bytes-like data, got {kind}$"):
             c.put(1, "p", data)  # type: ignore[arg-type]
+
+
+def test_a_value_past_a_bound_of_the_protocol_is_a_value_error_naming_its_keyword() -> None:
+    # No cluster: the coordinator would refuse each naming its wire field (`options.deadline_ms`
+    # in milliseconds, or the request's size), so the SDK refuses it first, by keyword.
+    c = coflow.Client("http://127.0.0.1:9", "http://127.0.0.1:9", token="x" * 32, timeout_s=1)
+    for call, says in [
+        (lambda: c.register(10_000_001), r"^num_flows: expected an integer from 0 to 10000000, got 10000001$"),
+        (lambda: c.register(1, name="x" * 257), r"^name: at most 256 bytes of UTF-8, got 257$"),
+        (lambda: c.register(1, name="é" * 129), r"^name: at most 256 bytes of UTF-8, got 258$"),
+        (lambda: c.register(1, name="x" * (5 << 20)), r"^name: at most 256 bytes of UTF-8, got 5242880$"),
+        (lambda: c.register(1, kind="k" * 65), r"^kind: at most 64 bytes of UTF-8, got 65$"),
+        (lambda: c.register(1, parents=range(1, 1026)), r"^parents: at most 1024 coflows, got 1025$"),
+        (lambda: c.register(1, deadline_s=1e10), r"^deadline_s: expected a non-negative number of seconds up to a year \(3\.1536e\+07\), or None, got 10000000000\.0$"),
+        (lambda: c.register(1, deadline_s=365 * 86400 + 0.001), r"^deadline_s: expected .* up to a year"),
+        (lambda: c.register(1, all_gets_timeout_s=86400.5), r"^all_gets_timeout_s: expected a non-negative number of seconds up to a day \(86400\), or None, got 86400\.5$"),
+        (lambda: c.register(1, all_gets_timeout_s=1e300), r"^all_gets_timeout_s: expected .* up to a day"),
+        (lambda: c.put_file(1, "p", "f", length=(64 << 30) + 1), r"^length: expected an integer from 0 to 68719476736, got 68719476737$"),
+        (lambda: c.put_file(1, "p", "f", length=2, offset=2**64 - 2), r"^offset: 18446744073709551614 \+ length 2 is past the last byte"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            call()
+
+
+def test_values_at_the_protocols_bounds_are_taken(cluster: Cluster) -> None:
+    with cluster.client(0) as c:
+        parents = [c.register(1) for _ in range(2)] * 512
+        coflows = [
+            c.register(10_000_000),
+            c.register(1, name="é" * 128, kind="k" * 64, parents=parents, deadline_s=365 * 86400),
+            c.register(1, all_gets_timeout_s=86400),
+        ]
+        for id in {*parents, *coflows}:
+            c.unregister(id)
 
 
 def test_text_the_client_cannot_send_is_a_value_error_naming_its_argument() -> None:

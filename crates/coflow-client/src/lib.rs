@@ -62,7 +62,10 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 pub use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
-pub use coflow_proto::{ClusterToken, CoflowOptions, ErrorKind, MAX_LEASE_MS, MIN_LEASE_MS, Readiness, TlsFiles};
+pub use coflow_proto::{
+    ClusterToken, CoflowOptions, ErrorKind, MAX_DEADLINE_MS, MAX_KIND_LEN, MAX_LEASE_MS, MAX_NAME_LEN, MAX_NUM_FLOWS,
+    MAX_PARENTS, MAX_PIECE_SIZE, MAX_READY_TIMEOUT_MS, MIN_LEASE_MS, Readiness, TlsFiles,
+};
 
 /// What can go wrong, typed so that frameworks can retry.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

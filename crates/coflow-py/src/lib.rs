@@ -890,6 +890,15 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // A lease's bounds in seconds, the protocol's (`register(lease_s=)` checks them by name).
     m.add("MAX_TIMEOUT_S", MAX_TIMEOUT_S)?;
     m.add("LEASE_S", (coflow_client::MIN_LEASE_MS as f64 / 1e3, coflow_client::MAX_LEASE_MS as f64 / 1e3))?;
+    // The protocol's other bounds on what `register` and `put_file` send, which the SDK checks by
+    // keyword before a call rather than hear the coordinator name its wire fields.
+    m.add("MAX_NUM_FLOWS", coflow_client::MAX_NUM_FLOWS)?;
+    m.add("MAX_NAME_BYTES", coflow_client::MAX_NAME_LEN)?;
+    m.add("MAX_KIND_BYTES", coflow_client::MAX_KIND_LEN)?;
+    m.add("MAX_PARENTS", coflow_client::MAX_PARENTS)?;
+    m.add("MAX_DEADLINE_S", coflow_client::MAX_DEADLINE_MS as f64 / 1e3)?;
+    m.add("MAX_ALL_GETS_TIMEOUT_S", coflow_client::MAX_READY_TIMEOUT_MS as f64 / 1e3)?;
+    m.add("MAX_PIECE_BYTES", coflow_client::MAX_PIECE_SIZE)?;
     // The workspace version, the same that `coflow --version` prints.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
