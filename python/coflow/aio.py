@@ -8,14 +8,17 @@ does not wait behind long gets. Cancelling a call (its task cancelled, or timed 
 ``asyncio.wait_for``) cancels the blocking call too, within about 100 ms: a get stops taking its
 coflow's bandwidth and gives its thread back. A call cancelled after its request left may still
 take effect: a cancelled ``register`` can leave a coflow whose id never came back, which a lease
-(``lease_s``) removes.
+(``lease_s``) removes. At exit, before Python waits for the clients' threads, the calls whose event
+loop no longer runs (a loop closed or stopped with their tasks pending) are cancelled, so that the
+interpreter does not wait for a get no one can await any more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from . import _coflow
 from .client import Client as _SyncClient
@@ -29,6 +32,28 @@ T = TypeVar("T")
 
 #: How many calls one client runs at once by default.
 MAX_CALLS = 1024
+
+# The calls of every client in flight, each with the event loop that awaits it.
+_IN_FLIGHT: Set[Tuple[asyncio.AbstractEventLoop, "_coflow.Cancel"]] = set()
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def _cancel_abandoned() -> None:
+    """Cancels the calls in flight whose event loop no longer runs: their answers can never be
+    taken. A loop that runs (in a thread Python is about to wait for) keeps its calls."""
+    with _IN_FLIGHT_LOCK:
+        calls = list(_IN_FLIGHT)
+    for loop, cancel in calls:
+        if not loop.is_running():
+            cancel.cancel()
+
+
+# At exit, Python waits for the executors' threads (a hook of concurrent.futures, which this
+# module imported first) after the hooks registered later than it, and before `atexit`'s:
+# an abandoned call is cancelled before that wait, rather than waited for as long as its get.
+_register_atexit = getattr(threading, "_register_atexit", None)
+if _register_atexit is not None:
+    _register_atexit(_cancel_abandoned)
 
 
 async def _run(executor: Optional[ThreadPoolExecutor], f: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -47,11 +72,17 @@ async def _run(executor: Optional[ThreadPoolExecutor], f: Callable[..., T], *arg
         finally:
             _coflow._cancel_with(None)
 
+    entry = (loop, cancel)
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add(entry)
     try:
         return await loop.run_in_executor(executor, call)
     except asyncio.CancelledError:
         cancel.cancel()
         raise
+    finally:
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT.discard(entry)
 
 
 class Client:

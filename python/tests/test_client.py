@@ -425,6 +425,38 @@ def test_a_cancelled_asyncio_call_stops_its_blocking_call(cluster: Cluster) -> N
     asyncio.run(main())
 
 
+def test_at_exit_asyncio_calls_whose_loop_no_longer_runs_are_cancelled_and_others_kept(cluster: Cluster) -> None:
+    # Two gets that wait (all-gets readiness, one of two gets comes): one abandoned on a loop
+    # closed with its task pending, which the exit does not wait for (60 s); one on a loop that
+    # still runs in a thread Python waits for, which is served when its readiness times out (3 s).
+    with cluster.client(0) as a:
+        abandoned, kept = a.register(2, all_gets_timeout_s=60), a.register(2, all_gets_timeout_s=3)
+        a.put(abandoned, "p", b"never")
+        a.put(kept, "p", b"kept!")
+    script = f"""
+import asyncio, sys, threading, time
+import coflow
+b = coflow.aio.Client({cluster.coordinator!r}, {cluster.agents[1]!r}, token={TOKEN!r})
+def served():
+    got = asyncio.run(b.get({kept}, "p"))
+    sys.stdout.write(f"kept: {{got!r}}\\n")
+threading.Thread(target=served).start()
+loop = asyncio.new_event_loop()
+task = loop.create_task(b.get({abandoned}, "p"))
+loop.run_until_complete(asyncio.sleep(0.5))
+loop.close()
+sys.stdout.write("main returns\\n")
+"""
+    started = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=40)
+    assert r.returncode == 0 and "FATAL" not in r.stderr, (r.returncode, r.stderr)
+    assert r.stdout == "main returns\nkept: b'kept!'\n", r.stderr
+    assert time.monotonic() - started < 20
+    with cluster.client(0) as a:
+        for c in (abandoned, kept):
+            a.unregister(c)
+
+
 def test_asyncio_gets_of_a_coflow_waiting_for_all_of_them_run_together(cluster: Cluster) -> None:
     # The client runs its calls on threads of its own: twenty gets of a coflow that waits for all
     # its gets start together, however small the event loop's default executor, and a status
