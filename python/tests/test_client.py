@@ -551,6 +551,20 @@ def test_over_mutual_tls_bytes_are_exact_and_only_members_in_their_role_get_in(t
         coflow.Client(plain, plain_agent, tls=tls_cluster.tls_files("coordinator"))
 
 
+def test_a_client_with_a_token_is_told_a_tls_service_takes_tls_and_not_of_a_certificate(tls_cluster: Cluster) -> None:
+    plain = [url.replace("https://", "http://") for url in (tls_cluster.coordinator, tls_cluster.agents[0])]
+    with coflow.Client(*plain, token=TOKEN, timeout_s=10) as c:
+        # The first call's connection breaks on the TLS service's answer; later ones close
+        # before an answer: each is told the same.
+        calls = [(c.status, coflow.CoordinatorUnreachable), (lambda: c.get(1, "p"), coflow.AgentUnreachable)]
+        for call, kind in calls * 4:
+            with pytest.raises(kind) as e:
+                call()
+            said = str(e.value)
+            assert "if the service uses TLS" in said and "https://" in said, said
+            assert "refused this client's certificate" not in said, said
+
+
 def test_tls_files_must_exist(cluster: Cluster) -> None:
     with pytest.raises(FileNotFoundError, match=r"^tls ca: cannot read no-ca\.pem"):
         coflow.Client(cluster.coordinator, cluster.agents[0], tls=("no-ca.pem", "no-cert.pem", "no-key.pem"))

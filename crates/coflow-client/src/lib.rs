@@ -228,12 +228,10 @@ impl ClientError {
                 unreachable(msg)
             }
             // The connection closed under the call, without an answer: a service gone, or one
-            // that refused this client's certificate once the handshake was over (TLS 1.3),
-            // whose alert the call did not hear.
-            (None, tonic::Code::Cancelled) if std::error::Error::source(&s).is_some() => unreachable(format!(
-                "the connection closed before an answer ({msg}); with TLS, the service may have refused this \
-                 client's certificate"
-            )),
+            // of the other security mode ([`mode_hint`] says which may be the case).
+            (None, tonic::Code::Cancelled) if std::error::Error::source(&s).is_some() => {
+                unreachable(format!("the connection closed before an answer ({msg})"))
+            }
             _ => ClientError::Other(format!("{:?}: {msg}", s.code())),
         };
         e.without_repeated_prefix()
@@ -398,15 +396,22 @@ pub struct Client {
 /// connection broke as it does under a service of the other security mode, what that mode
 /// takes: said as a condition, since a service that stops mid-call breaks a connection in the
 /// same way. A TLS service drops a plaintext HTTP/2 connection (a broken pipe, an HTTP/2
-/// protocol error), and a plaintext service resets a TLS handshake. A service that refused the
-/// connection or did not answer in time is not of that kind.
+/// protocol error, or the connection closed before an answer), and a plaintext service resets
+/// a TLS handshake. A service that refused the connection or did not answer in time is not of
+/// that kind. Over TLS, a connection closed before an answer may also be a service that refused
+/// this client's certificate once the handshake was over (TLS 1.3), whose alert the call did
+/// not hear.
 fn mode_hint(s: &tonic::Status, tls: bool) -> Option<&'static str> {
     use std::io::ErrorKind as Io;
     if coflow_proto::ErrorKind::of(s).is_some() {
         return None;
     }
     let mut cause = std::error::Error::source(s);
-    let mut broken = s.code() == tonic::Code::Internal && cause.is_some();
+    let closed = s.code() == tonic::Code::Cancelled && cause.is_some();
+    if closed && tls {
+        return Some("with TLS, the service may have refused this client's certificate");
+    }
+    let mut broken = closed || (s.code() == tonic::Code::Internal && cause.is_some());
     while let Some(c) = cause {
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
             match io.kind() {
@@ -759,7 +764,12 @@ mod tests {
         let cut = |kind: Io| Status::from_error(Box::new(std::io::Error::new(kind, "cut")));
         let mut h2 = Status::internal("h2 protocol error: http2 error");
         h2.set_source(std::sync::Arc::new(std::fmt::Error));
+        // What a plaintext client hears from a TLS service over loopback: the connection closed.
+        let mut closed = Status::cancelled("operation was canceled");
+        closed.set_source(std::sync::Arc::new(std::fmt::Error));
         for (s, tls, word) in [
+            (closed.clone(), false, Some("https://")),
+            (closed.clone(), true, Some("refused this client's certificate")),
             (cut(Io::BrokenPipe), false, Some("https://")),
             (cut(Io::ConnectionReset), true, Some("http://")),
             (h2.clone(), false, Some("https://")),
@@ -775,6 +785,14 @@ mod tests {
         }
         let e = ClientError::from_coordinator(h2, CoflowId(1)).with_hint(Some("why"));
         assert!(matches!(&e, ClientError::CoordinatorUnreachable(m) if m.ends_with("(why)")), "{e:?}");
+        // A client without TLS has no certificate to have refused.
+        let hint = mode_hint(&closed, false);
+        let e = ClientError::from_coordinator(closed, CoflowId(1)).with_hint(hint);
+        assert!(
+            matches!(&e, ClientError::CoordinatorUnreachable(m) if m.contains("closed before an answer")
+                && m.contains("https://") && !m.contains("refused this client's certificate")),
+            "{e}"
+        );
     }
 
     /// What the coordinator's being out of reach looks like, from the client's own call or
