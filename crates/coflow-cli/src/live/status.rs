@@ -217,7 +217,7 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
         s.push_str(&format!(
             "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}{measured}\n",
             a.machine_id,
-            a.data_addr,
+            printable(&a.data_addr),
             match (a.alive, a.departed) {
                 (true, _) => "alive",
                 (false, true) => "left",
@@ -362,16 +362,20 @@ mod tests {
         }
     }
 
-    /// A name carrying a terminal escape sequence prints escaped, never raw.
+    /// A name carrying a terminal escape sequence prints escaped, never raw; so does an agent's
+    /// address, a string on the wire like the names (a coordinator's, or whoever sits between it
+    /// and the table without TLS).
     #[test]
     fn names_cannot_drive_the_terminal() {
         let mut st = example();
         st.coflows[0].name = "evil\u{1b}[2J\u{7}".into();
         st.coflows[0].flows[0].data_id = "x\ry".into();
+        st.agents[0].data_addr = "10.0.0.1:7072\u{1b}]0;owned\u{7}".into();
         let t = render(&st);
         assert!(!t.contains('\u{1b}') && !t.contains('\u{7}') && !t.contains('\r'), "{t:?}");
         assert!(t.contains("evil\\u{1b}[2J\\u{7}"), "{t}");
         assert!(t.contains("x\\ry"), "{t}");
+        assert!(t.contains("10.0.0.1:7072\\u{1b}]0;owned\\u{7}"), "{t}");
     }
 
     /// A name that would reorder or hide what the operator reads (a right-to-left override, a
