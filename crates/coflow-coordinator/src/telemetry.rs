@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -113,16 +113,7 @@ pub(crate) fn router(
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 ) -> Router {
-    let scrape: Scrape = Arc::new(move || {
-        let (samples, metrics) = (samples.clone(), metrics.clone());
-        Box::pin(async move {
-            if let Some(s) = samples().await {
-                metrics.snapshot().set(s);
-            }
-            metrics.encode()
-        })
-    });
-    let router = coflow_telemetry::router(scrape, health);
+    let router = coflow_telemetry::router(scrape(samples, metrics), health);
     let Some(status) = status else { return router };
     let bodies = Bodies::new(STATUS_BODIES);
     router.route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) })).route(
@@ -144,6 +135,32 @@ pub(crate) fn router(
             }
         }),
     )
+}
+
+/// The metrics page, its counters and gauges asked of the core at each scrape, one ask at a time:
+/// scrapes that arrive while one asks wait for it to end, and the first of them then asks once
+/// for them all, so that however many scrape at once (the listener has no authentication), the
+/// core has at most one ask of them waiting among its events, and each scrape shows the core's
+/// counts from after its arrival.
+fn scrape(samples: Ask<Vec<Sample>>, metrics: Arc<Metrics>) -> Scrape {
+    // When the last answered ask was made.
+    let asked: Arc<tokio::sync::Mutex<Option<Instant>>> = Arc::default();
+    Arc::new(move || {
+        let (samples, metrics, asked) = (samples.clone(), metrics.clone(), asked.clone());
+        Box::pin(async move {
+            let arrived = Instant::now();
+            let mut last = asked.lock().await;
+            if last.is_none_or(|at| at < arrived) {
+                let at = Instant::now();
+                if let Some(s) = samples().await {
+                    metrics.snapshot().set(s);
+                    *last = Some(at);
+                }
+            }
+            drop(last);
+            metrics.encode()
+        })
+    })
 }
 
 /// The live view as the web page reads it: numbers raw (bytes, bytes per second, seconds).
@@ -191,4 +208,47 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
         })
         .collect();
     serde_json::json!({ "policy": v.policy, "coflows": coflows, "agents": agents })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scrapes that come while one waits for the core share the next ask: sixteen at once cost
+    /// the core two asks (the first's, then one for the fifteen that came during it), not sixteen,
+    /// and each shows counts asked after it arrived.
+    #[tokio::test]
+    async fn scrapes_at_once_ask_the_core_once_for_all_that_wait() {
+        let (open, gate) = tokio::sync::watch::channel(false);
+        let asks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let a = asks.clone();
+        let samples: Ask<Vec<Sample>> = Arc::new(move || {
+            let (asks, mut gate) = (a.clone(), gate.clone());
+            Box::pin(async move {
+                let n = asks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                let _ = gate.wait_for(|&open| open).await;
+                Some(vec![Sample::counter("asks", "Asks of the core.", n)])
+            })
+        });
+        let (registry, _) = metrics("sebf");
+        let scrape = scrape(samples, Arc::new(registry));
+        let mut scrapes = tokio::task::JoinSet::new();
+        for _ in 0..16 {
+            scrapes.spawn(scrape());
+        }
+        // On this one thread, every scrape runs until it waits: the first for the core, the
+        // others for the first.
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(asks.load(std::sync::atomic::Ordering::SeqCst), 1);
+        open.send(true).unwrap();
+        let pages = scrapes.join_all().await;
+        assert_eq!(asks.load(std::sync::atomic::Ordering::SeqCst), 2, "one ask for the fifteen that waited");
+        let shown =
+            |n: u64| pages.iter().filter(|p| p.contains(&format!("coflow_coordinator_asks_total {n}\n"))).count();
+        assert_eq!((shown(1), shown(2)), (1, 15));
+        // A scrape that comes later asks again.
+        assert!(scrape().await.contains("coflow_coordinator_asks_total 3\n"));
+    }
 }
