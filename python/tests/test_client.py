@@ -572,6 +572,23 @@ def test_tls_files_must_exist(cluster: Cluster) -> None:
         coflow.Client(cluster.coordinator, cluster.agents[0], tls=(__file__, __file__, os.path.dirname(__file__)))
 
 
+def test_a_tls_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    # Opening a FIFO that no one writes would wait for ever, the GIL held (no Ctrl-C, no other
+    # thread runs): it is refused from what it is. In a child, which a hang cannot take down.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    script = f"""
+import coflow
+try:
+    coflow.Client(tls=({str(fifo)!r},) * 3)
+except OSError as e:
+    print(type(e).__name__, e)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert re.match(r"^OSError tls ca: cannot read .*fifo: a FIFO, not a regular file$", r.stdout.strip()), r.stdout
+
+
 def test_the_token_comes_from_the_environment(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COFLOW_TOKEN", "python-tests-token")
     with coflow.Client(cluster.coordinator, cluster.agents[0]) as c:

@@ -645,9 +645,17 @@ impl PyClient {
         let mut cfg = match (token, tls) {
             (_, Some((ca, cert, key))) => {
                 // A file that cannot be read is the OSError of its kind, as a trace's is, named by
-                // its place in `tls`.
+                // its place in `tls`. What it is comes first, from its metadata: opening a FIFO
+                // would wait for a writer, with the GIL held.
                 for (what, path) in [("ca", &ca), ("cert", &cert), ("key", &key)] {
-                    if let Err(e) = std::fs::read(path) {
+                    let readable = std::fs::metadata(path).and_then(|m| {
+                        if m.is_dir() {
+                            return Err(std::io::Error::from(std::io::ErrorKind::IsADirectory));
+                        }
+                        coflow_core::files::regular(&m)?;
+                        std::fs::File::open(path).map(drop)
+                    });
+                    if let Err(e) = readable {
                         return Err(os_error(e.kind(), format!("tls {what}: cannot read {}: {e}", path.display())));
                     }
                 }
