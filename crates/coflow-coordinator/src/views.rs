@@ -124,13 +124,15 @@ impl Core {
         ];
         // What the coordinator believes the fabric carries: each wide-area link's estimate, and on
         // a big switch each alive agent's ports (its registered rate until measured lower).
-        for l in self.link_views() {
+        let links = self.link_views();
+        let big_switch = links.is_empty();
+        for l in links {
             let help = "A wide-area link's bandwidth as the coordinator measured it, bytes per second.";
             out.push(
                 Sample::gauge("link_estimate_bytes_per_second", help, Value::Float(l.estimate)).with("link", l.name),
             );
         }
-        for a in self.agents().filter(|a| a.alive && self.link_views().is_empty()) {
+        for a in self.agents().filter(|a| a.alive && big_switch) {
             let help = "An agent's port capacity as the coordinator measured it, bytes per second.";
             for (direction, v) in [("up", a.uplink_bps), ("down", a.downlink_bps)] {
                 let s = Sample::gauge("port_estimate_bytes_per_second", help, Value::Float(v));
