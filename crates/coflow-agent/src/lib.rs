@@ -75,6 +75,17 @@ pub const SERVICE_NAME: &str = "coflow.v1.Agent";
 /// and reserved first.
 pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
 
+/// How long the agent's connection to its coordinator may receive nothing before the agent pings
+/// it (an HTTP/2 ping, which the coordinator's process answers, not its kernel), and
+/// [`COORDINATOR_PING_TIMEOUT`] how long that ping may go unanswered before the connection is
+/// dropped: a coordinator frozen (stopped, its host gone without a reset) is then unreachable, and
+/// the gets it held fail after `coordinator_grace_ms`, as with one that exited, rather than
+/// waiting for ever. Longer together than a coordinator's pause that its agents ride out.
+pub const COORDINATOR_PING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a ping of [`COORDINATOR_PING_EVERY`] may go unanswered.
+pub const COORDINATOR_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The listeners an agent serves on.
 #[derive(Debug)]
 pub struct AgentListeners {
@@ -159,6 +170,8 @@ pub async fn run(
         .map_err(RunError::Coordinator)?
         .tcp_nodelay(true)
         .connect_timeout(std::time::Duration::from_secs(5))
+        .http2_keep_alive_interval(COORDINATOR_PING_EVERY)
+        .keep_alive_timeout(COORDINATOR_PING_TIMEOUT)
         .connect_lazy();
     let coordinator = CoordinatorClient::with_interceptor(channel, security.attach());
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -3,7 +3,8 @@
 //! puts are issued during the pause, then continued (`SIGCONT`), with the real binaries over
 //! mutual TLS: no agent is declared dead, no piece is lost, every get ends with its exact bytes
 //! or, if it waited on the coordinator past `coordinator_grace_ms`, with the retryable
-//! `agent-unreachable` within that grace; nothing hangs, and no flow is left behind.
+//! `agent-unreachable` within that grace; nothing hangs, and no flow is left behind. A coordinator
+//! stopped for good is found by the agents' pings, and the gets it held end after the grace.
 
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,52 @@ fn a_coordinator_paused_10s_loses_no_agent_piece_or_get() {
 #[test]
 fn a_coordinator_paused_15s_loses_no_agent_piece_or_get() {
     paused_coordinator("pause-15s", Duration::from_secs(15));
+}
+
+/// A coordinator stopped for good while a get is held at rate 0 behind another coflow: its
+/// kernel keeps the agents' connections open, but its process answers no ping, so the agents
+/// drop their sessions within `COORDINATOR_PING_EVERY + COORDINATOR_PING_TIMEOUT` and the held
+/// get fails `coordinator-unreachable` after the grace, rather than waiting for ever; the get
+/// that was moving keeps its rate and completes.
+#[test]
+fn a_get_held_by_a_coordinator_frozen_for_good_ends_after_the_pings_and_the_grace() {
+    let spec = Spec {
+        coordinator_toml: "bypass_threshold = 0\n".into(),
+        agent_toml: "port_rate = \"4MB/s\"\ncoordinator_grace = \"5s\"\n".into(),
+        ..Spec::new(2)
+    };
+    let procs = Procs::start("frozen-for-good", spec);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        procs.ready().await;
+        let c0 = procs.client(0).await;
+        let small = c0.register(1, CoflowOptions { name: "small".into(), ..Default::default() }).await.unwrap();
+        let big = c0.register(1, CoflowOptions { name: "big".into(), ..Default::default() }).await.unwrap();
+        c0.put(small, "s", content(41, 8_000_000)).await.unwrap();
+        c0.put(big, "b", content(42, 12_000_000)).await.unwrap();
+        let g_small = get(&procs, 1, small, "s").await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let g_big = get(&procs, 1, big, "b").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        procs.coordinator.signal("STOP");
+        let frozen = Instant::now();
+        exact("the moving get", g_small, &content(41, 8_000_000), Duration::from_secs(30)).await;
+        let bound = coflow_agent::COORDINATOR_PING_EVERY
+            + coflow_agent::COORDINATOR_PING_TIMEOUT
+            + GRACE
+            + Duration::from_secs(10);
+        let answer = tokio::time::timeout(bound.saturating_sub(frozen.elapsed()), g_big).await;
+        let took = frozen.elapsed();
+        procs.coordinator.signal("CONT");
+        let (r, _) =
+            answer.unwrap_or_else(|_| panic!("the held get hung {took:?} after its coordinator froze")).unwrap();
+        match r {
+            Err(ClientError::CoordinatorUnreachable(m)) => {
+                eprintln!("the held get failed {took:.1?} after its coordinator froze: {m}")
+            }
+            other => panic!("a get held by a frozen coordinator: {:?}", other.map(|b| b.len())),
+        }
+    });
 }
 
 /// A get whose own agent (the one its client reads from) is stopped mid-transfer fails
