@@ -126,7 +126,13 @@ struct CoflowRec {
     /// Its unfinished flows.
     flows: shape::Flows,
     sealed: bool,
+    /// The gets asked of it, towards those it expects: a get asked again after its flow failed
+    /// (its client cancelled it, its source was lost) is the same get.
     gets_seen: u32,
+    /// Of its gets whose flows failed, how many of each receiver and piece are not asked again yet:
+    /// the next get of that receiver and piece is one asked again, and counts neither in
+    /// `gets_seen` nor in `width`.
+    failed_gets: BTreeMap<(MachineId, DataId), u32>,
     first_get: Option<Nanos>,
     /// Flows created by gets but held until the coflow is ready. Usually only before the first
     /// release, but a seal or a recovered put may raise the gets expected after it.
@@ -147,6 +153,18 @@ impl CoflowRec {
         self.expected_gets().is_some_and(|expected| self.gets_seen > 0 && self.gets_seen >= expected)
     }
 
+    /// Whether a get of piece `data_id` at `machine` is one whose flow failed, asked again; if so,
+    /// that failed get is taken as answered.
+    fn asked_again(&mut self, machine: MachineId, data_id: &DataId) -> bool {
+        let key = (machine, data_id.clone());
+        let Some(n) = self.failed_gets.get_mut(&key) else { return false };
+        *n -= 1;
+        if *n == 0 {
+            self.failed_gets.remove(&key);
+        }
+        true
+    }
+
     /// How many gets it expects: as many as pieces put once sealed, else `num_flows` if given.
     fn expected_gets(&self) -> Option<u32> {
         if self.sealed { Some(self.puts.len() as u32) } else { (self.reg.num_flows > 0).then_some(self.reg.num_flows) }
@@ -164,6 +182,7 @@ impl CoflowRec {
             flows: shape::Flows::default(),
             sealed: false,
             gets_seen: 0,
+            failed_gets: BTreeMap::new(),
             first_get: None,
             held: Vec::new(),
             filed: None,
@@ -1123,7 +1142,7 @@ impl Core {
             parts.push(GrantPart { flow, offset, length, ticket, via: relay });
         }
         let c = self.coflows.get_mut(&get.coflow).expect("checked above");
-        if new_get {
+        if new_get && !c.asked_again(get.machine, &get.data_id) {
             c.gets_seen += 1;
             c.width += 1;
         }
@@ -1219,6 +1238,9 @@ impl Core {
             p.remove(&id);
         }
         let Some(c) = self.coflows.get_mut(&f.coflow) else { return Ok(()) };
+        if failure.is_some_and(|r| r != REROUTED && r != SPLIT) {
+            *c.failed_gets.entry((f.dst, f.data_id.clone())).or_default() += 1;
+        }
         c.flows.remove(id, f.dst, f.size);
         c.held.retain(|&h| h != id);
         if c.flows.is_empty() {

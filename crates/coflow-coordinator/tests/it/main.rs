@@ -410,6 +410,40 @@ fn a_sealed_coflow_expects_one_get_per_piece_and_takes_no_more_puts() {
 }
 
 #[test]
+fn a_get_asked_again_after_its_flow_ended_is_not_counted_twice_towards_all_gets() {
+    // Two flows expected, waiting for all gets: a reducer's get of `a` is cancelled and asked
+    // again, which is still one of the two gets; the coflow waits for `b`'s.
+    let mut h = Harness::new("varys", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let opts = CoflowOptions { readiness: Readiness::AllGets { timeout: Nanos::from_secs(60) }, ..Default::default() };
+    let c = h.register(2, opts);
+    h.put(c, "a", 0, 1000).unwrap();
+    h.put(c, "b", 0, 1000).unwrap();
+    let first = h.get(c, "a", 1).unwrap();
+    h.end(first.flow, FlowOutcome::Failed("client-departed".into())).unwrap();
+    let again = h.get(c, "a", 1).unwrap();
+    h.advance(100);
+    assert_eq!(last_rate(&h.drain(), again.flow), None, "held: `b` is not asked for yet");
+    let fb = h.get(c, "b", 2).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert!(last_rate(&pushed, again.flow).unwrap() > 0.0 && last_rate(&pushed, fb.flow).unwrap() > 0.0);
+
+    h.finish(again.flow);
+    h.finish(fb.flow);
+
+    // Two gets of one piece on one machine at once (two readers of a broadcast piece there) are
+    // two of the gets expected.
+    let opts = CoflowOptions { readiness: Readiness::AllGets { timeout: Nanos::from_secs(60) }, ..Default::default() };
+    let d = h.register(2, opts);
+    h.put(d, "x", 0, 1000).unwrap();
+    let x1 = h.get(d, "x", 1).unwrap();
+    let x2 = h.get(d, "x", 1).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    assert!(last_rate(&pushed, x1.flow).unwrap() > 0.0 && last_rate(&pushed, x2.flow).unwrap() > 0.0);
+}
+
+#[test]
 fn gets_are_scheduled_as_they_arrive_so_reducer_waves_proceed() {
     let mut h = Harness::new("varys", 4, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
     let c = h.register(4, CoflowOptions::default());
