@@ -156,6 +156,10 @@ impl CoflowRec {
     /// Whether a get of piece `data_id` at `machine` is one whose flow failed, asked again; if so,
     /// that failed get is taken as answered.
     fn asked_again(&mut self, machine: MachineId, data_id: &DataId) -> bool {
+        // Most coflows never had a get fail: their gets build no key.
+        if self.failed_gets.is_empty() {
+            return false;
+        }
         let key = (machine, data_id.clone());
         let Some(n) = self.failed_gets.get_mut(&key) else { return false };
         *n -= 1;
