@@ -146,13 +146,13 @@ pub enum Readiness {
 /// The options of a coflow at registration.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct CoflowOptions {
-    /// A human name.
+    /// A human name: at most [`MAX_NAME_LEN`] bytes, no control characters.
     pub name: String,
     /// Deadline relative to registration.
     pub deadline: Option<Nanos>,
     /// Coflows that must finish first.
     pub parents: Vec<CoflowId>,
-    /// The coflow's type, e.g. `shuffle`.
+    /// The coflow's type, e.g. `shuffle`: at most [`MAX_KIND_LEN`] bytes, no control characters.
     pub kind: String,
     /// How it becomes schedulable.
     pub readiness: Readiness,
@@ -175,6 +175,14 @@ impl TryFrom<pb::CoflowOptions> for CoflowOptions {
         }
         if o.kind.len() > MAX_KIND_LEN {
             return Err(invalid("options.kind", format!("longer than {MAX_KIND_LEN} bytes")));
+        }
+        // Names and kinds reach logs, terminals and web pages: like a data id, neither may hold a
+        // control character (an escape sequence, a line break that would forge a log line).
+        if o.name.chars().any(char::is_control) {
+            return Err(invalid("options.name", "contains a control character"));
+        }
+        if o.kind.chars().any(char::is_control) {
+            return Err(invalid("options.kind", "contains a control character"));
         }
         // Refused rather than cut down to the limit: a number is never changed silently.
         if o.deadline_ms > MAX_DEADLINE_MS {
@@ -676,6 +684,27 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Heartbeat::try_from(hb).unwrap_err().kind(), crate::ErrorKind::LimitExceeded);
+    }
+
+    /// A name or kind with a control character (an escape sequence that would drive a terminal, a
+    /// line break that would forge a log line) is refused naming its field, as a data id is.
+    #[test]
+    fn a_name_or_kind_with_a_control_character_is_refused() {
+        for bad in ["\u{1b}[2Jq1", "q1\nINFO forged", "q\u{7}", "\u{0}", "q\u{9b}1"] {
+            let e = CoflowOptions::try_from(pb::CoflowOptions { name: bad.into(), ..Default::default() }).unwrap_err();
+            assert!(matches!(e, ProtoError::Invalid { field: "options.name", .. }), "{bad:?}: {e}");
+            assert_eq!(e.kind(), crate::ErrorKind::Invalid);
+            let e = CoflowOptions::try_from(pb::CoflowOptions { kind: bad.into(), ..Default::default() }).unwrap_err();
+            assert!(matches!(e, ProtoError::Invalid { field: "options.kind", .. }), "{bad:?}: {e}");
+        }
+        // Text beyond ASCII is a name like any other.
+        let o = CoflowOptions::try_from(pb::CoflowOptions {
+            name: "requête \u{202e}1".into(),
+            kind: "mélange".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!((o.name.as_str(), o.kind.as_str()), ("requête \u{202e}1", "mélange"));
     }
 
     #[test]

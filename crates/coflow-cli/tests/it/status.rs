@@ -1,6 +1,7 @@
 //! `coflow status` against a real coordinator at its `max_coflows` (100,000 live coflows, 250-byte
-//! names, some carrying terminal escapes): `--json` returns every coflow with its exact name, the
-//! table prints every name with its escapes neutralized, and one coflow more is refused.
+//! names, some carrying characters that reorder or hide text): `--json` returns every coflow with
+//! its exact name, the table prints every name with those characters escaped, a name with terminal
+//! escapes is refused, and one coflow more is refused.
 
 use std::time::{Duration, Instant};
 
@@ -12,10 +13,10 @@ use crate::procs::{Procs, Spec};
 /// The coordinator's default `max_coflows`.
 const N: usize = 100_000;
 
-/// Coflow `i`'s name: 250 bytes, every 1,000th with an escape sequence that would clear the
-/// screen, ring the bell and set the window title.
+/// Coflow `i`'s name: 250 bytes, every 1,000th with a right-to-left override and a zero-width
+/// space, which a terminal would act on (reversing what follows) or hide.
 fn name(i: usize) -> String {
-    if i.is_multiple_of(1000) { format!("\u{1b}[2J\u{7}\u{1b}]0;pwned\u{7}{i:0>232}") } else { format!("{i:0>250}") }
+    if i.is_multiple_of(1000) { format!("\u{202e}\u{200b}pwned{i:0>239}") } else { format!("{i:0>250}") }
 }
 
 #[test]
@@ -44,6 +45,13 @@ fn status_shows_100_000_live_coflows_with_names_made_safe() {
             r.unwrap().unwrap();
         }
         let took = started.elapsed();
+        // A name that would clear the screen, ring the bell and set the window title is refused.
+        let escapes = CoflowOptions { name: "\u{1b}[2J\u{7}\u{1b}]0;pwned\u{7}".into(), ..Default::default() };
+        let refused = c.register(1, escapes).await;
+        assert!(
+            matches!(&refused, Err(ClientError::Invalid(m)) if m.contains("options.name")),
+            "a name with terminal escapes: {refused:?}"
+        );
         let more = c.register(1, CoflowOptions::default()).await;
         assert!(matches!(more, Err(ClientError::LimitExceeded(_))), "coflow {} of max_coflows {N}: {more:?}", N + 1);
         took
@@ -88,16 +96,15 @@ fn status_shows_100_000_live_coflows_with_names_made_safe() {
     ids.dedup();
     assert_eq!(ids.len(), N, "each id once, in order");
 
-    let table = status(false);
-    for b in [0x1b, 0x07] {
-        assert!(!table.contains(&b), "a raw {b:#04x} reached the terminal");
+    let table = String::from_utf8(status(false)).unwrap();
+    for c in ['\u{202e}', '\u{200b}'] {
+        assert!(!table.contains(c), "a raw {c:?} reached the terminal");
     }
-    let table = String::from_utf8(table).unwrap();
     assert!(table.contains(&format!("coflows: {N}\n")), "the table's count");
     assert_eq!(
-        table.matches("\\u{1b}[2J\\u{7}\\u{1b}]0;pwned\\u{7}").count(),
+        table.matches("\\u{202e}\\u{200b}pwned").count(),
         N / 1000,
-        "every name with escapes, escaped"
+        "every name with hidden characters, escaped"
     );
 }
 

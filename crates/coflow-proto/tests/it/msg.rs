@@ -233,7 +233,7 @@ fn check_registration(m: &pb::RegisterRequest) -> Result<(), TestCaseError> {
 fn options_domain() -> impl Strategy<Value = CoflowOptions> {
     let ms = |max: u64| (1..=max).prop_map(Nanos::from_millis);
     (
-        text(MAX_NAME_LEN).prop_filter("fits", |s| s.len() <= MAX_NAME_LEN),
+        text(MAX_NAME_LEN).prop_filter("fits", |s| s.len() <= MAX_NAME_LEN && !s.chars().any(char::is_control)),
         prop::option::of(ms(MAX_DEADLINE_MS)),
         prop::collection::vec(any::<u64>().prop_map(CoflowId), 0..4),
         "[a-z]{0,12}",
