@@ -40,6 +40,13 @@ pub struct CoordinatorConfig {
     /// (`/api/status`), which show every coflow's name, the agents' addresses and their rates to
     /// whoever reaches the listener. Default true; the shipped deployment configs turn it off.
     pub status_page: bool,
+    /// Host names, besides IP literals and `localhost`, under which the live web page is served:
+    /// a request for `/` or `/api/status` whose `Host` header names another is answered 421
+    /// (Misdirected Request), so that a page of another site cannot read the live view through
+    /// an operator's browser by pointing its own name at the coordinator's address (DNS
+    /// rebinding). Names without a port, in any case, with or without a trailing dot; list the
+    /// names by which operators reach `metrics_listen`. Default none.
+    pub status_hosts: Vec<String>,
     /// The scheduling policy's short name (any name of `coflow_sched::policy::REGISTRY`), or [`TCP`]:
     /// no rates assigned, every flow at its sender's full port rate, the network shares the
     /// links. Default `varys`.
@@ -115,6 +122,7 @@ impl Default for CoordinatorConfig {
             listen: "127.0.0.1:7070".into(),
             metrics_listen: None,
             status_page: true,
+            status_hosts: Vec::new(),
             policy: "varys".into(),
             push_window_ms: 0,
             bypass_threshold_bytes: 25_000_000,
@@ -168,6 +176,27 @@ fn check_link_floor(wa: &WideArea) -> Result<(), String> {
             mean / gbps,
             MIN_LINK_BYTES_PER_SEC / gbps,
             Rate::from_bytes_per_sec(MIN_LINK_BYTES_PER_SEC),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a name of `status_hosts` that no `Host` header could match: empty, with a port, or
+/// with a character a DNS name as browsers send it (ASCII, international names in their
+/// `xn--` form) has not.
+fn check_status_host(name: &str) -> Result<(), String> {
+    let bare = name.strip_suffix('.').unwrap_or(name);
+    if bare.is_empty() {
+        return Err(format!("{name:?}: an empty host name"));
+    }
+    if name.contains(':') {
+        return Err(format!(
+            "{name:?}: a host name without a port (any port is served, and IP literals need no listing)"
+        ));
+    }
+    if !bare.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_') {
+        return Err(format!(
+            "{name:?}: a host name of letters, digits, `-`, `_` and `.` (an international name in its `xn--` form)"
         ));
     }
     Ok(())
@@ -242,6 +271,9 @@ impl CoordinatorConfig {
         if self.push_window_ms > 10_000 {
             return Err(ConfigError { field: "push_window_ms", reason: "must be at most 10000".into() });
         }
+        for name in &self.status_hosts {
+            check_status_host(name).map_err(|reason| ConfigError { field: "status_hosts", reason })?;
+        }
         self.tls_files()?;
         Ok(())
     }
@@ -255,5 +287,34 @@ impl CoordinatorConfig {
     /// The push window.
     pub fn push_window(&self) -> Duration {
         Duration::from_millis(self.push_window_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `status_hosts` takes names, with or without a trailing dot, and refuses an empty name, a
+    /// port, and a name no `Host` header could carry, naming the field.
+    #[test]
+    fn status_hosts_are_names_without_ports() {
+        let with = |names: &[&str]| CoordinatorConfig {
+            status_hosts: names.iter().map(|n| n.to_string()).collect(),
+            ..CoordinatorConfig::default()
+        };
+        assert_eq!(with(&["coflow.example", "Ops-1.example.", "xn--bcher-kva.example"]).validate(), Ok(()));
+        for (bad, why) in [
+            ("", "an empty host name"),
+            (".", "an empty host name"),
+            ("coflow.example:9070", "without a port"),
+            ("[::1]", "without a port"),
+            ("bücher.example", "xn--"),
+            ("coflow.example/", "letters, digits"),
+            (" coflow.example", "letters, digits"),
+        ] {
+            let e = with(&["ok.example", bad]).validate().unwrap_err();
+            assert_eq!(e.field, "status_hosts", "{bad:?}");
+            assert!(e.reason.contains(why), "{bad:?}: {}", e.reason);
+        }
     }
 }

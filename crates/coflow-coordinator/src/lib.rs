@@ -128,6 +128,7 @@ where
     let config_agent_timeout_ms = config.agent_timeout_ms;
     let heartbeat_interval_ms = config.heartbeat_interval_ms;
     let status_page = config.status_page;
+    let status_hosts = telemetry::StatusHosts::new(&config.status_hosts);
     let mut core = Core::new(config, policy);
     // Coflow and flow ids from a previous run, which agents re-announce, must not collide with
     // new ones: ids start at the clock in microseconds, so a previous run's ids are below unless
@@ -166,7 +167,7 @@ where
             })
         });
         let status = status_page.then_some(status);
-        let router = telemetry::router(samples, status, Arc::new(registry), health.clone());
+        let router = telemetry::router(samples, status, status_hosts, Arc::new(registry), health.clone());
         tokio::spawn(coflow_telemetry::serve(l, router, stop_rx.clone()))
     });
     let (reporter, health_service) = tonic_health::server::health_reporter();
@@ -236,9 +237,15 @@ mod tests {
 
     /// The answer to `GET path` on the HTTP listener at `addr` (empty once it has stopped).
     async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        answer(addr, format!("GET {path} HTTP/1.0\r\n\r\n")).await
+    }
+
+    /// The answer to `request`, whole, on the HTTP listener at `addr` (empty once it has
+    /// stopped).
+    async fn answer(addr: std::net::SocketAddr, request: String) -> String {
         let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
         let mut out = String::new();
-        if s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).await.is_ok() {
+        if s.write_all(request.as_bytes()).await.is_ok() {
             let _ = s.read_to_string(&mut out).await;
         }
         out
@@ -275,6 +282,63 @@ mod tests {
             let expected = if panics { "a bug in the core" } else { "it returned" };
             assert!(why.contains(expected), "{why}");
         }
+    }
+
+    /// A browser's request for the live page under another site's name (DNS rebinding points
+    /// the name at the coordinator) is answered 421 naming that host, also in absolute form,
+    /// while `/metrics`, `/healthz` and `/readyz` answer under any name; the page is served under
+    /// an IP literal, `localhost`, a name of `status_hosts`, and without `Host`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_live_page_is_refused_under_another_sites_host_name_and_probes_are_not() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = http.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = CoordinatorConfig { status_hosts: vec!["Coflow.Example.".into()], ..Default::default() };
+        let token = coflow_proto::ClusterToken::new("secret").unwrap();
+        let service = tokio::spawn(run(config, token, listener, Some(http), async move {
+            let _ = stopped.await;
+        }));
+        let within = Duration::from_secs(10);
+        let ready = async {
+            while !get(addr, "/readyz").await.starts_with("HTTP/1.0 200") {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(within, ready).await.expect("ready");
+        let as_host = |path: &str, host: &str| answer(addr, format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n"));
+        let evil = "rebound.evil.example:9070";
+        let page = as_host("/", evil).await;
+        assert!(page.starts_with("HTTP/1.0 421"), "{page}");
+        assert!(page.contains("text/plain") && page.contains(evil) && !page.contains("<html"), "{page}");
+        let status = as_host("/api/status", evil).await;
+        assert!(status.starts_with("HTTP/1.0 421") && status.contains("application/json"), "{status}");
+        let body: serde_json::Value = serde_json::from_str(status.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(body["host"], evil, "{status}");
+        assert!(body.get("policy").is_none(), "{status}");
+        // The URI's authority stands for `Host` when given.
+        let absolute = answer(
+            addr,
+            format!("GET http://{evil}/api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(absolute.starts_with("HTTP/1.1 421") && absolute.contains(evil), "{absolute}");
+        for path in ["/metrics", "/healthz", "/readyz"] {
+            let out = as_host(path, evil).await;
+            assert!(out.starts_with("HTTP/1.0 200"), "{path}: {out}");
+        }
+        assert!(as_host("/metrics", evil).await.contains("coflow_coordinator_"), "the metrics themselves");
+        let ip = addr.to_string();
+        let v6 = format!("[::1]:{}", addr.port());
+        for host in [ip.as_str(), &v6, "LOCALHOST.", "localhost:9070", "coflow.example:9070", "COFLOW.EXAMPLE"] {
+            let out = as_host("/api/status", host).await;
+            assert!(out.starts_with("HTTP/1.0 200") && out.contains(r#""policy":"varys""#), "{host}: {out}");
+            assert!(as_host("/", host).await.starts_with("HTTP/1.0 200"), "{host}");
+        }
+        let bare = get(addr, "/api/status").await;
+        assert!(bare.starts_with("HTTP/1.0 200") && bare.contains(r#""policy":"varys""#), "no Host: {bare}");
+        stop.send(()).unwrap();
+        tokio::time::timeout(within, service).await.expect("stops").unwrap().unwrap();
     }
 
     /// The size of a live view far larger than what a connection of the HTTP listener buffers to
@@ -317,8 +381,8 @@ mod tests {
         let samples: telemetry::Ask<Vec<views::Sample>> = Arc::new(|| Box::pin(async { None }));
         let status: telemetry::Ask<String> = Arc::new(|| Box::pin(async { Some("x".repeat(LARGE)) }));
         let (registry, _) = telemetry::metrics("sebf");
-        let router =
-            telemetry::router(samples, Some(status), Arc::new(registry), coflow_telemetry::Health::new("starting"));
+        let health = coflow_telemetry::Health::new("starting");
+        let router = telemetry::router(samples, Some(status), Default::default(), Arc::new(registry), health);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();

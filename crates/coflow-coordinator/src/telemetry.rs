@@ -1,19 +1,22 @@
 //! The coordinator's HTTP face: `/metrics` (histograms the service observes, counters and gauges
 //! read from the core at each scrape), `/healthz` and `/readyz`, and the live web page (`/`, which
-//! reads `/api/status` and `/metrics`).
+//! reads `/api/status` and `/metrics`), served only under the host names of [`StatusHosts`].
 //!
 //! Histograms: decision time (wall time of a `handle_timeout` that decided, by policy), the
 //! rate-push delay (from the decision that changed a rate to the push of its batch), and CCT (by
 //! policy and Varys bin, from a scheduled coflow's first get to the end of its last flow).
 
 use std::future::Future;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::extract::Request;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use coflow_telemetry::prometheus_client::metrics::family::Family;
 use coflow_telemetry::prometheus_client::metrics::histogram::Histogram;
@@ -106,35 +109,119 @@ pub(crate) type Ask<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Option<T>> 
 
 /// `/metrics`, `/healthz`, `/readyz`, and with `status` (which gives the live view's JSON,
 /// [`status_json`]) the web page and `/api/status`, at most [`STATUS_BODIES`] of whose bodies
-/// are alive at once, one per peer group.
+/// are alive at once, one per peer group, and only to requests whose host `hosts` allows.
 pub(crate) fn router(
     samples: Ask<Vec<Sample>>,
     status: Option<Ask<String>>,
+    hosts: StatusHosts,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 ) -> Router {
     let router = coflow_telemetry::router(scrape(samples, metrics), health);
     let Some(status) = status else { return router };
     let bodies = Bodies::new(STATUS_BODIES);
-    router.route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) })).route(
-        "/api/status",
-        // `coflow_telemetry::serve` gives every request its peer.
-        get(move |axum::Extension(peer): axum::Extension<Peer>| {
-            let (status, bodies) = (status.clone(), bodies.clone());
+    let page = Router::new()
+        .route("/", get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) }))
+        .route(
+            "/api/status",
+            // `coflow_telemetry::serve` gives every request its peer.
+            get(move |axum::Extension(peer): axum::Extension<Peer>| {
+                let (status, bodies) = (status.clone(), bodies.clone());
+                async move {
+                    let json = [(header::CONTENT_TYPE, "application/json")];
+                    let Some(place) = bodies.try_take(peer.group()) else {
+                        let retry = [(header::RETRY_AFTER, STATUS_RETRY_AFTER)];
+                        return (StatusCode::SERVICE_UNAVAILABLE, retry, json, STATUS_BUSY).into_response();
+                    };
+                    let body = match status().await {
+                        Some(json) => json,
+                        None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),
+                    };
+                    (json, place.body(body.into())).into_response()
+                }
+            }),
+        )
+        // On these two routes only: probes and scrapers name the listener as they please.
+        .route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+            let hosts = hosts.clone();
             async move {
-                let json = [(header::CONTENT_TYPE, "application/json")];
-                let Some(place) = bodies.try_take(peer.group()) else {
-                    let retry = [(header::RETRY_AFTER, STATUS_RETRY_AFTER)];
-                    return (StatusCode::SERVICE_UNAVAILABLE, retry, json, STATUS_BUSY).into_response();
-                };
-                let body = match status().await {
-                    Some(json) => json,
-                    None => serde_json::json!({ "error": "the coordinator is stopping" }).to_string(),
-                };
-                (json, place.body(body.into())).into_response()
+                match hosts.refused(&request) {
+                    Some(host) => misdirected(request.uri().path(), &host),
+                    None => next.run(request).await,
+                }
             }
-        }),
-    )
+        }));
+    router.merge(page)
+}
+
+/// The host names under which the live web page (`/`, `/api/status`) is served, against DNS
+/// rebinding: a page of another site whose name the attacker points at the coordinator's address
+/// is, to the browser, of the same origin as the coordinator's page under that name, and could
+/// read it; but the browser names that site in `Host`. So the page is served only when `Host`
+/// names an IP literal (IPv4, or IPv6 in brackets), `localhost`, or one of the configured names
+/// (`status_hosts`), whatever its port, in any case, with or without a trailing dot; and to a
+/// request without `Host` (HTTP/1.0), which no browser sends.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StatusHosts {
+    /// The configured names, without a trailing dot.
+    names: Arc<[String]>,
+}
+
+impl StatusHosts {
+    /// The page served under IP literals, `localhost` and `names` (validated: no port).
+    pub(crate) fn new(names: &[String]) -> StatusHosts {
+        StatusHosts { names: names.iter().map(|n| n.strip_suffix('.').unwrap_or(n).to_string()).collect() }
+    }
+
+    /// Whether the page is served to a request whose `Host` header is `host` (a host and an
+    /// optional port).
+    pub(crate) fn allows(&self, host: &str) -> bool {
+        if let Some(rest) = host.strip_prefix('[') {
+            return rest.split_once(']').is_some_and(|(ip, port)| ip.parse::<Ipv6Addr>().is_ok() && is_port(port));
+        }
+        let (name, port) = host.find(':').map_or((host, ""), |i| host.split_at(i));
+        let name = name.strip_suffix('.').unwrap_or(name);
+        is_port(port)
+            && (name.parse::<Ipv4Addr>().is_ok()
+                || name.eq_ignore_ascii_case("localhost")
+                || self.names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+    }
+
+    /// The host named by `request` that the page is not served under, if any, of its `Host`
+    /// headers and the authority of its target in absolute form (`GET http://host/ HTTP/1.1`,
+    /// which HTTP reads in place of `Host`): every one must be allowed.
+    fn refused(&self, request: &Request) -> Option<String> {
+        let authority = request.uri().authority().map(|a| a.as_str().rsplit('@').next().unwrap_or_default());
+        let hosts = request.headers().get_all(header::HOST).into_iter().map(|h| h.to_str().map_err(|_| h));
+        authority.map(Ok).into_iter().chain(hosts).find_map(|h| match h {
+            Ok(h) if self.allows(h) => None,
+            Ok(h) => Some(h.to_string()),
+            Err(h) => Some(String::from_utf8_lossy(h.as_bytes()).into_owned()),
+        })
+    }
+}
+
+/// Whether `port` is what may follow a host in `Host`: nothing, or `:` and digits.
+fn is_port(port: &str) -> bool {
+    port.is_empty() || port.strip_prefix(':').is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The answer to a request for the page at `path` under `host`, which it is not served under:
+/// 421 Misdirected Request, which says that this server does not answer for that name (RFC 9110,
+/// 15.5.20), rather than 403 Forbidden, which would say the requester may not have it and that
+/// other credentials might help; the body names the host, as JSON for `/api/status`.
+fn misdirected(path: &str, host: &str) -> Response {
+    let why = format!(
+        "the coordinator's live page is not served under the host name {host:?}: reach it by its IP address, \
+         by localhost, or by a name listed in status_hosts"
+    );
+    if path == "/api/status" {
+        let body = serde_json::json!({ "error": why, "host": host }).to_string();
+        (StatusCode::MISDIRECTED_REQUEST, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    } else {
+        (StatusCode::MISDIRECTED_REQUEST, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], why + "\n")
+            .into_response()
+    }
 }
 
 /// The metrics page, its counters and gauges asked of the core at each scrape, one ask at a time:
@@ -213,6 +300,63 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page is served under IP literals (IPv6 in brackets), `localhost` and the configured
+    /// names, with any port, in any case, with or without a trailing dot; under no other name,
+    /// however much of an allowed one it holds.
+    #[test]
+    fn the_page_is_served_under_ip_literals_localhost_and_configured_names_only() {
+        let hosts = StatusHosts::new(&["coflow.example".into(), "Ops.Example.".into()]);
+        for allowed in [
+            "127.0.0.1",
+            "127.0.0.1:9070",
+            "10.1.2.3:80",
+            "127.0.0.1.",
+            "[::1]",
+            "[::1]:9070",
+            "[2001:db8::7]:9070",
+            "[::ffff:127.0.0.1]:9070",
+            "localhost",
+            "localhost:9070",
+            "LOCALHOST",
+            "localhost.",
+            "LocalHost.:9070",
+            "coflow.example",
+            "COFLOW.Example:9070",
+            "coflow.example.",
+            "ops.example",
+            "OPS.EXAMPLE.:1",
+        ] {
+            assert!(hosts.allows(allowed), "{allowed}");
+        }
+        for refused in [
+            "evil.example",
+            "evil.example:9070",
+            "EVIL.EXAMPLE",
+            "localhost.evil.example",
+            "evil.localhost",
+            "coflow.example.evil.example",
+            "127.0.0.1.evil.example",
+            "127.0.0.1.nip.io:9070",
+            "evil-coflow.example",
+            "coflow.example..",
+            "",
+            ":9070",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[::1]:90x",
+            "[evil.example]",
+            "[127.0.0.1]",
+            "127.0.0.1:80x",
+            "localhost:9070:1",
+            "coflow.example:http",
+            "user@localhost",
+        ] {
+            assert!(!hosts.allows(refused), "{refused:?}");
+        }
+        assert!(!StatusHosts::default().allows("coflow.example"), "a name only once configured");
+    }
 
     /// Scrapes that come while one waits for the core share the next ask: sixteen at once cost
     /// the core two asks (the first's, then one for the fifteen that came during it), not sixteen,

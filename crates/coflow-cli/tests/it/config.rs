@@ -67,6 +67,7 @@ const COORDINATOR_KEYS: &[&str] = &[
     "max_pieces_per_coflow",
     "max_pieces_per_owner",
     "status_page",
+    "status_hosts",
     "tls_ca",
     "tls_cert",
     "tls_key",
