@@ -560,8 +560,20 @@ fn frame_len(rate: f64, left: usize) -> usize {
 }
 
 /// A fresh connection to the agent of `src` at `addr` (TLS when configured, checking that the
-/// peer is that agent).
+/// peer is that agent). With TLS it waits for a turn to open it ([`Shared::handshake_turn`]), at
+/// most the data idle timeout, past which it fails `limit-exceeded`: the wait is this agent's.
 async fn connect(shared: &Shared, addr: &str, src: MachineId) -> Result<Reader<Box<dyn DataStream>>, AgentError> {
+    let _turn = match shared.security.tls() {
+        None => None,
+        Some(_) => Some(tokio::time::timeout(shared.idle(), shared.handshake_turn(src)).await.map_err(|_| {
+            AgentError::LimitExceeded(format!(
+                "this agent's {} connections being opened to the source at {addr} took longer than the data idle \
+                 timeout ({} ms)",
+                coflow_proto::HANDSHAKES_PER_ADDRESS,
+                shared.idle().as_millis()
+            ))
+        })?),
+    };
     let unreachable =
         |e: std::io::Error| AgentError::SourceUnreachable { addr: addr.to_string(), reason: e.to_string() };
     let target: std::net::SocketAddr = addr

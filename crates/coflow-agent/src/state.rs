@@ -236,6 +236,8 @@ pub(crate) struct Shared {
     /// no bound), and the turns per peer.
     pub(crate) fetches_per_peer: std::sync::atomic::AtomicU32,
     pub(crate) peer_turns: Mutex<HashMap<MachineId, (usize, Arc<tokio::sync::Semaphore>)>>,
+    /// With TLS, the turns to open a data connection to each source (connect and handshake).
+    pub(crate) handshake_turns: Mutex<HashMap<MachineId, Arc<tokio::sync::Semaphore>>>,
     pub(crate) gets: AtomicU64,
     pub(crate) get_failures: AtomicU64,
     pub(crate) puts: AtomicU64,
@@ -276,6 +278,7 @@ impl Shared {
             relayed_bytes: AtomicU64::new(0),
             fetches_per_peer: std::sync::atomic::AtomicU32::new(0),
             peer_turns: Mutex::new(HashMap::new()),
+            handshake_turns: Mutex::new(HashMap::new()),
             gets: AtomicU64::new(0),
             get_failures: AtomicU64::new(0),
             puts: AtomicU64::new(0),
@@ -376,6 +379,21 @@ impl Shared {
             entry.1.clone()
         };
         turns.acquire_owned().await.ok()
+    }
+
+    /// A turn to open a data connection to `peer` over TLS (its TCP connect and handshake),
+    /// waited for in arrival order: at most [`coflow_proto::HANDSHAKES_PER_ADDRESS`] at once, the
+    /// handshakes a source runs at once for one address. A source closes, before their handshake,
+    /// the connections of an address past [`coflow_proto::UNPROVEN_PER_ADDRESS`] waiting for
+    /// theirs, as a receiver would take a dead source; so a burst of gets through this agent
+    /// queues here, and meets the source's share of established connections, which says busy.
+    pub(crate) async fn handshake_turn(&self, peer: MachineId) -> tokio::sync::OwnedSemaphorePermit {
+        let turns = {
+            let mut map = self.handshake_turns.lock().expect("turns lock");
+            let new = || Arc::new(tokio::sync::Semaphore::new(coflow_proto::HANDSHAKES_PER_ADDRESS));
+            map.entry(peer).or_insert_with(new).clone()
+        };
+        turns.acquire_owned().await.expect("a semaphore that is never closed")
     }
 
     /// The data plane's idle timeout.

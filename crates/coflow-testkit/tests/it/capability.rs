@@ -478,3 +478,45 @@ async fn gets_held_through_one_agent_do_not_cut_others_off_from_a_source() -> an
     cluster.shutdown().await;
     Ok(())
 }
+
+/// A burst of gets through one agent, more than a source lets wait for their TLS handshake from
+/// one address (`UNPROVEN_PER_ADDRESS`): the receiving agent opens at most
+/// `HANDSHAKES_PER_ADDRESS` connections to the source at once, so the gets past its share of the
+/// source's connections end `limit-exceeded` after the source's busy, never `agent-unreachable`
+/// (which would take a healthy source for dead), and those within the share are held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_gets_through_one_agent_is_told_busy_not_that_the_source_is_unreachable() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(2, RATE, "varys").with_tls();
+    cfg.agent.data_idle_timeout_ms = 1_000;
+    let share = cfg.agent.data_connections_per_peer();
+    let cluster = Cluster::start(cfg).await?;
+    let day = CoflowOptions {
+        readiness: coflow_client::Readiness::AllGets { timeout: coflow_client::Nanos::from_secs(86_400) },
+        ..CoflowOptions::default()
+    };
+    let coflow = cluster.client(1).await?.register(1_000_000, day).await?;
+    cluster.client(1).await?.put(coflow, "h", content(83, 100)).await?;
+    let burst = coflow_proto::UNPROVEN_PER_ADDRESS + 800;
+    let c = cluster.client(0).await?;
+    let mut gets = tokio::task::JoinSet::new();
+    for _ in 0..burst {
+        let c = c.clone();
+        gets.spawn(async move { c.get(coflow, "h").await });
+    }
+    let mut refused = 0;
+    while refused < burst - share {
+        let Ok(Some(r)) = tokio::time::timeout(Duration::from_secs(20), gets.join_next()).await else {
+            panic!("{refused} of the {} gets past the share of {share} ended within 20 s", burst - share);
+        };
+        match r? {
+            Err(ClientError::LimitExceeded(_)) => refused += 1,
+            other => panic!("after {refused} refused, a get ended {:?}", other.map(|b| b.len())),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(gets.try_join_next().is_none(), "the {share} gets within the share are still held");
+    gets.shutdown().await;
+    cluster.shutdown().await;
+    Ok(())
+}
