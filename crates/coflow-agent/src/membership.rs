@@ -444,17 +444,17 @@ mod tests {
         assert_eq!(terms.refusal(), Some(Refusal::Invalid("first".into())));
     }
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("coflow-machine-id-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh directory for one test, and the guard that removes it when dropped.
+    fn scratch(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let guard = tempfile::Builder::new().prefix(&format!("coflow-machine-id-{name}-")).tempdir().unwrap();
+        let dir = guard.path().to_path_buf();
+        (guard, dir)
     }
 
     /// A FIFO at `machine-id` is refused at once, naming the file: no read waits for a writer.
     #[test]
     fn a_fifo_is_refused_at_once() {
-        let dir = scratch("fifo");
+        let (_guard, dir) = scratch("fifo");
         let path = dir.join(MACHINE_ID_FILE);
         let d = std::fs::File::open(&dir).unwrap();
         rustix::fs::mknodat(
@@ -474,27 +474,25 @@ mod tests {
         // Nor is a device read.
         let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
         assert!(e.contains("/dev/zero") && e.contains("a device"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A symlink at `machine-id` (the agent writes it as a regular file) is refused, naming it,
     /// and its target is not read.
     #[test]
     fn a_symlink_at_the_machine_id_is_refused() {
-        let dir = scratch("linked");
+        let (_guard, dir) = scratch("linked");
         let (path, target) = (dir.join(MACHINE_ID_FILE), dir.join("elsewhere"));
         std::fs::write(&target, "5\n").unwrap();
         std::os::unix::fs::symlink(&target, &path).unwrap();
         let e = read(&path).unwrap_err().to_string();
         assert!(e.contains(&path.display().to_string()) && e.contains("a symbolic link"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A file larger than any machine id is refused without being read whole, and a bad one is
     /// shown by a short prefix only.
     #[test]
     fn a_large_or_bad_file_is_refused_with_a_short_error() {
-        let dir = scratch("large");
+        let (_guard, dir) = scratch("large");
         let path = dir.join(MACHINE_ID_FILE);
         std::fs::write(&path, vec![b'7'; 5 << 20]).unwrap();
         let e = read(&path).unwrap_err().to_string();
@@ -506,14 +504,13 @@ mod tests {
         std::fs::write(&path, [0xff, 0xfe, b'1']).unwrap();
         let e = read(&path).unwrap_err().to_string();
         assert!(e.contains("not a machine id"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A symlink planted at the temporary file is not followed: its target stays as it was, and
     /// the id is not written through it. A stale regular temporary file is replaced.
     #[test]
     fn a_symlink_at_the_temporary_file_is_not_followed() {
-        let dir = scratch("symlink");
+        let (_guard, dir) = scratch("symlink");
         let path = dir.join(MACHINE_ID_FILE);
         let target = dir.join("outside");
         std::fs::write(&target, b"precious").unwrap();
@@ -536,14 +533,14 @@ mod tests {
         write(&path, 5).unwrap();
         assert_eq!(read(&path).unwrap(), Some(5));
         assert!(!tmp.exists());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A directory one agent holds is refused to a second, with an error naming it, and is free
     /// again once the first lets go; a missing directory is created.
     #[test]
     fn a_data_directory_is_held_by_one_agent() {
-        let dir = scratch("held").join("data");
+        let (_guard, base) = scratch("held");
+        let dir = base.join("data");
         let first = hold_data_dir(&dir).expect("a missing directory is created and held");
         let e = hold_data_dir(&dir).unwrap_err();
         assert!(matches!(e, RunError::DataDir(_)), "{e:?}");
@@ -552,13 +549,11 @@ mod tests {
         drop(first);
         let again = hold_data_dir(&dir).expect("free again once the first agent let go");
         drop(again);
-        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
 
     #[test]
     fn a_kept_id_reads_back_and_garbage_is_an_error() {
-        let dir = std::env::temp_dir().join(format!("coflow-machine-id-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let (_guard, dir) = scratch("kept");
         let path = dir.join(MACHINE_ID_FILE);
         assert_eq!(read(&path).unwrap(), None);
         write(&path, 17).unwrap();
@@ -567,6 +562,5 @@ mod tests {
         std::fs::write(&path, "seventeen").unwrap();
         let e = read(&path).unwrap_err().to_string();
         assert!(e.contains("not a machine id") && e.contains("seventeen"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -819,16 +819,18 @@ pub(crate) fn file_piece(
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let base = std::env::temp_dir().join(format!("coflow-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+    /// A fresh directory for one test, with `data/sub` in it, and the guard that removes it when
+    /// dropped.
+    fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let guard = tempfile::Builder::new().prefix(&format!("coflow-{name}-")).tempdir().unwrap();
+        let base = guard.path().to_path_buf();
         std::fs::create_dir_all(base.join("data/sub")).unwrap();
-        base
+        (guard, base)
     }
 
     #[test]
     fn paths_stay_inside_the_data_directory() {
-        let base = scratch("confine");
+        let (_guard, base) = scratch("confine");
         let dir = base.join("data");
         std::fs::write(dir.join("sub/piece"), b"hello").unwrap();
         std::fs::write(base.join("secret"), b"no").unwrap();
@@ -850,7 +852,6 @@ mod tests {
         assert!(matches!(file_piece(&dir, None, "sub", 0, 1, 4), Err(AgentError::BadFile(m)) if m.contains("regular")));
         assert!(matches!(file_piece(&dir, None, "sub/piece", 3, 5, 4), Err(AgentError::BadFile(_))));
         assert_eq!(file_piece(&dir, None, "sub/piece", 1, 4, 4).unwrap().len(), 4);
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// With TLS a client's file segments lie beneath its own directory, in a `clients/` that no
@@ -863,7 +864,7 @@ mod tests {
         assert_eq!(home_of(Some(&Peer::Tls(Role::Admin))).unwrap().as_deref(), Some("admin"));
         assert_eq!(home_of(Some(&Peer::Token)).unwrap(), None, "token holders may read any piece anyway");
         assert!(home_of(Some(&Peer::Tls(Role::Agent(0)))).is_err());
-        let base = scratch("homes");
+        let (_guard, base) = scratch("homes");
         let dir = base.join("data");
         for who in ["alice", "bob"] {
             std::fs::create_dir_all(dir.join(format!("clients/{who}/app"))).unwrap();
@@ -908,7 +909,6 @@ mod tests {
                 assert!(e.to_string().contains("lets others rename its entries"), "{e}");
             }
         }
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// A file in a client's directory that another user owns (a hard link to someone else's
@@ -916,7 +916,7 @@ mod tests {
     /// give the file away.
     #[test]
     fn a_file_of_another_user_in_a_clients_directory_is_refused() {
-        let base = scratch("owner");
+        let (_guard, base) = scratch("owner");
         let dir = base.join("data");
         std::fs::create_dir_all(dir.join("clients/alice")).unwrap();
         std::fs::write(dir.join("clients/alice/mine"), b"mine").unwrap();
@@ -938,14 +938,13 @@ mod tests {
         rustix::fs::chown(dir.join("clients"), Some(other), None).unwrap();
         let e = file_piece(&dir, home, "clients/alice/mine", 0, 4, 4).unwrap_err();
         assert!(e.to_string().contains("lets others rename its entries (owner 54321"), "{e}");
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// A FIFO in the data directory is refused at once, at put, with a typed error: no thread
     /// waits for a writer.
     #[test]
     fn a_fifo_is_refused_at_once() {
-        let base = scratch("fifo");
+        let (_guard, base) = scratch("fifo");
         let dir = base.join("data");
         let d = std::fs::File::open(&dir).unwrap();
         rustix::fs::mknodat(&d, "fifo", rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR, 0)
@@ -955,7 +954,6 @@ mod tests {
         std::thread::spawn(move || tx.send(file_piece(&d2, None, "fifo", 0, 1, 4).map(|p| p.len())));
         let r = rx.recv_timeout(std::time::Duration::from_secs(2)).expect("a FIFO put returns at once");
         assert!(matches!(&r, Err(AgentError::BadFile(m)) if m.contains("not a regular file")), "{r:?}");
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// A directory swapped with a symlink to an outside directory (renameat2 exchange) while
@@ -964,7 +962,7 @@ mod tests {
     #[tokio::test]
     async fn a_symlink_swapped_in_never_serves_an_outside_byte() {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let base = scratch("swap");
+        let (_guard, base) = scratch("swap");
         let dir = base.join("data");
         std::fs::create_dir_all(dir.join("d")).unwrap();
         std::fs::create_dir_all(base.join("outside")).unwrap();
@@ -999,7 +997,6 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         assert!(swapper.join().unwrap() > 0);
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     async fn read_all(p: &Piece, dir: &Path) -> Result<Vec<u8>, AgentError> {
@@ -1017,7 +1014,7 @@ mod tests {
     /// even when the range itself leaves that byte out.
     #[tokio::test]
     async fn a_range_reads_exactly_its_bytes_checked_by_whole_blocks() {
-        let base = scratch("range");
+        let (_guard, base) = scratch("range");
         let dir = base.join("data");
         let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 13 % 251) as u8).collect();
         std::fs::write(dir.join("sub/out"), &bytes).unwrap();
@@ -1043,14 +1040,13 @@ mod tests {
         let mut r = file.reader_range(&dir, 1040, 100).await.unwrap();
         let e = r.next_block(&mut Vec::new()).await.unwrap_err();
         assert!(matches!(e, AgentError::DataLost(_)), "{e}");
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// Every way a file segment can change after its put is `DataLost`, never other bytes, and
     /// the message names the path relative to the data directory only.
     #[tokio::test]
     async fn a_segment_changed_after_its_put_is_data_lost() {
-        let base = scratch("segment");
+        let (_guard, base) = scratch("segment");
         let dir = base.join("data");
         let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
         let write = |b: &[u8]| std::fs::write(dir.join("sub/out"), b).unwrap();
@@ -1092,7 +1088,6 @@ mod tests {
             let msg = e.to_string();
             assert!(msg.contains("\"sub/out\"") && !msg.contains(base.to_str().unwrap()), "{what}: {msg}");
         }
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
@@ -1306,7 +1301,7 @@ mod tests {
     /// A file segment holds no bytes in memory, but its name, path and CRC table are charged.
     #[test]
     fn a_file_segment_is_charged_its_bookkeeping() {
-        let base = scratch("charge");
+        let (_guard, base) = scratch("charge");
         let dir = base.join("data");
         std::fs::write(dir.join("sub/out"), vec![5; 4096]).unwrap();
         let s = Store::new(1 << 20, 0);
@@ -1314,6 +1309,5 @@ mod tests {
         s.insert(CoflowId(1), DataId::new("f").unwrap(), piece, "c").unwrap();
         let expect = cost(0, 1024, "f", "c") + 4 * 4 + "sub/out".len() as u64;
         assert_eq!(s.usage(), Usage { pieces: 1, bytes: 4096, memory: expect, largest_client: expect });
-        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -41,12 +41,13 @@ mod tests {
 
     #[test]
     fn files_are_named_by_kind() {
-        let dir = std::env::temp_dir();
+        let guard = tempfile::Builder::new().prefix("coflow-core-files-").tempdir().unwrap();
+        let dir = guard.path();
         assert_eq!(
-            regular(&std::fs::metadata(&dir).unwrap()).unwrap_err().to_string(),
+            regular(&std::fs::metadata(dir).unwrap()).unwrap_err().to_string(),
             "a directory, not a regular file"
         );
-        let f = dir.join(format!("coflow-core-files-{}", std::process::id()));
+        let f = dir.join("f");
         std::fs::write(&f, b"x").unwrap();
         assert!(regular(&std::fs::metadata(&f).unwrap()).is_ok());
         std::fs::remove_file(&f).unwrap();

@@ -129,14 +129,13 @@ mod tests {
     /// The reason is in the message and not also a source, which `{:#}` would print again.
     #[test]
     fn an_unreadable_token_file_says_why_once() {
-        let dir = std::env::temp_dir().join(format!("coflow-token-dir-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let e = ClusterToken::from_file(&dir).unwrap_err();
+        let guard = tempfile::Builder::new().prefix("coflow-token-dir-").tempdir().unwrap();
+        let dir = guard.path();
+        let e = ClusterToken::from_file(dir).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!("cannot read cluster token file {}: a directory, not a regular file", dir.display())
         );
         assert!(std::error::Error::source(&e).is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

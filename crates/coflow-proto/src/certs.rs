@@ -523,15 +523,17 @@ mod tests {
     use super::*;
     use crate::tls::{TlsContext, TlsFiles};
 
-    fn temp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("coflow-certs-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
+    /// A path `name` not made yet, in a fresh directory, and the guard that removes that
+    /// directory when dropped.
+    fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let guard = tempfile::Builder::new().prefix(&format!("coflow-certs-{name}-")).tempdir().unwrap();
+        let d = guard.path().join(name);
+        (guard, d)
     }
 
     #[test]
     fn issued_certificates_name_their_role_and_load_with_the_ca() {
-        let dir = temp("roles");
+        let (_guard, dir) = temp("roles");
         init(&dir, false).unwrap();
         let subjects = [
             Subject::Coordinator { hosts: vec!["127.0.0.1".into(), "coord.example".into()] },
@@ -559,12 +561,11 @@ mod tests {
             }
             assert_eq!(mode(""), 0o755);
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn existing_files_are_kept_unless_forced() {
-        let dir = temp("force");
+        let (_guard, dir) = temp("force");
         init(&dir, false).unwrap();
         let ca = std::fs::read(dir.join("ca.crt")).unwrap();
         assert!(matches!(init(&dir, false), Err(CertError::Exists(_))));
@@ -575,7 +576,6 @@ mod tests {
         issue(&dir, &s, true).unwrap();
         init(&dir, true).unwrap();
         assert_ne!(std::fs::read(dir.join("ca.crt")).unwrap(), ca, "forced: a new CA");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -608,7 +608,7 @@ mod tests {
 
     #[test]
     fn a_ca_key_of_another_ca_is_refused_naming_both_files() {
-        let (dir, other) = (temp("mismatch"), temp("mismatch-other"));
+        let ((_guard, dir), (_other_guard, other)) = (temp("mismatch"), temp("mismatch-other"));
         init(&dir, false).unwrap();
         init(&other, false).unwrap();
         std::fs::copy(other.join("ca.key"), dir.join("ca.key")).unwrap();
@@ -617,16 +617,13 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("ca.key does not go with") && text.contains("ca.crt"), "{text}");
         assert!(!dir.join("client-a.crt").exists(), "nothing issued");
-        for d in [dir, other] {
-            std::fs::remove_dir_all(&d).unwrap();
-        }
     }
 
     /// A member's certificate and key copied to `ca.crt` and `ca.key` match each other but sign
     /// nothing a verifier accepts: refused, naming the file, before anything is written.
     #[test]
     fn a_member_certificate_in_place_of_the_ca_is_refused_naming_it() {
-        let dir = temp("not-ca");
+        let (_guard, dir) = temp("not-ca");
         init(&dir, false).unwrap();
         issue(&dir, &Subject::Admin, false).unwrap();
         for ext in ["crt", "key"] {
@@ -641,7 +638,6 @@ mod tests {
             "{e}"
         );
         assert_eq!(listing(&dir), before, "nothing written");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -655,7 +651,7 @@ mod tests {
     /// directory is at its path), the old certificate is put back and no temporary is left.
     #[test]
     fn a_failure_writing_the_second_file_leaves_the_old_pair() {
-        let dir = temp("half");
+        let (_guard, dir) = temp("half");
         init(&dir, false).unwrap();
         let s = Subject::Client { name: "a".into() };
         issue(&dir, &s, false).unwrap();
@@ -684,12 +680,11 @@ mod tests {
         let before = listing(&dir);
         assert!(init(&dir, true).is_err());
         assert_eq!(listing(&dir), before);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_replaced_pair_leaves_no_temporaries_and_goes_together() {
-        let dir = temp("replace");
+        let (_guard, dir) = temp("replace");
         init(&dir, false).unwrap();
         let s = Subject::Client { name: "a".into() };
         issue(&dir, &s, false).unwrap();
@@ -699,12 +694,11 @@ mod tests {
         assert_eq!(listing(&dir), before);
         // The new CA's key goes with its certificate.
         issue(&dir, &s, true).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_link_at_a_key_path_is_refused_and_its_target_is_untouched() {
-        let (dir, outside) = (temp("link"), temp("link-outside"));
+        let ((_guard, dir), (_outside_guard, outside)) = (temp("link"), temp("link-outside"));
         init(&dir, false).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         let target = outside.join("target");
@@ -723,9 +717,6 @@ mod tests {
         }
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert!(!dir.join("client-a.crt").exists(), "no half pair");
-        for d in [dir, outside] {
-            std::fs::remove_dir_all(&d).unwrap();
-        }
     }
 
     /// Wrapped library errors are part of the message, not sources an error chain prints again.
@@ -739,25 +730,22 @@ mod tests {
 
     #[test]
     fn a_missing_ca_names_its_file() {
-        let dir = temp("noca");
+        let (_guard, dir) = temp("noca");
         let e = issue(&dir, &Subject::Client { name: "a".into() }, false).unwrap_err();
         assert!(e.to_string().contains("ca.crt"), "{e}");
     }
 
     // A member's own certificate, checked as it loads (`TlsContext::load`).
 
-    /// `ca`'s certificate, and `issued` written to a fresh directory named for `name`, as files.
-    fn written(name: &str, ca: &CertAuthority, issued: &Issued) -> TlsFiles {
-        let dir = std::env::temp_dir().join(format!("coflow-tls-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+    /// `ca`'s certificate, and `issued` written to a fresh directory named for `name`, as files,
+    /// with the guard that removes the directory when dropped.
+    fn written(name: &str, ca: &CertAuthority, issued: &Issued) -> (tempfile::TempDir, TlsFiles) {
+        let guard = tempfile::Builder::new().prefix(&format!("coflow-tls-{name}-")).tempdir().unwrap();
+        let dir = guard.path();
         std::fs::write(dir.join("ca.crt"), ca.cert_pem()).unwrap();
-        issued.write(&dir, "member", false).unwrap();
-        TlsFiles { ca: dir.join("ca.crt"), cert: dir.join("member.crt"), key: dir.join("member.key") }
-    }
-
-    fn cleanup(files: &TlsFiles) {
-        std::fs::remove_dir_all(files.ca.parent().unwrap()).unwrap();
+        issued.write(dir, "member", false).unwrap();
+        let files = TlsFiles { ca: dir.join("ca.crt"), cert: dir.join("member.crt"), key: dir.join("member.key") };
+        (guard, files)
     }
 
     fn agent() -> Subject {
@@ -768,13 +756,12 @@ mod tests {
     fn a_certificate_of_another_ca_is_refused_naming_both_files() {
         let (ours, theirs) = (CertAuthority::generate().unwrap(), CertAuthority::generate().unwrap());
         for s in [agent(), Subject::Coordinator { hosts: vec!["h".into()] }, Subject::Client { name: "c".into() }] {
-            let f = written("foreign", &ours, &theirs.issue(&s).unwrap());
+            let (_guard, f) = written("foreign", &ours, &theirs.issue(&s).unwrap());
             let e = TlsContext::load(&f).unwrap_err().to_string();
             let (cert, ca) = (f.cert.display().to_string(), f.ca.display().to_string());
             assert!(e.starts_with(&format!("{cert}: not signed by the CA in {ca}")), "{s:?}: {e}");
             // A test playing a foreign member may still load it.
             assert_eq!(TlsContext::load_unverified(&f).unwrap().role(), &s.role());
-            cleanup(&f);
         }
     }
 
@@ -782,14 +769,13 @@ mod tests {
     /// issued ends no later than its CA.
     #[test]
     fn a_ca_bounds_what_it_issues() {
-        let dir = temp("expired-ca");
+        let (_guard, dir) = temp("expired-ca");
         CertAuthority::generate_for_years(2000, 2001).unwrap().write(&dir, false).unwrap();
         let e = issue(&dir, &agent(), false).unwrap_err();
         let ca = dir.join("ca.crt").display().to_string();
         assert!(matches!(e, CertError::CaExpired { .. }), "{e:?}");
         assert!(e.to_string().starts_with(&format!("{ca} expired since 2001-01-01 00:00:00 UTC")), "{e}");
         assert!(!dir.join("agent-1.crt").exists());
-        std::fs::remove_dir_all(&dir).unwrap();
         let e = CertAuthority::generate_for_years(2000, 2001).unwrap().issue(&agent()).unwrap_err();
         assert!(e.to_string().starts_with("the CA certificate expired since 2001-01-01 00:00:00 UTC"), "{e}");
         let y = this_year();
@@ -797,33 +783,29 @@ mod tests {
         let end = ca_expiry(ca.cert_pem().as_bytes()).unwrap();
         let leaf = ca.issue(&agent()).unwrap();
         assert_eq!(ca_expiry(leaf.cert_pem.as_bytes()), Some(end), "five years cut to the CA's two");
-        let f = written("bounded", &ca, &leaf);
+        let (_guard, f) = written("bounded", &ca, &leaf);
         assert_eq!(TlsContext::load(&f).unwrap().role(), &Role::Agent(1));
-        cleanup(&f);
     }
 
     #[test]
     fn a_certificate_out_of_its_dates_is_refused_saying_so() {
         let ca = CertAuthority::generate().unwrap();
         let y = this_year();
-        let f = written("expired", &ca, &ca.issue_for_years(&agent(), 2000, 2001).unwrap());
+        let (_guard, f) = written("expired", &ca, &ca.issue_for_years(&agent(), 2000, 2001).unwrap());
         let e = TlsContext::load(&f).unwrap_err().to_string();
         let cert = f.cert.display().to_string();
         assert!(e.starts_with(&format!("{cert}: expired since 2001-01-01 00:00:00 UTC")), "{e}");
-        cleanup(&f);
-        let f = written("early", &ca, &ca.issue_for_years(&agent(), y + 2, y + 3).unwrap());
+        let (_guard, f) = written("early", &ca, &ca.issue_for_years(&agent(), y + 2, y + 3).unwrap());
         let e = TlsContext::load(&f).unwrap_err().to_string();
         assert!(e.contains(&format!("not yet valid: valid from {:04}-01-01 00:00:00 UTC", y + 2)), "{e}");
-        cleanup(&f);
-        let f = written("valid", &ca, &ca.issue(&agent()).unwrap());
+        let (_guard, f) = written("valid", &ca, &ca.issue(&agent()).unwrap());
         assert_eq!(TlsContext::load(&f).unwrap().role(), &Role::Agent(1));
-        cleanup(&f);
     }
 
     #[test]
     fn a_corrupted_certificate_is_refused_naming_its_file() {
         let ca = CertAuthority::generate().unwrap();
-        let f = written("corrupt", &ca, &ca.issue(&agent()).unwrap());
+        let (_guard, f) = written("corrupt", &ca, &ca.issue(&agent()).unwrap());
         // The last line of base64 before the END line encodes the end of the signature.
         let text = std::fs::read_to_string(&f.cert).unwrap();
         let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
@@ -833,17 +815,15 @@ mod tests {
         std::fs::write(&f.cert, lines.join("\n")).unwrap();
         let e = TlsContext::load(&f).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}: not signed by the CA in", f.cert.display())), "{e}");
-        cleanup(&f);
     }
 
     #[test]
     fn a_truncated_pem_names_its_section_as_text() {
         let ca = CertAuthority::generate().unwrap();
-        let f = written("truncated", &ca, &ca.issue(&agent()).unwrap());
+        let (_guard, f) = written("truncated", &ca, &ca.issue(&agent()).unwrap());
         let text = std::fs::read_to_string(&f.cert).unwrap();
         std::fs::write(&f.cert, &text[..text.len() / 2]).unwrap();
         let e = TlsContext::load(&f).unwrap_err().to_string();
         assert!(e.contains("truncated: its CERTIFICATE section has no END line"), "{e}");
-        cleanup(&f);
     }
 }

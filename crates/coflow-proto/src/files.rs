@@ -113,18 +113,18 @@ pub fn read_small_text(path: &Path, max: u64) -> io::Result<String> {
 mod tests {
     use super::*;
 
-    fn dir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("coflow-files-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A fresh directory for one test, and the guard that removes it when dropped.
+    fn dir(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let guard = tempfile::Builder::new().prefix(&format!("coflow-files-{name}-")).tempdir().unwrap();
+        let d = guard.path().to_path_buf();
+        (guard, d)
     }
 
     #[test]
     fn made_directories_get_the_mode_given_and_existing_ones_keep_theirs() {
         use std::os::unix::fs::PermissionsExt;
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        let d = dir("dirs");
+        let (_guard, d) = dir("dirs");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711)).unwrap();
         let deep = d.join("a/b");
         // Modes with bits for others to write, which the usual umask (022) would take away.
@@ -136,12 +136,11 @@ mod tests {
         let f = d.join("f");
         write_new(&f, b"x", 0o666).unwrap();
         assert_eq!(mode(&f), 0o666);
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn a_small_regular_file_is_read_whole() {
-        let d = dir("whole");
+        let (_guard, d) = dir("whole");
         let f = d.join("f");
         std::fs::write(&f, b"abc").unwrap();
         assert_eq!(read_small(&f, 3).unwrap(), b"abc");
@@ -153,7 +152,7 @@ mod tests {
 
     #[test]
     fn a_file_past_the_bound_is_refused() {
-        let d = dir("large");
+        let (_guard, d) = dir("large");
         let f = d.join("f");
         std::fs::write(&f, b"abcd").unwrap();
         let e = read_small(&f, 3).unwrap_err();
@@ -166,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_directory_or_fifo_is_refused_without_waiting() {
-        let d = dir("kinds");
+        let (_guard, d) = dir("kinds");
         assert_eq!(read_small(&d, 10).unwrap_err().to_string(), "a directory, not a regular file");
         let fifo = d.join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();

@@ -1154,7 +1154,8 @@ mod tests {
     #[test]
     fn a_world_readable_key_is_found() {
         use std::os::unix::fs::PermissionsExt;
-        let path = std::env::temp_dir().join(format!("coflow-key-mode-{}", std::process::id()));
+        let guard = tempfile::Builder::new().prefix("coflow-key-mode-").tempdir().unwrap();
+        let path = guard.path().join("key");
         std::fs::write(&path, b"k").unwrap();
         for (mode, seen) in [(0o644, Some(0o644)), (0o604, Some(0o604)), (0o640, None), (0o600, None)] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();

@@ -843,8 +843,7 @@ mod tests {
 
     #[test]
     fn samples_files_are_relative_to_the_topology_and_checked_line_by_line() {
-        let dir = std::env::temp_dir().join(format!("coflow-topology-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let (_guard, dir) = scratch("samples");
         std::fs::write(dir.join("ab.txt"), "# a comment\n2\n\n4\n").unwrap();
         let text = r#"{"datacenters": ["a", "b"], "links": [
             {"from": "a", "to": "b", "samples_file": "ab.txt"}, {"from": "b", "to": "a", "constant_gbps": 1}]}"#;
@@ -880,15 +879,13 @@ mod tests {
         let e = Topology::from_path(dir.join("t.json")).unwrap_err();
         let reading = format!("links[0].samples_file (a -> b): reading {}: ", ab.display());
         assert!(e.to_string().starts_with(&reading), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A fresh directory for one test's files.
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("coflow-topology-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh directory for one test's files, and the guard that removes it when dropped.
+    fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let guard = tempfile::Builder::new().prefix(&format!("coflow-topology-{name}-")).tempdir().unwrap();
+        let dir = guard.path().to_path_buf();
+        (guard, dir)
     }
 
     /// A topology of two datacenters in `dir` whose links read their samples from `ab` and `ba`.
@@ -912,7 +909,7 @@ mod tests {
     /// coordinator would otherwise hang at start without a word.
     #[test]
     fn a_samples_fifo_is_refused_at_once() {
-        let dir = scratch("fifo");
+        let (_guard, dir) = scratch("fifo");
         let fifo = dir.join("samples.fifo");
         if !std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
             eprintln!("skipped: mkfifo is not available");
@@ -928,14 +925,13 @@ mod tests {
             panic!("still waiting on the FIFO after 10 s");
         };
         assert_eq!(read_failure(got.unwrap_err()), "a FIFO, not a regular file");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A device or a directory as a samples file is refused before anything is read from it:
     /// `/dev/zero` would otherwise be read up to a GiB.
     #[test]
     fn a_samples_device_or_directory_is_refused_unread() {
-        let dir = scratch("device");
+        let (_guard, dir) = scratch("device");
         std::fs::write(dir.join("ok.txt"), "1\n").unwrap();
         std::fs::create_dir(dir.join("sub")).unwrap();
         assert_eq!(read_failure(with_samples(&dir, "sub", "ok.txt").unwrap_err()), "a directory, not a regular file");
@@ -946,14 +942,13 @@ mod tests {
                 "links[0].samples_file (a -> b): reading /dev/zero: a device, not a regular file"
             );
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The samples files of a topology hold at most [`MAX_SAMPLES_BYTES`] together: one file
     /// past it is refused by its size, unread, and a file named by two links counts twice.
     #[test]
     fn samples_files_are_bounded_together() {
-        let dir = scratch("bound");
+        let (_guard, dir) = scratch("bound");
         let past = std::fs::File::create(dir.join("past.txt")).unwrap();
         past.set_len(MAX_SAMPLES_BYTES + 1).unwrap();
         let e = with_samples(&dir, "past.txt", "past.txt").unwrap_err();
@@ -975,14 +970,13 @@ mod tests {
                 if at == "links[1].samples_file (b -> a)" && message.starts_with("past the 64 MiB")),
             "{e}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A line that is not a number is quoted by its start only, what is not printable escaped:
     /// the file may be one the coordinator can read and the topology's author cannot.
     #[test]
     fn a_bad_sample_line_is_quoted_short() {
-        let dir = scratch("quote");
+        let (_guard, dir) = scratch("quote");
         std::fs::write(dir.join("ok.txt"), "1\n").unwrap();
         std::fs::write(dir.join("shadow"), "root:*:20228:0:99999:7:::\n").unwrap();
         let e = with_samples(&dir, "shadow", "ok.txt").unwrap_err();
@@ -993,7 +987,6 @@ mod tests {
         std::fs::write(dir.join("shadow"), "\n# c\n2\n\u{1b}[2J\u{7}\n").unwrap();
         let e = with_samples(&dir, "shadow", "ok.txt").unwrap_err();
         assert!(e.to_string().ends_with(r#"line 4: not a number: "\u{1b}[2J\u{7}""#), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A datacenter name is one an agent can give: 1 to 256 bytes without control characters.

@@ -311,13 +311,12 @@ mod tests {
 
     #[test]
     fn a_state_file_gone_since_the_listing_is_skipped_and_a_bad_one_named() {
-        let dir = std::env::temp_dir().join(format!("coflow-testbed-read-run-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let guard = tempfile::Builder::new().prefix("coflow-testbed-read-run-").tempdir().unwrap();
+        let dir = guard.path();
         assert!(read_run(&dir.join("gone.json")).unwrap().is_none());
         let bad = dir.join("bad.json");
         std::fs::write(&bad, "{\"prefix\": ").unwrap();
         let err = read_run(&bad).unwrap_err().to_string();
         assert!(err.contains("bad.json"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -411,8 +411,8 @@ mod tests {
 
     #[test]
     fn a_samples_file_is_read_beside_the_topology_file() {
-        let dir = std::env::temp_dir().join(format!("coflow-tb-samples-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let guard = tempfile::Builder::new().prefix("coflow-tb-samples-").tempdir().unwrap();
+        let dir = guard.path();
         std::fs::write(dir.join("s.txt"), "0.01\n0.02\n").unwrap();
         let text = r#"{"hosts":[{"uplink":"1Gbps","downlink":"1Gbps","dc":"a"},{"uplink":"1Gbps","downlink":"1Gbps","dc":"b"}],
             "wan":{"datacenters":["a","b"],"links":[{"from":"a","to":"b","samples_file":"s.txt"},{"from":"b","to":"a","constant_gbps":0.01}]}}"#;
@@ -421,7 +421,6 @@ mod tests {
         // Loaded from another working directory, the relative path is still the file's neighbour.
         let t = Topology::load(file.to_str().unwrap()).unwrap();
         assert_eq!(t.dc_of(), vec![0, 1]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -354,10 +354,14 @@ mod tests {
         assert_eq!(e.to_string(), "line 4, field id: coflow id 9 already appeared on line 2");
     }
 
-    fn file(name: &str, bytes: &[u8]) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("coflow-trace-read-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    /// A fresh directory for one test's files, removed when the guard is dropped.
+    fn scratch() -> tempfile::TempDir {
+        tempfile::Builder::new().prefix("coflow-trace-read-").tempdir().unwrap()
+    }
+
+    /// `bytes` written to a file `name` in `dir`.
+    fn file(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
         path
     }
@@ -374,13 +378,14 @@ mod tests {
     /// holds, is refused.
     #[test]
     fn a_regular_file_is_read_within_its_bound() {
-        let path = file("regular.txt", b"1\n2\n");
+        let dir = scratch();
+        let path = file(&dir, "regular.txt", b"1\n2\n");
         assert_eq!(read_regular_text(&path, 4).unwrap(), "1\n2\n");
         assert_eq!(
             io_reason(read_regular_text(&path, 3).unwrap_err()),
             (io::ErrorKind::FileTooLarge, "larger than 3 bytes".into())
         );
-        let e = read_regular_text(&file("regular-bad.txt", b"1\n\xff"), 10).unwrap_err();
+        let e = read_regular_text(&file(&dir, "regular-bad.txt", b"1\n\xff"), 10).unwrap_err();
         assert!(matches!(e, TraceError::NotText { line: 2, column: 1, .. }), "{e:?}");
     }
 
@@ -388,8 +393,8 @@ mod tests {
     /// is waited on, nothing read.
     #[test]
     fn only_regular_files_are_read_within_a_bound() {
-        let dir = file("kinds-probe", b"").parent().unwrap().join("kinds");
-        let _ = std::fs::remove_dir_all(&dir);
+        let guard = scratch();
+        let dir = guard.path().join("kinds");
         std::fs::create_dir_all(&dir).unwrap();
         let refused = |p: &Path| io_reason(read_regular_text(p, u64::MAX).unwrap_err());
         assert_eq!(refused(&dir), (io::ErrorKind::InvalidInput, "a directory, not a regular file".into()));
@@ -407,7 +412,6 @@ mod tests {
             eprintln!("skipped the FIFO case: mkfifo is not available");
         }
         assert_eq!(refused(&dir.join("none")).0, io::ErrorKind::NotFound);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A long token is quoted by its start and its length; a short one whole.
@@ -424,7 +428,8 @@ mod tests {
     fn a_character_cut_by_a_read_is_read_whole() {
         let mut bytes = vec![b'a'; (1 << 16) - 1];
         bytes.extend_from_slice("é\nb".as_bytes());
-        let path = file("cut.txt", &bytes);
+        let dir = scratch();
+        let path = file(&dir, "cut.txt", &bytes);
         assert_eq!(read_text(&path).unwrap().as_bytes(), &bytes[..]);
         // A stream whose first read ends inside the `é`.
         let (first, rest) = bytes.split_at(1 << 16);
@@ -441,9 +446,10 @@ mod tests {
     /// (a character cut off).
     #[test]
     fn the_first_byte_that_is_not_text_is_named() {
+        let dir = scratch();
         for (name, bytes, at) in [("bad.txt", &b"ab\ncd\xffef\n\xfe"[..], (2, 3)), ("end.txt", b"ab\ncd\n\xc3", (3, 1))]
         {
-            match read_text(&file(name, bytes)) {
+            match read_text(&file(&dir, name, bytes)) {
                 Err(TraceError::NotText { line, column, .. }) => assert_eq!((line, column), at, "{name}"),
                 other => panic!("{name}: {other:?}"),
             }

@@ -291,7 +291,8 @@ proptest! {
 /// waiting for a writer or filling memory.
 #[test]
 fn a_config_token_or_tls_path_that_is_no_regular_file_fails_at_once() {
-    let dir = std::env::temp_dir().join(format!("coflow-config-kinds-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("coflow-config-kinds-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let fifo = dir.join("fifo");

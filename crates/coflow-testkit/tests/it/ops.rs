@@ -305,7 +305,8 @@ async fn agents_without_ids_get_one_keep_it_and_leave_at_once() -> anyhow::Resul
     subscribe();
     // Agent 0 has its id by hand; the agent timeout (3 s) is long next to a departure.
     let mut cluster = Cluster::start(ClusterConfig::new(1, 20_000_000.0, "fair")).await?;
-    let base = std::env::temp_dir().join(format!("coflow-machine-ids-{}", std::process::id()));
+    let base =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("coflow-machine-ids-{}", std::process::id()));
     let (a, b) = (base.join("a"), base.join("b"));
     std::fs::create_dir_all(&a)?;
     std::fs::create_dir_all(&b)?;
@@ -347,7 +348,8 @@ async fn agents_without_ids_get_one_keep_it_and_leave_at_once() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_waiting_for_its_id_answers_its_probes() -> anyhow::Result<()> {
     subscribe();
-    let dir = std::env::temp_dir().join(format!("coflow-agent-waiting-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("coflow-agent-waiting-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     // A port that refuses: the agent asks for an id again and again.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await?.local_addr()?;

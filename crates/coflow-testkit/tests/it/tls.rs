@@ -19,7 +19,8 @@ const RATE: f64 = 50_000_000.0;
 /// A directory with a second CA and, signed by it, a client `testkit` and agents 0..3, under
 /// the same names as the cluster's own.
 fn other_ca(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("coflow-other-ca-{name}-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("coflow-other-ca-{name}-{}", std::process::id()));
     let ca = CertAuthority::generate()?;
     ca.write(&dir, true)?;
     let host = vec!["127.0.0.1".to_string()];
@@ -300,7 +301,8 @@ async fn clients_and_agents_signed_by_another_ca_are_refused() -> anyhow::Result
     }
 
     // An agent of the other CA (machine 2, trusting the real CA) never joins.
-    let dir = std::env::temp_dir().join(format!("coflow-foreign-agent-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("coflow-foreign-agent-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut f = files(&other, "agent-2");
     f.ca = real_ca.clone();
