@@ -61,7 +61,10 @@ pub use msg::{
 pub use reception::{
     MAX_OPEN_REQUESTS, MAX_OPEN_REQUESTS_PER_HOLDER, MAX_RECEIVING, MAX_RECEIVING_PER_HOLDER, Reception,
 };
-pub use serve::{SERVER_KEEPALIVE, SHUTDOWN_DRAIN, ServeError, TypedErrors, serve_until_stopped, server};
+pub use serve::{
+    CONNECTION_WINDOW, MAX_CALLS_PER_CONNECTION, SERVER_KEEPALIVE, SHUTDOWN_DRAIN, ServeError, TypedErrors,
+    serve_until_stopped, server,
+};
 pub use tls::{
     Authenticate, HANDSHAKE_TIMEOUT, Peer, Refusal, RefusalLog, Role, Security, TlsContext, TlsError, TlsFiles, accept,
     accept_agent, authorize, certificate_refused, client_certificate_question, connect_agent, endpoint_url, peer_role,

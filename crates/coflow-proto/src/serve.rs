@@ -25,9 +25,24 @@ use crate::tls::{HANDSHAKE_TIMEOUT, Refusal, RefusalLog};
 /// among its member's connections back within about a minute.
 pub const SERVER_KEEPALIVE: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(20));
 
+/// The most calls one HTTP/2 connection carries at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`):
+/// a client's calls past it wait at the client (tonic, grpc-java and h2 queue them) until one
+/// ends. Without the bound, h2 ends the whole connection (`GOAWAY ENHANCE_YOUR_CALM`, every call
+/// on it failing) once the small messages it holds for calls not yet read pass its budget for
+/// them, half of the [`CONNECTION_WINDOW`] at 256 bytes a message: 2,048 unary requests, which a
+/// client making thousands of gets at once reaches. The bound keeps it to half of that.
+pub const MAX_CALLS_PER_CONNECTION: u32 = 1024;
+
+/// The HTTP/2 flow-control window of a whole connection (hyper's default, set here since
+/// [`MAX_CALLS_PER_CONNECTION`] is derived from it).
+pub const CONNECTION_WINDOW: u32 = 1 << 20;
+
+const _: () = assert!(MAX_CALLS_PER_CONNECTION as usize * 256 * 2 <= CONNECTION_WINDOW as usize / 2);
+
 /// The gRPC server every service builds its router on: Nagle off (a rate push must not wait
-/// 40 ms), and the peer of every connection pinged ([`SERVER_KEEPALIVE`]). tonic applies the
-/// TCP settings only to its own acceptor; [`serve_until_stopped`]'s sets the same ones itself.
+/// 40 ms), the peer of every connection pinged ([`SERVER_KEEPALIVE`]), and at most
+/// [`MAX_CALLS_PER_CONNECTION`] calls on a connection at once. tonic applies the TCP settings
+/// only to its own acceptor; [`serve_until_stopped`]'s sets the same ones itself.
 pub fn server() -> tonic::transport::Server {
     let (every, answer_within) = SERVER_KEEPALIVE;
     tonic::transport::Server::builder()
@@ -35,6 +50,8 @@ pub fn server() -> tonic::transport::Server {
         .tcp_keepalive(Some(every))
         .http2_keepalive_interval(Some(every))
         .http2_keepalive_timeout(Some(answer_within))
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_concurrent_streams(MAX_CALLS_PER_CONNECTION)
 }
 
 /// How long a server waits, once stopped, for its connections to close: a call in flight has

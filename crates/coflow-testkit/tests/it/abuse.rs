@@ -802,23 +802,29 @@ impl tonic::codegen::Body for Silent {
 
 /// A member that opens unary puts and health checks and never sends their message (each would
 /// hold its stream's state for as long as the member keeps it open) keeps at most
-/// `MAX_OPEN_REQUESTS_PER_HOLDER` (4,096) of them open: the calls past it fail `limit-exceeded` at
-/// once, another member's put is served at once, and the member's own calls are served again
-/// once it hangs up.
+/// `MAX_OPEN_REQUESTS_PER_HOLDER` (4,096) of them open, over connections of
+/// `MAX_CALLS_PER_CONNECTION` calls each: the calls past it fail `limit-exceeded` at once,
+/// another member's put is served at once, and the member's own calls are served again once it
+/// hangs up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_whose_request_never_comes_are_bounded_per_member() -> anyhow::Result<()> {
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys").with_tls()).await?;
     let silent = Subject::Client { name: "silent".into() };
     let cfg = identity(&cluster, &silent)?;
-    let channel = agent_channel(&cluster, &silent).await?;
     let calls = coflow_proto::MAX_OPEN_REQUESTS_PER_HOLDER + 500;
+    let per_connection = coflow_proto::MAX_CALLS_PER_CONNECTION as usize;
+    let mut channels = Vec::new();
+    for _ in 0..calls.div_ceil(per_connection) {
+        channels.push(agent_channel(&cluster, &silent).await?);
+    }
     let started = Instant::now();
     let mut open = tokio::task::JoinSet::new();
     for i in 0..calls {
         // Puts, and health checks, which the agent's listener counts alike.
         let path = if i % 2 == 0 { "coflow.v1.Agent/Put" } else { "grpc.health.v1.Health/Check" };
-        open.spawn(raw_call(channel.clone(), cluster.agent_url(0), path, tonic::body::Body::new(Silent)));
+        let channel = channels[i / per_connection].clone();
+        open.spawn(raw_call(channel, cluster.agent_url(0), path, tonic::body::Body::new(Silent)));
     }
     let mut refused = 0;
     while refused < calls - coflow_proto::MAX_OPEN_REQUESTS_PER_HOLDER {

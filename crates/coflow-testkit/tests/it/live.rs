@@ -232,6 +232,45 @@ async fn a_client_that_hangs_up_mid_get_ends_its_flow_and_the_piece_stays_readab
     Ok(())
 }
 
+/// A client's calls share one HTTP/2 connection per service, and a service takes at most
+/// `coflow_proto::MAX_CALLS_PER_CONNECTION` of them at once: 5,000 gets at once from one client,
+/// and 5,000 registers, all end in their bytes and their coflows; the calls past the bound wait at
+/// the client rather than reach a server that would end the connection under them all (its
+/// budget of small messages not yet read, hyper's guard against a flood of tiny frames).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_calls_at_once_on_one_connection_all_end_in_their_answers() -> anyhow::Result<()> {
+    const CALLS: usize = 5_000;
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let piece = content(83, 100);
+    c.put(coflow, "h", piece.clone()).await?;
+    let mut gets = tokio::task::JoinSet::new();
+    let mut registers = tokio::task::JoinSet::new();
+    for _ in 0..CALLS {
+        let g = c.clone();
+        gets.spawn(async move { g.get(coflow, "h").await });
+        let c = c.clone();
+        registers.spawn(async move { c.register(1, CoflowOptions::default()).await });
+    }
+    let within = Duration::from_secs(60);
+    let mut coflows = std::collections::HashSet::new();
+    for _ in 0..CALLS {
+        let Ok(Some(got)) = tokio::time::timeout(within, gets.join_next()).await else {
+            panic!("a get did not end within {within:?}");
+        };
+        assert!(got?? == piece, "a get's bytes");
+        let Ok(Some(registered)) = tokio::time::timeout(within, registers.join_next()).await else {
+            panic!("a register did not end within {within:?}");
+        };
+        coflows.insert(registered??);
+    }
+    assert_eq!(coflows.len(), CALLS, "every register has its own coflow");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_coordinator_restart_agents_re_announce_their_pieces() -> anyhow::Result<()> {
     subscribe();
