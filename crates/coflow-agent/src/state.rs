@@ -126,6 +126,21 @@ pub(crate) enum DataPeer {
     Address(IpAddr),
 }
 
+/// The turns this agent hands out for one peer: to fetch from it, while the coordinator's mode
+/// bounds fetches (the bound they were made for, and its semaphore), and with TLS to open a data
+/// connection to it.
+#[derive(Debug)]
+pub(crate) struct Turns {
+    fetches: Option<(usize, Arc<tokio::sync::Semaphore>)>,
+    handshakes: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Turns {
+    fn default() -> Turns {
+        Turns { fetches: None, handshakes: Arc::new(tokio::sync::Semaphore::new(coflow_proto::HANDSHAKES_PER_ADDRESS)) }
+    }
+}
+
 /// One direction of this machine's port, capped at its configured capacity.
 #[derive(Debug)]
 pub(crate) struct PortLimiter {
@@ -233,11 +248,10 @@ pub(crate) struct Shared {
     /// Bytes this agent forwarded as a relay (multi-path routing).
     pub(crate) relayed_bytes: AtomicU64,
     /// How many fetches this agent carries at once to one peer (the coordinator's mode says; 0:
-    /// no bound), and the turns per peer.
+    /// no bound).
     pub(crate) fetches_per_peer: std::sync::atomic::AtomicU32,
-    pub(crate) peer_turns: Mutex<HashMap<MachineId, (usize, Arc<tokio::sync::Semaphore>)>>,
-    /// With TLS, the turns to open a data connection to each source (connect and handshake).
-    pub(crate) handshake_turns: Mutex<HashMap<MachineId, Arc<tokio::sync::Semaphore>>>,
+    /// The turns to fetch from each peer and to connect to it.
+    pub(crate) turns: Mutex<HashMap<MachineId, Turns>>,
     pub(crate) gets: AtomicU64,
     pub(crate) get_failures: AtomicU64,
     pub(crate) puts: AtomicU64,
@@ -277,8 +291,7 @@ impl Shared {
             rx_bytes: AtomicU64::new(0),
             relayed_bytes: AtomicU64::new(0),
             fetches_per_peer: std::sync::atomic::AtomicU32::new(0),
-            peer_turns: Mutex::new(HashMap::new()),
-            handshake_turns: Mutex::new(HashMap::new()),
+            turns: Mutex::new(HashMap::new()),
             gets: AtomicU64::new(0),
             get_failures: AtomicU64::new(0),
             puts: AtomicU64::new(0),
@@ -371,12 +384,12 @@ impl Shared {
             n => (n as usize).min(self.config.data_connections_per_peer()),
         };
         let turns = {
-            let mut map = self.peer_turns.lock().expect("turns lock");
-            let entry = map.entry(peer).or_insert_with(|| (n, Arc::new(tokio::sync::Semaphore::new(n))));
-            if entry.0 != n {
-                *entry = (n, Arc::new(tokio::sync::Semaphore::new(n)));
+            let mut map = self.turns.lock().expect("turns lock");
+            let fetches = &mut map.entry(peer).or_default().fetches;
+            match fetches {
+                Some((bound, turns)) if *bound == n => turns.clone(),
+                _ => fetches.insert((n, Arc::new(tokio::sync::Semaphore::new(n)))).1.clone(),
             }
-            entry.1.clone()
         };
         turns.acquire_owned().await.ok()
     }
@@ -388,11 +401,7 @@ impl Shared {
     /// theirs, as a receiver would take a dead source; so a burst of gets through this agent
     /// queues here, and meets the source's share of established connections, which says busy.
     pub(crate) async fn handshake_turn(&self, peer: MachineId) -> tokio::sync::OwnedSemaphorePermit {
-        let turns = {
-            let mut map = self.handshake_turns.lock().expect("turns lock");
-            let new = || Arc::new(tokio::sync::Semaphore::new(coflow_proto::HANDSHAKES_PER_ADDRESS));
-            map.entry(peer).or_insert_with(new).clone()
-        };
+        let turns = self.turns.lock().expect("turns lock").entry(peer).or_default().handshakes.clone();
         turns.acquire_owned().await.expect("a semaphore that is never closed")
     }
 
