@@ -32,6 +32,7 @@ use crate::error::CoordError;
 use crate::status::{AgentView, CoflowView, FlowView};
 
 mod decide;
+mod jobs;
 mod leases;
 mod output;
 mod owners;
@@ -122,6 +123,8 @@ struct InPolicy {
 struct CoflowRec {
     /// Its registration, with its owner and nonce.
     reg: Registration,
+    /// Its job, for job-aware policies ([`Core::job_of`]).
+    job: CoflowId,
     puts: shape::Pieces,
     /// Its unfinished flows.
     flows: shape::Flows,
@@ -179,9 +182,10 @@ impl CoflowRec {
         self.expected_gets().map_or(0, |expected| expected.saturating_sub(self.width))
     }
 
-    fn new(reg: Registration) -> CoflowRec {
+    fn new(reg: Registration, job: CoflowId) -> CoflowRec {
         CoflowRec {
             reg,
+            job,
             puts: shape::Pieces::default(),
             flows: shape::Flows::default(),
             sealed: false,
@@ -690,6 +694,7 @@ impl Core {
     pub fn handle_register(&mut self, now: Nanos, mut reg: Registration) -> Result<CoflowId, CoordError> {
         self.input(now);
         self.room_for(&reg.owner).map_err(CoordError::LimitExceeded)?;
+        self.may_name_parents(&reg)?;
         let id = CoflowId(self.next_coflow);
         self.next_coflow =
             self.next_coflow.checked_add(1).ok_or_else(|| CoordError::LimitExceeded("coflow ids exhausted".into()))?;
@@ -700,22 +705,13 @@ impl Core {
         Ok(id)
     }
 
-    /// Whether one more coflow of `owner` fits within `max_coflows` and, for an owner (TLS),
-    /// `max_coflows_per_owner`; if not, why.
-    fn room_for(&self, owner: &str) -> Result<(), String> {
-        if self.coflows.len() >= self.cfg.max_coflows {
-            let coflows = coflow_core::counted(self.coflows.len(), "coflow", "coflows");
-            return Err(format!("{coflows} registered (max_coflows)"));
-        }
-        self.owners.room_for_coflow(owner, self.cfg.max_coflows_per_owner)
-    }
-
     /// Keeps coflow `id`, counted for its owner, its lease (if any) counted from `now`.
     fn hold(&mut self, now: Nanos, id: CoflowId, reg: Registration) {
         self.owners.hold(&reg.owner, id);
         debug_assert!(!self.coflows.contains_key(&id), "coflow {id} held twice");
         let lease_until = self.start_lease(now, id, &reg);
-        self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg) });
+        let job = self.job_of(id, &reg);
+        self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg, job) });
     }
 
     /// A framework (`by`: the caller's identity) is done with a coflow: every agent is told to

@@ -931,6 +931,7 @@ mod tests {
         for (id, flows) in coflows {
             let coflow = SnapshotCoflow {
                 id: CoflowId(*id),
+                job: CoflowId(*id),
                 arrival: Nanos::from_millis(*id),
                 deadline: None,
                 weight: 1.0,

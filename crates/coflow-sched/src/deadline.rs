@@ -285,6 +285,7 @@ mod tests {
         for &(id, src, dst, bytes, deadline) in coflows {
             let coflow = SnapshotCoflow {
                 id: CoflowId(id),
+                job: CoflowId(id),
                 arrival: Nanos::ZERO,
                 deadline: Some(Nanos::from_secs(deadline)),
                 weight: 1.0,

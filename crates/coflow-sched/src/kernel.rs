@@ -959,6 +959,7 @@ mod tests {
         for (i, flows) in coflows.iter().enumerate() {
             let c = SnapshotCoflow {
                 id: CoflowId(i as u64),
+                job: CoflowId(i as u64),
                 arrival: Nanos(i as u64),
                 deadline: None,
                 weight: 1.0,

@@ -19,6 +19,9 @@ use crate::state::{Allocation, Changes, CoflowState, Input, LegState, RouteState
 pub struct SnapshotCoflow {
     /// Its id.
     pub id: CoflowId,
+    /// Its job ([`CoflowState::job`]); the coordinator's is the earliest job among its parents
+    /// still registered, since it learns dependencies one registration at a time.
+    pub job: CoflowId,
     /// When it arrived (became schedulable).
     pub arrival: Nanos,
     /// Its deadline relative to arrival.
@@ -151,8 +154,7 @@ impl Snapshot {
                 self.coflows.push(CoflowState {
                     id: coflow.id,
                     arrival: coflow.arrival,
-                    // The live coordinator does not group coflows into jobs.
-                    job: coflow.id,
+                    job: coflow.job,
                     deadline: coflow.deadline,
                     weight: coflow.weight,
                     width: coflow.width,
@@ -225,7 +227,15 @@ mod tests {
     }
 
     fn coflow(id: u64, width: u32) -> SnapshotCoflow {
-        SnapshotCoflow { id: CoflowId(id), arrival: Nanos::ZERO, deadline: None, weight: 1.0, width, pending: 0 }
+        SnapshotCoflow {
+            id: CoflowId(id),
+            job: CoflowId(id),
+            arrival: Nanos::ZERO,
+            deadline: None,
+            weight: 1.0,
+            width,
+            pending: 0,
+        }
     }
 
     fn rates(policy: &mut dyn Scheduler, fabric: &Fabric, coflows: &[(SnapshotCoflow, Vec<SnapshotFlow>)]) -> Vec<f64> {

@@ -105,6 +105,7 @@ impl Core {
             let pending = c.pending();
             let spec = SnapshotCoflow {
                 id,
+                job: c.job,
                 arrival: p.arrival,
                 deadline: c.reg.options.deadline,
                 weight: c.reg.options.weight,

@@ -11,6 +11,8 @@ use std::ops::Bound;
 
 use coflow_core::CoflowId;
 
+use super::Core;
+
 /// The coflows and pieces each owner holds; an owner that holds nothing has no entry. Coflows
 /// without an owner are held under the empty name, which no bound applies to.
 #[derive(Debug, Default)]
@@ -32,6 +34,18 @@ struct Bypassing {
 struct Held {
     coflows: BTreeSet<CoflowId>,
     pieces: usize,
+}
+
+impl Core {
+    /// Whether one more coflow of `owner` fits within `max_coflows` and, for an owner (TLS),
+    /// `max_coflows_per_owner`; if not, why.
+    pub(super) fn room_for(&self, owner: &str) -> Result<(), String> {
+        if self.coflows.len() >= self.cfg.max_coflows {
+            let coflows = coflow_core::counted(self.coflows.len(), "coflow", "coflows");
+            return Err(format!("{coflows} registered (max_coflows)"));
+        }
+        self.owners.room_for_coflow(owner, self.cfg.max_coflows_per_owner)
+    }
 }
 
 impl Owners {

@@ -3,6 +3,7 @@
 //! what `poll_transmit` and `poll_timeout` give; no channel, no runtime.
 
 mod bypass;
+mod jobs;
 mod leases;
 mod policy;
 mod ports;

@@ -109,6 +109,7 @@ fn every_policy_for_any_fabric_runs_on_racks_within_capacity_and_the_others_are_
     .map(|(i, flows)| {
         let c = SnapshotCoflow {
             id: CoflowId(i as u64 + 1),
+            job: CoflowId(i as u64 + 1),
             arrival: Nanos::from_millis(i as u64),
             deadline: Some(Nanos::from_secs(60)),
             weight: 1.0,

@@ -1,0 +1,33 @@
+//! Jobs: the coflows connected by their parents, which job-aware policies (`aalo-job`) rank
+//! together. The simulator knows the whole workload and names a job by the first coflow of its
+//! connected component; the coordinator learns parents one registration at a time, so a coflow
+//! joins the earliest job among its parents still registered, and keeps it.
+
+use coflow_core::CoflowId;
+use coflow_proto::Registration;
+
+use super::Core;
+use crate::CoordError;
+
+impl Core {
+    /// Whether `reg` names as parents only coflows its owner may use: a parent of another
+    /// identity's would join that coflow's job, and rank it by this coflow's bytes. A parent no
+    /// longer registered (or never) is passed over.
+    pub(super) fn may_name_parents(&self, reg: &Registration) -> Result<(), CoordError> {
+        match reg.options.parents.iter().find(|p| self.coflows.get(p).is_some_and(|c| !Self::may_change(c, &reg.owner)))
+        {
+            Some(&coflow) => Err(CoordError::NotTheOwner { coflow, caller: reg.owner.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// The job of coflow `id` registered as `reg`: the earliest job among its parents still
+    /// registered that its owner may use, else its own.
+    pub(super) fn job_of(&self, id: CoflowId, reg: &Registration) -> CoflowId {
+        (reg.options.parents.iter())
+            .filter_map(|p| self.coflows.get(p).filter(|c| Self::may_change(c, &reg.owner)))
+            .map(|c| c.job)
+            .min()
+            .unwrap_or(id)
+    }
+}
