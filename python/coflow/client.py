@@ -178,7 +178,9 @@ class Client:
         that long), so the coflow is scheduled whole; ``deadline_s`` (up to a year) is relative to
         registration; ``lease_s`` (1 to 86,400 seconds) has the coordinator unregister the coflow
         unless :meth:`renew` names it within that long of its registration and of each renewal.
-        The protocol's bounds (``num_flows`` up to 10,000,000, ``name`` 256 and ``kind`` 64 bytes
+        ``parents`` (coflows this one depends on) put it in the earliest job among those still
+        registered, which job-aware policies (``aalo-job``) rank together; naming another
+        identity's coflow raises ``PermissionDenied``. The protocol's bounds (``num_flows`` up to 10,000,000, ``name`` 256 and ``kind`` 64 bytes
         of UTF-8, 1,024 ``parents``) are checked here: a value past one is a ``ValueError``
         naming its keyword.
         """

@@ -150,7 +150,8 @@ pub struct CoflowOptions {
     pub name: String,
     /// Deadline relative to registration.
     pub deadline: Option<Nanos>,
-    /// Coflows that must finish first.
+    /// Coflows this one depends on: the simulator releases it once they finished; the coordinator
+    /// puts it in the earliest job among those still registered and does not wait for them.
     pub parents: Vec<CoflowId>,
     /// The coflow's type, e.g. `shuffle`: at most [`MAX_KIND_LEN`] bytes, no control characters.
     pub kind: String,
