@@ -3,7 +3,7 @@
 //! states a large message (up to the service's decoding limit: 8 MiB at an agent) and holds
 //! back its last byte would hold that memory for as long as it keeps the call open, once per
 //! call; a call whose request never comes holds its stream's state (a few KiB) as long; and a
-//! connection may open as many calls as it likes. Here every request body is read through a
+//! holder may open calls on many connections. Here every request body is read through a
 //! count, against its holder (a certificate's role with TLS, an address group in token mode):
 //! - of the bytes of its message in progress: a holder holds at most
 //!   [`MAX_RECEIVING_PER_HOLDER`] of them at once and all holders together [`MAX_RECEIVING`],

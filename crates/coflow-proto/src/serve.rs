@@ -25,17 +25,21 @@ use crate::tls::{HANDSHAKE_TIMEOUT, Refusal, RefusalLog};
 /// among its member's connections back within about a minute.
 pub const SERVER_KEEPALIVE: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(20));
 
-/// The most calls one HTTP/2 connection carries at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`):
-/// a client's calls past it wait at the client (tonic, grpc-java and h2 queue them) until one
-/// ends. Without the bound, h2 ends the whole connection (`GOAWAY ENHANCE_YOUR_CALM`, every call
-/// on it failing) once the small messages it holds for calls not yet read pass its budget for
-/// them, half of the [`CONNECTION_WINDOW`] at 256 bytes a message: 2,048 unary requests, which a
-/// client making thousands of gets at once reaches. The bound keeps it to half of that.
-pub const MAX_CALLS_PER_CONNECTION: u32 = 1024;
+/// The most calls one HTTP/2 connection carries at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`),
+/// as many as one holder may keep open at a service ([`crate::MAX_OPEN_REQUESTS_PER_HOLDER`]): a
+/// client's calls past it wait at the client (tonic, grpc-java and h2 queue them) until one
+/// ends. A get holds its call while its flow waits, so an executor of many tasks sharing one
+/// connection needs room for all their gets. Without a bound, h2 ends the whole connection
+/// (`GOAWAY ENHANCE_YOUR_CALM`, every call on it failing) once the small messages it holds for
+/// calls not yet read pass its budget for them: half of the [`CONNECTION_WINDOW`], at 256 bytes
+/// a message. A unary call or a get leaves at most one such message unread (tonic sends its
+/// message, then ends the stream in an empty frame, which is not counted; a put stream's chunks
+/// are read as they come), so the bound keeps within half of the budget.
+pub const MAX_CALLS_PER_CONNECTION: u32 = crate::MAX_OPEN_REQUESTS_PER_HOLDER as u32;
 
-/// The HTTP/2 flow-control window of a whole connection (hyper's default, set here since
-/// [`MAX_CALLS_PER_CONNECTION`] is derived from it).
-pub const CONNECTION_WINDOW: u32 = 1 << 20;
+/// The HTTP/2 flow-control window of a whole connection: 4 MiB, so that h2's budget for small
+/// messages not yet read covers [`MAX_CALLS_PER_CONNECTION`] calls twice over.
+pub const CONNECTION_WINDOW: u32 = 4 << 20;
 
 const _: () = assert!(MAX_CALLS_PER_CONNECTION as usize * 256 * 2 <= CONNECTION_WINDOW as usize / 2);
 

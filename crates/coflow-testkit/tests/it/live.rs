@@ -233,13 +233,13 @@ async fn a_client_that_hangs_up_mid_get_ends_its_flow_and_the_piece_stays_readab
 }
 
 /// A client's calls share one HTTP/2 connection per service, and a service takes at most
-/// `coflow_proto::MAX_CALLS_PER_CONNECTION` of them at once: 5,000 gets at once from one client,
-/// and 5,000 registers, all end in their bytes and their coflows; the calls past the bound wait at
-/// the client rather than reach a server that would end the connection under them all (its
-/// budget of small messages not yet read, hyper's guard against a flood of tiny frames).
+/// `coflow_proto::MAX_CALLS_PER_CONNECTION` (4,096) of them at once: 12,000 gets at once from one
+/// client, and 12,000 registers, all end in their bytes and their coflows; the calls past the
+/// bound wait at the client rather than reach a server that would end the connection under them
+/// all (h2's budget of small messages not yet read, its guard against a flood of tiny frames).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn five_thousand_calls_at_once_on_one_connection_all_end_in_their_answers() -> anyhow::Result<()> {
-    const CALLS: usize = 5_000;
+async fn twelve_thousand_calls_at_once_on_one_connection_all_end_in_their_answers() -> anyhow::Result<()> {
+    const CALLS: usize = 12_000;
     subscribe();
     let cluster = Cluster::start(ClusterConfig::new(1, RATE, "varys").with_tls()).await?;
     let c = cluster.client(0).await?;
