@@ -418,7 +418,7 @@ mod tests {
             let fabric = Fabric::big_switch(6, Rate::from_bytes_per_sec(1e6));
             let mut snap = Snapshot::default();
             snap.clear(ServiceModel::Proportional);
-            let c = SnapshotCoflow { id: CoflowId(7), job: CoflowId(7), arrival: Nanos::ZERO, deadline: None, weight: 1.0, width: 1, pending: 0 };
+            let c = SnapshotCoflow::plain(7, 1);
             let flows: Vec<SnapshotFlow> = flows
                 .iter()
                 .map(|&(s, d, size, left)| {

@@ -219,7 +219,7 @@ fn lfgf(input: &Input<'_>, order: &[usize], s: &mut Scratch, out: &mut Allocatio
 
 #[cfg(test)]
 mod tests {
-    use coflow_core::{CoflowId, MachineId, Rate};
+    use coflow_core::{MachineId, Rate};
 
     use super::*;
     use crate::fabric::Fabric;
@@ -231,15 +231,7 @@ mod tests {
         // One leg with a micro-byte left on an idle 1 GB/s port: its group's MADD alone would be
         // 1e15 of the leg per second, and backfill adds what else the port has.
         let fabric = Fabric::big_switch(2, Rate::from_bytes_per_sec(1e9));
-        let c = SnapshotCoflow {
-            id: CoflowId(1),
-            job: CoflowId(1),
-            arrival: Nanos::ZERO,
-            deadline: None,
-            weight: 1.0,
-            width: 2,
-            pending: 0,
-        };
+        let c = SnapshotCoflow::plain(1, 2);
         let flows = [
             SnapshotFlow { src: MachineId(0), dst: MachineId(1), size: 100.0, remaining: 1e-6 },
             SnapshotFlow { src: MachineId(1), dst: MachineId(0), size: 100.0, remaining: 50.0 },

@@ -233,15 +233,7 @@ mod tests {
         let fabric = Fabric::big_switch(2, Rate::GBPS);
         let mut snap = Snapshot::default();
         snap.clear(ServiceModel::Route);
-        let c = SnapshotCoflow {
-            id: CoflowId(1),
-            job: CoflowId(1),
-            arrival: Nanos::ZERO,
-            deadline: None,
-            weight: 1.0,
-            width: 1,
-            pending: 0,
-        };
+        let c = SnapshotCoflow::plain(1, 1);
         let flow = SnapshotFlow { src: MachineId(0), dst: MachineId(1), size: 1e6, remaining: 1e6 };
         snap.push_coflow(&fabric, &c, &[flow]);
         let input = snap.input(Nanos(100), &fabric);

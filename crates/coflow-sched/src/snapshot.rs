@@ -34,6 +34,23 @@ pub struct SnapshotCoflow {
     pub pending: u32,
 }
 
+#[cfg(test)]
+impl SnapshotCoflow {
+    /// Coflow `id` of `width` flows, all asked for, arrived at zero, alone in its job, with no
+    /// deadline and weight 1: what the policies' unit tests push.
+    pub(crate) fn plain(id: u64, width: u32) -> SnapshotCoflow {
+        SnapshotCoflow {
+            id: CoflowId(id),
+            job: CoflowId(id),
+            arrival: Nanos::ZERO,
+            deadline: None,
+            weight: 1.0,
+            width,
+            pending: 0,
+        }
+    }
+}
+
 /// An unfinished flow of the snapshot.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SnapshotFlow {
@@ -227,15 +244,7 @@ mod tests {
     }
 
     fn coflow(id: u64, width: u32) -> SnapshotCoflow {
-        SnapshotCoflow {
-            id: CoflowId(id),
-            job: CoflowId(id),
-            arrival: Nanos::ZERO,
-            deadline: None,
-            weight: 1.0,
-            width,
-            pending: 0,
-        }
+        SnapshotCoflow::plain(id, width)
     }
 
     fn rates(policy: &mut dyn Scheduler, fabric: &Fabric, coflows: &[(SnapshotCoflow, Vec<SnapshotFlow>)]) -> Vec<f64> {

@@ -14,8 +14,8 @@ impl Core {
     /// identity's would join that coflow's job, and rank it by this coflow's bytes. A parent no
     /// longer registered (or never) is passed over.
     pub(super) fn may_name_parents(&self, reg: &Registration) -> Result<(), CoordError> {
-        match reg.options.parents.iter().find(|p| self.coflows.get(p).is_some_and(|c| !Self::may_change(c, &reg.owner)))
-        {
+        let foreign = |p: &&CoflowId| self.coflows.get(p).is_some_and(|c| !Self::may_change(c, &reg.owner));
+        match reg.options.parents.iter().find(foreign) {
             Some(&coflow) => Err(CoordError::NotTheOwner { coflow, caller: reg.owner.clone() }),
             None => Ok(()),
         }
