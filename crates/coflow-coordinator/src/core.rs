@@ -378,6 +378,8 @@ pub struct Core {
     cfg: CoordinatorConfig,
     policy: Box<dyn Scheduler>,
     coflows: BTreeMap<CoflowId, CoflowRec>,
+    /// How many registered coflows each job has ([`Core::join_job`]).
+    jobs: BTreeMap<CoflowId, usize>,
     /// Coflows in the policy, in arrival order.
     active: BTreeSet<(Nanos, CoflowId)>,
     flows: BTreeMap<FlowId, FlowRec>,
@@ -487,6 +489,7 @@ impl Core {
             cfg,
             policy,
             coflows: BTreeMap::new(),
+            jobs: BTreeMap::new(),
             active: BTreeSet::new(),
             flows: BTreeMap::new(),
             agents: BTreeMap::new(),
@@ -711,6 +714,7 @@ impl Core {
         debug_assert!(!self.coflows.contains_key(&id), "coflow {id} held twice");
         let lease_until = self.start_lease(now, id, &reg);
         let job = self.job_of(id, &reg);
+        self.join_job(job);
         self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg, job) });
     }
 
@@ -743,6 +747,7 @@ impl Core {
             }
             self.owners.release(&c.reg.owner, id, c.puts.len());
             running.extend(c.flows.ids());
+            self.leave_job(c.job);
         }
         self.forget(id);
         // An agent that misses this notice is told `unknown-coflow` when it re-announces the

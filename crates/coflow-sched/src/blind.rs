@@ -233,7 +233,8 @@ pub struct Blinded<B> {
     /// Scratch: whether each resource is one a coflow sends from.
     sending: Vec<bool>,
     next_report: Nanos,
-    /// Each active coflow's job, and per job the bytes its finished coflows sent.
+    /// Each active coflow's job, and per job the bytes its finished coflows sent, until the
+    /// driver says the job ended.
     job_of: std::collections::BTreeMap<CoflowId, CoflowId>,
     job_done: std::collections::BTreeMap<CoflowId, f64>,
     /// Each coflow's index in `coflows`, and the legs that finished, for [`BlindInput`].
@@ -570,6 +571,10 @@ impl<B: BlindScheduler> Scheduler for Blinded<B> {
         self.reported.remove(&coflow);
         self.total.remove(&coflow);
         self.inner.handle_finished(now, coflow);
+    }
+
+    fn handle_job_ended(&mut self, job: CoflowId) {
+        self.job_done.remove(&job);
     }
 
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
@@ -984,5 +989,18 @@ mod tests {
             assert_eq!(decide(&mut kept, coflows), fresh, "decision {k}");
             assert_eq!(kept.inner.everything.last(), Some(everything), "decision {k}");
         }
+    }
+
+    #[test]
+    fn a_job_keeps_its_finished_coflows_bytes_until_it_ends() {
+        let mut policy = Blinded::new(Aalo::new(AaloConfig { job_aware: true, ..Default::default() }));
+        for id in [1, 2] {
+            policy.handle_arrival(Nanos::ZERO, CoflowId(id));
+            decide(&mut policy, &[(id, vec![(0, 4, 40.0)])]);
+            policy.handle_finished(Nanos::ZERO, CoflowId(id));
+        }
+        assert_eq!(policy.job_done.get(&CoflowId(1)), Some(&100.0), "a coflow's bytes over the fabric");
+        policy.handle_job_ended(CoflowId(1));
+        assert_eq!(policy.job_done.keys().collect::<Vec<_>>(), [&CoflowId(2)], "only the ended job is forgotten");
     }
 }

@@ -448,6 +448,10 @@ impl Scheduler for FlowFinishGap {
         self.inner.handle_finished(now, coflow)
     }
 
+    fn handle_job_ended(&mut self, job: CoflowId) {
+        self.inner.handle_job_ended(job)
+    }
+
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         self.inner.poll_allocation(input, out)
     }

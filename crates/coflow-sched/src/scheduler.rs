@@ -67,6 +67,12 @@ pub trait Scheduler: fmt::Debug + Send {
     /// A coflow's last flow finished.
     fn handle_finished(&mut self, _now: Nanos, _coflow: CoflowId) {}
 
+    /// No coflow of job `job` is left at the driver and none will join it: the policy may
+    /// forget what it keeps of the job. A live coordinator, whose jobs never end on their own,
+    /// says so when a job's last coflow is unregistered; the simulator, whose workload ends,
+    /// never does.
+    fn handle_job_ended(&mut self, _job: CoflowId) {}
+
     /// Decides the rates from now until the next decision, writing them into `out` (which the
     /// driver has reset for `input`). Returns when the policy wants to decide again even if
     /// nothing happens (its timers), or `None`.
@@ -160,6 +166,10 @@ impl<H: Hooks> Scheduler for Hooked<H> {
         self.policy.handle_finished(now, coflow);
     }
 
+    fn handle_job_ended(&mut self, job: CoflowId) {
+        self.policy.handle_job_ended(job);
+    }
+
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         self.hooks.decide(self.policy.as_mut(), input, out)
     }
@@ -222,6 +232,10 @@ mod tests {
             self.told.push(("finished", now, coflow));
         }
 
+        fn handle_job_ended(&mut self, job: CoflowId) {
+            self.told.push(("job ended", Nanos::ZERO, job));
+        }
+
         fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
             out.route_rate.iter_mut().for_each(|r| *r = 3.0);
             Some(input.now + Nanos(5))
@@ -241,6 +255,7 @@ mod tests {
         out.reset(&input);
         p.handle_arrival(Nanos(1), CoflowId(1));
         p.handle_finished(Nanos(2), CoflowId(1));
+        p.handle_job_ended(CoflowId(1));
         let mut rejected = vec![CoflowId(9)];
         p.poll_rejected(&mut rejected);
         let wake = p.poll_allocation(&input, &mut out);
@@ -267,6 +282,6 @@ mod tests {
         // It was told what the policy alone was told.
         let told = format!("{:?}", hooked.policy);
         assert_eq!(told, format!("{alone:?}"));
-        assert!(told.contains("arrival") && told.contains("finished"), "{told}");
+        assert!(["arrival", "finished", "job ended"].iter().all(|w| told.contains(w)), "{told}");
     }
 }

@@ -1,7 +1,8 @@
 //! Jobs: the coflows connected by their parents, which job-aware policies (`aalo-job`) rank
 //! together. The simulator knows the whole workload and names a job by the first coflow of its
 //! connected component; the coordinator learns parents one registration at a time, so a coflow
-//! joins the earliest job among its parents still registered, and keeps it.
+//! joins the earliest job among its parents still registered, and keeps it. Once a job's last
+//! coflow is unregistered no coflow can join it, and the policy is told it may forget the job.
 
 use coflow_core::CoflowId;
 use coflow_proto::Registration;
@@ -29,5 +30,21 @@ impl Core {
             .map(|c| c.job)
             .min()
             .unwrap_or(id)
+    }
+
+    /// A coflow of `job` is registered.
+    pub(super) fn join_job(&mut self, job: CoflowId) {
+        *self.jobs.entry(job).or_default() += 1;
+    }
+
+    /// A coflow of `job` is unregistered; the policy forgets a job left without coflows, which
+    /// no coflow can join any more ([`Core::job_of`] looks at registered parents only).
+    pub(super) fn leave_job(&mut self, job: CoflowId) {
+        let Some(n) = self.jobs.get_mut(&job) else { return };
+        *n -= 1;
+        if *n == 0 {
+            self.jobs.remove(&job);
+            self.policy.handle_job_ended(job);
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! Jobs: a coflow registered with parents joins their job, which job-aware policies rank
 //! together, and may name as parents only coflows its owner may use.
 
-use coflow_coordinator::{CoordError, CoordinatorConfig};
-use coflow_core::CoflowId;
-use coflow_proto::{CoflowOptions, Registration};
+use std::sync::{Arc, Mutex};
 
-use super::{Harness, last_rate};
+use coflow_coordinator::{CoordError, CoordinatorConfig, Core};
+use coflow_core::{CoflowId, Nanos};
+use coflow_proto::{CoflowOptions, Registration};
+use coflow_sched::{Allocation, Input, Scheduler, ServiceModel};
+
+use super::{CAP, Harness, last_rate};
 
 /// A coflow registered with a parent joins the parent's job: `aalo-job` ranks it by the 50 MB
 /// its parent sent, so an independent coflow that arrived after it on the same ports goes first
@@ -61,4 +64,60 @@ fn a_coflow_names_as_parents_only_coflows_its_owner_may_use() {
     h.core.handle_register(h.now, with_parents(b, vec![mine])).unwrap();
     h.core.handle_register(h.now, with_parents(coflow_coordinator::ADMIN, vec![mine, theirs])).unwrap();
     assert_eq!(h.core.live_coflows(), 4);
+}
+
+/// `aalo-job`, recording the jobs the driver says ended.
+#[derive(Debug)]
+struct JobsEnded {
+    inner: Box<dyn Scheduler>,
+    ended: Arc<Mutex<Vec<CoflowId>>>,
+}
+
+impl Scheduler for JobsEnded {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> ServiceModel {
+        self.inner.model()
+    }
+
+    fn handle_job_ended(&mut self, job: CoflowId) {
+        self.ended.lock().unwrap().push(job);
+        self.inner.handle_job_ended(job);
+    }
+
+    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
+        self.inner.poll_allocation(input, out)
+    }
+}
+
+/// A job ends, and the policy may forget it, once its last coflow is unregistered (or its lease
+/// runs out), not before: a coflow can join a job only through a parent still registered. A
+/// parent's job outlives the parent while its child is registered.
+#[test]
+fn a_job_ends_with_its_last_registered_coflow() {
+    let ended = Arc::new(Mutex::new(Vec::new()));
+    let policy = JobsEnded { inner: coflow_sched::policy::by_name("aalo-job").unwrap(), ended: ended.clone() };
+    let core = Core::new(CoordinatorConfig { policy: "aalo-job".into(), ..Default::default() }, Box::new(policy));
+    let mut h = Harness::with_core(core, &[CAP; 2]);
+    let parent = h.register(1, CoflowOptions::default());
+    let child = h.register(1, CoflowOptions { parents: vec![parent], ..Default::default() });
+    let lone = h.register(1, CoflowOptions::default());
+    let leased = h.register(1, CoflowOptions { lease: Some(Nanos::from_secs(1)), ..Default::default() });
+    let heard = || std::mem::take(&mut *ended.lock().unwrap());
+    h.core.handle_unregister(h.now, "", parent).unwrap();
+    assert_eq!(heard(), [], "the child keeps the parent's job");
+    h.core.handle_unregister(h.now, "", lone).unwrap();
+    assert_eq!(heard(), [lone]);
+    h.core.handle_unregister(h.now, "", child).unwrap();
+    assert_eq!(heard(), [parent], "the child was the job's last coflow");
+    for _ in 0..20 {
+        h.advance(100);
+        for m in 0..2 {
+            h.heartbeat(m, vec![]);
+        }
+    }
+    assert_eq!(heard(), [leased], "an expired lease ends the job too");
+    assert_eq!(h.core.live_coflows(), 0);
 }
