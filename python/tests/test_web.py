@@ -67,7 +67,7 @@ def test_the_live_page_shows_coflows_rates_agents_and_histograms(coflow_bin: Pat
     try:
         with cluster.client(0) as c, cluster.client(1) as r:
             idle = c.register(1, name="web-idle")
-            coflow = c.register(1, name="web-shuffle")
+            coflow = c.register(1, name="web-shuffle", parents=[idle])
             c.put(coflow, "piece", bytes(6_000_000))
             got = {}
             reader = threading.Thread(target=lambda: got.setdefault("data", r.get(coflow, "piece")))
@@ -84,9 +84,11 @@ def test_the_live_page_shows_coflows_rates_agents_and_histograms(coflow_bin: Pat
             assert row.get_attribute("data-coflow") == str(coflow)
             cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
             assert cells[2] == "1" and cells[3] == "5.7 MiB", cells  # width 1, 6,000,000 bytes
+            assert cells[9] == str(idle), cells  # it joined its parent's job
             # A coflow with nothing in flight shows no share sent, not a full bar.
             idle_row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#coflows tr") if "web-idle" in tr.text)
             assert idle_row.find_elements(By.TAG_NAME, "td")[4].text == "-", idle_row.text
+            assert idle_row.find_elements(By.TAG_NAME, "td")[9].text == "-", "a job of its own names none"
             agents = browser.find_elements(By.CSS_SELECTOR, "#agents tr")
             assert [a.get_attribute("data-machine") for a in agents] == ["0", "1"]
             assert all("alive" in a.text for a in agents)

@@ -590,6 +590,7 @@ impl Core {
             age: c.first_get.map(|t| self.now.saturating_sub(t)),
             deadline: c.reg.options.deadline,
             lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
+            job: c.job,
             flows: Vec::new(),
         })
     }

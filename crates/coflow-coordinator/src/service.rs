@@ -694,6 +694,7 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
                 puts: c.puts,
                 bypass: c.bypass,
                 lease_left_ms: c.lease_left.map_or(0, |l| l.get().div_ceil(1_000_000).max(1)),
+                job: c.job.0,
                 flows: c
                     .flows
                     .into_iter()

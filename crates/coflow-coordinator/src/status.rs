@@ -72,6 +72,8 @@ pub struct CoflowView {
     pub deadline: Option<Nanos>,
     /// With a lease, how long until it runs out unless renewed.
     pub lease_left: Option<Nanos>,
+    /// Its job, which job-aware policies rank it with: its own id unless it joined a parent's.
+    pub job: CoflowId,
     /// Its unfinished flows: id, data id, source, destination, size, bytes sent, rate.
     pub flows: Vec<FlowView>,
 }

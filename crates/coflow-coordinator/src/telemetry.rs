@@ -272,6 +272,7 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
                 "age_seconds": c.age.map(seconds),
                 "deadline_seconds": c.deadline.map(seconds),
                 "lease_seconds": c.lease_left.map(seconds),
+                "job": c.job.0,
                 "bypass": c.bypass,
             })
         })

@@ -250,8 +250,10 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
         let now = c.flows.iter().fold(0.0, |sum, f| sum + f.rate_bps);
         let lease =
             if c.lease_left_ms > 0 { format!("  lease {:.1} s", c.lease_left_ms as f64 / 1e3) } else { String::new() };
+        // A coflow of its own job (or from a coordinator that does not say) names none.
+        let job = if c.job != 0 && c.job != c.coflow_id { format!("  job {}", c.job) } else { String::new() };
         s.push_str(&format!(
-            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}{}\n",
+            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}{}{}\n",
             c.coflow_id,
             printable(&c.name),
             c.puts,
@@ -261,7 +263,8 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             Bytes(sent),
             Bytes(size),
             rate(now),
-            lease
+            lease,
+            job
         ));
         for f in &c.flows {
             s.push_str(&format!(
@@ -310,6 +313,7 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "puts": c.puts,
             "bypass": c.bypass,
             "lease_left_ms": (c.lease_left_ms > 0).then_some(c.lease_left_ms),
+            "job": c.job,
             "flows": c.flows.iter().map(|f| serde_json::json!({
                 "id": f.flow_id,
                 "data_id": f.data_id,
@@ -348,6 +352,7 @@ mod tests {
                 puts: 2,
                 bypass: false,
                 lease_left_ms: 0,
+                job: 7,
                 flows: vec![pb::FlowStatus {
                     flow_id: 9,
                     data_id: "m0-r1".into(),
@@ -413,6 +418,11 @@ mod tests {
         assert!(t.contains("at 1 Gbit/s  lease 41.3 s\n"), "{t}");
         assert_eq!(json(&leased)["coflows"][0]["lease_left_ms"], 41_300);
         assert!(json(&example())["coflows"][0]["lease_left_ms"].is_null());
+        // A coflow that joined another's job names it; one of its own job names none.
+        let mut child = example();
+        child.coflows[0].job = 5;
+        assert!(render(&child).contains("at 1 Gbit/s  job 5\n"), "{}", render(&child));
+        assert_eq!(json(&child)["coflows"][0]["job"], 5);
     }
 
     /// A port measured to carry less than its agent registered is shown as measured; a healthy

@@ -92,8 +92,8 @@ impl Scheduler for JobsEnded {
     }
 }
 
-/// A job ends, and the policy may forget it, once its last coflow is unregistered (or its lease
-/// runs out), not before: a coflow can join a job only through a parent still registered. A
+/// Status shows each coflow's job. A job ends, and the policy may forget it, once its last coflow
+/// is unregistered (or its lease runs out), not before: a coflow can join a job only through a parent still registered. A
 /// parent's job outlives the parent while its child is registered.
 #[test]
 fn a_job_ends_with_its_last_registered_coflow() {
@@ -106,6 +106,8 @@ fn a_job_ends_with_its_last_registered_coflow() {
     let lone = h.register(1, CoflowOptions::default());
     let leased = h.register(1, CoflowOptions { lease: Some(Nanos::from_secs(1)), ..Default::default() });
     let heard = || std::mem::take(&mut *ended.lock().unwrap());
+    let jobs: Vec<_> = h.core.coflows().map(|c| (c.id, c.job)).collect();
+    assert_eq!(jobs, [(parent, parent), (child, parent), (lone, lone), (leased, leased)], "status shows jobs");
     h.core.handle_unregister(h.now, "", parent).unwrap();
     assert_eq!(heard(), [], "the child keeps the parent's job");
     h.core.handle_unregister(h.now, "", lone).unwrap();
