@@ -43,7 +43,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Spark's shuffles as coflows ({@code spark.shuffle.manager}). On the driver, every shuffle is
  * registered as one coflow ({@code <app id>/shuffle-<id>}, width maps × reduces, scheduled as gets
- * arrive) and its id travels in the handle. Writing is Spark's own sort shuffle, with map output
+ * arrive, naming as parents the coflows of the shuffles its map side reads, so that {@code aalo-job}
+ * ranks a job's stages together) and its id travels in the handle. Writing is Spark's own sort shuffle, with map output
  * placed by {@link CoflowShuffleDataIO}; reading is {@link CoflowShuffleReader}, through the local
  * agent. Under {@code spark.coflow.fallback=auto} a shuffle whose coordinator cannot be reached at
  * registration stays on Spark's own path, and the log says so; under {@code never} that fails the
@@ -57,6 +58,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class CoflowShuffleManager implements ShuffleManager {
   private static final Logger LOG = LoggerFactory.getLogger(CoflowShuffleManager.class);
+  /** The most parents a registration may name (the coordinator refuses more). */
+  static final int MAX_PARENTS = 1024;
 
   private final SortShuffleManager sort;
   private final CoflowConf conf;
@@ -199,7 +202,8 @@ public final class CoflowShuffleManager implements ShuffleManager {
             .setName(name)
             .setKind("shuffle")
             .setReadiness(Readiness.READINESS_ON_GET)
-            .setLeaseMs(conf.lease.toMillis()))
+            .setLeaseMs(conf.lease.toMillis())
+            .addAllParents(parents(shuffleId, dependency)))
         .build();
     if (conf.fallback == CoflowConf.Fallback.AUTO && !holddown.asks(System.nanoTime())) {
       LOG.info("coflow: the coordinator {} was unreachable less than 30 s ago; {} uses Spark's own path",
@@ -232,6 +236,28 @@ public final class CoflowShuffleManager implements ShuffleManager {
     CoflowMetrics.get().shufflesThroughCoflow.inc();
     LOG.info("coflow: registered {} as coflow {} ({} maps x {} reduces)", name, id, maps, reduces);
     return new CoflowShuffleHandle((BaseShuffleHandle<?, ?, ?>) inner, id);
+  }
+
+  /**
+   * The coflows of the shuffles this one's map side reads, still registered: at most
+   * {@link #MAX_PARENTS}, the earliest. Building the map side's dependencies may register those
+   * shuffles first (Spark creates a shuffle's dependency when its child first asks).
+   */
+  private List<Long> parents(int shuffleId, ShuffleDependency<?, ?, ?> dependency) {
+    List<Long> ids = new ArrayList<>();
+    try {
+      for (int parent : Lineage.parentShuffles(dependency.rdd(), Lineage.MOST_VISITED)) {
+        Long id = coflows.get(parent);
+        if (id != null) {
+          ids.add(id);
+        }
+      }
+    } catch (RuntimeException e) {
+      // The parents only rank the coflow under job-aware policies: the shuffle goes on without.
+      LOG.warn("coflow: could not read the parent shuffles of shuffle {}: {}", shuffleId, e.toString());
+    }
+    ids.sort(null);
+    return ids.size() > MAX_PARENTS ? ids.subList(0, MAX_PARENTS) : ids;
   }
 
   @Override

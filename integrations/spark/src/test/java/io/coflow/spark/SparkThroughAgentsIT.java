@@ -10,8 +10,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.spark.api.java.JavaPairRDD;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import scala.Tuple2;
 
 /**
  * Four jobs on a Spark local-cluster (two executor JVMs, each with its own agent), once through
@@ -59,6 +61,17 @@ class SparkThroughAgentsIT {
       }
       String status = cluster.status();
       assertTrue(status.contains(run.appId() + "/shuffle-"), "coflow status names the shuffles:\n" + status);
+      // A shuffle whose map side reads another's output names that shuffle's coflow as its parent,
+      // and joins its job.
+      JavaPairRDD<Integer, Integer> first = run.jsc.parallelize(List.of(1, 2, 3, 4), 2)
+          .mapToPair(x -> new Tuple2<>(x % 3, x)).reduceByKey(Integer::sum);
+      JavaPairRDD<Integer, Integer> second = first.mapToPair(t -> new Tuple2<>(t._2() % 2, t._1()))
+          .reduceByKey(Integer::sum);
+      assertEquals(2, second.count());
+      String after = cluster.status();
+      String parent = coflowOf(after, run.appId() + "/shuffle-" + LineageTest.shuffleOf(first));
+      String child = lineOf(after, run.appId() + "/shuffle-" + LineageTest.shuffleOf(second));
+      assertTrue(child.endsWith(" job " + parent), "the second shuffle's coflow in the first's job:\n" + after);
     }
     try (SparkRun run = new SparkRun("spark-it", MASTER, null, Map.of(), work.resolve("spark"))) {
       for (Jobs.Job job : jobs) {
@@ -69,6 +82,17 @@ class SparkThroughAgentsIT {
         System.out.printf("%s: identical, %d rows%n", job.name(), own.count());
       }
     }
+  }
+
+  /** The line of {@code coflow status} of the coflow named {@code name}. */
+  static String lineOf(String status, String name) {
+    return status.lines().filter(l -> l.contains(" " + name + " ")).findFirst()
+        .orElseThrow(() -> new AssertionError("no coflow " + name + " in\n" + status)).strip();
+  }
+
+  /** The id of the coflow named {@code name} in {@code coflow status}. */
+  static String coflowOf(String status, String name) {
+    return lineOf(status, name).split("\\s+")[1];
   }
 
   interface Body<T> {
