@@ -32,16 +32,20 @@ def test_a_shuffle_moves_exact_bytes(cluster: Cluster) -> None:
     pieces = {(m, r): bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 200_000))) for m in range(2) for r in range(2)}
     with cluster.client(0) as m0, cluster.client(1) as m1:
         clients = [m0, m1]
-        shuffle = m0.register(mappers * reducers, name="py-shuffle", kind="shuffle")
+        stage = m0.register(1, name="py-stage", lease_s=60)
+        shuffle = m0.register(mappers * reducers, name="py-shuffle", kind="shuffle", parents=[stage])
         for (m, r), data in pieces.items():
             assert clients[m].put(shuffle, f"map{m}-reduce{r}", data) == len(data)
         m0.seal(shuffle)
-        live = [c for c in m0.status()["coflows"] if c["coflow"] == shuffle]
-        assert live and live[0]["name"] == "py-shuffle" and live[0]["puts"] == 4
+        live = {c["coflow"]: c for c in m0.status()["coflows"]}
+        assert live[shuffle]["name"] == "py-shuffle" and live[shuffle]["puts"] == 4, live
+        assert live[shuffle]["job"] == stage and live[stage]["job"] == stage, "the shuffle joined its parent's job"
+        assert live[shuffle]["lease_left_s"] is None and 0 < live[stage]["lease_left_s"] <= 60, live
         for (m, r), data in pieces.items():
             # Reducer r runs on machine r: half the pieces cross machines, half are local.
             assert clients[r].get(shuffle, f"map{m}-reduce{r}") == data
         m0.unregister(shuffle)
+        m0.unregister(stage)
 
 
 def test_a_streaming_get_yields_the_bytes_in_chunks(cluster: Cluster) -> None:
