@@ -272,9 +272,9 @@ class Client:
         _call(self._c.unregister, _uint(coflow, "coflow", 2**64 - 1))
 
     def status(self) -> Dict[str, Any]:
-        """What the coordinator is doing: its policy, live coflows (each with its flows and
-        rates, its ``job``, the id of the coflow whose job it joined or its own, and
-        ``lease_left_s``, None without a lease), and agents."""
+        """What the coordinator is doing: its policy, live coflows, and agents. Each coflow has
+        its flows and rates, ``job`` (the id of the coflow that names its job: its own unless it
+        joined a parent's) and ``lease_left_s`` (None without a lease)."""
         return _call(self._c.status)
 
     def close(self) -> None:

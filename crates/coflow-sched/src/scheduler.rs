@@ -69,8 +69,8 @@ pub trait Scheduler: fmt::Debug + Send {
 
     /// No coflow of job `job` is left at the driver and none will join it: the policy may
     /// forget what it keeps of the job. A live coordinator, whose jobs never end on their own,
-    /// says so when a job's last coflow is unregistered; the simulator, whose workload ends,
-    /// never does.
+    /// says so when a job's last coflow is unregistered or its lease runs out; the simulator,
+    /// whose workload ends, never does.
     fn handle_job_ended(&mut self, _job: CoflowId) {}
 
     /// Decides the rates from now until the next decision, writing them into `out` (which the
@@ -88,6 +88,9 @@ pub trait Hooks: fmt::Debug + Send {
 
     /// The driver tells the policy that `coflow` finished (heard just before the policy hears it).
     fn finished(&mut self, _now: Nanos, _coflow: CoflowId) {}
+
+    /// The driver tells the policy that job `job` ended (heard just before the policy hears it).
+    fn job_ended(&mut self, _job: CoflowId) {}
 
     /// The policy handed the driver these rejected coflows (heard after it handed them).
     fn rejected(&mut self, _coflows: &[CoflowId]) {}
@@ -167,6 +170,7 @@ impl<H: Hooks> Scheduler for Hooked<H> {
     }
 
     fn handle_job_ended(&mut self, job: CoflowId) {
+        self.hooks.job_ended(job);
         self.policy.handle_job_ended(job);
     }
 

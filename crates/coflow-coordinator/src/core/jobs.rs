@@ -2,7 +2,8 @@
 //! together. The simulator knows the whole workload and names a job by the first coflow of its
 //! connected component; the coordinator learns parents one registration at a time, so a coflow
 //! joins the earliest job among its parents still registered, and keeps it. Once a job's last
-//! coflow is unregistered no coflow can join it, and the policy is told it may forget the job.
+//! coflow is unregistered (or expired) no coflow can join it, and the policy is told it may
+//! forget the job.
 
 use coflow_core::CoflowId;
 use coflow_proto::Registration;
@@ -37,10 +38,11 @@ impl Core {
         *self.jobs.entry(job).or_default() += 1;
     }
 
-    /// A coflow of `job` is unregistered; the policy forgets a job left without coflows, which
-    /// no coflow can join any more ([`Core::job_of`] looks at registered parents only).
+    /// A coflow of `job` is unregistered or expired; the policy forgets a job left without
+    /// coflows, which no coflow can join any more ([`Core::job_of`] looks at registered parents
+    /// only).
     pub(super) fn leave_job(&mut self, job: CoflowId) {
-        let Some(n) = self.jobs.get_mut(&job) else { return };
+        let n = self.jobs.get_mut(&job).expect("a registered coflow's job is counted");
         *n -= 1;
         if *n == 0 {
             self.jobs.remove(&job);

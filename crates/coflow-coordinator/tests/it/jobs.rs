@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use coflow_coordinator::{CoordError, CoordinatorConfig, Core};
 use coflow_core::{CoflowId, Nanos};
 use coflow_proto::{CoflowOptions, Registration};
-use coflow_sched::{Allocation, Input, Scheduler, ServiceModel};
+use coflow_sched::{Hooked, Hooks};
 
 use super::{CAP, Harness, last_rate};
 
@@ -66,46 +66,43 @@ fn a_coflow_names_as_parents_only_coflows_its_owner_may_use() {
     assert_eq!(h.core.live_coflows(), 4);
 }
 
-/// `aalo-job`, recording the jobs the driver says ended.
+/// What the driver tells the policy of arrivals, finishes and ended jobs, in order.
 #[derive(Debug)]
-struct JobsEnded {
-    inner: Box<dyn Scheduler>,
-    ended: Arc<Mutex<Vec<CoflowId>>>,
-}
+struct Told(Arc<Mutex<Vec<(&'static str, CoflowId)>>>);
 
-impl Scheduler for JobsEnded {
-    fn name(&self) -> &'static str {
-        self.inner.name()
+impl Hooks for Told {
+    fn arrival(&mut self, _now: Nanos, coflow: CoflowId) {
+        self.0.lock().unwrap().push(("arrival", coflow));
     }
 
-    fn model(&self) -> ServiceModel {
-        self.inner.model()
+    fn finished(&mut self, _now: Nanos, coflow: CoflowId) {
+        self.0.lock().unwrap().push(("finished", coflow));
     }
 
-    fn handle_job_ended(&mut self, job: CoflowId) {
-        self.ended.lock().unwrap().push(job);
-        self.inner.handle_job_ended(job);
-    }
-
-    fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
-        self.inner.poll_allocation(input, out)
+    fn job_ended(&mut self, job: CoflowId) {
+        self.0.lock().unwrap().push(("job ended", job));
     }
 }
 
 /// Status shows each coflow's job. A job ends, and the policy may forget it, once its last coflow
-/// is unregistered (or its lease runs out), not before: a coflow can join a job only through a parent still registered. A
-/// parent's job outlives the parent while its child is registered.
+/// is unregistered (or its lease runs out), not before: a coflow can join a job only through a
+/// parent still registered. A parent's job outlives the parent while its child is registered. A
+/// coflow unregistered with a flow in flight leaves the policy before its job ends, so that its
+/// bytes are not counted to the job after the job is forgotten.
 #[test]
 fn a_job_ends_with_its_last_registered_coflow() {
-    let ended = Arc::new(Mutex::new(Vec::new()));
-    let policy = JobsEnded { inner: coflow_sched::policy::by_name("aalo-job").unwrap(), ended: ended.clone() };
-    let core = Core::new(CoordinatorConfig { policy: "aalo-job".into(), ..Default::default() }, Box::new(policy));
-    let mut h = Harness::with_core(core, &[CAP; 2]);
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let policy = Hooked::new(coflow_sched::policy::by_name("aalo-job").unwrap(), Told(told.clone()));
+    let cfg = CoordinatorConfig { policy: "aalo-job".into(), bypass_threshold_bytes: 0, ..Default::default() };
+    let mut h = Harness::with_core(Core::new(cfg, Box::new(policy)), &[CAP; 2]);
     let parent = h.register(1, CoflowOptions::default());
     let child = h.register(1, CoflowOptions { parents: vec![parent], ..Default::default() });
     let lone = h.register(1, CoflowOptions::default());
     let leased = h.register(1, CoflowOptions { lease: Some(Nanos::from_secs(1)), ..Default::default() });
-    let heard = || std::mem::take(&mut *ended.lock().unwrap());
+    let heard = || -> Vec<_> {
+        let told = std::mem::take(&mut *told.lock().unwrap());
+        told.into_iter().filter(|(what, _)| *what == "job ended").map(|(_, job)| job).collect()
+    };
     let jobs: Vec<_> = h.core.coflows().map(|c| (c.id, c.job)).collect();
     assert_eq!(jobs, [(parent, parent), (child, parent), (lone, lone), (leased, leased)], "status shows jobs");
     h.core.handle_unregister(h.now, "", parent).unwrap();
@@ -122,4 +119,11 @@ fn a_job_ends_with_its_last_registered_coflow() {
     }
     assert_eq!(heard(), [leased], "an expired lease ends the job too");
     assert_eq!(h.core.live_coflows(), 0);
+    let running = h.register(1, CoflowOptions::default());
+    h.put(running, "p", 0, 1_000_000).unwrap();
+    h.get(running, "p", 1).unwrap();
+    h.advance(10);
+    told.lock().unwrap().clear();
+    h.core.handle_unregister(h.now, "", running).unwrap();
+    assert_eq!(*told.lock().unwrap(), [("finished", running), ("job ended", running)]);
 }

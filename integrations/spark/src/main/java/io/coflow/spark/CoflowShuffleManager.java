@@ -42,9 +42,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Spark's shuffles as coflows ({@code spark.shuffle.manager}). On the driver, every shuffle is
- * registered as one coflow ({@code <app id>/shuffle-<id>}, width maps × reduces, scheduled as gets
- * arrive, naming as parents the coflows of the shuffles its map side reads, so that {@code aalo-job}
- * ranks a job's stages together) and its id travels in the handle. Writing is Spark's own sort shuffle, with map output
+ * registered as one coflow ({@code <app id>/shuffle-<id>}, width maps × reduces, scheduled as
+ * gets arrive, naming as parents the coflows of the shuffles its map side reads, so that
+ * {@code aalo-job} ranks the shuffles connected by lineage together) and its id travels in the
+ * handle. Writing is Spark's own sort shuffle, with map output
  * placed by {@link CoflowShuffleDataIO}; reading is {@link CoflowShuffleReader}, through the local
  * agent. Under {@code spark.coflow.fallback=auto} a shuffle whose coordinator cannot be reached at
  * registration stays on Spark's own path, and the log says so; under {@code never} that fails the
@@ -60,6 +61,9 @@ public final class CoflowShuffleManager implements ShuffleManager {
   private static final Logger LOG = LoggerFactory.getLogger(CoflowShuffleManager.class);
   /** The most parents a registration may name (the coordinator refuses more). */
   static final int MAX_PARENTS = 1024;
+  /** The most registrations inside one another that walk the lineage ({@link #parents}). */
+  static final int MAX_NESTED = 32;
+  private static final ThreadLocal<int[]> NESTED = ThreadLocal.withInitial(() -> new int[1]);
 
   private final SortShuffleManager sort;
   private final CoflowConf conf;
@@ -203,7 +207,7 @@ public final class CoflowShuffleManager implements ShuffleManager {
             .setKind("shuffle")
             .setReadiness(Readiness.READINESS_ON_GET)
             .setLeaseMs(conf.lease.toMillis())
-            .addAllParents(parents(shuffleId, dependency)))
+            .addAllParents(parents(dependency)))
         .build();
     if (conf.fallback == CoflowConf.Fallback.AUTO && !holddown.asks(System.nanoTime())) {
       LOG.info("coflow: the coordinator {} was unreachable less than 30 s ago; {} uses Spark's own path",
@@ -240,11 +244,19 @@ public final class CoflowShuffleManager implements ShuffleManager {
 
   /**
    * The coflows of the shuffles this one's map side reads, still registered: at most
-   * {@link #MAX_PARENTS}, the earliest. Building the map side's dependencies may register those
-   * shuffles first (Spark creates a shuffle's dependency when its child first asks).
+   * {@link #MAX_PARENTS}, the earliest. Reading the map side's dependencies may create those
+   * shuffles, and so register them first, inside this registration (Spark creates a shuffle's
+   * dependency when its child first asks); past {@link #MAX_NESTED} registrations inside one
+   * another the walk is skipped, so that a long chain of shuffles cannot exhaust the stack (Spark
+   * then creates the rest itself, each registered with a fresh walk).
    */
-  private List<Long> parents(int shuffleId, ShuffleDependency<?, ?, ?> dependency) {
+  private List<Long> parents(ShuffleDependency<?, ?, ?> dependency) {
+    int[] depth = NESTED.get();
+    if (depth[0] >= MAX_NESTED) {
+      return List.of();
+    }
     List<Long> ids = new ArrayList<>();
+    depth[0]++;
     try {
       for (int parent : Lineage.parentShuffles(dependency.rdd(), Lineage.MOST_VISITED)) {
         Long id = coflows.get(parent);
@@ -252,9 +264,8 @@ public final class CoflowShuffleManager implements ShuffleManager {
           ids.add(id);
         }
       }
-    } catch (RuntimeException e) {
-      // The parents only rank the coflow under job-aware policies: the shuffle goes on without.
-      LOG.warn("coflow: could not read the parent shuffles of shuffle {}: {}", shuffleId, e.toString());
+    } finally {
+      depth[0]--;
     }
     ids.sort(null);
     return ids.size() > MAX_PARENTS ? ids.subList(0, MAX_PARENTS) : ids;

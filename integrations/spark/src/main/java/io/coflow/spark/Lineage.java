@@ -10,6 +10,7 @@ import java.util.TreeSet;
 import org.apache.spark.Dependency;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
+import org.apache.spark.storage.StorageLevel;
 
 /**
  * The shuffles a shuffle's map side reads: its parents, which the driver names when it registers
@@ -23,8 +24,10 @@ final class Lineage {
 
   /**
    * The ids of the shuffles {@code rdd} reads, through its narrow dependencies (a map, a union, a
-   * checkpoint), stopping at each shuffle: those of its stage, not their ancestors'. Visits at most
-   * {@code most} RDDs.
+   * checkpoint), stopping at each shuffle: those of its stage, not their ancestors'. Stops at a
+   * persisted RDD too: what is read from a cache is no stage's output, and a cached dataset would
+   * otherwise join every later query over it to the job that built it. Visits at most {@code most}
+   * RDDs.
    */
   static SortedSet<Integer> parentShuffles(RDD<?> rdd, int most) {
     SortedSet<Integer> found = new TreeSet<>();
@@ -38,8 +41,10 @@ final class Lineage {
         Dependency<?> d = deps.next();
         if (d instanceof ShuffleDependency) {
           found.add(((ShuffleDependency<?, ?, ?>) d).shuffleId());
-        } else if (seen.size() < most && seen.add(d.rdd().id())) {
-          todo.push(d.rdd());
+        } else if (d.rdd().getStorageLevel() == StorageLevel.NONE()) {
+          if (seen.size() < most && seen.add(d.rdd().id())) {
+            todo.push(d.rdd());
+          }
         }
       }
     }

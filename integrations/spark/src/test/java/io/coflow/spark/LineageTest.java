@@ -44,6 +44,9 @@ class LineageTest {
           "the second shuffle and the other, not the first, which lies behind the second");
       assertEquals(Set.of(shuffleOf(first)), Lineage.parentShuffles(first.mapValues(v -> v).rdd(), 100));
       assertEquals(Set.of(), Lineage.parentShuffles(input.rdd(), 100), "the input reads no shuffle");
+      // A persisted RDD ends the walk, computed or not: a stage reads it from the cache.
+      JavaPairRDD<Integer, Integer> cached = first.mapValues(v -> v).cache();
+      assertEquals(Set.of(), Lineage.parentShuffles(cached.mapValues(v -> v).rdd(), 100));
       // The second shuffle's own map side: the first shuffle's output behind one map. A walk that
       // may visit only the map side itself finds nothing; one more RDD reaches the first shuffle.
       RDD<?> secondMapSide = ((ShuffleDependency<?, ?, ?>) second.rdd().dependencies().head()).rdd();
