@@ -66,15 +66,11 @@ fn a_coflow_names_as_parents_only_coflows_its_owner_may_use() {
     assert_eq!(h.core.live_coflows(), 4);
 }
 
-/// What the driver tells the policy of arrivals, finishes and ended jobs, in order.
+/// What the driver tells the policy of finishes and ended jobs, in order.
 #[derive(Debug)]
 struct Told(Arc<Mutex<Vec<(&'static str, CoflowId)>>>);
 
 impl Hooks for Told {
-    fn arrival(&mut self, _now: Nanos, coflow: CoflowId) {
-        self.0.lock().unwrap().push(("arrival", coflow));
-    }
-
     fn finished(&mut self, _now: Nanos, coflow: CoflowId) {
         self.0.lock().unwrap().push(("finished", coflow));
     }

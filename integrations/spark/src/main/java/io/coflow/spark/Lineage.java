@@ -14,7 +14,8 @@ import org.apache.spark.storage.StorageLevel;
 
 /**
  * The shuffles a shuffle's map side reads: its parents, which the driver names when it registers
- * the shuffle's coflow, so that job-aware policies ({@code aalo-job}) rank a job's stages together.
+ * the shuffle's coflow, so that job-aware policies ({@code aalo-job}) rank the shuffles connected
+ * by lineage together.
  */
 final class Lineage {
   /** The most RDDs one walk visits: a lineage longer than that names the parents found within it. */
@@ -41,10 +42,9 @@ final class Lineage {
         Dependency<?> d = deps.next();
         if (d instanceof ShuffleDependency) {
           found.add(((ShuffleDependency<?, ?, ?>) d).shuffleId());
-        } else if (d.rdd().getStorageLevel() == StorageLevel.NONE()) {
-          if (seen.size() < most && seen.add(d.rdd().id())) {
-            todo.push(d.rdd());
-          }
+        } else if (d.rdd().getStorageLevel() == StorageLevel.NONE() && seen.size() < most
+            && seen.add(d.rdd().id())) {
+          todo.push(d.rdd());
         }
       }
     }
