@@ -1,7 +1,8 @@
 //! `coflow testbed spark`: a Spark standalone cluster on a 3-host testbed, a few jobs from the
 //! synthetic workload and the named jobs, on Spark's own shuffle and through the plugin under
 //! `varys`, every result identical, and nothing left behind. Skipped, saying why, without root or
-//! without what `scripts/spark-dist` prepares.
+//! without what `scripts/spark-dist` prepares. `scripts/test-all` runs it in its spark section,
+//! after `scripts/spark-dist`, and skips it in its rust section.
 
 use std::process::Command;
 
