@@ -814,9 +814,9 @@ impl PyClient {
             d.set_item("num_flows", c.num_flows)?;
             d.set_item("puts", c.puts)?;
             d.set_item("bypass", c.bypass)?;
-            // The job it is ranked with (its own id unless it joined a parent's); the seconds left
-            // on its lease, None without one.
-            d.set_item("job", c.job)?;
+            // The job it is ranked with (its own id unless it joined a parent's; None from a
+            // coordinator that does not say); the seconds left on its lease, None without one.
+            d.set_item("job", (c.job != 0).then_some(c.job))?;
             d.set_item("lease_left_s", (c.lease_left_ms > 0).then(|| c.lease_left_ms as f64 / 1e3))?;
             let flows = PyList::empty(py);
             for f in &c.flows {

@@ -188,7 +188,8 @@ pub trait BlindScheduler: fmt::Debug + Send {
     }
 
     /// Whether the policy reads [`BlindCoflow::job_sent`]: only then does the adapter keep each
-    /// job's bytes after its coflows finish (one number per job, kept for the run).
+    /// job's bytes after its coflows finish (one number per job, kept until the driver says the
+    /// job ended, which the simulator never does).
     fn job_aware(&self) -> bool {
         false
     }

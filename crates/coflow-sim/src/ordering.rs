@@ -235,6 +235,11 @@ impl Scheduler for Probe {
         self.mrtf.handle_finished(now, coflow);
     }
 
+    fn handle_job_ended(&mut self, job: CoflowId) {
+        self.siphon.handle_job_ended(job);
+        self.mrtf.handle_job_ended(job);
+    }
+
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         let wake = self.siphon.poll_allocation(input, out);
         self.shadow.reset(input);

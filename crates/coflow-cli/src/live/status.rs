@@ -313,7 +313,8 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "puts": c.puts,
             "bypass": c.bypass,
             "lease_left_ms": (c.lease_left_ms > 0).then_some(c.lease_left_ms),
-            "job": c.job,
+            // Zero: a coordinator that does not say.
+            "job": (c.job != 0).then_some(c.job),
             "flows": c.flows.iter().map(|f| serde_json::json!({
                 "id": f.flow_id,
                 "data_id": f.data_id,
@@ -423,6 +424,10 @@ mod tests {
         child.coflows[0].job = 5;
         assert!(render(&child).contains("at 1 Gbit/s  job 5\n"), "{}", render(&child));
         assert_eq!(json(&child)["coflows"][0]["job"], 5);
+        // A coordinator that does not say (zero) names no job, in the table or in JSON.
+        child.coflows[0].job = 0;
+        assert!(render(&child).contains("at 1 Gbit/s\n"), "{}", render(&child));
+        assert!(json(&child)["coflows"][0]["job"].is_null());
     }
 
     /// A port measured to carry less than its agent registered is shown as measured; a healthy

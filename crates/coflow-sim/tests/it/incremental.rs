@@ -231,6 +231,10 @@ impl Scheduler for ReadsLoads {
         self.0.handle_finished(now, coflow);
     }
 
+    fn handle_job_ended(&mut self, job: CoflowId) {
+        self.0.handle_job_ended(job);
+    }
+
     fn poll_allocation(&mut self, input: &Input<'_>, out: &mut Allocation) -> Option<Nanos> {
         self.0.poll_allocation(input, out)
     }
