@@ -265,6 +265,7 @@ pub struct Overrides {
 #[serde(deny_unknown_fields)]
 struct TopologyFile {
     datacenters: Vec<String>,
+    #[serde(deserialize_with = "coflow_trace::object::objects")]
     links: Vec<LinkSpec>,
     #[serde(default)]
     redraw_ms: Option<u64>,
@@ -288,7 +289,7 @@ struct LinkSpec {
     constant_gbps: Option<f64>,
     #[serde(default)]
     uniform_gbps: Option<Vec<f64>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "coflow_trace::object::optional_object")]
     normal_gbps: Option<NormalSpec>,
     #[serde(default)]
     samples_gbps: Option<Vec<f64>>,
@@ -759,6 +760,14 @@ mod tests {
         // JSON that is not JSON keeps serde's position.
         let e = err(r#"{"datacenters": ["#);
         assert!(e.to_string().contains("EOF while parsing a list at line 1 column 17"), "{e}");
+        // A link or a distribution is an object with named fields, not its fields in order.
+        for inner in [r#"["a", "b", 1]"#, r#"{"from": "a", "to": "b", "normal_gbps": [1, 0.1, 0.5]}"#] {
+            let text = format!(r#"{{"datacenters": ["a", "b"], "links": [{inner}]}}"#);
+            let e = err(&text);
+            assert!(e.to_string().contains("invalid type: sequence, expected a JSON object"), "{text}: {e}");
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert!(Topology::from_value(value, None).is_err(), "{text}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use coflow_core::{Bytes, Coflow, CoflowId, Flow, MachineId, Nanos, Workload};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
+use crate::object::{Object, objects};
 use crate::synth::MAX_MACHINES;
 
 /// The value of the header's `format` field.
@@ -34,6 +35,7 @@ struct Header {
 struct CoflowRecord {
     id: u64,
     arrival_ns: u64,
+    #[serde(deserialize_with = "objects")]
     flows: Vec<FlowRecord>,
     #[serde(default)]
     deadline_ns: Option<u64>,
@@ -87,7 +89,8 @@ pub fn parse_jsonl(text: &str) -> Result<Workload, TraceError> {
     let Some((line, header)) = lines.next() else {
         return Err(json_error(1, format!("empty trace: expected a header line like {}", example_header())));
     };
-    let header: Header = serde_json::from_str(header).map_err(|e| serde_error(line, &e, "the header"))?;
+    let Object(header): Object<Header> =
+        serde_json::from_str(header).map_err(|e| serde_error(line, &e, "the header"))?;
     if header.format != JSONL_FORMAT {
         return Err(json_error(
             line,
@@ -107,7 +110,8 @@ pub fn parse_jsonl(text: &str) -> Result<Workload, TraceError> {
     let mut coflows = Vec::new();
     let mut line_of: BTreeMap<CoflowId, usize> = BTreeMap::new();
     for (line, text) in lines {
-        let record: CoflowRecord = serde_json::from_str(text).map_err(|e| serde_error(line, &e, "a coflow"))?;
+        let Object(record): Object<CoflowRecord> =
+            serde_json::from_str(text).map_err(|e| serde_error(line, &e, "a coflow"))?;
         let coflow = to_coflow(line, record, header.machines)?;
         if let Some(&first_line) = line_of.get(&coflow.id) {
             return Err(TraceError::DuplicateId { line, id: coflow.id, first_line });
@@ -259,5 +263,23 @@ mod tests {
         assert_eq!((line, column), (2, Some(14)));
         assert!(message.contains("unknown field `nope`"), "{message}");
         assert!(!message.contains("at line"), "{message}");
+    }
+
+    /// A header, a coflow or a flow written as an array of its fields in order is refused, naming
+    /// its line: the format is objects with named fields.
+    #[test]
+    fn arrays_in_place_of_objects_are_refused() {
+        let header = r#"{"format":"coflow-jsonl","version":1,"machines":4}"#;
+        for (text, at) in [
+            (r#"["coflow-jsonl",1,4]"#.to_string(), 1),
+            (format!("{header}\n[1,0,[{{\"src\":0,\"dst\":1,\"bytes\":100}}]]"), 2),
+            (format!("{header}\n\n{{\"id\":1,\"arrival_ns\":0,\"flows\":[[0,1,100]]}}"), 3),
+        ] {
+            let Err(TraceError::Json { line, message, .. }) = parse_jsonl(&text) else {
+                panic!("{text}: expected a JSON error")
+            };
+            assert_eq!(line, at, "{text}");
+            assert!(message.contains("invalid type: sequence, expected a JSON object"), "{text}: {message}");
+        }
     }
 }

@@ -32,6 +32,7 @@
 //! - `error`: [`TraceError`] and [`Field`].
 //! - `benchmark`: the coflow-benchmark reader and writer.
 //! - `jsonl`: the coflow-jsonl reader and writer, with serde mirrors of the core types.
+//! - [`object`]: serde helpers that read structs from JSON objects only, never arrays.
 //! - `stats`: [`TraceStats`], the summary of a workload.
 //! - [`synth`]: the synthetic generator, [`synth::SynthConfig`] and [`synth::generate`].
 //! - This file: [`TraceFormat`], format detection, [`read_trace`], [`write_trace`],
@@ -42,6 +43,7 @@
 mod benchmark;
 mod error;
 mod jsonl;
+pub mod object;
 mod stats;
 pub mod synth;
 
