@@ -761,6 +761,11 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(refusal(&one, Spelling::Keyword), "concurrent 2: must be between 1 and the workload's 1 coflow");
+        let staged = Config { stages: 3, ..one };
+        assert_eq!(
+            refusal(&staged, Spelling::Flag),
+            "a sweep takes no --stages (a window's coflows are released together, without dependencies)"
+        );
     }
 
     /// A sweep of coflows that have no flow is bounded too: each window still holds its coflows

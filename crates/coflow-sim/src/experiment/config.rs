@@ -328,6 +328,13 @@ impl Config {
             if self.offline {
                 return Err(refuse(&format!("{} (every window is released at time 0)", name("offline"))).into());
             }
+            if self.stages > 1 {
+                return Err(refuse(&format!(
+                    "{} (a window's coflows are released together, without dependencies)",
+                    name("stages")
+                ))
+                .into());
+            }
             if sweep.windows == 0 {
                 return Err(PlanError(format!("{} must be at least 1", name("windows"))).into());
             }
