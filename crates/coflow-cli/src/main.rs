@@ -37,7 +37,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "coflow", version, about)]
 struct Cli {
-    /// How logs are written to stderr: `text`, or `json` (one object per line, for log collectors).
+    /// How logs are written to stderr: `text`, or `json` (one object per line, for log collectors;
+    /// a command's own report and remarks, such as `sim`'s tables, stay text).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "COFLOW_LOG_FORMAT")]
     log_format: LogFormat,
     #[command(subcommand)]

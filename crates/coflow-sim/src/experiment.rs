@@ -761,6 +761,14 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(refusal(&one, Spelling::Keyword), "concurrent 2: must be between 1 and the workload's 1 coflow");
+        let empty = Config {
+            workload: WorkloadSource::Given {
+                workload: Workload { machines: 2, coflows: vec![] },
+                source: "none".into(),
+            },
+            ..one.clone()
+        };
+        assert_eq!(refusal(&empty, Spelling::Flag), "a sweep draws its windows from coflows: none has none");
         let staged = Config { stages: 3, ..one };
         assert_eq!(
             refusal(&staged, Spelling::Flag),
@@ -781,7 +789,7 @@ mod tests {
             ..Config::default()
         };
         let e = refusal(&sweep(usize::MAX), Spelling::Flag);
-        assert!(e.starts_with("--windows 18446744073709551615 of --concurrent would hold about"), "{e}");
+        assert!(e.starts_with("--windows 18446744073709551615 windows of each --concurrent would hold about"), "{e}");
         assert!(e.ends_with("more than 50000000: draw fewer"), "{e}");
         assert!(sweep(10_000_000).plan(Spelling::Flag).is_ok());
         assert!(sweep(10_000_001).plan(Spelling::Flag).is_err());

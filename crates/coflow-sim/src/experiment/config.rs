@@ -359,6 +359,11 @@ impl Config {
         };
         if let Some(sweep) = &self.sweep {
             let total = plan.workload.coflows.len();
+            if total == 0 {
+                return Err(
+                    PlanError(format!("a sweep draws its windows from coflows: {} has none", plan.source)).into()
+                );
+            }
             if let Some(n) = sweep.concurrent.iter().find(|&&n| n == 0 || n > total) {
                 return Err(PlanError(format!(
                     "{} {n}: must be between 1 and the workload's {}",
@@ -379,7 +384,8 @@ impl Config {
             let flows = sweep.windows as f64 * ns.iter().sum::<usize>() as f64 * per_coflow;
             if flows > super::sweep::MAX_FLOWS {
                 return Err(PlanError(format!(
-                    "{} {} of {} would hold about {flows:.0} flows at once, more than {:.0}: draw fewer",
+                    "{} {} windows of each {} would hold about {flows:.0} flows in memory, more than {:.0}: \
+                     draw fewer",
                     name("windows"),
                     sweep.windows,
                     name("concurrent"),
