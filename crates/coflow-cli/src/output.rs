@@ -41,6 +41,13 @@ fn same_file(path: &Path, fd: std::os::fd::BorrowedFd<'_>) -> bool {
 /// written over its trace would lose the trace), and each can be written.
 pub(crate) fn prepare(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Option<&Path>)]) -> Result<()> {
     distinct(outputs)?;
+    not_over(outputs, inputs)?;
+    outputs.iter().try_for_each(|&(_, path)| check(path))
+}
+
+/// Fails if one of `outputs` would write over one of `inputs` (a flag, or what names the file,
+/// and the file it reads).
+pub(crate) fn not_over(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Option<&Path>)]) -> Result<()> {
     for &(flag, path) in outputs {
         let Some(path) = path else { continue };
         let at = place(path);
@@ -52,7 +59,7 @@ pub(crate) fn prepare(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Option
             anyhow::bail!("{flag} names the file {input} names ({}): it would be written over", path.display());
         }
     }
-    outputs.iter().try_for_each(|&(_, path)| check(path))
+    Ok(())
 }
 
 /// Fails now if `path` could not be written later (creating it to find out, and removing it

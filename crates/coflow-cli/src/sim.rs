@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Result;
@@ -61,6 +61,10 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         ..args.common.config()?
     };
     let plan = config.plan(Spelling::Flag)?;
+    // The topology's samples files are known once it is read.
+    let read: Vec<(&str, Option<&Path>)> =
+        plan.read.iter().map(|p| ("the topology's samples_file", Some(p.as_path()))).collect();
+    output::not_over(&[("--json", outputs[0]), ("--csv", outputs[1]), ("--plot", outputs[2])], &read)?;
     for note in &plan.notes {
         output::remark!("{note}");
     }

@@ -173,6 +173,9 @@ pub struct Plan {
     pub wide_area: Option<WideAreaPlan>,
     /// What validation left out and why (policies that cannot serve a wide area), one line each.
     pub notes: Vec<String>,
+    /// The files read beside the trace and the topology file (a topology's samples files): a
+    /// caller writing the run's outputs must not write over them.
+    pub read: Vec<std::path::PathBuf>,
 }
 
 /// A wide-area run: the topology as the user named it, and the run's configuration.

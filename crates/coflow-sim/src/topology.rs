@@ -245,6 +245,8 @@ pub struct Topology {
     pub per_connection: bool,
     /// `connection_redraw_ms`, if the file says.
     pub connection_redraw_ms: Option<u64>,
+    /// The `samples_file`s read, as opened: files a run's outputs must not be written over.
+    pub samples_files: Vec<PathBuf>,
 }
 
 /// What the caller sets beside the file; each `Some` (or `true`) wins over the file.
@@ -417,6 +419,7 @@ impl Topology {
         };
         let mut links: Vec<Link> = Vec::new();
         let mut samples_left = MAX_SAMPLES_BYTES;
+        let mut samples_files = Vec::new();
         for (i, l) in f.links.iter().enumerate() {
             let set = [
                 l.constant_gbps.is_some(),
@@ -448,7 +451,9 @@ impl Topology {
             } else {
                 let rel = l.samples_file.as_ref().expect("checked: one is set");
                 let path = base.map_or_else(|| rel.clone(), |b| b.join(rel));
-                ("samples_file", Bandwidth::Empirical(samples(&path, &mut samples_left, i, l)?))
+                let read = samples(&path, &mut samples_left, i, l)?;
+                samples_files.push(path);
+                ("samples_file", Bandwidth::Empirical(read))
             };
             let gbps = gbps.validate_within(MIN_LINK / GBPS, MAX_BANDWIDTH / GBPS).map_err(|reason| {
                 TopologyError::Bandwidth {
@@ -490,6 +495,7 @@ impl Topology {
             placement,
             per_connection: f.per_connection,
             connection_redraw_ms: f.connection_redraw_ms,
+            samples_files,
         })
     }
 

@@ -425,6 +425,28 @@ fn an_output_never_writes_over_an_input() {
         assert!(err.contains("names the file") && err.contains("it would be written over"), "{args:?}: {err}");
         assert_eq!(std::fs::read_to_string(&trace).unwrap(), text, "{args:?} left the trace as it was");
     }
+    // A topology's samples file is an input too, known once the topology is read.
+    let samples = tmp("own-samples.txt");
+    std::fs::write(&samples, "1.0\n2.0\n").unwrap();
+    let topology = tmp("own-samples-topology.json");
+    let links = format!(
+        r#"[{{"from": "a", "to": "b", "samples_file": {:?}}}, {{"from": "b", "to": "a", "constant_gbps": 1}}]"#,
+        samples.file_name().unwrap()
+    );
+    std::fs::write(&topology, format!(r#"{{"datacenters": ["a", "b"], "links": {links}}}"#)).unwrap();
+    for flag in ["--json", "--csv"] {
+        let out = coflow()
+            .args(["sim", "--coflows", "4", "--machines", "4", "--policies", "mrtf", "--wan"])
+            .arg(&topology)
+            .arg(flag)
+            .arg(&samples)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {err}");
+        assert!(err.contains("names the file the topology's samples_file names"), "{flag}: {err}");
+        assert_eq!(std::fs::read_to_string(&samples).unwrap(), "1.0\n2.0\n", "{flag} left the samples as they were");
+    }
 }
 
 /// What a run cannot do is refused before it starts, naming the flag: a search of no round, a

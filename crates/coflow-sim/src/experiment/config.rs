@@ -176,13 +176,24 @@ pub fn load_topology(
     seed: u64,
     overrides: &Overrides,
 ) -> Result<crate::WanConfig, ExperimentError> {
+    Ok(read_topology(spec, machines, seed, overrides)?.0)
+}
+
+/// [`load_topology`], with the samples files the topology read.
+fn read_topology(
+    spec: &str,
+    machines: u32,
+    seed: u64,
+    overrides: &Overrides,
+) -> Result<(crate::WanConfig, Vec<PathBuf>), ExperimentError> {
     let topology = Topology::named(spec).map_err(|e| match e {
         e @ TopologyError::Read { .. } => ExperimentError::TopologyRead(e),
         source => ExperimentError::Topology { spec: spec.to_string(), source },
     })?;
-    topology
+    let cfg = topology
         .config(machines, seed, overrides)
-        .map_err(|source| ExperimentError::Topology { spec: spec.to_string(), source })
+        .map_err(|source| ExperimentError::Topology { spec: spec.to_string(), source })?;
+    Ok((cfg, topology.samples_files))
 }
 
 /// The most candidate orders one `siphon-mc` search may compare. A search holds every candidate
@@ -356,6 +367,7 @@ impl Config {
             model: self.model,
             wide_area: None,
             notes: Vec::new(),
+            read: Vec::new(),
         };
         if let Some(sweep) = &self.sweep {
             let total = plan.workload.coflows.len();
@@ -466,7 +478,9 @@ impl Plan {
     /// workload's machines and overridden), leaving out, with a note, the policies that cannot run
     /// there.
     fn place_on_wide_area(&mut self, spec: &WideAreaSpec) -> Result<(), ExperimentError> {
-        let mut cfg = load_topology(&spec.topology, self.workload.machines, self.seed, &spec.overrides)?;
+        let (mut cfg, samples_files) =
+            read_topology(&spec.topology, self.workload.machines, self.seed, &spec.overrides)?;
+        self.read.extend(samples_files);
         cfg.multipath = spec.multipath;
         // The registry says which policies cannot serve the wide area; they are skipped, grouped
         // by what they assume.
