@@ -30,7 +30,20 @@ from .errors import (
     UnknownCoflow,
     UnknownFlow,
 )
-from .sim import POLICIES, Coflow, Flow, Report, Workload, read_trace, simulate, sweep, synthetic, workload
+from .sim import (
+    JOB_POLICIES,
+    POLICIES,
+    WIDE_AREA_POLICIES,
+    Coflow,
+    Flow,
+    Report,
+    Workload,
+    read_trace,
+    simulate,
+    sweep,
+    synthetic,
+    workload,
+)
 
 __all__ = [
     "AgentUnreachable",
@@ -47,6 +60,8 @@ __all__ = [
     "LimitExceeded",
     "NoSuchData",
     "POLICIES",
+    "WIDE_AREA_POLICIES",
+    "JOB_POLICIES",
     "PermissionDenied",
     "Refused",
     "Report",

@@ -2,6 +2,8 @@
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 POLICIES: List[str]
+WIDE_AREA_POLICIES: List[str]
+JOB_POLICIES: List[str]
 ERROR_KINDS: List[str]
 LEASE_S: Tuple[float, float]
 MAX_TIMEOUT_S: float

@@ -38,10 +38,17 @@ __all__ = [
     "simulate",
     "sweep",
     "POLICIES",
+    "WIDE_AREA_POLICIES",
+    "JOB_POLICIES",
 ]
 
-#: The policies :func:`simulate` knows (``"all"`` runs every one).
+#: The policies ``"all"`` runs, as ``coflow sim --policies all`` does.
 POLICIES: Tuple[str, ...] = tuple(_coflow.POLICIES)
+#: The wide-area policies (Siphon's), which run with ``wan=`` and are not part of ``"all"``.
+WIDE_AREA_POLICIES: Tuple[str, ...] = tuple(_coflow.WIDE_AREA_POLICIES)
+#: The job-aware variants, which differ from their base policy only on workloads with parents
+#: (``stages=``), not part of ``"all"``.
+JOB_POLICIES: Tuple[str, ...] = tuple(_coflow.JOB_POLICIES)
 
 
 @dataclass(frozen=True)

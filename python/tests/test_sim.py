@@ -874,3 +874,16 @@ def test_a_monte_carlo_search_too_large_to_hold_is_refused_naming_its_options() 
     with pytest.raises(ValueError, match=r"^mc_depth 2 with mc_breadth 1000000: "):
         run({"breadth": 10**6})
     assert list(run({"depth": 3}).summary.index) == ["siphon-mc"]
+
+
+def test_the_policy_lists_name_every_policy_simulate_runs_once() -> None:
+    lists = [coflow.POLICIES, coflow.WIDE_AREA_POLICIES, coflow.JOB_POLICIES]
+    names = [p for names in lists for p in names]
+    assert len(names) == len(set(names)), "no policy in two lists"
+    assert {"varys", "fair"} <= set(coflow.POLICIES) and "mrtf" in coflow.WIDE_AREA_POLICIES
+    assert "aalo-job" in coflow.JOB_POLICIES
+    w = coflow.synthetic(coflows=6, machines=8)
+    ran = coflow.simulate(w, policies=list(coflow.JOB_POLICIES), stages=2, progress=False)
+    assert [r["policy"] for r in ran.data["results"]][: len(coflow.JOB_POLICIES)] == list(coflow.JOB_POLICIES)
+    wide = coflow.simulate(w, policies=list(coflow.WIDE_AREA_POLICIES), wan="default", progress=False)
+    assert {r["policy"] for r in wide.data["results"]} == set(coflow.WIDE_AREA_POLICIES)

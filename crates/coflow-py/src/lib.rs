@@ -895,6 +895,8 @@ fn _coflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCancel>()?;
     m.add_function(wrap_pyfunction!(_cancel_with, m)?)?;
     m.add("POLICIES", coflow_sched::policy::NAMES.to_vec())?;
+    m.add("WIDE_AREA_POLICIES", coflow_sched::policy::WAN_NAMES.to_vec())?;
+    m.add("JOB_POLICIES", coflow_sched::policy::JOB_NAMES.to_vec())?;
     // The most machines a workload holds, whether read from a trace or generated.
     m.add("MAX_MACHINES", coflow_trace::synth::MAX_MACHINES)?;
     // The one table of error kinds (the protocol's `ErrorKind`), which `coflow.errors` maps.
