@@ -135,7 +135,11 @@ class Workload:
         return (_workload_from_jsonl, (self.to_jsonl(), self.source))
 
     def to_dataframe(self) -> "pd.DataFrame":
-        """One row per flow: coflow, arrival (s), src, dst, bytes, deadline (s), weight, parents."""
+        """One row per flow: coflow, arrival (s), src, dst, bytes, deadline (s), weight, parents.
+
+        A coflow without flows has no row, and times are float seconds: :func:`workload` of the
+        frame leaves such coflows out and rounds arrivals past 2**53 ns to the float's precision.
+        """
         import pandas as pd
 
         rows = []
@@ -473,7 +477,7 @@ def workload(data: WorkloadLike, machines: Optional[int] = None, source: Optiona
     ``source`` names the workload in reports (``"python"`` by default).
     A :class:`Workload` is returned as it is: it keeps its own machines and source, so giving
     ``machines`` or ``source`` with one is refused (``workload(w.to_dataframe(), machines=...)``
-    makes a new one).
+    makes a new one, of the coflows that have flows).
     Errors (:class:`ValueError`) name the coflow and the field.
     """
     if isinstance(data, Workload):
