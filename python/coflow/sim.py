@@ -137,8 +137,9 @@ class Workload:
     def to_dataframe(self) -> "pd.DataFrame":
         """One row per flow: coflow, arrival (s), src, dst, bytes, deadline (s), weight, parents.
 
-        A coflow without flows has no row, and times are float seconds: :func:`workload` of the
-        frame leaves such coflows out and rounds arrivals past 2**53 ns to the float's precision.
+        A coflow without flows has no row, and times are float seconds, which hold a time to the
+        nanosecond up to about three weeks: :func:`workload` of the frame leaves such coflows out
+        and rounds later times to the float's precision.
         """
         import pandas as pd
 
