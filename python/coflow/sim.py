@@ -904,6 +904,11 @@ def _wan_options(
         return None if value is None else _count(value, what, most)
 
     topology = _path(wan, "wan")
+    try:
+        topology.encode("utf-8")
+    except UnicodeEncodeError:
+        # The topology is named as `coflow sim --wan` names it, in text.
+        raise ValueError(f"wan: a topology file's path is UTF-8 text, as --wan's is; got {wan!r}") from None
     if topology != "default":
         # A file that cannot be opened is the OSError of its kind, as a trace's is.
         try:

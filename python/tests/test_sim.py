@@ -434,6 +434,8 @@ def test_the_wide_area_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_pat
         coflow.simulate(coflow.synthetic(coflows=5), wan=tmp_path / "nowhere.json", progress=False)
     with pytest.raises(IsADirectoryError, match=r"^reading topology "):
         coflow.simulate(coflow.synthetic(coflows=5), wan=str(tmp_path), progress=False)
+    with pytest.raises(ValueError, match=r"^wan: a topology file's path is UTF-8 text"):
+        coflow.simulate(coflow.synthetic(coflows=5), wan=os.fsencode(str(tmp_path)) + b"/top\xff.json", progress=False)
 
 
 def test_the_reference_model_and_stages_give_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Path) -> None:
