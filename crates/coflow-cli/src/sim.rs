@@ -50,10 +50,8 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         plot::Format::of(p)?;
     }
     let outputs = [args.common.json.as_deref(), args.csv.as_deref(), args.plot.as_deref()];
-    output::prepare(
-        &[("--json", outputs[0]), ("--csv", outputs[1]), ("--plot", outputs[2])],
-        &[("--trace", args.common.trace()), ("--wan", args.wan.file())],
-    )?;
+    let named = [("--json", outputs[0]), ("--csv", outputs[1]), ("--plot", outputs[2])];
+    output::prepare(&named, &[("--trace", args.common.trace()), ("--wan", args.wan.file())])?;
     let config = Config {
         deadline_fraction: args.deadline_fraction,
         offline: args.offline,
@@ -64,7 +62,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     // The topology's samples files are known once it is read.
     let read: Vec<(&str, Option<&Path>)> =
         plan.read.iter().map(|p| ("the topology's samples_file", Some(p.as_path()))).collect();
-    output::not_over(&[("--json", outputs[0]), ("--csv", outputs[1]), ("--plot", outputs[2])], &read)?;
+    output::not_over(&named, &read)?;
     for note in &plan.notes {
         output::remark!("{note}");
     }
