@@ -108,7 +108,9 @@ struct SimCli {
 enum SimCommand {
     /// Replay the workload's coflow mix with N coflows all present at once, for several N
     /// (Varys §7.7).
-    #[command(long_about = sweep::LONG_ABOUT)]
+    // A sweep releases a window's coflows together without dependencies: it refuses `--stages`,
+    // which its help does not list.
+    #[command(long_about = sweep::LONG_ABOUT, mut_arg("stages", |a| a.hide(true)))]
     Sweep(Box<sweep::SweepArgs>),
 }
 
@@ -300,6 +302,17 @@ mod tests {
         assert_eq!(names(&["coflow", "sim", "--trace", "sweep"]), ["coflow", "sim"]);
         assert_eq!(names(&["coflow", "sim", "--trace=t", "sweep"]), ["coflow", "sim", "sweep"]);
         assert_eq!(names(&["coflow", "trace", "stats", "file", "convert"]), ["coflow", "trace", "stats"]);
+    }
+
+    /// `coflow sim sweep --help` does not list `--stages`, which a sweep refuses, while `coflow
+    /// sim --help` does.
+    #[test]
+    fn the_sweep_s_help_leaves_out_stages() {
+        let mut root = <super::Cli as clap::CommandFactory>::command();
+        let sim = root.find_subcommand_mut("sim").expect("sim");
+        let lists = |cmd: &mut clap::Command| cmd.render_long_help().to_string().contains("--stages");
+        assert!(lists(sim));
+        assert!(!lists(sim.find_subcommand_mut("sweep").expect("sweep")));
     }
 
     /// Every option with a value reads `--opt -5MB/s` as `--opt=-5MB/s`: the same value, or the
