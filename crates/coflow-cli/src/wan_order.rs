@@ -1,14 +1,18 @@
 //! `coflow wan-order`: `siphon-mc` against `mrtf` on a trace over worlds of chosen link skew and
-//! load, with how often the Monte Carlo search changed the decision.
+//! load, with how often the Monte Carlo search changed the decision; the grid is the library's
+//! (`coflow_sim::experiment::order`), this module parses and prints.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
+use coflow_sched::Select;
 use coflow_sched::policy::MonteCarlo;
-use coflow_sched::{Intra, Select};
-use coflow_sim::ordering::{Skew, compare, reshape};
+use coflow_sim::experiment::Spelling;
+use coflow_sim::experiment::order::{MAX_LOAD, OrderReport, OrderRow, OrderSpec};
+use coflow_sim::ordering::Skew;
 use coflow_sim::topology::Overrides;
+use serde::Serialize;
 
 /// Options of `coflow wan-order`.
 #[derive(Debug, Args)]
@@ -45,52 +49,45 @@ pub(crate) struct OrderArgs {
     /// Enforce the candidate of least mean total CCT over all rounds (see `coflow sim --mc-mean-cost`).
     #[arg(long)]
     mc_mean_cost: bool,
+    /// Also write the rows as JSON to this file (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
-/// The heaviest load factor, and the inverse of the lightest: links a thousand times slower than
-/// the topology's already take a replay of the trace past days of simulated time.
-const MAX_LOAD: f64 = 1000.0;
-
-/// The items of the comma-separated list of `--{what}`, each once: an item given twice (`1,1`, or
-/// `1,1.0`) would run its rows twice, or count its seed twice in the averages, so it is refused.
-fn list<T: PartialEq>(what: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
-    let mut out: Vec<T> = Vec::new();
-    for x in s.split(',').map(str::trim) {
-        let item = parse(x).map_err(|e| anyhow::anyhow!("--{what}: {e}"))?;
-        if out.contains(&item) {
-            bail!("--{what}: {x:?} is given twice");
-        }
-        out.push(item);
-    }
-    Ok(out)
+/// The items of the comma-separated list of `--{what}`, each parsed by `parse`.
+fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
+    s.split(',').map(str::trim).map(|x| parse(x).map_err(|e| anyhow::anyhow!("--{what}: {e}"))).collect()
 }
 
-/// Prints one row per (skew, load): the ratio of average CCTs and the probe's counts summed over
-/// the seeds.
+/// Prints one row per (skew, load) as it is done: the ratio of average CCTs and the probe's
+/// counts summed over the seeds.
 pub(crate) fn run(a: OrderArgs) -> Result<()> {
+    crate::output::prepare(
+        &[("--json", a.json.as_deref())],
+        &[("--trace", Some(&a.trace)), ("--wan", wan_file(&a.wan))],
+    )?;
     let skews = list("skews", &a.skews, Skew::parse)?;
-    let loads = list("loads", &a.loads, |x| match x.parse::<f64>() {
-        Ok(v) if (1.0 / MAX_LOAD..=MAX_LOAD).contains(&v) => Ok(v),
-        _ => Err(format!("{x:?} is not a number from {} to {MAX_LOAD}", 1.0 / MAX_LOAD)),
+    let loads = list("loads", &a.loads, |x| {
+        x.parse::<f64>().map_err(|_| format!("{x:?} is not a number from {} to {MAX_LOAD}", 1.0 / MAX_LOAD))
     })?;
     let seeds = list("seeds", &a.seeds, |x| x.parse::<u64>().map_err(|_| format!("{x:?} is not a whole number")))?;
-    if seeds.is_empty() {
-        bail!("--seeds: none given");
-    }
-    let w = coflow_trace::read_trace(&a.trace).with_context(|| format!("reading trace {}", a.trace.display()))?;
-    // Every world is checked before the first row is run: a load that leaves a link without a
-    // finite, positive mean is refused by flag, not after the rows before it.
-    let first = coflow_sim::experiment::load_topology(&a.wan, w.machines, seeds[0], &Overrides::default())?;
-    for skew in &skews {
-        for &load in &loads {
-            reshape(&first.wan, *skew, load)
-                .with_context(|| format!("--loads {load:?} with --skews {}", skew.label()))?;
-        }
-    }
     let select = if a.mc_mean_cost { Select::MeanCost } else { Select::Wins };
-    let mc = MonteCarlo { one_draw: a.mc_one_draw, select, ..MonteCarlo::default() };
+    let spec = OrderSpec {
+        topology: a.wan.clone(),
+        overrides: Overrides { redraw_ms: a.redraw_ms, ..Overrides::default() },
+        skews,
+        loads,
+        seeds,
+        mc: MonteCarlo { one_draw: a.mc_one_draw, select, ..MonteCarlo::default() },
+    };
+    let w = coflow_trace::read_trace(&a.trace).with_context(|| format!("reading trace {}", a.trace.display()))?;
+    let samples = spec.check(&w, Spelling::Flag)?;
+    let read: Vec<(&str, Option<&Path>)> =
+        samples.iter().map(|p| ("the topology's samples_file", Some(p.as_path()))).collect();
+    crate::output::not_over(&[("--json", a.json.as_deref())], &read)?;
+    let outs = &[a.json.as_deref()];
     crate::output::say!(
-        &[],
+        outs,
         "{:<12} {:>5} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>9} {:>7}",
         "skew",
         "load",
@@ -103,51 +100,50 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
         "searches",
         "moved"
     );
-    for skew in &skews {
-        for &load in &loads {
-            let (mut m, mut s, mut ratio) = (0.0, 0.0, 0.0);
-            // Coflows finished, by mrtf and by siphon-mc, and in the workload, over the seeds.
-            let mut done = (0, 0, 0);
-            let mut c = coflow_sim::ordering::OrderCounts::default();
-            for &seed in &seeds {
-                let overrides = Overrides { redraw_ms: a.redraw_ms, ..Overrides::default() };
-                let base = coflow_sim::experiment::load_topology(&a.wan, w.machines, seed, &overrides)?;
-                let world =
-                    reshape(&base.wan, *skew, load).with_context(|| format!("reshaping to {}", skew.label()))?;
-                let cfg = coflow_sim::WanConfig { wan: world, ..base.clone() };
-                let r = compare(&w, &cfg, mc, Intra::Madd)?;
-                let (mrtf, siphon) = (coflow_sim::Summary::of(&r.mrtf, None), coflow_sim::Summary::of(&r.siphon, None));
-                m += mrtf.avg_cct_s;
-                s += siphon.avg_cct_s;
-                done = (done.0 + mrtf.completed, done.1 + siphon.completed, done.2 + mrtf.coflows);
-                ratio += r.ratio();
-                c += r.counts;
-            }
-            let n = seeds.len() as f64;
-            crate::output::say!(
-                &[],
-                "{:<12} {:>5} {:>10.3} {:>10.3} {:>7.3}x {:>10} {:>10} {:>10} {:>9} {:>7}",
-                skew.label(),
-                load,
-                m / n,
-                s / n,
-                ratio / n,
-                c.decisions,
-                c.contested,
-                c.differing,
-                c.searches,
-                c.moved
-            );
-            if done.0 < done.2 || done.1 < done.2 {
-                crate::output::say!(
-                    &[],
-                    "  unfinished: mrtf finished {} and siphon-mc {} of {}; the averages count finished ones only",
-                    done.0,
-                    done.1,
-                    crate::output::count(done.2, "coflow", "coflows")
-                );
-            }
-        }
+    let report = spec.run(&w, Spelling::Flag, &mut |r| print_row(r, outs))?;
+    if let Some(path) = &a.json {
+        crate::output::json(path, &Json { trace: &a.trace, report: &report })?;
     }
     Ok(())
+}
+
+/// The JSON report: the trace beside the grid's report.
+#[derive(Serialize)]
+struct Json<'a> {
+    trace: &'a Path,
+    #[serde(flatten)]
+    report: &'a OrderReport,
+}
+
+/// The topology file `--wan` names, if it names one.
+fn wan_file(wan: &str) -> Option<&Path> {
+    (wan != "default").then_some(Path::new(wan))
+}
+
+/// One row of the table, and a line under it if a policy left coflows unfinished.
+fn print_row(r: &OrderRow, outs: &[Option<&Path>]) {
+    let n = r.counts;
+    crate::output::say!(
+        outs,
+        "{:<12} {:>5} {:>10.3} {:>10.3} {:>7.3}x {:>10} {:>10} {:>10} {:>9} {:>7}",
+        r.skew,
+        r.load,
+        r.mrtf_avg_cct_s,
+        r.siphon_avg_cct_s,
+        r.ratio,
+        n.decisions,
+        n.contested,
+        n.differing,
+        n.searches,
+        n.moved
+    );
+    if r.unfinished() {
+        crate::output::say!(
+            outs,
+            "  unfinished: mrtf finished {} and siphon-mc {} of {}; the averages count finished ones only",
+            r.mrtf_completed,
+            r.siphon_completed,
+            crate::output::count(r.coflows, "coflow", "coflows")
+        );
+    }
 }

@@ -11,6 +11,7 @@
 //! [`Plan::sweep`] runs a sweep ([`sweep`]).
 
 mod config;
+pub mod order;
 pub mod sweep;
 
 pub use config::{

@@ -165,3 +165,42 @@ fn an_empty_wan_is_refused_by_its_flag_in_every_command() {
         assert!(out.stdout.is_empty(), "{args:?}: refused before any output");
     }
 }
+
+/// `coflow wan-order --json -` writes its rows to standard output as JSON, each with the figures
+/// its table row shows (the table then goes to standard error), and a second run gives the same
+/// bytes.
+#[test]
+fn wan_order_writes_its_rows_as_json() {
+    let trace = tmp("wan-order.txt");
+    let out =
+        coflow().args(["trace", "gen", "--coflows", "20", "--machines", "12", "-o"]).arg(&trace).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = || {
+        let out = coflow()
+            .args(["wan-order", "--trace"])
+            .arg(&trace)
+            .args(["--seeds", "1,2", "--skews", "constant,dips-0.1", "--loads", "1,4", "--json", "-"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (json, table) = run();
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["seeds"], serde_json::json!([1, 2]));
+    let rows = report["rows"].as_array().unwrap();
+    let shown: Vec<(&str, f64)> =
+        rows.iter().map(|r| (r["skew"].as_str().unwrap(), r["load"].as_f64().unwrap())).collect();
+    assert_eq!(shown, [("constant", 1.0), ("constant", 4.0), ("dips-0.1", 1.0), ("dips-0.1", 4.0)]);
+    let lines: Vec<&str> = table.lines().filter(|l| !l.starts_with("skew")).collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    for (r, line) in rows.iter().zip(lines) {
+        assert_eq!(r["coflows"], 40, "20 coflows on each of 2 seeds: {r}");
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let ratio = r["ratio"].as_f64().unwrap();
+        assert_eq!(cells[4], format!("{ratio:.3}x"), "{line} against {r}");
+        assert_eq!(cells[5], r["decisions"].to_string(), "{line} against {r}");
+        assert_eq!(cells[7], r["differing"].to_string(), "{line} against {r}");
+    }
+    assert_eq!(run().0, json, "same seeds, same bytes");
+}

@@ -180,7 +180,7 @@ pub fn load_topology(
 }
 
 /// [`load_topology`], with the samples files the topology read.
-fn read_topology(
+pub(super) fn read_topology(
     spec: &str,
     machines: u32,
     seed: u64,
