@@ -219,7 +219,7 @@ pub(crate) async fn send_pieces<S: DataStream>(
                 Err(e) => return Err(e),
             }
         }
-        let Some(piece) = shared.store.get(req.coflow, &req.data_id) else {
+        let Some(piece) = shared.store.settled(req.coflow, &req.data_id, idle).await else {
             let _ = write_within(&mut wr, &wire::encode_head(Status::NoPiece, 0), idle).await;
             return Err(AgentError::Refused("no such piece"));
         };

@@ -51,8 +51,9 @@ impl AgentService {
         Ok(())
     }
 
-    /// Announces a piece just stored for `client` (its identity); it is forgotten again if the
-    /// coordinator refuses it.
+    /// Announces a piece just held pending for `client` (its identity), and keeps it if the
+    /// coordinator accepts it or lets it go if not. The announcement runs as a task of its own,
+    /// so that a client that goes away meanwhile leaves no piece pending.
     async fn announce_put(
         &self,
         coflow: CoflowId,
@@ -60,41 +61,59 @@ impl AgentService {
         size: u64,
         client: String,
     ) -> Result<Response<pb::PutResponse>, Status> {
-        let ann = pb::AnnouncePutRequest {
-            coflow_id: coflow.0,
-            data_id: data_id.as_str().to_string(),
-            machine_id: self.machine().0,
-            size,
-            recovered: false,
-            registration: None,
-            client,
-            sealed: false,
-        };
-        let deadline = Duration::from_millis(self.shared.config.coordinator_grace_ms);
-        match self.shared.link.call(Body::Put(ann), deadline).await {
-            Ok(pb::agent_reply::Result::Put(resp)) => {
-                if let Some(reg) = resp.registration.and_then(|r| Registration::try_from(r).ok()) {
-                    self.shared.store.learn(coflow, reg);
-                }
-            }
-            Ok(_) => {
-                self.shared.store.remove(coflow, &data_id);
-                return Err(tonic::Status::internal("the coordinator answered a put with another reply"));
-            }
-            Err(s) => {
-                self.shared.store.remove(coflow, &data_id);
-                if s.code() == tonic::Code::DeadlineExceeded && ErrorKind::of(&s).is_none() {
-                    // The coordinator may still take the announcement when it runs again: it is
-                    // told, after it on the same session, that the piece is gone, so that the
-                    // client's retry is not a duplicate of a piece nobody holds.
-                    let w = pb::WithdrawPutRequest { coflow_id: coflow.0, data_id: data_id.as_str().to_string() };
-                    self.shared.link.tell(Body::WithdrawPut(w));
-                }
-                return Err(AgentError::Coordinator(s).into());
-            }
-        }
+        let shared = self.shared.clone();
+        let machine = self.machine();
+        let task = tokio::spawn(async move { announce(&shared, machine, coflow, data_id, size, client).await });
+        task.await.map_err(|e| Status::internal(format!("the put's announcement failed: {e}")))??;
         self.shared.puts.fetch_add(1, Ordering::Relaxed);
         Ok(Response::new(pb::PutResponse { size }))
+    }
+}
+
+/// Announces `client`'s pending piece to the coordinator; keeps it if accepted, lets it go if
+/// not.
+async fn announce(
+    shared: &Shared,
+    machine: MachineId,
+    coflow: CoflowId,
+    data_id: DataId,
+    size: u64,
+    client: String,
+) -> Result<(), Status> {
+    let ann = pb::AnnouncePutRequest {
+        coflow_id: coflow.0,
+        data_id: data_id.as_str().to_string(),
+        machine_id: machine.0,
+        size,
+        recovered: false,
+        registration: None,
+        client: client.clone(),
+        sealed: false,
+    };
+    let deadline = Duration::from_millis(shared.config.coordinator_grace_ms);
+    match shared.link.call(Body::Put(ann), deadline).await {
+        Ok(pb::agent_reply::Result::Put(resp)) => {
+            if let Some(reg) = resp.registration.and_then(|r| Registration::try_from(r).ok()) {
+                shared.store.learn(coflow, reg);
+            }
+            shared.store.confirm(coflow, &data_id, &client)?;
+            Ok(())
+        }
+        Ok(_) => {
+            shared.store.withdraw(coflow, &data_id, &client);
+            Err(tonic::Status::internal("the coordinator answered a put with another reply"))
+        }
+        Err(s) => {
+            shared.store.withdraw(coflow, &data_id, &client);
+            if s.code() == tonic::Code::DeadlineExceeded && ErrorKind::of(&s).is_none() {
+                // The coordinator may still take the announcement when it runs again: it is
+                // told, after it on the same session, that the piece is gone, so that the
+                // client's retry is not a duplicate of a piece nobody holds.
+                let w = pb::WithdrawPutRequest { coflow_id: coflow.0, data_id: data_id.as_str().to_string() };
+                shared.link.tell(Body::WithdrawPut(w));
+            }
+            Err(AgentError::Coordinator(s).into())
+        }
     }
 }
 

@@ -230,9 +230,18 @@ impl PieceReader {
 
 /// Every piece this agent holds, the registrations of their coflows, the coflows it was told
 /// are sealed, and those it was told are gone.
+///
+/// A piece put here is pending until the coordinator accepts its announcement
+/// ([`Store::confirm`]): pending, it holds its name from its own client only, as a name being
+/// streamed in does, so a stranger's put of a name (which the coordinator refuses) cannot make
+/// the owner's put of it a duplicate; and it is served to no one, since the coordinator issues
+/// tickets for accepted pieces only. A fetch that comes while a put of its name is pending (the
+/// coordinator's answer not read yet) waits for the puts to settle ([`Store::settled`]).
 #[derive(Debug)]
 pub(crate) struct Store {
     inner: Mutex<Inner>,
+    /// Told whenever a pending piece is accepted or let go.
+    settle: tokio::sync::Notify,
     max_memory_bytes: u64,
     /// The most of it one client identity's pieces may hold; 0: no bound of its own.
     max_client_bytes: u64,
@@ -259,6 +268,9 @@ struct Inner {
     /// Pieces being streamed in, by name and client identity, whose bytes `memory_bytes` counts
     /// already.
     reserved: HashSet<ReservedName>,
+    /// Pieces put and announced but not yet accepted, by name, at most one per client identity;
+    /// `pieces`, `bytes` and `memory_bytes` count them.
+    pending: HashMap<(CoflowId, DataId), Vec<Held>>,
     /// How many pieces [`Store::drop_coflow`] has looked at, to check the work it does.
     #[cfg(test)]
     visited: usize,
@@ -320,12 +332,30 @@ impl Inner {
         self.coflows.get(&coflow).is_some_and(|m| m.contains_key(data_id))
     }
 
-    /// Holds a piece whose name is free, charged `charge` for `client`.
+    /// Whether `client` has a piece of this name pending.
+    fn pends(&self, coflow: CoflowId, data_id: &DataId, client: &str) -> bool {
+        let key = (coflow, data_id.clone());
+        self.pending.get(&key).is_some_and(|p| p.iter().any(|h| h.client == client))
+    }
+
+    /// Holds a piece pending, charged `charge` for `client`, whose name is neither held nor
+    /// pending for `client`.
     fn put(&mut self, coflow: CoflowId, data_id: DataId, piece: Piece, client: String, charge: u64) {
         self.hold(&client, charge);
         self.pieces += 1;
         self.bytes += piece.len();
-        self.coflows.entry(coflow).or_default().insert(data_id, Held { piece, client, charge });
+        self.pending.entry((coflow, data_id)).or_default().push(Held { piece, client, charge });
+    }
+
+    /// Takes `client`'s pending piece of this name out of `pending`, if there is one.
+    fn unpend(&mut self, coflow: CoflowId, data_id: &DataId, client: &str) -> Option<Held> {
+        let key = (coflow, data_id.clone());
+        let list = self.pending.get_mut(&key)?;
+        let held = list.swap_remove(list.iter().position(|h| h.client == client)?);
+        if list.is_empty() {
+            self.pending.remove(&key);
+        }
+        Some(held)
     }
 
     /// Forgets a piece held and gives its memory back.
@@ -386,12 +416,19 @@ impl Store {
     /// `max_client_bytes` of them for one client identity (0: no bound of its own), each piece
     /// charged its bookkeeping as well as its bytes ([`charge`]).
     pub(crate) fn new(max_memory_bytes: u64, max_client_bytes: u64) -> Store {
-        Store { inner: Mutex::new(Inner::default()), max_memory_bytes, max_client_bytes }
+        Store {
+            inner: Mutex::new(Inner::default()),
+            settle: tokio::sync::Notify::new(),
+            max_memory_bytes,
+            max_client_bytes,
+        }
     }
 
-    /// Stores a piece put by the client of identity `client`; refuses a second piece of the same
-    /// name, a piece of a coflow known to be unregistered, and bytes beyond the memory limits. A
-    /// name being streamed in does not hold it: the first piece stored wins ([`Store::reserve`]).
+    /// Holds a piece put by the client of identity `client`, pending until [`Store::confirm`];
+    /// refuses a piece of a name held already or pending for the same client, a piece of a
+    /// coflow known to be unregistered, and bytes beyond the memory limits. Another client's
+    /// piece pending, or stream coming in, under the name does not hold it: the piece the
+    /// coordinator accepts is kept.
     pub(crate) fn insert(
         &self,
         coflow: CoflowId,
@@ -403,7 +440,7 @@ impl Store {
         if s.dropped.contains(&coflow) {
             return Err(AgentError::UnknownCoflow(coflow));
         }
-        if s.holds(coflow, &data_id) {
+        if s.holds(coflow, &data_id) || s.pends(coflow, &data_id, client) {
             return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
         let add = piece.charge(&data_id, client);
@@ -414,14 +451,13 @@ impl Store {
 
     /// Reserves `size` bytes of memory for a piece about to be streamed in by the client of
     /// identity `client`, before its bytes come: refused, like [`Store::insert`], for a coflow
-    /// known to be unregistered, a name stored already, and bytes beyond the memory limit, and
-    /// for a name the same client is streaming in already. Released when dropped unless the piece
-    /// is stored with [`Store::insert_reserved`].
+    /// known to be unregistered, a name stored already or pending for the same client, and bytes
+    /// beyond the memory limit, and for a name the same client is streaming in already. Released
+    /// when dropped unless the piece is held with [`Store::insert_reserved`].
     ///
     /// A name being streamed in holds back no other stream of another client, nor any plain put:
-    /// the first piece stored under it wins, and the coordinator refuses the announcement of a
-    /// client that does not own the coflow, so a stranger's put in flight cannot hold a name from
-    /// the coflow's owner.
+    /// the coordinator refuses the announcement of a client that does not own the coflow, so a
+    /// stranger's put in flight cannot hold a name from the coflow's owner.
     pub(crate) fn reserve(
         &self,
         coflow: CoflowId,
@@ -435,7 +471,7 @@ impl Store {
         if s.dropped.contains(&coflow) {
             return Err(AgentError::UnknownCoflow(coflow));
         }
-        if s.holds(coflow, data_id) || s.reserved.contains(&key) {
+        if s.holds(coflow, data_id) || s.reserved.contains(&key) || s.pends(coflow, data_id, client) {
             return Err(AgentError::DuplicateDataId { coflow, data_id: data_id.clone() });
         }
         let charge = reservation_charge(size, data_id, client, block);
@@ -445,9 +481,10 @@ impl Store {
         Ok(Reservation { store: self, key: Some(key), size, charge })
     }
 
-    /// Stores a piece in the memory reserved for it, unless a piece took its name meanwhile. The
-    /// piece is charged what it costs ([`charge`]), no more than was reserved for it when its
-    /// blocks are of the size reserved for.
+    /// Holds a piece in the memory reserved for it, pending as [`Store::insert`] holds one,
+    /// unless a piece was accepted under its name meanwhile. The piece is charged what it costs
+    /// ([`charge`]), no more than was reserved for it when its blocks are of the size reserved
+    /// for.
     pub(crate) fn insert_reserved(&self, mut r: Reservation<'_>, piece: Piece) -> Result<(), AgentError> {
         debug_assert_eq!(piece.memory_bytes(), r.size, "a reservation holds its piece's bytes");
         let mut s = self.inner.lock().expect("store lock");
@@ -484,7 +521,78 @@ impl Store {
         Ok(())
     }
 
-    /// Forgets a piece.
+    /// Keeps `client`'s pending piece of this name: the coordinator accepted its announcement.
+    /// Refused if the coflow was dropped meanwhile, or (which the coordinator's refusal of a
+    /// second announcement of a name rules out) another piece was accepted under the name.
+    pub(crate) fn confirm(&self, coflow: CoflowId, data_id: &DataId, client: &str) -> Result<(), AgentError> {
+        let mut s = self.inner.lock().expect("store lock");
+        let Some(held) = s.unpend(coflow, data_id, client) else {
+            // Only the put that holds a pending piece confirms or withdraws it, once.
+            debug_assert!(false, "a piece confirmed that was not pending");
+            return Err(AgentError::UnknownCoflow(coflow));
+        };
+        let refused = if s.dropped.contains(&coflow) {
+            Some(AgentError::UnknownCoflow(coflow))
+        } else if s.holds(coflow, data_id) {
+            Some(AgentError::DuplicateDataId { coflow, data_id: data_id.clone() })
+        } else {
+            None
+        };
+        match refused {
+            Some(_) => s.forget(&held),
+            None => {
+                s.coflows.entry(coflow).or_default().insert(data_id.clone(), held);
+            }
+        }
+        drop(s);
+        self.settle.notify_waiters();
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Lets go of `client`'s pending piece of this name: the coordinator refused it, or did not
+    /// answer.
+    pub(crate) fn withdraw(&self, coflow: CoflowId, data_id: &DataId, client: &str) {
+        let mut s = self.inner.lock().expect("store lock");
+        if let Some(held) = s.unpend(coflow, data_id, client) {
+            s.forget(&held);
+        }
+        drop(s);
+        self.settle.notify_waiters();
+    }
+
+    /// The piece accepted under this name; while puts of the name are pending (a fetch the
+    /// coordinator granted may come before its answer to the put is read), waits for them to
+    /// settle, for at most `wait`.
+    pub(crate) async fn settled(&self, coflow: CoflowId, data_id: &DataId, wait: std::time::Duration) -> Option<Piece> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let told = self.settle.notified();
+            tokio::pin!(told);
+            told.as_mut().enable();
+            {
+                let s = self.inner.lock().expect("store lock");
+                if let Some(h) = s.coflows.get(&coflow).and_then(|m| m.get(data_id)) {
+                    return Some(h.piece.clone());
+                }
+                if !s.pending.contains_key(&(coflow, data_id.clone())) {
+                    return None;
+                }
+            }
+            if tokio::time::timeout_at(deadline, told).await.is_err() {
+                return self.get(coflow, data_id);
+            }
+        }
+    }
+
+    /// A piece held and accepted at once, as a put the coordinator accepts.
+    #[cfg(test)]
+    pub(crate) fn keep(&self, coflow: CoflowId, data_id: DataId, piece: Piece, client: &str) -> Result<(), AgentError> {
+        self.insert(coflow, data_id.clone(), piece, client)?;
+        self.confirm(coflow, &data_id, client)
+    }
+
+    /// Forgets a piece held.
+    #[cfg(test)]
     pub(crate) fn remove(&self, coflow: CoflowId, data_id: &DataId) {
         let mut s = self.inner.lock().expect("store lock");
         let Some(pieces) = s.coflows.get_mut(&coflow) else { return };
@@ -819,6 +927,15 @@ pub(crate) fn file_piece(
 mod tests {
     use super::*;
 
+    impl Store {
+        /// A streamed piece held and accepted at once.
+        fn keep_reserved(&self, r: Reservation<'_>, piece: Piece) -> Result<(), AgentError> {
+            let (coflow, data_id, client) = r.key.clone().expect("a reservation holds its name");
+            self.insert_reserved(r, piece)?;
+            self.confirm(coflow, &data_id, &client)
+        }
+    }
+
     /// A fresh directory for one test, with `data/sub` in it, and the guard that removes it when
     /// dropped.
     fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -1094,14 +1211,14 @@ mod tests {
     fn unregistering_frees_the_memory_and_refuses_the_coflow() {
         let s = Store::new(1000, 0);
         let id = |s: &str| DataId::new(s).unwrap();
-        s.insert(CoflowId(1), id("a"), Piece::memory(vec![1; 600], 256), "").unwrap();
-        let e = s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap_err();
+        s.keep(CoflowId(1), id("a"), Piece::memory(vec![1; 600], 256), "").unwrap();
+        let e = s.keep(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap_err();
         assert!(matches!(e, AgentError::LimitExceeded(_)), "{e}");
         assert_eq!(s.drop_coflow(CoflowId(1)), 1);
         assert_eq!(s.usage(), Usage::default());
-        s.insert(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap();
+        s.keep(CoflowId(2), id("b"), Piece::memory(vec![1; 600], 256), "").unwrap();
         assert!(matches!(
-            s.insert(CoflowId(1), id("c"), Piece::memory(vec![1], 256), ""),
+            s.keep(CoflowId(1), id("c"), Piece::memory(vec![1], 256), ""),
             Err(AgentError::UnknownCoflow(_))
         ));
     }
@@ -1128,8 +1245,8 @@ mod tests {
             s.usage(),
             Usage { pieces: 0, bytes: 0, memory: reserved_s + reserved_o, largest_client: reserved_s }
         );
-        s.insert_reserved(owner, Piece::memory(vec![1; 300], 256)).unwrap();
-        let lost = s.insert_reserved(stranger, Piece::memory(vec![2; 300], 256));
+        s.keep_reserved(owner, Piece::memory(vec![1; 300], 256)).unwrap();
+        let lost = s.keep_reserved(stranger, Piece::memory(vec![2; 300], 256));
         assert!(matches!(lost, Err(AgentError::DuplicateDataId { .. })), "{lost:?}");
         let stored = cost(300, 256, "x", "owner");
         assert_eq!(
@@ -1141,10 +1258,58 @@ mod tests {
         // A plain put is not held back by another client's stream either.
         let y = DataId::new("y").unwrap();
         let stream = s.reserve(CoflowId(1), &y, 100, "stranger", 1024).unwrap();
-        s.insert(CoflowId(1), y.clone(), Piece::memory(vec![3; 100], 256), "").unwrap();
+        s.keep(CoflowId(1), y.clone(), Piece::memory(vec![3; 100], 256), "").unwrap();
         drop(stream);
         let plain = cost(100, 256, "y", "");
         assert_eq!(s.usage(), Usage { pieces: 2, bytes: 400, memory: stored + plain, largest_client: stored });
+    }
+
+    /// A piece pending (its announcement not answered) holds its name from its own client only:
+    /// a stranger's put of the owner's name does not make the owner's a duplicate, the piece the
+    /// coordinator accepts is the one served, and a fetch waits while puts of its name pend.
+    #[tokio::test]
+    async fn a_pending_piece_holds_its_name_from_its_own_client_only() {
+        let s = std::sync::Arc::new(Store::new(1 << 20, 0));
+        let (c, x) = (CoflowId(1), DataId::new("x").unwrap());
+        let mem = |b: u8| Piece::memory(vec![b; 10], 1024);
+        s.insert(c, x.clone(), mem(6), "mallory").unwrap();
+        assert!(matches!(s.insert(c, x.clone(), mem(6), "mallory"), Err(AgentError::DuplicateDataId { .. })));
+        assert!(matches!(s.reserve(c, &x, 10, "mallory", 1024), Err(AgentError::DuplicateDataId { .. })));
+        s.insert(c, x.clone(), mem(1), "alice").unwrap();
+        assert_eq!(s.usage().pieces, 2, "both pending pieces are counted");
+        assert!(s.get(c, &x).is_none(), "a pending piece is served to no one");
+        assert!(s.list().is_empty(), "nor announced again after a restart");
+        assert!(s.settled(c, &DataId::new("y").unwrap(), std::time::Duration::from_secs(60)).await.is_none());
+
+        // A fetch of the name waits for the puts to settle, and gets the piece accepted.
+        let fetch = tokio::spawn({
+            let (s, x) = (s.clone(), x.clone());
+            async move { s.settled(c, &x, std::time::Duration::from_secs(60)).await }
+        });
+        tokio::task::yield_now().await;
+        s.withdraw(c, &x, "mallory");
+        tokio::task::yield_now().await;
+        assert!(!fetch.is_finished(), "alice's put still pends");
+        s.confirm(c, &x, "alice").unwrap();
+        let piece = fetch.await.unwrap().expect("the accepted piece");
+        let dir = Path::new("/nonexistent");
+        assert_eq!(read_all(&piece, dir).await.unwrap(), vec![1; 10], "alice's bytes, not mallory's");
+        assert_eq!(s.usage().pieces, 1, "mallory's piece gave its memory back");
+        assert!(matches!(s.insert(c, x.clone(), mem(6), "mallory"), Err(AgentError::DuplicateDataId { .. })));
+
+        // With only a stranger's put pending, a fetch finds no piece once it is let go, and
+        // finds none at all after its wait.
+        let z = DataId::new("z").unwrap();
+        s.insert(c, z.clone(), mem(6), "mallory").unwrap();
+        assert!(s.settled(c, &z, std::time::Duration::from_millis(20)).await.is_none());
+        s.withdraw(c, &z, "mallory");
+        assert!(s.settled(c, &z, std::time::Duration::from_secs(60)).await.is_none());
+
+        // A piece accepted after its coflow was dropped is let go.
+        s.insert(c, z.clone(), mem(1), "alice").unwrap();
+        s.drop_coflow(c);
+        assert!(matches!(s.confirm(c, &z, "alice"), Err(AgentError::UnknownCoflow(_))));
+        assert_eq!(s.usage(), Usage::default());
     }
 
     /// One client identity holds at most its bound of memory, whatever the agent has left; what
@@ -1157,24 +1322,24 @@ mod tests {
         let s = Store::new(1000 + 4 * k, 400 + 2 * k);
         let id = |s: &str| DataId::new(s).unwrap();
         let mem = |n: usize| Piece::memory(vec![1; n], 1024);
-        s.insert(CoflowId(1), id("a1"), mem(300), "a").unwrap();
+        s.keep(CoflowId(1), id("a1"), mem(300), "a").unwrap();
         let e = s.reserve(CoflowId(1), &id("a2"), 200, "a", 1024).unwrap_err();
         assert!(matches!(&e, AgentError::LimitExceeded(m) if m.contains("max_stored_bytes_per_client")), "{e}");
-        assert!(matches!(s.insert(CoflowId(1), id("a2"), mem(101), "a"), Err(AgentError::LimitExceeded(_))));
-        s.insert(CoflowId(2), id("b1"), mem(400), "b").unwrap();
+        assert!(matches!(s.keep(CoflowId(1), id("a2"), mem(101), "a"), Err(AgentError::LimitExceeded(_))));
+        s.keep(CoflowId(2), id("b1"), mem(400), "b").unwrap();
         let stream = s.reserve(CoflowId(1), &id("a2"), 100, "a", 1024).unwrap();
         assert_eq!((s.usage().memory, s.usage().largest_client), (800 + 3 * k, 400 + 2 * k));
         drop(stream);
         assert_eq!((s.usage().memory, s.usage().largest_client), (700 + 2 * k, 400 + k));
         s.remove(CoflowId(1), &id("a1"));
-        s.insert(CoflowId(3), id("a3"), mem(400), "a").unwrap();
-        assert!(matches!(s.insert(CoflowId(2), id("b2"), mem(1), "b"), Err(AgentError::LimitExceeded(_))));
+        s.keep(CoflowId(3), id("a3"), mem(400), "a").unwrap();
+        assert!(matches!(s.keep(CoflowId(2), id("b2"), mem(1), "b"), Err(AgentError::LimitExceeded(_))));
         assert_eq!(s.drop_coflow(CoflowId(2)), 1);
-        s.insert(CoflowId(4), id("b2"), mem(200), "b").unwrap();
+        s.keep(CoflowId(4), id("b2"), mem(200), "b").unwrap();
         assert_eq!((s.usage().memory, s.usage().largest_client), (600 + 2 * k, 400 + k));
         // A bound of 0: none but the agent's.
         let unbounded = Store::new(1000 + k, 0);
-        unbounded.insert(CoflowId(1), id("x1"), mem(1000), "a").unwrap();
+        unbounded.keep(CoflowId(1), id("x1"), mem(1000), "a").unwrap();
     }
 
     /// Dropping a coflow with no piece here leaves every piece as it was; dropping one removes
@@ -1187,7 +1352,7 @@ mod tests {
         for (coflow, name, n, client) in
             [(1, "a", 10, "ann"), (1, "b", 0, "bob"), (1, "c", 2000, "ann"), (2, "a", 30, "bob"), (2, "d", 0, "cy")]
         {
-            s.insert(CoflowId(coflow), id(name), mem(n), client).unwrap();
+            s.keep(CoflowId(coflow), id(name), mem(n), client).unwrap();
         }
         let (kept_bob, kept_cy) = (cost(30, 1024, "a", "bob"), cost(0, 1024, "d", "cy"));
         let before = s.usage();
@@ -1208,7 +1373,7 @@ mod tests {
         listed.sort();
         assert_eq!(listed, [(2, "a".to_string(), 30), (2, "d".to_string(), 0)]);
         // Its names are not held: the same names in another coflow are stored afresh.
-        s.insert(CoflowId(3), id("a"), mem(10), "ann").unwrap();
+        s.keep(CoflowId(3), id("a"), mem(10), "ann").unwrap();
         assert_eq!(s.drop_coflow(CoflowId(2)), 2);
         assert_eq!(s.drop_coflow(CoflowId(3)), 1);
         assert_eq!(s.usage(), Usage::default());
@@ -1226,9 +1391,9 @@ mod tests {
             l.sort();
             l
         };
-        s.insert(CoflowId(1), id("a"), Piece::memory(vec![1; 10], 1024), "").unwrap();
+        s.keep(CoflowId(1), id("a"), Piece::memory(vec![1; 10], 1024), "").unwrap();
         s.seal(CoflowId(2));
-        s.insert(CoflowId(2), id("b"), Piece::memory(vec![2; 10], 1024), "").unwrap();
+        s.keep(CoflowId(2), id("b"), Piece::memory(vec![2; 10], 1024), "").unwrap();
         assert_eq!(sealed(&s), [(1, "a".to_string(), false), (2, "b".to_string(), true)]);
         s.seal(CoflowId(1));
         assert_eq!(sealed(&s), [(1, "a".to_string(), true), (2, "b".to_string(), true)]);
@@ -1244,10 +1409,10 @@ mod tests {
     fn dropping_a_coflow_looks_at_its_own_pieces_only() {
         let s = Store::new(u64::MAX, 0);
         for i in 0..10_000 {
-            s.insert(CoflowId(1), DataId::new(format!("p{i}")).unwrap(), Piece::memory(Vec::new(), 1024), "").unwrap();
+            s.keep(CoflowId(1), DataId::new(format!("p{i}")).unwrap(), Piece::memory(Vec::new(), 1024), "").unwrap();
         }
         for i in 0..3 {
-            s.insert(CoflowId(3), DataId::new(format!("p{i}")).unwrap(), Piece::memory(vec![1], 1024), "").unwrap();
+            s.keep(CoflowId(3), DataId::new(format!("p{i}")).unwrap(), Piece::memory(vec![1], 1024), "").unwrap();
         }
         let visited = || s.inner.lock().unwrap().visited;
         for absent in 100..1100 {
@@ -1271,7 +1436,7 @@ mod tests {
         let s = Store::new(limit, 0);
         let mut stored = 0;
         let e = loop {
-            match s.insert(CoflowId(1), name(stored), Piece::memory(Vec::new(), 1024), "tenant") {
+            match s.keep(CoflowId(1), name(stored), Piece::memory(Vec::new(), 1024), "tenant") {
                 Ok(()) => stored += 1,
                 Err(e) => break e,
             }
@@ -1291,11 +1456,11 @@ mod tests {
 
         let per_client = Store::new(u64::MAX, 10 * each);
         for i in 0..10 {
-            per_client.insert(CoflowId(1), name(i), Piece::memory(Vec::new(), 1024), "tenant").unwrap();
+            per_client.keep(CoflowId(1), name(i), Piece::memory(Vec::new(), 1024), "tenant").unwrap();
         }
-        let e = per_client.insert(CoflowId(1), name(10), Piece::memory(Vec::new(), 1024), "tenant").unwrap_err();
+        let e = per_client.keep(CoflowId(1), name(10), Piece::memory(Vec::new(), 1024), "tenant").unwrap_err();
         assert!(matches!(&e, AgentError::LimitExceeded(m) if m.contains("max_stored_bytes_per_client")), "{e}");
-        per_client.insert(CoflowId(1), name(10), Piece::memory(Vec::new(), 1024), "other").unwrap();
+        per_client.keep(CoflowId(1), name(10), Piece::memory(Vec::new(), 1024), "other").unwrap();
     }
 
     /// A file segment holds no bytes in memory, but its name, path and CRC table are charged.
@@ -1306,7 +1471,7 @@ mod tests {
         std::fs::write(dir.join("sub/out"), vec![5; 4096]).unwrap();
         let s = Store::new(1 << 20, 0);
         let piece = file_piece(&dir, None, "sub/out", 0, 4096, 1024).unwrap();
-        s.insert(CoflowId(1), DataId::new("f").unwrap(), piece, "c").unwrap();
+        s.keep(CoflowId(1), DataId::new("f").unwrap(), piece, "c").unwrap();
         let expect = cost(0, 1024, "f", "c") + 4 * 4 + "sub/out".len() as u64;
         assert_eq!(s.usage(), Usage { pieces: 1, bytes: 4096, memory: expect, largest_client: expect });
     }

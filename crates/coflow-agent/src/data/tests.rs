@@ -208,8 +208,8 @@ fn not_registered_is_retryable() {
 async fn pieces_cross_one_connection_one_after_another() {
     let s = shared(1024);
     let (a, b) = (bytes(5000), bytes(3000).into_iter().rev().collect::<Vec<u8>>());
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(a.clone(), 1024), "").unwrap();
-    s.store.insert(CoflowId(1), DataId::new("b").unwrap(), Piece::memory(b.clone(), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(a.clone(), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("b").unwrap(), Piece::memory(b.clone(), 1024), "").unwrap();
     s.rates.set(FlowId(1), 1e9);
     s.rates.set(FlowId(2), 1e9);
     let (stop_tx, stop) = watch::channel(false);
@@ -247,7 +247,7 @@ async fn pieces_cross_one_connection_one_after_another() {
 #[tokio::test]
 async fn the_source_stops_when_the_receiver_hangs_up_and_refuses_a_wrong_token() {
     let s = shared(1024);
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(1 << 20), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(1 << 20), 1024), "").unwrap();
     // Paused: the piece would never end by itself.
     s.rates.set(FlowId(1), 0.0);
     let (_stop_tx, stop) = watch::channel(false);
@@ -297,7 +297,7 @@ async fn ask_from(
 #[tokio::test]
 async fn a_flow_is_served_once_and_only_with_its_ticket() {
     let s = shared(1024);
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
     s.rates.set(FlowId(1), 1e9);
     let denied = |r: &Result<(), AgentError>| matches!(r, Err(AgentError::PermissionDenied(_)));
     for forged in [
@@ -349,7 +349,7 @@ async fn a_flow_is_served_once_and_only_with_its_ticket() {
 #[tokio::test]
 async fn a_flow_lost_before_its_first_byte_attaches_again() {
     let s = shared(1024);
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
     // At rate 0 nothing leaves; the receiver hangs up after the head.
     s.rates.set(FlowId(1), 0.0);
     let (head, end) = ask(&s, &request(&s, 1, "a")).await;
@@ -364,7 +364,7 @@ async fn a_flow_lost_before_its_first_byte_attaches_again() {
 async fn a_source_without_a_key_serves_nothing() {
     let s = shared(1024);
     *s.flow_keys.keys_for_test() = Default::default();
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024), "").unwrap();
     let (head, _) = ask(&s, &request(&s, 1, "a")).await;
     assert_eq!(head, (Status::Denied, 0));
 }
@@ -396,7 +396,7 @@ impl tracing::Subscriber for Warnings {
 #[tokio::test]
 async fn denied_requests_are_logged_at_warn_once_per_address() {
     let s = shared(1024);
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(10), 1024), "").unwrap();
     let warnings = Arc::new(Warnings::default());
     let _log = tracing::subscriber::set_default(warnings.clone());
     let forged = Request { ticket: [0; 16], ..request(&s, 1, "a") };
@@ -433,7 +433,7 @@ async fn a_busy_source_is_asked_again_within_the_idle_timeout() {
         Arc::new(s)
     };
     let piece = bytes(5000);
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(piece.clone(), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(piece.clone(), 1024), "").unwrap();
     s.rates.set(FlowId(1), 1e9);
     for (busy, served) in [(3, true), (usize::MAX, false)] {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -511,7 +511,7 @@ async fn a_source_serves_a_peer_at_most_its_share() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let (mut third, _) = connect(1);
     assert_eq!(tokio::time::timeout(Duration::from_secs(1), third.head()).await.unwrap().unwrap(), (Status::Busy, 2));
-    s.store.insert(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
+    s.store.keep(CoflowId(1), DataId::new("a").unwrap(), Piece::memory(bytes(5000), 1024), "").unwrap();
     s.rates.set(FlowId(1), 1e9);
     let (mut other, _) = connect(2);
     let (tx, _rx) = mpsc::channel(64);

@@ -479,3 +479,59 @@ async fn in_token_mode_another_session_cannot_take_over_or_keep_alive_a_machine(
     cluster.shutdown().await;
     Ok(())
 }
+
+/// A client with a valid certificate cannot hold the name of another client's piece: while
+/// `mallory` keeps putting `x` into each of `testkit`'s fresh coflows at the owner's agent
+/// (refused by the coordinator, but each put pending at the agent for a round trip), the
+/// owner's first put of `x` there goes through every time, and its get reads the owner's bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_s_puts_of_a_name_do_not_refuse_the_owner_s() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, RATE, "varys").with_tls()).await?;
+    let own = cluster.tls_dir().unwrap().to_path_buf();
+    coflow_proto::certs::issue(&own, &Subject::Client { name: "mallory".into() }, true)?;
+    let mallory = std::sync::Arc::new(
+        Client::connect(ClientConfig::tls(
+            cluster.coordinator_url(),
+            cluster.agent_url(0),
+            files(&own, "client-mallory"),
+        ))
+        .await?,
+    );
+    let owner = cluster.client(0).await?;
+    let reader = cluster.client(1).await?;
+    for round in 0..20u8 {
+        let coflow = owner.register(1, CoflowOptions::default()).await?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let squatters: Vec<_> = (0..4)
+            .map(|_| {
+                let (mallory, stop) = (mallory.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut refused = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let e = mallory.put(coflow, "x", vec![0xBA; 64]).await.expect_err("not mallory's coflow");
+                        assert!(
+                            matches!(e, ClientError::PermissionDenied(_) | ClientError::DuplicateDataId { .. }),
+                            "{e}"
+                        );
+                        refused += 1;
+                    }
+                    refused
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let bytes = vec![round; 1000];
+        owner.put(coflow, "x", bytes.clone()).await.map_err(|e| anyhow::anyhow!("round {round}: {e}"))?;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut refused = 0;
+        for s in squatters {
+            refused += s.await?;
+        }
+        assert!(refused > 0, "round {round}: mallory's puts ran beside the owner's");
+        assert_eq!(reader.get(coflow, "x").await?, bytes, "round {round}");
+        owner.unregister(coflow).await?;
+    }
+    cluster.shutdown().await;
+    Ok(())
+}
