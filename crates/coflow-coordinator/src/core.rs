@@ -137,6 +137,9 @@ struct CoflowRec {
     /// `gets_seen` nor in `width`.
     failed_gets: BTreeMap<(MachineId, DataId), u32>,
     first_get: Option<Nanos>,
+    /// When its flows in the policy last all ended, and whether its completion was observed.
+    last_wave_end: Option<Nanos>,
+    observed: bool,
     /// Flows created by gets but held until the coflow is ready. Usually only before the first
     /// release, but a seal or a recovered put may raise the gets expected after it.
     held: Vec<FlowId>,
@@ -149,39 +152,6 @@ struct CoflowRec {
 }
 
 impl CoflowRec {
-    /// Whether, waiting for all gets, no more are expected: `num_flows` were seen, or the coflow
-    /// is sealed and as many gets as pieces put were seen. A coflow registered with `num_flows`
-    /// 0 (unknown) waits for its seal (or its timeout).
-    fn all_gets_in(&self) -> bool {
-        self.expected_gets().is_some_and(|expected| self.gets_seen > 0 && self.gets_seen >= expected)
-    }
-
-    /// Whether a get of piece `data_id` at `machine` is one whose flow failed, asked again; if so,
-    /// that failed get is taken as answered.
-    fn asked_again(&mut self, machine: MachineId, data_id: &DataId) -> bool {
-        // Most coflows never had a get fail: their gets build no key.
-        if self.failed_gets.is_empty() {
-            return false;
-        }
-        let key = (machine, data_id.clone());
-        let Some(n) = self.failed_gets.get_mut(&key) else { return false };
-        *n -= 1;
-        if *n == 0 {
-            self.failed_gets.remove(&key);
-        }
-        true
-    }
-
-    /// How many gets it expects: as many as pieces put once sealed, else `num_flows` if given.
-    fn expected_gets(&self) -> Option<u32> {
-        if self.sealed { Some(self.puts.len() as u32) } else { (self.reg.num_flows > 0).then_some(self.reg.num_flows) }
-    }
-
-    /// Of the flows it expects, those nobody has asked for yet ([`coflow_sched::CoflowState::pending`]).
-    fn pending(&self) -> u32 {
-        self.expected_gets().map_or(0, |expected| expected.saturating_sub(self.width))
-    }
-
     fn new(reg: Registration, job: CoflowId) -> CoflowRec {
         CoflowRec {
             reg,
@@ -192,6 +162,8 @@ impl CoflowRec {
             gets_seen: 0,
             failed_gets: BTreeMap::new(),
             first_get: None,
+            last_wave_end: None,
+            observed: false,
             held: Vec::new(),
             filed: None,
             state: CoflowState::Held,
@@ -739,7 +711,10 @@ impl Core {
     fn drop_coflow(&mut self, now: Nanos, id: CoflowId) {
         self.leave_policy(now, id);
         let mut running = Vec::new();
-        if let Some(c) = self.coflows.remove(&id) {
+        if let Some(mut c) = self.coflows.remove(&id) {
+            if c.flows.is_empty() {
+                output::observe_completion(&mut self.observations, &mut c);
+            }
             if let Some(until) = c.lease_until {
                 self.leases.remove(&(until, id));
             }
@@ -1256,10 +1231,9 @@ impl Core {
         let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
         if p.flows.remove(&id) {
             if p.flows.is_empty() {
-                if let Some(first) = c.first_get {
-                    let longest = c.puts.longest();
-                    let bin = coflow_core::Bin::of(coflow_core::Bytes(longest), c.puts.len());
-                    self.observations.push_back(Observation::Completed { bin, cct: now.saturating_sub(first) });
+                c.last_wave_end = Some(now);
+                if c.all_gets_in() && c.flows.is_empty() {
+                    output::observe_completion(&mut self.observations, c);
                 }
                 self.leave_policy(now, f.coflow);
             } else if let Some(gap) = self.policy.flow_finish_gap() {

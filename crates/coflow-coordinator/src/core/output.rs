@@ -1,6 +1,8 @@
 //! What the core hands its caller besides answers: rates and notices to send to agents, and
 //! measurements for the service's histograms.
 
+use std::collections::VecDeque;
+
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 
 /// Rate changes for one agent's outgoing flows, bytes per second.
@@ -38,12 +40,26 @@ pub enum Observation {
     /// Rate changes waited this long, from the decision that made them to their push (the push
     /// window's batching).
     PushDelay(Nanos),
-    /// A scheduled coflow's flows all finished, this long after its first get; `bin` is its Varys
-    /// bin by the pieces put (short: the largest under 5 MiB; narrow: at most 50 pieces).
+    /// A scheduled coflow completed this long after its first get: the last wave of gets it
+    /// expects ended, or it was dropped with none running (once per coflow, at the end of its
+    /// last wave in the policy); `bin` is its Varys bin by the pieces put (short: the largest
+    /// under 5 MiB; narrow: at most 50 pieces).
     Completed {
         /// Its bin.
         bin: coflow_core::Bin,
         /// Its coflow completion time.
         cct: Nanos,
     },
+}
+
+/// Observes `c`'s completion time, from its first get to the end of its last wave of gets in the
+/// policy, unless observed already or it never had one: one observation per coflow, however
+/// many waves its gets came in (when the last it expects ends, or else when it is dropped with
+/// no flow running).
+pub(super) fn observe_completion(observations: &mut VecDeque<Observation>, c: &mut super::CoflowRec) {
+    if let (false, Some(first), Some(last)) = (c.observed, c.first_get, c.last_wave_end) {
+        c.observed = true;
+        let bin = coflow_core::Bin::of(coflow_core::Bytes(c.puts.longest()), c.puts.len());
+        observations.push_back(Observation::Completed { bin, cct: last.saturating_sub(first) });
+    }
 }

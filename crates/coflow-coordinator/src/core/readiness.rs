@@ -1,14 +1,51 @@
 //! Coflows that wait for all their gets, filed by their readiness deadline (when their held
 //! flows are released whatever else happens), so that finding those due and the next one costs
 //! what is due, not a pass over every coflow at every event; the release of a coflow's held
-//! flows into service, once ready; and the seal, after which a coflow expects one get per piece.
+//! flows into service, once ready; the count of the gets a coflow expects and has seen; and the
+//! seal, after which a coflow expects one get per piece.
 
 use std::collections::BTreeSet;
 
-use coflow_core::{CoflowId, FlowId, Nanos};
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+use coflow_proto::DataId;
 
 use super::{CoflowRec, CoflowState, Core, FlowState, InPolicy, Notice, Transmit, Why};
 use crate::error::CoordError;
+
+impl CoflowRec {
+    /// Whether, waiting for all gets, no more are expected: `num_flows` were seen, or the coflow
+    /// is sealed and as many gets as pieces put were seen. A coflow registered with `num_flows`
+    /// 0 (unknown) waits for its seal (or its timeout).
+    pub(super) fn all_gets_in(&self) -> bool {
+        self.expected_gets().is_some_and(|expected| self.gets_seen > 0 && self.gets_seen >= expected)
+    }
+
+    /// Whether a get of piece `data_id` at `machine` is one whose flow failed, asked again; if so,
+    /// that failed get is taken as answered.
+    pub(super) fn asked_again(&mut self, machine: MachineId, data_id: &DataId) -> bool {
+        // Most coflows never had a get fail: their gets build no key.
+        if self.failed_gets.is_empty() {
+            return false;
+        }
+        let key = (machine, data_id.clone());
+        let Some(n) = self.failed_gets.get_mut(&key) else { return false };
+        *n -= 1;
+        if *n == 0 {
+            self.failed_gets.remove(&key);
+        }
+        true
+    }
+
+    /// How many gets it expects: as many as pieces put once sealed, else `num_flows` if given.
+    pub(super) fn expected_gets(&self) -> Option<u32> {
+        if self.sealed { Some(self.puts.len() as u32) } else { (self.reg.num_flows > 0).then_some(self.reg.num_flows) }
+    }
+
+    /// Of the flows it expects, those nobody has asked for yet ([`coflow_sched::CoflowState::pending`]).
+    pub(super) fn pending(&self) -> u32 {
+        self.expected_gets().map_or(0, |expected| expected.saturating_sub(self.width))
+    }
+}
 
 /// Coflows by readiness deadline.
 pub(super) type Ready = BTreeSet<(Nanos, CoflowId)>;

@@ -1,7 +1,8 @@
-//! Status pages: within their budget, and for a member its own coflows among every other's.
+//! Status pages: within their budget, and for a member its own coflows among every other's; and
+//! the completion times the core observes for the metrics.
 
-use coflow_coordinator::CoordinatorConfig;
-use coflow_core::CoflowId;
+use coflow_coordinator::{CoordinatorConfig, Observation};
+use coflow_core::{CoflowId, FlowId, Nanos};
 use coflow_proto::CoflowOptions;
 
 use super::Harness;
@@ -66,4 +67,54 @@ fn a_members_status_pages_show_its_own_coflows_among_many_others() {
     assert_eq!(seen, expected);
     assert_eq!(h.core.status_page(CoflowId(0), 5000, Some(coflow_coordinator::ADMIN)).view.coflows.len(), 2999);
     h.core.recount().unwrap();
+}
+
+/// A coflow's completion time is observed once, from its first get to the end of its last wave:
+/// when the last get it expects ends, or, expecting no number, when it is unregistered; a coflow
+/// unregistered with flows running is not observed.
+#[test]
+fn a_coflow_s_completion_is_observed_once_at_the_end_of_its_last_wave() {
+    let mut h = Harness::new("varys", 4, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
+    let completed = |h: &mut Harness| {
+        let mut ccts = Vec::new();
+        while let Some(o) = h.core.poll_observation() {
+            if let Observation::Completed { cct, .. } = o {
+                ccts.push(cct);
+            }
+        }
+        ccts
+    };
+    let waves = |h: &mut Harness, c: CoflowId| {
+        for (i, m) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
+            h.put(c, &format!("p{i}"), m, 1000).unwrap();
+        }
+        for wave in [["p0", "p2"], ["p1", "p3"]] {
+            let flows: Vec<FlowId> = wave.iter().map(|p| h.get(c, p, 2).unwrap().flow).collect();
+            h.advance(100);
+            for f in flows {
+                h.finish(f);
+            }
+            h.advance(50);
+        }
+    };
+    // Four gets expected, in two waves 150 ms apart: one observation, of 250 ms.
+    let c = h.register(4, CoflowOptions::default());
+    waves(&mut h, c);
+    assert_eq!(completed(&mut h), [Nanos::from_millis(250)]);
+    h.core.handle_unregister(h.now, "", c).unwrap();
+    assert_eq!(completed(&mut h), [], "observed once");
+    // No number expected: observed when unregistered, to the end of its last wave.
+    let c = h.register(0, CoflowOptions::default());
+    waves(&mut h, c);
+    assert_eq!(completed(&mut h), []);
+    h.advance(1000);
+    h.core.handle_unregister(h.now, "", c).unwrap();
+    assert_eq!(completed(&mut h), [Nanos::from_millis(250)]);
+    // Unregistered with a flow running: no completion.
+    let c = h.register(0, CoflowOptions::default());
+    h.put(c, "p", 0, 1000).unwrap();
+    h.get(c, "p", 2).unwrap();
+    h.advance(10);
+    h.core.handle_unregister(h.now, "", c).unwrap();
+    assert_eq!(completed(&mut h), []);
 }
