@@ -776,7 +776,7 @@ class Report:
 
 
 #: The colours of the policies other than the baseline (black), in report order: the Tableau 10
-#: palette, as ``coflow sim --plot`` draws them.
+#: palette, then its ten lighter shades (Tableau 20), as ``coflow sim --plot`` draws them.
 _PALETTE = (
     "tab:blue",
     "tab:orange",
@@ -788,6 +788,16 @@ _PALETTE = (
     "tab:gray",
     "tab:olive",
     "tab:cyan",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#c7c7c7",
+    "#dbdb8d",
+    "#9edae5",
 )
 
 

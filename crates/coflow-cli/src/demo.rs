@@ -47,9 +47,8 @@ pub(crate) struct DemoArgs {
     /// Write the results as JSON to this file (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Run the cluster with the shared token in clear instead of mutual TLS. TLS (certificates
-    /// made in a temporary directory) is the default: on a quiet machine it cost about 3% of the
-    /// measured CCT (README).
+    /// Run the cluster with the shared token in clear instead of mutual TLS (certificates made in
+    /// a temporary directory), the default: a run with and one without show what TLS costs.
     #[arg(long)]
     plaintext: bool,
 }

@@ -90,9 +90,10 @@ fn encode_png(rgb: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// The colour of the `i`-th policy that is not the baseline (the baseline is black): the
-/// Tableau 10 palette, distinct in print and for the common colour-vision deficiencies.
+/// Tableau 10 palette, distinct in print and for the common colour-vision deficiencies, then its
+/// ten lighter shades (Tableau 20), so that the fifteen policies of `--policies all` differ.
 fn color(i: usize) -> RGBColor {
-    const PALETTE: [(u8, u8, u8); 10] = [
+    const PALETTE: [(u8, u8, u8); 20] = [
         (31, 119, 180),
         (255, 127, 14),
         (44, 160, 44),
@@ -103,6 +104,16 @@ fn color(i: usize) -> RGBColor {
         (127, 127, 127),
         (188, 189, 34),
         (23, 190, 207),
+        (174, 199, 232),
+        (255, 187, 120),
+        (152, 223, 138),
+        (255, 152, 150),
+        (197, 176, 213),
+        (196, 156, 148),
+        (247, 182, 210),
+        (199, 199, 199),
+        (219, 219, 141),
+        (158, 218, 229),
     ];
     let (r, g, b) = PALETTE[i % PALETTE.len()];
     RGBColor(r, g, b)

@@ -26,7 +26,7 @@ pub(crate) struct WanArgs {
     #[arg(long, requires = "wan")]
     multipath: bool,
     /// Redraw link capacities every this many milliseconds, overriding the topology's
-    /// `redraw_ms`; 0 never redraws (capacities stay at their means).
+    /// `redraw_ms`; 0 never redraws (one seeded draw at the start holds for the whole run).
     #[arg(long, value_name = "MS", requires = "wan", value_parser = crate::units::millis)]
     redraw_ms: Option<u64>,
     /// Per-connection bandwidth: every flow crossing a link gets its own throughput, drawn from

@@ -31,7 +31,8 @@ use crate::weather::{WeatherLog, draw};
 pub struct WanConfig {
     /// The topology; its links' capacities are redrawn during the run.
     pub wan: Wan,
-    /// How often link capacities are redrawn (`Nanos::MAX`: never, they stay at their means).
+    /// How often link capacities are redrawn (`Nanos::MAX`: never, the first draw holds for the
+    /// whole run).
     pub redraw: Nanos,
     /// Seeds the capacity draws.
     pub seed: u64,
