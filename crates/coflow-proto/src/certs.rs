@@ -492,7 +492,7 @@ fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
 /// issuer only a certificate whose basic constraints say CA:TRUE and whose key usage, if it has
 /// one, includes keyCertSign. A certificate that does not parse is left to the parse that reports
 /// it.
-fn not_ca(pem: &str) -> Option<&'static str> {
+pub(crate) fn not_ca(pem: &str) -> Option<&'static str> {
     first_cert(pem.as_bytes(), |cert| {
         if !cert.is_ca() {
             return Some("no basicConstraints CA:TRUE");
@@ -815,6 +815,17 @@ mod tests {
         std::fs::write(&f.cert, lines.join("\n")).unwrap();
         let e = TlsContext::load(&f).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}: not signed by the CA in", f.cert.display())), "{e}");
+    }
+
+    /// A member's certificate given as the CA is named as no CA, not the member's as unsigned.
+    #[test]
+    fn a_member_s_certificate_given_as_the_ca_is_named_as_no_ca() {
+        let ca = CertAuthority::generate().unwrap();
+        let (_guard, f) = written("not-ca", &ca, &ca.issue(&agent()).unwrap());
+        std::fs::copy(&f.cert, &f.ca).unwrap();
+        let e = TlsContext::load(&f).unwrap_err().to_string();
+        let says = format!("{}: is not a CA certificate (no basicConstraints CA:TRUE)", f.ca.display());
+        assert!(e.starts_with(&says), "{e}");
     }
 
     #[test]

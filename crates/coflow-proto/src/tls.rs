@@ -327,7 +327,13 @@ impl TlsContext {
             PrivateKeyDer::from_pem_slice(key).map_err(|e| (2, format!("not a PEM private key: {}", pem_error(&e))))?;
         let roots = Arc::new(roots);
         if let Some(ca_file) = verify {
-            verify_own(&chain, &roots, &role, ca_file).map_err(|reason| (1, reason))?;
+            verify_own(&chain, &roots, &role, ca_file).map_err(|reason| match not_a_ca(ca) {
+                // The CA file holds a member's certificate, say: it is the one at fault.
+                Some(why) if reason.starts_with("not signed by") => {
+                    (0, format!("is not a CA certificate ({why}); make a CA with `coflow certs init`"))
+                }
+                _ => (1, reason),
+            })?;
         }
         let configs = (|| {
             Ok::<_, TlsError>((
@@ -456,6 +462,12 @@ fn verify_own(
         }
         e => format!("does not verify against the CA in {}: {e}", ca_file.display()),
     })
+}
+
+/// Why the first certificate in `pem`, given as the CA's, may not sign certificates, if it may
+/// not ([`crate::certs::not_ca`]).
+fn not_a_ca(pem: &[u8]) -> Option<&'static str> {
+    std::str::from_utf8(pem).ok().and_then(crate::certs::not_ca)
 }
 
 /// When the first certificate in `pem` (a CA's) stops being valid, in seconds since the Unix
