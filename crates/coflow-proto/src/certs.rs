@@ -13,7 +13,7 @@ use rcgen::{
     SanType,
 };
 
-use crate::tls::{Role, ca_expiry, first_cert, now_secs, utc, valid_client_name};
+use crate::tls::{Role, ca_expiry, first_cert, not_ca, now_secs, utc, valid_client_name};
 
 /// What can go wrong making or writing certificates.
 #[derive(Debug, thiserror::Error)]
@@ -486,24 +486,6 @@ impl CertAuthority {
 /// The public key (the subject public key bit string) of the certificate in `pem`, if it parses.
 fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
     first_cert(pem.as_bytes(), |cert| cert.public_key().subject_public_key.data.to_vec())
-}
-
-/// Why the certificate in `pem` may not sign certificates, if it may not: verifiers accept as an
-/// issuer only a certificate whose basic constraints say CA:TRUE and whose key usage, if it has
-/// one, includes keyCertSign. A certificate that does not parse is left to the parse that reports
-/// it.
-pub(crate) fn not_ca(pem: &str) -> Option<&'static str> {
-    first_cert(pem.as_bytes(), |cert| {
-        if !cert.is_ca() {
-            return Some("no basicConstraints CA:TRUE");
-        }
-        match cert.key_usage() {
-            Ok(Some(usage)) if !usage.value.key_cert_sign() => Some("its keyUsage lacks keyCertSign"),
-            Ok(_) => None,
-            Err(_) => Some("its keyUsage extension does not parse"),
-        }
-    })
-    .flatten()
 }
 
 /// `coflow certs init DIR`: a new CA in `DIR/ca.crt` and `DIR/ca.key`.

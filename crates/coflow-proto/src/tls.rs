@@ -465,9 +465,27 @@ fn verify_own(
 }
 
 /// Why the first certificate in `pem`, given as the CA's, may not sign certificates, if it may
-/// not ([`crate::certs::not_ca`]).
+/// not ([`not_ca`]).
 fn not_a_ca(pem: &[u8]) -> Option<&'static str> {
-    std::str::from_utf8(pem).ok().and_then(crate::certs::not_ca)
+    std::str::from_utf8(pem).ok().and_then(not_ca)
+}
+
+/// Why the certificate in `pem` may not sign certificates, if it may not: verifiers accept as an
+/// issuer only a certificate whose basic constraints say CA:TRUE and whose key usage, if it has
+/// one, includes keyCertSign. A certificate that does not parse is left to the parse that reports
+/// it.
+pub(crate) fn not_ca(pem: &str) -> Option<&'static str> {
+    first_cert(pem.as_bytes(), |cert| {
+        if !cert.is_ca() {
+            return Some("no basicConstraints CA:TRUE");
+        }
+        match cert.key_usage() {
+            Ok(Some(usage)) if !usage.value.key_cert_sign() => Some("its keyUsage lacks keyCertSign"),
+            Ok(_) => None,
+            Err(_) => Some("its keyUsage extension does not parse"),
+        }
+    })
+    .flatten()
 }
 
 /// When the first certificate in `pem` (a CA's) stops being valid, in seconds since the Unix
