@@ -1,6 +1,6 @@
 //! Serving a gRPC router until shutdown, the same way in every service: one acceptor
-//! ([`incoming`]) bounds the connections of both modes, each proving itself (a TLS handshake, or
-//! in token mode the whole HTTP/2 client preface) within [`crate::HANDSHAKE_TIMEOUT`] before it
+//! ([`incoming`]) bounds the connections of both modes, each proving itself (the whole HTTP/2
+//! client preface, after a TLS handshake with TLS) within [`crate::HANDSHAKE_TIMEOUT`] before it
 //! takes a place among its holder's; an acceptor that ends on its own (a panic, a listener failed
 //! for good) stops the server with a [`ServeError`]. And [`TypedErrors`], which names the error
 //! kind of the refusals tonic makes before a service runs.
@@ -191,18 +191,106 @@ async fn until_stopped(
 /// The proven connections an acceptor hands to tonic.
 pub(crate) type Proven<S, K> = ReceiverStream<Result<Counted<S, K>, std::io::Error>>;
 
-/// A TLS connection's proof: its mutual TLS handshake (refusals logged once per peer), and its
-/// member, by the role its certificate names.
+/// A TLS connection's proof: its mutual TLS handshake (refusals logged once per peer), then the
+/// whole HTTP/2 client preface inside it ([`preface`]), within the same deadline; and its
+/// member, by the role its certificate names. Without the preface a peer that completed the
+/// handshake and said nothing would be held by hyper, which waits for it with no deadline and
+/// pings only once it came.
 async fn tls_handshake(
     acceptor: tokio_rustls::TlsAcceptor,
     refusals: Arc<RefusalLog>,
     sock: TcpStream,
     peer: SocketAddr,
-) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, String)> {
+) -> Option<(Rewound<tokio_rustls::server::TlsStream<TcpStream>>, String)> {
     let stream = crate::tls::accept(&acceptor, sock, peer, "gRPC", &refusals).await?;
     let member = crate::tls::peer_role(stream.get_ref().1.peer_certificates())
         .map_or_else(|| "no role".to_string(), |r| r.uri());
-    Some((stream, member))
+    Some((preface(stream).await?, member))
+}
+
+/// `stream` once it has brought the whole HTTP/2 client preface, the preface left to be read
+/// again; None if it closes first or sends anything else.
+async fn preface<S: AsyncRead + Unpin>(mut stream: S) -> Option<Rewound<S>> {
+    use tokio::io::AsyncReadExt;
+    let mut head = vec![0u8; PREFACE.len()];
+    let mut got = 0;
+    while got < head.len() {
+        let n = stream.read(&mut head[got..]).await.ok()?;
+        if n == 0 || head[got..got + n] != PREFACE[got..got + n] {
+            return None;
+        }
+        got += n;
+    }
+    Some(Rewound { head, at: 0, inner: stream })
+}
+
+/// A stream whose first bytes were read to check them, handed on with those bytes to be read
+/// again first.
+pub(crate) struct Rewound<S> {
+    head: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.at < this.head.len() {
+            let n = (this.head.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.head[this.at..this.at + n]);
+            this.at += n;
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewound<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<S: Connected> Connected for Rewound<S> {
+    type ConnectInfo = S::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
 }
 
 /// The HTTP/2 client connection preface (RFC 9113, section 3.4), which a gRPC client sends first.
@@ -430,6 +518,38 @@ mod tests {
         assert!(!closed(&mut speaker, Duration::from_millis(50)).await, "the served connection stays open");
         stop.send(true).unwrap();
         task.await.unwrap().unwrap();
+    }
+
+    /// Inside TLS the preface is read, in whatever pieces it comes, and read again by the server
+    /// with what follows it; a stream that says anything else, or closes first, is refused, and
+    /// one that says nothing is left waiting (for the acceptor's deadline to close it).
+    #[tokio::test]
+    async fn the_preface_inside_tls_is_read_and_left_to_be_read_again() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let proving = tokio::spawn(preface(server));
+        client.write_all(&PREFACE[..5]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        client.write_all(&PREFACE[5..]).await.unwrap();
+        client.write_all(b"frames").await.unwrap();
+        let mut proven = proving.await.unwrap().expect("the whole preface");
+        let mut read = vec![0u8; PREFACE.len() + 6];
+        proven.read_exact(&mut read).await.unwrap();
+        assert_eq!(&read[..PREFACE.len()], PREFACE);
+        assert_eq!(&read[PREFACE.len()..], b"frames");
+        proven.write_all(b"answer").await.unwrap();
+        let mut answer = [0u8; 6];
+        client.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"answer");
+
+        let (mut other, server) = tokio::io::duplex(64);
+        other.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        assert!(preface(server).await.is_none(), "another protocol");
+        let (mut short, server) = tokio::io::duplex(64);
+        short.write_all(&PREFACE[..23]).await.unwrap();
+        drop(short);
+        assert!(preface(server).await.is_none(), "closed before the whole preface");
+        let (_silent, server) = tokio::io::duplex(64);
+        assert!(tokio::time::timeout(Duration::from_millis(100), preface(server)).await.is_err(), "waits");
     }
 
     #[tokio::test]

@@ -535,3 +535,33 @@ async fn a_stranger_s_puts_of_a_name_do_not_refuse_the_owner_s() -> anyhow::Resu
     cluster.shutdown().await;
     Ok(())
 }
+
+/// A member that completes the TLS handshake at a gRPC port and then says nothing (no HTTP/2
+/// preface) is closed within the handshake timeout, as one that never starts its handshake is,
+/// rather than held for good; calls on other connections go on meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_silent_after_its_tls_handshake_is_closed_at_the_handshake_timeout() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(2, RATE, "varys").with_tls()).await?;
+    let Security::Tls(agent1) = cluster.agent_security(1)? else { unreachable!("a TLS cluster") };
+    let grpc = cluster.agent_url(0).trim_start_matches("https://").to_string();
+    let t = std::time::Instant::now();
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        let sock = tokio::net::TcpStream::connect(&grpc).await?;
+        silent.push(coflow_proto::connect_agent(&agent1, sock, 0).await.map_err(anyhow::Error::msg)?);
+    }
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "a", content(1, 1000)).await?;
+    assert_eq!(cluster.client(1).await?.get(coflow, "a").await?, content(1, 1000));
+    let limit = coflow_proto::HANDSHAKE_TIMEOUT + Duration::from_secs(3);
+    for mut s in silent {
+        let mut b = [0u8; 16];
+        let n = tokio::time::timeout(limit, s.read(&mut b)).await?.unwrap_or(0);
+        assert_eq!(n, 0, "a member silent after its handshake gets nothing but the close");
+    }
+    assert!(t.elapsed() < limit, "closed after {:?}", t.elapsed());
+    cluster.shutdown().await;
+    Ok(())
+}
