@@ -63,7 +63,8 @@ impl AgentService {
     ) -> Result<Response<pb::PutResponse>, Status> {
         let shared = self.shared.clone();
         let machine = self.machine();
-        let task = tokio::spawn(async move { announce(&shared, machine, coflow, data_id, size, client).await });
+        let announced = async move { announce(&shared, machine, coflow, data_id, size, client).await };
+        let task = tokio::spawn(tracing::Instrument::in_current_span(announced));
         task.await.map_err(|e| Status::internal(format!("the put's announcement failed: {e}")))??;
         self.shared.puts.fetch_add(1, Ordering::Relaxed);
         Ok(Response::new(pb::PutResponse { size }))
@@ -360,9 +361,11 @@ async fn stream_local(
     size: u64,
     out: &mpsc::Sender<Vec<u8>>,
 ) -> Result<u64, AgentError> {
+    // The grant may come before the put's answer is read here: the piece is then still pending.
     let piece = shared
         .store
-        .get(coflow, data_id)
+        .settled(coflow, data_id, shared.idle())
+        .await
         .ok_or_else(|| AgentError::DataLost("the piece is no longer held locally".into()))?;
     if piece.len() != size {
         return Err(AgentError::Corrupted("local piece size differs from the announcement".into()));

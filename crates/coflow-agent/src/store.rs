@@ -425,7 +425,8 @@ impl Store {
     }
 
     /// Holds a piece put by the client of identity `client`, pending until [`Store::confirm`];
-    /// refuses a piece of a name held already or pending for the same client, a piece of a
+    /// refuses a piece of a name held already, or pending or streaming in for the same client
+    /// (one client has at most one piece of a name in flight at an agent), a piece of a
     /// coflow known to be unregistered, and bytes beyond the memory limits. Another client's
     /// piece pending, or stream coming in, under the name does not hold it: the piece the
     /// coordinator accepts is kept.
@@ -440,7 +441,8 @@ impl Store {
         if s.dropped.contains(&coflow) {
             return Err(AgentError::UnknownCoflow(coflow));
         }
-        if s.holds(coflow, &data_id) || s.pends(coflow, &data_id, client) {
+        let streaming = s.reserved.contains(&(coflow, data_id.clone(), client.to_string()));
+        if s.holds(coflow, &data_id) || s.pends(coflow, &data_id, client) || streaming {
             return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
         let add = piece.charge(&data_id, client);
@@ -495,7 +497,7 @@ impl Store {
         if s.dropped.contains(&coflow) {
             return Err(AgentError::UnknownCoflow(coflow));
         }
-        if s.holds(coflow, &data_id) {
+        if s.holds(coflow, &data_id) || s.pends(coflow, &data_id, &client) {
             return Err(AgentError::DuplicateDataId { coflow, data_id });
         }
         let charge = piece.charge(&data_id, &client);
@@ -1304,6 +1306,17 @@ mod tests {
         assert!(s.settled(c, &z, std::time::Duration::from_millis(20)).await.is_none());
         s.withdraw(c, &z, "mallory");
         assert!(s.settled(c, &z, std::time::Duration::from_secs(60)).await.is_none());
+
+        // One client has one piece of a name in flight: no plain put beside its own stream of the
+        // name, nor a stream beside its own pending put.
+        let (w, u) = (DataId::new("w").unwrap(), DataId::new("u").unwrap());
+        let stream = s.reserve(c, &w, 10, "alice", 1024).unwrap();
+        assert!(matches!(s.insert(c, w.clone(), mem(2), "alice"), Err(AgentError::DuplicateDataId { .. })));
+        s.insert(c, u.clone(), mem(4), "alice").unwrap();
+        assert!(matches!(s.reserve(c, &u, 10, "alice", 1024), Err(AgentError::DuplicateDataId { .. })));
+        s.withdraw(c, &u, "alice");
+        drop(stream);
+        assert_eq!(s.usage().pieces, 1, "only x is held");
 
         // A piece accepted after its coflow was dropped is let go.
         s.insert(c, z.clone(), mem(1), "alice").unwrap();
