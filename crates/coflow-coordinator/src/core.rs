@@ -137,8 +137,10 @@ struct CoflowRec {
     /// `gets_seen` nor in `width`.
     failed_gets: BTreeMap<(MachineId, DataId), u32>,
     first_get: Option<Nanos>,
-    /// When its flows in the policy last all ended, and whether its completion was observed.
-    last_wave_end: Option<Nanos>,
+    /// Whether a flow of it was served in the policy, when its last flow that delivered ended,
+    /// and whether its completion was observed.
+    scheduled: bool,
+    last_end: Option<Nanos>,
     observed: bool,
     /// Flows created by gets but held until the coflow is ready. Usually only before the first
     /// release, but a seal or a recovered put may raise the gets expected after it.
@@ -162,7 +164,8 @@ impl CoflowRec {
             gets_seen: 0,
             failed_gets: BTreeMap::new(),
             first_get: None,
-            last_wave_end: None,
+            scheduled: false,
+            last_end: None,
             observed: false,
             held: Vec::new(),
             filed: None,
@@ -1224,6 +1227,13 @@ impl Core {
         }
         c.flows.remove(id, f.dst, f.size);
         c.held.retain(|&h| h != id);
+        c.scheduled |= matches!(&c.state, CoflowState::Scheduled(Some(p)) if p.flows.contains(&id));
+        if failure.is_none() {
+            c.last_end = Some(now);
+            if c.flows.is_empty() && c.all_gets_in() {
+                output::observe_completion(&mut self.observations, c);
+            }
+        }
         if c.flows.is_empty() {
             self.owners.bypass(&c.reg.owner, f.coflow, None);
         }
@@ -1231,10 +1241,6 @@ impl Core {
         let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
         if p.flows.remove(&id) {
             if p.flows.is_empty() {
-                c.last_wave_end = Some(now);
-                if c.all_gets_in() && c.flows.is_empty() {
-                    output::observe_completion(&mut self.observations, c);
-                }
                 self.leave_policy(now, f.coflow);
             } else if let Some(gap) = self.policy.flow_finish_gap() {
                 let due = self.last_decision.saturating_add(gap);

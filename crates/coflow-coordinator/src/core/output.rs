@@ -40,10 +40,10 @@ pub enum Observation {
     /// Rate changes waited this long, from the decision that made them to their push (the push
     /// window's batching).
     PushDelay(Nanos),
-    /// A scheduled coflow completed this long after its first get: the last wave of gets it
-    /// expects ended, or it was dropped with none running (once per coflow, at the end of its
-    /// last wave in the policy); `bin` is its Varys bin by the pieces put (short: the largest
-    /// under 5 MiB; narrow: at most 50 pieces).
+    /// A scheduled coflow completed this long after its first get, at the end of its last flow
+    /// that delivered: the last get it expects delivered, or it was dropped with none running
+    /// (once per coflow); `bin` is its Varys bin by the pieces put (short: the largest under
+    /// 5 MiB; narrow: at most 50 pieces).
     Completed {
         /// Its bin.
         bin: coflow_core::Bin,
@@ -52,12 +52,16 @@ pub enum Observation {
     },
 }
 
-/// Observes `c`'s completion time, from its first get to the end of its last wave of gets in the
-/// policy, unless observed already or it never had one: one observation per coflow, however
-/// many waves its gets came in (when the last it expects ends, or else when it is dropped with
-/// no flow running).
+/// Observes `c`'s completion time, from its first get to the end of its last flow that delivered,
+/// once: when the last get it expects has delivered, or else when it is dropped with no flow
+/// running; however many waves its gets came in. Not while a get whose flow failed is still to
+/// be asked again, nor for a coflow none of whose flows was served in the policy (bypassed, or
+/// local only).
 pub(super) fn observe_completion(observations: &mut VecDeque<Observation>, c: &mut super::CoflowRec) {
-    if let (false, Some(first), Some(last)) = (c.observed, c.first_get, c.last_wave_end) {
+    if c.observed || !c.scheduled || !c.failed_gets.is_empty() {
+        return;
+    }
+    if let (Some(first), Some(last)) = (c.first_get, c.last_end) {
         c.observed = true;
         let bin = coflow_core::Bin::of(coflow_core::Bytes(c.puts.longest()), c.puts.len());
         observations.push_back(Observation::Completed { bin, cct: last.saturating_sub(first) });

@@ -1,7 +1,7 @@
 //! Status pages: within their budget, and for a member its own coflows among every other's; and
 //! the completion times the core observes for the metrics.
 
-use coflow_coordinator::{CoordinatorConfig, Observation};
+use coflow_coordinator::{CoordinatorConfig, FlowOutcome, Observation};
 use coflow_core::{CoflowId, FlowId, Nanos};
 use coflow_proto::CoflowOptions;
 
@@ -110,11 +110,36 @@ fn a_coflow_s_completion_is_observed_once_at_the_end_of_its_last_wave() {
     h.advance(1000);
     h.core.handle_unregister(h.now, "", c).unwrap();
     assert_eq!(completed(&mut h), [Nanos::from_millis(250)]);
-    // Unregistered with a flow running: no completion.
+    // Unregistered with a flow of its second wave running: no completion.
     let c = h.register(0, CoflowOptions::default());
     h.put(c, "p", 0, 1000).unwrap();
-    h.get(c, "p", 2).unwrap();
+    let first = h.get(c, "p", 2).unwrap().flow;
+    h.advance(10);
+    h.finish(first);
+    h.get(c, "p", 3).unwrap();
     h.advance(10);
     h.core.handle_unregister(h.now, "", c).unwrap();
     assert_eq!(completed(&mut h), []);
+    // Its one flow failed, then the get asked again delivered: observed then, not at the failure.
+    let c = h.register(1, CoflowOptions::default());
+    h.put(c, "p", 0, 1000).unwrap();
+    let failed = h.get(c, "p", 2).unwrap().flow;
+    h.advance(100);
+    h.end(failed, FlowOutcome::Failed("client-departed".into())).unwrap();
+    assert_eq!(completed(&mut h), [], "a failed flow completes nothing");
+    let again = h.get(c, "p", 2).unwrap().flow;
+    h.advance(200);
+    h.finish(again);
+    assert_eq!(completed(&mut h), [Nanos::from_millis(300)]);
+    // A local flow that outlives the scheduled one ends the coflow.
+    let c = h.register(2, CoflowOptions::default());
+    h.put(c, "p", 0, 1000).unwrap();
+    let remote = h.get(c, "p", 2).unwrap().flow;
+    let local = h.get(c, "p", 0).unwrap().flow;
+    h.advance(100);
+    h.finish(remote);
+    assert_eq!(completed(&mut h), []);
+    h.advance(50);
+    h.finish(local);
+    assert_eq!(completed(&mut h), [Nanos::from_millis(150)]);
 }
