@@ -67,10 +67,10 @@ pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 /// in-flight calls finish within [`SHUTDOWN_DRAIN`]. `stop` is raised on the way out in every
 /// case, also when the server fails on its own, so that the caller's other tasks (which watch
 /// it) end too. Connections come through one acceptor (`incoming`): with `tls`, each must
-/// complete a mutual TLS handshake (see [`crate::TlsContext::grpc_server_config`]) and its member
-/// (its certificate's role) holds at most 1,024; in token mode, each must send the whole HTTP/2
-/// client preface and its peer address group holds at most 2,048 (see
-/// `conns::MAX_CONNECTIONS_PER_ADDRESS`); both within [`HANDSHAKE_TIMEOUT`].
+/// complete a mutual TLS handshake (see [`crate::TlsContext::grpc_server_config`]) and send the
+/// whole HTTP/2 client preface inside it, and its member (its certificate's role) holds at most
+/// 1,024; in token mode, each must send the preface and its peer address group holds at most
+/// 2,048 (see `conns::MAX_CONNECTIONS_PER_ADDRESS`); both within [`HANDSHAKE_TIMEOUT`].
 ///
 /// Ok only when stopped (by `shutdown` or `stop`): if the acceptor ends on its own (it panicked,
 /// or the listener failed for good), nothing would take a connection any more, so the server

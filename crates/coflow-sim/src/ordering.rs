@@ -125,7 +125,7 @@ pub fn reshape(wan: &Wan, skew: Skew, load: f64) -> Result<Wan, WanError> {
 }
 
 /// What the probe counted over one `siphon-mc` run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct OrderCounts {
     /// Decisions made.
     pub decisions: u64,

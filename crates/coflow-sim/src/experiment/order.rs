@@ -63,7 +63,7 @@ pub struct OrderRow {
     pub coflows: usize,
     /// What the probe counted in the `siphon-mc` runs, summed over the seeds.
     #[serde(flatten)]
-    pub counts: Counts,
+    pub counts: OrderCounts,
 }
 
 /// The grid's rows with what they were run with.
@@ -82,33 +82,6 @@ pub struct OrderReport {
     pub mc_mean_cost: bool,
     /// One row per skew and load, skews outermost.
     pub rows: Vec<OrderRow>,
-}
-
-/// [`OrderCounts`] as the report writes it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Counts {
-    /// Decisions made.
-    pub decisions: u64,
-    /// Decisions with at least two coflows holding wide-area bytes.
-    pub contested: u64,
-    /// Decisions whose allocation differs from `mrtf`'s on the same state.
-    pub differing: u64,
-    /// Searches run.
-    pub searches: u64,
-    /// Searches whose winner was not MRTF on median bandwidth.
-    pub moved: u64,
-}
-
-impl From<OrderCounts> for Counts {
-    fn from(c: OrderCounts) -> Counts {
-        Counts {
-            decisions: c.decisions,
-            contested: c.contested,
-            differing: c.differing,
-            searches: c.searches,
-            moved: c.moved,
-        }
-    }
 }
 
 impl OrderRow {
@@ -202,7 +175,7 @@ impl OrderSpec {
             mrtf_completed,
             siphon_completed,
             coflows,
-            counts: counts.into(),
+            counts,
         })
     }
 }
