@@ -566,19 +566,25 @@ impl Store {
     /// coordinator granted may come before its answer to the put is read), waits for them to
     /// settle, for at most `wait`.
     pub(crate) async fn settled(&self, coflow: CoflowId, data_id: &DataId, wait: std::time::Duration) -> Option<Piece> {
+        // The piece, or none: Some when settled, None while puts of the name pend.
+        let look = || {
+            let s = self.inner.lock().expect("store lock");
+            match s.coflows.get(&coflow).and_then(|m| m.get(data_id)) {
+                Some(h) => Some(Some(h.piece.clone())),
+                None => (!s.pending.contains_key(&(coflow, data_id.clone()))).then_some(None),
+            }
+        };
+        // A fetch of a piece accepted already (nearly every one) takes no place among the waiters.
+        if let Some(settled) = look() {
+            return settled;
+        }
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let told = self.settle.notified();
             tokio::pin!(told);
             told.as_mut().enable();
-            {
-                let s = self.inner.lock().expect("store lock");
-                if let Some(h) = s.coflows.get(&coflow).and_then(|m| m.get(data_id)) {
-                    return Some(h.piece.clone());
-                }
-                if !s.pending.contains_key(&(coflow, data_id.clone())) {
-                    return None;
-                }
+            if let Some(settled) = look() {
+                return settled;
             }
             if tokio::time::timeout_at(deadline, told).await.is_err() {
                 return self.get(coflow, data_id);

@@ -62,6 +62,11 @@ pub(crate) fn not_over(outputs: &[(&str, Option<&Path>)], inputs: &[(&str, Optio
     Ok(())
 }
 
+/// A topology's samples files as inputs of [`not_over`], each named as the topology names it.
+pub(crate) fn samples_files(files: &[PathBuf]) -> Vec<(&'static str, Option<&Path>)> {
+    files.iter().map(|p| ("the topology's samples_file", Some(p.as_path()))).collect()
+}
+
 /// Fails now if `path` could not be written later (creating it to find out, and removing it
 /// again if it did not exist; for a file that exists, also the new file that replaces it, written
 /// beside it). Standard output and error are open already, and a FIFO is not opened: its reader

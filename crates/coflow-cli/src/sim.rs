@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -60,9 +60,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
     };
     let plan = config.plan(Spelling::Flag)?;
     // The topology's samples files are known once it is read.
-    let read: Vec<(&str, Option<&Path>)> =
-        plan.read.iter().map(|p| ("the topology's samples_file", Some(p.as_path()))).collect();
-    output::not_over(&named, &read)?;
+    output::not_over(&named, &output::samples_files(&plan.read))?;
     for note in &plan.notes {
         output::remark!("{note}");
     }

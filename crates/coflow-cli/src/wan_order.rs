@@ -81,10 +81,8 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
         mc: MonteCarlo { one_draw: a.mc_one_draw, select, ..MonteCarlo::default() },
     };
     let w = coflow_trace::read_trace(&a.trace).with_context(|| format!("reading trace {}", a.trace.display()))?;
-    let samples = spec.check(&w, Spelling::Flag)?;
-    let read: Vec<(&str, Option<&Path>)> =
-        samples.iter().map(|p| ("the topology's samples_file", Some(p.as_path()))).collect();
-    crate::output::not_over(&[("--json", a.json.as_deref())], &read)?;
+    let checked = spec.check(&w, Spelling::Flag)?;
+    crate::output::not_over(&[("--json", a.json.as_deref())], &crate::output::samples_files(&checked.samples_files))?;
     let outs = &[a.json.as_deref()];
     crate::output::say!(
         outs,
@@ -100,7 +98,7 @@ pub(crate) fn run(a: OrderArgs) -> Result<()> {
         "searches",
         "moved"
     );
-    let report = spec.run(&w, Spelling::Flag, &mut |r| print_row(r, outs))?;
+    let report = checked.run(&mut |r| print_row(r, outs))?;
     if let Some(path) = &a.json {
         crate::output::json(path, &Json { trace: &a.trace, report: &report })?;
     }

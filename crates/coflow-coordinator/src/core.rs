@@ -1227,7 +1227,11 @@ impl Core {
         }
         c.flows.remove(id, f.dst, f.size);
         c.held.retain(|&h| h != id);
-        c.scheduled |= matches!(&c.state, CoflowState::Scheduled(Some(p)) if p.flows.contains(&id));
+        let in_policy = match &mut c.state {
+            CoflowState::Scheduled(Some(p)) => p.flows.remove(&id),
+            _ => false,
+        };
+        c.scheduled |= in_policy;
         if failure.is_none() {
             c.last_end = Some(now);
             if c.flows.is_empty() && c.all_gets_in() {
@@ -1238,17 +1242,18 @@ impl Core {
             self.owners.bypass(&c.reg.owner, f.coflow, None);
         }
         readiness::file(&mut self.ready, f.coflow, c);
-        let CoflowState::Scheduled(Some(p)) = &mut c.state else { return Ok(()) };
-        if p.flows.remove(&id) {
-            if p.flows.is_empty() {
-                self.leave_policy(now, f.coflow);
-            } else if let Some(gap) = self.policy.flow_finish_gap() {
-                let due = self.last_decision.saturating_add(gap);
-                if now >= due {
-                    self.mark(Why::FlowsFinished);
-                } else {
-                    self.wake = Some(self.wake.unwrap_or(Nanos::MAX).min(due));
-                }
+        let CoflowState::Scheduled(Some(p)) = &c.state else { return Ok(()) };
+        if !in_policy {
+            return Ok(());
+        }
+        if p.flows.is_empty() {
+            self.leave_policy(now, f.coflow);
+        } else if let Some(gap) = self.policy.flow_finish_gap() {
+            let due = self.last_decision.saturating_add(gap);
+            if now >= due {
+                self.mark(Why::FlowsFinished);
+            } else {
+                self.wake = Some(self.wake.unwrap_or(Nanos::MAX).min(due));
             }
         }
         Ok(())
