@@ -129,8 +129,10 @@ pub(crate) struct Get {
 /// transfers keep going while the coordinator is away, and a get issued meanwhile starts once it
 /// is back instead of failing at once; a coordinator that has just started answers "not yet"
 /// (`UNAVAILABLE` without an error kind) for what agents may still be re-announcing, which is
-/// waited for the same way. Every other answer (a typed error such as `no-such-data`) is returned
-/// as it is.
+/// waited for the same way. A fresh get refused `limit-exceeded` (its coflows' owner has
+/// `max_gets_per_owner_per_source` flows from that source already) is asked again the same way
+/// for at most the data idle timeout, as a source that says busy is, so that it starts as a place
+/// is given back. Every other answer (a typed error such as `no-such-data`) is returned as it is.
 pub(crate) async fn announce_get(
     shared: &Shared,
     coflow: CoflowId,
@@ -139,6 +141,7 @@ pub(crate) async fn announce_get(
     resume: Option<(FlowId, u64, u64)>,
 ) -> Result<(u64, pb::AnnounceGetResponse), AgentError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(shared.config.coordinator_grace_ms);
+    let full_until = tokio::time::Instant::now() + shared.idle();
     let mut backoff = Duration::from_millis(20);
     loop {
         let session = shared.session();
@@ -175,6 +178,14 @@ pub(crate) async fn announce_get(
             Err(e)
                 if (coordinator_away(&e) || shared.session() != session)
                     && tokio::time::Instant::now() + backoff < deadline =>
+            {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+            Err(AgentError::Coordinator(s))
+                if resume.is_none()
+                    && ErrorKind::of(&s) == Some(ErrorKind::LimitExceeded)
+                    && tokio::time::Instant::now() + backoff < full_until =>
             {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));

@@ -89,6 +89,14 @@ pub struct CoordinatorConfig {
     /// one re-announced after a restart) beyond it fails `limit-exceeded`. Pieces of token mode
     /// have no owner. Default 10,000,000.
     pub max_pieces_per_owner: usize,
+    /// The most flows of one identity's coflows that one machine serves at once over data
+    /// connections (as a source, or as a relay on a wide area): a flow held at rate 0 keeps its
+    /// receiver's connection to its source, so without it one member's gets, held through several
+    /// agents, could take all of a source's `max_data_connections` from the others. A get beyond
+    /// it fails `limit-exceeded` at once, naming the source; keep it at most half the agents'
+    /// `max_data_connections`. Flows of token mode have no owner. Default 512 (half the agents'
+    /// default 1,024).
+    pub max_gets_per_owner_per_source: usize,
     /// The cluster CA's certificate: with `tls_cert` and `tls_key`, the coordinator serves mutual
     /// TLS only (and needs no token). None by default (token mode).
     pub tls_ca: Option<PathBuf>,
@@ -132,6 +140,7 @@ impl Default for CoordinatorConfig {
             max_coflows_per_owner: 50_000,
             max_pieces_per_coflow: 1_000_000,
             max_pieces_per_owner: 10_000_000,
+            max_gets_per_owner_per_source: 512,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
@@ -267,6 +276,9 @@ impl CoordinatorConfig {
         }
         if self.max_pieces_per_owner == 0 {
             return Err(ConfigError { field: "max_pieces_per_owner", reason: "must be at least 1".into() });
+        }
+        if self.max_gets_per_owner_per_source == 0 {
+            return Err(ConfigError { field: "max_gets_per_owner_per_source", reason: "must be at least 1".into() });
         }
         if self.push_window_ms > 10_000 {
             return Err(ConfigError { field: "push_window_ms", reason: "must be at most 10000".into() });

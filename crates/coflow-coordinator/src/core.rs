@@ -1070,6 +1070,13 @@ impl Core {
         if plan.len() > 1 {
             tracing::debug!(coflow = %get.coflow, data_id = %get.data_id, ?plan, "split over detours");
         }
+        let owner = self.coflows[&get.coflow].reg.owner.clone();
+        if get.resume.is_none() {
+            // A resume's parts take the place of the flow they resume: never refused for room.
+            let by: Vec<_> = plan.iter().flat_map(|&(_, _, via)| owners::served_by(src, get.machine, via)).collect();
+            let max = self.cfg.max_gets_per_owner_per_source;
+            self.owners.room_for_flows(&owner, &by, max).map_err(CoordError::LimitExceeded)?;
+        }
         let mut parts = Vec::with_capacity(plan.len());
         for &(offset, length, via) in &plan {
             let flow = FlowId(self.next_flow);
@@ -1120,6 +1127,7 @@ impl Core {
                     first_unread: None,
                 },
             );
+            self.owners.serve(&owner, flow, owners::served_by(src, get.machine, via));
             if let Routing::Pending(since) = routing {
                 self.routing_due.insert((since, flow));
             }
@@ -1190,6 +1198,7 @@ impl Core {
     /// Ends a flow: with every byte (`failure` none), or failed for a reason (an error kind).
     fn finish_flow(&mut self, now: Nanos, id: FlowId, failure: Option<&str>) -> Result<(), CoordError> {
         let f = self.flows.remove(&id).ok_or(CoordError::UnknownFlow(id))?;
+        self.owners.served(id);
         if let Routing::Pending(since) = f.routing {
             self.routing_due.remove(&(since, id));
         }

@@ -66,6 +66,7 @@ const COORDINATOR_KEYS: &[&str] = &[
     "max_coflows_per_owner",
     "max_pieces_per_coflow",
     "max_pieces_per_owner",
+    "max_gets_per_owner_per_source",
     "status_page",
     "status_hosts",
     "tls_ca",
@@ -202,6 +203,7 @@ fn coordinator_number(c: &CoordinatorConfig, key: &str) -> Option<u64> {
         "max_coflows_per_owner" => c.max_coflows_per_owner as u64,
         "max_pieces_per_coflow" => c.max_pieces_per_coflow as u64,
         "max_pieces_per_owner" => c.max_pieces_per_owner as u64,
+        "max_gets_per_owner_per_source" => c.max_gets_per_owner_per_source as u64,
         _ => return None,
     })
 }

@@ -4,12 +4,14 @@
 //! bypassing the policy have in flight, bounded by the bypass threshold, so that one member cannot
 //! split a transfer into small coflows to go unscheduled; and the coflows one member may see
 //! found among its own, so that its status page costs what it shows, not every coflow of the
-//! coordinator.
+//! coordinator; and the flows of its coflows each machine serves over data connections, bounded
+//! per owner and machine, so that one member's gets held at rate 0 cannot take every data
+//! connection of a source from the others.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
-use coflow_core::CoflowId;
+use coflow_core::{CoflowId, FlowId, MachineId};
 
 use super::Core;
 
@@ -22,6 +24,11 @@ pub(super) struct Owners {
     /// those flows end, even once judged large), each with its bottleneck in bytes, and their
     /// sum; no entry for none.
     bypassing: HashMap<String, Bypassing>,
+    /// Per owner and serving machine, how many of its flows that machine serves over a data
+    /// connection; no entry for none, and none for flows without an owner.
+    serving: HashMap<(String, MachineId), usize>,
+    /// Each counted flow's owner and the machines serving it.
+    served: HashMap<FlowId, (String, Vec<MachineId>)>,
 }
 
 #[derive(Debug, Default)]
@@ -125,6 +132,51 @@ impl Owners {
         }
     }
 
+    /// Whether `owner`'s coflows may have one more flow served by each of `by` (a machine named
+    /// twice serves two) within `max` a machine; if not, why, naming the first machine full. No
+    /// owner (token mode) is not bounded.
+    pub(super) fn room_for_flows(&self, owner: &str, by: &[MachineId], max: usize) -> Result<(), String> {
+        if owner.is_empty() {
+            return Ok(());
+        }
+        for &m in by {
+            let serving = self.serving.get(&(owner.to_string(), m)).copied().unwrap_or(0);
+            let more = by.iter().filter(|&&o| o == m).count();
+            if serving + more > max {
+                let flows = coflow_core::counted(serving, "flow", "flows");
+                return Err(format!("{owner} has {flows} served by machine {m} (max_gets_per_owner_per_source)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Flow `id` of `owner`'s coflow is served by the machines `by` (its source, its relay), each
+    /// over a data connection.
+    pub(super) fn serve(&mut self, owner: &str, id: FlowId, by: Vec<MachineId>) {
+        if owner.is_empty() || by.is_empty() {
+            return;
+        }
+        for &m in &by {
+            *self.serving.entry((owner.to_string(), m)).or_default() += 1;
+        }
+        let fresh = self.served.insert(id, (owner.to_string(), by)).is_none();
+        debug_assert!(fresh, "flow {id} served twice");
+    }
+
+    /// Flow `id` ended: its machines serve it no longer.
+    pub(super) fn served(&mut self, id: FlowId) {
+        let Some((mut owner, by)) = self.served.remove(&id) else { return };
+        for m in by {
+            let key = (owner, m);
+            let count = self.serving.get_mut(&key).expect("counted when served");
+            *count -= 1;
+            if *count == 0 {
+                self.serving.remove(&key);
+            }
+            owner = key.0;
+        }
+    }
+
     /// The coflows `owner` holds with an id above `after`, by id.
     pub(super) fn coflows_after(&self, owner: &str, after: CoflowId) -> impl Iterator<Item = CoflowId> + '_ {
         let held = self.held.get(owner).map(|h| h.coflows.range((Bound::Excluded(after), Bound::Unbounded)));
@@ -160,6 +212,30 @@ impl Owners {
         Ok(())
     }
 
+    /// Compares the flows kept as served with `flows` (each unfinished flow's id, its coflow's
+    /// owner and the machines serving it), and the counts per owner and machine with theirs; the
+    /// first difference, if any. For tests.
+    pub(super) fn check_serving<'a>(
+        &self,
+        flows: impl Iterator<Item = (FlowId, &'a str, Vec<MachineId>)>,
+    ) -> Result<(), String> {
+        let mut served = HashMap::new();
+        let mut serving: HashMap<(String, MachineId), usize> = HashMap::new();
+        for (id, owner, by) in flows.filter(|(_, owner, by)| !owner.is_empty() && !by.is_empty()) {
+            for &m in &by {
+                *serving.entry((owner.to_string(), m)).or_default() += 1;
+            }
+            served.insert(id, (owner.to_string(), by));
+        }
+        if served != self.served || serving != self.serving {
+            return Err(format!(
+                "flows served {served:?}, {serving:?} counted; kept as {:?}, {:?}",
+                self.served, self.serving
+            ));
+        }
+        Ok(())
+    }
+
     /// Compares the coflows kept as bypassing with `coflows` (each live coflow's id, owner,
     /// whether it bypasses, whether it has flows and whether it has one released): each one
     /// bypassing with a flow released is kept, under its owner, and each kept is a live coflow
@@ -190,6 +266,14 @@ impl Owners {
             None => Ok(()),
         }
     }
+}
+
+/// The machines that serve a flow from `src` to `dst` (through relay `via`) over data
+/// connections: its source, unless it is its own fetcher, and its relay. None for a local flow.
+pub(super) fn served_by(src: MachineId, dst: MachineId, via: Option<MachineId>) -> Vec<MachineId> {
+    let fetcher = via.unwrap_or(dst);
+    let relay = via.filter(|&r| r != dst);
+    (src != fetcher).then_some(src).into_iter().chain(relay).collect()
 }
 
 /// Whether `owner`, holding `held` things (`names`: one, and more than one) `how`, may hold one
@@ -243,5 +327,29 @@ mod tests {
         assert_eq!(seen("a", 8), [10, 12]);
         assert_eq!(seen("", 0), [1, 2, 3, 4, 10], "without an identity, those without an owner, once");
         assert_eq!(seen("c", 3), [4, 10]);
+    }
+
+    /// A flow is served by its source over a data connection unless the source fetches it
+    /// itself, and by its relay; a get split over parts asks room for each, so a machine serving
+    /// two of them needs two places; ending a flow gives its places back.
+    #[test]
+    fn flows_are_counted_per_owner_and_serving_machine() {
+        let m = MachineId;
+        assert_eq!(served_by(m(0), m(1), None), [m(0)]);
+        assert_eq!(served_by(m(0), m(0), None), [], "a local flow");
+        assert_eq!(served_by(m(0), m(2), Some(m(1))), [m(0), m(1)], "relayed: the source serves the relay");
+        let mut o = Owners::default();
+        o.serve("a", FlowId(1), served_by(m(0), m(2), Some(m(1))));
+        o.serve("", FlowId(2), vec![m(0)]);
+        o.serve("a", FlowId(3), Vec::new());
+        assert_eq!(o.room_for_flows("a", &[m(0)], 2), Ok(()));
+        let want = "a has 1 flow served by machine 0 (max_gets_per_owner_per_source)";
+        assert_eq!(o.room_for_flows("a", &[m(1), m(0), m(0)], 2), Err(want.into()), "two parts from one source");
+        assert_eq!(o.room_for_flows("b", &[m(0), m(0)], 2), Ok(()), "another owner");
+        assert_eq!(o.room_for_flows("", &[m(0); 9], 2), Ok(()), "no owner, no bound");
+        o.served(FlowId(1));
+        o.served(FlowId(2));
+        o.served(FlowId(3));
+        assert!(o.serving.is_empty() && o.served.is_empty(), "{:?} {:?}", o.serving, o.served);
     }
 }

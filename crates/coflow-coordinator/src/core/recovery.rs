@@ -318,6 +318,8 @@ impl Core {
                 routing: Routing::Direct,
             },
         );
+        let by = super::owners::served_by(r.src, r.dst, None);
+        self.owners.serve(&self.coflows[&r.coflow].reg.owner, r.flow, by);
         // It was released by the previous coordinator: it waits for nothing.
         self.release(now, r.coflow);
         Ok(grant)

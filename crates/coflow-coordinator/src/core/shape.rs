@@ -12,8 +12,8 @@ use super::Core;
 impl Core {
     /// Counts every coflow's pieces and unfinished flows per machine afresh and compares them
     /// with the counts kept as they came and went, checks every coflow's readiness deadline
-    /// against where it is filed, and what each owner holds and has bypassing the policy; the
-    /// first that differs, if any.
+    /// against where it is filed, and what each owner holds, has bypassing the policy and has
+    /// served by each machine; the first that differs, if any.
     /// For tests.
     #[doc(hidden)]
     pub fn recount(&self) -> Result<(), String> {
@@ -21,6 +21,10 @@ impl Core {
         self.owners.check(self.coflows.iter().map(|(&id, c)| (id, c.reg.owner.as_str(), c.puts.len())))?;
         self.owners.check_bypassing(self.coflows.iter().map(|(&id, c)| {
             (id, c.reg.owner.as_str(), c.bypassed(), !c.flows.ids.is_empty(), c.flows.ids.len() > c.held.len())
+        }))?;
+        self.owners.check_serving(self.flows.iter().map(|(&id, f)| {
+            let owner = self.coflows.get(&f.coflow).map_or("", |c| c.reg.owner.as_str());
+            (id, owner, super::owners::served_by(f.src, f.dst, f.via))
         }))?;
         for (&id, c) in &self.coflows {
             let mut at = BTreeMap::new();

@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use coflow_agent::Phantom;
-use coflow_client::{ClientError, CoflowOptions};
+use coflow_client::{Client, ClientConfig, ClientError, CoflowOptions};
 use coflow_proto::TlsContext;
+use coflow_proto::certs::Subject;
 use coflow_testkit::{Cluster, ClusterConfig, files};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -475,6 +476,73 @@ async fn gets_held_through_one_agent_do_not_cut_others_off_from_a_source() -> an
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(held.try_join_next().is_none(), "the 4 gets within agent 1's share are still held");
     held.shutdown().await;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// One identity cannot cut the others off from a source by holding gets through several agents:
+/// its gets held at rate zero (a coflow waiting for all its gets, for a day) through two agents,
+/// whose shares together are all of the source's connections, hold at most
+/// `max_gets_per_owner_per_source` of them; past it each is asked again for a data idle timeout
+/// and refused `limit-exceeded` naming the bound. Another identity's get from that source through
+/// a third agent is served exactly, and once the held coflow is unregistered the first identity's
+/// gets are served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_s_held_gets_through_several_agents_do_not_fill_a_source() -> anyhow::Result<()> {
+    subscribe();
+    let mut cfg = ClusterConfig::new(4, RATE, "varys").with_tls();
+    cfg.agent.max_data_connections = 8;
+    cfg.agent.data_idle_timeout_ms = 1_000;
+    cfg.coordinator.max_gets_per_owner_per_source = 4;
+    let cluster = Cluster::start(cfg).await?;
+    let own = cluster.tls_dir().unwrap().to_path_buf();
+    coflow_proto::certs::issue(&own, &Subject::Client { name: "mallory".into() }, true)?;
+    let mallory = async |m: usize| {
+        let cfg = ClientConfig::tls(cluster.coordinator_url(), cluster.agent_url(m), files(&own, "client-mallory"));
+        Client::connect(cfg).await
+    };
+    let day = CoflowOptions {
+        readiness: coflow_client::Readiness::AllGets { timeout: coflow_client::Nanos::from_secs(86_400) },
+        ..CoflowOptions::default()
+    };
+    let at_source = mallory(0).await?;
+    let held_coflow = at_source.register(1_000, day).await?;
+    at_source.put(held_coflow, "h", content(83, 100)).await?;
+    let mut held = tokio::task::JoinSet::new();
+    for m in [1, 2] {
+        let c = mallory(m).await?;
+        for _ in 0..6 {
+            let c = c.clone();
+            held.spawn(async move { c.get(held_coflow, "h").await });
+        }
+    }
+    let mut refused = 0;
+    while refused < 12 - 4 {
+        let Ok(Some(r)) = tokio::time::timeout(Duration::from_secs(10), held.join_next()).await else {
+            panic!("{refused} of the 8 held gets past mallory's 4 were refused within 10 s");
+        };
+        let e = r?.unwrap_err();
+        assert!(
+            matches!(&e, ClientError::LimitExceeded(m) if m.contains("max_gets_per_owner_per_source")),
+            "a held get ended {e:?}"
+        );
+        refused += 1;
+    }
+    let owner = cluster.client(0).await?;
+    let coflow = owner.register(1, CoflowOptions::default()).await?;
+    let piece = content(84, PIECE as usize);
+    owner.put(coflow, "p", piece.clone()).await?;
+    let got = tokio::time::timeout(Duration::from_secs(10), cluster.client(3).await?.get(coflow, "p")).await??;
+    assert!(got == piece, "another identity's get through a third agent is exact");
+    assert!(held.try_join_next().is_none(), "mallory's 4 gets within the bound are still held");
+    at_source.unregister(held_coflow).await?;
+    while let Some(r) = tokio::time::timeout(Duration::from_secs(10), held.join_next()).await? {
+        assert!(matches!(r?, Err(ClientError::UnknownCoflow(_))), "held gets end with their coflow");
+    }
+    let again = at_source.register(1, CoflowOptions::default()).await?;
+    at_source.put(again, "q", piece.clone()).await?;
+    let got = tokio::time::timeout(Duration::from_secs(10), mallory(1).await?.get(again, "q")).await??;
+    assert!(got == piece, "the places are given back");
     cluster.shutdown().await;
     Ok(())
 }
