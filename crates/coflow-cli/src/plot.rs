@@ -1,6 +1,6 @@
 //! `coflow sim --plot FILE`: the CCT distribution of every policy on a log axis (as Varys Figure 8)
-//! beside each policy's improvement of average CCT over the baseline per bin (as Varys Figure 9),
-//! as SVG or PNG.
+//! beside each policy's improvement of average CCT over the baseline per bin (as Varys Figure 9;
+//! on a wide area per size bin, as the table shows them), as SVG or PNG.
 //!
 //! Text is laid out (and, in PNG, drawn) with Noto Sans from the `ttf-noto-sans` crate through
 //! plotters' `ab_glyph` backend, so a plot needs no system font and looks the same everywhere.
@@ -282,15 +282,22 @@ fn bars<DB: DrawingBackend>(
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let baseline = fig.baseline.unwrap_or("-");
     let others: Vec<usize> = (0..fig.runs.len()).filter(|&i| fig.runs[i].0.policy != baseline).collect();
-    // Groups: the four bins, then all coflows.
+    // Groups: the four bins (Varys's, or on a wide area Siphon's size bins), then all coflows.
+    let wide = fig.runs[0].1.wide_area.is_some();
+    let bins = |s: &Summary| -> Vec<(&'static str, usize, Option<f64>)> {
+        match &s.wide_area {
+            Some(w) => w.bins.iter().map(|b| (b.bin, b.coflows, b.factor_vs_baseline)).collect(),
+            None => s.bins.iter().map(|b| (b.bin, b.coflows, b.factor_vs_baseline)).collect(),
+        }
+    };
     let groups: Vec<String> = {
         let s = fig.runs[0].1;
-        let mut g: Vec<String> = s.bins.iter().map(|b| format!("{} ({})", b.bin, b.coflows)).collect();
+        let mut g: Vec<String> = bins(s).iter().map(|(bin, coflows, _)| format!("{bin} ({coflows})")).collect();
         g.push(format!("all ({})", s.coflows));
         g
     };
-    let factor = |s: &Summary, g: usize| match s.bins.get(g) {
-        Some(b) => b.factor_vs_baseline,
+    let factor = |s: &Summary, g: usize| match bins(s).get(g) {
+        Some(&(_, _, f)) => f,
         None => s.factor_vs_baseline,
     };
     let values = others.iter().flat_map(|&i| (0..groups.len()).filter_map(move |g| factor(fig.runs[i].1, g)));
@@ -310,7 +317,7 @@ fn bars<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_desc("Varys bin (coflows): short/long, narrow/wide")
+        .x_desc(if wide { "size bin (coflows): total bytes" } else { "Varys bin (coflows): short/long, narrow/wide" })
         .y_desc(format!("factor of improvement over {baseline}"))
         .x_labels(groups.len())
         .x_label_formatter(&|x| {

@@ -210,6 +210,19 @@ fn sim_plots_cct_distributions_and_bin_improvements_as_svg_and_png() {
     assert!(count([255, 255, 255]) > rgb.len() / 3 / 2, "not mostly white");
 }
 
+/// On a wide area the bars are per size bin, the bins the table and the JSON's `wide_area` give.
+#[test]
+fn a_wide_area_plot_shows_the_size_bins_of_its_table() {
+    let svg = tmp("wan-plot.svg");
+    let out = coflow().args(["sim", "--wan", "default", "--coflows", "30", "--plot"]).arg(&svg).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for needle in ["size bin (coflows)", "&lt;10MiB (", "&gt;=1GiB (", "all (30)"] {
+        assert!(text.contains(needle), "the SVG lacks {needle:?}");
+    }
+    assert!(!text.contains("SN (") && !text.contains("Varys bin"), "Varys's bins on a wide area");
+}
+
 #[test]
 fn a_plot_must_be_svg_or_png_and_is_refused_before_simulating() {
     let out = coflow().args(["sim", "--plot"]).arg(tmp("plot.pdf")).output().unwrap();
