@@ -93,8 +93,10 @@ pub struct CoordinatorConfig {
     /// connections (as a source, or as a relay on a wide area): a flow held at rate 0 keeps its
     /// receiver's connection to its source, so without it one member's gets, held through several
     /// agents, could take all of a source's `max_data_connections` from the others. A get beyond
-    /// it fails `limit-exceeded` at once, naming the source; keep it at most half the agents'
-    /// `max_data_connections`. Flows of token mode have no owner. Default 512 (half the agents'
+    /// it is refused `limit-exceeded` naming the source (its agent asks again within the data
+    /// idle timeout), and a get is split over detours only within it. Keep it at most half the
+    /// agents' `max_data_connections`, raising both together for a single tenant with many gets
+    /// waiting at one source. Flows of token mode have no owner. Default 512 (half the agents'
     /// default 1,024).
     pub max_gets_per_owner_per_source: usize,
     /// The cluster CA's certificate: with `tls_cert` and `tls_key`, the coordinator serves mutual

@@ -1062,7 +1062,7 @@ impl Core {
         let Span { start, end, previous, new_get } = self.span(now, &get, size)?;
         // A fresh get goes direct, or waits to be water-filled with its coflow's other gets of the
         // moment; a resumed one follows its plan, or is planned alone (it lost its path).
-        let (plan, routing) = match get.resume {
+        let (mut plan, routing) = match get.resume {
             None if self.may_split(src, get.machine, size) => (vec![(0, size, None)], Routing::Pending(now)),
             None => (vec![(0, size, None)], Routing::Direct),
             Some((old, _)) => (self.plan_resume(now, old, src, get.machine, start, end), Routing::Direct),
@@ -1071,11 +1071,15 @@ impl Core {
             tracing::debug!(coflow = %get.coflow, data_id = %get.data_id, ?plan, "split over detours");
         }
         let owner = self.coflows[&get.coflow].reg.owner.clone();
-        if get.resume.is_none() {
-            // A resume's parts take the place of the flow they resume: never refused for room.
-            let by: Vec<_> = plan.iter().flat_map(|&(_, _, via)| owners::served_by(src, get.machine, via)).collect();
-            let max = self.cfg.max_gets_per_owner_per_source;
-            self.owners.room_for_flows(&owner, &by, max).map_err(CoordError::LimitExceeded)?;
+        let by: Vec<_> = plan.iter().flat_map(|&(_, _, via)| owners::served_by(src, get.machine, via)).collect();
+        let old = get.resume.and_then(|(old, _)| self.flows.get(&old));
+        let freed = old.map_or_else(Vec::new, |f| owners::served_by(f.src, f.dst, f.via));
+        match self.owners.room_for_flows(&owner, &by, &freed, self.cfg.max_gets_per_owner_per_source) {
+            Ok(()) => {}
+            Err(why) if get.resume.is_none() => return Err(CoordError::LimitExceeded(why)),
+            // A resume takes the place of the flow it resumes: past the bound its rest goes
+            // direct, which takes no more places than the flow held.
+            Err(_) => plan = vec![(start, end - start, None)],
         }
         let mut parts = Vec::with_capacity(plan.len());
         for &(offset, length, via) in &plan {

@@ -133,16 +133,24 @@ impl Owners {
     }
 
     /// Whether `owner`'s coflows may have one more flow served by each of `by` (a machine named
-    /// twice serves two) within `max` a machine; if not, why, naming the first machine full. No
-    /// owner (token mode) is not bounded.
-    pub(super) fn room_for_flows(&self, owner: &str, by: &[MachineId], max: usize) -> Result<(), String> {
+    /// twice serves two), in place of one served by each of `freed` (a flow that ends as they
+    /// begin), within `max` a machine; if not, why, naming the first machine full. No owner
+    /// (token mode) is not bounded.
+    pub(super) fn room_for_flows(
+        &self,
+        owner: &str,
+        by: &[MachineId],
+        freed: &[MachineId],
+        max: usize,
+    ) -> Result<(), String> {
         if owner.is_empty() {
             return Ok(());
         }
+        let count = |of: &[MachineId], m: MachineId| of.iter().filter(|&&o| o == m).count();
         for &m in by {
             let serving = self.serving.get(&(owner.to_string(), m)).copied().unwrap_or(0);
-            let more = by.iter().filter(|&&o| o == m).count();
-            if serving + more > max {
+            let more = count(by, m);
+            if (serving + more).saturating_sub(count(freed, m)) > max {
                 let flows = coflow_core::counted(serving, "flow", "flows");
                 return Err(format!("{owner} has {flows} served by machine {m} (max_gets_per_owner_per_source)"));
             }
@@ -342,11 +350,14 @@ mod tests {
         o.serve("a", FlowId(1), served_by(m(0), m(2), Some(m(1))));
         o.serve("", FlowId(2), vec![m(0)]);
         o.serve("a", FlowId(3), Vec::new());
-        assert_eq!(o.room_for_flows("a", &[m(0)], 2), Ok(()));
+        assert_eq!(o.room_for_flows("a", &[m(0)], &[], 2), Ok(()));
         let want = "a has 1 flow served by machine 0 (max_gets_per_owner_per_source)";
-        assert_eq!(o.room_for_flows("a", &[m(1), m(0), m(0)], 2), Err(want.into()), "two parts from one source");
-        assert_eq!(o.room_for_flows("b", &[m(0), m(0)], 2), Ok(()), "another owner");
-        assert_eq!(o.room_for_flows("", &[m(0); 9], 2), Ok(()), "no owner, no bound");
+        assert_eq!(o.room_for_flows("a", &[m(1), m(0), m(0)], &[], 2), Err(want.into()), "two parts from one source");
+        assert_eq!(o.room_for_flows("a", &[m(1), m(0), m(0)], &[m(0)], 2), Ok(()), "in place of a flow from it");
+        let relay = "a has 1 flow served by machine 1 (max_gets_per_owner_per_source)";
+        assert_eq!(o.room_for_flows("a", &[m(1), m(1)], &[m(0)], 2), Err(relay.into()), "freed at another machine");
+        assert_eq!(o.room_for_flows("b", &[m(0), m(0)], &[], 2), Ok(()), "another owner");
+        assert_eq!(o.room_for_flows("", &[m(0); 9], &[], 2), Ok(()), "no owner, no bound");
         o.served(FlowId(1));
         o.served(FlowId(2));
         o.served(FlowId(3));

@@ -181,6 +181,12 @@ fn three_dcs(slow: f64) -> Harness {
 
 /// [`three_dcs`] with machine `m` in datacenter `machines[m]`.
 fn three_dcs_with(slow: f64, machines: &[&str]) -> Harness {
+    let cfg = three_dcs_config(slow);
+    Harness::with_datacenters(Core::new(cfg, by_name("mrtf")), &vec![CAP; machines.len()], machines)
+}
+
+/// The configuration of [`three_dcs`]: multi-path routing under `mrtf`.
+fn three_dcs_config(slow: f64) -> CoordinatorConfig {
     let mut links = Vec::new();
     for from in 0..3 {
         for to in 0..3 {
@@ -193,7 +199,7 @@ fn three_dcs_with(slow: f64, machines: &[&str]) -> Harness {
     let wa = WideArea { datacenters: vec!["a".into(), "b".into(), "c".into()], links };
     let cfg = CoordinatorConfig { multipath: true, ..config("mrtf", wa) };
     cfg.validate().unwrap();
-    Harness::with_datacenters(Core::new(cfg, by_name("mrtf")), &vec![CAP; machines.len()], machines)
+    cfg
 }
 
 fn resume(
@@ -515,4 +521,69 @@ fn a_previous_coordinators_flow_is_not_resumed_into_a_coflow_of_this_one() {
     };
     assert_eq!(h.core.handle_get(h.now, ask).unwrap_err(), CoordError::UnknownCoflow(c));
     assert_eq!(h.core.live_flows(), 0, "nothing granted");
+}
+
+/// A member's gets are split over detours only within its bound on the flows each machine serves
+/// it (`max_gets_per_owner_per_source`), since each part holds a data connection at the source
+/// and a relayed one another at its relay: within it a get is split as planned; past it a get
+/// that would be split through a relay serving the member its bound goes on direct, a resume whose
+/// parts would take more places at the source than its flow held is planned direct, and a fresh
+/// get is refused; the counts stay exact throughout.
+#[test]
+fn a_member_s_gets_are_split_over_detours_only_within_its_bound() {
+    let cfg = CoordinatorConfig { max_gets_per_owner_per_source: 2, ..three_dcs_config(1e6) };
+    let mut h = Harness::with_datacenters(Core::new(cfg, by_name("mrtf")), &[CAP; 3], &["a", "b", "c"]);
+    let a = "coflow://client/a";
+    let get = |h: &mut Harness, coflow, id: &str, resume| {
+        let g = GetAnnouncement {
+            coflow,
+            data_id: DataId::new(id).unwrap(),
+            machine: MachineId(1),
+            client: a.into(),
+            resume,
+            resume_end: None,
+        };
+        let grant = h.core.handle_get(h.now, g)?;
+        for f in std::iter::once(grant.flow).chain(grant.parts.iter().map(|p| p.flow)) {
+            h.receivers.insert(f, MachineId(1));
+        }
+        Ok::<_, CoordError>(grant)
+    };
+    let x = h.register_by(a).unwrap();
+    for id in ["p", "q", "r"] {
+        h.put_sized_by(a, x, id, 0, 1_100_000).unwrap();
+    }
+    // Within the bound: split, the direct part and the relayed one both served by machine 0.
+    let g = get(&mut h, x, "p", None).unwrap();
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(g.flow)]);
+    let r = get(&mut h, x, "p", Some((g.flow, 0))).unwrap();
+    assert_eq!(parts_of(&r), vec![(0, 100_000, None), (100_000, 1_000_000, Some(MachineId(2)))]);
+    h.core.recount().unwrap();
+    let e = get(&mut h, x, "q", None).unwrap_err();
+    let want = "coflow://client/a has 2 flows served by machine 0 (max_gets_per_owner_per_source)";
+    assert!(matches!(&e, CoordError::LimitExceeded(m) if m == want), "{e}");
+    for p in &r.parts {
+        h.end(p.flow, FlowOutcome::Completed).unwrap();
+    }
+    // A get planned over detours while within the bound, resumed once another get took the
+    // place its parts needed, is planned direct.
+    let q = get(&mut h, x, "q", None).unwrap();
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![Notice::Reroute(q.flow)]);
+    let r = get(&mut h, x, "r", None).unwrap();
+    let again = get(&mut h, x, "q", Some((q.flow, 0))).unwrap();
+    assert_eq!(parts_of(&again), vec![(0, 1_100_000, None)]);
+    h.core.recount().unwrap();
+    // With its relay serving the member two small flows of its own, a get that would be split
+    // goes on direct.
+    for id in ["s", "t"] {
+        h.put_sized_by(a, x, id, 2, 10).unwrap();
+        get(&mut h, x, id, None).unwrap();
+    }
+    h.advance(20);
+    assert_eq!(h.notices(1), vec![], "not split past the bound");
+    h.advance(100);
+    assert!(last_rate(&h.drain(), r.flow).is_some_and(|r| r > 0.0), "it goes on, direct");
+    h.core.recount().unwrap();
 }

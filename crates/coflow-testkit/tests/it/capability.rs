@@ -485,14 +485,14 @@ async fn gets_held_through_one_agent_do_not_cut_others_off_from_a_source() -> an
 /// whose shares together are all of the source's connections, hold at most
 /// `max_gets_per_owner_per_source` of them; past it each is asked again for a data idle timeout
 /// and refused `limit-exceeded` naming the bound. Another identity's get from that source through
-/// a third agent is served exactly, and once the held coflow is unregistered the first identity's
-/// gets are served again.
+/// a third agent is served exactly; a get of the first identity past its bound waits, and is
+/// served exactly once the held coflow is unregistered and its places come back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_identity_s_held_gets_through_several_agents_do_not_fill_a_source() -> anyhow::Result<()> {
     subscribe();
     let mut cfg = ClusterConfig::new(4, RATE, "varys").with_tls();
     cfg.agent.max_data_connections = 8;
-    cfg.agent.data_idle_timeout_ms = 1_000;
+    cfg.agent.data_idle_timeout_ms = 3_000;
     cfg.coordinator.max_gets_per_owner_per_source = 4;
     let cluster = Cluster::start(cfg).await?;
     let own = cluster.tls_dir().unwrap().to_path_buf();
@@ -535,14 +535,20 @@ async fn one_identity_s_held_gets_through_several_agents_do_not_fill_a_source() 
     let got = tokio::time::timeout(Duration::from_secs(10), cluster.client(3).await?.get(coflow, "p")).await??;
     assert!(got == piece, "another identity's get through a third agent is exact");
     assert!(held.try_join_next().is_none(), "mallory's 4 gets within the bound are still held");
+    let again = at_source.register(1, CoflowOptions::default()).await?;
+    at_source.put(again, "q", piece.clone()).await?;
+    let waiting = {
+        let c = mallory(1).await?;
+        tokio::spawn(async move { c.get(again, "q").await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "a get past the bound waits for a place");
     at_source.unregister(held_coflow).await?;
     while let Some(r) = tokio::time::timeout(Duration::from_secs(10), held.join_next()).await? {
         assert!(matches!(r?, Err(ClientError::UnknownCoflow(_))), "held gets end with their coflow");
     }
-    let again = at_source.register(1, CoflowOptions::default()).await?;
-    at_source.put(again, "q", piece.clone()).await?;
-    let got = tokio::time::timeout(Duration::from_secs(10), mallory(1).await?.get(again, "q")).await??;
-    assert!(got == piece, "the places are given back");
+    let got = tokio::time::timeout(Duration::from_secs(10), waiting).await???;
+    assert!(got == piece, "served exactly once the places are given back");
     cluster.shutdown().await;
     Ok(())
 }
