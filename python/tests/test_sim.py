@@ -475,6 +475,8 @@ def test_a_sweep_gives_the_clis_json_to_the_byte(coflow_bin: Path, tmp_path: Pat
     assert list(report.summary.index) == [(10, "varys"), (10, "sincronia"), (20, "varys"), (20, "sincronia")]
     assert "improvement of average CCT over fair" in report.tables
     assert "sweep: 2 windows per N; windows of N consecutive coflows" in report.describe
+    plain = coflow.sweep(coflow.synthetic(coflows=30), concurrent=[10], windows=1, policies=["varys"])
+    assert "(add deadlines=True for the share" in plain.tables, "the hint in Python's spelling"
     with pytest.raises(ValueError, match=r"^concurrent 61: must be between 1 and the workload's 60 coflows"):
         coflow.sweep(coflow.synthetic(coflows=60), concurrent=[61])
 

@@ -69,7 +69,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<()> {
     bar.finish_and_clear();
     let wall = started.elapsed();
 
-    crate::output::human(&sweep.tables(&plan), outs);
+    crate::output::human(&sweep.tables(&plan, Spelling::Flag), outs);
     if let Some(path) = &args.common.json {
         crate::output::write(path, sweep.report_json(&plan))?;
     }

@@ -332,7 +332,7 @@ fn simulate(
                     wall_s: Vec::new(),
                     notes: plan.notes.clone(),
                     kind: "sweep",
-                    tables: sweep.tables(&plan),
+                    tables: sweep.tables(&plan, Spelling::Keyword),
                 })
             });
         });

@@ -227,9 +227,17 @@ impl Runs {
             .iter()
             .filter_map(|s| {
                 let unfinished = s.coflows.saturating_sub(s.completed + s.rejected);
+                // A coflow waiting on a rejected ancestor never starts: said beside the count.
+                let (why, rejected) = match s.rejected {
+                    0 => (end.clone(), String::new()),
+                    n => {
+                        let why = format!("{end}, and a coflow whose ancestor was rejected never starts");
+                        (why, format!(" and {n} {} rejected", if n == 1 { "was" } else { "were" }))
+                    }
+                };
                 (unfinished > 0).then(|| {
                     format!(
-                        "{}: {unfinished} of {} did not finish ({end}); its figures are over the {} that did",
+                        "{}: {unfinished} of {} did not finish ({why}){rejected}; its figures are over the {} that did",
                         s.policy,
                         coflow_core::counted(s.coflows, "coflow", "coflows"),
                         s.completed
@@ -905,6 +913,31 @@ mod tests {
             notes[0]
         );
         assert!(notes[1].starts_with("varys: 1 of 2") && notes[1].ends_with("over the 1 that did"), "{}", notes[1]);
+        // A child of a coflow rejected for its deadline never starts: the note counts both.
+        let mut parent = Coflow::new(CoflowId(1), Nanos::ZERO, flow(0, 1, 10_000));
+        parent.deadline = Some(Nanos::from_millis(1));
+        let mut child = Coflow::new(CoflowId(2), Nanos::ZERO, flow(1, 0, 1000));
+        child.parents = vec![CoflowId(1)];
+        let config = Config {
+            workload: WorkloadSource::Given {
+                workload: Workload::new(2, vec![parent, child, Coflow::new(CoflowId(3), Nanos::ZERO, flow(0, 1, 10))])
+                    .unwrap(),
+                source: "rejected".into(),
+            },
+            policies: "varys-deadline".into(),
+            port_rate: "1kbps".into(),
+            threads: Some(1),
+            ..Config::default()
+        };
+        let runs = config.plan(Spelling::Flag).unwrap().run(&|_, _| go_on()).expect("not stopped");
+        let notes = runs.notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("varys-deadline: 1 of 3 coflows did not finish (a replay ends"), "{}", notes[0]);
+        assert!(
+            notes[0].ends_with("a coflow whose ancestor was rejected never starts) and 1 was rejected; its figures are over the 1 that did"),
+            "{}",
+            notes[0]
+        );
         // Every coflow finished: no note.
         assert!(options(Model::EXACT).plan(Spelling::Flag).unwrap().run(&|_, _| go_on()).unwrap().notes().is_empty());
     }

@@ -272,8 +272,9 @@ impl Sweep {
     }
 
     /// The text report: a row per N and a column per policy, for the factor of improvement, the
-    /// ratio to the best bound and, with deadlines, the share of coflows that met theirs.
-    pub fn tables(&self, plan: &Plan) -> String {
+    /// ratio to the best bound and, with deadlines, the share of coflows that met theirs; an
+    /// option it names is in `spelling`.
+    pub fn tables(&self, plan: &Plan, spelling: super::Spelling) -> String {
         let policies = &plan.policies;
         let table = |title: &str, cell: &dyn Fn(&SweepResult) -> Option<String>| {
             let mut t = String::new();
@@ -309,7 +310,11 @@ impl Sweep {
                 r.deadline_met_fraction.map(|f| format!("{:.1}%", 100.0 * f))
             }));
         } else {
-            t.push_str("(add --deadlines for the share of coflows that meet deadlines, Varys Figure 14)\n");
+            let deadlines = match spelling {
+                super::Spelling::Flag => "--deadlines",
+                super::Spelling::Keyword => "deadlines=True",
+            };
+            let _ = writeln!(t, "(add {deadlines} for the share of coflows that meet deadlines, Varys Figure 14)");
         }
         t
     }
