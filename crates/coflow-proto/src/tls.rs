@@ -935,7 +935,11 @@ impl Security {
 /// information would be dropped). Reads no file.
 pub fn endpoint_url(url: &str, tls: bool) -> Result<(String, tonic::transport::Endpoint), String> {
     let want = if tls { "https" } else { "http" };
-    let url = if url.contains("://") { url.to_string() } else { format!("{want}://{url}") };
+    // A scheme is case-insensitive (RFC 3986 §3.1): taken in lower case.
+    let url = match url.split_once("://") {
+        Some((scheme, rest)) => format!("{}://{rest}", scheme.to_ascii_lowercase()),
+        None => format!("{want}://{url}"),
+    };
     if !url.starts_with(&format!("{want}://")) {
         return Err(format!(
             "url {url:?} must start with {want}:// ({})",
@@ -1195,12 +1199,15 @@ mod tests {
         assert_eq!(world_readable(&path), None, "no file");
     }
 
-    /// A URL takes the mode's scheme: given, it must be that one; left out, it is added.
+    /// A URL takes the mode's scheme: given, it must be that one (in any case); left out, it is
+    /// added.
     #[test]
     fn an_endpoint_takes_the_scheme_of_the_security_mode() {
         let token = Security::Token(crate::ClusterToken::new("t").unwrap());
         assert_eq!(token.endpoint("127.0.0.1:7401").unwrap().uri().to_string(), "http://127.0.0.1:7401/");
         assert_eq!(token.endpoint("http://h:1").unwrap().uri().to_string(), "http://h:1/");
+        assert_eq!(token.endpoint("HTTP://h:1").unwrap().uri().to_string(), "http://h:1/");
+        assert!(token.endpoint("HTTPS://h:1").unwrap_err().contains("must start with http://"));
         let e = token.endpoint("https://h:1").unwrap_err();
         assert!(e.contains("must start with http://") && e.contains("no TLS files"), "{e}");
         assert!(token.endpoint("ftp://h:1").is_err());
