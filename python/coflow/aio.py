@@ -23,7 +23,6 @@ from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional,
 from . import _coflow
 from .client import Client as _SyncClient
 from .client import TlsFiles, _call, _text, _uint
-from .errors import Invalid
 from .sim import PathArg
 
 __all__ = ["Client"]
@@ -60,7 +59,7 @@ async def _run(executor: Optional[ThreadPoolExecutor], f: Callable[..., T], *arg
     if executor is None:
         # A closed client: its calls, and the chunks of its streams, fail at once, never on the
         # event loop's thread.
-        raise Invalid("the client is closed")
+        raise ValueError("the client is closed")
     loop = asyncio.get_running_loop()
     cancel = _coflow.Cancel()
 
@@ -167,7 +166,7 @@ class Client:
 
     async def close(self) -> None:
         """Drops the connections; calls under way finish, and the client's threads end with them;
-        later calls, and the next chunks of its streams, raise :class:`coflow.Invalid`."""
+        later calls, and the next chunks of its streams, raise ``ValueError``, as a closed file's do."""
         self._sync.close()
         executor, self._executor = self._executor, None
         if executor is not None:

@@ -15,7 +15,7 @@ import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from . import _coflow
-from .errors import Invalid, from_kind
+from .errors import from_kind
 from .sim import PathArg, _path
 
 __all__ = ["Client"]
@@ -158,7 +158,7 @@ class Client:
     @property
     def _c(self) -> _coflow.Client:
         if self._inner is None:
-            raise Invalid("the client is closed")
+            raise ValueError("the client is closed")
         return self._inner
 
     def register(
@@ -279,7 +279,8 @@ class Client:
         return _call(self._c.status)
 
     def close(self) -> None:
-        """Drops the connections; later calls raise."""
+        """Drops the connections; calls under way finish, and later calls raise ``ValueError``, as a
+        closed file's do."""
         self._inner = None
 
     def __enter__(self) -> "Client":
