@@ -24,9 +24,9 @@ pub(super) struct Owners {
     /// those flows end, even once judged large), each with its bottleneck in bytes, and their
     /// sum; no entry for none.
     bypassing: HashMap<String, Bypassing>,
-    /// Per owner and serving machine, how many of its flows that machine serves over a data
+    /// Per owner, per serving machine how many of its flows that machine serves over a data
     /// connection; no entry for none, and none for flows without an owner.
-    serving: HashMap<(String, MachineId), usize>,
+    serving: HashMap<String, HashMap<MachineId, usize>>,
     /// Each counted flow's owner and the machines serving it.
     served: HashMap<FlowId, (String, Vec<MachineId>)>,
 }
@@ -147,8 +147,9 @@ impl Owners {
             return Ok(());
         }
         let count = |of: &[MachineId], m: MachineId| of.iter().filter(|&&o| o == m).count();
+        let serving = self.serving.get(owner);
         for &m in by {
-            let serving = self.serving.get(&(owner.to_string(), m)).copied().unwrap_or(0);
+            let serving = serving.and_then(|s| s.get(&m)).copied().unwrap_or(0);
             let more = count(by, m);
             if (serving + more).saturating_sub(count(freed, m)) > max {
                 let flows = coflow_core::counted(serving, "flow", "flows");
@@ -164,8 +165,12 @@ impl Owners {
         if owner.is_empty() || by.is_empty() {
             return;
         }
+        if !self.serving.contains_key(owner) {
+            self.serving.insert(owner.to_string(), HashMap::new());
+        }
+        let serving = self.serving.get_mut(owner).expect("inserted");
         for &m in &by {
-            *self.serving.entry((owner.to_string(), m)).or_default() += 1;
+            *serving.entry(m).or_default() += 1;
         }
         let fresh = self.served.insert(id, (owner.to_string(), by)).is_none();
         debug_assert!(fresh, "flow {id} served twice");
@@ -173,15 +178,17 @@ impl Owners {
 
     /// Flow `id` ended: its machines serve it no longer.
     pub(super) fn served(&mut self, id: FlowId) {
-        let Some((mut owner, by)) = self.served.remove(&id) else { return };
+        let Some((owner, by)) = self.served.remove(&id) else { return };
+        let serving = self.serving.get_mut(&owner).expect("counted when served");
         for m in by {
-            let key = (owner, m);
-            let count = self.serving.get_mut(&key).expect("counted when served");
+            let count = serving.get_mut(&m).expect("counted when served");
             *count -= 1;
             if *count == 0 {
-                self.serving.remove(&key);
+                serving.remove(&m);
             }
-            owner = key.0;
+        }
+        if serving.is_empty() {
+            self.serving.remove(&owner);
         }
     }
 
@@ -228,10 +235,11 @@ impl Owners {
         flows: impl Iterator<Item = (FlowId, &'a str, Vec<MachineId>)>,
     ) -> Result<(), String> {
         let mut served = HashMap::new();
-        let mut serving: HashMap<(String, MachineId), usize> = HashMap::new();
+        let mut serving: HashMap<String, HashMap<MachineId, usize>> = HashMap::new();
         for (id, owner, by) in flows.filter(|(_, owner, by)| !owner.is_empty() && !by.is_empty()) {
+            let at = serving.entry(owner.to_string()).or_default();
             for &m in &by {
-                *serving.entry((owner.to_string(), m)).or_default() += 1;
+                *at.entry(m).or_default() += 1;
             }
             served.insert(id, (owner.to_string(), by));
         }

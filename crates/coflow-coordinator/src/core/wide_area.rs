@@ -369,13 +369,15 @@ impl Core {
                 };
                 // Split only within its owner's bound on what each machine serves it: the parts
                 // take the flow's place at its source, and one more each there and at a relay.
-                let served_by = |via| super::owners::served_by(f.src, f.dst, via);
-                let by: Vec<_> =
-                    parts_by_share(&shares, 0, f.size).iter().flat_map(|&(_, _, via)| served_by(via)).collect();
-                let owner = self.coflows.get(&f.coflow).map_or("", |c| c.reg.owner.as_str());
-                let max = self.cfg.max_gets_per_owner_per_source;
-                if self.owners.room_for_flows(owner, &by, &served_by(f.via), max).is_err() {
-                    shares.clear();
+                if !shares.is_empty() {
+                    let served_by = |via| super::owners::served_by(f.src, f.dst, via);
+                    let parts = parts_by_share(&shares, 0, f.size);
+                    let by: Vec<_> = parts.iter().flat_map(|&(_, _, via)| served_by(via)).collect();
+                    let owner = self.coflows.get(&f.coflow).map_or("", |c| c.reg.owner.as_str());
+                    let max = self.cfg.max_gets_per_owner_per_source;
+                    if self.owners.room_for_flows(owner, &by, &served_by(f.via), max).is_err() {
+                        shares.clear();
+                    }
                 }
                 let f = self.flows.get_mut(&id).expect("due flows are live");
                 if shares.is_empty() {
