@@ -8,6 +8,7 @@
 //! - `config`: [`AgentConfig`], TOML with documented defaults, validated.
 //! - `bucket`: [`TokenBucket`], the pure rate limiter (takes `now`).
 //! - `store`: pieces and the data-directory confinement of file paths.
+//! - `segment`: file segments read at put to fix their checksums, bounded per client and in all.
 //! - `wire`: the data plane's wire format, a pure codec over byte buffers.
 //! - `conn`: a data connection with its read buffer, and the pool of warm ones.
 //! - `data`: the TCP data plane, sending (paced) and fetching (checked) over warm connections.
@@ -38,6 +39,7 @@ mod phantom;
 mod pulse;
 mod receive;
 mod retry;
+mod segment;
 mod service;
 mod session;
 mod state;
@@ -237,7 +239,8 @@ pub async fn run(
     };
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let readiness_task = tokio::spawn(track_readiness(shared.clone(), health.clone(), reporter, stop_rx.clone()));
-    let svc = service::AgentService { shared: shared.clone(), shutdown: stop_rx.clone(), get_control };
+    let hashing = Arc::new(segment::Hashing::default());
+    let svc = service::AgentService { shared: shared.clone(), shutdown: stop_rx.clone(), get_control, hashing };
     let svc =
         AgentServer::new(svc).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, authenticate);

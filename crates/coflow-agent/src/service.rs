@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::AgentError;
 use crate::receive;
 use crate::state::Shared;
-use crate::store::{Piece, file_piece, home_of};
+use crate::store::{Piece, home_of};
 
 /// How many data idle timeouts a failed get waits for its stalled client to take the error.
 const STALLED_CLIENT_WAIT: u32 = 10;
@@ -28,6 +28,8 @@ pub(crate) struct AgentService {
     pub(crate) shutdown: watch::Receiver<bool>,
     /// A get's control path, observed at each grant.
     pub(crate) get_control: coflow_telemetry::prometheus_client::metrics::histogram::Histogram,
+    /// The turns to read file segments at put.
+    pub(crate) hashing: Arc<crate::segment::Hashing>,
 }
 
 impl AgentService {
@@ -146,11 +148,14 @@ impl Agent for AgentService {
         let piece = match PutSource::try_from(source).map_err(AgentError::from)? {
             PutSource::Content(bytes) => Piece::memory(bytes, block),
             PutSource::File { path, offset, length } => {
+                // Reads the segment once, to fix its checksums, in this client's turn; a stop
+                // ends the read at its next block.
                 let dir = self.shared.config.data_dir.clone();
-                // Reads the segment once, to fix its checksums: off the async threads.
-                tokio::task::spawn_blocking(move || file_piece(&dir, home.as_deref(), &path, offset, length, block))
-                    .await
-                    .map_err(|e| AgentError::BadFile(e.to_string()))??
+                let mut stopping = self.shutdown.clone();
+                tokio::select! {
+                    piece = self.hashing.piece(&client, dir, home, path, offset, length, block) => piece?,
+                    _ = stopping.wait_for(|&s| s) => return Err(AgentError::ShuttingDown.into()),
+                }
             }
         };
         let size = piece.len();
