@@ -45,7 +45,8 @@ impl Drop for StopOnDrop {
 }
 
 impl Hashing {
-    /// [`file_piece`] on the blocking pool, in `client`'s turn; dropped, the read stops.
+    /// [`file_piece`] on the blocking pool, in `client`'s turn and the agent's, which the read
+    /// holds until it ends; dropped, the read stops at its next block.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn piece(
         &self,
@@ -63,11 +64,16 @@ impl Hashing {
             clients.retain(|_, s| Arc::strong_count(s) > 1);
             clients.entry(client.to_string()).or_insert_with(|| Arc::new(Semaphore::new(HASHING_PER_CLIENT))).clone()
         };
-        let _own = mine.acquire().await.expect("never closed");
-        let _turn = self.all.acquire().await.expect("never closed");
+        let own = mine.acquire_owned().await.expect("never closed");
+        let turn = self.all.clone().acquire_owned().await.expect("never closed");
         let stop = Arc::new(AtomicBool::new(false));
         let _stop = StopOnDrop(stop.clone());
-        let read = move || file_piece(&data_dir, home.as_deref(), &relative, offset, length, block, &stop);
+        // The turns go with the read: one stopped by a drop gives them back once it has ended,
+        // so that reads starting as others stop never run more than the turns at once.
+        let read = move || {
+            let _turns = (own, turn);
+            file_piece(&data_dir, home.as_deref(), &relative, offset, length, block, &stop)
+        };
         tokio::task::spawn_blocking(read).await.map_err(|e| AgentError::BadFile(e.to_string()))?
     }
 }
