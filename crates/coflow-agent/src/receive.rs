@@ -176,16 +176,13 @@ pub(crate) async fn announce_get(
             // session sends goes unanswered, so a refusal (`permission-denied` included) is the
             // coordinator's answer to this get and is returned at once.
             Err(e)
-                if (coordinator_away(&e) || shared.session() != session)
-                    && tokio::time::Instant::now() + backoff < deadline =>
-            {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(500));
-            }
-            Err(AgentError::Coordinator(s))
-                if resume.is_none()
-                    && ErrorKind::of(&s) == Some(ErrorKind::LimitExceeded)
-                    && tokio::time::Instant::now() + backoff < full_until =>
+                if {
+                    let now = tokio::time::Instant::now();
+                    let away = coordinator_away(&e) || shared.session() != session;
+                    let full = resume.is_none()
+                        && matches!(&e, AgentError::Coordinator(s) if ErrorKind::of(s) == Some(ErrorKind::LimitExceeded));
+                    (away && now + backoff < deadline) || (full && now + backoff < full_until)
+                } =>
             {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));

@@ -1071,10 +1071,8 @@ impl Core {
             tracing::debug!(coflow = %get.coflow, data_id = %get.data_id, ?plan, "split over detours");
         }
         let owner = self.coflows[&get.coflow].reg.owner.clone();
-        let by: Vec<_> = plan.iter().flat_map(|&(_, _, via)| owners::served_by(src, get.machine, via)).collect();
-        let old = get.resume.and_then(|(old, _)| self.flows.get(&old));
-        let freed = old.map_or_else(Vec::new, |f| owners::served_by(f.src, f.dst, f.via));
-        match self.owners.room_for_flows(&owner, &by, &freed, self.cfg.max_gets_per_owner_per_source) {
+        let old = get.resume.and_then(|(old, _)| self.flows.get(&old)).map(|f| (f.src, f.dst, f.via));
+        match self.plan_fits(&owner, (src, get.machine), &plan, old) {
             Ok(()) => {}
             Err(why) if get.resume.is_none() => return Err(CoordError::LimitExceeded(why)),
             // A resume takes the place of the flow it resumes: past the bound its rest goes

@@ -55,6 +55,27 @@ impl Core {
     }
 }
 
+impl Core {
+    /// Whether the parts `plan` (each `(offset, length, relay)`) of a flow of `owner`'s coflow
+    /// from `src` to `dst` fit its bound on the flows each machine serves it
+    /// (`max_gets_per_owner_per_source`), in place of the flow `replacing` (its source, receiver
+    /// and relay), if any; if not, why.
+    pub(super) fn plan_fits(
+        &self,
+        owner: &str,
+        (src, dst): (MachineId, MachineId),
+        plan: &[(u64, u64, Option<MachineId>)],
+        replacing: Option<(MachineId, MachineId, Option<MachineId>)>,
+    ) -> Result<(), String> {
+        if owner.is_empty() {
+            return Ok(());
+        }
+        let by: Vec<_> = plan.iter().flat_map(|&(_, _, via)| served_by(src, dst, via)).collect();
+        let freed = replacing.map_or_else(Vec::new, |(s, d, via)| served_by(s, d, via));
+        self.owners.room_for_flows(owner, &by, &freed, self.cfg.max_gets_per_owner_per_source)
+    }
+}
+
 impl Owners {
     /// Whether `owner` may register one more coflow within `max`; if not, why. No owner (token
     /// mode) is bounded only by the coordinator's whole.

@@ -370,12 +370,9 @@ impl Core {
                 // Split only within its owner's bound on what each machine serves it: the parts
                 // take the flow's place at its source, and one more each there and at a relay.
                 if !shares.is_empty() {
-                    let served_by = |via| super::owners::served_by(f.src, f.dst, via);
-                    let parts = parts_by_share(&shares, 0, f.size);
-                    let by: Vec<_> = parts.iter().flat_map(|&(_, _, via)| served_by(via)).collect();
                     let owner = self.coflows.get(&f.coflow).map_or("", |c| c.reg.owner.as_str());
-                    let max = self.cfg.max_gets_per_owner_per_source;
-                    if self.owners.room_for_flows(owner, &by, &served_by(f.via), max).is_err() {
+                    let parts = parts_by_share(&shares, 0, f.size);
+                    if self.plan_fits(owner, (f.src, f.dst), &parts, Some((f.src, f.dst, f.via))).is_err() {
                         shares.clear();
                     }
                 }
