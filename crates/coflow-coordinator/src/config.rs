@@ -66,6 +66,13 @@ pub struct CoordinatorConfig {
     /// How often agents report. Default 100 ms.
     #[serde(alias = "heartbeat_interval", deserialize_with = "coflow_core::config::millis")]
     pub heartbeat_interval_ms: u64,
+    /// A deadline policy paces an admitted coflow to end this long before its deadline (counted
+    /// from its registration), and admits it only if it can: the control path's own delays (a
+    /// flow's first bytes, rates pushed and progress reported a heartbeat apart) would otherwise
+    /// make a coflow paced to end exactly at its deadline end a little after it. Default 100 ms,
+    /// at most an hour.
+    #[serde(alias = "deadline_margin", deserialize_with = "coflow_core::config::millis")]
+    pub deadline_margin_ms: u64,
     /// An agent silent for this long is declared dead and its flows fail (silence while the
     /// coordinator itself did not run does not count). Three of it after the start are the
     /// restart window, in which agents' re-announcements may be adopted. Default 3 s, at most an
@@ -137,6 +144,7 @@ impl Default for CoordinatorConfig {
             push_window_ms: 0,
             bypass_threshold_bytes: 25_000_000,
             heartbeat_interval_ms: 100,
+            deadline_margin_ms: 100,
             agent_timeout_ms: 3000,
             max_coflows: 100_000,
             max_coflows_per_owner: 50_000,
@@ -281,6 +289,12 @@ impl CoordinatorConfig {
         }
         if self.max_gets_per_owner_per_source == 0 {
             return Err(ConfigError { field: "max_gets_per_owner_per_source", reason: "must be at least 1".into() });
+        }
+        if self.deadline_margin_ms > 3_600_000 {
+            return Err(ConfigError {
+                field: "deadline_margin_ms",
+                reason: "must be at most 3600000 (an hour)".into(),
+            });
         }
         if self.push_window_ms > 10_000 {
             return Err(ConfigError { field: "push_window_ms", reason: "must be at most 10000".into() });

@@ -149,6 +149,8 @@ struct CoflowRec {
     filed: Option<Nanos>,
     state: CoflowState,
     width: u32,
+    /// When it was registered (or adopted after a restart): its deadline counts from then.
+    registered: Nanos,
     /// When its lease runs out unless renewed (none without a lease).
     lease_until: Option<Nanos>,
 }
@@ -171,6 +173,7 @@ impl CoflowRec {
             filed: None,
             state: CoflowState::Held,
             width: 0,
+            registered: Nanos::ZERO,
             lease_until: None,
         }
     }
@@ -691,7 +694,7 @@ impl Core {
         let lease_until = self.start_lease(now, id, &reg);
         let job = self.job_of(id, &reg);
         self.join_job(job);
-        self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg, job) });
+        self.coflows.insert(id, CoflowRec { lease_until, registered: now, ..CoflowRec::new(reg, job) });
     }
 
     /// A framework (`by`: the caller's identity) is done with a coflow: every agent is told to

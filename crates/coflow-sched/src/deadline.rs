@@ -6,6 +6,10 @@
 //! [`Scheduler::poll_rejected`], and one that the driver keeps is best effort from then on.
 //! An admitted coflow is never preempted: at every decision it first gets the minimum rates that
 //! finish it exactly at its deadline (MADD with `τ = D`: every flow sends `remaining / (D − now)`).
+//! A live coflow that asks for more flows after its admission (a later get) is judged again, as a
+//! whole, on what the other guarantees leave, and rejected if it no longer fits; one still
+//! unfinished at its deadline missed it and is best effort from then on. In the simulator a
+//! coflow arrives whole and an admitted one ends by its deadline, so neither happens there.
 //! Where the guarantees stop fitting after admission (a wide-area link's capacity fell, or a
 //! coflow fell behind its guarantee), they are kept earliest deadline first as far as capacity
 //! goes, and a coflow past that gets what is left and may miss its deadline: never more than a
@@ -56,6 +60,15 @@ pub struct DeadlineScheduler {
 struct Admitted {
     deadline: Nanos,
     reservation: f64,
+    /// The flows it had asked for when admitted ([`asked`]).
+    asked: u32,
+}
+
+/// The flows coflow `c` has asked for so far: all of them in the simulator, where a coflow
+/// arrives whole; in a live coflow, one more with each get (its declared flows not asked for yet,
+/// `pending`, are not in its loads, so they were not in its admission).
+fn asked(c: &crate::state::CoflowState) -> u32 {
+    c.width.saturating_sub(c.pending)
 }
 
 impl DeadlineScheduler {
@@ -110,9 +123,23 @@ impl Scheduler for DeadlineScheduler {
         let loads: Vec<Vec<(ResourceId, f64)>> =
             input.coflows.iter().map(|c| input.remaining_loads(c).collect()).collect();
 
-        // 1. Guarantees first: every admitted coflow gets MADD at its deadline.
-        let mut admitted: Vec<usize> =
-            (0..input.coflows.len()).filter(|&k| self.admitted.contains_key(&input.coflows[k].id)).collect();
+        // 1. Guarantees first: every admitted coflow gets MADD at its deadline, but one that asked
+        //    for more flows since it was admitted (a live coflow's later gets), which is judged
+        //    again below with what it asks now, and one past its deadline, which missed it and is
+        //    best effort from here (its guarantee would otherwise take what it likes, for ever).
+        let mut admitted = Vec::new();
+        let mut grown = BTreeSet::new();
+        for (k, c) in input.coflows.iter().enumerate() {
+            let Some(a) = self.admitted.get(&c.id) else { continue };
+            if asked(c) > a.asked {
+                self.admitted.remove(&c.id);
+                grown.insert(k);
+            } else if a.deadline <= now {
+                self.admitted.remove(&c.id);
+            } else {
+                admitted.push(k);
+            }
+        }
         admitted.sort_by_key(|&k| {
             (self.admitted[&input.coflows[k].id].deadline, input.coflows[k].arrival, input.coflows[k].id)
         });
@@ -121,9 +148,11 @@ impl Scheduler for DeadlineScheduler {
             out.coflow_rate[k] = guarantee(&loads[k], a, now, &mut left, self.mode, cap);
         }
 
-        // 2. Admission control for coflows seen for the first time, in arrival order.
+        // 2. Admission control for coflows seen for the first time and those that grew, in
+        //    arrival order: a coflow is admitted only if it meets its deadline on what the
+        //    guarantees given leave, so that growing cannot break another's guarantee.
         for (k, c) in input.coflows.iter().enumerate() {
-            if !self.seen.insert(c.id) {
+            if !self.seen.insert(c.id) && !grown.contains(&k) {
                 continue;
             }
             let Some(d) = c.deadline else { continue };
@@ -142,7 +171,7 @@ impl Scheduler for DeadlineScheduler {
             };
             if fits {
                 let reservation = loads[k].iter().map(|&(_, x)| x).fold(0.0, f64::max) / time_left;
-                let a = Admitted { deadline, reservation };
+                let a = Admitted { deadline, reservation, asked: asked(c) };
                 self.admitted.insert(c.id, a);
                 out.coflow_rate[k] = guarantee(&loads[k], a, now, &mut left, self.mode, cap);
                 admitted.push(k);
@@ -217,7 +246,8 @@ fn guarantee(
 ) -> f64 {
     let time_left = a.deadline.saturating_sub(now).as_secs_f64();
     if time_left <= 0.0 {
-        // Past its deadline (only through rounding): finish as fast as what is left allows.
+        // Not reached: a coflow past its deadline is best effort, not guaranteed.
+        debug_assert!(false, "a guarantee past its deadline");
         return madd(loads, left, cap);
     }
     let used = |b: f64, sigma: f64| match mode {
@@ -324,6 +354,25 @@ mod tests {
             assert!(rejected.is_empty(), "{mode:?}: {rejected:?}");
             assert!((rates[0] - 50.0).abs() < 1e-9, "{mode:?}: A at {rates:?}");
             assert!((rates[1] - 50.0).abs() < 1e-9, "{mode:?}: B at {rates:?}");
+        }
+    }
+
+    /// A coflow still unfinished at its deadline (live: it grew, or its receiver read slowly)
+    /// missed it and is best effort from then on, in SEBF order: its guarantee, paced for a
+    /// deadline gone, would otherwise put it before everyone for as long as it has bytes left.
+    #[test]
+    fn an_admitted_coflow_past_its_deadline_is_best_effort() {
+        for mode in [DeadlineMode::Varys, DeadlineMode::VirtualCluster] {
+            let mut policy = DeadlineScheduler::new(mode);
+            let fabric = Fabric::new(BigSwitch::new(4, Rate::from_bytes_per_sec(100.0)));
+            // A: 100 B into machine 2 within 2 s, admitted at 50 B/s. B: 10 B into machine 2 with
+            // a deadline at the end of the clock, best effort.
+            let coflows = [(1, 0, 2, 100.0, 2), (2, 1, 2, 10.0, 18_446_744_073)];
+            let rates = decide(&mut policy, &fabric, Nanos::ZERO, &coflows);
+            assert!((rates[0] - 50.0).abs() < 1e-9, "{mode:?}: A at {rates:?}");
+            // At 3 s A is still there: best effort, after B, the smaller.
+            let rates = decide(&mut policy, &fabric, Nanos::from_secs(3), &coflows);
+            assert_eq!(rates, [0.0, 100.0], "{mode:?}");
         }
     }
 

@@ -57,6 +57,8 @@ impl Core {
         let mut flows = Vec::new();
         let mut routes = Vec::new();
         let trace = tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE);
+        // Whether a coflow decided for has a deadline.
+        let mut paced = false;
         for &(_, id) in &self.active {
             let c = &self.coflows[&id];
             let CoflowState::Scheduled(Some(p)) = &c.state else { unreachable!("active coflows are in the policy") };
@@ -103,11 +105,19 @@ impl Core {
                 trace_coflow(id, &c.reg.options.name, &flows);
             }
             let pending = c.pending();
+            // The policy counts a deadline from the coflow's arrival in it, which may be long
+            // after its registration (its first get) or again later (a coflow whose flows all
+            // ended enters again with its next get): its deadline counts from its registration,
+            // less the margin the control path needs, and so is the same at every entry.
+            paced |= c.reg.options.deadline.is_some();
+            let margin = Nanos::from_millis(self.cfg.deadline_margin_ms);
+            let deadline = (c.reg.options.deadline)
+                .map(|d| c.registered.saturating_add(d).saturating_sub(margin).saturating_sub(p.arrival));
             let spec = SnapshotCoflow {
                 id,
                 job: c.job,
                 arrival: p.arrival,
-                deadline: c.reg.options.deadline,
+                deadline,
                 weight: c.reg.options.weight,
                 width: c.width + pending,
                 pending,
@@ -117,6 +127,13 @@ impl Core {
         let input = self.snapshot.input(now, &fabric);
         self.alloc.reset(&input);
         self.wake = self.policy.poll_allocation(&input, &mut self.alloc);
+        if paced {
+            // A rate paced to a deadline is made for the progress reported; a flow that fell
+            // behind it (its first bytes late, its sender slower) catches up only if decided for
+            // again, which nothing else may call for before the deadline: once a heartbeat.
+            let again = now.saturating_add(heartbeat);
+            self.wake = Some(self.wake.map_or(again, |w| w.min(again)));
+        }
         self.snapshot.flow_rates(&self.alloc, &mut self.rates);
         for (&fid, &rate) in self.order.iter().zip(&self.rates) {
             let f = self.flows.get_mut(&fid).expect("scheduled flows are live");

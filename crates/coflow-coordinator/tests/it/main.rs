@@ -3,6 +3,7 @@
 //! what `poll_transmit` and `poll_timeout` give; no channel, no runtime.
 
 mod bypass;
+mod deadlines;
 mod jobs;
 mod leases;
 mod policy;
@@ -1196,8 +1197,8 @@ fn the_core_says_when_it_must_run_next() {
 fn a_rejected_coflow_is_served_as_best_effort_below_the_guarantees() {
     let mut h =
         Harness::new("varys-deadline", 3, CoordinatorConfig { bypass_threshold_bytes: 0, ..Default::default() });
-    // A: 1,000 bytes into machine 2 within 20 s, 50 bytes/s of its 100: admitted, and alone it
-    // gets the whole port.
+    // A: 1,000 bytes into machine 2 within 20 s, paced to end 100 ms before (the margin):
+    // 1,000 / 19.9 bytes/s of its 100, admitted, and alone it gets the whole port.
     let a = h.register(1, CoflowOptions { deadline: Some(Nanos::from_secs(20)), ..Default::default() });
     h.put(a, "a", 0, 1_000).unwrap();
     let fa = h.get(a, "a", 2).unwrap();
@@ -1210,8 +1211,9 @@ fn a_rejected_coflow_is_served_as_best_effort_below_the_guarantees() {
     h.advance(0);
     let pushed = h.drain();
     let (ra, rb) = (last_rate(&pushed, fa.flow).unwrap(), last_rate(&pushed, fb.flow).unwrap());
-    assert!((ra - 50.0).abs() < 1e-6, "A keeps its guarantee: {ra}");
-    assert!((rb - 50.0).abs() < 1e-6, "B gets what A leaves: {rb}");
+    let guarantee = 1_000.0 / 19.9;
+    assert!((ra - guarantee).abs() < 1e-6, "A keeps its guarantee: {ra}");
+    assert!((rb - (CAP - guarantee)).abs() < 1e-6, "B gets what A leaves: {rb}");
     assert_eq!(h.core.scheduled_coflows(), 2, "both in the policy");
     assert!(h.core.status().coflows.iter().all(|v| !v.bypass));
     h.finish(fa.flow);

@@ -1,0 +1,88 @@
+//! Deadlines live: a coflow's deadline counts from its registration (less the control path's
+//! margin, `deadline_margin_ms`), however late its first get comes or however often it enters
+//! the policy, and a coflow that asks for more after its admission is judged again, so that a
+//! member cannot be admitted small and then grow into the guarantees of others.
+
+use coflow_coordinator::CoordinatorConfig;
+use coflow_core::Nanos;
+use coflow_proto::CoflowOptions;
+
+use super::{CAP, Harness, last_rate};
+
+/// `varys-deadline` on three machines, without the bypass, whose agents stay alive through the
+/// seconds the tests let pass without their heartbeats.
+fn deadline_harness() -> Harness {
+    let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, agent_timeout_ms: 60_000, ..Default::default() };
+    Harness::new("varys-deadline", 3, cfg)
+}
+
+fn within(s: u64) -> CoflowOptions {
+    CoflowOptions { deadline: Some(Nanos::from_secs(s)), ..Default::default() }
+}
+
+/// A coflow registered with 10 s whose first get comes 4 s later has 5.9 s left (10 s less the
+/// 4 s gone and the 100 ms margin), not 10 s from its get; one registered with 2 s whose first
+/// get comes at 4 s has none left: rejected, and served as best effort.
+#[test]
+fn a_deadline_counts_from_registration_less_the_margin() {
+    let mut h = deadline_harness();
+    let a = h.register(1, within(10));
+    h.advance(4_000);
+    h.put(a, "a", 0, 100).unwrap();
+    // B, best effort, takes what the guarantee leaves into machine 2.
+    let b = h.register(1, CoflowOptions::default());
+    h.put(b, "b", 1, 10_000).unwrap();
+    let fa = h.get(a, "a", 2).unwrap();
+    let fb = h.get(b, "b", 2).unwrap();
+    h.advance(0);
+    let pushed = h.drain();
+    let (ra, rb) = (last_rate(&pushed, fa.flow).unwrap(), last_rate(&pushed, fb.flow).unwrap());
+    assert!((ra - 100.0 / 5.9).abs() < 1e-6, "A paced to end 100 ms before 10 s from registration: {ra}");
+    assert!((ra + rb - CAP).abs() < 1e-6, "B takes the rest: {rb}");
+    // Paced to a deadline, A is decided for again a heartbeat later, so that a flow that fell
+    // behind its rate (its first bytes late) catches up from what it reports.
+    let heartbeat = Nanos::from_millis(CoordinatorConfig::default().heartbeat_interval_ms);
+    assert_eq!(h.core.poll_timeout(), Some(h.now + heartbeat));
+
+    let mut h = deadline_harness();
+    let c = h.register(1, within(2));
+    h.advance(4_000);
+    h.put(c, "c", 0, 100).unwrap();
+    let b = h.register(1, CoflowOptions::default());
+    h.put(b, "b", 1, 10_000).unwrap();
+    let fc = h.get(c, "c", 2).unwrap();
+    let fb = h.get(b, "b", 2).unwrap();
+    h.advance(0);
+    h.advance(0);
+    let pushed = h.drain();
+    let (rc, rb) = (last_rate(&pushed, fc.flow).unwrap(), last_rate(&pushed, fb.flow).unwrap());
+    // Best effort, SEBF: C, the smaller, first, at its port's whole rate; admitted with 2 s from
+    // its get it would have had 50 B/s, and B the other 50.
+    assert_eq!((rc, rb), (CAP, 0.0), "C's deadline passed before its get");
+}
+
+/// D (500 B in 10 s) and A (10 B in 5 s) are admitted into machine 2. A then asks for 400 B
+/// more, which would need 83.7 B/s where D's guarantee leaves 49.5: A is rejected and best
+/// effort, and D keeps its guarantee. Judged on what it was admitted with, A would come first
+/// (the earlier deadline) and leave D 16 B/s.
+#[test]
+fn a_coflow_that_grows_after_its_admission_is_judged_again() {
+    let mut h = deadline_harness();
+    let d = h.register(0, within(10));
+    let a = h.register(0, within(5));
+    h.put(d, "d", 1, 500).unwrap();
+    h.put(a, "a1", 0, 10).unwrap();
+    h.put(a, "a2", 0, 400).unwrap();
+    let fd = h.get(d, "d", 2).unwrap();
+    h.get(a, "a1", 2).unwrap();
+    h.advance(0);
+    h.drain();
+    let fa2 = h.get(a, "a2", 2).unwrap();
+    h.advance(0);
+    h.advance(0);
+    let pushed = h.drain();
+    let (rd, ra2) = (last_rate(&pushed, fd.flow).unwrap(), last_rate(&pushed, fa2.flow).unwrap());
+    let guarantee = 500.0 / 9.9;
+    assert!(rd >= guarantee * (1.0 - 1e-9), "D keeps its guarantee of {guarantee}: {rd}");
+    assert!(ra2 > 0.0 && ra2 <= CAP - guarantee + 1e-6, "A, best effort, takes what D leaves: {ra2}");
+}
