@@ -40,6 +40,7 @@ class Results:
 
 class Chunks:
     def next(self) -> Optional[bytes]: ...
+    def close(self) -> None: ...
 
 class Client:
     def __init__(

@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from . import _coflow
 from .client import Client as _SyncClient
-from .client import TlsFiles, _call, _text, _uint
+from .client import TlsFiles, _call, _Chunked, _text, _uint
 from .sim import PathArg
 
-__all__ = ["Client"]
+__all__ = ["Client", "Stream"]
 
 T = TypeVar("T")
 
@@ -142,15 +142,13 @@ class Client:
         """Fetches piece ``data_id`` of ``coflow``."""
         return await _run(self._executor, self._sync.get, coflow, data_id)
 
-    async def get_stream(self, coflow: int, data_id: str) -> AsyncIterator[bytes]:
-        """Fetches piece ``data_id`` of ``coflow`` chunk by chunk."""
-        coflow, data_id = _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id")
-        chunks: _coflow.Chunks = await _run(self._executor, _call, self._sync._c.get_stream, coflow, data_id)
-        while True:
-            chunk = await _run(self._executor, _call, chunks.next)
-            if chunk is None:
-                return
-            yield chunk
+    def get_stream(self, coflow: int, data_id: str) -> "Stream":
+        """Fetches piece ``data_id`` of ``coflow`` chunk by chunk, as a :class:`Stream` (``async
+        for chunk in client.get_stream(...)``), whose first chunk's wait starts the get. It
+        yields every byte of the piece, in order, and then stops, or it raises: a wait for a
+        chunk that is cancelled (``asyncio.wait_for`` timing out) ends the stream, and every later
+        ``__anext__`` raises ``ValueError``."""
+        return Stream(self, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"))
 
     async def seal(self, coflow: int) -> None:
         """Says no more puts will come for ``coflow``."""
@@ -177,3 +175,75 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class Stream(_Chunked):
+    """The chunks of one piece, in order (:meth:`Client.get_stream`): an asynchronous iterator,
+    and an asynchronous context manager that closes it.
+
+    Its first ``__anext__`` starts the get. It yields every byte of the piece and then stops, or
+    it raises. Once an exception has come out of a wait for a chunk (an error of the transfer, or
+    the wait cancelled: its task cancelled, ``asyncio.wait_for`` timing out), the stream has ended
+    short: its transfer ends at once (the cancelled call stops as any call of the client does), a
+    chunk may have been lost in the wait, and every later ``__anext__`` raises ``ValueError``,
+    whose ``__cause__`` is that exception (a ``CancelledError`` for a cancelled wait), rather than
+    stopping as an async generator does once an exception left it; get the piece again. A
+    per-chunk timeout is therefore no way to poll a stream: time the whole read instead.
+    :meth:`aclose` (or :meth:`close`) ends an unfinished stream at once; later ``__anext__`` calls
+    raise ``ValueError``. A stream dropped unfinished ends its transfer too, while one kept unread
+    holds its flow, and the bandwidth the coordinator gives it, until the agent's idle timeout
+    ends the get. One ``__anext__`` at a time: a second, while one waits, raises
+    ``RuntimeError``, as an async generator's does.
+    """
+
+    def __init__(self, client: Client, coflow: int, data_id: str) -> None:
+        super().__init__(None)
+        self._client = client
+        self._coflow = coflow
+        self._data_id = data_id
+
+    def __aiter__(self) -> "Stream":
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._waiting:
+            raise RuntimeError("anext(): the stream is already waiting for its next chunk")
+        if self._complete():
+            raise StopAsyncIteration
+        try:
+            self._waiting = True
+            chunks = self._chunks
+            if chunks is None:
+                # The get starts with the first chunk's wait.
+                start = self._client._sync._c.get_stream
+                chunks = await _run(self._client._executor, _call, start, self._coflow, self._data_id)
+                if self._state != "open":
+                    # Closed while it started.
+                    chunks.close()
+                    self._complete()
+                self._chunks = chunks
+            chunk = await _run(self._client._executor, _call, chunks.next)
+            if chunk is not None:
+                return chunk
+            self._done()
+        except BaseException as e:
+            self._end(e)
+            raise
+        finally:
+            self._waiting = False
+        raise StopAsyncIteration
+
+    def close(self) -> None:
+        """Ends the transfer, unless the piece came whole; later ``__anext__`` calls then raise
+        ``ValueError`` (and a wait under way does)."""
+        self._end(None)
+
+    async def aclose(self) -> None:
+        """:meth:`close`, as a coroutine (as an async generator's, for ``contextlib.aclosing``)."""
+        self.close()
+
+    async def __aenter__(self) -> "Stream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

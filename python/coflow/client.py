@@ -12,13 +12,13 @@ import decimal
 import math
 import numbers
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from . import _coflow
 from .errors import from_kind
 from .sim import PathArg, _path
 
-__all__ = ["Client"]
+__all__ = ["Client", "Stream"]
 
 T = TypeVar("T")
 
@@ -104,6 +104,107 @@ def _call(f: Callable[..., T], *args: Any) -> T:
     except _coflow.ServiceError as e:
         kind, message = e.args
         raise from_kind(kind, message) from None
+
+
+class _Chunked:
+    """What a stream of chunks remembers between waits (:class:`Stream`, ``coflow.aio.Stream``):
+    whether its piece came whole, or what ended it before."""
+
+    def __init__(self, chunks: Optional[_coflow.Chunks]) -> None:
+        self._chunks = chunks
+        # "open", "complete" (every byte came), or "ended" (before the piece's end: why in _error,
+        # None for a reader's close).
+        self._state = "open"
+        self._error: Optional[BaseException] = None
+        self._waiting = False
+
+    def _complete(self) -> bool:
+        """Whether the piece came whole; raises ``ValueError`` for a stream that ended short."""
+        if self._state == "open":
+            return False
+        if self._state == "complete":
+            return True
+        if self._error is None:
+            raise ValueError("the stream is closed")
+        error = ValueError(
+            f"the stream is closed: {type(self._error).__name__} ended it before the end of its piece, "
+            "so the chunks it yielded are not the whole piece: get the piece again"
+        )
+        error.__cause__ = self._error
+        raise error
+
+    def _done(self) -> None:
+        """Every byte came (the extension has already let go of the transfer)."""
+        self._state, self._chunks = "complete", None
+
+    def _end(self, error: Optional[BaseException]) -> None:
+        """Ends an open stream short, for ``error`` (``None``: the reader closed it), and ends its
+        transfer at once."""
+        if self._state != "open":
+            return
+        self._state, self._error = "ended", error
+        chunks, self._chunks = self._chunks, None
+        if chunks is not None:
+            chunks.close()
+
+
+class Stream(_Chunked):
+    """The chunks of one piece, in order (:meth:`Client.get_stream`): an iterator, and a context
+    manager that closes it.
+
+    It yields every byte of the piece and then stops, or it raises. Once an exception has come
+    out of a wait for the next chunk (an error of the transfer, such as :class:`ClientDeparted`,
+    or one raised into the wait: a signal handler's, ``KeyboardInterrupt``), the stream has ended
+    short: its transfer ends at once, a chunk may have been lost in the wait, and every later
+    ``next`` raises ``ValueError``, whose ``__cause__`` is that exception, rather than stopping as
+    a generator does once an exception left it; get the piece again. :meth:`close` ends an
+    unfinished stream (at once, also for a ``next`` that waits on another thread); later ``next``
+    calls raise ``ValueError``. A stream dropped unfinished ends its transfer too, while one kept
+    unread holds its flow, and the bandwidth the coordinator gives it, until the agent's idle
+    timeout ends the get. One ``next`` at a time: a second thread's raises ``ValueError``, as a
+    generator's does.
+    """
+
+    def __init__(self, chunks: _coflow.Chunks) -> None:
+        super().__init__(chunks)
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> bytes:
+        if self._waiting:
+            raise ValueError("the stream is already waiting for its next chunk in another thread")
+        if self._complete():
+            raise StopIteration
+        chunks = self._chunks
+        if chunks is None:
+            # Closed by another thread since.
+            raise ValueError("the stream is closed")
+        # An exception raised anywhere in here (a signal handler's included) ends the stream: the
+        # chunk it interrupted may be lost.
+        try:
+            self._waiting = True
+            chunk = _call(chunks.next)
+            if chunk is not None:
+                return chunk
+            self._done()
+        except BaseException as e:
+            self._end(e)
+            raise
+        finally:
+            self._waiting = False
+        raise StopIteration
+
+    def close(self) -> None:
+        """Ends the transfer, unless the piece came whole; later ``next`` calls then raise
+        ``ValueError``."""
+        self._end(None)
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Client:
@@ -246,22 +347,18 @@ class Client:
         the bytes put, or an exception."""
         return _call(self._c.get, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"))
 
-    def get_stream(self, coflow: int, data_id: str) -> Iterator[bytes]:
-        """Fetches piece ``data_id`` of ``coflow`` chunk by chunk. The get starts now, so a bad
-        argument or a refused get raises here; errors of the transfer arise from the iteration.
-        The transfer waits for a slow reader up to the agent's idle timeout
-        (``data_idle_timeout_ms``, 5 s by default): a reader that takes nothing for longer ends
-        the get with :class:`ClientDeparted`."""
+    def get_stream(self, coflow: int, data_id: str) -> "Stream":
+        """Fetches piece ``data_id`` of ``coflow`` chunk by chunk, as a :class:`Stream`. The get
+        starts now, so a bad argument or a refused get raises here; errors of the transfer arise
+        from the iteration. The stream yields every byte of the piece, in order, and then stops,
+        or it raises: once an exception has come out of a wait for its next chunk (an error of the
+        transfer, or one raised into the wait, such as a signal handler's), every later ``next``
+        raises ``ValueError`` rather than stopping short. The transfer waits for a slow reader up
+        to the agent's idle timeout (``data_idle_timeout_ms``, 5 s by default): a reader that takes
+        nothing for longer ends the get with :class:`ClientDeparted`; one that stops early should
+        :meth:`Stream.close` it (or use it as a context manager)."""
         chunks = _call(self._c.get_stream, _uint(coflow, "coflow", 2**64 - 1), _text(data_id, "data_id"))
-
-        def pull() -> Iterator[bytes]:
-            while True:
-                chunk = _call(chunks.next)
-                if chunk is None:
-                    return
-                yield chunk
-
-        return pull()
+        return Stream(chunks)
 
     def seal(self, coflow: int) -> None:
         """Says no more puts will come for ``coflow``."""

@@ -198,6 +198,15 @@ def cluster(coflow_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     c.stop()
 
 
+@pytest.fixture(scope="module")
+def slow_cluster(coflow_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Two agents whose ports move 5 MB/s, so that a get of a few megabytes lasts long enough
+    to be interrupted, closed or given up while its flow runs."""
+    c = Cluster(coflow_bin, tmp_path_factory.mktemp("slow-cluster"), agents=2, port_rate="5MB/s")
+    yield c
+    c.stop()
+
+
 @pytest.fixture
 def own_cluster(coflow_bin: Path, tmp_path: Path) -> Iterator[Cluster]:
     """A cluster of two agents for one test (which may kill an agent)."""

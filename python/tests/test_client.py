@@ -506,6 +506,143 @@ def test_a_closed_asyncio_client_fails_its_calls_and_streams_at_once(cluster: Cl
     asyncio.run(main())
 
 
+def _flows(client: coflow.Client, coflow_id: int) -> int:
+    """How many flows of ``coflow_id`` the coordinator has live."""
+    return sum(len(c["flows"]) for c in client.status()["coflows"] if c["coflow"] == coflow_id)
+
+
+def _assert_flows_end(client: coflow.Client, coflow_id: int, what: str, within_s: float = 1.5) -> None:
+    """The flows of ``coflow_id`` end within ``within_s``: well before the agent's idle timeout
+    (5 s), which would end a get whose reader merely stopped reading."""
+    started = time.monotonic()
+    while _flows(client, coflow_id):
+        assert time.monotonic() - started < within_s, f"{what}: its flow still runs after {within_s} s"
+        time.sleep(0.05)
+
+
+class _Alarm(Exception):
+    pass
+
+
+def test_a_stream_whose_wait_is_interrupted_raises_ever_after_rather_than_ending_short(slow_cluster: Cluster) -> None:
+    # A 4 MB piece at 5 MB/s: the reader waits for each chunk. An exception raised into a wait
+    # (a signal handler's; a per-chunk asyncio timeout, which cancels the wait) loses what the
+    # wait was bringing: the stream ends there, its transfer with it, and every later iteration
+    # raises, never stops as if the piece were whole (what a generator does once an exception
+    # left it).
+    data = random.Random(31).randbytes(4 << 20)
+    with slow_cluster.client(0) as a, slow_cluster.client(1) as b:
+        c = a.register(2)
+        a.put(c, "sync", data)
+        a.put(c, "aio", data)
+
+        def alarm(signum: int, frame: object) -> None:
+            # Raised only while the main thread waits in the extension (in `_call`, the frame that
+            # called it), not between chunks, where it would be the test's own loop that loses one.
+            if getattr(getattr(frame, "f_code", None), "co_name", None) == "_call":
+                raise _Alarm()
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        try:
+            stream = b.get_stream(c, "sync")
+            got: List[bytes] = []
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(_Alarm):
+                for chunk in stream:
+                    got.append(chunk)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert len(b"".join(got)) < len(data)
+        for _ in range(3):
+            with pytest.raises(ValueError, match="^the stream is closed: _Alarm ended it before the end of its piece") as e:
+                next(stream)
+            assert isinstance(e.value.__cause__, _Alarm)
+        # Its transfer ended with it, though the reader still holds the stream.
+        _assert_flows_end(a, c, "the interrupted stream")
+
+        async def main() -> None:
+            async with coflow.aio.Client(slow_cluster.coordinator, slow_cluster.agents[1], token=TOKEN) as ab:
+                stream = ab.get_stream(c, "aio")
+                got, timeouts = [], 0
+                while not timeouts:
+                    try:
+                        got.append(await asyncio.wait_for(stream.__anext__(), 0.001))
+                    except asyncio.TimeoutError:
+                        timeouts += 1
+                assert len(b"".join(got)) < len(data)
+                for _ in range(3):
+                    with pytest.raises(ValueError, match="^the stream is closed: CancelledError ended it") as e:
+                        await asyncio.wait_for(stream.__anext__(), 5)
+                    assert isinstance(e.value.__cause__, asyncio.CancelledError)
+                _assert_flows_end(a, c, "the cancelled stream")
+                # A stream read to its end is exactly the piece, and then stops, every time.
+                whole = ab.get_stream(c, "aio")
+                assert b"".join([chunk async for chunk in whole]) == data
+                for _ in range(2):
+                    with pytest.raises(StopAsyncIteration):
+                        await whole.__anext__()
+
+        asyncio.run(main())
+        whole = b.get_stream(c, "sync")
+        assert b"".join(whole) == data
+        assert next(whole, None) is None
+        a.unregister(c)
+
+
+def test_a_stream_given_up_at_its_start_ends_its_flow_at_once(slow_cluster: Cluster) -> None:
+    # A 20 MB piece at 5 MB/s (4 s): a stream that its reader gives up, whether its first wait
+    # was cancelled (`asyncio.wait_for` timing out), or its first chunk came and it was then
+    # closed (`aclose()`, `close()`, the end of its `with` or `async with` block) or dropped,
+    # ends its flow at once, not at the agent's idle timeout; a stream closed before its end
+    # raises on its next iteration rather than stop as if whole. (A stream whose first chunk came
+    # and which the reader keeps unread is not given up: it holds its flow until the agent's idle
+    # timeout, as any slow reader's.)
+    data = random.Random(37).randbytes(20_000_000)
+    with slow_cluster.client(0) as a, slow_cluster.client(1) as b:
+        c = a.register(1)
+        a.put(c, "p", data)
+
+        async def main() -> None:
+            async with coflow.aio.Client(slow_cluster.coordinator, slow_cluster.agents[1], token=TOKEN) as ab:
+                for delay in (0.0005, 0.002, 0.005, 0.02):
+                    stream = ab.get_stream(c, "p")
+                    try:
+                        assert await asyncio.wait_for(stream.__anext__(), delay)
+                        await stream.aclose()
+                    except asyncio.TimeoutError:
+                        pass
+                    _assert_flows_end(a, c, f"a stream given up after {delay * 1000:g} ms")
+                    with pytest.raises(ValueError, match="^the stream is closed"):
+                        await stream.__anext__()
+
+                stream = ab.get_stream(c, "p")
+                assert await stream.__anext__()
+                del stream
+                _assert_flows_end(a, c, "a dropped stream")
+
+                async with ab.get_stream(c, "p") as stream:
+                    assert await stream.__anext__()
+                _assert_flows_end(a, c, "a stream whose async with block ended")
+                with pytest.raises(ValueError, match="^the stream is closed$"):
+                    await stream.__anext__()
+
+        asyncio.run(main())
+        with b.get_stream(c, "p") as stream:
+            assert next(stream)
+        _assert_flows_end(a, c, "a stream whose with block ended")
+        with pytest.raises(ValueError, match="^the stream is closed$"):
+            next(stream)
+        stream = b.get_stream(c, "p")
+        assert next(stream)
+        stream.close()
+        _assert_flows_end(a, c, "a closed stream")
+        with pytest.raises(ValueError, match="^the stream is closed$"):
+            next(stream)
+        a.unregister(c)
+
+
 def test_the_asyncio_client_puts_and_gets(cluster: Cluster) -> None:
     async def main() -> None:
         async with coflow.aio.Client(cluster.coordinator, cluster.agents[0], token="python-tests-token") as a:

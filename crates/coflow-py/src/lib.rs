@@ -778,7 +778,12 @@ impl PyClient {
     fn get_stream(&self, py: Python<'_>, coflow: u64, data_id: String) -> PyResult<PyChunks> {
         let c = self.client.clone();
         let chunks = wait(py, self.rt()?, async move { c.get_chunks(CoflowId(coflow), &data_id).await })?;
-        Ok(PyChunks { chunks: Arc::new(tokio::sync::Mutex::new(Some(chunks))), rt: self.rt.clone(), pid: self.pid })
+        Ok(PyChunks {
+            stream: Mutex::new(Stream::Open(Box::new(chunks))),
+            closed: tokio::sync::watch::Sender::new(false),
+            rt: self.rt.clone(),
+            pid: self.pid,
+        })
     }
 
     /// Says no more puts will come for `coflow`.
@@ -850,13 +855,55 @@ impl PyClient {
     }
 }
 
+/// Where a stream of chunks is between `next` calls.
+#[derive(Debug)]
+enum Stream {
+    /// The next chunk is pulled from here.
+    Open(Box<coflow_client::Chunks>),
+    /// A `next` call holds the chunks while it waits.
+    Waiting,
+    /// Every byte of the piece came.
+    Complete,
+    /// It ended before the piece did: why.
+    Ended(&'static str),
+}
+
+/// What `next` raises once the stream was closed.
+const STREAM_CLOSED: &str = "the stream is closed";
+
+/// What one wait for the next chunk brought.
+enum Pulled {
+    /// A chunk, and the chunks to go on from.
+    Chunk(Box<coflow_client::Chunks>, Vec<u8>),
+    /// The end of a whole piece.
+    Complete,
+    /// `close` came first.
+    Closed,
+}
+
 /// The chunks of one piece, pulled one at a time (the transfer waits for the reader).
+///
+/// A stream yields every byte of its piece, then `None` for ever, or it raises: a `next` that
+/// fails, or returns before its answer (a signal's exception, a cancel, the interpreter exiting),
+/// or is closed while it waits, drops the stream there (which ends the transfer at once), and
+/// every later `next` raises `ValueError`, never `None`: a chunk may have come meanwhile, so the
+/// piece can no longer be whole.
 #[pyclass(name = "Chunks", module = "coflow._coflow", frozen)]
 #[derive(Debug)]
 struct PyChunks {
-    chunks: Arc<tokio::sync::Mutex<Option<coflow_client::Chunks>>>,
+    stream: Mutex<Stream>,
+    /// Set by `close`: a `next` that waits returns.
+    closed: tokio::sync::watch::Sender<bool>,
     rt: Arc<Runtime>,
     pid: u32,
+}
+
+impl PyChunks {
+    fn stream(&self) -> std::sync::MutexGuard<'_, Stream> {
+        // The lock is never held across a wait or a call into Python: a poisoned one still holds a
+        // state that is whole.
+        self.stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 #[pymethods]
@@ -864,18 +911,74 @@ impl PyChunks {
     /// The next chunk, or `None` once the piece is complete.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         same_process(self.pid)?;
-        let chunks = self.chunks.clone();
-        let chunk = wait(py, &self.rt, async move {
-            let mut slot = chunks.lock().await;
-            let Some(c) = slot.as_mut() else { return Ok(None) };
-            let next = c.next().await;
-            if !matches!(next, Ok(Some(_))) {
-                // Finished or failed: the stream is released now, not when Python collects it.
-                *slot = None;
+        let mut chunks = {
+            let mut stream = self.stream();
+            match std::mem::replace(&mut *stream, Stream::Waiting) {
+                Stream::Open(chunks) => chunks,
+                other => {
+                    let answer = match other {
+                        Stream::Complete => Ok(None),
+                        Stream::Waiting => {
+                            Err(PyValueError::new_err("another call is waiting for this stream's next chunk"))
+                        }
+                        Stream::Ended(why) => Err(PyValueError::new_err(why)),
+                        Stream::Open(_) => unreachable!("taken above"),
+                    };
+                    *stream = other;
+                    return answer;
+                }
             }
-            next
-        })?;
-        Ok(chunk.map(|b| PyBytes::new(py, &b)))
+        };
+        // The chunks go with the call's task: a call that returns before its answer leaves them
+        // to be dropped with the task, which ends the transfer.
+        let mut closed = self.closed.subscribe();
+        let pulled = wait(py, &self.rt, async move {
+            let next = tokio::select! {
+                next = chunks.next() => next?,
+                _ = closed.wait_for(|&c| c) => return Ok(Pulled::Closed),
+            };
+            Ok(match next {
+                Some(chunk) => Pulled::Chunk(chunks, chunk),
+                None => Pulled::Complete,
+            })
+        });
+        let mut stream = self.stream();
+        match pulled {
+            Ok(Pulled::Chunk(chunks, chunk)) if !*self.closed.borrow() => {
+                *stream = Stream::Open(chunks);
+                drop(stream);
+                Ok(Some(PyBytes::new(py, &chunk)))
+            }
+            Ok(Pulled::Chunk(..) | Pulled::Closed) => {
+                *stream = Stream::Ended(STREAM_CLOSED);
+                Err(PyValueError::new_err(STREAM_CLOSED))
+            }
+            Ok(Pulled::Complete) => {
+                *stream = Stream::Complete;
+                Ok(None)
+            }
+            Err(e) => {
+                *stream = Stream::Ended("the stream ended early: a wait for its next chunk failed or was interrupted");
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the transfer (at once, also for a `next` that waits on another thread, which raises
+    /// `ValueError`); later `next` calls raise `ValueError`, unless the piece was complete.
+    fn close(&self) {
+        self.closed.send_replace(true);
+        let open = {
+            let mut stream = self.stream();
+            if !matches!(*stream, Stream::Open(_)) {
+                return;
+            }
+            std::mem::replace(&mut *stream, Stream::Ended(STREAM_CLOSED))
+        };
+        // A child forked after the stream was made leaves the parent's connection alone.
+        if std::process::id() != self.pid {
+            std::mem::forget(open);
+        }
     }
 }
 
