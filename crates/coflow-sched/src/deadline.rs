@@ -9,7 +9,8 @@
 //! A live coflow that asks for more flows after its admission (a later get) is judged again, as a
 //! whole, on what the other guarantees leave, and rejected if it no longer fits; one still
 //! unfinished at its deadline missed it and is best effort from then on. In the simulator a
-//! coflow arrives whole and an admitted one ends by its deadline, so neither happens there.
+//! coflow arrives whole, and an admitted one misses its deadline only where its guarantee stopped
+//! fitting (below).
 //! Where the guarantees stop fitting after admission (a wide-area link's capacity fell, or a
 //! coflow fell behind its guarantee), they are kept earliest deadline first as far as capacity
 //! goes, and a coflow past that gets what is left and may miss its deadline: never more than a

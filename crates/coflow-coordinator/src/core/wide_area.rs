@@ -95,6 +95,12 @@ pub(super) fn parts_by_share(
         .collect()
 }
 
+/// For how many agent timeouts a relay a receiver blamed stays out of that receiver's paths: ten
+/// (30 s by default), longer than a relay that is alive but does not deliver takes to be found out
+/// (its receiver's data idle timeout, 5 s by default) at each of a get's resumes, so that a get
+/// whose relays all fail this way goes direct rather than back to a relay blamed before.
+const RELAY_AVOIDED_FOR: u64 = 10;
+
 impl Core {
     /// On a wide area, the link a flow from `src` to `dst` crosses (none inside a datacenter or
     /// on a big switch).
@@ -241,8 +247,8 @@ impl Core {
     /// and resumes: as planned when it was split over detours; planned alone when a previous
     /// coordinator granted it; else, having lost its path, planned alone, around
     /// the relay it went through when the coordinator did not reroute it (its receiver could not
-    /// reach the relay, which is left out of that receiver's new paths for an agent timeout, the
-    /// time the coordinator takes to find it dead if it is, and then out of everyone's; other
+    /// reach the relay, which is left out of that receiver's new paths for ten agent timeouts, and
+    /// out of everyone's once the coordinator finds it dead, within one, if it is; other
     /// receivers' paths may still use it, so that a receiver that blames relays degrades no one
     /// else's paths), and all through a detour when its receiver never reached its source
     /// directly. A relay whose flow's source is silent (no heartbeat for three of its heartbeats:
@@ -273,13 +279,14 @@ impl Core {
         self.plan_parts(src, dst, start, end, unreached)
     }
 
-    /// Leaves `relay` out of the new paths of receiver `dst` for an agent timeout.
+    /// Leaves `relay` out of the new paths of receiver `dst` for ten agent timeouts ([`RELAY_AVOIDED_FOR`]).
     fn avoid_relay(&mut self, now: Nanos, relay: MachineId, dst: MachineId) {
         // Bounded: expired entries go at each insert, and a receiver blaming a relay again
         // replaces its one entry for that pair, so at most one per (relay, receiver) of
-        // registered machines (machines², acceptable) and in practice those of an agent timeout.
+        // registered machines (machines², acceptable) and in practice those of ten agent timeouts.
         self.relays_failed.retain(|_, until| *until > now);
-        let until = now.saturating_add(Nanos::from_millis(self.cfg.agent_timeout_ms));
+        let avoided = Nanos::from_millis(self.cfg.agent_timeout_ms.saturating_mul(RELAY_AVOIDED_FOR));
+        let until = now.saturating_add(avoided);
         self.relays_failed.insert((relay, dst), until);
     }
 
