@@ -210,8 +210,7 @@ class Stream(_Chunked):
             raise RuntimeError("anext(): the stream is already waiting for its next chunk")
         if self._complete():
             raise StopAsyncIteration
-        try:
-            self._waiting = True
+        with self._wait():
             chunks = self._chunks
             if chunks is None:
                 # The get starts with the first chunk's wait.
@@ -226,11 +225,6 @@ class Stream(_Chunked):
             if chunk is not None:
                 return chunk
             self._done()
-        except BaseException as e:
-            self._end(e)
-            raise
-        finally:
-            self._waiting = False
         raise StopAsyncIteration
 
     def close(self) -> None:

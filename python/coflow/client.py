@@ -137,6 +137,10 @@ class _Chunked:
         """Every byte came (the extension has already let go of the transfer)."""
         self._state, self._chunks = "complete", None
 
+    def _wait(self) -> "_Waiting":
+        """Guards one wait for the next chunk: an exception leaving it ends the stream short."""
+        return _Waiting(self)
+
     def _end(self, error: Optional[BaseException]) -> None:
         """Ends an open stream short, for ``error`` (``None``: the reader closed it), and ends its
         transfer at once."""
@@ -146,6 +150,23 @@ class _Chunked:
         chunks, self._chunks = self._chunks, None
         if chunks is not None:
             chunks.close()
+
+
+class _Waiting:
+    """A wait for a stream's next chunk (:meth:`_Chunked._wait`): marks the stream waiting, and
+    ends it short with the exception that leaves the wait, if one does (a signal handler's
+    included, wherever in the block it comes: the chunk it interrupted may be lost)."""
+
+    def __init__(self, stream: _Chunked) -> None:
+        self._stream = stream
+
+    def __enter__(self) -> None:
+        self._stream._waiting = True
+
+    def __exit__(self, kind: Any, error: Optional[BaseException], trace: Any) -> None:
+        self._stream._waiting = False
+        if error is not None:
+            self._stream._end(error)
 
 
 class Stream(_Chunked):
@@ -180,19 +201,11 @@ class Stream(_Chunked):
         if chunks is None:
             # Closed by another thread since.
             raise ValueError("the stream is closed")
-        # An exception raised anywhere in here (a signal handler's included) ends the stream: the
-        # chunk it interrupted may be lost.
-        try:
-            self._waiting = True
+        with self._wait():
             chunk = _call(chunks.next)
             if chunk is not None:
                 return chunk
             self._done()
-        except BaseException as e:
-            self._end(e)
-            raise
-        finally:
-            self._waiting = False
         raise StopIteration
 
     def close(self) -> None:

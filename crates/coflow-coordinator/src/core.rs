@@ -156,7 +156,7 @@ struct CoflowRec {
 }
 
 impl CoflowRec {
-    fn new(reg: Registration, job: CoflowId) -> CoflowRec {
+    fn new(reg: Registration, job: CoflowId, registered: Nanos) -> CoflowRec {
         CoflowRec {
             reg,
             job,
@@ -173,7 +173,7 @@ impl CoflowRec {
             filed: None,
             state: CoflowState::Held,
             width: 0,
-            registered: Nanos::ZERO,
+            registered,
             lease_until: None,
         }
     }
@@ -694,7 +694,7 @@ impl Core {
         let lease_until = self.start_lease(now, id, &reg);
         let job = self.job_of(id, &reg);
         self.join_job(job);
-        self.coflows.insert(id, CoflowRec { lease_until, registered: now, ..CoflowRec::new(reg, job) });
+        self.coflows.insert(id, CoflowRec { lease_until, ..CoflowRec::new(reg, job, now) });
     }
 
     /// A framework (`by`: the caller's identity) is done with a coflow: every agent is told to

@@ -913,19 +913,19 @@ impl PyChunks {
         same_process(self.pid)?;
         let mut chunks = {
             let mut stream = self.stream();
+            // Taken while this call waits; any other state is put back as it was.
             match std::mem::replace(&mut *stream, Stream::Waiting) {
                 Stream::Open(chunks) => chunks,
-                other => {
-                    let answer = match other {
-                        Stream::Complete => Ok(None),
-                        Stream::Waiting => {
-                            Err(PyValueError::new_err("another call is waiting for this stream's next chunk"))
-                        }
-                        Stream::Ended(why) => Err(PyValueError::new_err(why)),
-                        Stream::Open(_) => unreachable!("taken above"),
-                    };
-                    *stream = other;
-                    return answer;
+                Stream::Waiting => {
+                    return Err(PyValueError::new_err("another call is waiting for this stream's next chunk"));
+                }
+                Stream::Complete => {
+                    *stream = Stream::Complete;
+                    return Ok(None);
+                }
+                Stream::Ended(why) => {
+                    *stream = Stream::Ended(why);
+                    return Err(PyValueError::new_err(why));
                 }
             }
         };

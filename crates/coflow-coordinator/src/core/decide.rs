@@ -51,6 +51,7 @@ impl Core {
         tracing::debug!(target: "coflow::decide", ?why, coflows = self.active.len(), "decision");
         self.plan_pending(now);
         let heartbeat = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
+        let margin = Nanos::from_millis(self.cfg.deadline_margin_ms);
         let fabric = self.fabric();
         self.snapshot.clear(self.policy.model());
         self.order.clear();
@@ -110,7 +111,6 @@ impl Core {
             // ended enters again with its next get): its deadline counts from its registration,
             // less the margin the control path needs, and so is the same at every entry.
             paced |= c.reg.options.deadline.is_some();
-            let margin = Nanos::from_millis(self.cfg.deadline_margin_ms);
             let deadline = (c.reg.options.deadline)
                 .map(|d| c.registered.saturating_add(d).saturating_sub(margin).saturating_sub(p.arrival));
             let spec = SnapshotCoflow {
