@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from . import _coflow
@@ -55,7 +55,16 @@ if _register_atexit is not None:
     _register_atexit(_cancel_abandoned)
 
 
-async def _run(executor: Optional[ThreadPoolExecutor], f: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def _run(
+    executor: Optional[ThreadPoolExecutor],
+    f: Callable[..., T],
+    *args: Any,
+    discard: Optional[Callable[[T], None]] = None,
+    **kwargs: Any,
+) -> T:
+    """Runs ``f(*args, **kwargs)`` on a thread of ``executor``, cancelled with the awaiting task;
+    a result that comes after all the same (the call was cancelled too late to stop it) is given
+    to ``discard``, rather than left for the garbage collector to free at some later time."""
     if executor is None:
         # A closed client: its calls, and the chunks of its streams, fail at once, never on the
         # event loop's thread.
@@ -74,14 +83,22 @@ async def _run(executor: Optional[ThreadPoolExecutor], f: Callable[..., T], *arg
     entry = (loop, cancel)
     with _IN_FLIGHT_LOCK:
         _IN_FLIGHT.add(entry)
+    future = executor.submit(call)
     try:
-        return await loop.run_in_executor(executor, call)
+        return await asyncio.wrap_future(future, loop=loop)
     except asyncio.CancelledError:
         cancel.cancel()
+        if discard is not None:
+            future.add_done_callback(lambda done: _discard(done, discard))
         raise
     finally:
         with _IN_FLIGHT_LOCK:
             _IN_FLIGHT.discard(entry)
+
+
+def _discard(done: "Future[T]", discard: Callable[[T], None]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        discard(done.result())
 
 
 class Client:
@@ -177,6 +194,10 @@ class Client:
         await self.close()
 
 
+def _close_chunks(chunks: "_coflow.Chunks") -> None:
+    chunks.close()
+
+
 class Stream(_Chunked):
     """The chunks of one piece, in order (:meth:`Client.get_stream`): an asynchronous iterator,
     and an asynchronous context manager that closes it.
@@ -214,8 +235,12 @@ class Stream(_Chunked):
             chunks = self._chunks
             if chunks is None:
                 # The get starts with the first chunk's wait.
+                # A get whose start is cancelled as it comes ends at once, not when its
+                # connection is collected.
                 start = self._client._sync._c.get_stream
-                chunks = await _run(self._client._executor, _call, start, self._coflow, self._data_id)
+                chunks = await _run(
+                    self._client._executor, _call, start, self._coflow, self._data_id, discard=_close_chunks
+                )
                 if self._state != "open":
                     # Closed while it started.
                     chunks.close()

@@ -85,7 +85,9 @@ class Cluster:
         self.root = root
         self.procs: List[subprocess.Popen] = []
         self.agent_procs: List[subprocess.Popen] = []
-        self.env = {**os.environ, "COFLOW_TOKEN": TOKEN, "RUST_LOG": "warn"}
+        # COFLOW_TEST_LOG (a RUST_LOG filter) keeps more of the processes' logs, which stay in
+        # the cluster's directory under pytest's base temp.
+        self.env = {**os.environ, "COFLOW_TOKEN": TOKEN, "RUST_LOG": os.environ.get("COFLOW_TEST_LOG", "warn")}
         self.certs = root / "certs"
         self.tls = tls
         if tls:

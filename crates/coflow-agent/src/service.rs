@@ -263,10 +263,10 @@ impl Agent for AgentService {
         let size = grant.size;
         let local = grant.parts.is_empty() && grant.src_machine_id == shared.config.machine_id();
         let received = Arc::new(AtomicU64::new(0));
-        let open: crate::unread::OpenParts = Arc::default();
-        if local {
-            open.lock().expect("open parts lock").insert(FlowId(grant.flow_id));
-        }
+        // Every flow of the grant is reported at its end, even one whose part never started
+        // (its client hung up at once).
+        let open: crate::unread::OpenParts =
+            Arc::new(std::sync::Mutex::new(crate::session::flows_of(&grant).collect()));
         let get = receive::Get { shared: shared.clone(), coflow, data_id: data_id.clone(), client, size, open };
         // Ends when the transfer does, when the client hangs up (at once, whether or not bytes
         // are moving), when the coordinator fails a flow of it, or at shutdown.

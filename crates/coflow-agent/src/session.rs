@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use coflow_core::FlowId;
 use coflow_proto::pb;
 use coflow_proto::pb::agent_message::Body;
 use tokio::sync::{mpsc, oneshot};
@@ -71,6 +72,12 @@ impl Drop for Call<'_> {
     }
 }
 
+/// The flows a grant names: its parts', or its own for a piece fetched whole.
+pub(crate) fn flows_of(grant: &pb::AnnounceGetResponse) -> impl Iterator<Item = FlowId> + '_ {
+    let whole = grant.parts.is_empty().then_some(FlowId(grant.flow_id));
+    whole.into_iter().chain(grant.parts.iter().map(|p| FlowId(p.flow_id)))
+}
+
 /// A refusal the coordinator sent on the session, as a status with its error kind.
 fn refusal(f: pb::Failure) -> Status {
     let mut s = Status::new(tonic::Code::from_i32(f.code), f.message);
@@ -113,18 +120,21 @@ impl Link {
         }
     }
 
-    /// Ends a grant that came for a get no one waits for any more: the flow is reported failed
-    /// (`client-departed`), as its receiver, so the coordinator frees it.
+    /// Ends a grant that came for a get no one waits for any more: its flows (every part of a
+    /// get split over several paths) are reported failed (`client-departed`), as their receiver,
+    /// so the coordinator frees them.
     fn orphan(&self, result: pb::agent_reply::Result) {
         if let pb::agent_reply::Result::Get(grant) = result {
-            tracing::debug!(flow = grant.flow_id, "a grant came after its get gave up; the flow is ended");
-            let done = pb::FlowFinishedRequest {
-                flow_id: grant.flow_id,
-                ok: false,
-                bytes: 0,
-                reason: coflow_proto::ErrorKind::ClientDeparted.as_str().to_string(),
-            };
-            self.tell(Body::Finished(done));
+            tracing::debug!(flow = grant.flow_id, "a grant came after its get gave up; its flows are ended");
+            for flow in flows_of(&grant) {
+                let done = pb::FlowFinishedRequest {
+                    flow_id: flow.0,
+                    ok: false,
+                    bytes: 0,
+                    reason: coflow_proto::ErrorKind::ClientDeparted.as_str().to_string(),
+                };
+                self.tell(Body::Finished(done));
+            }
         }
     }
 
@@ -218,5 +228,42 @@ impl Stream for Batches {
             }
         }
         Poll::Ready(Some(batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_grant_that_comes_after_its_get_gave_up_ends_every_part() {
+        let link = Link::default();
+        let mut sent = link.open();
+        let get = Body::Get(pb::AnnounceGetRequest { coflow_id: 1, data_id: "p".into(), ..Default::default() });
+        let gave_up = link.call(get, Duration::from_millis(1)).await;
+        assert_eq!(gave_up.unwrap_err().code(), tonic::Code::DeadlineExceeded);
+        let request_id = sent.recv().await.expect("the get was sent").request_id;
+        let part = |flow_id, offset| pb::FlowPart { flow_id, offset, length: 10, ..Default::default() };
+        let grant = pb::AnnounceGetResponse {
+            flow_id: 5,
+            size: 30,
+            parts: vec![part(5, 0), part(6, 10), part(7, 20)],
+            ..Default::default()
+        };
+        link.answer(pb::AgentReply { request_id, result: Some(pb::agent_reply::Result::Get(grant)) });
+        let mut ended = Vec::new();
+        while let Ok(m) = sent.try_recv() {
+            match m.body {
+                Some(Body::Finished(f)) => {
+                    assert!(!f.ok && f.reason == "client-departed", "{f:?}");
+                    ended.push(f.flow_id);
+                }
+                other => panic!("only flow ends were to be sent, not {other:?}"),
+            }
+        }
+        assert_eq!(ended, [5, 6, 7], "every part's flow ends, not only the first");
+        // A whole piece's grant has one flow, its own.
+        let whole = pb::AnnounceGetResponse { flow_id: 9, size: 30, ..Default::default() };
+        assert_eq!(flows_of(&whole).collect::<Vec<_>>(), [FlowId(9)]);
     }
 }
