@@ -629,8 +629,8 @@ pub(crate) struct Sink {
 enum To {
     /// Straight on, at the pace the next stage takes them.
     Stream(mpsc::Sender<Vec<u8>>),
-    /// Into a buffer, at once.
-    Buffer(mpsc::UnboundedSender<Vec<u8>>),
+    /// Kept until its turn comes, at once (in memory, then on disk).
+    Spill(Arc<tokio::sync::Mutex<crate::spill::Spill>>),
 }
 
 impl Sink {
@@ -639,22 +639,21 @@ impl Sink {
         Sink { to: To::Stream(tx), received }
     }
 
-    /// Blocks go into `tx` at once, counted when handed on from there.
-    pub(crate) fn buffer(tx: mpsc::UnboundedSender<Vec<u8>>) -> Sink {
-        Sink { to: To::Buffer(tx), received: Arc::default() }
+    /// Blocks are kept in `spill` at once, counted when handed on from there.
+    pub(crate) fn spill(spill: Arc<tokio::sync::Mutex<crate::spill::Spill>>) -> Sink {
+        Sink { to: To::Spill(spill), received: Arc::default() }
     }
 
-    /// Hands `block` on; false if no one takes blocks any more (the client went away).
-    pub(crate) async fn send(&self, block: Vec<u8>) -> bool {
+    /// Hands `block` on: `ClientDeparted` if no one takes blocks any more, `LimitExceeded` if a
+    /// block to keep cannot be.
+    pub(crate) async fn send(&self, block: Vec<u8>) -> Result<(), AgentError> {
         let n = block.len() as u64;
-        let sent = match &self.to {
-            To::Stream(tx) => tx.send(block).await.is_ok(),
-            To::Buffer(tx) => tx.send(block).is_ok(),
-        };
-        if sent {
-            self.received.fetch_add(n, Ordering::Relaxed);
+        match &self.to {
+            To::Stream(tx) => tx.send(block).await.map_err(|_| AgentError::ClientDeparted)?,
+            To::Spill(spill) => spill.lock().await.push(block).await?,
         }
-        sent
+        self.received.fetch_add(n, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -895,9 +894,7 @@ pub(crate) async fn fetch_over<S: AsyncRead + AsyncWrite + Unpin>(
         shared.rx_port.wait(shared, n).await;
         left -= n;
         shared.rx_bytes.fetch_add(n, Ordering::Relaxed);
-        if !out.send(buf).await {
-            return Err(AgentError::ClientDeparted.into());
-        }
+        out.send(buf).await?;
         // Counted once handed on (a send is cancel-safe): a part cut here resumes from exactly
         // the bytes handed on.
         received.fetch_add(n, Ordering::Relaxed);

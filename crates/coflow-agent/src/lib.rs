@@ -42,6 +42,7 @@ mod retry;
 mod segment;
 mod service;
 mod session;
+mod spill;
 mod state;
 mod store;
 mod unread;
@@ -316,6 +317,11 @@ fn samples(s: &state::Shared) -> Vec<Sample> {
         Sample::counter("puts", "Pieces put.", count(&s.puts)),
         Sample::counter("gets", "Gets served to local clients.", count(&s.gets)),
         Sample::counter("get_failures", "Gets that failed.", count(&s.get_failures)),
+        Sample::counter(
+            "spilled_bytes",
+            "Bytes of multi-path gets' later parts kept on disk while they waited for the parts before them.",
+            count(&s.spilled_bytes),
+        ),
         Sample::gauge("pieces", "Pieces held.", int(usage.pieces)),
         Sample::gauge(
             "piece_bytes",

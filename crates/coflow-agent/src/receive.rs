@@ -36,7 +36,7 @@ use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::pb::agent_message::Body;
 use coflow_proto::ticket::{TICKET_LEN, Ticket};
 use coflow_proto::{DataId, ErrorKind, pb};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 pub(crate) use crate::data::Sink;
@@ -274,10 +274,15 @@ pub(crate) fn receive(
             let sink = if k == 0 {
                 out.clone()
             } else {
-                let (tx, rx) = mpsc::unbounded_channel();
-                buffers.push(rx);
+                let spill = crate::spill::Spill::new(
+                    get.shared.config.data_dir.clone(),
+                    crate::spill::MEMORY_BYTES,
+                    get.shared.spilled_bytes.clone(),
+                );
+                let spill = Arc::new(tokio::sync::Mutex::new(spill));
+                buffers.push(spill.clone());
                 // Counted when handed on to `out`.
-                Sink::buffer(tx)
+                Sink::spill(spill)
             };
             let get = get.clone();
             let pause = pause_before(&part, failed.as_ref());
@@ -297,12 +302,7 @@ pub(crate) fn receive(
             result?;
             done[k] = true;
             while next < n && done[next - 1] && done[next] {
-                let buffer = &mut buffers[next - 1];
-                while let Some(block) = buffer.recv().await {
-                    if !out.send(block).await {
-                        return Err(AgentError::ClientDeparted);
-                    }
-                }
+                buffers[next - 1].lock().await.drain(&out, get.shared.config.chunk_bytes).await?;
                 next += 1;
             }
         }

@@ -254,6 +254,8 @@ pub(crate) struct Shared {
     pub(crate) turns: Mutex<HashMap<MachineId, Turns>>,
     pub(crate) gets: AtomicU64,
     pub(crate) get_failures: AtomicU64,
+    /// Bytes of gets' parts kept on disk while they waited for their turn ([`crate::spill`]).
+    pub(crate) spilled_bytes: Arc<AtomicU64>,
     pub(crate) puts: AtomicU64,
     /// The coordinator, for registering and leaving, with what it asks of this agent.
     pub(crate) coordinator: crate::membership::Coordinator,
@@ -294,6 +296,7 @@ impl Shared {
             turns: Mutex::new(HashMap::new()),
             gets: AtomicU64::new(0),
             get_failures: AtomicU64::new(0),
+            spilled_bytes: Arc::default(),
             puts: AtomicU64::new(0),
             coordinator: crate::membership::Coordinator::new(coordinator),
             pulse: crate::pulse::Pulse::default(),

@@ -75,6 +75,45 @@ async fn a_get_split_over_a_detour_arrives_whole_and_in_order() -> anyhow::Resul
     Ok(())
 }
 
+/// 16 MB split as above, read by a client that stops for a second after its first chunk: the
+/// parts relayed through `c` arrive while the direct part still waits for the reader, and wait
+/// for their turn on the receiving agent's disk past a few MiB each, not in its memory; the
+/// client still receives every byte, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_that_arrive_ahead_of_a_slow_reader_wait_on_disk() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(config(2e6)).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions { name: "across".into(), ..Default::default() }).await?;
+    let piece = content(8, 16_000_000);
+    c.put(coflow, "p", piece.clone()).await?;
+    let r = cluster.client(1).await?;
+    let read = async {
+        let mut chunks = r.get_chunks(coflow, "p").await?;
+        let mut got = chunks.next().await?.unwrap_or_default();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        while let Some(chunk) = chunks.next().await? {
+            got.extend_from_slice(&chunk);
+        }
+        anyhow::Ok(got)
+    };
+    let got = tokio::time::timeout(Duration::from_secs(20), read).await??;
+    assert!(got == piece, "the piece arrives exactly, in order");
+    let mut relayed = 0.0;
+    for m in [2, 3] {
+        relayed += metric(&scrape(cluster.agent_metrics[m]).await, "coflow_agent_relayed_bytes_total");
+    }
+    let spilled = metric(&scrape(cluster.agent_metrics[1]).await, "coflow_agent_spilled_bytes_total");
+    // At most two relayed parts, each keeping up to 4 MiB in memory.
+    let kept = 2.0 * (4u64 << 20) as f64;
+    assert!(
+        relayed > 12e6 && spilled >= relayed - kept && spilled <= relayed,
+        "spilled {spilled} of {relayed} relayed"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// The relay leaves while its part is on the way (its link to `b` kept slow by the coordinator's
 /// rates): the coordinator reroutes the part, the receiver resumes the rest over another path,
 /// and the client still receives every byte, in order.
