@@ -344,7 +344,8 @@ pub struct Counters {
     pub flows_rerouted: u64,
     /// Parts relayed through a third datacenter (multi-path routing), and their bytes.
     pub parts_relayed: u64,
-    /// Bytes of the parts relayed.
+    /// Bytes relayed: a relayed part's length once it completes, the bytes before the cut once
+    /// it is resumed, what its source last reported sent once it fails.
     pub bytes_relayed: u64,
     /// Coflows unregistered because their lease ran out without a renewal.
     pub coflows_expired: u64,
@@ -1106,7 +1107,6 @@ impl Core {
                     links.extend(self.link_between(src, r));
                     links.extend(self.link_between(r, get.machine));
                     self.counters.parts_relayed += 1;
-                    self.counters.bytes_relayed += length;
                 }
             }
             self.flows.insert(
@@ -1168,6 +1168,10 @@ impl Core {
                 }
                 // A flow split as planned ends as its parts begin; one that lost its path, rerouted.
                 let planned = matches!(self.flows.get(&old).map(|f| &f.routing), Some(Routing::Split(_)));
+                // A relayed part cut and resumed relayed the bytes before the cut.
+                if let Some(f) = self.flows.get(&old).filter(|f| f.via.is_some()) {
+                    self.counters.bytes_relayed += start.saturating_sub(f.offset).min(f.size);
+                }
                 self.finish_flow(now, old, Some(if planned { SPLIT } else { REROUTED }))?;
                 true
             }
@@ -1208,6 +1212,11 @@ impl Core {
             self.routing_due.remove(&(since, id));
         }
         self.resume_due.retain(|&(_, r)| r != id);
+        // A relayed part counts its bytes as it ends: all, or as last reported when it fails;
+        // one resumed, up to its cut (`handle_get`).
+        if f.via.is_some() && !matches!(failure, Some(REROUTED | SPLIT)) {
+            self.counters.bytes_relayed += if failure.is_none() { f.size } else { f.sent.min(f.size) };
+        }
         match failure {
             None => self.counters.flows_finished += 1,
             Some(REROUTED) => self.counters.flows_rerouted += 1,
@@ -1479,19 +1488,5 @@ impl Core {
     /// Machine ids below this one may have joined.
     fn machines(&self) -> u32 {
         self.agents.keys().next_back().map_or(1, |m| m.0 + 1)
-    }
-
-    /// The wide area the coordinator schedules, if it has one: the links between datacenters, each
-    /// as measured (its window of samples), and each machine in the datacenter its agent
-    /// registered (an id with no agent is placed in the first: it sends and receives nothing).
-    fn wan(&self) -> Option<coflow_sched::Wan> {
-        let (wa, meter) = (self.cfg.wide_area.as_ref()?, self.meter.as_ref()?);
-        let dc_of: Vec<u32> =
-            (0..self.machines()).map(|m| self.agents.get(&MachineId(m)).and_then(|a| a.dc).unwrap_or(0)).collect();
-        let measured: Vec<_> = (0..wa.links.len()).map(|l| meter.distribution(l)).collect();
-        Some(wa.place(dc_of.clone(), &measured).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "a measured distribution is unusable; deciding on the topology's");
-            wa.place(dc_of, &[]).expect("the configuration checked the topology, every pair with a link")
-        }))
     }
 }

@@ -113,7 +113,7 @@ impl Core {
             Sample::counter("parts_relayed", "Get parts relayed through a third datacenter.", c.parts_relayed),
             Sample::counter(
                 "bytes_relayed",
-                "Bytes of the get parts relayed through a third datacenter.",
+                "Bytes relayed through a third datacenter, counted as each relayed part ends (to its cut, when resumed).",
                 c.bytes_relayed,
             ),
             Sample::counter("flows_rerouted", "Flows whose rest was resumed over another path.", c.flows_rerouted),

@@ -131,6 +131,20 @@ impl Core {
             .collect()
     }
 
+    /// The wide area the coordinator schedules, if it has one: the links between datacenters, each
+    /// as measured (its window of samples), and each machine in the datacenter its agent
+    /// registered (an id with no agent is placed in the first: it sends and receives nothing).
+    pub(super) fn wan(&self) -> Option<coflow_sched::Wan> {
+        let (wa, meter) = (self.cfg.wide_area.as_ref()?, self.meter.as_ref()?);
+        let dc_of: Vec<u32> =
+            (0..self.machines()).map(|m| self.agents.get(&MachineId(m)).and_then(|a| a.dc).unwrap_or(0)).collect();
+        let measured: Vec<_> = (0..wa.links.len()).map(|l| meter.distribution(l)).collect();
+        Some(wa.place(dc_of.clone(), &measured).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "a measured distribution is unusable; deciding on the topology's");
+            wa.place(dc_of, &[]).expect("the configuration checked the topology, every pair with a link")
+        }))
+    }
+
     /// Whether a get of `len` bytes from `src` to `dst` may be split over detours: multi-path
     /// routing is on, a policy of the proportional model decides (per-flow policies keep direct
     /// paths, as in the simulator), the flow crosses a wide-area link and is worth splitting.

@@ -425,6 +425,29 @@ fn a_relayed_part_its_source_gives_up_is_rerouted_around_the_relay() {
     the_relay_serves_again_after_ten_agent_timeouts(&mut h, c, (at, rest));
 }
 
+/// The bytes relayed are what relays delivered, not what was granted through them: nothing while
+/// a relayed part runs, the 1,000 bytes before the cut when it is resumed (the rest going direct
+/// adds none), a relayed part's whole length when it completes.
+#[test]
+fn bytes_relayed_count_what_relays_delivered_not_what_was_granted() {
+    let (mut h, c, g) = planned_over_detours();
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
+    assert_eq!(h.core.counters().bytes_relayed, 0, "granted, not yet relayed");
+    h.advance(0);
+    let rest = resume(&mut h, c, "p", relayed.flow, relayed.offset + 1000);
+    assert_eq!(h.core.counters().bytes_relayed, 1000, "the bytes before the cut");
+    h.core.handle_flow_finished(h.now, MachineId(1), rest.parts[0].flow, FlowOutcome::Completed).unwrap();
+    assert_eq!(h.core.counters().bytes_relayed, 1000, "the rest went direct");
+
+    let (mut h, c, g) = planned_over_detours();
+    let r = resume(&mut h, c, "p", g.flow, 0);
+    let relayed = r.parts.iter().find(|p| p.via.is_some()).expect("a part through c").clone();
+    h.advance(0);
+    h.core.handle_flow_finished(h.now, MachineId(1), relayed.flow, FlowOutcome::Completed).unwrap();
+    assert_eq!(h.core.counters().bytes_relayed, relayed.length, "a part relayed whole");
+}
+
 /// The relay a receiver could not reach is left out of that receiver's new paths only: receiver
 /// A (machine 1) blames the relay R (machine 2, in `c`) of its part; gets of A and B (machine 3,
 /// also in `b`) asked together are water-filled together, and the detour through `c` takes B's
