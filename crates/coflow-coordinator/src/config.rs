@@ -231,6 +231,17 @@ pub struct ConfigError {
     pub reason: String,
 }
 
+/// A wide-area error as the topology file names things: a missing link by its datacenters' names.
+fn named(wa: &WideArea, e: coflow_sched::WanError) -> String {
+    let name = |dc: u32| wa.datacenters.get(dc as usize).map_or_else(|| dc.to_string(), |n| format!("{n:?}"));
+    match e {
+        coflow_sched::WanError::MissingLink { from, to } => {
+            format!("no link from datacenter {} to {}", name(from), name(to))
+        }
+        e => e.to_string(),
+    }
+}
+
 impl CoordinatorConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -242,7 +253,7 @@ impl CoordinatorConfig {
             // Agents may join in any datacenter: every ordered pair needs its direct link.
             let dcs = wa.datacenters.len() as u32;
             let dc_of: Vec<u32> = (0..dcs).collect();
-            wa.place(dc_of, &[]).map_err(|e| bad(format!("{e} (agents may join in any datacenter)")))?;
+            wa.place(dc_of, &[]).map_err(|e| bad(format!("{} (agents may join in any datacenter)", named(wa, e))))?;
             check_link_floor(wa).map_err(bad)?;
         } else if self.topology.is_some() {
             return Err(ConfigError {

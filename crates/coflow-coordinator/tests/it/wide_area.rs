@@ -58,6 +58,7 @@ fn a_topology_without_a_link_between_two_datacenters_is_refused() {
     wa.links.pop();
     let e = config("mrtf", wa).validate().unwrap_err();
     assert_eq!(e.field, "topology", "{e}");
+    assert!(e.reason.starts_with("no link from datacenter \"b\" to \"a\""), "named as the file names them: {e}");
     // Named but not read into `wide_area`: refused too, rather than run as a big switch.
     let e = CoordinatorConfig { topology: Some("x.json".into()), ..CoordinatorConfig::default() }.validate();
     assert_eq!(e.unwrap_err().field, "topology");
