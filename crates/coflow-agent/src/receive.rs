@@ -302,7 +302,7 @@ pub(crate) fn receive(
             result?;
             done[k] = true;
             while next < n && done[next - 1] && done[next] {
-                buffers[next - 1].lock().await.drain(&out, get.shared.config.chunk_bytes).await?;
+                buffers[next - 1].lock().await.drain(&out).await?;
                 next += 1;
             }
         }

@@ -1,10 +1,12 @@
 //! Where a part of a get that arrives ahead of its turn waits: a get split over several paths
 //! fetches its parts at once, and hands a later part on to its client only after every part
 //! before it. A client that reads slowly holds the earlier parts back while the later ones keep
-//! coming, so a waiting part is kept in memory up to [`MEMORY_BYTES`] and past that in an
-//! anonymous file in the agent's data directory (`O_TMPFILE`, or a name removed at once: it has no name, no client can open
-//! or swap it, and it is gone when closed, even after a crash). A reader who takes its time costs
-//! the agent disk, at most the piece's size and freed at the get's end, rather than memory.
+//! coming, so a waiting part is kept in memory up to [`MEMORY_BYTES`] and past that in a file of
+//! the agent's data directory that no name leads to (`O_TMPFILE`, or a fresh name removed at
+//! once: no client can open or swap it, and it is gone when closed, even after a crash). A reader
+//! who takes its time costs the agent disk, at most the piece's size and freed at the get's end,
+//! rather than memory. Each block is checked against its CRC-32 as it comes back from disk, as
+//! every block was when it arrived.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -27,9 +29,9 @@ pub(crate) struct Spill {
     limit: usize,
     memory: VecDeque<Vec<u8>>,
     in_memory: usize,
-    /// What came once memory was full, in order after it.
+    /// What came once memory was full, in order after it, and each block's length and CRC-32.
     file: Option<tokio::fs::File>,
-    on_disk: u64,
+    on_disk: VecDeque<(usize, u32)>,
     /// The agent's count of bytes written to disk this way.
     spilled: Arc<AtomicU64>,
 }
@@ -38,7 +40,7 @@ impl Spill {
     /// An empty part that keeps `limit` bytes in memory and the rest in a file made in `dir`,
     /// counting what goes to disk in `spilled`.
     pub(crate) fn new(dir: PathBuf, limit: usize, spilled: Arc<AtomicU64>) -> Spill {
-        Spill { dir, limit, memory: VecDeque::new(), in_memory: 0, file: None, on_disk: 0, spilled }
+        Spill { dir, limit, memory: VecDeque::new(), in_memory: 0, file: None, on_disk: VecDeque::new(), spilled }
     }
 
     /// Keeps `block` after what came before it. A file that cannot be made or written (the disk
@@ -62,14 +64,15 @@ impl Spill {
             }
         };
         file.write_all(&block).await.map_err(|e| too_much(&self.dir, &e))?;
-        self.on_disk += block.len() as u64;
+        self.on_disk.push_back((block.len(), crc32fast::hash(&block)));
         self.spilled.fetch_add(block.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Hands every byte kept on to `out`, in order, in blocks of at most `chunk` bytes from disk;
-    /// what was handed on is let go. `ClientDeparted` when `out` takes no more.
-    pub(crate) async fn drain(&mut self, out: &crate::data::Sink, chunk: usize) -> Result<(), AgentError> {
+    /// Hands every byte kept on to `out`, in order, in the blocks they came in; what was handed
+    /// on is let go. `ClientDeparted` when `out` takes no more; `Corrupted` for a block that
+    /// comes back from disk other than it went.
+    pub(crate) async fn drain(&mut self, out: &crate::data::Sink) -> Result<(), AgentError> {
         while let Some(block) = self.memory.pop_front() {
             self.in_memory -= block.len();
             out.send(block).await?;
@@ -78,11 +81,12 @@ impl Spill {
         let lost = |e: std::io::Error| AgentError::DataLost(format!("reading back a part kept on disk: {e}"));
         file.flush().await.map_err(lost)?;
         file.seek(std::io::SeekFrom::Start(0)).await.map_err(lost)?;
-        while self.on_disk > 0 {
-            let n = chunk.min(usize::try_from(self.on_disk).unwrap_or(usize::MAX));
+        while let Some((n, crc)) = self.on_disk.pop_front() {
             let mut block = vec![0; n];
             file.read_exact(&mut block).await.map_err(lost)?;
-            self.on_disk -= n as u64;
+            if crc32fast::hash(&block) != crc {
+                return Err(AgentError::Corrupted(format!("a block of {n} bytes kept on disk came back altered")));
+            }
             out.send(block).await?;
         }
         Ok(())
@@ -157,9 +161,9 @@ mod tests {
             .collect()
     }
 
-    async fn drained(spill: &mut Spill, chunk: usize) -> Result<Vec<Vec<u8>>, AgentError> {
+    async fn drained(spill: &mut Spill) -> Result<Vec<Vec<u8>>, AgentError> {
         let (tx, mut rx) = mpsc::channel(1024);
-        spill.drain(&Sink::stream(tx, Arc::default()), chunk).await?;
+        spill.drain(&Sink::stream(tx, Arc::default())).await?;
         let mut out = Vec::new();
         while let Ok(b) = rx.try_recv() {
             out.push(b);
@@ -177,16 +181,15 @@ mod tests {
             spill.push(b.clone()).await.unwrap();
         }
         // 4 + 6 fit in memory; the 3 bytes after them do not, and from then on all goes to disk.
-        assert_eq!((spill.in_memory, spill.on_disk), (10, 13));
+        let on_disk: Vec<usize> = spill.on_disk.iter().map(|b| b.0).collect();
+        assert_eq!((spill.in_memory, on_disk), (10, vec![3, 9, 1]));
         assert_eq!(spilled.load(Ordering::Relaxed), 13);
         // The file has no name in the directory.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let out = drained(&mut spill, 5).await.unwrap();
-        assert_eq!(out.concat(), input.concat(), "every byte, in order");
-        let sizes: Vec<usize> = out.iter().map(Vec::len).collect();
-        assert_eq!(sizes, [4, 6, 5, 5, 3], "memory's blocks as they came, then the disk's in chunks");
-        assert_eq!((spill.in_memory, spill.on_disk), (0, 0));
-        assert!(drained(&mut spill, 5).await.unwrap().is_empty(), "drained once");
+        let out = drained(&mut spill).await.unwrap();
+        assert_eq!(out, input, "every byte, in order, in the blocks they came in");
+        assert_eq!((spill.in_memory, spill.on_disk.len()), (0, 0));
+        assert!(drained(&mut spill).await.unwrap().is_empty(), "drained once");
     }
 
     #[test]
@@ -215,7 +218,7 @@ mod tests {
         for b in blocks(&[40, 60]) {
             spill.push(b).await.unwrap();
         }
-        assert_eq!(drained(&mut spill, 7).await.unwrap().concat(), blocks(&[40, 60]).concat());
+        assert_eq!(drained(&mut spill).await.unwrap(), blocks(&[40, 60]));
     }
 
     #[tokio::test]
@@ -233,7 +236,28 @@ mod tests {
         spill.push(vec![1; 8]).await.unwrap();
         let (tx, rx) = mpsc::channel(1);
         drop(rx);
-        let e = spill.drain(&Sink::stream(tx, Arc::default()), 4).await.unwrap_err();
+        let e = spill.drain(&Sink::stream(tx, Arc::default())).await.unwrap_err();
         assert!(matches!(e, AgentError::ClientDeparted), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_block_altered_on_disk_is_corrupted_never_handed_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = Spill::new(dir.path().to_path_buf(), 4, Arc::default());
+        for b in blocks(&[4, 6, 5]) {
+            spill.push(b).await.unwrap();
+        }
+        let file = spill.file.as_mut().unwrap();
+        file.flush().await.unwrap();
+        file.seek(std::io::SeekFrom::Start(7)).await.unwrap();
+        file.write_all(b"x").await.unwrap();
+        let (tx, mut rx) = mpsc::channel(16);
+        let e = spill.drain(&Sink::stream(tx, Arc::default())).await.unwrap_err();
+        assert!(matches!(&e, AgentError::Corrupted(m) if m.contains("5 bytes")), "{e}");
+        let mut handed = Vec::new();
+        while let Ok(b) = rx.try_recv() {
+            handed.push(b);
+        }
+        assert_eq!(handed, blocks(&[4, 6]), "the blocks before it, and not it");
     }
 }
