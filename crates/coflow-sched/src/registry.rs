@@ -129,6 +129,9 @@ pub struct Entry {
     pub blind: bool,
     /// Whether it may reject coflows ([`Scheduler::admission_control`]).
     pub admission_control: bool,
+    /// Whether its rates depend on coflows' deadlines: a live driver then decides again while a
+    /// coflow with a deadline runs (a rate paced to a deadline falls behind with the progress).
+    pub reads_deadlines: bool,
     /// The list it belongs to.
     pub list: List,
     build: fn(&Params) -> Box<dyn Scheduler>,
@@ -154,12 +157,14 @@ impl fmt::Debug for Entry {
             .field("needs", &self.needs)
             .field("blind", &self.blind)
             .field("admission_control", &self.admission_control)
+            .field("reads_deadlines", &self.reads_deadlines)
             .field("list", &self.list)
             .finish_non_exhaustive()
     }
 }
 
-/// An entry with the common capabilities: any fabric, sees sizes, no admission control.
+/// An entry with the common capabilities: any fabric, sees sizes, no admission control, no
+/// deadlines read.
 const fn entry(name: &'static str, summary: &'static str, build: fn(&Params) -> Box<dyn Scheduler>) -> Entry {
     Entry {
         name,
@@ -168,6 +173,7 @@ const fn entry(name: &'static str, summary: &'static str, build: fn(&Params) -> 
         needs: Needs::AnyFabric,
         blind: false,
         admission_control: false,
+        reads_deadlines: false,
         list: List::All,
         build,
     }
@@ -206,6 +212,7 @@ pub const REGISTRY: &[Entry] = &[
     ),
     Entry {
         admission_control: true,
+        reads_deadlines: true,
         ..entry(
             "varys-deadline",
             "admission control for deadlines, MADD at the deadline, never preempted, backfilled (Varys §5.4)",
@@ -214,6 +221,7 @@ pub const REGISTRY: &[Entry] = &[
     },
     Entry {
         admission_control: true,
+        reads_deadlines: true,
         ..entry("vc", "virtual cluster: one reserved rate on every port of a coflow for its life (Varys §7.3)", |_| {
             Box::new(DeadlineScheduler::new(DeadlineMode::VirtualCluster))
         })
@@ -241,6 +249,7 @@ pub const REGISTRY: &[Entry] = &[
     },
     Entry {
         needs: Needs::BigSwitch,
+        reads_deadlines: true,
         ..entry("edf", "per-flow earliest deadline first, then smallest remaining", |_| {
             Box::new(FlowPriority::new(FlowOrder::EarliestDeadline))
         })
@@ -270,9 +279,12 @@ pub const REGISTRY: &[Entry] = &[
             Box::new(Blinded::new(Saath::default()))
         })
     },
-    entry("karuna", "Karuna: minimal rates for deadline coflows, strict size levels for the rest", |_| {
-        Box::new(Karuna::default())
-    }),
+    Entry {
+        reads_deadlines: true,
+        ..entry("karuna", "Karuna: minimal rates for deadline coflows, strict size levels for the rest", |_| {
+            Box::new(Karuna::default())
+        })
+    },
     Entry {
         params: MC,
         list: List::WideArea,

@@ -43,6 +43,14 @@ fn a_deadline_counts_from_registration_less_the_margin() {
     // behind its rate (its first bytes late) catches up from what it reports.
     let heartbeat = Nanos::from_millis(CoordinatorConfig::default().heartbeat_interval_ms);
     assert_eq!(h.core.poll_timeout(), Some(h.now + heartbeat));
+    // A policy that reads no deadline (`varys`) is not woken for one.
+    let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, agent_timeout_ms: 60_000, ..Default::default() };
+    let mut h = Harness::new("varys", 3, cfg);
+    let a = h.register(1, within(10));
+    h.put(a, "a", 0, 100).unwrap();
+    h.get(a, "a", 2).unwrap();
+    h.advance(0);
+    assert!(h.core.poll_timeout().is_none_or(|t| t > h.now + heartbeat), "{:?}", h.core.poll_timeout());
 
     let mut h = deadline_harness();
     let c = h.register(1, within(2));

@@ -195,3 +195,40 @@ fn an_unscheduled_mode_is_simulated_by_a_registry_policy() {
     let e = policy::parse_list("no-such-policy").unwrap_err().to_string();
     assert!(e.contains("known policies: all, varys"), "a list's names: {e}");
 }
+
+/// An entry says it reads deadlines exactly when its rates depend on them: on a big switch of two
+/// machines, a small coflow and a larger one behind it on the same port, the larger given a
+/// deadline or not.
+#[test]
+fn an_entry_reads_deadlines_iff_its_rates_depend_on_them() {
+    use coflow_core::{CoflowId, MachineId};
+    use coflow_sched::{Allocation, Snapshot, SnapshotCoflow, SnapshotFlow};
+    let fabric = Fabric::big_switch(2, Rate::from_bytes_per_sec(1000.0));
+    let rates = |e: &policy::Entry, deadline: Option<Nanos>| -> Vec<f64> {
+        let mut policy = e.build(&Params::default());
+        let mut snap = Snapshot::default();
+        snap.clear(policy.model());
+        for (i, (size, deadline)) in [(1000.0, None), (4000.0, deadline)].into_iter().enumerate() {
+            let id = CoflowId(i as u64 + 1);
+            let arrival = Nanos::from_millis(i as u64);
+            let c = SnapshotCoflow { id, job: id, arrival, deadline, weight: 1.0, width: 1, pending: 0 };
+            let f = SnapshotFlow { src: MachineId(0), dst: MachineId(1), size, remaining: size };
+            policy.handle_arrival(arrival, id);
+            snap.push_coflow(&fabric, &c, &[f]);
+        }
+        let input = snap.input(Nanos::from_millis(5), &fabric);
+        let mut out = Allocation::default();
+        out.reset(&input);
+        policy.poll_allocation(&input, &mut out);
+        let mut rates = Vec::new();
+        snap.flow_rates(&out, &mut rates);
+        rates
+    };
+    let mut readers = 0;
+    for e in REGISTRY.iter().filter(|e| e.serves(&fabric)) {
+        let (without, with) = (rates(e, None), rates(e, Some(Nanos::from_secs(5))));
+        assert_eq!(without != with, e.reads_deadlines, "{}: {without:?} without a deadline, {with:?} with", e.name);
+        readers += usize::from(e.reads_deadlines);
+    }
+    assert_eq!(readers, 4, "varys-deadline, vc, edf and karuna");
+}
