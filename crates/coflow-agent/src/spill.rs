@@ -133,7 +133,7 @@ fn unlinked_file(dir: &Path) -> std::io::Result<std::fs::File> {
     Err(std::io::Error::other("no fresh name for a file after 100 tries"))
 }
 
-fn too_much(dir: &std::path::Path, e: &std::io::Error) -> AgentError {
+fn too_much(dir: &Path, e: &std::io::Error) -> AgentError {
     AgentError::LimitExceeded(format!(
         "a part that arrived ahead of the client's reading could not be kept on disk in {}: {e}",
         dir.display()

@@ -186,7 +186,7 @@ fn check_link_floor(wa: &WideArea) -> Result<(), String> {
             Bandwidth::Normal { .. } => "normal_gbps",
             Bandwidth::Empirical(_) => "samples_gbps (or samples_file)",
         };
-        let name = |dc: u32| wa.datacenters.get(dc as usize).map_or("?", String::as_str);
+        let name = |dc: u32| dc_name(wa, dc);
         return Err(format!(
             "links[{i}].{field} ({} -> {}): a mean of {:e} Gbit/s is below the {} Gbit/s ({}) the agents' data \
              plane can pace a link at",
@@ -233,13 +233,17 @@ pub struct ConfigError {
 
 /// A wide-area error as the topology file names things: a missing link by its datacenters' names.
 fn named(wa: &WideArea, e: coflow_sched::WanError) -> String {
-    let name = |dc: u32| wa.datacenters.get(dc as usize).map_or_else(|| dc.to_string(), |n| format!("{n:?}"));
     match e {
         coflow_sched::WanError::MissingLink { from, to } => {
-            format!("no link from datacenter {} to {}", name(from), name(to))
+            format!("no link from datacenter {:?} to {:?}", dc_name(wa, from), dc_name(wa, to))
         }
         e => e.to_string(),
     }
+}
+
+/// Datacenter `dc`'s name in the topology (`?` past its list).
+fn dc_name(wa: &WideArea, dc: u32) -> &str {
+    wa.datacenters.get(dc as usize).map_or("?", String::as_str)
 }
 
 impl CoordinatorConfig {

@@ -412,6 +412,9 @@ pub struct Core {
     /// sizes put, so none bypasses it for being small. It learns only what its adapter passes
     /// on: flows asked for, their routes, bytes reported sent, and sizes of finished flows.
     blind: bool,
+    /// The policy's rates depend on deadlines (its registry entry says so): while a coflow with
+    /// one runs, it is decided for once a heartbeat.
+    reads_deadlines: bool,
     /// On a wide area: the direct link between each ordered pair of datacenters (at
     /// `from * dcs + to`), and what the links were measured to carry.
     links: Vec<Option<usize>>,
@@ -451,7 +454,8 @@ impl Core {
     pub fn new(cfg: CoordinatorConfig, policy: Box<dyn Scheduler>) -> Core {
         let tcp = coflow_sched::policy::unscheduled(&cfg.policy).is_some();
         let cfg_agent_timeout = cfg.agent_timeout_ms;
-        let blind = coflow_sched::policy::entry_of(&cfg.policy).is_ok_and(|e| e.blind);
+        let entry = coflow_sched::policy::entry_of(&cfg.policy).ok();
+        let (blind, reads_deadlines) = entry.map_or((false, false), |e| (e.blind, e.reads_deadlines));
         let (links, meter) = match &cfg.wide_area {
             None => (Vec::new(), None),
             Some(wa) => {
@@ -502,6 +506,7 @@ impl Core {
             owners: owners::Owners::default(),
             tickets: coflow_proto::ticket::Tickets::generate(),
             blind,
+            reads_deadlines,
             links,
             meter,
             ports: crate::measure::PortMeter::default(),

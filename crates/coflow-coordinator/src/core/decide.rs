@@ -59,7 +59,6 @@ impl Core {
         let mut routes = Vec::new();
         let trace = tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE);
         // Whether a coflow decided for has a deadline that the policy reads.
-        let reads_deadlines = coflow_sched::policy::entry_of(self.policy.name()).is_ok_and(|e| e.reads_deadlines);
         let mut paced = false;
         for &(_, id) in &self.active {
             let c = &self.coflows[&id];
@@ -111,7 +110,7 @@ impl Core {
             // after its registration (its first get) or again later (a coflow whose flows all
             // ended enters again with its next get): its deadline counts from its registration,
             // less the margin the control path needs, and so is the same at every entry.
-            paced |= reads_deadlines && c.reg.options.deadline.is_some();
+            paced |= self.reads_deadlines && c.reg.options.deadline.is_some();
             let deadline = (c.reg.options.deadline)
                 .map(|d| c.registered.saturating_add(d).saturating_sub(margin).saturating_sub(p.arrival));
             let spec = SnapshotCoflow {
