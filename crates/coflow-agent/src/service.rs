@@ -286,20 +286,21 @@ impl Agent for AgentService {
             };
             let client = tx.clone();
             // The first message states the piece's size, which the client checks the stream
-            // against. A client that leaves a message untaken is reported not reading after
-            // `UNREAD_AFTER` (its flows' ports are not judged by them), and one that takes none
-            // for the data idle timeout has stopped reading: its get fails (and the flow's end is
-            // reported, which frees its rate).
+            // against. A client whose messages wait for it (a tenth of a heartbeat's interval, or
+            // one for `UNREAD_AFTER`) is reported holding its get back (its flows' ports are not
+            // judged by them), and one that takes none for the data idle timeout has stopped
+            // reading: its get fails (and the flow's end is reported, which frees its rate).
             let idle = shared.idle();
             let (waiter, open) = (shared.clone(), get.open.clone());
             let forward = async move {
+                let watched = waiter.unread.watch(&open);
                 let deliver = async |m: pb::GetChunk| {
                     let m = match client.try_send(Ok(m)) {
                         Ok(()) => return true,
                         Err(mpsc::error::TrySendError::Closed(_)) => return false,
                         Err(mpsc::error::TrySendError::Full(m)) => m,
                     };
-                    waiter.unread.deliver(&open, client.send(m), idle).await
+                    watched.deliver(client.send(m), idle).await
                 };
                 if !deliver(pb::GetChunk { data: Vec::new(), piece_size: Some(size) }).await {
                     return false;

@@ -1,85 +1,167 @@
-//! Gets whose local client stopped reading: a chunk left untaken for [`UNREAD_AFTER`] lists the
-//! get's flows in the agent's heartbeats, so that the coordinator judges no port by them (their
-//! senders fall short because the client stopped, not because a port is slow).
+//! Gets held back by their local client rather than by the network: a get whose chunks waited
+//! for the client ([`READER_LIMITED`] of the interval since the previous heartbeat or more, or
+//! one chunk for [`UNREAD_AFTER`]) lists its flows in the agent's next heartbeat, so that the
+//! coordinator judges no port or link by them: their senders fall short because the client reads
+//! slowly or not at all, not because a port is slow.
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use coflow_core::FlowId;
 
 /// How long a get's client may leave a chunk ready for it untaken before the get's flows are
-/// reported unread (in a heartbeat sent at once): well under the coordinator's measurement
-/// period (400 ms), so that it learns before it judges the flows' ports by them.
+/// reported unread in a heartbeat sent at once: well under the coordinator's measurement period
+/// (400 ms), so that it learns before it judges the flows' ports by them.
 pub(crate) const UNREAD_AFTER: Duration = Duration::from_millis(150);
 
-/// The gets whose client has not taken the chunk ready for it, and since when. Each heartbeat
-/// lists the open flows of those that waited [`UNREAD_AFTER`] or more: their senders fall short
-/// because the client stopped reading, not because a port is slow.
-#[derive(Debug, Default)]
+/// The share of a heartbeat's interval a get's chunks may wait for its client before the get is
+/// reported reader-limited. A client that keeps up takes each chunk as it comes and leaves none
+/// waiting; one slower than the network keeps the get's queue to it full, and its chunks wait
+/// nearly all the time, a few milliseconds at a time.
+pub(crate) const READER_LIMITED: f64 = 0.1;
+
+/// The gets being delivered to their clients, with how long their chunks waited for the client.
+/// Each heartbeat lists the open flows of those held back by their client since the previous
+/// one ([`Unread::flows`]).
+#[derive(Debug)]
 pub(crate) struct Unread {
-    next: AtomicU64,
-    waiting: Mutex<HashMap<u64, (Instant, OpenParts)>>,
-    /// Told when a get becomes unread: the session then sends a heartbeat at once.
+    inner: Mutex<Inner>,
+    /// Told when a get becomes held back by its client: the session then sends a heartbeat at
+    /// once.
     pub(crate) changed: tokio::sync::Notify,
+}
+
+#[derive(Debug)]
+struct Inner {
+    next: u64,
+    gets: HashMap<u64, Get>,
+    /// When the gets were last listed (the previous heartbeat).
+    listed_at: Instant,
+}
+
+#[derive(Debug)]
+struct Get {
+    open: OpenParts,
+    /// Since when a chunk has waited for the client, if one is waiting.
+    waiting_since: Option<Instant>,
+    /// How long its chunks waited since `listed_at`, the wait in progress left out.
+    waited: Duration,
+    /// Whether the last listing (or, since, a wait) found it held back by its client.
+    limited: bool,
+}
+
+impl Default for Unread {
+    fn default() -> Unread {
+        let inner = Inner { next: 0, gets: HashMap::new(), listed_at: Instant::now() };
+        Unread { inner: Mutex::new(inner), changed: tokio::sync::Notify::new() }
+    }
 }
 
 /// The flows of a get whose end is not reported yet.
 pub(crate) type OpenParts = Arc<Mutex<BTreeSet<FlowId>>>;
 
-/// A get listed as waiting for its client to take a chunk; dropped, the wait is over.
-#[must_use = "the wait ends when this is dropped"]
-pub(crate) struct Waiting<'a> {
+/// A get being delivered to its client; dropped, it is no longer watched.
+#[must_use = "the get is watched until this is dropped"]
+pub(crate) struct Watched<'a> {
     unread: &'a Unread,
     id: u64,
 }
 
 impl Unread {
-    /// Lists a get whose flows are `open` as waiting since `since`, until the wait is dropped.
-    pub(crate) fn wait(&self, open: &OpenParts, since: Instant) -> Waiting<'_> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.waiting.lock().expect("unread lock").insert(id, (since, open.clone()));
-        Waiting { unread: self, id }
+    /// Watches a get whose flows are `open` while it is delivered to its client.
+    pub(crate) fn watch(&self, open: &OpenParts) -> Watched<'_> {
+        let mut inner = self.inner.lock().expect("unread lock");
+        let id = inner.next;
+        inner.next += 1;
+        inner.gets.insert(id, Get { open: open.clone(), waiting_since: None, waited: Duration::ZERO, limited: false });
+        Watched { unread: self, id }
     }
 
-    /// Waits for `send` (a chunk to the client of a get whose flows are `open`) for at most
-    /// `limit`: after `UNREAD_AFTER` the get is unread, which the session is told of at once.
-    /// Whether the chunk was taken. A chunk taken within `UNREAD_AFTER` leaves no trace here.
-    pub(crate) async fn deliver<E>(
-        &self,
-        open: &OpenParts,
-        send: impl Future<Output = Result<(), E>>,
-        limit: Duration,
-    ) -> bool {
-        let since = Instant::now();
-        let mut send = std::pin::pin!(send);
-        tokio::select! {
-            r = &mut send => return r.is_ok(),
-            _ = tokio::time::sleep(UNREAD_AFTER.min(limit)) => {}
-        }
-        let _waiting = self.wait(open, since);
-        self.changed.notify_one();
-        matches!(tokio::time::timeout(limit.saturating_sub(UNREAD_AFTER), send).await, Ok(Ok(())))
-    }
-
-    /// The flows, in order, of the gets that have waited since `UNREAD_AFTER` before `now`.
+    /// The flows, in order, of the gets held back by their client since the previous listing
+    /// (`now` being this one's time): a chunk waiting since `UNREAD_AFTER` or more, or chunks
+    /// that waited `READER_LIMITED` of the interval or more.
     pub(crate) fn flows(&self, now: Instant) -> Vec<u64> {
-        let waiting = self.waiting.lock().expect("unread lock");
-        let mut flows: Vec<u64> = waiting
-            .values()
-            .filter(|(since, _)| now.saturating_duration_since(*since) >= UNREAD_AFTER)
-            .flat_map(|(_, open)| open.lock().expect("open parts lock").iter().map(|f| f.0).collect::<Vec<_>>())
-            .collect();
+        let mut inner = self.inner.lock().expect("unread lock");
+        let since = inner.listed_at;
+        let interval = now.saturating_duration_since(since);
+        let mut flows = Vec::new();
+        for get in inner.gets.values_mut() {
+            let waiting = get.waiting_since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s.max(since)));
+            let stalled = get.waiting_since.is_some_and(|s| now.saturating_duration_since(s) >= UNREAD_AFTER);
+            if !interval.is_zero() {
+                get.limited =
+                    stalled || (get.waited + waiting).as_secs_f64() >= READER_LIMITED * interval.as_secs_f64();
+            }
+            get.waited = Duration::ZERO;
+            if get.limited {
+                flows.extend(get.open.lock().expect("open parts lock").iter().map(|f| f.0));
+            }
+        }
+        inner.listed_at = now.max(since);
         flows.sort_unstable();
         flows
     }
+
+    /// A chunk of get `id` waits for its client from `at`.
+    fn begin(&self, id: u64, at: Instant) {
+        if let Some(get) = self.inner.lock().expect("unread lock").gets.get_mut(&id) {
+            get.waiting_since = Some(at);
+        }
+    }
+
+    /// The wait of get `id` for its client ended at `at`. Whether the get has just become held
+    /// back by its client: its chunks waited `READER_LIMITED` of the time since the last listing,
+    /// which was not long ago (a heartbeat interval or less), and it was not listed.
+    fn end(&self, id: u64, at: Instant) -> bool {
+        let mut inner = self.inner.lock().expect("unread lock");
+        let since = inner.listed_at;
+        let Some(get) = inner.gets.get_mut(&id) else { return false };
+        let Some(start) = get.waiting_since.take() else { return false };
+        get.waited += at.saturating_duration_since(start.max(since));
+        let interval = at.saturating_duration_since(since);
+        let became = !get.limited
+            && interval >= MIN_INTERVAL
+            && get.waited.as_secs_f64() >= READER_LIMITED * interval.as_secs_f64();
+        get.limited |= became;
+        became
+    }
 }
 
-impl Drop for Waiting<'_> {
+/// The least time since the last listing over which waits tell that a client holds its get
+/// back between heartbeats (a first wait right after a listing tells nothing yet).
+const MIN_INTERVAL: Duration = Duration::from_millis(20);
+
+impl Watched<'_> {
+    /// Waits for `send` (a chunk to the client, whose queue was full) for at most `limit`,
+    /// counting the wait as the client's: after `UNREAD_AFTER`, or once this get's waits since
+    /// the last heartbeat add up to `READER_LIMITED` of the time since, the session is told at
+    /// once. Whether the chunk was taken.
+    pub(crate) async fn deliver<E>(&self, send: impl Future<Output = Result<(), E>>, limit: Duration) -> bool {
+        self.unread.begin(self.id, Instant::now());
+        let mut send = std::pin::pin!(send);
+        let taken = tokio::select! {
+            r = &mut send => Some(r.is_ok()),
+            _ = tokio::time::sleep(UNREAD_AFTER.min(limit)) => None,
+        };
+        let taken = match taken {
+            Some(taken) => taken,
+            None => {
+                self.unread.changed.notify_one();
+                matches!(tokio::time::timeout(limit.saturating_sub(UNREAD_AFTER), send).await, Ok(Ok(())))
+            }
+        };
+        if self.unread.end(self.id, Instant::now()) {
+            self.unread.changed.notify_one();
+        }
+        taken
+    }
+}
+
+impl Drop for Watched<'_> {
     fn drop(&mut self) {
-        self.unread.waiting.lock().expect("unread lock").remove(&self.id);
+        self.unread.inner.lock().expect("unread lock").gets.remove(&self.id);
     }
 }
 
@@ -87,39 +169,111 @@ impl Drop for Waiting<'_> {
 mod tests {
     use super::*;
 
-    /// A get's flows are listed once its client has left a chunk untaken for `UNREAD_AFTER`,
-    /// as they are then (a part that ended is not), and no longer once the chunk is taken.
-    #[test]
-    fn a_get_is_reported_unread_while_its_client_leaves_a_chunk_untaken() {
-        let unread = Unread::default();
-        let t0 = Instant::now();
-        let (a, b): (OpenParts, OpenParts) = (Arc::default(), Arc::default());
-        a.lock().unwrap().extend([FlowId(7), FlowId(3)]);
-        b.lock().unwrap().insert(FlowId(5));
-        let waiting_a = unread.wait(&a, t0);
-        let waiting_b = unread.wait(&b, t0 + Duration::from_millis(100));
-        assert_eq!(unread.flows(t0 + UNREAD_AFTER - Duration::from_millis(1)), Vec::<u64>::new());
-        assert_eq!(unread.flows(t0 + UNREAD_AFTER), vec![3, 7]);
-        a.lock().unwrap().remove(&FlowId(7));
-        assert_eq!(unread.flows(t0 + UNREAD_AFTER + Duration::from_millis(100)), vec![3, 5]);
-        drop(waiting_a);
-        assert_eq!(unread.flows(t0 + Duration::from_secs(1)), vec![5]);
-        drop(waiting_b);
-        assert_eq!(unread.flows(t0 + Duration::from_secs(1)), Vec::<u64>::new());
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
     }
 
-    /// A chunk the client takes at once lists nothing; one it leaves lists the get once
-    /// `UNREAD_AFTER` has passed, tells the session so then (not before), and is given up at the
-    /// limit, after which nothing is listed.
+    fn open(flows: &[u64]) -> OpenParts {
+        Arc::new(Mutex::new(flows.iter().map(|&f| FlowId(f)).collect()))
+    }
+
+    /// An `Unread` whose last listing was at `t0`.
+    fn listed_at(t0: Instant) -> Unread {
+        let unread = Unread::default();
+        unread.inner.lock().unwrap().listed_at = t0;
+        unread
+    }
+
+    /// A get is listed, with the flows open at the listing, when its chunks waited for its client
+    /// a tenth of the interval since the previous listing or more (a wait in progress counted to
+    /// the listing, one that spans a listing only from it); each interval is judged on its own,
+    /// so a client that catches up is listed no longer; a get no longer watched is not listed.
+    #[test]
+    fn a_get_is_listed_while_its_chunks_wait_for_its_client() {
+        let t0 = Instant::now();
+        let unread = listed_at(t0);
+        let (a, b) = (open(&[7, 3]), open(&[5]));
+        let (wa, wb) = (unread.watch(&a), unread.watch(&b));
+        // Interval 1 (100 ms): a's chunks waited 6 + 5 ms, b's 9 ms.
+        unread.begin(wa.id, t0 + ms(10));
+        unread.end(wa.id, t0 + ms(16));
+        unread.begin(wa.id, t0 + ms(50));
+        unread.end(wa.id, t0 + ms(55));
+        unread.begin(wb.id, t0 + ms(20));
+        unread.end(wb.id, t0 + ms(29));
+        assert_eq!(unread.flows(t0 + ms(100)), vec![3, 7], "11 ms of 100 is held back, 9 is not");
+        // Interval 2 (100 ms): a's client keeps up; b's chunk waits from 180 ms to the listing
+        // and on, 20 of the interval's 100 ms.
+        unread.begin(wb.id, t0 + ms(180));
+        a.lock().unwrap().remove(&FlowId(7));
+        assert_eq!(unread.flows(t0 + ms(200)), vec![5], "a caught up; b's wait in progress counts");
+        // Interval 3: b's wait ends at 205 ms: 5 ms of this interval (its first 20 were the last
+        // one's), under a tenth of 100.
+        unread.end(wb.id, t0 + ms(205));
+        assert_eq!(unread.flows(t0 + ms(300)), Vec::<u64>::new());
+        // Interval 4: both wait half of it; a is no longer watched.
+        unread.begin(wa.id, t0 + ms(300));
+        unread.end(wa.id, t0 + ms(350));
+        unread.begin(wb.id, t0 + ms(350));
+        unread.end(wb.id, t0 + ms(400));
+        drop(wa);
+        assert_eq!(unread.flows(t0 + ms(400)), vec![5]);
+        drop(wb);
+        assert_eq!(unread.flows(t0 + ms(500)), Vec::<u64>::new());
+        assert!(unread.inner.lock().unwrap().gets.is_empty(), "no trace of a get no longer watched");
+    }
+
+    /// A chunk left untaken for `UNREAD_AFTER` lists its get however long the interval (here
+    /// 10 s, of which 150 ms is under a tenth), until it is taken.
+    #[test]
+    fn a_chunk_left_untaken_lists_its_get_however_long_the_interval() {
+        let t0 = Instant::now();
+        let unread = listed_at(t0);
+        let a = open(&[4]);
+        let w = unread.watch(&a);
+        let waits = t0 + Duration::from_secs(10) - UNREAD_AFTER + ms(1);
+        unread.begin(w.id, waits);
+        assert_eq!(unread.flows(t0 + Duration::from_secs(10)), Vec::<u64>::new(), "149 ms: not yet");
+        assert_eq!(unread.flows(waits + UNREAD_AFTER), vec![4], "150 ms");
+        unread.end(w.id, waits + UNREAD_AFTER + ms(1));
+        assert_eq!(unread.flows(t0 + Duration::from_secs(20)), Vec::<u64>::new(), "taken");
+    }
+
+    /// The end of a wait says the get has just become held back once: when its waits add up to a
+    /// tenth of the time since the listing, at least `MIN_INTERVAL` after it, and not again while
+    /// it stays so; a listing that finds it keeping up lets it say so again.
+    #[test]
+    fn a_get_held_back_between_listings_tells_the_session_once() {
+        let t0 = Instant::now();
+        let unread = listed_at(t0);
+        let a = open(&[1]);
+        let w = unread.watch(&a);
+        unread.begin(w.id, t0);
+        assert!(!unread.end(w.id, t0 + ms(5)), "5 ms after a listing tells nothing yet");
+        unread.begin(w.id, t0 + ms(20));
+        assert!(unread.end(w.id, t0 + ms(25)), "10 ms of 25");
+        unread.begin(w.id, t0 + ms(30));
+        assert!(!unread.end(w.id, t0 + ms(35)), "told already");
+        assert_eq!(unread.flows(t0 + ms(100)), vec![1]);
+        unread.begin(w.id, t0 + ms(150));
+        assert!(!unread.end(w.id, t0 + ms(160)), "still listed");
+        assert_eq!(unread.flows(t0 + ms(300)), Vec::<u64>::new(), "10 ms of 200");
+        unread.begin(w.id, t0 + ms(310));
+        assert!(unread.end(w.id, t0 + ms(330)), "20 ms of 30 after it kept up");
+    }
+
+    /// Delivered at once, a chunk leaves no trace; one the client leaves untaken tells the
+    /// session after `UNREAD_AFTER` (not before) and lists the get then, and is given up at the
+    /// limit.
     #[tokio::test]
     async fn a_chunk_left_untaken_lists_its_get_and_tells_the_session() {
         let unread = Unread::default();
-        let open: OpenParts = Arc::default();
-        open.lock().unwrap().insert(FlowId(9));
-        assert!(unread.deliver(&open, async { Ok::<(), ()>(()) }, Duration::from_secs(1)).await);
+        let open = open(&[9]);
+        let w = unread.watch(&open);
+        assert!(w.deliver(async { Ok::<(), ()>(()) }, Duration::from_secs(1)).await);
         let started = Instant::now();
         let never = std::future::pending::<Result<(), ()>>();
-        let given_up = unread.deliver(&open, never, UNREAD_AFTER * 3);
+        let given_up = w.deliver(never, UNREAD_AFTER * 3);
         let watch = async {
             unread.changed.notified().await;
             (started.elapsed(), unread.flows(Instant::now()))
@@ -128,6 +282,5 @@ mod tests {
         assert!(!taken, "given up at the limit");
         assert!(told >= UNREAD_AFTER, "told after {told:?}");
         assert_eq!(listed, vec![9], "listed when the session is told");
-        assert_eq!(unread.flows(Instant::now()), Vec::<u64>::new(), "no longer waiting");
     }
 }

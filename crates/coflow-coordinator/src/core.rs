@@ -238,8 +238,6 @@ struct FlowRec {
     rerouting: bool,
     /// How its bytes are routed.
     routing: Routing,
-    /// When its receiver first reported its client not reading it.
-    first_unread: Option<Nanos>,
 }
 
 impl FlowRec {
@@ -247,12 +245,6 @@ impl FlowRec {
     fn view(&self, id: FlowId) -> FlowView {
         let data_id = self.data_id.to_string();
         FlowView { id, data_id, src: self.src, dst: self.dst, size: self.size, sent: self.sent, rate: self.rate }
-    }
-
-    /// Whether a report that its receiving client stopped reading is still taken at `now`
-    /// ([`UNREAD_HONOURED`] from the first).
-    fn unread_honoured(&self, now: Nanos) -> bool {
-        self.first_unread.is_some_and(|t| now.saturating_sub(t) <= UNREAD_HONOURED)
     }
 
     /// The rate its source is told: its assigned rate, or for a flow served outside the policy
@@ -303,15 +295,10 @@ struct AgentRec {
     beat: Option<Nanos>,
     tx_bps: f64,
     rx_bps: f64,
-    /// The flows it receives whose client stopped taking their bytes, as of its last report.
+    /// The flows it receives whose client holds them back (reads slower than they come, or not
+    /// at all), as of its last report.
     unread: BTreeSet<FlowId>,
 }
-
-/// How long after a flow's receiver first reported its client not reading the report is taken:
-/// twice the agents' default data idle timeout, by which a client that stopped reading has lost
-/// its get. A receiver that lists a flow longer (or again later) is reading slowly however it
-/// reports it, and the flow is measured like any other.
-const UNREAD_HONOURED: Nanos = Nanos::from_secs(10);
 
 /// Counters for `/metrics` and the benchmark.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -881,14 +868,11 @@ impl Core {
             }
             _ => false,
         };
-        // What a flow whose client just stopped reading moved this period, reported before its
-        // receiver said so, is no sample of its ports either.
+        // What a flow whose client just began to hold it back moved this period, reported before
+        // its receiver said so, is no sample of its ports either.
         for id in newly_unread {
-            if let Some(f) = self.flows.get_mut(&id) {
-                f.first_unread.get_or_insert(now);
-                if f.unread_honoured(now) {
-                    self.ports.forget(f.src, f.dst);
-                }
+            if let Some(f) = self.flows.get(&id) {
+                self.ports.forget(f.src, f.dst);
             }
         }
         if known {
@@ -908,11 +892,10 @@ impl Core {
                     // cross is found down by its receivers (who resume them) instead.
                     // A relayed part moves at the pace of its slower hop: its bytes load both links,
                     // but whether it kept up says nothing of either alone. Nor does a flow whose
-                    // receiver reports that its client stopped reading: that client holds it back
-                    // (its sender's port would pass for slow).
+                    // receiver reports that its client holds it back, reading slower than it comes
+                    // or not at all (its sender's port would pass for slow).
                     // A flow never listed is not looked up.
-                    let unread =
-                        f.unread_honoured(now) && self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
+                    let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
                     if f.sent > 0 {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         // An unread flow's bytes load what they cross as if it asked just them.
@@ -1134,7 +1117,6 @@ impl Core {
                     asked: 0.0,
                     rerouting: false,
                     routing: routing.clone(),
-                    first_unread: None,
                 },
             );
             self.owners.serve(&owner, flow, owners::served_by(src, get.machine, via));

@@ -26,13 +26,14 @@
 //! shortfall of a pair that moved next to nothing while another of its pairs moved (a full port
 //! shares what it has, never down to nothing for one flow), so a receiver that stops reading does
 //! not pass for a slow uplink of its sender, whose other flows keep their rates. (A flow whose
-//! receiving agent reports its client not reading comes here as load that asked just what it
-//! moved, and its pair's judgement so far in the period is dropped when the report comes
-//! ([`PortMeter::forget`]), so that a stalled reader alone on both its ports is no port's fault
-//! either; so are the pairs of an agent that fell silent, [`PortMeter::forget_machines`], as a
-//! frozen receiver cannot report its reader.) A port is sampled only once it held its flows back
-//! two periods in a row: a slower link stays slow, while a flow stalled for a moment (its receiver busy, its agent descheduled)
-//! is no port's fault. And a port asked less than a fifth of its estimate tells nothing of being
+//! receiving agent reports its client holding it back, reading slower than it comes or not at
+//! all, comes here as load that asked just what it moved, and its pair's judgement so far in the
+//! period is dropped when the report comes ([`PortMeter::forget`]), so that a slow or stalled
+//! reader alone on both its ports is no port's fault either; so are the pairs of an agent that
+//! fell silent, [`PortMeter::forget_machines`], as a frozen receiver cannot report its reader.) A
+//! port is sampled only once it held its flows back two periods in a row: a slower link stays
+//! slow, while a flow stalled for a moment (its receiver busy, its agent descheduled) is no
+//! port's fault. And a port asked less than a fifth of its estimate tells nothing of being
 //! held back (a flow paced at a small rate moves block by block, too coarse to judge in one
 //! period).
 //!

@@ -528,7 +528,8 @@ pub struct Heartbeat {
     pub tx_bps: f64,
     /// Measured receiving rate since the last report.
     pub rx_bps: f64,
-    /// Flows it receives whose client stopped taking their bytes.
+    /// Flows it receives whose client held them back since its previous heartbeat (read them
+    /// slower than they came, or not at all).
     pub unread: Vec<FlowId>,
 }
 

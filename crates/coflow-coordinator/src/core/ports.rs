@@ -14,7 +14,7 @@ use crate::measure::{Carried, Port};
 /// Adds to `c` what flow `f` carried since its source's previous report: `moved` bytes, and
 /// `asked` by its assigned rates, at most the bytes it had left (a flow that ended inside the
 /// interval asked no more). A flow served outside the policy asked nothing: it took what it found;
-/// nor does one whose receiving client stopped reading (`unread`) tell whether a port held it back.
+/// nor does one whose receiving client holds it back (`unread`) tell whether a port did.
 pub(super) fn carried(c: &mut Carried, f: &FlowRec, moved: f64, asked: f64, unread: bool) {
     if f.state == FlowState::Unscheduled || unread {
         c.other_moved += moved;

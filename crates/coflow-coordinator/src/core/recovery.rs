@@ -313,7 +313,6 @@ impl Core {
                 via: None,
                 links: self.link_between(r.src, r.dst).into_iter().collect(),
                 asked: 0.0,
-                first_unread: None,
                 rerouting: false,
                 routing: Routing::Direct,
             },

@@ -435,6 +435,51 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
     Ok(())
 }
 
+/// A client that reads steadily but slowly (a chunk, then 5 ms of rest: a fifth or so of its
+/// flow's rate, never leaving a chunk untaken long) holds its flow back, not a port: its agent
+/// reports it reader-limited for as long as it reads so, so neither the sender's uplink nor the
+/// receiver's downlink is taken for slow, for the 4 s watched (more than eight measurement
+/// periods), and every byte arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_steady_reader_is_not_taken_for_a_slow_port() -> anyhow::Result<()> {
+    subscribe();
+    let rate = 20e6;
+    let cluster = Cluster::start(ClusterConfig::new(2, rate, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let bytes = content(4, 48 << 20);
+    c.put(coflow, "big", bytes.clone()).await?;
+    let reader = cluster.client(1).await?;
+    let mut chunks = reader.get_chunks(coflow, "big").await?;
+    let read = tokio::spawn(async move {
+        let mut got = Vec::new();
+        while let Some(chunk) = chunks.next().await? {
+            got.extend_from_slice(&chunk);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        anyhow::Ok(got)
+    });
+    let opened = Instant::now();
+    let mut ports = Vec::new();
+    while opened.elapsed() < Duration::from_secs(4) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let st = c.status().await?;
+        let port = |m: u32| st.agents.iter().find(|a| a.machine_id == m).expect("both agents are registered");
+        ports.push((opened.elapsed().as_millis(), port(0).uplink_bps, port(1).downlink_bps));
+    }
+    assert!(
+        ports.iter().all(|&(_, up, down)| up >= rate / 2.0 && down >= rate / 2.0),
+        "a port was taken for slow (ms, uplink B/s, downlink B/s): {ports:?}"
+    );
+    let st = c.status().await?;
+    let sent = st.coflows.iter().flat_map(|c| &c.flows).map(|f| f.bytes_sent).next().unwrap_or(bytes.len() as u64);
+    assert!(sent < bytes.len() as u64 / 2, "the reader held its flow back: {sent} bytes sent in 4 s");
+    c.unregister(coflow).await?;
+    let _ = read.await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// A client that starts gets and hangs up on them ends them itself: the agent and the
 /// coordinator count each (`get_failures`, `flows_failed_by_reason{reason="client-departed"}`)
 /// but write no warning, which a client could otherwise write once per get it cancels.
