@@ -384,8 +384,10 @@ class Client:
     def status(self) -> Dict[str, Any]:
         """What the coordinator is doing: its policy, live coflows, and agents. Each coflow has
         its flows and rates, ``job`` (the id of the coflow that names its job: its own unless it
-        joined a parent's; None from a coordinator that does not say) and ``lease_left_s`` (None
-        without a lease)."""
+        joined a parent's; None from a coordinator that does not say), ``lease_left_s`` (None
+        without a lease), ``deadline_s`` (from its registration; None without a deadline) and
+        ``admission`` (what a policy with admission control made of the deadline: ``"pending"``,
+        ``"admitted"`` or ``"rejected"``; None without one)."""
         return _call(self._c.status)
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ def test_a_shuffle_moves_exact_bytes(cluster: Cluster) -> None:
     pieces = {(m, r): bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 200_000))) for m in range(2) for r in range(2)}
     with cluster.client(0) as m0, cluster.client(1) as m1:
         clients = [m0, m1]
-        stage = m0.register(1, name="py-stage", lease_s=60)
+        stage = m0.register(1, name="py-stage", lease_s=60, deadline_s=30)
         shuffle = m0.register(mappers * reducers, name="py-shuffle", kind="shuffle", parents=[stage])
         for (m, r), data in pieces.items():
             assert clients[m].put(shuffle, f"map{m}-reduce{r}", data) == len(data)
@@ -41,6 +41,9 @@ def test_a_shuffle_moves_exact_bytes(cluster: Cluster) -> None:
         assert live[shuffle]["name"] == "py-shuffle" and live[shuffle]["puts"] == 4, live
         assert live[shuffle]["job"] == stage and live[stage]["job"] == stage, "the shuffle joined its parent's job"
         assert live[shuffle]["lease_left_s"] is None and 0 < live[stage]["lease_left_s"] <= 60, live
+        # A deadline shows as registered; varys has no admission control to say what it made of it.
+        assert (live[stage]["deadline_s"], live[stage]["admission"]) == (30.0, None), live
+        assert live[shuffle]["deadline_s"] is None, live
         for (m, r), data in pieces.items():
             # Reducer r runs on machine r: half the pieces cross machines, half are local.
             assert clients[r].get(shuffle, f"map{m}-reduce{r}") == data

@@ -29,7 +29,7 @@ use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot};
 
 use crate::config::{CoordinatorConfig, TCP};
 use crate::error::CoordError;
-use crate::status::{AgentView, CoflowView, FlowView};
+use crate::status::{Admission, AgentView, CoflowView, FlowView};
 
 mod decide;
 mod jobs;
@@ -153,6 +153,9 @@ struct CoflowRec {
     registered: Nanos,
     /// When its lease runs out unless renewed (none without a lease).
     lease_until: Option<Nanos>,
+    /// What the policy's admission control made of its deadline (read only under a policy with
+    /// admission control, for a coflow with a deadline).
+    admission: Admission,
 }
 
 impl CoflowRec {
@@ -175,6 +178,7 @@ impl CoflowRec {
             width: 0,
             registered,
             lease_until: None,
+            admission: Admission::Pending,
         }
     }
 
@@ -336,6 +340,15 @@ pub struct Counters {
     pub bytes_relayed: u64,
     /// Coflows unregistered because their lease ran out without a renewal.
     pub coflows_expired: u64,
+    /// Under a policy with admission control, coflows with a deadline it admitted.
+    pub coflows_admitted: u64,
+    /// Coflows with a deadline it rejected (one admitted, then rejected for asking for more
+    /// flows, counts in both).
+    pub coflows_rejected: u64,
+    /// Coflows with a deadline that completed by it (observed as their CCT is).
+    pub deadlines_met: u64,
+    /// Coflows with a deadline that completed after it.
+    pub deadlines_missed: u64,
 }
 
 /// The coordinator's state and its policy.
@@ -560,6 +573,7 @@ impl Core {
             bytes: c.puts.bytes(),
             age: c.first_get.map(|t| self.now.saturating_sub(t)),
             deadline: c.reg.options.deadline,
+            admission: (self.policy.admission_control() && c.reg.options.deadline.is_some()).then_some(c.admission),
             lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
             job: c.job,
             flows: Vec::new(),
@@ -712,7 +726,7 @@ impl Core {
         let mut running = Vec::new();
         if let Some(mut c) = self.coflows.remove(&id) {
             if c.flows.is_empty() {
-                output::observe_completion(&mut self.observations, &mut c);
+                output::observe_completion(&mut self.observations, &mut self.counters, &mut c);
             }
             if let Some(until) = c.lease_until {
                 self.leases.remove(&(until, id));
@@ -1245,7 +1259,7 @@ impl Core {
         if failure.is_none() {
             c.last_end = Some(now);
             if c.flows.is_empty() && c.all_gets_in() {
-                output::observe_completion(&mut self.observations, c);
+                output::observe_completion(&mut self.observations, &mut self.counters, c);
             }
         }
         if c.flows.is_empty() {

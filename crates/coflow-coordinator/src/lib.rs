@@ -45,7 +45,9 @@ pub use crate::core::{
     Core, Counters, FlowGrant, FlowOutcome, GrantPart, MIN_PART_BYTES, Notice, Observation, RateBatch, Relay, Transmit,
 };
 pub use crate::error::CoordError;
-pub use crate::status::{AgentView, CoflowView, FlowView, LinkView, STATUS_PAGE_BYTES, StatusPage, StatusView};
+pub use crate::status::{
+    Admission, AgentView, CoflowView, FlowView, LinkView, STATUS_PAGE_BYTES, StatusPage, StatusView,
+};
 pub use crate::telemetry::status_json;
 pub use coflow_proto::{ERROR_KIND, ErrorKind};
 

@@ -29,7 +29,7 @@ use crate::core::{Core, FlowOutcome, Notice, RateBatch, Transmit};
 use crate::error::CoordError;
 use crate::events::{AgentMsg, CoreHandle, Event, SessionTx};
 use crate::identity::{Sessions, as_agent, as_client, as_some_agent};
-use crate::status::StatusView;
+use crate::status::{Admission, StatusView};
 
 /// The open session of each agent, by machine: its number and its outbound queue.
 type Open = BTreeMap<MachineId, (u64, SessionTx)>;
@@ -695,6 +695,13 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
                 bypass: c.bypass,
                 lease_left_ms: c.lease_left.map_or(0, |l| l.get().div_ceil(1_000_000).max(1)),
                 job: c.job.0,
+                deadline_ms: c.deadline.map_or(0, |d| d.get().div_ceil(1_000_000).max(1)),
+                admission: match c.admission {
+                    None => pb::Admission::Unspecified,
+                    Some(Admission::Pending) => pb::Admission::Pending,
+                    Some(Admission::Admitted) => pb::Admission::Admitted,
+                    Some(Admission::Rejected) => pb::Admission::Rejected,
+                } as i32,
                 flows: c
                     .flows
                     .into_iter()

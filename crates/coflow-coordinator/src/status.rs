@@ -68,14 +68,40 @@ pub struct CoflowView {
     pub bytes: u64,
     /// How long since its first get (its arrival, from which its CCT counts), if it had one.
     pub age: Option<Nanos>,
-    /// Its deadline, counted from its first get, if it has one.
+    /// Its deadline, counted from its registration, if it has one.
     pub deadline: Option<Nanos>,
+    /// Under a policy with admission control, what it made of the deadline.
+    pub admission: Option<Admission>,
     /// With a lease, how long until it runs out unless renewed.
     pub lease_left: Option<Nanos>,
     /// Its job, which job-aware policies rank it with: its own id unless it joined a parent's.
     pub job: CoflowId,
     /// Its unfinished flows: id, data id, source, destination, size, bytes sent, rate.
     pub flows: Vec<FlowView>,
+}
+
+/// What a policy's admission control made of a coflow's deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Admission {
+    /// Not judged yet: the coflow was not decided for since it registered.
+    #[default]
+    Pending,
+    /// Admitted: guaranteed the rates that meet its deadline.
+    Admitted,
+    /// Rejected, at its first judgement or, admitted, when it asked for more flows: served as
+    /// best effort, below every guarantee.
+    Rejected,
+}
+
+impl Admission {
+    /// Its name in `coflow status`, the web page and the Python package.
+    pub fn name(self) -> &'static str {
+        match self {
+            Admission::Pending => "pending",
+            Admission::Admitted => "admitted",
+            Admission::Rejected => "rejected",
+        }
+    }
 }
 
 /// One unfinished flow.

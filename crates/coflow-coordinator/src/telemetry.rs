@@ -271,6 +271,7 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
                 "rate": rate,
                 "age_seconds": c.age.map(seconds),
                 "deadline_seconds": c.deadline.map(seconds),
+                "admission": c.admission.map(|a| a.name()),
                 "lease_seconds": c.lease_left.map(seconds),
                 "job": c.job.0,
                 "bypass": c.bypass,

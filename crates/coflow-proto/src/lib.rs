@@ -44,6 +44,20 @@ pub mod pb {
     tonic::include_proto!("coflow.v1");
 }
 
+impl pb::CoflowStatus {
+    /// What a policy's admission control made of the coflow's deadline, by name (`pending`,
+    /// `admitted`, `rejected`); none without a deadline, under a policy without admission control,
+    /// or from a coordinator that does not say.
+    pub fn admission_name(&self) -> Option<&'static str> {
+        match pb::Admission::try_from(self.admission).ok()? {
+            pb::Admission::Unspecified => None,
+            pb::Admission::Pending => Some("pending"),
+            pb::Admission::Admitted => Some("admitted"),
+            pb::Admission::Rejected => Some("rejected"),
+        }
+    }
+}
+
 /// The bytes a message takes on the wire: its protobuf encoding, without gRPC's framing (for
 /// services that keep what they send under a peer's decoding limit).
 pub fn encoded_len(m: &impl prost::Message) -> usize {

@@ -823,6 +823,10 @@ impl PyClient {
             // coordinator that does not say); the seconds left on its lease, None without one.
             d.set_item("job", (c.job != 0).then_some(c.job))?;
             d.set_item("lease_left_s", (c.lease_left_ms > 0).then(|| c.lease_left_ms as f64 / 1e3))?;
+            // Its deadline in seconds from its registration, and what a policy's admission
+            // control made of it ("pending", "admitted", "rejected"); None without one.
+            d.set_item("deadline_s", (c.deadline_ms > 0).then(|| c.deadline_ms as f64 / 1e3))?;
+            d.set_item("admission", c.admission_name())?;
             let flows = PyList::empty(py);
             for f in &c.flows {
                 let fd = PyDict::new(py);

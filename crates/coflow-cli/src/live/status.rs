@@ -252,8 +252,13 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             if c.lease_left_ms > 0 { format!("  lease {:.1} s", c.lease_left_ms as f64 / 1e3) } else { String::new() };
         // A coflow of its own job (or from a coordinator that does not say) names none.
         let job = if c.job != 0 && c.job != c.coflow_id { format!("  job {}", c.job) } else { String::new() };
+        let deadline = match (c.deadline_ms, c.admission_name()) {
+            (0, _) => String::new(),
+            (d, None) => format!("  deadline {:.1} s", d as f64 / 1e3),
+            (d, Some(a)) => format!("  deadline {:.1} s {a}", d as f64 / 1e3),
+        };
         s.push_str(&format!(
-            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}{}{}\n",
+            "  coflow {:>6} {:<20} puts {}/{}{}  flows {}  {} of {}  at {}{}{}{}\n",
             c.coflow_id,
             printable(&c.name),
             c.puts,
@@ -263,6 +268,7 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             Bytes(sent),
             Bytes(size),
             rate(now),
+            deadline,
             lease,
             job
         ));
@@ -313,6 +319,8 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "puts": c.puts,
             "bypass": c.bypass,
             "lease_left_ms": (c.lease_left_ms > 0).then_some(c.lease_left_ms),
+            "deadline_ms": (c.deadline_ms > 0).then_some(c.deadline_ms),
+            "admission": c.admission_name(),
             // Zero: a coordinator that does not say.
             "job": (c.job != 0).then_some(c.job),
             "flows": c.flows.iter().map(|f| serde_json::json!({
@@ -354,6 +362,8 @@ mod tests {
                 bypass: false,
                 lease_left_ms: 0,
                 job: 7,
+                deadline_ms: 0,
+                admission: 0,
                 flows: vec![pb::FlowStatus {
                     flow_id: 9,
                     data_id: "m0-r1".into(),
@@ -424,6 +434,16 @@ mod tests {
         child.coflows[0].job = 5;
         assert!(render(&child).contains("at 1 Gbit/s  job 5\n"), "{}", render(&child));
         assert_eq!(json(&child)["coflows"][0]["job"], 5);
+        // A deadline shows with what admission control made of it, when a policy has one.
+        let mut due = example();
+        due.coflows[0].deadline_ms = 2_500;
+        assert!(render(&due).contains("at 1 Gbit/s  deadline 2.5 s\n"), "{}", render(&due));
+        assert!(json(&due)["coflows"][0]["admission"].is_null());
+        due.coflows[0].admission = pb::Admission::Rejected as i32;
+        assert!(render(&due).contains("at 1 Gbit/s  deadline 2.5 s rejected\n"), "{}", render(&due));
+        assert_eq!(json(&due)["coflows"][0]["deadline_ms"], 2_500);
+        assert_eq!(json(&due)["coflows"][0]["admission"], "rejected");
+        assert!(json(&example())["coflows"][0]["deadline_ms"].is_null());
         // A coordinator that does not say (zero) names no job, in the table or in JSON.
         child.coflows[0].job = 0;
         assert!(render(&child).contains("at 1 Gbit/s\n"), "{}", render(&child));

@@ -9,6 +9,7 @@ use coflow_sched::{SnapshotCoflow, SnapshotFlow};
 
 use super::wide_area::Routing;
 use super::{CoflowState, Core, RATE_TOLERANCE};
+use crate::status::Admission;
 
 /// Why the core decides again (logged with each decision, target `coflow::decide`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +59,11 @@ impl Core {
         let mut flows = Vec::new();
         let mut routes = Vec::new();
         let trace = tracing::enabled!(target: "coflow::decide", tracing::Level::TRACE);
-        // Whether a coflow decided for has a deadline that the policy reads.
+        // Whether a coflow decided for has a deadline that the policy reads, and those whose
+        // deadline its admission control judges now or judged before.
         let mut paced = false;
+        let mut judged = Vec::new();
+        let admission_control = self.policy.admission_control();
         for &(_, id) in &self.active {
             let c = &self.coflows[&id];
             let CoflowState::Scheduled(Some(p)) = &c.state else { unreachable!("active coflows are in the policy") };
@@ -111,6 +115,9 @@ impl Core {
             // ended enters again with its next get): its deadline counts from its registration,
             // less the margin the control path needs, and so is the same at every entry.
             paced |= self.reads_deadlines && c.reg.options.deadline.is_some();
+            if admission_control && c.reg.options.deadline.is_some() {
+                judged.push(id);
+            }
             let deadline = (c.reg.options.deadline)
                 .map(|d| c.registered.saturating_add(d).saturating_sub(margin).saturating_sub(p.arrival));
             let spec = SnapshotCoflow {
@@ -156,9 +163,22 @@ impl Core {
         // deadline it cannot meet.
         self.rejected.clear();
         self.policy.poll_rejected(&mut self.rejected);
+        for id in judged {
+            let c = self.coflows.get_mut(&id).expect("judged coflows are live");
+            if c.admission == Admission::Pending && !self.rejected.contains(&id) {
+                c.admission = Admission::Admitted;
+                self.counters.coflows_admitted += 1;
+            }
+        }
         if !self.rejected.is_empty() {
             for id in &self.rejected {
                 tracing::info!(coflow = %id, "rejected by admission control; served as best effort");
+                if let Some(c) = self.coflows.get_mut(id)
+                    && c.admission != Admission::Rejected
+                {
+                    c.admission = Admission::Rejected;
+                    self.counters.coflows_rejected += 1;
+                }
             }
             self.mark(Why::Rejected);
         }

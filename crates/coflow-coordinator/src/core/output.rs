@@ -56,8 +56,13 @@ pub enum Observation {
 /// once: when the last get it expects has delivered, or else when it is dropped with no flow
 /// running; however many waves its gets came in. Not while a get whose flow failed is still to
 /// be asked again, nor for a coflow none of whose flows was served in the policy (bypassed, or
-/// local only).
-pub(super) fn observe_completion(observations: &mut VecDeque<Observation>, c: &mut super::CoflowRec) {
+/// local only). A coflow with a deadline counts as having met it if that end came by its
+/// registration plus its deadline, whatever the policy and its admission control.
+pub(super) fn observe_completion(
+    observations: &mut VecDeque<Observation>,
+    counters: &mut super::Counters,
+    c: &mut super::CoflowRec,
+) {
     if c.observed || !c.scheduled || !c.failed_gets.is_empty() {
         return;
     }
@@ -65,5 +70,12 @@ pub(super) fn observe_completion(observations: &mut VecDeque<Observation>, c: &m
         c.observed = true;
         let bin = coflow_core::Bin::of(coflow_core::Bytes(c.puts.longest()), c.puts.len());
         observations.push_back(Observation::Completed { bin, cct: last.saturating_sub(first) });
+        if let Some(d) = c.reg.options.deadline {
+            if last <= c.registered.saturating_add(d) {
+                counters.deadlines_met += 1;
+            } else {
+                counters.deadlines_missed += 1;
+            }
+        }
     }
 }

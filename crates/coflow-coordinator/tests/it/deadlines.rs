@@ -3,8 +3,8 @@
 //! the policy, and a coflow that asks for more after its admission is judged again, so that a
 //! member cannot be admitted small and then grow into the guarantees of others.
 
-use coflow_coordinator::CoordinatorConfig;
-use coflow_core::Nanos;
+use coflow_coordinator::{Admission, CoordinatorConfig};
+use coflow_core::{CoflowId, Nanos};
 use coflow_proto::CoflowOptions;
 
 use super::{CAP, Harness, last_rate};
@@ -67,6 +67,41 @@ fn a_deadline_counts_from_registration_less_the_margin() {
     // Best effort, SEBF: C, the smaller, first, at its port's whole rate; admitted with 2 s from
     // its get it would have had 50 B/s, and B the other 50.
     assert_eq!((rc, rb), (CAP, 0.0), "C's deadline passed before its get");
+    assert_eq!(admission(&h, c), Some(Admission::Rejected), "status says so");
+    assert_eq!(admission(&h, b), None, "no deadline, nothing to admit");
+    let n = h.core.counters();
+    assert_eq!((n.coflows_admitted, n.coflows_rejected), (0, 1));
+}
+
+/// What the policy's admission control made of a coflow's deadline, as status shows it.
+fn admission(h: &Harness, id: CoflowId) -> Option<Admission> {
+    h.core.coflows().find(|c| c.id == id).expect("a live coflow").admission
+}
+
+/// A coflow with a deadline counts as having met it if its last flow ended by its registration
+/// plus its deadline, whatever the policy and whether it was admitted: under `varys` (no
+/// admission control, none shown), E (100 B by 3 s) ends at 1 s and meets it, F (100 B by 1.5 s,
+/// served after E) ends at 2 s and misses it; G without a deadline counts in neither.
+#[test]
+fn deadlines_met_and_missed_are_counted_as_coflows_complete() {
+    let cfg = CoordinatorConfig { bypass_threshold_bytes: 0, agent_timeout_ms: 60_000, ..Default::default() };
+    let mut h = Harness::new("varys", 3, cfg);
+    let e = h.register(1, within(3));
+    let f = h.register(1, CoflowOptions { deadline: Some(Nanos::from_millis(1_500)), ..Default::default() });
+    let g = h.register(1, CoflowOptions::default());
+    for (c, piece) in [(e, "e"), (f, "f"), (g, "g")] {
+        h.put(c, piece, 0, 100).unwrap();
+    }
+    let flows: Vec<_> = [(e, "e"), (f, "f"), (g, "g")].map(|(c, piece)| h.get(c, piece, 2).unwrap().flow).into();
+    h.advance(0);
+    assert_eq!(admission(&h, e), None, "varys has no admission control");
+    for flow in flows {
+        h.advance(1_000);
+        h.finish(flow);
+    }
+    let n = h.core.counters();
+    assert_eq!((n.deadlines_met, n.deadlines_missed), (1, 1));
+    assert_eq!((n.coflows_admitted, n.coflows_rejected), (0, 0));
 }
 
 /// D (500 B in 10 s) and A (10 B in 5 s) are admitted into machine 2. A then asks for 400 B
@@ -81,10 +116,12 @@ fn a_coflow_that_grows_after_its_admission_is_judged_again() {
     h.put(d, "d", 1, 500).unwrap();
     h.put(a, "a1", 0, 10).unwrap();
     h.put(a, "a2", 0, 400).unwrap();
+    assert_eq!((admission(&h, d), admission(&h, a)), (Some(Admission::Pending), Some(Admission::Pending)));
     let fd = h.get(d, "d", 2).unwrap();
     h.get(a, "a1", 2).unwrap();
     h.advance(0);
     h.drain();
+    assert_eq!((admission(&h, d), admission(&h, a)), (Some(Admission::Admitted), Some(Admission::Admitted)));
     let fa2 = h.get(a, "a2", 2).unwrap();
     h.advance(0);
     h.advance(0);
@@ -93,4 +130,7 @@ fn a_coflow_that_grows_after_its_admission_is_judged_again() {
     let guarantee = 500.0 / 9.9;
     assert!(rd >= guarantee * (1.0 - 1e-9), "D keeps its guarantee of {guarantee}: {rd}");
     assert!(ra2 > 0.0 && ra2 <= CAP - guarantee + 1e-6, "A, best effort, takes what D leaves: {ra2}");
+    assert_eq!((admission(&h, d), admission(&h, a)), (Some(Admission::Admitted), Some(Admission::Rejected)));
+    let n = h.core.counters();
+    assert_eq!((n.coflows_admitted, n.coflows_rejected), (2, 1), "A counts in both");
 }
