@@ -387,7 +387,10 @@ class Client:
         joined a parent's; None from a coordinator that does not say), ``lease_left_s`` (None
         without a lease), ``deadline_s`` (from its registration; None without a deadline) and
         ``admission`` (what a policy with admission control made of the deadline: ``"pending"``,
-        ``"admitted"`` or ``"rejected"``; None without one)."""
+        ``"admitted"`` or ``"rejected"``; None without one). Each flow has ``via`` (the relay of a
+        multi-path part on a wide area, else None) and ``reader_limited`` (its receiving client
+        reads it slower than it comes, or not at all); each agent has ``datacenter`` (None on a
+        big switch)."""
         return _call(self._c.status)
 
     def close(self) -> None:

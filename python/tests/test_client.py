@@ -44,6 +44,7 @@ def test_a_shuffle_moves_exact_bytes(cluster: Cluster) -> None:
         # A deadline shows as registered; varys has no admission control to say what it made of it.
         assert (live[stage]["deadline_s"], live[stage]["admission"]) == (30.0, None), live
         assert live[shuffle]["deadline_s"] is None, live
+        assert [a["datacenter"] for a in m0.status()["agents"]] == [None, None], "a big switch has no datacenters"
         for (m, r), data in pieces.items():
             # Reducer r runs on machine r: half the pieces cross machines, half are local.
             assert clients[r].get(shuffle, f"map{m}-reduce{r}") == data

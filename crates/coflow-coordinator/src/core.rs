@@ -248,7 +248,18 @@ impl FlowRec {
     /// What a status page shows of it, as flow `id`.
     fn view(&self, id: FlowId) -> FlowView {
         let data_id = self.data_id.to_string();
-        FlowView { id, data_id, src: self.src, dst: self.dst, size: self.size, sent: self.sent, rate: self.rate }
+        let (src, dst, via) = (self.src, self.dst, self.via);
+        FlowView {
+            id,
+            data_id,
+            src,
+            dst,
+            via,
+            size: self.size,
+            sent: self.sent,
+            rate: self.rate,
+            reader_limited: false,
+        }
     }
 
     /// The rate its source is told: its assigned rate, or for a flow served outside the policy
@@ -583,7 +594,10 @@ impl Core {
     /// Coflow `id`'s unfinished flows, by id (none if it is not live).
     pub fn flows_of(&self, id: CoflowId) -> impl Iterator<Item = FlowView> + '_ {
         let ids = self.coflows.get(&id).into_iter().flat_map(|c| c.flows.ids());
-        ids.filter_map(|fid| self.flows.get(&fid).map(|f| f.view(fid)))
+        let held_back = |f: &FlowRec, id| self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
+        ids.filter_map(move |fid| {
+            self.flows.get(&fid).map(|f| FlowView { reader_limited: held_back(f, fid), ..f.view(fid) })
+        })
     }
 
     /// Every agent that registered, by machine.
@@ -592,6 +606,7 @@ impl Core {
             let (uplink_bps, downlink_bps) = self.port_capacity(machine, a.port_rate);
             AgentView {
                 machine,
+                datacenter: a.dc.and_then(|dc| Some(self.cfg.wide_area.as_ref()?.datacenters[dc as usize].clone())),
                 data_addr: a.data_addr,
                 alive: a.alive,
                 departed: a.departed,

@@ -713,6 +713,8 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
                         size: f.size,
                         bytes_sent: f.sent,
                         rate_bps: f.rate,
+                        via_machine_id: f.via.map(|m| m.0),
+                        reader_limited: f.reader_limited,
                     })
                     .collect(),
             })
@@ -730,6 +732,7 @@ fn status_to_pb(v: StatusView) -> pb::StatusResponse {
                 port_rate_bps: a.port_rate,
                 uplink_bps: a.uplink_bps,
                 downlink_bps: a.downlink_bps,
+                datacenter: a.datacenter.unwrap_or_default(),
             })
             .collect(),
         next_after_coflow_id: 0,

@@ -115,12 +115,17 @@ pub struct FlowView {
     pub src: MachineId,
     /// Receiver.
     pub dst: MachineId,
+    /// The relay it goes through, on a wide area with multi-path routing.
+    pub via: Option<MachineId>,
     /// Size.
     pub size: u64,
     /// Bytes sent as last reported.
     pub sent: u64,
     /// Assigned rate, bytes per second.
     pub rate: f64,
+    /// Its receiver reports its client holding it back (reading slower than it comes, or not
+    /// at all).
+    pub reader_limited: bool,
 }
 
 /// One agent.
@@ -128,6 +133,8 @@ pub struct FlowView {
 pub struct AgentView {
     /// Its machine.
     pub machine: MachineId,
+    /// Its datacenter, on a wide area.
+    pub datacenter: Option<String>,
     /// Its data listener.
     pub data_addr: SocketAddr,
     /// Whether it is alive.

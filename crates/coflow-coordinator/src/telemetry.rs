@@ -293,6 +293,7 @@ pub fn status_json(v: &StatusView) -> serde_json::Value {
                 "uplink": a.uplink_bps,
                 "downlink": a.downlink_bps,
                 "silent_seconds": seconds(a.silent),
+                "datacenter": a.datacenter,
             })
         })
         .collect();

@@ -837,6 +837,9 @@ impl PyClient {
                 fd.set_item("size", f.size)?;
                 fd.set_item("bytes_sent", f.bytes_sent)?;
                 fd.set_item("rate_bps", f.rate_bps)?;
+                // The relay it goes through, and whether its reader holds it back.
+                fd.set_item("via", f.via_machine_id)?;
+                fd.set_item("reader_limited", f.reader_limited)?;
                 flows.append(fd)?;
             }
             d.set_item("flows", flows)?;
@@ -852,6 +855,7 @@ impl PyClient {
             d.set_item("departed", a.departed)?;
             d.set_item("tx_bps", a.tx_bps)?;
             d.set_item("rx_bps", a.rx_bps)?;
+            d.set_item("datacenter", (!a.datacenter.is_empty()).then_some(&a.datacenter))?;
             agents.append(d)?;
         }
         out.set_item("agents", agents)?;

@@ -214,8 +214,9 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
         } else {
             String::new()
         };
+        let dc = if a.datacenter.is_empty() { String::new() } else { format!("  dc {}", printable(&a.datacenter)) };
         s.push_str(&format!(
-            "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}{measured}\n",
+            "  machine {:>3}  {:<21} {:<5}  tx {:>14}  rx {:>14}{measured}{dc}\n",
             a.machine_id,
             printable(&a.data_addr),
             match (a.alive, a.departed) {
@@ -273,8 +274,10 @@ pub(crate) fn render(st: &pb::StatusResponse) -> String {
             job
         ));
         for f in &c.flows {
+            let via = f.via_machine_id.map_or(String::new(), |r| format!("  via {r}"));
+            let held = if f.reader_limited { "  reader-limited" } else { "" };
             s.push_str(&format!(
-                "    flow {:>8} {:<24} {:>3} -> {:<3} {:>11} of {:<11} {:>14}\n",
+                "    flow {:>8} {:<24} {:>3} -> {:<3} {:>11} of {:<11} {:>14}{via}{held}\n",
                 f.flow_id,
                 printable(&f.data_id),
                 f.src_machine_id,
@@ -302,6 +305,7 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
             "port_rate_bytes_per_second": a.port_rate_bps,
             "uplink_bytes_per_second": a.uplink_bps,
             "downlink_bytes_per_second": a.downlink_bps,
+            "datacenter": (!a.datacenter.is_empty()).then_some(&a.datacenter),
         })).collect::<Vec<_>>(),
         "links": st.links.iter().map(|l| serde_json::json!({
             "name": l.name,
@@ -331,6 +335,8 @@ pub(crate) fn json(st: &pb::StatusResponse) -> serde_json::Value {
                 "size_bytes": f.size,
                 "sent_bytes": f.bytes_sent,
                 "rate_bytes_per_second": f.rate_bps,
+                "via": f.via_machine_id,
+                "reader_limited": f.reader_limited,
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
@@ -353,6 +359,7 @@ mod tests {
                 port_rate_bps: 125_000_000.0,
                 uplink_bps: 125_000_000.0,
                 downlink_bps: 125_000_000.0,
+                datacenter: String::new(),
             }],
             coflows: vec![pb::CoflowStatus {
                 coflow_id: 7,
@@ -372,6 +379,8 @@ mod tests {
                     size: 3 << 20,
                     bytes_sent: 1 << 20,
                     rate_bps: 125_000_000.0,
+                    via_machine_id: None,
+                    reader_limited: false,
                 }],
             }],
             ..Default::default()
@@ -434,6 +443,22 @@ mod tests {
         child.coflows[0].job = 5;
         assert!(render(&child).contains("at 1 Gbit/s  job 5\n"), "{}", render(&child));
         assert_eq!(json(&child)["coflows"][0]["job"], 5);
+        // On a wide area: an agent's datacenter, a part's relay, and a flow its reader holds back.
+        let mut wide = example();
+        wide.agents[0].datacenter = "eu\u{1b}[2J".into();
+        wide.coflows[0].flows[0].via_machine_id = Some(3);
+        wide.coflows[0].flows[0].reader_limited = true;
+        let t = render(&wide);
+        assert!(t.contains("rx              0  dc eu\\u{1b}[2J\n"), "{t}");
+        assert!(t.contains("1 Gbit/s  via 3  reader-limited\n"), "{t}");
+        let j = json(&wide);
+        assert_eq!(
+            (&j["agents"][0]["datacenter"], &j["coflows"][0]["flows"][0]["via"]),
+            (&"eu\u{1b}[2J".into(), &3.into())
+        );
+        assert_eq!(j["coflows"][0]["flows"][0]["reader_limited"], true);
+        assert!(json(&example())["agents"][0]["datacenter"].is_null());
+        assert!(json(&example())["coflows"][0]["flows"][0]["via"].is_null());
         // A deadline shows with what admission control made of it, when a policy has one.
         let mut due = example();
         due.coflows[0].deadline_ms = 2_500;

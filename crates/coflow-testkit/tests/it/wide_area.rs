@@ -4,6 +4,7 @@
 //! piece's bytes exactly, in order; a relay that leaves or freezes mid-transfer costs a resume,
 //! never a byte.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use coflow_client::CoflowOptions;
@@ -71,6 +72,8 @@ async fn a_get_split_over_a_detour_arrives_whole_and_in_order() -> anyhow::Resul
     let st = c.status().await?;
     assert_eq!(st.bytes_relayed as f64, relayed, "the coordinator counts the bytes it sent through relays");
     assert_eq!(st.links.len(), 6, "the links, as measured");
+    let datacenters: Vec<&str> = st.agents.iter().map(|a| a.datacenter.as_str()).collect();
+    assert_eq!(datacenters, ["a", "b", "c", "c"], "each agent's datacenter");
     cluster.shutdown().await;
     Ok(())
 }
@@ -88,10 +91,16 @@ async fn parts_that_arrive_ahead_of_a_slow_reader_wait_on_disk() -> anyhow::Resu
     let piece = content(8, 16_000_000);
     c.put(coflow, "p", piece.clone()).await?;
     let r = cluster.client(1).await?;
+    // Meanwhile status shows the parts' relays.
+    let mut relays = BTreeSet::new();
     let read = async {
         let mut chunks = r.get_chunks(coflow, "p").await?;
         let mut got = chunks.next().await?.unwrap_or_default();
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        let stopped = std::time::Instant::now();
+        while stopped.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            relays.extend(c.status().await?.coflows.iter().flat_map(|c| &c.flows).filter_map(|f| f.via_machine_id));
+        }
         while let Some(chunk) = chunks.next().await? {
             got.extend_from_slice(&chunk);
         }
@@ -110,6 +119,7 @@ async fn parts_that_arrive_ahead_of_a_slow_reader_wait_on_disk() -> anyhow::Resu
         relayed > 12e6 && spilled >= relayed - kept && spilled <= relayed,
         "spilled {spilled} of {relayed} relayed"
     );
+    assert!(!relays.is_empty() && relays.is_subset(&BTreeSet::from([2, 3])), "relays shown: {relays:?}");
     cluster.shutdown().await;
     Ok(())
 }
