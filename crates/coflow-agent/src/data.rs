@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 
 use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::DataId;
-use coflow_proto::pb;
-use coflow_proto::pb::agent_message::Body;
 use coflow_proto::ticket::Ticket;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -264,13 +262,8 @@ pub(crate) async fn send_pieces<S: DataStream>(
                     // The receiver stopped reading: an honest one fails the get and reports it,
                     // but one that never reports must not keep the flow's rate.
                     tracing::debug!(flow = req.flow.0, "the receiver stopped reading; flow given up");
-                    let done = pb::FlowFinishedRequest {
-                        flow_id: req.flow.0,
-                        ok: false,
-                        bytes: progress.load(Ordering::Relaxed),
-                        reason: e.kind().as_str().to_string(),
-                    };
-                    shared.link.tell(Body::Finished(done));
+                    let sent = progress.load(Ordering::Relaxed);
+                    shared.link.tell(crate::session::flow_end(req.flow, sent, Some(e.kind())));
                 }
                 return Err(e);
             }

@@ -217,9 +217,8 @@ impl Phantom {
 
     /// Reports the end of a flow this machine receives.
     pub fn finished(&self, flow: FlowId, ok: bool) {
-        let reason = if ok { String::new() } else { coflow_proto::ErrorKind::ClientDeparted.as_str().into() };
-        let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: 0, reason };
-        self.link.tell(Body::Finished(done));
+        let failed = (!ok).then_some(coflow_proto::ErrorKind::ClientDeparted);
+        self.link.tell(crate::session::flow_end(flow, 0, failed));
     }
 
     /// Reports progress of flows this machine sends.

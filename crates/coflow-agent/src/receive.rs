@@ -483,12 +483,7 @@ pub(crate) fn report(get: &Get, flow: FlowId, result: Result<(), &AgentError>) {
     if !get.open.lock().expect("open parts lock").remove(&flow) {
         return;
     }
-    let (ok, reason) = match result {
-        Ok(()) => (true, String::new()),
-        Err(e) => (false, e.kind().as_str().to_string()),
-    };
-    let done = pb::FlowFinishedRequest { flow_id: flow.0, ok, bytes: 0, reason };
-    if !get.shared.link.tell(Body::Finished(done)) {
+    if !get.shared.link.tell(crate::session::flow_end(flow, 0, result.err().map(AgentError::kind))) {
         tracing::debug!(%flow, "no session with the coordinator: the flow's end is reported when one opens");
     }
 }

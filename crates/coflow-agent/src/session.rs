@@ -72,6 +72,13 @@ impl Drop for Call<'_> {
     }
 }
 
+/// A flow's end as an agent reports it: every byte delivered (`failed` none), or failed of that
+/// kind; `bytes` is what its source had sent when it gave the flow up (0 from its receiver).
+pub(crate) fn flow_end(flow: FlowId, bytes: u64, failed: Option<coflow_proto::ErrorKind>) -> Body {
+    let reason = failed.map_or_else(String::new, |k| k.as_str().to_string());
+    Body::Finished(pb::FlowFinishedRequest { flow_id: flow.0, ok: failed.is_none(), bytes, reason })
+}
+
 /// The flows a grant names: its parts', or its own for a piece fetched whole.
 pub(crate) fn flows_of(grant: &pb::AnnounceGetResponse) -> impl Iterator<Item = FlowId> + '_ {
     let whole = grant.parts.is_empty().then_some(FlowId(grant.flow_id));
@@ -127,13 +134,7 @@ impl Link {
         if let pb::agent_reply::Result::Get(grant) = result {
             tracing::debug!(flow = grant.flow_id, "a grant came after its get gave up; its flows are ended");
             for flow in flows_of(&grant) {
-                let done = pb::FlowFinishedRequest {
-                    flow_id: flow.0,
-                    ok: false,
-                    bytes: 0,
-                    reason: coflow_proto::ErrorKind::ClientDeparted.as_str().to_string(),
-                };
-                self.tell(Body::Finished(done));
+                self.tell(flow_end(flow, 0, Some(coflow_proto::ErrorKind::ClientDeparted)));
             }
         }
     }
