@@ -224,6 +224,10 @@ impl Agent for AgentService {
                 Some(c) => chunk = c.data,
                 None => break,
             }
+            // A coflow unregistered meanwhile takes no more of the stream's bytes.
+            if self.shared.store.is_dropped(coflow) {
+                return Err(AgentError::UnknownCoflow(coflow).into());
+            }
         }
         if bytes.len() as u64 != size {
             return Err(wrong(format!("the stream ended after {} of the {size} bytes stated", bytes.len())).into());

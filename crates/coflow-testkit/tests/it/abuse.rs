@@ -564,6 +564,45 @@ fn trickle(coflow: CoflowId, size: u64) -> impl tokio_stream::Stream<Item = pb::
     tokio_stream::StreamExt::chain(tokio_stream::iter([first]), rest)
 }
 
+/// A put stream (8 MiB stated, 256 KiB every 100 ms: 3.2 s in all) whose coflow is unregistered
+/// 300 ms in ends `unknown-coflow` at its next chunk, not after its last, and what it reserved is
+/// free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_stream_whose_coflow_is_unregistered_ends_at_once() -> anyhow::Result<()> {
+    subscribe();
+    let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    let channel = tonic::transport::Endpoint::from_shared(cluster.agent_url(0))?.connect().await?;
+    let mut agent = pb::agent_client::AgentClient::new(channel);
+    let (size, chunk) = (8u64 << 20, 256 << 10);
+    let first = pb::PutChunk { coflow_id: coflow.0, data_id: "p".into(), size, data: vec![1; chunk] };
+    let rest = (1..size / chunk as u64).map(move |_| pb::PutChunk { data: vec![1; chunk], ..Default::default() });
+    let chunks = tokio_stream::StreamExt::throttle(
+        tokio_stream::StreamExt::chain(tokio_stream::iter([first]), tokio_stream::iter(rest)),
+        Duration::from_millis(100),
+    );
+    let mut req = tonic::Request::new(chunks);
+    cluster.token().attach(&mut req);
+    let started = Instant::now();
+    let stored = || async { metric(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") };
+    let unregister = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let reserved = stored().await;
+        c.unregister(coflow).await.map(|()| reserved)
+    };
+    let (put, reserved) =
+        tokio::join!(tokio::time::timeout(Duration::from_secs(20), agent.put_stream(req)), unregister);
+    assert!(reserved? >= size as f64, "the stream reserved its stated size");
+    let s = put.expect("answered within 20 s").expect_err("the coflow is gone");
+    let took = started.elapsed();
+    assert_eq!(kind(&s), "unknown-coflow", "{s:?}");
+    assert!(took < Duration::from_millis(1_500), "ended after {took:?} of the stream's 3.2 s");
+    assert_eq!(stored().await, 0.0, "and gave it back");
+    cluster.shutdown().await;
+    Ok(())
+}
+
 /// Of two processes claiming one machine, the one that started later wins: the older one's
 /// registration is refused with ABORTED, which tells it to stop, instead of replacing the newer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
