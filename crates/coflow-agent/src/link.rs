@@ -182,9 +182,12 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                     }
                 }
                 Some(_) = recovery.join_next(), if !recovery.is_empty() => {}
-                // A get's client stopped reading: the coordinator hears of it now rather than a
-                // heartbeat interval later.
-                _ = shared.unread.changed.notified() => tick.reset_immediately(),
+                // A get's client began to hold it back: the coordinator hears of it now rather
+                // than a heartbeat interval later, but at most four times an interval, however
+                // many gets' clients begin to.
+                _ = shared.unread.changed.notified() => {
+                    tick.reset_at(tokio::time::Instant::from_std(last_at + every / 4));
+                }
                 _ = shutdown.changed() => {
                     shared.link.close();
                     return;
