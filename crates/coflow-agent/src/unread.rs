@@ -228,15 +228,16 @@ mod tests {
     #[test]
     fn a_chunk_left_untaken_lists_its_get_however_long_the_interval() {
         let t0 = Instant::now();
-        let unread = listed_at(t0);
+        let listing = t0 + Duration::from_secs(10);
         let a = open(&[4]);
-        let w = unread.watch(&a);
-        let waits = t0 + Duration::from_secs(10) - UNREAD_AFTER + ms(1);
-        unread.begin(w.id, waits);
-        assert_eq!(unread.flows(t0 + Duration::from_secs(10)), Vec::<u64>::new(), "149 ms: not yet");
-        assert_eq!(unread.flows(waits + UNREAD_AFTER), vec![4], "150 ms");
-        unread.end(w.id, waits + UNREAD_AFTER + ms(1));
-        assert_eq!(unread.flows(t0 + Duration::from_secs(20)), Vec::<u64>::new(), "taken");
+        for (waited, listed) in [(UNREAD_AFTER - ms(1), Vec::<u64>::new()), (UNREAD_AFTER, vec![4])] {
+            let unread = listed_at(t0);
+            let w = unread.watch(&a);
+            unread.begin(w.id, listing - waited);
+            assert_eq!(unread.flows(listing), listed, "a chunk waiting {waited:?} of 10 s");
+            unread.end(w.id, listing + ms(1));
+            assert_eq!(unread.flows(t0 + Duration::from_secs(20)), Vec::<u64>::new(), "taken");
+        }
     }
 
     /// The end of a wait says the get has just become held back once: when its waits add up to a

@@ -532,16 +532,11 @@ async fn a_put_stream_that_trickles_gives_its_reservation_back() -> anyhow::Resu
     let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys")).await?;
     let c = cluster.client(0).await?;
     let coflow = c.register(1, CoflowOptions::default()).await?;
-    let channel = tonic::transport::Endpoint::from_shared(cluster.agent_url(0))?.connect().await?;
-    let mut agent = pb::agent_client::AgentClient::new(channel);
     let size = 4u64 << 20;
-    let trickle = trickle(coflow, size);
-    let mut req = tonic::Request::new(trickle);
-    cluster.token().attach(&mut req);
     let started = Instant::now();
-    let s = tokio::time::timeout(Duration::from_secs(20), agent.put_stream(req))
+    let s = tokio::time::timeout(Duration::from_secs(20), put_stream(&cluster, trickle(coflow, size)))
         .await
-        .expect("refused within 20 s")
+        .expect("refused within 20 s")?
         .expect_err("a trickle is refused");
     let took = started.elapsed();
     assert_eq!((s.code(), kind(&s)), (tonic::Code::InvalidArgument, "invalid"), "{s:?}");
@@ -551,6 +546,18 @@ async fn a_put_stream_that_trickles_gives_its_reservation_back() -> anyhow::Resu
     assert_eq!(c.get(coflow, "slow").await?, vec![5; 1000]);
     cluster.shutdown().await;
     Ok(())
+}
+
+/// Sends `chunks` to agent 0 as a put stream with the cluster's token, as a client that speaks
+/// the protocol itself would; the agent's answer.
+async fn put_stream(
+    cluster: &Cluster,
+    chunks: impl tokio_stream::Stream<Item = pb::PutChunk> + Send + 'static,
+) -> anyhow::Result<Result<tonic::Response<pb::PutResponse>, tonic::Status>> {
+    let channel = tonic::transport::Endpoint::from_shared(cluster.agent_url(0))?.connect().await?;
+    let mut req = tonic::Request::new(chunks);
+    cluster.token().attach(&mut req);
+    Ok(pb::agent_client::AgentClient::new(channel).put_stream(req).await)
 }
 
 /// A put stream of `size` bytes stated, in coflow `coflow` as piece `slow`, that sends one byte a
@@ -573,8 +580,6 @@ async fn a_put_stream_whose_coflow_is_unregistered_ends_at_once() -> anyhow::Res
     let cluster = Cluster::start(ClusterConfig::new(1, 20e6, "varys")).await?;
     let c = cluster.client(0).await?;
     let coflow = c.register(1, CoflowOptions::default()).await?;
-    let channel = tonic::transport::Endpoint::from_shared(cluster.agent_url(0))?.connect().await?;
-    let mut agent = pb::agent_client::AgentClient::new(channel);
     let (size, chunk) = (8u64 << 20, 256 << 10);
     let first = pb::PutChunk { coflow_id: coflow.0, data_id: "p".into(), size, data: vec![1; chunk] };
     let rest = (1..size / chunk as u64).map(move |_| pb::PutChunk { data: vec![1; chunk], ..Default::default() });
@@ -582,8 +587,6 @@ async fn a_put_stream_whose_coflow_is_unregistered_ends_at_once() -> anyhow::Res
         tokio_stream::StreamExt::chain(tokio_stream::iter([first]), tokio_stream::iter(rest)),
         Duration::from_millis(100),
     );
-    let mut req = tonic::Request::new(chunks);
-    cluster.token().attach(&mut req);
     let started = Instant::now();
     let stored = || async { metric(&scrape(cluster.agent_metrics[0]).await, "coflow_agent_stored_bytes") };
     let unregister = async {
@@ -592,9 +595,9 @@ async fn a_put_stream_whose_coflow_is_unregistered_ends_at_once() -> anyhow::Res
         c.unregister(coflow).await.map(|()| reserved)
     };
     let (put, reserved) =
-        tokio::join!(tokio::time::timeout(Duration::from_secs(20), agent.put_stream(req)), unregister);
+        tokio::join!(tokio::time::timeout(Duration::from_secs(20), put_stream(&cluster, chunks)), unregister);
     assert!(reserved? >= size as f64, "the stream reserved its stated size");
-    let s = put.expect("answered within 20 s").expect_err("the coflow is gone");
+    let s = put.expect("answered within 20 s")?.expect_err("the coflow is gone");
     let took = started.elapsed();
     assert_eq!(kind(&s), "unknown-coflow", "{s:?}");
     assert!(took < Duration::from_millis(1_500), "ended after {took:?} of the stream's 3.2 s");
