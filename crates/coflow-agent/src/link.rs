@@ -183,10 +183,11 @@ pub(crate) async fn run(shared: Arc<Shared>, data_addr: String, mut shutdown: wa
                 }
                 Some(_) = recovery.join_next(), if !recovery.is_empty() => {}
                 // A get's client began to hold it back: the coordinator hears of it now rather
-                // than a heartbeat interval later, but at most four times an interval, however
-                // many gets' clients begin to.
+                // than a heartbeat interval later, but no sooner than a quarter interval (at most
+                // 50 ms) after the previous heartbeat, however many gets' clients begin to.
                 _ = shared.unread.changed.notified() => {
-                    tick.reset_at(tokio::time::Instant::from_std(last_at + every / 4));
+                    let gap = (every / 4).min(Duration::from_millis(50));
+                    tick.reset_at(tokio::time::Instant::from_std(last_at + gap));
                 }
                 _ = shutdown.changed() => {
                     shared.link.close();

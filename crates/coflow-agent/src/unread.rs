@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use coflow_core::FlowId;
 
 /// How long a get's client may leave a chunk ready for it untaken before the get's flows are
-/// reported unread in a heartbeat sent at once: well under the coordinator's measurement period
-/// (400 ms), so that it learns before it judges the flows' ports by them.
+/// reported unread in a heartbeat sent early (within 50 ms): well under the coordinator's
+/// measurement period (400 ms), so that it learns before it judges the flows' ports by them.
 pub(crate) const UNREAD_AFTER: Duration = Duration::from_millis(150);
 
 /// The share of a heartbeat's interval a get's chunks may wait for its client before the get is
@@ -48,8 +48,10 @@ struct Get {
     waiting_since: Option<Instant>,
     /// How long its chunks waited since `listed_at`, the wait in progress left out.
     waited: Duration,
-    /// Whether the last listing (or, since, a wait) found it held back by its client.
+    /// Whether the last listing (or, since, a wait) found it held back by its client, and
+    /// whether a wait found it so since the last listing (the next lists it).
     limited: bool,
+    flagged: bool,
 }
 
 impl Default for Unread {
@@ -75,13 +77,15 @@ impl Unread {
         let mut inner = self.inner.lock().expect("unread lock");
         let id = inner.next;
         inner.next += 1;
-        inner.gets.insert(id, Get { open: open.clone(), waiting_since: None, waited: Duration::ZERO, limited: false });
+        let get =
+            Get { open: open.clone(), waiting_since: None, waited: Duration::ZERO, limited: false, flagged: false };
+        inner.gets.insert(id, get);
         Watched { unread: self, id }
     }
 
     /// The flows, in order, of the gets held back by their client since the previous listing
-    /// (`now` being this one's time): a chunk waiting since `UNREAD_AFTER` or more, or chunks
-    /// that waited `READER_LIMITED` of the interval or more.
+    /// (`now` being this one's time): a chunk waiting since `UNREAD_AFTER` or more, chunks that
+    /// waited `READER_LIMITED` of the interval or more, or a wait that found so since.
     pub(crate) fn flows(&self, now: Instant) -> Vec<u64> {
         let mut inner = self.inner.lock().expect("unread lock");
         let since = inner.listed_at;
@@ -91,10 +95,11 @@ impl Unread {
             let waiting = get.waiting_since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s.max(since)));
             let stalled = get.waiting_since.is_some_and(|s| now.saturating_duration_since(s) >= UNREAD_AFTER);
             if !interval.is_zero() {
-                get.limited =
-                    stalled || (get.waited + waiting).as_secs_f64() >= READER_LIMITED * interval.as_secs_f64();
+                let share = (get.waited + waiting).as_secs_f64() >= READER_LIMITED * interval.as_secs_f64();
+                get.limited = get.flagged || stalled || share;
             }
             get.waited = Duration::ZERO;
+            get.flagged = false;
             if get.limited {
                 flows.extend(get.open.lock().expect("open parts lock").iter().map(|f| f.0));
             }
@@ -125,19 +130,32 @@ impl Unread {
             && interval >= MIN_INTERVAL
             && get.waited.as_secs_f64() >= READER_LIMITED * interval.as_secs_f64();
         get.limited |= became;
+        get.flagged |= became;
+        became
+    }
+
+    /// A chunk of get `id` has waited `UNREAD_AFTER`: whether the get has just become held back
+    /// by its client (it was not already).
+    fn stall(&self, id: u64) -> bool {
+        let mut inner = self.inner.lock().expect("unread lock");
+        let Some(get) = inner.gets.get_mut(&id) else { return false };
+        let became = !get.limited;
+        get.limited = true;
+        get.flagged = true;
         became
     }
 }
 
 /// The least time since the last listing over which waits tell that a client holds its get
-/// back between heartbeats (a first wait right after a listing tells nothing yet).
-const MIN_INTERVAL: Duration = Duration::from_millis(20);
+/// back between heartbeats: a wait right after a listing tells little (a client busy for a few
+/// milliseconds is not slow).
+const MIN_INTERVAL: Duration = Duration::from_millis(50);
 
 impl Watched<'_> {
     /// Waits for `send` (a chunk to the client, whose queue was full) for at most `limit`,
-    /// counting the wait as the client's: after `UNREAD_AFTER`, or once this get's waits since
-    /// the last heartbeat add up to `READER_LIMITED` of the time since, the session is told at
-    /// once. Whether the chunk was taken.
+    /// counting the wait as the client's: when the get becomes held back by its client (this wait
+    /// reaches `UNREAD_AFTER`, or its waits since the last heartbeat add up to `READER_LIMITED` of
+    /// the time since), the session is told at once. Whether the chunk was taken.
     pub(crate) async fn deliver<E>(&self, send: impl Future<Output = Result<(), E>>, limit: Duration) -> bool {
         self.unread.begin(self.id, Instant::now());
         let mut send = std::pin::pin!(send);
@@ -148,7 +166,9 @@ impl Watched<'_> {
         let taken = match taken {
             Some(taken) => taken,
             None => {
-                self.unread.changed.notify_one();
+                if self.unread.stall(self.id) {
+                    self.unread.changed.notify_one();
+                }
                 matches!(tokio::time::timeout(limit.saturating_sub(UNREAD_AFTER), send).await, Ok(Ok(())))
             }
         };
@@ -242,7 +262,8 @@ mod tests {
 
     /// The end of a wait says the get has just become held back once: when its waits add up to a
     /// tenth of the time since the listing, at least `MIN_INTERVAL` after it, and not again while
-    /// it stays so; a listing that finds it keeping up lets it say so again.
+    /// it stays so; the next listing lists it, however long its interval grew; a listing that
+    /// finds it keeping up lets it say so again. A stall says so once too.
     #[test]
     fn a_get_held_back_between_listings_tells_the_session_once() {
         let t0 = Instant::now();
@@ -250,17 +271,21 @@ mod tests {
         let a = open(&[1]);
         let w = unread.watch(&a);
         unread.begin(w.id, t0);
-        assert!(!unread.end(w.id, t0 + ms(5)), "5 ms after a listing tells nothing yet");
-        unread.begin(w.id, t0 + ms(20));
-        assert!(unread.end(w.id, t0 + ms(25)), "10 ms of 25");
-        unread.begin(w.id, t0 + ms(30));
-        assert!(!unread.end(w.id, t0 + ms(35)), "told already");
+        assert!(!unread.end(w.id, t0 + ms(40)), "40 ms after a listing tells nothing yet");
+        unread.begin(w.id, t0 + ms(45));
+        assert!(unread.end(w.id, t0 + ms(50)), "45 ms of 50");
+        unread.begin(w.id, t0 + ms(60));
+        assert!(!unread.end(w.id, t0 + ms(65)), "told already");
         assert_eq!(unread.flows(t0 + ms(100)), vec![1]);
         unread.begin(w.id, t0 + ms(150));
         assert!(!unread.end(w.id, t0 + ms(160)), "still listed");
         assert_eq!(unread.flows(t0 + ms(300)), Vec::<u64>::new(), "10 ms of 200");
         unread.begin(w.id, t0 + ms(310));
-        assert!(unread.end(w.id, t0 + ms(330)), "20 ms of 30 after it kept up");
+        assert!(unread.end(w.id, t0 + ms(350)), "40 ms of 50 after it kept up");
+        assert_eq!(unread.flows(t0 + ms(1_000)), vec![1], "40 ms of 700, but told");
+        assert_eq!(unread.flows(t0 + ms(1_100)), Vec::<u64>::new());
+        assert!(unread.stall(w.id) && !unread.stall(w.id));
+        assert_eq!(unread.flows(t0 + ms(1_200)), vec![1]);
     }
 
     /// Delivered at once, a chunk leaves no trace; one the client leaves untaken tells the

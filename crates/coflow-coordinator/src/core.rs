@@ -24,7 +24,7 @@ use ::core::net::SocketAddr;
 
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_proto::ticket::Scope;
-use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, Heartbeat, PutAnnouncement, Readiness, Registration};
+use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, PutAnnouncement, Readiness, Registration};
 use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot};
 
 use crate::config::{CoordinatorConfig, TCP};
@@ -32,6 +32,7 @@ use crate::error::CoordError;
 use crate::status::{Admission, AgentView, CoflowView, FlowView};
 
 mod decide;
+mod heartbeat;
 mod jobs;
 mod leases;
 mod output;
@@ -153,9 +154,11 @@ struct CoflowRec {
     registered: Nanos,
     /// When its lease runs out unless renewed (none without a lease).
     lease_until: Option<Nanos>,
-    /// What the policy's admission control made of its deadline (read only under a policy with
-    /// admission control, for a coflow with a deadline).
+    /// What the policy's admission control made of its deadline at its latest judgement (read
+    /// only under a policy with admission control, for a coflow with a deadline), and whether
+    /// the policy judged it since it last entered (it judges a coflow afresh at each entry).
     admission: Admission,
+    judged: bool,
 }
 
 impl CoflowRec {
@@ -179,6 +182,7 @@ impl CoflowRec {
             registered,
             lease_until: None,
             admission: Admission::Pending,
+            judged: false,
         }
     }
 
@@ -242,6 +246,9 @@ struct FlowRec {
     rerouting: bool,
     /// How its bytes are routed.
     routing: Routing,
+    /// On a big switch, what it added to its ports' judgement in the measurement period ending
+    /// then: bytes moved and asked ([`ports::carried`]).
+    judged_in: (Nanos, f64, f64),
 }
 
 impl FlowRec {
@@ -351,14 +358,15 @@ pub struct Counters {
     pub bytes_relayed: u64,
     /// Coflows unregistered because their lease ran out without a renewal.
     pub coflows_expired: u64,
-    /// Under a policy with admission control, coflows with a deadline it admitted.
+    /// Under a policy with admission control, its judgements of coflows with a deadline that
+    /// admitted them: a coflow is judged as it enters the policy (again with a later wave of
+    /// gets), and an admitted one again when it asks for more flows.
     pub coflows_admitted: u64,
-    /// Coflows with a deadline it rejected (one admitted, then rejected for asking for more
-    /// flows, counts in both).
+    /// Its judgements that rejected them.
     pub coflows_rejected: u64,
-    /// Coflows with a deadline that completed by it (observed as their CCT is).
+    /// Coflows with a deadline that completed by it, under any policy.
     pub deadlines_met: u64,
-    /// Coflows with a deadline that completed after it.
+    /// Coflows with a deadline that completed after it, or were dropped past it unfinished.
     pub deadlines_missed: u64,
 }
 
@@ -584,7 +592,8 @@ impl Core {
             bytes: c.puts.bytes(),
             age: c.first_get.map(|t| self.now.saturating_sub(t)),
             deadline: c.reg.options.deadline,
-            admission: (self.policy.admission_control() && c.reg.options.deadline.is_some()).then_some(c.admission),
+            admission: (self.policy.admission_control() && c.reg.options.deadline.is_some() && !c.bypassed())
+                .then_some(c.admission),
             lease_left: c.lease_until.map(|until| until.saturating_sub(self.now)),
             job: c.job,
             flows: Vec::new(),
@@ -743,6 +752,7 @@ impl Core {
             if c.flows.is_empty() {
                 output::observe_completion(&mut self.observations, &mut self.counters, &mut c);
             }
+            output::observe_abandoned(&mut self.counters, &mut c, now);
             if let Some(until) = c.lease_until {
                 self.leases.remove(&(until, id));
             }
@@ -871,94 +881,6 @@ impl Core {
         if self.agent_alive(machine) {
             self.agent_lost(now, machine, "agent-departed");
         }
-    }
-
-    /// An agent reports; the answer says whether the coordinator knows it (if not, it must
-    /// register again).
-    pub fn handle_heartbeat(&mut self, now: Nanos, hb: Heartbeat) -> bool {
-        self.input(now);
-        let mut covered = Nanos::ZERO;
-        let mut newly_unread = Vec::new();
-        let known = match self.agents.get_mut(&hb.machine) {
-            Some(a) if a.alive => {
-                covered = now.saturating_sub(a.last_seen);
-                a.last_seen = now;
-                let lessened = a.beat.map_or(Nanos::ZERO, |b| Nanos(b.0 / 4 * 3));
-                a.beat = Some(covered.max(lessened));
-                a.tx_bps = hb.tx_bps;
-                a.rx_bps = hb.rx_bps;
-                // Only flows it receives: it speaks for no other receiver.
-                let flows = &self.flows;
-                let unread: BTreeSet<FlowId> =
-                    hb.unread.into_iter().filter(|id| flows.get(id).is_some_and(|f| f.dst == hb.machine)).collect();
-                newly_unread.extend(unread.difference(&a.unread).copied());
-                a.unread = unread;
-                true
-            }
-            _ => false,
-        };
-        // What a flow whose client just began to hold it back moved this period, reported before
-        // its receiver said so, is no sample of its ports either.
-        for id in newly_unread {
-            if let Some(f) = self.flows.get(&id) {
-                self.ports.forget(f.src, f.dst);
-            }
-        }
-        if known {
-            // What this report says of each wide-area link its flows cross, or on a big switch of
-            // the ports, by receiver, over the interval since the agent's previous message.
-            let mut links: BTreeMap<usize, crate::measure::Carried> = BTreeMap::new();
-            let mut to: BTreeMap<MachineId, crate::measure::Carried> = BTreeMap::new();
-            let big_switch = self.meter.is_none();
-            for (id, sent) in hb.flows {
-                if let Some(f) = self.flows.get_mut(&id)
-                    && f.src == hb.machine
-                {
-                    let sent = sent.min(f.size);
-                    // The bytes of a flow's first report may have moved at any time before it: it
-                    // is measured from its first report on. One that has moved nothing yet may not
-                    // have its rate yet either, and is not measured: a link that only such flows
-                    // cross is found down by its receivers (who resume them) instead.
-                    // A relayed part moves at the pace of its slower hop: its bytes load both links,
-                    // but whether it kept up says nothing of either alone. Nor does a flow whose
-                    // receiver reports that its client holds it back, reading slower than it comes
-                    // or not at all (its sender's port would pass for slow).
-                    // A flow never listed is not looked up.
-                    let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
-                    if f.sent > 0 {
-                        let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
-                        // An unread flow's bytes load what they cross as if it asked just them.
-                        let asked = if unread { moved } else { asked };
-                        for &l in &f.links {
-                            let r = links.entry(l).or_default();
-                            if f.via.is_some() || unread {
-                                r.other_moved += moved;
-                                r.other_asked += asked;
-                            } else {
-                                r.moved += moved;
-                                r.asked += asked;
-                            }
-                        }
-                        if big_switch {
-                            ports::carried(to.entry(f.dst).or_default(), f, moved, asked, unread);
-                        }
-                    }
-                    f.asked = 0.0;
-                    f.sent = f.sent.max(sent);
-                    f.reported_at = Some(now);
-                    f.moved_before = 0.0;
-                }
-            }
-            if let Some(meter) = &mut self.meter {
-                for (l, carried) in links {
-                    meter.report(l, hb.machine, carried, covered.as_secs_f64());
-                }
-            }
-            for (dst, carried) in to {
-                self.ports.report(hb.machine, dst, carried, covered.as_secs_f64());
-            }
-        }
-        known
     }
 
     /// An agent opens its rate stream: from now on its rates and notices are transmitted; the
@@ -1145,6 +1067,7 @@ impl Core {
                     links,
                     asked: 0.0,
                     rerouting: false,
+                    judged_in: (Nanos::ZERO, 0.0, 0.0),
                     routing: routing.clone(),
                 },
             );
@@ -1305,6 +1228,7 @@ impl Core {
         {
             self.active.remove(&(p.arrival, id));
             self.policy.handle_finished(now, id);
+            c.judged = false;
             self.mark(Why::Departure);
         }
     }

@@ -27,10 +27,11 @@
 //! shares what it has, never down to nothing for one flow), so a receiver that stops reading does
 //! not pass for a slow uplink of its sender, whose other flows keep their rates. (A flow whose
 //! receiving agent reports its client holding it back, reading slower than it comes or not at
-//! all, comes here as load that asked just what it moved, and its pair's judgement so far in the
-//! period is dropped when the report comes ([`PortMeter::forget`]), so that a slow or stalled
-//! reader alone on both its ports is no port's fault either; so are the pairs of an agent that
-//! fell silent, [`PortMeter::forget_machines`], as a frozen receiver cannot report its reader.) A
+//! all, comes here as load that asked just what it moved, and what it added to its pair's
+//! judgement so far in the period is set apart when the report comes ([`PortMeter::set_apart`]),
+//! so that a slow or stalled reader alone on both its ports is no port's fault either, while its
+//! pair's other flows are judged as before; the pairs of an agent that fell silent are set apart
+//! whole, [`PortMeter::forget_machines`], as a frozen receiver cannot report its reader.) A
 //! port is sampled only once it held its flows back two periods in a row: a slower link stays
 //! slow, while a flow stalled for a moment (its receiver busy, its agent descheduled) is no
 //! port's fault. And a port asked less than a fifth of its estimate tells nothing of being
@@ -376,10 +377,24 @@ impl PortMeter {
         r.1 += secs;
     }
 
-    /// A flow from `src` to `dst` was found held back by its receiving client: whether the pair
-    /// kept up so far this period says nothing of their ports. What it moved still loads them,
-    /// as traffic that asked just what it moved.
-    pub(crate) fn forget(&mut self, src: MachineId, dst: MachineId) {
+    /// A flow from `src` to `dst` was found held back by its receiving client: what it reported
+    /// so far this period (`moved`, and `asked` by its rates) says nothing of the pair's ports,
+    /// but still loads them, as traffic that asked just what it moved; the pair's other flows are
+    /// judged as before.
+    pub(crate) fn set_apart(&mut self, src: MachineId, dst: MachineId, moved: f64, asked: f64) {
+        if let Some((c, _)) = self.pairs.get_mut(&(src, dst)) {
+            let (moved, asked) = (moved.clamp(0.0, c.moved), asked.clamp(0.0, c.asked));
+            c.moved -= moved;
+            c.asked -= asked;
+            c.other_moved += moved;
+            c.other_asked += moved;
+        }
+    }
+
+    /// Whether pair `src` to `dst` kept up so far this period says nothing of their ports (their
+    /// agents fell silent): what it moved still loads them, as traffic that asked just what it
+    /// moved.
+    fn forget(&mut self, src: MachineId, dst: MachineId) {
         if let Some((c, _)) = self.pairs.get_mut(&(src, dst)) {
             c.other_moved += c.moved;
             c.other_asked += c.moved;
@@ -389,7 +404,8 @@ impl PortMeter {
 
     /// The agents of `machines` fell silent (stopped, their hosts gone): what their pairs moved
     /// so far this period still loads their ports, but says nothing of whether a port held them
-    /// back, as for [`PortMeter::forget`]: a sender whose receiver froze is not slow.
+    /// back, as for a flow set apart ([`PortMeter::set_apart`]): a sender whose receiver froze is
+    /// not slow.
     pub(crate) fn forget_machines(&mut self, machines: &BTreeSet<MachineId>) {
         if machines.is_empty() {
             return;
@@ -729,22 +745,23 @@ mod tests {
         assert_eq!((up(&m, 0), down(&m, 2)), (Some(1000.0), Some(1000.0)));
     }
 
-    /// A slow uplink (500 a second) shared by two pairs, one of which is then found held back by
-    /// its reader: forgetting that pair's judgement keeps what it moved in the uplink's load, so
-    /// the uplink, still held back by the other pair, is measured at what it carried, not at the
-    /// other pair's half.
+    /// A slow uplink (400 a second) carries two flows to machine 1, one of which (50 of 500
+    /// asked) is then found held back by its reader, and one to machine 2 that kept up (100 of
+    /// 100): setting the held-back flow apart leaves its pair's other flow (250 of 500) to show
+    /// the uplink held back, which is measured at what all three carried; forgetting the whole
+    /// pair would leave the uplink unjudged.
     #[test]
-    fn a_pair_forgotten_for_its_reader_still_loads_its_ports() {
+    fn a_flow_set_apart_for_its_reader_leaves_its_pair_judged_by_the_others() {
+        let secs = PERIOD.as_secs_f64();
         let mut m = ports(3, 1000.0);
         for k in 1..=2 {
-            port_period(&mut m, 0, 1, 250.0, 500.0);
-            port_period(&mut m, 0, 2, 250.0, 500.0);
-            if k == 2 {
-                m.forget(MachineId(0), MachineId(1));
-            }
+            // One report of the pair's two flows, as a heartbeat makes.
+            port_period(&mut m, 0, 1, 50.0 + 250.0, 500.0 + 500.0);
+            port_period(&mut m, 0, 2, 100.0, 100.0);
+            m.set_apart(MachineId(0), MachineId(1), 50.0 * secs, 500.0 * secs);
             m.tick(Nanos(PERIOD.0 * k));
         }
-        assert_eq!(up(&m, 0), Some(500.0), "measured at what both pairs moved");
+        assert_eq!(up(&m, 0), Some(400.0), "measured at what all three moved");
         assert_eq!((down(&m, 1), down(&m, 2)), (Some(1000.0), Some(1000.0)));
     }
 

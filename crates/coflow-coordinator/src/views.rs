@@ -117,16 +117,6 @@ impl Core {
                 c.bytes_relayed,
             ),
             Sample::counter("flows_rerouted", "Flows whose rest was resumed over another path.", c.flows_rerouted),
-            Sample::counter(
-                "coflows_admitted",
-                "Coflows with a deadline that the policy's admission control admitted.",
-                c.coflows_admitted,
-            ),
-            Sample::counter(
-                "coflows_rejected",
-                "Coflows with a deadline that the policy's admission control rejected (served as best effort).",
-                c.coflows_rejected,
-            ),
             Sample::gauge("live_coflows", "Registered coflows.", int(self.live_coflows())),
             Sample::gauge("scheduled_coflows", "Coflows the policy schedules.", int(self.scheduled_coflows())),
             Sample::gauge("live_flows", "Unfinished flows.", int(self.live_flows())),
@@ -158,9 +148,14 @@ impl Core {
             let help = "Flows that failed, by reason (error kind).";
             out.push(Sample::counter("flows_failed_by_reason", help, v).with("reason", reason));
         }
+        for (outcome, v) in [("admitted", c.coflows_admitted), ("rejected", c.coflows_rejected)] {
+            let help = "Admission control's judgements of coflows with a deadline, by outcome (a coflow is judged as it \
+                        enters the policy, and again when it asks for more flows after its admission).";
+            out.push(Sample::counter("admissions", help, v).with("outcome", outcome));
+        }
         for (outcome, v) in [("met", c.deadlines_met), ("missed", c.deadlines_missed)] {
-            let help =
-                "Coflows with a deadline that completed, by whether their last flow ended by it (from registration).";
+            let help = "Coflows with a deadline that completed, by whether their last flow ended by it (from \
+                        registration); one dropped unfinished past it missed it.";
             out.push(Sample::counter("deadlines", help, v).with("outcome", outcome));
         }
         let mut timed_out: BTreeMap<&str, u64> = ["agent-heartbeat", "data-read"].map(|r| (r, 0)).into();

@@ -163,22 +163,20 @@ impl Core {
         // deadline it cannot meet.
         self.rejected.clear();
         self.policy.poll_rejected(&mut self.rejected);
+        // Its first decision since it entered the policy judged it; one it admitted it judges
+        // again only to reject it (it asked for more flows than it was admitted with).
         for id in judged {
             let c = self.coflows.get_mut(&id).expect("judged coflows are live");
-            if c.admission == Admission::Pending && !self.rejected.contains(&id) {
-                c.admission = Admission::Admitted;
-                self.counters.coflows_admitted += 1;
+            let rejected = self.rejected.contains(&id);
+            if !c.judged || (rejected && c.admission != Admission::Rejected) {
+                c.judged = true;
+                c.admission = if rejected { Admission::Rejected } else { Admission::Admitted };
+                *if rejected { &mut self.counters.coflows_rejected } else { &mut self.counters.coflows_admitted } += 1;
             }
         }
         if !self.rejected.is_empty() {
             for id in &self.rejected {
                 tracing::info!(coflow = %id, "rejected by admission control; served as best effort");
-                if let Some(c) = self.coflows.get_mut(id)
-                    && c.admission != Admission::Rejected
-                {
-                    c.admission = Admission::Rejected;
-                    self.counters.coflows_rejected += 1;
-                }
             }
             self.mark(Why::Rejected);
         }

@@ -52,24 +52,26 @@ pub enum Observation {
     },
 }
 
-/// Observes `c`'s completion time, from its first get to the end of its last flow that delivered,
+/// Observes `c`'s completion, from its first get to the end of its last flow that delivered,
 /// once: when the last get it expects has delivered, or else when it is dropped with no flow
 /// running; however many waves its gets came in. Not while a get whose flow failed is still to
-/// be asked again, nor for a coflow none of whose flows was served in the policy (bypassed, or
-/// local only). A coflow with a deadline counts as having met it if that end came by its
-/// registration plus its deadline, whatever the policy and its admission control.
+/// be asked again. Its completion time is observed only if a flow of it was served in the policy
+/// (not bypassed, nor local only); a coflow with a deadline, under any policy and however it was
+/// served, counts as having met it if that end came by its registration plus its deadline.
 pub(super) fn observe_completion(
     observations: &mut VecDeque<Observation>,
     counters: &mut super::Counters,
     c: &mut super::CoflowRec,
 ) {
-    if c.observed || !c.scheduled || !c.failed_gets.is_empty() {
+    if c.observed || !c.failed_gets.is_empty() {
         return;
     }
     if let (Some(first), Some(last)) = (c.first_get, c.last_end) {
         c.observed = true;
-        let bin = coflow_core::Bin::of(coflow_core::Bytes(c.puts.longest()), c.puts.len());
-        observations.push_back(Observation::Completed { bin, cct: last.saturating_sub(first) });
+        if c.scheduled {
+            let bin = coflow_core::Bin::of(coflow_core::Bytes(c.puts.longest()), c.puts.len());
+            observations.push_back(Observation::Completed { bin, cct: last.saturating_sub(first) });
+        }
         if let Some(d) = c.reg.options.deadline {
             if last <= c.registered.saturating_add(d) {
                 counters.deadlines_met += 1;
@@ -77,5 +79,15 @@ pub(super) fn observe_completion(
                 counters.deadlines_missed += 1;
             }
         }
+    }
+}
+
+/// A coflow dropped at `now` before its completion was observed (flows still running, or a get
+/// whose flow failed not asked again), after a get and past its deadline, missed it.
+pub(super) fn observe_abandoned(counters: &mut super::Counters, c: &mut super::CoflowRec, now: Nanos) {
+    let Some(d) = c.reg.options.deadline else { return };
+    if !c.observed && c.first_get.is_some() && now > c.registered.saturating_add(d) {
+        c.observed = true;
+        counters.deadlines_missed += 1;
     }
 }

@@ -14,14 +14,18 @@ use crate::measure::{Carried, Port};
 /// Adds to `c` what flow `f` carried since its source's previous report: `moved` bytes, and
 /// `asked` by its assigned rates, at most the bytes it had left (a flow that ended inside the
 /// interval asked no more). A flow served outside the policy asked nothing: it took what it found;
-/// nor does one whose receiving client holds it back (`unread`) tell whether a port did.
-pub(super) fn carried(c: &mut Carried, f: &FlowRec, moved: f64, asked: f64, unread: bool) {
+/// nor does one whose receiving client holds it back (`unread`) tell whether a port did. What it
+/// added to the ports' judgement: bytes moved and asked.
+pub(super) fn carried(c: &mut Carried, f: &FlowRec, moved: f64, asked: f64, unread: bool) -> (f64, f64) {
     if f.state == FlowState::Unscheduled || unread {
         c.other_moved += moved;
         c.other_asked += moved;
+        (0.0, 0.0)
     } else {
+        let asked = asked.min(f.size.saturating_sub(f.sent) as f64);
         c.moved += moved;
-        c.asked += asked.min(f.size.saturating_sub(f.sent) as f64);
+        c.asked += asked;
+        (moved, asked)
     }
 }
 

@@ -314,6 +314,7 @@ impl Core {
                 links: self.link_between(r.src, r.dst).into_iter().collect(),
                 asked: 0.0,
                 rerouting: false,
+                judged_in: (Nanos::ZERO, 0.0, 0.0),
                 routing: Routing::Direct,
             },
         );

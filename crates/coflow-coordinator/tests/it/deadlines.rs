@@ -134,3 +134,60 @@ fn a_coflow_that_grows_after_its_admission_is_judged_again() {
     let n = h.core.counters();
     assert_eq!((n.coflows_admitted, n.coflows_rejected), (2, 1), "A counts in both");
 }
+
+/// The policy judges a coflow afresh each time it enters: X (500 B within 20 s) is rejected while
+/// Y's guarantee (900 B within 10 s) leaves it 9 B/s; once X's and Y's flows have ended, X's next
+/// get (10 B) enters it again and is admitted, which status shows and the counters count.
+#[test]
+fn a_coflow_rejected_in_one_wave_is_judged_again_in_the_next() {
+    let mut h = deadline_harness();
+    let y = h.register(1, within(10));
+    let x = h.register(2, within(20));
+    h.put(y, "y", 0, 900).unwrap();
+    h.put(x, "x1", 1, 500).unwrap();
+    h.put(x, "x2", 1, 10).unwrap();
+    let fy = h.get(y, "y", 2).unwrap().flow;
+    h.advance(0);
+    let fx = h.get(x, "x1", 2).unwrap().flow;
+    h.advance(0);
+    h.advance(0);
+    assert_eq!((admission(&h, y), admission(&h, x)), (Some(Admission::Admitted), Some(Admission::Rejected)));
+    h.advance(1_000);
+    h.finish(fy);
+    h.finish(fx);
+    h.advance(200);
+    h.get(x, "x2", 2).unwrap();
+    h.advance(0);
+    h.advance(0);
+    assert_eq!(admission(&h, x), Some(Admission::Admitted), "judged again as it entered again");
+    let n = h.core.counters();
+    assert_eq!((n.coflows_admitted, n.coflows_rejected), (2, 1));
+}
+
+/// A coflow served outside the policy (bypassed for being small) is never judged, so status
+/// shows no admission for it, and its deadline is counted met all the same; one unregistered with
+/// its flow still running past its deadline missed it, and one unregistered before its deadline
+/// counts in neither.
+#[test]
+fn deadlines_are_counted_however_a_coflow_was_served_or_ended() {
+    let cfg = CoordinatorConfig { bypass_threshold_bytes: 1_000, agent_timeout_ms: 60_000, ..Default::default() };
+    let mut h = Harness::new("varys-deadline", 3, cfg);
+    let small = h.register(1, within(5));
+    h.put(small, "s", 0, 10).unwrap();
+    let fs = h.get(small, "s", 2).unwrap().flow;
+    h.advance(0);
+    assert_eq!(admission(&h, small), None, "bypassed: never judged");
+    h.advance(100);
+    h.finish(fs);
+    let (late, early) = (h.register(1, within(1)), h.register(1, within(60)));
+    h.put(late, "l", 0, 5_000).unwrap();
+    h.put(early, "e", 1, 5_000).unwrap();
+    h.get(late, "l", 2).unwrap();
+    h.get(early, "e", 2).unwrap();
+    h.advance(2_000);
+    for c in [late, early] {
+        h.core.handle_unregister(h.now, coflow_proto::ADMIN, c).unwrap();
+    }
+    let n = h.core.counters();
+    assert_eq!((n.deadlines_met, n.deadlines_missed), (1, 1));
+}
