@@ -126,22 +126,26 @@ impl Unread {
         let Some(start) = get.waiting_since.take() else { return false };
         get.waited += at.saturating_duration_since(start.max(since));
         let interval = at.saturating_duration_since(since);
-        let became = !get.limited
+        !get.limited
             && interval >= MIN_INTERVAL
-            && get.waited.as_secs_f64() >= READER_LIMITED * interval.as_secs_f64();
-        get.limited |= became;
-        get.flagged |= became;
-        became
+            && get.waited.as_secs_f64() >= READER_LIMITED * interval.as_secs_f64()
+            && get.hold_back()
     }
 
     /// A chunk of get `id` has waited `UNREAD_AFTER`: whether the get has just become held back
     /// by its client (it was not already).
     fn stall(&self, id: u64) -> bool {
         let mut inner = self.inner.lock().expect("unread lock");
-        let Some(get) = inner.gets.get_mut(&id) else { return false };
-        let became = !get.limited;
-        get.limited = true;
-        get.flagged = true;
+        inner.gets.get_mut(&id).is_some_and(Get::hold_back)
+    }
+}
+
+impl Get {
+    /// Found held back by its client between listings: the next lists it. Whether it was not
+    /// already.
+    fn hold_back(&mut self) -> bool {
+        let became = !self.limited;
+        (self.limited, self.flagged) = (true, true);
         became
     }
 }

@@ -242,7 +242,7 @@ fn named(wa: &WideArea, e: coflow_sched::WanError) -> String {
 }
 
 /// Datacenter `dc`'s name in the topology (`?` past its list).
-fn dc_name(wa: &WideArea, dc: u32) -> &str {
+pub(crate) fn dc_name(wa: &WideArea, dc: u32) -> &str {
     wa.datacenters.get(dc as usize).map_or("?", String::as_str)
 }
 

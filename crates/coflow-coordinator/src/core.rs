@@ -27,7 +27,7 @@ use coflow_proto::ticket::Scope;
 use coflow_proto::{AgentRegistration, DataId, GetAnnouncement, PutAnnouncement, Readiness, Registration};
 use coflow_sched::{Allocation, Fabric, Scheduler, Snapshot};
 
-use crate::config::{CoordinatorConfig, TCP};
+use crate::config::{CoordinatorConfig, TCP, dc_name};
 use crate::error::CoordError;
 use crate::status::{Admission, AgentView, CoflowView, FlowView};
 
@@ -252,21 +252,11 @@ struct FlowRec {
 }
 
 impl FlowRec {
-    /// What a status page shows of it, as flow `id`.
-    fn view(&self, id: FlowId) -> FlowView {
+    /// What a status page shows of it, as flow `id` whose receiving client holds it back or not.
+    fn view(&self, id: FlowId, reader_limited: bool) -> FlowView {
         let data_id = self.data_id.to_string();
         let (src, dst, via) = (self.src, self.dst, self.via);
-        FlowView {
-            id,
-            data_id,
-            src,
-            dst,
-            via,
-            size: self.size,
-            sent: self.sent,
-            rate: self.rate,
-            reader_limited: false,
-        }
+        FlowView { id, data_id, src, dst, via, size: self.size, sent: self.sent, rate: self.rate, reader_limited }
     }
 
     /// The rate its source is told: its assigned rate, or for a flow served outside the policy
@@ -320,6 +310,11 @@ struct AgentRec {
     /// The flows it receives whose client holds them back (reads slower than they come, or not
     /// at all), as of its last report.
     unread: BTreeSet<FlowId>,
+}
+
+/// Whether flow `id` (`f`) is one its receiving agent reports its client holding back.
+fn held_back(agents: &BTreeMap<MachineId, AgentRec>, f: &FlowRec, id: FlowId) -> bool {
+    agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id))
 }
 
 /// Counters for `/metrics` and the benchmark.
@@ -603,10 +598,7 @@ impl Core {
     /// Coflow `id`'s unfinished flows, by id (none if it is not live).
     pub fn flows_of(&self, id: CoflowId) -> impl Iterator<Item = FlowView> + '_ {
         let ids = self.coflows.get(&id).into_iter().flat_map(|c| c.flows.ids());
-        let held_back = |f: &FlowRec, id| self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
-        ids.filter_map(move |fid| {
-            self.flows.get(&fid).map(|f| FlowView { reader_limited: held_back(f, fid), ..f.view(fid) })
-        })
+        ids.filter_map(|fid| self.flows.get(&fid).map(|f| f.view(fid, held_back(&self.agents, f, fid))))
     }
 
     /// Every agent that registered, by machine.
@@ -615,7 +607,7 @@ impl Core {
             let (uplink_bps, downlink_bps) = self.port_capacity(machine, a.port_rate);
             AgentView {
                 machine,
-                datacenter: a.dc.and_then(|dc| Some(self.cfg.wide_area.as_ref()?.datacenters[dc as usize].clone())),
+                datacenter: a.dc.zip(self.cfg.wide_area.as_ref()).map(|(dc, wa)| dc_name(wa, dc).to_string()),
                 data_addr: a.data_addr,
                 alive: a.alive,
                 departed: a.departed,

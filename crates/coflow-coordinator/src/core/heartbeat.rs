@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use coflow_core::{FlowId, MachineId, Nanos};
 use coflow_proto::Heartbeat;
 
-use super::{Core, ports};
+use super::{Core, held_back, ports};
 
 impl Core {
     /// An agent reports; the answer says whether the coordinator knows it (if not, it must
@@ -66,7 +66,7 @@ impl Core {
                     // receiver reports that its client holds it back, reading slower than it comes
                     // or not at all (its sender's port would pass for slow).
                     // A flow never listed is not looked up.
-                    let unread = self.agents.get(&f.dst).is_some_and(|a| a.unread.contains(&id));
+                    let unread = held_back(&self.agents, f, id);
                     if f.sent > 0 {
                         let (moved, asked) = (sent.saturating_sub(f.sent) as f64, f.asked + f.asked_at_rate(now));
                         // An unread flow's bytes load what they cross as if it asked just them.

@@ -10,6 +10,7 @@ use ::core::net::SocketAddr;
 use coflow_core::{CoflowId, MachineId, Nanos};
 
 use super::{Core, FlowId, FlowState, Notice, Transmit, Why};
+use crate::config::dc_name;
 
 /// One part of a get: the bytes `[offset, offset + length)` of the piece, as a flow of its own.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,7 +124,7 @@ impl Core {
             .iter()
             .enumerate()
             .map(|(l, link)| crate::status::LinkView {
-                name: format!("{}->{}", wa.datacenters[link.from as usize], wa.datacenters[link.to as usize]),
+                name: format!("{}->{}", dc_name(wa, link.from), dc_name(wa, link.to)),
                 estimate: m.capacity(l),
                 samples: m.samples(l),
                 down: m.down(l),

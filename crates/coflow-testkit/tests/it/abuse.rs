@@ -398,6 +398,21 @@ async fn every_call_refuses_malformed_and_oversize_messages_with_a_typed_error()
     Ok(())
 }
 
+/// The size of [`one_big_piece`]'s piece.
+const BIG: usize = 48 << 20;
+
+/// Two machines with ports at `rate` under `varys`, and a coflow holding one piece `big` of
+/// [`BIG`] bytes on machine 0: the cluster, the client that put it, the coflow, and a client on
+/// machine 1 to get it.
+async fn one_big_piece(rate: f64) -> anyhow::Result<(Cluster, Client, CoflowId, Client)> {
+    let cluster = Cluster::start(ClusterConfig::new(2, rate, "varys")).await?;
+    let c = cluster.client(0).await?;
+    let coflow = c.register(1, CoflowOptions::default()).await?;
+    c.put(coflow, "big", content(9, BIG)).await?;
+    let reader = cluster.client(1).await?;
+    Ok((cluster, c, coflow, reader))
+}
+
 /// A client that opens a get and never reads: within the data idle timeout (2 s here) the get
 /// ends and the coordinator frees its flow, while the client still holds the stream. Meanwhile
 /// its agent reports the flow unread, so the sender's uplink, which nothing else crosses, is not
@@ -406,11 +421,7 @@ async fn every_call_refuses_malformed_and_oversize_messages_with_a_typed_error()
 async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> anyhow::Result<()> {
     subscribe();
     let rate = 20e6;
-    let cluster = Cluster::start(ClusterConfig::new(2, rate, "varys")).await?;
-    let c = cluster.client(0).await?;
-    let coflow = c.register(1, CoflowOptions::default()).await?;
-    c.put(coflow, "big", content(9, 48 << 20)).await?;
-    let reader = cluster.client(1).await?;
+    let (cluster, c, coflow, reader) = one_big_piece(rate).await?;
     let stalled = reader.get_chunks(coflow, "big").await?;
     let live = || async { metric(&scrape(cluster.coordinator_metrics).await, "coflow_coordinator_live_flows") };
     let opened = Instant::now();
@@ -444,12 +455,7 @@ async fn a_get_that_stops_reading_frees_its_flow_within_the_idle_timeout() -> an
 async fn a_slow_steady_reader_is_not_taken_for_a_slow_port() -> anyhow::Result<()> {
     subscribe();
     let rate = 20e6;
-    let cluster = Cluster::start(ClusterConfig::new(2, rate, "varys")).await?;
-    let c = cluster.client(0).await?;
-    let coflow = c.register(1, CoflowOptions::default()).await?;
-    let bytes = content(4, 48 << 20);
-    c.put(coflow, "big", bytes.clone()).await?;
-    let reader = cluster.client(1).await?;
+    let (cluster, c, coflow, reader) = one_big_piece(rate).await?;
     let mut chunks = reader.get_chunks(coflow, "big").await?;
     let read = tokio::spawn(async move {
         let mut got = Vec::new();
@@ -474,8 +480,8 @@ async fn a_slow_steady_reader_is_not_taken_for_a_slow_port() -> anyhow::Result<(
         "a port was taken for slow (ms, uplink B/s, downlink B/s): {ports:?}"
     );
     let st = c.status().await?;
-    let sent = st.coflows.iter().flat_map(|c| &c.flows).map(|f| f.bytes_sent).next().unwrap_or(bytes.len() as u64);
-    assert!(sent < bytes.len() as u64 / 2, "the reader held its flow back: {sent} bytes sent in 4 s");
+    let sent = st.coflows.iter().flat_map(|c| &c.flows).map(|f| f.bytes_sent).next().unwrap_or(BIG as u64);
+    assert!(sent < BIG as u64 / 2, "the reader held its flow back: {sent} bytes sent in 4 s");
     c.unregister(coflow).await?;
     let _ = read.await?;
     cluster.shutdown().await;
