@@ -637,6 +637,11 @@ impl Sink {
         Sink { to: To::Spill(spill), received: Arc::default() }
     }
 
+    /// Whether blocks go straight on to the next stage (rather than being kept).
+    pub(crate) fn is_stream(&self) -> bool {
+        matches!(self.to, To::Stream(_))
+    }
+
     /// Hands `block` on: `ClientDeparted` if no one takes blocks any more, `LimitExceeded` if a
     /// block to keep cannot be.
     pub(crate) async fn send(&self, block: Vec<u8>) -> Result<(), AgentError> {

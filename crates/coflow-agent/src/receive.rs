@@ -118,6 +118,9 @@ pub(crate) struct Get {
     pub(crate) size: u64,
     /// The parts whose end has not been reported to the coordinator yet.
     pub(crate) open: crate::unread::OpenParts,
+    /// The parts whose bytes go straight to the client as they come (the others are kept until
+    /// their turn): only these can the client hold back, so only these are listed unread.
+    pub(crate) streamed: crate::unread::OpenParts,
 }
 
 /// Asks the coordinator for a get's flow (or, with `resume`, for the rest of a flow this agent
@@ -339,7 +342,11 @@ async fn receive_part(
     };
     shared.list_receiving(part.flow, rec);
     // Gone from the agent's table however the part ends, aborted with its get too.
-    let listed = Listed { shared: shared.clone(), flow: part.flow };
+    let streamed = sink.is_stream().then(|| get.streamed.clone());
+    if let Some(s) = &streamed {
+        s.lock().expect("open parts lock").insert(part.flow);
+    }
+    let listed = Listed { shared: shared.clone(), flow: part.flow, streamed };
     get.open.lock().expect("open parts lock").insert(part.flow);
     // Listed and counted by the coordinator while it pauses, so that a stop the coordinator
     // sends meanwhile (the peer found dead) cuts it.
@@ -458,11 +465,16 @@ async fn receive_part(
 struct Listed {
     shared: Arc<Shared>,
     flow: FlowId,
+    /// Its get's streamed parts, if it is one.
+    streamed: Option<crate::unread::OpenParts>,
 }
 
 impl Drop for Listed {
     fn drop(&mut self) {
         self.shared.receiving.lock().expect("receiving lock").remove(&self.flow);
+        if let Some(s) = &self.streamed {
+            s.lock().expect("open parts lock").remove(&self.flow);
+        }
     }
 }
 

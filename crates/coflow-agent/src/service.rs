@@ -261,7 +261,7 @@ impl Agent for AgentService {
         self.get_control.observe(asked.elapsed().as_secs_f64());
         tracing::debug!(target: "coflow::path", coflow = coflow.0, data_id = data_id.as_str(), flow = grant.flow_id, "granted");
         let parts = receive::parts_of(&grant, 0, grant.size)?;
-        let (tx, rx) = mpsc::channel(16);
+        let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
         let shared = self.shared.clone();
         let mut stop = self.shutdown.clone();
         let size = grant.size;
@@ -271,7 +271,9 @@ impl Agent for AgentService {
         // (its client hung up at once).
         let open: crate::unread::OpenParts =
             Arc::new(std::sync::Mutex::new(crate::session::flows_of(&grant).collect()));
-        let get = receive::Get { shared: shared.clone(), coflow, data_id: data_id.clone(), client, size, open };
+        let streamed = Arc::default();
+        let get =
+            receive::Get { shared: shared.clone(), coflow, data_id: data_id.clone(), client, size, open, streamed };
         // Ends when the transfer does, when the client hangs up (at once, whether or not bytes
         // are moving), when the coordinator fails a flow of it, or at shutdown.
         let gone_received = received.clone();
@@ -295,26 +297,47 @@ impl Agent for AgentService {
             // judged by them), and one that takes none for the data idle timeout has stopped
             // reading: its get fails (and the flow's end is reported, which frees its rate).
             let idle = shared.idle();
-            let (waiter, open) = (shared.clone(), get.open.clone());
+            let (waiter, streamed) = (shared.clone(), get.streamed.clone());
             let forward = async move {
-                let watched = waiter.unread.watch(&open);
-                let deliver = async |m: pb::GetChunk| {
-                    let m = match client.try_send(Ok(m)) {
-                        Ok(()) => return true,
-                        Err(mpsc::error::TrySendError::Closed(_)) => return false,
-                        Err(mpsc::error::TrySendError::Full(m)) => m,
-                    };
-                    watched.deliver(client.send(m), idle).await
-                };
-                if !deliver(pb::GetChunk { data: Vec::new(), piece_size: Some(size) }).await {
+                let watched = waiter.unread.watch(&streamed);
+                // The first message states the size; the queue to the client is empty then.
+                if client.send(Ok(pb::GetChunk { data: Vec::new(), piece_size: Some(size) })).await.is_err() {
                     return false;
                 }
-                while let Some(c) = chunks_rx.recv().await {
-                    if !deliver(pb::GetChunk { data: c, piece_size: None }).await {
-                        return false;
+                // Blocks that come while the client's queue is full wait for it as one message (up
+                // to `COALESCED_BYTES`, and one block more): a client that takes messages slower
+                // than they come gets bigger ones, not fewer bytes.
+                let (mut waiting, mut more) = (Vec::new(), true);
+                loop {
+                    if waiting.is_empty() {
+                        match chunks_rx.recv().await {
+                            Some(c) => waiting = c,
+                            None => return true,
+                        }
                     }
+                    let permit = match client.try_reserve() {
+                        Ok(p) => p,
+                        Err(mpsc::error::TrySendError::Closed(())) => return false,
+                        Err(mpsc::error::TrySendError::Full(())) => {
+                            let gather = async {
+                                loop {
+                                    tokio::select! {
+                                        p = client.reserve() => return p,
+                                        c = chunks_rx.recv(), if more && waiting.len() < COALESCED_BYTES => match c {
+                                            Some(c) => waiting.extend_from_slice(&c),
+                                            None => more = false,
+                                        },
+                                    }
+                                }
+                            };
+                            match watched.deliver(gather, idle).await {
+                                Some(p) => p,
+                                None => return false,
+                            }
+                        }
+                    };
+                    permit.send(Ok(pb::GetChunk { data: std::mem::take(&mut waiting), piece_size: None }));
                 }
-                true
             };
             let result = tokio::select! {
                 (r, client_ok) = async { tokio::join!(work, forward) } => {
@@ -361,6 +384,16 @@ impl Agent for AgentService {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
+
+/// The most bytes of blocks waiting for a client that go out in one message of its get (and one
+/// block more).
+const COALESCED_BYTES: usize = 256 << 10;
+
+/// The messages of a get queued for its client: one, so that what comes while the client takes it
+/// goes in the next. With the blocks gathered for that one and those on their way to the agent, a
+/// client that reads slowly holds under 1 MiB of this agent's memory per get (at the largest
+/// block size, `chunk_bytes` 4 MiB, about 44 MiB).
+const CLIENT_QUEUE: usize = 1;
 
 /// A piece held by this very agent crosses no port: it is read directly, verified block by
 /// block, and handed on in chunks of up to 256 KiB.

@@ -1,8 +1,10 @@
 //! Gets held back by their local client rather than by the network: a get whose chunks waited
 //! for the client ([`READER_LIMITED`] of the interval since the previous heartbeat or more, or
-//! one chunk for [`UNREAD_AFTER`]) lists its flows in the agent's next heartbeat, so that the
-//! coordinator judges no port or link by them: their senders fall short because the client reads
-//! slowly or not at all, not because a port is slow.
+//! one chunk for [`UNREAD_AFTER`]) lists the flows whose bytes go straight to that client (not
+//! the parts kept until their turn, which the client holds back in nothing) in the agent's next
+//! heartbeat, so that the coordinator judges no port or link by them (their senders fall short
+//! because the client reads slowly or not at all, not because a port is slow) and gives them what
+//! their client reads, no more.
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -72,7 +74,7 @@ pub(crate) struct Watched<'a> {
 }
 
 impl Unread {
-    /// Watches a get whose flows are `open` while it is delivered to its client.
+    /// Watches a get whose flows going straight to its client are `open` while it is delivered.
     pub(crate) fn watch(&self, open: &OpenParts) -> Watched<'_> {
         let mut inner = self.inner.lock().expect("unread lock");
         let id = inner.next;
@@ -156,15 +158,15 @@ impl Get {
 const MIN_INTERVAL: Duration = Duration::from_millis(50);
 
 impl Watched<'_> {
-    /// Waits for `send` (a chunk to the client, whose queue was full) for at most `limit`,
+    /// Waits for `send` (room in the client's queue, which was full) for at most `limit`,
     /// counting the wait as the client's: when the get becomes held back by its client (this wait
     /// reaches `UNREAD_AFTER`, or its waits since the last heartbeat add up to `READER_LIMITED` of
-    /// the time since), the session is told at once. Whether the chunk was taken.
-    pub(crate) async fn deliver<E>(&self, send: impl Future<Output = Result<(), E>>, limit: Duration) -> bool {
+    /// the time since), the session is told at once. What `send` gave, if it gave it in time.
+    pub(crate) async fn deliver<T, E>(&self, send: impl Future<Output = Result<T, E>>, limit: Duration) -> Option<T> {
         self.unread.begin(self.id, Instant::now());
         let mut send = std::pin::pin!(send);
         let taken = tokio::select! {
-            r = &mut send => Some(r.is_ok()),
+            r = &mut send => Some(r.ok()),
             _ = tokio::time::sleep(UNREAD_AFTER.min(limit)) => None,
         };
         let taken = match taken {
@@ -173,7 +175,7 @@ impl Watched<'_> {
                 if self.unread.stall(self.id) {
                     self.unread.changed.notify_one();
                 }
-                matches!(tokio::time::timeout(limit.saturating_sub(UNREAD_AFTER), send).await, Ok(Ok(())))
+                tokio::time::timeout(limit.saturating_sub(UNREAD_AFTER), send).await.ok().and_then(Result::ok)
             }
         };
         if self.unread.end(self.id, Instant::now()) {
@@ -300,7 +302,7 @@ mod tests {
         let unread = Unread::default();
         let open = open(&[9]);
         let w = unread.watch(&open);
-        assert!(w.deliver(async { Ok::<(), ()>(()) }, Duration::from_secs(1)).await);
+        assert_eq!(w.deliver(async { Ok::<u8, ()>(7) }, Duration::from_secs(1)).await, Some(7));
         let started = Instant::now();
         let never = std::future::pending::<Result<(), ()>>();
         let given_up = w.deliver(never, UNREAD_AFTER * 3);
@@ -309,7 +311,7 @@ mod tests {
             (started.elapsed(), unread.flows(Instant::now()))
         };
         let (taken, (told, listed)) = tokio::join!(given_up, watch);
-        assert!(!taken, "given up at the limit");
+        assert_eq!(taken, None, "given up at the limit");
         assert!(told >= UNREAD_AFTER, "told after {told:?}");
         assert_eq!(listed, vec![9], "listed when the session is told");
     }
