@@ -44,6 +44,7 @@ mod shape;
 mod wide_area;
 
 use decide::Why;
+use heartbeat::Reader;
 pub use output::{Notice, Observation, RateBatch, Transmit};
 use recovery::Span;
 use wide_area::{GATHER, RESUME_WAIT, Routing};
@@ -249,6 +250,8 @@ struct FlowRec {
     /// On a big switch, what it added to its ports' judgement in the measurement period ending
     /// then: bytes moved and asked ([`ports::carried`]).
     judged_in: (Nanos, f64, f64),
+    /// While its receiving client holds it back, what that client reads ([`Reader`]).
+    reader: Option<Reader>,
 }
 
 impl FlowRec {
@@ -1060,6 +1063,7 @@ impl Core {
                     asked: 0.0,
                     rerouting: false,
                     judged_in: (Nanos::ZERO, 0.0, 0.0),
+                    reader: None,
                     routing: routing.clone(),
                 },
             );

@@ -1,14 +1,22 @@
 //! A decision: what prompts the core to ask its policy again ([`Why`]), the snapshot of every
 //! scheduled coflow's unfinished flows it hands the policy, and putting the answer in force (rates
 //! that changed queue for their sources; coflows rejected by admission control go unscheduled).
+//!
+//! A flow whose receiving client holds it back (reads slower than it comes) is not the policy's
+//! while it does: it gets what its client reads, with headroom ([`READER_HEADROOM`]), taken off
+//! the resources it crosses before the policy shares them out. A policy would otherwise give
+//! it a share its client cannot take (the whole of its ports, for the first coflow of a
+//! smallest-first order), which its sender leaves idle while every other flow through those
+//! ports waits. The headroom lets a client that reads faster show it: its flow's chunks stop
+//! waiting, its receiver stops listing it, and the policy has it back.
 
 use std::collections::BTreeMap;
 
-use coflow_core::{CoflowId, MachineId, Nanos};
-use coflow_sched::{SnapshotCoflow, SnapshotFlow};
+use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
+use coflow_sched::{Fabric, Route, SnapshotCoflow, SnapshotFlow};
 
 use super::wide_area::Routing;
-use super::{CoflowState, Core, RATE_TOLERANCE};
+use super::{CoflowState, Core, RATE_TOLERANCE, held_back};
 use crate::status::Admission;
 
 /// Why the core decides again (logged with each decision, target `coflow::decide`).
@@ -33,7 +41,16 @@ pub(super) enum Why {
     /// The policy's admission control rejected coflows, which the next decision serves as best
     /// effort.
     Rejected,
+    /// A receiving client began to hold a flow back, stopped, or reads it at another pace.
+    Readers,
 }
+
+/// A flow whose client holds it back gets this many times what that client reads.
+const READER_HEADROOM: f64 = 1.5;
+
+/// ... and at least this share of what the resources it crosses have left, so that a client that
+/// has stopped reading still has bytes waiting for it, and shows as soon as it reads again.
+const READER_FLOOR: f64 = 0.01;
 
 impl Core {
     /// The next run decides, for this reason if none was given before.
@@ -53,8 +70,9 @@ impl Core {
         self.plan_pending(now);
         let heartbeat = Nanos::from_millis(self.cfg.heartbeat_interval_ms);
         let margin = Nanos::from_millis(self.cfg.deadline_margin_ms);
-        let fabric = self.fabric();
+        let mut fabric = self.fabric();
         self.snapshot.clear(self.policy.model());
+        let mut reserved = Vec::new();
         self.order.clear();
         let mut flows = Vec::new();
         let mut routes = Vec::new();
@@ -77,7 +95,7 @@ impl Core {
                     continue;
                 }
                 // A relayed part crosses the resources of both of its hops.
-                routes.push(match f.via {
+                let route = match f.via {
                     None => fabric.route(f.src, f.dst),
                     Some(r) => {
                         let hops: Vec<u32> = fabric
@@ -89,7 +107,12 @@ impl Core {
                             .collect();
                         coflow_sched::Route::new(&hops)
                     }
-                });
+                };
+                if let Some(r) = f.reader.filter(|_| held_back(&self.agents, f, fid)) {
+                    reserved.push((fid, route, r.pace));
+                    continue;
+                }
+                routes.push(route);
                 let size = (f.size as f64).max(1.0);
                 // What the last report says is left, brought forward at the rates in force since
                 // that report, for at most a heartbeat (the next report is due by then): the
@@ -131,6 +154,7 @@ impl Core {
             };
             self.snapshot.push_coflow_routed(&spec, &flows, &routes);
         }
+        let reserved = reserve(&mut fabric, reserved);
         let input = self.snapshot.input(now, &fabric);
         self.alloc.reset(&input);
         self.wake = self.policy.poll_allocation(&input, &mut self.alloc);
@@ -142,8 +166,12 @@ impl Core {
             self.wake = Some(self.wake.map_or(again, |w| w.min(again)));
         }
         self.snapshot.flow_rates(&self.alloc, &mut self.rates);
-        for (&fid, &rate) in self.order.iter().zip(&self.rates) {
+        let policy = self.order.iter().zip(&self.rates).map(|(&fid, &rate)| (fid, rate, None));
+        for (fid, rate, pace) in policy.chain(reserved) {
             let f = self.flows.get_mut(&fid).expect("scheduled flows are live");
+            if let Some(r) = &mut f.reader {
+                r.reserved_for = pace;
+            }
             let changed = if f.rate == 0.0 || rate == 0.0 {
                 f.rate != rate
             } else {
@@ -181,6 +209,23 @@ impl Core {
             self.mark(Why::Rejected);
         }
     }
+}
+
+/// Takes the rate of each flow held back by its client (`(flow, route, its client's pace)`) off
+/// the resources it crosses, in turn, each at most what they have left; returns each flow's rate
+/// and the pace it was made for.
+fn reserve(fabric: &mut Fabric, flows: Vec<(FlowId, Route, f64)>) -> Vec<(FlowId, f64, Option<f64>)> {
+    let mut rates = Vec::with_capacity(flows.len());
+    for (fid, route, pace) in flows {
+        let left = route.hops().iter().map(|&r| fabric.capacity(r)).fold(f64::INFINITY, f64::min);
+        let rate = (pace * READER_HEADROOM).max(READER_FLOOR * left).min(left);
+        for &r in route.hops() {
+            fabric.set_capacity(r, (fabric.capacity(r) - rate).max(0.0));
+        }
+        tracing::debug!(target: "coflow::decide", flow = %fid, pace, rate, "held back by its reader");
+        rates.push((fid, rate, Some(pace)));
+    }
+    rates
 }
 
 /// Logs (target `coflow::decide`, trace) what a decision sees of a coflow: its flows, their

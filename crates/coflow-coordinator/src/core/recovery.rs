@@ -315,6 +315,7 @@ impl Core {
                 asked: 0.0,
                 rerouting: false,
                 judged_in: (Nanos::ZERO, 0.0, 0.0),
+                reader: None,
                 routing: Routing::Direct,
             },
         );

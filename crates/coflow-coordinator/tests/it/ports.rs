@@ -229,6 +229,45 @@ fn a_flow_listed_unread_is_no_ports_fault_for_as_long_as_it_is_listed() {
     assert!(up < RATE / 2.0, "unlisted, the stall is put down to the sender's uplink: {up}");
 }
 
+/// Two coflows from machine 0 to machine 1 under `varys`: the smaller comes first, with the whole
+/// of both ports, and the larger waits. Once the receiver lists the smaller's flow held back, its
+/// client taking a tenth of the rate, the flow gets half as much again as its client reads and
+/// the larger coflow the rest of the ports; listed no more (its client keeps up), the policy has
+/// the flow back.
+#[test]
+fn a_flow_held_back_by_its_reader_gets_what_it_reads_and_the_rest_goes_to_others() {
+    let mut h = harness("varys", 2);
+    let (a, b) = (h.register(1, CoflowOptions::default()), h.register(1, CoflowOptions::default()));
+    h.put(a, "a", 0, 1 << 30).unwrap();
+    h.put(b, "b", 0, 1 << 40).unwrap();
+    let (fa, fb) = (h.get(a, "a", 1).unwrap().flow, h.get(b, "b", 1).unwrap().flow);
+    h.advance(0);
+    h.drain();
+    let rates = |h: &Harness| (h.core.rate(fa).unwrap_or(0.0), h.core.rate(fb).unwrap_or(0.0));
+    assert_eq!(rates(&h), (RATE, 0.0), "the smaller coflow first");
+    let (mut sa, mut sb) = (0, 0);
+    for step in 1..=30 {
+        let (ra, rb) = rates(&h);
+        h.advance(100);
+        // The client reads a tenth of the rate for 2 s, however much more its flow is given, then
+        // keeps up.
+        let reads = if step <= 20 { RATE / 10.0 } else { RATE };
+        sa += (ra.min(reads) * 0.1).round() as u64;
+        sb += (rb * 0.1).round() as u64;
+        assert!(h.heartbeat(0, vec![(fa, sa), (fb, sb)]));
+        let listed = if step <= 20 { vec![fa] } else { Vec::new() };
+        assert!(h.heartbeat_unread(1, Vec::new(), listed));
+        h.drain();
+        if step == 20 {
+            let (ra, rb) = rates(&h);
+            assert!((ra - 1.5 * RATE / 10.0).abs() < 1.0, "held back: half as much again as its client reads, {ra}");
+            assert!((ra + rb - RATE).abs() < 1.0, "the larger coflow takes the rest: {rb}");
+        }
+    }
+    let (ra, rb) = rates(&h);
+    assert!((ra - RATE).abs() < 1e-6 && rb == 0.0, "listed no more, the policy has it back: {ra}, {rb}");
+}
+
 /// Machine 0's downlink carries half its rate; machines 1 and 2 send to it. The shortfall is its
 /// downlink's, not its senders' uplinks'.
 #[test]
