@@ -3,12 +3,14 @@
 //! that changed queue for their sources; coflows rejected by admission control go unscheduled).
 //!
 //! A flow whose receiving client holds it back (reads slower than it comes) is not the policy's
-//! while it does: it gets what its client reads, with headroom ([`READER_HEADROOM`]), taken off
-//! the resources it crosses before the policy shares them out. A policy would otherwise give
-//! it a share its client cannot take (the whole of its ports, for the first coflow of a
-//! smallest-first order), which its sender leaves idle while every other flow through those
-//! ports waits. The headroom lets a client that reads faster show it: its flow's chunks stop
-//! waiting, its receiver stops listing it, and the policy has it back.
+//! while it does: it gets what its client reads, with headroom ([`READER_HEADROOM`]), never more
+//! than the policy gave it when it was first held back, taken off the resources it crosses before
+//! the policy shares them out. A policy would otherwise give it a share its client cannot take
+//! (the whole of its ports, for the first coflow of a smallest-first order), which its sender
+//! leaves idle while every other flow through those ports waits. The headroom lets a client that
+//! reads faster show it: its flow's chunks stop waiting, its receiver stops listing it, and the
+//! policy has it back. The bound keeps a client from growing its flow's share past the policy's by
+//! reading in bursts (its pace follows its rate, and its rate its pace).
 
 use std::collections::BTreeMap;
 
@@ -109,7 +111,7 @@ impl Core {
                     }
                 };
                 if let Some(r) = f.reader.filter(|_| held_back(&self.agents, f, fid)) {
-                    reserved.push((fid, route, r.pace));
+                    reserved.push((fid, route, r.pace, r.policy_rate.unwrap_or(f.rate)));
                     continue;
                 }
                 routes.push(route);
@@ -167,10 +169,10 @@ impl Core {
         }
         self.snapshot.flow_rates(&self.alloc, &mut self.rates);
         let policy = self.order.iter().zip(&self.rates).map(|(&fid, &rate)| (fid, rate, None));
-        for (fid, rate, pace) in policy.chain(reserved) {
+        for (fid, rate, reserved) in policy.chain(reserved) {
             let f = self.flows.get_mut(&fid).expect("scheduled flows are live");
             if let Some(r) = &mut f.reader {
-                r.reserved_for = pace;
+                (r.reserved_for, r.policy_rate) = reserved.unzip();
             }
             let changed = if f.rate == 0.0 || rate == 0.0 {
                 f.rate != rate
@@ -211,19 +213,26 @@ impl Core {
     }
 }
 
-/// Takes the rate of each flow held back by its client (`(flow, route, its client's pace)`) off
-/// the resources it crosses, in turn, each at most what they have left; returns each flow's rate
-/// and the pace it was made for.
-fn reserve(fabric: &mut Fabric, flows: Vec<(FlowId, Route, f64)>) -> Vec<(FlowId, f64, Option<f64>)> {
+/// A flow held back by its client: its id, route, its client's pace, and the policy's rate for it
+/// when first held back.
+type Held = (FlowId, Route, f64, f64);
+
+/// A flow's rate, with the client's pace and the policy's rate a reservation made it for (none:
+/// the policy's own).
+type Rated = (FlowId, f64, Option<(f64, f64)>);
+
+/// Takes the rate of each flow held back by its client off the resources it crosses, in turn,
+/// each at most what they have left; returns each flow's rate.
+fn reserve(fabric: &mut Fabric, flows: Vec<Held>) -> Vec<Rated> {
     let mut rates = Vec::with_capacity(flows.len());
-    for (fid, route, pace) in flows {
+    for (fid, route, pace, policy_rate) in flows {
         let left = route.hops().iter().map(|&r| fabric.capacity(r)).fold(f64::INFINITY, f64::min);
-        let rate = (pace * READER_HEADROOM).max(READER_FLOOR * left).min(left);
+        let rate = (pace * READER_HEADROOM).min(policy_rate).max(READER_FLOOR * left).min(left);
         for &r in route.hops() {
             fabric.set_capacity(r, (fabric.capacity(r) - rate).max(0.0));
         }
-        tracing::debug!(target: "coflow::decide", flow = %fid, pace, rate, "held back by its reader");
-        rates.push((fid, rate, Some(pace)));
+        tracing::debug!(target: "coflow::decide", flow = %fid, pace, policy_rate, rate, "held back by its reader");
+        rates.push((fid, rate, Some((pace, policy_rate))));
     }
     rates
 }

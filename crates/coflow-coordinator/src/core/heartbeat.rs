@@ -9,17 +9,20 @@ use coflow_core::{FlowId, MachineId, Nanos};
 use coflow_proto::Heartbeat;
 
 use super::decide::Why;
+use super::wide_area::Routing;
 use super::{Core, FlowState, held_back, ports};
 
 /// What a client that holds its flow back reads, while its receiver lists the flow: the pace its
 /// sender's reports show (bytes moved over each report's interval, averaged over about
 /// [`PACE_WINDOW`]: the buffers between the sender and the client fill in bursts, so that one
-/// report may show nothing moved while the client reads on), and the pace the rate reserved for
-/// the flow was made for (none before a decision reserved one; see `Core::decide`).
+/// report may show nothing moved while the client reads on); the pace the rate reserved for the
+/// flow was made for, and the policy's rate for the flow when it was first reserved, which no
+/// reservation passes (none before a decision reserved one; see `Core::decide`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Reader {
     pub(super) pace: f64,
     pub(super) reserved_for: Option<f64>,
+    pub(super) policy_rate: Option<f64>,
 }
 
 /// The time over which a reader's pace is averaged: a report of `t` seconds weighs
@@ -37,9 +40,9 @@ impl Reader {
         let sample = moved / secs;
         let weight = 1.0 - (-secs / PACE_WINDOW).exp();
         let pace = reader.map_or(sample, |r| r.pace + (sample - r.pace) * weight);
-        let reserved_for = reader.and_then(|r| r.reserved_for);
+        let (reserved_for, policy_rate) = reader.map_or((None, None), |r| (r.reserved_for, r.policy_rate));
         let due = reserved_for.is_none_or(|was| (pace - was).abs() > PACE_MOVED * was);
-        (Reader { pace, reserved_for }, due)
+        (Reader { pace, reserved_for, policy_rate }, due)
     }
 }
 
@@ -118,7 +121,8 @@ impl Core {
                         if unread && covered > Nanos::ZERO {
                             let (reader, due) = Reader::report(f.reader, moved, covered.as_secs_f64());
                             f.reader = Some(reader);
-                            readers_due |= due && f.state == FlowState::Scheduled;
+                            // Only a flow the policy would decide for now is reserved for.
+                            readers_due |= due && f.state == FlowState::Scheduled && f.routing == Routing::Direct;
                         }
                         for &l in &f.links {
                             let r = links.entry(l).or_default();
@@ -170,7 +174,7 @@ mod tests {
     #[test]
     fn a_readers_pace_is_averaged_and_its_reservation_made_again_when_it_moves() {
         let (r, due) = Reader::report(None, 1000.0, 0.5);
-        assert_eq!((r, due), (Reader { pace: 2000.0, reserved_for: None }, true));
+        assert_eq!((r, due), (Reader { pace: 2000.0, reserved_for: None, policy_rate: None }, true));
         let r = Reader { reserved_for: Some(2000.0), ..r };
         let (r, due) = Reader::report(Some(r), 1100.0, 0.5);
         let near = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
@@ -179,7 +183,9 @@ mod tests {
         let (r, due) = Reader::report(Some(r), 2000.0, 0.5);
         assert!(r.pace > 2500.0 && due, "past a quarter above: {r:?}");
         assert_eq!(r.reserved_for, Some(2000.0), "until a decision makes another");
-        let (r, due) = Reader::report(Some(Reader { pace: 2000.0, reserved_for: Some(2000.0) }), 0.0, 0.05);
+        let r = Reader { pace: 2000.0, reserved_for: Some(2000.0), policy_rate: Some(9000.0) };
+        let (r, due) = Reader::report(Some(r), 0.0, 0.05);
         assert!(r.pace > 1800.0 && !due, "one empty heartbeat: {r:?}");
+        assert_eq!(r.policy_rate, Some(9000.0), "kept while listed");
     }
 }

@@ -268,6 +268,35 @@ fn a_flow_held_back_by_its_reader_gets_what_it_reads_and_the_rest_goes_to_others
     assert!((ra - RATE).abs() < 1e-6 && rb == 0.0, "listed no more, the policy has it back: {ra}, {rb}");
 }
 
+/// Under `fair`, two flows from machine 0 to machine 1 get half the ports each. One's receiver
+/// lists it held back all along, while its client takes whatever comes in bursts (its pace is its
+/// rate): its reservation never passes the half the policy gave it when it was first held back,
+/// however often the pace calls for another, and the other flow keeps its half.
+#[test]
+fn a_reservation_never_passes_what_the_policy_gave_the_flow() {
+    let mut h = harness("fair", 2);
+    let c = h.register(2, CoflowOptions::default());
+    h.put(c, "a", 0, 1 << 40).unwrap();
+    h.put(c, "b", 0, 1 << 40).unwrap();
+    let (fa, fb) = (h.get(c, "a", 1).unwrap().flow, h.get(c, "b", 1).unwrap().flow);
+    h.advance(0);
+    h.drain();
+    let rates = |h: &Harness| (h.core.rate(fa).unwrap_or(0.0), h.core.rate(fb).unwrap_or(0.0));
+    assert_eq!(rates(&h), (RATE / 2.0, RATE / 2.0));
+    let (mut sa, mut sb) = (0, 0);
+    for _ in 0..30 {
+        let (ra, rb) = rates(&h);
+        h.advance(100);
+        sa += (ra * 0.1).round() as u64;
+        sb += (rb * 0.1).round() as u64;
+        assert!(h.heartbeat(0, vec![(fa, sa), (fb, sb)]));
+        assert!(h.heartbeat_unread(1, Vec::new(), vec![fa]));
+        h.drain();
+        let (ra, rb) = rates(&h);
+        assert!(ra <= RATE / 2.0 + 1e-6 && rb >= RATE / 2.0 - 1e-6, "held back {ra}, the other {rb}");
+    }
+}
+
 /// Machine 0's downlink carries half its rate; machines 1 and 2 send to it. The shortfall is its
 /// downlink's, not its senders' uplinks'.
 #[test]

@@ -401,25 +401,22 @@ async fn every_call_refuses_malformed_and_oversize_messages_with_a_typed_error()
 /// The size of [`one_big_piece`]'s piece.
 const BIG: usize = 48 << 20;
 
-/// Two machines with ports at `rate` under `varys`, and a coflow holding one piece `big` of
-/// [`BIG`] bytes on machine 0: the cluster, the client that put it, the coflow, and a client on
-/// machine 1 to get it.
 /// Reads `chunks` at `pace` bytes per second (resting after each chunk for as long as its bytes
-/// take at that pace), in a task that returns the bytes and when the last came.
-fn read_at(
-    mut chunks: coflow_client::Chunks,
-    pace: f64,
-) -> tokio::task::JoinHandle<anyhow::Result<(Vec<u8>, Instant)>> {
+/// take at that pace), in a task that returns the bytes.
+fn read_at(mut chunks: coflow_client::Chunks, pace: f64) -> tokio::task::JoinHandle<anyhow::Result<Vec<u8>>> {
     tokio::spawn(async move {
         let mut got = Vec::new();
         while let Some(chunk) = chunks.next().await? {
             got.extend_from_slice(&chunk);
             tokio::time::sleep(Duration::from_secs_f64(chunk.len() as f64 / pace)).await;
         }
-        anyhow::Ok((got, Instant::now()))
+        anyhow::Ok(got)
     })
 }
 
+/// Two machines with ports at `rate` under `varys`, and a coflow holding one piece `big` of
+/// [`BIG`] bytes on machine 0: the cluster, the client that put it, the coflow, and a client on
+/// machine 1 to get it.
 async fn one_big_piece(rate: f64) -> anyhow::Result<(Cluster, Client, CoflowId, Client)> {
     let cluster = Cluster::start(ClusterConfig::new(2, rate, "varys")).await?;
     let c = cluster.client(0).await?;
@@ -980,7 +977,7 @@ async fn a_slow_reader_holds_back_only_its_own_flow() -> anyhow::Result<()> {
     assert!(got == large_bytes, "the prompt reader got its bytes exactly");
     let st = c.status().await?;
     let held = st.coflows.iter().flat_map(|c| &c.flows).filter(|f| f.reader_limited).count();
-    let (got, _) = read.await??;
+    let got = read.await??;
     assert!(got == small_bytes, "the slow reader got its bytes exactly");
     assert!(took < Duration::from_secs(3), "the larger coflow, read promptly, waited for the slow reader: {took:?}");
     assert_eq!(held, 1, "status shows the slow reader's flow held back by its reader");
@@ -989,8 +986,8 @@ async fn a_slow_reader_holds_back_only_its_own_flow() -> anyhow::Result<()> {
 }
 
 /// A client that takes its get's messages slower than they come (one each 20 ms, while its flow
-/// sends a 20 KB block each millisecond) gets the blocks that waited for it in one message, up to
-/// 256 KiB: its messages grow instead of its reading falling to a block per message, and its bytes
+/// sends a millisecond's worth, 20 KB, at a time) gets the blocks that waited for it in one
+/// message, up to 256 KiB: its messages grow instead of its reading falling to a block per message, and its bytes
 /// arrive exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_takes_messages_slowly_gets_bigger_ones() -> anyhow::Result<()> {
