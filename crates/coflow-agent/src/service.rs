@@ -298,49 +298,16 @@ impl Agent for AgentService {
             // reading: its get fails (and the flow's end is reported, which frees its rate).
             let idle = shared.idle();
             let (waiter, streamed) = (shared.clone(), get.streamed.clone());
-            let forward = async move {
+            let delivering = async move {
                 let watched = waiter.unread.watch(&streamed);
                 // The first message states the size; the queue to the client is empty then.
                 if client.send(Ok(pb::GetChunk { data: Vec::new(), piece_size: Some(size) })).await.is_err() {
                     return false;
                 }
-                // Blocks that come while the client's queue is full wait for it as one message (up
-                // to `COALESCED_BYTES`, and one block more): a client that takes messages slower
-                // than they come gets bigger ones, not fewer bytes.
-                let (mut waiting, mut more) = (Vec::new(), true);
-                loop {
-                    if waiting.is_empty() {
-                        match chunks_rx.recv().await {
-                            Some(c) => waiting = c,
-                            None => return true,
-                        }
-                    }
-                    let permit = match client.try_reserve() {
-                        Ok(p) => p,
-                        Err(mpsc::error::TrySendError::Closed(())) => return false,
-                        Err(mpsc::error::TrySendError::Full(())) => {
-                            let gather = async {
-                                loop {
-                                    tokio::select! {
-                                        p = client.reserve() => return p,
-                                        c = chunks_rx.recv(), if more && waiting.len() < COALESCED_BYTES => match c {
-                                            Some(c) => waiting.extend_from_slice(&c),
-                                            None => more = false,
-                                        },
-                                    }
-                                }
-                            };
-                            match watched.deliver(gather, idle).await {
-                                Some(p) => p,
-                                None => return false,
-                            }
-                        }
-                    };
-                    permit.send(Ok(pb::GetChunk { data: std::mem::take(&mut waiting), piece_size: None }));
-                }
+                forward(&mut chunks_rx, &client, &watched, idle).await
             };
             let result = tokio::select! {
-                (r, client_ok) = async { tokio::join!(work, forward) } => {
+                (r, client_ok) = async { tokio::join!(work, delivering) } => {
                     if client_ok { r } else { Err(AgentError::ClientStalled { secs: idle.as_secs_f64() }) }
                 }
                 _ = tx.closed() => Err(AgentError::ClientDeparted),
@@ -382,6 +349,50 @@ impl Agent for AgentService {
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Hands a get's blocks from `blocks` on to its client, a message at a time as room comes in its
+/// queue: blocks that come while the queue is full wait for it as one message (up to
+/// `COALESCED_BYTES`, and one block more), so that a client that takes messages slower than they
+/// come gets bigger ones, not fewer bytes. Each wait for room is the client's (`watched`), at most
+/// `idle`. Whether every block was handed on (false: the client is gone or stopped reading).
+async fn forward(
+    blocks: &mut mpsc::Receiver<Vec<u8>>,
+    client: &mpsc::Sender<Result<pb::GetChunk, Status>>,
+    watched: &crate::unread::Watched<'_>,
+    idle: Duration,
+) -> bool {
+    let (mut waiting, mut more) = (Vec::new(), true);
+    loop {
+        if waiting.is_empty() {
+            match blocks.recv().await {
+                Some(c) => waiting = c,
+                None => return true,
+            }
+        }
+        let permit = match client.try_reserve() {
+            Ok(p) => p,
+            Err(mpsc::error::TrySendError::Closed(())) => return false,
+            Err(mpsc::error::TrySendError::Full(())) => {
+                let gather = async {
+                    loop {
+                        tokio::select! {
+                            p = client.reserve() => return p,
+                            c = blocks.recv(), if more && waiting.len() < COALESCED_BYTES => match c {
+                                Some(c) => waiting.extend_from_slice(&c),
+                                None => more = false,
+                            },
+                        }
+                    }
+                };
+                match watched.deliver(gather, idle).await {
+                    Some(p) => p,
+                    None => return false,
+                }
+            }
+        };
+        permit.send(Ok(pb::GetChunk { data: std::mem::take(&mut waiting), piece_size: None }));
     }
 }
 

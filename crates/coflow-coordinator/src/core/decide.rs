@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use coflow_core::{CoflowId, FlowId, MachineId, Nanos};
 use coflow_sched::{Fabric, Route, SnapshotCoflow, SnapshotFlow};
 
+use super::heartbeat::Reservation;
 use super::wide_area::Routing;
 use super::{CoflowState, Core, RATE_TOLERANCE, held_back};
 use crate::status::Admission;
@@ -111,7 +112,8 @@ impl Core {
                     }
                 };
                 if let Some(r) = f.reader.filter(|_| held_back(&self.agents, f, fid)) {
-                    reserved.push((fid, route, r.pace, r.policy_rate.unwrap_or(f.rate)));
+                    let policy_rate = r.reserved.map_or(f.rate, |was| was.policy_rate);
+                    reserved.push((fid, route, Reservation { pace: r.pace, policy_rate }));
                     continue;
                 }
                 routes.push(route);
@@ -172,7 +174,7 @@ impl Core {
         for (fid, rate, reserved) in policy.chain(reserved) {
             let f = self.flows.get_mut(&fid).expect("scheduled flows are live");
             if let Some(r) = &mut f.reader {
-                (r.reserved_for, r.policy_rate) = reserved.unzip();
+                r.reserved = reserved;
             }
             let changed = if f.rate == 0.0 || rate == 0.0 {
                 f.rate != rate
@@ -213,26 +215,20 @@ impl Core {
     }
 }
 
-/// A flow held back by its client: its id, route, its client's pace, and the policy's rate for it
-/// when first held back.
-type Held = (FlowId, Route, f64, f64);
-
-/// A flow's rate, with the client's pace and the policy's rate a reservation made it for (none:
-/// the policy's own).
-type Rated = (FlowId, f64, Option<(f64, f64)>);
-
-/// Takes the rate of each flow held back by its client off the resources it crosses, in turn,
-/// each at most what they have left; returns each flow's rate.
-fn reserve(fabric: &mut Fabric, flows: Vec<Held>) -> Vec<Rated> {
+/// Takes the rate of each flow held back by its client (with what its reservation is made for)
+/// off the resources it crosses, in turn, each at most what they have left; returns each flow's
+/// rate.
+fn reserve(fabric: &mut Fabric, flows: Vec<(FlowId, Route, Reservation)>) -> Vec<(FlowId, f64, Option<Reservation>)> {
     let mut rates = Vec::with_capacity(flows.len());
-    for (fid, route, pace, policy_rate) in flows {
+    for (fid, route, made_for) in flows {
+        let Reservation { pace, policy_rate } = made_for;
         let left = route.hops().iter().map(|&r| fabric.capacity(r)).fold(f64::INFINITY, f64::min);
         let rate = (pace * READER_HEADROOM).min(policy_rate).max(READER_FLOOR * left).min(left);
         for &r in route.hops() {
             fabric.set_capacity(r, (fabric.capacity(r) - rate).max(0.0));
         }
         tracing::debug!(target: "coflow::decide", flow = %fid, pace, policy_rate, rate, "held back by its reader");
-        rates.push((fid, rate, Some((pace, policy_rate))));
+        rates.push((fid, rate, Some(made_for)));
     }
     rates
 }

@@ -15,14 +15,20 @@ use super::{Core, FlowState, held_back, ports};
 /// What a client that holds its flow back reads, while its receiver lists the flow: the pace its
 /// sender's reports show (bytes moved over each report's interval, averaged over about
 /// [`PACE_WINDOW`]: the buffers between the sender and the client fill in bursts, so that one
-/// report may show nothing moved while the client reads on); the pace the rate reserved for the
-/// flow was made for, and the policy's rate for the flow when it was first reserved, which no
-/// reservation passes (none before a decision reserved one; see `Core::decide`).
+/// report may show nothing moved while the client reads on), and the rate reserved for the flow
+/// (none before a decision reserved one; see `Core::decide`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Reader {
     pub(super) pace: f64,
-    pub(super) reserved_for: Option<f64>,
-    pub(super) policy_rate: Option<f64>,
+    pub(super) reserved: Option<Reservation>,
+}
+
+/// What a flow's reserved rate was made for: its client's pace, and the policy's rate for the flow
+/// when it was first reserved, which no reservation passes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Reservation {
+    pub(super) pace: f64,
+    pub(super) policy_rate: f64,
 }
 
 /// The time over which a reader's pace is averaged: a report of `t` seconds weighs
@@ -40,9 +46,9 @@ impl Reader {
         let sample = moved / secs;
         let weight = 1.0 - (-secs / PACE_WINDOW).exp();
         let pace = reader.map_or(sample, |r| r.pace + (sample - r.pace) * weight);
-        let (reserved_for, policy_rate) = reader.map_or((None, None), |r| (r.reserved_for, r.policy_rate));
-        let due = reserved_for.is_none_or(|was| (pace - was).abs() > PACE_MOVED * was);
-        (Reader { pace, reserved_for, policy_rate }, due)
+        let reserved = reader.and_then(|r| r.reserved);
+        let due = reserved.is_none_or(|was| (pace - was.pace).abs() > PACE_MOVED * was.pace);
+        (Reader { pace, reserved }, due)
     }
 }
 
@@ -86,7 +92,7 @@ impl Core {
         // A flow its client no longer holds back is the policy's again.
         for id in no_longer {
             if let Some(f) = self.flows.get_mut(&id)
-                && f.reader.take().is_some_and(|r| r.reserved_for.is_some())
+                && f.reader.take().is_some_and(|r| r.reserved.is_some())
             {
                 self.mark(Why::Readers);
             }
@@ -165,7 +171,7 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::Reader;
+    use super::{Reader, Reservation};
 
     /// A reader's pace is its first report's, then each report of `t` seconds moves it by
     /// `1 - e^(-t / 0.5 s)` of the way to its own: a report of nothing over one heartbeat (the
@@ -174,18 +180,19 @@ mod tests {
     #[test]
     fn a_readers_pace_is_averaged_and_its_reservation_made_again_when_it_moves() {
         let (r, due) = Reader::report(None, 1000.0, 0.5);
-        assert_eq!((r, due), (Reader { pace: 2000.0, reserved_for: None, policy_rate: None }, true));
-        let r = Reader { reserved_for: Some(2000.0), ..r };
+        assert_eq!((r, due), (Reader { pace: 2000.0, reserved: None }, true));
+        let reserved = Some(Reservation { pace: 2000.0, policy_rate: 9000.0 });
+        let r = Reader { reserved, ..r };
         let (r, due) = Reader::report(Some(r), 1100.0, 0.5);
         let near = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
         let expected = 2000.0 + 200.0 * (1.0 - (-1.0f64).exp());
         assert!(near(r.pace, expected) && !due, "{r:?} {due}");
         let (r, due) = Reader::report(Some(r), 2000.0, 0.5);
         assert!(r.pace > 2500.0 && due, "past a quarter above: {r:?}");
-        assert_eq!(r.reserved_for, Some(2000.0), "until a decision makes another");
-        let r = Reader { pace: 2000.0, reserved_for: Some(2000.0), policy_rate: Some(9000.0) };
+        assert_eq!(r.reserved, reserved, "until a decision makes another");
+        let r = Reader { pace: 2000.0, reserved };
         let (r, due) = Reader::report(Some(r), 0.0, 0.05);
         assert!(r.pace > 1800.0 && !due, "one empty heartbeat: {r:?}");
-        assert_eq!(r.policy_rate, Some(9000.0), "kept while listed");
+        assert_eq!(r.reserved, reserved, "kept while listed");
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use coflow_coordinator::{CoordinatorConfig, Core};
-use coflow_core::{FlowId, MachineId};
+use coflow_core::{CoflowId, FlowId, MachineId};
 use coflow_proto::CoflowOptions;
 
 use super::{Harness, by_name};
@@ -229,6 +229,23 @@ fn a_flow_listed_unread_is_no_ports_fault_for_as_long_as_it_is_listed() {
     assert!(up < RATE / 2.0, "unlisted, the stall is put down to the sender's uplink: {up}");
 }
 
+/// Pieces `a` and `b` of the given coflows and sizes put on machine 0 and got on machine 1: their
+/// flows, once decided for.
+fn zero_to_one(h: &mut Harness, pieces: [(CoflowId, u64); 2]) -> (FlowId, FlowId) {
+    let [fa, fb] = [("a", pieces[0]), ("b", pieces[1])].map(|(id, (c, size))| {
+        h.put(c, id, 0, size).unwrap();
+        h.get(c, id, 1).unwrap().flow
+    });
+    h.advance(0);
+    h.drain();
+    (fa, fb)
+}
+
+/// The rates of flows `fa` and `fb` (zero for one without).
+fn rates(h: &Harness, fa: FlowId, fb: FlowId) -> (f64, f64) {
+    (h.core.rate(fa).unwrap_or(0.0), h.core.rate(fb).unwrap_or(0.0))
+}
+
 /// Two coflows from machine 0 to machine 1 under `varys`: the smaller comes first, with the whole
 /// of both ports, and the larger waits. Once the receiver lists the smaller's flow held back, its
 /// client taking a tenth of the rate, the flow gets half as much again as its client reads and
@@ -238,12 +255,8 @@ fn a_flow_listed_unread_is_no_ports_fault_for_as_long_as_it_is_listed() {
 fn a_flow_held_back_by_its_reader_gets_what_it_reads_and_the_rest_goes_to_others() {
     let mut h = harness("varys", 2);
     let (a, b) = (h.register(1, CoflowOptions::default()), h.register(1, CoflowOptions::default()));
-    h.put(a, "a", 0, 1 << 30).unwrap();
-    h.put(b, "b", 0, 1 << 40).unwrap();
-    let (fa, fb) = (h.get(a, "a", 1).unwrap().flow, h.get(b, "b", 1).unwrap().flow);
-    h.advance(0);
-    h.drain();
-    let rates = |h: &Harness| (h.core.rate(fa).unwrap_or(0.0), h.core.rate(fb).unwrap_or(0.0));
+    let (fa, fb) = zero_to_one(&mut h, [(a, 1 << 30), (b, 1 << 40)]);
+    let rates = |h: &Harness| rates(h, fa, fb);
     assert_eq!(rates(&h), (RATE, 0.0), "the smaller coflow first");
     let (mut sa, mut sb) = (0, 0);
     for step in 1..=30 {
@@ -276,12 +289,8 @@ fn a_flow_held_back_by_its_reader_gets_what_it_reads_and_the_rest_goes_to_others
 fn a_reservation_never_passes_what_the_policy_gave_the_flow() {
     let mut h = harness("fair", 2);
     let c = h.register(2, CoflowOptions::default());
-    h.put(c, "a", 0, 1 << 40).unwrap();
-    h.put(c, "b", 0, 1 << 40).unwrap();
-    let (fa, fb) = (h.get(c, "a", 1).unwrap().flow, h.get(c, "b", 1).unwrap().flow);
-    h.advance(0);
-    h.drain();
-    let rates = |h: &Harness| (h.core.rate(fa).unwrap_or(0.0), h.core.rate(fb).unwrap_or(0.0));
+    let (fa, fb) = zero_to_one(&mut h, [(c, 1 << 40), (c, 1 << 40)]);
+    let rates = |h: &Harness| rates(h, fa, fb);
     assert_eq!(rates(&h), (RATE / 2.0, RATE / 2.0));
     let (mut sa, mut sb) = (0, 0);
     for _ in 0..30 {
